@@ -1,0 +1,1 @@
+//! Capture files: pcap and pcapng, read and written.

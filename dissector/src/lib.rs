@@ -1,0 +1,19 @@
+//! `dissector`: a zero-copy decoder for RoCE traffic — RoCEv2 (InfiniBand transport
+//! over UDP port 4791) and RoCEv1 (ethertype 0x8915) — plus the analysis built on it.
+//!
+//! Layout, from the bytes up:
+//! - [`wire`]: one module per header, each a zero-copy `Packet<T: AsRef<[u8]>>` view
+//!   and an owned `Repr` that parses from and emits into that view (smoltcp's style);
+//!   the opcode table; the ICRC.
+//! - [`frame`]: lax decoding of a whole captured frame, link layer to payload; a frame
+//!   that stops early keeps the layers that parsed and says where and why it stopped.
+//! - [`capture`]: pcap and pcapng readers and writers. The only module doing I/O, and
+//!   only through the `Read`/`Write` values handed to it.
+#![forbid(unsafe_code)]
+#![warn(missing_debug_implementations)]
+
+pub mod capture;
+pub mod linktype;
+pub mod wire;
+
+pub use linktype::LinkType;

@@ -1,0 +1,1 @@
+//! Wire formats, one module per header.

@@ -1,0 +1,3 @@
+//! `roce`: RoCEv2 test harness and packet analyzer. The binary is a thin shell over
+//! this library so that tests reach every command.
+pub mod cli;
