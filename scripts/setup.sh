@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs everything `roce` needs on a Debian 12 machine (run as root) and puts
+# `roce` on PATH (~/.cargo/bin). Safe to run again: every step is idempotent.
+#
+#   bash scripts/setup.sh            # build deps + roce
+#   bash scripts/setup.sh --test     # also what the test suite needs (tshark, lab)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want_test=0
+[[ "${1:-}" == "--test" ]] && want_test=1
+
+say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+
+# Debian packages. Build: libpcap (live capture), libibverbs/librdmacm + libclang
+# (rdma-sys runs bindgen). Lab: qemu, debootstrap, e2fsprogs. Tests: tshark.
+pkgs=(build-essential pkg-config libpcap-dev libibverbs-dev librdmacm-dev libclang-dev clang
+      qemu-system-x86 debootstrap e2fsprogs)
+(( want_test )) && pkgs+=(tshark)
+
+missing=()
+for p in "${pkgs[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if (( ${#missing[@]} )); then
+    say "installing Debian packages: ${missing[*]}"
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "error: need root to install ${missing[*]} (run as root, or install them yourself)" >&2
+        exit 1
+    fi
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+# Rust: Debian 12's rustc (1.63) is too old for our dependencies; use rustup's.
+if ! command -v cargo >/dev/null 2>&1; then
+    [[ -x "$HOME/.cargo/bin/cargo" ]] || {
+        say "installing the Rust toolchain with rustup"
+        command -v curl >/dev/null || apt-get install -y -q curl
+        curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
+    }
+    export PATH="$HOME/.cargo/bin:$PATH"
+fi
+
+say "building and installing roce ($(cargo --version))"
+cargo install --quiet --locked --path harness --root "$HOME/.cargo" --force
+say "roce is at $HOME/.cargo/bin/roce"
