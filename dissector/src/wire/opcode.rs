@@ -1,0 +1,476 @@
+//! The opcode table: for every BTH opcode, its name, which extension headers follow
+//! the BTH (in wire order) and what the operation means to flow analysis.
+//!
+//! One table, indexed by opcode, built at compile time from the 32 operations of IBA
+//! Vol 1 table 38 and the rules of each transport (RD adds RDETH and DETH, XRC adds
+//! XRCETH on requests, UD allows only SEND Only [with Immediate] plus DETH). No code
+//! elsewhere decides per opcode which headers to expect: it walks [`Headers::ORDER`].
+
+use core::fmt;
+
+/// A BTH opcode: transport in bits 7–5, operation in bits 4–0.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Opcode(pub u8);
+
+/// The transport service named by the top three opcode bits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Transport {
+    Rc,
+    Uc,
+    Rd,
+    Ud,
+    /// RoCEv2 Congestion Notification Packet (opcode 0x81).
+    Cnp,
+    Xrc,
+    /// 0xC0–0xFF: manufacturer specific (e.g. DC transport on mlx5).
+    Vendor,
+}
+
+impl Transport {
+    pub const fn abbrev(self) -> &'static str {
+        match self {
+            Transport::Rc => "RC",
+            Transport::Uc => "UC",
+            Transport::Rd => "RD",
+            Transport::Ud => "UD",
+            Transport::Cnp => "CNP",
+            Transport::Xrc => "XRC",
+            Transport::Vendor => "VENDOR",
+        }
+    }
+}
+
+impl fmt::Display for Transport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.abbrev())
+    }
+}
+
+/// The set of headers that follow the BTH.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Headers(u16);
+
+impl Headers {
+    pub const NONE: Headers = Headers(0);
+    pub const XRCETH: Headers = Headers(1 << 0);
+    pub const RDETH: Headers = Headers(1 << 1);
+    pub const DETH: Headers = Headers(1 << 2);
+    pub const FETH: Headers = Headers(1 << 3);
+    pub const RETH: Headers = Headers(1 << 4);
+    pub const ATOMICETH: Headers = Headers(1 << 5);
+    pub const AETH: Headers = Headers(1 << 6);
+    pub const ATOMICACKETH: Headers = Headers(1 << 7);
+    pub const IMMDT: Headers = Headers(1 << 8);
+    pub const IETH: Headers = Headers(1 << 9);
+    /// The 16 reserved bytes of a CNP.
+    pub const CNP_RESERVED: Headers = Headers(1 << 10);
+    /// A payload follows the headers (it may be empty).
+    pub const PAYLOAD: Headers = Headers(1 << 11);
+
+    /// Extension headers in the order they follow the BTH, with their sizes.
+    pub const ORDER: [(Headers, usize); 11] = [
+        (Headers::XRCETH, 4),
+        (Headers::RDETH, 4),
+        (Headers::DETH, 8),
+        (Headers::FETH, 4),
+        (Headers::RETH, 16),
+        (Headers::ATOMICETH, 28),
+        (Headers::AETH, 4),
+        (Headers::ATOMICACKETH, 8),
+        (Headers::IMMDT, 4),
+        (Headers::IETH, 4),
+        (Headers::CNP_RESERVED, 16),
+    ];
+
+    pub const fn union(self, other: Headers) -> Headers {
+        Headers(self.0 | other.0)
+    }
+    pub const fn contains(self, other: Headers) -> bool {
+        self.0 & other.0 == other.0
+    }
+    /// Total length of the extension headers in the set (payload excluded).
+    pub const fn len(self) -> usize {
+        let mut n = 0;
+        let mut i = 0;
+        while i < Self::ORDER.len() {
+            if self.contains(Self::ORDER[i].0) {
+                n += Self::ORDER[i].1;
+            }
+            i += 1;
+        }
+        n
+    }
+    pub const fn is_empty(self) -> bool {
+        self.0 & !Headers::PAYLOAD.0 == 0
+    }
+    /// The header's short name, as the spec writes it.
+    pub const fn name(self) -> &'static str {
+        match self.0 {
+            x if x == Headers::XRCETH.0 => "XRCETH",
+            x if x == Headers::RDETH.0 => "RDETH",
+            x if x == Headers::DETH.0 => "DETH",
+            x if x == Headers::FETH.0 => "FETH",
+            x if x == Headers::RETH.0 => "RETH",
+            x if x == Headers::ATOMICETH.0 => "AtomicETH",
+            x if x == Headers::AETH.0 => "AETH",
+            x if x == Headers::ATOMICACKETH.0 => "AtomicAckETH",
+            x if x == Headers::IMMDT.0 => "ImmDt",
+            x if x == Headers::IETH.0 => "IETH",
+            x if x == Headers::CNP_RESERVED.0 => "CNP reserved",
+            x if x == Headers::PAYLOAD.0 => "payload",
+            _ => "headers",
+        }
+    }
+}
+
+impl fmt::Debug for Headers {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut l = f.debug_set();
+        for (h, _) in Headers::ORDER {
+            if self.contains(h) {
+                l.entry(&format_args!("{}", h.name()));
+            }
+        }
+        if self.contains(Headers::PAYLOAD) {
+            l.entry(&format_args!("payload"));
+        }
+        l.finish()
+    }
+}
+
+/// What an operation means, for flow analysis.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Kind(u16);
+
+impl Kind {
+    pub const REQUEST: Kind = Kind(1 << 0);
+    pub const RESPONSE: Kind = Kind(1 << 1);
+    pub const SEND: Kind = Kind(1 << 2);
+    pub const WRITE: Kind = Kind(1 << 3);
+    pub const READ: Kind = Kind(1 << 4);
+    pub const ATOMIC: Kind = Kind(1 << 5);
+    pub const ACK: Kind = Kind(1 << 6);
+    pub const FIRST: Kind = Kind(1 << 7);
+    pub const MIDDLE: Kind = Kind(1 << 8);
+    pub const LAST: Kind = Kind(1 << 9);
+    pub const ONLY: Kind = Kind(Kind::FIRST.0 | Kind::LAST.0);
+    /// Consumes a receive WQE at the responder (SENDs, and WRITE with immediate).
+    pub const RECV: Kind = Kind(1 << 10);
+    pub const IMMEDIATE: Kind = Kind(1 << 11);
+    pub const INVALIDATE: Kind = Kind(1 << 12);
+    pub const FLUSH: Kind = Kind(1 << 13);
+    pub const ATOMIC_WRITE: Kind = Kind(1 << 14);
+    pub const RESYNC: Kind = Kind(1 << 15);
+
+    pub const fn union(self, other: Kind) -> Kind {
+        Kind(self.0 | other.0)
+    }
+    pub const fn contains(self, other: Kind) -> bool {
+        self.0 & other.0 == other.0
+    }
+}
+
+impl fmt::Debug for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Kind({:#06x})", self.0)
+    }
+}
+
+/// One row of the opcode table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OpInfo {
+    pub opcode: Opcode,
+    pub transport: Transport,
+    /// The operation's name without the transport, e.g. `RDMA WRITE Only`.
+    pub name: &'static str,
+    /// The extension headers after the BTH, and whether a payload follows.
+    pub headers: Headers,
+    pub kind: Kind,
+}
+
+impl OpInfo {
+    pub const fn is_request(&self) -> bool {
+        self.kind.contains(Kind::REQUEST)
+    }
+    pub const fn is_response(&self) -> bool {
+        self.kind.contains(Kind::RESPONSE)
+    }
+    pub const fn is(&self, k: Kind) -> bool {
+        self.kind.contains(k)
+    }
+}
+
+// Transports an operation is defined for.
+const RC: u8 = 1;
+const UC: u8 = 2;
+const RD: u8 = 4;
+const UD: u8 = 8;
+const XRC: u8 = 16;
+
+struct Op {
+    name: &'static str,
+    headers: Headers,
+    kind: Kind,
+    on: u8,
+}
+
+const fn op(name: &'static str, headers: Headers, kind: Kind, on: u8) -> Option<Op> {
+    Some(Op { name, headers, kind, on })
+}
+
+const H: Headers = Headers::NONE;
+const P: Headers = Headers::PAYLOAD;
+const RETH: Headers = Headers::RETH;
+const IMM: Headers = Headers::IMMDT;
+const AETH: Headers = Headers::AETH;
+const REQ: Kind = Kind::REQUEST;
+const RESP: Kind = Kind::RESPONSE;
+const ALL: u8 = RC | UC | RD | XRC;
+const RELIABLE: u8 = RC | RD | XRC;
+
+const fn k(a: Kind, b: Kind, c: Kind) -> Kind {
+    a.union(b).union(c)
+}
+
+/// The 32 operations (low five opcode bits), IBA Vol 1 table 38, plus FLUSH and
+/// ATOMIC WRITE (IBA 1.5 / RoCEv2 memory placement extensions).
+const OPS: [Option<Op>; 32] = {
+    use Kind as K;
+    let send = REQ.union(K::SEND).union(K::RECV);
+    let write = REQ.union(K::WRITE);
+    let read_resp = RESP.union(K::READ);
+    [
+        op("SEND First", P, k(send, K::FIRST, K(0)), ALL),
+        op("SEND Middle", P, k(send, K::MIDDLE, K(0)), ALL),
+        op("SEND Last", P, k(send, K::LAST, K(0)), ALL),
+        op("SEND Last with Immediate", IMM.union(P), k(send, K::LAST, K::IMMEDIATE), ALL),
+        op("SEND Only", P, k(send, K::ONLY, K(0)), ALL | UD),
+        op("SEND Only with Immediate", IMM.union(P), k(send, K::ONLY, K::IMMEDIATE), ALL | UD),
+        op("RDMA WRITE First", RETH.union(P), k(write, K::FIRST, K(0)), ALL),
+        op("RDMA WRITE Middle", P, k(write, K::MIDDLE, K(0)), ALL),
+        op("RDMA WRITE Last", P, k(write, K::LAST, K(0)), ALL),
+        op("RDMA WRITE Last with Immediate", IMM.union(P), k(write, K::LAST, K::IMMEDIATE.union(K::RECV)), ALL),
+        op("RDMA WRITE Only", RETH.union(P), k(write, K::ONLY, K(0)), ALL),
+        op("RDMA WRITE Only with Immediate", RETH.union(IMM).union(P), k(write, K::ONLY, K::IMMEDIATE.union(K::RECV)), ALL),
+        op("RDMA READ Request", RETH, k(REQ, K::READ, K::ONLY), RELIABLE),
+        op("RDMA READ Response First", AETH.union(P), k(read_resp, K::FIRST, K(0)), RELIABLE),
+        op("RDMA READ Response Middle", P, k(read_resp, K::MIDDLE, K(0)), RELIABLE),
+        op("RDMA READ Response Last", AETH.union(P), k(read_resp, K::LAST, K(0)), RELIABLE),
+        op("RDMA READ Response Only", AETH.union(P), k(read_resp, K::ONLY, K(0)), RELIABLE),
+        op("Acknowledge", AETH, k(RESP, K::ACK, K(0)), RELIABLE),
+        op("ATOMIC Acknowledge", AETH.union(Headers::ATOMICACKETH), k(RESP, K::ATOMIC, K::ACK), RELIABLE),
+        op("CmpSwap", Headers::ATOMICETH, k(REQ, K::ATOMIC, K::ONLY), RELIABLE),
+        op("FetchAdd", Headers::ATOMICETH, k(REQ, K::ATOMIC, K::ONLY), RELIABLE),
+        op("RESYNC", H, k(REQ, K::RESYNC, K::ONLY), RD),
+        op("SEND Last with Invalidate", Headers::IETH.union(P), k(send, K::LAST, K::INVALIDATE), RC | XRC),
+        op("SEND Only with Invalidate", Headers::IETH.union(P), k(send, K::ONLY, K::INVALIDATE), RC | XRC),
+        None,
+        None,
+        None,
+        None,
+        op("FLUSH", Headers::FETH.union(RETH), k(REQ, K::FLUSH, K::ONLY), RC | RD),
+        op("ATOMIC WRITE", RETH.union(P), k(REQ, K::ATOMIC_WRITE, K::ONLY), RC | RD),
+        None,
+        None,
+    ]
+};
+
+const fn build() -> [Option<OpInfo>; 256] {
+    let mut t: [Option<OpInfo>; 256] = [None; 256];
+    let transports = [
+        (0x00u8, Transport::Rc, RC),
+        (0x20, Transport::Uc, UC),
+        (0x40, Transport::Rd, RD),
+        (0x60, Transport::Ud, UD),
+        (0xA0, Transport::Xrc, XRC),
+    ];
+    let mut ti = 0;
+    while ti < transports.len() {
+        let (base, transport, bit) = transports[ti];
+        let mut i = 0;
+        while i < 32 {
+            if let Some(o) = &OPS[i] {
+                if o.on & bit != 0 {
+                    let mut headers = o.headers;
+                    match transport {
+                        // RD: RDETH on every packet, DETH on requests (IBA 9.2.2).
+                        Transport::Rd => {
+                            headers = headers.union(Headers::RDETH);
+                            if o.kind.contains(REQ) {
+                                headers = headers.union(Headers::DETH);
+                            }
+                        }
+                        Transport::Ud => headers = headers.union(Headers::DETH),
+                        // XRC: XRCETH right after the BTH on requests (IBA A14).
+                        Transport::Xrc if o.kind.contains(REQ) => {
+                            headers = headers.union(Headers::XRCETH)
+                        }
+                        _ => {}
+                    }
+                    let opcode = base | i as u8;
+                    t[opcode as usize] = Some(OpInfo {
+                        opcode: Opcode(opcode),
+                        transport,
+                        name: o.name,
+                        headers,
+                        kind: o.kind,
+                    });
+                }
+            }
+            i += 1;
+        }
+        ti += 1;
+    }
+    t[0x81] = Some(OpInfo {
+        opcode: Opcode(0x81),
+        transport: Transport::Cnp,
+        name: "CNP",
+        headers: Headers::CNP_RESERVED,
+        kind: Kind(0),
+    });
+    t
+}
+
+static TABLE: [Option<OpInfo>; 256] = build();
+
+impl Opcode {
+    pub const RC_SEND_ONLY: Opcode = Opcode(0x04);
+    pub const RC_RDMA_WRITE_ONLY: Opcode = Opcode(0x0A);
+    pub const RC_ACKNOWLEDGE: Opcode = Opcode(0x11);
+    pub const UD_SEND_ONLY: Opcode = Opcode(0x64);
+    pub const CNP: Opcode = Opcode(0x81);
+
+    /// The table row, or `None` for reserved and manufacturer-specific opcodes.
+    #[inline]
+    pub fn info(self) -> Option<&'static OpInfo> {
+        TABLE[self.0 as usize].as_ref()
+    }
+
+    pub const fn transport(self) -> Transport {
+        match self.0 >> 5 {
+            0 => Transport::Rc,
+            1 => Transport::Uc,
+            2 => Transport::Rd,
+            3 => Transport::Ud,
+            4 => Transport::Cnp,
+            5 => Transport::Xrc,
+            _ => Transport::Vendor,
+        }
+    }
+
+    /// Every opcode the table knows, in numeric order.
+    pub fn all() -> impl Iterator<Item = &'static OpInfo> {
+        TABLE.iter().flatten()
+    }
+}
+
+impl fmt::Debug for Opcode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Opcode({:#04x})", self.0)
+    }
+}
+
+/// `RC RDMA WRITE Only`; unknown opcodes print as `RC Unknown (0x18)` or
+/// `Vendor-specific (0xc5)`.
+impl fmt::Display for Opcode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.info() {
+            Some(i) if i.transport == Transport::Cnp => f.write_str("CNP"),
+            Some(i) => write!(f, "{} {}", i.transport, i.name),
+            None if self.transport() == Transport::Vendor => {
+                write!(f, "Vendor-specific ({:#04x})", self.0)
+            }
+            None => write!(f, "{} Unknown ({:#04x})", self.transport(), self.0),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ops_with(h: Headers) -> Vec<u8> {
+        Opcode::all().filter(|i| i.headers.contains(h)).map(|i| i.opcode.0).collect()
+    }
+
+    // Wireshark's packet-infiniband.c keeps its own per-header opcode lists
+    // (`opCode_RETH`, `opCode_IMMDT`, …). These are those groups, written out from
+    // that file independently of our table; the two sources must agree (FLUSH,
+    // ATOMIC WRITE, XRC and CNP are not in Wireshark 4.0 and are checked separately).
+    const WIRESHARK_RETH: &[u8] = &[
+        0x06, 0x0A, 0x0B, 0x0C, 0x26, 0x2A, 0x2B, 0x46, 0x4A, 0x4B, 0x4C,
+    ];
+    const WIRESHARK_IMMDT: &[u8] = &[
+        0x03, 0x05, 0x09, 0x0B, 0x23, 0x25, 0x29, 0x2B, 0x43, 0x45, 0x49, 0x4B, 0x65,
+    ];
+    const WIRESHARK_AETH: &[u8] = &[
+        0x0D, 0x0F, 0x10, 0x11, 0x12, 0x4D, 0x4F, 0x50, 0x51, 0x52,
+    ];
+    const WIRESHARK_ATOMICETH: &[u8] = &[0x13, 0x14, 0x53, 0x54];
+    const WIRESHARK_DETH: &[u8] = &[
+        0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4A, 0x4B, 0x4C, 0x53,
+        0x54, 0x55, 0x64, 0x65,
+    ];
+    const WIRESHARK_IETH: &[u8] = &[0x16, 0x17];
+
+    fn without_new(mut v: Vec<u8>) -> Vec<u8> {
+        v.retain(|&o| {
+            !matches!(Opcode(o).transport(), Transport::Xrc | Transport::Cnp)
+                && !matches!(o & 0x1F, 0x1C | 0x1D)
+        });
+        v
+    }
+
+    #[test]
+    fn header_groups_agree_with_wireshark() {
+        assert_eq!(without_new(ops_with(Headers::RETH)), WIRESHARK_RETH);
+        assert_eq!(without_new(ops_with(Headers::IMMDT)), WIRESHARK_IMMDT);
+        assert_eq!(without_new(ops_with(Headers::AETH)), WIRESHARK_AETH);
+        assert_eq!(without_new(ops_with(Headers::ATOMICETH)), WIRESHARK_ATOMICETH);
+        assert_eq!(without_new(ops_with(Headers::DETH)), WIRESHARK_DETH);
+        assert_eq!(without_new(ops_with(Headers::IETH)), WIRESHARK_IETH);
+    }
+
+    #[test]
+    fn extensions_beyond_wireshark() {
+        let flush = Opcode(0x1C).info().unwrap();
+        assert_eq!(flush.headers, Headers::FETH.union(Headers::RETH));
+        assert_eq!(flush.headers.len(), 20);
+        let aw = Opcode(0x1D).info().unwrap();
+        assert!(aw.headers.contains(Headers::RETH.union(Headers::PAYLOAD)));
+        assert_eq!(ops_with(Headers::XRCETH).len(), 17, "XRC requests carry XRCETH");
+        assert!(!Opcode(0xB1).info().unwrap().headers.contains(Headers::XRCETH));
+        let cnp = Opcode::CNP.info().unwrap();
+        assert_eq!(cnp.headers.len(), 16);
+        assert!(Opcode(0x80).info().is_none());
+    }
+
+    #[test]
+    fn names_and_unknowns() {
+        assert_eq!(Opcode(0x0A).to_string(), "RC RDMA WRITE Only");
+        assert_eq!(Opcode(0x64).to_string(), "UD SEND Only");
+        assert_eq!(Opcode(0x81).to_string(), "CNP");
+        assert_eq!(Opcode(0x18).to_string(), "RC Unknown (0x18)");
+        assert_eq!(Opcode(0x2C).to_string(), "UC Unknown (0x2c)");
+        assert_eq!(Opcode(0xC5).to_string(), "Vendor-specific (0xc5)");
+        assert_eq!(Opcode(0x66).info(), None, "UD has only SEND Only [with Immediate]");
+    }
+
+    #[test]
+    fn table_kinds_are_consistent() {
+        for i in Opcode::all() {
+            if i.transport == Transport::Cnp {
+                continue;
+            }
+            assert!(i.is_request() ^ i.is_response(), "{}", i.opcode);
+            assert!(i.opcode.info().is_some());
+            if i.is(Kind::IMMEDIATE) {
+                assert!(i.headers.contains(Headers::IMMDT), "{}", i.opcode);
+            }
+            if i.is(Kind::FIRST) && i.is(Kind::WRITE) {
+                assert!(i.headers.contains(Headers::RETH), "{}", i.opcode);
+            }
+        }
+        assert_eq!(Opcode::all().count(), 25 + 12 + 24 + 2 + 23 + 1);
+    }
+}
