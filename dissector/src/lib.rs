@@ -13,6 +13,8 @@
 #![warn(missing_debug_implementations)]
 
 pub mod capture;
+pub mod craft;
+pub mod frame;
 pub mod linktype;
 pub mod wire;
 

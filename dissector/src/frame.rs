@@ -1,0 +1,641 @@
+//! Lax decoding of one captured frame, from the link layer to the RoCE payload.
+//!
+//! [`decode`] never fails and never panics: it returns every layer that parsed, and
+//! if something stopped it — a truncated capture, a malformed header — a [`Stop`]
+//! saying which layer, at which byte offset, and why. An analyzer must not throw a
+//! frame away for one bad header.
+
+use core::fmt;
+use core::ops::Range;
+
+use crate::wire::ethernet::{self, ethertype, Mac, VlanTag};
+use crate::wire::ext::{
+    AtomicAckEthPacket, AtomicEthPacket, AtomicEthRepr, DethPacket, DethRepr, FethPacket,
+    RethPacket, RethRepr, Word32Packet,
+};
+use crate::wire::mad::{self, CmMessage, MadRepr};
+use crate::wire::sll::SllRepr;
+use crate::wire::{aeth, bth, icrc, ipv4, ipv6, udp, AethRepr, BthRepr, Error, Headers, Malformed, OpInfo};
+use crate::LinkType;
+
+/// Where decoding stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Layer {
+    Link,
+    Ethernet,
+    Vlan,
+    Sll,
+    Ipv4,
+    Ipv6,
+    Udp,
+    Grh,
+    Bth,
+    /// One of the extension headers; which one is in [`Stop::header`].
+    ExtHeader,
+    Payload,
+    Icrc,
+    Mad,
+}
+
+impl Layer {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Layer::Link => "link layer",
+            Layer::Ethernet => "Ethernet",
+            Layer::Vlan => "802.1Q VLAN tag",
+            Layer::Sll => "Linux cooked header",
+            Layer::Ipv4 => "IPv4",
+            Layer::Ipv6 => "IPv6",
+            Layer::Udp => "UDP",
+            Layer::Grh => "GRH",
+            Layer::Bth => "BTH",
+            Layer::ExtHeader => "extension header",
+            Layer::Payload => "payload",
+            Layer::Icrc => "ICRC",
+            Layer::Mad => "MAD",
+        }
+    }
+}
+
+/// Why and where decoding of a frame stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stop {
+    pub layer: Layer,
+    /// For [`Layer::ExtHeader`]: which header (`RETH`, `AETH`, …).
+    pub header: Option<&'static str>,
+    /// Byte offset of the layer in the frame.
+    pub offset: usize,
+    pub error: StopError,
+}
+
+/// The reason for a [`Stop`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StopError {
+    Wire(Error),
+    /// The link type is not one we decode.
+    UnsupportedLink(LinkType),
+    /// An IPv4 fragment past the first, or a first fragment: UDP not reassembled.
+    Fragment,
+    /// The capture holds fewer bytes than the UDP datagram / GRH announced (snaplen).
+    Snapped { captured: usize, expected: usize },
+}
+
+impl fmt::Display for Stop {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.header.unwrap_or(self.layer.name()))?;
+        write!(f, " at offset {}: ", self.offset)?;
+        match self.error {
+            StopError::Wire(e) => e.fmt(f),
+            StopError::UnsupportedLink(l) => write!(f, "link type {l} is not supported"),
+            StopError::Fragment => f.write_str("IP fragment, not reassembled"),
+            StopError::Snapped { captured, expected } => write!(
+                f,
+                "capture cut short (snaplen): {captured} of {expected} bytes captured"
+            ),
+        }
+    }
+}
+
+/// The link layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Link {
+    Ethernet { src: Mac, dst: Mac },
+    Sll(SllRepr),
+    /// Raw IP (LINKTYPE_RAW, IPV4, IPV6).
+    Raw,
+    /// BSD loopback: address family in host byte order.
+    Null { family: u32 },
+    Unsupported(LinkType),
+}
+
+/// The network layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Net {
+    None,
+    Ipv4(ipv4::Repr),
+    Ipv6(ipv6::Repr),
+    /// RoCEv1's Global Route Header (IPv6 layout, next header 0x1B).
+    Grh(ipv6::Repr),
+    Arp,
+    Other { ethertype: u16 },
+}
+
+/// RoCE version of a frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoceVersion {
+    V1,
+    V2,
+}
+
+/// The InfiniBand transport part of a RoCE packet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ib {
+    pub bth: BthRepr,
+    /// The opcode table row; `None` for reserved or vendor opcodes.
+    pub info: Option<&'static OpInfo>,
+    pub xrceth: Option<u32>,
+    pub rdeth: Option<u32>,
+    pub deth: Option<DethRepr>,
+    pub feth: Option<u32>,
+    pub reth: Option<RethRepr>,
+    pub atomiceth: Option<AtomicEthRepr>,
+    pub aeth: Option<AethRepr>,
+    pub atomicacketh: Option<u64>,
+    pub immdt: Option<u32>,
+    pub ieth: Option<u32>,
+    /// Byte range of the payload in the frame (pad excluded).
+    pub payload: Range<usize>,
+    /// The four ICRC bytes as on the wire, if captured.
+    pub icrc: Option<[u8; 4]>,
+}
+
+impl Ib {
+    fn new(bth: BthRepr) -> Ib {
+        Ib {
+            bth,
+            info: bth.opcode.info(),
+            xrceth: None,
+            rdeth: None,
+            deth: None,
+            feth: None,
+            reth: None,
+            atomiceth: None,
+            aeth: None,
+            atomicacketh: None,
+            immdt: None,
+            ieth: None,
+            payload: 0..0,
+            icrc: None,
+        }
+    }
+    pub fn payload_len(&self) -> usize {
+        self.payload.len()
+    }
+}
+
+/// A decoded MAD (UD SEND to QP1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Mad {
+    pub header: MadRepr,
+    pub cm: Option<CmMessage>,
+}
+
+/// Byte offsets kept for the ICRC check and the printers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Offsets {
+    /// Start of the IP header / GRH.
+    pub net: usize,
+    /// Start of what follows the fixed IP header (IPv6 extension headers, UDP).
+    pub l4: usize,
+    pub bth: usize,
+    /// Where the ICRC starts (= end of the transport packet before the ICRC).
+    pub icrc: usize,
+}
+
+/// One decoded frame. Fields are `None` past the layer where decoding stopped.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Frame {
+    pub link: Link,
+    /// Outer tag first.
+    pub vlans: [Option<VlanTag>; 2],
+    /// The ethertype after any VLAN tags (or the SLL protocol).
+    pub ethertype: Option<u16>,
+    pub net: Net,
+    pub udp: Option<udp::Repr>,
+    pub roce: Option<RoceVersion>,
+    pub ib: Option<Ib>,
+    pub mad: Option<Mad>,
+    pub offsets: Offsets,
+    pub stop: Option<Stop>,
+}
+
+/// What counts as RoCEv2: UDP destination ports (4791 and any the user adds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Options {
+    pub roce_ports: Vec<u16>,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { roce_ports: vec![udp::ROCE_V2_PORT] }
+    }
+}
+
+impl Frame {
+    fn empty(link: Link) -> Frame {
+        Frame {
+            link,
+            vlans: [None, None],
+            ethertype: None,
+            net: Net::None,
+            udp: None,
+            roce: None,
+            ib: None,
+            mad: None,
+            offsets: Offsets::default(),
+            stop: None,
+        }
+    }
+
+    /// The frame is a RoCE packet whose BTH parsed.
+    pub fn is_roce(&self) -> bool {
+        self.ib.is_some()
+    }
+
+    /// Verifies the ICRC against the frame's bytes. `None` when there is nothing to
+    /// check (not RoCE, or the ICRC was not captured).
+    pub fn icrc_check(&self, data: &[u8]) -> Option<IcrcCheck> {
+        let ib = self.ib.as_ref()?;
+        let wire = ib.icrc?;
+        let o = self.offsets;
+        let kind = match self.net {
+            Net::Ipv4(_) => icrc::Net::Ipv4,
+            Net::Ipv6(_) => icrc::Net::Ipv6,
+            Net::Grh(_) => icrc::Net::Grh,
+            _ => return None,
+        };
+        let net = data.get(o.net..o.l4)?;
+        let l4 = data.get(o.l4..o.bth)?;
+        let ibb = data.get(o.bth..o.icrc)?;
+        let computed = icrc::compute(kind, net, l4, ibb);
+        Some(IcrcCheck { wire: icrc::from_wire(wire), computed })
+    }
+
+    /// Source and destination addresses, when the frame has an IP layer or GRH.
+    pub fn addrs(&self) -> Option<(std::net::IpAddr, std::net::IpAddr)> {
+        match self.net {
+            Net::Ipv4(r) => Some((r.src.into(), r.dst.into())),
+            Net::Ipv6(r) | Net::Grh(r) => Some((r.src.into(), r.dst.into())),
+            _ => None,
+        }
+    }
+
+    /// The IP ECN bits (3 = Congestion Experienced).
+    pub fn ecn(&self) -> Option<u8> {
+        match self.net {
+            Net::Ipv4(r) => Some(r.ecn),
+            Net::Ipv6(r) | Net::Grh(r) => Some(r.ecn()),
+            _ => None,
+        }
+    }
+}
+
+/// Result of an ICRC verification. Both values are the CRC as a number (the wire
+/// carries it least significant byte first).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IcrcCheck {
+    pub wire: u32,
+    pub computed: u32,
+}
+
+impl IcrcCheck {
+    pub fn ok(&self) -> bool {
+        self.wire == self.computed
+    }
+}
+
+/// Decodes one frame captured with link type `link`.
+pub fn decode(link: LinkType, data: &[u8], opts: &Options) -> Frame {
+    let mut d = Decoder { data, opts };
+    d.frame(link)
+}
+
+struct Decoder<'a> {
+    data: &'a [u8],
+    opts: &'a Options,
+}
+
+fn stop(layer: Layer, offset: usize, e: Error) -> Stop {
+    Stop { layer, header: None, offset, error: StopError::Wire(e) }
+}
+
+impl<'a> Decoder<'a> {
+    fn at(&self, off: usize) -> &'a [u8] {
+        self.data.get(off..).unwrap_or(&[])
+    }
+
+    fn frame(&mut self, link: LinkType) -> Frame {
+        match link {
+            LinkType::ETHERNET => {
+                let f = match ethernet::Frame::new_checked(self.data) {
+                    Ok(f) => f,
+                    Err(e) => {
+                        let mut fr = Frame::empty(Link::Ethernet { src: Mac::default(), dst: Mac::default() });
+                        fr.stop = Some(stop(Layer::Ethernet, 0, e));
+                        return fr;
+                    }
+                };
+                let mut fr = Frame::empty(Link::Ethernet { src: f.src(), dst: f.dst() });
+                let mut t = f.ethertype();
+                let mut off = ethernet::HEADER_LEN;
+                for slot in 0..2 {
+                    if !ethertype::is_vlan(t) {
+                        break;
+                    }
+                    match VlanTag::parse(t, self.at(off)) {
+                        Ok(tag) => {
+                            fr.vlans[slot] = Some(tag);
+                            t = tag.inner_type;
+                            off += ethernet::VLAN_TAG_LEN;
+                        }
+                        Err(e) => {
+                            fr.stop = Some(stop(Layer::Vlan, off, e));
+                            return fr;
+                        }
+                    }
+                }
+                self.ethertype(fr, t, off)
+            }
+            LinkType::LINUX_SLL | LinkType::LINUX_SLL2 => {
+                let parsed = if link == LinkType::LINUX_SLL {
+                    SllRepr::parse_v1(self.data)
+                } else {
+                    SllRepr::parse_v2(self.data)
+                };
+                match parsed {
+                    Ok(s) => {
+                        let fr = Frame::empty(Link::Sll(s));
+                        self.ethertype(fr, s.protocol, s.header_len())
+                    }
+                    Err(e) => {
+                        let mut fr = Frame::empty(Link::Unsupported(link));
+                        fr.stop = Some(stop(Layer::Sll, 0, e));
+                        fr
+                    }
+                }
+            }
+            LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => {
+                let fr = Frame::empty(Link::Raw);
+                match self.data.first().map(|b| b >> 4) {
+                    Some(6) => self.ethertype(fr, ethertype::IPV6, 0),
+                    _ => self.ethertype(fr, ethertype::IPV4, 0),
+                }
+            }
+            LinkType::NULL => {
+                let Some(b) = self.data.get(..4) else {
+                    let mut fr = Frame::empty(Link::Null { family: 0 });
+                    fr.stop = Some(stop(Layer::Link, 0, Error::Truncated { needed: 4, available: self.data.len() }));
+                    return fr;
+                };
+                // Host byte order of the capturing machine: accept either.
+                let le = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+                let family = if le < 0x100 { le } else { u32::from_be_bytes([b[0], b[1], b[2], b[3]]) };
+                let fr = Frame::empty(Link::Null { family });
+                let t = match family {
+                    2 => ethertype::IPV4,
+                    24 | 28 | 30 => ethertype::IPV6,
+                    _ => 0,
+                };
+                self.ethertype(fr, t, 4)
+            }
+            other => {
+                let mut fr = Frame::empty(Link::Unsupported(other));
+                fr.stop = Some(Stop { layer: Layer::Link, header: None, offset: 0, error: StopError::UnsupportedLink(other) });
+                fr
+            }
+        }
+    }
+
+    fn ethertype(&mut self, mut fr: Frame, t: u16, off: usize) -> Frame {
+        fr.ethertype = Some(t);
+        match t {
+            ethertype::IPV4 => self.ipv4(fr, off),
+            ethertype::IPV6 => self.ipv6(fr, off),
+            ethertype::ROCE_V1 => self.grh(fr, off),
+            ethertype::ARP => {
+                fr.net = Net::Arp;
+                fr
+            }
+            other => {
+                fr.net = Net::Other { ethertype: other };
+                fr
+            }
+        }
+    }
+
+    fn ipv4(&mut self, mut fr: Frame, off: usize) -> Frame {
+        let p = match ipv4::Packet::new_checked(self.at(off)) {
+            Ok(p) => p,
+            Err(e) => {
+                fr.stop = Some(stop(Layer::Ipv4, off, e));
+                return fr;
+            }
+        };
+        let r = ipv4::Repr::parse(&p);
+        fr.net = Net::Ipv4(r);
+        fr.offsets.net = off;
+        let l4 = off + p.header_len();
+        fr.offsets.l4 = l4;
+        let ip_end = off + r.total_len as usize;
+        if r.protocol != ipv4::PROTO_UDP {
+            return fr;
+        }
+        if r.is_fragment() {
+            fr.stop = Some(Stop { layer: Layer::Ipv4, header: None, offset: off, error: StopError::Fragment });
+            return fr;
+        }
+        self.udp(fr, l4, l4, ip_end)
+    }
+
+    fn ipv6(&mut self, mut fr: Frame, off: usize) -> Frame {
+        let p = match ipv6::Packet::new_checked(self.at(off)) {
+            Ok(p) => p,
+            Err(e) => {
+                fr.stop = Some(stop(Layer::Ipv6, off, e));
+                return fr;
+            }
+        };
+        let r = ipv6::Repr::parse(&p);
+        fr.net = Net::Ipv6(r);
+        fr.offsets.net = off;
+        let l4_start = off + ipv6::HEADER_LEN;
+        fr.offsets.l4 = l4_start;
+        let ip_end = l4_start + r.payload_len as usize;
+        let mut next = r.next_header;
+        let mut at = l4_start;
+        // Skip a bounded number of extension headers.
+        for _ in 0..8 {
+            match ipv6::extension_len(next, self.at(at)) {
+                None => break,
+                Some(Ok((nh, len))) => {
+                    next = nh;
+                    at += len;
+                }
+                Some(Err(e)) => {
+                    fr.stop = Some(stop(Layer::Ipv6, at, e));
+                    return fr;
+                }
+            }
+        }
+        if next == 44 {
+            fr.stop = Some(Stop { layer: Layer::Ipv6, header: None, offset: at, error: StopError::Fragment });
+            return fr;
+        }
+        if next != ipv4::PROTO_UDP {
+            return fr;
+        }
+        self.udp(fr, l4_start, at, ip_end)
+    }
+
+    fn udp(&mut self, mut fr: Frame, l4_start: usize, off: usize, ip_end: usize) -> Frame {
+        let p = match udp::Packet::new_checked(self.at(off)) {
+            Ok(p) => p,
+            Err(e) => {
+                fr.stop = Some(stop(Layer::Udp, off, e));
+                return fr;
+            }
+        };
+        let r = udp::Repr::parse(&p);
+        fr.udp = Some(r);
+        fr.offsets.l4 = l4_start;
+        if !self.opts.roce_ports.contains(&r.dst_port) {
+            return fr;
+        }
+        fr.roce = Some(RoceVersion::V2);
+        let bth = off + udp::HEADER_LEN;
+        // The datagram ends where UDP says; IP's total length bounds it, and anything
+        // past it in the frame (Ethernet padding) is not ours.
+        let end = (off + r.length as usize).min(ip_end.max(bth));
+        self.transport(fr, bth, end)
+    }
+
+    fn grh(&mut self, mut fr: Frame, off: usize) -> Frame {
+        let p = match ipv6::Packet::new_checked(self.at(off)) {
+            Ok(p) => p,
+            Err(Error::Malformed(Malformed::Ipv6Version { version })) => {
+                fr.stop = Some(stop(Layer::Grh, off, Error::Malformed(Malformed::GrhVersion { version })));
+                return fr;
+            }
+            Err(e) => {
+                fr.stop = Some(stop(Layer::Grh, off, e));
+                return fr;
+            }
+        };
+        let r = ipv6::Repr::parse(&p);
+        fr.net = Net::Grh(r);
+        fr.roce = Some(RoceVersion::V1);
+        fr.offsets.net = off;
+        let bth = off + ipv6::HEADER_LEN;
+        fr.offsets.l4 = bth;
+        // PayLen counts from the BTH through the ICRC. A zero or oversized PayLen
+        // (some captures) falls back to the end of the frame.
+        let end = match r.payload_len as usize {
+            0 => self.data.len(),
+            n => bth + n,
+        };
+        self.transport(fr, bth, end)
+    }
+
+    /// Decodes BTH .. ICRC, where the transport packet spans `bth..end` (`end` as
+    /// announced by UDP or the GRH; the capture may hold less).
+    fn transport(&mut self, mut fr: Frame, bth: usize, end: usize) -> Frame {
+        fr.offsets.bth = bth;
+        let p = match bth::Packet::new_checked(self.at(bth)) {
+            Ok(p) => p,
+            Err(e) => {
+                fr.stop = Some(stop(Layer::Bth, bth, e));
+                return fr;
+            }
+        };
+        let mut ib = Ib::new(BthRepr::parse(&p));
+        let captured_end = end.min(self.data.len());
+        let mut off = bth + bth::HEADER_LEN;
+        // Unknown opcodes: the bytes up to the ICRC are shown as payload.
+        let headers = ib.info.map_or(Headers::PAYLOAD, |i| i.headers);
+        for (h, len) in Headers::ORDER {
+            if !headers.contains(h) {
+                continue;
+            }
+            // Never read extension headers out of the ICRC or past the datagram.
+            let avail = captured_end.saturating_sub(off);
+            let b = &self.data[off.min(captured_end)..captured_end];
+            if avail < len {
+                fr.stop = Some(Stop {
+                    layer: Layer::ExtHeader,
+                    header: Some(h.name()),
+                    offset: off,
+                    error: StopError::Wire(Error::Truncated { needed: len, available: avail }),
+                });
+                fr.ib = Some(ib);
+                return fr;
+            }
+            match h {
+                Headers::XRCETH => ib.xrceth = Some(Word32Packet::new_unchecked(b).value24()),
+                Headers::RDETH => ib.rdeth = Some(Word32Packet::new_unchecked(b).value24()),
+                Headers::DETH => ib.deth = Some(DethRepr::parse(&DethPacket::new_unchecked(b))),
+                Headers::FETH => ib.feth = Some(FethPacket::new_unchecked(b).raw()),
+                Headers::RETH => ib.reth = Some(RethRepr::parse(&RethPacket::new_unchecked(b))),
+                Headers::ATOMICETH => {
+                    ib.atomiceth = Some(AtomicEthRepr::parse(&AtomicEthPacket::new_unchecked(b)))
+                }
+                Headers::AETH => ib.aeth = Some(AethRepr::parse(&aeth::Packet::new_unchecked(b))),
+                Headers::ATOMICACKETH => {
+                    ib.atomicacketh = Some(AtomicAckEthPacket::new_unchecked(b).orig_remote_data())
+                }
+                Headers::IMMDT => ib.immdt = Some(Word32Packet::new_unchecked(b).value()),
+                Headers::IETH => ib.ieth = Some(Word32Packet::new_unchecked(b).value()),
+                _ => {} // CNP reserved bytes
+            }
+            off += len;
+        }
+        // Payload: what is left before pad and ICRC.
+        let pad = ib.bth.pad_count as usize;
+        if end > self.data.len() {
+            // Snapped capture: show what we have, no ICRC.
+            ib.payload = off.min(self.data.len())..self.data.len();
+            fr.offsets.icrc = end.saturating_sub(4);
+            fr.stop = Some(Stop {
+                layer: Layer::Payload,
+                header: None,
+                offset: off.min(self.data.len()),
+                error: StopError::Snapped { captured: self.data.len() - bth, expected: end - bth },
+            });
+            fr.ib = Some(ib);
+            return fr;
+        }
+        let left = end.saturating_sub(off);
+        if left < 4 {
+            fr.stop = Some(stop(Layer::Icrc, off, Error::Malformed(Malformed::NoRoomForIcrc { left })));
+            ib.payload = off.min(end)..end;
+            fr.ib = Some(ib);
+            return fr;
+        }
+        let icrc_at = end - 4;
+        let payload_len = icrc_at - off;
+        fr.offsets.icrc = icrc_at;
+        ib.icrc = Some([self.data[icrc_at], self.data[icrc_at + 1], self.data[icrc_at + 2], self.data[icrc_at + 3]]);
+        if pad > payload_len {
+            fr.stop = Some(stop(
+                Layer::Payload,
+                off,
+                Error::Malformed(Malformed::PadExceedsPayload { pad: pad as u8, payload_len }),
+            ));
+            ib.payload = off..icrc_at;
+        } else {
+            ib.payload = off..icrc_at - pad;
+        }
+        // MADs: UD SEND Only to QP1.
+        if ib.bth.dest_qp == mad::GSI_QP && ib.deth.is_some() && fr.stop.is_none() {
+            let pl = &self.data[ib.payload.clone()];
+            match MadRepr::parse(pl) {
+                Ok(h) => {
+                    let cm = if h.mgmt_class == mad::CLASS_CM {
+                        match CmMessage::parse(h.attribute_id, &pl[mad::HEADER_LEN..]) {
+                            Ok(cm) => cm,
+                            Err(e) => {
+                                fr.stop = Some(stop(Layer::Mad, ib.payload.start + mad::HEADER_LEN, e));
+                                None
+                            }
+                        }
+                    } else {
+                        None
+                    };
+                    fr.mad = Some(Mad { header: h, cm });
+                }
+                Err(e) => fr.stop = Some(stop(Layer::Mad, ib.payload.start, e)),
+            }
+        }
+        fr.ib = Some(ib);
+        fr
+    }
+}
