@@ -14,6 +14,7 @@
 
 pub mod capture;
 pub mod craft;
+pub mod fields;
 pub mod frame;
 pub mod linktype;
 pub mod wire;
