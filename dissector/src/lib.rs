@@ -17,6 +17,7 @@ pub mod craft;
 pub mod fields;
 pub mod frame;
 pub mod linktype;
+pub mod print;
 pub mod wire;
 
 pub use linktype::LinkType;
