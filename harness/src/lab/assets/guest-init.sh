@@ -1,0 +1,43 @@
+# roce lab guest init: PID 1 in each lab VM, read from the host share (written by
+# the lab daemon at every `roce lab up`). Brings up the RoCE wire (eth0 on the
+# switch) and rxe0, then keeps the roce agent running on the virtio-serial port.
+# Messages prefixed `roce-lab:` go to the console log the host keeps.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+say() { echo "roce-lab: $*" > /dev/console; }
+halt() { say "$*"; sleep 1; echo 1 > /proc/sys/kernel/sysrq; echo o > /proc/sysrq-trigger; sleep 10; }
+
+mount -t proc proc /proc
+mount -t sysfs sys /sys
+mount -t tmpfs -o mode=1777 tmp /tmp
+mount -t tmpfs -o mode=755 run /run
+mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs shm /dev/shm
+
+VM= IP= PEER= PEER_MAC= PROBE=
+for w in $(cat /proc/cmdline); do
+    case "$w" in
+        lab.vm=*) VM=${w#*=} ;;
+        lab.ip=*) IP=${w#*=} ;;
+        lab.peer=*) PEER=${w#*=} ;;
+        lab.peer_mac=*) PEER_MAC=${w#*=} ;;
+        lab.probe=1) PROBE=1 ;;
+    esac
+done
+[ -n "$PROBE" ] && halt "probe ok"
+[ -n "$VM" ] && [ -n "$IP" ] && [ -n "$PEER" ] && [ -n "$PEER_MAC" ] || halt "FATAL: lab.vm/ip/peer/peer_mac missing from the kernel command line"
+hostname "lab-$VM"
+
+# Only RoCE and the tools' own TCP on the wire: no IPv6 chatter (router and
+# neighbour solicitations, MLD), no ARP (the peer's address is static).
+for c in all default eth0; do echo 1 > /proc/sys/net/ipv6/conf/$c/disable_ipv6; done
+ip link set lo up
+ip link set eth0 up || halt "FATAL: no eth0 (virtio_net not loaded?)"
+ip addr add "$IP/24" dev eth0 || halt "FATAL: cannot set $IP on eth0"
+ip neigh replace "$PEER" lladdr "$PEER_MAC" dev eth0 nud permanent
+rdma link add rxe0 type rxe netdev eth0 || say "ERROR: rdma link add rxe0 failed"
+say "wire up: eth0 $IP, peer $PEER at $PEER_MAC, rxe0 on eth0"
+
+while :; do
+    cp /host/roce /run/roce-agent && /run/roce-agent lab agent
+    say "agent exited (status $?); restarting in 1 s"
+    sleep 1
+done

@@ -1,0 +1,151 @@
+//! Talking to a running lab's daemon over its control socket.
+use std::io::{self, Write};
+use std::os::unix::net::UnixStream;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+
+use super::control::{self, ExitStatus, Frame, Kind, Request, Response};
+use super::state::{LabPaths, Vm};
+use super::switch::RunReport;
+
+/// How long a plain request may take to be answered.
+const ANSWER_WITHIN: Duration = Duration::from_secs(30);
+/// How long past its own timeout a command may take to report its end.
+const EXEC_GRACE: Duration = Duration::from_secs(15);
+
+pub fn not_up(paths: &LabPaths) -> anyhow::Error {
+    let flag = if paths.name == "default" { String::new() } else { format!(" --name {}", paths.name) };
+    anyhow!("lab `{}` is not up\nhint: start it with `roce lab{flag} up`", paths.name)
+}
+
+pub fn connect(paths: &LabPaths) -> Result<UnixStream> {
+    if !paths.is_running() {
+        return Err(not_up(paths));
+    }
+    let sock = paths.control_socket();
+    // The daemon binds its socket right after taking the lock: allow it a moment.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match UnixStream::connect(&sock) {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() < deadline && matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) => {
+                std::thread::sleep(control::POLL)
+            }
+            Err(e) => return Err(e).with_context(|| format!("connecting to the lab daemon at {}", sock.display())),
+        }
+    }
+}
+
+fn read_response(s: &mut UnixStream, within: Duration) -> Result<serde_json::Value> {
+    s.set_read_timeout(Some(within))?;
+    let f = control::read_frame(s)
+        .map_err(|e| match e.kind() {
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => anyhow!("the lab daemon did not answer within {within:?}"),
+            _ => anyhow!(e).context("reading the lab daemon's answer"),
+        })?
+        .ok_or_else(|| anyhow!("the lab daemon closed the connection without answering"))?;
+    if f.kind != Kind::Response {
+        bail!("the lab daemon answered with an unexpected {:?} frame", f.kind);
+    }
+    let r: Response = f.parse()?;
+    if !r.ok {
+        bail!("{}", r.error.unwrap_or_else(|| "the lab daemon reported an unspecified error".into()));
+    }
+    Ok(r.data)
+}
+
+fn send_request(s: &mut UnixStream, req: &Request) -> Result<()> {
+    Frame::json(Kind::Request, 0, req).write_to(s).context("sending a request to the lab daemon")
+}
+
+/// One request, one answer.
+pub fn request(paths: &LabPaths, req: &Request) -> Result<serde_json::Value> {
+    let mut s = connect(paths)?;
+    send_request(&mut s, req)?;
+    read_response(&mut s, ANSWER_WITHIN)
+}
+
+/// Runs `cmd` in `vm`, handing output to `on_output` as it arrives. The command is
+/// killed in the VM when `timeout` passes, or when this process goes away.
+pub fn exec(
+    paths: &LabPaths,
+    vm: Vm,
+    cmd: &str,
+    timeout: Duration,
+    on_output: &mut dyn FnMut(Kind, &[u8]),
+) -> Result<ExitStatus> {
+    let mut s = connect(paths)?;
+    let req = Request::Exec { vm: vm.name().into(), cmd: cmd.into(), timeout_ms: Some(timeout.as_millis() as u64) };
+    Frame::json(Kind::Request, 1, &req).write_to(&mut s).context("sending the command to the lab daemon")?;
+    let deadline = Instant::now() + timeout + EXEC_GRACE;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            let _ = Frame::new(Kind::Kill, 1, vec![]).write_to(&mut s);
+            return Ok(ExitStatus {
+                timed_out: true,
+                elapsed_ms: (timeout + EXEC_GRACE).as_millis() as u64,
+                error: Some(format!("VM {} did not report the end of the command", vm.name())),
+                ..Default::default()
+            });
+        }
+        s.set_read_timeout(Some(left))?;
+        let f = match control::read_frame(&mut s) {
+            Ok(Some(f)) => f,
+            Ok(None) => bail!("the lab daemon closed the connection while `{cmd}` ran in VM {} (lab going down?)", vm.name()),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
+            Err(e) => return Err(e).context("reading the command's output"),
+        };
+        match f.kind {
+            Kind::Stdout | Kind::Stderr => on_output(f.kind, &f.payload),
+            Kind::Exit => return Ok(f.parse()?),
+            Kind::Response => {
+                // The daemon refused the request.
+                let r: Response = f.parse()?;
+                bail!("{}", r.error.unwrap_or_else(|| "the lab daemon refused the command".into()));
+            }
+            other => bail!("unexpected {other:?} frame from the lab daemon"),
+        }
+    }
+}
+
+/// Runs `cmd` and returns its exit status and stdout (stderr is appended to the
+/// error message when it fails).
+pub fn exec_capture(paths: &LabPaths, vm: Vm, cmd: &str, timeout: Duration) -> Result<(ExitStatus, String, String)> {
+    let (mut out, mut err) = (Vec::new(), Vec::new());
+    let st = exec(paths, vm, cmd, timeout, &mut |k, d| match k {
+        Kind::Stdout => out.extend_from_slice(d),
+        _ => err.extend_from_slice(d),
+    })?;
+    Ok((st, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned()))
+}
+
+/// A recorded run. Dropping it without [`RunSession::end`] ends the run too (the
+/// daemon sees the connection close).
+pub struct RunSession {
+    stream: UnixStream,
+}
+
+impl RunSession {
+    pub fn begin(paths: &LabPaths, pcap: Option<String>, rules: Vec<String>, seed: u64) -> Result<RunSession> {
+        let mut stream = connect(paths)?;
+        send_request(&mut stream, &Request::RunBegin { pcap, rules, seed })?;
+        read_response(&mut stream, ANSWER_WITHIN)?;
+        Ok(RunSession { stream })
+    }
+
+    pub fn end(mut self) -> Result<RunReport> {
+        send_request(&mut self.stream, &Request::RunEnd)?;
+        let v = read_response(&mut self.stream, ANSWER_WITHIN)?;
+        Ok(serde_json::from_value(v).context("the lab daemon's run report")?)
+    }
+}
+
+/// Writes output to our stdout/stderr; a closed pipe is not an error.
+pub fn print_output(kind: Kind, data: &[u8]) {
+    let _ = match kind {
+        Kind::Stdout => io::stdout().lock().write_all(data).and_then(|_| io::stdout().flush()),
+        _ => io::stderr().lock().write_all(data),
+    };
+}

@@ -1,0 +1,367 @@
+//! Where a lab keeps its state, and how a crashed or killed lab is recovered.
+//!
+//! Each lab (`--name`, default `default`) has a directory `<root>/labs/<name>/`:
+//!
+//! - `lab.lock`: held (flock) by the lab daemon for as long as the lab is up. The
+//!   kernel drops the lock when the daemon dies, however it dies, so "lock free"
+//!   means "nobody is running this lab" — the only liveness test that cannot lie.
+//! - `daemon.pid`, `a.pid`, `b.pid`: the daemon's and qemu's pids (qemu writes its
+//!   own with `-pidfile`). Used to kill leftovers when the lock is free, after
+//!   checking that the process still is ours (its command line names this
+//!   directory), so a recycled pid is never killed.
+//! - `ctl.sock`: the daemon's control socket; `a.ctl`, `b.ctl`: the VMs'
+//!   virtio-serial ports; `a.console`, `b.console`: console logs; `daemon.log`;
+//!   `share/`: the 9p share (guest init, the `roce` binary).
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+/// The two VMs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Vm {
+    A,
+    B,
+}
+
+impl Vm {
+    pub const BOTH: [Vm; 2] = [Vm::A, Vm::B];
+    pub fn name(self) -> &'static str {
+        match self {
+            Vm::A => "a",
+            Vm::B => "b",
+        }
+    }
+    pub fn index(self) -> usize {
+        match self {
+            Vm::A => 0,
+            Vm::B => 1,
+        }
+    }
+    pub fn ip(self) -> &'static str {
+        match self {
+            Vm::A => "10.0.0.1",
+            Vm::B => "10.0.0.2",
+        }
+    }
+    pub fn mac(self) -> &'static str {
+        match self {
+            Vm::A => "52:54:00:00:00:0a",
+            Vm::B => "52:54:00:00:00:0b",
+        }
+    }
+    /// The IPv4-mapped GID (index 1) as sysfs prints it.
+    pub fn gid(self) -> &'static str {
+        match self {
+            Vm::A => "0000:0000:0000:0000:0000:ffff:0a00:0001",
+            Vm::B => "0000:0000:0000:0000:0000:ffff:0a00:0002",
+        }
+    }
+    pub fn peer(self) -> Vm {
+        match self {
+            Vm::A => Vm::B,
+            Vm::B => Vm::A,
+        }
+    }
+    pub fn parse(s: &str) -> Option<Vm> {
+        match s {
+            "a" | "A" => Some(Vm::A),
+            "b" | "B" => Some(Vm::B),
+            _ => None,
+        }
+    }
+}
+
+/// The files of one lab.
+#[derive(Debug, Clone)]
+pub struct LabPaths {
+    pub root: PathBuf,
+    pub name: String,
+    pub dir: PathBuf,
+}
+
+/// `sun_path` holds 108 bytes including the terminating NUL.
+const MAX_SOCKET_PATH: usize = 107;
+
+impl LabPaths {
+    pub fn new(root: &Path, name: &str) -> Result<LabPaths> {
+        if name.is_empty() || name.len() > 32 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+            bail!("bad lab name `{name}`: use 1–32 letters, digits, `-` or `_`");
+        }
+        let root = if root.is_absolute() { root.to_path_buf() } else { std::env::current_dir()?.join(root) };
+        let dir = root.join("labs").join(name);
+        let paths = LabPaths { root, name: name.to_string(), dir };
+        let longest = paths.agent_socket(Vm::A);
+        if longest.as_os_str().len() > MAX_SOCKET_PATH {
+            bail!(
+                "the lab directory {} is too deep for Unix sockets ({} > {MAX_SOCKET_PATH} bytes)\nhint: pass a shorter --dir",
+                paths.dir.display(),
+                longest.as_os_str().len()
+            );
+        }
+        Ok(paths)
+    }
+    pub fn lock(&self) -> PathBuf {
+        self.dir.join("lab.lock")
+    }
+    /// Serializes `up`/`down` of this lab.
+    pub fn admin_lock(&self) -> PathBuf {
+        self.dir.join("admin.lock")
+    }
+    pub fn control_socket(&self) -> PathBuf {
+        self.dir.join("ctl.sock")
+    }
+    pub fn agent_socket(&self, vm: Vm) -> PathBuf {
+        self.dir.join(format!("{}.ctl", vm.name()))
+    }
+    pub fn console(&self, vm: Vm) -> PathBuf {
+        self.dir.join(format!("{}.console", vm.name()))
+    }
+    pub fn qemu_pidfile(&self, vm: Vm) -> PathBuf {
+        self.dir.join(format!("{}.pid", vm.name()))
+    }
+    pub fn daemon_pidfile(&self) -> PathBuf {
+        self.dir.join("daemon.pid")
+    }
+    pub fn daemon_log(&self) -> PathBuf {
+        self.dir.join("daemon.log")
+    }
+    pub fn share(&self) -> PathBuf {
+        self.dir.join("share")
+    }
+    /// Is a daemon holding this lab? (Never blocks.)
+    pub fn is_running(&self) -> bool {
+        self.lock().exists() && matches!(Flock::try_lock(&self.lock()), Ok(None))
+    }
+}
+
+/// An exclusive `flock` on a file, released on drop (or when the process dies).
+#[derive(Debug)]
+pub struct Flock {
+    file: File,
+}
+
+impl Flock {
+    fn open(path: &Path) -> io::Result<File> {
+        if let Some(d) = path.parent() {
+            fs::create_dir_all(d)?;
+        }
+        OpenOptions::new().read(true).write(true).create(true).truncate(false).open(path)
+    }
+
+    /// `Ok(None)` if someone else holds it.
+    pub fn try_lock(path: &Path) -> io::Result<Option<Flock>> {
+        let file = Self::open(path)?;
+        // SAFETY: a valid open fd.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return Ok(Some(Flock { file }));
+        }
+        let e = io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            Ok(None)
+        } else {
+            Err(e)
+        }
+    }
+
+    /// Waits for the lock, at most `within`.
+    pub fn lock_within(path: &Path, within: Duration) -> Result<Flock> {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(l) = Self::try_lock(path).with_context(|| format!("locking {}", path.display()))? {
+                return Ok(l);
+            }
+            if Instant::now() >= deadline {
+                bail!("{} stayed locked for {:?}: another roce process holds it", path.display(), within);
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn file(&self) -> &File {
+        &self.file
+    }
+
+    pub fn into_file(self) -> File {
+        self.file
+    }
+}
+
+pub fn pid_alive(pid: i32) -> bool {
+    if pid <= 0 {
+        return false;
+    }
+    // SAFETY: signal 0 only checks for existence.
+    let r = unsafe { libc::kill(pid, 0) };
+    if r == 0 {
+        // A zombie is as good as dead.
+        return !fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
+            .unwrap_or(false);
+    }
+    io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+pub fn read_pid(path: &Path) -> Option<i32> {
+    fs::read_to_string(path).ok()?.trim().parse().ok().filter(|&p| p > 0)
+}
+
+/// The process' command line mentions `needle` (so it is one of ours).
+fn cmdline_mentions(pid: i32, needle: &str) -> bool {
+    fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|b| String::from_utf8_lossy(&b).replace('\0', " ").contains(needle))
+        .unwrap_or(false)
+}
+
+/// SIGTERM, then SIGKILL after `grace`; waits until the process is gone.
+pub fn kill_and_wait(pid: i32, grace: Duration) -> bool {
+    // SAFETY: plain kill(2).
+    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let deadline = Instant::now() + grace;
+    while pid_alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    if pid_alive(pid) {
+        // SAFETY: plain kill(2).
+        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while pid_alive(pid) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+    !pid_alive(pid)
+}
+
+/// Cleans up after a lab whose daemon is gone (the caller holds `lab.lock`): kills
+/// leftover processes of this lab and removes its runtime files. Returns what it
+/// did, one line per action.
+pub fn recover_stale(paths: &LabPaths) -> Vec<String> {
+    let mut done = Vec::new();
+    let needle = paths.dir.to_string_lossy().into_owned();
+    let pidfiles = [paths.daemon_pidfile(), paths.qemu_pidfile(Vm::A), paths.qemu_pidfile(Vm::B)];
+    for pf in &pidfiles {
+        if let Some(pid) = read_pid(pf) {
+            if pid_alive(pid) && pid != std::process::id() as i32 && cmdline_mentions(pid, &needle) {
+                let ok = kill_and_wait(pid, Duration::from_secs(2));
+                done.push(format!(
+                    "killed leftover process {pid} ({}){}",
+                    pf.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default(),
+                    if ok { "" } else { " — it did not die" }
+                ));
+            }
+        }
+    }
+    let mut files: Vec<PathBuf> = pidfiles.to_vec();
+    files.push(paths.control_socket());
+    for vm in Vm::BOTH {
+        files.push(paths.agent_socket(vm));
+    }
+    let mut removed = 0;
+    for f in files {
+        if fs::remove_file(&f).is_ok() {
+            removed += 1;
+        }
+    }
+    if removed > 0 {
+        done.push(format!("removed {removed} stale runtime file(s) from {}", paths.dir.display()));
+    }
+    done
+}
+
+/// The end of a log file, for error messages.
+pub fn tail(path: &Path, lines: usize) -> String {
+    let Ok(bytes) = fs::read(path) else { return format!("({} unreadable)", path.display()) };
+    let text = String::from_utf8_lossy(&bytes);
+    let clean: Vec<String> = text
+        .lines()
+        .map(|l| l.chars().filter(|c| !c.is_control() || *c == '\t').collect::<String>())
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    clean[clean.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::{Command, Stdio};
+
+    fn temp_root(tag: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("roce-state-{tag}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&d);
+        fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    #[test]
+    fn names_and_socket_paths_are_checked() {
+        let root = temp_root("names");
+        assert!(LabPaths::new(&root, "ok-name_1").is_ok());
+        for bad in ["", "a/b", "..", "x y", &"n".repeat(33)] {
+            assert!(LabPaths::new(&root, bad).is_err(), "{bad:?}");
+        }
+        let deep = root.join("d".repeat(120));
+        let e = LabPaths::new(&deep, "x").unwrap_err().to_string();
+        assert!(e.contains("too deep for Unix sockets"), "{e}");
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn flock_excludes_and_is_released_on_drop() {
+        let root = temp_root("flock");
+        let p = root.join("l");
+        let a = Flock::try_lock(&p).unwrap().expect("free");
+        assert!(Flock::try_lock(&p).unwrap().is_none());
+        let e = Flock::lock_within(&p, Duration::from_millis(150)).unwrap_err().to_string();
+        assert!(e.contains("stayed locked"), "{e}");
+        drop(a);
+        assert!(Flock::try_lock(&p).unwrap().is_some());
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn stale_pidfile_is_recovered() {
+        let root = temp_root("stale");
+        let paths = LabPaths::new(&root, "t").unwrap();
+        fs::create_dir_all(&paths.dir).unwrap();
+        // A leftover "qemu": a process whose command line names the lab directory.
+        let mut child = Command::new("sh")
+            .arg("-c")
+            .arg("sleep 30; : lab")
+            .arg(paths.dir.as_os_str())
+            .stdin(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id() as i32;
+        fs::write(paths.qemu_pidfile(Vm::A), format!("{pid}\n")).unwrap();
+        // A pidfile naming a live process that is NOT ours (this test): left alone.
+        fs::write(paths.qemu_pidfile(Vm::B), format!("{}\n", std::process::id())).unwrap();
+        // A dead pid and stale sockets.
+        fs::write(paths.daemon_pidfile(), "999999999\n").unwrap();
+        fs::write(paths.control_socket(), "").unwrap();
+        // Nobody holds the lock: the lab is stale.
+        assert!(!paths.is_running());
+        let _lock = Flock::try_lock(&paths.lock()).unwrap().expect("stale lab lock is free");
+        let done = recover_stale(&paths);
+        let _ = child.wait();
+        assert!(!pid_alive(pid), "leftover process still alive");
+        assert!(done.iter().any(|d| d.contains(&format!("killed leftover process {pid}"))), "{done:?}");
+        assert!(pid_alive(std::process::id() as i32));
+        assert!(!paths.control_socket().exists() && !paths.qemu_pidfile(Vm::A).exists());
+        fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_held_lock_means_running() {
+        let root = temp_root("held");
+        let paths = LabPaths::new(&root, "t").unwrap();
+        assert!(!paths.is_running());
+        let l = Flock::try_lock(&paths.lock()).unwrap().unwrap();
+        assert!(paths.is_running());
+        drop(l);
+        assert!(!paths.is_running());
+        fs::remove_dir_all(&root).unwrap();
+    }
+}
