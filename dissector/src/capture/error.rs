@@ -32,8 +32,14 @@ pub enum ErrorKind {
 /// all of that and a hint, e.g.
 /// `captures/x.pcap: byte 1040 (frame 12): record claims 4294967295 captured bytes,
 /// more than the 262144 allowed; the file is probably corrupt or truncated`.
+///
+/// The error is one pointer wide, so `Result<Option<Record>, CaptureError>` stays
+/// small on the per-packet path.
 #[derive(Debug)]
-pub struct CaptureError {
+pub struct CaptureError(Box<Inner>);
+
+#[derive(Debug)]
+struct Inner {
     kind: ErrorKind,
     origin: Option<String>,
     offset: Option<u64>,
@@ -41,8 +47,9 @@ pub struct CaptureError {
 }
 
 impl CaptureError {
+    #[cold]
     pub fn new(kind: ErrorKind) -> Self {
-        CaptureError { kind, origin: None, offset: None, frame: None }
+        CaptureError(Box::new(Inner { kind, origin: None, offset: None, frame: None }))
     }
 
     /// An [`ErrorKind::Other`] error.
@@ -52,46 +59,46 @@ impl CaptureError {
 
     /// Names the source (a path, or e.g. `interface eth0`) in the message.
     pub fn with_origin(mut self, origin: impl Into<String>) -> Self {
-        self.origin = Some(origin.into());
+        self.0.origin = Some(origin.into());
         self
     }
 
     /// Sets the byte offset in the file.
     pub fn at(mut self, offset: u64) -> Self {
-        self.offset = Some(offset);
+        self.0.offset = Some(offset);
         self
     }
 
     /// Sets the (1-based) frame number.
     pub fn in_frame(mut self, frame: u64) -> Self {
-        self.frame = Some(frame);
+        self.0.frame = Some(frame);
         self
     }
 
     pub fn kind(&self) -> &ErrorKind {
-        &self.kind
+        &self.0.kind
     }
 
     pub fn origin(&self) -> Option<&str> {
-        self.origin.as_deref()
+        self.0.origin.as_deref()
     }
 
     pub fn offset(&self) -> Option<u64> {
-        self.offset
+        self.0.offset
     }
 
     pub fn frame(&self) -> Option<u64> {
-        self.frame
+        self.0.frame
     }
 
     /// Whether the file simply ends early (the frames before are good).
     pub fn is_truncated(&self) -> bool {
-        matches!(self.kind, ErrorKind::Truncated { .. })
+        matches!(self.0.kind, ErrorKind::Truncated { .. })
     }
 
     /// For a truncated file, how many complete frames were read before the cut.
     pub fn complete_frames(&self) -> Option<u64> {
-        match self.kind {
+        match self.0.kind {
             ErrorKind::Truncated { frames, .. } => Some(frames),
             _ => None,
         }
@@ -106,7 +113,7 @@ impl From<io::Error> for CaptureError {
 
 impl std::error::Error for CaptureError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
+        match &self.0.kind {
             ErrorKind::Io(e) => Some(e),
             _ => None,
         }
@@ -129,22 +136,23 @@ fn not_capture_hint(magic: &[u8]) -> &'static str {
 impl fmt::Display for CaptureError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut sep = "";
-        if let Some(o) = &self.origin {
+        let me = &*self.0;
+        if let Some(o) = &me.origin {
             write!(f, "{o}")?;
             sep = ": ";
         }
-        if let Some(off) = self.offset {
+        if let Some(off) = me.offset {
             write!(f, "{sep}byte {off}")?;
             sep = ": ";
-            if let Some(n) = self.frame {
+            if let Some(n) = me.frame {
                 write!(f, " (frame {n})")?;
             }
-        } else if let Some(n) = self.frame {
+        } else if let Some(n) = me.frame {
             write!(f, "{sep}frame {n}")?;
             sep = ": ";
         }
         f.write_str(sep)?;
-        match &self.kind {
+        match &me.kind {
             ErrorKind::Io(e) => match e.kind() {
                 io::ErrorKind::NotFound => write!(f, "{e}; hint: check the path"),
                 io::ErrorKind::PermissionDenied => write!(
