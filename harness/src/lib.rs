@@ -1,3 +1,8 @@
 //! `roce`: RoCEv2 test harness and packet analyzer. The binary is a thin shell over
 //! this library so that tests reach every command.
 pub mod cli;
+pub mod craft;
+pub mod decode;
+pub mod flows;
+pub mod output;
+pub mod source;
