@@ -136,7 +136,7 @@ fn our_pcapng_with_two_interfaces_matches_tshark() {
     let mut ts = 1_700_000_000_000_000_000u64;
     for i in 0..60u64 {
         ts += rng.next() % 5_000_000_000 + 1; // every ns digit varies
-        let iface = if rng.next() % 3 == 0 { raw } else { eth };
+        let iface = match rng.next() % 3 { 0 => raw, _ => eth };
         let len = (rng.next() % 1500) as usize + if iface == eth { 14 } else { 20 };
         let mut data = rng.bytes(len);
         if iface == raw {
