@@ -1,3 +1,4 @@
 //! `roce`: RoCEv2 test harness and packet analyzer. The binary is a thin shell over
 //! this library so that tests reach every command.
 pub mod cli;
+pub mod live;
