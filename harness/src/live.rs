@@ -13,11 +13,12 @@
 //!
 //! The capture ends (`next_packet` returns `Ok(None)`) after `count` packets, on
 //! Ctrl-C, or when [`LiveCapture::stop_handle`] is set. Ctrl-C is caught by a `ctrlc`
-//! handler installed by the first [`LiveCapture::open`]; a second Ctrl-C exits the
-//! process at once (exit status 130). A program that installs its own `ctrlc` handler
-//! first should call [`request_stop`] from it.
+//! handler installed by the first [`LiveCapture::open`] (or [`ctrl_c_flag`]); a
+//! second Ctrl-C exits the process at once (exit status 130). Other code that should
+//! stop on Ctrl-C can share [`ctrl_c_flag`]; a program that installed its own `ctrlc`
+//! handler first should call [`request_stop`] from it.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use dissector::capture::{CaptureError, Interface, PacketSource, Record};
@@ -55,26 +56,47 @@ impl Default for LiveOptions {
     }
 }
 
-/// The process-wide Ctrl-C flag, with the handler installed on first use.
-fn ctrl_c_flag() -> &'static Arc<AtomicBool> {
-    static FLAG: OnceLock<Arc<AtomicBool>> = OnceLock::new();
-    FLAG.get_or_init(|| {
-        let flag = Arc::new(AtomicBool::new(false));
-        let f = Arc::clone(&flag);
+struct CtrlC {
+    /// Set by the first Ctrl-C and never cleared.
+    pressed: Arc<AtomicBool>,
+    /// Ctrl-C presses (and `request_stop` calls) so far; a capture stops when this
+    /// moves past the value it saw when it was opened.
+    count: AtomicU64,
+}
+
+static CTRL_C: OnceLock<CtrlC> = OnceLock::new();
+
+/// The process-wide Ctrl-C state, with the handler installed on first use.
+fn ctrl_c() -> &'static CtrlC {
+    CTRL_C.get_or_init(|| {
         // If the program already has a handler, keep it; it can call `request_stop`.
-        let _ = ctrlc::try_set_handler(move || {
-            if f.swap(true, Ordering::SeqCst) {
-                // Second Ctrl-C: the user means it.
-                std::process::exit(130);
+        let _ = ctrlc::try_set_handler(|| {
+            if let Some(c) = CTRL_C.get() {
+                if c.count.fetch_add(1, Ordering::SeqCst) > 0 {
+                    // Second Ctrl-C: the user means it.
+                    std::process::exit(130);
+                }
+                c.pressed.store(true, Ordering::SeqCst);
             }
         });
-        flag
+        CtrlC { pressed: Arc::new(AtomicBool::new(false)), count: AtomicU64::new(0) }
     })
 }
 
-/// Stops every live capture, as Ctrl-C does.
+/// The shared flag the Ctrl-C handler sets (installing the handler if not done yet),
+/// for other loops that should end on Ctrl-C too. It is never cleared. The handler
+/// is `ctrlc`'s one handler per process: code that wants Ctrl-C should use this
+/// instead of installing its own.
+pub fn ctrl_c_flag() -> Arc<AtomicBool> {
+    Arc::clone(&ctrl_c().pressed)
+}
+
+/// Stops every open live capture and sets [`ctrl_c_flag`], as Ctrl-C does (without
+/// the exit on a second press).
 pub fn request_stop() {
-    ctrl_c_flag().store(true, Ordering::SeqCst);
+    let c = ctrl_c();
+    c.count.fetch_add(1, Ordering::SeqCst);
+    c.pressed.store(true, Ordering::SeqCst);
 }
 
 /// Maps a libpcap `DLT_*` value to the `LINKTYPE_*` value files use (they differ for
@@ -145,7 +167,8 @@ pub struct LiveCapture {
     count: Option<u64>,
     seen: u64,
     stop: Arc<AtomicBool>,
-    ctrl_c: Arc<AtomicBool>,
+    /// `CTRL_C.count` when opened: captures opened after a Ctrl-C still run.
+    ctrl_c_seen: u64,
     done: bool,
     /// The current packet, copied out of libpcap's ring (a lent borrow of libpcap's
     /// buffer cannot survive the timeout loop). Reused: no allocation per packet.
@@ -198,9 +221,7 @@ impl LiveCapture {
             })?;
         }
         let link = linktype_from_dlt(cap.get_datalink().0);
-        let ctrl_c = Arc::clone(ctrl_c_flag());
-        // A new capture starts afresh even if an earlier one was stopped by Ctrl-C.
-        ctrl_c.store(false, Ordering::SeqCst);
+        let ctrl_c_seen = ctrl_c().count.load(Ordering::SeqCst);
         Ok(LiveCapture {
             cap,
             iface: iface.to_string(),
@@ -209,7 +230,7 @@ impl LiveCapture {
             count: opts.count,
             seen: 0,
             stop: Arc::new(AtomicBool::new(false)),
-            ctrl_c,
+            ctrl_c_seen,
             done: false,
             buf: Vec::with_capacity(usize::try_from(snaplen).unwrap_or(65_536).min(1 << 20)),
             interfaces: [Interface {
@@ -260,7 +281,7 @@ impl LiveCapture {
     }
 
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed) || self.ctrl_c.load(Ordering::Relaxed)
+        self.stop.load(Ordering::Relaxed) || ctrl_c().count.load(Ordering::Relaxed) != self.ctrl_c_seen
     }
 
     /// The next packet; `Ok(None)` once `count` packets were returned, or after a stop.

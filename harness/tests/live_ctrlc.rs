@@ -48,4 +48,25 @@ fn sigint_stops_the_capture_cleanly() {
     assert_eq!(res, Ok(0));
     let took = t.elapsed();
     assert!(took < Duration::from_secs(5), "Ctrl-C took {took:?} to stop the capture (watchdog fired?)");
+    assert!(roce::live::ctrl_c_flag().load(std::sync::atomic::Ordering::SeqCst), "the shared flag stays set");
+
+    // A capture opened after the Ctrl-C is not stopped by it.
+    let mut cap = LiveCapture::open(&LiveOptions {
+        iface: "lo".into(),
+        filter: "udp port 4791 and host 127.0.0.1 and udp src port 1 and udp dst port 1".into(),
+        ..Default::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let stop = cap.stop_handle();
+    thread::spawn(move || {
+        thread::sleep(Duration::from_millis(500));
+        stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    });
+    let t = Instant::now();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        let _ = tx.send(cap.next_packet().map(|r| r.is_none()).map_err(|e| e.to_string()));
+    });
+    assert_eq!(rx.recv_timeout(Duration::from_secs(20)).expect("second capture hung"), Ok(true));
+    assert!(t.elapsed() >= Duration::from_millis(400), "the old Ctrl-C stopped a new capture");
 }
