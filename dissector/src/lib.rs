@@ -15,6 +15,7 @@
 pub mod capture;
 pub mod craft;
 pub mod fields;
+pub mod flow;
 pub mod frame;
 pub mod linktype;
 pub mod print;

@@ -1,0 +1,991 @@
+//! Per-QP flow analysis over a stream of decoded frames.
+//!
+//! A *flow* is one direction of traffic to one QP: (source address, destination
+//! address, destination QP; plus the DETH source QP for UD). For RC and UC each flow
+//! carries the requests of one side and the responses of the other, so a flow's
+//! *requests* are answered in its *paired* flow (the reverse direction). Pairs come
+//! from CM REQ/REP MADs when the capture holds them, else from the PSNs: an ACK for
+//! PSN p belongs to the reverse flow whose requests reached p.
+//!
+//! What is measured per flow: packets, bytes, opcode counts, messages reassembled
+//! (First…Last, Only) by kind, PSN range, gaps, out-of-order and retransmitted
+//! requests (24-bit wrap), ACKs and how many requests each covers (coalescing), every
+//! NAK and RNR NAK tied to the request PSN it answers, ACK and READ response latency,
+//! ACK PSNs that move backwards (go-back-N violations), ECN CE marks, CNPs, ICRC
+//! failures. Memory is bounded per flow (fixed windows and histograms; events capped).
+
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+use std::net::IpAddr;
+
+use serde::Serialize;
+
+use crate::frame::Frame;
+use crate::wire::aeth::{AckKind, NakCode};
+use crate::wire::opcode::Kind;
+use crate::wire::{mad, Opcode, Psn, Transport};
+
+/// At most this many NAK / gap events are kept per flow (all are counted).
+pub const MAX_EVENTS: usize = 64;
+/// PSNs remembered per flow for duplicate detection and latency (a power of two).
+const WINDOW: usize = 4096;
+
+/// FxHash: a fast, non-cryptographic hasher for small keys.
+#[derive(Default, Clone, Copy)]
+struct Fx(u64);
+impl Hasher for Fx {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        }
+    }
+    fn write_u32(&mut self, i: u32) {
+        self.0 = (self.0.rotate_left(5) ^ i as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn write_u64(&mut self, i: u64) {
+        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+
+/// Identifies a flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct FlowKey {
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub dest_qp: u32,
+    /// UD and MADs: the DETH source QP; `u32::MAX` otherwise.
+    pub src_qp: u32,
+}
+
+/// A log-linear latency histogram: exact min/max, median within 1/64 (1.6 %).
+#[derive(Debug, Clone, Default)]
+pub struct Histogram {
+    buckets: Vec<u32>,
+    pub count: u64,
+    pub min: u64,
+    pub max: u64,
+}
+
+const SUB: u32 = 64;
+
+impl Histogram {
+    fn index(v: u64) -> usize {
+        if v < 2 * SUB as u64 {
+            return v as usize;
+        }
+        let e = 63 - v.leading_zeros(); // ≥ 7
+        let m = (v >> (e - 6)) & (SUB as u64 - 1);
+        (2 * SUB + (e - 7) * SUB) as usize + m as usize
+    }
+    /// Lower bound and width of bucket `i`.
+    fn bounds(i: usize) -> (u64, u64) {
+        if i < 2 * SUB as usize {
+            return (i as u64, 1);
+        }
+        let j = i - 2 * SUB as usize;
+        let e = j as u32 / SUB + 7;
+        let m = (j as u32 % SUB) as u64;
+        let w = 1u64 << (e - 6);
+        ((SUB as u64 + m) * w, w)
+    }
+    pub fn record(&mut self, v: u64) {
+        let i = Self::index(v);
+        if self.buckets.len() <= i {
+            self.buckets.resize(i + 1, 0);
+        }
+        self.buckets[i] += 1;
+        if self.count == 0 || v < self.min {
+            self.min = v;
+        }
+        if v > self.max {
+            self.max = v;
+        }
+        self.count += 1;
+    }
+    /// The median (bucket midpoint, clamped to [min, max]); `None` when empty.
+    pub fn median(&self) -> Option<u64> {
+        if self.count == 0 {
+            return None;
+        }
+        let want = self.count.div_ceil(2);
+        let mut seen = 0u64;
+        for (i, &n) in self.buckets.iter().enumerate() {
+            seen += n as u64;
+            if seen >= want {
+                let (lo, w) = Self::bounds(i);
+                return Some((lo + w / 2).clamp(self.min, self.max));
+            }
+        }
+        Some(self.max)
+    }
+    fn summary(&self) -> Option<LatencySummary> {
+        Some(LatencySummary { samples: self.count, min_ns: self.min, median_ns: self.median()?, max_ns: self.max })
+    }
+}
+
+/// Latency figures for the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct LatencySummary {
+    pub samples: u64,
+    pub min_ns: u64,
+    pub median_ns: u64,
+    pub max_ns: u64,
+}
+
+/// A NAK or RNR NAK, tied to the request it answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NakEvent {
+    /// Frame number of the NAK.
+    pub frame: u64,
+    pub psn: u32,
+    /// `NAK Remote Access Error`, `RNR NAK timer=12 (0.64 ms)`, …
+    pub syndrome: String,
+    pub syndrome_value: u8,
+    /// Frame number of the (latest transmission of the) request with that PSN.
+    pub request_frame: Option<u64>,
+    /// What the requester's work completion will say, for NAKs that end the QP.
+    pub wc_status: Option<&'static str>,
+}
+
+/// A hole in the request PSN sequence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GapEvent {
+    pub frame: u64,
+    pub expected: u32,
+    pub got: u32,
+    pub missing: u32,
+}
+
+/// Messages of one kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct MsgCount {
+    pub messages: u64,
+    pub bytes: u64,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Slot {
+    psn: u32,
+    ts: u64,
+    frame: u64,
+    valid: bool,
+}
+
+/// The state and counters of one flow.
+#[derive(Debug, Clone)]
+pub struct Flow {
+    pub key: FlowKey,
+    pub transport: Transport,
+    pub first_frame: u64,
+    pub first_ts: u64,
+    pub last_ts: u64,
+    pub packets: u64,
+    pub bytes: u64,
+    pub payload_bytes: u64,
+    opcodes: Box<[u32; 256]>,
+    // Requests carried by this flow.
+    pub requests: u64,
+    pub ack_req: u64,
+    pub psn_first: Option<u32>,
+    /// Highest request PSN seen (end of any READ range not included).
+    pub psn_last: Option<u32>,
+    next_psn: Option<Psn>,
+    /// A READ request lets the next request PSN jump ahead by up to this much.
+    read_slack: u32,
+    seen: Box<[u64; WINDOW / 64]>,
+    sent: Box<[Slot; WINDOW]>,
+    pub gaps: u64,
+    pub missing_psns: u64,
+    pub out_of_order: u64,
+    pub retransmissions: u64,
+    pub gap_events: Vec<GapEvent>,
+    // Message reassembly, from the responder's point of view.
+    msg_open: Option<(Kind, u64)>,
+    epsn: Option<Psn>,
+    epsn_slack: u32,
+    pub sends: MsgCount,
+    pub writes: MsgCount,
+    pub reads: MsgCount,
+    pub atomics: MsgCount,
+    pub largest_message: u64,
+    /// Middle/Last without a First, or a First while a message was open.
+    pub broken_messages: u64,
+    // Responses *to* this flow's requests (carried in the paired flow).
+    pub acks: u64,
+    /// ACKs that acknowledged more than one request packet.
+    pub coalesced_acks: u64,
+    pub acked_packets: u64,
+    pub naks: u64,
+    pub rnr_naks: u64,
+    pub nak_events: Vec<NakEvent>,
+    last_acked: Option<Psn>,
+    /// ACKs whose PSN moved backwards (go-back-N violation) — not counting NAK'd resends.
+    pub ack_regressions: u64,
+    pub ack_latency: Histogram,
+    pub read_latency: Histogram,
+    // Congestion and integrity.
+    pub ecn_ce: u64,
+    pub fecn: u64,
+    pub becn: u64,
+    pub cnps: u64,
+    pub icrc_checked: u64,
+    pub icrc_bad: u64,
+    pub snapped: u64,
+    pub paired: Option<usize>,
+    pub paired_by: Option<&'static str>,
+}
+
+impl Flow {
+    fn new(key: FlowKey, transport: Transport, frame: u64, ts: u64) -> Flow {
+        Flow {
+            key,
+            transport,
+            first_frame: frame,
+            first_ts: ts,
+            last_ts: ts,
+            packets: 0,
+            bytes: 0,
+            payload_bytes: 0,
+            opcodes: Box::new([0; 256]),
+            requests: 0,
+            ack_req: 0,
+            psn_first: None,
+            psn_last: None,
+            next_psn: None,
+            read_slack: 0,
+            seen: Box::new([0; WINDOW / 64]),
+            sent: Box::new([Slot::default(); WINDOW]),
+            gaps: 0,
+            missing_psns: 0,
+            out_of_order: 0,
+            retransmissions: 0,
+            gap_events: Vec::new(),
+            msg_open: None,
+            epsn: None,
+            epsn_slack: 0,
+            sends: MsgCount::default(),
+            writes: MsgCount::default(),
+            reads: MsgCount::default(),
+            atomics: MsgCount::default(),
+            largest_message: 0,
+            broken_messages: 0,
+            acks: 0,
+            coalesced_acks: 0,
+            acked_packets: 0,
+            naks: 0,
+            rnr_naks: 0,
+            nak_events: Vec::new(),
+            last_acked: None,
+            ack_regressions: 0,
+            ack_latency: Histogram::default(),
+            read_latency: Histogram::default(),
+            ecn_ce: 0,
+            fecn: 0,
+            becn: 0,
+            cnps: 0,
+            icrc_checked: 0,
+            icrc_bad: 0,
+            snapped: 0,
+            paired: None,
+            paired_by: None,
+        }
+    }
+
+    /// (opcode, count) for every opcode seen, in numeric order.
+    pub fn opcode_counts(&self) -> impl Iterator<Item = (Opcode, u32)> + '_ {
+        self.opcodes.iter().enumerate().filter(|(_, &n)| n > 0).map(|(o, &n)| (Opcode(o as u8), n))
+    }
+
+    fn seen(&self, p: Psn) -> Option<bool> {
+        let last = Psn::new(self.psn_last?);
+        let back = last.diff(p);
+        if back < 0 || back as usize >= WINDOW {
+            return None;
+        }
+        let i = p.value() as usize % WINDOW;
+        Some(self.seen[i / 64] & (1 << (i % 64)) != 0)
+    }
+
+    fn mark(&mut self, p: Psn) {
+        let i = p.value() as usize % WINDOW;
+        self.seen[i / 64] |= 1 << (i % 64);
+    }
+
+    /// Advances the highest PSN to `p`, clearing the window slots it passes.
+    fn advance(&mut self, p: Psn) {
+        match self.psn_last {
+            None => self.seen.iter_mut().for_each(|w| *w = 0),
+            Some(last) => {
+                let d = p.diff(Psn::new(last));
+                if d as usize >= WINDOW {
+                    self.seen.iter_mut().for_each(|w| *w = 0);
+                } else {
+                    for k in 1..=d as u32 {
+                        let i = Psn::new(last).add(k).value() as usize % WINDOW;
+                        self.seen[i / 64] &= !(1 << (i % 64));
+                    }
+                }
+            }
+        }
+        self.psn_last = Some(p.value());
+    }
+
+    fn slot(&self, p: Psn) -> Option<Slot> {
+        let s = self.sent[p.value() as usize % WINDOW];
+        (s.valid && s.psn == p.value()).then_some(s)
+    }
+
+    fn on_request(&mut self, number: u64, ts: u64, op: Kind, psn: Psn, payload: u64, dma_len: Option<u32>) {
+        self.requests += 1;
+        // --- What the capture shows: gaps, late packets, resends. ---
+        let retransmit = match self.next_psn {
+            None => {
+                self.psn_first = Some(psn.value());
+                self.advance(psn);
+                false
+            }
+            Some(expected) => {
+                let d = psn.diff(expected);
+                if d >= 0 {
+                    // Ahead: a gap, unless a READ just consumed those PSNs.
+                    if d as u32 > self.read_slack {
+                        self.gaps += 1;
+                        self.missing_psns += d as u64;
+                        if self.gap_events.len() < MAX_EVENTS {
+                            self.gap_events.push(GapEvent {
+                                frame: number,
+                                expected: expected.value(),
+                                got: psn.value(),
+                                missing: d as u32,
+                            });
+                        }
+                    }
+                    self.read_slack = 0;
+                    self.advance(psn);
+                    false
+                } else if self.seen(psn) == Some(false) {
+                    self.out_of_order += 1;
+                    false
+                } else {
+                    // Seen before, or too old to know: a resend.
+                    true
+                }
+            }
+        };
+        if retransmit {
+            self.retransmissions += 1;
+        }
+        self.mark(psn);
+        self.sent[psn.value() as usize % WINDOW] = Slot { psn: psn.value(), ts, frame: number, valid: true };
+        if psn.diff(Psn::new(self.psn_last.unwrap_or(psn.value()))) >= 0 {
+            self.next_psn = Some(psn.add(1));
+        }
+        // A READ's responses use PSNs psn .. psn+n-1, n = ceil(len / PMTU), PMTU ≥ 256.
+        let slack = if op.contains(Kind::READ) {
+            (dma_len.unwrap_or(0) as u64).div_ceil(256).saturating_sub(1) as u32
+        } else {
+            0
+        };
+        if slack > 0 {
+            self.read_slack = slack;
+        }
+
+        // --- What the responder accepts: messages are reassembled from its view. ---
+        // RC/RD/XRC accept only the expected PSN (go-back-N: later packets are NAK'd
+        // or dropped, earlier ones are duplicates); UC accepts a jump but abandons the
+        // message in progress; UD has no sequence.
+        let accepted = match (self.transport, self.epsn) {
+            (Transport::Ud, _) | (_, None) => true,
+            (Transport::Uc, Some(e)) => {
+                if psn.diff(e) > 0 && self.msg_open.take().is_some() {
+                    self.broken_messages += 1;
+                }
+                psn.diff(e) >= 0
+            }
+            (_, Some(e)) => {
+                let d = psn.diff(e);
+                d == 0 || (d > 0 && d as u32 <= self.epsn_slack)
+            }
+        };
+        if !accepted {
+            return;
+        }
+        self.epsn = Some(psn.add(1));
+        self.epsn_slack = slack;
+        if op.contains(Kind::READ) {
+            let len = dma_len.unwrap_or(0) as u64;
+            self.reads.messages += 1;
+            self.reads.bytes += len;
+            self.largest_message = self.largest_message.max(len);
+            return;
+        }
+        if op.contains(Kind::ATOMIC) || op.contains(Kind::ATOMIC_WRITE) {
+            self.atomics.messages += 1;
+            self.atomics.bytes += 8;
+            return;
+        }
+        let class = if op.contains(Kind::SEND) {
+            Kind::SEND
+        } else if op.contains(Kind::WRITE) {
+            Kind::WRITE
+        } else {
+            return;
+        };
+        let first = op.contains(Kind::FIRST);
+        let last = op.contains(Kind::LAST);
+        let total = match (self.msg_open.take(), first) {
+            (Some(_), true) => {
+                self.broken_messages += 1;
+                Some(payload)
+            }
+            (Some((k, n)), false) if k == class => Some(n + payload),
+            (_, false) => {
+                self.broken_messages += 1;
+                None
+            }
+            (None, true) => Some(payload),
+        };
+        if let Some(n) = total {
+            if last {
+                let c = if class == Kind::SEND { &mut self.sends } else { &mut self.writes };
+                c.messages += 1;
+                c.bytes += n;
+                self.largest_message = self.largest_message.max(n);
+            } else {
+                self.msg_open = Some((class, n));
+            }
+        }
+    }
+
+    /// A response (ACK, NAK, READ response, ATOMIC ACK) to this flow's requests.
+    fn on_response(&mut self, number: u64, ts: u64, op: Kind, psn: Psn, syndrome: Option<crate::wire::Syndrome>) {
+        if op.contains(Kind::READ) {
+            if op.contains(Kind::FIRST) {
+                if let Some(s) = self.slot(psn) {
+                    self.read_latency.record(ts.saturating_sub(s.ts));
+                }
+            }
+            if !op.contains(Kind::LAST) {
+                return;
+            }
+        }
+        let Some(syn) = syndrome else { return };
+        match syn.kind() {
+            AckKind::Ack { .. } => {
+                self.acks += 1;
+                if let Some(prev) = self.last_acked {
+                    let d = psn.diff(prev);
+                    if d < 0 {
+                        self.ack_regressions += 1;
+                    } else if d > 1 {
+                        self.coalesced_acks += 1;
+                    }
+                    self.acked_packets += d.max(0) as u64;
+                } else {
+                    self.acked_packets += 1;
+                }
+                if self.last_acked.map_or(true, |p| psn.diff(p) > 0) {
+                    self.last_acked = Some(psn);
+                }
+                if !op.contains(Kind::READ) {
+                    if let Some(s) = self.slot(psn) {
+                        self.ack_latency.record(ts.saturating_sub(s.ts));
+                    }
+                }
+            }
+            kind @ (AckKind::Nak(_) | AckKind::RnrNak { .. } | AckKind::Reserved) => {
+                let wc_status = match kind {
+                    AckKind::Nak(n) => {
+                        self.naks += 1;
+                        n.wc_status()
+                    }
+                    AckKind::RnrNak { .. } => {
+                        self.rnr_naks += 1;
+                        None
+                    }
+                    _ => None,
+                };
+                // A PSN sequence error NAK acknowledges everything before its PSN.
+                if matches!(kind, AckKind::Nak(NakCode::PsnSequenceError)) {
+                    let before = psn.add(0xFF_FFFF);
+                    if self.last_acked.map_or(true, |p| before.diff(p) > 0) {
+                        self.last_acked = Some(before);
+                    }
+                }
+                if self.nak_events.len() < MAX_EVENTS {
+                    self.nak_events.push(NakEvent {
+                        frame: number,
+                        psn: psn.value(),
+                        syndrome: syn.to_string(),
+                        syndrome_value: syn.0,
+                        request_frame: self.slot(psn).map(|s| s.frame),
+                        wc_status,
+                    });
+                }
+            }
+        }
+    }
+}
+
+/// CM state: connections announced by REQ/REP, by communication ID.
+#[derive(Debug, Clone, Default)]
+struct Cm {
+    /// REQ: (active side address, its QPN, passive side address, comm id).
+    reqs: FxMap<u32, (IpAddr, u32, IpAddr)>,
+    /// Established pairs: (addr, qpn) of each side.
+    pairs: Vec<((IpAddr, u32), (IpAddr, u32))>,
+}
+
+/// Whole-capture counters.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Totals {
+    pub frames: u64,
+    pub roce_frames: u64,
+    pub other_frames: u64,
+    pub undecodable_frames: u64,
+    pub cnps: u64,
+    pub cm_messages: u64,
+}
+
+/// Feeds frames, then reports.
+#[derive(Debug, Default)]
+pub struct Analyzer {
+    flows: Vec<Flow>,
+    index: FxMap<FlowKey, usize>,
+    cm: Cm,
+    totals: Totals,
+    last: Option<(FlowKey, usize)>,
+}
+
+impl Analyzer {
+    pub fn new() -> Analyzer {
+        Analyzer::default()
+    }
+
+    fn flow(&mut self, key: FlowKey, t: Transport, number: u64, ts: u64) -> usize {
+        if let Some((k, i)) = self.last {
+            if k == key {
+                return i;
+            }
+        }
+        let i = match self.index.get(&key) {
+            Some(&i) => i,
+            None => {
+                self.flows.push(Flow::new(key, t, number, ts));
+                self.index.insert(key, self.flows.len() - 1);
+                self.flows.len() - 1
+            }
+        };
+        self.last = Some((key, i));
+        i
+    }
+
+    /// Adds one decoded frame (`data` are its captured bytes, `orig_len` its length
+    /// on the wire).
+    pub fn add(&mut self, number: u64, ts: u64, orig_len: u32, frame: &Frame, data: &[u8]) {
+        self.totals.frames += 1;
+        let Some(ib) = &frame.ib else {
+            if frame.stop.is_some() && frame.roce.is_some() {
+                self.totals.undecodable_frames += 1;
+            } else {
+                self.totals.other_frames += 1;
+            }
+            return;
+        };
+        self.totals.roce_frames += 1;
+        let Some((src, dst)) = frame.addrs() else { return };
+        let b = ib.bth;
+        let t = b.opcode.transport();
+        let src_qp = match (t, ib.deth) {
+            (Transport::Ud, Some(d)) => d.src_qp,
+            _ => u32::MAX,
+        };
+        let key = FlowKey { src, dst, dest_qp: b.dest_qp, src_qp };
+        let i = self.flow(key, t, number, ts);
+        {
+            let f = &mut self.flows[i];
+            f.packets += 1;
+            f.bytes += orig_len as u64;
+            f.payload_bytes += ib.payload_len() as u64;
+            f.last_ts = ts;
+            f.opcodes[b.opcode.0 as usize] += 1;
+            if frame.ecn() == Some(3) {
+                f.ecn_ce += 1;
+            }
+            f.fecn += b.fecn as u64;
+            f.becn += b.becn as u64;
+            match frame.icrc_check(data) {
+                Some(c) => {
+                    f.icrc_checked += 1;
+                    f.icrc_bad += !c.ok() as u64;
+                }
+                None => f.snapped += 1,
+            }
+        }
+        if t == Transport::Cnp {
+            self.totals.cnps += 1;
+            self.flows[i].cnps += 1;
+            return;
+        }
+        if let Some(m) = &frame.mad {
+            self.totals.cm_messages += m.cm.is_some() as u64;
+            self.observe_cm(src, dst, m);
+            return;
+        }
+        let Some(info) = ib.info else { return };
+        if frame.stop.is_some() && ib.icrc.is_none() && ib.payload.is_empty() && info.headers.len() > 0 {
+            // Extension headers cut off: the packet still counts, its meaning does not.
+            if ib.aeth.is_none() && ib.reth.is_none() && ib.atomiceth.is_none() && ib.deth.is_none() {
+                return;
+            }
+        }
+        if b.ack_req {
+            self.flows[i].ack_req += 1;
+        }
+        if info.is_request() {
+            let dma = ib.reth.map(|r| r.dma_len);
+            self.flows[i].on_request(number, ts, info.kind, b.psn, ib.payload_len() as u64, dma);
+        } else if info.is_response() {
+            if let Some(r) = self.requester_of(i, b.psn) {
+                let syn = ib.aeth.map(|a| a.syndrome);
+                self.flows[r].on_response(number, ts, info.kind, b.psn, syn);
+            }
+        }
+    }
+
+    fn observe_cm(&mut self, src: IpAddr, dst: IpAddr, m: &crate::frame::Mad) {
+        use mad::CmMessage;
+        match m.cm {
+            Some(CmMessage::Req(r)) => {
+                self.cm.reqs.insert(r.local_comm_id, (src, r.local_qpn, dst));
+            }
+            Some(CmMessage::Rep(r)) => {
+                if let Some(&(a, a_qpn, _)) = self.cm.reqs.get(&r.remote_comm_id) {
+                    self.cm.pairs.push(((a, a_qpn), (src, r.local_qpn)));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The flow whose requests a response in flow `i` answers (the reverse flow).
+    fn requester_of(&mut self, i: usize, psn: Psn) -> Option<usize> {
+        if let Some(p) = self.flows[i].paired {
+            return Some(p);
+        }
+        let k = self.flows[i].key;
+        // The responder at k.src answers requests sent by k.dst's QP k.dest_qp.
+        // CM first: which QP at k.src is connected to (k.dst, k.dest_qp)?
+        let by_cm = self.cm.pairs.iter().find_map(|&(x, y)| {
+            if x == (k.dst, k.dest_qp) && y.0 == k.src {
+                Some(y.1)
+            } else if y == (k.dst, k.dest_qp) && x.0 == k.src {
+                Some(x.1)
+            } else {
+                None
+            }
+        });
+        let candidates: Vec<usize> = self
+            .flows
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| {
+                f.key.src == k.dst
+                    && f.key.dst == k.src
+                    && f.key.src_qp == u32::MAX
+                    && by_cm.map_or(true, |q| f.key.dest_qp == q)
+            })
+            .map(|(j, _)| j)
+            .collect();
+        let chosen = match (by_cm, candidates.as_slice()) {
+            (Some(_), [j]) => Some((*j, "CM")),
+            (None, [j]) => Some((*j, "address")),
+            (_, many) => many
+                .iter()
+                .copied()
+                .filter(|&j| self.flows[j].seen(psn) == Some(true))
+                .max_by_key(|&j| self.flows[j].last_ts)
+                .map(|j| (j, "PSN")),
+        };
+        let (j, how) = chosen?;
+        self.flows[i].paired = Some(j);
+        self.flows[i].paired_by = Some(how);
+        if self.flows[j].paired.is_none() {
+            self.flows[j].paired = Some(i);
+            self.flows[j].paired_by = Some(how);
+        }
+        Some(j)
+    }
+
+    pub fn totals(&self) -> &Totals {
+        &self.totals
+    }
+
+    pub fn flows(&self) -> &[Flow] {
+        &self.flows
+    }
+
+    /// The report: flows in order of first appearance.
+    pub fn report(&self) -> Report {
+        Report {
+            totals: self.totals.clone(),
+            flows: self.flows.iter().enumerate().map(|(i, f)| FlowReport::new(i, f)).collect(),
+        }
+    }
+}
+
+/// The JSON shape of `roce flows --json` (stable).
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub totals: Totals,
+    pub flows: Vec<FlowReport>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FlowReport {
+    pub id: usize,
+    pub transport: &'static str,
+    pub src: String,
+    pub dst: String,
+    pub dest_qp: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub src_qp: Option<u32>,
+    /// The flow id of the reverse direction, and how the pair was found (CM, address, PSN).
+    pub paired_with: Option<usize>,
+    pub paired_by: Option<&'static str>,
+    pub first_frame: u64,
+    pub duration_ns: u64,
+    pub packets: u64,
+    pub bytes: u64,
+    pub payload_bytes: u64,
+    pub opcodes: Vec<(String, u32)>,
+    pub requests: u64,
+    pub psn_first: Option<u32>,
+    pub psn_last: Option<u32>,
+    pub gaps: u64,
+    pub missing_psns: u64,
+    pub out_of_order: u64,
+    pub retransmissions: u64,
+    pub sends: MsgCount,
+    pub writes: MsgCount,
+    pub reads: MsgCount,
+    pub atomics: MsgCount,
+    pub largest_message: u64,
+    pub broken_messages: u64,
+    pub ack_req: u64,
+    pub acks: u64,
+    pub coalesced_acks: u64,
+    pub acked_packets: u64,
+    pub naks: u64,
+    pub rnr_naks: u64,
+    pub ack_regressions: u64,
+    pub ack_latency: Option<LatencySummary>,
+    pub read_latency: Option<LatencySummary>,
+    pub ecn_ce: u64,
+    pub fecn: u64,
+    pub becn: u64,
+    pub cnps: u64,
+    pub icrc_checked: u64,
+    pub icrc_bad: u64,
+    pub nak_events: Vec<NakEvent>,
+    pub gap_events: Vec<GapEvent>,
+}
+
+impl FlowReport {
+    fn new(id: usize, f: &Flow) -> FlowReport {
+        FlowReport {
+            id: id + 1,
+            transport: f.transport.abbrev(),
+            src: f.key.src.to_string(),
+            dst: f.key.dst.to_string(),
+            dest_qp: f.key.dest_qp,
+            src_qp: (f.key.src_qp != u32::MAX).then_some(f.key.src_qp),
+            paired_with: f.paired.map(|p| p + 1),
+            paired_by: f.paired_by,
+            first_frame: f.first_frame,
+            duration_ns: f.last_ts.saturating_sub(f.first_ts),
+            packets: f.packets,
+            bytes: f.bytes,
+            payload_bytes: f.payload_bytes,
+            opcodes: f.opcode_counts().map(|(o, n)| (o.to_string(), n)).collect(),
+            requests: f.requests,
+            psn_first: f.psn_first,
+            psn_last: f.psn_last,
+            gaps: f.gaps,
+            missing_psns: f.missing_psns,
+            out_of_order: f.out_of_order,
+            retransmissions: f.retransmissions,
+            sends: f.sends,
+            writes: f.writes,
+            reads: f.reads,
+            atomics: f.atomics,
+            largest_message: f.largest_message,
+            broken_messages: f.broken_messages,
+            ack_req: f.ack_req,
+            acks: f.acks,
+            coalesced_acks: f.coalesced_acks,
+            acked_packets: f.acked_packets,
+            naks: f.naks,
+            rnr_naks: f.rnr_naks,
+            ack_regressions: f.ack_regressions,
+            ack_latency: f.ack_latency.summary(),
+            read_latency: f.read_latency.summary(),
+            ecn_ce: f.ecn_ce,
+            fecn: f.fecn,
+            becn: f.becn,
+            cnps: f.cnps,
+            icrc_checked: f.icrc_checked,
+            icrc_bad: f.icrc_bad,
+            nak_events: f.nak_events.clone(),
+            gap_events: f.gap_events.clone(),
+        }
+    }
+
+    pub fn messages(&self) -> u64 {
+        self.sends.messages + self.writes.messages + self.reads.messages + self.atomics.messages
+    }
+}
+
+fn us(ns: u64) -> String {
+    if ns >= 1_000_000 {
+        format!("{:.2} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.1} µs", ns as f64 / 1e3)
+    }
+}
+
+impl std::fmt::Display for Report {
+    /// The text table of `roce flows`, then the notable events of each flow.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let t = &self.totals;
+        writeln!(
+            f,
+            "{} frames: {} RoCE, {} other, {} RoCE frames undecodable; {} flows; {} CNPs; {} CM messages",
+            t.frames, t.roce_frames, t.other_frames, t.undecodable_frames, self.flows.len(), t.cnps, t.cm_messages
+        )?;
+        if self.flows.is_empty() {
+            if t.roce_frames == 0 {
+                writeln!(f, "no RoCE traffic in this capture (UDP port 4791 or ethertype 0x8915). If both QPs were on one rxe device, their traffic was looped back inside the driver and never reached the wire.")?;
+            }
+            return Ok(());
+        }
+        writeln!(
+            f,
+            "{:>3} {:<4} {:<40} {:>5} {:>7} {:>9} {:>5} {:>17} {:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>4}",
+            "id", "tr", "flow (src → dst QP)", "pair", "packets", "bytes", "msgs", "PSN range", "gap", "ooo", "retx", "acks", "nak", "rnr", "ce", "cnp", "icrc"
+        )?;
+        for r in &self.flows {
+            let flow = match r.src_qp {
+                Some(s) => format!("{}:{:#x} → {} {:#08x}", r.src, s, r.dst, r.dest_qp),
+                None => format!("{} → {} {:#08x}", r.src, r.dst, r.dest_qp),
+            };
+            let psn = match (r.psn_first, r.psn_last) {
+                (Some(a), Some(b)) => format!("{a}..{b}"),
+                _ => "-".into(),
+            };
+            writeln!(
+                f,
+                "{:>3} {:<4} {:<40} {:>5} {:>7} {:>9} {:>5} {:>17} {:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>4}",
+                r.id,
+                r.transport,
+                flow,
+                r.paired_with.map_or("-".into(), |p| p.to_string()),
+                r.packets,
+                r.bytes,
+                r.messages(),
+                psn,
+                r.gaps,
+                r.out_of_order,
+                r.retransmissions,
+                r.acks,
+                r.naks,
+                r.rnr_naks,
+                r.ecn_ce,
+                r.cnps,
+                r.icrc_bad
+            )?;
+        }
+        for r in &self.flows {
+            let mut lines = Vec::new();
+            let kinds: Vec<String> = [("SEND", r.sends), ("WRITE", r.writes), ("READ", r.reads), ("ATOMIC", r.atomics)]
+                .iter()
+                .filter(|(_, c)| c.messages > 0)
+                .map(|(n, c)| format!("{n} {} ({} B)", c.messages, c.bytes))
+                .collect();
+            if !kinds.is_empty() {
+                lines.push(format!("messages: {}; largest {} B", kinds.join(", "), r.largest_message));
+            }
+            if r.broken_messages > 0 {
+                lines.push(format!("{} broken messages (Middle/Last without First, or First while a message was open)", r.broken_messages));
+            }
+            let ops: Vec<String> = r.opcodes.iter().map(|(o, n)| format!("{o} ×{n}")).collect();
+            lines.push(format!("opcodes: {}", ops.join(", ")));
+            if let Some(p) = r.paired_with {
+                let acked = if r.acks > 0 {
+                    format!("; {:.2} request packets per ACK, {} coalesced ACKs", r.acked_packets as f64 / r.acks as f64, r.coalesced_acks)
+                } else {
+                    String::new()
+                };
+                lines.push(format!(
+                    "answered in flow {p} (paired by {}): {} ACKs, {} NAKs, {} RNR NAKs{acked}",
+                    r.paired_by.unwrap_or("?"),
+                    r.acks,
+                    r.naks,
+                    r.rnr_naks
+                ));
+            }
+            if r.ack_regressions > 0 {
+                lines.push(format!("{} ACKs moved the acknowledged PSN backwards (go-back-N violation)", r.ack_regressions));
+            }
+            for g in &r.gap_events {
+                lines.push(format!("gap at frame {}: expected PSN {}, got {} ({} missing)", g.frame, g.expected, g.got, g.missing));
+            }
+            for n in &r.nak_events {
+                let req = n.request_frame.map_or("request not captured".into(), |fr| format!("request in frame {fr}"));
+                let wc = n.wc_status.map_or(String::new(), |w| format!(" → requester completes with {w}"));
+                lines.push(format!("frame {}: {} for PSN {} ({req}){wc}", n.frame, n.syndrome, n.psn));
+            }
+            if let Some(l) = r.ack_latency {
+                lines.push(format!("ACK latency: min {} median {} max {} ({} samples)", us(l.min_ns), us(l.median_ns), us(l.max_ns), l.samples));
+            }
+            if let Some(l) = r.read_latency {
+                lines.push(format!("READ response latency: min {} median {} max {} ({} samples)", us(l.min_ns), us(l.median_ns), us(l.max_ns), l.samples));
+            }
+            if r.ecn_ce > 0 || r.cnps > 0 || r.fecn > 0 || r.becn > 0 {
+                lines.push(format!("congestion: {} ECN CE marks, {} CNPs, FECN {}, BECN {}", r.ecn_ce, r.cnps, r.fecn, r.becn));
+            }
+            if r.icrc_bad > 0 {
+                lines.push(format!("{} of {} ICRCs bad", r.icrc_bad, r.icrc_checked));
+            }
+            writeln!(f, "flow {}:", r.id)?;
+            for l in lines {
+                writeln!(f, "    {l}")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_median_within_precision() {
+        let mut h = Histogram::default();
+        for v in [5_000u64, 6_000, 7_000, 1_000_000, 12] {
+            h.record(v);
+        }
+        assert_eq!((h.min, h.max, h.count), (12, 1_000_000, 5));
+        let m = h.median().unwrap();
+        assert!((6_000 - 6_000 / 64..=6_000 + 6_000 / 64).contains(&m), "{m}");
+        for v in [0u64, 1, 127, 128, 129, 1 << 20, u64::MAX / 3] {
+            let (lo, w) = Histogram::bounds(Histogram::index(v));
+            assert!(lo <= v && v < lo + w, "{v}: {lo}+{w}");
+        }
+    }
+}
