@@ -4,5 +4,6 @@ pub mod cli;
 pub mod craft;
 pub mod decode;
 pub mod flows;
+pub mod live;
 pub mod output;
 pub mod source;

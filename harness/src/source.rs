@@ -5,6 +5,8 @@ use anyhow::{bail, Result};
 use clap::Args;
 use dissector::capture::{self, PacketSource};
 
+use crate::live::{LiveCapture, LiveOptions};
+
 
 /// Input options shared by `decode` and `flows`.
 #[derive(Debug, Clone, Args)]
@@ -47,7 +49,14 @@ impl InputArgs {
     /// the reader's explanation.
     pub fn open(&self) -> Result<Box<dyn PacketSource>> {
         if let Some(iface) = &self.interface {
-            bail!("live capture on {iface}: not built yet");
+            let live = LiveCapture::open(&LiveOptions {
+                iface: iface.clone(),
+                filter: self.filter.clone(),
+                snaplen: self.snaplen,
+                promisc: true,
+                count: self.count,
+            })?;
+            return Ok(Box::new(live));
         }
         let Some(path) = self.file.as_ref().or(self.read_file.as_ref()) else {
             bail!("no input: give a capture FILE (or -r FILE), or -i IFACE to capture live");

@@ -37,8 +37,10 @@ pub struct Record<'a> {
     pub ts_ns: u64,
     /// The link type of the record's interface.
     pub link: LinkType,
-    /// Index into the source's interface list (pcapng: counted over all sections, in
-    /// file order, as tshark's `frame.interface_id`; pcap: always 0).
+    /// Index into the source's interface list: pcapng interfaces are counted over all
+    /// sections in file order, so in a multi-section file this is not the section-local
+    /// id in the block (tshark 4.0's `frame.interface_id` shows the section-local id;
+    /// in a single-section file the two agree). pcap: always 0.
     pub interface: u32,
     /// Length on the wire.
     pub orig_len: u32,

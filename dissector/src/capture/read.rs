@@ -197,7 +197,23 @@ fn for_each_option(opts: &[u8], be: bool, mut f: impl FnMut(u16, usize, usize)) 
     }
 }
 
+/// Longest interface name or description kept, so that a hostile file with many
+/// IDBs cannot make the reader hold gigabytes of strings.
+const MAX_IF_STRING: usize = 256;
+
 fn option_string(b: &[u8]) -> String {
+    let mut s = str_prefix_lossy(b);
+    if s.len() > MAX_IF_STRING {
+        let mut end = MAX_IF_STRING;
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s.truncate(end);
+    }
+    s
+}
+
+fn str_prefix_lossy(b: &[u8]) -> String {
     let b = match b.iter().position(|&c| c == 0) {
         Some(n) => &b[..n],
         None => b,

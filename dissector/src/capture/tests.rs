@@ -577,6 +577,18 @@ fn invalid_utf8_comment_keeps_the_valid_prefix() {
     assert_eq!(recs[1].comment.as_deref(), Some("nul"));
 }
 
+#[test]
+fn long_interface_names_are_cut() {
+    let long = "é".repeat(1000);
+    let mut f = shb(false);
+    f.extend(idb(false, LinkType::ETHERNET, 0, Some(&long), None));
+    f.extend(epb(false, 0, 1, &[1], 1, &[]));
+    let mut r = Reader::new(&f[..]).unwrap();
+    r.next_packet().unwrap().unwrap();
+    let name = r.interfaces()[0].name.clone().unwrap();
+    assert_eq!(name, "é".repeat(128));
+}
+
 // ---------- truncation ----------
 
 /// Every prefix of `f` either fails to open, or yields a prefix of the full records

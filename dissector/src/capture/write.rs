@@ -373,6 +373,15 @@ impl AtomicFile {
                 format!("cannot finish writing {}: {e}", self.path.display()),
             ));
         }
+        // Make the rename itself durable (best effort: not every platform can open a
+        // directory for syncing).
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        if let Ok(d) = File::open(dir) {
+            let _ = d.sync_all();
+        }
         Ok(())
     }
 
