@@ -44,5 +44,5 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 say "building and installing roce ($(cargo --version))"
-cargo install --quiet --locked --path harness --root "$HOME/.cargo" --force
+cargo install --quiet --locked --path harness --root "$HOME/.cargo" --force --target-dir target
 say "roce is at $HOME/.cargo/bin/roce"

@@ -13,6 +13,7 @@ use std::io::Write as _;
 use std::net::IpAddr;
 
 use crate::frame::{Frame, Link, Net, RoceVersion};
+use crate::wire::ethernet::ethertype;
 use crate::wire::aeth::AckKind;
 use crate::wire::mad::CmMessage;
 use crate::wire::{icrc, RNR_TIMER_US};
@@ -59,9 +60,12 @@ fields! {
     EthSrc = "eth.src": "Ethernet source MAC",
     EthDst = "eth.dst": "Ethernet destination MAC",
     EthType = "eth.type": "Ethertype in the Ethernet header",
-    VlanId = "vlan.id": "VLAN ID (one per tag)",
-    VlanPriority = "vlan.priority": "VLAN PCP (one per tag)",
-    VlanEtype = "vlan.etype": "Type after each VLAN tag",
+    VlanId = "vlan.id": "802.1Q VLAN ID (one per 0x8100 tag)",
+    VlanPriority = "vlan.priority": "802.1Q PCP (one per 0x8100 tag)",
+    VlanEtype = "vlan.etype": "Type after each 0x8100 tag",
+    QinqId = "ieee8021ad.id": "802.1ad (QinQ outer, 0x88a8) VLAN ID",
+    QinqPriority = "ieee8021ad.priority": "802.1ad PCP",
+    QinqDei = "ieee8021ad.dei": "802.1ad drop eligible indicator",
     IpSrc = "ip.src": "IPv4 source",
     IpDst = "ip.dst": "IPv4 destination",
     IpProto = "ip.proto": "IPv4 protocol",
@@ -98,8 +102,8 @@ fields! {
     RdethEecnxt = "infiniband.rdeth.eecnxt": "RDETH EE context",
     DethQKey = "infiniband.deth.q_key": "DETH Q_Key",
     DethSrcqp = "infiniband.deth.srcqp": "DETH source QP",
-    RethVa = "infiniband.reth.va": "RETH virtual address",
-    RethRKey = "infiniband.reth.r_key": "RETH remote key",
+    RethVa = "infiniband.reth.va": "Virtual address of the RETH, or of the AtomicETH (as tshark)",
+    RethRKey = "infiniband.reth.r_key": "Remote key of the RETH, or of the AtomicETH (as tshark)",
     RethDmalen = "infiniband.reth.dmalen": "RETH DMA length",
     AtomicethSwapdt = "infiniband.atomiceth.swapdt": "AtomicETH swap (or add) data",
     AtomicethCmpdt = "infiniband.atomiceth.cmpdt": "AtomicETH compare data",
@@ -147,7 +151,7 @@ fields! {
     RoceAtomicRKey = "roce.atomiceth.r_key": "AtomicETH remote key",
     RoceXrcSrq = "roce.xrceth.srq": "XRCETH XRC SRQ number",
     RoceFeth = "roce.feth": "FETH (FLUSH selectivity and placement)",
-    RocePayloadLen = "roce.payload.len": "Payload bytes (pad and ICRC excluded)",
+    RocePayloadLen = "roce.payload.len": "Payload bytes on the wire (pad and ICRC excluded)",
     RoceIcrcStatus = "roce.icrc.status": "ok or bad (empty when not captured)",
     RoceIcrcComputed = "roce.icrc.computed": "ICRC we computed, in the format of infiniband.invariant.crc",
     RoceCmType = "roce.cm.type": "CM message: REQ REP RTU REJ MRA DREQ DREP",
@@ -240,7 +244,21 @@ fn secs(out: &mut Vec<u8>, ns: u64) {
 }
 
 fn ip(out: &mut Vec<u8>, a: IpAddr) {
-    let _ = write!(out, "{a}");
+    match a {
+        IpAddr::V4(v) => {
+            let [a, b, c, d] = v.octets();
+            dec(out, a);
+            out.push(b'.');
+            dec(out, b);
+            out.push(b'.');
+            dec(out, c);
+            out.push(b'.');
+            dec(out, d);
+        }
+        IpAddr::V6(v) => {
+            let _ = write!(out, "{v}");
+        }
+    }
 }
 
 /// Appends the value of `field` for the frame in `c` (nothing if absent).
@@ -248,20 +266,21 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
     use Field as F;
     let f = c.frame;
     let ib = f.ib.as_ref();
-    let bth = ib.map(|i| i.bth);
-    let v4 = match f.net {
+    let bth = ib.map(|i| &i.bth);
+    let v4 = match &f.net {
         Net::Ipv4(r) => Some(r),
         _ => None,
     };
-    let v6 = match f.net {
+    let v6 = match &f.net {
         Net::Ipv6(r) => Some(r),
         _ => None,
     };
-    let grh = match f.net {
+    let grh = match &f.net {
         Net::Grh(r) => Some(r),
         _ => None,
     };
-    let cm = f.mad.and_then(|m| m.cm);
+    let mad = f.mad.as_ref();
+    let cm = mad.and_then(|m| m.cm.as_ref());
     match field {
         F::FrameNumber => dec(out, c.number),
         F::FrameLen => dec(out, c.orig_len),
@@ -288,14 +307,18 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
                 }
             }
         }
-        F::VlanId | F::VlanPriority | F::VlanEtype => {
-            for (i, v) in f.vlans.iter().flatten().enumerate() {
+        F::VlanId | F::VlanPriority | F::VlanEtype | F::QinqId | F::QinqPriority | F::QinqDei => {
+            // tshark files 802.1ad (0x88a8) tags under ieee8021ad.*, the rest under vlan.*.
+            let qinq = matches!(field, F::QinqId | F::QinqPriority | F::QinqDei);
+            let tags = f.vlans.iter().flatten().filter(|v| (v.tpid == ethertype::QINQ) == qinq);
+            for (i, v) in tags.enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
                 match field {
-                    F::VlanId => dec(out, v.id),
-                    F::VlanPriority => dec(out, v.pcp),
+                    F::VlanId | F::QinqId => dec(out, v.id),
+                    F::VlanPriority | F::QinqPriority => dec(out, v.pcp),
+                    F::QinqDei => dec(out, v.dei as u8),
                     _ => hex(out, v.inner_type as u64, 4),
                 }
             }
@@ -336,8 +359,15 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
         F::RdethEecnxt => ib.and_then(|i| i.rdeth).into_iter().for_each(|v| dec(out, v)),
         F::DethQKey => ib.and_then(|i| i.deth).into_iter().for_each(|d| hex(out, d.q_key as u64, 16)),
         F::DethSrcqp => ib.and_then(|i| i.deth).into_iter().for_each(|d| hex(out, d.src_qp as u64, 8)),
-        F::RethVa => ib.and_then(|i| i.reth).into_iter().for_each(|r| hex(out, r.va, 16)),
-        F::RethRKey => ib.and_then(|i| i.reth).into_iter().for_each(|r| hex(out, r.r_key as u64, 8)),
+        // tshark shows the AtomicETH's VA and R_Key under the RETH's field names.
+        F::RethVa => {
+            let va = ib.and_then(|i| i.reth.map(|r| r.va).or(i.atomiceth.map(|a| a.va)));
+            va.into_iter().for_each(|v| hex(out, v, 16))
+        }
+        F::RethRKey => {
+            let k = ib.and_then(|i| i.reth.map(|r| r.r_key).or(i.atomiceth.map(|a| a.r_key)));
+            k.into_iter().for_each(|v| hex(out, v as u64, 8))
+        }
         F::RethDmalen => ib.and_then(|i| i.reth).into_iter().for_each(|r| dec(out, r.dma_len)),
         F::AtomicethSwapdt => ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| dec(out, a.swap_add)),
         F::AtomicethCmpdt => ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| dec(out, a.compare)),
@@ -351,16 +381,16 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
                 hex(out, u32::from_be_bytes(b) as u64, 8)
             }
         }
-        F::MadBaseversion => f.mad.into_iter().for_each(|m| hex(out, m.header.base_version as u64, 2)),
-        F::MadMgmtclass => f.mad.into_iter().for_each(|m| hex(out, m.header.mgmt_class as u64, 2)),
-        F::MadClassversion => f.mad.into_iter().for_each(|m| hex(out, m.header.class_version as u64, 2)),
-        F::MadMethod => f.mad.into_iter().for_each(|m| hex(out, m.header.method as u64, 2)),
-        F::MadStatus => f.mad.into_iter().for_each(|m| hex(out, m.header.status as u64, 4)),
-        F::MadClassspecific => f.mad.into_iter().for_each(|m| hex(out, m.header.class_specific as u64, 4)),
-        F::MadTransactionid => f.mad.into_iter().for_each(|m| hex(out, m.header.transaction_id, 16)),
-        F::MadAttributeid => f.mad.into_iter().for_each(|m| hex(out, m.header.attribute_id as u64, 4)),
+        F::MadBaseversion => mad.into_iter().for_each(|m| hex(out, m.header.base_version as u64, 2)),
+        F::MadMgmtclass => mad.into_iter().for_each(|m| hex(out, m.header.mgmt_class as u64, 2)),
+        F::MadClassversion => mad.into_iter().for_each(|m| hex(out, m.header.class_version as u64, 2)),
+        F::MadMethod => mad.into_iter().for_each(|m| hex(out, m.header.method as u64, 2)),
+        F::MadStatus => mad.into_iter().for_each(|m| hex(out, m.header.status as u64, 4)),
+        F::MadClassspecific => mad.into_iter().for_each(|m| hex(out, m.header.class_specific as u64, 4)),
+        F::MadTransactionid => mad.into_iter().for_each(|m| hex(out, m.header.transaction_id, 16)),
+        F::MadAttributeid => mad.into_iter().for_each(|m| hex(out, m.header.attribute_id as u64, 4)),
         F::MadAttributemodifier => {
-            f.mad.into_iter().for_each(|m| hex(out, m.header.attribute_modifier as u64, 8))
+            mad.into_iter().for_each(|m| hex(out, m.header.attribute_modifier as u64, 8))
         }
         F::CmReqLocalCommId | F::CmReqServiceid | F::CmReqLocalqpn | F::CmReqStartpsn => {
             if let Some(CmMessage::Req(r)) = cm {
@@ -383,13 +413,13 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
             }
         }
         F::CmRtuLocalcommid | F::CmRtuRemotecommid => {
-            if let Some(CmMessage::Rtu { local_comm_id, remote_comm_id }) = cm {
+            if let Some(&CmMessage::Rtu { local_comm_id, remote_comm_id }) = cm {
                 let v = if field == F::CmRtuLocalcommid { local_comm_id } else { remote_comm_id };
                 hex(out, v as u64, 8)
             }
         }
         F::CmRejLocalcommid | F::CmRejRemotecommid | F::CmRejReason => {
-            if let Some(CmMessage::Rej { local_comm_id, remote_comm_id, reason, .. }) = cm {
+            if let Some(&CmMessage::Rej { local_comm_id, remote_comm_id, reason, .. }) = cm {
                 match field {
                     F::CmRejLocalcommid => hex(out, local_comm_id as u64, 8),
                     F::CmRejRemotecommid => hex(out, remote_comm_id as u64, 8),
@@ -398,7 +428,7 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
             }
         }
         F::CmDreqLocalcommid | F::CmDreqRemotecommid => {
-            if let Some(CmMessage::Dreq { local_comm_id, remote_comm_id, .. }) = cm {
+            if let Some(&CmMessage::Dreq { local_comm_id, remote_comm_id, .. }) = cm {
                 let v = if field == F::CmDreqLocalcommid { local_comm_id } else { remote_comm_id };
                 hex(out, v as u64, 8)
             }
@@ -431,7 +461,7 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
         F::RoceAtomicRKey => ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| hex(out, a.r_key as u64, 8)),
         F::RoceXrcSrq => ib.and_then(|i| i.xrceth).into_iter().for_each(|v| hex(out, v as u64, 6)),
         F::RoceFeth => ib.and_then(|i| i.feth).into_iter().for_each(|v| hex(out, v as u64, 8)),
-        F::RocePayloadLen => ib.into_iter().for_each(|i| dec(out, i.payload_len())),
+        F::RocePayloadLen => f.payload_len_on_wire().into_iter().for_each(|n| dec(out, n)),
         F::RoceIcrcStatus | F::RoceIcrcComputed => {
             if let Some(chk) = f.icrc_check(c.data) {
                 if field == F::RoceIcrcStatus {

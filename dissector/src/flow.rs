@@ -35,8 +35,14 @@ const WINDOW: usize = 4096;
 struct Fx(u64);
 impl Hasher for Fx {
     fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ b as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.write_u64(u64::from_le_bytes(w));
+        }
+        for &b in chunks.remainder() {
+            self.write_u64(b as u64);
         }
     }
     fn write_u32(&mut self, i: u32) {
@@ -52,13 +58,26 @@ impl Hasher for Fx {
 type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
 
 /// Identifies a flow.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct FlowKey {
     pub src: IpAddr,
     pub dst: IpAddr,
     pub dest_qp: u32,
     /// UD and MADs: the DETH source QP; `u32::MAX` otherwise.
     pub src_qp: u32,
+}
+
+impl std::hash::Hash for FlowKey {
+    fn hash<H: Hasher>(&self, h: &mut H) {
+        let bits = |a: IpAddr| match a {
+            IpAddr::V4(v) => u32::from(v) as u128,
+            IpAddr::V6(v) => u128::from(v) ^ (1 << 127),
+        };
+        let (s, d) = (bits(self.src), bits(self.dst));
+        h.write_u64((s as u64) ^ ((s >> 64) as u64).rotate_left(17));
+        h.write_u64((d as u64) ^ ((d >> 64) as u64).rotate_left(17));
+        h.write_u64((self.dest_qp as u64) << 32 | self.src_qp as u64);
+    }
 }
 
 /// A log-linear latency histogram: exact min/max, median within 1/64 (1.6 %).
@@ -384,11 +403,12 @@ impl Flow {
         if psn.diff(Psn::new(self.psn_last.unwrap_or(psn.value()))) >= 0 {
             self.next_psn = Some(psn.add(1));
         }
-        // A READ's responses use PSNs psn .. psn+n-1, n = ceil(len / PMTU), PMTU ≥ 256.
-        let slack = if op.contains(Kind::READ) {
-            (dma_len.unwrap_or(0) as u64).div_ceil(256).saturating_sub(1) as u32
-        } else {
-            0
+        // A READ's responses use PSNs psn .. psn+n-1, n = ceil(len / PMTU), PMTU ≥ 256;
+        // a READ whose RETH was not captured may have used any number.
+        let slack = match (op.contains(Kind::READ), dma_len) {
+            (false, _) => 0,
+            (true, Some(len)) => (len as u64).div_ceil(256).saturating_sub(1) as u32,
+            (true, None) => 0x7F_FFFF,
         };
         if slack > 0 {
             self.read_slack = slack;
@@ -610,7 +630,7 @@ impl Analyzer {
             let f = &mut self.flows[i];
             f.packets += 1;
             f.bytes += orig_len as u64;
-            f.payload_bytes += ib.payload_len() as u64;
+            f.payload_bytes += frame.payload_len_on_wire().unwrap_or(0) as u64;
             f.last_ts = ts;
             f.opcodes[b.opcode.0 as usize] += 1;
             if frame.ecn() == Some(3) {
@@ -637,18 +657,15 @@ impl Analyzer {
             return;
         }
         let Some(info) = ib.info else { return };
-        if frame.stop.is_some() && ib.icrc.is_none() && ib.payload.is_empty() && info.headers.len() > 0 {
-            // Extension headers cut off: the packet still counts, its meaning does not.
-            if ib.aeth.is_none() && ib.reth.is_none() && ib.atomiceth.is_none() && ib.deth.is_none() {
-                return;
-            }
-        }
+        // A frame cut inside its extension headers still has a BTH: its PSN counts;
+        // what the missing headers would have said (AETH, RETH) is simply absent.
         if b.ack_req {
             self.flows[i].ack_req += 1;
         }
         if info.is_request() {
             let dma = ib.reth.map(|r| r.dma_len);
-            self.flows[i].on_request(number, ts, info.kind, b.psn, ib.payload_len() as u64, dma);
+            let payload = frame.payload_len_on_wire().unwrap_or(0) as u64;
+            self.flows[i].on_request(number, ts, info.kind, b.psn, payload, dma);
         } else if info.is_response() {
             if let Some(r) = self.requester_of(i, b.psn) {
                 let syn = ib.aeth.map(|a| a.syndrome);
@@ -924,7 +941,7 @@ impl std::fmt::Display for Report {
             }
             let ops: Vec<String> = r.opcodes.iter().map(|(o, n)| format!("{o} ×{n}")).collect();
             lines.push(format!("opcodes: {}", ops.join(", ")));
-            if let Some(p) = r.paired_with {
+            if let (Some(p), true) = (r.paired_with, r.requests > 0) {
                 let acked = if r.acks > 0 {
                     format!("; {:.2} request packets per ACK, {} coalesced ACKs", r.acked_packets as f64 / r.acks as f64, r.coalesced_acks)
                 } else {

@@ -106,6 +106,8 @@ pub enum Link {
     /// BSD loopback: address family in host byte order.
     Null { family: u32 },
     Unsupported(LinkType),
+    /// The link header itself was cut short.
+    Truncated(LinkType),
 }
 
 /// The network layer.
@@ -222,6 +224,19 @@ impl Default for Options {
 }
 
 impl Frame {
+    fn reset(&mut self) {
+        self.link = Link::Raw;
+        self.vlans = [None, None];
+        self.ethertype = None;
+        self.net = Net::None;
+        self.udp = None;
+        self.roce = None;
+        self.ib = None;
+        self.mad = None;
+        self.offsets = Offsets::default();
+        self.stop = None;
+    }
+
     fn empty(link: Link) -> Frame {
         Frame {
             link,
@@ -270,6 +285,19 @@ impl Frame {
         }
     }
 
+    /// The payload length the packet had on the wire: for a frame cut short by the
+    /// snaplen, what the UDP/GRH length says, not what was captured.
+    pub fn payload_len_on_wire(&self) -> Option<usize> {
+        let ib = self.ib.as_ref()?;
+        match self.stop {
+            Some(Stop { error: StopError::Snapped { .. }, .. }) => {
+                Some(self.offsets.icrc.saturating_sub(ib.payload.start + ib.bth.pad_count as usize))
+            }
+            Some(Stop { layer: Layer::Bth | Layer::ExtHeader, .. }) => None,
+            _ => Some(ib.payload.len()),
+        }
+    }
+
     /// The IP ECN bits (3 = Congestion Experienced).
     pub fn ecn(&self) -> Option<u8> {
         match self.net {
@@ -296,36 +324,47 @@ impl IcrcCheck {
 
 /// Decodes one frame captured with link type `link`.
 pub fn decode(link: LinkType, data: &[u8], opts: &Options) -> Frame {
-    let mut d = Decoder { data, opts };
-    d.frame(link)
+    let mut fr = Frame::empty(Link::Raw);
+    decode_into(&mut fr, link, data, opts);
+    fr
+}
+
+/// Like [`decode`], reusing `fr` (a hot loop decodes into one `Frame`).
+pub fn decode_into(fr: &mut Frame, link: LinkType, data: &[u8], opts: &Options) {
+    fr.reset();
+    Decoder { data, opts, fr }.frame(link);
 }
 
 struct Decoder<'a> {
     data: &'a [u8],
     opts: &'a Options,
+    fr: &'a mut Frame,
 }
 
 fn stop(layer: Layer, offset: usize, e: Error) -> Stop {
     Stop { layer, header: None, offset, error: StopError::Wire(e) }
 }
 
-impl<'a> Decoder<'a> {
-    fn at(&self, off: usize) -> &'a [u8] {
+impl Decoder<'_> {
+    fn at(&self, off: usize) -> &[u8] {
         self.data.get(off..).unwrap_or(&[])
     }
 
-    fn frame(&mut self, link: LinkType) -> Frame {
+    fn stop(&mut self, layer: Layer, offset: usize, e: Error) {
+        self.fr.stop = Some(stop(layer, offset, e));
+    }
+
+    fn frame(mut self, link: LinkType) {
         match link {
             LinkType::ETHERNET => {
                 let f = match ethernet::Frame::new_checked(self.data) {
                     Ok(f) => f,
                     Err(e) => {
-                        let mut fr = Frame::empty(Link::Ethernet { src: Mac::default(), dst: Mac::default() });
-                        fr.stop = Some(stop(Layer::Ethernet, 0, e));
-                        return fr;
+                        self.fr.link = Link::Truncated(link);
+                        return self.stop(Layer::Ethernet, 0, e);
                     }
                 };
-                let mut fr = Frame::empty(Link::Ethernet { src: f.src(), dst: f.dst() });
+                self.fr.link = Link::Ethernet { src: f.src(), dst: f.dst() };
                 let mut t = f.ethertype();
                 let mut off = ethernet::HEADER_LEN;
                 for slot in 0..2 {
@@ -334,17 +373,14 @@ impl<'a> Decoder<'a> {
                     }
                     match VlanTag::parse(t, self.at(off)) {
                         Ok(tag) => {
-                            fr.vlans[slot] = Some(tag);
+                            self.fr.vlans[slot] = Some(tag);
                             t = tag.inner_type;
                             off += ethernet::VLAN_TAG_LEN;
                         }
-                        Err(e) => {
-                            fr.stop = Some(stop(Layer::Vlan, off, e));
-                            return fr;
-                        }
+                        Err(e) => return self.stop(Layer::Vlan, off, e),
                     }
                 }
-                self.ethertype(fr, t, off)
+                self.ethertype(t, off)
             }
             LinkType::LINUX_SLL | LinkType::LINUX_SLL2 => {
                 let parsed = if link == LinkType::LINUX_SLL {
@@ -354,102 +390,88 @@ impl<'a> Decoder<'a> {
                 };
                 match parsed {
                     Ok(s) => {
-                        let fr = Frame::empty(Link::Sll(s));
-                        self.ethertype(fr, s.protocol, s.header_len())
+                        self.fr.link = Link::Sll(s);
+                        self.ethertype(s.protocol, s.header_len())
                     }
                     Err(e) => {
-                        let mut fr = Frame::empty(Link::Unsupported(link));
-                        fr.stop = Some(stop(Layer::Sll, 0, e));
-                        fr
+                        self.fr.link = Link::Truncated(link);
+                        self.stop(Layer::Sll, 0, e)
                     }
                 }
             }
             LinkType::RAW | LinkType::IPV4 | LinkType::IPV6 => {
-                let fr = Frame::empty(Link::Raw);
+                self.fr.link = Link::Raw;
                 match self.data.first().map(|b| b >> 4) {
-                    Some(6) => self.ethertype(fr, ethertype::IPV6, 0),
-                    _ => self.ethertype(fr, ethertype::IPV4, 0),
+                    Some(6) => self.ethertype(ethertype::IPV6, 0),
+                    _ => self.ethertype(ethertype::IPV4, 0),
                 }
             }
             LinkType::NULL => {
                 let Some(b) = self.data.get(..4) else {
-                    let mut fr = Frame::empty(Link::Null { family: 0 });
-                    fr.stop = Some(stop(Layer::Link, 0, Error::Truncated { needed: 4, available: self.data.len() }));
-                    return fr;
+                    self.fr.link = Link::Null { family: 0 };
+                    let available = self.data.len();
+                    return self.stop(Layer::Link, 0, Error::Truncated { needed: 4, available });
                 };
                 // Host byte order of the capturing machine: accept either.
                 let le = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
                 let family = if le < 0x100 { le } else { u32::from_be_bytes([b[0], b[1], b[2], b[3]]) };
-                let fr = Frame::empty(Link::Null { family });
+                self.fr.link = Link::Null { family };
                 let t = match family {
                     2 => ethertype::IPV4,
                     24 | 28 | 30 => ethertype::IPV6,
                     _ => 0,
                 };
-                self.ethertype(fr, t, 4)
+                self.ethertype(t, 4)
             }
             other => {
-                let mut fr = Frame::empty(Link::Unsupported(other));
-                fr.stop = Some(Stop { layer: Layer::Link, header: None, offset: 0, error: StopError::UnsupportedLink(other) });
-                fr
+                self.fr.link = Link::Unsupported(other);
+                self.fr.stop =
+                    Some(Stop { layer: Layer::Link, header: None, offset: 0, error: StopError::UnsupportedLink(other) });
             }
         }
     }
 
-    fn ethertype(&mut self, mut fr: Frame, t: u16, off: usize) -> Frame {
-        fr.ethertype = Some(t);
+    fn ethertype(&mut self, t: u16, off: usize) {
+        self.fr.ethertype = Some(t);
         match t {
-            ethertype::IPV4 => self.ipv4(fr, off),
-            ethertype::IPV6 => self.ipv6(fr, off),
-            ethertype::ROCE_V1 => self.grh(fr, off),
-            ethertype::ARP => {
-                fr.net = Net::Arp;
-                fr
-            }
-            other => {
-                fr.net = Net::Other { ethertype: other };
-                fr
-            }
+            ethertype::IPV4 => self.ipv4(off),
+            ethertype::IPV6 => self.ipv6(off),
+            ethertype::ROCE_V1 => self.grh(off),
+            ethertype::ARP => self.fr.net = Net::Arp,
+            other => self.fr.net = Net::Other { ethertype: other },
         }
     }
 
-    fn ipv4(&mut self, mut fr: Frame, off: usize) -> Frame {
+    fn ipv4(&mut self, off: usize) {
         let p = match ipv4::Packet::new_checked(self.at(off)) {
             Ok(p) => p,
-            Err(e) => {
-                fr.stop = Some(stop(Layer::Ipv4, off, e));
-                return fr;
-            }
+            Err(e) => return self.stop(Layer::Ipv4, off, e),
         };
         let r = ipv4::Repr::parse(&p);
-        fr.net = Net::Ipv4(r);
-        fr.offsets.net = off;
         let l4 = off + p.header_len();
-        fr.offsets.l4 = l4;
-        let ip_end = off + r.total_len as usize;
+        self.fr.net = Net::Ipv4(r);
+        self.fr.offsets.net = off;
+        self.fr.offsets.l4 = l4;
         if r.protocol != ipv4::PROTO_UDP {
-            return fr;
+            return;
         }
         if r.is_fragment() {
-            fr.stop = Some(Stop { layer: Layer::Ipv4, header: None, offset: off, error: StopError::Fragment });
-            return fr;
+            self.fr.stop = Some(Stop { layer: Layer::Ipv4, header: None, offset: off, error: StopError::Fragment });
+            return;
         }
-        self.udp(fr, l4, l4, ip_end)
+        self.udp(l4, l4, off + r.total_len as usize)
     }
 
-    fn ipv6(&mut self, mut fr: Frame, off: usize) -> Frame {
+    fn ipv6(&mut self, off: usize) {
         let p = match ipv6::Packet::new_checked(self.at(off)) {
             Ok(p) => p,
-            Err(e) => {
-                fr.stop = Some(stop(Layer::Ipv6, off, e));
-                return fr;
-            }
+            Err(e) => return self.stop(Layer::Ipv6, off, e),
         };
         let r = ipv6::Repr::parse(&p);
-        fr.net = Net::Ipv6(r);
-        fr.offsets.net = off;
+        self.fr.net = Net::Ipv6(r);
+        self.fr.offsets.net = off;
         let l4_start = off + ipv6::HEADER_LEN;
-        fr.offsets.l4 = l4_start;
+        self.fr.offsets.l4 = l4_start;
         let ip_end = l4_start + r.payload_len as usize;
         let mut next = r.next_header;
         let mut at = l4_start;
@@ -461,181 +483,166 @@ impl<'a> Decoder<'a> {
                     next = nh;
                     at += len;
                 }
-                Some(Err(e)) => {
-                    fr.stop = Some(stop(Layer::Ipv6, at, e));
-                    return fr;
-                }
+                Some(Err(e)) => return self.stop(Layer::Ipv6, at, e),
             }
         }
         if next == 44 {
-            fr.stop = Some(Stop { layer: Layer::Ipv6, header: None, offset: at, error: StopError::Fragment });
-            return fr;
+            self.fr.stop = Some(Stop { layer: Layer::Ipv6, header: None, offset: at, error: StopError::Fragment });
+            return;
         }
-        if next != ipv4::PROTO_UDP {
-            return fr;
+        if next == ipv4::PROTO_UDP {
+            self.udp(l4_start, at, ip_end)
         }
-        self.udp(fr, l4_start, at, ip_end)
     }
 
-    fn udp(&mut self, mut fr: Frame, l4_start: usize, off: usize, ip_end: usize) -> Frame {
+    fn udp(&mut self, l4_start: usize, off: usize, ip_end: usize) {
         let p = match udp::Packet::new_checked(self.at(off)) {
             Ok(p) => p,
-            Err(e) => {
-                fr.stop = Some(stop(Layer::Udp, off, e));
-                return fr;
+            Err(e @ Error::Malformed(_)) => {
+                // The ports are still worth showing (tshark does).
+                self.fr.udp = Some(udp::Repr::parse(&udp::Packet::new_unchecked(self.at(off))));
+                return self.stop(Layer::Udp, off, e);
             }
+            Err(e) => return self.stop(Layer::Udp, off, e),
         };
         let r = udp::Repr::parse(&p);
-        fr.udp = Some(r);
-        fr.offsets.l4 = l4_start;
+        self.fr.udp = Some(r);
+        self.fr.offsets.l4 = l4_start;
         if !self.opts.roce_ports.contains(&r.dst_port) {
-            return fr;
+            return;
         }
-        fr.roce = Some(RoceVersion::V2);
+        self.fr.roce = Some(RoceVersion::V2);
         let bth = off + udp::HEADER_LEN;
         // The datagram ends where UDP says; IP's total length bounds it, and anything
         // past it in the frame (Ethernet padding) is not ours.
         let end = (off + r.length as usize).min(ip_end.max(bth));
-        self.transport(fr, bth, end)
+        self.transport(bth, end)
     }
 
-    fn grh(&mut self, mut fr: Frame, off: usize) -> Frame {
+    fn grh(&mut self, off: usize) {
         let p = match ipv6::Packet::new_checked(self.at(off)) {
             Ok(p) => p,
             Err(Error::Malformed(Malformed::Ipv6Version { version })) => {
-                fr.stop = Some(stop(Layer::Grh, off, Error::Malformed(Malformed::GrhVersion { version })));
-                return fr;
+                return self.stop(Layer::Grh, off, Error::Malformed(Malformed::GrhVersion { version }))
             }
-            Err(e) => {
-                fr.stop = Some(stop(Layer::Grh, off, e));
-                return fr;
-            }
+            Err(e) => return self.stop(Layer::Grh, off, e),
         };
         let r = ipv6::Repr::parse(&p);
-        fr.net = Net::Grh(r);
-        fr.roce = Some(RoceVersion::V1);
-        fr.offsets.net = off;
+        self.fr.net = Net::Grh(r);
+        self.fr.roce = Some(RoceVersion::V1);
+        self.fr.offsets.net = off;
         let bth = off + ipv6::HEADER_LEN;
-        fr.offsets.l4 = bth;
-        // PayLen counts from the BTH through the ICRC. A zero or oversized PayLen
-        // (some captures) falls back to the end of the frame.
+        self.fr.offsets.l4 = bth;
+        // PayLen counts from the BTH through the ICRC. A zero PayLen (some captures)
+        // falls back to the end of the frame.
         let end = match r.payload_len as usize {
             0 => self.data.len(),
             n => bth + n,
         };
-        self.transport(fr, bth, end)
+        self.transport(bth, end)
     }
 
     /// Decodes BTH .. ICRC, where the transport packet spans `bth..end` (`end` as
     /// announced by UDP or the GRH; the capture may hold less).
-    fn transport(&mut self, mut fr: Frame, bth: usize, end: usize) -> Frame {
-        fr.offsets.bth = bth;
+    fn transport(&mut self, bth: usize, end: usize) {
+        self.fr.offsets.bth = bth;
         let p = match bth::Packet::new_checked(self.at(bth)) {
             Ok(p) => p,
-            Err(e) => {
-                fr.stop = Some(stop(Layer::Bth, bth, e));
-                return fr;
-            }
+            Err(e) => return self.stop(Layer::Bth, bth, e),
         };
-        let mut ib = Ib::new(BthRepr::parse(&p));
-        let captured_end = end.min(self.data.len());
+        let data = self.data;
+        let ib = self.fr.ib.insert(Ib::new(BthRepr::parse(&p)));
+        let captured_end = end.min(data.len());
         let mut off = bth + bth::HEADER_LEN;
         // Unknown opcodes: the bytes up to the ICRC are shown as payload.
         let headers = ib.info.map_or(Headers::PAYLOAD, |i| i.headers);
-        for (h, len) in Headers::ORDER {
-            if !headers.contains(h) {
-                continue;
-            }
-            // Never read extension headers out of the ICRC or past the datagram.
-            let avail = captured_end.saturating_sub(off);
-            let b = &self.data[off.min(captured_end)..captured_end];
-            if avail < len {
-                fr.stop = Some(Stop {
-                    layer: Layer::ExtHeader,
-                    header: Some(h.name()),
-                    offset: off,
-                    error: StopError::Wire(Error::Truncated { needed: len, available: avail }),
-                });
-                fr.ib = Some(ib);
-                return fr;
-            }
-            match h {
-                Headers::XRCETH => ib.xrceth = Some(Word32Packet::new_unchecked(b).value24()),
-                Headers::RDETH => ib.rdeth = Some(Word32Packet::new_unchecked(b).value24()),
-                Headers::DETH => ib.deth = Some(DethRepr::parse(&DethPacket::new_unchecked(b))),
-                Headers::FETH => ib.feth = Some(FethPacket::new_unchecked(b).raw()),
-                Headers::RETH => ib.reth = Some(RethRepr::parse(&RethPacket::new_unchecked(b))),
-                Headers::ATOMICETH => {
-                    ib.atomiceth = Some(AtomicEthRepr::parse(&AtomicEthPacket::new_unchecked(b)))
+        if !headers.is_empty() {
+            for (h, len) in headers.iter() {
+                // Never read extension headers out of the ICRC or past the datagram.
+                let avail = captured_end.saturating_sub(off);
+                if avail < len {
+                    self.fr.stop = Some(Stop {
+                        layer: Layer::ExtHeader,
+                        header: Some(h.name()),
+                        offset: off,
+                        error: StopError::Wire(Error::Truncated { needed: len, available: avail }),
+                    });
+                    return;
                 }
-                Headers::AETH => ib.aeth = Some(AethRepr::parse(&aeth::Packet::new_unchecked(b))),
-                Headers::ATOMICACKETH => {
-                    ib.atomicacketh = Some(AtomicAckEthPacket::new_unchecked(b).orig_remote_data())
+                let b = &data[off..captured_end];
+                match h {
+                    Headers::XRCETH => ib.xrceth = Some(Word32Packet::new_unchecked(b).value24()),
+                    Headers::RDETH => ib.rdeth = Some(Word32Packet::new_unchecked(b).value24()),
+                    Headers::DETH => ib.deth = Some(DethRepr::parse(&DethPacket::new_unchecked(b))),
+                    Headers::FETH => ib.feth = Some(FethPacket::new_unchecked(b).raw()),
+                    Headers::RETH => ib.reth = Some(RethRepr::parse(&RethPacket::new_unchecked(b))),
+                    Headers::ATOMICETH => {
+                        ib.atomiceth = Some(AtomicEthRepr::parse(&AtomicEthPacket::new_unchecked(b)))
+                    }
+                    Headers::AETH => ib.aeth = Some(AethRepr::parse(&aeth::Packet::new_unchecked(b))),
+                    Headers::ATOMICACKETH => {
+                        ib.atomicacketh = Some(AtomicAckEthPacket::new_unchecked(b).orig_remote_data())
+                    }
+                    Headers::IMMDT => ib.immdt = Some(Word32Packet::new_unchecked(b).value()),
+                    Headers::IETH => ib.ieth = Some(Word32Packet::new_unchecked(b).value()),
+                    _ => {} // CNP reserved bytes
                 }
-                Headers::IMMDT => ib.immdt = Some(Word32Packet::new_unchecked(b).value()),
-                Headers::IETH => ib.ieth = Some(Word32Packet::new_unchecked(b).value()),
-                _ => {} // CNP reserved bytes
+                off += len;
             }
-            off += len;
         }
         // Payload: what is left before pad and ICRC.
         let pad = ib.bth.pad_count as usize;
-        if end > self.data.len() {
+        if end > data.len() {
             // Snapped capture: show what we have, no ICRC.
-            ib.payload = off.min(self.data.len())..self.data.len();
-            fr.offsets.icrc = end.saturating_sub(4);
-            fr.stop = Some(Stop {
+            ib.payload = off.min(data.len())..data.len();
+            self.fr.offsets.icrc = end.saturating_sub(4);
+            self.fr.stop = Some(Stop {
                 layer: Layer::Payload,
                 header: None,
-                offset: off.min(self.data.len()),
-                error: StopError::Snapped { captured: self.data.len() - bth, expected: end - bth },
+                offset: off.min(data.len()),
+                error: StopError::Snapped { captured: data.len() - bth, expected: end - bth },
             });
-            fr.ib = Some(ib);
-            return fr;
+            return;
         }
         let left = end.saturating_sub(off);
         if left < 4 {
-            fr.stop = Some(stop(Layer::Icrc, off, Error::Malformed(Malformed::NoRoomForIcrc { left })));
             ib.payload = off.min(end)..end;
-            fr.ib = Some(ib);
-            return fr;
+            return self.stop(Layer::Icrc, off, Error::Malformed(Malformed::NoRoomForIcrc { left }));
         }
         let icrc_at = end - 4;
         let payload_len = icrc_at - off;
-        fr.offsets.icrc = icrc_at;
-        ib.icrc = Some([self.data[icrc_at], self.data[icrc_at + 1], self.data[icrc_at + 2], self.data[icrc_at + 3]]);
+        self.fr.offsets.icrc = icrc_at;
+        ib.icrc = Some([data[icrc_at], data[icrc_at + 1], data[icrc_at + 2], data[icrc_at + 3]]);
         if pad > payload_len {
-            fr.stop = Some(stop(
+            ib.payload = off..icrc_at;
+            return self.stop(
                 Layer::Payload,
                 off,
                 Error::Malformed(Malformed::PadExceedsPayload { pad: pad as u8, payload_len }),
-            ));
-            ib.payload = off..icrc_at;
-        } else {
-            ib.payload = off..icrc_at - pad;
+            );
         }
+        ib.payload = off..icrc_at - pad;
         // MADs: UD SEND Only to QP1.
-        if ib.bth.dest_qp == mad::GSI_QP && ib.deth.is_some() && fr.stop.is_none() {
-            let pl = &self.data[ib.payload.clone()];
+        if ib.bth.dest_qp == mad::GSI_QP && ib.deth.is_some() {
+            let start = ib.payload.start;
+            let pl = &data[ib.payload.clone()];
             match MadRepr::parse(pl) {
                 Ok(h) => {
                     let cm = if h.mgmt_class == mad::CLASS_CM {
                         match CmMessage::parse(h.attribute_id, &pl[mad::HEADER_LEN..]) {
                             Ok(cm) => cm,
                             Err(e) => {
-                                fr.stop = Some(stop(Layer::Mad, ib.payload.start + mad::HEADER_LEN, e));
+                                self.fr.stop = Some(stop(Layer::Mad, start + mad::HEADER_LEN, e));
                                 None
                             }
                         }
                     } else {
                         None
                     };
-                    fr.mad = Some(Mad { header: h, cm });
+                    self.fr.mad = Some(Mad { header: h, cm });
                 }
-                Err(e) => fr.stop = Some(stop(Layer::Mad, ib.payload.start, e)),
+                Err(e) => self.fr.stop = Some(stop(Layer::Mad, start, e)),
             }
         }
-        fr.ib = Some(ib);
-        fr
     }
 }

@@ -7,7 +7,7 @@ use core::fmt::{self, Write as _};
 use serde_json::{json, Map, Value};
 
 use crate::fields::Ctx;
-use crate::frame::{Frame, Link, Net, RoceVersion};
+use crate::frame::{Frame, Layer, Link, Net, RoceVersion};
 use crate::wire::aeth::AckKind;
 use crate::wire::ethernet::ethertype;
 use crate::wire::mad::CmMessage;
@@ -50,10 +50,11 @@ impl fmt::Display for Summary<'_> {
         let fr = self.frame;
         match fr.addrs() {
             Some((s, d)) => write!(f, "{s} → {d}  ")?,
-            None => match fr.link {
-                Link::Ethernet { src, dst } => write!(f, "{src} → {dst}  ")?,
-                _ => {}
-            },
+            None => {
+                if let Link::Ethernet { src, dst } = fr.link {
+                    write!(f, "{src} → {dst}  ")?
+                }
+            }
         }
         if let Some(ib) = &fr.ib {
             let b = ib.bth;
@@ -112,8 +113,14 @@ impl fmt::Display for Summary<'_> {
                 write!(f, " InvR_Key={v:#010x}")?;
             }
             let has_payload = ib.info.map_or(true, |i| i.headers.contains(Headers::PAYLOAD));
-            if has_payload {
-                write!(f, " Len={}", ib.payload_len())?;
+            // Cut inside the headers: the payload's length is unknown, not zero.
+            let headers_cut = fr.stop.is_some_and(|s| matches!(s.layer, Layer::Bth | Layer::ExtHeader));
+            if has_payload && !headers_cut {
+                let wire = fr.payload_len_on_wire().unwrap_or(0);
+                write!(f, " Len={wire}")?;
+                if wire != ib.payload_len() {
+                    write!(f, " ({} captured)", ib.payload_len())?;
+                }
             }
             if let Some(m) = &fr.mad {
                 match m.cm {
@@ -224,6 +231,9 @@ pub fn verbose(c: &Ctx<'_>, out: &mut String) {
         }
         Link::Unsupported(l) => {
             let _ = writeln!(out, "Link type {l} (not decoded)");
+        }
+        Link::Truncated(l) => {
+            let _ = writeln!(out, "Link type {l}: header cut short");
         }
     }
     for v in fr.vlans.iter().flatten() {
@@ -368,8 +378,11 @@ pub fn verbose(c: &Ctx<'_>, out: &mut String) {
             }
         }
         let pl = c.data.get(ib.payload.clone()).unwrap_or(&[]);
-        if !pl.is_empty() || ib.info.map_or(false, |i| i.headers.contains(Headers::PAYLOAD)) {
-            let _ = writeln!(out, "    Payload: {} bytes", pl.len());
+        if !pl.is_empty() || ib.info.is_some_and(|i| i.headers.contains(Headers::PAYLOAD)) {
+            let _ = match fr.payload_len_on_wire() {
+                Some(w) if w != pl.len() => writeln!(out, "    Payload: {w} bytes ({} captured)", pl.len()),
+                _ => writeln!(out, "    Payload: {} bytes", pl.len()),
+            };
             hexdump(pl, 64, out);
         }
         match fr.icrc_check(c.data) {
@@ -542,7 +555,8 @@ pub fn json(c: &Ctx<'_>) -> Value {
         if let Some(v) = ib.ieth {
             r.insert("ieth".into(), json!(v));
         }
-        r.insert("payload_len".into(), json!(ib.payload_len()));
+        r.insert("payload_len".into(), json!(fr.payload_len_on_wire()));
+        r.insert("payload_captured".into(), json!(ib.payload_len()));
         if let Some(chk) = fr.icrc_check(c.data) {
             r.insert(
                 "icrc".into(),

@@ -1,11 +1,28 @@
-//! Command-line front end: `roce decode`, `roce flows`, `roce craft`, `roce lab …`.
+//! Command-line front end. `main` parses, then hands a validated configuration to the
+//! command's module; every command returns an exit code (see [`exit`]).
+use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+use crate::{craft, decode, flows};
+
+/// Documented exit codes.
+pub mod exit {
+    /// Everything worked.
+    pub const OK: u8 = 0;
+    /// Bad input: unreadable or corrupt capture, unknown field, bad option value.
+    pub const INPUT: u8 = 1;
+    /// Command-line usage error (clap's own code).
+    pub const USAGE: u8 = 2;
+}
+
 /// RoCE test harness and packet analyzer.
+///
+/// Decodes RoCEv2 (UDP 4791) and RoCEv1 (ethertype 0x8915) captures the way tshark
+/// does, with the same field names, and analyses each QP flow.
 #[derive(Debug, Parser)]
-#[command(name = "roce", version, about, propagate_version = true)]
+#[command(name = "roce", version, about, propagate_version = true, max_term_width = 100)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -13,20 +30,56 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Two Soft-RoCE VMs joined by a recording, fault-injecting switch
+    /// Decode a capture file or a live interface, one line per frame (like tshark).
+    Decode(decode::DecodeArgs),
+    /// Per-QP flow analysis: messages, PSNs, retransmissions, NAKs, latency, ECN.
+    Flows(flows::FlowsArgs),
+    /// Write the project's synthetic captures (RC/UC/UD conversations, NAKs, CNPs, …).
+    Craft(craft::CraftArgs),
+    /// Two Soft-RoCE VMs joined by a recording, fault-injecting switch (RDMA without RDMA NICs).
     Lab(crate::lab::LabArgs),
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    let result = match cli.command {
-        Command::Lab(args) => crate::lab::run(args),
-    };
-    match result {
-        Ok(code) => code,
+    let code = run(std::env::args_os(), &mut std::io::stdout().lock(), &mut std::io::stderr().lock());
+    ExitCode::from(code)
+}
+
+/// Runs `roce` with `args` (program name first), writing to `out` and `err`; returns
+/// the exit code. Tests drive the CLI through this.
+pub fn run<I, T>(args: I, out: &mut dyn Write, err: &mut dyn Write) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
         Err(e) => {
-            eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+            let text = e.render().ansi().to_string();
+            let _ = if e.use_stderr() { err.write_all(text.as_bytes()) } else { out.write_all(text.as_bytes()) };
+            return code;
+        }
+    };
+    let r = match cli.command {
+        Command::Decode(a) => decode::run(a, out, err),
+        Command::Flows(a) => flows::run(a, out, err),
+        Command::Craft(a) => craft::run(a, out),
+        Command::Lab(a) => crate::lab::run(a),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) if is_broken_pipe(&e) => exit::OK,
+        Err(e) => {
+            let _ = writeln!(err, "roce: error: {e:#}");
+            exit::INPUT
         }
     }
+}
+
+/// `roce decode … | head` closes the pipe early: that is not an error.
+pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }

@@ -1,1 +1,43 @@
-//! End-to-end tests live in `tests/tests/`.
+//! Helpers shared by the end-to-end tests in `tests/tests/`.
+use std::path::{Path, PathBuf};
+
+/// The repository root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("tests/ has a parent").to_path_buf()
+}
+
+/// Every capture under `captures/` (pcap and pcapng), sorted.
+pub fn captures() -> Vec<PathBuf> {
+    fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(rd) = std::fs::read_dir(dir) else { return };
+        for e in rd.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if matches!(p.extension().and_then(|e| e.to_str()), Some("pcap" | "pcapng")) {
+                out.push(p);
+            }
+        }
+    }
+    let mut v = Vec::new();
+    walk(&root().join("captures"), &mut v);
+    v.sort();
+    v
+}
+
+/// Output of one in-process `roce` run.
+#[derive(Debug)]
+pub struct Run {
+    pub code: u8,
+    pub out: String,
+    pub err: String,
+}
+
+/// Runs the real CLI in-process: `roce ARGS…`.
+pub fn roce<S: AsRef<str>>(args: &[S]) -> Run {
+    let mut out = Vec::new();
+    let mut err = Vec::new();
+    let argv = std::iter::once("roce".to_string()).chain(args.iter().map(|s| s.as_ref().to_string()));
+    let code = roce::cli::run(argv, &mut out, &mut err);
+    Run { code, out: String::from_utf8_lossy(&out).into_owned(), err: String::from_utf8_lossy(&err).into_owned() }
+}

@@ -147,20 +147,24 @@ pub struct Repr {
 
 impl Repr {
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Repr {
+        // One bounds check for the whole header, then plain reads (the hot path).
+        let Some(b) = p.buffer.as_ref().first_chunk::<HEADER_LEN>() else {
+            unreachable!("Packet::new_checked guarantees HEADER_LEN bytes")
+        };
         Repr {
-            opcode: p.opcode(),
-            solicited_event: p.solicited_event(),
-            mig_req: p.mig_req(),
-            pad_count: p.pad_count(),
-            tver: p.tver(),
-            p_key: p.p_key(),
-            fecn: p.fecn(),
-            becn: p.becn(),
-            resv6: p.resv6(),
-            dest_qp: p.dest_qp(),
-            ack_req: p.ack_req(),
-            resv7: p.resv7(),
-            psn: p.psn(),
+            opcode: Opcode(b[field::OPCODE]),
+            solicited_event: b[field::FLAGS] & 0x80 != 0,
+            mig_req: b[field::FLAGS] & 0x40 != 0,
+            pad_count: (b[field::FLAGS] >> 4) & 0x3,
+            tver: b[field::FLAGS] & 0xF,
+            p_key: u16::from_be_bytes([b[2], b[3]]),
+            fecn: b[field::FECN_BECN] & 0x80 != 0,
+            becn: b[field::FECN_BECN] & 0x40 != 0,
+            resv6: b[field::FECN_BECN] & 0x3F,
+            dest_qp: u32::from_be_bytes([0, b[5], b[6], b[7]]),
+            ack_req: b[field::ACK_REQ] & 0x80 != 0,
+            resv7: b[field::ACK_REQ] & 0x7F,
+            psn: Psn::new(u32::from_be_bytes([0, b[9], b[10], b[11]])),
         }
     }
 

@@ -31,54 +31,50 @@ pub enum Net {
 /// BTH to just before the ICRC. Slices shorter than the headers they must hold are
 /// covered as they are (the result then simply won't match).
 pub fn compute(kind: Net, net: &[u8], l4: &[u8], ib: &[u8]) -> u32 {
-    let mut h = crc32fast::Hasher::new();
-    let mut buf = [0xFFu8; 8 + 60];
-    let n = net.len().min(60);
-    buf[8..8 + n].copy_from_slice(&net[..n]);
-    {
-        let ip = &mut buf[8..8 + n];
-        match kind {
-            Net::Ipv4 => {
-                for i in [1usize, 8, 10, 11] {
-                    if let Some(b) = ip.get_mut(i) {
-                        *b = 0xFF;
-                    }
-                }
-            }
-            Net::Ipv6 | Net::Grh => {
-                // Version nibble kept; traffic class, flow label and hop limit masked.
-                if let Some(b) = ip.get_mut(0) {
-                    *b |= 0x0F;
-                }
-                for i in [1usize, 2, 3, 7] {
-                    if let Some(b) = ip.get_mut(i) {
-                        *b = 0xFF;
-                    }
-                }
-            }
+    // The masked headers go into one small buffer (LRH stand-in, IP/GRH up to 60
+    // bytes, UDP, BTH); IPv6 extension headers and everything after the BTH are
+    // hashed straight from the packet.
+    let mut buf = [0u8; 8 + 60 + 8 + 12];
+    buf[..8].fill(0xFF);
+    let mut n = 8;
+    let take = net.len().min(60);
+    buf[n..n + take].copy_from_slice(&net[..take]);
+    let masked: &[usize] = match kind {
+        Net::Ipv4 => &[1, 8, 10, 11],
+        // Traffic class, flow label and hop limit; the version nibble is kept below.
+        Net::Ipv6 | Net::Grh => &[1, 2, 3, 7],
+    };
+    for &i in masked {
+        if i < take {
+            buf[n + i] = 0xFF;
         }
     }
-    h.update(&buf[..8 + n]);
-    if net.len() > n {
-        h.update(&net[n..]);
+    if kind != Net::Ipv4 && take > 0 {
+        buf[n] |= 0x0F;
     }
-    // Everything between IP and UDP (IPv6 extension headers) as is; the UDP header
-    // (the last 8 bytes of `l4` for RoCEv2) with its checksum masked.
+    n += take;
+    let mut h = crc32fast::Hasher::new();
     let udp_len = if kind == Net::Grh { 0 } else { l4.len().min(udp::HEADER_LEN) };
-    let (ext, udp_hdr) = l4.split_at(l4.len() - udp_len);
-    h.update(ext);
-    let mut tail = [0u8; udp::HEADER_LEN + bth::HEADER_LEN];
-    tail[..udp_hdr.len()].copy_from_slice(udp_hdr);
-    if udp_hdr.len() == udp::HEADER_LEN {
-        tail[6] = 0xFF;
-        tail[7] = 0xFF;
+    let ext = &l4[..l4.len() - udp_len];
+    if take < net.len() || !ext.is_empty() {
+        h.update(&buf[..n]);
+        h.update(&net[take..]);
+        h.update(ext);
+        n = 0;
     }
+    buf[n..n + udp_len].copy_from_slice(&l4[l4.len() - udp_len..]);
+    if udp_len == udp::HEADER_LEN {
+        buf[n + 6] = 0xFF;
+        buf[n + 7] = 0xFF;
+    }
+    n += udp_len;
     let b = ib.len().min(bth::HEADER_LEN);
-    tail[udp_hdr.len()..udp_hdr.len() + b].copy_from_slice(&ib[..b]);
+    buf[n..n + b].copy_from_slice(&ib[..b]);
     if b > 4 {
-        tail[udp_hdr.len() + 4] = 0xFF;
+        buf[n + 4] = 0xFF;
     }
-    h.update(&tail[..udp_hdr.len() + b]);
+    n += b;
+    h.update(&buf[..n]);
     h.update(&ib[b..]);
     h.finalize()
 }

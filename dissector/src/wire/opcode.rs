@@ -85,6 +85,19 @@ impl Headers {
     pub const fn union(self, other: Headers) -> Headers {
         Headers(self.0 | other.0)
     }
+    /// The extension headers in the set, in wire order (the bits are laid out in
+    /// [`Headers::ORDER`] order, so this walks only the bits that are set).
+    pub fn iter(self) -> impl Iterator<Item = (Headers, usize)> {
+        let mut bits = self.0 & ((1 << Headers::ORDER.len()) - 1);
+        core::iter::from_fn(move || {
+            if bits == 0 {
+                return None;
+            }
+            let i = bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            Some(Headers::ORDER[i])
+        })
+    }
     pub const fn contains(self, other: Headers) -> bool {
         self.0 & other.0 == other.0
     }
@@ -443,6 +456,15 @@ mod tests {
         let cnp = Opcode::CNP.info().unwrap();
         assert_eq!(cnp.headers.len(), 16);
         assert!(Opcode(0x80).info().is_none());
+    }
+
+    #[test]
+    fn order_matches_bits() {
+        for (i, (h, _)) in Headers::ORDER.iter().enumerate() {
+            assert_eq!(h.0, 1 << i, "{}", h.name());
+        }
+        let f = Opcode(0x1C).info().unwrap().headers;
+        assert_eq!(f.iter().map(|(h, _)| h.name()).collect::<Vec<_>>(), ["FETH", "RETH"]);
     }
 
     #[test]

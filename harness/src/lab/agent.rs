@@ -7,7 +7,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
@@ -49,7 +49,7 @@ fn cmdline_param(key: &str) -> Option<String> {
         .find_map(|w| w.strip_prefix(key).and_then(|v| v.strip_prefix('=')).map(str::to_string))
 }
 
-pub fn run(port: Option<PathBuf>) -> Result<ExitCode> {
+pub fn run(port: Option<PathBuf>) -> Result<u8> {
     let path = match port {
         Some(p) => p,
         None => find_port()?,

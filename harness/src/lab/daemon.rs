@@ -9,7 +9,7 @@ use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
-use std::process::{Child, ExitCode};
+use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
@@ -285,7 +285,7 @@ pub fn refresh_share(paths: &LabPaths) -> Result<()> {
     Ok(())
 }
 
-pub fn run(opts: DaemonOpts) -> Result<ExitCode> {
+pub fn run(opts: DaemonOpts) -> Result<u8> {
     let paths = opts.paths.clone();
     fs::create_dir_all(&paths.dir)?;
     // The lock: inherited from `roce lab up`, or taken here.
@@ -314,7 +314,7 @@ pub fn run(opts: DaemonOpts) -> Result<ExitCode> {
         let _ = fs::remove_file(f);
     }
     log("daemon exits");
-    result.map(|_| ExitCode::SUCCESS)
+    result.map(|_| 0)
 }
 
 struct Qemus([Option<Child>; 2], [std::path::PathBuf; 2]);

@@ -12,7 +12,7 @@ use std::io::{IsTerminal, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -185,7 +185,7 @@ impl Progress {
     }
 }
 
-pub fn run(args: LabArgs) -> Result<ExitCode> {
+pub fn run(args: LabArgs) -> Result<u8> {
     let paths = args.paths()?;
     match args.command {
         LabCommand::Build { mirror, force } => {
@@ -201,12 +201,12 @@ pub fn run(args: LabArgs) -> Result<ExitCode> {
             } else {
                 println!("lab image built in {:.0} s: {}", img.manifest.build_secs, img.dir.display());
             }
-            Ok(ExitCode::SUCCESS)
+            Ok(0)
         }
         LabCommand::Up { accel, boot_timeout, idle_timeout } => {
             let up = up(&paths, &UpOpts { accel, boot_timeout: Duration::from_secs(boot_timeout), idle_timeout_min: idle_timeout }, &Progress::new(false))?;
             println!("{}", up.describe(&paths));
-            Ok(ExitCode::SUCCESS)
+            Ok(0)
         }
         LabCommand::Down => down(&paths),
         LabCommand::Status { json, all } => status(&paths, json, all),
@@ -219,7 +219,7 @@ pub fn run(args: LabArgs) -> Result<ExitCode> {
             } else if let Some(e) = &st.error {
                 eprintln!("roce lab exec: {e}");
             }
-            Ok(ExitCode::from(st.shell_code()))
+            Ok(st.shell_code())
         }
         LabCommand::Run(a) => run::run(&paths, a),
         LabCommand::Bench(a) => bench::run(&paths, a),
@@ -435,7 +435,7 @@ pub fn stop(paths: &LabPaths) -> Result<bool> {
     }
 }
 
-fn down(paths: &LabPaths) -> Result<ExitCode> {
+fn down(paths: &LabPaths) -> Result<u8> {
     let _admin = Flock::lock_within(&paths.admin_lock(), Duration::from_secs(120))?;
     if !paths.is_running() {
         let mut cleaned = Vec::new();
@@ -448,7 +448,7 @@ fn down(paths: &LabPaths) -> Result<ExitCode> {
         for c in cleaned {
             println!("  cleaned up after a crashed lab: {c}");
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(0);
     }
     let uptime = client::request(paths, &Request::Status).ok().and_then(|s| s["uptime_s"].as_u64());
     stop(paths)?;
@@ -456,10 +456,10 @@ fn down(paths: &LabPaths) -> Result<ExitCode> {
         Some(s) => println!("lab `{}` down (was up {}m{:02}s)", paths.name, s / 60, s % 60),
         None => println!("lab `{}` down", paths.name),
     }
-    Ok(ExitCode::SUCCESS)
+    Ok(0)
 }
 
-fn status(paths: &LabPaths, json: bool, all: bool) -> Result<ExitCode> {
+fn status(paths: &LabPaths, json: bool, all: bool) -> Result<u8> {
     let labs: Vec<LabPaths> = if all {
         let mut v = Vec::new();
         if let Ok(rd) = std::fs::read_dir(paths.root.join("labs")) {
@@ -492,7 +492,7 @@ fn status(paths: &LabPaths, json: bool, all: bool) -> Result<ExitCode> {
     if labs.is_empty() && !json {
         println!("no labs under {}", paths.root.join("labs").display());
     }
-    Ok(if any_up { ExitCode::SUCCESS } else { ExitCode::from(3) })
+    Ok(if any_up { 0 } else { 3 })
 }
 
 fn print_status(lab: &LabPaths, st: Option<&serde_json::Value>) {

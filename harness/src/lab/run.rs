@@ -2,7 +2,6 @@
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::path::PathBuf;
-use std::process::ExitCode;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -339,21 +338,21 @@ pub fn print_report(o: &Outcome) {
     }
 }
 
-pub fn run(paths: &LabPaths, args: RunArgs) -> Result<ExitCode> {
+pub fn run(paths: &LabPaths, args: RunArgs) -> Result<u8> {
     let (rules, seed) = match collect_rules(&args) {
         Ok(r) => r,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(ExitCode::from(2));
+            return Ok(2);
         }
     };
     let o = execute(paths, &args, &rules, seed)?;
     print_report(&o);
     Ok(if o.success() {
-        ExitCode::SUCCESS
+        0
     } else if o.sides.iter().any(|s| s.status.timed_out) {
-        ExitCode::from(124)
+        124
     } else {
-        ExitCode::from(1)
+        1
     })
 }

@@ -1,0 +1,264 @@
+//! `roce decode`: one line per frame, a header tree (`-V`), JSON Lines (`--json`), or
+//! tshark-compatible fields (`-T fields -e …`).
+use std::io::{self, BufWriter, Write};
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use dissector::capture::Record;
+use dissector::fields::{self, Ctx, Field};
+use dissector::{frame, print};
+
+use crate::cli::exit;
+use crate::output::{PcapngOut, Stats};
+use crate::source::InputArgs;
+
+#[derive(Debug, Args)]
+pub struct DecodeArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Print the full header tree of each frame.
+    #[arg(short = 'V', long)]
+    pub verbose: bool,
+    /// JSON Lines: one object per frame (schema in the README).
+    #[arg(long, conflicts_with_all = ["verbose", "output_format"])]
+    pub json: bool,
+    /// Output format, as tshark's -T: text (default), fields, json (= --json).
+    #[arg(short = 'T', value_name = "FORMAT", value_enum)]
+    pub output_format: Option<Format>,
+    /// A field to print with -T fields (tshark names, e.g. infiniband.bth.psn). Repeatable.
+    #[arg(short = 'e', value_name = "FIELD")]
+    pub fields: Vec<String>,
+    /// Field output options, as tshark's -E: header=y|n, separator=/t|/s|C,
+    /// occurrence=f|l|a, aggregator=,|/s|C, quote=d|s|n. Repeatable.
+    #[arg(short = 'E', value_name = "OPT=VALUE")]
+    pub field_opts: Vec<String>,
+    /// List what can be printed: `fields` (every -e name with its meaning).
+    #[arg(short = 'G', value_name = "WHAT")]
+    pub list: Option<String>,
+    /// Also write the frames read to this pcapng file (written to FILE.tmp, renamed when complete).
+    #[arg(short = 'w', long = "write", value_name = "FILE.pcapng")]
+    pub write: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Fields,
+    Json,
+}
+
+/// Parsed `-E` options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldOpts {
+    pub header: bool,
+    pub separator: Vec<u8>,
+    pub occurrence: u8,
+    pub aggregator: Vec<u8>,
+    pub quote: Option<u8>,
+}
+
+impl FieldOpts {
+    pub fn parse(opts: &[String]) -> Result<FieldOpts> {
+        let mut o = FieldOpts { header: false, separator: b"\t".to_vec(), occurrence: b'a', aggregator: b",".to_vec(), quote: None };
+        let sep = |v: &str| -> Vec<u8> {
+            match v {
+                "/t" => b"\t".to_vec(),
+                "/s" => b" ".to_vec(),
+                other => other.as_bytes().to_vec(),
+            }
+        };
+        for opt in opts {
+            let Some((k, v)) = opt.split_once('=') else {
+                bail!("-E {opt}: expected OPTION=VALUE, e.g. -E header=y");
+            };
+            match (k, v) {
+                ("header", "y") => o.header = true,
+                ("header", "n") => o.header = false,
+                ("separator", v) if !v.is_empty() => o.separator = sep(v),
+                ("occurrence", "f" | "l" | "a") => o.occurrence = v.as_bytes()[0],
+                ("aggregator", v) if !v.is_empty() => o.aggregator = sep(v),
+                ("quote", "d") => o.quote = Some(b'"'),
+                ("quote", "s") => o.quote = Some(b'\''),
+                ("quote", "n") => o.quote = None,
+                ("bom", _) => {}
+                _ => bail!(
+                    "-E {opt}: unsupported; use header=y|n, separator=/t|/s|C, occurrence=f|l|a, aggregator=,|/s|C, quote=d|s|n"
+                ),
+            }
+        }
+        Ok(o)
+    }
+}
+
+fn list_fields(out: &mut impl Write) -> io::Result<()> {
+    for (_, name, desc) in Field::ALL {
+        writeln!(out, "{name}\t{desc}")?;
+    }
+    Ok(())
+}
+
+pub fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8> {
+    let mut out = BufWriter::with_capacity(1 << 16, out);
+    match a.list.as_deref() {
+        Some("fields") => {
+            list_fields(&mut out)?;
+            out.flush()?;
+            return Ok(exit::OK);
+        }
+        Some(other) => bail!("-G {other}: unknown report; try -G fields"),
+        None => {}
+    }
+    let format = match (a.json, a.output_format) {
+        (true, _) | (_, Some(Format::Json)) => Format::Json,
+        (_, Some(f)) => f,
+        (false, None) if !a.fields.is_empty() => Format::Fields,
+        _ => Format::Text,
+    };
+    if format == Format::Fields && a.fields.is_empty() {
+        bail!("-T fields needs at least one -e FIELD (see `roce decode -G fields`)");
+    }
+    if format != Format::Fields && !a.field_opts.is_empty() {
+        bail!("-E only applies to -T fields");
+    }
+    let field_ids = a.fields.iter().map(|n| Field::lookup(n)).collect::<Result<Vec<_>, _>>()?;
+    let fopts = FieldOpts::parse(&a.field_opts)?;
+    let opts = a.input.decode_options();
+    let mut src = a.input.open()?;
+    let mut save = a.write.as_deref().map(PcapngOut::create).transpose()?;
+
+    if format == Format::Fields && fopts.header {
+        for (i, n) in a.fields.iter().enumerate() {
+            if i > 0 {
+                out.write_all(&fopts.separator)?;
+            }
+            out.write_all(n.as_bytes())?;
+        }
+        out.write_all(b"\n")?;
+    }
+    let mut stats = Stats::default();
+    let mut line = Vec::with_capacity(512);
+    let mut val = Vec::with_capacity(64);
+    let mut text = String::with_capacity(512);
+    let mut first_ts = None;
+    let mut prev_ts = 0;
+    let limit = a.input.count.unwrap_or(u64::MAX);
+    let result = loop {
+        if stats.frames >= limit {
+            break Ok(());
+        }
+        let rec: Record<'_> = match src.next_packet() {
+            Ok(Some(r)) => r,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        };
+        let fr = frame::decode(rec.link, rec.data, &opts);
+        stats.count(&fr);
+        let first = *first_ts.get_or_insert(rec.ts_ns);
+        let ctx = Ctx {
+            number: rec.number,
+            ts_ns: rec.ts_ns,
+            first_ts_ns: first,
+            prev_ts_ns: if stats.frames == 1 { rec.ts_ns } else { prev_ts },
+            orig_len: rec.orig_len,
+            interface: rec.interface,
+            data: rec.data,
+            frame: &fr,
+        };
+        prev_ts = rec.ts_ns;
+        match format {
+            Format::Text if a.verbose => {
+                text.clear();
+                print::verbose(&ctx, &mut text);
+                out.write_all(text.as_bytes())?;
+                out.write_all(b"\n")?;
+            }
+            Format::Text => {
+                text.clear();
+                print::line(&ctx, &mut text);
+                out.write_all(text.as_bytes())?;
+                out.write_all(b"\n")?;
+            }
+            Format::Json => {
+                serde_json::to_writer(&mut out, &print::json(&ctx))?;
+                out.write_all(b"\n")?;
+            }
+            Format::Fields => {
+                line.clear();
+                for (i, &f) in field_ids.iter().enumerate() {
+                    if i > 0 {
+                        line.extend_from_slice(&fopts.separator);
+                    }
+                    val.clear();
+                    fields::write(f, &ctx, &mut val);
+                    push_value(&mut line, &val, &fopts);
+                }
+                line.push(b'\n');
+                out.write_all(&line)?;
+            }
+        }
+        if let Some(s) = save.as_mut() {
+            s.write(&rec)?;
+        }
+    };
+    out.flush()?;
+    drop(out);
+    if let Some(s) = save {
+        s.commit().context("writing the -w file")?;
+    }
+    stats.warn_if_no_roce(err)?;
+    match result {
+        Ok(()) => Ok(exit::OK),
+        Err(e) => {
+            writeln!(err, "roce: error: {e}")?;
+            writeln!(err, "roce: {} frames were decoded before the error", stats.frames)?;
+            Ok(exit::INPUT)
+        }
+    }
+}
+
+/// Appends a field value, applying occurrence, aggregator and quoting options.
+fn push_value(line: &mut Vec<u8>, val: &[u8], o: &FieldOpts) {
+    if let Some(q) = o.quote {
+        line.push(q);
+    }
+    if o.occurrence == b'a' && o.aggregator == b"," {
+        line.extend_from_slice(val);
+    } else {
+        let mut parts = val.split(|&b| b == b',');
+        match o.occurrence {
+            b'f' => line.extend_from_slice(parts.next().unwrap_or(&[])),
+            b'l' => line.extend_from_slice(val.rsplit(|&b| b == b',').next().unwrap_or(&[])),
+            _ => {
+                for (i, p) in parts.enumerate() {
+                    if i > 0 {
+                        line.extend_from_slice(&o.aggregator);
+                    }
+                    line.extend_from_slice(p);
+                }
+            }
+        }
+    }
+    if let Some(q) = o.quote {
+        line.push(q);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_options() {
+        let o = FieldOpts::parse(&["header=y".into(), "separator=,".into(), "occurrence=l".into()]).unwrap();
+        assert!(o.header);
+        assert_eq!(o.separator, b",");
+        let mut l = Vec::new();
+        push_value(&mut l, b"10,20", &o);
+        assert_eq!(l, b"20");
+        let e = FieldOpts::parse(&["colour=red".into()]).unwrap_err().to_string();
+        assert!(e.contains("unsupported"), "{e}");
+        assert!(FieldOpts::parse(&["header".into()]).is_err());
+    }
+}

@@ -1,0 +1,59 @@
+//! `roce flows`: per-QP flow analysis of a capture.
+use std::io::{BufWriter, Write};
+
+use anyhow::Result;
+use clap::Args;
+use dissector::flow::Analyzer;
+use dissector::frame;
+
+use crate::cli::exit;
+use crate::output::Stats;
+use crate::source::InputArgs;
+
+#[derive(Debug, Args)]
+pub struct FlowsArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Print the report as JSON (schema: dissector::flow::Report).
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8> {
+    let opts = a.input.decode_options();
+    let mut src = a.input.open()?;
+    let mut an = Analyzer::new();
+    let mut stats = Stats::default();
+    let limit = a.input.count.unwrap_or(u64::MAX);
+    let result = loop {
+        if stats.frames >= limit {
+            break Ok(());
+        }
+        match src.next_packet() {
+            Ok(Some(r)) => {
+                let f = frame::decode(r.link, r.data, &opts);
+                stats.count(&f);
+                an.add(r.number, r.ts_ns, r.orig_len, &f, r.data);
+            }
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        }
+    };
+    let report = an.report();
+    let mut out = BufWriter::new(out);
+    if a.json {
+        serde_json::to_writer_pretty(&mut out, &report)?;
+        writeln!(out)?;
+    } else {
+        write!(out, "{report}")?;
+    }
+    out.flush()?;
+    match result {
+        Ok(()) => Ok(exit::OK),
+        Err(e) => {
+            writeln!(err, "roce: error: {e}")?;
+            writeln!(err, "roce: the report above covers the {} frames read before the error", stats.frames)?;
+            Ok(exit::INPUT)
+        }
+    }
+}

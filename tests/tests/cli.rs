@@ -1,0 +1,143 @@
+//! The CLI as a user meets it: exit codes, error messages that say what and where,
+//! `-c`, `-w`, `-E`, `-G`, `--roce-port`, and the loopback hint.
+
+use std::path::PathBuf;
+
+use roce_tests::{roce, root};
+
+fn capture(name: &str) -> String {
+    root().join("captures").join(name).to_str().expect("utf-8").to_string()
+}
+
+fn tmp(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("roce-cli-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d.join(name)
+}
+
+#[test]
+fn not_a_capture_file_is_explained() {
+    let p = tmp("text.pcap");
+    std::fs::write(&p, "this is not a capture\n").unwrap();
+    let r = roce(&["decode", p.to_str().unwrap()]);
+    assert_eq!(r.code, 1);
+    assert!(r.err.contains("not a pcap or pcapng file"), "{}", r.err);
+    assert!(r.err.contains("text.pcap"), "names the file: {}", r.err);
+    assert!(r.out.is_empty());
+}
+
+#[test]
+fn missing_file_names_the_path() {
+    let r = roce(&["flows", "/nonexistent/x.pcap"]);
+    assert_eq!(r.code, 1);
+    assert!(r.err.contains("/nonexistent/x.pcap"), "{}", r.err);
+}
+
+#[test]
+fn truncated_file_keeps_the_frames_before_the_damage() {
+    let bytes = std::fs::read(capture("rc_rdma.pcap")).unwrap();
+    let p = tmp("cut.pcap");
+    std::fs::write(&p, &bytes[..1000]).unwrap();
+    let r = roce(&["decode", p.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "a damaged file is an error");
+    assert_eq!(r.out.lines().count(), 2, "the two complete frames are printed: {}", r.out);
+    assert!(r.err.contains("frame 3"), "says where: {}", r.err);
+    assert!(r.err.contains("2 frames were decoded before the error"), "{}", r.err);
+    let f = roce(&["flows", p.to_str().unwrap()]);
+    assert_eq!(f.code, 1);
+    assert!(f.out.contains("2 frames: 2 RoCE"), "{}", f.out);
+}
+
+#[test]
+fn unknown_field_suggests_the_right_one() {
+    let r = roce(&["decode", "-T", "fields", "-e", "infiniband.bth.dstqp", &capture("rc_rdma.pcap")]);
+    assert_eq!(r.code, 1);
+    assert!(r.err.contains("did you mean 'infiniband.bth.destqp'"), "{}", r.err);
+    assert!(r.out.is_empty(), "nothing half-printed");
+}
+
+#[test]
+fn field_options_and_count() {
+    let r = roce(&[
+        "decode", "-c", "2", "-T", "fields", "-E", "header=y", "-E", "separator=,", "-e", "frame.number", "-e",
+        "infiniband.bth.opcode", "-e", "infiniband.aeth.syndrome", "-e", "roce.aeth.type", &capture("rc_naks.pcap"),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert_eq!(r.out, "frame.number,infiniband.bth.opcode,infiniband.aeth.syndrome,roce.aeth.type\n1,10,,\n2,17,98,NAK\n");
+    let bad = roce(&["decode", "-T", "fields", "-e", "frame.number", "-E", "colour=red", &capture("rc_naks.pcap")]);
+    assert_eq!(bad.code, 1);
+    assert!(bad.err.contains("unsupported"), "{}", bad.err);
+}
+
+#[test]
+fn list_fields() {
+    let r = roce(&["decode", "-G", "fields"]);
+    assert_eq!(r.code, 0);
+    assert!(r.out.lines().any(|l| l.starts_with("infiniband.bth.psn\t")));
+    assert!(r.out.lines().any(|l| l.starts_with("roce.icrc.status\t")));
+}
+
+#[test]
+fn write_copy_is_complete_and_readable() {
+    let out = tmp("copy.pcapng");
+    let r = roce(&["decode", "-c", "5", "-w", out.to_str().unwrap(), &capture("rc_send_cm.pcapng")]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(!out.with_extension("pcapng.tmp").exists(), "temporary file renamed away");
+    let again = roce(&["decode", out.to_str().unwrap()]);
+    assert_eq!(again.code, 0);
+    assert_eq!(again.out, r.out, "the copy decodes to the same lines");
+}
+
+#[test]
+fn extra_roce_port() {
+    // malformed.pcap frame 18 is RoCE-shaped traffic to UDP port 53.
+    let plain = roce(&["decode", "-T", "fields", "-e", "infiniband.bth.opcode", &capture("malformed.pcap")]);
+    let with = roce(&["decode", "--roce-port", "53", "-T", "fields", "-e", "infiniband.bth.opcode", &capture("malformed.pcap")]);
+    assert_eq!(plain.out.lines().nth(17), Some(""));
+    assert_eq!(with.out.lines().nth(17), Some("4"));
+}
+
+#[test]
+fn no_roce_frames_explains_rxe_loopback() {
+    // What a capture of two QPs on one rxe device looks like: ARP, nothing else.
+    let out = tmp("arp.pcap");
+    let f = std::fs::File::create(&out).unwrap();
+    let mut w = dissector::capture::PcapWriter::new(f, dissector::LinkType::ETHERNET, 65535).unwrap();
+    let mut arp = vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 1, 0x08, 0x06];
+    arp.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 0, 0, 2]);
+    w.write_packet(1_000, &arp, arp.len() as u32).unwrap();
+    w.flush().unwrap();
+    drop(w);
+    let d = roce(&["decode", out.to_str().unwrap()]);
+    assert_eq!(d.code, 0);
+    assert!(d.err.contains("looped back inside the driver"), "{}", d.err);
+    let f = roce(&["flows", out.to_str().unwrap()]);
+    assert!(f.out.contains("looped back inside the driver"), "{}", f.out);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let r = roce(&["decode", "--no-such-flag"]);
+    assert_eq!(r.code, 2);
+    let r = roce(&["decode"]);
+    assert_eq!(r.code, 1);
+    assert!(r.err.contains("no input"), "{}", r.err);
+    let h = roce(&["--help"]);
+    assert_eq!(h.code, 0);
+    assert!(h.out.contains("decode") && h.out.contains("flows"));
+}
+
+#[test]
+fn json_lines_parse() {
+    let r = roce(&["decode", "--json", &capture("rc_send_cm.pcapng")]);
+    assert_eq!(r.code, 0);
+    let v: Vec<serde_json::Value> = r.out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(v[0]["mad"]["cm"]["type"], "REQ");
+    assert_eq!(v[0]["mad"]["cm"]["local_qpn"], 0x11);
+    assert_eq!(v[1]["mad"]["cm"]["type"], "REP");
+    assert!(v.iter().all(|o| o["frame"]["number"].is_u64()));
+    let f = roce(&["flows", "--json", &capture("rc_naks.pcap")]);
+    let rep: serde_json::Value = serde_json::from_str(&f.out).unwrap();
+    assert_eq!(rep["flows"][0]["naks"], 4);
+    assert_eq!(rep["flows"][0]["nak_events"][0]["wc_status"], "IBV_WC_REM_ACCESS_ERR");
+}
