@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 use clap::Args;
 
-use super::record::read_pcapng;
+use super::record::read_capture;
 use super::run::{execute, RunArgs};
 use super::state::LabPaths;
 use super::switch::parse_roce;
@@ -91,8 +91,7 @@ pub fn run(paths: &LabPaths, args: BenchArgs) -> Result<u8> {
         bail!("the ib_write_bw run failed: {:?}", o.sides.iter().map(|s| (s.status.describe(), s.stderr.clone())).collect::<Vec<_>>());
     }
     let c = o.report.counters;
-    let bytes = std::fs::read(dir.join("write_bw.pcapng"))?;
-    let (_, pkts) = read_pcapng(&bytes).map_err(anyhow::Error::msg)?;
+    let (_, pkts) = read_capture(&dir.join("write_bw.pcapng")).map_err(anyhow::Error::msg)?;
     let opts = dissector::frame::Options::default();
     let roce: Vec<u64> = pkts.iter().filter(|p| parse_roce(&p.data, &opts).is_some()).map(|p| p.ts_ns).collect();
     let span_ns = match (roce.iter().min(), roce.iter().max()) {

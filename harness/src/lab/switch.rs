@@ -734,7 +734,7 @@ mod tests {
     //! standing in for the VMs.
     use super::*;
     use crate::lab::fault::parse_rule;
-    use crate::lab::record::{read_pcapng, PcapngRecorder};
+    use crate::lab::record::{read_capture, PcapngRecorder};
     use dissector::craft::{build, Encap, Host, Transport};
     use dissector::wire::ethernet::Mac;
     use dissector::wire::{BthRepr, Opcode, Psn};
@@ -852,7 +852,7 @@ mod tests {
         assert!(rep.counters.capture_complete() && rep.counters.balanced(), "{:?}", rep.counters);
         assert_eq!(rep.counters.recorded, 10);
         assert_eq!(rep.capture.as_deref(), Some(path.to_str().unwrap()));
-        let (names, pkts) = read_pcapng(&std::fs::read(&path).unwrap()).unwrap();
+        let (names, pkts) = read_capture(&path).unwrap();
         assert_eq!(names, ["a", "b"]);
         assert_eq!(pkts.len(), 10);
         for (p, (d, f)) in pkts.iter().zip(&frames) {
@@ -885,7 +885,7 @@ mod tests {
         assert_eq!((rep.counters.dropped, rep.counters.forwarded), (1, 4));
         assert_eq!((rep.rules[0].matched, rep.rules[0].applied), (3, 1));
         assert!(rep.counters.capture_complete() && rep.counters.balanced());
-        let (_, pkts) = read_pcapng(&std::fs::read(&path).unwrap()).unwrap();
+        let (_, pkts) = read_capture(&path).unwrap();
         assert_eq!(pkts.len(), 5, "the dropped frame is recorded too");
         let commented: Vec<&str> = pkts.iter().filter_map(|p| p.comment.as_deref()).collect();
         assert_eq!(commented.len(), 1, "{commented:?}");
@@ -969,7 +969,7 @@ mod tests {
         let c = rep.counters;
         assert_eq!((c.duplicated, c.delayed, c.reordered, c.forwarded, c.recorded), (2, 1, 1, 7, 7));
         assert!(c.capture_complete() && c.balanced());
-        let (_, pkts) = read_pcapng(&std::fs::read(&path).unwrap()).unwrap();
+        let (_, pkts) = read_capture(&path).unwrap();
         let comments: Vec<&str> = pkts.iter().map(|p| p.comment.as_deref().unwrap_or("")).collect();
         assert!(comments[1].starts_with("duplicate 1 of 2") && comments[2].starts_with("duplicate 2 of 2"), "{comments:?}");
         assert!(comments[5].contains("reordered by rule 3") && comments[6].contains("delayed 150 ms by rule 2"), "{comments:?}");
@@ -1032,7 +1032,7 @@ mod tests {
         let rep = r.switch.end().unwrap();
         assert_eq!((rep.counters.injected, rep.counters.recorded), (1, 1));
         assert!(rep.counters.capture_complete() && rep.counters.balanced());
-        let (_, pkts) = read_pcapng(&std::fs::read(&path).unwrap()).unwrap();
+        let (_, pkts) = read_capture(&path).unwrap();
         assert_eq!(pkts[0].comment.as_deref(), Some("injected by the lab"));
     }
 
