@@ -68,6 +68,7 @@ pub fn run(paths: &LabPaths, args: BenchArgs) -> Result<u8> {
         delay: None,
         ready_timeout: 60,
         quiet: true,
+        json: false,
     };
     p.say("run: ibv_rc_pingpong -g 1 -n 10");
     let o = execute(&bench, &one("ibv_rc_pingpong -g 1 -n 10", "ibv_rc_pingpong -g 1 -n 10 {a}", "rc.pcapng"), &[], 1)?;

@@ -1,5 +1,5 @@
 //! Talking to a running lab's daemon over its control socket.
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::net::UnixStream;
 use std::time::{Duration, Instant};
 
@@ -142,10 +142,7 @@ impl RunSession {
     }
 }
 
-/// Writes output to our stdout/stderr; a closed pipe is not an error.
+/// Writes output to our stdout/stderr as it comes; a closed pipe is not an error.
 pub fn print_output(kind: Kind, data: &[u8]) {
-    let _ = match kind {
-        Kind::Stdout => io::stdout().lock().write_all(data).and_then(|_| io::stdout().flush()),
-        _ => io::stderr().lock().write_all(data),
-    };
+    super::write_fd(if kind == Kind::Stdout { 1 } else { 2 }, data);
 }

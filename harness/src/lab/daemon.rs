@@ -5,7 +5,7 @@
 //! commands talk to.
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
@@ -94,7 +94,7 @@ struct Shared {
 
 fn log(msg: &str) {
     let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
-    let _ = writeln!(io::stderr(), "[{t:.3}] {msg}");
+    super::write_fd(2, format!("[{t:.3}] {msg}\n").as_bytes());
 }
 
 impl Shared {

@@ -543,6 +543,20 @@ fn print_status(lab: &LabPaths, st: Option<&serde_json::Value>) {
     println!("  state: {}", lab.dir.display());
 }
 
+/// Writes to fd 1 or 2 directly. `roce`'s main thread holds the std stdout/stderr
+/// locks for the whole command (see `cli::run`), so lab threads (daemon log, the
+/// echo of `lab run`) must not go through `std::io::stdout()`/`stderr()`: they would
+/// wait forever. A lock of our own keeps lines whole.
+pub fn write_fd(fd: std::os::fd::RawFd, data: &[u8]) {
+    use std::os::fd::FromRawFd;
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _g = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    // SAFETY: fd 1/2 stay open for the life of the process; ManuallyDrop keeps the
+    // File from closing them.
+    let mut f = std::mem::ManuallyDrop::new(unsafe { std::fs::File::from_raw_fd(fd) });
+    let _ = f.write_all(data);
+}
+
 /// An absolute path for a file the daemon writes (it may run in another cwd).
 pub fn absolute(p: &Path) -> Result<PathBuf> {
     Ok(if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir()?.join(p) })

@@ -98,6 +98,10 @@ pub struct RunArgs {
     /// Do not echo the commands' output (it is still summarized)
     #[arg(long, short)]
     pub quiet: bool,
+    /// Print the outcome as one JSON object on stdout (commands' output included,
+    /// not echoed); warnings still go to stderr
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// What a VM listens on: TCP and UDP sockets and rdma_cm ids in LISTEN state.
@@ -175,7 +179,7 @@ impl Prefixer {
         let text = String::from_utf8_lossy(line);
         let text = text.trim_end_matches('\n');
         let tag = if i == 0 { format!("[{}] ", self.vm.name()) } else { format!("[{}!] ", self.vm.name()) };
-        let _ = writeln!(std::io::stdout().lock(), "{tag}{text}");
+        super::write_fd(1, format!("{tag}{text}\n").as_bytes());
     }
     fn finish(mut self) -> (String, String) {
         for i in 0..2 {
@@ -227,7 +231,7 @@ pub fn execute(paths: &LabPaths, args: &RunArgs, rules: &[Rule], seed: u64) -> R
     };
     let start = Instant::now();
     let deadline = start + Duration::from_secs(args.timeout);
-    let echo = !args.quiet;
+    let echo = !args.quiet && !args.json;
     let mut notes = Vec::new();
     // Before the run: what a already listens on (the wire is not recorded yet, and
     // this traffic is on the control channel anyway).
@@ -290,6 +294,44 @@ pub fn execute(paths: &LabPaths, args: &RunArgs, rules: &[Rule], seed: u64) -> R
     Ok(Outcome { sides, report, wall: start.elapsed(), waited_for_listen, notes })
 }
 
+/// What a careful reader of the run must be told.
+pub fn warnings(o: &Outcome) -> Vec<String> {
+    let r = &o.report;
+    let c = &r.counters;
+    let mut w = Vec::new();
+    if let Some(e) = &r.capture_error {
+        w.push(format!("the capture is incomplete: {e}"));
+    }
+    if r.socket_drops > 0 {
+        w.push(format!(
+            "the kernel dropped {} datagram(s) on the wire's sockets during the run (receive buffers full)",
+            r.socket_drops
+        ));
+    }
+    if c.send_errors > 0 {
+        w.push(format!("the switch could not forward {} frame(s)", c.send_errors));
+    }
+    if c.roce == 0 {
+        w.push(NO_ROCE_WARNING.to_string());
+    }
+    w
+}
+
+pub fn to_json(o: &Outcome) -> serde_json::Value {
+    serde_json::json!({
+        "ok": o.success(),
+        "wall_ms": o.wall.as_millis() as u64,
+        "waited_for_listen_ms": o.waited_for_listen.map(|d| d.as_millis() as u64),
+        "sides": o.sides.iter().map(|s| serde_json::json!({
+            "vm": s.vm.name(), "cmd": s.cmd, "status": s.status, "stdout": s.stdout, "stderr": s.stderr,
+        })).collect::<Vec<_>>(),
+        "report": o.report,
+        "capture_complete": o.report.counters.capture_complete() && o.report.socket_drops == 0 && o.report.capture_error.is_none(),
+        "notes": o.notes,
+        "warnings": warnings(o),
+    })
+}
+
 pub fn print_report(o: &Outcome) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "── run finished in {:.1} s", o.wall.as_secs_f64());
@@ -318,17 +360,8 @@ pub fn print_report(o: &Outcome) {
         let _ = writeln!(out, "   note: {n}");
     }
     drop(out);
-    if let Some(e) = &r.capture_error {
-        eprintln!("warning: the capture is incomplete: {e}");
-    }
-    if r.socket_drops > 0 {
-        eprintln!("warning: the kernel dropped {} datagram(s) on the wire's sockets during the run (receive buffers full)", r.socket_drops);
-    }
-    if c.send_errors > 0 {
-        eprintln!("warning: the switch could not forward {} frame(s)", c.send_errors);
-    }
-    if c.roce == 0 {
-        eprintln!("warning: {NO_ROCE_WARNING}");
+    for w in warnings(o) {
+        eprintln!("warning: {w}");
     }
     for s in &o.sides {
         if !s.status.success() && !s.stderr.trim().is_empty() {
@@ -347,7 +380,14 @@ pub fn run(paths: &LabPaths, args: RunArgs) -> Result<u8> {
         }
     };
     let o = execute(paths, &args, &rules, seed)?;
-    print_report(&o);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&to_json(&o))?);
+        for w in warnings(&o) {
+            eprintln!("warning: {w}");
+        }
+    } else {
+        print_report(&o);
+    }
     Ok(if o.success() {
         0
     } else if o.sides.iter().any(|s| s.status.timed_out) {

@@ -1,6 +1,6 @@
 //! qemu: the command line of a lab VM, and choosing between KVM and TCG.
 use std::fs;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -183,7 +183,9 @@ fn probe_kvm(img: &Image, paths: &LabPaths, deadline: Duration) -> Result<(bool,
             break (true, format!("guest booted in {:.1} s", start.elapsed().as_secs_f64()));
         }
         if let Ok(Some(st)) = child.try_wait() {
-            break (false, format!("qemu exited ({st}) before the guest came up: {}", super::state::tail(&log, 3)));
+            let said = fs::read_to_string(&log).unwrap_or_default();
+            let first: String = said.lines().find(|l| !l.trim().is_empty()).unwrap_or("").chars().take(100).collect();
+            break (false, format!("qemu exited ({st}) before the guest came up: {first}"));
         }
         if start.elapsed() > deadline {
             break (false, format!("guest not up after {} s (nested KVM hang?)", deadline.as_secs()));
@@ -194,9 +196,4 @@ fn probe_kvm(img: &Image, paths: &LabPaths, deadline: Duration) -> Result<(bool,
     let _ = child.wait();
     let _ = fs::remove_file(&console);
     Ok(result)
-}
-
-/// The raw fd of a socket, for qemu's `local.str=`.
-pub fn raw(s: &impl AsRawFd) -> RawFd {
-    s.as_raw_fd()
 }
