@@ -6,7 +6,7 @@
 //! that occurs several times (VLAN tags) is comma-joined, as tshark does. Our own
 //! extras — things tshark does not decode — live under the `roce.` prefix.
 //!
-//! [`Field::lookup`] resolves a name once; [`write`] formats a value per frame without
+//! [`Field::lookup`] resolves a name once; [`write()`] formats a value per frame without
 //! allocating.
 
 use std::io::Write as _;

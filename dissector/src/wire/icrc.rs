@@ -30,13 +30,26 @@ pub enum Net {
 /// the 8-byte UDP header at its end (`l4` is empty for RoCEv1); `ib` runs from the
 /// BTH to just before the ICRC. Slices shorter than the headers they must hold are
 /// covered as they are (the result then simply won't match).
+/// A hasher that has already consumed the eight 0xFF bytes standing in for the LRH
+/// (rxe's 0xdebb20e3 seed is the same state), built once: cloning it also skips the
+/// CPU feature probe a fresh hasher makes.
+fn seeded() -> crc32fast::Hasher {
+    static SEEDED: std::sync::OnceLock<crc32fast::Hasher> = std::sync::OnceLock::new();
+    SEEDED
+        .get_or_init(|| {
+            let mut h = crc32fast::Hasher::new();
+            h.update(&[0xFF; 8]);
+            h
+        })
+        .clone()
+}
+
 pub fn compute(kind: Net, net: &[u8], l4: &[u8], ib: &[u8]) -> u32 {
-    // The masked headers go into one small buffer (LRH stand-in, IP/GRH up to 60
-    // bytes, UDP, BTH); IPv6 extension headers and everything after the BTH are
-    // hashed straight from the packet.
-    let mut buf = [0u8; 8 + 60 + 8 + 12];
-    buf[..8].fill(0xFF);
-    let mut n = 8;
+    // The masked headers go into one small buffer (IP/GRH up to 60 bytes, UDP, BTH);
+    // IPv6 extension headers and everything after the BTH are hashed straight from
+    // the packet.
+    let mut buf = [0u8; 60 + 8 + 12];
+    let mut n = 0;
     let take = net.len().min(60);
     buf[n..n + take].copy_from_slice(&net[..take]);
     let masked: &[usize] = match kind {
@@ -53,7 +66,7 @@ pub fn compute(kind: Net, net: &[u8], l4: &[u8], ib: &[u8]) -> u32 {
         buf[n] |= 0x0F;
     }
     n += take;
-    let mut h = crc32fast::Hasher::new();
+    let mut h = seeded();
     let udp_len = if kind == Net::Grh { 0 } else { l4.len().min(udp::HEADER_LEN) };
     let ext = &l4[..l4.len() - udp_len];
     if take < net.len() || !ext.is_empty() {
