@@ -223,9 +223,12 @@ fn hex(out: &mut Vec<u8>, v: u64, digits: u32) {
 }
 
 fn hex_bare(out: &mut Vec<u8>, v: u64, digits: u32) {
-    for i in (0..digits).rev() {
-        out.push(HEX[((v >> (i * 4)) & 0xF) as usize]);
+    let mut b = [0u8; 16];
+    let d = digits.min(16) as usize;
+    for (i, slot) in b[..d].iter_mut().enumerate() {
+        *slot = HEX[((v >> ((d - 1 - i) * 4)) & 0xF) as usize];
     }
+    out.extend_from_slice(&b[..d]);
 }
 
 fn bit(out: &mut Vec<u8>, b: bool) {
@@ -265,22 +268,23 @@ fn ip(out: &mut Vec<u8>, a: IpAddr) {
 pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
     use Field as F;
     let f = c.frame;
+    // Cheap accessors, evaluated only by the arms that need them.
     let ib = f.ib.as_ref();
     let bth = ib.map(|i| &i.bth);
-    let v4 = match &f.net {
+    let v4 = || match &f.net {
         Net::Ipv4(r) => Some(r),
         _ => None,
     };
-    let v6 = match &f.net {
+    let v6 = || match &f.net {
         Net::Ipv6(r) => Some(r),
         _ => None,
     };
-    let grh = match &f.net {
+    let grh = || match &f.net {
         Net::Grh(r) => Some(r),
         _ => None,
     };
     let mad = f.mad.as_ref();
-    let cm = mad.and_then(|m| m.cm.as_ref());
+    let cm = || mad.and_then(|m| m.cm.as_ref());
     match field {
         F::FrameNumber => dec(out, c.number),
         F::FrameLen => dec(out, c.orig_len),
@@ -323,29 +327,29 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
                 }
             }
         }
-        F::IpSrc => v4.into_iter().for_each(|r| ip(out, r.src.into())),
-        F::IpDst => v4.into_iter().for_each(|r| ip(out, r.dst.into())),
-        F::IpProto => v4.into_iter().for_each(|r| dec(out, r.protocol)),
-        F::IpTtl => v4.into_iter().for_each(|r| dec(out, r.ttl)),
-        F::IpLen => v4.into_iter().for_each(|r| dec(out, r.total_len)),
-        F::IpDscp => v4.into_iter().for_each(|r| dec(out, r.dscp)),
-        F::IpEcn => v4.into_iter().for_each(|r| dec(out, r.ecn)),
-        F::Ipv6Src => v6.into_iter().for_each(|r| ip(out, r.src.into())),
-        F::Ipv6Dst => v6.into_iter().for_each(|r| ip(out, r.dst.into())),
-        F::Ipv6Plen => v6.into_iter().for_each(|r| dec(out, r.payload_len)),
-        F::Ipv6Nxt => v6.into_iter().for_each(|r| dec(out, r.next_header)),
-        F::Ipv6Hlim => v6.into_iter().for_each(|r| dec(out, r.hop_limit)),
+        F::IpSrc => v4().into_iter().for_each(|r| ip(out, r.src.into())),
+        F::IpDst => v4().into_iter().for_each(|r| ip(out, r.dst.into())),
+        F::IpProto => v4().into_iter().for_each(|r| dec(out, r.protocol)),
+        F::IpTtl => v4().into_iter().for_each(|r| dec(out, r.ttl)),
+        F::IpLen => v4().into_iter().for_each(|r| dec(out, r.total_len)),
+        F::IpDscp => v4().into_iter().for_each(|r| dec(out, r.dscp)),
+        F::IpEcn => v4().into_iter().for_each(|r| dec(out, r.ecn)),
+        F::Ipv6Src => v6().into_iter().for_each(|r| ip(out, r.src.into())),
+        F::Ipv6Dst => v6().into_iter().for_each(|r| ip(out, r.dst.into())),
+        F::Ipv6Plen => v6().into_iter().for_each(|r| dec(out, r.payload_len)),
+        F::Ipv6Nxt => v6().into_iter().for_each(|r| dec(out, r.next_header)),
+        F::Ipv6Hlim => v6().into_iter().for_each(|r| dec(out, r.hop_limit)),
         F::UdpSrcport => f.udp.into_iter().for_each(|u| dec(out, u.src_port)),
         F::UdpDstport => f.udp.into_iter().for_each(|u| dec(out, u.dst_port)),
         F::UdpLength => f.udp.into_iter().for_each(|u| dec(out, u.length)),
-        F::GrhIpver => grh.into_iter().for_each(|_| dec(out, 6u8)),
-        F::GrhTclass => grh.into_iter().for_each(|r| dec(out, r.traffic_class)),
-        F::GrhFlowlabel => grh.into_iter().for_each(|r| dec(out, r.flow_label)),
-        F::GrhPaylen => grh.into_iter().for_each(|r| dec(out, r.payload_len)),
-        F::GrhNxthdr => grh.into_iter().for_each(|r| dec(out, r.next_header)),
-        F::GrhHoplmt => grh.into_iter().for_each(|r| dec(out, r.hop_limit)),
-        F::GrhSgid => grh.into_iter().for_each(|r| ip(out, r.src.into())),
-        F::GrhDgid => grh.into_iter().for_each(|r| ip(out, r.dst.into())),
+        F::GrhIpver => grh().into_iter().for_each(|_| dec(out, 6u8)),
+        F::GrhTclass => grh().into_iter().for_each(|r| dec(out, r.traffic_class)),
+        F::GrhFlowlabel => grh().into_iter().for_each(|r| dec(out, r.flow_label)),
+        F::GrhPaylen => grh().into_iter().for_each(|r| dec(out, r.payload_len)),
+        F::GrhNxthdr => grh().into_iter().for_each(|r| dec(out, r.next_header)),
+        F::GrhHoplmt => grh().into_iter().for_each(|r| dec(out, r.hop_limit)),
+        F::GrhSgid => grh().into_iter().for_each(|r| ip(out, r.src.into())),
+        F::GrhDgid => grh().into_iter().for_each(|r| ip(out, r.dst.into())),
         F::BthOpcode => bth.into_iter().for_each(|b| dec(out, b.opcode.0)),
         F::BthSe => bth.into_iter().for_each(|b| bit(out, b.solicited_event)),
         F::BthM => bth.into_iter().for_each(|b| bit(out, b.mig_req)),
@@ -393,7 +397,7 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
             mad.into_iter().for_each(|m| hex(out, m.header.attribute_modifier as u64, 8))
         }
         F::CmReqLocalCommId | F::CmReqServiceid | F::CmReqLocalqpn | F::CmReqStartpsn => {
-            if let Some(CmMessage::Req(r)) = cm {
+            if let Some(CmMessage::Req(r)) = cm() {
                 match field {
                     F::CmReqLocalCommId => hex(out, r.local_comm_id as u64, 8),
                     F::CmReqServiceid => hex(out, r.service_id, 16),
@@ -403,7 +407,7 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
             }
         }
         F::CmRepLocalCommId | F::CmRepRemotecommid | F::CmRepLocalqpn | F::CmRepStartpsn => {
-            if let Some(CmMessage::Rep(r)) = cm {
+            if let Some(CmMessage::Rep(r)) = cm() {
                 match field {
                     F::CmRepLocalCommId => hex(out, r.local_comm_id as u64, 8),
                     F::CmRepRemotecommid => hex(out, r.remote_comm_id as u64, 8),
@@ -413,13 +417,13 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
             }
         }
         F::CmRtuLocalcommid | F::CmRtuRemotecommid => {
-            if let Some(&CmMessage::Rtu { local_comm_id, remote_comm_id }) = cm {
+            if let Some(&CmMessage::Rtu { local_comm_id, remote_comm_id }) = cm() {
                 let v = if field == F::CmRtuLocalcommid { local_comm_id } else { remote_comm_id };
                 hex(out, v as u64, 8)
             }
         }
         F::CmRejLocalcommid | F::CmRejRemotecommid | F::CmRejReason => {
-            if let Some(&CmMessage::Rej { local_comm_id, remote_comm_id, reason, .. }) = cm {
+            if let Some(&CmMessage::Rej { local_comm_id, remote_comm_id, reason, .. }) = cm() {
                 match field {
                     F::CmRejLocalcommid => hex(out, local_comm_id as u64, 8),
                     F::CmRejRemotecommid => hex(out, remote_comm_id as u64, 8),
@@ -428,7 +432,7 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
             }
         }
         F::CmDreqLocalcommid | F::CmDreqRemotecommid => {
-            if let Some(&CmMessage::Dreq { local_comm_id, remote_comm_id, .. }) = cm {
+            if let Some(&CmMessage::Dreq { local_comm_id, remote_comm_id, .. }) = cm() {
                 let v = if field == F::CmDreqLocalcommid { local_comm_id } else { remote_comm_id };
                 hex(out, v as u64, 8)
             }
@@ -472,7 +476,7 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
             }
         }
         F::RoceCmType => {
-            if let Some(m) = cm {
+            if let Some(m) = cm() {
                 let n = m.name();
                 let short = n.rsplit_once('(').map_or(n, |(_, s)| s.trim_end_matches(')'));
                 out.extend_from_slice(short.as_bytes());

@@ -571,14 +571,30 @@ pub struct Totals {
     pub cm_messages: u64,
 }
 
+/// Slots of the direct-mapped flow cache in front of the hash map (a power of two).
+const CACHE: usize = 64;
+
 /// Feeds frames, then reports.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Analyzer {
     flows: Vec<Flow>,
     index: FxMap<FlowKey, usize>,
     cm: Cm,
     totals: Totals,
-    last: Option<(FlowKey, usize)>,
+    /// Recently used flows by a cheap slot function: most packets skip the map.
+    cache: Box<[Option<(FlowKey, usize)>; CACHE]>,
+}
+
+impl Default for Analyzer {
+    fn default() -> Self {
+        Analyzer {
+            flows: Vec::new(),
+            index: FxMap::default(),
+            cm: Cm::default(),
+            totals: Totals::default(),
+            cache: Box::new([None; CACHE]),
+        }
+    }
 }
 
 impl Analyzer {
@@ -587,7 +603,13 @@ impl Analyzer {
     }
 
     fn flow(&mut self, key: FlowKey, t: Transport, number: u64, ts: u64) -> usize {
-        if let Some((k, i)) = self.last {
+        let low = |a: IpAddr| match a {
+            IpAddr::V4(v) => u32::from(v),
+            IpAddr::V6(v) => u128::from(v) as u32,
+        };
+        let slot = (key.dest_qp ^ key.src_qp.rotate_left(7) ^ low(key.src).wrapping_mul(0x9E37_79B9)) as usize
+            % CACHE;
+        if let Some((k, i)) = self.cache[slot] {
             if k == key {
                 return i;
             }
@@ -600,7 +622,7 @@ impl Analyzer {
                 self.flows.len() - 1
             }
         };
-        self.last = Some((key, i));
+        self.cache[slot] = Some((key, i));
         i
     }
 
