@@ -246,18 +246,49 @@ fn secs(out: &mut Vec<u8>, ns: u64) {
     out.extend_from_slice(s.as_bytes());
 }
 
+/// The text of the IPv4 addresses formatted last: a capture holds few distinct
+/// addresses, and formatting one costs more than the rest of a field.
+#[derive(Clone, Copy)]
+struct V4Text {
+    addr: u32,
+    len: u8,
+    text: [u8; 15],
+}
+
+thread_local! {
+    static V4_CACHE: core::cell::Cell<[V4Text; 4]> =
+        const { core::cell::Cell::new([V4Text { addr: 0, len: 0, text: [0; 15] }; 4]) };
+}
+
+fn ipv4(out: &mut Vec<u8>, v: std::net::Ipv4Addr) {
+    let addr = u32::from(v);
+    V4_CACHE.with(|c| {
+        let mut cache = c.get();
+        let slot = (addr ^ addr >> 8) as usize % cache.len();
+        let mut e = cache[slot];
+        if e.len == 0 || e.addr != addr {
+            let mut t = Vec::with_capacity(15);
+            let [a, b, c2, d] = v.octets();
+            dec(&mut t, a);
+            t.push(b'.');
+            dec(&mut t, b);
+            t.push(b'.');
+            dec(&mut t, c2);
+            t.push(b'.');
+            dec(&mut t, d);
+            e.addr = addr;
+            e.len = t.len() as u8;
+            e.text[..t.len()].copy_from_slice(&t);
+            cache[slot] = e;
+            c.set(cache);
+        }
+        out.extend_from_slice(&e.text[..e.len as usize]);
+    })
+}
+
 fn ip(out: &mut Vec<u8>, a: IpAddr) {
     match a {
-        IpAddr::V4(v) => {
-            let [a, b, c, d] = v.octets();
-            dec(out, a);
-            out.push(b'.');
-            dec(out, b);
-            out.push(b'.');
-            dec(out, c);
-            out.push(b'.');
-            dec(out, d);
-        }
+        IpAddr::V4(v) => ipv4(out, v),
         IpAddr::V6(v) => {
             let _ = write!(out, "{v}");
         }
@@ -518,6 +549,18 @@ mod tests {
         assert_eq!(e.suggestion, Some("infiniband.bth.destqp"));
         assert!(e.to_string().contains("did you mean 'infiniband.bth.destqp'"));
         assert_eq!(Field::lookup("zzz").unwrap_err().suggestion, None);
+    }
+
+    #[test]
+    fn ipv4_cache_never_mixes_addresses() {
+        let addrs = ["10.0.0.1", "10.0.0.2", "255.255.255.255", "0.0.0.0", "1.2.3.4", "10.0.0.1", "192.168.100.200"];
+        for _ in 0..3 {
+            for a in addrs {
+                let mut o = Vec::new();
+                ip(&mut o, a.parse().unwrap());
+                assert_eq!(o, a.as_bytes());
+            }
+        }
     }
 
     #[test]
