@@ -554,10 +554,26 @@ impl Flow {
 /// CM state: connections announced by REQ/REP, by communication ID.
 #[derive(Debug, Clone, Default)]
 struct Cm {
-    /// REQ: (active side address, its QPN, passive side address, comm id).
-    reqs: FxMap<u32, (IpAddr, u32, IpAddr)>,
+    /// REQ by its local communication ID: (active side address, its QPN, starting PSN, frame).
+    reqs: FxMap<u32, (IpAddr, u32, Psn, u64)>,
     /// Established pairs: (addr, qpn) of each side.
     pairs: Vec<((IpAddr, u32), (IpAddr, u32))>,
+    /// What CM announced for the requests sent *to* (addr, qpn): the sender's
+    /// starting PSN and the frames of the REQ and REP.
+    announced: FxMap<(IpAddr, u32), CmInfo>,
+}
+
+/// A connection as the CM exchange announced it, seen from one direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CmInfo {
+    /// The communication ID of the active side.
+    pub comm_id: u32,
+    /// The QPN that sends this flow's requests.
+    pub sender_qpn: u32,
+    /// The starting PSN the sender announced.
+    pub start_psn: u32,
+    pub req_frame: u64,
+    pub rep_frame: u64,
 }
 
 /// Whole-capture counters.
@@ -675,7 +691,7 @@ impl Analyzer {
         }
         if let Some(m) = &frame.mad {
             self.totals.cm_messages += m.cm.is_some() as u64;
-            self.observe_cm(src, dst, m);
+            self.observe_cm(number, src, m);
             return;
         }
         let Some(info) = ib.info else { return };
@@ -696,15 +712,26 @@ impl Analyzer {
         }
     }
 
-    fn observe_cm(&mut self, src: IpAddr, dst: IpAddr, m: &crate::frame::Mad) {
+    fn observe_cm(&mut self, number: u64, src: IpAddr, m: &crate::frame::Mad) {
         use mad::CmMessage;
         match m.cm {
             Some(CmMessage::Req(r)) => {
-                self.cm.reqs.insert(r.local_comm_id, (src, r.local_qpn, dst));
+                self.cm.reqs.insert(r.local_comm_id, (src, r.local_qpn, r.starting_psn, number));
             }
             Some(CmMessage::Rep(r)) => {
-                if let Some(&(a, a_qpn, _)) = self.cm.reqs.get(&r.remote_comm_id) {
-                    self.cm.pairs.push(((a, a_qpn), (src, r.local_qpn)));
+                if let Some(&(a, a_qpn, a_psn, req_frame)) = self.cm.reqs.get(&r.remote_comm_id) {
+                    let b = (src, r.local_qpn);
+                    self.cm.pairs.push(((a, a_qpn), b));
+                    let info = |sender_qpn, start_psn: Psn| CmInfo {
+                        comm_id: r.remote_comm_id,
+                        sender_qpn,
+                        start_psn: start_psn.value(),
+                        req_frame,
+                        rep_frame: number,
+                    };
+                    // Requests to B's QP come from A's, starting at the REQ's PSN; and back.
+                    self.cm.announced.insert(b, info(a_qpn, a_psn));
+                    self.cm.announced.insert((a, a_qpn), info(r.local_qpn, r.starting_psn));
                 }
             }
             _ => {}
@@ -772,7 +799,16 @@ impl Analyzer {
     pub fn report(&self) -> Report {
         Report {
             totals: self.totals.clone(),
-            flows: self.flows.iter().enumerate().map(|(i, f)| FlowReport::new(i, f)).collect(),
+            flows: self
+                .flows
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let mut r = FlowReport::new(i, f);
+                    r.cm = self.cm.announced.get(&(f.key.dst, f.key.dest_qp)).copied();
+                    r
+                })
+                .collect(),
         }
     }
 }
@@ -796,6 +832,8 @@ pub struct FlowReport {
     /// The flow id of the reverse direction, and how the pair was found (CM, address, PSN).
     pub paired_with: Option<usize>,
     pub paired_by: Option<&'static str>,
+    /// What the CM exchange announced for this flow's requests, if it was captured.
+    pub cm: Option<CmInfo>,
     pub first_frame: u64,
     pub duration_ns: u64,
     pub packets: u64,
@@ -845,6 +883,7 @@ impl FlowReport {
             src_qp: (f.key.src_qp != u32::MAX).then_some(f.key.src_qp),
             paired_with: f.paired.map(|p| p + 1),
             paired_by: f.paired_by,
+            cm: None,
             first_frame: f.first_frame,
             duration_ns: f.last_ts.saturating_sub(f.first_ts),
             packets: f.packets,
@@ -960,6 +999,17 @@ impl std::fmt::Display for Report {
             }
             if r.broken_messages > 0 {
                 lines.push(format!("{} broken messages (Middle/Last without First, or First while a message was open)", r.broken_messages));
+            }
+            if let Some(c) = r.cm {
+                let check = match r.psn_first {
+                    Some(p) if p == c.start_psn => "the first request uses it".to_string(),
+                    Some(p) => format!("but the first request used PSN {p}"),
+                    None => "no requests followed".to_string(),
+                };
+                lines.push(format!(
+                    "CM connection {:#010x} (REQ frame {}, REP frame {}): requests from QP {:#08x}, starting PSN {} announced; {check}",
+                    c.comm_id, c.req_frame, c.rep_frame, c.sender_qpn, c.start_psn
+                ));
             }
             let ops: Vec<String> = r.opcodes.iter().map(|(o, n)| format!("{o} ×{n}")).collect();
             lines.push(format!("opcodes: {}", ops.join(", ")));
