@@ -27,8 +27,11 @@ use crate::wire::{mad, Opcode, Psn, Transport};
 
 /// At most this many NAK / gap events are kept per flow (all are counted).
 pub const MAX_EVENTS: usize = 64;
-/// PSNs remembered per flow for duplicate detection and latency (a power of two).
+/// PSNs remembered per flow for duplicate detection (a power of two).
 const WINDOW: usize = 4096;
+/// Requests remembered per flow for latency and NAK attribution (a power of two;
+/// small enough that many flows' windows stay in cache).
+const SENT: usize = 1024;
 
 /// FxHash: a fast, non-cryptographic hasher for small keys.
 #[derive(Default, Clone, Copy)]
@@ -188,11 +191,13 @@ pub struct MsgCount {
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
+    /// The PSN, with bit 31 set once the slot holds a request.
     psn: u32,
     ts: u64,
     frame: u64,
-    valid: bool,
 }
+
+const SLOT_USED: u32 = 1 << 31;
 
 /// The state and counters of one flow.
 #[derive(Debug, Clone)]
@@ -216,7 +221,7 @@ pub struct Flow {
     /// A READ request lets the next request PSN jump ahead by up to this much.
     read_slack: u32,
     seen: Box<[u64; WINDOW / 64]>,
-    sent: Box<[Slot; WINDOW]>,
+    sent: Box<[Slot; SENT]>,
     pub gaps: u64,
     pub missing_psns: u64,
     pub out_of_order: u64,
@@ -277,7 +282,7 @@ impl Flow {
             next_psn: None,
             read_slack: 0,
             seen: Box::new([0; WINDOW / 64]),
-            sent: Box::new([Slot::default(); WINDOW]),
+            sent: Box::new([Slot::default(); SENT]),
             gaps: 0,
             missing_psns: 0,
             out_of_order: 0,
@@ -354,8 +359,8 @@ impl Flow {
     }
 
     fn slot(&self, p: Psn) -> Option<Slot> {
-        let s = self.sent[p.value() as usize % WINDOW];
-        (s.valid && s.psn == p.value()).then_some(s)
+        let s = self.sent[p.value() as usize % SENT];
+        (s.psn == p.value() | SLOT_USED).then_some(s)
     }
 
     fn on_request(&mut self, number: u64, ts: u64, op: Kind, psn: Psn, payload: u64, dma_len: Option<u32>) {
@@ -399,7 +404,7 @@ impl Flow {
             self.retransmissions += 1;
         }
         self.mark(psn);
-        self.sent[psn.value() as usize % WINDOW] = Slot { psn: psn.value(), ts, frame: number, valid: true };
+        self.sent[psn.value() as usize % SENT] = Slot { psn: psn.value() | SLOT_USED, ts, frame: number };
         if psn.diff(Psn::new(self.psn_last.unwrap_or(psn.value()))) >= 0 {
             self.next_psn = Some(psn.add(1));
         }
