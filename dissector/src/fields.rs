@@ -6,7 +6,7 @@
 //! that occurs several times (VLAN tags) is comma-joined, as tshark does. Our own
 //! extras — things tshark does not decode — live under the `roce.` prefix.
 //!
-//! [`Field::lookup`] resolves a name once; [`write`] formats a value per frame without
+//! [`Field::lookup`] resolves a name once; [`write()`] formats a value per frame without
 //! allocating.
 
 use std::io::Write as _;
@@ -223,9 +223,12 @@ fn hex(out: &mut Vec<u8>, v: u64, digits: u32) {
 }
 
 fn hex_bare(out: &mut Vec<u8>, v: u64, digits: u32) {
-    for i in (0..digits).rev() {
-        out.push(HEX[((v >> (i * 4)) & 0xF) as usize]);
+    let mut b = [0u8; 16];
+    let d = digits.min(16) as usize;
+    for (i, slot) in b[..d].iter_mut().enumerate() {
+        *slot = HEX[((v >> ((d - 1 - i) * 4)) & 0xF) as usize];
     }
+    out.extend_from_slice(&b[..d]);
 }
 
 fn bit(out: &mut Vec<u8>, b: bool) {
@@ -243,18 +246,49 @@ fn secs(out: &mut Vec<u8>, ns: u64) {
     out.extend_from_slice(s.as_bytes());
 }
 
+/// The text of the IPv4 addresses formatted last: a capture holds few distinct
+/// addresses, and formatting one costs more than the rest of a field.
+#[derive(Clone, Copy)]
+struct V4Text {
+    addr: u32,
+    len: u8,
+    text: [u8; 15],
+}
+
+thread_local! {
+    static V4_CACHE: core::cell::Cell<[V4Text; 4]> =
+        const { core::cell::Cell::new([V4Text { addr: 0, len: 0, text: [0; 15] }; 4]) };
+}
+
+fn ipv4(out: &mut Vec<u8>, v: std::net::Ipv4Addr) {
+    let addr = u32::from(v);
+    V4_CACHE.with(|c| {
+        let mut cache = c.get();
+        let slot = (addr ^ addr >> 8) as usize % cache.len();
+        let mut e = cache[slot];
+        if e.len == 0 || e.addr != addr {
+            let mut t = Vec::with_capacity(15);
+            let [a, b, c2, d] = v.octets();
+            dec(&mut t, a);
+            t.push(b'.');
+            dec(&mut t, b);
+            t.push(b'.');
+            dec(&mut t, c2);
+            t.push(b'.');
+            dec(&mut t, d);
+            e.addr = addr;
+            e.len = t.len() as u8;
+            e.text[..t.len()].copy_from_slice(&t);
+            cache[slot] = e;
+            c.set(cache);
+        }
+        out.extend_from_slice(&e.text[..e.len as usize]);
+    })
+}
+
 fn ip(out: &mut Vec<u8>, a: IpAddr) {
     match a {
-        IpAddr::V4(v) => {
-            let [a, b, c, d] = v.octets();
-            dec(out, a);
-            out.push(b'.');
-            dec(out, b);
-            out.push(b'.');
-            dec(out, c);
-            out.push(b'.');
-            dec(out, d);
-        }
+        IpAddr::V4(v) => ipv4(out, v),
         IpAddr::V6(v) => {
             let _ = write!(out, "{v}");
         }
@@ -265,22 +299,23 @@ fn ip(out: &mut Vec<u8>, a: IpAddr) {
 pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
     use Field as F;
     let f = c.frame;
+    // Cheap accessors, evaluated only by the arms that need them.
     let ib = f.ib.as_ref();
     let bth = ib.map(|i| &i.bth);
-    let v4 = match &f.net {
+    let v4 = || match &f.net {
         Net::Ipv4(r) => Some(r),
         _ => None,
     };
-    let v6 = match &f.net {
+    let v6 = || match &f.net {
         Net::Ipv6(r) => Some(r),
         _ => None,
     };
-    let grh = match &f.net {
+    let grh = || match &f.net {
         Net::Grh(r) => Some(r),
         _ => None,
     };
     let mad = f.mad.as_ref();
-    let cm = mad.and_then(|m| m.cm.as_ref());
+    let cm = || mad.and_then(|m| m.cm.as_ref());
     match field {
         F::FrameNumber => dec(out, c.number),
         F::FrameLen => dec(out, c.orig_len),
@@ -323,29 +358,29 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
                 }
             }
         }
-        F::IpSrc => v4.into_iter().for_each(|r| ip(out, r.src.into())),
-        F::IpDst => v4.into_iter().for_each(|r| ip(out, r.dst.into())),
-        F::IpProto => v4.into_iter().for_each(|r| dec(out, r.protocol)),
-        F::IpTtl => v4.into_iter().for_each(|r| dec(out, r.ttl)),
-        F::IpLen => v4.into_iter().for_each(|r| dec(out, r.total_len)),
-        F::IpDscp => v4.into_iter().for_each(|r| dec(out, r.dscp)),
-        F::IpEcn => v4.into_iter().for_each(|r| dec(out, r.ecn)),
-        F::Ipv6Src => v6.into_iter().for_each(|r| ip(out, r.src.into())),
-        F::Ipv6Dst => v6.into_iter().for_each(|r| ip(out, r.dst.into())),
-        F::Ipv6Plen => v6.into_iter().for_each(|r| dec(out, r.payload_len)),
-        F::Ipv6Nxt => v6.into_iter().for_each(|r| dec(out, r.next_header)),
-        F::Ipv6Hlim => v6.into_iter().for_each(|r| dec(out, r.hop_limit)),
+        F::IpSrc => v4().into_iter().for_each(|r| ip(out, r.src.into())),
+        F::IpDst => v4().into_iter().for_each(|r| ip(out, r.dst.into())),
+        F::IpProto => v4().into_iter().for_each(|r| dec(out, r.protocol)),
+        F::IpTtl => v4().into_iter().for_each(|r| dec(out, r.ttl)),
+        F::IpLen => v4().into_iter().for_each(|r| dec(out, r.total_len)),
+        F::IpDscp => v4().into_iter().for_each(|r| dec(out, r.dscp)),
+        F::IpEcn => v4().into_iter().for_each(|r| dec(out, r.ecn)),
+        F::Ipv6Src => v6().into_iter().for_each(|r| ip(out, r.src.into())),
+        F::Ipv6Dst => v6().into_iter().for_each(|r| ip(out, r.dst.into())),
+        F::Ipv6Plen => v6().into_iter().for_each(|r| dec(out, r.payload_len)),
+        F::Ipv6Nxt => v6().into_iter().for_each(|r| dec(out, r.next_header)),
+        F::Ipv6Hlim => v6().into_iter().for_each(|r| dec(out, r.hop_limit)),
         F::UdpSrcport => f.udp.into_iter().for_each(|u| dec(out, u.src_port)),
         F::UdpDstport => f.udp.into_iter().for_each(|u| dec(out, u.dst_port)),
         F::UdpLength => f.udp.into_iter().for_each(|u| dec(out, u.length)),
-        F::GrhIpver => grh.into_iter().for_each(|_| dec(out, 6u8)),
-        F::GrhTclass => grh.into_iter().for_each(|r| dec(out, r.traffic_class)),
-        F::GrhFlowlabel => grh.into_iter().for_each(|r| dec(out, r.flow_label)),
-        F::GrhPaylen => grh.into_iter().for_each(|r| dec(out, r.payload_len)),
-        F::GrhNxthdr => grh.into_iter().for_each(|r| dec(out, r.next_header)),
-        F::GrhHoplmt => grh.into_iter().for_each(|r| dec(out, r.hop_limit)),
-        F::GrhSgid => grh.into_iter().for_each(|r| ip(out, r.src.into())),
-        F::GrhDgid => grh.into_iter().for_each(|r| ip(out, r.dst.into())),
+        F::GrhIpver => grh().into_iter().for_each(|_| dec(out, 6u8)),
+        F::GrhTclass => grh().into_iter().for_each(|r| dec(out, r.traffic_class)),
+        F::GrhFlowlabel => grh().into_iter().for_each(|r| dec(out, r.flow_label)),
+        F::GrhPaylen => grh().into_iter().for_each(|r| dec(out, r.payload_len)),
+        F::GrhNxthdr => grh().into_iter().for_each(|r| dec(out, r.next_header)),
+        F::GrhHoplmt => grh().into_iter().for_each(|r| dec(out, r.hop_limit)),
+        F::GrhSgid => grh().into_iter().for_each(|r| ip(out, r.src.into())),
+        F::GrhDgid => grh().into_iter().for_each(|r| ip(out, r.dst.into())),
         F::BthOpcode => bth.into_iter().for_each(|b| dec(out, b.opcode.0)),
         F::BthSe => bth.into_iter().for_each(|b| bit(out, b.solicited_event)),
         F::BthM => bth.into_iter().for_each(|b| bit(out, b.mig_req)),
@@ -393,7 +428,7 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
             mad.into_iter().for_each(|m| hex(out, m.header.attribute_modifier as u64, 8))
         }
         F::CmReqLocalCommId | F::CmReqServiceid | F::CmReqLocalqpn | F::CmReqStartpsn => {
-            if let Some(CmMessage::Req(r)) = cm {
+            if let Some(CmMessage::Req(r)) = cm() {
                 match field {
                     F::CmReqLocalCommId => hex(out, r.local_comm_id as u64, 8),
                     F::CmReqServiceid => hex(out, r.service_id, 16),
@@ -403,7 +438,7 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
             }
         }
         F::CmRepLocalCommId | F::CmRepRemotecommid | F::CmRepLocalqpn | F::CmRepStartpsn => {
-            if let Some(CmMessage::Rep(r)) = cm {
+            if let Some(CmMessage::Rep(r)) = cm() {
                 match field {
                     F::CmRepLocalCommId => hex(out, r.local_comm_id as u64, 8),
                     F::CmRepRemotecommid => hex(out, r.remote_comm_id as u64, 8),
@@ -413,13 +448,13 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
             }
         }
         F::CmRtuLocalcommid | F::CmRtuRemotecommid => {
-            if let Some(&CmMessage::Rtu { local_comm_id, remote_comm_id }) = cm {
+            if let Some(&CmMessage::Rtu { local_comm_id, remote_comm_id }) = cm() {
                 let v = if field == F::CmRtuLocalcommid { local_comm_id } else { remote_comm_id };
                 hex(out, v as u64, 8)
             }
         }
         F::CmRejLocalcommid | F::CmRejRemotecommid | F::CmRejReason => {
-            if let Some(&CmMessage::Rej { local_comm_id, remote_comm_id, reason, .. }) = cm {
+            if let Some(&CmMessage::Rej { local_comm_id, remote_comm_id, reason, .. }) = cm() {
                 match field {
                     F::CmRejLocalcommid => hex(out, local_comm_id as u64, 8),
                     F::CmRejRemotecommid => hex(out, remote_comm_id as u64, 8),
@@ -428,7 +463,7 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
             }
         }
         F::CmDreqLocalcommid | F::CmDreqRemotecommid => {
-            if let Some(&CmMessage::Dreq { local_comm_id, remote_comm_id, .. }) = cm {
+            if let Some(&CmMessage::Dreq { local_comm_id, remote_comm_id, .. }) = cm() {
                 let v = if field == F::CmDreqLocalcommid { local_comm_id } else { remote_comm_id };
                 hex(out, v as u64, 8)
             }
@@ -472,7 +507,7 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
             }
         }
         F::RoceCmType => {
-            if let Some(m) = cm {
+            if let Some(m) = cm() {
                 let n = m.name();
                 let short = n.rsplit_once('(').map_or(n, |(_, s)| s.trim_end_matches(')'));
                 out.extend_from_slice(short.as_bytes());
@@ -514,6 +549,18 @@ mod tests {
         assert_eq!(e.suggestion, Some("infiniband.bth.destqp"));
         assert!(e.to_string().contains("did you mean 'infiniband.bth.destqp'"));
         assert_eq!(Field::lookup("zzz").unwrap_err().suggestion, None);
+    }
+
+    #[test]
+    fn ipv4_cache_never_mixes_addresses() {
+        let addrs = ["10.0.0.1", "10.0.0.2", "255.255.255.255", "0.0.0.0", "1.2.3.4", "10.0.0.1", "192.168.100.200"];
+        for _ in 0..3 {
+            for a in addrs {
+                let mut o = Vec::new();
+                ip(&mut o, a.parse().unwrap());
+                assert_eq!(o, a.as_bytes());
+            }
+        }
     }
 
     #[test]

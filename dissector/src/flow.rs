@@ -27,8 +27,11 @@ use crate::wire::{mad, Opcode, Psn, Transport};
 
 /// At most this many NAK / gap events are kept per flow (all are counted).
 pub const MAX_EVENTS: usize = 64;
-/// PSNs remembered per flow for duplicate detection and latency (a power of two).
+/// PSNs remembered per flow for duplicate detection (a power of two).
 const WINDOW: usize = 4096;
+/// Requests remembered per flow for latency and NAK attribution (a power of two;
+/// small enough that many flows' windows stay in cache).
+const SENT: usize = 1024;
 
 /// FxHash: a fast, non-cryptographic hasher for small keys.
 #[derive(Default, Clone, Copy)]
@@ -188,11 +191,13 @@ pub struct MsgCount {
 
 #[derive(Debug, Clone, Copy, Default)]
 struct Slot {
+    /// The PSN, with bit 31 set once the slot holds a request.
     psn: u32,
     ts: u64,
     frame: u64,
-    valid: bool,
 }
+
+const SLOT_USED: u32 = 1 << 31;
 
 /// The state and counters of one flow.
 #[derive(Debug, Clone)]
@@ -216,7 +221,7 @@ pub struct Flow {
     /// A READ request lets the next request PSN jump ahead by up to this much.
     read_slack: u32,
     seen: Box<[u64; WINDOW / 64]>,
-    sent: Box<[Slot; WINDOW]>,
+    sent: Box<[Slot; SENT]>,
     pub gaps: u64,
     pub missing_psns: u64,
     pub out_of_order: u64,
@@ -277,7 +282,7 @@ impl Flow {
             next_psn: None,
             read_slack: 0,
             seen: Box::new([0; WINDOW / 64]),
-            sent: Box::new([Slot::default(); WINDOW]),
+            sent: Box::new([Slot::default(); SENT]),
             gaps: 0,
             missing_psns: 0,
             out_of_order: 0,
@@ -354,8 +359,8 @@ impl Flow {
     }
 
     fn slot(&self, p: Psn) -> Option<Slot> {
-        let s = self.sent[p.value() as usize % WINDOW];
-        (s.valid && s.psn == p.value()).then_some(s)
+        let s = self.sent[p.value() as usize % SENT];
+        (s.psn == p.value() | SLOT_USED).then_some(s)
     }
 
     fn on_request(&mut self, number: u64, ts: u64, op: Kind, psn: Psn, payload: u64, dma_len: Option<u32>) {
@@ -399,7 +404,7 @@ impl Flow {
             self.retransmissions += 1;
         }
         self.mark(psn);
-        self.sent[psn.value() as usize % WINDOW] = Slot { psn: psn.value(), ts, frame: number, valid: true };
+        self.sent[psn.value() as usize % SENT] = Slot { psn: psn.value() | SLOT_USED, ts, frame: number };
         if psn.diff(Psn::new(self.psn_last.unwrap_or(psn.value()))) >= 0 {
             self.next_psn = Some(psn.add(1));
         }
@@ -554,10 +559,26 @@ impl Flow {
 /// CM state: connections announced by REQ/REP, by communication ID.
 #[derive(Debug, Clone, Default)]
 struct Cm {
-    /// REQ: (active side address, its QPN, passive side address, comm id).
-    reqs: FxMap<u32, (IpAddr, u32, IpAddr)>,
+    /// REQ by its local communication ID: (active side address, its QPN, starting PSN, frame).
+    reqs: FxMap<u32, (IpAddr, u32, Psn, u64)>,
     /// Established pairs: (addr, qpn) of each side.
     pairs: Vec<((IpAddr, u32), (IpAddr, u32))>,
+    /// What CM announced for the requests sent *to* (addr, qpn): the sender's
+    /// starting PSN and the frames of the REQ and REP.
+    announced: FxMap<(IpAddr, u32), CmInfo>,
+}
+
+/// A connection as the CM exchange announced it, seen from one direction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CmInfo {
+    /// The communication ID of the active side.
+    pub comm_id: u32,
+    /// The QPN that sends this flow's requests.
+    pub sender_qpn: u32,
+    /// The starting PSN the sender announced.
+    pub start_psn: u32,
+    pub req_frame: u64,
+    pub rep_frame: u64,
 }
 
 /// Whole-capture counters.
@@ -571,14 +592,30 @@ pub struct Totals {
     pub cm_messages: u64,
 }
 
+/// Slots of the direct-mapped flow cache in front of the hash map (a power of two).
+const CACHE: usize = 64;
+
 /// Feeds frames, then reports.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Analyzer {
     flows: Vec<Flow>,
     index: FxMap<FlowKey, usize>,
     cm: Cm,
     totals: Totals,
-    last: Option<(FlowKey, usize)>,
+    /// Recently used flows by a cheap slot function: most packets skip the map.
+    cache: Box<[Option<(FlowKey, usize)>; CACHE]>,
+}
+
+impl Default for Analyzer {
+    fn default() -> Self {
+        Analyzer {
+            flows: Vec::new(),
+            index: FxMap::default(),
+            cm: Cm::default(),
+            totals: Totals::default(),
+            cache: Box::new([None; CACHE]),
+        }
+    }
 }
 
 impl Analyzer {
@@ -587,7 +624,13 @@ impl Analyzer {
     }
 
     fn flow(&mut self, key: FlowKey, t: Transport, number: u64, ts: u64) -> usize {
-        if let Some((k, i)) = self.last {
+        let low = |a: IpAddr| match a {
+            IpAddr::V4(v) => u32::from(v),
+            IpAddr::V6(v) => u128::from(v) as u32,
+        };
+        let slot = (key.dest_qp ^ key.src_qp.rotate_left(7) ^ low(key.src).wrapping_mul(0x9E37_79B9)) as usize
+            % CACHE;
+        if let Some((k, i)) = self.cache[slot] {
             if k == key {
                 return i;
             }
@@ -600,7 +643,7 @@ impl Analyzer {
                 self.flows.len() - 1
             }
         };
-        self.last = Some((key, i));
+        self.cache[slot] = Some((key, i));
         i
     }
 
@@ -653,7 +696,7 @@ impl Analyzer {
         }
         if let Some(m) = &frame.mad {
             self.totals.cm_messages += m.cm.is_some() as u64;
-            self.observe_cm(src, dst, m);
+            self.observe_cm(number, src, m);
             return;
         }
         let Some(info) = ib.info else { return };
@@ -674,15 +717,26 @@ impl Analyzer {
         }
     }
 
-    fn observe_cm(&mut self, src: IpAddr, dst: IpAddr, m: &crate::frame::Mad) {
+    fn observe_cm(&mut self, number: u64, src: IpAddr, m: &crate::frame::Mad) {
         use mad::CmMessage;
         match m.cm {
             Some(CmMessage::Req(r)) => {
-                self.cm.reqs.insert(r.local_comm_id, (src, r.local_qpn, dst));
+                self.cm.reqs.insert(r.local_comm_id, (src, r.local_qpn, r.starting_psn, number));
             }
             Some(CmMessage::Rep(r)) => {
-                if let Some(&(a, a_qpn, _)) = self.cm.reqs.get(&r.remote_comm_id) {
-                    self.cm.pairs.push(((a, a_qpn), (src, r.local_qpn)));
+                if let Some(&(a, a_qpn, a_psn, req_frame)) = self.cm.reqs.get(&r.remote_comm_id) {
+                    let b = (src, r.local_qpn);
+                    self.cm.pairs.push(((a, a_qpn), b));
+                    let info = |sender_qpn, start_psn: Psn| CmInfo {
+                        comm_id: r.remote_comm_id,
+                        sender_qpn,
+                        start_psn: start_psn.value(),
+                        req_frame,
+                        rep_frame: number,
+                    };
+                    // Requests to B's QP come from A's, starting at the REQ's PSN; and back.
+                    self.cm.announced.insert(b, info(a_qpn, a_psn));
+                    self.cm.announced.insert((a, a_qpn), info(r.local_qpn, r.starting_psn));
                 }
             }
             _ => {}
@@ -750,7 +804,16 @@ impl Analyzer {
     pub fn report(&self) -> Report {
         Report {
             totals: self.totals.clone(),
-            flows: self.flows.iter().enumerate().map(|(i, f)| FlowReport::new(i, f)).collect(),
+            flows: self
+                .flows
+                .iter()
+                .enumerate()
+                .map(|(i, f)| {
+                    let mut r = FlowReport::new(i, f);
+                    r.cm = self.cm.announced.get(&(f.key.dst, f.key.dest_qp)).copied();
+                    r
+                })
+                .collect(),
         }
     }
 }
@@ -774,6 +837,8 @@ pub struct FlowReport {
     /// The flow id of the reverse direction, and how the pair was found (CM, address, PSN).
     pub paired_with: Option<usize>,
     pub paired_by: Option<&'static str>,
+    /// What the CM exchange announced for this flow's requests, if it was captured.
+    pub cm: Option<CmInfo>,
     pub first_frame: u64,
     pub duration_ns: u64,
     pub packets: u64,
@@ -823,6 +888,7 @@ impl FlowReport {
             src_qp: (f.key.src_qp != u32::MAX).then_some(f.key.src_qp),
             paired_with: f.paired.map(|p| p + 1),
             paired_by: f.paired_by,
+            cm: None,
             first_frame: f.first_frame,
             duration_ns: f.last_ts.saturating_sub(f.first_ts),
             packets: f.packets,
@@ -938,6 +1004,17 @@ impl std::fmt::Display for Report {
             }
             if r.broken_messages > 0 {
                 lines.push(format!("{} broken messages (Middle/Last without First, or First while a message was open)", r.broken_messages));
+            }
+            if let Some(c) = r.cm {
+                let check = match r.psn_first {
+                    Some(p) if p == c.start_psn => "the first request uses it".to_string(),
+                    Some(p) => format!("but the first request used PSN {p}"),
+                    None => "no requests followed".to_string(),
+                };
+                lines.push(format!(
+                    "CM connection {:#010x} (REQ frame {}, REP frame {}): requests from QP {:#08x}, starting PSN {} announced; {check}",
+                    c.comm_id, c.req_frame, c.rep_frame, c.sender_qpn, c.start_psn
+                ));
             }
             let ops: Vec<String> = r.opcodes.iter().map(|(o, n)| format!("{o} ×{n}")).collect();
             lines.push(format!("opcodes: {}", ops.join(", ")));

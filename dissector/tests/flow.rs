@@ -241,6 +241,11 @@ fn cm_pairs_flows_even_with_several_qps() {
     assert_eq!(conn.acks, 1);
     assert_eq!(conn.paired_by, Some("CM"));
     assert_eq!(r.totals.cm_messages, 2);
+    let cm = conn.cm.expect("CM facts on the flow");
+    assert_eq!((cm.comm_id, cm.sender_qpn, cm.start_psn, cm.req_frame, cm.rep_frame), (1, 0x11, 100, 1, 2));
+    assert!(r.to_string().contains("starting PSN 100 announced; the first request uses it"), "{r}");
+    let back = r.flows.iter().find(|f| f.dest_qp == 0x11 && f.src_qp.is_none()).unwrap();
+    assert_eq!(back.cm.map(|c| (c.sender_qpn, c.start_psn)), Some((0x12, 5000)));
 }
 
 #[test]

@@ -143,6 +143,8 @@ pub fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8
     let mut text = String::with_capacity(512);
     let mut first_ts = None;
     let mut prev_ts = 0;
+    let plain_values = fopts.quote.is_none() && fopts.occurrence == b'a' && fopts.aggregator == b",";
+    let mut fr = frame::decode(dissector::LinkType::ETHERNET, &[], &opts);
     let limit = a.input.count.unwrap_or(u64::MAX);
     let result = loop {
         if stats.frames >= limit {
@@ -153,7 +155,7 @@ pub fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
         };
-        let fr = frame::decode(rec.link, rec.data, &opts);
+        frame::decode_into(&mut fr, rec.link, rec.data, &opts);
         stats.count(&fr);
         let first = *first_ts.get_or_insert(rec.ts_ns);
         let ctx = Ctx {
@@ -190,9 +192,13 @@ pub fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8
                     if i > 0 {
                         line.extend_from_slice(&fopts.separator);
                     }
-                    val.clear();
-                    fields::write(f, &ctx, &mut val);
-                    push_value(&mut line, &val, &fopts);
+                    if plain_values {
+                        fields::write(f, &ctx, &mut line);
+                    } else {
+                        val.clear();
+                        fields::write(f, &ctx, &mut val);
+                        push_value(&mut line, &val, &fopts);
+                    }
                 }
                 line.push(b'\n');
                 out.write_all(&line)?;

@@ -25,13 +25,14 @@ pub fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8>
     let mut an = Analyzer::new();
     let mut stats = Stats::default();
     let limit = a.input.count.unwrap_or(u64::MAX);
+    let mut f = frame::decode(dissector::LinkType::ETHERNET, &[], &opts);
     let result = loop {
         if stats.frames >= limit {
             break Ok(());
         }
         match src.next_packet() {
             Ok(Some(r)) => {
-                let f = frame::decode(r.link, r.data, &opts);
+                frame::decode_into(&mut f, r.link, r.data, &opts);
                 stats.count(&f);
                 an.add(r.number, r.ts_ns, r.orig_len, &f, r.data);
             }

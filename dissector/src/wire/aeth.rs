@@ -217,4 +217,16 @@ mod tests {
             assert!(Packet::new_checked(&bytes[..n]).is_err());
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn round_trip(syndrome: u8, msn in 0u32..0x100_0000) {
+            let r = AethRepr { syndrome: Syndrome(syndrome), msn };
+            let mut b = [0u8; 4];
+            r.emit(&mut Packet::new_unchecked(&mut b[..]));
+            proptest::prop_assert_eq!(AethRepr::parse(&Packet::new_checked(&b[..]).unwrap()), r);
+            // Every syndrome has a meaning and a name.
+            proptest::prop_assert!(!r.syndrome.to_string().is_empty());
+        }
+    }
 }

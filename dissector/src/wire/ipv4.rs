@@ -247,4 +247,19 @@ mod tests {
             Error::Malformed(Malformed::Ipv4TotalLen { .. })
         ));
     }
+
+    proptest::proptest! {
+        #[test]
+        fn round_trip(src: u32, dst: u32, dscp in 0u8..64, ecn in 0u8..4, total_len in 20u16.., ident: u16, ttl: u8, protocol: u8, df: bool) {
+            let r = Repr {
+                src: src.into(), dst: dst.into(), dscp, ecn, total_len, ident, dont_frag: df, more_frags: false,
+                frag_offset: 0, ttl, protocol, checksum: 0, header_len: 20,
+            };
+            let mut b = [0u8; 20];
+            r.emit(&mut Packet::new_unchecked(&mut b[..]));
+            let p = Packet::new_checked(&b[..]).unwrap();
+            proptest::prop_assert!(p.verify_checksum());
+            proptest::prop_assert_eq!(Repr::parse(&p), Repr { checksum: p.checksum(), ..r });
+        }
+    }
 }

@@ -145,4 +145,14 @@ mod tests {
             assert!(Packet::new_checked(&b[..n]).is_err());
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn round_trip(src: u128, dst: u128, traffic_class: u8, flow_label in 0u32..0x10_0000, payload_len: u16, next_header: u8, hop_limit: u8) {
+            let r = Repr { src: src.into(), dst: dst.into(), traffic_class, flow_label, payload_len, next_header, hop_limit };
+            let mut b = [0u8; 40];
+            r.emit(&mut b);
+            proptest::prop_assert_eq!(Repr::parse(&Packet::new_checked(&b[..]).unwrap()), r);
+        }
+    }
 }

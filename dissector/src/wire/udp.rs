@@ -103,4 +103,14 @@ mod tests {
             assert!(matches!(Packet::new_checked(&b[..n]), Err(Error::Truncated { .. })));
         }
     }
+
+    proptest::proptest! {
+        #[test]
+        fn round_trip(src_port: u16, dst_port: u16, length in 8u16.., checksum: u16) {
+            let r = Repr { src_port, dst_port, length, checksum };
+            let mut b = [0u8; 8];
+            r.emit(&mut Packet::new_unchecked(&mut b[..]));
+            proptest::prop_assert_eq!(Repr::parse(&Packet::new_checked(&b[..]).unwrap()), r);
+        }
+    }
 }
