@@ -335,6 +335,12 @@ mod tests {
             .spawn()
             .unwrap();
         let pid = child.id() as i32;
+        // Until exec, the child's command line is still this test's.
+        let needle = paths.dir.to_string_lossy().into_owned();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !cmdline_mentions(pid, &needle) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         fs::write(paths.qemu_pidfile(Vm::A), format!("{pid}\n")).unwrap();
         // A pidfile naming a live process that is NOT ours (this test): left alone.
         fs::write(paths.qemu_pidfile(Vm::B), format!("{}\n", std::process::id())).unwrap();
