@@ -313,6 +313,10 @@ pub fn warnings(o: &Outcome) -> Vec<String> {
     }
     if c.roce == 0 {
         w.push(NO_ROCE_WARNING.to_string());
+    } else {
+        for rule in r.rules.iter().filter(|r| r.matched == 0) {
+            w.push(format!("fault rule `{}` matched no frame", rule.rule));
+        }
     }
     w
 }
