@@ -717,6 +717,20 @@ mod tests {
     }
 
     #[test]
+    fn missing_host_tools_are_named_with_their_package() {
+        let tools = [
+            Tool { program: "roce-no-such-program-1", package: "pkg-one", why: "does one" },
+            Tool { program: "sh", package: "dash", why: "is there" },
+            Tool { program: "roce-no-such-program-2", package: "pkg-two", why: "does two" },
+        ];
+        let e = require_tools(&tools).unwrap_err().to_string();
+        assert!(e.contains("roce-no-such-program-1 (pkg-one) — does one"), "{e}");
+        assert!(e.contains("sudo apt-get install pkg-one pkg-two"), "{e}");
+        assert!(!e.contains("dash"), "{e}");
+        assert!(require_tools(&tools[1..2]).is_ok());
+    }
+
+    #[test]
     fn cpio_newc_layout() {
         let mut c = Cpio::default();
         c.file("init", 0o755, b"#!/bin/sh\n");
