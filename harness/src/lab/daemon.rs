@@ -55,6 +55,7 @@ impl Phase {
     }
 }
 
+#[derive(Clone)]
 enum Sink {
     Client { stream: Arc<Mutex<UnixStream>>, id: u32 },
     Internal(mpsc::Sender<Frame>),
@@ -168,16 +169,11 @@ impl Shared {
         let sink = {
             let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
             let Some(r) = routes.get(&f.id) else { return };
-            match &r.sink {
-                Sink::Client { stream, id } => Sink::Client { stream: stream.clone(), id: *id },
-                Sink::Internal(tx) => Sink::Internal(tx.clone()),
+            let sink = r.sink.clone();
+            if f.kind == Kind::Exit {
+                routes.remove(&f.id);
             }
-            .pipe(|s| {
-                if f.kind == Kind::Exit {
-                    routes.remove(&f.id);
-                }
-                s
-            })
+            sink
         };
         match sink {
             Sink::Client { stream, id } => {
@@ -239,14 +235,6 @@ impl Shared {
         })
     }
 }
-
-/// `x.pipe(f)` = `f(x)`: keeps the route lookup above in one expression.
-trait Pipe: Sized {
-    fn pipe<R>(self, f: impl FnOnce(Self) -> R) -> R {
-        f(self)
-    }
-}
-impl<T> Pipe for T {}
 
 fn now_unix() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)

@@ -501,7 +501,11 @@ fn debootstrap(rootfs: &Path, cache: &Path, mirror: &str, log: &Path, p: &Progre
                     last.remove(0);
                 }
                 if let Some(rest) = line.strip_prefix("I: ") {
-                    let word = rest.split_whitespace().next().unwrap_or("").to_string();
+                    // Each package is retrieved, then validated: one phase.
+                    let word = match rest.split_whitespace().next().unwrap_or("") {
+                        "Validating" => "Retrieving".to_string(),
+                        w => w.to_string(),
+                    };
                     if word != phase {
                         if count > 1 {
                             p.say(&format!("  … {phase}: {count} items"));

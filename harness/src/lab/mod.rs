@@ -180,9 +180,6 @@ impl Progress {
             let _ = write!(std::io::stderr().lock(), "\r\x1b[K[{:6.1}s] {msg}", self.start.elapsed().as_secs_f64());
         }
     }
-    pub fn elapsed(&self) -> Duration {
-        self.start.elapsed()
-    }
 }
 
 pub fn run(args: LabArgs) -> Result<u8> {

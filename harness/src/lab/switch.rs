@@ -11,6 +11,10 @@
 //! the sender as its pcapng interface, and counts everything, so a run can prove its
 //! capture is complete: `recorded = received + duplicated + injected` and every
 //! received frame is either forwarded, dropped by a rule, or counted as a send error.
+//!
+//! The capture shows the wire as the receiver sees it: a frame is recorded when the
+//! switch hands it on (a delayed or reordered frame at its delivery time, after the
+//! frames that overtook it), a dropped frame when it arrived, with a comment.
 use std::collections::VecDeque;
 use std::io;
 use std::net::UdpSocket;
