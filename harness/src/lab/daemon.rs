@@ -5,7 +5,7 @@
 //! commands talk to.
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io;
+use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
@@ -240,14 +240,14 @@ fn now_unix() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
 }
 
-/// Writes `data` to `path` through a temporary file and a rename, so the guest
-/// never sees a half-written file.
+/// Writes `data` to `path` through `dissector::capture::AtomicFile` (a temporary
+/// file and a rename), so the guest never sees a half-written file.
 fn write_atomically(path: &Path, data: &[u8], mode: u32) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    let tmp = path.with_extension("tmp");
-    fs::write(&tmp, data).with_context(|| format!("writing {}", tmp.display()))?;
-    fs::set_permissions(&tmp, fs::Permissions::from_mode(mode))?;
-    fs::rename(&tmp, path).with_context(|| format!("renaming {} into place", path.display()))?;
+    let mut f = dissector::capture::create_atomically(path)?;
+    f.write_all(data).with_context(|| format!("writing {}", f.temp_path().display()))?;
+    fs::set_permissions(f.temp_path(), fs::Permissions::from_mode(mode))?;
+    f.commit()?;
     Ok(())
 }
 
