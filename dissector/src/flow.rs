@@ -560,6 +560,9 @@ impl Flow {
 #[derive(Debug, Clone, Default)]
 struct Cm {
     /// REQ by its local communication ID: (active side address, its QPN, starting PSN, frame).
+    /// The REQ's starting PSN is the one the active side expects to receive, so the
+    /// passive side's requests start there; the REP's is where the active side's start
+    /// (Linux `ib_send_cm_req` sets the active QP's `rq_psn` from it; lab captures agree).
     reqs: FxMap<u32, (IpAddr, u32, Psn, u64)>,
     /// Established pairs: (addr, qpn) of each side.
     pairs: Vec<((IpAddr, u32), (IpAddr, u32))>,
@@ -575,8 +578,10 @@ pub struct CmInfo {
     pub comm_id: u32,
     /// The QPN that sends this flow's requests.
     pub sender_qpn: u32,
-    /// The starting PSN the sender announced.
+    /// The starting PSN announced for this flow's requests.
     pub start_psn: u32,
+    /// Which CM message announced it: "REQ" (requests from the passive side) or "REP".
+    pub announced_in: &'static str,
     pub req_frame: u64,
     pub rep_frame: u64,
 }
@@ -727,16 +732,18 @@ impl Analyzer {
                 if let Some(&(a, a_qpn, a_psn, req_frame)) = self.cm.reqs.get(&r.remote_comm_id) {
                     let b = (src, r.local_qpn);
                     self.cm.pairs.push(((a, a_qpn), b));
-                    let info = |sender_qpn, start_psn: Psn| CmInfo {
+                    let info = |sender_qpn, start_psn: Psn, announced_in| CmInfo {
                         comm_id: r.remote_comm_id,
                         sender_qpn,
                         start_psn: start_psn.value(),
+                        announced_in,
                         req_frame,
                         rep_frame: number,
                     };
-                    // Requests to B's QP come from A's, starting at the REQ's PSN; and back.
-                    self.cm.announced.insert(b, info(a_qpn, a_psn));
-                    self.cm.announced.insert((a, a_qpn), info(r.local_qpn, r.starting_psn));
+                    // Requests to B's QP come from A's, starting at the REP's PSN;
+                    // requests to A's QP come from B's, starting at the REQ's PSN.
+                    self.cm.announced.insert(b, info(a_qpn, r.starting_psn, "REP"));
+                    self.cm.announced.insert((a, a_qpn), info(r.local_qpn, a_psn, "REQ"));
                 }
             }
             _ => {}
@@ -1012,8 +1019,8 @@ impl std::fmt::Display for Report {
                     None => "no requests followed".to_string(),
                 };
                 lines.push(format!(
-                    "CM connection {:#010x} (REQ frame {}, REP frame {}): requests from QP {:#08x}, starting PSN {} announced; {check}",
-                    c.comm_id, c.req_frame, c.rep_frame, c.sender_qpn, c.start_psn
+                    "CM connection {:#010x} (REQ frame {}, REP frame {}): requests from QP {:#08x}, starting PSN {} announced in the {}; {check}",
+                    c.comm_id, c.req_frame, c.rep_frame, c.sender_qpn, c.start_psn, c.announced_in
                 ));
             }
             let ops: Vec<String> = r.opcodes.iter().map(|(o, n)| format!("{o} ×{n}")).collect();

@@ -204,7 +204,8 @@ fn cm_pairs_flows_even_with_several_qps() {
         responder_resources: 1,
         initiator_depth: 1,
         transport_type: 0,
-        starting_psn: Psn::new(100),
+        // The REQ carries the PSN the passive side's requests start at.
+        starting_psn: Psn::new(5000),
         retry_count: 7,
         p_key: 0xffff,
         path_mtu: 3,
@@ -219,7 +220,7 @@ fn cm_pairs_flows_even_with_several_qps() {
         remote_comm_id: 1,
         local_qkey: 0,
         local_qpn: 0x12,
-        starting_psn: Psn::new(5000),
+        starting_psn: Psn::new(100),
         responder_resources: 1,
         initiator_depth: 1,
         rnr_retry_count: 7,
@@ -243,7 +244,7 @@ fn cm_pairs_flows_even_with_several_qps() {
     assert_eq!(r.totals.cm_messages, 2);
     let cm = conn.cm.expect("CM facts on the flow");
     assert_eq!((cm.comm_id, cm.sender_qpn, cm.start_psn, cm.req_frame, cm.rep_frame), (1, 0x11, 100, 1, 2));
-    assert!(r.to_string().contains("starting PSN 100 announced; the first request uses it"), "{r}");
+    assert!(r.to_string().contains("starting PSN 100 announced in the REP; the first request uses it"), "{r}");
     let back = r.flows.iter().find(|f| f.dest_qp == 0x11 && f.src_qp.is_none()).unwrap();
     assert_eq!(back.cm.map(|c| (c.sender_qpn, c.start_psn)), Some((0x12, 5000)));
 }
@@ -252,4 +253,46 @@ fn cm_pairs_flows_even_with_several_qps() {
 fn empty_capture_says_why() {
     let r = analyze(&Conversation::new());
     assert!(r.to_string().contains("looped back inside the driver"));
+}
+
+#[test]
+fn cm_starting_psn_mismatch_is_reported() {
+    let mut c = Conversation::new();
+    let req = CmMessage::Req(CmReq {
+        local_comm_id: 7,
+        service_id: 1,
+        local_qkey: 0,
+        local_qpn: c.a.qpn,
+        responder_resources: 1,
+        initiator_depth: 1,
+        transport_type: 0,
+        starting_psn: c.b.psn,
+        retry_count: 7,
+        p_key: 0xffff,
+        path_mtu: 3,
+        rnr_retry_count: 7,
+        srq: false,
+        primary_local_gid: c.a.host.gid(),
+        primary_remote_gid: c.b.host.gid(),
+    });
+    c.cm(Dir::AtoB, req, 1);
+    // The REP announces PSN 100 for A's requests, but A's QP was moved to RTS with 7000.
+    let rep = CmMessage::Rep(CmRep {
+        local_comm_id: 8,
+        remote_comm_id: 7,
+        local_qkey: 0,
+        local_qpn: c.b.qpn,
+        starting_psn: c.a.psn,
+        responder_resources: 1,
+        initiator_depth: 1,
+        rnr_retry_count: 7,
+        srq: false,
+    });
+    c.cm(Dir::BtoA, rep, 1);
+    c.a.psn = Psn::new(7000);
+    let p = c.send(Dir::AtoB, 8, None);
+    c.ack(Dir::BtoA, p, Syndrome::ACK, 1);
+    let r = analyze(&c);
+    let text = r.to_string();
+    assert!(text.contains("starting PSN 100 announced in the REP; but the first request used PSN 7000"), "{text}");
 }

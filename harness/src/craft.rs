@@ -58,7 +58,8 @@ fn cm_setup(c: &mut Conversation) {
         responder_resources: 16,
         initiator_depth: 16,
         transport_type: 0,
-        starting_psn: c.a.psn,
+        // The REQ announces the PSN the active side will receive (B's sends)...
+        starting_psn: c.b.psn,
         retry_count: 7,
         p_key: 0xffff,
         path_mtu: 3,
@@ -74,7 +75,8 @@ fn cm_setup(c: &mut Conversation) {
         remote_comm_id: 0x1a2b_3c4d,
         local_qkey: 0,
         local_qpn: c.b.qpn,
-        starting_psn: c.b.psn,
+        // ...and the REP the one the passive side will receive (A's sends).
+        starting_psn: c.a.psn,
         responder_resources: 16,
         initiator_depth: 16,
         rnr_retry_count: 7,
