@@ -88,7 +88,7 @@ fn main() {
     let t = Instant::now();
     for (i, f) in frames.iter().enumerate() {
         frame::decode_into(&mut fr, LinkType::ETHERNET, f.data, &opts);
-        let c = Ctx { number: i as u64 + 1, ts_ns: f.ts_ns, first_ts_ns: 0, prev_ts_ns: 0, orig_len: f.data.len() as u32, interface: 0, data: f.data, frame: &fr };
+        let c = Ctx { number: i as u64 + 1, ts_ns: f.ts_ns, first_ts_ns: 0, prev_ts_ns: 0, orig_len: f.data.len() as u32, interface: 0, data: f.data, frame: &fr, comment: None };
         for (k, id) in ids.iter().enumerate() {
             if k > 0 {
                 out.push(b'\t');

@@ -31,6 +31,8 @@ pub struct Ctx<'a> {
     pub interface: u32,
     pub data: &'a [u8],
     pub frame: &'a Frame,
+    /// The pcapng packet comment (the lab switch notes what a fault rule did).
+    pub comment: Option<&'a str>,
 }
 
 macro_rules! fields {
@@ -57,6 +59,7 @@ fields! {
     FrameTimeRelative = "frame.time_relative": "Seconds since the first frame",
     FrameTimeDelta = "frame.time_delta": "Seconds since the previous frame",
     FrameInterfaceId = "frame.interface_id": "pcapng interface index",
+    FrameComment = "frame.comment": "pcapng packet comment (e.g. what a lab fault rule did to the frame)",
     EthSrc = "eth.src": "Ethernet source MAC",
     EthDst = "eth.dst": "Ethernet destination MAC",
     EthType = "eth.type": "Ethertype in the Ethernet header",
@@ -324,6 +327,11 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
         F::FrameTimeRelative => secs(out, c.ts_ns.saturating_sub(c.first_ts_ns)),
         F::FrameTimeDelta => secs(out, c.ts_ns.saturating_sub(c.prev_ts_ns)),
         F::FrameInterfaceId => dec(out, c.interface),
+        F::FrameComment => {
+            if let Some(s) = c.comment {
+                out.extend_from_slice(s.as_bytes())
+            }
+        }
         F::EthSrc | F::EthDst | F::EthType => {
             if let Link::Ethernet { src, dst } = f.link {
                 match field {

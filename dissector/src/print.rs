@@ -37,6 +37,45 @@ fn ip_proto_name(p: u8) -> &'static str {
     }
 }
 
+/// A TCP segment in brief (the tools' out-of-band exchange shares the wire):
+/// `TCP 43520 → 18515 [SYN, ACK] Len=0`.
+struct Tcp {
+    src: u16,
+    dst: u16,
+    flags: u8,
+    len: usize,
+}
+
+impl Tcp {
+    /// `seg` starts at the TCP header; `l4_len` is the segment length per the IP header.
+    fn brief(seg: &[u8], l4_len: usize) -> Option<Tcp> {
+        let h = seg.get(..14)?;
+        let hlen = usize::from(h[12] >> 4) * 4;
+        (hlen >= 20).then_some(Tcp {
+            src: u16::from_be_bytes([h[0], h[1]]),
+            dst: u16::from_be_bytes([h[2], h[3]]),
+            flags: h[13],
+            len: l4_len.saturating_sub(hlen),
+        })
+    }
+}
+
+impl fmt::Display for Tcp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "TCP {} → {} [", self.src, self.dst)?;
+        // Wireshark's order: [SYN, ACK], [PSH, ACK], [FIN, ACK].
+        let names = [(0x01, "FIN"), (0x02, "SYN"), (0x04, "RST"), (0x08, "PSH"), (0x10, "ACK"), (0x20, "URG"), (0x40, "ECE"), (0x80, "CWR")];
+        let set = names.iter().filter(|(bit, _)| self.flags & bit != 0);
+        for (i, (_, name)) in set.enumerate() {
+            if i > 0 {
+                f.write_str(", ")?;
+            }
+            f.write_str(name)?;
+        }
+        write!(f, "] Len={}", self.len)
+    }
+}
+
 /// The one-line summary of a frame, without number and time:
 /// `10.0.0.2 → 10.0.0.1  RC RDMA WRITE Only  QP=0x000011 PSN=5 AckReq VA=0x… R_Key=0x… Len=64`.
 #[derive(Debug)]
@@ -158,14 +197,20 @@ impl fmt::Display for Summary<'_> {
                 }
             }
         } else {
+            let tcp = |proto: u8, l4_len: usize| {
+                let seg = self.data.get(fr.offsets.l4..)?;
+                (proto == 6).then(|| Tcp::brief(seg, l4_len)).flatten()
+            };
             match fr.net {
-                Net::Ipv4(r) => match fr.udp {
-                    Some(u) => write!(f, "UDP {} → {} len={}", u.src_port, u.dst_port, u.length)?,
-                    None => write!(f, "IPv4 {} ({})", ip_proto_name(r.protocol), r.protocol)?,
+                Net::Ipv4(r) => match (fr.udp, tcp(r.protocol, r.total_len.saturating_sub(r.header_len.into()).into())) {
+                    (Some(u), _) => write!(f, "UDP {} → {} len={}", u.src_port, u.dst_port, u.length)?,
+                    (None, Some(t)) if r.frag_offset == 0 => write!(f, "{t}")?,
+                    _ => write!(f, "IPv4 {} ({})", ip_proto_name(r.protocol), r.protocol)?,
                 },
-                Net::Ipv6(r) => match fr.udp {
-                    Some(u) => write!(f, "UDP {} → {} len={}", u.src_port, u.dst_port, u.length)?,
-                    None => write!(f, "IPv6 {} ({})", ip_proto_name(r.next_header), r.next_header)?,
+                Net::Ipv6(r) => match (fr.udp, tcp(r.next_header, r.payload_len.into())) {
+                    (Some(u), _) => write!(f, "UDP {} → {} len={}", u.src_port, u.dst_port, u.length)?,
+                    (None, Some(t)) => write!(f, "{t}")?,
+                    _ => write!(f, "IPv6 {} ({})", ip_proto_name(r.next_header), r.next_header)?,
                 },
                 Net::Arp => f.write_str("ARP")?,
                 Net::Other { ethertype } => write!(f, "Ethertype {ethertype:#06x} {}", ether_name(ethertype))?,
@@ -194,6 +239,9 @@ pub fn line(c: &Ctx<'_>, out: &mut String) {
         (rel % 1_000_000_000) / 1000,
         Summary { frame: c.frame, data: c.data }
     );
+    if let Some(s) = c.comment {
+        let _ = write!(out, "  [comment: {s}]");
+    }
 }
 
 /// The `-V` tree.
@@ -431,7 +479,7 @@ fn hexdump(b: &[u8], max: usize, out: &mut String) {
 
 /// The JSON Lines object of a frame. Schema (stable; fields absent when the layer is):
 ///
-/// `{"frame":{"number","time_epoch_ns","len","cap_len","interface"}, "eth":{"src","dst","type"},
+/// `{"frame":{"number","time_epoch_ns","len","cap_len","interface","comment"?}, "eth":{"src","dst","type"},
 ///   "vlan":[{"id","pcp","dei","etype"}], "sll":{"version","pkttype","protocol"},
 ///   "ip":{"version","src","dst","dscp","ecn","ttl"}, "udp":{"srcport","dstport","length"},
 ///   "roce":{"version","transport","opcode","opcode_name","bth":{…},"rdeth","deth","feth","reth",
@@ -443,10 +491,11 @@ fn hexdump(b: &[u8], max: usize, out: &mut String) {
 pub fn json(c: &Ctx<'_>) -> Value {
     let fr = c.frame;
     let mut o = Map::new();
-    o.insert(
-        "frame".into(),
-        json!({"number": c.number, "time_epoch_ns": c.ts_ns, "len": c.orig_len, "cap_len": c.data.len(), "interface": c.interface}),
-    );
+    let mut frame = json!({"number": c.number, "time_epoch_ns": c.ts_ns, "len": c.orig_len, "cap_len": c.data.len(), "interface": c.interface});
+    if let (Some(s), Value::Object(m)) = (c.comment, &mut frame) {
+        m.insert("comment".into(), s.into());
+    }
+    o.insert("frame".into(), frame);
     match fr.link {
         Link::Ethernet { src, dst } => {
             let t = fr.vlans[0].map(|v| v.tpid).or(fr.ethertype);

@@ -281,3 +281,23 @@ proptest::proptest! {
         if let Some(s) = f.stop { let _ = s.to_string(); }
     }
 }
+
+/// The tools' out-of-band TCP exchange shares the lab wire: it is summarised with
+/// ports, flags (in Wireshark's order) and payload length, and a cut TCP header
+/// falls back to the IP protocol name.
+#[test]
+fn tcp_frames_are_summarised_briefly() {
+    let b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 2], [2, 0, 0, 0, 0, 1])
+        .ipv4([10, 0, 0, 2], [10, 0, 0, 1], 64)
+        .tcp(42364, 18515, 1, 502)
+        .psh()
+        .ack(7);
+    let mut data = Vec::new();
+    b.write(&mut data, b"0000:000011:2bd9ef:0:::ffff:10.0.0.2\0").unwrap();
+    let text = |d: &[u8]| {
+        let fr = frame::decode(LinkType::ETHERNET, d, &Options::default());
+        dissector::print::Summary { frame: &fr, data: d }.to_string()
+    };
+    assert_eq!(text(&data), "10.0.0.2 → 10.0.0.1  TCP 42364 → 18515 [PSH, ACK] Len=37");
+    assert_eq!(text(&data[..14 + 20 + 10]), "10.0.0.2 → 10.0.0.1  IPv4 TCP (6)");
+}

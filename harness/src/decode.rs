@@ -167,6 +167,7 @@ pub fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8
             interface: rec.interface,
             data: rec.data,
             frame: &fr,
+            comment: rec.comment,
         };
         prev_ts = rec.ts_ns;
         match format {

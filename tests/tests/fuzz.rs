@@ -23,7 +23,7 @@ fn corpus() -> Vec<(LinkType, Vec<u8>)> {
 
 fn exercise(link: LinkType, data: &[u8], an: &mut Analyzer) {
     let fr = frame::decode(link, data, &Options::default());
-    let ctx = Ctx { number: 1, ts_ns: 5, first_ts_ns: 1, prev_ts_ns: 2, orig_len: data.len() as u32, interface: 0, data, frame: &fr };
+    let ctx = Ctx { number: 1, ts_ns: 5, first_ts_ns: 1, prev_ts_ns: 2, orig_len: data.len() as u32, interface: 0, data, frame: &fr, comment: None };
     let mut s = String::new();
     print::line(&ctx, &mut s);
     print::verbose(&ctx, &mut s);

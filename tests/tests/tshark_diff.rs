@@ -29,6 +29,7 @@ const FIELDS: &[&str] = &[
     "frame.number",
     "frame.len",
     "frame.cap_len",
+    "frame.comment",
     "eth.src",
     "eth.dst",
     "eth.type",
