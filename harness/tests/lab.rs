@@ -183,6 +183,33 @@ fn lab_end_to_end() {
     let copies = frames.iter().filter(|(d, i, _)| *i == 1 && psn_of(d) == Some(lost)).count();
     assert_eq!(copies, 2, "the dropped SEND First and its retransmission");
 
+    // --wire: the live lines are exactly `roce decode`'s lines of the recorded capture,
+    // each tagged with its direction, the dropped frame with what the rule did.
+    let pcap = dir.join("wire.pcapng");
+    let out = lab.roce(&[
+        "run", "--wire", "-q",
+        "--a", "ibv_rc_pingpong -g 1 -n 1",
+        "--b", "ibv_rc_pingpong -g 1 -n 1 {a}",
+        "-w", pcap.to_str().unwrap(),
+        // Not an ACK: dropping a's last ACK leaves b retrying against a QP that a
+        // destroyed when it exited (retry counter exceeded), as on real hardware.
+        "--fault", "drop dir=b>a op=send-first nth=1",
+    ]);
+    assert!(out.status.success(), "lab run --wire failed");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let live: Vec<&str> = stdout.lines().filter(|l| l.starts_with("[a→b]") || l.starts_with("[b→a]")).collect();
+    let decoded = Command::new(env!("CARGO_BIN_EXE_roce")).arg("decode").arg(&pcap).output().unwrap();
+    assert!(decoded.status.success());
+    let decoded = String::from_utf8_lossy(&decoded.stdout);
+    let decoded: Vec<&str> = decoded.lines().collect();
+    assert_eq!(live.len(), decoded.len(), "one live line per captured frame\n{stdout}");
+    let frames = decode(&pcap);
+    for ((l, d), (_, iface, _)) in live.iter().zip(&decoded).zip(&frames) {
+        let tag = if *iface == 0 { "[a→b]" } else { "[b→a]" };
+        assert_eq!(l.strip_prefix(tag), Some(*d), "live line vs roce decode");
+    }
+    assert_eq!(live.iter().filter(|l| l.starts_with("[b→a]") && l.contains("RC SEND First") && l.contains("[comment: dropped by rule 1")).count(), 1, "{stdout}");
+
     // Crash recovery: kill the daemon hard. qemu dies with it (no orphans); the
     // next `up` cleans the stale state and boots again.
     let st = lab.status();

@@ -67,6 +67,7 @@ pub fn run(paths: &LabPaths, args: BenchArgs) -> Result<u8> {
         seed: None,
         delay: None,
         ready_timeout: 60,
+        wire: false,
         quiet: true,
         json: false,
     };

@@ -1,11 +1,13 @@
 //! Talking to a running lab's daemon over its control socket.
 use std::io;
 use std::os::unix::net::UnixStream;
+use std::sync::mpsc;
+use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::control::{self, ExitStatus, Frame, Kind, Request, Response};
+use super::control::{self, ExitStatus, Frame, Kind, Request, Response, WireFrame};
 use super::state::{LabPaths, Vm};
 use super::switch::RunReport;
 
@@ -48,7 +50,10 @@ fn read_response(s: &mut UnixStream, within: Duration) -> Result<serde_json::Val
     if f.kind != Kind::Response {
         bail!("the lab daemon answered with an unexpected {:?} frame", f.kind);
     }
-    let r: Response = f.parse()?;
+    response_data(f.parse()?)
+}
+
+fn response_data(r: Response) -> Result<serde_json::Value> {
     if !r.ok {
         bail!("{}", r.error.unwrap_or_else(|| "the lab daemon reported an unspecified error".into()));
     }
@@ -121,24 +126,95 @@ pub fn exec_capture(paths: &LabPaths, vm: Vm, cmd: &str, timeout: Duration) -> R
     Ok((st, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned()))
 }
 
+/// Called with each frame of a live run's wire, in the order the switch saw them.
+pub type OnWire = Box<dyn FnMut(WireFrame) + Send>;
+
+/// A live run's reader: it hands Wire frames to the callback and answers here.
+struct LiveReader {
+    answers: mpsc::Receiver<Result<Response>>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+fn read_live(mut reader: UnixStream, mut on_wire: OnWire, answers: mpsc::Sender<Result<Response>>) {
+    loop {
+        let next = match control::read_frame(&mut reader) {
+            Ok(Some(f)) if f.kind == Kind::Wire => match WireFrame::parse(&f) {
+                Ok(w) => {
+                    on_wire(w);
+                    continue;
+                }
+                Err(e) => Err(anyhow!(e)),
+            },
+            Ok(Some(f)) if f.kind == Kind::Response => f.parse::<Response>().map_err(anyhow::Error::from),
+            Ok(Some(f)) => Err(anyhow!("the lab daemon sent an unexpected {:?} frame during the run", f.kind)),
+            Ok(None) => Err(anyhow!("the lab daemon closed the connection during the run (lab going down?)")),
+            Err(e) => Err(anyhow!(e).context("reading the run's wire from the lab daemon")),
+        };
+        let fatal = next.is_err();
+        if answers.send(next).is_err() || fatal {
+            return;
+        }
+    }
+}
+
 /// A recorded run. Dropping it without [`RunSession::end`] ends the run too (the
 /// daemon sees the connection close).
 pub struct RunSession {
     stream: UnixStream,
+    live: Option<LiveReader>,
 }
 
 impl RunSession {
-    pub fn begin(paths: &LabPaths, pcap: Option<String>, rules: Vec<String>, seed: u64) -> Result<RunSession> {
-        let mut stream = connect(paths)?;
-        send_request(&mut stream, &Request::RunBegin { pcap, rules, seed })?;
-        read_response(&mut stream, ANSWER_WITHIN)?;
-        Ok(RunSession { stream })
+    /// Starts a run; with `on_wire`, every frame the switch carries is handed to it
+    /// while the run lasts (all of them before [`RunSession::end`] returns).
+    pub fn begin(paths: &LabPaths, pcap: Option<String>, rules: Vec<String>, seed: u64, on_wire: Option<OnWire>) -> Result<RunSession> {
+        let stream = connect(paths)?;
+        let live = match on_wire {
+            Some(cb) => {
+                let reader = stream.try_clone().context("cloning the control connection")?;
+                let (tx, rx) = mpsc::channel();
+                let thread = thread::Builder::new()
+                    .name("lab-live-reader".into())
+                    .spawn(move || read_live(reader, cb, tx))
+                    .context("starting the live wire reader")?;
+                Some(LiveReader { answers: rx, thread: Some(thread) })
+            }
+            None => None,
+        };
+        let mut s = RunSession { stream, live };
+        let live = s.live.is_some();
+        send_request(&mut s.stream, &Request::RunBegin { pcap, rules, seed, live })?;
+        s.answer()?;
+        Ok(s)
+    }
+
+    fn answer(&mut self) -> Result<serde_json::Value> {
+        match &self.live {
+            None => read_response(&mut self.stream, ANSWER_WITHIN),
+            Some(l) => response_data(
+                l.answers
+                    .recv_timeout(ANSWER_WITHIN)
+                    .map_err(|_| anyhow!("the lab daemon did not answer within {ANSWER_WITHIN:?}"))??,
+            ),
+        }
     }
 
     pub fn end(mut self) -> Result<RunReport> {
         send_request(&mut self.stream, &Request::RunEnd)?;
-        let v = read_response(&mut self.stream, ANSWER_WITHIN)?;
+        let v = self.answer()?;
         serde_json::from_value(v).context("the lab daemon's run report")
+    }
+}
+
+impl Drop for RunSession {
+    fn drop(&mut self) {
+        if let Some(mut l) = self.live.take() {
+            // Wakes the reader with an end of stream; it has delivered every frame.
+            let _ = self.stream.shutdown(std::net::Shutdown::Both);
+            if let Some(t) = l.thread.take() {
+                let _ = t.join();
+            }
+        }
     }
 }
 

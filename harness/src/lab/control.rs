@@ -26,6 +26,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::fault::Dir;
+
 pub const MAGIC: u8 = 0xA7;
 pub const HEADER_LEN: usize = 10;
 /// No single frame carries more than this (output is sent in chunks far smaller).
@@ -49,6 +51,9 @@ pub enum Kind {
     Kill = 7,
     /// daemon → client: the answer to a [`Request`]. JSON [`Response`].
     Response = 8,
+    /// daemon → client: one frame the switch carried during a run begun with
+    /// `live: true`. Binary [`WireFrame`].
+    Wire = 9,
 }
 
 impl Kind {
@@ -62,6 +67,7 @@ impl Kind {
             6 => Kind::Exit,
             7 => Kind::Kill,
             8 => Kind::Response,
+            9 => Kind::Wire,
             _ => return None,
         })
     }
@@ -295,7 +301,15 @@ pub enum Request {
     /// Start a recorded run: the switch records to `pcap` (absolute path) and applies
     /// `rules` (fault rules in their text form) until `RunEnd` or until this
     /// connection closes.
-    RunBegin { pcap: Option<String>, rules: Vec<String>, seed: u64 },
+    /// With `live`, every frame the switch carries is also sent back on this
+    /// connection as a [`Kind::Wire`] frame while the run lasts.
+    RunBegin {
+        pcap: Option<String>,
+        rules: Vec<String>,
+        seed: u64,
+        #[serde(default)]
+        live: bool,
+    },
     RunEnd,
     /// Stop the VMs and the daemon.
     Shutdown,
@@ -316,6 +330,55 @@ impl Response {
     }
     pub fn err(msg: impl Into<String>) -> Response {
         Response { ok: false, error: Some(msg.into()), data: serde_json::Value::Null }
+    }
+}
+
+/// One frame of the wire as the switch recorded it, streamed to a live run's client.
+/// Payload layout: sender (0 = a, 1 = b), timestamp (u64 ns, big-endian), comment
+/// length (u16) and UTF-8 comment, then the Ethernet frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WireFrame {
+    pub sender: Dir,
+    pub ts_ns: u64,
+    pub comment: Option<String>,
+    pub data: Vec<u8>,
+}
+
+const WIRE_FIXED: usize = 1 + 8 + 2;
+
+impl WireFrame {
+    pub fn to_frame(&self) -> Frame {
+        let comment = self.comment.as_deref().unwrap_or("").as_bytes();
+        let comment = &comment[..comment.len().min(u16::MAX as usize)];
+        let mut p = Vec::with_capacity(WIRE_FIXED + comment.len() + self.data.len());
+        p.push(self.sender.index() as u8);
+        p.extend_from_slice(&self.ts_ns.to_be_bytes());
+        p.extend_from_slice(&(comment.len() as u16).to_be_bytes());
+        p.extend_from_slice(comment);
+        p.extend_from_slice(&self.data);
+        Frame::new(Kind::Wire, 0, p)
+    }
+
+    pub fn parse(f: &Frame) -> io::Result<WireFrame> {
+        let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("malformed Wire frame: {what}"));
+        let p = &f.payload;
+        if p.len() < WIRE_FIXED {
+            return Err(bad(&format!("{} bytes, shorter than its {WIRE_FIXED}-byte header", p.len())));
+        }
+        let sender = match p[0] {
+            0 => Dir::AtoB,
+            1 => Dir::BtoA,
+            n => return Err(bad(&format!("sender {n} (0 = a, 1 = b)"))),
+        };
+        let mut ts = [0u8; 8];
+        ts.copy_from_slice(&p[1..9]);
+        let clen = u16::from_be_bytes([p[9], p[10]]) as usize;
+        let body = &p[WIRE_FIXED..];
+        if body.len() < clen {
+            return Err(bad(&format!("comment of {clen} bytes, {} left", body.len())));
+        }
+        let comment = (clen > 0).then(|| String::from_utf8_lossy(&body[..clen]).into_owned());
+        Ok(WireFrame { sender, ts_ns: u64::from_be_bytes(ts), comment, data: body[clen..].to_vec() })
     }
 }
 
@@ -382,6 +445,25 @@ mod tests {
         let f = resync_hello(&mut &input[..]).unwrap().unwrap();
         assert_eq!(f.parse::<Hello>().unwrap(), hello);
         assert_eq!(resync_hello(&mut &[0u8; 4][..]).unwrap(), None);
+    }
+
+    #[test]
+    fn wire_frames_round_trip_and_reject_garbage() {
+        let w = WireFrame { sender: Dir::BtoA, ts_ns: 1_700_000_000_123_456_789, comment: Some("dropped by rule 1".into()), data: vec![7; 60] };
+        let mut buf = Vec::new();
+        w.to_frame().write_to(&mut buf).unwrap();
+        let f = read_frame(&mut &buf[..]).unwrap().unwrap();
+        assert_eq!(WireFrame::parse(&f).unwrap(), w);
+        let plain = WireFrame { sender: Dir::AtoB, ts_ns: 5, comment: None, data: vec![] };
+        assert_eq!(WireFrame::parse(&plain.to_frame()).unwrap(), plain);
+        let e = WireFrame::parse(&Frame::new(Kind::Wire, 0, vec![0; 5])).unwrap_err();
+        assert!(e.to_string().contains("shorter than its 11-byte header"), "{e}");
+        let e = WireFrame::parse(&Frame::new(Kind::Wire, 0, vec![2; 11])).unwrap_err();
+        assert!(e.to_string().contains("sender 2"), "{e}");
+        let mut long_comment = vec![0u8; 11];
+        long_comment[10] = 9;
+        let e = WireFrame::parse(&Frame::new(Kind::Wire, 0, long_comment)).unwrap_err();
+        assert!(e.to_string().contains("comment of 9 bytes, 0 left"), "{e}");
     }
 
     #[test]

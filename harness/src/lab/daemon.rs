@@ -87,8 +87,9 @@ struct Shared {
     qemu_pids: [u32; 2],
     last_activity: Mutex<Instant>,
     last_run: Mutex<Option<RunReport>>,
-    /// The connection that owns the current run.
-    run_owner: Mutex<Option<u64>>,
+    /// The current run: the connection that owns it, and the thread streaming its
+    /// wire back to that connection when it asked for it live.
+    run_owner: Mutex<Option<(u64, Option<thread::JoinHandle<()>>)>>,
     clients: AtomicU32,
     idle_timeout: Option<Duration>,
 }
@@ -574,7 +575,33 @@ fn respond(w: &Mutex<UnixStream>, r: &Response) -> io::Result<()> {
     Frame::json(Kind::Response, 0, r).write_to(&mut *s)
 }
 
-fn begin_run(sh: &Shared, conn: u64, pcap: Option<String>, rules: Vec<String>, seed: u64) -> std::result::Result<(), String> {
+/// How many frames a live run's client may fall behind before frames are skipped
+/// for it (the capture is unaffected).
+const LIVE_BACKLOG: usize = 16_384;
+
+struct RunRequest {
+    pcap: Option<String>,
+    rules: Vec<String>,
+    seed: u64,
+    /// Stream the wire to this client while the run lasts.
+    live: Option<Arc<Mutex<UnixStream>>>,
+}
+
+/// Sends the run's frames to the client until the switch drops its end of the
+/// channel (the run ended); a client that went away just stops the stream.
+fn stream_wire(rx: mpsc::Receiver<control::WireFrame>, client: Arc<Mutex<UnixStream>>) {
+    // A client that stops reading must not hold the run's end hostage.
+    let _ = client.lock().unwrap_or_else(|e| e.into_inner()).set_write_timeout(Some(Duration::from_secs(30)));
+    for w in rx {
+        let mut s = client.lock().unwrap_or_else(|e| e.into_inner());
+        if w.to_frame().write_to(&mut *s).is_err() {
+            return;
+        }
+    }
+}
+
+fn begin_run(sh: &Shared, conn: u64, req: RunRequest) -> std::result::Result<(), String> {
+    let RunRequest { pcap, rules, seed, live } = req;
     if sh.phase() != Phase::Ready {
         return Err(format!("the lab is {}, not ready", sh.phase().name()));
     }
@@ -594,18 +621,37 @@ fn begin_run(sh: &Shared, conn: u64, pcap: Option<String>, rules: Vec<String>, s
         }
         None => (None, None),
     };
-    sh.switch.begin(RunSpec { rules, seed, recorder, capture }).map_err(|e| e.to_string())?;
-    *owner = Some(conn);
+    let (tx, streamer) = match live {
+        Some(client) => {
+            let (tx, rx) = mpsc::sync_channel(LIVE_BACKLOG);
+            let t = thread::Builder::new()
+                .name("lab-live-wire".into())
+                .spawn(move || stream_wire(rx, client))
+                .map_err(|e| format!("starting the live wire stream: {e}"))?;
+            (Some(tx), Some(t))
+        }
+        None => (None, None),
+    };
+    // If the switch refuses, `tx` is dropped with the spec and the streamer ends.
+    sh.switch.begin(RunSpec { rules, seed, recorder, capture, live: tx }).map_err(|e| e.to_string())?;
+    *owner = Some((conn, streamer));
     Ok(())
 }
 
 fn end_run(sh: &Shared, conn: u64) -> std::result::Result<RunReport, String> {
-    let mut owner = sh.run_owner.lock().unwrap_or_else(|e| e.into_inner());
-    if *owner != Some(conn) {
-        return Err("this connection has no run in progress".into());
+    let (streamer, report) = {
+        let mut owner = sh.run_owner.lock().unwrap_or_else(|e| e.into_inner());
+        if owner.as_ref().map(|o| o.0) != Some(conn) {
+            return Err("this connection has no run in progress".into());
+        }
+        (owner.take().and_then(|o| o.1), sh.switch.end())
+    };
+    // The switch dropped the run's sender: the streamer sends what is queued and
+    // ends, so every Wire frame precedes the answer to RunEnd.
+    if let Some(t) = streamer {
+        let _ = t.join();
     }
-    *owner = None;
-    let report = sh.switch.end().map_err(|e| e.to_string())?;
+    let report = report.map_err(|e| e.to_string())?;
     *sh.last_run.lock().unwrap_or_else(|e| e.into_inner()) = Some(report.clone());
     Ok(report)
 }
@@ -643,10 +689,13 @@ fn client_conn(sh: &Shared, stream: UnixStream, conn: u64) -> Result<()> {
                         }
                     }
                     Request::Status => respond(&writer, &Response::ok(sh.status()))?,
-                    Request::RunBegin { pcap, rules, seed } => match begin_run(sh, conn, pcap, rules, seed) {
-                        Ok(()) => respond(&writer, &Response::ok(json!(null)))?,
-                        Err(e) => respond(&writer, &Response::err(e))?,
-                    },
+                    Request::RunBegin { pcap, rules, seed, live } => {
+                        let live = live.then(|| writer.clone());
+                        match begin_run(sh, conn, RunRequest { pcap, rules, seed, live }) {
+                            Ok(()) => respond(&writer, &Response::ok(json!(null)))?,
+                            Err(e) => respond(&writer, &Response::err(e))?,
+                        }
+                    }
                     Request::RunEnd => match end_run(sh, conn) {
                         Ok(r) => respond(&writer, &Response::ok(serde_json::to_value(r)?))?,
                         Err(e) => respond(&writer, &Response::err(e))?,
@@ -676,7 +725,8 @@ fn client_conn(sh: &Shared, stream: UnixStream, conn: u64) -> Result<()> {
             let _ = sh.send_to_agent(vm, &Frame::new(Kind::Kill, gid, vec![]));
         }
     }
-    if *sh.run_owner.lock().unwrap_or_else(|e| e.into_inner()) == Some(conn) {
+    let owns_run = sh.run_owner.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|o| o.0) == Some(conn);
+    if owns_run {
         log(&format!("client {conn} left during its run: ending the run"));
         let _ = end_run(sh, conn);
     }

@@ -9,9 +9,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
+use dissector::fields::Ctx;
+use dissector::{frame, print, LinkType};
+
 use super::client::{self, RunSession};
-use super::control::{ExitStatus, Kind};
-use super::fault::{self, Rule};
+use super::control::{ExitStatus, Kind, WireFrame};
+use super::fault::{self, Dir, Rule};
 use super::state::{LabPaths, Vm};
 use super::switch::RunReport;
 
@@ -95,6 +98,11 @@ pub struct RunArgs {
     /// starting b anyway
     #[arg(long, default_value_t = 30, value_name = "S")]
     pub ready_timeout: u64,
+    /// Print every frame on the wire as the switch carries it, decoded as `roce
+    /// decode` prints it, tagged with its direction (`[a→b]`) and with what a fault
+    /// rule did to it
+    #[arg(long, conflicts_with = "json")]
+    pub wire: bool,
     /// Do not echo the commands' output (it is still summarized)
     #[arg(long, short)]
     pub quiet: bool,
@@ -239,7 +247,11 @@ pub fn execute(paths: &LabPaths, args: &RunArgs, rules: &[Rule], seed: u64) -> R
         (Some(_), Some(_), None) => Some(listeners(paths, Vm::A)?),
         _ => None,
     };
-    let session = RunSession::begin(paths, pcap, rules.iter().map(|r| r.to_string()).collect(), seed)?;
+    let on_wire = args.wire.then(|| {
+        let mut p = WirePrinter::default();
+        Box::new(move |w: WireFrame| super::write_fd(1, p.line(&w).as_bytes())) as client::OnWire
+    });
+    let session = RunSession::begin(paths, pcap, rules.iter().map(|r| r.to_string()).collect(), seed, on_wire)?;
     let mut waits = Vec::new();
     let mut waited_for_listen = None;
     let mut a_rx = None;
@@ -294,6 +306,44 @@ pub fn execute(paths: &LabPaths, args: &RunArgs, rules: &[Rule], seed: u64) -> R
     Ok(Outcome { sides, report, wall: start.elapsed(), waited_for_listen, notes })
 }
 
+/// Decodes the live wire into `roce decode`'s lines, numbered from the run's start.
+#[derive(Default)]
+struct WirePrinter {
+    number: u64,
+    first_ts: Option<u64>,
+    prev_ts: u64,
+    opts: frame::Options,
+    text: String,
+}
+
+impl WirePrinter {
+    fn line(&mut self, w: &WireFrame) -> &str {
+        self.number += 1;
+        let first = *self.first_ts.get_or_insert(w.ts_ns);
+        let fr = frame::decode(LinkType::ETHERNET, &w.data, &self.opts);
+        let ctx = Ctx {
+            number: self.number,
+            ts_ns: w.ts_ns,
+            first_ts_ns: first,
+            prev_ts_ns: if self.number == 1 { w.ts_ns } else { self.prev_ts },
+            orig_len: w.data.len() as u32,
+            interface: w.sender.index() as u32,
+            data: &w.data,
+            frame: &fr,
+            comment: w.comment.as_deref(),
+        };
+        self.prev_ts = w.ts_ns;
+        self.text.clear();
+        self.text.push_str(match w.sender {
+            Dir::AtoB => "[a→b]",
+            Dir::BtoA => "[b→a]",
+        });
+        print::line(&ctx, &mut self.text);
+        self.text.push('\n');
+        &self.text
+    }
+}
+
 /// What a careful reader of the run must be told.
 pub fn warnings(o: &Outcome) -> Vec<String> {
     let r = &o.report;
@@ -307,6 +357,10 @@ pub fn warnings(o: &Outcome) -> Vec<String> {
             "the kernel dropped {} datagram(s) on the wire's sockets during the run (receive buffers full)",
             r.socket_drops
         ));
+    }
+    if r.live_skipped > 0 {
+        let keep = if r.capture.is_some() { "the capture has them all" } else { "add -w FILE.pcapng to keep them all" };
+        w.push(format!("{} frame(s) were not printed: the terminal fell behind the wire ({keep})", r.live_skipped));
     }
     if c.send_errors > 0 {
         w.push(format!("the switch could not forward {} frame(s)", c.send_errors));

@@ -32,6 +32,7 @@ use serde::{Deserialize, Serialize};
 
 use super::fault::{Action, Dir, Offset, Rng, Rule};
 use super::record::Recorder;
+use super::control::WireFrame;
 
 /// Socket buffers: a burst of ib_write_bw must fit while the switch thread is busy.
 const SOCKET_BUFFER: usize = 8 << 20;
@@ -197,6 +198,10 @@ pub struct RunReport {
     /// Writing the capture failed: the first error.
     pub capture_error: Option<String>,
     pub duration_ms: u64,
+    /// Frames not shown live because the client fell behind (the capture and the
+    /// counters are unaffected).
+    #[serde(default)]
+    pub live_skipped: u64,
 }
 
 /// A run's setup, handed to the switch thread.
@@ -205,6 +210,8 @@ pub struct RunSpec {
     pub seed: u64,
     pub recorder: Option<Box<dyn Recorder>>,
     pub capture: Option<PathBuf>,
+    /// Every frame the run records is also offered here (never blocking the wire).
+    pub live: Option<mpsc::SyncSender<WireFrame>>,
 }
 
 enum Cmd {
@@ -397,6 +404,8 @@ struct Run {
     rules: Vec<RuleState>,
     recorder: Option<Box<dyn Recorder>>,
     capture: Option<PathBuf>,
+    live: Option<mpsc::SyncSender<WireFrame>>,
+    live_skipped: u64,
     capture_error: Option<String>,
     counters: Counters,
     started: Instant,
@@ -498,6 +507,8 @@ impl Engine {
                         rules,
                         recorder: spec.recorder,
                         capture: spec.capture,
+                        live: spec.live,
+                        live_skipped: 0,
                         capture_error: None,
                         counters: Counters::default(),
                         started: Instant::now(),
@@ -529,6 +540,7 @@ impl Engine {
                             capture: run.capture.map(|p| p.display().to_string()),
                             capture_error: run.capture_error,
                             duration_ms: run.started.elapsed().as_millis() as u64,
+                            live_skipped: run.live_skipped,
                         })
                     }
                 };
@@ -548,6 +560,12 @@ impl Engine {
 
     fn record(&mut self, dir: Dir, ts: u64, frame: &[u8], comment: Option<&str>) {
         let Some(run) = &mut self.run else { return };
+        if let Some(live) = &run.live {
+            let w = WireFrame { sender: dir, ts_ns: ts, comment: comment.map(str::to_string), data: frame.to_vec() };
+            if live.try_send(w).is_err() {
+                run.live_skipped += 1;
+            }
+        }
         let Some(rec) = &mut run.recorder else { return };
         match rec.record(dir, ts, frame, comment) {
             Ok(()) => self.count(|c| c.recorded += 1),
@@ -819,7 +837,7 @@ mod tests {
             let recorder: Option<Box<dyn Recorder>> =
                 capture.then(|| Box::new(PcapngRecorder::create(&path).unwrap()) as Box<dyn Recorder>);
             let rules = rules.iter().map(|r| parse_rule(r).unwrap()).collect();
-            self.switch.begin(RunSpec { rules, seed, recorder, capture: capture.then(|| path.clone()) }).unwrap();
+            self.switch.begin(RunSpec { rules, seed, recorder, capture: capture.then(|| path.clone()), live: None }).unwrap();
             path
         }
     }
@@ -868,7 +886,33 @@ mod tests {
         // A second run may start once the first ended; ending twice is an error.
         assert!(r.switch.end().is_err());
         r.begin(&[], 1, false);
-        assert!(r.switch.begin(RunSpec { rules: vec![], seed: 1, recorder: None, capture: None }).is_err());
+        assert!(r.switch.begin(RunSpec { rules: vec![], seed: 1, recorder: None, capture: None, live: None }).is_err());
+    }
+
+    #[test]
+    fn live_stream_carries_what_the_capture_holds_and_never_blocks_the_wire() {
+        let r = rig("live");
+        let path = r.dir.join("cap.pcapng");
+        let recorder: Option<Box<dyn Recorder>> = Some(Box::new(PcapngRecorder::create(&path).unwrap()));
+        // Room for 3 frames: the 4th and 5th are skipped for the viewer, not for the wire.
+        let (tx, rx) = mpsc::sync_channel(3);
+        let rules = vec![parse_rule("drop dir=a>b psn=2").unwrap()];
+        r.switch.begin(RunSpec { rules, seed: 1, recorder, capture: Some(path.clone()), live: Some(tx) }).unwrap();
+        let frames: Vec<Vec<u8>> = (1..=5).map(|psn| roce(Dir::AtoB, 0x04, 0x11, psn, b"x")).collect();
+        for f in &frames {
+            r.send(Dir::AtoB, f);
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        assert_eq!(r.received(Dir::AtoB).len(), 4, "every frame but the dropped one is delivered");
+        let rep = r.switch.end().unwrap();
+        assert_eq!((rep.counters.recorded, rep.live_skipped), (5, 2));
+        let live: Vec<WireFrame> = rx.try_iter().collect();
+        let (_, pkts) = read_capture(&path).unwrap();
+        assert_eq!(live.len(), 3);
+        for (w, p) in live.iter().zip(&pkts) {
+            assert_eq!((w.sender, w.ts_ns, &w.data, &w.comment), (Dir::AtoB, p.ts_ns, &p.data, &p.comment));
+        }
+        assert!(live[1].comment.as_deref().is_some_and(|c| c.contains("dropped by rule 1")), "{:?}", live[1].comment);
     }
 
     #[test]
