@@ -8,3 +8,5 @@ pub mod live;
 pub mod output;
 pub mod source;
 pub mod lab;
+pub mod scenario;
+pub mod agent;

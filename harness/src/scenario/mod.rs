@@ -1,0 +1,2 @@
+//! Scenarios: the TOML format (`model`), parsed and checked with spans.
+pub mod model;

@@ -1,0 +1,381 @@
+//! The scenario format: what two endpoints set up, the verbs they post, and what must
+//! happen (completions, wire, memory). These are the plain data types, shared by the
+//! parser (`roce check`, with spans for errors), the controller (`roce run`) and the
+//! endpoint agent (`roce agent`), which receives the parts it executes as JSON.
+//!
+//! A scenario file, in short:
+//!
+//! ```toml
+//! name = "RC SEND over a TCP exchange"
+//! [endpoints.a]                 # `vm` defaults to the endpoint's name (lab VM a / b)
+//! [endpoints.b]
+//! [[qp]]                        # one QP on each endpoint of `between`, connected
+//! name = "q"
+//! type = "rc"                   # rc | uc | ud
+//! between = ["a", "b"]          # the first listens (passive side), the second connects
+//! connect = "tcp"               # tcp (out-of-band exchange, as perftest) | rdma_cm
+//! [[mr]]
+//! name = "rbuf"
+//! on = "b"
+//! size = 64
+//! access = ["local_write"]
+//! [[mr]]
+//! name = "msg"
+//! on = "a"
+//! size = 64
+//! init = { text = "hello" }
+//! [[step]]
+//! on = "b"
+//! op = "post_recv"
+//! qp = "q"
+//! wr_id = 1
+//! sge = [{ mr = "rbuf" }]
+//! [[step]]
+//! on = "a"
+//! op = "send"
+//! qp = "q"
+//! wr_id = 2
+//! sge = [{ mr = "msg", len = 5 }]
+//! [[expect.completion]]
+//! on = "b"
+//! wr_id = 1
+//! status = "IBV_WC_SUCCESS"
+//! opcode = "IBV_WC_RECV"
+//! byte_len = 5
+//! [[expect.wire]]
+//! qp = "q"
+//! from = "a"
+//! sequence = ["SEND Only"]
+//! [[expect.memory]]
+//! on = "b"
+//! mr = "rbuf"
+//! equals = { text = "hello" }
+//! ```
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// A whole scenario file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    pub name: String,
+    #[serde(default)]
+    pub description: Option<String>,
+    /// By name (`a`, `b`, or any name with `vm` set).
+    pub endpoints: BTreeMap<String, Endpoint>,
+    #[serde(default, rename = "qp")]
+    pub qps: Vec<QpSpec>,
+    #[serde(default, rename = "mr")]
+    pub mrs: Vec<MrSpec>,
+    #[serde(default, rename = "step")]
+    pub steps: Vec<Step>,
+    #[serde(default)]
+    pub expect: Expectations,
+    /// Whole-scenario deadline in milliseconds (default 30 s).
+    #[serde(default)]
+    pub timeout_ms: Option<u64>,
+}
+
+/// Where an endpoint runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Endpoint {
+    /// Lab VM (`a` or `b`); defaults to the endpoint's name. Two endpoints on the same
+    /// VM share its rxe device: their traffic never reaches the wire.
+    #[serde(default)]
+    pub vm: Option<String>,
+    /// RDMA device (default: the first one, `rxe0` in the lab).
+    #[serde(default)]
+    pub device: Option<String>,
+    #[serde(default)]
+    pub port: Option<u8>,
+    /// GID index (default: the port's IPv4-mapped RoCEv2 GID).
+    #[serde(default)]
+    pub gid_index: Option<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum QpType {
+    Rc,
+    Uc,
+    Ud,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnectMethod {
+    /// QPN, PSN, GID (and the MRs' addresses and rkeys) exchanged over a TCP socket
+    /// between the endpoints, as perftest and the pingpong examples do.
+    #[default]
+    Tcp,
+    /// librdmacm: listen / resolve / connect / accept; the MR table rides in the
+    /// private data.
+    RdmaCm,
+}
+
+/// `ibv_access_flags` by name (`IBV_ACCESS_` prefix optional, any case):
+/// local_write, remote_write, remote_read, remote_atomic.
+pub type AccessFlags = Vec<String>;
+
+/// A value that may differ per endpoint: `x` or `{ a = x, b = y }`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PerEndpoint<T> {
+    Same(T),
+    Each(BTreeMap<String, T>),
+}
+
+impl<T: Clone> PerEndpoint<T> {
+    pub fn get(&self, endpoint: &str) -> Option<T> {
+        match self {
+            PerEndpoint::Same(v) => Some(v.clone()),
+            PerEndpoint::Each(m) => m.get(endpoint).cloned(),
+        }
+    }
+}
+
+/// A connected QP pair (RC/UC) or two UD QPs that know each other's address.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QpSpec {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub qp_type: QpType,
+    /// The two endpoints; the first is the passive side (listens).
+    pub between: [String; 2],
+    #[serde(default)]
+    pub connect: ConnectMethod,
+    /// Path MTU in bytes: 256, 512, 1024, 2048, 4096 (default 1024).
+    #[serde(default)]
+    pub mtu: Option<u32>,
+    /// Starting send PSN per endpoint (default random).
+    #[serde(default)]
+    pub psn: Option<PerEndpoint<u32>>,
+    /// Local ACK timeout exponent (4.096 µs × 2^timeout; default 14).
+    #[serde(default)]
+    pub timeout: Option<u8>,
+    #[serde(default)]
+    pub retry_cnt: Option<u8>,
+    #[serde(default)]
+    pub rnr_retry: Option<u8>,
+    /// IBA RNR timer code 0–31 (default 12 = 0.64 ms).
+    #[serde(default)]
+    pub min_rnr_timer: Option<u8>,
+    #[serde(default)]
+    pub max_rd_atomic: Option<u8>,
+    #[serde(default)]
+    pub max_dest_rd_atomic: Option<u8>,
+    /// `qp_access_flags` (default: remote_write, remote_read, remote_atomic).
+    #[serde(default)]
+    pub access: Option<PerEndpoint<AccessFlags>>,
+    /// UD Q_Key (default 0x11111111).
+    #[serde(default)]
+    pub qkey: Option<u32>,
+    /// Queue depths (default 16) and SGEs per WR (default 4).
+    #[serde(default)]
+    pub max_send_wr: Option<u32>,
+    #[serde(default)]
+    pub max_recv_wr: Option<u32>,
+    #[serde(default)]
+    pub max_sge: Option<u32>,
+    #[serde(default)]
+    pub max_inline: Option<u32>,
+}
+
+/// A memory region on one endpoint.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MrSpec {
+    pub name: String,
+    pub on: String,
+    pub size: u64,
+    /// `ibv_access_flags` (default: local_write only).
+    #[serde(default)]
+    pub access: Option<AccessFlags>,
+    /// Initial content (the rest is zero); default all zero.
+    #[serde(default)]
+    pub init: Option<Content>,
+}
+
+/// Bytes given as text, hex bytes, or a repeated pattern.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub enum Content {
+    /// UTF-8 text.
+    Text(String),
+    /// Hex bytes, whitespace allowed: "de ad be ef".
+    Bytes(String),
+    /// Hex bytes repeated to the length in question: "ab" or "00 01 02 03".
+    Pattern(String),
+    /// A little-endian u64 (atomics).
+    U64(u64),
+}
+
+/// A scatter/gather element: a slice of an MR (default: from 0, the whole MR).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sge {
+    pub mr: String,
+    #[serde(default)]
+    pub offset: u64,
+    #[serde(default)]
+    pub len: Option<u32>,
+}
+
+/// The remote end of an RDMA or atomic operation: an MR of the peer endpoint, by
+/// name (its address and rkey were exchanged at connect time), optionally with a
+/// raw rkey to provoke errors.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Remote {
+    pub mr: String,
+    #[serde(default)]
+    pub offset: u64,
+    /// Override the exchanged rkey (an unknown rkey → NAK Remote Access Error).
+    #[serde(default)]
+    pub rkey: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Op {
+    PostRecv,
+    Send,
+    SendImm,
+    Write,
+    WriteImm,
+    Read,
+    CmpSwap,
+    FetchAdd,
+    /// Wait until both endpoints reach this point (the controller orders steps).
+    Sync,
+    Sleep,
+    /// Wait for `count` completions on `on`'s CQ (up to `within_ms`).
+    WaitCompletions,
+}
+
+/// One step, executed in order. `on` names the endpoint (not for `sync`/`sleep`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Step {
+    pub op: Op,
+    #[serde(default)]
+    pub on: Option<String>,
+    #[serde(default)]
+    pub qp: Option<String>,
+    #[serde(default)]
+    pub wr_id: Option<u64>,
+    #[serde(default)]
+    pub sge: Vec<Sge>,
+    #[serde(default)]
+    pub remote: Option<Remote>,
+    /// signaled (default for send-side ops), unsignaled, inline, solicited, fence.
+    #[serde(default)]
+    pub flags: Vec<String>,
+    #[serde(default)]
+    pub imm_data: Option<u32>,
+    /// cmp_swap: compare; fetch_add: add.
+    #[serde(default)]
+    pub compare: Option<u64>,
+    #[serde(default)]
+    pub swap: Option<u64>,
+    #[serde(default)]
+    pub add: Option<u64>,
+    /// UD: the peer endpoint whose QP receives (default: the other end of `qp`).
+    #[serde(default)]
+    pub to: Option<String>,
+    /// sleep
+    #[serde(default)]
+    pub ms: Option<u64>,
+    /// wait_completions
+    #[serde(default)]
+    pub count: Option<u32>,
+    #[serde(default)]
+    pub within_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Expectations {
+    #[serde(default)]
+    pub completion: Vec<CompletionExpect>,
+    #[serde(default)]
+    pub wire: Vec<WireExpect>,
+    #[serde(default)]
+    pub memory: Vec<MemoryExpect>,
+}
+
+/// A work completion on `on`: the one for `wr_id`, or the `index`-th (from 0) in the
+/// order they were polled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CompletionExpect {
+    pub on: String,
+    #[serde(default)]
+    pub wr_id: Option<u64>,
+    #[serde(default)]
+    pub index: Option<usize>,
+    /// `IBV_WC_SUCCESS`, `IBV_WC_REM_ACCESS_ERR`, … (prefix optional).
+    #[serde(default)]
+    pub status: Option<String>,
+    /// `IBV_WC_SEND`, `IBV_WC_RECV`, `IBV_WC_RDMA_WRITE`, `IBV_WC_RECV_RDMA_WITH_IMM`, …
+    #[serde(default)]
+    pub opcode: Option<String>,
+    #[serde(default)]
+    pub byte_len: Option<u32>,
+    #[serde(default)]
+    pub imm_data: Option<u32>,
+    /// The total number of completions `on` sees.
+    #[serde(default)]
+    pub count: Option<usize>,
+    #[serde(default)]
+    pub within_ms: Option<u64>,
+}
+
+/// What the wire shows for one QP pair, in one direction of requests.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WireExpect {
+    pub qp: String,
+    /// The endpoint whose QP sends the requests.
+    pub from: String,
+    /// Request opcodes in order, by name without the transport ("SEND Only",
+    /// "RDMA WRITE First"); a `*` suffix means any number (0+), `+` one or more.
+    #[serde(default)]
+    pub sequence: Option<Vec<String>>,
+    /// The responses (from the other side) in order: "ACK", "NAK Remote Access Error",
+    /// "RNR NAK", "READ Response Only", "Atomic ACK", … with the same `*`/`+`.
+    #[serde(default)]
+    pub responses: Option<Vec<String>>,
+    /// NAK codes that must appear (`remote_access_error`, `invalid_request`,
+    /// `psn_sequence_error`, `remote_operational_error`, `rnr`).
+    #[serde(default)]
+    pub naks: Option<Vec<String>>,
+    #[serde(default)]
+    pub min_rnr_naks: Option<u64>,
+    #[serde(default)]
+    pub retransmissions: Option<u64>,
+    /// Every ICRC on this QP pair valid (default true).
+    #[serde(default)]
+    pub icrc_valid: Option<bool>,
+    /// Nothing on the wire for this QP pair at all (loopback, or a refused post).
+    #[serde(default)]
+    pub empty: Option<bool>,
+}
+
+/// An MR's content at the end of the run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemoryExpect {
+    pub on: String,
+    pub mr: String,
+    #[serde(default)]
+    pub offset: u64,
+    #[serde(default)]
+    pub equals: Option<Content>,
+    /// Equal to its initial content.
+    #[serde(default)]
+    pub unchanged: Option<bool>,
+}
