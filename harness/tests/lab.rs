@@ -152,6 +152,27 @@ fn lab_end_to_end() {
     assert_eq!(out.status.code(), Some(124));
     assert!(t.elapsed() < Duration::from_secs(10));
 
+    // exec -i: our stdin reaches the command, which sees its end; without -i the
+    // command's stdin is empty.
+    let mut child = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(["lab", "--name", &lab.name, "exec", "-i", "a", "--", "tr a-z A-Z; echo end"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        use std::io::Write;
+        let mut stdin = child.stdin.take().unwrap();
+        stdin.write_all(b"first line\n").unwrap();
+        std::thread::sleep(Duration::from_millis(300));
+        stdin.write_all(b"second\n").unwrap();
+    }
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "FIRST LINE\nSECOND\nend\n");
+    let out = lab.roce(&["exec", "b", "--", "wc -c"]);
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "0");
+
     // Two QPs on the same rxe device: nothing on the wire, and a warning says why.
     let (v, out) = lab.run(&[
         "--a", "ibv_rc_pingpong -g 1 -n 3 & sleep 1; ibv_rc_pingpong -g 1 -n 3 10.0.0.1; wait",

@@ -4,7 +4,7 @@
 //! come, enforces the timeout, and reports how the command ended.
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
+use std::io::{self, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -87,6 +87,9 @@ pub fn run(port: Option<PathBuf>) -> Result<u8> {
     eprintln!("roce agent: synced on {}", path.display());
 
     let running: Arc<Mutex<HashMap<u32, Running>>> = Arc::default();
+    // Stdin of commands started with `stdin: true`, registered before the command
+    // starts so that no early Stdin frame is lost (the channel buffers them).
+    let stdins: Arc<Mutex<HashMap<u32, mpsc::Sender<Vec<u8>>>>> = Arc::default();
     loop {
         let frame = match control::read_frame(&mut reader)? {
             Some(f) => f,
@@ -97,8 +100,16 @@ pub fn run(port: Option<PathBuf>) -> Result<u8> {
                 let id = frame.id;
                 match frame.parse::<ExecRequest>() {
                     Ok(req) => {
-                        let (w, running) = (writer.clone(), running.clone());
-                        thread::spawn(move || exec(id, req, &w, &running));
+                        let stdin = req.stdin.then(|| {
+                            let (tx, rx) = mpsc::channel();
+                            stdins.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
+                            rx
+                        });
+                        let (w, running, stdins) = (writer.clone(), running.clone(), stdins.clone());
+                        thread::spawn(move || {
+                            exec(id, req, stdin, &w, &running);
+                            stdins.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
+                        });
                     }
                     Err(e) => {
                         let _ = send(&writer, &Frame::json(Kind::Exit, id, &ExitStatus::failed(e.to_string())));
@@ -110,6 +121,15 @@ pub fn run(port: Option<PathBuf>) -> Result<u8> {
                 if let Some(r) = map.get(&frame.id) {
                     r.killed.store(true, Ordering::SeqCst);
                     kill_group(r.pgid);
+                }
+            }
+            Kind::Stdin => {
+                let mut map = stdins.lock().unwrap_or_else(|p| p.into_inner());
+                if frame.payload.is_empty() {
+                    // Dropping the sender ends the writer thread, which closes stdin.
+                    map.remove(&frame.id);
+                } else if let Some(tx) = map.get(&frame.id) {
+                    let _ = tx.send(frame.payload);
                 }
             }
             Kind::Sync => {}
@@ -136,12 +156,12 @@ fn kill_group(pgid: i32) {
     }
 }
 
-fn exec(id: u32, req: ExecRequest, w: &Writer, running: &Mutex<HashMap<u32, Running>>) {
+fn exec(id: u32, req: ExecRequest, stdin: Option<mpsc::Receiver<Vec<u8>>>, w: &Writer, running: &Mutex<HashMap<u32, Running>>) {
     let start = Instant::now();
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c")
         .arg(&req.cmd)
-        .stdin(Stdio::null())
+        .stdin(if stdin.is_some() { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .env("PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin")
@@ -171,6 +191,17 @@ fn exec(id: u32, req: ExecRequest, w: &Writer, running: &Mutex<HashMap<u32, Runn
         .unwrap_or_else(|p| p.into_inner())
         .insert(id, Running { pgid, killed: killed.clone() });
 
+    if let (Some(rx), Some(mut sink)) = (stdin, child.stdin.take()) {
+        // A command that does not read its stdin must not block the agent: a thread
+        // of its own writes it, until the client closes it or the command ends.
+        thread::spawn(move || {
+            for data in rx {
+                if sink.write_all(&data).and_then(|()| sink.flush()).is_err() {
+                    break;
+                }
+            }
+        });
+    }
     let (done_tx, done_rx) = mpsc::channel::<()>();
     let mut pumps = 0;
     if let Some(out) = child.stdout.take() {

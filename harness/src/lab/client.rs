@@ -81,7 +81,7 @@ pub fn exec(
     on_output: &mut dyn FnMut(Kind, &[u8]),
 ) -> Result<ExitStatus> {
     let mut s = connect(paths)?;
-    let req = Request::Exec { vm: vm.name().into(), cmd: cmd.into(), timeout_ms: Some(timeout.as_millis() as u64) };
+    let req = Request::Exec { vm: vm.name().into(), cmd: cmd.into(), timeout_ms: Some(timeout.as_millis() as u64), stdin: false };
     Frame::json(Kind::Request, 1, &req).write_to(&mut s).context("sending the command to the lab daemon")?;
     let deadline = Instant::now() + timeout + EXEC_GRACE;
     loop {
@@ -124,6 +124,182 @@ pub fn exec_capture(paths: &LabPaths, vm: Vm, cmd: &str, timeout: Duration) -> R
         _ => err.extend_from_slice(d),
     })?;
     Ok((st, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned()))
+}
+
+/// A command in a VM with its stdin and stdout connected to this process: a byte
+/// stream to a program in the VM (the scenario controller speaks to `roce agent
+/// --stdio` this way). Stderr lines go to `on_stderr`. Dropping it kills the command.
+pub struct ExecStdio {
+    stream: UnixStream,
+    stdout: mpsc::Receiver<Vec<u8>>,
+    pending: Vec<u8>,
+    pos: usize,
+    status: std::sync::Arc<std::sync::Mutex<Option<ExitStatus>>>,
+    reader: Option<thread::JoinHandle<()>>,
+    vm: Vm,
+}
+
+const STDIO_ID: u32 = 1;
+
+impl ExecStdio {
+    pub fn start(
+        paths: &LabPaths,
+        vm: Vm,
+        cmd: &str,
+        timeout: Duration,
+        mut on_stderr: Box<dyn FnMut(&[u8]) + Send>,
+    ) -> Result<ExecStdio> {
+        super::daemon::refresh_share(paths)?;
+        let mut stream = connect(paths)?;
+        let req = Request::Exec { vm: vm.name().into(), cmd: cmd.into(), timeout_ms: Some(timeout.as_millis() as u64), stdin: true };
+        Frame::json(Kind::Request, STDIO_ID, &req).write_to(&mut stream).context("sending the command to the lab daemon")?;
+        let mut reader = stream.try_clone().context("cloning the control connection")?;
+        let (tx, rx) = mpsc::channel();
+        let status = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let st = status.clone();
+        let name = vm.name();
+        let thread = thread::Builder::new()
+            .name(format!("lab-stdio-{name}"))
+            .spawn(move || {
+                let end = loop {
+                    match control::read_frame(&mut reader) {
+                        Ok(Some(f)) if f.kind == Kind::Stdout => {
+                            if tx.send(f.payload).is_err() {
+                                break None;
+                            }
+                        }
+                        Ok(Some(f)) if f.kind == Kind::Stderr => on_stderr(&f.payload),
+                        Ok(Some(f)) if f.kind == Kind::Exit => break f.parse::<ExitStatus>().ok(),
+                        Ok(Some(f)) if f.kind == Kind::Response => {
+                            let msg = f.parse::<Response>().ok().and_then(|r| r.error).unwrap_or_default();
+                            break Some(ExitStatus::failed(format!("the lab daemon refused the command: {msg}")));
+                        }
+                        Ok(Some(_)) => {}
+                        Ok(None) => break Some(ExitStatus::failed("the lab daemon closed the connection (lab going down?)")),
+                        Err(e) => break Some(ExitStatus::failed(format!("reading VM {name}'s command: {e}"))),
+                    }
+                };
+                *st.lock().unwrap_or_else(|e| e.into_inner()) = end;
+            })
+            .context("starting the stdio reader")?;
+        Ok(ExecStdio { stream, stdout: rx, pending: Vec::new(), pos: 0, status, reader: Some(thread), vm })
+    }
+
+    /// How the command ended, once it has (its stdout then reads end of file).
+    pub fn status(&self) -> Option<ExitStatus> {
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    pub fn vm(&self) -> Vm {
+        self.vm
+    }
+
+    /// Closes the command's stdin.
+    pub fn close_stdin(&mut self) -> io::Result<()> {
+        Frame::new(Kind::Stdin, STDIO_ID, vec![]).write_to(&mut self.stream)
+    }
+
+    /// A second handle on the command's stdin, for a thread of its own.
+    pub fn stdin(&self) -> io::Result<StdinWriter> {
+        Ok(StdinWriter { stream: self.stream.try_clone()? })
+    }
+
+    /// Reads with a deadline: `Ok(0)` at the command's end; `TimedOut` if nothing
+    /// came within `within`.
+    pub fn read_within(&mut self, buf: &mut [u8], within: Duration) -> io::Result<usize> {
+        self.fill(Some(within))?;
+        Ok(self.take(buf))
+    }
+
+    /// Waits for more output unless some is pending; false at the command's end.
+    fn fill(&mut self, within: Option<Duration>) -> io::Result<bool> {
+        if self.pos < self.pending.len() {
+            return Ok(true);
+        }
+        let next = match within {
+            Some(d) => self.stdout.recv_timeout(d).map_err(|e| match e {
+                mpsc::RecvTimeoutError::Timeout => Some(d),
+                mpsc::RecvTimeoutError::Disconnected => None,
+            }),
+            None => self.stdout.recv().map_err(|_| None),
+        };
+        match next {
+            Ok(data) => {
+                self.pending = data;
+                self.pos = 0;
+                Ok(true)
+            }
+            Err(Some(d)) => Err(io::Error::new(io::ErrorKind::TimedOut, format!("VM {}'s command said nothing within {d:?}", self.vm.name()))),
+            Err(None) => Ok(false),
+        }
+    }
+
+    fn take(&mut self, buf: &mut [u8]) -> usize {
+        let n = buf.len().min(self.pending.len() - self.pos);
+        buf[..n].copy_from_slice(&self.pending[self.pos..self.pos + n]);
+        self.pos += n;
+        n
+    }
+}
+
+impl io::Read for ExecStdio {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.fill(None)?;
+        Ok(self.take(buf))
+    }
+}
+
+/// Sends bytes to the command's stdin (an empty frame would close it, so empty
+/// writes send nothing).
+fn write_stdin(stream: &mut UnixStream, buf: &[u8]) -> io::Result<usize> {
+    if buf.is_empty() {
+        return Ok(0);
+    }
+    let n = buf.len().min(64 * 1024);
+    Frame::new(Kind::Stdin, STDIO_ID, buf[..n].to_vec()).write_to(stream)?;
+    Ok(n)
+}
+
+impl io::Write for ExecStdio {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        write_stdin(&mut self.stream, buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The stdin of an [`ExecStdio`] command, usable from another thread.
+pub struct StdinWriter {
+    stream: UnixStream,
+}
+
+impl StdinWriter {
+    pub fn close(mut self) -> io::Result<()> {
+        Frame::new(Kind::Stdin, STDIO_ID, vec![]).write_to(&mut self.stream)
+    }
+}
+
+impl io::Write for StdinWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        write_stdin(&mut self.stream, buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for ExecStdio {
+    fn drop(&mut self) {
+        if self.status().is_none() {
+            let _ = Frame::new(Kind::Kill, STDIO_ID, vec![]).write_to(&mut self.stream);
+        }
+        // The daemon kills whatever this connection started when it closes.
+        let _ = self.stream.shutdown(std::net::Shutdown::Both);
+        if let Some(t) = self.reader.take() {
+            let _ = t.join();
+        }
+    }
 }
 
 /// Called with each frame of a live run's wire, in the order the switch saw them.

@@ -54,6 +54,9 @@ pub enum Kind {
     /// daemon → client: one frame the switch carried during a run begun with
     /// `live: true`. Binary [`WireFrame`].
     Wire = 9,
+    /// client → daemon → agent: bytes for the stdin of command `id` (started with
+    /// `stdin: true`); an empty payload closes it.
+    Stdin = 10,
 }
 
 impl Kind {
@@ -68,6 +71,7 @@ impl Kind {
             7 => Kind::Kill,
             8 => Kind::Response,
             9 => Kind::Wire,
+            10 => Kind::Stdin,
             _ => return None,
         })
     }
@@ -232,6 +236,9 @@ pub struct ExecRequest {
     pub cmd: String,
     /// Kill the command's process group after this long.
     pub timeout_ms: Option<u64>,
+    /// Feed the command's stdin from [`Kind::Stdin`] frames (else /dev/null).
+    #[serde(default)]
+    pub stdin: bool,
 }
 
 /// How a command ended.
@@ -295,7 +302,13 @@ impl ExitStatus {
 pub enum Request {
     /// Run a command in a VM; the answer is a stream of Stdout/Stderr frames and one
     /// Exit frame with the request's id.
-    Exec { vm: String, cmd: String, timeout_ms: Option<u64> },
+    Exec {
+        vm: String,
+        cmd: String,
+        timeout_ms: Option<u64>,
+        #[serde(default)]
+        stdin: bool,
+    },
     /// Lab status and switch counters.
     Status,
     /// Start a recorded run: the switch records to `pcap` (absolute path) and applies

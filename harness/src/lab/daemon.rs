@@ -127,13 +127,13 @@ impl Shared {
     }
 
     /// Starts `cmd` in `vm`, output going to `sink`. Errors if the agent is not up.
-    fn start_exec(&self, vm: Vm, cmd: String, timeout_ms: Option<u64>, sink: Sink) -> std::result::Result<u32, String> {
+    fn start_exec(&self, vm: Vm, req: ExecRequest, sink: Sink) -> std::result::Result<u32, String> {
         if self.agents[vm.index()].hello.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
             return Err(format!("VM {}'s agent is not up yet (the lab is {})", vm.name(), self.phase().name()));
         }
         let gid = self.next_id.fetch_add(1, Ordering::SeqCst);
         self.routes.lock().unwrap_or_else(|e| e.into_inner()).insert(gid, Route { vm, sink });
-        let req = Frame::json(Kind::Request, gid, &ExecRequest { cmd, timeout_ms });
+        let req = Frame::json(Kind::Request, gid, &req);
         if let Err(e) = self.send_to_agent(vm, &req) {
             self.routes.lock().unwrap_or_else(|e| e.into_inner()).remove(&gid);
             return Err(format!("sending the command to VM {}: {e}", vm.name()));
@@ -144,7 +144,8 @@ impl Shared {
     /// Runs a command for the daemon itself; returns its status and stdout.
     fn exec_internal(&self, vm: Vm, cmd: &str, timeout: Duration) -> std::result::Result<(ExitStatus, String), String> {
         let (tx, rx) = mpsc::channel();
-        let gid = self.start_exec(vm, cmd.to_string(), Some(timeout.as_millis() as u64), Sink::Internal(tx))?;
+        let req = ExecRequest { cmd: cmd.to_string(), timeout_ms: Some(timeout.as_millis() as u64), stdin: false };
+        let gid = self.start_exec(vm, req, Sink::Internal(tx))?;
         let deadline = Instant::now() + timeout + Duration::from_secs(10);
         let mut out = Vec::new();
         loop {
@@ -678,12 +679,13 @@ fn client_conn(sh: &Shared, stream: UnixStream, conn: u64) -> Result<()> {
                     }
                 };
                 match req {
-                    Request::Exec { vm, cmd, timeout_ms } => {
+                    Request::Exec { vm, cmd, timeout_ms, stdin } => {
                         let Some(v) = Vm::parse(&vm) else {
                             respond(&writer, &Response::err(format!("no VM `{vm}`: the lab has VMs a and b")))?;
                             continue;
                         };
-                        match sh.start_exec(v, cmd, timeout_ms, Sink::Client { stream: writer.clone(), id: f.id }) {
+                        let req = ExecRequest { cmd, timeout_ms, stdin };
+                        match sh.start_exec(v, req, Sink::Client { stream: writer.clone(), id: f.id }) {
                             Ok(gid) => mine.push((f.id, gid)),
                             Err(e) => respond(&writer, &Response::err(e))?,
                         }
@@ -708,10 +710,11 @@ fn client_conn(sh: &Shared, stream: UnixStream, conn: u64) -> Result<()> {
                     }
                 }
             }
-            Kind::Kill => {
+            // Kill, or stdin bytes, for a command this connection started.
+            Kind::Kill | Kind::Stdin => {
                 if let Some(&(_, gid)) = mine.iter().find(|(cid, _)| *cid == f.id) {
                     if let Some(vm) = sh.routes.lock().unwrap_or_else(|e| e.into_inner()).get(&gid).map(|r| r.vm) {
-                        let _ = sh.send_to_agent(vm, &Frame::new(Kind::Kill, gid, vec![]));
+                        let _ = sh.send_to_agent(vm, &Frame::new(f.kind, gid, f.payload));
                     }
                 }
             }

@@ -92,6 +92,10 @@ pub enum LabCommand {
         /// Kill the command after this many seconds (exit status 124)
         #[arg(long, default_value_t = 60, value_name = "S")]
         timeout: u64,
+        /// Pass this process's stdin to the command (like `docker exec -i`);
+        /// otherwise the command's stdin is /dev/null
+        #[arg(short, long)]
+        interactive: bool,
         /// The command (run by sh -c in the VM)
         #[arg(last = true, required = true, value_name = "CMD")]
         cmd: Vec<String>,
@@ -207,10 +211,15 @@ pub fn run(args: LabArgs) -> Result<u8> {
         }
         LabCommand::Down => down(&paths),
         LabCommand::Status { json, all } => status(&paths, json, all),
-        LabCommand::Exec { vm, timeout, cmd } => {
+        LabCommand::Exec { vm, timeout, interactive, cmd } => {
             daemon::refresh_share(&paths)?;
             let cmd = shell_join(&cmd);
-            let st = client::exec(&paths, vm, &cmd, Duration::from_secs(timeout), &mut client::print_output)?;
+            let timeout_d = Duration::from_secs(timeout);
+            let st = if interactive {
+                exec_interactive(&paths, vm, &cmd, timeout_d)?
+            } else {
+                client::exec(&paths, vm, &cmd, timeout_d, &mut client::print_output)?
+            };
             if st.timed_out {
                 eprintln!("roce lab exec: `{cmd}` in VM {} timed out after {timeout} s (killed)", vm.name());
             } else if let Some(e) = &st.error {
@@ -229,6 +238,28 @@ pub fn run(args: LabArgs) -> Result<u8> {
             boot_timeout: Duration::from_secs(boot_timeout),
         }),
     }
+}
+
+/// `roce lab exec -i`: our stdin to the command, its stdout to ours.
+fn exec_interactive(paths: &LabPaths, vm: Vm, cmd: &str, timeout: Duration) -> Result<control::ExitStatus> {
+    let on_stderr = Box::new(|d: &[u8]| client::print_output(control::Kind::Stderr, d));
+    let mut x = client::ExecStdio::start(paths, vm, cmd, timeout, on_stderr)?;
+    let mut stdin = x.stdin()?;
+    // Detached: a read of our stdin cannot be interrupted; the process exits anyway.
+    std::thread::spawn(move || {
+        if std::io::copy(&mut std::io::stdin().lock(), &mut stdin).is_ok() {
+            let _ = stdin.close();
+        }
+    });
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = std::io::Read::read(&mut x, &mut buf)?;
+        if n == 0 {
+            break;
+        }
+        client::print_output(control::Kind::Stdout, &buf[..n]);
+    }
+    Ok(x.status().unwrap_or_else(|| control::ExitStatus::failed("the command's end was not reported")))
 }
 
 /// One word per argument, quoted for sh where needed; a single argument is taken
