@@ -126,6 +126,9 @@ pub fn exec_capture(paths: &LabPaths, vm: Vm, cmd: &str, timeout: Duration) -> R
     Ok((st, String::from_utf8_lossy(&out).into_owned(), String::from_utf8_lossy(&err).into_owned()))
 }
 
+/// Called with the command's stderr as it comes.
+pub type OnStderr = Box<dyn FnMut(&[u8]) + Send>;
+
 /// A command in a VM with its stdin and stdout connected to this process: a byte
 /// stream to a program in the VM (the scenario controller speaks to `roce agent
 /// --stdio` this way). Stderr lines go to `on_stderr`. Dropping it kills the command.
@@ -147,7 +150,7 @@ impl ExecStdio {
         vm: Vm,
         cmd: &str,
         timeout: Duration,
-        mut on_stderr: Box<dyn FnMut(&[u8]) + Send>,
+        mut on_stderr: OnStderr,
     ) -> Result<ExecStdio> {
         super::daemon::refresh_share(paths)?;
         let mut stream = connect(paths)?;

@@ -1,2 +1,3 @@
 //! Scenarios: the TOML format (`model`), parsed and checked with spans.
 pub mod model;
+pub mod runner;
