@@ -246,12 +246,21 @@ fn lab_end_to_end() {
     let out = lab.roce(&["status"]);
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stdout).contains("stale state"));
-    let out = lab.roce(&["up"]);
+    // This boot also carries a standing fault rule: it applies to every run.
+    let standing = "drop dir=b>a op=send-first nth=1";
+    let out = lab.roce(&["up", "--fault", standing]);
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("recovered a stale lab"), "{text}");
     let out = lab.roce(&["exec", "a", "--", "cat /sys/class/infiniband/rxe0/ports/1/state"]);
     assert!(String::from_utf8_lossy(&out.stdout).contains("ACTIVE"));
+    let out = lab.roce(&["up", "--fault", standing]);
+    assert!(!out.status.success(), "standing rules cannot be changed on a lab that is up");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("already up"));
+    let (v, _) = lab.run(&["--a", "ibv_rc_pingpong -g 1 -n 2", "--b", "ibv_rc_pingpong -g 1 -n 2 {a}"]);
+    assert_eq!(v["ok"], true, "{v:#}");
+    assert_eq!(v["report"]["counters"]["dropped"], 1, "{v:#}");
+    assert_eq!(v["report"]["rules"][0]["applied"], 1, "{v:#}");
 
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -44,7 +44,7 @@ pub fn run(paths: &LabPaths, args: BenchArgs) -> Result<u8> {
     let bench = LabPaths::new(&paths.root, &format!("{}-bench", paths.name))?;
     super::stop(&bench)?;
     let _guard = DownOnDrop(bench.clone());
-    let r = up(&bench, &UpOpts { accel: args.accel, boot_timeout: Duration::from_secs(300), idle_timeout_min: 10 }, &p)?;
+    let r = up(&bench, &UpOpts { accel: args.accel, boot_timeout: Duration::from_secs(300), idle_timeout_min: 10, rules: vec![], seed: 1 }, &p)?;
     rows.push(Row(
         "boot of the pair".into(),
         format!(

@@ -34,6 +34,9 @@ pub struct DaemonOpts {
     pub lock_fd: Option<i32>,
     pub idle_timeout: Option<Duration>,
     pub boot_timeout: Duration,
+    /// Fault rules applied to all traffic while the lab is up, and first in every run.
+    pub standing_rules: Vec<String>,
+    pub standing_seed: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -92,6 +95,9 @@ struct Shared {
     run_owner: Mutex<Option<(u64, Option<thread::JoinHandle<()>>)>>,
     clients: AtomicU32,
     idle_timeout: Option<Duration>,
+    /// Standing fault rules (text) and seed; while no run is in progress they apply
+    /// through an unrecorded background run.
+    standing: (Vec<String>, u64),
 }
 
 fn log(msg: &str) {
@@ -203,6 +209,15 @@ impl Shared {
         }
     }
 
+    /// Applies the standing rules between runs (nothing is recorded).
+    fn begin_background_run(&self) -> Result<()> {
+        if self.standing.0.is_empty() {
+            return Ok(());
+        }
+        let rules = switch::parse_rules(&self.standing.0).map_err(|e| anyhow::anyhow!("standing fault rules: {e}"))?;
+        self.switch.begin(RunSpec { rules, seed: self.standing.1, recorder: None, capture: None, live: None })
+    }
+
     fn status(&self) -> serde_json::Value {
         let (total, run) = self.switch.stats().unwrap_or_default();
         let phase = self.phase();
@@ -229,6 +244,7 @@ impl Shared {
             "uptime_s": self.started.elapsed().as_secs(),
             "boot_ms": if boot_ms > 0 { Some(boot_ms) } else { None },
             "idle_timeout_s": self.idle_timeout.map(|d| d.as_secs()),
+            "standing_rules": self.standing.0,
             "vms": vms,
             "ports": self.switch.ports(),
             "counters": total,
@@ -373,7 +389,9 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
         run_owner: Mutex::new(None),
         clients: AtomicU32::new(0),
         idle_timeout: opts.idle_timeout,
+        standing: (opts.standing_rules.clone(), opts.standing_seed),
     });
+    shared.begin_background_run()?;
     for vm in Vm::BOTH {
         let sh = shared.clone();
         thread::spawn(move || agent_link(&sh, vm));
@@ -606,7 +624,8 @@ fn begin_run(sh: &Shared, conn: u64, req: RunRequest) -> std::result::Result<(),
     if sh.phase() != Phase::Ready {
         return Err(format!("the lab is {}, not ready", sh.phase().name()));
     }
-    let rules = switch::parse_rules(&rules).map_err(|e| e.to_string())?;
+    let all: Vec<String> = sh.standing.0.iter().chain(&rules).cloned().collect();
+    let rules = switch::parse_rules(&all).map_err(|e| e.to_string())?;
     let mut owner = sh.run_owner.lock().unwrap_or_else(|e| e.into_inner());
     if owner.is_some() {
         return Err("another run is in progress on this lab (one run at a time; use another --name for a second lab)".into());
@@ -634,7 +653,14 @@ fn begin_run(sh: &Shared, conn: u64, req: RunRequest) -> std::result::Result<(),
         None => (None, None),
     };
     // If the switch refuses, `tx` is dropped with the spec and the streamer ends.
-    sh.switch.begin(RunSpec { rules, seed, recorder, capture, live: tx }).map_err(|e| e.to_string())?;
+    if !sh.standing.0.is_empty() {
+        // The background run that applied the standing rules gives way to this one.
+        let _ = sh.switch.end();
+    }
+    if let Err(e) = sh.switch.begin(RunSpec { rules, seed, recorder, capture, live: tx }) {
+        let _ = sh.begin_background_run();
+        return Err(e.to_string());
+    }
     *owner = Some((conn, streamer));
     Ok(())
 }
@@ -651,6 +677,9 @@ fn end_run(sh: &Shared, conn: u64) -> std::result::Result<RunReport, String> {
     // ends, so every Wire frame precedes the answer to RunEnd.
     if let Some(t) = streamer {
         let _ = t.join();
+    }
+    if let Err(e) = sh.begin_background_run() {
+        log(&format!("restarting the standing fault rules: {e:#}"));
     }
     let report = report.map_err(|e| e.to_string())?;
     *sh.last_run.lock().unwrap_or_else(|e| e.into_inner()) = Some(report.clone());

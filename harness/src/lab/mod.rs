@@ -72,6 +72,16 @@ pub enum LabCommand {
         /// Stop the lab after this many idle minutes (0 = never)
         #[arg(long, default_value_t = 120, value_name = "MIN")]
         idle_timeout: u64,
+        /// A standing fault rule, applied to all traffic while the lab is up (every
+        /// run's own rules come after it); repeat for several. Syntax: `roce lab run --help`
+        #[arg(long = "fault", value_name = "RULE")]
+        fault: Vec<String>,
+        /// Standing fault rules from a TOML file
+        #[arg(long = "faults", value_name = "FILE")]
+        faults: Option<PathBuf>,
+        /// Seed for probabilistic standing rules
+        #[arg(long)]
+        seed: Option<u64>,
     },
     /// Stop the VMs
     Down,
@@ -121,6 +131,11 @@ pub enum LabCommand {
         idle_timeout: u64,
         #[arg(long, default_value_t = 300)]
         boot_timeout: u64,
+        /// Standing fault rules (already validated by `up`)
+        #[arg(long = "fault")]
+        fault: Vec<String>,
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
         /// The lab directory (so stale-process checks can recognise us)
         #[arg(long)]
         lab_dir: Option<PathBuf>,
@@ -204,9 +219,26 @@ pub fn run(args: LabArgs) -> Result<u8> {
             }
             Ok(0)
         }
-        LabCommand::Up { accel, boot_timeout, idle_timeout } => {
-            let up = up(&paths, &UpOpts { accel, boot_timeout: Duration::from_secs(boot_timeout), idle_timeout_min: idle_timeout }, &Progress::new(false))?;
+        LabCommand::Up { accel, boot_timeout, idle_timeout, fault, faults, seed } => {
+            let (rules, seed) = match run::rules_from(&fault, faults.as_deref(), seed) {
+                Ok(r) => r,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    return Ok(2);
+                }
+            };
+            let opts = UpOpts {
+                accel,
+                boot_timeout: Duration::from_secs(boot_timeout),
+                idle_timeout_min: idle_timeout,
+                rules: rules.iter().map(|r| r.to_string()).collect(),
+                seed,
+            };
+            let up = up(&paths, &opts, &Progress::new(false))?;
             println!("{}", up.describe(&paths));
+            for r in &opts.rules {
+                println!("  standing fault rule: {r}");
+            }
             Ok(0)
         }
         LabCommand::Down => down(&paths),
@@ -230,12 +262,14 @@ pub fn run(args: LabArgs) -> Result<u8> {
         LabCommand::Run(a) => run::run(&paths, a),
         LabCommand::Bench(a) => bench::run(&paths, a),
         LabCommand::Agent { port } => agent::run(port),
-        LabCommand::Daemon { lock_fd, accel, idle_timeout, boot_timeout, lab_dir: _ } => daemon::run(daemon::DaemonOpts {
+        LabCommand::Daemon { lock_fd, accel, idle_timeout, boot_timeout, fault, seed, lab_dir: _ } => daemon::run(daemon::DaemonOpts {
             paths,
             accel,
             lock_fd,
             idle_timeout: (idle_timeout > 0).then(|| Duration::from_secs(idle_timeout * 60)),
             boot_timeout: Duration::from_secs(boot_timeout),
+            standing_rules: fault,
+            standing_seed: seed,
         }),
     }
 }
@@ -284,6 +318,9 @@ pub struct UpOpts {
     pub accel: Accel,
     pub boot_timeout: Duration,
     pub idle_timeout_min: u64,
+    /// Standing fault rules (text form) and their seed.
+    pub rules: Vec<String>,
+    pub seed: u64,
 }
 
 /// What `up` found or did.
@@ -325,6 +362,12 @@ pub fn up(paths: &LabPaths, opts: &UpOpts, p: &Progress) -> Result<UpReport> {
     let admin = Flock::lock_within(&paths.admin_lock(), Duration::from_secs(120))?;
     let mut recovered = Vec::new();
     let already_up = paths.is_running();
+    if already_up && !opts.rules.is_empty() {
+        bail!(
+            "lab `{}` is already up: standing fault rules are set when it boots\nhint: `roce lab down` first, or give the rules to `roce lab run --fault`",
+            paths.name
+        );
+    }
     if !already_up {
         let lock = Flock::try_lock(&paths.lock())?
             .ok_or_else(|| anyhow::anyhow!("lab `{}` was taken by another process just now; try again", paths.name))?;
@@ -417,6 +460,9 @@ fn spawn_daemon(paths: &LabPaths, opts: &UpOpts, lock: Flock) -> Result<()> {
         .arg(opts.idle_timeout_min.to_string())
         .arg("--boot-timeout")
         .arg(opts.boot_timeout.as_secs().to_string())
+        .arg("--seed")
+        .arg(opts.seed.to_string())
+        .args(opts.rules.iter().flat_map(|r| ["--fault", r.as_str()]))
         .arg("--lab-dir")
         .arg(&paths.dir)
         .stdin(Stdio::null())

@@ -117,9 +117,19 @@ const LISTENERS: &str = "ss -Hltn 2>/dev/null; ss -Hlun 2>/dev/null; rdma resour
 
 /// Reads the run's fault rules (command line, then file) and the seed.
 pub fn collect_rules(args: &RunArgs) -> std::result::Result<(Vec<Rule>, u64), fault::RuleError> {
-    let mut rules = super::switch::parse_rules(&args.fault)?;
+    rules_from(&args.fault, args.faults.as_deref(), args.seed)
+}
+
+/// Fault rules from `--fault` texts, then a `--faults` file; the seed from
+/// `--seed`, else the file's, else 1.
+pub fn rules_from(
+    texts: &[String],
+    file: Option<&std::path::Path>,
+    seed_arg: Option<u64>,
+) -> std::result::Result<(Vec<Rule>, u64), fault::RuleError> {
+    let mut rules = super::switch::parse_rules(texts)?;
     let mut seed = None;
-    if let Some(f) = &args.faults {
+    if let Some(f) = file {
         let text = std::fs::read_to_string(f).map_err(|e| fault::RuleError {
             input: String::new(),
             span: 0..0,
@@ -131,7 +141,7 @@ pub fn collect_rules(args: &RunArgs) -> std::result::Result<(Vec<Rule>, u64), fa
         rules.extend(more);
         seed = s;
     }
-    Ok((rules, args.seed.or(seed).unwrap_or(1)))
+    Ok((rules, seed_arg.or(seed).unwrap_or(1)))
 }
 
 pub fn substitute(cmd: &str) -> String {
