@@ -10,3 +10,4 @@ pub mod source;
 pub mod lab;
 pub mod scenario;
 pub mod agent;
+pub mod run;
