@@ -193,19 +193,17 @@ fn ud_flows_are_keyed_by_source_qp() {
     assert_eq!(r.flows[0].transport, "UD");
 }
 
-#[test]
-fn cm_pairs_flows_even_with_several_qps() {
-    let mut c = Conversation::new();
+/// A REQ from A (comm id, QPN, starting PSN) and B's REP, as rdma_cm sends them.
+fn cm_connect(c: &mut Conversation, (req_id, a_qpn, req_psn): (u32, u32, u32), (rep_id, b_qpn, rep_psn): (u32, u32, u32)) {
     let req = CmMessage::Req(CmReq {
-        local_comm_id: 1,
+        local_comm_id: req_id,
         service_id: 1,
         local_qkey: 0,
-        local_qpn: 0x11,
+        local_qpn: a_qpn,
         responder_resources: 1,
         initiator_depth: 1,
         transport_type: 0,
-        // The REQ carries the PSN the passive side's requests start at.
-        starting_psn: Psn::new(5000),
+        starting_psn: Psn::new(req_psn),
         retry_count: 7,
         p_key: 0xffff,
         path_mtu: 3,
@@ -216,17 +214,24 @@ fn cm_pairs_flows_even_with_several_qps() {
     });
     c.cm(Dir::AtoB, req, 1);
     let rep = CmMessage::Rep(CmRep {
-        local_comm_id: 2,
-        remote_comm_id: 1,
+        local_comm_id: rep_id,
+        remote_comm_id: req_id,
         local_qkey: 0,
-        local_qpn: 0x12,
-        starting_psn: Psn::new(100),
+        local_qpn: b_qpn,
+        starting_psn: Psn::new(rep_psn),
         responder_resources: 1,
         initiator_depth: 1,
         rnr_retry_count: 7,
         srq: false,
     });
     c.cm(Dir::BtoA, rep, 1);
+}
+
+#[test]
+fn cm_pairs_flows_even_with_several_qps() {
+    let mut c = Conversation::new();
+    // The REQ carries the PSN the passive side's requests start at.
+    cm_connect(&mut c, (1, 0x11, 5000), (2, 0x12, 100));
     // A second, unrelated QP pair between the same hosts.
     let mut other = c.clone();
     other.frames.clear();
@@ -258,37 +263,9 @@ fn empty_capture_says_why() {
 #[test]
 fn cm_starting_psn_mismatch_is_reported() {
     let mut c = Conversation::new();
-    let req = CmMessage::Req(CmReq {
-        local_comm_id: 7,
-        service_id: 1,
-        local_qkey: 0,
-        local_qpn: c.a.qpn,
-        responder_resources: 1,
-        initiator_depth: 1,
-        transport_type: 0,
-        starting_psn: c.b.psn,
-        retry_count: 7,
-        p_key: 0xffff,
-        path_mtu: 3,
-        rnr_retry_count: 7,
-        srq: false,
-        primary_local_gid: c.a.host.gid(),
-        primary_remote_gid: c.b.host.gid(),
-    });
-    c.cm(Dir::AtoB, req, 1);
     // The REP announces PSN 100 for A's requests, but A's QP was moved to RTS with 7000.
-    let rep = CmMessage::Rep(CmRep {
-        local_comm_id: 8,
-        remote_comm_id: 7,
-        local_qkey: 0,
-        local_qpn: c.b.qpn,
-        starting_psn: c.a.psn,
-        responder_resources: 1,
-        initiator_depth: 1,
-        rnr_retry_count: 7,
-        srq: false,
-    });
-    c.cm(Dir::BtoA, rep, 1);
+    let (a_qpn, b_qpn, a_psn, b_psn) = (c.a.qpn, c.b.qpn, c.a.psn.value(), c.b.psn.value());
+    cm_connect(&mut c, (7, a_qpn, b_psn), (8, b_qpn, a_psn));
     c.a.psn = Psn::new(7000);
     let p = c.send(Dir::AtoB, 8, None);
     c.ack(Dir::BtoA, p, Syndrome::ACK, 1);
