@@ -104,7 +104,8 @@ pub fn parse_endpoints(s: &str) -> Result<BTreeMap<String, String>> {
     Ok(m)
 }
 
-fn default_out() -> PathBuf {
+/// `roce-runs/<unix time>`: where captures go when `--out` is not given.
+pub fn default_out() -> PathBuf {
     let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
     PathBuf::from("roce-runs").join(secs.to_string())
 }
