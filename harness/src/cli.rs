@@ -38,6 +38,43 @@ pub enum Command {
     Craft(craft::CraftArgs),
     /// Two Soft-RoCE VMs joined by a recording, fault-injecting switch (RDMA without RDMA NICs).
     Lab(crate::lab::LabArgs),
+    /// Validate scenario files without running them (every problem, at file:line:col).
+    Check(CheckArgs),
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "EXIT STATUS\n  0 every file is a valid scenario; 2 at least one is not (each problem printed).")]
+pub struct CheckArgs {
+    /// Scenario files, or directories of them (every *.toml below)
+    #[arg(required = true, value_name = "SCENARIO|DIR")]
+    pub paths: Vec<std::path::PathBuf>,
+}
+
+fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
+    let files = crate::run::discover(&a.paths)?;
+    let mut bad = 0;
+    for f in &files {
+        match crate::scenario::parse::load(f) {
+            Ok(sc) => {
+                let e = &sc.expect;
+                let n = e.completion.len() + e.wire.len() + e.memory.len();
+                let steps = sc.steps.len();
+                let plural = |k: usize, w: &str| format!("{k} {w}{}", if k == 1 { "" } else { "s" });
+                writeln!(out, "ok  {}  {} ({}, {})", f.display(), sc.name, plural(steps, "step"), plural(n, "expectation"))?;
+            }
+            Err(diags) => {
+                bad += 1;
+                for d in diags {
+                    writeln!(err, "{d}")?;
+                }
+            }
+        }
+    }
+    if bad > 0 {
+        writeln!(err, "{bad} of {} scenario files have problems; nothing was run", files.len())?;
+        return Ok(crate::run::exit::SETUP);
+    }
+    Ok(exit::OK)
 }
 
 pub fn main() -> ExitCode {
@@ -66,6 +103,7 @@ where
         Command::Flows(a) => flows::run(a, out, err),
         Command::Craft(a) => craft::run(a, out),
         Command::Lab(a) => crate::lab::run(a),
+        Command::Check(a) => check(a, out, err),
     };
     match r {
         Ok(code) => code,

@@ -183,3 +183,33 @@ fn live_capture_on_loopback_decodes_and_saves() {
     let again = roce(&["decode", out.to_str().unwrap()]);
     assert_eq!(again.out, r.out, "the -w copy holds the same frames");
 }
+
+/// Every seed scenario is a valid scenario file; a broken one is refused with every
+/// problem at file:line:col, exit 2, and a hint.
+#[test]
+fn check_validates_the_seed_scenarios_and_locates_problems() {
+    let dir = root().join("scenarios");
+    let r = roce(&["check", dir.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let files = std::fs::read_dir(&dir).unwrap().flatten().filter(|e| e.path().extension().is_some_and(|x| x == "toml")).count();
+    assert!(files >= 14, "the seed suite");
+    assert_eq!(r.out.lines().filter(|l| l.starts_with("ok  ")).count(), files, "{}", r.out);
+
+    let text = std::fs::read_to_string(dir.join("rc_send_tcp.toml"))
+        .unwrap()
+        .replace("access = [\"local_write\"]", "access = [\"local_wirte\"]")
+        .replace("opcode = \"IBV_WC_RECV\"", "opcode = \"IBV_WC_RECEIVE\"");
+    let p = tmp("broken.toml");
+    std::fs::write(&p, &text).unwrap();
+    let r = roce(&["check", p.to_str().unwrap()]);
+    assert_eq!(r.code, 2);
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    assert!(r.err.contains(&format!("broken.toml:{}:", line_of("local_wirte"))), "{}", r.err);
+    assert!(r.err.contains("hint: did you mean `local_write`?"), "{}", r.err);
+    assert!(r.err.contains(&format!("broken.toml:{}:", line_of("IBV_WC_RECEIVE"))), "{}", r.err);
+    assert!(r.err.contains("nothing was run"), "{}", r.err);
+
+    let r = roce(&["check", "/nonexistent/dir"]);
+    assert_ne!(r.code, 0);
+    assert!(r.err.contains("/nonexistent/dir"), "{}", r.err);
+}
