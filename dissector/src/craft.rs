@@ -128,7 +128,7 @@ pub fn build(enc: &Encap, src: &Host, dst: &Host, t: &Transport) -> Vec<u8> {
         off += len;
     }
     ib.extend_from_slice(&t.payload);
-    ib.extend(std::iter::repeat(0).take(pad as usize));
+    ib.extend(std::iter::repeat_n(0, pad as usize));
     let ib_len = ib.len() + 4;
 
     // Network header (and UDP) for the ICRC and the frame.

@@ -245,7 +245,7 @@ fn secs(out: &mut Vec<u8>, ns: u64) {
     let frac = ns % 1_000_000_000;
     let mut b = itoa::Buffer::new();
     let s = b.format(frac);
-    out.extend(std::iter::repeat(b'0').take(9 - s.len()));
+    out.extend(std::iter::repeat_n(b'0', 9 - s.len()));
     out.extend_from_slice(s.as_bytes());
 }
 

@@ -513,7 +513,7 @@ impl Flow {
                 } else {
                     self.acked_packets += 1;
                 }
-                if self.last_acked.map_or(true, |p| psn.diff(p) > 0) {
+                if self.last_acked.is_none_or(|p| psn.diff(p) > 0) {
                     self.last_acked = Some(psn);
                 }
                 if !op.contains(Kind::READ) {
@@ -537,7 +537,7 @@ impl Flow {
                 // A PSN sequence error NAK acknowledges everything before its PSN.
                 if matches!(kind, AckKind::Nak(NakCode::PsnSequenceError)) {
                     let before = psn.add(0xFF_FFFF);
-                    if self.last_acked.map_or(true, |p| before.diff(p) > 0) {
+                    if self.last_acked.is_none_or(|p| before.diff(p) > 0) {
                         self.last_acked = Some(before);
                     }
                 }
@@ -775,7 +775,7 @@ impl Analyzer {
                 f.key.src == k.dst
                     && f.key.dst == k.src
                     && f.key.src_qp == u32::MAX
-                    && by_cm.map_or(true, |q| f.key.dest_qp == q)
+                    && by_cm.is_none_or(|q| f.key.dest_qp == q)
             })
             .map(|(j, _)| j)
             .collect();

@@ -151,7 +151,7 @@ impl fmt::Display for Summary<'_> {
             if let Some(v) = ib.ieth {
                 write!(f, " InvR_Key={v:#010x}")?;
             }
-            let has_payload = ib.info.map_or(true, |i| i.headers.contains(Headers::PAYLOAD));
+            let has_payload = ib.info.is_none_or(|i| i.headers.contains(Headers::PAYLOAD));
             // Cut inside the headers: the payload's length is unknown, not zero.
             let headers_cut = fr.stop.is_some_and(|s| matches!(s.layer, Layer::Bth | Layer::ExtHeader));
             if has_payload && !headers_cut {

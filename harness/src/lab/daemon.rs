@@ -521,7 +521,7 @@ fn agent_link(sh: &Shared, vm: Vm) {
                 };
                 let mut slot = sh.agents[vm.index()].hello.lock().unwrap_or_else(|e| e.into_inner());
                 let restarted = slot.as_ref().is_some_and(|h| h.instance != hello.instance);
-                let fresh = slot.as_ref().map_or(true, |h| h.instance != hello.instance);
+                let fresh = slot.as_ref().is_none_or(|h| h.instance != hello.instance);
                 if fresh {
                     log(&format!("VM {}: agent up (kernel {})", vm.name(), hello.kernel));
                 }

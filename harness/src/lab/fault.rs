@@ -174,10 +174,10 @@ impl Rule {
     /// The frame's BTH fields match (dir/qp/op/psn; `nth`, `prob` and `limit` are
     /// decided by the switch, which keeps the counts).
     pub fn matches(&self, dir: Dir, opcode: u8, qp: u32, psn: u32) -> bool {
-        self.dir.map_or(true, |d| d == dir)
-            && self.qp.map_or(true, |q| q == qp)
-            && self.op.map_or(true, |o| o.matches(opcode))
-            && self.psn.as_ref().map_or(true, |r| r.contains(&psn))
+        self.dir.is_none_or(|d| d == dir)
+            && self.qp.is_none_or(|q| q == qp)
+            && self.op.is_none_or(|o| o.matches(opcode))
+            && self.psn.as_ref().is_none_or(|r| r.contains(&psn))
     }
 }
 
