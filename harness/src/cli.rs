@@ -40,6 +40,10 @@ pub enum Command {
     Lab(crate::lab::LabArgs),
     /// Validate scenario files without running them (every problem, at file:line:col).
     Check(CheckArgs),
+    /// The endpoint agent that `roce run` drives (real verbs on this host)
+    Agent(crate::agent::AgentArgs),
+    /// Run scenarios with real verbs between two endpoints (the lab by default) and judge completions, wire and memory.
+    Run(crate::run::RunArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -104,6 +108,8 @@ where
         Command::Craft(a) => craft::run(a, out),
         Command::Lab(a) => crate::lab::run(a),
         Command::Check(a) => check(a, out, err),
+        Command::Agent(a) => crate::agent::run(a),
+        Command::Run(a) => crate::run::run(a, out, err),
     };
     match r {
         Ok(code) => code,

@@ -11,3 +11,4 @@ pub mod lab;
 pub mod scenario;
 pub mod agent;
 pub mod run;
+pub mod verbs;

@@ -201,3 +201,215 @@ mod tests {
         assert_eq!(capture_path(out, Path::new("y/rc_send.toml"), &mut taken), Path::new("/r/rc_send-2.pcapng"));
     }
 }
+
+/// One scenario's result, as the reports show it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ScenarioResult {
+    pub name: String,
+    pub file: String,
+    pub pass: bool,
+    /// Why the run could not be carried out to the end.
+    pub error: Option<String>,
+    pub verdicts: Vec<crate::scenario::expect::Verdict>,
+    pub capture: Option<String>,
+    pub duration_s: f64,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub agent_logs: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Report {
+    pub scenarios: Vec<ScenarioResult>,
+    pub passed: usize,
+    pub failed: usize,
+    pub duration_s: f64,
+}
+
+fn xml_escape(s: &str) -> String {
+    s.chars()
+        .map(|c| match c {
+            '&' => "&amp;".to_string(),
+            '<' => "&lt;".to_string(),
+            '>' => "&gt;".to_string(),
+            '"' => "&quot;".to_string(),
+            '\'' => "&apos;".to_string(),
+            c if (c as u32) < 0x20 && c != '\n' && c != '\t' => " ".to_string(),
+            c => c.to_string(),
+        })
+        .collect()
+}
+
+/// JUnit XML: one testsuite, one testcase per scenario.
+pub fn junit(r: &Report) -> String {
+    let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    x.push_str(&format!(
+        "<testsuite name=\"roce run\" tests=\"{}\" failures=\"{}\" errors=\"0\" time=\"{:.3}\">\n",
+        r.scenarios.len(),
+        r.failed,
+        r.duration_s
+    ));
+    for s in &r.scenarios {
+        x.push_str(&format!("  <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"", xml_escape(&s.file), xml_escape(&s.name), s.duration_s));
+        if s.pass {
+            x.push_str("/>\n");
+            continue;
+        }
+        x.push_str(">\n");
+        let mut text = String::new();
+        if let Some(e) = &s.error {
+            text.push_str(&format!("run: {e}\n"));
+        }
+        for v in s.verdicts.iter().filter(|v| !v.pass) {
+            text.push_str(&format!("{}: expected {}; actual {}\n", v.what, v.expected, v.actual));
+        }
+        let first = text.lines().next().unwrap_or("failed").to_string();
+        x.push_str(&format!("    <failure message=\"{}\">{}</failure>\n  </testcase>\n", xml_escape(&first), xml_escape(&text)));
+    }
+    x.push_str("</testsuite>\n");
+    x
+}
+
+fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {
+    use std::io::Write as _;
+    let mut f = dissector::capture::create_atomically(path).with_context(|| format!("creating {}", path.display()))?;
+    f.write_all(data).with_context(|| format!("writing {}", path.display()))?;
+    f.commit().with_context(|| format!("finishing {}", path.display()))?;
+    Ok(())
+}
+
+/// The decoded lines of a capture (for a failing scenario's report).
+fn wire_lines(path: &Path, max: usize) -> Vec<String> {
+    let Ok(mut r) = dissector::capture::open(path) else { return vec![] };
+    let opts = dissector::frame::Options::default();
+    let mut out = Vec::new();
+    let mut first = None;
+    while let Ok(Some(rec)) = r.next_packet() {
+        if out.len() >= max {
+            out.push("…".into());
+            break;
+        }
+        let f = dissector::frame::decode(rec.link, rec.data, &opts);
+        let first_ts = *first.get_or_insert(rec.ts_ns);
+        let ctx = dissector::fields::Ctx {
+            number: rec.number,
+            ts_ns: rec.ts_ns,
+            first_ts_ns: first_ts,
+            prev_ts_ns: first_ts,
+            orig_len: rec.orig_len,
+            interface: rec.interface,
+            data: rec.data,
+            frame: &f,
+            comment: rec.comment,
+        };
+        let mut line = String::new();
+        dissector::print::line(&ctx, &mut line);
+        out.push(line);
+    }
+    out
+}
+
+/// `roce run`.
+pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> Result<u8> {
+    let files = match discover(&args.paths) {
+        Ok(f) => f,
+        Err(e) => {
+            writeln!(err, "roce run: {e:#}")?;
+            return Ok(exit::SETUP);
+        }
+    };
+    // Every file is checked before anything runs.
+    let mut loaded = Vec::new();
+    let mut bad = 0;
+    for f in &files {
+        match crate::scenario::parse::load(f) {
+            Ok(sc) => loaded.push((f.clone(), sc)),
+            Err(d) => {
+                bad += 1;
+                for x in d {
+                    writeln!(err, "{x}")?;
+                }
+            }
+        }
+    }
+    if bad > 0 {
+        writeln!(err, "{bad} of {} scenario files have problems; nothing was run", files.len())?;
+        return Ok(exit::SETUP);
+    }
+    let eps = match endpoints(&args) {
+        Ok(e) => e,
+        Err(e) => {
+            writeln!(err, "roce run: {e:#}")?;
+            return Ok(exit::SETUP);
+        }
+    };
+    let out_dir = args.out.clone().unwrap_or_else(default_out);
+    std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
+    let start = Instant::now();
+    let mut taken = BTreeMap::new();
+    let mut results = Vec::new();
+    for (file, sc) in &loaded {
+        let cap = capture_path(&out_dir, file, &mut taken);
+        let (o, secs) = run_one(sc, &eps, &cap);
+        let verdicts = crate::scenario::expect::evaluate(sc, &o);
+        let pass = o.error.is_none() && verdicts.iter().all(|v| v.pass);
+        let r = ScenarioResult {
+            name: sc.name.clone(),
+            file: file.display().to_string(),
+            pass,
+            error: o.error.clone(),
+            verdicts,
+            capture: o.capture.as_ref().map(|p| p.display().to_string()),
+            duration_s: secs,
+            agent_logs: o.agent_logs.clone(),
+        };
+        print_result(out, &r, args.quiet)?;
+        results.push(r);
+    }
+    let passed = results.iter().filter(|r| r.pass).count();
+    let report = Report { failed: results.len() - passed, passed, scenarios: results, duration_s: start.elapsed().as_secs_f64() };
+    writeln!(out, "{} passed, {} failed ({} scenarios in {:.1} s); captures in {}", report.passed, report.failed, report.scenarios.len(), report.duration_s, out_dir.display())?;
+    if let Some(p) = &args.json {
+        write_atomically(p, &serde_json::to_vec_pretty(&report)?)?;
+    }
+    if let Some(p) = &args.junit {
+        write_atomically(p, junit(&report).as_bytes())?;
+    }
+    Ok(if report.failed == 0 { exit::PASSED } else { exit::FAILED })
+}
+
+fn print_result(out: &mut dyn std::io::Write, r: &ScenarioResult, quiet: bool) -> Result<()> {
+    let mark = if r.pass { "✓" } else { "✗" };
+    writeln!(out, "{mark} {}  ({}, {:.1} s)", r.name, r.file, r.duration_s)?;
+    if quiet && r.pass {
+        return Ok(());
+    }
+    if let Some(e) = &r.error {
+        writeln!(out, "    run stopped: {}", e.replace('\n', "\n    "))?;
+    }
+    for v in &r.verdicts {
+        let m = if v.pass { "✓" } else { "✗" };
+        if v.pass {
+            writeln!(out, "    {m} {}: {}", v.what, v.actual)?;
+        } else {
+            writeln!(out, "    {m} {}\n        expected: {}\n        actual:   {}", v.what, v.expected, v.actual)?;
+        }
+        if let Some(d) = &v.detail {
+            writeln!(out, "        note: {d}")?;
+        }
+    }
+    if !r.pass {
+        if let Some(c) = &r.capture {
+            let lines = wire_lines(Path::new(c), 40);
+            if !lines.is_empty() {
+                writeln!(out, "    the wire ({c}):")?;
+                for l in lines {
+                    writeln!(out, "      {l}")?;
+                }
+            }
+        }
+        for (ep, log) in &r.agent_logs {
+            writeln!(out, "    agent {ep} said: {}", log.trim().replace('\n', "\n      "))?;
+        }
+    }
+    Ok(())
+}

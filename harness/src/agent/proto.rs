@@ -159,7 +159,7 @@ pub struct Wc {
 }
 
 /// Writes one message.
-pub fn write_msg<W: Write, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
+pub fn write_msg<W: Write + ?Sized, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
     let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
     if body.len() > MAX_MESSAGE {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("message of {} bytes exceeds {MAX_MESSAGE}", body.len())));
@@ -195,7 +195,7 @@ impl std::fmt::Display for ReadError {
 impl std::error::Error for ReadError {}
 
 /// Reads one message; `Ok(None)` on a clean end of stream (between messages).
-pub fn read_msg<R: Read, T: for<'de> Deserialize<'de>>(r: &mut R) -> Result<Option<T>, ReadError> {
+pub fn read_msg<R: Read + ?Sized, T: for<'de> Deserialize<'de>>(r: &mut R) -> Result<Option<T>, ReadError> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {

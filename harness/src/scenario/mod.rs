@@ -2,3 +2,4 @@
 pub mod model;
 pub mod runner;
 pub mod parse;
+pub mod expect;
