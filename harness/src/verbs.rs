@@ -634,3 +634,251 @@ pub mod names {
         }
     }
 }
+
+impl Qp {
+    /// Applies attributes computed elsewhere (rdma_cm's `rdma_init_qp_attr`).
+    fn modify_raw(&self, attr: &mut ibv_qp_attr, mask: i32, verb: &str) -> Result<()> {
+        // SAFETY: the QP is alive; attr and mask come from rdma_init_qp_attr.
+        let rc = unsafe { ibv_modify_qp(self.qp, attr, mask) };
+        check(verb, rc, None)
+    }
+}
+
+/// An rdma_cm connection for a QP we created ourselves: librdmacm carries the
+/// REQ/REP/RTU on QP1 and computes the QP attributes; we apply them. Dropping it
+/// disconnects (DREQ/DREP on the wire) and releases the ids and the channel.
+pub struct CmConn {
+    ec: *mut rdma_event_channel,
+    id: *mut rdma_cm_id,
+    listen: *mut rdma_cm_id,
+    /// The PSNs and peer QPN the CM settled on (it picks the starting PSNs).
+    pub sq_psn: u32,
+    pub rq_psn: u32,
+    pub dest_qpn: u32,
+}
+
+// SAFETY: librdmacm ids and channels may be used from any thread; only Drop frees.
+unsafe impl Send for CmConn {}
+unsafe impl Sync for CmConn {}
+
+fn cm_event_name(t: u32) -> &'static str {
+    use rdma_cm_event_type as E;
+    match t {
+        E::RDMA_CM_EVENT_ADDR_RESOLVED => "ADDR_RESOLVED",
+        E::RDMA_CM_EVENT_ADDR_ERROR => "ADDR_ERROR",
+        E::RDMA_CM_EVENT_ROUTE_RESOLVED => "ROUTE_RESOLVED",
+        E::RDMA_CM_EVENT_ROUTE_ERROR => "ROUTE_ERROR",
+        E::RDMA_CM_EVENT_CONNECT_REQUEST => "CONNECT_REQUEST",
+        E::RDMA_CM_EVENT_CONNECT_RESPONSE => "CONNECT_RESPONSE",
+        E::RDMA_CM_EVENT_CONNECT_ERROR => "CONNECT_ERROR",
+        E::RDMA_CM_EVENT_UNREACHABLE => "UNREACHABLE",
+        E::RDMA_CM_EVENT_REJECTED => "REJECTED",
+        E::RDMA_CM_EVENT_ESTABLISHED => "ESTABLISHED",
+        E::RDMA_CM_EVENT_DISCONNECTED => "DISCONNECTED",
+        _ => "another event",
+    }
+}
+
+fn sockaddr(ip: std::net::Ipv4Addr, port: u16) -> libc::sockaddr_in {
+    // SAFETY: sockaddr_in is plain data.
+    let mut s: libc::sockaddr_in = unsafe { std::mem::zeroed() };
+    s.sin_family = libc::AF_INET as libc::sa_family_t;
+    s.sin_port = port.to_be();
+    s.sin_addr = libc::in_addr { s_addr: u32::from(ip).to_be() };
+    s
+}
+
+impl CmConn {
+    fn new() -> Result<CmConn> {
+        // SAFETY: no arguments; returns null on failure.
+        let ec = unsafe { rdma_create_event_channel() };
+        if ec.is_null() {
+            return Err(fail("rdma_create_event_channel", Some("is the rdma_ucm module loaded?".into())));
+        }
+        // SAFETY: ec is a valid channel; its fd is ours to make non-blocking.
+        unsafe {
+            let fd = (*ec).fd;
+            libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK);
+        }
+        Ok(CmConn { ec, id: ptr::null_mut(), listen: ptr::null_mut(), sq_psn: 0, rq_psn: 0, dest_qpn: 0 })
+    }
+
+    fn create_id(&self, out: &mut *mut rdma_cm_id) -> Result<()> {
+        // SAFETY: ec is valid; out receives the new id.
+        let rc = unsafe { rdma_create_id(self.ec, out, ptr::null_mut(), rdma_port_space::RDMA_PS_TCP) };
+        if rc != 0 {
+            return Err(fail("rdma_create_id", None));
+        }
+        Ok(())
+    }
+
+    /// Waits for the next event, which must be `want`; returns its id.
+    fn expect(&self, want: u32, within: std::time::Duration) -> Result<*mut rdma_cm_id> {
+        let until = std::time::Instant::now() + within;
+        loop {
+            let mut ev: *mut rdma_cm_event = ptr::null_mut();
+            // SAFETY: ec is valid; ev receives an event we ack below.
+            let rc = unsafe { rdma_get_cm_event(self.ec, &mut ev) };
+            if rc != 0 {
+                let e = std::io::Error::last_os_error();
+                if e.kind() == std::io::ErrorKind::WouldBlock && std::time::Instant::now() < until {
+                    let mut p = libc::pollfd { fd: unsafe { (*self.ec).fd }, events: libc::POLLIN, revents: 0 };
+                    // SAFETY: p is one valid pollfd.
+                    unsafe { libc::poll(&mut p, 1, 50) };
+                    continue;
+                }
+                return Err(VerbError {
+                    verb: format!("waiting for RDMA_CM_EVENT_{}", cm_event_name(want)),
+                    errno: e.raw_os_error().unwrap_or(libc::ETIMEDOUT),
+                    hint: Some(format!("nothing came within {within:?}: is the peer listening, and the address reachable?")),
+                });
+            }
+            // SAFETY: ev is a valid event until acked.
+            let (t, status, id) = unsafe { ((*ev).event, (*ev).status, (*ev).id) };
+            // SAFETY: acknowledging the event we got; its id stays valid (owned by us).
+            unsafe { rdma_ack_cm_event(ev) };
+            if t == want {
+                return Ok(id);
+            }
+            return Err(VerbError {
+                verb: format!("rdma_cm: expected {}, got {}", cm_event_name(want), cm_event_name(t)),
+                errno: -status.min(0),
+                hint: (t == rdma_cm_event_type::RDMA_CM_EVENT_REJECTED).then(|| format!("the peer rejected the connection (status {status})")),
+            });
+        }
+    }
+
+    /// Moves `qp` to `state` with the attributes the CM computed, overriding what
+    /// the scenario sets.
+    fn step(&mut self, qp: &Qp, state: u32, a: &QpAttrs) -> Result<()> {
+        use ibv_qp_attr_mask as M;
+        // SAFETY: zeroed attributes are valid.
+        let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        x.qp_state = state;
+        let mut mask: i32 = 0;
+        // SAFETY: id is connected far enough for this state; x and mask are out params.
+        let rc = unsafe { rdma_init_qp_attr(self.id, &mut x, &mut mask) };
+        check(format!("rdma_init_qp_attr({state})"), rc, None)?;
+        let m = mask as u32;
+        if m & M::IBV_QP_ACCESS_FLAGS.0 != 0 {
+            x.qp_access_flags = a.access;
+        }
+        if m & M::IBV_QP_MIN_RNR_TIMER.0 != 0 {
+            x.min_rnr_timer = a.min_rnr_timer;
+        }
+        if m & M::IBV_QP_TIMEOUT.0 != 0 {
+            x.timeout = a.timeout;
+        }
+        if m & M::IBV_QP_RETRY_CNT.0 != 0 {
+            x.retry_cnt = a.retry_cnt;
+        }
+        if m & M::IBV_QP_RNR_RETRY.0 != 0 {
+            x.rnr_retry = a.rnr_retry;
+        }
+        if m & M::IBV_QP_RQ_PSN.0 != 0 {
+            self.rq_psn = x.rq_psn;
+            self.dest_qpn = x.dest_qp_num;
+        }
+        if m & M::IBV_QP_SQ_PSN.0 != 0 {
+            self.sq_psn = x.sq_psn;
+        }
+        qp.modify_raw(&mut x, mask, &format!("ibv_modify_qp(state {state}) with rdma_cm's attributes"))
+    }
+
+    fn param(qp: &Qp, a: &QpAttrs) -> rdma_conn_param {
+        // SAFETY: zeroed is valid; no private data.
+        let mut p: rdma_conn_param = unsafe { std::mem::zeroed() };
+        p.responder_resources = a.max_dest_rd_atomic;
+        p.initiator_depth = a.max_rd_atomic;
+        p.retry_count = a.retry_cnt;
+        p.rnr_retry_count = a.rnr_retry;
+        p.qp_num = qp.qpn();
+        p
+    }
+
+    /// The passive side: listen on ip:port, accept one connection for `qp`.
+    pub fn accept(ip: std::net::Ipv4Addr, port: u16, qp: &Qp, a: &QpAttrs, within: std::time::Duration) -> Result<CmConn> {
+        let mut c = CmConn::new()?;
+        let mut l = ptr::null_mut();
+        c.create_id(&mut l)?;
+        c.listen = l;
+        let mut sa = sockaddr(ip, port);
+        // SAFETY: l is a fresh id; sa is a valid sockaddr_in.
+        let rc = unsafe { rdma_bind_addr(l, (&mut sa as *mut libc::sockaddr_in).cast()) };
+        if rc != 0 {
+            return Err(fail(format!("rdma_bind_addr({ip}:{port})"), Some("is the address one of this host's, on an RDMA device?".into())));
+        }
+        // SAFETY: l is bound.
+        if unsafe { rdma_listen(l, 1) } != 0 {
+            return Err(fail("rdma_listen", None));
+        }
+        c.id = c.expect(rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST, within)?;
+        c.step(qp, ibv_qp_state::IBV_QPS_INIT, a)?;
+        c.step(qp, ibv_qp_state::IBV_QPS_RTR, a)?;
+        c.step(qp, ibv_qp_state::IBV_QPS_RTS, a)?;
+        let mut p = Self::param(qp, a);
+        // SAFETY: id came with the connect request; p is valid.
+        check("rdma_accept", unsafe { rdma_accept(c.id, &mut p) }, None)?;
+        c.expect(rdma_cm_event_type::RDMA_CM_EVENT_ESTABLISHED, within)?;
+        Ok(c)
+    }
+
+    /// The active side: resolve, connect `qp` to ip:port. A connection refused
+    /// because the passive side is not listening yet is retried with a fresh id.
+    pub fn connect(ip: std::net::Ipv4Addr, port: u16, qp: &Qp, a: &QpAttrs, within: std::time::Duration) -> Result<CmConn> {
+        let until = std::time::Instant::now() + within;
+        loop {
+            match Self::try_connect(ip, port, qp, a, within) {
+                Err(e) if e.verb.contains("REJECTED") && std::time::Instant::now() < until => {
+                    std::thread::sleep(std::time::Duration::from_millis(100))
+                }
+                r => return r,
+            }
+        }
+    }
+
+    fn try_connect(ip: std::net::Ipv4Addr, port: u16, qp: &Qp, a: &QpAttrs, within: std::time::Duration) -> Result<CmConn> {
+        let mut c = CmConn::new()?;
+        let mut id = ptr::null_mut();
+        c.create_id(&mut id)?;
+        c.id = id;
+        let mut dst = sockaddr(ip, port);
+        // SAFETY: id is fresh; dst is a valid sockaddr_in; no source address.
+        let rc = unsafe { rdma_resolve_addr(id, ptr::null_mut(), (&mut dst as *mut libc::sockaddr_in).cast(), 2000) };
+        if rc != 0 {
+            return Err(fail(format!("rdma_resolve_addr({ip})"), None));
+        }
+        c.expect(rdma_cm_event_type::RDMA_CM_EVENT_ADDR_RESOLVED, within)?;
+        // SAFETY: the address is resolved.
+        if unsafe { rdma_resolve_route(id, 2000) } != 0 {
+            return Err(fail("rdma_resolve_route", None));
+        }
+        c.expect(rdma_cm_event_type::RDMA_CM_EVENT_ROUTE_RESOLVED, within)?;
+        c.step(qp, ibv_qp_state::IBV_QPS_INIT, a)?;
+        let mut p = Self::param(qp, a);
+        // SAFETY: the route is resolved; p is valid.
+        check("rdma_connect", unsafe { rdma_connect(id, &mut p) }, None)?;
+        c.expect(rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_RESPONSE, within)?;
+        c.step(qp, ibv_qp_state::IBV_QPS_RTR, a)?;
+        c.step(qp, ibv_qp_state::IBV_QPS_RTS, a)?;
+        // SAFETY: connected; sends the RTU.
+        check("rdma_establish", unsafe { rdma_establish(id) }, None)?;
+        Ok(c)
+    }
+}
+
+impl Drop for CmConn {
+    fn drop(&mut self) {
+        // SAFETY: ids and channel were created here and are released once.
+        unsafe {
+            if !self.id.is_null() {
+                rdma_disconnect(self.id);
+                rdma_destroy_id(self.id);
+            }
+            if !self.listen.is_null() {
+                rdma_destroy_id(self.listen);
+            }
+            rdma_destroy_event_channel(self.ec);
+        }
+    }
+}

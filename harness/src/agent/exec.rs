@@ -53,6 +53,8 @@ fn err<T>(m: impl Into<String>) -> R<T> {
 /// One QP of this endpoint.
 struct QpState {
     spec: QpSpec,
+    /// rdma_cm's connection, released (DREQ) before the QP is destroyed.
+    cm: Option<verbs::CmConn>,
     qp: Qp,
     psn: u32,
     peer: Option<Peer>,
@@ -214,7 +216,7 @@ impl Agent {
             let qp = Qp::new(&pd, &cq, t, cap)?;
             let psn = q.psn.as_ref().and_then(|p| p.get(&name)).unwrap_or_else(random_psn) & 0x00ff_ffff;
             qp_infos.push(QpInfo { name: q.name.clone(), qpn: qp.qpn(), psn, gid: Ipv6Addr::from(gid).to_string(), qkey: q.qkey });
-            qp_map.insert(q.name.clone(), QpState { spec: q, qp, psn, peer: None, peer_qkey: 0, peer_mrs: Vec::new(), ah: None });
+            qp_map.insert(q.name.clone(), QpState { spec: q, cm: None, qp, psn, peer: None, peer_qkey: 0, peer_mrs: Vec::new(), ah: None });
         }
         let ip = gid_ip(&gid).to_string();
         let device = ctx.name.clone();
@@ -238,16 +240,9 @@ impl Agent {
         let ep = self.ep()?;
         let (my_ip, gid, gid_index, ep_port, ep_name) = (gid_ip(&ep.gid), ep.gid, ep.gid_index, ep.port, ep.name.clone());
         let q = ep.qps.get_mut(qp).ok_or_else(|| AgentError::from(format!("no QP `{qp}` on this endpoint")))?;
-        if q.spec.connect == ConnectMethod::RdmaCm {
-            return err(format!(
-                "QP `{qp}`: connecting with rdma_cm is not implemented in this agent yet; use connect = \"tcp\""
-            ));
-        }
         let qkey = q.spec.qkey.unwrap_or(0x1111_1111);
         let mine = Exchange { qpn: q.qp.qpn(), psn: q.psn, gid: hex(&gid), qkey };
         let peer_ip: IpAddr = peer_ip.parse().map_err(|_| AgentError::from(format!("peer address `{peer_ip}` is not an IP address")))?;
-        let theirs = if passive { exchange_passive(my_ip, port, &mine)? } else { exchange_active(SocketAddr::new(peer_ip, port), &mine)? };
-        let peer = Peer { qpn: theirs.qpn, psn: theirs.psn, gid: unhex16(&theirs.gid)? };
         let s = &q.spec;
         let default_access = ["remote_write", "remote_read", "remote_atomic"].map(String::from).to_vec();
         let access = s.access.as_ref().and_then(|a| a.get(&ep_name)).unwrap_or(default_access);
@@ -265,13 +260,35 @@ impl Agent {
             max_rd_atomic: s.max_rd_atomic.unwrap_or(1),
             max_dest_rd_atomic: s.max_dest_rd_atomic.unwrap_or(1),
         };
-        q.qp.connect(&attrs, Some(peer))?;
+        let (peer, peer_qkey) = if q.spec.connect == ConnectMethod::RdmaCm {
+            let (IpAddr::V4(mine4), IpAddr::V4(peer4)) = (my_ip, peer_ip) else {
+                return err("rdma_cm here connects over IPv4 addresses");
+            };
+            if q.spec.qp_type != QpType::Rc && q.spec.qp_type != QpType::Uc {
+                return err(format!("QP `{qp}`: rdma_cm connects RC and UC QPs; UD uses connect = \"tcp\" here"));
+            }
+            let cm = if passive {
+                verbs::CmConn::accept(mine4, port, &q.qp, &attrs, EXCHANGE_WITHIN)?
+            } else {
+                verbs::CmConn::connect(peer4, port, &q.qp, &attrs, EXCHANGE_WITHIN)?
+            };
+            // The CM chose the starting PSNs; report those.
+            q.psn = cm.sq_psn;
+            let peer = Peer { qpn: cm.dest_qpn, psn: cm.rq_psn, gid: peer4.to_ipv6_mapped().octets() };
+            q.cm = Some(cm);
+            (peer, 0)
+        } else {
+            let theirs = if passive { exchange_passive(my_ip, port, &mine)? } else { exchange_active(SocketAddr::new(peer_ip, port), &mine)? };
+            let peer = Peer { qpn: theirs.qpn, psn: theirs.psn, gid: unhex16(&theirs.gid)? };
+            q.qp.connect(&attrs, Some(peer))?;
+            (peer, theirs.qkey)
+        };
         q.peer = Some(peer);
-        q.peer_qkey = theirs.qkey;
+        q.peer_qkey = peer_qkey;
         q.peer_mrs = peer_mrs;
         let qkey_out = (q.spec.qp_type == QpType::Ud).then_some(qkey);
         let local = QpInfo { name: qp.to_string(), qpn: q.qp.qpn(), psn: q.psn, gid: Ipv6Addr::from(gid).to_string(), qkey: qkey_out };
-        let remote = QpInfo { name: qp.to_string(), qpn: peer.qpn, psn: peer.psn, gid: Ipv6Addr::from(peer.gid).to_string(), qkey: Some(theirs.qkey) };
+        let remote = QpInfo { name: qp.to_string(), qpn: peer.qpn, psn: peer.psn, gid: Ipv6Addr::from(peer.gid).to_string(), qkey: Some(peer_qkey) };
         if q.spec.qp_type == QpType::Ud {
             let pd = ep._pd.clone();
             let q = ep.qps.get_mut(qp).ok_or_else(|| AgentError::from(format!("no QP `{qp}`")))?;
