@@ -10,14 +10,15 @@ cargo test --workspace --locked --release
 # ---- lab (`roce lab`, harness/src/lab) ----------------------------------------------
 # Builds the VM image (cached in ~/.cache/roce/lab or $ROCE_LAB_DIR: only the first run
 # on a machine pays for debootstrap, ~2-5 min; needs root) and runs the lab's
-# end-to-end test: boot two Soft-RoCE VMs under TCG, an ibv_rc_pingpong run whose
-# capture is decoded and checked, exec, a dropped packet, crash recovery (~1 min).
+# end-to-end tests: boot two Soft-RoCE VMs under TCG, an ibv_rc_pingpong run whose
+# capture is decoded and checked, exec, a dropped packet, crash recovery (~1 min);
+# then every seed scenario in scenarios/ run for real with `roce run` (~30 s).
 # ROCE_LAB=0 skips this block.
 if [[ "${ROCE_LAB:-1}" != 0 ]]; then
     cargo build --locked --release -p roce
     printf '\033[1m==> %s\033[0m\n' "lab: VM image (roce lab build, cached)" >&2
     target/release/roce lab build
     printf '\033[1m==> %s\033[0m\n' "lab: end-to-end test (two TCG VMs)" >&2
-    ROCE_LAB=1 cargo test --locked --release -p roce --test lab
+    ROCE_LAB=1 cargo test --locked --release -p roce --test lab --test scenarios_lab
 fi
 # ---- end of the lab block -----------------------------------------------------------

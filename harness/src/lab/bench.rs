@@ -22,6 +22,9 @@ pub struct BenchArgs {
     pub size: u32,
     #[arg(long, value_enum, default_value = "auto")]
     pub accel: Accel,
+    /// Scenarios to time on the booted lab (skipped if the directory is missing)
+    #[arg(long, default_value = "scenarios", value_name = "DIR")]
+    pub scenarios: std::path::PathBuf,
 }
 
 struct Row(String, String);
@@ -117,6 +120,9 @@ pub fn run(paths: &LabPaths, args: BenchArgs) -> Result<u8> {
         ),
     ));
     rows.push(Row("ib_write_bw run wall time".into(), format!("{:.1} s", o.wall.as_secs_f64())));
+    if args.scenarios.is_dir() {
+        rows.push(scenarios(&bench, &args.scenarios, &dir, &p)?);
+    }
     let _ = std::fs::remove_dir_all(&dir);
 
     println!("roce lab bench ({} cores on this host)", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0));
@@ -134,4 +140,38 @@ impl Drop for DownOnDrop {
     fn drop(&mut self) {
         let _ = super::stop(&self.0);
     }
+}
+
+/// Seed scenarios on the booted lab: how many a minute, and what each costs beyond
+/// its own traffic (the span from its first frame to its last on the wire).
+fn scenarios(lab: &LabPaths, dir: &std::path::Path, tmp: &std::path::Path, p: &Progress) -> Result<Row> {
+    let files = crate::run::discover(&[dir.to_path_buf()])?;
+    let eps = crate::scenario::runner::Endpoints::Lab(lab.clone());
+    let (mut total, mut traffic, mut passed) = (0.0f64, 0.0f64, 0);
+    for (i, f) in files.iter().enumerate() {
+        let sc = crate::scenario::parse::load(f).map_err(|d| anyhow::anyhow!("{}", d[0]))?;
+        p.say(&format!("scenario: {}", sc.name));
+        let cap = tmp.join(format!("scenario-{i}.pcapng"));
+        let (o, secs) = crate::run::run_one(&sc, &eps, &cap);
+        total += secs;
+        if o.error.is_none() && crate::scenario::expect::evaluate(&sc, &o).iter().all(|v| v.pass) {
+            passed += 1;
+        }
+        if let Ok((_, pkts)) = read_capture(&cap) {
+            if let (Some(a), Some(b)) = (pkts.iter().map(|x| x.ts_ns).min(), pkts.iter().map(|x| x.ts_ns).max()) {
+                traffic += (b - a) as f64 / 1e9;
+            }
+        }
+    }
+    let n = files.len().max(1) as f64;
+    Ok(Row(
+        format!("seed scenarios ({})", dir.display()),
+        format!(
+            "{} in {total:.1} s = {:.0} scenarios/min ({passed} passed); per scenario {:.2} s, of which {:.2} s beyond its own traffic",
+            files.len(),
+            files.len() as f64 / total * 60.0,
+            total / n,
+            (total - traffic) / n
+        ),
+    ))
 }
