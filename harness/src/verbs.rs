@@ -573,53 +573,64 @@ pub struct SendWr<'a> {
 
 pub mod names {
     //! ibv_wc_status / ibv_wc_opcode values by their `IBV_WC_*` names.
+    /// `ibv_wc_status` names, indexed by value.
+    pub const WC_STATUS: [&str; 24] = [
+        "IBV_WC_SUCCESS",
+        "IBV_WC_LOC_LEN_ERR",
+        "IBV_WC_LOC_QP_OP_ERR",
+        "IBV_WC_LOC_EEC_OP_ERR",
+        "IBV_WC_LOC_PROT_ERR",
+        "IBV_WC_WR_FLUSH_ERR",
+        "IBV_WC_MW_BIND_ERR",
+        "IBV_WC_BAD_RESP_ERR",
+        "IBV_WC_LOC_ACCESS_ERR",
+        "IBV_WC_REM_INV_REQ_ERR",
+        "IBV_WC_REM_ACCESS_ERR",
+        "IBV_WC_REM_OP_ERR",
+        "IBV_WC_RETRY_EXC_ERR",
+        "IBV_WC_RNR_RETRY_EXC_ERR",
+        "IBV_WC_LOC_RDD_VIOL_ERR",
+        "IBV_WC_REM_INV_RD_REQ_ERR",
+        "IBV_WC_REM_ABORT_ERR",
+        "IBV_WC_INV_EECN_ERR",
+        "IBV_WC_INV_EEC_STATE_ERR",
+        "IBV_WC_FATAL_ERR",
+        "IBV_WC_RESP_TIMEOUT_ERR",
+        "IBV_WC_GENERAL_ERR",
+        "IBV_WC_TM_ERR",
+        "IBV_WC_TM_RNDV_INCOMPLETE",
+    ];
+
+    /// `ibv_wc_opcode` values and names.
+    pub const WC_OPCODES: [(u32, &str); 20] = [
+        (0, "IBV_WC_SEND"),
+        (1, "IBV_WC_RDMA_WRITE"),
+        (2, "IBV_WC_RDMA_READ"),
+        (3, "IBV_WC_COMP_SWAP"),
+        (4, "IBV_WC_FETCH_ADD"),
+        (5, "IBV_WC_BIND_MW"),
+        (6, "IBV_WC_LOCAL_INV"),
+        (7, "IBV_WC_TSO"),
+        (8, "IBV_WC_FLUSH"),
+        (9, "IBV_WC_ATOMIC_WRITE"),
+        (128, "IBV_WC_RECV"),
+        (129, "IBV_WC_RECV_RDMA_WITH_IMM"),
+        (130, "IBV_WC_TM_ADD"),
+        (131, "IBV_WC_TM_DEL"),
+        (132, "IBV_WC_TM_SYNC"),
+        (133, "IBV_WC_TM_RECV"),
+        (134, "IBV_WC_TM_NO_TAG"),
+        (135, "IBV_WC_DRIVER1"),
+        (136, "IBV_WC_DRIVER2"),
+        (137, "IBV_WC_DRIVER3"),
+    ];
+
     pub fn status(v: u32) -> String {
-        const S: [&str; 24] = [
-            "IBV_WC_SUCCESS",
-            "IBV_WC_LOC_LEN_ERR",
-            "IBV_WC_LOC_QP_OP_ERR",
-            "IBV_WC_LOC_EEC_OP_ERR",
-            "IBV_WC_LOC_PROT_ERR",
-            "IBV_WC_WR_FLUSH_ERR",
-            "IBV_WC_MW_BIND_ERR",
-            "IBV_WC_BAD_RESP_ERR",
-            "IBV_WC_LOC_ACCESS_ERR",
-            "IBV_WC_REM_INV_REQ_ERR",
-            "IBV_WC_REM_ACCESS_ERR",
-            "IBV_WC_REM_OP_ERR",
-            "IBV_WC_RETRY_EXC_ERR",
-            "IBV_WC_RNR_RETRY_EXC_ERR",
-            "IBV_WC_LOC_RDD_VIOL_ERR",
-            "IBV_WC_REM_INV_RD_REQ_ERR",
-            "IBV_WC_REM_ABORT_ERR",
-            "IBV_WC_INV_EECN_ERR",
-            "IBV_WC_INV_EEC_STATE_ERR",
-            "IBV_WC_FATAL_ERR",
-            "IBV_WC_RESP_TIMEOUT_ERR",
-            "IBV_WC_GENERAL_ERR",
-            "IBV_WC_TM_ERR",
-            "IBV_WC_TM_RNDV_INCOMPLETE",
-        ];
-        S.get(v as usize).map(|s| s.to_string()).unwrap_or_else(|| format!("IBV_WC_STATUS_{v}"))
+        WC_STATUS.get(v as usize).map(|s| s.to_string()).unwrap_or_else(|| format!("IBV_WC_STATUS_{v}"))
     }
 
     pub fn opcode(v: u32) -> String {
-        match v {
-            0 => "IBV_WC_SEND",
-            1 => "IBV_WC_RDMA_WRITE",
-            2 => "IBV_WC_RDMA_READ",
-            3 => "IBV_WC_COMP_SWAP",
-            4 => "IBV_WC_FETCH_ADD",
-            5 => "IBV_WC_BIND_MW",
-            6 => "IBV_WC_LOCAL_INV",
-            7 => "IBV_WC_TSO",
-            8 => "IBV_WC_FLUSH",
-            9 => "IBV_WC_ATOMIC_WRITE",
-            128 => "IBV_WC_RECV",
-            129 => "IBV_WC_RECV_RDMA_WITH_IMM",
-            _ => return format!("IBV_WC_OPCODE_{v}"),
-        }
-        .to_string()
+        WC_OPCODES.iter().find(|(n, _)| *n == v).map(|(_, s)| s.to_string()).unwrap_or_else(|| format!("IBV_WC_OPCODE_{v}"))
     }
 
     #[cfg(test)]

@@ -149,54 +149,6 @@ fn serde_hint(message: &str) -> Option<String> {
 /// Access flag names (the `IBV_ACCESS_` prefix and case are optional).
 pub const ACCESS_FLAGS: &[&str] = &["local_write", "remote_write", "remote_read", "remote_atomic", "mw_bind", "zero_based", "on_demand", "relaxed_ordering"];
 pub const WR_FLAGS: &[&str] = &["signaled", "unsignaled", "inline", "solicited", "fence"];
-pub const WC_STATUS: &[&str] = &[
-    "IBV_WC_SUCCESS",
-    "IBV_WC_LOC_LEN_ERR",
-    "IBV_WC_LOC_QP_OP_ERR",
-    "IBV_WC_LOC_EEC_OP_ERR",
-    "IBV_WC_LOC_PROT_ERR",
-    "IBV_WC_WR_FLUSH_ERR",
-    "IBV_WC_MW_BIND_ERR",
-    "IBV_WC_BAD_RESP_ERR",
-    "IBV_WC_LOC_ACCESS_ERR",
-    "IBV_WC_REM_INV_REQ_ERR",
-    "IBV_WC_REM_ACCESS_ERR",
-    "IBV_WC_REM_OP_ERR",
-    "IBV_WC_RETRY_EXC_ERR",
-    "IBV_WC_RNR_RETRY_EXC_ERR",
-    "IBV_WC_LOC_RDD_VIOL_ERR",
-    "IBV_WC_REM_INV_RD_REQ_ERR",
-    "IBV_WC_REM_ABORT_ERR",
-    "IBV_WC_INV_EECN_ERR",
-    "IBV_WC_INV_EEC_STATE_ERR",
-    "IBV_WC_FATAL_ERR",
-    "IBV_WC_RESP_TIMEOUT_ERR",
-    "IBV_WC_GENERAL_ERR",
-    "IBV_WC_TM_ERR",
-    "IBV_WC_TM_RNDV_INCOMPLETE",
-];
-pub const WC_OPCODES: &[&str] = &[
-    "IBV_WC_SEND",
-    "IBV_WC_RDMA_WRITE",
-    "IBV_WC_RDMA_READ",
-    "IBV_WC_COMP_SWAP",
-    "IBV_WC_FETCH_ADD",
-    "IBV_WC_BIND_MW",
-    "IBV_WC_LOCAL_INV",
-    "IBV_WC_TSO",
-    "IBV_WC_FLUSH",
-    "IBV_WC_ATOMIC_WRITE",
-    "IBV_WC_RECV",
-    "IBV_WC_RECV_RDMA_WITH_IMM",
-    "IBV_WC_TM_ADD",
-    "IBV_WC_TM_DEL",
-    "IBV_WC_TM_SYNC",
-    "IBV_WC_TM_RECV",
-    "IBV_WC_TM_NO_TAG",
-    "IBV_WC_DRIVER1",
-    "IBV_WC_DRIVER2",
-    "IBV_WC_DRIVER3",
-];
 pub const NAK_NAMES: &[&str] = &["psn_sequence_error", "invalid_request", "remote_access_error", "remote_operational_error", "invalid_rd_request", "rnr"];
 
 /// `IBV_WC_SUCCESS`, `success`, `wc_success` → `IBV_WC_SUCCESS`.
@@ -501,14 +453,14 @@ impl Checker<'_> {
             }
             if let Some(st) = &e.status {
                 let n = wc_name(st);
-                if !WC_STATUS.contains(&n.as_str()) {
-                    self.err(&at("status"), format!("unknown status `{st}`"), Self::name_hint(&n, WC_STATUS.iter().copied()));
+                if !crate::verbs::names::WC_STATUS.contains(&n.as_str()) {
+                    self.err(&at("status"), format!("unknown status `{st}`"), Self::name_hint(&n, crate::verbs::names::WC_STATUS.iter().copied()));
                 }
             }
             if let Some(op) = &e.opcode {
                 let n = wc_name(op);
-                if !WC_OPCODES.contains(&n.as_str()) {
-                    self.err(&at("opcode"), format!("unknown completion opcode `{op}`"), Self::name_hint(&n, WC_OPCODES.iter().copied()));
+                if !crate::verbs::names::WC_OPCODES.iter().any(|(_, o)| *o == n) {
+                    self.err(&at("opcode"), format!("unknown completion opcode `{op}`"), Self::name_hint(&n, crate::verbs::names::WC_OPCODES.iter().map(|(_, o)| *o)));
                 }
             }
         }
