@@ -733,7 +733,9 @@ impl CmConn {
             if rc != 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() == std::io::ErrorKind::WouldBlock && std::time::Instant::now() < until {
-                    let mut p = libc::pollfd { fd: unsafe { (*self.ec).fd }, events: libc::POLLIN, revents: 0 };
+                    // SAFETY: ec is a valid channel for the life of self.
+                    let fd = unsafe { (*self.ec).fd };
+                    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
                     // SAFETY: p is one valid pollfd.
                     unsafe { libc::poll(&mut p, 1, 50) };
                     continue;

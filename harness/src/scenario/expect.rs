@@ -40,7 +40,13 @@ pub fn evaluate(sc: &Scenario, o: &Outcome) -> Vec<Verdict> {
         v.push(match &frames {
             Some(Ok(f)) => wire(sc, e, o, f),
             Some(Err(msg)) => verdict("wire", format!("wire of QP {} from {}", e.qp, e.from), false, "a readable capture".into(), msg.clone()),
-            None => verdict("wire", format!("wire of QP {} from {}", e.qp, e.from), false, "a capture".into(), "no capture was recorded".into()),
+            None => verdict(
+                "wire",
+                format!("wire of QP {} from {}", e.qp, e.from),
+                false,
+                "a capture".into(),
+                "no capture was recorded (the lab's switch records the wire; with --endpoints on real hosts there is no capture yet)".into(),
+            ),
         });
     }
     for e in &sc.expect.memory {
