@@ -44,6 +44,8 @@ pub enum Command {
     Agent(crate::agent::AgentArgs),
     /// Run scenarios with real verbs between two endpoints (the lab by default) and judge completions, wire and memory.
     Run(crate::run::RunArgs),
+    /// Print the JSON Schema of the scenario format (for editors and validators).
+    Schema,
 }
 
 #[derive(Debug, clap::Args)]
@@ -52,6 +54,13 @@ pub struct CheckArgs {
     /// Scenario files, or directories of them (every *.toml below)
     #[arg(required = true, value_name = "SCENARIO|DIR")]
     pub paths: Vec<std::path::PathBuf>,
+}
+
+/// `roce schema`: the scenario format as JSON Schema, derived from the model types.
+fn schema(out: &mut dyn Write) -> anyhow::Result<u8> {
+    let schema = schemars::schema_for!(crate::scenario::model::Scenario);
+    writeln!(out, "{}", serde_json::to_string_pretty(&schema)?)?;
+    Ok(exit::OK)
 }
 
 fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
@@ -110,6 +119,7 @@ where
         Command::Check(a) => check(a, out, err),
         Command::Agent(a) => crate::agent::run(a),
         Command::Run(a) => crate::run::run(a, out, err),
+        Command::Schema => schema(out),
     };
     match r {
         Ok(code) => code,

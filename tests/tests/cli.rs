@@ -213,3 +213,55 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     assert_ne!(r.code, 0);
     assert!(r.err.contains("/nonexistent/dir"), "{}", r.err);
 }
+
+/// `roce schema` describes every key the seed scenarios use, where they use it: a
+/// field the model gains without the schema knowing would fail here.
+#[test]
+fn schema_covers_the_seed_scenarios() {
+    let r = roce(&["schema"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let schema: serde_json::Value = serde_json::from_str(&r.out).expect("JSON");
+    let props = |def: Option<&str>| -> Vec<String> {
+        let node = match def {
+            None => &schema,
+            Some(d) => &schema["$defs"][d],
+        };
+        node["properties"].as_object().unwrap_or_else(|| panic!("no properties for {def:?}")).keys().cloned().collect()
+    };
+    let check = |table: &toml::Value, def: Option<&str>, file: &str| {
+        let known = props(def);
+        for k in table.as_table().expect("table").keys() {
+            assert!(known.contains(k), "{file}: key `{k}` is not in the schema of {def:?}: {known:?}");
+        }
+    };
+    let dir = root().join("scenarios");
+    let mut files = 0;
+    for e in std::fs::read_dir(&dir).unwrap().flatten() {
+        if e.path().extension().is_none_or(|x| x != "toml") {
+            continue;
+        }
+        files += 1;
+        let f = e.path().display().to_string();
+        let v: toml::Value = toml::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap();
+        check(&v, None, &f);
+        for ep in v["endpoints"].as_table().unwrap().values() {
+            check(ep, Some("Endpoint"), &f);
+        }
+        for (key, def) in [("qp", "QpSpec"), ("mr", "MrSpec"), ("step", "Step")] {
+            for t in v.get(key).and_then(|x| x.as_array()).into_iter().flatten() {
+                check(t, Some(def), &f);
+            }
+        }
+        if let Some(x) = v.get("expect") {
+            check(x, Some("Expectations"), &f);
+            for (key, def) in [("completion", "CompletionExpect"), ("wire", "WireExpect"), ("memory", "MemoryExpect")] {
+                for t in x.get(key).and_then(|y| y.as_array()).into_iter().flatten() {
+                    check(t, Some(def), &f);
+                }
+            }
+        }
+    }
+    assert!(files >= 14);
+    // Unknown keys are refused by the schema as by the parser.
+    assert_eq!(schema["additionalProperties"], serde_json::json!(false));
+}

@@ -53,10 +53,11 @@
 //! ```
 use std::collections::BTreeMap;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A whole scenario file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Scenario {
     pub name: String,
@@ -78,7 +79,7 @@ pub struct Scenario {
 }
 
 /// Where an endpoint runs.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Endpoint {
     /// Lab VM (`a` or `b`); defaults to the endpoint's name. Two endpoints on the same
@@ -95,7 +96,7 @@ pub struct Endpoint {
     pub gid_index: Option<u8>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum QpType {
     Rc,
@@ -103,7 +104,7 @@ pub enum QpType {
     Ud,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ConnectMethod {
     /// QPN, PSN, GID (and the MRs' addresses and rkeys) exchanged over a TCP socket
@@ -120,7 +121,7 @@ pub enum ConnectMethod {
 pub type AccessFlags = Vec<String>;
 
 /// A value that may differ per endpoint: `x` or `{ a = x, b = y }`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub enum PerEndpoint<T> {
     Same(T),
@@ -137,7 +138,7 @@ impl<T: Clone> PerEndpoint<T> {
 }
 
 /// A connected QP pair (RC/UC) or two UD QPs that know each other's address.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct QpSpec {
     pub name: String,
@@ -185,7 +186,7 @@ pub struct QpSpec {
 }
 
 /// A memory region on one endpoint.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MrSpec {
     pub name: String,
@@ -200,7 +201,7 @@ pub struct MrSpec {
 }
 
 /// Bytes given as text, hex bytes, or a repeated pattern.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
 pub enum Content {
     /// UTF-8 text.
@@ -214,7 +215,7 @@ pub enum Content {
 }
 
 /// A scatter/gather element: a slice of an MR (default: from 0, the whole MR).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Sge {
     pub mr: String,
@@ -227,7 +228,7 @@ pub struct Sge {
 /// The remote end of an RDMA or atomic operation: an MR of the peer endpoint, by
 /// name (its address and rkey were exchanged at connect time), optionally with a
 /// raw rkey to provoke errors.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Remote {
     pub mr: String,
@@ -238,7 +239,7 @@ pub struct Remote {
     pub rkey: Option<u32>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Op {
     PostRecv,
@@ -257,7 +258,7 @@ pub enum Op {
 }
 
 /// One step, executed in order. `on` names the endpoint (not for `sync`/`sleep`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Step {
     pub op: Op,
@@ -296,7 +297,7 @@ pub struct Step {
     pub within_ms: Option<u64>,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Expectations {
     #[serde(default)]
@@ -309,7 +310,7 @@ pub struct Expectations {
 
 /// A work completion on `on`: the one for `wr_id`, or the `index`-th (from 0) in the
 /// order they were polled.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CompletionExpect {
     pub on: String,
@@ -335,7 +336,7 @@ pub struct CompletionExpect {
 }
 
 /// What the wire shows for one QP pair, in one direction of requests.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WireExpect {
     pub qp: String,
@@ -366,7 +367,7 @@ pub struct WireExpect {
 }
 
 /// An MR's content at the end of the run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MemoryExpect {
     pub on: String,
