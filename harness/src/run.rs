@@ -37,6 +37,12 @@ pub struct RunArgs {
     /// running `roce agent --listen HOST:PORT`
     #[arg(long, value_name = "EP=HOST:PORT,…")]
     pub endpoints: Option<String>,
+    /// With --endpoints: capture each scenario's wire on this interface (libpcap)
+    #[arg(short = 'i', long = "interface", value_name = "IFACE", requires = "endpoints")]
+    pub iface: Option<String>,
+    /// The capture filter for -i
+    #[arg(short = 'f', long = "filter", value_name = "FILTER", default_value = crate::live::DEFAULT_FILTER, requires = "iface")]
+    pub filter: String,
     /// Where to keep each scenario's capture (default: roce-runs/<time>)
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -157,6 +163,47 @@ pub fn run_one(sc: &crate::scenario::model::Scenario, eps: &Endpoints, capture: 
     let cap = matches!(eps, Endpoints::Lab(_)).then(|| capture.to_path_buf());
     let o = runner::execute(sc, eps, cap);
     (o, t.elapsed().as_secs_f64())
+}
+
+/// A live capture to a pcapng file while a scenario runs on real hosts.
+pub struct Recording {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    done: std::thread::JoinHandle<Result<u64>>,
+}
+
+impl Recording {
+    /// Starts capturing on `iface`; returns once the capture is open.
+    pub fn start(iface: &str, filter: &str, path: &Path) -> Result<Recording> {
+        let opts = crate::live::LiveOptions { iface: iface.to_string(), filter: filter.to_string(), ..Default::default() };
+        let path = path.to_path_buf();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let done = std::thread::spawn(move || -> Result<u64> {
+            let mut cap = match crate::live::LiveCapture::open(&opts) {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = tx.send(Err(anyhow::anyhow!("{e}")));
+                    return Ok(0);
+                }
+            };
+            let _ = tx.send(Ok(cap.stop_handle()));
+            let mut out = crate::output::PcapngOut::create(&path)?;
+            let mut n = 0;
+            while let Some(r) = cap.next_packet().map_err(|e| anyhow::anyhow!("{e}"))? {
+                out.write(&r)?;
+                n += 1;
+            }
+            out.commit()?;
+            Ok(n)
+        });
+        let stop = rx.recv().map_err(|_| anyhow::anyhow!("the capture thread ended"))??;
+        Ok(Recording { stop, done })
+    }
+
+    /// Stops the capture and publishes the file; the number of frames.
+    pub fn finish(self) -> Result<u64> {
+        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.done.join().map_err(|_| anyhow::anyhow!("the capture thread panicked"))?
+    }
 }
 
 #[cfg(test)]
@@ -349,7 +396,19 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
     let mut results = Vec::new();
     for (file, sc) in &loaded {
         let cap = capture_path(&out_dir, file, &mut taken);
-        let (o, secs) = run_one(sc, &eps, &cap);
+        let rec = match (&eps, &args.iface) {
+            (Endpoints::Remote(_), Some(i)) => Some(Recording::start(i, &args.filter, &cap).with_context(|| format!("capturing on {i}"))?),
+            _ => None,
+        };
+        let (mut o, secs) = run_one(sc, &eps, &cap);
+        if let Some(r) = rec {
+            match r.finish() {
+                Ok(_) => o.capture = Some(cap.clone()),
+                Err(e) => {
+                    o.error.get_or_insert(format!("the capture on {}: {e:#}", args.iface.as_deref().unwrap_or("?")));
+                }
+            }
+        }
         let verdicts = crate::scenario::expect::evaluate(sc, &o);
         let pass = o.error.is_none() && verdicts.iter().all(|v| v.pass);
         let r = ScenarioResult {

@@ -21,10 +21,16 @@ pub struct VerbError {
     pub hint: Option<String>,
 }
 
+impl VerbError {
+    /// What failed and the errno, without the hint.
+    pub fn what(&self) -> String {
+        format!("{} failed: {}", self.verb, std::io::Error::from_raw_os_error(self.errno))
+    }
+}
+
 impl fmt::Display for VerbError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let e = std::io::Error::from_raw_os_error(self.errno);
-        write!(f, "{} failed: {e}", self.verb)?;
+        write!(f, "{}", self.what())?;
         if let Some(h) = &self.hint {
             write!(f, " — hint: {h}")?;
         }
@@ -68,7 +74,13 @@ impl Context {
         // SAFETY: n is a valid out pointer; the list is freed below.
         let list = unsafe { ibv_get_device_list(&mut n) };
         if list.is_null() {
-            return Err(fail("ibv_get_device_list", Some("is libibverbs installed with a provider (rdma-core)?".into())));
+            let e = fail("ibv_get_device_list", None);
+            let hint = if e.errno == libc::ENOSYS {
+                "this kernel has no RDMA stack (ib_uverbs): run on an RDMA host or in the lab (`roce run` without --endpoints)"
+            } else {
+                "is libibverbs installed with a provider (rdma-core)?"
+            };
+            return Err(VerbError { hint: Some(hint.into()), ..e });
         }
         let mut names = Vec::new();
         let mut chosen: *mut ibv_device = ptr::null_mut();

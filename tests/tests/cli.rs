@@ -265,3 +265,50 @@ fn schema_covers_the_seed_scenarios() {
     // Unknown keys are refused by the schema as by the parser.
     assert_eq!(schema["additionalProperties"], serde_json::json!(false));
 }
+
+/// `roce run --endpoints` against an agent listening on loopback: the controller, the
+/// protocol and the reports work end to end; this host has no RDMA device, so the
+/// agent's Setup fails and the report says why, with exit 1 and a JUnit failure.
+#[test]
+fn run_against_a_remote_agent_reports_a_setup_failure_with_its_cause() {
+    // One agent per endpoint (an agent serves one controller connection at a time).
+    let addrs: Vec<String> = (0..2)
+        .map(|_| format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()))
+        .collect();
+    for a in &addrs {
+        let a = a.clone();
+        // Detached: the agents serve until the test process ends.
+        std::thread::spawn(move || roce(&["agent", "--listen", &a]));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let junit = tmp("remote-junit.xml");
+    let out = tmp("remote-out");
+    let sc = root().join("scenarios/rc_send_tcp.toml");
+    let r = roce(&[
+        "run",
+        "--endpoints",
+        &format!("a={},b={}", addrs[0], addrs[1]),
+        "--out",
+        out.to_str().unwrap(),
+        "--junit",
+        junit.to_str().unwrap(),
+        "-i",
+        "lo",
+        sc.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1, "{}\n{}", r.out, r.err);
+    // -i: the scenario's wire was captured on the interface (nothing RoCE on lo).
+    assert!(out.join("rc_send_tcp.pcapng").exists(), "{}", r.out);
+    assert!(!r.out.contains("no capture was recorded"), "{}", r.out);
+    assert!(r.out.contains("✗ RC SEND over a TCP exchange"), "{}", r.out);
+    assert!(r.out.contains("run stopped: endpoint"), "{}", r.out);
+    // No RDMA here: the agent says which verb failed and why, once, with the hint.
+    assert!(r.out.contains("ibv_get_device_list failed") || r.out.contains("opening device"), "{}", r.out);
+    assert!(r.out.contains("hint: this kernel has no RDMA stack") || r.out.contains("no RDMA devices"), "{}", r.out);
+    assert_eq!(r.out.matches("hint:").count(), 1, "{}", r.out);
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("tests=\"1\" failures=\"1\""), "{xml}");
+    let r = roce(&["run", "--endpoints", "a=nowhere", sc.to_str().unwrap()]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("HOST:PORT"), "{}", r.err);
+}

@@ -23,7 +23,7 @@ pub struct AgentError {
 
 impl From<VerbError> for AgentError {
     fn from(e: VerbError) -> Self {
-        AgentError { message: e.to_string(), verb: Some(e) }
+        AgentError { message: e.what(), verb: Some(e) }
     }
 }
 

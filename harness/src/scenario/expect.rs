@@ -45,7 +45,7 @@ pub fn evaluate(sc: &Scenario, o: &Outcome) -> Vec<Verdict> {
                 format!("wire of QP {} from {}", e.qp, e.from),
                 false,
                 "a capture".into(),
-                "no capture was recorded (the lab's switch records the wire; with --endpoints on real hosts there is no capture yet)".into(),
+                "no capture was recorded (the lab's switch records the wire; with --endpoints, give -i IFACE to capture on a host)".into(),
             ),
         });
     }
