@@ -43,6 +43,10 @@ pub struct RunArgs {
     /// The capture filter for -i
     #[arg(short = 'f', long = "filter", value_name = "FILTER", default_value = crate::live::DEFAULT_FILTER, requires = "iface")]
     pub filter: String,
+    /// With --endpoints and one scenario: judge the wire from this capture (pcap or
+    /// pcapng, e.g. from ibdump or tcpdump on a host), recorded while it ran
+    #[arg(long, value_name = "FILE", requires = "endpoints", conflicts_with = "iface")]
+    pub pcap: Option<PathBuf>,
     /// Where to keep each scenario's capture (default: roce-runs/<time>)
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -382,6 +386,10 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
         writeln!(err, "{bad} of {} scenario files have problems; nothing was run", files.len())?;
         return Ok(exit::SETUP);
     }
+    if args.pcap.is_some() && loaded.len() != 1 {
+        writeln!(err, "roce run: --pcap holds the wire of one scenario, but {} were given\nhint: run them one at a time, or capture with -i IFACE", loaded.len())?;
+        return Ok(exit::SETUP);
+    }
     let eps = match endpoints(&args) {
         Ok(e) => e,
         Err(e) => {
@@ -401,6 +409,9 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
             _ => None,
         };
         let (mut o, secs) = run_one(sc, &eps, &cap);
+        if let Some(p) = &args.pcap {
+            o.capture = Some(p.clone());
+        }
         if let Some(r) = rec {
             match r.finish() {
                 Ok(_) => o.capture = Some(cap.clone()),

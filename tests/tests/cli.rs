@@ -308,6 +308,22 @@ fn run_against_a_remote_agent_reports_a_setup_failure_with_its_cause() {
     assert_eq!(r.out.matches("hint:").count(), 1, "{}", r.out);
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains("tests=\"1\" failures=\"1\""), "{xml}");
+    // --pcap: the wire is judged from the user's capture (here one with no RoCE at all).
+    let r = roce(&[
+        "run",
+        "--endpoints",
+        &format!("a={},b={}", addrs[0], addrs[1]),
+        "--out",
+        out.to_str().unwrap(),
+        "--pcap",
+        &capture("raw_ip.pcap"),
+        sc.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 1);
+    assert!(r.out.contains("wire of QP q from a") && !r.out.contains("no capture was recorded"), "{}", r.out);
+    let r = roce(&["run", "--endpoints", "a=x:1,b=y:2", "--pcap", "p.pcap", sc.to_str().unwrap(), sc.to_str().unwrap()]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("--pcap holds the wire of one scenario"), "{}", r.err);
     let r = roce(&["run", "--endpoints", "a=nowhere", sc.to_str().unwrap()]);
     assert_eq!(r.code, 2);
     assert!(r.err.contains("HOST:PORT"), "{}", r.err);
