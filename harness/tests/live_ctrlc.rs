@@ -12,6 +12,12 @@ use roce::live::{LiveCapture, LiveOptions};
 
 #[test]
 fn sigint_stops_the_capture_cleanly() {
+    // A shell starting us as a background job (`cmd &` without job control) hands
+    // SIGINT down ignored, and the live capture rightly leaves an ignored SIGINT
+    // alone. This test is about a terminal's Ctrl-C, so start from the default.
+    // SAFETY: signal(2) with SIG_DFL only changes the disposition; done before the
+    // capture installs its handler.
+    unsafe { libc::signal(libc::SIGINT, libc::SIG_DFL) };
     let mut cap = LiveCapture::open(&LiveOptions {
         iface: "lo".into(),
         // Matches nothing: the capture sits idle until stopped.
