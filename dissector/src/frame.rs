@@ -287,6 +287,25 @@ impl Frame {
 
     /// The payload length the packet had on the wire: for a frame cut short by the
     /// snaplen, what the UDP/GRH length says, not what was captured.
+    /// A CM message's private data, as far as it was captured (zero-padded on the
+    /// wire to its field's size; see [`mad::private_data`]).
+    pub fn cm_private_data<'a>(&self, data: &'a [u8]) -> Option<&'a [u8]> {
+        let m = self.mad.as_ref()?;
+        m.cm?;
+        let ib = self.ib.as_ref()?;
+        let attr = data.get(ib.payload.start + mad::HEADER_LEN..ib.payload.end)?;
+        mad::private_data(m.header.attribute_id, attr)
+    }
+
+    /// The rdma_cm header of a REQ from librdmacm: the IP addresses and ports the
+    /// connection was made for.
+    pub fn rdma_cm_header(&self, data: &[u8]) -> Option<mad::RdmaCmHeader> {
+        match self.mad.as_ref()?.cm? {
+            CmMessage::Req(r) => mad::RdmaCmHeader::parse(r.service_id, self.cm_private_data(data)?),
+            _ => None,
+        }
+    }
+
     pub fn payload_len_on_wire(&self) -> Option<usize> {
         let ib = self.ib.as_ref()?;
         match self.stop {

@@ -3,6 +3,7 @@
 //! One printer feeds the CLI, the snapshot tests and the fuzz target alike.
 
 use core::fmt::{self, Write as _};
+use std::net::SocketAddr;
 
 use serde_json::{json, Map, Value};
 
@@ -10,7 +11,7 @@ use crate::fields::Ctx;
 use crate::frame::{Frame, Layer, Link, Net, RoceVersion};
 use crate::wire::aeth::AckKind;
 use crate::wire::ethernet::ethertype;
-use crate::wire::mad::CmMessage;
+use crate::wire::mad::{trim_zeros, CmMessage, RdmaCmHeader};
 use crate::wire::{icrc, Headers, RNR_TIMER_US};
 
 fn ether_name(t: u16) -> &'static str {
@@ -424,6 +425,27 @@ pub fn verbose(c: &Ctx<'_>, out: &mut String) {
             if let Some(cm) = m.cm {
                 let _ = writeln!(out, "        {}: {:?}", cm.name(), cm);
             }
+            if let Some(p) = fr.cm_private_data(c.data) {
+                let mut rest = p;
+                let _ = writeln!(out, "        Private Data: {} bytes", p.len());
+                if let Some(h) = fr.rdma_cm_header(c.data) {
+                    let _ = writeln!(
+                        out,
+                        "            rdma_cm: {} → {} (port space {:#04x}), {} bytes left for the application",
+                        SocketAddr::new(h.src, h.src_port),
+                        SocketAddr::new(h.dst, h.dst_port),
+                        h.port_space,
+                        p.len() - RdmaCmHeader::LEN
+                    );
+                    rest = &p[RdmaCmHeader::LEN..];
+                }
+                let used = trim_zeros(rest);
+                if used.is_empty() {
+                    let _ = writeln!(out, "            (all zero)");
+                } else {
+                    hexdump(used, 256, out);
+                }
+            }
         }
         let pl = c.data.get(ib.payload.clone()).unwrap_or(&[]);
         if !pl.is_empty() || ib.info.is_some_and(|i| i.headers.contains(Headers::PAYLOAD)) {
@@ -464,6 +486,13 @@ fn ecn_name(e: u8) -> &'static str {
 }
 
 /// Indented hex dump of at most `max` bytes.
+fn hex(b: &[u8]) -> String {
+    b.iter().fold(String::with_capacity(b.len() * 2), |mut s, x| {
+        let _ = write!(s, "{x:02x}");
+        s
+    })
+}
+
 fn hexdump(b: &[u8], max: usize, out: &mut String) {
     for (i, chunk) in b[..b.len().min(max)].chunks(16).enumerate() {
         let _ = write!(out, "        {:04x} ", i * 16);
@@ -486,7 +515,7 @@ fn hexdump(b: &[u8], max: usize, out: &mut String) {
 ///           "atomiceth","aeth":{"syndrome","msn","type","credits"|"rnr_timer_us"|"nak"},
 ///           "atomicacketh","immdt","ieth","xrceth","payload_len",
 ///           "icrc":{"wire","computed","ok"}},
-///   "mad":{"mgmt_class","method","attribute_id","transaction_id","cm":{"type",…}},
+///   "mad":{"mgmt_class","method","attribute_id","transaction_id","cm":{"type",…},"private_data"?,"rdma_cm":{"src","dst","port_space"}?},
 ///   "summary": "...", "stop":{"layer","offset","error"}}`
 pub fn json(c: &Ctx<'_>) -> Value {
     let fr = c.frame;
@@ -635,6 +664,13 @@ pub fn json(c: &Ctx<'_>) -> Value {
                 CmMessage::Drep { local_comm_id, remote_comm_id } => json!({"type": "DREP", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id}),
             };
             mm["cm"] = v;
+        }
+        if let Some(p) = fr.cm_private_data(c.data) {
+            mm["private_data"] = hex(trim_zeros(p)).into();
+            if let Some(h) = fr.rdma_cm_header(c.data) {
+                mm["rdma_cm"] = json!({"src": SocketAddr::new(h.src, h.src_port).to_string(),
+                                        "dst": SocketAddr::new(h.dst, h.dst_port).to_string(), "port_space": h.port_space});
+            }
         }
         o.insert("mad".into(), mm);
     }

@@ -678,6 +678,9 @@ pub struct CmConn {
     pub sq_psn: u32,
     pub rq_psn: u32,
     pub dest_qpn: u32,
+    /// What the peer put in its REQ (we accepted) or REP (we connected), as the
+    /// event delivered it: zero-padded to the field, after librdmacm's header.
+    pub peer_private: Vec<u8>,
 }
 
 // SAFETY: librdmacm ids and channels may be used from any thread; only Drop frees.
@@ -723,7 +726,7 @@ impl CmConn {
             let fd = (*ec).fd;
             libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK);
         }
-        Ok(CmConn { ec, id: ptr::null_mut(), listen: ptr::null_mut(), sq_psn: 0, rq_psn: 0, dest_qpn: 0 })
+        Ok(CmConn { ec, id: ptr::null_mut(), listen: ptr::null_mut(), sq_psn: 0, rq_psn: 0, dest_qpn: 0, peer_private: Vec::new() })
     }
 
     fn create_id(&self, out: &mut *mut rdma_cm_id) -> Result<()> {
@@ -735,8 +738,9 @@ impl CmConn {
         Ok(())
     }
 
-    /// Waits for the next event, which must be `want`; returns its id.
-    fn expect(&self, want: u32, within: std::time::Duration) -> Result<*mut rdma_cm_id> {
+    /// Waits for the next event, which must be `want`; returns its id and the
+    /// private data it carried.
+    fn expect(&self, want: u32, within: std::time::Duration) -> Result<(*mut rdma_cm_id, Vec<u8>)> {
         let until = std::time::Instant::now() + within;
         loop {
             let mut ev: *mut rdma_cm_event = ptr::null_mut();
@@ -760,10 +764,25 @@ impl CmConn {
             }
             // SAFETY: ev is a valid event until acked.
             let (t, status, id) = unsafe { ((*ev).event, (*ev).status, (*ev).id) };
+            let private = if t == rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST || t == rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_RESPONSE {
+                // SAFETY: connection events carry `param.conn`; its private data
+                // (when not null) is private_data_len bytes owned by the event,
+                // copied out before the ack frees it.
+                unsafe {
+                    let c = &(*ev).param.conn;
+                    if c.private_data.is_null() {
+                        Vec::new()
+                    } else {
+                        std::slice::from_raw_parts(c.private_data.cast::<u8>(), c.private_data_len as usize).to_vec()
+                    }
+                }
+            } else {
+                Vec::new()
+            };
             // SAFETY: acknowledging the event we got; its id stays valid (owned by us).
             unsafe { rdma_ack_cm_event(ev) };
             if t == want {
-                return Ok(id);
+                return Ok((id, private));
             }
             return Err(VerbError {
                 verb: format!("rdma_cm: expected {}, got {}", cm_event_name(want), cm_event_name(t)),
@@ -810,9 +829,14 @@ impl CmConn {
         qp.modify_raw(&mut x, mask, &format!("ibv_modify_qp(state {state}) with rdma_cm's attributes"))
     }
 
-    fn param(qp: &Qp, a: &QpAttrs) -> rdma_conn_param {
-        // SAFETY: zeroed is valid; no private data.
+    /// The connection parameters; `private` must outlive the call they are passed to.
+    fn param(qp: &Qp, a: &QpAttrs, private: &[u8]) -> rdma_conn_param {
+        // SAFETY: zeroed is valid (null private data).
         let mut p: rdma_conn_param = unsafe { std::mem::zeroed() };
+        if !private.is_empty() {
+            p.private_data = private.as_ptr().cast();
+            p.private_data_len = private.len().min(u8::MAX as usize) as u8;
+        }
         p.responder_resources = a.max_dest_rd_atomic;
         p.initiator_depth = a.max_rd_atomic;
         p.retry_count = a.retry_cnt;
@@ -821,8 +845,10 @@ impl CmConn {
         p
     }
 
-    /// The passive side: listen on ip:port, accept one connection for `qp`.
-    pub fn accept(ip: std::net::Ipv4Addr, port: u16, qp: &Qp, a: &QpAttrs, within: std::time::Duration) -> Result<CmConn> {
+    /// The passive side: listen on ip:port, accept one connection for `qp`,
+    /// answering with `private` (at most 196 bytes) in the REP.
+    pub fn accept(ip: std::net::Ipv4Addr, port: u16, qp: &Qp, a: &QpAttrs, private: &[u8], within: std::time::Duration) -> Result<CmConn> {
+        check_private("rdma_accept", private, 196)?;
         let mut c = CmConn::new()?;
         let mut l = ptr::null_mut();
         c.create_id(&mut l)?;
@@ -837,23 +863,25 @@ impl CmConn {
         if unsafe { rdma_listen(l, 1) } != 0 {
             return Err(fail("rdma_listen", None));
         }
-        c.id = c.expect(rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST, within)?;
+        (c.id, c.peer_private) = c.expect(rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST, within)?;
         c.step(qp, ibv_qp_state::IBV_QPS_INIT, a)?;
         c.step(qp, ibv_qp_state::IBV_QPS_RTR, a)?;
         c.step(qp, ibv_qp_state::IBV_QPS_RTS, a)?;
-        let mut p = Self::param(qp, a);
-        // SAFETY: id came with the connect request; p is valid.
+        let mut p = Self::param(qp, a, private);
+        // SAFETY: id came with the connect request; p is valid (private outlives it).
         check("rdma_accept", unsafe { rdma_accept(c.id, &mut p) }, None)?;
         c.expect(rdma_cm_event_type::RDMA_CM_EVENT_ESTABLISHED, within)?;
         Ok(c)
     }
 
-    /// The active side: resolve, connect `qp` to ip:port. A connection refused
-    /// because the passive side is not listening yet is retried with a fresh id.
-    pub fn connect(ip: std::net::Ipv4Addr, port: u16, qp: &Qp, a: &QpAttrs, within: std::time::Duration) -> Result<CmConn> {
+    /// The active side: resolve, connect `qp` to ip:port with `private` (at most 56
+    /// bytes) in the REQ. A connection refused because the passive side is not
+    /// listening yet is retried with a fresh id.
+    pub fn connect(ip: std::net::Ipv4Addr, port: u16, qp: &Qp, a: &QpAttrs, private: &[u8], within: std::time::Duration) -> Result<CmConn> {
+        check_private("rdma_connect", private, 56)?;
         let until = std::time::Instant::now() + within;
         loop {
-            match Self::try_connect(ip, port, qp, a, within) {
+            match Self::try_connect(ip, port, qp, a, private, within) {
                 Err(e) if e.verb.contains("REJECTED") && std::time::Instant::now() < until => {
                     std::thread::sleep(std::time::Duration::from_millis(100))
                 }
@@ -862,7 +890,7 @@ impl CmConn {
         }
     }
 
-    fn try_connect(ip: std::net::Ipv4Addr, port: u16, qp: &Qp, a: &QpAttrs, within: std::time::Duration) -> Result<CmConn> {
+    fn try_connect(ip: std::net::Ipv4Addr, port: u16, qp: &Qp, a: &QpAttrs, private: &[u8], within: std::time::Duration) -> Result<CmConn> {
         let mut c = CmConn::new()?;
         let mut id = ptr::null_mut();
         c.create_id(&mut id)?;
@@ -880,16 +908,29 @@ impl CmConn {
         }
         c.expect(rdma_cm_event_type::RDMA_CM_EVENT_ROUTE_RESOLVED, within)?;
         c.step(qp, ibv_qp_state::IBV_QPS_INIT, a)?;
-        let mut p = Self::param(qp, a);
-        // SAFETY: the route is resolved; p is valid.
+        let mut p = Self::param(qp, a, private);
+        // SAFETY: the route is resolved; p is valid (private outlives it).
         check("rdma_connect", unsafe { rdma_connect(id, &mut p) }, None)?;
-        c.expect(rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_RESPONSE, within)?;
+        (_, c.peer_private) = c.expect(rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_RESPONSE, within)?;
         c.step(qp, ibv_qp_state::IBV_QPS_RTR, a)?;
         c.step(qp, ibv_qp_state::IBV_QPS_RTS, a)?;
         // SAFETY: connected; sends the RTU.
         check("rdma_establish", unsafe { rdma_establish(id) }, None)?;
         Ok(c)
     }
+}
+
+/// librdmacm refuses private data longer than the message has room for (after its
+/// own 36-byte header in a REQ); say so before the call does, with the numbers.
+fn check_private(verb: &str, private: &[u8], room: usize) -> Result<()> {
+    if private.len() > room {
+        return Err(VerbError {
+            verb: verb.to_string(),
+            errno: libc::EINVAL,
+            hint: Some(format!("{} bytes of private data; an rdma_cm {} has room for {room}", private.len(), if room == 56 { "REQ" } else { "REP" })),
+        });
+    }
+    Ok(())
 }
 
 impl Drop for CmConn {

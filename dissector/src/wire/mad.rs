@@ -296,6 +296,90 @@ impl CmMessage {
     }
 }
 
+/// Where each CM message's private data sits in its attribute data (IBA 12.6):
+/// REQ 92 bytes, REP 196, REJ 148, MRA/DREQ 220, RTU/DREP 224. What a shorter
+/// (truncated) capture holds of it.
+pub fn private_data(attribute_id: u16, d: &[u8]) -> Option<&[u8]> {
+    let (at, len) = match attribute_id {
+        attr::REQ => (140, 92),
+        attr::REP => (36, 196),
+        attr::REJ => (84, 148),
+        attr::MRA | attr::DREQ => (12, 220),
+        attr::RTU | attr::DREP => (8, 224),
+        _ => return None,
+    };
+    d.get(at..d.len().min(at + len))
+}
+
+/// The header librdmacm puts at the start of a REQ's private data (the kernel's
+/// `struct cma_hdr`), when the Service ID is in rdma_cm's IP range
+/// (`0x0000_0000_01PP_pppp`: port space PP, port pppp). It takes 36 of the 92
+/// bytes, so an rdma_cm application has 56 left.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RdmaCmHeader {
+    /// rdma_cm port space (0x06 TCP, 0x11 UDP, 0x02 IPoIB, 0x13 IB).
+    pub port_space: u8,
+    /// The destination (listening) port, from the Service ID.
+    pub dst_port: u16,
+    /// The active side's source port.
+    pub src_port: u16,
+    pub src: std::net::IpAddr,
+    pub dst: std::net::IpAddr,
+}
+
+impl RdmaCmHeader {
+    pub const LEN: usize = 36;
+
+    pub fn parse(service_id: u64, private: &[u8]) -> Option<RdmaCmHeader> {
+        if service_id >> 24 != 0x01 || private.len() < Self::LEN {
+            return None;
+        }
+        let addr = |at: usize| -> Option<std::net::IpAddr> {
+            let mut a = [0u8; 16];
+            a.copy_from_slice(&private[at..at + 16]);
+            match private[1] >> 4 {
+                4 => Some(std::net::Ipv4Addr::new(a[12], a[13], a[14], a[15]).into()),
+                6 => Some(Ipv6Addr::from(a).into()),
+                _ => None,
+            }
+        };
+        Some(RdmaCmHeader {
+            port_space: (service_id >> 16) as u8,
+            dst_port: service_id as u16,
+            src_port: be::u16(private, 2..4),
+            src: addr(4)?,
+            dst: addr(20)?,
+        })
+    }
+
+    /// Writes the header into the first 36 bytes of `b`.
+    pub fn emit(&self, b: &mut [u8]) {
+        b[0] = 0;
+        let put = |b: &mut [u8], at: usize, a: std::net::IpAddr| match a {
+            std::net::IpAddr::V4(v4) => {
+                b[at..at + 12].fill(0);
+                b[at + 12..at + 16].copy_from_slice(&v4.octets());
+            }
+            std::net::IpAddr::V6(v6) => b[at..at + 16].copy_from_slice(&v6.octets()),
+        };
+        b[1] = if self.src.is_ipv4() { 4 << 4 } else { 6 << 4 };
+        be::set_u16(b, 2..4, self.src_port);
+        put(b, 4, self.src);
+        put(b, 20, self.dst);
+    }
+
+    /// The Service ID rdma_cm uses for this port space and port.
+    pub const fn service_id(port_space: u8, port: u16) -> u64 {
+        0x0100_0000 | (port_space as u64) << 16 | port as u64
+    }
+}
+
+/// `b` without its trailing zero bytes (private data is zero-padded to its field).
+pub fn trim_zeros(b: &[u8]) -> &[u8] {
+    let end = b.iter().rposition(|&x| x != 0).map_or(0, |i| i + 1);
+    &b[..end]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -369,5 +453,30 @@ mod tests {
         b[0] = 2;
         assert!(MadRepr::parse(&b).is_err());
         assert!(MadRepr::parse(&b[..23]).is_err());
+    }
+
+    #[test]
+    fn private_data_and_rdma_cm_header() {
+        let mut d = [0u8; 232];
+        req().emit(&mut d);
+        let h = RdmaCmHeader {
+            port_space: 0x06,
+            dst_port: 18601,
+            src_port: 40000,
+            src: "10.0.0.2".parse().unwrap(),
+            dst: "10.0.0.1".parse().unwrap(),
+        };
+        h.emit(&mut d[140..]);
+        d[176..180].copy_from_slice(b"app!");
+        let p = private_data(attr::REQ, &d).unwrap();
+        assert_eq!(p.len(), 92);
+        assert_eq!(RdmaCmHeader::parse(RdmaCmHeader::service_id(0x06, 18601), p), Some(h));
+        // Not an rdma_cm Service ID: no header.
+        assert_eq!(RdmaCmHeader::parse(0x1000_0000_0000_0001, p), None);
+        assert_eq!(trim_zeros(&p[RdmaCmHeader::LEN..]), b"app!");
+        assert_eq!(private_data(attr::REP, &d).map(<[u8]>::len), Some(196));
+        assert_eq!(private_data(attr::RTU, &d[..100]).map(<[u8]>::len), Some(92), "truncated: what was captured");
+        assert_eq!(private_data(attr::REQ, &d[..100]), None);
+        assert_eq!(private_data(0x0001, &d), None);
     }
 }

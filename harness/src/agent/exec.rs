@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use rdma_sys::{ibv_access_flags, ibv_qp_cap, ibv_qp_type, ibv_send_flags, ibv_wr_opcode};
 use serde::{Deserialize, Serialize};
 
+use super::cm_private;
 use super::proto::{self, FromAgent, MrInfo, QpInfo, ReadError, ToAgent, Wc};
 use crate::scenario::model::{ConnectMethod, Endpoint, MrSpec, Op, QpSpec, QpType, Step};
 use crate::scenario::parse::{access_name, content_bytes};
@@ -69,6 +70,8 @@ struct Local {
     name: String,
     qps: BTreeMap<String, QpState>,
     mrs: BTreeMap<String, Mr>,
+    /// This endpoint's MRs in scenario order, as the peer learns them.
+    mr_table: Vec<MrInfo>,
     cq: Arc<Cq>,
     _pd: Arc<Pd>,
     _ctx: Arc<Context>,
@@ -224,6 +227,7 @@ impl Agent {
             name,
             qps: qp_map,
             mrs: mr_map,
+            mr_table: mr_infos.clone(),
             cq,
             _pd: pd,
             _ctx: ctx,
@@ -236,8 +240,9 @@ impl Agent {
         Ok(FromAgent::SetupDone { device, port, gid_index, gid: Ipv6Addr::from(gid).to_string(), ip, qps: qp_infos, mrs: mr_infos })
     }
 
-    fn connect(&mut self, qp: &str, passive: bool, peer_ip: &str, port: u16, peer_mrs: Vec<MrInfo>) -> R<FromAgent> {
+    fn connect(&mut self, qp: &str, passive: bool, peer_ip: &str, port: u16, mut peer_mrs: Vec<MrInfo>) -> R<FromAgent> {
         let ep = self.ep()?;
+        let private = cm_private::encode(&ep.mr_table, if passive { cm_private::REP_ROOM } else { cm_private::REQ_ROOM });
         let (my_ip, gid, gid_index, ep_port, ep_name) = (gid_ip(&ep.gid), ep.gid, ep.gid_index, ep.port, ep.name.clone());
         let q = ep.qps.get_mut(qp).ok_or_else(|| AgentError::from(format!("no QP `{qp}` on this endpoint")))?;
         let qkey = q.spec.qkey.unwrap_or(0x1111_1111);
@@ -260,6 +265,7 @@ impl Agent {
             max_rd_atomic: s.max_rd_atomic.unwrap_or(1),
             max_dest_rd_atomic: s.max_dest_rd_atomic.unwrap_or(1),
         };
+        let mut from_cm = None;
         let (peer, peer_qkey) = if q.spec.connect == ConnectMethod::RdmaCm {
             let (IpAddr::V4(mine4), IpAddr::V4(peer4)) = (my_ip, peer_ip) else {
                 return err("rdma_cm here connects over IPv4 addresses");
@@ -268,10 +274,14 @@ impl Agent {
                 return err(format!("QP `{qp}`: rdma_cm connects RC and UC QPs; UD uses connect = \"tcp\" here"));
             }
             let cm = if passive {
-                verbs::CmConn::accept(mine4, port, &q.qp, &attrs, EXCHANGE_WITHIN)?
+                verbs::CmConn::accept(mine4, port, &q.qp, &attrs, &private, EXCHANGE_WITHIN)?
             } else {
-                verbs::CmConn::connect(peer4, port, &q.qp, &attrs, EXCHANGE_WITHIN)?
+                verbs::CmConn::connect(peer4, port, &q.qp, &attrs, &private, EXCHANGE_WITHIN)?
             };
+            // The peer's MR addresses and rkeys, as it sent them in the REQ/REP.
+            if let Some(entries) = cm_private::decode(&cm.peer_private)? {
+                from_cm = Some(cm_private::apply(&mut peer_mrs, &entries)?);
+            }
             // The CM chose the starting PSNs; report those.
             q.psn = cm.sq_psn;
             let peer = Peer { qpn: cm.dest_qpn, psn: cm.rq_psn, gid: peer4.to_ipv6_mapped().octets() };
@@ -294,7 +304,7 @@ impl Agent {
             let q = ep.qps.get_mut(qp).ok_or_else(|| AgentError::from(format!("no QP `{qp}`")))?;
             q.ah = Some(Ah::new(&pd, ep_port, gid_index, peer.gid)?);
         }
-        Ok(FromAgent::Connected { qp: qp.to_string(), local, remote })
+        Ok(FromAgent::Connected { qp: qp.to_string(), local, remote, peer_mrs_from_cm: from_cm })
     }
 
     fn step(&mut self, index: usize, s: &Step) -> R<FromAgent> {

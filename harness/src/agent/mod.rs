@@ -1,6 +1,7 @@
 //! The endpoint agent (`roce agent`): executes its part of a scenario with real verbs.
 //! `roce run` starts one per endpoint (in a lab VM over `lab exec` stdio) or reaches
 //! one on a real host (`roce agent --listen HOST:PORT`).
+pub mod cm_private;
 pub mod exec;
 pub mod proto;
 

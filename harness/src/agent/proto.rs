@@ -92,6 +92,10 @@ pub enum FromAgent {
         qp: String,
         local: QpInfo,
         remote: QpInfo,
+        /// rdma_cm: how many of the peer's MRs came in its REQ/REP private data
+        /// (the rest as the controller relayed them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        peer_mrs_from_cm: Option<usize>,
     },
     StepDone {
         index: usize,

@@ -50,10 +50,24 @@ pub struct EndpointFacts {
     pub mrs: Vec<MrInfo>,
 }
 
+/// One side of a connected QP, as its agent reported it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Connection {
+    pub qp: String,
+    pub endpoint: String,
+    pub local: QpInfo,
+    pub remote: QpInfo,
+    /// rdma_cm: how many of the peer's MRs (address, rkey) this side learned from
+    /// the peer's REQ/REP private data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_mrs_from_cm: Option<usize>,
+}
+
 /// Everything a scenario run produced, for the expectations and the report.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Outcome {
     pub endpoints: BTreeMap<String, EndpointFacts>,
+    pub connections: Vec<Connection>,
     /// Completions per endpoint, in the order they were polled.
     pub completions: BTreeMap<String, Vec<Wc>>,
     /// Final MR contents, by endpoint then MR name.
@@ -294,7 +308,9 @@ fn drive(
         agents.get_mut(act).ok_or_else(|| anyhow!("no agent for {act}"))?.send(&msg(false, &p_ip, &p_mrs))?;
         for e in [act, p] {
             match agents.get_mut(e).ok_or_else(|| anyhow!("no agent for {e}"))?.recv(CONNECT_WITHIN)? {
-                FromAgent::Connected { .. } => {}
+                FromAgent::Connected { qp, local, remote, peer_mrs_from_cm } => {
+                    out.connections.push(Connection { qp, endpoint: e.clone(), local, remote, peer_mrs_from_cm })
+                }
                 other => return Err(unexpected(e, "Connected", &other)),
             }
         }
