@@ -19,6 +19,7 @@ if [[ "${ROCE_LAB:-1}" != 0 ]]; then
     printf '\033[1m==> %s\033[0m\n' "lab: VM image (roce lab build, cached)" >&2
     target/release/roce lab build
     printf '\033[1m==> %s\033[0m\n' "lab: end-to-end test (two TCG VMs)" >&2
-    ROCE_LAB=1 cargo test --locked --release -p roce --test lab --test scenarios_lab
+    # One lab at a time: two TCG pairs on a small host would starve each other.
+    ROCE_LAB=1 cargo test --locked --release -p roce --test lab --test scenarios_lab -- --test-threads=1
 fi
 # ---- end of the lab block -----------------------------------------------------------

@@ -133,19 +133,42 @@ pub fn endpoints(args: &RunArgs) -> Result<Endpoints> {
         .unwrap_or_else(|| "default".into());
     let paths = LabPaths::new(&root, &name)?;
     if !paths.is_running() {
-        let p = crate::lab::Progress::new(false);
-        p.say(&format!("lab `{name}` is not up: booting it (it stays up for later runs; `roce lab down` stops it)"));
-        let opts = crate::lab::UpOpts {
-            accel: crate::lab::vm::Accel::Auto,
-            boot_timeout: std::time::Duration::from_secs(300),
-            idle_timeout_min: 120,
-            rules: vec![],
-            seed: 1,
-        };
-        let up = crate::lab::up(&paths, &opts, &p)?;
-        p.say(&up.describe(&paths));
+        boot_lab(&paths, &format!("lab `{name}` is not up: booting it (it stays up for later runs; `roce lab down` stops it)"))?;
     }
     Ok(Endpoints::Lab(paths))
+}
+
+fn boot_lab(paths: &LabPaths, why: &str) -> Result<()> {
+    let p = crate::lab::Progress::new(false);
+    p.say(why);
+    let opts = crate::lab::UpOpts {
+        accel: crate::lab::vm::Accel::Auto,
+        boot_timeout: std::time::Duration::from_secs(300),
+        idle_timeout_min: 120,
+        rules: vec![],
+        seed: 1,
+    };
+    let up = crate::lab::up(paths, &opts, &p)?;
+    p.say(&up.describe(paths));
+    Ok(())
+}
+
+/// Before a scenario: a lab whose VM died or hung during the last one (or that
+/// went down) is brought back, so one broken VM fails one scenario, not the rest.
+/// Returns what was wrong, when something was.
+fn heal_lab(paths: &LabPaths) -> Result<Option<String>> {
+    let why = if !paths.is_running() {
+        "it is down".to_string()
+    } else {
+        match crate::lab::client::request(paths, &crate::lab::control::Request::Status) {
+            Ok(st) if st["phase"] == "ready" => return Ok(None),
+            Ok(st) => st["error"].as_str().map(|e| e.lines().next().unwrap_or(e).to_string()).unwrap_or_else(|| format!("it is {}", st["phase"])),
+            Err(e) => format!("its daemon does not answer ({e:#})"),
+        }
+    };
+    crate::lab::stop(paths).with_context(|| format!("stopping the broken lab `{}`", paths.name))?;
+    boot_lab(paths, &format!("lab `{}` is not usable ({why}): restarting it for the next scenario", paths.name))?;
+    Ok(Some(why))
 }
 
 /// The capture file of a scenario: `<out>/<file stem>.pcapng`, unique.
@@ -266,6 +289,27 @@ pub struct ScenarioResult {
     pub duration_s: f64,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub agent_logs: BTreeMap<String, String>,
+    /// What each endpoint set up (device, GID, QPNs, MRs) and how each QP connected:
+    /// the numbers to find in the capture.
+    pub endpoints: BTreeMap<String, crate::scenario::runner::EndpointFacts>,
+    pub connections: Vec<crate::scenario::runner::Connection>,
+}
+
+impl ScenarioResult {
+    fn not_run(sc: &crate::scenario::model::Scenario, file: &Path, why: &str) -> ScenarioResult {
+        ScenarioResult {
+            name: sc.name.clone(),
+            file: file.display().to_string(),
+            pass: false,
+            error: Some(why.to_string()),
+            verdicts: Vec::new(),
+            capture: None,
+            duration_s: 0.0,
+            agent_logs: BTreeMap::new(),
+            endpoints: BTreeMap::new(),
+            connections: Vec::new(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
@@ -402,7 +446,20 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
     let start = Instant::now();
     let mut taken = BTreeMap::new();
     let mut results = Vec::new();
-    for (file, sc) in &loaded {
+    let mut lab_lost: Option<String> = None;
+    for (i, (file, sc)) in loaded.iter().enumerate() {
+        if let (Endpoints::Lab(paths), true, None) = (&eps, i > 0, &lab_lost) {
+            if let Err(e) = heal_lab(paths) {
+                writeln!(err, "roce run: the lab cannot be brought back: {e:#}")?;
+                lab_lost = Some(format!("not run: the lab could not be brought back ({e:#})"));
+            }
+        }
+        if let Some(why) = &lab_lost {
+            let r = ScenarioResult::not_run(sc, file, why);
+            print_result(out, &r, args.quiet)?;
+            results.push(r);
+            continue;
+        }
         let cap = capture_path(&out_dir, file, &mut taken);
         let rec = match (&eps, &args.iface) {
             (Endpoints::Remote(_), Some(i)) => Some(Recording::start(i, &args.filter, &cap).with_context(|| format!("capturing on {i}"))?),
@@ -431,6 +488,8 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
             capture: o.capture.as_ref().map(|p| p.display().to_string()),
             duration_s: secs,
             agent_logs: o.agent_logs.clone(),
+            endpoints: o.endpoints.clone(),
+            connections: o.connections.clone(),
         };
         print_result(out, &r, args.quiet)?;
         results.push(r);

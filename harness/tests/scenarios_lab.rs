@@ -72,8 +72,132 @@ fn seed_scenarios_pass_in_the_lab() {
     assert!(xml.contains("<testsuite") && xml.contains(&format!("tests=\"{}\"", files.len())), "{xml}");
     assert!(xml.contains("failures=\"0\""), "{xml}");
 
+    // rdma_cm: each side learned the other's MR from the REQ/REP private data, and
+    // the REQ on the wire carries the active side's MR (after librdmacm's header).
+    let cm = scenarios.iter().find(|s| s["file"].as_str().is_some_and(|f| f.contains("rdma_cm"))).expect("rdma_cm scenario");
+    let conns = cm["connections"].as_array().expect("connections");
+    assert_eq!(conns.len(), 2, "{cm:#}");
+    assert!(conns.iter().all(|c| c["peer_mrs_from_cm"] == 1), "both sides took the peer's MR from private data: {cm:#}");
+    let src = &cm["endpoints"]["a"]["mrs"][0];
+    // "roce", version 1, 1 entry carried of 1, then address, rkey, length.
+    let want = format!(
+        "726f636501010100{:016x}{:08x}{:08x}",
+        src["addr"].as_u64().expect("addr"),
+        src["rkey"].as_u64().expect("rkey"),
+        src["len"].as_u64().expect("len")
+    );
+    let decoded = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(["decode", "--json"])
+        .arg(cm["capture"].as_str().expect("rdma_cm capture"))
+        .output()
+        .expect("roce decode");
+    let req = String::from_utf8_lossy(&decoded.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|f| f["mad"]["cm"]["type"] == "REQ")
+        .expect("a REQ in the rdma_cm capture");
+    let private = req["mad"]["private_data"].as_str().expect("REQ private data");
+    assert!(req["mad"]["rdma_cm"]["dst"].as_str().is_some_and(|d| d.starts_with("10.0.0.")), "{req:#}");
+    // (JSON shows private data without its zero padding.)
+    let want = want.trim_end_matches("00");
+    assert_eq!(private.get(72..).unwrap_or(""), want, "the REQ's private data after the 36-byte rdma_cm header: {req:#}");
+
     // The loopback case says why its wire is empty.
     let loopback = scenarios.iter().find(|s| s["file"].as_str().is_some_and(|f| f.contains("loopback"))).expect("loopback scenario");
     assert!(loopback.to_string().contains("same rxe device"), "{loopback:#}");
     let _ = std::fs::remove_dir_all(&out_dir);
+}
+
+/// Waits (up to `within`) until the lab's daemon reports a recording run, and
+/// returns the qemu pid of VM b then.
+fn qemu_b_once_running(paths: &roce::lab::state::LabPaths, within: std::time::Duration) -> i32 {
+    let until = std::time::Instant::now() + within;
+    loop {
+        if let Ok(st) = roce::lab::client::request(paths, &roce::lab::control::Request::Status) {
+            if st["phase"] == "ready" && !st["run"].is_null() {
+                return st["vms"][1]["qemu_pid"].as_i64().expect("qemu pid") as i32;
+            }
+        }
+        assert!(std::time::Instant::now() < until, "no scenario started in the lab within {within:?}");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+#[test]
+fn a_vm_that_dies_or_hangs_fails_its_scenario_and_the_run_goes_on() {
+    if !enabled() {
+        return;
+    }
+    let lab = Lab(format!("dead-{}", std::process::id()));
+    let paths = roce::lab::state::LabPaths::new(&roce::lab::default_root(), &lab.0).expect("lab paths");
+    let dir = std::env::temp_dir().join(format!("roce-deadvm-{}", std::process::id()));
+    let scen = dir.join("scenarios");
+    std::fs::create_dir_all(&scen).expect("scenario dir");
+    // b waits for a receive completion that never comes: the controller is waiting
+    // on b's agent when the test kills (then freezes) VM b.
+    let waits = |name: &str| {
+        format!(
+            "name = \"{name}\"\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = \"q\"\ntype = \"rc\"\nbetween = [\"b\", \"a\"]\n\
+             [[mr]]\nname = \"rbuf\"\non = \"b\"\nsize = 64\naccess = [\"local_write\"]\n\
+             [[step]]\non = \"b\"\nop = \"post_recv\"\nqp = \"q\"\nwr_id = 1\nsge = [{{ mr = \"rbuf\" }}]\n\
+             [[step]]\non = \"b\"\nop = \"wait_completions\"\ncount = 1\nwithin_ms = 60000\n\
+             [[expect.completion]]\non = \"b\"\ncount = 1\n"
+        )
+    };
+    std::fs::write(scen.join("1_killed.toml"), waits("VM b killed")).expect("write");
+    std::fs::write(scen.join("2_frozen.toml"), waits("VM b frozen")).expect("write");
+    std::fs::copy(repo().join("scenarios/rc_send_tcp.toml"), scen.join("3_send.toml")).expect("copy");
+    let json = dir.join("report.json");
+    let child = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(["run", "--lab", &lab.0, "--out"])
+        .arg(dir.join("out"))
+        .arg("--json")
+        .arg(&json)
+        .arg(&scen)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("roce run");
+    let t0 = std::time::Instant::now();
+
+    // 1: qemu of VM b dies mid-scenario.
+    let pid = qemu_b_once_running(&paths, std::time::Duration::from_secs(300));
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let killed_at = t0.elapsed();
+    assert!(Command::new("kill").args(["-KILL", &pid.to_string()]).status().expect("kill").success());
+    // 2: once the lab is back (a new qemu), VM b freezes (qemu stopped: its
+    // sockets stay open, nothing closes; only the missing heartbeat tells).
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let pid2 = loop {
+        let p = qemu_b_once_running(&paths, std::time::Duration::from_secs(300));
+        if p != pid {
+            break p;
+        }
+        assert!(std::time::Instant::now() < until, "the lab did not come back after VM b died");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(Command::new("kill").args(["-STOP", &pid2.to_string()]).status().expect("kill").success());
+
+    let out = child.wait_with_output().expect("roce run ends");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    eprintln!("{stdout}\n{stderr}");
+    assert_eq!(out.status.code(), Some(1), "two scenarios fail, the run itself completes");
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("JSON report")).expect("JSON parses");
+    let s = report["scenarios"].as_array().expect("scenarios");
+    assert_eq!(s.len(), 3, "{report:#}");
+    let err = |i: usize| s[i]["error"].as_str().unwrap_or("").to_string();
+    // The death is told at once (not after the step's 60 s or a request deadline),
+    // naming the VM.
+    assert!(err(0).contains("VM b") && err(0).contains("went away"), "{:#}", s[0]);
+    let d0 = s[0]["duration_s"].as_f64().expect("duration");
+    assert!(d0 < killed_at.as_secs_f64() + 10.0, "the dead VM was noticed {d0} s into the scenario (killed at ~{killed_at:?})");
+    // The frozen VM is called hung after the heartbeat timeout.
+    assert!(err(1).contains("VM b stopped answering"), "{:#}", s[1]);
+    assert!(s[1]["duration_s"].as_f64().expect("duration") < 45.0, "{:#}", s[1]);
+    // The run went on, on a lab brought back for it.
+    assert_eq!(s[2]["pass"], true, "{:#}", s[2]);
+    assert!(stdout.contains("restarting it") || stderr.contains("restarting it"), "the restart is said");
+    let _ = std::fs::remove_dir_all(&dir);
 }

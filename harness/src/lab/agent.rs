@@ -67,8 +67,8 @@ pub fn run(port: Option<PathBuf>) -> Result<u8> {
         vm: cmdline_param("lab.vm").unwrap_or_else(|| "?".into()),
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
     };
-    // Say hello until the daemon answers with a sync frame: the host end may not
-    // have been connected when the first one went out.
+    // Say hello until the daemon answers with a sync frame (the host end may not
+    // have been connected when the first one went out), then a heartbeat.
     let synced = Arc::new(AtomicBool::new(false));
     {
         let (w, synced) = (writer.clone(), synced.clone());
@@ -77,6 +77,10 @@ pub fn run(port: Option<PathBuf>) -> Result<u8> {
             while !synced.load(Ordering::SeqCst) {
                 let _ = send(&w, &hello);
                 thread::sleep(Duration::from_secs(1));
+            }
+            loop {
+                let _ = send(&w, &Frame::new(Kind::Heartbeat, 0, Vec::new()));
+                thread::sleep(control::HEARTBEAT);
             }
         });
     }

@@ -233,7 +233,12 @@ impl ExecStdio {
                 Ok(true)
             }
             Err(Some(d)) => Err(io::Error::new(io::ErrorKind::TimedOut, format!("VM {}'s command said nothing within {d:?}", self.vm.name()))),
-            Err(None) => Ok(false),
+            // The end. A command the lab lost (its VM died or hung) is an error
+            // that says so, not a quiet end of file.
+            Err(None) => match self.status().and_then(|s| s.error) {
+                Some(why) => Err(io::Error::other(format!("VM {}: {why}", self.vm.name()))),
+                None => Ok(false),
+            },
         }
     }
 

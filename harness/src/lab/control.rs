@@ -57,7 +57,16 @@ pub enum Kind {
     /// client → daemon → agent: bytes for the stdin of command `id` (started with
     /// `stdin: true`); an empty payload closes it.
     Stdin = 10,
+    /// agent → daemon: still alive, every [`HEARTBEAT`]; a VM that stops sending
+    /// them is hung (a frozen or panicked guest keeps its qemu, and its socket, up).
+    Heartbeat = 11,
 }
+
+/// How often the agent in a VM says it is alive.
+pub const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long the daemon waits without a word from a VM before calling it hung.
+/// Generous: two TCG guests on a busy two-core host can stall for seconds.
+pub const HUNG_AFTER: std::time::Duration = std::time::Duration::from_secs(12);
 
 impl Kind {
     fn from_u8(b: u8) -> Option<Kind> {
@@ -72,6 +81,7 @@ impl Kind {
             8 => Kind::Response,
             9 => Kind::Wire,
             10 => Kind::Stdin,
+            11 => Kind::Heartbeat,
             _ => return None,
         })
     }

@@ -73,6 +73,8 @@ struct Route {
 struct Agent {
     writer: Mutex<Option<UnixStream>>,
     hello: Mutex<Option<Hello>>,
+    /// When the agent last sent anything (heartbeats included).
+    last_seen: Mutex<Option<Instant>>,
 }
 
 struct Shared {
@@ -442,6 +444,21 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
                 }
             }
         }
+        if matches!(shared.phase(), Phase::Ready) {
+            for vm in Vm::BOTH {
+                let seen = *shared.agents[vm.index()].last_seen.lock().unwrap_or_else(|e| e.into_inner());
+                if seen.is_some_and(|t| t.elapsed() > control::HUNG_AFTER) {
+                    let console = state::tail(&paths.console(vm), 8);
+                    shared.set_phase(Phase::Failed(format!(
+                        "VM {} stopped answering: no word from its agent for {} s (hung or panicked guest?)\nconsole ({}):\n{console}",
+                        vm.name(),
+                        control::HUNG_AFTER.as_secs(),
+                        paths.console(vm).display()
+                    )));
+                    shared.fail_routes(vm, "stopped answering (hung guest?)");
+                }
+            }
+        }
         if matches!(shared.phase(), Phase::Failed(_)) {
             // Linger so `roce lab up`/`status` can read the error, then go.
             let t = *failed_at.get_or_insert_with(Instant::now);
@@ -495,7 +512,7 @@ fn agent_link(sh: &Shared, vm: Vm) {
             Ok(None) | Err(_) if sh.phase() == Phase::Stopping => return,
             Ok(None) => {
                 sh.set_phase(Phase::Failed(format!("VM {}'s control port closed (did its qemu exit?)", vm.name())));
-                sh.fail_routes(vm, "the VM went away");
+                sh.fail_routes(vm, "the VM went away (its qemu exited?)");
                 return;
             }
             Err(e) => {
@@ -510,7 +527,9 @@ fn agent_link(sh: &Shared, vm: Vm) {
                 }
             }
         };
+        *sh.agents[vm.index()].last_seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         match f.kind {
+            Kind::Heartbeat => {}
             Kind::Hello => {
                 let hello: Hello = match f.parse() {
                     Ok(h) => h,
