@@ -52,11 +52,8 @@ fn seed_scenarios_pass_in_the_lab() {
 
     let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("JSON report written")).expect("JSON report parses");
     let scenarios = report["scenarios"].as_array().expect("scenarios array");
-    let files: Vec<_> = std::fs::read_dir(repo().join("scenarios"))
-        .expect("scenarios/")
-        .flatten()
-        .filter(|e| e.path().extension().is_some_and(|x| x == "toml"))
-        .collect();
+    let files = roce::run::discover(&[repo().join("scenarios")]).expect("scenarios/");
+    assert!(files.iter().any(|f| f.starts_with(repo().join("scenarios/faults"))), "the fault scenarios are part of the suite");
     assert_eq!(scenarios.len(), files.len(), "one result per scenario file");
     for s in scenarios {
         let name = s["name"].as_str().unwrap_or("?");
@@ -194,7 +191,7 @@ fn a_vm_that_dies_or_hangs_fails_its_scenario_and_the_run_goes_on() {
     let d0 = s[0]["duration_s"].as_f64().expect("duration");
     assert!(d0 < killed_at.as_secs_f64() + 10.0, "the dead VM was noticed {d0} s into the scenario (killed at ~{killed_at:?})");
     // The frozen VM is called hung after the heartbeat timeout.
-    assert!(err(1).contains("VM b stopped answering"), "{:#}", s[1]);
+    assert!(err(1).contains("VM b: stopped answering (hung guest?)"), "{:#}", s[1]);
     assert!(s[1]["duration_s"].as_f64().expect("duration") < 45.0, "{:#}", s[1]);
     // The run went on, on a lab brought back for it.
     assert_eq!(s[2]["pass"], true, "{:#}", s[2]);

@@ -191,8 +191,8 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     let dir = root().join("scenarios");
     let r = roce(&["check", dir.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.err);
-    let files = std::fs::read_dir(&dir).unwrap().flatten().filter(|e| e.path().extension().is_some_and(|x| x == "toml")).count();
-    assert!(files >= 14, "the seed suite");
+    let files = scenario_files().len();
+    assert!(files >= 21, "the seed suite, faults included");
     assert_eq!(r.out.lines().filter(|l| l.starts_with("ok  ")).count(), files, "{}", r.out);
 
     let text = std::fs::read_to_string(dir.join("rc_send_tcp.toml"))
@@ -212,6 +212,42 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     let r = roce(&["check", "/nonexistent/dir"]);
     assert_ne!(r.code, 0);
     assert!(r.err.contains("/nonexistent/dir"), "{}", r.err);
+
+    // Fault rules are checked with the rest: their own syntax, and what a scenario
+    // must say instead (`from`/`qp`, known PSNs).
+    let text = std::fs::read_to_string(dir.join("faults/write_drop_middle.toml")).unwrap();
+    let p = tmp("badfault.toml");
+    std::fs::write(&p, text.replace("rule = \"drop psn=101 nth=1\"", "rule = \"drpo psn=101\"")).unwrap();
+    let r = roce(&["check", p.to_str().unwrap()]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains(&format!("badfault.toml:{}:8: error: fault rule: unknown action `drpo`", line_of_in(&text, "drop psn=101"))), "{}", r.err);
+    let random_psns: String = text.lines().filter(|l| !l.starts_with("psn =")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&p, random_psns.replace("nth=1\"", "nth=1 dir=a>b\"")).unwrap();
+    let r = roce(&["check", p.to_str().unwrap()]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("`dir=` in a scenario's fault rule") && r.err.contains("say `from = \"a\"`"), "{}", r.err);
+    assert!(r.err.contains("whose starting PSNs are random") && r.err.contains("psn = { a = 100, b = 500 }"), "{}", r.err);
+}
+
+fn line_of_in(text: &str, needle: &str) -> usize {
+    text.lines().position(|l| l.contains(needle)).unwrap() + 1
+}
+
+/// The scenario files of the seed suite, subdirectories included.
+fn scenario_files() -> Vec<PathBuf> {
+    fn walk(d: &std::path::Path, out: &mut Vec<PathBuf>) {
+        for e in std::fs::read_dir(d).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.extension().is_some_and(|x| x == "toml") {
+                out.push(p);
+            }
+        }
+    }
+    let mut v = Vec::new();
+    walk(&root().join("scenarios"), &mut v);
+    v
 }
 
 /// `roce schema` describes every key the seed scenarios use, where they use it: a
@@ -234,20 +270,16 @@ fn schema_covers_the_seed_scenarios() {
             assert!(known.contains(k), "{file}: key `{k}` is not in the schema of {def:?}: {known:?}");
         }
     };
-    let dir = root().join("scenarios");
     let mut files = 0;
-    for e in std::fs::read_dir(&dir).unwrap().flatten() {
-        if e.path().extension().is_none_or(|x| x != "toml") {
-            continue;
-        }
+    for path in scenario_files() {
         files += 1;
-        let f = e.path().display().to_string();
-        let v: toml::Value = toml::from_str(&std::fs::read_to_string(e.path()).unwrap()).unwrap();
+        let f = path.display().to_string();
+        let v: toml::Value = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         check(&v, None, &f);
         for ep in v["endpoints"].as_table().unwrap().values() {
             check(ep, Some("Endpoint"), &f);
         }
-        for (key, def) in [("qp", "QpSpec"), ("mr", "MrSpec"), ("step", "Step")] {
+        for (key, def) in [("qp", "QpSpec"), ("mr", "MrSpec"), ("step", "Step"), ("fault", "FaultSpec")] {
             for t in v.get(key).and_then(|x| x.as_array()).into_iter().flatten() {
                 check(t, Some(def), &f);
             }
@@ -261,7 +293,7 @@ fn schema_covers_the_seed_scenarios() {
             }
         }
     }
-    assert!(files >= 14);
+    assert!(files >= 21);
     // Unknown keys are refused by the schema as by the parser.
     assert_eq!(schema["additionalProperties"], serde_json::json!(false));
 }

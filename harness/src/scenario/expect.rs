@@ -130,6 +130,17 @@ pub struct WireFrame {
     pub aeth: Option<String>,
     pub nak: Option<&'static str>,
     pub icrc_ok: Option<bool>,
+    pub ts_ns: u64,
+    /// The lab switch dropped it (its comment says so): sent, never delivered.
+    pub dropped: bool,
+    /// A copy the lab switch made (`dup`): on the wire, but not sent by anyone.
+    pub injected: bool,
+    /// Held back by the switch (`reorder`, `delay`): recorded when it left the
+    /// switch, later than it was sent.
+    pub held: bool,
+    /// ECN Congestion Experienced.
+    pub ce: bool,
+    pub cnp: bool,
 }
 
 fn read_wire(path: &Path) -> Result<Vec<WireFrame>, String> {
@@ -140,6 +151,7 @@ fn read_wire(path: &Path) -> Result<Vec<WireFrame>, String> {
         let f = frame::decode(rec.link, rec.data, &opts);
         let (Some(ib), Some((src, dst))) = (&f.ib, f.addrs()) else { continue };
         let Some(info) = ib.info else { continue };
+        let comment = rec.comment.unwrap_or("");
         let (aeth, nak) = match ib.aeth.map(|a| a.syndrome.kind()) {
             Some(AckKind::Ack { .. }) => (Some("ACK".to_string()), None),
             Some(AckKind::RnrNak { .. }) => (Some("RNR NAK".to_string()), Some("rnr")),
@@ -167,6 +179,12 @@ fn read_wire(path: &Path) -> Result<Vec<WireFrame>, String> {
             aeth,
             nak,
             icrc_ok: f.icrc_check(rec.data).map(|c| c.ok()),
+            ts_ns: rec.ts_ns,
+            dropped: comment.contains("not delivered"),
+            injected: comment.starts_with("duplicate "),
+            held: comment.contains("reordered by") || comment.contains("delayed "),
+            ce: f.ecn() == Some(3),
+            cnp: info.transport == dissector::wire::opcode::Transport::Cnp,
         });
     }
     Ok(out)
@@ -207,8 +225,13 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, frames: &[WireFrame]) -> Ver
     let (Some((a_ip, a_qpn)), Some((b_ip, b_qpn))) = (ident(&e.from), ident(to)) else {
         return verdict("wire", what, false, "both ends set up".into(), "an end of the QP was never set up".into());
     };
-    let reqs: Vec<&WireFrame> = frames.iter().filter(|f| f.src == a_ip && f.dst == b_ip && f.dest_qp == b_qpn && f.is_request).collect();
-    let resps: Vec<&WireFrame> = frames.iter().filter(|f| f.src == b_ip && f.dst == a_ip && f.dest_qp == a_qpn && !f.is_request).collect();
+    // What each side sent: copies the switch injected are left out (they are
+    // nobody's retransmissions); frames it dropped stay in (they were sent).
+    let reqs: Vec<&WireFrame> = frames.iter().filter(|f| f.src == a_ip && f.dst == b_ip && f.dest_qp == b_qpn && f.is_request && !f.injected).collect();
+    let resps: Vec<&WireFrame> =
+        frames.iter().filter(|f| f.src == b_ip && f.dst == a_ip && f.dest_qp == a_qpn && !f.is_request && !f.cnp && !f.injected).collect();
+    let cnps = frames.iter().filter(|f| f.src == b_ip && f.dst == a_ip && f.dest_qp == a_qpn && f.cnp).count();
+    let ce_marked = reqs.iter().filter(|f| f.ce).count();
     // An Acknowledge is named by its AETH (ACK, RNR NAK, NAK …); every other
     // response (READ responses, ATOMIC Acknowledge) by its opcode.
     let names = |v: &[&WireFrame]| -> Vec<String> {
@@ -250,12 +273,45 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, frames: &[WireFrame]) -> Ver
         ok &= retx == r;
     }
     let bad_icrc = reqs.iter().chain(&resps).filter(|f| f.icrc_ok == Some(false)).count();
-    if e.icrc_valid.unwrap_or(true) {
-        want.push("ICRCs valid".into());
-        ok &= bad_icrc == 0;
+    match e.icrc_valid {
+        Some(false) => {
+            want.push("a bad ICRC".into());
+            ok &= bad_icrc > 0;
+        }
+        _ => {
+            want.push("ICRCs valid".into());
+            ok &= bad_icrc == 0;
+        }
+    }
+    let gbn = go_back_n(&reqs, &resps);
+    if e.go_back_n == Some(true) {
+        want.push("go-back-N recovery".into());
+        ok &= gbn.violations.is_empty();
+    }
+    if let Some(ms) = e.retransmit_within_ms {
+        want.push(format!("each resend within {ms} ms"));
+        ok &= !gbn.resends.is_empty() && gbn.resends.iter().all(|r| r.after_ms <= ms as f64);
+    }
+    if let Some(c) = e.cnp {
+        want.push(if c { "a CNP after CE".to_string() } else { "no CNP".to_string() });
+        ok &= if c { ce_marked > 0 && cnps > 0 } else { cnps == 0 };
+    }
+    let mut extra = String::new();
+    if !gbn.resends.is_empty() {
+        let r: Vec<String> = gbn.resends.iter().map(|r| format!("PSN {} {:.1} ms after {}", r.psn, r.after_ms, r.trigger)).collect();
+        extra += &format!("; resends: {}", r.join(", "));
+    }
+    if let Some(n) = gbn.nak_latency_ms {
+        extra += &format!("; NAK {n:.2} ms after the out-of-order request");
+    }
+    if e.cnp.is_some() || ce_marked > 0 || cnps > 0 {
+        extra += &format!("; {ce_marked} CE-marked requests, {cnps} CNPs");
+    }
+    if e.go_back_n.is_some() && !gbn.violations.is_empty() {
+        extra += &format!("; go-back-N broken: {}", gbn.violations.join("; "));
     }
     let actual = format!(
-        "requests [{}]; responses [{}]; {} NAKs ({} RNR), {retx} retransmissions, {bad_icrc} bad ICRCs; frames {}",
+        "requests [{}]; responses [{}]; {} NAKs ({} RNR), {retx} retransmissions, {bad_icrc} bad ICRCs{extra}; frames {}",
         req_names.join(", "),
         resp_names.join(", "),
         naks.len(),
@@ -270,6 +326,98 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, frames: &[WireFrame]) -> Ver
         v.detail = Some("both QPs are on the same rxe device: their traffic is looped back inside the driver and never reaches the wire".into());
     }
     v
+}
+
+/// One resend run seen on the wire: where it started and what set it off.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resend {
+    pub psn: u32,
+    /// "NAK" (a NAK PSN Sequence Error before it) or "timeout" (the ACK timer).
+    pub trigger: &'static str,
+    /// From the NAK, or from the last transmission of that PSN.
+    pub after_ms: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct GoBackN {
+    pub resends: Vec<Resend>,
+    /// From the first request after a gap in what the responder received to the
+    /// NAK PSN Sequence Error it drew.
+    pub nak_latency_ms: Option<f64>,
+    pub violations: Vec<String>,
+}
+
+/// `a` after `b` in 24-bit PSN space (serial number arithmetic, half the space).
+fn psn_after(a: u32, b: u32) -> bool {
+    let d = a.wrapping_sub(b) & 0x00ff_ffff;
+    d != 0 && d < 0x0080_0000
+}
+
+/// Checks go-back-N recovery (IBA 9.7.5) on one QP pair: the requester's
+/// transmissions `reqs` (dropped ones included) and the responder's `resps`, in
+/// capture order.
+pub fn go_back_n(reqs: &[&WireFrame], resps: &[&WireFrame]) -> GoBackN {
+    let mut g = GoBackN::default();
+    // The responder's ACK/NAK PSNs never move back.
+    let acks: Vec<&&WireFrame> = resps.iter().filter(|f| f.aeth.is_some()).collect();
+    for w in acks.windows(2) {
+        if psn_after(w[0].psn, w[1].psn) {
+            g.violations.push(format!("the ACK PSN moved back from {} to {} (frame {})", w[0].psn, w[1].psn, w[1].number));
+        }
+    }
+    // Resend runs, against what the responder had said by then.
+    let mut highest: Option<u32> = None;
+    let mut last_sent: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut prev: Option<(u32, bool)> = None;
+    for f in reqs {
+        // A held frame shows up late, but it is an original transmission.
+        let resent = !f.held && highest.is_some_and(|h| !psn_after(f.psn, h));
+        let starts_run = resent && prev.is_none_or(|(p, was_resend)| !was_resend || f.psn != (p + 1) & 0x00ff_ffff);
+        if starts_run {
+            // What the requester had heard (a response the switch dropped never came).
+            let said: Vec<&&&WireFrame> = acks.iter().filter(|a| a.number < f.number && !a.dropped).collect();
+            // Everything up to this PSN is acknowledged: an ACK of it or later, or
+            // a NAK PSN Sequence Error past it.
+            if let Some(a) = said.iter().find(|a| {
+                (a.nak.is_none() && !psn_after(f.psn, a.psn))
+                    || (a.nak == Some("psn_sequence_error") && psn_after(a.psn, f.psn))
+            }) {
+                g.violations.push(format!("frame {} resends PSN {}, which frame {} had already acknowledged", f.number, f.psn, a.number));
+            }
+            let last_nak = said.last().filter(|a| a.nak == Some("psn_sequence_error"));
+            let orig = last_sent.get(&f.psn).copied().unwrap_or(f.ts_ns);
+            match last_nak {
+                Some(n) if n.ts_ns >= orig => {
+                    if n.psn != f.psn {
+                        g.violations.push(format!("frame {} resends from PSN {} after a NAK for PSN {} (frame {})", f.number, f.psn, n.psn, n.number));
+                    }
+                    g.resends.push(Resend { psn: f.psn, trigger: "NAK", after_ms: f.ts_ns.saturating_sub(n.ts_ns) as f64 / 1e6 });
+                }
+                _ => g.resends.push(Resend { psn: f.psn, trigger: "timeout", after_ms: f.ts_ns.saturating_sub(orig) as f64 / 1e6 }),
+            }
+        }
+        if highest.is_none_or(|h| psn_after(f.psn, h)) {
+            highest = Some(f.psn);
+        }
+        last_sent.insert(f.psn, f.ts_ns);
+        prev = Some((f.psn, resent));
+    }
+    // The first NAK PSN Sequence Error: how long after the request that showed
+    // the responder a gap (the first delivered one past the NAK'd PSN).
+    if let Some(n) = acks.iter().find(|a| a.nak == Some("psn_sequence_error")) {
+        let delivered = |f: &&&WireFrame| !f.dropped && f.icrc_ok != Some(false);
+        if let Some(trig) = reqs.iter().filter(|f| f.number < n.number && psn_after(f.psn, n.psn)).find(delivered) {
+            g.nak_latency_ms = Some(n.ts_ns.saturating_sub(trig.ts_ns) as f64 / 1e6);
+        }
+    }
+    // In the end every PSN sent got through at least once.
+    let delivered: std::collections::BTreeSet<u32> = reqs.iter().filter(|f| !f.dropped && f.icrc_ok != Some(false)).map(|f| f.psn).collect();
+    let lost: std::collections::BTreeSet<u32> = reqs.iter().map(|f| f.psn).filter(|p| !delivered.contains(p)).collect();
+    if !lost.is_empty() {
+        let l: Vec<String> = lost.iter().map(u32::to_string).collect();
+        g.violations.push(format!("PSN {} never delivered", l.join(", ")));
+    }
+    g
 }
 
 fn memory(sc: &Scenario, e: &MemoryExpect, o: &Outcome) -> Verdict {
@@ -351,5 +499,94 @@ mod tests {
         assert!(completion(&e, &wcs).pass);
         let e: CompletionExpect = toml::from_str("on = 'a'\nwr_id = 2\nwithin_ms = 3").unwrap();
         assert!(!completion(&e, &wcs).pass, "4 ms is later than 3 ms");
+    }
+
+    /// A frame of a made-up exchange: requests from 10.0.0.1, responses back.
+    fn wf(number: u64, ms: u64, psn: u32, what: &str) -> WireFrame {
+        let (name, aeth, nak) = match what {
+            "ack" => ("Acknowledge", Some("ACK".to_string()), None),
+            "nak" => ("Acknowledge", Some("NAK PSN Sequence Error".to_string()), Some("psn_sequence_error")),
+            op => (op, None, None),
+        };
+        WireFrame {
+            number,
+            src: "10.0.0.1".parse().unwrap(),
+            dst: "10.0.0.2".parse().unwrap(),
+            dest_qp: 0x11,
+            psn,
+            name: name.to_string(),
+            is_request: aeth.is_none(),
+            aeth,
+            nak,
+            icrc_ok: Some(true),
+            ts_ns: ms * 1_000_000,
+            dropped: false,
+            injected: false,
+            held: false,
+            ce: false,
+            cnp: false,
+        }
+    }
+
+    fn split(v: &[WireFrame]) -> (Vec<&WireFrame>, Vec<&WireFrame>) {
+        (v.iter().filter(|f| f.is_request).collect(), v.iter().filter(|f| !f.is_request).collect())
+    }
+
+    #[test]
+    fn go_back_n_after_a_nak() {
+        // 101 dropped, 102–103 arrive, NAK 101, resend 101–103, ACK 103: as rxe does.
+        let mut v = vec![
+            wf(1, 0, 100, "RDMA WRITE First"),
+            wf(2, 0, 101, "RDMA WRITE Middle"),
+            wf(3, 0, 102, "RDMA WRITE Middle"),
+            wf(4, 0, 103, "RDMA WRITE Last"),
+            wf(5, 1, 101, "nak"),
+            wf(6, 3, 101, "RDMA WRITE Middle"),
+            wf(7, 3, 102, "RDMA WRITE Middle"),
+            wf(8, 3, 103, "RDMA WRITE Last"),
+            wf(9, 4, 103, "ack"),
+        ];
+        v[1].dropped = true;
+        let (q, r) = split(&v);
+        let g = go_back_n(&q, &r);
+        assert_eq!(g.violations, Vec::<String>::new());
+        assert_eq!(g.resends, vec![Resend { psn: 101, trigger: "NAK", after_ms: 2.0 }]);
+        assert_eq!(g.nak_latency_ms, Some(1.0), "from frame 3 (PSN 102, the first past the gap) to the NAK");
+
+        // Resending from the wrong PSN, and an ACK that moves back, are caught.
+        let mut bad = v.clone();
+        bad[5].psn = 102;
+        bad[6].psn = 103;
+        bad.remove(7);
+        bad.push(wf(10, 5, 102, "ack"));
+        let (q, r) = split(&bad);
+        let g = go_back_n(&q, &r);
+        assert!(g.violations.iter().any(|x| x.contains("resends from PSN 102 after a NAK for PSN 101")), "{:?}", g.violations);
+        assert!(g.violations.iter().any(|x| x.contains("moved back from 103 to 102")), "{:?}", g.violations);
+        assert!(g.violations.iter().any(|x| x.contains("PSN 101 never delivered")), "{:?}", g.violations);
+    }
+
+    #[test]
+    fn go_back_n_after_a_timeout_and_a_lost_ack() {
+        // WRITE Only PSN 7 delivered, its ACK dropped: the requester's timer fires
+        // and it resends PSN 7, which is right: it never heard the ACK.
+        let mut v = vec![wf(1, 0, 7, "RDMA WRITE Only"), wf(2, 1, 7, "ack"), wf(3, 70, 7, "RDMA WRITE Only"), wf(4, 71, 7, "ack")];
+        v[1].dropped = true;
+        let (q, r) = split(&v);
+        let g = go_back_n(&q, &r);
+        assert_eq!(g.violations, Vec::<String>::new());
+        assert_eq!(g.resends, vec![Resend { psn: 7, trigger: "timeout", after_ms: 70.0 }]);
+        // Had the ACK arrived, resending would be wrong.
+        v[1].dropped = false;
+        let (q, r) = split(&v);
+        assert!(go_back_n(&q, &r).violations[0].contains("already acknowledged"));
+    }
+
+    #[test]
+    fn psn_order_wraps() {
+        assert!(psn_after(0, 0xff_ffff));
+        assert!(psn_after(5, 4));
+        assert!(!psn_after(4, 5));
+        assert!(!psn_after(4, 4));
     }
 }

@@ -73,9 +73,30 @@ pub struct Scenario {
     pub steps: Vec<Step>,
     #[serde(default)]
     pub expect: Expectations,
+    /// Faults the lab switch applies to this scenario's wire (lab only).
+    #[serde(default, rename = "fault")]
+    pub faults: Vec<FaultSpec>,
     /// Whole-scenario deadline in milliseconds (default 30 s).
     #[serde(default)]
     pub timeout_ms: Option<u64>,
+}
+
+/// A fault on the wire, applied by the lab switch while the scenario runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FaultSpec {
+    /// A rule in `roce lab run --fault` syntax, without `dir`/`qp` (use `from` and
+    /// `qp`): `drop op=write-middle nth=1`, `drop psn=101 nth=2` (the 2nd
+    /// transmission of PSN 101), `corrupt-icrc psn=101`, `ce op=send-only`,
+    /// `dup op=write-only copies=1`, `reorder psn=101`, `delay ms=20`. PSNs are
+    /// absolute: set the QP's `psn` to make them known.
+    pub rule: String,
+    /// Only frames this endpoint sends.
+    #[serde(default)]
+    pub from: Option<String>,
+    /// Only frames of this QP pair (to the receiving end's QPN, learned at setup).
+    #[serde(default)]
+    pub qp: Option<String>,
 }
 
 /// Where an endpoint runs.
@@ -364,6 +385,20 @@ pub struct WireExpect {
     /// Nothing on the wire for this QP pair at all (loopback, or a refused post).
     #[serde(default)]
     pub empty: Option<bool>,
+    /// Go-back-N recovery done right (IBA 9.7.5): the responder's ACK/NAK PSNs
+    /// never move back; after a NAK PSN Sequence Error the requester resends from
+    /// the NAK'd PSN; a resend never starts at a PSN already acknowledged; and
+    /// every request PSN was delivered in the end.
+    #[serde(default)]
+    pub go_back_n: Option<bool>,
+    /// A CNP (opcode 0x81) from the responder after a CE-marked request (true), or
+    /// none (false).
+    #[serde(default)]
+    pub cnp: Option<bool>,
+    /// Each resend starts within this many ms of what triggered it (the NAK, or
+    /// the original transmission when the ACK timer fired).
+    #[serde(default)]
+    pub retransmit_within_ms: Option<u64>,
 }
 
 /// An MR's content at the end of the run.

@@ -444,6 +444,46 @@ impl Checker<'_> {
                 }
             }
         }
+        // Faults.
+        for (i, f) in sc.faults.iter().enumerate() {
+            let at = |k: &'static str| [K("fault"), I(i), K(k)];
+            if let Some(e) = &f.from {
+                ep_ok(self, &at("from"), e);
+            }
+            let q = f.qp.as_deref().and_then(|n| {
+                let found = qp(n);
+                if found.is_none() {
+                    self.err(&at("qp"), format!("no QP `{n}`"), Self::name_hint(n, sc.qps.iter().map(|q| q.name.as_str())));
+                }
+                found
+            });
+            if let (Some(q), Some(from)) = (q, &f.from) {
+                if !q.between.contains(from) {
+                    self.err(&at("from"), format!("QP `{}` is between {} and {}, not on `{from}`", q.name, q.between[0], q.between[1]), None);
+                }
+            }
+            match crate::lab::fault::parse_rule(&f.rule) {
+                Err(e) => {
+                    let tok = e.input.get(e.span.clone()).unwrap_or("");
+                    self.err(&at("rule"), format!("fault rule: {} (at `{tok}`)", e.message), e.hint.clone())
+                }
+                Ok(r) => {
+                    if r.dir.is_some() {
+                        self.err(&at("rule"), "`dir=` in a scenario's fault rule", Some("say `from = \"a\"`: the endpoint whose frames it touches".into()));
+                    }
+                    if r.qp.is_some() {
+                        self.err(&at("rule"), "`qp=` in a scenario's fault rule", Some("say `qp = \"q\"`: its QPN is learned at setup".into()));
+                    }
+                    if let (Some(_), Some(q)) = (&r.psn, q) {
+                        if q.connect == super::model::ConnectMethod::RdmaCm {
+                            self.err(&at("rule"), format!("`psn=` on QP `{}`, whose starting PSNs rdma_cm chooses", q.name), Some("match by `op=` and `nth=`, or connect it with `tcp`".into()));
+                        } else if q.psn.is_none() {
+                            self.err(&at("rule"), format!("`psn=` on QP `{}`, whose starting PSNs are random", q.name), Some("set them: `psn = { a = 100, b = 500 }` on the QP".into()));
+                        }
+                    }
+                }
+            }
+        }
         // Expectations.
         for (i, e) in sc.expect.completion.iter().enumerate() {
             let at = |k: &'static str| [K("expect"), K("completion"), I(i), K(k)];

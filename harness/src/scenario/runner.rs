@@ -263,14 +263,6 @@ fn drive(
             other => return Err(unexpected(name, "Hello", &other)),
         }
     }
-    if let Endpoints::Lab(paths) = endpoints {
-        let pcap = match &capture {
-            Some(p) => Some(crate::lab::absolute(p)?.display().to_string()),
-            None => None,
-        };
-        *session = Some(RunSession::begin(paths, pcap, vec![], 1, None)?);
-    }
-
     // Setup: device, PD, CQ, MRs, QPs on each endpoint.
     for (name, spec) in &sc.endpoints {
         let qps = sc.qps.iter().filter(|q| q.between.iter().any(|e| e == name)).cloned().collect();
@@ -287,6 +279,19 @@ fn drive(
             }
             other => return Err(unexpected(name, "SetupDone", &other)),
         }
+    }
+
+    // The recording (and the faults, which name QPNs known only now) starts before
+    // anything goes on the wire: setup is local to each endpoint.
+    if let Endpoints::Lab(paths) = endpoints {
+        let pcap = match &capture {
+            Some(p) => Some(crate::lab::absolute(p)?.display().to_string()),
+            None => None,
+        };
+        let rules = fault_rules(sc, out)?;
+        *session = Some(RunSession::begin(paths, pcap, rules, 1, None)?);
+    } else if !sc.faults.is_empty() {
+        bail!("this scenario has [[fault]] rules, which need the lab's switch\nhint: run it in the lab (no --endpoints)");
     }
 
     // Connect each QP: the passive side first (it listens), then the active side;
@@ -334,6 +339,48 @@ fn drive(
         }
     }
     collect(sc, out, agents)
+}
+
+/// The scenario's faults as lab switch rules: `from` becomes the direction
+/// between the VMs, `qp` the QPN of the QP's receiving end.
+fn fault_rules(sc: &Scenario, out: &Outcome) -> Result<Vec<String>> {
+    let mut rules = Vec::new();
+    for (i, f) in sc.faults.iter().enumerate() {
+        let mut r = f.rule.trim().to_string();
+        if let Some(from) = &f.from {
+            r += match endpoint_vm(sc, from)? {
+                Vm::A => " dir=a>b",
+                Vm::B => " dir=b>a",
+            };
+        }
+        if let Some(qname) = &f.qp {
+            let q = sc.qps.iter().find(|q| &q.name == qname).ok_or_else(|| anyhow!("fault {}: no QP `{qname}`", i + 1))?;
+            // Frames from `from` go to the other end; without `from`, either end's.
+            let ends: Vec<&String> = match &f.from {
+                Some(from) => q.between.iter().filter(|e| *e != from).collect(),
+                None => q.between.iter().collect(),
+            };
+            let qpn = |e: &str| -> Result<u32> {
+                out.endpoints
+                    .get(e)
+                    .and_then(|x| x.qps.iter().find(|x| &x.name == qname))
+                    .map(|x| x.qpn)
+                    .ok_or_else(|| anyhow!("fault {}: QP `{qname}` was not set up on {e}", i + 1))
+            };
+            match ends.as_slice() {
+                [one] => r += &format!(" qp={:#x}", qpn(one)?),
+                _ => {
+                    // Both directions: one rule per end.
+                    for e in ends {
+                        rules.push(format!("{r} qp={:#x}", qpn(e)?));
+                    }
+                    continue;
+                }
+            }
+        }
+        rules.push(r);
+    }
+    Ok(rules)
 }
 
 /// Completions and memory, once the steps are done.
