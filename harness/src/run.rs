@@ -441,6 +441,18 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
             return Ok(exit::SETUP);
         }
     };
+    if let Endpoints::Remote(_) = eps {
+        let with_faults: Vec<String> = loaded.iter().filter(|(_, sc)| !sc.faults.is_empty()).map(|(f, _)| f.display().to_string()).collect();
+        if !with_faults.is_empty() {
+            writeln!(
+                err,
+                "roce run: {} [[fault]] rules, which need the lab's switch: {}; nothing was run\nhint: run them in the lab (no --endpoints), or leave them out",
+                if with_faults.len() == 1 { "a scenario has" } else { "scenarios have" },
+                with_faults.join(", ")
+            )?;
+            return Ok(exit::SETUP);
+        }
+    }
     let out_dir = args.out.clone().unwrap_or_else(default_out);
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let start = Instant::now();

@@ -227,6 +227,14 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     assert_eq!(r.code, 2);
     assert!(r.err.contains("`dir=` in a scenario's fault rule") && r.err.contains("say `from = \"a\"`"), "{}", r.err);
     assert!(r.err.contains("whose starting PSNs are random") && r.err.contains("psn = { a = 100, b = 500 }"), "{}", r.err);
+
+    // Faults need the lab's switch: on real hosts that is a setup error, nothing run.
+    let out = tmp("faults-remote-out");
+    let fault = dir.join("faults/write_drop_ack.toml");
+    let r = roce(&["run", "--endpoints", "a=127.0.0.1:1,b=127.0.0.1:2", "--out", out.to_str().unwrap(), fault.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(r.err.contains("need the lab's switch") && r.err.contains("write_drop_ack.toml"), "{}", r.err);
+    assert!(!out.exists(), "nothing was run, nothing written");
 }
 
 fn line_of_in(text: &str, needle: &str) -> usize {
