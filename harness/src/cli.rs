@@ -65,26 +65,13 @@ fn schema(out: &mut dyn Write) -> anyhow::Result<u8> {
 
 fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     let files = crate::run::discover(&a.paths)?;
-    let mut bad = 0;
-    for f in &files {
-        match crate::scenario::parse::load(f) {
-            Ok(sc) => {
-                let e = &sc.expect;
-                let n = e.completion.len() + e.wire.len() + e.memory.len();
-                let steps = sc.steps.len();
-                let plural = |k: usize, w: &str| format!("{k} {w}{}", if k == 1 { "" } else { "s" });
-                writeln!(out, "ok  {}  {} ({}, {})", f.display(), sc.name, plural(steps, "step"), plural(n, "expectation"))?;
-            }
-            Err(diags) => {
-                bad += 1;
-                for d in diags {
-                    writeln!(err, "{d}")?;
-                }
-            }
-        }
-    }
-    if bad > 0 {
-        writeln!(err, "{bad} of {} scenario files have problems; nothing was run", files.len())?;
+    let plural = |k: usize, w: &str| format!("{k} {w}{}", if k == 1 { "" } else { "s" });
+    let loaded = crate::run::load_all(&files, err, |f, sc| {
+        let e = &sc.expect;
+        let n = e.completion.len() + e.wire.len() + e.memory.len();
+        writeln!(out, "ok  {}  {} ({}, {})", f.display(), sc.name, plural(sc.steps.len(), "step"), plural(n, "expectation"))
+    })?;
+    if loaded.is_none() {
         return Ok(crate::run::exit::SETUP);
     }
     Ok(exit::OK)

@@ -155,20 +155,18 @@ fn boot_lab(paths: &LabPaths, why: &str) -> Result<()> {
 
 /// Before a scenario: a lab whose VM died or hung during the last one (or that
 /// went down) is brought back, so one broken VM fails one scenario, not the rest.
-/// Returns what was wrong, when something was.
-fn heal_lab(paths: &LabPaths) -> Result<Option<String>> {
+fn heal_lab(paths: &LabPaths) -> Result<()> {
     let why = if !paths.is_running() {
         "it is down".to_string()
     } else {
         match crate::lab::client::request(paths, &crate::lab::control::Request::Status) {
-            Ok(st) if st["phase"] == "ready" => return Ok(None),
+            Ok(st) if st["phase"] == "ready" => return Ok(()),
             Ok(st) => st["error"].as_str().map(|e| e.lines().next().unwrap_or(e).to_string()).unwrap_or_else(|| format!("it is {}", st["phase"])),
             Err(e) => format!("its daemon does not answer ({e:#})"),
         }
     };
     crate::lab::stop(paths).with_context(|| format!("stopping the broken lab `{}`", paths.name))?;
-    boot_lab(paths, &format!("lab `{}` is not usable ({why}): restarting it for the next scenario", paths.name))?;
-    Ok(Some(why))
+    boot_lab(paths, &format!("lab `{}` is not usable ({why}): restarting it for the next scenario", paths.name))
 }
 
 /// The capture file of a scenario: `<out>/<file stem>.pcapng`, unique.
@@ -403,21 +401,22 @@ fn wire_lines(path: &Path, max: usize) -> Vec<String> {
     out
 }
 
-/// `roce run`.
-pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> Result<u8> {
-    let files = match discover(&args.paths) {
-        Ok(f) => f,
-        Err(e) => {
-            writeln!(err, "roce run: {e:#}")?;
-            return Ok(exit::SETUP);
-        }
-    };
-    // Every file is checked before anything runs.
+/// Loads and checks every scenario file, in order: each problem goes to `err`,
+/// `on_ok` sees each good file. `None` (after saying how many were bad) when any
+/// was: then nothing may run. Shared by `roce check` and `roce run`.
+pub fn load_all(
+    files: &[PathBuf],
+    err: &mut dyn std::io::Write,
+    mut on_ok: impl FnMut(&Path, &crate::scenario::model::Scenario) -> std::io::Result<()>,
+) -> Result<Option<Vec<(PathBuf, crate::scenario::model::Scenario)>>> {
     let mut loaded = Vec::new();
     let mut bad = 0;
-    for f in &files {
+    for f in files {
         match crate::scenario::parse::load(f) {
-            Ok(sc) => loaded.push((f.clone(), sc)),
+            Ok(sc) => {
+                on_ok(f, &sc)?;
+                loaded.push((f.clone(), sc));
+            }
             Err(d) => {
                 bad += 1;
                 for x in d {
@@ -428,8 +427,24 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
     }
     if bad > 0 {
         writeln!(err, "{bad} of {} scenario files have problems; nothing was run", files.len())?;
-        return Ok(exit::SETUP);
+        return Ok(None);
     }
+    Ok(Some(loaded))
+}
+
+/// `roce run`.
+pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> Result<u8> {
+    let files = match discover(&args.paths) {
+        Ok(f) => f,
+        Err(e) => {
+            writeln!(err, "roce run: {e:#}")?;
+            return Ok(exit::SETUP);
+        }
+    };
+    // Every file is checked before anything runs.
+    let Some(loaded) = load_all(&files, err, |_, _| Ok(()))? else {
+        return Ok(exit::SETUP);
+    };
     if args.pcap.is_some() && loaded.len() != 1 {
         writeln!(err, "roce run: --pcap holds the wire of one scenario, but {} were given\nhint: run them one at a time, or capture with -i IFACE", loaded.len())?;
         return Ok(exit::SETUP);

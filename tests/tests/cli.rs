@@ -324,18 +324,15 @@ fn run_against_a_remote_agent_reports_a_setup_failure_with_its_cause() {
     let junit = tmp("remote-junit.xml");
     let out = tmp("remote-out");
     let sc = root().join("scenarios/rc_send_tcp.toml");
-    let r = roce(&[
-        "run",
-        "--endpoints",
-        &format!("a={},b={}", addrs[0], addrs[1]),
-        "--out",
-        out.to_str().unwrap(),
-        "--junit",
-        junit.to_str().unwrap(),
-        "-i",
-        "lo",
-        sc.to_str().unwrap(),
-    ]);
+    let eps = format!("a={},b={}", addrs[0], addrs[1]);
+    // `roce run` of the scenario against the two agents, with `extra` options.
+    let run_remote = |extra: &[&str]| {
+        let mut args = vec!["run", "--endpoints", &eps, "--out", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        args.push(sc.to_str().unwrap());
+        roce(&args)
+    };
+    let r = run_remote(&["--junit", junit.to_str().unwrap(), "-i", "lo"]);
     assert_eq!(r.code, 1, "{}\n{}", r.out, r.err);
     // -i: the scenario's wire was captured on the interface (nothing RoCE on lo).
     assert!(out.join("rc_send_tcp.pcapng").exists(), "{}", r.out);
@@ -349,16 +346,7 @@ fn run_against_a_remote_agent_reports_a_setup_failure_with_its_cause() {
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains("tests=\"1\" failures=\"1\""), "{xml}");
     // --pcap: the wire is judged from the user's capture (here one with no RoCE at all).
-    let r = roce(&[
-        "run",
-        "--endpoints",
-        &format!("a={},b={}", addrs[0], addrs[1]),
-        "--out",
-        out.to_str().unwrap(),
-        "--pcap",
-        &capture("raw_ip.pcap"),
-        sc.to_str().unwrap(),
-    ]);
+    let r = run_remote(&["--pcap", &capture("raw_ip.pcap")]);
     assert_eq!(r.code, 1);
     assert!(r.out.contains("wire of QP q from a") && !r.out.contains("no capture was recorded"), "{}", r.out);
     let r = roce(&["run", "--endpoints", "a=x:1,b=y:2", "--pcap", "p.pcap", sc.to_str().unwrap(), sc.to_str().unwrap()]);
