@@ -35,6 +35,25 @@ pub struct Ctx<'a> {
     pub comment: Option<&'a str>,
 }
 
+impl<'a> Ctx<'a> {
+    /// The context of a captured record decoded as `frame`, times relative to
+    /// `first_ts_ns` (and `prev_ts_ns` for the delta).
+    #[inline]
+    pub fn of(rec: &crate::capture::Record<'a>, frame: &'a Frame, first_ts_ns: u64, prev_ts_ns: u64) -> Ctx<'a> {
+        Ctx {
+            number: rec.number,
+            ts_ns: rec.ts_ns,
+            first_ts_ns,
+            prev_ts_ns,
+            orig_len: rec.orig_len,
+            interface: rec.interface,
+            data: rec.data,
+            frame,
+            comment: rec.comment,
+        }
+    }
+}
+
 macro_rules! fields {
     ($( $id:ident = $name:literal : $desc:literal ),* $(,)?) => {
         /// A field that `-e` can name.

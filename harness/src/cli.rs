@@ -42,8 +42,16 @@ pub enum Command {
     Check(CheckArgs),
     /// The endpoint agent that `roce run` drives (real verbs on this host)
     Agent(crate::agent::AgentArgs),
+    /// Run a directory of scenarios as a regression suite: reports to keep (suite.json, HTML) and what changed since a baseline.
+    Suite(crate::suite::SuiteArgs),
+    /// Compare two suite.json files from `roce suite`: what changed (setup, pass/fail, observed behaviour).
+    Diff(crate::suite::DiffArgs),
+    /// Send a crafted RoCEv2 request to a QP and show what it answers (raw frames: needs root).
+    Probe(crate::probe::ProbeArgs),
     /// Run scenarios with real verbs between two endpoints (the lab by default) and judge completions, wire and memory.
     Run(crate::run::RunArgs),
+    /// Render a saved `roce run --json` report as one HTML page (expectations, ladder diagram of each capture).
+    Report(crate::report::ReportArgs),
     /// Print the JSON Schema of the scenario format (for editors and validators).
     Schema,
 }
@@ -68,7 +76,7 @@ fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Resu
     let plural = |k: usize, w: &str| format!("{k} {w}{}", if k == 1 { "" } else { "s" });
     let loaded = crate::run::load_all(&files, err, |f, sc| {
         let e = &sc.expect;
-        let n = e.completion.len() + e.wire.len() + e.memory.len();
+        let n = e.completion.len() + e.wire.len() + e.memory.len() + e.probe.len();
         writeln!(out, "ok  {}  {} ({}, {})", f.display(), sc.name, plural(sc.steps.len(), "step"), plural(n, "expectation"))
     })?;
     if loaded.is_none() {
@@ -106,6 +114,10 @@ where
         Command::Check(a) => check(a, out, err),
         Command::Agent(a) => crate::agent::run(a),
         Command::Run(a) => crate::run::run(a, out, err),
+        Command::Probe(a) => crate::probe::run(a, out, err),
+        Command::Suite(a) => crate::suite::run(a, out, err),
+        Command::Diff(a) => crate::suite::run_diff(a, out, err),
+        Command::Report(a) => crate::report::run(a, out, err),
         Command::Schema => schema(out),
     };
     match r {

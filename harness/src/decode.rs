@@ -158,17 +158,7 @@ pub fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8
         frame::decode_into(&mut fr, rec.link, rec.data, &opts);
         stats.count(&fr);
         let first = *first_ts.get_or_insert(rec.ts_ns);
-        let ctx = Ctx {
-            number: rec.number,
-            ts_ns: rec.ts_ns,
-            first_ts_ns: first,
-            prev_ts_ns: if stats.frames == 1 { rec.ts_ns } else { prev_ts },
-            orig_len: rec.orig_len,
-            interface: rec.interface,
-            data: rec.data,
-            frame: &fr,
-            comment: rec.comment,
-        };
+        let ctx = Ctx::of(&rec, &fr, first, if stats.frames == 1 { rec.ts_ns } else { prev_ts });
         prev_ts = rec.ts_ns;
         match format {
             Format::Text if a.verbose => {

@@ -56,6 +56,18 @@ pub struct RunArgs {
     /// Write the results as JUnit XML (for CI systems)
     #[arg(long, value_name = "FILE")]
     pub junit: Option<PathBuf>,
+    /// Write the results as one self-contained HTML page, with a ladder diagram of
+    /// each scenario's wire
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Compare with a device profile (profiles/*.toml): where this setup does other
+    /// than the profile recorded (another NAK, a CNP or none, …), the scenario fails
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// Write what this setup did as a device profile (from every scenario carried
+    /// out to the end), to compare later runs with --profile
+    #[arg(long, value_name = "FILE")]
+    pub record_profile: Option<PathBuf>,
     /// Only the summary line per scenario (failures still show their details)
     #[arg(long, short)]
     pub quiet: bool,
@@ -274,8 +286,8 @@ mod tests {
     }
 }
 
-/// One scenario's result, as the reports show it.
-#[derive(Debug, Clone, serde::Serialize)]
+/// One scenario's result, as the reports show it (`roce report` reads it back).
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct ScenarioResult {
     pub name: String,
     pub file: String,
@@ -285,12 +297,28 @@ pub struct ScenarioResult {
     pub verdicts: Vec<crate::scenario::expect::Verdict>,
     pub capture: Option<String>,
     pub duration_s: f64,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub agent_logs: BTreeMap<String, String>,
     /// What each endpoint set up (device, GID, QPNs, MRs) and how each QP connected:
     /// the numbers to find in the capture.
     pub endpoints: BTreeMap<String, crate::scenario::runner::EndpointFacts>,
     pub connections: Vec<crate::scenario::runner::Connection>,
+    /// The scenario's `[[fault]]` rules, as [`describe_fault`] words them.
+    #[serde(default)]
+    pub faults: Vec<String>,
+    /// What this setup did, as a device profile records it.
+    #[serde(default)]
+    pub observations: BTreeMap<String, String>,
+}
+
+/// A `[[fault]]` rule for the reports: `drop psn=101 nth=1 (from a, QP q)`.
+pub fn describe_fault(f: &crate::scenario::model::FaultSpec) -> String {
+    let scope: Vec<String> = f.from.iter().map(|e| format!("from {e}")).chain(f.qp.iter().map(|q| format!("QP {q}"))).collect();
+    if scope.is_empty() {
+        f.rule.clone()
+    } else {
+        format!("{} ({})", f.rule, scope.join(", "))
+    }
 }
 
 impl ScenarioResult {
@@ -306,11 +334,13 @@ impl ScenarioResult {
             agent_logs: BTreeMap::new(),
             endpoints: BTreeMap::new(),
             connections: Vec::new(),
+            faults: sc.faults.iter().map(describe_fault).collect(),
+            observations: BTreeMap::new(),
         }
     }
 }
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub struct Report {
     pub scenarios: Vec<ScenarioResult>,
     pub passed: usize,
@@ -362,7 +392,7 @@ pub fn junit(r: &Report) -> String {
     x
 }
 
-fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {
+pub(crate) fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {
     use std::io::Write as _;
     let mut f = dissector::capture::create_atomically(path).with_context(|| format!("creating {}", path.display()))?;
     f.write_all(data).with_context(|| format!("writing {}", path.display()))?;
@@ -383,17 +413,7 @@ fn wire_lines(path: &Path, max: usize) -> Vec<String> {
         }
         let f = dissector::frame::decode(rec.link, rec.data, &opts);
         let first_ts = *first.get_or_insert(rec.ts_ns);
-        let ctx = dissector::fields::Ctx {
-            number: rec.number,
-            ts_ns: rec.ts_ns,
-            first_ts_ns: first_ts,
-            prev_ts_ns: first_ts,
-            orig_len: rec.orig_len,
-            interface: rec.interface,
-            data: rec.data,
-            frame: &f,
-            comment: rec.comment,
-        };
+        let ctx = dissector::fields::Ctx::of(&rec, &f, first_ts, first_ts);
         let mut line = String::new();
         dissector::print::line(&ctx, &mut line);
         out.push(line);
@@ -468,6 +488,14 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
             return Ok(exit::SETUP);
         }
     }
+    let profile = match args.profile.as_deref().map(crate::profile::Profile::load).transpose() {
+        Ok(p) => p,
+        Err(e) => {
+            writeln!(err, "roce run: {e:#}")?;
+            return Ok(exit::SETUP);
+        }
+    };
+    let mut not_in_profile = Vec::new();
     let out_dir = args.out.clone().unwrap_or_else(default_out);
     std::fs::create_dir_all(&out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     let start = Instant::now();
@@ -504,7 +532,14 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
                 }
             }
         }
-        let verdicts = crate::scenario::expect::evaluate(sc, &o);
+        let mut verdicts = crate::scenario::expect::evaluate(sc, &o);
+        let observations = crate::scenario::expect::observations(sc, &o);
+        if let Some(p) = &profile {
+            match p.judge(&sc.name, &observations) {
+                Some(v) => verdicts.extend(v),
+                None => not_in_profile.push(sc.name.clone()),
+            }
+        }
         let pass = o.error.is_none() && verdicts.iter().all(|v| v.pass);
         let r = ScenarioResult {
             name: sc.name.clone(),
@@ -517,6 +552,8 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
             agent_logs: o.agent_logs.clone(),
             endpoints: o.endpoints.clone(),
             connections: o.connections.clone(),
+            faults: sc.faults.iter().map(describe_fault).collect(),
+            observations,
         };
         print_result(out, &r, args.quiet)?;
         results.push(r);
@@ -530,7 +567,60 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
     if let Some(p) = &args.junit {
         write_atomically(p, junit(&report).as_bytes())?;
     }
+    if let (Some(p), false) = (&profile, not_in_profile.is_empty()) {
+        writeln!(out, "note: the {} profile does not know {} of these scenarios ({}): nothing to compare there", p.name, not_in_profile.len(), not_in_profile.join("; "))?;
+    }
+    if let Some(path) = &args.record_profile {
+        let p = record_profile(path, &report);
+        write_atomically(path, p.to_toml().as_bytes())?;
+        writeln!(out, "recorded the {} profile from {} scenarios: {}", p.name, p.scenario.len(), path.display())?;
+    }
+    if let Some(p) = &args.html {
+        write_atomically(p, crate::html::render(&report).as_bytes())?;
+    }
     Ok(if report.failed == 0 { exit::PASSED } else { exit::FAILED })
+}
+
+/// A profile from a run: every scenario carried out to the end (one whose own
+/// expectations failed included: a profile says what the setup does, not what
+/// the spec wants), named after the file.
+fn record_profile(path: &Path, r: &Report) -> crate::profile::Profile {
+    let mut p = crate::profile::Profile {
+        name: path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "profile".into()),
+        ..Default::default()
+    };
+    let done: Vec<&ScenarioResult> = r.scenarios.iter().filter(|s| s.error.is_none()).collect();
+    let mut devices = std::collections::BTreeSet::new();
+    let mut kernels = std::collections::BTreeSet::new();
+    for s in &done {
+        for e in s.endpoints.values() {
+            devices.insert(e.device.clone());
+            kernels.extend(e.kernel.clone());
+        }
+        p.scenario.insert(s.name.clone(), s.observations.clone());
+    }
+    let join = |v: std::collections::BTreeSet<String>| v.into_iter().collect::<Vec<_>>().join(", ");
+    p.recorded.insert("device".into(), join(devices));
+    p.recorded.insert("kernel".into(), join(kernels));
+    p.recorded.insert("roce".into(), env!("CARGO_PKG_VERSION").into());
+    p.recorded.insert("date".into(), today());
+    p
+}
+
+/// `YYYY-MM-DD` (UTC), from the system clock.
+fn today() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    // Days to civil date (Howard Hinnant's algorithm).
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
 }
 
 fn print_result(out: &mut dyn std::io::Write, r: &ScenarioResult, quiet: bool) -> Result<()> {

@@ -62,6 +62,9 @@ struct QpState {
     peer_qkey: u32,
     peer_mrs: Vec<MrInfo>,
     ah: Option<Ah>,
+    /// Probes: the PSN the peer expects next, as far as this side's crafted
+    /// packets moved it (starts at the QP's send PSN).
+    probe_next: Option<u32>,
 }
 
 /// Everything `Setup` created. Field order is drop order: QPs and AHs, then MRs,
@@ -80,6 +83,8 @@ struct Local {
     gid: [u8; 16],
     started: Instant,
     wcs: Vec<Wc>,
+    /// The interface crafted packets go out on, opened at the first probe.
+    probe_link: Option<crate::probe::Link>,
 }
 
 /// What the two ends of a TCP exchange tell each other.
@@ -148,6 +153,7 @@ impl Agent {
                 version: proto::VERSION,
                 agent: format!("roce {}", env!("CARGO_PKG_VERSION")),
                 host: std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string(),
+                kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|k| k.trim().to_string()),
             }),
             ToAgent::Setup { endpoint, spec, qps, mrs } => self.setup(endpoint, &spec, qps, mrs),
             ToAgent::Connect { qp, passive, peer_ip, port, peer_mrs } => self.connect(&qp, passive, &peer_ip, port, peer_mrs),
@@ -219,7 +225,7 @@ impl Agent {
             let qp = Qp::new(&pd, &cq, t, cap)?;
             let psn = q.psn.as_ref().and_then(|p| p.get(&name)).unwrap_or_else(random_psn) & 0x00ff_ffff;
             qp_infos.push(QpInfo { name: q.name.clone(), qpn: qp.qpn(), psn, gid: Ipv6Addr::from(gid).to_string(), qkey: q.qkey });
-            qp_map.insert(q.name.clone(), QpState { spec: q, cm: None, qp, psn, peer: None, peer_qkey: 0, peer_mrs: Vec::new(), ah: None });
+            qp_map.insert(q.name.clone(), QpState { spec: q, cm: None, qp, psn, peer: None, peer_qkey: 0, peer_mrs: Vec::new(), ah: None, probe_next: None });
         }
         let ip = gid_ip(&gid).to_string();
         let device = ctx.name.clone();
@@ -236,6 +242,7 @@ impl Agent {
             gid,
             started: Instant::now(),
             wcs: Vec::new(),
+            probe_link: None,
         });
         Ok(FromAgent::SetupDone { device, port, gid_index, gid: Ipv6Addr::from(gid).to_string(), ip, qps: qp_infos, mrs: mr_infos })
     }
@@ -316,10 +323,15 @@ impl Agent {
                 let want = s.count.unwrap_or(1) as usize + ep.wcs.len();
                 ep.poll_until(want, Duration::from_millis(s.within_ms.unwrap_or(2000)))?;
             }
+            Op::Probe => {
+                let sent = ep.probe(s)?;
+                ep.drain()?;
+                return Ok(FromAgent::StepDone { index, probe: Some(sent) });
+            }
             _ => ep.post(s)?,
         }
         self.ep()?.drain()?;
-        Ok(FromAgent::StepDone { index })
+        Ok(FromAgent::StepDone { index, probe: None })
     }
 
     fn completions(&mut self, min: usize, wait: Duration) -> R<FromAgent> {
@@ -388,6 +400,52 @@ impl Local {
                 Ok((m.addr() + g.offset, len as u32, m.lkey()))
             })
             .collect()
+    }
+
+    /// A crafted packet in the name of QP `s.qp`, to the QP at its other end.
+    fn probe(&mut self, s: &Step) -> R<proto::ProbeSent> {
+        let spec = s.probe.as_ref().ok_or_else(|| AgentError::from("a probe step without `probe = { … }`".to_string()))?;
+        let qname = s.qp.as_deref().ok_or_else(|| AgentError::from("step without `qp`".to_string()))?;
+        let my_ip = gid_ip(&self.gid);
+        let q = self.qps.get(qname).ok_or_else(|| AgentError::from(format!("no QP `{qname}` on this endpoint")))?;
+        let peer = q.peer.ok_or_else(|| AgentError::from(format!("QP `{qname}` is not connected: probes go to its peer")))?;
+        let peer_ip = gid_ip(&peer.gid);
+        let remote = match &spec.remote {
+            Some(r) => {
+                let m = q.peer_mrs.iter().find(|m| m.name == r.mr).ok_or_else(|| AgentError::from(format!("the peer of `{qname}` has no MR `{}`", r.mr)))?;
+                Some((m.addr.wrapping_add(r.offset), r.rkey.unwrap_or(m.rkey)))
+            }
+            None => None,
+        };
+        let transport = match q.spec.qp_type {
+            QpType::Rc => dissector::wire::Transport::Rc,
+            QpType::Uc => dissector::wire::Transport::Uc,
+            QpType::Ud => dissector::wire::Transport::Ud,
+        };
+        let next = q.probe_next.unwrap_or(q.psn);
+        let aim = crate::probe::Aim { transport, dest_qp: peer.qpn, src_qp: q.qp.qpn(), next, remote };
+        if self.probe_link.as_ref().is_none_or(|l| l.dst.ip != peer_ip) {
+            self.probe_link = Some(crate::probe::Link::open(Some(my_ip), peer_ip, None, None)?);
+        }
+        let link = self.probe_link.as_mut().ok_or_else(|| AgentError::from("no link".to_string()))?;
+        let frames = crate::probe::frames(spec, &aim, &link.src, &link.dst)?;
+        for (f, _) in &frames {
+            link.send(f)?;
+        }
+        std::thread::sleep(Duration::from_millis(spec.settle_ms.unwrap_or(20)));
+        let src_qp = q.qp.qpn();
+        if let Some(q) = self.qps.get_mut(qname) {
+            q.probe_next = Some(crate::probe::advance(spec, next));
+        }
+        Ok(proto::ProbeSent {
+            id: spec.id.clone(),
+            qp: qname.to_string(),
+            src: my_ip.to_string(),
+            dst: peer_ip.to_string(),
+            src_qp,
+            next,
+            frames: frames.into_iter().map(|(_, s)| s).collect(),
+        })
     }
 
     fn post(&mut self, s: &Step) -> R<()> {

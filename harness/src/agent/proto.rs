@@ -68,6 +68,21 @@ pub enum ToAgent {
     Teardown,
 }
 
+/// The frames a probe step sent, to find them (and the answers) on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProbeSent {
+    pub id: String,
+    pub qp: String,
+    /// The prober's and the target's addresses.
+    pub src: String,
+    pub dst: String,
+    /// The prober's QPN (where the target's answers go).
+    pub src_qp: u32,
+    /// The PSN the target expected (as far as the prober knew) when it went out.
+    pub next: u32,
+    pub frames: Vec<crate::probe::SentFrame>,
+}
+
 /// agent → controller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "msg", rename_all = "snake_case", deny_unknown_fields)]
@@ -77,6 +92,9 @@ pub enum FromAgent {
         /// `roce` version and host name, for reports.
         agent: String,
         host: String,
+        /// The kernel release (`uname -r`): what a device profile was recorded on.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        kernel: Option<String>,
     },
     SetupDone {
         device: String,
@@ -99,6 +117,9 @@ pub enum FromAgent {
     },
     StepDone {
         index: usize,
+        /// A probe step: what went out.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        probe: Option<ProbeSent>,
     },
     Completions {
         wcs: Vec<Wc>,

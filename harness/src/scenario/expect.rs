@@ -7,9 +7,9 @@ use std::path::Path;
 use dissector::capture;
 use dissector::frame::{self, Options};
 use dissector::wire::aeth::{AckKind, NakCode};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
-use super::model::{CompletionExpect, MemoryExpect, Scenario, WireExpect};
+use super::model::{CompletionExpect, MemoryExpect, ProbeExpect, PsnRef, Scenario, WireExpect};
 use super::parse::{content_bytes, wc_name};
 use super::runner::Outcome;
 use crate::agent::proto::Wc;
@@ -24,6 +24,33 @@ pub struct Verdict {
     pub actual: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+}
+
+/// A saved report's verdict (`roce report` reads `--json` back). The known kinds
+/// are the static strings; another is kept too, leaked (a report is read once).
+impl<'de> Deserialize<'de> for Verdict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Saved {
+            kind: String,
+            what: String,
+            pass: bool,
+            expected: String,
+            actual: String,
+            #[serde(default)]
+            detail: Option<String>,
+        }
+        let v = Saved::deserialize(d)?;
+        let kind = match v.kind.as_str() {
+            "completion" => "completion",
+            "wire" => "wire",
+            "memory" => "memory",
+            "probe" => "probe",
+            "profile" => "profile",
+            _ => Box::leak(v.kind.into_boxed_str()),
+        };
+        Ok(Verdict { kind, what: v.what, pass: v.pass, expected: v.expected, actual: v.actual, detail: v.detail })
+    }
 }
 
 fn verdict(kind: &'static str, what: String, pass: bool, expected: String, actual: String) -> Verdict {
@@ -48,6 +75,14 @@ pub fn evaluate(sc: &Scenario, o: &Outcome) -> Vec<Verdict> {
                 "no capture was recorded (the lab's switch records the wire; with --endpoints, give -i IFACE to capture on a host)".into(),
             ),
         });
+    }
+    let answers = match &frames {
+        Some(Ok(f)) => Ok(probe_answers(o, f)),
+        Some(Err(m)) => Err(m.clone()),
+        None => Err("no capture was recorded".to_string()),
+    };
+    for e in &sc.expect.probe {
+        v.push(probe(e, o, &answers));
     }
     for e in &sc.expect.memory {
         v.push(memory(sc, e, o));
@@ -124,6 +159,7 @@ pub struct WireFrame {
     pub dst: IpAddr,
     pub dest_qp: u32,
     pub psn: u32,
+    pub opcode: u8,
     pub name: String,
     pub is_request: bool,
     /// "ACK", "RNR NAK", "NAK Remote Access Error", … for Acknowledge frames.
@@ -141,9 +177,11 @@ pub struct WireFrame {
     /// ECN Congestion Experienced.
     pub ce: bool,
     pub cnp: bool,
+    /// An RNR NAK's timer: how long the requester must wait, in µs.
+    pub rnr_wait_us: Option<u32>,
 }
 
-fn read_wire(path: &Path) -> Result<Vec<WireFrame>, String> {
+pub fn read_wire(path: &Path) -> Result<Vec<WireFrame>, String> {
     let mut r = capture::open(path).map_err(|e| e.to_string())?;
     let opts = Options::default();
     let mut out = Vec::new();
@@ -174,6 +212,7 @@ fn read_wire(path: &Path) -> Result<Vec<WireFrame>, String> {
             dst,
             dest_qp: ib.bth.dest_qp,
             psn: ib.bth.psn.value(),
+            opcode: ib.bth.opcode.0,
             name: info.name.to_string(),
             is_request: info.is_request(),
             aeth,
@@ -185,6 +224,10 @@ fn read_wire(path: &Path) -> Result<Vec<WireFrame>, String> {
             held: comment.contains("reordered by") || comment.contains("delayed "),
             ce: f.ecn() == Some(3),
             cnp: info.transport == dissector::wire::opcode::Transport::Cnp,
+            rnr_wait_us: match ib.aeth.map(|a| a.syndrome.kind()) {
+                Some(AckKind::RnrNak { timer }) => dissector::wire::RNR_TIMER_US.get(timer as usize).copied(),
+                _ => None,
+            },
         });
     }
     Ok(out)
@@ -201,7 +244,9 @@ pub fn matches_sequence(pattern: &[String], actual: &[String]) -> bool {
         } else {
             (first.trim(), 1, false)
         };
-        let eq = |x: &String| x == name || (name == "ACK" && x == "Acknowledge") || x.ends_with(name) && name.starts_with("NAK");
+        let eq = |x: &String| {
+            name.split('|').map(str::trim).any(|name| x == name || (name == "ACK" && x == "Acknowledge") || x.ends_with(name) && name.starts_with("NAK"))
+        };
         let run = a.iter().take_while(|x| eq(x)).count();
         if !many {
             return run >= 1 && go(rest, &a[1..]);
@@ -211,32 +256,125 @@ pub fn matches_sequence(pattern: &[String], actual: &[String]) -> bool {
     go(pattern, actual)
 }
 
+/// One direction of a QP pair on the wire: the requests `from` sent to `to`, and
+/// the responses and CNPs back.
+struct Pair<'a> {
+    reqs: Vec<&'a WireFrame>,
+    resps: Vec<&'a WireFrame>,
+    cnps: usize,
+    a_ip: IpAddr,
+    b_ip: IpAddr,
+}
+
+fn pair<'a>(o: &Outcome, qp: &str, from: &str, to: &str, frames: &'a [WireFrame]) -> Option<Pair<'a>> {
+    let ident = |ep: &str| -> Option<(IpAddr, u32)> {
+        let f = o.endpoints.get(ep)?;
+        let ip: IpAddr = f.ip.parse().ok()?;
+        Some((ip, f.qps.iter().find(|x| x.name == qp)?.qpn))
+    };
+    let ((a_ip, a_qpn), (b_ip, b_qpn)) = (ident(from)?, ident(to)?);
+    // What each side sent: copies the switch injected are left out (they are
+    // nobody's retransmissions); frames it dropped stay in (they were sent).
+    let reqs = frames.iter().filter(|f| f.src == a_ip && f.dst == b_ip && f.dest_qp == b_qpn && f.is_request && !f.injected).collect();
+    let back = |f: &&WireFrame| f.src == b_ip && f.dst == a_ip && f.dest_qp == a_qpn;
+    let resps = frames.iter().filter(|f| back(f) && !f.is_request && !f.cnp && !f.injected).collect();
+    let cnps = frames.iter().filter(|f| back(f) && f.cnp).count();
+    Some(Pair { reqs, resps, cnps, a_ip, b_ip })
+}
+
+/// An Acknowledge is named by its AETH (ACK, RNR NAK, NAK …); every other
+/// response (READ responses, ATOMIC Acknowledge) by its opcode.
+fn names(v: &[&WireFrame]) -> Vec<String> {
+    v.iter().map(|f| if f.name == "Acknowledge" { f.aeth.clone().unwrap_or_else(|| f.name.clone()) } else { f.name.clone() }).collect()
+}
+
+/// What this setup did, in terms that stay the same from run to run on the same
+/// setup (no times, no addresses): the answer to each probe, each completion's
+/// status, and per QP direction the NAKs drawn, how lost packets were recovered,
+/// whether CE drew a CNP and whether the RNR timer was waited out. A device
+/// profile records these; `--profile` compares them.
+pub fn observations(sc: &Scenario, o: &Outcome) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    for (ep, wcs) in &o.completions {
+        let mut seen = std::collections::BTreeSet::new();
+        for w in wcs.iter().filter(|w| seen.insert(w.wr_id)) {
+            m.insert(format!("completion {ep} wr_id {}", w.wr_id), w.status.clone());
+        }
+    }
+    let Some(Ok(frames)) = o.capture.as_deref().map(read_wire) else { return m };
+    for a in probe_answers(o, &frames) {
+        let v = match (a.on_wire, a.responses.is_empty()) {
+            (0, _) => "not on the wire".to_string(),
+            (_, true) => "no answer".to_string(),
+            _ => format!("{} (PSN {})", a.responses.join(", "), a.psn_offset.map(psn_rel).unwrap_or_default()),
+        };
+        m.insert(format!("probe {}", a.id), v);
+    }
+    for q in &sc.qps {
+        for (from, to) in [(&q.between[0], &q.between[1]), (&q.between[1], &q.between[0])] {
+            let Some(p) = pair(o, &q.name, from, to, &frames) else { continue };
+            if p.reqs.is_empty() {
+                continue;
+            }
+            let key = |what: &str| format!("wire {} from {from}: {what}", q.name);
+            let mut naks: Vec<&str> = Vec::new();
+            for f in &p.resps {
+                if let (Some(_), Some(a)) = (f.nak, f.aeth.as_deref()) {
+                    if !naks.contains(&a) {
+                        naks.push(a);
+                    }
+                }
+            }
+            m.insert(key("NAKs"), if naks.is_empty() { "none".into() } else { naks.join(", ") });
+            // How lost requests were recovered: not asked of crafted requests (their
+            // repeats are the probe's, not the requester's), nor after RNR NAKs
+            // (the RNR timer says that).
+            let probed = o.probes.iter().any(|x| x.qp == q.name && p.a_ip.to_string() == x.src);
+            let rnr = p.resps.iter().any(|f| f.nak == Some("rnr"));
+            let mut how: Vec<&str> = go_back_n(&p.reqs, &p.resps).resends.iter().map(|r| r.trigger).collect();
+            how.sort();
+            how.dedup();
+            if !how.is_empty() && !probed && !rnr {
+                m.insert(key("resent after"), how.join(", "));
+            }
+            if p.reqs.iter().any(|f| f.ce) {
+                m.insert(key("CNP after CE"), if p.cnps > 0 { "yes" } else { "no" }.into());
+            }
+            if let Some(v) = rnr_waits(&p.reqs, &p.resps) {
+                m.insert(key("RNR timer"), v);
+            }
+        }
+    }
+    m
+}
+
+/// After each RNR NAK, whether the requester waited at least the NAK's timer
+/// before sending that PSN again.
+fn rnr_waits(reqs: &[&WireFrame], resps: &[&WireFrame]) -> Option<String> {
+    let mut waits = Vec::new();
+    for n in resps.iter().filter(|f| f.nak == Some("rnr")) {
+        let Some(timer) = n.rnr_wait_us else { continue };
+        if let Some(again) = reqs.iter().find(|f| f.number > n.number && f.psn == n.psn) {
+            waits.push((again.ts_ns.saturating_sub(n.ts_ns) / 1000, timer as u64));
+        }
+    }
+    if waits.is_empty() {
+        return None;
+    }
+    let short: Vec<String> = waits.iter().filter(|(w, t)| w < t).map(|(w, t)| format!("{w} µs of {t} µs")).collect();
+    Some(if short.is_empty() { "honoured".into() } else { format!("not honoured ({})", short.join(", ")) })
+}
+
 fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, frames: &[WireFrame]) -> Verdict {
     let what = format!("wire of QP {} from {}", e.qp, e.from);
     let Some(q) = sc.qps.iter().find(|q| q.name == e.qp) else {
         return verdict("wire", what, false, "a QP of the scenario".into(), format!("no QP {}", e.qp));
     };
     let to = if q.between[0] == e.from { &q.between[1] } else { &q.between[0] };
-    let ident = |ep: &str| -> Option<(IpAddr, u32)> {
-        let f = o.endpoints.get(ep)?;
-        let ip: IpAddr = f.ip.parse().ok()?;
-        Some((ip, f.qps.iter().find(|x| x.name == e.qp)?.qpn))
-    };
-    let (Some((a_ip, a_qpn)), Some((b_ip, b_qpn))) = (ident(&e.from), ident(to)) else {
+    let Some(Pair { reqs, resps, cnps, a_ip, b_ip }) = pair(o, &e.qp, &e.from, to, frames) else {
         return verdict("wire", what, false, "both ends set up".into(), "an end of the QP was never set up".into());
     };
-    // What each side sent: copies the switch injected are left out (they are
-    // nobody's retransmissions); frames it dropped stay in (they were sent).
-    let reqs: Vec<&WireFrame> = frames.iter().filter(|f| f.src == a_ip && f.dst == b_ip && f.dest_qp == b_qpn && f.is_request && !f.injected).collect();
-    let resps: Vec<&WireFrame> =
-        frames.iter().filter(|f| f.src == b_ip && f.dst == a_ip && f.dest_qp == a_qpn && !f.is_request && !f.cnp && !f.injected).collect();
-    let cnps = frames.iter().filter(|f| f.src == b_ip && f.dst == a_ip && f.dest_qp == a_qpn && f.cnp).count();
     let ce_marked = reqs.iter().filter(|f| f.ce).count();
-    // An Acknowledge is named by its AETH (ACK, RNR NAK, NAK …); every other
-    // response (READ responses, ATOMIC Acknowledge) by its opcode.
-    let names = |v: &[&WireFrame]| -> Vec<String> {
-        v.iter().map(|f| if f.name == "Acknowledge" { f.aeth.clone().unwrap_or_else(|| f.name.clone()) } else { f.name.clone() }).collect()
-    };
     let (req_names, resp_names) = (names(&reqs), names(&resps));
     let mut want = Vec::new();
     let mut ok = true;
@@ -420,6 +558,139 @@ pub fn go_back_n(reqs: &[&WireFrame], resps: &[&WireFrame]) -> GoBackN {
     g
 }
 
+/// What the target did with one probe, read from the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeAnswer {
+    pub id: String,
+    /// How many of the probe's frames are on the wire (of how many sent).
+    pub on_wire: usize,
+    pub sent: usize,
+    /// The target's responses, named as in the wire expectations, up to the
+    /// prober's next request.
+    pub responses: Vec<String>,
+    /// The first response's PSN, relative to `next` when the probe went out.
+    pub psn_offset: Option<i64>,
+    /// From the probe's first frame to the first response.
+    pub latency_ms: Option<f64>,
+    /// Frame numbers: the probe's first, and the responses.
+    pub frames: Vec<u64>,
+}
+
+impl ProbeAnswer {
+    /// `NAK PSN Sequence Error (PSN next) after 0.41 ms`, `nothing`.
+    pub fn describe(&self) -> String {
+        if self.on_wire == 0 {
+            return format!("the probe is not on the wire ({} sent)", self.sent);
+        }
+        if self.responses.is_empty() {
+            return "no answer (dropped)".into();
+        }
+        let mut s = self.responses.join(", ");
+        if let Some(off) = self.psn_offset {
+            s += &format!(" (PSN {})", psn_rel(off));
+        }
+        if let Some(ms) = self.latency_ms {
+            s += &format!(" after {ms:.2} ms");
+        }
+        s
+    }
+}
+
+/// `next`, `next+3`, `next-1`.
+pub fn psn_rel(off: i64) -> String {
+    match off {
+        0 => "next".into(),
+        o if o > 0 => format!("next+{o}"),
+        o => format!("next{o}"),
+    }
+}
+
+/// Each probe's frames on the wire, in step order, and what answered them: every
+/// response from the target to the prober until the prober's next request.
+pub fn probe_answers(o: &Outcome, frames: &[WireFrame]) -> Vec<ProbeAnswer> {
+    let mut cursor = 0;
+    let mut out = Vec::new();
+    for p in &o.probes {
+        let (Ok(src), Ok(dst)) = (p.src.parse::<IpAddr>(), p.dst.parse::<IpAddr>()) else { continue };
+        let mut a = ProbeAnswer { id: p.id.clone(), on_wire: 0, sent: p.frames.len(), responses: vec![], psn_offset: None, latency_ms: None, frames: vec![] };
+        // The probe's frames, in order, from where the last probe's ended.
+        let mut want = p.frames.iter().peekable();
+        let mut first_ts = None;
+        let mut i = cursor;
+        while let (Some(w), Some(f)) = (want.peek(), frames.get(i)) {
+            if f.src == src && f.dst == dst && f.dest_qp == w.dest_qp && f.psn == w.psn && f.opcode == w.opcode && !f.injected {
+                first_ts.get_or_insert(f.ts_ns);
+                if a.frames.is_empty() {
+                    a.frames.push(f.number);
+                }
+                a.on_wire += 1;
+                want.next();
+                cursor = i + 1;
+            }
+            i += 1;
+        }
+        if let Some(t0) = first_ts {
+            for f in &frames[cursor..] {
+                if f.src == src && f.dst == dst && f.is_request && !f.injected {
+                    break; // the prober's next request: what follows answers that
+                }
+                if f.src == dst && f.dst == src && !f.is_request && !f.cnp && !f.injected {
+                    if a.responses.is_empty() {
+                        a.latency_ms = Some(f.ts_ns.saturating_sub(t0) as f64 / 1e6);
+                        let d = (f.psn as i64 - p.next as i64).rem_euclid(1 << 24);
+                        a.psn_offset = Some(if d >= 1 << 23 { d - (1 << 24) } else { d });
+                    }
+                    a.responses.push(if f.name == "Acknowledge" { f.aeth.clone().unwrap_or_else(|| f.name.clone()) } else { f.name.clone() });
+                    a.frames.push(f.number);
+                }
+            }
+        }
+        out.push(a);
+    }
+    out
+}
+
+fn probe(e: &ProbeExpect, o: &Outcome, answers: &Result<Vec<ProbeAnswer>, String>) -> Verdict {
+    let what = format!("probe {}", e.probe);
+    let mut want = Vec::new();
+    if let Some(r) = &e.responses {
+        want.push(if r.is_empty() { "no answer".to_string() } else { format!("answered [{}]", r.join(", ")) });
+    }
+    if let Some(p) = &e.psn {
+        want.push(format!("PSN {}", match p { PsnRef::Relative(s) => s.clone(), PsnRef::Absolute(n) => n.to_string() }));
+    }
+    if let Some(ms) = e.within_ms {
+        want.push(format!("within {ms} ms"));
+    }
+    let expected = want.join(", ");
+    let answers = match answers {
+        Ok(a) => a,
+        Err(m) => return verdict("probe", what, false, expected, m.clone()),
+    };
+    let Some(a) = answers.iter().find(|a| a.id == e.probe) else {
+        return verdict("probe", what, false, expected, "the probe was never sent (the run stopped before it)".into());
+    };
+    let Some(sent) = o.probes.iter().find(|p| p.id == e.probe) else {
+        return verdict("probe", what, false, expected, "the probe was never sent".into());
+    };
+    let mut ok = a.on_wire > 0;
+    if let Some(r) = &e.responses {
+        ok &= matches_sequence(r, &a.responses);
+    }
+    if let Some(p) = &e.psn {
+        let first = a.psn_offset.map(|off| ((sent.next as i64 + off).rem_euclid(1 << 24)) as u32);
+        ok &= first.is_some() && p.resolve(sent.next).ok() == first;
+    }
+    if let Some(ms) = e.within_ms {
+        ok &= a.latency_ms.is_some_and(|l| l <= ms as f64);
+    }
+    let mut v = verdict("probe", what, ok, expected, format!("{}; frames {}", a.describe(), a.frames.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")));
+    if a.on_wire < a.sent {
+        v.detail = Some(format!("only {} of the {} frames sent are on the wire", a.on_wire, a.sent));
+    }
+    v
+}
+
 fn memory(sc: &Scenario, e: &MemoryExpect, o: &Outcome) -> Verdict {
     let what = format!("memory of MR {} on {} at offset {}", e.mr, e.on, e.offset);
     let Some(spec) = sc.mrs.iter().find(|m| m.on == e.on && m.name == e.mr) else {
@@ -479,6 +750,12 @@ mod tests {
         assert!(matches_sequence(&s(&["ACK+"]), &s(&["ACK", "ACK"])));
         assert!(matches_sequence(&[], &[]));
         assert!(!matches_sequence(&[], &s(&["ACK"])));
+        // Alternatives, where the spec leaves the device a choice.
+        let either = s(&["NAK Invalid Request | NAK Remote Access Error"]);
+        assert!(matches_sequence(&either, &s(&["NAK Remote Access Error"])));
+        assert!(matches_sequence(&either, &s(&["NAK Invalid Request"])));
+        assert!(!matches_sequence(&either, &s(&["NAK PSN Sequence Error"])));
+        assert!(!matches_sequence(&either, &s(&["ACK"])));
     }
 
     fn wc(id: u64, status: &str, t: f64) -> Wc {
@@ -514,6 +791,7 @@ mod tests {
             dst: "10.0.0.2".parse().unwrap(),
             dest_qp: 0x11,
             psn,
+            opcode: if aeth.is_none() { 0x0a } else { 0x11 },
             name: name.to_string(),
             is_request: aeth.is_none(),
             aeth,
@@ -525,7 +803,63 @@ mod tests {
             held: false,
             ce: false,
             cnp: false,
+            rnr_wait_us: None,
         }
+    }
+
+    /// The answer to a probe is what the target sent back before the prober's next
+    /// request; its PSN is read relative to the PSN the target expected.
+    #[test]
+    fn probe_answers_are_the_responses_up_to_the_next_request() {
+        use crate::agent::proto::ProbeSent;
+        use crate::probe::SentFrame;
+        let resp = |n, ms, psn, what: &str| {
+            let mut f = wf(n, ms, psn, what);
+            (f.src, f.dst, f.dest_qp) = (f.dst, f.src, 0x22);
+            f
+        };
+        let sent = |id: &str, next, psn, copies| ProbeSent {
+            id: id.into(),
+            qp: "q".into(),
+            src: "10.0.0.1".into(),
+            dst: "10.0.0.2".into(),
+            src_qp: 0x22,
+            next,
+            frames: vec![SentFrame { opcode: 0x0a, dest_qp: 0x11, psn, len: 8 }; copies],
+        };
+        let o = Outcome {
+            probes: vec![sent("ahead", 100, 103, 2), sent("dup", 100, 99, 1), sent("lost", 100, 100, 1), sent("never", 100, 100, 1)],
+            ..Default::default()
+        };
+        let frames = vec![
+            wf(1, 0, 103, "RDMA WRITE Only"),
+            wf(2, 0, 103, "RDMA WRITE Only"),
+            resp(3, 1, 100, "nak"),
+            wf(4, 10, 99, "RDMA WRITE Only"),
+            resp(5, 12, 99, "ack"),
+            wf(6, 20, 100, "RDMA WRITE Only"),
+            wf(7, 30, 500, "RDMA WRITE Only"), // a real request: what follows is its answer
+            resp(8, 31, 500, "ack"),
+        ];
+        let a = probe_answers(&o, &frames);
+        assert_eq!(a.len(), 4);
+        assert_eq!((a[0].on_wire, &a[0].responses[..], a[0].psn_offset), (2, &["NAK PSN Sequence Error".to_string()][..], Some(0)));
+        assert_eq!(a[0].describe(), "NAK PSN Sequence Error (PSN next) after 1.00 ms");
+        assert_eq!((a[1].responses.clone(), a[1].psn_offset, a[1].latency_ms), (vec!["ACK".to_string()], Some(-1), Some(2.0)));
+        assert_eq!(a[1].frames, vec![4, 5]);
+        assert!(a[2].responses.is_empty(), "the ACK of frame 8 answers frame 7, not the probe");
+        assert_eq!(a[2].describe(), "no answer (dropped)");
+        assert_eq!(a[3].on_wire, 0, "a frame is matched once");
+        let pe = |responses: Vec<&str>, psn: &str| ProbeExpect {
+            probe: "ahead".into(),
+            responses: Some(responses.into_iter().map(String::from).collect()),
+            psn: Some(PsnRef::Relative(psn.into())),
+            within_ms: Some(5),
+        };
+        assert!(probe(&pe(vec!["NAK PSN Sequence Error"], "next"), &o, &Ok(a.clone())).pass);
+        assert!(!probe(&pe(vec!["NAK PSN Sequence Error"], "next+3"), &o, &Ok(a.clone())).pass, "the NAK names the expected PSN");
+        assert!(!probe(&pe(vec!["NAK PSN Sequence Error", "NAK PSN Sequence Error"], "next"), &o, &Ok(a.clone())).pass, "one NAK, not one per packet");
+        assert!(!probe(&pe(vec![], "next"), &o, &Ok(a)).pass);
     }
 
     fn split(v: &[WireFrame]) -> (Vec<&WireFrame>, Vec<&WireFrame>) {

@@ -276,6 +276,9 @@ pub enum Op {
     Sleep,
     /// Wait for `count` completions on `on`'s CQ (up to `within_ms`).
     WaitCompletions,
+    /// Send a crafted packet (`probe = { … }`): `on` builds it itself and sends it
+    /// on its interface, in the name of its QP `qp`, to the QP at the other end.
+    Probe,
 }
 
 /// One step, executed in order. `on` names the endpoint (not for `sync`/`sleep`).
@@ -316,6 +319,128 @@ pub struct Step {
     pub count: Option<u32>,
     #[serde(default)]
     pub within_ms: Option<u64>,
+    /// probe: the crafted packet.
+    #[serde(default)]
+    pub probe: Option<Box<ProbeSpec>>,
+}
+
+/// A BTH opcode: its name as `roce decode` prints it, with or without the transport
+/// (`"RDMA WRITE Only"`, `"UD SEND Only"`), or its number (`0x0a` = 10).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum OpcodeRef {
+    Number(u8),
+    Name(String),
+}
+
+/// A PSN: `"next"` (the PSN the target expects, as far as the prober knows),
+/// `"next+N"` / `"next-N"` (ahead of it, or already used: a duplicate), or an
+/// absolute 24-bit PSN.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum PsnRef {
+    Absolute(u32),
+    Relative(String),
+}
+
+impl PsnRef {
+    /// The offset from `next` (`Ok(Err(psn))` for an absolute PSN).
+    pub fn offset(&self) -> Result<Result<i64, u32>, String> {
+        match self {
+            PsnRef::Absolute(p) if *p <= 0x00ff_ffff => Ok(Err(*p)),
+            PsnRef::Absolute(p) => Err(format!("PSN {p} is more than 24 bits")),
+            PsnRef::Relative(s) => {
+                let t: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+                let Some(rest) = t.strip_prefix("next") else {
+                    return Err(format!("`{s}` is not a PSN: say \"next\", \"next+N\", \"next-N\" or a number"));
+                };
+                if rest.is_empty() {
+                    return Ok(Ok(0));
+                }
+                let (sign, n) = match rest.split_at(1) {
+                    ("+", n) => (1, n),
+                    ("-", n) => (-1, n),
+                    _ => return Err(format!("`{s}` is not a PSN: say \"next\", \"next+N\", \"next-N\" or a number")),
+                };
+                let n: i64 = n.parse().map_err(|_| format!("`{s}`: `{n}` is not a number"))?;
+                if n > 0x7f_ffff {
+                    return Err(format!("`{s}`: more than half the 24-bit PSN space away"));
+                }
+                Ok(Ok(sign * n))
+            }
+        }
+    }
+
+    /// The PSN, given what `next` is.
+    pub fn resolve(&self, next: u32) -> Result<u32, String> {
+        Ok(match self.offset()? {
+            Ok(off) => ((next as i64 + off).rem_euclid(1 << 24)) as u32,
+            Err(abs) => abs,
+        })
+    }
+}
+
+/// A crafted packet: BTH, the extension headers its opcode calls for, payload and
+/// ICRC, built by the dissector's emit side and sent raw (pnet) on the endpoint's
+/// interface. Fields the opcode has no header for are refused by `roce check`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeSpec {
+    /// Names the probe for `[[expect.probe]]`, the report and the profile.
+    pub id: String,
+    pub opcode: OpcodeRef,
+    /// Default `"next"`.
+    #[serde(default)]
+    pub psn: Option<PsnRef>,
+    /// Whether `next` moves on by one after this probe (default: when it was sent
+    /// at `"next"`). Say `false` for a probe the target should drop, so the next
+    /// probe is sent at the PSN the target still expects.
+    #[serde(default)]
+    pub moves_next: Option<bool>,
+    /// RETH / AtomicETH: an MR of the target (its address and rkey as exchanged),
+    /// at an offset; `rkey` overrides.
+    #[serde(default)]
+    pub remote: Option<Remote>,
+    /// RETH DMA length (default: the payload's length).
+    #[serde(default)]
+    pub dma_len: Option<u32>,
+    /// Payload bytes (default: `len` zero bytes, or none).
+    #[serde(default)]
+    pub payload: Option<Content>,
+    /// Payload length (a `pattern` payload is repeated to it).
+    #[serde(default)]
+    pub len: Option<u32>,
+    #[serde(default)]
+    pub imm_data: Option<u32>,
+    /// Atomics: compare (CmpSwap), swap or add.
+    #[serde(default)]
+    pub compare: Option<u64>,
+    #[serde(default)]
+    pub swap: Option<u64>,
+    #[serde(default)]
+    pub add: Option<u64>,
+    /// BTH AckReq (default: set).
+    #[serde(default)]
+    pub ack_req: Option<bool>,
+    /// Send it with a wrong ICRC.
+    #[serde(default)]
+    pub bad_icrc: Option<bool>,
+    /// BTH P_Key (default 0xffff, the default partition).
+    #[serde(default)]
+    pub p_key: Option<u16>,
+    /// BTH DestQP (default: the QPN of the target's QP).
+    #[serde(default)]
+    pub dest_qp: Option<u32>,
+    /// DETH Q_Key, for UD opcodes (default 0x11111111).
+    #[serde(default)]
+    pub q_key: Option<u32>,
+    /// Identical copies to send back to back (default 1).
+    #[serde(default)]
+    pub copies: Option<u32>,
+    /// How long to wait after sending, for the answer to be on the wire before the
+    /// next step (default 20 ms).
+    #[serde(default)]
+    pub settle_ms: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -327,6 +452,29 @@ pub struct Expectations {
     pub wire: Vec<WireExpect>,
     #[serde(default)]
     pub memory: Vec<MemoryExpect>,
+    #[serde(default)]
+    pub probe: Vec<ProbeExpect>,
+}
+
+/// What the target sent back to a probe: its responses on the wire from the probe
+/// to the next request the prober sends.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ProbeExpect {
+    /// The probe's `id`.
+    pub probe: String,
+    /// The responses in order, named as in `[[expect.wire]]` (`"ACK"`, `"NAK PSN
+    /// Sequence Error"`, `"READ Response Only"`, …, `*`/`+` suffixes); `[]`: none
+    /// at all (dropped).
+    #[serde(default)]
+    pub responses: Option<Vec<String>>,
+    /// The PSN the first response carries, relative to `next` when the probe went
+    /// out (a NAK PSN Sequence Error names the PSN the target expected: `"next"`).
+    #[serde(default)]
+    pub psn: Option<PsnRef>,
+    /// The first response within this many ms of the probe.
+    #[serde(default)]
+    pub within_ms: Option<u64>,
 }
 
 /// A work completion on `on`: the one for `wr_id`, or the `index`-th (from 0) in the

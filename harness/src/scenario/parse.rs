@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use toml_edit::{ImDocument, Item};
 
-use super::model::{Content, Op, QpType, Scenario};
+use super::model::{Content, Op, QpSpec, QpType, Scenario, Step};
 
 /// One problem in a scenario file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -171,8 +171,14 @@ pub fn access_name(s: &str) -> String {
 
 /// A wire opcode pattern: a table name (`SEND Only`, `Acknowledge`, …), a NAK/ACK
 /// response word, and an optional `*`/`+` repetition suffix.
+/// `|` separates alternatives: `"NAK Invalid Request | NAK Remote Access Error"`
+/// (where the spec lets the device choose; a profile pins down which).
 pub fn wire_name_ok(s: &str) -> bool {
-    let base = s.trim().trim_end_matches(['*', '+']).trim();
+    s.trim().trim_end_matches(['*', '+']).split('|').all(one_wire_name_ok)
+}
+
+fn one_wire_name_ok(s: &str) -> bool {
+    let base = s.trim();
     dissector::wire::Opcode::all().any(|i| i.name == base)
         || matches!(base, "ACK" | "RNR NAK" | "NAK")
         || base.strip_prefix("NAK ").is_some_and(|n| {
@@ -384,6 +390,14 @@ impl Checker<'_> {
                 self.err(&at("on"), format!("QP `{qname}` is between {} and {}, not on `{on}`", q.between[0], q.between[1]), None);
                 continue;
             }
+            let peer = if q.between[0] == on { &q.between[1] } else { &q.between[0] };
+            if s.op == Op::Probe {
+                self.check_probe(sc, i, s, q, peer);
+                continue;
+            }
+            if s.probe.is_some() {
+                self.err(&at("probe"), format!("`probe` goes with `op = \"probe\"`, not {:?}", s.op), None);
+            }
             let rdma = matches!(s.op, Op::Write | Op::WriteImm | Op::Read | Op::CmpSwap | Op::FetchAdd);
             let atomic = matches!(s.op, Op::CmpSwap | Op::FetchAdd);
             if q.qp_type == QpType::Ud && rdma {
@@ -410,7 +424,6 @@ impl Checker<'_> {
                     }
                 }
             }
-            let peer = if q.between[0] == on { &q.between[1] } else { &q.between[0] };
             match (&s.remote, rdma) {
                 (None, true) => self.err(&at("op"), format!("{:?} needs `remote = {{ mr = … }}`, an MR on `{peer}`", s.op), None),
                 (Some(_), false) => self.err(&at("remote"), format!("{:?} has no remote address", s.op), None),
@@ -529,6 +542,25 @@ impl Checker<'_> {
                 }
             }
         }
+        for (i, e) in sc.expect.probe.iter().enumerate() {
+            let at = |k: &'static str| [K("expect"), K("probe"), I(i), K(k)];
+            let ids: Vec<&str> = sc.steps.iter().filter_map(|s| s.probe.as_ref()).map(|p| p.id.as_str()).collect();
+            if !ids.contains(&e.probe.as_str()) {
+                self.err(&at("probe"), format!("no probe `{}`", e.probe), Self::name_hint(&e.probe, ids.iter().copied()));
+            }
+            for (j, name) in e.responses.iter().flatten().enumerate() {
+                if !wire_name_ok(name) {
+                    let names: Vec<&str> = dissector::wire::Opcode::all().map(|i| i.name).chain(["ACK", "RNR NAK"]).collect();
+                    self.err(&[K("expect"), K("probe"), I(i), K("responses"), I(j)], format!("unknown response `{name}`"), Self::name_hint(name.trim_end_matches(['*', '+']), names.iter().copied()));
+                }
+            }
+            if let Some(Err(m)) = e.psn.as_ref().map(|x| x.offset()) {
+                self.err(&at("psn"), m, None);
+            }
+            if e.responses.is_none() && e.psn.is_none() && e.within_ms.is_none() {
+                self.err(&at("probe"), "say what the answer must be: `responses`, `psn` or `within_ms`", None);
+            }
+        }
         for (i, m) in sc.expect.memory.iter().enumerate() {
             let at = |k: &'static str| [K("expect"), K("memory"), I(i), K(k)];
             if !ep_ok(self, &at("on"), &m.on) {
@@ -551,6 +583,60 @@ impl Checker<'_> {
             if m.equals.is_some() == m.unchanged.unwrap_or(false) {
                 self.err(&at("mr"), "say what the memory holds: `equals = …` or `unchanged = true` (one of them)", None);
             }
+        }
+    }
+
+    /// A probe step: the packet must be one we can build, aimed at what exists.
+    fn check_probe(&mut self, sc: &Scenario, i: usize, s: &Step, q: &QpSpec, peer: &str) {
+        use Seg::{Index as I, Key as K};
+        let at = |k: &'static str| [K("step"), I(i), K("probe"), K(k)];
+        let Some(p) = &s.probe else {
+            self.err(&[K("step"), I(i), K("op")], "a probe step needs `probe = { id = …, opcode = … }`", Some("e.g. probe = { id = \"ahead\", opcode = \"RDMA WRITE Only\", psn = \"next+3\", remote = { mr = \"target\" }, len = 8 }".into()));
+            return;
+        };
+        for (k, used) in [("sge", !s.sge.is_empty()), ("remote", s.remote.is_some()), ("imm_data", s.imm_data.is_some())] {
+            if used {
+                self.err(&[K("step"), I(i), K(k)], format!("`{k}` of a probe goes inside `probe = {{ … }}`"), None);
+            }
+        }
+        if sc.steps.iter().take(i).filter_map(|x| x.probe.as_ref()).any(|x| x.id == p.id) {
+            self.err(&at("id"), format!("a second probe named `{}`", p.id), None);
+        }
+        let transport = match q.qp_type {
+            QpType::Rc => dissector::wire::Transport::Rc,
+            QpType::Uc => dissector::wire::Transport::Uc,
+            QpType::Ud => dissector::wire::Transport::Ud,
+        };
+        let op = match crate::probe::opcode(&p.opcode, transport) {
+            Ok(op) => op,
+            Err(e) => {
+                self.err(&at("opcode"), e, Some("a name as `roce decode` prints it (\"RDMA WRITE Only\", \"UD SEND Only\") or a number".into()));
+                return;
+            }
+        };
+        if let Some(Err(e)) = p.psn.as_ref().map(|x| x.offset()) {
+            self.err(&at("psn"), e, None);
+        }
+        let headers = op.info().map_or(dissector::wire::Headers::PAYLOAD, |i| i.headers);
+        let addressed = headers.contains(dissector::wire::Headers::RETH) || headers.contains(dissector::wire::Headers::ATOMICETH);
+        match &p.remote {
+            None if addressed => self.err(&at("opcode"), format!("{op} carries a remote address: give `remote = {{ mr = … }}`, an MR on `{peer}`"), Some("set `rkey` in it to send a wrong one".into())),
+            Some(_) if !addressed => self.err(&at("remote"), format!("{op} has no RETH or AtomicETH to put a remote address in"), None),
+            Some(r) if !sc.mrs.iter().any(|m| m.on == peer && m.name == r.mr) => self.err(
+                &at("remote"),
+                format!("no MR `{}` on `{peer}`, the target of the probe", r.mr),
+                Self::name_hint(&r.mr, sc.mrs.iter().filter(|m| m.on == peer).map(|m| m.name.as_str())),
+            ),
+            _ => {}
+        }
+        match crate::probe::payload(p) {
+            Err(e) => self.err(&at("payload"), e, None),
+            Ok(b) if !b.is_empty() && !headers.contains(dissector::wire::Headers::PAYLOAD) => self.err(&at("len"), format!("{op} carries no payload"), None),
+            Ok(b) if b.len() > 4096 => self.err(&at("len"), format!("a payload of {} bytes: more than the largest MTU", b.len()), Some("one packet carries at most the path MTU (4096)".into())),
+            Ok(_) => {}
+        }
+        if p.copies.is_some_and(|c| c == 0 || c > 64) {
+            self.err(&at("copies"), "1 to 64 copies", None);
         }
     }
 

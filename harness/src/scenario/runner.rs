@@ -38,7 +38,7 @@ pub enum Endpoints {
 }
 
 /// What an endpoint's agent reported at setup.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct EndpointFacts {
     pub vm: Option<String>,
     pub device: String,
@@ -48,10 +48,13 @@ pub struct EndpointFacts {
     pub ip: String,
     pub qps: Vec<QpInfo>,
     pub mrs: Vec<MrInfo>,
+    /// The host's kernel release, as its agent said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
 }
 
 /// One side of a connected QP, as its agent reported it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
 pub struct Connection {
     pub qp: String,
     pub endpoint: String,
@@ -68,6 +71,8 @@ pub struct Connection {
 pub struct Outcome {
     pub endpoints: BTreeMap<String, EndpointFacts>,
     pub connections: Vec<Connection>,
+    /// What each probe step sent, in step order.
+    pub probes: Vec<proto::ProbeSent>,
     /// Completions per endpoint, in the order they were polled.
     pub completions: BTreeMap<String, Vec<Wc>>,
     /// Final MR contents, by endpoint then MR name.
@@ -254,9 +259,12 @@ fn drive(
         };
         agents.insert(name.clone(), a);
     }
+    let mut kernels = BTreeMap::new();
     for (name, a) in agents.iter_mut() {
         match a.request(&ToAgent::Hello { version: proto::VERSION }, ANSWER_WITHIN)? {
-            FromAgent::Hello { version, .. } if version == proto::VERSION => {}
+            FromAgent::Hello { version, kernel, .. } if version == proto::VERSION => {
+                kernels.insert(name.clone(), kernel);
+            }
             FromAgent::Hello { version, agent, .. } => {
                 bail!("endpoint {name}'s agent ({agent}) speaks protocol version {version}, this controller {}\nhint: run the same roce version on both", proto::VERSION)
             }
@@ -275,7 +283,8 @@ fn drive(
                     Endpoints::Lab(_) => Some(endpoint_vm(sc, name)?.name().to_string()),
                     Endpoints::Remote(_) => None,
                 };
-                out.endpoints.insert(name.clone(), EndpointFacts { vm, device, port, gid_index, gid, ip, qps, mrs });
+                let kernel = kernels.get(name).cloned().flatten();
+                out.endpoints.insert(name.clone(), EndpointFacts { vm, device, port, gid_index, gid, ip, qps, mrs, kernel });
             }
             other => return Err(unexpected(name, "SetupDone", &other)),
         }
@@ -332,7 +341,7 @@ fn drive(
                 let within = ANSWER_WITHIN + Duration::from_millis(step.within_ms.unwrap_or(0));
                 let a = agents.get_mut(on).ok_or_else(|| anyhow!("step {}: no endpoint `{on}`", index + 1))?;
                 match a.request(&ToAgent::Step { index, step: step.clone() }, within).with_context(|| format!("step {} ({:?} on {on})", index + 1, step.op))? {
-                    FromAgent::StepDone { .. } => {}
+                    FromAgent::StepDone { probe, .. } => out.probes.extend(probe),
                     other => return Err(unexpected(on, "StepDone", &other)),
                 }
             }
