@@ -1,5 +1,6 @@
-//! The seed scenarios, run for real: `roce run scenarios/` against the lab, with
-//! the JSON and JUnit reports checked. Needs the VM image, so it only runs with
+//! The seed scenarios, run for real: `roce suite scenarios/` against the lab, held
+//! to the shipped rxe profile, with the suite, JSON and JUnit reports checked;
+//! `roce probe` from inside a VM. Needs the VM image, so it only runs with
 //! `ROCE_LAB=1` (scripts/test.sh sets it after `roce lab build`).
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -36,24 +37,45 @@ fn seed_scenarios_pass_in_the_lab() {
     let json = out_dir.join("report.json");
     let junit = out_dir.join("junit.xml");
     let out = Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(["run", "--lab", &lab.0, "--out"])
+        .args(["suite", "--lab", &lab.0, "--out"])
         .arg(&out_dir)
-        .arg("--json")
-        .arg(&json)
         .arg("--junit")
         .arg(&junit)
+        .arg("--profile")
+        .arg(repo().join("profiles/rxe-linux-6.1.toml"))
         .arg(repo().join("scenarios"))
         .output()
-        .expect("running roce run");
+        .expect("running roce suite");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     eprintln!("{stdout}\n{stderr}");
-    assert_eq!(out.status.code(), Some(0), "every seed scenario passes in the lab");
+    assert_eq!(out.status.code(), Some(0), "every seed scenario passes in the lab, as the rxe profile recorded");
+
+    // suite.json: no times, no addresses; what passed and what rxe did.
+    let suite: Value = serde_json::from_slice(&std::fs::read(out_dir.join("suite.json")).expect("suite.json written")).expect("suite.json parses");
+    assert_eq!(suite["profile"], "rxe-linux-6.1", "{suite:#}");
+    assert_eq!(suite["failed"], 0, "{suite:#}");
+    assert!(suite["setup"]["a"]["kernel"].as_str().is_some_and(|k| !k.is_empty()), "{suite:#}");
+    let obs = |name_part: &str, key: &str| -> String {
+        let sc = suite["scenarios"].as_object().expect("scenarios").iter().find(|(n, _)| n.contains(name_part)).unwrap_or_else(|| panic!("no scenario {name_part}"));
+        sc.1["observations"][key].as_str().unwrap_or_else(|| panic!("{name_part}: no {key}: {:#}", sc.1)).to_string()
+    };
+    // The crafted probes met a real rxe responder.
+    assert_eq!(obs("a PSN ahead", "probe ahead"), "NAK PSN Sequence Error (PSN next)");
+    assert_eq!(obs("a duplicate WRITE", "probe dup"), "ACK (PSN next-1)");
+    assert_eq!(obs("a bad ICRC is dropped silently", "probe bad_icrc"), "no answer");
+    assert_eq!(obs("misaligned atomic", "probe misaligned"), "NAK Invalid Request (PSN next)");
+    assert_eq!(obs("CE-marked SEND", "wire q from a: CNP after CE"), "no");
 
     let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("JSON report written")).expect("JSON report parses");
     let scenarios = report["scenarios"].as_array().expect("scenarios array");
     let files = roce::run::discover(&[repo().join("scenarios")]).expect("scenarios/");
     assert!(files.iter().any(|f| f.starts_with(repo().join("scenarios/faults"))), "the fault scenarios are part of the suite");
+    assert!(files.iter().any(|f| f.starts_with(repo().join("scenarios/conformance"))), "the conformance probes are part of the suite");
+    // Every scenario was held to the profile.
+    for s in scenarios {
+        assert!(s["verdicts"].as_array().is_some_and(|v| v.iter().any(|v| v["kind"] == "profile")), "{:#}", s["name"]);
+    }
     assert_eq!(scenarios.len(), files.len(), "one result per scenario file");
     for s in scenarios {
         let name = s["name"].as_str().unwrap_or("?");
@@ -102,6 +124,23 @@ fn seed_scenarios_pass_in_the_lab() {
     // The loopback case says why its wire is empty.
     let loopback = scenarios.iter().find(|s| s["file"].as_str().is_some_and(|f| f.contains("loopback"))).expect("loopback scenario");
     assert!(loopback.to_string().contains("same rxe device"), "{loopback:#}");
+
+    // `roce probe`, ad hoc, from inside VM a: to a QPN nobody has on b (dropped,
+    // no answer), and refused toward its own address (rxe would never see it).
+    let probe = |to: &str| {
+        let cmd = format!("/host/roce probe --to {to} --qpn 0xfff00 --psn 0 --opcode 'SEND Only' --len 8 --wait-ms 300");
+        Command::new(env!("CARGO_BIN_EXE_roce")).args(["lab", "--name", &lab.0, "exec", "a", "--", &cmd]).output().expect("roce lab exec")
+    };
+    let out = probe("10.0.0.2");
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(text.contains("1 frame(s) sent on eth0 (10.0.0.1"), "{text}");
+    assert!(text.contains("RC SEND Only") && text.contains("QP=0x0fff00"), "{text}");
+    assert!(text.contains("no answer within 300 ms"), "{text}");
+    let out = probe("10.0.0.1");
+    let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(text.contains("this host's own address"), "{text}");
     let _ = std::fs::remove_dir_all(&out_dir);
 }
 

@@ -356,3 +356,109 @@ fn run_against_a_remote_agent_reports_a_setup_failure_with_its_cause() {
     assert_eq!(r.code, 2);
     assert!(r.err.contains("HOST:PORT"), "{}", r.err);
 }
+
+/// Probe steps are checked like the rest: the opcode, the PSN, what the opcode
+/// carries, and the expectations that name probes.
+#[test]
+fn check_refuses_probes_it_could_not_build() {
+    let dir = root().join("scenarios/conformance");
+    let text = std::fs::read_to_string(dir.join("psn_ahead.toml")).unwrap();
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
+    let p = tmp("badprobe.toml");
+    let broken = text
+        .replace("opcode = \"RDMA WRITE Only\", psn = \"next+3\"", "opcode = \"RDMA WRTE Only\", psn = \"next+3\"")
+        .replace("id = \"in_order\", opcode = \"RDMA WRITE Only\", remote = { mr = \"target\", offset = 8 }", "id = \"in_order\", opcode = \"SEND Only\", psn = \"nxt\", remote = { mr = \"target\", offset = 8 }")
+        .replace("probe = \"in_order\"", "probe = \"in_ordre\"");
+    std::fs::write(&p, &broken).unwrap();
+    let r = roce(&["check", p.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.out);
+    assert!(r.err.contains(&format!("badprobe.toml:{}:", line_of("RDMA WRITE Only\", psn = \"next+3\""))) && r.err.contains("unknown opcode `RDMA WRTE Only`"), "{}", r.err);
+    assert!(r.err.contains("`nxt` is not a PSN"), "{}", r.err);
+    assert!(r.err.contains("SEND Only has no RETH or AtomicETH"), "{}", r.err);
+    assert!(r.err.contains("no probe `in_ordre`") && r.err.contains("did you mean `in_order`?"), "{}", r.err);
+}
+
+/// `roce probe --dry-run -w`: the crafted frame, decoded back by our own decoder
+/// from the file it wrote, says exactly what was asked; bad values are refused
+/// before anything is built.
+#[test]
+fn probe_dry_run_builds_the_frame_it_was_asked_for() {
+    let w = tmp("probe.pcapng");
+    let r = roce(&[
+        "probe", "--dry-run", "-w", w.to_str().unwrap(), "--from", "10.0.0.1", "--to", "10.0.0.2",
+        "--qpn", "0x11", "--psn", "0xfffffe", "--opcode", "RDMA WRITE Only", "--va", "0x7f0000001000",
+        "--rkey", "0x2e5", "--len", "8", "--pattern", "ab", "--bad-icrc", "--copies", "2",
+    ]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("2 frame(s) not sent (--dry-run)"), "{}", r.out);
+    let d = roce(&["decode", "--json", w.to_str().unwrap()]);
+    assert_eq!(d.code, 0, "{}", d.err);
+    let frames: Vec<serde_json::Value> = d.out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(frames.len(), 2);
+    let f = &frames[0];
+    let s = f.to_string();
+    assert!(s.contains("\"RDMA WRITE Only\"") || s.contains("RC RDMA WRITE Only"), "{s}");
+    assert!(s.contains("16777214"), "PSN 0xfffffe: {s}");
+    assert!(s.contains("0x00007f0000001000") || s.contains("139637976731648"), "VA: {s}");
+    let fields = roce(&["decode", "-T", "fields", "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn", "-e", "infiniband.reth.dmalen", "-e", "roce.icrc.status", w.to_str().unwrap()]);
+    assert_eq!(fields.code, 0, "{}", fields.err);
+    let first = fields.out.lines().next().unwrap();
+    let cols: Vec<&str> = first.split('\t').collect();
+    assert_eq!(&cols[..3], &["0x000011", "16777214", "8"], "{first}");
+    assert_eq!(cols[3], "bad", "--bad-icrc: {first}");
+
+    let r = roce(&["probe", "--dry-run", "--qpn", "0x1000000", "--psn", "0"]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("does not fit in 24 bits"), "{}", r.err);
+    let r = roce(&["probe", "--dry-run", "--qpn", "1", "--psn", "0", "--opcode", "Acknowledge", "--len", "4"]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("carries no payload"), "{}", r.err);
+    let r = roce(&["probe", "--qpn", "1", "--psn", "0"]);
+    assert_eq!(r.code, 2, "--to is needed to send");
+}
+
+/// `roce diff`: two suite reports, what changed between them, exit 1 when
+/// something did; a file that is not a suite report is said.
+#[test]
+fn diff_says_what_changed_between_two_suite_runs() {
+    let suite = |kernel: &str, cnp: &str, pass: bool| {
+        serde_json::json!({
+            "setup": { "a": { "device": "rxe0", "kernel": kernel } },
+            "passed": 1, "failed": 0,
+            "scenarios": {
+                "CE-marked SEND": { "file": "faults/send_ce_mark.toml", "pass": pass,
+                    "observations": { "wire q from a: CNP after CE": cnp } }
+            }
+        })
+    };
+    let (a, b) = (tmp("old-suite.json"), tmp("new-suite.json"));
+    std::fs::write(&a, suite("6.1.0", "no", true).to_string()).unwrap();
+    std::fs::write(&b, suite("6.6.0", "yes", false).to_string()).unwrap();
+    let r = roce(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
+    assert_eq!(r.code, 1, "{}", r.err);
+    assert!(r.out.contains("setup: endpoint a kernel: 6.1.0 → 6.6.0"), "{}", r.out);
+    assert!(r.out.contains("✗ now failing: CE-marked SEND") && r.out.contains("CNP after CE: no → yes"), "{}", r.out);
+    let r = roce(&["diff", a.to_str().unwrap(), a.to_str().unwrap()]);
+    assert_eq!(r.code, 0);
+    assert!(r.out.contains("nothing changed"), "{}", r.out);
+    let r = roce(&["diff", a.to_str().unwrap(), capture("rc_rdma.pcap").as_str()]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("rc_rdma.pcap") && r.err.contains("not a suite.json"), "{}", r.err);
+}
+
+/// A profile that cannot be read stops `roce run` before anything runs.
+#[test]
+fn a_bad_profile_is_a_setup_error() {
+    let p = tmp("bad-profile.toml");
+    std::fs::write(&p, "name = \"x\"\n[scenario.s]\nk = 1\n").unwrap();
+    let out = tmp("bad-profile-out");
+    let sc = root().join("scenarios/rc_send_tcp.toml");
+    let r = roce(&["run", "--profile", p.to_str().unwrap(), "--endpoints", "a=127.0.0.1:1,b=127.0.0.1:2", "--out", out.to_str().unwrap(), sc.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(r.err.contains("bad-profile.toml") && r.err.contains("not a roce profile") && r.err.contains("line 3"), "{}", r.err);
+    assert!(!out.exists(), "nothing was run");
+    // The shipped profile reads.
+    let rxe = root().join("profiles/rxe-linux-6.1.toml");
+    let text = std::fs::read_to_string(&rxe).unwrap();
+    assert!(text.contains("\"wire q from a: CNP after CE\" = \"no\""), "rxe sends no CNP");
+}
