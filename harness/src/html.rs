@@ -637,8 +637,8 @@ fn scenario(
             let _ = writeln!(
                 o,
                 "<tr class=\"verdict {outcome}\" data-kind=\"{}\"><td class=\"result {c}\">{m}</td><td>{}</td><td>{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td></tr>",
-                esc(v.kind),
-                esc(v.kind),
+                esc(&v.kind),
+                esc(&v.kind),
                 esc(&v.what),
                 esc(&v.expected),
                 esc(&v.actual),
@@ -961,7 +961,7 @@ mod tests {
             capture("rc_drop_retransmit.pcapng").display().to_string(),
         ));
         s.verdicts.push(Verdict {
-            kind: "wire",
+            kind: "wire".into(),
             what: "wire of QP q from b".into(),
             pass: false,
             expected: "x".into(),

@@ -45,7 +45,7 @@ impl Profile {
                 .map(|(k, v)| {
                     let actual = seen.get(k).cloned().unwrap_or_else(|| "not seen in this run".into());
                     Verdict {
-                        kind: "profile",
+                        kind: "profile".into(),
                         what: format!("{} profile: {k}", self.name),
                         pass: &actual == v,
                         expected: v.clone(),

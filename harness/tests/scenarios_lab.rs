@@ -61,9 +61,9 @@ fn seed_scenarios_pass_in_the_lab() {
         sc.1["observations"][key].as_str().unwrap_or_else(|| panic!("{name_part}: no {key}: {:#}", sc.1)).to_string()
     };
     // The crafted probes met a real rxe responder.
-    assert_eq!(obs("a PSN ahead", "probe ahead"), "NAK PSN Sequence Error (PSN next)");
-    assert_eq!(obs("a duplicate WRITE", "probe dup"), "ACK (PSN next-1)");
-    assert_eq!(obs("a bad ICRC is dropped silently", "probe bad_icrc"), "no answer");
+    assert_eq!(obs("conformance: a PSN ahead", "probe ahead"), "NAK PSN Sequence Error (PSN next)");
+    assert_eq!(obs("conformance: a duplicate WRITE", "probe dup"), "ACK (PSN next-1)");
+    assert_eq!(obs("conformance: a bad ICRC", "probe bad_icrc"), "no answer");
     assert_eq!(obs("misaligned atomic", "probe misaligned"), "NAK Invalid Request (PSN next)");
     assert_eq!(obs("CE-marked SEND", "wire q from a: CNP after CE"), "no");
 

@@ -1,5 +1,6 @@
 //! Judging a scenario's outcome: completions, wire and memory, each expectation a
 //! [`Verdict`] with what was expected and what happened.
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
@@ -14,47 +15,20 @@ use super::parse::{content_bytes, wc_name};
 use super::runner::Outcome;
 use crate::agent::proto::Wc;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Verdict {
-    /// completion, wire or memory.
-    pub kind: &'static str,
+    /// completion, wire, memory, probe or profile.
+    pub kind: Cow<'static, str>,
     pub what: String,
     pub pass: bool,
     pub expected: String,
     pub actual: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
 }
 
-/// A saved report's verdict (`roce report` reads `--json` back). The known kinds
-/// are the static strings; another is kept too, leaked (a report is read once).
-impl<'de> Deserialize<'de> for Verdict {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct Saved {
-            kind: String,
-            what: String,
-            pass: bool,
-            expected: String,
-            actual: String,
-            #[serde(default)]
-            detail: Option<String>,
-        }
-        let v = Saved::deserialize(d)?;
-        let kind = match v.kind.as_str() {
-            "completion" => "completion",
-            "wire" => "wire",
-            "memory" => "memory",
-            "probe" => "probe",
-            "profile" => "profile",
-            _ => Box::leak(v.kind.into_boxed_str()),
-        };
-        Ok(Verdict { kind, what: v.what, pass: v.pass, expected: v.expected, actual: v.actual, detail: v.detail })
-    }
-}
-
 fn verdict(kind: &'static str, what: String, pass: bool, expected: String, actual: String) -> Verdict {
-    Verdict { kind, what, pass, expected, actual, detail: None }
+    Verdict { kind: Cow::Borrowed(kind), what, pass, expected, actual, detail: None }
 }
 
 pub fn evaluate(sc: &Scenario, o: &Outcome) -> Vec<Verdict> {
