@@ -42,14 +42,14 @@ pub enum Command {
     Check(CheckArgs),
     /// The endpoint agent that `roce run` drives (real verbs on this host)
     Agent(crate::agent::AgentArgs),
+    /// Run scenarios with real verbs between two endpoints (the lab by default) and judge completions, wire and memory.
+    Run(crate::run::RunArgs),
     /// Run a directory of scenarios as a regression suite: reports to keep (suite.json, HTML) and what changed since a baseline.
     Suite(crate::suite::SuiteArgs),
     /// Compare two suite.json files from `roce suite`: what changed (setup, pass/fail, observed behaviour).
     Diff(crate::suite::DiffArgs),
     /// Send a crafted RoCEv2 request to a QP and show what it answers (raw frames: needs root).
     Probe(crate::probe::ProbeArgs),
-    /// Run scenarios with real verbs between two endpoints (the lab by default) and judge completions, wire and memory.
-    Run(crate::run::RunArgs),
     /// Render a saved `roce run --json` report as one HTML page (expectations, ladder diagram of each capture).
     Report(crate::report::ReportArgs),
     /// Print the JSON Schema of the scenario format (for editors and validators).

@@ -397,6 +397,7 @@ pub struct ProbeArgs {
     /// Payload bytes in hex, repeated to --len ("ab" or "de ad be ef")
     #[arg(long, value_name = "HEX")]
     pub pattern: Option<String>,
+    /// ImmDt, for opcodes "with Immediate"
     #[arg(long, value_name = "N", value_parser = num32)]
     pub imm: Option<u32>,
     /// Atomics: the compare value (CmpSwap)
@@ -411,6 +412,7 @@ pub struct ProbeArgs {
     /// Send it with a wrong ICRC
     #[arg(long)]
     pub bad_icrc: bool,
+    /// BTH P_Key (0xffff: full member of the default partition)
     #[arg(long, value_name = "PKEY", value_parser = num16, default_value = "0xffff")]
     pub p_key: u16,
     /// DETH Q_Key (UD opcodes)
