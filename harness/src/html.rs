@@ -868,6 +868,7 @@ mod tests {
             passed: 0,
             failed: 1,
             duration_s: 1.0,
+            profile: None,
         };
         let page = render(&r);
         assert!(
@@ -890,6 +891,7 @@ mod tests {
             passed: 0,
             failed: 2,
             duration_s: 1.0,
+            profile: None,
         };
         let (page, notes) = render_page(&r, None);
         assert!(page.contains("No capture was recorded for this scenario"));
@@ -979,6 +981,7 @@ mod tests {
             passed: 0,
             failed: 1,
             duration_s: 1.0,
+            profile: None,
         });
         assert!(page.contains("are not between two endpoints of this scenario"));
         assert!(!page.contains("class=\"arrow"));

@@ -474,12 +474,12 @@ fn unix_ns() -> u64 {
 
 /// `roce probe`.
 pub fn run(a: ProbeArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> anyhow::Result<u8> {
-    let transport = match a.transport.as_str() {
+    let qp_transport = match a.transport.as_str() {
         "uc" => Transport::Uc,
         "ud" => Transport::Ud,
         _ => Transport::Rc,
     };
-    let op = match a.opcode.trim().parse::<u8>().ok().or_else(|| num(&a.opcode).ok().and_then(|v| u8::try_from(v).ok())) {
+    let op = match num(&a.opcode).ok().and_then(|v| u8::try_from(v).ok()) {
         Some(n) => OpcodeRef::Number(n),
         None => OpcodeRef::Name(a.opcode.clone()),
     };
@@ -504,9 +504,9 @@ pub fn run(a: ProbeArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Wr
         copies: Some(a.copies),
         settle_ms: None,
     };
-    let aim = Aim { transport, dest_qp: a.qpn, src_qp: a.src_qpn, next: a.psn, remote: Some((a.va, a.rkey)) };
+    let aim = Aim { transport: qp_transport, dest_qp: a.qpn, src_qp: a.src_qpn, next: a.psn, remote: Some((a.va, a.rkey)) };
     // The frame first: a bad opcode or payload is said before any interface is opened.
-    if let Err(e) = transport_of(&spec, &aim) {
+    if let Err(e) = transport(&spec, &aim) {
         writeln!(err, "roce probe: {e}")?;
         return Ok(crate::cli::exit::USAGE);
     }
@@ -580,10 +580,6 @@ pub fn run(a: ProbeArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Wr
         writeln!(err, "roce probe: wrote {} frame(s) to {}", record.len(), path.display())?;
     }
     Ok(crate::cli::exit::OK)
-}
-
-fn transport_of(spec: &ProbeSpec, aim: &Aim) -> Result<(), String> {
-    transport(spec, aim).map(|_| ())
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! or where it deviates — which NAK a probe draws, whether a CE mark brings a
 //! CNP, how a lost packet is recovered, whether the RNR timer is waited out.
 //!
-//! A profile is a TOML file of [observations](crate::scenario::expect::observations)
-//! per scenario, written by `roce run --record-profile FILE` from a run on the
+//! A profile is a TOML file of observations (`scenario::expect::judge`) per
+//! scenario, written by `roce run --record-profile FILE` from a run on the
 //! setup and read by `roce run --profile FILE`, which turns every difference into
 //! a failed expectation. The scenarios stay spec-level; the profile pins down the
 //! device. Profiles are kept in `profiles/` (e.g. `profiles/rxe-linux-6.1.toml`).

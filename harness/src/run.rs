@@ -346,6 +346,9 @@ pub struct Report {
     pub passed: usize,
     pub failed: usize,
     pub duration_s: f64,
+    /// The device profile the run was held to (`--profile`), by its name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 fn xml_escape(s: &str) -> String {
@@ -454,26 +457,31 @@ pub fn load_all(
 
 /// `roce run`.
 pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> Result<u8> {
+    execute(args, out, err).map(|(code, _)| code)
+}
+
+/// `roce run`, and the report it made (none when nothing ran: exit 2).
+pub fn execute(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> Result<(u8, Option<Report>)> {
     let files = match discover(&args.paths) {
         Ok(f) => f,
         Err(e) => {
             writeln!(err, "roce run: {e:#}")?;
-            return Ok(exit::SETUP);
+            return Ok((exit::SETUP, None));
         }
     };
     // Every file is checked before anything runs.
     let Some(loaded) = load_all(&files, err, |_, _| Ok(()))? else {
-        return Ok(exit::SETUP);
+        return Ok((exit::SETUP, None));
     };
     if args.pcap.is_some() && loaded.len() != 1 {
         writeln!(err, "roce run: --pcap holds the wire of one scenario, but {} were given\nhint: run them one at a time, or capture with -i IFACE", loaded.len())?;
-        return Ok(exit::SETUP);
+        return Ok((exit::SETUP, None));
     }
     let eps = match endpoints(&args) {
         Ok(e) => e,
         Err(e) => {
             writeln!(err, "roce run: {e:#}")?;
-            return Ok(exit::SETUP);
+            return Ok((exit::SETUP, None));
         }
     };
     if let Endpoints::Remote(_) = eps {
@@ -485,14 +493,14 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
                 if with_faults.len() == 1 { "a scenario has" } else { "scenarios have" },
                 with_faults.join(", ")
             )?;
-            return Ok(exit::SETUP);
+            return Ok((exit::SETUP, None));
         }
     }
     let profile = match args.profile.as_deref().map(crate::profile::Profile::load).transpose() {
         Ok(p) => p,
         Err(e) => {
             writeln!(err, "roce run: {e:#}")?;
-            return Ok(exit::SETUP);
+            return Ok((exit::SETUP, None));
         }
     };
     let mut not_in_profile = Vec::new();
@@ -532,8 +540,7 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
                 }
             }
         }
-        let mut verdicts = crate::scenario::expect::evaluate(sc, &o);
-        let observations = crate::scenario::expect::observations(sc, &o);
+        let (mut verdicts, observations) = crate::scenario::expect::judge(sc, &o);
         if let Some(p) = &profile {
             match p.judge(&sc.name, &observations) {
                 Some(v) => verdicts.extend(v),
@@ -559,7 +566,13 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
         results.push(r);
     }
     let passed = results.iter().filter(|r| r.pass).count();
-    let report = Report { failed: results.len() - passed, passed, scenarios: results, duration_s: start.elapsed().as_secs_f64() };
+    let report = Report {
+        failed: results.len() - passed,
+        passed,
+        scenarios: results,
+        duration_s: start.elapsed().as_secs_f64(),
+        profile: profile.as_ref().map(|p| p.name.clone()),
+    };
     writeln!(out, "{} passed, {} failed ({} scenarios in {:.1} s); captures in {}", report.passed, report.failed, report.scenarios.len(), report.duration_s, out_dir.display())?;
     if let Some(p) = &args.json {
         write_atomically(p, &serde_json::to_vec_pretty(&report)?)?;
@@ -578,7 +591,7 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
     if let Some(p) = &args.html {
         write_atomically(p, crate::html::render(&report).as_bytes())?;
     }
-    Ok(if report.failed == 0 { exit::PASSED } else { exit::FAILED })
+    Ok((if report.failed == 0 { exit::PASSED } else { exit::FAILED }, Some(report)))
 }
 
 /// A profile from a run: every scenario carried out to the end (one whose own

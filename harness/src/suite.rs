@@ -62,7 +62,7 @@ pub struct Suite {
 }
 
 impl Suite {
-    pub fn from_report(r: &Report, profile: Option<String>) -> Suite {
+    pub fn from_report(r: &Report) -> Suite {
         let mut setup: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
         for s in &r.scenarios {
             for (ep, f) in &s.endpoints {
@@ -84,7 +84,7 @@ impl Suite {
                 (s.name.clone(), Entry { file: s.file.clone(), pass: s.pass, error: s.error.clone(), failed, observations: s.observations.clone() })
             })
             .collect();
-        Suite { setup, profile, passed: r.passed, failed: r.failed, scenarios }
+        Suite { setup, profile: r.profile.clone(), passed: r.passed, failed: r.failed, scenarios }
     }
 
     pub fn load(path: &Path) -> Result<Suite> {
@@ -196,23 +196,15 @@ pub fn run(mut a: SuiteArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io
         PathBuf::from("roce-suite").join(secs.to_string())
     });
     a.run.out = Some(dir.clone());
-    let report_path = dir.join("report.json");
-    a.run.json.get_or_insert(report_path.clone());
-    a.run.html.get_or_insert(dir.join("report.html"));
-    let json = a.run.json.clone().unwrap_or(report_path);
-    let profile = a.run.profile.as_deref().and_then(|p| crate::profile::Profile::load(p).ok()).map(|p| p.name);
-    let code = run::run(a.run, out, err)?;
-    if code == run::exit::SETUP {
-        return Ok(code);
-    }
-    let report: Report = serde_json::from_slice(&std::fs::read(&json).with_context(|| format!("reading {}", json.display()))?)
-        .with_context(|| format!("reading back {}", json.display()))?;
-    let suite = Suite::from_report(&report, profile);
+    a.run.json.get_or_insert(dir.join("report.json"));
+    let html = a.run.html.get_or_insert(dir.join("report.html")).clone();
+    let (code, Some(report)) = run::execute(a.run, out, err)? else {
+        return Ok(run::exit::SETUP);
+    };
+    let suite = Suite::from_report(&report);
     let path = dir.join("suite.json");
-    let mut f = dissector::capture::create_atomically(&path).with_context(|| format!("creating {}", path.display()))?;
-    std::io::Write::write_all(&mut f, &serde_json::to_vec_pretty(&suite)?)?;
-    f.commit().with_context(|| format!("writing {}", path.display()))?;
-    writeln!(out, "suite report: {} (diff it against the next run's), {}", path.display(), dir.join("report.html").display())?;
+    run::write_atomically(&path, &serde_json::to_vec_pretty(&suite)?)?;
+    writeln!(out, "suite report: {} (diff it against the next run's), {}", path.display(), html.display())?;
     if let (Some(b), Some(p)) = (&baseline, &a.baseline) {
         write_diff(out, p, &diff(b, &suite))?;
     }

@@ -67,6 +67,19 @@ struct QpState {
     probe_next: Option<u32>,
 }
 
+impl QpState {
+    /// Address and rkey of `r`, an MR of this QP's peer (at an offset; `rkey`
+    /// overrides the exchanged one).
+    fn remote(&self, r: &crate::scenario::model::Remote) -> R<(u64, u32)> {
+        let m = self
+            .peer_mrs
+            .iter()
+            .find(|m| m.name == r.mr)
+            .ok_or_else(|| AgentError::from(format!("the peer of `{}` has no MR `{}`", self.spec.name, r.mr)))?;
+        Ok((m.addr.wrapping_add(r.offset), r.rkey.unwrap_or(m.rkey)))
+    }
+}
+
 /// Everything `Setup` created. Field order is drop order: QPs and AHs, then MRs,
 /// then the CQ, the PD, the context.
 struct Local {
@@ -410,18 +423,8 @@ impl Local {
         let q = self.qps.get(qname).ok_or_else(|| AgentError::from(format!("no QP `{qname}` on this endpoint")))?;
         let peer = q.peer.ok_or_else(|| AgentError::from(format!("QP `{qname}` is not connected: probes go to its peer")))?;
         let peer_ip = gid_ip(&peer.gid);
-        let remote = match &spec.remote {
-            Some(r) => {
-                let m = q.peer_mrs.iter().find(|m| m.name == r.mr).ok_or_else(|| AgentError::from(format!("the peer of `{qname}` has no MR `{}`", r.mr)))?;
-                Some((m.addr.wrapping_add(r.offset), r.rkey.unwrap_or(m.rkey)))
-            }
-            None => None,
-        };
-        let transport = match q.spec.qp_type {
-            QpType::Rc => dissector::wire::Transport::Rc,
-            QpType::Uc => dissector::wire::Transport::Uc,
-            QpType::Ud => dissector::wire::Transport::Ud,
-        };
+        let remote = spec.remote.as_ref().map(|r| q.remote(r)).transpose()?;
+        let transport = q.spec.qp_type.transport();
         let next = q.probe_next.unwrap_or(q.psn);
         let aim = crate::probe::Aim { transport, dest_qp: peer.qpn, src_qp: q.qp.qpn(), next, remote };
         if self.probe_link.as_ref().is_none_or(|l| l.dst.ip != peer_ip) {
@@ -471,14 +474,7 @@ impl Local {
         if signaled {
             flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
         }
-        let remote_mr = |r: &crate::scenario::model::Remote| -> R<(u64, u32)> {
-            let m = q
-                .peer_mrs
-                .iter()
-                .find(|m| m.name == r.mr)
-                .ok_or_else(|| AgentError::from(format!("the peer of `{qname}` has no MR `{}`", r.mr)))?;
-            Ok((m.addr + r.offset, r.rkey.unwrap_or(m.rkey)))
-        };
+        let remote_mr = |r: &crate::scenario::model::Remote| q.remote(r);
         let remote = match (s.op, &s.remote) {
             (Op::Write | Op::WriteImm | Op::Read, Some(r)) => {
                 let (addr, rkey) = remote_mr(r)?;

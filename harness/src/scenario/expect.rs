@@ -31,14 +31,44 @@ fn verdict(kind: &'static str, what: String, pass: bool, expected: String, actua
     Verdict { kind: Cow::Borrowed(kind), what, pass, expected, actual, detail: None }
 }
 
+/// A scenario's capture, decoded once for every judgement made of it, and what
+/// answered each probe there.
+struct Wire {
+    frames: Option<Result<Vec<WireFrame>, String>>,
+    answers: Result<Vec<ProbeAnswer>, String>,
+}
+
+impl Wire {
+    fn read(o: &Outcome) -> Wire {
+        let frames = o.capture.as_deref().map(read_wire);
+        let answers = match &frames {
+            Some(Ok(f)) => Ok(probe_answers(o, f)),
+            Some(Err(m)) => Err(m.clone()),
+            None => Err("no capture was recorded".to_string()),
+        };
+        Wire { frames, answers }
+    }
+}
+
+/// Every expectation of `sc`, judged on what happened.
 pub fn evaluate(sc: &Scenario, o: &Outcome) -> Vec<Verdict> {
+    verdicts(sc, o, &Wire::read(o))
+}
+
+/// The verdicts and the observations (what a device profile records: see
+/// `observations_on`) of one run, from one reading of its capture.
+pub fn judge(sc: &Scenario, o: &Outcome) -> (Vec<Verdict>, BTreeMap<String, String>) {
+    let w = Wire::read(o);
+    (verdicts(sc, o, &w), observations_on(sc, o, &w))
+}
+
+fn verdicts(sc: &Scenario, o: &Outcome, w: &Wire) -> Vec<Verdict> {
     let mut v = Vec::new();
     for e in &sc.expect.completion {
         v.push(completion(e, o.completions.get(&e.on).map(Vec::as_slice).unwrap_or(&[])));
     }
-    let frames = o.capture.as_deref().map(read_wire);
     for e in &sc.expect.wire {
-        v.push(match &frames {
+        v.push(match &w.frames {
             Some(Ok(f)) => wire(sc, e, o, f),
             Some(Err(msg)) => verdict("wire", format!("wire of QP {} from {}", e.qp, e.from), false, "a readable capture".into(), msg.clone()),
             None => verdict(
@@ -50,13 +80,8 @@ pub fn evaluate(sc: &Scenario, o: &Outcome) -> Vec<Verdict> {
             ),
         });
     }
-    let answers = match &frames {
-        Some(Ok(f)) => Ok(probe_answers(o, f)),
-        Some(Err(m)) => Err(m.clone()),
-        None => Err("no capture was recorded".to_string()),
-    };
     for e in &sc.expect.probe {
-        v.push(probe(e, o, &answers));
+        v.push(probe(e, o, &w.answers));
     }
     for e in &sc.expect.memory {
         v.push(memory(sc, e, o));
@@ -256,10 +281,20 @@ fn pair<'a>(o: &Outcome, qp: &str, from: &str, to: &str, frames: &'a [WireFrame]
     Some(Pair { reqs, resps, cnps, a_ip, b_ip })
 }
 
-/// An Acknowledge is named by its AETH (ACK, RNR NAK, NAK …); every other
-/// response (READ responses, ATOMIC Acknowledge) by its opcode.
 fn names(v: &[&WireFrame]) -> Vec<String> {
-    v.iter().map(|f| if f.name == "Acknowledge" { f.aeth.clone().unwrap_or_else(|| f.name.clone()) } else { f.name.clone() }).collect()
+    v.iter().map(|f| f.response_name()).collect()
+}
+
+impl WireFrame {
+    /// How the expectations name it: an Acknowledge by its AETH (ACK, RNR NAK,
+    /// NAK …); every other frame (READ responses, ATOMIC Acknowledge, requests) by
+    /// its opcode.
+    pub fn response_name(&self) -> String {
+        match &self.aeth {
+            Some(a) if self.name == "Acknowledge" => a.clone(),
+            _ => self.name.clone(),
+        }
+    }
 }
 
 /// What this setup did, in terms that stay the same from run to run on the same
@@ -267,7 +302,7 @@ fn names(v: &[&WireFrame]) -> Vec<String> {
 /// status, and per QP direction the NAKs drawn, how lost packets were recovered,
 /// whether CE drew a CNP and whether the RNR timer was waited out. A device
 /// profile records these; `--profile` compares them.
-pub fn observations(sc: &Scenario, o: &Outcome) -> BTreeMap<String, String> {
+fn observations_on(sc: &Scenario, o: &Outcome, w: &Wire) -> BTreeMap<String, String> {
     let mut m = BTreeMap::new();
     for (ep, wcs) in &o.completions {
         let mut seen = std::collections::BTreeSet::new();
@@ -275,8 +310,8 @@ pub fn observations(sc: &Scenario, o: &Outcome) -> BTreeMap<String, String> {
             m.insert(format!("completion {ep} wr_id {}", w.wr_id), w.status.clone());
         }
     }
-    let Some(Ok(frames)) = o.capture.as_deref().map(read_wire) else { return m };
-    for a in probe_answers(o, &frames) {
+    let (Some(Ok(frames)), Ok(answers)) = (&w.frames, &w.answers) else { return m };
+    for a in answers {
         let v = match (a.on_wire, a.responses.is_empty()) {
             (0, _) => "not on the wire".to_string(),
             (_, true) => "no answer".to_string(),
@@ -286,7 +321,7 @@ pub fn observations(sc: &Scenario, o: &Outcome) -> BTreeMap<String, String> {
     }
     for q in &sc.qps {
         for (from, to) in [(&q.between[0], &q.between[1]), (&q.between[1], &q.between[0])] {
-            let Some(p) = pair(o, &q.name, from, to, &frames) else { continue };
+            let Some(p) = pair(o, &q.name, from, to, frames) else { continue };
             if p.reqs.is_empty() {
                 continue;
             }
@@ -614,7 +649,7 @@ pub fn probe_answers(o: &Outcome, frames: &[WireFrame]) -> Vec<ProbeAnswer> {
                         let d = (f.psn as i64 - p.next as i64).rem_euclid(1 << 24);
                         a.psn_offset = Some(if d >= 1 << 23 { d - (1 << 24) } else { d });
                     }
-                    a.responses.push(if f.name == "Acknowledge" { f.aeth.clone().unwrap_or_else(|| f.name.clone()) } else { f.name.clone() });
+                    a.responses.push(f.response_name());
                     a.frames.push(f.number);
                 }
             }

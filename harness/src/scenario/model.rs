@@ -125,6 +125,17 @@ pub enum QpType {
     Ud,
 }
 
+impl QpType {
+    /// The transport of its BTH opcodes.
+    pub fn transport(self) -> dissector::wire::Transport {
+        match self {
+            QpType::Rc => dissector::wire::Transport::Rc,
+            QpType::Uc => dissector::wire::Transport::Uc,
+            QpType::Ud => dissector::wire::Transport::Ud,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ConnectMethod {

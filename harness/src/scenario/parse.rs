@@ -602,11 +602,7 @@ impl Checker<'_> {
         if sc.steps.iter().take(i).filter_map(|x| x.probe.as_ref()).any(|x| x.id == p.id) {
             self.err(&at("id"), format!("a second probe named `{}`", p.id), None);
         }
-        let transport = match q.qp_type {
-            QpType::Rc => dissector::wire::Transport::Rc,
-            QpType::Uc => dissector::wire::Transport::Uc,
-            QpType::Ud => dissector::wire::Transport::Ud,
-        };
+        let transport = q.qp_type.transport();
         let op = match crate::probe::opcode(&p.opcode, transport) {
             Ok(op) => op,
             Err(e) => {
