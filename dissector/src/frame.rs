@@ -269,10 +269,11 @@ impl Frame {
             Net::Grh(_) => icrc::Net::Grh,
             _ => return None,
         };
-        let net = data.get(o.net..o.l4)?;
-        let l4 = data.get(o.l4..o.bth)?;
-        let ibb = data.get(o.bth..o.icrc)?;
-        let computed = icrc::compute(kind, net, l4, ibb);
+        if !(o.net <= o.l4 && o.l4 <= o.bth) {
+            return None;
+        }
+        let covered = data.get(o.net..o.icrc)?;
+        let computed = icrc::compute_covered(kind, covered, o.l4 - o.net, o.bth - o.net);
         Some(IcrcCheck { wire: icrc::from_wire(wire), computed })
     }
 

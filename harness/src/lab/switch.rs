@@ -336,7 +336,7 @@ fn fix_icrc(frame: &mut [u8], v: &RoceView) -> bool {
         return false;
     }
     let kind = if v.ipv4_header_len > 0 { icrc::Net::Ipv4 } else { icrc::Net::Ipv6 };
-    let c = icrc::compute(kind, &frame[v.ip..v.udp], &frame[v.udp..v.bth], &frame[v.bth..at]);
+    let c = icrc::compute_covered(kind, &frame[v.ip..at], v.udp - v.ip, v.bth - v.ip);
     frame[at..at + 4].copy_from_slice(&icrc::to_wire(c));
     true
 }
