@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use dissector::capture::Record;
+use dissector::capture::{PacketSource, Record};
 use dissector::fields::{self, Ctx, Field};
 use dissector::{frame, print};
 

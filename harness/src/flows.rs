@@ -3,6 +3,7 @@ use std::io::{BufWriter, Write};
 
 use anyhow::Result;
 use clap::Args;
+use dissector::capture::PacketSource;
 use dissector::flow::Analyzer;
 use dissector::frame;
 

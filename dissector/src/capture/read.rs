@@ -15,7 +15,7 @@ use super::{Direction, PacketSource, Record};
 use crate::LinkType;
 
 /// Default size of the read buffer.
-pub const DEFAULT_BUFFER: usize = 1 << 20;
+pub const DEFAULT_BUFFER: usize = 1 << 17;
 /// Largest captured length a pcap record may claim (Wireshark's limit too).
 pub const MAX_PCAP_CAPLEN: u32 = 262_144;
 /// Largest pcapng block accepted.
@@ -322,6 +322,7 @@ impl<R: Read> Reader<R> {
 
     /// The next record, or `Ok(None)` at the end of the file. The record borrows the
     /// reader's buffer.
+    #[inline(always)]
     pub fn next_packet(&mut self) -> Result<Option<Record<'_>>, CaptureError> {
         let res = match self.state {
             State::Pcap { be, nanos, link, snaplen } => self.next_pcap(be, nanos, link, snaplen),
@@ -477,7 +478,7 @@ impl<R: Read> Reader<R> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn next_pcap(&mut self, be: bool, nanos: bool, link: LinkType, snaplen: u32) -> Result<Option<Meta>, CaptureError> {
         let at = self.pos();
         let frame = self.frames + 1;
@@ -586,6 +587,7 @@ impl<R: Read> Reader<R> {
         Ok(())
     }
 
+    #[inline(never)]
     fn next_pcapng(&mut self) -> Result<Option<Meta>, CaptureError> {
         loop {
             let State::Pcapng { be, section_base, section } = self.state else {

@@ -54,6 +54,7 @@ pub struct AethRepr {
 }
 
 impl AethRepr {
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> AethRepr {
         AethRepr { syndrome: p.syndrome(), msn: p.msn() }
     }

@@ -146,6 +146,7 @@ pub struct Repr {
 }
 
 impl Repr {
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Repr {
         // One bounds check for the whole header, then plain reads (the hot path).
         let Some(b) = p.buffer.as_ref().first_chunk::<HEADER_LEN>() else {

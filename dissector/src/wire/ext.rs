@@ -73,6 +73,7 @@ pub struct DethRepr {
     pub src_qp: u32,
 }
 impl DethRepr {
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(p: &DethPacket<T>) -> Self {
         DethRepr { q_key: p.q_key(), src_qp: p.src_qp() }
     }
@@ -116,6 +117,7 @@ pub struct RethRepr {
     pub dma_len: u32,
 }
 impl RethRepr {
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(p: &RethPacket<T>) -> Self {
         RethRepr { va: p.va(), r_key: p.r_key(), dma_len: p.dma_len() }
     }
@@ -167,6 +169,7 @@ pub struct AtomicEthRepr {
     pub compare: u64,
 }
 impl AtomicEthRepr {
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(p: &AtomicEthPacket<T>) -> Self {
         AtomicEthRepr { va: p.va(), r_key: p.r_key(), swap_add: p.swap_add(), compare: p.compare() }
     }

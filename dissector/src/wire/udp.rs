@@ -71,6 +71,7 @@ pub struct Repr {
 }
 
 impl Repr {
+    #[inline]
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Repr {
         Repr { src_port: p.src_port(), dst_port: p.dst_port(), length: p.length(), checksum: p.checksum() }
     }
