@@ -350,6 +350,7 @@ pub fn decode(link: LinkType, data: &[u8], opts: &Options) -> Frame {
 }
 
 /// Like [`decode`], reusing `fr` (a hot loop decodes into one `Frame`).
+#[inline]
 pub fn decode_into(fr: &mut Frame, link: LinkType, data: &[u8], opts: &Options) {
     fr.reset();
     Decoder { data, opts, fr }.frame(link);
@@ -374,6 +375,7 @@ impl Decoder<'_> {
         self.fr.stop = Some(stop(layer, offset, e));
     }
 
+    #[inline(always)]
     fn frame(mut self, link: LinkType) {
         match link {
             LinkType::ETHERNET => {

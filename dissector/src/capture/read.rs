@@ -260,6 +260,9 @@ pub struct Reader<R: Read> {
     state: State,
     interfaces: Vec<Interface>,
     times: Vec<IfTime>,
+    /// The record just read. Kept here rather than returned: an enum of record and
+    /// error travelling through the stack cost a store-forwarding stall per packet.
+    meta: Meta,
 }
 
 /// Opens a capture file for streaming. Errors name the path.
@@ -291,6 +294,16 @@ impl<R: Read> Reader<R> {
             state: State::Done,
             interfaces: Vec::new(),
             times: Vec::new(),
+            meta: Meta {
+                ts_ns: 0,
+                link: LinkType::ETHERNET,
+                interface: 0,
+                orig_len: 0,
+                data: (0, 0),
+                file_offset: 0,
+                direction: None,
+                comment: None,
+            },
         };
         rd.sniff()?;
         Ok(rd)
@@ -326,12 +339,19 @@ impl<R: Read> Reader<R> {
     pub fn next_packet(&mut self) -> Result<Option<Record<'_>>, CaptureError> {
         let res = match self.state {
             State::Pcap { be, nanos, link, snaplen } => self.next_pcap(be, nanos, link, snaplen),
-            State::Pcapng { .. } => self.next_pcapng(),
-            State::Done => Ok(None),
+            State::Pcapng { .. } => match self.next_pcapng() {
+                Ok(Some(m)) => {
+                    self.meta = m;
+                    Ok(true)
+                }
+                Ok(None) => Ok(false),
+                Err(e) => Err(e),
+            },
+            State::Done => Ok(false),
         };
-        let meta = match res {
-            Ok(Some(m)) => m,
-            Ok(None) => return Ok(None),
+        match res {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
             Err(e) => {
                 self.state = State::Done;
                 return Err(match &self.origin {
@@ -339,7 +359,8 @@ impl<R: Read> Reader<R> {
                     None => e,
                 });
             }
-        };
+        }
+        let meta = &self.meta;
         self.frames += 1;
         Ok(Some(Record {
             number: self.frames,
@@ -479,12 +500,12 @@ impl<R: Read> Reader<R> {
     }
 
     #[inline(always)]
-    fn next_pcap(&mut self, be: bool, nanos: bool, link: LinkType, snaplen: u32) -> Result<Option<Meta>, CaptureError> {
+    fn next_pcap(&mut self, be: bool, nanos: bool, link: LinkType, snaplen: u32) -> Result<bool, CaptureError> {
         let at = self.pos();
         let frame = self.frames + 1;
         if !self.fill(16)? {
             if self.avail() == 0 {
-                return Ok(None);
+                return Ok(false);
             }
             return Err(self.truncated("a record header", 16, at).in_frame(frame));
         }
@@ -515,7 +536,7 @@ impl<R: Read> Reader<R> {
         let s = self.start;
         self.start += total;
         let ts_ns = sec * 1_000_000_000 + if nanos { frac } else { frac * 1000 };
-        Ok(Some(Meta {
+        self.meta = Meta {
             ts_ns,
             link,
             interface: 0,
@@ -524,7 +545,8 @@ impl<R: Read> Reader<R> {
             file_offset: at,
             direction: None,
             comment: None,
-        }))
+        };
+        Ok(true)
     }
 
     /// Reads a Section Header Block at the current position. Sets the byte order and
