@@ -263,7 +263,19 @@ pub struct Flow {
     pub paired_by: Option<&'static str>,
 }
 
+/// A zeroed boxed array built on the heap: `Box::new([x; N])` builds it on the stack
+/// first, and a 24 KiB temporary made every caller probe its stack pages per packet.
+fn boxed<T: Clone, const N: usize>(x: T) -> Box<[T; N]> {
+    match vec![x; N].into_boxed_slice().try_into() {
+        Ok(b) => b,
+        Err(_) => unreachable!("a vec of N elements is an array of N"),
+    }
+}
+
 impl Flow {
+    /// Out of line: a new flow is rare, and its code would bloat every packet's path.
+    #[cold]
+    #[inline(never)]
     fn new(key: FlowKey, transport: Transport, frame: u64, ts: u64) -> Flow {
         Flow {
             key,
@@ -274,15 +286,15 @@ impl Flow {
             packets: 0,
             bytes: 0,
             payload_bytes: 0,
-            opcodes: Box::new([0; 256]),
+            opcodes: boxed(0),
             requests: 0,
             ack_req: 0,
             psn_first: None,
             psn_last: None,
             next_psn: None,
             read_slack: 0,
-            seen: Box::new([0; WINDOW / 64]),
-            sent: Box::new([Slot::default(); SENT]),
+            seen: boxed(0),
+            sent: boxed(Slot::default()),
             gaps: 0,
             missing_psns: 0,
             out_of_order: 0,

@@ -32,7 +32,9 @@ pub fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8>
             break Ok(());
         }
         match src.next_packet() {
-            Ok(Some(r)) => {
+            // By reference: moving the record out copies it with wide loads that
+            // stall on the narrower stores that built it.
+            Ok(Some(ref r)) => {
                 frame::decode_into(&mut f, r.link, r.data, &opts);
                 stats.count(&f);
                 an.add(r.number, r.ts_ns, r.orig_len, &f, r.data);
