@@ -31,6 +31,8 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Decode a capture file or a live interface, one line per frame (like tshark).
+    // `-V` is tshark's verbose here, not the propagated --version.
+    #[command(disable_version_flag = true)]
     Decode(decode::DecodeArgs),
     /// Per-QP flow analysis: messages, PSNs, retransmissions, NAKs, latency, ECN.
     Flows(flows::FlowsArgs),
@@ -135,4 +137,16 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
     e.chain().any(|c| {
         c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap's consistency checks (duplicate short flags and the like). They are
+    /// compiled into debug builds only, where a conflict makes every run of the
+    /// subcommand panic: `roce decode` once did, over `-V`.
+    #[test]
+    fn command_line_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
 }
