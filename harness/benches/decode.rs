@@ -7,8 +7,11 @@
 //! - `roce flows`;
 //! - the peak RSS of both `roce` commands on a ~1 GB file (`ROCE_BENCH_BIG=0` skips it).
 //!
+//! Each command runs `ROCE_BENCH_RUNS` times (default 5, tshark once: it takes ~30 s)
+//! and the best and median runs are shown: on a shared VM one run can be 30% off.
+//!
 //! Environment: `ROCE_BENCH_PACKETS` (default 1000000), `ROCE_BENCH_BIG_PACKETS`
-//! (default 10000000, ≈ 1 GB).
+//! (default 10000000, ≈ 1 GB), `ROCE_BENCH_RUNS` (default 5).
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -52,6 +55,31 @@ fn run(cmd: &mut Command) -> Measure {
     Measure { secs, max_rss_kib: ru.ru_maxrss }
 }
 
+/// Runs the command `runs` times: best and median wall time, largest peak RSS.
+struct Runs {
+    best: f64,
+    median: f64,
+    max_rss_kib: libc::c_long,
+}
+
+fn runs(n: u64, mut cmd: impl FnMut() -> Command) -> Runs {
+    let mut ms: Vec<Measure> = (0..n.max(1)).map(|_| run(&mut cmd())).collect();
+    ms.sort_by(|a, b| a.secs.total_cmp(&b.secs));
+    Runs { best: ms[0].secs, median: ms[ms.len() / 2].secs, max_rss_kib: ms.iter().map(|m| m.max_rss_kib).max().unwrap_or(0) }
+}
+
+fn print_runs(what: &str, r: &Runs, packets: u64, mb: f64) {
+    println!(
+        "{what:<34} {:>7.3} s {:>7.2} M packets/s {:>7.1} MB/s  (median {:.3} s, {:.2} M packets/s)  peak RSS {:.1} MiB",
+        r.best,
+        packets as f64 / r.best / 1e6,
+        mb / r.best,
+        r.median,
+        packets as f64 / r.median / 1e6,
+        mib(r.max_rss_kib)
+    );
+}
+
 fn roce() -> Command {
     Command::new(env!("CARGO_BIN_EXE_roce"))
 }
@@ -81,35 +109,35 @@ fn main() {
     let mb = std::fs::metadata(&file).expect("bench file").len() as f64 / 1e6;
     println!("generated {packets} packets ({mb:.1} MB) in {:.1} s", t.elapsed().as_secs_f64());
 
-    let ours = run(with_fields(roce().arg("decode")).arg(&file));
-    println!(
-        "roce decode -T fields (13 fields): {:>7.2} s {:>8.3} M packets/s {:>7.1} MB/s  peak RSS {:.1} MiB",
-        ours.secs,
-        packets as f64 / ours.secs / 1e6,
-        mb / ours.secs,
-        mib(ours.max_rss_kib)
-    );
-    let flows = run(roce().arg("flows").arg(&file));
-    println!(
-        "roce flows:                        {:>7.2} s {:>8.3} M packets/s {:>7.1} MB/s  peak RSS {:.1} MiB",
-        flows.secs,
-        packets as f64 / flows.secs / 1e6,
-        mb / flows.secs,
-        mib(flows.max_rss_kib)
-    );
+    let n = env_u64("ROCE_BENCH_RUNS", 5);
+    println!("each roce command run {n} times: best run, then the median");
+    let ours = runs(n, || {
+        let mut c = roce();
+        c.arg("decode");
+        with_fields(&mut c).arg(&file);
+        c
+    });
+    print_runs("roce decode -T fields (13 fields):", &ours, packets, mb);
+    let flows = runs(n, || {
+        let mut c = roce();
+        c.arg("flows").arg(&file);
+        c
+    });
+    print_runs("roce flows:", &flows, packets, mb);
     let have_tshark = Command::new("tshark").arg("--version").stdout(Stdio::null()).status().is_ok_and(|s| s.success());
     if have_tshark {
-        let mut cmd = Command::new("tshark");
-        cmd.args(["-n", "-r"]).arg(&file).args(["--disable-protocol", "rpcordma"]);
-        let theirs = run(with_fields(&mut cmd));
+        let theirs = runs(1, || {
+            let mut c = Command::new("tshark");
+            c.args(["-n", "-r"]).arg(&file).args(["--disable-protocol", "rpcordma"]);
+            with_fields(&mut c);
+            c
+        });
+        print_runs("tshark -T fields (13 fields):", &theirs, packets, mb);
         println!(
-            "tshark -T fields (13 fields):      {:>7.2} s {:>8.3} M packets/s {:>7.1} MB/s  peak RSS {:.1} MiB",
-            theirs.secs,
-            packets as f64 / theirs.secs / 1e6,
-            mb / theirs.secs,
-            mib(theirs.max_rss_kib)
+            "ratio: roce decode -T fields is {:.0}x tshark's speed (best run; {:.0}x at the median)",
+            theirs.best / ours.best,
+            theirs.best / ours.median
         );
-        println!("ratio: roce decode -T fields is {:.0}x tshark's speed", theirs.secs / ours.secs);
     } else {
         println!("tshark not installed: no ratio (apt-get install tshark)");
     }
@@ -125,8 +153,10 @@ fn main() {
     let f = run(roce().arg("flows").arg(&big));
     let d = run(with_fields(roce().arg("decode")).arg(&big));
     println!(
-        "{big_mb:.0} MB file ({big_packets} packets): roce flows {:.1} s, peak RSS {:.1} MiB; roce decode -T fields {:.1} s, peak RSS {:.1} MiB",
+        "{big_mb:.0} MB file ({big_packets} packets): roce flows {:.1} s ({:.2} M packets/s), peak RSS {:.1} MiB; \
+         roce decode -T fields {:.1} s, peak RSS {:.1} MiB",
         f.secs,
+        big_packets as f64 / f.secs / 1e6,
         mib(f.max_rss_kib),
         d.secs,
         mib(d.max_rss_kib)

@@ -1,11 +1,10 @@
 //! Where packets come from: a capture file or a live interface, behind one trait.
+use std::fs::File;
+use std::io::BufReader;
 use std::path::PathBuf;
 
 use anyhow::{bail, Result};
 use clap::Args;
-use std::fs::File;
-use std::io::BufReader;
-
 use dissector::capture::{self, CaptureError, PacketSource, Reader, Record};
 
 use crate::live::{LiveCapture, LiveOptions};
