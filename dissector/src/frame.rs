@@ -269,7 +269,7 @@ impl Frame {
             Net::Grh(_) => icrc::Net::Grh,
             _ => return None,
         };
-        if !(o.net <= o.l4 && o.l4 <= o.bth) {
+        if !(o.net <= o.l4 && o.l4 <= o.bth && o.bth <= o.icrc) {
             return None;
         }
         let covered = data.get(o.net..o.icrc)?;
