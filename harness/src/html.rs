@@ -253,28 +253,26 @@ fn fmt_ms(ns: u64) -> String {
     format!("{:.3}", ns as f64 / 1e6)
 }
 
+/// The flags a rung can carry, in display order: whether it is set, its CSS class on
+/// the arrow, and what the marks column says of it (nothing for NAK, RNR and CM,
+/// which the label already names).
+fn flags(r: &Rung) -> [(bool, &'static str, Option<&'static str>); 9] {
+    [
+        (r.dropped, "dropped", Some("✗ dropped by the lab switch")),
+        (r.injected, "injected", Some("duplicate injected by the switch")),
+        (r.held, "held", Some("held by the switch (reordered/delayed)")),
+        (r.bad_icrc, "bad-icrc", Some("bad ICRC")),
+        (r.nak, "nak", None),
+        (r.rnr, "rnr", None),
+        (r.ce, "ce", Some("CE marked")),
+        (r.cnp, "cnp", Some("CNP")),
+        (r.mad, "cm", None),
+    ]
+}
+
 /// What the row's marks column says.
 fn marks(r: &Rung) -> Vec<&'static str> {
-    let mut m = Vec::new();
-    if r.dropped {
-        m.push("✗ dropped by the lab switch");
-    }
-    if r.injected {
-        m.push("duplicate injected by the switch");
-    }
-    if r.held {
-        m.push("held by the switch (reordered/delayed)");
-    }
-    if r.bad_icrc {
-        m.push("bad ICRC");
-    }
-    if r.ce {
-        m.push("CE marked");
-    }
-    if r.cnp {
-        m.push("CNP");
-    }
-    m
+    flags(r).into_iter().filter(|f| f.0).filter_map(|f| f.2).collect()
 }
 
 /// The ladder SVG of a scenario's capture, and notes (frames not drawn, …).
@@ -336,21 +334,7 @@ fn ladder(out: &mut String, s: &ScenarioResult, wire: &Wire) {
             let dir = if xt > x1 { 1.0 } else { -1.0 };
             let x2 = if r.dropped { (x1 + xt) / 2.0 } else { xt };
             let mut class = vec!["arrow", if r.request { "request" } else { "response" }];
-            for (on, c) in [
-                (r.dropped, "dropped"),
-                (r.injected, "injected"),
-                (r.held, "held"),
-                (r.bad_icrc, "bad-icrc"),
-                (r.nak, "nak"),
-                (r.rnr, "rnr"),
-                (r.ce, "ce"),
-                (r.cnp, "cnp"),
-                (r.mad, "cm"),
-            ] {
-                if on {
-                    class.push(c);
-                }
-            }
+            class.extend(flags(r).into_iter().filter(|f| f.0).map(|f| f.1));
             let _ = write!(
                 out,
                 "<g class=\"{}\" data-frame=\"{}\" data-from=\"{}\" data-to=\"{}\" data-label=\"{}\"",
