@@ -58,7 +58,7 @@ impl InputArgs {
                 promisc: true,
                 count: self.count,
             })?;
-            return Ok(Source::Live(Box::new(live)));
+            return Ok(Source::Live(live));
         }
         let Some(path) = self.file.as_ref().or(self.read_file.as_ref()) else {
             bail!("no input: give a capture FILE (or -r FILE), or -i IFACE to capture live");
@@ -72,7 +72,7 @@ impl InputArgs {
 /// their per-packet cost).
 pub enum Source {
     File(Reader<BufReader<File>>),
-    Live(Box<LiveCapture>),
+    Live(LiveCapture),
 }
 
 impl PacketSource for Source {
