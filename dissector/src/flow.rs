@@ -686,11 +686,12 @@ impl Analyzer {
         };
         let key = FlowKey { src, dst, dest_qp: b.dest_qp, src_qp };
         let i = self.flow(key, t, number, ts);
+        let payload = frame.payload_len_on_wire().unwrap_or(0) as u64;
         {
             let f = &mut self.flows[i];
             f.packets += 1;
             f.bytes += orig_len as u64;
-            f.payload_bytes += frame.payload_len_on_wire().unwrap_or(0) as u64;
+            f.payload_bytes += payload;
             f.last_ts = ts;
             f.opcodes[b.opcode.0 as usize] += 1;
             if frame.ecn() == Some(3) {
@@ -724,7 +725,6 @@ impl Analyzer {
         }
         if info.is_request() {
             let dma = ib.reth.map(|r| r.dma_len);
-            let payload = frame.payload_len_on_wire().unwrap_or(0) as u64;
             self.flows[i].on_request(number, ts, info.kind, b.psn, payload, dma);
         } else if info.is_response() {
             if let Some(r) = self.requester_of(i, b.psn) {

@@ -495,4 +495,16 @@ mod tests {
         }
         assert_eq!(Opcode::all().count(), 25 + 12 + 24 + 2 + 23 + 1);
     }
+
+    /// The table names each row's transport itself; the top three bits must agree.
+    #[test]
+    fn top_bits_name_each_rows_transport() {
+        for i in Opcode::all() {
+            assert_eq!(i.opcode.transport(), i.transport, "{}", i.opcode);
+        }
+        for o in 0xC0..=0xFF {
+            assert_eq!(Opcode(o).transport(), Transport::Vendor);
+        }
+        assert_eq!(Opcode(0x9F).transport(), Transport::Cnp);
+    }
 }
