@@ -435,7 +435,7 @@ impl Local {
         for (f, _) in &frames {
             link.send(f)?;
         }
-        std::thread::sleep(Duration::from_millis(spec.settle_ms.unwrap_or(20)));
+        std::thread::sleep(Duration::from_millis(spec.settle_ms.unwrap_or(crate::scenario::model::DEFAULT_SETTLE_MS)));
         let src_qp = q.qp.qpn();
         if let Some(q) = self.qps.get_mut(qname) {
             q.probe_next = Some(crate::probe::advance(spec, next));

@@ -81,6 +81,14 @@ pub struct Scenario {
     pub timeout_ms: Option<u64>,
 }
 
+/// The deadline of a scenario that sets no `timeout_ms`.
+pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+/// How long a probe step waits for the answer when it sets no `settle_ms`.
+pub const DEFAULT_SETTLE_MS: u64 = 20;
+/// The longest a probe step may wait: answers come within milliseconds and a
+/// requester's retry timer within seconds; minutes are a typo.
+pub const MAX_SETTLE_MS: u64 = 10_000;
+
 /// A fault on the wire, applied by the lab switch while the scenario runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

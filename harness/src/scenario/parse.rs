@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use toml_edit::{ImDocument, Item};
 
-use super::model::{Content, Op, QpSpec, QpType, Scenario, Step};
+use super::model::{Content, Op, ProbeSpec, QpSpec, QpType, Scenario, Step};
 
 /// One problem in a scenario file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -634,6 +634,31 @@ impl Checker<'_> {
         if p.copies.is_some_and(|c| c == 0 || c > 64) {
             self.err(&at("copies"), "1 to 64 copies", None);
         }
+        self.check_settle(sc, i, p);
+    }
+
+    /// A probe's wait must be sane on its own, and the probes' waits together must
+    /// leave the scenario time to finish (reported at the probe that overruns).
+    fn check_settle(&mut self, sc: &Scenario, i: usize, p: &ProbeSpec) {
+        use super::model::{DEFAULT_SETTLE_MS, DEFAULT_TIMEOUT_MS, MAX_SETTLE_MS};
+        use Seg::{Index as I, Key as K};
+        let at = [K("step"), I(i), K("probe"), K("settle_ms")];
+        let ms = p.settle_ms.unwrap_or(DEFAULT_SETTLE_MS);
+        if ms > MAX_SETTLE_MS {
+            let hint = "it is how long the step waits after sending for the target's answer to reach the wire";
+            self.err(&at, format!("a probe waits at most {MAX_SETTLE_MS} ms, not {ms}"), Some(hint.into()));
+            return;
+        }
+        let timeout = sc.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS);
+        let settle = |x: &Step| x.probe.as_ref().map_or(0, |p| p.settle_ms.unwrap_or(DEFAULT_SETTLE_MS).min(MAX_SETTLE_MS));
+        let before: u64 = sc.steps.iter().take(i).map(settle).sum();
+        if before < timeout && before + ms >= timeout {
+            self.err(
+                &at,
+                format!("the probes up to this one wait {} ms in all, not less than the scenario's {timeout} ms timeout", before + ms),
+                Some("wait less, or raise `timeout_ms` at the top of the file".into()),
+            );
+        }
     }
 
     fn access_ok(&mut self, path: &[Seg<'_>], flag: &str) {
@@ -701,6 +726,51 @@ on = "b"
 mr = "rbuf"
 equals = { text = "hello" }
 "#;
+
+    const PROBE: &str = r#"
+name = "probe"
+[endpoints.a]
+[endpoints.b]
+
+[[qp]]
+name = "q"
+type = "rc"
+between = ["b", "a"]
+
+[[mr]]
+name = "target"
+on = "b"
+size = 16
+access = ["local_write", "remote_write"]
+
+[[step]]
+on = "a"
+op = "probe"
+qp = "q"
+probe = { id = "one", opcode = "RDMA WRITE Only", remote = { mr = "target" }, len = 8, settle_ms = 40 }
+
+[[step]]
+on = "a"
+op = "probe"
+qp = "q"
+probe = { id = "two", opcode = "RDMA WRITE Only", remote = { mr = "target" }, len = 8, settle_ms = 40 }
+"#;
+
+    #[test]
+    fn probe_waits_are_bounded_and_fit_the_timeout() {
+        parse_str(Path::new("t.toml"), PROBE).unwrap_or_else(|e| panic!("{}", e[0]));
+        // One wait far too long: located at its `settle_ms`.
+        let e = errors(&PROBE.replacen("settle_ms = 40", "settle_ms = 600000", 1));
+        assert_eq!(e.len(), 1, "{e:#?}");
+        let m = e[0].to_string();
+        assert!(m.contains("t.toml:21:") && m.contains("at most 10000 ms, not 600000"), "{m}");
+        // Each wait sane, together longer than the scenario: reported at the second.
+        let e = errors(&format!("timeout_ms = 70\n{PROBE}"));
+        assert_eq!(e.len(), 1, "{e:#?}");
+        let m = e[0].to_string();
+        assert!(m.contains("t.toml:28:") && m.contains("wait 80 ms in all") && m.contains("70 ms timeout"), "{m}");
+        parse_str(Path::new("t.toml"), &format!("timeout_ms = 90\n{PROBE}")).unwrap_or_else(|e| panic!("{}", e[0]));
+    }
 
     fn errors(text: &str) -> Vec<Diagnostic> {
         parse_str(Path::new("t.toml"), text).expect_err("should not parse")

@@ -247,7 +247,7 @@ fn drive(
     agents: &mut BTreeMap<String, Agent>,
     session: &mut Option<RunSession>,
 ) -> Result<()> {
-    let deadline = Duration::from_millis(sc.timeout_ms.unwrap_or(30_000));
+    let deadline = Duration::from_millis(sc.timeout_ms.unwrap_or(super::model::DEFAULT_TIMEOUT_MS));
     // Agents first, then the recording: the wire holds the scenario's traffic only.
     for name in sc.endpoints.keys() {
         let a = match endpoints {
