@@ -473,6 +473,17 @@ pub fn execute(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::i
     let Some(loaded) = load_all(&files, err, |_, _| Ok(()))? else {
         return Ok((exit::SETUP, None));
     };
+    execute_loaded(args, loaded, out, err)
+}
+
+/// Like [`execute`], over scenarios already loaded and checked (`args.paths` is
+/// not looked at): `roce suite` picks what runs on real hosts from them.
+pub fn execute_loaded(
+    args: RunArgs,
+    loaded: Vec<(PathBuf, crate::scenario::model::Scenario)>,
+    out: &mut dyn std::io::Write,
+    err: &mut dyn std::io::Write,
+) -> Result<(u8, Option<Report>)> {
     if args.pcap.is_some() && loaded.len() != 1 {
         writeln!(err, "roce run: --pcap holds the wire of one scenario, but {} were given\nhint: run them one at a time, or capture with -i IFACE", loaded.len())?;
         return Ok((exit::SETUP, None));

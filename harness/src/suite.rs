@@ -169,27 +169,30 @@ pub fn run(mut a: SuiteArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io
             return Ok(run::exit::SETUP);
         }
     };
+    let files = match run::discover(&a.run.paths) {
+        Ok(f) => f,
+        Err(e) => {
+            writeln!(err, "roce suite: {e:#}")?;
+            return Ok(run::exit::SETUP);
+        }
+    };
+    // Every file is checked before anything runs.
+    let Some(mut loaded) = run::load_all(&files, err, |_, _| Ok(()))? else {
+        return Ok(run::exit::SETUP);
+    };
     // On real hosts there is no switch to apply faults: those scenarios are left
     // out of the suite (said, not silently), the rest runs.
     if a.run.endpoints.is_some() {
-        let files = match run::discover(&a.run.paths) {
-            Ok(f) => f,
-            Err(e) => {
-                writeln!(err, "roce suite: {e:#}")?;
-                return Ok(run::exit::SETUP);
-            }
-        };
-        let (lab_only, rest): (Vec<PathBuf>, Vec<PathBuf>) =
-            files.into_iter().partition(|f| crate::scenario::parse::load(f).is_ok_and(|sc| !sc.faults.is_empty()));
+        let (lab_only, rest): (Vec<_>, Vec<_>) = loaded.into_iter().partition(|(_, sc)| !sc.faults.is_empty());
         if !lab_only.is_empty() {
-            let names: Vec<String> = lab_only.iter().map(|f| f.display().to_string()).collect();
+            let names: Vec<String> = lab_only.iter().map(|(f, _)| f.display().to_string()).collect();
             writeln!(out, "note: left out {} scenarios with [[fault]] rules, which need the lab's switch: {}", lab_only.len(), names.join(", "))?;
         }
         if rest.is_empty() {
             writeln!(err, "roce suite: every scenario given needs the lab's switch; nothing to run on real hosts")?;
             return Ok(run::exit::SETUP);
         }
-        a.run.paths = rest;
+        loaded = rest;
     }
     let dir = a.run.out.clone().unwrap_or_else(|| {
         let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
@@ -198,7 +201,7 @@ pub fn run(mut a: SuiteArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io
     a.run.out = Some(dir.clone());
     a.run.json.get_or_insert(dir.join("report.json"));
     let html = a.run.html.get_or_insert(dir.join("report.html")).clone();
-    let (code, Some(report)) = run::execute(a.run, out, err)? else {
+    let (code, Some(report)) = run::execute_loaded(a.run, loaded, out, err)? else {
         return Ok(run::exit::SETUP);
     };
     let suite = Suite::from_report(&report);

@@ -462,3 +462,34 @@ fn a_bad_profile_is_a_setup_error() {
     let text = std::fs::read_to_string(&rxe).unwrap();
     assert!(text.contains("\"wire q from a: CNP after CE\" = \"no\""), "rxe sends no CNP");
 }
+
+/// On real hosts (`--endpoints`) a suite leaves out the scenarios that need the
+/// lab's switch, says which, and runs the rest; with nothing left it refuses. The
+/// agents' address is a closed loopback port: the run stops at connecting.
+#[test]
+fn suite_on_real_hosts_leaves_out_fault_scenarios() {
+    let sc = |p: &str| root().join("scenarios").join(p).to_str().expect("utf-8").to_string();
+    let eps = "a=127.0.0.1:1,b=127.0.0.1:1";
+    let dir = tmp("suite-mixed");
+    let r = roce(&["suite", "--endpoints", eps, "--out", dir.to_str().unwrap(), &sc("faults/write_bad_icrc.toml"), &sc("rc_read.toml")]);
+    assert_eq!(r.code, 1, "ran and failed to connect: {}{}", r.out, r.err);
+    assert!(r.out.contains("left out 1 scenarios with [[fault]] rules") && r.out.contains("write_bad_icrc.toml"), "{}", r.out);
+    assert!(r.out.contains("connecting to endpoint a's agent at 127.0.0.1:1"), "{}", r.out);
+    let suite = std::fs::read_to_string(dir.join("suite.json")).expect("suite.json written");
+    let v: serde_json::Value = serde_json::from_str(&suite).expect("json");
+    let names: Vec<&String> = v["scenarios"].as_object().expect("scenarios").keys().collect();
+    assert_eq!(names, ["RC RDMA READ"], "only the scenario that can run on real hosts: {suite}");
+
+    let r = roce(&["suite", "--endpoints", eps, "--out", tmp("suite-faults").to_str().unwrap(), &sc("faults")]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("every scenario given needs the lab's switch"), "{}", r.err);
+
+    // A bad file among them: said where, nothing run, no suite.json.
+    let bad = tmp("bad.toml");
+    std::fs::write(&bad, "name = \"x\"\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = \"q\"\ntype = \"rc\"\nbetween = [\"a\", \"c\"]\n").unwrap();
+    let out = tmp("suite-bad");
+    let r = roce(&["suite", "--endpoints", eps, "--out", out.to_str().unwrap(), bad.to_str().unwrap(), &sc("rc_read.toml")]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("bad.toml:7:") && r.err.contains("no endpoint `c`"), "{}", r.err);
+    assert!(!out.join("suite.json").exists());
+}
