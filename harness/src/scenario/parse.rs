@@ -147,6 +147,9 @@ fn serde_hint(message: &str) -> Option<String> {
 }
 
 /// Access flag names (the `IBV_ACCESS_` prefix and case are optional).
+/// The `timeout_ms` a scenario may set.
+const TIMEOUT_MS: std::ops::RangeInclusive<u64> = 1_000..=3_600_000;
+
 pub const ACCESS_FLAGS: &[&str] = &["local_write", "remote_write", "remote_read", "remote_atomic", "mw_bind", "zero_based", "on_demand", "relaxed_ordering"];
 pub const WR_FLAGS: &[&str] = &["signaled", "unsignaled", "inline", "solicited", "fence"];
 pub const NAK_NAMES: &[&str] = &["psn_sequence_error", "invalid_request", "remote_access_error", "remote_operational_error", "invalid_rd_request", "rnr"];
@@ -278,6 +281,10 @@ impl Checker<'_> {
         let eps: Vec<&str> = sc.endpoints.keys().map(String::as_str).collect();
         if eps.is_empty() {
             self.err(&[], "no endpoints", Some("add `[endpoints.a]` and `[endpoints.b]`".into()));
+        }
+        if let Some(t) = sc.timeout_ms.filter(|t| !TIMEOUT_MS.contains(t)) {
+            let hint = "the deadline of the whole scenario, setup included: lab VMs under TCG take seconds to set up";
+            self.err(&[K("timeout_ms")], format!("a timeout of {t} ms: give {} to {} (1 s to 1 hour)", TIMEOUT_MS.start(), TIMEOUT_MS.end()), Some(hint.into()));
         }
         let ep_ok = |c: &mut Self, path: &[Seg<'_>], name: &str| -> bool {
             if sc.endpoints.contains_key(name) {
@@ -747,29 +754,40 @@ access = ["local_write", "remote_write"]
 on = "a"
 op = "probe"
 qp = "q"
-probe = { id = "one", opcode = "RDMA WRITE Only", remote = { mr = "target" }, len = 8, settle_ms = 40 }
+probe = { id = "one", opcode = "RDMA WRITE Only", remote = { mr = "target" }, len = 8, settle_ms = 600 }
 
 [[step]]
 on = "a"
 op = "probe"
 qp = "q"
-probe = { id = "two", opcode = "RDMA WRITE Only", remote = { mr = "target" }, len = 8, settle_ms = 40 }
+probe = { id = "two", opcode = "RDMA WRITE Only", remote = { mr = "target" }, len = 8, settle_ms = 600 }
 "#;
 
     #[test]
     fn probe_waits_are_bounded_and_fit_the_timeout() {
         parse_str(Path::new("t.toml"), PROBE).unwrap_or_else(|e| panic!("{}", e[0]));
         // One wait far too long: located at its `settle_ms`.
-        let e = errors(&PROBE.replacen("settle_ms = 40", "settle_ms = 600000", 1));
+        let e = errors(&PROBE.replacen("settle_ms = 600", "settle_ms = 600000", 1));
         assert_eq!(e.len(), 1, "{e:#?}");
         let m = e[0].to_string();
         assert!(m.contains("t.toml:21:") && m.contains("at most 10000 ms, not 600000"), "{m}");
         // Each wait sane, together longer than the scenario: reported at the second.
-        let e = errors(&format!("timeout_ms = 70\n{PROBE}"));
+        let e = errors(&format!("timeout_ms = 1100\n{PROBE}"));
         assert_eq!(e.len(), 1, "{e:#?}");
         let m = e[0].to_string();
-        assert!(m.contains("t.toml:28:") && m.contains("wait 80 ms in all") && m.contains("70 ms timeout"), "{m}");
-        parse_str(Path::new("t.toml"), &format!("timeout_ms = 90\n{PROBE}")).unwrap_or_else(|e| panic!("{}", e[0]));
+        assert!(m.contains("t.toml:28:") && m.contains("wait 1200 ms in all") && m.contains("1100 ms timeout"), "{m}");
+        parse_str(Path::new("t.toml"), &format!("timeout_ms = 1201\n{PROBE}")).unwrap_or_else(|e| panic!("{}", e[0]));
+    }
+
+    #[test]
+    fn scenario_timeout_is_bounded() {
+        for bad in ["0", "999", "3600001", "9223372036854775807"] {
+            let e = errors(&format!("timeout_ms = {bad}\n{GOOD}"));
+            assert_eq!(e.len(), 1, "{e:#?}");
+            let m = e[0].to_string();
+            assert!(m.starts_with("t.toml:1:14: ") && m.contains(&format!("a timeout of {bad} ms")), "{m}");
+        }
+        parse_str(Path::new("t.toml"), &format!("timeout_ms = 3600000\n{GOOD}")).unwrap_or_else(|e| panic!("{}", e[0]));
     }
 
     fn errors(text: &str) -> Vec<Diagnostic> {
