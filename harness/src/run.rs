@@ -462,18 +462,26 @@ pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::W
 
 /// `roce run`, and the report it made (none when nothing ran: exit 2).
 pub fn execute(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> Result<(u8, Option<Report>)> {
-    let files = match discover(&args.paths) {
-        Ok(f) => f,
-        Err(e) => {
-            writeln!(err, "roce run: {e:#}")?;
-            return Ok((exit::SETUP, None));
-        }
-    };
-    // Every file is checked before anything runs.
-    let Some(loaded) = load_all(&files, err, |_, _| Ok(()))? else {
+    let Some(loaded) = discover_and_load(&args.paths, "roce run", err)? else {
         return Ok((exit::SETUP, None));
     };
     execute_loaded(args, loaded, out, err)
+}
+
+/// Every scenario under `paths`, loaded and checked before anything runs. `None`
+/// (said on `err`, after `who: `) when there are none or any file is bad.
+pub fn discover_and_load(
+    paths: &[PathBuf],
+    who: &str,
+    err: &mut dyn std::io::Write,
+) -> Result<Option<Vec<(PathBuf, crate::scenario::model::Scenario)>>> {
+    match discover(paths) {
+        Ok(files) => load_all(&files, err, |_, _| Ok(())),
+        Err(e) => {
+            writeln!(err, "{who}: {e:#}")?;
+            Ok(None)
+        }
+    }
 }
 
 /// Like [`execute`], over scenarios already loaded and checked (`args.paths` is

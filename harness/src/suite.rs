@@ -169,15 +169,7 @@ pub fn run(mut a: SuiteArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io
             return Ok(run::exit::SETUP);
         }
     };
-    let files = match run::discover(&a.run.paths) {
-        Ok(f) => f,
-        Err(e) => {
-            writeln!(err, "roce suite: {e:#}")?;
-            return Ok(run::exit::SETUP);
-        }
-    };
-    // Every file is checked before anything runs.
-    let Some(mut loaded) = run::load_all(&files, err, |_, _| Ok(()))? else {
+    let Some(mut loaded) = run::discover_and_load(&a.run.paths, "roce suite", err)? else {
         return Ok(run::exit::SETUP);
     };
     // On real hosts there is no switch to apply faults: those scenarios are left
