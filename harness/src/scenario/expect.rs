@@ -615,7 +615,9 @@ pub fn psn_rel(off: i64) -> String {
 }
 
 /// Each probe's frames on the wire, in step order, and what answered them: every
-/// response from the target to the prober until the prober's next request.
+/// response from the target to the prober after the probe's first frame, until
+/// the prober's next request. The target may answer the first copy before the
+/// next copy is on the wire; the probe's own copies do not end its answer.
 pub fn probe_answers(o: &Outcome, frames: &[WireFrame]) -> Vec<ProbeAnswer> {
     let mut cursor = 0;
     let mut out = Vec::new();
@@ -624,22 +626,24 @@ pub fn probe_answers(o: &Outcome, frames: &[WireFrame]) -> Vec<ProbeAnswer> {
         let mut a = ProbeAnswer { id: p.id.clone(), on_wire: 0, sent: p.frames.len(), responses: vec![], psn_offset: None, latency_ms: None, frames: vec![] };
         // The probe's frames, in order, from where the last probe's ended.
         let mut want = p.frames.iter().peekable();
-        let mut first_ts = None;
+        let mut own = Vec::new();
         let mut i = cursor;
         while let (Some(w), Some(f)) = (want.peek(), frames.get(i)) {
             if f.src == src && f.dst == dst && f.dest_qp == w.dest_qp && f.psn == w.psn && f.opcode == w.opcode && !f.injected {
-                first_ts.get_or_insert(f.ts_ns);
-                if a.frames.is_empty() {
-                    a.frames.push(f.number);
-                }
-                a.on_wire += 1;
+                own.push(i);
                 want.next();
                 cursor = i + 1;
             }
             i += 1;
         }
-        if let Some(t0) = first_ts {
-            for f in &frames[cursor..] {
+        a.on_wire = own.len();
+        if let Some(&first) = own.first() {
+            let t0 = frames[first].ts_ns;
+            a.frames.push(frames[first].number);
+            for (j, f) in frames.iter().enumerate().skip(first + 1) {
+                if own.contains(&j) {
+                    continue;
+                }
                 if f.src == src && f.dst == dst && f.is_request && !f.injected {
                     break; // the prober's next request: what follows answers that
                 }
@@ -851,6 +855,11 @@ mod tests {
             resp(8, 31, 500, "ack"),
         ];
         let a = probe_answers(&o, &frames);
+        // The target may answer the first copy before the second is on the wire.
+        let mut interleaved = frames.clone();
+        interleaved.swap(1, 2);
+        let b = probe_answers(&o, &interleaved);
+        assert_eq!(a, b, "the same answers whether the NAK comes after both copies or between them");
         assert_eq!(a.len(), 4);
         assert_eq!((a[0].on_wire, &a[0].responses[..], a[0].psn_offset), (2, &["NAK PSN Sequence Error".to_string()][..], Some(0)));
         assert_eq!(a[0].describe(), "NAK PSN Sequence Error (PSN next) after 1.00 ms");
