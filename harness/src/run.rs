@@ -457,15 +457,10 @@ pub fn load_all(
 
 /// `roce run`.
 pub fn run(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> Result<u8> {
-    execute(args, out, err).map(|(code, _)| code)
-}
-
-/// `roce run`, and the report it made (none when nothing ran: exit 2).
-pub fn execute(args: RunArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> Result<(u8, Option<Report>)> {
     let Some(loaded) = discover_and_load(&args.paths, "roce run", err)? else {
-        return Ok((exit::SETUP, None));
+        return Ok(exit::SETUP);
     };
-    execute_loaded(args, loaded, out, err)
+    execute_loaded(args, loaded, out, err).map(|(code, _)| code)
 }
 
 /// Every scenario under `paths`, loaded and checked before anything runs. `None`
@@ -484,8 +479,9 @@ pub fn discover_and_load(
     }
 }
 
-/// Like [`execute`], over scenarios already loaded and checked (`args.paths` is
-/// not looked at): `roce suite` picks what runs on real hosts from them.
+/// `roce run` over scenarios already loaded and checked (`args.paths` is not
+/// looked at; `roce suite` picks what runs on real hosts from them), and the
+/// report it made (none when nothing ran: exit 2).
 pub fn execute_loaded(
     args: RunArgs,
     loaded: Vec<(PathBuf, crate::scenario::model::Scenario)>,
