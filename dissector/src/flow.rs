@@ -25,6 +25,9 @@ use crate::wire::aeth::{AckKind, NakCode};
 use crate::wire::opcode::Kind;
 use crate::wire::{mad, Opcode, Psn, Transport};
 
+mod facts;
+pub use facts::Facts;
+
 /// At most this many NAK / gap events are kept per flow (all are counted).
 pub const MAX_EVENTS: usize = 64;
 /// PSNs remembered per flow for duplicate detection (a power of two).
@@ -667,39 +670,43 @@ impl Analyzer {
     /// Adds one decoded frame (`data` are its captured bytes, `orig_len` its length
     /// on the wire).
     pub fn add(&mut self, number: u64, ts: u64, orig_len: u32, frame: &Frame, data: &[u8]) {
-        self.totals.frames += 1;
-        let Some(ib) = &frame.ib else {
-            if frame.stop.is_some() && frame.roce.is_some() {
-                self.totals.undecodable_frames += 1;
-            } else {
-                self.totals.other_frames += 1;
+        match Facts::of(frame, data) {
+            Some(p) => self.add_facts(number, ts, orig_len, &p),
+            None => {
+                self.totals.frames += 1;
+                if frame.stop.is_some() && frame.roce.is_some() {
+                    self.totals.undecodable_frames += 1;
+                } else {
+                    self.totals.other_frames += 1;
+                }
             }
-            return;
-        };
+        }
+    }
+
+    /// Adds one RoCE packet by its facts: from [`Facts::parse`] (the fast path) or
+    /// [`Facts::of`] a decoded frame.
+    #[inline]
+    pub fn add_facts(&mut self, number: u64, ts: u64, orig_len: u32, p: &Facts) {
+        self.totals.frames += 1;
         self.totals.roce_frames += 1;
-        let Some((src, dst)) = frame.addrs() else { return };
-        let b = ib.bth;
-        let t = b.opcode.transport();
-        let src_qp = match (t, ib.deth) {
-            (Transport::Ud, Some(d)) => d.src_qp,
+        let t = p.opcode.transport();
+        let src_qp = match (t, p.src_qp) {
+            (Transport::Ud, Some(q)) => q,
             _ => u32::MAX,
         };
-        let key = FlowKey { src, dst, dest_qp: b.dest_qp, src_qp };
+        let key = FlowKey { src: p.src, dst: p.dst, dest_qp: p.dest_qp, src_qp };
         let i = self.flow(key, t, number, ts);
-        let payload = frame.payload_len_on_wire().unwrap_or(0) as u64;
         {
             let f = &mut self.flows[i];
             f.packets += 1;
             f.bytes += orig_len as u64;
-            f.payload_bytes += payload;
+            f.payload_bytes += p.payload_len;
             f.last_ts = ts;
-            f.opcodes[b.opcode.0 as usize] += 1;
-            if frame.ecn() == Some(3) {
-                f.ecn_ce += 1;
-            }
-            f.fecn += b.fecn as u64;
-            f.becn += b.becn as u64;
-            match frame.icrc_check(data) {
+            f.opcodes[p.opcode.0 as usize] += 1;
+            f.ecn_ce += (p.ecn == 3) as u64;
+            f.fecn += p.fecn as u64;
+            f.becn += p.becn as u64;
+            match p.icrc {
                 Some(c) => {
                     f.icrc_checked += 1;
                     f.icrc_bad += !c.ok() as u64;
@@ -712,24 +719,22 @@ impl Analyzer {
             self.flows[i].cnps += 1;
             return;
         }
-        if let Some(m) = &frame.mad {
+        if let Some(m) = p.mad {
             self.totals.cm_messages += m.cm.is_some() as u64;
-            self.observe_cm(number, src, m);
+            self.observe_cm(number, p.src, m);
             return;
         }
-        let Some(info) = ib.info else { return };
+        let Some(info) = p.opcode.info() else { return };
         // A frame cut inside its extension headers still has a BTH: its PSN counts;
         // what the missing headers would have said (AETH, RETH) is simply absent.
-        if b.ack_req {
+        if p.ack_req {
             self.flows[i].ack_req += 1;
         }
         if info.is_request() {
-            let dma = ib.reth.map(|r| r.dma_len);
-            self.flows[i].on_request(number, ts, info.kind, b.psn, payload, dma);
+            self.flows[i].on_request(number, ts, info.kind, p.psn, p.payload_len, p.dma_len);
         } else if info.is_response() {
-            if let Some(r) = self.requester_of(i, b.psn) {
-                let syn = ib.aeth.map(|a| a.syndrome);
-                self.flows[r].on_response(number, ts, info.kind, b.psn, syn);
+            if let Some(r) = self.requester_of(i, p.psn) {
+                self.flows[r].on_response(number, ts, info.kind, p.psn, p.syndrome);
             }
         }
     }

@@ -4,11 +4,10 @@ use std::io::{BufWriter, Write};
 use anyhow::Result;
 use clap::Args;
 use dissector::capture::PacketSource;
-use dissector::flow::Analyzer;
+use dissector::flow::{Analyzer, Facts};
 use dissector::frame;
 
 use crate::cli::exit;
-use crate::output::Stats;
 use crate::source::InputArgs;
 
 #[derive(Debug, Args)]
@@ -24,20 +23,26 @@ pub fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8>
     let opts = a.input.decode_options();
     let mut src = a.input.open()?;
     let mut an = Analyzer::new();
-    let mut stats = Stats::default();
+    let mut frames = 0u64;
     let limit = a.input.count.unwrap_or(u64::MAX);
     let mut f = frame::decode(dissector::LinkType::ETHERNET, &[], &opts);
     let result = loop {
-        if stats.frames >= limit {
+        if frames >= limit {
             break Ok(());
         }
         match src.next_packet() {
             // By reference: moving the record out copies it with wide loads that
             // stall on the narrower stores that built it.
             Ok(Some(ref r)) => {
-                frame::decode_into(&mut f, r.link, r.data, &opts);
-                stats.count(&f);
-                an.add(r.number, r.ts_ns, r.orig_len, &f, r.data);
+                frames += 1;
+                // The common layout straight from the bytes; everything else decoded.
+                match Facts::parse(r.link, r.data, &opts) {
+                    Some(p) => an.add_facts(r.number, r.ts_ns, r.orig_len, &p),
+                    None => {
+                        frame::decode_into(&mut f, r.link, r.data, &opts);
+                        an.add(r.number, r.ts_ns, r.orig_len, &f, r.data);
+                    }
+                }
             }
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
@@ -56,7 +61,7 @@ pub fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8>
         Ok(()) => Ok(exit::OK),
         Err(e) => {
             writeln!(err, "roce: error: {e}")?;
-            writeln!(err, "roce: the report above covers the {} frames read before the error", stats.frames)?;
+            writeln!(err, "roce: the report above covers the {} frames read before the error", frames)?;
             Ok(exit::INPUT)
         }
     }

@@ -3,7 +3,7 @@
 
 use dissector::capture;
 use dissector::fields::{self, Ctx, Field};
-use dissector::flow::Analyzer;
+use dissector::flow::{Analyzer, Facts};
 use dissector::frame::{self, Options};
 use dissector::print;
 use dissector::LinkType;
@@ -33,6 +33,10 @@ fn exercise(link: LinkType, data: &[u8], an: &mut Analyzer) {
         fields::write(*f, &ctx, &mut out);
     }
     an.add(1, 5, data.len() as u32, &fr, data);
+    // The flow fast path reads what the decoder reads, or leaves the frame to it.
+    if let Some(p) = Facts::parse(link, data, &Options::default()) {
+        assert_eq!(Some(p), Facts::of(&fr, data), "fast path and decoder disagree on {data:02x?}");
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -1,0 +1,182 @@
+//! What the flow layer takes from one RoCE packet, obtained two ways.
+//!
+//! [`Facts::of`] reads them off a decoded [`Frame`]: it works for every frame the
+//! decoder understands. [`Facts::parse`] reads them straight from the bytes for the
+//! layout nearly every RoCEv2 capture is made of — Ethernet, up to two VLAN tags,
+//! IPv4 without options or IPv6 without extension headers, UDP to a RoCE port, a
+//! complete transport packet that is not a MAD — without building a `Frame`. For
+//! anything else it returns `None` and the caller decodes the frame in full.
+//!
+//! Wherever `parse` returns `Some`, it returns exactly what `of` returns for the
+//! decoded frame; a differential test over every capture and over mutated frames
+//! holds the two to that.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::frame::{self, Frame, IcrcCheck, Mad};
+use crate::wire::ethernet::{self, ethertype};
+use crate::wire::{bth, icrc, ipv4, ipv6, mad, udp, Headers, Opcode, Psn, Syndrome};
+use crate::LinkType;
+
+/// The facts of one RoCE packet whose BTH decoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Facts<'a> {
+    /// IP (or GRH) source and destination.
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// The IP ECN bits (3 = Congestion Experienced).
+    pub ecn: u8,
+    pub opcode: Opcode,
+    pub dest_qp: u32,
+    pub psn: Psn,
+    pub ack_req: bool,
+    pub fecn: bool,
+    pub becn: bool,
+    /// The DETH's source QP (UD).
+    pub src_qp: Option<u32>,
+    /// The RETH's DMA length.
+    pub dma_len: Option<u32>,
+    /// The AETH's syndrome.
+    pub syndrome: Option<Syndrome>,
+    /// Payload bytes on the wire (what the headers announce for a frame cut short by
+    /// the snaplen; 0 when the extension headers themselves were cut).
+    pub payload_len: u64,
+    /// `None` when the ICRC was not captured.
+    pub icrc: Option<IcrcCheck>,
+    pub mad: Option<&'a Mad>,
+}
+
+impl<'a> Facts<'a> {
+    /// The facts of a decoded frame (`data` are its captured bytes); `None` when the
+    /// frame holds no BTH.
+    pub fn of(frame: &'a Frame, data: &[u8]) -> Option<Facts<'a>> {
+        let ib = frame.ib.as_ref()?;
+        let (src, dst) = frame.addrs()?;
+        let b = ib.bth;
+        Some(Facts {
+            src,
+            dst,
+            ecn: frame.ecn()?,
+            opcode: b.opcode,
+            dest_qp: b.dest_qp,
+            psn: b.psn,
+            ack_req: b.ack_req,
+            fecn: b.fecn,
+            becn: b.becn,
+            src_qp: ib.deth.map(|d| d.src_qp),
+            dma_len: ib.reth.map(|r| r.dma_len),
+            syndrome: ib.aeth.map(|a| a.syndrome),
+            payload_len: frame.payload_len_on_wire().unwrap_or(0) as u64,
+            icrc: frame.icrc_check(data),
+            mad: frame.mad.as_ref(),
+        })
+    }
+}
+
+impl Facts<'static> {
+    /// The fast path: the facts of a frame in the common layout (see the module
+    /// docs), or `None` for the caller to decode it with [`frame::decode_into`] and
+    /// take [`Facts::of`] — which also counts what is not RoCE.
+    #[inline]
+    pub fn parse(link: LinkType, data: &[u8], opts: &frame::Options) -> Option<Facts<'static>> {
+        if link != LinkType::ETHERNET {
+            return None;
+        }
+        let mut t = be16(data, ethernet::HEADER_LEN - 2)?;
+        let mut net = ethernet::HEADER_LEN;
+        for _ in 0..2 {
+            if !ethertype::is_vlan(t) {
+                break;
+            }
+            t = be16(data, net + 2)?;
+            net += ethernet::VLAN_TAG_LEN;
+        }
+        let (src, dst, ecn, kind, l4, ip_end) = match t {
+            ethertype::IPV4 => {
+                let ip = data.get(net..net + ipv4::HEADER_LEN)?;
+                let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+                // Version 4, no options, UDP, not a fragment (MF clear, offset 0).
+                let fragment = ip[6] & 0x3F != 0 || ip[7] != 0;
+                if ip[0] != 0x45 || ip[9] != ipv4::PROTO_UDP || total_len < ipv4::HEADER_LEN || fragment {
+                    return None;
+                }
+                let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
+                let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
+                (IpAddr::V4(src), IpAddr::V4(dst), ip[1] & 3, icrc::Net::Ipv4, net + ipv4::HEADER_LEN, net + total_len)
+            }
+            ethertype::IPV6 => {
+                let ip: &[u8; ipv6::HEADER_LEN] = data.get(net..net + ipv6::HEADER_LEN)?.try_into().ok()?;
+                // Version 6, UDP straight after the fixed header.
+                if ip[0] >> 4 != 6 || ip[6] != ipv4::PROTO_UDP {
+                    return None;
+                }
+                let addr = |at: usize| {
+                    let mut a = [0u8; 16];
+                    a.copy_from_slice(&ip[at..at + 16]);
+                    IpAddr::V6(Ipv6Addr::from(a))
+                };
+                let payload_len = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+                let l4 = net + ipv6::HEADER_LEN;
+                (addr(8), addr(24), (ip[1] >> 4) & 3, icrc::Net::Ipv6, l4, l4 + payload_len)
+            }
+            _ => return None,
+        };
+        let u = data.get(l4..l4 + udp::HEADER_LEN)?;
+        let length = usize::from(u16::from_be_bytes([u[4], u[5]]));
+        if length < udp::HEADER_LEN || !opts.roce_ports.contains(&u16::from_be_bytes([u[2], u[3]])) {
+            return None;
+        }
+        let bth_at = l4 + udp::HEADER_LEN;
+        let end = (l4 + length).min(ip_end.max(bth_at));
+        // A frame cut short by the snaplen, or one too short for its BTH.
+        let packet = data.get(..end)?;
+        let b: &[u8; bth::HEADER_LEN] = packet.get(bth_at..bth_at + bth::HEADER_LEN)?.try_into().ok()?;
+        let opcode = Opcode(b[0]);
+        let dest_qp = u32::from_be_bytes([0, b[5], b[6], b[7]]);
+        let headers = opcode.info().map_or(Headers::PAYLOAD, |i| i.headers);
+        let mut off = bth_at + bth::HEADER_LEN;
+        let (mut src_qp, mut dma_len, mut syndrome) = (None, None, None);
+        for (h, len) in headers.iter() {
+            let x = packet.get(off..off + len)?;
+            match h {
+                Headers::DETH => src_qp = Some(u32::from_be_bytes([0, x[5], x[6], x[7]])),
+                Headers::RETH => dma_len = Some(u32::from_be_bytes([x[12], x[13], x[14], x[15]])),
+                Headers::AETH => syndrome = Some(Syndrome(x[0])),
+                _ => {}
+            }
+            off += len;
+        }
+        // MADs carry more than these facts; the decoder handles them.
+        if dest_qp == mad::GSI_QP && src_qp.is_some() {
+            return None;
+        }
+        let icrc_at = end.checked_sub(4).filter(|&i| i >= off)?;
+        let pad = usize::from((b[1] >> 4) & 3);
+        let payload_len = (icrc_at - off).checked_sub(pad)? as u64;
+        let wire = icrc::from_wire(packet[icrc_at..].try_into().ok()?);
+        let computed = icrc::compute_covered(kind, &packet[net..icrc_at], l4 - net, bth_at - net);
+        Some(Facts {
+            src,
+            dst,
+            ecn,
+            opcode,
+            dest_qp,
+            psn: Psn::new(u32::from_be_bytes([0, b[9], b[10], b[11]])),
+            ack_req: b[8] & 0x80 != 0,
+            fecn: b[4] & 0x80 != 0,
+            becn: b[4] & 0x40 != 0,
+            src_qp,
+            dma_len,
+            syndrome,
+            payload_len,
+            icrc: Some(IcrcCheck { wire, computed }),
+            mad: None,
+        })
+    }
+}
+
+#[inline]
+fn be16(data: &[u8], at: usize) -> Option<u16> {
+    let b = data.get(at..at + 2)?;
+    Some(u16::from_be_bytes([b[0], b[1]]))
+}
