@@ -236,21 +236,38 @@ fn dec(out: &mut Vec<u8>, v: impl itoa::Integer) {
     out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
 }
 
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
 /// `0x` and `digits` lowercase hex digits.
 fn hex(out: &mut Vec<u8>, v: u64, digits: u32) {
-    out.extend_from_slice(b"0x");
-    hex_bare(out, v, digits);
+    let mut b = hex16(v);
+    let start = 16 - digits.min(16) as usize;
+    b[start..start + 2].copy_from_slice(b"0x");
+    out.extend_from_slice(&b[start..]);
 }
 
 fn hex_bare(out: &mut Vec<u8>, v: u64, digits: u32) {
-    let mut b = [0u8; 16];
-    let d = digits.min(16) as usize;
-    for (i, slot) in b[..d].iter_mut().enumerate() {
-        *slot = HEX[((v >> ((d - 1 - i) * 4)) & 0xF) as usize];
-    }
-    out.extend_from_slice(&b[..d]);
+    out.extend_from_slice(&hex16(v)[18 - digits.min(16) as usize..]);
+}
+
+/// Two spare bytes (for a `0x`), then the sixteen hex digits of `v`: one copy out.
+fn hex16(v: u64) -> [u8; 18] {
+    let mut b = [0u8; 18];
+    b[2..10].copy_from_slice(&hex8((v >> 32) as u32));
+    b[10..].copy_from_slice(&hex8(v as u32));
+    b
+}
+
+/// The eight lowercase hex digits of `v`, most significant first, computed eight at
+/// a time in one u64 (SWAR): a table lookup per digit costs more than the field.
+fn hex8(v: u32) -> [u8; 8] {
+    // Spread the nibbles one per byte, the most significant into the top byte.
+    let mut x = v as u64;
+    x = (x | x << 16) & 0x0000_FFFF_0000_FFFF;
+    x = (x | x << 8) & 0x00FF_00FF_00FF_00FF;
+    x = (x | x << 4) & 0x0F0F_0F0F_0F0F_0F0F;
+    // 0x01 in each byte holding 10..=15 (no byte carries: 15 + 6 < 256).
+    let letters = ((x + 0x0606_0606_0606_0606) >> 4) & 0x0101_0101_0101_0101;
+    // '0' + nibble, and 'a' - '0' - 10 = 39 more for a letter.
+    (x + 0x3030_3030_3030_3030 + letters * 39).to_be_bytes()
 }
 
 fn bit(out: &mut Vec<u8>, b: bool) {
@@ -285,9 +302,10 @@ thread_local! {
 fn ipv4(out: &mut Vec<u8>, v: std::net::Ipv4Addr) {
     let addr = u32::from(v);
     V4_CACHE.with(|c| {
-        let mut cache = c.get();
-        let slot = (addr ^ addr >> 8) as usize % cache.len();
-        let mut e = cache[slot];
+        let c: &core::cell::Cell<[V4Text]> = c;
+        let cache = c.as_slice_of_cells();
+        let slot = &cache[(addr ^ addr >> 8) as usize % cache.len()];
+        let mut e = slot.get();
         if e.len == 0 || e.addr != addr {
             let mut t = Vec::with_capacity(15);
             let [a, b, c2, d] = v.octets();
@@ -301,8 +319,7 @@ fn ipv4(out: &mut Vec<u8>, v: std::net::Ipv4Addr) {
             e.addr = addr;
             e.len = t.len() as u8;
             e.text[..t.len()].copy_from_slice(&t);
-            cache[slot] = e;
-            c.set(cache);
+            slot.set(e);
         }
         out.extend_from_slice(&e.text[..e.len as usize]);
     })
@@ -556,6 +573,34 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn hex_string(v: u64, digits: u32) -> String {
+        let mut out = Vec::new();
+        hex_bare(&mut out, v, digits);
+        String::from_utf8(out).expect("hex digits are ASCII")
+    }
+
+    #[test]
+    fn hex_digits_at_the_edges() {
+        assert_eq!(hex_string(0, 6), "000000");
+        assert_eq!(hex_string(u64::MAX, 16), "ffffffffffffffff");
+        assert_eq!(hex_string(0x0123_4567_89ab_cdef, 16), "0123456789abcdef");
+        assert_eq!(hex_string(0xfedc_ba98_7654_3210, 16), "fedcba9876543210");
+        // Fewer digits keep the low ones, as a fixed-width field shows them.
+        assert_eq!(hex_string(0x1234_5678_9abc, 8), "56789abc");
+        assert_eq!(hex_string(0x9a, 1), "a");
+        assert_eq!(hex_string(0x9a, 0), "");
+    }
+
+    proptest! {
+        #[test]
+        fn hex_matches_std(v in any::<u64>(), digits in 0u32..=16) {
+            let masked = if digits == 16 { v } else { v & ((1u64 << (4 * digits)) - 1) };
+            let want = if digits == 0 { String::new() } else { format!("{masked:0w$x}", w = digits as usize) };
+            prop_assert_eq!(hex_string(v, digits), want);
+        }
+    }
 
     #[test]
     fn names_are_unique_and_found() {

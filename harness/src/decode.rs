@@ -181,7 +181,10 @@ pub fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8
                 line.clear();
                 for (i, &f) in field_ids.iter().enumerate() {
                     if i > 0 {
-                        line.extend_from_slice(&fopts.separator);
+                        match fopts.separator[..] {
+                            [one] => line.push(one),
+                            ref sep => line.extend_from_slice(sep),
+                        }
                     }
                     if plain_values {
                         fields::write(f, &ctx, &mut line);
