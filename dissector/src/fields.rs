@@ -591,6 +591,14 @@ mod tests {
         assert_eq!(hex_string(0x1234_5678_9abc, 8), "56789abc");
         assert_eq!(hex_string(0x9a, 1), "a");
         assert_eq!(hex_string(0x9a, 0), "");
+        let prefixed = |v, digits| {
+            let mut out = Vec::new();
+            hex(&mut out, v, digits);
+            String::from_utf8(out).expect("hex digits are ASCII")
+        };
+        assert_eq!(prefixed(0x12, 6), "0x000012");
+        assert_eq!(prefixed(0x7f00_0000_0000, 16), "0x00007f0000000000");
+        assert_eq!(prefixed(0xabc, 2), "0xbc");
     }
 
     proptest! {

@@ -1,5 +1,6 @@
 //! Fuzzing in the test suite: mutated real frames and arbitrary bytes through every
-//! printer and the flow analyzer, a bounded number of cases. Nothing may panic.
+//! printer and the flow analyzer, a bounded number of cases. Nothing may panic, and
+//! the flow fast path (`Facts::parse`) must agree with the decoder wherever it answers.
 
 use dissector::capture;
 use dissector::fields::{self, Ctx, Field};
