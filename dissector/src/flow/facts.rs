@@ -75,8 +75,9 @@ impl<'a> Facts<'a> {
 
 impl Facts<'static> {
     /// The fast path: the facts of a frame in the common layout (see the module
-    /// docs), or `None` for the caller to decode it with [`frame::decode_into`] and
-    /// take [`Facts::of`] — which also counts what is not RoCE.
+    /// docs), or `None`. The caller then decodes the frame ([`frame::decode_into`])
+    /// and hands it to [`Analyzer::add`](super::Analyzer::add), which also counts
+    /// the frames that are not RoCE.
     #[inline]
     pub fn parse(link: LinkType, data: &[u8], opts: &frame::Options) -> Option<Facts<'static>> {
         if link != LinkType::ETHERNET {
