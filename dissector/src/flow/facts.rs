@@ -11,11 +11,12 @@
 //! decoded frame; a differential test over every capture and over mutated frames
 //! holds the two to that.
 
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::net::IpAddr;
 
 use crate::frame::{self, Frame, IcrcCheck, Mad};
-use crate::wire::ethernet::{self, ethertype};
-use crate::wire::{bth, icrc, ipv4, ipv6, mad, udp, Headers, Opcode, Psn, Syndrome};
+use crate::wire::ethernet::{self, ethertype, VlanTag};
+use crate::wire::ext::{DethPacket, RethPacket};
+use crate::wire::{aeth, bth, icrc, ipv4, ipv6, mad, udp, Headers, Opcode, Psn, Syndrome};
 use crate::LinkType;
 
 /// The facts of one RoCE packet whose BTH decoded.
@@ -83,77 +84,75 @@ impl Facts<'static> {
         if link != LinkType::ETHERNET {
             return None;
         }
-        let mut t = be16(data, ethernet::HEADER_LEN - 2)?;
+        // The header views of `wire`, over slices whose length is checked here.
+        let mut t = ethernet::Frame::new_checked(data).ok()?.ethertype();
         let mut net = ethernet::HEADER_LEN;
         for _ in 0..2 {
             if !ethertype::is_vlan(t) {
                 break;
             }
-            t = be16(data, net + 2)?;
+            t = VlanTag::parse(t, data.get(net..)?).ok()?.inner_type;
             net += ethernet::VLAN_TAG_LEN;
         }
         let (src, dst, ecn, kind, l4, ip_end) = match t {
             ethertype::IPV4 => {
-                let ip = data.get(net..net + ipv4::HEADER_LEN)?;
-                let total_len = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
-                // Version 4, no options, UDP, not a fragment (MF clear, offset 0).
-                let fragment = ip[6] & 0x3F != 0 || ip[7] != 0;
-                if ip[0] != 0x45 || ip[9] != ipv4::PROTO_UDP || total_len < ipv4::HEADER_LEN || fragment {
+                let ip = ipv4::Packet::new_unchecked(data.get(net..net + ipv4::HEADER_LEN)?);
+                let total_len = usize::from(ip.total_len());
+                // Version 4, no options, UDP, not a fragment.
+                let fragment = ip.more_frags() || ip.frag_offset() != 0;
+                if ip.version() != 4
+                    || ip.ihl() != 5
+                    || ip.protocol() != ipv4::PROTO_UDP
+                    || total_len < ipv4::HEADER_LEN
+                    || fragment
+                {
                     return None;
                 }
-                let src = Ipv4Addr::new(ip[12], ip[13], ip[14], ip[15]);
-                let dst = Ipv4Addr::new(ip[16], ip[17], ip[18], ip[19]);
-                (IpAddr::V4(src), IpAddr::V4(dst), ip[1] & 3, icrc::Net::Ipv4, net + ipv4::HEADER_LEN, net + total_len)
+                let l4 = net + ipv4::HEADER_LEN;
+                (IpAddr::V4(ip.src()), IpAddr::V4(ip.dst()), ip.ecn(), icrc::Net::Ipv4, l4, net + total_len)
             }
             ethertype::IPV6 => {
-                let ip: &[u8; ipv6::HEADER_LEN] = data.get(net..net + ipv6::HEADER_LEN)?.try_into().ok()?;
+                let ip = ipv6::Packet::new_unchecked(data.get(net..net + ipv6::HEADER_LEN)?);
                 // Version 6, UDP straight after the fixed header.
-                if ip[0] >> 4 != 6 || ip[6] != ipv4::PROTO_UDP {
+                if ip.version() != 6 || ip.next_header() != ipv4::PROTO_UDP {
                     return None;
                 }
-                let addr = |at: usize| {
-                    let mut a = [0u8; 16];
-                    a.copy_from_slice(&ip[at..at + 16]);
-                    IpAddr::V6(Ipv6Addr::from(a))
-                };
-                let payload_len = usize::from(u16::from_be_bytes([ip[4], ip[5]]));
                 let l4 = net + ipv6::HEADER_LEN;
-                (addr(8), addr(24), (ip[1] >> 4) & 3, icrc::Net::Ipv6, l4, l4 + payload_len)
+                let ip_end = l4 + usize::from(ip.payload_len());
+                (IpAddr::V6(ip.src()), IpAddr::V6(ip.dst()), ip.ecn(), icrc::Net::Ipv6, l4, ip_end)
             }
             _ => return None,
         };
-        let u = data.get(l4..l4 + udp::HEADER_LEN)?;
-        let length = usize::from(u16::from_be_bytes([u[4], u[5]]));
-        if length < udp::HEADER_LEN || !opts.roce_ports.contains(&u16::from_be_bytes([u[2], u[3]])) {
+        let u = udp::Packet::new_unchecked(data.get(l4..l4 + udp::HEADER_LEN)?);
+        let length = usize::from(u.length());
+        if length < udp::HEADER_LEN || !opts.roce_ports.contains(&u.dst_port()) {
             return None;
         }
         let bth_at = l4 + udp::HEADER_LEN;
         let end = (l4 + length).min(ip_end.max(bth_at));
         // A frame cut short by the snaplen, or one too short for its BTH.
         let packet = data.get(..end)?;
-        let b: &[u8; bth::HEADER_LEN] = packet.get(bth_at..bth_at + bth::HEADER_LEN)?.try_into().ok()?;
-        let opcode = Opcode(b[0]);
-        let dest_qp = u32::from_be_bytes([0, b[5], b[6], b[7]]);
+        let b = bth::Packet::new_unchecked(packet.get(bth_at..bth_at + bth::HEADER_LEN)?);
+        let opcode = b.opcode();
         let headers = opcode.info().map_or(Headers::PAYLOAD, |i| i.headers);
         let mut off = bth_at + bth::HEADER_LEN;
         let (mut src_qp, mut dma_len, mut syndrome) = (None, None, None);
         for (h, len) in headers.iter() {
             let x = packet.get(off..off + len)?;
             match h {
-                Headers::DETH => src_qp = Some(u32::from_be_bytes([0, x[5], x[6], x[7]])),
-                Headers::RETH => dma_len = Some(u32::from_be_bytes([x[12], x[13], x[14], x[15]])),
-                Headers::AETH => syndrome = Some(Syndrome(x[0])),
+                Headers::DETH => src_qp = Some(DethPacket::new_unchecked(x).src_qp()),
+                Headers::RETH => dma_len = Some(RethPacket::new_unchecked(x).dma_len()),
+                Headers::AETH => syndrome = Some(aeth::Packet::new_unchecked(x).syndrome()),
                 _ => {}
             }
             off += len;
         }
         // MADs carry more than these facts; the decoder handles them.
-        if dest_qp == mad::GSI_QP && src_qp.is_some() {
+        if b.dest_qp() == mad::GSI_QP && src_qp.is_some() {
             return None;
         }
         let icrc_at = end.checked_sub(4).filter(|&i| i >= off)?;
-        let pad = usize::from((b[1] >> 4) & 3);
-        let payload_len = (icrc_at - off).checked_sub(pad)? as u64;
+        let payload_len = (icrc_at - off).checked_sub(usize::from(b.pad_count()))? as u64;
         let wire = icrc::from_wire(packet[icrc_at..].try_into().ok()?);
         let computed = icrc::compute_covered(kind, &packet[net..icrc_at], l4 - net, bth_at - net);
         Some(Facts {
@@ -161,11 +160,11 @@ impl Facts<'static> {
             dst,
             ecn,
             opcode,
-            dest_qp,
-            psn: Psn::new(u32::from_be_bytes([0, b[9], b[10], b[11]])),
-            ack_req: b[8] & 0x80 != 0,
-            fecn: b[4] & 0x80 != 0,
-            becn: b[4] & 0x40 != 0,
+            dest_qp: b.dest_qp(),
+            psn: b.psn(),
+            ack_req: b.ack_req(),
+            fecn: b.fecn(),
+            becn: b.becn(),
             src_qp,
             dma_len,
             syndrome,
@@ -174,10 +173,4 @@ impl Facts<'static> {
             mad: None,
         })
     }
-}
-
-#[inline]
-fn be16(data: &[u8], at: usize) -> Option<u16> {
-    let b = data.get(at..at + 2)?;
-    Some(u16::from_be_bytes([b[0], b[1]]))
 }

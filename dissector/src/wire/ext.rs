@@ -51,9 +51,11 @@ header_view!(
     DethPacket, 8
 );
 impl<T: AsRef<[u8]>> DethPacket<T> {
+    #[inline]
     pub fn q_key(&self) -> u32 {
         be::u32(self.buffer.as_ref(), 0..4)
     }
+    #[inline]
     pub fn src_qp(&self) -> u32 {
         be::u24(self.buffer.as_ref(), 5..8)
     }
@@ -89,12 +91,15 @@ header_view!(
     RethPacket, 16
 );
 impl<T: AsRef<[u8]>> RethPacket<T> {
+    #[inline]
     pub fn va(&self) -> u64 {
         be::u64(self.buffer.as_ref(), 0..8)
     }
+    #[inline]
     pub fn r_key(&self) -> u32 {
         be::u32(self.buffer.as_ref(), 8..12)
     }
+    #[inline]
     pub fn dma_len(&self) -> u32 {
         be::u32(self.buffer.as_ref(), 12..16)
     }
@@ -134,9 +139,11 @@ header_view!(
     AtomicEthPacket, 28
 );
 impl<T: AsRef<[u8]>> AtomicEthPacket<T> {
+    #[inline]
     pub fn va(&self) -> u64 {
         be::u64(self.buffer.as_ref(), 0..8)
     }
+    #[inline]
     pub fn r_key(&self) -> u32 {
         be::u32(self.buffer.as_ref(), 8..12)
     }

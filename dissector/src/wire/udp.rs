@@ -33,15 +33,19 @@ impl<T: AsRef<[u8]>> Packet<T> {
         }
         Ok(p)
     }
+    #[inline]
     pub fn src_port(&self) -> u16 {
         be::u16(self.buffer.as_ref(), field::SRC_PORT)
     }
+    #[inline]
     pub fn dst_port(&self) -> u16 {
         be::u16(self.buffer.as_ref(), field::DST_PORT)
     }
+    #[inline]
     pub fn length(&self) -> u16 {
         be::u16(self.buffer.as_ref(), field::LENGTH)
     }
+    #[inline]
     pub fn checksum(&self) -> u16 {
         be::u16(self.buffer.as_ref(), field::CHECKSUM)
     }
