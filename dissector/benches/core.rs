@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use dissector::craft::{Conversation, Dir};
 use dissector::fields::{self, Ctx, Field};
-use dissector::flow::{Analyzer, Facts};
+use dissector::flow::Analyzer;
 use dissector::frame::{self, Options};
 use dissector::wire::Syndrome;
 use dissector::LinkType;
@@ -132,13 +132,7 @@ fn main() {
     measure("flow fast path (roce flows)", &mut || {
         let mut an = Analyzer::new();
         for (i, f) in frames.iter().enumerate() {
-            match Facts::parse(LinkType::ETHERNET, f.data, &opts) {
-                Some(p) => an.add_facts(i as u64 + 1, f.ts_ns, f.data.len() as u32, &p),
-                None => {
-                    frame::decode_into(&mut fr, LinkType::ETHERNET, f.data, &opts);
-                    an.add(i as u64 + 1, f.ts_ns, f.data.len() as u32, &fr, f.data);
-                }
-            }
+            an.add_captured(i as u64 + 1, f.ts_ns, f.data.len() as u32, LinkType::ETHERNET, f.data, &opts, &mut fr);
         }
         assert_eq!(an.flows().len(), 16);
     });

@@ -20,7 +20,8 @@ use std::net::IpAddr;
 
 use serde::Serialize;
 
-use crate::frame::Frame;
+use crate::frame::{self, Frame};
+use crate::LinkType;
 use crate::wire::aeth::{AckKind, NakCode};
 use crate::wire::opcode::Kind;
 use crate::wire::{mad, Opcode, Psn, Transport};
@@ -679,6 +680,30 @@ impl Analyzer {
                 } else {
                     self.totals.other_frames += 1;
                 }
+            }
+        }
+    }
+
+    /// Adds one captured frame by its bytes: the common layout through the fast
+    /// path ([`Facts::parse`]), anything else decoded in full into `scratch` (a
+    /// reused [`Frame`]) and added with [`Analyzer::add`].
+    #[inline]
+    #[allow(clippy::too_many_arguments)]
+    pub fn add_captured(
+        &mut self,
+        number: u64,
+        ts: u64,
+        orig_len: u32,
+        link: LinkType,
+        data: &[u8],
+        opts: &frame::Options,
+        scratch: &mut Frame,
+    ) {
+        match Facts::parse(link, data, opts) {
+            Some(p) => self.add_facts(number, ts, orig_len, &p),
+            None => {
+                frame::decode_into(scratch, link, data, opts);
+                self.add(number, ts, orig_len, scratch, data);
             }
         }
     }

@@ -4,7 +4,7 @@ use std::io::{BufWriter, Write};
 use anyhow::Result;
 use clap::Args;
 use dissector::capture::PacketSource;
-use dissector::flow::{Analyzer, Facts};
+use dissector::flow::Analyzer;
 use dissector::frame;
 
 use crate::cli::exit;
@@ -35,14 +35,7 @@ pub fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8>
             // stall on the narrower stores that built it.
             Ok(Some(ref r)) => {
                 frames += 1;
-                // The common layout straight from the bytes; everything else decoded.
-                match Facts::parse(r.link, r.data, &opts) {
-                    Some(p) => an.add_facts(r.number, r.ts_ns, r.orig_len, &p),
-                    None => {
-                        frame::decode_into(&mut f, r.link, r.data, &opts);
-                        an.add(r.number, r.ts_ns, r.orig_len, &f, r.data);
-                    }
-                }
+                an.add_captured(r.number, r.ts_ns, r.orig_len, r.link, r.data, &opts, &mut f);
             }
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),
