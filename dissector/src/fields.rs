@@ -205,31 +205,13 @@ impl Field {
         if let Some(&(f, _, _)) = Field::ALL.iter().find(|(_, n, _)| *n == name) {
             return Ok(f);
         }
-        let suggestion = Field::ALL
-            .iter()
-            .map(|(_, n, _)| (edit_distance(name, n), *n))
-            .filter(|(d, n)| *d <= 3.max(n.len() / 4))
-            .min()
-            .map(|(_, n)| n);
+        let suggestion = crate::text::did_you_mean(name, Field::ALL.iter().map(|(_, n, _)| *n));
         Err(UnknownField { name: name.to_string(), suggestion })
     }
 
     pub fn name(self) -> &'static str {
         Field::ALL.iter().find(|(f, _, _)| *f == self).map_or("?", |(_, n, _)| n)
     }
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 fn dec(out: &mut Vec<u8>, v: impl itoa::Integer) {

@@ -27,6 +27,7 @@ use crate::wire::opcode::Kind;
 use crate::wire::{mad, Opcode, Psn, Transport};
 
 mod facts;
+pub mod recovery;
 pub use facts::Facts;
 
 /// At most this many NAK / gap events are kept per flow (all are counted).

@@ -19,6 +19,7 @@ pub mod flow;
 pub mod frame;
 pub mod linktype;
 pub mod print;
+pub mod text;
 pub mod wire;
 
 pub use linktype::LinkType;

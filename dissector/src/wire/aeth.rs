@@ -80,8 +80,35 @@ pub enum AckKind {
     Reserved,
 }
 
+impl AckKind {
+    /// Its class (`None` for a reserved syndrome).
+    pub const fn class(self) -> Option<AckClass> {
+        match self {
+            AckKind::Ack { .. } => Some(AckClass::Ack),
+            AckKind::RnrNak { .. } => Some(AckClass::RnrNak),
+            AckKind::Nak(c) => Some(AckClass::Nak(c)),
+            AckKind::Reserved => None,
+        }
+    }
+    /// A NAK or RNR NAK: which.
+    pub const fn nak(self) -> Option<NakKind> {
+        match self {
+            AckKind::RnrNak { .. } => Some(NakKind::Rnr),
+            AckKind::Nak(c) => Some(NakKind::Nak(c)),
+            _ => None,
+        }
+    }
+    /// How long an RNR NAK tells the requester to wait, in µs.
+    pub const fn rnr_wait_us(self) -> Option<u32> {
+        match self {
+            AckKind::RnrNak { timer } => Some(RNR_TIMER_US[(timer & 0x1F) as usize]),
+            _ => None,
+        }
+    }
+}
+
 /// NAK codes (IBA Vol 1, table 44).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum NakCode {
     PsnSequenceError,
     InvalidRequest,
@@ -91,26 +118,219 @@ pub enum NakCode {
     Reserved(u8),
 }
 
+/// One row of the NAK table: everything any layer says about a NAK code. This is
+/// the one home of these facts; decoding, scenarios, `roce check`'s hints, reports
+/// and the HTML ladder all read them from here.
+struct NakRow {
+    code: NakCode,
+    /// The 5-bit code in the syndrome (bits 4–0, with bits 6–5 = 11).
+    value: u8,
+    /// As the IBA spec and tshark write it.
+    name: &'static str,
+    /// As scenario files write it (`naks = ["remote_access_error"]`).
+    key: &'static str,
+    /// What a libibverbs requester's completion says.
+    wc_status: Option<&'static str>,
+}
+
+const NAKS: [NakRow; 5] = [
+    NakRow { code: NakCode::PsnSequenceError, value: 0, name: "PSN Sequence Error", key: "psn_sequence_error", wc_status: None },
+    NakRow { code: NakCode::InvalidRequest, value: 1, name: "Invalid Request", key: "invalid_request", wc_status: Some("IBV_WC_REM_INV_REQ_ERR") },
+    NakRow { code: NakCode::RemoteAccessError, value: 2, name: "Remote Access Error", key: "remote_access_error", wc_status: Some("IBV_WC_REM_ACCESS_ERR") },
+    NakRow { code: NakCode::RemoteOperationalError, value: 3, name: "Remote Operational Error", key: "remote_operational_error", wc_status: Some("IBV_WC_REM_OP_ERR") },
+    NakRow { code: NakCode::InvalidRdRequest, value: 4, name: "Invalid RD Request", key: "invalid_rd_request", wc_status: Some("IBV_WC_REM_INV_RD_REQ_ERR") },
+];
+
 impl NakCode {
-    pub const fn name(self) -> &'static str {
+    /// The defined codes, in code order.
+    pub const ALL: [NakCode; 5] = {
+        let mut all = [NakCode::PsnSequenceError; 5];
+        let mut i = 0;
+        while i < NAKS.len() {
+            all[i] = NAKS[i].code;
+            i += 1;
+        }
+        all
+    };
+
+    const fn row(self) -> Option<&'static NakRow> {
+        let mut i = 0;
+        while i < NAKS.len() {
+            if NAKS[i].value == self.value() && !matches!(self, NakCode::Reserved(_)) {
+                return Some(&NAKS[i]);
+            }
+            i += 1;
+        }
+        None
+    }
+
+    /// The code of a NAK syndrome's low five bits.
+    pub const fn from_value(v: u8) -> NakCode {
+        let v = v & 0x1F;
+        let mut i = 0;
+        while i < NAKS.len() {
+            if NAKS[i].value == v {
+                return NAKS[i].code;
+            }
+            i += 1;
+        }
+        NakCode::Reserved(v)
+    }
+
+    /// The five-bit code.
+    pub const fn value(self) -> u8 {
         match self {
-            NakCode::PsnSequenceError => "PSN Sequence Error",
-            NakCode::InvalidRequest => "Invalid Request",
-            NakCode::RemoteAccessError => "Remote Access Error",
-            NakCode::RemoteOperationalError => "Remote Operational Error",
-            NakCode::InvalidRdRequest => "Invalid RD Request",
-            NakCode::Reserved(_) => "Reserved NAK code",
+            NakCode::PsnSequenceError => 0,
+            NakCode::InvalidRequest => 1,
+            NakCode::RemoteAccessError => 2,
+            NakCode::RemoteOperationalError => 3,
+            NakCode::InvalidRdRequest => 4,
+            NakCode::Reserved(v) => v & 0x1F,
         }
     }
+
+    /// `Remote Access Error`, as the spec and tshark name it.
+    pub const fn name(self) -> &'static str {
+        match self.row() {
+            Some(r) => r.name,
+            None => "Reserved NAK code",
+        }
+    }
+
+    /// `remote_access_error`, as scenario files name it.
+    pub const fn key(self) -> &'static str {
+        match self.row() {
+            Some(r) => r.key,
+            None => "reserved",
+        }
+    }
+
     /// The completion status a libibverbs requester sees for this NAK.
     pub const fn wc_status(self) -> Option<&'static str> {
-        match self {
-            NakCode::InvalidRequest => Some("IBV_WC_REM_INV_REQ_ERR"),
-            NakCode::RemoteAccessError => Some("IBV_WC_REM_ACCESS_ERR"),
-            NakCode::RemoteOperationalError => Some("IBV_WC_REM_OP_ERR"),
-            NakCode::InvalidRdRequest => Some("IBV_WC_REM_INV_RD_REQ_ERR"),
-            _ => None,
+        match self.row() {
+            Some(r) => r.wc_status,
+            None => None,
         }
+    }
+}
+
+/// The spec's name: `Remote Access Error`.
+impl fmt::Display for NakCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is not a NAK code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownName {
+    pub name: String,
+    /// The known names of the kind asked for.
+    pub known: Vec<&'static str>,
+}
+
+impl fmt::Display for UnknownName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown name `{}` (known: {})", self.name, self.known.join(", "))
+    }
+}
+
+impl std::error::Error for UnknownName {}
+
+/// Words compared without case and with runs of white space as one.
+fn same_words(a: &str, b: &str) -> bool {
+    a.split_whitespace().map(str::to_ascii_lowercase).eq(b.split_whitespace().map(str::to_ascii_lowercase))
+}
+
+/// Either form: the spec's name (`Remote Access Error`, any case) or the scenario
+/// key (`remote_access_error`).
+impl core::str::FromStr for NakCode {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<NakCode, UnknownName> {
+        NAKS.iter()
+            .find(|r| r.key == s.trim() || same_words(r.name, s))
+            .map(|r| r.code)
+            .ok_or_else(|| UnknownName { name: s.to_string(), known: NAKS.iter().map(|r| r.key).collect() })
+    }
+}
+
+/// What an acknowledgement says, by class: how scenarios, reports and the ladder
+/// name a response (`ACK`, `RNR NAK`, `NAK Remote Access Error`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AckClass {
+    Ack,
+    RnrNak,
+    Nak(NakCode),
+}
+
+impl AckClass {
+    /// Every class with a name, in syndrome order.
+    pub fn all() -> impl Iterator<Item = AckClass> {
+        [AckClass::Ack, AckClass::RnrNak].into_iter().chain(NakCode::ALL.into_iter().map(AckClass::Nak))
+    }
+}
+
+/// `ACK`, `RNR NAK`, `NAK Remote Access Error`.
+impl fmt::Display for AckClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AckClass::Ack => f.write_str("ACK"),
+            AckClass::RnrNak => f.write_str("RNR NAK"),
+            AckClass::Nak(c) => write!(f, "NAK {}", c.name()),
+        }
+    }
+}
+
+impl core::str::FromStr for AckClass {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<AckClass, UnknownName> {
+        AckClass::all().find(|c| same_words(&c.to_string(), s)).ok_or_else(|| UnknownName {
+            name: s.to_string(),
+            known: vec!["ACK", "RNR NAK", "NAK <code>"],
+        })
+    }
+}
+
+/// A negative acknowledgement of either kind, as scenarios list the ones that
+/// must appear: `rnr`, or a NAK code's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum NakKind {
+    Rnr,
+    Nak(NakCode),
+}
+
+impl NakKind {
+    /// Every kind, `rnr` last.
+    pub fn all() -> impl Iterator<Item = NakKind> {
+        NakCode::ALL.into_iter().map(NakKind::Nak).chain([NakKind::Rnr])
+    }
+    /// `rnr`, `remote_access_error`.
+    pub const fn key(self) -> &'static str {
+        match self {
+            NakKind::Rnr => "rnr",
+            NakKind::Nak(c) => c.key(),
+        }
+    }
+}
+
+/// The scenario key: `rnr`, `remote_access_error`.
+impl fmt::Display for NakKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.key())
+    }
+}
+
+impl core::str::FromStr for NakKind {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<NakKind, UnknownName> {
+        let s = s.trim();
+        if s.eq_ignore_ascii_case("rnr") || same_words(s, "RNR NAK") {
+            return Ok(NakKind::Rnr);
+        }
+        s.parse::<NakCode>().map(NakKind::Nak).map_err(|mut e| {
+            e.known.push("rnr");
+            e
+        })
     }
 }
 
@@ -131,6 +351,10 @@ impl Syndrome {
     pub const fn nak(code: u8) -> Syndrome {
         Syndrome(0x60 | (code & 0x1F))
     }
+    /// The NAK syndrome of `code`.
+    pub const fn of_nak(code: NakCode) -> Syndrome {
+        Syndrome::nak(code.value())
+    }
 
     pub const fn kind(self) -> AckKind {
         if self.0 & 0x80 != 0 {
@@ -140,14 +364,7 @@ impl Syndrome {
         match (self.0 >> 5) & 3 {
             0 => AckKind::Ack { credits: v },
             1 => AckKind::RnrNak { timer: v },
-            3 => AckKind::Nak(match v {
-                0 => NakCode::PsnSequenceError,
-                1 => NakCode::InvalidRequest,
-                2 => NakCode::RemoteAccessError,
-                3 => NakCode::RemoteOperationalError,
-                4 => NakCode::InvalidRdRequest,
-                x => NakCode::Reserved(x),
-            }),
+            3 => AckKind::Nak(NakCode::from_value(v)),
             _ => AckKind::Reserved,
         }
     }
@@ -179,7 +396,7 @@ impl fmt::Display for Syndrome {
                 let us = RNR_TIMER_US[timer as usize];
                 write!(f, "RNR NAK timer={timer} ({}.{:02} ms)", us / 1000, (us % 1000) / 10)
             }
-            AckKind::Nak(code) => write!(f, "NAK {}", code.name()),
+            AckKind::Nak(code) => write!(f, "{}", AckClass::Nak(code)),
             AckKind::Reserved => write!(f, "Reserved syndrome {:#04x}", self.0),
         }
     }
@@ -204,6 +421,33 @@ mod tests {
         assert_eq!(Syndrome(0x41).kind(), AckKind::Reserved);
         assert_eq!(Syndrome(0x9F).kind(), AckKind::Reserved);
         assert_eq!(NakCode::RemoteAccessError.wc_status(), Some("IBV_WC_REM_ACCESS_ERR"));
+    }
+
+    /// Every name parses back to its code, in either form, and nothing else does.
+    #[test]
+    fn names_and_keys_round_trip() {
+        for c in NakCode::ALL {
+            assert_eq!(c.name().parse::<NakCode>(), Ok(c));
+            assert_eq!(c.key().parse::<NakCode>(), Ok(c));
+            assert_eq!(c.name().to_uppercase().parse::<NakCode>(), Ok(c), "any case");
+            assert_eq!(NakCode::from_value(c.value()), c);
+            assert_eq!(Syndrome::of_nak(c).kind(), AckKind::Nak(c));
+            assert_eq!(AckClass::Nak(c).to_string().parse::<AckClass>(), Ok(AckClass::Nak(c)));
+            assert_eq!(NakKind::Nak(c).to_string().parse::<NakKind>(), Ok(NakKind::Nak(c)));
+        }
+        assert_eq!(NakCode::InvalidRdRequest.value(), 4);
+        assert_eq!(Syndrome(0x64).kind().class().map(|c| c.to_string()).as_deref(), Some("NAK Invalid RD Request"));
+        assert_eq!("invalid_rd_request".parse::<NakKind>(), Ok(NakKind::Nak(NakCode::InvalidRdRequest)));
+        assert_eq!(NakCode::from_value(9), NakCode::Reserved(9));
+        assert_eq!(NakCode::Reserved(9).name(), "Reserved NAK code");
+        assert_eq!("rnr".parse::<NakKind>(), Ok(NakKind::Rnr));
+        assert_eq!("RNR NAK".parse::<AckClass>(), Ok(AckClass::RnrNak));
+        assert_eq!("ack".parse::<AckClass>(), Ok(AckClass::Ack));
+        let e = "remote_acess_error".parse::<NakKind>().unwrap_err();
+        assert!(e.known.contains(&"remote_access_error") && e.known.contains(&"rnr"), "{e}");
+        assert!("NAK".parse::<AckClass>().is_err(), "a bare NAK is no class");
+        assert_eq!(AckKind::RnrNak { timer: 12 }.rnr_wait_us(), Some(640));
+        assert_eq!(AckKind::Ack { credits: 3 }.nak(), None);
     }
 
     #[test]

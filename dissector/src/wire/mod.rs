@@ -24,7 +24,7 @@ pub mod psn;
 pub mod sll;
 pub mod udp;
 
-pub use aeth::{AethRepr, Syndrome, RNR_TIMER_US};
+pub use aeth::{AckClass, AckKind, AethRepr, NakCode, NakKind, Syndrome, RNR_TIMER_US};
 pub use bth::{Packet as BthPacket, Repr as BthRepr};
 pub use opcode::{Headers, OpInfo, Opcode, Transport};
 pub use psn::Psn;

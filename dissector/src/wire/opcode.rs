@@ -375,6 +375,29 @@ impl Opcode {
     pub fn all() -> impl Iterator<Item = &'static OpInfo> {
         TABLE.iter().flatten()
     }
+
+    /// The opcode `name` names, the way `roce decode` prints it. A name with its
+    /// transport (`UD SEND Only`, `CNP`) is taken as written; one without
+    /// (`RDMA WRITE Only`) is taken in `transport`. Case and runs of white space do
+    /// not matter. `None` when no opcode has that name (in that transport).
+    pub fn from_name(name: &str, transport: Transport) -> Option<Opcode> {
+        let want: Vec<String> = name.split_whitespace().map(str::to_ascii_lowercase).collect();
+        let same = |text: &str| text.split_whitespace().map(str::to_ascii_lowercase).eq(want.iter().cloned());
+        Opcode::all()
+            .find(|i| same(&i.opcode.to_string()) || (i.transport == transport && same(i.name)))
+            .map(|i| i.opcode)
+    }
+
+    /// The operation names (without transport) of `transport`'s opcodes, in
+    /// numeric order: what a `from_name` typo is compared with.
+    pub fn names(transport: Transport) -> impl Iterator<Item = &'static str> {
+        Opcode::all().filter(move |i| i.transport == transport).map(|i| i.name)
+    }
+
+    /// Some transport has an operation of this name (`SEND Only`, `Acknowledge`).
+    pub fn is_operation_name(name: &str) -> bool {
+        Opcode::all().any(|i| i.name == name)
+    }
 }
 
 impl fmt::Debug for Opcode {
@@ -401,6 +424,24 @@ impl fmt::Display for Opcode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn opcodes_by_name() {
+        assert_eq!(Opcode::from_name("RDMA WRITE Only", Transport::Rc), Some(Opcode(0x0a)));
+        assert_eq!(Opcode::from_name("rdma  write only", Transport::Uc), Some(Opcode(0x2a)));
+        assert_eq!(Opcode::from_name("UD SEND Only", Transport::Rc), Some(Opcode(0x64)));
+        assert_eq!(Opcode::from_name("CNP", Transport::Rc), Some(Opcode(0x81)));
+        assert_eq!(Opcode::from_name("RDMA READ Request", Transport::Uc), None, "UC has no READ");
+        assert_eq!(Opcode::from_name("RDMA WRIT Only", Transport::Rc), None);
+        for i in Opcode::all() {
+            assert_eq!(Opcode::from_name(&i.opcode.to_string(), Transport::Rc), Some(i.opcode), "{}", i.opcode);
+            if i.transport != Transport::Cnp {
+                assert_eq!(Opcode::from_name(i.name, i.transport), Some(i.opcode));
+            }
+        }
+        assert!(Opcode::names(Transport::Uc).all(|n| n != "RDMA READ Request"));
+        assert!(Opcode::is_operation_name("Acknowledge") && !Opcode::is_operation_name("ACK"));
+    }
 
     fn ops_with(h: Headers) -> Vec<u8> {
         Opcode::all().filter(|i| i.headers.contains(h)).map(|i| i.opcode.0).collect()

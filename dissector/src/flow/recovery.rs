@@ -1,0 +1,286 @@
+//! Recovery on one QP pair, read from its packets in capture order: go-back-N
+//! (IBA Vol 1, 9.7.5) — each resend with what set it off, and every rule the
+//! recovery broke — and whether the requester waited out the RNR NAK timers
+//! (9.7.5.2.8).
+//!
+//! The caller hands over one direction's requests and the other direction's
+//! responses, and says of each packet what only the capture point can know: whether
+//! it was delivered (a capture taken before a lossy link, such as the lab switch's,
+//! also holds packets that never arrived) and whether it was held back (recorded
+//! after packets sent later). Everything else is read from the BTH and the AETH.
+
+use core::fmt;
+
+use crate::wire::aeth::{AckKind, NakCode};
+use crate::wire::Psn;
+
+/// One packet of the pair, as recovery analysis needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Packet {
+    /// Frame number in the capture.
+    pub number: u64,
+    pub ts_ns: u64,
+    pub psn: Psn,
+    /// It reached its receiver (not dropped on the way, ICRC not bad).
+    pub delivered: bool,
+    /// Recorded later than it was sent (delayed or reordered on the way): a late
+    /// original, not a resend.
+    pub held: bool,
+    /// For responses: the AETH's meaning (`None` for responses without an AETH,
+    /// such as a READ Response Middle).
+    pub ack: Option<AckKind>,
+}
+
+/// What set off a resend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Trigger {
+    /// A NAK PSN Sequence Error before it.
+    Nak,
+    /// The requester's ACK timer: nothing said the PSN was lost.
+    Timeout,
+}
+
+/// `NAK`, `timeout`: how reports and device profiles name a trigger.
+impl fmt::Display for Trigger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Trigger::Nak => "NAK",
+            Trigger::Timeout => "timeout",
+        })
+    }
+}
+
+/// One resend run: where it started and what set it off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resend {
+    pub psn: Psn,
+    /// The frame that starts the run.
+    pub frame: u64,
+    pub trigger: Trigger,
+    /// From the NAK, or from the last transmission of that PSN.
+    pub after_ns: u64,
+}
+
+/// A rule of go-back-N recovery that the pair broke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Violation {
+    /// The responder's ACK/NAK PSN moved back.
+    AckMovedBack { from: Psn, to: Psn, frame: u64 },
+    /// A resend of a PSN the responder had acknowledged already.
+    ResentAcknowledged { frame: u64, psn: Psn, acked_in: u64 },
+    /// After a NAK PSN Sequence Error the resend starts elsewhere than the NAK'd PSN.
+    ResentFromWrongPsn { frame: u64, psn: Psn, nak_psn: Psn, nak_frame: u64 },
+    /// PSNs that never got through, in PSN order.
+    NeverDelivered { psns: Vec<Psn> },
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::AckMovedBack { from, to, frame } => {
+                write!(f, "the ACK PSN moved back from {from} to {to} (frame {frame})")
+            }
+            Violation::ResentAcknowledged { frame, psn, acked_in } => {
+                write!(f, "frame {frame} resends PSN {psn}, which frame {acked_in} had already acknowledged")
+            }
+            Violation::ResentFromWrongPsn { frame, psn, nak_psn, nak_frame } => {
+                write!(f, "frame {frame} resends from PSN {psn} after a NAK for PSN {nak_psn} (frame {nak_frame})")
+            }
+            Violation::NeverDelivered { psns } => {
+                let l: Vec<String> = psns.iter().map(Psn::to_string).collect();
+                write!(f, "PSN {} never delivered", l.join(", "))
+            }
+        }
+    }
+}
+
+/// What go-back-N analysis found on one pair.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GoBackN {
+    pub resends: Vec<Resend>,
+    /// From the first request after a gap in what the responder received to the
+    /// NAK PSN Sequence Error it drew.
+    pub nak_latency_ns: Option<u64>,
+    pub violations: Vec<Violation>,
+}
+
+fn is_seq_nak(p: &Packet) -> bool {
+    matches!(p.ack, Some(AckKind::Nak(NakCode::PsnSequenceError)))
+}
+
+/// Positive: an ACK, or a response carrying an ACK syndrome (READ responses,
+/// ATOMIC Acknowledge).
+fn is_positive(p: &Packet) -> bool {
+    matches!(p.ack, Some(AckKind::Ack { .. }))
+}
+
+/// Checks go-back-N recovery on one QP pair: the requester's transmissions `reqs`
+/// (undelivered ones included) and the responder's `resps`, each in capture order.
+pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
+    let mut g = GoBackN::default();
+    // The responder's ACK/NAK PSNs never move back.
+    let acks: Vec<&Packet> = resps.iter().filter(|f| f.ack.is_some()).collect();
+    for w in acks.windows(2) {
+        if w[0].psn.after(w[1].psn) {
+            g.violations.push(Violation::AckMovedBack { from: w[0].psn, to: w[1].psn, frame: w[1].number });
+        }
+    }
+    // Resend runs, against what the responder had said by then.
+    let mut highest: Option<Psn> = None;
+    let mut last_sent: std::collections::HashMap<Psn, u64> = std::collections::HashMap::new();
+    let mut prev: Option<(Psn, bool)> = None;
+    for f in reqs {
+        // A held packet shows up late, but it is an original transmission.
+        let resent = !f.held && highest.is_some_and(|h| !f.psn.after(h));
+        let starts_run = resent && prev.is_none_or(|(p, was_resend)| !was_resend || f.psn != p.add(1));
+        if starts_run {
+            // What the requester had heard (a response that was not delivered never came).
+            let said: Vec<&&Packet> = acks.iter().filter(|a| a.number < f.number && a.delivered).collect();
+            // Everything up to this PSN is acknowledged: a positive ACK of it or
+            // later, or a NAK PSN Sequence Error past it.
+            if let Some(a) = said.iter().find(|a| (is_positive(a) && !f.psn.after(a.psn)) || (is_seq_nak(a) && a.psn.after(f.psn))) {
+                g.violations.push(Violation::ResentAcknowledged { frame: f.number, psn: f.psn, acked_in: a.number });
+            }
+            let last_nak = said.last().filter(|a| is_seq_nak(a));
+            let orig = last_sent.get(&f.psn).copied().unwrap_or(f.ts_ns);
+            match last_nak {
+                Some(n) if n.ts_ns >= orig => {
+                    if n.psn != f.psn {
+                        g.violations.push(Violation::ResentFromWrongPsn { frame: f.number, psn: f.psn, nak_psn: n.psn, nak_frame: n.number });
+                    }
+                    g.resends.push(Resend { psn: f.psn, frame: f.number, trigger: Trigger::Nak, after_ns: f.ts_ns.saturating_sub(n.ts_ns) });
+                }
+                _ => g.resends.push(Resend { psn: f.psn, frame: f.number, trigger: Trigger::Timeout, after_ns: f.ts_ns.saturating_sub(orig) }),
+            }
+        }
+        if highest.is_none_or(|h| f.psn.after(h)) {
+            highest = Some(f.psn);
+        }
+        last_sent.insert(f.psn, f.ts_ns);
+        prev = Some((f.psn, resent));
+    }
+    // The first NAK PSN Sequence Error: how long after the request that showed the
+    // responder a gap (the first delivered one past the NAK'd PSN).
+    if let Some(n) = acks.iter().find(|a| is_seq_nak(a)) {
+        if let Some(trig) = reqs.iter().filter(|f| f.number < n.number && f.psn.after(n.psn)).find(|f| f.delivered) {
+            g.nak_latency_ns = Some(n.ts_ns.saturating_sub(trig.ts_ns));
+        }
+    }
+    // In the end every PSN sent got through at least once.
+    let delivered: std::collections::HashSet<Psn> = reqs.iter().filter(|f| f.delivered).map(|f| f.psn).collect();
+    let mut lost: Vec<Psn> = reqs.iter().map(|f| f.psn).filter(|p| !delivered.contains(p)).collect();
+    lost.sort_by_key(|p| p.value());
+    lost.dedup();
+    if !lost.is_empty() {
+        g.violations.push(Violation::NeverDelivered { psns: lost });
+    }
+    g
+}
+
+/// How long the requester waited after one RNR NAK before sending its PSN again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RnrWait {
+    /// The RNR NAK's frame.
+    pub frame: u64,
+    pub waited_us: u64,
+    /// What the NAK's timer field asked for.
+    pub timer_us: u64,
+}
+
+impl RnrWait {
+    pub fn honoured(&self) -> bool {
+        self.waited_us >= self.timer_us
+    }
+}
+
+/// After each RNR NAK in `resps`, how long until `reqs` sent that PSN again (NAKs
+/// whose PSN was never sent again are left out).
+pub fn rnr_waits(reqs: &[Packet], resps: &[Packet]) -> Vec<RnrWait> {
+    resps
+        .iter()
+        .filter_map(|n| {
+            let timer_us = n.ack?.rnr_wait_us()? as u64;
+            let again = reqs.iter().find(|f| f.number > n.number && f.psn == n.psn)?;
+            Some(RnrWait { frame: n.number, waited_us: again.ts_ns.saturating_sub(n.ts_ns) / 1000, timer_us })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wire::Syndrome;
+
+    fn req(number: u64, ms: u64, psn: u32) -> Packet {
+        Packet { number, ts_ns: ms * 1_000_000, psn: Psn::new(psn), delivered: true, held: false, ack: None }
+    }
+
+    fn resp(number: u64, ms: u64, psn: u32, syndrome: u8) -> Packet {
+        Packet { ack: Some(Syndrome(syndrome).kind()), ..req(number, ms, psn) }
+    }
+
+    const ACK: u8 = 0x1f;
+    const SEQ_NAK: u8 = 0x60;
+
+    #[test]
+    fn go_back_n_after_a_nak() {
+        // 101 lost, 102–103 arrive, NAK 101, resend 101–103, ACK 103: as rxe does.
+        let mut q = vec![req(1, 0, 100), req(2, 0, 101), req(3, 0, 102), req(4, 0, 103), req(6, 3, 101), req(7, 3, 102), req(8, 3, 103)];
+        q[1].delivered = false;
+        let r = vec![resp(5, 1, 101, SEQ_NAK), resp(9, 4, 103, ACK)];
+        let g = go_back_n(&q, &r);
+        assert_eq!(g.violations, vec![]);
+        assert_eq!(g.resends, vec![Resend { psn: Psn::new(101), frame: 6, trigger: Trigger::Nak, after_ns: 2_000_000 }]);
+        assert_eq!(g.nak_latency_ns, Some(1_000_000), "from frame 3 (PSN 102, the first past the gap) to the NAK");
+
+        // Resending from the wrong PSN, and an ACK that moves back, are caught.
+        let bad_q = vec![q[0], q[1], q[2], q[3], req(6, 3, 102), req(7, 3, 103)];
+        let bad_r = vec![resp(5, 1, 101, SEQ_NAK), resp(9, 4, 103, ACK), resp(10, 5, 102, ACK)];
+        let g = go_back_n(&bad_q, &bad_r);
+        let v: Vec<String> = g.violations.iter().map(|v| v.to_string()).collect();
+        assert!(v.iter().any(|x| x.contains("resends from PSN 102 after a NAK for PSN 101")), "{v:?}");
+        assert!(v.iter().any(|x| x.contains("moved back from 103 to 102")), "{v:?}");
+        assert!(v.iter().any(|x| x == "PSN 101 never delivered"), "{v:?}");
+    }
+
+    #[test]
+    fn go_back_n_after_a_timeout_and_a_lost_ack() {
+        // WRITE Only PSN 7 delivered, its ACK lost: the requester's timer fires and
+        // it resends PSN 7, which is right: it never heard the ACK.
+        let q = vec![req(1, 0, 7), req(3, 70, 7)];
+        let mut r = vec![resp(2, 1, 7, ACK), resp(4, 71, 7, ACK)];
+        r[0].delivered = false;
+        let g = go_back_n(&q, &r);
+        assert_eq!(g.violations, vec![]);
+        assert_eq!(g.resends, vec![Resend { psn: Psn::new(7), frame: 3, trigger: Trigger::Timeout, after_ns: 70_000_000 }]);
+        // Had the ACK arrived, resending would be wrong.
+        r[0].delivered = true;
+        let g = go_back_n(&q, &r);
+        assert_eq!(g.violations[0], Violation::ResentAcknowledged { frame: 3, psn: Psn::new(7), acked_in: 2 });
+        assert_eq!(g.violations[0].to_string(), "frame 3 resends PSN 7, which frame 2 had already acknowledged");
+    }
+
+    #[test]
+    fn held_packets_are_late_originals_and_psns_wrap() {
+        // 0xffffff then 0 and 1, with 0 held behind 1: no resend, nothing lost.
+        let mut q = vec![req(1, 0, 0xff_ffff), req(2, 0, 1), req(3, 1, 0)];
+        q[2].held = true;
+        let g = go_back_n(&q, &[resp(4, 2, 1, ACK)]);
+        assert_eq!((g.resends.len(), g.violations.len()), (0, 0), "{g:?}");
+        // Half the PSN space ahead counts as after, as Psn::after says.
+        let far = vec![req(1, 0, 0), req(2, 0, 0x80_0000)];
+        assert!(go_back_n(&far, &[]).resends.is_empty());
+    }
+
+    #[test]
+    fn rnr_timers_waited_out_or_not() {
+        let q = vec![req(1, 0, 5), req(3, 1, 5)];
+        let r = vec![resp(2, 0, 5, 0x2c)]; // timer 12 = 640 µs; resent 1 ms later
+        let w = rnr_waits(&q, &r);
+        assert_eq!(w, vec![RnrWait { frame: 2, waited_us: 1000, timer_us: 640 }]);
+        assert!(w[0].honoured());
+        let r = vec![resp(2, 0, 5, 0x2f)]; // timer 15 = 1.92 ms
+        assert!(!rnr_waits(&q, &r)[0].honoured());
+        assert!(rnr_waits(&q[..1], &r).is_empty(), "never sent again: nothing to measure");
+    }
+}
