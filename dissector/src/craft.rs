@@ -82,6 +82,11 @@ pub enum IcrcMode {
 pub struct Transport {
     pub bth: BthRepr,
     pub xrceth: u32,
+    /// `Some`: an mlx5 DC packet (RD-range opcode, DC layout as
+    /// [`Opcode::dc_info`] gives it) with these 8 DCETH bytes, big-endian.
+    pub dceth: Option<u64>,
+    /// The DCCETH of a DC connect (opcode 0x55, SE clear).
+    pub dcceth: [u8; 16],
     pub rdeth: u32,
     pub deth: DethRepr,
     pub feth: u32,
@@ -100,7 +105,11 @@ pub struct Transport {
 /// Builds one frame.
 pub fn build(enc: &Encap, src: &Host, dst: &Host, t: &Transport) -> Vec<u8> {
     // Transport packet first: BTH .. payload, pad (ICRC appended later).
-    let headers = t.bth.opcode.info().map_or(Headers::PAYLOAD, |i| i.headers);
+    let info = match t.dceth {
+        Some(_) => t.bth.opcode.dc_info(t.bth.solicited_event),
+        None => t.bth.opcode.info(),
+    };
+    let headers = info.map_or(Headers::PAYLOAD, |i| i.headers);
     let pad = t.pad.unwrap_or(((4 - t.payload.len() % 4) % 4) as u8);
     let mut ib = vec![0u8; bth::HEADER_LEN + headers.len()];
     let mut b = t.bth;
@@ -114,6 +123,8 @@ pub fn build(enc: &Encap, src: &Host, dst: &Host, t: &Transport) -> Vec<u8> {
         let s = &mut ib[off..off + len];
         match h {
             Headers::XRCETH => Word32Packet::new_unchecked(s).set_value(t.xrceth & 0xFF_FFFF),
+            Headers::DCETH => s.copy_from_slice(&t.dceth.unwrap_or(0).to_be_bytes()),
+            Headers::DCCETH => s.copy_from_slice(&t.dcceth),
             Headers::RDETH => Word32Packet::new_unchecked(s).set_value(t.rdeth & 0xFF_FFFF),
             Headers::DETH => t.deth.emit(&mut DethPacket::new_unchecked(s)),
             Headers::FETH => Word32Packet::new_unchecked(s).set_value(t.feth),
@@ -282,6 +293,9 @@ pub struct Conversation {
     pub now_ns: u64,
     /// Time between consecutive packets.
     pub gap_ns: u64,
+    /// With `transport` [`Dc`](crate::wire::Transport::Dc): the DCETH every packet
+    /// carries (unless the packet sets its own).
+    pub dceth: u64,
     pub frames: Vec<Timed>,
 }
 
@@ -310,6 +324,7 @@ impl Conversation {
             mtu: 1024,
             now_ns: 1_700_000_000_000_000_000,
             gap_ns: 2_000,
+            dceth: 0x0000_0000_dc00_0001,
             frames: Vec::new(),
         };
         c.a.epsn = c.b.psn;
@@ -328,7 +343,7 @@ impl Conversation {
         let base = match self.transport {
             crate::wire::Transport::Uc => 0x20,
             crate::wire::Transport::Ud => 0x60,
-            crate::wire::Transport::Rd => 0x40,
+            crate::wire::Transport::Rd | crate::wire::Transport::Dc => 0x40,
             crate::wire::Transport::Xrc => 0xA0,
             _ => 0x00,
         };
@@ -347,6 +362,9 @@ impl Conversation {
         }
         if t.bth.p_key == 0 {
             t.bth.p_key = 0xFFFF;
+        }
+        if self.transport == crate::wire::Transport::Dc && t.dceth.is_none() {
+            t.dceth = Some(self.dceth);
         }
         let mut enc = self.encap.clone();
         // rxe derives the UDP source port from the QP numbers: keep one per direction.

@@ -15,7 +15,7 @@ use crate::wire::ext::{
 };
 use crate::wire::mad::{self, CmMessage, MadRepr};
 use crate::wire::sll::SllRepr;
-use crate::wire::{aeth, bth, icrc, ipv4, ipv6, udp, AethRepr, BthRepr, Error, Headers, Malformed, OpInfo};
+use crate::wire::{aeth, bth, icrc, ipv4, ipv6, tcp, udp, AethRepr, BthRepr, Error, Headers, Malformed, OpInfo, Transport};
 use crate::LinkType;
 
 /// Where decoding stopped.
@@ -133,9 +133,15 @@ pub enum RoceVersion {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ib {
     pub bth: BthRepr,
-    /// The opcode table row; `None` for reserved or vendor opcodes.
+    /// The opcode table row; `None` for reserved or vendor opcodes. For an
+    /// RD-range opcode read as DC (see [`TransportHint`]) the DC row, whose
+    /// transport is [`Transport::Dc`].
     pub info: Option<&'static OpInfo>,
     pub xrceth: Option<u32>,
+    /// DC: the 8 bytes after the BTH, as a big-endian number.
+    pub dceth: Option<u64>,
+    /// DC connect: the 16-byte DCCETH.
+    pub dcceth: Option<[u8; 16]>,
     pub rdeth: Option<u32>,
     pub deth: Option<DethRepr>,
     pub feth: Option<u32>,
@@ -157,6 +163,8 @@ impl Ib {
             bth,
             info: bth.opcode.info(),
             xrceth: None,
+            dceth: None,
+            dcceth: None,
             rdeth: None,
             deth: None,
             feth: None,
@@ -172,6 +180,24 @@ impl Ib {
     }
     pub fn payload_len(&self) -> usize {
         self.payload.len()
+    }
+    /// The packet was read with the DC layout.
+    pub fn is_dc(&self) -> bool {
+        self.info.is_some_and(|i| i.transport == Transport::Dc)
+    }
+}
+
+/// The opcode's name as the frame was read: `RC SEND Only`, `DC Acknowledge`, or the
+/// opcode's own `Display` for opcodes the table does not know.
+#[derive(Debug, Clone, Copy)]
+pub struct OpName<'a>(pub &'a Ib);
+
+impl fmt::Display for OpName<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0.info {
+            Some(i) => i.fmt(f),
+            None => self.0.bth.opcode.fmt(f),
+        }
     }
 }
 
@@ -204,6 +230,8 @@ pub struct Frame {
     pub ethertype: Option<u16>,
     pub net: Net,
     pub udp: Option<udp::Repr>,
+    /// A TCP header (out-of-band connection setup shares the wire with RoCE).
+    pub tcp: Option<tcp::Repr>,
     pub roce: Option<RoceVersion>,
     pub ib: Option<Ib>,
     pub mad: Option<Mad>,
@@ -211,15 +239,38 @@ pub struct Frame {
     pub stop: Option<Stop>,
 }
 
-/// What counts as RoCEv2: UDP destination ports (4791 and any the user adds).
+/// How to read packets with an RD-range opcode (0x40–0x5F).
+///
+/// No RoCE hardware implements IBA's Reliable Datagram; mlx5's Dynamically Connected
+/// (DC) transport reuses the RD opcodes with its own layout: 8 bytes (the DCETH)
+/// after the BTH, then the RD headers (see [`crate::wire::Opcode::dc_info`]).
+/// tshark 4.0 reads *every* RD-range opcode as DC, with no preference to turn it
+/// off (packet-infiniband.c: `if ((opCode >> 5) == 0x2) { dctBthHeader = TRUE; … }`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TransportHint {
+    /// DC, as tshark reads it, unless the packet cannot be DC while it can be RD:
+    /// too short for the DC headers, or a reserved byte where the DC layout puts one
+    /// (first byte of the RDETH, fifth of the DETH) is not zero, while the RD layout
+    /// fits on both counts. An opcode without payload must fill the packet exactly.
+    #[default]
+    Auto,
+    /// Always IBA Reliable Datagram: RDETH (and DETH on requests) right after the BTH.
+    Rd,
+    /// Always mlx5 DC, as tshark 4.0 does.
+    Dc,
+}
+
+/// What counts as RoCEv2 — UDP destination ports (4791 and any the user adds) —
+/// and how to read RD-range opcodes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Options {
     pub roce_ports: Vec<u16>,
+    pub transport_hint: TransportHint,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { roce_ports: vec![udp::ROCE_V2_PORT] }
+        Options { roce_ports: vec![udp::ROCE_V2_PORT], transport_hint: TransportHint::Auto }
     }
 }
 
@@ -230,6 +281,7 @@ impl Frame {
         self.ethertype = None;
         self.net = Net::None;
         self.udp = None;
+        self.tcp = None;
         self.roce = None;
         self.ib = None;
         self.mad = None;
@@ -244,6 +296,7 @@ impl Frame {
             ethertype: None,
             net: Net::None,
             udp: None,
+            tcp: None,
             roce: None,
             ib: None,
             mad: None,
@@ -354,6 +407,39 @@ pub fn decode(link: LinkType, data: &[u8], opts: &Options) -> Frame {
 pub fn decode_into(fr: &mut Frame, link: LinkType, data: &[u8], opts: &Options) {
     fr.reset();
     Decoder { data, opts, fr }.frame(link);
+}
+
+/// The first `N` bytes of `b`, which the caller has checked holds them.
+fn array<const N: usize>(b: &[u8]) -> [u8; N] {
+    let mut a = [0u8; N];
+    a.copy_from_slice(&b[..N]);
+    a
+}
+
+/// Whether the transport packet `start..end` (after the BTH; `end` as UDP or the GRH
+/// announce it, which a capture may not hold) can have `info`'s layout: room for its
+/// headers, pad and ICRC (exactly, when the opcode has no payload), and zeros in the
+/// reserved bytes of its RDETH (byte 0) and DETH (byte 4) where captured.
+fn fits(info: &OpInfo, pad: u8, data: &[u8], start: usize, end: usize) -> bool {
+    let need = info.headers.len() + 4;
+    let len = end.saturating_sub(start);
+    let room = if info.headers.contains(Headers::PAYLOAD) { len >= need + usize::from(pad) } else { len == need };
+    if !room {
+        return false;
+    }
+    let mut off = start;
+    for (h, n) in info.headers.iter() {
+        let reserved = match h {
+            Headers::RDETH => data.get(off),
+            Headers::DETH => data.get(off + 4),
+            _ => None,
+        };
+        if reserved.is_some_and(|&b| b != 0) {
+            return false;
+        }
+        off += n;
+    }
+    true
 }
 
 struct Decoder<'a> {
@@ -474,12 +560,15 @@ impl Decoder<'_> {
         self.fr.net = Net::Ipv4(r);
         self.fr.offsets.net = off;
         self.fr.offsets.l4 = l4;
-        if r.protocol != ipv4::PROTO_UDP {
+        if r.protocol != ipv4::PROTO_UDP && r.protocol != tcp::PROTO_TCP {
             return;
         }
         if r.is_fragment() {
             self.fr.stop = Some(Stop { layer: Layer::Ipv4, header: None, offset: off, error: StopError::Fragment });
             return;
+        }
+        if r.protocol == tcp::PROTO_TCP {
+            return self.tcp(l4);
         }
         self.udp(l4, l4, off + r.total_len as usize)
     }
@@ -514,6 +603,21 @@ impl Decoder<'_> {
         }
         if next == ipv4::PROTO_UDP {
             self.udp(l4_start, at, ip_end)
+        } else if next == tcp::PROTO_TCP {
+            self.tcp(at)
+        }
+    }
+
+    /// TCP is not ours to judge: a short or odd header leaves `tcp` empty (or keeps
+    /// the ports of a header with a bad data offset, as tshark shows them) and does
+    /// not stop the frame.
+    fn tcp(&mut self, off: usize) {
+        match tcp::Packet::new_checked(self.at(off)) {
+            Ok(p) => self.fr.tcp = Some(tcp::Repr::parse(&p)),
+            Err(Error::Malformed(_)) => {
+                self.fr.tcp = Some(tcp::Repr::parse(&tcp::Packet::new_unchecked(self.at(off))))
+            }
+            Err(_) => {}
         }
     }
 
@@ -576,6 +680,21 @@ impl Decoder<'_> {
         let ib = self.fr.ib.insert(Ib::new(BthRepr::parse(&p)));
         let captured_end = end.min(data.len());
         let mut off = bth + bth::HEADER_LEN;
+        if ib.bth.opcode.transport() == Transport::Rd {
+            if let Some(dc) = ib.bth.opcode.dc_info(ib.bth.solicited_event) {
+                let read_dc = match self.opts.transport_hint {
+                    TransportHint::Rd => false,
+                    TransportHint::Dc => true,
+                    TransportHint::Auto => {
+                        let pad = ib.bth.pad_count;
+                        fits(dc, pad, data, off, end) || !ib.info.is_some_and(|rd| fits(rd, pad, data, off, end))
+                    }
+                };
+                if read_dc {
+                    ib.info = Some(dc);
+                }
+            }
+        }
         // Unknown opcodes: the bytes up to the ICRC are shown as payload.
         let headers = ib.info.map_or(Headers::PAYLOAD, |i| i.headers);
         if !headers.is_empty() {
@@ -594,6 +713,8 @@ impl Decoder<'_> {
                 let b = &data[off..captured_end];
                 match h {
                     Headers::XRCETH => ib.xrceth = Some(Word32Packet::new_unchecked(b).value24()),
+                    Headers::DCETH => ib.dceth = Some(u64::from_be_bytes(array(b))),
+                    Headers::DCCETH => ib.dcceth = Some(array(b)),
                     Headers::RDETH => ib.rdeth = Some(Word32Packet::new_unchecked(b).value24()),
                     Headers::DETH => ib.deth = Some(DethRepr::parse(&DethPacket::new_unchecked(b))),
                     Headers::FETH => ib.feth = Some(FethPacket::new_unchecked(b).raw()),

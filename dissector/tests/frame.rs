@@ -5,10 +5,10 @@
 use std::net::{IpAddr, Ipv4Addr};
 
 use dissector::craft::{self, Encap, Host, IcrcMode, Transport};
-use dissector::frame::{self, Layer, Net, Options, RoceVersion, StopError};
+use dissector::frame::{self, Layer, Net, Options, RoceVersion, StopError, TransportHint};
 use dissector::wire::ethernet::Mac;
 use dissector::wire::ext::{AtomicEthRepr, DethRepr, RethRepr};
-use dissector::wire::{AethRepr, BthRepr, Headers, Opcode, Psn, Syndrome};
+use dissector::wire::{AethRepr, BthRepr, Headers, OpInfo, Opcode, Psn, Syndrome, Transport as Tr};
 use dissector::LinkType;
 
 fn hosts(v6: bool) -> (Host, Host) {
@@ -33,6 +33,8 @@ fn full(op: Opcode, payload: usize) -> Transport {
             ..Default::default()
         },
         xrceth: 0x33,
+        dceth: None,
+        dcceth: [0xdc; 16],
         rdeth: 0x44,
         deth: DethRepr { q_key: 0x1111_1111, src_qp: 0x55 },
         feth: 0x12,
@@ -59,6 +61,8 @@ fn check_all_headers(t: &Transport, ib: &frame::Ib, h: Headers) {
     assert_eq!(ib.xrceth.is_some(), h.contains(Headers::XRCETH));
     assert_eq!(ib.rdeth.is_some(), h.contains(Headers::RDETH));
     assert_eq!(ib.feth.is_some(), h.contains(Headers::FETH));
+    assert_eq!(ib.dceth, t.dceth.filter(|_| h.contains(Headers::DCETH)));
+    assert_eq!(ib.dcceth, h.contains(Headers::DCCETH).then_some(t.dcceth));
     if let Some(d) = ib.deth {
         assert_eq!(d, t.deth);
     }
@@ -93,25 +97,39 @@ fn every_opcode_every_encapsulation() {
         (Encap { version: RoceVersion::V1, vlans: vec![7], ..Default::default() }, true),
     ];
     let mut checked = 0;
-    for info in Opcode::all() {
+    let dc_se = [Opcode(0x55).dc_info(true).expect("0x55 with SE set")];
+    for info in Opcode::all().chain(Opcode::all_dc()).chain(dc_se) {
         let has_payload = info.headers.contains(Headers::PAYLOAD);
+        let dc = info.transport == Tr::Dc;
         for payload in [0usize, 1, 5, 64] {
             if !has_payload && payload > 0 {
                 continue;
             }
-            let t = full(info.opcode, payload);
-            for (enc, v6) in &encaps {
+            let mut t = full(info.opcode, payload);
+            if dc {
+                t.dceth = Some(0x0102_0304_0506_0708);
+                t.bth.solicited_event = !info.headers.contains(Headers::DCCETH);
+            }
+            // RD opcodes as RD; DC rows both forced and guessed (`full` zeroes the
+            // reserved bytes the DC layout checks).
+            let hints: &[TransportHint] = match (info.transport, dc) {
+                (_, true) => &[TransportHint::Dc, TransportHint::Auto],
+                (Tr::Rd, _) => &[TransportHint::Rd],
+                _ => &[TransportHint::Auto, TransportHint::Rd, TransportHint::Dc],
+            };
+            for ((enc, v6), &hint) in encaps.iter().flat_map(|e| hints.iter().map(move |h| (e, h))) {
                 let (a, b) = hosts(*v6);
                 let bytes = craft::build(enc, &a, &b, &t);
                 let link = if enc.link == LinkType::RAW { LinkType::RAW } else { enc.link };
-                let f = frame::decode(link, &bytes, &Options::default());
+                let opts = Options { transport_hint: hint, ..Options::default() };
+                let f = frame::decode(link, &bytes, &opts);
                 assert_eq!(f.stop, None, "{} {enc:?}", info.opcode);
                 assert_eq!(f.roce, Some(enc.version));
                 let ib = f.ib.as_ref().expect("RoCE");
                 let mut want_bth = t.bth;
                 want_bth.pad_count = ((4 - payload % 4) % 4) as u8;
                 assert_eq!(ib.bth, want_bth);
-                assert_eq!(ib.info.map(|i| i.opcode), Some(info.opcode));
+                assert_eq!(ib.info, Some(info), "{hint:?}");
                 check_all_headers(&t, ib, info.headers);
                 assert_eq!(&bytes[ib.payload.clone()], &t.payload[..]);
                 let c = f.icrc_check(&bytes).expect("ICRC captured");
@@ -121,7 +139,63 @@ fn every_opcode_every_encapsulation() {
             }
         }
     }
-    assert!(checked > 1500, "{checked}");
+    assert!(checked > 2500, "{checked}");
+}
+
+/// What tshark 4.0 shows for a DC packet, read off `tshark -V` on frames like these:
+/// the RDETH and DETH come after the 8 DCETH bytes, an Acknowledge has no RDETH.
+#[test]
+fn dc_layout_and_the_auto_guess() {
+    let (a, b) = hosts(false);
+    let write = |dceth: Option<u64>| {
+        let mut t = full(Opcode(0x4A), 8);
+        t.dceth = dceth;
+        craft::build(&Encap::default(), &a, &b, &t)
+    };
+    let dc_bytes = write(Some(0x1122_3344_5566_7788));
+    let opts = |transport_hint| Options { transport_hint, ..Options::default() };
+    for hint in [TransportHint::Auto, TransportHint::Dc] {
+        let f = frame::decode(LinkType::ETHERNET, &dc_bytes, &opts(hint));
+        let ib = f.ib.as_ref().unwrap();
+        assert!(ib.is_dc(), "{hint:?}");
+        assert_eq!(ib.dceth, Some(0x1122_3344_5566_7788));
+        assert_eq!(ib.rdeth, Some(0x44));
+        assert_eq!(ib.deth.unwrap().src_qp, 0x55);
+        assert_eq!(ib.reth.unwrap().va, 0x0000_7f00_dead_b000);
+        assert_eq!(frame::OpName(ib).to_string(), "DC RDMA WRITE Only");
+        assert!(f.icrc_check(&dc_bytes).unwrap().ok());
+    }
+    // Forced RD reads the DCETH as RDETH and DETH: wrong, but what was asked.
+    let f = frame::decode(LinkType::ETHERNET, &dc_bytes, &opts(TransportHint::Rd));
+    let ib = f.ib.as_ref().unwrap();
+    assert!(!ib.is_dc());
+    assert_eq!(ib.rdeth, Some(0x22_3344));
+    assert_eq!(frame::OpName(ib).to_string(), "RD RDMA WRITE Only");
+
+    // A true RD packet whose DETH would sit on payload bytes under the DC reading
+    // (a non-zero reserved byte) is guessed RD.
+    let rd_bytes = write(None);
+    let f = frame::decode(LinkType::ETHERNET, &rd_bytes, &opts(TransportHint::Auto));
+    assert!(!f.ib.as_ref().unwrap().is_dc());
+    assert_eq!(f.ib.as_ref().unwrap().reth.unwrap().dma_len, 8);
+    // An RD Acknowledge is 4 bytes too short to be a DC one: RD.
+    let mut ack = full(Opcode(0x51), 0);
+    ack.aeth = AethRepr { syndrome: Syndrome::ACK, msn: 9 };
+    let ack_rd = craft::build(&Encap::default(), &a, &b, &ack);
+    assert!(!frame::decode(LinkType::ETHERNET, &ack_rd, &opts(TransportHint::Auto)).ib.unwrap().is_dc());
+    ack.dceth = Some(7);
+    let ack_dc = craft::build(&Encap::default(), &a, &b, &ack);
+    let ib = frame::decode(LinkType::ETHERNET, &ack_dc, &opts(TransportHint::Auto)).ib.unwrap();
+    assert!(ib.is_dc());
+    assert_eq!((ib.rdeth, ib.aeth.map(|a| a.msn)), (None, Some(9)));
+    // The connect: 0x55 with SE clear carries a DCCETH.
+    let mut conn = full(Opcode(0x55), 0);
+    (conn.dceth, conn.bth.solicited_event) = (Some(1), false);
+    let bytes = craft::build(&Encap::default(), &a, &b, &conn);
+    let ib = frame::decode(LinkType::ETHERNET, &bytes, &opts(TransportHint::Auto)).ib.unwrap();
+    assert_eq!(ib.dcceth, Some([0xdc; 16]));
+    assert_eq!(frame::OpName(&ib).to_string(), "DC CONNECT");
+    let _: Option<&OpInfo> = ib.info;
 }
 
 #[test]
@@ -243,7 +317,7 @@ fn other_ports_need_opting_in() {
     let bytes = craft::build(&enc, &a, &b, &full(Opcode(0x04), 4));
     let f = frame::decode(LinkType::ETHERNET, &bytes, &Options::default());
     assert!(f.ib.is_none() && f.udp.is_some());
-    let f = frame::decode(LinkType::ETHERNET, &bytes, &Options { roce_ports: vec![4791, 4792] });
+    let f = frame::decode(LinkType::ETHERNET, &bytes, &Options { roce_ports: vec![4791, 4792], ..Options::default() });
     assert!(f.ib.is_some());
     assert!(matches!(f.net, Net::Ipv4(_)));
 }

@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use crate::frame::{self, Frame, IcrcCheck, Mad};
 use crate::wire::ethernet::{self, ethertype, VlanTag};
 use crate::wire::ext::{DethPacket, RethPacket};
-use crate::wire::{aeth, bth, icrc, ipv4, ipv6, mad, udp, Headers, Opcode, Psn, Syndrome};
+use crate::wire::{aeth, bth, icrc, ipv4, ipv6, mad, udp, Headers, Opcode, Psn, Syndrome, Transport};
 use crate::LinkType;
 
 /// The facts of one RoCE packet whose BTH decoded.
@@ -134,6 +134,10 @@ impl Facts<'static> {
         let packet = data.get(..end)?;
         let b = bth::Packet::new_unchecked(packet.get(bth_at..bth_at + bth::HEADER_LEN)?);
         let opcode = b.opcode();
+        // RD-range opcodes may be DC (frame::TransportHint): the decoder decides.
+        if opcode.transport() == Transport::Rd {
+            return None;
+        }
         let headers = opcode.info().map_or(Headers::PAYLOAD, |i| i.headers);
         let mut off = bth_at + bth::HEADER_LEN;
         let (mut src_qp, mut dma_len, mut syndrome) = (None, None, None);

@@ -22,6 +22,7 @@ pub mod mad;
 pub mod opcode;
 pub mod psn;
 pub mod sll;
+pub mod tcp;
 pub mod udp;
 
 pub use aeth::{AckClass, AckKind, AethRepr, NakCode, NakKind, Syndrome, RNR_TIMER_US};
@@ -56,6 +57,7 @@ pub enum Malformed {
     PadExceedsPayload { pad: u8, payload_len: usize },
     NoRoomForIcrc { left: usize },
     MadBaseVersion { version: u8 },
+    TcpHeaderLen { words: u8 },
 }
 
 impl fmt::Display for Error {
@@ -101,6 +103,9 @@ impl fmt::Display for Malformed {
             ),
             Malformed::MadBaseVersion { version } => {
                 write!(f, "MAD base version is {version}, expected 1")
+            }
+            Malformed::TcpHeaderLen { words } => {
+                write!(f, "TCP data offset is {words} words, at least 5 required")
             }
         }
     }

@@ -22,6 +22,10 @@ pub enum Transport {
     /// RoCEv2 Congestion Notification Packet (opcode 0x81).
     Cnp,
     Xrc,
+    /// mlx5's Dynamically Connected transport: RD-range opcodes (0x40–0x5F) with
+    /// the DC header layout ([`Opcode::dc_info`]). Never named by the top opcode
+    /// bits alone ([`Opcode::transport`] says RD): the frame decoder decides.
+    Dc,
     /// 0xC0–0xFF: manufacturer specific (e.g. DC transport on mlx5).
     Vendor,
 }
@@ -35,6 +39,7 @@ impl Transport {
             Transport::Ud => "UD",
             Transport::Cnp => "CNP",
             Transport::Xrc => "XRC",
+            Transport::Dc => "DC",
             Transport::Vendor => "VENDOR",
         }
     }
@@ -53,23 +58,30 @@ pub struct Headers(u16);
 impl Headers {
     pub const NONE: Headers = Headers(0);
     pub const XRCETH: Headers = Headers(1 << 0);
-    pub const RDETH: Headers = Headers(1 << 1);
-    pub const DETH: Headers = Headers(1 << 2);
-    pub const FETH: Headers = Headers(1 << 3);
-    pub const RETH: Headers = Headers(1 << 4);
-    pub const ATOMICETH: Headers = Headers(1 << 5);
-    pub const AETH: Headers = Headers(1 << 6);
-    pub const ATOMICACKETH: Headers = Headers(1 << 7);
-    pub const IMMDT: Headers = Headers(1 << 8);
-    pub const IETH: Headers = Headers(1 << 9);
+    /// The 8 bytes mlx5's Dynamically Connected transport puts after the BTH of
+    /// every packet with an RD-range opcode (see [`Opcode::dc_info`]).
+    pub const DCETH: Headers = Headers(1 << 1);
+    /// The 16-byte header of a DC connect packet (opcode 0x55 with SE clear).
+    pub const DCCETH: Headers = Headers(1 << 2);
+    pub const RDETH: Headers = Headers(1 << 3);
+    pub const DETH: Headers = Headers(1 << 4);
+    pub const FETH: Headers = Headers(1 << 5);
+    pub const RETH: Headers = Headers(1 << 6);
+    pub const ATOMICETH: Headers = Headers(1 << 7);
+    pub const AETH: Headers = Headers(1 << 8);
+    pub const ATOMICACKETH: Headers = Headers(1 << 9);
+    pub const IMMDT: Headers = Headers(1 << 10);
+    pub const IETH: Headers = Headers(1 << 11);
     /// The 16 reserved bytes of a CNP.
-    pub const CNP_RESERVED: Headers = Headers(1 << 10);
+    pub const CNP_RESERVED: Headers = Headers(1 << 12);
     /// A payload follows the headers (it may be empty).
-    pub const PAYLOAD: Headers = Headers(1 << 11);
+    pub const PAYLOAD: Headers = Headers(1 << 13);
 
     /// Extension headers in the order they follow the BTH, with their sizes.
-    pub const ORDER: [(Headers, usize); 11] = [
+    pub const ORDER: [(Headers, usize); 13] = [
         (Headers::XRCETH, 4),
+        (Headers::DCETH, 8),
+        (Headers::DCCETH, 16),
         (Headers::RDETH, 4),
         (Headers::DETH, 8),
         (Headers::FETH, 4),
@@ -120,6 +132,8 @@ impl Headers {
     pub const fn name(self) -> &'static str {
         match self.0 {
             x if x == Headers::XRCETH.0 => "XRCETH",
+            x if x == Headers::DCETH.0 => "DCETH",
+            x if x == Headers::DCCETH.0 => "DCCETH",
             x if x == Headers::RDETH.0 => "RDETH",
             x if x == Headers::DETH.0 => "DETH",
             x if x == Headers::FETH.0 => "FETH",
@@ -346,6 +360,46 @@ const fn build() -> [Option<OpInfo>; 256] {
 
 static TABLE: [Option<OpInfo>; 256] = build();
 
+/// The layout tshark 4.0 gives every RD-range opcode (packet-infiniband.c treats
+/// them all as mlx5 DC): 8 bytes (DCETH) right after the BTH, then the headers the
+/// RD opcode names, except that the Acknowledge (0x51) carries no RDETH; 0x55
+/// (RESYNC in RD) is a DC connect with a 16-byte DCCETH when SE is clear.
+const fn build_dc() -> [Option<OpInfo>; 32] {
+    let mut t: [Option<OpInfo>; 32] = [None; 32];
+    let mut i = 0;
+    while i < 32 {
+        if let Some(o) = &OPS[i] {
+            // FLUSH and ATOMIC WRITE came after DC and tshark 4.0 knows neither.
+            if o.on & RD != 0 && i < 0x1C {
+                let mut headers = Headers::DCETH.union(o.headers);
+                if o.kind.contains(REQ) {
+                    headers = headers.union(Headers::RDETH).union(Headers::DETH);
+                } else if i != 0x11 {
+                    headers = headers.union(Headers::RDETH);
+                }
+                let (name, kind) = if i == 0x15 { ("CONNECT", Kind(0)) } else { (o.name, o.kind) };
+                if i == 0x15 {
+                    headers = Headers::DCETH.union(Headers::DCCETH).union(Headers::PAYLOAD);
+                }
+                t[i] = Some(OpInfo { opcode: Opcode(0x40 | i as u8), transport: Transport::Dc, name, headers, kind });
+            }
+        }
+        i += 1;
+    }
+    t
+}
+
+static DC_TABLE: [Option<OpInfo>; 32] = build_dc();
+
+/// 0x55 with SE set: tshark shows the bytes after the DCETH as payload.
+static DC_0X55_SE: OpInfo = OpInfo {
+    opcode: Opcode(0x55),
+    transport: Transport::Dc,
+    name: "Unknown",
+    headers: Headers::DCETH.union(Headers::PAYLOAD),
+    kind: Kind(0),
+};
+
 impl Opcode {
     pub const RC_SEND_ONLY: Opcode = Opcode(0x04);
     pub const RC_RDMA_WRITE_ONLY: Opcode = Opcode(0x0A);
@@ -374,6 +428,25 @@ impl Opcode {
     /// Every opcode the table knows, in numeric order.
     pub fn all() -> impl Iterator<Item = &'static OpInfo> {
         TABLE.iter().flatten()
+    }
+
+    /// The row of an RD-range opcode (0x40–0x5F) read as mlx5 Dynamically Connected
+    /// transport, the way tshark 4.0 reads every such opcode; `se` is the BTH's
+    /// solicited-event bit, which tells a DC connect (0x55, SE clear) from other
+    /// 0x55 packets. `None` outside the RD range and for opcodes RD does not define.
+    pub fn dc_info(self, se: bool) -> Option<&'static OpInfo> {
+        if self.transport() != Transport::Rd {
+            return None;
+        }
+        if self.0 == 0x55 && se {
+            return Some(&DC_0X55_SE);
+        }
+        DC_TABLE[(self.0 & 0x1F) as usize].as_ref()
+    }
+
+    /// Every DC row, in numeric order (0x55 once, as the connect).
+    pub fn all_dc() -> impl Iterator<Item = &'static OpInfo> {
+        DC_TABLE.iter().flatten()
     }
 
     /// The opcode `name` names, the way `roce decode` prints it. A name with its
@@ -406,13 +479,23 @@ impl fmt::Debug for Opcode {
     }
 }
 
+/// `RC RDMA WRITE Only`, `DC Acknowledge`, `CNP`.
+impl fmt::Display for OpInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.transport {
+            Transport::Cnp => f.write_str("CNP"),
+            t => write!(f, "{t} {}", self.name),
+        }
+    }
+}
+
 /// `RC RDMA WRITE Only`; unknown opcodes print as `RC Unknown (0x18)` or
-/// `Vendor-specific (0xc5)`.
+/// `Vendor-specific (0xc5)`. RD-range opcodes print as RD: a frame read as DC
+/// prints its [`OpInfo`] instead.
 impl fmt::Display for Opcode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.info() {
-            Some(i) if i.transport == Transport::Cnp => f.write_str("CNP"),
-            Some(i) => write!(f, "{} {}", i.transport, i.name),
+            Some(i) => i.fmt(f),
             None if self.transport() == Transport::Vendor => {
                 write!(f, "Vendor-specific ({:#04x})", self.0)
             }
@@ -497,6 +580,36 @@ mod tests {
         let cnp = Opcode::CNP.info().unwrap();
         assert_eq!(cnp.headers.len(), 16);
         assert!(Opcode(0x80).info().is_none());
+    }
+
+    /// The DC layouts, written out from packet-infiniband.c's header sequences
+    /// (bthSize 20 for every RD-range opcode, then its RD case), independently of
+    /// `build_dc`.
+    #[test]
+    fn dc_rows_follow_tshark() {
+        let h = |op: u8| Opcode(op).dc_info(false).unwrap().headers;
+        let (dc, rd, de) = (Headers::DCETH, Headers::RDETH, Headers::DETH);
+        let req = dc.union(rd).union(de);
+        assert_eq!(h(0x44), req.union(Headers::PAYLOAD), "SEND Only");
+        assert_eq!(h(0x4A), req.union(Headers::RETH).union(Headers::PAYLOAD), "RDMA WRITE Only");
+        assert_eq!(h(0x4B), req.union(Headers::RETH).union(Headers::IMMDT).union(Headers::PAYLOAD));
+        assert_eq!(h(0x4C), req.union(Headers::RETH), "READ Request");
+        assert_eq!(h(0x50), dc.union(rd).union(Headers::AETH).union(Headers::PAYLOAD), "READ Response Only");
+        assert_eq!(h(0x4E), dc.union(rd).union(Headers::PAYLOAD), "READ Response Middle");
+        assert_eq!(h(0x51), dc.union(Headers::AETH), "tshark reads no RDETH on an Acknowledge");
+        assert_eq!(h(0x52), dc.union(rd).union(Headers::AETH).union(Headers::ATOMICACKETH));
+        assert_eq!(h(0x53), req.union(Headers::ATOMICETH));
+        assert_eq!(h(0x55), dc.union(Headers::DCCETH).union(Headers::PAYLOAD), "connect");
+        assert_eq!(Opcode(0x55).dc_info(true).unwrap().headers, dc.union(Headers::PAYLOAD));
+        assert_eq!(Opcode(0x4A).dc_info(false).unwrap().to_string(), "DC RDMA WRITE Only");
+        assert_eq!(Opcode(0x4A).to_string(), "RD RDMA WRITE Only");
+        assert!(Opcode(0x0A).dc_info(false).is_none() && Opcode(0x56).dc_info(false).is_none());
+        assert_eq!(Opcode::all_dc().count(), 22);
+        for i in Opcode::all_dc() {
+            assert_eq!(i.transport, Transport::Dc);
+            assert_eq!(i.opcode.transport(), Transport::Rd, "{i}");
+            assert!(i.headers.iter().next() == Some((Headers::DCETH, 8)), "{i}: DCETH first");
+        }
     }
 
     #[test]
