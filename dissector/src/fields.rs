@@ -1,22 +1,26 @@
-//! Named fields for `-T fields -e NAME` output.
+//! Named fields for `-T fields -e NAME` output and for display filters.
 //!
 //! Names and value formats are tshark 4.0's (`infiniband.bth.destqp` → `0x000012`,
 //! `infiniband.reth.va` → `0x00007f0000001000`, …) so that scripts written against
 //! tshark keep working; where a frame lacks the field the value is empty, and a field
-//! that occurs several times (VLAN tags) is comma-joined, as tshark does. Our own
-//! extras — things tshark does not decode — live under the `roce.` prefix.
+//! that occurs several times (VLAN tags, `ip.addr`) is comma-joined, as tshark does.
+//! Our own extras — things tshark does not decode — live under the `roce.` prefix.
 //!
-//! [`Field::lookup`] resolves a name once; [`write()`] formats a value per frame without
-//! allocating.
+//! One function, [`visit`], reads every field of a frame as typed [`Value`]s; `-T
+//! fields` formats them ([`write()`], no allocation per frame) and display filters
+//! ([`crate::filter`]) compare them. [`Field::lookup`] resolves a name once;
+//! [`Field::ty`] says what a filter may compare a field with.
 
+use core::fmt;
 use std::io::Write as _;
-use std::net::IpAddr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
-use crate::frame::{Frame, Link, Net, RoceVersion};
-use crate::wire::ethernet::ethertype;
+use crate::frame::{Frame, Layer, Link, Net, OpName, RoceVersion, StopError};
 use crate::wire::aeth::AckKind;
+use crate::wire::ethernet::{ethertype, Mac};
 use crate::wire::mad::CmMessage;
 use crate::wire::{icrc, RNR_TIMER_US};
+use crate::LinkType;
 
 /// Per-frame context the fields are read from.
 #[derive(Debug, Clone, Copy)]
@@ -54,6 +58,25 @@ impl<'a> Ctx<'a> {
     }
 }
 
+/// What the caller displayed before this frame: `frame.time_delta_displayed` counts
+/// from it. A caller that shows every frame passes [`Shown::every`]; one that applies
+/// a display filter keeps the timestamp of the last frame it printed (`None` before
+/// the first, which then shows a delta of 0, as tshark does).
+///
+/// This sits beside [`Ctx`] rather than in it so that code building a `Ctx` by its
+/// fields keeps compiling.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Shown {
+    pub prev_ts_ns: Option<u64>,
+}
+
+impl Shown {
+    /// Every frame is displayed: the previous displayed frame is the previous frame.
+    pub fn every(c: &Ctx<'_>) -> Shown {
+        Shown { prev_ts_ns: Some(c.prev_ts_ns) }
+    }
+}
+
 macro_rules! fields {
     ($( $id:ident = $name:literal : $desc:literal ),* $(,)?) => {
         /// A field that `-e` can name.
@@ -62,7 +85,7 @@ macro_rules! fields {
         pub enum Field { $($id),* }
 
         impl Field {
-            /// Every field: name and one-line description.
+            /// Every field: name and one-line description, in `-G fields` order.
             pub const ALL: &'static [(Field, &'static str, &'static str)] = &[
                 $((Field::$id, $name, $desc)),*
             ];
@@ -77,10 +100,15 @@ fields! {
     FrameTimeEpoch = "frame.time_epoch": "Capture time, seconds since the epoch",
     FrameTimeRelative = "frame.time_relative": "Seconds since the first frame",
     FrameTimeDelta = "frame.time_delta": "Seconds since the previous frame",
+    FrameTimeDeltaDisplayed = "frame.time_delta_displayed": "Seconds since the previous displayed frame (the previous frame the display filter kept)",
     FrameInterfaceId = "frame.interface_id": "pcapng interface index",
     FrameComment = "frame.comment": "pcapng packet comment (e.g. what a lab fault rule did to the frame)",
+    FrameProtocols = "frame.protocols": "Protocols in the frame, outermost first, as tshark names them: eth:ethertype:ip:udp:infiniband:data",
+    ColProtocol = "_ws.col.Protocol": "The Protocol column: RRoCE (RoCEv2), RoCE (RoCEv1), TCP, UDP, ARP, IPv4, …, as tshark shows it",
+    ColInfo = "_ws.col.Info": "The Info column: our one-line summary without the addresses (tshark's own Info text differs)",
     EthSrc = "eth.src": "Ethernet source MAC",
     EthDst = "eth.dst": "Ethernet destination MAC",
+    EthAddrs = "eth.addr": "Ethernet destination and source MACs (two values, in header order)",
     EthType = "eth.type": "Ethertype in the Ethernet header",
     VlanId = "vlan.id": "802.1Q VLAN ID (one per 0x8100 tag)",
     VlanPriority = "vlan.priority": "802.1Q PCP (one per 0x8100 tag)",
@@ -90,6 +118,7 @@ fields! {
     QinqDei = "ieee8021ad.dei": "802.1ad drop eligible indicator",
     IpSrc = "ip.src": "IPv4 source",
     IpDst = "ip.dst": "IPv4 destination",
+    IpAddrs = "ip.addr": "IPv4 source and destination (two values)",
     IpProto = "ip.proto": "IPv4 protocol",
     IpTtl = "ip.ttl": "IPv4 TTL",
     IpLen = "ip.len": "IPv4 total length",
@@ -97,12 +126,17 @@ fields! {
     IpEcn = "ip.dsfield.ecn": "IPv4 ECN (3 = CE)",
     Ipv6Src = "ipv6.src": "IPv6 source",
     Ipv6Dst = "ipv6.dst": "IPv6 destination",
+    Ipv6Addrs = "ipv6.addr": "IPv6 source and destination (two values)",
     Ipv6Plen = "ipv6.plen": "IPv6 payload length",
     Ipv6Nxt = "ipv6.nxt": "IPv6 next header",
     Ipv6Hlim = "ipv6.hlim": "IPv6 hop limit",
     UdpSrcport = "udp.srcport": "UDP source port",
     UdpDstport = "udp.dstport": "UDP destination port",
+    UdpPort = "udp.port": "UDP source and destination ports (two values)",
     UdpLength = "udp.length": "UDP length",
+    TcpSrcport = "tcp.srcport": "TCP source port",
+    TcpDstport = "tcp.dstport": "TCP destination port",
+    TcpPort = "tcp.port": "TCP source and destination ports (two values)",
     GrhIpver = "infiniband.grh.ipver": "GRH IP version (RoCEv1)",
     GrhTclass = "infiniband.grh.tclass": "GRH traffic class",
     GrhFlowlabel = "infiniband.grh.flowlabel": "GRH flow label",
@@ -161,7 +195,9 @@ fields! {
     CmDreqRemotecommid = "infiniband.cm.dreq.remotecommid": "CM DREQ remote communication ID",
     RoceVersion = "roce.version": "RoCE version: 1 or 2",
     RoceOpcodeName = "roce.opcode.name": "Opcode name, e.g. RC RDMA WRITE Only",
-    RoceTransport = "roce.transport": "Transport: RC UC RD UD XRC CNP VENDOR",
+    RoceTransport = "roce.transport": "Transport: RC UC RD DC UD XRC CNP VENDOR",
+    RoceDceth = "roce.dceth": "DC: the 8 bytes after the BTH (tshark skips them unnamed)",
+    RoceDcceth = "roce.dcceth": "DC connect: the 16-byte DCCETH, hex",
     RoceFecn = "roce.bth.fecn": "BTH FECN bit",
     RoceBecn = "roce.bth.becn": "BTH BECN bit",
     RoceEcnCe = "roce.ecn.ce": "1 if the IP header carries ECN CE",
@@ -179,6 +215,125 @@ fields! {
     RoceCmType = "roce.cm.type": "CM message: REQ REP RTU REJ MRA DREQ DREP",
     RoceFlow = "roce.flow": "Flow id: SRC>DST/DESTQP",
     RoceStop = "roce.stop": "Where and why decoding stopped",
+}
+
+
+/// What a field's values are: what a display filter may compare them with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ty {
+    /// An unsigned number (any base on output).
+    Uint,
+    /// A flag: 0 or 1 (tshark's FT_BOOLEAN).
+    Bool,
+    Ipv4,
+    Ipv6,
+    Mac,
+    /// Seconds, with nanoseconds.
+    Time,
+    /// Bytes, printed as bare hex.
+    Bytes,
+    /// Text.
+    Str,
+}
+
+impl Ty {
+    pub const fn name(self) -> &'static str {
+        match self {
+            Ty::Uint => "unsigned integer",
+            Ty::Bool => "boolean",
+            Ty::Ipv4 => "IPv4 address",
+            Ty::Ipv6 => "IPv6 address",
+            Ty::Mac => "Ethernet address",
+            Ty::Time => "time in seconds",
+            Ty::Bytes => "byte string",
+            Ty::Str => "character string",
+        }
+    }
+}
+
+impl fmt::Display for Ty {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One value of a field, as [`visit`] hands it out: the number or address itself,
+/// and how `-T fields` prints it.
+#[derive(Clone, Copy)]
+pub enum Value<'a> {
+    /// A number printed in decimal.
+    Dec(u64),
+    /// A number printed `0x` and this many hex digits.
+    Hex(u64, u32),
+    Bool(bool),
+    Ipv4(Ipv4Addr),
+    Ipv6(Ipv6Addr),
+    Mac(Mac),
+    /// Nanoseconds, printed as seconds with nine decimals.
+    Secs(u64),
+    Bytes(&'a [u8]),
+    Str(&'a str),
+    /// Text made when needed (names, the Info column).
+    Text(&'a dyn fmt::Display),
+}
+
+impl fmt::Debug for Value<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::Dec(v) => write!(f, "Dec({v})"),
+            Value::Hex(v, d) => write!(f, "Hex({v:#x}, {d})"),
+            Value::Bool(b) => write!(f, "Bool({b})"),
+            Value::Ipv4(a) => write!(f, "Ipv4({a})"),
+            Value::Ipv6(a) => write!(f, "Ipv6({a})"),
+            Value::Mac(m) => write!(f, "Mac({m})"),
+            Value::Secs(ns) => write!(f, "Secs({ns} ns)"),
+            Value::Bytes(b) => write!(f, "Bytes({b:02x?})"),
+            Value::Str(s) => write!(f, "Str({s:?})"),
+            Value::Text(t) => write!(f, "Text({:?})", t.to_string()),
+        }
+    }
+}
+
+impl Value<'_> {
+    pub const fn ty(&self) -> Ty {
+        match self {
+            Value::Dec(_) | Value::Hex(..) => Ty::Uint,
+            Value::Bool(_) => Ty::Bool,
+            Value::Ipv4(_) => Ty::Ipv4,
+            Value::Ipv6(_) => Ty::Ipv6,
+            Value::Mac(_) => Ty::Mac,
+            Value::Secs(_) => Ty::Time,
+            Value::Bytes(_) => Ty::Bytes,
+            Value::Str(_) | Value::Text(_) => Ty::Str,
+        }
+    }
+
+    /// Appends the value as `-T fields` prints it.
+    #[inline(always)]
+    pub fn write(&self, out: &mut Vec<u8>) {
+        match *self {
+            Value::Dec(v) => dec(out, v),
+            Value::Hex(v, digits) => hex(out, v, digits),
+            Value::Bool(b) => bit(out, b),
+            Value::Ipv4(a) => ipv4(out, a),
+            Value::Ipv6(a) => {
+                let _ = write!(out, "{a}");
+            }
+            Value::Mac(m) => {
+                let _ = write!(out, "{m}");
+            }
+            Value::Secs(ns) => secs(out, ns),
+            Value::Bytes(b) => {
+                for x in b {
+                    hex_bare(out, u64::from(*x), 2);
+                }
+            }
+            Value::Str(s) => out.extend_from_slice(s.as_bytes()),
+            Value::Text(t) => {
+                let _ = write!(out, "{t}");
+            }
+        }
+    }
 }
 
 /// An unknown `-e` name, with the closest known one.
@@ -211,6 +366,29 @@ impl Field {
 
     pub fn name(self) -> &'static str {
         Field::ALL.iter().find(|(f, _, _)| *f == self).map_or("?", |(_, n, _)| n)
+    }
+
+    /// The type of the field's values (every value [`visit`] gives has it).
+    pub const fn ty(self) -> Ty {
+        use Field as F;
+        match self {
+            F::FrameTimeEpoch | F::FrameTimeRelative | F::FrameTimeDelta | F::FrameTimeDeltaDisplayed => Ty::Time,
+            F::FrameComment | F::FrameProtocols | F::ColProtocol | F::ColInfo => Ty::Str,
+            F::EthSrc | F::EthDst | F::EthAddrs => Ty::Mac,
+            F::IpSrc | F::IpDst | F::IpAddrs => Ty::Ipv4,
+            F::Ipv6Src | F::Ipv6Dst | F::Ipv6Addrs | F::GrhSgid | F::GrhDgid => Ty::Ipv6,
+            F::BthSe | F::BthM | F::BthA | F::RoceFecn | F::RoceBecn | F::RoceEcnCe => Ty::Bool,
+            F::Immdt | F::Ieth | F::RoceDcceth => Ty::Bytes,
+            F::RoceOpcodeName
+            | F::RoceTransport
+            | F::RoceAethType
+            | F::RoceAethNak
+            | F::RoceIcrcStatus
+            | F::RoceCmType
+            | F::RoceFlow
+            | F::RoceStop => Ty::Str,
+            _ => Ty::Uint,
+        }
     }
 }
 
@@ -307,248 +485,414 @@ fn ipv4(out: &mut Vec<u8>, v: std::net::Ipv4Addr) {
     })
 }
 
-fn ip(out: &mut Vec<u8>, a: IpAddr) {
-    match a {
-        IpAddr::V4(v) => ipv4(out, v),
-        IpAddr::V6(v) => {
-            let _ = write!(out, "{v}");
-        }
-    }
+/// Appends the value of `field` for the frame in `c` (nothing if absent), every
+/// frame taken as displayed (see [`Shown`]).
+#[inline]
+pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
+    write_shown(field, c, Shown::every(c), out)
 }
 
-/// Appends the value of `field` for the frame in `c` (nothing if absent).
-pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
+/// [`write()`] for a caller that displays only some frames.
+#[inline]
+pub fn write_shown(field: Field, c: &Ctx<'_>, shown: Shown, out: &mut Vec<u8>) {
+    let mut first = true;
+    visit(field, c, shown, |v| {
+        if !first {
+            out.push(b',');
+        }
+        first = false;
+        v.write(out)
+    })
+}
+
+/// Hands each value of `field` in the frame of `c` to `f`, in tshark's order
+/// (`ip.addr`: source, then destination; `eth.addr`: destination, then source, as
+/// the header has them). Absent fields call `f` never.
+#[inline(always)]
+pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_>)) {
     use Field as F;
-    let f = c.frame;
+    use Value::{Dec, Hex};
+    let fr = c.frame;
     // Cheap accessors, evaluated only by the arms that need them.
-    let ib = f.ib.as_ref();
+    let ib = fr.ib.as_ref();
     let bth = ib.map(|i| &i.bth);
-    let v4 = || match &f.net {
+    let v4 = || match &fr.net {
         Net::Ipv4(r) => Some(r),
         _ => None,
     };
-    let v6 = || match &f.net {
+    let v6 = || match &fr.net {
         Net::Ipv6(r) => Some(r),
         _ => None,
     };
-    let grh = || match &f.net {
+    let grh = || match &fr.net {
         Net::Grh(r) => Some(r),
         _ => None,
     };
-    let mad = f.mad.as_ref();
+    let mad = fr.mad.as_ref();
     let cm = || mad.and_then(|m| m.cm.as_ref());
+    let eth = || match fr.link {
+        Link::Ethernet { src, dst } => Some((src, dst)),
+        _ => None,
+    };
     match field {
-        F::FrameNumber => dec(out, c.number),
-        F::FrameLen => dec(out, c.orig_len),
-        F::FrameCapLen => dec(out, c.data.len()),
-        F::FrameTimeEpoch => secs(out, c.ts_ns),
-        F::FrameTimeRelative => secs(out, c.ts_ns.saturating_sub(c.first_ts_ns)),
-        F::FrameTimeDelta => secs(out, c.ts_ns.saturating_sub(c.prev_ts_ns)),
-        F::FrameInterfaceId => dec(out, c.interface),
-        F::FrameComment => {
-            if let Some(s) = c.comment {
-                out.extend_from_slice(s.as_bytes())
+        F::FrameNumber => f(Dec(c.number)),
+        F::FrameLen => f(Dec(c.orig_len.into())),
+        F::FrameCapLen => f(Dec(c.data.len() as u64)),
+        F::FrameTimeEpoch => f(Value::Secs(c.ts_ns)),
+        F::FrameTimeRelative => f(Value::Secs(c.ts_ns.saturating_sub(c.first_ts_ns))),
+        F::FrameTimeDelta => f(Value::Secs(c.ts_ns.saturating_sub(c.prev_ts_ns))),
+        F::FrameTimeDeltaDisplayed => {
+            f(Value::Secs(shown.prev_ts_ns.map_or(0, |p| c.ts_ns.saturating_sub(p))))
+        }
+        F::FrameInterfaceId => f(Dec(c.interface.into())),
+        F::FrameComment => c.comment.into_iter().for_each(|s| f(Value::Str(s))),
+        F::FrameProtocols => f(Value::Text(&Protocols(c))),
+        F::ColProtocol => f(Value::Str(col_protocol(fr))),
+        F::ColInfo => f(Value::Text(&crate::print::Info { frame: fr, data: c.data })),
+        F::EthSrc => eth().into_iter().for_each(|(s, _)| f(Value::Mac(s))),
+        F::EthDst => eth().into_iter().for_each(|(_, d)| f(Value::Mac(d))),
+        F::EthAddrs => {
+            if let Some((s, d)) = eth() {
+                f(Value::Mac(d));
+                f(Value::Mac(s));
             }
         }
-        F::EthSrc | F::EthDst | F::EthType => {
-            if let Link::Ethernet { src, dst } = f.link {
-                match field {
-                    F::EthSrc => {
-                        let _ = write!(out, "{src}");
-                    }
-                    F::EthDst => {
-                        let _ = write!(out, "{dst}");
-                    }
-                    _ => {
-                        let t = f.vlans[0].map(|v| v.tpid).or(f.ethertype);
-                        if let Some(t) = t {
-                            hex(out, t as u64, 4)
-                        }
-                    }
-                }
+        F::EthType => {
+            if eth().is_some() {
+                let t = fr.vlans[0].map(|v| v.tpid).or(fr.ethertype);
+                t.into_iter().for_each(|t| f(Hex(t.into(), 4)))
             }
         }
         F::VlanId | F::VlanPriority | F::VlanEtype | F::QinqId | F::QinqPriority | F::QinqDei => {
             // tshark files 802.1ad (0x88a8) tags under ieee8021ad.*, the rest under vlan.*.
             let qinq = matches!(field, F::QinqId | F::QinqPriority | F::QinqDei);
-            let tags = f.vlans.iter().flatten().filter(|v| (v.tpid == ethertype::QINQ) == qinq);
-            for (i, v) in tags.enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                match field {
-                    F::VlanId | F::QinqId => dec(out, v.id),
-                    F::VlanPriority | F::QinqPriority => dec(out, v.pcp),
-                    F::QinqDei => dec(out, v.dei as u8),
-                    _ => hex(out, v.inner_type as u64, 4),
-                }
+            let tags = fr.vlans.iter().flatten().filter(|v| (v.tpid == ethertype::QINQ) == qinq);
+            for v in tags {
+                f(match field {
+                    F::VlanId | F::QinqId => Dec(v.id.into()),
+                    F::VlanPriority | F::QinqPriority => Dec(v.pcp.into()),
+                    F::QinqDei => Dec(v.dei.into()),
+                    _ => Hex(v.inner_type.into(), 4),
+                })
             }
         }
-        F::IpSrc => v4().into_iter().for_each(|r| ip(out, r.src.into())),
-        F::IpDst => v4().into_iter().for_each(|r| ip(out, r.dst.into())),
-        F::IpProto => v4().into_iter().for_each(|r| dec(out, r.protocol)),
-        F::IpTtl => v4().into_iter().for_each(|r| dec(out, r.ttl)),
-        F::IpLen => v4().into_iter().for_each(|r| dec(out, r.total_len)),
-        F::IpDscp => v4().into_iter().for_each(|r| dec(out, r.dscp)),
-        F::IpEcn => v4().into_iter().for_each(|r| dec(out, r.ecn)),
-        F::Ipv6Src => v6().into_iter().for_each(|r| ip(out, r.src.into())),
-        F::Ipv6Dst => v6().into_iter().for_each(|r| ip(out, r.dst.into())),
-        F::Ipv6Plen => v6().into_iter().for_each(|r| dec(out, r.payload_len)),
-        F::Ipv6Nxt => v6().into_iter().for_each(|r| dec(out, r.next_header)),
-        F::Ipv6Hlim => v6().into_iter().for_each(|r| dec(out, r.hop_limit)),
-        F::UdpSrcport => f.udp.into_iter().for_each(|u| dec(out, u.src_port)),
-        F::UdpDstport => f.udp.into_iter().for_each(|u| dec(out, u.dst_port)),
-        F::UdpLength => f.udp.into_iter().for_each(|u| dec(out, u.length)),
-        F::GrhIpver => grh().into_iter().for_each(|_| dec(out, 6u8)),
-        F::GrhTclass => grh().into_iter().for_each(|r| dec(out, r.traffic_class)),
-        F::GrhFlowlabel => grh().into_iter().for_each(|r| dec(out, r.flow_label)),
-        F::GrhPaylen => grh().into_iter().for_each(|r| dec(out, r.payload_len)),
-        F::GrhNxthdr => grh().into_iter().for_each(|r| dec(out, r.next_header)),
-        F::GrhHoplmt => grh().into_iter().for_each(|r| dec(out, r.hop_limit)),
-        F::GrhSgid => grh().into_iter().for_each(|r| ip(out, r.src.into())),
-        F::GrhDgid => grh().into_iter().for_each(|r| ip(out, r.dst.into())),
-        F::BthOpcode => bth.into_iter().for_each(|b| dec(out, b.opcode.0)),
-        F::BthSe => bth.into_iter().for_each(|b| bit(out, b.solicited_event)),
-        F::BthM => bth.into_iter().for_each(|b| bit(out, b.mig_req)),
-        F::BthPadcnt => bth.into_iter().for_each(|b| dec(out, b.pad_count)),
-        F::BthTver => bth.into_iter().for_each(|b| dec(out, b.tver)),
-        F::BthPKey => bth.into_iter().for_each(|b| dec(out, b.p_key)),
-        F::BthDestqp => bth.into_iter().for_each(|b| hex(out, b.dest_qp as u64, 6)),
-        F::BthA => bth.into_iter().for_each(|b| bit(out, b.ack_req)),
-        F::BthReserved7 => bth.into_iter().for_each(|b| dec(out, b.resv7)),
-        F::BthPsn => bth.into_iter().for_each(|b| dec(out, b.psn.value())),
-        F::RdethEecnxt => ib.and_then(|i| i.rdeth).into_iter().for_each(|v| dec(out, v)),
-        F::DethQKey => ib.and_then(|i| i.deth).into_iter().for_each(|d| hex(out, d.q_key as u64, 16)),
-        F::DethSrcqp => ib.and_then(|i| i.deth).into_iter().for_each(|d| hex(out, d.src_qp as u64, 8)),
+        F::IpSrc => v4().into_iter().for_each(|r| f(Value::Ipv4(r.src))),
+        F::IpDst => v4().into_iter().for_each(|r| f(Value::Ipv4(r.dst))),
+        F::IpAddrs => {
+            if let Some(r) = v4() {
+                f(Value::Ipv4(r.src));
+                f(Value::Ipv4(r.dst));
+            }
+        }
+        F::IpProto => v4().into_iter().for_each(|r| f(Dec(r.protocol.into()))),
+        F::IpTtl => v4().into_iter().for_each(|r| f(Dec(r.ttl.into()))),
+        F::IpLen => v4().into_iter().for_each(|r| f(Dec(r.total_len.into()))),
+        F::IpDscp => v4().into_iter().for_each(|r| f(Dec(r.dscp.into()))),
+        F::IpEcn => v4().into_iter().for_each(|r| f(Dec(r.ecn.into()))),
+        F::Ipv6Src => v6().into_iter().for_each(|r| f(Value::Ipv6(r.src))),
+        F::Ipv6Dst => v6().into_iter().for_each(|r| f(Value::Ipv6(r.dst))),
+        F::Ipv6Addrs => {
+            if let Some(r) = v6() {
+                f(Value::Ipv6(r.src));
+                f(Value::Ipv6(r.dst));
+            }
+        }
+        F::Ipv6Plen => v6().into_iter().for_each(|r| f(Dec(r.payload_len.into()))),
+        F::Ipv6Nxt => v6().into_iter().for_each(|r| f(Dec(r.next_header.into()))),
+        F::Ipv6Hlim => v6().into_iter().for_each(|r| f(Dec(r.hop_limit.into()))),
+        F::UdpSrcport => fr.udp.into_iter().for_each(|u| f(Dec(u.src_port.into()))),
+        F::UdpDstport => fr.udp.into_iter().for_each(|u| f(Dec(u.dst_port.into()))),
+        F::UdpPort => {
+            if let Some(u) = fr.udp {
+                f(Dec(u.src_port.into()));
+                f(Dec(u.dst_port.into()));
+            }
+        }
+        F::UdpLength => fr.udp.into_iter().for_each(|u| f(Dec(u.length.into()))),
+        F::TcpSrcport => fr.tcp.into_iter().for_each(|t| f(Dec(t.src_port.into()))),
+        F::TcpDstport => fr.tcp.into_iter().for_each(|t| f(Dec(t.dst_port.into()))),
+        F::TcpPort => {
+            if let Some(t) = fr.tcp {
+                f(Dec(t.src_port.into()));
+                f(Dec(t.dst_port.into()));
+            }
+        }
+        F::GrhIpver => grh().into_iter().for_each(|_| f(Dec(6))),
+        F::GrhTclass => grh().into_iter().for_each(|r| f(Dec(r.traffic_class.into()))),
+        F::GrhFlowlabel => grh().into_iter().for_each(|r| f(Dec(r.flow_label.into()))),
+        F::GrhPaylen => grh().into_iter().for_each(|r| f(Dec(r.payload_len.into()))),
+        F::GrhNxthdr => grh().into_iter().for_each(|r| f(Dec(r.next_header.into()))),
+        F::GrhHoplmt => grh().into_iter().for_each(|r| f(Dec(r.hop_limit.into()))),
+        F::GrhSgid => grh().into_iter().for_each(|r| f(Value::Ipv6(r.src))),
+        F::GrhDgid => grh().into_iter().for_each(|r| f(Value::Ipv6(r.dst))),
+        F::BthOpcode => bth.into_iter().for_each(|b| f(Dec(b.opcode.0.into()))),
+        F::BthSe => bth.into_iter().for_each(|b| f(Value::Bool(b.solicited_event))),
+        F::BthM => bth.into_iter().for_each(|b| f(Value::Bool(b.mig_req))),
+        F::BthPadcnt => bth.into_iter().for_each(|b| f(Dec(b.pad_count.into()))),
+        F::BthTver => bth.into_iter().for_each(|b| f(Dec(b.tver.into()))),
+        F::BthPKey => bth.into_iter().for_each(|b| f(Dec(b.p_key.into()))),
+        F::BthDestqp => bth.into_iter().for_each(|b| f(Hex(b.dest_qp.into(), 6))),
+        F::BthA => bth.into_iter().for_each(|b| f(Value::Bool(b.ack_req))),
+        F::BthReserved7 => bth.into_iter().for_each(|b| f(Dec(b.resv7.into()))),
+        F::BthPsn => bth.into_iter().for_each(|b| f(Dec(b.psn.value().into()))),
+        F::RdethEecnxt => ib.and_then(|i| i.rdeth).into_iter().for_each(|v| f(Dec(v.into()))),
+        F::DethQKey => ib.and_then(|i| i.deth).into_iter().for_each(|d| f(Hex(d.q_key.into(), 16))),
+        F::DethSrcqp => ib.and_then(|i| i.deth).into_iter().for_each(|d| f(Hex(d.src_qp.into(), 8))),
         // tshark shows the AtomicETH's VA and R_Key under the RETH's field names.
         F::RethVa => {
             let va = ib.and_then(|i| i.reth.map(|r| r.va).or(i.atomiceth.map(|a| a.va)));
-            va.into_iter().for_each(|v| hex(out, v, 16))
+            va.into_iter().for_each(|v| f(Hex(v, 16)))
         }
         F::RethRKey => {
             let k = ib.and_then(|i| i.reth.map(|r| r.r_key).or(i.atomiceth.map(|a| a.r_key)));
-            k.into_iter().for_each(|v| hex(out, v as u64, 8))
+            k.into_iter().for_each(|v| f(Hex(v.into(), 8)))
         }
-        F::RethDmalen => ib.and_then(|i| i.reth).into_iter().for_each(|r| dec(out, r.dma_len)),
-        F::AtomicethSwapdt => ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| dec(out, a.swap_add)),
-        F::AtomicethCmpdt => ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| dec(out, a.compare)),
-        F::AethSyndrome => ib.and_then(|i| i.aeth).into_iter().for_each(|a| dec(out, a.syndrome.0)),
-        F::AethMsn => ib.and_then(|i| i.aeth).into_iter().for_each(|a| dec(out, a.msn)),
-        F::AtomicackethOrigremdt => ib.and_then(|i| i.atomicacketh).into_iter().for_each(|v| dec(out, v)),
-        F::Immdt => ib.and_then(|i| i.immdt).into_iter().for_each(|v| hex_bare(out, v as u64, 8)),
-        F::Ieth => ib.and_then(|i| i.ieth).into_iter().for_each(|v| hex_bare(out, v as u64, 8)),
-        F::InvariantCrc => {
-            if let Some(b) = ib.and_then(|i| i.icrc) {
-                hex(out, u32::from_be_bytes(b) as u64, 8)
-            }
-        }
-        F::MadBaseversion => mad.into_iter().for_each(|m| hex(out, m.header.base_version as u64, 2)),
-        F::MadMgmtclass => mad.into_iter().for_each(|m| hex(out, m.header.mgmt_class as u64, 2)),
-        F::MadClassversion => mad.into_iter().for_each(|m| hex(out, m.header.class_version as u64, 2)),
-        F::MadMethod => mad.into_iter().for_each(|m| hex(out, m.header.method as u64, 2)),
-        F::MadStatus => mad.into_iter().for_each(|m| hex(out, m.header.status as u64, 4)),
-        F::MadClassspecific => mad.into_iter().for_each(|m| hex(out, m.header.class_specific as u64, 4)),
-        F::MadTransactionid => mad.into_iter().for_each(|m| hex(out, m.header.transaction_id, 16)),
-        F::MadAttributeid => mad.into_iter().for_each(|m| hex(out, m.header.attribute_id as u64, 4)),
-        F::MadAttributemodifier => {
-            mad.into_iter().for_each(|m| hex(out, m.header.attribute_modifier as u64, 8))
-        }
+        F::RethDmalen => ib.and_then(|i| i.reth).into_iter().for_each(|r| f(Dec(r.dma_len.into()))),
+        F::AtomicethSwapdt => ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| f(Dec(a.swap_add))),
+        F::AtomicethCmpdt => ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| f(Dec(a.compare))),
+        F::AethSyndrome => ib.and_then(|i| i.aeth).into_iter().for_each(|a| f(Dec(a.syndrome.0.into()))),
+        F::AethMsn => ib.and_then(|i| i.aeth).into_iter().for_each(|a| f(Dec(a.msn.into()))),
+        F::AtomicackethOrigremdt => ib.and_then(|i| i.atomicacketh).into_iter().for_each(|v| f(Dec(v))),
+        F::Immdt => ib.and_then(|i| i.immdt).into_iter().for_each(|v| f(Value::Bytes(&v.to_be_bytes()))),
+        F::Ieth => ib.and_then(|i| i.ieth).into_iter().for_each(|v| f(Value::Bytes(&v.to_be_bytes()))),
+        F::InvariantCrc => ib.and_then(|i| i.icrc).into_iter().for_each(|b| f(Hex(u32::from_be_bytes(b).into(), 8))),
+        F::MadBaseversion => mad.into_iter().for_each(|m| f(Hex(m.header.base_version.into(), 2))),
+        F::MadMgmtclass => mad.into_iter().for_each(|m| f(Hex(m.header.mgmt_class.into(), 2))),
+        F::MadClassversion => mad.into_iter().for_each(|m| f(Hex(m.header.class_version.into(), 2))),
+        F::MadMethod => mad.into_iter().for_each(|m| f(Hex(m.header.method.into(), 2))),
+        F::MadStatus => mad.into_iter().for_each(|m| f(Hex(m.header.status.into(), 4))),
+        F::MadClassspecific => mad.into_iter().for_each(|m| f(Hex(m.header.class_specific.into(), 4))),
+        F::MadTransactionid => mad.into_iter().for_each(|m| f(Hex(m.header.transaction_id, 16))),
+        F::MadAttributeid => mad.into_iter().for_each(|m| f(Hex(m.header.attribute_id.into(), 4))),
+        F::MadAttributemodifier => mad.into_iter().for_each(|m| f(Hex(m.header.attribute_modifier.into(), 8))),
         F::CmReqLocalCommId | F::CmReqServiceid | F::CmReqLocalqpn | F::CmReqStartpsn => {
             if let Some(CmMessage::Req(r)) = cm() {
-                match field {
-                    F::CmReqLocalCommId => hex(out, r.local_comm_id as u64, 8),
-                    F::CmReqServiceid => hex(out, r.service_id, 16),
-                    F::CmReqLocalqpn => hex(out, r.local_qpn as u64, 6),
-                    _ => hex(out, r.starting_psn.value() as u64, 6),
-                }
+                f(match field {
+                    F::CmReqLocalCommId => Hex(r.local_comm_id.into(), 8),
+                    F::CmReqServiceid => Hex(r.service_id, 16),
+                    F::CmReqLocalqpn => Hex(r.local_qpn.into(), 6),
+                    _ => Hex(r.starting_psn.value().into(), 6),
+                })
             }
         }
         F::CmRepLocalCommId | F::CmRepRemotecommid | F::CmRepLocalqpn | F::CmRepStartpsn => {
             if let Some(CmMessage::Rep(r)) = cm() {
-                match field {
-                    F::CmRepLocalCommId => hex(out, r.local_comm_id as u64, 8),
-                    F::CmRepRemotecommid => hex(out, r.remote_comm_id as u64, 8),
-                    F::CmRepLocalqpn => hex(out, r.local_qpn as u64, 6),
-                    _ => hex(out, r.starting_psn.value() as u64, 6),
-                }
+                f(match field {
+                    F::CmRepLocalCommId => Hex(r.local_comm_id.into(), 8),
+                    F::CmRepRemotecommid => Hex(r.remote_comm_id.into(), 8),
+                    F::CmRepLocalqpn => Hex(r.local_qpn.into(), 6),
+                    _ => Hex(r.starting_psn.value().into(), 6),
+                })
             }
         }
         F::CmRtuLocalcommid | F::CmRtuRemotecommid => {
             if let Some(&CmMessage::Rtu { local_comm_id, remote_comm_id }) = cm() {
                 let v = if field == F::CmRtuLocalcommid { local_comm_id } else { remote_comm_id };
-                hex(out, v as u64, 8)
+                f(Hex(v.into(), 8))
             }
         }
         F::CmRejLocalcommid | F::CmRejRemotecommid | F::CmRejReason => {
             if let Some(&CmMessage::Rej { local_comm_id, remote_comm_id, reason, .. }) = cm() {
-                match field {
-                    F::CmRejLocalcommid => hex(out, local_comm_id as u64, 8),
-                    F::CmRejRemotecommid => hex(out, remote_comm_id as u64, 8),
-                    _ => hex(out, reason as u64, 4),
-                }
+                f(match field {
+                    F::CmRejLocalcommid => Hex(local_comm_id.into(), 8),
+                    F::CmRejRemotecommid => Hex(remote_comm_id.into(), 8),
+                    _ => Hex(reason.into(), 4),
+                })
             }
         }
         F::CmDreqLocalcommid | F::CmDreqRemotecommid => {
             if let Some(&CmMessage::Dreq { local_comm_id, remote_comm_id, .. }) = cm() {
                 let v = if field == F::CmDreqLocalcommid { local_comm_id } else { remote_comm_id };
-                hex(out, v as u64, 8)
+                f(Hex(v.into(), 8))
             }
         }
-        F::RoceVersion => f.roce.into_iter().for_each(|v| out.push(if v == RoceVersion::V1 { b'1' } else { b'2' })),
-        F::RoceOpcodeName => {
-            if let Some(b) = bth {
-                let _ = write!(out, "{}", b.opcode);
-            }
-        }
-        F::RoceTransport => bth.into_iter().for_each(|b| out.extend_from_slice(b.opcode.transport().abbrev().as_bytes())),
-        F::RoceFecn => bth.into_iter().for_each(|b| bit(out, b.fecn)),
-        F::RoceBecn => bth.into_iter().for_each(|b| bit(out, b.becn)),
-        F::RoceEcnCe => f.ecn().into_iter().for_each(|e| bit(out, e == 3)),
+        F::RoceVersion => fr.roce.into_iter().for_each(|v| f(Dec(if v == RoceVersion::V1 { 1 } else { 2 }))),
+        F::RoceOpcodeName => ib.into_iter().for_each(|i| f(Value::Text(&OpName(i)))),
+        F::RoceTransport => ib.into_iter().for_each(|i| {
+            let t = i.info.map_or(i.bth.opcode.transport(), |info| info.transport);
+            f(Value::Str(t.abbrev()))
+        }),
+        F::RoceDceth => ib.and_then(|i| i.dceth).into_iter().for_each(|v| f(Hex(v, 16))),
+        F::RoceDcceth => ib.and_then(|i| i.dcceth.as_ref()).into_iter().for_each(|b| f(Value::Bytes(b))),
+        F::RoceFecn => bth.into_iter().for_each(|b| f(Value::Bool(b.fecn))),
+        F::RoceBecn => bth.into_iter().for_each(|b| f(Value::Bool(b.becn))),
+        F::RoceEcnCe => fr.ecn().into_iter().for_each(|e| f(Value::Bool(e == 3))),
         F::RoceAethType | F::RoceAethNak | F::RoceAethCredits | F::RoceAethRnrTimerUs => {
             if let Some(a) = ib.and_then(|i| i.aeth) {
                 match (field, a.syndrome.kind()) {
-                    (F::RoceAethType, AckKind::Ack { .. }) => out.extend_from_slice(b"ACK"),
-                    (F::RoceAethType, AckKind::RnrNak { .. }) => out.extend_from_slice(b"RNR NAK"),
-                    (F::RoceAethType, AckKind::Nak(_)) => out.extend_from_slice(b"NAK"),
-                    (F::RoceAethType, AckKind::Reserved) => out.extend_from_slice(b"Reserved"),
-                    (F::RoceAethNak, AckKind::Nak(n)) => out.extend_from_slice(n.name().as_bytes()),
-                    (F::RoceAethCredits, AckKind::Ack { credits }) => dec(out, credits),
-                    (F::RoceAethRnrTimerUs, AckKind::RnrNak { timer }) => dec(out, RNR_TIMER_US[timer as usize]),
+                    (F::RoceAethType, AckKind::Ack { .. }) => f(Value::Str("ACK")),
+                    (F::RoceAethType, AckKind::RnrNak { .. }) => f(Value::Str("RNR NAK")),
+                    (F::RoceAethType, AckKind::Nak(_)) => f(Value::Str("NAK")),
+                    (F::RoceAethType, AckKind::Reserved) => f(Value::Str("Reserved")),
+                    (F::RoceAethNak, AckKind::Nak(n)) => f(Value::Str(n.name())),
+                    (F::RoceAethCredits, AckKind::Ack { credits }) => f(Dec(credits.into())),
+                    (F::RoceAethRnrTimerUs, AckKind::RnrNak { timer }) => f(Dec(RNR_TIMER_US[timer as usize].into())),
                     _ => {}
                 }
             }
         }
-        F::RoceAtomicVa => ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| hex(out, a.va, 16)),
-        F::RoceAtomicRKey => ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| hex(out, a.r_key as u64, 8)),
-        F::RoceXrcSrq => ib.and_then(|i| i.xrceth).into_iter().for_each(|v| hex(out, v as u64, 6)),
-        F::RoceFeth => ib.and_then(|i| i.feth).into_iter().for_each(|v| hex(out, v as u64, 8)),
-        F::RocePayloadLen => f.payload_len_on_wire().into_iter().for_each(|n| dec(out, n)),
+        F::RoceAtomicVa => ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| f(Hex(a.va, 16))),
+        F::RoceAtomicRKey => ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| f(Hex(a.r_key.into(), 8))),
+        F::RoceXrcSrq => ib.and_then(|i| i.xrceth).into_iter().for_each(|v| f(Hex(v.into(), 6))),
+        F::RoceFeth => ib.and_then(|i| i.feth).into_iter().for_each(|v| f(Hex(v.into(), 8))),
+        F::RocePayloadLen => fr.payload_len_on_wire().into_iter().for_each(|n| f(Dec(n as u64))),
         F::RoceIcrcStatus | F::RoceIcrcComputed => {
-            if let Some(chk) = f.icrc_check(c.data) {
+            if let Some(chk) = fr.icrc_check(c.data) {
                 if field == F::RoceIcrcStatus {
-                    out.extend_from_slice(if chk.ok() { b"ok" } else { b"bad" });
+                    f(Value::Str(if chk.ok() { "ok" } else { "bad" }))
                 } else {
-                    hex(out, u32::from_be_bytes(icrc::to_wire(chk.computed)) as u64, 8)
+                    f(Hex(u32::from_be_bytes(icrc::to_wire(chk.computed)).into(), 8))
                 }
             }
         }
         F::RoceCmType => {
             if let Some(m) = cm() {
                 let n = m.name();
-                let short = n.rsplit_once('(').map_or(n, |(_, s)| s.trim_end_matches(')'));
-                out.extend_from_slice(short.as_bytes());
+                f(Value::Str(n.rsplit_once('(').map_or(n, |(_, s)| s.trim_end_matches(')'))))
             }
         }
         F::RoceFlow => {
-            if let (Some(b), Some((s, d))) = (bth, f.addrs()) {
-                let _ = write!(out, "{s}>{d}/0x{:06x}", b.dest_qp);
+            if let (Some(b), Some((s, d))) = (bth, fr.addrs()) {
+                f(Value::Text(&format_args!("{s}>{d}/0x{:06x}", b.dest_qp)))
             }
         }
-        F::RoceStop => {
-            if let Some(s) = f.stop {
-                let _ = write!(out, "{s}");
+        F::RoceStop => fr.stop.iter().for_each(|s| f(Value::Text(s))),
+    }
+}
+
+/// `_ws.col.Protocol`: the innermost protocol, named as tshark's Protocol column
+/// names it (RoCEv2 is "RRoCE", RoCEv1 "RoCE").
+pub fn col_protocol(fr: &Frame) -> &'static str {
+    match fr.roce {
+        Some(RoceVersion::V2) => return "RRoCE",
+        Some(RoceVersion::V1) => return "RoCE",
+        None => {}
+    }
+    if fr.tcp.is_some() {
+        return "TCP";
+    }
+    if fr.udp.is_some() {
+        return "UDP";
+    }
+    match fr.ethertype {
+        Some(ethertype::IPV4) => "IPv4",
+        Some(ethertype::IPV6) => "IPv6",
+        Some(ethertype::ARP) => "ARP",
+        Some(ethertype::LLDP) => "LLDP",
+        _ => match fr.link {
+            Link::Sll(_) | Link::Truncated(LinkType::LINUX_SLL | LinkType::LINUX_SLL2) => "SLL",
+            Link::Raw => "Raw",
+            Link::Null { .. } => "Null",
+            _ => "Ethernet",
+        },
+    }
+}
+
+/// `frame.protocols`: the protocols of the frame, outermost first, joined with `:`
+/// as tshark prints them (`eth:ethertype:vlan:ethertype:ip:udp:infiniband:data`).
+///
+/// Where tshark hands bytes to a dissector we do not have (DNS on UDP port 53, ICMP,
+/// …) we name `data` or stop; `data` after `infiniband` means a payload we decoded in
+/// full, so for opcodes tshark 4.0 does not decode (XRC, FLUSH, CNP) we show `data`
+/// where tshark does not.
+#[derive(Debug, Clone, Copy)]
+pub struct Protocols<'a>(pub &'a Ctx<'a>);
+
+impl Protocols<'_> {
+    /// Calls `f` with each protocol name, outermost first.
+    pub fn each(&self, mut f: impl FnMut(&'static str)) {
+        let fr = self.0.frame;
+        match fr.link {
+            Link::Ethernet { .. } => f("eth"),
+            Link::Sll(_) => f("sll"),
+            Link::Raw => f("raw"),
+            Link::Null { .. } => f("null"),
+            Link::Truncated(LinkType::ETHERNET) => return f("eth"),
+            Link::Truncated(LinkType::LINUX_SLL | LinkType::LINUX_SLL2) => return f("sll"),
+            Link::Truncated(_) | Link::Unsupported(_) => return,
+        }
+        if matches!(fr.link, Link::Ethernet { .. } | Link::Sll(_)) {
+            f("ethertype");
+            for v in fr.vlans.iter().flatten() {
+                f(if v.tpid == ethertype::QINQ { "ieee8021ad" } else { "vlan" });
+                f("ethertype");
             }
         }
+        let stopped_at = |l: Layer| fr.stop.is_some_and(|s| s.layer == l);
+        let l4 = |proto: u8, l4_len: usize, f: &mut dyn FnMut(&'static str)| match proto {
+            17 => {
+                f("udp");
+                if fr.roce.is_some() {
+                    infiniband(fr, f)
+                } else if fr.udp.is_some_and(|u| u.length > 8) && !stopped_at(Layer::Udp) {
+                    f("data")
+                }
+            }
+            6 => {
+                f("tcp");
+                if let Some(t) = fr.tcp {
+                    if t.header_len >= 20 && l4_len > usize::from(t.header_len) {
+                        f("data")
+                    }
+                }
+            }
+            _ => {}
+        };
+        match fr.ethertype {
+            Some(ethertype::IPV4) => {
+                f("ip");
+                if let Net::Ipv4(r) = fr.net {
+                    if fr.stop.is_some_and(|s| s.error == StopError::Fragment) {
+                        f("data")
+                    } else {
+                        l4(r.protocol, usize::from(r.total_len).saturating_sub(r.header_len.into()), &mut f)
+                    }
+                }
+            }
+            Some(ethertype::IPV6) => {
+                f("ipv6");
+                if let Net::Ipv6(r) = fr.net {
+                    let proto = if fr.udp.is_some() { 17 } else if fr.tcp.is_some() { 6 } else { r.next_header };
+                    l4(proto, r.payload_len.into(), &mut f)
+                }
+            }
+            Some(ethertype::ROCE_V1) => infiniband(fr, &mut f),
+            Some(ethertype::ARP) => f("arp"),
+            Some(ethertype::LLDP) => f("lldp"),
+            Some(_) => f("data"),
+            None => {}
+        }
+    }
+
+    /// The frame holds protocol `name` (a display filter's bare `ip`, `udp`, …).
+    pub fn has(&self, name: &str) -> bool {
+        let mut found = false;
+        self.each(|p| found |= p == name);
+        found
+    }
+}
+
+fn infiniband(fr: &Frame, f: &mut dyn FnMut(&'static str)) {
+    f("infiniband");
+    if let Some(ib) = &fr.ib {
+        if fr.mad.is_none() && fr.stop.is_none() && ib.payload_len() > 0 {
+            f("data")
+        }
+    }
+}
+
+impl fmt::Display for Protocols<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut r = Ok(());
+        let mut first = true;
+        self.each(|p| {
+            if !first {
+                r = r.and_then(|()| f.write_str(":"));
+            }
+            first = false;
+            r = r.and_then(|()| f.write_str(p));
+        });
+        r
     }
 }
 
@@ -619,7 +963,7 @@ mod tests {
         for _ in 0..3 {
             for a in addrs {
                 let mut o = Vec::new();
-                ip(&mut o, a.parse().unwrap());
+                ipv4(&mut o, a.parse().unwrap());
                 assert_eq!(o, a.as_bytes());
             }
         }

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use serde_json::{json, Map, Value};
 
 use crate::fields::Ctx;
-use crate::frame::{Frame, Layer, Link, Net, RoceVersion};
+use crate::frame::{Frame, Layer, Link, Net, OpName, RoceVersion};
 use crate::wire::aeth::AckKind;
 use crate::wire::ethernet::ethertype;
 use crate::wire::mad::{trim_zeros, CmMessage, RdmaCmHeader};
@@ -96,12 +96,28 @@ impl fmt::Display for Summary<'_> {
                 }
             }
         }
+        Info { frame: fr, data: self.data }.fmt(f)
+    }
+}
+
+/// The summary without the addresses: what `_ws.col.Info` shows. (tshark's Info
+/// column has its own wording, e.g. `RC Send Only QP=0x000012 `; ours is the same
+/// text as the one-line summary, so the two outputs agree with each other.)
+#[derive(Debug)]
+pub struct Info<'a> {
+    pub frame: &'a Frame,
+    pub data: &'a [u8],
+}
+
+impl fmt::Display for Info<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fr = self.frame;
         if let Some(ib) = &fr.ib {
             let b = ib.bth;
             if fr.roce == Some(RoceVersion::V1) {
                 f.write_str("RoCEv1 ")?;
             }
-            write!(f, "{}  QP={:#08x} PSN={}", b.opcode, b.dest_qp, b.psn)?;
+            write!(f, "{}  QP={:#08x} PSN={}", OpName(ib), b.dest_qp, b.psn)?;
             if b.solicited_event {
                 f.write_str(" SE")?;
             }
@@ -119,6 +135,12 @@ impl fmt::Display for Summary<'_> {
             }
             if let Some(x) = ib.xrceth {
                 write!(f, " XRC_SRQ={x:#08x}")?;
+            }
+            if let Some(x) = ib.dceth {
+                write!(f, " DCETH={x:#018x}")?;
+            }
+            if let Some(x) = &ib.dcceth {
+                write!(f, " DCCETH={}", hex(x))?;
             }
             if let Some(x) = ib.rdeth {
                 write!(f, " EEC={x:#08x}")?;
@@ -340,7 +362,7 @@ pub fn verbose(c: &Ctx<'_>, out: &mut String) {
         let b = ib.bth;
         let _ = writeln!(out, "InfiniBand (RoCE{})", if fr.roce == Some(RoceVersion::V1) { "v1" } else { "v2" });
         let _ = writeln!(out, "    Base Transport Header");
-        let _ = writeln!(out, "        Opcode: {} ({})", b.opcode.0, b.opcode);
+        let _ = writeln!(out, "        Opcode: {} ({})", b.opcode.0, OpName(ib));
         let _ = writeln!(
             out,
             "        Solicited Event: {}, MigReq: {}, Pad Count: {}, Header Version: {}",
@@ -354,8 +376,20 @@ pub fn verbose(c: &Ctx<'_>, out: &mut String) {
         if ib.info.is_none() {
             let _ = writeln!(out, "        (opcode not in the IBA tables: bytes after the BTH shown as payload)");
         }
+        if ib.is_dc() {
+            let _ = writeln!(
+                out,
+                "        (an RD-range opcode read as mlx5 Dynamically Connected transport, as tshark 4.0 reads it)"
+            );
+        }
         if let Some(x) = ib.xrceth {
             let _ = writeln!(out, "    XRC Extended Transport Header\n        XRC SRQ: {x:#08x}");
+        }
+        if let Some(x) = ib.dceth {
+            let _ = writeln!(out, "    DC Extended Transport Header (8 bytes; tshark 4.0 shows no fields for them)\n        {x:#018x}");
+        }
+        if let Some(x) = &ib.dcceth {
+            let _ = writeln!(out, "    DC Connect Extended Transport Header\n        {}", hex(x));
         }
         if let Some(x) = ib.rdeth {
             let _ = writeln!(out, "    Reliable Datagram Extended Transport Header\n        EE Context: {x:#08x}");
@@ -511,7 +545,8 @@ fn hexdump(b: &[u8], max: usize, out: &mut String) {
 /// `{"frame":{"number","time_epoch_ns","len","cap_len","interface","comment"?}, "eth":{"src","dst","type"},
 ///   "vlan":[{"id","pcp","dei","etype"}], "sll":{"version","pkttype","protocol"},
 ///   "ip":{"version","src","dst","dscp","ecn","ttl"}, "udp":{"srcport","dstport","length"},
-///   "roce":{"version","transport","opcode","opcode_name","bth":{…},"rdeth","deth","feth","reth",
+///   "roce":{"version","transport" (RC UC RD DC UD XRC CNP VENDOR),"opcode","opcode_name","bth":{…},
+///           "dceth" (hex text),"dcceth" (hex text),"rdeth","deth","feth","reth",
 ///           "atomiceth","aeth":{"syndrome","msn","type","credits"|"rnr_timer_us"|"nak"},
 ///           "atomicacketh","immdt","ieth","xrceth","payload_len",
 ///           "icrc":{"wire","computed","ok"}},
@@ -572,9 +607,10 @@ pub fn json(c: &Ctx<'_>) -> Value {
         let b = ib.bth;
         let mut r = Map::new();
         r.insert("version".into(), json!(if fr.roce == Some(RoceVersion::V1) { 1 } else { 2 }));
-        r.insert("transport".into(), json!(b.opcode.transport().abbrev()));
+        let transport = ib.info.map_or(b.opcode.transport(), |i| i.transport);
+        r.insert("transport".into(), json!(transport.abbrev()));
         r.insert("opcode".into(), json!(b.opcode.0));
-        r.insert("opcode_name".into(), json!(b.opcode.to_string()));
+        r.insert("opcode_name".into(), json!(OpName(ib).to_string()));
         r.insert(
             "bth".into(),
             json!({"se": b.solicited_event, "m": b.mig_req, "padcnt": b.pad_count, "tver": b.tver, "p_key": b.p_key,
@@ -585,6 +621,12 @@ pub fn json(c: &Ctx<'_>) -> Value {
         }
         if let Some(x) = ib.xrceth {
             r.insert("xrceth".into(), json!({"srq": x}));
+        }
+        if let Some(x) = ib.dceth {
+            r.insert("dceth".into(), json!(format!("{x:#018x}")));
+        }
+        if let Some(x) = &ib.dcceth {
+            r.insert("dcceth".into(), json!(hex(x)));
         }
         if let Some(d) = ib.deth {
             r.insert("deth".into(), json!({"q_key": d.q_key, "srcqp": d.src_qp}));
