@@ -7,6 +7,8 @@
 //!   the opcode table; the ICRC.
 //! - [`frame`]: lax decoding of a whole captured frame, link layer to payload; a frame
 //!   that stops early keeps the layers that parsed and says where and why it stopped.
+//! - [`fields`]: tshark's field names over a decoded frame, and [`filter`]: display
+//!   filters in tshark's syntax over those fields.
 //! - [`capture`]: pcap and pcapng readers and writers. The only module doing I/O, and
 //!   only through the `Read`/`Write` values handed to it.
 #![forbid(unsafe_code)]
@@ -15,6 +17,7 @@
 pub mod capture;
 pub mod craft;
 pub mod fields;
+pub mod filter;
 pub mod flow;
 pub mod frame;
 pub mod linktype;

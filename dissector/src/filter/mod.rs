@@ -1,0 +1,760 @@
+//! Display filters in Wireshark's syntax: `infiniband.aeth.syndrome >= 0x60 &&
+//! ip.addr == 10.0.0.0/24`, `not udp.port in {4791, 4792}`, `frame.protocols
+//! contains "data"`.
+//!
+//! A filter is compiled once ([`Filter::compile`]): field names become [`Field`]s,
+//! values become typed constants (numbers, addresses, subnets, MACs, times, bytes,
+//! text, regular expressions), and every mistake — an unknown field, a value of the
+//! wrong type, a relation the field's type has no meaning for — is an error then,
+//! naming the column, with the filter shown and a caret under the culprit
+//! ([`FilterError`]). Evaluating it on a frame ([`Filter::matches`]) reads only the
+//! fields it names, through [`fields::visit`]; nothing is allocated per frame.
+//!
+//! What the syntax means follows tshark 4.0 (checked against `tshark -Y` on the
+//! project's captures, `tests/tests/filter_diff.rs`):
+//! - A field that occurs more than once (`ip.addr`, `udp.port`, VLAN IDs) matches
+//!   `==` if **any** occurrence is equal; `!=` (`ne`) holds only if **all** are not
+//!   equal (tshark 4.0 changed `!=` to mean that; `ip.addr != 10.0.0.1` keeps no
+//!   frame between 10.0.0.1 and anyone). `~=`, `!==` and `any_ne` are "any not
+//!   equal", `===` and `all_eq` "all equal". `<`, `>`, `<=`, `>=`, `contains`,
+//!   `matches` and `in` hold if any occurrence satisfies them. A field the frame does
+//!   not have satisfies no relation. `matches` (a regular expression) ignores case,
+//!   `contains` does not.
+//! - `and`/`&&` binds tighter than `or`/`||`; `not`/`!` tighter than both.
+//! - A bare field or protocol name (`infiniband`, `ip`, `udp`, `tcp`, `vlan`,
+//!   `data`, …) means "present". Protocol names are those of `frame.protocols`, plus
+//!   our own `roce` (a decoded BTH), `roce.icrc` (the ICRC was captured and
+//!   checked) and `roce.dc` (read as DC).
+//! - Numbers in decimal, `0x` hex, or octal with a leading `0` (`010` is 8, as in
+//!   tshark). Flags (`infiniband.bth.a`) compare with `1`/`0` or `true`/`false`.
+//!   Addresses and subnets (`10.0.0.0/24`, `fd00::/64`), MACs (`02:00:00:00:00:01`,
+//!   `02-00-…`, `0200.0000.0001`), times in seconds (`frame.time_delta > 0.0005`),
+//!   bytes (`infiniband.immdt == 00:00:12:34`), text in double quotes.
+//! - A value that is itself a field name compares the two fields
+//!   (`frame.cap_len < frame.len`).
+//!
+//! Beyond tshark 4.0: set members may be apart by white space (`{4 10 0x11..0x13}`;
+//! tshark wants commas), and text fields of ours (`roce.opcode.name`,
+//! `_ws.col.Info`) can be filtered on.
+
+mod lex;
+mod parse;
+
+use core::cmp::Ordering;
+use core::fmt;
+use core::ops::Range;
+use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::net::{Ipv4Addr, Ipv6Addr};
+
+pub use lex::Rel;
+use parse::{Expr, Operand, Rhs as PRhs, SetElem};
+
+use crate::fields::{self, Ctx, Field, Protocols, Shown, Ty, Value};
+use crate::text::{did_you_mean, hex_bytes, parse_u64};
+
+/// Names a bare test can use besides fields: the protocols `frame.protocols` lists,
+/// and three of ours. With what each means.
+pub const PROTOCOLS: &[(&str, &str)] = &[
+    ("frame", "every frame"),
+    ("eth", "Ethernet"),
+    ("ethertype", "an ethertype after the link header"),
+    ("vlan", "an 802.1Q tag"),
+    ("ieee8021ad", "an 802.1ad (QinQ outer) tag"),
+    ("sll", "a Linux cooked capture header"),
+    ("raw", "raw IP, no link header"),
+    ("null", "BSD loopback header"),
+    ("ip", "IPv4"),
+    ("ipv6", "IPv6"),
+    ("udp", "UDP"),
+    ("tcp", "TCP"),
+    ("arp", "ARP"),
+    ("lldp", "LLDP"),
+    ("infiniband", "InfiniBand transport (RoCEv2 or RoCEv1)"),
+    ("data", "payload bytes no dissector claims (after infiniband: a RoCE payload)"),
+    ("roce", "a RoCE packet whose BTH decoded"),
+    ("roce.icrc", "a RoCE packet whose ICRC was captured (and checked: see roce.icrc.status)"),
+    ("roce.dc", "a packet read as mlx5 Dynamically Connected transport"),
+];
+
+/// What went wrong in a display filter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErrorKind {
+    BadCharacter { c: char },
+    SingleEquals,
+    SingleAmpersandOrBar { c: char },
+    UnterminatedString,
+    Unexpected { found: String, expected: &'static str },
+    EndTooSoon { expected: &'static str },
+    UnclosedParen,
+    UnbalancedParen,
+    UnclosedBrace,
+    EmptySet,
+    HalfRange,
+    UnknownField { name: String, suggestion: Option<&'static str> },
+    /// A quoted string where a field or protocol name belongs.
+    QuotedName,
+    /// `ip == …`: a protocol has no value.
+    ProtocolCompared { name: String },
+    BadValue { field: &'static str, ty: Ty, text: String, why: &'static str },
+    /// `ip.src == "10.0.0.1"`: quotes make text, and the field is not text.
+    QuotedValue { field: &'static str, ty: Ty },
+    RelNotForType { rel: Rel, field: &'static str, ty: Ty },
+    /// `ip.addr > 10.0.0.0/24`, `ip.addr in {10.0.0.0/8 .. 10.0.0.5}`.
+    SubnetOrdered,
+    BadRegex { error: String },
+    FieldTypesDiffer { left: &'static str, left_ty: Ty, right: &'static str, right_ty: Ty },
+    /// Two text or byte fields compared with each other.
+    FieldPairNotSupported { ty: Ty },
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ErrorKind::BadCharacter { c } => write!(f, "`{c}` has no meaning in a display filter"),
+            ErrorKind::SingleEquals => f.write_str("a single `=` is not a comparison"),
+            ErrorKind::SingleAmpersandOrBar { c } => write!(f, "a single `{c}` is not an operator"),
+            ErrorKind::UnterminatedString => f.write_str("this string has no closing `\"`"),
+            ErrorKind::Unexpected { found, expected } => write!(f, "expected {expected}, found {found}"),
+            ErrorKind::EndTooSoon { expected } => write!(f, "the filter ends where {expected} should follow"),
+            ErrorKind::UnclosedParen => f.write_str("this `(` is never closed"),
+            ErrorKind::UnbalancedParen => f.write_str("this `)` closes nothing"),
+            ErrorKind::UnclosedBrace => f.write_str("this `{` is never closed"),
+            ErrorKind::EmptySet => f.write_str("an empty set matches nothing"),
+            ErrorKind::HalfRange => f.write_str("a range needs a value on both sides of `..`"),
+            ErrorKind::UnknownField { name, .. } => write!(f, "unknown field or protocol `{name}`"),
+            ErrorKind::QuotedName => f.write_str("a field or protocol name is written without quotes"),
+            ErrorKind::ProtocolCompared { name } => {
+                write!(f, "`{name}` is a protocol: it is present or not, it has no value to compare")
+            }
+            ErrorKind::BadValue { field, ty, text, why } => {
+                write!(f, "`{text}` is not a valid {ty} for {field}: {why}")
+            }
+            ErrorKind::QuotedValue { field, ty } => {
+                write!(f, "{field} is a {ty}, not text: the value must not be in quotes")
+            }
+            ErrorKind::RelNotForType { rel, field, ty } => {
+                write!(f, "`{}` does not apply to {field}, a {ty}", rel.symbol())
+            }
+            ErrorKind::SubnetOrdered => f.write_str("a subnet has no order: compare it with `==` or `!=`"),
+            ErrorKind::BadRegex { error } => write!(f, "not a regular expression: {error}"),
+            ErrorKind::FieldTypesDiffer { left, left_ty, right, right_ty } => {
+                write!(f, "{left} (a {left_ty}) cannot be compared with {right} (a {right_ty})")
+            }
+            ErrorKind::FieldPairNotSupported { ty } => {
+                write!(f, "comparing two {ty} fields with each other is not supported")
+            }
+        }
+    }
+}
+
+impl ErrorKind {
+    /// What to do about it, where there is something to say.
+    pub fn hint(&self) -> Option<String> {
+        Some(match self {
+            ErrorKind::SingleEquals => "write `==` (or `eq`)".into(),
+            ErrorKind::SingleAmpersandOrBar { c } => format!("write `{c}{c}`, or `and` / `or`"),
+            ErrorKind::BadCharacter { .. } => {
+                "fields, values, `== != < > <= >= contains matches in`, `and or not`, `( )` and `{ }` make a filter".into()
+            }
+            ErrorKind::UnknownField { suggestion: Some(s), .. } => {
+                format!("did you mean `{s}`? (`roce decode -G fields` lists the fields)")
+            }
+            ErrorKind::UnknownField { suggestion: None, .. } => {
+                "`roce decode -G fields` lists the fields; protocols are those of frame.protocols".into()
+            }
+            ErrorKind::ProtocolCompared { name } => format!("test `{name}` alone, or compare one of its fields"),
+            ErrorKind::BadValue { ty, .. } => example(*ty).into(),
+            ErrorKind::QuotedValue { ty, .. } => format!("{} (no quotes)", example(*ty)),
+            ErrorKind::RelNotForType { rel: Rel::Contains | Rel::Matches, .. } => {
+                "`contains` and `matches` apply to text fields (`contains` also to bytes)".into()
+            }
+            ErrorKind::RelNotForType { .. } => "compare it with `==` or `!=`".into(),
+            ErrorKind::EmptySet => "put at least one value between the braces".into(),
+            ErrorKind::FieldTypesDiffer { .. } => "a field can be compared with a field of its own type".into(),
+            _ => return None,
+        })
+    }
+}
+
+fn example(ty: Ty) -> &'static str {
+    match ty {
+        Ty::Uint => "write a number in decimal, 0x hex, or octal with a leading 0",
+        Ty::Bool => "write 1 or 0 (or true, false)",
+        Ty::Ipv4 => "write an address like 10.0.0.1 or a subnet like 10.0.0.0/24",
+        Ty::Ipv6 => "write an address like fd00::1 or a subnet like fd00::/64",
+        Ty::Mac => "write six hex bytes like 02:00:00:00:00:01",
+        Ty::Time => "write seconds, e.g. 0.000250",
+        Ty::Bytes => "write hex bytes like 00:00:12:34",
+        Ty::Str => "write text in double quotes",
+    }
+}
+
+/// A display filter that did not compile: what, and where in the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FilterError {
+    /// The whole filter, as given.
+    pub filter: String,
+    /// The bytes of the filter the error is about.
+    pub span: Range<usize>,
+    pub kind: ErrorKind,
+}
+
+impl FilterError {
+    pub(crate) fn new(filter: &str, span: Range<usize>, kind: ErrorKind) -> FilterError {
+        let end = span.end.min(filter.len());
+        FilterError { filter: filter.to_string(), span: span.start.min(end)..end, kind }
+    }
+
+    /// 1-based column, in characters, where the error starts.
+    pub fn column(&self) -> usize {
+        self.filter.get(..self.span.start).map_or(0, |s| s.chars().count()) + 1
+    }
+}
+
+/// ```text
+/// display filter, column 1: unknown field or protocol `infiniband.bth.destqpn`
+///     infiniband.bth.destqpn == 5
+///     ^~~~~~~~~~~~~~~~~~~~~~
+///     hint: did you mean `infiniband.bth.destqp`? (…)
+/// ```
+impl fmt::Display for FilterError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "display filter, column {}: {}", self.column(), self.kind)?;
+        // Tabs and newlines would put the caret in the wrong place.
+        let shown: String = self.filter.chars().map(|c| if c.is_whitespace() { ' ' } else { c }).collect();
+        writeln!(f, "    {shown}")?;
+        let width = self.filter.get(self.span.clone()).map_or(0, |s| s.chars().count()).max(1);
+        write!(f, "    {}^{}", " ".repeat(self.column() - 1), "~".repeat(width - 1))?;
+        if let Some(h) = self.kind.hint() {
+            write!(f, "\n    hint: {h}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for FilterError {}
+
+/// A typed constant from the filter text.
+#[derive(Debug, Clone)]
+enum Const {
+    U(u64),
+    V4 { addr: u32, mask: u32 },
+    V6 { addr: u128, mask: u128 },
+    Mac(u64),
+    Time(u64),
+    Bytes(Vec<u8>),
+    Str(String),
+    Re(regex::Regex),
+}
+
+/// One value of a field during evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scalar<'a> {
+    U(u64),
+    V4(u32),
+    V6(u128),
+    Mac(u64),
+    Time(u64),
+    Bytes(&'a [u8]),
+    Str(&'a str),
+}
+
+impl Scalar<'_> {
+    fn cmp_same(&self, o: &Scalar<'_>) -> Option<Ordering> {
+        Some(match (self, o) {
+            (Scalar::U(a), Scalar::U(b)) | (Scalar::Mac(a), Scalar::Mac(b)) | (Scalar::Time(a), Scalar::Time(b)) => a.cmp(b),
+            (Scalar::V4(a), Scalar::V4(b)) => a.cmp(b),
+            (Scalar::V6(a), Scalar::V6(b)) => a.cmp(b),
+            (Scalar::Bytes(a), Scalar::Bytes(b)) => a.cmp(b),
+            (Scalar::Str(a), Scalar::Str(b)) => a.cmp(b),
+            _ => return None,
+        })
+    }
+}
+
+fn mac_u64(m: crate::wire::ethernet::Mac) -> u64 {
+    m.0.iter().fold(0u64, |a, &b| a << 8 | u64::from(b))
+}
+
+impl Const {
+    fn eq(&self, s: &Scalar<'_>) -> bool {
+        match (self, s) {
+            (Const::V4 { addr, mask }, Scalar::V4(v)) => v & mask == addr & mask,
+            (Const::V6 { addr, mask }, Scalar::V6(v)) => v & mask == addr & mask,
+            (Const::Re(_), _) => false,
+            _ => self.cmp(s) == Some(Ordering::Equal),
+        }
+    }
+
+    /// The order of `s` relative to the constant (`s.cmp(self)`).
+    fn cmp(&self, s: &Scalar<'_>) -> Option<Ordering> {
+        let c = match self {
+            Const::U(v) => Scalar::U(*v),
+            Const::V4 { addr, .. } => Scalar::V4(*addr),
+            Const::V6 { addr, .. } => Scalar::V6(*addr),
+            Const::Mac(v) => Scalar::Mac(*v),
+            Const::Time(v) => Scalar::Time(*v),
+            Const::Bytes(b) => Scalar::Bytes(b),
+            Const::Str(t) => Scalar::Str(t),
+            Const::Re(_) => return None,
+        };
+        s.cmp_same(&c)
+    }
+
+    fn contains(&self, s: &Scalar<'_>) -> bool {
+        match (self, s) {
+            (Const::Str(c), Scalar::Str(v)) => v.contains(c.as_str()),
+            (Const::Bytes(c), Scalar::Bytes(v)) => c.is_empty() || v.windows(c.len()).any(|w| w == &c[..]),
+            (Const::Str(c), Scalar::Bytes(v)) => v.windows(c.len().max(1)).any(|w| w == c.as_bytes()),
+            _ => false,
+        }
+    }
+
+    fn is_subnet(&self) -> bool {
+        matches!(self, Const::V4 { mask, .. } if *mask != u32::MAX) || matches!(self, Const::V6 { mask, .. } if *mask != u128::MAX)
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Item {
+    One(Const),
+    Range(Const, Const),
+}
+
+#[derive(Debug, Clone)]
+enum Rhs {
+    One(Const),
+    Set(Vec<Item>),
+    Field(Field),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Proto {
+    /// A name of `frame.protocols`.
+    Named(&'static str),
+    Frame,
+    Roce,
+    RoceIcrc,
+    RoceDc,
+}
+
+#[derive(Debug, Clone)]
+enum Node {
+    True,
+    Or(Box<Node>, Box<Node>),
+    And(Box<Node>, Box<Node>),
+    Not(Box<Node>),
+    Proto(Proto),
+    Present(Field),
+    Cmp { field: Field, rel: Rel, rhs: Rhs },
+}
+
+/// A compiled display filter. Cheap to evaluate; not shared between threads (it
+/// keeps one buffer for formatting text fields).
+#[derive(Debug)]
+pub struct Filter {
+    text: String,
+    root: Node,
+    scratch: RefCell<String>,
+}
+
+impl Filter {
+    /// Compiles `text`. An empty (or all white space) filter keeps every frame, as
+    /// tshark's `-Y ""` does.
+    pub fn compile(text: &str) -> Result<Filter, FilterError> {
+        let root = if text.trim().is_empty() {
+            Node::True
+        } else {
+            let toks = lex::lex(text)?;
+            let expr = parse::parse(text, toks)?;
+            Compiler { text }.expr(&expr)?
+        };
+        Ok(Filter { text: text.to_string(), root, scratch: RefCell::new(String::new()) })
+    }
+
+    /// The filter as written.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
+    /// Whether the frame of `c` passes, every frame taken as displayed (see
+    /// [`Shown`]; only `frame.time_delta_displayed` depends on it).
+    pub fn matches(&self, c: &Ctx<'_>) -> bool {
+        self.matches_shown(c, Shown::every(c))
+    }
+
+    /// [`Filter::matches`] for a caller that knows what it displayed before.
+    pub fn matches_shown(&self, c: &Ctx<'_>, shown: Shown) -> bool {
+        self.eval(&self.root, c, shown)
+    }
+
+    fn eval(&self, n: &Node, c: &Ctx<'_>, shown: Shown) -> bool {
+        match n {
+            Node::True => true,
+            Node::Or(a, b) => self.eval(a, c, shown) || self.eval(b, c, shown),
+            Node::And(a, b) => self.eval(a, c, shown) && self.eval(b, c, shown),
+            Node::Not(a) => !self.eval(a, c, shown),
+            Node::Proto(p) => match p {
+                Proto::Named(name) => Protocols(c).has(name),
+                Proto::Frame => true,
+                Proto::Roce => c.frame.ib.is_some(),
+                Proto::RoceIcrc => c.frame.icrc_check(c.data).is_some(),
+                Proto::RoceDc => c.frame.ib.as_ref().is_some_and(|i| i.is_dc()),
+            },
+            Node::Present(f) => {
+                let mut any = false;
+                fields::visit(*f, c, shown, |_| any = true);
+                any
+            }
+            Node::Cmp { field, rel, rhs: Rhs::Field(g) } => self.pair(*field, *rel, *g, c, shown),
+            Node::Cmp { field, rel, rhs } => {
+                let (mut present, mut any, mut all) = (false, false, true);
+                self.each(*field, c, shown, |s| {
+                    let p = test(*rel, rhs, &s);
+                    present = true;
+                    any |= p;
+                    all &= p;
+                });
+                match rel {
+                    Rel::AllNe | Rel::AllEq => present && all,
+                    _ => any,
+                }
+            }
+        }
+    }
+
+    /// Calls `f` with each value of `field` as a scalar; text made on demand goes
+    /// through the filter's one buffer.
+    fn each(&self, field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Scalar<'_>)) {
+        fields::visit(field, c, shown, |v| match v {
+            Value::Dec(x) | Value::Hex(x, _) => f(Scalar::U(x)),
+            Value::Bool(b) => f(Scalar::U(b.into())),
+            Value::Ipv4(a) => f(Scalar::V4(a.into())),
+            Value::Ipv6(a) => f(Scalar::V6(a.into())),
+            Value::Mac(m) => f(Scalar::Mac(mac_u64(m))),
+            Value::Secs(ns) => f(Scalar::Time(ns)),
+            Value::Bytes(b) => f(Scalar::Bytes(b)),
+            Value::Str(s) => f(Scalar::Str(s)),
+            Value::Text(t) => {
+                let mut buf = self.scratch.borrow_mut();
+                buf.clear();
+                let _ = write!(buf, "{t}");
+                f(Scalar::Str(&buf))
+            }
+        })
+    }
+
+    /// `field REL other`: every pair of their values (both are plain scalars:
+    /// the compiler allows no text or bytes here).
+    fn pair(&self, field: Field, rel: Rel, other: Field, c: &Ctx<'_>, shown: Shown) -> bool {
+        let mut rhs: [Option<Scalar<'static>>; 4] = [None; 4];
+        let mut n = 0;
+        self.each(other, c, shown, |s| {
+            let owned = match s {
+                Scalar::U(v) => Scalar::U(v),
+                Scalar::V4(v) => Scalar::V4(v),
+                Scalar::V6(v) => Scalar::V6(v),
+                Scalar::Mac(v) => Scalar::Mac(v),
+                Scalar::Time(v) => Scalar::Time(v),
+                Scalar::Bytes(_) | Scalar::Str(_) => return,
+            };
+            if let Some(slot) = rhs.get_mut(n) {
+                *slot = Some(owned);
+                n += 1;
+            }
+        });
+        let (mut present, mut any, mut all) = (false, false, true);
+        self.each(field, c, shown, |a| {
+            for b in rhs[..n].iter().flatten() {
+                let o = a.cmp_same(b);
+                let p = match rel {
+                    Rel::AnyEq | Rel::AllEq => o == Some(Ordering::Equal),
+                    Rel::AllNe | Rel::AnyNe => o.is_some_and(|o| o != Ordering::Equal),
+                    Rel::Lt => o == Some(Ordering::Less),
+                    Rel::Gt => o == Some(Ordering::Greater),
+                    Rel::Le => o.is_some_and(|o| o != Ordering::Greater),
+                    Rel::Ge => o.is_some_and(|o| o != Ordering::Less),
+                    Rel::Contains | Rel::Matches | Rel::In => false,
+                };
+                present = true;
+                any |= p;
+                all &= p;
+            }
+        });
+        match rel {
+            Rel::AllNe | Rel::AllEq => present && all,
+            _ => any,
+        }
+    }
+}
+
+/// One occurrence against the right-hand side. For `!=` (all not equal) this says
+/// "not equal"; the caller requires it of every occurrence.
+fn test(rel: Rel, rhs: &Rhs, s: &Scalar<'_>) -> bool {
+    match rhs {
+        Rhs::One(c) => match rel {
+            Rel::AnyEq | Rel::AllEq => c.eq(s),
+            Rel::AllNe | Rel::AnyNe => !c.eq(s),
+            Rel::Lt => c.cmp(s) == Some(Ordering::Less),
+            Rel::Gt => c.cmp(s) == Some(Ordering::Greater),
+            Rel::Le => c.cmp(s).is_some_and(|o| o != Ordering::Greater),
+            Rel::Ge => c.cmp(s).is_some_and(|o| o != Ordering::Less),
+            Rel::Contains => c.contains(s),
+            Rel::Matches => match (c, s) {
+                (Const::Re(re), Scalar::Str(v)) => re.is_match(v),
+                _ => false,
+            },
+            Rel::In => false,
+        },
+        Rhs::Set(items) => items.iter().any(|i| match i {
+            Item::One(c) => c.eq(s),
+            Item::Range(lo, hi) => {
+                lo.cmp(s).is_some_and(|o| o != Ordering::Less) && hi.cmp(s).is_some_and(|o| o != Ordering::Greater)
+            }
+        }),
+        Rhs::Field(_) => false,
+    }
+}
+
+struct Compiler<'a> {
+    text: &'a str,
+}
+
+impl Compiler<'_> {
+    fn err<T>(&self, span: Range<usize>, kind: ErrorKind) -> Result<T, FilterError> {
+        Err(FilterError::new(self.text, span, kind))
+    }
+
+    fn expr(&self, e: &Expr) -> Result<Node, FilterError> {
+        Ok(match e {
+            Expr::Or(a, b) => Node::Or(Box::new(self.expr(a)?), Box::new(self.expr(b)?)),
+            Expr::And(a, b) => Node::And(Box::new(self.expr(a)?), Box::new(self.expr(b)?)),
+            Expr::Not(a) => Node::Not(Box::new(self.expr(a)?)),
+            Expr::Test(t) => {
+                let lhs = &t.lhs;
+                if lhs.quoted {
+                    return self.err(lhs.span.clone(), ErrorKind::QuotedName);
+                }
+                let name = lhs.text.as_str();
+                let field = Field::lookup(name).ok();
+                let proto = protocol(name);
+                match (&t.rel, field, proto) {
+                    (None, Some(f), _) => Node::Present(f),
+                    (None, None, Some(p)) => Node::Proto(p),
+                    (Some(_), None, Some(_)) => {
+                        return self.err(lhs.span.clone(), ErrorKind::ProtocolCompared { name: name.to_string() })
+                    }
+                    (Some((rel, rel_span, rhs)), Some(f), _) => self.cmp(f, *rel, rel_span.clone(), rhs)?,
+                    (_, None, None) => {
+                        let names = Field::ALL.iter().map(|(_, n, _)| *n).chain(PROTOCOLS.iter().map(|(n, _)| *n));
+                        let suggestion = did_you_mean(name, names);
+                        return self.err(lhs.span.clone(), ErrorKind::UnknownField { name: name.to_string(), suggestion });
+                    }
+                }
+            }
+        })
+    }
+
+    fn cmp(&self, f: Field, rel: Rel, rel_span: Range<usize>, rhs: &PRhs) -> Result<Node, FilterError> {
+        let ty = f.ty();
+        let not_for = |rel| ErrorKind::RelNotForType { rel, field: f.name(), ty };
+        match rel {
+            Rel::Contains if !matches!(ty, Ty::Str | Ty::Bytes) => return self.err(rel_span, not_for(rel)),
+            Rel::Matches if ty != Ty::Str => return self.err(rel_span, not_for(rel)),
+            _ => {}
+        }
+        let ordered = matches!(rel, Rel::Lt | Rel::Gt | Rel::Le | Rel::Ge);
+        let rhs = match rhs {
+            PRhs::One(v) => {
+                if rel == Rel::Matches {
+                    // tshark 4.0's `matches` ignores case; `contains` does not.
+                    match regex::RegexBuilder::new(&v.text).case_insensitive(true).build() {
+                        Ok(re) => Rhs::One(Const::Re(re)),
+                        Err(e) => {
+                            let error = e.to_string().lines().last().unwrap_or("").trim().to_string();
+                            return self.err(v.span.clone(), ErrorKind::BadRegex { error });
+                        }
+                    }
+                } else {
+                    // A value that names a field compares the two fields (for text
+                    // fields, an unquoted field name is taken as the field).
+                    let other = Field::lookup(&v.text).ok().filter(|_| !v.quoted && rel != Rel::Contains);
+                    let value = match other {
+                        Some(_) if ty == Ty::Str => Err(None),
+                        _ => self.value(f, v).map_err(Some),
+                    };
+                    match value {
+                        Ok(c) => {
+                            if ordered && c.is_subnet() {
+                                return self.err(v.span.clone(), ErrorKind::SubnetOrdered);
+                            }
+                            Rhs::One(c)
+                        }
+                        Err(e) => match other {
+                            Some(g) => {
+                                if g.ty() != ty {
+                                    let kind = ErrorKind::FieldTypesDiffer {
+                                        left: f.name(),
+                                        left_ty: ty,
+                                        right: g.name(),
+                                        right_ty: g.ty(),
+                                    };
+                                    return self.err(v.span.clone(), kind);
+                                }
+                                if matches!(ty, Ty::Str | Ty::Bytes) {
+                                    return self.err(v.span.clone(), ErrorKind::FieldPairNotSupported { ty });
+                                }
+                                Rhs::Field(g)
+                            }
+                            None => return Err(e.unwrap_or_else(|| FilterError::new(self.text, v.span.clone(), ErrorKind::QuotedName))),
+                        },
+                    }
+                }
+            }
+            PRhs::Set(elems) => {
+                let mut items = Vec::with_capacity(elems.len());
+                for e in elems {
+                    items.push(match e {
+                        SetElem::One(v) => Item::One(self.value(f, v)?),
+                        SetElem::Range(lo, hi) => {
+                            let (a, b) = (self.value(f, lo)?, self.value(f, hi)?);
+                            if a.is_subnet() || b.is_subnet() {
+                                return self.err(lo.span.start..hi.span.end, ErrorKind::SubnetOrdered);
+                            }
+                            Item::Range(a, b)
+                        }
+                    });
+                }
+                Rhs::Set(items)
+            }
+        };
+        Ok(Node::Cmp { field: f, rel, rhs })
+    }
+
+    /// The constant `v` means for field `f`.
+    fn value(&self, f: Field, v: &Operand) -> Result<Const, FilterError> {
+        let ty = f.ty();
+        let bad = |why: &'static str| {
+            self.err(v.span.clone(), ErrorKind::BadValue { field: f.name(), ty, text: v.text.clone(), why })
+        };
+        if v.quoted && !matches!(ty, Ty::Str | Ty::Bytes) {
+            return self.err(v.span.clone(), ErrorKind::QuotedValue { field: f.name(), ty });
+        }
+        let t = v.text.as_str();
+        Ok(match ty {
+            Ty::Uint => match number(t) {
+                Some(n) => Const::U(n),
+                None => return bad("not a number"),
+            },
+            Ty::Bool => match t.to_ascii_lowercase().as_str() {
+                "true" => Const::U(1),
+                "false" => Const::U(0),
+                _ => match number(t) {
+                    Some(n) => Const::U(n),
+                    None => return bad("a flag is 1 or 0"),
+                },
+            },
+            Ty::Ipv4 => {
+                let (a, prefix) = split_prefix(t);
+                let Ok(addr) = a.parse::<Ipv4Addr>() else { return bad("not an IPv4 address") };
+                let bits = match prefix.map(|p| p.parse::<u32>()) {
+                    None => 32,
+                    Some(Ok(p)) if p <= 32 => p,
+                    Some(_) => return bad("the prefix length must be 0 to 32"),
+                };
+                let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+                Const::V4 { addr: addr.into(), mask }
+            }
+            Ty::Ipv6 => {
+                let (a, prefix) = split_prefix(t);
+                let Ok(addr) = a.parse::<Ipv6Addr>() else { return bad("not an IPv6 address") };
+                let bits = match prefix.map(|p| p.parse::<u32>()) {
+                    None => 128,
+                    Some(Ok(p)) if p <= 128 => p,
+                    Some(_) => return bad("the prefix length must be 0 to 128"),
+                };
+                let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+                Const::V6 { addr: addr.into(), mask }
+            }
+            Ty::Mac => match mac(t) {
+                Some(m) => Const::Mac(m),
+                None => return bad("not six hex bytes"),
+            },
+            Ty::Time => match seconds(t) {
+                Some(ns) => Const::Time(ns),
+                None => return bad("not a number of seconds"),
+            },
+            Ty::Bytes if v.quoted => Const::Bytes(t.as_bytes().to_vec()),
+            Ty::Bytes => {
+                let digits: String = t.chars().filter(|c| !matches!(c, ':' | '-' | '.')).collect();
+                match hex_bytes(&digits) {
+                    Ok(b) if !b.is_empty() => Const::Bytes(b),
+                    _ => return bad("not hex bytes"),
+                }
+            }
+            Ty::Str => Const::Str(t.to_string()),
+        })
+    }
+}
+
+fn protocol(name: &str) -> Option<Proto> {
+    Some(match name {
+        "frame" => Proto::Frame,
+        "roce" => Proto::Roce,
+        "roce.icrc" => Proto::RoceIcrc,
+        "roce.dc" => Proto::RoceDc,
+        _ => Proto::Named(PROTOCOLS.iter().find(|(n, _)| *n == name)?.0),
+    })
+}
+
+/// A number as tshark reads one: `0x` hex, a leading `0` octal, else decimal.
+fn number(t: &str) -> Option<u64> {
+    let octal = t.len() > 1 && t.starts_with('0') && t.as_bytes()[1].is_ascii_digit();
+    if octal {
+        return u64::from_str_radix(&t[1..], 8).ok();
+    }
+    parse_u64(t).filter(|_| !t.contains(char::is_whitespace))
+}
+
+fn split_prefix(t: &str) -> (&str, Option<&str>) {
+    match t.split_once('/') {
+        Some((a, p)) => (a, Some(p)),
+        None => (t, None),
+    }
+}
+
+/// `02:00:00:00:00:01`, `02-00-00-00-00-01`, `0200.0000.0001`, `020000000001`.
+fn mac(t: &str) -> Option<u64> {
+    let hex = |s: &str, max: usize| (!s.is_empty() && s.len() <= max).then(|| u64::from_str_radix(s, 16).ok()).flatten();
+    let (parts, width): (Vec<&str>, u32) = if t.contains(':') {
+        (t.split(':').collect(), 8)
+    } else if t.contains('-') {
+        (t.split('-').collect(), 8)
+    } else if t.contains('.') {
+        (t.split('.').collect(), 16)
+    } else {
+        return (t.len() == 12).then(|| u64::from_str_radix(t, 16).ok()).flatten();
+    };
+    if parts.len() * width as usize != 48 {
+        return None;
+    }
+    parts.iter().try_fold(0u64, |acc, p| Some(acc << width | hex(p, width as usize / 4)?))
+}
+
+/// Seconds with up to nine decimals, as nanoseconds: `0.000250` → 250 000.
+fn seconds(t: &str) -> Option<u64> {
+    let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
+    if (whole.is_empty() && frac.is_empty()) || !whole.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let w: u64 = if whole.is_empty() { 0 } else { whole.parse().ok()? };
+    let mut ns = 0u64;
+    for (i, d) in frac.bytes().take(9).enumerate() {
+        ns += u64::from(d - b'0') * 10u64.pow(8 - i as u32);
+    }
+    w.checked_mul(1_000_000_000)?.checked_add(ns)
+}
+
+#[cfg(test)]
+mod tests;

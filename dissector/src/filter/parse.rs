@@ -1,0 +1,262 @@
+//! Tokens → syntax tree. Every node keeps the span of the text it came from, so the
+//! compiler can put a caret under a bad field name or value.
+//!
+//! Precedence, loosest first (tshark 4.0's): `or`, `and`, `not`, a test. A test is a
+//! field or protocol name alone (present), or `NAME REL VALUE`, or `NAME in {…}`.
+
+use super::lex::{Rel, Span, Tok};
+use super::{ErrorKind, FilterError};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expr {
+    Or(Box<Expr>, Box<Expr>),
+    And(Box<Expr>, Box<Expr>),
+    Not(Box<Expr>),
+    Test(Test),
+}
+
+/// A word or quoted string as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Operand {
+    pub text: String,
+    pub quoted: bool,
+    pub span: Span,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SetElem {
+    One(Operand),
+    Range(Operand, Operand),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rhs {
+    One(Operand),
+    Set(Vec<SetElem>),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Test {
+    pub lhs: Operand,
+    /// The relation, its span, and what it compares with; `None`: "present".
+    pub rel: Option<(Rel, Span, Rhs)>,
+}
+
+struct Parser<'a> {
+    text: &'a str,
+    toks: Vec<(Tok, Span)>,
+    at: usize,
+}
+
+/// Parses `toks` (from `text`) into one expression.
+pub fn parse(text: &str, toks: Vec<(Tok, Span)>) -> Result<Expr, FilterError> {
+    let mut p = Parser { text, toks, at: 0 };
+    let e = p.or()?;
+    match p.peek() {
+        None => Ok(e),
+        Some((Tok::RParen, s)) => Err(p.error(s, ErrorKind::UnbalancedParen)),
+        Some((t, s)) => {
+            let found = t.describe();
+            Err(p.error(s, ErrorKind::Unexpected { found, expected: "`and`, `or` or the end of the filter" }))
+        }
+    }
+}
+
+impl Parser<'_> {
+    fn peek(&self) -> Option<(Tok, Span)> {
+        self.toks.get(self.at).cloned()
+    }
+
+    fn bump(&mut self) -> Option<(Tok, Span)> {
+        let t = self.peek();
+        self.at += 1;
+        t
+    }
+
+    fn error(&self, span: Span, kind: ErrorKind) -> FilterError {
+        FilterError::new(self.text, span, kind)
+    }
+
+    /// The span just past the last token: where "the filter ends too soon" points.
+    fn end(&self) -> Span {
+        let n = self.text.trim_end().len();
+        n..n
+    }
+
+    fn or(&mut self) -> Result<Expr, FilterError> {
+        let mut e = self.and()?;
+        while let Some((Tok::Or, _)) = self.peek() {
+            self.bump();
+            e = Expr::Or(Box::new(e), Box::new(self.and()?));
+        }
+        Ok(e)
+    }
+
+    fn and(&mut self) -> Result<Expr, FilterError> {
+        let mut e = self.unary()?;
+        while let Some((Tok::And, _)) = self.peek() {
+            self.bump();
+            e = Expr::And(Box::new(e), Box::new(self.unary()?));
+        }
+        Ok(e)
+    }
+
+    fn unary(&mut self) -> Result<Expr, FilterError> {
+        match self.peek() {
+            Some((Tok::Not, _)) => {
+                self.bump();
+                Ok(Expr::Not(Box::new(self.unary()?)))
+            }
+            Some((Tok::LParen, open)) => {
+                self.bump();
+                let e = self.or()?;
+                match self.bump() {
+                    Some((Tok::RParen, _)) => Ok(e),
+                    Some((t, s)) => {
+                        let found = t.describe();
+                        Err(self.error(s, ErrorKind::Unexpected { found, expected: "`)`" }))
+                    }
+                    None => Err(self.error(open, ErrorKind::UnclosedParen)),
+                }
+            }
+            _ => self.test(),
+        }
+    }
+
+    fn operand(&mut self, expected: &'static str) -> Result<Operand, FilterError> {
+        match self.bump() {
+            Some((Tok::Word(text), span)) => Ok(Operand { text, quoted: false, span }),
+            Some((Tok::Str(text), span)) => Ok(Operand { text, quoted: true, span }),
+            Some((t, s)) => {
+                let found = t.describe();
+                Err(self.error(s, ErrorKind::Unexpected { found, expected }))
+            }
+            None => Err(self.error(self.end(), ErrorKind::EndTooSoon { expected })),
+        }
+    }
+
+    fn test(&mut self) -> Result<Expr, FilterError> {
+        let lhs = self.operand("a field or protocol name")?;
+        let Some((Tok::Rel(rel), rel_span)) = self.peek() else {
+            return Ok(Expr::Test(Test { lhs, rel: None }));
+        };
+        self.bump();
+        let rhs = if rel == Rel::In { Rhs::Set(self.set()?) } else { Rhs::One(self.operand("a value")?) };
+        Ok(Expr::Test(Test { lhs, rel: Some((rel, rel_span, rhs)) }))
+    }
+
+    /// `{a b, c..d e .. f}`: elements apart by commas or white space (tshark 4.0
+    /// wants commas; we take both).
+    fn set(&mut self) -> Result<Vec<SetElem>, FilterError> {
+        let open = match self.bump() {
+            Some((Tok::LBrace, s)) => s,
+            Some((t, s)) => {
+                let found = t.describe();
+                return Err(self.error(s, ErrorKind::Unexpected { found, expected: "`{` after `in`" }));
+            }
+            None => return Err(self.error(self.end(), ErrorKind::EndTooSoon { expected: "`{` after `in`" })),
+        };
+        let mut elems = Vec::new();
+        loop {
+            match self.peek() {
+                Some((Tok::RBrace, s)) => {
+                    self.bump();
+                    if elems.is_empty() {
+                        return Err(self.error(open.start..s.end, ErrorKind::EmptySet));
+                    }
+                    return Ok(elems);
+                }
+                Some((Tok::Comma, _)) if !elems.is_empty() => {
+                    self.bump();
+                    continue;
+                }
+                None => return Err(self.error(open, ErrorKind::UnclosedBrace)),
+                _ => {}
+            }
+            let lo = self.operand("a value or `}`")?;
+            // `1..3` as one word: split at the first `..`.
+            if !lo.quoted {
+                if let Some(k) = lo.text.find("..") {
+                    let (a, b) = (&lo.text[..k], &lo.text[k + 2..]);
+                    let s = lo.span.start;
+                    let lo_op = Operand { text: a.to_string(), quoted: false, span: s..s + k };
+                    let hi_op = Operand { text: b.to_string(), quoted: false, span: s + k + 2..lo.span.end };
+                    if a.is_empty() || b.is_empty() {
+                        return Err(self.error(lo.span, ErrorKind::HalfRange));
+                    }
+                    elems.push(SetElem::Range(lo_op, hi_op));
+                    continue;
+                }
+            }
+            if let Some((Tok::DotDot, dots)) = self.peek() {
+                self.bump();
+                let hi = match self.peek() {
+                    Some((Tok::Word(_) | Tok::Str(_), _)) => self.operand("the end of the range")?,
+                    _ => return Err(self.error(lo.span.start..dots.end, ErrorKind::HalfRange)),
+                };
+                elems.push(SetElem::Range(lo, hi));
+            } else {
+                elems.push(SetElem::One(lo));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::lex::lex;
+    use super::*;
+
+    fn p(s: &str) -> Result<Expr, FilterError> {
+        parse(s, lex(s)?)
+    }
+
+    fn shape(e: &Expr) -> String {
+        match e {
+            Expr::Or(a, b) => format!("({} or {})", shape(a), shape(b)),
+            Expr::And(a, b) => format!("({} and {})", shape(a), shape(b)),
+            Expr::Not(a) => format!("!{}", shape(a)),
+            Expr::Test(t) => match &t.rel {
+                None => t.lhs.text.clone(),
+                Some((r, _, Rhs::One(v))) => format!("{}{}{}", t.lhs.text, r.symbol(), v.text),
+                Some((r, _, Rhs::Set(s))) => format!("{}{}[{}]", t.lhs.text, r.symbol(), s.len()),
+            },
+        }
+    }
+
+    #[test]
+    fn and_binds_tighter_than_or_and_not_tighter_than_and() {
+        // tshark 4.0: `frame.number == 1 or frame.number == 2 and frame.number == 3` keeps frame 1.
+        assert_eq!(shape(&p("a or b and c").unwrap()), "(a or (b and c))");
+        assert_eq!(shape(&p("not a and b").unwrap()), "(!a and b)");
+        assert_eq!(shape(&p("!(a || b) && c==1").unwrap()), "(!(a or b) and c==1)");
+        assert_eq!(shape(&p("a or b or c").unwrap()), "((a or b) or c)");
+    }
+
+    #[test]
+    fn sets_with_commas_spaces_and_ranges() {
+        let e = p("x in {4 10, 0x11..0x13 20 .. 30}").unwrap();
+        let Expr::Test(Test { rel: Some((Rel::In, _, Rhs::Set(s))), .. }) = e else { panic!("{e:?}") };
+        assert_eq!(s.len(), 4);
+        let SetElem::Range(lo, hi) = &s[2] else { panic!() };
+        assert_eq!((lo.text.as_str(), hi.text.as_str()), ("0x11", "0x13"));
+        assert_eq!((lo.span.clone(), hi.span.clone()), (12..16, 18..22));
+        assert!(matches!(&s[3], SetElem::Range(a, b) if a.text == "20" && b.text == "30"));
+    }
+
+    #[test]
+    fn syntax_errors_point_at_the_token() {
+        let e = p("a == 1 b").unwrap_err();
+        assert_eq!(e.span, 7..8);
+        assert!(matches!(e.kind, ErrorKind::Unexpected { .. }));
+        assert_eq!(p("(a").unwrap_err().kind, ErrorKind::UnclosedParen);
+        assert_eq!(p("a)").unwrap_err().kind, ErrorKind::UnbalancedParen);
+        assert_eq!(p("a ==").unwrap_err().kind, ErrorKind::EndTooSoon { expected: "a value" });
+        assert_eq!(p("x in {}").unwrap_err().kind, ErrorKind::EmptySet);
+        assert_eq!(p("x in {1").unwrap_err().kind, ErrorKind::UnclosedBrace);
+        assert_eq!(p("x in {1..}").unwrap_err().kind, ErrorKind::HalfRange);
+        assert_eq!(p("x in 1").unwrap_err().span, 5..6);
+        assert!(matches!(p("").unwrap_err().kind, ErrorKind::EndTooSoon { .. }));
+        assert!(matches!(p("and").unwrap_err().kind, ErrorKind::Unexpected { .. }));
+    }
+}

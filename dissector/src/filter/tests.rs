@@ -1,0 +1,377 @@
+//! Each relation and value kind on frames built by `craft`, the error messages, and
+//! a property: no text makes the compiler panic.
+
+use proptest::prelude::*;
+
+use super::*;
+use crate::craft::{self, Conversation, Dir, Encap, Host, Transport};
+use crate::frame::{self, Frame, Options};
+use crate::wire::ethernet::Mac;
+use crate::wire::{BthRepr, Opcode, Psn, Syndrome};
+use crate::LinkType;
+
+/// A few frames of one RC conversation 10.0.0.1 (QP 0x11) ↔ 10.0.0.2 (QP 0x12):
+/// 1 WRITE Only (A→B, AckReq), 2 ACK, 3 SEND with immediate 0x1234 (A→B),
+/// 4 NAK Remote Access Error (0x62), 5 an ECN-CE WRITE.
+fn frames() -> Vec<(u64, Vec<u8>)> {
+    let mut c = Conversation::new();
+    let p = c.write(Dir::AtoB, 0x7f00_0000_1000, 0x1234, 64, None);
+    c.ack(Dir::BtoA, p, Syndrome::ACK, 1);
+    let p = c.send(Dir::AtoB, 8, Some(0x1234));
+    c.ack(Dir::BtoA, p, Syndrome(0x62), 0);
+    c.encap.ecn = 3;
+    c.write(Dir::AtoB, 0x7f00_0000_2000, 0x1234, 16, None);
+    c.frames.into_iter().map(|t| (t.ts_ns, t.data)).collect()
+}
+
+const NONE: [u64; 0] = [];
+
+/// The numbers (from 1) of the frames `filter` keeps.
+fn kept(filter: &str, frames: &[(u64, Vec<u8>)]) -> Vec<u64> {
+    let f = Filter::compile(filter).unwrap_or_else(|e| panic!("{e}"));
+    let first = frames[0].0;
+    let mut prev = first;
+    let mut out = Vec::new();
+    for (i, (ts, data)) in frames.iter().enumerate() {
+        let fr = frame::decode(LinkType::ETHERNET, data, &Options::default());
+        let c = ctx(i as u64 + 1, *ts, first, prev, data, &fr);
+        if f.matches(&c) {
+            out.push(i as u64 + 1);
+        }
+        prev = *ts;
+    }
+    out
+}
+
+fn ctx<'a>(number: u64, ts: u64, first: u64, prev: u64, data: &'a [u8], fr: &'a Frame) -> Ctx<'a> {
+    Ctx { number, ts_ns: ts, first_ts_ns: first, prev_ts_ns: prev, orig_len: data.len() as u32, interface: 0, data, frame: fr, comment: None }
+}
+
+fn err(filter: &str) -> FilterError {
+    match Filter::compile(filter) {
+        Ok(_) => panic!("`{filter}` compiled"),
+        Err(e) => e,
+    }
+}
+
+#[test]
+fn comparisons_of_numbers() {
+    let f = frames();
+    assert_eq!(kept("infiniband.bth.opcode == 0x11", &f), [2, 4]);
+    assert_eq!(kept("infiniband.bth.opcode eq 17", &f), [2, 4]);
+    assert_eq!(kept("infiniband.bth.opcode != 0x11", &f), [1, 3, 5]);
+    assert_eq!(kept("infiniband.bth.opcode ne 0x11", &f), [1, 3, 5]);
+    // The ACK's syndrome is 0x1F (no credit count), the NAK's 0x62.
+    assert_eq!(kept("infiniband.aeth.syndrome > 0x1f", &f), [4]);
+    assert_eq!(kept("infiniband.aeth.syndrome gt 0x61", &f), [4]);
+    assert_eq!(kept("infiniband.aeth.syndrome < 0x62", &f), [2]);
+    assert_eq!(kept("infiniband.aeth.syndrome lt 0x62", &f), [2]);
+    assert_eq!(kept("infiniband.aeth.syndrome >= 0x62", &f), [4]);
+    assert_eq!(kept("infiniband.aeth.syndrome ge 98", &f), [4]);
+    assert_eq!(kept("infiniband.aeth.syndrome <= 0x1f", &f), [2]);
+    assert_eq!(kept("infiniband.aeth.syndrome le 31", &f), [2]);
+    assert_eq!(kept("infiniband.bth.opcode == 0x11 && infiniband.aeth.syndrome >= 0x60", &f), [4]);
+    assert_eq!(kept("frame.number == 010", &f), NONE, "octal 8: there are 5 frames");
+    assert_eq!(kept("frame.number == 04", &f), [4]);
+    assert_eq!(kept("ip.dsfield.ecn == 3", &f), [5]);
+}
+
+#[test]
+fn absent_fields_satisfy_nothing() {
+    let f = frames();
+    // The WRITEs and the SEND have no AETH: neither `==` nor `!=` holds for them.
+    assert_eq!(kept("infiniband.aeth.syndrome != 0x1f", &f), [4]);
+    assert_eq!(kept("infiniband.aeth.syndrome == 0x1f", &f), [2]);
+    assert_eq!(kept("!(infiniband.aeth.syndrome == 0x1f)", &f), [1, 3, 4, 5]);
+    assert!(matches!(err("infiniband.aeth").kind, ErrorKind::UnknownField { .. }), "not a field of ours");
+}
+
+#[test]
+fn multi_occurrence_fields_follow_tshark_4_0() {
+    let f = frames();
+    // Every frame is between 10.0.0.1 and 10.0.0.2.
+    assert_eq!(kept("ip.addr == 10.0.0.1", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("ip.addr != 10.0.0.1", &f), NONE, "!= is all-not-equal in 4.0");
+    assert_eq!(kept("ip.addr ~= 10.0.0.1", &f), [1, 2, 3, 4, 5], "~= is any-not-equal");
+    assert_eq!(kept("ip.addr !== 10.0.0.1", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("ip.addr any_ne 10.0.0.1", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("ip.addr === 10.0.0.1", &f), NONE);
+    assert_eq!(kept("ip.addr all_eq 10.0.0.1", &f), NONE);
+    assert_eq!(kept("ip.addr != 10.0.0.9", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("ip.src != 10.0.0.1", &f), [2, 4]);
+    assert_eq!(kept("udp.port == 4791", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("udp.port != 4791", &f), NONE);
+    assert_eq!(kept("udp.port > 49154", &f), [1, 2, 3, 4, 5], "the source port 0xC003");
+    assert_eq!(kept("udp.srcport > 49155", &f), NONE);
+    assert_eq!(kept("ip.addr == 10.0.0.1 && ip.addr == 10.0.0.2", &f), [1, 2, 3, 4, 5]);
+}
+
+#[test]
+fn subnets_macs_flags_bytes_times() {
+    let f = frames();
+    assert_eq!(kept("ip.addr == 10.0.0.0/24", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("ip.dst == 10.0.0.0/31", &f), [2, 4], "10.0.0.0 and .1");
+    assert_eq!(kept("ip.dst == 10.0.0.2/32", &f), [1, 3, 5]);
+    assert_eq!(kept("ip.addr == 11.0.0.0/8", &f), NONE);
+    assert_eq!(kept("ip.addr == 0.0.0.0/0", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("eth.src == 02:00:00:00:00:01", &f), [1, 3, 5]);
+    assert_eq!(kept("eth.dst == 02-00-00-00-00-01", &f), [2, 4]);
+    assert_eq!(kept("eth.addr == 0200.0000.0002", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("eth.src != 020000000002", &f), [1, 3, 5]);
+    assert_eq!(kept("infiniband.bth.a == 1", &f), [1, 3, 5]);
+    assert_eq!(kept("infiniband.bth.a == True", &f), [1, 3, 5]);
+    assert_eq!(kept("infiniband.bth.a == false", &f), [2, 4]);
+    assert_eq!(kept("infiniband.bth.a", &f), [1, 2, 3, 4, 5], "present, whatever its value");
+    assert_eq!(kept("infiniband.immdt == 00:00:12:34", &f), [3]);
+    assert_eq!(kept("infiniband.immdt == 00001234", &f), [3]);
+    assert_eq!(kept("infiniband.immdt contains 12:34", &f), [3]);
+    assert_eq!(kept("infiniband.immdt contains 34:12", &f), NONE);
+    // Frames 2 µs apart; the first has delta 0.
+    assert_eq!(kept("frame.time_delta > 0.000001", &f), [2, 3, 4, 5]);
+    assert_eq!(kept("frame.time_delta == 0.000002", &f), [2, 3, 4, 5]);
+    assert_eq!(kept("frame.time_relative >= 0.000006", &f), [4, 5]);
+    assert_eq!(kept("frame.time_epoch > 1700000000.000004", &f), [3, 4, 5]);
+}
+
+#[test]
+fn sets_and_ranges() {
+    let f = frames();
+    assert_eq!(kept("infiniband.bth.opcode in {4 10 0x11..0x13}", &f), [1, 2, 4, 5]);
+    assert_eq!(kept("infiniband.bth.opcode in {5, 0x11}", &f), [2, 3, 4]);
+    assert_eq!(kept("infiniband.bth.opcode in {0 .. 9}", &f), [3]);
+    assert_eq!(kept("not infiniband.bth.opcode in {0x11}", &f), [1, 3, 5]);
+    assert_eq!(kept("ip.dst in {10.0.0.1 10.0.0.9}", &f), [2, 4]);
+    assert_eq!(kept("ip.dst in {10.0.0.0/31}", &f), [2, 4]);
+    assert_eq!(kept("frame.number in {2..3, 5}", &f), [2, 3, 5]);
+}
+
+#[test]
+fn logic_parentheses_and_protocols() {
+    let f = frames();
+    assert_eq!(kept("frame.number == 1 or frame.number == 2 and frame.number == 3", &f), [1]);
+    assert_eq!(kept("(frame.number == 1 or frame.number == 2) and frame.number == 2", &f), [2]);
+    assert_eq!(kept("!(frame.number == 1 || frame.number == 2)", &f), [3, 4, 5]);
+    assert_eq!(kept("not not frame.number == 1", &f), [1]);
+    assert_eq!(kept("infiniband && udp && ip && eth && !tcp && !ipv6 && !vlan", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("data", &f), [1, 3, 5], "a payload");
+    assert_eq!(kept("roce && roce.icrc && !roce.dc && frame", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("", &f), [1, 2, 3, 4, 5], "an empty filter keeps everything");
+}
+
+#[test]
+fn text_fields_contains_and_matches() {
+    let f = frames();
+    assert_eq!(kept(r#"frame.protocols contains "data""#, &f), [1, 3, 5]);
+    assert_eq!(kept(r#"frame.protocols == "eth:ethertype:ip:udp:infiniband""#, &f), [2, 4]);
+    assert_eq!(kept(r#"frame.protocols matches "UDP:INFINIBAND$""#, &f), [2, 4], "matches ignores case");
+    assert_eq!(kept(r#"frame.protocols contains "UDP""#, &f), NONE, "contains does not");
+    assert_eq!(kept(r#"roce.opcode.name contains "WRITE""#, &f), [1, 5]);
+    assert_eq!(kept(r#"roce.aeth.nak == "Remote Access Error""#, &f), [4]);
+    assert_eq!(kept(r#"_ws.col.Protocol == "RRoCE""#, &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept(r#"_ws.col.Info matches "NAK.*remote access""#, &f), [4]);
+    assert_eq!(kept("roce.transport == RC", &f), [1, 2, 3, 4, 5], "an unquoted word is text too");
+}
+
+#[test]
+fn field_against_field() {
+    let f = frames();
+    assert_eq!(kept("frame.cap_len == frame.len", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("frame.cap_len < frame.len", &f), NONE);
+    assert_eq!(kept("ip.src == ip.dst", &f), NONE);
+    assert_eq!(kept("ip.src < ip.dst", &f), [1, 3, 5]);
+    assert_eq!(kept("udp.srcport > udp.dstport", &f), [1, 2, 3, 4, 5]);
+    assert!(matches!(err("ip.src == eth.src").kind, ErrorKind::FieldTypesDiffer { .. }));
+    assert!(matches!(err("frame.protocols == _ws.col.Info").kind, ErrorKind::FieldPairNotSupported { .. }));
+}
+
+#[test]
+fn dc_frames_filter_on_what_tshark_shows() {
+    let mut c = Conversation::new();
+    c.transport = crate::wire::Transport::Dc;
+    let p = c.write(Dir::AtoB, 0x1000, 0x55, 32, None);
+    c.ack(Dir::BtoA, p, Syndrome::ACK, 1);
+    let f: Vec<_> = c.frames.into_iter().map(|t| (t.ts_ns, t.data)).collect();
+    assert_eq!(kept("roce.dc", &f), [1, 2]);
+    assert_eq!(kept("infiniband.bth.opcode == 0x51 && infiniband.aeth.syndrome == 0x1f", &f), [2]);
+    assert_eq!(kept(r#"roce.transport == "DC" && infiniband.reth.r_key == 0x55"#, &f), [1]);
+    assert_eq!(kept("roce.dceth == 0xdc000001", &f), [1, 2]);
+}
+
+#[test]
+fn time_delta_displayed_needs_the_callers_view() {
+    let f = frames();
+    let filter = Filter::compile("frame.time_delta_displayed >= 0.000004").unwrap();
+    let fr = frame::decode(LinkType::ETHERNET, &f[3].1, &Options::default());
+    let (first, ts) = (f[0].0, f[3].0);
+    let c = ctx(4, ts, first, f[2].0, &f[3].1, &fr);
+    assert!(!filter.matches(&c), "every frame shown: 2 µs since frame 3");
+    assert!(filter.matches_shown(&c, Shown { prev_ts_ns: Some(f[1].0) }), "4 µs since frame 2");
+    assert!(!filter.matches_shown(&c, Shown { prev_ts_ns: None }), "the first displayed frame has delta 0");
+}
+
+#[test]
+fn errors_name_the_column_and_show_a_caret() {
+    let e = err("infiniband.bth.destqpn == 5");
+    assert_eq!(e.column(), 1);
+    assert_eq!(
+        e.to_string(),
+        "display filter, column 1: unknown field or protocol `infiniband.bth.destqpn`\n    infiniband.bth.destqpn == 5\n    ^~~~~~~~~~~~~~~~~~~~~~\n    hint: did you mean `infiniband.bth.destqp`? (`roce decode -G fields` lists the fields)"
+    );
+    let e = err("udp && ip.src == 10.0.0.300");
+    assert_eq!((e.column(), e.span.clone()), (18, 17..27));
+    assert!(e.to_string().contains("`10.0.0.300` is not a valid IPv4 address for ip.src"), "{e}");
+    assert!(e.to_string().ends_with("                     ^~~~~~~~~~\n    hint: write an address like 10.0.0.1 or a subnet like 10.0.0.0/24"), "{e}");
+    assert!(matches!(err(r#"ip.src == "10.0.0.1""#).kind, ErrorKind::QuotedValue { ty: Ty::Ipv4, .. }));
+    assert!(matches!(err("ip.src contains 10").kind, ErrorKind::RelNotForType { rel: Rel::Contains, .. }));
+    assert!(matches!(err("infiniband.bth.psn matches 1").kind, ErrorKind::RelNotForType { rel: Rel::Matches, .. }));
+    assert!(matches!(err("ip == 1").kind, ErrorKind::ProtocolCompared { .. }));
+    assert!(matches!(err("ip.addr > 10.0.0.0/8").kind, ErrorKind::SubnetOrdered));
+    assert!(matches!(err("ip.addr in {10.0.0.0/8..10.0.0.9}").kind, ErrorKind::SubnetOrdered));
+    assert!(matches!(err("frame.number == x1").kind, ErrorKind::BadValue { ty: Ty::Uint, .. }));
+    assert!(matches!(err("frame.number == 09").kind, ErrorKind::BadValue { .. }), "9 is not octal");
+    assert!(matches!(err("ip.addr == 10.0.0.0/33").kind, ErrorKind::BadValue { why: "the prefix length must be 0 to 32", .. }));
+    assert!(matches!(err("eth.src == 02:00:00:00:00").kind, ErrorKind::BadValue { ty: Ty::Mac, .. }));
+    assert!(matches!(err("infiniband.bth.a == yes").kind, ErrorKind::BadValue { ty: Ty::Bool, .. }));
+    assert!(matches!(err("frame.time_delta > 1e-3").kind, ErrorKind::BadValue { ty: Ty::Time, .. }));
+    assert!(matches!(err(r#"frame.protocols matches "(""#).kind, ErrorKind::BadRegex { .. }));
+    assert!(matches!(err(r#""ip""#).kind, ErrorKind::QuotedName));
+    let e = err("ip.ttl = 64");
+    assert_eq!(e.column(), 8);
+    assert!(e.to_string().contains("hint: write `==`"), "{e}");
+    // A tab in the filter does not shift the caret.
+    let e = err("ip\t&& zzz");
+    assert!(e.to_string().contains("    ip && zzz\n          ^~~"), "{e}");
+    // Columns count characters, not bytes.
+    assert_eq!(err("frame.comment == \"é\" && zz").column(), 25);
+}
+
+#[test]
+fn literals() {
+    assert_eq!(number("0x1F"), Some(31));
+    assert_eq!(number("017"), Some(15));
+    assert_eq!(number("0"), Some(0));
+    assert_eq!(number("1_000"), Some(1000));
+    assert_eq!(number("08"), None);
+    assert_eq!(mac("02:00:00:00:00:0a"), Some(0x0200_0000_000a));
+    assert_eq!(mac("2:0:0:0:0:a"), Some(0x0200_0000_000a));
+    assert_eq!(mac("0200.0000.000a"), Some(0x0200_0000_000a));
+    assert_eq!(mac("02:00:00:00:00:00:01"), None);
+    assert_eq!(mac("02:00:00:00:00:0g"), None);
+    assert_eq!(seconds("1.5"), Some(1_500_000_000));
+    assert_eq!(seconds(".000002"), Some(2_000));
+    assert_eq!(seconds("3"), Some(3_000_000_000));
+    assert_eq!(seconds("0.1234567891"), Some(123_456_789), "past nanoseconds: cut");
+    assert_eq!(seconds("."), None);
+    assert_eq!(seconds("-1"), None);
+}
+
+#[test]
+fn compiled_filters_keep_their_text() {
+    let f = Filter::compile("  udp.port == 4791 ").unwrap();
+    assert_eq!(f.text(), "  udp.port == 4791 ");
+    // Protocol names are those `frame.protocols` uses, plus ours; all resolve.
+    for (name, _) in PROTOCOLS {
+        assert!(Filter::compile(name).is_ok(), "{name}");
+    }
+    // Every field compiles alone and against a value of its type.
+    for (field, name, _) in Field::ALL {
+        let value = match field.ty() {
+            Ty::Uint => "1",
+            Ty::Bool => "1",
+            Ty::Ipv4 => "10.0.0.1",
+            Ty::Ipv6 => "::1",
+            Ty::Mac => "02:00:00:00:00:01",
+            Ty::Time => "0.5",
+            Ty::Bytes => "00:01",
+            Ty::Str => "\"x\"",
+        };
+        Filter::compile(&format!("{name} == {value} || {name}")).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+/// A frame of every kind through every field: each value has its field's type.
+#[test]
+fn values_have_their_fields_type() {
+    let (a, b) = (
+        Host { mac: Mac([2, 0, 0, 0, 0, 1]), ip: "fd00::1".parse().unwrap() },
+        Host { mac: Mac([2, 0, 0, 0, 0, 2]), ip: "fd00::2".parse().unwrap() },
+    );
+    let t = Transport {
+        bth: BthRepr { opcode: Opcode(0x0B), psn: Psn::new(1), ..Default::default() },
+        payload: vec![1, 2, 3],
+        ..Default::default()
+    };
+    let mut all: Vec<Vec<u8>> = frames().into_iter().map(|(_, d)| d).collect();
+    all.push(craft::build(&Encap { vlans: vec![5], ..Encap::default() }, &a, &b, &t));
+    all.push(craft::build(&Encap { version: crate::frame::RoceVersion::V1, ..Encap::default() }, &a, &b, &t));
+    let mut seen = 0;
+    for data in &all {
+        let fr = frame::decode(LinkType::ETHERNET, data, &Options::default());
+        let c = ctx(1, 5, 1, 2, data, &fr);
+        for (field, name, _) in Field::ALL {
+            fields::visit(*field, &c, Shown::every(&c), |v| {
+                assert_eq!(v.ty(), field.ty(), "{name}: {v:?}");
+                seen += 1;
+            });
+        }
+    }
+    assert!(seen > 300, "{seen}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
+
+    /// Arbitrary text: an answer, never a panic.
+    #[test]
+    fn any_text_compiles_or_errs(s in "\\PC{0,40}") {
+        match Filter::compile(&s) {
+            Ok(f) => {
+                let data = &frames()[0].1;
+                let fr = frame::decode(LinkType::ETHERNET, data, &Options::default());
+                let _ = f.matches(&ctx(1, 2, 1, 1, data, &fr));
+            }
+            Err(e) => {
+                prop_assert!(e.span.end <= s.len());
+                let _ = e.to_string();
+            }
+        }
+    }
+
+    /// Text made of the filter language's own pieces reaches the compiler's deeper
+    /// paths more often than arbitrary text.
+    #[test]
+    fn filter_shaped_text_compiles_or_errs(parts in prop::collection::vec(prop::sample::select(vec![
+        "ip.addr", "udp.port", "infiniband.bth.opcode", "eth.src", "frame.protocols", "infiniband.immdt", "frame.time_delta",
+        "==", "!=", "~=", "===", "<", ">=", "contains", "matches", "in", "{", "}", "..", ",", "(", ")", "!", "&&", "||",
+        "and", "not", "4", "0x11", "010", "10.0.0.0/24", "02:00:00:00:00:01", "\"data\"", "\"(\"", "0.5", "ip", "tcp", "zz",
+    ]), 0..12)) {
+        let s = parts.join(" ");
+        if let Err(e) = Filter::compile(&s) {
+            prop_assert!(e.span.end <= s.len());
+            prop_assert!(e.column() >= 1);
+            let _ = e.to_string();
+        }
+    }
+}
+
+#[test]
+fn not_a_panic_on_deep_nesting() {
+    let deep = format!("{}frame{}", "(".repeat(200), ")".repeat(200));
+    assert!(Filter::compile(&deep).is_ok());
+    let nots = format!("{}frame", "! ".repeat(200));
+    assert!(Filter::compile(&nots).is_ok());
+}
+
+#[test]
+fn filter_is_cheap_to_keep() {
+    // Compiling the issue's filters once and evaluating them on a frame works and the
+    // compiled form is independent of the text's lifetime.
+    let f = frames();
+    let fr = frame::decode(LinkType::ETHERNET, &f[3].1, &Options::default());
+    let c = ctx(4, f[3].0, f[0].0, f[2].0, &f[3].1, &fr);
+    let filters: Vec<Filter> = ["infiniband", "infiniband.aeth.syndrome != 0", "udp.port == 4791"]
+        .iter()
+        .map(|t| Filter::compile(&t.to_string()).unwrap())
+        .collect();
+    assert!(filters.iter().all(|x| x.matches(&c)));
+}
