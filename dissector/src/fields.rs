@@ -269,8 +269,9 @@ pub enum Value<'a> {
     Ipv4(Ipv4Addr),
     Ipv6(Ipv6Addr),
     Mac(Mac),
-    /// Nanoseconds, printed as seconds with nine decimals.
-    Secs(u64),
+    /// Nanoseconds, printed as seconds with nine decimals (negative when a
+    /// capture's timestamps go backwards, as tshark prints them).
+    Secs(i64),
     Bytes(&'a [u8]),
     Str(&'a str),
     /// Text made when needed (names, the Info column).
@@ -322,7 +323,12 @@ impl Value<'_> {
             Value::Mac(m) => {
                 let _ = write!(out, "{m}");
             }
-            Value::Secs(ns) => secs(out, ns),
+            Value::Secs(ns) => {
+                if ns < 0 {
+                    out.push(b'-');
+                }
+                secs(out, ns.unsigned_abs())
+            }
             Value::Bytes(b) => {
                 for x in b {
                     hex_bare(out, u64::from(*x), 2);
@@ -538,12 +544,10 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
         F::FrameNumber => f(Dec(c.number)),
         F::FrameLen => f(Dec(c.orig_len.into())),
         F::FrameCapLen => f(Dec(c.data.len() as u64)),
-        F::FrameTimeEpoch => f(Value::Secs(c.ts_ns)),
-        F::FrameTimeRelative => f(Value::Secs(c.ts_ns.saturating_sub(c.first_ts_ns))),
-        F::FrameTimeDelta => f(Value::Secs(c.ts_ns.saturating_sub(c.prev_ts_ns))),
-        F::FrameTimeDeltaDisplayed => {
-            f(Value::Secs(shown.prev_ts_ns.map_or(0, |p| c.ts_ns.saturating_sub(p))))
-        }
+        F::FrameTimeEpoch => f(Value::Secs(c.ts_ns as i64)),
+        F::FrameTimeRelative => f(Value::Secs(since(c.ts_ns, c.first_ts_ns))),
+        F::FrameTimeDelta => f(Value::Secs(since(c.ts_ns, c.prev_ts_ns))),
+        F::FrameTimeDeltaDisplayed => f(Value::Secs(shown.prev_ts_ns.map_or(0, |p| since(c.ts_ns, p)))),
         F::FrameInterfaceId => f(Dec(c.interface.into())),
         F::FrameComment => c.comment.into_iter().for_each(|s| f(Value::Str(s))),
         F::FrameProtocols => f(Value::Text(&Protocols(c))),
@@ -758,6 +762,11 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
         }
         F::RoceStop => fr.stop.iter().for_each(|s| f(Value::Text(s))),
     }
+}
+
+/// Nanoseconds from `earlier` to `ts`: negative when the capture's clock went back.
+fn since(ts: u64, earlier: u64) -> i64 {
+    (ts as i64).wrapping_sub(earlier as i64)
 }
 
 /// `_ws.col.Protocol`: the innermost protocol, named as tshark's Protocol column

@@ -242,7 +242,7 @@ enum Const {
     V4 { addr: u32, mask: u32 },
     V6 { addr: u128, mask: u128 },
     Mac(u64),
-    Time(u64),
+    Time(i64),
     Bytes(Vec<u8>),
     Str(String),
     Re(regex::Regex),
@@ -255,7 +255,7 @@ enum Scalar<'a> {
     V4(u32),
     V6(u128),
     Mac(u64),
-    Time(u64),
+    Time(i64),
     Bytes(&'a [u8]),
     Str(&'a str),
 }
@@ -263,7 +263,8 @@ enum Scalar<'a> {
 impl Scalar<'_> {
     fn cmp_same(&self, o: &Scalar<'_>) -> Option<Ordering> {
         Some(match (self, o) {
-            (Scalar::U(a), Scalar::U(b)) | (Scalar::Mac(a), Scalar::Mac(b)) | (Scalar::Time(a), Scalar::Time(b)) => a.cmp(b),
+            (Scalar::U(a), Scalar::U(b)) | (Scalar::Mac(a), Scalar::Mac(b)) => a.cmp(b),
+            (Scalar::Time(a), Scalar::Time(b)) => a.cmp(b),
             (Scalar::V4(a), Scalar::V4(b)) => a.cmp(b),
             (Scalar::V6(a), Scalar::V6(b)) => a.cmp(b),
             (Scalar::Bytes(a), Scalar::Bytes(b)) => a.cmp(b),
@@ -742,16 +743,20 @@ fn mac(t: &str) -> Option<u64> {
     parts.iter().try_fold(0u64, |acc, p| Some(acc << width | hex(p, width as usize / 4)?))
 }
 
-/// Seconds with up to nine decimals, as nanoseconds: `0.000250` → 250 000.
-fn seconds(t: &str) -> Option<u64> {
+/// Seconds with up to nine decimals, as nanoseconds: `0.000250` → 250 000, `-1` →
+/// -10⁹ (a capture whose clock goes back has negative deltas).
+fn seconds(t: &str) -> Option<i64> {
+    if let Some(rest) = t.strip_prefix('-') {
+        return seconds(rest).filter(|_| !rest.starts_with('-')).map(|ns| -ns);
+    }
     let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
     if (whole.is_empty() && frac.is_empty()) || !whole.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let w: u64 = if whole.is_empty() { 0 } else { whole.parse().ok()? };
-    let mut ns = 0u64;
+    let w: i64 = if whole.is_empty() { 0 } else { whole.parse().ok()? };
+    let mut ns = 0i64;
     for (i, d) in frac.bytes().take(9).enumerate() {
-        ns += u64::from(d - b'0') * 10u64.pow(8 - i as u32);
+        ns += i64::from(d - b'0') * 10i64.pow(8 - i as u32);
     }
     w.checked_mul(1_000_000_000)?.checked_add(ns)
 }

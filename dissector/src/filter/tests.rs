@@ -262,7 +262,9 @@ fn literals() {
     assert_eq!(seconds("3"), Some(3_000_000_000));
     assert_eq!(seconds("0.1234567891"), Some(123_456_789), "past nanoseconds: cut");
     assert_eq!(seconds("."), None);
-    assert_eq!(seconds("-1"), None);
+    assert_eq!(seconds("-1"), Some(-1_000_000_000));
+    assert_eq!(seconds("--1"), None);
+    assert_eq!(seconds("1-"), None);
 }
 
 #[test]
@@ -371,7 +373,10 @@ fn filter_is_cheap_to_keep() {
     let c = ctx(4, f[3].0, f[0].0, f[2].0, &f[3].1, &fr);
     let filters: Vec<Filter> = ["infiniband", "infiniband.aeth.syndrome != 0", "udp.port == 4791"]
         .iter()
-        .map(|t| Filter::compile(&t.to_string()).unwrap())
+        .map(|t| {
+            let text = t.to_string();
+            Filter::compile(&text).unwrap()
+        })
         .collect();
     assert!(filters.iter().all(|x| x.matches(&c)));
 }
