@@ -363,8 +363,12 @@ impl Conversation {
         if t.bth.p_key == 0 {
             t.bth.p_key = 0xFFFF;
         }
-        if self.transport == crate::wire::Transport::Dc && t.dceth.is_none() {
-            t.dceth = Some(self.dceth);
+        if self.transport == crate::wire::Transport::Dc {
+            t.dceth = t.dceth.or(Some(self.dceth));
+            // The DETH names the sending QP (the DCI); QP 0 or 1 would make it a MAD.
+            if t.deth.src_qp == 0 {
+                t.deth.src_qp = from.qpn;
+            }
         }
         let mut enc = self.encap.clone();
         // rxe derives the UDP source port from the QP numbers: keep one per direction.
@@ -550,6 +554,20 @@ impl Conversation {
         self.push(d, t);
     }
 
+    /// A DC connect (opcode 0x55 with SE clear) carrying `dcceth`; with any
+    /// transport the packet is laid out as DC.
+    pub fn dc_connect(&mut self, d: Dir, dcceth: [u8; 16]) {
+        let (from, _) = self.sides(d);
+        let psn = from.psn;
+        let t = Transport {
+            bth: BthRepr { opcode: Opcode(0x55), psn, ..Default::default() },
+            dceth: Some(self.dceth),
+            dcceth,
+            ..Default::default()
+        };
+        self.push(d, t);
+    }
+
     /// Rewinds the sender's PSN to `psn` (go-back-N after a NAK or timeout).
     pub fn rewind(&mut self, d: Dir, psn: Psn) {
         self.sides(d).0.psn = psn;
@@ -589,6 +607,40 @@ impl Conversation {
         };
         self.push(d, t);
     }
+}
+
+/// An mlx5 DC exchange, as tshark 4.0 lays DC packets out (see
+/// [`Opcode::dc_info`]): a connect, SENDs, WRITEs with and without immediate, a
+/// 3-packet READ, an atomic, their acknowledgements, and a 0x55 with SE set. What
+/// `roce craft` can write as `captures/dc.pcap`.
+pub fn dc_exchange() -> Vec<Timed> {
+    let mut c = Conversation::new();
+    c.transport = crate::wire::Transport::Dc;
+    c.dceth = 0x0000_1234_dc00_0001;
+    c.dc_connect(Dir::AtoB, [0x5a; 16]);
+    let p = c.send(Dir::AtoB, 32, None);
+    c.ack(Dir::BtoA, p, Syndrome::ACK, 1);
+    let p = c.send(Dir::AtoB, 10, Some(0x0bad_cafe));
+    c.ack(Dir::BtoA, p, Syndrome::ACK, 1);
+    let p = c.write(Dir::AtoB, 0x7f00_0000_1000, 0x4321, 64, None);
+    c.ack(Dir::BtoA, p, Syndrome::ACK, 1);
+    let p = c.write(Dir::AtoB, 0x7f00_0000_2000, 0x4321, 16, Some(7));
+    c.ack(Dir::BtoA, p, Syndrome(0x62), 0);
+    c.mtu = 256;
+    let p = c.read_request(Dir::AtoB, 0x7f00_0000_3000, 0x4321, 600);
+    c.read_response(Dir::BtoA, p, 600);
+    let p = c.atomic(Dir::AtoB, 0x7f00_0000_4000, 0x4321, 5, Some(1));
+    c.atomic_ack(Dir::BtoA, p, 1);
+    let psn = c.a.psn;
+    c.push(
+        Dir::AtoB,
+        Transport {
+            bth: BthRepr { opcode: Opcode(0x55), solicited_event: true, psn, ..Default::default() },
+            payload: b"se set".to_vec(),
+            ..Default::default()
+        },
+    );
+    c.frames
 }
 
 impl Default for Conversation {

@@ -1,11 +1,14 @@
 //! Fuzzing in the test suite: mutated real frames and arbitrary bytes through every
-//! printer and the flow analyzer, a bounded number of cases. Nothing may panic, and
+//! printer, the display filters (over every field and relation) and the flow
+//! analyzer, each frame read as RD, as DC and as guessed; a bounded number of cases.
+//! Nothing may panic, and
 //! the flow fast path (`Facts::parse`) must agree with the decoder wherever it answers.
 
 use dissector::capture;
 use dissector::fields::{self, Ctx, Field};
 use dissector::flow::{Analyzer, Facts};
-use dissector::frame::{self, Options};
+use dissector::filter::Filter;
+use dissector::frame::{self, Options, TransportHint};
 use dissector::print;
 use dissector::LinkType;
 use proptest::prelude::*;
@@ -22,17 +25,36 @@ fn corpus() -> Vec<(LinkType, Vec<u8>)> {
     v
 }
 
+/// Filters that between them read every kind of field and relation.
+const FILTERS: &[&str] = &[
+    "infiniband && infiniband.aeth.syndrome != 0",
+    "ip.addr == 10.0.0.0/24 || ipv6.addr == fd00::/64 || eth.addr == 02:00:00:00:00:01",
+    "infiniband.bth.opcode in {4 10 0x11..0x13 0x40..0x5f} and not roce.dc",
+    "frame.protocols contains \"data\" or _ws.col.Info matches \"NAK|DC\"",
+    "infiniband.immdt contains 12 or roce.dcceth or roce.dceth > 0 or frame.time_delta_displayed > 0.5",
+    "frame.cap_len < frame.len or ip.src == ip.dst or udp.srcport >= udp.dstport",
+    "ip.addr === 10.0.0.1 or ip.addr ~= 10.0.0.2 or tcp.port != 18515",
+];
+
 fn exercise(link: LinkType, data: &[u8], an: &mut Analyzer) {
-    let fr = frame::decode(link, data, &Options::default());
-    let ctx = Ctx { number: 1, ts_ns: 5, first_ts_ns: 1, prev_ts_ns: 2, orig_len: data.len() as u32, interface: 0, data, frame: &fr, comment: None };
-    let mut s = String::new();
-    print::line(&ctx, &mut s);
-    print::verbose(&ctx, &mut s);
-    let _ = print::json(&ctx).to_string();
-    let mut out = Vec::new();
-    for (f, _, _) in Field::ALL {
-        fields::write(*f, &ctx, &mut out);
+    thread_local!(static COMPILED: Vec<Filter> = FILTERS.iter().map(|f| Filter::compile(f).unwrap_or_else(|e| panic!("{e}"))).collect());
+    // Every way to read RD-range opcodes; the default last, for the analyzer below.
+    for hint in [TransportHint::Rd, TransportHint::Dc, TransportHint::Auto] {
+        let fr = frame::decode(link, data, &Options { transport_hint: hint, ..Options::default() });
+        let ctx = Ctx { number: 1, ts_ns: 5, first_ts_ns: 1, prev_ts_ns: 2, orig_len: data.len() as u32, interface: 0, data, frame: &fr, comment: None };
+        let mut s = String::new();
+        print::line(&ctx, &mut s);
+        print::verbose(&ctx, &mut s);
+        let _ = print::json(&ctx).to_string();
+        let mut out = Vec::new();
+        for (f, _, _) in Field::ALL {
+            fields::write(*f, &ctx, &mut out);
+        }
+        COMPILED.with(|fs| fs.iter().for_each(|f| {
+            let _ = f.matches(&ctx);
+        }));
     }
+    let fr = frame::decode(link, data, &Options::default());
     an.add(1, 5, data.len() as u32, &fr, data);
     // The flow fast path reads what the decoder reads, or leaves the frame to it.
     if let Some(p) = Facts::parse(link, data, &Options::default()) {
