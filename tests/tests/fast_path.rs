@@ -23,6 +23,9 @@ fn documented_reason(link: LinkType, f: &Frame) -> Option<&'static str> {
     if f.mad.is_some() {
         return Some("MAD");
     }
+    if f.ib.as_ref().is_some_and(|i| i.bth.opcode.transport() == dissector::wire::Transport::Rd) {
+        return Some("RD-range opcode: RD or DC, as the decoder's transport hint decides");
+    }
     match f.net {
         Net::Grh(_) => Some("RoCEv1"),
         Net::Ipv4(r) if r.header_len != 20 => Some("IPv4 options"),

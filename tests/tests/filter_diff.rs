@@ -169,9 +169,19 @@ fn tshark(path: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// Every frame of the merged file, decoded, with what a Ctx needs.
+/// One record, decoded, with what a Ctx needs.
+struct Rec {
+    ts: u64,
+    orig_len: u32,
+    interface: u32,
+    data: Vec<u8>,
+    comment: Option<String>,
+    frame: Frame,
+}
+
+/// Every frame of a capture.
 struct Decoded {
-    frames: Vec<(u64, u32, u32, Vec<u8>, Option<String>, Frame)>,
+    frames: Vec<Rec>,
     first_ts: u64,
 }
 
@@ -180,26 +190,33 @@ fn decode_all(path: &Path) -> Decoded {
     let mut frames = Vec::new();
     while let Some(rec) = r.next_packet().unwrap_or_else(|e| panic!("{e}")) {
         let fr = frame::decode(rec.link, rec.data, &Options::default());
-        frames.push((rec.ts_ns, rec.orig_len, rec.interface, rec.data.to_vec(), rec.comment.map(str::to_string), fr));
+        frames.push(Rec {
+            ts: rec.ts_ns,
+            orig_len: rec.orig_len,
+            interface: rec.interface,
+            data: rec.data.to_vec(),
+            comment: rec.comment.map(str::to_string),
+            frame: fr,
+        });
     }
-    let first_ts = frames.first().map_or(0, |f| f.0);
+    let first_ts = frames.first().map_or(0, |f| f.ts);
     Decoded { frames, first_ts }
 }
 
 impl Decoded {
     fn ctx(&self, i: usize) -> Ctx<'_> {
-        let (ts, orig_len, interface, data, comment, fr) = &self.frames[i];
-        let prev = if i == 0 { *ts } else { self.frames[i - 1].0 };
+        let r = &self.frames[i];
+        let prev = if i == 0 { r.ts } else { self.frames[i - 1].ts };
         Ctx {
             number: i as u64 + 1,
-            ts_ns: *ts,
+            ts_ns: r.ts,
             first_ts_ns: self.first_ts,
             prev_ts_ns: prev,
-            orig_len: *orig_len,
-            interface: *interface,
-            data,
-            frame: fr,
-            comment: comment.as_deref(),
+            orig_len: r.orig_len,
+            interface: r.interface,
+            data: &r.data,
+            frame: &r.frame,
+            comment: r.comment.as_deref(),
         }
     }
 }
@@ -231,7 +248,7 @@ fn filters_keep_what_tshark_keeps() {
             }
         }
         let skipped = |n: &u64| {
-            let fr = &d.frames[*n as usize - 1].5;
+            let fr = &d.frames[*n as usize - 1].frame;
             match skip {
                 Skip::None | Skip::Unsupported => false,
                 Skip::Undecoded => !tshark_decodes(fr),
