@@ -20,7 +20,7 @@ use dissector::wire::mad::{CmMessage, CmRep, CmReq};
 use dissector::wire::{BthRepr, Opcode, Psn, Syndrome, Transport as Tr};
 use dissector::LinkType;
 
-use crate::cli::exit;
+use crate::cli::codes as exit;
 
 #[derive(Debug, Args)]
 pub struct CraftArgs {

@@ -10,7 +10,7 @@ use dissector::capture::{PacketSource, Record};
 use dissector::fields::{self, Ctx, Field};
 use dissector::{frame, print};
 
-use crate::cli::exit;
+use crate::cli::codes as exit;
 use crate::output::{PcapngOut, Stats};
 use crate::source::InputArgs;
 

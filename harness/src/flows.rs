@@ -7,7 +7,7 @@ use dissector::capture::PacketSource;
 use dissector::flow::Analyzer;
 use dissector::frame;
 
-use crate::cli::exit;
+use crate::cli::codes as exit;
 use crate::source::InputArgs;
 
 #[derive(Debug, Args)]

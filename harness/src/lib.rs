@@ -10,7 +10,6 @@ pub mod probe;
 pub mod profile;
 pub mod source;
 pub mod suite;
-pub mod lab;
 pub mod scenario;
 pub mod agent;
 pub mod run;

@@ -508,7 +508,7 @@ pub fn run(a: ProbeArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Wr
     // The frame first: a bad opcode or payload is said before any interface is opened.
     if let Err(e) = transport(&spec, &aim) {
         writeln!(err, "roce probe: {e}")?;
-        return Ok(crate::cli::exit::USAGE);
+        return Ok(crate::cli::codes::USAGE);
     }
     let mut link = None;
     let (src, dst) = if a.dry_run {
@@ -525,7 +525,7 @@ pub fn run(a: ProbeArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Wr
             }
             Err(e) => {
                 writeln!(err, "roce probe: {e}")?;
-                return Ok(crate::cli::exit::USAGE);
+                return Ok(crate::cli::codes::USAGE);
             }
         }
     };
@@ -533,7 +533,7 @@ pub fn run(a: ProbeArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Wr
         Ok(f) => f,
         Err(e) => {
             writeln!(err, "roce probe: {e}")?;
-            return Ok(crate::cli::exit::USAGE);
+            return Ok(crate::cli::codes::USAGE);
         }
     };
     let t0 = Instant::now();
@@ -543,7 +543,7 @@ pub fn run(a: ProbeArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Wr
         if let Some(l) = link.as_mut() {
             if let Err(e) = l.send(f) {
                 writeln!(err, "roce probe: {e}")?;
-                return Ok(crate::cli::exit::USAGE);
+                return Ok(crate::cli::codes::USAGE);
             }
         }
         record.push((unix_ns(), f.clone()));
@@ -579,7 +579,7 @@ pub fn run(a: ProbeArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Wr
         w.commit()?;
         writeln!(err, "roce probe: wrote {} frame(s) to {}", record.len(), path.display())?;
     }
-    Ok(crate::cli::exit::OK)
+    Ok(crate::cli::codes::OK)
 }
 
 #[cfg(test)]

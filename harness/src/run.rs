@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use crate::lab::state::LabPaths;
+use lab::state::LabPaths;
 use crate::scenario::runner::{self, Endpoints};
 
 /// Exit codes of `roce run` (also `roce check`).
@@ -137,7 +137,7 @@ pub fn endpoints(args: &RunArgs) -> Result<Endpoints> {
     if let Some(e) = &args.endpoints {
         return Ok(Endpoints::Remote(parse_endpoints(e)?));
     }
-    let root = args.lab_dir.clone().unwrap_or_else(crate::lab::default_root);
+    let root = args.lab_dir.clone().unwrap_or_else(lab::default_root);
     let name = args
         .lab
         .clone()
@@ -151,16 +151,16 @@ pub fn endpoints(args: &RunArgs) -> Result<Endpoints> {
 }
 
 fn boot_lab(paths: &LabPaths, why: &str) -> Result<()> {
-    let p = crate::lab::Progress::new(false);
+    let p = lab::Progress::new(false);
     p.say(why);
-    let opts = crate::lab::UpOpts {
-        accel: crate::lab::vm::Accel::Auto,
+    let opts = lab::UpOpts {
+        accel: lab::vm::Accel::Auto,
         boot_timeout: std::time::Duration::from_secs(300),
         idle_timeout_min: 120,
         rules: vec![],
         seed: 1,
     };
-    let up = crate::lab::up(paths, &opts, &p)?;
+    let up = lab::up(paths, &opts, &p)?;
     p.say(&up.describe(paths));
     Ok(())
 }
@@ -171,13 +171,13 @@ fn heal_lab(paths: &LabPaths) -> Result<()> {
     let why = if !paths.is_running() {
         "it is down".to_string()
     } else {
-        match crate::lab::client::request(paths, &crate::lab::control::Request::Status) {
+        match lab::client::request(paths, &lab::control::Request::Status) {
             Ok(st) if st["phase"] == "ready" => return Ok(()),
             Ok(st) => st["error"].as_str().map(|e| e.lines().next().unwrap_or(e).to_string()).unwrap_or_else(|| format!("it is {}", st["phase"])),
             Err(e) => format!("its daemon does not answer ({e:#})"),
         }
     };
-    crate::lab::stop(paths).with_context(|| format!("stopping the broken lab `{}`", paths.name))?;
+    lab::stop(paths).with_context(|| format!("stopping the broken lab `{}`", paths.name))?;
     boot_lab(paths, &format!("lab `{}` is not usable ({why}): restarting it for the next scenario", paths.name))
 }
 
@@ -401,6 +401,41 @@ pub(crate) fn write_atomically(path: &Path, data: &[u8]) -> Result<()> {
     f.write_all(data).with_context(|| format!("writing {}", path.display()))?;
     f.commit().with_context(|| format!("finishing {}", path.display()))?;
     Ok(())
+}
+
+/// Seed scenarios on a booted lab (`roce lab bench`): how many a minute, and what
+/// each costs beyond its own traffic (the span from its first frame to its last on
+/// the wire).
+pub fn bench_scenarios(lab: &LabPaths, dir: &Path, tmp: &Path, p: &lab::Progress) -> Result<(String, String)> {
+    let files = discover(&[dir.to_path_buf()])?;
+    let eps = Endpoints::Lab(lab.clone());
+    let (mut total, mut traffic, mut passed) = (0.0f64, 0.0f64, 0);
+    for (i, f) in files.iter().enumerate() {
+        let sc = crate::scenario::parse::load(f).map_err(|d| anyhow::anyhow!("{}", d[0]))?;
+        p.say(&format!("scenario: {}", sc.name));
+        let cap = tmp.join(format!("scenario-{i}.pcapng"));
+        let (o, secs) = run_one(&sc, &eps, &cap);
+        total += secs;
+        if o.error.is_none() && crate::scenario::expect::evaluate(&sc, &o).iter().all(|v| v.pass) {
+            passed += 1;
+        }
+        if let Ok((_, pkts)) = lab::record::read_capture(&cap) {
+            if let (Some(a), Some(b)) = (pkts.iter().map(|x| x.ts_ns).min(), pkts.iter().map(|x| x.ts_ns).max()) {
+                traffic += (b - a) as f64 / 1e9;
+            }
+        }
+    }
+    let n = files.len().max(1) as f64;
+    Ok((
+        format!("seed scenarios ({})", dir.display()),
+        format!(
+            "{} in {total:.1} s = {:.0} scenarios/min ({passed} passed); per scenario {:.2} s, of which {:.2} s beyond its own traffic",
+            files.len(),
+            files.len() as f64 / total * 60.0,
+            total / n,
+            (total - traffic) / n
+        ),
+    ))
 }
 
 /// The decoded lines of a capture (for a failing scenario's report).

@@ -482,7 +482,7 @@ impl Checker<'_> {
                     self.err(&at("from"), format!("QP `{}` is between {} and {}, not on `{from}`", q.name, q.between[0], q.between[1]), None);
                 }
             }
-            match crate::lab::fault::parse_rule(&f.rule) {
+            match lab::fault::parse_rule(&f.rule) {
                 Err(e) => {
                     let tok = e.input.get(e.span.clone()).unwrap_or("");
                     self.err(&at("rule"), format!("fault rule: {} (at `{tok}`)", e.message), e.hint.clone())

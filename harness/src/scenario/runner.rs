@@ -14,9 +14,10 @@ use anyhow::{anyhow, bail, Context, Result};
 use serde::Serialize;
 
 use crate::agent::proto::{self, FromAgent, MrInfo, QpInfo, ToAgent, Wc};
-use crate::lab::client::{ExecStdio, RunSession};
-use crate::lab::state::{LabPaths, Vm};
-use crate::lab::switch::RunReport;
+use lab::client::{ExecStdio, RunSession};
+use lab::state::{LabPaths, Vm};
+use lab::fault::{Dir, Rule};
+use lab::switch::RunReport;
 use crate::scenario::model::{Op, Scenario};
 
 /// How long one agent request may take (a `wait_completions` step adds its own).
@@ -294,7 +295,7 @@ fn drive(
     // anything goes on the wire: setup is local to each endpoint.
     if let Endpoints::Lab(paths) = endpoints {
         let pcap = match &capture {
-            Some(p) => Some(crate::lab::absolute(p)?.display().to_string()),
+            Some(p) => Some(lab::absolute(p)?.display().to_string()),
             None => None,
         };
         let rules = fault_rules(sc, out)?;
@@ -351,43 +352,33 @@ fn drive(
 }
 
 /// The scenario's faults as lab switch rules: `from` becomes the direction
-/// between the VMs, `qp` the QPN of the QP's receiving end.
-fn fault_rules(sc: &Scenario, out: &Outcome) -> Result<Vec<String>> {
+/// between the VMs, `qp` the QPN of the QP's receiving end (one rule per end when
+/// the fault has no `from`).
+fn fault_rules(sc: &Scenario, out: &Outcome) -> Result<Vec<Rule>> {
     let mut rules = Vec::new();
     for (i, f) in sc.faults.iter().enumerate() {
-        let mut r = f.rule.trim().to_string();
+        let mut r = lab::fault::parse_rule(&f.rule).map_err(|e| anyhow!("fault {}: {e}", i + 1))?;
         if let Some(from) = &f.from {
-            r += match endpoint_vm(sc, from)? {
-                Vm::A => " dir=a>b",
-                Vm::B => " dir=b>a",
-            };
+            r.dir = Some(match endpoint_vm(sc, from)? {
+                Vm::A => Dir::AtoB,
+                Vm::B => Dir::BtoA,
+            });
         }
-        if let Some(qname) = &f.qp {
-            let q = sc.qps.iter().find(|q| &q.name == qname).ok_or_else(|| anyhow!("fault {}: no QP `{qname}`", i + 1))?;
-            // Frames from `from` go to the other end; without `from`, either end's.
-            let ends: Vec<&String> = match &f.from {
-                Some(from) => q.between.iter().filter(|e| *e != from).collect(),
-                None => q.between.iter().collect(),
-            };
-            let qpn = |e: &str| -> Result<u32> {
-                out.endpoints
-                    .get(e)
-                    .and_then(|x| x.qps.iter().find(|x| &x.name == qname))
-                    .map(|x| x.qpn)
-                    .ok_or_else(|| anyhow!("fault {}: QP `{qname}` was not set up on {e}", i + 1))
-            };
-            match ends.as_slice() {
-                [one] => r += &format!(" qp={:#x}", qpn(one)?),
-                _ => {
-                    // Both directions: one rule per end.
-                    for e in ends {
-                        rules.push(format!("{r} qp={:#x}", qpn(e)?));
-                    }
-                    continue;
-                }
-            }
+        let Some(qname) = &f.qp else {
+            rules.push(r);
+            continue;
+        };
+        let q = sc.qps.iter().find(|q| &q.name == qname).ok_or_else(|| anyhow!("fault {}: no QP `{qname}`", i + 1))?;
+        // Frames from `from` go to the other end; without `from`, either end's.
+        for e in q.between.iter().filter(|e| f.from.as_ref() != Some(*e)) {
+            let qpn = out
+                .endpoints
+                .get(e)
+                .and_then(|x| x.qps.iter().find(|x| &x.name == qname))
+                .map(|x| x.qpn)
+                .ok_or_else(|| anyhow!("fault {}: QP `{qname}` was not set up on {e}", i + 1))?;
+            rules.push(Rule { qp: Some(qpn), ..r.clone() });
         }
-        rules.push(r);
     }
     Ok(rules)
 }

@@ -13,7 +13,7 @@ use super::image::{self, Image};
 use super::state::{LabPaths, Vm};
 
 /// How qemu executes the guest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Accel {
     /// KVM if it works here (probed once per host boot), else TCG.
@@ -24,12 +24,21 @@ pub enum Accel {
 }
 
 impl Accel {
+    pub const ALL: [Accel; 3] = [Accel::Auto, Accel::Kvm, Accel::Tcg];
+
     pub fn name(self) -> &'static str {
         match self {
             Accel::Auto => "auto",
             Accel::Kvm => "kvm",
             Accel::Tcg => "tcg",
         }
+    }
+}
+
+impl std::str::FromStr for Accel {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Accel, String> {
+        Accel::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| format!("`{s}` is not an accelerator: auto, kvm or tcg"))
     }
 }
 

@@ -22,7 +22,8 @@ use super::control::{self, ExecRequest, ExitStatus, Frame, Hello, Kind, Request,
 use super::image::Image;
 use super::record::PcapngRecorder;
 use super::state::{self, Flock, LabPaths, Vm};
-use super::switch::{self, RunReport, RunSpec, Switch, Wire};
+use super::fault::Rule;
+use super::switch::{RunReport, RunSpec, Switch, Wire};
 use super::vm::{self, Accel, VmSpec};
 
 const GUEST_INIT: &str = include_str!("assets/guest-init.sh");
@@ -35,7 +36,7 @@ pub struct DaemonOpts {
     pub idle_timeout: Option<Duration>,
     pub boot_timeout: Duration,
     /// Fault rules applied to all traffic while the lab is up, and first in every run.
-    pub standing_rules: Vec<String>,
+    pub standing_rules: Vec<Rule>,
     pub standing_seed: u64,
 }
 
@@ -97,9 +98,9 @@ struct Shared {
     run_owner: Mutex<Option<(u64, Option<thread::JoinHandle<()>>)>>,
     clients: AtomicU32,
     idle_timeout: Option<Duration>,
-    /// Standing fault rules (text) and seed; while no run is in progress they apply
+    /// Standing fault rules and seed; while no run is in progress they apply
     /// through an unrecorded background run.
-    standing: (Vec<String>, u64),
+    standing: (Vec<Rule>, u64),
 }
 
 fn log(msg: &str) {
@@ -216,8 +217,7 @@ impl Shared {
         if self.standing.0.is_empty() {
             return Ok(());
         }
-        let rules = switch::parse_rules(&self.standing.0).map_err(|e| anyhow::anyhow!("standing fault rules: {e}"))?;
-        self.switch.begin(RunSpec { rules, seed: self.standing.1, recorder: None, capture: None, live: None })
+        self.switch.begin(RunSpec { rules: self.standing.0.clone(), seed: self.standing.1, recorder: None, capture: None, live: None })
     }
 
     fn status(&self) -> serde_json::Value {
@@ -246,7 +246,7 @@ impl Shared {
             "uptime_s": self.started.elapsed().as_secs(),
             "boot_ms": if boot_ms > 0 { Some(boot_ms) } else { None },
             "idle_timeout_s": self.idle_timeout.map(|d| d.as_secs()),
-            "standing_rules": self.standing.0,
+            "standing_rules": self.standing.0.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
             "vms": vms,
             "ports": self.switch.ports(),
             "counters": total,
@@ -619,7 +619,7 @@ const LIVE_BACKLOG: usize = 16_384;
 
 struct RunRequest {
     pcap: Option<String>,
-    rules: Vec<String>,
+    rules: Vec<Rule>,
     seed: u64,
     /// Stream the wire to this client while the run lasts.
     live: Option<Arc<Mutex<UnixStream>>>,
@@ -643,8 +643,7 @@ fn begin_run(sh: &Shared, conn: u64, req: RunRequest) -> std::result::Result<(),
     if sh.phase() != Phase::Ready {
         return Err(format!("the lab is {}, not ready", sh.phase().name()));
     }
-    let all: Vec<String> = sh.standing.0.iter().chain(&rules).cloned().collect();
-    let rules = switch::parse_rules(&all).map_err(|e| e.to_string())?;
+    let rules: Vec<Rule> = sh.standing.0.iter().cloned().chain(rules).collect();
     let mut owner = sh.run_owner.lock().unwrap_or_else(|e| e.into_inner());
     if owner.is_some() {
         return Err("another run is in progress on this lab (one run at a time; use another --name for a second lab)".into());

@@ -20,14 +20,16 @@ use std::fmt;
 use std::ops::{Range, RangeInclusive};
 use std::path::Path;
 
+use dissector::text::parse_u64;
 use dissector::wire::Opcode;
+use serde::{Deserialize, Serialize};
 
 /// The longest delay or hold a rule may ask for.
 pub const MAX_DELAY_MS: u64 = 10_000;
 pub const MAX_COPIES: u32 = 16;
 
 /// Which way a frame travels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Dir {
     /// Sent by VM a, delivered to VM b.
     AtoB,
@@ -59,7 +61,7 @@ impl fmt::Display for Dir {
 }
 
 /// Where in the frame `corrupt` flips bits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Offset {
     /// From the start of the Ethernet frame.
     Frame(usize),
@@ -82,7 +84,7 @@ impl fmt::Display for Offset {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Action {
     Drop,
     /// XOR one byte with `xor`.
@@ -119,7 +121,7 @@ impl Action {
 }
 
 /// Which opcodes a rule matches.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum OpMatch {
     /// Exactly this opcode.
     Exact(u8),
@@ -147,7 +149,7 @@ impl fmt::Display for OpMatch {
 }
 
 /// One fault rule, validated.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Rule {
     pub action: Action,
     pub dir: Option<Dir>,
@@ -411,14 +413,6 @@ fn tokens(s: &str) -> impl Iterator<Item = (Range<usize>, &str)> {
     })
 }
 
-fn parse_u64(s: &str) -> Option<u64> {
-    let s = s.trim().replace('_', "");
-    match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        Some(h) => u64::from_str_radix(h, 16).ok(),
-        None => s.parse().ok(),
-    }
-}
-
 fn parse_offset(s: &str) -> Option<Offset> {
     let lower = s.to_ascii_lowercase();
     for (name, f) in [
@@ -474,6 +468,40 @@ fn op_hint() -> String {
     "use a number (0x11) or a name: send-only, send-first, write-only, read-request, read-response-only, ack, \
      atomic-ack, cmpswap, fetchadd, cnp …; prefix rc-/uc-/ud-/xrc- for one transport (ud-send-only)"
         .into()
+}
+
+/// Parses every `--fault` text, naming which one failed.
+pub fn parse_rules(texts: &[String]) -> Result<Vec<Rule>, RuleError> {
+    texts
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            parse_rule(t).map_err(|mut e| {
+                e.origin = Some(format!("--fault #{}", i + 1));
+                e
+            })
+        })
+        .collect()
+}
+
+/// Fault rules from `--fault` texts, then a `--faults` file; the seed from
+/// `seed_arg`, else the file's, else 1.
+pub fn rules_from(texts: &[String], file: Option<&Path>, seed_arg: Option<u64>) -> Result<(Vec<Rule>, u64), RuleError> {
+    let mut rules = parse_rules(texts)?;
+    let mut seed = None;
+    if let Some(f) = file {
+        let text = std::fs::read_to_string(f).map_err(|e| RuleError {
+            input: String::new(),
+            span: 0..0,
+            message: format!("cannot read the rule file: {e}"),
+            hint: None,
+            origin: Some(f.display().to_string()),
+        })?;
+        let (more, s) = parse_rules_toml(&text, f)?;
+        rules.extend(more);
+        seed = s;
+    }
+    Ok((rules, seed_arg.or(seed).unwrap_or(1)))
 }
 
 /// A rule file: `seed = N` and `[[rule]]` tables (see the module docs).

@@ -7,8 +7,11 @@ use clap::{Parser, Subcommand};
 
 use crate::{craft, decode, flows};
 
+pub mod exit;
+pub mod lab;
+
 /// Documented exit codes.
-pub mod exit {
+pub mod codes {
     /// Everything worked.
     pub const OK: u8 = 0;
     /// Bad input: unreadable or corrupt capture, unknown field, bad option value.
@@ -39,7 +42,7 @@ pub enum Command {
     /// Write the project's synthetic captures (RC/UC/UD conversations, NAKs, CNPs, …).
     Craft(craft::CraftArgs),
     /// Two Soft-RoCE VMs joined by a recording, fault-injecting switch (RDMA without RDMA NICs).
-    Lab(crate::lab::LabArgs),
+    Lab(lab::LabArgs),
     /// Validate scenario files without running them (every problem, at file:line:col).
     Check(CheckArgs),
     /// The endpoint agent that `roce run` drives (real verbs on this host)
@@ -70,7 +73,7 @@ pub struct CheckArgs {
 fn schema(out: &mut dyn Write) -> anyhow::Result<u8> {
     let schema = schemars::schema_for!(crate::scenario::model::Scenario);
     writeln!(out, "{}", serde_json::to_string_pretty(&schema)?)?;
-    Ok(exit::OK)
+    Ok(codes::OK)
 }
 
 fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
@@ -84,7 +87,7 @@ fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Resu
     if loaded.is_none() {
         return Ok(crate::run::exit::SETUP);
     }
-    Ok(exit::OK)
+    Ok(codes::OK)
 }
 
 pub fn main() -> ExitCode {
@@ -102,7 +105,7 @@ where
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { exit::USAGE } else { exit::OK };
+            let code = if e.use_stderr() { codes::USAGE } else { codes::OK };
             let text = e.render().ansi().to_string();
             let _ = if e.use_stderr() { err.write_all(text.as_bytes()) } else { out.write_all(text.as_bytes()) };
             return code;
@@ -112,7 +115,14 @@ where
         Command::Decode(a) => decode::run(a, out, err),
         Command::Flows(a) => flows::run(a, out, err),
         Command::Craft(a) => craft::run(a, out),
-        Command::Lab(a) => crate::lab::run(a),
+        Command::Lab(a) => match lab::run(a, out) {
+            Ok(e) => Ok(e.code()),
+            Err(f) if f.is_broken_pipe() => Ok(0),
+            Err(f) => {
+                let _ = writeln!(err, "roce: error: {f}");
+                return f.exit.code();
+            }
+        },
         Command::Check(a) => check(a, out, err),
         Command::Agent(a) => crate::agent::run(a),
         Command::Run(a) => crate::run::run(a, out, err),
@@ -124,10 +134,10 @@ where
     };
     match r {
         Ok(code) => code,
-        Err(e) if is_broken_pipe(&e) => exit::OK,
+        Err(e) if is_broken_pipe(&e) => codes::OK,
         Err(e) => {
             let _ = writeln!(err, "roce: error: {e:#}");
-            exit::INPUT
+            codes::INPUT
         }
     }
 }

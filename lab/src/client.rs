@@ -351,7 +351,7 @@ pub struct RunSession {
 impl RunSession {
     /// Starts a run; with `on_wire`, every frame the switch carries is handed to it
     /// while the run lasts (all of them before [`RunSession::end`] returns).
-    pub fn begin(paths: &LabPaths, pcap: Option<String>, rules: Vec<String>, seed: u64, on_wire: Option<OnWire>) -> Result<RunSession> {
+    pub fn begin(paths: &LabPaths, pcap: Option<String>, rules: Vec<super::fault::Rule>, seed: u64, on_wire: Option<OnWire>) -> Result<RunSession> {
         let stream = connect(paths)?;
         let live = match on_wire {
             Some(cb) => {

@@ -322,13 +322,13 @@ pub enum Request {
     /// Lab status and switch counters.
     Status,
     /// Start a recorded run: the switch records to `pcap` (absolute path) and applies
-    /// `rules` (fault rules in their text form) until `RunEnd` or until this
+    /// `rules` (parsed by the client, carried as data) until `RunEnd` or until this
     /// connection closes.
     /// With `live`, every frame the switch carries is also sent back on this
     /// connection as a [`Kind::Wire`] frame while the run lasts.
     RunBegin {
         pcap: Option<String>,
-        rules: Vec<String>,
+        rules: Vec<super::fault::Rule>,
         seed: u64,
         #[serde(default)]
         live: bool,

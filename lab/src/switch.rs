@@ -31,6 +31,7 @@ use dissector::LinkType;
 use serde::{Deserialize, Serialize};
 
 use super::fault::{Action, Dir, Offset, Rng, Rule};
+use super::mark::{Mark, Marks, RuleRef};
 use super::record::Recorder;
 use super::control::WireFrame;
 
@@ -290,8 +291,8 @@ fn now_ns() -> u64 {
 
 /// The fields of a RoCE frame that rules match on and faults change.
 ///
-/// Built on `dissector::frame::decode` (the lead's lax decoder); only what the
-/// switch needs is kept.
+/// Built on `dissector::frame::decode` (lax: a frame that stops early still shows
+/// its BTH); only what the switch needs is kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RoceView {
     pub opcode: u8,
@@ -417,7 +418,7 @@ struct Held {
     due: Instant,
     dir: Dir,
     frame: Vec<u8>,
-    comment: Option<String>,
+    marks: Marks,
     dups: u32,
     /// Reorder: released right after the next frame in the same direction.
     behind_next: bool,
@@ -551,15 +552,17 @@ impl Engine {
             }
             Cmd::Inject(dir, frame, reply) => {
                 self.count(|c| c.injected += 1);
-                self.egress(dir, &frame, Some("injected by the lab"), now_ns());
+                self.egress(dir, &frame, &Marks(vec![Mark::Injected]), now_ns());
                 let _ = reply.send(());
             }
             Cmd::Stop => {}
         }
     }
 
-    fn record(&mut self, dir: Dir, ts: u64, frame: &[u8], comment: Option<&str>) {
+    fn record(&mut self, dir: Dir, ts: u64, frame: &[u8], marks: &Marks) {
         let Some(run) = &mut self.run else { return };
+        let comment = marks.comment();
+        let comment = comment.as_deref();
         if let Some(live) = &run.live {
             let w = WireFrame { sender: dir, ts_ns: ts, comment: comment.map(str::to_string), data: frame.to_vec() };
             if live.try_send(w).is_err() {
@@ -577,7 +580,7 @@ impl Engine {
     }
 
     /// Sends `frame` to the VM on the other side of `dir` and records it.
-    fn egress(&mut self, dir: Dir, frame: &[u8], comment: Option<&str>, ts: u64) {
+    fn egress(&mut self, dir: Dir, frame: &[u8], marks: &Marks, ts: u64) {
         let out = &self.socks[1 - dir.index()];
         let mut sent = out.send(frame);
         // A full send buffer clears as the kernel delivers; give it a moment.
@@ -590,7 +593,7 @@ impl Engine {
             Ok(_) => self.count(|c| c.forwarded += 1),
             Err(_) => self.count(|c| c.send_errors += 1),
         }
-        self.record(dir, ts, frame, comment);
+        self.record(dir, ts, frame, marks);
     }
 
     fn ingress(&mut self, dir: Dir, data: &[u8]) {
@@ -603,8 +606,6 @@ impl Engine {
             }
             c.bytes += len;
         });
-        // NOTE(lead): matching already goes through dissector::frame::decode
-        // (parse_roce), so there is no private parser left to swap out.
         let view = parse_roce(data, &self.opts);
         if view.is_some() {
             self.count(|c| c.roce += 1);
@@ -619,7 +620,7 @@ impl Engine {
         }
 
         let mut frame = data.to_vec();
-        let mut notes: Vec<String> = Vec::new();
+        let mut marks: Vec<Mark> = Vec::new();
         let (mut drop, mut modified, mut dups, mut hold_ms, mut reorder_ms) = (false, false, 0u32, 0u64, None);
         for (i, st) in run.rules.iter_mut().enumerate() {
             if !st.rule.matches(dir, v.opcode, v.qp, v.psn) {
@@ -635,35 +636,35 @@ impl Engine {
                 continue;
             }
             st.applied += 1;
-            let tag = format!("rule {} `{}`", i + 1, st.rule);
+            let by = RuleRef { index: i + 1, rule: st.rule.to_string() };
             match st.rule.action {
                 Action::Drop => {
-                    notes.push(format!("dropped by {tag}: not delivered"));
+                    marks.push(Mark::Dropped(by));
                     drop = true;
                     break;
                 }
                 Action::Dup { copies } => dups += copies,
                 Action::Delay { ms } => {
                     hold_ms = hold_ms.max(ms);
-                    notes.push(format!("delayed {ms} ms by {tag}"));
+                    marks.push(Mark::Delayed { by, ms });
                 }
                 Action::Reorder { ms } => {
                     reorder_ms = Some(ms);
-                    notes.push(format!("reordered by {tag}: held behind the next frame"));
+                    marks.push(Mark::Reordered(by));
                 }
                 ref a => match apply_modification(&mut frame, &v, a, st.rule.fix_icrc) {
-                    Ok(d) => {
+                    Ok(what) => {
                         modified = true;
-                        notes.push(format!("{d} by {tag}"));
+                        marks.push(Mark::Modified { by, what });
                     }
-                    Err(why) => notes.push(format!("{tag} skipped: {why}")),
+                    Err(why) => marks.push(Mark::Skipped { by, why }),
                 },
             }
         }
-        let comment = (!notes.is_empty()).then(|| notes.join("; "));
+        let marks = Marks(marks);
         if drop {
             self.count(|c| c.dropped += 1);
-            self.record(dir, ts, &frame, comment.as_deref());
+            self.record(dir, ts, &frame, &marks);
             return;
         }
         if modified {
@@ -677,25 +678,25 @@ impl Engine {
                 self.count(|c| c.reordered += 1);
             }
             let due = Instant::now() + Duration::from_millis(hold_ms.max(reorder_ms.unwrap_or(0)));
-            self.held.push_back(Held { due, dir, frame, comment, dups, behind_next: reorder_ms.is_some() });
+            self.held.push_back(Held { due, dir, frame, marks, dups, behind_next: reorder_ms.is_some() });
             return;
         }
-        self.deliver(dir, &frame, comment.as_deref(), dups, ts);
+        self.deliver(dir, &frame, &marks, dups, ts);
         self.release_reordered(dir);
     }
 
     /// Forwards an untouched frame and lets a reordered one follow it.
     fn forward(&mut self, dir: Dir, data: &[u8], ts: u64) {
-        self.egress(dir, data, None, ts);
+        self.egress(dir, data, &Marks::default(), ts);
         self.release_reordered(dir);
     }
 
-    fn deliver(&mut self, dir: Dir, frame: &[u8], comment: Option<&str>, dups: u32, ts: u64) {
-        self.egress(dir, frame, comment, ts);
+    fn deliver(&mut self, dir: Dir, frame: &[u8], marks: &Marks, dups: u32, ts: u64) {
+        self.egress(dir, frame, marks, ts);
         for k in 1..=dups {
             self.count(|c| c.duplicated += 1);
-            let note = format!("duplicate {k} of {dups}{}", comment.map(|c| format!(" ({c})")).unwrap_or_default());
-            self.egress(dir, frame, Some(&note), now_ns());
+            let copy = Marks(vec![Mark::Duplicate { k, of: dups, original: marks.0.clone() }]);
+            self.egress(dir, frame, &copy, now_ns());
         }
     }
 
@@ -709,7 +710,7 @@ impl Engine {
         while i < self.held.len() {
             if self.held[i].behind_next && self.held[i].dir == dir {
                 if let Some(h) = self.held.remove(i) {
-                    self.deliver(h.dir, &h.frame, h.comment.as_deref(), h.dups, now_ns());
+                    self.deliver(h.dir, &h.frame, &h.marks, h.dups, now_ns());
                 }
             } else {
                 i += 1;
@@ -727,7 +728,7 @@ impl Engine {
         while i < self.held.len() {
             if all || self.held[i].due <= now {
                 if let Some(h) = self.held.remove(i) {
-                    self.deliver(h.dir, &h.frame, h.comment.as_deref(), h.dups, now_ns());
+                    self.deliver(h.dir, &h.frame, &h.marks, h.dups, now_ns());
                 }
             } else {
                 i += 1;
@@ -736,27 +737,13 @@ impl Engine {
     }
 }
 
-/// Parses every `--fault` string, naming which one failed.
-pub fn parse_rules(texts: &[String]) -> std::result::Result<Vec<Rule>, super::fault::RuleError> {
-    texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            super::fault::parse_rule(t).map_err(|mut e| {
-                e.origin = Some(format!("--fault #{}", i + 1));
-                e
-            })
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     //! The switch over real 127.0.0.1 UDP sockets, with synthetic RoCE frames
     //! standing in for the VMs.
     use super::*;
-    use crate::lab::fault::parse_rule;
-    use crate::lab::record::{read_capture, PcapngRecorder};
+    use crate::fault::parse_rule;
+    use crate::record::{read_capture, PcapngRecorder};
     use dissector::craft::{build, Encap, Host, Transport};
     use dissector::wire::ethernet::Mac;
     use dissector::wire::{BthRepr, Opcode, Psn};
