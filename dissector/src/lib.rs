@@ -13,6 +13,7 @@
 #![warn(missing_debug_implementations)]
 
 pub mod capture;
+pub mod corpus;
 pub mod craft;
 pub mod fields;
 pub mod flow;

@@ -105,7 +105,7 @@ fn main() {
     let packets = env_u64("ROCE_BENCH_PACKETS", 1_000_000);
     let file = dir.join(format!("bench-{packets}.pcap"));
     let t = Instant::now();
-    roce::craft::bench_file(&file, packets).expect("generate bench file");
+    roce::cli::bench_file(&file, packets).expect("generate bench file");
     let mb = std::fs::metadata(&file).expect("bench file").len() as f64 / 1e6;
     println!("generated {packets} packets ({mb:.1} MB) in {:.1} s", t.elapsed().as_secs_f64());
 
@@ -148,7 +148,7 @@ fn main() {
     }
     let big_packets = env_u64("ROCE_BENCH_BIG_PACKETS", 10_000_000);
     let big = dir.join("bench-big.pcap");
-    roce::craft::bench_file(&big, big_packets).expect("generate big file");
+    roce::cli::bench_file(&big, big_packets).expect("generate big file");
     let big_mb = std::fs::metadata(&big).map(|m| m.len()).unwrap_or(0) as f64 / 1e6;
     let f = run(roce().arg("flows").arg(&big));
     let d = run(with_fields(roce().arg("decode")).arg(&big));

@@ -69,7 +69,7 @@ fn seed_scenarios_pass_in_the_lab() {
 
     let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("JSON report written")).expect("JSON report parses");
     let scenarios = report["scenarios"].as_array().expect("scenarios array");
-    let files = roce::run::discover(&[repo().join("scenarios")]).expect("scenarios/");
+    let files = roce::scenario::discover(&[repo().join("scenarios")]).expect("scenarios/");
     assert!(files.iter().any(|f| f.starts_with(repo().join("scenarios/faults"))), "the fault scenarios are part of the suite");
     assert!(files.iter().any(|f| f.starts_with(repo().join("scenarios/conformance"))), "the conformance probes are part of the suite");
     // Every scenario was held to the profile.

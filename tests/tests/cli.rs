@@ -20,7 +20,7 @@ fn not_a_capture_file_is_explained() {
     let p = tmp("text.pcap");
     std::fs::write(&p, "this is not a capture\n").unwrap();
     let r = roce(&["decode", p.to_str().unwrap()]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2, "bad input: the one code for it, as in every command");
     assert!(r.err.contains("not a pcap or pcapng file"), "{}", r.err);
     assert!(r.err.contains("text.pcap"), "names the file: {}", r.err);
     assert!(r.out.is_empty());
@@ -29,7 +29,7 @@ fn not_a_capture_file_is_explained() {
 #[test]
 fn missing_file_names_the_path() {
     let r = roce(&["flows", "/nonexistent/x.pcap"]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2);
     assert!(r.err.contains("/nonexistent/x.pcap"), "{}", r.err);
 }
 
@@ -39,19 +39,19 @@ fn truncated_file_keeps_the_frames_before_the_damage() {
     let p = tmp("cut.pcap");
     std::fs::write(&p, &bytes[..1000]).unwrap();
     let r = roce(&["decode", p.to_str().unwrap()]);
-    assert_eq!(r.code, 1, "a damaged file is an error");
+    assert_eq!(r.code, 2, "a damaged file is bad input");
     assert_eq!(r.out.lines().count(), 2, "the two complete frames are printed: {}", r.out);
     assert!(r.err.contains("frame 3"), "says where: {}", r.err);
     assert!(r.err.contains("2 frames were decoded before the error"), "{}", r.err);
     let f = roce(&["flows", p.to_str().unwrap()]);
-    assert_eq!(f.code, 1);
+    assert_eq!(f.code, 2);
     assert!(f.out.contains("2 frames: 2 RoCE"), "{}", f.out);
 }
 
 #[test]
 fn unknown_field_suggests_the_right_one() {
     let r = roce(&["decode", "-T", "fields", "-e", "infiniband.bth.dstqp", &capture("rc_rdma.pcap")]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2);
     assert!(r.err.contains("did you mean 'infiniband.bth.destqp'"), "{}", r.err);
     assert!(r.out.is_empty(), "nothing half-printed");
 }
@@ -65,7 +65,7 @@ fn field_options_and_count() {
     assert_eq!(r.code, 0, "{}", r.err);
     assert_eq!(r.out, "frame.number,infiniband.bth.opcode,infiniband.aeth.syndrome,roce.aeth.type\n1,10,,\n2,17,98,NAK\n");
     let bad = roce(&["decode", "-T", "fields", "-e", "frame.number", "-E", "colour=red", &capture("rc_naks.pcap")]);
-    assert_eq!(bad.code, 1);
+    assert_eq!(bad.code, 2);
     assert!(bad.err.contains("unsupported"), "{}", bad.err);
 }
 
@@ -120,7 +120,7 @@ fn usage_errors_exit_2() {
     let r = roce(&["decode", "--no-such-flag"]);
     assert_eq!(r.code, 2);
     let r = roce(&["decode"]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2);
     assert!(r.err.contains("no input"), "{}", r.err);
     let h = roce(&["--help"]);
     assert_eq!(h.code, 0);
@@ -162,7 +162,7 @@ fn live_capture_on_loopback_decodes_and_saves() {
                 let _ = sock.send_to(&pkt, "127.0.0.1:4791");
                 std::thread::sleep(Duration::from_millis(50));
                 if start.elapsed() > Duration::from_secs(20) {
-                    roce::live::request_stop(); // deadline: never hang the suite
+                    roce::net::live::request_stop(); // deadline: never hang the suite
                     break;
                 }
             }

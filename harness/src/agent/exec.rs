@@ -97,7 +97,7 @@ struct Local {
     started: Instant,
     wcs: Vec<Wc>,
     /// The interface crafted packets go out on, opened at the first probe.
-    probe_link: Option<crate::probe::Link>,
+    probe_link: Option<crate::net::raw::Link>,
 }
 
 /// What the two ends of a TCP exchange tell each other.
@@ -428,7 +428,7 @@ impl Local {
         let next = q.probe_next.unwrap_or(q.psn);
         let aim = crate::probe::Aim { transport, dest_qp: peer.qpn, src_qp: q.qp.qpn(), next, remote };
         if self.probe_link.as_ref().is_none_or(|l| l.dst.ip != peer_ip) {
-            self.probe_link = Some(crate::probe::Link::open(Some(my_ip), peer_ip, None, None)?);
+            self.probe_link = Some(crate::net::raw::Link::open(Some(my_ip), peer_ip, None, None)?);
         }
         let link = self.probe_link.as_mut().ok_or_else(|| AgentError::from("no link".to_string()))?;
         let frames = crate::probe::frames(spec, &aim, &link.src, &link.dst)?;

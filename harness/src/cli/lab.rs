@@ -562,7 +562,7 @@ fn bench(paths: &LabPaths, a: BenchArgs, out: &mut dyn Write) -> Outcome {
         if !scenarios.is_dir() {
             return Ok(Vec::new());
         }
-        Ok(vec![crate::run::bench_scenarios(booted, &scenarios, tmp, &p)?])
+        Ok(vec![super::run::bench_scenarios(booted, &scenarios, tmp, &p)?])
     })?;
     writeln!(out, "roce lab bench ({} cores on this host)", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0))?;
     let width = r.rows.iter().map(|r| r.0.len()).max().unwrap_or(0);

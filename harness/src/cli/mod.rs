@@ -1,29 +1,38 @@
-//! Command-line front end. `main` parses, then hands a validated configuration to the
-//! command's module; every command returns an exit code (see [`exit`]).
+//! The binary layer: one module per `roce` command. Each turns what the user typed
+//! into a validated plan, calls the library, and says how it ended with an [`Exit`].
+//!
+//! Owns: command-line options, printing to the terminal, exit codes.
+//! Imports: every library room below it. Nothing imports this module but
+//! `main.rs` (and the tests, which drive the CLI in-process through [`run`]).
 use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use crate::{craft, decode, flows};
-
 pub mod exit;
-pub mod lab;
 
-/// Documented exit codes.
-pub mod codes {
-    /// Everything worked.
-    pub const OK: u8 = 0;
-    /// Bad input: unreadable or corrupt capture, unknown field, bad option value.
-    pub const INPUT: u8 = 1;
-    /// Command-line usage error (clap's own code).
-    pub const USAGE: u8 = 2;
-}
+mod agent;
+mod check;
+mod craft;
+mod decode;
+mod diff;
+mod flows;
+mod input;
+mod lab;
+mod probe;
+mod report;
+mod run;
+mod schema;
+mod suite;
+
+pub use craft::bench_file;
+pub use exit::Exit;
 
 /// RoCE test harness and packet analyzer.
 ///
 /// Decodes RoCEv2 (UDP 4791) and RoCEv1 (ethertype 0x8915) captures the way tshark
-/// does, with the same field names, and analyses each QP flow.
+/// does, with the same field names, and analyses each QP flow; runs RDMA scenarios
+/// with real verbs between two endpoints and judges completions, wire and memory.
 #[derive(Debug, Parser)]
 #[command(name = "roce", version, about, propagate_version = true, max_term_width = 100)]
 pub struct Cli {
@@ -44,50 +53,30 @@ pub enum Command {
     /// Two Soft-RoCE VMs joined by a recording, fault-injecting switch (RDMA without RDMA NICs).
     Lab(lab::LabArgs),
     /// Validate scenario files without running them (every problem, at file:line:col).
-    Check(CheckArgs),
+    Check(check::CheckArgs),
     /// The endpoint agent that `roce run` drives (real verbs on this host)
-    Agent(crate::agent::AgentArgs),
+    Agent(agent::AgentArgs),
     /// Run scenarios with real verbs between two endpoints (the lab by default) and judge completions, wire and memory.
-    Run(crate::run::RunArgs),
+    Run(run::RunArgs),
     /// Run a directory of scenarios as a regression suite: reports to keep (suite.json, HTML) and what changed since a baseline.
-    Suite(crate::suite::SuiteArgs),
+    Suite(suite::SuiteArgs),
     /// Compare two suite.json files from `roce suite`: what changed (setup, pass/fail, observed behaviour).
-    Diff(crate::suite::DiffArgs),
+    Diff(diff::DiffArgs),
     /// Send a crafted RoCEv2 request to a QP and show what it answers (raw frames: needs root).
-    Probe(crate::probe::ProbeArgs),
+    Probe(probe::ProbeArgs),
     /// Render a saved `roce run --json` report as one HTML page (expectations, ladder diagram of each capture).
-    Report(crate::report::ReportArgs),
+    Report(report::ReportArgs),
     /// Print the JSON Schema of the scenario format (for editors and validators).
     Schema,
 }
 
-#[derive(Debug, clap::Args)]
-#[command(after_help = "EXIT STATUS\n  0 every file is a valid scenario; 2 at least one is not (each problem printed).")]
-pub struct CheckArgs {
-    /// Scenario files, or directories of them (every *.toml below)
-    #[arg(required = true, value_name = "SCENARIO|DIR")]
-    pub paths: Vec<std::path::PathBuf>,
-}
-
-/// `roce schema`: the scenario format as JSON Schema, derived from the model types.
-fn schema(out: &mut dyn Write) -> anyhow::Result<u8> {
-    let schema = schemars::schema_for!(crate::scenario::model::Scenario);
-    writeln!(out, "{}", serde_json::to_string_pretty(&schema)?)?;
-    Ok(codes::OK)
-}
-
-fn check(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
-    let files = crate::run::discover(&a.paths)?;
-    let plural = |k: usize, w: &str| format!("{k} {w}{}", if k == 1 { "" } else { "s" });
-    let loaded = crate::run::load_all(&files, err, |f, sc| {
-        let e = &sc.expect;
-        let n = e.completion.len() + e.wire.len() + e.memory.len() + e.probe.len();
-        writeln!(out, "ok  {}  {} ({}, {})", f.display(), sc.name, plural(sc.steps.len(), "step"), plural(n, "expectation"))
-    })?;
-    if loaded.is_none() {
-        return Ok(crate::run::exit::SETUP);
-    }
-    Ok(codes::OK)
+/// Writes a file through `PATH.tmp`, renamed when complete: an output is whole or
+/// absent, never half-written.
+fn write_file(path: &std::path::Path, data: impl FnOnce(&mut std::io::BufWriter<dissector::capture::AtomicFile>) -> std::io::Result<()>) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, dissector::capture::AtomicFile::create(path)?);
+    data(&mut w).with_context(|| format!("writing {}", path.display()))?;
+    w.into_inner().map_err(|e| e.into_error())?.commit().with_context(|| format!("finishing {}", path.display()))
 }
 
 pub fn main() -> ExitCode {
@@ -105,48 +94,34 @@ where
     let cli = match Cli::try_parse_from(args) {
         Ok(c) => c,
         Err(e) => {
-            let code = if e.use_stderr() { codes::USAGE } else { codes::OK };
-            let text = e.render().ansi().to_string();
-            let _ = if e.use_stderr() { err.write_all(text.as_bytes()) } else { out.write_all(text.as_bytes()) };
-            return code;
+            // --help and --version are not errors.
+            let (code, w): (Exit, &mut dyn Write) = if e.use_stderr() { (Exit::BadInput, err) } else { (Exit::Ok, out) };
+            let _ = w.write_all(e.render().ansi().to_string().as_bytes());
+            return code.code();
         }
     };
     let r = match cli.command {
         Command::Decode(a) => decode::run(a, out, err),
         Command::Flows(a) => flows::run(a, out, err),
         Command::Craft(a) => craft::run(a, out),
-        Command::Lab(a) => match lab::run(a, out) {
-            Ok(e) => Ok(e.code()),
-            Err(f) if f.is_broken_pipe() => Ok(0),
-            Err(f) => {
-                let _ = writeln!(err, "roce: error: {f}");
-                return f.exit.code();
-            }
-        },
-        Command::Check(a) => check(a, out, err),
-        Command::Agent(a) => crate::agent::run(a),
-        Command::Run(a) => crate::run::run(a, out, err),
-        Command::Probe(a) => crate::probe::run(a, out, err),
-        Command::Suite(a) => crate::suite::run(a, out, err),
-        Command::Diff(a) => crate::suite::run_diff(a, out, err),
-        Command::Report(a) => crate::report::run(a, out, err),
-        Command::Schema => schema(out),
+        Command::Lab(a) => lab::run(a, out),
+        Command::Check(a) => check::run(a, out, err),
+        Command::Agent(a) => agent::run(a),
+        Command::Run(a) => run::run(a, out, err),
+        Command::Probe(a) => probe::run(a, out, err),
+        Command::Suite(a) => suite::run(a, out, err),
+        Command::Diff(a) => diff::run(a, out, err),
+        Command::Report(a) => report::run(a, out, err),
+        Command::Schema => schema::run(out),
     };
     match r {
-        Ok(code) => code,
-        Err(e) if is_broken_pipe(&e) => codes::OK,
-        Err(e) => {
-            let _ = writeln!(err, "roce: error: {e:#}");
-            codes::INPUT
+        Ok(e) => e.code(),
+        Err(f) if f.is_broken_pipe() => Exit::Ok.code(),
+        Err(f) => {
+            let _ = writeln!(err, "roce: error: {f}");
+            f.exit.code()
         }
     }
-}
-
-/// `roce decode … | head` closes the pipe early: that is not an error.
-pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    })
 }
 
 #[cfg(test)]

@@ -1,16 +1,21 @@
 //! `roce flows`: per-QP flow analysis of a capture.
 use std::io::{BufWriter, Write};
 
-use anyhow::Result;
 use clap::Args;
 use dissector::capture::PacketSource;
 use dissector::flow::Analyzer;
 use dissector::frame;
 
-use crate::cli::codes as exit;
-use crate::source::InputArgs;
+use super::exit::{help, Exit, Outcome};
+use super::input::InputArgs;
 
 #[derive(Debug, Args)]
+#[command(after_help = help(&[
+    (Exit::Ok, "every frame was read"),
+    (Exit::BadInput, "a bad option, or a damaged capture (the report covers the frames before the damage)"),
+    (Exit::Setup, "the interface could not be opened"),
+    (Exit::Interrupted, "a second Ctrl-C during live capture"),
+]))]
 pub struct FlowsArgs {
     #[command(flatten)]
     pub input: InputArgs,
@@ -19,7 +24,7 @@ pub struct FlowsArgs {
     pub json: bool,
 }
 
-pub fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8> {
+pub fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
     let opts = a.input.decode_options();
     let mut src = a.input.open()?;
     let mut an = Analyzer::new();
@@ -51,11 +56,11 @@ pub fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8>
     }
     out.flush()?;
     match result {
-        Ok(()) => Ok(exit::OK),
+        Ok(()) => Ok(Exit::Ok),
         Err(e) => {
             writeln!(err, "roce: error: {e}")?;
             writeln!(err, "roce: the report above covers the {} frames read before the error", frames)?;
-            Ok(exit::INPUT)
+            Ok(Exit::BadInput)
         }
     }
 }

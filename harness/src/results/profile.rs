@@ -13,7 +13,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use crate::scenario::expect::Verdict;
+use super::Verdict;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -57,52 +57,43 @@ impl Profile {
         )
     }
 
-    /// The profile as TOML: stable order, one observation per line, so two
-    /// profiles diff line by line.
-    pub fn to_toml(&self) -> String {
-        let mut s = String::from(
-            "# A roce device profile: what this setup does where the spec leaves room or where\n\
-             # it deviates, per scenario. Written by `roce run --record-profile`; compared by\n\
-             # `roce run --profile` (every difference fails the scenario).\n",
-        );
-        s += &format!("name = {}\n\n[recorded]\n", quote(&self.name));
-        for (k, v) in &self.recorded {
-            s += &format!("{} = {}\n", key(k), quote(v));
-        }
-        for (name, obs) in &self.scenario {
-            s += &format!("\n[scenario.{}]\n", quote(name));
-            for (k, v) in obs {
-                s += &format!("{} = {}\n", quote(k), quote(v));
+    /// A profile from a run: every scenario carried out to the end (one whose own
+    /// expectations failed included: a profile says what the setup does, not what
+    /// the spec wants).
+    pub fn record(name: &str, r: &super::Report) -> Profile {
+        let mut p = Profile { name: name.to_string(), ..Default::default() };
+        let mut devices = std::collections::BTreeSet::new();
+        let mut kernels = std::collections::BTreeSet::new();
+        for s in r.scenarios.iter().filter(|s| s.error.is_none()) {
+            for e in s.endpoints.values() {
+                devices.insert(e.device.clone());
+                kernels.extend(e.kernel.clone());
             }
+            p.scenario.insert(s.name.clone(), s.observations.clone());
         }
-        s
+        let join = |v: std::collections::BTreeSet<String>| v.into_iter().collect::<Vec<_>>().join(", ");
+        p.recorded.insert("device".into(), join(devices));
+        p.recorded.insert("kernel".into(), join(kernels));
+        p.recorded.insert("roce".into(), env!("CARGO_PKG_VERSION").into());
+        p.recorded.insert("date".into(), today());
+        p
     }
 }
 
-fn key(k: &str) -> String {
-    if !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
-        k.to_string()
-    } else {
-        quote(k)
-    }
-}
-
-/// A TOML basic string.
-fn quote(s: &str) -> String {
-    let mut q = String::with_capacity(s.len() + 2);
-    q.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => q.push_str("\\\""),
-            '\\' => q.push_str("\\\\"),
-            '\n' => q.push_str("\\n"),
-            '\t' => q.push_str("\\t"),
-            c if (c as u32) < 0x20 || c == '\u{7f}' => q.push_str(&format!("\\u{:04x}", c as u32)),
-            c => q.push(c),
-        }
-    }
-    q.push('"');
-    q
+/// `YYYY-MM-DD` (UTC), from the system clock.
+fn today() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    // Days to civil date (Howard Hinnant's algorithm).
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
 }
 
 #[cfg(test)]
@@ -111,17 +102,6 @@ mod tests {
 
     fn obs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
-
-    #[test]
-    fn round_trip_through_toml_with_awkward_names() {
-        let mut p = Profile { name: "rxe-linux-6.1".into(), ..Default::default() };
-        p.recorded.insert("kernel".into(), "6.1.0-28-amd64".into());
-        p.recorded.insert("a \"quoted\" key".into(), "x\\y\nz".into());
-        p.scenario.insert("conformance: a \"PSN\" ahead".into(), obs(&[("probe ahead", "NAK PSN Sequence Error (PSN next)")]));
-        let text = p.to_toml();
-        let back: Profile = toml::from_str(&text).unwrap();
-        assert_eq!(back, p);
     }
 
     #[test]

@@ -1,6 +1,5 @@
 //! Judging a scenario's outcome: completions, wire and memory, each expectation a
 //! [`Verdict`] with what was expected and what happened.
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 use std::path::Path;
@@ -10,25 +9,13 @@ use dissector::frame::{self, Options};
 use dissector::wire::aeth::{AckKind, NakCode};
 use serde::{Deserialize, Serialize};
 
-use super::model::{CompletionExpect, MemoryExpect, ProbeExpect, PsnRef, Scenario, WireExpect};
-use super::parse::{content_bytes, wc_name};
-use super::runner::Outcome;
+use crate::results::{Outcome, Verdict};
+use crate::scenario::model::{CompletionExpect, MemoryExpect, ProbeExpect, PsnRef, Scenario, WireExpect};
+use crate::scenario::parse::{content_bytes, wc_name};
 use crate::agent::proto::Wc;
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Verdict {
-    /// completion, wire, memory, probe or profile.
-    pub kind: Cow<'static, str>,
-    pub what: String,
-    pub pass: bool,
-    pub expected: String,
-    pub actual: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub detail: Option<String>,
-}
-
 fn verdict(kind: &'static str, what: String, pass: bool, expected: String, actual: String) -> Verdict {
-    Verdict { kind: Cow::Borrowed(kind), what, pass, expected, actual, detail: None }
+    Verdict::new(kind, what, pass, expected, actual)
 }
 
 /// A scenario's capture, decoded once for every judgement made of it, and what

@@ -23,7 +23,8 @@ use dissector::frame::{self, Options};
 use dissector::wire::aeth::AckKind;
 use dissector::wire::opcode::Transport;
 
-use crate::run::{Report, ScenarioResult};
+use super::esc;
+use crate::results::{Report, ScenarioResult};
 
 /// Rows drawn per ladder; frames past it are counted in a note.
 pub const MAX_ROWS: usize = 2000;
@@ -42,25 +43,6 @@ const MARKS: f64 = 360.0;
 /// Right edges of the time and frame-number columns.
 const TIME_X: f64 = 78.0;
 const FRAME_X: f64 = 136.0;
-
-/// Text for HTML content and attribute values: `& < > " '` escaped, control
-/// characters (other than newline and tab) replaced.
-pub fn esc(s: &str) -> String {
-    let mut o = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => o.push_str("&amp;"),
-            '<' => o.push_str("&lt;"),
-            '>' => o.push_str("&gt;"),
-            '"' => o.push_str("&quot;"),
-            '\'' => o.push_str("&#39;"),
-            '\n' | '\t' => o.push(c),
-            c if c.is_control() => o.push('\u{fffd}'),
-            c => o.push(c),
-        }
-    }
-    o
-}
 
 /// One RoCE frame as the ladder draws it.
 #[derive(Debug, Clone, PartialEq)]
@@ -748,7 +730,7 @@ fn scenario(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scenario::expect::Verdict;
+    use crate::results::Verdict;
 
     fn capture(name: &str) -> PathBuf {
         Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -821,27 +803,6 @@ mod tests {
     }
 
     #[test]
-    fn fault_rules_read_as_written() {
-        let f = |from: Option<&str>, qp: Option<&str>| crate::scenario::model::FaultSpec {
-            rule: "drop psn=101 nth=1".into(),
-            from: from.map(Into::into),
-            qp: qp.map(Into::into),
-        };
-        assert_eq!(
-            crate::run::describe_fault(&f(Some("a"), Some("q"))),
-            "drop psn=101 nth=1 (from a, QP q)"
-        );
-        assert_eq!(
-            crate::run::describe_fault(&f(None, Some("q"))),
-            "drop psn=101 nth=1 (QP q)"
-        );
-        assert_eq!(
-            crate::run::describe_fault(&f(None, None)),
-            "drop psn=101 nth=1"
-        );
-    }
-
-    #[test]
     fn escapes_text_from_scenarios_and_captures() {
         assert_eq!(
             esc("<a href='x'>&\"</a>\u{1}\n"),
@@ -893,7 +854,7 @@ mod tests {
             "write_bw_rdma_cm.pcapng",
         ] {
             let w = read_ladder(&capture(name), MAX_ROWS).unwrap();
-            let wire = crate::scenario::expect::read_wire(&capture(name)).unwrap();
+            let wire = crate::judge::read_wire(&capture(name)).unwrap();
             for f in &wire {
                 let r = w.rungs.iter().find(|r| r.number == f.number).unwrap();
                 assert_eq!(

@@ -1,14 +1,16 @@
-//! Where packets come from: a capture file or a live interface, behind one trait.
+//! Where `decode` and `flows` read packets from: a capture file or a live
+//! interface, behind one trait.
 use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
 
-use anyhow::{bail, Result};
+
 use clap::Args;
 use dissector::capture::{self, CaptureError, PacketSource, Reader, Record};
 
-use crate::live::{LiveCapture, LiveOptions};
+use crate::net::live::{LiveCapture, LiveOptions};
 
+use super::exit::Failure;
 
 /// Input options shared by `decode` and `flows`.
 #[derive(Debug, Clone, Args)]
@@ -48,8 +50,9 @@ impl InputArgs {
     }
 
     /// Opens the file or interface. A file that is not a capture fails here with
-    /// the reader's explanation.
-    pub fn open(&self) -> Result<Source> {
+    /// the reader's explanation (bad input); an interface that cannot be opened is
+    /// the environment's.
+    pub fn open(&self) -> Result<Source, Failure> {
         if let Some(iface) = &self.interface {
             let live = LiveCapture::open(&LiveOptions {
                 iface: iface.clone(),
@@ -57,13 +60,14 @@ impl InputArgs {
                 snaplen: self.snaplen,
                 promisc: true,
                 count: self.count,
-            })?;
+            })
+            .map_err(Failure::setup)?;
             return Ok(Source::Live(live));
         }
         let Some(path) = self.file.as_ref().or(self.read_file.as_ref()) else {
-            bail!("no input: give a capture FILE (or -r FILE), or -i IFACE to capture live");
+            return Err(Failure::input(anyhow::anyhow!("no input: give a capture FILE (or -r FILE), or -i IFACE to capture live")));
         };
-        Ok(Source::File(capture::open(path)?))
+        Ok(Source::File(capture::open(path).map_err(Failure::input)?))
     }
 }
 

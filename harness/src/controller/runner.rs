@@ -1,7 +1,7 @@
 //! Carrying out one scenario: start an agent per endpoint (in a lab VM, or on a
 //! real host), set up, connect, post the steps in order, collect completions and
 //! memory, record the wire. What happened is an [`Outcome`]; judging it against the
-//! expectations is `expect`'s job.
+//! expectations is the judge's job.
 use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::TcpStream;
@@ -11,13 +11,12 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-use serde::Serialize;
 
-use crate::agent::proto::{self, FromAgent, MrInfo, QpInfo, ToAgent, Wc};
+use crate::agent::proto::{self, FromAgent, MrInfo, QpInfo, ToAgent};
+use crate::results::{Connection, EndpointFacts, MrFacts, Outcome, QpFacts};
 use lab::client::{ExecStdio, RunSession};
 use lab::state::{LabPaths, Vm};
 use lab::fault::{Dir, Rule};
-use lab::switch::RunReport;
 use crate::scenario::model::{Op, Scenario};
 
 /// How long one agent request may take (a `wait_completions` step adds its own).
@@ -36,56 +35,6 @@ pub enum Endpoints {
     Lab(LabPaths),
     /// Agents already listening on real hosts (`roce agent --listen`), by endpoint.
     Remote(BTreeMap<String, String>),
-}
-
-/// What an endpoint's agent reported at setup.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct EndpointFacts {
-    pub vm: Option<String>,
-    pub device: String,
-    pub port: u8,
-    pub gid_index: u8,
-    pub gid: String,
-    pub ip: String,
-    pub qps: Vec<QpInfo>,
-    pub mrs: Vec<MrInfo>,
-    /// The host's kernel release, as its agent said.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub kernel: Option<String>,
-}
-
-/// One side of a connected QP, as its agent reported it.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct Connection {
-    pub qp: String,
-    pub endpoint: String,
-    pub local: QpInfo,
-    pub remote: QpInfo,
-    /// rdma_cm: how many of the peer's MRs (address, rkey) this side learned from
-    /// the peer's REQ/REP private data.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub peer_mrs_from_cm: Option<usize>,
-}
-
-/// Everything a scenario run produced, for the expectations and the report.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Outcome {
-    pub endpoints: BTreeMap<String, EndpointFacts>,
-    pub connections: Vec<Connection>,
-    /// What each probe step sent, in step order.
-    pub probes: Vec<proto::ProbeSent>,
-    /// Completions per endpoint, in the order they were polled.
-    pub completions: BTreeMap<String, Vec<Wc>>,
-    /// Final MR contents, by endpoint then MR name.
-    pub memory: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
-    pub capture: Option<PathBuf>,
-    pub wire: Option<RunReport>,
-    /// Why the run could not be carried out to the end (setup, connect, a post that
-    /// failed, a lost agent); expectations are still judged on what was collected.
-    pub error: Option<String>,
-    /// What the agents said on stderr, by endpoint (kept for a failing report).
-    pub agent_logs: BTreeMap<String, String>,
-    pub duration_ms: u64,
 }
 
 /// One agent: requests go out on `tx`, answers come back through a reader thread.
@@ -184,6 +133,14 @@ pub fn endpoint_vm(sc: &Scenario, endpoint: &str) -> Result<Vm> {
     Vm::parse(&vm).ok_or_else(|| anyhow!("endpoint `{endpoint}` runs on `{vm}`, which is not a lab VM (a or b)\nhint: set `vm = \"a\"` or `vm = \"b\"` in [endpoints.{endpoint}]"))
 }
 
+fn qp_facts(q: QpInfo) -> QpFacts {
+    QpFacts { name: q.name, qpn: q.qpn, psn: q.psn, gid: q.gid, qkey: q.qkey }
+}
+
+fn mr_facts(m: MrInfo) -> MrFacts {
+    MrFacts { name: m.name, addr: m.addr, len: m.len, rkey: m.rkey, lkey: m.lkey }
+}
+
 /// TCP / rdma_cm port for the `i`-th QP's connection.
 fn connect_port(i: usize) -> u16 {
     18_600 + i as u16
@@ -248,7 +205,7 @@ fn drive(
     agents: &mut BTreeMap<String, Agent>,
     session: &mut Option<RunSession>,
 ) -> Result<()> {
-    let deadline = Duration::from_millis(sc.timeout_ms.unwrap_or(super::model::DEFAULT_TIMEOUT_MS));
+    let deadline = Duration::from_millis(sc.timeout_ms.unwrap_or(crate::scenario::model::DEFAULT_TIMEOUT_MS));
     // Agents first, then the recording: the wire holds the scenario's traffic only.
     for name in sc.endpoints.keys() {
         let a = match endpoints {
@@ -285,6 +242,7 @@ fn drive(
                     Endpoints::Remote(_) => None,
                 };
                 let kernel = kernels.get(name).cloned().flatten();
+                let (qps, mrs) = (qps.into_iter().map(qp_facts).collect(), mrs.into_iter().map(mr_facts).collect());
                 out.endpoints.insert(name.clone(), EndpointFacts { vm, device, port, gid_index, gid, ip, qps, mrs, kernel });
             }
             other => return Err(unexpected(name, "SetupDone", &other)),
@@ -309,8 +267,9 @@ fn drive(
     for (i, q) in sc.qps.iter().enumerate() {
         let [p, act] = &q.between;
         let facts = |e: &str| out.endpoints.get(e).ok_or_else(|| anyhow!("endpoint {e} was not set up"));
-        let (p_ip, p_mrs) = (facts(p)?.ip.clone(), facts(p)?.mrs.clone());
-        let (a_ip, a_mrs) = (facts(act)?.ip.clone(), facts(act)?.mrs.clone());
+        let mr_info = |m: &MrFacts| MrInfo { name: m.name.clone(), addr: m.addr, len: m.len, rkey: m.rkey, lkey: m.lkey };
+        let (p_ip, p_mrs): (String, Vec<MrInfo>) = (facts(p)?.ip.clone(), facts(p)?.mrs.iter().map(mr_info).collect());
+        let (a_ip, a_mrs): (String, Vec<MrInfo>) = (facts(act)?.ip.clone(), facts(act)?.mrs.iter().map(mr_info).collect());
         let port = connect_port(i);
         let msg = |passive: bool, peer_ip: &str, peer_mrs: &[MrInfo]| ToAgent::Connect {
             qp: q.name.clone(),
@@ -324,7 +283,7 @@ fn drive(
         for e in [act, p] {
             match agents.get_mut(e).ok_or_else(|| anyhow!("no agent for {e}"))?.recv(CONNECT_WITHIN)? {
                 FromAgent::Connected { qp, local, remote, peer_mrs_from_cm } => {
-                    out.connections.push(Connection { qp, endpoint: e.clone(), local, remote, peer_mrs_from_cm })
+                    out.connections.push(Connection { qp, endpoint: e.clone(), local: qp_facts(local), remote: qp_facts(remote), peer_mrs_from_cm })
                 }
                 other => return Err(unexpected(e, "Connected", &other)),
             }

@@ -4,17 +4,25 @@ use std::io::{self, BufWriter, Write};
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, Context};
 use clap::{Args, ValueEnum};
-use dissector::capture::{PacketSource, Record};
+use dissector::capture::{PacketSource, Record, RecordFile};
 use dissector::fields::{self, Ctx, Field};
+use dissector::frame::Frame;
 use dissector::{frame, print};
 
-use crate::cli::codes as exit;
-use crate::output::{PcapngOut, Stats};
-use crate::source::InputArgs;
+use super::exit::{help, Exit, Failure, Outcome};
+use super::input::InputArgs;
+
+const EXIT: &[(Exit, &str)] = &[
+    (Exit::Ok, "every frame was read"),
+    (Exit::BadInput, "a bad option or field name, or a damaged capture (the frames before the damage are printed)"),
+    (Exit::Setup, "the interface could not be opened, or -w could not be written"),
+    (Exit::Interrupted, "a second Ctrl-C during live capture"),
+];
 
 #[derive(Debug, Args)]
+#[command(after_help = help(EXIT))]
 pub struct DecodeArgs {
     #[command(flatten)]
     pub input: InputArgs,
@@ -60,7 +68,7 @@ pub struct FieldOpts {
 }
 
 impl FieldOpts {
-    pub fn parse(opts: &[String]) -> Result<FieldOpts> {
+    pub fn parse(opts: &[String]) -> anyhow::Result<FieldOpts> {
         let mut o = FieldOpts { header: false, separator: b"\t".to_vec(), occurrence: b'a', aggregator: b",".to_vec(), quote: None };
         let sep = |v: &str| -> Vec<u8> {
             match v {
@@ -71,7 +79,7 @@ impl FieldOpts {
         };
         for opt in opts {
             let Some((k, v)) = opt.split_once('=') else {
-                bail!("-E {opt}: expected OPTION=VALUE, e.g. -E header=y");
+                anyhow::bail!("-E {opt}: expected OPTION=VALUE, e.g. -E header=y");
             };
             match (k, v) {
                 ("header", "y") => o.header = true,
@@ -83,7 +91,7 @@ impl FieldOpts {
                 ("quote", "s") => o.quote = Some(b'\''),
                 ("quote", "n") => o.quote = None,
                 ("bom", _) => {}
-                _ => bail!(
+                _ => anyhow::bail!(
                     "-E {opt}: unsupported; use header=y|n, separator=/t|/s|C, occurrence=f|l|a, aggregator=,|/s|C, quote=d|s|n"
                 ),
             }
@@ -99,15 +107,15 @@ fn list_fields(out: &mut impl Write) -> io::Result<()> {
     Ok(())
 }
 
-pub fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8> {
+pub fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
     let mut out = BufWriter::with_capacity(1 << 16, out);
     match a.list.as_deref() {
         Some("fields") => {
             list_fields(&mut out)?;
             out.flush()?;
-            return Ok(exit::OK);
+            return Ok(Exit::Ok);
         }
-        Some(other) => bail!("-G {other}: unknown report; try -G fields"),
+        Some(other) => return Err(Failure::input(anyhow!("-G {other}: unknown report; try -G fields"))),
         None => {}
     }
     let format = match (a.json, a.output_format) {
@@ -117,16 +125,19 @@ pub fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8
         _ => Format::Text,
     };
     if format == Format::Fields && a.fields.is_empty() {
-        bail!("-T fields needs at least one -e FIELD (see `roce decode -G fields`)");
+        return Err(Failure::input(anyhow!("-T fields needs at least one -e FIELD (see `roce decode -G fields`)")));
     }
     if format != Format::Fields && !a.field_opts.is_empty() {
-        bail!("-E only applies to -T fields");
+        return Err(Failure::input(anyhow!("-E only applies to -T fields")));
     }
-    let field_ids = a.fields.iter().map(|n| Field::lookup(n)).collect::<Result<Vec<_>, _>>()?;
-    let fopts = FieldOpts::parse(&a.field_opts)?;
+    let field_ids = a.fields.iter().map(|n| Field::lookup(n)).collect::<Result<Vec<_>, _>>().map_err(Failure::input)?;
+    let fopts = FieldOpts::parse(&a.field_opts).map_err(Failure::input)?;
     let opts = a.input.decode_options();
     let mut src = a.input.open()?;
-    let mut save = a.write.as_deref().map(PcapngOut::create).transpose()?;
+    let mut save = match &a.write {
+        Some(p) => Some(RecordFile::create(p, concat!("roce ", env!("CARGO_PKG_VERSION"))).map_err(Failure::setup)?),
+        None => None,
+    };
 
     if format == Format::Fields && fopts.header {
         for (i, n) in a.fields.iter().enumerate() {
@@ -199,22 +210,52 @@ pub fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Result<u8
             }
         }
         if let Some(s) = save.as_mut() {
-            s.write(&rec)?;
+            s.write(&rec).context("writing the -w file").map_err(Failure::setup)?;
         }
     };
     out.flush()?;
     drop(out);
     if let Some(s) = save {
-        s.commit().context("writing the -w file")?;
+        s.commit().context("writing the -w file").map_err(Failure::setup)?;
     }
     stats.warn_if_no_roce(err)?;
     match result {
-        Ok(()) => Ok(exit::OK),
+        Ok(()) => Ok(Exit::Ok),
         Err(e) => {
             writeln!(err, "roce: error: {e}")?;
             writeln!(err, "roce: {} frames were decoded before the error", stats.frames)?;
-            Ok(exit::INPUT)
+            Ok(Exit::BadInput)
         }
+    }
+}
+
+/// What a run saw, for the closing notes.
+#[derive(Debug, Default, Clone)]
+struct Stats {
+    frames: u64,
+    roce: u64,
+}
+
+impl Stats {
+    fn count(&mut self, f: &Frame) {
+        self.frames += 1;
+        self.roce += f.roce.is_some() as u64;
+    }
+
+    /// The most common surprise: an empty capture of traffic between two QPs on one
+    /// rxe device, which is looped back inside the driver.
+    fn warn_if_no_roce(&self, err: &mut dyn Write) -> io::Result<()> {
+        if self.roce == 0 {
+            writeln!(
+                err,
+                "roce: note: no RoCE frames in {} frame(s) (UDP port 4791 or ethertype 0x8915). \
+                 Traffic between two QPs on the same rxe device is looped back inside the driver \
+                 and never reaches the wire: capture between two hosts, VMs or network namespaces. \
+                 Use --roce-port if your RoCEv2 traffic uses another UDP port.",
+                self.frames
+            )?;
+        }
+        Ok(())
     }
 }
 

@@ -2,7 +2,7 @@
 //!
 //! ```no_run
 //! use dissector::capture::PacketSource;
-//! use roce::live::{LiveCapture, LiveOptions};
+//! use roce::net::live::{LiveCapture, LiveOptions};
 //! # fn main() -> Result<(), dissector::capture::CaptureError> {
 //! let mut cap = LiveCapture::open(&LiveOptions { iface: "eth0".into(), count: Some(100), ..Default::default() })?;
 //! while let Some(rec) = cap.next_packet()? {

@@ -1,38 +1,25 @@
-//! `roce craft`: writes the project's synthetic captures — realistic RC/UC/UD
-//! conversations built with the dissector's emit side — into `captures/`.
+//! The project's synthetic captures (`roce craft` writes them into `captures/`):
+//! realistic RC/UC/UD conversations, NAKs, congestion, every encapsulation and a
+//! set of malformed frames, built with the emit side ([`crate::craft`]); and the
+//! large benchmark file.
 //!
-//! Every file is deterministic (fixed timestamps, PSNs and payloads), so the snapshot
-//! and tshark differential tests that read `captures/` are reproducible: regenerate
-//! with `roce craft --out captures` and review the snapshot diff.
-use std::fs::{self, File};
-use std::io::BufWriter;
+//! Every capture is deterministic (fixed timestamps, PSNs and payloads), so the
+//! snapshot and tshark differential tests that read `captures/` are reproducible:
+//! regenerate with `roce craft --out captures` and review the snapshot diff.
+use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
-use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result};
-use clap::Args;
-use dissector::capture::{OutPacket, PcapWriter, PcapngWriter};
-use dissector::craft::{self, Conversation, Dir, Encap, Host, IcrcMode, Timed};
-use dissector::frame::RoceVersion;
-use dissector::wire::ethernet::Mac;
-use dissector::wire::ext::{DethRepr, RethRepr};
-use dissector::wire::mad::{CmMessage, CmRep, CmReq};
-use dissector::wire::{BthRepr, Opcode, Psn, Syndrome, Transport as Tr};
-use dissector::LinkType;
-
-use crate::cli::codes as exit;
-
-#[derive(Debug, Args)]
-pub struct CraftArgs {
-    /// Directory to write the captures into (created if missing).
-    #[arg(long, value_name = "DIR", default_value = "captures")]
-    pub out: PathBuf,
-    /// Only write the captures whose file name contains this text.
-    #[arg(long, value_name = "TEXT")]
-    pub only: Option<String>,
-}
+use crate::capture::{OutPacket, PcapWriter, PcapngWriter};
+use crate::craft::{self, Conversation, Dir, Encap, Host, IcrcMode, Timed};
+use crate::frame::RoceVersion;
+use crate::wire::ethernet::Mac;
+use crate::wire::ext::{DethRepr, RethRepr};
+use crate::wire::mad::{CmMessage, CmRep, CmReq};
+use crate::wire::{BthRepr, Opcode, Psn, Syndrome, Transport as Tr};
+use crate::LinkType;
 
 /// One synthetic capture.
+#[derive(Debug)]
 pub struct Capture {
     pub name: &'static str,
     pub what: &'static str,
@@ -302,7 +289,8 @@ fn malformed() -> Vec<Timed> {
     frames
 }
 
-fn all() -> Vec<Capture> {
+/// Every synthetic capture, in the order `roce craft` writes them.
+pub fn all() -> Vec<Capture> {
     let eth = LinkType::ETHERNET;
     let cap = |name, what, link, frames| Capture { name, what, link, snaplen: 65535, frames };
     vec![
@@ -359,61 +347,34 @@ fn all() -> Vec<Capture> {
     ]
 }
 
-fn write_capture(dir: &Path, c: &Capture) -> Result<PathBuf> {
-    let path = dir.join(c.name);
-    let tmp = dir.join(format!("{}.tmp", c.name));
-    let f = File::create(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-    let w = BufWriter::new(f);
-    let write = || -> std::io::Result<()> {
-        if c.name.ends_with(".pcapng") {
+impl Capture {
+    /// The capture as a file: pcapng when its name says so, else pcap; frames cut
+    /// to the snap length.
+    pub fn write(&self, w: impl Write) -> io::Result<()> {
+        if self.name.ends_with(".pcapng") {
             let mut w = PcapngWriter::new(w, "roce craft")?;
-            let id = w.add_interface(c.link, c.snaplen, Some("crafted"))?;
-            for t in &c.frames {
-                let n = t.data.len().min(c.snaplen as usize);
-                w.write_packet(&OutPacket {
-                    interface: id,
-                    ts_ns: t.ts_ns,
-                    data: &t.data[..n],
-                    orig_len: t.data.len() as u32,
-                    direction: None,
-                    comment: None,
-                })?;
+            let id = w.add_interface(self.link, self.snaplen, Some("crafted"))?;
+            for t in &self.frames {
+                let n = t.data.len().min(self.snaplen as usize);
+                w.write_packet(&OutPacket { interface: id, ts_ns: t.ts_ns, data: &t.data[..n], orig_len: t.data.len() as u32, direction: None, comment: None })?;
             }
             w.flush()
         } else {
-            let mut w = PcapWriter::new(w, c.link, c.snaplen)?;
-            for t in &c.frames {
-                let n = t.data.len().min(c.snaplen as usize);
+            let mut w = PcapWriter::new(w, self.link, self.snaplen)?;
+            for t in &self.frames {
+                let n = t.data.len().min(self.snaplen as usize);
                 w.write_packet(t.ts_ns, &t.data[..n], t.data.len() as u32)?;
             }
             w.flush()
         }
-    };
-    write().with_context(|| format!("writing {}", tmp.display()))?;
-    fs::rename(&tmp, &path).with_context(|| format!("renaming {}", tmp.display()))?;
-    Ok(path)
-}
-
-pub fn run(a: CraftArgs, out: &mut dyn std::io::Write) -> Result<u8> {
-    fs::create_dir_all(&a.out).with_context(|| format!("cannot create {}", a.out.display()))?;
-    for c in all() {
-        if a.only.as_deref().is_some_and(|o| !c.name.contains(o)) {
-            continue;
-        }
-        let p = write_capture(&a.out, &c)?;
-        writeln!(out, "{:<40} {:>3} frames  {}", p.display(), c.frames.len(), c.what)?;
     }
-    Ok(exit::OK)
 }
 
-/// A large RoCEv2 file for benchmarks: RDMA WRITE Only (64-byte payload) + ACK pairs,
-/// over several QPs, `packets` frames in all.
-pub fn bench_file(path: &Path, packets: u64) -> Result<()> {
-    let f = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
-    let mut w = PcapWriter::new(BufWriter::with_capacity(1 << 20, f), LinkType::ETHERNET, 65535)?;
-    let mut convs: Vec<Conversation> = (0..8u32)
-        .map(|i| Conversation::between(host(1), 0x100 + i, host(2), 0x200 + i))
-        .collect();
+/// A large RoCEv2 pcap for benchmarks: RDMA WRITE Only (64-byte payload) + ACK
+/// pairs over 8 QP pairs, `packets` frames in all.
+pub fn write_bench(w: impl Write, packets: u64) -> io::Result<()> {
+    let mut w = PcapWriter::new(w, LinkType::ETHERNET, 65535)?;
+    let mut convs: Vec<Conversation> = (0..8u32).map(|i| Conversation::between(host(1), 0x100 + i, host(2), 0x200 + i)).collect();
     let mut n = 0u64;
     let mut ts = 1_700_000_000_000_000_000u64;
     'outer: loop {
@@ -431,7 +392,5 @@ pub fn bench_file(path: &Path, packets: u64) -> Result<()> {
             }
         }
     }
-    w.flush()?;
-    Ok(())
+    w.flush()
 }
-

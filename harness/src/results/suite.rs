@@ -6,32 +6,12 @@
 //! against the next run's (`--baseline`, or `roce diff OLD NEW`) to see what
 //! changed with the last driver or firmware.
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{Context, Result};
-use clap::Args;
 use serde::{Deserialize, Serialize};
 
-use crate::run::{self, Report, RunArgs};
-
-#[derive(Debug, Args)]
-#[command(after_help = "OUTPUT (in --out)\n  suite.json   what passed and what the setup did: keep it, diff the next run against it\n  report.json  the full results (roce run --json)\n  report.html  the HTML report with a ladder diagram per scenario\n  *.pcapng     each scenario's wire\n\nEXIT STATUS\n  0 every expectation held; 1 some failed; 2 bad scenario files or options: nothing run.")]
-pub struct SuiteArgs {
-    #[command(flatten)]
-    pub run: RunArgs,
-    /// A previous run's suite.json: say what changed since
-    #[arg(long, value_name = "FILE")]
-    pub baseline: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-#[command(after_help = "EXIT STATUS\n  0 the same; 1 something changed; 2 a file is missing or not a suite.json.")]
-pub struct DiffArgs {
-    /// The earlier suite.json
-    pub old: PathBuf,
-    /// The later suite.json
-    pub new: PathBuf,
-}
+use super::Report;
 
 /// One scenario in `suite.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -146,78 +126,6 @@ pub fn diff(old: &Suite, new: &Suite) -> Vec<String> {
         }
     }
     out
-}
-
-fn write_diff(out: &mut dyn std::io::Write, base: &Path, changes: &[String]) -> std::io::Result<()> {
-    if changes.is_empty() {
-        return writeln!(out, "compared with {}: nothing changed", base.display());
-    }
-    writeln!(out, "compared with {}:", base.display())?;
-    for c in changes {
-        writeln!(out, "  {c}")?;
-    }
-    Ok(())
-}
-
-/// `roce suite`.
-pub fn run(mut a: SuiteArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> Result<u8> {
-    // The baseline is read first: a wrong path is said before an hour of running.
-    let baseline = match a.baseline.as_deref().map(Suite::load).transpose() {
-        Ok(b) => b,
-        Err(e) => {
-            writeln!(err, "roce suite: {e:#}")?;
-            return Ok(run::exit::SETUP);
-        }
-    };
-    let Some(mut loaded) = run::discover_and_load(&a.run.paths, "roce suite", err)? else {
-        return Ok(run::exit::SETUP);
-    };
-    // On real hosts there is no switch to apply faults: those scenarios are left
-    // out of the suite (said, not silently), the rest runs.
-    if a.run.endpoints.is_some() {
-        let (lab_only, rest): (Vec<_>, Vec<_>) = loaded.into_iter().partition(|(_, sc)| !sc.faults.is_empty());
-        if !lab_only.is_empty() {
-            let names: Vec<String> = lab_only.iter().map(|(f, _)| f.display().to_string()).collect();
-            writeln!(out, "note: left out {} scenarios with [[fault]] rules, which need the lab's switch: {}", lab_only.len(), names.join(", "))?;
-        }
-        if rest.is_empty() {
-            writeln!(err, "roce suite: every scenario given needs the lab's switch; nothing to run on real hosts")?;
-            return Ok(run::exit::SETUP);
-        }
-        loaded = rest;
-    }
-    let dir = a.run.out.clone().unwrap_or_else(|| {
-        let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        PathBuf::from("roce-suite").join(secs.to_string())
-    });
-    a.run.out = Some(dir.clone());
-    a.run.json.get_or_insert(dir.join("report.json"));
-    let html = a.run.html.get_or_insert(dir.join("report.html")).clone();
-    let (code, Some(report)) = run::execute_loaded(a.run, loaded, out, err)? else {
-        return Ok(run::exit::SETUP);
-    };
-    let suite = Suite::from_report(&report);
-    let path = dir.join("suite.json");
-    run::write_atomically(&path, &serde_json::to_vec_pretty(&suite)?)?;
-    writeln!(out, "suite report: {} (diff it against the next run's), {}", path.display(), html.display())?;
-    if let (Some(b), Some(p)) = (&baseline, &a.baseline) {
-        write_diff(out, p, &diff(b, &suite))?;
-    }
-    Ok(code)
-}
-
-/// `roce diff OLD NEW`.
-pub fn run_diff(a: DiffArgs, out: &mut dyn std::io::Write, err: &mut dyn std::io::Write) -> Result<u8> {
-    let (old, new) = match (Suite::load(&a.old), Suite::load(&a.new)) {
-        (Ok(o), Ok(n)) => (o, n),
-        (Err(e), _) | (_, Err(e)) => {
-            writeln!(err, "roce diff: {e:#}\nhint: give two suite.json files written by `roce suite`")?;
-            return Ok(2);
-        }
-    };
-    let changes = diff(&old, &new);
-    write_diff(out, &a.old, &changes)?;
-    Ok(u8::from(!changes.is_empty()))
 }
 
 #[cfg(test)]
