@@ -18,7 +18,6 @@ pub mod cli;
 pub mod controller;
 pub mod judge;
 pub mod net;
-pub mod probe;
 pub mod render;
 pub mod results;
 pub mod scenario;

@@ -40,7 +40,7 @@ pub fn measure(
     let mut rows = Vec::new();
 
     let t = Instant::now();
-    let (img, built) = image::build(&image::BuildOpts { root: paths.root.clone(), mirror: None, force: false }, &p)?;
+    let (img, built) = image::build(&image::BuildOpts { root: paths.root.clone(), mirror: None, force: false }, p)?;
     rows.push((
         "image build".into(),
         if built {
@@ -53,7 +53,7 @@ pub fn measure(
     let bench = LabPaths::new(&paths.root, &format!("{}-bench", paths.name))?;
     super::stop(&bench)?;
     let _guard = DownOnDrop(bench.clone());
-    let r = up(&bench, &UpOpts { accel: args.accel, boot_timeout: Duration::from_secs(300), idle_timeout_min: 10, rules: vec![], seed: 1 }, &p)?;
+    let r = up(&bench, &UpOpts { accel: args.accel, boot_timeout: Duration::from_secs(300), idle_timeout_min: 10, rules: vec![], seed: 1 }, p)?;
     rows.push((
         "boot of the pair".into(),
         format!(

@@ -287,9 +287,23 @@ fn schema_covers_the_seed_scenarios() {
         for ep in v["endpoints"].as_table().unwrap().values() {
             check(ep, Some("Endpoint"), &f);
         }
-        for (key, def) in [("qp", "QpSpec"), ("mr", "MrSpec"), ("step", "Step"), ("fault", "FaultSpec")] {
+        for (key, def) in [("qp", "QpSpec"), ("mr", "MrSpec"), ("fault", "FaultSpec")] {
             for t in v.get(key).and_then(|x| x.as_array()).into_iter().flatten() {
                 check(t, Some(def), &f);
+            }
+        }
+        // A step's keys depend on its op: each must be in that op's schema.
+        for t in v.get("step").and_then(|x| x.as_array()).into_iter().flatten() {
+            let op = t["op"].as_str().expect("op");
+            let variant = schema["$defs"]["Step"]["oneOf"]
+                .as_array()
+                .expect("Step is one schema per op")
+                .iter()
+                .find(|s| s["properties"]["op"]["const"] == op)
+                .unwrap_or_else(|| panic!("{f}: op `{op}` is not in the schema"));
+            let known: Vec<&String> = variant["properties"].as_object().expect("properties").keys().collect();
+            for k in t.as_table().expect("table").keys() {
+                assert!(known.contains(&k), "{f}: key `{k}` is not in the schema of op `{op}`: {known:?}");
             }
         }
         if let Some(x) = v.get("expect") {

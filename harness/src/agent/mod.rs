@@ -3,9 +3,11 @@
 //! reaches one on a real host (`roce agent --listen HOST:PORT`).
 //!
 //! Owns: the agent protocol ([`proto`]) and its executor ([`exec`]).
-//! Imports: verbs, net, dissector.
+//! Imports: verbs, net, dissector. Never the scenario model: the controller
+//! resolves a scenario into this protocol's own messages.
 pub mod cm_private;
 pub mod exec;
+pub mod probe;
 pub mod proto;
 
 use std::net::TcpListener;

@@ -8,12 +8,14 @@ use anyhow::anyhow;
 use dissector::capture::RecordFile;
 use dissector::craft::Host;
 use dissector::wire::ethernet::Mac;
-use dissector::wire::Transport;
+use dissector::wire::{Opcode, Psn, Transport};
 
 use super::exit::{help, Exit, Failure, Outcome};
+use crate::agent::probe::{frames, transport, Aim};
+use crate::agent::proto::{Hex, ProbeOrder, ProbePsn};
 use crate::net::raw::Link;
-use crate::probe::{frames, transport, Aim};
-use crate::scenario::model::{Content, OpcodeRef, ProbeSpec};
+use crate::scenario::check::probe_payload;
+use crate::scenario::model::Content;
 
 /// A number in decimal or `0x` hex (QPNs, PSNs, keys and addresses are usually
 /// written in hex).
@@ -155,34 +157,38 @@ pub fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
         "ud" => Transport::Ud,
         _ => Transport::Rc,
     };
-    let op = match num(&a.opcode).ok().and_then(|v| u8::try_from(v).ok()) {
-        Some(n) => OpcodeRef::Number(n),
-        None => OpcodeRef::Name(a.opcode.clone()),
+    // The frame first: a bad opcode or payload is said before any interface is opened.
+    let bad = |e: String| Failure::input(anyhow!("roce probe: {e}"));
+    let opcode = match num(&a.opcode).ok().and_then(|v| u8::try_from(v).ok()) {
+        Some(n) => Opcode(n),
+        None => Opcode::from_name(&a.opcode, qp_transport).ok_or_else(|| {
+            let known: Vec<&str> = Opcode::names(qp_transport).collect();
+            bad(format!("unknown opcode `{}` for a {qp_transport} QP (known: {})", a.opcode, known.join(", ")))
+        })?,
     };
-    let spec = ProbeSpec {
+    let payload = probe_payload(a.pattern.clone().map(Content::Pattern).as_ref(), a.len).map_err(bad)?;
+    let order = ProbeOrder {
         id: "probe".into(),
-        opcode: op,
-        psn: None,
-        moves_next: None,
+        qp: String::new(),
+        opcode: opcode.0,
+        psn: ProbePsn::Absolute(a.psn),
+        moves_next: false,
         remote: None,
         dma_len: a.dma_len,
-        payload: a.pattern.clone().map(Content::Pattern),
-        len: a.len,
-        imm_data: a.imm,
-        compare: a.compare,
-        swap: a.swap,
-        add: None,
-        ack_req: Some(!a.no_ack_req),
-        bad_icrc: Some(a.bad_icrc),
-        p_key: Some(a.p_key),
+        payload: Hex(payload),
+        imm_data: a.imm.unwrap_or(0),
+        compare: a.compare.unwrap_or(0),
+        swap_add: a.swap.unwrap_or(0),
+        ack_req: !a.no_ack_req,
+        bad_icrc: a.bad_icrc,
+        p_key: a.p_key,
         dest_qp: None,
-        q_key: Some(a.q_key),
-        copies: Some(a.copies),
-        settle_ms: None,
+        q_key: a.q_key,
+        copies: a.copies,
+        settle_ms: 0,
     };
-    let aim = Aim { transport: qp_transport, dest_qp: a.qpn, src_qp: a.src_qpn, next: a.psn, remote: Some((a.va, a.rkey)) };
-    // The frame first: a bad opcode or payload is said before any interface is opened.
-    transport(&spec, &aim).map_err(|e| Failure::input(anyhow!("roce probe: {e}")))?;
+    let aim = Aim { dest_qp: a.qpn, src_qp: a.src_qpn, next: Psn::new(a.psn), remote: Some((a.va, a.rkey)) };
+    transport(&order, &aim).map_err(bad)?;
     let mut link = None;
     let (src, dst) = if a.dry_run {
         let from = a.from.unwrap_or(IpAddr::from([0, 0, 0, 0]));
@@ -195,7 +201,7 @@ pub fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
         link = Some(l);
         ends
     };
-    let frames = frames(&spec, &aim, &src, &dst).map_err(|e| Failure::input(anyhow!("roce probe: {e}")))?;
+    let frames = frames(&order, &aim, &src, &dst).map_err(bad)?;
     let t0 = Instant::now();
     let first_ns = unix_ns();
     let mut record: Vec<(u64, Vec<u8>)> = Vec::new();
@@ -203,7 +209,7 @@ pub fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
         if let Some(l) = link.as_mut() {
             l.send(f).map_err(|e| Failure::setup(anyhow!("roce probe: {e}")))?;
         }
-        record.push((unix_ns(), f.clone()));
+        record.push((unix_ns(), f.to_vec()));
     }
     let how = match &link {
         Some(l) => format!("sent on {} ({} {} → {} {})", l.iface, l.src.ip, l.src.mac, l.dst.ip, l.dst.mac),

@@ -31,7 +31,7 @@ pub fn run(a: ReportArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
     let report = Report::load(&a.json).map_err(|e| Failure::input(anyhow!("{e}")))?;
     // Captures named relative to where `roce run` ran may be next to the report.
     let base = a.json.parent().filter(|p| !p.as_os_str().is_empty());
-    let (page, notes) = render::html::render_page(&report, base);
+    let (page, notes) = render::html::render_page(&report, base, &|_| None);
     for n in &notes {
         writeln!(err, "roce report: note: {n}")?;
     }

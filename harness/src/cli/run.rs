@@ -17,10 +17,11 @@ use crate::results::Report;
 use crate::scenario::model::Scenario;
 
 pub(super) const EXIT: &[(Exit, &str)] = &[
-    (Exit::Ok, "every expectation held"),
+    (Exit::Ok, "every expectation held (scenarios the device cannot run skipped, said as such)"),
     (Exit::Failed, "some failed, or a scenario could not be carried out"),
     (Exit::BadInput, "bad scenario files, profile or options: nothing run"),
     (Exit::Setup, "no lab to run in, or an output that cannot be written: nothing run"),
+    (Exit::Skipped, "with --fail-on-skip: a scenario was skipped, none failed"),
 ];
 
 #[derive(Debug, Args)]
@@ -73,6 +74,10 @@ pub struct RunArgs {
     /// Only the summary line per scenario (failures still show their details)
     #[arg(long, short)]
     pub quiet: bool,
+    /// Exit 4 when a scenario was skipped (the device lacks a verb it needs) and
+    /// none failed; by default a skip does not change the exit status
+    #[arg(long)]
+    pub fail_on_skip: bool,
 }
 
 /// `a=host:port,b=host:port`.
@@ -141,17 +146,9 @@ pub(super) fn plan(args: &RunArgs, loaded: &[(PathBuf, Scenario)], out_dir: Path
 
 /// Runs what is loaded under `plan` and writes the reports `args` asks for.
 pub(super) fn execute(args: &RunArgs, plan: &RunPlan, loaded: &[(PathBuf, Scenario)], out: &mut dyn Write) -> Result<Report, Failure> {
-    let r = controller::run_all(plan, loaded, |res| render::text::scenario(out, res, args.quiet))?;
+    let r = controller::run_all(plan, loaded, |res, wire| render::text::scenario(out, res, args.quiet, wire))?;
     let report = r.report;
-    writeln!(
-        out,
-        "{} passed, {} failed ({} scenarios in {:.1} s); captures in {}",
-        report.passed,
-        report.failed,
-        report.scenarios.len(),
-        report.duration_s,
-        plan.out_dir.display()
-    )?;
+    render::text::summary(out, &report, &plan.out_dir)?;
     if let Some(p) = &args.json {
         write_file(p, |w| serde_json::to_writer_pretty(w, &report).map_err(std::io::Error::other))?;
     }
@@ -174,17 +171,19 @@ pub(super) fn execute(args: &RunArgs, plan: &RunPlan, loaded: &[(PathBuf, Scenar
         writeln!(out, "recorded the {} profile from {} scenarios: {}", p.name, p.scenario.len(), path.display())?;
     }
     if let Some(p) = &args.html {
-        write_file(p, |w| w.write_all(render::html::render(&report).as_bytes()))?;
+        let page = render::html::render_page(&report, None, &|i| r.wires.get(i).and_then(Option::as_ref).map(std::borrow::Cow::Borrowed)).0;
+        write_file(p, |w| w.write_all(page.as_bytes()))?;
     }
     Ok(report)
 }
 
-/// How a run ends.
-pub(super) fn exit_of(r: &Report) -> Exit {
-    if r.failed == 0 {
-        Exit::Ok
-    } else {
-        Exit::Failed
+/// How a run ends: a failure first, then a skip when it is asked to count.
+pub(super) fn exit_of(r: &Report, fail_on_skip: bool) -> Exit {
+    match (r.failed, r.skipped) {
+        (0, 0) => Exit::Ok,
+        (0, _) if fail_on_skip => Exit::Skipped,
+        (0, _) => Exit::Ok,
+        _ => Exit::Failed,
     }
 }
 
@@ -193,7 +192,7 @@ pub fn run(args: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
     let loaded = super::check::load(&args.paths, "roce run", err)?;
     let plan = plan(&args, &loaded, args.out.clone().unwrap_or_else(|| timestamped("roce-runs")))?;
     let report = execute(&args, &plan, &loaded, out)?;
-    Ok(exit_of(&report))
+    Ok(exit_of(&report, args.fail_on_skip))
 }
 
 /// `roce lab bench`'s scenario row, on the bench's own booted lab.
@@ -204,6 +203,15 @@ pub(super) fn bench_scenarios(lab: &lab::state::LabPaths, dir: &Path, tmp: &Path
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn skips_change_the_exit_only_when_asked() {
+        let r = |failed, skipped| Report { scenarios: vec![], passed: 1, failed, skipped, duration_s: 0.0, profile: None };
+        assert_eq!(exit_of(&r(0, 0), true), Exit::Ok);
+        assert_eq!(exit_of(&r(0, 2), false), Exit::Ok);
+        assert_eq!(exit_of(&r(0, 2), true), Exit::Skipped);
+        assert_eq!(exit_of(&r(1, 2), true), Exit::Failed, "a failure says more than a skip");
+    }
 
     #[test]
     fn endpoints_parse_and_refuse() {

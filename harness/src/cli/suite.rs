@@ -56,5 +56,5 @@ pub fn run(mut a: SuiteArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcom
     if let (Some(b), Some(p)) = (&baseline, &a.baseline) {
         render::suite::diff(out, p, &suite::diff(b, &suite))?;
     }
-    Ok(run::exit_of(&report))
+    Ok(run::exit_of(&report, a.run.fail_on_skip))
 }

@@ -13,10 +13,13 @@ use anyhow::{anyhow, Context, Result};
 use lab::state::LabPaths;
 
 use crate::results::profile::Profile;
-use crate::results::{Report, ScenarioResult};
+use crate::judge::{self, Timeline};
+use crate::results::{Report, ScenarioResult, Status};
 use crate::scenario::model::Scenario;
 
-pub mod runner;
+mod link;
+mod resolve;
+mod runner;
 
 pub use crate::results::Outcome;
 pub use runner::Endpoints;
@@ -143,102 +146,98 @@ impl Recording {
 /// What a run of several scenarios produced.
 pub struct RunResults {
     pub report: Report,
+    /// Each scenario's decoded wire, in report order (for renderers that draw it).
+    pub wires: Vec<Option<Timeline>>,
     /// Scenarios the profile does not know (nothing compared for them).
     pub not_in_profile: Vec<String>,
 }
 
-/// A `[[fault]]` rule for the reports: `drop psn=101 nth=1 (from a, QP q)`.
-pub fn describe_fault(f: &crate::scenario::model::FaultSpec) -> String {
-    let scope: Vec<String> = f.from.iter().map(|e| format!("from {e}")).chain(f.qp.iter().map(|q| format!("QP {q}"))).collect();
-    if scope.is_empty() {
-        f.rule.clone()
-    } else {
-        format!("{} ({})", f.rule, scope.join(", "))
+/// One scenario, carried out and judged: its result and its decoded wire.
+fn run_and_judge(plan: &RunPlan, file: &Path, sc: &Scenario, cap: &Path, not_in_profile: &mut Vec<String>) -> Result<(ScenarioResult, Option<Timeline>)> {
+    let faults: Vec<String> = sc.faults.iter().map(|f| f.describe()).collect();
+    let rec = match &plan.wire {
+        WireSource::Live { iface, filter } => Some(Recording::start(iface, filter, cap).with_context(|| format!("capturing on {iface}"))?),
+        _ => None,
+    };
+    let (mut o, secs) = run_one(sc, &plan.endpoints, cap);
+    if let WireSource::File(p) = &plan.wire {
+        o.capture = Some(p.clone());
     }
+    if let (Some(r), WireSource::Live { iface, .. }) = (rec, &plan.wire) {
+        match r.finish() {
+            Ok(_) => o.capture = Some(cap.to_path_buf()),
+            Err(e) => {
+                o.error.get_or_insert(format!("the capture on {iface}: {e:#}"));
+            }
+        }
+    }
+    let base = ScenarioResult {
+        name: sc.name.clone(),
+        file: file.display().to_string(),
+        pass: false,
+        status: Status::Failed,
+        skip_reason: None,
+        error: o.error.clone(),
+        verdicts: Vec::new(),
+        capture: o.capture.as_ref().map(|p| p.display().to_string()),
+        duration_s: secs,
+        agent_logs: o.agent_logs.clone(),
+        endpoints: o.endpoints.clone(),
+        connections: o.connections.clone(),
+        faults,
+        observations: Default::default(),
+    };
+    if let Some(why) = &o.skipped {
+        return Ok((ScenarioResult { status: Status::Skipped, skip_reason: Some(why.clone()), ..base }, None));
+    }
+    let wire = judge::wire_of(&o);
+    let (mut verdicts, observations) = judge::judge(sc, &o, &wire);
+    if let Some(p) = &plan.profile {
+        match judge::profile::verdicts(p, &sc.name, &observations) {
+            Some(v) => verdicts.extend(v),
+            None => not_in_profile.push(sc.name.clone()),
+        }
+    }
+    let pass = o.error.is_none() && verdicts.iter().all(|v| v.pass);
+    let status = if pass { Status::Passed } else { Status::Failed };
+    Ok((ScenarioResult { pass, status, verdicts, observations, ..base }, wire.ok()))
 }
 
 /// Runs `scenarios` (checked already) one after the other as `plan` says, handing
-/// each result to `done` as soon as it is judged. A broken lab is brought back
-/// before the next scenario; one that cannot be fails the rest, not run.
+/// each result and its decoded wire to `done` as soon as it is judged. A broken lab
+/// is brought back before the next scenario; one that cannot be fails the rest,
+/// not run.
 pub fn run_all(
     plan: &RunPlan,
     scenarios: &[(PathBuf, Scenario)],
-    mut done: impl FnMut(&ScenarioResult) -> std::io::Result<()>,
+    mut done: impl FnMut(&ScenarioResult, Option<&Timeline>) -> std::io::Result<()>,
 ) -> Result<RunResults> {
     std::fs::create_dir_all(&plan.out_dir).with_context(|| format!("creating {}", plan.out_dir.display()))?;
     let start = Instant::now();
     let mut taken = BTreeMap::new();
     let mut results = Vec::new();
+    let mut wires = Vec::new();
     let mut not_in_profile = Vec::new();
     let mut lab_lost: Option<String> = None;
     for (i, (file, sc)) in scenarios.iter().enumerate() {
-        let faults: Vec<String> = sc.faults.iter().map(describe_fault).collect();
         if let (Endpoints::Lab(paths), true, None) = (&plan.endpoints, i > 0, &lab_lost) {
             if let Err(e) = heal_lab(paths) {
                 lab_lost = Some(format!("not run: the lab could not be brought back ({e:#})"));
             }
         }
-        if let Some(why) = &lab_lost {
-            let r = ScenarioResult::not_run(&sc.name, file, faults, why);
-            done(&r)?;
-            results.push(r);
-            continue;
-        }
-        let cap = capture_path(&plan.out_dir, file, &mut taken);
-        let rec = match &plan.wire {
-            WireSource::Live { iface, filter } => Some(Recording::start(iface, filter, &cap).with_context(|| format!("capturing on {iface}"))?),
-            _ => None,
-        };
-        let (mut o, secs) = run_one(sc, &plan.endpoints, &cap);
-        if let WireSource::File(p) = &plan.wire {
-            o.capture = Some(p.clone());
-        }
-        if let Some(r) = rec {
-            match r.finish() {
-                Ok(_) => o.capture = Some(cap.clone()),
-                Err(e) => {
-                    let iface = match &plan.wire {
-                        WireSource::Live { iface, .. } => iface.as_str(),
-                        _ => "?",
-                    };
-                    o.error.get_or_insert(format!("the capture on {iface}: {e:#}"));
-                }
+        let (r, wire) = match &lab_lost {
+            Some(why) => (ScenarioResult::not_run(&sc.name, file, sc.faults.iter().map(|f| f.describe()).collect(), why), None),
+            None => {
+                let cap = capture_path(&plan.out_dir, file, &mut taken);
+                run_and_judge(plan, file, sc, &cap, &mut not_in_profile)?
             }
-        }
-        let (mut verdicts, observations) = crate::judge::judge(sc, &o);
-        if let Some(p) = &plan.profile {
-            match p.judge(&sc.name, &observations) {
-                Some(v) => verdicts.extend(v),
-                None => not_in_profile.push(sc.name.clone()),
-            }
-        }
-        let pass = o.error.is_none() && verdicts.iter().all(|v| v.pass);
-        let r = ScenarioResult {
-            name: sc.name.clone(),
-            file: file.display().to_string(),
-            pass,
-            error: o.error.clone(),
-            verdicts,
-            capture: o.capture.as_ref().map(|p| p.display().to_string()),
-            duration_s: secs,
-            agent_logs: o.agent_logs.clone(),
-            endpoints: o.endpoints.clone(),
-            connections: o.connections.clone(),
-            faults,
-            observations,
         };
-        done(&r)?;
+        done(&r, wire.as_ref())?;
         results.push(r);
+        wires.push(wire);
     }
-    let passed = results.iter().filter(|r| r.pass).count();
-    let report = Report {
-        failed: results.len() - passed,
-        passed,
-        scenarios: results,
-        duration_s: start.elapsed().as_secs_f64(),
-        profile: plan.profile.as_ref().map(|p| p.name.clone()),
-    };
-    Ok(RunResults { report, not_in_profile })
+    let report = Report::new(results, start.elapsed().as_secs_f64(), plan.profile.as_ref().map(|p| p.name.clone()));
+    Ok(RunResults { report, wires, not_in_profile })
 }
 
 /// Seed scenarios on a booted lab (`roce lab bench`): how many a minute, and what
@@ -249,12 +248,12 @@ pub fn bench_scenarios(lab: &LabPaths, dir: &Path, tmp: &Path, p: &lab::Progress
     let eps = Endpoints::Lab(lab.clone());
     let (mut total, mut traffic, mut passed) = (0.0f64, 0.0f64, 0);
     for (i, f) in files.iter().enumerate() {
-        let sc = crate::scenario::parse::load(f).map_err(|d| anyhow!("{}", d[0]))?;
+        let sc = crate::scenario::load(f).map_err(|d| anyhow!("{}", d[0]))?;
         p.say(&format!("scenario: {}", sc.name));
         let cap = tmp.join(format!("scenario-{i}.pcapng"));
         let (o, secs) = run_one(&sc, &eps, &cap);
         total += secs;
-        if o.error.is_none() && crate::judge::evaluate(&sc, &o).iter().all(|v| v.pass) {
+        if o.error.is_none() && o.skipped.is_none() && judge::judge(&sc, &o, &judge::wire_of(&o)).0.iter().all(|v| v.pass) {
             passed += 1;
         }
         if let Ok((_, pkts)) = lab::record::read_capture(&cap) {
@@ -280,23 +279,71 @@ pub fn bench_scenarios(lab: &LabPaths, dir: &Path, tmp: &Path, p: &lab::Progress
 mod tests {
     use super::*;
 
+    /// A stand-in agent on loopback: it says hello, then answers `Setup` the way
+    /// an agent on a device without the verb does.
+    fn agent_lacking_a_verb() -> String {
+        use crate::agent::proto::{self, FromAgent, ToAgent};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        std::thread::spawn(move || {
+            let (s, _) = l.accept().unwrap();
+            let mut r = s.try_clone().unwrap();
+            let mut w = s;
+            while let Ok(Some(m)) = proto::read_msg::<_, ToAgent>(&mut r) {
+                let answer = match m {
+                    ToAgent::Hello { .. } => FromAgent::Hello { version: proto::VERSION, agent: "stand-in".into(), host: "h".into(), kernel: Some("6.1".into()) },
+                    ToAgent::Teardown => FromAgent::TornDown,
+                    _ => FromAgent::Error {
+                        message: "ibv_wr_flush: not supported by this device or kernel".into(),
+                        verb: Some("ibv_wr_flush".into()),
+                        errno: Some(libc::EOPNOTSUPP),
+                        hint: Some("RDMA FLUSH needs kernel 6.2".into()),
+                        unsupported: true,
+                    },
+                };
+                proto::write_msg(&mut w, &answer).unwrap();
+            }
+        });
+        addr
+    }
+
+    /// A verb the device lacks ends the scenario as skipped, with the reason: not
+    /// failed, not judged.
+    #[test]
+    fn a_device_without_the_verb_skips_the_scenario() {
+        let sc = crate::scenario::check::parse_str(Path::new("t.toml"), "name = 'needs flush'\n[endpoints.a]\n[[expect.memory]]\non = 'a'\nmr = 'm'\nunchanged = true\n[[mr]]\nname = 'm'\non = 'a'\nsize = 8\n")
+            .unwrap_or_else(|e| panic!("{}", e[0]));
+        let out = std::env::temp_dir().join(format!("roce-skip-{}", std::process::id()));
+        let plan = RunPlan {
+            endpoints: Endpoints::Remote([("a".to_string(), agent_lacking_a_verb())].into()),
+            wire: WireSource::None,
+            out_dir: out.clone(),
+            profile: None,
+        };
+        let mut seen = Vec::new();
+        let r = run_all(&plan, &[(PathBuf::from("t.toml"), sc)], |res, _| {
+            seen.push(res.status);
+            Ok(())
+        })
+        .unwrap();
+        std::fs::remove_dir_all(&out).ok();
+        let s = &r.report.scenarios[0];
+        assert_eq!((s.status, s.pass), (Status::Skipped, false));
+        assert_eq!(seen, [Status::Skipped]);
+        assert!(s.verdicts.is_empty() && s.error.is_none(), "{s:?}");
+        assert_eq!(s.skip_reason.as_deref(), Some("endpoint a: the device lacks ibv_wr_flush (RDMA FLUSH needs kernel 6.2)"));
+        assert_eq!((r.report.passed, r.report.failed, r.report.skipped), (0, 0, 1));
+        let j = serde_json::to_value(&r.report).unwrap();
+        assert_eq!(j["scenarios"][0]["status"], "skipped");
+        let suite = crate::results::suite::Suite::from_report(&r.report);
+        assert_eq!(suite.scenarios["needs flush"].skipped.as_deref(), s.skip_reason.as_deref());
+    }
+
     #[test]
     fn capture_paths_are_unique() {
         let mut taken = BTreeMap::new();
         let out = Path::new("/r");
         assert_eq!(capture_path(out, Path::new("x/rc_send.toml"), &mut taken), Path::new("/r/rc_send.pcapng"));
         assert_eq!(capture_path(out, Path::new("y/rc_send.toml"), &mut taken), Path::new("/r/rc_send-2.pcapng"));
-    }
-
-    #[test]
-    fn fault_rules_read_as_written() {
-        let f = |from: Option<&str>, qp: Option<&str>| crate::scenario::model::FaultSpec {
-            rule: "drop psn=101 nth=1".into(),
-            from: from.map(Into::into),
-            qp: qp.map(Into::into),
-        };
-        assert_eq!(describe_fault(&f(Some("a"), Some("q"))), "drop psn=101 nth=1 (from a, QP q)");
-        assert_eq!(describe_fault(&f(None, Some("q"))), "drop psn=101 nth=1 (QP q)");
-        assert_eq!(describe_fault(&f(None, None)), "drop psn=101 nth=1");
     }
 }

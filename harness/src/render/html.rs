@@ -3,10 +3,12 @@
 //! The page holds a summary, then per scenario its expectations, endpoints, fault
 //! rules and a ladder diagram of its capture: a lane per endpoint, an arrow per RoCE
 //! frame in capture order (CM MADs on QP1 too), drawn here as inline SVG: nothing is
-//! fetched and no script is needed to see it. What the lab switch did to a frame (its
-//! pcapng comment) marks the arrow: dropped (it stops halfway at a red ✗), an
-//! injected duplicate (dashed), held back (reordered or delayed: dotted); bad ICRCs,
-//! NAKs, RNR NAKs, CE marks and CNPs have their colour or mark too.
+//! fetched and no script is needed to see it. It draws the scenario's one decoded
+//! wire (the judge's [`Timeline`]); what the lab switch did to a frame, read from
+//! its marks, marks the arrow: dropped (it stops halfway at a red ✗), an injected
+//! duplicate (dashed), held back (reordered or delayed: dotted), changed on the way
+//! (dash-dot, with what changed); bad ICRCs, NAKs, RNR NAKs, CE marks and CNPs have
+//! their colour or mark too.
 //!
 //! The markup is a contract with `tests/browser/check_ladder.py`, which checks the
 //! layout in a real browser: each lane is `<line class="lane" data-endpoint>`, each
@@ -14,20 +16,16 @@
 //! child is a `<title>` with the decoded line, holding `line.shaft` (from the
 //! sender's lane to the receiver's, or halfway when dropped), `text.label` and the
 //! row's other texts.
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use dissector::frame::{self, Options};
-use dissector::wire::aeth::AckKind;
-use dissector::wire::opcode::Transport;
-
 use super::esc;
-use crate::results::{Report, ScenarioResult};
+use crate::judge::timeline::{self, Packet, Timeline, MAX_ROWS};
+use crate::results::{Report, ScenarioResult, Status};
 
-/// Rows drawn per ladder; frames past it are counted in a note.
-pub const MAX_ROWS: usize = 2000;
 
 // The ladder's geometry, in px (the SVG is drawn 1:1, never scaled).
 /// Lane headings above the first row.
@@ -44,137 +42,48 @@ const MARKS: f64 = 360.0;
 const TIME_X: f64 = 78.0;
 const FRAME_X: f64 = 136.0;
 
-/// One RoCE frame as the ladder draws it.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Rung {
-    pub number: u64,
-    pub ts_ns: u64,
-    pub src: Option<IpAddr>,
-    pub dst: Option<IpAddr>,
-    pub psn: u32,
+/// One RoCE frame as the ladder draws it: a view of the timeline's packet.
+#[derive(Debug, Clone, Copy)]
+pub struct Rung<'a>(pub &'a Packet);
+
+impl Rung<'_> {
     /// `RDMA WRITE Middle  PSN 101`, `NAK PSN Sequence Error  PSN 101`, `CM REQ`.
-    pub label: String,
-    /// The frame as `roce decode` prints it, with the switch's comment.
-    pub line: String,
-    /// The lab switch dropped it (sent, never delivered).
-    pub dropped: bool,
-    /// A copy the switch made (`dup`).
-    pub injected: bool,
-    /// Held back by the switch (`reorder`, `delay`).
-    pub held: bool,
-    pub bad_icrc: bool,
-    /// Any NAK, RNR NAKs included.
-    pub nak: bool,
-    pub rnr: bool,
-    /// ECN Congestion Experienced.
-    pub ce: bool,
-    pub cnp: bool,
-    /// A MAD on QP1 (CM).
-    pub mad: bool,
-    pub request: bool,
-}
-
-/// The RoCE frames of a capture, as far as it could be read.
-#[derive(Debug, Clone, Default)]
-pub struct Wire {
-    pub rungs: Vec<Rung>,
-    /// Of the capture's first frame (RoCE or not): times are shown from there, as
-    /// `roce decode` shows them.
-    pub first_ts_ns: Option<u64>,
-    /// RoCE frames past the limit, not kept.
-    pub more: usize,
-    /// Why reading stopped early (a damaged file): the frames before are kept.
-    pub damaged: Option<String>,
-}
-
-/// `ConnectRequest (REQ)` → `REQ`.
-fn cm_short(name: &str) -> &str {
-    name.rsplit_once('(')
-        .and_then(|(_, r)| r.strip_suffix(')'))
-        .unwrap_or(name)
-}
-
-/// Reads a capture's RoCE frames for the ladder, at most `max` of them. The switch's
-/// comments are read as `scenario::expect::read_wire` reads them.
-pub fn read_ladder(path: &Path, max: usize) -> Result<Wire, String> {
-    let mut r = dissector::capture::open(path).map_err(|e| e.to_string())?;
-    let opts = Options::default();
-    let mut w = Wire::default();
-    let mut prev_ts = None;
-    loop {
-        let rec = match r.next_packet() {
-            Ok(Some(rec)) => rec,
-            Ok(None) => break,
-            Err(e) => {
-                w.damaged = Some(e.to_string());
-                break;
-            }
-        };
-        let first = *w.first_ts_ns.get_or_insert(rec.ts_ns);
-        let prev = prev_ts.replace(rec.ts_ns).unwrap_or(rec.ts_ns);
-        let f = frame::decode(rec.link, rec.data, &opts);
-        let Some(ib) = &f.ib else { continue };
-        if w.rungs.len() >= max {
-            w.more += 1;
-            continue;
+    pub fn label(&self) -> String {
+        let p = self.0;
+        if let Some(m) = &p.mad {
+            return m.clone();
         }
-        let psn = ib.bth.psn.value();
-        let kind = ib.aeth.map(|a| a.syndrome.kind());
-        let (nak, rnr) = match kind {
-            Some(AckKind::RnrNak { .. }) => (true, true),
-            Some(AckKind::Nak(_)) => (true, false),
-            _ => (false, false),
-        };
-        let label = if let Some(m) = &f.mad {
-            match (m.cm, m.header.mgmt_class, m.header.attribute_id) {
-                (Some(cm), _, _) => format!("CM {}", cm_short(cm.name())),
-                (None, 0x07, 0x0017) => "CM SIDR REQ".to_string(),
-                (None, 0x07, 0x0018) => "CM SIDR REP".to_string(),
-                (None, 0x07, a) => format!("CM attr {a:#06x}"),
-                (None, c, a) => format!("MAD class {c:#04x} attr {a:#06x}"),
-            }
-        } else {
-            match ib.info {
-                Some(i) if i.transport == Transport::Cnp => "CNP".to_string(),
-                Some(i) if i.name == "Acknowledge" => {
-                    let what = match kind {
-                        Some(AckKind::Ack { .. }) => "ACK".to_string(),
-                        Some(AckKind::RnrNak { .. }) => "RNR NAK".to_string(),
-                        Some(AckKind::Nak(code)) => format!("NAK {}", code.name()),
-                        _ => i.name.to_string(),
-                    };
-                    format!("{what}  PSN {psn}")
-                }
-                Some(i) => format!("{}  PSN {psn}", i.name),
-                None => format!("{}  PSN {psn}", ib.bth.opcode),
-            }
-        };
-        let comment = rec.comment.unwrap_or("");
-        let ctx = dissector::fields::Ctx::of(&rec, &f, first, prev);
-        let mut line = String::new();
-        dissector::print::line(&ctx, &mut line);
-        let (src, dst) = f.addrs().unzip();
-        w.rungs.push(Rung {
-            number: rec.number,
-            ts_ns: rec.ts_ns,
-            src,
-            dst,
-            psn,
-            label,
-            line: line.trim().to_string(),
-            dropped: comment.contains("not delivered"),
-            injected: comment.starts_with("duplicate "),
-            held: comment.contains("reordered by") || comment.contains("delayed "),
-            bad_icrc: f.icrc_check(rec.data).is_some_and(|c| !c.ok()),
-            nak,
-            rnr,
-            ce: f.ecn() == Some(3),
-            cnp: ib.info.is_some_and(|i| i.transport == Transport::Cnp),
-            mad: f.mad.is_some(),
-            request: ib.info.is_some_and(|i| i.is_request()),
-        });
+        if p.cnp {
+            return "CNP".into();
+        }
+        format!("{}  PSN {}", p.response_name(), p.psn)
     }
-    Ok(w)
+
+    /// The flags it carries, in display order: whether each is set, its CSS class
+    /// on the arrow, and what the marks column says of it (nothing for NAK, RNR and
+    /// CM, which the label already names).
+    fn flags(&self) -> [(bool, &'static str, Option<String>); 10] {
+        let p = self.0;
+        let nak = p.ack.and_then(|a| a.nak());
+        let modified = p.marks.modifications();
+        [
+            (p.marks.dropped(), "dropped", Some("✗ dropped by the lab switch".into())),
+            (p.marks.injected(), "injected", Some("duplicate injected by the switch".into())),
+            (p.marks.held(), "held", Some("held by the switch (reordered/delayed)".into())),
+            (!modified.is_empty(), "modified", Some(format!("changed by the switch: {}", modified.join(", ")))),
+            (p.icrc_ok == Some(false), "bad-icrc", Some("bad ICRC".into())),
+            (nak.is_some(), "nak", None),
+            (nak == Some(dissector::wire::NakKind::Rnr), "rnr", None),
+            (p.ce, "ce", Some("CE marked".into())),
+            (p.cnp, "cnp", Some("CNP".into())),
+            (p.mad.is_some(), "cm", None),
+        ]
+    }
+
+    /// What the row's marks column says.
+    fn marks(&self) -> Vec<String> {
+        self.flags().into_iter().filter(|f| f.0).filter_map(|f| f.2).collect()
+    }
 }
 
 /// A lane of the ladder: an endpoint (or, with no endpoint facts, an address).
@@ -186,7 +95,7 @@ struct Lane {
     title: String,
 }
 
-fn lanes_of(s: &ScenarioResult, wire: &Wire) -> Vec<Lane> {
+fn lanes_of(s: &ScenarioResult, wire: &Timeline) -> Vec<Lane> {
     if !s.endpoints.is_empty() {
         return s
             .endpoints
@@ -218,7 +127,7 @@ fn lanes_of(s: &ScenarioResult, wire: &Wire) -> Vec<Lane> {
     }
     // No endpoint facts (the run stopped before setup): a lane per address seen.
     let mut lanes: Vec<Lane> = Vec::new();
-    for ip in wire.rungs.iter().flat_map(|r| [r.src, r.dst]).flatten() {
+    for ip in wire.packets.iter().flat_map(|r| [r.src, r.dst]).flatten() {
         if !lanes.iter().any(|l| l.ip == Some(ip)) {
             lanes.push(Lane {
                 name: ip.to_string(),
@@ -235,42 +144,22 @@ fn fmt_ms(ns: u64) -> String {
     format!("{:.3}", ns as f64 / 1e6)
 }
 
-/// The flags a rung can carry, in display order: whether it is set, its CSS class on
-/// the arrow, and what the marks column says of it (nothing for NAK, RNR and CM,
-/// which the label already names).
-fn flags(r: &Rung) -> [(bool, &'static str, Option<&'static str>); 9] {
-    [
-        (r.dropped, "dropped", Some("✗ dropped by the lab switch")),
-        (r.injected, "injected", Some("duplicate injected by the switch")),
-        (r.held, "held", Some("held by the switch (reordered/delayed)")),
-        (r.bad_icrc, "bad-icrc", Some("bad ICRC")),
-        (r.nak, "nak", None),
-        (r.rnr, "rnr", None),
-        (r.ce, "ce", Some("CE marked")),
-        (r.cnp, "cnp", Some("CNP")),
-        (r.mad, "cm", None),
-    ]
-}
-
-/// What the row's marks column says.
-fn marks(r: &Rung) -> Vec<&'static str> {
-    flags(r).into_iter().filter(|f| f.0).filter_map(|f| f.2).collect()
-}
-
 /// The ladder SVG of a scenario's capture, and notes (frames not drawn, …).
-fn ladder(out: &mut String, s: &ScenarioResult, wire: &Wire) {
+fn ladder(out: &mut String, s: &ScenarioResult, wire: &Timeline) {
     let lanes = lanes_of(s, wire);
     let lane_of =
         |ip: Option<IpAddr>| ip.and_then(|ip| lanes.iter().position(|l| l.ip == Some(ip)));
     let mut drawn = Vec::new();
     let mut stray = Vec::new();
-    for r in &wire.rungs {
-        match (lane_of(r.src), lane_of(r.dst)) {
+    let more = wire.packets.len().saturating_sub(MAX_ROWS);
+    for p in wire.packets.iter().take(MAX_ROWS) {
+        let r = Rung(p);
+        match (lane_of(p.src), lane_of(p.dst)) {
             (Some(a), Some(b)) if a != b => drawn.push((r, a, b)),
             _ => stray.push(r),
         }
     }
-    if wire.rungs.is_empty() && wire.more == 0 {
+    if wire.packets.is_empty() {
         out.push_str("<p class=\"note\">No RoCE frames in the capture.</p>\n");
     }
     if !drawn.is_empty() {
@@ -314,23 +203,25 @@ fn ladder(out: &mut String, s: &ScenarioResult, wire: &Wire) {
             let y = TOP + row as f64 * ROW + ROW_ARROW;
             let (x1, xt) = (lane_x(*a), lane_x(*b));
             let dir = if xt > x1 { 1.0 } else { -1.0 };
-            let x2 = if r.dropped { (x1 + xt) / 2.0 } else { xt };
-            let mut class = vec!["arrow", if r.request { "request" } else { "response" }];
-            class.extend(flags(r).into_iter().filter(|f| f.0).map(|f| f.1));
+            let dropped = r.0.marks.dropped();
+            let x2 = if dropped { (x1 + xt) / 2.0 } else { xt };
+            let label = r.label();
+            let mut class = vec!["arrow", if r.0.is_request { "request" } else { "response" }];
+            class.extend(r.flags().into_iter().filter(|f| f.0).map(|f| f.1));
             let _ = write!(
                 out,
                 "<g class=\"{}\" data-frame=\"{}\" data-from=\"{}\" data-to=\"{}\" data-label=\"{}\"",
                 class.join(" "),
-                r.number,
+                r.0.number,
                 esc(&lanes[*a].name),
                 esc(&lanes[*b].name),
-                esc(&r.label)
+                esc(&label)
             );
-            if !r.mad {
-                let _ = write!(out, " data-psn=\"{}\"", r.psn);
+            if r.0.mad.is_none() {
+                let _ = write!(out, " data-psn=\"{}\"", r.0.psn);
             }
-            let _ = write!(out, "><title>{}</title><line class=\"shaft\" x1=\"{x1}\" y1=\"{y}\" x2=\"{x2}\" y2=\"{y}\"/>", esc(&r.line));
-            if r.dropped {
+            let _ = write!(out, "><title>{}</title><line class=\"shaft\" x1=\"{x1}\" y1=\"{y}\" x2=\"{x2}\" y2=\"{y}\"/>", esc(r.0.line.as_deref().unwrap_or("")));
+            if dropped {
                 let _ = write!(
                     out,
                     "<path class=\"x\" d=\"M{} {}L{} {}M{} {}L{} {}\"><title>dropped by the lab switch</title></path>",
@@ -358,17 +249,17 @@ fn ladder(out: &mut String, s: &ScenarioResult, wire: &Wire) {
                 "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
                 (x1 + x2) / 2.0,
                 y - 7.0,
-                esc(&r.label)
+                esc(&label)
             );
             let _ = write!(
                 out,
                 "<text class=\"time\" x=\"{TIME_X}\" y=\"{}\" text-anchor=\"end\">{}</text><text class=\"frame-no\" x=\"{FRAME_X}\" y=\"{}\" text-anchor=\"end\">{}</text>",
                 y + 4.0,
-                fmt_ms(r.ts_ns.saturating_sub(first)),
+                fmt_ms(r.0.ts_ns.saturating_sub(first)),
                 y + 4.0,
-                r.number
+                r.0.number
             );
-            let m = marks(r);
+            let m = r.marks();
             if !m.is_empty() {
                 let _ = write!(
                     out,
@@ -383,15 +274,11 @@ fn ladder(out: &mut String, s: &ScenarioResult, wire: &Wire) {
         out.push_str("</svg></div>\n");
         let _ = writeln!(
             out,
-            "<p class=\"legend\">Time in ms since the capture's first frame. <span class=\"k dropped\">✗ dropped by the lab switch</span> <span class=\"k injected\">- - injected duplicate</span> <span class=\"k held\">··· held (reordered/delayed)</span> <span class=\"k nak\">NAK</span> <span class=\"k rnr\">RNR NAK</span> <span class=\"k bad-icrc\">bad ICRC</span> <span class=\"k cnp\">CNP</span> <span class=\"k cm\">CM</span>. Hover an arrow for the decoded frame and the other frames of its PSN.</p>"
+            "<p class=\"legend\">Time in ms since the capture's first frame. <span class=\"k dropped\">✗ dropped by the lab switch</span> <span class=\"k injected\">- - injected duplicate</span> <span class=\"k held\">··· held (reordered/delayed)</span> <span class=\"k modified\">changed by the switch</span> <span class=\"k nak\">NAK</span> <span class=\"k rnr\">RNR NAK</span> <span class=\"k bad-icrc\">bad ICRC</span> <span class=\"k cnp\">CNP</span> <span class=\"k cm\">CM</span>. Hover an arrow for the decoded frame and the other frames of its PSN.</p>"
         );
     }
-    if wire.more > 0 {
-        let _ = writeln!(
-            out,
-            "<p class=\"note more\">… {} more frames (the ladder shows the first {MAX_ROWS}).</p>",
-            wire.more
-        );
+    if more > 0 {
+        let _ = writeln!(out, "<p class=\"note more\">… {more} more frames (the ladder shows the first {MAX_ROWS}).</p>");
     }
     if !stray.is_empty() {
         let shown: Vec<String> = stray
@@ -400,13 +287,7 @@ fn ladder(out: &mut String, s: &ScenarioResult, wire: &Wire) {
             .map(|r| {
                 let addr =
                     |a: Option<IpAddr>| a.map(|a| a.to_string()).unwrap_or_else(|| "?".into());
-                format!(
-                    "frame {} {} → {} {}",
-                    r.number,
-                    addr(r.src),
-                    addr(r.dst),
-                    r.label
-                )
+                format!("frame {} {} → {} {}", r.0.number, addr(r.0.src), addr(r.0.dst), r.label())
             })
             .collect();
         let _ = writeln!(
@@ -440,7 +321,7 @@ h1 { font-size: 1.5em; margin: 0 0 .3em; } h2 { font-size: 1.2em; margin: 0 0 .3
 code, pre, .mono { font-family: "DejaVu Sans Mono", ui-monospace, monospace; font-size: 12px; }
 .pass { color: #15803d; } .fail { color: #b91c1c; }
 .badge { display: inline-block; padding: 0 .5em; border-radius: 3px; color: #fff; font-size: .85em; font-weight: 700; }
-.badge.pass { background: #15803d; } .badge.fail { background: #b91c1c; }
+.badge.pass { background: #15803d; } .badge.fail { background: #b91c1c; } .badge.skip { background: #64748b; } .skip { color: #64748b; }
 section.scenario { border-top: 2px solid #cbd5e1; padding: 1em 0; }
 section.scenario.failed { border-top-color: #b91c1c; }
 .file { color: #64748b; margin: 0; }
@@ -475,7 +356,8 @@ line.lane { stroke: #94a3b8; stroke-width: 2; }
 .arrow .head { fill: currentColor; }
 .arrow .label { fill: currentColor; }
 .arrow .mark { fill: #b91c1c; font-size: 11px; }
-.arrow.ce .mark, .arrow.held .mark, .arrow.injected .mark { fill: #b45309; }
+.arrow.ce .mark, .arrow.held .mark, .arrow.injected .mark, .arrow.modified .mark { fill: #b45309; }
+.arrow.modified .shaft { stroke-dasharray: 10 2 2 2; }
 .arrow.injected .shaft { stroke-dasharray: 6 4; }
 .arrow.held .shaft { stroke-dasharray: 1.5 3.5; stroke-width: 2.5; stroke-linecap: round; }
 .arrow .x { stroke: #dc2626; stroke-width: 2.5; fill: none; }
@@ -484,7 +366,7 @@ line.lane { stroke: #94a3b8; stroke-width: 2; }
 .legend { color: #475569; font-size: 12px; }
 .legend .k { margin-right: .6em; }
 .legend .k.dropped, .legend .k.bad-icrc { color: #b91c1c; } .legend .k.nak { color: #c2410c; } .legend .k.rnr { color: #7c3aed; }
-.legend .k.cnp { color: #1d4ed8; } .legend .k.cm { color: #0f766e; } .legend .k.held { color: #b45309; }
+.legend .k.cnp { color: #1d4ed8; } .legend .k.cm { color: #0f766e; } .legend .k.held, .legend .k.modified { color: #b45309; }
 ul.toc { margin: .3em 0; }
 "#;
 
@@ -504,37 +386,39 @@ const JS: &str = r#"
 })();
 "#;
 
-/// The page for a run's report.
-pub fn render(report: &Report) -> String {
-    render_page(report, None).0
-}
+/// The decoded wire of the report's `i`-th scenario, when the caller has it
+/// already (a run just made it); otherwise its capture is read here.
+pub type Wires<'a> = &'a dyn Fn(usize) -> Option<Cow<'a, Timeline>>;
 
 /// The page, and a sentence for each capture that could not be drawn. Relative
 /// capture paths that do not exist from here are also looked for under `base`.
-pub fn render_page(report: &Report, base: Option<&Path>) -> (String, Vec<String>) {
+pub fn render_page(report: &Report, base: Option<&Path>, wires: Wires<'_>) -> (String, Vec<String>) {
     let mut notes = Vec::new();
     let mut o = String::new();
     let _ = write!(
         o,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>roce run: {} passed, {} failed</title>\n<style>{CSS}</style></head>\n<body>\n",
-        report.passed, report.failed
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>roce run: {} passed, {} failed, {} skipped</title>\n<style>{CSS}</style></head>\n<body>\n",
+        report.passed, report.failed, report.skipped
     );
     let _ = writeln!(
         o,
-        "<header id=\"summary\" data-passed=\"{}\" data-failed=\"{}\"><h1>roce run</h1><p class=\"totals\"><span class=\"pass\">{} passed</span>, <span class=\"fail\">{} failed</span> ({} scenarios in {:.1} s)</p>\n<ul class=\"toc\">",
+        "<header id=\"summary\" data-passed=\"{}\" data-failed=\"{}\" data-skipped=\"{}\"><h1>roce run</h1><p class=\"totals\"><span class=\"pass\">{} passed</span>, <span class=\"fail\">{} failed</span>, <span class=\"skip\">{} skipped</span> ({} scenarios in {:.1} s)</p>\n<ul class=\"toc\">",
         report.passed,
         report.failed,
+        report.skipped,
         report.passed,
         report.failed,
+        report.skipped,
         report.scenarios.len(),
         report.duration_s
     );
     for (i, s) in report.scenarios.iter().enumerate() {
-        let (c, m) = if s.pass {
-            ("pass", "✓")
-        } else {
-            ("fail", "✗")
+        let c = match s.status {
+            Status::Passed => "pass",
+            Status::Failed => "fail",
+            Status::Skipped => "skip",
         };
+        let m = s.status.mark();
         let _ = writeln!(
             o,
             "<li><a class=\"{c}\" href=\"#s{}\">{m} {}</a> <span class=\"file\">({})</span></li>",
@@ -545,7 +429,7 @@ pub fn render_page(report: &Report, base: Option<&Path>) -> (String, Vec<String>
     }
     o.push_str("</ul></header>\n<main>\n");
     for (i, s) in report.scenarios.iter().enumerate() {
-        scenario(&mut o, i + 1, s, base, &mut notes);
+        scenario(&mut o, i + 1, s, base, wires(i), &mut notes);
     }
     let _ = write!(
         o,
@@ -560,12 +444,13 @@ fn scenario(
     id: usize,
     s: &ScenarioResult,
     base: Option<&Path>,
+    wire: Option<Cow<'_, Timeline>>,
     notes: &mut Vec<String>,
 ) {
-    let (c, outcome) = if s.pass {
-        ("pass", "passed")
-    } else {
-        ("fail", "failed")
+    let (c, outcome) = match s.status {
+        Status::Passed => ("pass", "passed"),
+        Status::Failed => ("fail", "failed"),
+        Status::Skipped => ("skip", "skipped"),
     };
     let _ = writeln!(
         o,
@@ -587,6 +472,9 @@ fn scenario(
     );
     if let Some(e) = &s.error {
         let _ = writeln!(o, "<pre class=\"error\">run stopped: {}</pre>", esc(e));
+    }
+    if let Some(why) = &s.skip_reason {
+        let _ = writeln!(o, "<p class=\"note skipped\">Skipped: {}</p>", esc(why));
     }
 
     o.push_str("<h3>Expectations</h3>\n");
@@ -682,11 +570,12 @@ fn scenario(
         }
         o.push_str("</div>\n");
     }
-    match &s.capture {
-        None => o.push_str("<p class=\"note no-capture\">No capture was recorded for this scenario: there is no ladder to draw.</p>\n"),
-        Some(c) => {
+    match (&s.capture, wire) {
+        (None, _) => o.push_str("<p class=\"note no-capture\">No capture was recorded for this scenario: there is no ladder to draw.</p>\n"),
+        (Some(_), Some(w)) => ladder(o, s, &w),
+        (Some(c), None) => {
             let path = capture_file(c, base);
-            match read_ladder(&path, MAX_ROWS) {
+            match timeline::read(&path) {
                 Ok(w) => ladder(o, s, &w),
                 Err(e) => {
                     let _ = writeln!(o, "<p class=\"note no-capture\">The capture {} could not be read ({}): there is no ladder to draw.</p>", esc(&path.display().to_string()), esc(&e));
@@ -730,6 +619,10 @@ fn scenario(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn render(r: &Report) -> String {
+        render_page(r, None, &|_| None).0
+    }
     use crate::results::Verdict;
 
     fn capture(name: &str) -> PathBuf {
@@ -808,13 +701,7 @@ mod tests {
             esc("<a href='x'>&\"</a>\u{1}\n"),
             "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;\u{fffd}\n"
         );
-        let r = Report {
-            scenarios: vec![result(None)],
-            passed: 0,
-            failed: 1,
-            duration_s: 1.0,
-            profile: None,
-        };
+        let r = Report::new(vec![result(None)], 1.0, None);
         let page = render(&r);
         assert!(
             !page.contains("<script>alert"),
@@ -831,75 +718,54 @@ mod tests {
 
     #[test]
     fn a_missing_capture_is_a_note_not_a_panic() {
-        let r = Report {
-            scenarios: vec![result(None), result(Some("/nonexistent/x.pcapng".into()))],
-            passed: 0,
-            failed: 2,
-            duration_s: 1.0,
-            profile: None,
-        };
-        let (page, notes) = render_page(&r, None);
+        let r = Report::new(vec![result(None), result(Some("/nonexistent/x.pcapng".into()))], 1.0, None);
+        let (page, notes) = render_page(&r, None, &|_| None);
         assert!(page.contains("No capture was recorded for this scenario"));
         assert!(page.contains("The capture /nonexistent/x.pcapng could not be read"));
         assert_eq!(notes.len(), 1, "{notes:?}");
         assert!(!page.contains("class=\"arrow"));
     }
 
-    /// The flags agree with what the wire expectations read from the same capture.
+    /// The ladder draws the same timeline the judge reads: a rung's flags are the
+    /// packet's, its label the judge's name for it.
     #[test]
-    fn rungs_agree_with_the_wire_expectations() {
-        for name in [
-            "rc_drop_retransmit.pcapng",
-            "rc_ce_mark.pcapng",
-            "write_bw_rdma_cm.pcapng",
-        ] {
-            let w = read_ladder(&capture(name), MAX_ROWS).unwrap();
-            let wire = crate::judge::read_wire(&capture(name)).unwrap();
-            for f in &wire {
-                let r = w.rungs.iter().find(|r| r.number == f.number).unwrap();
-                assert_eq!(
-                    (
-                        r.dropped, r.injected, r.held, r.ce, r.cnp, r.bad_icrc, r.request, r.nak,
-                        r.src, r.dst
-                    ),
-                    (
-                        f.dropped,
-                        f.injected,
-                        f.held,
-                        f.ce,
-                        f.cnp,
-                        f.icrc_ok == Some(false),
-                        f.is_request,
-                        f.nak.is_some(),
-                        Some(f.src),
-                        Some(f.dst)
-                    ),
-                    "{name} frame {}",
-                    f.number
-                );
-            }
-        }
-        let w = read_ladder(&capture("rc_drop_retransmit.pcapng"), MAX_ROWS).unwrap();
-        let r12 = w.rungs.iter().find(|r| r.number == 12).unwrap();
-        assert!(r12.dropped);
-        assert_eq!(r12.label, "SEND First  PSN 8227874");
-        assert!(r12.line.contains("not delivered"), "{}", r12.line);
-        assert_eq!(
-            w.rungs.iter().find(|r| r.number == 16).unwrap().label,
-            "NAK PSN Sequence Error  PSN 8227874"
-        );
-        assert_eq!(
-            w.rungs.iter().find(|r| r.number == 21).unwrap().label,
-            "ACK  PSN 8227877"
-        );
-        let cm = read_ladder(&capture("write_bw_rdma_cm.pcapng"), MAX_ROWS).unwrap();
-        assert!(
-            cm.rungs.iter().any(|r| r.mad && r.label == "CM REQ"),
-            "{:?}",
-            cm.rungs.iter().map(|r| &r.label).collect::<Vec<_>>()
-        );
-        let capped = read_ladder(&capture("rc_drop_retransmit.pcapng"), 10).unwrap();
-        assert_eq!((capped.rungs.len(), capped.more), (10, w.rungs.len() - 10));
+    fn rungs_are_the_timelines_packets() {
+        let w = timeline::read(&capture("rc_drop_retransmit.pcapng")).unwrap();
+        let rung = |n| Rung(w.packets.iter().find(|p| p.number == n).unwrap());
+        let r12 = rung(12);
+        assert_eq!(r12.label(), "SEND First  PSN 8227874");
+        assert!(r12.flags().iter().any(|f| f.0 && f.1 == "dropped"));
+        assert_eq!(r12.marks(), ["✗ dropped by the lab switch"]);
+        assert_eq!(rung(16).label(), "NAK PSN Sequence Error  PSN 8227874");
+        assert!(rung(16).flags().iter().any(|f| f.0 && f.1 == "nak"));
+        assert_eq!(rung(21).label(), "ACK  PSN 8227877");
+        assert!(rung(21).marks().is_empty());
+        let cm = timeline::read(&capture("write_bw_rdma_cm.pcapng")).unwrap();
+        assert!(cm.packets.iter().any(|p| Rung(p).label() == "CM REQ"));
+        // The switch's new mark: a frame changed on the way says so, and what.
+        let ce = timeline::read(&capture("rc_ce_mark.pcapng")).unwrap();
+        let marked = ce.packets.iter().find(|p| p.marks.modified()).expect("the CE-marked frame");
+        assert!(Rung(marked).marks().iter().any(|m| m == "changed by the switch: ECN set to CE"), "{:?}", Rung(marked).marks());
+        assert!(Rung(marked).flags().iter().any(|f| f.0 && f.1 == "modified"));
+    }
+
+    /// Frames past the ladder's limit are counted, not drawn.
+    #[test]
+    fn long_captures_are_cut_with_a_count() {
+        let mut w = timeline::read(&capture("rc_drop_retransmit.pcapng")).unwrap();
+        let n = w.packets.len();
+        let last = w.packets[n - 1].clone();
+        w.packets.extend(std::iter::repeat_n(last, MAX_ROWS));
+        let mut s = result(Some("x".into()));
+        s.endpoints = serde_json::from_value(serde_json::json!({
+            "a": {"vm": "a", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.1", "ip": "10.0.0.1", "qps": [], "mrs": []},
+            "b": {"vm": "b", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.2", "ip": "10.0.0.2", "qps": [], "mrs": []}
+        }))
+        .unwrap();
+        let mut page = String::new();
+        ladder(&mut page, &s, &w);
+        assert!(page.contains(&format!("… {n} more frames (the ladder shows the first {MAX_ROWS})")), "{}", &page[page.len().saturating_sub(300)..]);
+        assert_eq!(page.matches("<g class=\"arrow").count(), MAX_ROWS);
     }
 
     #[test]
@@ -921,13 +787,7 @@ mod tests {
             "c": {"vm": null, "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.9", "ip": "10.0.0.9", "qps": [], "mrs": []}
         }))
         .unwrap();
-        let page = render(&Report {
-            scenarios: vec![s],
-            passed: 0,
-            failed: 1,
-            duration_s: 1.0,
-            profile: None,
-        });
+        let page = render(&Report::new(vec![s], 1.0, None));
         assert!(page.contains("are not between two endpoints of this scenario"));
         assert!(!page.contains("class=\"arrow"));
         assert!(page.contains("class=\"failing-wire\""));

@@ -100,9 +100,35 @@ pub struct Outcome {
     /// Why the run could not be carried out to the end (setup, connect, a post that
     /// failed, a lost agent); expectations are still judged on what was collected.
     pub error: Option<String>,
+    /// The device lacks something the scenario needs (a verb said EOPNOTSUPP): why.
+    /// Nothing is judged; the scenario is skipped.
+    pub skipped: Option<String>,
     /// What the agents said on stderr, by endpoint (kept for a failing report).
     pub agent_logs: BTreeMap<String, String>,
     pub duration_ms: u64,
+}
+
+/// How a scenario ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    /// Carried out, and every expectation held.
+    Passed,
+    /// An expectation failed, or it could not be carried out.
+    Failed,
+    /// The device lacks what it needs: nothing was judged.
+    Skipped,
+}
+
+impl Status {
+    /// ✓, ✗ or −.
+    pub fn mark(self) -> &'static str {
+        match self {
+            Status::Passed => "✓",
+            Status::Failed => "✗",
+            Status::Skipped => "−",
+        }
+    }
 }
 
 /// One scenario's result, as the reports show it (`roce report` reads it back).
@@ -110,7 +136,14 @@ pub struct Outcome {
 pub struct ScenarioResult {
     pub name: String,
     pub file: String,
+    /// Passed (kept beside `status` for reports read by older tools).
     pub pass: bool,
+    /// Reports written before skipping existed say only `pass`.
+    #[serde(default = "Status::from_nothing")]
+    pub status: Status,
+    /// Why it was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_reason: Option<String>,
     /// Why the run could not be carried out to the end.
     pub error: Option<String>,
     pub verdicts: Vec<Verdict>,
@@ -130,6 +163,13 @@ pub struct ScenarioResult {
     pub observations: BTreeMap<String, String>,
 }
 
+impl Status {
+    /// What a report without `status` meant: read from `pass` after the fact.
+    fn from_nothing() -> Status {
+        Status::Failed
+    }
+}
+
 impl ScenarioResult {
     /// A scenario that was not run, and why.
     pub fn not_run(name: &str, file: &Path, faults: Vec<String>, why: &str) -> ScenarioResult {
@@ -137,6 +177,8 @@ impl ScenarioResult {
             name: name.to_string(),
             file: file.display().to_string(),
             pass: false,
+            status: Status::Failed,
+            skip_reason: None,
             error: Some(why.to_string()),
             verdicts: Vec::new(),
             capture: None,
@@ -156,6 +198,8 @@ pub struct Report {
     pub scenarios: Vec<ScenarioResult>,
     pub passed: usize,
     pub failed: usize,
+    #[serde(default)]
+    pub skipped: usize,
     pub duration_s: f64,
     /// The device profile the run was held to (`--profile`), by its name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -163,16 +207,27 @@ pub struct Report {
 }
 
 impl Report {
+    /// Counts each status over `scenarios`.
+    pub fn new(scenarios: Vec<ScenarioResult>, duration_s: f64, profile: Option<String>) -> Report {
+        let count = |s| scenarios.iter().filter(|r| r.status == s).count();
+        let (passed, failed, skipped) = (count(Status::Passed), count(Status::Failed), count(Status::Skipped));
+        Report { scenarios, passed, failed, skipped, duration_s, profile }
+    }
+
     /// Reads a saved report; the error says which file and what is wrong with it.
     pub fn load(path: &Path) -> Result<Report, String> {
         let hint = format!("hint: `roce run --json {} SCENARIO…` writes one", path.display());
         let data = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}\n{hint}", path.display()))?;
-        serde_json::from_slice(&data).map_err(|e| {
+        let mut r: Report = serde_json::from_slice(&data).map_err(|e| {
             if e.is_syntax() || e.is_eof() {
                 format!("{} is not JSON ({e})\n{hint}", path.display())
             } else {
                 format!("{} is not a roce run report ({e})\n{hint}", path.display())
             }
-        })
+        })?;
+        for s in r.scenarios.iter_mut().filter(|s| s.pass) {
+            s.status = Status::Passed;
+        }
+        Ok(r)
     }
 }

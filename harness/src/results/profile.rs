@@ -13,7 +13,6 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::Verdict;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,28 +32,6 @@ impl Profile {
         toml::from_str(&text).map_err(|e| {
             anyhow::anyhow!("{}: not a roce profile: {e}\nhint: record one with `roce run --record-profile FILE`", path.display())
         })
-    }
-
-    /// The profile's verdicts on one scenario's observations: one per recorded
-    /// observation, failed where this run differs. `None` when the profile does not
-    /// know the scenario.
-    pub fn judge(&self, scenario: &str, seen: &BTreeMap<String, String>) -> Option<Vec<Verdict>> {
-        let want = self.scenario.get(scenario)?;
-        Some(
-            want.iter()
-                .map(|(k, v)| {
-                    let actual = seen.get(k).cloned().unwrap_or_else(|| "not seen in this run".into());
-                    Verdict {
-                        kind: "profile".into(),
-                        what: format!("{} profile: {k}", self.name),
-                        pass: &actual == v,
-                        expected: v.clone(),
-                        actual,
-                        detail: None,
-                    }
-                })
-                .collect(),
-        )
     }
 
     /// A profile from a run: every scenario carried out to the end (one whose own
@@ -99,24 +76,6 @@ fn today() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn obs(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
-    }
-
-    #[test]
-    fn deviations_fail_and_unknown_scenarios_are_not_judged() {
-        let mut p = Profile { name: "rxe".into(), ..Default::default() };
-        p.scenario.insert("s".into(), obs(&[("wire q from a: CNP after CE", "no"), ("probe x", "no answer")]));
-        let v = p.judge("s", &obs(&[("wire q from a: CNP after CE", "yes"), ("probe x", "no answer"), ("new", "1")])).unwrap();
-        assert_eq!(v.len(), 2, "one verdict per recorded observation");
-        let cnp = v.iter().find(|v| v.what.contains("CNP")).unwrap();
-        assert!(!cnp.pass && cnp.expected == "no" && cnp.actual == "yes");
-        assert!(v.iter().find(|v| v.what.contains("probe x")).unwrap().pass);
-        let missing = p.judge("s", &obs(&[])).unwrap();
-        assert!(missing.iter().all(|v| !v.pass && v.actual == "not seen in this run"));
-        assert!(p.judge("other", &obs(&[])).is_none());
-    }
 
     #[test]
     fn a_bad_profile_says_where() {

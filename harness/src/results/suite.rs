@@ -18,6 +18,9 @@ use super::Report;
 pub struct Entry {
     pub file: String,
     pub pass: bool,
+    /// Skipped, and why (the device lacks what the scenario needs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// The failed expectations: `what: expected …; actual …` (the actual part
@@ -37,6 +40,8 @@ pub struct Suite {
     pub profile: Option<String>,
     pub passed: usize,
     pub failed: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped: usize,
     /// By scenario name.
     pub scenarios: BTreeMap<String, Entry>,
 }
@@ -61,16 +66,21 @@ impl Suite {
             .iter()
             .map(|s| {
                 let failed = s.verdicts.iter().filter(|v| !v.pass).map(|v| format!("{}: expected {}; actual {}", v.what, v.expected, v.actual)).collect();
-                (s.name.clone(), Entry { file: s.file.clone(), pass: s.pass, error: s.error.clone(), failed, observations: s.observations.clone() })
+                let entry = Entry { file: s.file.clone(), pass: s.pass, skipped: s.skip_reason.clone(), error: s.error.clone(), failed, observations: s.observations.clone() };
+                (s.name.clone(), entry)
             })
             .collect();
-        Suite { setup, profile: r.profile.clone(), passed: r.passed, failed: r.failed, scenarios }
+        Suite { setup, profile: r.profile.clone(), passed: r.passed, failed: r.failed, skipped: r.skipped, scenarios }
     }
 
     pub fn load(path: &Path) -> Result<Suite> {
         let b = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         serde_json::from_slice(&b).map_err(|e| anyhow::anyhow!("{}: not a suite.json from `roce suite`: {e}", path.display()))
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// What changed from `old` to `new`, in words, one line per change; empty when
@@ -94,7 +104,7 @@ pub fn diff(old: &Suite, new: &Suite) -> Vec<String> {
     let names: std::collections::BTreeSet<&String> = old.scenarios.keys().chain(new.scenarios.keys()).collect();
     for name in names {
         match (old.scenarios.get(name.as_str()), new.scenarios.get(name.as_str())) {
-            (None, Some(n)) => out.push(format!("+ new: {name} ({})", if n.pass { "passes" } else { "fails" })),
+            (None, Some(n)) => out.push(format!("+ new: {name} ({})", if n.skipped.is_some() { "skipped" } else if n.pass { "passes" } else { "fails" })),
             (Some(_), None) => out.push(format!("- gone: {name}")),
             (Some(o), Some(n)) => {
                 let mut lines = Vec::new();
@@ -113,9 +123,13 @@ pub fn diff(old: &Suite, new: &Suite) -> Vec<String> {
                         lines.push(format!("    run stopped: {}", e.lines().next().unwrap_or(e)));
                     }
                 }
-                let head = match (o.pass, n.pass) {
-                    (true, false) => format!("✗ now failing: {name}"),
-                    (false, true) => format!("✓ now passing: {name}"),
+                let head = match (&o.skipped, &n.skipped, o.pass, n.pass) {
+                    (None, Some(why), _, _) => format!("− now skipped: {name} ({why})"),
+                    (Some(_), None, _, true) => format!("✓ no longer skipped, passing: {name}"),
+                    (Some(_), None, _, false) => format!("✗ no longer skipped, failing: {name}"),
+                    (Some(_), Some(_), _, _) if lines.is_empty() => continue,
+                    (_, _, true, false) => format!("✗ now failing: {name}"),
+                    (_, _, false, true) => format!("✓ now passing: {name}"),
                     _ if !lines.is_empty() => format!("~ changed: {name}"),
                     _ => continue,
                 };
@@ -136,6 +150,7 @@ mod tests {
         Entry {
             file: "s.toml".into(),
             pass,
+            skipped: None,
             error: None,
             failed: if pass { vec![] } else { vec!["wire of QP q from a: expected x; actual y".into()] },
             observations: obs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
@@ -149,7 +164,8 @@ mod tests {
             setup,
             profile: None,
             passed: s.iter().filter(|(_, e)| e.pass).count(),
-            failed: s.iter().filter(|(_, e)| !e.pass).count(),
+            failed: s.iter().filter(|(_, e)| !e.pass && e.skipped.is_none()).count(),
+            skipped: s.iter().filter(|(_, e)| e.skipped.is_some()).count(),
             scenarios: s.iter().map(|(n, e)| (n.to_string(), e.clone())).collect(),
         }
     }
@@ -189,5 +205,21 @@ mod tests {
         assert!(text.contains("✗ now failing: ahead\n    probe ahead: NAK PSN Sequence Error (PSN next) → no answer\n    now fails: wire"), "{text}");
         assert!(text.contains("✓ now passing: rnr"), "{text}");
         assert!(text.contains("+ new: new only (passes)") && text.contains("- gone: old only"), "{text}");
+    }
+
+    /// A scenario the new setup cannot run is said as skipped, not failed; a later
+    /// setup that can run it says so.
+    #[test]
+    fn skips_are_their_own_change() {
+        let skipped = Entry { pass: false, skipped: Some("the device lacks ibv_wr_flush".into()), ..entry(false, &[]) };
+        let old = suite("6.12", &[("flush", entry(true, &[("wire q from a: NAKs", "none")]))]);
+        let new = suite("6.1", &[("flush", skipped.clone())]);
+        let d = diff(&old, &new).join("\n");
+        assert!(d.contains("− now skipped: flush (the device lacks ibv_wr_flush)") && !d.contains("now failing"), "{d}");
+        let back = diff(&new, &old).join("\n");
+        assert!(back.contains("✓ no longer skipped, passing: flush"), "{back}");
+        assert!(diff(&new, &new).is_empty());
+        let j = serde_json::to_string(&old).unwrap();
+        assert!(!j.contains("skipped"), "nothing skipped, nothing said: files from before read the same: {j}");
     }
 }

@@ -1,11 +1,22 @@
-//! Scenarios: the TOML format ([`model`]), loaded and checked with spans
-//! ([`parse`]).
+//! Scenarios: the TOML format as written ([`file`]), checked into a typed
+//! scenario ([`model`]) with every problem reported at `file:line:col`
+//! ([`check`], [`diag`]); the wire expectations' patterns ([`pattern`]).
+//!
+//! Owns: the scenario format and its rules. Imports: dissector's vocabulary,
+//! the verbs' names, the lab's fault-rule parser. Nothing runs here.
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+pub mod check;
+pub mod diag;
+pub mod file;
 pub mod model;
-pub mod parse;
+pub mod pattern;
+
+pub use check::load;
+pub use diag::Diagnostic;
+pub use model::Scenario;
 
 /// Every `*.toml` under the given paths, files as given, directories recursively in
 /// name order.
@@ -44,11 +55,11 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 /// Every file loaded and checked, in order, or every problem found (each with its
 /// file:line:col), when any file has one: then nothing may run.
-pub fn load_all(files: &[PathBuf]) -> std::result::Result<Vec<(PathBuf, model::Scenario)>, Vec<parse::Diagnostic>> {
+pub fn load_all(files: &[PathBuf]) -> std::result::Result<Vec<(PathBuf, Scenario)>, Vec<Diagnostic>> {
     let mut loaded = Vec::new();
     let mut problems = Vec::new();
     for f in files {
-        match parse::load(f) {
+        match check::load(f) {
             Ok(sc) => loaded.push((f.clone(), sc)),
             Err(d) => problems.extend(d),
         }
