@@ -19,7 +19,7 @@
 //! A virtio-serial port outlives the agent process reading it, so an agent that
 //! restarts may find the tail of an old frame in its input. It therefore discards
 //! bytes until it sees a [`Kind::Sync`] frame (whose encoding is unique, see
-//! [`SYNC_FRAME`]), which the daemon sends in answer to every [`Kind::Hello`].
+//! [`Frame::sync`]), which the daemon sends in answer to every [`Kind::Hello`].
 
 use std::io::{self, Read, Write};
 use std::time::Duration;

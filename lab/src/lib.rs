@@ -7,7 +7,13 @@
 //!   control socket. [`state`]: its files, lock and crash recovery.
 //! - [`control`]: the framing on the control channel (host ↔ daemon ↔ the
 //!   [`agent`] in each VM, over virtio-serial — never over the RoCE wire).
-//! - [`run`]: `roce lab run`, a recorded two-VM run; [`fault`]: the fault rules.
+//! - [`run`]: a recorded two-VM run (`roce lab run`); [`fault`]: the fault rules,
+//!   parsed once and handed to the switch as data; [`mark`]: what the switch did to
+//!   a frame, written into and read back from its pcapng comment by one pair of
+//!   functions; [`record`]: the recording; [`bench`](mod@bench): the lab's own numbers.
+//!
+//! Owns: everything about the VMs and the wire between them. Imports: `dissector`
+//! only (no option parsing, no printing of reports: the `roce` binary does that).
 use std::io::{IsTerminal, Write};
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;

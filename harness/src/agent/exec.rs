@@ -18,7 +18,7 @@ use crate::verbs::{Ah, CmConn, Context, Cq, Mr, Pd, Peer, Qp, QpAttrs, QpKind, R
 
 /// An error for the controller: message, and the verb's error when a verb failed.
 #[derive(Debug)]
-pub struct AgentError {
+pub(crate) struct AgentError {
     pub message: String,
     pub verb: Option<VerbError>,
 }
@@ -147,12 +147,12 @@ fn random_psn() -> u32 {
 
 /// The executor of one agent.
 #[derive(Default)]
-pub struct Agent {
+pub(crate) struct Agent {
     ep: Option<Local>,
 }
 
 impl Agent {
-    pub fn handle(&mut self, m: ToAgent) -> FromAgent {
+    pub(crate) fn handle(&mut self, m: ToAgent) -> FromAgent {
         let r = match m {
             ToAgent::Hello { .. } => Ok(FromAgent::Hello {
                 version: proto::VERSION,
@@ -529,7 +529,7 @@ fn swap(s: TcpStream, mine: &Exchange) -> R<Exchange> {
 }
 
 /// Serves the protocol on a byte stream until Teardown or the end of the stream.
-pub fn serve(r: &mut dyn Read, w: &mut dyn Write) -> std::io::Result<()> {
+pub(crate) fn serve(r: &mut dyn Read, w: &mut dyn Write) -> std::io::Result<()> {
     let mut agent = Agent::default();
     loop {
         let m: ToAgent = match proto::read_msg(r) {

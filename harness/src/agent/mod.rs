@@ -5,24 +5,24 @@
 //! Owns: the agent protocol ([`proto`]) and its executor ([`exec`]).
 //! Imports: verbs, net, dissector. Never the scenario model: the controller
 //! resolves a scenario into this protocol's own messages.
-pub mod cm_private;
-pub mod exec;
-pub mod probe;
-pub mod proto;
+pub(crate) mod cm_private;
+pub(crate) mod exec;
+pub(crate) mod probe;
+pub(crate) mod proto;
 
 use std::net::TcpListener;
 
 use anyhow::{Context, Result};
 
 /// Serves one controller on stdin/stdout (how the lab starts the agent).
-pub fn serve_stdio() -> Result<()> {
+pub(crate) fn serve_stdio() -> Result<()> {
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     exec::serve(&mut stdin.lock(), &mut stdout.lock()).context("the controller connection")
 }
 
 /// Serves controllers on `addr`, one at a time.
-pub fn serve_listen(addr: &str) -> Result<()> {
+pub(crate) fn serve_listen(addr: &str) -> Result<()> {
     let l = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
     eprintln!("roce agent: listening on {addr} (one controller at a time)");
     for conn in l.incoming() {

@@ -16,7 +16,7 @@ use super::proto::{ProbeOrder, ProbePsn, SentFrame};
 
 /// What a probe is sent to, resolved: the target QP and where its memory is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Aim {
+pub(crate) struct Aim {
     /// The target's QPN (BTH DestQP unless the order overrides it).
     pub dest_qp: u32,
     /// The prober's QPN (DETH source QP for UD opcodes).
@@ -28,7 +28,7 @@ pub struct Aim {
 }
 
 /// The probe's PSN, given what `next` is (24-bit wrap).
-pub fn psn(order: &ProbeOrder, next: Psn) -> Psn {
+pub(crate) fn psn(order: &ProbeOrder, next: Psn) -> Psn {
     match order.psn {
         ProbePsn::Next(off) => next.add(off as u32),
         ProbePsn::Absolute(p) => Psn::new(p),
@@ -37,7 +37,7 @@ pub fn psn(order: &ProbeOrder, next: Psn) -> Psn {
 
 /// The transport part of the probe (BTH … payload, ICRC mode), and what it is.
 /// Refused: a payload on an opcode that carries none.
-pub fn transport(order: &ProbeOrder, aim: &Aim) -> Result<(craft::Transport, SentFrame), String> {
+pub(crate) fn transport(order: &ProbeOrder, aim: &Aim) -> Result<(craft::Transport, SentFrame), String> {
     let op = Opcode(order.opcode);
     let psn = psn(order, aim.next);
     let headers = op.info().map_or(Headers::PAYLOAD, |i| i.headers);
@@ -78,7 +78,7 @@ pub fn transport(order: &ProbeOrder, aim: &Aim) -> Result<(craft::Transport, Sen
 }
 
 /// The order's frames (one per copy) from `src` to `dst`, and what each is.
-pub fn frames(order: &ProbeOrder, aim: &Aim, src: &Host, dst: &Host) -> Result<Vec<(Vec<u8>, SentFrame)>, String> {
+pub(crate) fn frames(order: &ProbeOrder, aim: &Aim, src: &Host, dst: &Host) -> Result<Vec<(Vec<u8>, SentFrame)>, String> {
     let (t, sent) = transport(order, aim)?;
     let enc = Encap { udp_src_port: 0xC000 | (aim.src_qp & 0x3fff) as u16, ..Encap::default() };
     let f = craft::build(&enc, src, dst, &t);
@@ -86,7 +86,7 @@ pub fn frames(order: &ProbeOrder, aim: &Aim, src: &Host, dst: &Host) -> Result<V
 }
 
 /// `next` after the probe: one on when the order says it moves.
-pub fn advance(order: &ProbeOrder, next: Psn) -> Psn {
+pub(crate) fn advance(order: &ProbeOrder, next: Psn) -> Psn {
     if order.moves_next {
         next.add(1)
     } else {

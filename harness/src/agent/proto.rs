@@ -22,13 +22,13 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::verbs::{Access, Caps, QpKind, SendFlag, WcOpcode, WcStatus};
 
 /// Bumped on any incompatible change; both sides say theirs in `Hello`.
-pub const VERSION: u32 = 2;
+pub(crate) const VERSION: u32 = 2;
 /// No message is larger (a memory dump of a 512 KiB MR in hex fits).
-pub const MAX_MESSAGE: usize = 2 << 20;
+pub(crate) const MAX_MESSAGE: usize = 2 << 20;
 
 /// Bytes, carried as lower-case hex.
 #[derive(Clone, PartialEq, Eq, Default)]
-pub struct Hex(pub Vec<u8>);
+pub(crate) struct Hex(pub Vec<u8>);
 
 impl fmt::Debug for Hex {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -52,7 +52,7 @@ impl<'de> Deserialize<'de> for Hex {
 /// controller → agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "msg", rename_all = "snake_case", deny_unknown_fields)]
-pub enum ToAgent {
+pub(crate) enum ToAgent {
     Hello {
         version: u32,
     },
@@ -84,7 +84,7 @@ pub enum ToAgent {
 /// One endpoint's verbs objects.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Setup {
+pub(crate) struct Setup {
     /// The RDMA device (default: the first).
     pub device: Option<String>,
     pub port: u8,
@@ -97,7 +97,7 @@ pub struct Setup {
 /// How a QP is connected to its peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ConnectBy {
+pub(crate) enum ConnectBy {
     /// QPN, PSN, GID exchanged over a TCP socket.
     Tcp,
     /// librdmacm; the MR table rides in the private data.
@@ -107,7 +107,7 @@ pub enum ConnectBy {
 /// The attributes of a QP's bring-up that are not known before its peer is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct QpParams {
+pub(crate) struct QpParams {
     pub mtu: u32,
     pub timeout: u8,
     pub retry_cnt: u8,
@@ -121,7 +121,7 @@ pub struct QpParams {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct QpSetup {
+pub(crate) struct QpSetup {
     pub name: String,
     pub kind: QpKind,
     pub caps: Caps,
@@ -134,7 +134,7 @@ pub struct QpSetup {
 /// What an MR holds when it is registered.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Fill {
+pub(crate) enum Fill {
     Zero,
     /// These bytes at the start, zero after.
     Bytes(Hex),
@@ -144,7 +144,7 @@ pub enum Fill {
 
 impl Fill {
     /// The MR's first `len` bytes.
-    pub fn bytes(&self, len: usize) -> Vec<u8> {
+    pub(crate) fn bytes(&self, len: usize) -> Vec<u8> {
         match self {
             Fill::Zero => Vec::new(),
             Fill::Bytes(b) => b.0.iter().copied().take(len).collect(),
@@ -156,7 +156,7 @@ impl Fill {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct MrSetup {
+pub(crate) struct MrSetup {
     pub name: String,
     pub size: u64,
     pub access: Access,
@@ -168,7 +168,7 @@ pub struct MrSetup {
 /// `peer_mrs` is the peer endpoint's MR table (for remote addresses in steps).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Connect {
+pub(crate) struct Connect {
     pub qp: String,
     pub passive: bool,
     pub peer_ip: String,
@@ -179,7 +179,7 @@ pub struct Connect {
 /// A slice of an MR of this endpoint.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct SgeRef {
+pub(crate) struct SgeRef {
     pub mr: String,
     pub offset: u64,
     pub len: u32,
@@ -189,7 +189,7 @@ pub struct SgeRef {
 /// `rkey` overrides.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RemoteRef {
+pub(crate) struct RemoteRef {
     pub mr: String,
     pub offset: u64,
     pub rkey: Option<u32>,
@@ -198,7 +198,7 @@ pub struct RemoteRef {
 /// A send-queue verb and what only it carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Verb {
+pub(crate) enum Verb {
     Send { imm: Option<u32> },
     Write { remote: RemoteRef, imm: Option<u32> },
     Read { remote: RemoteRef },
@@ -209,7 +209,7 @@ pub enum Verb {
 /// One step an agent carries out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub enum Action {
+pub(crate) enum Action {
     PostRecv { qp: String, wr_id: u64, sges: Vec<SgeRef> },
     Post { qp: String, wr_id: u64, verb: Verb, sges: Vec<SgeRef>, flags: Vec<SendFlag> },
     /// Wait until `count` more completions were polled (up to `within_ms`).
@@ -221,7 +221,7 @@ pub enum Action {
 /// The PSN of a probe: relative to the PSN its target expects, or absolute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum ProbePsn {
+pub(crate) enum ProbePsn {
     Next(i32),
     Absolute(u32),
 }
@@ -229,7 +229,7 @@ pub enum ProbePsn {
 /// A crafted packet to send in the name of QP `qp`, to the QP at its other end.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ProbeOrder {
+pub(crate) struct ProbeOrder {
     pub id: String,
     pub qp: String,
     pub opcode: u8,
@@ -255,7 +255,7 @@ pub struct ProbeOrder {
 
 /// One frame of a probe, as the judge finds it on the wire.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SentFrame {
+pub(crate) struct SentFrame {
     pub opcode: u8,
     pub dest_qp: u32,
     pub psn: u32,
@@ -264,7 +264,7 @@ pub struct SentFrame {
 
 /// The frames a probe step sent, to find them (and the answers) on the wire.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProbeSent {
+pub(crate) struct ProbeSent {
     pub id: String,
     pub qp: String,
     /// The prober's and the target's addresses.
@@ -280,7 +280,7 @@ pub struct ProbeSent {
 /// agent → controller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "msg", rename_all = "snake_case", deny_unknown_fields)]
-pub enum FromAgent {
+pub(crate) enum FromAgent {
     Hello {
         version: u32,
         /// `roce` version and host name, for reports.
@@ -340,13 +340,13 @@ pub enum FromAgent {
 
 impl FromAgent {
     /// An error that is not a verb's.
-    pub fn error(message: impl Into<String>, hint: Option<&str>) -> FromAgent {
+    pub(crate) fn error(message: impl Into<String>, hint: Option<&str>) -> FromAgent {
         FromAgent::Error { message: message.into(), verb: None, errno: None, hint: hint.map(str::to_string), unsupported: false }
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QpInfo {
+pub(crate) struct QpInfo {
     pub name: String,
     pub qpn: u32,
     /// Starting send PSN.
@@ -357,7 +357,7 @@ pub struct QpInfo {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MrInfo {
+pub(crate) struct MrInfo {
     pub name: String,
     pub addr: u64,
     pub len: u64,
@@ -367,7 +367,7 @@ pub struct MrInfo {
 
 /// One work completion as the agent polled it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Wc {
+pub(crate) struct Wc {
     pub wr_id: u64,
     pub status: WcStatus,
     /// Meaningful on success and for receives.
@@ -386,7 +386,7 @@ pub struct Wc {
 }
 
 /// Writes one message.
-pub fn write_msg<W: Write + ?Sized, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
+pub(crate) fn write_msg<W: Write + ?Sized, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
     let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
     if body.len() > MAX_MESSAGE {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("message of {} bytes exceeds {MAX_MESSAGE}", body.len())));
@@ -400,7 +400,7 @@ pub fn write_msg<W: Write + ?Sized, T: Serialize>(w: &mut W, msg: &T) -> io::Res
 
 /// Why a message could not be read.
 #[derive(Debug)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     /// The stream failed or ended inside a message.
     Io(io::Error),
     /// The length prefix is over the limit: the stream cannot be trusted further.
@@ -422,7 +422,7 @@ impl std::fmt::Display for ReadError {
 impl std::error::Error for ReadError {}
 
 /// Reads one message; `Ok(None)` on a clean end of stream (between messages).
-pub fn read_msg<R: Read + ?Sized, T: for<'de> Deserialize<'de>>(r: &mut R) -> Result<Option<T>, ReadError> {
+pub(crate) fn read_msg<R: Read + ?Sized, T: for<'de> Deserialize<'de>>(r: &mut R) -> Result<Option<T>, ReadError> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {

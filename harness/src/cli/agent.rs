@@ -13,7 +13,7 @@ pub struct AgentArgs {
     pub listen: Option<String>,
 }
 
-pub fn run(a: AgentArgs) -> Outcome {
+pub(super) fn run(a: AgentArgs) -> Outcome {
     match a.listen {
         Some(addr) => agent::serve_listen(&addr).map_err(Failure::setup)?,
         None => agent::serve_stdio()?,

@@ -15,7 +15,7 @@ pub struct CheckArgs {
 
 /// Every scenario under `paths`, loaded and checked before anything runs; every
 /// problem said on `err` (`who: ` names the command).
-pub fn load(paths: &[PathBuf], who: &str, err: &mut dyn Write) -> Result<Vec<(PathBuf, scenario::model::Scenario)>, Failure> {
+pub(super) fn load(paths: &[PathBuf], who: &str, err: &mut dyn Write) -> Result<Vec<(PathBuf, scenario::model::Scenario)>, Failure> {
     let files = scenario::discover(paths).map_err(Failure::input)?;
     match scenario::load_all(&files) {
         Ok(loaded) => Ok(loaded),
@@ -29,12 +29,11 @@ pub fn load(paths: &[PathBuf], who: &str, err: &mut dyn Write) -> Result<Vec<(Pa
     }
 }
 
-pub fn run(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(super) fn run(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
     let loaded = load(&a.paths, "roce check", err)?;
     let plural = |k: usize, w: &str| format!("{k} {w}{}", if k == 1 { "" } else { "s" });
     for (f, sc) in &loaded {
-        let e = &sc.expect;
-        let n = e.completion.len() + e.wire.len() + e.memory.len() + e.probe.len();
+        let n = sc.expect.len();
         writeln!(out, "ok  {}  {} ({}, {})", f.display(), sc.name, plural(sc.steps.len(), "step"), plural(n, "expectation"))?;
     }
     Ok(Exit::Ok)

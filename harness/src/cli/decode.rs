@@ -59,7 +59,7 @@ pub enum Format {
 
 /// Parsed `-E` options.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct FieldOpts {
+pub(super) struct FieldOpts {
     pub header: bool,
     pub separator: Vec<u8>,
     pub occurrence: u8,
@@ -68,7 +68,7 @@ pub struct FieldOpts {
 }
 
 impl FieldOpts {
-    pub fn parse(opts: &[String]) -> anyhow::Result<FieldOpts> {
+    pub(super) fn parse(opts: &[String]) -> anyhow::Result<FieldOpts> {
         let mut o = FieldOpts { header: false, separator: b"\t".to_vec(), occurrence: b'a', aggregator: b",".to_vec(), quote: None };
         let sep = |v: &str| -> Vec<u8> {
             match v {
@@ -107,7 +107,7 @@ fn list_fields(out: &mut impl Write) -> io::Result<()> {
     Ok(())
 }
 
-pub fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
     let mut out = BufWriter::with_capacity(1 << 16, out);
     match a.list.as_deref() {
         Some("fields") => {

@@ -46,7 +46,7 @@ impl Exit {
 
 /// The EXIT STATUS section of `roce COMMAND --help`: the codes a command can end
 /// with, and what each means for it.
-pub fn help(lines: &[(Exit, &str)]) -> String {
+pub(crate) fn help(lines: &[(Exit, &str)]) -> String {
     let mut s = String::from("EXIT STATUS\n");
     for (e, what) in lines {
         s.push_str(&format!("  {:<3} {what}\n", e.code()));
@@ -105,7 +105,7 @@ impl From<serde_json::Error> for Failure {
 }
 
 /// What a command returns.
-pub type Outcome = Result<Exit, Failure>;
+pub(crate) type Outcome = Result<Exit, Failure>;
 
 #[cfg(test)]
 mod tests {

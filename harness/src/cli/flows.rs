@@ -24,7 +24,7 @@ pub struct FlowsArgs {
     pub json: bool,
 }
 
-pub fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
     let opts = a.input.decode_options();
     let mut src = a.input.open()?;
     let mut an = Analyzer::new();

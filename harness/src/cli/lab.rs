@@ -243,7 +243,7 @@ pub struct BenchArgs {
 }
 
 /// `roce lab …`.
-pub fn run(args: LabArgs, out: &mut dyn Write) -> Outcome {
+pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> Outcome {
     let paths = lab::lab_paths(args.dir, args.name)?;
     match args.command {
         LabCommand::Build { mirror, force } => {

@@ -3,13 +3,13 @@
 //!
 //! Owns: command-line options, printing to the terminal, exit codes.
 //! Imports: every library room below it. Nothing imports this module but
-//! `main.rs` (and the tests, which drive the CLI in-process through [`run`]).
+//! `main.rs` (and the tests, which drive the CLI in-process through [`run()`]).
 use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-pub mod exit;
+pub(crate) mod exit;
 
 mod agent;
 mod check;
@@ -26,7 +26,7 @@ mod schema;
 mod suite;
 
 pub use craft::bench_file;
-pub use exit::Exit;
+pub(crate) use exit::Exit;
 
 /// RoCE test harness and packet analyzer.
 ///

@@ -151,7 +151,7 @@ fn unix_ns() -> u64 {
 }
 
 /// `roce probe`.
-pub fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(super) fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
     let qp_transport = match a.transport.as_str() {
         "uc" => Transport::Uc,
         "ud" => Transport::Ud,

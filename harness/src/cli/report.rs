@@ -27,7 +27,7 @@ pub struct ReportArgs {
 }
 
 /// `roce report`.
-pub fn run(a: ReportArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(super) fn run(a: ReportArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
     let report = Report::load(&a.json).map_err(|e| Failure::input(anyhow!("{e}")))?;
     // Captures named relative to where `roce run` ran may be next to the report.
     let base = a.json.parent().filter(|p| !p.as_os_str().is_empty());

@@ -188,7 +188,7 @@ pub(super) fn exit_of(r: &Report, fail_on_skip: bool) -> Exit {
 }
 
 /// `roce run`.
-pub fn run(args: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(super) fn run(args: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
     let loaded = super::check::load(&args.paths, "roce run", err)?;
     let plan = plan(&args, &loaded, args.out.clone().unwrap_or_else(|| timestamped("roce-runs")))?;
     let report = execute(&args, &plan, &loaded, out)?;

@@ -3,7 +3,7 @@ use std::io::Write;
 
 use super::exit::{Exit, Outcome};
 
-pub fn run(out: &mut dyn Write) -> Outcome {
+pub(super) fn run(out: &mut dyn Write) -> Outcome {
     let schema = schemars::schema_for!(crate::scenario::file::ScenarioFile);
     writeln!(out, "{}", serde_json::to_string_pretty(&schema)?)?;
     Ok(Exit::Ok)

@@ -28,7 +28,7 @@ pub struct SuiteArgs {
 }
 
 /// `roce suite`.
-pub fn run(mut a: SuiteArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(super) fn run(mut a: SuiteArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
     // The baseline is read first: a wrong path is said before an hour of running.
     let baseline = a.baseline.as_deref().map(Suite::load).transpose().map_err(Failure::input)?;
     let mut loaded = super::check::load(&a.run.paths, "roce suite", err)?;

@@ -18,7 +18,7 @@ const LAB_AGENT: &str = "/host/roce agent --stdio";
 
 /// An agent said the device lacks a verb: the scenario is skipped, not failed.
 #[derive(Debug)]
-pub struct Unsupported(pub String);
+pub(super) struct Unsupported(pub String);
 
 impl std::fmt::Display for Unsupported {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

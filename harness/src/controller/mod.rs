@@ -21,12 +21,12 @@ mod link;
 mod resolve;
 mod runner;
 
-pub use crate::results::Outcome;
-pub use runner::Endpoints;
+pub(crate) use crate::results::Outcome;
+pub(crate) use runner::Endpoints;
 
 /// How a scenario's wire is recorded.
 #[derive(Debug, Clone)]
-pub enum WireSource {
+pub(crate) enum WireSource {
     /// The lab's switch records it (lab endpoints).
     Switch,
     /// A live capture on this host's interface, with a libpcap filter.
@@ -39,7 +39,7 @@ pub enum WireSource {
 
 /// What `roce run` and `roce suite` settled before anything runs: where the
 /// endpoints are, how the wire is recorded, where captures go, which profile holds.
-pub struct RunPlan {
+pub(crate) struct RunPlan {
     pub endpoints: Endpoints,
     pub wire: WireSource,
     /// Each scenario's capture is kept here.
@@ -48,7 +48,7 @@ pub struct RunPlan {
 }
 
 /// Lab endpoints: the lab `name` under `root`, booted when it is not up.
-pub fn lab_endpoints(root: Option<PathBuf>, name: Option<String>) -> Result<Endpoints> {
+pub(crate) fn lab_endpoints(root: Option<PathBuf>, name: Option<String>) -> Result<Endpoints> {
     let paths = lab::lab_paths(root, name)?;
     if !paths.is_running() {
         boot_lab(&paths, &format!("lab `{}` is not up: booting it (it stays up for later runs; `roce lab down` stops it)", paths.name))?;
@@ -82,7 +82,7 @@ fn heal_lab(paths: &LabPaths) -> Result<()> {
 }
 
 /// The capture file of a scenario: `<out>/<file stem>.pcapng`, unique.
-pub fn capture_path(out: &Path, file: &Path, taken: &mut BTreeMap<PathBuf, ()>) -> PathBuf {
+pub(crate) fn capture_path(out: &Path, file: &Path, taken: &mut BTreeMap<PathBuf, ()>) -> PathBuf {
     let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "scenario".into());
     let mut p = out.join(format!("{stem}.pcapng"));
     let mut i = 2;
@@ -95,7 +95,7 @@ pub fn capture_path(out: &Path, file: &Path, taken: &mut BTreeMap<PathBuf, ()>) 
 }
 
 /// Runs one loaded scenario: the outcome and how long it took.
-pub fn run_one(sc: &Scenario, eps: &Endpoints, capture: &Path) -> (Outcome, f64) {
+pub(crate) fn run_one(sc: &Scenario, eps: &Endpoints, capture: &Path) -> (Outcome, f64) {
     let t = Instant::now();
     let cap = matches!(eps, Endpoints::Lab(_)).then(|| capture.to_path_buf());
     let o = runner::execute(sc, eps, cap);
@@ -103,14 +103,14 @@ pub fn run_one(sc: &Scenario, eps: &Endpoints, capture: &Path) -> (Outcome, f64)
 }
 
 /// A live capture to a pcapng file while a scenario runs on real hosts.
-pub struct Recording {
+pub(crate) struct Recording {
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
     done: std::thread::JoinHandle<Result<u64>>,
 }
 
 impl Recording {
     /// Starts capturing on `iface`; returns once the capture is open.
-    pub fn start(iface: &str, filter: &str, path: &Path) -> Result<Recording> {
+    pub(crate) fn start(iface: &str, filter: &str, path: &Path) -> Result<Recording> {
         let opts = crate::net::live::LiveOptions { iface: iface.to_string(), filter: filter.to_string(), ..Default::default() };
         let path = path.to_path_buf();
         let (tx, rx) = std::sync::mpsc::channel();
@@ -137,14 +137,14 @@ impl Recording {
     }
 
     /// Stops the capture and publishes the file; the number of frames.
-    pub fn finish(self) -> Result<u64> {
+    pub(crate) fn finish(self) -> Result<u64> {
         self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
         self.done.join().map_err(|_| anyhow!("the capture thread panicked"))?
     }
 }
 
 /// What a run of several scenarios produced.
-pub struct RunResults {
+pub(crate) struct RunResults {
     pub report: Report,
     /// Each scenario's decoded wire, in report order (for renderers that draw it).
     pub wires: Vec<Option<Timeline>>,
@@ -207,7 +207,7 @@ fn run_and_judge(plan: &RunPlan, file: &Path, sc: &Scenario, cap: &Path, not_in_
 /// each result and its decoded wire to `done` as soon as it is judged. A broken lab
 /// is brought back before the next scenario; one that cannot be fails the rest,
 /// not run.
-pub fn run_all(
+pub(crate) fn run_all(
     plan: &RunPlan,
     scenarios: &[(PathBuf, Scenario)],
     mut done: impl FnMut(&ScenarioResult, Option<&Timeline>) -> std::io::Result<()>,
@@ -243,7 +243,7 @@ pub fn run_all(
 /// Seed scenarios on a booted lab (`roce lab bench`): how many a minute, and what
 /// each costs beyond its own traffic (the span from its first frame to its last on
 /// the wire).
-pub fn bench_scenarios(lab: &LabPaths, dir: &Path, tmp: &Path, p: &lab::Progress) -> Result<(String, String)> {
+pub(crate) fn bench_scenarios(lab: &LabPaths, dir: &Path, tmp: &Path, p: &lab::Progress) -> Result<(String, String)> {
     let files = crate::scenario::discover(&[dir.to_path_buf()])?;
     let eps = Endpoints::Lab(lab.clone());
     let (mut total, mut traffic, mut passed) = (0.0f64, 0.0f64, 0);

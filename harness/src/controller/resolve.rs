@@ -12,7 +12,7 @@ use crate::scenario::model::{self, ConnectMethod, Content, PsnAt, QpType, Scenar
 use crate::verbs::{Caps, QpKind};
 
 /// The lab VM an endpoint runs in: `vm`, else its name.
-pub fn endpoint_vm(sc: &Scenario, endpoint: &str) -> Result<Vm, String> {
+pub(super) fn endpoint_vm(sc: &Scenario, endpoint: &str) -> Result<Vm, String> {
     let vm = sc.endpoints.get(endpoint).and_then(|e| e.vm.clone()).unwrap_or_else(|| endpoint.to_string());
     Vm::parse(&vm).ok_or_else(|| format!("endpoint `{endpoint}` runs on `{vm}`, which is not a lab VM (a or b)\nhint: set `vm = \"a\"` or `vm = \"b\"` in [endpoints.{endpoint}]"))
 }
@@ -36,7 +36,7 @@ fn fill(c: &Option<Content>) -> Fill {
 }
 
 /// What endpoint `name` sets up: its QPs (those it is an end of) and its MRs.
-pub fn setup(sc: &Scenario, name: &str) -> proto::Setup {
+pub(super) fn setup(sc: &Scenario, name: &str) -> proto::Setup {
     let ep = sc.endpoints.get(name).cloned().unwrap_or_default();
     let qps = sc
         .qps
@@ -83,7 +83,7 @@ fn remote(r: &model::Remote) -> RemoteRef {
 
 /// A step as an action of its endpoint's agent: `None` for what the controller
 /// does itself (`sync`, `sleep`).
-pub fn action(step: &Step) -> Option<(String, Action)> {
+pub(super) fn action(step: &Step) -> Option<(String, Action)> {
     let on = step.on()?.to_string();
     let a = match step {
         Step::PostRecv { qp, wr_id, sge, .. } => Action::PostRecv { qp: qp.clone(), wr_id: *wr_id, sges: sges(sge) },
@@ -131,7 +131,7 @@ pub fn action(step: &Step) -> Option<(String, Action)> {
 /// The scenario's faults as lab switch rules: `from` becomes the direction
 /// between the VMs, `qp` the QPN of the QP's receiving end (one rule per end when
 /// the fault has no `from`).
-pub fn fault_rules(sc: &Scenario, endpoints: &BTreeMap<String, EndpointFacts>) -> Result<Vec<Rule>, String> {
+pub(super) fn fault_rules(sc: &Scenario, endpoints: &BTreeMap<String, EndpointFacts>) -> Result<Vec<Rule>, String> {
     let mut rules = Vec::new();
     for (i, f) in sc.faults.iter().enumerate() {
         let mut r = f.rule.clone();

@@ -26,7 +26,7 @@ const COMPLETIONS_WITHIN: Duration = Duration::from_secs(3);
 
 /// Where the endpoints' agents run.
 #[derive(Debug, Clone)]
-pub enum Endpoints {
+pub(crate) enum Endpoints {
     /// The lab: each endpoint's agent is started in its VM.
     Lab(LabPaths),
     /// Agents already listening on real hosts (`roce agent --listen`), by endpoint.
@@ -66,7 +66,7 @@ fn completions_wanted(sc: &Scenario, endpoint: &str) -> (usize, Duration) {
 }
 
 /// Runs `sc`; the wire is recorded to `capture` when the endpoints are in the lab.
-pub fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>) -> Outcome {
+pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>) -> Outcome {
     let start = Instant::now();
     let mut out = Outcome::default();
     let mut agents: BTreeMap<String, Agent> = BTreeMap::new();

@@ -17,16 +17,15 @@ use crate::results::{Outcome, Verdict};
 use crate::scenario::model::{CompletionExpect, Memory, MemoryExpect, Scenario, WireExpect};
 use crate::scenario::pattern::{self, Pattern};
 
-pub mod observe;
-pub mod probes;
-pub mod profile;
-pub mod timeline;
+pub(crate) mod observe;
+pub(crate) mod probes;
+pub(crate) mod profile;
+pub(crate) mod timeline;
 
-pub use probes::ProbeAnswer;
-pub use timeline::{Packet, Timeline};
+pub(crate) use timeline::{Packet, Timeline};
 
 /// The capture of a run, decoded once, or why there is none.
-pub fn wire_of(o: &Outcome) -> Result<Timeline, String> {
+pub(crate) fn wire_of(o: &Outcome) -> Result<Timeline, String> {
     match &o.capture {
         Some(p) => timeline::read(p),
         None => Err("no capture was recorded (the lab's switch records the wire; with --endpoints, give -i IFACE to capture on a host)".into()),
@@ -35,7 +34,7 @@ pub fn wire_of(o: &Outcome) -> Result<Timeline, String> {
 
 /// Every expectation of `sc` judged on what happened and its wire, and what the
 /// setup did (the observations a profile records).
-pub fn judge(sc: &Scenario, o: &Outcome, wire: &Result<Timeline, String>) -> (Vec<Verdict>, std::collections::BTreeMap<String, String>) {
+pub(crate) fn judge(sc: &Scenario, o: &Outcome, wire: &Result<Timeline, String>) -> (Vec<Verdict>, std::collections::BTreeMap<String, String>) {
     let answers = match wire {
         Ok(t) => Ok(probes::answers(o, t)),
         Err(m) => Err(m.clone()),
@@ -78,7 +77,7 @@ fn describe(w: &Wc) -> String {
     s
 }
 
-pub fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
+pub(crate) fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
     let which = match (e.wr_id, e.index) {
         (Some(id), _) => format!("completion of wr_id {id} on {}", e.on),
         (None, Some(i)) => format!("completion #{i} on {}", e.on),
@@ -115,7 +114,7 @@ pub fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
 
 /// One direction of a QP pair on the wire: the requests `from` sent to its peer,
 /// and the responses and CNPs back.
-pub struct Pair<'a> {
+pub(crate) struct Pair<'a> {
     pub reqs: Vec<&'a Packet>,
     pub resps: Vec<&'a Packet>,
     pub cnps: usize,
@@ -124,13 +123,13 @@ pub struct Pair<'a> {
 }
 
 impl Pair<'_> {
-    pub fn go_back_n(&self) -> recovery::GoBackN {
+    pub(crate) fn go_back_n(&self) -> recovery::GoBackN {
         let r: Vec<recovery::Packet> = self.reqs.iter().map(|p| p.recovery()).collect();
         let s: Vec<recovery::Packet> = self.resps.iter().map(|p| p.recovery()).collect();
         recovery::go_back_n(&r, &s)
     }
 
-    pub fn rnr_waits(&self) -> Vec<recovery::RnrWait> {
+    pub(crate) fn rnr_waits(&self) -> Vec<recovery::RnrWait> {
         let r: Vec<recovery::Packet> = self.reqs.iter().map(|p| p.recovery()).collect();
         let s: Vec<recovery::Packet> = self.resps.iter().map(|p| p.recovery()).collect();
         recovery::rnr_waits(&r, &s)
@@ -139,7 +138,7 @@ impl Pair<'_> {
 
 /// QP `qp`'s traffic from endpoint `from` to `to`: `None` when an end was never
 /// set up.
-pub fn pair<'a>(o: &Outcome, qp: &str, from: &str, to: &str, t: &'a Timeline) -> Option<Pair<'a>> {
+pub(crate) fn pair<'a>(o: &Outcome, qp: &str, from: &str, to: &str, t: &'a Timeline) -> Option<Pair<'a>> {
     let ident = |ep: &str| -> Option<(IpAddr, u32)> {
         let f = o.endpoints.get(ep)?;
         Some((f.ip.parse().ok()?, f.qps.iter().find(|x| x.name == qp)?.qpn))

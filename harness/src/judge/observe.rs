@@ -13,7 +13,7 @@ use crate::results::Outcome;
 use crate::scenario::model::{PsnAt, Scenario};
 
 /// The observations of one run; the wire's only when there is a readable capture.
-pub fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, &[ProbeAnswer])>) -> BTreeMap<String, String> {
+pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, &[ProbeAnswer])>) -> BTreeMap<String, String> {
     let mut m = BTreeMap::new();
     for (ep, wcs) in &o.completions {
         let mut seen = BTreeSet::new();

@@ -12,7 +12,7 @@ use crate::scenario::pattern;
 
 /// What the target did with one probe, read from the wire.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ProbeAnswer {
+pub(crate) struct ProbeAnswer {
     pub id: String,
     /// How many of the probe's frames are on the wire (of how many sent).
     pub on_wire: usize,
@@ -30,7 +30,7 @@ pub struct ProbeAnswer {
 
 impl ProbeAnswer {
     /// `NAK PSN Sequence Error (PSN next) after 0.41 ms`, `no answer (dropped)`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         if self.on_wire == 0 {
             return format!("the probe is not on the wire ({} sent)", self.sent);
         }
@@ -51,7 +51,7 @@ impl ProbeAnswer {
 /// Each probe's frames on the wire, in step order, and what answered them. The
 /// target may answer the first copy before the next copy is on the wire; the
 /// probe's own copies do not end its answer.
-pub fn answers(o: &Outcome, t: &Timeline) -> Vec<ProbeAnswer> {
+pub(crate) fn answers(o: &Outcome, t: &Timeline) -> Vec<ProbeAnswer> {
     let frames: &[Packet] = &t.packets;
     let mut cursor = 0;
     let mut out = Vec::new();
@@ -98,7 +98,7 @@ pub fn answers(o: &Outcome, t: &Timeline) -> Vec<ProbeAnswer> {
     out
 }
 
-pub fn verdict(e: &ProbeExpect, o: &Outcome, answers: &Result<Vec<ProbeAnswer>, String>) -> Verdict {
+pub(crate) fn verdict(e: &ProbeExpect, o: &Outcome, answers: &Result<Vec<ProbeAnswer>, String>) -> Verdict {
     let what = format!("probe {}", e.probe);
     let mut want = Vec::new();
     if let Some(r) = &e.responses {

@@ -7,7 +7,7 @@ use crate::results::Verdict;
 
 /// The profile's verdicts on one scenario's observations. `None` when the profile
 /// does not know the scenario.
-pub fn verdicts(p: &Profile, scenario: &str, seen: &BTreeMap<String, String>) -> Option<Vec<Verdict>> {
+pub(crate) fn verdicts(p: &Profile, scenario: &str, seen: &BTreeMap<String, String>) -> Option<Vec<Verdict>> {
     let want = p.scenario.get(scenario)?;
     Some(
         want.iter()

@@ -219,3 +219,18 @@ fn memory_equals_and_unchanged() {
     let (v, _) = judge(&sc, &Outcome::default(), &Err("none".into()));
     assert!(v[0].actual.contains("never read"), "{v:#?}");
 }
+
+/// NAK 0x64 (Invalid RD Request), from its one home to every place that names it:
+/// the scenario's response pattern and NAK key, the verdict, the observation.
+#[test]
+fn nak_invalid_rd_request_end_to_end() {
+    let mut nak = pkt(2, 1, 100, "ack");
+    nak.ack = Some(Syndrome(0x64).kind());
+    let t = Timeline { packets: vec![pkt(1, 0, 100, "RDMA WRITE Only"), nak], ..Default::default() };
+    assert_eq!(t.packets[1].response_name(), "NAK Invalid RD Request");
+    let sc = scenario("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nresponses = ['NAK Invalid RD Request']\nnaks = ['invalid_rd_request']\n");
+    let (v, obs) = judge(&sc, &outcome(), &Ok(t));
+    assert!(v[0].pass, "{:#?}", v[0]);
+    assert_eq!(v[0].expected, "responses [NAK Invalid RD Request]; NAKs invalid_rd_request; ICRCs valid");
+    assert_eq!(obs.get("wire q from a: NAKs").map(String::as_str), Some("NAK Invalid RD Request"));
+}

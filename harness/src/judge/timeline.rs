@@ -10,14 +10,14 @@ use dissector::wire::{AckClass, AckKind, Opcode, Psn, Transport};
 use lab::mark::Marks;
 
 /// RoCE frames whose decoded line is kept (the HTML ladder draws this many).
-pub const MAX_ROWS: usize = 2000;
+pub(crate) const MAX_ROWS: usize = 2000;
 /// Decoded lines kept of the whole capture, RoCE or not, for a failing scenario's
 /// report.
-pub const MAX_LINES: usize = 40;
+pub(crate) const MAX_LINES: usize = 40;
 
 /// One RoCE frame.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Packet {
+pub(crate) struct Packet {
     pub number: u64,
     pub ts_ns: u64,
     pub src: Option<IpAddr>,
@@ -46,13 +46,13 @@ pub struct Packet {
 }
 
 impl Packet {
-    pub fn ack_class(&self) -> Option<AckClass> {
+    pub(crate) fn ack_class(&self) -> Option<AckClass> {
         self.ack.and_then(AckKind::class)
     }
 
     /// How expectations and reports name it: an Acknowledge by its AETH (`ACK`,
     /// `RNR NAK`, `NAK Remote Access Error`), every other frame by its operation.
-    pub fn response_name(&self) -> String {
+    pub(crate) fn response_name(&self) -> String {
         match self.ack_class() {
             Some(c) if self.op == "Acknowledge" => c.to_string(),
             _ if self.op.is_empty() => self.opcode.to_string(),
@@ -61,12 +61,12 @@ impl Packet {
     }
 
     /// It reached its receiver: not dropped on the way, its ICRC not bad.
-    pub fn delivered(&self) -> bool {
+    pub(crate) fn delivered(&self) -> bool {
         !self.marks.dropped() && self.icrc_ok != Some(false)
     }
 
     /// As go-back-N analysis takes it.
-    pub fn recovery(&self) -> dissector::flow::recovery::Packet {
+    pub(crate) fn recovery(&self) -> dissector::flow::recovery::Packet {
         dissector::flow::recovery::Packet {
             number: self.number,
             ts_ns: self.ts_ns,
@@ -80,7 +80,7 @@ impl Packet {
 
 /// A capture, decoded.
 #[derive(Debug, Clone, Default)]
-pub struct Timeline {
+pub(crate) struct Timeline {
     pub packets: Vec<Packet>,
     /// Of the capture's first frame (RoCE or not): times are shown from there, as
     /// `roce decode` shows them.
@@ -110,7 +110,7 @@ fn mad_label(f: &Frame) -> Option<String> {
 
 /// Reads a capture into its timeline. A file that cannot be opened is an error; a
 /// damaged one keeps the frames before the damage and says so.
-pub fn read(path: &Path) -> Result<Timeline, String> {
+pub(crate) fn read(path: &Path) -> Result<Timeline, String> {
     let mut r = dissector::capture::open(path).map_err(|e| e.to_string())?;
     let opts = Options::default();
     let mut t = Timeline::default();

@@ -3,4 +3,4 @@
 //!
 //! Owns: the libpcap and pnet handles. Imports: dissector only.
 pub mod live;
-pub mod raw;
+pub(crate) mod raw;

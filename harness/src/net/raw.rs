@@ -16,7 +16,7 @@ use pnet::packet::{MutablePacket as _, Packet as _};
 use pnet::util::MacAddr;
 
 /// An Ethernet interface opened for raw frames, and the two ends of the wire.
-pub struct Link {
+pub(crate) struct Link {
     pub iface: String,
     pub src: Host,
     pub dst: Host,
@@ -66,7 +66,7 @@ fn arp_table(ip: IpAddr, iface: &str) -> Option<Mac> {
 impl Link {
     /// Opens the interface holding `local` (or `iface`) for the target at `peer`;
     /// its MAC from the neighbour table, else by ARP (IPv4), unless given.
-    pub fn open(local: Option<IpAddr>, peer: IpAddr, iface: Option<&str>, peer_mac: Option<Mac>) -> Result<Link, String> {
+    pub(crate) fn open(local: Option<IpAddr>, peer: IpAddr, iface: Option<&str>, peer_mac: Option<Mac>) -> Result<Link, String> {
         let ni = find_iface(local, peer, iface)?;
         let src_ip = match local {
             Some(ip) => ip,
@@ -149,7 +149,7 @@ impl Link {
         found.ok_or_else(|| format!("{them} did not answer ARP on {} within {within:?}\nhint: is it up, on this link?", self.iface))
     }
 
-    pub fn send(&mut self, frame: &[u8]) -> Result<(), String> {
+    pub(crate) fn send(&mut self, frame: &[u8]) -> Result<(), String> {
         match self.tx.send_to(frame, None) {
             Some(Ok(())) => Ok(()),
             Some(Err(e)) => Err(format!("sending a frame on {}: {e}", self.iface)),
@@ -158,7 +158,7 @@ impl Link {
     }
 
     /// Reads frames until `until`, or until `f` says it has what it wanted.
-    pub fn receive(&mut self, until: Instant, mut f: impl FnMut(&[u8]) -> bool) {
+    pub(crate) fn receive(&mut self, until: Instant, mut f: impl FnMut(&[u8]) -> bool) {
         while Instant::now() < until {
             match self.rx.next() {
                 Ok(frame) if f(frame) => return,
@@ -169,7 +169,7 @@ impl Link {
 
     /// Reads the target's RoCEv2 answers (frames from its address to ours) until
     /// `until`: each with the time it arrived.
-    pub fn answers(&mut self, until: Instant) -> Vec<(Instant, Vec<u8>)> {
+    pub(crate) fn answers(&mut self, until: Instant) -> Vec<(Instant, Vec<u8>)> {
         let (me, them) = (self.src.ip, self.dst.ip);
         let mut out = Vec::new();
         self.receive(until, |f| {

@@ -44,11 +44,11 @@ const FRAME_X: f64 = 136.0;
 
 /// One RoCE frame as the ladder draws it: a view of the timeline's packet.
 #[derive(Debug, Clone, Copy)]
-pub struct Rung<'a>(pub &'a Packet);
+pub(crate) struct Rung<'a>(pub &'a Packet);
 
 impl Rung<'_> {
     /// `RDMA WRITE Middle  PSN 101`, `NAK PSN Sequence Error  PSN 101`, `CM REQ`.
-    pub fn label(&self) -> String {
+    pub(crate) fn label(&self) -> String {
         let p = self.0;
         if let Some(m) = &p.mad {
             return m.clone();
@@ -388,11 +388,11 @@ const JS: &str = r#"
 
 /// The decoded wire of the report's `i`-th scenario, when the caller has it
 /// already (a run just made it); otherwise its capture is read here.
-pub type Wires<'a> = &'a dyn Fn(usize) -> Option<Cow<'a, Timeline>>;
+pub(crate) type Wires<'a> = &'a dyn Fn(usize) -> Option<Cow<'a, Timeline>>;
 
 /// The page, and a sentence for each capture that could not be drawn. Relative
 /// capture paths that do not exist from here are also looked for under `base`.
-pub fn render_page(report: &Report, base: Option<&Path>, wires: Wires<'_>) -> (String, Vec<String>) {
+pub(crate) fn render_page(report: &Report, base: Option<&Path>, wires: Wires<'_>) -> (String, Vec<String>) {
     let mut notes = Vec::new();
     let mut o = String::new();
     let _ = write!(
@@ -747,6 +747,18 @@ mod tests {
         let marked = ce.packets.iter().find(|p| p.marks.modified()).expect("the CE-marked frame");
         assert!(Rung(marked).marks().iter().any(|m| m == "changed by the switch: ECN set to CE"), "{:?}", Rung(marked).marks());
         assert!(Rung(marked).flags().iter().any(|f| f.0 && f.1 == "modified"));
+    }
+
+    /// A NAK Invalid RD Request (0x64) is labelled and marked like every NAK, by
+    /// the dissector's name for it.
+    #[test]
+    fn a_nak_0x64_rung() {
+        let w = timeline::read(&capture("rc_drop_retransmit.pcapng")).unwrap();
+        let mut p = w.packets.iter().find(|p| p.number == 16).unwrap().clone();
+        p.ack = Some(dissector::wire::Syndrome(0x64).kind());
+        let r = Rung(&p);
+        assert_eq!(r.label(), "NAK Invalid RD Request  PSN 8227874");
+        assert!(r.flags().iter().any(|f| f.0 && f.1 == "nak") && !r.flags().iter().any(|f| f.0 && f.1 == "rnr"));
     }
 
     /// Frames past the ladder's limit are counted, not drawn.

@@ -5,7 +5,7 @@ use crate::results::{Report, Status};
 
 /// JUnit XML: one testsuite, one testcase per scenario; a failed one carries a
 /// `<failure>`, a skipped one `<skipped/>` with the reason.
-pub fn render(r: &Report) -> String {
+pub(crate) fn render(r: &Report) -> String {
     let mut x = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     x.push_str(&format!(
         "<testsuite name=\"roce run\" tests=\"{}\" failures=\"{}\" errors=\"0\" skipped=\"{}\" time=\"{:.3}\">\n",

@@ -5,15 +5,15 @@
 //! Owns: every output format. Imports: results, judge (the decoded wire of a
 //! capture, for the ladder and the failing-wire lines). Nothing imports the
 //! renderers but the CLI.
-pub mod html;
-pub mod junit;
-pub mod profile;
-pub mod suite;
-pub mod text;
+pub(crate) mod html;
+pub(crate) mod junit;
+pub(crate) mod profile;
+pub(crate) mod suite;
+pub(crate) mod text;
 
 /// Text for HTML and XML content and attribute values: `& < > " '` escaped,
 /// control characters (other than newline and tab) replaced by U+FFFD.
-pub fn esc(s: &str) -> String {
+pub(crate) fn esc(s: &str) -> String {
     let mut o = String::with_capacity(s.len());
     for c in s.chars() {
         match c {

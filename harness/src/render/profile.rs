@@ -4,7 +4,7 @@
 use crate::results::profile::Profile;
 
 /// The profile as TOML.
-pub fn render(p: &Profile) -> String {
+pub(crate) fn render(p: &Profile) -> String {
     let mut s = String::from(
         "# A roce device profile: what this setup does where the spec leaves room or where\n\
          # it deviates, per scenario. Written by `roce run --record-profile`; compared by\n\

@@ -4,7 +4,7 @@ use std::io::{self, Write};
 use std::path::Path;
 
 /// `compared with BASE: nothing changed`, or a line per change.
-pub fn diff(out: &mut dyn Write, base: &Path, changes: &[String]) -> io::Result<()> {
+pub(crate) fn diff(out: &mut dyn Write, base: &Path, changes: &[String]) -> io::Result<()> {
     if changes.is_empty() {
         return writeln!(out, "compared with {}: nothing changed", base.display());
     }

@@ -8,7 +8,7 @@ use crate::results::{ScenarioResult, Status};
 
 /// Writes one scenario's result; `quiet` keeps a passing scenario to its line.
 /// `wire` is its decoded capture, when there is one.
-pub fn scenario(out: &mut dyn Write, r: &ScenarioResult, quiet: bool, wire: Option<&Timeline>) -> io::Result<()> {
+pub(crate) fn scenario(out: &mut dyn Write, r: &ScenarioResult, quiet: bool, wire: Option<&Timeline>) -> io::Result<()> {
     writeln!(out, "{} {}  ({}, {:.1} s)", r.status.mark(), r.name, r.file, r.duration_s)?;
     if let Some(why) = &r.skip_reason {
         writeln!(out, "    skipped: {}", why.replace('\n', "\n    "))?;
@@ -45,7 +45,7 @@ pub fn scenario(out: &mut dyn Write, r: &ScenarioResult, quiet: bool, wire: Opti
 }
 
 /// The run's closing line.
-pub fn summary(out: &mut dyn Write, r: &crate::results::Report, captures: &std::path::Path) -> io::Result<()> {
+pub(crate) fn summary(out: &mut dyn Write, r: &crate::results::Report, captures: &std::path::Path) -> io::Result<()> {
     let skipped = if r.skipped > 0 { format!(", {} skipped", r.skipped) } else { String::new() };
     writeln!(
         out,

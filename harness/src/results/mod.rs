@@ -11,12 +11,12 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-pub mod profile;
-pub mod suite;
+pub(crate) mod profile;
+pub(crate) mod suite;
 
 /// One expectation, judged: what was expected, what happened.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Verdict {
+pub(crate) struct Verdict {
     /// completion, wire, memory, probe or profile.
     pub kind: Cow<'static, str>,
     pub what: String,
@@ -28,14 +28,14 @@ pub struct Verdict {
 }
 
 impl Verdict {
-    pub fn new(kind: &'static str, what: String, pass: bool, expected: String, actual: String) -> Verdict {
+    pub(crate) fn new(kind: &'static str, what: String, pass: bool, expected: String, actual: String) -> Verdict {
         Verdict { kind: Cow::Borrowed(kind), what, pass, expected, actual, detail: None }
     }
 }
 
 /// A QP as an endpoint's agent reported it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QpFacts {
+pub(crate) struct QpFacts {
     pub name: String,
     pub qpn: u32,
     /// Starting send PSN.
@@ -47,7 +47,7 @@ pub struct QpFacts {
 
 /// An MR as an endpoint's agent reported it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MrFacts {
+pub(crate) struct MrFacts {
     pub name: String,
     pub addr: u64,
     pub len: u64,
@@ -57,7 +57,7 @@ pub struct MrFacts {
 
 /// What an endpoint's agent reported at setup.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct EndpointFacts {
+pub(crate) struct EndpointFacts {
     pub vm: Option<String>,
     pub device: String,
     pub port: u8,
@@ -73,7 +73,7 @@ pub struct EndpointFacts {
 
 /// One side of a connected QP, as its agent reported it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Connection {
+pub(crate) struct Connection {
     pub qp: String,
     pub endpoint: String,
     pub local: QpFacts,
@@ -86,7 +86,7 @@ pub struct Connection {
 
 /// Everything a scenario run produced, for the expectations and the report.
 #[derive(Debug, Clone, Default, Serialize)]
-pub struct Outcome {
+pub(crate) struct Outcome {
     pub endpoints: BTreeMap<String, EndpointFacts>,
     pub connections: Vec<Connection>,
     /// What each probe step sent, in step order.
@@ -111,7 +111,7 @@ pub struct Outcome {
 /// How a scenario ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum Status {
+pub(crate) enum Status {
     /// Carried out, and every expectation held.
     Passed,
     /// An expectation failed, or it could not be carried out.
@@ -122,7 +122,7 @@ pub enum Status {
 
 impl Status {
     /// ✓, ✗ or −.
-    pub fn mark(self) -> &'static str {
+    pub(crate) fn mark(self) -> &'static str {
         match self {
             Status::Passed => "✓",
             Status::Failed => "✗",
@@ -133,7 +133,7 @@ impl Status {
 
 /// One scenario's result, as the reports show it (`roce report` reads it back).
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ScenarioResult {
+pub(crate) struct ScenarioResult {
     pub name: String,
     pub file: String,
     /// Passed (kept beside `status` for reports read by older tools).
@@ -172,7 +172,7 @@ impl Status {
 
 impl ScenarioResult {
     /// A scenario that was not run, and why.
-    pub fn not_run(name: &str, file: &Path, faults: Vec<String>, why: &str) -> ScenarioResult {
+    pub(crate) fn not_run(name: &str, file: &Path, faults: Vec<String>, why: &str) -> ScenarioResult {
         ScenarioResult {
             name: name.to_string(),
             file: file.display().to_string(),
@@ -194,7 +194,7 @@ impl ScenarioResult {
 
 /// A whole run: `roce run --json` writes it, `roce report` reads it back.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Report {
+pub(crate) struct Report {
     pub scenarios: Vec<ScenarioResult>,
     pub passed: usize,
     pub failed: usize,
@@ -208,14 +208,14 @@ pub struct Report {
 
 impl Report {
     /// Counts each status over `scenarios`.
-    pub fn new(scenarios: Vec<ScenarioResult>, duration_s: f64, profile: Option<String>) -> Report {
+    pub(crate) fn new(scenarios: Vec<ScenarioResult>, duration_s: f64, profile: Option<String>) -> Report {
         let count = |s| scenarios.iter().filter(|r| r.status == s).count();
         let (passed, failed, skipped) = (count(Status::Passed), count(Status::Failed), count(Status::Skipped));
         Report { scenarios, passed, failed, skipped, duration_s, profile }
     }
 
     /// Reads a saved report; the error says which file and what is wrong with it.
-    pub fn load(path: &Path) -> Result<Report, String> {
+    pub(crate) fn load(path: &Path) -> Result<Report, String> {
         let hint = format!("hint: `roce run --json {} SCENARIO…` writes one", path.display());
         let data = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}\n{hint}", path.display()))?;
         let mut r: Report = serde_json::from_slice(&data).map_err(|e| {

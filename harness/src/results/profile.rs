@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Profile {
+pub(crate) struct Profile {
     pub name: String,
     /// Where and when it was recorded: device, kernel, roce version, date.
     #[serde(default)]
@@ -27,7 +27,7 @@ pub struct Profile {
 }
 
 impl Profile {
-    pub fn load(path: &Path) -> Result<Profile> {
+    pub(crate) fn load(path: &Path) -> Result<Profile> {
         let text = std::fs::read_to_string(path).with_context(|| format!("reading the profile {}", path.display()))?;
         toml::from_str(&text).map_err(|e| {
             anyhow::anyhow!("{}: not a roce profile: {e}\nhint: record one with `roce run --record-profile FILE`", path.display())
@@ -37,7 +37,7 @@ impl Profile {
     /// A profile from a run: every scenario carried out to the end (one whose own
     /// expectations failed included: a profile says what the setup does, not what
     /// the spec wants).
-    pub fn record(name: &str, r: &super::Report) -> Profile {
+    pub(crate) fn record(name: &str, r: &super::Report) -> Profile {
         let mut p = Profile { name: name.to_string(), ..Default::default() };
         let mut devices = std::collections::BTreeSet::new();
         let mut kernels = std::collections::BTreeSet::new();

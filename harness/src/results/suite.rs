@@ -15,7 +15,7 @@ use super::Report;
 
 /// One scenario in `suite.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Entry {
+pub(crate) struct Entry {
     pub file: String,
     pub pass: bool,
     /// Skipped, and why (the device lacks what the scenario needs).
@@ -33,7 +33,7 @@ pub struct Entry {
 
 /// `suite.json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Suite {
+pub(crate) struct Suite {
     /// Per endpoint: device, kernel, VM: what the run was on.
     pub setup: BTreeMap<String, BTreeMap<String, String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -47,7 +47,7 @@ pub struct Suite {
 }
 
 impl Suite {
-    pub fn from_report(r: &Report) -> Suite {
+    pub(crate) fn from_report(r: &Report) -> Suite {
         let mut setup: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
         for s in &r.scenarios {
             for (ep, f) in &s.endpoints {
@@ -73,7 +73,7 @@ impl Suite {
         Suite { setup, profile: r.profile.clone(), passed: r.passed, failed: r.failed, skipped: r.skipped, scenarios }
     }
 
-    pub fn load(path: &Path) -> Result<Suite> {
+    pub(crate) fn load(path: &Path) -> Result<Suite> {
         let b = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
         serde_json::from_slice(&b).map_err(|e| anyhow::anyhow!("{}: not a suite.json from `roce suite`: {e}", path.display()))
     }
@@ -85,7 +85,7 @@ fn is_zero(n: &usize) -> bool {
 
 /// What changed from `old` to `new`, in words, one line per change; empty when
 /// nothing did.
-pub fn diff(old: &Suite, new: &Suite) -> Vec<String> {
+pub(crate) fn diff(old: &Suite, new: &Suite) -> Vec<String> {
     let mut out = Vec::new();
     let eps: std::collections::BTreeSet<&String> = old.setup.keys().chain(new.setup.keys()).collect();
     for ep in eps {

@@ -20,7 +20,7 @@ const TIMEOUT_MS: std::ops::RangeInclusive<u64> = 1_000..=3_600_000;
 const MAX_MR: u64 = 64 << 20;
 
 /// Reads and checks a scenario file.
-pub fn load(path: &Path) -> Result<Scenario, Vec<Diagnostic>> {
+pub(crate) fn load(path: &Path) -> Result<Scenario, Vec<Diagnostic>> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         vec![Diagnostic { file: path.to_path_buf(), line: 1, col: 1, message: format!("cannot read the scenario: {e}"), excerpt: None, hint: None }]
     })?;
@@ -28,7 +28,7 @@ pub fn load(path: &Path) -> Result<Scenario, Vec<Diagnostic>> {
 }
 
 /// Parses and checks scenario text; `path` names it in the diagnostics.
-pub fn parse_str(path: &Path, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
+pub(crate) fn parse_str(path: &Path, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
     let src = Source { file: path, text };
     if let Err(e) = text.parse::<toml::Table>() {
         let msg = e.message().trim().to_string();
@@ -49,7 +49,7 @@ pub fn parse_str(path: &Path, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
 }
 
 /// A probe's payload: `payload` (a pattern repeated to `len`), or `len` zero bytes.
-pub fn probe_payload(payload: Option<&Content>, len: Option<u32>) -> Result<Vec<u8>, String> {
+pub(crate) fn probe_payload(payload: Option<&Content>, len: Option<u32>) -> Result<Vec<u8>, String> {
     let len = len.map(|l| l as usize);
     match (payload, len) {
         (Some(c @ Content::Pattern(_)), None) => c.try_bytes(0).and_then(|b| if b.is_empty() { Err("an empty pattern".into()) } else { Ok(b) }),
@@ -67,7 +67,7 @@ pub fn probe_payload(payload: Option<&Content>, len: Option<u32>) -> Result<Vec<
 }
 
 /// `"next"`, `"next+3"`, `"next-1"` or an absolute 24-bit PSN.
-pub fn psn_at(r: &PsnRef) -> Result<PsnAt, String> {
+pub(crate) fn psn_at(r: &PsnRef) -> Result<PsnAt, String> {
     match r {
         PsnRef::Absolute(p) if *p <= Psn::MASK => Ok(PsnAt::Absolute(Psn::new(*p))),
         PsnRef::Absolute(p) => Err(format!("PSN {p} is more than 24 bits")),
@@ -182,7 +182,6 @@ impl<'a> Checker<'a> {
         let expect = self.expectations(&mrs);
         Scenario {
             name: f.name.clone(),
-            description: f.description.clone(),
             timeout: Duration::from_millis(timeout),
             endpoints,
             qps,

@@ -6,14 +6,14 @@ use std::path::{Path, PathBuf};
 
 /// One problem in a scenario file.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Diagnostic {
-    pub file: PathBuf,
-    pub line: usize,
-    pub col: usize,
-    pub message: String,
+pub(crate) struct Diagnostic {
+    pub(crate) file: PathBuf,
+    pub(crate) line: usize,
+    pub(crate) col: usize,
+    pub(crate) message: String,
     /// The offending source line and a caret under the span.
-    pub excerpt: Option<String>,
-    pub hint: Option<String>,
+    pub(crate) excerpt: Option<String>,
+    pub(crate) hint: Option<String>,
 }
 
 impl fmt::Display for Diagnostic {
@@ -30,9 +30,9 @@ impl fmt::Display for Diagnostic {
 }
 
 /// A file's text, to turn byte spans into positions and excerpts.
-pub struct Source<'a> {
-    pub file: &'a Path,
-    pub text: &'a str,
+pub(crate) struct Source<'a> {
+    pub(crate) file: &'a Path,
+    pub(crate) text: &'a str,
 }
 
 impl Source<'_> {
@@ -49,7 +49,7 @@ impl Source<'_> {
     }
 
     /// A diagnostic at `span` (the file's start when there is none).
-    pub fn diag(&self, span: Option<Range<usize>>, message: impl Into<String>, hint: Option<String>) -> Diagnostic {
+    pub(crate) fn diag(&self, span: Option<Range<usize>>, message: impl Into<String>, hint: Option<String>) -> Diagnostic {
         let span = span.unwrap_or(0..0);
         let (line, col) = self.position(span.start);
         let excerpt = self.text.lines().nth(line - 1).map(|l| {
@@ -63,7 +63,7 @@ impl Source<'_> {
 
 /// The hint for a serde message such as "unknown field `acess`, expected one of
 /// `a`, `b`": the closest name, or the list.
-pub fn serde_hint(message: &str) -> Option<String> {
+pub(crate) fn serde_hint(message: &str) -> Option<String> {
     let unknown = message.split('`').nth(1)?;
     let (_, expected) = message.split_once("expected")?;
     let names: Vec<&str> = expected.split('`').skip(1).step_by(2).collect();

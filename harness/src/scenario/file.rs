@@ -14,13 +14,13 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 
 /// A byte range in the scenario file.
-pub type Span = Range<usize>;
+pub(crate) type Span = Range<usize>;
 
 /// A value and where it is in the file.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sp<T> {
-    pub value: T,
-    pub span: Span,
+pub(crate) struct Sp<T> {
+    pub(crate) value: T,
+    pub(crate) span: Span,
 }
 
 impl<T> std::ops::Deref for Sp<T> {
@@ -55,50 +55,52 @@ impl<T: JsonSchema> JsonSchema for Sp<T> {
 #[derive(Debug, Deserialize, JsonSchema)]
 #[schemars(rename = "Scenario")]
 #[serde(deny_unknown_fields)]
-pub struct ScenarioFile {
-    pub name: String,
+pub(crate) struct ScenarioFile {
+    pub(crate) name: String,
+    /// What the scenario shows, for people reading the file.
     #[serde(default)]
-    pub description: Option<String>,
+    #[allow(dead_code)] // the format admits it; nothing reads it but people
+    pub(crate) description: Option<String>,
     /// By name (`a`, `b`, or any name with `vm` set).
-    pub endpoints: BTreeMap<String, EndpointFile>,
+    pub(crate) endpoints: BTreeMap<String, EndpointFile>,
     #[serde(default, rename = "qp")]
-    pub qps: Vec<QpFile>,
+    pub(crate) qps: Vec<QpFile>,
     #[serde(default, rename = "mr")]
-    pub mrs: Vec<MrFile>,
+    pub(crate) mrs: Vec<MrFile>,
     #[serde(default, rename = "step")]
-    pub steps: Vec<StepFile>,
+    pub(crate) steps: Vec<StepFile>,
     #[serde(default)]
-    pub expect: ExpectFile,
+    pub(crate) expect: ExpectFile,
     /// Faults the lab switch applies to this scenario's wire (lab only).
     #[serde(default, rename = "fault")]
-    pub faults: Vec<FaultFile>,
+    pub(crate) faults: Vec<FaultFile>,
     /// Whole-scenario deadline in milliseconds, setup included (default 30 000).
     #[serde(default)]
-    pub timeout_ms: Option<Sp<u64>>,
+    pub(crate) timeout_ms: Option<Sp<u64>>,
 }
 
 /// Where an endpoint runs.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[schemars(rename = "Endpoint")]
 #[serde(deny_unknown_fields)]
-pub struct EndpointFile {
+pub(crate) struct EndpointFile {
     /// Lab VM (`a` or `b`); defaults to the endpoint's name. Two endpoints on the
     /// same VM share its rxe device: their traffic never reaches the wire.
     #[serde(default)]
-    pub vm: Option<String>,
+    pub(crate) vm: Option<String>,
     /// RDMA device (default: the first one, `rxe0` in the lab).
     #[serde(default)]
-    pub device: Option<String>,
+    pub(crate) device: Option<String>,
     #[serde(default)]
-    pub port: Option<u8>,
+    pub(crate) port: Option<u8>,
     /// GID index (default: the port's IPv4-mapped RoCEv2 GID).
     #[serde(default)]
-    pub gid_index: Option<u8>,
+    pub(crate) gid_index: Option<u8>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum QpType {
+pub(crate) enum QpType {
     Rc,
     Uc,
     Ud,
@@ -106,7 +108,7 @@ pub enum QpType {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum ConnectMethod {
+pub(crate) enum ConnectMethod {
     /// QPN, PSN, GID (and the MRs' addresses and rkeys) exchanged over a TCP socket
     /// between the endpoints, as perftest and the pingpong examples do.
     #[default]
@@ -119,7 +121,7 @@ pub enum ConnectMethod {
 /// A value that may differ per endpoint: `x` or `{ a = x, b = y }`.
 #[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(untagged)]
-pub enum PerEndpoint<T> {
+pub(crate) enum PerEndpoint<T> {
     Same(T),
     Each(BTreeMap<String, T>),
 }
@@ -128,74 +130,74 @@ pub enum PerEndpoint<T> {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(rename = "QpSpec")]
 #[serde(deny_unknown_fields)]
-pub struct QpFile {
-    pub name: Sp<String>,
+pub(crate) struct QpFile {
+    pub(crate) name: Sp<String>,
     #[serde(rename = "type")]
-    pub qp_type: QpType,
+    pub(crate) qp_type: QpType,
     /// The two endpoints; the first is the passive side (listens).
-    pub between: Sp<[String; 2]>,
+    pub(crate) between: Sp<[String; 2]>,
     #[serde(default)]
-    pub connect: ConnectMethod,
+    pub(crate) connect: ConnectMethod,
     /// Path MTU in bytes: 256, 512, 1024, 2048, 4096 (default 1024).
     #[serde(default)]
-    pub mtu: Option<Sp<u32>>,
+    pub(crate) mtu: Option<Sp<u32>>,
     /// Starting send PSN per endpoint (default random).
     #[serde(default)]
-    pub psn: Option<Sp<PerEndpoint<u32>>>,
+    pub(crate) psn: Option<Sp<PerEndpoint<u32>>>,
     /// Local ACK timeout exponent (4.096 µs × 2^timeout; default 14).
     #[serde(default)]
-    pub timeout: Option<Sp<u8>>,
+    pub(crate) timeout: Option<Sp<u8>>,
     /// Retries after the ACK timer fires (0–7, default 7).
     #[serde(default)]
-    pub retry_cnt: Option<Sp<u8>>,
+    pub(crate) retry_cnt: Option<Sp<u8>>,
     /// Retries after RNR NAKs (0–7, default 7 = forever).
     #[serde(default)]
-    pub rnr_retry: Option<Sp<u8>>,
+    pub(crate) rnr_retry: Option<Sp<u8>>,
     /// IBA RNR timer code 0–31 (default 12 = 0.64 ms).
     #[serde(default)]
-    pub min_rnr_timer: Option<Sp<u8>>,
+    pub(crate) min_rnr_timer: Option<Sp<u8>>,
     /// Outstanding READs/atomics this side may issue, and accept (default 1).
     #[serde(default)]
-    pub max_rd_atomic: Option<u8>,
+    pub(crate) max_rd_atomic: Option<u8>,
     #[serde(default)]
-    pub max_dest_rd_atomic: Option<u8>,
+    pub(crate) max_dest_rd_atomic: Option<u8>,
     /// `qp_access_flags` (default: remote_write, remote_read, remote_atomic).
     #[serde(default)]
-    pub access: Option<Sp<PerEndpoint<Vec<String>>>>,
+    pub(crate) access: Option<Sp<PerEndpoint<Vec<String>>>>,
     /// UD Q_Key (default 0x11111111).
     #[serde(default)]
-    pub qkey: Option<Sp<u32>>,
+    pub(crate) qkey: Option<Sp<u32>>,
     /// Queue depths (default 16) and SGEs per WR (default 4).
     #[serde(default)]
-    pub max_send_wr: Option<u32>,
+    pub(crate) max_send_wr: Option<u32>,
     #[serde(default)]
-    pub max_recv_wr: Option<u32>,
+    pub(crate) max_recv_wr: Option<u32>,
     #[serde(default)]
-    pub max_sge: Option<u32>,
+    pub(crate) max_sge: Option<u32>,
     #[serde(default)]
-    pub max_inline: Option<u32>,
+    pub(crate) max_inline: Option<u32>,
 }
 
 /// A memory region on one endpoint.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(rename = "MrSpec")]
 #[serde(deny_unknown_fields)]
-pub struct MrFile {
-    pub name: Sp<String>,
-    pub on: Sp<String>,
-    pub size: Sp<u64>,
+pub(crate) struct MrFile {
+    pub(crate) name: Sp<String>,
+    pub(crate) on: Sp<String>,
+    pub(crate) size: Sp<u64>,
     /// `ibv_access_flags` (default: local_write only).
     #[serde(default)]
-    pub access: Option<Sp<Vec<String>>>,
+    pub(crate) access: Option<Sp<Vec<String>>>,
     /// Initial content (the rest is zero); default all zero.
     #[serde(default)]
-    pub init: Option<Sp<Content>>,
+    pub(crate) init: Option<Sp<Content>>,
 }
 
 /// Bytes given as text, hex bytes, or a repeated pattern.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "snake_case")]
-pub enum Content {
+pub(crate) enum Content {
     /// UTF-8 text.
     Text(String),
     /// Hex bytes, whitespace allowed: "de ad be ef".
@@ -208,7 +210,7 @@ pub enum Content {
 
 impl Content {
     /// The bytes, `Pattern` repeated to `len`; an error names what is not hex.
-    pub fn try_bytes(&self, len: usize) -> Result<Vec<u8>, String> {
+    pub(crate) fn try_bytes(&self, len: usize) -> Result<Vec<u8>, String> {
         let hex = |s: &str| dissector::text::hex_bytes(s).map_err(|e| e.to_string());
         Ok(match self {
             Content::Text(t) => t.as_bytes().to_vec(),
@@ -225,7 +227,7 @@ impl Content {
     }
 
     /// The bytes of content the check accepted (which never fails to read).
-    pub fn bytes(&self, len: usize) -> Vec<u8> {
+    pub(crate) fn bytes(&self, len: usize) -> Vec<u8> {
         self.try_bytes(len).unwrap_or_default()
     }
 }
@@ -233,12 +235,12 @@ impl Content {
 /// A scatter/gather element: a slice of an MR (default: from 0, the whole MR).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Sge {
-    pub mr: String,
+pub(crate) struct Sge {
+    pub(crate) mr: String,
     #[serde(default)]
-    pub offset: u64,
+    pub(crate) offset: u64,
     #[serde(default)]
-    pub len: Option<u32>,
+    pub(crate) len: Option<u32>,
 }
 
 /// The remote end of an RDMA or atomic operation: an MR of the peer endpoint, by
@@ -246,13 +248,13 @@ pub struct Sge {
 /// raw rkey to provoke errors.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Remote {
-    pub mr: String,
+pub(crate) struct Remote {
+    pub(crate) mr: String,
     #[serde(default)]
-    pub offset: u64,
+    pub(crate) offset: u64,
     /// Override the exchanged rkey (an unknown rkey → NAK Remote Access Error).
     #[serde(default)]
-    pub rkey: Option<u32>,
+    pub(crate) rkey: Option<u32>,
 }
 
 /// `wr_id` when a step does not set one.
@@ -267,7 +269,7 @@ fn zero() -> u64 {
 /// `solicited`, `fence`).
 #[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
-pub enum StepOp {
+pub(crate) enum StepOp {
     /// A receive WR.
     PostRecv {
         on: String,
@@ -386,18 +388,18 @@ pub enum StepOp {
 /// One `[[step]]` table: its op and fields, or why they do not read; and where
 /// the table and each of its keys are.
 #[derive(Debug, Clone)]
-pub struct StepFile {
-    pub span: Span,
+pub(crate) struct StepFile {
+    pub(crate) span: Span,
     /// Each key of the table and the span of its value.
-    pub keys: BTreeMap<String, Span>,
+    pub(crate) keys: BTreeMap<String, Span>,
     /// The step, or serde's message about it (reported by the check, at the key
     /// it names when it names one).
-    pub op: Result<StepOp, String>,
+    pub(crate) op: Result<StepOp, String>,
 }
 
 impl StepFile {
     /// Where `key`'s value is (the table when it has no such key).
-    pub fn at(&self, key: &str) -> Span {
+    pub(crate) fn at(&self, key: &str) -> Span {
         self.keys.get(key).cloned().unwrap_or_else(|| self.span.clone())
     }
 }
@@ -427,7 +429,7 @@ impl JsonSchema for StepFile {
 /// transport (`"RDMA WRITE Only"`, `"UD SEND Only"`), or its number (`0x0a` = 10).
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(untagged)]
-pub enum OpcodeRef {
+pub(crate) enum OpcodeRef {
     Number(u8),
     Name(String),
 }
@@ -437,7 +439,7 @@ pub enum OpcodeRef {
 /// absolute 24-bit PSN.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(untagged)]
-pub enum PsnRef {
+pub(crate) enum PsnRef {
     Absolute(u32),
     Relative(String),
 }
@@ -448,95 +450,95 @@ pub enum PsnRef {
 #[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
 #[schemars(rename = "ProbeSpec")]
 #[serde(deny_unknown_fields)]
-pub struct ProbeFile {
+pub(crate) struct ProbeFile {
     /// Names the probe for `[[expect.probe]]`, the report and the profile.
-    pub id: String,
-    pub opcode: OpcodeRef,
+    pub(crate) id: String,
+    pub(crate) opcode: OpcodeRef,
     /// Default `"next"`.
     #[serde(default)]
-    pub psn: Option<PsnRef>,
+    pub(crate) psn: Option<PsnRef>,
     /// Whether `next` moves on by one after this probe (default: when it was sent
     /// at `"next"`). Say `false` for a probe the target should drop, so the next
     /// probe is sent at the PSN the target still expects.
     #[serde(default)]
-    pub moves_next: Option<bool>,
+    pub(crate) moves_next: Option<bool>,
     /// RETH / AtomicETH: an MR of the target (its address and rkey as exchanged),
     /// at an offset; `rkey` overrides.
     #[serde(default)]
-    pub remote: Option<Remote>,
+    pub(crate) remote: Option<Remote>,
     /// RETH DMA length (default: the payload's length).
     #[serde(default)]
-    pub dma_len: Option<u32>,
+    pub(crate) dma_len: Option<u32>,
     /// Payload bytes (default: `len` zero bytes, or none).
     #[serde(default)]
-    pub payload: Option<Content>,
+    pub(crate) payload: Option<Content>,
     /// Payload length (a `pattern` payload is repeated to it).
     #[serde(default)]
-    pub len: Option<u32>,
+    pub(crate) len: Option<u32>,
     #[serde(default)]
-    pub imm_data: Option<u32>,
+    pub(crate) imm_data: Option<u32>,
     /// Atomics: compare (CmpSwap), swap or add.
     #[serde(default)]
-    pub compare: Option<u64>,
+    pub(crate) compare: Option<u64>,
     #[serde(default)]
-    pub swap: Option<u64>,
+    pub(crate) swap: Option<u64>,
     #[serde(default)]
-    pub add: Option<u64>,
+    pub(crate) add: Option<u64>,
     /// BTH AckReq (default: set).
     #[serde(default)]
-    pub ack_req: Option<bool>,
+    pub(crate) ack_req: Option<bool>,
     /// Send it with a wrong ICRC.
     #[serde(default)]
-    pub bad_icrc: Option<bool>,
+    pub(crate) bad_icrc: Option<bool>,
     /// BTH P_Key (default 0xffff, the default partition).
     #[serde(default)]
-    pub p_key: Option<u16>,
+    pub(crate) p_key: Option<u16>,
     /// BTH DestQP (default: the QPN of the target's QP).
     #[serde(default)]
-    pub dest_qp: Option<u32>,
+    pub(crate) dest_qp: Option<u32>,
     /// DETH Q_Key, for UD opcodes (default 0x11111111).
     #[serde(default)]
-    pub q_key: Option<u32>,
+    pub(crate) q_key: Option<u32>,
     /// Identical copies to send back to back (default 1).
     #[serde(default)]
-    pub copies: Option<u32>,
+    pub(crate) copies: Option<u32>,
     /// How long to wait after sending, for the answer to be on the wire before the
     /// next step (default 20 ms).
     #[serde(default)]
-    pub settle_ms: Option<u64>,
+    pub(crate) settle_ms: Option<u64>,
 }
 
 /// A fault on the wire, applied by the lab switch while the scenario runs.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(rename = "FaultSpec")]
 #[serde(deny_unknown_fields)]
-pub struct FaultFile {
+pub(crate) struct FaultFile {
     /// A rule in `roce lab run --fault` syntax, without `dir`/`qp` (use `from` and
     /// `qp`): `drop op=write-middle nth=1`, `drop psn=101 nth=2` (the 2nd
     /// transmission of PSN 101), `corrupt-icrc psn=101`, `ce op=send-only`,
     /// `dup op=write-only copies=1`, `reorder psn=101`, `delay ms=20`. PSNs are
     /// absolute: set the QP's `psn` to make them known.
-    pub rule: Sp<String>,
+    pub(crate) rule: Sp<String>,
     /// Only frames this endpoint sends.
     #[serde(default)]
-    pub from: Option<Sp<String>>,
+    pub(crate) from: Option<Sp<String>>,
     /// Only frames of this QP pair (to the receiving end's QPN, learned at setup).
     #[serde(default)]
-    pub qp: Option<Sp<String>>,
+    pub(crate) qp: Option<Sp<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
 #[schemars(rename = "Expectations")]
 #[serde(deny_unknown_fields)]
-pub struct ExpectFile {
+pub(crate) struct ExpectFile {
     #[serde(default)]
-    pub completion: Vec<CompletionFile>,
+    pub(crate) completion: Vec<CompletionFile>,
     #[serde(default)]
-    pub wire: Vec<WireFile>,
+    pub(crate) wire: Vec<WireFile>,
     #[serde(default)]
-    pub memory: Vec<MemoryFile>,
+    pub(crate) memory: Vec<MemoryFile>,
     #[serde(default)]
-    pub probe: Vec<ProbeExpectFile>,
+    pub(crate) probe: Vec<ProbeExpectFile>,
 }
 
 /// A work completion on `on`: the one for `wr_id`, or the `index`-th (from 0) in
@@ -544,91 +546,91 @@ pub struct ExpectFile {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(rename = "CompletionExpect")]
 #[serde(deny_unknown_fields)]
-pub struct CompletionFile {
-    pub on: Sp<String>,
+pub(crate) struct CompletionFile {
+    pub(crate) on: Sp<String>,
     #[serde(default)]
-    pub wr_id: Option<u64>,
+    pub(crate) wr_id: Option<u64>,
     #[serde(default)]
-    pub index: Option<usize>,
+    pub(crate) index: Option<usize>,
     /// `IBV_WC_SUCCESS`, `IBV_WC_REM_ACCESS_ERR`, … (prefix optional).
     #[serde(default)]
-    pub status: Option<Sp<String>>,
+    pub(crate) status: Option<Sp<String>>,
     /// `IBV_WC_SEND`, `IBV_WC_RECV`, `IBV_WC_RDMA_WRITE`, `IBV_WC_RECV_RDMA_WITH_IMM`, …
     #[serde(default)]
-    pub opcode: Option<Sp<String>>,
+    pub(crate) opcode: Option<Sp<String>>,
     #[serde(default)]
-    pub byte_len: Option<u32>,
+    pub(crate) byte_len: Option<u32>,
     #[serde(default)]
-    pub imm_data: Option<u32>,
+    pub(crate) imm_data: Option<u32>,
     /// The total number of completions `on` sees.
     #[serde(default)]
-    pub count: Option<usize>,
+    pub(crate) count: Option<usize>,
     #[serde(default)]
-    pub within_ms: Option<u64>,
+    pub(crate) within_ms: Option<u64>,
 }
 
 /// What the wire shows for one QP pair, in one direction of requests.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(rename = "WireExpect")]
 #[serde(deny_unknown_fields)]
-pub struct WireFile {
-    pub qp: Sp<String>,
+pub(crate) struct WireFile {
+    pub(crate) qp: Sp<String>,
     /// The endpoint whose QP sends the requests.
-    pub from: Sp<String>,
+    pub(crate) from: Sp<String>,
     /// Request opcodes in order, by name without the transport ("SEND Only",
     /// "RDMA WRITE First"); a `*` suffix means any number (0+), `+` one or more;
     /// `|` separates alternatives.
     #[serde(default)]
-    pub sequence: Option<Vec<Sp<String>>>,
+    pub(crate) sequence: Option<Vec<Sp<String>>>,
     /// The responses (from the other side) in order: "ACK", "NAK Remote Access
     /// Error", "RNR NAK", "NAK" (any NAK, RNR included), "RDMA READ Response Only",
     /// "ATOMIC Acknowledge", … with the same `*`/`+`/`|`.
     #[serde(default)]
-    pub responses: Option<Vec<Sp<String>>>,
+    pub(crate) responses: Option<Vec<Sp<String>>>,
     /// NAK codes that must appear (`remote_access_error`, `invalid_request`,
     /// `psn_sequence_error`, `remote_operational_error`, `invalid_rd_request`, `rnr`).
     #[serde(default)]
-    pub naks: Option<Vec<Sp<String>>>,
+    pub(crate) naks: Option<Vec<Sp<String>>>,
     #[serde(default)]
-    pub min_rnr_naks: Option<u64>,
+    pub(crate) min_rnr_naks: Option<u64>,
     #[serde(default)]
-    pub retransmissions: Option<u64>,
+    pub(crate) retransmissions: Option<u64>,
     /// Every ICRC on this QP pair valid (default true).
     #[serde(default)]
-    pub icrc_valid: Option<bool>,
+    pub(crate) icrc_valid: Option<bool>,
     /// Nothing on the wire for this QP pair at all (loopback, or a refused post).
     #[serde(default)]
-    pub empty: Option<bool>,
+    pub(crate) empty: Option<bool>,
     /// Go-back-N recovery done right (IBA 9.7.5): the responder's ACK/NAK PSNs
     /// never move back; after a NAK PSN Sequence Error the requester resends from
     /// the NAK'd PSN; a resend never starts at a PSN already acknowledged; and
     /// every request PSN was delivered in the end.
     #[serde(default)]
-    pub go_back_n: Option<bool>,
+    pub(crate) go_back_n: Option<bool>,
     /// A CNP (opcode 0x81) from the responder after a CE-marked request (true), or
     /// none (false).
     #[serde(default)]
-    pub cnp: Option<bool>,
+    pub(crate) cnp: Option<bool>,
     /// Each resend starts within this many ms of what triggered it (the NAK, or
     /// the original transmission when the ACK timer fired).
     #[serde(default)]
-    pub retransmit_within_ms: Option<u64>,
+    pub(crate) retransmit_within_ms: Option<u64>,
 }
 
 /// An MR's content at the end of the run.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(rename = "MemoryExpect")]
 #[serde(deny_unknown_fields)]
-pub struct MemoryFile {
-    pub on: Sp<String>,
-    pub mr: Sp<String>,
+pub(crate) struct MemoryFile {
+    pub(crate) on: Sp<String>,
+    pub(crate) mr: Sp<String>,
     #[serde(default)]
-    pub offset: u64,
+    pub(crate) offset: u64,
     #[serde(default)]
-    pub equals: Option<Sp<Content>>,
+    pub(crate) equals: Option<Sp<Content>>,
     /// Equal to its initial content.
     #[serde(default)]
-    pub unchanged: Option<bool>,
+    pub(crate) unchanged: Option<bool>,
 }
 
 /// What the target sent back to a probe: its responses on the wire from the probe
@@ -636,19 +638,19 @@ pub struct MemoryFile {
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(rename = "ProbeExpect")]
 #[serde(deny_unknown_fields)]
-pub struct ProbeExpectFile {
+pub(crate) struct ProbeExpectFile {
     /// The probe's `id`.
-    pub probe: Sp<String>,
+    pub(crate) probe: Sp<String>,
     /// The responses in order, named as in `[[expect.wire]]` (`"ACK"`, `"NAK PSN
     /// Sequence Error"`, `"RDMA READ Response Only"`, …, `*`/`+` suffixes); `[]`:
     /// none at all (dropped).
     #[serde(default)]
-    pub responses: Option<Vec<Sp<String>>>,
+    pub(crate) responses: Option<Vec<Sp<String>>>,
     /// The PSN the first response carries, relative to `next` when the probe went
     /// out (a NAK PSN Sequence Error names the PSN the target expected: `"next"`).
     #[serde(default)]
-    pub psn: Option<Sp<PsnRef>>,
+    pub(crate) psn: Option<Sp<PsnRef>>,
     /// The first response within this many ms of the probe.
     #[serde(default)]
-    pub within_ms: Option<u64>,
+    pub(crate) within_ms: Option<u64>,
 }

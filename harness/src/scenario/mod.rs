@@ -1,4 +1,4 @@
-//! Scenarios: the TOML format as written ([`file`]), checked into a typed
+//! Scenarios: the TOML format as written ([`file`](mod@file)), checked into a typed
 //! scenario ([`model`]) with every problem reported at `file:line:col`
 //! ([`check`], [`diag`]); the wire expectations' patterns ([`pattern`]).
 //!
@@ -8,15 +8,15 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
-pub mod check;
-pub mod diag;
-pub mod file;
-pub mod model;
-pub mod pattern;
+pub(crate) mod check;
+pub(crate) mod diag;
+pub(crate) mod file;
+pub(crate) mod model;
+pub(crate) mod pattern;
 
-pub use check::load;
-pub use diag::Diagnostic;
-pub use model::Scenario;
+pub(crate) use check::load;
+pub(crate) use diag::Diagnostic;
+pub(crate) use model::Scenario;
 
 /// Every `*.toml` under the given paths, files as given, directories recursively in
 /// name order.
@@ -55,7 +55,7 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
 
 /// Every file loaded and checked, in order, or every problem found (each with its
 /// file:line:col), when any file has one: then nothing may run.
-pub fn load_all(files: &[PathBuf]) -> std::result::Result<Vec<(PathBuf, Scenario)>, Vec<Diagnostic>> {
+pub(crate) fn load_all(files: &[PathBuf]) -> std::result::Result<Vec<(PathBuf, Scenario)>, Vec<Diagnostic>> {
     let mut loaded = Vec::new();
     let mut problems = Vec::new();
     for f in files {

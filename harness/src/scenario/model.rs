@@ -7,106 +7,96 @@ use std::time::Duration;
 
 use dissector::wire::{NakKind, Opcode, Psn};
 
-pub use super::file::{ConnectMethod, Content, QpType};
+pub(crate) use super::file::{ConnectMethod, Content, QpType};
 use super::pattern::Pattern;
 use crate::verbs::{Access, SendFlag, WcOpcode, WcStatus};
 
 /// The deadline of a scenario that sets no `timeout_ms`.
-pub const DEFAULT_TIMEOUT_MS: u64 = 30_000;
+pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 /// How long a probe step waits for the answer when it sets no `settle_ms`.
-pub const DEFAULT_SETTLE_MS: u64 = 20;
+pub(crate) const DEFAULT_SETTLE_MS: u64 = 20;
 /// The longest a probe step may wait: answers come within milliseconds and a
 /// requester's retry timer within seconds; minutes are a typo.
-pub const MAX_SETTLE_MS: u64 = 10_000;
+pub(crate) const MAX_SETTLE_MS: u64 = 10_000;
 /// A UD Q_Key (and a probe's DETH Q_Key) when the scenario does not say.
-pub const DEFAULT_QKEY: u32 = 0x1111_1111;
+pub(crate) const DEFAULT_QKEY: u32 = 0x1111_1111;
 /// The default partition, full member.
-pub const DEFAULT_PKEY: u16 = 0xffff;
+pub(crate) const DEFAULT_PKEY: u16 = 0xffff;
 
 /// A checked scenario.
 #[derive(Debug, Clone)]
-pub struct Scenario {
-    pub name: String,
-    pub description: Option<String>,
+pub(crate) struct Scenario {
+    pub(crate) name: String,
     /// The whole scenario's deadline, setup included.
-    pub timeout: Duration,
-    pub endpoints: BTreeMap<String, Endpoint>,
-    pub qps: Vec<Qp>,
-    pub mrs: Vec<Mr>,
-    pub steps: Vec<Step>,
-    pub expect: Expectations,
-    pub faults: Vec<Fault>,
+    pub(crate) timeout: Duration,
+    pub(crate) endpoints: BTreeMap<String, Endpoint>,
+    pub(crate) qps: Vec<Qp>,
+    pub(crate) mrs: Vec<Mr>,
+    pub(crate) steps: Vec<Step>,
+    pub(crate) expect: Expectations,
+    pub(crate) faults: Vec<Fault>,
 }
 
 /// Where an endpoint runs.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Endpoint {
+pub(crate) struct Endpoint {
     /// Lab VM; `None` means the VM of the endpoint's name.
-    pub vm: Option<String>,
-    pub device: Option<String>,
-    pub port: Option<u8>,
-    pub gid_index: Option<u8>,
+    pub(crate) vm: Option<String>,
+    pub(crate) device: Option<String>,
+    pub(crate) port: Option<u8>,
+    pub(crate) gid_index: Option<u8>,
 }
 
 /// A QP pair: one QP on each endpoint of `between`, connected to each other.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Qp {
-    pub name: String,
-    pub kind: QpType,
+pub(crate) struct Qp {
+    pub(crate) name: String,
+    pub(crate) kind: QpType,
     /// The passive side (listens) first.
-    pub between: [String; 2],
-    pub connect: ConnectMethod,
-    pub mtu: u32,
+    pub(crate) between: [String; 2],
+    pub(crate) connect: ConnectMethod,
+    pub(crate) mtu: u32,
     /// Starting send PSN per endpoint; one not given is random.
-    pub psn: BTreeMap<String, Psn>,
-    pub timeout: u8,
-    pub retry_cnt: u8,
-    pub rnr_retry: u8,
-    pub min_rnr_timer: u8,
-    pub max_rd_atomic: u8,
-    pub max_dest_rd_atomic: u8,
+    pub(crate) psn: BTreeMap<String, Psn>,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
     /// `qp_access_flags` per endpoint.
-    pub access: BTreeMap<String, Access>,
-    pub qkey: u32,
-    pub max_send_wr: u32,
-    pub max_recv_wr: u32,
-    pub max_sge: u32,
-    pub max_inline: u32,
+    pub(crate) access: BTreeMap<String, Access>,
+    pub(crate) qkey: u32,
+    pub(crate) max_send_wr: u32,
+    pub(crate) max_recv_wr: u32,
+    pub(crate) max_sge: u32,
+    pub(crate) max_inline: u32,
 }
 
 impl Qp {
     /// The other end of the pair from `endpoint`.
-    pub fn peer_of(&self, endpoint: &str) -> &str {
+    pub(crate) fn peer_of(&self, endpoint: &str) -> &str {
         if self.between[0] == endpoint {
             &self.between[1]
         } else {
             &self.between[0]
         }
     }
-
-    /// The transport of its BTH opcodes.
-    pub fn transport(&self) -> dissector::wire::Transport {
-        match self.kind {
-            QpType::Rc => dissector::wire::Transport::Rc,
-            QpType::Uc => dissector::wire::Transport::Uc,
-            QpType::Ud => dissector::wire::Transport::Ud,
-        }
-    }
 }
 
 /// A memory region on one endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Mr {
-    pub name: String,
-    pub on: String,
-    pub size: u64,
-    pub access: Access,
-    pub init: Option<Content>,
+pub(crate) struct Mr {
+    pub(crate) name: String,
+    pub(crate) on: String,
+    pub(crate) size: u64,
+    pub(crate) access: Access,
+    pub(crate) init: Option<Content>,
 }
 
 impl Mr {
     /// Its content before anything wrote to it: `init` at the start, zero after.
-    pub fn initial_bytes(&self) -> Vec<u8> {
+    pub(crate) fn initial_bytes(&self) -> Vec<u8> {
         let mut b = vec![0u8; self.size as usize];
         if let Some(c) = &self.init {
             let init = c.bytes(b.len());
@@ -119,23 +109,23 @@ impl Mr {
 
 /// A slice of an MR of the endpoint that posts (default: all of it).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Sge {
-    pub mr: String,
-    pub offset: u64,
-    pub len: u32,
+pub(crate) struct Sge {
+    pub(crate) mr: String,
+    pub(crate) offset: u64,
+    pub(crate) len: u32,
 }
 
 /// An MR of the peer, by name, at an offset; `rkey` overrides the exchanged one.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Remote {
-    pub mr: String,
-    pub offset: u64,
-    pub rkey: Option<u32>,
+pub(crate) struct Remote {
+    pub(crate) mr: String,
+    pub(crate) offset: u64,
+    pub(crate) rkey: Option<u32>,
 }
 
 /// A send-queue verb and what only it carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verb {
+pub(crate) enum Verb {
     Send,
     SendImm { imm: u32 },
     Write { remote: Remote },
@@ -147,7 +137,7 @@ pub enum Verb {
 
 impl Verb {
     /// The step's `op`, as the file names it.
-    pub fn op(&self) -> &'static str {
+    pub(crate) fn op(&self) -> &'static str {
         match self {
             Verb::Send => "send",
             Verb::SendImm { .. } => "send_imm",
@@ -162,7 +152,7 @@ impl Verb {
 
 /// One step, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Step {
+pub(crate) enum Step {
     PostRecv { on: String, qp: String, wr_id: u64, sge: Vec<Sge> },
     Post { on: String, qp: String, wr_id: u64, sge: Vec<Sge>, flags: Vec<SendFlag>, verb: Verb },
     Sync,
@@ -173,7 +163,7 @@ pub enum Step {
 
 impl Step {
     /// The endpoint that carries it out (`None` for `sync` and `sleep`).
-    pub fn on(&self) -> Option<&str> {
+    pub(crate) fn on(&self) -> Option<&str> {
         match self {
             Step::PostRecv { on, .. } | Step::Post { on, .. } | Step::WaitCompletions { on, .. } | Step::Probe { on, .. } => Some(on),
             Step::Sync | Step::Sleep { .. } => None,
@@ -181,7 +171,7 @@ impl Step {
     }
 
     /// The step's `op`, as the file names it.
-    pub fn op(&self) -> &'static str {
+    pub(crate) fn op(&self) -> &'static str {
         match self {
             Step::PostRecv { .. } => "post_recv",
             Step::Post { verb, .. } => verb.op(),
@@ -195,14 +185,14 @@ impl Step {
 
 /// A PSN as a probe names it: relative to the PSN the target expects, or absolute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PsnAt {
+pub(crate) enum PsnAt {
     Next(i32),
     Absolute(Psn),
 }
 
 impl PsnAt {
     /// The PSN, given what `next` is (24-bit wrap).
-    pub fn resolve(self, next: Psn) -> Psn {
+    pub(crate) fn resolve(self, next: Psn) -> Psn {
         match self {
             PsnAt::Next(off) => next.add(off as u32),
             PsnAt::Absolute(p) => p,
@@ -224,43 +214,43 @@ impl std::fmt::Display for PsnAt {
 
 /// A crafted packet, resolved: its opcode from the table, its payload in bytes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Probe {
-    pub id: String,
-    pub opcode: Opcode,
-    pub psn: PsnAt,
+pub(crate) struct Probe {
+    pub(crate) id: String,
+    pub(crate) opcode: Opcode,
+    pub(crate) psn: PsnAt,
     /// `next` moves on by one after it.
-    pub moves_next: bool,
+    pub(crate) moves_next: bool,
     /// For RETH / AtomicETH: an MR of the target.
-    pub remote: Option<Remote>,
-    pub dma_len: Option<u32>,
-    pub payload: Vec<u8>,
-    pub imm_data: u32,
-    pub compare: u64,
+    pub(crate) remote: Option<Remote>,
+    pub(crate) dma_len: Option<u32>,
+    pub(crate) payload: Vec<u8>,
+    pub(crate) imm_data: u32,
+    pub(crate) compare: u64,
     /// Swap (CmpSwap) or add (FetchAdd).
-    pub swap_add: u64,
-    pub ack_req: bool,
-    pub bad_icrc: bool,
-    pub p_key: u16,
-    pub dest_qp: Option<u32>,
-    pub q_key: u32,
-    pub copies: u32,
-    pub settle_ms: u64,
+    pub(crate) swap_add: u64,
+    pub(crate) ack_req: bool,
+    pub(crate) bad_icrc: bool,
+    pub(crate) p_key: u16,
+    pub(crate) dest_qp: Option<u32>,
+    pub(crate) q_key: u32,
+    pub(crate) copies: u32,
+    pub(crate) settle_ms: u64,
 }
 
 /// A fault rule for the lab switch, parsed; `from` and `qp` are filled in as the
 /// rule's direction and QPN once the endpoints are set up.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Fault {
-    pub rule: lab::fault::Rule,
+pub(crate) struct Fault {
+    pub(crate) rule: lab::fault::Rule,
     /// As written, for the reports.
-    pub text: String,
-    pub from: Option<String>,
-    pub qp: Option<String>,
+    pub(crate) text: String,
+    pub(crate) from: Option<String>,
+    pub(crate) qp: Option<String>,
 }
 
 impl Fault {
     /// `drop psn=101 nth=1 (from a, QP q)`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let scope: Vec<String> = self.from.iter().map(|e| format!("from {e}")).chain(self.qp.iter().map(|q| format!("QP {q}"))).collect();
         if scope.is_empty() {
             self.text.clone()
@@ -271,74 +261,71 @@ impl Fault {
 }
 
 #[derive(Debug, Clone, Default)]
-pub struct Expectations {
-    pub completion: Vec<CompletionExpect>,
-    pub wire: Vec<WireExpect>,
-    pub memory: Vec<MemoryExpect>,
-    pub probe: Vec<ProbeExpect>,
+pub(crate) struct Expectations {
+    pub(crate) completion: Vec<CompletionExpect>,
+    pub(crate) wire: Vec<WireExpect>,
+    pub(crate) memory: Vec<MemoryExpect>,
+    pub(crate) probe: Vec<ProbeExpect>,
 }
 
 impl Expectations {
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.completion.len() + self.wire.len() + self.memory.len() + self.probe.len()
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 
 /// A work completion on `on`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CompletionExpect {
-    pub on: String,
-    pub wr_id: Option<u64>,
-    pub index: Option<usize>,
-    pub status: Option<WcStatus>,
-    pub opcode: Option<WcOpcode>,
-    pub byte_len: Option<u32>,
-    pub imm_data: Option<u32>,
-    pub count: Option<usize>,
-    pub within_ms: Option<u64>,
+pub(crate) struct CompletionExpect {
+    pub(crate) on: String,
+    pub(crate) wr_id: Option<u64>,
+    pub(crate) index: Option<usize>,
+    pub(crate) status: Option<WcStatus>,
+    pub(crate) opcode: Option<WcOpcode>,
+    pub(crate) byte_len: Option<u32>,
+    pub(crate) imm_data: Option<u32>,
+    pub(crate) count: Option<usize>,
+    pub(crate) within_ms: Option<u64>,
 }
 
 /// What the wire shows for one QP pair, in one direction of requests.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WireExpect {
-    pub qp: String,
-    pub from: String,
-    pub sequence: Option<Vec<Pattern>>,
-    pub responses: Option<Vec<Pattern>>,
-    pub naks: Option<Vec<NakKind>>,
-    pub min_rnr_naks: Option<u64>,
-    pub retransmissions: Option<u64>,
+pub(crate) struct WireExpect {
+    pub(crate) qp: String,
+    pub(crate) from: String,
+    pub(crate) sequence: Option<Vec<Pattern>>,
+    pub(crate) responses: Option<Vec<Pattern>>,
+    pub(crate) naks: Option<Vec<NakKind>>,
+    pub(crate) min_rnr_naks: Option<u64>,
+    pub(crate) retransmissions: Option<u64>,
     /// `true`: every ICRC valid; `false`: a bad one must be there.
-    pub icrc_valid: bool,
-    pub empty: bool,
-    pub go_back_n: bool,
-    pub cnp: Option<bool>,
-    pub retransmit_within_ms: Option<u64>,
+    pub(crate) icrc_valid: bool,
+    pub(crate) empty: bool,
+    pub(crate) go_back_n: bool,
+    pub(crate) cnp: Option<bool>,
+    pub(crate) retransmit_within_ms: Option<u64>,
 }
 
 /// An MR's content at the end.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MemoryExpect {
-    pub on: String,
-    pub mr: String,
-    pub offset: u64,
-    pub want: Memory,
+pub(crate) struct MemoryExpect {
+    pub(crate) on: String,
+    pub(crate) mr: String,
+    pub(crate) offset: u64,
+    pub(crate) want: Memory,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Memory {
+pub(crate) enum Memory {
     Equals(Content),
     Unchanged,
 }
 
 /// What the target sent back to a probe.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ProbeExpect {
-    pub probe: String,
-    pub responses: Option<Vec<Pattern>>,
-    pub psn: Option<PsnAt>,
-    pub within_ms: Option<u64>,
+pub(crate) struct ProbeExpect {
+    pub(crate) probe: String,
+    pub(crate) responses: Option<Vec<Pattern>>,
+    pub(crate) psn: Option<PsnAt>,
+    pub(crate) within_ms: Option<u64>,
 }

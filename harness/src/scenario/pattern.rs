@@ -13,7 +13,7 @@ use dissector::wire::{AckClass, Opcode};
 
 /// One name of a pattern.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Atom {
+pub(crate) enum Atom {
     /// An operation of the opcode table, by its name without the transport.
     Op(&'static str),
     /// An acknowledgement of this class (an Acknowledge's AETH).
@@ -26,7 +26,7 @@ impl Atom {
     /// Whether a packet of operation `op` (its table name) whose AETH says `ack`
     /// is what this atom names. An acknowledgement class names an Acknowledge by
     /// its AETH; an operation name names any packet of that operation.
-    pub fn matches(self, op: &str, ack: Option<AckClass>) -> bool {
+    pub(crate) fn matches(self, op: &str, ack: Option<AckClass>) -> bool {
         match self {
             Atom::Op(name) => op == name,
             Atom::Ack(c) => op == "Acknowledge" && ack == Some(c),
@@ -35,7 +35,7 @@ impl Atom {
     }
 
     /// Every name an atom can have, for suggestions.
-    pub fn names() -> Vec<String> {
+    pub(crate) fn names() -> Vec<String> {
         let mut v: Vec<String> = Opcode::all().map(|i| i.name.to_string()).collect();
         v.sort();
         v.dedup();
@@ -77,7 +77,7 @@ impl FromStr for Atom {
 
 /// How many of an item a sequence may hold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Repeat {
+pub(crate) enum Repeat {
     One,
     /// `*`: any number.
     Any,
@@ -88,13 +88,13 @@ pub enum Repeat {
 /// One item of an expected sequence: `RDMA WRITE Middle*`, `ACK+`,
 /// `NAK Invalid Request | NAK Remote Access Error`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Pattern {
-    pub alternatives: Vec<Atom>,
-    pub repeat: Repeat,
+pub(crate) struct Pattern {
+    pub(crate) alternatives: Vec<Atom>,
+    pub(crate) repeat: Repeat,
 }
 
 impl Pattern {
-    pub fn matches(&self, op: &str, ack: Option<AckClass>) -> bool {
+    pub(crate) fn matches(&self, op: &str, ack: Option<AckClass>) -> bool {
         self.alternatives.iter().any(|a| a.matches(op, ack))
     }
 }
@@ -130,13 +130,13 @@ impl fmt::Display for Pattern {
 }
 
 /// `[SEND Only, ACK+]`: the patterns as a list, for the reports.
-pub fn describe(patterns: &[Pattern]) -> String {
+pub(crate) fn describe(patterns: &[Pattern]) -> String {
     patterns.iter().map(|p| p.to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// The whole of `actual` matches the sequence `patterns`; `is` says whether one
 /// element is what a pattern names.
-pub fn matches_sequence<T>(patterns: &[Pattern], actual: &[T], is: &dyn Fn(&Pattern, &T) -> bool) -> bool {
+pub(crate) fn matches_sequence<T>(patterns: &[Pattern], actual: &[T], is: &dyn Fn(&Pattern, &T) -> bool) -> bool {
     let Some((first, rest)) = patterns.split_first() else { return actual.is_empty() };
     let run = actual.iter().take_while(|x| is(first, x)).count();
     match first.repeat {

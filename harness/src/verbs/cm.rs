@@ -10,7 +10,7 @@ use super::qp::{Qp, QpAttrs, Reset, Rts};
 
 /// An rdma_cm connection for a QP we created ourselves. Dropping it disconnects
 /// (DREQ/DREP on the wire) and releases the ids and the channel.
-pub struct CmConn {
+pub(crate) struct CmConn {
     ec: *mut rdma_event_channel,
     id: *mut rdma_cm_id,
     listen: *mut rdma_cm_id,
@@ -193,7 +193,7 @@ impl CmConn {
 
     /// The passive side: listen on ip:port, accept one connection for `qp`,
     /// answering with `private` (at most 196 bytes) in the REP; `qp` ends in RTS.
-    pub fn accept(ip: std::net::Ipv4Addr, port: u16, qp: Qp<Reset>, a: &QpAttrs, private: &[u8], within: std::time::Duration) -> Result<(CmConn, Qp<Rts>)> {
+    pub(crate) fn accept(ip: std::net::Ipv4Addr, port: u16, qp: Qp<Reset>, a: &QpAttrs, private: &[u8], within: std::time::Duration) -> Result<(CmConn, Qp<Rts>)> {
         check_private("rdma_accept", private, 196)?;
         let mut c = CmConn::new()?;
         let mut l = ptr::null_mut();
@@ -224,7 +224,7 @@ impl CmConn {
     /// The active side: resolve, connect `qp` to ip:port with `private` (at most 56
     /// bytes) in the REQ; `qp` ends in RTS. A connection refused because the passive
     /// side is not listening yet is retried with a fresh id.
-    pub fn connect(ip: std::net::Ipv4Addr, port: u16, qp: Qp<Reset>, a: &QpAttrs, private: &[u8], within: std::time::Duration) -> Result<(CmConn, Qp<Rts>)> {
+    pub(crate) fn connect(ip: std::net::Ipv4Addr, port: u16, qp: Qp<Reset>, a: &QpAttrs, private: &[u8], within: std::time::Duration) -> Result<(CmConn, Qp<Rts>)> {
         check_private("rdma_connect", private, 56)?;
         let until = std::time::Instant::now() + within;
         loop {

@@ -12,9 +12,9 @@ use super::error::{Result, VerbError};
 use super::names::{Access, WcOpcode, WcStatus};
 
 /// An open RDMA device.
-pub struct Context {
+pub(crate) struct Context {
     pub(super) ctx: *mut ibv_context,
-    pub name: String,
+    pub(crate) name: String,
 }
 
 // SAFETY: libibverbs objects may be used from any thread ("all verbs are thread
@@ -24,7 +24,7 @@ unsafe impl Sync for Context {}
 
 impl Context {
     /// Opens `name`, or the first device.
-    pub fn open(name: Option<&str>) -> Result<Arc<Context>> {
+    pub(crate) fn open(name: Option<&str>) -> Result<Arc<Context>> {
         let mut n = 0;
         // SAFETY: n is a valid out pointer; the list is freed below.
         let list = unsafe { ibv_get_device_list(&mut n) };
@@ -73,7 +73,7 @@ impl Context {
         Ok(Arc::new(Context { ctx, name: dn }))
     }
 
-    pub fn port_state(&self, port: u8) -> Result<(u32, u32)> {
+    pub(crate) fn port_state(&self, port: u8) -> Result<(u32, u32)> {
         // SAFETY: zeroed ibv_port_attr is a valid out buffer.
         let mut attr: ibv_port_attr = unsafe { std::mem::zeroed() };
         // SAFETY: ctx is open; attr is a valid out pointer.
@@ -82,7 +82,7 @@ impl Context {
         Ok((attr.state, attr.active_mtu))
     }
 
-    pub fn gid(&self, port: u8, index: u8) -> Result<[u8; 16]> {
+    pub(crate) fn gid(&self, port: u8, index: u8) -> Result<[u8; 16]> {
         // SAFETY: zeroed ibv_gid is a valid out buffer.
         let mut g: ibv_gid = unsafe { std::mem::zeroed() };
         // SAFETY: ctx is open; g is a valid out pointer.
@@ -93,14 +93,14 @@ impl Context {
     }
 
     /// The RoCE type of a GID entry as the kernel reports it (`RoCE v2`, `IB/RoCE v1`).
-    pub fn gid_type(&self, port: u8, index: u8) -> Option<String> {
+    pub(crate) fn gid_type(&self, port: u8, index: u8) -> Option<String> {
         let p = format!("/sys/class/infiniband/{}/ports/{port}/gid_attrs/types/{index}", self.name);
         std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
     }
 
     /// The IPv4-mapped RoCEv2 GID of `port`: (index, gid). Explains what the table
     /// holds when there is none.
-    pub fn roce_v2_ipv4_gid(&self, port: u8) -> Result<(u8, [u8; 16])> {
+    pub(crate) fn roce_v2_ipv4_gid(&self, port: u8) -> Result<(u8, [u8; 16])> {
         let mut seen = Vec::new();
         for i in 0..16u8 {
             let Ok(g) = self.gid(port, i) else { break };
@@ -133,7 +133,7 @@ impl Drop for Context {
     }
 }
 
-pub struct Pd {
+pub(crate) struct Pd {
     pub(super) pd: *mut ibv_pd,
     _ctx: Arc<Context>,
 }
@@ -143,7 +143,7 @@ unsafe impl Send for Pd {}
 unsafe impl Sync for Pd {}
 
 impl Pd {
-    pub fn new(ctx: &Arc<Context>) -> Result<Arc<Pd>> {
+    pub(crate) fn new(ctx: &Arc<Context>) -> Result<Arc<Pd>> {
         // SAFETY: ctx is open.
         let pd = unsafe { ibv_alloc_pd(ctx.ctx) };
         if pd.is_null() {
@@ -160,7 +160,7 @@ impl Drop for Pd {
     }
 }
 
-pub struct Cq {
+pub(crate) struct Cq {
     pub(super) cq: *mut ibv_cq,
     _ctx: Arc<Context>,
 }
@@ -170,7 +170,7 @@ unsafe impl Send for Cq {}
 unsafe impl Sync for Cq {}
 
 impl Cq {
-    pub fn new(ctx: &Arc<Context>, depth: i32) -> Result<Arc<Cq>> {
+    pub(crate) fn new(ctx: &Arc<Context>, depth: i32) -> Result<Arc<Cq>> {
         // SAFETY: ctx is open; no channel, no context pointer.
         let cq = unsafe { ibv_create_cq(ctx.ctx, depth, ptr::null_mut(), ptr::null_mut(), 0) };
         if cq.is_null() {
@@ -180,7 +180,7 @@ impl Cq {
     }
 
     /// Polls up to `max` completions.
-    pub fn poll(&self, max: usize) -> Result<Vec<Completion>> {
+    pub(crate) fn poll(&self, max: usize) -> Result<Vec<Completion>> {
         // SAFETY: ibv_wc is plain data; zeroed is valid.
         let mut wcs: Vec<ibv_wc> = (0..max.max(1)).map(|_| unsafe { std::mem::zeroed() }).collect();
         // SAFETY: cq is alive; wcs has room for max entries.
@@ -211,15 +211,15 @@ const IBV_WC_WITH_IMM: u32 = 1 << 1;
 
 /// A work completion, copied out of the CQ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Completion {
-    pub wr_id: u64,
-    pub status: WcStatus,
-    pub opcode: WcOpcode,
-    pub byte_len: u32,
-    pub imm_data: Option<u32>,
-    pub qp_num: u32,
-    pub src_qp: u32,
-    pub vendor_err: u32,
+pub(crate) struct Completion {
+    pub(crate) wr_id: u64,
+    pub(crate) status: WcStatus,
+    pub(crate) opcode: WcOpcode,
+    pub(crate) byte_len: u32,
+    pub(crate) imm_data: Option<u32>,
+    pub(crate) qp_num: u32,
+    pub(crate) src_qp: u32,
+    pub(crate) vendor_err: u32,
 }
 
 impl Drop for Cq {
@@ -231,7 +231,7 @@ impl Drop for Cq {
 
 /// A registered buffer. The device reads and writes it behind our back, so its
 /// bytes are only ever copied in or out through raw pointers, never borrowed.
-pub struct Mr {
+pub(crate) struct Mr {
     mr: *mut ibv_mr,
     buf: *mut u8,
     len: usize,
@@ -246,7 +246,7 @@ unsafe impl Sync for Mr {}
 impl Mr {
     /// Registers a zeroed, page-aligned buffer of `len` bytes holding `init` at its
     /// start.
-    pub fn new(pd: &Arc<Pd>, len: usize, access: Access, init: &[u8]) -> Result<Mr> {
+    pub(crate) fn new(pd: &Arc<Pd>, len: usize, access: Access, init: &[u8]) -> Result<Mr> {
         let layout = std::alloc::Layout::from_size_align(len.max(1), 4096)
             .map_err(|_| VerbError::from_errno(format!("allocating {len} bytes"), libc::EINVAL, None))?;
         // SAFETY: the layout has a non-zero size.
@@ -267,26 +267,23 @@ impl Mr {
         Ok(Mr { mr, buf, len, layout, _pd: pd.clone() })
     }
 
-    pub fn addr(&self) -> u64 {
+    pub(crate) fn addr(&self) -> u64 {
         self.buf as u64
     }
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.len
     }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    pub fn lkey(&self) -> u32 {
+    pub(crate) fn lkey(&self) -> u32 {
         // SAFETY: mr is registered until Drop.
         unsafe { (*self.mr).lkey }
     }
-    pub fn rkey(&self) -> u32 {
+    pub(crate) fn rkey(&self) -> u32 {
         // SAFETY: as above.
         unsafe { (*self.mr).rkey }
     }
 
     /// A copy of the buffer as it is now.
-    pub fn read(&self) -> Vec<u8> {
+    pub(crate) fn read(&self) -> Vec<u8> {
         let mut v = vec![0u8; self.len];
         // SAFETY: buf is valid for len bytes; the copy does not create a reference.
         unsafe { ptr::copy_nonoverlapping(self.buf, v.as_mut_ptr(), self.len) };
@@ -304,7 +301,7 @@ impl Drop for Mr {
     }
 }
 
-pub struct Ah {
+pub(crate) struct Ah {
     pub(super) ah: *mut ibv_ah,
     _pd: Arc<Pd>,
 }
@@ -315,7 +312,7 @@ unsafe impl Sync for Ah {}
 
 impl Ah {
     /// A RoCE address handle towards `dgid` from our GID `sgid_index`.
-    pub fn new(pd: &Arc<Pd>, port: u8, sgid_index: u8, dgid: [u8; 16]) -> Result<Ah> {
+    pub(crate) fn new(pd: &Arc<Pd>, port: u8, sgid_index: u8, dgid: [u8; 16]) -> Result<Ah> {
         // SAFETY: zeroed ibv_ah_attr is valid; the fields set below are plain data.
         let mut a: ibv_ah_attr = unsafe { std::mem::zeroed() };
         a.is_global = 1;

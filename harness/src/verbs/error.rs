@@ -6,7 +6,7 @@ use std::io;
 
 /// A verb that failed.
 #[derive(Debug)]
-pub enum VerbError {
+pub(crate) enum VerbError {
     /// The device or its kernel driver does not have this verb or feature
     /// (`EOPNOTSUPP`, `ENOTSUP`, `EPROTONOSUPPORT`): not a defect of the setup.
     Unsupported { verb: String, hint: Option<String> },
@@ -14,12 +14,12 @@ pub enum VerbError {
     Failed { verb: String, source: io::Error, hint: Option<String> },
 }
 
-pub type Result<T> = std::result::Result<T, VerbError>;
+pub(crate) type Result<T> = std::result::Result<T, VerbError>;
 
 impl VerbError {
     /// The verb's error from an errno: `Unsupported` where the errno says the device
     /// lacks it.
-    pub fn from_errno(verb: impl Into<String>, errno: i32, hint: Option<String>) -> VerbError {
+    pub(crate) fn from_errno(verb: impl Into<String>, errno: i32, hint: Option<String>) -> VerbError {
         let verb = verb.into();
         if matches!(errno, libc::EOPNOTSUPP | libc::EPROTONOSUPPORT) || errno == libc::ENOTSUP {
             VerbError::Unsupported { verb, hint }
@@ -29,13 +29,13 @@ impl VerbError {
     }
 
     /// The last OS error, for verbs that return NULL or -1 and set errno.
-    pub fn last(verb: impl Into<String>, hint: Option<String>) -> VerbError {
+    pub(crate) fn last(verb: impl Into<String>, hint: Option<String>) -> VerbError {
         let errno = io::Error::last_os_error().raw_os_error().unwrap_or(0);
         VerbError::from_errno(verb, errno, hint)
     }
 
     /// For verbs that return an errno (or its negative) instead of setting it.
-    pub fn check(verb: impl Into<String>, rc: i32, hint: Option<String>) -> Result<()> {
+    pub(crate) fn check(verb: impl Into<String>, rc: i32, hint: Option<String>) -> Result<()> {
         if rc == 0 {
             Ok(())
         } else {
@@ -43,31 +43,31 @@ impl VerbError {
         }
     }
 
-    pub fn verb(&self) -> &str {
+    pub(crate) fn verb(&self) -> &str {
         match self {
             VerbError::Unsupported { verb, .. } | VerbError::Failed { verb, .. } => verb,
         }
     }
 
-    pub fn errno(&self) -> i32 {
+    pub(crate) fn errno(&self) -> i32 {
         match self {
             VerbError::Unsupported { .. } => libc::EOPNOTSUPP,
             VerbError::Failed { source, .. } => source.raw_os_error().unwrap_or(0),
         }
     }
 
-    pub fn hint(&self) -> Option<&str> {
+    pub(crate) fn hint(&self) -> Option<&str> {
         match self {
             VerbError::Unsupported { hint, .. } | VerbError::Failed { hint, .. } => hint.as_deref(),
         }
     }
 
-    pub fn is_unsupported(&self) -> bool {
+    pub(crate) fn is_unsupported(&self) -> bool {
         matches!(self, VerbError::Unsupported { .. })
     }
 
     /// What failed and why, without the hint.
-    pub fn what(&self) -> String {
+    pub(crate) fn what(&self) -> String {
         match self {
             VerbError::Unsupported { verb, .. } => format!("{verb}: not supported by this device or kernel"),
             VerbError::Failed { verb, source, .. } => format!("{verb} failed: {source}"),

@@ -10,14 +10,14 @@
 //!
 //! Owns: every `unsafe` call into rdma-sys in the harness; each block says why it
 //! is sound. Imports: nothing of the harness.
-pub mod cm;
-pub mod device;
-pub mod error;
-pub mod names;
-pub mod qp;
+pub(crate) mod cm;
+pub(crate) mod device;
+pub(crate) mod error;
+pub(crate) mod names;
+pub(crate) mod qp;
 
-pub use cm::CmConn;
-pub use device::{Ah, Completion, Context, Cq, Mr, Pd};
-pub use error::{Result, VerbError};
-pub use names::{Access, SendFlag, WcOpcode, WcStatus};
-pub use qp::{Caps, Init, Peer, Qp, QpAttrs, QpKind, Remote, Reset, Rtr, Rts, SendWr, Sge};
+pub(crate) use cm::CmConn;
+pub(crate) use device::{Ah, Context, Cq, Mr, Pd};
+pub(crate) use error::VerbError;
+pub(crate) use names::{Access, SendFlag, WcOpcode, WcStatus};
+pub(crate) use qp::{Caps, Peer, Qp, QpAttrs, QpKind, Remote, Reset, Rts, SendWr, Sge};

@@ -13,10 +13,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A name that is not one of the kind asked for, and the closest one that is.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownName {
-    pub what: &'static str,
-    pub name: String,
-    pub suggestion: Option<&'static str>,
+pub(crate) struct UnknownName {
+    pub(crate) what: &'static str,
+    pub(crate) name: String,
+    pub(crate) suggestion: Option<&'static str>,
 }
 
 impl fmt::Display for UnknownName {
@@ -47,14 +47,14 @@ macro_rules! named_values {
     ($(#[$m:meta])* $ty:ident, $what:literal, $norm:path, [$(($v:literal, $n:literal)),* $(,)?]) => {
         $(#[$m])*
         #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-        pub struct $ty(pub u32);
+        pub(crate) struct $ty(pub u32);
 
         impl $ty {
             /// Every value libibverbs names, with its name.
-            pub const ALL: &'static [(u32, &'static str)] = &[$(($v, $n)),*];
+            pub(crate) const ALL: &'static [(u32, &'static str)] = &[$(($v, $n)),*];
 
             /// The name, or `None` for a value this table does not know.
-            pub fn name(self) -> Option<&'static str> {
+            pub(crate) fn name(self) -> Option<&'static str> {
                 Self::ALL.iter().find(|(v, _)| *v == self.0).map(|(_, n)| *n)
             }
         }
@@ -169,7 +169,7 @@ named_values!(
 );
 
 impl WcStatus {
-    pub const SUCCESS: WcStatus = WcStatus(0);
+    pub(crate) const SUCCESS: WcStatus = WcStatus(0);
 }
 
 /// `IBV_ACCESS_REMOTE_WRITE` / `remote_write` → `remote_write`.
@@ -181,11 +181,11 @@ fn access_name(s: &str) -> String {
 /// `ibv_access_flags`: a set, named flag by flag.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(transparent)]
-pub struct Access(pub u32);
+pub(crate) struct Access(pub u32);
 
 impl Access {
     /// Each flag's bit and name.
-    pub const FLAGS: &'static [(u32, &'static str)] = &[
+    pub(crate) const FLAGS: &'static [(u32, &'static str)] = &[
         (1 << 0, "local_write"),
         (1 << 1, "remote_write"),
         (1 << 2, "remote_read"),
@@ -195,26 +195,22 @@ impl Access {
         (1 << 6, "on_demand"),
         (1 << 20, "relaxed_ordering"),
     ];
-    pub const LOCAL_WRITE: Access = Access(1);
+    pub(crate) const LOCAL_WRITE: Access = Access(1);
     /// A QP's access when the scenario does not say: every remote operation.
-    pub const REMOTE_ALL: Access = Access(0b1110);
+    pub(crate) const REMOTE_ALL: Access = Access(0b1110);
 
-    pub fn names() -> impl Iterator<Item = &'static str> {
+    pub(crate) fn names() -> impl Iterator<Item = &'static str> {
         Self::FLAGS.iter().map(|(_, n)| *n)
     }
 
     /// One flag by name.
-    pub fn flag(s: &str) -> Result<Access, UnknownName> {
+    pub(crate) fn flag(s: &str) -> Result<Access, UnknownName> {
         let n = access_name(s);
         Self::FLAGS.iter().find(|(_, x)| *x == n).map(|(b, _)| Access(*b)).ok_or_else(|| UnknownName {
             what: "access flag",
             name: s.to_string(),
             suggestion: dissector::text::did_you_mean(&n, Self::names()),
         })
-    }
-
-    pub fn contains(self, other: Access) -> bool {
-        self.0 & other.0 == other.0
     }
 }
 
@@ -236,7 +232,7 @@ impl fmt::Debug for Access {
 /// The flags of a send-queue work request, as scenarios name them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub enum SendFlag {
+pub(crate) enum SendFlag {
     /// Ask for a completion (the default).
     Signaled,
     /// No completion unless it fails.
@@ -248,9 +244,9 @@ pub enum SendFlag {
 }
 
 impl SendFlag {
-    pub const ALL: [SendFlag; 5] = [SendFlag::Signaled, SendFlag::Unsignaled, SendFlag::Inline, SendFlag::Solicited, SendFlag::Fence];
+    pub(crate) const ALL: [SendFlag; 5] = [SendFlag::Signaled, SendFlag::Unsignaled, SendFlag::Inline, SendFlag::Solicited, SendFlag::Fence];
 
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             SendFlag::Signaled => "signaled",
             SendFlag::Unsignaled => "unsignaled",

@@ -16,7 +16,7 @@ use super::names::Access;
 /// The transport of a QP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
-pub enum QpKind {
+pub(crate) enum QpKind {
     Rc,
     Uc,
     Ud,
@@ -34,7 +34,7 @@ impl QpKind {
 
 /// Queue depths and SGE limits asked for at creation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct Caps {
+pub(crate) struct Caps {
     pub max_send_wr: u32,
     pub max_recv_wr: u32,
     pub max_sge: u32,
@@ -43,7 +43,7 @@ pub struct Caps {
 
 /// What RTR needs to know about the peer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Peer {
+pub(crate) struct Peer {
     pub qpn: u32,
     pub psn: u32,
     pub gid: [u8; 16],
@@ -51,7 +51,7 @@ pub struct Peer {
 
 /// The attributes of INIT → RTR → RTS, as the scenario set them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct QpAttrs {
+pub(crate) struct QpAttrs {
     pub port: u8,
     pub sgid_index: u8,
     pub access: Access,
@@ -67,13 +67,13 @@ pub struct QpAttrs {
 }
 
 /// QP states, as type parameters.
-pub struct Reset;
-pub struct Init;
-pub struct Rtr;
-pub struct Rts;
+pub(crate) struct Reset;
+pub(crate) struct Init;
+pub(crate) struct Rtr;
+pub(crate) struct Rts;
 
 /// States a receive may be posted in (IBA 10.8.2: from INIT on).
-pub trait Receiving {}
+pub(crate) trait Receiving {}
 impl Receiving for Init {}
 impl Receiving for Rtr {}
 impl Receiving for Rts {}
@@ -96,7 +96,7 @@ impl Drop for Raw {
 }
 
 /// A queue pair in state `S`.
-pub struct Qp<S> {
+pub(crate) struct Qp<S> {
     raw: Raw,
     _state: PhantomData<S>,
 }
@@ -107,12 +107,12 @@ unsafe impl<S> Send for Qp<S> {}
 unsafe impl<S> Sync for Qp<S> {}
 
 impl<S> Qp<S> {
-    pub fn qpn(&self) -> u32 {
+    pub(crate) fn qpn(&self) -> u32 {
         // SAFETY: the QP is alive until Drop.
         unsafe { (*self.raw.qp).qp_num }
     }
 
-    pub fn kind(&self) -> QpKind {
+    pub(crate) fn kind(&self) -> QpKind {
         self.raw.kind
     }
 
@@ -139,7 +139,7 @@ impl<S> Qp<S> {
 }
 
 impl Qp<Reset> {
-    pub fn new(pd: &Arc<Pd>, cq: &Arc<Cq>, kind: QpKind, caps: Caps) -> Result<Qp<Reset>> {
+    pub(crate) fn new(pd: &Arc<Pd>, cq: &Arc<Cq>, kind: QpKind, caps: Caps) -> Result<Qp<Reset>> {
         let cap = ibv_qp_cap {
             max_send_wr: caps.max_send_wr,
             max_recv_wr: caps.max_recv_wr,
@@ -168,7 +168,7 @@ impl Qp<Reset> {
     }
 
     /// RESET → INIT: port, P_Key index, and the access flags (RC/UC) or Q_Key (UD).
-    pub fn init(self, a: &QpAttrs) -> Result<Qp<Init>> {
+    pub(crate) fn init(self, a: &QpAttrs) -> Result<Qp<Init>> {
         use ibv_qp_attr_mask as M;
         // SAFETY: zeroed attributes are valid.
         let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
@@ -187,7 +187,7 @@ impl Qp<Reset> {
     }
 
     /// RESET → INIT → RTR → RTS in one go, towards `peer` (UD has none).
-    pub fn connect(self, a: &QpAttrs, peer: Option<Peer>) -> Result<Qp<Rts>> {
+    pub(crate) fn connect(self, a: &QpAttrs, peer: Option<Peer>) -> Result<Qp<Rts>> {
         self.init(a)?.ready_to_receive(a, peer)?.ready_to_send(a)
     }
 }
@@ -195,7 +195,7 @@ impl Qp<Reset> {
 impl Qp<Init> {
     /// INIT → RTR: the path to the peer (its QPN, its first PSN, its GID) for RC and
     /// UC; nothing for UD.
-    pub fn ready_to_receive(self, a: &QpAttrs, peer: Option<Peer>) -> Result<Qp<Rtr>> {
+    pub(crate) fn ready_to_receive(self, a: &QpAttrs, peer: Option<Peer>) -> Result<Qp<Rtr>> {
         use ibv_qp_attr_mask as M;
         let kind = self.kind();
         // SAFETY: zeroed attributes are valid.
@@ -227,7 +227,7 @@ impl Qp<Init> {
 impl Qp<Rtr> {
     /// RTR → RTS: the first send PSN, and for RC the ACK timeout, retry counts and
     /// outstanding READ/atomic depth.
-    pub fn ready_to_send(self, a: &QpAttrs) -> Result<Qp<Rts>> {
+    pub(crate) fn ready_to_send(self, a: &QpAttrs) -> Result<Qp<Rts>> {
         use ibv_qp_attr_mask as M;
         // SAFETY: zeroed attributes are valid.
         let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
@@ -247,7 +247,7 @@ impl Qp<Rtr> {
 
 /// One scatter/gather element: address, length, lkey.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Sge {
+pub(crate) struct Sge {
     pub addr: u64,
     pub len: u32,
     pub lkey: u32,
@@ -264,7 +264,7 @@ impl<S: Receiving> Qp<S> {
     /// The device writes into the SGEs until the WR completes (or the QP is
     /// destroyed): they must lie inside MRs that live as long as this QP. The agent
     /// keeps every MR until after its QPs are destroyed.
-    pub fn post_recv(&self, wr_id: u64, sges: &[Sge]) -> Result<()> {
+    pub(crate) fn post_recv(&self, wr_id: u64, sges: &[Sge]) -> Result<()> {
         let mut sg = sg_list(sges);
         let mut w = ibv_recv_wr { wr_id, next: ptr::null_mut(), sg_list: sg.as_mut_ptr(), num_sge: sg.len() as i32 };
         let mut bad = ptr::null_mut();
@@ -276,7 +276,7 @@ impl<S: Receiving> Qp<S> {
 }
 
 /// Where a send-queue WR goes.
-pub enum Remote<'a> {
+pub(crate) enum Remote<'a> {
     None,
     Rdma { addr: u64, rkey: u32 },
     Atomic { addr: u64, rkey: u32, compare_add: u64, swap: u64 },
@@ -284,7 +284,7 @@ pub enum Remote<'a> {
 }
 
 /// One send-queue WR, as `ibv_post_send` takes it.
-pub struct SendWr<'a> {
+pub(crate) struct SendWr<'a> {
     pub wr_id: u64,
     /// `ibv_wr_opcode`.
     pub opcode: u32,
@@ -301,7 +301,7 @@ impl Qp<Rts> {
     /// The device reads (or, for READ and atomics, writes) the SGEs until the WR
     /// completes: they must lie inside MRs that live as long as this QP (inline data
     /// is copied at once).
-    pub fn post_send(&self, wr: &SendWr, sges: &[Sge]) -> Result<()> {
+    pub(crate) fn post_send(&self, wr: &SendWr, sges: &[Sge]) -> Result<()> {
         let mut sg = sg_list(sges);
         // SAFETY: zeroed ibv_send_wr is valid; the fields are set below.
         let mut w: ibv_send_wr = unsafe { std::mem::zeroed() };
