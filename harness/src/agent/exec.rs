@@ -408,7 +408,7 @@ impl Local {
         let next = q.probe_next.unwrap_or(Psn::new(q.psn));
         let aim = Aim { dest_qp: peer.qpn, src_qp: q.qpn, next, remote };
         if self.probe_link.as_ref().is_none_or(|l| l.dst.ip != peer_ip) {
-            self.probe_link = Some(Link::open(Some(my_ip), peer_ip, None, None)?);
+            self.probe_link = Some(Link::open(Some(my_ip), peer_ip, None, None).map_err(String::from)?);
         }
         let link = self.probe_link.as_mut().ok_or_else(|| AgentError::from("no link to send probes on".to_string()))?;
         let frames = probe::frames(order, &aim, &link.src, &link.dst)?;

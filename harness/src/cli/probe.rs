@@ -13,7 +13,7 @@ use dissector::wire::{Opcode, Psn, Transport};
 use super::exit::{help, Exit, Failure, Outcome};
 use crate::agent::probe::{frames, transport, Aim};
 use crate::agent::proto::{Hex, ProbeOrder, ProbePsn};
-use crate::net::raw::Link;
+use crate::net::raw::{Link, OpenError};
 use crate::scenario::check::probe_payload;
 use crate::scenario::model::Content;
 
@@ -43,7 +43,7 @@ fn num16(s: &str) -> Result<u16, String> {
     roce probe --dry-run -w probe.pcapng --qpn 0x11 --psn 0 --opcode 'RDMA READ Request' --dma-len 0x80000008\n\n\
 The target QP must be in RTR or RTS and connected to this host's address (its answers come here).\n\
 Sending raw frames needs root (CAP_NET_RAW).\n\n{}",
-    help(&[(Exit::Ok, "sent (answered or not)"), (Exit::BadInput, "bad options: nothing built"), (Exit::Setup, "the interface could not be opened, the target's MAC found or the frame sent")])))]
+    help(&[(Exit::Ok, "sent (answered or not)"), (Exit::BadInput, "bad options, or a target that cannot be probed from here (this host's own address): nothing sent"), (Exit::Setup, "the interface could not be opened, the target's MAC found or the frame sent")])))]
 pub struct ProbeArgs {
     /// The target's IP address (its RoCE GID's address)
     #[arg(long, value_name = "IP", required_unless_present = "dry_run")]
@@ -196,7 +196,10 @@ pub(super) fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
         (Host { mac: Mac([0; 6]), ip: from }, Host { mac: a.dst_mac.unwrap_or(Mac([0xff; 6])), ip: to })
     } else {
         let to = a.to.ok_or_else(|| Failure::input(anyhow!("--to is required")))?;
-        let l = Link::open(a.from, to, a.iface.as_deref(), a.dst_mac).map_err(|e| Failure::setup(anyhow!("roce probe: {e}")))?;
+        let l = Link::open(a.from, to, a.iface.as_deref(), a.dst_mac).map_err(|e| match e {
+            OpenError::Target(m) => Failure::input(anyhow!("roce probe: {m}")),
+            OpenError::Host(m) => Failure::setup(anyhow!("roce probe: {m}")),
+        })?;
         let ends = (l.src, l.dst);
         link = Some(l);
         ends

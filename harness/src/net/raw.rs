@@ -24,6 +24,30 @@ pub(crate) struct Link {
     rx: Box<dyn DataLinkReceiver>,
 }
 
+/// Why a [`Link`] could not be opened: the target asked for cannot work from
+/// here (the caller's input), or this host cannot send to it (its setup).
+#[derive(Debug)]
+pub(crate) enum OpenError {
+    /// The arguments name something that cannot be probed from here.
+    Target(String),
+    /// The interface could not be opened or the peer's MAC found.
+    Host(String),
+}
+
+impl std::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            OpenError::Target(m) | OpenError::Host(m) => f.write_str(m),
+        }
+    }
+}
+
+impl From<OpenError> for String {
+    fn from(e: OpenError) -> String {
+        e.to_string()
+    }
+}
+
 fn mac(m: MacAddr) -> Mac {
     Mac([m.0, m.1, m.2, m.3, m.4, m.5])
 }
@@ -66,8 +90,8 @@ fn arp_table(ip: IpAddr, iface: &str) -> Option<Mac> {
 impl Link {
     /// Opens the interface holding `local` (or `iface`) for the target at `peer`;
     /// its MAC from the neighbour table, else by ARP (IPv4), unless given.
-    pub(crate) fn open(local: Option<IpAddr>, peer: IpAddr, iface: Option<&str>, peer_mac: Option<Mac>) -> Result<Link, String> {
-        let ni = find_iface(local, peer, iface)?;
+    pub(crate) fn open(local: Option<IpAddr>, peer: IpAddr, iface: Option<&str>, peer_mac: Option<Mac>) -> Result<Link, OpenError> {
+        let ni = find_iface(local, peer, iface).map_err(OpenError::Target)?;
         let src_ip = match local {
             Some(ip) => ip,
             None => ni
@@ -75,24 +99,24 @@ impl Link {
                 .iter()
                 .map(|n| n.ip())
                 .find(|ip| ip.is_ipv4() == peer.is_ipv4())
-                .ok_or_else(|| format!("{} has no {} address to send from", ni.name, if peer.is_ipv4() { "IPv4" } else { "IPv6" }))?,
+                .ok_or_else(|| OpenError::Target(format!("{} has no {} address to send from", ni.name, if peer.is_ipv4() { "IPv4" } else { "IPv6" })))?,
         };
         if ni.ips.iter().any(|n| n.ip() == peer) {
-            return Err(format!(
+            return Err(OpenError::Target(format!(
                 "{peer} is this host's own address: a frame sent on {} never reaches a local rxe device\nhint: probe from another host or VM",
                 ni.name
-            ));
+            )));
         }
-        let src_mac = ni.mac.map(mac).ok_or_else(|| format!("{} has no MAC address (not an Ethernet interface?)", ni.name))?;
+        let src_mac = ni.mac.map(mac).ok_or_else(|| OpenError::Target(format!("{} has no MAC address (not an Ethernet interface?)", ni.name)))?;
         let cfg = datalink::Config { read_timeout: Some(Duration::from_millis(10)), ..Default::default() };
         let (tx, rx) = match datalink::channel(&ni, cfg) {
             Ok(Channel::Ethernet(tx, rx)) => (tx, rx),
-            Ok(_) => return Err(format!("{}: not an Ethernet channel", ni.name)),
+            Ok(_) => return Err(OpenError::Target(format!("{}: not an Ethernet channel", ni.name))),
             Err(e) => {
-                return Err(format!(
+                return Err(OpenError::Host(format!(
                     "opening {} for raw frames: {e}\nhint: crafted packets need root (CAP_NET_RAW)",
                     ni.name
-                ))
+                )))
             }
         };
         let mut link = Link {
@@ -104,7 +128,7 @@ impl Link {
         };
         link.dst.mac = match peer_mac.or_else(|| arp_table(peer, &ni.name)) {
             Some(m) => m,
-            None => link.arp(Duration::from_secs(1))?,
+            None => link.arp(Duration::from_secs(1)).map_err(OpenError::Host)?,
         };
         Ok(link)
     }
