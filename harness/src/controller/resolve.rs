@@ -162,7 +162,7 @@ pub(super) fn fault_rules(sc: &Scenario, endpoints: &BTreeMap<String, EndpointFa
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::results::QpFacts;
+    use crate::agent::proto::QpInfo;
     use std::path::Path;
 
     const SC: &str = r#"
@@ -246,7 +246,7 @@ qp = "q"
             gid_index: 1,
             gid: String::new(),
             ip: String::new(),
-            qps: vec![QpFacts { name: "q".into(), qpn, psn: 0, gid: String::new(), qkey: None }],
+            qps: vec![QpInfo { name: "q".into(), qpn, psn: 0, gid: String::new(), qkey: None }],
             mrs: vec![],
             kernel: None,
         };

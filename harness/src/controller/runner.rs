@@ -13,8 +13,8 @@ use lab::state::LabPaths;
 
 use super::link::{unexpected, Agent, Unsupported};
 use super::resolve;
-use crate::agent::proto::{self, FromAgent, MrInfo, QpInfo, ToAgent};
-use crate::results::{Connection, EndpointFacts, MrFacts, Outcome, QpFacts};
+use crate::agent::proto::{self, FromAgent, MrInfo, ToAgent};
+use crate::results::{Connection, EndpointFacts, Outcome};
 use crate::scenario::model::{Scenario, Step};
 
 /// How long one agent request may take (a `wait_completions` step adds its own).
@@ -31,18 +31,6 @@ pub(crate) enum Endpoints {
     Lab(LabPaths),
     /// Agents already listening on real hosts (`roce agent --listen`), by endpoint.
     Remote(BTreeMap<String, String>),
-}
-
-fn qp_facts(q: QpInfo) -> QpFacts {
-    QpFacts { name: q.name, qpn: q.qpn, psn: q.psn, gid: q.gid, qkey: q.qkey }
-}
-
-fn mr_facts(m: MrInfo) -> MrFacts {
-    MrFacts { name: m.name, addr: m.addr, len: m.len, rkey: m.rkey, lkey: m.lkey }
-}
-
-fn mr_info(m: &MrFacts) -> MrInfo {
-    MrInfo { name: m.name.clone(), addr: m.addr, len: m.len, rkey: m.rkey, lkey: m.lkey }
 }
 
 /// TCP / rdma_cm port for the `i`-th QP's connection.
@@ -146,7 +134,7 @@ fn drive(
                     Endpoints::Remote(_) => None,
                 };
                 let kernel = kernels.get(name).cloned().flatten();
-                let (qps, mrs) = (qps.into_iter().map(qp_facts).collect(), mrs.into_iter().map(mr_facts).collect());
+                let (qps, mrs) = (qps, mrs);
                 out.endpoints.insert(name.clone(), EndpointFacts { vm, device, port, gid_index, gid, ip, qps, mrs, kernel });
             }
             other => return Err(unexpected(name, "SetupDone", &other)),
@@ -171,8 +159,8 @@ fn drive(
     for (i, q) in sc.qps.iter().enumerate() {
         let [p, act] = &q.between;
         let facts = |e: &str| out.endpoints.get(e).ok_or_else(|| anyhow!("endpoint {e} was not set up"));
-        let (p_ip, p_mrs): (String, Vec<MrInfo>) = (facts(p)?.ip.clone(), facts(p)?.mrs.iter().map(mr_info).collect());
-        let (a_ip, a_mrs): (String, Vec<MrInfo>) = (facts(act)?.ip.clone(), facts(act)?.mrs.iter().map(mr_info).collect());
+        let (p_ip, p_mrs): (String, Vec<MrInfo>) = (facts(p)?.ip.clone(), facts(p)?.mrs.clone());
+        let (a_ip, a_mrs): (String, Vec<MrInfo>) = (facts(act)?.ip.clone(), facts(act)?.mrs.clone());
         let msg = |passive: bool, peer_ip: &str, peer_mrs: Vec<MrInfo>| {
             ToAgent::Connect(proto::Connect { qp: q.name.clone(), passive, peer_ip: peer_ip.to_string(), port: connect_port(i), peer_mrs })
         };
@@ -181,7 +169,7 @@ fn drive(
         for e in [act, p] {
             match agent(agents, e)?.recv(CONNECT_WITHIN)? {
                 FromAgent::Connected { qp, local, remote, peer_mrs_from_cm } => {
-                    out.connections.push(Connection { qp, endpoint: e.clone(), local: qp_facts(local), remote: qp_facts(remote), peer_mrs_from_cm })
+                    out.connections.push(Connection { qp, endpoint: e.clone(), local, remote, peer_mrs_from_cm })
                 }
                 other => return Err(unexpected(e, "Connected", &other)),
             }

@@ -6,7 +6,8 @@ use lab::mark::{Mark, Marks, RuleRef};
 
 use super::*;
 use crate::agent::proto::{ProbeSent, SentFrame};
-use crate::results::{EndpointFacts, QpFacts};
+use crate::agent::proto::QpInfo;
+use crate::results::EndpointFacts;
 use crate::verbs::{WcOpcode, WcStatus};
 
 fn wc(id: u64, status: WcStatus, t: f64) -> Wc {
@@ -79,7 +80,7 @@ fn endpoint(ip: &str, qpn: u32) -> EndpointFacts {
         gid_index: 1,
         gid: String::new(),
         ip: ip.into(),
-        qps: vec![QpFacts { name: "q".into(), qpn, psn: 100, gid: String::new(), qkey: None }],
+        qps: vec![QpInfo { name: "q".into(), qpn, psn: 100, gid: String::new(), qkey: None }],
         mrs: vec![],
         kernel: None,
     }

@@ -3,13 +3,16 @@
 //! `suite.json` ([`suite`]) and device profiles ([`profile`]).
 //!
 //! Owns: the result types and their JSON form (`roce report` reads saved reports
-//! back). Imports: nothing of the harness but these types' own modules; the judge
-//! and the controller fill them, the renderers show them.
+//! back). Imports: the agent protocol's QP, MR, completion and probe records, kept
+//! as the agents said them. The judge and the controller fill these types, the
+//! renderers show them.
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+
+use crate::agent::proto::{MrInfo, ProbeSent, QpInfo, Wc};
 
 pub(crate) mod profile;
 pub(crate) mod suite;
@@ -33,28 +36,6 @@ impl Verdict {
     }
 }
 
-/// A QP as an endpoint's agent reported it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct QpFacts {
-    pub name: String,
-    pub qpn: u32,
-    /// Starting send PSN.
-    pub psn: u32,
-    pub gid: String,
-    #[serde(default)]
-    pub qkey: Option<u32>,
-}
-
-/// An MR as an endpoint's agent reported it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub(crate) struct MrFacts {
-    pub name: String,
-    pub addr: u64,
-    pub len: u64,
-    pub rkey: u32,
-    pub lkey: u32,
-}
-
 /// What an endpoint's agent reported at setup.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct EndpointFacts {
@@ -64,8 +45,8 @@ pub(crate) struct EndpointFacts {
     pub gid_index: u8,
     pub gid: String,
     pub ip: String,
-    pub qps: Vec<QpFacts>,
-    pub mrs: Vec<MrFacts>,
+    pub qps: Vec<QpInfo>,
+    pub mrs: Vec<MrInfo>,
     /// The host's kernel release, as its agent said.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<String>,
@@ -76,8 +57,8 @@ pub(crate) struct EndpointFacts {
 pub(crate) struct Connection {
     pub qp: String,
     pub endpoint: String,
-    pub local: QpFacts,
-    pub remote: QpFacts,
+    pub local: QpInfo,
+    pub remote: QpInfo,
     /// rdma_cm: how many of the peer's MRs (address, rkey) this side learned from
     /// the peer's REQ/REP private data.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -90,9 +71,9 @@ pub(crate) struct Outcome {
     pub endpoints: BTreeMap<String, EndpointFacts>,
     pub connections: Vec<Connection>,
     /// What each probe step sent, in step order.
-    pub probes: Vec<crate::agent::proto::ProbeSent>,
+    pub probes: Vec<ProbeSent>,
     /// Completions per endpoint, in the order they were polled.
-    pub completions: BTreeMap<String, Vec<crate::agent::proto::Wc>>,
+    pub completions: BTreeMap<String, Vec<Wc>>,
     /// Final MR contents, by endpoint then MR name.
     pub memory: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
     pub capture: Option<std::path::PathBuf>,
