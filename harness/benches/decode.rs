@@ -11,7 +11,9 @@
 //! and the best and median runs are shown: on a shared VM one run can be 30% off.
 //!
 //! Environment: `ROCE_BENCH_PACKETS` (default 1000000), `ROCE_BENCH_BIG_PACKETS`
-//! (default 10000000, ≈ 1 GB), `ROCE_BENCH_RUNS` (default 5).
+//! (default 10000000, ≈ 1 GB), `ROCE_BENCH_RUNS` (default 5), `ROCE_BENCH_KEEP=1`
+//! (keep the generated file and print its path, e.g. to count instructions under
+//! callgrind).
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -141,7 +143,11 @@ fn main() {
     } else {
         println!("tshark not installed: no ratio (apt-get install tshark)");
     }
-    let _ = std::fs::remove_file(&file);
+    if env_u64("ROCE_BENCH_KEEP", 0) == 1 {
+        println!("kept {}", file.display());
+    } else {
+        let _ = std::fs::remove_file(&file);
+    }
 
     if env_u64("ROCE_BENCH_BIG", 1) == 0 {
         return;
