@@ -371,6 +371,72 @@ fn run_against_a_remote_agent_reports_a_setup_failure_with_its_cause() {
     assert!(r.err.contains("HOST:PORT"), "{}", r.err);
 }
 
+/// A stand-in agent on loopback that speaks the agent protocol (4-byte big-endian
+/// length, then JSON) and says at Setup that the device lacks a verb, as a real
+/// agent does when a verb returns EOPNOTSUPP. Unlike the real agent it does not
+/// hang up after Teardown: the controller must close its connection, or the next
+/// scenario would find the agent still serving the last one. Returns its address.
+fn agent_lacking_a_verb() -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut s) = conn else { return };
+            loop {
+                let mut len = [0u8; 4];
+                if s.read_exact(&mut len).is_err() {
+                    break;
+                }
+                let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+                s.read_exact(&mut body).unwrap();
+                let m: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                let answer = match m["msg"].as_str() {
+                    Some("hello") => serde_json::json!({"msg": "hello", "version": m["version"], "agent": "stand-in", "host": "loopback"}),
+                    Some("setup") => serde_json::json!({"msg": "error", "message": "ibv_advise_mr: Operation not supported",
+                        "verb": "ibv_advise_mr", "errno": 95, "hint": "the driver has no ODP", "unsupported": true}),
+                    Some("teardown") => serde_json::json!({"msg": "torn_down"}),
+                    other => panic!("the stand-in agent got {other:?}"),
+                };
+                let body = serde_json::to_vec(&answer).unwrap();
+                s.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
+                s.write_all(&body).unwrap();
+            }
+        }
+    });
+    addr
+}
+
+/// A verb the device lacks ends the scenario as skipped, with the reason, in every
+/// report: − in the terminal, "skipped" in JSON, `<skipped/>` in JUnit; exit 0, and
+/// exit 4 with `--fail-on-skip`.
+#[test]
+fn a_verb_the_device_lacks_skips_the_scenario() {
+    let eps = format!("a={},b={}", agent_lacking_a_verb(), agent_lacking_a_verb());
+    let sc = root().join("scenarios/rc_send_tcp.toml");
+    let (json, junit, out) = (tmp("skip.json"), tmp("skip-junit.xml"), tmp("skip-out"));
+    let args = |extra: &[&str]| {
+        let mut a = vec!["run", "--endpoints", &eps, "--out", out.to_str().unwrap(), "--json", json.to_str().unwrap()];
+        a.extend_from_slice(&["--junit", junit.to_str().unwrap()]);
+        a.extend_from_slice(extra);
+        a.push(sc.to_str().unwrap());
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let r = roce(&args(&[]));
+    assert_eq!(r.code, 0, "{}\n{}", r.out, r.err);
+    assert!(r.out.contains("− RC SEND over a TCP exchange"), "{}", r.out);
+    assert!(r.out.contains("endpoint a: the device lacks ibv_advise_mr (the driver has no ODP)"), "{}", r.out);
+    assert!(r.out.contains("0 passed, 0 failed, 1 skipped"), "{}", r.out);
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let result = &report["scenarios"][0];
+    assert_eq!(result["status"], "skipped", "{report:#}");
+    assert!(result["skip_reason"].as_str().is_some_and(|r| r.contains("ibv_advise_mr")), "{report:#}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("skipped=\"1\"") && xml.contains("<skipped message=\"endpoint a: the device lacks ibv_advise_mr"), "{xml}");
+    let r = roce(&args(&["--fail-on-skip"]));
+    assert_eq!(r.code, 4, "{}\n{}", r.out, r.err);
+}
+
 /// Probe steps are checked like the rest: the opcode, the PSN, what the opcode
 /// carries, and the expectations that name probes.
 #[test]

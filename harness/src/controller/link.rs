@@ -28,6 +28,17 @@ impl std::fmt::Display for Unsupported {
 
 impl std::error::Error for Unsupported {}
 
+/// Shuts a TCP connection down when dropped: the reader thread holds a clone of the
+/// socket, so dropping our end alone would leave it open, the thread blocked and the
+/// remote agent (which serves one controller at a time) waiting for us.
+struct ShutdownOnDrop(TcpStream);
+
+impl Drop for ShutdownOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.shutdown(std::net::Shutdown::Both);
+    }
+}
+
 /// One agent: requests go out on `tx`, answers come back through a reader thread.
 pub(super) struct Agent {
     endpoint: String,
@@ -73,8 +84,9 @@ impl Agent {
         })?;
         let _ = s.set_nodelay(true);
         let r = s.try_clone()?;
+        let keep = ShutdownOnDrop(s.try_clone()?);
         let rx = spawn_reader(endpoint, r);
-        Ok(Agent { endpoint: endpoint.into(), tx: Box::new(s), rx, log: Default::default(), _keep: Box::new(()) })
+        Ok(Agent { endpoint: endpoint.into(), tx: Box::new(s), rx, log: Default::default(), _keep: Box::new(keep) })
     }
 
     pub(super) fn send(&mut self, m: &ToAgent) -> Result<()> {

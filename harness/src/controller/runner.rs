@@ -134,7 +134,6 @@ fn drive(
                     Endpoints::Remote(_) => None,
                 };
                 let kernel = kernels.get(name).cloned().flatten();
-                let (qps, mrs) = (qps, mrs);
                 out.endpoints.insert(name.clone(), EndpointFacts { vm, device, port, gid_index, gid, ip, qps, mrs, kernel });
             }
             other => return Err(unexpected(name, "SetupDone", &other)),
