@@ -11,10 +11,19 @@
 //!   filters in tshark's syntax over those fields.
 //! - [`capture`]: pcap and pcapng readers and writers. The only module doing I/O, and
 //!   only through the `Read`/`Write` values handed to it.
+//! - [`flow`]: per-QP flow analysis, and go-back-N / RNR-timer rules ([`flow::recovery`]).
+//! - [`fields`], [`print`](mod@print): tshark's field names and the one printer; [`craft`],
+//!   [`corpus`]: building frames, and the project's synthetic captures; [`text`]:
+//!   numbers, hex and did-you-mean for text users type.
+//!
+//! The RoCE vocabulary every layer above uses lives here, once: [`wire::Psn`],
+//! [`wire::NakCode`], [`wire::AckClass`], [`wire::NakKind`], [`wire::Opcode`] and its
+//! names. Owns: the wire. Imports: nothing of the project.
 #![forbid(unsafe_code)]
 #![warn(missing_debug_implementations)]
 
 pub mod capture;
+pub mod corpus;
 pub mod craft;
 pub mod fields;
 pub mod filter;

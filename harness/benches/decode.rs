@@ -11,7 +11,9 @@
 //! and the best and median runs are shown: on a shared VM one run can be 30% off.
 //!
 //! Environment: `ROCE_BENCH_PACKETS` (default 1000000), `ROCE_BENCH_BIG_PACKETS`
-//! (default 10000000, ≈ 1 GB), `ROCE_BENCH_RUNS` (default 5).
+//! (default 10000000, ≈ 1 GB), `ROCE_BENCH_RUNS` (default 5), `ROCE_BENCH_KEEP=1`
+//! (keep the generated file and print its path, e.g. to count instructions under
+//! callgrind).
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
@@ -105,7 +107,7 @@ fn main() {
     let packets = env_u64("ROCE_BENCH_PACKETS", 1_000_000);
     let file = dir.join(format!("bench-{packets}.pcap"));
     let t = Instant::now();
-    roce::craft::bench_file(&file, packets).expect("generate bench file");
+    roce::cli::bench_file(&file, packets).expect("generate bench file");
     let mb = std::fs::metadata(&file).expect("bench file").len() as f64 / 1e6;
     println!("generated {packets} packets ({mb:.1} MB) in {:.1} s", t.elapsed().as_secs_f64());
 
@@ -141,14 +143,18 @@ fn main() {
     } else {
         println!("tshark not installed: no ratio (apt-get install tshark)");
     }
-    let _ = std::fs::remove_file(&file);
+    if env_u64("ROCE_BENCH_KEEP", 0) == 1 {
+        println!("kept {}", file.display());
+    } else {
+        let _ = std::fs::remove_file(&file);
+    }
 
     if env_u64("ROCE_BENCH_BIG", 1) == 0 {
         return;
     }
     let big_packets = env_u64("ROCE_BENCH_BIG_PACKETS", 10_000_000);
     let big = dir.join("bench-big.pcap");
-    roce::craft::bench_file(&big, big_packets).expect("generate big file");
+    roce::cli::bench_file(&big, big_packets).expect("generate big file");
     let big_mb = std::fs::metadata(&big).map(|m| m.len()).unwrap_or(0) as f64 / 1e6;
     let f = run(roce().arg("flows").arg(&big));
     let d = run(with_fields(roce().arg("decode")).arg(&big));

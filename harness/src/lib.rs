@@ -1,19 +1,31 @@
-//! `roce`: RoCEv2 test harness and packet analyzer. The binary is a thin shell over
-//! this library so that tests reach every command.
+//! `roce`: a RoCEv2 test harness and packet analyzer.
+//!
+//! Layers, top to bottom; a module never imports from one above it:
+//! - `cli` — the binary layer: one module per command, options into a plan,
+//!   exit codes.
+//! - `controller` — runs scenarios: agents, the wire's recording, the judge.
+//! - `render` — results as text, JSON, JUnit, HTML, profiles, suite diffs.
+//! - `judge` — one decoded wire timeline per scenario → verdicts, observations.
+//! - `results` — the shapes results take (and saved reports are read back as).
+//! - `agent` — the endpoint agent: its protocol and its executor.
+//! - `scenario` — the scenario format: model, loading, checking with spans.
+//! - `net`, `verbs` — this host's network I/O, and verbs over `rdma-sys`.
+//!
+//! Below the harness: the `lab` crate (VMs, switch, fault rules) and `dissector`
+//! (wire formats, captures, flows, and the RoCE vocabulary everything uses).
+#![warn(unreachable_pub)]
+// Its docs are for the people working on it: read them with --document-private-items.
+#![allow(rustdoc::private_intra_doc_links)]
+
+// What other crates (the binary, the tests, the benches) use is `pub`; the rest
+// is the crate's own.
 pub mod cli;
-pub mod craft;
-pub mod decode;
-pub mod flows;
-pub mod live;
-pub mod output;
-pub mod probe;
-pub mod profile;
-pub mod source;
-pub mod suite;
-pub mod lab;
+pub mod net;
 pub mod scenario;
-pub mod agent;
-pub mod run;
-pub mod html;
-pub mod report;
-pub mod verbs;
+
+mod agent;
+mod controller;
+mod judge;
+mod render;
+mod results;
+mod verbs;

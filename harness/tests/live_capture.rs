@@ -11,7 +11,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use dissector::capture::{OutPacket, PcapngWriter, Reader};
 use dissector::LinkType;
-use roce::live::{LiveCapture, LiveOptions};
+use roce::net::live::{LiveCapture, LiveOptions};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 

@@ -8,7 +8,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use roce::live::{LiveCapture, LiveOptions};
+use roce::net::live::{LiveCapture, LiveOptions};
 
 #[test]
 fn sigint_stops_the_capture_cleanly() {
@@ -54,7 +54,7 @@ fn sigint_stops_the_capture_cleanly() {
     assert_eq!(res, Ok(0));
     let took = t.elapsed();
     assert!(took < Duration::from_secs(5), "Ctrl-C took {took:?} to stop the capture (watchdog fired?)");
-    assert!(roce::live::ctrl_c_flag().load(std::sync::atomic::Ordering::SeqCst), "the shared flag stays set");
+    assert!(roce::net::live::ctrl_c_flag().load(std::sync::atomic::Ordering::SeqCst), "the shared flag stays set");
 
     // A capture opened after the Ctrl-C is not stopped by it.
     let mut cap = LiveCapture::open(&LiveOptions {

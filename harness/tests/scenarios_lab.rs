@@ -69,7 +69,7 @@ fn seed_scenarios_pass_in_the_lab() {
 
     let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("JSON report written")).expect("JSON report parses");
     let scenarios = report["scenarios"].as_array().expect("scenarios array");
-    let files = roce::run::discover(&[repo().join("scenarios")]).expect("scenarios/");
+    let files = roce::scenario::discover(&[repo().join("scenarios")]).expect("scenarios/");
     assert!(files.iter().any(|f| f.starts_with(repo().join("scenarios/faults"))), "the fault scenarios are part of the suite");
     assert!(files.iter().any(|f| f.starts_with(repo().join("scenarios/conformance"))), "the conformance probes are part of the suite");
     // Every scenario was held to the profile.
@@ -146,10 +146,10 @@ fn seed_scenarios_pass_in_the_lab() {
 
 /// Waits (up to `within`) until the lab's daemon reports a recording run, and
 /// returns the qemu pid of VM b then.
-fn qemu_b_once_running(paths: &roce::lab::state::LabPaths, within: std::time::Duration) -> i32 {
+fn qemu_b_once_running(paths: &lab::state::LabPaths, within: std::time::Duration) -> i32 {
     let until = std::time::Instant::now() + within;
     loop {
-        if let Ok(st) = roce::lab::client::request(paths, &roce::lab::control::Request::Status) {
+        if let Ok(st) = lab::client::request(paths, &lab::control::Request::Status) {
             if st["phase"] == "ready" && !st["run"].is_null() {
                 return st["vms"][1]["qemu_pid"].as_i64().expect("qemu pid") as i32;
             }
@@ -165,7 +165,7 @@ fn a_vm_that_dies_or_hangs_fails_its_scenario_and_the_run_goes_on() {
         return;
     }
     let lab = Lab(format!("dead-{}", std::process::id()));
-    let paths = roce::lab::state::LabPaths::new(&roce::lab::default_root(), &lab.0).expect("lab paths");
+    let paths = lab::state::LabPaths::new(&lab::default_root(), &lab.0).expect("lab paths");
     let dir = std::env::temp_dir().join(format!("roce-deadvm-{}", std::process::id()));
     let scen = dir.join("scenarios");
     std::fs::create_dir_all(&scen).expect("scenario dir");

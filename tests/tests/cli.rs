@@ -20,7 +20,7 @@ fn not_a_capture_file_is_explained() {
     let p = tmp("text.pcap");
     std::fs::write(&p, "this is not a capture\n").unwrap();
     let r = roce(&["decode", p.to_str().unwrap()]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2, "bad input: the one code for it, as in every command");
     assert!(r.err.contains("not a pcap or pcapng file"), "{}", r.err);
     assert!(r.err.contains("text.pcap"), "names the file: {}", r.err);
     assert!(r.out.is_empty());
@@ -29,7 +29,7 @@ fn not_a_capture_file_is_explained() {
 #[test]
 fn missing_file_names_the_path() {
     let r = roce(&["flows", "/nonexistent/x.pcap"]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2);
     assert!(r.err.contains("/nonexistent/x.pcap"), "{}", r.err);
 }
 
@@ -39,19 +39,19 @@ fn truncated_file_keeps_the_frames_before_the_damage() {
     let p = tmp("cut.pcap");
     std::fs::write(&p, &bytes[..1000]).unwrap();
     let r = roce(&["decode", p.to_str().unwrap()]);
-    assert_eq!(r.code, 1, "a damaged file is an error");
+    assert_eq!(r.code, 2, "a damaged file is bad input");
     assert_eq!(r.out.lines().count(), 2, "the two complete frames are printed: {}", r.out);
     assert!(r.err.contains("frame 3"), "says where: {}", r.err);
     assert!(r.err.contains("2 frames were decoded before the error"), "{}", r.err);
     let f = roce(&["flows", p.to_str().unwrap()]);
-    assert_eq!(f.code, 1);
+    assert_eq!(f.code, 2);
     assert!(f.out.contains("2 frames: 2 RoCE"), "{}", f.out);
 }
 
 #[test]
 fn unknown_field_suggests_the_right_one() {
     let r = roce(&["decode", "-T", "fields", "-e", "infiniband.bth.dstqp", &capture("rc_rdma.pcap")]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2);
     assert!(r.err.contains("did you mean 'infiniband.bth.destqp'"), "{}", r.err);
     assert!(r.out.is_empty(), "nothing half-printed");
 }
@@ -65,7 +65,7 @@ fn field_options_and_count() {
     assert_eq!(r.code, 0, "{}", r.err);
     assert_eq!(r.out, "frame.number,infiniband.bth.opcode,infiniband.aeth.syndrome,roce.aeth.type\n1,10,,\n2,17,98,NAK\n");
     let bad = roce(&["decode", "-T", "fields", "-e", "frame.number", "-E", "colour=red", &capture("rc_naks.pcap")]);
-    assert_eq!(bad.code, 1);
+    assert_eq!(bad.code, 2);
     assert!(bad.err.contains("unsupported"), "{}", bad.err);
 }
 
@@ -120,7 +120,7 @@ fn usage_errors_exit_2() {
     let r = roce(&["decode", "--no-such-flag"]);
     assert_eq!(r.code, 2);
     let r = roce(&["decode"]);
-    assert_eq!(r.code, 1);
+    assert_eq!(r.code, 2);
     assert!(r.err.contains("no input"), "{}", r.err);
     let h = roce(&["--help"]);
     assert_eq!(h.code, 0);
@@ -162,7 +162,7 @@ fn live_capture_on_loopback_decodes_and_saves() {
                 let _ = sock.send_to(&pkt, "127.0.0.1:4791");
                 std::thread::sleep(Duration::from_millis(50));
                 if start.elapsed() > Duration::from_secs(20) {
-                    roce::live::request_stop(); // deadline: never hang the suite
+                    roce::net::live::request_stop(); // deadline: never hang the suite
                     break;
                 }
             }
@@ -287,9 +287,23 @@ fn schema_covers_the_seed_scenarios() {
         for ep in v["endpoints"].as_table().unwrap().values() {
             check(ep, Some("Endpoint"), &f);
         }
-        for (key, def) in [("qp", "QpSpec"), ("mr", "MrSpec"), ("step", "Step"), ("fault", "FaultSpec")] {
+        for (key, def) in [("qp", "QpSpec"), ("mr", "MrSpec"), ("fault", "FaultSpec")] {
             for t in v.get(key).and_then(|x| x.as_array()).into_iter().flatten() {
                 check(t, Some(def), &f);
+            }
+        }
+        // A step's keys depend on its op: each must be in that op's schema.
+        for t in v.get("step").and_then(|x| x.as_array()).into_iter().flatten() {
+            let op = t["op"].as_str().expect("op");
+            let variant = schema["$defs"]["Step"]["oneOf"]
+                .as_array()
+                .expect("Step is one schema per op")
+                .iter()
+                .find(|s| s["properties"]["op"]["const"] == op)
+                .unwrap_or_else(|| panic!("{f}: op `{op}` is not in the schema"));
+            let known: Vec<&String> = variant["properties"].as_object().expect("properties").keys().collect();
+            for k in t.as_table().expect("table").keys() {
+                assert!(known.contains(&k), "{f}: key `{k}` is not in the schema of op `{op}`: {known:?}");
             }
         }
         if let Some(x) = v.get("expect") {
@@ -355,6 +369,72 @@ fn run_against_a_remote_agent_reports_a_setup_failure_with_its_cause() {
     let r = roce(&["run", "--endpoints", "a=nowhere", sc.to_str().unwrap()]);
     assert_eq!(r.code, 2);
     assert!(r.err.contains("HOST:PORT"), "{}", r.err);
+}
+
+/// A stand-in agent on loopback that speaks the agent protocol (4-byte big-endian
+/// length, then JSON) and says at Setup that the device lacks a verb, as a real
+/// agent does when a verb returns EOPNOTSUPP. Unlike the real agent it does not
+/// hang up after Teardown: the controller must close its connection, or the next
+/// scenario would find the agent still serving the last one. Returns its address.
+fn agent_lacking_a_verb() -> String {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        for conn in l.incoming() {
+            let Ok(mut s) = conn else { return };
+            loop {
+                let mut len = [0u8; 4];
+                if s.read_exact(&mut len).is_err() {
+                    break;
+                }
+                let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+                s.read_exact(&mut body).unwrap();
+                let m: serde_json::Value = serde_json::from_slice(&body).unwrap();
+                let answer = match m["msg"].as_str() {
+                    Some("hello") => serde_json::json!({"msg": "hello", "version": m["version"], "agent": "stand-in", "host": "loopback"}),
+                    Some("setup") => serde_json::json!({"msg": "error", "message": "ibv_advise_mr: Operation not supported",
+                        "verb": "ibv_advise_mr", "errno": 95, "hint": "the driver has no ODP", "unsupported": true}),
+                    Some("teardown") => serde_json::json!({"msg": "torn_down"}),
+                    other => panic!("the stand-in agent got {other:?}"),
+                };
+                let body = serde_json::to_vec(&answer).unwrap();
+                s.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
+                s.write_all(&body).unwrap();
+            }
+        }
+    });
+    addr
+}
+
+/// A verb the device lacks ends the scenario as skipped, with the reason, in every
+/// report: − in the terminal, "skipped" in JSON, `<skipped/>` in JUnit; exit 0, and
+/// exit 4 with `--fail-on-skip`.
+#[test]
+fn a_verb_the_device_lacks_skips_the_scenario() {
+    let eps = format!("a={},b={}", agent_lacking_a_verb(), agent_lacking_a_verb());
+    let sc = root().join("scenarios/rc_send_tcp.toml");
+    let (json, junit, out) = (tmp("skip.json"), tmp("skip-junit.xml"), tmp("skip-out"));
+    let args = |extra: &[&str]| {
+        let mut a = vec!["run", "--endpoints", &eps, "--out", out.to_str().unwrap(), "--json", json.to_str().unwrap()];
+        a.extend_from_slice(&["--junit", junit.to_str().unwrap()]);
+        a.extend_from_slice(extra);
+        a.push(sc.to_str().unwrap());
+        a.iter().map(|s| s.to_string()).collect::<Vec<_>>()
+    };
+    let r = roce(&args(&[]));
+    assert_eq!(r.code, 0, "{}\n{}", r.out, r.err);
+    assert!(r.out.contains("− RC SEND over a TCP exchange"), "{}", r.out);
+    assert!(r.out.contains("endpoint a: the device lacks ibv_advise_mr (the driver has no ODP)"), "{}", r.out);
+    assert!(r.out.contains("0 passed, 0 failed, 1 skipped"), "{}", r.out);
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let result = &report["scenarios"][0];
+    assert_eq!(result["status"], "skipped", "{report:#}");
+    assert!(result["skip_reason"].as_str().is_some_and(|r| r.contains("ibv_advise_mr")), "{report:#}");
+    let xml = std::fs::read_to_string(&junit).unwrap();
+    assert!(xml.contains("skipped=\"1\"") && xml.contains("<skipped message=\"endpoint a: the device lacks ibv_advise_mr"), "{xml}");
+    let r = roce(&args(&["--fail-on-skip"]));
+    assert_eq!(r.code, 4, "{}\n{}", r.out, r.err);
 }
 
 /// Probe steps are checked like the rest: the opcode, the PSN, what the opcode

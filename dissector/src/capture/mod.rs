@@ -7,7 +7,8 @@
 //!   live capture (in the `roce` crate) implements it too.
 //! - Writing: [`PcapngWriter`] (several interfaces, ns timestamps, comments,
 //!   direction) and [`PcapWriter`] (classic pcap, ns magic); [`AtomicFile`] /
-//!   [`create_atomically`] so a file is either complete or absent.
+//!   [`create_atomically`] so a file is either complete or absent; [`RecordFile`]
+//!   keeps records read from anywhere (their interfaces and link types kept apart).
 //! - Errors: [`CaptureError`] says what, where (path, byte offset, frame) and a hint.
 
 mod error;
@@ -16,7 +17,7 @@ mod write;
 
 pub use error::{CaptureError, ErrorKind};
 pub use read::{open, Format, Interface, Reader, DEFAULT_BUFFER, MAX_BLOCK_LEN, MAX_INTERFACES, MAX_PCAP_CAPLEN};
-pub use write::{create_atomically, AtomicFile, OutPacket, PcapWriter, PcapngWriter, MAX_WRITE_CAPLEN};
+pub use write::{create_atomically, AtomicFile, OutPacket, PcapWriter, PcapngWriter, RecordFile, MAX_WRITE_CAPLEN};
 
 use crate::LinkType;
 

@@ -787,3 +787,47 @@ proptest! {
         let _ = read_all(&p);
     }
 }
+
+/// Records from two interfaces of different link types keep theirs; the file exists
+/// only once committed.
+#[test]
+fn record_file_keeps_interfaces_and_appears_on_commit() {
+    let dir = std::env::temp_dir().join(format!("roce-recordfile-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("out.pcapng");
+    let rec = |number, interface, link, data: &'static [u8]| Record {
+        number,
+        ts_ns: 1_000 * number,
+        link,
+        interface,
+        orig_len: data.len() as u32 + 2,
+        data,
+        file_offset: 0,
+        direction: None,
+        comment: None,
+    };
+    let mut f = RecordFile::create(&path, "test").unwrap();
+    f.write(&rec(1, 0, LinkType::ETHERNET, b"abc")).unwrap();
+    f.write(&rec(2, 3, LinkType::RAW, b"de")).unwrap();
+    f.write(&rec(3, 0, LinkType::ETHERNET, b"f")).unwrap();
+    assert!(!path.exists(), "nothing under the real name before commit");
+    f.commit().unwrap();
+    let mut r = open(&path).unwrap();
+    let mut got = Vec::new();
+    while let Some(x) = r.next_packet().unwrap() {
+        got.push((x.number, x.ts_ns, x.interface, x.link, x.data.to_vec(), x.orig_len));
+    }
+    assert_eq!(
+        got,
+        vec![
+            (1, 1_000, 0, LinkType::ETHERNET, b"abc".to_vec(), 5),
+            (2, 2_000, 1, LinkType::RAW, b"de".to_vec(), 4),
+            (3, 3_000, 0, LinkType::ETHERNET, b"f".to_vec(), 3),
+        ]
+    );
+    // Dropped without commit: no file, no temporary left behind.
+    let other = dir.join("gone.pcapng");
+    drop(RecordFile::create(&other, "test").unwrap());
+    assert!(!other.exists() && std::fs::read_dir(&dir).unwrap().count() == 1);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -505,3 +505,40 @@ mod tests {
         fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// A pcapng file of captured records, written atomically ([`AtomicFile`]): one
+/// pcapng interface per (source interface, link type) met, so records from several
+/// interfaces and link types keep theirs. What `roce decode -w`, `roce probe -w` and
+/// the live recordings of `roce run` write.
+#[derive(Debug)]
+pub struct RecordFile {
+    w: PcapngWriter<io::BufWriter<AtomicFile>>,
+    ifaces: std::collections::HashMap<(u32, LinkType), u32>,
+}
+
+impl RecordFile {
+    /// Creates `PATH.tmp`; nothing appears under `PATH` until [`RecordFile::commit`].
+    pub fn create(path: impl AsRef<Path>, user_appl: &str) -> io::Result<RecordFile> {
+        let f = AtomicFile::create(path)?;
+        Ok(RecordFile { w: PcapngWriter::new(io::BufWriter::new(f), user_appl)?, ifaces: Default::default() })
+    }
+
+    pub fn write(&mut self, r: &crate::capture::Record<'_>) -> io::Result<()> {
+        let key = (r.interface, r.link);
+        let id = match self.ifaces.get(&key) {
+            Some(&id) => id,
+            None => {
+                let id = self.w.add_interface(r.link, 262_144, None)?;
+                self.ifaces.insert(key, id);
+                id
+            }
+        };
+        self.w.write_packet(&OutPacket { interface: id, ts_ns: r.ts_ns, data: r.data, orig_len: r.orig_len, direction: r.direction, comment: None })
+    }
+
+    /// Flushes, syncs and renames the file into place.
+    pub fn commit(self) -> io::Result<()> {
+        let buffered = self.w.into_inner()?;
+        buffered.into_inner().map_err(|e| e.into_error())?.commit()
+    }
+}

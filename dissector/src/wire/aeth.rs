@@ -122,9 +122,8 @@ pub enum NakCode {
 /// the one home of these facts; decoding, scenarios, `roce check`'s hints, reports
 /// and the HTML ladder all read them from here.
 struct NakRow {
+    /// Its 5-bit value in the syndrome is [`NakCode::value`].
     code: NakCode,
-    /// The 5-bit code in the syndrome (bits 4–0, with bits 6–5 = 11).
-    value: u8,
     /// As the IBA spec and tshark write it.
     name: &'static str,
     /// As scenario files write it (`naks = ["remote_access_error"]`).
@@ -134,11 +133,11 @@ struct NakRow {
 }
 
 const NAKS: [NakRow; 5] = [
-    NakRow { code: NakCode::PsnSequenceError, value: 0, name: "PSN Sequence Error", key: "psn_sequence_error", wc_status: None },
-    NakRow { code: NakCode::InvalidRequest, value: 1, name: "Invalid Request", key: "invalid_request", wc_status: Some("IBV_WC_REM_INV_REQ_ERR") },
-    NakRow { code: NakCode::RemoteAccessError, value: 2, name: "Remote Access Error", key: "remote_access_error", wc_status: Some("IBV_WC_REM_ACCESS_ERR") },
-    NakRow { code: NakCode::RemoteOperationalError, value: 3, name: "Remote Operational Error", key: "remote_operational_error", wc_status: Some("IBV_WC_REM_OP_ERR") },
-    NakRow { code: NakCode::InvalidRdRequest, value: 4, name: "Invalid RD Request", key: "invalid_rd_request", wc_status: Some("IBV_WC_REM_INV_RD_REQ_ERR") },
+    NakRow { code: NakCode::PsnSequenceError, name: "PSN Sequence Error", key: "psn_sequence_error", wc_status: None },
+    NakRow { code: NakCode::InvalidRequest, name: "Invalid Request", key: "invalid_request", wc_status: Some("IBV_WC_REM_INV_REQ_ERR") },
+    NakRow { code: NakCode::RemoteAccessError, name: "Remote Access Error", key: "remote_access_error", wc_status: Some("IBV_WC_REM_ACCESS_ERR") },
+    NakRow { code: NakCode::RemoteOperationalError, name: "Remote Operational Error", key: "remote_operational_error", wc_status: Some("IBV_WC_REM_OP_ERR") },
+    NakRow { code: NakCode::InvalidRdRequest, name: "Invalid RD Request", key: "invalid_rd_request", wc_status: Some("IBV_WC_REM_INV_RD_REQ_ERR") },
 ];
 
 impl NakCode {
@@ -156,7 +155,7 @@ impl NakCode {
     const fn row(self) -> Option<&'static NakRow> {
         let mut i = 0;
         while i < NAKS.len() {
-            if NAKS[i].value == self.value() && !matches!(self, NakCode::Reserved(_)) {
+            if NAKS[i].code.value() == self.value() && !matches!(self, NakCode::Reserved(_)) {
                 return Some(&NAKS[i]);
             }
             i += 1;
@@ -169,7 +168,7 @@ impl NakCode {
         let v = v & 0x1F;
         let mut i = 0;
         while i < NAKS.len() {
-            if NAKS[i].value == v {
+            if NAKS[i].code.value() == v {
                 return NAKS[i].code;
             }
             i += 1;
@@ -177,7 +176,7 @@ impl NakCode {
         NakCode::Reserved(v)
     }
 
-    /// The five-bit code.
+    /// The five-bit code (bits 4–0 of the syndrome, with bits 6–5 = 11).
     pub const fn value(self) -> u8 {
         match self {
             NakCode::PsnSequenceError => 0,

@@ -38,6 +38,27 @@ impl core::fmt::Display for Mac {
         write!(f, "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}", b[0], b[1], b[2], b[3], b[4], b[5])
     }
 }
+/// `aa:bb:cc:dd:ee:ff` (also with `-` separators, any case), as the
+/// [`Display`](core::fmt::Display) form writes it.
+impl core::str::FromStr for Mac {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mac, String> {
+        let bad = || format!("`{s}` is not a MAC address (six bytes, aa:bb:cc:dd:ee:ff)");
+        let parts: Vec<&str> = s.trim().split([':', '-']).collect();
+        if parts.len() != 6 {
+            return Err(bad());
+        }
+        let mut m = [0u8; 6];
+        for (b, p) in m.iter_mut().zip(parts) {
+            if p.is_empty() || p.len() > 2 {
+                return Err(bad());
+            }
+            *b = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+        }
+        Ok(Mac(m))
+    }
+}
+
 impl core::fmt::Debug for Mac {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         core::fmt::Display::fmt(self, f)
@@ -128,6 +149,16 @@ mod tests {
         assert_eq!(b, [0xb1, 0x23, 0x08, 0x00]);
         assert_eq!(VlanTag::parse(0x8100, &b).unwrap(), t);
         assert!(VlanTag::parse(0x8100, &b[..3]).is_err());
+    }
+
+    #[test]
+    fn macs_parse_as_they_print() {
+        let m = Mac([0x52, 0x54, 0, 0, 0, 0x0a]);
+        assert_eq!(m.to_string().parse::<Mac>(), Ok(m));
+        assert_eq!("52-54-00-00-00-0A".parse::<Mac>(), Ok(m));
+        for bad in ["52:54:00", "zz:54:00:00:00:0a", "52:54:00:00:00:0a:01", "525:4:00:00:00:0a", ":::::"] {
+            assert!(bad.parse::<Mac>().unwrap_err().contains("not a MAC address"), "{bad}");
+        }
     }
 
     #[test]

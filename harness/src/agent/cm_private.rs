@@ -17,24 +17,24 @@
 
 use super::proto::MrInfo;
 
-pub const MAGIC: &[u8; 4] = b"roce";
-pub const VERSION: u8 = 1;
+pub(crate) const MAGIC: &[u8; 4] = b"roce";
+pub(crate) const VERSION: u8 = 1;
 const HEADER: usize = 8;
 const ENTRY: usize = 16;
 /// Room for the application in a REQ and in a REP.
-pub const REQ_ROOM: usize = 56;
-pub const REP_ROOM: usize = 196;
+pub(crate) const REQ_ROOM: usize = 56;
+pub(crate) const REP_ROOM: usize = 196;
 
 /// One entry: where the peer's MR is and how to reach it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Entry {
+pub(crate) struct Entry {
     pub addr: u64,
     pub rkey: u32,
     pub len: u32,
 }
 
 /// The private data for `mrs`, as many entries as fit in `room` bytes.
-pub fn encode(mrs: &[MrInfo], room: usize) -> Vec<u8> {
+pub(crate) fn encode(mrs: &[MrInfo], room: usize) -> Vec<u8> {
     let fit = room.saturating_sub(HEADER) / ENTRY;
     let carried = mrs.len().min(fit).min(u8::MAX as usize);
     let mut b = Vec::with_capacity(HEADER + carried * ENTRY);
@@ -53,7 +53,7 @@ pub fn encode(mrs: &[MrInfo], room: usize) -> Vec<u8> {
 
 /// The entries in received private data; `None` when it is not ours (no magic),
 /// an error when it claims to be ours but is malformed.
-pub fn decode(b: &[u8]) -> Result<Option<Vec<Entry>>, String> {
+pub(crate) fn decode(b: &[u8]) -> Result<Option<Vec<Entry>>, String> {
     if b.len() < HEADER || &b[..4] != MAGIC {
         return Ok(None);
     }
@@ -80,7 +80,7 @@ pub fn decode(b: &[u8]) -> Result<Option<Vec<Entry>>, String> {
 /// controller's table gives the names (entry i is the peer's i-th MR); where the two
 /// disagree the wire wins and the disagreement is reported. Returns how many MRs
 /// the private data carried.
-pub fn apply(peer_mrs: &mut [MrInfo], entries: &[Entry]) -> Result<usize, String> {
+pub(crate) fn apply(peer_mrs: &mut [MrInfo], entries: &[Entry]) -> Result<usize, String> {
     if entries.len() > peer_mrs.len() {
         return Err(format!(
             "the peer sent {} MR entries over rdma_cm but the scenario gives it {}",

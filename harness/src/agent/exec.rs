@@ -1,23 +1,24 @@
 //! The agent's executor: one endpoint's verbs objects, driven by [`ToAgent`]
-//! messages. Transport-free: `serve` speaks the protocol over any byte stream.
+//! messages. Transport-free: [`serve`] speaks the protocol over any byte stream.
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use rdma_sys::{ibv_access_flags, ibv_qp_cap, ibv_qp_type, ibv_send_flags, ibv_wr_opcode};
+use dissector::wire::Psn;
+use rdma_sys::{ibv_send_flags, ibv_wr_opcode};
 use serde::{Deserialize, Serialize};
 
 use super::cm_private;
-use super::proto::{self, FromAgent, MrInfo, QpInfo, ReadError, ToAgent, Wc};
-use crate::scenario::model::{ConnectMethod, Endpoint, MrSpec, Op, QpSpec, QpType, Step};
-use crate::scenario::parse::{access_name, content_bytes};
-use crate::verbs::{self, Ah, Context, Cq, Mr, Pd, Peer, Qp, QpAttrs, Remote, SendWr, VerbError};
+use super::probe::{self, Aim};
+use super::proto::{self, Action, Connect, ConnectBy, FromAgent, Hex, MrInfo, ProbeOrder, ProbeSent, QpInfo, ReadError, RemoteRef, Setup, SgeRef, ToAgent, Verb, Wc};
+use crate::net::raw::Link;
+use crate::verbs::{Ah, CmConn, Context, Cq, Mr, Pd, Peer, Qp, QpAttrs, QpKind, Remote, Reset, Rts, SendFlag, SendWr, Sge, VerbError};
 
-/// An error for the controller: message, and the verb/errno/hint when a verb failed.
+/// An error for the controller: message, and the verb's error when a verb failed.
 #[derive(Debug)]
-pub struct AgentError {
+pub(crate) struct AgentError {
     pub message: String,
     pub verb: Option<VerbError>,
 }
@@ -38,9 +39,10 @@ impl AgentError {
     fn into_msg(self) -> FromAgent {
         FromAgent::Error {
             message: self.message,
-            verb: self.verb.as_ref().map(|v| v.verb.clone()),
-            errno: self.verb.as_ref().map(|v| v.errno),
-            hint: self.verb.and_then(|v| v.hint),
+            verb: self.verb.as_ref().map(|v| v.verb().to_string()),
+            errno: self.verb.as_ref().map(VerbError::errno),
+            hint: self.verb.as_ref().and_then(|v| v.hint().map(str::to_string)),
+            unsupported: self.verb.as_ref().is_some_and(VerbError::is_unsupported),
         }
     }
 }
@@ -51,12 +53,21 @@ fn err<T>(m: impl Into<String>) -> R<T> {
     Err(AgentError { message: m.into(), verb: None })
 }
 
+/// A QP as far as it is brought up: created, or connected (RTS).
+enum Handle {
+    Created(Qp<Reset>),
+    Connected(Qp<Rts>),
+    /// A connection attempt consumed it and failed.
+    Lost,
+}
+
 /// One QP of this endpoint.
 struct QpState {
-    spec: QpSpec,
+    setup: proto::QpSetup,
+    qpn: u32,
     /// rdma_cm's connection, released (DREQ) before the QP is destroyed.
-    cm: Option<verbs::CmConn>,
-    qp: Qp,
+    cm: Option<CmConn>,
+    qp: Handle,
     psn: u32,
     peer: Option<Peer>,
     peer_qkey: u32,
@@ -64,32 +75,38 @@ struct QpState {
     ah: Option<Ah>,
     /// Probes: the PSN the peer expects next, as far as this side's crafted
     /// packets moved it (starts at the QP's send PSN).
-    probe_next: Option<u32>,
+    probe_next: Option<Psn>,
 }
 
 impl QpState {
     /// Address and rkey of `r`, an MR of this QP's peer (at an offset; `rkey`
     /// overrides the exchanged one).
-    fn remote(&self, r: &crate::scenario::model::Remote) -> R<(u64, u32)> {
+    fn remote(&self, r: &RemoteRef) -> R<(u64, u32)> {
         let m = self
             .peer_mrs
             .iter()
             .find(|m| m.name == r.mr)
-            .ok_or_else(|| AgentError::from(format!("the peer of `{}` has no MR `{}`", self.spec.name, r.mr)))?;
+            .ok_or_else(|| AgentError::from(format!("the peer of `{}` has no MR `{}`", self.setup.name, r.mr)))?;
         Ok((m.addr.wrapping_add(r.offset), r.rkey.unwrap_or(m.rkey)))
+    }
+
+    fn connected(&self) -> R<&Qp<Rts>> {
+        match &self.qp {
+            Handle::Connected(q) => Ok(q),
+            _ => err(format!("QP `{}` is not connected: Connect comes first", self.setup.name)),
+        }
     }
 }
 
 /// Everything `Setup` created. Field order is drop order: QPs and AHs, then MRs,
 /// then the CQ, the PD, the context.
 struct Local {
-    name: String,
     qps: BTreeMap<String, QpState>,
     mrs: BTreeMap<String, Mr>,
     /// This endpoint's MRs in scenario order, as the peer learns them.
     mr_table: Vec<MrInfo>,
     cq: Arc<Cq>,
-    _pd: Arc<Pd>,
+    pd: Arc<Pd>,
     _ctx: Arc<Context>,
     port: u8,
     gid_index: u8,
@@ -97,7 +114,7 @@ struct Local {
     started: Instant,
     wcs: Vec<Wc>,
     /// The interface crafted packets go out on, opened at the first probe.
-    probe_link: Option<crate::probe::Link>,
+    probe_link: Option<Link>,
 }
 
 /// What the two ends of a TCP exchange tell each other.
@@ -109,23 +126,6 @@ struct Exchange {
     qkey: u32,
 }
 
-fn access_bits(flags: &[String]) -> R<u32> {
-    let mut bits = 0;
-    for f in flags {
-        bits |= match access_name(f).as_str() {
-            "local_write" => ibv_access_flags::IBV_ACCESS_LOCAL_WRITE.0,
-            "remote_write" => ibv_access_flags::IBV_ACCESS_REMOTE_WRITE.0,
-            "remote_read" => ibv_access_flags::IBV_ACCESS_REMOTE_READ.0,
-            "remote_atomic" => ibv_access_flags::IBV_ACCESS_REMOTE_ATOMIC.0,
-            "mw_bind" => ibv_access_flags::IBV_ACCESS_MW_BIND.0,
-            "zero_based" => ibv_access_flags::IBV_ACCESS_ZERO_BASED.0,
-            "relaxed_ordering" => ibv_access_flags::IBV_ACCESS_RELAXED_ORDERING.0,
-            other => return err(format!("unknown access flag `{other}`")),
-        };
-    }
-    Ok(bits)
-}
-
 fn gid_ip(g: &[u8; 16]) -> IpAddr {
     let v6 = Ipv6Addr::from(*g);
     match v6.to_ipv4_mapped() {
@@ -134,33 +134,25 @@ fn gid_ip(g: &[u8; 16]) -> IpAddr {
     }
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
 fn unhex16(s: &str) -> R<[u8; 16]> {
-    let v: Vec<u8> = (0..s.len())
-        .step_by(2)
-        .map(|i| s.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
-        .collect::<Option<Vec<u8>>>()
-        .ok_or_else(|| AgentError::from(format!("peer sent a malformed GID `{s}`")))?;
+    let v = dissector::text::hex_bytes(s).map_err(|e| AgentError::from(format!("peer sent a malformed GID `{s}`: {e}")))?;
     v.try_into().map_err(|_| AgentError::from(format!("peer sent a GID of the wrong length `{s}`")))
 }
 
 /// A fresh starting PSN (24 bits) when the scenario does not set one.
 fn random_psn() -> u32 {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(1);
-    (t ^ std::process::id().rotate_left(12)) & 0x00ff_ffff
+    (t ^ std::process::id().rotate_left(12)) & Psn::MASK
 }
 
 /// The executor of one agent.
 #[derive(Default)]
-pub struct Agent {
+pub(crate) struct Agent {
     ep: Option<Local>,
 }
 
 impl Agent {
-    pub fn handle(&mut self, m: ToAgent) -> FromAgent {
+    pub(crate) fn handle(&mut self, m: ToAgent) -> FromAgent {
         let r = match m {
             ToAgent::Hello { .. } => Ok(FromAgent::Hello {
                 version: proto::VERSION,
@@ -168,9 +160,9 @@ impl Agent {
                 host: std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string(),
                 kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|k| k.trim().to_string()),
             }),
-            ToAgent::Setup { endpoint, spec, qps, mrs } => self.setup(endpoint, &spec, qps, mrs),
-            ToAgent::Connect { qp, passive, peer_ip, port, peer_mrs } => self.connect(&qp, passive, &peer_ip, port, peer_mrs),
-            ToAgent::Step { index, step } => self.step(index, &step),
+            ToAgent::Setup(s) => self.setup(s),
+            ToAgent::Connect(c) => self.connect(c),
+            ToAgent::Do { index, action } => self.act(index, action),
             ToAgent::Completions { min, wait_ms } => self.completions(min, Duration::from_millis(wait_ms)),
             ToAgent::ReadMemory { mr } => self.read_memory(&mr),
             ToAgent::Teardown => {
@@ -185,70 +177,53 @@ impl Agent {
         self.ep.as_mut().ok_or_else(|| AgentError::from("not set up yet: Setup comes first".to_string()))
     }
 
-    fn setup(&mut self, name: String, spec: &Endpoint, qps: Vec<QpSpec>, mrs: Vec<MrSpec>) -> R<FromAgent> {
+    fn setup(&mut self, s: Setup) -> R<FromAgent> {
         if self.ep.is_some() {
             return err("already set up");
         }
-        let ctx = Context::open(spec.device.as_deref())?;
-        let port = spec.port.unwrap_or(1);
+        let ctx = Context::open(s.device.as_deref())?;
+        let port = s.port;
         let (state, _) = ctx.port_state(port)?;
         if state != rdma_sys::ibv_port_state::IBV_PORT_ACTIVE {
             return err(format!("{} port {port} is not ACTIVE (state {state})", ctx.name));
         }
-        let (gid_index, gid) = match spec.gid_index {
+        let (gid_index, gid) = match s.gid_index {
             Some(i) => (i, ctx.gid(port, i)?),
             None => ctx.roce_v2_ipv4_gid(port)?,
         };
         if gid == [0; 16] {
-            return err(format!(
-                "GID index {gid_index} of {} port {port} is empty; RoCEv2 needs the IPv4-mapped GID (index 1 on rxe)",
-                ctx.name
-            ));
+            return err(format!("GID index {gid_index} of {} port {port} is empty; RoCEv2 needs the IPv4-mapped GID (index 1 on rxe)", ctx.name));
         }
         let pd = Pd::new(&ctx)?;
         let cq = Cq::new(&ctx, 256)?;
         let mut mr_map = BTreeMap::new();
         let mut mr_infos = Vec::new();
-        for m in &mrs {
-            let access = access_bits(m.access.as_deref().unwrap_or(&["local_write".to_string()]))?;
-            let init = match &m.init {
-                Some(c) => content_bytes(c, m.size as usize)?,
-                None => Vec::new(),
-            };
-            let mr = Mr::new(&pd, m.size as usize, access, &init)?;
+        for m in &s.mrs {
+            let size = usize::try_from(m.size).map_err(|_| AgentError::from(format!("MR `{}` of {} bytes is too large here", m.name, m.size)))?;
+            let mr = Mr::new(&pd, size, m.access, &m.fill.bytes(size))?;
             mr_infos.push(MrInfo { name: m.name.clone(), addr: mr.addr(), len: mr.len() as u64, rkey: mr.rkey(), lkey: mr.lkey() });
             mr_map.insert(m.name.clone(), mr);
         }
         let mut qp_map = BTreeMap::new();
         let mut qp_infos = Vec::new();
-        for q in qps {
-            let t = match q.qp_type {
-                QpType::Rc => ibv_qp_type::IBV_QPT_RC,
-                QpType::Uc => ibv_qp_type::IBV_QPT_UC,
-                QpType::Ud => ibv_qp_type::IBV_QPT_UD,
-            };
-            let sge = q.max_sge.unwrap_or(4);
-            let cap = ibv_qp_cap {
-                max_send_wr: q.max_send_wr.unwrap_or(16),
-                max_recv_wr: q.max_recv_wr.unwrap_or(16),
-                max_send_sge: sge,
-                max_recv_sge: sge,
-                max_inline_data: q.max_inline.unwrap_or(0),
-            };
-            let qp = Qp::new(&pd, &cq, t, cap)?;
-            let psn = q.psn.as_ref().and_then(|p| p.get(&name)).unwrap_or_else(random_psn) & 0x00ff_ffff;
-            qp_infos.push(QpInfo { name: q.name.clone(), qpn: qp.qpn(), psn, gid: Ipv6Addr::from(gid).to_string(), qkey: q.qkey });
-            qp_map.insert(q.name.clone(), QpState { spec: q, cm: None, qp, psn, peer: None, peer_qkey: 0, peer_mrs: Vec::new(), ah: None, probe_next: None });
+        for q in s.qps {
+            let qp = Qp::new(&pd, &cq, q.kind, q.caps)?;
+            let psn = q.psn.unwrap_or_else(random_psn) & Psn::MASK;
+            let qpn = qp.qpn();
+            qp_infos.push(QpInfo { name: q.name.clone(), qpn, psn, gid: Ipv6Addr::from(gid).to_string(), qkey: (q.kind == QpKind::Ud).then_some(q.params.qkey) });
+            qp_map.insert(
+                q.name.clone(),
+                QpState { setup: q, qpn, cm: None, qp: Handle::Created(qp), psn, peer: None, peer_qkey: 0, peer_mrs: Vec::new(), ah: None, probe_next: None },
+            );
         }
         let ip = gid_ip(&gid).to_string();
         let device = ctx.name.clone();
         self.ep = Some(Local {
-            name,
             qps: qp_map,
             mrs: mr_map,
             mr_table: mr_infos.clone(),
             cq,
-            _pd: pd,
+            pd,
             _ctx: ctx,
             port,
             gid_index,
@@ -260,43 +235,44 @@ impl Agent {
         Ok(FromAgent::SetupDone { device, port, gid_index, gid: Ipv6Addr::from(gid).to_string(), ip, qps: qp_infos, mrs: mr_infos })
     }
 
-    fn connect(&mut self, qp: &str, passive: bool, peer_ip: &str, port: u16, mut peer_mrs: Vec<MrInfo>) -> R<FromAgent> {
+    fn connect(&mut self, c: Connect) -> R<FromAgent> {
         let ep = self.ep()?;
-        let private = cm_private::encode(&ep.mr_table, if passive { cm_private::REP_ROOM } else { cm_private::REQ_ROOM });
-        let (my_ip, gid, gid_index, ep_port, ep_name) = (gid_ip(&ep.gid), ep.gid, ep.gid_index, ep.port, ep.name.clone());
-        let q = ep.qps.get_mut(qp).ok_or_else(|| AgentError::from(format!("no QP `{qp}` on this endpoint")))?;
-        let qkey = q.spec.qkey.unwrap_or(0x1111_1111);
-        let mine = Exchange { qpn: q.qp.qpn(), psn: q.psn, gid: hex(&gid), qkey };
-        let peer_ip: IpAddr = peer_ip.parse().map_err(|_| AgentError::from(format!("peer address `{peer_ip}` is not an IP address")))?;
-        let s = &q.spec;
-        let default_access = ["remote_write", "remote_read", "remote_atomic"].map(String::from).to_vec();
-        let access = s.access.as_ref().and_then(|a| a.get(&ep_name)).unwrap_or(default_access);
+        let private = cm_private::encode(&ep.mr_table, if c.passive { cm_private::REP_ROOM } else { cm_private::REQ_ROOM });
+        let (my_ip, gid, gid_index, ep_port, pd) = (gid_ip(&ep.gid), ep.gid, ep.gid_index, ep.port, ep.pd.clone());
+        let q = ep.qps.get_mut(&c.qp).ok_or_else(|| AgentError::from(format!("no QP `{}` on this endpoint", c.qp)))?;
+        let mut peer_mrs = c.peer_mrs;
+        let p = q.setup.params;
+        let mine = Exchange { qpn: q.qpn, psn: q.psn, gid: dissector::text::hex_string(&gid), qkey: p.qkey };
+        let peer_ip: IpAddr = c.peer_ip.parse().map_err(|_| AgentError::from(format!("peer address `{}` is not an IP address", c.peer_ip)))?;
         let attrs = QpAttrs {
             port: ep_port,
             sgid_index: gid_index,
-            access: access_bits(&access)?,
-            qkey,
-            mtu: s.mtu.unwrap_or(1024),
+            access: p.access,
+            qkey: p.qkey,
+            mtu: p.mtu,
             sq_psn: q.psn,
-            timeout: s.timeout.unwrap_or(14),
-            retry_cnt: s.retry_cnt.unwrap_or(7),
-            rnr_retry: s.rnr_retry.unwrap_or(7),
-            min_rnr_timer: s.min_rnr_timer.unwrap_or(12),
-            max_rd_atomic: s.max_rd_atomic.unwrap_or(1),
-            max_dest_rd_atomic: s.max_dest_rd_atomic.unwrap_or(1),
+            timeout: p.timeout,
+            retry_cnt: p.retry_cnt,
+            rnr_retry: p.rnr_retry,
+            min_rnr_timer: p.min_rnr_timer,
+            max_rd_atomic: p.max_rd_atomic,
+            max_dest_rd_atomic: p.max_dest_rd_atomic,
+        };
+        let Handle::Created(created) = std::mem::replace(&mut q.qp, Handle::Lost) else {
+            return err(format!("QP `{}` was connected already", c.qp));
         };
         let mut from_cm = None;
-        let (peer, peer_qkey) = if q.spec.connect == ConnectMethod::RdmaCm {
+        let (peer, peer_qkey) = if q.setup.connect == ConnectBy::RdmaCm {
             let (IpAddr::V4(mine4), IpAddr::V4(peer4)) = (my_ip, peer_ip) else {
                 return err("rdma_cm here connects over IPv4 addresses");
             };
-            if q.spec.qp_type != QpType::Rc && q.spec.qp_type != QpType::Uc {
-                return err(format!("QP `{qp}`: rdma_cm connects RC and UC QPs; UD uses connect = \"tcp\" here"));
+            if q.setup.kind == QpKind::Ud {
+                return err(format!("QP `{}`: rdma_cm connects RC and UC QPs; UD uses connect = \"tcp\" here", c.qp));
             }
-            let cm = if passive {
-                verbs::CmConn::accept(mine4, port, &q.qp, &attrs, &private, EXCHANGE_WITHIN)?
+            let (cm, rts) = if c.passive {
+                CmConn::accept(mine4, c.port, created, &attrs, &private, EXCHANGE_WITHIN)?
             } else {
-                verbs::CmConn::connect(peer4, port, &q.qp, &attrs, &private, EXCHANGE_WITHIN)?
+                CmConn::connect(peer4, c.port, created, &attrs, &private, EXCHANGE_WITHIN)?
             };
             // The peer's MR addresses and rkeys, as it sent them in the REQ/REP.
             if let Some(entries) = cm_private::decode(&cm.peer_private)? {
@@ -306,45 +282,49 @@ impl Agent {
             q.psn = cm.sq_psn;
             let peer = Peer { qpn: cm.dest_qpn, psn: cm.rq_psn, gid: peer4.to_ipv6_mapped().octets() };
             q.cm = Some(cm);
+            q.qp = Handle::Connected(rts);
             (peer, 0)
         } else {
-            let theirs = if passive { exchange_passive(my_ip, port, &mine)? } else { exchange_active(SocketAddr::new(peer_ip, port), &mine)? };
+            let theirs = if c.passive { exchange_passive(my_ip, c.port, &mine)? } else { exchange_active(SocketAddr::new(peer_ip, c.port), &mine)? };
             let peer = Peer { qpn: theirs.qpn, psn: theirs.psn, gid: unhex16(&theirs.gid)? };
-            q.qp.connect(&attrs, Some(peer))?;
+            let peer_for_rtr = (q.setup.kind != QpKind::Ud).then_some(peer);
+            q.qp = Handle::Connected(created.connect(&attrs, peer_for_rtr)?);
             (peer, theirs.qkey)
         };
         q.peer = Some(peer);
         q.peer_qkey = peer_qkey;
         q.peer_mrs = peer_mrs;
-        let qkey_out = (q.spec.qp_type == QpType::Ud).then_some(qkey);
-        let local = QpInfo { name: qp.to_string(), qpn: q.qp.qpn(), psn: q.psn, gid: Ipv6Addr::from(gid).to_string(), qkey: qkey_out };
-        let remote = QpInfo { name: qp.to_string(), qpn: peer.qpn, psn: peer.psn, gid: Ipv6Addr::from(peer.gid).to_string(), qkey: Some(peer_qkey) };
-        if q.spec.qp_type == QpType::Ud {
-            let pd = ep._pd.clone();
-            let q = ep.qps.get_mut(qp).ok_or_else(|| AgentError::from(format!("no QP `{qp}`")))?;
+        if q.setup.kind == QpKind::Ud {
             q.ah = Some(Ah::new(&pd, ep_port, gid_index, peer.gid)?);
         }
-        Ok(FromAgent::Connected { qp: qp.to_string(), local, remote, peer_mrs_from_cm: from_cm })
+        let ud = q.setup.kind == QpKind::Ud;
+        let local = QpInfo { name: c.qp.clone(), qpn: q.qpn, psn: q.psn, gid: Ipv6Addr::from(gid).to_string(), qkey: ud.then_some(p.qkey) };
+        let remote = QpInfo { name: c.qp.clone(), qpn: peer.qpn, psn: peer.psn, gid: Ipv6Addr::from(peer.gid).to_string(), qkey: Some(peer_qkey) };
+        Ok(FromAgent::Connected { qp: c.qp, local, remote, peer_mrs_from_cm: from_cm })
     }
 
-    fn step(&mut self, index: usize, s: &Step) -> R<FromAgent> {
+    fn act(&mut self, index: usize, a: Action) -> R<FromAgent> {
         let ep = self.ep()?;
-        match s.op {
-            Op::Sync => {}
-            Op::Sleep => std::thread::sleep(Duration::from_millis(s.ms.unwrap_or(0))),
-            Op::WaitCompletions => {
-                let want = s.count.unwrap_or(1) as usize + ep.wcs.len();
-                ep.poll_until(want, Duration::from_millis(s.within_ms.unwrap_or(2000)))?;
+        let mut probe = None;
+        match a {
+            Action::Sleep { ms } => std::thread::sleep(Duration::from_millis(ms)),
+            Action::WaitCompletions { count, within_ms } => {
+                let want = count as usize + ep.wcs.len();
+                ep.poll_until(want, Duration::from_millis(within_ms))?;
             }
-            Op::Probe => {
-                let sent = ep.probe(s)?;
-                ep.drain()?;
-                return Ok(FromAgent::StepDone { index, probe: Some(sent) });
+            Action::Probe(order) => probe = Some(ep.probe(&order)?),
+            Action::PostRecv { qp, wr_id, sges } => {
+                let sges = ep.sges(&sges)?;
+                let q = ep.qp(&qp)?;
+                match &q.qp {
+                    Handle::Connected(x) => x.post_recv(wr_id, &sges)?,
+                    _ => return err(format!("QP `{qp}` is not connected: Connect comes first")),
+                }
             }
-            _ => ep.post(s)?,
+            Action::Post { qp, wr_id, verb, sges, flags } => ep.post(&qp, wr_id, &verb, &sges, &flags)?,
         }
-        self.ep()?.drain()?;
-        Ok(FromAgent::StepDone { index, probe: None })
+        ep.drain()?;
+        Ok(FromAgent::Done { index, probe })
     }
 
     fn completions(&mut self, min: usize, wait: Duration) -> R<FromAgent> {
@@ -359,11 +339,15 @@ impl Agent {
     fn read_memory(&mut self, mr: &str) -> R<FromAgent> {
         let ep = self.ep()?;
         let m = ep.mrs.get(mr).ok_or_else(|| AgentError::from(format!("no MR `{mr}` on this endpoint")))?;
-        Ok(FromAgent::Memory { mr: mr.to_string(), hex: hex(&m.read()) })
+        Ok(FromAgent::Memory { mr: mr.to_string(), bytes: Hex(m.read()) })
     }
 }
 
 impl Local {
+    fn qp(&self, name: &str) -> R<&QpState> {
+        self.qps.get(name).ok_or_else(|| AgentError::from(format!("no QP `{name}` on this endpoint")))
+    }
+
     fn drain(&mut self) -> R<()> {
         loop {
             let got = self.cq.poll(32)?;
@@ -372,15 +356,15 @@ impl Local {
             }
             let t_ms = self.started.elapsed().as_secs_f64() * 1000.0;
             for c in got {
-                let qp = self.qps.iter().find(|(_, q)| q.qp.qpn() == c.qp_num).map(|(n, _)| n.clone()).unwrap_or_default();
-                let ud = self.qps.get(&qp).is_some_and(|q| q.spec.qp_type == QpType::Ud);
+                let q = self.qps.iter().find(|(_, q)| q.qpn == c.qp_num);
+                let ud = q.is_some_and(|(_, q)| q.setup.kind == QpKind::Ud);
                 self.wcs.push(Wc {
                     wr_id: c.wr_id,
-                    status: verbs::names::status(c.status),
-                    opcode: verbs::names::opcode(c.opcode),
+                    status: c.status,
+                    opcode: c.opcode,
                     byte_len: c.byte_len,
                     imm_data: c.imm_data,
-                    qp,
+                    qp: q.map(|(n, _)| n.clone()).unwrap_or_default(),
                     qp_num: c.qp_num,
                     src_qp: ud.then_some(c.src_qp),
                     vendor_err: c.vendor_err,
@@ -401,114 +385,103 @@ impl Local {
         }
     }
 
-    fn sges(&self, s: &Step) -> R<Vec<(u64, u32, u32)>> {
-        s.sge
-            .iter()
+    /// The SGEs inside this endpoint's MRs.
+    fn sges(&self, sges: &[SgeRef]) -> R<Vec<Sge>> {
+        sges.iter()
             .map(|g| {
                 let m = self.mrs.get(&g.mr).ok_or_else(|| AgentError::from(format!("no MR `{}` on this endpoint", g.mr)))?;
-                let len = g.len.map(u64::from).unwrap_or((m.len() as u64).saturating_sub(g.offset));
-                if g.offset + len > m.len() as u64 {
-                    return err(format!("SGE {}+{len} past the end of MR `{}`", g.offset, g.mr));
+                if g.offset.saturating_add(u64::from(g.len)) > m.len() as u64 {
+                    return err(format!("SGE {}+{} past the end of MR `{}`", g.offset, g.len, g.mr));
                 }
-                Ok((m.addr() + g.offset, len as u32, m.lkey()))
+                Ok(Sge { addr: m.addr() + g.offset, len: g.len, lkey: m.lkey() })
             })
             .collect()
     }
 
-    /// A crafted packet in the name of QP `s.qp`, to the QP at its other end.
-    fn probe(&mut self, s: &Step) -> R<proto::ProbeSent> {
-        let spec = s.probe.as_ref().ok_or_else(|| AgentError::from("a probe step without `probe = { … }`".to_string()))?;
-        let qname = s.qp.as_deref().ok_or_else(|| AgentError::from("step without `qp`".to_string()))?;
+    /// A crafted packet in the name of QP `order.qp`, to the QP at its other end.
+    fn probe(&mut self, order: &ProbeOrder) -> R<ProbeSent> {
         let my_ip = gid_ip(&self.gid);
-        let q = self.qps.get(qname).ok_or_else(|| AgentError::from(format!("no QP `{qname}` on this endpoint")))?;
-        let peer = q.peer.ok_or_else(|| AgentError::from(format!("QP `{qname}` is not connected: probes go to its peer")))?;
+        let q = self.qp(&order.qp)?;
+        let peer = q.peer.ok_or_else(|| AgentError::from(format!("QP `{}` is not connected: probes go to its peer", order.qp)))?;
         let peer_ip = gid_ip(&peer.gid);
-        let remote = spec.remote.as_ref().map(|r| q.remote(r)).transpose()?;
-        let transport = q.spec.qp_type.transport();
-        let next = q.probe_next.unwrap_or(q.psn);
-        let aim = crate::probe::Aim { transport, dest_qp: peer.qpn, src_qp: q.qp.qpn(), next, remote };
+        let remote = order.remote.as_ref().map(|r| q.remote(r)).transpose()?;
+        let next = q.probe_next.unwrap_or(Psn::new(q.psn));
+        let aim = Aim { dest_qp: peer.qpn, src_qp: q.qpn, next, remote };
         if self.probe_link.as_ref().is_none_or(|l| l.dst.ip != peer_ip) {
-            self.probe_link = Some(crate::probe::Link::open(Some(my_ip), peer_ip, None, None)?);
+            self.probe_link = Some(Link::open(Some(my_ip), peer_ip, None, None).map_err(String::from)?);
         }
-        let link = self.probe_link.as_mut().ok_or_else(|| AgentError::from("no link".to_string()))?;
-        let frames = crate::probe::frames(spec, &aim, &link.src, &link.dst)?;
+        let link = self.probe_link.as_mut().ok_or_else(|| AgentError::from("no link to send probes on".to_string()))?;
+        let frames = probe::frames(order, &aim, &link.src, &link.dst)?;
         for (f, _) in &frames {
             link.send(f)?;
         }
-        std::thread::sleep(Duration::from_millis(spec.settle_ms.unwrap_or(crate::scenario::model::DEFAULT_SETTLE_MS)));
-        let src_qp = q.qp.qpn();
-        if let Some(q) = self.qps.get_mut(qname) {
-            q.probe_next = Some(crate::probe::advance(spec, next));
+        std::thread::sleep(Duration::from_millis(order.settle_ms));
+        if let Some(q) = self.qps.get_mut(&order.qp) {
+            q.probe_next = Some(probe::advance(order, next));
         }
-        Ok(proto::ProbeSent {
-            id: spec.id.clone(),
-            qp: qname.to_string(),
+        Ok(ProbeSent {
+            id: order.id.clone(),
+            qp: order.qp.clone(),
             src: my_ip.to_string(),
             dst: peer_ip.to_string(),
-            src_qp,
-            next,
+            src_qp: aim.src_qp,
+            next: next.value(),
             frames: frames.into_iter().map(|(_, s)| s).collect(),
         })
     }
 
-    fn post(&mut self, s: &Step) -> R<()> {
-        let qname = s.qp.as_deref().ok_or_else(|| AgentError::from("step without `qp`".to_string()))?;
-        let sges = self.sges(s)?;
-        let q = self.qps.get(qname).ok_or_else(|| AgentError::from(format!("no QP `{qname}` on this endpoint")))?;
-        let wr_id = s.wr_id.unwrap_or(0);
-        if s.op == Op::PostRecv {
-            return Ok(q.qp.post_recv(wr_id, &sges)?);
-        }
-        let mut flags = 0;
+    fn post(&mut self, qname: &str, wr_id: u64, verb: &Verb, sges: &[SgeRef], flags: &[SendFlag]) -> R<()> {
+        let sges = self.sges(sges)?;
+        let q = self.qp(qname)?;
+        let mut bits = 0;
         let mut signaled = true;
-        for f in &s.flags {
-            match f.to_ascii_lowercase().as_str() {
-                "signaled" => signaled = true,
-                "unsignaled" => signaled = false,
-                "inline" => flags |= ibv_send_flags::IBV_SEND_INLINE.0,
-                "solicited" => flags |= ibv_send_flags::IBV_SEND_SOLICITED.0,
-                "fence" => flags |= ibv_send_flags::IBV_SEND_FENCE.0,
-                other => return err(format!("unknown flag `{other}`")),
+        for f in flags {
+            match f {
+                SendFlag::Signaled => signaled = true,
+                SendFlag::Unsignaled => signaled = false,
+                SendFlag::Inline => bits |= ibv_send_flags::IBV_SEND_INLINE.0,
+                SendFlag::Solicited => bits |= ibv_send_flags::IBV_SEND_SOLICITED.0,
+                SendFlag::Fence => bits |= ibv_send_flags::IBV_SEND_FENCE.0,
             }
         }
         if signaled {
-            flags |= ibv_send_flags::IBV_SEND_SIGNALED.0;
+            bits |= ibv_send_flags::IBV_SEND_SIGNALED.0;
         }
-        let remote_mr = |r: &crate::scenario::model::Remote| q.remote(r);
-        let remote = match (s.op, &s.remote) {
-            (Op::Write | Op::WriteImm | Op::Read, Some(r)) => {
-                let (addr, rkey) = remote_mr(r)?;
-                Remote::Rdma { addr, rkey }
-            }
-            (Op::CmpSwap, Some(r)) => {
-                let (addr, rkey) = remote_mr(r)?;
-                Remote::Atomic { addr, rkey, compare_add: s.compare.unwrap_or(0), swap: s.swap.unwrap_or(0) }
-            }
-            (Op::FetchAdd, Some(r)) => {
-                let (addr, rkey) = remote_mr(r)?;
-                Remote::Atomic { addr, rkey, compare_add: s.add.unwrap_or(0), swap: 0 }
-            }
-            (Op::Send | Op::SendImm, _) if q.spec.qp_type == QpType::Ud => {
+        let (opcode, imm, remote) = match verb {
+            Verb::Send { imm } if q.setup.kind == QpKind::Ud => {
                 let ah = q.ah.as_ref().ok_or_else(|| AgentError::from(format!("UD QP `{qname}` has no address handle: Connect first")))?;
                 let peer = q.peer.ok_or_else(|| AgentError::from(format!("UD QP `{qname}` knows no peer")))?;
-                Remote::Ud { ah, qpn: peer.qpn, qkey: q.peer_qkey }
+                (send_opcode(*imm), *imm, Remote::Ud { ah, qpn: peer.qpn, qkey: q.peer_qkey })
             }
-            (Op::Send | Op::SendImm, _) => Remote::None,
-            (op, None) => return err(format!("{op:?} needs `remote`")),
-            (op, Some(_)) => return err(format!("{op:?} cannot be posted here")),
+            Verb::Send { imm } => (send_opcode(*imm), *imm, Remote::None),
+            Verb::Write { remote, imm } => {
+                let (addr, rkey) = q.remote(remote)?;
+                let op = if imm.is_some() { ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM } else { ibv_wr_opcode::IBV_WR_RDMA_WRITE };
+                (op, *imm, Remote::Rdma { addr, rkey })
+            }
+            Verb::Read { remote } => {
+                let (addr, rkey) = q.remote(remote)?;
+                (ibv_wr_opcode::IBV_WR_RDMA_READ, None, Remote::Rdma { addr, rkey })
+            }
+            Verb::CmpSwap { remote, compare, swap } => {
+                let (addr, rkey) = q.remote(remote)?;
+                (ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP, None, Remote::Atomic { addr, rkey, compare_add: *compare, swap: *swap })
+            }
+            Verb::FetchAdd { remote, add } => {
+                let (addr, rkey) = q.remote(remote)?;
+                (ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD, None, Remote::Atomic { addr, rkey, compare_add: *add, swap: 0 })
+            }
         };
-        let opcode = match s.op {
-            Op::Send => ibv_wr_opcode::IBV_WR_SEND,
-            Op::SendImm => ibv_wr_opcode::IBV_WR_SEND_WITH_IMM,
-            Op::Write => ibv_wr_opcode::IBV_WR_RDMA_WRITE,
-            Op::WriteImm => ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
-            Op::Read => ibv_wr_opcode::IBV_WR_RDMA_READ,
-            Op::CmpSwap => ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP,
-            Op::FetchAdd => ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD,
-            other => return err(format!("{other:?} is not a send-queue operation")),
-        };
-        let wr = SendWr { wr_id, opcode, flags, imm_data: s.imm_data.unwrap_or(0), remote };
-        Ok(q.qp.post_send(&wr, &sges)?)
+        let wr = SendWr { wr_id, opcode, flags: bits, imm_data: imm.unwrap_or(0), remote };
+        Ok(q.connected()?.post_send(&wr, &sges)?)
+    }
+}
+
+fn send_opcode(imm: Option<u32>) -> u32 {
+    if imm.is_some() {
+        ibv_wr_opcode::IBV_WR_SEND_WITH_IMM
+    } else {
+        ibv_wr_opcode::IBV_WR_SEND
     }
 }
 
@@ -556,18 +529,18 @@ fn swap(s: TcpStream, mine: &Exchange) -> R<Exchange> {
 }
 
 /// Serves the protocol on a byte stream until Teardown or the end of the stream.
-pub fn serve(r: &mut dyn Read, w: &mut dyn Write) -> std::io::Result<()> {
+pub(crate) fn serve(r: &mut dyn Read, w: &mut dyn Write) -> std::io::Result<()> {
     let mut agent = Agent::default();
     loop {
         let m: ToAgent = match proto::read_msg(r) {
             Ok(Some(m)) => m,
             Ok(None) => return Ok(()),
             Err(ReadError::Invalid(e)) => {
-                proto::write_msg(w, &FromAgent::Error { message: format!("malformed message: {e}"), verb: None, errno: None, hint: None })?;
+                proto::write_msg(w, &FromAgent::error(format!("malformed message: {e}"), None))?;
                 continue;
             }
             Err(e @ ReadError::TooLarge(_)) => {
-                let _ = proto::write_msg(w, &FromAgent::Error { message: e.to_string(), verb: None, errno: None, hint: None });
+                let _ = proto::write_msg(w, &FromAgent::error(e.to_string(), None));
                 return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()));
             }
             Err(ReadError::Io(e)) => return Err(e),
@@ -575,7 +548,8 @@ pub fn serve(r: &mut dyn Read, w: &mut dyn Write) -> std::io::Result<()> {
         let last = matches!(m, ToAgent::Teardown);
         if let ToAgent::Hello { version } = &m {
             if *version != proto::VERSION {
-                proto::write_msg(w, &FromAgent::Error { message: format!("protocol version {version} asked, this agent speaks {}", proto::VERSION), verb: None, errno: None, hint: Some("run the same roce version on both sides".into()) })?;
+                let msg = format!("protocol version {version} asked, this agent speaks {}", proto::VERSION);
+                proto::write_msg(w, &FromAgent::error(msg, Some("run the same roce version on both sides")))?;
                 continue;
             }
         }
@@ -611,7 +585,7 @@ mod tests {
         let a = talk(&[
             ToAgent::Hello { version: proto::VERSION },
             ToAgent::Hello { version: 99 },
-            ToAgent::Step { index: 0, step: toml::from_str("op = \"sync\"").unwrap() },
+            ToAgent::Do { index: 0, action: Action::Sleep { ms: 0 } },
             ToAgent::ReadMemory { mr: "x".into() },
             ToAgent::Teardown,
         ]);
@@ -640,16 +614,32 @@ mod tests {
         assert!(!out.is_empty(), "the refusal is said before the stream ends");
     }
 
+    /// A verb the device lacks is said as such: the controller skips the scenario.
     #[test]
-    fn access_names_and_gid_text() {
-        assert_eq!(access_bits(&["IBV_ACCESS_REMOTE_WRITE".into(), "local_write".into()]).unwrap(), 3);
-        assert!(access_bits(&["remote_wrte".into()]).is_err());
+    fn an_unsupported_verb_is_said_as_such() {
+        let e = AgentError::from(VerbError::from_errno("ibv_wr_flush", libc::EOPNOTSUPP, Some("kernel 6.2 or later".into())));
+        match e.into_msg() {
+            FromAgent::Error { unsupported, verb, errno, hint, .. } => {
+                assert!(unsupported);
+                assert_eq!(verb.as_deref(), Some("ibv_wr_flush"));
+                assert_eq!(errno, Some(libc::EOPNOTSUPP));
+                assert_eq!(hint.as_deref(), Some("kernel 6.2 or later"));
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = AgentError::from(VerbError::from_errno("ibv_reg_mr", libc::ENOMEM, None));
+        assert!(matches!(e.into_msg(), FromAgent::Error { unsupported: false, .. }));
+    }
+
+    #[test]
+    fn gid_text() {
         let mut g = [0u8; 16];
         g[10] = 0xff;
         g[11] = 0xff;
         g[12..].copy_from_slice(&[10, 0, 0, 1]);
         assert_eq!(gid_ip(&g).to_string(), "10.0.0.1");
-        assert_eq!(unhex16(&hex(&g)).unwrap(), g);
+        assert_eq!(unhex16(&dissector::text::hex_string(&g)).unwrap(), g);
         assert!(unhex16("zz").is_err());
+        assert!(unhex16("00").is_err());
     }
 }

@@ -1,35 +1,29 @@
-//! The endpoint agent (`roce agent`): executes its part of a scenario with real verbs.
-//! `roce run` starts one per endpoint (in a lab VM over `lab exec` stdio) or reaches
-//! one on a real host (`roce agent --listen HOST:PORT`).
-pub mod cm_private;
-pub mod exec;
-pub mod proto;
+//! The endpoint agent (`roce agent`): executes its part of a scenario with real
+//! verbs. `roce run` starts one per endpoint (in a lab VM over `lab exec` stdio) or
+//! reaches one on a real host (`roce agent --listen HOST:PORT`).
+//!
+//! Owns: the agent protocol ([`proto`]) and its executor ([`exec`]).
+//! Imports: verbs, net, dissector. Never the scenario model: the controller
+//! resolves a scenario into this protocol's own messages.
+pub(crate) mod cm_private;
+pub(crate) mod exec;
+pub(crate) mod probe;
+pub(crate) mod proto;
 
 use std::net::TcpListener;
 
 use anyhow::{Context, Result};
-use clap::Args;
 
-#[derive(Debug, Args)]
-#[command(group(clap::ArgGroup::new("mode").required(true).args(["stdio", "listen"])))]
-pub struct AgentArgs {
-    /// Speak the controller protocol on stdin/stdout (how the lab starts it)
-    #[arg(long)]
-    pub stdio: bool,
-    /// Listen for one controller at a time on this address (a real host)
-    #[arg(long, value_name = "ADDR:PORT")]
-    pub listen: Option<String>,
+/// Serves one controller on stdin/stdout (how the lab starts the agent).
+pub(crate) fn serve_stdio() -> Result<()> {
+    let stdin = std::io::stdin();
+    let stdout = std::io::stdout();
+    exec::serve(&mut stdin.lock(), &mut stdout.lock()).context("the controller connection")
 }
 
-pub fn run(a: AgentArgs) -> Result<u8> {
-    if a.stdio {
-        let stdin = std::io::stdin();
-        let stdout = std::io::stdout();
-        exec::serve(&mut stdin.lock(), &mut stdout.lock()).context("the controller connection")?;
-        return Ok(0);
-    }
-    let addr = a.listen.unwrap_or_default();
-    let l = TcpListener::bind(&addr).with_context(|| format!("listening on {addr}"))?;
+/// Serves controllers on `addr`, one at a time.
+pub(crate) fn serve_listen(addr: &str) -> Result<()> {
+    let l = TcpListener::bind(addr).with_context(|| format!("listening on {addr}"))?;
     eprintln!("roce agent: listening on {addr} (one controller at a time)");
     for conn in l.incoming() {
         let s = match conn {
@@ -47,5 +41,5 @@ pub fn run(a: AgentArgs) -> Result<u8> {
             eprintln!("roce agent: controller {peer}: {e}");
         }
     }
-    Ok(0)
+    Ok(())
 }

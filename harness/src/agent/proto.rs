@@ -1,58 +1,71 @@
-//! The controller ↔ endpoint agent protocol (`roce run` ↔ `roce agent`).
+//! The controller ↔ endpoint agent protocol (`roce run` ↔ `roce agent`): the
+//! agent's own types. The controller resolves a scenario into them (names of QPs
+//! and MRs stay names; everything else is concrete: attributes defaulted, opcodes
+//! numbers, payloads bytes), so a new scenario key never changes this protocol.
 //!
-//! Transport: a byte stream (the agent's stdin/stdout when the lab starts it in a VM,
-//! or a TCP connection to `roce agent --listen ADDR:PORT` on a real host). Each message
-//! is a 4-byte big-endian length, then that many bytes of JSON (one [`ToAgent`] or
-//! [`FromAgent`]). A length above [`MAX_MESSAGE`], bytes that are not JSON, or JSON
-//! that is not a known message is refused with [`FromAgent::Error`] (and the stream
-//! closed when it cannot be resynchronised): never a crash.
+//! Transport: a byte stream (the agent's stdin/stdout when the lab starts it in a
+//! VM, or a TCP connection to `roce agent --listen ADDR:PORT` on a real host). Each
+//! message is a 4-byte big-endian length, then that many bytes of JSON (one
+//! [`ToAgent`] or [`FromAgent`]). A length above [`MAX_MESSAGE`], bytes that are
+//! not JSON, or JSON that is not a known message is refused with
+//! [`FromAgent::Error`] (and the stream closed when it cannot be resynchronised):
+//! never a crash.
 //!
-//! Order of a run, per agent: `Hello` → `Setup` → `Connect` (one per QP) → `Step`… →
-//! `Completions` / `ReadMemory` (any number) → `Teardown`. Every request gets exactly
-//! one answer, in order.
+//! Order of a run, per agent: `Hello` → `Setup` → `Connect` (one per QP) → `Do`…
+//! → `Completions` / `ReadMemory` (any number) → `Teardown`. Every request gets
+//! exactly one answer, in order.
+use std::fmt;
 use std::io::{self, Read, Write};
 
-use serde::{Deserialize, Serialize};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::scenario::model::{Endpoint, MrSpec, QpSpec, Step};
+use crate::verbs::{Access, Caps, QpKind, SendFlag, WcOpcode, WcStatus};
 
 /// Bumped on any incompatible change; both sides say theirs in `Hello`.
-pub const VERSION: u32 = 1;
+pub(crate) const VERSION: u32 = 2;
 /// No message is larger (a memory dump of a 512 KiB MR in hex fits).
-pub const MAX_MESSAGE: usize = 2 << 20;
+pub(crate) const MAX_MESSAGE: usize = 2 << 20;
+
+/// Bytes, carried as lower-case hex.
+#[derive(Clone, PartialEq, Eq, Default)]
+pub(crate) struct Hex(pub Vec<u8>);
+
+impl fmt::Debug for Hex {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Hex({})", dissector::text::hex_string(&self.0))
+    }
+}
+
+impl Serialize for Hex {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&dissector::text::hex_string(&self.0))
+    }
+}
+
+impl<'de> Deserialize<'de> for Hex {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Hex, D::Error> {
+        let s = String::deserialize(d)?;
+        dissector::text::hex_bytes(&s).map(Hex).map_err(serde::de::Error::custom)
+    }
+}
 
 /// controller → agent.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "msg", rename_all = "snake_case", deny_unknown_fields)]
-pub enum ToAgent {
+pub(crate) enum ToAgent {
     Hello {
         version: u32,
     },
     /// Open the device and create this endpoint's PD, CQ, MRs and QPs (QPs stay in
-    /// RESET/INIT until `Connect`). `qps` are the scenario's QPs that have this
-    /// endpoint in `between`; `mrs` those `on` this endpoint.
-    Setup {
-        endpoint: String,
-        spec: Endpoint,
-        qps: Vec<QpSpec>,
-        mrs: Vec<MrSpec>,
-    },
-    /// Bring QP `qp` to RTS with its peer. The passive side (first of `between`)
-    /// listens on `port` (TCP exchange or rdma_cm) on its test address; the active
-    /// side connects to `peer_ip:port`. `peer_mrs` is the peer endpoint's MR table
-    /// (for `remote = { mr = … }` in steps).
-    Connect {
-        qp: String,
-        passive: bool,
-        peer_ip: String,
-        port: u16,
-        peer_mrs: Vec<MrInfo>,
-    },
-    /// Execute one step (post a WR, wait for completions, sleep). Posting returns at
-    /// once; completions are polled in the background from `Setup` on.
-    Step {
+    /// RESET until `Connect`).
+    Setup(Setup),
+    /// Bring QP `qp` to RTS with its peer.
+    Connect(Connect),
+    /// Carry out one step: post a WR, wait for completions, sleep, send a probe.
+    /// Posting returns at once; completions are polled in the background.
+    Do {
         index: usize,
-        step: Step,
+        action: Action,
     },
     /// All completions polled so far, waiting up to `wait_ms` until there are at
     /// least `min`.
@@ -68,9 +81,190 @@ pub enum ToAgent {
     Teardown,
 }
 
+/// One endpoint's verbs objects.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Setup {
+    /// The RDMA device (default: the first).
+    pub device: Option<String>,
+    pub port: u8,
+    /// The GID index (default: the port's IPv4-mapped RoCEv2 GID).
+    pub gid_index: Option<u8>,
+    pub qps: Vec<QpSetup>,
+    pub mrs: Vec<MrSetup>,
+}
+
+/// How a QP is connected to its peer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ConnectBy {
+    /// QPN, PSN, GID exchanged over a TCP socket.
+    Tcp,
+    /// librdmacm; the MR table rides in the private data.
+    RdmaCm,
+}
+
+/// The attributes of a QP's bring-up that are not known before its peer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct QpParams {
+    pub mtu: u32,
+    pub timeout: u8,
+    pub retry_cnt: u8,
+    pub rnr_retry: u8,
+    pub min_rnr_timer: u8,
+    pub max_rd_atomic: u8,
+    pub max_dest_rd_atomic: u8,
+    pub access: Access,
+    pub qkey: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct QpSetup {
+    pub name: String,
+    pub kind: QpKind,
+    pub caps: Caps,
+    /// The first send PSN; `None`: a random one.
+    pub psn: Option<u32>,
+    pub params: QpParams,
+    pub connect: ConnectBy,
+}
+
+/// What an MR holds when it is registered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub(crate) enum Fill {
+    Zero,
+    /// These bytes at the start, zero after.
+    Bytes(Hex),
+    /// These bytes repeated over the whole MR.
+    Repeat(Hex),
+}
+
+impl Fill {
+    /// The MR's first `len` bytes.
+    pub(crate) fn bytes(&self, len: usize) -> Vec<u8> {
+        match self {
+            Fill::Zero => Vec::new(),
+            Fill::Bytes(b) => b.0.iter().copied().take(len).collect(),
+            Fill::Repeat(u) if u.0.is_empty() => Vec::new(),
+            Fill::Repeat(u) => u.0.iter().copied().cycle().take(len).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MrSetup {
+    pub name: String,
+    pub size: u64,
+    pub access: Access,
+    pub fill: Fill,
+}
+
+/// Bring a QP to RTS. The passive side listens on `port` (TCP exchange or
+/// rdma_cm) on its test address; the active side connects to `peer_ip:port`.
+/// `peer_mrs` is the peer endpoint's MR table (for remote addresses in steps).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Connect {
+    pub qp: String,
+    pub passive: bool,
+    pub peer_ip: String,
+    pub port: u16,
+    pub peer_mrs: Vec<MrInfo>,
+}
+
+/// A slice of an MR of this endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SgeRef {
+    pub mr: String,
+    pub offset: u64,
+    pub len: u32,
+}
+
+/// An MR of the peer, by name (its address and rkey as exchanged), at an offset;
+/// `rkey` overrides.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RemoteRef {
+    pub mr: String,
+    pub offset: u64,
+    pub rkey: Option<u32>,
+}
+
+/// A send-queue verb and what only it carries.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub(crate) enum Verb {
+    Send { imm: Option<u32> },
+    Write { remote: RemoteRef, imm: Option<u32> },
+    Read { remote: RemoteRef },
+    CmpSwap { remote: RemoteRef, compare: u64, swap: u64 },
+    FetchAdd { remote: RemoteRef, add: u64 },
+}
+
+/// One step an agent carries out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub(crate) enum Action {
+    PostRecv { qp: String, wr_id: u64, sges: Vec<SgeRef> },
+    Post { qp: String, wr_id: u64, verb: Verb, sges: Vec<SgeRef>, flags: Vec<SendFlag> },
+    /// Wait until `count` more completions were polled (up to `within_ms`).
+    WaitCompletions { count: u32, within_ms: u64 },
+    Sleep { ms: u64 },
+    Probe(ProbeOrder),
+}
+
+/// The PSN of a probe: relative to the PSN its target expects, or absolute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ProbePsn {
+    Next(i32),
+    Absolute(u32),
+}
+
+/// A crafted packet to send in the name of QP `qp`, to the QP at its other end.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProbeOrder {
+    pub id: String,
+    pub qp: String,
+    pub opcode: u8,
+    pub psn: ProbePsn,
+    /// `next` moves on by one after it.
+    pub moves_next: bool,
+    /// For RETH / AtomicETH.
+    pub remote: Option<RemoteRef>,
+    pub dma_len: Option<u32>,
+    pub payload: Hex,
+    pub imm_data: u32,
+    pub compare: u64,
+    pub swap_add: u64,
+    pub ack_req: bool,
+    pub bad_icrc: bool,
+    pub p_key: u16,
+    pub dest_qp: Option<u32>,
+    pub q_key: u32,
+    pub copies: u32,
+    /// How long to wait after sending, for the answer to be on the wire.
+    pub settle_ms: u64,
+}
+
+/// One frame of a probe, as the judge finds it on the wire.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct SentFrame {
+    pub opcode: u8,
+    pub dest_qp: u32,
+    pub psn: u32,
+    pub len: usize,
+}
+
 /// The frames a probe step sent, to find them (and the answers) on the wire.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ProbeSent {
+pub(crate) struct ProbeSent {
     pub id: String,
     pub qp: String,
     /// The prober's and the target's addresses.
@@ -80,13 +274,13 @@ pub struct ProbeSent {
     pub src_qp: u32,
     /// The PSN the target expected (as far as the prober knew) when it went out.
     pub next: u32,
-    pub frames: Vec<crate::probe::SentFrame>,
+    pub frames: Vec<SentFrame>,
 }
 
 /// agent → controller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "msg", rename_all = "snake_case", deny_unknown_fields)]
-pub enum FromAgent {
+pub(crate) enum FromAgent {
     Hello {
         version: u32,
         /// `roce` version and host name, for reports.
@@ -115,7 +309,7 @@ pub enum FromAgent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         peer_mrs_from_cm: Option<usize>,
     },
-    StepDone {
+    Done {
         index: usize,
         /// A probe step: what went out.
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -126,11 +320,11 @@ pub enum FromAgent {
     },
     Memory {
         mr: String,
-        /// Lower-case hex.
-        hex: String,
+        bytes: Hex,
     },
     TornDown,
-    /// A request failed: which verb, errno, and the likely cause.
+    /// A request failed: which verb, errno, the likely cause; `unsupported` when
+    /// the device lacks the verb (the scenario is then skipped, not failed).
     Error {
         message: String,
         #[serde(default)]
@@ -139,11 +333,20 @@ pub enum FromAgent {
         errno: Option<i32>,
         #[serde(default)]
         hint: Option<String>,
+        #[serde(default)]
+        unsupported: bool,
     },
 }
 
+impl FromAgent {
+    /// An error that is not a verb's.
+    pub(crate) fn error(message: impl Into<String>, hint: Option<&str>) -> FromAgent {
+        FromAgent::Error { message: message.into(), verb: None, errno: None, hint: hint.map(str::to_string), unsupported: false }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct QpInfo {
+pub(crate) struct QpInfo {
     pub name: String,
     pub qpn: u32,
     /// Starting send PSN.
@@ -154,7 +357,7 @@ pub struct QpInfo {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MrInfo {
+pub(crate) struct MrInfo {
     pub name: String,
     pub addr: u64,
     pub len: u64,
@@ -164,12 +367,11 @@ pub struct MrInfo {
 
 /// One work completion as the agent polled it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Wc {
+pub(crate) struct Wc {
     pub wr_id: u64,
-    /// `IBV_WC_SUCCESS`, `IBV_WC_REM_ACCESS_ERR`, …
-    pub status: String,
-    /// `IBV_WC_SEND`, `IBV_WC_RECV`, … (meaningful on success and for receives).
-    pub opcode: String,
+    pub status: WcStatus,
+    /// Meaningful on success and for receives.
+    pub opcode: WcOpcode,
     pub byte_len: u32,
     #[serde(default)]
     pub imm_data: Option<u32>,
@@ -184,7 +386,7 @@ pub struct Wc {
 }
 
 /// Writes one message.
-pub fn write_msg<W: Write + ?Sized, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
+pub(crate) fn write_msg<W: Write + ?Sized, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
     let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
     if body.len() > MAX_MESSAGE {
         return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("message of {} bytes exceeds {MAX_MESSAGE}", body.len())));
@@ -198,7 +400,7 @@ pub fn write_msg<W: Write + ?Sized, T: Serialize>(w: &mut W, msg: &T) -> io::Res
 
 /// Why a message could not be read.
 #[derive(Debug)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     /// The stream failed or ended inside a message.
     Io(io::Error),
     /// The length prefix is over the limit: the stream cannot be trusted further.
@@ -220,7 +422,7 @@ impl std::fmt::Display for ReadError {
 impl std::error::Error for ReadError {}
 
 /// Reads one message; `Ok(None)` on a clean end of stream (between messages).
-pub fn read_msg<R: Read + ?Sized, T: for<'de> Deserialize<'de>>(r: &mut R) -> Result<Option<T>, ReadError> {
+pub(crate) fn read_msg<R: Read + ?Sized, T: for<'de> Deserialize<'de>>(r: &mut R) -> Result<Option<T>, ReadError> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
@@ -266,5 +468,46 @@ mod tests {
         write_msg(&mut unknown, &serde_json::json!({"msg": "format_disk"})).unwrap();
         assert!(matches!(read_msg::<_, ToAgent>(&mut &unknown[..]), Err(ReadError::Invalid(_))));
         assert!(matches!(read_msg::<_, ToAgent>(&mut &[0u8, 0][..]), Err(ReadError::Io(_))));
+    }
+
+    /// Every message reads back as itself (the hex of bytes included).
+    #[test]
+    fn messages_survive_the_wire() {
+        let msgs = vec![
+            ToAgent::Setup(Setup {
+                device: None,
+                port: 1,
+                gid_index: Some(1),
+                qps: vec![QpSetup {
+                    name: "q".into(),
+                    kind: QpKind::Rc,
+                    caps: Caps { max_send_wr: 16, max_recv_wr: 16, max_sge: 4, max_inline: 0 },
+                    psn: Some(100),
+                    params: QpParams { mtu: 1024, timeout: 14, retry_cnt: 7, rnr_retry: 7, min_rnr_timer: 12, max_rd_atomic: 1, max_dest_rd_atomic: 1, access: Access(0xe), qkey: 0x1111_1111 },
+                    connect: ConnectBy::RdmaCm,
+                }],
+                mrs: vec![MrSetup { name: "m".into(), size: 64, access: Access(1), fill: Fill::Repeat(Hex(vec![0xab, 0])) }],
+            }),
+            ToAgent::Do {
+                index: 3,
+                action: Action::Post {
+                    qp: "q".into(),
+                    wr_id: 7,
+                    verb: Verb::CmpSwap { remote: RemoteRef { mr: "t".into(), offset: 8, rkey: Some(0xbad) }, compare: 1, swap: 2 },
+                    sges: vec![SgeRef { mr: "m".into(), offset: 0, len: 8 }],
+                    flags: vec![SendFlag::Fence],
+                },
+            },
+        ];
+        for m in msgs {
+            let mut buf = Vec::new();
+            write_msg(&mut buf, &m).unwrap();
+            assert_eq!(read_msg::<_, ToAgent>(&mut &buf[..]).unwrap(), Some(m));
+        }
+        let mem: FromAgent = serde_json::from_str(r#"{"msg":"memory","mr":"m","bytes":"00ff10"}"#).unwrap();
+        assert_eq!(mem, FromAgent::Memory { mr: "m".into(), bytes: Hex(vec![0, 0xff, 0x10]) });
+        assert!(serde_json::from_str::<FromAgent>(r#"{"msg":"memory","mr":"m","bytes":"0"}"#).is_err(), "odd hex is refused");
+        assert_eq!(Fill::Repeat(Hex(vec![1, 2])).bytes(5), [1, 2, 1, 2, 1]);
+        assert_eq!(Fill::Bytes(Hex(vec![1, 2])).bytes(1), [1]);
     }
 }

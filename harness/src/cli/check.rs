@@ -1,0 +1,40 @@
+//! `roce check`: validate scenario files without running them.
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::exit::{help, Exit, Failure, Outcome};
+use crate::scenario;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = help(&[(Exit::Ok, "every file is a valid scenario"), (Exit::BadInput, "at least one is not (each problem printed at file:line:col)")]))]
+pub struct CheckArgs {
+    /// Scenario files, or directories of them (every *.toml below)
+    #[arg(required = true, value_name = "SCENARIO|DIR")]
+    pub paths: Vec<PathBuf>,
+}
+
+/// Every scenario under `paths`, loaded and checked before anything runs; every
+/// problem said on `err` (`who: ` names the command).
+pub(super) fn load(paths: &[PathBuf], who: &str, err: &mut dyn Write) -> Result<Vec<(PathBuf, scenario::model::Scenario)>, Failure> {
+    let files = scenario::discover(paths).map_err(Failure::input)?;
+    match scenario::load_all(&files) {
+        Ok(loaded) => Ok(loaded),
+        Err(problems) => {
+            for p in &problems {
+                writeln!(err, "{p}")?;
+            }
+            let bad: std::collections::BTreeSet<&PathBuf> = problems.iter().map(|p| &p.file).collect();
+            Err(Failure::input(anyhow::anyhow!("{who}: {} of {} scenario files have problems; nothing was run", bad.len(), files.len())))
+        }
+    }
+}
+
+pub(super) fn run(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+    let loaded = load(&a.paths, "roce check", err)?;
+    let plural = |k: usize, w: &str| format!("{k} {w}{}", if k == 1 { "" } else { "s" });
+    for (f, sc) in &loaded {
+        let n = sc.expect.len();
+        writeln!(out, "ok  {}  {} ({}, {})", f.display(), sc.name, plural(sc.steps.len(), "step"), plural(n, "expectation"))?;
+    }
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,305 @@
+//! `roce decode`: one line per frame, a header tree (`-V`), JSON Lines (`--json`), or
+//! tshark-compatible fields (`-T fields -e …`).
+use std::io::{self, BufWriter, Write};
+
+use std::path::PathBuf;
+
+use anyhow::{anyhow, Context};
+use clap::{Args, ValueEnum};
+use dissector::capture::{PacketSource, Record, RecordFile};
+use dissector::fields::{self, Ctx, Field};
+use dissector::frame::Frame;
+use dissector::{frame, print};
+
+use super::exit::{help, Exit, Failure, Outcome};
+use super::input::InputArgs;
+
+const EXIT: &[(Exit, &str)] = &[
+    (Exit::Ok, "every frame was read"),
+    (Exit::BadInput, "a bad option or field name, or a damaged capture (the frames before the damage are printed)"),
+    (Exit::Setup, "the interface could not be opened, or -w could not be written"),
+    (Exit::Interrupted, "a second Ctrl-C during live capture"),
+];
+
+#[derive(Debug, Args)]
+#[command(after_help = help(EXIT))]
+pub struct DecodeArgs {
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Print the full header tree of each frame.
+    #[arg(short = 'V', long)]
+    pub verbose: bool,
+    /// JSON Lines: one object per frame (schema in the README).
+    #[arg(long, conflicts_with_all = ["verbose", "output_format"])]
+    pub json: bool,
+    /// Output format, as tshark's -T: text (default), fields, json (= --json).
+    #[arg(short = 'T', value_name = "FORMAT", value_enum)]
+    pub output_format: Option<Format>,
+    /// A field to print with -T fields (tshark names, e.g. infiniband.bth.psn). Repeatable.
+    #[arg(short = 'e', value_name = "FIELD")]
+    pub fields: Vec<String>,
+    /// Field output options, as tshark's -E: header=y|n, separator=/t|/s|C,
+    /// occurrence=f|l|a, aggregator=,|/s|C, quote=d|s|n. Repeatable.
+    #[arg(short = 'E', value_name = "OPT=VALUE")]
+    pub field_opts: Vec<String>,
+    /// List what can be printed: `fields` (every -e name with its meaning).
+    #[arg(short = 'G', value_name = "WHAT")]
+    pub list: Option<String>,
+    /// Also write the frames read to this pcapng file (written to FILE.tmp, renamed when complete).
+    #[arg(short = 'w', long = "write", value_name = "FILE.pcapng")]
+    pub write: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Fields,
+    Json,
+}
+
+/// Parsed `-E` options.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct FieldOpts {
+    pub header: bool,
+    pub separator: Vec<u8>,
+    pub occurrence: u8,
+    pub aggregator: Vec<u8>,
+    pub quote: Option<u8>,
+}
+
+impl FieldOpts {
+    pub(super) fn parse(opts: &[String]) -> anyhow::Result<FieldOpts> {
+        let mut o = FieldOpts { header: false, separator: b"\t".to_vec(), occurrence: b'a', aggregator: b",".to_vec(), quote: None };
+        let sep = |v: &str| -> Vec<u8> {
+            match v {
+                "/t" => b"\t".to_vec(),
+                "/s" => b" ".to_vec(),
+                other => other.as_bytes().to_vec(),
+            }
+        };
+        for opt in opts {
+            let Some((k, v)) = opt.split_once('=') else {
+                anyhow::bail!("-E {opt}: expected OPTION=VALUE, e.g. -E header=y");
+            };
+            match (k, v) {
+                ("header", "y") => o.header = true,
+                ("header", "n") => o.header = false,
+                ("separator", v) if !v.is_empty() => o.separator = sep(v),
+                ("occurrence", "f" | "l" | "a") => o.occurrence = v.as_bytes()[0],
+                ("aggregator", v) if !v.is_empty() => o.aggregator = sep(v),
+                ("quote", "d") => o.quote = Some(b'"'),
+                ("quote", "s") => o.quote = Some(b'\''),
+                ("quote", "n") => o.quote = None,
+                ("bom", _) => {}
+                _ => anyhow::bail!(
+                    "-E {opt}: unsupported; use header=y|n, separator=/t|/s|C, occurrence=f|l|a, aggregator=,|/s|C, quote=d|s|n"
+                ),
+            }
+        }
+        Ok(o)
+    }
+}
+
+fn list_fields(out: &mut impl Write) -> io::Result<()> {
+    for (_, name, desc) in Field::ALL {
+        writeln!(out, "{name}\t{desc}")?;
+    }
+    Ok(())
+}
+
+pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+    let mut out = BufWriter::with_capacity(1 << 16, out);
+    match a.list.as_deref() {
+        Some("fields") => {
+            list_fields(&mut out)?;
+            out.flush()?;
+            return Ok(Exit::Ok);
+        }
+        Some(other) => return Err(Failure::input(anyhow!("-G {other}: unknown report; try -G fields"))),
+        None => {}
+    }
+    let format = match (a.json, a.output_format) {
+        (true, _) | (_, Some(Format::Json)) => Format::Json,
+        (_, Some(f)) => f,
+        (false, None) if !a.fields.is_empty() => Format::Fields,
+        _ => Format::Text,
+    };
+    if format == Format::Fields && a.fields.is_empty() {
+        return Err(Failure::input(anyhow!("-T fields needs at least one -e FIELD (see `roce decode -G fields`)")));
+    }
+    if format != Format::Fields && !a.field_opts.is_empty() {
+        return Err(Failure::input(anyhow!("-E only applies to -T fields")));
+    }
+    let field_ids = a.fields.iter().map(|n| Field::lookup(n)).collect::<Result<Vec<_>, _>>().map_err(Failure::input)?;
+    let fopts = FieldOpts::parse(&a.field_opts).map_err(Failure::input)?;
+    let opts = a.input.decode_options();
+    let mut src = a.input.open()?;
+    let mut save = match &a.write {
+        Some(p) => Some(RecordFile::create(p, concat!("roce ", env!("CARGO_PKG_VERSION"))).map_err(Failure::setup)?),
+        None => None,
+    };
+
+    if format == Format::Fields && fopts.header {
+        for (i, n) in a.fields.iter().enumerate() {
+            if i > 0 {
+                out.write_all(&fopts.separator)?;
+            }
+            out.write_all(n.as_bytes())?;
+        }
+        out.write_all(b"\n")?;
+    }
+    let mut stats = Stats::default();
+    let mut line = Vec::with_capacity(512);
+    let mut val = Vec::with_capacity(64);
+    let mut text = String::with_capacity(512);
+    let mut first_ts = None;
+    let mut prev_ts = 0;
+    let plain_values = fopts.quote.is_none() && fopts.occurrence == b'a' && fopts.aggregator == b",";
+    let mut fr = frame::decode(dissector::LinkType::ETHERNET, &[], &opts);
+    let limit = a.input.count.unwrap_or(u64::MAX);
+    let result = loop {
+        if stats.frames >= limit {
+            break Ok(());
+        }
+        let rec: Record<'_> = match src.next_packet() {
+            Ok(Some(r)) => r,
+            Ok(None) => break Ok(()),
+            Err(e) => break Err(e),
+        };
+        frame::decode_into(&mut fr, rec.link, rec.data, &opts);
+        stats.count(&fr);
+        let first = *first_ts.get_or_insert(rec.ts_ns);
+        let ctx = Ctx::of(&rec, &fr, first, if stats.frames == 1 { rec.ts_ns } else { prev_ts });
+        prev_ts = rec.ts_ns;
+        match format {
+            Format::Text if a.verbose => {
+                text.clear();
+                print::verbose(&ctx, &mut text);
+                out.write_all(text.as_bytes())?;
+                out.write_all(b"\n")?;
+            }
+            Format::Text => {
+                text.clear();
+                print::line(&ctx, &mut text);
+                out.write_all(text.as_bytes())?;
+                out.write_all(b"\n")?;
+            }
+            Format::Json => {
+                serde_json::to_writer(&mut out, &print::json(&ctx))?;
+                out.write_all(b"\n")?;
+            }
+            Format::Fields => {
+                line.clear();
+                for (i, &f) in field_ids.iter().enumerate() {
+                    if i > 0 {
+                        match fopts.separator[..] {
+                            [one] => line.push(one),
+                            ref sep => line.extend_from_slice(sep),
+                        }
+                    }
+                    if plain_values {
+                        fields::write(f, &ctx, &mut line);
+                    } else {
+                        val.clear();
+                        fields::write(f, &ctx, &mut val);
+                        push_value(&mut line, &val, &fopts);
+                    }
+                }
+                line.push(b'\n');
+                out.write_all(&line)?;
+            }
+        }
+        if let Some(s) = save.as_mut() {
+            s.write(&rec).context("writing the -w file").map_err(Failure::setup)?;
+        }
+    };
+    out.flush()?;
+    drop(out);
+    if let Some(s) = save {
+        s.commit().context("writing the -w file").map_err(Failure::setup)?;
+    }
+    stats.warn_if_no_roce(err)?;
+    match result {
+        Ok(()) => Ok(Exit::Ok),
+        Err(e) => {
+            writeln!(err, "roce: error: {e}")?;
+            writeln!(err, "roce: {} frames were decoded before the error", stats.frames)?;
+            Ok(Exit::BadInput)
+        }
+    }
+}
+
+/// What a run saw, for the closing notes.
+#[derive(Debug, Default, Clone)]
+struct Stats {
+    frames: u64,
+    roce: u64,
+}
+
+impl Stats {
+    fn count(&mut self, f: &Frame) {
+        self.frames += 1;
+        self.roce += f.roce.is_some() as u64;
+    }
+
+    /// The most common surprise: an empty capture of traffic between two QPs on one
+    /// rxe device, which is looped back inside the driver.
+    fn warn_if_no_roce(&self, err: &mut dyn Write) -> io::Result<()> {
+        if self.roce == 0 {
+            writeln!(
+                err,
+                "roce: note: no RoCE frames in {} frame(s) (UDP port 4791 or ethertype 0x8915). \
+                 Traffic between two QPs on the same rxe device is looped back inside the driver \
+                 and never reaches the wire: capture between two hosts, VMs or network namespaces. \
+                 Use --roce-port if your RoCEv2 traffic uses another UDP port.",
+                self.frames
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Appends a field value, applying occurrence, aggregator and quoting options.
+fn push_value(line: &mut Vec<u8>, val: &[u8], o: &FieldOpts) {
+    if let Some(q) = o.quote {
+        line.push(q);
+    }
+    if o.occurrence == b'a' && o.aggregator == b"," {
+        line.extend_from_slice(val);
+    } else {
+        let mut parts = val.split(|&b| b == b',');
+        match o.occurrence {
+            b'f' => line.extend_from_slice(parts.next().unwrap_or(&[])),
+            b'l' => line.extend_from_slice(val.rsplit(|&b| b == b',').next().unwrap_or(&[])),
+            _ => {
+                for (i, p) in parts.enumerate() {
+                    if i > 0 {
+                        line.extend_from_slice(&o.aggregator);
+                    }
+                    line.extend_from_slice(p);
+                }
+            }
+        }
+    }
+    if let Some(q) = o.quote {
+        line.push(q);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn field_options() {
+        let o = FieldOpts::parse(&["header=y".into(), "separator=,".into(), "occurrence=l".into()]).unwrap();
+        assert!(o.header);
+        assert_eq!(o.separator, b",");
+        let mut l = Vec::new();
+        push_value(&mut l, b"10,20", &o);
+        assert_eq!(l, b"20");
+        let e = FieldOpts::parse(&["colour=red".into()]).unwrap_err().to_string();
+        assert!(e.contains("unsupported"), "{e}");
+        assert!(FieldOpts::parse(&["header".into()]).is_err());
+    }
+}

@@ -1,0 +1,137 @@
+//! The binary layer: one module per `roce` command. Each turns what the user typed
+//! into a validated plan, calls the library, and says how it ended with an [`Exit`].
+//!
+//! Owns: command-line options, printing to the terminal, exit codes.
+//! Imports: every library room below it. Nothing imports this module but
+//! `main.rs` (and the tests, which drive the CLI in-process through [`run()`]).
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub(crate) mod exit;
+
+mod agent;
+mod check;
+mod craft;
+mod decode;
+mod diff;
+mod flows;
+mod input;
+mod lab;
+mod probe;
+mod report;
+mod run;
+mod schema;
+mod suite;
+
+pub use craft::bench_file;
+pub(crate) use exit::Exit;
+
+/// RoCE test harness and packet analyzer.
+///
+/// Decodes RoCEv2 (UDP 4791) and RoCEv1 (ethertype 0x8915) captures the way tshark
+/// does, with the same field names, and analyses each QP flow; runs RDMA scenarios
+/// with real verbs between two endpoints and judges completions, wire and memory.
+#[derive(Debug, Parser)]
+#[command(name = "roce", version, about, propagate_version = true, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Decode a capture file or a live interface, one line per frame (like tshark).
+    // `-V` is tshark's verbose here, not the propagated --version.
+    #[command(disable_version_flag = true)]
+    Decode(decode::DecodeArgs),
+    /// Per-QP flow analysis: messages, PSNs, retransmissions, NAKs, latency, ECN.
+    Flows(flows::FlowsArgs),
+    /// Write the project's synthetic captures (RC/UC/UD conversations, NAKs, CNPs, …).
+    Craft(craft::CraftArgs),
+    /// Two Soft-RoCE VMs joined by a recording, fault-injecting switch (RDMA without RDMA NICs).
+    Lab(lab::LabArgs),
+    /// Validate scenario files without running them (every problem, at file:line:col).
+    Check(check::CheckArgs),
+    /// The endpoint agent that `roce run` drives (real verbs on this host)
+    Agent(agent::AgentArgs),
+    /// Run scenarios with real verbs between two endpoints (the lab by default) and judge completions, wire and memory.
+    Run(run::RunArgs),
+    /// Run a directory of scenarios as a regression suite: reports to keep (suite.json, HTML) and what changed since a baseline.
+    Suite(suite::SuiteArgs),
+    /// Compare two suite.json files from `roce suite`: what changed (setup, pass/fail, observed behaviour).
+    Diff(diff::DiffArgs),
+    /// Send a crafted RoCEv2 request to a QP and show what it answers (raw frames: needs root).
+    Probe(probe::ProbeArgs),
+    /// Render a saved `roce run --json` report as one HTML page (expectations, ladder diagram of each capture).
+    Report(report::ReportArgs),
+    /// Print the JSON Schema of the scenario format (for editors and validators).
+    Schema,
+}
+
+/// Writes a file through `PATH.tmp`, renamed when complete: an output is whole or
+/// absent, never half-written.
+fn write_file(path: &std::path::Path, data: impl FnOnce(&mut std::io::BufWriter<dissector::capture::AtomicFile>) -> std::io::Result<()>) -> anyhow::Result<()> {
+    use anyhow::Context;
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, dissector::capture::AtomicFile::create(path)?);
+    data(&mut w).with_context(|| format!("writing {}", path.display()))?;
+    w.into_inner().map_err(|e| e.into_error())?.commit().with_context(|| format!("finishing {}", path.display()))
+}
+
+pub fn main() -> ExitCode {
+    let code = run(std::env::args_os(), &mut std::io::stdout().lock(), &mut std::io::stderr().lock());
+    ExitCode::from(code)
+}
+
+/// Runs `roce` with `args` (program name first), writing to `out` and `err`; returns
+/// the exit code. Tests drive the CLI through this.
+pub fn run<I, T>(args: I, out: &mut dyn Write, err: &mut dyn Write) -> u8
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString> + Clone,
+{
+    let cli = match Cli::try_parse_from(args) {
+        Ok(c) => c,
+        Err(e) => {
+            // --help and --version are not errors.
+            let (code, w): (Exit, &mut dyn Write) = if e.use_stderr() { (Exit::BadInput, err) } else { (Exit::Ok, out) };
+            let _ = w.write_all(e.render().ansi().to_string().as_bytes());
+            return code.code();
+        }
+    };
+    let r = match cli.command {
+        Command::Decode(a) => decode::run(a, out, err),
+        Command::Flows(a) => flows::run(a, out, err),
+        Command::Craft(a) => craft::run(a, out),
+        Command::Lab(a) => lab::run(a, out),
+        Command::Check(a) => check::run(a, out, err),
+        Command::Agent(a) => agent::run(a),
+        Command::Run(a) => run::run(a, out, err),
+        Command::Probe(a) => probe::run(a, out, err),
+        Command::Suite(a) => suite::run(a, out, err),
+        Command::Diff(a) => diff::run(a, out, err),
+        Command::Report(a) => report::run(a, out, err),
+        Command::Schema => schema::run(out),
+    };
+    match r {
+        Ok(e) => e.code(),
+        Err(f) if f.is_broken_pipe() => Exit::Ok.code(),
+        Err(f) => {
+            let _ = writeln!(err, "roce: error: {f}");
+            f.exit.code()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// clap's consistency checks (duplicate short flags and the like). They are
+    /// compiled into debug builds only, where a conflict makes every run of the
+    /// subcommand panic: `roce decode` once did, over `-V`.
+    #[test]
+    fn command_line_is_consistent() {
+        use clap::CommandFactory;
+        super::Cli::command().debug_assert();
+    }
+}

@@ -1,0 +1,225 @@
+//! `roce run SCENARIO…|DIR`: every file checked first (a bad one runs nothing), the
+//! options settled into a [`RunPlan`], the scenarios run one after the other, each
+//! result printed as it is judged, then the reports written.
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{anyhow, bail};
+use clap::Args;
+
+use super::exit::{help, Exit, Failure, Outcome};
+use super::write_file;
+use crate::controller::{self, Endpoints, RunPlan, WireSource};
+use crate::render;
+use crate::results::profile::Profile;
+use crate::results::Report;
+use crate::scenario::model::Scenario;
+
+pub(super) const EXIT: &[(Exit, &str)] = &[
+    (Exit::Ok, "every expectation held (scenarios the device cannot run skipped, said as such)"),
+    (Exit::Failed, "some failed, or a scenario could not be carried out"),
+    (Exit::BadInput, "bad scenario files, profile or options: nothing run"),
+    (Exit::Setup, "no lab to run in, or an output that cannot be written: nothing run"),
+    (Exit::Skipped, "with --fail-on-skip: a scenario was skipped, none failed"),
+];
+
+#[derive(Debug, Args)]
+#[command(after_help = help(EXIT))]
+pub struct RunArgs {
+    /// Scenario files, or directories of them (every *.toml below, in name order)
+    #[arg(required = true, value_name = "SCENARIO|DIR")]
+    pub paths: Vec<PathBuf>,
+    /// The lab to run in (booted if it is not up, reused if it is)
+    #[arg(long, value_name = "NAME", conflicts_with = "endpoints")]
+    pub lab: Option<String>,
+    /// The lab's cache directory [default: $ROCE_LAB_DIR or ~/.cache/roce/lab]
+    #[arg(long, value_name = "DIR")]
+    pub lab_dir: Option<PathBuf>,
+    /// Agents on real hosts instead of the lab: `a=HOST:PORT,b=HOST:PORT`, each
+    /// running `roce agent --listen HOST:PORT`
+    #[arg(long, value_name = "EP=HOST:PORT,…")]
+    pub endpoints: Option<String>,
+    /// With --endpoints: capture each scenario's wire on this interface (libpcap)
+    #[arg(short = 'i', long = "interface", value_name = "IFACE", requires = "endpoints")]
+    pub iface: Option<String>,
+    /// The capture filter for -i
+    #[arg(short = 'f', long = "filter", value_name = "FILTER", default_value = crate::net::live::DEFAULT_FILTER, requires = "iface")]
+    pub filter: String,
+    /// With --endpoints and one scenario: judge the wire from this capture (pcap or
+    /// pcapng, e.g. from ibdump or tcpdump on a host), recorded while it ran
+    #[arg(long, value_name = "FILE", requires = "endpoints", conflicts_with = "iface")]
+    pub pcap: Option<PathBuf>,
+    /// Where to keep each scenario's capture (default: roce-runs/<time>)
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Write the results as JSON
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// Write the results as JUnit XML (for CI systems)
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Write the results as one self-contained HTML page, with a ladder diagram of
+    /// each scenario's wire
+    #[arg(long, value_name = "FILE")]
+    pub html: Option<PathBuf>,
+    /// Compare with a device profile (profiles/*.toml): where this setup does other
+    /// than the profile recorded (another NAK, a CNP or none, …), the scenario fails
+    #[arg(long, value_name = "FILE")]
+    pub profile: Option<PathBuf>,
+    /// Write what this setup did as a device profile (from every scenario carried
+    /// out to the end), to compare later runs with --profile
+    #[arg(long, value_name = "FILE")]
+    pub record_profile: Option<PathBuf>,
+    /// Only the summary line per scenario (failures still show their details)
+    #[arg(long, short)]
+    pub quiet: bool,
+    /// Exit 4 when a scenario was skipped (the device lacks a verb it needs) and
+    /// none failed; by default a skip does not change the exit status
+    #[arg(long)]
+    pub fail_on_skip: bool,
+}
+
+/// `a=host:port,b=host:port`.
+fn parse_endpoints(s: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    let mut m = BTreeMap::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let Some((name, addr)) = part.split_once('=') else {
+            bail!("--endpoints: `{part}` is not ENDPOINT=HOST:PORT\nhint: e.g. --endpoints a=192.0.2.1:7000,b=192.0.2.2:7000");
+        };
+        if !addr.contains(':') {
+            bail!("--endpoints: `{addr}` (endpoint {name}) has no port\nhint: HOST:PORT, where `roce agent --listen HOST:PORT` runs");
+        }
+        m.insert(name.trim().to_string(), addr.trim().to_string());
+    }
+    if m.is_empty() {
+        bail!("--endpoints is empty");
+    }
+    Ok(m)
+}
+
+/// `<dir>/<unix time>`: where captures go when `--out` is not given.
+pub(super) fn timestamped(dir: &str) -> PathBuf {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    PathBuf::from(dir).join(secs.to_string())
+}
+
+/// The scenarios with `[[fault]]` rules, which need the lab's switch.
+pub(super) fn with_faults(loaded: &[(PathBuf, Scenario)]) -> Vec<String> {
+    loaded.iter().filter(|(_, sc)| !sc.faults.is_empty()).map(|(f, _)| f.display().to_string()).collect()
+}
+
+/// The options, settled: every input checked before the lab is booted or anything
+/// is written.
+pub(super) fn plan(args: &RunArgs, loaded: &[(PathBuf, Scenario)], out_dir: PathBuf) -> Result<RunPlan, Failure> {
+    if args.pcap.is_some() && loaded.len() != 1 {
+        return Err(Failure::input(anyhow!(
+            "roce run: --pcap holds the wire of one scenario, but {} were given\nhint: run them one at a time, or capture with -i IFACE",
+            loaded.len()
+        )));
+    }
+    let remote = args.endpoints.as_deref().map(parse_endpoints).transpose().map_err(Failure::input)?;
+    if remote.is_some() {
+        let faults = with_faults(loaded);
+        if !faults.is_empty() {
+            return Err(Failure::input(anyhow!(
+                "roce run: {} [[fault]] rules, which need the lab's switch: {}; nothing was run\nhint: run them in the lab (no --endpoints), or leave them out",
+                if faults.len() == 1 { "a scenario has" } else { "scenarios have" },
+                faults.join(", ")
+            )));
+        }
+    }
+    let profile = args.profile.as_deref().map(Profile::load).transpose().map_err(Failure::input)?;
+    let (endpoints, wire) = match remote {
+        Some(m) => {
+            let wire = match (&args.iface, &args.pcap) {
+                (Some(i), _) => WireSource::Live { iface: i.clone(), filter: args.filter.clone() },
+                (None, Some(p)) => WireSource::File(p.clone()),
+                (None, None) => WireSource::None,
+            };
+            (Endpoints::Remote(m), wire)
+        }
+        None => (controller::lab_endpoints(args.lab_dir.clone(), args.lab.clone()).map_err(Failure::setup)?, WireSource::Switch),
+    };
+    Ok(RunPlan { endpoints, wire, out_dir, profile })
+}
+
+/// Runs what is loaded under `plan` and writes the reports `args` asks for.
+pub(super) fn execute(args: &RunArgs, plan: &RunPlan, loaded: &[(PathBuf, Scenario)], out: &mut dyn Write) -> Result<Report, Failure> {
+    let r = controller::run_all(plan, loaded, |res, wire| render::text::scenario(out, res, args.quiet, wire))?;
+    let report = r.report;
+    render::text::summary(out, &report, &plan.out_dir)?;
+    if let Some(p) = &args.json {
+        write_file(p, |w| serde_json::to_writer_pretty(w, &report).map_err(std::io::Error::other))?;
+    }
+    if let Some(p) = &args.junit {
+        write_file(p, |w| w.write_all(render::junit::render(&report).as_bytes()))?;
+    }
+    if let (Some(p), false) = (&plan.profile, r.not_in_profile.is_empty()) {
+        writeln!(
+            out,
+            "note: the {} profile does not know {} of these scenarios ({}): nothing to compare there",
+            p.name,
+            r.not_in_profile.len(),
+            r.not_in_profile.join("; ")
+        )?;
+    }
+    if let Some(path) = &args.record_profile {
+        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "profile".into());
+        let p = Profile::record(&name, &report);
+        write_file(path, |w| w.write_all(render::profile::render(&p).as_bytes()))?;
+        writeln!(out, "recorded the {} profile from {} scenarios: {}", p.name, p.scenario.len(), path.display())?;
+    }
+    if let Some(p) = &args.html {
+        let page = render::html::render_page(&report, None, &|i| r.wires.get(i).and_then(Option::as_ref).map(std::borrow::Cow::Borrowed)).0;
+        write_file(p, |w| w.write_all(page.as_bytes()))?;
+    }
+    Ok(report)
+}
+
+/// How a run ends: a failure first, then a skip when it is asked to count.
+pub(super) fn exit_of(r: &Report, fail_on_skip: bool) -> Exit {
+    match (r.failed, r.skipped) {
+        (0, 0) => Exit::Ok,
+        (0, _) if fail_on_skip => Exit::Skipped,
+        (0, _) => Exit::Ok,
+        _ => Exit::Failed,
+    }
+}
+
+/// `roce run`.
+pub(super) fn run(args: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+    let loaded = super::check::load(&args.paths, "roce run", err)?;
+    let plan = plan(&args, &loaded, args.out.clone().unwrap_or_else(|| timestamped("roce-runs")))?;
+    let report = execute(&args, &plan, &loaded, out)?;
+    Ok(exit_of(&report, args.fail_on_skip))
+}
+
+/// `roce lab bench`'s scenario row, on the bench's own booted lab.
+pub(super) fn bench_scenarios(lab: &lab::state::LabPaths, dir: &Path, tmp: &Path, p: &lab::Progress) -> anyhow::Result<(String, String)> {
+    controller::bench_scenarios(lab, dir, tmp, p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skips_change_the_exit_only_when_asked() {
+        let r = |failed, skipped| Report { scenarios: vec![], passed: 1, failed, skipped, duration_s: 0.0, profile: None };
+        assert_eq!(exit_of(&r(0, 0), true), Exit::Ok);
+        assert_eq!(exit_of(&r(0, 2), false), Exit::Ok);
+        assert_eq!(exit_of(&r(0, 2), true), Exit::Skipped);
+        assert_eq!(exit_of(&r(1, 2), true), Exit::Failed, "a failure says more than a skip");
+    }
+
+    #[test]
+    fn endpoints_parse_and_refuse() {
+        let m = parse_endpoints("a=192.0.2.1:7000, b=host-b:7001").unwrap();
+        assert_eq!(m["a"], "192.0.2.1:7000");
+        assert_eq!(m["b"], "host-b:7001");
+        assert!(parse_endpoints("a").unwrap_err().to_string().contains("ENDPOINT=HOST:PORT"));
+        assert!(parse_endpoints("a=host").unwrap_err().to_string().contains("no port"));
+        assert!(parse_endpoints(",").is_err());
+    }
+}

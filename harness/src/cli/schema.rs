@@ -1,0 +1,10 @@
+//! `roce schema`: the scenario format as JSON Schema, derived from the model types.
+use std::io::Write;
+
+use super::exit::{Exit, Outcome};
+
+pub(super) fn run(out: &mut dyn Write) -> Outcome {
+    let schema = schemars::schema_for!(crate::scenario::file::ScenarioFile);
+    writeln!(out, "{}", serde_json::to_string_pretty(&schema)?)?;
+    Ok(Exit::Ok)
+}

@@ -1,0 +1,271 @@
+//! A checked scenario, resolved into what each agent is told: its own setup, its
+//! steps as actions, and the fault rules the lab's switch applies. Names of QPs and
+//! MRs stay names (each agent knows its own); everything else becomes concrete.
+use std::collections::BTreeMap;
+
+use lab::fault::{Dir, Rule};
+use lab::state::Vm;
+
+use crate::agent::proto::{self, Action, ConnectBy, Fill, Hex, MrSetup, ProbeOrder, ProbePsn, QpParams, QpSetup, RemoteRef, SgeRef, Verb};
+use crate::results::EndpointFacts;
+use crate::scenario::model::{self, ConnectMethod, Content, PsnAt, QpType, Scenario, Step};
+use crate::verbs::{Caps, QpKind};
+
+/// The lab VM an endpoint runs in: `vm`, else its name.
+pub(super) fn endpoint_vm(sc: &Scenario, endpoint: &str) -> Result<Vm, String> {
+    let vm = sc.endpoints.get(endpoint).and_then(|e| e.vm.clone()).unwrap_or_else(|| endpoint.to_string());
+    Vm::parse(&vm).ok_or_else(|| format!("endpoint `{endpoint}` runs on `{vm}`, which is not a lab VM (a or b)\nhint: set `vm = \"a\"` or `vm = \"b\"` in [endpoints.{endpoint}]"))
+}
+
+fn qp_kind(t: QpType) -> QpKind {
+    match t {
+        QpType::Rc => QpKind::Rc,
+        QpType::Uc => QpKind::Uc,
+        QpType::Ud => QpKind::Ud,
+    }
+}
+
+/// What an MR holds when registered: a pattern's unit repeated over it, other
+/// content at its start (checked: it fits).
+fn fill(c: &Option<Content>) -> Fill {
+    match c {
+        None => Fill::Zero,
+        Some(Content::Pattern(p)) => Fill::Repeat(Hex(dissector::text::hex_bytes(p).unwrap_or_default())),
+        Some(other) => Fill::Bytes(Hex(other.bytes(0))),
+    }
+}
+
+/// What endpoint `name` sets up: its QPs (those it is an end of) and its MRs.
+pub(super) fn setup(sc: &Scenario, name: &str) -> proto::Setup {
+    let ep = sc.endpoints.get(name).cloned().unwrap_or_default();
+    let qps = sc
+        .qps
+        .iter()
+        .filter(|q| q.between.iter().any(|e| e == name))
+        .map(|q| QpSetup {
+            name: q.name.clone(),
+            kind: qp_kind(q.kind),
+            caps: Caps { max_send_wr: q.max_send_wr, max_recv_wr: q.max_recv_wr, max_sge: q.max_sge, max_inline: q.max_inline },
+            psn: q.psn.get(name).map(|p| p.value()),
+            params: QpParams {
+                mtu: q.mtu,
+                timeout: q.timeout,
+                retry_cnt: q.retry_cnt,
+                rnr_retry: q.rnr_retry,
+                min_rnr_timer: q.min_rnr_timer,
+                max_rd_atomic: q.max_rd_atomic,
+                max_dest_rd_atomic: q.max_dest_rd_atomic,
+                access: q.access.get(name).copied().unwrap_or(crate::verbs::Access::REMOTE_ALL),
+                qkey: q.qkey,
+            },
+            connect: match q.connect {
+                ConnectMethod::Tcp => ConnectBy::Tcp,
+                ConnectMethod::RdmaCm => ConnectBy::RdmaCm,
+            },
+        })
+        .collect();
+    let mrs = sc
+        .mrs
+        .iter()
+        .filter(|m| m.on == name)
+        .map(|m| MrSetup { name: m.name.clone(), size: m.size, access: m.access, fill: fill(&m.init) })
+        .collect();
+    proto::Setup { device: ep.device, port: ep.port.unwrap_or(1), gid_index: ep.gid_index, qps, mrs }
+}
+
+fn sges(v: &[model::Sge]) -> Vec<SgeRef> {
+    v.iter().map(|g| SgeRef { mr: g.mr.clone(), offset: g.offset, len: g.len }).collect()
+}
+
+fn remote(r: &model::Remote) -> RemoteRef {
+    RemoteRef { mr: r.mr.clone(), offset: r.offset, rkey: r.rkey }
+}
+
+/// A step as an action of its endpoint's agent: `None` for what the controller
+/// does itself (`sync`, `sleep`).
+pub(super) fn action(step: &Step) -> Option<(String, Action)> {
+    let on = step.on()?.to_string();
+    let a = match step {
+        Step::PostRecv { qp, wr_id, sge, .. } => Action::PostRecv { qp: qp.clone(), wr_id: *wr_id, sges: sges(sge) },
+        Step::Post { qp, wr_id, sge, flags, verb, .. } => {
+            let verb = match verb {
+                model::Verb::Send => Verb::Send { imm: None },
+                model::Verb::SendImm { imm } => Verb::Send { imm: Some(*imm) },
+                model::Verb::Write { remote: r } => Verb::Write { remote: remote(r), imm: None },
+                model::Verb::WriteImm { remote: r, imm } => Verb::Write { remote: remote(r), imm: Some(*imm) },
+                model::Verb::Read { remote: r } => Verb::Read { remote: remote(r) },
+                model::Verb::CmpSwap { remote: r, compare, swap } => Verb::CmpSwap { remote: remote(r), compare: *compare, swap: *swap },
+                model::Verb::FetchAdd { remote: r, add } => Verb::FetchAdd { remote: remote(r), add: *add },
+            };
+            Action::Post { qp: qp.clone(), wr_id: *wr_id, verb, sges: sges(sge), flags: flags.clone() }
+        }
+        Step::WaitCompletions { count, within_ms, .. } => Action::WaitCompletions { count: *count, within_ms: *within_ms },
+        Step::Probe { qp, probe: p, .. } => Action::Probe(ProbeOrder {
+            id: p.id.clone(),
+            qp: qp.clone(),
+            opcode: p.opcode.0,
+            psn: match p.psn {
+                PsnAt::Next(o) => ProbePsn::Next(o),
+                PsnAt::Absolute(x) => ProbePsn::Absolute(x.value()),
+            },
+            moves_next: p.moves_next,
+            remote: p.remote.as_ref().map(remote),
+            dma_len: p.dma_len,
+            payload: Hex(p.payload.clone()),
+            imm_data: p.imm_data,
+            compare: p.compare,
+            swap_add: p.swap_add,
+            ack_req: p.ack_req,
+            bad_icrc: p.bad_icrc,
+            p_key: p.p_key,
+            dest_qp: p.dest_qp,
+            q_key: p.q_key,
+            copies: p.copies,
+            settle_ms: p.settle_ms,
+        }),
+        Step::Sync | Step::Sleep { .. } => return None,
+    };
+    Some((on, a))
+}
+
+/// The scenario's faults as lab switch rules: `from` becomes the direction
+/// between the VMs, `qp` the QPN of the QP's receiving end (one rule per end when
+/// the fault has no `from`).
+pub(super) fn fault_rules(sc: &Scenario, endpoints: &BTreeMap<String, EndpointFacts>) -> Result<Vec<Rule>, String> {
+    let mut rules = Vec::new();
+    for (i, f) in sc.faults.iter().enumerate() {
+        let mut r = f.rule.clone();
+        if let Some(from) = &f.from {
+            r.dir = Some(match endpoint_vm(sc, from)? {
+                Vm::A => Dir::AtoB,
+                Vm::B => Dir::BtoA,
+            });
+        }
+        let Some(qname) = &f.qp else {
+            rules.push(r);
+            continue;
+        };
+        let q = sc.qps.iter().find(|q| &q.name == qname).ok_or_else(|| format!("fault {}: no QP `{qname}`", i + 1))?;
+        // Frames from `from` go to the other end; without `from`, either end's.
+        for e in q.between.iter().filter(|e| f.from.as_ref() != Some(*e)) {
+            let qpn = endpoints
+                .get(e)
+                .and_then(|x| x.qps.iter().find(|x| &x.name == qname))
+                .map(|x| x.qpn)
+                .ok_or_else(|| format!("fault {}: QP `{qname}` was not set up on {e}", i + 1))?;
+            rules.push(Rule { qp: Some(qpn), ..r.clone() });
+        }
+    }
+    Ok(rules)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::agent::proto::QpInfo;
+    use std::path::Path;
+
+    const SC: &str = r#"
+name = "x"
+[endpoints.a]
+[endpoints.server]
+vm = "b"
+[[qp]]
+name = "q"
+type = "rc"
+between = ["server", "a"]
+psn = { a = 100, server = 200 }
+access = { a = ["remote_write"] }
+[[mr]]
+name = "m"
+on = "a"
+size = 16
+init = { pattern = "ab 01" }
+[[mr]]
+name = "t"
+on = "server"
+size = 8
+access = ["local_write", "remote_write"]
+init = { text = "hi" }
+[[step]]
+on = "a"
+op = "write_imm"
+qp = "q"
+wr_id = 3
+sge = [{ mr = "m", len = 8 }]
+remote = { mr = "t", rkey = 5 }
+imm_data = 7
+[[step]]
+op = "sleep"
+ms = 5
+[[fault]]
+rule = "drop psn=201 nth=1"
+from = "server"
+qp = "q"
+[[fault]]
+rule = "ce"
+qp = "q"
+"#;
+
+    fn sc() -> Scenario {
+        crate::scenario::check::parse_str(Path::new("t.toml"), SC).unwrap_or_else(|e| panic!("{}", e[0]))
+    }
+
+    #[test]
+    fn each_endpoint_is_told_its_own_part() {
+        let sc = sc();
+        let a = setup(&sc, "a");
+        assert_eq!(a.qps.len(), 1);
+        assert_eq!((a.qps[0].psn, a.qps[0].params.access), (Some(100), crate::verbs::Access(2)));
+        assert_eq!(a.mrs, vec![MrSetup { name: "m".into(), size: 16, access: crate::verbs::Access::LOCAL_WRITE, fill: Fill::Repeat(Hex(vec![0xab, 1])) }]);
+        let s = setup(&sc, "server");
+        assert_eq!(s.qps[0].params.access, crate::verbs::Access::REMOTE_ALL, "the default where the scenario names no access for this end");
+        assert_eq!(s.mrs[0].fill, Fill::Bytes(Hex(b"hi".to_vec())));
+        let (on, act) = action(&sc.steps[0]).unwrap();
+        assert_eq!(on, "a");
+        assert_eq!(
+            act,
+            Action::Post {
+                qp: "q".into(),
+                wr_id: 3,
+                verb: Verb::Write { remote: RemoteRef { mr: "t".into(), offset: 0, rkey: Some(5) }, imm: Some(7) },
+                sges: vec![SgeRef { mr: "m".into(), offset: 0, len: 8 }],
+                flags: vec![],
+            }
+        );
+        assert!(action(&sc.steps[1]).is_none(), "the controller sleeps itself");
+    }
+
+    #[test]
+    fn faults_become_typed_rules_with_direction_and_qpn() {
+        let sc = sc();
+        let facts = |qpn| EndpointFacts {
+            vm: None,
+            device: "rxe0".into(),
+            port: 1,
+            gid_index: 1,
+            gid: String::new(),
+            ip: String::new(),
+            qps: vec![QpInfo { name: "q".into(), qpn, psn: 0, gid: String::new(), qkey: None }],
+            mrs: vec![],
+            kernel: None,
+        };
+        let eps: BTreeMap<String, EndpointFacts> = [("a".to_string(), facts(0x11)), ("server".to_string(), facts(0x12))].into();
+        let r = fault_rules(&sc, &eps).unwrap();
+        assert_eq!(r.len(), 3, "one rule from server to a; `ce` to either end");
+        assert_eq!((r[0].dir, r[0].qp), (Some(Dir::BtoA), Some(0x11)));
+        assert_eq!(r[0].to_string(), "drop dir=b>a qp=0x11 psn=201 nth=1");
+        assert_eq!((r[1].dir, r[1].qp, r[2].qp), (None, Some(0x12), Some(0x11)));
+        let e = fault_rules(&sc, &BTreeMap::new()).unwrap_err();
+        assert!(e.contains("was not set up on a"), "{e}");
+    }
+
+    #[test]
+    fn endpoints_map_to_vms() {
+        let sc = sc();
+        assert_eq!(endpoint_vm(&sc, "a").unwrap(), Vm::A);
+        assert_eq!(endpoint_vm(&sc, "server").unwrap(), Vm::B);
+        let e = endpoint_vm(&sc, "c").unwrap_err();
+        assert!(e.contains("`c`") && e.contains("not a lab VM"), "{e}");
+    }
+}

@@ -1,0 +1,223 @@
+//! Carrying out one scenario: start an agent per endpoint (in a lab VM, or on a
+//! real host), set up, start the wire's recording, connect, carry out the steps in
+//! order, collect completions and memory. What happened is an [`Outcome`];
+//! judging it is the judge's job.
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use lab::client::RunSession;
+use lab::state::LabPaths;
+
+use super::link::{unexpected, Agent, Unsupported};
+use super::resolve;
+use crate::agent::proto::{self, FromAgent, MrInfo, ToAgent};
+use crate::results::{Connection, EndpointFacts, Outcome};
+use crate::scenario::model::{Scenario, Step};
+
+/// How long one agent request may take (a `wait_completions` step adds its own).
+const ANSWER_WITHIN: Duration = Duration::from_secs(20);
+/// A connection: rdma_cm address/route resolution, TCP exchange, RTR/RTS.
+const CONNECT_WITHIN: Duration = Duration::from_secs(30);
+/// How long completions may take to show up when the scenario does not say.
+const COMPLETIONS_WITHIN: Duration = Duration::from_secs(3);
+
+/// Where the endpoints' agents run.
+#[derive(Debug, Clone)]
+pub(crate) enum Endpoints {
+    /// The lab: each endpoint's agent is started in its VM.
+    Lab(LabPaths),
+    /// Agents already listening on real hosts (`roce agent --listen`), by endpoint.
+    Remote(BTreeMap<String, String>),
+}
+
+/// TCP / rdma_cm port for the `i`-th QP's connection.
+fn connect_port(i: usize) -> u16 {
+    18_600 + i as u16
+}
+
+/// How many completions the expectations wait for on `endpoint`.
+fn completions_wanted(sc: &Scenario, endpoint: &str) -> (usize, Duration) {
+    let mut min = 0;
+    let mut within = COMPLETIONS_WITHIN;
+    for e in sc.expect.completion.iter().filter(|e| e.on == endpoint) {
+        min = min.max(e.count.unwrap_or(0)).max(e.index.map(|i| i + 1).unwrap_or(0)).max(usize::from(e.wr_id.is_some()));
+        if let Some(ms) = e.within_ms {
+            within = within.max(Duration::from_millis(ms));
+        }
+    }
+    // Waiting for every wr_id named is the agent's `min` in total, at least.
+    let named = sc.expect.completion.iter().filter(|e| e.on == endpoint && e.wr_id.is_some()).count();
+    (min.max(named), within)
+}
+
+/// Runs `sc`; the wire is recorded to `capture` when the endpoints are in the lab.
+pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>) -> Outcome {
+    let start = Instant::now();
+    let mut out = Outcome::default();
+    let mut agents: BTreeMap<String, Agent> = BTreeMap::new();
+    let mut session = None;
+    if let Err(e) = drive(sc, endpoints, capture, &mut out, &mut agents, &mut session) {
+        match e.downcast_ref::<Unsupported>() {
+            Some(u) => out.skipped = Some(u.0.clone()),
+            None => out.error = Some(format!("{e:#}")),
+        }
+    }
+    for (name, a) in &mut agents {
+        // An agent that cannot tear down still ends: its VM command has a timeout,
+        // and a remote agent's connection closes when `agents` drops.
+        let _ = a.request(&ToAgent::Teardown, ANSWER_WITHIN);
+        let log = a.log_text();
+        if !log.trim().is_empty() {
+            out.agent_logs.insert(name.clone(), log);
+        }
+    }
+    drop(agents);
+    if let Some(s) = session.take() {
+        match RunSession::end(s) {
+            Ok(rep) => {
+                out.capture = rep.capture.as_ref().map(PathBuf::from);
+                out.wire = Some(rep);
+            }
+            Err(e) => {
+                out.error.get_or_insert(format!("ending the wire recording: {e:#}"));
+            }
+        }
+    }
+    out.duration_ms = start.elapsed().as_millis() as u64;
+    out
+}
+
+fn agent<'a>(agents: &'a mut BTreeMap<String, Agent>, name: &str) -> Result<&'a mut Agent> {
+    agents.get_mut(name).ok_or_else(|| anyhow!("no agent for endpoint {name}"))
+}
+
+fn drive(
+    sc: &Scenario,
+    endpoints: &Endpoints,
+    capture: Option<PathBuf>,
+    out: &mut Outcome,
+    agents: &mut BTreeMap<String, Agent>,
+    session: &mut Option<RunSession>,
+) -> Result<()> {
+    // Agents first, then the recording: the wire holds the scenario's traffic only.
+    for name in sc.endpoints.keys() {
+        let a = match endpoints {
+            Endpoints::Lab(paths) => Agent::in_lab(paths, resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)?, name, sc.timeout + Duration::from_secs(60))?,
+            Endpoints::Remote(addrs) => {
+                let addr = addrs.get(name).ok_or_else(|| anyhow!("no address for endpoint `{name}` in --endpoints"))?;
+                Agent::remote(addr, name)?
+            }
+        };
+        agents.insert(name.clone(), a);
+    }
+    let mut kernels = BTreeMap::new();
+    for (name, a) in agents.iter_mut() {
+        match a.request(&ToAgent::Hello { version: proto::VERSION }, ANSWER_WITHIN)? {
+            FromAgent::Hello { version, kernel, .. } if version == proto::VERSION => {
+                kernels.insert(name.clone(), kernel);
+            }
+            FromAgent::Hello { version, agent, .. } => {
+                bail!("endpoint {name}'s agent ({agent}) speaks protocol version {version}, this controller {}\nhint: run the same roce version on both", proto::VERSION)
+            }
+            other => return Err(unexpected(name, "Hello", &other)),
+        }
+    }
+    // Setup: device, PD, CQ, MRs, QPs on each endpoint.
+    for name in sc.endpoints.keys() {
+        match agent(agents, name)?.request(&ToAgent::Setup(resolve::setup(sc, name)), ANSWER_WITHIN)? {
+            FromAgent::SetupDone { device, port, gid_index, gid, ip, qps, mrs } => {
+                let vm = match endpoints {
+                    Endpoints::Lab(_) => Some(resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)?.name().to_string()),
+                    Endpoints::Remote(_) => None,
+                };
+                let kernel = kernels.get(name).cloned().flatten();
+                out.endpoints.insert(name.clone(), EndpointFacts { vm, device, port, gid_index, gid, ip, qps, mrs, kernel });
+            }
+            other => return Err(unexpected(name, "SetupDone", &other)),
+        }
+    }
+
+    // The recording (and the faults, which name QPNs known only now) starts before
+    // anything goes on the wire: setup is local to each endpoint.
+    if let Endpoints::Lab(paths) = endpoints {
+        let pcap = match &capture {
+            Some(p) => Some(lab::absolute(p)?.display().to_string()),
+            None => None,
+        };
+        let rules = resolve::fault_rules(sc, &out.endpoints).map_err(anyhow::Error::msg)?;
+        *session = Some(RunSession::begin(paths, pcap, rules, 1, None)?);
+    } else if !sc.faults.is_empty() {
+        bail!("this scenario has [[fault]] rules, which need the lab's switch\nhint: run it in the lab (no --endpoints)");
+    }
+
+    // Connect each QP: the passive side first (it listens), then the active side;
+    // both answer once connected.
+    for (i, q) in sc.qps.iter().enumerate() {
+        let [p, act] = &q.between;
+        let facts = |e: &str| out.endpoints.get(e).ok_or_else(|| anyhow!("endpoint {e} was not set up"));
+        let (p_ip, p_mrs): (String, Vec<MrInfo>) = (facts(p)?.ip.clone(), facts(p)?.mrs.clone());
+        let (a_ip, a_mrs): (String, Vec<MrInfo>) = (facts(act)?.ip.clone(), facts(act)?.mrs.clone());
+        let msg = |passive: bool, peer_ip: &str, peer_mrs: Vec<MrInfo>| {
+            ToAgent::Connect(proto::Connect { qp: q.name.clone(), passive, peer_ip: peer_ip.to_string(), port: connect_port(i), peer_mrs })
+        };
+        agent(agents, p)?.send(&msg(true, &a_ip, a_mrs))?;
+        agent(agents, act)?.send(&msg(false, &p_ip, p_mrs))?;
+        for e in [act, p] {
+            match agent(agents, e)?.recv(CONNECT_WITHIN)? {
+                FromAgent::Connected { qp, local, remote, peer_mrs_from_cm } => {
+                    out.connections.push(Connection { qp, endpoint: e.clone(), local, remote, peer_mrs_from_cm })
+                }
+                other => return Err(unexpected(e, "Connected", &other)),
+            }
+        }
+    }
+
+    // Steps, in order. The controller waits for each to be done (posted) before the
+    // next, which is what orders the two endpoints; `sync` is that, made explicit.
+    for (index, step) in sc.steps.iter().enumerate() {
+        if let Step::Sleep { ms } = step {
+            thread::sleep(Duration::from_millis(*ms));
+        }
+        let Some((on, action)) = resolve::action(step) else { continue };
+        let within = ANSWER_WITHIN
+            + match step {
+                Step::WaitCompletions { within_ms, .. } => Duration::from_millis(*within_ms),
+                Step::Probe { probe, .. } => Duration::from_millis(probe.settle_ms),
+                _ => Duration::ZERO,
+            };
+        let what = || format!("step {} ({} on {on})", index + 1, step.op());
+        match agent(agents, &on)?.request(&ToAgent::Do { index, action }, within).with_context(what)? {
+            FromAgent::Done { probe, .. } => out.probes.extend(probe),
+            other => return Err(unexpected(&on, "Done", &other)),
+        }
+    }
+    collect(sc, out, agents)
+}
+
+/// Completions and memory, once the steps are done.
+fn collect(sc: &Scenario, out: &mut Outcome, agents: &mut BTreeMap<String, Agent>) -> Result<()> {
+    for (name, a) in agents.iter_mut() {
+        let (min, within) = completions_wanted(sc, name);
+        // Errors and RNR retries take their time: wait for what the expectations
+        // name, then a moment more for anything unexpected.
+        let wait_ms = within.as_millis() as u64;
+        match a.request(&ToAgent::Completions { min, wait_ms }, within + ANSWER_WITHIN)? {
+            FromAgent::Completions { wcs } => {
+                out.completions.insert(name.clone(), wcs);
+            }
+            other => return Err(unexpected(name, "Completions", &other)),
+        }
+    }
+    for m in &sc.mrs {
+        match agent(agents, &m.on)?.request(&ToAgent::ReadMemory { mr: m.name.clone() }, ANSWER_WITHIN)? {
+            FromAgent::Memory { mr, bytes } => {
+                out.memory.entry(m.on.clone()).or_default().insert(mr, bytes.0);
+            }
+            other => return Err(unexpected(&m.on, "Memory", &other)),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,294 @@
+//! Judging a scenario: its outcome and its one decoded wire ([`timeline`]) against
+//! its expectations — completions, wire, probes, memory — each a [`Verdict`] with
+//! what was expected and what happened; and what this setup did, as observations
+//! a device profile records ([`observe`]) and compares ([`profile`]).
+//!
+//! Owns: the expectations' semantics. Imports: scenario (checked), results,
+//! dissector (vocabulary, go-back-N rules), lab's marks. Go-back-N and RNR-timer
+//! facts come from `dissector::flow::recovery`; the judge adds only what the
+//! capture cannot know: which QPs and probes belong to the scenario.
+use std::net::IpAddr;
+
+use dissector::flow::recovery;
+use dissector::wire::NakKind;
+
+use crate::agent::proto::Wc;
+use crate::results::{Outcome, Verdict};
+use crate::scenario::model::{CompletionExpect, Memory, MemoryExpect, Scenario, WireExpect};
+use crate::scenario::pattern::{self, Pattern};
+
+pub(crate) mod observe;
+pub(crate) mod probes;
+pub(crate) mod profile;
+pub(crate) mod timeline;
+
+pub(crate) use timeline::{Packet, Timeline};
+
+/// The capture of a run, decoded once, or why there is none.
+pub(crate) fn wire_of(o: &Outcome) -> Result<Timeline, String> {
+    match &o.capture {
+        Some(p) => timeline::read(p),
+        None => Err("no capture was recorded (the lab's switch records the wire; with --endpoints, give -i IFACE to capture on a host)".into()),
+    }
+}
+
+/// Every expectation of `sc` judged on what happened and its wire, and what the
+/// setup did (the observations a profile records).
+pub(crate) fn judge(sc: &Scenario, o: &Outcome, wire: &Result<Timeline, String>) -> (Vec<Verdict>, std::collections::BTreeMap<String, String>) {
+    let answers = match wire {
+        Ok(t) => Ok(probes::answers(o, t)),
+        Err(m) => Err(m.clone()),
+    };
+    let mut v = Vec::new();
+    for e in &sc.expect.completion {
+        v.push(completion(e, o.completions.get(&e.on).map(Vec::as_slice).unwrap_or(&[])));
+    }
+    for e in &sc.expect.wire {
+        v.push(match wire {
+            Ok(t) => self::wire(sc, e, o, t),
+            Err(msg) => {
+                let expected = if o.capture.is_some() { "a readable capture" } else { "a capture" };
+                Verdict::new("wire", format!("wire of QP {} from {}", e.qp, e.from), false, expected.into(), msg.clone())
+            }
+        });
+    }
+    for e in &sc.expect.probe {
+        v.push(probes::verdict(e, o, &answers));
+    }
+    for e in &sc.expect.memory {
+        v.push(memory(sc, e, o));
+    }
+    let obs = match (wire, &answers) {
+        (Ok(t), Ok(a)) => observe::observations(sc, o, Some((t, a))),
+        _ => observe::observations(sc, o, None),
+    };
+    (v, obs)
+}
+
+fn describe(w: &Wc) -> String {
+    // The opcode and length of a failed completion are undefined (ibv_poll_cq(3)).
+    if w.status != crate::verbs::WcStatus::SUCCESS {
+        return format!("wr_id {} {}", w.wr_id, w.status);
+    }
+    let mut s = format!("wr_id {} {} {} byte_len {}", w.wr_id, w.status, w.opcode, w.byte_len);
+    if let Some(i) = w.imm_data {
+        s.push_str(&format!(" imm_data {i:#x}"));
+    }
+    s
+}
+
+pub(crate) fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
+    let which = match (e.wr_id, e.index) {
+        (Some(id), _) => format!("completion of wr_id {id} on {}", e.on),
+        (None, Some(i)) => format!("completion #{i} on {}", e.on),
+        (None, None) => format!("completions on {}", e.on),
+    };
+    let mut want = Vec::new();
+    want.extend(e.status.map(|s| s.to_string()));
+    want.extend(e.opcode.map(|o| o.to_string()));
+    want.extend(e.byte_len.map(|b| format!("byte_len {b}")));
+    want.extend(e.imm_data.map(|i| format!("imm_data {i:#x}")));
+    want.extend(e.within_ms.map(|ms| format!("within {ms} ms")));
+    if let (Some(c), None, None) = (e.count, e.wr_id, e.index) {
+        let all: Vec<String> = wcs.iter().map(describe).collect();
+        let actual = if all.is_empty() { "none".to_string() } else { format!("{}: {}", all.len(), all.join("; ")) };
+        return Verdict::new("completion", which, wcs.len() == c, format!("{c} completions"), actual);
+    }
+    let found = match (e.wr_id, e.index) {
+        (Some(id), _) => wcs.iter().find(|w| w.wr_id == id),
+        (None, Some(i)) => wcs.get(i),
+        (None, None) => None,
+    };
+    let Some(w) = found else {
+        let seen: Vec<String> = wcs.iter().map(describe).collect();
+        return Verdict::new("completion", which, false, want.join(", "), format!("no such completion (polled: {})", if seen.is_empty() { "none".into() } else { seen.join("; ") }));
+    };
+    let ok = e.status.is_none_or(|s| s == w.status)
+        && e.opcode.is_none_or(|o| o == w.opcode)
+        && e.byte_len.is_none_or(|b| b == w.byte_len)
+        && e.imm_data.is_none_or(|i| Some(i) == w.imm_data)
+        && e.within_ms.is_none_or(|ms| w.t_ms <= ms as f64)
+        && e.count.is_none_or(|c| wcs.len() == c);
+    Verdict::new("completion", which, ok, want.join(", "), format!("{} at {:.1} ms", describe(w), w.t_ms))
+}
+
+/// One direction of a QP pair on the wire: the requests `from` sent to its peer,
+/// and the responses and CNPs back.
+pub(crate) struct Pair<'a> {
+    pub reqs: Vec<&'a Packet>,
+    pub resps: Vec<&'a Packet>,
+    pub cnps: usize,
+    pub a_ip: IpAddr,
+    pub b_ip: IpAddr,
+}
+
+impl Pair<'_> {
+    pub(crate) fn go_back_n(&self) -> recovery::GoBackN {
+        let r: Vec<recovery::Packet> = self.reqs.iter().map(|p| p.recovery()).collect();
+        let s: Vec<recovery::Packet> = self.resps.iter().map(|p| p.recovery()).collect();
+        recovery::go_back_n(&r, &s)
+    }
+
+    pub(crate) fn rnr_waits(&self) -> Vec<recovery::RnrWait> {
+        let r: Vec<recovery::Packet> = self.reqs.iter().map(|p| p.recovery()).collect();
+        let s: Vec<recovery::Packet> = self.resps.iter().map(|p| p.recovery()).collect();
+        recovery::rnr_waits(&r, &s)
+    }
+}
+
+/// QP `qp`'s traffic from endpoint `from` to `to`: `None` when an end was never
+/// set up.
+pub(crate) fn pair<'a>(o: &Outcome, qp: &str, from: &str, to: &str, t: &'a Timeline) -> Option<Pair<'a>> {
+    let ident = |ep: &str| -> Option<(IpAddr, u32)> {
+        let f = o.endpoints.get(ep)?;
+        Some((f.ip.parse().ok()?, f.qps.iter().find(|x| x.name == qp)?.qpn))
+    };
+    let ((a_ip, a_qpn), (b_ip, b_qpn)) = (ident(from)?, ident(to)?);
+    // What each side sent: copies the switch made are left out (they are nobody's
+    // retransmissions); frames it dropped stay in (they were sent).
+    let reqs = t.packets.iter().filter(|f| f.src == Some(a_ip) && f.dst == Some(b_ip) && f.dest_qp == b_qpn && f.is_request && !f.marks.injected()).collect();
+    let back = |f: &&Packet| f.src == Some(b_ip) && f.dst == Some(a_ip) && f.dest_qp == a_qpn;
+    let resps = t.packets.iter().filter(|f| back(f) && !f.is_request && !f.cnp && !f.marks.injected()).collect();
+    let cnps = t.packets.iter().filter(|f| back(f) && f.cnp).count();
+    Some(Pair { reqs, resps, cnps, a_ip, b_ip })
+}
+
+const LOOPBACK: &str = "both QPs are on the same rxe device: their traffic is looped back inside the driver and never reaches the wire";
+
+fn matches(patterns: &[Pattern], packets: &[&Packet]) -> bool {
+    pattern::matches_sequence(patterns, packets, &|p, x| p.matches(x.op, x.ack_class()))
+}
+
+fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
+    let what = format!("wire of QP {} from {}", e.qp, e.from);
+    let Some(q) = sc.qps.iter().find(|q| q.name == e.qp) else {
+        return Verdict::new("wire", what, false, "a QP of the scenario".into(), format!("no QP {}", e.qp));
+    };
+    let Some(p) = pair(o, &e.qp, &e.from, q.peer_of(&e.from), t) else {
+        return Verdict::new("wire", what, false, "both ends set up".into(), "an end of the QP was never set up".into());
+    };
+    let names = |v: &[&Packet]| -> Vec<String> { v.iter().map(|f| f.response_name()).collect() };
+    let (req_names, resp_names) = (names(&p.reqs), names(&p.resps));
+    if e.empty {
+        let n = p.reqs.len() + p.resps.len();
+        let mut v = Verdict::new("wire", what, n == 0, "nothing on the wire".into(), format!("{n} frames"));
+        if p.a_ip == p.b_ip {
+            v.detail = Some(LOOPBACK.into());
+        }
+        return v;
+    }
+    let ce_marked = p.reqs.iter().filter(|f| f.ce).count();
+    let mut want = Vec::new();
+    let mut ok = true;
+    if let Some(pat) = &e.sequence {
+        want.push(format!("requests [{}]", pattern::describe(pat)));
+        ok &= matches(pat, &p.reqs);
+    }
+    if let Some(pat) = &e.responses {
+        want.push(format!("responses [{}]", pattern::describe(pat)));
+        ok &= matches(pat, &p.resps);
+    }
+    let naks: Vec<NakKind> = p.resps.iter().filter_map(|f| f.ack.and_then(|a| a.nak())).collect();
+    if let Some(n) = &e.naks {
+        want.push(format!("NAKs {}", n.iter().map(|k| k.key()).collect::<Vec<_>>().join(", ")));
+        ok &= n.iter().all(|x| naks.contains(x));
+    }
+    let rnr = naks.iter().filter(|x| **x == NakKind::Rnr).count() as u64;
+    if let Some(m) = e.min_rnr_naks {
+        want.push(format!("≥ {m} RNR NAKs"));
+        ok &= rnr >= m;
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let retx = p.reqs.iter().filter(|f| !seen.insert(f.psn.value())).count() as u64;
+    if let Some(r) = e.retransmissions {
+        want.push(format!("{r} retransmissions"));
+        ok &= retx == r;
+    }
+    let bad_icrc = p.reqs.iter().chain(&p.resps).filter(|f| f.icrc_ok == Some(false)).count();
+    if e.icrc_valid {
+        want.push("ICRCs valid".into());
+        ok &= bad_icrc == 0;
+    } else {
+        want.push("a bad ICRC".into());
+        ok &= bad_icrc > 0;
+    }
+    let gbn = p.go_back_n();
+    if e.go_back_n {
+        want.push("go-back-N recovery".into());
+        ok &= gbn.violations.is_empty();
+    }
+    let ms = |ns: u64| ns as f64 / 1e6;
+    if let Some(limit) = e.retransmit_within_ms {
+        want.push(format!("each resend within {limit} ms"));
+        ok &= !gbn.resends.is_empty() && gbn.resends.iter().all(|r| ms(r.after_ns) <= limit as f64);
+    }
+    if let Some(c) = e.cnp {
+        want.push(if c { "a CNP after CE".to_string() } else { "no CNP".to_string() });
+        ok &= if c { ce_marked > 0 && p.cnps > 0 } else { p.cnps == 0 };
+    }
+    let mut extra = String::new();
+    if !gbn.resends.is_empty() {
+        let r: Vec<String> = gbn.resends.iter().map(|r| format!("PSN {} {:.1} ms after {}", r.psn, ms(r.after_ns), r.trigger)).collect();
+        extra += &format!("; resends: {}", r.join(", "));
+    }
+    if let Some(n) = gbn.nak_latency_ns {
+        extra += &format!("; NAK {:.2} ms after the out-of-order request", ms(n));
+    }
+    if e.cnp.is_some() || ce_marked > 0 || p.cnps > 0 {
+        extra += &format!("; {ce_marked} CE-marked requests, {} CNPs", p.cnps);
+    }
+    if e.go_back_n && !gbn.violations.is_empty() {
+        let v: Vec<String> = gbn.violations.iter().map(|v| v.to_string()).collect();
+        extra += &format!("; go-back-N broken: {}", v.join("; "));
+    }
+    let numbers = p.reqs.iter().chain(&p.resps).map(|f| f.number);
+    let span = match (numbers.clone().min(), numbers.max()) {
+        (Some(a), Some(b)) => format!("{a}–{b}"),
+        _ => "none".into(),
+    };
+    let actual = format!(
+        "requests [{}]; responses [{}]; {} NAKs ({rnr} RNR), {retx} retransmissions, {bad_icrc} bad ICRCs{extra}; frames {span}",
+        req_names.join(", "),
+        resp_names.join(", "),
+        naks.len(),
+    );
+    let mut v = Verdict::new("wire", what, ok, want.join("; "), actual);
+    if p.reqs.is_empty() && p.resps.is_empty() && p.a_ip == p.b_ip {
+        v.detail = Some(LOOPBACK.into());
+    }
+    v
+}
+
+fn memory(sc: &Scenario, e: &MemoryExpect, o: &Outcome) -> Verdict {
+    let what = format!("memory of MR {} on {} at offset {}", e.mr, e.on, e.offset);
+    let Some(spec) = sc.mrs.iter().find(|m| m.on == e.on && m.name == e.mr) else {
+        return Verdict::new("memory", what, false, "an MR of the scenario".into(), "no such MR".into());
+    };
+    let Some(now) = o.memory.get(&e.on).and_then(|m| m.get(&e.mr)) else {
+        return Verdict::new("memory", what, false, "the MR's content".into(), "never read (the run stopped before)".into());
+    };
+    let off = e.offset as usize;
+    let shown = |b: &[u8]| -> String {
+        let text = b.iter().all(|c| c.is_ascii_graphic() || *c == b' ');
+        if text && !b.is_empty() {
+            format!("{:?}", String::from_utf8_lossy(b))
+        } else {
+            b.iter().take(48).map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ") + if b.len() > 48 { " …" } else { "" }
+        }
+    };
+    match &e.want {
+        Memory::Unchanged => {
+            let want = spec.initial_bytes();
+            let ok = now == &want;
+            Verdict::new("memory", what, ok, format!("unchanged: {}", shown(&want[off.min(want.len())..])), shown(&now[off.min(now.len())..]))
+        }
+        Memory::Equals(c) => {
+            let want = c.bytes(now.len().saturating_sub(off));
+            let got = now.get(off..off + want.len()).unwrap_or(&[]);
+            Verdict::new("memory", what, got == want.as_slice(), shown(&want), shown(got))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,68 @@
+//! What this setup did, in terms that stay the same from run to run on the same
+//! setup (no times, no addresses): each completion's status, the answer to each
+//! probe, and per QP direction the NAKs drawn, how lost packets were recovered,
+//! whether CE drew a CNP and whether the RNR timer was waited out. A device profile
+//! records these; `--profile` compares them.
+use std::collections::{BTreeMap, BTreeSet};
+
+use dissector::wire::{AckClass, NakKind};
+
+use super::probes::ProbeAnswer;
+use super::timeline::Timeline;
+use crate::results::Outcome;
+use crate::scenario::model::{PsnAt, Scenario};
+
+/// The observations of one run; the wire's only when there is a readable capture.
+pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, &[ProbeAnswer])>) -> BTreeMap<String, String> {
+    let mut m = BTreeMap::new();
+    for (ep, wcs) in &o.completions {
+        let mut seen = BTreeSet::new();
+        for w in wcs.iter().filter(|w| seen.insert(w.wr_id)) {
+            m.insert(format!("completion {ep} wr_id {}", w.wr_id), w.status.to_string());
+        }
+    }
+    let Some((t, answers)) = wire else { return m };
+    for a in answers {
+        let v = match (a.on_wire, a.responses.is_empty()) {
+            (0, _) => "not on the wire".to_string(),
+            (_, true) => "no answer".to_string(),
+            _ => format!("{} (PSN {})", a.responses.join(", "), a.psn_offset.map(|o| PsnAt::Next(o).to_string()).unwrap_or_default()),
+        };
+        m.insert(format!("probe {}", a.id), v);
+    }
+    for q in &sc.qps {
+        for (from, to) in [(&q.between[0], &q.between[1]), (&q.between[1], &q.between[0])] {
+            let Some(p) = super::pair(o, &q.name, from, to, t) else { continue };
+            if p.reqs.is_empty() {
+                continue;
+            }
+            let key = |what: &str| format!("wire {} from {from}: {what}", q.name);
+            let mut naks: Vec<AckClass> = Vec::new();
+            for c in p.resps.iter().filter(|f| f.ack.and_then(|a| a.nak()).is_some()).filter_map(|f| f.ack_class()) {
+                if !naks.contains(&c) {
+                    naks.push(c);
+                }
+            }
+            let names: Vec<String> = naks.iter().map(AckClass::to_string).collect();
+            m.insert(key("NAKs"), if names.is_empty() { "none".into() } else { names.join(", ") });
+            // How lost requests were recovered: not asked of crafted requests (their
+            // repeats are the probe's, not the requester's), nor after RNR NAKs
+            // (the RNR timer says that).
+            let probed = o.probes.iter().any(|x| x.qp == q.name && p.a_ip.to_string() == x.src);
+            let rnr = p.resps.iter().any(|f| f.ack.and_then(|a| a.nak()) == Some(NakKind::Rnr));
+            let how: BTreeSet<_> = p.go_back_n().resends.iter().map(|r| r.trigger).collect();
+            if !how.is_empty() && !probed && !rnr {
+                m.insert(key("resent after"), how.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "));
+            }
+            if p.reqs.iter().any(|f| f.ce) {
+                m.insert(key("CNP after CE"), if p.cnps > 0 { "yes" } else { "no" }.into());
+            }
+            let waits = p.rnr_waits();
+            if !waits.is_empty() {
+                let short: Vec<String> = waits.iter().filter(|w| !w.honoured()).map(|w| format!("{} µs of {} µs", w.waited_us, w.timer_us)).collect();
+                m.insert(key("RNR timer"), if short.is_empty() { "honoured".into() } else { format!("not honoured ({})", short.join(", ")) });
+            }
+        }
+    }
+    m
+}

@@ -1,0 +1,237 @@
+//! The judge on made-up exchanges whose truth is known.
+use std::path::Path;
+
+use dissector::wire::{Opcode, Psn, Syndrome};
+use lab::mark::{Mark, Marks, RuleRef};
+
+use super::*;
+use crate::agent::proto::{ProbeSent, SentFrame};
+use crate::agent::proto::QpInfo;
+use crate::results::EndpointFacts;
+use crate::verbs::{WcOpcode, WcStatus};
+
+fn wc(id: u64, status: WcStatus, t: f64) -> Wc {
+    Wc { wr_id: id, status, opcode: WcOpcode(0), byte_len: 5, imm_data: None, qp: "q".into(), qp_num: 17, src_qp: None, vendor_err: 0, t_ms: t }
+}
+
+fn completion_expect(more: &str) -> CompletionExpect {
+    let text = format!("name = 'x'\n[endpoints.a]\n[[expect.completion]]\non = 'a'\n{more}\n");
+    let sc = crate::scenario::check::parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
+    sc.expect.completion[0].clone()
+}
+
+#[test]
+fn completions_pass_and_fail_with_what_happened() {
+    let wcs = [wc(1, WcStatus::SUCCESS, 3.0), wc(2, WcStatus(10), 4.0)];
+    assert!(completion(&completion_expect("wr_id = 2\nstatus = 'rem_access_err'"), &wcs).pass);
+    let v = completion(&completion_expect("wr_id = 1\nstatus = 'IBV_WC_REM_ACCESS_ERR'"), &wcs);
+    assert!(!v.pass && v.actual.contains("IBV_WC_SUCCESS"), "{v:?}");
+    assert_eq!(v.expected, "IBV_WC_REM_ACCESS_ERR");
+    assert!(completion(&completion_expect("wr_id = 9"), &wcs).actual.contains("no such completion"));
+    assert!(completion(&completion_expect("count = 2"), &wcs).pass);
+    assert!(!completion(&completion_expect("count = 3"), &wcs).pass);
+    assert!(!completion(&completion_expect("wr_id = 2\nwithin_ms = 3"), &wcs).pass, "4 ms is later than 3 ms");
+}
+
+const A: &str = "10.0.0.1";
+const B: &str = "10.0.0.2";
+
+/// A frame of a made-up exchange: requests from a (QP 0x22) to b's QP 0x11,
+/// responses back.
+fn pkt(number: u64, ms: u64, psn: u32, what: &str) -> Packet {
+    let (opcode, ack) = match what {
+        "ack" => (Opcode(0x11), Some(Syndrome::ACK.kind())),
+        "nak" => (Opcode(0x11), Some(Syndrome(0x60).kind())),
+        "rnr" => (Opcode(0x11), Some(Syndrome(0x2c).kind())),
+        "read-resp" => (Opcode(0x10), Some(Syndrome::ACK.kind())),
+        op => (Opcode::from_name(op, dissector::wire::Transport::Rc).unwrap_or_else(|| panic!("{op}")), None),
+    };
+    let request = ack.is_none();
+    let (src, dst, qp) = if request { (A, B, 0x11) } else { (B, A, 0x22) };
+    Packet {
+        number,
+        ts_ns: ms * 1_000_000,
+        src: src.parse().ok(),
+        dst: dst.parse().ok(),
+        dest_qp: qp,
+        psn: Psn::new(psn),
+        opcode,
+        op: opcode.info().map_or("", |i| i.name),
+        is_request: request,
+        ack,
+        icrc_ok: Some(true),
+        ce: false,
+        cnp: false,
+        mad: None,
+        marks: Marks::default(),
+        line: None,
+    }
+}
+
+fn dropped() -> Marks {
+    Marks(vec![Mark::Dropped(RuleRef { index: 1, rule: "drop".into() })])
+}
+
+fn endpoint(ip: &str, qpn: u32) -> EndpointFacts {
+    EndpointFacts {
+        vm: None,
+        device: "rxe0".into(),
+        port: 1,
+        gid_index: 1,
+        gid: String::new(),
+        ip: ip.into(),
+        qps: vec![QpInfo { name: "q".into(), qpn, psn: 100, gid: String::new(), qkey: None }],
+        mrs: vec![],
+        kernel: None,
+    }
+}
+
+fn outcome() -> Outcome {
+    Outcome { endpoints: [("a".to_string(), endpoint(A, 0x22)), ("b".to_string(), endpoint(B, 0x11))].into(), ..Default::default() }
+}
+
+const QP: &str = "name = 'x'\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = 'q'\ntype = 'rc'\nbetween = ['b', 'a']\n";
+
+fn scenario(expect: &str) -> Scenario {
+    crate::scenario::check::parse_str(Path::new("t.toml"), &format!("{QP}{expect}")).unwrap_or_else(|e| panic!("{}", e[0]))
+}
+
+/// A dropped WRITE Middle: one NAK, go-back-N from the lost PSN, as rxe does. The
+/// wire expectation holds; the same exchange with the resend from the wrong PSN
+/// fails it, and the observations say how it was recovered.
+#[test]
+fn wire_expectations_on_a_go_back_n_recovery() {
+    let mut t = Timeline {
+        packets: vec![
+        pkt(1, 0, 100, "RDMA WRITE First"),
+        pkt(2, 0, 101, "RDMA WRITE Middle"),
+        pkt(3, 0, 102, "RDMA WRITE Last"),
+        pkt(4, 1, 101, "nak"),
+        pkt(5, 3, 101, "RDMA WRITE Middle"),
+        pkt(6, 3, 102, "RDMA WRITE Last"),
+        pkt(7, 4, 102, "ack"),
+        ],
+        ..Default::default()
+    };
+    t.packets[1].marks = dropped();
+    let sc = scenario(
+        "[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nsequence = ['RDMA WRITE First', 'RDMA WRITE Middle', 'RDMA WRITE Last', 'RDMA WRITE Middle', 'RDMA WRITE Last']\nresponses = ['NAK PSN Sequence Error', 'ACK']\nnaks = ['psn_sequence_error']\nretransmissions = 2\ngo_back_n = true\nretransmit_within_ms = 5\n",
+    );
+    let o = outcome();
+    let (v, obs) = judge(&sc, &o, &Ok(t.clone()));
+    assert!(v[0].pass, "{:#?}", v[0]);
+    assert!(v[0].actual.contains("resends: PSN 101 2.0 ms after NAK") && v[0].actual.contains("frames 1–7"), "{}", v[0].actual);
+    assert_eq!(obs.get("wire q from a: NAKs").map(String::as_str), Some("NAK PSN Sequence Error"));
+    assert_eq!(obs.get("wire q from a: resent after").map(String::as_str), Some("NAK"));
+
+    let mut bad = t.clone();
+    bad.packets[4].psn = Psn::new(102);
+    bad.packets.remove(5);
+    let (v, _) = judge(&sc, &o, &Ok(bad));
+    assert!(!v[0].pass);
+    assert!(v[0].actual.contains("go-back-N broken") && v[0].actual.contains("PSN 101 never delivered"), "{}", v[0].actual);
+    // No capture: said, and failed.
+    let (v, _) = judge(&sc, &o, &Err("no capture was recorded".into()));
+    assert!(!v[0].pass && v[0].actual == "no capture was recorded");
+}
+
+/// RNR NAKs: the kind counted, the timer's wait observed.
+#[test]
+fn rnr_naks_and_their_timer() {
+    let t = Timeline { packets: vec![pkt(1, 0, 100, "SEND Only"), pkt(2, 0, 100, "rnr"), pkt(3, 1, 100, "SEND Only"), pkt(4, 1, 100, "rnr")], ..Default::default() };
+    let sc = scenario("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nresponses = ['RNR NAK+']\nnaks = ['rnr']\nmin_rnr_naks = 2\n");
+    let (v, obs) = judge(&sc, &outcome(), &Ok(t.clone()));
+    assert!(v[0].pass, "{:#?}", v[0]);
+    assert_eq!(obs.get("wire q from a: RNR timer").map(String::as_str), Some("honoured"), "1 ms ≥ 0.64 ms: {obs:?}");
+    assert!(!obs.contains_key("wire q from a: resent after"), "after RNR NAKs the RNR timer says how");
+    let sc = scenario("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nmin_rnr_naks = 3\n");
+    assert!(!judge(&sc, &outcome(), &Ok(t)).0[0].pass);
+}
+
+/// The answer to a probe is what the target sent back before the prober's next
+/// request; its PSN is read relative to the PSN the target expected.
+#[test]
+fn probe_answers_are_the_responses_up_to_the_next_request() {
+    let sent = |id: &str, next, psn, copies| ProbeSent {
+        id: id.into(),
+        qp: "q".into(),
+        src: A.into(),
+        dst: B.into(),
+        src_qp: 0x22,
+        next,
+        frames: vec![SentFrame { opcode: 0x0a, dest_qp: 0x11, psn, len: 8 }; copies],
+    };
+    let o = Outcome { probes: vec![sent("ahead", 100, 103, 2), sent("dup", 100, 99, 1), sent("lost", 100, 100, 1), sent("never", 100, 100, 1)], ..outcome() };
+    let t = Timeline {
+        packets: vec![
+        pkt(1, 0, 103, "RDMA WRITE Only"),
+        pkt(2, 0, 103, "RDMA WRITE Only"),
+        pkt(3, 1, 100, "nak"),
+        pkt(4, 10, 99, "RDMA WRITE Only"),
+        pkt(5, 12, 99, "ack"),
+        pkt(6, 20, 100, "RDMA WRITE Only"),
+        pkt(7, 30, 500, "RDMA WRITE Only"), // a real request: what follows is its answer
+        pkt(8, 31, 500, "ack"),
+        ],
+        ..Default::default()
+    };
+    let a = probes::answers(&o, &t);
+    // The target may answer the first copy before the second is on the wire.
+    let mut interleaved = t.clone();
+    interleaved.packets.swap(1, 2);
+    assert_eq!(a, probes::answers(&o, &interleaved), "the same answers whether the NAK comes after both copies or between them");
+    assert_eq!(a.len(), 4);
+    assert_eq!((a[0].on_wire, &a[0].responses[..], a[0].psn_offset), (2, &["NAK PSN Sequence Error".to_string()][..], Some(0)));
+    assert_eq!(a[0].describe(), "NAK PSN Sequence Error (PSN next) after 1.00 ms");
+    assert_eq!((a[1].responses.clone(), a[1].psn_offset, a[1].latency_ms), (vec!["ACK".to_string()], Some(-1), Some(2.0)));
+    assert_eq!(a[1].frames, vec![4, 5]);
+    assert!(a[2].responses.is_empty(), "the ACK of frame 8 answers frame 7, not the probe");
+    assert_eq!(a[2].describe(), "no answer (dropped)");
+    assert_eq!(a[3].on_wire, 0, "a frame is matched once");
+    let pe = |responses: &str, psn: &str| {
+        let text = format!("[[expect.probe]]\nprobe = 'ahead'\nresponses = {responses}\npsn = '{psn}'\nwithin_ms = 5\n");
+        // The probe must exist for the check: a scenario with that probe step.
+        let sc = format!("{QP}[[mr]]\nname = 't'\non = 'b'\nsize = 8\n[[step]]\non = 'a'\nop = 'probe'\nqp = 'q'\nprobe = {{ id = 'ahead', opcode = 'RDMA WRITE Only', remote = {{ mr = 't' }}, len = 8 }}\n{text}");
+        crate::scenario::check::parse_str(Path::new("t.toml"), &sc).unwrap_or_else(|e| panic!("{}", e[0])).expect.probe[0].clone()
+    };
+    let answers = Ok(a.clone());
+    assert!(probes::verdict(&pe("['NAK PSN Sequence Error']", "next"), &o, &answers).pass);
+    assert!(!probes::verdict(&pe("['NAK PSN Sequence Error']", "next+3"), &o, &answers).pass, "the NAK names the expected PSN");
+    assert!(!probes::verdict(&pe("['NAK PSN Sequence Error', 'NAK PSN Sequence Error']", "next"), &o, &answers).pass, "one NAK, not one per packet");
+    assert!(!probes::verdict(&pe("[]", "next"), &o, &answers).pass);
+}
+
+/// Memory: what was read back against what was written, and against the initial
+/// content for `unchanged`.
+#[test]
+fn memory_equals_and_unchanged() {
+    let sc = crate::scenario::check::parse_str(
+        Path::new("t.toml"),
+        "name = 'x'\n[endpoints.b]\n[[mr]]\nname = 'm'\non = 'b'\nsize = 8\ninit = { text = 'hi' }\n[[expect.memory]]\non = 'b'\nmr = 'm'\nunchanged = true\n[[expect.memory]]\non = 'b'\nmr = 'm'\noffset = 2\nequals = { bytes = '00 00' }\n",
+    )
+    .unwrap_or_else(|e| panic!("{}", e[0]));
+    let mut o = Outcome::default();
+    o.memory.entry("b".into()).or_default().insert("m".into(), b"hi\0\0\0\0\0\0".to_vec());
+    let (v, _) = judge(&sc, &o, &Err("none".into()));
+    assert!(v.iter().all(|v| v.pass), "{v:#?}");
+    o.memory.entry("b".into()).or_default().insert("m".into(), b"hi\0x\0\0\0\0".to_vec());
+    let (v, _) = judge(&sc, &o, &Err("none".into()));
+    assert!(!v[0].pass && !v[1].pass, "{v:#?}");
+    let (v, _) = judge(&sc, &Outcome::default(), &Err("none".into()));
+    assert!(v[0].actual.contains("never read"), "{v:#?}");
+}
+
+/// NAK 0x64 (Invalid RD Request), from its one home to every place that names it:
+/// the scenario's response pattern and NAK key, the verdict, the observation.
+#[test]
+fn nak_invalid_rd_request_end_to_end() {
+    let mut nak = pkt(2, 1, 100, "ack");
+    nak.ack = Some(Syndrome(0x64).kind());
+    let t = Timeline { packets: vec![pkt(1, 0, 100, "RDMA WRITE Only"), nak], ..Default::default() };
+    assert_eq!(t.packets[1].response_name(), "NAK Invalid RD Request");
+    let sc = scenario("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nresponses = ['NAK Invalid RD Request']\nnaks = ['invalid_rd_request']\n");
+    let (v, obs) = judge(&sc, &outcome(), &Ok(t));
+    assert!(v[0].pass, "{:#?}", v[0]);
+    assert_eq!(v[0].expected, "responses [NAK Invalid RD Request]; NAKs invalid_rd_request; ICRCs valid");
+    assert_eq!(obs.get("wire q from a: NAKs").map(String::as_str), Some("NAK Invalid RD Request"));
+}

@@ -1,0 +1,194 @@
+//! One scenario's wire, decoded once: every RoCE frame with what the judge, the
+//! profile observer and every renderer need of it — addresses, BTH, the AETH's
+//! meaning, ICRC verdict, ECN, and what the lab switch did to it (its marks, read
+//! back with the lab's own parser). None of them opens the capture again.
+use std::net::IpAddr;
+use std::path::Path;
+
+use dissector::frame::{self, Frame, Options};
+use dissector::wire::{AckClass, AckKind, Opcode, Psn, Transport};
+use lab::mark::Marks;
+
+/// RoCE frames whose decoded line is kept (the HTML ladder draws this many).
+pub(crate) const MAX_ROWS: usize = 2000;
+/// Decoded lines kept of the whole capture, RoCE or not, for a failing scenario's
+/// report.
+pub(crate) const MAX_LINES: usize = 40;
+
+/// One RoCE frame.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Packet {
+    pub number: u64,
+    pub ts_ns: u64,
+    pub src: Option<IpAddr>,
+    pub dst: Option<IpAddr>,
+    pub dest_qp: u32,
+    pub psn: Psn,
+    pub opcode: Opcode,
+    /// The operation's name without the transport (`RDMA WRITE Only`); empty for
+    /// opcodes the table does not know.
+    pub op: &'static str,
+    pub is_request: bool,
+    /// The AETH's meaning, when it has one.
+    pub ack: Option<AckKind>,
+    /// `None` when the ICRC could not be checked (cut short).
+    pub icrc_ok: Option<bool>,
+    /// ECN Congestion Experienced.
+    pub ce: bool,
+    pub cnp: bool,
+    /// A MAD on QP1 (CM): how the ladder labels it.
+    pub mad: Option<String>,
+    /// What the lab switch did to it.
+    pub marks: Marks,
+    /// The frame as `roce decode` prints it, with its comment (the first
+    /// [`MAX_ROWS`] RoCE frames).
+    pub line: Option<String>,
+}
+
+impl Packet {
+    pub(crate) fn ack_class(&self) -> Option<AckClass> {
+        self.ack.and_then(AckKind::class)
+    }
+
+    /// How expectations and reports name it: an Acknowledge by its AETH (`ACK`,
+    /// `RNR NAK`, `NAK Remote Access Error`), every other frame by its operation.
+    pub(crate) fn response_name(&self) -> String {
+        match self.ack_class() {
+            Some(c) if self.op == "Acknowledge" => c.to_string(),
+            _ if self.op.is_empty() => self.opcode.to_string(),
+            _ => self.op.to_string(),
+        }
+    }
+
+    /// It reached its receiver: not dropped on the way, its ICRC not bad.
+    pub(crate) fn delivered(&self) -> bool {
+        !self.marks.dropped() && self.icrc_ok != Some(false)
+    }
+
+    /// As go-back-N analysis takes it.
+    pub(crate) fn recovery(&self) -> dissector::flow::recovery::Packet {
+        dissector::flow::recovery::Packet {
+            number: self.number,
+            ts_ns: self.ts_ns,
+            psn: self.psn,
+            delivered: self.delivered(),
+            held: self.marks.held(),
+            ack: self.ack,
+        }
+    }
+}
+
+/// A capture, decoded.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Timeline {
+    pub packets: Vec<Packet>,
+    /// Of the capture's first frame (RoCE or not): times are shown from there, as
+    /// `roce decode` shows them.
+    pub first_ts_ns: Option<u64>,
+    /// The first [`MAX_LINES`] frames as `roce decode` prints them; `…` when there
+    /// are more.
+    pub lines: Vec<String>,
+    /// Why reading stopped early (a damaged file): the frames before are kept.
+    pub damaged: Option<String>,
+}
+
+/// `ConnectRequest (REQ)` → `REQ`.
+fn cm_short(name: &str) -> &str {
+    name.rsplit_once('(').and_then(|(_, r)| r.strip_suffix(')')).unwrap_or(name)
+}
+
+fn mad_label(f: &Frame) -> Option<String> {
+    let m = f.mad.as_ref()?;
+    Some(match (m.cm, m.header.mgmt_class, m.header.attribute_id) {
+        (Some(cm), _, _) => format!("CM {}", cm_short(cm.name())),
+        (None, 0x07, 0x0017) => "CM SIDR REQ".to_string(),
+        (None, 0x07, 0x0018) => "CM SIDR REP".to_string(),
+        (None, 0x07, a) => format!("CM attr {a:#06x}"),
+        (None, c, a) => format!("MAD class {c:#04x} attr {a:#06x}"),
+    })
+}
+
+/// Reads a capture into its timeline. A file that cannot be opened is an error; a
+/// damaged one keeps the frames before the damage and says so.
+pub(crate) fn read(path: &Path) -> Result<Timeline, String> {
+    let mut r = dissector::capture::open(path).map_err(|e| e.to_string())?;
+    let opts = Options::default();
+    let mut t = Timeline::default();
+    let mut prev_ts = None;
+    let mut fr = frame::decode(dissector::LinkType::ETHERNET, &[], &opts);
+    loop {
+        let rec = match r.next_packet() {
+            Ok(Some(rec)) => rec,
+            Ok(None) => break,
+            Err(e) => {
+                t.damaged = Some(e.to_string());
+                break;
+            }
+        };
+        let first = *t.first_ts_ns.get_or_insert(rec.ts_ns);
+        let prev = prev_ts.replace(rec.ts_ns).unwrap_or(rec.ts_ns);
+        frame::decode_into(&mut fr, rec.link, rec.data, &opts);
+        let line = |prev| {
+            let ctx = dissector::fields::Ctx::of(&rec, &fr, first, prev);
+            let mut s = String::new();
+            dissector::print::line(&ctx, &mut s);
+            s
+        };
+        if t.lines.len() < MAX_LINES {
+            t.lines.push(line(first));
+        } else if t.lines.len() == MAX_LINES {
+            t.lines.push("…".into());
+        }
+        let Some(ib) = &fr.ib else { continue };
+        let info = ib.info;
+        let (src, dst) = fr.addrs().unzip();
+        let keep_line = t.packets.len() < MAX_ROWS;
+        t.packets.push(Packet {
+            number: rec.number,
+            ts_ns: rec.ts_ns,
+            src,
+            dst,
+            dest_qp: ib.bth.dest_qp,
+            psn: ib.bth.psn,
+            opcode: ib.bth.opcode,
+            op: info.map_or("", |i| i.name),
+            is_request: info.is_some_and(|i| i.is_request()),
+            ack: ib.aeth.map(|a| a.syndrome.kind()),
+            icrc_ok: fr.icrc_check(rec.data).map(|c| c.ok()),
+            ce: fr.ecn() == Some(3),
+            cnp: info.is_some_and(|i| i.transport == Transport::Cnp),
+            mad: mad_label(&fr),
+            marks: rec.comment.map(Marks::parse).unwrap_or_default(),
+            line: keep_line.then(|| line(prev).trim().to_string()),
+        });
+    }
+    Ok(t)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn capture(name: &str) -> std::path::PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../captures/lab").join(name)
+    }
+
+    /// A real lab capture with a dropped frame: the switch's mark read back as a
+    /// drop, the frame itself still there (it was sent), names from the vocabulary.
+    #[test]
+    fn a_lab_capture_reads_with_its_marks() {
+        let t = read(&capture("rc_drop_retransmit.pcapng")).unwrap();
+        let p12 = t.packets.iter().find(|p| p.number == 12).unwrap();
+        assert!(p12.marks.dropped() && !p12.delivered());
+        assert_eq!((p12.op, p12.psn.value(), p12.is_request), ("SEND First", 8227874, true));
+        assert!(p12.line.as_deref().is_some_and(|l| l.contains("not delivered")), "{:?}", p12.line);
+        let nak = t.packets.iter().find(|p| p.number == 16).unwrap();
+        assert_eq!(nak.response_name(), "NAK PSN Sequence Error");
+        assert_eq!(t.packets.iter().find(|p| p.number == 21).unwrap().response_name(), "ACK");
+        assert!(t.packets.iter().filter(|p| p.number != 12).all(|p| !p.marks.dropped()));
+        assert!(t.lines.len() <= MAX_LINES + 1 && !t.lines.is_empty());
+        let cm = read(&capture("write_bw_rdma_cm.pcapng")).unwrap();
+        assert!(cm.packets.iter().any(|p| p.mad.as_deref() == Some("CM REQ")));
+        assert!(read(Path::new("/nonexistent/x.pcapng")).is_err());
+    }
+}

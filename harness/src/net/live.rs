@@ -1,0 +1,371 @@
+//! Live capture with libpcap, as a [`PacketSource`] like a capture file.
+//!
+//! ```no_run
+//! use dissector::capture::PacketSource;
+//! use roce::net::live::{LiveCapture, LiveOptions};
+//! # fn main() -> Result<(), dissector::capture::CaptureError> {
+//! let mut cap = LiveCapture::open(&LiveOptions { iface: "eth0".into(), count: Some(100), ..Default::default() })?;
+//! while let Some(rec) = cap.next_packet()? {
+//!     println!("{} {} bytes", rec.number, rec.data.len());
+//! }
+//! # Ok(()) }
+//! ```
+//!
+//! The capture ends (`next_packet` returns `Ok(None)`) after `count` packets, on
+//! Ctrl-C, or when [`LiveCapture::stop_handle`] is set. Ctrl-C is caught by a `ctrlc`
+//! handler installed by the first [`LiveCapture::open`] (or [`ctrl_c_flag`]); a
+//! second Ctrl-C exits the process at once (exit status 130). Other code that should
+//! stop on Ctrl-C can share [`ctrl_c_flag`]; a program that installed its own `ctrlc`
+//! handler first should call [`request_stop`] from it.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use dissector::capture::{CaptureError, Interface, PacketSource, Record};
+use dissector::LinkType;
+
+/// RoCEv2 (UDP 4791) or RoCEv1 (ethertype 0x8915).
+pub const DEFAULT_FILTER: &str = "udp port 4791 or ether proto 0x8915";
+
+/// How often a blocked read wakes up to notice a stop request.
+const READ_TIMEOUT_MS: u16 = 100;
+
+/// What to capture.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveOptions {
+    /// Interface name, as `ip link` or `tcpdump -D` shows it.
+    pub iface: String,
+    /// A pcap-filter(7) expression; empty captures everything.
+    pub filter: String,
+    /// Bytes kept per packet (0: 262144).
+    pub snaplen: u32,
+    pub promisc: bool,
+    /// Stop after this many packets.
+    pub count: Option<u64>,
+}
+
+impl Default for LiveOptions {
+    fn default() -> Self {
+        LiveOptions {
+            iface: String::new(),
+            filter: DEFAULT_FILTER.to_string(),
+            snaplen: 262_144,
+            promisc: false,
+            count: None,
+        }
+    }
+}
+
+struct CtrlC {
+    /// Set by the first Ctrl-C and never cleared.
+    pressed: Arc<AtomicBool>,
+    /// Ctrl-C presses (and `request_stop` calls) so far; a capture stops when this
+    /// moves past the value it saw when it was opened.
+    count: AtomicU64,
+}
+
+static CTRL_C: OnceLock<CtrlC> = OnceLock::new();
+
+/// The process-wide Ctrl-C state, with the handler installed on first use.
+fn ctrl_c() -> &'static CtrlC {
+    CTRL_C.get_or_init(|| {
+        // If the program already has a handler, keep it; it can call `request_stop`.
+        let _ = ctrlc::try_set_handler(|| {
+            if let Some(c) = CTRL_C.get() {
+                if c.count.fetch_add(1, Ordering::SeqCst) > 0 {
+                    // Second Ctrl-C: the user means it.
+                    std::process::exit(130);
+                }
+                c.pressed.store(true, Ordering::SeqCst);
+            }
+        });
+        CtrlC { pressed: Arc::new(AtomicBool::new(false)), count: AtomicU64::new(0) }
+    })
+}
+
+/// The shared flag the Ctrl-C handler sets (installing the handler if not done yet),
+/// for other loops that should end on Ctrl-C too. It is never cleared. The handler
+/// is `ctrlc`'s one handler per process: code that wants Ctrl-C should use this
+/// instead of installing its own.
+pub fn ctrl_c_flag() -> Arc<AtomicBool> {
+    Arc::clone(&ctrl_c().pressed)
+}
+
+/// Stops every open live capture and sets [`ctrl_c_flag`], as Ctrl-C does (without
+/// the exit on a second press).
+pub fn request_stop() {
+    let c = ctrl_c();
+    c.count.fetch_add(1, Ordering::SeqCst);
+    c.pressed.store(true, Ordering::SeqCst);
+}
+
+/// Maps a libpcap `DLT_*` value to the `LINKTYPE_*` value files use (they differ for
+/// raw IP, whose DLT is platform-dependent).
+pub fn linktype_from_dlt(dlt: i32) -> LinkType {
+    match dlt {
+        12 | 14 => LinkType::RAW, // DLT_RAW on Linux/most BSDs, and on OpenBSD
+        _ => LinkType(u16::try_from(dlt).unwrap_or(u16::MAX)),
+    }
+}
+
+fn device_list() -> String {
+    match pcap::Device::list() {
+        Ok(devs) if !devs.is_empty() => devs.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", "),
+        Ok(_) => "none found (are you allowed to capture? run as root or grant CAP_NET_RAW)".to_string(),
+        Err(e) => format!("could not list them: {e}"),
+    }
+}
+
+fn pcap_message(e: &pcap::Error) -> String {
+    match e {
+        pcap::Error::PcapError(m) => m.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Turns a libpcap open/activate error into one naming the interface, with a hint.
+fn open_error(iface: &str, e: &pcap::Error) -> CaptureError {
+    let msg = pcap_message(e);
+    let lower = msg.to_ascii_lowercase();
+    let hint = if lower.contains("no such device") || lower.contains("doesn't exist") {
+        format!("available interfaces: {}", device_list())
+    } else if lower.contains("permission") || lower.contains("not permitted") {
+        "run as root or grant CAP_NET_RAW (e.g. `sudo setcap cap_net_raw,cap_net_admin=eip $(which roce)`)".to_string()
+    } else if lower.contains("not up") {
+        format!("bring it up first (`ip link set {iface} up`)")
+    } else {
+        format!("available interfaces: {}", device_list())
+    };
+    CaptureError::other(format!("cannot capture: {msg}"), Some(hint)).with_origin(format!("interface {iface}"))
+}
+
+/// Waits until the capture's descriptor is readable or `ms` pass. Interrupted by a
+/// signal counts as a wake-up.
+#[cfg(unix)]
+fn wait_readable(cap: &pcap::Capture<pcap::Active>, ms: u16) -> std::io::Result<()> {
+    use nix::poll::{poll, PollFd, PollFlags};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(cap.as_fd(), PollFlags::POLLIN)];
+    match poll(&mut fds, ms) {
+        Ok(_) | Err(nix::errno::Errno::EINTR) => Ok(()),
+        Err(e) => Err(std::io::Error::from(e)),
+    }
+}
+
+#[cfg(not(unix))]
+fn wait_readable(_cap: &pcap::Capture<pcap::Active>, ms: u16) -> std::io::Result<()> {
+    std::thread::sleep(std::time::Duration::from_millis(u64::from(ms.min(5))));
+    Ok(())
+}
+
+/// A running libpcap capture. See the module documentation.
+pub struct LiveCapture {
+    cap: pcap::Capture<pcap::Active>,
+    iface: String,
+    link: LinkType,
+    snaplen: u32,
+    count: Option<u64>,
+    seen: u64,
+    stop: Arc<AtomicBool>,
+    /// `CTRL_C.count` when opened: captures opened after a Ctrl-C still run.
+    ctrl_c_seen: u64,
+    done: bool,
+    /// The current packet, copied out of libpcap's ring (a lent borrow of libpcap's
+    /// buffer cannot survive the timeout loop). Reused: no allocation per packet.
+    buf: Vec<u8>,
+    interfaces: [Interface; 1],
+}
+
+impl std::fmt::Debug for LiveCapture {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LiveCapture")
+            .field("iface", &self.iface)
+            .field("link", &self.link)
+            .field("count", &self.count)
+            .field("seen", &self.seen)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LiveCapture {
+    /// Opens `opts.iface` (immediate mode, nanosecond timestamps, non-blocking reads
+    /// with a 100 ms wait for the descriptor) and applies the filter. Installs the Ctrl-C handler if not done yet.
+    pub fn open(opts: &LiveOptions) -> Result<LiveCapture, CaptureError> {
+        let iface = opts.iface.as_str();
+        let origin = format!("interface {iface}");
+        if iface.is_empty() {
+            return Err(CaptureError::other(
+                "no interface given",
+                Some(format!("available interfaces: {}", device_list())),
+            ));
+        }
+        let snaplen = if opts.snaplen == 0 { 262_144 } else { opts.snaplen };
+        let cap = pcap::Capture::from_device(iface)
+            .map_err(|e| open_error(iface, &e))?
+            .promisc(opts.promisc)
+            .snaplen(i32::try_from(snaplen).unwrap_or(i32::MAX))
+            .timeout(i32::from(READ_TIMEOUT_MS))
+            .immediate_mode(true)
+            .precision(pcap::Precision::Nano);
+        let mut cap = cap
+            .open()
+            .and_then(|c| c.setnonblock())
+            .map_err(|e| open_error(iface, &e))?;
+        if !opts.filter.trim().is_empty() {
+            cap.filter(&opts.filter, true).map_err(|e| {
+                CaptureError::other(
+                    format!("bad capture filter {:?}: {}", opts.filter, pcap_message(&e)),
+                    Some("filters use pcap-filter(7) syntax, e.g. \"udp port 4791 or ether proto 0x8915\"".into()),
+                )
+                .with_origin(origin.clone())
+            })?;
+        }
+        let link = linktype_from_dlt(cap.get_datalink().0);
+        let ctrl_c_seen = ctrl_c().count.load(Ordering::SeqCst);
+        Ok(LiveCapture {
+            cap,
+            iface: iface.to_string(),
+            link,
+            snaplen,
+            count: opts.count,
+            seen: 0,
+            stop: Arc::new(AtomicBool::new(false)),
+            ctrl_c_seen,
+            done: false,
+            buf: Vec::with_capacity(usize::try_from(snaplen).unwrap_or(65_536).min(1 << 20)),
+            interfaces: [Interface {
+                link,
+                snaplen,
+                name: Some(iface.to_string()),
+                description: None,
+                tsresol: 9,
+                tsoffset: 0,
+                section: 0,
+            }],
+        })
+    }
+
+    /// The link type of the interface, as file link types number it.
+    pub fn link(&self) -> LinkType {
+        self.link
+    }
+
+    /// The interface, described as a pcapng IDB would (e.g. for a [`PcapngWriter`]).
+    ///
+    /// [`PcapngWriter`]: dissector::capture::PcapngWriter
+    pub fn interfaces(&self) -> &[Interface] {
+        &self.interfaces
+    }
+
+    /// The snap length in effect.
+    pub fn snaplen(&self) -> u32 {
+        self.snaplen
+    }
+
+    /// Packets returned so far.
+    pub fn packets(&self) -> u64 {
+        self.seen
+    }
+
+    /// Setting this flag ends this capture (within the 100 ms read timeout).
+    pub fn stop_handle(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.stop)
+    }
+
+    /// libpcap's counters (received, dropped by the kernel, dropped by the interface).
+    pub fn stats(&mut self) -> Result<pcap::Stat, CaptureError> {
+        self.cap.stats().map_err(|e| {
+            CaptureError::other(format!("cannot read capture statistics: {}", pcap_message(&e)), None)
+                .with_origin(format!("interface {}", self.iface))
+        })
+    }
+
+    fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed) || ctrl_c().count.load(Ordering::Relaxed) != self.ctrl_c_seen
+    }
+
+    /// The next packet; `Ok(None)` once `count` packets were returned, or after a stop.
+    pub fn next_packet(&mut self) -> Result<Option<Record<'_>>, CaptureError> {
+        if self.done || self.count.is_some_and(|c| self.seen >= c) {
+            self.done = true;
+            return Ok(None);
+        }
+        let (ts_ns, orig_len) = loop {
+            if self.stopped() {
+                self.done = true;
+                return Ok(None);
+            }
+            match self.cap.next_packet() {
+                Ok(p) => {
+                    let h = *p.header;
+                    self.buf.clear();
+                    self.buf.extend_from_slice(p.data);
+                    let sec = u64::try_from(h.ts.tv_sec).unwrap_or(0);
+                    // With nanosecond precision libpcap puts nanoseconds in tv_usec.
+                    let frac = u64::try_from(h.ts.tv_usec).unwrap_or(0);
+                    break (sec.saturating_mul(1_000_000_000).saturating_add(frac), h.len);
+                }
+                Err(pcap::Error::TimeoutExpired) => {
+                    // Nothing ready (non-blocking mode): wait for the fd, at most one
+                    // read timeout, then look at the stop flags again.
+                    if let Err(e) = wait_readable(&self.cap, READ_TIMEOUT_MS) {
+                        self.done = true;
+                        return Err(CaptureError::other(format!("waiting for packets failed: {e}"), None)
+                            .with_origin(format!("interface {}", self.iface)));
+                    }
+                    continue;
+                }
+                Err(pcap::Error::NoMorePackets) => {
+                    self.done = true;
+                    return Ok(None);
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Err(CaptureError::other(
+                        format!("capture failed after {} packets: {}", self.seen, pcap_message(&e)),
+                        Some("was the interface removed or taken down?".into()),
+                    )
+                    .with_origin(format!("interface {}", self.iface)));
+                }
+            }
+        };
+        self.seen += 1;
+        Ok(Some(Record {
+            number: self.seen,
+            ts_ns,
+            link: self.link,
+            interface: 0,
+            orig_len,
+            data: &self.buf,
+            file_offset: 0,
+            direction: None,
+            comment: None,
+        }))
+    }
+}
+
+impl PacketSource for LiveCapture {
+    fn next_packet(&mut self) -> Result<Option<Record<'_>>, CaptureError> {
+        LiveCapture::next_packet(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dlt_mapping() {
+        assert_eq!(linktype_from_dlt(1), LinkType::ETHERNET);
+        assert_eq!(linktype_from_dlt(12), LinkType::RAW);
+        assert_eq!(linktype_from_dlt(113), LinkType::LINUX_SLL);
+        assert_eq!(linktype_from_dlt(276), LinkType::LINUX_SLL2);
+        assert_eq!(linktype_from_dlt(-1), LinkType(u16::MAX));
+    }
+
+    #[test]
+    fn no_interface_is_an_error_with_a_hint() {
+        let e = LiveCapture::open(&LiveOptions::default()).unwrap_err();
+        assert!(e.to_string().contains("no interface given"), "{e}");
+    }
+}

@@ -1,0 +1,807 @@
+//! `roce run --html FILE` and `roce report`: one self-contained HTML page per run.
+//!
+//! The page holds a summary, then per scenario its expectations, endpoints, fault
+//! rules and a ladder diagram of its capture: a lane per endpoint, an arrow per RoCE
+//! frame in capture order (CM MADs on QP1 too), drawn here as inline SVG: nothing is
+//! fetched and no script is needed to see it. It draws the scenario's one decoded
+//! wire (the judge's [`Timeline`]); what the lab switch did to a frame, read from
+//! its marks, marks the arrow: dropped (it stops halfway at a red ✗), an injected
+//! duplicate (dashed), held back (reordered or delayed: dotted), changed on the way
+//! (dash-dot, with what changed); bad ICRCs, NAKs, RNR NAKs, CE marks and CNPs have
+//! their colour or mark too.
+//!
+//! The markup is a contract with `tests/browser/check_ladder.py`, which checks the
+//! layout in a real browser: each lane is `<line class="lane" data-endpoint>`, each
+//! arrow `<g class="arrow …" data-frame data-from data-to data-label>` whose first
+//! child is a `<title>` with the decoded line, holding `line.shaft` (from the
+//! sender's lane to the receiver's, or halfway when dropped), `text.label` and the
+//! row's other texts.
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use super::esc;
+use crate::judge::timeline::{self, Packet, Timeline, MAX_ROWS};
+use crate::results::{Report, ScenarioResult, Status};
+
+
+// The ladder's geometry, in px (the SVG is drawn 1:1, never scaled).
+/// Lane headings above the first row.
+const TOP: f64 = 84.0;
+const ROW: f64 = 26.0;
+/// The arrow's y within its row; its label sits above it.
+const ROW_ARROW: f64 = 18.0;
+/// x of the first lane, and between lanes.
+const LANE0: f64 = 220.0;
+const SPAN: f64 = 460.0;
+/// Right of the last lane: the marks (dropped, bad ICRC, …).
+const MARKS: f64 = 360.0;
+/// Right edges of the time and frame-number columns.
+const TIME_X: f64 = 78.0;
+const FRAME_X: f64 = 136.0;
+
+/// One RoCE frame as the ladder draws it: a view of the timeline's packet.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rung<'a>(pub &'a Packet);
+
+impl Rung<'_> {
+    /// `RDMA WRITE Middle  PSN 101`, `NAK PSN Sequence Error  PSN 101`, `CM REQ`.
+    pub(crate) fn label(&self) -> String {
+        let p = self.0;
+        if let Some(m) = &p.mad {
+            return m.clone();
+        }
+        if p.cnp {
+            return "CNP".into();
+        }
+        format!("{}  PSN {}", p.response_name(), p.psn)
+    }
+
+    /// The flags it carries, in display order: whether each is set, its CSS class
+    /// on the arrow, and what the marks column says of it (nothing for NAK, RNR and
+    /// CM, which the label already names).
+    fn flags(&self) -> [(bool, &'static str, Option<String>); 10] {
+        let p = self.0;
+        let nak = p.ack.and_then(|a| a.nak());
+        let modified = p.marks.modifications();
+        [
+            (p.marks.dropped(), "dropped", Some("✗ dropped by the lab switch".into())),
+            (p.marks.injected(), "injected", Some("duplicate injected by the switch".into())),
+            (p.marks.held(), "held", Some("held by the switch (reordered/delayed)".into())),
+            (!modified.is_empty(), "modified", Some(format!("changed by the switch: {}", modified.join(", ")))),
+            (p.icrc_ok == Some(false), "bad-icrc", Some("bad ICRC".into())),
+            (nak.is_some(), "nak", None),
+            (nak == Some(dissector::wire::NakKind::Rnr), "rnr", None),
+            (p.ce, "ce", Some("CE marked".into())),
+            (p.cnp, "cnp", Some("CNP".into())),
+            (p.mad.is_some(), "cm", None),
+        ]
+    }
+
+    /// What the row's marks column says.
+    fn marks(&self) -> Vec<String> {
+        self.flags().into_iter().filter(|f| f.0).filter_map(|f| f.2).collect()
+    }
+}
+
+/// A lane of the ladder: an endpoint (or, with no endpoint facts, an address).
+struct Lane {
+    name: String,
+    ip: Option<IpAddr>,
+    /// Heading lines under the name: IP, QPNs.
+    lines: Vec<String>,
+    title: String,
+}
+
+fn lanes_of(s: &ScenarioResult, wire: &Timeline) -> Vec<Lane> {
+    if !s.endpoints.is_empty() {
+        return s
+            .endpoints
+            .iter()
+            .map(|(name, f)| {
+                let qpns: Vec<String> = f
+                    .qps
+                    .iter()
+                    .map(|q| format!("{} QPN {:#x}", q.name, q.qpn))
+                    .collect();
+                let mut qp_line = qpns.join(", ");
+                if qp_line.chars().count() > 60 {
+                    qp_line = qp_line.chars().take(59).collect::<String>() + "…";
+                }
+                Lane {
+                    name: name.clone(),
+                    ip: f.ip.parse().ok(),
+                    lines: vec![f.ip.clone(), qp_line],
+                    title: format!(
+                        "{name}: {} on {} (GID {}); {}",
+                        f.ip,
+                        f.device,
+                        f.gid,
+                        qpns.join(", ")
+                    ),
+                }
+            })
+            .collect();
+    }
+    // No endpoint facts (the run stopped before setup): a lane per address seen.
+    let mut lanes: Vec<Lane> = Vec::new();
+    for ip in wire.packets.iter().flat_map(|r| [r.src, r.dst]).flatten() {
+        if !lanes.iter().any(|l| l.ip == Some(ip)) {
+            lanes.push(Lane {
+                name: ip.to_string(),
+                ip: Some(ip),
+                lines: vec!["(no endpoint facts)".into()],
+                title: ip.to_string(),
+            });
+        }
+    }
+    lanes
+}
+
+fn fmt_ms(ns: u64) -> String {
+    format!("{:.3}", ns as f64 / 1e6)
+}
+
+/// The ladder SVG of a scenario's capture, and notes (frames not drawn, …).
+fn ladder(out: &mut String, s: &ScenarioResult, wire: &Timeline) {
+    let lanes = lanes_of(s, wire);
+    let lane_of =
+        |ip: Option<IpAddr>| ip.and_then(|ip| lanes.iter().position(|l| l.ip == Some(ip)));
+    let mut drawn = Vec::new();
+    let mut stray = Vec::new();
+    let more = wire.packets.len().saturating_sub(MAX_ROWS);
+    for p in wire.packets.iter().take(MAX_ROWS) {
+        let r = Rung(p);
+        match (lane_of(p.src), lane_of(p.dst)) {
+            (Some(a), Some(b)) if a != b => drawn.push((r, a, b)),
+            _ => stray.push(r),
+        }
+    }
+    if wire.packets.is_empty() {
+        out.push_str("<p class=\"note\">No RoCE frames in the capture.</p>\n");
+    }
+    if !drawn.is_empty() {
+        let lane_x = |i: usize| LANE0 + i as f64 * SPAN;
+        let last = lane_x(lanes.len().saturating_sub(1));
+        let width = last + MARKS;
+        let bottom = TOP + drawn.len() as f64 * ROW;
+        let height = bottom + 16.0;
+        let first = wire.first_ts_ns.unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "<div class=\"ladder-wrap\"><svg class=\"ladder\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"ladder diagram: {} RoCE frames\">",
+            drawn.len()
+        );
+        let _ = writeln!(
+            out,
+            "<text class=\"col-head\" x=\"{TIME_X}\" y=\"{}\" text-anchor=\"end\">ms</text><text class=\"col-head\" x=\"{FRAME_X}\" y=\"{}\" text-anchor=\"end\">frame</text>",
+            TOP - 10.0,
+            TOP - 10.0
+        );
+        for (i, l) in lanes.iter().enumerate() {
+            let x = lane_x(i);
+            let _ = write!(out, "<g class=\"lane-head\"><title>{}</title><text class=\"lane-name\" x=\"{x}\" y=\"20\" text-anchor=\"middle\">{}</text>", esc(&l.title), esc(&l.name));
+            for (k, t) in l.lines.iter().enumerate() {
+                let _ = write!(
+                    out,
+                    "<text class=\"lane-info\" x=\"{x}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                    38 + 16 * k,
+                    esc(t)
+                );
+            }
+            let _ = writeln!(
+                out,
+                "</g><line class=\"lane\" data-endpoint=\"{}\" x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{bottom}\"><title>{}</title></line>",
+                esc(&l.name),
+                TOP - 4.0,
+                esc(&l.title)
+            );
+        }
+        for (row, (r, a, b)) in drawn.iter().enumerate() {
+            let y = TOP + row as f64 * ROW + ROW_ARROW;
+            let (x1, xt) = (lane_x(*a), lane_x(*b));
+            let dir = if xt > x1 { 1.0 } else { -1.0 };
+            let dropped = r.0.marks.dropped();
+            let x2 = if dropped { (x1 + xt) / 2.0 } else { xt };
+            let label = r.label();
+            let mut class = vec!["arrow", if r.0.is_request { "request" } else { "response" }];
+            class.extend(r.flags().into_iter().filter(|f| f.0).map(|f| f.1));
+            let _ = write!(
+                out,
+                "<g class=\"{}\" data-frame=\"{}\" data-from=\"{}\" data-to=\"{}\" data-label=\"{}\"",
+                class.join(" "),
+                r.0.number,
+                esc(&lanes[*a].name),
+                esc(&lanes[*b].name),
+                esc(&label)
+            );
+            if r.0.mad.is_none() {
+                let _ = write!(out, " data-psn=\"{}\"", r.0.psn);
+            }
+            let _ = write!(out, "><title>{}</title><line class=\"shaft\" x1=\"{x1}\" y1=\"{y}\" x2=\"{x2}\" y2=\"{y}\"/>", esc(r.0.line.as_deref().unwrap_or("")));
+            if dropped {
+                let _ = write!(
+                    out,
+                    "<path class=\"x\" d=\"M{} {}L{} {}M{} {}L{} {}\"><title>dropped by the lab switch</title></path>",
+                    x2 - 5.0,
+                    y - 5.0,
+                    x2 + 5.0,
+                    y + 5.0,
+                    x2 - 5.0,
+                    y + 5.0,
+                    x2 + 5.0,
+                    y - 5.0
+                );
+            } else {
+                let _ = write!(
+                    out,
+                    "<polygon class=\"head\" points=\"{xt},{y} {},{} {},{}\"/>",
+                    xt - dir * 9.0,
+                    y - 4.5,
+                    xt - dir * 9.0,
+                    y + 4.5
+                );
+            }
+            let _ = write!(
+                out,
+                "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                (x1 + x2) / 2.0,
+                y - 7.0,
+                esc(&label)
+            );
+            let _ = write!(
+                out,
+                "<text class=\"time\" x=\"{TIME_X}\" y=\"{}\" text-anchor=\"end\">{}</text><text class=\"frame-no\" x=\"{FRAME_X}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+                y + 4.0,
+                fmt_ms(r.0.ts_ns.saturating_sub(first)),
+                y + 4.0,
+                r.0.number
+            );
+            let m = r.marks();
+            if !m.is_empty() {
+                let _ = write!(
+                    out,
+                    "<text class=\"mark\" x=\"{}\" y=\"{}\">{}</text>",
+                    last + 16.0,
+                    y + 4.0,
+                    esc(&m.join(" · "))
+                );
+            }
+            out.push_str("</g>\n");
+        }
+        out.push_str("</svg></div>\n");
+        let _ = writeln!(
+            out,
+            "<p class=\"legend\">Time in ms since the capture's first frame. <span class=\"k dropped\">✗ dropped by the lab switch</span> <span class=\"k injected\">- - injected duplicate</span> <span class=\"k held\">··· held (reordered/delayed)</span> <span class=\"k modified\">changed by the switch</span> <span class=\"k nak\">NAK</span> <span class=\"k rnr\">RNR NAK</span> <span class=\"k bad-icrc\">bad ICRC</span> <span class=\"k cnp\">CNP</span> <span class=\"k cm\">CM</span>. Hover an arrow for the decoded frame and the other frames of its PSN.</p>"
+        );
+    }
+    if more > 0 {
+        let _ = writeln!(out, "<p class=\"note more\">… {more} more frames (the ladder shows the first {MAX_ROWS}).</p>");
+    }
+    if !stray.is_empty() {
+        let shown: Vec<String> = stray
+            .iter()
+            .take(20)
+            .map(|r| {
+                let addr =
+                    |a: Option<IpAddr>| a.map(|a| a.to_string()).unwrap_or_else(|| "?".into());
+                format!("frame {} {} → {} {}", r.0.number, addr(r.0.src), addr(r.0.dst), r.label())
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "<p class=\"note stray\">{} RoCE frames are not between two endpoints of this scenario (their addresses match no endpoint's IP, or both ends are the same), not drawn: {}{}</p>",
+            stray.len(),
+            esc(&shown.join("; ")),
+            if stray.len() > shown.len() { "; …" } else { "" }
+        );
+    }
+    if let Some(d) = &wire.damaged {
+        let _ = writeln!(out, "<p class=\"note damaged\">The capture is damaged: {} (the frames before the damage are shown).</p>", esc(d));
+    }
+}
+
+/// Where a report's capture is: as written, or relative to `base` (the saved
+/// report's directory) when that is where it exists.
+fn capture_file(c: &str, base: Option<&Path>) -> PathBuf {
+    let p = PathBuf::from(c);
+    if p.is_relative() && !p.exists() {
+        if let Some(q) = base.map(|b| b.join(&p)).filter(|q| q.exists()) {
+            return q;
+        }
+    }
+    p
+}
+
+const CSS: &str = r#"
+body { font: 14px/1.4 system-ui, "DejaVu Sans", sans-serif; margin: 1.5em; color: #1e293b; background: #fff; }
+h1 { font-size: 1.5em; margin: 0 0 .3em; } h2 { font-size: 1.2em; margin: 0 0 .3em; } h3 { font-size: 1em; margin: 1.2em 0 .4em; }
+code, pre, .mono { font-family: "DejaVu Sans Mono", ui-monospace, monospace; font-size: 12px; }
+.pass { color: #15803d; } .fail { color: #b91c1c; }
+.badge { display: inline-block; padding: 0 .5em; border-radius: 3px; color: #fff; font-size: .85em; font-weight: 700; }
+.badge.pass { background: #15803d; } .badge.fail { background: #b91c1c; } .badge.skip { background: #64748b; } .skip { color: #64748b; }
+section.scenario { border-top: 2px solid #cbd5e1; padding: 1em 0; }
+section.scenario.failed { border-top-color: #b91c1c; }
+.file { color: #64748b; margin: 0; }
+pre.error { background: #fef2f2; border-left: 4px solid #b91c1c; padding: .5em; white-space: pre-wrap; }
+table { border-collapse: collapse; }
+th, td { border: 1px solid #e2e8f0; padding: .25em .5em; text-align: left; vertical-align: top; }
+th { background: #f8fafc; }
+td.text { font-family: "DejaVu Sans Mono", ui-monospace, monospace; font-size: 12px; white-space: pre-wrap; word-break: break-word; max-width: 40em; }
+tr.failed td { background: #fef2f2; }
+td.result { white-space: nowrap; font-weight: 600; }
+.faults, .failing-wire { padding: .4em .8em; margin: .5em 0; }
+.faults { background: #fffbeb; border-left: 4px solid #d97706; }
+.failing-wire { background: #fef2f2; border-left: 4px solid #b91c1c; }
+.failing-wire p { margin: .2em 0; }
+.note { color: #475569; font-style: italic; }
+.ladder-wrap { overflow-x: auto; }
+svg.ladder { display: block; background: #fff; }
+svg.ladder text { font-family: "DejaVu Sans Mono", ui-monospace, monospace; font-size: 12px; white-space: pre; }
+svg.ladder .lane-name { font-family: "DejaVu Sans", sans-serif; font-size: 14px; font-weight: 700; fill: #0f172a; }
+svg.ladder .lane-info { font-size: 11px; fill: #475569; }
+svg.ladder .col-head { font-size: 11px; fill: #64748b; }
+svg.ladder .time, svg.ladder .frame-no { font-size: 11px; fill: #64748b; }
+line.lane { stroke: #94a3b8; stroke-width: 2; }
+.arrow { color: #1e293b; }
+.arrow.response { color: #334155; }
+.arrow.cm { color: #0f766e; }
+.arrow.nak { color: #c2410c; }
+.arrow.rnr { color: #7c3aed; }
+.arrow.cnp { color: #1d4ed8; }
+.arrow.bad-icrc, .arrow.dropped { color: #b91c1c; }
+.arrow .shaft { stroke: currentColor; stroke-width: 1.5; }
+.arrow .head { fill: currentColor; }
+.arrow .label { fill: currentColor; }
+.arrow .mark { fill: #b91c1c; font-size: 11px; }
+.arrow.ce .mark, .arrow.held .mark, .arrow.injected .mark, .arrow.modified .mark { fill: #b45309; }
+.arrow.modified .shaft { stroke-dasharray: 10 2 2 2; }
+.arrow.injected .shaft { stroke-dasharray: 6 4; }
+.arrow.held .shaft { stroke-dasharray: 1.5 3.5; stroke-width: 2.5; stroke-linecap: round; }
+.arrow .x { stroke: #dc2626; stroke-width: 2.5; fill: none; }
+.arrow:hover .shaft, .arrow.hl .shaft { stroke-width: 3; }
+.arrow:hover .label, .arrow.hl .label { font-weight: 700; }
+.legend { color: #475569; font-size: 12px; }
+.legend .k { margin-right: .6em; }
+.legend .k.dropped, .legend .k.bad-icrc { color: #b91c1c; } .legend .k.nak { color: #c2410c; } .legend .k.rnr { color: #7c3aed; }
+.legend .k.cnp { color: #1d4ed8; } .legend .k.cm { color: #0f766e; } .legend .k.held, .legend .k.modified { color: #b45309; }
+ul.toc { margin: .3em 0; }
+"#;
+
+/// Hovering an arrow also highlights the other frames of its PSN (the request, its
+/// resends, the ACK or NAK). The diagram does not need it.
+const JS: &str = r#"
+(function () {
+  var on = [];
+  document.addEventListener('mouseover', function (e) {
+    var g = e.target && e.target.closest ? e.target.closest('g.arrow') : null;
+    on.forEach(function (x) { x.classList.remove('hl'); });
+    on = [];
+    if (!g || !g.dataset.psn) return;
+    on = Array.prototype.slice.call(g.ownerSVGElement.querySelectorAll('g.arrow[data-psn="' + g.dataset.psn + '"]'));
+    on.forEach(function (x) { x.classList.add('hl'); });
+  });
+})();
+"#;
+
+/// The decoded wire of the report's `i`-th scenario, when the caller has it
+/// already (a run just made it); otherwise its capture is read here.
+pub(crate) type Wires<'a> = &'a dyn Fn(usize) -> Option<Cow<'a, Timeline>>;
+
+/// The page, and a sentence for each capture that could not be drawn. Relative
+/// capture paths that do not exist from here are also looked for under `base`.
+pub(crate) fn render_page(report: &Report, base: Option<&Path>, wires: Wires<'_>) -> (String, Vec<String>) {
+    let mut notes = Vec::new();
+    let mut o = String::new();
+    let _ = write!(
+        o,
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>roce run: {} passed, {} failed, {} skipped</title>\n<style>{CSS}</style></head>\n<body>\n",
+        report.passed, report.failed, report.skipped
+    );
+    let _ = writeln!(
+        o,
+        "<header id=\"summary\" data-passed=\"{}\" data-failed=\"{}\" data-skipped=\"{}\"><h1>roce run</h1><p class=\"totals\"><span class=\"pass\">{} passed</span>, <span class=\"fail\">{} failed</span>, <span class=\"skip\">{} skipped</span> ({} scenarios in {:.1} s)</p>\n<ul class=\"toc\">",
+        report.passed,
+        report.failed,
+        report.skipped,
+        report.passed,
+        report.failed,
+        report.skipped,
+        report.scenarios.len(),
+        report.duration_s
+    );
+    for (i, s) in report.scenarios.iter().enumerate() {
+        let c = match s.status {
+            Status::Passed => "pass",
+            Status::Failed => "fail",
+            Status::Skipped => "skip",
+        };
+        let m = s.status.mark();
+        let _ = writeln!(
+            o,
+            "<li><a class=\"{c}\" href=\"#s{}\">{m} {}</a> <span class=\"file\">({})</span></li>",
+            i + 1,
+            esc(&s.name),
+            esc(&s.file)
+        );
+    }
+    o.push_str("</ul></header>\n<main>\n");
+    for (i, s) in report.scenarios.iter().enumerate() {
+        scenario(&mut o, i + 1, s, base, wires(i), &mut notes);
+    }
+    let _ = write!(
+        o,
+        "</main>\n<footer class=\"note\">roce {}</footer>\n<script>{JS}</script>\n</body></html>\n",
+        env!("CARGO_PKG_VERSION")
+    );
+    (o, notes)
+}
+
+fn scenario(
+    o: &mut String,
+    id: usize,
+    s: &ScenarioResult,
+    base: Option<&Path>,
+    wire: Option<Cow<'_, Timeline>>,
+    notes: &mut Vec<String>,
+) {
+    let (c, outcome) = match s.status {
+        Status::Passed => ("pass", "passed"),
+        Status::Failed => ("fail", "failed"),
+        Status::Skipped => ("skip", "skipped"),
+    };
+    let _ = writeln!(
+        o,
+        "<section class=\"scenario {outcome}\" id=\"s{id}\" data-name=\"{}\" data-pass=\"{}\">\n<h2><span class=\"badge {c}\">{}</span> {}</h2>",
+        esc(&s.name),
+        s.pass,
+        c.to_uppercase(),
+        esc(&s.name)
+    );
+    let _ = writeln!(
+        o,
+        "<p class=\"file\">{} · {:.1} s · capture: {}</p>",
+        esc(&s.file),
+        s.duration_s,
+        s.capture
+            .as_deref()
+            .map(esc)
+            .unwrap_or_else(|| "none".into())
+    );
+    if let Some(e) = &s.error {
+        let _ = writeln!(o, "<pre class=\"error\">run stopped: {}</pre>", esc(e));
+    }
+    if let Some(why) = &s.skip_reason {
+        let _ = writeln!(o, "<p class=\"note skipped\">Skipped: {}</p>", esc(why));
+    }
+
+    o.push_str("<h3>Expectations</h3>\n");
+    if s.verdicts.is_empty() {
+        o.push_str("<p class=\"note\">No expectation was judged.</p>\n");
+    } else {
+        o.push_str("<table class=\"verdicts\"><thead><tr><th>result</th><th>kind</th><th>what</th><th>expected</th><th>actual</th><th>notes</th></tr></thead><tbody>\n");
+        for v in &s.verdicts {
+            let (c, outcome, m) = if v.pass {
+                ("pass", "passed", "✓ pass")
+            } else {
+                ("fail", "failed", "✗ FAIL")
+            };
+            let _ = writeln!(
+                o,
+                "<tr class=\"verdict {outcome}\" data-kind=\"{}\"><td class=\"result {c}\">{m}</td><td>{}</td><td>{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td></tr>",
+                esc(&v.kind),
+                esc(&v.kind),
+                esc(&v.what),
+                esc(&v.expected),
+                esc(&v.actual),
+                v.detail.as_deref().map(esc).unwrap_or_default()
+            );
+        }
+        o.push_str("</tbody></table>\n");
+    }
+
+    o.push_str("<h3>Endpoints</h3>\n");
+    if s.endpoints.is_empty() {
+        o.push_str("<p class=\"note\">No endpoint was set up.</p>\n");
+    } else {
+        o.push_str("<table class=\"endpoints\"><thead><tr><th>name</th><th>VM</th><th>device</th><th>GID</th><th>IP</th><th>QPNs</th><th>starting PSNs</th></tr></thead><tbody>\n");
+        for (name, f) in &s.endpoints {
+            let qpns: Vec<String> = f
+                .qps
+                .iter()
+                .map(|q| format!("{} {:#x}", q.name, q.qpn))
+                .collect();
+            let psns: Vec<String> = f
+                .qps
+                .iter()
+                .map(|q| format!("{} {}", q.name, q.psn))
+                .collect();
+            let _ = writeln!(
+                o,
+                "<tr data-endpoint=\"{}\"><td>{}</td><td>{}</td><td>{} port {}</td><td class=\"text\">{} (index {})</td><td>{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td></tr>",
+                esc(name),
+                esc(name),
+                esc(f.vm.as_deref().unwrap_or("-")),
+                esc(&f.device),
+                f.port,
+                esc(&f.gid),
+                f.gid_index,
+                esc(&f.ip),
+                esc(&qpns.join(", ")),
+                esc(&psns.join(", "))
+            );
+        }
+        o.push_str("</tbody></table>\n");
+    }
+
+    if !s.observations.is_empty() {
+        o.push_str("<h3>What the setup did</h3>\n<table class=\"observations\"><thead><tr><th>observation</th><th>value</th></tr></thead><tbody>\n");
+        for (k, v) in &s.observations {
+            let _ = writeln!(o, "<tr><td>{}</td><td class=\"text\">{}</td></tr>", esc(k), esc(v));
+        }
+        o.push_str("</tbody></table>\n");
+    }
+
+    o.push_str("<h3>Wire</h3>\n");
+    if !s.faults.is_empty() {
+        o.push_str("<div class=\"faults\">Fault rules of the lab switch:<ul>");
+        for f in &s.faults {
+            let _ = write!(o, "<li><code>{}</code></li>", esc(f));
+        }
+        o.push_str("</ul></div>\n");
+    }
+    let failing: Vec<_> = s
+        .verdicts
+        .iter()
+        .filter(|v| v.kind == "wire" && !v.pass)
+        .collect();
+    if !failing.is_empty() {
+        o.push_str("<div class=\"failing-wire\">");
+        for v in failing {
+            let _ = write!(
+                o,
+                "<p><b>✗ {}</b><br>expected: <code>{}</code><br>actual: <code>{}</code></p>",
+                esc(&v.what),
+                esc(&v.expected),
+                esc(&v.actual)
+            );
+        }
+        o.push_str("</div>\n");
+    }
+    match (&s.capture, wire) {
+        (None, _) => o.push_str("<p class=\"note no-capture\">No capture was recorded for this scenario: there is no ladder to draw.</p>\n"),
+        (Some(_), Some(w)) => ladder(o, s, &w),
+        (Some(c), None) => {
+            let path = capture_file(c, base);
+            match timeline::read(&path) {
+                Ok(w) => ladder(o, s, &w),
+                Err(e) => {
+                    let _ = writeln!(o, "<p class=\"note no-capture\">The capture {} could not be read ({}): there is no ladder to draw.</p>", esc(&path.display().to_string()), esc(&e));
+                    notes.push(format!("{}: the capture {} could not be read ({e})", s.name, path.display()));
+                }
+            }
+        }
+    }
+    if !s.connections.is_empty() {
+        o.push_str("<details><summary>connections</summary><table class=\"connections\"><thead><tr><th>QP</th><th>endpoint</th><th>local QPN / PSN</th><th>remote QPN / PSN</th></tr></thead><tbody>");
+        for c in &s.connections {
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{:#x} / {}</td><td>{:#x} / {}</td></tr>",
+                esc(&c.qp),
+                esc(&c.endpoint),
+                c.local.qpn,
+                c.local.psn,
+                c.remote.qpn,
+                c.remote.psn
+            );
+        }
+        o.push_str("</tbody></table></details>\n");
+    }
+    let logs: BTreeMap<_, _> = s
+        .agent_logs
+        .iter()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .collect();
+    for (ep, log) in logs {
+        let _ = writeln!(
+            o,
+            "<details><summary>agent {} said</summary><pre>{}</pre></details>",
+            esc(ep),
+            esc(log.trim())
+        );
+    }
+    o.push_str("</section>\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn render(r: &Report) -> String {
+        render_page(r, None, &|_| None).0
+    }
+    use crate::results::Verdict;
+
+    fn capture(name: &str) -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../captures/lab")
+            .join(name)
+    }
+
+    fn result(capture: Option<String>) -> ScenarioResult {
+        serde_json::from_value(serde_json::json!({
+            "name": "<script>alert(1)</script> & \"co\"",
+            "file": "x'.toml",
+            "pass": false,
+            "error": null,
+            "verdicts": [],
+            "capture": capture,
+            "duration_s": 0.5,
+            "endpoints": {},
+            "connections": []
+        }))
+        .unwrap()
+    }
+
+    /// A saved `--json` report reads back into the same report, field for field.
+    #[test]
+    fn a_saved_report_reads_back_unchanged() {
+        let saved = serde_json::json!({
+            "scenarios": [{
+                "name": "n", "file": "f.toml", "pass": false, "error": "VM b went away",
+                "verdicts": [
+                    {"kind": "wire", "what": "w", "pass": false, "expected": "e", "actual": "a", "detail": "d"},
+                    {"kind": "memory", "what": "m", "pass": true, "expected": "e", "actual": "a"}
+                ],
+                "capture": "roce-runs/1/f.pcapng", "duration_s": 1.5,
+                "agent_logs": {"a": "said this"},
+                "endpoints": {"a": {"vm": "a", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.1", "ip": "10.0.0.1",
+                    "qps": [{"name": "q", "qpn": 17, "psn": 100, "gid": "::ffff:10.0.0.1", "qkey": null}],
+                    "mrs": [{"name": "m", "addr": 4096, "len": 64, "rkey": 5, "lkey": 6}]}},
+                "connections": [{"qp": "q", "endpoint": "a",
+                    "local": {"name": "q", "qpn": 17, "psn": 100, "gid": "g", "qkey": null},
+                    "remote": {"name": "q", "qpn": 18, "psn": 200, "gid": "h", "qkey": 7},
+                    "peer_mrs_from_cm": 2}],
+                "faults": ["drop psn=101 nth=1 (from a, QP q)"]
+            }],
+            "passed": 0, "failed": 1, "duration_s": 2.0
+        });
+        /// Every field of `a` is in `b`, the same (`b` may have newer fields).
+        fn within(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+            use serde_json::Value::{Array, Object};
+            match (a, b) {
+                (Object(x), Object(y)) => x
+                    .iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| within(v, w))),
+                (Array(x), Array(y)) => {
+                    x.len() == y.len() && x.iter().zip(y).all(|(v, w)| within(v, w))
+                }
+                _ => a == b,
+            }
+        }
+        let r: Report = serde_json::from_value(saved.clone()).unwrap();
+        let again = serde_json::to_value(&r).unwrap();
+        assert!(within(&saved, &again), "{saved:#}\nread back as\n{again:#}");
+        // Reports written before `faults` existed still read.
+        let mut old = saved.clone();
+        old["scenarios"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("faults");
+        let r: Report = serde_json::from_value(old).unwrap();
+        assert!(r.scenarios[0].faults.is_empty());
+    }
+
+    #[test]
+    fn escapes_text_from_scenarios_and_captures() {
+        assert_eq!(
+            esc("<a href='x'>&\"</a>\u{1}\n"),
+            "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;\u{fffd}\n"
+        );
+        let r = Report::new(vec![result(None)], 1.0, None);
+        let page = render(&r);
+        assert!(
+            !page.contains("<script>alert"),
+            "scenario text reached the page unescaped"
+        );
+        assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;co&quot;"));
+        assert!(page
+            .contains("data-name=\"&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;co&quot;\""));
+        assert!(
+            !page.contains("src=") && !page.contains("href=\"http"),
+            "the page fetches nothing"
+        );
+    }
+
+    #[test]
+    fn a_missing_capture_is_a_note_not_a_panic() {
+        let r = Report::new(vec![result(None), result(Some("/nonexistent/x.pcapng".into()))], 1.0, None);
+        let (page, notes) = render_page(&r, None, &|_| None);
+        assert!(page.contains("No capture was recorded for this scenario"));
+        assert!(page.contains("The capture /nonexistent/x.pcapng could not be read"));
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(!page.contains("class=\"arrow"));
+    }
+
+    /// The ladder draws the same timeline the judge reads: a rung's flags are the
+    /// packet's, its label the judge's name for it.
+    #[test]
+    fn rungs_are_the_timelines_packets() {
+        let w = timeline::read(&capture("rc_drop_retransmit.pcapng")).unwrap();
+        let rung = |n| Rung(w.packets.iter().find(|p| p.number == n).unwrap());
+        let r12 = rung(12);
+        assert_eq!(r12.label(), "SEND First  PSN 8227874");
+        assert!(r12.flags().iter().any(|f| f.0 && f.1 == "dropped"));
+        assert_eq!(r12.marks(), ["✗ dropped by the lab switch"]);
+        assert_eq!(rung(16).label(), "NAK PSN Sequence Error  PSN 8227874");
+        assert!(rung(16).flags().iter().any(|f| f.0 && f.1 == "nak"));
+        assert_eq!(rung(21).label(), "ACK  PSN 8227877");
+        assert!(rung(21).marks().is_empty());
+        let cm = timeline::read(&capture("write_bw_rdma_cm.pcapng")).unwrap();
+        assert!(cm.packets.iter().any(|p| Rung(p).label() == "CM REQ"));
+        // The switch's new mark: a frame changed on the way says so, and what.
+        let ce = timeline::read(&capture("rc_ce_mark.pcapng")).unwrap();
+        let marked = ce.packets.iter().find(|p| p.marks.modified()).expect("the CE-marked frame");
+        assert!(Rung(marked).marks().iter().any(|m| m == "changed by the switch: ECN set to CE"), "{:?}", Rung(marked).marks());
+        assert!(Rung(marked).flags().iter().any(|f| f.0 && f.1 == "modified"));
+    }
+
+    /// A NAK Invalid RD Request (0x64) is labelled and marked like every NAK, by
+    /// the dissector's name for it.
+    #[test]
+    fn a_nak_0x64_rung() {
+        let w = timeline::read(&capture("rc_drop_retransmit.pcapng")).unwrap();
+        let mut p = w.packets.iter().find(|p| p.number == 16).unwrap().clone();
+        p.ack = Some(dissector::wire::Syndrome(0x64).kind());
+        let r = Rung(&p);
+        assert_eq!(r.label(), "NAK Invalid RD Request  PSN 8227874");
+        assert!(r.flags().iter().any(|f| f.0 && f.1 == "nak") && !r.flags().iter().any(|f| f.0 && f.1 == "rnr"));
+    }
+
+    /// Frames past the ladder's limit are counted, not drawn.
+    #[test]
+    fn long_captures_are_cut_with_a_count() {
+        let mut w = timeline::read(&capture("rc_drop_retransmit.pcapng")).unwrap();
+        let n = w.packets.len();
+        let last = w.packets[n - 1].clone();
+        w.packets.extend(std::iter::repeat_n(last, MAX_ROWS));
+        let mut s = result(Some("x".into()));
+        s.endpoints = serde_json::from_value(serde_json::json!({
+            "a": {"vm": "a", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.1", "ip": "10.0.0.1", "qps": [], "mrs": []},
+            "b": {"vm": "b", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.2", "ip": "10.0.0.2", "qps": [], "mrs": []}
+        }))
+        .unwrap();
+        let mut page = String::new();
+        ladder(&mut page, &s, &w);
+        assert!(page.contains(&format!("… {n} more frames (the ladder shows the first {MAX_ROWS})")), "{}", &page[page.len().saturating_sub(300)..]);
+        assert_eq!(page.matches("<g class=\"arrow").count(), MAX_ROWS);
+    }
+
+    #[test]
+    fn frames_of_no_endpoint_are_a_note() {
+        let mut s = result(Some(
+            capture("rc_drop_retransmit.pcapng").display().to_string(),
+        ));
+        s.verdicts.push(Verdict {
+            kind: "wire".into(),
+            what: "wire of QP q from b".into(),
+            pass: false,
+            expected: "x".into(),
+            actual: "y".into(),
+            detail: None,
+        });
+        s.endpoints = serde_json::from_value(serde_json::json!({
+            "a": {"vm": "a", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.1", "ip": "10.0.0.1",
+                  "qps": [{"name": "q", "qpn": 31, "psn": 1, "gid": "::ffff:10.0.0.1"}], "mrs": []},
+            "c": {"vm": null, "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.9", "ip": "10.0.0.9", "qps": [], "mrs": []}
+        }))
+        .unwrap();
+        let page = render(&Report::new(vec![s], 1.0, None));
+        assert!(page.contains("are not between two endpoints of this scenario"));
+        assert!(!page.contains("class=\"arrow"));
+        assert!(page.contains("class=\"failing-wire\""));
+    }
+}

@@ -1,0 +1,88 @@
+//! The terminal report of `roce run` and `roce suite`: per scenario a line with
+//! ✓, ✗ or − (skipped), its expectations (expected against actual for the failed
+//! ones), and for a failing scenario the decoded wire and what the agents said.
+use std::io::{self, Write};
+
+use crate::judge::Timeline;
+use crate::results::{ScenarioResult, Status};
+
+/// Writes one scenario's result; `quiet` keeps a passing scenario to its line.
+/// `wire` is its decoded capture, when there is one.
+pub(crate) fn scenario(out: &mut dyn Write, r: &ScenarioResult, quiet: bool, wire: Option<&Timeline>) -> io::Result<()> {
+    writeln!(out, "{} {}  ({}, {:.1} s)", r.status.mark(), r.name, r.file, r.duration_s)?;
+    if let Some(why) = &r.skip_reason {
+        writeln!(out, "    skipped: {}", why.replace('\n', "\n    "))?;
+    }
+    if quiet && r.status != Status::Failed {
+        return Ok(());
+    }
+    if let Some(e) = &r.error {
+        writeln!(out, "    run stopped: {}", e.replace('\n', "\n    "))?;
+    }
+    for v in &r.verdicts {
+        let m = if v.pass { "✓" } else { "✗" };
+        if v.pass {
+            writeln!(out, "    {m} {}: {}", v.what, v.actual)?;
+        } else {
+            writeln!(out, "    {m} {}\n        expected: {}\n        actual:   {}", v.what, v.expected, v.actual)?;
+        }
+        if let Some(d) = &v.detail {
+            writeln!(out, "        note: {d}")?;
+        }
+    }
+    if r.status == Status::Failed {
+        if let (Some(c), Some(w)) = (&r.capture, wire.filter(|w| !w.lines.is_empty())) {
+            writeln!(out, "    the wire ({c}):")?;
+            for l in &w.lines {
+                writeln!(out, "      {l}")?;
+            }
+        }
+        for (ep, log) in &r.agent_logs {
+            writeln!(out, "    agent {ep} said: {}", log.trim().replace('\n', "\n      "))?;
+        }
+    }
+    Ok(())
+}
+
+/// The run's closing line.
+pub(crate) fn summary(out: &mut dyn Write, r: &crate::results::Report, captures: &std::path::Path) -> io::Result<()> {
+    let skipped = if r.skipped > 0 { format!(", {} skipped", r.skipped) } else { String::new() };
+    writeln!(
+        out,
+        "{} passed, {} failed{skipped} ({} scenarios in {:.1} s); captures in {}",
+        r.passed,
+        r.failed,
+        r.scenarios.len(),
+        r.duration_s,
+        captures.display()
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn result(status: &str, pass: bool) -> ScenarioResult {
+        serde_json::from_value(serde_json::json!({
+            "name": "n", "file": "f.toml", "pass": pass, "status": status, "error": null,
+            "skip_reason": if status == "skipped" { Some("endpoint b: the device lacks ibv_wr_flush") } else { None },
+            "verdicts": [{"kind": "wire", "what": "w", "pass": pass, "expected": "e", "actual": "a"}],
+            "capture": null, "duration_s": 0.5, "endpoints": {}, "connections": []
+        }))
+        .unwrap()
+    }
+
+    fn text(r: &ScenarioResult, quiet: bool) -> String {
+        let mut out = Vec::new();
+        scenario(&mut out, r, quiet, None).unwrap();
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn each_status_has_its_mark() {
+        assert_eq!(text(&result("passed", true), true), "✓ n  (f.toml, 0.5 s)\n");
+        assert_eq!(text(&result("skipped", false), true), "− n  (f.toml, 0.5 s)\n    skipped: endpoint b: the device lacks ibv_wr_flush\n");
+        let f = text(&result("failed", false), true);
+        assert!(f.starts_with("✗ n") && f.contains("expected: e\n        actual:   a"), "quiet still shows a failure: {f}");
+    }
+}

@@ -1,0 +1,214 @@
+//! What runs produced, in the shapes every renderer reads and `--json` saves:
+//! verdicts, each scenario's result, the whole report; the regression suite's
+//! `suite.json` ([`suite`]) and device profiles ([`profile`]).
+//!
+//! Owns: the result types and their JSON form (`roce report` reads saved reports
+//! back). Imports: the agent protocol's QP, MR, completion and probe records, kept
+//! as the agents said them. The judge and the controller fill these types, the
+//! renderers show them.
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::agent::proto::{MrInfo, ProbeSent, QpInfo, Wc};
+
+pub(crate) mod profile;
+pub(crate) mod suite;
+
+/// One expectation, judged: what was expected, what happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Verdict {
+    /// completion, wire, memory, probe or profile.
+    pub kind: Cow<'static, str>,
+    pub what: String,
+    pub pass: bool,
+    pub expected: String,
+    pub actual: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
+}
+
+impl Verdict {
+    pub(crate) fn new(kind: &'static str, what: String, pass: bool, expected: String, actual: String) -> Verdict {
+        Verdict { kind: Cow::Borrowed(kind), what, pass, expected, actual, detail: None }
+    }
+}
+
+/// What an endpoint's agent reported at setup.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct EndpointFacts {
+    pub vm: Option<String>,
+    pub device: String,
+    pub port: u8,
+    pub gid_index: u8,
+    pub gid: String,
+    pub ip: String,
+    pub qps: Vec<QpInfo>,
+    pub mrs: Vec<MrInfo>,
+    /// The host's kernel release, as its agent said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel: Option<String>,
+}
+
+/// One side of a connected QP, as its agent reported it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Connection {
+    pub qp: String,
+    pub endpoint: String,
+    pub local: QpInfo,
+    pub remote: QpInfo,
+    /// rdma_cm: how many of the peer's MRs (address, rkey) this side learned from
+    /// the peer's REQ/REP private data.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peer_mrs_from_cm: Option<usize>,
+}
+
+/// Everything a scenario run produced, for the expectations and the report.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct Outcome {
+    pub endpoints: BTreeMap<String, EndpointFacts>,
+    pub connections: Vec<Connection>,
+    /// What each probe step sent, in step order.
+    pub probes: Vec<ProbeSent>,
+    /// Completions per endpoint, in the order they were polled.
+    pub completions: BTreeMap<String, Vec<Wc>>,
+    /// Final MR contents, by endpoint then MR name.
+    pub memory: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+    pub capture: Option<std::path::PathBuf>,
+    pub wire: Option<lab::switch::RunReport>,
+    /// Why the run could not be carried out to the end (setup, connect, a post that
+    /// failed, a lost agent); expectations are still judged on what was collected.
+    pub error: Option<String>,
+    /// The device lacks something the scenario needs (a verb said EOPNOTSUPP): why.
+    /// Nothing is judged; the scenario is skipped.
+    pub skipped: Option<String>,
+    /// What the agents said on stderr, by endpoint (kept for a failing report).
+    pub agent_logs: BTreeMap<String, String>,
+    pub duration_ms: u64,
+}
+
+/// How a scenario ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Status {
+    /// Carried out, and every expectation held.
+    Passed,
+    /// An expectation failed, or it could not be carried out.
+    Failed,
+    /// The device lacks what it needs: nothing was judged.
+    Skipped,
+}
+
+impl Status {
+    /// ✓, ✗ or −.
+    pub(crate) fn mark(self) -> &'static str {
+        match self {
+            Status::Passed => "✓",
+            Status::Failed => "✗",
+            Status::Skipped => "−",
+        }
+    }
+}
+
+/// One scenario's result, as the reports show it (`roce report` reads it back).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ScenarioResult {
+    pub name: String,
+    pub file: String,
+    /// Passed (kept beside `status` for reports read by older tools).
+    pub pass: bool,
+    /// Reports written before skipping existed say only `pass`.
+    #[serde(default = "Status::from_nothing")]
+    pub status: Status,
+    /// Why it was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skip_reason: Option<String>,
+    /// Why the run could not be carried out to the end.
+    pub error: Option<String>,
+    pub verdicts: Vec<Verdict>,
+    pub capture: Option<String>,
+    pub duration_s: f64,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub agent_logs: BTreeMap<String, String>,
+    /// What each endpoint set up (device, GID, QPNs, MRs) and how each QP connected:
+    /// the numbers to find in the capture.
+    pub endpoints: BTreeMap<String, EndpointFacts>,
+    pub connections: Vec<Connection>,
+    /// The scenario's `[[fault]]` rules, as written, with whose frames they touch.
+    #[serde(default)]
+    pub faults: Vec<String>,
+    /// What this setup did, as a device profile records it.
+    #[serde(default)]
+    pub observations: BTreeMap<String, String>,
+}
+
+impl Status {
+    /// What a report without `status` meant: read from `pass` after the fact.
+    fn from_nothing() -> Status {
+        Status::Failed
+    }
+}
+
+impl ScenarioResult {
+    /// A scenario that was not run, and why.
+    pub(crate) fn not_run(name: &str, file: &Path, faults: Vec<String>, why: &str) -> ScenarioResult {
+        ScenarioResult {
+            name: name.to_string(),
+            file: file.display().to_string(),
+            pass: false,
+            status: Status::Failed,
+            skip_reason: None,
+            error: Some(why.to_string()),
+            verdicts: Vec::new(),
+            capture: None,
+            duration_s: 0.0,
+            agent_logs: BTreeMap::new(),
+            endpoints: BTreeMap::new(),
+            connections: Vec::new(),
+            faults,
+            observations: BTreeMap::new(),
+        }
+    }
+}
+
+/// A whole run: `roce run --json` writes it, `roce report` reads it back.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct Report {
+    pub scenarios: Vec<ScenarioResult>,
+    pub passed: usize,
+    pub failed: usize,
+    #[serde(default)]
+    pub skipped: usize,
+    pub duration_s: f64,
+    /// The device profile the run was held to (`--profile`), by its name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+}
+
+impl Report {
+    /// Counts each status over `scenarios`.
+    pub(crate) fn new(scenarios: Vec<ScenarioResult>, duration_s: f64, profile: Option<String>) -> Report {
+        let count = |s| scenarios.iter().filter(|r| r.status == s).count();
+        let (passed, failed, skipped) = (count(Status::Passed), count(Status::Failed), count(Status::Skipped));
+        Report { scenarios, passed, failed, skipped, duration_s, profile }
+    }
+
+    /// Reads a saved report; the error says which file and what is wrong with it.
+    pub(crate) fn load(path: &Path) -> Result<Report, String> {
+        let hint = format!("hint: `roce run --json {} SCENARIO…` writes one", path.display());
+        let data = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}\n{hint}", path.display()))?;
+        let mut r: Report = serde_json::from_slice(&data).map_err(|e| {
+            if e.is_syntax() || e.is_eof() {
+                format!("{} is not JSON ({e})\n{hint}", path.display())
+            } else {
+                format!("{} is not a roce run report ({e})\n{hint}", path.display())
+            }
+        })?;
+        for s in r.scenarios.iter_mut().filter(|s| s.pass) {
+            s.status = Status::Passed;
+        }
+        Ok(r)
+    }
+}

@@ -1,0 +1,88 @@
+//! Device profiles: what one NIC/driver setup does where the spec leaves it room
+//! or where it deviates — which NAK a probe draws, whether a CE mark brings a
+//! CNP, how a lost packet is recovered, whether the RNR timer is waited out.
+//!
+//! A profile is a TOML file of observations (`scenario::expect::judge`) per
+//! scenario, written by `roce run --record-profile FILE` from a run on the
+//! setup and read by `roce run --profile FILE`, which turns every difference into
+//! a failed expectation. The scenarios stay spec-level; the profile pins down the
+//! device. Profiles are kept in `profiles/` (e.g. `profiles/rxe-linux-6.1.toml`).
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Profile {
+    pub name: String,
+    /// Where and when it was recorded: device, kernel, roce version, date.
+    #[serde(default)]
+    pub recorded: BTreeMap<String, String>,
+    /// Observations by scenario name.
+    #[serde(default)]
+    pub scenario: BTreeMap<String, BTreeMap<String, String>>,
+}
+
+impl Profile {
+    pub(crate) fn load(path: &Path) -> Result<Profile> {
+        let text = std::fs::read_to_string(path).with_context(|| format!("reading the profile {}", path.display()))?;
+        toml::from_str(&text).map_err(|e| {
+            anyhow::anyhow!("{}: not a roce profile: {e}\nhint: record one with `roce run --record-profile FILE`", path.display())
+        })
+    }
+
+    /// A profile from a run: every scenario carried out to the end (one whose own
+    /// expectations failed included: a profile says what the setup does, not what
+    /// the spec wants).
+    pub(crate) fn record(name: &str, r: &super::Report) -> Profile {
+        let mut p = Profile { name: name.to_string(), ..Default::default() };
+        let mut devices = std::collections::BTreeSet::new();
+        let mut kernels = std::collections::BTreeSet::new();
+        for s in r.scenarios.iter().filter(|s| s.error.is_none()) {
+            for e in s.endpoints.values() {
+                devices.insert(e.device.clone());
+                kernels.extend(e.kernel.clone());
+            }
+            p.scenario.insert(s.name.clone(), s.observations.clone());
+        }
+        let join = |v: std::collections::BTreeSet<String>| v.into_iter().collect::<Vec<_>>().join(", ");
+        p.recorded.insert("device".into(), join(devices));
+        p.recorded.insert("kernel".into(), join(kernels));
+        p.recorded.insert("roce".into(), env!("CARGO_PKG_VERSION").into());
+        p.recorded.insert("date".into(), today());
+        p
+    }
+}
+
+/// `YYYY-MM-DD` (UTC), from the system clock.
+fn today() -> String {
+    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    // Days to civil date (Howard Hinnant's algorithm).
+    let z = (secs / 86_400) as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_profile_says_where() {
+        let d = std::env::temp_dir().join(format!("roce-profile-{}.toml", std::process::id()));
+        std::fs::write(&d, "name = \"x\"\n[scenario.s]\nk = 3\n").unwrap();
+        let e = format!("{:#}", Profile::load(&d).unwrap_err());
+        std::fs::remove_file(&d).unwrap();
+        assert!(e.contains("not a roce profile") && e.contains("line 3"), "{e}");
+    }
+}

@@ -1,0 +1,225 @@
+//! `roce suite`: a regression suite run. It is `roce run` over a directory of
+//! scenarios (optionally held to a device profile) that leaves, in its output
+//! directory, the full JSON report, the HTML report with ladder diagrams, the
+//! captures, and `suite.json`: what passed and what the setup did, without times,
+//! addresses or QPNs, sorted, one fact per line — made to be kept and diffed
+//! against the next run's (`--baseline`, or `roce diff OLD NEW`) to see what
+//! changed with the last driver or firmware.
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::{Deserialize, Serialize};
+
+use super::Report;
+
+/// One scenario in `suite.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Entry {
+    pub file: String,
+    pub pass: bool,
+    /// Skipped, and why (the device lacks what the scenario needs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The failed expectations: `what: expected …; actual …` (the actual part
+    /// may carry times; a changed failure shows as changed).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
+    #[serde(default)]
+    pub observations: BTreeMap<String, String>,
+}
+
+/// `suite.json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Suite {
+    /// Per endpoint: device, kernel, VM: what the run was on.
+    pub setup: BTreeMap<String, BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    pub passed: usize,
+    pub failed: usize,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub skipped: usize,
+    /// By scenario name.
+    pub scenarios: BTreeMap<String, Entry>,
+}
+
+impl Suite {
+    pub(crate) fn from_report(r: &Report) -> Suite {
+        let mut setup: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+        for s in &r.scenarios {
+            for (ep, f) in &s.endpoints {
+                let e = setup.entry(ep.clone()).or_default();
+                e.entry("device".into()).or_insert_with(|| f.device.clone());
+                if let Some(k) = &f.kernel {
+                    e.entry("kernel".into()).or_insert_with(|| k.clone());
+                }
+                if let Some(v) = &f.vm {
+                    e.entry("vm".into()).or_insert_with(|| v.clone());
+                }
+            }
+        }
+        let scenarios = r
+            .scenarios
+            .iter()
+            .map(|s| {
+                let failed = s.verdicts.iter().filter(|v| !v.pass).map(|v| format!("{}: expected {}; actual {}", v.what, v.expected, v.actual)).collect();
+                let entry = Entry { file: s.file.clone(), pass: s.pass, skipped: s.skip_reason.clone(), error: s.error.clone(), failed, observations: s.observations.clone() };
+                (s.name.clone(), entry)
+            })
+            .collect();
+        Suite { setup, profile: r.profile.clone(), passed: r.passed, failed: r.failed, skipped: r.skipped, scenarios }
+    }
+
+    pub(crate) fn load(path: &Path) -> Result<Suite> {
+        let b = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+        serde_json::from_slice(&b).map_err(|e| anyhow::anyhow!("{}: not a suite.json from `roce suite`: {e}", path.display()))
+    }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// What changed from `old` to `new`, in words, one line per change; empty when
+/// nothing did.
+pub(crate) fn diff(old: &Suite, new: &Suite) -> Vec<String> {
+    let mut out = Vec::new();
+    let eps: std::collections::BTreeSet<&String> = old.setup.keys().chain(new.setup.keys()).collect();
+    for ep in eps {
+        let (o, n) = (old.setup.get(ep.as_str()), new.setup.get(ep.as_str()));
+        let keys: std::collections::BTreeSet<&String> = o.into_iter().chain(n).flat_map(|m| m.keys()).collect();
+        for k in keys {
+            let (a, b) = (o.and_then(|m| m.get(k.as_str())), n.and_then(|m| m.get(k.as_str())));
+            if a != b {
+                out.push(format!("setup: endpoint {ep} {k}: {} → {}", a.map_or("-", |s| s), b.map_or("-", |s| s)));
+            }
+        }
+    }
+    if old.profile != new.profile {
+        out.push(format!("profile: {} → {}", old.profile.as_deref().unwrap_or("none"), new.profile.as_deref().unwrap_or("none")));
+    }
+    let names: std::collections::BTreeSet<&String> = old.scenarios.keys().chain(new.scenarios.keys()).collect();
+    for name in names {
+        match (old.scenarios.get(name.as_str()), new.scenarios.get(name.as_str())) {
+            (None, Some(n)) => out.push(format!("+ new: {name} ({})", if n.skipped.is_some() { "skipped" } else if n.pass { "passes" } else { "fails" })),
+            (Some(_), None) => out.push(format!("- gone: {name}")),
+            (Some(o), Some(n)) => {
+                let mut lines = Vec::new();
+                let keys: std::collections::BTreeSet<&String> = o.observations.keys().chain(n.observations.keys()).collect();
+                for k in keys {
+                    let (a, b) = (o.observations.get(k.as_str()), n.observations.get(k.as_str()));
+                    if a != b {
+                        lines.push(format!("    {k}: {} → {}", a.map_or("(not seen)", |s| s), b.map_or("(not seen)", |s| s)));
+                    }
+                }
+                for f in n.failed.iter().filter(|f| !o.failed.contains(f)) {
+                    lines.push(format!("    now fails: {f}"));
+                }
+                if o.error != n.error {
+                    if let Some(e) = &n.error {
+                        lines.push(format!("    run stopped: {}", e.lines().next().unwrap_or(e)));
+                    }
+                }
+                let head = match (&o.skipped, &n.skipped, o.pass, n.pass) {
+                    (None, Some(why), _, _) => format!("− now skipped: {name} ({why})"),
+                    (Some(_), None, _, true) => format!("✓ no longer skipped, passing: {name}"),
+                    (Some(_), None, _, false) => format!("✗ no longer skipped, failing: {name}"),
+                    (Some(_), Some(_), _, _) if lines.is_empty() => continue,
+                    (_, _, true, false) => format!("✗ now failing: {name}"),
+                    (_, _, false, true) => format!("✓ now passing: {name}"),
+                    _ if !lines.is_empty() => format!("~ changed: {name}"),
+                    _ => continue,
+                };
+                out.push(head);
+                out.extend(lines);
+            }
+            (None, None) => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(pass: bool, obs: &[(&str, &str)]) -> Entry {
+        Entry {
+            file: "s.toml".into(),
+            pass,
+            skipped: None,
+            error: None,
+            failed: if pass { vec![] } else { vec!["wire of QP q from a: expected x; actual y".into()] },
+            observations: obs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+        }
+    }
+
+    fn suite(kernel: &str, s: &[(&str, Entry)]) -> Suite {
+        let mut setup = BTreeMap::new();
+        setup.insert("a".to_string(), [("kernel".to_string(), kernel.to_string())].into_iter().collect());
+        Suite {
+            setup,
+            profile: None,
+            passed: s.iter().filter(|(_, e)| e.pass).count(),
+            failed: s.iter().filter(|(_, e)| !e.pass && e.skipped.is_none()).count(),
+            skipped: s.iter().filter(|(_, e)| e.skipped.is_some()).count(),
+            scenarios: s.iter().map(|(n, e)| (n.to_string(), e.clone())).collect(),
+        }
+    }
+
+    #[test]
+    fn the_same_run_has_no_changes_and_survives_json() {
+        let a = suite("6.1", &[("ce", entry(true, &[("wire q from a: CNP after CE", "no")]))]);
+        assert!(diff(&a, &a).is_empty());
+        let back: Suite = serde_json::from_slice(&serde_json::to_vec_pretty(&a).unwrap()).unwrap();
+        assert_eq!(back, a);
+    }
+
+    #[test]
+    fn a_new_driver_shows_what_changed() {
+        let old = suite(
+            "6.1",
+            &[
+                ("ce", entry(true, &[("wire q from a: CNP after CE", "no")])),
+                ("ahead", entry(true, &[("probe ahead", "NAK PSN Sequence Error (PSN next)")])),
+                ("rnr", entry(false, &[])),
+                ("old only", entry(true, &[])),
+            ],
+        );
+        let new = suite(
+            "6.6",
+            &[
+                ("ce", entry(true, &[("wire q from a: CNP after CE", "yes")])),
+                ("ahead", entry(false, &[("probe ahead", "no answer")])),
+                ("rnr", entry(true, &[])),
+                ("new only", entry(true, &[])),
+            ],
+        );
+        let d = diff(&old, &new);
+        let text = d.join("\n");
+        assert!(text.contains("setup: endpoint a kernel: 6.1 → 6.6"), "{text}");
+        assert!(text.contains("~ changed: ce\n    wire q from a: CNP after CE: no → yes"), "{text}");
+        assert!(text.contains("✗ now failing: ahead\n    probe ahead: NAK PSN Sequence Error (PSN next) → no answer\n    now fails: wire"), "{text}");
+        assert!(text.contains("✓ now passing: rnr"), "{text}");
+        assert!(text.contains("+ new: new only (passes)") && text.contains("- gone: old only"), "{text}");
+    }
+
+    /// A scenario the new setup cannot run is said as skipped, not failed; a later
+    /// setup that can run it says so.
+    #[test]
+    fn skips_are_their_own_change() {
+        let skipped = Entry { pass: false, skipped: Some("the device lacks ibv_wr_flush".into()), ..entry(false, &[]) };
+        let old = suite("6.12", &[("flush", entry(true, &[("wire q from a: NAKs", "none")]))]);
+        let new = suite("6.1", &[("flush", skipped.clone())]);
+        let d = diff(&old, &new).join("\n");
+        assert!(d.contains("− now skipped: flush (the device lacks ibv_wr_flush)") && !d.contains("now failing"), "{d}");
+        let back = diff(&new, &old).join("\n");
+        assert!(back.contains("✓ no longer skipped, passing: flush"), "{back}");
+        assert!(diff(&new, &new).is_empty());
+        let j = serde_json::to_string(&old).unwrap();
+        assert!(!j.contains("skipped"), "nothing skipped, nothing said: files from before read the same: {j}");
+    }
+}

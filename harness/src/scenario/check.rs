@@ -1,0 +1,1020 @@
+//! From a scenario file as written ([`super::file`]) to a checked scenario
+//! ([`super::model`]): every name looked up, every value typed and bounded, every
+//! problem found reported at once, each at `file:line:col` with a hint.
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::path::Path;
+use std::time::Duration;
+
+use dissector::wire::{Headers, NakKind, Opcode, Psn};
+
+use super::diag::{serde_hint, Diagnostic, Source};
+use super::file::{self, Content, PerEndpoint, ProbeFile, PsnRef, QpType, ScenarioFile, Sp, StepOp};
+use super::model::*;
+use super::pattern::Pattern;
+use crate::verbs::{Access, SendFlag, WcOpcode, WcStatus};
+
+/// The `timeout_ms` a scenario may set.
+const TIMEOUT_MS: std::ops::RangeInclusive<u64> = 1_000..=3_600_000;
+/// The largest MR a scenario may ask for.
+const MAX_MR: u64 = 64 << 20;
+
+/// Reads and checks a scenario file.
+pub(crate) fn load(path: &Path) -> Result<Scenario, Vec<Diagnostic>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        vec![Diagnostic { file: path.to_path_buf(), line: 1, col: 1, message: format!("cannot read the scenario: {e}"), excerpt: None, hint: None }]
+    })?;
+    parse_str(path, &text)
+}
+
+/// Parses and checks scenario text; `path` names it in the diagnostics.
+pub(crate) fn parse_str(path: &Path, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
+    let src = Source { file: path, text };
+    if let Err(e) = text.parse::<toml::Table>() {
+        let msg = e.message().trim().to_string();
+        return Err(vec![src.diag(e.span(), format!("TOML syntax: {msg}"), Some("see the TOML syntax at toml.io; strings need quotes".into()))]);
+    }
+    let f: ScenarioFile = toml::from_str(text).map_err(|e| {
+        let msg = e.message().trim().to_string();
+        let hint = serde_hint(&msg).or_else(|| Some("`roce schema` prints every key and its type".into()));
+        vec![src.diag(e.span(), msg, hint)]
+    })?;
+    let mut c = Checker { src: &src, out: Vec::new(), f: &f };
+    let sc = c.scenario();
+    if c.out.is_empty() {
+        Ok(sc)
+    } else {
+        Err(c.out)
+    }
+}
+
+/// A probe's payload: `payload` (a pattern repeated to `len`), or `len` zero bytes.
+pub(crate) fn probe_payload(payload: Option<&Content>, len: Option<u32>) -> Result<Vec<u8>, String> {
+    let len = len.map(|l| l as usize);
+    match (payload, len) {
+        (Some(c @ Content::Pattern(_)), None) => c.try_bytes(0).and_then(|b| if b.is_empty() { Err("an empty pattern".into()) } else { Ok(b) }),
+        (Some(c), Some(l)) => {
+            let mut b = c.try_bytes(l)?;
+            if b.len() > l {
+                return Err(format!("a payload of {} bytes, but `len` is {l}", b.len()));
+            }
+            b.resize(l, 0);
+            Ok(b)
+        }
+        (Some(c), None) => c.try_bytes(0),
+        (None, l) => Ok(vec![0; l.unwrap_or(0)]),
+    }
+}
+
+/// `"next"`, `"next+3"`, `"next-1"` or an absolute 24-bit PSN.
+pub(crate) fn psn_at(r: &PsnRef) -> Result<PsnAt, String> {
+    match r {
+        PsnRef::Absolute(p) if *p <= Psn::MASK => Ok(PsnAt::Absolute(Psn::new(*p))),
+        PsnRef::Absolute(p) => Err(format!("PSN {p} is more than 24 bits")),
+        PsnRef::Relative(s) => {
+            let bad = || format!("`{s}` is not a PSN: say \"next\", \"next+N\", \"next-N\" or a number");
+            let t: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+            let rest = t.strip_prefix("next").ok_or_else(bad)?;
+            if rest.is_empty() {
+                return Ok(PsnAt::Next(0));
+            }
+            let (sign, n) = match rest.split_at(1) {
+                ("+", n) => (1, n),
+                ("-", n) => (-1, n),
+                _ => return Err(bad()),
+            };
+            let n: i32 = n.parse().map_err(|_| format!("`{s}`: `{n}` is not a number"))?;
+            if n > 0x7f_ffff {
+                return Err(format!("`{s}`: more than half the 24-bit PSN space away"));
+            }
+            Ok(PsnAt::Next(sign * n))
+        }
+    }
+}
+
+struct Checker<'a> {
+    src: &'a Source<'a>,
+    out: Vec<Diagnostic>,
+    f: &'a ScenarioFile,
+}
+
+fn name_hint<'b>(word: &str, names: impl IntoIterator<Item = &'b str> + Clone) -> Option<String> {
+    match dissector::text::did_you_mean(word, names.clone()) {
+        Some(m) => Some(format!("did you mean `{m}`?")),
+        None => {
+            let all: Vec<&str> = names.into_iter().collect();
+            (!all.is_empty() && all.len() <= 12).then(|| format!("known: {}", all.join(", ")))
+        }
+    }
+}
+
+/// The message of a name the vocabulary refused, and its suggestion as the hint.
+fn split_suggestion(message: &str) -> (String, Option<String>) {
+    match message.split_once(" (did you mean ") {
+        Some((m, s)) => (m.to_string(), Some(format!("did you mean {}", s.trim_end_matches(')')))),
+        None => (message.to_string(), None),
+    }
+}
+
+impl<'a> Checker<'a> {
+    fn err(&mut self, span: Option<Range<usize>>, message: impl Into<String>, hint: Option<String>) {
+        self.out.push(self.src.diag(span, message, hint));
+    }
+
+    fn endpoint_ok(&mut self, span: Range<usize>, name: &str) -> bool {
+        if self.f.endpoints.contains_key(name) {
+            return true;
+        }
+        let hint = name_hint(name, self.f.endpoints.keys().map(String::as_str));
+        self.err(Some(span), format!("no endpoint `{name}`"), hint);
+        false
+    }
+
+    fn qp_file(&self, name: &str) -> Option<&'a file::QpFile> {
+        self.f.qps.iter().find(|q| *q.name == name)
+    }
+
+    fn mr_file(&self, on: &str, name: &str) -> Option<&'a file::MrFile> {
+        self.f.mrs.iter().find(|m| *m.on == on && *m.name == name)
+    }
+
+    fn mr_names_on<'b>(&self, on: &'b str) -> impl Iterator<Item = &'a str> + Clone + 'b
+    where
+        'a: 'b,
+    {
+        self.f.mrs.iter().filter(move |m| *m.on == on).map(|m| m.name.as_str())
+    }
+
+    fn access(&mut self, span: Range<usize>, flags: &[String]) -> Access {
+        let mut a = Access(0);
+        for f in flags {
+            match Access::flag(f) {
+                Ok(x) => a = a | x,
+                Err(e) => self.err(Some(span.clone()), format!("unknown access flag `{f}`"), e.suggestion.map(|s| format!("did you mean `{s}`?"))),
+            }
+        }
+        a
+    }
+
+    fn scenario(&mut self) -> Scenario {
+        let f = self.f;
+        if f.endpoints.is_empty() {
+            self.err(None, "no endpoints", Some("add `[endpoints.a]` and `[endpoints.b]`".into()));
+        }
+        let timeout = match &f.timeout_ms {
+            Some(t) if !TIMEOUT_MS.contains(&t.value) => {
+                let hint = "the deadline of the whole scenario, setup included: lab VMs under TCG take seconds to set up";
+                self.err(Some(t.span.clone()), format!("a timeout of {} ms: give {} to {} (1 s to 1 hour)", t.value, TIMEOUT_MS.start(), TIMEOUT_MS.end()), Some(hint.into()));
+                DEFAULT_TIMEOUT_MS
+            }
+            Some(t) => t.value,
+            None => DEFAULT_TIMEOUT_MS,
+        };
+        let endpoints = f
+            .endpoints
+            .iter()
+            .map(|(n, e)| (n.clone(), Endpoint { vm: e.vm.clone(), device: e.device.clone(), port: e.port, gid_index: e.gid_index }))
+            .collect();
+        let qps = self.qps();
+        let mrs = self.mrs();
+        let steps = self.steps(timeout);
+        let faults = self.faults();
+        let expect = self.expectations(&mrs);
+        Scenario {
+            name: f.name.clone(),
+            timeout: Duration::from_millis(timeout),
+            endpoints,
+            qps,
+            mrs,
+            steps,
+            expect,
+            faults,
+        }
+    }
+
+    fn qps(&mut self) -> Vec<Qp> {
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for q in &self.f.qps {
+            if !seen.insert(q.name.as_str()) {
+                self.err(Some(q.name.span.clone()), format!("a second QP named `{}`", *q.name), None);
+            }
+            for e in q.between.iter() {
+                self.endpoint_ok(q.between.span.clone(), e);
+            }
+            if q.between[0] == q.between[1] {
+                self.err(Some(q.between.span.clone()), "a QP pair needs two endpoints", Some("for two QPs on one host use two endpoints with the same `vm`".into()));
+            }
+            let mtu = match &q.mtu {
+                Some(m) if ![256, 512, 1024, 2048, 4096].contains(&m.value) => {
+                    self.err(Some(m.span.clone()), format!("MTU {} is not an IB MTU", m.value), Some("256, 512, 1024, 2048 or 4096".into()));
+                    1024
+                }
+                Some(m) => m.value,
+                None => 1024,
+            };
+            let bounded = |c: &mut Self, v: &Option<Sp<u8>>, max: u8, default: u8, what: &str, hint: &str| match v {
+                Some(x) if x.value > max => {
+                    c.err(Some(x.span.clone()), what.to_string(), Some(hint.to_string()));
+                    default
+                }
+                Some(x) => x.value,
+                None => default,
+            };
+            let min_rnr_timer = bounded(self, &q.min_rnr_timer, 31, 12, "the RNR timer is a 5-bit code", "0–31; 12 is 0.64 ms, 0 is 655 ms");
+            let retry_cnt = bounded(self, &q.retry_cnt, 7, 7, "retry_cnt is a 3-bit count", "0–7 (rnr_retry 7 means retry forever)");
+            let rnr_retry = bounded(self, &q.rnr_retry, 7, 7, "rnr_retry is a 3-bit count", "0–7 (rnr_retry 7 means retry forever)");
+            let timeout = bounded(self, &q.timeout, 31, 14, "the ACK timeout is a 5-bit exponent", "0–31: 4.096 µs × 2^timeout; 14 ≈ 67 ms");
+            let mut access = BTreeMap::new();
+            for e in q.between.iter() {
+                let flags = match q.access.as_ref().map(|a| (&a.value, a.span.clone())) {
+                    Some((PerEndpoint::Same(l), span)) => Some((l.clone(), span)),
+                    Some((PerEndpoint::Each(m), span)) => m.get(e).map(|l| (l.clone(), span)),
+                    None => None,
+                };
+                let a = match flags {
+                    Some((l, span)) => self.access(span, &l),
+                    None => Access::REMOTE_ALL,
+                };
+                access.insert(e.clone(), a);
+            }
+            if let Some(Sp { value: PerEndpoint::Each(m), span }) = &q.access {
+                for k in m.keys().filter(|k| !q.between.contains(k)) {
+                    self.err(Some(span.clone()), format!("`{k}` is not an end of QP `{}`", *q.name), Some(format!("its ends are {} and {}", q.between[0], q.between[1])));
+                }
+            }
+            let mut psn = BTreeMap::new();
+            match q.psn.as_ref().map(|p| (&p.value, p.span.clone())) {
+                Some((PerEndpoint::Same(p), span)) => {
+                    for e in q.between.iter() {
+                        psn.insert(e.clone(), self.psn(span.clone(), *p));
+                    }
+                }
+                Some((PerEndpoint::Each(m), span)) => {
+                    for (k, p) in m {
+                        if !q.between.contains(k) {
+                            self.err(Some(span.clone()), format!("`{k}` is not an end of QP `{}`", *q.name), Some(format!("its ends are {} and {}", q.between[0], q.between[1])));
+                        }
+                        psn.insert(k.clone(), self.psn(span.clone(), *p));
+                    }
+                }
+                None => {}
+            }
+            if let (Some(k), false) = (&q.qkey, q.qp_type == QpType::Ud) {
+                self.err(Some(k.span.clone()), "a Q_Key is for UD QPs", None);
+            }
+            out.push(Qp {
+                name: q.name.value.clone(),
+                kind: q.qp_type,
+                between: q.between.value.clone(),
+                connect: q.connect,
+                mtu,
+                psn,
+                timeout,
+                retry_cnt,
+                rnr_retry,
+                min_rnr_timer,
+                max_rd_atomic: q.max_rd_atomic.unwrap_or(1),
+                max_dest_rd_atomic: q.max_dest_rd_atomic.unwrap_or(1),
+                access,
+                qkey: q.qkey.as_ref().map_or(DEFAULT_QKEY, |k| k.value),
+                max_send_wr: q.max_send_wr.unwrap_or(16),
+                max_recv_wr: q.max_recv_wr.unwrap_or(16),
+                max_sge: q.max_sge.unwrap_or(4),
+                max_inline: q.max_inline.unwrap_or(0),
+            });
+        }
+        out
+    }
+
+    fn psn(&mut self, span: Range<usize>, p: u32) -> Psn {
+        if p > Psn::MASK {
+            self.err(Some(span), format!("PSN {p} is more than 24 bits"), Some("0 to 16777215".into()));
+        }
+        Psn::new(p)
+    }
+
+    fn mrs(&mut self) -> Vec<Mr> {
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for m in &self.f.mrs {
+            if !seen.insert((m.on.as_str(), m.name.as_str())) {
+                self.err(Some(m.name.span.clone()), format!("a second MR named `{}` on `{}`", *m.name, *m.on), None);
+            }
+            self.endpoint_ok(m.on.span.clone(), &m.on);
+            if m.size.value == 0 || m.size.value > MAX_MR {
+                self.err(Some(m.size.span.clone()), format!("MR size {} out of range", m.size.value), Some("1 byte to 64 MiB".into()));
+            }
+            let access = match &m.access {
+                Some(a) => self.access(a.span.clone(), &a.value),
+                None => Access::LOCAL_WRITE,
+            };
+            if let Some(c) = &m.init {
+                match c.try_bytes(m.size.value.min(MAX_MR) as usize) {
+                    Ok(b) if b.len() as u64 > m.size.value => {
+                        self.err(Some(c.span.clone()), format!("initial content of {} bytes in an MR of {}", b.len(), m.size.value), None)
+                    }
+                    Ok(_) => {}
+                    Err(e) => self.err(Some(c.span.clone()), e, Some("bytes = \"de ad be ef\", pattern = \"ab\", text = \"…\" or u64 = 5".into())),
+                }
+            }
+            out.push(Mr { name: m.name.value.clone(), on: m.on.value.clone(), size: m.size.value, access, init: m.init.as_ref().map(|c| c.value.clone()) });
+        }
+        out
+    }
+
+    /// Where a serde message about a step points: the key it names, the `op` for
+    /// an unknown op, else the step.
+    fn step_error(&mut self, s: &file::StepFile, message: &str) {
+        let named = message.split('`').nth(1).filter(|k| s.keys.contains_key(*k));
+        let span = match (named, message.starts_with("unknown variant")) {
+            (_, true) => s.at("op"),
+            (Some(k), _) => s.at(k),
+            (None, _) => s.span.clone(),
+        };
+        let hint = serde_hint(message).or_else(|| {
+            message.starts_with("missing field").then(|| "`roce schema` lists each op's keys; `roce check` says which are missing".to_string())
+        });
+        self.err(Some(span), message.to_string(), hint);
+    }
+
+    fn steps(&mut self, timeout_ms: u64) -> Vec<Step> {
+        let mut out = Vec::new();
+        let mut probe_ids: Vec<String> = Vec::new();
+        let mut waited = 0u64;
+        for (i, s) in self.f.steps.iter().enumerate() {
+            let op = match &s.op {
+                Ok(op) => op,
+                Err(m) => {
+                    self.step_error(s, m);
+                    continue;
+                }
+            };
+            let step = match op {
+                StepOp::Sync {} => Some(Step::Sync),
+                StepOp::Sleep { ms } => Some(Step::Sleep { ms: *ms }),
+                StepOp::WaitCompletions { on, count, within_ms } => {
+                    self.endpoint_ok(s.at("on"), on);
+                    Some(Step::WaitCompletions { on: on.clone(), count: *count, within_ms: within_ms.unwrap_or(2000) })
+                }
+                StepOp::PostRecv { on, qp, wr_id, sge } => self.qp_step(i, s, on, qp).map(|q| Step::PostRecv {
+                    on: on.clone(),
+                    qp: qp.clone(),
+                    wr_id: *wr_id,
+                    sge: self.sges(s, on, sge, false, q.qp_type),
+                }),
+                StepOp::Send { on, qp, wr_id, sge, flags, to } | StepOp::SendImm { on, qp, wr_id, sge, flags, to, .. } => {
+                    let verb = match op {
+                        StepOp::SendImm { imm_data, .. } => Verb::SendImm { imm: *imm_data },
+                        _ => Verb::Send,
+                    };
+                    if let Some(t) = to {
+                        self.endpoint_ok(s.at("to"), t);
+                    }
+                    self.post(i, s, on, qp, *wr_id, sge, flags, verb)
+                }
+                StepOp::Write { on, qp, wr_id, sge, flags, remote } => self.post(i, s, on, qp, *wr_id, sge, flags, Verb::Write { remote: self.remote(remote) }),
+                StepOp::WriteImm { on, qp, wr_id, sge, flags, remote, imm_data } => {
+                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::WriteImm { remote: self.remote(remote), imm: *imm_data })
+                }
+                StepOp::Read { on, qp, wr_id, sge, flags, remote } => self.post(i, s, on, qp, *wr_id, sge, flags, Verb::Read { remote: self.remote(remote) }),
+                StepOp::CmpSwap { on, qp, wr_id, sge, flags, remote, compare, swap } => {
+                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::CmpSwap { remote: self.remote(remote), compare: *compare, swap: *swap })
+                }
+                StepOp::FetchAdd { on, qp, wr_id, sge, flags, remote, add } => {
+                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::FetchAdd { remote: self.remote(remote), add: *add })
+                }
+                StepOp::Probe { on, qp, probe } => {
+                    let q = self.qp_step(i, s, on, qp);
+                    if probe_ids.contains(&probe.id) {
+                        self.err(Some(s.at("probe")), format!("a second probe named `{}`", probe.id), None);
+                    }
+                    probe_ids.push(probe.id.clone());
+                    let settle = probe.settle_ms.unwrap_or(DEFAULT_SETTLE_MS);
+                    self.check_settle(s, settle, waited, timeout_ms);
+                    waited += settle.min(MAX_SETTLE_MS);
+                    q.and_then(|q| self.probe(s, probe, q, on)).map(|p| Step::Probe { on: on.clone(), qp: qp.clone(), probe: p })
+                }
+            };
+            out.extend(step);
+        }
+        out
+    }
+
+    fn remote(&self, r: &file::Remote) -> Remote {
+        Remote { mr: r.mr.clone(), offset: r.offset, rkey: r.rkey }
+    }
+
+    /// The QP a step names, posted on by one of its ends.
+    fn qp_step(&mut self, _i: usize, s: &file::StepFile, on: &str, qp: &str) -> Option<&'a file::QpFile> {
+        if !self.endpoint_ok(s.at("on"), on) {
+            return None;
+        }
+        let f = self.f;
+        let Some(q) = f.qps.iter().find(|q| *q.name == qp) else {
+            let hint = name_hint(qp, f.qps.iter().map(|q| q.name.as_str()));
+            self.err(Some(s.at("qp")), format!("no QP `{qp}`"), hint);
+            return None;
+        };
+        if !q.between.iter().any(|e| e == on) {
+            self.err(Some(s.at("on")), format!("QP `{qp}` is between {} and {}, not on `{on}`", q.between[0], q.between[1]), None);
+            return None;
+        }
+        Some(q)
+    }
+
+    fn sges(&mut self, s: &file::StepFile, on: &str, sge: &[file::Sge], atomic: bool, _kind: QpType) -> Vec<Sge> {
+        let mut out = Vec::new();
+        for (j, g) in sge.iter().enumerate() {
+            let Some(m) = self.mr_file(on, &g.mr) else {
+                let hint = name_hint(&g.mr, self.mr_names_on(on));
+                self.err(Some(s.at("sge")), format!("SGE {}: no MR `{}` on `{on}`", j + 1, g.mr), hint);
+                continue;
+            };
+            let size = m.size.value;
+            let len = g.len.map(u64::from).unwrap_or(size.saturating_sub(g.offset));
+            if g.offset + len > size {
+                self.err(Some(s.at("sge")), format!("SGE {}: {}+{len} runs past the end of MR `{}` ({size} bytes)", j + 1, g.offset, g.mr), None);
+            }
+            if atomic && len != 8 {
+                self.err(Some(s.at("sge")), "an atomic's local buffer is 8 bytes (the old value lands there)", Some("len = 8".into()));
+            }
+            out.push(Sge { mr: g.mr.clone(), offset: g.offset, len: len.min(u32::MAX as u64) as u32 });
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn post(&mut self, i: usize, s: &file::StepFile, on: &str, qp: &str, wr_id: u64, sge: &[file::Sge], flags: &[String], verb: Verb) -> Option<Step> {
+        let q = self.qp_step(i, s, on, qp)?;
+        let peer = if q.between[0] == on { q.between[1].clone() } else { q.between[0].clone() };
+        let (remote, atomic) = match &verb {
+            Verb::Send | Verb::SendImm { .. } => (None, false),
+            Verb::Write { remote } | Verb::WriteImm { remote, .. } | Verb::Read { remote } => (Some(remote), false),
+            Verb::CmpSwap { remote, .. } | Verb::FetchAdd { remote, .. } => (Some(remote), true),
+        };
+        let op = verb.op();
+        if q.qp_type == QpType::Ud && remote.is_some() {
+            self.err(Some(s.at("op")), format!("{op} on UD QP `{qp}`: UD carries SENDs only"), None);
+        }
+        if q.qp_type == QpType::Uc && (matches!(verb, Verb::Read { .. }) || atomic) {
+            self.err(Some(s.at("op")), format!("{op} on UC QP `{qp}`: UC has no READ or atomics"), Some("use an RC QP".into()));
+        }
+        let kind = q.qp_type;
+        let sge = self.sges(s, on, sge, atomic, kind);
+        if let Some(r) = remote {
+            match self.mr_file(&peer, &r.mr).map(|m| m.size.value) {
+                None => {
+                    let hint = name_hint(&r.mr, self.mr_names_on(&peer));
+                    self.err(Some(s.at("remote")), format!("no MR `{}` on `{peer}`, the other end of `{qp}`", r.mr), hint)
+                }
+                Some(size) if r.offset >= size && r.rkey.is_none() => self.err(
+                    Some(s.at("remote")),
+                    format!("offset {} is past the end of MR `{}` ({size} bytes)", r.offset, r.mr),
+                    Some("to provoke a NAK on purpose, set `rkey` too".into()),
+                ),
+                Some(_) => {}
+            }
+            if atomic && r.offset % 8 != 0 {
+                self.err(Some(s.at("remote")), "atomics need an 8-byte aligned remote address", None);
+            }
+        }
+        let mut fl = Vec::new();
+        for f in flags {
+            match f.parse::<SendFlag>() {
+                Ok(x) => fl.push(x),
+                Err(e) => self.err(Some(s.at("flags")), format!("unknown flag `{f}`"), e.suggestion.map(|m| format!("did you mean `{m}`?"))),
+            }
+        }
+        Some(Step::Post { on: on.to_string(), qp: qp.to_string(), wr_id, sge, flags: fl, verb })
+    }
+
+    /// A probe's wait must be sane on its own, and the probes' waits together must
+    /// leave the scenario time to finish (reported at the probe that overruns).
+    fn check_settle(&mut self, s: &file::StepFile, ms: u64, before: u64, timeout: u64) {
+        let at = Some(s.at("probe"));
+        if ms > MAX_SETTLE_MS {
+            let hint = "it is how long the step waits after sending for the target's answer to reach the wire";
+            self.err(at, format!("a probe waits at most {MAX_SETTLE_MS} ms, not {ms}"), Some(hint.into()));
+            return;
+        }
+        if before < timeout && before + ms >= timeout {
+            self.err(
+                at,
+                format!("the probes up to this one wait {} ms in all, not less than the scenario's {timeout} ms timeout", before + ms),
+                Some("wait less, or raise `timeout_ms` at the top of the file".into()),
+            );
+        }
+    }
+
+    /// A probe step: the packet must be one we can build, aimed at what exists.
+    fn probe(&mut self, s: &file::StepFile, p: &ProbeFile, q: &file::QpFile, on: &str) -> Option<Probe> {
+        let at = Some(s.at("probe"));
+        let peer = if q.between[0] == on { q.between[1].clone() } else { q.between[0].clone() };
+        let transport = match q.qp_type {
+            QpType::Rc => dissector::wire::Transport::Rc,
+            QpType::Uc => dissector::wire::Transport::Uc,
+            QpType::Ud => dissector::wire::Transport::Ud,
+        };
+        let opcode = match &p.opcode {
+            file::OpcodeRef::Number(n) => Opcode(*n),
+            file::OpcodeRef::Name(n) => match Opcode::from_name(n, transport) {
+                Some(o) => o,
+                None => {
+                    let known: Vec<&str> = Opcode::names(transport).collect();
+                    let hint = match dissector::text::did_you_mean(n.trim(), known.iter().copied()) {
+                        Some(m) => format!("did you mean `{m}`? (a name as `roce decode` prints it, or a number)"),
+                        None => "a name as `roce decode` prints it (\"RDMA WRITE Only\", \"UD SEND Only\") or a number".into(),
+                    };
+                    self.err(at, format!("unknown opcode `{n}` for a {transport} QP"), Some(hint));
+                    return None;
+                }
+            },
+        };
+        let psn = match p.psn.as_ref().map(psn_at).transpose() {
+            Ok(x) => x.unwrap_or(PsnAt::Next(0)),
+            Err(e) => {
+                self.err(at.clone(), e, None);
+                PsnAt::Next(0)
+            }
+        };
+        let headers = opcode.info().map_or(Headers::PAYLOAD, |i| i.headers);
+        let addressed = headers.contains(Headers::RETH) || headers.contains(Headers::ATOMICETH);
+        match &p.remote {
+            None if addressed => self.err(at.clone(), format!("{opcode} carries a remote address: give `remote = {{ mr = … }}`, an MR on `{peer}`"), Some("set `rkey` in it to send a wrong one".into())),
+            Some(_) if !addressed => self.err(at.clone(), format!("{opcode} has no RETH or AtomicETH to put a remote address in"), None),
+            Some(r) if self.mr_file(&peer, &r.mr).is_none() => {
+                let hint = name_hint(&r.mr, self.mr_names_on(&peer));
+                self.err(at.clone(), format!("no MR `{}` on `{peer}`, the target of the probe", r.mr), hint)
+            }
+            _ => {}
+        }
+        let payload = match probe_payload(p.payload.as_ref(), p.len) {
+            Err(e) => {
+                self.err(at.clone(), e, None);
+                Vec::new()
+            }
+            Ok(b) if !b.is_empty() && !headers.contains(Headers::PAYLOAD) => {
+                self.err(at.clone(), format!("{opcode} carries no payload"), None);
+                b
+            }
+            Ok(b) if b.len() > 4096 => {
+                self.err(at.clone(), format!("a payload of {} bytes: more than the largest MTU", b.len()), Some("one packet carries at most the path MTU (4096)".into()));
+                b
+            }
+            Ok(b) => b,
+        };
+        if p.copies.is_some_and(|c| c == 0 || c > 64) {
+            self.err(at, "1 to 64 copies", None);
+        }
+        Some(Probe {
+            id: p.id.clone(),
+            opcode,
+            psn,
+            moves_next: p.moves_next.unwrap_or(psn == PsnAt::Next(0)),
+            remote: p.remote.as_ref().map(|r| self.remote(r)),
+            dma_len: p.dma_len,
+            payload,
+            imm_data: p.imm_data.unwrap_or(0),
+            compare: p.compare.unwrap_or(0),
+            swap_add: p.swap.or(p.add).unwrap_or(0),
+            ack_req: p.ack_req.unwrap_or(true),
+            bad_icrc: p.bad_icrc.unwrap_or(false),
+            p_key: p.p_key.unwrap_or(DEFAULT_PKEY),
+            dest_qp: p.dest_qp,
+            q_key: p.q_key.unwrap_or(DEFAULT_QKEY),
+            copies: p.copies.unwrap_or(1).clamp(1, 64),
+            settle_ms: p.settle_ms.unwrap_or(DEFAULT_SETTLE_MS).min(MAX_SETTLE_MS),
+        })
+    }
+
+    fn faults(&mut self) -> Vec<Fault> {
+        let mut out = Vec::new();
+        for fl in &self.f.faults {
+            if let Some(e) = &fl.from {
+                self.endpoint_ok(e.span.clone(), e);
+            }
+            let q = fl.qp.as_ref().and_then(|n| {
+                let found = self.qp_file(n);
+                if found.is_none() {
+                    let hint = name_hint(n, self.f.qps.iter().map(|q| q.name.as_str()));
+                    self.err(Some(n.span.clone()), format!("no QP `{}`", n.value), hint);
+                }
+                found
+            });
+            if let (Some(q), Some(from)) = (q, &fl.from) {
+                if !q.between.contains(&from.value) {
+                    self.err(Some(from.span.clone()), format!("QP `{}` is between {} and {}, not on `{}`", *q.name, q.between[0], q.between[1], from.value), None);
+                }
+            }
+            let span = Some(fl.rule.span.clone());
+            match lab::fault::parse_rule(&fl.rule) {
+                Err(e) => {
+                    let tok = e.input.get(e.span.clone()).unwrap_or("");
+                    self.err(span, format!("fault rule: {} (at `{tok}`)", e.message), e.hint.clone())
+                }
+                Ok(r) => {
+                    if r.dir.is_some() {
+                        self.err(span.clone(), "`dir=` in a scenario's fault rule", Some("say `from = \"a\"`: the endpoint whose frames it touches".into()));
+                    }
+                    if r.qp.is_some() {
+                        self.err(span.clone(), "`qp=` in a scenario's fault rule", Some("say `qp = \"q\"`: its QPN is learned at setup".into()));
+                    }
+                    if let (Some(_), Some(q)) = (&r.psn, q) {
+                        if q.connect == ConnectMethod::RdmaCm {
+                            self.err(span.clone(), format!("`psn=` on QP `{}`, whose starting PSNs rdma_cm chooses", *q.name), Some("match by `op=` and `nth=`, or connect it with `tcp`".into()));
+                        } else if q.psn.is_none() {
+                            self.err(span.clone(), format!("`psn=` on QP `{}`, whose starting PSNs are random", *q.name), Some("set them: `psn = { a = 100, b = 500 }` on the QP".into()));
+                        }
+                    }
+                    out.push(Fault { rule: r, text: fl.rule.value.trim().to_string(), from: fl.from.as_ref().map(|f| f.value.clone()), qp: fl.qp.as_ref().map(|q| q.value.clone()) });
+                }
+            }
+        }
+        out
+    }
+
+    fn patterns(&mut self, list: &Option<Vec<Sp<String>>>, what: &str) -> Option<Vec<Pattern>> {
+        let list = list.as_ref()?;
+        let mut out = Vec::new();
+        for p in list {
+            match p.parse::<Pattern>() {
+                Ok(x) => out.push(x),
+                Err(e) => {
+                    let (m, hint) = split_suggestion(&e);
+                    let m = if what == "responses" { m.replacen("unknown opcode", "unknown response", 1) } else { m };
+                    self.err(Some(p.span.clone()), m, hint);
+                }
+            }
+        }
+        Some(out)
+    }
+
+    fn expectations(&mut self, mrs: &[Mr]) -> Expectations {
+        let f = self.f;
+        let mut e = Expectations::default();
+        for c in &f.expect.completion {
+            self.endpoint_ok(c.on.span.clone(), &c.on);
+            if c.wr_id.is_none() && c.index.is_none() && c.count.is_none() {
+                self.err(Some(c.on.span.clone()), "say which completion: `wr_id`, `index`, or a `count`", None);
+            }
+            let status = c.status.as_ref().and_then(|s| match s.parse::<WcStatus>() {
+                Ok(x) => Some(x),
+                Err(er) => {
+                    self.err(Some(s.span.clone()), format!("unknown status `{}`", s.value), er.suggestion.map(|m| format!("did you mean `{m}`?")));
+                    None
+                }
+            });
+            let opcode = c.opcode.as_ref().and_then(|s| match s.parse::<WcOpcode>() {
+                Ok(x) => Some(x),
+                Err(er) => {
+                    self.err(Some(s.span.clone()), format!("unknown completion opcode `{}`", s.value), er.suggestion.map(|m| format!("did you mean `{m}`?")));
+                    None
+                }
+            });
+            e.completion.push(CompletionExpect {
+                on: c.on.value.clone(),
+                wr_id: c.wr_id,
+                index: c.index,
+                status,
+                opcode,
+                byte_len: c.byte_len,
+                imm_data: c.imm_data,
+                count: c.count,
+                within_ms: c.within_ms,
+            });
+        }
+        for w in &f.expect.wire {
+            match self.qp_file(&w.qp) {
+                None => {
+                    let hint = name_hint(&w.qp, f.qps.iter().map(|q| q.name.as_str()));
+                    self.err(Some(w.qp.span.clone()), format!("no QP `{}`", w.qp.value), hint)
+                }
+                Some(q) if !q.between.contains(&w.from.value) => {
+                    self.err(Some(w.from.span.clone()), format!("`{}` is not an end of QP `{}` ({} and {})", w.from.value, w.qp.value, q.between[0], q.between[1]), None)
+                }
+                _ => {}
+            }
+            let sequence = self.patterns(&w.sequence, "sequence");
+            let responses = self.patterns(&w.responses, "responses");
+            let naks = w.naks.as_ref().map(|l| {
+                l.iter()
+                    .filter_map(|n| match n.parse::<NakKind>() {
+                        Ok(k) => Some(k),
+                        Err(_) => {
+                            let keys: Vec<&str> = NakKind::all().map(|k| k.key()).collect();
+                            self.err(Some(n.span.clone()), format!("unknown NAK `{}`", n.value), name_hint(&n.value, keys.iter().copied()));
+                            None
+                        }
+                    })
+                    .collect()
+            });
+            e.wire.push(WireExpect {
+                qp: w.qp.value.clone(),
+                from: w.from.value.clone(),
+                sequence,
+                responses,
+                naks,
+                min_rnr_naks: w.min_rnr_naks,
+                retransmissions: w.retransmissions,
+                icrc_valid: w.icrc_valid.unwrap_or(true),
+                empty: w.empty == Some(true),
+                go_back_n: w.go_back_n == Some(true),
+                cnp: w.cnp,
+                retransmit_within_ms: w.retransmit_within_ms,
+            });
+        }
+        let probe_ids: Vec<String> = f.steps.iter().filter_map(|s| match &s.op {
+            Ok(StepOp::Probe { probe, .. }) => Some(probe.id.clone()),
+            _ => None,
+        }).collect();
+        for p in &f.expect.probe {
+            if !probe_ids.contains(&p.probe.value) {
+                self.err(Some(p.probe.span.clone()), format!("no probe `{}`", p.probe.value), name_hint(&p.probe, probe_ids.iter().map(String::as_str)));
+            }
+            let responses = self.patterns(&p.responses, "responses");
+            let psn = p.psn.as_ref().and_then(|x| match psn_at(x) {
+                Ok(v) => Some(v),
+                Err(m) => {
+                    self.err(Some(x.span.clone()), m, None);
+                    None
+                }
+            });
+            if p.responses.is_none() && p.psn.is_none() && p.within_ms.is_none() {
+                self.err(Some(p.probe.span.clone()), "say what the answer must be: `responses`, `psn` or `within_ms`", None);
+            }
+            e.probe.push(ProbeExpect { probe: p.probe.value.clone(), responses, psn, within_ms: p.within_ms });
+        }
+        for m in &f.expect.memory {
+            if !self.endpoint_ok(m.on.span.clone(), &m.on) {
+                continue;
+            }
+            match mrs.iter().find(|x| x.on == *m.on && x.name == *m.mr) {
+                None => {
+                    let hint = name_hint(&m.mr, self.mr_names_on(&m.on));
+                    self.err(Some(m.mr.span.clone()), format!("no MR `{}` on `{}`", m.mr.value, m.on.value), hint)
+                }
+                Some(r) => {
+                    if let Some(c) = &m.equals {
+                        match c.try_bytes(r.size.saturating_sub(m.offset) as usize) {
+                            Ok(b) if m.offset + b.len() as u64 > r.size => self.err(
+                                Some(c.span.clone()),
+                                format!("{} bytes at offset {} run past the end of MR `{}` ({} bytes)", b.len(), m.offset, r.name, r.size),
+                                None,
+                            ),
+                            Ok(_) => {}
+                            Err(er) => self.err(Some(c.span.clone()), er, None),
+                        }
+                    }
+                }
+            }
+            let want = match (&m.equals, m.unchanged.unwrap_or(false)) {
+                (Some(c), false) => Memory::Equals(c.value.clone()),
+                (None, true) => Memory::Unchanged,
+                _ => {
+                    self.err(Some(m.mr.span.clone()), "say what the memory holds: `equals = …` or `unchanged = true` (one of them)", None);
+                    Memory::Unchanged
+                }
+            };
+            e.memory.push(MemoryExpect { on: m.on.value.clone(), mr: m.mr.value.clone(), offset: m.offset, want });
+        }
+        e
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::verbs::WcOpcode;
+
+    const GOOD: &str = r#"
+name = "RC SEND"
+[endpoints.a]
+[endpoints.b]
+
+[[qp]]
+name = "q"
+type = "rc"
+between = ["a", "b"]
+
+[[mr]]
+name = "rbuf"
+on = "b"
+size = 64
+access = ["local_write"]
+
+[[mr]]
+name = "msg"
+on = "a"
+size = 64
+init = { text = "hello" }
+
+[[step]]
+on = "b"
+op = "post_recv"
+qp = "q"
+wr_id = 1
+sge = [{ mr = "rbuf" }]
+
+[[step]]
+on = "a"
+op = "send"
+qp = "q"
+wr_id = 2
+sge = [{ mr = "msg", len = 5 }]
+
+[[expect.completion]]
+on = "b"
+wr_id = 1
+status = "IBV_WC_SUCCESS"
+opcode = "recv"
+
+[[expect.wire]]
+qp = "q"
+from = "a"
+sequence = ["SEND Only"]
+responses = ["Acknowledge+"]
+
+[[expect.memory]]
+on = "b"
+mr = "rbuf"
+equals = { text = "hello" }
+"#;
+
+    const PROBE: &str = r#"
+name = "probe"
+[endpoints.a]
+[endpoints.b]
+
+[[qp]]
+name = "q"
+type = "rc"
+between = ["b", "a"]
+
+[[mr]]
+name = "target"
+on = "b"
+size = 16
+access = ["local_write", "remote_write"]
+
+[[step]]
+on = "a"
+op = "probe"
+qp = "q"
+probe = { id = "one", opcode = "RDMA WRITE Only", remote = { mr = "target" }, len = 8, settle_ms = 600 }
+
+[[step]]
+on = "a"
+op = "probe"
+qp = "q"
+probe = { id = "two", opcode = "RDMA WRITE Only", remote = { mr = "target" }, len = 8, settle_ms = 600 }
+"#;
+
+    #[test]
+    fn probe_waits_are_bounded_and_fit_the_timeout() {
+        parse_str(Path::new("t.toml"), PROBE).unwrap_or_else(|e| panic!("{}", e[0]));
+        // One wait far too long: located at its `settle_ms`.
+        let e = errors(&PROBE.replacen("settle_ms = 600", "settle_ms = 600000", 1));
+        assert_eq!(e.len(), 1, "{e:#?}");
+        let m = e[0].to_string();
+        assert!(m.contains("t.toml:21:") && m.contains("at most 10000 ms, not 600000"), "{m}");
+        // Each wait sane, together longer than the scenario: reported at the second.
+        let e = errors(&format!("timeout_ms = 1100\n{PROBE}"));
+        assert_eq!(e.len(), 1, "{e:#?}");
+        let m = e[0].to_string();
+        assert!(m.contains("t.toml:28:") && m.contains("wait 1200 ms in all") && m.contains("1100 ms timeout"), "{m}");
+        parse_str(Path::new("t.toml"), &format!("timeout_ms = 1201\n{PROBE}")).unwrap_or_else(|e| panic!("{}", e[0]));
+    }
+
+    #[test]
+    fn scenario_timeout_is_bounded() {
+        for bad in ["0", "999", "3600001", "9223372036854775807"] {
+            let e = errors(&format!("timeout_ms = {bad}\n{GOOD}"));
+            assert_eq!(e.len(), 1, "{e:#?}");
+            let m = e[0].to_string();
+            assert!(m.starts_with("t.toml:1:14: ") && m.contains(&format!("a timeout of {bad} ms")), "{m}");
+        }
+        parse_str(Path::new("t.toml"), &format!("timeout_ms = 3600000\n{GOOD}")).unwrap_or_else(|e| panic!("{}", e[0]));
+    }
+
+    fn errors(text: &str) -> Vec<Diagnostic> {
+        match parse_str(Path::new("t.toml"), text) {
+            Ok(_) => panic!("should not parse"),
+            Err(e) => e,
+        }
+    }
+
+    #[test]
+    fn a_good_scenario_loads() {
+        let sc = parse_str(Path::new("t.toml"), GOOD).unwrap_or_else(|e| panic!("{}", e[0]));
+        assert_eq!(sc.steps.len(), 2);
+        let seq: Vec<String> = sc.expect.wire[0].sequence.iter().flatten().map(|p| p.to_string()).collect();
+        assert_eq!(seq, ["SEND Only"]);
+        assert_eq!(sc.qps[0].access["a"], Access::REMOTE_ALL, "the default");
+        assert_eq!((sc.qps[0].timeout, sc.qps[0].retry_cnt, sc.qps[0].mtu), (14, 7, 1024), "defaults filled in");
+        assert_eq!(sc.mrs[1].access, Access::LOCAL_WRITE);
+        assert!(matches!(&sc.steps[1], Step::Post { verb: Verb::Send, sge, .. } if sge[0].len == 5));
+        assert_eq!(sc.expect.completion[0].opcode, Some(WcOpcode(128)));
+    }
+
+    #[test]
+    fn unknown_key_is_located_with_a_suggestion() {
+        let text = GOOD.replace("access = [\"local_write\"]", "acess = [\"local_write\"]");
+        let e = errors(&text);
+        assert_eq!(e.len(), 1);
+        let line = text.lines().position(|l| l.starts_with("acess")).unwrap() + 1;
+        assert_eq!((e[0].line, e[0].col), (line, 1), "{}", e[0]);
+        assert!(e[0].message.contains("acess"), "{}", e[0]);
+        assert_eq!(e[0].hint.as_deref(), Some("did you mean `access`?"));
+        assert!(e[0].to_string().starts_with(&format!("t.toml:{line}:1: error:")), "{}", e[0]);
+        assert!(e[0].excerpt.as_deref().is_some_and(|x| x.contains("^^^^^")), "{}", e[0]);
+    }
+
+    #[test]
+    fn syntax_errors_say_where() {
+        let e = errors("name = \"x\"\n[endpoints.a\n");
+        assert_eq!(e[0].line, 2, "{}", e[0]);
+        assert!(e[0].message.starts_with("TOML syntax"), "{}", e[0]);
+    }
+
+    #[test]
+    fn every_semantic_problem_is_reported_where_it_is() {
+        let text = GOOD
+            .replace("between = [\"a\", \"b\"]", "between = [\"a\", \"c\"]")
+            .replace("sge = [{ mr = \"msg\", len = 5 }]", "sge = [{ mr = \"msgg\", len = 5 }]")
+            .replace("status = \"IBV_WC_SUCCESS\"", "status = \"IBV_WC_SUCESS\"")
+            .replace("sequence = [\"SEND Only\"]", "sequence = [\"SEND Onyl\"]");
+        let e = errors(&text);
+        let msgs: Vec<String> = e.iter().map(|d| d.to_string()).collect();
+        let find = |needle: &str| msgs.iter().find(|m| m.contains(needle)).unwrap_or_else(|| panic!("no `{needle}` in {msgs:#?}"));
+        assert!(find("no endpoint `c`").contains("t.toml:9:"), "{msgs:#?}");
+        assert!(find("no MR `msgg` on `a`").contains("did you mean `msg`?"));
+        assert!(find("unknown status `IBV_WC_SUCESS`").contains("did you mean `IBV_WC_SUCCESS`?"));
+        assert!(find("unknown opcode `SEND Onyl`").contains("did you mean `SEND Only`?"));
+    }
+
+    #[test]
+    fn verbs_that_the_qp_type_cannot_carry_are_refused() {
+        let text = GOOD.replace("type = \"rc\"", "type = \"uc\"").replace(
+            "[[expect.completion]]",
+            "[[step]]\non = \"a\"\nop = \"read\"\nqp = \"q\"\nsge = [{ mr = \"msg\" }]\nremote = { mr = \"rbuf\", offset = 3 }\n\n[[expect.completion]]",
+        );
+        let e = errors(&text);
+        assert!(e.iter().any(|d| d.message.contains("UC has no READ")), "{e:#?}");
+        // A key an op does not have, and one it needs: serde's own refusal, at the key.
+        let text = GOOD.replace("op = \"send\"", "op = \"fetch_add\"");
+        let e = errors(&text);
+        let all: String = e.iter().map(|d| d.to_string() + "\n").collect();
+        assert!(all.contains("missing field `remote`"), "{all}");
+        let line = text.lines().position(|l| l.starts_with("op = \"fetch_add\"")).unwrap() - 1;
+        assert!(all.contains(&format!("t.toml:{line}:")), "the step's table: {all}");
+        let text = GOOD.replace("op = \"send\"", "op = \"fetch_add\"\nremote = { mr = \"rbuf\" }");
+        let all: String = errors(&text).iter().map(|d| d.to_string() + "\n").collect();
+        assert!(all.contains("missing field `add`"), "{all}");
+        let text = GOOD.replace("op = \"send\"", "op = \"fetch_add\"\nremote = { mr = \"rbuf\" }\nadd = 1");
+        let all: String = errors(&text).iter().map(|d| d.to_string() + "\n").collect();
+        assert!(all.contains("8 bytes"), "{all}");
+        let text = GOOD.replace("op = \"send\"", "op = \"send\"\nremote = { mr = \"rbuf\" }");
+        let e = errors(&text);
+        assert!(e[0].message.starts_with("unknown field `remote`"), "a SEND has no remote: {e:#?}");
+        let line = text.lines().position(|l| l.starts_with("remote = ")).unwrap() + 1;
+        assert_eq!(e[0].line, line, "at the key: {e:#?}");
+        let e = errors(&GOOD.replace("op = \"send\"", "op = \"sned\""));
+        assert!(e[0].message.contains("unknown variant `sned`") && e[0].hint.as_deref() == Some("did you mean `send`?"), "{e:#?}");
+    }
+
+    #[test]
+    fn content_payloads_and_psns() {
+        assert_eq!(Content::Bytes("de ad".into()).try_bytes(0).unwrap(), [0xde, 0xad]);
+        assert_eq!(Content::Pattern("ab 01".into()).try_bytes(5).unwrap(), [0xab, 1, 0xab, 1, 0xab]);
+        assert_eq!(Content::U64(1).try_bytes(0).unwrap(), [1, 0, 0, 0, 0, 0, 0, 0]);
+        assert!(Content::Bytes("abc".into()).try_bytes(0).unwrap_err().contains("odd"));
+        assert!(Content::Bytes("zz".into()).try_bytes(0).unwrap_err().contains("not a hex byte"));
+        assert!(Content::Pattern("".into()).try_bytes(4).unwrap_err().contains("empty"));
+        assert_eq!(probe_payload(Some(&Content::Pattern("ab".into())), Some(3)).unwrap(), [0xab; 3]);
+        assert_eq!(probe_payload(None, Some(2)).unwrap(), [0, 0]);
+        assert!(probe_payload(Some(&Content::Text("toolong".into())), Some(2)).unwrap_err().contains("`len` is 2"));
+        assert_eq!(psn_at(&PsnRef::Relative("next + 3".into())), Ok(PsnAt::Next(3)));
+        assert_eq!(psn_at(&PsnRef::Relative("next-1".into())), Ok(PsnAt::Next(-1)));
+        assert_eq!(psn_at(&PsnRef::Absolute(5)), Ok(PsnAt::Absolute(Psn::new(5))));
+        assert!(psn_at(&PsnRef::Absolute(1 << 24)).unwrap_err().contains("24 bits"));
+        assert!(psn_at(&PsnRef::Relative("nxt".into())).unwrap_err().contains("is not a PSN"));
+        assert!(psn_at(&PsnRef::Relative("next+8388608".into())).unwrap_err().contains("half"));
+        assert_eq!(PsnAt::Next(-1).resolve(Psn::new(0)), Psn::new(0xff_ffff), "24-bit wrap");
+    }
+
+    /// A NAK key, an opcode pattern, a completion status: each name comes from its
+    /// one home and a typo gets that home's suggestion.
+    #[test]
+    fn names_from_the_vocabulary() {
+        let text = GOOD.replace("responses = [\"Acknowledge+\"]", "responses = [\"Acknowledge+\"]\nnaks = [\"invalid_rd_request\", \"rnr\", \"remote_acess_error\"]");
+        let e = errors(&text);
+        assert_eq!(e.len(), 1, "{e:#?}");
+        assert!(e[0].message == "unknown NAK `remote_acess_error`" && e[0].hint.as_deref() == Some("did you mean `remote_access_error`?"), "{e:#?}");
+        let ok = text.replace(", \"remote_acess_error\"", "");
+        let sc = parse_str(Path::new("t.toml"), &ok).unwrap_or_else(|e| panic!("{}", e[0]));
+        assert_eq!(sc.expect.wire[0].naks, Some(vec![NakKind::Nak(dissector::wire::NakCode::InvalidRdRequest), NakKind::Rnr]));
+        let e = errors(&GOOD.replace("responses = [\"Acknowledge+\"]", "responses = [\"NAK Invalid RD Reqest\"]"));
+        assert!(e[0].message.contains("unknown response `NAK Invalid RD Reqest`") && e[0].hint.as_deref() == Some("did you mean `NAK Invalid RD Request`?"), "{e:#?}");
+    }
+}

@@ -1,0 +1,656 @@
+//! A scenario file as written: the TOML's shape, with the place of every value a
+//! check may need to point at ([`Sp`], from serde's `Spanned`). Names are still
+//! strings here; [`super::check`] reads them into the typed [`super::model`],
+//! reporting every problem at once.
+//!
+//! A step's keys depend on its `op`: [`StepOp`] is a `#[serde(tag = "op")]` enum,
+//! so a key that does not belong to the op is refused by serde itself. Its
+//! variants are read from the step's table after the table's spans were taken,
+//! so a problem inside a step points at its key.
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Deserializer};
+
+/// A byte range in the scenario file.
+pub(crate) type Span = Range<usize>;
+
+/// A value and where it is in the file.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Sp<T> {
+    pub(crate) value: T,
+    pub(crate) span: Span,
+}
+
+impl<T> std::ops::Deref for Sp<T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Sp<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Sp<T>, D::Error> {
+        let s = toml::Spanned::<T>::deserialize(d)?;
+        let span = s.span();
+        Ok(Sp { value: s.into_inner(), span })
+    }
+}
+
+/// The schema of the value: the place is not part of the format.
+impl<T: JsonSchema> JsonSchema for Sp<T> {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        T::schema_name()
+    }
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        T::json_schema(g)
+    }
+}
+
+/// A whole scenario file.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[schemars(rename = "Scenario")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ScenarioFile {
+    pub(crate) name: String,
+    /// What the scenario shows, for people reading the file.
+    #[serde(default)]
+    #[allow(dead_code)] // the format admits it; nothing reads it but people
+    pub(crate) description: Option<String>,
+    /// By name (`a`, `b`, or any name with `vm` set).
+    pub(crate) endpoints: BTreeMap<String, EndpointFile>,
+    #[serde(default, rename = "qp")]
+    pub(crate) qps: Vec<QpFile>,
+    #[serde(default, rename = "mr")]
+    pub(crate) mrs: Vec<MrFile>,
+    #[serde(default, rename = "step")]
+    pub(crate) steps: Vec<StepFile>,
+    #[serde(default)]
+    pub(crate) expect: ExpectFile,
+    /// Faults the lab switch applies to this scenario's wire (lab only).
+    #[serde(default, rename = "fault")]
+    pub(crate) faults: Vec<FaultFile>,
+    /// Whole-scenario deadline in milliseconds, setup included (default 30 000).
+    #[serde(default)]
+    pub(crate) timeout_ms: Option<Sp<u64>>,
+}
+
+/// Where an endpoint runs.
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(rename = "Endpoint")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EndpointFile {
+    /// Lab VM (`a` or `b`); defaults to the endpoint's name. Two endpoints on the
+    /// same VM share its rxe device: their traffic never reaches the wire.
+    #[serde(default)]
+    pub(crate) vm: Option<String>,
+    /// RDMA device (default: the first one, `rxe0` in the lab).
+    #[serde(default)]
+    pub(crate) device: Option<String>,
+    #[serde(default)]
+    pub(crate) port: Option<u8>,
+    /// GID index (default: the port's IPv4-mapped RoCEv2 GID).
+    #[serde(default)]
+    pub(crate) gid_index: Option<u8>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum QpType {
+    Rc,
+    Uc,
+    Ud,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum ConnectMethod {
+    /// QPN, PSN, GID (and the MRs' addresses and rkeys) exchanged over a TCP socket
+    /// between the endpoints, as perftest and the pingpong examples do.
+    #[default]
+    Tcp,
+    /// librdmacm: listen / resolve / connect / accept; the MR table rides in the
+    /// private data.
+    RdmaCm,
+}
+
+/// A value that may differ per endpoint: `x` or `{ a = x, b = y }`.
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum PerEndpoint<T> {
+    Same(T),
+    Each(BTreeMap<String, T>),
+}
+
+/// A connected QP pair (RC/UC) or two UD QPs that know each other's address.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(rename = "QpSpec")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct QpFile {
+    pub(crate) name: Sp<String>,
+    #[serde(rename = "type")]
+    pub(crate) qp_type: QpType,
+    /// The two endpoints; the first is the passive side (listens).
+    pub(crate) between: Sp<[String; 2]>,
+    #[serde(default)]
+    pub(crate) connect: ConnectMethod,
+    /// Path MTU in bytes: 256, 512, 1024, 2048, 4096 (default 1024).
+    #[serde(default)]
+    pub(crate) mtu: Option<Sp<u32>>,
+    /// Starting send PSN per endpoint (default random).
+    #[serde(default)]
+    pub(crate) psn: Option<Sp<PerEndpoint<u32>>>,
+    /// Local ACK timeout exponent (4.096 µs × 2^timeout; default 14).
+    #[serde(default)]
+    pub(crate) timeout: Option<Sp<u8>>,
+    /// Retries after the ACK timer fires (0–7, default 7).
+    #[serde(default)]
+    pub(crate) retry_cnt: Option<Sp<u8>>,
+    /// Retries after RNR NAKs (0–7, default 7 = forever).
+    #[serde(default)]
+    pub(crate) rnr_retry: Option<Sp<u8>>,
+    /// IBA RNR timer code 0–31 (default 12 = 0.64 ms).
+    #[serde(default)]
+    pub(crate) min_rnr_timer: Option<Sp<u8>>,
+    /// Outstanding READs/atomics this side may issue, and accept (default 1).
+    #[serde(default)]
+    pub(crate) max_rd_atomic: Option<u8>,
+    #[serde(default)]
+    pub(crate) max_dest_rd_atomic: Option<u8>,
+    /// `qp_access_flags` (default: remote_write, remote_read, remote_atomic).
+    #[serde(default)]
+    pub(crate) access: Option<Sp<PerEndpoint<Vec<String>>>>,
+    /// UD Q_Key (default 0x11111111).
+    #[serde(default)]
+    pub(crate) qkey: Option<Sp<u32>>,
+    /// Queue depths (default 16) and SGEs per WR (default 4).
+    #[serde(default)]
+    pub(crate) max_send_wr: Option<u32>,
+    #[serde(default)]
+    pub(crate) max_recv_wr: Option<u32>,
+    #[serde(default)]
+    pub(crate) max_sge: Option<u32>,
+    #[serde(default)]
+    pub(crate) max_inline: Option<u32>,
+}
+
+/// A memory region on one endpoint.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(rename = "MrSpec")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MrFile {
+    pub(crate) name: Sp<String>,
+    pub(crate) on: Sp<String>,
+    pub(crate) size: Sp<u64>,
+    /// `ibv_access_flags` (default: local_write only).
+    #[serde(default)]
+    pub(crate) access: Option<Sp<Vec<String>>>,
+    /// Initial content (the rest is zero); default all zero.
+    #[serde(default)]
+    pub(crate) init: Option<Sp<Content>>,
+}
+
+/// Bytes given as text, hex bytes, or a repeated pattern.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub(crate) enum Content {
+    /// UTF-8 text.
+    Text(String),
+    /// Hex bytes, whitespace allowed: "de ad be ef".
+    Bytes(String),
+    /// Hex bytes repeated to the length in question: "ab" or "00 01 02 03".
+    Pattern(String),
+    /// A little-endian u64 (atomics).
+    U64(u64),
+}
+
+impl Content {
+    /// The bytes, `Pattern` repeated to `len`; an error names what is not hex.
+    pub(crate) fn try_bytes(&self, len: usize) -> Result<Vec<u8>, String> {
+        let hex = |s: &str| dissector::text::hex_bytes(s).map_err(|e| e.to_string());
+        Ok(match self {
+            Content::Text(t) => t.as_bytes().to_vec(),
+            Content::Bytes(b) => hex(b)?,
+            Content::U64(v) => v.to_le_bytes().to_vec(),
+            Content::Pattern(p) => {
+                let unit = hex(p)?;
+                if unit.is_empty() {
+                    return Err("an empty pattern".into());
+                }
+                unit.iter().copied().cycle().take(len).collect()
+            }
+        })
+    }
+
+    /// The bytes of content the check accepted (which never fails to read).
+    pub(crate) fn bytes(&self, len: usize) -> Vec<u8> {
+        self.try_bytes(len).unwrap_or_default()
+    }
+}
+
+/// A scatter/gather element: a slice of an MR (default: from 0, the whole MR).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Sge {
+    pub(crate) mr: String,
+    #[serde(default)]
+    pub(crate) offset: u64,
+    #[serde(default)]
+    pub(crate) len: Option<u32>,
+}
+
+/// The remote end of an RDMA or atomic operation: an MR of the peer endpoint, by
+/// name (its address and rkey were exchanged at connect time), optionally with a
+/// raw rkey to provoke errors.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Remote {
+    pub(crate) mr: String,
+    #[serde(default)]
+    pub(crate) offset: u64,
+    /// Override the exchanged rkey (an unknown rkey → NAK Remote Access Error).
+    #[serde(default)]
+    pub(crate) rkey: Option<u32>,
+}
+
+/// `wr_id` when a step does not set one.
+fn zero() -> u64 {
+    0
+}
+
+/// One step, by its `op`. The controller runs them in order and waits for each to
+/// be posted before the next, which is what orders the two endpoints. A
+/// work-request step names who posts it (`on`), its QP, `wr_id`, scatter/gather
+/// list and `flags` (`signaled` — the default —, `unsignaled`, `inline`,
+/// `solicited`, `fence`).
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
+#[serde(tag = "op", rename_all = "snake_case", deny_unknown_fields)]
+pub(crate) enum StepOp {
+    /// A receive WR.
+    PostRecv {
+        on: String,
+        qp: String,
+        #[serde(default = "zero")]
+        wr_id: u64,
+        #[serde(default)]
+        sge: Vec<Sge>,
+    },
+    Send {
+        on: String,
+        qp: String,
+        #[serde(default = "zero")]
+        wr_id: u64,
+        #[serde(default)]
+        sge: Vec<Sge>,
+        #[serde(default)]
+        flags: Vec<String>,
+        /// UD: the peer endpoint whose QP receives (default: the other end of `qp`).
+        #[serde(default)]
+        to: Option<String>,
+    },
+    SendImm {
+        on: String,
+        qp: String,
+        #[serde(default = "zero")]
+        wr_id: u64,
+        #[serde(default)]
+        sge: Vec<Sge>,
+        #[serde(default)]
+        flags: Vec<String>,
+        imm_data: u32,
+        #[serde(default)]
+        to: Option<String>,
+    },
+    Write {
+        on: String,
+        qp: String,
+        #[serde(default = "zero")]
+        wr_id: u64,
+        #[serde(default)]
+        sge: Vec<Sge>,
+        #[serde(default)]
+        flags: Vec<String>,
+        remote: Remote,
+    },
+    WriteImm {
+        on: String,
+        qp: String,
+        #[serde(default = "zero")]
+        wr_id: u64,
+        #[serde(default)]
+        sge: Vec<Sge>,
+        #[serde(default)]
+        flags: Vec<String>,
+        remote: Remote,
+        imm_data: u32,
+    },
+    Read {
+        on: String,
+        qp: String,
+        #[serde(default = "zero")]
+        wr_id: u64,
+        #[serde(default)]
+        sge: Vec<Sge>,
+        #[serde(default)]
+        flags: Vec<String>,
+        remote: Remote,
+    },
+    CmpSwap {
+        on: String,
+        qp: String,
+        #[serde(default = "zero")]
+        wr_id: u64,
+        #[serde(default)]
+        sge: Vec<Sge>,
+        #[serde(default)]
+        flags: Vec<String>,
+        remote: Remote,
+        compare: u64,
+        swap: u64,
+    },
+    FetchAdd {
+        on: String,
+        qp: String,
+        #[serde(default = "zero")]
+        wr_id: u64,
+        #[serde(default)]
+        sge: Vec<Sge>,
+        #[serde(default)]
+        flags: Vec<String>,
+        remote: Remote,
+        add: u64,
+    },
+    /// Wait until both endpoints reach this point (the controller orders steps).
+    Sync {},
+    Sleep {
+        ms: u64,
+    },
+    /// Wait for `count` more completions on `on`'s CQ (up to `within_ms`, default 2 s).
+    WaitCompletions {
+        on: String,
+        count: u32,
+        #[serde(default)]
+        within_ms: Option<u64>,
+    },
+    /// Send a crafted packet: `on` builds it itself and sends it on its interface,
+    /// in the name of its QP `qp`, to the QP at the other end.
+    Probe {
+        on: String,
+        qp: String,
+        probe: ProbeFile,
+    },
+}
+
+/// One `[[step]]` table: its op and fields, or why they do not read; and where
+/// the table and each of its keys are.
+#[derive(Debug, Clone)]
+pub(crate) struct StepFile {
+    pub(crate) span: Span,
+    /// Each key of the table and the span of its value.
+    pub(crate) keys: BTreeMap<String, Span>,
+    /// The step, or serde's message about it (reported by the check, at the key
+    /// it names when it names one).
+    pub(crate) op: Result<StepOp, String>,
+}
+
+impl StepFile {
+    /// Where `key`'s value is (the table when it has no such key).
+    pub(crate) fn at(&self, key: &str) -> Span {
+        self.keys.get(key).cloned().unwrap_or_else(|| self.span.clone())
+    }
+}
+
+impl<'de> Deserialize<'de> for StepFile {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<StepFile, D::Error> {
+        let t = toml::Spanned::<BTreeMap<String, toml::Spanned<toml::Value>>>::deserialize(d)?;
+        let span = t.span();
+        let entries = t.into_inner();
+        let keys = entries.iter().map(|(k, v)| (k.clone(), v.span())).collect();
+        let table: toml::Table = entries.into_iter().map(|(k, v)| (k, v.into_inner())).collect();
+        let op = StepOp::deserialize(toml::Value::Table(table)).map_err(|e| e.message().trim().to_string());
+        Ok(StepFile { span, keys, op })
+    }
+}
+
+impl JsonSchema for StepFile {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Step".into()
+    }
+    fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        StepOp::json_schema(g)
+    }
+}
+
+/// A BTH opcode: its name as `roce decode` prints it, with or without the
+/// transport (`"RDMA WRITE Only"`, `"UD SEND Only"`), or its number (`0x0a` = 10).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum OpcodeRef {
+    Number(u8),
+    Name(String),
+}
+
+/// A PSN: `"next"` (the PSN the target expects, as far as the prober knows),
+/// `"next+N"` / `"next-N"` (ahead of it, or already used: a duplicate), or an
+/// absolute 24-bit PSN.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum PsnRef {
+    Absolute(u32),
+    Relative(String),
+}
+
+/// A crafted packet: BTH, the extension headers its opcode calls for, payload and
+/// ICRC, built by the dissector's emit side and sent raw on the endpoint's
+/// interface. Fields the opcode has no header for are refused by `roce check`.
+#[derive(Debug, Clone, PartialEq, Deserialize, JsonSchema)]
+#[schemars(rename = "ProbeSpec")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProbeFile {
+    /// Names the probe for `[[expect.probe]]`, the report and the profile.
+    pub(crate) id: String,
+    pub(crate) opcode: OpcodeRef,
+    /// Default `"next"`.
+    #[serde(default)]
+    pub(crate) psn: Option<PsnRef>,
+    /// Whether `next` moves on by one after this probe (default: when it was sent
+    /// at `"next"`). Say `false` for a probe the target should drop, so the next
+    /// probe is sent at the PSN the target still expects.
+    #[serde(default)]
+    pub(crate) moves_next: Option<bool>,
+    /// RETH / AtomicETH: an MR of the target (its address and rkey as exchanged),
+    /// at an offset; `rkey` overrides.
+    #[serde(default)]
+    pub(crate) remote: Option<Remote>,
+    /// RETH DMA length (default: the payload's length).
+    #[serde(default)]
+    pub(crate) dma_len: Option<u32>,
+    /// Payload bytes (default: `len` zero bytes, or none).
+    #[serde(default)]
+    pub(crate) payload: Option<Content>,
+    /// Payload length (a `pattern` payload is repeated to it).
+    #[serde(default)]
+    pub(crate) len: Option<u32>,
+    #[serde(default)]
+    pub(crate) imm_data: Option<u32>,
+    /// Atomics: compare (CmpSwap), swap or add.
+    #[serde(default)]
+    pub(crate) compare: Option<u64>,
+    #[serde(default)]
+    pub(crate) swap: Option<u64>,
+    #[serde(default)]
+    pub(crate) add: Option<u64>,
+    /// BTH AckReq (default: set).
+    #[serde(default)]
+    pub(crate) ack_req: Option<bool>,
+    /// Send it with a wrong ICRC.
+    #[serde(default)]
+    pub(crate) bad_icrc: Option<bool>,
+    /// BTH P_Key (default 0xffff, the default partition).
+    #[serde(default)]
+    pub(crate) p_key: Option<u16>,
+    /// BTH DestQP (default: the QPN of the target's QP).
+    #[serde(default)]
+    pub(crate) dest_qp: Option<u32>,
+    /// DETH Q_Key, for UD opcodes (default 0x11111111).
+    #[serde(default)]
+    pub(crate) q_key: Option<u32>,
+    /// Identical copies to send back to back (default 1).
+    #[serde(default)]
+    pub(crate) copies: Option<u32>,
+    /// How long to wait after sending, for the answer to be on the wire before the
+    /// next step (default 20 ms).
+    #[serde(default)]
+    pub(crate) settle_ms: Option<u64>,
+}
+
+/// A fault on the wire, applied by the lab switch while the scenario runs.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(rename = "FaultSpec")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct FaultFile {
+    /// A rule in `roce lab run --fault` syntax, without `dir`/`qp` (use `from` and
+    /// `qp`): `drop op=write-middle nth=1`, `drop psn=101 nth=2` (the 2nd
+    /// transmission of PSN 101), `corrupt-icrc psn=101`, `ce op=send-only`,
+    /// `dup op=write-only copies=1`, `reorder psn=101`, `delay ms=20`. PSNs are
+    /// absolute: set the QP's `psn` to make them known.
+    pub(crate) rule: Sp<String>,
+    /// Only frames this endpoint sends.
+    #[serde(default)]
+    pub(crate) from: Option<Sp<String>>,
+    /// Only frames of this QP pair (to the receiving end's QPN, learned at setup).
+    #[serde(default)]
+    pub(crate) qp: Option<Sp<String>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
+#[schemars(rename = "Expectations")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ExpectFile {
+    #[serde(default)]
+    pub(crate) completion: Vec<CompletionFile>,
+    #[serde(default)]
+    pub(crate) wire: Vec<WireFile>,
+    #[serde(default)]
+    pub(crate) memory: Vec<MemoryFile>,
+    #[serde(default)]
+    pub(crate) probe: Vec<ProbeExpectFile>,
+}
+
+/// A work completion on `on`: the one for `wr_id`, or the `index`-th (from 0) in
+/// the order they were polled; or how many there are (`count`).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(rename = "CompletionExpect")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CompletionFile {
+    pub(crate) on: Sp<String>,
+    #[serde(default)]
+    pub(crate) wr_id: Option<u64>,
+    #[serde(default)]
+    pub(crate) index: Option<usize>,
+    /// `IBV_WC_SUCCESS`, `IBV_WC_REM_ACCESS_ERR`, … (prefix optional).
+    #[serde(default)]
+    pub(crate) status: Option<Sp<String>>,
+    /// `IBV_WC_SEND`, `IBV_WC_RECV`, `IBV_WC_RDMA_WRITE`, `IBV_WC_RECV_RDMA_WITH_IMM`, …
+    #[serde(default)]
+    pub(crate) opcode: Option<Sp<String>>,
+    #[serde(default)]
+    pub(crate) byte_len: Option<u32>,
+    #[serde(default)]
+    pub(crate) imm_data: Option<u32>,
+    /// The total number of completions `on` sees.
+    #[serde(default)]
+    pub(crate) count: Option<usize>,
+    #[serde(default)]
+    pub(crate) within_ms: Option<u64>,
+}
+
+/// What the wire shows for one QP pair, in one direction of requests.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(rename = "WireExpect")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct WireFile {
+    pub(crate) qp: Sp<String>,
+    /// The endpoint whose QP sends the requests.
+    pub(crate) from: Sp<String>,
+    /// Request opcodes in order, by name without the transport ("SEND Only",
+    /// "RDMA WRITE First"); a `*` suffix means any number (0+), `+` one or more;
+    /// `|` separates alternatives.
+    #[serde(default)]
+    pub(crate) sequence: Option<Vec<Sp<String>>>,
+    /// The responses (from the other side) in order: "ACK", "NAK Remote Access
+    /// Error", "RNR NAK", "NAK" (any NAK, RNR included), "RDMA READ Response Only",
+    /// "ATOMIC Acknowledge", … with the same `*`/`+`/`|`.
+    #[serde(default)]
+    pub(crate) responses: Option<Vec<Sp<String>>>,
+    /// NAK codes that must appear (`remote_access_error`, `invalid_request`,
+    /// `psn_sequence_error`, `remote_operational_error`, `invalid_rd_request`, `rnr`).
+    #[serde(default)]
+    pub(crate) naks: Option<Vec<Sp<String>>>,
+    #[serde(default)]
+    pub(crate) min_rnr_naks: Option<u64>,
+    #[serde(default)]
+    pub(crate) retransmissions: Option<u64>,
+    /// Every ICRC on this QP pair valid (default true).
+    #[serde(default)]
+    pub(crate) icrc_valid: Option<bool>,
+    /// Nothing on the wire for this QP pair at all (loopback, or a refused post).
+    #[serde(default)]
+    pub(crate) empty: Option<bool>,
+    /// Go-back-N recovery done right (IBA 9.7.5): the responder's ACK/NAK PSNs
+    /// never move back; after a NAK PSN Sequence Error the requester resends from
+    /// the NAK'd PSN; a resend never starts at a PSN already acknowledged; and
+    /// every request PSN was delivered in the end.
+    #[serde(default)]
+    pub(crate) go_back_n: Option<bool>,
+    /// A CNP (opcode 0x81) from the responder after a CE-marked request (true), or
+    /// none (false).
+    #[serde(default)]
+    pub(crate) cnp: Option<bool>,
+    /// Each resend starts within this many ms of what triggered it (the NAK, or
+    /// the original transmission when the ACK timer fired).
+    #[serde(default)]
+    pub(crate) retransmit_within_ms: Option<u64>,
+}
+
+/// An MR's content at the end of the run.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(rename = "MemoryExpect")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MemoryFile {
+    pub(crate) on: Sp<String>,
+    pub(crate) mr: Sp<String>,
+    #[serde(default)]
+    pub(crate) offset: u64,
+    #[serde(default)]
+    pub(crate) equals: Option<Sp<Content>>,
+    /// Equal to its initial content.
+    #[serde(default)]
+    pub(crate) unchanged: Option<bool>,
+}
+
+/// What the target sent back to a probe: its responses on the wire from the probe
+/// to the next request the prober sends.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(rename = "ProbeExpect")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ProbeExpectFile {
+    /// The probe's `id`.
+    pub(crate) probe: Sp<String>,
+    /// The responses in order, named as in `[[expect.wire]]` (`"ACK"`, `"NAK PSN
+    /// Sequence Error"`, `"RDMA READ Response Only"`, …, `*`/`+` suffixes); `[]`:
+    /// none at all (dropped).
+    #[serde(default)]
+    pub(crate) responses: Option<Vec<Sp<String>>>,
+    /// The PSN the first response carries, relative to `next` when the probe went
+    /// out (a NAK PSN Sequence Error names the PSN the target expected: `"next"`).
+    #[serde(default)]
+    pub(crate) psn: Option<Sp<PsnRef>>,
+    /// The first response within this many ms of the probe.
+    #[serde(default)]
+    pub(crate) within_ms: Option<u64>,
+}

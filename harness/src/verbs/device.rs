@@ -1,0 +1,349 @@
+//! The device and the objects built on it: context (ports, GIDs), PD, CQ, MR,
+//! address handle. Each owns its verbs object and releases it once in `Drop`; each
+//! holds an `Arc` to what it was built on, so nothing is destroyed while something
+//! built on it lives.
+use std::ffi::CStr;
+use std::ptr;
+use std::sync::Arc;
+
+use rdma_sys::*;
+
+use super::error::{Result, VerbError};
+use super::names::{Access, WcOpcode, WcStatus};
+
+/// An open RDMA device.
+pub(crate) struct Context {
+    pub(super) ctx: *mut ibv_context,
+    pub(crate) name: String,
+}
+
+// SAFETY: libibverbs objects may be used from any thread ("all verbs are thread
+// safe", ibv_open_device(3)); the pointer is only freed in Drop.
+unsafe impl Send for Context {}
+unsafe impl Sync for Context {}
+
+impl Context {
+    /// Opens `name`, or the first device.
+    pub(crate) fn open(name: Option<&str>) -> Result<Arc<Context>> {
+        let mut n = 0;
+        // SAFETY: n is a valid out pointer; the list is freed below.
+        let list = unsafe { ibv_get_device_list(&mut n) };
+        if list.is_null() {
+            let errno = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            let hint = if errno == libc::ENOSYS {
+                "this kernel has no RDMA stack (ib_uverbs): run on an RDMA host or in the lab (`roce run` without --endpoints)"
+            } else {
+                "is libibverbs installed with a provider (rdma-core)?"
+            };
+            return Err(VerbError::from_errno("ibv_get_device_list", errno, Some(hint.into())));
+        }
+        let mut names = Vec::new();
+        let mut chosen: *mut ibv_device = ptr::null_mut();
+        for i in 0..n.max(0) as usize {
+            // SAFETY: the list holds n valid device pointers.
+            let dev = unsafe { *list.add(i) };
+            // SAFETY: dev is valid; the name is a NUL-terminated string it owns.
+            let dn = unsafe { CStr::from_ptr(ibv_get_device_name(dev)) }.to_string_lossy().into_owned();
+            if chosen.is_null() && name.is_none_or(|w| w == dn) {
+                chosen = dev;
+            }
+            names.push(dn);
+        }
+        let ctx = if chosen.is_null() {
+            ptr::null_mut()
+        } else {
+            // SAFETY: chosen is a device from the list, which is still alive.
+            unsafe { ibv_open_device(chosen) }
+        };
+        let err = VerbError::last("ibv_open_device", None);
+        // SAFETY: the list came from ibv_get_device_list; opened contexts outlive it.
+        unsafe { ibv_free_device_list(list) };
+        if chosen.is_null() {
+            let hint = if names.is_empty() {
+                "no RDMA devices: load rdma_rxe and `rdma link add rxe0 type rxe netdev IF`, or use the lab".to_string()
+            } else {
+                format!("devices here: {}", names.join(", "))
+            };
+            return Err(VerbError::from_errno(format!("opening device {}", name.unwrap_or("(first)")), libc::ENODEV, Some(hint)));
+        }
+        if ctx.is_null() {
+            return Err(err);
+        }
+        let dn = names.into_iter().find(|d| name.is_none_or(|w| w == d)).unwrap_or_default();
+        Ok(Arc::new(Context { ctx, name: dn }))
+    }
+
+    pub(crate) fn port_state(&self, port: u8) -> Result<(u32, u32)> {
+        // SAFETY: zeroed ibv_port_attr is a valid out buffer.
+        let mut attr: ibv_port_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: ctx is open; attr is a valid out pointer.
+        let rc = unsafe { ___ibv_query_port(self.ctx, port, &mut attr) };
+        VerbError::check(format!("ibv_query_port({port})"), rc, None)?;
+        Ok((attr.state, attr.active_mtu))
+    }
+
+    pub(crate) fn gid(&self, port: u8, index: u8) -> Result<[u8; 16]> {
+        // SAFETY: zeroed ibv_gid is a valid out buffer.
+        let mut g: ibv_gid = unsafe { std::mem::zeroed() };
+        // SAFETY: ctx is open; g is a valid out pointer.
+        let rc = unsafe { ibv_query_gid(self.ctx, port, index as i32, &mut g) };
+        VerbError::check(format!("ibv_query_gid(port {port}, index {index})"), rc, None)?;
+        // SAFETY: every bit pattern of the union is a valid [u8; 16].
+        Ok(unsafe { g.raw })
+    }
+
+    /// The RoCE type of a GID entry as the kernel reports it (`RoCE v2`, `IB/RoCE v1`).
+    pub(crate) fn gid_type(&self, port: u8, index: u8) -> Option<String> {
+        let p = format!("/sys/class/infiniband/{}/ports/{port}/gid_attrs/types/{index}", self.name);
+        std::fs::read_to_string(p).ok().map(|s| s.trim().to_string())
+    }
+
+    /// The IPv4-mapped RoCEv2 GID of `port`: (index, gid). Explains what the table
+    /// holds when there is none.
+    pub(crate) fn roce_v2_ipv4_gid(&self, port: u8) -> Result<(u8, [u8; 16])> {
+        let mut seen = Vec::new();
+        for i in 0..16u8 {
+            let Ok(g) = self.gid(port, i) else { break };
+            if g == [0; 16] {
+                continue;
+            }
+            let mapped = g[..10] == [0; 10] && g[10..12] == [0xff, 0xff];
+            let ty = self.gid_type(port, i).unwrap_or_default();
+            if mapped && (ty.is_empty() || ty.contains("v2")) {
+                return Ok((i, g));
+            }
+            seen.push(format!("{i}: {} ({})", std::net::Ipv6Addr::from(g), if ty.is_empty() { "type unknown" } else { &ty }));
+        }
+        Err(VerbError::from_errno(
+            format!("choosing the RoCEv2 GID of {} port {port}", self.name),
+            libc::ENOENT,
+            Some(format!(
+                "no IPv4-mapped RoCEv2 GID (::ffff:a.b.c.d); give the netdev an IPv4 address. The table holds: {}",
+                if seen.is_empty() { "nothing".to_string() } else { seen.join("; ") }
+            )),
+        ))
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        // SAFETY: opened by ibv_open_device, closed once; everything built on it
+        // holds an Arc to it and is gone by now.
+        unsafe { ibv_close_device(self.ctx) };
+    }
+}
+
+pub(crate) struct Pd {
+    pub(super) pd: *mut ibv_pd,
+    _ctx: Arc<Context>,
+}
+
+// SAFETY: see Context.
+unsafe impl Send for Pd {}
+unsafe impl Sync for Pd {}
+
+impl Pd {
+    pub(crate) fn new(ctx: &Arc<Context>) -> Result<Arc<Pd>> {
+        // SAFETY: ctx is open.
+        let pd = unsafe { ibv_alloc_pd(ctx.ctx) };
+        if pd.is_null() {
+            return Err(VerbError::last("ibv_alloc_pd", None));
+        }
+        Ok(Arc::new(Pd { pd, _ctx: ctx.clone() }))
+    }
+}
+
+impl Drop for Pd {
+    fn drop(&mut self) {
+        // SAFETY: allocated by ibv_alloc_pd; MRs, QPs and AHs hold Arcs to it.
+        unsafe { ibv_dealloc_pd(self.pd) };
+    }
+}
+
+pub(crate) struct Cq {
+    pub(super) cq: *mut ibv_cq,
+    _ctx: Arc<Context>,
+}
+
+// SAFETY: see Context.
+unsafe impl Send for Cq {}
+unsafe impl Sync for Cq {}
+
+impl Cq {
+    pub(crate) fn new(ctx: &Arc<Context>, depth: i32) -> Result<Arc<Cq>> {
+        // SAFETY: ctx is open; no channel, no context pointer.
+        let cq = unsafe { ibv_create_cq(ctx.ctx, depth, ptr::null_mut(), ptr::null_mut(), 0) };
+        if cq.is_null() {
+            return Err(VerbError::last(format!("ibv_create_cq({depth})"), None));
+        }
+        Ok(Arc::new(Cq { cq, _ctx: ctx.clone() }))
+    }
+
+    /// Polls up to `max` completions.
+    pub(crate) fn poll(&self, max: usize) -> Result<Vec<Completion>> {
+        // SAFETY: ibv_wc is plain data; zeroed is valid.
+        let mut wcs: Vec<ibv_wc> = (0..max.max(1)).map(|_| unsafe { std::mem::zeroed() }).collect();
+        // SAFETY: cq is alive; wcs has room for max entries.
+        let n = unsafe { ibv_poll_cq(self.cq, wcs.len() as i32, wcs.as_mut_ptr()) };
+        if n < 0 {
+            return Err(VerbError::from_errno("ibv_poll_cq", -n, None));
+        }
+        Ok(wcs[..n as usize]
+            .iter()
+            .map(|w| Completion {
+                wr_id: w.wr_id,
+                status: WcStatus(w.status),
+                opcode: WcOpcode(w.opcode),
+                byte_len: w.byte_len,
+                // SAFETY: the union holds imm_data when IBV_WC_WITH_IMM is set; both
+                // members are plain u32 anyway.
+                imm_data: (w.wc_flags & IBV_WC_WITH_IMM != 0).then(|| u32::from_be(unsafe { w.imm_data_invalidated_rkey_union.imm_data })),
+                qp_num: w.qp_num,
+                src_qp: w.src_qp,
+                vendor_err: w.vendor_err,
+            })
+            .collect())
+    }
+}
+
+/// `ibv_wc_flags::IBV_WC_WITH_IMM`.
+const IBV_WC_WITH_IMM: u32 = 1 << 1;
+
+/// A work completion, copied out of the CQ.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Completion {
+    pub(crate) wr_id: u64,
+    pub(crate) status: WcStatus,
+    pub(crate) opcode: WcOpcode,
+    pub(crate) byte_len: u32,
+    pub(crate) imm_data: Option<u32>,
+    pub(crate) qp_num: u32,
+    pub(crate) src_qp: u32,
+    pub(crate) vendor_err: u32,
+}
+
+impl Drop for Cq {
+    fn drop(&mut self) {
+        // SAFETY: created by ibv_create_cq; QPs using it hold Arcs to it.
+        unsafe { ibv_destroy_cq(self.cq) };
+    }
+}
+
+/// A registered buffer. The device reads and writes it behind our back, so its
+/// bytes are only ever copied in or out through raw pointers, never borrowed.
+pub(crate) struct Mr {
+    mr: *mut ibv_mr,
+    buf: *mut u8,
+    len: usize,
+    layout: std::alloc::Layout,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: see Context; the buffer is only touched through raw copies.
+unsafe impl Send for Mr {}
+unsafe impl Sync for Mr {}
+
+impl Mr {
+    /// Registers a zeroed, page-aligned buffer of `len` bytes holding `init` at its
+    /// start.
+    pub(crate) fn new(pd: &Arc<Pd>, len: usize, access: Access, init: &[u8]) -> Result<Mr> {
+        let layout = std::alloc::Layout::from_size_align(len.max(1), 4096)
+            .map_err(|_| VerbError::from_errno(format!("allocating {len} bytes"), libc::EINVAL, None))?;
+        // SAFETY: the layout has a non-zero size.
+        let buf = unsafe { std::alloc::alloc_zeroed(layout) };
+        if buf.is_null() {
+            return Err(VerbError::from_errno(format!("allocating {len} bytes"), libc::ENOMEM, None));
+        }
+        // SAFETY: buf has len bytes; init is clipped to them.
+        unsafe { ptr::copy_nonoverlapping(init.as_ptr(), buf, init.len().min(len)) };
+        // SAFETY: pd is alive; buf is valid for len bytes until Drop deregisters it.
+        let mr = unsafe { ibv_reg_mr(pd.pd, buf.cast(), len, access.0 as i32) };
+        if mr.is_null() {
+            let e = VerbError::last(format!("ibv_reg_mr({len} bytes, access {access:?})"), None);
+            // SAFETY: allocated above with this layout, not registered.
+            unsafe { std::alloc::dealloc(buf, layout) };
+            return Err(e);
+        }
+        Ok(Mr { mr, buf, len, layout, _pd: pd.clone() })
+    }
+
+    pub(crate) fn addr(&self) -> u64 {
+        self.buf as u64
+    }
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+    pub(crate) fn lkey(&self) -> u32 {
+        // SAFETY: mr is registered until Drop.
+        unsafe { (*self.mr).lkey }
+    }
+    pub(crate) fn rkey(&self) -> u32 {
+        // SAFETY: as above.
+        unsafe { (*self.mr).rkey }
+    }
+
+    /// A copy of the buffer as it is now.
+    pub(crate) fn read(&self) -> Vec<u8> {
+        let mut v = vec![0u8; self.len];
+        // SAFETY: buf is valid for len bytes; the copy does not create a reference.
+        unsafe { ptr::copy_nonoverlapping(self.buf, v.as_mut_ptr(), self.len) };
+        v
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        // SAFETY: registered in new(); deregistered once, then the memory is freed.
+        unsafe {
+            ibv_dereg_mr(self.mr);
+            std::alloc::dealloc(self.buf, self.layout);
+        }
+    }
+}
+
+pub(crate) struct Ah {
+    pub(super) ah: *mut ibv_ah,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: see Context.
+unsafe impl Send for Ah {}
+unsafe impl Sync for Ah {}
+
+impl Ah {
+    /// A RoCE address handle towards `dgid` from our GID `sgid_index`.
+    pub(crate) fn new(pd: &Arc<Pd>, port: u8, sgid_index: u8, dgid: [u8; 16]) -> Result<Ah> {
+        // SAFETY: zeroed ibv_ah_attr is valid; the fields set below are plain data.
+        let mut a: ibv_ah_attr = unsafe { std::mem::zeroed() };
+        a.is_global = 1;
+        a.port_num = port;
+        a.grh.dgid.raw = dgid;
+        a.grh.sgid_index = sgid_index;
+        a.grh.hop_limit = 64;
+        // SAFETY: pd is alive; a is a valid attribute block.
+        let ah = unsafe { ibv_create_ah(pd.pd, &mut a) };
+        if ah.is_null() {
+            return Err(VerbError::last("ibv_create_ah", Some("RoCE needs a GID: check the GID index".into())));
+        }
+        Ok(Ah { ah, _pd: pd.clone() })
+    }
+}
+
+impl Drop for Ah {
+    fn drop(&mut self) {
+        // SAFETY: created by ibv_create_ah; WRs that used it have completed or are
+        // flushed by the time the agent tears down.
+        unsafe { ibv_destroy_ah(self.ah) };
+    }
+}
+
+/// Path MTU in bytes → the verbs enum.
+pub(super) fn mtu_enum(bytes: u32) -> u32 {
+    match bytes {
+        256 => ibv_mtu::IBV_MTU_256,
+        512 => ibv_mtu::IBV_MTU_512,
+        2048 => ibv_mtu::IBV_MTU_2048,
+        4096 => ibv_mtu::IBV_MTU_4096,
+        _ => ibv_mtu::IBV_MTU_1024,
+    }
+}

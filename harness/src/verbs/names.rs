@@ -1,0 +1,319 @@
+//! The verbs vocabulary by name: completion statuses and opcodes, memory and QP
+//! access flags, send flags. Scenarios write these names, agents send them back,
+//! reports show them; this is their one home, and a test holds the values to
+//! libibverbs' own.
+//!
+//! Names are read the way people write them: `IBV_WC_REM_ACCESS_ERR`,
+//! `rem_access_err`, `WC_REM_ACCESS_ERR`; `IBV_ACCESS_REMOTE_WRITE`,
+//! `remote_write`.
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// A name that is not one of the kind asked for, and the closest one that is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct UnknownName {
+    pub(crate) what: &'static str,
+    pub(crate) name: String,
+    pub(crate) suggestion: Option<&'static str>,
+}
+
+impl fmt::Display for UnknownName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown {} `{}`", self.what, self.name)?;
+        if let Some(s) = self.suggestion {
+            write!(f, " (did you mean `{s}`?)")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for UnknownName {}
+
+/// `IBV_WC_SUCCESS`, `success`, `wc_success` → `IBV_WC_SUCCESS`.
+fn wc_name(s: &str) -> String {
+    let u = s.trim().to_ascii_uppercase();
+    if u.starts_with("IBV_WC_") {
+        u
+    } else if let Some(r) = u.strip_prefix("WC_") {
+        format!("IBV_WC_{r}")
+    } else {
+        format!("IBV_WC_{u}")
+    }
+}
+
+macro_rules! named_values {
+    ($(#[$m:meta])* $ty:ident, $what:literal, $norm:path, [$(($v:literal, $n:literal)),* $(,)?]) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub(crate) struct $ty(pub u32);
+
+        impl $ty {
+            /// Every value libibverbs names, with its name.
+            pub(crate) const ALL: &'static [(u32, &'static str)] = &[$(($v, $n)),*];
+
+            /// The name, or `None` for a value this table does not know.
+            pub(crate) fn name(self) -> Option<&'static str> {
+                Self::ALL.iter().find(|(v, _)| *v == self.0).map(|(_, n)| *n)
+            }
+        }
+
+        /// The libibverbs name; a value it does not know as `<NAME>_<value>`.
+        impl fmt::Display for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                match self.name() {
+                    Some(n) => f.write_str(n),
+                    None => write!(f, "{}_{}", stringify!($ty), self.0),
+                }
+            }
+        }
+
+        impl fmt::Debug for $ty {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                fmt::Display::fmt(self, f)
+            }
+        }
+
+        impl FromStr for $ty {
+            type Err = UnknownName;
+            fn from_str(s: &str) -> Result<$ty, UnknownName> {
+                // What Display writes for a value the table does not know.
+                if let Some(v) = s.strip_prefix(concat!(stringify!($ty), "_")).and_then(|v| v.parse().ok()) {
+                    return Ok($ty(v));
+                }
+                let n = $norm(s);
+                Self::ALL.iter().find(|(_, x)| *x == n).map(|(v, _)| $ty(*v)).ok_or_else(|| UnknownName {
+                    what: $what,
+                    name: s.to_string(),
+                    suggestion: dissector::text::did_you_mean(&n, Self::ALL.iter().map(|(_, x)| *x)),
+                })
+            }
+        }
+
+        impl Serialize for $ty {
+            fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $ty {
+            fn deserialize<D: Deserializer<'de>>(d: D) -> Result<$ty, D::Error> {
+                let s = String::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+named_values!(
+    /// `ibv_wc_status`.
+    WcStatus,
+    "status",
+    wc_name,
+    [
+        (0, "IBV_WC_SUCCESS"),
+        (1, "IBV_WC_LOC_LEN_ERR"),
+        (2, "IBV_WC_LOC_QP_OP_ERR"),
+        (3, "IBV_WC_LOC_EEC_OP_ERR"),
+        (4, "IBV_WC_LOC_PROT_ERR"),
+        (5, "IBV_WC_WR_FLUSH_ERR"),
+        (6, "IBV_WC_MW_BIND_ERR"),
+        (7, "IBV_WC_BAD_RESP_ERR"),
+        (8, "IBV_WC_LOC_ACCESS_ERR"),
+        (9, "IBV_WC_REM_INV_REQ_ERR"),
+        (10, "IBV_WC_REM_ACCESS_ERR"),
+        (11, "IBV_WC_REM_OP_ERR"),
+        (12, "IBV_WC_RETRY_EXC_ERR"),
+        (13, "IBV_WC_RNR_RETRY_EXC_ERR"),
+        (14, "IBV_WC_LOC_RDD_VIOL_ERR"),
+        (15, "IBV_WC_REM_INV_RD_REQ_ERR"),
+        (16, "IBV_WC_REM_ABORT_ERR"),
+        (17, "IBV_WC_INV_EECN_ERR"),
+        (18, "IBV_WC_INV_EEC_STATE_ERR"),
+        (19, "IBV_WC_FATAL_ERR"),
+        (20, "IBV_WC_RESP_TIMEOUT_ERR"),
+        (21, "IBV_WC_GENERAL_ERR"),
+        (22, "IBV_WC_TM_ERR"),
+        (23, "IBV_WC_TM_RNDV_INCOMPLETE"),
+    ]
+);
+
+named_values!(
+    /// `ibv_wc_opcode`.
+    WcOpcode,
+    "completion opcode",
+    wc_name,
+    [
+        (0, "IBV_WC_SEND"),
+        (1, "IBV_WC_RDMA_WRITE"),
+        (2, "IBV_WC_RDMA_READ"),
+        (3, "IBV_WC_COMP_SWAP"),
+        (4, "IBV_WC_FETCH_ADD"),
+        (5, "IBV_WC_BIND_MW"),
+        (6, "IBV_WC_LOCAL_INV"),
+        (7, "IBV_WC_TSO"),
+        (8, "IBV_WC_FLUSH"),
+        (9, "IBV_WC_ATOMIC_WRITE"),
+        (128, "IBV_WC_RECV"),
+        (129, "IBV_WC_RECV_RDMA_WITH_IMM"),
+        (130, "IBV_WC_TM_ADD"),
+        (131, "IBV_WC_TM_DEL"),
+        (132, "IBV_WC_TM_SYNC"),
+        (133, "IBV_WC_TM_RECV"),
+        (134, "IBV_WC_TM_NO_TAG"),
+        (135, "IBV_WC_DRIVER1"),
+        (136, "IBV_WC_DRIVER2"),
+        (137, "IBV_WC_DRIVER3"),
+    ]
+);
+
+impl WcStatus {
+    pub(crate) const SUCCESS: WcStatus = WcStatus(0);
+}
+
+/// `IBV_ACCESS_REMOTE_WRITE` / `remote_write` → `remote_write`.
+fn access_name(s: &str) -> String {
+    let l = s.trim().to_ascii_lowercase();
+    l.strip_prefix("ibv_access_").unwrap_or(&l).to_string()
+}
+
+/// `ibv_access_flags`: a set, named flag by flag.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub(crate) struct Access(pub u32);
+
+impl Access {
+    /// Each flag's bit and name.
+    pub(crate) const FLAGS: &'static [(u32, &'static str)] = &[
+        (1 << 0, "local_write"),
+        (1 << 1, "remote_write"),
+        (1 << 2, "remote_read"),
+        (1 << 3, "remote_atomic"),
+        (1 << 4, "mw_bind"),
+        (1 << 5, "zero_based"),
+        (1 << 6, "on_demand"),
+        (1 << 20, "relaxed_ordering"),
+    ];
+    pub(crate) const LOCAL_WRITE: Access = Access(1);
+    /// A QP's access when the scenario does not say: every remote operation.
+    pub(crate) const REMOTE_ALL: Access = Access(0b1110);
+
+    pub(crate) fn names() -> impl Iterator<Item = &'static str> {
+        Self::FLAGS.iter().map(|(_, n)| *n)
+    }
+
+    /// One flag by name.
+    pub(crate) fn flag(s: &str) -> Result<Access, UnknownName> {
+        let n = access_name(s);
+        Self::FLAGS.iter().find(|(_, x)| *x == n).map(|(b, _)| Access(*b)).ok_or_else(|| UnknownName {
+            what: "access flag",
+            name: s.to_string(),
+            suggestion: dissector::text::did_you_mean(&n, Self::names()),
+        })
+    }
+}
+
+impl std::ops::BitOr for Access {
+    type Output = Access;
+    fn bitor(self, o: Access) -> Access {
+        Access(self.0 | o.0)
+    }
+}
+
+/// `local_write | remote_write`.
+impl fmt::Debug for Access {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names: Vec<&str> = Self::FLAGS.iter().filter(|(b, _)| self.0 & b != 0).map(|(_, n)| *n).collect();
+        write!(f, "{}", if names.is_empty() { "none".to_string() } else { names.join(" | ") })
+    }
+}
+
+/// The flags of a send-queue work request, as scenarios name them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum SendFlag {
+    /// Ask for a completion (the default).
+    Signaled,
+    /// No completion unless it fails.
+    Unsignaled,
+    /// The data goes in the WR itself (up to the QP's `max_inline`).
+    Inline,
+    Solicited,
+    Fence,
+}
+
+impl SendFlag {
+    pub(crate) const ALL: [SendFlag; 5] = [SendFlag::Signaled, SendFlag::Unsignaled, SendFlag::Inline, SendFlag::Solicited, SendFlag::Fence];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            SendFlag::Signaled => "signaled",
+            SendFlag::Unsignaled => "unsignaled",
+            SendFlag::Inline => "inline",
+            SendFlag::Solicited => "solicited",
+            SendFlag::Fence => "fence",
+        }
+    }
+}
+
+impl FromStr for SendFlag {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<SendFlag, UnknownName> {
+        let l = s.trim().to_ascii_lowercase();
+        SendFlag::ALL.into_iter().find(|f| f.name() == l).ok_or_else(|| UnknownName {
+            what: "flag",
+            name: s.to_string(),
+            suggestion: dissector::text::did_you_mean(&l, SendFlag::ALL.iter().map(|f| f.name())),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Our tables hold libibverbs' own values, checked against its header.
+    #[test]
+    fn values_match_the_verbs_header() {
+        use rdma_sys::{ibv_access_flags as A, ibv_wc_opcode as O, ibv_wc_status as S};
+        assert_eq!("IBV_WC_REM_ACCESS_ERR".parse::<WcStatus>().unwrap().0, S::IBV_WC_REM_ACCESS_ERR);
+        assert_eq!("rnr_retry_exc_err".parse::<WcStatus>().unwrap().0, S::IBV_WC_RNR_RETRY_EXC_ERR);
+        assert_eq!("wc_tm_rndv_incomplete".parse::<WcStatus>().unwrap().0, S::IBV_WC_TM_RNDV_INCOMPLETE);
+        assert_eq!("recv_rdma_with_imm".parse::<WcOpcode>().unwrap().0, O::IBV_WC_RECV_RDMA_WITH_IMM);
+        assert_eq!("IBV_WC_FETCH_ADD".parse::<WcOpcode>().unwrap().0, O::IBV_WC_FETCH_ADD);
+        assert_eq!("IBV_WC_ATOMIC_WRITE".parse::<WcOpcode>().unwrap().0, O::IBV_WC_ATOMIC_WRITE);
+        for (bit, name) in Access::FLAGS {
+            let want = match *name {
+                "local_write" => A::IBV_ACCESS_LOCAL_WRITE.0,
+                "remote_write" => A::IBV_ACCESS_REMOTE_WRITE.0,
+                "remote_read" => A::IBV_ACCESS_REMOTE_READ.0,
+                "remote_atomic" => A::IBV_ACCESS_REMOTE_ATOMIC.0,
+                "mw_bind" => A::IBV_ACCESS_MW_BIND.0,
+                "zero_based" => A::IBV_ACCESS_ZERO_BASED.0,
+                "on_demand" => A::IBV_ACCESS_ON_DEMAND.0,
+                "relaxed_ordering" => A::IBV_ACCESS_RELAXED_ORDERING.0,
+                _ => unreachable!("a flag without a header value"),
+            };
+            assert_eq!(*bit, want, "{name}");
+        }
+    }
+
+    #[test]
+    fn names_read_as_people_write_them_and_typos_get_a_suggestion() {
+        assert_eq!(WcStatus(10).to_string(), "IBV_WC_REM_ACCESS_ERR");
+        assert_eq!(WcStatus(99).to_string(), "WcStatus_99");
+        assert_eq!("WcStatus_99".parse::<WcStatus>(), Ok(WcStatus(99)), "an unknown value reads back");
+        let e = "IBV_WC_SUCESS".parse::<WcStatus>().unwrap_err();
+        assert_eq!(e.to_string(), "unknown status `IBV_WC_SUCESS` (did you mean `IBV_WC_SUCCESS`?)");
+        assert_eq!(Access::flag("IBV_ACCESS_REMOTE_WRITE").unwrap(), Access(2));
+        assert_eq!(Access::flag("local_wirte").unwrap_err().suggestion, Some("local_write"));
+        assert_eq!(format!("{:?}", Access(3)), "local_write | remote_write");
+        assert_eq!("Inline".parse::<SendFlag>(), Ok(SendFlag::Inline));
+        assert!("inlin".parse::<SendFlag>().unwrap_err().to_string().contains("did you mean `inline`?"));
+        let j = serde_json::to_string(&WcStatus(5)).unwrap();
+        assert_eq!(j, "\"IBV_WC_WR_FLUSH_ERR\"");
+        assert_eq!(serde_json::from_str::<WcStatus>(&j).unwrap(), WcStatus(5));
+        assert!(serde_json::from_str::<WcStatus>("\"IBV_WC_NOPE\"").is_err());
+    }
+}

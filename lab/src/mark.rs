@@ -1,0 +1,245 @@
+//! What the switch did to a frame, as marks: the one type for it, and the one pair
+//! of functions that writes it into a frame's pcapng comment and reads it back.
+//!
+//! The comment stays plain English, so Wireshark users (`frame.comment`) and `roce
+//! decode` readers see what happened: `dropped by rule 1 `drop psn=101 nth=1`: not
+//! delivered`. Code never matches that English: the judge and the HTML ladder ask
+//! [`Marks`] (`dropped()`, `held()`, …), which [`Marks::parse`] builds from the
+//! comment [`Marks::comment`] wrote — captures from earlier versions included.
+
+use core::fmt;
+
+/// The fault rule that made a mark: its 1-based place in the run's rules and its
+/// canonical text (shown, never matched).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuleRef {
+    pub index: usize,
+    pub rule: String,
+}
+
+impl fmt::Display for RuleRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "rule {} `{}`", self.index, self.rule)
+    }
+}
+
+/// One thing the switch did to a frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mark {
+    /// Recorded when it arrived; never handed on.
+    Dropped(RuleRef),
+    /// Held this many ms before it was handed on.
+    Delayed { by: RuleRef, ms: u64 },
+    /// Held until the next frame in its direction had passed.
+    Reordered(RuleRef),
+    /// Bytes changed on the way (`what`: `ECN set to CE`, `ICRC inverted`,
+    /// `byte 54 (payload+0) xor 0x01, ICRC recomputed`).
+    Modified { by: RuleRef, what: String },
+    /// A rule matched but could not apply (`why`: no ICRC, offset past the end …).
+    Skipped { by: RuleRef, why: String },
+    /// An extra copy made by a `dup` rule: copy `k` of `of`; `original` is what the
+    /// switch did to the frame it copied.
+    Duplicate { k: u32, of: u32, original: Vec<Mark> },
+    /// Put on the wire by the lab itself, sent by no VM.
+    Injected,
+    /// A comment this module did not write (another tool's), kept as it is.
+    Other(String),
+}
+
+/// Everything the switch did to one frame, in the order it did it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Marks(pub Vec<Mark>);
+
+const DUPLICATE: &str = "duplicate ";
+const INJECTED: &str = "injected by the lab";
+const SEPARATOR: &str = "; ";
+
+impl fmt::Display for Mark {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Mark::Dropped(r) => write!(f, "dropped by {r}: not delivered"),
+            Mark::Delayed { by, ms } => write!(f, "delayed {ms} ms by {by}"),
+            Mark::Reordered(r) => write!(f, "reordered by {r}: held behind the next frame"),
+            Mark::Modified { by, what } => write!(f, "{what} by {by}"),
+            Mark::Skipped { by, why } => write!(f, "{by} skipped: {why}"),
+            Mark::Duplicate { k, of, original } if original.is_empty() => write!(f, "{DUPLICATE}{k} of {of}"),
+            Mark::Duplicate { k, of, original } => write!(f, "{DUPLICATE}{k} of {of} ({})", Marks(original.clone())),
+            Mark::Injected => f.write_str(INJECTED),
+            Mark::Other(text) => f.write_str(text),
+        }
+    }
+}
+
+/// The comment text: the marks joined by `; `.
+impl fmt::Display for Marks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, m) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(SEPARATOR)?;
+            }
+            m.fmt(f)?;
+        }
+        Ok(())
+    }
+}
+
+/// `… by rule N `TEXT``, split into what comes before and the rule.
+fn split_rule(s: &str) -> Option<(&str, RuleRef, &str)> {
+    let at = s.find("rule ")?;
+    let rest = &s[at + 5..];
+    let (index, rest) = rest.split_once(" `")?;
+    let (rule, after) = rest.split_once('`')?;
+    Some((&s[..at], RuleRef { index: index.parse().ok()?, rule: rule.to_string() }, after))
+}
+
+fn parse_one(s: &str) -> Mark {
+    let other = || Mark::Other(s.to_string());
+    if s == INJECTED {
+        return Mark::Injected;
+    }
+    let Some((before, by, after)) = split_rule(s) else { return other() };
+    match (before, after) {
+        ("dropped by ", ": not delivered") => Mark::Dropped(by),
+        ("reordered by ", ": held behind the next frame") => Mark::Reordered(by),
+        ("", after) if after.starts_with(" skipped: ") => Mark::Skipped { by, why: after[" skipped: ".len()..].to_string() },
+        (before, "") => match before.strip_prefix("delayed ").and_then(|r| r.strip_suffix(" ms by ")) {
+            Some(ms) => match ms.parse() {
+                Ok(ms) => Mark::Delayed { by, ms },
+                Err(_) => other(),
+            },
+            None => match before.strip_suffix(" by ") {
+                Some(what) if !what.is_empty() => Mark::Modified { by, what: what.to_string() },
+                _ => other(),
+            },
+        },
+        _ => other(),
+    }
+}
+
+impl Marks {
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The pcapng comment for these marks (`None` when there are none).
+    pub fn comment(&self) -> Option<String> {
+        (!self.0.is_empty()).then(|| self.to_string())
+    }
+
+    /// Reads back a comment [`Marks::comment`] wrote. Text it did not write becomes
+    /// [`Mark::Other`]: no flags.
+    pub fn parse(comment: &str) -> Marks {
+        if comment.is_empty() {
+            return Marks::default();
+        }
+        // A copy's comment is the copy note, with what was done to the original
+        // in parentheses (which may hold `; ` itself).
+        if let Some(rest) = comment.strip_prefix(DUPLICATE) {
+            let (counts, original) = match rest.split_once(" (") {
+                Some((c, o)) => (c, o.strip_suffix(')').map(Marks::parse)),
+                None => (rest, Some(Marks::default())),
+            };
+            let parsed = counts.split_once(" of ").and_then(|(k, of)| Some((k.parse().ok()?, of.parse().ok()?)));
+            if let (Some((k, of)), Some(original)) = (parsed, original) {
+                return Marks(vec![Mark::Duplicate { k, of, original: original.0 }]);
+            }
+            return Marks(vec![Mark::Other(comment.to_string())]);
+        }
+        Marks(comment.split(SEPARATOR).map(parse_one).collect())
+    }
+
+    fn any(&self, f: &dyn Fn(&Mark) -> bool) -> bool {
+        self.0.iter().any(|m| f(m) || matches!(m, Mark::Duplicate { original, .. } if original.iter().any(f)))
+    }
+
+    /// Never handed on: sent, but not delivered.
+    pub fn dropped(&self) -> bool {
+        self.0.iter().any(|m| matches!(m, Mark::Dropped(_)))
+    }
+
+    /// Made by the switch (a `dup` copy, or injected): on the wire, sent by nobody.
+    pub fn injected(&self) -> bool {
+        self.0.iter().any(|m| matches!(m, Mark::Duplicate { .. } | Mark::Injected))
+    }
+
+    /// Held back (delayed or reordered): recorded when it left the switch, later
+    /// than it was sent.
+    pub fn held(&self) -> bool {
+        self.any(&|m| matches!(m, Mark::Delayed { .. } | Mark::Reordered(_)))
+    }
+
+    /// Its bytes were changed on the way.
+    pub fn modified(&self) -> bool {
+        self.any(&|m| matches!(m, Mark::Modified { .. }))
+    }
+
+    /// What was changed, for the ladder's marks column: the descriptions of the
+    /// modifications, joined.
+    pub fn modifications(&self) -> Vec<&str> {
+        let mut out = Vec::new();
+        for m in &self.0 {
+            match m {
+                Mark::Modified { what, .. } => out.push(what.as_str()),
+                Mark::Duplicate { original, .. } => {
+                    out.extend(original.iter().filter_map(|m| match m {
+                        Mark::Modified { what, .. } => Some(what.as_str()),
+                        _ => None,
+                    }))
+                }
+                _ => {}
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn r(i: usize, text: &str) -> RuleRef {
+        RuleRef { index: i, rule: text.into() }
+    }
+
+    /// Every mark reads back as itself, alone or joined with others.
+    #[test]
+    fn comments_read_back_as_written() {
+        let all = vec![
+            Mark::Dropped(r(1, "drop psn=101 nth=1")),
+            Mark::Delayed { by: r(2, "delay ms=150"), ms: 150 },
+            Mark::Reordered(r(3, "reorder psn=3 ms=100")),
+            Mark::Modified { by: r(4, "corrupt op=send-only at=payload+3 xor=0xff"), what: "byte 57 (payload+3) xor 0xff, ICRC recomputed".into() },
+            Mark::Modified { by: r(5, "ce"), what: "ECN set to CE".into() },
+            Mark::Skipped { by: r(6, "corrupt-icrc"), why: "no ICRC in the frame".into() },
+            Mark::Injected,
+        ];
+        for m in &all {
+            let one = Marks(vec![m.clone()]);
+            assert_eq!(Marks::parse(&one.comment().unwrap()), one, "{m}");
+        }
+        let many = Marks(all[1..6].to_vec());
+        assert_eq!(Marks::parse(&many.to_string()), many);
+        let dup = Marks(vec![Mark::Duplicate { k: 1, of: 2, original: all[1..3].to_vec() }]);
+        assert_eq!(Marks::parse(&dup.to_string()), dup, "{dup}");
+        let bare = Marks(vec![Mark::Duplicate { k: 2, of: 2, original: vec![] }]);
+        assert_eq!(Marks::parse(&bare.to_string()), bare);
+        assert_eq!(Marks::default().comment(), None);
+    }
+
+    /// The exact text captures in captures/lab/ carry, read as what it says.
+    #[test]
+    fn captured_comments_and_their_flags() {
+        let d = Marks::parse("dropped by rule 1 `drop dir=a>b op=send-first nth=1`: not delivered");
+        assert!(d.dropped() && !d.held() && !d.injected() && !d.modified());
+        let c = Marks::parse("duplicate 1 of 1 (delayed 20 ms by rule 1 `delay ms=20`)");
+        assert!(c.injected() && c.held() && !c.dropped());
+        let m = Marks::parse("ECN set to CE by rule 1 `ce dir=a>b op=send-only`");
+        assert!(m.modified() && !m.dropped());
+        assert_eq!(m.modifications(), ["ECN set to CE"]);
+        let o = Marks::parse("captured on port 3");
+        assert_eq!(o, Marks(vec![Mark::Other("captured on port 3".into())]));
+        assert!(!o.dropped() && !o.held() && !o.injected() && !o.modified());
+        assert!(Marks::parse("duplicate x of y").0[0] == Mark::Other("duplicate x of y".into()));
+        assert!(Marks::parse("").is_empty());
+    }
+}
