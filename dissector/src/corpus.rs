@@ -298,6 +298,7 @@ pub fn all() -> Vec<Capture> {
         cap("rc_rdma.pcap", "RC WRITE, READ, atomics, SEND with Invalidate", eth, rc_rdma()),
         cap("rc_naks.pcap", "NAKs (0x61, 0x62, 0x63), RNR NAKs, lost packet with PSN error NAK and go-back-N", eth, rc_naks()),
         cap("uc_ud.pcap", "UC WRITE/SEND and UD SENDs", eth, uc_ud()),
+        cap("dc.pcap", "mlx5 Dynamically Connected: connect, SENDs, WRITEs, a READ, an atomic and their ACKs", eth, craft::dc_exchange()),
         cap("congestion.pcap", "ECN CE marks and CNPs", eth, congestion()),
         cap(
             "vlan.pcap",

@@ -341,6 +341,15 @@ impl Flow {
         self.opcodes.iter().enumerate().filter(|(_, &n)| n > 0).map(|(o, &n)| (Opcode(o as u8), n))
     }
 
+    /// An opcode's name in this flow: a DC flow's RD-range opcodes are DC's.
+    fn opcode_name(&self, o: Opcode) -> String {
+        match (self.transport, o.dc_info(false)) {
+            (Transport::Dc, Some(i)) => i.to_string(),
+            (Transport::Dc, None) => format!("DC Unknown ({:#04x})", o.0),
+            _ => o.to_string(),
+        }
+    }
+
     fn seen(&self, p: Psn) -> Option<bool> {
         let last = Psn::new(self.psn_last?);
         let back = last.diff(p);
@@ -715,7 +724,7 @@ impl Analyzer {
     pub fn add_facts(&mut self, number: u64, ts: u64, orig_len: u32, p: &Facts) {
         self.totals.frames += 1;
         self.totals.roce_frames += 1;
-        let t = p.opcode.transport();
+        let t = p.info.map_or(p.opcode.transport(), |i| i.transport);
         let src_qp = match (t, p.src_qp) {
             (Transport::Ud, Some(q)) => q,
             _ => u32::MAX,
@@ -750,7 +759,7 @@ impl Analyzer {
             self.observe_cm(number, p.src, m);
             return;
         }
-        let Some(info) = p.opcode.info() else { return };
+        let Some(info) = p.info else { return };
         // A frame cut inside its extension headers still has a BTH: its PSN counts;
         // what the missing headers would have said (AETH, RETH) is simply absent.
         if p.ack_req {
@@ -944,7 +953,7 @@ impl FlowReport {
             packets: f.packets,
             bytes: f.bytes,
             payload_bytes: f.payload_bytes,
-            opcodes: f.opcode_counts().map(|(o, n)| (o.to_string(), n)).collect(),
+            opcodes: f.opcode_counts().map(|(o, n)| (f.opcode_name(o), n)).collect(),
             requests: f.requests,
             psn_first: f.psn_first,
             psn_last: f.psn_last,

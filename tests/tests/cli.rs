@@ -437,6 +437,73 @@ fn a_verb_the_device_lacks_skips_the_scenario() {
     assert_eq!(r.code, 4, "{}\n{}", r.out, r.err);
 }
 
+/// `-Y` works on every output of `decode` (and `-w` writes only what it keeps), on
+/// `flows`, and a bad filter fails before anything is read, pointing at the culprit.
+#[test]
+fn display_filter_applies_to_every_output() {
+    let naks = capture("rc_naks.pcap");
+    let keep = "infiniband.aeth.syndrome >= 0x60";
+    let all = roce(&["decode", "-T", "fields", "-e", "frame.number", "-e", "infiniband.aeth.syndrome", &naks]);
+    let want: Vec<String> = all
+        .out
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .filter(|(_, s)| s.parse::<u8>().is_ok_and(|v| v >= 0x60))
+        .map(|(n, _)| n.to_string())
+        .collect();
+    assert!(want.len() >= 3 && want.len() < all.out.lines().count(), "{}", all.out);
+    let numbers = |r: &roce_tests::Run| -> Vec<String> { r.out.lines().map(|l| l.split_whitespace().next().unwrap_or("").to_string()).collect() };
+    // Summary lines and -T fields start with the frame number.
+    let text = roce(&["decode", "-Y", keep, &naks]);
+    assert_eq!(numbers(&text), want, "{}", text.out);
+    let fields = roce(&["decode", "-Y", keep, "-T", "fields", "-e", "frame.number", &naks]);
+    assert_eq!(numbers(&fields), want);
+    let json = roce(&["decode", "-Y", keep, "--json", &naks]);
+    let json_numbers: Vec<String> = json.out.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["frame"]["number"].to_string()).collect();
+    assert_eq!(json_numbers, want);
+    let verbose = roce(&["decode", "-Y", keep, "-V", &naks]);
+    let trees: Vec<String> = verbose.out.lines().filter_map(|l| l.strip_prefix("Frame ")?.split_once(':')).map(|(n, _)| n.to_string()).collect();
+    assert_eq!(trees, want, "{}", verbose.out);
+    let w = tmp("filtered.pcapng");
+    let r = roce(&["decode", "-Y", keep, "-w", w.to_str().unwrap(), &naks]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let back = roce(&["decode", "-T", "fields", "-e", "infiniband.aeth.syndrome", w.to_str().unwrap()]);
+    assert_eq!(back.out.lines().count(), want.len(), "{}", back.out);
+    // flows: only the frames kept enter the analysis.
+    let flows = roce(&["flows", "--json", "-Y", "frame.number <= 5", &naks]);
+    let report: serde_json::Value = serde_json::from_str(&flows.out).unwrap();
+    assert_eq!(report["totals"]["frames"], 5, "{report:#}");
+    // A bad filter: exit 2, nothing printed, the column, a caret and a suggestion.
+    let r = roce(&["decode", "-Y", "infiniband.bth.destqpn == 5", &naks]);
+    assert_eq!(r.code, 2);
+    assert!(r.out.is_empty(), "{}", r.out);
+    assert!(r.err.contains("column 1") && r.err.contains("^~~") && r.err.contains("infiniband.bth.destqp`"), "{}", r.err);
+    let r = roce(&["flows", "-Y", "ip.addr == 10.0.0.300", &naks]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(r.err.contains("column 12"), "{}", r.err);
+}
+
+/// mlx5 DC frames say so in every output, and `--transport-hint rd` reads the same
+/// bytes as IBA Reliable Datagram instead.
+#[test]
+fn dc_is_marked_and_the_hint_overrides_it() {
+    let dc = capture("dc.pcap");
+    let line6 = |r: roce_tests::Run| r.out.lines().nth(5).unwrap_or("").to_string();
+    let auto = line6(roce(&["decode", &dc]));
+    assert!(auto.contains("DC RDMA WRITE Only") && auto.contains("R_Key=0x00004321 DMALen=64"), "{auto}");
+    let rd = line6(roce(&["decode", "--transport-hint", "rd", &dc]));
+    assert!(rd.contains("RD RDMA WRITE Only") && !rd.contains("DMALen=64"), "{rd}");
+    let json = roce(&["decode", "--json", "-c", "6", &dc]);
+    let last: serde_json::Value = serde_json::from_str(json.out.lines().last().unwrap()).unwrap();
+    assert_eq!(last["roce"]["transport"], "DC", "{last:#}");
+    assert!(roce(&["decode", "-V", "-c", "6", &dc]).out.contains("DC RDMA WRITE Only"));
+    let total = roce(&["decode", &dc]).out.lines().count();
+    assert_eq!(roce(&["decode", "-Y", "roce.dc", &dc]).out.lines().count(), total);
+    assert_eq!(roce(&["decode", "-Y", "roce.dc", "--transport-hint", "rd", &dc]).out.lines().count(), 0);
+    let flows = roce(&["flows", &dc]).out;
+    assert!(flows.contains("DC RDMA WRITE Only ×1") && !flows.contains("RD "), "{flows}");
+}
+
 /// Probe steps are checked like the rest: the opcode, the PSN, what the opcode
 /// carries, and the expectations that name probes.
 #[test]

@@ -16,7 +16,7 @@ use std::net::IpAddr;
 use crate::frame::{self, Frame, IcrcCheck, Mad};
 use crate::wire::ethernet::{self, ethertype, VlanTag};
 use crate::wire::ext::{DethPacket, RethPacket};
-use crate::wire::{aeth, bth, icrc, ipv4, ipv6, mad, udp, Headers, Opcode, Psn, Syndrome, Transport};
+use crate::wire::{aeth, bth, icrc, ipv4, ipv6, mad, udp, Headers, OpInfo, Opcode, Psn, Syndrome, Transport};
 use crate::LinkType;
 
 /// The facts of one RoCE packet whose BTH decoded.
@@ -28,6 +28,9 @@ pub struct Facts<'a> {
     /// The IP ECN bits (3 = Congestion Experienced).
     pub ecn: u8,
     pub opcode: Opcode,
+    /// The opcode's row as the decoder read it: for the RD range, DC or RD (see
+    /// [`frame::TransportHint`]); `None` for opcodes no table defines.
+    pub info: Option<&'static OpInfo>,
     pub dest_qp: u32,
     pub psn: Psn,
     pub ack_req: bool,
@@ -59,6 +62,7 @@ impl<'a> Facts<'a> {
             dst,
             ecn: frame.ecn()?,
             opcode: b.opcode,
+            info: ib.info,
             dest_qp: b.dest_qp,
             psn: b.psn,
             ack_req: b.ack_req,
@@ -164,6 +168,7 @@ impl Facts<'static> {
             dst,
             ecn,
             opcode,
+            info: opcode.info(),
             dest_qp: b.dest_qp(),
             psn: b.psn(),
             ack_req: b.ack_req(),

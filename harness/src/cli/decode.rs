@@ -1,5 +1,6 @@
 //! `roce decode`: one line per frame, a header tree (`-V`), JSON Lines (`--json`), or
-//! tshark-compatible fields (`-T fields -e …`).
+//! tshark-compatible fields (`-T fields -e …`); with `-Y`, only the frames a display
+//! filter keeps (in every output, `-w` included).
 use std::io::{self, BufWriter, Write};
 
 use std::path::PathBuf;
@@ -7,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Context};
 use clap::{Args, ValueEnum};
 use dissector::capture::{PacketSource, Record, RecordFile};
-use dissector::fields::{self, Ctx, Field};
+use dissector::fields::{self, Ctx, Field, Shown};
 use dissector::frame::Frame;
 use dissector::{frame, print};
 
@@ -16,7 +17,7 @@ use super::input::InputArgs;
 
 const EXIT: &[(Exit, &str)] = &[
     (Exit::Ok, "every frame was read"),
-    (Exit::BadInput, "a bad option or field name, or a damaged capture (the frames before the damage are printed)"),
+    (Exit::BadInput, "a bad option, field name or display filter, or a damaged capture (the frames before the damage are printed)"),
     (Exit::Setup, "the interface could not be opened, or -w could not be written"),
     (Exit::Interrupted, "a second Ctrl-C during live capture"),
 ];
@@ -45,7 +46,8 @@ pub struct DecodeArgs {
     /// List what can be printed: `fields` (every -e name with its meaning).
     #[arg(short = 'G', value_name = "WHAT")]
     pub list: Option<String>,
-    /// Also write the frames read to this pcapng file (written to FILE.tmp, renamed when complete).
+    /// Also write the frames read (with -Y, those it keeps) to this pcapng file
+    /// (written to FILE.tmp, renamed when complete).
     #[arg(short = 'w', long = "write", value_name = "FILE.pcapng")]
     pub write: Option<PathBuf>,
 }
@@ -132,6 +134,7 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
     }
     let field_ids = a.fields.iter().map(|n| Field::lookup(n)).collect::<Result<Vec<_>, _>>().map_err(Failure::input)?;
     let fopts = FieldOpts::parse(&a.field_opts).map_err(Failure::input)?;
+    let filter = a.input.display_filter()?;
     let opts = a.input.decode_options();
     let mut src = a.input.open()?;
     let mut save = match &a.write {
@@ -154,6 +157,8 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
     let mut text = String::with_capacity(512);
     let mut first_ts = None;
     let mut prev_ts = 0;
+    // The timestamp of the last frame shown (for frame.time_delta_displayed).
+    let mut shown_ts: Option<u64> = None;
     let plain_values = fopts.quote.is_none() && fopts.occurrence == b'a' && fopts.aggregator == b",";
     let mut fr = frame::decode(dissector::LinkType::ETHERNET, &[], &opts);
     let limit = a.input.count.unwrap_or(u64::MAX);
@@ -171,6 +176,11 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
         let first = *first_ts.get_or_insert(rec.ts_ns);
         let ctx = Ctx::of(&rec, &fr, first, if stats.frames == 1 { rec.ts_ns } else { prev_ts });
         prev_ts = rec.ts_ns;
+        let shown = Shown { prev_ts_ns: shown_ts };
+        if filter.as_ref().is_some_and(|f| !f.matches_shown(&ctx, shown)) {
+            continue;
+        }
+        shown_ts = Some(rec.ts_ns);
         match format {
             Format::Text if a.verbose => {
                 text.clear();
@@ -198,10 +208,10 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
                         }
                     }
                     if plain_values {
-                        fields::write(f, &ctx, &mut line);
+                        fields::write_shown(f, &ctx, shown, &mut line);
                     } else {
                         val.clear();
-                        fields::write(f, &ctx, &mut val);
+                        fields::write_shown(f, &ctx, shown, &mut val);
                         push_value(&mut line, &val, &fopts);
                     }
                 }

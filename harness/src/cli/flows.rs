@@ -1,9 +1,11 @@
-//! `roce flows`: per-QP flow analysis of a capture.
+//! `roce flows`: per-QP flow analysis of a capture (with `-Y`, of the frames a
+//! display filter keeps).
 use std::io::{BufWriter, Write};
 
 use clap::Args;
 use dissector::capture::PacketSource;
 use dissector::flow::Analyzer;
+use dissector::fields::Ctx;
 use dissector::frame;
 
 use super::exit::{help, Exit, Outcome};
@@ -12,7 +14,7 @@ use super::input::InputArgs;
 #[derive(Debug, Args)]
 #[command(after_help = help(&[
     (Exit::Ok, "every frame was read"),
-    (Exit::BadInput, "a bad option, or a damaged capture (the report covers the frames before the damage)"),
+    (Exit::BadInput, "a bad option or display filter, or a damaged capture (the report covers the frames before the damage)"),
     (Exit::Setup, "the interface could not be opened"),
     (Exit::Interrupted, "a second Ctrl-C during live capture"),
 ]))]
@@ -26,9 +28,11 @@ pub struct FlowsArgs {
 
 pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
     let opts = a.input.decode_options();
+    let filter = a.input.display_filter()?;
     let mut src = a.input.open()?;
     let mut an = Analyzer::new();
     let mut frames = 0u64;
+    let (mut first_ts, mut prev_ts) = (None, 0);
     let limit = a.input.count.unwrap_or(u64::MAX);
     let mut f = frame::decode(dissector::LinkType::ETHERNET, &[], &opts);
     let result = loop {
@@ -40,7 +44,17 @@ pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
             // stall on the narrower stores that built it.
             Ok(Some(ref r)) => {
                 frames += 1;
-                an.add_captured(r.number, r.ts_ns, r.orig_len, r.link, r.data, &opts, &mut f);
+                match &filter {
+                    None => an.add_captured(r.number, r.ts_ns, r.orig_len, r.link, r.data, &opts, &mut f),
+                    // A filter needs the decoded frame, so no fast path.
+                    Some(flt) => {
+                        frame::decode_into(&mut f, r.link, r.data, &opts);
+                        if flt.matches(&Ctx::of(r, &f, *first_ts.get_or_insert(r.ts_ns), prev_ts)) {
+                            an.add(r.number, r.ts_ns, r.orig_len, &f, r.data);
+                        }
+                        prev_ts = r.ts_ns;
+                    }
+                }
             }
             Ok(None) => break Ok(()),
             Err(e) => break Err(e),

@@ -5,8 +5,10 @@ use std::io::BufReader;
 use std::path::PathBuf;
 
 
-use clap::Args;
+use clap::{Args, ValueEnum};
 use dissector::capture::{self, CaptureError, PacketSource, Reader, Record};
+use dissector::filter::Filter;
+use dissector::frame::TransportHint;
 
 use crate::net::live::{LiveCapture, LiveOptions};
 
@@ -36,17 +38,46 @@ pub struct InputArgs {
     /// Also treat this UDP destination port as RoCEv2 (4791 always is). Repeatable.
     #[arg(long = "roce-port", value_name = "PORT")]
     pub roce_ports: Vec<u16>,
+    /// How to read RD-range opcodes (0x40–0x5F): as mlx5 Dynamically Connected
+    /// transport (what tshark does), as IBA Reliable Datagram, or `auto`: DC unless
+    /// the packet cannot be DC while it can be RD.
+    #[arg(long = "transport-hint", value_name = "HINT", value_enum, default_value_t = Hint::Auto)]
+    pub transport_hint: Hint,
+    /// Display filter, in Wireshark's syntax (e.g. `infiniband.aeth.syndrome >= 0x60`,
+    /// `ip.addr == 10.0.0.0/24 && infiniband.bth.opcode in {4 10}`): only frames
+    /// that match are shown (or, for `flows`, analysed).
+    #[arg(short = 'Y', long = "display-filter", value_name = "FILTER")]
+    pub display_filter: Option<String>,
+}
+
+/// `--transport-hint`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Hint {
+    Auto,
+    Rd,
+    Dc,
 }
 
 impl InputArgs {
     pub fn decode_options(&self) -> dissector::frame::Options {
-        let mut o = dissector::frame::Options::default();
+        let transport_hint = match self.transport_hint {
+            Hint::Auto => TransportHint::Auto,
+            Hint::Rd => TransportHint::Rd,
+            Hint::Dc => TransportHint::Dc,
+        };
+        let mut o = dissector::frame::Options { transport_hint, ..Default::default() };
         for &p in &self.roce_ports {
             if !o.roce_ports.contains(&p) {
                 o.roce_ports.push(p);
             }
         }
         o
+    }
+
+    /// The display filter, compiled before anything is read: a bad one is bad input,
+    /// with the column and a caret.
+    pub fn display_filter(&self) -> Result<Option<Filter>, Failure> {
+        display_filter(self.display_filter.as_deref())
     }
 
     /// Opens the file or interface. A file that is not a capture fails here with
@@ -69,6 +100,12 @@ impl InputArgs {
         };
         Ok(Source::File(capture::open(path).map_err(Failure::input)?))
     }
+}
+
+/// A `-Y` display filter, compiled: a bad one is bad input, with the column and a
+/// caret.
+pub(super) fn display_filter(text: Option<&str>) -> Result<Option<Filter>, Failure> {
+    text.map(Filter::compile).transpose().map_err(|e| Failure::input(anyhow::anyhow!("-Y: {e}")))
 }
 
 /// An opened input. An enum rather than a `Box<dyn PacketSource>`: the file reader's

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 use dissector::fields::Ctx;
+use dissector::filter::Filter;
 use dissector::{frame, print, LinkType};
 use lab::control::{self, WireFrame};
 use lab::fault::{self, Dir};
@@ -216,6 +217,10 @@ pub struct RunArgs {
     /// rule did to it
     #[arg(long, conflicts_with = "json")]
     pub wire: bool,
+    /// With --wire: print only the frames this display filter keeps (Wireshark's
+    /// syntax, as `roce decode -Y`)
+    #[arg(short = 'Y', long = "display-filter", value_name = "FILTER", requires = "wire")]
+    pub display_filter: Option<String>,
     /// Do not echo the commands' output (it is still summarized)
     #[arg(long, short)]
     pub quiet: bool,
@@ -423,17 +428,20 @@ fn print_status(l: &LabPaths, st: Option<&serde_json::Value>, out: &mut dyn Writ
     writeln!(out, "  state: {}", l.dir.display())
 }
 
-/// Decodes the live wire into `roce decode`'s lines, numbered from the run's start.
+/// Decodes the live wire into `roce decode`'s lines, numbered from the run's start;
+/// with a display filter, only the frames it keeps.
 #[derive(Default)]
 struct WirePrinter {
     number: u64,
     first_ts: Option<u64>,
     prev_ts: u64,
     opts: frame::Options,
+    filter: Option<Filter>,
     text: String,
 }
 
 impl WirePrinter {
+    /// The frame's line, or "" where the filter drops it.
     fn line(&mut self, w: &WireFrame) -> &str {
         self.number += 1;
         let first = *self.first_ts.get_or_insert(w.ts_ns);
@@ -451,6 +459,9 @@ impl WirePrinter {
         };
         self.prev_ts = w.ts_ns;
         self.text.clear();
+        if self.filter.as_ref().is_some_and(|f| !f.matches(&ctx)) {
+            return &self.text;
+        }
         self.text.push_str(match w.sender {
             Dir::AtoB => "[a→b]",
             Dir::BtoA => "[b→a]",
@@ -466,8 +477,9 @@ fn lab_run(paths: &LabPaths, a: RunArgs, out: &mut dyn Write) -> Outcome {
     if a.a.is_none() && a.b.is_none() {
         return Err(Failure::input(anyhow::anyhow!("nothing to run: give --a CMD and/or --b CMD")));
     }
+    let filter = super::input::display_filter(a.display_filter.as_deref())?;
     let on_wire = a.wire.then(|| {
-        let mut p = WirePrinter::default();
+        let mut p = WirePrinter { filter, ..WirePrinter::default() };
         Box::new(move |w: WireFrame| lab::write_fd(1, p.line(&w).as_bytes())) as client::OnWire
     });
     let plan = lab::run::RunPlan {
