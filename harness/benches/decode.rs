@@ -4,6 +4,7 @@
 //! times, as separate processes writing to /dev/null:
 //! - `roce decode -T fields` with the 13 fields below, and tshark with the same fields
 //!   on the same file (the ratio is printed);
+//! - the same with `-Y "infiniband.aeth.syndrome != 0"`, ours and tshark's;
 //! - `roce flows`;
 //! - the peak RSS of both `roce` commands on a ~1 GB file (`ROCE_BENCH_BIG=0` skips it).
 //!
@@ -17,6 +18,10 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Instant;
+
+/// The display filter timed with `-Y`: on the bench file it keeps the ACKs (syndrome
+/// 0x1F) and drops the WRITEs (no AETH), half the lines.
+const FILTER: &str = "infiniband.aeth.syndrome != 0";
 
 const FIELDS: &[&str] = &[
     "frame.number",
@@ -139,6 +144,26 @@ fn main() {
             "ratio: roce decode -T fields is {:.0}x tshark's speed (best run; {:.0}x at the median)",
             theirs.best / ours.best,
             theirs.best / ours.median
+        );
+        // The same with the display filter users type most on RoCE captures.
+        let ours_y = runs(n, || {
+            let mut c = roce();
+            c.args(["decode", "-Y", FILTER]);
+            with_fields(&mut c).arg(&file);
+            c
+        });
+        print_runs("roce decode -Y … -T fields:", &ours_y, packets, mb);
+        let theirs_y = runs(1, || {
+            let mut c = Command::new("tshark");
+            c.args(["-n", "-r"]).arg(&file).args(["--disable-protocol", "rpcordma", "-Y", FILTER]);
+            with_fields(&mut c);
+            c
+        });
+        print_runs("tshark -Y … -T fields:", &theirs_y, packets, mb);
+        println!(
+            "ratio with -Y \"{FILTER}\": {:.0}x tshark's speed (best run; {:.0}x at the median)",
+            theirs_y.best / ours_y.best,
+            theirs_y.best / ours_y.median
         );
     } else {
         println!("tshark not installed: no ratio (apt-get install tshark)");
