@@ -4,7 +4,8 @@
 use std::time::Instant;
 
 use dissector::craft::{Conversation, Dir};
-use dissector::fields::{self, Ctx, Field};
+use dissector::ctx::Ctx;
+use dissector::fields::{self, Field};
 use dissector::flow::Analyzer;
 use dissector::frame::{self, Options};
 use dissector::wire::Syndrome;

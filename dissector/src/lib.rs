@@ -25,6 +25,7 @@
 pub mod capture;
 pub mod corpus;
 pub mod craft;
+pub mod ctx;
 pub mod fields;
 pub mod filter;
 pub mod flow;

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use serde_json::{json, Map, Value};
 
-use crate::fields::Ctx;
+use crate::ctx::Ctx;
 use crate::frame::{Frame, Layer, Link, Net, OpName, RoceVersion};
 use crate::wire::aeth::AckKind;
 use crate::wire::ethernet::ethertype;

@@ -26,7 +26,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use dissector::capture;
-use dissector::fields::{self, Ctx, Field, Shown};
+use dissector::ctx::{Ctx, Shown};
+use dissector::fields::{self, Field};
 use dissector::filter::Filter;
 use dissector::frame::{self, Frame, Layer, Options};
 use dissector::wire::Transport;

@@ -5,7 +5,8 @@
 //! the flow fast path (`Facts::parse`) must agree with the decoder wherever it answers.
 
 use dissector::capture;
-use dissector::fields::{self, Ctx, Field};
+use dissector::ctx::Ctx;
+use dissector::fields::{self, Field};
 use dissector::flow::{Analyzer, Facts};
 use dissector::filter::Filter;
 use dissector::frame::{self, Options, TransportHint};

@@ -50,7 +50,8 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 pub use lex::Rel;
 use parse::{Expr, Operand, Rhs as PRhs, SetElem};
 
-use crate::fields::{self, Ctx, Field, Protocols, Shown, Ty, Value};
+use crate::ctx::{Ctx, Shown};
+use crate::fields::{self, Field, Protocols, Ty, Value};
 use crate::text::{did_you_mean, hex_bytes, parse_u64};
 
 /// Names a bare test can use besides fields: the protocols `frame.protocols` lists,

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use anyhow::{anyhow, Context};
 use clap::{Args, ValueEnum};
 use dissector::capture::{PacketSource, Record, RecordFile};
-use dissector::fields::{self, Ctx, Field, Shown};
+use dissector::ctx::{Ctx, Shown};
+use dissector::fields::{self, Field};
 use dissector::frame::Frame;
 use dissector::{frame, print};
 

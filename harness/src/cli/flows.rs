@@ -5,7 +5,7 @@ use std::io::{BufWriter, Write};
 use clap::Args;
 use dissector::capture::PacketSource;
 use dissector::flow::Analyzer;
-use dissector::fields::Ctx;
+use dissector::ctx::Ctx;
 use dissector::frame;
 
 use super::exit::{help, Exit, Outcome};

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use dissector::fields::Ctx;
+use dissector::ctx::Ctx;
 use dissector::filter::Filter;
 use dissector::{frame, print, LinkType};
 use lab::control::{self, WireFrame};

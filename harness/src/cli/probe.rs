@@ -140,7 +140,7 @@ fn as_record(number: u64, ts_ns: u64, data: &[u8]) -> dissector::capture::Record
 /// One decoded line of a frame, as `roce decode` prints it.
 fn line(number: u64, ts_ns: u64, first_ns: u64, data: &[u8]) -> String {
     let f = dissector::frame::decode(dissector::LinkType::ETHERNET, data, &Default::default());
-    let ctx = dissector::fields::Ctx::of(&as_record(number, ts_ns, data), &f, first_ns, first_ns);
+    let ctx = dissector::ctx::Ctx::of(&as_record(number, ts_ns, data), &f, first_ns, first_ns);
     let mut s = String::new();
     dissector::print::line(&ctx, &mut s);
     s

@@ -129,7 +129,7 @@ pub(crate) fn read(path: &Path) -> Result<Timeline, String> {
         let prev = prev_ts.replace(rec.ts_ns).unwrap_or(rec.ts_ns);
         frame::decode_into(&mut fr, rec.link, rec.data, &opts);
         let line = |prev| {
-            let ctx = dissector::fields::Ctx::of(&rec, &fr, first, prev);
+            let ctx = dissector::ctx::Ctx::of(&rec, &fr, first, prev);
             let mut s = String::new();
             dissector::print::line(&ctx, &mut s);
             s
