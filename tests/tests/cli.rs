@@ -473,6 +473,12 @@ fn display_filter_applies_to_every_output() {
     let flows = roce(&["flows", "--json", "-Y", "frame.number <= 5", &naks]);
     let report: serde_json::Value = serde_json::from_str(&flows.out).unwrap();
     assert_eq!(report["totals"]["frames"], 5, "{report:#}");
+    // The first frame's time delta is 0, as in `decode`: it is kept.
+    let flows = roce(&["flows", "--json", "-Y", "frame.time_delta == 0", &naks]);
+    let first = roce(&["decode", "-Y", "frame.time_delta == 0", "-T", "fields", "-e", "frame.number", &naks]);
+    assert!(first.out.starts_with("1\n"), "{}", first.out);
+    let report: serde_json::Value = serde_json::from_str(&flows.out).unwrap();
+    assert_eq!(report["totals"]["frames"], first.out.lines().count(), "{report:#}");
     // A bad filter: exit 2, nothing printed, the column, a caret and a suggestion.
     let r = roce(&["decode", "-Y", "infiniband.bth.destqpn == 5", &naks]);
     assert_eq!(r.code, 2);

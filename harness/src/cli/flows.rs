@@ -32,7 +32,9 @@ pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
     let mut src = a.input.open()?;
     let mut an = Analyzer::new();
     let mut frames = 0u64;
-    let (mut first_ts, mut prev_ts) = (None, 0);
+    // For the filter's frame.time_*: the first frame's timestamp, and the previous
+    // one's (the first frame is its own previous: a delta of 0, as tshark shows).
+    let (mut first_ts, mut prev_ts) = (None, None);
     let limit = a.input.count.unwrap_or(u64::MAX);
     let mut f = frame::decode(dissector::LinkType::ETHERNET, &[], &opts);
     let result = loop {
@@ -49,10 +51,11 @@ pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
                     // A filter needs the decoded frame, so no fast path.
                     Some(flt) => {
                         frame::decode_into(&mut f, r.link, r.data, &opts);
-                        if flt.matches(&Ctx::of(r, &f, *first_ts.get_or_insert(r.ts_ns), prev_ts)) {
+                        let (first, prev) = (*first_ts.get_or_insert(r.ts_ns), prev_ts.unwrap_or(r.ts_ns));
+                        if flt.matches(&Ctx::of(r, &f, first, prev)) {
                             an.add(r.number, r.ts_ns, r.orig_len, &f, r.data);
                         }
-                        prev_ts = r.ts_ns;
+                        prev_ts = Some(r.ts_ns);
                     }
                 }
             }
