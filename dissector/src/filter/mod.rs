@@ -658,24 +658,16 @@ impl Compiler<'_> {
                 },
             },
             Ty::Ipv4 => {
-                let (a, prefix) = split_prefix(t);
+                let (a, bits) = subnet(t, 32);
                 let Ok(addr) = a.parse::<Ipv4Addr>() else { return bad("not an IPv4 address") };
-                let bits = match prefix.map(|p| p.parse::<u32>()) {
-                    None => 32,
-                    Some(Ok(p)) if p <= 32 => p,
-                    Some(_) => return bad("the prefix length must be 0 to 32"),
-                };
+                let Some(bits) = bits else { return bad("the prefix length must be 0 to 32") };
                 let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
                 Const::V4 { addr: addr.into(), mask }
             }
             Ty::Ipv6 => {
-                let (a, prefix) = split_prefix(t);
+                let (a, bits) = subnet(t, 128);
                 let Ok(addr) = a.parse::<Ipv6Addr>() else { return bad("not an IPv6 address") };
-                let bits = match prefix.map(|p| p.parse::<u32>()) {
-                    None => 128,
-                    Some(Ok(p)) if p <= 128 => p,
-                    Some(_) => return bad("the prefix length must be 0 to 128"),
-                };
+                let Some(bits) = bits else { return bad("the prefix length must be 0 to 128") };
                 let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
                 Const::V6 { addr: addr.into(), mask }
             }
@@ -719,10 +711,12 @@ fn number(t: &str) -> Option<u64> {
     parse_u64(t).filter(|_| !t.contains(char::is_whitespace))
 }
 
-fn split_prefix(t: &str) -> (&str, Option<&str>) {
+/// `ADDR` or `ADDR/BITS`: the address text and the prefix length, all `max` bits
+/// when none is given; `None` for a prefix that is not a number from 0 to `max`.
+fn subnet(t: &str, max: u32) -> (&str, Option<u32>) {
     match t.split_once('/') {
-        Some((a, p)) => (a, Some(p)),
-        None => (t, None),
+        Some((a, p)) => (a, p.parse::<u32>().ok().filter(|&b| b <= max)),
+        None => (t, Some(max)),
     }
 }
 

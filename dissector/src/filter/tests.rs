@@ -230,6 +230,8 @@ fn errors_name_the_column_and_show_a_caret() {
     assert!(matches!(err("frame.number == x1").kind, ErrorKind::BadValue { ty: Ty::Uint, .. }));
     assert!(matches!(err("frame.number == 09").kind, ErrorKind::BadValue { .. }), "9 is not octal");
     assert!(matches!(err("ip.addr == 10.0.0.0/33").kind, ErrorKind::BadValue { why: "the prefix length must be 0 to 32", .. }));
+    assert!(matches!(err("ipv6.addr == fd00::/129").kind, ErrorKind::BadValue { why: "the prefix length must be 0 to 128", .. }));
+    assert!(matches!(err("ip.addr == 10.0.0.0/x").kind, ErrorKind::BadValue { why: "the prefix length must be 0 to 32", .. }));
     assert!(matches!(err("eth.src == 02:00:00:00:00").kind, ErrorKind::BadValue { ty: Ty::Mac, .. }));
     assert!(matches!(err("infiniband.bth.a == yes").kind, ErrorKind::BadValue { ty: Ty::Bool, .. }));
     assert!(matches!(err("frame.time_delta > 1e-3").kind, ErrorKind::BadValue { ty: Ty::Time, .. }));
