@@ -13,11 +13,11 @@ want_test=0
 say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
 # Debian packages. Build: libpcap (live capture), libibverbs/librdmacm + libclang
-# (rdma-sys runs bindgen). Lab: qemu, debootstrap, e2fsprogs, xz-utils (unpacks the
+# (rdma-sys runs bindgen). Lab: qemu, debootstrap, e2fsprogs, xz-utils and zstd (unpack the
 # guest kernel for a faster boot). Tests: tshark; chromium, chromium-driver and
 # python3-selenium (the HTML report's ladder checked in a headless browser).
 pkgs=(build-essential pkg-config libpcap-dev libibverbs-dev librdmacm-dev libclang-dev clang
-      qemu-system-x86 debootstrap e2fsprogs xz-utils)
+      qemu-system-x86 debootstrap e2fsprogs xz-utils zstd)
 (( want_test )) && pkgs+=(tshark chromium chromium-driver python3-selenium)
 
 missing=()

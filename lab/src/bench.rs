@@ -18,6 +18,8 @@ pub struct BenchPlan {
     pub writes: u32,
     pub size: u32,
     pub accel: Accel,
+    /// The image to measure (built first if it is not cached).
+    pub image: image::Release,
 }
 
 /// The measurements, as (what, measured) rows in the order taken, and whether
@@ -40,7 +42,8 @@ pub fn measure(
     let mut rows = Vec::new();
 
     let t = Instant::now();
-    let (img, built) = image::build(&image::BuildOpts { root: paths.root.clone(), mirror: None, force: false }, p)?;
+    let (img, built) = image::build(&image::BuildOpts { root: paths.root.clone(), release: args.image, mirror: None, force: false }, p)?;
+    rows.push(("image".into(), format!("{} (kernel {}, {})", args.image, img.manifest.kernel_release, img.manifest.describe_versions())));
     rows.push((
         "image build".into(),
         if built {
@@ -53,7 +56,7 @@ pub fn measure(
     let bench = LabPaths::new(&paths.root, &format!("{}-bench", paths.name))?;
     super::stop(&bench)?;
     let _guard = DownOnDrop(bench.clone());
-    let r = up(&bench, &UpOpts { accel: args.accel, boot_timeout: Duration::from_secs(300), idle_timeout_min: 10, rules: vec![], seed: 1 }, p)?;
+    let r = up(&bench, &UpOpts { image: args.image, accel: args.accel, boot_timeout: Duration::from_secs(300), idle_timeout_min: 10, rules: vec![], seed: 1 }, p)?;
     rows.push((
         "boot of the pair".into(),
         format!(

@@ -19,7 +19,7 @@ use anyhow::{bail, Context, Result};
 use serde_json::json;
 
 use super::control::{self, ExecRequest, ExitStatus, Frame, Hello, Kind, Request, Response};
-use super::image::Image;
+use super::image::{Image, Release};
 use super::record::PcapngRecorder;
 use super::state::{self, Flock, LabPaths, Vm};
 use super::fault::Rule;
@@ -30,6 +30,8 @@ const GUEST_INIT: &str = include_str!("assets/guest-init.sh");
 
 pub struct DaemonOpts {
     pub paths: LabPaths,
+    /// The image both VMs boot.
+    pub image: Release,
     pub accel: Accel,
     /// The lab lock, already taken by `roce lab up` and inherited.
     pub lock_fd: Option<i32>,
@@ -80,6 +82,9 @@ struct Agent {
 
 struct Shared {
     paths: LabPaths,
+    image: Release,
+    /// The image's kernel (`uname -r` in the VMs once they are up).
+    kernel_release: String,
     phase: Mutex<Phase>,
     agents: [Agent; 2],
     routes: Mutex<HashMap<u32, Route>>,
@@ -239,6 +244,8 @@ impl Shared {
             "name": self.paths.name,
             "dir": self.paths.dir.display().to_string(),
             "phase": phase.name(),
+            "image": self.image,
+            "image_kernel": self.kernel_release,
             "error": if let Phase::Failed(m) = &phase { Some(m.clone()) } else { None },
             "accel": self.accel,
             "daemon_pid": std::process::id(),
@@ -343,7 +350,7 @@ impl Drop for Qemus {
 
 fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
     refresh_share(paths)?;
-    let img = Image::open(&paths.root)?;
+    let img = Image::open(&paths.root, opts.image)?;
     for vm in Vm::BOTH {
         let _ = fs::remove_file(paths.console(vm));
         let _ = fs::remove_file(paths.agent_socket(vm));
@@ -375,6 +382,8 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
 
     let shared = Arc::new(Shared {
         paths: paths.clone(),
+        image: opts.image,
+        kernel_release: img.manifest.kernel_release.clone(),
         phase: Mutex::new(Phase::Booting),
         agents: Default::default(),
         routes: Mutex::default(),

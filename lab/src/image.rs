@@ -1,13 +1,17 @@
-//! `roce lab build`: the lab's VM image.
+//! `roce lab build`: the lab's VM images, one per Debian [`Release`].
 //!
-//! Debian bookworm from the mirror the host's apt already uses (debootstrap), with
-//! the kernel (it ships `rdma_rxe`), rdma-core and the test tools. What boots:
+//! Debian from the mirror the host's apt already uses (debootstrap), with the
+//! kernel (it ships `rdma_rxe`), rdma-core and the test tools: `bookworm` (Linux
+//! 6.1, rdma-core 44; the default) and `trixie` (Linux 6.12, rdma-core 56, the verbs
+//! rxe gained since). Each is cached in its own directory, `images/<release>/`,
+//! beside the other. What boots:
 //!
 //! - `vmlinux`: the kernel, uncompressed from the Debian bzImage and booted through
 //!   its PVH entry. Under TCG this saves the ~5 s the guest spends unpacking an
 //!   xz-compressed kernel. (`vmlinuz` is kept as the fallback.)
 //! - `initrd.cpio`: a small initramfs of our own: busybox, the ~30 modules the lab
-//!   needs and an `/init` that loads them, mounts the disk and the host share and
+//!   needs (uncompressed: trixie ships them as `.ko.xz`; those built into the
+//!   kernel are left out) and an `/init` that loads them, mounts the disk and the host share and
 //!   hands over to the init script in the share. Debian's own initramfs (udev,
 //!   34 MB) costs ~10 s of boot under TCG.
 //! - `disk.img`: the root file system (`mkfs.ext4 -d`, no loop mounts), attached
@@ -29,8 +33,63 @@ use super::state::{self, Flock};
 use super::Progress;
 
 /// Bump when the build steps change in a way the hash below cannot see.
-const RECIPE_VERSION: u32 = 1;
-pub const SUITE: &str = "bookworm";
+const RECIPE_VERSION: u32 = 2;
+
+/// A Debian release the lab can boot: one kernel and one rdma-core each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Release {
+    /// Debian 12: Linux 6.1, rdma-core 44. The default image.
+    #[default]
+    Bookworm,
+    /// Debian 13: Linux 6.12, rdma-core 56 (rxe with RDMA FLUSH and ATOMIC WRITE).
+    Trixie,
+}
+
+impl Release {
+    pub const ALL: [Release; 2] = [Release::Bookworm, Release::Trixie];
+
+    /// The Debian suite (codename), which is also the image's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Release::Bookworm => "bookworm",
+            Release::Trixie => "trixie",
+        }
+    }
+
+    /// What it brings, for help texts and errors.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Release::Bookworm => "Debian 12: Linux 6.1, rdma-core 44",
+            Release::Trixie => "Debian 13: Linux 6.12, rdma-core 56",
+        }
+    }
+
+    /// The name of the lab that boots this image when none is given: `default` for
+    /// the default image (as before there were two), the release's name otherwise.
+    pub fn default_lab(self) -> &'static str {
+        match self {
+            Release::Bookworm => "default",
+            r => r.name(),
+        }
+    }
+}
+
+impl std::fmt::Display for Release {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Release {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Release, String> {
+        Release::ALL.into_iter().find(|r| r.name() == s).ok_or_else(|| {
+            let all: Vec<String> = Release::ALL.iter().map(|r| format!("{} ({})", r.name(), r.describe())).collect();
+            format!("no lab image `{s}`; there are: {}", all.join(", "))
+        })
+    }
+}
 /// What the issue asks for, plus busybox (the initramfs' shell).
 pub const PACKAGES: &[&str] = &[
     "linux-image-amd64",
@@ -93,6 +152,10 @@ pub struct Manifest {
     /// `vmlinux` (PVH boot) or `vmlinuz`.
     pub boot_kernel: String,
     pub mirror: String,
+    /// What dpkg says is installed, for the packages that make the setup
+    /// (`linux-image-*`, `rdma-core`, `libibverbs1`, `perftest`, `libc6`).
+    #[serde(default)]
+    pub versions: std::collections::BTreeMap<String, String>,
     pub packages: Vec<String>,
     pub modules: Vec<String>,
     pub built_at_unix: u64,
@@ -122,29 +185,43 @@ fn fnv(parts: &[&str]) -> String {
     format!("{h:016x}")
 }
 
-pub fn recipe_hash() -> String {
+pub fn recipe_hash(release: Release) -> String {
     let v = RECIPE_VERSION.to_string();
-    let mut parts = vec![v.as_str(), SUITE, INITRD_INIT];
+    let mut parts = vec![v.as_str(), release.name(), INITRD_INIT];
     parts.extend(PACKAGES);
     parts.push("--");
     parts.extend(MODULES);
     fnv(&parts)
 }
 
-pub fn image_dir(root: &Path) -> PathBuf {
-    root.join("image")
+pub fn image_dir(root: &Path, release: Release) -> PathBuf {
+    root.join("images").join(release.name())
+}
+
+/// Where debootstrap keeps a release's packages between builds.
+fn deb_cache(root: &Path, release: Release) -> PathBuf {
+    root.join("debs").join(release.name())
+}
+
+/// `roce lab build`, with the options that pick `release`.
+fn build_command(release: Release) -> String {
+    match release {
+        Release::Bookworm => "roce lab build".into(),
+        r => format!("roce lab build --release {r}"),
+    }
 }
 
 impl Image {
-    /// The image under `root`, if it is complete and built from the current recipe.
-    pub fn open(root: &Path) -> Result<Image> {
-        let dir = image_dir(root);
-        let hint = "run `roce lab build` (add `--dir` if you use one)";
+    /// The image of `release` under `root`, if it is complete and built from the
+    /// current recipe.
+    pub fn open(root: &Path, release: Release) -> Result<Image> {
+        let dir = image_dir(root, release);
+        let hint = format!("run `{}` (add `--dir` if you use one)", build_command(release));
         let mpath = dir.join("manifest.json");
         let text = fs::read_to_string(&mpath).with_context(|| format!("no lab image at {} ({hint})", dir.display()))?;
         let manifest: Manifest =
             serde_json::from_str(&text).with_context(|| format!("{} is damaged ({hint})", mpath.display()))?;
-        if manifest.recipe != recipe_hash() {
+        if manifest.recipe != recipe_hash(release) {
             bail!("the lab image at {} was built by another version of roce's recipe; {hint} to rebuild it", dir.display());
         }
         let image = Image {
@@ -289,6 +366,7 @@ fn mirrors_one_line(text: &str) -> Vec<String> {
 
 pub struct BuildOpts {
     pub root: PathBuf,
+    pub release: Release,
     pub mirror: Option<String>,
     pub force: bool,
 }
@@ -297,7 +375,7 @@ pub struct BuildOpts {
 /// was built now.
 pub fn build(opts: &BuildOpts, p: &Progress) -> Result<(Image, bool)> {
     if !opts.force {
-        if let Ok(img) = Image::open(&opts.root) {
+        if let Ok(img) = Image::open(&opts.root, opts.release) {
             return Ok((img, false));
         }
     }
@@ -306,7 +384,8 @@ pub fn build(opts: &BuildOpts, p: &Progress) -> Result<(Image, bool)> {
     if unsafe { libc::geteuid() } != 0 {
         bail!(
             "building the lab image needs root (debootstrap chroots and creates device nodes)\n\
-             hint: run `sudo roce lab build --dir {}` once; booting the lab afterwards does not need root",
+             hint: run `sudo {} --dir {}` once; booting the lab afterwards does not need root",
+            build_command(opts.release),
             opts.root.display()
         );
     }
@@ -321,11 +400,11 @@ pub fn build(opts: &BuildOpts, p: &Progress) -> Result<(Image, bool)> {
     };
     // The other build may have produced what we need.
     if !opts.force {
-        if let Ok(img) = Image::open(&opts.root) {
+        if let Ok(img) = Image::open(&opts.root, opts.release) {
             return Ok((img, false));
         }
     }
-    remove_stale_temp_dirs(&opts.root);
+    remove_stale_temp_dirs(&opts.root, p);
     let mirror = match &opts.mirror {
         Some(m) => m.clone(),
         None => host_mirror()?,
@@ -334,10 +413,11 @@ pub fn build(opts: &BuildOpts, p: &Progress) -> Result<(Image, bool)> {
     let tmp = opts.root.join(format!("image.tmp-{}", std::process::id()));
     let _ = fs::remove_dir_all(&tmp);
     fs::create_dir_all(&tmp)?;
-    let result = build_into(&tmp, &opts.root, &mirror, p, start);
+    let result = build_into(&tmp, &opts.root, opts.release, &mirror, p, start);
     match result {
         Ok(manifest) => {
-            let final_dir = image_dir(&opts.root);
+            let final_dir = image_dir(&opts.root, opts.release);
+            fs::create_dir_all(opts.root.join("images"))?;
             let old = opts.root.join(format!("image.old-{}", std::process::id()));
             if final_dir.exists() {
                 fs::rename(&final_dir, &old).with_context(|| format!("moving the old image {} aside", final_dir.display()))?;
@@ -345,13 +425,15 @@ pub fn build(opts: &BuildOpts, p: &Progress) -> Result<(Image, bool)> {
             fs::rename(&tmp, &final_dir).with_context(|| format!("publishing the image as {}", final_dir.display()))?;
             let _ = fs::remove_dir_all(&old);
             p.say(&format!(
-                "image ready in {:.0} s: {} (kernel {}, disk {} MiB)",
+                "image {} ready in {:.0} s: {} (kernel {}, {}, disk {} MiB)",
+                opts.release,
                 manifest.build_secs,
                 final_dir.display(),
                 manifest.kernel_release,
+                manifest.describe_versions(),
                 manifest.disk_bytes >> 20
             ));
-            Ok((Image::open(&opts.root)?, true))
+            Ok((Image::open(&opts.root, opts.release)?, true))
         }
         Err(e) => {
             let log = tmp.join("debootstrap.log");
@@ -363,7 +445,20 @@ pub fn build(opts: &BuildOpts, p: &Progress) -> Result<(Image, bool)> {
     }
 }
 
-fn remove_stale_temp_dirs(root: &Path) {
+/// Removes what dead builds left behind, and the image and package cache of the
+/// layout before there were two images (`image/`, `debs/*.deb`).
+fn remove_stale_temp_dirs(root: &Path, p: &Progress) {
+    let legacy = root.join("image");
+    if legacy.join("manifest.json").is_file() && fs::remove_dir_all(&legacy).is_ok() {
+        p.say(&format!("removed the image of an older roce at {} (images now live in images/<release>/)", legacy.display()));
+    }
+    if let Ok(rd) = fs::read_dir(root.join("debs")) {
+        for e in rd.flatten() {
+            if e.file_name().to_string_lossy().ends_with(".deb") {
+                let _ = fs::remove_file(e.path());
+            }
+        }
+    }
     let Ok(rd) = fs::read_dir(root) else { return };
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
@@ -376,12 +471,12 @@ fn remove_stale_temp_dirs(root: &Path) {
     }
 }
 
-fn build_into(tmp: &Path, root: &Path, mirror: &str, p: &Progress, start: Instant) -> Result<Manifest> {
+fn build_into(tmp: &Path, root: &Path, release: Release, mirror: &str, p: &Progress, start: Instant) -> Result<Manifest> {
     let rootfs = tmp.join("rootfs");
-    let cache = root.join("debs");
+    let cache = deb_cache(root, release);
     fs::create_dir_all(&cache)?;
-    p.say(&format!("debootstrap {SUITE} from {mirror} (packages cached in {})", cache.display()));
-    debootstrap(&rootfs, &cache, mirror, &tmp.join("debootstrap.log"), p)?;
+    p.say(&format!("debootstrap {release} from {mirror} (packages cached in {})", cache.display()));
+    debootstrap(release, &rootfs, &cache, mirror, &tmp.join("debootstrap.log"), p)?;
 
     p.say("checking the root file system");
     let missing: Vec<&str> = REQUIRED
@@ -389,16 +484,19 @@ fn build_into(tmp: &Path, root: &Path, mirror: &str, p: &Progress, start: Instan
         .filter(|(_, alts)| !alts.iter().any(|a| rootfs.join(a).exists()))
         .map(|(n, _)| *n)
         .collect();
-    let (release, vmlinuz) = find_kernel(&rootfs)?;
-    let moddir = rootfs.join("lib/modules").join(&release);
+    let (kernel, vmlinuz) = find_kernel(&rootfs)?;
+    let moddir = rootfs.join("lib/modules").join(&kernel);
     let rxe = moddir.join("kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko");
     let mut missing: Vec<String> = missing.into_iter().map(String::from).collect();
-    if !rxe.exists() {
-        missing.push(format!("rdma_rxe.ko (looked for {})", rxe.display()));
+    if !["", ".xz", ".zst"].iter().any(|ext| rxe.with_extension(format!("ko{ext}")).exists()) {
+        missing.push(format!("rdma_rxe.ko (looked for {}[.xz|.zst])", rxe.display()));
     }
     if !missing.is_empty() {
         bail!("the image lacks: {}", missing.join(", "));
     }
+    let versions = installed_versions(&rootfs)?;
+    check_versions(release, &kernel, &versions)?;
+    p.say(&format!("{release}: kernel {kernel}, {}", describe_versions(&versions)));
     // Room for the mount points the initramfs uses; no documentation.
     fs::create_dir_all(rootfs.join("host"))?;
     for d in ["usr/share/doc", "usr/share/man", "usr/share/info", "var/cache/apt/archives", "var/lib/apt/lists"] {
@@ -406,7 +504,7 @@ fn build_into(tmp: &Path, root: &Path, mirror: &str, p: &Progress, start: Instan
         let _ = fs::create_dir_all(rootfs.join(d));
     }
 
-    p.say(&format!("kernel {release}: preparing a direct boot"));
+    p.say(&format!("kernel {kernel}: preparing a direct boot"));
     fs::copy(&vmlinuz, tmp.join("vmlinuz")).context("copying the kernel")?;
     let boot_kernel = match extract_vmlinux(&vmlinuz, &tmp.join("vmlinux")) {
         Ok(()) => "vmlinux".to_string(),
@@ -441,9 +539,10 @@ fn build_into(tmp: &Path, root: &Path, mirror: &str, p: &Progress, start: Instan
     fs::remove_dir_all(&rootfs).context("removing the build's root file system")?;
 
     let manifest = Manifest {
-        recipe: recipe_hash(),
-        suite: SUITE.into(),
-        kernel_release: release,
+        recipe: recipe_hash(release),
+        suite: release.name().into(),
+        kernel_release: kernel,
+        versions,
         boot_kernel,
         mirror: mirror.into(),
         packages: PACKAGES.iter().map(|s| s.to_string()).collect(),
@@ -456,12 +555,12 @@ fn build_into(tmp: &Path, root: &Path, mirror: &str, p: &Progress, start: Instan
     Ok(manifest)
 }
 
-fn debootstrap(rootfs: &Path, cache: &Path, mirror: &str, log: &Path, p: &Progress) -> Result<()> {
+fn debootstrap(release: Release, rootfs: &Path, cache: &Path, mirror: &str, log: &Path, p: &Progress) -> Result<()> {
     let mut child = Command::new(find_program("debootstrap").context("debootstrap")?)
         .arg("--variant=minbase")
         .arg(format!("--cache-dir={}", cache.display()))
         .arg(format!("--include={}", PACKAGES.join(",")))
-        .arg(SUITE)
+        .arg(release.name())
         .arg(rootfs)
         .arg(mirror)
         .stdin(Stdio::null())
@@ -556,39 +655,112 @@ fn find_kernel(rootfs: &Path) -> Result<(String, PathBuf)> {
     kernels.pop().ok_or_else(|| anyhow::anyhow!("no kernel (vmlinuz-*) in {}: did linux-image-amd64 install?", boot.display()))
 }
 
-/// Uncompresses the ELF kernel inside an xz-compressed bzImage (with the host's
-/// `xz`), for qemu's PVH direct boot.
+/// The packages whose versions make a setup, as the image's dpkg database lists them.
+const VERSIONED: &[&str] = &["rdma-core", "libibverbs1", "ibverbs-providers", "perftest", "libc6"];
+
+/// Installed versions of [`VERSIONED`] and of the kernel image package, from
+/// `var/lib/dpkg/status`.
+fn installed_versions(rootfs: &Path) -> Result<std::collections::BTreeMap<String, String>> {
+    let path = rootfs.join("var/lib/dpkg/status");
+    let text = fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    Ok(parse_dpkg_status(&text))
+}
+
+fn parse_dpkg_status(text: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for para in text.split("\n\n") {
+        let field = |k: &str| para.lines().find_map(|l| l.strip_prefix(k).map(str::trim));
+        let (Some(pkg), Some(ver)) = (field("Package:"), field("Version:")) else { continue };
+        let installed = field("Status:").is_some_and(|s| s.ends_with(" installed"));
+        let kernel = pkg.starts_with("linux-image-") && pkg != "linux-image-amd64";
+        if installed && (VERSIONED.contains(&pkg) || kernel) {
+            let key = if kernel { "linux-image" } else { pkg };
+            out.insert(key.to_string(), ver.to_string());
+        }
+    }
+    out
+}
+
+/// `rdma-core 56.1-1, perftest 25.01.0+0.80-1, glibc 2.41-12`.
+fn describe_versions(v: &std::collections::BTreeMap<String, String>) -> String {
+    let get = |k: &str| v.get(k).map(String::as_str).unwrap_or("?");
+    format!("rdma-core {}, perftest {}, glibc {}", get("rdma-core"), get("perftest"), get("libc6"))
+}
+
+impl Manifest {
+    pub fn describe_versions(&self) -> String {
+        describe_versions(&self.versions)
+    }
+}
+
+/// The facts a release's image is built for, checked rather than assumed: its
+/// kernel series (which decides what rxe can do) and rdma-core's major version.
+fn check_versions(release: Release, kernel: &str, versions: &std::collections::BTreeMap<String, String>) -> Result<()> {
+    let (series, rdma_core) = match release {
+        Release::Bookworm => ("6.1.", "44."),
+        Release::Trixie => ("6.12.", "56."),
+    };
+    let have = versions.get("rdma-core").map(String::as_str).unwrap_or("none");
+    if !kernel.starts_with(series) || !have.starts_with(rdma_core) {
+        bail!(
+            "the {release} image has kernel {kernel} and rdma-core {have}, not the Linux {series}x and rdma-core {rdma_core}x the {release} lab stands for\n\
+             hint: the mirror may serve another Debian release under that name; pass --mirror with a Debian mirror"
+        );
+    }
+    Ok(())
+}
+
+/// How a bzImage's payload may be compressed, and the host tool that undoes it:
+/// bookworm's kernel is xz, trixie's zstd.
+const KERNEL_COMPRESSION: &[(&[u8], &str, &[&str], &str)] = &[
+    (b"\xfd7zXZ\x00", "xz", &["-dc", "--single-stream"], "xz-utils"),
+    (b"\x28\xb5\x2f\xfd", "zstd", &["-dc"], "zstd"),
+];
+
+/// Uncompresses the ELF kernel inside a bzImage (with the host's `xz` or `zstd`),
+/// for qemu's PVH direct boot. The tool's exit status is not trusted either way
+/// (zstd complains about the bzImage's bytes after the frame): what counts is
+/// that an ELF kernel came out.
 fn extract_vmlinux(bzimage: &Path, out: &Path) -> Result<()> {
     let data = fs::read(bzimage)?;
-    const XZ_MAGIC: &[u8] = b"\xfd7zXZ\x00";
-    let at = data.windows(XZ_MAGIC.len()).position(|w| w == XZ_MAGIC).context("the kernel is not xz-compressed")?;
-    let xz = find_program("xz").context("no `xz` on this host (package xz-utils)")?;
-    let mut child = Command::new(xz)
-        .args(["-dc", "--single-stream"])
+    let (at, (_, tool, args, package)) = KERNEL_COMPRESSION
+        .iter()
+        .filter_map(|c| data.windows(c.0.len()).position(|w| w == c.0).map(|at| (at, c)))
+        .min_by_key(|(at, _)| *at)
+        .context("the kernel is neither xz- nor zstd-compressed")?;
+    let prog = find_program(tool).with_context(|| format!("no `{tool}` on this host (package {package})"))?;
+    let mut child = Command::new(prog)
+        .args(*args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()?;
-    let mut stdin = child.stdin.take().context("xz stdin")?;
+    let mut stdin = child.stdin.take().context("the decompressor's stdin")?;
     let payload = data[at..].to_vec();
     let feeder = std::thread::spawn(move || {
         let _ = stdin.write_all(&payload);
     });
     let mut elf = Vec::new();
-    child.stdout.take().context("xz stdout")?.read_to_end(&mut elf)?;
+    child.stdout.take().context("the decompressor's stdout")?.read_to_end(&mut elf)?;
     let _ = feeder.join();
     let _ = child.wait();
     if !elf.starts_with(b"\x7fELF") || elf.len() < 1 << 20 {
-        bail!("what xz produced is not an ELF kernel");
+        bail!("what {tool} produced is not an ELF kernel");
     }
     fs::write(out, elf)?;
     Ok(())
 }
 
-/// `modules.dep` → the load order (dependencies first) of `MODULES`.
+/// `modules.dep` → the load order (dependencies first) of `MODULES`, leaving out
+/// those `modules.builtin` says are part of the kernel.
 fn module_order(moddir: &Path) -> Result<Vec<String>> {
     let dep_path = moddir.join("modules.dep");
     let text = fs::read_to_string(&dep_path).with_context(|| format!("reading {}", dep_path.display()))?;
+    let builtin = fs::read_to_string(moddir.join("modules.builtin")).unwrap_or_default();
+    module_order_from(&text, &builtin)
+}
+
+fn module_order_from(text: &str, builtin: &str) -> Result<Vec<String>> {
     let mut deps: std::collections::HashMap<String, (String, Vec<String>)> = Default::default();
     let base = |p: &str| -> String {
         let f = p.rsplit('/').next().unwrap_or(p);
@@ -616,13 +788,30 @@ fn module_order(moddir: &Path) -> Result<Vec<String>> {
         Ok(())
     }
     let (mut seen, mut order) = (Vec::new(), Vec::new());
-    for m in MODULES {
+    let builtin: Vec<String> = builtin.lines().map(base).collect();
+    for m in MODULES.iter().filter(|m| !builtin.iter().any(|b| b == *m)) {
         visit(m, &deps, &mut seen, &mut order)?;
     }
-    if let Some(c) = order.iter().find(|p| !p.ends_with(".ko")) {
-        bail!("module {c} is compressed; the lab's initramfs loads plain .ko files only");
-    }
     Ok(order)
+}
+
+/// A module file's bytes, uncompressed (busybox's insmod takes plain ELF only):
+/// `.ko` as it is, `.ko.xz` / `.ko.zst` through the host's `xz` / `zstd`.
+fn module_bytes(path: &Path) -> Result<Vec<u8>> {
+    let name = path.to_string_lossy();
+    let tool = if name.ends_with(".ko.xz") {
+        ("xz", "xz-utils")
+    } else if name.ends_with(".ko.zst") {
+        ("zstd", "zstd")
+    } else {
+        return fs::read(path).with_context(|| format!("reading {}", path.display()));
+    };
+    let prog = find_program(tool.0).with_context(|| format!("the kernel's modules are compressed and this host has no `{}` (package {})", tool.0, tool.1))?;
+    let out = Command::new(prog).arg("-dc").arg(path).stdin(Stdio::null()).output().with_context(|| format!("running {}", tool.0))?;
+    if !out.status.success() || !out.stdout.starts_with(b"\x7fELF") {
+        bail!("could not uncompress {} ({}): {}", path.display(), out.status, String::from_utf8_lossy(&out.stderr).trim());
+    }
+    Ok(out.stdout)
 }
 
 /// Writes the initramfs (cpio "newc"): busybox, the modules, /modules.list, /init.
@@ -635,8 +824,9 @@ fn write_initramfs(moddir: &Path, busybox: &Path, out: &Path) -> Result<usize> {
     cpio.file("bin/busybox", 0o755, &fs::read(busybox)?);
     let mut list = String::new();
     for (i, rel) in order.iter().enumerate() {
-        let name = format!("{i:02}-{}", rel.rsplit('/').next().unwrap_or(rel));
-        cpio.file(&format!("modules/{name}"), 0o644, &fs::read(moddir.join(rel))?);
+        let file = rel.rsplit('/').next().unwrap_or(rel);
+        let name = format!("{i:02}-{}.ko", file.split(".ko").next().unwrap_or(file));
+        cpio.file(&format!("modules/{name}"), 0o644, &module_bytes(&moddir.join(rel))?);
         list.push_str(&name);
         list.push('\n');
     }
@@ -747,8 +937,59 @@ mod tests {
     }
 
     #[test]
+    fn builtin_modules_are_left_out_and_dependencies_come_first() {
+        // Trixie's layout: compressed modules, virtio_pci and virtio_console built in.
+        let dep = "kernel/drivers/block/virtio_blk.ko.xz:\n\
+                   kernel/crypto/crc32c_generic.ko.xz:\n\
+                   kernel/fs/ext4/ext4.ko.xz: kernel/fs/jbd2/jbd2.ko.xz kernel/fs/mbcache.ko.xz\n\
+                   kernel/fs/jbd2/jbd2.ko.xz:\nkernel/fs/mbcache.ko.xz:\n\
+                   kernel/drivers/net/virtio_net.ko.xz: kernel/net/core/failover.ko.xz\nkernel/net/core/failover.ko.xz:\n\
+                   kernel/net/9p/9pnet_virtio.ko.xz: kernel/net/9p/9pnet.ko.xz\nkernel/net/9p/9pnet.ko.xz:\n\
+                   kernel/fs/9p/9p.ko.xz: kernel/net/9p/9pnet.ko.xz\n\
+                   kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko.xz: kernel/drivers/infiniband/core/ib_core.ko.xz\n\
+                   kernel/drivers/infiniband/core/ib_core.ko.xz:\n\
+                   kernel/drivers/infiniband/core/rdma_ucm.ko.xz: kernel/drivers/infiniband/core/ib_core.ko.xz\n";
+        let builtin = "kernel/drivers/virtio/virtio_pci.ko\nkernel/drivers/char/virtio_console.ko\n";
+        let order = module_order_from(dep, builtin).expect("every module found");
+        let pos = |m: &str| order.iter().position(|p| p.ends_with(m)).unwrap_or_else(|| panic!("{m} missing from {order:?}"));
+        assert!(pos("jbd2.ko.xz") < pos("ext4.ko.xz") && pos("9pnet.ko.xz") < pos("9p.ko.xz") && pos("ib_core.ko.xz") < pos("rdma_rxe.ko.xz"));
+        assert_eq!(order.iter().filter(|p| p.ends_with("ib_core.ko.xz")).count(), 1, "{order:?}");
+        assert!(!order.iter().any(|p| p.contains("virtio_pci") || p.contains("virtio_console")), "{order:?}");
+        // Not built in and not in modules.dep: an error that names it.
+        let e = module_order_from(dep, "").unwrap_err().to_string();
+        assert!(e.contains("virtio_pci"), "{e}");
+    }
+
+    #[test]
+    fn setup_versions_come_from_dpkg_and_are_checked() {
+        let status = "Package: rdma-core\nStatus: install ok installed\nVersion: 56.1-1\n\n\
+                      Package: linux-image-6.12.117+deb13-amd64\nStatus: install ok installed\nVersion: 6.12.117-1\n\n\
+                      Package: linux-image-amd64\nStatus: install ok installed\nVersion: 6.12.117-1\n\n\
+                      Package: perftest\nStatus: deinstall ok config-files\nVersion: 4.5-1\n\n\
+                      Package: libc6\nStatus: install ok installed\nVersion: 2.41-12\n";
+        let v = parse_dpkg_status(status);
+        assert_eq!(v.get("rdma-core").map(String::as_str), Some("56.1-1"));
+        assert_eq!(v.get("linux-image").map(String::as_str), Some("6.12.117-1"));
+        assert_eq!(v.get("perftest"), None, "only installed packages count");
+        assert!(check_versions(Release::Trixie, "6.12.117+deb13-amd64", &v).is_ok());
+        let e = check_versions(Release::Bookworm, "6.12.117+deb13-amd64", &v).unwrap_err().to_string();
+        assert!(e.contains("not the Linux 6.1.x and rdma-core 44.x"), "{e}");
+    }
+
+    #[test]
+    fn releases_by_name() {
+        assert_eq!("trixie".parse::<Release>(), Ok(Release::Trixie));
+        assert_eq!(Release::default(), Release::Bookworm);
+        let e = "sid".parse::<Release>().unwrap_err();
+        assert!(e.contains("bookworm (Debian 12: Linux 6.1, rdma-core 44), trixie"), "{e}");
+        assert_eq!(Release::Trixie.default_lab(), "trixie");
+        assert_ne!(image_dir(Path::new("/c"), Release::Bookworm), image_dir(Path::new("/c"), Release::Trixie));
+    }
+
+    #[test]
     fn recipe_hash_is_stable() {
-        assert_eq!(recipe_hash(), recipe_hash());
+        assert_eq!(recipe_hash(Release::Trixie), recipe_hash(Release::Trixie));
+        assert_ne!(recipe_hash(Release::Bookworm), recipe_hash(Release::Trixie));
         assert_eq!(fnv(&["a", "b"]), fnv(&["a", "b"]));
         assert_ne!(fnv(&["ab"]), fnv(&["a", "b"]));
     }

@@ -56,11 +56,12 @@ pub fn default_root() -> PathBuf {
     cache.join("roce").join("lab")
 }
 
-/// The lab named `name` (default: $ROCE_LAB_NAME, else `default`) under the cache
-/// directory `dir` (default: [`default_root`]).
-pub fn lab_paths(dir: Option<PathBuf>, name: Option<String>) -> Result<LabPaths> {
+/// The lab named `name` (default: $ROCE_LAB_NAME, else the image's own lab:
+/// `default` for bookworm, `trixie` for trixie) under the cache directory `dir`
+/// (default: [`default_root`]).
+pub fn lab_paths(dir: Option<PathBuf>, name: Option<String>, image: image::Release) -> Result<LabPaths> {
     let root = dir.unwrap_or_else(default_root);
-    let name = name.or_else(|| std::env::var("ROCE_LAB_NAME").ok().filter(|n| !n.is_empty())).unwrap_or_else(|| "default".into());
+    let name = name.or_else(|| std::env::var("ROCE_LAB_NAME").ok().filter(|n| !n.is_empty())).unwrap_or_else(|| image.default_lab().into());
     LabPaths::new(&root, &name)
 }
 
@@ -113,6 +114,8 @@ pub fn shell_join(args: &[String]) -> String {
 }
 
 pub struct UpOpts {
+    /// The image both VMs boot.
+    pub image: image::Release,
     pub accel: Accel,
     pub boot_timeout: Duration,
     pub idle_timeout_min: u64,
@@ -128,6 +131,9 @@ pub struct UpReport {
     pub wall: Duration,
     pub accel: String,
     pub recovered: Vec<String>,
+    pub image: image::Release,
+    /// The image's kernel release.
+    pub kernel: String,
 }
 
 impl UpReport {
@@ -138,9 +144,9 @@ impl UpReport {
         }
         let boot = self.boot_ms.map(|ms| format!("{:.1} s", ms as f64 / 1000.0)).unwrap_or_else(|| "?".into());
         if self.already_up {
-            s.push_str(&format!("lab `{}` was already up (booted in {boot}; {})", paths.name, self.accel));
+            s.push_str(&format!("lab `{}` ({}, kernel {}) was already up (booted in {boot}; {})", paths.name, self.image, self.kernel, self.accel));
         } else {
-            s.push_str(&format!("lab `{}` up: booted in {boot} ({})", paths.name, self.accel));
+            s.push_str(&format!("lab `{}` ({}, kernel {}) up: booted in {boot} ({})", paths.name, self.image, self.kernel, self.accel));
         }
         s.push_str(&format!(
             "\n  a: {}  b: {}  — rxe0 ACTIVE, GID index 1 = ::ffff:<ip> on both; wire recorded by the switch",
@@ -153,13 +159,26 @@ impl UpReport {
 
 /// Boots the lab (or finds it up) and waits until it is ready.
 pub fn up(paths: &LabPaths, opts: &UpOpts, p: &Progress) -> Result<UpReport> {
-    image::Image::open(&paths.root)?;
+    let img = image::Image::open(&paths.root, opts.image)?;
     image::require_tools(&[image::QEMU])?;
     std::fs::create_dir_all(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;
     let start = Instant::now();
     let admin = Flock::lock_within(&paths.admin_lock(), Duration::from_secs(120))?;
     let mut recovered = Vec::new();
     let already_up = paths.is_running();
+    if already_up {
+        let running = status(paths).and_then(|st| serde_json::from_value::<image::Release>(st["image"].clone()).ok());
+        if let Some(running) = running.filter(|r| *r != opts.image) {
+            bail!(
+                "lab `{}` is up with the {running} image, not {}\nhint: `roce lab --name {} down` first, or give the {} lab its own name (the default for it is `{}`)",
+                paths.name,
+                opts.image,
+                paths.name,
+                opts.image,
+                opts.image.default_lab()
+            );
+        }
+    }
     if already_up && !opts.rules.is_empty() {
         bail!(
             "lab `{}` is already up: standing fault rules are set when it boots\nhint: `roce lab down` first, or give the rules to `roce lab run --fault`",
@@ -174,7 +193,7 @@ pub fn up(paths: &LabPaths, opts: &UpOpts, p: &Progress) -> Result<UpReport> {
             p.say(&format!("recovered a stale lab: {r}"));
         }
         spawn_daemon(paths, opts, lock)?;
-        p.say(&format!("lab `{}` booting ({} VMs, 512 MiB each)", paths.name, 2));
+        p.say(&format!("lab `{}` booting {} (kernel {}): {} VMs, 512 MiB each", paths.name, opts.image, img.manifest.kernel_release, 2));
     }
     drop(admin);
 
@@ -209,6 +228,8 @@ pub fn up(paths: &LabPaths, opts: &UpOpts, p: &Progress) -> Result<UpReport> {
                         wall: start.elapsed(),
                         accel: st["accel"].as_str().unwrap_or("?").to_string(),
                         recovered,
+                        image: opts.image,
+                        kernel: img.manifest.kernel_release.clone(),
                     })
                 }
                 Some("failed") => {
@@ -250,6 +271,8 @@ fn spawn_daemon(paths: &LabPaths, opts: &UpOpts, lock: Flock) -> Result<()> {
         .arg("--name")
         .arg(&paths.name)
         .arg("__daemon")
+        .arg("--image")
+        .arg(opts.image.name())
         .arg("--lock-fd")
         .arg(fd.to_string())
         .arg("--accel")

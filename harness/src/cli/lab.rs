@@ -17,14 +17,19 @@ use super::exit::{help, Exit, Failure, Outcome};
 
 /// Two Soft-RoCE VMs joined by a recording, fault-injecting switch.
 #[derive(Debug, Args)]
-#[command(after_help = "Typical use:\n  roce lab build                # once: the VM image (~2 min, cached)\n  roce lab up                   # boot the pair (kept up for many runs)\n  roce lab run --a 'ibv_rc_pingpong -g 1' --b 'ibv_rc_pingpong -g 1 {a}' -w rc.pcapng\n  roce lab down")]
+#[command(after_help = "Typical use:\n  roce lab build                # once: the VM image (~2 min, cached)\n  roce lab up                   # boot the pair (kept up for many runs)\n  roce lab run --a 'ibv_rc_pingpong -g 1' --b 'ibv_rc_pingpong -g 1 {a}' -w rc.pcapng\n  roce lab down\nThe second setup (Linux 6.12, rdma-core 56), a lab of its own named `trixie`:\n  roce lab build --release trixie\n  roce lab up --image trixie    # `roce run/suite --image trixie` use it\n  roce lab down --image trixie")]
 pub struct LabArgs {
     /// Cache directory: the image and every lab's state [default: $ROCE_LAB_DIR or ~/.cache/roce/lab]
     #[arg(long, global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
-    /// Which lab (several can run side by side) [default: $ROCE_LAB_NAME or `default`]
+    /// Which lab (several can run side by side) [default: $ROCE_LAB_NAME, else the
+    /// image's own lab: `default` for bookworm, `trixie` for trixie]
     #[arg(long, global = true, value_name = "NAME")]
     pub name: Option<String>,
+    /// The VM image: bookworm (Debian 12: Linux 6.1, rdma-core 44) or trixie
+    /// (Debian 13: Linux 6.12, rdma-core 56) [default: bookworm]
+    #[arg(long, global = true, alias = "release", value_name = "bookworm|trixie")]
+    pub image: Option<lab::image::Release>,
     #[command(subcommand)]
     pub command: LabCommand,
 }
@@ -35,7 +40,8 @@ fn parse_accel(s: &str) -> Result<Accel, String> {
 
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
-    /// Build the VM image (Debian bookworm + rdma-core + perftest), unless an up-to-date one is cached
+    /// Build a VM image (Debian + rdma-core + perftest; `--release trixie` for the
+    /// second one), unless an up-to-date one is cached
     Build {
         /// Debian mirror [default: the one the host's apt uses]
         #[arg(long, value_name = "URL")]
@@ -249,27 +255,24 @@ pub struct BenchArgs {
 
 /// `roce lab …`.
 pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> Outcome {
-    let paths = lab::lab_paths(args.dir, args.name)?;
+    let image = args.image.unwrap_or_default();
+    let paths = lab::lab_paths(args.dir, args.name, image)?;
     match args.command {
         LabCommand::Build { mirror, force } => {
             let p = Progress::new(false);
-            let (img, built) = lab::image::build(&lab::image::BuildOpts { root: paths.root.clone(), mirror, force }, &p)?;
+            let (img, built) = lab::image::build(&lab::image::BuildOpts { root: paths.root.clone(), release: image, mirror, force }, &p)?;
+            let what = format!("{image} (kernel {}, {})", img.manifest.kernel_release, img.manifest.describe_versions());
             if !built {
-                writeln!(
-                    out,
-                    "lab image up to date: {} (kernel {}, built in {:.0} s; --force rebuilds)",
-                    img.dir.display(),
-                    img.manifest.kernel_release,
-                    img.manifest.build_secs
-                )?;
+                writeln!(out, "lab image {what} up to date: {} (built in {:.0} s; --force rebuilds)", img.dir.display(), img.manifest.build_secs)?;
             } else {
-                writeln!(out, "lab image built in {:.0} s: {}", img.manifest.build_secs, img.dir.display())?;
+                writeln!(out, "lab image {what} built in {:.0} s: {}", img.manifest.build_secs, img.dir.display())?;
             }
             Ok(Exit::Ok)
         }
         LabCommand::Up { accel, boot_timeout, idle_timeout, fault, faults, seed } => {
             let (rules, seed) = fault::rules_from(&fault, faults.as_deref(), seed).map_err(Failure::input)?;
             let opts = UpOpts {
+                image,
                 accel,
                 boot_timeout: Duration::from_secs(boot_timeout),
                 idle_timeout_min: idle_timeout,
@@ -313,7 +316,7 @@ pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> Outcome {
             Ok(Exit::Command(st.shell_code()))
         }
         LabCommand::Run(a) => lab_run(&paths, a, out),
-        LabCommand::Bench(a) => bench(&paths, a, out),
+        LabCommand::Bench(a) => bench(&paths, image, a, out),
         LabCommand::Agent { port } => {
             lab::agent::run(port)?;
             Ok(Exit::Ok)
@@ -325,6 +328,7 @@ pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> Outcome {
             };
             lab::daemon::run(lab::daemon::DaemonOpts {
                 paths,
+                image,
                 accel,
                 lock_fd,
                 idle_timeout: (idle_timeout > 0).then(|| Duration::from_secs(idle_timeout * 60)),
@@ -394,7 +398,16 @@ fn print_status(l: &LabPaths, st: Option<&serde_json::Value>, out: &mut dyn Writ
     };
     let phase = st["phase"].as_str().unwrap_or("?");
     let up = st["uptime_s"].as_u64().unwrap_or(0);
-    writeln!(out, "lab `{}`: {phase}, up {}m{:02}s, {}", l.name, up / 60, up % 60, st["accel"].as_str().unwrap_or("?"))?;
+    writeln!(
+        out,
+        "lab `{}`: {phase}, image {} (kernel {}), up {}m{:02}s, {}",
+        l.name,
+        st["image"].as_str().unwrap_or("?"),
+        st["image_kernel"].as_str().unwrap_or("?"),
+        up / 60,
+        up % 60,
+        st["accel"].as_str().unwrap_or("?")
+    )?;
     if let Some(ms) = st["boot_ms"].as_u64() {
         writeln!(out, "  boot time: {:.1} s", ms as f64 / 1000.0)?;
     }
@@ -566,15 +579,15 @@ fn print_run(o: &lab::run::Outcome, out: &mut dyn Write) -> std::io::Result<()> 
     Ok(())
 }
 
-fn bench(paths: &LabPaths, a: BenchArgs, out: &mut dyn Write) -> Outcome {
+fn bench(paths: &LabPaths, image: lab::image::Release, a: BenchArgs, out: &mut dyn Write) -> Outcome {
     let p = Progress::new(false);
-    let plan = lab::bench::BenchPlan { writes: a.writes, size: a.size, accel: a.accel };
+    let plan = lab::bench::BenchPlan { writes: a.writes, size: a.size, accel: a.accel, image };
     let scenarios = a.scenarios.clone();
     let r = lab::bench::measure(paths, &plan, &p, |booted, tmp| {
         if !scenarios.is_dir() {
             return Ok(Vec::new());
         }
-        Ok(vec![super::run::bench_scenarios(booted, &scenarios, tmp, &p)?])
+        Ok(vec![super::run::bench_scenarios(booted, image, &scenarios, tmp, &p)?])
     })?;
     writeln!(out, "roce lab bench ({} cores on this host)", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0))?;
     let width = r.rows.iter().map(|r| r.0.len()).max().unwrap_or(0);

@@ -30,9 +30,14 @@ pub struct RunArgs {
     /// Scenario files, or directories of them (every *.toml below, in name order)
     #[arg(required = true, value_name = "SCENARIO|DIR")]
     pub paths: Vec<PathBuf>,
-    /// The lab to run in (booted if it is not up, reused if it is)
+    /// The lab to run in (booted if it is not up, reused if it is) [default: the
+    /// image's own lab: `default` for bookworm, `trixie` for trixie]
     #[arg(long, value_name = "NAME", conflicts_with = "endpoints")]
     pub lab: Option<String>,
+    /// The lab's VM image: bookworm (Linux 6.1, rdma-core 44) or trixie (Linux
+    /// 6.12, rdma-core 56) [default: bookworm]
+    #[arg(long, value_name = "bookworm|trixie", conflicts_with = "endpoints")]
+    pub image: Option<lab::image::Release>,
     /// The lab's cache directory [default: $ROCE_LAB_DIR or ~/.cache/roce/lab]
     #[arg(long, value_name = "DIR")]
     pub lab_dir: Option<PathBuf>,
@@ -139,7 +144,7 @@ pub(super) fn plan(args: &RunArgs, loaded: &[(PathBuf, Scenario)], out_dir: Path
             };
             (Endpoints::Remote(m), wire)
         }
-        None => (controller::lab_endpoints(args.lab_dir.clone(), args.lab.clone()).map_err(Failure::setup)?, WireSource::Switch),
+        None => (controller::lab_endpoints(args.lab_dir.clone(), args.lab.clone(), args.image.unwrap_or_default()).map_err(Failure::setup)?, WireSource::Switch),
     };
     Ok(RunPlan { endpoints, wire, out_dir, profile })
 }
@@ -196,8 +201,8 @@ pub(super) fn run(args: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
 }
 
 /// `roce lab bench`'s scenario row, on the bench's own booted lab.
-pub(super) fn bench_scenarios(lab: &lab::state::LabPaths, dir: &Path, tmp: &Path, p: &lab::Progress) -> anyhow::Result<(String, String)> {
-    controller::bench_scenarios(lab, dir, tmp, p)
+pub(super) fn bench_scenarios(lab: &lab::state::LabPaths, image: lab::image::Release, dir: &Path, tmp: &Path, p: &lab::Progress) -> anyhow::Result<(String, String)> {
+    controller::bench_scenarios(lab, image, dir, tmp, p)
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
-use lab::state::LabPaths;
+use lab::image::Release;
 
 use crate::results::profile::Profile;
 use crate::judge::{self, Timeline};
@@ -22,7 +22,7 @@ mod resolve;
 mod runner;
 
 pub(crate) use crate::results::Outcome;
-pub(crate) use runner::Endpoints;
+pub(crate) use runner::{Endpoints, LabRef};
 
 /// How a scenario's wire is recorded.
 #[derive(Debug, Clone)]
@@ -48,18 +48,23 @@ pub(crate) struct RunPlan {
 }
 
 /// Lab endpoints: the lab `name` under `root`, booted when it is not up.
-pub(crate) fn lab_endpoints(root: Option<PathBuf>, name: Option<String>) -> Result<Endpoints> {
-    let paths = lab::lab_paths(root, name)?;
-    if !paths.is_running() {
-        boot_lab(&paths, &format!("lab `{}` is not up: booting it (it stays up for later runs; `roce lab down` stops it)", paths.name))?;
+pub(crate) fn lab_endpoints(root: Option<PathBuf>, name: Option<String>, image: Release) -> Result<Endpoints> {
+    let paths = lab::lab_paths(root, name, image)?;
+    let lab = LabRef { paths, image };
+    if !lab.paths.is_running() {
+        boot_lab(&lab, &format!("lab `{}` is not up: booting it (it stays up for later runs; `roce lab down` stops it)", lab.paths.name))?;
+    } else {
+        // The lab that is up must be the image asked for: `lab::up` says so if not.
+        boot_lab(&lab, "")?;
     }
-    Ok(Endpoints::Lab(paths))
+    Ok(Endpoints::Lab(lab))
 }
 
-fn boot_lab(paths: &LabPaths, why: &str) -> Result<()> {
-    let p = lab::Progress::new(false);
+fn boot_lab(lab: &LabRef, why: &str) -> Result<()> {
+    let p = lab::Progress::new(why.is_empty());
     p.say(why);
-    let opts = lab::UpOpts { accel: lab::Accel::Auto, boot_timeout: std::time::Duration::from_secs(300), idle_timeout_min: 120, rules: vec![], seed: 1 };
+    let paths = &lab.paths;
+    let opts = lab::UpOpts { image: lab.image, accel: lab::Accel::Auto, boot_timeout: std::time::Duration::from_secs(300), idle_timeout_min: 120, rules: vec![], seed: 1 };
     let up = lab::up(paths, &opts, &p)?;
     p.say(&up.describe(paths));
     Ok(())
@@ -67,7 +72,8 @@ fn boot_lab(paths: &LabPaths, why: &str) -> Result<()> {
 
 /// Before a scenario: a lab whose VM died or hung during the last one (or that
 /// went down) is brought back, so one broken VM fails one scenario, not the rest.
-fn heal_lab(paths: &LabPaths) -> Result<()> {
+fn heal_lab(lab: &LabRef) -> Result<()> {
+    let paths = &lab.paths;
     let why = if !paths.is_running() {
         "it is down".to_string()
     } else {
@@ -78,7 +84,7 @@ fn heal_lab(paths: &LabPaths) -> Result<()> {
         }
     };
     lab::stop(paths).with_context(|| format!("stopping the broken lab `{}`", paths.name))?;
-    boot_lab(paths, &format!("lab `{}` is not usable ({why}): restarting it for the next scenario", paths.name))
+    boot_lab(lab, &format!("lab `{}` is not usable ({why}): restarting it for the next scenario", paths.name))
 }
 
 /// The capture file of a scenario: `<out>/<file stem>.pcapng`, unique.
@@ -220,8 +226,8 @@ pub(crate) fn run_all(
     let mut not_in_profile = Vec::new();
     let mut lab_lost: Option<String> = None;
     for (i, (file, sc)) in scenarios.iter().enumerate() {
-        if let (Endpoints::Lab(paths), true, None) = (&plan.endpoints, i > 0, &lab_lost) {
-            if let Err(e) = heal_lab(paths) {
+        if let (Endpoints::Lab(lab), true, None) = (&plan.endpoints, i > 0, &lab_lost) {
+            if let Err(e) = heal_lab(lab) {
                 lab_lost = Some(format!("not run: the lab could not be brought back ({e:#})"));
             }
         }
@@ -243,9 +249,9 @@ pub(crate) fn run_all(
 /// Seed scenarios on a booted lab (`roce lab bench`): how many a minute, and what
 /// each costs beyond its own traffic (the span from its first frame to its last on
 /// the wire).
-pub(crate) fn bench_scenarios(lab: &LabPaths, dir: &Path, tmp: &Path, p: &lab::Progress) -> Result<(String, String)> {
+pub(crate) fn bench_scenarios(lab: &lab::state::LabPaths, image: Release, dir: &Path, tmp: &Path, p: &lab::Progress) -> Result<(String, String)> {
     let files = crate::scenario::discover(&[dir.to_path_buf()])?;
-    let eps = Endpoints::Lab(lab.clone());
+    let eps = Endpoints::Lab(LabRef { paths: lab.clone(), image });
     let (mut total, mut traffic, mut passed) = (0.0f64, 0.0f64, 0);
     for (i, f) in files.iter().enumerate() {
         let sc = crate::scenario::load(f).map_err(|d| anyhow!("{}", d[0]))?;

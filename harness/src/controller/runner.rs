@@ -24,11 +24,18 @@ const CONNECT_WITHIN: Duration = Duration::from_secs(30);
 /// How long completions may take to show up when the scenario does not say.
 const COMPLETIONS_WITHIN: Duration = Duration::from_secs(3);
 
+/// A lab, and the image it boots (to bring it back the same after a crash).
+#[derive(Debug, Clone)]
+pub(crate) struct LabRef {
+    pub(crate) paths: LabPaths,
+    pub(crate) image: lab::image::Release,
+}
+
 /// Where the endpoints' agents run.
 #[derive(Debug, Clone)]
 pub(crate) enum Endpoints {
     /// The lab: each endpoint's agent is started in its VM.
-    Lab(LabPaths),
+    Lab(LabRef),
     /// Agents already listening on real hosts (`roce agent --listen`), by endpoint.
     Remote(BTreeMap<String, String>),
 }
@@ -105,7 +112,7 @@ fn drive(
     // Agents first, then the recording: the wire holds the scenario's traffic only.
     for name in sc.endpoints.keys() {
         let a = match endpoints {
-            Endpoints::Lab(paths) => Agent::in_lab(paths, resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)?, name, sc.timeout + Duration::from_secs(60))?,
+            Endpoints::Lab(lab) => Agent::in_lab(&lab.paths, resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)?, name, sc.timeout + Duration::from_secs(60))?,
             Endpoints::Remote(addrs) => {
                 let addr = addrs.get(name).ok_or_else(|| anyhow!("no address for endpoint `{name}` in --endpoints"))?;
                 Agent::remote(addr, name)?
@@ -142,7 +149,7 @@ fn drive(
 
     // The recording (and the faults, which name QPNs known only now) starts before
     // anything goes on the wire: setup is local to each endpoint.
-    if let Endpoints::Lab(paths) = endpoints {
+    if let Endpoints::Lab(LabRef { paths, .. }) = endpoints {
         let pcap = match &capture {
             Some(p) => Some(lab::absolute(p)?.display().to_string()),
             None => None,
