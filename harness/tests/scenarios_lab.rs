@@ -159,7 +159,7 @@ fn seed_scenarios_pass_on_both_images_and_the_diff_shows_what_the_kernel_changed
     assert!(suite6["setup"]["a"]["kernel"].as_str().is_some_and(|k| k.starts_with("6.12.")), "{suite6:#}");
     // The regression report between the two: the kernels, and the responder's
     // length check that Linux 6.2 fixed (a READ over 2^31 bytes: Invalid Request
-    // now, where 6.1 checked the MR range first and said Remote Access Error).
+    // now, where 6.1 never ran the check and said Remote Access Error) …
     let diff = Command::new(env!("CARGO_BIN_EXE_roce")).arg("diff").arg(out_dir.join("suite.json")).arg(out6.join("suite.json")).output().expect("roce diff");
     let text = String::from_utf8_lossy(&diff.stdout);
     assert_eq!(diff.status.code(), Some(1), "a diff with changes exits 1: {text}");
@@ -168,6 +168,9 @@ fn seed_scenarios_pass_on_both_images_and_the_diff_shows_what_the_kernel_changed
         text.contains("probe read_too_large: NAK Remote Access Error (PSN next) → NAK Invalid Request (PSN next)"),
         "{text}"
     );
+    // … and which also made 6.1 deliver a SEND Only longer than the path MTU.
+    assert!(text.contains("probe long_send: ACK (PSN next) → NAK Invalid Request (PSN next)"), "{text}");
+    assert!(text.contains("completion b wr_id 7: IBV_WC_SUCCESS → IBV_WC_REM_INV_REQ_ERR"), "{text}");
     let _ = std::fs::remove_dir_all(&out_dir);
     let _ = std::fs::remove_dir_all(&out6);
 }

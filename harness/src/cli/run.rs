@@ -135,6 +135,9 @@ pub(super) fn plan(args: &RunArgs, loaded: &[(PathBuf, Scenario)], out_dir: Path
         }
     }
     let profile = args.profile.as_deref().map(Profile::load).transpose().map_err(Failure::input)?;
+    if let Some(path) = &args.record_profile {
+        previous_profile(path)?;
+    }
     let (endpoints, wire) = match remote {
         Some(m) => {
             let wire = match (&args.iface, &args.pcap) {
@@ -147,6 +150,18 @@ pub(super) fn plan(args: &RunArgs, loaded: &[(PathBuf, Scenario)], out_dir: Path
         None => (controller::lab_endpoints(args.lab_dir.clone(), args.lab.clone(), args.image.unwrap_or_default()).map_err(Failure::setup)?, WireSource::Switch),
     };
     Ok(RunPlan { endpoints, wire, out_dir, profile })
+}
+
+/// The profile `--record-profile` is about to replace, for its notes: none if the
+/// file is new; an error (before anything runs) if it is something else, which
+/// would be lost.
+fn previous_profile(path: &Path) -> Result<Option<Profile>, Failure> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    Profile::load(path)
+        .map(Some)
+        .map_err(|e| Failure::input(e.context(format!("--record-profile {} would overwrite a file that is not a roce profile; nothing was run", path.display()))))
 }
 
 /// Runs what is loaded under `plan` and writes the reports `args` asks for.
@@ -171,7 +186,7 @@ pub(super) fn execute(args: &RunArgs, plan: &RunPlan, loaded: &[(PathBuf, Scenar
     }
     if let Some(path) = &args.record_profile {
         let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "profile".into());
-        let p = Profile::record(&name, &report);
+        let p = Profile::record(&name, &report, previous_profile(path)?.as_ref());
         write_file(path, |w| w.write_all(render::profile::render(&p).as_bytes()))?;
         writeln!(out, "recorded the {} profile from {} scenarios: {}", p.name, p.scenario.len(), path.display())?;
     }

@@ -57,6 +57,13 @@ pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, 
             if p.reqs.iter().any(|f| f.ce) {
                 m.insert(key("CNP after CE"), if p.cnps > 0 { "yes" } else { "no" }.into());
             }
+            // The wait each RNR NAK asked for (its 5-bit timer, IBA table 45):
+            // what the responder's min_rnr_timer became on the wire.
+            let mut asked: Vec<u32> = p.resps.iter().filter_map(|f| f.ack.and_then(|a| a.rnr_wait_us())).collect();
+            asked.dedup();
+            if !asked.is_empty() {
+                m.insert(key("RNR NAK timer"), asked.iter().map(|us| format!("{} ms", *us as f64 / 1000.0)).collect::<Vec<_>>().join(", "));
+            }
             let waits = p.rnr_waits();
             if !waits.is_empty() {
                 let short: Vec<String> = waits.iter().filter(|w| !w.honoured()).map(|w| format!("{} µs of {} µs", w.waited_us, w.timer_us)).collect();

@@ -143,6 +143,7 @@ fn rnr_naks_and_their_timer() {
     let (v, obs) = judge(&sc, &outcome(), &Ok(t.clone()));
     assert!(v[0].pass, "{:#?}", v[0]);
     assert_eq!(obs.get("wire q from a: RNR timer").map(String::as_str), Some("honoured"), "1 ms ≥ 0.64 ms: {obs:?}");
+    assert_eq!(obs.get("wire q from a: RNR NAK timer").map(String::as_str), Some("0.64 ms"), "timer 12, both NAKs: {obs:?}");
     assert!(!obs.contains_key("wire q from a: resent after"), "after RNR NAKs the RNR timer says how");
     let sc = scenario("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nmin_rnr_naks = 3\n");
     assert!(!judge(&sc, &outcome(), &Ok(t)).0[0].pass);

@@ -19,6 +19,12 @@ pub(crate) fn render(p: &Profile) -> String {
         for (k, v) in obs {
             s += &format!("{} = {}\n", quote(k), quote(v));
         }
+        if let Some(notes) = p.note.get(name).filter(|n| !n.is_empty()) {
+            s += &format!("[note.{}]\n", quote(name));
+            for (k, v) in notes {
+                s += &format!("{} = {}\n", quote(k), quote(v));
+            }
+        }
     }
     s
 }

@@ -24,6 +24,12 @@ pub(crate) struct Profile {
     /// Observations by scenario name.
     #[serde(default)]
     pub scenario: BTreeMap<String, BTreeMap<String, String>>,
+    /// Notes on observations, by scenario name and observation key: what the IBA
+    /// spec says there and whether this setup deviates. Written by people, never
+    /// compared; recording the profile again keeps those whose observation is
+    /// still recorded.
+    #[serde(default)]
+    pub note: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl Profile {
@@ -37,7 +43,7 @@ impl Profile {
     /// A profile from a run: every scenario carried out to the end (one whose own
     /// expectations failed included: a profile says what the setup does, not what
     /// the spec wants).
-    pub(crate) fn record(name: &str, r: &super::Report) -> Profile {
+    pub(crate) fn record(name: &str, r: &super::Report, previous: Option<&Profile>) -> Profile {
         let mut p = Profile { name: name.to_string(), ..Default::default() };
         let mut devices = std::collections::BTreeSet::new();
         let mut kernels = std::collections::BTreeSet::new();
@@ -53,6 +59,15 @@ impl Profile {
         p.recorded.insert("kernel".into(), join(kernels));
         p.recorded.insert("roce".into(), env!("CARGO_PKG_VERSION").into());
         p.recorded.insert("date".into(), today());
+        if let Some(prev) = previous {
+            for (scenario, notes) in &prev.note {
+                let Some(obs) = p.scenario.get(scenario) else { continue };
+                let kept: BTreeMap<String, String> = notes.iter().filter(|(k, _)| obs.contains_key(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+                if !kept.is_empty() {
+                    p.note.insert(scenario.clone(), kept);
+                }
+            }
+        }
         p
     }
 }
@@ -84,5 +99,27 @@ mod tests {
         let e = format!("{:#}", Profile::load(&d).unwrap_err());
         std::fs::remove_file(&d).unwrap();
         assert!(e.contains("not a roce profile") && e.contains("line 3"), "{e}");
+    }
+
+    #[test]
+    fn notes_survive_recording_again_while_their_observation_does() {
+        let r: super::super::Report = serde_json::from_value(serde_json::json!({
+            "scenarios": [
+                {"name": "s", "file": "s.toml", "pass": true, "status": "passed", "error": null, "verdicts": [], "capture": null, "duration_s": 0.1,
+                 "endpoints": {}, "connections": [], "observations": {"probe x": "ACK (PSN next)"}}
+            ],
+            "passed": 1, "failed": 0, "skipped": 0, "duration_s": 0.1
+        }))
+        .unwrap();
+        let mut prev = Profile::default();
+        prev.note.insert("s".into(), BTreeMap::from([("probe x".into(), "IBA C9-92: NAK Invalid Request; deviates".into()), ("probe gone".into(), "old".into())]));
+        prev.note.insert("removed scenario".into(), BTreeMap::from([("k".into(), "v".into())]));
+        let p = Profile::record("rxe", &r, Some(&prev));
+        assert_eq!(p.scenario["s"]["probe x"], "ACK (PSN next)");
+        assert_eq!(p.note.len(), 1, "{:?}", p.note);
+        assert_eq!(p.note["s"].keys().collect::<Vec<_>>(), ["probe x"], "a note on an observation no longer recorded goes");
+        // Written and read back, notes stay notes (never compared).
+        let back: Profile = toml::from_str(&crate::render::profile::render(&p)).unwrap();
+        assert_eq!(back, p);
     }
 }
