@@ -371,6 +371,65 @@ fn run_against_a_remote_agent_reports_a_setup_failure_with_its_cause() {
     assert!(r.err.contains("HOST:PORT"), "{}", r.err);
 }
 
+/// `roce agent --listen … --key-file`: the controller must have the same key. With
+/// it, the run gets as far as this host allows (no RDMA device: Setup fails, said
+/// by the agent); with another key, or none, both sides say why, and nothing runs.
+#[test]
+fn a_keyed_agent_serves_only_a_controller_with_its_key() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tmp("keys");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let (k1, k2) = (dir.join("agent.key"), dir.join("other.key"));
+    for k in [&k1, &k2] {
+        let r = roce(&["agent", "--gen-key", k.to_str().unwrap()]);
+        assert_eq!(r.code, 0, "{}", r.err);
+    }
+    assert_eq!(std::fs::metadata(&k1).unwrap().permissions().mode() & 0o777, 0o600);
+    let again = roce(&["agent", "--gen-key", k1.to_str().unwrap()]);
+    assert_eq!(again.code, 2, "an existing key file is never overwritten: {}", again.err);
+    // Refused before listening: a key on the command line, and a reachable
+    // address without a key.
+    let r = roce(&["agent", "--listen", "127.0.0.1:1", "--key", "00ff"]);
+    assert!(r.code == 2 && r.err.contains("shows in `ps`"), "{}", r.err);
+    let r = roce(&["agent", "--listen", "0.0.0.0:0"]);
+    assert!(r.code == 2 && r.err.contains("no --key-file") && r.err.contains("--gen-key"), "{}", r.err);
+
+    let addrs: Vec<String> = (0..2)
+        .map(|_| format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()))
+        .collect();
+    for a in &addrs {
+        let (a, k) = (a.clone(), k1.to_str().unwrap().to_string());
+        std::thread::spawn(move || roce(&["agent", "--listen", &a, "--key-file", &k]));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let sc = root().join("scenarios/rc_send_tcp.toml");
+    let eps = format!("a={},b={}", addrs[0], addrs[1]);
+    let out = tmp("keyed-out");
+    let run = |key: Option<&std::path::Path>| {
+        let mut args = vec!["run".to_string(), "--endpoints".into(), eps.clone(), "--out".into(), out.to_str().unwrap().into()];
+        if let Some(k) = key {
+            args.extend(["--key-file".into(), k.to_str().unwrap().into()]);
+        }
+        args.push(sc.to_str().unwrap().into());
+        roce(&args)
+    };
+    let r = run(Some(&k1));
+    assert_eq!(r.code, 1, "{}\n{}", r.out, r.err);
+    assert!(r.out.contains("ibv_get_device_list failed") || r.out.contains("opening device"), "authenticated, then served up to Setup: {}", r.out);
+    let r = run(Some(&k2));
+    assert_eq!(r.code, 1, "{}\n{}", r.out, r.err);
+    assert!(r.out.contains("could not prove it has our key"), "{}", r.out);
+    let r = run(None);
+    assert_eq!(r.code, 1, "{}\n{}", r.out, r.err);
+    assert!(r.out.contains("this agent requires authentication"), "{}", r.out);
+    // A key file others can read is refused, with the fix.
+    std::fs::set_permissions(&k1, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let r = run(Some(&k1));
+    assert_eq!(r.code, 2, "{}\n{}", r.out, r.err);
+    assert!(r.err.contains("chmod 600"), "{}", r.err);
+}
+
 /// A stand-in agent on loopback that speaks the agent protocol (4-byte big-endian
 /// length, then JSON) and says at Setup that the device lacks a verb, as a real
 /// agent does when a verb returns EOPNOTSUPP. Unlike the real agent it does not

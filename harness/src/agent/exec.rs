@@ -154,6 +154,7 @@ pub(crate) struct Agent {
 impl Agent {
     pub(crate) fn handle(&mut self, m: ToAgent) -> FromAgent {
         let r = match m {
+            ToAgent::Heartbeat => Err(AgentError::from("a heartbeat gets no answer; serve() skips it".to_string())),
             ToAgent::Hello { .. } => Ok(FromAgent::Hello {
                 version: proto::VERSION,
                 agent: format!("roce {}", env!("CARGO_PKG_VERSION")),
@@ -546,6 +547,9 @@ pub(crate) fn serve(r: &mut dyn Read, w: &mut dyn Write) -> std::io::Result<()> 
             Err(ReadError::Io(e)) => return Err(e),
         };
         let last = matches!(m, ToAgent::Teardown);
+        if matches!(m, ToAgent::Heartbeat) {
+            continue;
+        }
         if let ToAgent::Hello { version } = &m {
             if *version != proto::VERSION {
                 let msg = format!("protocol version {version} asked, this agent speaks {}", proto::VERSION);

@@ -13,7 +13,10 @@
 //!
 //! Order of a run, per agent: `Hello` → `Setup` → `Connect` (one per QP) → `Do`…
 //! → `Completions` / `ReadMemory` (any number) → `Teardown`. Every request gets
-//! exactly one answer, in order.
+//! exactly one answer, in order; `Heartbeat`, at any time, gets none.
+//!
+//! Over the network the stream is authenticated ([`super::auth`]): the same
+//! frames, each sealed with a sequence number and a MAC.
 use std::fmt;
 use std::io::{self, Read, Write};
 
@@ -56,6 +59,10 @@ pub(crate) enum ToAgent {
     Hello {
         version: u32,
     },
+    /// "Still here", sent by a controller over the network when it has sent
+    /// nothing for a while: a listening agent drops a controller that stays silent
+    /// beyond its heartbeat deadline. The one message that gets no answer.
+    Heartbeat,
     /// Open the device and create this endpoint's PD, CQ, MRs and QPs (QPs stay in
     /// RESET until `Connect`).
     Setup(Setup),

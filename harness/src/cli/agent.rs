@@ -1,22 +1,84 @@
 //! `roce agent`: the endpoint agent `roce run` drives.
-use super::exit::{Exit, Failure, Outcome};
-use crate::agent;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::anyhow;
+
+use super::exit::{help, Exit, Failure, Outcome};
+use crate::agent::{self, auth::Key, ListenOpts};
 
 #[derive(Debug, clap::Args)]
-#[command(group(clap::ArgGroup::new("mode").required(true).args(["stdio", "listen"])))]
+#[command(group(clap::ArgGroup::new("mode").required(true).args(["stdio", "listen", "gen_key"])))]
+#[command(after_help = format!(
+    "On a real host (root, the RDMA device configured):\n  roce agent --gen-key /etc/roce/agent.key     # once; copy the file to the controller\n  roce agent --listen 0.0.0.0:7000 --key-file /etc/roce/agent.key\nand on the controller: roce run … --endpoints a=HOST:7000,… --key-file agent.key\n\n{}",
+    help(&[(Exit::Ok, "served until stopped, or the key was written"), (Exit::BadInput, "a bad option or key file"), (Exit::Setup, "cannot listen there")])
+))]
 pub struct AgentArgs {
-    /// Speak the controller protocol on stdin/stdout (how the lab starts it)
+    /// Speak the controller protocol on stdin/stdout (how the lab starts it; a trusted channel)
     #[arg(long)]
     pub stdio: bool,
     /// Listen for one controller at a time on this address (a real host)
     #[arg(long, value_name = "ADDR:PORT")]
     pub listen: Option<String>,
+    /// The shared key (mode 0600; `--gen-key` makes one): a controller must prove
+    /// it has it, and every message is authenticated with it
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    pub key_file: Option<PathBuf>,
+    /// Listen without authentication (a lab network you trust; warned at every start)
+    #[arg(long, requires = "listen", conflicts_with = "key_file")]
+    pub insecure: bool,
+    /// Write a new random key to FILE (mode 0600; never overwrites) and exit
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["listen", "stdio"])]
+    pub gen_key: Option<PathBuf>,
+    /// Refused: a key on the command line shows in `ps`. Use --key-file
+    #[arg(long, value_name = "KEY", hide = true)]
+    pub key: Option<String>,
+    /// Drop a controller that sends nothing (not even its heartbeat, every 5 s)
+    /// for this long; everything it set up is freed
+    #[arg(long, default_value_t = 30, value_name = "S", requires = "listen")]
+    pub heartbeat_deadline: u64,
 }
 
 pub(super) fn run(a: AgentArgs) -> Outcome {
+    if a.key.is_some() {
+        return Err(Failure::input(anyhow!(
+            "roce agent: a key given on the command line shows in `ps` to every user of this host; refused\nhint: put it in a file of mode 0600 (`roce agent --gen-key FILE`) and pass --key-file FILE"
+        )));
+    }
+    if let Some(path) = a.gen_key {
+        Key::generate(&path).map_err(Failure::input)?;
+        eprintln!("roce agent: wrote a new key to {} (mode 0600); give the same file to the controller (--key-file)", path.display());
+        return Ok(Exit::Ok);
+    }
     match a.listen {
-        Some(addr) => agent::serve_listen(&addr).map_err(Failure::setup)?,
+        Some(addr) => {
+            let key = match (&a.key_file, a.insecure) {
+                (Some(f), _) => Some(Key::load(f).map_err(Failure::input)?),
+                (None, true) => None,
+                (None, false) if is_loopback(&addr) => {
+                    eprintln!("roce agent: no --key-file: unauthenticated, which only loopback allows (pass --insecure to say so)");
+                    None
+                }
+                (None, false) => {
+                    return Err(Failure::input(anyhow!(
+                        "roce agent: --listen {addr} is reachable from the network and no --key-file was given: refused\nhint: `roce agent --gen-key FILE` once, then --key-file FILE here and on the controller (or --insecure on a lab network you trust)"
+                    )))
+                }
+            };
+            agent::serve_listen(ListenOpts {
+                addr,
+                key,
+                heartbeat_deadline: Duration::from_secs(a.heartbeat_deadline.max(1)),
+                handshake_within: agent::HANDSHAKE_WITHIN,
+            }).map_err(Failure::setup)?
+        }
         None => agent::serve_stdio()?,
     }
     Ok(Exit::Ok)
+}
+
+/// `127.0.0.1:7000`, `[::1]:7000`, `localhost:7000`.
+fn is_loopback(addr: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    addr.to_socket_addrs().is_ok_and(|mut a| a.all(|s| s.ip().is_loopback()))
 }

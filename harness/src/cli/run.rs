@@ -45,6 +45,10 @@ pub struct RunArgs {
     /// running `roce agent --listen HOST:PORT`
     #[arg(long, value_name = "EP=HOST:PORT,…")]
     pub endpoints: Option<String>,
+    /// With --endpoints: the key the agents were started with (`roce agent
+    /// --key-file`); without it the agents must listen unauthenticated
+    #[arg(long, value_name = "FILE", requires = "endpoints")]
+    pub key_file: Option<PathBuf>,
     /// With --endpoints: capture each scenario's wire on this interface (libpcap)
     #[arg(short = 'i', long = "interface", value_name = "IFACE", requires = "endpoints")]
     pub iface: Option<String>,
@@ -145,7 +149,8 @@ pub(super) fn plan(args: &RunArgs, loaded: &[(PathBuf, Scenario)], out_dir: Path
                 (None, Some(p)) => WireSource::File(p.clone()),
                 (None, None) => WireSource::None,
             };
-            (Endpoints::Remote(m), wire)
+            let key = args.key_file.as_deref().map(crate::agent::auth::Key::load).transpose().map_err(Failure::input)?;
+            (Endpoints::Remote(controller::RemoteAgents { addrs: m, key }), wire)
         }
         None => (controller::lab_endpoints(args.lab_dir.clone(), args.lab.clone(), args.image.unwrap_or_default()).map_err(Failure::setup)?, WireSource::Switch),
     };

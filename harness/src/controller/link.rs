@@ -3,15 +3,18 @@
 //! answers back through a reader thread, each with a deadline.
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::sync::mpsc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use lab::client::ExecStdio;
 use lab::state::{LabPaths, Vm};
 
+use crate::agent::auth::{self, Key};
 use crate::agent::proto::{self, FromAgent, ToAgent};
+use crate::agent;
 
 /// The agent in a VM is the host's own `roce`, shared over 9p.
 const LAB_AGENT: &str = "/host/roce agent --stdio";
@@ -39,10 +42,47 @@ impl Drop for ShutdownOnDrop {
     }
 }
 
+/// Where requests go: shared with the heartbeat thread of a remote agent, which
+/// writes only when nothing else was written for a while.
+struct Sender {
+    w: Box<dyn Write + Send>,
+    last: Instant,
+}
+
+type SharedSender = Arc<Mutex<Sender>>;
+
+/// Sends `Heartbeat` whenever nothing went out for [`agent::HEARTBEAT_EVERY`], for
+/// as long as the agent link lives (a listening agent drops a silent controller).
+fn spawn_heartbeat(tx: &SharedSender, alive: Arc<AtomicBool>) {
+    let tx = Arc::downgrade(tx);
+    thread::spawn(move || {
+        while alive.load(Ordering::SeqCst) {
+            thread::sleep(Duration::from_millis(500));
+            let Some(tx) = tx.upgrade() else { return };
+            let mut s = tx.lock().unwrap_or_else(|e| e.into_inner());
+            if s.last.elapsed() >= agent::HEARTBEAT_EVERY {
+                if proto::write_msg(&mut s.w, &ToAgent::Heartbeat).is_err() {
+                    return;
+                }
+                s.last = Instant::now();
+            }
+        }
+    });
+}
+
+/// Stops the heartbeat thread when the link goes.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
 /// One agent: requests go out on `tx`, answers come back through a reader thread.
 pub(super) struct Agent {
     endpoint: String,
-    tx: Box<dyn Write + Send>,
+    tx: SharedSender,
     rx: mpsc::Receiver<Result<FromAgent, String>>,
     log: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
     /// Keeps the transport (the VM command, or the TCP stream) alive.
@@ -75,22 +115,39 @@ impl Agent {
             .with_context(|| format!("starting endpoint {endpoint}'s agent in VM {}", vm.name()))?;
         let tx = x.stdin()?;
         let rx = spawn_reader(endpoint, x);
-        Ok(Agent { endpoint: endpoint.into(), tx: Box::new(tx), rx, log, _keep: Box::new(()) })
+        let tx = Arc::new(Mutex::new(Sender { w: Box::new(tx), last: Instant::now() }));
+        Ok(Agent { endpoint: endpoint.into(), tx, rx, log, _keep: Box::new(()) })
     }
 
-    pub(super) fn remote(addr: &str, endpoint: &str) -> Result<Agent> {
-        let s = TcpStream::connect(addr).with_context(|| {
-            format!("connecting to endpoint {endpoint}'s agent at {addr}\nhint: start it there with `roce agent --listen {addr}`")
-        })?;
+    /// A real host's `roce agent --listen`: with `key`, the handshake proves each
+    /// side to the other and every message after it is authenticated.
+    pub(super) fn remote(addr: &str, endpoint: &str, key: Option<&Key>) -> Result<Agent> {
+        let hint = |what: &str| format!("{what} endpoint {endpoint}'s agent at {addr}\nhint: start it there with `roce agent --listen {addr} --key-file FILE`");
+        let s = TcpStream::connect(addr).with_context(|| hint("connecting to"))?;
         let _ = s.set_nodelay(true);
-        let r = s.try_clone()?;
         let keep = ShutdownOnDrop(s.try_clone()?);
+        let (r, w): (Box<dyn Read + Send>, Box<dyn Write + Send>) = match key {
+            Some(key) => {
+                let _ = s.set_read_timeout(Some(agent::HANDSHAKE_WITHIN));
+                let (mut r, mut w) = (s.try_clone()?, s.try_clone()?);
+                let session = auth::client(key, &mut r, &mut w).with_context(|| format!("authenticating with endpoint {endpoint}'s agent at {addr}"))?;
+                let _ = s.set_read_timeout(None);
+                let (ar, aw) = session.wrap(r, w);
+                (Box::new(ar), Box::new(aw))
+            }
+            None => (Box::new(s.try_clone()?), Box::new(s)),
+        };
         let rx = spawn_reader(endpoint, r);
-        Ok(Agent { endpoint: endpoint.into(), tx: Box::new(s), rx, log: Default::default(), _keep: Box::new(keep) })
+        let tx = Arc::new(Mutex::new(Sender { w, last: Instant::now() }));
+        let alive = Arc::new(AtomicBool::new(true));
+        spawn_heartbeat(&tx, alive.clone());
+        Ok(Agent { endpoint: endpoint.into(), tx, rx, log: Default::default(), _keep: Box::new((keep, StopOnDrop(alive))) })
     }
 
     pub(super) fn send(&mut self, m: &ToAgent) -> Result<()> {
-        proto::write_msg(&mut self.tx, m).with_context(|| format!("sending to endpoint {}'s agent", self.endpoint))
+        let mut s = self.tx.lock().unwrap_or_else(|e| e.into_inner());
+        s.last = Instant::now();
+        proto::write_msg(&mut s.w, m).with_context(|| format!("sending to endpoint {}'s agent", self.endpoint))
     }
 
     pub(super) fn recv(&mut self, within: Duration) -> Result<FromAgent> {

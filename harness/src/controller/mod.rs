@@ -22,7 +22,7 @@ mod resolve;
 mod runner;
 
 pub(crate) use crate::results::Outcome;
-pub(crate) use runner::{Endpoints, LabRef};
+pub(crate) use runner::{Endpoints, LabRef, RemoteAgents};
 
 /// How a scenario's wire is recorded.
 #[derive(Debug, Clone)]
@@ -321,7 +321,7 @@ mod tests {
             .unwrap_or_else(|e| panic!("{}", e[0]));
         let out = std::env::temp_dir().join(format!("roce-skip-{}", std::process::id()));
         let plan = RunPlan {
-            endpoints: Endpoints::Remote([("a".to_string(), agent_lacking_a_verb())].into()),
+            endpoints: Endpoints::Remote(RemoteAgents { addrs: [("a".to_string(), agent_lacking_a_verb())].into(), key: None }),
             wire: WireSource::None,
             out_dir: out.clone(),
             profile: None,

@@ -24,6 +24,14 @@ const CONNECT_WITHIN: Duration = Duration::from_secs(30);
 /// How long completions may take to show up when the scenario does not say.
 const COMPLETIONS_WITHIN: Duration = Duration::from_secs(3);
 
+/// Agents on real hosts: each endpoint's `HOST:PORT`, and the key they share with
+/// us (`None`: the agents listen unauthenticated, `--insecure` or loopback).
+#[derive(Debug, Clone)]
+pub(crate) struct RemoteAgents {
+    pub(crate) addrs: BTreeMap<String, String>,
+    pub(crate) key: Option<crate::agent::auth::Key>,
+}
+
 /// A lab, and the image it boots (to bring it back the same after a crash).
 #[derive(Debug, Clone)]
 pub(crate) struct LabRef {
@@ -37,7 +45,7 @@ pub(crate) enum Endpoints {
     /// The lab: each endpoint's agent is started in its VM.
     Lab(LabRef),
     /// Agents already listening on real hosts (`roce agent --listen`), by endpoint.
-    Remote(BTreeMap<String, String>),
+    Remote(RemoteAgents),
 }
 
 /// TCP / rdma_cm port for the `i`-th QP's connection.
@@ -113,9 +121,9 @@ fn drive(
     for name in sc.endpoints.keys() {
         let a = match endpoints {
             Endpoints::Lab(lab) => Agent::in_lab(&lab.paths, resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)?, name, sc.timeout + Duration::from_secs(60))?,
-            Endpoints::Remote(addrs) => {
-                let addr = addrs.get(name).ok_or_else(|| anyhow!("no address for endpoint `{name}` in --endpoints"))?;
-                Agent::remote(addr, name)?
+            Endpoints::Remote(r) => {
+                let addr = r.addrs.get(name).ok_or_else(|| anyhow!("no address for endpoint `{name}` in --endpoints"))?;
+                Agent::remote(addr, name, r.key.as_ref())?
             }
         };
         agents.insert(name.clone(), a);
