@@ -490,6 +490,36 @@ mod tests {
         assert!(open(&out, k)[0].is_err(), "directions have their own MACs");
     }
 
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig { cases: 512, ..Default::default() })]
+
+        /// Whatever arrives instead of a controller's handshake, the agent's side
+        /// ends it with an error: never a panic, never a session.
+        #[test]
+        fn any_bytes_as_a_handshake_are_refused(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..600)) {
+            let mut out = Vec::new();
+            proptest::prop_assert!(server(&key(3), &mut &bytes[..], &mut out).is_err());
+        }
+
+        /// A well-framed but made-up challenge also gets no session.
+        #[test]
+        fn made_up_challenges_are_refused(nonce in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), proof in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            let mut input = Vec::new();
+            proto::write_msg(&mut input, &Challenge { auth: SCHEME.into(), nonce: Hex(nonce) }).unwrap();
+            proto::write_msg(&mut input, &Response { proof: Hex(proof) }).unwrap();
+            let mut out = Vec::new();
+            proptest::prop_assert!(server(&key(3), &mut &input[..], &mut out).is_err());
+        }
+
+        /// Whatever arrives after the handshake, the reader yields nothing that was
+        /// not sealed with the session key, and never panics.
+        #[test]
+        fn any_bytes_after_the_handshake_yield_no_message(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2000)) {
+            let v = open(&bytes, [9; LEN]);
+            proptest::prop_assert!(v.iter().all(|m| !matches!(m, Ok(Some(_)))), "{v:?}");
+        }
+    }
+
     #[test]
     fn key_files_are_made_private_and_refused_when_not() {
         let dir = std::env::temp_dir().join(format!("roce-key-{}", std::process::id()));

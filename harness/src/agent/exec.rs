@@ -11,6 +11,7 @@ use rdma_sys::{ibv_send_flags, ibv_wr_opcode};
 use serde::{Deserialize, Serialize};
 
 use super::cm_private;
+use super::limits::{Limits, ProbeRate};
 use super::probe::{self, Aim};
 use super::proto::{self, Action, Connect, ConnectBy, FromAgent, Hex, MrInfo, ProbeOrder, ProbeSent, QpInfo, ReadError, RemoteRef, Setup, SgeRef, ToAgent, Verb, Wc};
 use crate::net::raw::Link;
@@ -149,6 +150,8 @@ fn random_psn() -> u32 {
 #[derive(Default)]
 pub(crate) struct Agent {
     ep: Option<Local>,
+    limits: Limits,
+    probes: ProbeRate,
 }
 
 impl Agent {
@@ -182,6 +185,7 @@ impl Agent {
         if self.ep.is_some() {
             return err("already set up");
         }
+        self.limits.may_set_up(s.mrs.len(), s.mrs.iter().map(|m| m.size).fold(0u64, u64::saturating_add), s.qps.len())?;
         let ctx = Context::open(s.device.as_deref())?;
         let port = s.port;
         let (state, _) = ctx.port_state(port)?;
@@ -237,6 +241,7 @@ impl Agent {
     }
 
     fn connect(&mut self, c: Connect) -> R<FromAgent> {
+        let limits = self.limits.clone();
         let ep = self.ep()?;
         let private = cm_private::encode(&ep.mr_table, if c.passive { cm_private::REP_ROOM } else { cm_private::REQ_ROOM });
         let (my_ip, gid, gid_index, ep_port, pd) = (gid_ip(&ep.gid), ep.gid, ep.gid_index, ep.port, ep.pd.clone());
@@ -245,6 +250,7 @@ impl Agent {
         let p = q.setup.params;
         let mine = Exchange { qpn: q.qpn, psn: q.psn, gid: dissector::text::hex_string(&gid), qkey: p.qkey };
         let peer_ip: IpAddr = c.peer_ip.parse().map_err(|_| AgentError::from(format!("peer address `{}` is not an IP address", c.peer_ip)))?;
+        limits.may_connect(my_ip, peer_ip)?;
         let attrs = QpAttrs {
             port: ep_port,
             sgid_index: gid_index,
@@ -305,6 +311,9 @@ impl Agent {
     }
 
     fn act(&mut self, index: usize, a: Action) -> R<FromAgent> {
+        if let Action::Probe(order) = &a {
+            self.probes.take(order.copies.max(1) as usize, self.limits.probe_rate, Instant::now())?;
+        }
         let ep = self.ep()?;
         let mut probe = None;
         match a {
@@ -530,8 +539,8 @@ fn swap(s: TcpStream, mine: &Exchange) -> R<Exchange> {
 }
 
 /// Serves the protocol on a byte stream until Teardown or the end of the stream.
-pub(crate) fn serve(r: &mut dyn Read, w: &mut dyn Write) -> std::io::Result<()> {
-    let mut agent = Agent::default();
+pub(crate) fn serve(r: &mut dyn Read, w: &mut dyn Write, limits: &Limits) -> std::io::Result<()> {
+    let mut agent = Agent { limits: limits.clone(), ..Agent::default() };
     loop {
         let m: ToAgent = match proto::read_msg(r) {
             Ok(Some(m)) => m,
@@ -575,7 +584,7 @@ mod tests {
             proto::write_msg(&mut input, m).unwrap();
         }
         let mut out = Vec::new();
-        serve(&mut &input[..], &mut out).unwrap();
+        serve(&mut &input[..], &mut out, &Limits::default()).unwrap();
         let mut r = &out[..];
         let mut v = Vec::new();
         while let Some(m) = proto::read_msg::<_, FromAgent>(&mut r).unwrap() {
@@ -601,6 +610,21 @@ mod tests {
         assert_eq!(a[4], FromAgent::TornDown);
     }
 
+    /// Limits are checked before the device is touched (so this runs on a host
+    /// without RDMA): a refusal names the limit and its option, and the agent
+    /// answers the next request.
+    #[test]
+    fn a_setup_beyond_the_limits_is_refused_and_the_agent_lives_on() {
+        let big = |n: usize, size: u64| {
+            let mrs: Vec<proto::MrSetup> = (0..n).map(|i| proto::MrSetup { name: format!("m{i}"), size, access: crate::verbs::Access(1), fill: proto::Fill::Zero }).collect();
+            ToAgent::Setup(Setup { device: None, port: 1, gid_index: None, qps: vec![], mrs })
+        };
+        let a = talk(&[big(1, 2 << 30), big(300, 8), ToAgent::Hello { version: proto::VERSION }]);
+        assert!(matches!(&a[0], FromAgent::Error { message, .. } if message.contains("refused: 2147483648 bytes of MRs asked, this agent allows 1073741824 (--max-mr-bytes)")), "{a:?}");
+        assert!(matches!(&a[1], FromAgent::Error { message, .. } if message.contains("300 MRs asked") && message.contains("--max-mrs")), "{a:?}");
+        assert!(matches!(&a[2], FromAgent::Hello { .. }), "{a:?}");
+    }
+
     #[test]
     fn garbage_is_answered_not_fatal_and_oversize_ends_the_stream() {
         let mut input = Vec::new();
@@ -608,13 +632,13 @@ mod tests {
         input.extend_from_slice(b"{x}");
         proto::write_msg(&mut input, &ToAgent::Teardown).unwrap();
         let mut out = Vec::new();
-        serve(&mut &input[..], &mut out).unwrap();
+        serve(&mut &input[..], &mut out, &Limits::default()).unwrap();
         let mut r = &out[..];
         assert!(matches!(proto::read_msg::<_, FromAgent>(&mut r).unwrap(), Some(FromAgent::Error { .. })));
         assert_eq!(proto::read_msg::<_, FromAgent>(&mut r).unwrap(), Some(FromAgent::TornDown));
         let huge = (u32::MAX).to_be_bytes();
         let mut out = Vec::new();
-        assert!(serve(&mut &huge[..], &mut out).is_err());
+        assert!(serve(&mut &huge[..], &mut out, &Limits::default()).is_err());
         assert!(!out.is_empty(), "the refusal is said before the stream ends");
     }
 

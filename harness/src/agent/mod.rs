@@ -15,6 +15,7 @@
 //! Imports: verbs, net, dissector. Never the scenario model: the controller
 //! resolves a scenario into this protocol's own messages.
 pub(crate) mod auth;
+pub(crate) mod limits;
 pub(crate) mod cm_private;
 pub(crate) mod exec;
 pub(crate) mod probe;
@@ -32,7 +33,7 @@ use anyhow::{bail, Context, Result};
 pub(crate) fn serve_stdio() -> Result<()> {
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
-    exec::serve(&mut stdin.lock(), &mut stdout.lock()).context("the controller connection")
+    exec::serve(&mut stdin.lock(), &mut stdout.lock(), &limits::Limits::default()).context("the controller connection")
 }
 
 /// A connection that has not finished the handshake by then is dropped.
@@ -51,6 +52,7 @@ pub(crate) struct ListenOpts {
     /// A connection still in its handshake after this is dropped
     /// ([`HANDSHAKE_WITHIN`]).
     pub(crate) handshake_within: Duration,
+    pub(crate) limits: limits::Limits,
 }
 
 /// Who is being served, for the "busy" answer.
@@ -252,7 +254,7 @@ fn serve_one(s: TcpStream, peer: &str, l: &Listener) -> Result<()> {
     eprintln!("roce agent: {peer}: serving{}", if l.opts.key.is_some() { " (authenticated)" } else { "" });
     let _ = s.set_read_timeout(Some(l.opts.heartbeat_deadline));
     let _ = s.set_write_timeout(Some(l.opts.heartbeat_deadline));
-    match exec::serve(&mut r, &mut w) {
+    match exec::serve(&mut r, &mut w, &l.opts.limits) {
         Ok(()) => {
             eprintln!("roce agent: {peer}: done");
             Ok(())
@@ -295,7 +297,7 @@ mod tests {
     fn agent(key: Option<Key>, heartbeat: Duration, handshake: Duration) -> std::net::SocketAddr {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
-        let opts = ListenOpts { addr: addr.to_string(), key, heartbeat_deadline: heartbeat, handshake_within: handshake };
+        let opts = ListenOpts { addr: addr.to_string(), key, heartbeat_deadline: heartbeat, handshake_within: handshake, limits: Default::default() };
         std::thread::spawn(move || serve_on(l, opts));
         addr
     }
@@ -440,7 +442,13 @@ mod tests {
     #[test]
     fn without_a_key_only_loopback_is_served() {
         let l = TcpListener::bind("0.0.0.0:0").unwrap();
-        let opts = ListenOpts { addr: "0.0.0.0:0".into(), key: None, heartbeat_deadline: Duration::from_secs(1), handshake_within: Duration::from_secs(1) };
+        let opts = ListenOpts {
+            addr: "0.0.0.0:0".into(),
+            key: None,
+            heartbeat_deadline: Duration::from_secs(1),
+            handshake_within: Duration::from_secs(1),
+            limits: Default::default(),
+        };
         let e = format!("{:#}", serve_on(l, opts).unwrap_err());
         assert!(e.contains("without a key") && e.contains("--gen-key"), "{e}");
         // On loopback, unauthenticated: the protocol as before.

@@ -5,6 +5,7 @@ use std::time::Duration;
 use anyhow::anyhow;
 
 use super::exit::{help, Exit, Failure, Outcome};
+use crate::agent::limits::{Allow, Cidr, Limits};
 use crate::agent::{self, auth::Key, ListenOpts};
 
 #[derive(Debug, clap::Args)]
@@ -37,6 +38,22 @@ pub struct AgentArgs {
     /// for this long; everything it set up is freed
     #[arg(long, default_value_t = 30, value_name = "S", requires = "listen")]
     pub heartbeat_deadline: u64,
+    /// QPs may connect (and probes go) only to addresses in this network; repeat
+    /// for several [default: the subnet of the interface with the RoCE address]
+    #[arg(long, value_name = "CIDR", requires = "listen")]
+    pub(crate) allow: Vec<Cidr>,
+    /// Most bytes a controller may register, all MRs together
+    #[arg(long, default_value_t = Limits::default().mr_bytes, value_name = "BYTES", requires = "listen")]
+    pub max_mr_bytes: u64,
+    /// Most MRs a controller may register
+    #[arg(long, default_value_t = Limits::default().mrs, value_name = "N", requires = "listen")]
+    pub max_mrs: usize,
+    /// Most QPs a controller may create
+    #[arg(long, default_value_t = Limits::default().qps, value_name = "N", requires = "listen")]
+    pub max_qps: usize,
+    /// Most crafted frames (probes) per second
+    #[arg(long, default_value_t = Limits::default().probe_rate, value_name = "N", requires = "listen")]
+    pub max_probe_rate: u32,
 }
 
 pub(super) fn run(a: AgentArgs) -> Outcome {
@@ -70,6 +87,13 @@ pub(super) fn run(a: AgentArgs) -> Outcome {
                 key,
                 heartbeat_deadline: Duration::from_secs(a.heartbeat_deadline.max(1)),
                 handshake_within: agent::HANDSHAKE_WITHIN,
+                limits: Limits {
+                    mr_bytes: a.max_mr_bytes,
+                    mrs: a.max_mrs,
+                    qps: a.max_qps,
+                    probe_rate: a.max_probe_rate,
+                    allow: if a.allow.is_empty() { Allow::LocalSubnet } else { Allow::Cidrs(a.allow) },
+                },
             }).map_err(Failure::setup)?
         }
         None => agent::serve_stdio()?,
