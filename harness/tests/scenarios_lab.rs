@@ -268,3 +268,88 @@ fn a_vm_that_dies_or_hangs_fails_its_scenario_and_the_run_goes_on() {
     assert!(stdout.contains("restarting it") || stderr.contains("restarting it"), "the restart is said");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The real-host mode, for real inside the lab: each VM runs `roce agent --listen
+/// --key-file` as `nobody` with only CAP_NET_RAW and CAP_IPC_LOCK (as the README's
+/// systemd unit does), and a controller in VM a drives them over the VMs' network.
+/// Scenarios with verbs and crafted probes pass through the authenticated agents;
+/// a controller killed mid-scenario, and one stopped (silent beyond the heartbeat
+/// deadline), leave no QP, MR, PD or CQ behind (`rdma resource`).
+#[test]
+fn keyed_unprivileged_agents_serve_and_free_everything_of_a_killed_or_silent_controller() {
+    if !enabled() {
+        return;
+    }
+    let lab = Lab(format!("agent-{}", std::process::id()));
+    let exec = |vm: &str, cmd: &str, stdin: Option<&[u8]>| -> String {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_roce"));
+        c.args(["lab", "--name", &lab.0, "exec", "--timeout", "120"]);
+        if stdin.is_some() {
+            c.arg("-i");
+        }
+        c.args([vm, "--", cmd]).stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().expect("roce lab exec");
+        if let Some(data) = stdin {
+            use std::io::Write;
+            child.stdin.take().expect("stdin").write_all(data).expect("stdin written");
+        }
+        let out = child.wait_with_output().expect("roce lab exec");
+        let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "VM {vm}: {cmd}\n{text}");
+        text
+    };
+    // Boots the lab (a `roce run` would too); then one key, in both VMs.
+    let up = Command::new(env!("CARGO_BIN_EXE_roce")).args(["lab", "--name", &lab.0, "up"]).output().expect("roce lab up");
+    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    let key = exec("a", "mkdir -p /tmp/r && /host/roce agent --gen-key /tmp/r/k && cat /tmp/r/k", None);
+    let key = key.lines().find(|l| l.len() == 64).expect("a 64-hex-digit key").to_string();
+    exec("b", &format!("mkdir -p /tmp/r && umask 077 && echo {key} > /tmp/r/k"), None);
+    for (vm, ip) in [("a", "10.0.0.1"), ("b", "10.0.0.2")] {
+        let log = exec(
+            vm,
+            &format!(
+                "chown nobody /tmp/r /tmp/r/k && setsid setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=+net_raw,+ipc_lock \
+                 --ambient-caps=+net_raw,+ipc_lock /host/roce agent --listen {ip}:7000 --key-file /tmp/r/k --heartbeat-deadline 5 \
+                 > /tmp/r/agent.log 2>&1 < /dev/null & sleep 1; cat /tmp/r/agent.log; ps -o user= -C roce"
+            ),
+            None,
+        );
+        assert!(log.contains("a controller must prove it has the key") && log.contains("nobody"), "{log}");
+    }
+    let mut tar = Command::new("tar").arg("c").arg("-C").arg(repo()).arg("scenarios").output().expect("tar");
+    assert!(tar.status.success());
+    exec("a", "tar x -C /tmp/r", Some(&std::mem::take(&mut tar.stdout)));
+    let run = exec(
+        "a",
+        "cd /tmp/r && /host/roce run --endpoints a=10.0.0.1:7000,b=10.0.0.2:7000 --key-file /tmp/r/k -i eth0 --out /tmp/r/out \
+         scenarios/rc_send_tcp.toml scenarios/rc_read.toml scenarios/atomics.toml scenarios/conformance/psn_ahead.toml scenarios/conformance/unknown_rkey.toml",
+        None,
+    );
+    assert!(run.contains("5 passed, 0 failed"), "{run}");
+
+    // A controller that dies, then one that falls silent, in the middle of a
+    // scenario that holds a QP pair and 1 MiB of registered memory.
+    let sleepy = "name = \"sleepy\"\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = \"q\"\ntype = \"rc\"\nbetween = [\"b\", \"a\"]\n\
+                  [[mr]]\nname = \"m\"\non = \"b\"\nsize = 1048576\naccess = [\"local_write\", \"remote_write\"]\n\
+                  [[step]]\nop = \"sleep\"\nms = 25000\n[[expect.memory]]\non = \"b\"\nmr = \"m\"\nunchanged = true\n";
+    exec("a", "cat > /tmp/r/sleepy.toml", Some(sleepy.as_bytes()));
+    let script = "cd /tmp/r; R='/host/roce run --endpoints a=10.0.0.1:7000,b=10.0.0.2:7000 --key-file /tmp/r/k sleepy.toml'\n\
+                  echo \"before: $(rdma resource show)\"\n\
+                  $R > ctl1.log 2>&1 & C=$!; sleep 4; echo \"running: $(rdma resource show)\"\n\
+                  kill -9 $C; sleep 1; echo \"killed: $(rdma resource show)\"\n\
+                  $R > ctl2.log 2>&1 & C=$!; sleep 4; echo \"running2: $(rdma resource show)\"\n\
+                  kill -STOP $C; sleep 8; echo \"silent: $(rdma resource show)\"\n\
+                  kill -9 $C; tail -3 agent.log\n";
+    let out = exec("a", "sh", Some(script.as_bytes()));
+    let line = |tag: &str| out.lines().find(|l| l.starts_with(tag)).unwrap_or_else(|| panic!("no `{tag}` in {out}")).to_string();
+    let counts = |l: &str| -> String { l.split_once("rxe0:").map(|x| x.1.trim().to_string()).unwrap_or_default() };
+    let before = counts(&line("before:"));
+    assert!(before.contains("qp ") && before.contains("mr 0"), "{out}");
+    assert_ne!(counts(&line("running:")), before, "the scenario holds resources while it runs: {out}");
+    assert_eq!(counts(&line("killed:")), before, "a killed controller's resources are freed: {out}");
+    assert_ne!(counts(&line("running2:")), before, "{out}");
+    assert_eq!(counts(&line("silent:")), before, "a silent controller is dropped at the heartbeat deadline and its resources freed: {out}");
+    assert!(out.contains("not even a heartbeat, for 5s: dropped"), "{out}");
+    let b = exec("b", "rdma resource show; cat /tmp/r/agent.log", None);
+    assert!(b.contains(&format!("rxe0: {before}")), "VM b is back to its baseline too: {b}");
+}

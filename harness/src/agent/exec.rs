@@ -539,12 +539,15 @@ fn swap(s: TcpStream, mine: &Exchange) -> R<Exchange> {
 }
 
 /// Serves the protocol on a byte stream until Teardown or the end of the stream.
-pub(crate) fn serve(r: &mut dyn Read, w: &mut dyn Write, limits: &Limits) -> std::io::Result<()> {
+/// Serves one controller until its `Teardown` (`Ok(true)`) or the end of the
+/// stream (`Ok(false)`: what it set up is freed all the same); `torn_down` is
+/// called once a `Teardown` has freed everything, before its answer is written.
+pub(crate) fn serve(r: &mut dyn Read, w: &mut dyn Write, limits: &Limits, torn_down: &mut dyn FnMut()) -> std::io::Result<bool> {
     let mut agent = Agent { limits: limits.clone(), ..Agent::default() };
     loop {
         let m: ToAgent = match proto::read_msg(r) {
             Ok(Some(m)) => m,
-            Ok(None) => return Ok(()),
+            Ok(None) => return Ok(false),
             Err(ReadError::Invalid(e)) => {
                 proto::write_msg(w, &FromAgent::error(format!("malformed message: {e}"), None))?;
                 continue;
@@ -567,9 +570,12 @@ pub(crate) fn serve(r: &mut dyn Read, w: &mut dyn Write, limits: &Limits) -> std
             }
         }
         let answer = agent.handle(m);
+        if last {
+            torn_down();
+        }
         proto::write_msg(w, &answer)?;
         if last {
-            return Ok(());
+            return Ok(true);
         }
     }
 }
@@ -584,7 +590,7 @@ mod tests {
             proto::write_msg(&mut input, m).unwrap();
         }
         let mut out = Vec::new();
-        serve(&mut &input[..], &mut out, &Limits::default()).unwrap();
+        serve(&mut &input[..], &mut out, &Limits::default(), &mut || {}).unwrap();
         let mut r = &out[..];
         let mut v = Vec::new();
         while let Some(m) = proto::read_msg::<_, FromAgent>(&mut r).unwrap() {
@@ -632,13 +638,13 @@ mod tests {
         input.extend_from_slice(b"{x}");
         proto::write_msg(&mut input, &ToAgent::Teardown).unwrap();
         let mut out = Vec::new();
-        serve(&mut &input[..], &mut out, &Limits::default()).unwrap();
+        serve(&mut &input[..], &mut out, &Limits::default(), &mut || {}).unwrap();
         let mut r = &out[..];
         assert!(matches!(proto::read_msg::<_, FromAgent>(&mut r).unwrap(), Some(FromAgent::Error { .. })));
         assert_eq!(proto::read_msg::<_, FromAgent>(&mut r).unwrap(), Some(FromAgent::TornDown));
         let huge = (u32::MAX).to_be_bytes();
         let mut out = Vec::new();
-        assert!(serve(&mut &huge[..], &mut out, &Limits::default()).is_err());
+        assert!(serve(&mut &huge[..], &mut out, &Limits::default(), &mut || {}).is_err());
         assert!(!out.is_empty(), "the refusal is said before the stream ends");
     }
 

@@ -12,8 +12,9 @@
 //!
 //! Owns: the agent protocol ([`proto`]), its authentication ([`auth`]) and its
 //! executor ([`exec`]).
-//! Imports: verbs, net, dissector. Never the scenario model: the controller
-//! resolves a scenario into this protocol's own messages.
+//! Imports: verbs, net, dissector (and `lab::write_fd`, for its log lines).
+//! Never the scenario model: the controller resolves a scenario into this
+//! protocol's own messages.
 pub(crate) mod auth;
 pub(crate) mod limits;
 pub(crate) mod cm_private;
@@ -23,7 +24,7 @@ pub(crate) mod proto;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -33,7 +34,18 @@ use anyhow::{bail, Context, Result};
 pub(crate) fn serve_stdio() -> Result<()> {
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
-    exec::serve(&mut stdin.lock(), &mut stdout.lock(), &limits::Limits::default()).context("the controller connection")
+    exec::serve(&mut stdin.lock(), &mut stdout.lock(), &limits::Limits::default(), &mut || {}).context("the controller connection")?;
+    Ok(())
+}
+
+/// A line of the listening agent's log on stderr, from any thread: through
+/// [`lab::write_fd`], because `roce`'s main thread holds the std stderr lock for
+/// the whole command (`cli::main`) and `eprintln!` from a connection's thread
+/// would wait for it forever.
+macro_rules! say {
+    ($($t:tt)*) => {
+        lab::write_fd(2, format!("{}\n", format_args!($($t)*)).as_bytes())
+    };
 }
 
 /// A connection that has not finished the handshake by then is dropped.
@@ -57,6 +69,8 @@ pub(crate) struct ListenOpts {
 
 /// Who is being served, for the "busy" answer.
 struct Serving {
+    /// Which connection (so only its own thread frees the agent).
+    id: u64,
     peer: String,
     since: SystemTime,
 }
@@ -102,27 +116,27 @@ fn serve_on(l: TcpListener, opts: ListenOpts) -> Result<()> {
         );
     }
     match &opts.key {
-        Some(_) => eprintln!("roce agent: listening on {local}; a controller must prove it has the key (one at a time)"),
-        None => eprintln!("roce agent: WARNING: listening on {local} WITHOUT authentication (--insecure): anyone who reaches it can drive this agent"),
+        Some(_) => say!("roce agent: listening on {local}; a controller must prove it has the key (one at a time)"),
+        None => say!("roce agent: WARNING: listening on {local} WITHOUT authentication (--insecure): anyone who reaches it can drive this agent"),
     }
-    let shared = Arc::new(Listener { opts, serving: Mutex::new(None), handshakes: AtomicUsize::new(0) });
+    let shared = Arc::new(Listener { opts, serving: Mutex::new(None), handshakes: AtomicUsize::new(0), next_id: AtomicU64::new(1) });
     for conn in l.incoming() {
         let s = match conn {
             Ok(s) => s,
             Err(e) => {
-                eprintln!("roce agent: accept: {e}");
+                say!("roce agent: accept: {e}");
                 continue;
             }
         };
         let peer = s.peer_addr().map(|p| p.to_string()).unwrap_or_else(|_| "?".into());
         if let Some(why) = shared.busy() {
-            eprintln!("roce agent: {peer}: refused, {why}");
+            say!("roce agent: {peer}: refused, {why}");
             refuse(&s, shared.opts.key.is_some(), &why);
             continue;
         }
         if shared.handshakes.fetch_add(1, Ordering::SeqCst) >= MAX_HANDSHAKES {
             shared.handshakes.fetch_sub(1, Ordering::SeqCst);
-            eprintln!("roce agent: {peer}: closed at once, {MAX_HANDSHAKES} connections are already in their handshake");
+            say!("roce agent: {peer}: closed at once, {MAX_HANDSHAKES} connections are already in their handshake");
             let _ = s.shutdown(std::net::Shutdown::Both);
             continue;
         }
@@ -130,7 +144,7 @@ fn serve_on(l: TcpListener, opts: ListenOpts) -> Result<()> {
         std::thread::spawn(move || {
             let r = serve_one(s, &peer, &shared);
             if let Err(e) = r {
-                eprintln!("roce agent: {peer}: {e:#}");
+                say!("roce agent: {peer}: {e:#}");
             }
         });
     }
@@ -144,6 +158,7 @@ struct Listener {
     serving: Mutex<Option<Serving>>,
     /// Connections in their handshake.
     handshakes: AtomicUsize,
+    next_id: AtomicU64,
 }
 
 impl Listener {
@@ -154,25 +169,40 @@ impl Listener {
     }
 
     /// Takes the agent for `peer`, unless another controller was quicker.
-    fn claim(&self, peer: &str) -> std::result::Result<(), String> {
+    fn claim(&self, peer: &str) -> std::result::Result<Release<'_>, String> {
         let mut cur = self.serving.lock().unwrap_or_else(|e| e.into_inner());
         match cur.as_ref() {
             Some(c) => Err(format!("busy: serving {} since {}", c.peer, utc(c.since))),
             None => {
-                *cur = Some(Serving { peer: peer.to_string(), since: SystemTime::now() });
-                Ok(())
+                let id = self.next_id.fetch_add(1, Ordering::SeqCst);
+                *cur = Some(Serving { id, peer: peer.to_string(), since: SystemTime::now() });
+                Ok(Release { l: self, id })
             }
         }
     }
 }
 
-/// Frees the agent for the next controller when its controller's thread ends,
-/// however it ends.
-struct Release<'a>(&'a Listener);
+/// Frees the agent for the next controller: when its controller's session has
+/// torn down (before the answer goes out, so a controller that starts its next
+/// scenario at once is not told "busy"), and in any case when the connection's
+/// thread ends. Only ever its own claim.
+struct Release<'a> {
+    l: &'a Listener,
+    id: u64,
+}
+
+impl Release<'_> {
+    fn now(&self) {
+        let mut cur = self.l.serving.lock().unwrap_or_else(|e| e.into_inner());
+        if cur.as_ref().is_some_and(|c| c.id == self.id) {
+            *cur = None;
+        }
+    }
+}
 
 impl Drop for Release<'_> {
     fn drop(&mut self) {
-        *self.0.serving.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.now();
     }
 }
 
@@ -246,19 +276,22 @@ fn serve_one(s: TcpStream, peer: &str, l: &Listener) -> Result<()> {
     };
     done.store(true, Ordering::SeqCst);
     counted.now();
-    if let Err(why) = l.claim(peer) {
-        let _ = proto::write_msg(&mut w, &proto::FromAgent::error(why.clone(), None));
-        bail!("refused after its handshake, {why}");
-    }
-    let _release = Release(l);
-    eprintln!("roce agent: {peer}: serving{}", if l.opts.key.is_some() { " (authenticated)" } else { "" });
+    let release = match l.claim(peer) {
+        Ok(r) => r,
+        Err(why) => {
+            let _ = proto::write_msg(&mut w, &proto::FromAgent::error(why.clone(), None));
+            bail!("refused after its handshake, {why}");
+        }
+    };
+    say!("roce agent: {peer}: serving{}", if l.opts.key.is_some() { " (authenticated)" } else { "" });
     let _ = s.set_read_timeout(Some(l.opts.heartbeat_deadline));
     let _ = s.set_write_timeout(Some(l.opts.heartbeat_deadline));
-    match exec::serve(&mut r, &mut w, &l.opts.limits) {
-        Ok(()) => {
-            eprintln!("roce agent: {peer}: done");
+    match exec::serve(&mut r, &mut w, &l.opts.limits, &mut || release.now()) {
+        Ok(true) => {
+            say!("roce agent: {peer}: done");
             Ok(())
         }
+        Ok(false) => bail!("closed the connection before its Teardown; everything it set up is freed"),
         Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
             bail!("sent nothing, not even a heartbeat, for {:?}: dropped; everything it set up is freed", l.opts.heartbeat_deadline)
         }
