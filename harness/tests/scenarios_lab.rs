@@ -272,8 +272,8 @@ fn a_vm_that_dies_or_hangs_fails_its_scenario_and_the_run_goes_on() {
 /// The real-host mode, for real inside the lab: each VM runs `roce agent --listen
 /// --key-file` as `nobody` with only CAP_NET_RAW and CAP_IPC_LOCK (as the README's
 /// systemd unit does), and a controller in VM a drives them over the VMs' network.
-/// Scenarios with verbs and crafted probes pass through the authenticated agents;
-/// a controller killed mid-scenario, and one stopped (silent beyond the heartbeat
+/// After 1,000 connections of garbage, scenarios with verbs and crafted probes
+/// pass through the authenticated agents; a controller killed mid-scenario, and one stopped (silent beyond the heartbeat
 /// deadline), leave no QP, MR, PD or CQ behind (`rdma resource`).
 #[test]
 fn keyed_unprivileged_agents_serve_and_free_everything_of_a_killed_or_silent_controller() {
@@ -316,6 +316,13 @@ fn keyed_unprivileged_agents_serve_and_free_everything_of_a_killed_or_silent_con
         );
         assert!(log.contains("a controller must prove it has the key") && log.contains("nobody"), "{log}");
     }
+    // 1,000 connections of garbage (0 to 96 random bytes each) at agent b first.
+    let flood = exec(
+        "a",
+        "bash -c 'for i in $(seq 1000); do head -c $((i % 97)) /dev/urandom 2>/dev/null > /dev/tcp/10.0.0.2/7000 || true; done; echo flood done'",
+        None,
+    );
+    assert!(flood.contains("flood done"), "{flood}");
     let mut tar = Command::new("tar").arg("c").arg("-C").arg(repo()).arg("scenarios").output().expect("tar");
     assert!(tar.status.success());
     exec("a", "tar x -C /tmp/r", Some(&std::mem::take(&mut tar.stdout)));
