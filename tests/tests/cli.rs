@@ -423,6 +423,21 @@ fn a_keyed_agent_serves_only_a_controller_with_its_key() {
     let r = run(None);
     assert_eq!(r.code, 1, "{}\n{}", r.out, r.err);
     assert!(r.out.contains("this agent requires authentication"), "{}", r.out);
+    // Limits: an agent that allows one MR refuses the scenario's two, says which
+    // limit, and serves the next controller.
+    let lim = format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+    {
+        let (a, k) = (lim.clone(), k1.to_str().unwrap().to_string());
+        std::thread::spawn(move || roce(&["agent", "--listen", &a, "--key-file", &k, "--max-mrs", "1"]));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let two_mrs = dir.join("two_mrs.toml");
+    std::fs::write(&two_mrs, "name = 'two MRs'\n[endpoints.a]\n[[mr]]\nname = 'm1'\non = 'a'\nsize = 8\n[[mr]]\nname = 'm2'\non = 'a'\nsize = 8\n[[expect.memory]]\non = 'a'\nmr = 'm1'\nunchanged = true\n").unwrap();
+    for _ in 0..2 {
+        let r = roce(&["run", "--endpoints", &format!("a={lim}"), "--key-file", k1.to_str().unwrap(), "--out", out.to_str().unwrap(), two_mrs.to_str().unwrap()]);
+        assert_eq!(r.code, 1, "{}\n{}", r.out, r.err);
+        assert!(r.out.contains("refused: 2 MRs asked, this agent allows 1 (--max-mrs)"), "{}", r.out);
+    }
     // A key file others can read is refused, with the fix.
     std::fs::set_permissions(&k1, std::fs::Permissions::from_mode(0o644)).unwrap();
     let r = run(Some(&k1));
