@@ -1,5 +1,5 @@
 //! Text a user typed: numbers in decimal or hex, hex bytes, and the known name
-//! closest to a typo.
+//! closest to a typo; and the one timestamp format the reports and logs print.
 //!
 //! Every layer reads such text — scenario files, fault rules, command-line options,
 //! field names — so each rule lives here once, at the bottom of the stack. Nothing
@@ -53,6 +53,22 @@ pub fn hex_bytes(s: &str) -> Result<Vec<u8>, HexError> {
             _ => Err(HexError::NotHex { pair: p.iter().collect() }),
         })
         .collect()
+}
+
+/// `2026-11-23T20:31:07Z`: seconds since the epoch as an ISO 8601 UTC time
+/// (proleptic Gregorian; Howard Hinnant's days-to-civil algorithm).
+pub fn utc(unix_secs: u64) -> String {
+    let (days, rem) = (unix_secs / 86_400, unix_secs % 86_400);
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", rem / 3600, rem % 3600 / 60, rem % 60)
 }
 
 /// Lower-case hex, two digits a byte, no separators: what [`hex_bytes`] reads back.
@@ -137,5 +153,12 @@ mod tests {
             let _ = parse_u64(&s);
             let _ = hex_bytes(&s);
         }
+    }
+
+    #[test]
+    fn utc_times() {
+        assert_eq!(utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(utc(1_795_465_867), "2026-11-23T20:31:07Z");
     }
 }

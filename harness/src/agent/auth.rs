@@ -69,8 +69,7 @@ impl Key {
         let mut f = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).with_context(|| {
             format!("creating the key file {} (an existing key file is never overwritten; remove it first to replace it)", path.display())
         })?;
-        let hex: String = key.iter().map(|b| format!("{b:02x}")).collect();
-        writeln!(f, "{hex}").and_then(|()| f.sync_all()).with_context(|| format!("writing {}", path.display()))?;
+        writeln!(f, "{}", dissector::text::hex_string(&key)).and_then(|()| f.sync_all()).with_context(|| format!("writing {}", path.display()))?;
         Ok(())
     }
 
