@@ -338,6 +338,18 @@ mod tests {
             let (r, w) = session.wrap(r, w);
             Ok(Controller { r: Box::new(r), w: Box::new(w), s })
         }
+        /// Connects, trying again until `within` (the agent may be finishing
+        /// with the previous connection).
+        fn connect_within(addr: std::net::SocketAddr, key: &Key, within: Duration) -> Controller {
+            let until = Instant::now() + within;
+            loop {
+                match Controller::connect(addr, key) {
+                    Ok(c) => return c,
+                    Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(50)),
+                    Err(e) => panic!("not served within {within:?}: {e:#}"),
+                }
+            }
+        }
         fn hello(&mut self) -> anyhow::Result<FromAgent> {
             proto::write_msg(&mut self.w, &ToAgent::Hello { version: VERSION })?;
             proto::read_msg::<_, FromAgent>(&mut self.r)?.ok_or_else(|| anyhow::anyhow!("closed"))
@@ -415,15 +427,7 @@ mod tests {
         proto::write_msg(&mut raw, &ToAgent::Teardown).unwrap();
         let mut b = [0u8; 1];
         assert_eq!(c.s.read(&mut b).unwrap_or(0), 0, "closed");
-        let until = Instant::now() + Duration::from_secs(3);
-        let mut next = loop {
-            match Controller::connect(addr, &key) {
-                Ok(c) => break c,
-                Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(50)),
-                Err(e) => panic!("{e:#}"),
-            }
-        };
-        assert!(served(&mut next));
+        assert!(served(&mut Controller::connect_within(addr, &key, Duration::from_secs(3))));
     }
 
     #[test]
@@ -449,15 +453,7 @@ mod tests {
                 let _ = s.write_all(&junk);
             }
         }
-        let until = Instant::now() + Duration::from_secs(5);
-        let mut c = loop {
-            match Controller::connect(addr, &key) {
-                Ok(c) => break c,
-                Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(100)),
-                Err(e) => panic!("{e:#}"),
-            }
-        };
-        assert!(served(&mut c));
+        assert!(served(&mut Controller::connect_within(addr, &key, Duration::from_secs(5))));
     }
 
     #[test]
