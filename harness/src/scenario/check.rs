@@ -606,7 +606,6 @@ impl<'a> Checker<'a> {
                         let hint = name_hint(mw, self.f.mws.iter().filter(|w| *w.on == *on).map(|w| w.name.as_str()));
                         self.err(Some(s.at("mw")), format!("no memory window `{mw}` on `{on}`"), hint);
                     }
-                    self.bound.remove(&(on.clone(), mw.clone()));
                     self.post(i, s, on, qp, *wr_id, &[], flags, Verb::LocalInv { mw: mw.clone() })
                 }
                 StepOp::PostSrqRecv { on, srq, wr_id, sge } => {
@@ -653,7 +652,7 @@ impl<'a> Checker<'a> {
                         Remote { mr: String::new(), offset: r.offset, rkey: r.rkey, mw: Some(w.clone()) }
                     }
                     None => {
-                        self.err(at, format!("memory window `{w}` of `{peer}` is not bound (or was invalidated locally) before this step"), Some("bind it first: a step `op = \"bind_mw\"` on its endpoint".into()));
+                        self.err(at, format!("memory window `{w}` of `{peer}` is not bound before this step"), Some("bind it first: a step `op = \"bind_mw\"` on its endpoint".into()));
                         Remote { mr: String::new(), offset: r.offset, rkey: r.rkey, mw: Some(w.clone()) }
                     }
                 }

@@ -91,7 +91,10 @@ impl Context {
         // SAFETY: ctx is open; a null input is allowed; a is a valid out pointer.
         let rc = unsafe { ibv_query_device_ex(self.ctx, ptr::null(), &mut a) };
         VerbError::check("ibv_query_device_ex", rc, None)?;
-        Ok(DeviceCaps { cap_flags_ex: a.device_cap_flags_ex, max_mw: a.orig_attr.max_mw.max(0) as u32, max_srq: a.orig_attr.max_srq.max(0) as u32 })
+        // The low 32 bits are the same flags in both fields; a provider without
+        // query_device_ex fills only the old one.
+        let flags = a.device_cap_flags_ex | u64::from(a.orig_attr.device_cap_flags);
+        Ok(DeviceCaps { cap_flags_ex: flags, max_mw: a.orig_attr.max_mw.max(0) as u32, max_srq: a.orig_attr.max_srq.max(0) as u32 })
     }
 
     /// Makes the asynchronous event channel non-blocking, so [`Context::async_events`]
