@@ -1316,6 +1316,139 @@ probe = { id = "two", opcode = "RDMA WRITE Only", remote = { mr = "target" }, le
         assert_eq!(PsnAt::Next(-1).resolve(Psn::new(0)), Psn::new(0xff_ffff), "24-bit wrap");
     }
 
+    const MW: &str = r#"
+name = "mw"
+requires = ["mw_type2"]
+[endpoints.a]
+[endpoints.b]
+
+[[qp]]
+name = "q"
+type = "rc"
+between = ["b", "a"]
+
+[[mr]]
+name = "msg"
+on = "a"
+size = 8
+
+[[mr]]
+name = "target"
+on = "b"
+size = 32
+access = ["local_write", "mw_bind"]
+
+[[mw]]
+name = "w"
+on = "b"
+type = 2
+
+[[step]]
+on = "b"
+op = "bind_mw"
+qp = "q"
+mw = "w"
+mr = "target"
+offset = 8
+len = 16
+
+[[step]]
+on = "a"
+op = "write"
+qp = "q"
+sge = [{ mr = "msg" }]
+remote = { mw = "w", offset = 4 }
+
+[[step]]
+on = "a"
+op = "send_inv"
+qp = "q"
+invalidate = { mw = "w" }
+"#;
+
+    /// A WRITE through a window lands where the window was bound (its MR, the
+    /// bind's offset plus its own), its rkey left to the run; a window not bound
+    /// before the step, or not there, is refused where it is named.
+    #[test]
+    fn a_window_is_addressed_where_it_was_bound() {
+        let sc = parse_str(Path::new("t.toml"), MW).unwrap_or_else(|e| panic!("{}", e[0]));
+        assert_eq!(sc.mws, vec![MwSpec { name: "w".into(), on: "b".into(), kind: MwKind::Type2 }]);
+        match &sc.steps[1] {
+            Step::Post { verb: Verb::Write { remote }, .. } => assert_eq!(remote, &Remote { mr: "target".into(), offset: 12, rkey: None, mw: Some("w".into()) }),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(&sc.steps[0], Step::Post { verb: Verb::BindMw { len: 16, access, .. }, .. } if *access == Access(2)), "remote_write by default: {:?}", sc.steps[0]);
+        assert!(matches!(&sc.steps[2], Step::Post { verb: Verb::SendInv { invalidate: Invalidate::Mw(w) }, .. } if w == "w"));
+        // Without the bind: not bound, said at the WRITE's `remote`.
+        let unbound = MW.replace("[[step]]\non = \"b\"\nop = \"bind_mw\"\nqp = \"q\"\nmw = \"w\"\nmr = \"target\"\noffset = 8\nlen = 16\n", "");
+        let e = errors(&unbound);
+        assert_eq!(e.len(), 1, "{e:#?}");
+        assert!(e[0].message.contains("memory window `w` of `b` is not bound before this step"), "{e:#?}");
+        let line = unbound.lines().position(|l| l.starts_with("remote = { mw")).unwrap() + 1;
+        assert_eq!(e[0].line, line);
+        let e = errors(&MW.replace("invalidate = { mw = \"w\" }", "invalidate = { mw = \"x\" }"));
+        assert!(e[0].message.contains("no memory window `x` on `b`") && e[0].hint.as_deref() == Some("did you mean `w`?"), "{e:#?}");
+        let e = errors(&MW.replace("remote = { mw = \"w\", offset = 4 }", "remote = { mw = \"w\", mr = \"target\" }"));
+        assert!(e[0].message.contains("one of them"), "{e:#?}");
+        let e = errors(&MW.replace("len = 16", "len = 32"));
+        assert!(e[0].message.contains("8+32 runs past the end of MR `target`"), "{e:#?}");
+    }
+
+    /// What a scenario uses must be in `requires`, or a device without it would
+    /// fail the scenario instead of skipping it; the error is at what needs it.
+    #[test]
+    fn features_used_must_be_required() {
+        let e = errors(&MW.replace("requires = [\"mw_type2\"]", "requires = []"));
+        assert_eq!(e.len(), 1, "{e:#?}");
+        assert!(e[0].message.contains("this needs `mw_type2` (type 2 memory windows)"), "{e:#?}");
+        assert!(e[0].hint.as_deref().is_some_and(|h| h.contains("requires = [\"mw_type2\"]")), "{e:#?}");
+        let line = MW.lines().position(|l| l == "type = 2").unwrap() + 1;
+        assert_eq!(e[0].line, line, "at the window's type");
+        let e = errors(&MW.replace("requires = [\"mw_type2\"]", "requires = [\"mw_type2\", \"atomic_wirte\"]"));
+        assert!(e[0].message == "unknown feature `atomic_wirte`" && e[0].hint.as_deref() == Some("did you mean `atomic_write`?"), "{e:#?}");
+        // An access flag a 6.1 kernel refuses counts as using FLUSH.
+        let e = errors(&MW.replace("access = [\"local_write\", \"mw_bind\"]", "access = [\"local_write\", \"mw_bind\", \"flush_global\"]"));
+        assert!(e.iter().any(|d| d.message.contains("this needs `flush` (RDMA FLUSH)")), "{e:#?}");
+        let flush = GOOD.replace("name = \"RC SEND\"", "name = \"f\"\nrequires = [\"flush\", \"atomic_write\"]").replace(
+            "[[expect.completion]]",
+            "[[step]]\non = \"a\"\nop = \"flush\"\nqp = \"q\"\nremote = { mr = \"rbuf\", offset = 16 }\nlevel = \"mr\"\n\n[[step]]\non = \"a\"\nop = \"atomic_write\"\nqp = \"q\"\nremote = { mr = \"rbuf\", offset = 8 }\nvalue = { u64 = 1 }\n\n[[expect.completion]]",
+        );
+        let sc = parse_str(Path::new("t.toml"), &flush).unwrap_or_else(|e| panic!("{}", e[0]));
+        assert_eq!(sc.requires, [Feature::AtomicWrite, Feature::Flush]);
+        assert!(matches!(&sc.steps[2], Step::Post { verb: Verb::Flush { len: 48, placement: Placement::Global, level: Selectivity::Mr, .. }, .. }), "{:?}", sc.steps[2]);
+        assert!(matches!(&sc.steps[3], Step::Post { verb: Verb::AtomicWrite { value: [1, 0, 0, 0, 0, 0, 0, 0], .. }, .. }));
+        let e = errors(&flush.replace("requires = [\"flush\", \"atomic_write\"]", "requires = [\"flush\"]"));
+        assert!(e.len() == 1 && e[0].message.contains("this needs `atomic_write`"), "{e:#?}");
+        let e = errors(&flush.replace("value = { u64 = 1 }", "value = { bytes = \"01 02\" }").replace("level = \"mr\"", "level = \"all\""));
+        let all: String = e.iter().map(|d| d.to_string() + "\n").collect();
+        assert!(all.contains("8 bytes, not 2") && all.contains("unknown selectivity level `all`"), "{all}");
+        let e = errors(&flush.replace("offset = 8 }\nvalue", "offset = 4 }\nvalue"));
+        assert!(e[0].message.contains("8-byte aligned"), "{e:#?}");
+        let e = errors(&flush.replace("type = \"rc\"", "type = \"uc\""));
+        assert!(e.iter().any(|d| d.message.contains("atomic_write on UC QP `q`")), "{e:#?}");
+    }
+
+    /// An SRQ is on one end of the QPs that use it; steps and events name it.
+    #[test]
+    fn srqs_belong_to_an_end() {
+        let text = GOOD.replace("name = \"RC SEND\"", "name = \"s\"\nrequires = [\"srq\"]\n[[srq]]\nname = \"s\"\non = \"b\"")
+            .replace("between = [\"a\", \"b\"]", "between = [\"a\", \"b\"]\nsrq = \"s\"")
+            .replace("op = \"post_recv\"\nqp = \"q\"", "op = \"post_srq_recv\"\nsrq = \"s\"")
+            .replace("[[expect.wire]]", "[[expect.event]]\non = \"b\"\nevent = \"srq_limit_reached\"\nsrq = \"s\"\n\n[[expect.wire]]");
+        let sc = parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
+        assert_eq!(sc.qps[0].srq.as_deref(), Some("s"));
+        assert!(matches!(&sc.steps[0], Step::PostSrqRecv { srq, wr_id: 1, .. } if srq == "s"));
+        assert_eq!(sc.expect.event[0].kind, EventType(15));
+        let e = errors(&text.replace("srq = \"s\"\n\n[[expect.wire]]", "srq = \"t\"\n\n[[expect.wire]]"));
+        assert!(e[0].message.contains("no SRQ `t`") && e[0].hint.as_deref() == Some("did you mean `s`?"), "{e:#?}");
+        let e = errors(&text.replace("on = \"b\"\nop = \"post_srq_recv\"", "on = \"a\"\nop = \"post_srq_recv\""));
+        assert!(e[0].message.contains("SRQ `s` is on `b`, not on `a`"), "{e:#?}");
+        let e = errors(&text.replace("requires = [\"srq\"]", ""));
+        assert!(e[0].message.contains("this needs `srq`"), "{e:#?}");
+        let e = errors(&text.replace("event = \"srq_limit_reached\"", "event = \"srq_limit_reachd\""));
+        assert!(e[0].hint.as_deref() == Some("did you mean `IBV_EVENT_SRQ_LIMIT_REACHED`?"), "{e:#?}");
+    }
+
     /// A NAK key, an opcode pattern, a completion status: each name comes from its
     /// one home and a typo gets that home's suggestion.
     #[test]
