@@ -451,6 +451,13 @@ fn a_keyed_agent_serves_only_a_controller_with_its_key() {
 /// hang up after Teardown: the controller must close its connection, or the next
 /// scenario would find the agent still serving the last one. Returns its address.
 fn agent_lacking_a_verb() -> String {
+    stand_in_agent(&[])
+}
+
+/// A stand-in agent whose device has `features` (what it answers `capabilities`
+/// with): it says hello, answers the capability question, and refuses `setup` the
+/// way an agent on a device without a verb does.
+fn stand_in_agent(features: &'static [&'static str]) -> String {
     use std::io::{Read, Write};
     let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap().to_string();
@@ -467,6 +474,7 @@ fn agent_lacking_a_verb() -> String {
                 let m: serde_json::Value = serde_json::from_slice(&body).unwrap();
                 let answer = match m["msg"].as_str() {
                     Some("hello") => serde_json::json!({"msg": "hello", "version": m["version"], "agent": "stand-in", "host": "loopback"}),
+                    Some("capabilities") => serde_json::json!({"msg": "capabilities", "device": "rxe0", "features": features}),
                     Some("setup") => serde_json::json!({"msg": "error", "message": "ibv_advise_mr: Operation not supported",
                         "verb": "ibv_advise_mr", "errno": 95, "hint": "the driver has no ODP", "unsupported": true}),
                     Some("teardown") => serde_json::json!({"msg": "torn_down"}),
@@ -509,6 +517,34 @@ fn a_verb_the_device_lacks_skips_the_scenario() {
     assert!(xml.contains("skipped=\"1\"") && xml.contains("<skipped message=\"endpoint a: the device lacks ibv_advise_mr"), "{xml}");
     let r = roce(&args(&["--fail-on-skip"]));
     assert_eq!(r.code, 4, "{}\n{}", r.out, r.err);
+}
+
+/// A scenario's `requires` is asked of every endpoint before anything is set up:
+/// an endpoint whose device lacks a feature skips the scenario with the feature
+/// and where it comes from; one that has them all goes on to setup.
+#[test]
+fn a_feature_the_device_lacks_skips_the_scenario_before_setup() {
+    // One stand-in serves one controller connection at a time: one per endpoint.
+    const OLD: &[&str] = &["mw_type1", "mw_type2", "srq"];
+    const NEW: &[&str] = &["atomic_write", "flush", "flush_persistent", "mw_type1", "mw_type2", "srq"];
+    let (old, new) = (stand_in_agent(OLD), stand_in_agent(NEW));
+    let sc = root().join("scenarios/verbs/flush.toml");
+    let json = tmp("feature-skip.json");
+    let run = |eps: String| roce(&["run", "--endpoints", &eps, "--out", tmp("feature-skip-out").to_str().unwrap(), "--json", json.to_str().unwrap(), sc.to_str().unwrap()]);
+    let r = run(format!("a={new},b={old}"));
+    assert_eq!(r.code, 0, "{}\n{}", r.out, r.err);
+    assert!(r.out.contains("endpoint b: the device lacks RDMA FLUSH (rxe gained it in Linux 6.2)"), "{}", r.out);
+    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["scenarios"][0]["status"], "skipped", "{report:#}");
+    // Both devices have FLUSH: the stand-in's refusal at setup is what skips it now,
+    // so the capability question was answered and passed.
+    let r = run(format!("a={new},b={}", stand_in_agent(NEW)));
+    assert_eq!(r.code, 0, "{}\n{}", r.out, r.err);
+    assert!(r.out.contains("the device lacks ibv_advise_mr") && !r.out.contains("lacks RDMA FLUSH"), "{}", r.out);
+    // A scenario that requires nothing is never asked about (the old stand-in
+    // would panic on a question it does not know; this one answers either way).
+    let r = roce(&["run", "--endpoints", &format!("a={old},b={}", stand_in_agent(OLD)), "--out", tmp("feature-skip-out2").to_str().unwrap(), root().join("scenarios/rc_send_tcp.toml").to_str().unwrap()]);
+    assert!(r.out.contains("ibv_advise_mr"), "{}", r.out);
 }
 
 /// `-Y` works on every output of `decode` (and `-w` writes only what it keeps), on

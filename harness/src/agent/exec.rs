@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 use super::cm_private;
 use super::limits::{Limits, ProbeRate};
 use super::probe::{self, Aim};
-use super::proto::{self, Action, Connect, ConnectBy, FromAgent, Hex, MrInfo, ProbeOrder, ProbeSent, QpInfo, ReadError, RemoteRef, Setup, SgeRef, ToAgent, Verb, Wc};
+use super::proto::{self, Action, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder, ProbeSent, QpInfo, ReadError, RemoteRef, Setup, SgeRef, ToAgent, Verb, Wc};
 use crate::net::raw::Link;
-use crate::verbs::{Ah, CmConn, Context, Cq, Mr, Pd, Peer, Qp, QpAttrs, QpKind, Remote, Reset, Rts, SendFlag, SendWr, Sge, VerbError};
+use crate::verbs::{Ah, Binding, CmConn, Context, Cq, FlushWr, Mr, Mw, MwKind, Pd, Peer, Qp, QpAttrs, QpExtras, QpKind, Remote, Reset, Rts, SendFlag, SendWr, Sge, Srq, VerbError};
 
 /// An error for the controller: message, and the verb's error when a verb failed.
 #[derive(Debug)]
@@ -66,6 +66,8 @@ enum Handle {
 struct QpState {
     setup: proto::QpSetup,
     qpn: u32,
+    /// What its asynchronous events name it by.
+    id: usize,
     /// rdma_cm's connection, released (DREQ) before the QP is destroyed.
     cm: Option<CmConn>,
     qp: Handle,
@@ -99,21 +101,33 @@ impl QpState {
     }
 }
 
-/// Everything `Setup` created. Field order is drop order: QPs and AHs, then MRs,
-/// then the CQ, the PD, the context.
+/// A memory window and the rkey it has now (a type 2 window's new rkey is the
+/// binder's to remember).
+struct MwState {
+    mw: Mw,
+    rkey: u32,
+}
+
+/// Everything `Setup` created. Field order is drop order: QPs and AHs, then the
+/// windows (an MR with a window bound to it cannot be deregistered), MRs, SRQs
+/// (after the QPs on them), the CQ, the PD, the context.
 struct Local {
     qps: BTreeMap<String, QpState>,
+    mws: BTreeMap<String, MwState>,
     mrs: BTreeMap<String, Mr>,
+    srqs: BTreeMap<String, Arc<Srq>>,
     /// This endpoint's MRs in scenario order, as the peer learns them.
     mr_table: Vec<MrInfo>,
     cq: Arc<Cq>,
     pd: Arc<Pd>,
-    _ctx: Arc<Context>,
+    ctx: Arc<Context>,
     port: u8,
     gid_index: u8,
     gid: [u8; 16],
     started: Instant,
     wcs: Vec<Wc>,
+    /// Asynchronous events, in order.
+    events: Vec<Event>,
     /// The interface crafted packets go out on, opened at the first probe.
     probe_link: Option<Link>,
 }
@@ -164,6 +178,7 @@ impl Agent {
                 host: std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string(),
                 kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|k| k.trim().to_string()),
             }),
+            ToAgent::Capabilities { device } => capabilities(device.as_deref()),
             ToAgent::Setup(s) => self.setup(s),
             ToAgent::Connect(c) => self.connect(c),
             ToAgent::Do { index, action } => self.act(index, action),
@@ -209,35 +224,54 @@ impl Agent {
             mr_infos.push(MrInfo { name: m.name.clone(), addr: mr.addr(), len: mr.len() as u64, rkey: mr.rkey(), lkey: mr.lkey() });
             mr_map.insert(m.name.clone(), mr);
         }
+        let mut srqs = BTreeMap::new();
+        for q in &s.srqs {
+            srqs.insert(q.name.clone(), Srq::new(&pd, q.max_wr, q.max_sge)?);
+        }
+        let mut mws = BTreeMap::new();
+        let mut mw_infos = Vec::new();
+        for w in &s.mws {
+            let mw = Mw::new(&pd, w.kind)?;
+            mw_infos.push(MwInfo { name: w.name.clone(), rkey: mw.rkey() });
+            mws.insert(w.name.clone(), MwState { rkey: mw.rkey(), mw });
+        }
+        ctx.watch_async_events()?;
         let mut qp_map = BTreeMap::new();
         let mut qp_infos = Vec::new();
         for q in s.qps {
-            let qp = Qp::new(&pd, &cq, q.kind, q.caps)?;
+            let srq = match &q.srq {
+                Some(n) => Some(srqs.get(n).cloned().ok_or_else(|| AgentError::from(format!("QP `{}`: no SRQ `{n}` on this endpoint", q.name)))?),
+                None => None,
+            };
+            let qp = Qp::new(&pd, &cq, q.kind, q.caps, QpExtras { atomic_write: q.atomic_write, flush: q.flush, srq })?;
             let psn = q.psn.unwrap_or_else(random_psn) & Psn::MASK;
-            let qpn = qp.qpn();
+            let (qpn, id) = (qp.qpn(), qp.id());
             qp_infos.push(QpInfo { name: q.name.clone(), qpn, psn, gid: Ipv6Addr::from(gid).to_string(), qkey: (q.kind == QpKind::Ud).then_some(q.params.qkey) });
             qp_map.insert(
                 q.name.clone(),
-                QpState { setup: q, qpn, cm: None, qp: Handle::Created(qp), psn, peer: None, peer_qkey: 0, peer_mrs: Vec::new(), ah: None, probe_next: None },
+                QpState { setup: q, qpn, id, cm: None, qp: Handle::Created(qp), psn, peer: None, peer_qkey: 0, peer_mrs: Vec::new(), ah: None, probe_next: None },
             );
         }
         let ip = gid_ip(&gid).to_string();
         let device = ctx.name.clone();
         self.ep = Some(Local {
             qps: qp_map,
+            mws,
             mrs: mr_map,
+            srqs,
             mr_table: mr_infos.clone(),
             cq,
             pd,
-            _ctx: ctx,
+            ctx,
             port,
             gid_index,
             gid,
             started: Instant::now(),
             wcs: Vec::new(),
+            events: Vec::new(),
             probe_link: None,
         });
-        Ok(FromAgent::SetupDone { device, port, gid_index, gid: Ipv6Addr::from(gid).to_string(), ip, qps: qp_infos, mrs: mr_infos })
+        Ok(FromAgent::SetupDone { device, port, gid_index, gid: Ipv6Addr::from(gid).to_string(), ip, qps: qp_infos, mrs: mr_infos, mws: mw_infos })
     }
 
     fn connect(&mut self, c: Connect) -> R<FromAgent> {
@@ -316,6 +350,7 @@ impl Agent {
         }
         let ep = self.ep()?;
         let mut probe = None;
+        let mut mw = None;
         match a {
             Action::Sleep { ms } => std::thread::sleep(Duration::from_millis(ms)),
             Action::WaitCompletions { count, within_ms } => {
@@ -331,10 +366,15 @@ impl Agent {
                     _ => return err(format!("QP `{qp}` is not connected: Connect comes first")),
                 }
             }
-            Action::Post { qp, wr_id, verb, sges, flags } => ep.post(&qp, wr_id, &verb, &sges, &flags)?,
+            Action::PostSrqRecv { srq, wr_id, sges } => {
+                let sges = ep.sges(&sges)?;
+                ep.srq(&srq)?.post_recv(wr_id, &sges)?;
+            }
+            Action::ArmSrq { srq, limit } => ep.srq(&srq)?.arm_limit(limit)?,
+            Action::Post { qp, wr_id, verb, sges, flags } => mw = ep.post(&qp, wr_id, &verb, &sges, &flags)?,
         }
         ep.drain()?;
-        Ok(FromAgent::Done { index, probe })
+        Ok(FromAgent::Done { index, probe, mw })
     }
 
     fn completions(&mut self, min: usize, wait: Duration) -> R<FromAgent> {
@@ -343,7 +383,7 @@ impl Agent {
         // A moment more for anything unexpected (an error after the expected ones).
         std::thread::sleep(Duration::from_millis(50));
         ep.drain()?;
-        Ok(FromAgent::Completions { wcs: ep.wcs.clone() })
+        Ok(FromAgent::Completions { wcs: ep.wcs.clone(), events: ep.events.clone() })
     }
 
     fn read_memory(&mut self, mr: &str) -> R<FromAgent> {
@@ -358,7 +398,26 @@ impl Local {
         self.qps.get(name).ok_or_else(|| AgentError::from(format!("no QP `{name}` on this endpoint")))
     }
 
+    fn srq(&self, name: &str) -> R<&Arc<Srq>> {
+        self.srqs.get(name).ok_or_else(|| AgentError::from(format!("no SRQ `{name}` on this endpoint")))
+    }
+
+    fn mw(&self, name: &str) -> R<&MwState> {
+        self.mws.get(name).ok_or_else(|| AgentError::from(format!("no memory window `{name}` on this endpoint")))
+    }
+
+    /// Asynchronous events, named by the SRQ or QP they are about.
+    fn drain_events(&mut self) {
+        let t_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        for e in self.ctx.async_events() {
+            let srq = self.srqs.iter().find(|(_, s)| s.id() == e.element).map(|(n, _)| n.clone());
+            let qp = self.qps.iter().find(|(_, q)| q.id == e.element).map(|(n, _)| n.clone());
+            self.events.push(Event { kind: e.kind, srq, qp, t_ms });
+        }
+    }
+
     fn drain(&mut self) -> R<()> {
+        self.drain_events();
         loop {
             let got = self.cq.poll(32)?;
             if got.is_empty() {
@@ -374,6 +433,8 @@ impl Local {
                     opcode: c.opcode,
                     byte_len: c.byte_len,
                     imm_data: c.imm_data,
+                    invalidated_rkey: c.invalidated_rkey,
+                    invalidated_mw: c.invalidated_rkey.and_then(|k| self.mws.iter().find(|(_, w)| w.rkey == k).map(|(n, _)| n.clone())),
                     qp: q.map(|(n, _)| n.clone()).unwrap_or_default(),
                     qp_num: c.qp_num,
                     src_qp: ud.then_some(c.src_qp),
@@ -440,7 +501,8 @@ impl Local {
         })
     }
 
-    fn post(&mut self, qname: &str, wr_id: u64, verb: &Verb, sges: &[SgeRef], flags: &[SendFlag]) -> R<()> {
+    /// Posts one send-queue WR; a bind says the window's rkey now.
+    fn post(&mut self, qname: &str, wr_id: u64, verb: &Verb, sges: &[SgeRef], flags: &[SendFlag]) -> R<Option<MwInfo>> {
         let sges = self.sges(sges)?;
         let q = self.qp(qname)?;
         let mut bits = 0;
@@ -481,9 +543,47 @@ impl Local {
                 let (addr, rkey) = q.remote(remote)?;
                 (ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD, None, Remote::Atomic { addr, rkey, compare_add: *add, swap: 0 })
             }
+            Verb::AtomicWrite { remote, value } => {
+                let (addr, rkey) = q.remote(remote)?;
+                let v: [u8; 8] = value.0.as_slice().try_into().map_err(|_| AgentError::from(format!("an ATOMIC WRITE carries 8 bytes, not {}", value.0.len())))?;
+                q.connected()?.post_atomic_write(wr_id, bits, rkey, addr, v)?;
+                return Ok(None);
+            }
+            Verb::Flush { remote, len, placement, level } => {
+                let (addr, rkey) = q.remote(remote)?;
+                let len = usize::try_from(*len).map_err(|_| AgentError::from(format!("a FLUSH of {len} bytes is too long here")))?;
+                q.connected()?.post_flush(wr_id, bits, FlushWr { rkey, addr, len, placement: *placement, level: *level })?;
+                return Ok(None);
+            }
+            Verb::SendInv { rkey } => (ibv_wr_opcode::IBV_WR_SEND_WITH_INV, None, Remote::Invalidate { rkey: *rkey }),
+            Verb::LocalInv { mw } => (ibv_wr_opcode::IBV_WR_LOCAL_INV, None, Remote::Invalidate { rkey: self.mw(mw)?.rkey }),
+            Verb::BindMw { mw, mr, offset, len, access } => {
+                let w = self.mw(mw)?;
+                let m = self.mrs.get(mr).ok_or_else(|| AgentError::from(format!("no MR `{mr}` on this endpoint")))?;
+                let addr = m.addr().wrapping_add(*offset);
+                let qp = q.connected()?;
+                let to = Binding { mr: m, addr, len: *len, access: *access };
+                let rkey = match w.mw.kind {
+                    MwKind::Type1 => {
+                        qp.bind_mw_type1(&w.mw, wr_id, bits, to)?;
+                        w.mw.rkey()
+                    }
+                    MwKind::Type2 => {
+                        let rkey = Mw::next_rkey(w.rkey);
+                        let wr = SendWr { wr_id, opcode: ibv_wr_opcode::IBV_WR_BIND_MW, flags: bits, imm_data: 0, remote: Remote::Bind { mw: &w.mw, rkey, to } };
+                        qp.post_send(&wr, &[])?;
+                        rkey
+                    }
+                };
+                if let Some(w) = self.mws.get_mut(mw) {
+                    w.rkey = rkey;
+                }
+                return Ok(Some(MwInfo { name: mw.clone(), rkey }));
+            }
         };
         let wr = SendWr { wr_id, opcode, flags: bits, imm_data: imm.unwrap_or(0), remote };
-        Ok(q.connected()?.post_send(&wr, &sges)?)
+        q.connected()?.post_send(&wr, &sges)?;
+        Ok(None)
     }
 }
 
@@ -493,6 +593,14 @@ fn send_opcode(imm: Option<u32>) -> u32 {
     } else {
         ibv_wr_opcode::IBV_WR_SEND
     }
+}
+
+/// What the device can do, for a scenario's `requires`: the device is opened,
+/// asked, and closed again.
+fn capabilities(device: Option<&str>) -> R<FromAgent> {
+    let ctx = Context::open(device)?;
+    let caps = ctx.caps()?;
+    Ok(FromAgent::Capabilities { device: ctx.name.clone(), features: caps.features() })
 }
 
 const EXCHANGE_WITHIN: Duration = Duration::from_secs(20);
@@ -623,7 +731,7 @@ mod tests {
     fn a_setup_beyond_the_limits_is_refused_and_the_agent_lives_on() {
         let big = |n: usize, size: u64| {
             let mrs: Vec<proto::MrSetup> = (0..n).map(|i| proto::MrSetup { name: format!("m{i}"), size, access: crate::verbs::Access(1), fill: proto::Fill::Zero }).collect();
-            ToAgent::Setup(Setup { device: None, port: 1, gid_index: None, qps: vec![], mrs })
+            ToAgent::Setup(Setup { device: None, port: 1, gid_index: None, qps: vec![], mrs, srqs: vec![], mws: vec![] })
         };
         let a = talk(&[big(1, 2 << 30), big(300, 8), ToAgent::Hello { version: proto::VERSION }]);
         assert!(matches!(&a[0], FromAgent::Error { message, .. } if message.contains("refused: 2147483648 bytes of MRs asked, this agent allows 1073741824 (--max-mr-bytes)")), "{a:?}");

@@ -11,9 +11,10 @@
 //! [`FromAgent::Error`] (and the stream closed when it cannot be resynchronised):
 //! never a crash.
 //!
-//! Order of a run, per agent: `Hello` → `Setup` → `Connect` (one per QP) → `Do`…
-//! → `Completions` / `ReadMemory` (any number) → `Teardown`. Every request gets
-//! exactly one answer, in order; `Heartbeat`, at any time, gets none.
+//! Order of a run, per agent: `Hello` → (`Capabilities`, when the scenario
+//! requires features) → `Setup` → `Connect` (one per QP) → `Do`… → `Completions` /
+//! `ReadMemory` (any number) → `Teardown`. Every request gets exactly one answer,
+//! in order; `Heartbeat`, at any time, gets none.
 //!
 //! Over the network the stream is authenticated ([`super::auth`]): the same
 //! frames, each sealed with a sequence number and a MAC.
@@ -22,10 +23,11 @@ use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::verbs::{Access, Caps, QpKind, SendFlag, WcOpcode, WcStatus};
+use crate::verbs::{Access, Caps, EventType, Feature, MwKind, Placement, QpKind, Selectivity, SendFlag, WcOpcode, WcStatus};
 
-/// Bumped on any incompatible change; both sides say theirs in `Hello`.
-pub(crate) const VERSION: u32 = 2;
+/// Bumped on any incompatible change; both sides say theirs in `Hello`. 3: device
+/// capabilities, memory windows, SRQs, ATOMIC WRITE, FLUSH, invalidation.
+pub(crate) const VERSION: u32 = 3;
 /// No message is larger (a memory dump of a 512 KiB MR in hex fits).
 pub(crate) const MAX_MESSAGE: usize = 2 << 20;
 
@@ -63,6 +65,10 @@ pub(crate) enum ToAgent {
     /// nothing for a while: a listening agent drops a controller that stays silent
     /// beyond its heartbeat deadline. The one message that gets no answer.
     Heartbeat,
+    /// What the device (default: the first) can do, before anything is set up.
+    Capabilities {
+        device: Option<String>,
+    },
     /// Open the device and create this endpoint's PD, CQ, MRs and QPs (QPs stay in
     /// RESET until `Connect`).
     Setup(Setup),
@@ -99,6 +105,28 @@ pub(crate) struct Setup {
     pub gid_index: Option<u8>,
     pub qps: Vec<QpSetup>,
     pub mrs: Vec<MrSetup>,
+    /// Created after the MRs, before the QPs (which may use them).
+    #[serde(default)]
+    pub srqs: Vec<SrqSetup>,
+    #[serde(default)]
+    pub mws: Vec<MwSetup>,
+}
+
+/// A shared receive queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SrqSetup {
+    pub name: String,
+    pub max_wr: u32,
+    pub max_sge: u32,
+}
+
+/// A memory window, allocated unbound.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MwSetup {
+    pub name: String,
+    pub kind: MwKind,
 }
 
 /// How a QP is connected to its peer.
@@ -136,6 +164,14 @@ pub(crate) struct QpSetup {
     pub psn: Option<u32>,
     pub params: QpParams,
     pub connect: ConnectBy,
+    /// Created with `ibv_create_qp_ex` and these extended send operations.
+    #[serde(default)]
+    pub atomic_write: bool,
+    #[serde(default)]
+    pub flush: bool,
+    /// Receives come from this SRQ of the endpoint.
+    #[serde(default)]
+    pub srq: Option<String>,
 }
 
 /// What an MR holds when it is registered.
@@ -211,6 +247,16 @@ pub(crate) enum Verb {
     Read { remote: RemoteRef },
     CmpSwap { remote: RemoteRef, compare: u64, swap: u64 },
     FetchAdd { remote: RemoteRef, add: u64 },
+    /// 8 bytes, as they land.
+    AtomicWrite { remote: RemoteRef, value: Hex },
+    Flush { remote: RemoteRef, len: u64, placement: Placement, level: Selectivity },
+    /// SEND with Invalidate of the peer's `rkey`.
+    SendInv { rkey: u32 },
+    /// Invalidate this endpoint's window `mw` (its current rkey).
+    LocalInv { mw: String },
+    /// Bind this endpoint's window `mw` to `len` bytes of its MR `mr` from
+    /// `offset`: a type 1 window with `ibv_bind_mw`, a type 2 one by a WR.
+    BindMw { mw: String, mr: String, offset: u64, len: u64, access: Access },
 }
 
 /// One step an agent carries out.
@@ -223,6 +269,9 @@ pub(crate) enum Action {
     WaitCompletions { count: u32, within_ms: u64 },
     Sleep { ms: u64 },
     Probe(ProbeOrder),
+    PostSrqRecv { srq: String, wr_id: u64, sges: Vec<SgeRef> },
+    /// Arm SRQ `srq`'s limit event (`ibv_modify_srq`, `IBV_SRQ_LIMIT`).
+    ArmSrq { srq: String, limit: u32 },
 }
 
 /// The PSN of a probe: relative to the PSN its target expects, or absolute.
@@ -297,6 +346,10 @@ pub(crate) enum FromAgent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         kernel: Option<String>,
     },
+    Capabilities {
+        device: String,
+        features: Vec<Feature>,
+    },
     SetupDone {
         device: String,
         port: u8,
@@ -306,6 +359,8 @@ pub(crate) enum FromAgent {
         ip: String,
         qps: Vec<QpInfo>,
         mrs: Vec<MrInfo>,
+        #[serde(default)]
+        mws: Vec<MwInfo>,
     },
     Connected {
         qp: String,
@@ -321,9 +376,15 @@ pub(crate) enum FromAgent {
         /// A probe step: what went out.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         probe: Option<ProbeSent>,
+        /// A bind step: the window's rkey now.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mw: Option<MwInfo>,
     },
     Completions {
         wcs: Vec<Wc>,
+        /// Asynchronous events since `Setup`, in order.
+        #[serde(default)]
+        events: Vec<Event>,
     },
     Memory {
         mr: String,
@@ -372,6 +433,25 @@ pub(crate) struct MrInfo {
     pub lkey: u32,
 }
 
+/// A memory window and its current rkey.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct MwInfo {
+    pub name: String,
+    pub rkey: u32,
+}
+
+/// An asynchronous event, and the SRQ or QP (by scenario name) it is about.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Event {
+    pub kind: EventType,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub srq: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qp: Option<String>,
+    /// Milliseconds since `Setup`.
+    pub t_ms: f64,
+}
+
 /// One work completion as the agent polled it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Wc {
@@ -382,6 +462,12 @@ pub(crate) struct Wc {
     pub byte_len: u32,
     #[serde(default)]
     pub imm_data: Option<u32>,
+    /// A SEND with Invalidate: the rkey it invalidated, and the window of this
+    /// endpoint that had it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalidated_rkey: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invalidated_mw: Option<String>,
     /// The QP (by scenario name) the completion is for.
     pub qp: String,
     pub qp_num: u32,
@@ -492,9 +578,36 @@ mod tests {
                     psn: Some(100),
                     params: QpParams { mtu: 1024, timeout: 14, retry_cnt: 7, rnr_retry: 7, min_rnr_timer: 12, max_rd_atomic: 1, max_dest_rd_atomic: 1, access: Access(0xe), qkey: 0x1111_1111 },
                     connect: ConnectBy::RdmaCm,
+                    atomic_write: true,
+                    flush: true,
+                    srq: Some("s".into()),
                 }],
-                mrs: vec![MrSetup { name: "m".into(), size: 64, access: Access(1), fill: Fill::Repeat(Hex(vec![0xab, 0])) }],
+                mrs: vec![MrSetup { name: "m".into(), size: 64, access: Access(1 | 1 << 8), fill: Fill::Repeat(Hex(vec![0xab, 0])) }],
+                srqs: vec![SrqSetup { name: "s".into(), max_wr: 8, max_sge: 1 }],
+                mws: vec![MwSetup { name: "w".into(), kind: MwKind::Type2 }],
             }),
+            ToAgent::Capabilities { device: Some("rxe0".into()) },
+            ToAgent::Do {
+                index: 1,
+                action: Action::Post {
+                    qp: "q".into(),
+                    wr_id: 1,
+                    verb: Verb::Flush { remote: RemoteRef { mr: "t".into(), offset: 0, rkey: None }, len: 64, placement: Placement::Global, level: Selectivity::Range },
+                    sges: vec![],
+                    flags: vec![],
+                },
+            },
+            ToAgent::Do {
+                index: 2,
+                action: Action::Post {
+                    qp: "q".into(),
+                    wr_id: 2,
+                    verb: Verb::BindMw { mw: "w".into(), mr: "m".into(), offset: 8, len: 16, access: Access(2) },
+                    sges: vec![],
+                    flags: vec![],
+                },
+            },
+            ToAgent::Do { index: 3, action: Action::ArmSrq { srq: "s".into(), limit: 2 } },
             ToAgent::Do {
                 index: 3,
                 action: Action::Post {
@@ -515,6 +628,29 @@ mod tests {
         assert_eq!(mem, FromAgent::Memory { mr: "m".into(), bytes: Hex(vec![0, 0xff, 0x10]) });
         assert!(serde_json::from_str::<FromAgent>(r#"{"msg":"memory","mr":"m","bytes":"0"}"#).is_err(), "odd hex is refused");
         assert_eq!(Fill::Repeat(Hex(vec![1, 2])).bytes(5), [1, 2, 1, 2, 1]);
+        let caps: FromAgent = serde_json::from_str(r#"{"msg":"capabilities","device":"rxe0","features":["flush","srq"]}"#).unwrap();
+        assert_eq!(caps, FromAgent::Capabilities { device: "rxe0".into(), features: vec![Feature::Flush, Feature::Srq] });
+        assert!(serde_json::from_str::<FromAgent>(r#"{"msg":"capabilities","device":"rxe0","features":["teleport"]}"#).is_err(), "an unknown feature is refused");
+        // A completion of a SEND with Invalidate says which rkey (and window) it hit;
+        // one without leaves the keys out.
+        let wc = Wc {
+            wr_id: 1,
+            status: WcStatus(0),
+            opcode: WcOpcode(128),
+            byte_len: 4,
+            imm_data: None,
+            invalidated_rkey: Some(0x1234),
+            invalidated_mw: Some("w".into()),
+            qp: "q".into(),
+            qp_num: 17,
+            src_qp: None,
+            vendor_err: 0,
+            t_ms: 1.0,
+        };
+        let j = serde_json::to_string(&FromAgent::Completions { wcs: vec![wc.clone()], events: vec![] }).unwrap();
+        assert!(j.contains("\"invalidated_rkey\":4660") && j.contains("\"invalidated_mw\":\"w\""), "{j}");
+        let plain = serde_json::to_string(&Wc { invalidated_rkey: None, invalidated_mw: None, ..wc }).unwrap();
+        assert!(!plain.contains("invalidated"), "{plain}");
         assert_eq!(Fill::Bytes(Hex(vec![1, 2])).bytes(1), [1]);
     }
 }

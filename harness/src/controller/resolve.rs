@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use lab::fault::{Dir, Rule};
 use lab::state::Vm;
 
-use crate::agent::proto::{self, Action, ConnectBy, Fill, Hex, MrSetup, ProbeOrder, ProbePsn, QpParams, QpSetup, RemoteRef, SgeRef, Verb};
+use crate::agent::proto::{self, Action, ConnectBy, Fill, Hex, MrSetup, MwSetup, ProbeOrder, ProbePsn, QpParams, QpSetup, RemoteRef, SgeRef, SrqSetup, Verb};
 use crate::results::EndpointFacts;
 use crate::scenario::model::{self, ConnectMethod, Content, PsnAt, QpType, Scenario, Step};
 use crate::verbs::{Caps, QpKind};
@@ -35,7 +35,17 @@ fn fill(c: &Option<Content>) -> Fill {
     }
 }
 
-/// What endpoint `name` sets up: its QPs (those it is an end of) and its MRs.
+/// The rkeys of the endpoints' memory windows as the run has learned them (from
+/// setup, then each bind): by endpoint and window.
+pub(super) type MwKeys = BTreeMap<(String, String), u32>;
+
+/// Whether `endpoint` posts a verb that `pick` selects on QP `qp`.
+fn posts(sc: &Scenario, endpoint: &str, qp: &str, pick: impl Fn(&model::Verb) -> bool) -> bool {
+    sc.steps.iter().any(|s| matches!(s, Step::Post { on, qp: q, verb, .. } if on == endpoint && q == qp && pick(verb)))
+}
+
+/// What endpoint `name` sets up: its QPs (those it is an end of; made with the
+/// extended send operations it posts on them), MRs, SRQs and memory windows.
 pub(super) fn setup(sc: &Scenario, name: &str) -> proto::Setup {
     let ep = sc.endpoints.get(name).cloned().unwrap_or_default();
     let qps = sc
@@ -62,6 +72,9 @@ pub(super) fn setup(sc: &Scenario, name: &str) -> proto::Setup {
                 ConnectMethod::Tcp => ConnectBy::Tcp,
                 ConnectMethod::RdmaCm => ConnectBy::RdmaCm,
             },
+            atomic_write: posts(sc, name, &q.name, |v| matches!(v, model::Verb::AtomicWrite { .. })),
+            flush: posts(sc, name, &q.name, |v| matches!(v, model::Verb::Flush { .. })),
+            srq: q.srq.clone().filter(|n| sc.srqs.iter().any(|x| &x.name == n && x.on == name)),
         })
         .collect();
     let mrs = sc
@@ -70,35 +83,63 @@ pub(super) fn setup(sc: &Scenario, name: &str) -> proto::Setup {
         .filter(|m| m.on == name)
         .map(|m| MrSetup { name: m.name.clone(), size: m.size, access: m.access, fill: fill(&m.init) })
         .collect();
-    proto::Setup { device: ep.device, port: ep.port.unwrap_or(1), gid_index: ep.gid_index, qps, mrs }
+    let srqs = sc.srqs.iter().filter(|q| q.on == name).map(|q| SrqSetup { name: q.name.clone(), max_wr: q.max_wr, max_sge: q.max_sge }).collect();
+    let mws = sc.mws.iter().filter(|w| w.on == name).map(|w| MwSetup { name: w.name.clone(), kind: w.kind }).collect();
+    proto::Setup { device: ep.device, port: ep.port.unwrap_or(1), gid_index: ep.gid_index, qps, mrs, srqs, mws }
 }
 
 fn sges(v: &[model::Sge]) -> Vec<SgeRef> {
     v.iter().map(|g| SgeRef { mr: g.mr.clone(), offset: g.offset, len: g.len }).collect()
 }
 
-fn remote(r: &model::Remote) -> RemoteRef {
-    RemoteRef { mr: r.mr.clone(), offset: r.offset, rkey: r.rkey }
+/// The rkey of `peer`'s window `mw` as last learned.
+fn mw_rkey(keys: &MwKeys, peer: &str, mw: &str) -> Result<u32, String> {
+    keys.get(&(peer.to_string(), mw.to_string())).copied().ok_or_else(|| format!("the rkey of memory window `{mw}` on {peer} is not known (its endpoint did not report it)"))
+}
+
+/// A remote end on `peer`: through a window, the window's current rkey (unless
+/// the scenario overrides it).
+fn remote(r: &model::Remote, peer: &str, keys: &MwKeys) -> Result<RemoteRef, String> {
+    let rkey = match (&r.mw, r.rkey) {
+        (Some(w), None) => Some(mw_rkey(keys, peer, w)?),
+        (_, k) => k,
+    };
+    Ok(RemoteRef { mr: r.mr.clone(), offset: r.offset, rkey })
 }
 
 /// A step as an action of its endpoint's agent: `None` for what the controller
-/// does itself (`sync`, `sleep`).
-pub(super) fn action(step: &Step) -> Option<(String, Action)> {
-    let on = step.on()?.to_string();
+/// does itself (`sync`, `sleep`). Windows' rkeys come from `keys`.
+pub(super) fn action(sc: &Scenario, step: &Step, keys: &MwKeys) -> Result<Option<(String, Action)>, String> {
+    let Some(on) = step.on() else { return Ok(None) };
+    let on = on.to_string();
     let a = match step {
         Step::PostRecv { qp, wr_id, sge, .. } => Action::PostRecv { qp: qp.clone(), wr_id: *wr_id, sges: sges(sge) },
         Step::Post { qp, wr_id, sge, flags, verb, .. } => {
+            let peer = sc.qps.iter().find(|q| &q.name == qp).map(|q| q.peer_of(&on).to_string()).unwrap_or_default();
+            let rm = |r: &model::Remote| remote(r, &peer, keys);
             let verb = match verb {
                 model::Verb::Send => Verb::Send { imm: None },
                 model::Verb::SendImm { imm } => Verb::Send { imm: Some(*imm) },
-                model::Verb::Write { remote: r } => Verb::Write { remote: remote(r), imm: None },
-                model::Verb::WriteImm { remote: r, imm } => Verb::Write { remote: remote(r), imm: Some(*imm) },
-                model::Verb::Read { remote: r } => Verb::Read { remote: remote(r) },
-                model::Verb::CmpSwap { remote: r, compare, swap } => Verb::CmpSwap { remote: remote(r), compare: *compare, swap: *swap },
-                model::Verb::FetchAdd { remote: r, add } => Verb::FetchAdd { remote: remote(r), add: *add },
+                model::Verb::Write { remote: r } => Verb::Write { remote: rm(r)?, imm: None },
+                model::Verb::WriteImm { remote: r, imm } => Verb::Write { remote: rm(r)?, imm: Some(*imm) },
+                model::Verb::Read { remote: r } => Verb::Read { remote: rm(r)? },
+                model::Verb::CmpSwap { remote: r, compare, swap } => Verb::CmpSwap { remote: rm(r)?, compare: *compare, swap: *swap },
+                model::Verb::FetchAdd { remote: r, add } => Verb::FetchAdd { remote: rm(r)?, add: *add },
+                model::Verb::AtomicWrite { remote: r, value } => Verb::AtomicWrite { remote: rm(r)?, value: Hex(value.to_vec()) },
+                model::Verb::Flush { remote: r, len, placement, level } => Verb::Flush { remote: rm(r)?, len: *len, placement: *placement, level: *level },
+                model::Verb::SendInv { invalidate } => Verb::SendInv {
+                    rkey: match invalidate {
+                        model::Invalidate::Mw(w) => mw_rkey(keys, &peer, w)?,
+                        model::Invalidate::Rkey(k) => *k,
+                    },
+                },
+                model::Verb::LocalInv { mw } => Verb::LocalInv { mw: mw.clone() },
+                model::Verb::BindMw { mw, mr, offset, len, access } => Verb::BindMw { mw: mw.clone(), mr: mr.clone(), offset: *offset, len: *len, access: *access },
             };
             Action::Post { qp: qp.clone(), wr_id: *wr_id, verb, sges: sges(sge), flags: flags.clone() }
         }
+        Step::PostSrqRecv { srq, wr_id, sge, .. } => Action::PostSrqRecv { srq: srq.clone(), wr_id: *wr_id, sges: sges(sge) },
+        Step::ArmSrq { srq, limit, .. } => Action::ArmSrq { srq: srq.clone(), limit: *limit },
         Step::WaitCompletions { count, within_ms, .. } => Action::WaitCompletions { count: *count, within_ms: *within_ms },
         Step::Probe { qp, probe: p, .. } => Action::Probe(ProbeOrder {
             id: p.id.clone(),
@@ -109,7 +150,7 @@ pub(super) fn action(step: &Step) -> Option<(String, Action)> {
                 PsnAt::Absolute(x) => ProbePsn::Absolute(x.value()),
             },
             moves_next: p.moves_next,
-            remote: p.remote.as_ref().map(remote),
+            remote: p.remote.as_ref().map(|r| RemoteRef { mr: r.mr.clone(), offset: r.offset, rkey: r.rkey }),
             dma_len: p.dma_len,
             payload: Hex(p.payload.clone()),
             imm_data: p.imm_data,
@@ -123,9 +164,9 @@ pub(super) fn action(step: &Step) -> Option<(String, Action)> {
             copies: p.copies,
             settle_ms: p.settle_ms,
         }),
-        Step::Sync | Step::Sleep { .. } => return None,
+        Step::Sync | Step::Sleep { .. } => return Ok(None),
     };
-    Some((on, a))
+    Ok(Some((on, a)))
 }
 
 /// The scenario's faults as lab switch rules: `from` becomes the direction
@@ -221,7 +262,7 @@ qp = "q"
         let s = setup(&sc, "server");
         assert_eq!(s.qps[0].params.access, crate::verbs::Access::REMOTE_ALL, "the default where the scenario names no access for this end");
         assert_eq!(s.mrs[0].fill, Fill::Bytes(Hex(b"hi".to_vec())));
-        let (on, act) = action(&sc.steps[0]).unwrap();
+        let (on, act) = action(&sc, &sc.steps[0], &MwKeys::new()).unwrap().unwrap();
         assert_eq!(on, "a");
         assert_eq!(
             act,
@@ -233,7 +274,7 @@ qp = "q"
                 flags: vec![],
             }
         );
-        assert!(action(&sc.steps[1]).is_none(), "the controller sleeps itself");
+        assert!(action(&sc, &sc.steps[1], &MwKeys::new()).unwrap().is_none(), "the controller sleeps itself");
     }
 
     #[test]

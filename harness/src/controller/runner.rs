@@ -129,6 +129,7 @@ fn drive(
         agents.insert(name.clone(), a);
     }
     let mut kernels = BTreeMap::new();
+    let mut keys = resolve::MwKeys::new();
     for (name, a) in agents.iter_mut() {
         match a.request(&ToAgent::Hello { version: proto::VERSION }, ANSWER_WITHIN)? {
             FromAgent::Hello { version, kernel, .. } if version == proto::VERSION => {
@@ -140,10 +141,26 @@ fn drive(
             other => return Err(unexpected(name, "Hello", &other)),
         }
     }
-    // Setup: device, PD, CQ, MRs, QPs on each endpoint.
+    // What the scenario requires of each device, asked before anything is set up:
+    // a device without it skips the scenario, with the reason.
+    if !sc.requires.is_empty() {
+        for name in sc.endpoints.keys() {
+            let device = sc.endpoints.get(name).and_then(|e| e.device.clone());
+            match agent(agents, name)?.request(&ToAgent::Capabilities { device }, ANSWER_WITHIN)? {
+                FromAgent::Capabilities { features, .. } => {
+                    if let Some(f) = sc.requires.iter().find(|f| !features.contains(f)) {
+                        return Err(Unsupported(format!("endpoint {name}: the device lacks {} ({})", f.what(), f.since())).into());
+                    }
+                }
+                other => return Err(unexpected(name, "Capabilities", &other)),
+            }
+        }
+    }
+    // Setup: device, PD, CQ, MRs, SRQs, windows, QPs on each endpoint.
     for name in sc.endpoints.keys() {
         match agent(agents, name)?.request(&ToAgent::Setup(resolve::setup(sc, name)), ANSWER_WITHIN)? {
-            FromAgent::SetupDone { device, port, gid_index, gid, ip, qps, mrs } => {
+            FromAgent::SetupDone { device, port, gid_index, gid, ip, qps, mrs, mws } => {
+                keys.extend(mws.into_iter().map(|w| ((name.clone(), w.name), w.rkey)));
                 let vm = match endpoints {
                     Endpoints::Lab(_) => Some(resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)?.name().to_string()),
                     Endpoints::Remote(_) => None,
@@ -196,7 +213,7 @@ fn drive(
         if let Step::Sleep { ms } = step {
             thread::sleep(Duration::from_millis(*ms));
         }
-        let Some((on, action)) = resolve::action(step) else { continue };
+        let Some((on, action)) = resolve::action(sc, step, &keys).map_err(anyhow::Error::msg)? else { continue };
         let within = ANSWER_WITHIN
             + match step {
                 Step::WaitCompletions { within_ms, .. } => Duration::from_millis(*within_ms),
@@ -205,7 +222,12 @@ fn drive(
             };
         let what = || format!("step {} ({} on {on})", index + 1, step.op());
         match agent(agents, &on)?.request(&ToAgent::Do { index, action }, within).with_context(what)? {
-            FromAgent::Done { probe, .. } => out.probes.extend(probe),
+            FromAgent::Done { probe, mw, .. } => {
+                out.probes.extend(probe);
+                if let Some(w) = mw {
+                    keys.insert((on.clone(), w.name), w.rkey);
+                }
+            }
             other => return Err(unexpected(&on, "Done", &other)),
         }
     }
@@ -220,8 +242,9 @@ fn collect(sc: &Scenario, out: &mut Outcome, agents: &mut BTreeMap<String, Agent
         // name, then a moment more for anything unexpected.
         let wait_ms = within.as_millis() as u64;
         match a.request(&ToAgent::Completions { min, wait_ms }, within + ANSWER_WITHIN)? {
-            FromAgent::Completions { wcs } => {
+            FromAgent::Completions { wcs, events } => {
                 out.completions.insert(name.clone(), wcs);
+                out.events.insert(name.clone(), events);
             }
             other => return Err(unexpected(name, "Completions", &other)),
         }

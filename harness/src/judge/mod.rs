@@ -12,9 +12,9 @@ use std::net::IpAddr;
 use dissector::flow::recovery;
 use dissector::wire::NakKind;
 
-use crate::agent::proto::Wc;
+use crate::agent::proto::{Event, Wc};
 use crate::results::{Outcome, Verdict};
-use crate::scenario::model::{CompletionExpect, Memory, MemoryExpect, Scenario, WireExpect};
+use crate::scenario::model::{CompletionExpect, EventExpect, Memory, MemoryExpect, Scenario, WireExpect};
 use crate::scenario::pattern::{self, Pattern};
 
 pub(crate) mod observe;
@@ -58,6 +58,9 @@ pub(crate) fn judge(sc: &Scenario, o: &Outcome, wire: &Result<Timeline, String>)
     for e in &sc.expect.memory {
         v.push(memory(sc, e, o));
     }
+    for e in &sc.expect.event {
+        v.push(event(e, o.events.get(&e.on).map(Vec::as_slice).unwrap_or(&[])));
+    }
     let obs = match (wire, &answers) {
         (Ok(t), Ok(a)) => observe::observations(sc, o, Some((t, a))),
         _ => observe::observations(sc, o, None),
@@ -74,7 +77,30 @@ fn describe(w: &Wc) -> String {
     if let Some(i) = w.imm_data {
         s.push_str(&format!(" imm_data {i:#x}"));
     }
+    if let Some(k) = w.invalidated_rkey {
+        s.push_str(&format!(" invalidated rkey {k:#x}"));
+        if let Some(m) = &w.invalidated_mw {
+            s.push_str(&format!(" (MW {m})"));
+        }
+    }
     s
+}
+
+/// Asynchronous events on an endpoint: of the expected type (about the expected
+/// SRQ), exactly `count` of them or at least one.
+pub(crate) fn event(e: &EventExpect, events: &[Event]) -> Verdict {
+    let what = format!("events on {}", e.on);
+    let about = e.srq.as_ref().map(|s| format!(" on SRQ {s}")).unwrap_or_default();
+    let n = events.iter().filter(|x| x.kind == e.kind && (e.srq.is_none() || x.srq == e.srq)).count();
+    let (ok, want) = match e.count {
+        Some(c) => (n == c, format!("{c} × {}{about}", e.kind)),
+        None => (n > 0, format!("{}{about}", e.kind)),
+    };
+    let seen: Vec<String> = events
+        .iter()
+        .map(|x| format!("{}{} at {:.1} ms", x.kind, x.srq.as_ref().map(|s| format!(" on SRQ {s}")).or_else(|| x.qp.as_ref().map(|q| format!(" on QP {q}"))).unwrap_or_default(), x.t_ms))
+        .collect();
+    Verdict::new("event", what, ok, want, if seen.is_empty() { "none".into() } else { seen.join("; ") })
 }
 
 pub(crate) fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
@@ -88,6 +114,7 @@ pub(crate) fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
     want.extend(e.opcode.map(|o| o.to_string()));
     want.extend(e.byte_len.map(|b| format!("byte_len {b}")));
     want.extend(e.imm_data.map(|i| format!("imm_data {i:#x}")));
+    want.extend(e.invalidated.as_ref().map(|m| format!("invalidated the rkey of MW {m}")));
     want.extend(e.within_ms.map(|ms| format!("within {ms} ms")));
     if let (Some(c), None, None) = (e.count, e.wr_id, e.index) {
         let all: Vec<String> = wcs.iter().map(describe).collect();
@@ -107,6 +134,7 @@ pub(crate) fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
         && e.opcode.is_none_or(|o| o == w.opcode)
         && e.byte_len.is_none_or(|b| b == w.byte_len)
         && e.imm_data.is_none_or(|i| Some(i) == w.imm_data)
+        && e.invalidated.as_ref().is_none_or(|m| w.invalidated_rkey.is_some() && w.invalidated_mw.as_ref() == Some(m))
         && e.within_ms.is_none_or(|ms| w.t_ms <= ms as f64)
         && e.count.is_none_or(|c| wcs.len() == c);
     Verdict::new("completion", which, ok, want.join(", "), format!("{} at {:.1} ms", describe(w), w.t_ms))

@@ -11,7 +11,7 @@ use crate::results::EndpointFacts;
 use crate::verbs::{WcOpcode, WcStatus};
 
 fn wc(id: u64, status: WcStatus, t: f64) -> Wc {
-    Wc { wr_id: id, status, opcode: WcOpcode(0), byte_len: 5, imm_data: None, qp: "q".into(), qp_num: 17, src_qp: None, vendor_err: 0, t_ms: t }
+    Wc { wr_id: id, status, opcode: WcOpcode(0), byte_len: 5, imm_data: None, invalidated_rkey: None, invalidated_mw: None, qp: "q".into(), qp_num: 17, src_qp: None, vendor_err: 0, t_ms: t }
 }
 
 fn completion_expect(more: &str) -> CompletionExpect {
@@ -31,6 +31,42 @@ fn completions_pass_and_fail_with_what_happened() {
     assert!(completion(&completion_expect("count = 2"), &wcs).pass);
     assert!(!completion(&completion_expect("count = 3"), &wcs).pass);
     assert!(!completion(&completion_expect("wr_id = 2\nwithin_ms = 3"), &wcs).pass, "4 ms is later than 3 ms");
+}
+
+/// A receive completed by a SEND with Invalidate names the window whose rkey it
+/// invalidated; one that invalidated nothing, or another window, fails.
+#[test]
+fn an_invalidating_send_names_the_window() {
+    let text = "name = 'x'\nrequires = ['mw_type2']\n[endpoints.a]\n[[mw]]\nname = 'w'\non = 'a'\ntype = 2\n[[mw]]\nname = 'v'\non = 'a'\ntype = 2\n[[expect.completion]]\non = 'a'\nwr_id = 1\ninvalidated = 'w'\n";
+    let sc = crate::scenario::check::parse_str(Path::new("t.toml"), text).unwrap_or_else(|e| panic!("{}", e[0]));
+    let e = &sc.expect.completion[0];
+    let hit = Wc { invalidated_rkey: Some(0x1203), invalidated_mw: Some("w".into()), opcode: WcOpcode(128), ..wc(1, WcStatus::SUCCESS, 2.0) };
+    let v = completion(e, std::slice::from_ref(&hit));
+    assert!(v.pass, "{v:?}");
+    assert!(v.actual.contains("invalidated rkey 0x1203 (MW w)"), "{v:?}");
+    assert!(!completion(e, &[wc(1, WcStatus::SUCCESS, 2.0)]).pass, "nothing invalidated");
+    let other = Wc { invalidated_mw: Some("v".into()), ..hit };
+    assert!(!completion(e, &[other]).pass, "another window");
+}
+
+/// The SRQ limit event: at least one unless a count is given, on the SRQ named.
+#[test]
+fn async_events_are_counted_per_srq() {
+    use crate::agent::proto::Event;
+    let expect = |more: &str| {
+        let text = format!("name = 'x'\nrequires = ['srq']\n[endpoints.b]\n[[srq]]\nname = 's'\non = 'b'\n[[srq]]\nname = 't'\non = 'b'\n[[expect.event]]\non = 'b'\nevent = 'srq_limit_reached'\n{more}\n");
+        let sc = crate::scenario::check::parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
+        sc.expect.event[0].clone()
+    };
+    let limit = crate::verbs::EventType(15);
+    let on = |srq: &str| Event { kind: limit, srq: Some(srq.into()), qp: None, t_ms: 9.5 };
+    let v = event(&expect("srq = 's'"), &[on("s")]);
+    assert!(v.pass && v.actual == "IBV_EVENT_SRQ_LIMIT_REACHED on SRQ s at 9.5 ms", "{v:?}");
+    assert!(!event(&expect("srq = 's'"), &[on("t")]).pass, "another SRQ's");
+    assert!(!event(&expect(""), &[]).pass);
+    assert_eq!(event(&expect(""), &[]).actual, "none");
+    assert!(!event(&expect("count = 1"), &[on("s"), on("t")]).pass, "two, not one");
+    assert!(event(&expect("count = 0\nsrq = 't'"), &[on("s")]).pass);
 }
 
 const A: &str = "10.0.0.1";

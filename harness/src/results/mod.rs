@@ -12,7 +12,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::proto::{MrInfo, ProbeSent, QpInfo, Wc};
+use crate::agent::proto::{Event, MrInfo, ProbeSent, QpInfo, Wc};
 
 pub(crate) mod profile;
 pub(crate) mod suite;
@@ -74,6 +74,8 @@ pub(crate) struct Outcome {
     pub probes: Vec<ProbeSent>,
     /// Completions per endpoint, in the order they were polled.
     pub completions: BTreeMap<String, Vec<Wc>>,
+    /// Asynchronous events per endpoint, in order.
+    pub events: BTreeMap<String, Vec<Event>>,
     /// Final MR contents, by endpoint then MR name.
     pub memory: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
     pub capture: Option<std::path::PathBuf>,

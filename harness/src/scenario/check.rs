@@ -12,7 +12,7 @@ use super::diag::{serde_hint, Diagnostic, Source};
 use super::file::{self, Content, PerEndpoint, ProbeFile, PsnRef, QpType, ScenarioFile, Sp, StepOp};
 use super::model::*;
 use super::pattern::Pattern;
-use crate::verbs::{Access, SendFlag, WcOpcode, WcStatus};
+use crate::verbs::{Access, EventType, Feature, MwKind, Placement, Selectivity, SendFlag, WcOpcode, WcStatus};
 
 /// The `timeout_ms` a scenario may set.
 const TIMEOUT_MS: std::ops::RangeInclusive<u64> = 1_000..=3_600_000;
@@ -39,7 +39,7 @@ pub(crate) fn parse_str(path: &Path, text: &str) -> Result<Scenario, Vec<Diagnos
         let hint = serde_hint(&msg).or_else(|| Some("`roce schema` prints every key and its type".into()));
         vec![src.diag(e.span(), msg, hint)]
     })?;
-    let mut c = Checker { src: &src, out: Vec::new(), f: &f };
+    let mut c = Checker { src: &src, out: Vec::new(), f: &f, bound: BTreeMap::new(), uses: Vec::new() };
     let sc = c.scenario();
     if c.out.is_empty() {
         Ok(sc)
@@ -96,6 +96,11 @@ struct Checker<'a> {
     src: &'a Source<'a>,
     out: Vec<Diagnostic>,
     f: &'a ScenarioFile,
+    /// Where each memory window (by endpoint and name) was last bound, in step
+    /// order: its MR, offset and length.
+    bound: BTreeMap<(String, String), (String, u64, u64)>,
+    /// Features the scenario uses, and where: each must be in `requires`.
+    uses: Vec<(Feature, Range<usize>)>,
 }
 
 fn name_hint<'b>(word: &str, names: impl IntoIterator<Item = &'b str> + Clone) -> Option<String> {
@@ -175,11 +180,14 @@ impl<'a> Checker<'a> {
             .iter()
             .map(|(n, e)| (n.clone(), Endpoint { vm: e.vm.clone(), device: e.device.clone(), port: e.port, gid_index: e.gid_index }))
             .collect();
+        let mws = self.mws();
+        let srqs = self.srqs();
         let qps = self.qps();
         let mrs = self.mrs();
         let steps = self.steps(timeout);
         let faults = self.faults();
         let expect = self.expectations(&mrs);
+        let requires = self.requires();
         Scenario {
             name: f.name.clone(),
             timeout: Duration::from_millis(timeout),
@@ -189,7 +197,99 @@ impl<'a> Checker<'a> {
             steps,
             expect,
             faults,
+            requires,
+            mws,
+            srqs,
         }
+    }
+
+    /// `requires`, read; and every feature the scenario uses must be in it (a
+    /// device without it must skip the scenario, not fail it).
+    fn requires(&mut self) -> Vec<Feature> {
+        let mut out: Vec<Feature> = Vec::new();
+        for r in &self.f.requires {
+            match r.parse::<Feature>() {
+                Ok(x) if !out.contains(&x) => out.push(x),
+                Ok(_) => {}
+                Err(e) => {
+                    let hint = e.suggestion.map(|m| format!("did you mean `{m}`?")).or_else(|| Some(format!("known: {}", Feature::ALL.map(|f| f.name()).join(", "))));
+                    self.err(Some(r.span.clone()), format!("unknown feature `{}`", r.value), hint)
+                }
+            }
+        }
+        let mut said = BTreeSet::new();
+        for (x, span) in std::mem::take(&mut self.uses) {
+            if !out.contains(&x) && said.insert(x) {
+                let hint = format!("add `requires = [\"{x}\"]` at the top: a device without {} then skips the scenario instead of failing it", x.what());
+                self.err(Some(span), format!("this needs `{x}` ({}), which `requires` does not name", x.what()), Some(hint));
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn uses(&mut self, f: Feature, span: Range<usize>) {
+        self.uses.push((f, span));
+    }
+
+    /// The features an access set needs (the flush flags: a kernel without FLUSH
+    /// refuses them in `ibv_reg_mr` and `ibv_modify_qp`).
+    fn access_uses(&mut self, a: Access, span: Range<usize>) {
+        if a.0 & Access::FLUSH_GLOBAL.0 != 0 {
+            self.uses(Feature::Flush, span.clone());
+        }
+        if a.0 & Access::FLUSH_PERSISTENT.0 != 0 {
+            self.uses(Feature::FlushPersistent, span);
+        }
+    }
+
+    fn mws(&mut self) -> Vec<MwSpec> {
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for w in &self.f.mws {
+            if !seen.insert((w.on.as_str(), w.name.as_str())) {
+                self.err(Some(w.name.span.clone()), format!("a second memory window named `{}` on `{}`", *w.name, *w.on), None);
+            }
+            self.endpoint_ok(w.on.span.clone(), &w.on);
+            let kind = match w.kind.value {
+                1 => MwKind::Type1,
+                2 => MwKind::Type2,
+                n => {
+                    self.err(Some(w.kind.span.clone()), format!("memory window type {n}"), Some("1 (bound with ibv_bind_mw) or 2 (bound by a WR on a QP)".into()));
+                    MwKind::Type1
+                }
+            };
+            self.uses(if kind == MwKind::Type1 { Feature::MwType1 } else { Feature::MwType2 }, w.kind.span.clone());
+            out.push(MwSpec { name: w.name.value.clone(), on: w.on.value.clone(), kind });
+        }
+        out
+    }
+
+    fn srqs(&mut self) -> Vec<SrqSpec> {
+        let mut seen = BTreeSet::new();
+        let mut out = Vec::new();
+        for q in &self.f.srqs {
+            if !seen.insert(q.name.as_str()) {
+                self.err(Some(q.name.span.clone()), format!("a second SRQ named `{}`", *q.name), Some("SRQ names are unique in a scenario: a QP names its SRQ".into()));
+            }
+            self.endpoint_ok(q.on.span.clone(), &q.on);
+            self.uses(Feature::Srq, q.name.span.clone());
+            out.push(SrqSpec { name: q.name.value.clone(), on: q.on.value.clone(), max_wr: q.max_wr.unwrap_or(16), max_sge: q.max_sge.unwrap_or(4) });
+        }
+        out
+    }
+
+    fn mw_file(&self, on: &str, name: &str) -> Option<&'a file::MwFile> {
+        self.f.mws.iter().find(|w| *w.on == on && *w.name == name)
+    }
+
+    fn srq_file(&self, name: &str) -> Option<&'a file::SrqFile> {
+        self.f.srqs.iter().find(|q| *q.name == name)
+    }
+
+    fn peer_of(&self, on: &str, qp: &str) -> Option<String> {
+        let q = self.qp_file(qp)?;
+        Some(if q.between[0] == on { q.between[1].clone() } else { q.between[0].clone() })
     }
 
     fn qps(&mut self) -> Vec<Qp> {
@@ -233,7 +333,11 @@ impl<'a> Checker<'a> {
                     None => None,
                 };
                 let a = match flags {
-                    Some((l, span)) => self.access(span, &l),
+                    Some((l, span)) => {
+                        let a = self.access(span.clone(), &l);
+                        self.access_uses(a, span);
+                        a
+                    }
                     None => Access::REMOTE_ALL,
                 };
                 access.insert(e.clone(), a);
@@ -263,6 +367,20 @@ impl<'a> Checker<'a> {
             if let (Some(k), false) = (&q.qkey, q.qp_type == QpType::Ud) {
                 self.err(Some(k.span.clone()), "a Q_Key is for UD QPs", None);
             }
+            if let Some(n) = &q.srq {
+                match self.srq_file(n) {
+                    None => {
+                        let hint = name_hint(n, self.f.srqs.iter().map(|x| x.name.as_str()));
+                        self.err(Some(n.span.clone()), format!("no SRQ `{}`", n.value), hint)
+                    }
+                    Some(x) if !q.between.contains(&x.on.value) => self.err(
+                        Some(n.span.clone()),
+                        format!("SRQ `{}` is on `{}`, not an end of QP `{}`", n.value, x.on.value, *q.name),
+                        Some(format!("its ends are {} and {}", q.between[0], q.between[1])),
+                    ),
+                    Some(_) => {}
+                }
+            }
             out.push(Qp {
                 name: q.name.value.clone(),
                 kind: q.qp_type,
@@ -282,6 +400,7 @@ impl<'a> Checker<'a> {
                 max_recv_wr: q.max_recv_wr.unwrap_or(16),
                 max_sge: q.max_sge.unwrap_or(4),
                 max_inline: q.max_inline.unwrap_or(0),
+                srq: q.srq.as_ref().map(|n| n.value.clone()),
             });
         }
         out
@@ -306,7 +425,11 @@ impl<'a> Checker<'a> {
                 self.err(Some(m.size.span.clone()), format!("MR size {} out of range", m.size.value), Some("1 byte to 64 MiB".into()));
             }
             let access = match &m.access {
-                Some(a) => self.access(a.span.clone(), &a.value),
+                Some(a) => {
+                    let x = self.access(a.span.clone(), &a.value);
+                    self.access_uses(x, a.span.clone());
+                    x
+                }
                 None => Access::LOCAL_WRITE,
             };
             if let Some(c) = &m.init {
@@ -373,17 +496,122 @@ impl<'a> Checker<'a> {
                     }
                     self.post(i, s, on, qp, *wr_id, sge, flags, verb)
                 }
-                StepOp::Write { on, qp, wr_id, sge, flags, remote } => self.post(i, s, on, qp, *wr_id, sge, flags, Verb::Write { remote: self.remote(remote) }),
-                StepOp::WriteImm { on, qp, wr_id, sge, flags, remote, imm_data } => {
-                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::WriteImm { remote: self.remote(remote), imm: *imm_data })
+                StepOp::Write { on, qp, wr_id, sge, flags, remote } => {
+                    let remote = self.remote(s, on, qp, remote);
+                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::Write { remote })
                 }
-                StepOp::Read { on, qp, wr_id, sge, flags, remote } => self.post(i, s, on, qp, *wr_id, sge, flags, Verb::Read { remote: self.remote(remote) }),
+                StepOp::WriteImm { on, qp, wr_id, sge, flags, remote, imm_data } => {
+                    let remote = self.remote(s, on, qp, remote);
+                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::WriteImm { remote, imm: *imm_data })
+                }
+                StepOp::Read { on, qp, wr_id, sge, flags, remote } => {
+                    let remote = self.remote(s, on, qp, remote);
+                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::Read { remote })
+                }
                 StepOp::CmpSwap { on, qp, wr_id, sge, flags, remote, compare, swap } => {
-                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::CmpSwap { remote: self.remote(remote), compare: *compare, swap: *swap })
+                    let remote = self.remote(s, on, qp, remote);
+                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::CmpSwap { remote, compare: *compare, swap: *swap })
                 }
                 StepOp::FetchAdd { on, qp, wr_id, sge, flags, remote, add } => {
-                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::FetchAdd { remote: self.remote(remote), add: *add })
+                    let remote = self.remote(s, on, qp, remote);
+                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::FetchAdd { remote, add: *add })
                 }
+                StepOp::AtomicWrite { on, qp, wr_id, flags, remote, value } => {
+                    self.uses(Feature::AtomicWrite, s.at("op"));
+                    let value = match value.try_bytes(8) {
+                        Ok(b) => match <[u8; 8]>::try_from(b.as_slice()) {
+                            Ok(v) => v,
+                            Err(_) => {
+                                self.err(Some(s.at("value")), format!("an ATOMIC WRITE carries 8 bytes, not {}", b.len()), Some("value = { u64 = 7 } or { bytes = \"01 02 03 04 05 06 07 08\" }".into()));
+                                [0; 8]
+                            }
+                        },
+                        Err(e) => {
+                            self.err(Some(s.at("value")), e, None);
+                            [0; 8]
+                        }
+                    };
+                    let remote = self.remote(s, on, qp, remote);
+                    self.post(i, s, on, qp, *wr_id, &[], flags, Verb::AtomicWrite { remote, value })
+                }
+                StepOp::Flush { on, qp, wr_id, flags, remote, len, placement, level } => {
+                    let placement = match placement.as_deref().unwrap_or("global") {
+                        "global" => Placement::Global,
+                        "persistent" => Placement::Persistent,
+                        other => {
+                            self.err(Some(s.at("placement")), format!("unknown placement type `{other}`"), Some("`global` (global visibility) or `persistent` (persistence)".into()));
+                            Placement::Global
+                        }
+                    };
+                    let level = match level.as_deref().unwrap_or("range") {
+                        "range" => Selectivity::Range,
+                        "mr" => Selectivity::Mr,
+                        other => {
+                            self.err(Some(s.at("level")), format!("unknown selectivity level `{other}`"), Some("`range` (the bytes given) or `mr` (the whole MR)".into()));
+                            Selectivity::Range
+                        }
+                    };
+                    self.uses(if placement == Placement::Global { Feature::Flush } else { Feature::FlushPersistent }, s.at("op"));
+                    let remote = self.remote(s, on, qp, remote);
+                    let len = len.unwrap_or_else(|| self.remote_size(on, qp, &remote).saturating_sub(remote.offset));
+                    self.post(i, s, on, qp, *wr_id, &[], flags, Verb::Flush { remote, len, placement, level })
+                }
+                StepOp::BindMw { on, qp, wr_id, flags, mw, mr, offset, len, access } => {
+                    let access = match access {
+                        Some(l) => self.access(s.at("access"), l),
+                        None => Access(Access::flag("remote_write").map_or(0, |a| a.0)),
+                    };
+                    let size = match (self.mw_file(on, mw), self.mr_file(on, mr)) {
+                        (None, _) => {
+                            let hint = name_hint(mw, self.f.mws.iter().filter(|w| *w.on == *on).map(|w| w.name.as_str()));
+                            self.err(Some(s.at("mw")), format!("no memory window `{mw}` on `{on}`"), hint);
+                            None
+                        }
+                        (_, None) => {
+                            let hint = name_hint(mr, self.mr_names_on(on));
+                            self.err(Some(s.at("mr")), format!("no MR `{mr}` on `{on}`"), hint);
+                            None
+                        }
+                        (Some(_), Some(m)) => Some(m.size.value),
+                    };
+                    let len = len.unwrap_or_else(|| size.unwrap_or(0).saturating_sub(*offset));
+                    if let Some(size) = size {
+                        if offset.saturating_add(len) > size {
+                            self.err(Some(s.at("len")), format!("{offset}+{len} runs past the end of MR `{mr}` ({size} bytes)"), None);
+                        }
+                    }
+                    self.bound.insert((on.clone(), mw.clone()), (mr.clone(), *offset, len));
+                    self.post(i, s, on, qp, *wr_id, &[], flags, Verb::BindMw { mw: mw.clone(), mr: mr.clone(), offset: *offset, len, access })
+                }
+                StepOp::SendInv { on, qp, wr_id, sge, flags, invalidate } => {
+                    let inv = match (&invalidate.mw, invalidate.rkey) {
+                        (Some(w), None) => {
+                            let peer = self.peer_of(on, qp).unwrap_or_default();
+                            if self.qp_file(qp).is_some() && self.mw_file(&peer, w).is_none() {
+                                let hint = name_hint(w, self.f.mws.iter().filter(|x| *x.on == peer).map(|x| x.name.as_str()));
+                                self.err(Some(s.at("invalidate")), format!("no memory window `{w}` on `{peer}`, the other end of `{qp}`"), hint);
+                            }
+                            Invalidate::Mw(w.clone())
+                        }
+                        (None, Some(k)) => Invalidate::Rkey(k),
+                        _ => {
+                            self.err(Some(s.at("invalidate")), "say what to invalidate: `{ mw = \"…\" }` (a window of the peer) or `{ rkey = … }`, one of them", None);
+                            Invalidate::Rkey(0)
+                        }
+                    };
+                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::SendInv { invalidate: inv })
+                }
+                StepOp::LocalInv { on, qp, wr_id, flags, mw } => {
+                    if self.endpoint_ok(s.at("on"), on) && self.mw_file(on, mw).is_none() {
+                        let hint = name_hint(mw, self.f.mws.iter().filter(|w| *w.on == *on).map(|w| w.name.as_str()));
+                        self.err(Some(s.at("mw")), format!("no memory window `{mw}` on `{on}`"), hint);
+                    }
+                    self.post(i, s, on, qp, *wr_id, &[], flags, Verb::LocalInv { mw: mw.clone() })
+                }
+                StepOp::PostSrqRecv { on, srq, wr_id, sge } => {
+                    self.srq_step(s, on, srq).then(|| Step::PostSrqRecv { on: on.clone(), srq: srq.clone(), wr_id: *wr_id, sge: self.sges(s, on, sge, false, QpType::Rc) })
+                }
+                StepOp::ArmSrq { on, srq, limit } => self.srq_step(s, on, srq).then(|| Step::ArmSrq { on: on.clone(), srq: srq.clone(), limit: *limit }),
                 StepOp::Probe { on, qp, probe } => {
                     let q = self.qp_step(i, s, on, qp);
                     if probe_ids.contains(&probe.id) {
@@ -401,8 +629,63 @@ impl<'a> Checker<'a> {
         out
     }
 
-    fn remote(&self, r: &file::Remote) -> Remote {
-        Remote { mr: r.mr.clone(), offset: r.offset, rkey: r.rkey }
+    /// A step's remote end: an MR of the peer as written, or where the peer's
+    /// memory window was last bound (an error when no earlier step binds it).
+    fn remote(&mut self, s: &file::StepFile, on: &str, qp: &str, r: &file::Remote) -> Remote {
+        let at = Some(s.at("remote"));
+        match (&r.mr, &r.mw) {
+            (Some(mr), None) => Remote { mr: mr.clone(), offset: r.offset, rkey: r.rkey, mw: None },
+            (None, Some(w)) => {
+                let Some(peer) = self.peer_of(on, qp) else {
+                    return Remote { mr: String::new(), offset: r.offset, rkey: r.rkey, mw: Some(w.clone()) };
+                };
+                match self.bound.get(&(peer.clone(), w.clone())).cloned() {
+                    Some((mr, off, len)) => {
+                        if r.offset >= len && r.rkey.is_none() {
+                            self.err(at, format!("offset {} is past the end of memory window `{w}` ({len} bytes bound)", r.offset), Some("to provoke a NAK on purpose, set `rkey` too".into()));
+                        }
+                        Remote { mr, offset: off + r.offset, rkey: r.rkey, mw: Some(w.clone()) }
+                    }
+                    None if self.mw_file(&peer, w).is_none() => {
+                        let hint = name_hint(w, self.f.mws.iter().filter(|x| *x.on == peer).map(|x| x.name.as_str()));
+                        self.err(at, format!("no memory window `{w}` on `{peer}`, the other end of `{qp}`"), hint);
+                        Remote { mr: String::new(), offset: r.offset, rkey: r.rkey, mw: Some(w.clone()) }
+                    }
+                    None => {
+                        self.err(at, format!("memory window `{w}` of `{peer}` is not bound before this step"), Some("bind it first: a step `op = \"bind_mw\"` on its endpoint".into()));
+                        Remote { mr: String::new(), offset: r.offset, rkey: r.rkey, mw: Some(w.clone()) }
+                    }
+                }
+            }
+            _ => {
+                self.err(at, "say which remote memory: `mr = \"…\"` (an MR of the peer) or `mw = \"…\"` (a memory window of the peer), one of them", None);
+                Remote { mr: String::new(), offset: r.offset, rkey: r.rkey, mw: None }
+            }
+        }
+    }
+
+    /// The size of the MR a remote end lies in (0 when there is none).
+    fn remote_size(&self, on: &str, qp: &str, r: &Remote) -> u64 {
+        self.peer_of(on, qp).and_then(|p| self.mr_file(&p, &r.mr)).map_or(0, |m| m.size.value)
+    }
+
+    /// A step on an SRQ of its own endpoint.
+    fn srq_step(&mut self, s: &file::StepFile, on: &str, srq: &str) -> bool {
+        if !self.endpoint_ok(s.at("on"), on) {
+            return false;
+        }
+        match self.srq_file(srq) {
+            None => {
+                let hint = name_hint(srq, self.f.srqs.iter().map(|x| x.name.as_str()));
+                self.err(Some(s.at("srq")), format!("no SRQ `{srq}`"), hint);
+                false
+            }
+            Some(x) if *x.on != on => {
+                self.err(Some(s.at("on")), format!("SRQ `{srq}` is on `{}`, not on `{on}`", *x.on), None);
+                false
+            }
+            Some(_) => true,
+        }
     }
 
     /// The QP a step names, posted on by one of its ends.
@@ -448,21 +731,19 @@ impl<'a> Checker<'a> {
     fn post(&mut self, i: usize, s: &file::StepFile, on: &str, qp: &str, wr_id: u64, sge: &[file::Sge], flags: &[String], verb: Verb) -> Option<Step> {
         let q = self.qp_step(i, s, on, qp)?;
         let peer = if q.between[0] == on { q.between[1].clone() } else { q.between[0].clone() };
-        let (remote, atomic) = match &verb {
-            Verb::Send | Verb::SendImm { .. } => (None, false),
-            Verb::Write { remote } | Verb::WriteImm { remote, .. } | Verb::Read { remote } => (Some(remote), false),
-            Verb::CmpSwap { remote, .. } | Verb::FetchAdd { remote, .. } => (Some(remote), true),
-        };
+        let remote = verb.remote();
+        let atomic = matches!(verb, Verb::CmpSwap { .. } | Verb::FetchAdd { .. });
+        let rc_only = matches!(verb, Verb::AtomicWrite { .. } | Verb::Flush { .. } | Verb::SendInv { .. });
         let op = verb.op();
-        if q.qp_type == QpType::Ud && remote.is_some() {
+        if q.qp_type == QpType::Ud && (remote.is_some() || !matches!(verb, Verb::Send | Verb::SendImm { .. })) {
             self.err(Some(s.at("op")), format!("{op} on UD QP `{qp}`: UD carries SENDs only"), None);
         }
-        if q.qp_type == QpType::Uc && (matches!(verb, Verb::Read { .. }) || atomic) {
-            self.err(Some(s.at("op")), format!("{op} on UC QP `{qp}`: UC has no READ or atomics"), Some("use an RC QP".into()));
+        if q.qp_type == QpType::Uc && (matches!(verb, Verb::Read { .. }) || atomic || rc_only) {
+            self.err(Some(s.at("op")), format!("{op} on UC QP `{qp}`: UC has no READ, atomics, ATOMIC WRITE, FLUSH or SEND with Invalidate"), Some("use an RC QP".into()));
         }
         let kind = q.qp_type;
         let sge = self.sges(s, on, sge, atomic, kind);
-        if let Some(r) = remote {
+        if let Some(r) = remote.filter(|r| r.mw.is_none()) {
             match self.mr_file(&peer, &r.mr).map(|m| m.size.value) {
                 None => {
                     let hint = name_hint(&r.mr, self.mr_names_on(&peer));
@@ -475,7 +756,9 @@ impl<'a> Checker<'a> {
                 ),
                 Some(_) => {}
             }
-            if atomic && r.offset % 8 != 0 {
+        }
+        if let Some(r) = remote {
+            if (atomic || matches!(verb, Verb::AtomicWrite { .. })) && r.offset % 8 != 0 {
                 self.err(Some(s.at("remote")), "atomics need an 8-byte aligned remote address", None);
             }
         }
@@ -543,9 +826,11 @@ impl<'a> Checker<'a> {
         match &p.remote {
             None if addressed => self.err(at.clone(), format!("{opcode} carries a remote address: give `remote = {{ mr = … }}`, an MR on `{peer}`"), Some("set `rkey` in it to send a wrong one".into())),
             Some(_) if !addressed => self.err(at.clone(), format!("{opcode} has no RETH or AtomicETH to put a remote address in"), None),
-            Some(r) if self.mr_file(&peer, &r.mr).is_none() => {
-                let hint = name_hint(&r.mr, self.mr_names_on(&peer));
-                self.err(at.clone(), format!("no MR `{}` on `{peer}`, the target of the probe", r.mr), hint)
+            Some(r) if r.mw.is_some() || r.mr.is_none() => self.err(at.clone(), "a probe's `remote` names an MR of the target: `remote = { mr = … }`", None),
+            Some(r) if self.mr_file(&peer, r.mr.as_deref().unwrap_or("")).is_none() => {
+                let mr = r.mr.as_deref().unwrap_or("");
+                let hint = name_hint(mr, self.mr_names_on(&peer));
+                self.err(at.clone(), format!("no MR `{mr}` on `{peer}`, the target of the probe"), hint)
             }
             _ => {}
         }
@@ -572,7 +857,7 @@ impl<'a> Checker<'a> {
             opcode,
             psn,
             moves_next: p.moves_next.unwrap_or(psn == PsnAt::Next(0)),
-            remote: p.remote.as_ref().map(|r| self.remote(r)),
+            remote: p.remote.as_ref().map(|r| Remote { mr: r.mr.clone().unwrap_or_default(), offset: r.offset, rkey: r.rkey, mw: None }),
             dma_len: p.dma_len,
             payload,
             imm_data: p.imm_data.unwrap_or(0),
@@ -672,6 +957,12 @@ impl<'a> Checker<'a> {
                     None
                 }
             });
+            if let Some(w) = &c.invalidated {
+                if self.mw_file(&c.on, w).is_none() {
+                    let hint = name_hint(w, f.mws.iter().filter(|x| *x.on == *c.on).map(|x| x.name.as_str()));
+                    self.err(Some(w.span.clone()), format!("no memory window `{}` on `{}`", w.value, c.on.value), hint);
+                }
+            }
             e.completion.push(CompletionExpect {
                 on: c.on.value.clone(),
                 wr_id: c.wr_id,
@@ -680,6 +971,7 @@ impl<'a> Checker<'a> {
                 opcode,
                 byte_len: c.byte_len,
                 imm_data: c.imm_data,
+                invalidated: c.invalidated.as_ref().map(|w| w.value.clone()),
                 count: c.count,
                 within_ms: c.within_ms,
             });
@@ -744,6 +1036,27 @@ impl<'a> Checker<'a> {
                 self.err(Some(p.probe.span.clone()), "say what the answer must be: `responses`, `psn` or `within_ms`", None);
             }
             e.probe.push(ProbeExpect { probe: p.probe.value.clone(), responses, psn, within_ms: p.within_ms });
+        }
+        for v in &f.expect.event {
+            self.endpoint_ok(v.on.span.clone(), &v.on);
+            let kind = match v.event.parse::<EventType>() {
+                Ok(k) => k,
+                Err(er) => {
+                    self.err(Some(v.event.span.clone()), format!("unknown event `{}`", v.event.value), er.suggestion.map(|m| format!("did you mean `{m}`?")));
+                    EventType(0)
+                }
+            };
+            if let Some(n) = &v.srq {
+                match self.srq_file(n) {
+                    Some(x) if *x.on == *v.on => {}
+                    Some(x) => self.err(Some(n.span.clone()), format!("SRQ `{}` is on `{}`, not on `{}`", n.value, *x.on, v.on.value), None),
+                    None => {
+                        let hint = name_hint(n, f.srqs.iter().map(|x| x.name.as_str()));
+                        self.err(Some(n.span.clone()), format!("no SRQ `{}`", n.value), hint)
+                    }
+                }
+            }
+            e.event.push(EventExpect { on: v.on.value.clone(), kind, srq: v.srq.as_ref().map(|n| n.value.clone()), count: v.count });
         }
         for m in &f.expect.memory {
             if !self.endpoint_ok(m.on.span.clone(), &m.on) {
@@ -1001,6 +1314,139 @@ probe = { id = "two", opcode = "RDMA WRITE Only", remote = { mr = "target" }, le
         assert!(psn_at(&PsnRef::Relative("nxt".into())).unwrap_err().contains("is not a PSN"));
         assert!(psn_at(&PsnRef::Relative("next+8388608".into())).unwrap_err().contains("half"));
         assert_eq!(PsnAt::Next(-1).resolve(Psn::new(0)), Psn::new(0xff_ffff), "24-bit wrap");
+    }
+
+    const MW: &str = r#"
+name = "mw"
+requires = ["mw_type2"]
+[endpoints.a]
+[endpoints.b]
+
+[[qp]]
+name = "q"
+type = "rc"
+between = ["b", "a"]
+
+[[mr]]
+name = "msg"
+on = "a"
+size = 8
+
+[[mr]]
+name = "target"
+on = "b"
+size = 32
+access = ["local_write", "mw_bind"]
+
+[[mw]]
+name = "w"
+on = "b"
+type = 2
+
+[[step]]
+on = "b"
+op = "bind_mw"
+qp = "q"
+mw = "w"
+mr = "target"
+offset = 8
+len = 16
+
+[[step]]
+on = "a"
+op = "write"
+qp = "q"
+sge = [{ mr = "msg" }]
+remote = { mw = "w", offset = 4 }
+
+[[step]]
+on = "a"
+op = "send_inv"
+qp = "q"
+invalidate = { mw = "w" }
+"#;
+
+    /// A WRITE through a window lands where the window was bound (its MR, the
+    /// bind's offset plus its own), its rkey left to the run; a window not bound
+    /// before the step, or not there, is refused where it is named.
+    #[test]
+    fn a_window_is_addressed_where_it_was_bound() {
+        let sc = parse_str(Path::new("t.toml"), MW).unwrap_or_else(|e| panic!("{}", e[0]));
+        assert_eq!(sc.mws, vec![MwSpec { name: "w".into(), on: "b".into(), kind: MwKind::Type2 }]);
+        match &sc.steps[1] {
+            Step::Post { verb: Verb::Write { remote }, .. } => assert_eq!(remote, &Remote { mr: "target".into(), offset: 12, rkey: None, mw: Some("w".into()) }),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(&sc.steps[0], Step::Post { verb: Verb::BindMw { len: 16, access, .. }, .. } if *access == Access(2)), "remote_write by default: {:?}", sc.steps[0]);
+        assert!(matches!(&sc.steps[2], Step::Post { verb: Verb::SendInv { invalidate: Invalidate::Mw(w) }, .. } if w == "w"));
+        // Without the bind: not bound, said at the WRITE's `remote`.
+        let unbound = MW.replace("[[step]]\non = \"b\"\nop = \"bind_mw\"\nqp = \"q\"\nmw = \"w\"\nmr = \"target\"\noffset = 8\nlen = 16\n", "");
+        let e = errors(&unbound);
+        assert_eq!(e.len(), 1, "{e:#?}");
+        assert!(e[0].message.contains("memory window `w` of `b` is not bound before this step"), "{e:#?}");
+        let line = unbound.lines().position(|l| l.starts_with("remote = { mw")).unwrap() + 1;
+        assert_eq!(e[0].line, line);
+        let e = errors(&MW.replace("invalidate = { mw = \"w\" }", "invalidate = { mw = \"x\" }"));
+        assert!(e[0].message.contains("no memory window `x` on `b`") && e[0].hint.as_deref() == Some("did you mean `w`?"), "{e:#?}");
+        let e = errors(&MW.replace("remote = { mw = \"w\", offset = 4 }", "remote = { mw = \"w\", mr = \"target\" }"));
+        assert!(e[0].message.contains("one of them"), "{e:#?}");
+        let e = errors(&MW.replace("len = 16", "len = 32"));
+        assert!(e[0].message.contains("8+32 runs past the end of MR `target`"), "{e:#?}");
+    }
+
+    /// What a scenario uses must be in `requires`, or a device without it would
+    /// fail the scenario instead of skipping it; the error is at what needs it.
+    #[test]
+    fn features_used_must_be_required() {
+        let e = errors(&MW.replace("requires = [\"mw_type2\"]", "requires = []"));
+        assert_eq!(e.len(), 1, "{e:#?}");
+        assert!(e[0].message.contains("this needs `mw_type2` (type 2 memory windows)"), "{e:#?}");
+        assert!(e[0].hint.as_deref().is_some_and(|h| h.contains("requires = [\"mw_type2\"]")), "{e:#?}");
+        let line = MW.lines().position(|l| l == "type = 2").unwrap() + 1;
+        assert_eq!(e[0].line, line, "at the window's type");
+        let e = errors(&MW.replace("requires = [\"mw_type2\"]", "requires = [\"mw_type2\", \"atomic_wirte\"]"));
+        assert!(e[0].message == "unknown feature `atomic_wirte`" && e[0].hint.as_deref() == Some("did you mean `atomic_write`?"), "{e:#?}");
+        // An access flag a 6.1 kernel refuses counts as using FLUSH.
+        let e = errors(&MW.replace("access = [\"local_write\", \"mw_bind\"]", "access = [\"local_write\", \"mw_bind\", \"flush_global\"]"));
+        assert!(e.iter().any(|d| d.message.contains("this needs `flush` (RDMA FLUSH)")), "{e:#?}");
+        let flush = GOOD.replace("name = \"RC SEND\"", "name = \"f\"\nrequires = [\"flush\", \"atomic_write\"]").replace(
+            "[[expect.completion]]",
+            "[[step]]\non = \"a\"\nop = \"flush\"\nqp = \"q\"\nremote = { mr = \"rbuf\", offset = 16 }\nlevel = \"mr\"\n\n[[step]]\non = \"a\"\nop = \"atomic_write\"\nqp = \"q\"\nremote = { mr = \"rbuf\", offset = 8 }\nvalue = { u64 = 1 }\n\n[[expect.completion]]",
+        );
+        let sc = parse_str(Path::new("t.toml"), &flush).unwrap_or_else(|e| panic!("{}", e[0]));
+        assert_eq!(sc.requires, [Feature::AtomicWrite, Feature::Flush]);
+        assert!(matches!(&sc.steps[2], Step::Post { verb: Verb::Flush { len: 48, placement: Placement::Global, level: Selectivity::Mr, .. }, .. }), "{:?}", sc.steps[2]);
+        assert!(matches!(&sc.steps[3], Step::Post { verb: Verb::AtomicWrite { value: [1, 0, 0, 0, 0, 0, 0, 0], .. }, .. }));
+        let e = errors(&flush.replace("requires = [\"flush\", \"atomic_write\"]", "requires = [\"flush\"]"));
+        assert!(e.len() == 1 && e[0].message.contains("this needs `atomic_write`"), "{e:#?}");
+        let e = errors(&flush.replace("value = { u64 = 1 }", "value = { bytes = \"01 02\" }").replace("level = \"mr\"", "level = \"all\""));
+        let all: String = e.iter().map(|d| d.to_string() + "\n").collect();
+        assert!(all.contains("8 bytes, not 2") && all.contains("unknown selectivity level `all`"), "{all}");
+        let e = errors(&flush.replace("offset = 8 }\nvalue", "offset = 4 }\nvalue"));
+        assert!(e[0].message.contains("8-byte aligned"), "{e:#?}");
+        let e = errors(&flush.replace("type = \"rc\"", "type = \"uc\""));
+        assert!(e.iter().any(|d| d.message.contains("atomic_write on UC QP `q`")), "{e:#?}");
+    }
+
+    /// An SRQ is on one end of the QPs that use it; steps and events name it.
+    #[test]
+    fn srqs_belong_to_an_end() {
+        let text = GOOD.replace("name = \"RC SEND\"", "name = \"s\"\nrequires = [\"srq\"]\n[[srq]]\nname = \"s\"\non = \"b\"")
+            .replace("between = [\"a\", \"b\"]", "between = [\"a\", \"b\"]\nsrq = \"s\"")
+            .replace("op = \"post_recv\"\nqp = \"q\"", "op = \"post_srq_recv\"\nsrq = \"s\"")
+            .replace("[[expect.wire]]", "[[expect.event]]\non = \"b\"\nevent = \"srq_limit_reached\"\nsrq = \"s\"\n\n[[expect.wire]]");
+        let sc = parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
+        assert_eq!(sc.qps[0].srq.as_deref(), Some("s"));
+        assert!(matches!(&sc.steps[0], Step::PostSrqRecv { srq, wr_id: 1, .. } if srq == "s"));
+        assert_eq!(sc.expect.event[0].kind, EventType(15));
+        let e = errors(&text.replace("srq = \"s\"\n\n[[expect.wire]]", "srq = \"t\"\n\n[[expect.wire]]"));
+        assert!(e[0].message.contains("no SRQ `t`") && e[0].hint.as_deref() == Some("did you mean `s`?"), "{e:#?}");
+        let e = errors(&text.replace("on = \"b\"\nop = \"post_srq_recv\"", "on = \"a\"\nop = \"post_srq_recv\""));
+        assert!(e[0].message.contains("SRQ `s` is on `b`, not on `a`"), "{e:#?}");
+        let e = errors(&text.replace("requires = [\"srq\"]", ""));
+        assert!(e[0].message.contains("this needs `srq`"), "{e:#?}");
+        let e = errors(&text.replace("event = \"srq_limit_reached\"", "event = \"srq_limit_reachd\""));
+        assert!(e[0].hint.as_deref() == Some("did you mean `IBV_EVENT_SRQ_LIMIT_REACHED`?"), "{e:#?}");
     }
 
     /// A NAK key, an opcode pattern, a completion status: each name comes from its

@@ -77,6 +77,44 @@ pub(crate) struct ScenarioFile {
     /// Whole-scenario deadline in milliseconds, setup included (default 30 000).
     #[serde(default)]
     pub(crate) timeout_ms: Option<Sp<u64>>,
+    /// What every endpoint's device must have (`atomic_write`, `flush`,
+    /// `flush_persistent`, `mw_type1`, `mw_type2`, `srq`); on a device without
+    /// it the scenario is skipped, with the reason, before anything is set up.
+    #[serde(default)]
+    pub(crate) requires: Vec<Sp<String>>,
+    /// Memory windows, allocated unbound; `bind_mw` steps bind them.
+    #[serde(default, rename = "mw")]
+    pub(crate) mws: Vec<MwFile>,
+    /// Shared receive queues; a QP names one with `srq`.
+    #[serde(default, rename = "srq")]
+    pub(crate) srqs: Vec<SrqFile>,
+}
+
+/// A memory window on one endpoint.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(rename = "MwSpec")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct MwFile {
+    pub(crate) name: Sp<String>,
+    pub(crate) on: Sp<String>,
+    /// 1 (bound with `ibv_bind_mw`) or 2 (bound by a WR on a QP; invalidated by a
+    /// SEND with Invalidate or a local invalidate).
+    #[serde(rename = "type")]
+    pub(crate) kind: Sp<u8>,
+}
+
+/// A shared receive queue on one endpoint.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(rename = "SrqSpec")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SrqFile {
+    pub(crate) name: Sp<String>,
+    pub(crate) on: Sp<String>,
+    /// Queue depth (default 16) and SGEs per receive (default 4).
+    #[serde(default)]
+    pub(crate) max_wr: Option<u32>,
+    #[serde(default)]
+    pub(crate) max_sge: Option<u32>,
 }
 
 /// Where an endpoint runs.
@@ -176,6 +214,9 @@ pub(crate) struct QpFile {
     pub(crate) max_sge: Option<u32>,
     #[serde(default)]
     pub(crate) max_inline: Option<u32>,
+    /// The end that has an SRQ of this name takes its receives from it.
+    #[serde(default)]
+    pub(crate) srq: Option<Sp<String>>,
 }
 
 /// A memory region on one endpoint.
@@ -244,12 +285,17 @@ pub(crate) struct Sge {
 }
 
 /// The remote end of an RDMA or atomic operation: an MR of the peer endpoint, by
-/// name (its address and rkey were exchanged at connect time), optionally with a
-/// raw rkey to provoke errors.
+/// name (its address and rkey were exchanged at connect time), or a memory
+/// window of the peer (`mw`: its rkey as last bound, addresses of the MR it is
+/// bound to, `offset` from the start of the window); optionally with a raw rkey
+/// to provoke errors.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Remote {
-    pub(crate) mr: String,
+    #[serde(default)]
+    pub(crate) mr: Option<String>,
+    #[serde(default)]
+    pub(crate) mw: Option<String>,
     #[serde(default)]
     pub(crate) offset: u64,
     /// Override the exchanged rkey (an unknown rkey → NAK Remote Access Error).
@@ -364,6 +410,94 @@ pub(crate) enum StepOp {
         remote: Remote,
         add: u64,
     },
+    /// An ATOMIC WRITE (0x1D) of 8 bytes (`value = { u64 = 7 }` or `{ bytes = "…" }`).
+    AtomicWrite {
+        on: String,
+        qp: String,
+        #[serde(default = "zero")]
+        wr_id: u64,
+        #[serde(default)]
+        flags: Vec<String>,
+        remote: Remote,
+        value: Content,
+    },
+    /// An RDMA FLUSH (0x1C): `len` bytes from `remote` (default: to the end of the
+    /// MR), `placement` `global` (default) or `persistent`, `level` `range`
+    /// (default) or `mr` (the whole MR).
+    Flush {
+        on: String,
+        qp: String,
+        #[serde(default = "zero")]
+        wr_id: u64,
+        #[serde(default)]
+        flags: Vec<String>,
+        remote: Remote,
+        #[serde(default)]
+        len: Option<u64>,
+        #[serde(default)]
+        placement: Option<String>,
+        #[serde(default)]
+        level: Option<String>,
+    },
+    /// Bind memory window `mw` of `on` to `len` bytes (default: the rest) of its MR
+    /// `mr` from `offset`, with `access` (default `remote_write`): a type 1 window
+    /// with `ibv_bind_mw`, a type 2 one by an `IBV_WR_BIND_MW` on `qp`.
+    BindMw {
+        on: String,
+        qp: String,
+        #[serde(default = "zero")]
+        wr_id: u64,
+        #[serde(default)]
+        flags: Vec<String>,
+        mw: String,
+        mr: String,
+        #[serde(default)]
+        offset: u64,
+        #[serde(default)]
+        len: Option<u64>,
+        #[serde(default)]
+        access: Option<Vec<String>>,
+    },
+    /// SEND with Invalidate: a SEND whose IETH names an rkey of the peer to
+    /// invalidate: `invalidate = { mw = "w" }` (its rkey as last bound) or
+    /// `{ rkey = 0x… }`.
+    SendInv {
+        on: String,
+        qp: String,
+        #[serde(default = "zero")]
+        wr_id: u64,
+        #[serde(default)]
+        sge: Vec<Sge>,
+        #[serde(default)]
+        flags: Vec<String>,
+        invalidate: Invalidate,
+    },
+    /// Local invalidate of `on`'s own memory window `mw` (`IBV_WR_LOCAL_INV`).
+    LocalInv {
+        on: String,
+        qp: String,
+        #[serde(default = "zero")]
+        wr_id: u64,
+        #[serde(default)]
+        flags: Vec<String>,
+        mw: String,
+    },
+    /// A receive WR on a shared receive queue.
+    PostSrqRecv {
+        on: String,
+        srq: String,
+        #[serde(default = "zero")]
+        wr_id: u64,
+        #[serde(default)]
+        sge: Vec<Sge>,
+    },
+    /// Arm an SRQ's limit event: `IBV_EVENT_SRQ_LIMIT_REACHED` comes once fewer
+    /// than `limit` receives are left on it.
+    ArmSrq {
+        on: String,
+        srq: String,
+        limit: u32,
+    },
     /// Wait until both endpoints reach this point (the controller orders steps).
     Sync {},
     Sleep {
@@ -383,6 +517,17 @@ pub(crate) enum StepOp {
         qp: String,
         probe: ProbeFile,
     },
+}
+
+/// What a SEND with Invalidate invalidates: a memory window of the peer, or a
+/// raw rkey.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Invalidate {
+    #[serde(default)]
+    pub(crate) mw: Option<String>,
+    #[serde(default)]
+    pub(crate) rkey: Option<u32>,
 }
 
 /// One `[[step]]` table: its op and fields, or why they do not read; and where
@@ -539,6 +684,24 @@ pub(crate) struct ExpectFile {
     pub(crate) memory: Vec<MemoryFile>,
     #[serde(default)]
     pub(crate) probe: Vec<ProbeExpectFile>,
+    #[serde(default)]
+    pub(crate) event: Vec<EventExpectFile>,
+}
+
+/// Asynchronous events an endpoint saw (`ibv_get_async_event`).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(rename = "EventExpect")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct EventExpectFile {
+    pub(crate) on: Sp<String>,
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED`, … (prefix optional).
+    pub(crate) event: Sp<String>,
+    /// The SRQ it is about.
+    #[serde(default)]
+    pub(crate) srq: Option<Sp<String>>,
+    /// Exactly this many (default: at least one).
+    #[serde(default)]
+    pub(crate) count: Option<usize>,
 }
 
 /// A work completion on `on`: the one for `wr_id`, or the `index`-th (from 0) in
@@ -562,6 +725,10 @@ pub(crate) struct CompletionFile {
     pub(crate) byte_len: Option<u32>,
     #[serde(default)]
     pub(crate) imm_data: Option<u32>,
+    /// A SEND with Invalidate's receive: the memory window of `on` whose rkey it
+    /// invalidated (`IBV_WC_WITH_INV`).
+    #[serde(default)]
+    pub(crate) invalidated: Option<Sp<String>>,
     /// The total number of completions `on` sees.
     #[serde(default)]
     pub(crate) count: Option<usize>,

@@ -9,7 +9,7 @@ use dissector::wire::{NakKind, Opcode, Psn};
 
 pub(crate) use super::file::{ConnectMethod, Content, QpType};
 use super::pattern::Pattern;
-use crate::verbs::{Access, SendFlag, WcOpcode, WcStatus};
+use crate::verbs::{Access, EventType, Feature, MwKind, Placement, Selectivity, SendFlag, WcOpcode, WcStatus};
 
 /// The deadline of a scenario that sets no `timeout_ms`.
 pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -35,6 +35,27 @@ pub(crate) struct Scenario {
     pub(crate) steps: Vec<Step>,
     pub(crate) expect: Expectations,
     pub(crate) faults: Vec<Fault>,
+    /// What every endpoint's device must have; none: asked of nobody.
+    pub(crate) requires: Vec<Feature>,
+    pub(crate) mws: Vec<MwSpec>,
+    pub(crate) srqs: Vec<SrqSpec>,
+}
+
+/// A memory window on one endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct MwSpec {
+    pub(crate) name: String,
+    pub(crate) on: String,
+    pub(crate) kind: MwKind,
+}
+
+/// A shared receive queue on one endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SrqSpec {
+    pub(crate) name: String,
+    pub(crate) on: String,
+    pub(crate) max_wr: u32,
+    pub(crate) max_sge: u32,
 }
 
 /// Where an endpoint runs.
@@ -71,6 +92,8 @@ pub(crate) struct Qp {
     pub(crate) max_recv_wr: u32,
     pub(crate) max_sge: u32,
     pub(crate) max_inline: u32,
+    /// An SRQ of one end (which takes its receives from it).
+    pub(crate) srq: Option<String>,
 }
 
 impl Qp {
@@ -116,11 +139,22 @@ pub(crate) struct Sge {
 }
 
 /// An MR of the peer, by name, at an offset; `rkey` overrides the exchanged one.
+/// Through a memory window (`mw`), `mr` and `offset` are where the window was
+/// last bound (checked), and its rkey is learned as the run goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Remote {
     pub(crate) mr: String,
     pub(crate) offset: u64,
     pub(crate) rkey: Option<u32>,
+    pub(crate) mw: Option<String>,
+}
+
+/// The rkey a SEND with Invalidate names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Invalidate {
+    /// A memory window of the peer (its rkey as last bound).
+    Mw(String),
+    Rkey(u32),
 }
 
 /// A send-queue verb and what only it carries.
@@ -133,6 +167,13 @@ pub(crate) enum Verb {
     Read { remote: Remote },
     CmpSwap { remote: Remote, compare: u64, swap: u64 },
     FetchAdd { remote: Remote, add: u64 },
+    AtomicWrite { remote: Remote, value: [u8; 8] },
+    Flush { remote: Remote, len: u64, placement: Placement, level: Selectivity },
+    SendInv { invalidate: Invalidate },
+    /// A window of the poster.
+    LocalInv { mw: String },
+    /// A window and an MR of the poster.
+    BindMw { mw: String, mr: String, offset: u64, len: u64, access: Access },
 }
 
 impl Verb {
@@ -146,6 +187,20 @@ impl Verb {
             Verb::Read { .. } => "read",
             Verb::CmpSwap { .. } => "cmp_swap",
             Verb::FetchAdd { .. } => "fetch_add",
+            Verb::AtomicWrite { .. } => "atomic_write",
+            Verb::Flush { .. } => "flush",
+            Verb::SendInv { .. } => "send_inv",
+            Verb::LocalInv { .. } => "local_inv",
+            Verb::BindMw { .. } => "bind_mw",
+        }
+    }
+
+    /// The remote end it addresses, if any.
+    pub(crate) fn remote(&self) -> Option<&Remote> {
+        match self {
+            Verb::Write { remote } | Verb::WriteImm { remote, .. } | Verb::Read { remote } => Some(remote),
+            Verb::CmpSwap { remote, .. } | Verb::FetchAdd { remote, .. } | Verb::AtomicWrite { remote, .. } | Verb::Flush { remote, .. } => Some(remote),
+            Verb::Send | Verb::SendImm { .. } | Verb::SendInv { .. } | Verb::LocalInv { .. } | Verb::BindMw { .. } => None,
         }
     }
 }
@@ -159,6 +214,8 @@ pub(crate) enum Step {
     Sleep { ms: u64 },
     WaitCompletions { on: String, count: u32, within_ms: u64 },
     Probe { on: String, qp: String, probe: Probe },
+    PostSrqRecv { on: String, srq: String, wr_id: u64, sge: Vec<Sge> },
+    ArmSrq { on: String, srq: String, limit: u32 },
 }
 
 impl Step {
@@ -166,6 +223,7 @@ impl Step {
     pub(crate) fn on(&self) -> Option<&str> {
         match self {
             Step::PostRecv { on, .. } | Step::Post { on, .. } | Step::WaitCompletions { on, .. } | Step::Probe { on, .. } => Some(on),
+            Step::PostSrqRecv { on, .. } | Step::ArmSrq { on, .. } => Some(on),
             Step::Sync | Step::Sleep { .. } => None,
         }
     }
@@ -179,6 +237,8 @@ impl Step {
             Step::Sleep { .. } => "sleep",
             Step::WaitCompletions { .. } => "wait_completions",
             Step::Probe { .. } => "probe",
+            Step::PostSrqRecv { .. } => "post_srq_recv",
+            Step::ArmSrq { .. } => "arm_srq",
         }
     }
 }
@@ -266,12 +326,23 @@ pub(crate) struct Expectations {
     pub(crate) wire: Vec<WireExpect>,
     pub(crate) memory: Vec<MemoryExpect>,
     pub(crate) probe: Vec<ProbeExpect>,
+    pub(crate) event: Vec<EventExpect>,
 }
 
 impl Expectations {
     pub(crate) fn len(&self) -> usize {
-        self.completion.len() + self.wire.len() + self.memory.len() + self.probe.len()
+        self.completion.len() + self.wire.len() + self.memory.len() + self.probe.len() + self.event.len()
     }
+}
+
+/// Asynchronous events `on` saw: of this type (about this SRQ); exactly `count`,
+/// or at least one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct EventExpect {
+    pub(crate) on: String,
+    pub(crate) kind: EventType,
+    pub(crate) srq: Option<String>,
+    pub(crate) count: Option<usize>,
 }
 
 /// A work completion on `on`.
@@ -284,6 +355,8 @@ pub(crate) struct CompletionExpect {
     pub(crate) opcode: Option<WcOpcode>,
     pub(crate) byte_len: Option<u32>,
     pub(crate) imm_data: Option<u32>,
+    /// The memory window of `on` a SEND with Invalidate invalidated.
+    pub(crate) invalidated: Option<String>,
     pub(crate) count: Option<usize>,
     pub(crate) within_ms: Option<u64>,
 }

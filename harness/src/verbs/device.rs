@@ -9,7 +9,8 @@ use std::sync::Arc;
 use rdma_sys::*;
 
 use super::error::{Result, VerbError};
-use super::names::{Access, WcOpcode, WcStatus};
+use super::caps::DeviceCaps;
+use super::names::{Access, EventType, WcOpcode, WcStatus};
 
 /// An open RDMA device.
 pub(crate) struct Context {
@@ -80,6 +81,53 @@ impl Context {
         let rc = unsafe { ___ibv_query_port(self.ctx, port, &mut attr) };
         VerbError::check(format!("ibv_query_port({port})"), rc, None)?;
         Ok((attr.state, attr.active_mtu))
+    }
+
+    /// What the device can do ([`DeviceCaps`]), from `ibv_query_device_ex`.
+    pub(crate) fn caps(&self) -> Result<DeviceCaps> {
+        // SAFETY: zeroed ibv_device_attr_ex is a valid out buffer (the inline
+        // ibv_query_device_ex leaves fields an old kernel does not know untouched).
+        let mut a: ibv_device_attr_ex = unsafe { std::mem::zeroed() };
+        // SAFETY: ctx is open; a null input is allowed; a is a valid out pointer.
+        let rc = unsafe { ibv_query_device_ex(self.ctx, ptr::null(), &mut a) };
+        VerbError::check("ibv_query_device_ex", rc, None)?;
+        // The low 32 bits are the same flags in both fields; a provider without
+        // query_device_ex fills only the old one.
+        let flags = a.device_cap_flags_ex | u64::from(a.orig_attr.device_cap_flags);
+        Ok(DeviceCaps { cap_flags_ex: flags, max_mw: a.orig_attr.max_mw.max(0) as u32, max_srq: a.orig_attr.max_srq.max(0) as u32 })
+    }
+
+    /// Makes the asynchronous event channel non-blocking, so [`Context::async_events`]
+    /// can be polled.
+    pub(crate) fn watch_async_events(&self) -> Result<()> {
+        // SAFETY: ctx is open; async_fd is its event channel's descriptor.
+        let fd = unsafe { (*self.ctx).async_fd };
+        // SAFETY: fcntl on a descriptor the context owns; only O_NONBLOCK is added.
+        let rc = unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
+        if rc < 0 {
+            return Err(VerbError::last("fcntl(async_fd, O_NONBLOCK)", None));
+        }
+        Ok(())
+    }
+
+    /// The asynchronous events waiting now (after [`Context::watch_async_events`]),
+    /// each acknowledged: its type and, for an SRQ event, the SRQ's handle.
+    pub(crate) fn async_events(&self) -> Vec<AsyncEvent> {
+        let mut out = Vec::new();
+        loop {
+            // SAFETY: zeroed is a valid out buffer for the event.
+            let mut ev: RawAsyncEvent = unsafe { std::mem::zeroed() };
+            // SAFETY: ctx is open and its channel non-blocking; RawAsyncEvent has
+            // struct ibv_async_event's layout (a pointer union, then the enum as a
+            // C int), read without trusting the enum's value.
+            let rc = unsafe { ibv_get_async_event(self.ctx, (&mut ev as *mut RawAsyncEvent).cast()) };
+            if rc != 0 {
+                return out;
+            }
+            out.push(AsyncEvent { kind: EventType(ev.event_type), element: ev.element as usize });
+            // SAFETY: the event was returned by ibv_get_async_event and is acked once.
+            unsafe { ibv_ack_async_event((&mut ev as *mut RawAsyncEvent).cast()) };
+        }
     }
 
     pub(crate) fn gid(&self, port: u8, index: u8) -> Result<[u8; 16]> {
@@ -198,6 +246,9 @@ impl Cq {
                 // SAFETY: the union holds imm_data when IBV_WC_WITH_IMM is set; both
                 // members are plain u32 anyway.
                 imm_data: (w.wc_flags & IBV_WC_WITH_IMM != 0).then(|| u32::from_be(unsafe { w.imm_data_invalidated_rkey_union.imm_data })),
+                // SAFETY: as above; with IBV_WC_WITH_INV the union holds the rkey
+                // the SEND with Invalidate named, in host order.
+                invalidated_rkey: (w.wc_flags & IBV_WC_WITH_INV != 0).then_some(unsafe { w.imm_data_invalidated_rkey_union.invalidated_rkey }),
                 qp_num: w.qp_num,
                 src_qp: w.src_qp,
                 vendor_err: w.vendor_err,
@@ -206,8 +257,9 @@ impl Cq {
     }
 }
 
-/// `ibv_wc_flags::IBV_WC_WITH_IMM`.
+/// `ibv_wc_flags::IBV_WC_WITH_IMM`, `IBV_WC_WITH_INV`.
 const IBV_WC_WITH_IMM: u32 = 1 << 1;
+const IBV_WC_WITH_INV: u32 = 1 << 3;
 
 /// A work completion, copied out of the CQ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,6 +269,8 @@ pub(crate) struct Completion {
     pub(crate) opcode: WcOpcode,
     pub(crate) byte_len: u32,
     pub(crate) imm_data: Option<u32>,
+    /// The rkey a SEND with Invalidate invalidated (`IBV_WC_WITH_INV`).
+    pub(crate) invalidated_rkey: Option<u32>,
     pub(crate) qp_num: u32,
     pub(crate) src_qp: u32,
     pub(crate) vendor_err: u32,
@@ -269,6 +323,9 @@ impl Mr {
 
     pub(crate) fn addr(&self) -> u64 {
         self.buf as u64
+    }
+    pub(super) fn raw(&self) -> *mut ibv_mr {
+        self.mr
     }
     pub(crate) fn len(&self) -> usize {
         self.len
@@ -345,5 +402,77 @@ pub(super) fn mtu_enum(bytes: u32) -> u32 {
         2048 => ibv_mtu::IBV_MTU_2048,
         4096 => ibv_mtu::IBV_MTU_4096,
         _ => ibv_mtu::IBV_MTU_1024,
+    }
+}
+
+/// `struct ibv_async_event` read as plain data: rdma-sys declares its type as a
+/// Rust enum, which a value this build does not know would make undefined.
+#[repr(C)]
+struct RawAsyncEvent {
+    element: *mut std::ffi::c_void,
+    event_type: u32,
+}
+
+/// An asynchronous event: its `ibv_event_type` and the object it is about (the
+/// SRQ's, QP's or CQ's address, to match with `Srq::id` or `Qp::id`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct AsyncEvent {
+    pub(crate) kind: EventType,
+    pub(crate) element: usize,
+}
+
+
+/// A memory window: type 1 (bound with `ibv_bind_mw`) or type 2 (bound by an
+/// `IBV_WR_BIND_MW` posted on a QP).
+pub(crate) struct Mw {
+    pub(super) mw: *mut ibv_mw,
+    pub(crate) kind: MwKind,
+    _pd: Arc<Pd>,
+}
+
+/// The type of a memory window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum MwKind {
+    Type1,
+    Type2,
+}
+
+// SAFETY: see Context.
+unsafe impl Send for Mw {}
+unsafe impl Sync for Mw {}
+
+impl Mw {
+    pub(crate) fn new(pd: &Arc<Pd>, kind: MwKind) -> Result<Mw> {
+        let t = match kind {
+            MwKind::Type1 => ibv_mw_type::IBV_MW_TYPE_1,
+            MwKind::Type2 => ibv_mw_type::IBV_MW_TYPE_2,
+        };
+        // SAFETY: pd is alive; the inline sets errno (EOPNOTSUPP) when the provider
+        // has no memory windows.
+        let mw = unsafe { ibv_alloc_mw(pd.pd, t) }.unwrap_or(ptr::null_mut());
+        if mw.is_null() {
+            return Err(VerbError::last(format!("ibv_alloc_mw({kind:?})"), Some("the device may have no memory windows of this type".into())));
+        }
+        Ok(Mw { mw, kind, _pd: pd.clone() })
+    }
+
+    /// Its rkey as the provider last set it (a type 1 bind changes it; a type 2
+    /// bind's new rkey is the poster's to remember).
+    pub(crate) fn rkey(&self) -> u32 {
+        // SAFETY: mw is allocated until Drop.
+        unsafe { (*self.mw).rkey }
+    }
+
+    /// The rkey a bind gives it next: the same index, the key byte moved on.
+    pub(crate) fn next_rkey(rkey: u32) -> u32 {
+        (rkey & !0xff) | (rkey.wrapping_add(1) & 0xff)
+    }
+}
+
+impl Drop for Mw {
+    fn drop(&mut self) {
+        // SAFETY: allocated by ibv_alloc_mw; deallocated once, before its PD.
+        unsafe { ibv_dealloc_mw(self.mw) };
     }
 }

@@ -1,7 +1,9 @@
 //! A safe layer over libibverbs and librdmacm (through `rdma-sys`): device, port
 //! and GID, PD, CQ, MR, address handles ([`device`]); queue pairs whose bring-up
 //! is a chain of types, posting only on a QP in RTS ([`qp`]); rdma_cm connections
-//! ([`cm`]); the verbs vocabulary by name ([`names`]); and errors that say which
+//! ([`cm`]); the verbs vocabulary by name ([`names`]); what a device can do, as
+//! features scenarios require ([`caps`]); memory windows and SRQs ([`device`]);
+//! and errors that say which
 //! verb failed and whether the device simply lacks it ([`error`]).
 //!
 //! Ownership mirrors the verbs object graph: a QP holds its PD and CQ, an MR its
@@ -10,6 +12,7 @@
 //!
 //! Owns: every `unsafe` call into rdma-sys in the harness; each block says why it
 //! is sound. Imports: nothing of the harness.
+pub(crate) mod caps;
 pub(crate) mod cm;
 pub(crate) mod device;
 pub(crate) mod error;
@@ -17,7 +20,8 @@ pub(crate) mod names;
 pub(crate) mod qp;
 
 pub(crate) use cm::CmConn;
-pub(crate) use device::{Ah, Context, Cq, Mr, Pd};
+pub(crate) use caps::Feature;
+pub(crate) use device::{Ah, Context, Cq, Mr, Mw, MwKind, Pd};
 pub(crate) use error::VerbError;
-pub(crate) use names::{Access, SendFlag, WcOpcode, WcStatus};
-pub(crate) use qp::{Caps, Peer, Qp, QpAttrs, QpKind, Remote, Reset, Rts, SendWr, Sge};
+pub(crate) use names::{Access, EventType, SendFlag, WcOpcode, WcStatus};
+pub(crate) use qp::{Binding, Caps, FlushWr, Peer, Placement, Qp, QpAttrs, QpExtras, QpKind, Remote, Reset, Rts, Selectivity, SendWr, Sge, Srq};

@@ -172,6 +172,47 @@ impl WcStatus {
     pub(crate) const SUCCESS: WcStatus = WcStatus(0);
 }
 
+/// `IBV_EVENT_SRQ_LIMIT_REACHED`, `srq_limit_reached` → `IBV_EVENT_SRQ_LIMIT_REACHED`.
+fn event_name(s: &str) -> String {
+    let u = s.trim().to_ascii_uppercase();
+    if u.starts_with("IBV_EVENT_") {
+        u
+    } else if let Some(r) = u.strip_prefix("EVENT_") {
+        format!("IBV_EVENT_{r}")
+    } else {
+        format!("IBV_EVENT_{u}")
+    }
+}
+
+named_values!(
+    /// `ibv_event_type`: what an asynchronous event is about.
+    EventType,
+    "event",
+    event_name,
+    [
+        (0, "IBV_EVENT_CQ_ERR"),
+        (1, "IBV_EVENT_QP_FATAL"),
+        (2, "IBV_EVENT_QP_REQ_ERR"),
+        (3, "IBV_EVENT_QP_ACCESS_ERR"),
+        (4, "IBV_EVENT_COMM_EST"),
+        (5, "IBV_EVENT_SQ_DRAINED"),
+        (6, "IBV_EVENT_PATH_MIG"),
+        (7, "IBV_EVENT_PATH_MIG_ERR"),
+        (8, "IBV_EVENT_DEVICE_FATAL"),
+        (9, "IBV_EVENT_PORT_ACTIVE"),
+        (10, "IBV_EVENT_PORT_ERR"),
+        (11, "IBV_EVENT_LID_CHANGE"),
+        (12, "IBV_EVENT_PKEY_CHANGE"),
+        (13, "IBV_EVENT_SM_CHANGE"),
+        (14, "IBV_EVENT_SRQ_ERR"),
+        (15, "IBV_EVENT_SRQ_LIMIT_REACHED"),
+        (16, "IBV_EVENT_QP_LAST_WQE_REACHED"),
+        (17, "IBV_EVENT_CLIENT_REREGISTER"),
+        (18, "IBV_EVENT_GID_CHANGE"),
+        (19, "IBV_EVENT_WQ_FATAL"),
+    ]
+);
+
 /// `IBV_ACCESS_REMOTE_WRITE` / `remote_write` → `remote_write`.
 fn access_name(s: &str) -> String {
     let l = s.trim().to_ascii_lowercase();
@@ -193,9 +234,16 @@ impl Access {
         (1 << 4, "mw_bind"),
         (1 << 5, "zero_based"),
         (1 << 6, "on_demand"),
+        // IBV_ACCESS_FLUSH_GLOBAL / _PERSISTENT: rdma-core 56's libibverbs/verbs.h
+        // (enum ibv_access_flags); the bookworm headers rdma-sys binds (rdma-core
+        // 44) predate them. A Linux 6.1 kernel refuses them in ibv_reg_mr.
+        (1 << 8, "flush_global"),
+        (1 << 9, "flush_persistent"),
         (1 << 20, "relaxed_ordering"),
     ];
     pub(crate) const LOCAL_WRITE: Access = Access(1);
+    pub(crate) const FLUSH_GLOBAL: Access = Access(1 << 8);
+    pub(crate) const FLUSH_PERSISTENT: Access = Access(1 << 9);
     /// A QP's access when the scenario does not say: every remote operation.
     pub(crate) const REMOTE_ALL: Access = Access(0b1110);
 
@@ -283,6 +331,10 @@ mod tests {
         assert_eq!("recv_rdma_with_imm".parse::<WcOpcode>().unwrap().0, O::IBV_WC_RECV_RDMA_WITH_IMM);
         assert_eq!("IBV_WC_FETCH_ADD".parse::<WcOpcode>().unwrap().0, O::IBV_WC_FETCH_ADD);
         assert_eq!("IBV_WC_ATOMIC_WRITE".parse::<WcOpcode>().unwrap().0, O::IBV_WC_ATOMIC_WRITE);
+        use rdma_sys::ibv_event_type as E;
+        assert_eq!("srq_limit_reached".parse::<EventType>().unwrap().0, E::IBV_EVENT_SRQ_LIMIT_REACHED as u32);
+        assert_eq!("IBV_EVENT_WQ_FATAL".parse::<EventType>().unwrap().0, E::IBV_EVENT_WQ_FATAL as u32);
+        assert_eq!("EVENT_QP_LAST_WQE_REACHED".parse::<EventType>().unwrap().0, E::IBV_EVENT_QP_LAST_WQE_REACHED as u32);
         for (bit, name) in Access::FLAGS {
             let want = match *name {
                 "local_write" => A::IBV_ACCESS_LOCAL_WRITE.0,
@@ -293,6 +345,9 @@ mod tests {
                 "zero_based" => A::IBV_ACCESS_ZERO_BASED.0,
                 "on_demand" => A::IBV_ACCESS_ON_DEMAND.0,
                 "relaxed_ordering" => A::IBV_ACCESS_RELAXED_ORDERING.0,
+                // Not in the rdma-core 44 headers: rdma-core 56's values (verbs.h).
+                "flush_global" => 1 << 8,
+                "flush_persistent" => 1 << 9,
                 _ => unreachable!("a flag without a header value"),
             };
             assert_eq!(*bit, want, "{name}");

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use rdma_sys::*;
 
-use super::device::{mtu_enum, Ah, Cq, Pd};
+use super::device::{mtu_enum, Ah, Cq, Mr, Mw, MwKind, Pd};
 use super::error::{Result, VerbError};
 use super::names::Access;
 
@@ -39,6 +39,78 @@ pub(crate) struct Caps {
     pub max_recv_wr: u32,
     pub max_sge: u32,
     pub max_inline: u32,
+}
+
+/// What a QP is created with beyond its queues: the extended send operations
+/// that only the `ibv_wr_*` API posts (the QP is then made with
+/// `ibv_create_qp_ex`), and a shared receive queue.
+#[derive(Clone, Default)]
+pub(crate) struct QpExtras {
+    pub atomic_write: bool,
+    pub flush: bool,
+    pub srq: Option<Arc<Srq>>,
+}
+
+/// `IBV_QP_EX_WITH_FLUSH` (rdma-core 56 `libibverbs/verbs.h`, `enum
+/// ibv_qp_create_send_ops_flags`); rdma-core 44, which rdma-sys binds here, has
+/// no name for it. A libibverbs or provider without FLUSH refuses the QP
+/// (`EOPNOTSUPP`): the scenario is skipped.
+const IBV_QP_EX_WITH_FLUSH: u64 = 1 << 11;
+
+/// `struct ibv_qp_ex` as rdma-core 56 has it: rdma-core 44's (which rdma-sys
+/// binds: it ends with `wr_atomic_write`), then `wr_flush`, appended in rdma-core
+/// 45 (linux-rdma/rdma-core `libibverbs/verbs.h`, v56.4 lines 1347–1352:
+/// `void (*wr_flush)(struct ibv_qp_ex *qp, uint32_t rkey, uint64_t remote_addr,
+/// size_t len, uint8_t type, uint8_t level);`). Only read through a QP created
+/// with [`IBV_QP_EX_WITH_FLUSH`], which a library that lacks the member refuses.
+#[repr(C)]
+struct QpExWithFlush {
+    base: ibv_qp_ex,
+    wr_flush: Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, len: usize, kind: u8, level: u8)>,
+}
+
+// The appended member starts right where rdma-core 44's struct ends: no padding
+// between (every member of ibv_qp_ex is 8-aligned at its end).
+const _: () = assert!(std::mem::offset_of!(QpExWithFlush, wr_flush) == std::mem::size_of::<ibv_qp_ex>());
+
+/// RDMA FLUSH: what must be made durable or visible (IBA A19 placement type).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Placement {
+    /// `IBV_FLUSH_GLOBAL`.
+    Global,
+    /// `IBV_FLUSH_PERSISTENT`.
+    Persistent,
+}
+
+/// RDMA FLUSH: how much of the MR (selectivity level).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Selectivity {
+    /// `IBV_FLUSH_RANGE`: the range given.
+    Range,
+    /// `IBV_FLUSH_MR`: the whole MR the rkey names.
+    Mr,
+}
+
+impl Placement {
+    /// `enum ibv_placement_type` (rdma-core 56 verbs.h).
+    fn raw(self) -> u8 {
+        match self {
+            Placement::Global => 1 << 0,
+            Placement::Persistent => 1 << 1,
+        }
+    }
+}
+
+impl Selectivity {
+    /// `enum ibv_selectivity_level` (rdma-core 56 verbs.h).
+    fn raw(self) -> u8 {
+        match self {
+            Selectivity::Range => 0,
+            Selectivity::Mr => 1,
+        }
+    }
 }
 
 /// What RTR needs to know about the peer.
@@ -81,11 +153,17 @@ impl Receiving for Rts {}
 /// The QP object itself; destroyed once, when the last state holding it drops.
 struct Raw {
     qp: *mut ibv_qp,
+    /// The extended view (`ibv_qp_to_qp_ex`), for a QP made with extra send ops.
+    qpx: *mut ibv_qp_ex,
+    /// Made with `IBV_QP_EX_WITH_FLUSH` (so `wr_flush` exists).
+    flush: bool,
     kind: QpKind,
     // Kept so the PD and CQ outlive the QP: destroying a CQ with a QP on it fails
     // with EBUSY, and deallocating a PD with a QP on it too.
     _pd: Arc<Pd>,
     _cq: Arc<Cq>,
+    // Destroying an SRQ with a QP on it fails (EBUSY).
+    _srq: Option<Arc<Srq>>,
 }
 
 impl Drop for Raw {
@@ -116,6 +194,11 @@ impl<S> Qp<S> {
         self.raw.kind
     }
 
+    /// What its asynchronous events name it by (the `ibv_qp` address).
+    pub(crate) fn id(&self) -> usize {
+        self.raw.qp as usize
+    }
+
     fn modify<T>(self, attr: &mut ibv_qp_attr, mask: u32, verb: &str, hint: Option<String>) -> Result<Qp<T>> {
         // SAFETY: the QP is alive; attr is a valid block for the bits in mask.
         let rc = unsafe { ibv_modify_qp(self.raw.qp, attr, mask as i32) };
@@ -139,7 +222,7 @@ impl<S> Qp<S> {
 }
 
 impl Qp<Reset> {
-    pub(crate) fn new(pd: &Arc<Pd>, cq: &Arc<Cq>, kind: QpKind, caps: Caps) -> Result<Qp<Reset>> {
+    pub(crate) fn new(pd: &Arc<Pd>, cq: &Arc<Cq>, kind: QpKind, caps: Caps, extras: QpExtras) -> Result<Qp<Reset>> {
         let cap = ibv_qp_cap {
             max_send_wr: caps.max_send_wr,
             max_recv_wr: caps.max_recv_wr,
@@ -147,24 +230,70 @@ impl Qp<Reset> {
             max_recv_sge: caps.max_sge,
             max_inline_data: caps.max_inline,
         };
-        // SAFETY: zeroed init attributes are valid; pointers set below are alive.
-        let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-        init.send_cq = cq.cq;
-        init.recv_cq = cq.cq;
-        init.cap = cap;
-        init.qp_type = kind.raw();
-        // SAFETY: pd and cq are alive and outlive the QP (held as Arcs).
-        let qp = unsafe { ibv_create_qp(pd.pd, &mut init) };
+        let srq = extras.srq.as_ref().map_or(ptr::null_mut(), |s| s.srq);
+        let extended = extras.atomic_write || extras.flush;
+        let (qp, verb) = if extended {
+            use ibv_qp_create_send_ops_flags as F;
+            let mut ops = [
+                F::IBV_QP_EX_WITH_RDMA_WRITE,
+                F::IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM,
+                F::IBV_QP_EX_WITH_SEND,
+                F::IBV_QP_EX_WITH_SEND_WITH_IMM,
+                F::IBV_QP_EX_WITH_RDMA_READ,
+                F::IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP,
+                F::IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD,
+            ]
+            .iter()
+            .fold(0u64, |a, f| a | u64::from(f.0));
+            if extras.atomic_write {
+                ops |= u64::from(F::IBV_QP_EX_WITH_ATOMIC_WRITE.0);
+            }
+            if extras.flush {
+                ops |= IBV_QP_EX_WITH_FLUSH;
+            }
+            // SAFETY: zeroed init attributes are valid; pointers set below are alive.
+            let mut init: ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
+            init.send_cq = cq.cq;
+            init.recv_cq = cq.cq;
+            init.srq = srq;
+            init.cap = cap;
+            init.qp_type = kind.raw();
+            init.pd = pd.pd;
+            init.comp_mask = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0 | ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
+            init.send_ops_flags = ops;
+            // SAFETY: the context, pd and cq are alive and outlive the QP (Arcs);
+            // the inline returns None with errno EOPNOTSUPP without create_qp_ex.
+            (unsafe { ibv_create_qp_ex((*pd.pd).context, &mut init) }.unwrap_or(ptr::null_mut()), "ibv_create_qp_ex")
+        } else {
+            // SAFETY: zeroed init attributes are valid; pointers set below are alive.
+            let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+            init.send_cq = cq.cq;
+            init.recv_cq = cq.cq;
+            init.srq = srq;
+            init.cap = cap;
+            init.qp_type = kind.raw();
+            // SAFETY: pd and cq are alive and outlive the QP (held as Arcs).
+            (unsafe { ibv_create_qp(pd.pd, &mut init) }, "ibv_create_qp")
+        };
         if qp.is_null() {
-            return Err(VerbError::last(
-                "ibv_create_qp",
-                Some(format!(
+            let hint = if extended {
+                "the send operations asked for (ATOMIC WRITE, FLUSH) need a libibverbs, provider and kernel that have them".to_string()
+            } else {
+                format!(
                     "queue sizes (send {} recv {} sge {} inline {}) may exceed the device's limits",
                     caps.max_send_wr, caps.max_recv_wr, caps.max_sge, caps.max_inline
-                )),
-            ));
+                )
+            };
+            return Err(VerbError::last(verb, Some(hint)));
         }
-        Ok(Qp { raw: Raw { qp, kind, _pd: pd.clone(), _cq: cq.clone() }, _state: PhantomData })
+        let qpx = if extended {
+            // SAFETY: qp was made by ibv_create_qp_ex with send ops flags, which is
+            // what ibv_qp_to_qp_ex requires.
+            unsafe { ibv_qp_to_qp_ex(qp) }
+        } else {
+            ptr::null_mut()
+        };
+        Ok(Qp { raw: Raw { qp, qpx, flush: extras.flush, kind, _pd: pd.clone(), _cq: cq.clone(), _srq: extras.srq }, _state: PhantomData })
     }
 
     /// RESET → INIT: port, P_Key index, and the access flags (RC/UC) or Q_Key (UD).
@@ -275,12 +404,92 @@ impl<S: Receiving> Qp<S> {
     }
 }
 
+/// A shared receive queue: receives posted on it serve every QP created on it.
+pub(crate) struct Srq {
+    pub(super) srq: *mut ibv_srq,
+    _pd: Arc<Pd>,
+}
+
+// SAFETY: see Context.
+unsafe impl Send for Srq {}
+unsafe impl Sync for Srq {}
+
+impl Srq {
+    pub(crate) fn new(pd: &Arc<Pd>, max_wr: u32, max_sge: u32) -> Result<Arc<Srq>> {
+        let mut init = ibv_srq_init_attr { srq_context: ptr::null_mut(), attr: ibv_srq_attr { max_wr, max_sge, srq_limit: 0 } };
+        // SAFETY: pd is alive; init is a valid attribute block.
+        let srq = unsafe { ibv_create_srq(pd.pd, &mut init) };
+        if srq.is_null() {
+            return Err(VerbError::last(format!("ibv_create_srq(max_wr {max_wr}, max_sge {max_sge})"), None));
+        }
+        Ok(Arc::new(Srq { srq, _pd: pd.clone() }))
+    }
+
+    /// What its asynchronous events name it by.
+    pub(crate) fn id(&self) -> usize {
+        self.srq as usize
+    }
+
+    /// Arms the limit event: `IBV_EVENT_SRQ_LIMIT_REACHED` comes once, when fewer
+    /// than `limit` receives are left on the queue.
+    pub(crate) fn arm_limit(&self, limit: u32) -> Result<()> {
+        let mut a = ibv_srq_attr { max_wr: 0, max_sge: 0, srq_limit: limit };
+        // SAFETY: srq is alive; a is valid for the IBV_SRQ_LIMIT bit.
+        let rc = unsafe { ibv_modify_srq(self.srq, &mut a, ibv_srq_attr_mask::IBV_SRQ_LIMIT.0 as i32) };
+        VerbError::check(format!("ibv_modify_srq(limit {limit})"), rc, None)
+    }
+
+    /// Posts one receive WR on the shared queue.
+    ///
+    /// # Safety of the memory
+    /// As `Qp::post_recv`: the SGEs lie inside MRs the agent keeps until the QPs
+    /// and this SRQ are destroyed.
+    pub(crate) fn post_recv(&self, wr_id: u64, sges: &[Sge]) -> Result<()> {
+        let mut sg: Vec<ibv_sge> = sges.iter().map(|s| ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey }).collect();
+        let mut w = ibv_recv_wr { wr_id, next: ptr::null_mut(), sg_list: sg.as_mut_ptr(), num_sge: sg.len() as i32 };
+        let mut bad = ptr::null_mut();
+        // SAFETY: the SRQ is alive; w and sg live until the call returns.
+        let rc = unsafe { ibv_post_srq_recv(self.srq, &mut w, &mut bad) };
+        VerbError::check("ibv_post_srq_recv", rc, None)
+    }
+}
+
+impl Drop for Srq {
+    fn drop(&mut self) {
+        // SAFETY: created by ibv_create_srq; QPs on it hold Arcs to it and are gone.
+        unsafe { ibv_destroy_srq(self.srq) };
+    }
+}
+
+/// What a window is bound to: `len` bytes of `mr` from `addr`, with `access`.
+#[derive(Clone, Copy)]
+pub(crate) struct Binding<'a> {
+    pub mr: &'a Mr,
+    pub addr: u64,
+    pub len: u64,
+    pub access: Access,
+}
+
+/// An RDMA FLUSH: `len` bytes from `addr` under `rkey`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FlushWr {
+    pub rkey: u32,
+    pub addr: u64,
+    pub len: usize,
+    pub placement: Placement,
+    pub level: Selectivity,
+}
+
 /// Where a send-queue WR goes.
 pub(crate) enum Remote<'a> {
     None,
     Rdma { addr: u64, rkey: u32 },
     Atomic { addr: u64, rkey: u32, compare_add: u64, swap: u64 },
     Ud { ah: &'a Ah, qpn: u32, qkey: u32 },
+    /// `IBV_WR_SEND_WITH_INV` and `IBV_WR_LOCAL_INV`: the rkey to invalidate.
+    Invalidate { rkey: u32 },
+    /// `IBV_WR_BIND_MW` (a type 2 window), under the new rkey `rkey`.
+    Bind { mw: &'a Mw, rkey: u32, to: Binding<'a> },
 }
 
 /// One send-queue WR, as `ibv_post_send` takes it.
@@ -316,11 +525,89 @@ impl Qp<Rts> {
             Remote::Rdma { addr, rkey } => w.wr.rdma = rdma_t { remote_addr: addr, rkey },
             Remote::Atomic { addr, rkey, compare_add, swap } => w.wr.atomic = atomic_t { remote_addr: addr, compare_add, swap, rkey },
             Remote::Ud { ah, qpn, qkey } => w.wr.ud = ud_t { ah: ah.ah, remote_qpn: qpn, remote_qkey: qkey },
+            Remote::Invalidate { rkey } => w.imm_data_invalidated_rkey_union.invalidated_rkey = rkey,
+            Remote::Bind { mw, rkey, to } => {
+                w.bind_mw_tso_union.bind_mw = bind_mw_t {
+                    mw: mw.mw,
+                    rkey,
+                    bind_info: ibv_mw_bind_info { mr: to.mr.raw(), addr: to.addr, length: to.len, mw_access_flags: to.access.0 },
+                }
+            }
         }
         let mut bad = ptr::null_mut();
         // SAFETY: the QP is alive; w and sg live until the call returns (the device
         // copies the WR); the data stays in registered MRs the caller keeps.
         let rc = unsafe { ibv_post_send(self.raw.qp, &mut w, &mut bad) };
         VerbError::check("ibv_post_send", rc, Some("the SGEs must be inside registered MRs, inline data within max_inline".into()))
+    }
+}
+
+impl Qp<Rts> {
+    fn extended(&self, verb: &str, flag: &str) -> Result<*mut ibv_qp_ex> {
+        if self.raw.qpx.is_null() {
+            return Err(VerbError::from_errno(verb, libc::EINVAL, Some(format!("the QP was not created with {flag}"))));
+        }
+        Ok(self.raw.qpx)
+    }
+
+    /// Posts one extended WR: `ibv_wr_start`, `build` (the operation and its
+    /// SGEs), `ibv_wr_complete`.
+    fn post_ex(&self, verb: &str, flag: &str, wr_id: u64, flags: u32, build: impl FnOnce(*mut ibv_qp_ex)) -> Result<()> {
+        let qpx = self.extended(verb, flag)?;
+        // SAFETY: qpx is the extended view of this live QP; wr_id and wr_flags are
+        // plain fields read by the next operation; start/complete bracket it.
+        let rc = unsafe {
+            ibv_wr_start(qpx);
+            (*qpx).wr_id = wr_id;
+            (*qpx).wr_flags = flags;
+            build(qpx);
+            ibv_wr_complete(qpx)
+        };
+        VerbError::check(verb, rc, None)
+    }
+
+    /// Posts an ATOMIC WRITE of `value` (8 bytes, as they land) to `addr` under
+    /// `rkey`.
+    pub(crate) fn post_atomic_write(&self, wr_id: u64, flags: u32, rkey: u32, addr: u64, value: [u8; 8]) -> Result<()> {
+        // SAFETY: the QP was created with IBV_QP_EX_WITH_ATOMIC_WRITE (extended()
+        // checks there is an extended view, Qp::new set it only with that flag
+        // among others); the provider copies the 8 bytes before returning.
+        let set = |q: *mut ibv_qp_ex| unsafe {
+            if let Some(f) = (*q).wr_atomic_write {
+                f(q, rkey, addr, value.as_ptr().cast());
+            }
+        };
+        self.post_ex("ibv_wr_atomic_write", "IBV_QP_EX_WITH_ATOMIC_WRITE", wr_id, flags, set)
+    }
+
+    /// Posts an RDMA FLUSH.
+    pub(crate) fn post_flush(&self, wr_id: u64, flags: u32, fl: FlushWr) -> Result<()> {
+        let FlushWr { rkey, addr, len, placement, level } = fl;
+        if !self.raw.flush {
+            return Err(VerbError::from_errno("ibv_wr_flush", libc::EINVAL, Some("the QP was not created with IBV_QP_EX_WITH_FLUSH".into())));
+        }
+        let qpx = self.extended("ibv_wr_flush", "IBV_QP_EX_WITH_FLUSH")?;
+        // SAFETY: created with IBV_QP_EX_WITH_FLUSH, which only a libibverbs whose
+        // struct ibv_qp_ex has wr_flush accepts: the member is there to read.
+        let f = unsafe { (*qpx.cast::<QpExWithFlush>()).wr_flush };
+        let Some(f) = f else {
+            return Err(VerbError::from_errno("ibv_wr_flush", libc::EOPNOTSUPP, Some("the provider set no wr_flush".into())));
+        };
+        // SAFETY: f is the provider's wr_flush for this QP, called between
+        // ibv_wr_start and ibv_wr_complete.
+        let set = |q: *mut ibv_qp_ex| unsafe { f(q, rkey, addr, len, placement.raw(), level.raw()) };
+        self.post_ex("ibv_wr_flush", "IBV_QP_EX_WITH_FLUSH", wr_id, flags, set)
+    }
+
+    /// Binds a type 1 window with `ibv_bind_mw` (a WR on this QP). Its new rkey
+    /// is [`Mw::rkey`] once this returns.
+    pub(crate) fn bind_mw_type1(&self, mw: &Mw, wr_id: u64, flags: u32, to: Binding) -> Result<()> {
+        if mw.kind != MwKind::Type1 {
+            return Err(VerbError::from_errno("ibv_bind_mw", libc::EINVAL, Some("ibv_bind_mw binds type 1 windows; a type 2 one is bound by a WR".into())));
+        }
+        let mut b = ibv_mw_bind { wr_id, send_flags: flags, bind_info: ibv_mw_bind_info { mr: to.mr.raw(), addr: to.addr, length: to.len, mw_access_flags: to.access.0 } };
+        // SAFETY: the QP, window and MR are alive; b is a valid bind description.
+        let rc = unsafe { ibv_bind_mw(self.raw.qp, mw.mw, &mut b) };
+        VerbError::check("ibv_bind_mw", rc, Some("the MR needs mw_bind access (and local_write for a window with remote write)".into()))
     }
 }
