@@ -434,6 +434,7 @@ impl Local {
                     byte_len: c.byte_len,
                     imm_data: c.imm_data,
                     invalidated_rkey: c.invalidated_rkey,
+                    flags: c.flags,
                     invalidated_mw: c.invalidated_rkey.and_then(|k| self.mws.iter().find(|(_, w)| w.rkey == k).map(|(n, _)| n.clone())),
                     qp: q.map(|(n, _)| n.clone()).unwrap_or_default(),
                     qp_num: c.qp_num,

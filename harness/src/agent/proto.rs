@@ -468,6 +468,9 @@ pub(crate) struct Wc {
     pub invalidated_rkey: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invalidated_mw: Option<String>,
+    /// `wc_flags` as the provider set them (`IBV_WC_*` bits).
+    #[serde(default)]
+    pub flags: u32,
     /// The QP (by scenario name) the completion is for.
     pub qp: String,
     pub qp_num: u32,

@@ -10,7 +10,8 @@ use dissector::wire::{AckClass, NakKind};
 use super::probes::ProbeAnswer;
 use super::timeline::Timeline;
 use crate::results::Outcome;
-use crate::scenario::model::{PsnAt, Scenario};
+use crate::scenario::model::{PsnAt, Scenario, Step, Verb};
+use crate::verbs::{WcOpcode, WcStatus};
 
 /// The observations of one run; the wire's only when there is a readable capture.
 pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, &[ProbeAnswer])>) -> BTreeMap<String, String> {
@@ -19,6 +20,17 @@ pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, 
         let mut seen = BTreeSet::new();
         for w in wcs.iter().filter(|w| seen.insert(w.wr_id)) {
             m.insert(format!("completion {ep} wr_id {}", w.wr_id), w.status.to_string());
+        }
+        // Where the peer sent a SEND with Invalidate, how the receive said so:
+        // the verbs API's IBV_WC_WITH_INV and the rkey, or not.
+        let peer_sends_inv = sc.steps.iter().any(|s| matches!(s, Step::Post { on, verb: Verb::SendInv { .. }, .. } if on != ep));
+        for w in wcs.iter().filter(|w| peer_sends_inv && w.opcode == WcOpcode::RECV && w.status == WcStatus::SUCCESS) {
+            let v = match (&w.invalidated_mw, w.invalidated_rkey) {
+                (Some(mw), _) => format!("IBV_WC_WITH_INV, the rkey of MW {mw}"),
+                (None, Some(k)) => format!("IBV_WC_WITH_INV, rkey {k:#x}"),
+                (None, None) => format!("no IBV_WC_WITH_INV (wc_flags {:#x})", w.flags),
+            };
+            m.insert(format!("completion {ep} wr_id {} invalidation", w.wr_id), v);
         }
     }
     let Some((t, answers)) = wire else { return m };
@@ -53,6 +65,16 @@ pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, 
             let how: BTreeSet<_> = p.go_back_n().resends.iter().map(|r| r.trigger).collect();
             if !how.is_empty() && !probed && !rnr {
                 m.insert(key("resent after"), how.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "));
+            }
+            // Where the scenario leaves ICRCs to the profile: which frames had a
+            // bad one (by operation).
+            if sc.expect.wire.iter().any(|e| e.qp == q.name && &e.from == from && e.icrc_valid.is_none()) {
+                let mut bad: BTreeMap<String, usize> = BTreeMap::new();
+                for f in p.reqs.iter().chain(&p.resps).filter(|f| f.icrc_ok == Some(false)) {
+                    *bad.entry(if f.op.is_empty() { format!("opcode {:#04x}", f.opcode.0) } else { f.op.to_string() }).or_default() += 1;
+                }
+                let v = if bad.is_empty() { "all valid".to_string() } else { bad.iter().map(|(op, n)| format!("bad on {op} ×{n}")).collect::<Vec<_>>().join(", ") };
+                m.insert(key("ICRCs"), v);
             }
             if p.reqs.iter().any(|f| f.ce) {
                 m.insert(key("CNP after CE"), if p.cnps > 0 { "yes" } else { "no" }.into());

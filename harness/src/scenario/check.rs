@@ -1009,7 +1009,11 @@ impl<'a> Checker<'a> {
                 naks,
                 min_rnr_naks: w.min_rnr_naks,
                 retransmissions: w.retransmissions,
-                icrc_valid: w.icrc_valid.unwrap_or(true),
+                icrc_valid: match w.icrc_valid {
+                    None => Some(true),
+                    Some(super::file::IcrcValid::Judged(b)) => Some(b),
+                    Some(super::file::IcrcValid::Any(_)) => None,
+                },
                 empty: w.empty == Some(true),
                 go_back_n: w.go_back_n == Some(true),
                 cnp: w.cnp,

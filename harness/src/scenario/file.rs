@@ -762,9 +762,11 @@ pub(crate) struct WireFile {
     pub(crate) min_rnr_naks: Option<u64>,
     #[serde(default)]
     pub(crate) retransmissions: Option<u64>,
-    /// Every ICRC on this QP pair valid (default true).
+    /// Every ICRC on this QP pair valid (`true`, the default), a bad one there
+    /// (`false`), or not judged: `"any"`, where the device profile records which
+    /// frames carried a bad one (a device known to compute some ICRCs its own way).
     #[serde(default)]
-    pub(crate) icrc_valid: Option<bool>,
+    pub(crate) icrc_valid: Option<IcrcValid>,
     /// Nothing on the wire for this QP pair at all (loopback, or a refused post).
     #[serde(default)]
     pub(crate) empty: Option<bool>,
@@ -820,4 +822,26 @@ pub(crate) struct ProbeExpectFile {
     /// The first response within this many ms of the probe.
     #[serde(default)]
     pub(crate) within_ms: Option<u64>,
+}
+
+/// `icrc_valid = true | false | "any"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum IcrcValid {
+    Judged(bool),
+    Any(AnyWord),
+}
+
+/// The word `"any"`, and nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, JsonSchema)]
+#[schemars(with = "String")]
+pub(crate) struct AnyWord;
+
+impl<'de> Deserialize<'de> for AnyWord {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<AnyWord, D::Error> {
+        match String::deserialize(d)?.as_str() {
+            "any" => Ok(AnyWord),
+            other => Err(serde::de::Error::custom(format!("`{other}`: icrc_valid is true, false or \"any\""))),
+        }
+    }
 }

@@ -372,7 +372,7 @@ pub(crate) struct WireExpect {
     pub(crate) min_rnr_naks: Option<u64>,
     pub(crate) retransmissions: Option<u64>,
     /// `true`: every ICRC valid; `false`: a bad one must be there.
-    pub(crate) icrc_valid: bool,
+    pub(crate) icrc_valid: Option<bool>,
     pub(crate) empty: bool,
     pub(crate) go_back_n: bool,
     pub(crate) cnp: Option<bool>,

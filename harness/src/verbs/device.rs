@@ -88,8 +88,9 @@ impl Context {
         // SAFETY: zeroed ibv_device_attr_ex is a valid out buffer (the inline
         // ibv_query_device_ex leaves fields an old kernel does not know untouched).
         let mut a: ibv_device_attr_ex = unsafe { std::mem::zeroed() };
-        // SAFETY: ctx is open; a null input is allowed; a is a valid out pointer.
-        let rc = unsafe { ibv_query_device_ex(self.ctx, ptr::null(), &mut a) };
+        // SAFETY: ctx is open; a is a valid out pointer (rdma-sys's own port of
+        // this inline never reaches the provider: see `ext`).
+        let rc = unsafe { super::ext::query_device_ex(self.ctx, &mut a) };
         VerbError::check("ibv_query_device_ex", rc, None)?;
         // The low 32 bits are the same flags in both fields; a provider without
         // query_device_ex fills only the old one.
@@ -249,6 +250,7 @@ impl Cq {
                 // SAFETY: as above; with IBV_WC_WITH_INV the union holds the rkey
                 // the SEND with Invalidate named, in host order.
                 invalidated_rkey: (w.wc_flags & IBV_WC_WITH_INV != 0).then_some(unsafe { w.imm_data_invalidated_rkey_union.invalidated_rkey }),
+                flags: w.wc_flags,
                 qp_num: w.qp_num,
                 src_qp: w.src_qp,
                 vendor_err: w.vendor_err,
@@ -271,6 +273,8 @@ pub(crate) struct Completion {
     pub(crate) imm_data: Option<u32>,
     /// The rkey a SEND with Invalidate invalidated (`IBV_WC_WITH_INV`).
     pub(crate) invalidated_rkey: Option<u32>,
+    /// `wc_flags` as the provider set them (`IBV_WC_*`).
+    pub(crate) flags: u32,
     pub(crate) qp_num: u32,
     pub(crate) src_qp: u32,
     pub(crate) vendor_err: u32,

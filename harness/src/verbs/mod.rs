@@ -3,6 +3,7 @@
 //! is a chain of types, posting only on a QP in RTS ([`qp`]); rdma_cm connections
 //! ([`cm`]); the verbs vocabulary by name ([`names`]); what a device can do, as
 //! features scenarios require ([`caps`]); memory windows and SRQs ([`device`]);
+//! the extended verbs rdma-sys gets wrong, done as verbs.h does them (`ext`);
 //! and errors that say which
 //! verb failed and whether the device simply lacks it ([`error`]).
 //!
@@ -16,6 +17,7 @@ pub(crate) mod caps;
 pub(crate) mod cm;
 pub(crate) mod device;
 pub(crate) mod error;
+mod ext;
 pub(crate) mod names;
 pub(crate) mod qp;
 

@@ -172,6 +172,10 @@ impl WcStatus {
     pub(crate) const SUCCESS: WcStatus = WcStatus(0);
 }
 
+impl WcOpcode {
+    pub(crate) const RECV: WcOpcode = WcOpcode(128);
+}
+
 /// `IBV_EVENT_SRQ_LIMIT_REACHED`, `srq_limit_reached` → `IBV_EVENT_SRQ_LIMIT_REACHED`.
 fn event_name(s: &str) -> String {
     let u = s.trim().to_ascii_uppercase();

@@ -262,8 +262,8 @@ impl Qp<Reset> {
             init.comp_mask = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0 | ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
             init.send_ops_flags = ops;
             // SAFETY: the context, pd and cq are alive and outlive the QP (Arcs);
-            // the inline returns None with errno EOPNOTSUPP without create_qp_ex.
-            (unsafe { ibv_create_qp_ex((*pd.pd).context, &mut init) }.unwrap_or(ptr::null_mut()), "ibv_create_qp_ex")
+            // NULL with errno EOPNOTSUPP without create_qp_ex.
+            (unsafe { super::ext::create_qp_ex((*pd.pd).context, &mut init) }, "ibv_create_qp_ex")
         } else {
             // SAFETY: zeroed init attributes are valid; pointers set below are alive.
             let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
