@@ -32,6 +32,15 @@ captures=(
   "rc_ce_mark|an RC SEND Last with ECN set to CE by the switch (IPv4 checksum fixed, ICRC still valid: it masks the TOS byte; rxe sends no CNP)|--a 'ibv_rc_pingpong -g 1 -n 2' --b 'ibv_rc_pingpong -g 1 -n 2 {a}' --fault 'ce dir=b>a op=send-last nth=1'"
 )
 
+# On the trixie image (Linux 6.12, rdma-core 56): one seed scenario each, run with
+# `roce run --image trixie`, its capture kept.
+# name | what it shows | scenario file
+scenario_captures=(
+  "trixie_flush|RDMA WRITE, then RDMA FLUSH (0x1C, FETH: global visibility) of a range and of the whole MR, each answered by a zero-length RDMA READ Response Only; rxe computes the FLUSH requests' ICRC over their headers twice, so they show as bad ICRCs|scenarios/verbs/flush.toml"
+  "trixie_atomic_write|RDMA ATOMIC WRITE (0x1D) of 8 bytes, answered by a zero-length RDMA READ Response Only|scenarios/verbs/atomic_write.toml"
+  "trixie_send_with_inv|a type 2 memory window: a WRITE through its rkey, a SEND with Invalidate (IETH) naming that rkey, then a WRITE through it refused with NAK Remote Access Error|scenarios/verbs/mw_type2_send_with_inv.toml"
+)
+
 want=("$@")
 selected() {
     (( ${#want[@]} == 0 )) && return 0
@@ -40,26 +49,54 @@ selected() {
     return 1
 }
 
-brought_up=0
-if ! "$roce" lab status >/dev/null 2>&1; then
-    "$roce" lab up
-    brought_up=1
-fi
-cleanup() { (( brought_up )) && "$roce" lab down || true; }
-trap cleanup EXIT
+any_selected() {
+    local entry name
+    for entry in "$@"; do
+        name=${entry%%|*}
+        selected "$name" && return 0
+    done
+    return 1
+}
 
-for entry in "${captures[@]}"; do
-    IFS='|' read -r name what args <<<"$entry"
-    selected "$name" || continue
-    echo "==> $name" >&2
-    eval "\"\$roce\" lab run -q $args -w \"$out/$name.pcapng\"" | tail -n 4 >&2
-done
+# One lab at a time: bookworm's for the tool runs, then trixie's for the scenarios.
+if any_selected "${captures[@]}"; then
+    brought_up=0
+    if ! "$roce" lab status >/dev/null 2>&1; then
+        "$roce" lab up
+        brought_up=1
+    fi
+    for entry in "${captures[@]}"; do
+        IFS='|' read -r name what args <<<"$entry"
+        selected "$name" || continue
+        echo "==> $name" >&2
+        eval "\"\$roce\" lab run -q $args -w \"$out/$name.pcapng\"" | tail -n 4 >&2
+    done
+    (( brought_up )) && "$roce" lab down
+fi
+if any_selected "${scenario_captures[@]}"; then
+    brought_up=0
+    if ! "$roce" lab --image trixie status >/dev/null 2>&1; then
+        "$roce" lab --image trixie up
+        brought_up=1
+    fi
+    tmp=$(mktemp -d)
+    for entry in "${scenario_captures[@]}"; do
+        IFS='|' read -r name what scenario <<<"$entry"
+        selected "$name" || continue
+        echo "==> $name" >&2
+        "$roce" run --image trixie -q --out "$tmp" "$scenario" | tail -n 2 >&2
+        cp "$tmp/$(basename "$scenario" .toml).pcapng" "$out/$name.pcapng"
+    done
+    rm -rf "$tmp"
+    (( brought_up )) && "$roce" lab --image trixie down
+fi
 
 {
     echo "# Lab captures"
     echo
-    echo "Real RoCEv2 traffic between the two Soft-RoCE VMs of \`roce lab\` (Linux rdma_rxe,"
-    echo "Debian bookworm kernel), recorded by the lab's switch: pcapng, one interface per"
+    echo "Real RoCEv2 traffic between the two Soft-RoCE VMs of \`roce lab\` (Linux rdma_rxe;"
+    echo "the Debian bookworm image, Linux 6.1, unless the name starts with \`trixie_\`: Linux"
+    echo "6.12, rdma-core 56), recorded by the lab's switch: pcapng, one interface per"
     echo "sender (\`a\` = 10.0.0.1, \`b\` = 10.0.0.2), nanosecond timestamps; frames a fault"
     echo "rule touched carry a comment. The tools' own TCP exchange (QPN/PSN/GID) is on the"
     echo "wire too. Regenerate all with \`bash scripts/lab-captures.sh\` (or name some), after"
@@ -73,6 +110,17 @@ done
         echo
         echo '```sh'
         echo "roce lab run $args -w captures/lab/$name.pcapng"
+        echo '```'
+        echo
+    done
+    for entry in "${scenario_captures[@]}"; do
+        IFS='|' read -r name what scenario <<<"$entry"
+        echo "## $name.pcapng"
+        echo
+        echo "$what."
+        echo
+        echo '```sh'
+        echo "roce run --image trixie --out DIR $scenario   # DIR/$(basename "$scenario" .toml).pcapng"
         echo '```'
         echo
     done
