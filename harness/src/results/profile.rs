@@ -47,7 +47,8 @@ impl Profile {
         let mut p = Profile { name: name.to_string(), ..Default::default() };
         let mut devices = std::collections::BTreeSet::new();
         let mut kernels = std::collections::BTreeSet::new();
-        for s in r.scenarios.iter().filter(|s| s.error.is_none()) {
+        // A skipped scenario did nothing on this setup: nothing to record.
+        for s in r.scenarios.iter().filter(|s| s.error.is_none() && s.skip_reason.is_none()) {
             for e in s.endpoints.values() {
                 devices.insert(e.device.clone());
                 kernels.extend(e.kernel.clone());
