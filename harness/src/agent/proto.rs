@@ -644,6 +644,7 @@ mod tests {
             imm_data: None,
             invalidated_rkey: Some(0x1234),
             invalidated_mw: Some("w".into()),
+            flags: 0x9,
             qp: "q".into(),
             qp_num: 17,
             src_qp: None,

@@ -11,7 +11,7 @@ use crate::results::EndpointFacts;
 use crate::verbs::{WcOpcode, WcStatus};
 
 fn wc(id: u64, status: WcStatus, t: f64) -> Wc {
-    Wc { wr_id: id, status, opcode: WcOpcode(0), byte_len: 5, imm_data: None, invalidated_rkey: None, invalidated_mw: None, qp: "q".into(), qp_num: 17, src_qp: None, vendor_err: 0, t_ms: t }
+    Wc { wr_id: id, status, opcode: WcOpcode(0), byte_len: 5, imm_data: None, invalidated_rkey: None, invalidated_mw: None, flags: 0, qp: "q".into(), qp_num: 17, src_qp: None, vendor_err: 0, t_ms: t }
 }
 
 fn completion_expect(more: &str) -> CompletionExpect {
