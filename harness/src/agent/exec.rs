@@ -201,7 +201,9 @@ impl Agent {
             return err("already set up");
         }
         self.limits.may_set_up(s.mrs.len(), s.mrs.iter().map(|m| m.size).fold(0u64, u64::saturating_add), s.qps.len())?;
+        let opening = Instant::now();
         let ctx = Context::open(s.device.as_deref())?;
+        let open_ms = opening.elapsed().as_secs_f64() * 1000.0;
         let port = s.port;
         let (state, _) = ctx.port_state(port)?;
         if state != rdma_sys::ibv_port_state::IBV_PORT_ACTIVE {
@@ -271,7 +273,7 @@ impl Agent {
             events: Vec::new(),
             probe_link: None,
         });
-        Ok(FromAgent::SetupDone { device, port, gid_index, gid: Ipv6Addr::from(gid).to_string(), ip, qps: qp_infos, mrs: mr_infos, mws: mw_infos })
+        Ok(FromAgent::SetupDone { device, port, gid_index, gid: Ipv6Addr::from(gid).to_string(), ip, qps: qp_infos, mrs: mr_infos, mws: mw_infos, open_ms })
     }
 
     fn connect(&mut self, c: Connect) -> R<FromAgent> {

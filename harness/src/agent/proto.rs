@@ -361,6 +361,9 @@ pub(crate) enum FromAgent {
         mrs: Vec<MrInfo>,
         #[serde(default)]
         mws: Vec<MwInfo>,
+        /// How long opening the device took, of the whole Setup (ms).
+        #[serde(default)]
+        open_ms: f64,
     },
     Connected {
         qp: String,

@@ -587,7 +587,7 @@ fn bench(paths: &LabPaths, image: lab::image::Release, a: BenchArgs, out: &mut d
         if !scenarios.is_dir() {
             return Ok(Vec::new());
         }
-        Ok(vec![super::run::bench_scenarios(booted, image, &scenarios, tmp, &p)?])
+        super::run::bench_scenarios(booted, image, &scenarios, tmp, &p)
     })?;
     writeln!(out, "roce lab bench ({} cores on this host)", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0))?;
     let width = r.rows.iter().map(|r| r.0.len()).max().unwrap_or(0);

@@ -84,6 +84,11 @@ pub struct RunArgs {
     #[arg(long, short)]
     pub quiet: bool,
     /// Exit 4 when a scenario was skipped (the device lacks a verb it needs) and
+    /// Say where each scenario's time went (agent start, device open, setup,
+    /// connection, steps, completions, memory, teardown, capture, judging) and,
+    /// at the end, the mean per phase; the JSON report has them always
+    #[arg(long)]
+    pub timings: bool,
     /// none failed; by default a skip does not change the exit status
     #[arg(long)]
     pub fail_on_skip: bool,
@@ -171,8 +176,17 @@ fn previous_profile(path: &Path) -> Result<Option<Profile>, Failure> {
 
 /// Runs what is loaded under `plan` and writes the reports `args` asks for.
 pub(super) fn execute(args: &RunArgs, plan: &RunPlan, loaded: &[(PathBuf, Scenario)], out: &mut dyn Write) -> Result<Report, Failure> {
-    let r = controller::run_all(plan, loaded, |res, wire| render::text::scenario(out, res, args.quiet, wire))?;
+    let r = controller::run_all(plan, loaded, |res, wire| {
+        render::text::scenario(out, res, args.quiet, wire)?;
+        if args.timings {
+            render::text::timings(out, res)?;
+        }
+        Ok(())
+    })?;
     let report = r.report;
+    if args.timings {
+        render::text::timing_table(out, &report)?;
+    }
     render::text::summary(out, &report, &plan.out_dir)?;
     if let Some(p) = &args.json {
         write_file(p, |w| serde_json::to_writer_pretty(w, &report).map_err(std::io::Error::other))?;
@@ -221,7 +235,7 @@ pub(super) fn run(args: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
 }
 
 /// `roce lab bench`'s scenario row, on the bench's own booted lab.
-pub(super) fn bench_scenarios(lab: &lab::state::LabPaths, image: lab::image::Release, dir: &Path, tmp: &Path, p: &lab::Progress) -> anyhow::Result<(String, String)> {
+pub(super) fn bench_scenarios(lab: &lab::state::LabPaths, image: lab::image::Release, dir: &Path, tmp: &Path, p: &lab::Progress) -> anyhow::Result<Vec<(String, String)>> {
     controller::bench_scenarios(lab, image, dir, tmp, p)
 }
 

@@ -14,7 +14,7 @@ use lab::image::Release;
 
 use crate::results::profile::Profile;
 use crate::judge::{self, Timeline};
-use crate::results::{Report, ScenarioResult, Status};
+use crate::results::{Laps, Phase, Report, ScenarioResult, Status};
 use crate::scenario::model::Scenario;
 
 mod link;
@@ -192,10 +192,12 @@ fn run_and_judge(plan: &RunPlan, file: &Path, sc: &Scenario, cap: &Path, not_in_
         connections: o.connections.clone(),
         faults,
         observations: Default::default(),
+        timings: o.timings.clone(),
     };
     if let Some(why) = &o.skipped {
         return Ok((ScenarioResult { status: Status::Skipped, skip_reason: Some(why.clone()), ..base }, None));
     }
+    let mut laps = Laps::start();
     let wire = judge::wire_of(&o);
     let (mut verdicts, observations) = judge::judge(sc, &o, &wire);
     if let Some(p) = &plan.profile {
@@ -206,7 +208,9 @@ fn run_and_judge(plan: &RunPlan, file: &Path, sc: &Scenario, cap: &Path, not_in_
     }
     let pass = o.error.is_none() && verdicts.iter().all(|v| v.pass);
     let status = if pass { Status::Passed } else { Status::Failed };
-    Ok((ScenarioResult { pass, status, verdicts, observations, ..base }, wire.ok()))
+    let mut r = ScenarioResult { pass, status, verdicts, observations, ..base };
+    laps.lap(&mut r.timings, Phase::Judge);
+    Ok((r, wire.ok()))
 }
 
 /// Runs `scenarios` (checked already) one after the other as `plan` says, handing
@@ -238,7 +242,12 @@ pub(crate) fn run_all(
                 run_and_judge(plan, file, sc, &cap, &mut not_in_profile)?
             }
         };
+        let mut laps = Laps::start();
         done(&r, wire.as_ref())?;
+        let mut r = r;
+        if !r.timings.is_empty() {
+            laps.lap(&mut r.timings, Phase::Report);
+        }
         results.push(r);
         wires.push(wire);
     }
@@ -249,19 +258,22 @@ pub(crate) fn run_all(
 /// Seed scenarios on a booted lab (`roce lab bench`): how many a minute, and what
 /// each costs beyond its own traffic (the span from its first frame to its last on
 /// the wire).
-pub(crate) fn bench_scenarios(lab: &lab::state::LabPaths, image: Release, dir: &Path, tmp: &Path, p: &lab::Progress) -> Result<(String, String)> {
+pub(crate) fn bench_scenarios(lab: &lab::state::LabPaths, image: Release, dir: &Path, tmp: &Path, p: &lab::Progress) -> Result<Vec<(String, String)>> {
     let files = crate::scenario::discover(&[dir.to_path_buf()])?;
     let eps = Endpoints::Lab(LabRef { paths: lab.clone(), image });
     let (mut total, mut traffic, mut passed) = (0.0f64, 0.0f64, 0);
+    let mut timings = Vec::new();
     for (i, f) in files.iter().enumerate() {
         let sc = crate::scenario::load(f).map_err(|d| anyhow!("{}", d[0]))?;
         p.say(&format!("scenario: {}", sc.name));
         let cap = tmp.join(format!("scenario-{i}.pcapng"));
-        let (o, secs) = run_one(&sc, &eps, &cap);
-        total += secs;
-        if o.error.is_none() && o.skipped.is_none() && judge::judge(&sc, &o, &judge::wire_of(&o)).0.iter().all(|v| v.pass) {
-            passed += 1;
-        }
+        let (mut o, secs) = run_one(&sc, &eps, &cap);
+        let mut laps = Laps::start();
+        let ok = o.error.is_none() && o.skipped.is_none() && judge::judge(&sc, &o, &judge::wire_of(&o)).0.iter().all(|v| v.pass);
+        laps.lap(&mut o.timings, Phase::Judge);
+        total += secs + o.timings.get(&Phase::Judge).copied().unwrap_or(0.0) / 1000.0;
+        passed += usize::from(ok);
+        timings.push(o.timings);
         if let Ok((_, pkts)) = lab::record::read_capture(&cap) {
             if let (Some(a), Some(b)) = (pkts.iter().map(|x| x.ts_ns).min(), pkts.iter().map(|x| x.ts_ns).max()) {
                 traffic += (b - a) as f64 / 1e9;
@@ -269,7 +281,7 @@ pub(crate) fn bench_scenarios(lab: &lab::state::LabPaths, image: Release, dir: &
         }
     }
     let n = files.len().max(1) as f64;
-    Ok((
+    let mut rows = vec![(
         format!("seed scenarios ({})", dir.display()),
         format!(
             "{} in {total:.1} s = {:.0} scenarios/min ({passed} passed); per scenario {:.2} s, of which {:.2} s beyond its own traffic",
@@ -278,7 +290,12 @@ pub(crate) fn bench_scenarios(lab: &lab::state::LabPaths, image: Release, dir: &
             total / n,
             (total - traffic) / n
         ),
-    ))
+    )];
+    // Where a scenario's time goes, phase by phase (the mean per scenario).
+    for (phase, mean, _) in crate::results::phase_means(&timings) {
+        rows.push((format!("  per scenario: {}", phase.label()), format!("{mean:.1} ms")));
+    }
+    Ok(rows)
 }
 
 #[cfg(test)]
@@ -339,6 +356,10 @@ mod tests {
         assert!(s.verdicts.is_empty() && s.error.is_none(), "{s:?}");
         assert_eq!(s.skip_reason.as_deref(), Some("endpoint a: the device lacks ibv_wr_flush (RDMA FLUSH needs kernel 6.2)"));
         assert_eq!((r.report.passed, r.report.failed, r.report.skipped), (0, 0, 1));
+        // Where its time went: up to the Setup that said no, and its teardown;
+        // nothing after Setup, which never finished.
+        assert!(s.timings.contains_key(&Phase::AgentStart) && s.timings.contains_key(&Phase::Teardown), "{:?}", s.timings);
+        assert!(!s.timings.contains_key(&Phase::Connect) && !s.timings.contains_key(&Phase::Steps), "{:?}", s.timings);
         let j = serde_json::to_value(&r.report).unwrap();
         assert_eq!(j["scenarios"][0]["status"], "skipped");
         let suite = crate::results::suite::Suite::from_report(&r.report);

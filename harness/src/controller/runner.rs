@@ -14,7 +14,7 @@ use lab::state::LabPaths;
 use super::link::{unexpected, Agent, Unsupported};
 use super::resolve;
 use crate::agent::proto::{self, FromAgent, MrInfo, ToAgent};
-use crate::results::{Connection, EndpointFacts, Outcome};
+use crate::results::{Connection, EndpointFacts, Laps, Outcome, Phase};
 use crate::scenario::model::{Scenario, Step};
 
 /// How long one agent request may take (a `wait_completions` step adds its own).
@@ -74,7 +74,8 @@ pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<Path
     let mut out = Outcome::default();
     let mut agents: BTreeMap<String, Agent> = BTreeMap::new();
     let mut session = None;
-    if let Err(e) = drive(sc, endpoints, capture, &mut out, &mut agents, &mut session) {
+    let mut laps = Laps::start();
+    if let Err(e) = drive(sc, endpoints, capture, &mut out, &mut agents, &mut session, &mut laps) {
         match e.downcast_ref::<Unsupported>() {
             Some(u) => out.skipped = Some(u.0.clone()),
             None => out.error = Some(format!("{e:#}")),
@@ -90,6 +91,7 @@ pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<Path
         }
     }
     drop(agents);
+    laps.lap(&mut out.timings, Phase::Teardown);
     if let Some(s) = session.take() {
         match RunSession::end(s) {
             Ok(rep) => {
@@ -100,6 +102,7 @@ pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<Path
                 out.error.get_or_insert(format!("ending the wire recording: {e:#}"));
             }
         }
+        laps.lap(&mut out.timings, Phase::RecordingStop);
     }
     out.duration_ms = start.elapsed().as_millis() as u64;
     out
@@ -116,6 +119,7 @@ fn drive(
     out: &mut Outcome,
     agents: &mut BTreeMap<String, Agent>,
     session: &mut Option<RunSession>,
+    laps: &mut Laps,
 ) -> Result<()> {
     // Agents first, then the recording: the wire holds the scenario's traffic only.
     for name in sc.endpoints.keys() {
@@ -156,10 +160,13 @@ fn drive(
             }
         }
     }
+    laps.lap(&mut out.timings, Phase::AgentStart);
     // Setup: device, PD, CQ, MRs, SRQs, windows, QPs on each endpoint.
+    let mut open_ms = 0.0;
     for name in sc.endpoints.keys() {
         match agent(agents, name)?.request(&ToAgent::Setup(resolve::setup(sc, name)), ANSWER_WITHIN)? {
-            FromAgent::SetupDone { device, port, gid_index, gid, ip, qps, mrs, mws } => {
+            FromAgent::SetupDone { device, port, gid_index, gid, ip, qps, mrs, mws, open_ms: opened } => {
+                open_ms += opened;
                 keys.extend(mws.into_iter().map(|w| ((name.clone(), w.name), w.rkey)));
                 let vm = match endpoints {
                     Endpoints::Lab(_) => Some(resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)?.name().to_string()),
@@ -172,6 +179,13 @@ fn drive(
         }
     }
 
+    laps.lap(&mut out.timings, Phase::Setup);
+    // Of Setup, the agents' own measure of opening the device.
+    if let Some(setup) = out.timings.get_mut(&Phase::Setup) {
+        let open = open_ms.min(*setup);
+        *setup -= open;
+        out.timings.insert(Phase::DeviceOpen, open);
+    }
     // The recording (and the faults, which name QPNs known only now) starts before
     // anything goes on the wire: setup is local to each endpoint.
     if let Endpoints::Lab(LabRef { paths, .. }) = endpoints {
@@ -185,6 +199,9 @@ fn drive(
         bail!("this scenario has [[fault]] rules, which need the lab's switch\nhint: run it in the lab (no --endpoints)");
     }
 
+    if session.is_some() {
+        laps.lap(&mut out.timings, Phase::RecordingStart);
+    }
     // Connect each QP: the passive side first (it listens), then the active side;
     // both answer once connected.
     for (i, q) in sc.qps.iter().enumerate() {
@@ -207,6 +224,7 @@ fn drive(
         }
     }
 
+    laps.lap(&mut out.timings, Phase::Connect);
     // Steps, in order. The controller waits for each to be done (posted) before the
     // next, which is what orders the two endpoints; `sync` is that, made explicit.
     for (index, step) in sc.steps.iter().enumerate() {
@@ -231,11 +249,12 @@ fn drive(
             other => return Err(unexpected(&on, "Done", &other)),
         }
     }
-    collect(sc, out, agents)
+    laps.lap(&mut out.timings, Phase::Steps);
+    collect(sc, out, agents, laps)
 }
 
 /// Completions and memory, once the steps are done.
-fn collect(sc: &Scenario, out: &mut Outcome, agents: &mut BTreeMap<String, Agent>) -> Result<()> {
+fn collect(sc: &Scenario, out: &mut Outcome, agents: &mut BTreeMap<String, Agent>, laps: &mut Laps) -> Result<()> {
     for (name, a) in agents.iter_mut() {
         let (min, within) = completions_wanted(sc, name);
         // Errors and RNR retries take their time: wait for what the expectations
@@ -249,6 +268,7 @@ fn collect(sc: &Scenario, out: &mut Outcome, agents: &mut BTreeMap<String, Agent
             other => return Err(unexpected(name, "Completions", &other)),
         }
     }
+    laps.lap(&mut out.timings, Phase::Completions);
     for m in &sc.mrs {
         match agent(agents, &m.on)?.request(&ToAgent::ReadMemory { mr: m.name.clone() }, ANSWER_WITHIN)? {
             FromAgent::Memory { mr, bytes } => {
@@ -257,5 +277,6 @@ fn collect(sc: &Scenario, out: &mut Outcome, agents: &mut BTreeMap<String, Agent
             other => return Err(unexpected(&m.on, "Memory", &other)),
         }
     }
+    laps.lap(&mut out.timings, Phase::Memory);
     Ok(())
 }

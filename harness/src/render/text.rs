@@ -44,6 +44,30 @@ pub(crate) fn scenario(out: &mut dyn Write, r: &ScenarioResult, quiet: bool, wir
     Ok(())
 }
 
+/// `    timings: agent start 812 ms · device open 41 ms · …` (`--timings`).
+pub(crate) fn timings(out: &mut dyn Write, r: &ScenarioResult) -> io::Result<()> {
+    if r.timings.is_empty() {
+        return Ok(());
+    }
+    let parts: Vec<String> = r.timings.iter().map(|(p, ms)| format!("{} {ms:.0} ms", p.label())).collect();
+    writeln!(out, "    timings: {}", parts.join(" · "))
+}
+
+/// Where the run's time went, per phase: the mean per scenario, its share, the
+/// total (`--timings`).
+pub(crate) fn timing_table(out: &mut dyn Write, r: &crate::results::Report) -> io::Result<()> {
+    let rows = crate::results::phase_means(r.scenarios.iter().map(|s| &s.timings).filter(|t| !t.is_empty()));
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let all: f64 = rows.iter().map(|r| r.1).sum();
+    writeln!(out, "where the time went (mean per scenario, over {} scenarios):", r.scenarios.iter().filter(|s| !s.timings.is_empty()).count())?;
+    for (p, mean, total) in &rows {
+        writeln!(out, "  {:<22} {:>8.1} ms  {:>5.1} %  ({:.1} s in all)", p.label(), mean, mean / all.max(f64::EPSILON) * 100.0, total / 1000.0)?;
+    }
+    writeln!(out, "  {:<22} {:>8.1} ms", "total", all)
+}
+
 /// The run's closing line.
 pub(crate) fn summary(out: &mut dyn Write, r: &crate::results::Report, captures: &std::path::Path) -> io::Result<()> {
     let skipped = if r.skipped > 0 { format!(", {} skipped", r.skipped) } else { String::new() };
@@ -76,6 +100,28 @@ mod tests {
         let mut out = Vec::new();
         scenario(&mut out, r, quiet, None).unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn timings_line_and_table_in_phase_order() {
+        let mut r: ScenarioResult = serde_json::from_value(serde_json::json!({
+            "name": "n", "file": "f.toml", "pass": true, "status": "passed", "error": null, "verdicts": [], "capture": null,
+            "duration_s": 0.5, "endpoints": {}, "connections": [],
+            "timings_ms": {"steps": 20.0, "agent_start": 300.0, "device_open": 40.0}
+        }))
+        .unwrap();
+        let mut o = Vec::new();
+        timings(&mut o, &r).unwrap();
+        assert_eq!(String::from_utf8(o).unwrap(), "    timings: agent start 300 ms · device open 40 ms · steps 20 ms\n");
+        let mut r2 = r.clone();
+        r2.timings.insert(crate::results::Phase::AgentStart, 100.0);
+        r.timings.remove(&crate::results::Phase::Steps);
+        let report = crate::results::Report::new(vec![r, r2], 1.0, None);
+        let mut o = Vec::new();
+        timing_table(&mut o, &report).unwrap();
+        let t = String::from_utf8(o).unwrap();
+        assert!(t.starts_with("where the time went (mean per scenario, over 2 scenarios):\n  agent start               200.0 ms"), "{t}");
+        assert!(t.contains("steps                      10.0 ms") && t.contains("total                     250.0 ms"), "{t}");
     }
 
     #[test]

@@ -89,6 +89,92 @@ pub(crate) struct Outcome {
     /// What the agents said on stderr, by endpoint (kept for a failing report).
     pub agent_logs: BTreeMap<String, String>,
     pub duration_ms: u64,
+    /// Where the time went.
+    pub timings: Timings,
+}
+
+/// A part of a scenario's run, in the order they happen: where its time goes
+/// (`roce run --timings`, the JSON report's `timings_ms`, `roce lab bench`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Phase {
+    /// The agents started (a VM command, or a TCP connection and its handshake),
+    /// `Hello`, and the device capabilities when the scenario requires features.
+    AgentStart,
+    /// Opening the device, as each agent measured it inside Setup.
+    DeviceOpen,
+    /// The rest of Setup: PD, CQ, MRs, SRQs, windows, QPs.
+    Setup,
+    /// The lab switch starting the scenario's recording (and its fault rules).
+    RecordingStart,
+    /// Every QP's connection (TCP exchange or rdma_cm), to RTS.
+    Connect,
+    /// The scenario's steps.
+    Steps,
+    /// Waiting for and collecting the completions.
+    Completions,
+    /// Reading the MRs back.
+    Memory,
+    /// Teardown on every endpoint.
+    Teardown,
+    /// The switch ending the recording and the capture written.
+    RecordingStop,
+    /// Decoding the wire and judging every expectation.
+    Judge,
+    /// Printing the scenario's result.
+    Report,
+}
+
+impl Phase {
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Phase::AgentStart => "agent start",
+            Phase::DeviceOpen => "device open",
+            Phase::Setup => "PD/CQ/MR/QP setup",
+            Phase::RecordingStart => "recording start",
+            Phase::Connect => "connection exchange",
+            Phase::Steps => "steps",
+            Phase::Completions => "completions",
+            Phase::Memory => "memory read-back",
+            Phase::Teardown => "teardown",
+            Phase::RecordingStop => "capture stop/flush",
+            Phase::Judge => "decode + judge",
+            Phase::Report => "report",
+        }
+    }
+}
+
+/// Milliseconds per phase.
+pub(crate) type Timings = BTreeMap<Phase, f64>;
+
+/// Per phase, over several scenarios: the mean per scenario and the total (ms),
+/// in phase order; phases no scenario went through are left out.
+pub(crate) fn phase_means<'a>(all: impl IntoIterator<Item = &'a Timings>) -> Vec<(Phase, f64, f64)> {
+    let (mut sum, mut n) = (Timings::new(), 0usize);
+    for t in all {
+        n += 1;
+        for (p, ms) in t {
+            *sum.entry(*p).or_default() += ms;
+        }
+    }
+    sum.into_iter().map(|(p, total)| (p, total / n.max(1) as f64, total)).collect()
+}
+
+/// Adds the time since the last lap to a phase: the controller's stopwatch.
+pub(crate) struct Laps {
+    last: std::time::Instant,
+}
+
+impl Laps {
+    pub(crate) fn start() -> Laps {
+        Laps { last: std::time::Instant::now() }
+    }
+    /// The time since the last lap (or the start) goes to `phase`.
+    pub(crate) fn lap(&mut self, t: &mut Timings, phase: Phase) {
+        let now = std::time::Instant::now();
+        *t.entry(phase).or_default() += now.duration_since(self.last).as_secs_f64() * 1000.0;
+        self.last = now;
+    }
 }
 
 /// How a scenario ended.
@@ -144,6 +230,9 @@ pub(crate) struct ScenarioResult {
     /// What this setup did, as a device profile records it.
     #[serde(default)]
     pub observations: BTreeMap<String, String>,
+    /// Where the time went, in ms per phase.
+    #[serde(default, rename = "timings_ms", skip_serializing_if = "BTreeMap::is_empty")]
+    pub timings: Timings,
 }
 
 impl Status {
@@ -171,6 +260,7 @@ impl ScenarioResult {
             connections: Vec::new(),
             faults,
             observations: BTreeMap::new(),
+            timings: BTreeMap::new(),
         }
     }
 }
