@@ -369,3 +369,72 @@ fn keyed_unprivileged_agents_serve_and_free_everything_of_a_killed_or_silent_con
     let b = exec("b", "rdma resource show; cat /tmp/r/agent.log", None);
     assert!(b.contains(&format!("rxe0: {before}")), "VM b is back to its baseline too: {b}");
 }
+
+/// The lab's agents stay up from one scenario to the next: a scenario that leaves
+/// its QP in the error state, receives flushed and MRs registered is followed by
+/// one that, while it sleeps, finds the device holding only its own resources
+/// (`rdma resource` in VM b: the baseline plus one PD, CQ, QP and MR), not the
+/// last scenario's.
+#[test]
+fn a_kept_agent_starts_each_scenario_on_a_clean_device() {
+    if !enabled() {
+        return;
+    }
+    let lab = Lab(format!("clean-{}", std::process::id()));
+    let rdma = |vm: &str| -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_roce")).args(["lab", "--name", &lab.0, "exec", vm, "--", "rdma resource show"]).output().expect("lab exec");
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        text.split_once("rxe0:").map(|x| x.1.trim().to_string()).unwrap_or(text)
+    };
+    let up = Command::new(env!("CARGO_BIN_EXE_roce")).args(["lab", "--name", &lab.0, "up"]).output().expect("roce lab up");
+    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    let baseline = rdma("b");
+    let dir = std::env::temp_dir().join(format!("roce-clean-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    std::fs::copy(repo().join("scenarios/write_mr_without_remote_write.toml"), dir.join("1_error.toml")).expect("copy");
+    std::fs::write(
+        dir.join("2_sleepy.toml"),
+        "name = \"sleepy\"\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = \"q\"\ntype = \"rc\"\nbetween = [\"b\", \"a\"]\n\
+         [[mr]]\nname = \"m\"\non = \"b\"\nsize = 4096\naccess = [\"local_write\", \"remote_write\"]\n\
+         [[step]]\nop = \"sleep\"\nms = 8000\n[[expect.memory]]\non = \"b\"\nmr = \"m\"\nunchanged = true\n",
+    )
+    .expect("write");
+    let json = dir.join("r.json");
+    let mut run = Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(["run", "--timings", "--lab", &lab.0, "--out"])
+        .arg(dir.join("out"))
+        .arg("--json")
+        .arg(&json)
+        .arg(&dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("roce run");
+    // VM b's device while the run goes on: each scenario holds one PD, CQ, QP and
+    // MR there; a leak from the first would show as more during the second.
+    let count = |s: &str, what: &str| -> i64 {
+        let w: Vec<&str> = s.split_whitespace().collect();
+        w.windows(2).find(|p| p[0] == what).and_then(|p| p[1].parse().ok()).unwrap_or(-1)
+    };
+    let mut samples = Vec::new();
+    while run.try_wait().expect("roce run").is_none() {
+        samples.push(rdma("b"));
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let out = run.wait_with_output().expect("roce run");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    for what in ["pd", "cq", "qp", "mr"] {
+        let base = count(&baseline, what);
+        assert!(samples.iter().all(|s| count(s, what) <= base + 1), "{what}: never more than one scenario's worth over `{baseline}`: {samples:#?}");
+    }
+    assert!(
+        samples.iter().any(|s| ["pd", "cq", "qp", "mr"].iter().all(|w| count(s, w) == count(&baseline, w) + 1)),
+        "the 8 s scenario was seen holding its own resources: {samples:#?}"
+    );
+    // The agents were kept: the second scenario did not start its own.
+    let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("json");
+    let start = |i: usize| report["scenarios"][i]["timings_ms"]["agent_start"].as_f64().expect("agent_start timing");
+    assert!(start(1) < start(0) / 3.0, "kept agents start in a fraction of the time: {} ms then {} ms", start(0), start(1));
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -30,11 +30,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
 
-/// Serves one controller on stdin/stdout (how the lab starts the agent).
+/// Serves the controller on stdin/stdout (how the lab starts the agent): one
+/// scenario after another, each from a fresh state (everything of the last one
+/// freed at its Teardown), until the controller closes stdin. A lab's agents stay
+/// up for a whole run instead of starting once per scenario.
 pub(crate) fn serve_stdio() -> Result<()> {
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
-    exec::serve(&mut stdin.lock(), &mut stdout.lock(), &limits::Limits::default(), &mut || {}).context("the controller connection")?;
+    let (mut r, mut w) = (stdin.lock(), stdout.lock());
+    while exec::serve(&mut r, &mut w, &limits::Limits::default(), &mut || {}).context("the controller connection")? {}
     Ok(())
 }
 

@@ -82,6 +82,8 @@ impl Drop for StopOnDrop {
 /// One agent: requests go out on `tx`, answers come back through a reader thread.
 pub(super) struct Agent {
     endpoint: String,
+    /// The lab VM it runs in (a lab agent serves scenario after scenario).
+    pub(super) vm: Option<Vm>,
     tx: SharedSender,
     rx: mpsc::Receiver<Result<FromAgent, String>>,
     log: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
@@ -89,14 +91,14 @@ pub(super) struct Agent {
     _keep: Box<dyn Send>,
 }
 
-fn spawn_reader(endpoint: &str, mut r: impl Read + Send + 'static) -> mpsc::Receiver<Result<FromAgent, String>> {
+/// Answers as they come; an error ends the stream (`recv` says whose agent).
+fn spawn_reader(mut r: impl Read + Send + 'static) -> mpsc::Receiver<Result<FromAgent, String>> {
     let (tx, rx) = mpsc::channel();
-    let name = endpoint.to_string();
     thread::spawn(move || loop {
         let m = match proto::read_msg::<_, FromAgent>(&mut r) {
             Ok(Some(m)) => Ok(m),
-            Ok(None) => Err(format!("endpoint {name}'s agent closed its connection")),
-            Err(e) => Err(format!("endpoint {name}'s agent: {e}")),
+            Ok(None) => Err("agent closed its connection".to_string()),
+            Err(e) => Err(format!("agent: {e}")),
         };
         let end = m.is_err();
         if tx.send(m).is_err() || end {
@@ -107,6 +109,8 @@ fn spawn_reader(endpoint: &str, mut r: impl Read + Send + 'static) -> mpsc::Rece
 }
 
 impl Agent {
+    /// `roce agent --stdio` in a lab VM; it serves scenario after scenario until
+    /// this link is dropped (or `timeout`, the lab's hard limit on the command).
     pub(super) fn in_lab(paths: &LabPaths, vm: Vm, endpoint: &str, timeout: Duration) -> Result<Agent> {
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = log.clone();
@@ -114,9 +118,16 @@ impl Agent {
         let x = ExecStdio::start(paths, vm, LAB_AGENT, timeout, on_stderr)
             .with_context(|| format!("starting endpoint {endpoint}'s agent in VM {}", vm.name()))?;
         let tx = x.stdin()?;
-        let rx = spawn_reader(endpoint, x);
+        let rx = spawn_reader(x);
         let tx = Arc::new(Mutex::new(Sender { w: Box::new(tx), last: Instant::now() }));
-        Ok(Agent { endpoint: endpoint.into(), tx, rx, log, _keep: Box::new(()) })
+        Ok(Agent { endpoint: endpoint.into(), vm: Some(vm), tx, rx, log, _keep: Box::new(()) })
+    }
+
+    /// The same agent for the next scenario, as endpoint `endpoint`: its log
+    /// starts empty.
+    pub(super) fn reuse(&mut self, endpoint: &str) {
+        self.endpoint = endpoint.to_string();
+        self.log.lock().unwrap_or_else(|e| e.into_inner()).clear();
     }
 
     /// A real host's `roce agent --listen`: with `key`, the handshake proves each
@@ -137,11 +148,11 @@ impl Agent {
             }
             None => (Box::new(s.try_clone()?), Box::new(s)),
         };
-        let rx = spawn_reader(endpoint, r);
+        let rx = spawn_reader(r);
         let tx = Arc::new(Mutex::new(Sender { w, last: Instant::now() }));
         let alive = Arc::new(AtomicBool::new(true));
         spawn_heartbeat(&tx, alive.clone());
-        Ok(Agent { endpoint: endpoint.into(), tx, rx, log: Default::default(), _keep: Box::new((keep, StopOnDrop(alive))) })
+        Ok(Agent { endpoint: endpoint.into(), vm: None, tx, rx, log: Default::default(), _keep: Box::new((keep, StopOnDrop(alive))) })
     }
 
     pub(super) fn send(&mut self, m: &ToAgent) -> Result<()> {
@@ -155,7 +166,7 @@ impl Agent {
             .rx
             .recv_timeout(within)
             .map_err(|_| anyhow!("endpoint {}'s agent did not answer within {within:?}", self.endpoint))?
-            .map_err(anyhow::Error::msg)?;
+            .map_err(|m| anyhow!("endpoint {}'s {m}", self.endpoint))?;
         if let FromAgent::Error { message, verb, errno, hint, unsupported } = m {
             if unsupported {
                 let what = verb.unwrap_or_else(|| message.clone());

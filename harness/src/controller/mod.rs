@@ -22,7 +22,7 @@ mod resolve;
 mod runner;
 
 pub(crate) use crate::results::Outcome;
-pub(crate) use runner::{Endpoints, LabRef, RemoteAgents};
+pub(crate) use runner::{AgentPool, Endpoints, LabRef, RemoteAgents};
 
 /// How a scenario's wire is recorded.
 #[derive(Debug, Clone)]
@@ -72,7 +72,9 @@ fn boot_lab(lab: &LabRef, why: &str) -> Result<()> {
 
 /// Before a scenario: a lab whose VM died or hung during the last one (or that
 /// went down) is brought back, so one broken VM fails one scenario, not the rest.
-fn heal_lab(lab: &LabRef) -> Result<()> {
+/// The agents kept from earlier scenarios die with a restarted lab: `pool` is
+/// emptied then.
+fn heal_lab(lab: &LabRef, pool: &mut AgentPool) -> Result<()> {
     let paths = &lab.paths;
     let why = if !paths.is_running() {
         "it is down".to_string()
@@ -83,6 +85,7 @@ fn heal_lab(lab: &LabRef) -> Result<()> {
             Err(e) => format!("its daemon does not answer ({e:#})"),
         }
     };
+    pool.clear();
     lab::stop(paths).with_context(|| format!("stopping the broken lab `{}`", paths.name))?;
     boot_lab(lab, &format!("lab `{}` is not usable ({why}): restarting it for the next scenario", paths.name))
 }
@@ -101,10 +104,10 @@ pub(crate) fn capture_path(out: &Path, file: &Path, taken: &mut BTreeMap<PathBuf
 }
 
 /// Runs one loaded scenario: the outcome and how long it took.
-pub(crate) fn run_one(sc: &Scenario, eps: &Endpoints, capture: &Path) -> (Outcome, f64) {
+pub(crate) fn run_one(sc: &Scenario, eps: &Endpoints, capture: &Path, pool: &mut AgentPool) -> (Outcome, f64) {
     let t = Instant::now();
     let cap = matches!(eps, Endpoints::Lab(_)).then(|| capture.to_path_buf());
-    let o = runner::execute(sc, eps, cap);
+    let o = runner::execute(sc, eps, cap, pool);
     (o, t.elapsed().as_secs_f64())
 }
 
@@ -159,13 +162,20 @@ pub(crate) struct RunResults {
 }
 
 /// One scenario, carried out and judged: its result and its decoded wire.
-fn run_and_judge(plan: &RunPlan, file: &Path, sc: &Scenario, cap: &Path, not_in_profile: &mut Vec<String>) -> Result<(ScenarioResult, Option<Timeline>)> {
+fn run_and_judge(
+    plan: &RunPlan,
+    file: &Path,
+    sc: &Scenario,
+    cap: &Path,
+    not_in_profile: &mut Vec<String>,
+    pool: &mut AgentPool,
+) -> Result<(ScenarioResult, Option<Timeline>)> {
     let faults: Vec<String> = sc.faults.iter().map(|f| f.describe()).collect();
     let rec = match &plan.wire {
         WireSource::Live { iface, filter } => Some(Recording::start(iface, filter, cap).with_context(|| format!("capturing on {iface}"))?),
         _ => None,
     };
-    let (mut o, secs) = run_one(sc, &plan.endpoints, cap);
+    let (mut o, secs) = run_one(sc, &plan.endpoints, cap, pool);
     if let WireSource::File(p) = &plan.wire {
         o.capture = Some(p.clone());
     }
@@ -228,10 +238,11 @@ pub(crate) fn run_all(
     let mut results = Vec::new();
     let mut wires = Vec::new();
     let mut not_in_profile = Vec::new();
+    let mut pool = AgentPool::default();
     let mut lab_lost: Option<String> = None;
     for (i, (file, sc)) in scenarios.iter().enumerate() {
         if let (Endpoints::Lab(lab), true, None) = (&plan.endpoints, i > 0, &lab_lost) {
-            if let Err(e) = heal_lab(lab) {
+            if let Err(e) = heal_lab(lab, &mut pool) {
                 lab_lost = Some(format!("not run: the lab could not be brought back ({e:#})"));
             }
         }
@@ -239,7 +250,7 @@ pub(crate) fn run_all(
             Some(why) => (ScenarioResult::not_run(&sc.name, file, sc.faults.iter().map(|f| f.describe()).collect(), why), None),
             None => {
                 let cap = capture_path(&plan.out_dir, file, &mut taken);
-                run_and_judge(plan, file, sc, &cap, &mut not_in_profile)?
+                run_and_judge(plan, file, sc, &cap, &mut not_in_profile, &mut pool)?
             }
         };
         let mut laps = Laps::start();
@@ -263,11 +274,12 @@ pub(crate) fn bench_scenarios(lab: &lab::state::LabPaths, image: Release, dir: &
     let eps = Endpoints::Lab(LabRef { paths: lab.clone(), image });
     let (mut total, mut traffic, mut passed) = (0.0f64, 0.0f64, 0);
     let mut timings = Vec::new();
+    let mut pool = AgentPool::default();
     for (i, f) in files.iter().enumerate() {
         let sc = crate::scenario::load(f).map_err(|d| anyhow!("{}", d[0]))?;
         p.say(&format!("scenario: {}", sc.name));
         let cap = tmp.join(format!("scenario-{i}.pcapng"));
-        let (mut o, secs) = run_one(&sc, &eps, &cap);
+        let (mut o, secs) = run_one(&sc, &eps, &cap, &mut pool);
         let mut laps = Laps::start();
         let ok = o.error.is_none() && o.skipped.is_none() && judge::judge(&sc, &o, &judge::wire_of(&o)).0.iter().all(|v| v.pass);
         laps.lap(&mut o.timings, Phase::Judge);

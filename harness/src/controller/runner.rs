@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 use lab::client::RunSession;
-use lab::state::LabPaths;
+use lab::state::{LabPaths, Vm};
 
 use super::link::{unexpected, Agent, Unsupported};
 use super::resolve;
@@ -68,29 +68,58 @@ fn completions_wanted(sc: &Scenario, endpoint: &str) -> (usize, Duration) {
     (min.max(named), within)
 }
 
-/// Runs `sc`; the wire is recorded to `capture` when the endpoints are in the lab.
-pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>) -> Outcome {
+/// The lab's agents between scenarios: each served a scenario to its Teardown and
+/// waits for the next, so a run pays for starting them once, not per scenario.
+/// An agent whose scenario did not end cleanly is not kept (it is stopped).
+#[derive(Default)]
+pub(crate) struct AgentPool {
+    idle: Vec<Agent>,
+}
+
+impl AgentPool {
+    /// An idle agent in `vm`, for endpoint `endpoint`.
+    fn take(&mut self, vm: Vm, endpoint: &str) -> Option<Agent> {
+        let i = self.idle.iter().position(|a| a.vm == Some(vm))?;
+        let mut a = self.idle.swap_remove(i);
+        a.reuse(endpoint);
+        Some(a)
+    }
+
+    /// Stops every idle agent (the lab is being restarted, or the run is over).
+    pub(crate) fn clear(&mut self) {
+        self.idle.clear();
+    }
+}
+
+/// How long a lab agent may live: the run's, not a scenario's; each request has
+/// its own deadline, and a scenario that misses one stops its agents.
+const LAB_AGENT_LIFE: Duration = Duration::from_secs(24 * 3600);
+
+/// Runs `sc`; the wire is recorded to `capture` when the endpoints are in the lab,
+/// whose agents come from and go back to `pool`.
+pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, pool: &mut AgentPool) -> Outcome {
     let start = Instant::now();
     let mut out = Outcome::default();
-    let mut agents: BTreeMap<String, Agent> = BTreeMap::new();
-    let mut session = None;
-    let mut laps = Laps::start();
-    if let Err(e) = drive(sc, endpoints, capture, &mut out, &mut agents, &mut session, &mut laps) {
+    let mut live = Live { agents: BTreeMap::new(), session: None, laps: Laps::start() };
+    if let Err(e) = drive(sc, endpoints, capture, &mut out, &mut live, pool) {
         match e.downcast_ref::<Unsupported>() {
             Some(u) => out.skipped = Some(u.0.clone()),
             None => out.error = Some(format!("{e:#}")),
         }
     }
-    for (name, a) in &mut agents {
-        // An agent that cannot tear down still ends: its VM command has a timeout,
-        // and a remote agent's connection closes when `agents` drops.
-        let _ = a.request(&ToAgent::Teardown, ANSWER_WITHIN);
+    let Live { agents, mut session, mut laps } = live;
+    for (name, mut a) in agents {
+        // An agent that cannot tear down is stopped: its VM command is killed when
+        // its link drops, and a remote agent's connection closes.
+        let clean = matches!(a.request(&ToAgent::Teardown, ANSWER_WITHIN), Ok(FromAgent::TornDown));
         let log = a.log_text();
         if !log.trim().is_empty() {
             out.agent_logs.insert(name.clone(), log);
         }
+        if clean && a.vm.is_some() {
+            pool.idle.push(a);
+        }
     }
-    drop(agents);
     laps.lap(&mut out.timings, Phase::Teardown);
     if let Some(s) = session.take() {
         match RunSession::end(s) {
@@ -112,19 +141,26 @@ fn agent<'a>(agents: &'a mut BTreeMap<String, Agent>, name: &str) -> Result<&'a 
     agents.get_mut(name).ok_or_else(|| anyhow!("no agent for endpoint {name}"))
 }
 
-fn drive(
-    sc: &Scenario,
-    endpoints: &Endpoints,
-    capture: Option<PathBuf>,
-    out: &mut Outcome,
-    agents: &mut BTreeMap<String, Agent>,
-    session: &mut Option<RunSession>,
-    laps: &mut Laps,
-) -> Result<()> {
+/// What a scenario's run holds while it goes: its agents, the recording, the
+/// stopwatch.
+struct Live {
+    agents: BTreeMap<String, Agent>,
+    session: Option<RunSession>,
+    laps: Laps,
+}
+
+fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &mut Outcome, live: &mut Live, pool: &mut AgentPool) -> Result<()> {
+    let Live { agents, session, laps } = live;
     // Agents first, then the recording: the wire holds the scenario's traffic only.
     for name in sc.endpoints.keys() {
         let a = match endpoints {
-            Endpoints::Lab(lab) => Agent::in_lab(&lab.paths, resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)?, name, sc.timeout + Duration::from_secs(60))?,
+            Endpoints::Lab(lab) => {
+                let vm = resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)?;
+                match pool.take(vm, name) {
+                    Some(a) => a,
+                    None => Agent::in_lab(&lab.paths, vm, name, LAB_AGENT_LIFE)?,
+                }
+            }
             Endpoints::Remote(r) => {
                 let addr = r.addrs.get(name).ok_or_else(|| anyhow!("no address for endpoint `{name}` in --endpoints"))?;
                 Agent::remote(addr, name, r.key.as_ref())?
@@ -227,7 +263,15 @@ fn drive(
     laps.lap(&mut out.timings, Phase::Connect);
     // Steps, in order. The controller waits for each to be done (posted) before the
     // next, which is what orders the two endpoints; `sync` is that, made explicit.
+    // The scenario's own deadline (timeout_ms), now that its agents outlive it.
+    let overdue = |what: &str| -> Result<()> {
+        if laps.since_start() > sc.timeout {
+            bail!("the scenario's deadline ({} ms, timeout_ms) passed before {what}", sc.timeout.as_millis());
+        }
+        Ok(())
+    };
     for (index, step) in sc.steps.iter().enumerate() {
+        overdue(&format!("step {}", index + 1))?;
         if let Step::Sleep { ms } = step {
             thread::sleep(Duration::from_millis(*ms));
         }
@@ -249,6 +293,7 @@ fn drive(
             other => return Err(unexpected(&on, "Done", &other)),
         }
     }
+    overdue("collecting the completions")?;
     laps.lap(&mut out.timings, Phase::Steps);
     collect(sc, out, agents, laps)
 }
