@@ -107,11 +107,13 @@ pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<Path
             None => out.error = Some(format!("{e:#}")),
         }
     }
-    let Live { agents, mut session, mut laps } = live;
-    for (name, mut a) in agents {
+    let Live { mut agents, mut session, mut laps } = live;
+    // Both endpoints tear down side by side.
+    let sent: Vec<bool> = agents.values_mut().map(|a| a.send(&ToAgent::Teardown).is_ok()).collect();
+    for ((name, mut a), sent) in agents.into_iter().zip(sent) {
         // An agent that cannot tear down is stopped: its VM command is killed when
         // its link drops, and a remote agent's connection closes.
-        let clean = matches!(a.request(&ToAgent::Teardown, ANSWER_WITHIN), Ok(FromAgent::TornDown));
+        let clean = sent && matches!(a.recv(ANSWER_WITHIN), Ok(FromAgent::TornDown));
         let log = a.log_text();
         if !log.trim().is_empty() {
             out.agent_logs.insert(name.clone(), log);
@@ -170,8 +172,13 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
     }
     let mut kernels = BTreeMap::new();
     let mut keys = resolve::MwKeys::new();
+    // Each request below goes to every endpoint before any answer is awaited: the
+    // endpoints work side by side (each agent still answers in order).
+    for a in agents.values_mut() {
+        a.send(&ToAgent::Hello { version: proto::VERSION })?;
+    }
     for (name, a) in agents.iter_mut() {
-        match a.request(&ToAgent::Hello { version: proto::VERSION }, ANSWER_WITHIN)? {
+        match a.recv(ANSWER_WITHIN)? {
             FromAgent::Hello { version, kernel, .. } if version == proto::VERSION => {
                 kernels.insert(name.clone(), kernel);
             }
@@ -198,11 +205,15 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
     }
     laps.lap(&mut out.timings, Phase::AgentStart);
     // Setup: device, PD, CQ, MRs, SRQs, windows, QPs on each endpoint.
-    let mut open_ms = 0.0;
+    let mut open_ms: f64 = 0.0;
     for name in sc.endpoints.keys() {
-        match agent(agents, name)?.request(&ToAgent::Setup(resolve::setup(sc, name)), ANSWER_WITHIN)? {
+        agent(agents, name)?.send(&ToAgent::Setup(resolve::setup(sc, name)))?;
+    }
+    for name in sc.endpoints.keys() {
+        match agent(agents, name)?.recv(ANSWER_WITHIN)? {
             FromAgent::SetupDone { device, port, gid_index, gid, ip, qps, mrs, mws, open_ms: opened } => {
-                open_ms += opened;
+                // Side by side: the slowest endpoint's device open is the phase's.
+                open_ms = open_ms.max(opened);
                 keys.extend(mws.into_iter().map(|w| ((name.clone(), w.name), w.rkey)));
                 let vm = match endpoints {
                     Endpoints::Lab(_) => Some(resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)?.name().to_string()),
@@ -304,8 +315,11 @@ fn collect(sc: &Scenario, out: &mut Outcome, agents: &mut BTreeMap<String, Agent
         let (min, within) = completions_wanted(sc, name);
         // Errors and RNR retries take their time: wait for what the expectations
         // name, then a moment more for anything unexpected.
-        let wait_ms = within.as_millis() as u64;
-        match a.request(&ToAgent::Completions { min, wait_ms }, within + ANSWER_WITHIN)? {
+        a.send(&ToAgent::Completions { min, wait_ms: within.as_millis() as u64 })?;
+    }
+    for (name, a) in agents.iter_mut() {
+        let (_, within) = completions_wanted(sc, name);
+        match a.recv(within + ANSWER_WITHIN)? {
             FromAgent::Completions { wcs, events } => {
                 out.completions.insert(name.clone(), wcs);
                 out.events.insert(name.clone(), events);
