@@ -376,6 +376,7 @@ fn run_against_a_remote_agent_reports_a_setup_failure_with_its_cause() {
 /// by the agent); with another key, or none, both sides say why, and nothing runs.
 #[test]
 fn a_keyed_agent_serves_only_a_controller_with_its_key() {
+    use std::io::{Read, Write};
     use std::os::unix::fs::PermissionsExt;
     let dir = tmp("keys");
     let _ = std::fs::remove_dir_all(&dir);
@@ -394,6 +395,25 @@ fn a_keyed_agent_serves_only_a_controller_with_its_key() {
     assert!(r.code == 2 && r.err.contains("shows in `ps`"), "{}", r.err);
     let r = roce(&["agent", "--listen", "0.0.0.0:0"]);
     assert!(r.code == 2 && r.err.contains("no --key-file") && r.err.contains("--gen-key"), "{}", r.err);
+    // --insecure is the way to do that on purpose: it listens, unauthenticated.
+    let open = std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
+    std::thread::spawn(move || roce(&["agent", "--listen", &format!("0.0.0.0:{open}"), "--insecure"]));
+    let hello = br#"{"msg":"hello","version":3}"#;
+    let answer = (0..50)
+        .find_map(|_| {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            let mut s = std::net::TcpStream::connect(("127.0.0.1", open)).ok()?;
+            s.set_read_timeout(Some(std::time::Duration::from_secs(5))).ok()?;
+            s.write_all(&(hello.len() as u32).to_be_bytes()).ok()?;
+            s.write_all(hello).ok()?;
+            let mut len = [0u8; 4];
+            s.read_exact(&mut len).ok()?;
+            let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+            s.read_exact(&mut body).ok()?;
+            Some(String::from_utf8_lossy(&body).into_owned())
+        })
+        .expect("an --insecure agent on 0.0.0.0 answers");
+    assert!(answer.contains(r#""msg":"hello""#), "{answer}");
 
     let addrs: Vec<String> = (0..2)
         .map(|_| format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()))

@@ -61,8 +61,10 @@ pub(crate) const HEARTBEAT_EVERY: Duration = Duration::from_secs(5);
 #[derive(Debug)]
 pub(crate) struct ListenOpts {
     pub(crate) addr: String,
-    /// `None`: `--insecure` (unauthenticated).
+    /// `None`: unauthenticated, which only loopback or `insecure` allows.
     pub(crate) key: Option<auth::Key>,
+    /// `--insecure`: unauthenticated off loopback too (a lab network one trusts).
+    pub(crate) insecure: bool,
     /// A controller silent for longer is dropped.
     pub(crate) heartbeat_deadline: Duration,
     /// A connection still in its handshake after this is dropped
@@ -98,18 +100,33 @@ pub(crate) fn serve_listen(opts: ListenOpts) -> Result<()> {
     serve_on(l, opts)
 }
 
+/// `--listen` off loopback with neither a key nor `--insecure`: bad input (the
+/// one place this rule is decided).
+#[derive(Debug)]
+pub(crate) struct NoKey(String);
+
+impl std::fmt::Display for NoKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for NoKey {}
+
 fn serve_on(l: TcpListener, opts: ListenOpts) -> Result<()> {
     let local = l.local_addr()?;
-    if opts.key.is_none() && !local.ip().is_loopback() {
-        bail!(
-            "refusing to listen on {local} without a key: anyone who reaches it could drive a root process\n\
-             hint: `roce agent --gen-key /etc/roce/agent.key`, copy that file to the controller, and pass --key-file on both sides \
-             (or --insecure, on a lab network you trust)"
-        );
-    }
-    match &opts.key {
-        Some(_) => say!("roce agent: listening on {local}; a controller must prove it has the key (one at a time)"),
-        None => say!("roce agent: WARNING: listening on {local} WITHOUT authentication (--insecure): anyone who reaches it can drive this agent"),
+    match (&opts.key, opts.insecure, local.ip().is_loopback()) {
+        (Some(_), _, _) => say!("roce agent: listening on {local}; a controller must prove it has the key (one at a time)"),
+        (None, true, _) => say!("roce agent: WARNING: listening on {local} WITHOUT authentication (--insecure): anyone who reaches it can drive this agent"),
+        (None, false, true) => say!("roce agent: listening on {local} without authentication: no --key-file, which only loopback allows"),
+        (None, false, false) => {
+            return Err(NoKey(format!(
+                "refusing to listen on {local} without a key (no --key-file): anyone who reaches it could drive a root process\n\
+                 hint: `roce agent --gen-key /etc/roce/agent.key`, copy that file to the controller, and pass --key-file on both sides \
+                 (or --insecure, on a lab network you trust)"
+            ))
+            .into())
+        }
     }
     let shared = Arc::new(Listener { opts, serving: Mutex::new(None), handshakes: AtomicUsize::new(0), next_id: AtomicU64::new(1) });
     for conn in l.incoming() {
@@ -322,7 +339,7 @@ mod tests {
     fn agent(key: Option<Key>, heartbeat: Duration, handshake: Duration) -> std::net::SocketAddr {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
-        let opts = ListenOpts { addr: addr.to_string(), key, heartbeat_deadline: heartbeat, handshake_within: handshake, limits: Default::default() };
+        let opts = ListenOpts { addr: addr.to_string(), key, insecure: false, heartbeat_deadline: heartbeat, handshake_within: handshake, limits: Default::default() };
         std::thread::spawn(move || serve_on(l, opts));
         addr
     }
@@ -469,6 +486,7 @@ mod tests {
         let opts = ListenOpts {
             addr: "0.0.0.0:0".into(),
             key: None,
+            insecure: false,
             heartbeat_deadline: Duration::from_secs(1),
             handshake_within: Duration::from_secs(1),
             limits: Default::default(),

@@ -69,22 +69,11 @@ pub(super) fn run(a: AgentArgs) -> Outcome {
     }
     match a.listen {
         Some(addr) => {
-            let key = match (&a.key_file, a.insecure) {
-                (Some(f), _) => Some(Key::load(f).map_err(Failure::input)?),
-                (None, true) => None,
-                (None, false) if is_loopback(&addr) => {
-                    eprintln!("roce agent: no --key-file: unauthenticated, which only loopback allows (pass --insecure to say so)");
-                    None
-                }
-                (None, false) => {
-                    return Err(Failure::input(anyhow!(
-                        "roce agent: --listen {addr} is reachable from the network and no --key-file was given: refused\nhint: `roce agent --gen-key FILE` once, then --key-file FILE here and on the controller (or --insecure on a lab network you trust)"
-                    )))
-                }
-            };
+            let key = a.key_file.as_deref().map(Key::load).transpose().map_err(Failure::input)?;
             agent::serve_listen(ListenOpts {
                 addr,
                 key,
+                insecure: a.insecure,
                 heartbeat_deadline: Duration::from_secs(a.heartbeat_deadline.max(1)),
                 handshake_within: agent::HANDSHAKE_WITHIN,
                 limits: Limits {
@@ -94,15 +83,10 @@ pub(super) fn run(a: AgentArgs) -> Outcome {
                     probe_rate: a.max_probe_rate,
                     allow: if a.allow.is_empty() { Allow::LocalSubnet } else { Allow::Cidrs(a.allow) },
                 },
-            }).map_err(Failure::setup)?
+            })
+            .map_err(|e| if e.is::<agent::NoKey>() { Failure::input(e) } else { Failure::setup(e) })?
         }
         None => agent::serve_stdio()?,
     }
     Ok(Exit::Ok)
-}
-
-/// `127.0.0.1:7000`, `[::1]:7000`, `localhost:7000`.
-fn is_loopback(addr: &str) -> bool {
-    use std::net::ToSocketAddrs;
-    addr.to_socket_addrs().is_ok_and(|mut a| a.all(|s| s.ip().is_loopback()))
 }
