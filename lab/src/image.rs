@@ -710,42 +710,57 @@ fn check_versions(release: Release, kernel: &str, versions: &std::collections::B
     Ok(())
 }
 
-/// How a bzImage's payload may be compressed, and the host tool that undoes it:
-/// bookworm's kernel is xz, trixie's zstd.
-const KERNEL_COMPRESSION: &[(&[u8], &str, &[&str], &str)] = &[
-    (b"\xfd7zXZ\x00", "xz", &["-dc", "--single-stream"], "xz-utils"),
-    (b"\x28\xb5\x2f\xfd", "zstd", &["-dc"], "zstd"),
+/// How the kernel and its modules may be compressed (bookworm: an xz kernel, plain
+/// modules; trixie: a zstd kernel, `.ko.xz` modules): the magic that starts the
+/// stream, and the host tool that undoes it.
+struct Compression {
+    magic: &'static [u8],
+    tool: &'static str,
+    args: &'static [&'static str],
+    package: &'static str,
+}
+
+const COMPRESSIONS: &[Compression] = &[
+    Compression { magic: b"\xfd7zXZ\x00", tool: "xz", args: &["-dc", "--single-stream"], package: "xz-utils" },
+    Compression { magic: b"\x28\xb5\x2f\xfd", tool: "zstd", args: &["-dc"], package: "zstd" },
 ];
 
-/// Uncompresses the ELF kernel inside a bzImage (with the host's `xz` or `zstd`),
-/// for qemu's PVH direct boot. The tool's exit status is not trusted either way
-/// (zstd complains about the bzImage's bytes after the frame): what counts is
-/// that an ELF kernel came out.
-fn extract_vmlinux(bzimage: &Path, out: &Path) -> Result<()> {
-    let data = fs::read(bzimage)?;
-    let (at, (_, tool, args, package)) = KERNEL_COMPRESSION
-        .iter()
-        .filter_map(|c| data.windows(c.0.len()).position(|w| w == c.0).map(|at| (at, c)))
-        .min_by_key(|(at, _)| *at)
-        .context("the kernel is neither xz- nor zstd-compressed")?;
-    let prog = find_program(tool).with_context(|| format!("no `{tool}` on this host (package {package})"))?;
+/// `data` through the host's tool for `c`: whether the tool said it succeeded,
+/// and what came out.
+fn uncompress(c: &Compression, data: &[u8], what: &str) -> Result<(bool, Vec<u8>)> {
+    let prog = find_program(c.tool).with_context(|| format!("{what} is {}-compressed and this host has no `{}` (package {})", c.tool, c.tool, c.package))?;
     let mut child = Command::new(prog)
-        .args(*args)
+        .args(c.args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
-        .spawn()?;
+        .spawn()
+        .with_context(|| format!("running {}", c.tool))?;
     let mut stdin = child.stdin.take().context("the decompressor's stdin")?;
-    let payload = data[at..].to_vec();
+    let payload = data.to_vec();
     let feeder = std::thread::spawn(move || {
         let _ = stdin.write_all(&payload);
     });
-    let mut elf = Vec::new();
-    child.stdout.take().context("the decompressor's stdout")?.read_to_end(&mut elf)?;
+    let mut out = Vec::new();
+    child.stdout.take().context("the decompressor's stdout")?.read_to_end(&mut out)?;
     let _ = feeder.join();
-    let _ = child.wait();
+    let ok = child.wait().is_ok_and(|s| s.success());
+    Ok((ok, out))
+}
+
+/// Uncompresses the ELF kernel inside a bzImage, for qemu's PVH direct boot. The
+/// tool's exit status is not trusted either way (zstd complains about the
+/// bzImage's bytes after the frame): what counts is that an ELF kernel came out.
+fn extract_vmlinux(bzimage: &Path, out: &Path) -> Result<()> {
+    let data = fs::read(bzimage)?;
+    let (at, c) = COMPRESSIONS
+        .iter()
+        .filter_map(|c| data.windows(c.magic.len()).position(|w| w == c.magic).map(|at| (at, c)))
+        .min_by_key(|(at, _)| *at)
+        .context("the kernel is neither xz- nor zstd-compressed")?;
+    let (_, elf) = uncompress(c, &data[at..], "the kernel")?;
     if !elf.starts_with(b"\x7fELF") || elf.len() < 1 << 20 {
-        bail!("what {tool} produced is not an ELF kernel");
+        bail!("what {} produced is not an ELF kernel", c.tool);
     }
     fs::write(out, elf)?;
     Ok(())
@@ -798,20 +813,13 @@ fn module_order_from(text: &str, builtin: &str) -> Result<Vec<String>> {
 /// A module file's bytes, uncompressed (busybox's insmod takes plain ELF only):
 /// `.ko` as it is, `.ko.xz` / `.ko.zst` through the host's `xz` / `zstd`.
 fn module_bytes(path: &Path) -> Result<Vec<u8>> {
-    let name = path.to_string_lossy();
-    let tool = if name.ends_with(".ko.xz") {
-        ("xz", "xz-utils")
-    } else if name.ends_with(".ko.zst") {
-        ("zstd", "zstd")
-    } else {
-        return fs::read(path).with_context(|| format!("reading {}", path.display()));
-    };
-    let prog = find_program(tool.0).with_context(|| format!("the kernel's modules are compressed and this host has no `{}` (package {})", tool.0, tool.1))?;
-    let out = Command::new(prog).arg("-dc").arg(path).stdin(Stdio::null()).output().with_context(|| format!("running {}", tool.0))?;
-    if !out.status.success() || !out.stdout.starts_with(b"\x7fELF") {
-        bail!("could not uncompress {} ({}): {}", path.display(), out.status, String::from_utf8_lossy(&out.stderr).trim());
+    let data = fs::read(path).with_context(|| format!("reading {}", path.display()))?;
+    let Some(c) = COMPRESSIONS.iter().find(|c| data.starts_with(c.magic)) else { return Ok(data) };
+    let (ok, elf) = uncompress(c, &data, &format!("the module {}", path.display()))?;
+    if !ok || !elf.starts_with(b"\x7fELF") {
+        bail!("could not uncompress {} with {}", path.display(), c.tool);
     }
-    Ok(out.stdout)
+    Ok(elf)
 }
 
 /// Writes the initramfs (cpio "newc"): busybox, the modules, /modules.list, /init.

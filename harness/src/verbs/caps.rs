@@ -89,12 +89,7 @@ impl fmt::Display for Feature {
 impl FromStr for Feature {
     type Err = UnknownName;
     fn from_str(s: &str) -> Result<Feature, UnknownName> {
-        let l = s.trim().to_ascii_lowercase();
-        Feature::ALL.into_iter().find(|f| f.name() == l).ok_or_else(|| UnknownName {
-            what: "feature",
-            name: s.to_string(),
-            suggestion: dissector::text::did_you_mean(&l, Feature::ALL.iter().map(|f| f.name())),
-        })
+        super::names::by_name(s, &Feature::ALL, Feature::name, "feature")
     }
 }
 

@@ -309,15 +309,21 @@ impl SendFlag {
     }
 }
 
+/// One of `all` by its lower-case name (case and surrounding space ignored), or
+/// an [`UnknownName`] of kind `what` with the closest name.
+pub(crate) fn by_name<T: Copy>(s: &str, all: &[T], name: fn(T) -> &'static str, what: &'static str) -> Result<T, UnknownName> {
+    let l = s.trim().to_ascii_lowercase();
+    all.iter().copied().find(|t| name(*t) == l).ok_or_else(|| UnknownName {
+        what,
+        name: s.to_string(),
+        suggestion: dissector::text::did_you_mean(&l, all.iter().map(|t| name(*t))),
+    })
+}
+
 impl FromStr for SendFlag {
     type Err = UnknownName;
     fn from_str(s: &str) -> Result<SendFlag, UnknownName> {
-        let l = s.trim().to_ascii_lowercase();
-        SendFlag::ALL.into_iter().find(|f| f.name() == l).ok_or_else(|| UnknownName {
-            what: "flag",
-            name: s.to_string(),
-            suggestion: dissector::text::did_you_mean(&l, SendFlag::ALL.iter().map(|f| f.name())),
-        })
+        by_name(s, &SendFlag::ALL, SendFlag::name, "flag")
     }
 }
 

@@ -232,7 +232,19 @@ impl Qp<Reset> {
         };
         let srq = extras.srq.as_ref().map_or(ptr::null_mut(), |s| s.srq);
         let extended = extras.atomic_write || extras.flush;
-        let (qp, verb) = if extended {
+        // One set of attributes either way: with only the PD in comp_mask,
+        // create_qp_ex is ibv_create_qp (as in verbs.h); the send-op flags make it
+        // the extended creation ATOMIC WRITE and FLUSH need.
+        // SAFETY: zeroed init attributes are valid; pointers set below are alive.
+        let mut init: ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
+        init.send_cq = cq.cq;
+        init.recv_cq = cq.cq;
+        init.srq = srq;
+        init.cap = cap;
+        init.qp_type = kind.raw();
+        init.pd = pd.pd;
+        init.comp_mask = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0;
+        if extended {
             use ibv_qp_create_send_ops_flags as F;
             let mut ops = [
                 F::IBV_QP_EX_WITH_RDMA_WRITE,
@@ -251,30 +263,13 @@ impl Qp<Reset> {
             if extras.flush {
                 ops |= IBV_QP_EX_WITH_FLUSH;
             }
-            // SAFETY: zeroed init attributes are valid; pointers set below are alive.
-            let mut init: ibv_qp_init_attr_ex = unsafe { std::mem::zeroed() };
-            init.send_cq = cq.cq;
-            init.recv_cq = cq.cq;
-            init.srq = srq;
-            init.cap = cap;
-            init.qp_type = kind.raw();
-            init.pd = pd.pd;
-            init.comp_mask = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0 | ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
+            init.comp_mask |= ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_SEND_OPS_FLAGS.0;
             init.send_ops_flags = ops;
-            // SAFETY: the context, pd and cq are alive and outlive the QP (Arcs);
-            // NULL with errno EOPNOTSUPP without create_qp_ex.
-            (unsafe { super::ext::create_qp_ex((*pd.pd).context, &mut init) }, "ibv_create_qp_ex")
-        } else {
-            // SAFETY: zeroed init attributes are valid; pointers set below are alive.
-            let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
-            init.send_cq = cq.cq;
-            init.recv_cq = cq.cq;
-            init.srq = srq;
-            init.cap = cap;
-            init.qp_type = kind.raw();
-            // SAFETY: pd and cq are alive and outlive the QP (held as Arcs).
-            (unsafe { ibv_create_qp(pd.pd, &mut init) }, "ibv_create_qp")
-        };
+        }
+        // SAFETY: the context, pd, cq and srq are alive and outlive the QP (Arcs);
+        // NULL with errno set on failure (EOPNOTSUPP without create_qp_ex).
+        let qp = unsafe { super::ext::create_qp_ex((*pd.pd).context, &mut init) };
+        let verb = if extended { "ibv_create_qp_ex" } else { "ibv_create_qp" };
         if qp.is_null() {
             let hint = if extended {
                 "the send operations asked for (ATOMIC WRITE, FLUSH) need a libibverbs, provider and kernel that have them".to_string()
