@@ -417,7 +417,12 @@ fn a_kept_agent_starts_each_scenario_on_a_clean_device() {
         w.windows(2).find(|p| p[0] == what).and_then(|p| p[1].parse().ok()).unwrap_or(-1)
     };
     let mut samples = Vec::new();
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(180);
     while run.try_wait().expect("roce run").is_none() {
+        if std::time::Instant::now() > until {
+            let _ = run.kill();
+            panic!("roce run of two short scenarios did not end within 180 s");
+        }
         samples.push(rdma("b"));
         std::thread::sleep(std::time::Duration::from_millis(200));
     }
