@@ -10,7 +10,16 @@
 //! dup op=write-only copies=1 limit=3
 //! delay dir=a>b ms=20
 //! reorder psn=3
+//! respond op=write-only nth=1 with=nak code=remote_access_error real=withhold
+//! respond op=send-only with=rnr timer=1-31 real=withhold
 //! ```
+//!
+//! `respond` plays the responder toward the requester: when a request matches, the
+//! switch sends the requester a response built with the dissector's emit side
+//! (correct QPN, PSN, MSN and ICRC) — an ACK, a NAK, an RNR NAK, a READ response or
+//! an ATOMIC Acknowledge — and, with `real=withhold`, holds back the responder's own
+//! answer to that request, or with `real=lost` does not deliver the request at all.
+//! See [`Respond`].
 //!
 //! Rules only touch RoCE frames (UDP destination port 4791); TCP, ARP and the rest
 //! pass untouched, so faults never break the out-of-band exchange of the tools.
@@ -21,7 +30,7 @@ use std::ops::{Range, RangeInclusive};
 use std::path::Path;
 
 use dissector::text::parse_u64;
-use dissector::wire::Opcode;
+use dissector::wire::{NakCode, Opcode};
 use serde::{Deserialize, Serialize};
 
 /// The longest delay or hold a rule may ask for.
@@ -47,6 +56,13 @@ impl Dir {
         match self {
             Dir::AtoB => 0,
             Dir::BtoA => 1,
+        }
+    }
+    /// The way back.
+    pub fn reverse(self) -> Dir {
+        match self {
+            Dir::AtoB => Dir::BtoA,
+            Dir::BtoA => Dir::AtoB,
         }
     }
 }
@@ -100,7 +116,79 @@ pub enum Action {
     /// Hold the frame until the next frame in the same direction has gone past (or
     /// `ms` elapsed), so the two arrive swapped.
     Reorder { ms: u64 },
+    /// Answer the request in the responder's place.
+    Respond(Respond),
 }
+
+/// What a `respond` rule sends back, and what becomes of the real exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Respond {
+    pub reply: Reply,
+    /// The response's PSN: the request's plus this (`rpsn=+3`; a ghost ACK).
+    pub psn_offset: i32,
+    /// The AETH's MSN; `None`: the responder's count as the switch saw it (one
+    /// per request message it let through, as a responder counts).
+    pub msn: Option<u32>,
+    pub real: Real,
+    /// The requester's QPN, where the response goes. A scenario's `[[fault]]`
+    /// fills it in from its `qp` and `from`; on the command line, `reply-qp=`.
+    pub reply_qp: Option<u32>,
+}
+
+/// The response a `respond` rule builds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Reply {
+    /// Acknowledge; the AETH's credit count (31: no end-to-end credit).
+    Ack { credits: u8 },
+    /// RNR NAK. Given a range, the n-th time the rule applies it sends timer code
+    /// `first + n - 1`, and the rule applies at most once per code.
+    Rnr { first: u8, last: u8 },
+    /// NAK with this code.
+    Nak(u8),
+    /// RDMA READ Response Only: `len` bytes (`None`: the request's DMA length) of
+    /// `fill`.
+    ReadResponse { len: Option<u32>, fill: u8 },
+    /// ATOMIC Acknowledge carrying this original value.
+    AtomicAck { orig: u64 },
+}
+
+impl Reply {
+    fn key(&self) -> &'static str {
+        match self {
+            Reply::Ack { .. } => "ack",
+            Reply::Rnr { .. } => "rnr",
+            Reply::Nak(_) => "nak",
+            Reply::ReadResponse { .. } => "read-response",
+            Reply::AtomicAck { .. } => "atomic-ack",
+        }
+    }
+}
+
+/// What happens to the real request and the responder's answer to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Real {
+    /// Both go through: the crafted response comes in addition (it reaches the
+    /// requester first).
+    Keep,
+    /// The request goes through; the responder's answer to it (its first response
+    /// at or past the request's PSN) is withheld, so the crafted one stands alone.
+    Withhold,
+    /// The request is not delivered (the responder never sees it).
+    Lost,
+}
+
+impl Real {
+    fn key(self) -> &'static str {
+        match self {
+            Real::Keep => "keep",
+            Real::Withhold => "withhold",
+            Real::Lost => "lost",
+        }
+    }
+}
+
+/// The largest READ Response a `respond` rule builds (one packet).
+pub const MAX_READ_RESPONSE: u32 = 4096;
 
 impl Action {
     pub fn name(&self) -> &'static str {
@@ -112,6 +200,7 @@ impl Action {
             Action::Dup { .. } => "dup",
             Action::Delay { .. } => "delay",
             Action::Reorder { .. } => "reorder",
+            Action::Respond(_) => "respond",
         }
     }
     /// Changes the bytes of the frame.
@@ -219,6 +308,35 @@ impl fmt::Display for Rule {
             Action::Corrupt { at, xor } => write!(f, " at={at} xor={xor:#04x}")?,
             Action::Dup { copies } => write!(f, " copies={copies}")?,
             Action::Delay { ms } | Action::Reorder { ms } => write!(f, " ms={ms}")?,
+            Action::Respond(r) => {
+                write!(f, " with={}", r.reply.key())?;
+                match r.reply {
+                    Reply::Ack { credits: 31 } => {}
+                    Reply::Ack { credits } => write!(f, " credits={credits}")?,
+                    Reply::Rnr { first, last } if first == last => write!(f, " timer={first}")?,
+                    Reply::Rnr { first, last } => write!(f, " timer={first}-{last}")?,
+                    Reply::Nak(code) => write!(f, " code={}", NakCode::from_value(code).key())?,
+                    Reply::ReadResponse { len, fill } => {
+                        if let Some(l) = len {
+                            write!(f, " len={l}")?;
+                        }
+                        write!(f, " fill={fill:#04x}")?;
+                    }
+                    Reply::AtomicAck { orig } => write!(f, " orig={orig:#x}")?,
+                }
+                if r.psn_offset != 0 {
+                    write!(f, " rpsn={:+}", r.psn_offset)?;
+                }
+                if let Some(m) = r.msn {
+                    write!(f, " msn={m}")?;
+                }
+                if r.real != Real::Keep {
+                    write!(f, " real={}", r.real.key())?;
+                }
+                if let Some(q) = r.reply_qp {
+                    write!(f, " reply-qp={q:#x}")?;
+                }
+            }
             _ => {}
         }
         if self.fix_icrc {
@@ -260,8 +378,10 @@ impl fmt::Display for RuleError {
 
 impl std::error::Error for RuleError {}
 
-const ACTIONS: &str = "drop, corrupt, corrupt-icrc, ce, dup, delay, reorder";
-const KEYS: &str = "dir, qp, op, psn, nth, prob, seed, limit, icrc, and per action: at, xor (corrupt), copies (dup), ms (delay, reorder)";
+const ACTIONS: &str = "drop, corrupt, corrupt-icrc, ce, dup, delay, reorder, respond";
+const KEYS: &str = "dir, qp, op, psn, nth, prob, seed, limit, icrc, and per action: at, xor (corrupt), copies (dup), ms (delay, reorder), \
+                    with, code, timer, credits, len, fill, orig, rpsn, msn, real, reply-qp (respond)";
+const REPLIES: &str = "ack, nak, rnr, read-response, atomic-ack";
 
 /// Parses one rule in the `--fault` syntax.
 pub fn parse_rule(input: &str) -> Result<Rule, RuleError> {
@@ -284,6 +404,7 @@ pub fn parse_rule(input: &str) -> Result<Rule, RuleError> {
         "dup" | "duplicate" => Action::Dup { copies: 1 },
         "delay" => Action::Delay { ms: 10 },
         "reorder" => Action::Reorder { ms: 100 },
+        "respond" => Action::Respond(Respond { reply: Reply::Ack { credits: 31 }, psn_offset: 0, msn: None, real: Real::Keep, reply_qp: None }),
         other => {
             return Err(err(
                 action_span,
@@ -293,6 +414,12 @@ pub fn parse_rule(input: &str) -> Result<Rule, RuleError> {
         }
     };
     let mut rule = Rule::new(action);
+    // `respond`'s reply first, so its own keys may come in any order.
+    if let Action::Respond(r) = &mut rule.action {
+        if let Some((span, w)) = tokens(input).find(|(_, w)| w.to_ascii_lowercase().starts_with("with=")) {
+            respond_key(r, "with", &w[5..]).map_err(|(what, hint)| err(span.start + 5..span.end, format!("bad value `{}` for `with`: {what}", &w[5..]), hint))?;
+        }
+    }
     let mut seen: Vec<String> = Vec::new();
     for (span, word) in words {
         let Some(eq) = word.find('=') else {
@@ -392,7 +519,30 @@ pub fn parse_rule(input: &str) -> Result<Rule, RuleError> {
                     .filter(|&n| n <= MAX_DELAY_MS)
                     .ok_or_else(|| bad(&format!("expected milliseconds, at most {MAX_DELAY_MS}"), None))?;
             }
+            "with" | "code" | "timer" | "credits" | "len" | "fill" | "orig" | "rpsn" | "msn" | "real" | "reply-qp" => {
+                let Action::Respond(r) = &mut rule.action else {
+                    return Err(err(kspan, format!("`{key}` only applies to `respond`"), None));
+                };
+                respond_key(r, &key, value).map_err(|(what, hint)| bad(&what, hint))?;
+                let needs = |ok: bool, which: &str| if ok { Ok(()) } else { Err(err(kspan.clone(), format!("`{key}` only applies to `with={which}`"), None)) };
+                match key.as_str() {
+                    "code" => needs(matches!(r.reply, Reply::Nak(_)), "nak")?,
+                    "timer" => needs(matches!(r.reply, Reply::Rnr { .. }), "rnr")?,
+                    "credits" => needs(matches!(r.reply, Reply::Ack { .. }), "ack")?,
+                    "len" | "fill" => needs(matches!(r.reply, Reply::ReadResponse { .. }), "read-response")?,
+                    "orig" => needs(matches!(r.reply, Reply::AtomicAck { .. }), "atomic-ack")?,
+                    _ => {}
+                }
+            }
             _ => return Err(err(kspan, format!("unknown key `{key}`"), Some(format!("keys are {KEYS}")))),
+        }
+    }
+    if let Action::Respond(r) = &rule.action {
+        if let Reply::Nak(0) = r.reply {
+            if !seen.iter().any(|s| s == "code") {
+                let at = input.find("with=").unwrap_or(0);
+                return Err(err(at..at + 8, "`with=nak` needs a `code`".into(), Some(nak_codes())));
+            }
         }
     }
     if rule.nth.is_some() && rule.prob.is_some() {
@@ -400,6 +550,96 @@ pub fn parse_rule(input: &str) -> Result<Rule, RuleError> {
         return Err(err(at..at + 4, "`nth` and `prob` exclude each other".into(), Some("pick one frame with nth, or many at random with prob".into())));
     }
     Ok(rule)
+}
+
+fn nak_codes() -> String {
+    let keys: Vec<&str> = NakCode::ALL.iter().map(|c| c.key()).collect();
+    format!("codes are {}", keys.join(", "))
+}
+
+/// One `respond` key into `r`: what is wrong with the value otherwise.
+fn respond_key(r: &mut Respond, key: &str, value: &str) -> Result<(), (String, Option<String>)> {
+    let num = |max: u64, what: &str| parse_u64(value).filter(|&n| n <= max).ok_or_else(|| (what.to_string(), None));
+    match key {
+        "with" => {
+            let reply = match value.to_ascii_lowercase().as_str() {
+                "ack" => Reply::Ack { credits: 31 },
+                "nak" => Reply::Nak(0),
+                "rnr" | "rnr-nak" => Reply::Rnr { first: 0, last: 0 },
+                "read-response" | "read" => Reply::ReadResponse { len: None, fill: 0 },
+                "atomic-ack" => Reply::AtomicAck { orig: 0 },
+                _ => return Err(("unknown response".into(), Some(format!("responses are {REPLIES}")))),
+            };
+            // Read first (see `parse_rule`): given again, it keeps its keys' values.
+            if reply.key() != r.reply.key() {
+                r.reply = reply;
+            }
+        }
+        "code" => {
+            let c: NakCode = value.parse().map_err(|_| ("unknown NAK code".to_string(), Some(nak_codes())))?;
+            if let Reply::Nak(v) = &mut r.reply {
+                *v = c.value();
+            }
+        }
+        "timer" => {
+            let (a, b) = match value.split_once('-') {
+                Some((a, b)) => (parse_u64(a), parse_u64(b)),
+                None => (parse_u64(value), parse_u64(value)),
+            };
+            let (Some(a), Some(b)) = (a, b) else { return Err(("expected a timer code 0–31 or a range like 1-31".into(), None)) };
+            if a > b || b > 31 {
+                return Err(("timer codes are 0–31 (IBA table 45), a range low-high".into(), None));
+            }
+            if let Reply::Rnr { first, last } = &mut r.reply {
+                (*first, *last) = (a as u8, b as u8);
+            }
+        }
+        "credits" => {
+            let c = num(31, "expected a credit count 0–31 (31: no end-to-end credit)")? as u8;
+            if let Reply::Ack { credits } = &mut r.reply {
+                *credits = c;
+            }
+        }
+        "len" => {
+            let l = num(MAX_READ_RESPONSE as u64, &format!("expected a length of at most {MAX_READ_RESPONSE} bytes (one packet)"))? as u32;
+            if let Reply::ReadResponse { len, .. } = &mut r.reply {
+                *len = Some(l);
+            }
+        }
+        "fill" => {
+            let b = num(0xff, "expected a byte like 0x5a")? as u8;
+            if let Reply::ReadResponse { fill, .. } = &mut r.reply {
+                *fill = b;
+            }
+        }
+        "orig" => {
+            let o = parse_u64(value).ok_or_else(|| ("expected a 64-bit number".to_string(), None))?;
+            if let Reply::AtomicAck { orig } = &mut r.reply {
+                *orig = o;
+            }
+        }
+        "rpsn" => {
+            let (neg, digits) = match value.as_bytes().first() {
+                Some(b'-') => (true, &value[1..]),
+                Some(b'+') => (false, &value[1..]),
+                _ => return Err(("expected an offset from the request's PSN like +3 or -1".into(), None)),
+            };
+            let n = parse_u64(digits).filter(|&n| n < 1 << 23).ok_or_else(|| ("expected an offset below 2^23 like +3".to_string(), None))? as i32;
+            r.psn_offset = if neg { -n } else { n };
+        }
+        "msn" => r.msn = Some(num(0xff_ffff, "an MSN has 24 bits")? as u32),
+        "real" => {
+            r.real = match value.to_ascii_lowercase().as_str() {
+                "keep" => Real::Keep,
+                "withhold" => Real::Withhold,
+                "lost" | "drop" => Real::Lost,
+                _ => return Err(("expected keep, withhold or lost".into(), Some("keep: the real answer goes too; withhold: the responder acts but its answer is held back; lost: the request never reaches it".into()))),
+            }
+        }
+        "reply-qp" => r.reply_qp = Some(num(0xff_ffff, "a QP number has 24 bits")? as u32),
+        other => return Err((format!("`{other}` is not a `respond` key"), None)),
+    }
+    Ok(())
 }
 
 /// Whitespace-separated words with their byte spans.
@@ -638,6 +878,11 @@ mod tests {
             "corrupt at=ip+1 icrc=fix",
             "drop op=rc-send-only psn=4-7",
             "drop op=0x81",
+            "respond op=write-only nth=1 with=nak code=remote_access_error real=withhold",
+            "respond op=send-only with=rnr timer=1-31 real=withhold reply-qp=0x11",
+            "respond with=ack credits=0 rpsn=+3 msn=7 real=lost",
+            "respond op=read-request with=read-response len=4 fill=0x5a rpsn=-1",
+            "respond op=fetchadd with=atomic-ack orig=0x1234",
         ] {
             let r = parse_rule(s).unwrap_or_else(|e| panic!("{e}"));
             let again = parse_rule(&r.to_string()).unwrap_or_else(|e| panic!("{e}"));
@@ -645,6 +890,11 @@ mod tests {
         }
         let r = parse_rule("drop dir=a>b qp=0x11 psn=4 nth=2").unwrap();
         assert_eq!(r.action, Action::Drop);
+        let Action::Respond(resp) = parse_rule("respond with=ack credits=0 rpsn=-2 real=withhold reply-qp=0x11").unwrap().action else { panic!() };
+        assert_eq!(resp, Respond { reply: Reply::Ack { credits: 0 }, psn_offset: -2, msn: None, real: Real::Withhold, reply_qp: Some(0x11) });
+        // Keys may come before `with`.
+        let Action::Respond(resp) = parse_rule("respond timer=5 with=rnr").unwrap().action else { panic!() };
+        assert_eq!(resp.reply, Reply::Rnr { first: 5, last: 5 });
         assert_eq!((r.dir, r.qp, r.psn, r.nth), (Some(Dir::AtoB), Some(0x11), Some(4..=4), Some(2)));
     }
 
@@ -691,6 +941,18 @@ mod tests {
             ("drop icrc=fix", "icrc", "only applies to actions that change bytes"),
             ("drop nth=2 prob=0.5", "prob", "exclude each other"),
             ("drop qp=", "", "empty"),
+            ("drop with=ack", "with", "only applies to `respond`"),
+            ("respond with=nack", "nack", "unknown response"),
+            ("respond with=nak", "with=nak", "needs a `code`"),
+            ("respond with=nak code=bogus", "bogus", "unknown NAK code"),
+            ("respond with=ack code=invalid_request", "code", "only applies to `with=nak`"),
+            ("respond credits=0 with=nak code=invalid_request", "credits", "only applies to `with=ack`"),
+            ("respond with=rnr timer=32", "32", "0–31"),
+            ("respond with=rnr timer=9-3", "9-3", "0–31"),
+            ("respond with=read-response len=5000", "5000", "one packet"),
+            ("respond with=ack rpsn=3", "3", "like +3"),
+            ("respond with=ack real=maybe", "maybe", "keep, withhold or lost"),
+            ("respond with=ack reply-qp=0x1000000", "0x1000000", "24 bits"),
         ];
         for (input, token, msg) in cases {
             let (got, text) = error_at(input);

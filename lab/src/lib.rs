@@ -34,6 +34,7 @@ pub mod daemon;
 pub mod fault;
 pub mod image;
 pub mod record;
+mod respond;
 pub mod run;
 pub mod state;
 pub mod switch;

@@ -42,6 +42,12 @@ pub enum Mark {
     Duplicate { k: u32, of: u32, original: Vec<Mark> },
     /// Put on the wire by the lab itself, sent by no VM.
     Injected,
+    /// A response a `respond` rule built and sent in the responder's place: the
+    /// requester received it, the responder never sent it.
+    Synthesized(RuleRef),
+    /// The responder's own answer, held back by a `respond` rule that answered in
+    /// its place: sent, not delivered.
+    Withheld(RuleRef),
     /// A comment this module did not write (another tool's), kept as it is.
     Other(String),
 }
@@ -65,6 +71,8 @@ impl fmt::Display for Mark {
             Mark::Duplicate { k, of, original } if original.is_empty() => write!(f, "{DUPLICATE}{k} of {of}"),
             Mark::Duplicate { k, of, original } => write!(f, "{DUPLICATE}{k} of {of} ({})", Marks(original.clone())),
             Mark::Injected => f.write_str(INJECTED),
+            Mark::Synthesized(r) => write!(f, "synthesized by {r}: sent by the switch, not by the responder"),
+            Mark::Withheld(r) => write!(f, "withheld by {r}: not delivered, the switch answered instead"),
             Mark::Other(text) => f.write_str(text),
         }
     }
@@ -101,6 +109,8 @@ fn parse_one(s: &str) -> Mark {
     match (before, after) {
         ("dropped by ", ": not delivered") => Mark::Dropped(by),
         ("reordered by ", ": held behind the next frame") => Mark::Reordered(by),
+        ("synthesized by ", ": sent by the switch, not by the responder") => Mark::Synthesized(by),
+        ("withheld by ", ": not delivered, the switch answered instead") => Mark::Withheld(by),
         ("", after) if after.starts_with(" skipped: ") => Mark::Skipped { by, why: after[" skipped: ".len()..].to_string() },
         (before, "") => match before.strip_prefix("delayed ").and_then(|r| r.strip_suffix(" ms by ")) {
             Some(ms) => match ms.parse() {
@@ -152,9 +162,22 @@ impl Marks {
         self.0.iter().any(|m| f(m) || matches!(m, Mark::Duplicate { original, .. } if original.iter().any(f)))
     }
 
-    /// Never handed on: sent, but not delivered.
+    /// Never handed on: sent, but not delivered (dropped, or withheld for a
+    /// synthesized answer).
     pub fn dropped(&self) -> bool {
-        self.0.iter().any(|m| matches!(m, Mark::Dropped(_)))
+        self.0.iter().any(|m| matches!(m, Mark::Dropped(_) | Mark::Withheld(_)))
+    }
+
+    /// Built by a `respond` rule: a response in the responder's place. Unlike
+    /// [`Marks::injected`] frames it is part of the exchange: the requester acts on
+    /// it.
+    pub fn synthesized(&self) -> bool {
+        self.0.iter().any(|m| matches!(m, Mark::Synthesized(_)))
+    }
+
+    /// The responder's answer, held back by a `respond` rule.
+    pub fn withheld(&self) -> bool {
+        self.0.iter().any(|m| matches!(m, Mark::Withheld(_)))
     }
 
     /// Made by the switch (a `dup` copy, or injected): on the wire, sent by nobody.
@@ -212,6 +235,8 @@ mod tests {
             Mark::Modified { by: r(5, "ce"), what: "ECN set to CE".into() },
             Mark::Skipped { by: r(6, "corrupt-icrc"), why: "no ICRC in the frame".into() },
             Mark::Injected,
+            Mark::Synthesized(r(7, "respond op=write-only with=nak code=invalid_request real=withhold reply-qp=0x11")),
+            Mark::Withheld(r(7, "respond op=write-only with=nak code=invalid_request real=withhold reply-qp=0x11")),
         ];
         for m in &all {
             let one = Marks(vec![m.clone()]);
@@ -241,5 +266,9 @@ mod tests {
         assert!(!o.dropped() && !o.held() && !o.injected() && !o.modified());
         assert!(Marks::parse("duplicate x of y").0[0] == Mark::Other("duplicate x of y".into()));
         assert!(Marks::parse("").is_empty());
+        let s = Marks::parse("synthesized by rule 2 `respond op=send-only with=rnr timer=1-31 real=withhold reply-qp=0x11`: sent by the switch, not by the responder");
+        assert!(s.synthesized() && !s.injected() && !s.dropped() && !s.withheld());
+        let w = Marks::parse("withheld by rule 2 `respond with=ack`: not delivered, the switch answered instead");
+        assert!(w.withheld() && w.dropped() && !w.synthesized());
     }
 }

@@ -30,8 +30,10 @@ use dissector::wire::{icrc, ipv4};
 use dissector::LinkType;
 use serde::{Deserialize, Serialize};
 
-use super::fault::{Action, Dir, Offset, Rng, Rule};
+use super::fault::{Action, Dir, Offset, Real, Reply, Rng, Rule};
 use super::mark::{Mark, Marks, RuleRef};
+use super::respond::{Request, Responder};
+use dissector::wire::Psn;
 use super::record::Recorder;
 use super::control::WireFrame;
 
@@ -141,6 +143,9 @@ pub struct Counters {
     pub delayed: u64,
     pub reordered: u64,
     pub injected: u64,
+    /// Responses built by `respond` rules and sent in the responder's place.
+    #[serde(default)]
+    pub synthesized: u64,
     /// Frames the switch could not hand on (send failed).
     pub send_errors: u64,
     /// Frames written to the capture.
@@ -155,15 +160,19 @@ impl Counters {
     }
     /// Every frame that went through the switch is in the capture exactly once.
     pub fn capture_complete(&self) -> bool {
-        self.record_errors == 0 && self.recorded == self.received() + self.duplicated + self.injected
+        self.record_errors == 0 && self.recorded == self.made()
+    }
+    /// Frames that went through the switch: received, and the ones it made.
+    fn made(&self) -> u64 {
+        self.received() + self.duplicated + self.injected + self.synthesized
     }
     /// Every frame was forwarded, dropped by a rule, or failed to send.
     pub fn balanced(&self) -> bool {
-        self.forwarded + self.dropped + self.send_errors == self.received() + self.duplicated + self.injected
+        self.forwarded + self.dropped + self.send_errors == self.made()
     }
     pub fn summary(&self) -> String {
         format!(
-            "{} frames (a→b {}, b→a {}; {} RoCE), forwarded {}, dropped {}, modified {}, duplicated {}, delayed {}, reordered {}, injected {}, send errors {}",
+            "{} frames (a→b {}, b→a {}; {} RoCE), forwarded {}, dropped {}, modified {}, duplicated {}, delayed {}, reordered {}, injected {}, synthesized {}, send errors {}",
             self.received(),
             self.from_a,
             self.from_b,
@@ -175,6 +184,7 @@ impl Counters {
             self.delayed,
             self.reordered,
             self.injected,
+            self.synthesized,
             self.send_errors
         )
     }
@@ -411,6 +421,8 @@ struct Run {
     counters: Counters,
     started: Instant,
     drops_at_start: u64,
+    /// The responder `respond` rules play; `None` when the run has none.
+    responder: Option<Responder>,
 }
 
 /// A frame the switch holds back (delay, reorder).
@@ -495,6 +507,7 @@ impl Engine {
                     Err("a run is already in progress on this lab".to_string())
                 } else {
                     self.release_due(true);
+                    let responder = spec.rules.iter().any(|r| matches!(r.action, Action::Respond(_))).then(Responder::default);
                     let rules = spec
                         .rules
                         .into_iter()
@@ -514,6 +527,7 @@ impl Engine {
                         counters: Counters::default(),
                         started: Instant::now(),
                         drops_at_start: socket_drops(&self.ports),
+                        responder,
                     });
                     Ok(())
                 };
@@ -614,6 +628,15 @@ impl Engine {
             self.forward(dir, data, ts);
             return;
         };
+        let request = Request { dir, qp: v.qp, psn: Psn::new(v.psn), opcode: v.opcode };
+        if let Some(resp) = &mut run.responder {
+            // The responder's own answer to a request a rule answered instead.
+            if let Some(by) = resp.withheld(dir, v.qp, request.psn, v.opcode) {
+                self.count(|c| c.dropped += 1);
+                self.record(dir, ts, data, &Marks(vec![Mark::Withheld(by)]));
+                return;
+            }
+        }
         if run.rules.is_empty() {
             self.forward(dir, data, ts);
             return;
@@ -622,6 +645,7 @@ impl Engine {
         let mut frame = data.to_vec();
         let mut marks: Vec<Mark> = Vec::new();
         let (mut drop, mut modified, mut dups, mut hold_ms, mut reorder_ms) = (false, false, 0u32, 0u64, None);
+        let mut synthesized: Option<(Vec<u8>, RuleRef)> = None;
         for (i, st) in run.rules.iter_mut().enumerate() {
             if !st.rule.matches(dir, v.opcode, v.qp, v.psn) {
                 continue;
@@ -632,7 +656,19 @@ impl Engine {
                 (None, Some(p)) => st.rng.next_f64() < p,
                 (None, None) => true,
             };
-            if !chosen || st.rule.limit.is_some_and(|l| st.applied >= l) {
+            // An RNR range sends each of its timer codes once.
+            let codes = match st.rule.action {
+                Action::Respond(r) => match r.reply {
+                    Reply::Rnr { first, last } => Some(u64::from(last - first) + 1),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if !chosen || st.rule.limit.into_iter().chain(codes).any(|l| st.applied >= l) {
+                continue;
+            }
+            // One crafted answer per request: a second `respond` waits its turn.
+            if synthesized.is_some() && matches!(st.rule.action, Action::Respond(_)) {
                 continue;
             }
             st.applied += 1;
@@ -642,6 +678,26 @@ impl Engine {
                     marks.push(Mark::Dropped(by));
                     drop = true;
                     break;
+                }
+                Action::Respond(r) => {
+                    let Some(resp) = &mut run.responder else { continue };
+                    match resp.build(data, &request, &r, st.applied) {
+                        Ok(answer) => {
+                            match (r.real, r.reply_qp) {
+                                (Real::Lost, _) => {
+                                    marks.push(Mark::Dropped(by.clone()));
+                                    drop = true;
+                                }
+                                (Real::Withhold, Some(qp)) => resp.withhold(&request, qp, by.clone()),
+                                _ => {}
+                            }
+                            synthesized = Some((answer, by));
+                            if drop {
+                                break;
+                            }
+                        }
+                        Err(why) => marks.push(Mark::Skipped { by, why }),
+                    }
                 }
                 Action::Dup { copies } => dups += copies,
                 Action::Delay { ms } => {
@@ -662,6 +718,17 @@ impl Engine {
             }
         }
         let marks = Marks(marks);
+        if !drop {
+            if let Some(resp) = &mut run.responder {
+                resp.delivered(&request);
+            }
+        }
+        // The crafted answer goes out first: it reaches the requester before any
+        // answer the responder could give.
+        if let Some((answer, by)) = synthesized {
+            self.count(|c| c.synthesized += 1);
+            self.egress(dir.reverse(), &answer, &Marks(vec![Mark::Synthesized(by)]), now_ns());
+        }
         if drop {
             self.count(|c| c.dropped += 1);
             self.record(dir, ts, &frame, &marks);
@@ -1069,6 +1136,58 @@ mod tests {
         assert!(rep.counters.capture_complete() && rep.counters.balanced());
         let (_, pkts) = read_capture(&path).unwrap();
         assert_eq!(pkts[0].comment.as_deref(), Some("injected by the lab"));
+    }
+
+    fn syndrome_of(frame: &[u8]) -> (u8, u32, u32, u8) {
+        let f = frame::decode(LinkType::ETHERNET, frame, &frame::Options::default());
+        let ib = f.ib.expect("RoCE");
+        (ib.bth.opcode.0, ib.bth.dest_qp, ib.bth.psn.value(), ib.aeth.map_or(0, |a| a.syndrome.0))
+    }
+
+    /// `respond real=withhold`: the request goes on, the crafted NAK comes back
+    /// first, the responder's own ACK of it is held back and later ones pass; the
+    /// capture says which frame is which, and the counts still balance.
+    #[test]
+    fn respond_answers_in_the_responders_place() {
+        let r = rig("respond");
+        let path = r.begin(&["respond dir=a>b op=write-only with=nak code=invalid_request real=withhold reply-qp=0x11"], 1, true);
+        let write = roce(Dir::AtoB, 0x0a, 0x22, 5, &[1; 8]);
+        r.send(Dir::AtoB, &write);
+        assert_eq!(r.received(Dir::AtoB), vec![write.clone()], "the responder gets the request");
+        let back = r.received(Dir::BtoA);
+        assert_eq!(back.len(), 1);
+        assert_eq!(syndrome_of(&back[0]), (0x11, 0x11, 5, 0x61), "NAK Invalid Request to the requester's QP");
+        assert!(icrc_ok(&back[0]) && ipv4_ok(&back[0]));
+        // The responder's ACK of PSN 5 is withheld; its next one passes.
+        r.send(Dir::BtoA, &roce(Dir::BtoA, 0x11, 0x11, 5, &[]));
+        assert!(r.received(Dir::BtoA).is_empty());
+        r.send(Dir::BtoA, &roce(Dir::BtoA, 0x11, 0x11, 6, &[]));
+        assert_eq!(r.received(Dir::BtoA).len(), 1);
+        let rep = r.switch.end().unwrap();
+        let c = rep.counters;
+        assert_eq!((c.synthesized, c.dropped, c.recorded), (1, 1, 4));
+        assert!(c.capture_complete() && c.balanced(), "{}", c.summary());
+        let (_, pkts) = read_capture(&path).unwrap();
+        let marks: Vec<Marks> = pkts.iter().map(|p| p.comment.as_deref().map(Marks::parse).unwrap_or_default()).collect();
+        assert!(marks[0].synthesized() && marks[1].is_empty() && marks[2].withheld() && marks[3].is_empty(), "{marks:?}");
+    }
+
+    /// `real=lost` keeps the request from the responder; an RNR range sends each
+    /// code once, then lets the requester through.
+    #[test]
+    fn respond_lost_requests_and_rnr_ranges() {
+        let r = rig("respond-lost");
+        r.begin(&["respond op=send-only with=rnr timer=3-4 real=lost reply-qp=0x11"], 1, false);
+        let send = roce(Dir::AtoB, 0x04, 0x22, 9, &[2; 4]);
+        let mut timers = Vec::new();
+        for _ in 0..3 {
+            r.send(Dir::AtoB, &send);
+            timers.extend(r.received(Dir::BtoA).iter().map(|f| syndrome_of(f).3));
+        }
+        assert_eq!(timers, vec![0x23, 0x24], "codes 3 and 4, then no more");
+        assert_eq!(r.received(Dir::AtoB).len(), 1, "only the third SEND reached the responder");
+        let rep = r.switch.end().unwrap();
+        assert_eq!((rep.rules[0].matched, rep.rules[0].applied), (3, 2));
     }
 
     #[test]
