@@ -163,6 +163,16 @@ pub struct LatencySummary {
     pub max_ns: u64,
 }
 
+/// An ACK for a PSN the requester has not sent (yet): IBA calls it a ghost; a
+/// requester must ignore it. Also what a capture that missed requests looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct GhostAck {
+    pub frame: u64,
+    pub psn: u32,
+    /// The next PSN the requester would have sent.
+    pub next_psn: u32,
+}
+
 /// A NAK or RNR NAK, tied to the request it answers.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NakEvent {
@@ -251,6 +261,7 @@ pub struct Flow {
     pub naks: u64,
     pub rnr_naks: u64,
     pub nak_events: Vec<NakEvent>,
+    pub ghost_acks: Vec<GhostAck>,
     last_acked: Option<Psn>,
     /// ACKs whose PSN moved backwards (go-back-N violation) — not counting NAK'd resends.
     pub ack_regressions: u64,
@@ -320,6 +331,7 @@ impl Flow {
             naks: 0,
             rnr_naks: 0,
             nak_events: Vec::new(),
+            ghost_acks: Vec::new(),
             last_acked: None,
             ack_regressions: 0,
             ack_latency: Histogram::default(),
@@ -528,6 +540,13 @@ impl Flow {
         match syn.kind() {
             AckKind::Ack { .. } => {
                 self.acks += 1;
+                // Past what was sent, and past what a READ's responses use.
+                if let Some(next) = self.next_psn {
+                    let d = psn.diff(next);
+                    if d >= 0 && d as u32 >= self.read_slack && self.ghost_acks.len() < MAX_EVENTS {
+                        self.ghost_acks.push(GhostAck { frame: number, psn: psn.value(), next_psn: next.value() });
+                    }
+                }
                 if let Some(prev) = self.last_acked {
                     let d = psn.diff(prev);
                     if d < 0 {
@@ -934,6 +953,8 @@ pub struct FlowReport {
     pub icrc_bad: u64,
     pub nak_events: Vec<NakEvent>,
     pub gap_events: Vec<GapEvent>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ghost_acks: Vec<GhostAck>,
 }
 
 impl FlowReport {
@@ -983,6 +1004,7 @@ impl FlowReport {
             icrc_checked: f.icrc_checked,
             icrc_bad: f.icrc_bad,
             nak_events: f.nak_events.clone(),
+            ghost_acks: f.ghost_acks.clone(),
             gap_events: f.gap_events.clone(),
         }
     }
@@ -1101,6 +1123,12 @@ impl std::fmt::Display for Report {
                 let req = n.request_frame.map_or("request not captured".into(), |fr| format!("request in frame {fr}"));
                 let wc = n.wc_status.map_or(String::new(), |w| format!(" → requester completes with {w}"));
                 lines.push(format!("frame {}: {} for PSN {} ({req}){wc}", n.frame, n.syndrome, n.psn));
+            }
+            for g in &r.ghost_acks {
+                lines.push(format!(
+                    "frame {}: ACK for PSN {}, never sent (the next PSN to send was {}): a ghost ACK, which a requester must ignore — or the capture missed requests",
+                    g.frame, g.psn, g.next_psn
+                ));
             }
             if let Some(l) = r.ack_latency {
                 lines.push(format!("ACK latency: min {} median {} max {} ({} samples)", us(l.min_ns), us(l.median_ns), us(l.max_ns), l.samples));

@@ -273,3 +273,19 @@ fn cm_starting_psn_mismatch_is_reported() {
     let text = r.to_string();
     assert!(text.contains("starting PSN 100 announced in the REP; but the first request used PSN 7000"), "{text}");
 }
+
+#[test]
+fn an_ack_for_a_psn_never_sent_is_a_ghost() {
+    let mut c = Conversation::new();
+    let p = c.write(Dir::AtoB, 0x1000, 0x55, 64, None); // PSN 100
+    c.ack(Dir::BtoA, p.add(8), Syndrome::ACK, 1); // 108: never sent
+    c.ack(Dir::BtoA, p, Syndrome::ACK, 1); // the real one
+    // A 3072-byte READ at PSN 101: with the path MTU unknown (256 at least), its
+    // responses may use PSNs up to 101 + 11, so an ACK of 112 is no ghost, 113 is.
+    let r = c.read_request(Dir::AtoB, 0x1000, 0x55, 3 * 1024);
+    c.ack(Dir::BtoA, r.add(11), Syndrome::ACK, 2);
+    c.ack(Dir::BtoA, r.add(12), Syndrome::ACK, 2);
+    let rep = analyze(&c);
+    let ghosts: Vec<(u32, u32)> = rep.flows[0].ghost_acks.iter().map(|g| (g.psn, g.next_psn)).collect();
+    assert_eq!(ghosts, vec![(108, 101), (113, 102)]);
+}

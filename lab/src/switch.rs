@@ -723,33 +723,34 @@ impl Engine {
                 resp.delivered(&request);
             }
         }
-        // The crafted answer goes out first: it reaches the requester before any
-        // answer the responder could give.
+        // The request first (delivered, held or dropped), then the crafted
+        // answer: the capture shows cause before effect, and the answer still
+        // reaches the requester before any the responder could give.
+        if drop {
+            self.count(|c| c.dropped += 1);
+            self.record(dir, ts, &frame, &marks);
+        } else {
+            if modified {
+                self.count(|c| c.modified += 1);
+            }
+            if hold_ms > 0 || reorder_ms.is_some() {
+                if hold_ms > 0 {
+                    self.count(|c| c.delayed += 1);
+                }
+                if reorder_ms.is_some() {
+                    self.count(|c| c.reordered += 1);
+                }
+                let due = Instant::now() + Duration::from_millis(hold_ms.max(reorder_ms.unwrap_or(0)));
+                self.held.push_back(Held { due, dir, frame, marks, dups, behind_next: reorder_ms.is_some() });
+            } else {
+                self.deliver(dir, &frame, &marks, dups, ts);
+                self.release_reordered(dir);
+            }
+        }
         if let Some((answer, by)) = synthesized {
             self.count(|c| c.synthesized += 1);
             self.egress(dir.reverse(), &answer, &Marks(vec![Mark::Synthesized(by)]), now_ns());
         }
-        if drop {
-            self.count(|c| c.dropped += 1);
-            self.record(dir, ts, &frame, &marks);
-            return;
-        }
-        if modified {
-            self.count(|c| c.modified += 1);
-        }
-        if hold_ms > 0 || reorder_ms.is_some() {
-            if hold_ms > 0 {
-                self.count(|c| c.delayed += 1);
-            }
-            if reorder_ms.is_some() {
-                self.count(|c| c.reordered += 1);
-            }
-            let due = Instant::now() + Duration::from_millis(hold_ms.max(reorder_ms.unwrap_or(0)));
-            self.held.push_back(Held { due, dir, frame, marks, dups, behind_next: reorder_ms.is_some() });
-            return;
-        }
-        self.deliver(dir, &frame, &marks, dups, ts);
-        self.release_reordered(dir);
     }
 
     /// Forwards an untouched frame and lets a reordered one follow it.
@@ -1169,7 +1170,7 @@ mod tests {
         assert!(c.capture_complete() && c.balanced(), "{}", c.summary());
         let (_, pkts) = read_capture(&path).unwrap();
         let marks: Vec<Marks> = pkts.iter().map(|p| p.comment.as_deref().map(Marks::parse).unwrap_or_default()).collect();
-        assert!(marks[0].synthesized() && marks[1].is_empty() && marks[2].withheld() && marks[3].is_empty(), "{marks:?}");
+        assert!(marks[0].is_empty() && marks[1].synthesized() && marks[2].withheld() && marks[3].is_empty(), "the request, then its answer: {marks:?}");
     }
 
     /// `real=lost` keeps the request from the responder; an RNR range sends each

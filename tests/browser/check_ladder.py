@@ -187,7 +187,13 @@ def check_scenario(exp, s, fail, say):
             continue
         (x1, y1), (x2, y2) = a["start"], a["end"]
         ok = True
-        if abs(x1 - src["x1"]) > TOL:
+        if "synthesized" in a["classes"]:
+            # Sent by the switch: it starts between the lanes.
+            lo, hi = sorted((src["x1"], dst["x1"]))
+            if not (lo + TOL < x1 < hi - TOL):
+                fail(f"{where}: synthesized by the switch, but starts at x={x1:.1f}, not between the lanes ({lo:.1f}–{hi:.1f})")
+                ok = False
+        elif abs(x1 - src["x1"]) > TOL:
             fail(f"{where}: starts at x={x1:.1f}, but {a['from']}'s lane is at x={src['x1']:.1f}")
             ok = False
         if "dropped" in a["classes"]:

@@ -38,6 +38,8 @@ pub enum Trigger {
     Nak,
     /// The requester's ACK timer: nothing said the PSN was lost.
     Timeout,
+    /// An RNR NAK of that PSN: the requester waited out its timer.
+    Rnr,
 }
 
 /// `NAK`, `timeout`: how reports and device profiles name a trigger.
@@ -46,6 +48,7 @@ impl fmt::Display for Trigger {
         f.write_str(match self {
             Trigger::Nak => "NAK",
             Trigger::Timeout => "timeout",
+            Trigger::Rnr => "RNR NAK",
         })
     }
 }
@@ -143,7 +146,12 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
             }
             let last_nak = said.last().filter(|a| is_seq_nak(a));
             let orig = last_sent.get(&f.psn).copied().unwrap_or(f.ts_ns);
+            let rnr = said.last().filter(|a| matches!(a.ack, Some(AckKind::RnrNak { .. })) && a.psn == f.psn && a.ts_ns >= orig);
             match last_nak {
+                _ if rnr.is_some() => {
+                    let n = rnr.map_or(0, |n| n.ts_ns);
+                    g.resends.push(Resend { psn: f.psn, frame: f.number, trigger: Trigger::Rnr, after_ns: f.ts_ns.saturating_sub(n) });
+                }
                 Some(n) if n.ts_ns >= orig => {
                     if n.psn != f.psn {
                         g.violations.push(Violation::ResentFromWrongPsn { frame: f.number, psn: f.psn, nak_psn: n.psn, nak_frame: n.number });
@@ -282,5 +290,9 @@ mod tests {
         let r = vec![resp(2, 0, 5, 0x2f)]; // timer 15 = 1.92 ms
         assert!(!rnr_waits(&q, &r)[0].honoured());
         assert!(rnr_waits(&q[..1], &r).is_empty(), "never sent again: nothing to measure");
+        // The resend is the RNR NAK's doing, timed from it; not the ACK timer's.
+        let g = go_back_n(&q, &[resp(2, 0, 5, 0x2c)]);
+        assert_eq!(g.resends, vec![Resend { psn: Psn::new(5), frame: 3, trigger: Trigger::Rnr, after_ns: 1_000_000 }]);
+        assert_eq!(g.resends[0].trigger.to_string(), "RNR NAK");
     }
 }

@@ -3,7 +3,7 @@
 //! MRs stay names (each agent knows its own); everything else becomes concrete.
 use std::collections::BTreeMap;
 
-use lab::fault::{Dir, Rule};
+use lab::fault::{self, Dir, Rule};
 use lab::state::Vm;
 
 use crate::agent::proto::{self, Action, ConnectBy, Fill, Hex, MrSetup, MwSetup, ProbeOrder, ProbePsn, QpParams, QpSetup, RemoteRef, SgeRef, SrqSetup, Verb};
@@ -187,14 +187,20 @@ pub(super) fn fault_rules(sc: &Scenario, endpoints: &BTreeMap<String, EndpointFa
             continue;
         };
         let q = sc.qps.iter().find(|q| &q.name == qname).ok_or_else(|| format!("fault {}: no QP `{qname}`", i + 1))?;
-        // Frames from `from` go to the other end; without `from`, either end's.
-        for e in q.between.iter().filter(|e| f.from.as_ref() != Some(*e)) {
-            let qpn = endpoints
+        let qpn_on = |e: &String| {
+            endpoints
                 .get(e)
                 .and_then(|x| x.qps.iter().find(|x| &x.name == qname))
                 .map(|x| x.qpn)
-                .ok_or_else(|| format!("fault {}: QP `{qname}` was not set up on {e}", i + 1))?;
-            rules.push(Rule { qp: Some(qpn), ..r.clone() });
+                .ok_or_else(|| format!("fault {}: QP `{qname}` was not set up on {e}", i + 1))
+        };
+        // A crafted response goes back to the requester: the QP of `from`.
+        if let (fault::Action::Respond(resp), Some(from)) = (&mut r.action, &f.from) {
+            resp.reply_qp = Some(qpn_on(from)?);
+        }
+        // Frames from `from` go to the other end; without `from`, either end's.
+        for e in q.between.iter().filter(|e| f.from.as_ref() != Some(*e)) {
+            rules.push(Rule { qp: Some(qpn_on(e)?), ..r.clone() });
         }
     }
     Ok(rules)

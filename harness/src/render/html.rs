@@ -7,15 +7,17 @@
 //! wire (the judge's [`Timeline`]); what the lab switch did to a frame, read from
 //! its marks, marks the arrow: dropped (it stops halfway at a red ✗), an injected
 //! duplicate (dashed), held back (reordered or delayed: dotted), changed on the way
-//! (dash-dot, with what changed); bad ICRCs, NAKs, RNR NAKs, CE marks and CNPs have
-//! their colour or mark too.
+//! (dash-dot, with what changed), a response a `respond` rule synthesized in the
+//! responder's place (pink, starting between the lanes at a ◆: the switch sent it,
+//! not the responder), the responder's answer that rule withheld (its ✗ says so);
+//! bad ICRCs, NAKs, RNR NAKs, CE marks and CNPs have their colour or mark too.
 //!
 //! The markup is a contract with `tests/browser/check_ladder.py`, which checks the
 //! layout in a real browser: each lane is `<line class="lane" data-endpoint>`, each
 //! arrow `<g class="arrow …" data-frame data-from data-to data-label>` whose first
 //! child is a `<title>` with the decoded line, holding `line.shaft` (from the
-//! sender's lane to the receiver's, or halfway when dropped), `text.label` and the
-//! row's other texts.
+//! sender's lane to the receiver's, or halfway when dropped; a synthesized one
+//! from halfway), `text.label` and the row's other texts.
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -62,12 +64,14 @@ impl Rung<'_> {
     /// The flags it carries, in display order: whether each is set, its CSS class
     /// on the arrow, and what the marks column says of it (nothing for NAK, RNR and
     /// CM, which the label already names).
-    fn flags(&self) -> [(bool, &'static str, Option<String>); 10] {
+    fn flags(&self) -> [(bool, &'static str, Option<String>); 11] {
         let p = self.0;
         let nak = p.ack.and_then(|a| a.nak());
         let modified = p.marks.modifications();
+        let dropped = if p.marks.withheld() { "✗ withheld by the lab switch, which answered instead" } else { "✗ dropped by the lab switch" };
         [
-            (p.marks.dropped(), "dropped", Some("✗ dropped by the lab switch".into())),
+            (p.marks.dropped(), "dropped", Some(dropped.into())),
+            (p.marks.synthesized(), "synthesized", Some("◆ synthesized by the lab switch: the responder never sent it".into())),
             (p.marks.injected(), "injected", Some("duplicate injected by the switch".into())),
             (p.marks.held(), "held", Some("held by the switch (reordered/delayed)".into())),
             (!modified.is_empty(), "modified", Some(format!("changed by the switch: {}", modified.join(", ")))),
@@ -205,6 +209,9 @@ fn ladder(out: &mut String, s: &ScenarioResult, wire: &Timeline) {
             let dir = if xt > x1 { 1.0 } else { -1.0 };
             let dropped = r.0.marks.dropped();
             let x2 = if dropped { (x1 + xt) / 2.0 } else { xt };
+            // The switch, not the sender, put a synthesized frame on the wire.
+            let synthesized = r.0.marks.synthesized();
+            let x1 = if synthesized { (x1 + xt) / 2.0 } else { x1 };
             let label = r.label();
             let mut class = vec!["arrow", if r.0.is_request { "request" } else { "response" }];
             class.extend(r.flags().into_iter().filter(|f| f.0).map(|f| f.1));
@@ -221,6 +228,9 @@ fn ladder(out: &mut String, s: &ScenarioResult, wire: &Timeline) {
                 let _ = write!(out, " data-psn=\"{}\"", r.0.psn);
             }
             let _ = write!(out, "><title>{}</title><line class=\"shaft\" x1=\"{x1}\" y1=\"{y}\" x2=\"{x2}\" y2=\"{y}\"/>", esc(r.0.line.as_deref().unwrap_or("")));
+            if synthesized {
+                let _ = write!(out, "<path class=\"origin\" d=\"M{x1} {}L{} {y}L{x1} {}L{} {y}Z\"><title>synthesized by the lab switch</title></path>", y - 5.0, x1 + 5.0, y + 5.0, x1 - 5.0);
+            }
             if dropped {
                 let _ = write!(
                     out,
@@ -274,7 +284,7 @@ fn ladder(out: &mut String, s: &ScenarioResult, wire: &Timeline) {
         out.push_str("</svg></div>\n");
         let _ = writeln!(
             out,
-            "<p class=\"legend\">Time in ms since the capture's first frame. <span class=\"k dropped\">✗ dropped by the lab switch</span> <span class=\"k injected\">- - injected duplicate</span> <span class=\"k held\">··· held (reordered/delayed)</span> <span class=\"k modified\">changed by the switch</span> <span class=\"k nak\">NAK</span> <span class=\"k rnr\">RNR NAK</span> <span class=\"k bad-icrc\">bad ICRC</span> <span class=\"k cnp\">CNP</span> <span class=\"k cm\">CM</span>. Hover an arrow for the decoded frame and the other frames of its PSN.</p>"
+            "<p class=\"legend\">Time in ms since the capture's first frame. <span class=\"k dropped\">✗ dropped by the lab switch</span> <span class=\"k injected\">- - injected duplicate</span> <span class=\"k held\">··· held (reordered/delayed)</span> <span class=\"k synthesized\">◆ synthesized by the switch (the responder never sent it)</span> <span class=\"k modified\">changed by the switch</span> <span class=\"k nak\">NAK</span> <span class=\"k rnr\">RNR NAK</span> <span class=\"k bad-icrc\">bad ICRC</span> <span class=\"k cnp\">CNP</span> <span class=\"k cm\">CM</span>. Hover an arrow for the decoded frame and the other frames of its PSN.</p>"
         );
     }
     if more > 0 {
@@ -319,7 +329,7 @@ const CSS: &str = r#"
 body { font: 14px/1.4 system-ui, "DejaVu Sans", sans-serif; margin: 1.5em; color: #1e293b; background: #fff; }
 h1 { font-size: 1.5em; margin: 0 0 .3em; } h2 { font-size: 1.2em; margin: 0 0 .3em; } h3 { font-size: 1em; margin: 1.2em 0 .4em; }
 code, pre, .mono { font-family: "DejaVu Sans Mono", ui-monospace, monospace; font-size: 12px; }
-.pass { color: #15803d; } .fail { color: #b91c1c; }
+.pass { color: #15803d; } .fail { color: #b91c1c; } .deviation { color: #b45309; }
 .badge { display: inline-block; padding: 0 .5em; border-radius: 3px; color: #fff; font-size: .85em; font-weight: 700; }
 .badge.pass { background: #15803d; } .badge.fail { background: #b91c1c; } .badge.skip { background: #64748b; } .skip { color: #64748b; }
 section.scenario { border-top: 2px solid #cbd5e1; padding: 1em 0; }
@@ -352,6 +362,9 @@ line.lane { stroke: #94a3b8; stroke-width: 2; }
 .arrow.rnr { color: #7c3aed; }
 .arrow.cnp { color: #1d4ed8; }
 .arrow.bad-icrc, .arrow.dropped { color: #b91c1c; }
+.arrow.synthesized { color: #db2777; }
+.arrow.synthesized .shaft { stroke-dasharray: 8 3 2 3; }
+.arrow .origin { fill: #db2777; }
 .arrow .shaft { stroke: currentColor; stroke-width: 1.5; }
 .arrow .head { fill: currentColor; }
 .arrow .label { fill: currentColor; }
@@ -366,7 +379,7 @@ line.lane { stroke: #94a3b8; stroke-width: 2; }
 .legend { color: #475569; font-size: 12px; }
 .legend .k { margin-right: .6em; }
 .legend .k.dropped, .legend .k.bad-icrc { color: #b91c1c; } .legend .k.nak { color: #c2410c; } .legend .k.rnr { color: #7c3aed; }
-.legend .k.cnp { color: #1d4ed8; } .legend .k.cm { color: #0f766e; } .legend .k.held, .legend .k.modified { color: #b45309; }
+.legend .k.synthesized { color: #db2777; } .legend .k.cnp { color: #1d4ed8; } .legend .k.cm { color: #0f766e; } .legend .k.held, .legend .k.modified { color: #b45309; }
 ul.toc { margin: .3em 0; }
 "#;
 
@@ -483,7 +496,9 @@ fn scenario(
     } else {
         o.push_str("<table class=\"verdicts\"><thead><tr><th>result</th><th>kind</th><th>what</th><th>expected</th><th>actual</th><th>notes</th></tr></thead><tbody>\n");
         for v in &s.verdicts {
-            let (c, outcome, m) = if v.pass {
+            let (c, outcome, m) = if v.deviation {
+                ("deviation", "deviation", "≠ deviates (recorded)")
+            } else if v.pass {
                 ("pass", "passed", "✓ pass")
             } else {
                 ("fail", "failed", "✗ FAIL")

@@ -20,8 +20,10 @@ pub(crate) fn scenario(out: &mut dyn Write, r: &ScenarioResult, quiet: bool, wir
         writeln!(out, "    run stopped: {}", e.replace('\n', "\n    "))?;
     }
     for v in &r.verdicts {
-        let m = if v.pass { "✓" } else { "✗" };
-        if v.pass {
+        let m = if v.deviation { "≠" } else if v.pass { "✓" } else { "✗" };
+        if v.deviation {
+            writeln!(out, "    {m} {} (a deviation, recorded)\n        expected: {}\n        actual:   {}", v.what, v.expected, v.actual)?;
+        } else if v.pass {
             writeln!(out, "    {m} {}: {}", v.what, v.actual)?;
         } else {
             writeln!(out, "    {m} {}\n        expected: {}\n        actual:   {}", v.what, v.expected, v.actual)?;

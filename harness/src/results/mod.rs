@@ -28,11 +28,29 @@ pub(crate) struct Verdict {
     pub actual: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub detail: Option<String>,
+    /// The device did not do what the expectation says, and the scenario records
+    /// that (`record_deviation`) instead of failing: `pass` is then true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deviation: bool,
 }
 
 impl Verdict {
     pub(crate) fn new(kind: &'static str, what: String, pass: bool, expected: String, actual: String) -> Verdict {
-        Verdict { kind: Cow::Borrowed(kind), what, pass, expected, actual, detail: None }
+        Verdict { kind: Cow::Borrowed(kind), what, pass, expected, actual, detail: None, deviation: false }
+    }
+
+    /// Under `record_deviation`: a failed verdict becomes a recorded deviation,
+    /// and either way the observation a profile keeps, `(key, holds|deviates)`.
+    pub(crate) fn recorded(mut self, record: bool) -> (Verdict, Option<(String, String)>) {
+        if !record {
+            return (self, None);
+        }
+        let obs = (format!("deviation: {}", self.what), if self.pass { "holds" } else { "deviates" }.to_string());
+        if !self.pass {
+            self.pass = true;
+            self.deviation = true;
+        }
+        (self, Some(obs))
     }
 }
 

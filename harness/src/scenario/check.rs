@@ -905,6 +905,21 @@ impl<'a> Checker<'a> {
                     if r.qp.is_some() {
                         self.err(span.clone(), "`qp=` in a scenario's fault rule", Some("say `qp = \"q\"`: its QPN is learned at setup".into()));
                     }
+                    if let lab::fault::Action::Respond(resp) = &r.action {
+                        if resp.reply_qp.is_some() {
+                            self.err(span.clone(), "`reply-qp=` in a scenario's fault rule", Some("the requester's QPN is learned at setup from `qp` and `from`".into()));
+                        }
+                        if fl.from.is_none() || fl.qp.is_none() {
+                            self.err(
+                                span.clone(),
+                                "`respond` answers one requester: it needs `from` and `qp`",
+                                Some("add `from = \"a\"` (the endpoint whose requests it answers) and `qp = \"q\"`".into()),
+                            );
+                        }
+                        if let Some(q) = q.filter(|q| q.qp_type != QpType::Rc) {
+                            self.err(span.clone(), format!("`respond` on QP `{}`, which is {:?}: only RC requests draw responses", *q.name, q.qp_type).replace("Uc", "UC").replace("Ud", "UD"), None);
+                        }
+                    }
                     if let (Some(_), Some(q)) = (&r.psn, q) {
                         if q.connect == ConnectMethod::RdmaCm {
                             self.err(span.clone(), format!("`psn=` on QP `{}`, whose starting PSNs rdma_cm chooses", *q.name), Some("match by `op=` and `nth=`, or connect it with `tcp`".into()));
@@ -974,6 +989,7 @@ impl<'a> Checker<'a> {
                 invalidated: c.invalidated.as_ref().map(|w| w.value.clone()),
                 count: c.count,
                 within_ms: c.within_ms,
+                record_deviation: c.record_deviation == Some(true),
             });
         }
         for w in &f.expect.wire {
@@ -1018,6 +1034,9 @@ impl<'a> Checker<'a> {
                 go_back_n: w.go_back_n == Some(true),
                 cnp: w.cnp,
                 retransmit_within_ms: w.retransmit_within_ms,
+                rnr_timer_honoured: w.rnr_timer_honoured == Some(true),
+                ack_timeout: w.ack_timeout == Some(true),
+                record_deviation: w.record_deviation == Some(true),
             });
         }
         let probe_ids: Vec<String> = f.steps.iter().filter_map(|s| match &s.op {
@@ -1093,7 +1112,7 @@ impl<'a> Checker<'a> {
                     Memory::Unchanged
                 }
             };
-            e.memory.push(MemoryExpect { on: m.on.value.clone(), mr: m.mr.value.clone(), offset: m.offset, want });
+            e.memory.push(MemoryExpect { on: m.on.value.clone(), mr: m.mr.value.clone(), offset: m.offset, want, record_deviation: m.record_deviation == Some(true) });
         }
         e
     }

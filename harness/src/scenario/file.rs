@@ -734,6 +734,12 @@ pub(crate) struct CompletionFile {
     pub(crate) count: Option<usize>,
     #[serde(default)]
     pub(crate) within_ms: Option<u64>,
+    /// What IBA requires, where a device may deviate: judged as usual, but a
+    /// device that does otherwise is recorded, not failed — the verdict shows as a
+    /// deviation and the observation `deviation: <what>` (`holds` / `deviates`)
+    /// goes to the device profile, which `--profile` then holds the device to.
+    #[serde(default)]
+    pub(crate) record_deviation: Option<bool>,
 }
 
 /// What the wire shows for one QP pair, in one direction of requests.
@@ -784,6 +790,22 @@ pub(crate) struct WireFile {
     /// the original transmission when the ACK timer fired).
     #[serde(default)]
     pub(crate) retransmit_within_ms: Option<u64>,
+    /// After every RNR NAK the requester waited at least the time its timer code
+    /// asks (IBA table 45) before it sent that PSN again; each wait is reported.
+    #[serde(default)]
+    pub(crate) rnr_timer_honoured: Option<bool>,
+    /// Every resend the requester's ACK timer set off came no sooner than the QP's
+    /// local ACK timeout (4.096 µs × 2^timeout) after the last transmission of its
+    /// PSN, and no later than four times that. Times are taken at the lab switch,
+    /// so the lower bound allows 5 % for the VMs' scheduling and timer ticks.
+    #[serde(default)]
+    pub(crate) ack_timeout: Option<bool>,
+    /// What IBA requires, where a device may deviate: judged as usual, but a
+    /// device that does otherwise is recorded, not failed — the verdict shows as a
+    /// deviation and the observation `deviation: <what>` (`holds` / `deviates`)
+    /// goes to the device profile, which `--profile` then holds the device to.
+    #[serde(default)]
+    pub(crate) record_deviation: Option<bool>,
 }
 
 /// An MR's content at the end of the run.
@@ -800,6 +822,12 @@ pub(crate) struct MemoryFile {
     /// Equal to its initial content.
     #[serde(default)]
     pub(crate) unchanged: Option<bool>,
+    /// What IBA requires, where a device may deviate: judged as usual, but a
+    /// device that does otherwise is recorded, not failed — the verdict shows as a
+    /// deviation and the observation `deviation: <what>` (`holds` / `deviates`)
+    /// goes to the device profile, which `--profile` then holds the device to.
+    #[serde(default)]
+    pub(crate) record_deviation: Option<bool>,
 }
 
 /// What the target sent back to a probe: its responses on the wire from the probe

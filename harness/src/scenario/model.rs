@@ -359,6 +359,7 @@ pub(crate) struct CompletionExpect {
     pub(crate) invalidated: Option<String>,
     pub(crate) count: Option<usize>,
     pub(crate) within_ms: Option<u64>,
+    pub(crate) record_deviation: bool,
 }
 
 /// What the wire shows for one QP pair, in one direction of requests.
@@ -377,6 +378,17 @@ pub(crate) struct WireExpect {
     pub(crate) go_back_n: bool,
     pub(crate) cnp: Option<bool>,
     pub(crate) retransmit_within_ms: Option<u64>,
+    pub(crate) rnr_timer_honoured: bool,
+    pub(crate) ack_timeout: bool,
+    pub(crate) record_deviation: bool,
+}
+
+impl Qp {
+    /// The local ACK timeout in ns (4.096 µs × 2^timeout); `None` for 0, which
+    /// means the timer never fires.
+    pub(crate) fn ack_timeout_ns(&self) -> Option<u64> {
+        (self.timeout > 0).then(|| 4096u64 << self.timeout.min(31))
+    }
 }
 
 /// An MR's content at the end.
@@ -386,6 +398,7 @@ pub(crate) struct MemoryExpect {
     pub(crate) mr: String,
     pub(crate) offset: u64,
     pub(crate) want: Memory,
+    pub(crate) record_deviation: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
