@@ -32,13 +32,14 @@ captures=(
   "rc_ce_mark|an RC SEND Last with ECN set to CE by the switch (IPv4 checksum fixed, ICRC still valid: it masks the TOS byte; rxe sends no CNP)|--a 'ibv_rc_pingpong -g 1 -n 2' --b 'ibv_rc_pingpong -g 1 -n 2 {a}' --fault 'ce dir=b>a op=send-last nth=1'"
 )
 
-# On the trixie image (Linux 6.12, rdma-core 56): one seed scenario each, run with
-# `roce run --image trixie`, its capture kept.
-# name | what it shows | scenario file
+# One seed scenario each, run with `roce run --image IMAGE`, its capture kept.
+# name | image | what it shows | scenario file
 scenario_captures=(
-  "trixie_flush|RDMA WRITE, then RDMA FLUSH (0x1C, FETH: global visibility) of a range and of the whole MR, each answered by a zero-length RDMA READ Response Only; rxe computes the FLUSH requests' ICRC over their headers twice, so they show as bad ICRCs|scenarios/verbs/flush.toml"
-  "trixie_atomic_write|RDMA ATOMIC WRITE (0x1D) of 8 bytes, answered by a zero-length RDMA READ Response Only|scenarios/verbs/atomic_write.toml"
-  "trixie_send_with_inv|a type 2 memory window: a WRITE through its rkey, a SEND with Invalidate (IETH) naming that rkey, then a WRITE through it refused with NAK Remote Access Error|scenarios/verbs/mw_type2_send_with_inv.toml"
+  "requester_nak_psn_seq|bookworm|the lab switch plays the responder: it withholds rxe's ACK of an accepted SEND and answers NAK PSN Sequence Error for it (both commented); the requester goes back to that PSN, the responder ACKs the duplicates without executing them|scenarios/requester/nak_psn_seq_accepted.toml"
+  "requester_ghost_ack|bookworm|a ghost ACK: the switch loses an RDMA WRITE and answers it with an ACK for a PSN 8 past it, never sent; rxe completes the WRITE on it, and nothing is resent|scenarios/requester/ghost_ack.toml"
+  "trixie_flush|trixie|RDMA WRITE, then RDMA FLUSH (0x1C, FETH: global visibility) of a range and of the whole MR, each answered by a zero-length RDMA READ Response Only; rxe computes the FLUSH requests' ICRC over their headers twice, so they show as bad ICRCs|scenarios/verbs/flush.toml"
+  "trixie_atomic_write|trixie|RDMA ATOMIC WRITE (0x1D) of 8 bytes, answered by a zero-length RDMA READ Response Only|scenarios/verbs/atomic_write.toml"
+  "trixie_send_with_inv|trixie|a type 2 memory window: a WRITE through its rkey, a SEND with Invalidate (IETH) naming that rkey, then a WRITE through it refused with NAK Remote Access Error|scenarios/verbs/mw_type2_send_with_inv.toml"
 )
 
 want=("$@")
@@ -73,23 +74,29 @@ if any_selected "${captures[@]}"; then
     done
     (( brought_up )) && "$roce" lab down
 fi
-if any_selected "${scenario_captures[@]}"; then
+for image in bookworm trixie; do
+    mine=()
+    for entry in "${scenario_captures[@]}"; do
+        IFS='|' read -r name img _ <<<"$entry"
+        [[ "$img" == "$image" ]] && mine+=("$entry")
+    done
+    (( ${#mine[@]} )) && any_selected "${mine[@]}" || continue
     brought_up=0
-    if ! "$roce" lab --image trixie status >/dev/null 2>&1; then
-        "$roce" lab --image trixie up
+    if ! "$roce" lab --image "$image" status >/dev/null 2>&1; then
+        "$roce" lab --image "$image" up
         brought_up=1
     fi
     tmp=$(mktemp -d)
-    for entry in "${scenario_captures[@]}"; do
-        IFS='|' read -r name what scenario <<<"$entry"
+    for entry in "${mine[@]}"; do
+        IFS='|' read -r name img what scenario <<<"$entry"
         selected "$name" || continue
         echo "==> $name" >&2
-        "$roce" run --image trixie -q --out "$tmp" "$scenario" | tail -n 2 >&2
+        "$roce" run --image "$image" -q --out "$tmp" "$scenario" | tail -n 2 >&2
         cp "$tmp/$(basename "$scenario" .toml).pcapng" "$out/$name.pcapng"
     done
     rm -rf "$tmp"
-    (( brought_up )) && "$roce" lab --image trixie down
-fi
+    (( brought_up )) && "$roce" lab --image "$image" down
+done
 
 {
     echo "# Lab captures"
@@ -114,13 +121,13 @@ fi
         echo
     done
     for entry in "${scenario_captures[@]}"; do
-        IFS='|' read -r name what scenario <<<"$entry"
+        IFS='|' read -r name image what scenario <<<"$entry"
         echo "## $name.pcapng"
         echo
         echo "$what."
         echo
         echo '```sh'
-        echo "roce run --image trixie --out DIR $scenario   # DIR/$(basename "$scenario" .toml).pcapng"
+        echo "roce run --image $image --out DIR $scenario   # DIR/$(basename "$scenario" .toml).pcapng"
         echo '```'
         echo
     done

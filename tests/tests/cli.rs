@@ -228,6 +228,21 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     assert!(r.err.contains("`dir=` in a scenario's fault rule") && r.err.contains("say `from = \"a\"`"), "{}", r.err);
     assert!(r.err.contains("whose starting PSNs are random") && r.err.contains("psn = { a = 100, b = 500 }"), "{}", r.err);
 
+    // A `respond` rule answers one requester: without `from` it cannot know whose
+    // QP the answer goes to; its own keys are checked with the caret's token.
+    let text = std::fs::read_to_string(dir.join("requester/ghost_ack.toml")).unwrap();
+    std::fs::write(&p, text.replace("from = \"a\"\nqp = \"q\"\n", "")).unwrap();
+    let r = roce(&["check", p.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(r.err.contains(&format!("badfault.toml:{}:8: error: `respond` answers one requester: it needs `from` and `qp`", line_of_in(&text, "respond op="))), "{}", r.err);
+    std::fs::write(&p, text.replace("with=ack rpsn=+8", "with=nak code=bogus")).unwrap();
+    let r = roce(&["check", p.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(r.err.contains("unknown NAK code (at `bogus`)") && r.err.contains("codes are psn_sequence_error, invalid_request"), "{}", r.err);
+    std::fs::write(&p, text.replace("real=lost", "real=lost reply-qp=0x11")).unwrap();
+    let r = roce(&["check", p.to_str().unwrap()]);
+    assert!(r.code == 2 && r.err.contains("`reply-qp=` in a scenario's fault rule"), "{}", r.err);
+
     // Faults need the lab's switch: on real hosts that is a setup error, nothing run.
     let out = tmp("faults-remote-out");
     let fault = dir.join("faults/write_drop_ack.toml");

@@ -305,6 +305,14 @@ qp = "q"
         assert_eq!((r[1].dir, r[1].qp, r[2].qp), (None, Some(0x12), Some(0x11)));
         let e = fault_rules(&sc, &BTreeMap::new()).unwrap_err();
         assert!(e.contains("was not set up on a"), "{e}");
+        // A crafted answer goes back to the QP of the requester (`from`).
+        let mut sc = sc;
+        sc.faults.truncate(1);
+        sc.faults[0].rule = lab::fault::parse_rule("respond op=write-only with=ack").unwrap();
+        sc.faults[0].from = Some("a".into());
+        let r = fault_rules(&sc, &eps).unwrap();
+        assert_eq!(r.len(), 1);
+        assert_eq!(r[0].to_string(), "respond dir=a>b qp=0x12 op=rdma-write-only with=ack reply-qp=0x11");
     }
 
     #[test]

@@ -185,6 +185,58 @@ fn rnr_naks_and_their_timer() {
     assert!(!judge(&sc, &outcome(), &Ok(t)).0[0].pass);
 }
 
+/// Each RNR NAK's timer waited out (a synthesized one counts: the requester acted
+/// on it), and the ACK timer's resends held to 4.096 µs × 2^timeout, 5 % short
+/// of it allowed, four times it at most.
+#[test]
+fn rnr_timer_honoured_and_the_ack_timer() {
+    let synth = Marks(vec![Mark::Synthesized(RuleRef { index: 1, rule: "respond with=rnr".into() })]);
+    let mut t = Timeline { packets: vec![pkt(1, 0, 100, "SEND Only"), pkt(2, 0, 100, "rnr"), pkt(3, 1, 100, "SEND Only"), pkt(4, 1, 100, "ack")], ..Default::default() };
+    t.packets[1].marks = synth;
+    let sc = scenario("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nrnr_timer_honoured = true\n");
+    let (v, _) = judge(&sc, &outcome(), &Ok(t.clone()));
+    assert!(v[0].pass && v[0].actual.contains("RNR waits (waited of asked): 1.00 ms of 640 µs"), "{:#?}", v[0]);
+    assert!(v[0].actual.contains("resends: PSN 100 1.0 ms after RNR NAK"), "{}", v[0].actual);
+    t.packets[2].ts_ns = 500_000; // 0.5 ms < 0.64 ms
+    t.packets[3].ts_ns = 500_000;
+    assert!(!judge(&sc, &outcome(), &Ok(t)).0[0].pass);
+
+    // timeout 10: 4.19 ms. Resends after 4.1 ms (within 5 %) and 16 ms pass; 3.9 ms
+    // (7 % short) and 17 ms (over 4×) do not; no resend at all does not either.
+    let sc = |extra: &str| crate::scenario::check::parse_str(Path::new("t.toml"), &format!("{QP}timeout = 10\n[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nack_timeout = true\n{extra}")).unwrap();
+    let resend_after = |us: u64| Timeline { packets: vec![pkt(1, 0, 100, "RDMA WRITE Only"), Packet { ts_ns: us * 1000, ..pkt(2, 0, 100, "RDMA WRITE Only") }], ..Default::default() };
+    for (us, ok) in [(4_100, true), (16_000, true), (3_900, false), (17_000, false)] {
+        let v = &judge(&sc(""), &outcome(), &Ok(resend_after(us))).0[0];
+        assert_eq!(v.pass, ok, "{us} µs: {v:#?}");
+    }
+    assert!(!judge(&sc(""), &outcome(), &Ok(Timeline { packets: vec![pkt(1, 0, 100, "RDMA WRITE Only")], ..Default::default() })).0[0].pass);
+    let v = &judge(&sc(""), &outcome(), &Ok(resend_after(4_100))).0[0];
+    assert!(v.actual.contains("ACK-timer resends at 0.98× the local ACK timeout (4.19 ms)"), "{}", v.actual);
+}
+
+/// `record_deviation`: a failed expectation becomes a recorded deviation (the
+/// scenario passes, the profile keeps `deviates`); one that holds says `holds`;
+/// a run that stopped records nothing.
+#[test]
+fn deviations_are_recorded_not_failed() {
+    let sc = scenario("[[mr]]\nname = 't'\non = 'b'\nsize = 4\n[[expect.memory]]\non = 'b'\nmr = 't'\nequals = { text = 'data' }\nrecord_deviation = true\n");
+    let mut o = outcome();
+    o.memory.insert("b".into(), [("t".to_string(), vec![0u8; 4])].into());
+    let (v, obs) = judge(&sc, &o, &Err("none".into()));
+    assert!(v[0].pass && v[0].deviation, "{:#?}", v[0]);
+    assert_eq!(obs.get("deviation: memory of MR t on b at offset 0").map(String::as_str), Some("deviates"));
+    o.memory.insert("b".into(), [("t".to_string(), b"data".to_vec())].into());
+    let (v, obs) = judge(&sc, &o, &Err("none".into()));
+    assert!(v[0].pass && !v[0].deviation);
+    assert_eq!(obs.get("deviation: memory of MR t on b at offset 0").map(String::as_str), Some("holds"));
+    // Never read: a failure of the run, not a deviation of the device.
+    o.memory.clear();
+    o.error = Some("the deadline passed".into());
+    let (v, obs) = judge(&sc, &o, &Err("none".into()));
+    assert!(!v[0].pass && !v[0].deviation);
+    assert!(!obs.keys().any(|k| k.starts_with("deviation")), "{obs:?}");
+}
+
 /// The answer to a probe is what the target sent back before the prober's next
 /// request; its PSN is read relative to the PSN the target expected.
 #[test]

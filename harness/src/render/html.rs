@@ -807,6 +807,7 @@ mod tests {
             expected: "x".into(),
             actual: "y".into(),
             detail: None,
+            deviation: false,
         });
         s.endpoints = serde_json::from_value(serde_json::json!({
             "a": {"vm": "a", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.1", "ip": "10.0.0.1",
