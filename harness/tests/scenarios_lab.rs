@@ -70,12 +70,21 @@ fn seed_scenarios_pass_on_both_images_and_the_diff_shows_what_the_kernel_changed
     assert_eq!(obs("conformance: a bad ICRC", "probe bad_icrc"), "no answer");
     assert_eq!(obs("misaligned atomic", "probe misaligned"), "NAK Invalid Request (PSN next)");
     assert_eq!(obs("CE-marked SEND", "wire q from a: CNP after CE"), "no");
+    // The requester met responses the switch crafted: a ghost ACK taken (the
+    // deviation recorded, not failed), every RNR timer code waited out, the NAK
+    // codes' completion statuses, credits ignored.
+    assert_eq!(obs("requester: a ghost ACK", "deviation: memory of MR target on b at offset 0"), "deviates");
+    assert_eq!(obs("requester: RNR NAK with each timer code", "wire q from a: RNR timer"), "honoured");
+    assert_eq!(obs("requester: unsolicited NAKs", "completion a wr_id 21"), "IBV_WC_REM_ACCESS_ERR");
+    assert_eq!(obs("requester: unsolicited NAKs", "completion a wr_id 22"), "IBV_WC_WR_FLUSH_ERR");
+    assert_eq!(obs("requester: an ACK with zero credits", "wire q from a: after an ACK with 0 credits"), "sent 2 new requests on");
 
     let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("JSON report written")).expect("JSON report parses");
     let scenarios = report["scenarios"].as_array().expect("scenarios array");
     let files = roce::scenario::discover(&[repo().join("scenarios")]).expect("scenarios/");
     assert!(files.iter().any(|f| f.starts_with(repo().join("scenarios/faults"))), "the fault scenarios are part of the suite");
     assert!(files.iter().any(|f| f.starts_with(repo().join("scenarios/conformance"))), "the conformance probes are part of the suite");
+    assert!(files.iter().any(|f| f.starts_with(repo().join("scenarios/requester"))), "the requester cases are part of the suite");
     // Every scenario was held to the profile.
     for s in scenarios.iter().filter(|s| s["status"] != "skipped") {
         assert!(s["verdicts"].as_array().is_some_and(|v| v.iter().any(|v| v["kind"] == "profile")), "{:#}", s["name"]);

@@ -155,6 +155,22 @@ FAULT RULES (--fault, repeatable; or --faults FILE)
     delay [ms=N]              hold the frame N ms (default 10)
     reorder [ms=N]            hold the frame until the next frame in the same
                               direction has passed (at most N ms, default 100)
+    respond with=R reply-qp=Q answer a request in the responder's place: the switch
+                              sends the requester (QP Q) a response it builds, with
+                              the request's PSN (rpsn=+N|-N moves it), the MSN the
+                              responder would report (msn=N overrides) and a valid
+                              ICRC. R is one of:
+                                ack [credits=0..31]   (31: no credit limit)
+                                nak code=psn_sequence_error|invalid_request|
+                                    remote_access_error|remote_operational_error
+                                rnr timer=T or timer=A-B (one code per application)
+                                read-response [len=N] [fill=B]  (one READ Response
+                                    Only; default: the request's DMA length)
+                                atomic-ack [orig=V]
+                              real=keep (default: the real answer goes too, later),
+                              withhold (the responder acts, its answer is held back)
+                              or lost (the request never reaches the responder).
+                              Scenarios fill reply-qp in from `qp` and `from`.
   Match keys (all optional; all given must match):
     dir=a>b|b>a   qp=0x11 (destination QP)   op=send-only|ack|write-only|0x11|…
     psn=4 or psn=4-7
@@ -168,6 +184,7 @@ FAULT RULES (--fault, repeatable; or --faults FILE)
     --fault 'ce dir=a>b op=write-only nth=3'
     --fault 'corrupt op=send-first at=payload+3'
     --fault 'drop prob=0.05' --seed 7
+    --fault 'respond dir=a>b op=write-only nth=1 with=nak code=invalid_request real=withhold reply-qp=0x11'
   A rule file (TOML):
     seed = 7
     [[rule]]

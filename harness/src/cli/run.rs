@@ -83,12 +83,12 @@ pub struct RunArgs {
     /// Only the summary line per scenario (failures still show their details)
     #[arg(long, short)]
     pub quiet: bool,
-    /// Exit 4 when a scenario was skipped (the device lacks a verb it needs) and
     /// Say where each scenario's time went (agent start, device open, setup,
     /// connection, steps, completions, memory, teardown, capture, judging) and,
     /// at the end, the mean per phase; the JSON report has them always
     #[arg(long)]
     pub timings: bool,
+    /// Exit 4 when a scenario was skipped (the device lacks a verb it needs) and
     /// none failed; by default a skip does not change the exit status
     #[arg(long)]
     pub fail_on_skip: bool,

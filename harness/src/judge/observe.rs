@@ -5,7 +5,7 @@
 //! records these; `--profile` compares them.
 use std::collections::{BTreeMap, BTreeSet};
 
-use dissector::wire::{AckClass, NakKind};
+use dissector::wire::{AckClass, AckKind, NakKind};
 
 use super::probes::ProbeAnswer;
 use super::timeline::Timeline;
@@ -85,6 +85,15 @@ pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, 
             asked.dedup();
             if !asked.is_empty() {
                 m.insert(key("RNR NAK timer"), asked.iter().map(|us| format!("{} ms", *us as f64 / 1000.0)).collect::<Vec<_>>().join(", "));
+            }
+            // End-to-end credits (IBA 9.7.7.2): after an ACK that says 0, how many
+            // new requests went out before an ACK gave credit back.
+            if let Some(zero) = p.resps.iter().find(|f| f.delivered() && f.ack == Some(AckKind::Ack { credits: 0 })) {
+                let back = p.resps.iter().find(|f| f.number > zero.number && f.delivered() && matches!(f.ack, Some(AckKind::Ack { credits }) if credits > 0)).map(|f| f.number);
+                let mut seen: BTreeSet<u32> = p.reqs.iter().filter(|f| f.number < zero.number).map(|f| f.psn.value()).collect();
+                let new = p.reqs.iter().filter(|f| f.number > zero.number && back.is_none_or(|b| f.number < b)).filter(|f| seen.insert(f.psn.value())).count();
+                let v = if new == 0 { "held new requests".to_string() } else { format!("sent {new} new requests on") };
+                m.insert(key("after an ACK with 0 credits"), v);
             }
             let waits = p.rnr_waits();
             if !waits.is_empty() {

@@ -214,6 +214,25 @@ fn rnr_timer_honoured_and_the_ack_timer() {
     assert!(v.actual.contains("ACK-timer resends at 0.98× the local ACK timeout (4.19 ms)"), "{}", v.actual);
 }
 
+/// After an ACK with credit count 0: new requests sent before credit came back
+/// are counted (resends are not); none means the requester held them.
+#[test]
+fn requests_after_a_zero_credit_ack() {
+    let zero = |n, ms, psn| Packet { ack: Some(Syndrome(0).kind()), ..pkt(n, ms, psn, "ack") };
+    // The responder's own ACK, withheld, is not credit coming back: never delivered.
+    let withheld = Packet { marks: Marks(vec![Mark::Withheld(RuleRef { index: 1, rule: "respond".into() })]), ..pkt(3, 0, 100, "ack") };
+    let t = Timeline { packets: vec![pkt(1, 0, 100, "SEND Only"), zero(2, 0, 100), withheld, pkt(4, 1, 101, "SEND Only"), pkt(5, 1, 102, "SEND Only"), pkt(6, 2, 102, "ack")], ..Default::default() };
+    let sc = scenario("");
+    let (_, obs) = judge(&sc, &outcome(), &Ok(t.clone()));
+    assert_eq!(obs.get("wire q from a: after an ACK with 0 credits").map(String::as_str), Some("sent 2 new requests on"), "{obs:?}");
+    let mut held = t;
+    held.packets[3].number = 7; // after the ACK that gave credit back
+    held.packets[4].number = 8;
+    held.packets.sort_by_key(|p| p.number);
+    let (_, obs) = judge(&sc, &outcome(), &Ok(held));
+    assert_eq!(obs.get("wire q from a: after an ACK with 0 credits").map(String::as_str), Some("held new requests"));
+}
+
 /// `record_deviation`: a failed expectation becomes a recorded deviation (the
 /// scenario passes, the profile keeps `deviates`); one that holds says `holds`;
 /// a run that stopped records nothing.

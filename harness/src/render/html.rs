@@ -776,6 +776,46 @@ mod tests {
         assert!(r.flags().iter().any(|f| f.0 && f.1 == "nak") && !r.flags().iter().any(|f| f.0 && f.1 == "rnr"));
     }
 
+    /// A result whose endpoints are the lab's two VMs, without QPs.
+    fn between_a_and_b() -> ScenarioResult {
+        let mut s = result(Some("x".into()));
+        s.endpoints = serde_json::from_value(serde_json::json!({
+            "a": {"vm": "a", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.1", "ip": "10.0.0.1", "qps": [], "mrs": []},
+            "b": {"vm": "b", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.2", "ip": "10.0.0.2", "qps": [], "mrs": []}
+        }))
+        .unwrap();
+        s
+    }
+
+    /// A response the switch synthesized starts between the lanes at a ◆ and says
+    /// so; the real answer it withheld ends at a ✗ that says it was withheld.
+    #[test]
+    fn synthesized_and_withheld_rungs() {
+        let w = timeline::read(&capture("requester_nak_psn_seq.pcapng")).unwrap();
+        let s = between_a_and_b();
+        let mut page = String::new();
+        ladder(&mut page, &s, &w);
+        let arrow = |frame: u64| -> &str {
+            let at = page.find(&format!("data-frame=\"{frame}\"")).unwrap_or_else(|| panic!("frame {frame} drawn"));
+            let start = page[..at].rfind("<g ").unwrap();
+            &page[start..start + page[start..].find("</g>").unwrap()]
+        };
+        let (synth, withheld, request) = (arrow(13), arrow(14), arrow(12));
+        assert!(synth.contains("class=\"arrow response synthesized nak\"") && synth.contains("<path class=\"origin\""), "{synth}");
+        assert!(synth.contains("◆ synthesized by the lab switch: the responder never sent it"), "{synth}");
+        assert!(withheld.contains("dropped") && withheld.contains("✗ withheld by the lab switch, which answered instead"), "{withheld}");
+        assert!(!request.contains("synthesized") && !request.contains("origin"));
+        // The synthesized shaft starts where the dropped one ends: halfway.
+        let x = |a: &str, attr: &str| -> f64 {
+            let i = a.find("class=\"shaft\"").unwrap();
+            let v = &a[i..];
+            let at = v.find(&format!("{attr}=\"")).unwrap() + attr.len() + 2;
+            v[at..at + v[at..].find('"').unwrap()].parse().unwrap()
+        };
+        assert_eq!(x(synth, "x1"), x(withheld, "x2"));
+        assert!(page.contains("◆ synthesized by the switch (the responder never sent it)"), "the legend");
+    }
+
     /// Frames past the ladder's limit are counted, not drawn.
     #[test]
     fn long_captures_are_cut_with_a_count() {
@@ -783,12 +823,7 @@ mod tests {
         let n = w.packets.len();
         let last = w.packets[n - 1].clone();
         w.packets.extend(std::iter::repeat_n(last, MAX_ROWS));
-        let mut s = result(Some("x".into()));
-        s.endpoints = serde_json::from_value(serde_json::json!({
-            "a": {"vm": "a", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.1", "ip": "10.0.0.1", "qps": [], "mrs": []},
-            "b": {"vm": "b", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.2", "ip": "10.0.0.2", "qps": [], "mrs": []}
-        }))
-        .unwrap();
+        let s = between_a_and_b();
         let mut page = String::new();
         ladder(&mut page, &s, &w);
         assert!(page.contains(&format!("… {n} more frames (the ladder shows the first {MAX_ROWS})")), "{}", &page[page.len().saturating_sub(300)..]);
