@@ -26,14 +26,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
 use dissector::frame::{self, Net};
-use dissector::wire::{icrc, ipv4};
+use dissector::wire::{icrc, ipv4, Psn};
 use dissector::LinkType;
 use serde::{Deserialize, Serialize};
 
 use super::fault::{Action, Dir, Offset, Real, Reply, Rng, Rule};
 use super::mark::{Mark, Marks, RuleRef};
 use super::respond::{Request, Responder};
-use dissector::wire::Psn;
 use super::record::Recorder;
 use super::control::WireFrame;
 
@@ -659,7 +658,7 @@ impl Engine {
             // An RNR range sends each of its timer codes once.
             let codes = match st.rule.action {
                 Action::Respond(r) => match r.reply {
-                    Reply::Rnr { first, last } => Some(u64::from(last - first) + 1),
+                    Reply::Rnr { first, last } => Some(u64::from(last.saturating_sub(first)) + 1),
                     _ => None,
                 },
                 _ => None,
