@@ -15,10 +15,11 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 # Debian packages. Build: libpcap (live capture), libibverbs/librdmacm + libclang
 # (rdma-sys runs bindgen). Lab: qemu, debootstrap, e2fsprogs, xz-utils and zstd (unpack the
 # guest kernel for a faster boot). Tests: tshark; chromium, chromium-driver and
-# python3-selenium (the HTML report's ladder checked in a headless browser).
+# python3-selenium (the HTML report's ladder checked in a headless browser);
+# python3-venv, for pyarrow from PyPI (Parquet files read back by another reader).
 pkgs=(build-essential pkg-config libpcap-dev libibverbs-dev librdmacm-dev libclang-dev clang
       qemu-system-x86 debootstrap e2fsprogs xz-utils zstd)
-(( want_test )) && pkgs+=(tshark chromium chromium-driver python3-selenium)
+(( want_test )) && pkgs+=(tshark chromium chromium-driver python3-selenium python3-venv)
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -43,6 +44,17 @@ if ! command -v cargo >/dev/null 2>&1; then
         curl --proto '=https' --tlsv1.2 -sSf https://sh.rustup.rs | sh -s -- -y --profile minimal
     }
     export PATH="$HOME/.cargo/bin:$PATH"
+fi
+
+# The Parquet test reads `roce`'s files back with pyarrow (not packaged in Debian
+# 12): a virtualenv of its own, pinned.
+if (( want_test )); then
+    py=${ROCE_PYTHON_ENV:-$HOME/.cache/roce/py}
+    if ! "$py/bin/python" -c 'import pyarrow' 2>/dev/null; then
+        say "installing pyarrow into $py (the Parquet test's reader)"
+        python3 -m venv "$py"
+        "$py/bin/pip" install --quiet --disable-pip-version-check 'pyarrow==26.0.1'
+    fi
 fi
 
 say "building and installing roce ($(cargo --version))"

@@ -320,6 +320,17 @@ impl Field {
         Field::ALL.iter().find(|(f, _, _)| *f == self).map_or("?", |(_, n, _)| n)
     }
 
+    /// The field can occur more than once in a frame ([`visit`] may give several
+    /// values): `ip.addr` (source and destination), the VLAN tags of a double-tagged
+    /// frame, ….
+    pub const fn multi(self) -> bool {
+        use Field as F;
+        matches!(
+            self,
+            F::EthAddrs | F::IpAddrs | F::Ipv6Addrs | F::UdpPort | F::TcpPort | F::VlanId | F::VlanPriority | F::VlanEtype | F::QinqId | F::QinqPriority | F::QinqDei
+        )
+    }
+
     /// The type of the field's values (every value [`visit`] gives has it).
     pub const fn ty(self) -> Ty {
         use Field as F;

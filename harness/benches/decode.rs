@@ -3,6 +3,7 @@
 //! Generates a 1,000,000-packet RoCEv2 file (RDMA WRITE Only + ACK over 8 QPs), then
 //! times, as separate processes writing to /dev/null:
 //! - `roce decode -T fields` with the 13 fields below, and tshark with the same fields
+//! - `roce decode -T parquet` with the same fields (the write speed of typed columns)
 //!   on the same file (the ratio is printed);
 //! - the same with `-Y "infiniband.aeth.syndrome != 0"`, ours and tshark's;
 //! - `roce flows`;
@@ -125,6 +126,18 @@ fn main() {
         c
     });
     print_runs("roce decode -T fields (13 fields):", &ours, packets, mb);
+    let pq = dir.join("bench.parquet");
+    let parquet = runs(n, || {
+        let mut c = roce();
+        c.args(["decode", "-T", "parquet", "-w"]).arg(&pq);
+        for f in FIELDS {
+            c.args(["-e", f]);
+        }
+        c.arg(&file);
+        c
+    });
+    print_runs("roce decode -T parquet (13 fields):", &parquet, packets, mb);
+    println!("  Parquet file: {:.1} MB ({:.1} bytes per packet, Snappy)", std::fs::metadata(&pq).map_or(0.0, |m| m.len() as f64 / 1e6), std::fs::metadata(&pq).map_or(0.0, |m| m.len() as f64) / packets as f64);
     let flows = runs(n, || {
         let mut c = roce();
         c.arg("flows").arg(&file);

@@ -24,6 +24,7 @@ pub mod net;
 pub mod scenario;
 
 mod agent;
+mod columns;
 mod controller;
 mod judge;
 mod render;

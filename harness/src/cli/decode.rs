@@ -1,5 +1,6 @@
-//! `roce decode`: one line per frame, a header tree (`-V`), JSON Lines (`--json`), or
-//! tshark-compatible fields (`-T fields -e …`); with `-Y`, only the frames a display
+//! `roce decode`: one line per frame, a header tree (`-V`), JSON Lines (`--json`),
+//! tshark-compatible fields (`-T fields -e …`), or those fields as typed Parquet
+//! columns (`-T parquet -e … -w FILE.parquet`); with `-Y`, only the frames a display
 //! filter keeps (in every output, `-w` included).
 use std::io::{self, BufWriter, Write};
 
@@ -14,6 +15,7 @@ use dissector::frame::Frame;
 use dissector::{frame, print};
 
 use super::exit::{help, Exit, Failure, Outcome};
+use crate::columns::{self, Spec, Table};
 use super::input::InputArgs;
 
 const EXIT: &[(Exit, &str)] = &[
@@ -34,7 +36,8 @@ pub struct DecodeArgs {
     /// JSON Lines: one object per frame (schema in the README).
     #[arg(long, conflicts_with_all = ["verbose", "output_format"])]
     pub json: bool,
-    /// Output format, as tshark's -T: text (default), fields, json (= --json).
+    /// Output format, as tshark's -T: text (default), fields, json (= --json), or
+    /// parquet (the -e fields as typed columns, written to -w FILE.parquet).
     #[arg(short = 'T', value_name = "FORMAT", value_enum)]
     pub output_format: Option<Format>,
     /// A field to print with -T fields (tshark names, e.g. infiniband.bth.psn). Repeatable.
@@ -47,10 +50,15 @@ pub struct DecodeArgs {
     /// List what can be printed: `fields` (every -e name with its meaning).
     #[arg(short = 'G', value_name = "WHAT")]
     pub list: Option<String>,
-    /// Also write the frames read (with -Y, those it keeps) to this pcapng file
-    /// (written to FILE.tmp, renamed when complete).
-    #[arg(short = 'w', long = "write", value_name = "FILE.pcapng")]
+    /// Also write the frames read (with -Y, those it keeps) to this pcapng file;
+    /// with -T parquet, the Parquet file (written to FILE.tmp, renamed when
+    /// complete).
+    #[arg(short = 'w', long = "write", value_name = "FILE")]
     pub write: Option<PathBuf>,
+    /// With -T parquet: rows per row group (what a reader reads at a time; memory
+    /// while writing grows with it).
+    #[arg(long, value_name = "ROWS", default_value_t = columns::ROW_GROUP)]
+    pub row_group: usize,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -58,6 +66,7 @@ pub enum Format {
     Text,
     Fields,
     Json,
+    Parquet,
 }
 
 /// Parsed `-E` options.
@@ -127,20 +136,24 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
         (false, None) if !a.fields.is_empty() => Format::Fields,
         _ => Format::Text,
     };
-    if format == Format::Fields && a.fields.is_empty() {
-        return Err(Failure::input(anyhow!("-T fields needs at least one -e FIELD (see `roce decode -G fields`)")));
+    if matches!(format, Format::Fields | Format::Parquet) && a.fields.is_empty() {
+        return Err(Failure::input(anyhow!("-T fields and -T parquet need at least one -e FIELD (see `roce decode -G fields`)")));
     }
     if format != Format::Fields && !a.field_opts.is_empty() {
         return Err(Failure::input(anyhow!("-E only applies to -T fields")));
+    }
+    if format == Format::Parquet && a.write.is_none() {
+        return Err(Failure::input(anyhow!("-T parquet writes a file: give it with -w FILE.parquet")));
     }
     let field_ids = a.fields.iter().map(|n| Field::lookup(n)).collect::<Result<Vec<_>, _>>().map_err(Failure::input)?;
     let fopts = FieldOpts::parse(&a.field_opts).map_err(Failure::input)?;
     let filter = a.input.display_filter()?;
     let opts = a.input.decode_options();
     let mut src = a.input.open()?;
-    let mut save = match &a.write {
-        Some(p) => Some(RecordFile::create(p, concat!("roce ", env!("CARGO_PKG_VERSION"))).map_err(Failure::setup)?),
-        None => None,
+    let (mut save, mut table) = match (&a.write, format) {
+        (Some(p), Format::Parquet) => (None, Some(Table::with_row_groups(p, field_ids.iter().map(|&f| Spec::of_field(f)).collect(), a.row_group).map_err(Failure::setup)?)),
+        (Some(p), _) => (Some(RecordFile::create(p, concat!("roce ", env!("CARGO_PKG_VERSION"))).map_err(Failure::setup)?), None),
+        (None, _) => (None, None),
     };
 
     if format == Format::Fields && fopts.header {
@@ -199,6 +212,11 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
                 serde_json::to_writer(&mut out, &print::json(&ctx))?;
                 out.write_all(b"\n")?;
             }
+            Format::Parquet => {
+                if let Some(t) = table.as_mut() {
+                    columns::frame_row(t, &field_ids, &ctx, shown, &mut val).context("writing the Parquet file").map_err(Failure::setup)?;
+                }
+            }
             Format::Fields => {
                 line.clear();
                 for (i, &f) in field_ids.iter().enumerate() {
@@ -228,6 +246,9 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
     drop(out);
     if let Some(s) = save {
         s.commit().context("writing the -w file").map_err(Failure::setup)?;
+    }
+    if let Some(t) = table {
+        t.finish().context("writing the Parquet file").map_err(Failure::setup)?;
     }
     stats.warn_if_no_roce(err)?;
     match result {

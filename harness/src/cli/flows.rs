@@ -8,14 +8,16 @@ use dissector::flow::Analyzer;
 use dissector::ctx::Ctx;
 use dissector::frame;
 
-use super::exit::{help, Exit, Outcome};
+use anyhow::Context;
+
+use super::exit::{help, Exit, Failure, Outcome};
 use super::input::InputArgs;
 
 #[derive(Debug, Args)]
 #[command(after_help = help(&[
     (Exit::Ok, "every frame was read"),
     (Exit::BadInput, "a bad option or display filter, or a damaged capture (the report covers the frames before the damage)"),
-    (Exit::Setup, "the interface could not be opened"),
+    (Exit::Setup, "the interface could not be opened, or --parquet could not be written"),
     (Exit::Interrupted, "a second Ctrl-C during live capture"),
 ]))]
 pub struct FlowsArgs {
@@ -24,6 +26,10 @@ pub struct FlowsArgs {
     /// Print the report as JSON (schema: dissector::flow::Report).
     #[arg(long)]
     pub json: bool,
+    /// Also write the flow table and its events as Apache Parquet:
+    /// DIR/flows.parquet and DIR/events.parquet.
+    #[arg(long, value_name = "DIR")]
+    pub parquet: Option<std::path::PathBuf>,
 }
 
 pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
@@ -64,6 +70,9 @@ pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
         }
     };
     let report = an.report();
+    if let Some(dir) = &a.parquet {
+        crate::columns::write_flows(dir, &report).context("writing --parquet").map_err(Failure::setup)?;
+    }
     let mut out = BufWriter::new(out);
     if a.json {
         serde_json::to_writer_pretty(&mut out, &report)?;

@@ -1,0 +1,406 @@
+//! Typed columns written as Apache Parquet, for captures too big for one tool:
+//! `roce decode -T parquet -e …` (the chosen fields of every frame shown) and
+//! `roce flows --parquet DIR` (the per-QP flow table and its events). DuckDB,
+//! Polars, Spark or pyarrow then query them.
+//!
+//! Each column has the type its values have — integers as unsigned 64-bit
+//! integers, flags as booleans, addresses and text as strings, bytes as binary,
+//! `frame.time_epoch` as a UTC timestamp in nanoseconds, relative times as seconds
+//! (a double, as tshark prints them) — and is null where the frame has no such
+//! field. A field that can occur more than once in a frame (`ip.addr`,
+//! `udp.port`, the VLAN tags, …) is a list column. Rows are written in row groups
+//! of [`ROW_GROUP`], so memory stays bounded whatever the capture's size, into
+//! `FILE.tmp`, renamed to `FILE` once complete: a file that is there is whole.
+//!
+//! Owns: the column model and the Parquet writing. Imports: the dissector's field
+//! registry (names, types, values) and the `parquet` crate.
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use dissector::ctx::{Ctx, Shown};
+use dissector::fields::{self, Field, Ty, Value};
+use parquet::basic::{Compression, LogicalType, Repetition, TimeUnit, Type as Physical};
+use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type};
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::Type;
+
+/// Rows per row group: a reader's unit of work; buffers of a few tens of MB for
+/// a dozen fields.
+pub(crate) const ROW_GROUP: usize = 1 << 18;
+
+/// What one column holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// Unsigned 64-bit integers.
+    U64,
+    Bool,
+    /// UTF-8 text (addresses too).
+    Str,
+    /// Raw bytes.
+    Bytes,
+    /// Nanoseconds since the epoch, UTC.
+    Timestamp,
+    /// Seconds, as a double.
+    Seconds,
+}
+
+/// A column: its name, kind, and whether a row may hold several values (a list).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Spec {
+    pub name: String,
+    pub kind: Kind,
+    pub list: bool,
+}
+
+impl Spec {
+    pub(crate) fn new(name: &str, kind: Kind) -> Spec {
+        Spec { name: name.to_string(), kind, list: false }
+    }
+
+    /// The column for a `-e` field.
+    pub(crate) fn of_field(f: Field) -> Spec {
+        let kind = match (f, f.ty()) {
+            (Field::FrameTimeEpoch, _) => Kind::Timestamp,
+            (_, Ty::Time) => Kind::Seconds,
+            (_, Ty::Uint) => Kind::U64,
+            (_, Ty::Bool) => Kind::Bool,
+            (_, Ty::Bytes) => Kind::Bytes,
+            (_, Ty::Ipv4 | Ty::Ipv6 | Ty::Mac | Ty::Str) => Kind::Str,
+        };
+        Spec { name: f.name().to_string(), kind, list: f.multi() }
+    }
+
+    fn schema(&self) -> Result<Type> {
+        let (physical, logical) = match self.kind {
+            Kind::U64 => (Physical::INT64, Some(LogicalType::integer(64, false))),
+            Kind::Bool => (Physical::BOOLEAN, None),
+            Kind::Str => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
+            Kind::Bytes => (Physical::BYTE_ARRAY, None),
+            Kind::Timestamp => (Physical::INT64, Some(LogicalType::timestamp(true, TimeUnit::NANOS))),
+            Kind::Seconds => (Physical::DOUBLE, None),
+        };
+        if !self.list {
+            return Ok(Type::primitive_type_builder(&self.name, physical).with_repetition(Repetition::OPTIONAL).with_logical_type(logical).build()?);
+        }
+        // The standard three-level list: optional group (LIST) { repeated group list { required element } }.
+        let element = Type::primitive_type_builder("element", physical).with_repetition(Repetition::REQUIRED).with_logical_type(logical).build()?;
+        let list = Type::group_type_builder("list").with_repetition(Repetition::REPEATED).with_fields(vec![Arc::new(element)]).build()?;
+        Ok(Type::group_type_builder(&self.name)
+            .with_repetition(Repetition::OPTIONAL)
+            .with_logical_type(Some(LogicalType::List))
+            .with_fields(vec![Arc::new(list)])
+            .build()?)
+    }
+}
+
+/// One value to put in a column.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Cell<'a> {
+    U64(u64),
+    Bool(bool),
+    Str(&'a str),
+    Bytes(&'a [u8]),
+    /// Nanoseconds: since the epoch for [`Kind::Timestamp`], a span for
+    /// [`Kind::Seconds`].
+    Nanos(i64),
+}
+
+/// A column's values for the current row group, with Parquet's levels.
+#[derive(Debug)]
+struct Buffer {
+    spec: Spec,
+    ints: Vec<i64>,
+    doubles: Vec<f64>,
+    bools: Vec<bool>,
+    bytes: Vec<ByteArray>,
+    defs: Vec<i16>,
+    reps: Vec<i16>,
+    /// Values given for the row being built.
+    in_row: usize,
+}
+
+impl Buffer {
+    fn new(spec: Spec) -> Buffer {
+        Buffer { spec, ints: Vec::new(), doubles: Vec::new(), bools: Vec::new(), bytes: Vec::new(), defs: Vec::new(), reps: Vec::new(), in_row: 0 }
+    }
+
+    fn push(&mut self, c: Cell<'_>) {
+        // A scalar column keeps a row's first value (the fields that can repeat are
+        // lists).
+        if self.in_row > 0 && !self.spec.list {
+            return;
+        }
+        match (self.spec.kind, c) {
+            (Kind::U64, Cell::U64(v)) => self.ints.push(v as i64),
+            (Kind::Bool, Cell::Bool(b)) => self.bools.push(b),
+            (Kind::Timestamp, Cell::Nanos(n)) => self.ints.push(n),
+            (Kind::Seconds, Cell::Nanos(n)) => self.doubles.push(n as f64 / 1e9),
+            (Kind::Str, Cell::Str(s)) => self.bytes.push(ByteArray::from(s.as_bytes().to_vec())),
+            (Kind::Bytes | Kind::Str, Cell::Bytes(b)) => self.bytes.push(ByteArray::from(b.to_vec())),
+            // A value of another kind than the column's: not the field's own type,
+            // a bug of the caller. Left null rather than written wrong.
+            _ => return,
+        }
+        if self.spec.list {
+            self.defs.push(2);
+            self.reps.push(if self.in_row == 0 { 0 } else { 1 });
+        } else {
+            self.defs.push(1);
+        }
+        self.in_row += 1;
+    }
+
+    /// Ends the row: a row with no value is null.
+    fn end_row(&mut self) {
+        if self.in_row == 0 {
+            self.defs.push(0);
+            if self.spec.list {
+                self.reps.push(0);
+            }
+        }
+        self.in_row = 0;
+    }
+
+    fn clear(&mut self) {
+        self.ints.clear();
+        self.doubles.clear();
+        self.bools.clear();
+        self.bytes.clear();
+        self.defs.clear();
+        self.reps.clear();
+    }
+}
+
+/// A Parquet file being written, a row at a time.
+pub(crate) struct Table {
+    writer: Option<SerializedFileWriter<File>>,
+    cols: Vec<Buffer>,
+    rows: usize,
+    rows_per_group: usize,
+    tmp: PathBuf,
+    path: PathBuf,
+}
+
+impl Table {
+    /// Starts `path` (written as `path.tmp` until [`Table::finish`]), with row
+    /// groups of [`ROW_GROUP`] rows.
+    pub(crate) fn create(path: &Path, specs: Vec<Spec>) -> Result<Table> {
+        Table::with_row_groups(path, specs, ROW_GROUP)
+    }
+
+    /// [`Table::create`] with row groups of `rows` rows (at least 1).
+    pub(crate) fn with_row_groups(path: &Path, specs: Vec<Spec>, rows: usize) -> Result<Table> {
+        let fields = specs.iter().map(|s| s.schema().map(Arc::new)).collect::<Result<Vec<_>>>()?;
+        let schema = Type::group_type_builder("roce").with_fields(fields).build()?;
+        // Dictionaries pay off for text (opcode names, addresses, the Info column);
+        // numbers are left plain, which is faster to write and compresses as well.
+        let mut props = WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_created_by(concat!("roce ", env!("CARGO_PKG_VERSION")).into());
+        for sp in specs.iter().filter(|sp| !matches!(sp.kind, Kind::Str | Kind::Bytes)) {
+            let path = if sp.list { vec![sp.name.clone(), "list".into(), "element".into()] } else { vec![sp.name.clone()] };
+            props = props.set_column_dictionary_enabled(ColumnPath::new(path), false);
+        }
+        let props = props.build();
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(".tmp");
+        let tmp = PathBuf::from(tmp);
+        let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let writer = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props)).context("starting the Parquet file")?;
+        Ok(Table { writer: Some(writer), cols: specs.into_iter().map(Buffer::new).collect(), rows: 0, rows_per_group: rows.max(1), tmp, path: path.to_path_buf() })
+    }
+
+    /// Appends a value to column `i` of the row being built.
+    pub(crate) fn push(&mut self, i: usize, c: Cell<'_>) {
+        if let Some(b) = self.cols.get_mut(i) {
+            b.push(c);
+        }
+    }
+
+    /// Ends the row being built; writes a row group when one is full.
+    pub(crate) fn end_row(&mut self) -> Result<()> {
+        for c in &mut self.cols {
+            c.end_row();
+        }
+        self.rows += 1;
+        if self.rows >= self.rows_per_group {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.rows == 0 {
+            return Ok(());
+        }
+        let Some(w) = self.writer.as_mut() else { anyhow::bail!("the Parquet file was closed") };
+        let mut rg = w.next_row_group()?;
+        for b in &mut self.cols {
+            let Some(mut col) = rg.next_column()? else { anyhow::bail!("fewer Parquet columns than fields") };
+            let defs = Some(&b.defs[..]);
+            let reps = b.spec.list.then_some(&b.reps[..]);
+            match b.spec.kind {
+                Kind::U64 | Kind::Timestamp => {
+                    col.typed::<Int64Type>().write_batch(&b.ints, defs, reps)?;
+                }
+                Kind::Seconds => {
+                    col.typed::<DoubleType>().write_batch(&b.doubles, defs, reps)?;
+                }
+                Kind::Bool => {
+                    col.typed::<BoolType>().write_batch(&b.bools, defs, reps)?;
+                }
+                Kind::Str | Kind::Bytes => {
+                    col.typed::<ByteArrayType>().write_batch(&b.bytes, defs, reps)?;
+                }
+            }
+            col.close()?;
+            b.clear();
+        }
+        rg.close()?;
+        self.rows = 0;
+        Ok(())
+    }
+
+    /// Writes what is left and the footer, then renames the file into place.
+    pub(crate) fn finish(mut self) -> Result<()> {
+        self.flush()?;
+        if let Some(w) = self.writer.take() {
+            w.close().context("finishing the Parquet file")?;
+        }
+        std::fs::rename(&self.tmp, &self.path).with_context(|| format!("renaming {} to {}", self.tmp.display(), self.path.display()))
+    }
+}
+
+/// An unfinished table leaves no file behind.
+impl Drop for Table {
+    fn drop(&mut self) {
+        if self.writer.is_some() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// The values of `fields` for one frame, as a row of `t` (column `i` is field `i`).
+pub(crate) fn frame_row(t: &mut Table, field_ids: &[Field], c: &Ctx<'_>, shown: Shown, text: &mut Vec<u8>) -> Result<()> {
+    for (i, &f) in field_ids.iter().enumerate() {
+        fields::visit(f, c, shown, |v| {
+            let cell = match v {
+                Value::Dec(n) | Value::Hex(n, _) => Cell::U64(n),
+                Value::Bool(b) => Cell::Bool(b),
+                Value::Secs(ns) => Cell::Nanos(ns),
+                Value::Bytes(b) => Cell::Bytes(b),
+                Value::Str(s) => Cell::Str(s),
+                // Addresses and made text: as `-T fields` prints them.
+                Value::Ipv4(_) | Value::Ipv6(_) | Value::Mac(_) | Value::Text(_) => {
+                    text.clear();
+                    v.write(text);
+                    Cell::Bytes(text)
+                }
+            };
+            t.push(i, cell);
+        });
+    }
+    t.end_row()
+}
+
+/// `roce flows --parquet DIR`: `DIR/flows.parquet`, one row per flow (one direction
+/// of traffic to one QP) with the counters `roce flows` prints, and
+/// `DIR/events.parquet`, one row per event the analysis kept (NAKs, RNR NAKs, PSN
+/// gaps, ghost ACKs; the first [`dissector::flow::MAX_EVENTS`] of each kind per
+/// flow), tied to its flow by `flow`.
+pub(crate) fn write_flows(dir: &Path, r: &dissector::flow::Report) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let u64s = [
+        "id", "dest_qp", "src_qp", "paired_with", "first_frame", "packets", "bytes", "payload_bytes", "requests", "psn_first", "psn_last", "gaps",
+        "missing_psns", "out_of_order", "retransmissions", "send_messages", "send_bytes", "write_messages", "write_bytes", "read_messages", "read_bytes",
+        "atomic_messages", "largest_message", "broken_messages", "ack_req", "acks", "coalesced_acks", "acked_packets", "naks", "rnr_naks",
+        "ack_regressions", "ack_latency_samples", "ack_latency_min_ns", "ack_latency_median_ns", "ack_latency_max_ns", "read_latency_samples",
+        "read_latency_min_ns", "read_latency_median_ns", "read_latency_max_ns", "ecn_ce", "fecn", "becn", "cnps", "icrc_checked", "icrc_bad",
+    ];
+    let mut specs = vec![Spec::new("transport", Kind::Str), Spec::new("src", Kind::Str), Spec::new("dst", Kind::Str), Spec::new("paired_by", Kind::Str), Spec::new("duration", Kind::Seconds)];
+    specs.extend(u64s.iter().map(|n| Spec::new(n, Kind::U64)));
+    let mut t = Table::create(&dir.join("flows.parquet"), specs)?;
+    for f in &r.flows {
+        t.push(0, Cell::Str(f.transport));
+        t.push(1, Cell::Str(&f.src));
+        t.push(2, Cell::Str(&f.dst));
+        if let Some(by) = f.paired_by {
+            t.push(3, Cell::Str(by));
+        }
+        t.push(4, Cell::Nanos(f.duration_ns as i64));
+        let lat = |l: Option<dissector::flow::LatencySummary>| -> [Option<u64>; 4] {
+            match l {
+                Some(l) => [Some(l.samples), Some(l.min_ns), Some(l.median_ns), Some(l.max_ns)],
+                None => [None; 4],
+            }
+        };
+        let [als, almin, almed, almax] = lat(f.ack_latency);
+        let [rls, rlmin, rlmed, rlmax] = lat(f.read_latency);
+        let values: [Option<u64>; 45] = [
+            Some(f.id as u64), Some(f.dest_qp.into()), f.src_qp.map(u64::from), f.paired_with.map(|p| p as u64), Some(f.first_frame), Some(f.packets),
+            Some(f.bytes), Some(f.payload_bytes), Some(f.requests), f.psn_first.map(u64::from), f.psn_last.map(u64::from), Some(f.gaps),
+            Some(f.missing_psns), Some(f.out_of_order), Some(f.retransmissions), Some(f.sends.messages), Some(f.sends.bytes), Some(f.writes.messages),
+            Some(f.writes.bytes), Some(f.reads.messages), Some(f.reads.bytes), Some(f.atomics.messages), Some(f.largest_message), Some(f.broken_messages),
+            Some(f.ack_req), Some(f.acks), Some(f.coalesced_acks), Some(f.acked_packets), Some(f.naks), Some(f.rnr_naks), Some(f.ack_regressions),
+            als, almin, almed, almax, rls, rlmin, rlmed, rlmax, Some(f.ecn_ce), Some(f.fecn), Some(f.becn), Some(f.cnps), Some(f.icrc_checked),
+            Some(f.icrc_bad),
+        ];
+        for (i, v) in values.into_iter().enumerate() {
+            if let Some(v) = v {
+                t.push(5 + i, Cell::U64(v));
+            }
+        }
+        t.end_row()?;
+    }
+    t.finish()?;
+
+    let specs = vec![
+        Spec::new("flow", Kind::U64),
+        Spec::new("frame", Kind::U64),
+        Spec::new("kind", Kind::Str),
+        Spec::new("psn", Kind::U64),
+        Spec::new("syndrome", Kind::U64),
+        Spec::new("detail", Kind::Str),
+        Spec::new("request_frame", Kind::U64),
+        Spec::new("wc_status", Kind::Str),
+    ];
+    let mut t = Table::create(&dir.join("events.parquet"), specs)?;
+    let mut events: Vec<(u64, u64, &str, u32, Option<u8>, String, Option<u64>, Option<&str>)> = Vec::new();
+    for f in &r.flows {
+        let id = f.id as u64;
+        for n in &f.nak_events {
+            let kind = if dissector::wire::Syndrome(n.syndrome_value).kind().nak() == Some(dissector::wire::NakKind::Rnr) { "rnr_nak" } else { "nak" };
+            events.push((id, n.frame, kind, n.psn, Some(n.syndrome_value), n.syndrome.clone(), n.request_frame, n.wc_status));
+        }
+        for g in &f.gap_events {
+            events.push((id, g.frame, "gap", g.got, None, format!("expected PSN {}, got {} ({} missing)", g.expected, g.got, g.missing), None, None));
+        }
+        for g in &f.ghost_acks {
+            events.push((id, g.frame, "ghost_ack", g.psn, None, format!("ACK for PSN {}, never sent (next PSN to send: {})", g.psn, g.next_psn), None, None));
+        }
+    }
+    events.sort_by_key(|e| (e.1, e.0));
+    for (flow, frame, kind, psn, syn, detail, req, wc) in events {
+        t.push(0, Cell::U64(flow));
+        t.push(1, Cell::U64(frame));
+        t.push(2, Cell::Str(kind));
+        t.push(3, Cell::U64(psn.into()));
+        if let Some(s) = syn {
+            t.push(4, Cell::U64(s.into()));
+        }
+        t.push(5, Cell::Str(&detail));
+        if let Some(r) = req {
+            t.push(6, Cell::U64(r));
+        }
+        if let Some(w) = wc {
+            t.push(7, Cell::Str(w));
+        }
+        t.end_row()?;
+    }
+    t.finish()
+}
