@@ -33,7 +33,7 @@ fn ends_message(info: &OpInfo) -> bool {
 struct Flow {
     /// The highest PSN delivered so far.
     highest: Option<Psn>,
-    /// Messages delivered: the MSN the responder reports (IBA 9.7.5.1.5).
+    /// Messages delivered: the MSN the responder reports in its AETH.
     msn: u32,
 }
 
