@@ -21,6 +21,7 @@ use std::sync::Arc;
 use anyhow::{Context, Result};
 use dissector::ctx::{Ctx, Shown};
 use dissector::fields::{self, Field, Ty, Value};
+use dissector::flow::FlowReport;
 use parquet::basic::{Compression, LogicalType, Repetition, TimeUnit, Type as Physical};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -308,6 +309,58 @@ pub(crate) fn frame_row(t: &mut Table, field_ids: &[Field], c: &Ctx<'_>, shown: 
     t.end_row()
 }
 
+type FlowCount = (&'static str, fn(&FlowReport) -> Option<u64>);
+
+/// The flow table's integer columns: each name beside how a flow gives its value
+/// (`None`: null).
+const FLOW_COUNTS: &[FlowCount] = &[
+    ("id", |f| Some(f.id as u64)),
+    ("dest_qp", |f| Some(f.dest_qp.into())),
+    ("src_qp", |f| f.src_qp.map(u64::from)),
+    ("paired_with", |f| f.paired_with.map(|p| p as u64)),
+    ("first_frame", |f| Some(f.first_frame)),
+    ("packets", |f| Some(f.packets)),
+    ("bytes", |f| Some(f.bytes)),
+    ("payload_bytes", |f| Some(f.payload_bytes)),
+    ("requests", |f| Some(f.requests)),
+    ("psn_first", |f| f.psn_first.map(u64::from)),
+    ("psn_last", |f| f.psn_last.map(u64::from)),
+    ("gaps", |f| Some(f.gaps)),
+    ("missing_psns", |f| Some(f.missing_psns)),
+    ("out_of_order", |f| Some(f.out_of_order)),
+    ("retransmissions", |f| Some(f.retransmissions)),
+    ("send_messages", |f| Some(f.sends.messages)),
+    ("send_bytes", |f| Some(f.sends.bytes)),
+    ("write_messages", |f| Some(f.writes.messages)),
+    ("write_bytes", |f| Some(f.writes.bytes)),
+    ("read_messages", |f| Some(f.reads.messages)),
+    ("read_bytes", |f| Some(f.reads.bytes)),
+    ("atomic_messages", |f| Some(f.atomics.messages)),
+    ("largest_message", |f| Some(f.largest_message)),
+    ("broken_messages", |f| Some(f.broken_messages)),
+    ("ack_req", |f| Some(f.ack_req)),
+    ("acks", |f| Some(f.acks)),
+    ("coalesced_acks", |f| Some(f.coalesced_acks)),
+    ("acked_packets", |f| Some(f.acked_packets)),
+    ("naks", |f| Some(f.naks)),
+    ("rnr_naks", |f| Some(f.rnr_naks)),
+    ("ack_regressions", |f| Some(f.ack_regressions)),
+    ("ack_latency_samples", |f| f.ack_latency.map(|l| l.samples)),
+    ("ack_latency_min_ns", |f| f.ack_latency.map(|l| l.min_ns)),
+    ("ack_latency_median_ns", |f| f.ack_latency.map(|l| l.median_ns)),
+    ("ack_latency_max_ns", |f| f.ack_latency.map(|l| l.max_ns)),
+    ("read_latency_samples", |f| f.read_latency.map(|l| l.samples)),
+    ("read_latency_min_ns", |f| f.read_latency.map(|l| l.min_ns)),
+    ("read_latency_median_ns", |f| f.read_latency.map(|l| l.median_ns)),
+    ("read_latency_max_ns", |f| f.read_latency.map(|l| l.max_ns)),
+    ("ecn_ce", |f| Some(f.ecn_ce)),
+    ("fecn", |f| Some(f.fecn)),
+    ("becn", |f| Some(f.becn)),
+    ("cnps", |f| Some(f.cnps)),
+    ("icrc_checked", |f| Some(f.icrc_checked)),
+    ("icrc_bad", |f| Some(f.icrc_bad)),
+];
+
 /// `roce flows --parquet DIR`: `DIR/flows.parquet`, one row per flow (one direction
 /// of traffic to one QP) with the counters `roce flows` prints, and
 /// `DIR/events.parquet`, one row per event the analysis kept (NAKs, RNR NAKs, PSN
@@ -315,15 +368,8 @@ pub(crate) fn frame_row(t: &mut Table, field_ids: &[Field], c: &Ctx<'_>, shown: 
 /// flow), tied to its flow by `flow`.
 pub(crate) fn write_flows(dir: &Path, r: &dissector::flow::Report) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let u64s = [
-        "id", "dest_qp", "src_qp", "paired_with", "first_frame", "packets", "bytes", "payload_bytes", "requests", "psn_first", "psn_last", "gaps",
-        "missing_psns", "out_of_order", "retransmissions", "send_messages", "send_bytes", "write_messages", "write_bytes", "read_messages", "read_bytes",
-        "atomic_messages", "largest_message", "broken_messages", "ack_req", "acks", "coalesced_acks", "acked_packets", "naks", "rnr_naks",
-        "ack_regressions", "ack_latency_samples", "ack_latency_min_ns", "ack_latency_median_ns", "ack_latency_max_ns", "read_latency_samples",
-        "read_latency_min_ns", "read_latency_median_ns", "read_latency_max_ns", "ecn_ce", "fecn", "becn", "cnps", "icrc_checked", "icrc_bad",
-    ];
     let mut specs = vec![Spec::new("transport", Kind::Str), Spec::new("src", Kind::Str), Spec::new("dst", Kind::Str), Spec::new("paired_by", Kind::Str), Spec::new("duration", Kind::Seconds)];
-    specs.extend(u64s.iter().map(|n| Spec::new(n, Kind::U64)));
+    specs.extend(FLOW_COUNTS.iter().map(|(n, _)| Spec::new(n, Kind::U64)));
     let mut t = Table::create(&dir.join("flows.parquet"), specs)?;
     for f in &r.flows {
         t.push(0, Cell::Str(f.transport));
@@ -333,25 +379,8 @@ pub(crate) fn write_flows(dir: &Path, r: &dissector::flow::Report) -> Result<()>
             t.push(3, Cell::Str(by));
         }
         t.push(4, Cell::Nanos(f.duration_ns as i64));
-        let lat = |l: Option<dissector::flow::LatencySummary>| -> [Option<u64>; 4] {
-            match l {
-                Some(l) => [Some(l.samples), Some(l.min_ns), Some(l.median_ns), Some(l.max_ns)],
-                None => [None; 4],
-            }
-        };
-        let [als, almin, almed, almax] = lat(f.ack_latency);
-        let [rls, rlmin, rlmed, rlmax] = lat(f.read_latency);
-        let values: [Option<u64>; 45] = [
-            Some(f.id as u64), Some(f.dest_qp.into()), f.src_qp.map(u64::from), f.paired_with.map(|p| p as u64), Some(f.first_frame), Some(f.packets),
-            Some(f.bytes), Some(f.payload_bytes), Some(f.requests), f.psn_first.map(u64::from), f.psn_last.map(u64::from), Some(f.gaps),
-            Some(f.missing_psns), Some(f.out_of_order), Some(f.retransmissions), Some(f.sends.messages), Some(f.sends.bytes), Some(f.writes.messages),
-            Some(f.writes.bytes), Some(f.reads.messages), Some(f.reads.bytes), Some(f.atomics.messages), Some(f.largest_message), Some(f.broken_messages),
-            Some(f.ack_req), Some(f.acks), Some(f.coalesced_acks), Some(f.acked_packets), Some(f.naks), Some(f.rnr_naks), Some(f.ack_regressions),
-            als, almin, almed, almax, rls, rlmin, rlmed, rlmax, Some(f.ecn_ce), Some(f.fecn), Some(f.becn), Some(f.cnps), Some(f.icrc_checked),
-            Some(f.icrc_bad),
-        ];
-        for (i, v) in values.into_iter().enumerate() {
-            if let Some(v) = v {
+        for (i, (_, value)) in FLOW_COUNTS.iter().enumerate() {
+            if let Some(v) = value(f) {
                 t.push(5 + i, Cell::U64(v));
             }
         }

@@ -262,6 +262,19 @@ impl Rule {
         Rule { action, dir: None, qp: None, op: None, psn: None, nth: None, prob: None, seed: None, limit: None, fix_icrc: false }
     }
 
+    /// The most times the rule applies: its `limit`, and for an RNR range one
+    /// application per timer code, whichever is fewer.
+    pub fn cap(&self) -> Option<u64> {
+        let codes = match self.action {
+            Action::Respond(Respond { reply: Reply::Rnr { first, last }, .. }) => Some(u64::from(last.saturating_sub(first)) + 1),
+            _ => None,
+        };
+        match (self.limit, codes) {
+            (Some(l), Some(c)) => Some(l.min(c)),
+            (l, c) => l.or(c),
+        }
+    }
+
     /// The frame's BTH fields match (dir/qp/op/psn; `nth`, `prob` and `limit` are
     /// decided by the switch, which keeps the counts).
     pub fn matches(&self, dir: Dir, opcode: u8, qp: u32, psn: u32) -> bool {
@@ -455,16 +468,10 @@ pub fn parse_rule(input: &str) -> Result<Rule, RuleError> {
                 rule.qp = Some(q as u32);
             }
             "op" | "opcode" => rule.op = Some(parse_op(value).ok_or_else(|| bad("unknown opcode", Some(op_hint())))?),
-            "psn" => {
-                let (a, b) = match value.split_once('-') {
-                    Some((a, b)) => (parse_u64(a), parse_u64(b)),
-                    None => (parse_u64(value), parse_u64(value)),
-                };
-                match (a, b) {
-                    (Some(a), Some(b)) if a <= b && b <= 0xff_ffff => rule.psn = Some(a as u32..=b as u32),
-                    _ => return Err(bad("expected a PSN (24 bits) or a range like 4-7", None)),
-                }
-            }
+            "psn" => match parse_range(value) {
+                Some((a, b)) if a <= b && b <= 0xff_ffff => rule.psn = Some(a as u32..=b as u32),
+                _ => return Err(bad("expected a PSN (24 bits) or a range like 4-7", None)),
+            },
             "nth" => {
                 rule.nth = Some(parse_u64(value).filter(|&n| n >= 1).ok_or_else(|| bad("expected a count from 1 (1 = the first match)", None))?)
             }
@@ -552,6 +559,14 @@ pub fn parse_rule(input: &str) -> Result<Rule, RuleError> {
     Ok(rule)
 }
 
+/// `4` or `4-7`: a number, or a low-high pair (order not checked).
+fn parse_range(v: &str) -> Option<(u64, u64)> {
+    match v.split_once('-') {
+        Some((a, b)) => Some((parse_u64(a)?, parse_u64(b)?)),
+        None => parse_u64(v).map(|n| (n, n)),
+    }
+}
+
 fn nak_codes() -> String {
     let keys: Vec<&str> = NakCode::ALL.iter().map(|c| c.key()).collect();
     format!("codes are {}", keys.join(", "))
@@ -582,11 +597,7 @@ fn respond_key(r: &mut Respond, key: &str, value: &str) -> Result<(), (String, O
             }
         }
         "timer" => {
-            let (a, b) = match value.split_once('-') {
-                Some((a, b)) => (parse_u64(a), parse_u64(b)),
-                None => (parse_u64(value), parse_u64(value)),
-            };
-            let (Some(a), Some(b)) = (a, b) else { return Err(("expected a timer code 0–31 or a range like 1-31".into(), None)) };
+            let Some((a, b)) = parse_range(value) else { return Err(("expected a timer code 0–31 or a range like 1-31".into(), None)) };
             if a > b || b > 31 {
                 return Err(("timer codes are 0–31 (IBA table 45), a range low-high".into(), None));
             }

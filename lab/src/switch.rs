@@ -30,7 +30,7 @@ use dissector::wire::{icrc, ipv4, Psn};
 use dissector::LinkType;
 use serde::{Deserialize, Serialize};
 
-use super::fault::{Action, Dir, Offset, Real, Reply, Rng, Rule};
+use super::fault::{Action, Dir, Offset, Real, Rng, Rule};
 use super::mark::{Mark, Marks, RuleRef};
 use super::respond::{Request, Responder};
 use super::record::Recorder;
@@ -655,15 +655,7 @@ impl Engine {
                 (None, Some(p)) => st.rng.next_f64() < p,
                 (None, None) => true,
             };
-            // An RNR range sends each of its timer codes once.
-            let codes = match st.rule.action {
-                Action::Respond(r) => match r.reply {
-                    Reply::Rnr { first, last } => Some(u64::from(last.saturating_sub(first)) + 1),
-                    _ => None,
-                },
-                _ => None,
-            };
-            if !chosen || st.rule.limit.into_iter().chain(codes).any(|l| st.applied >= l) {
+            if !chosen || st.rule.cap().is_some_and(|c| st.applied >= c) {
                 continue;
             }
             // One crafted answer per request: a second `respond` waits its turn.
