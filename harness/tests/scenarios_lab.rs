@@ -29,8 +29,14 @@ impl Drop for Lab {
 
 /// `roce suite scenarios/` on `image` in `lab`, held to `profile`.
 fn suite_on(lab: &Lab, image: &str, profile: &str, out_dir: &Path) -> std::process::Output {
+    suite_with(lab, image, profile, out_dir, &[])
+}
+
+fn suite_with(lab: &Lab, image: &str, profile: &str, out_dir: &Path, extra: &[&str]) -> std::process::Output {
     let out = Command::new(env!("CARGO_BIN_EXE_roce"))
-        .args(["suite", "--image", image, "--lab", &lab.0, "--out"])
+        .args(["suite", "--image", image, "--lab", &lab.0])
+        .args(extra)
+        .arg("--out")
         .arg(out_dir)
         .arg("--junit")
         .arg(out_dir.join("junit.xml"))
@@ -169,8 +175,22 @@ fn seed_scenarios_pass_on_both_images_and_the_diff_shows_what_the_kernel_changed
     let lab = Lab(format!("scen6-{}", std::process::id()));
     let out6 = std::env::temp_dir().join(format!("roce-scenarios-trixie-{}", std::process::id()));
     let out = suite_on(&lab, "trixie", "rxe-linux-6.12.toml", &out6);
-    drop(lab);
     assert_eq!(out.status.code(), Some(0), "every seed scenario passes on trixie, as its rxe profile recorded");
+    // The same suite four at a time on the same lab: nothing changes, and each
+    // scenario's capture holds its own frames and no other's.
+    let out6j = std::env::temp_dir().join(format!("roce-scenarios-trixie-j4-{}", std::process::id()));
+    let out = suite_with(&lab, "trixie", "rxe-linux-6.12.toml", &out6j, &["-j", "4"]);
+    drop(lab);
+    assert_eq!(out.status.code(), Some(0), "every seed scenario passes with -j 4 too");
+    let diff = Command::new(env!("CARGO_BIN_EXE_roce")).arg("diff").arg(out6.join("suite.json")).arg(out6j.join("suite.json")).output().expect("roce diff");
+    let text = String::from_utf8_lossy(&diff.stdout);
+    assert_eq!(diff.status.code(), Some(0), "-j 4 against -j 1: {text}");
+    assert!(text.contains("nothing changed"), "{text}");
+    for dir in [&out6, &out6j] {
+        let report: Value = serde_json::from_slice(&std::fs::read(dir.join("report.json")).expect("report.json written")).expect("report.json parses");
+        captures_hold_their_own_frames(&report);
+    }
+    let _ = std::fs::remove_dir_all(&out6j);
     let suite6: Value = serde_json::from_slice(&std::fs::read(out6.join("suite.json")).expect("suite.json written")).expect("suite.json parses");
     assert_eq!(suite6["profile"], "rxe-linux-6.12", "{suite6:#}");
     assert_eq!(suite6["skipped"].as_u64().unwrap_or(0), 0, "6.12 has every verb the scenarios require: {suite6:#}");
@@ -191,6 +211,37 @@ fn seed_scenarios_pass_on_both_images_and_the_diff_shows_what_the_kernel_changed
     assert!(text.contains("completion b wr_id 7: IBV_WC_SUCCESS → IBV_WC_REM_INV_REQ_ERR"), "{text}");
     let _ = std::fs::remove_dir_all(&out_dir);
     let _ = std::fs::remove_dir_all(&out6);
+}
+
+/// Every RoCE frame in each scenario's capture is addressed to one of that
+/// scenario's QPs at the address that received it, or is its rdma_cm exchange
+/// (QP1); and the captures of scenarios that connect QPs are not empty.
+fn captures_hold_their_own_frames(report: &Value) {
+    let mut seen = 0;
+    for s in report["scenarios"].as_array().expect("scenarios") {
+        let (Some(cap), Some(eps)) = (s["capture"].as_str(), s["endpoints"].as_object()) else { continue };
+        let mine: Vec<(String, u64)> = eps
+            .values()
+            .flat_map(|e| e["qps"].as_array().into_iter().flatten().map(move |q| (e["ip"].as_str().unwrap_or("").to_string(), q["qpn"].as_u64().unwrap_or(0))))
+            .collect();
+        let (_, pkts) = lab::record::read_capture(Path::new(cap)).unwrap_or_else(|e| panic!("{cap}: {e}"));
+        for (n, p) in pkts.iter().enumerate() {
+            let f = dissector::frame::decode(dissector::LinkType::ETHERNET, &p.data, &dissector::frame::Options::default());
+            let dst = match &f.net {
+                dissector::frame::Net::Ipv4(r) => r.dst.to_string(),
+                dissector::frame::Net::Ipv6(r) => r.dst.to_string(),
+                _ => continue,
+            };
+            let Some(ib) = &f.ib else { continue };
+            if ib.bth.dest_qp == 1 {
+                continue;
+            }
+            let to = (dst, u64::from(ib.bth.dest_qp));
+            assert!(mine.contains(&to), "{}: frame {} goes to QPN {:#x} at {}, not one of this scenario's QPs {mine:?}", s["name"], n + 1, to.1, to.0);
+            seen += 1;
+        }
+    }
+    assert!(seen > 100, "the captures hold the scenarios' RoCE frames ({seen})");
 }
 
 /// Waits (up to `within`) until the lab's daemon reports a recording run, and

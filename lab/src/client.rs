@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
+use super::claim::Claim;
 use super::control::{self, ExitStatus, Frame, Kind, Request, Response, WireFrame};
 use super::state::{LabPaths, Vm};
 use super::switch::RunReport;
@@ -351,7 +352,9 @@ pub struct RunSession {
 impl RunSession {
     /// Starts a run; with `on_wire`, every frame the switch carries is handed to it
     /// while the run lasts (all of them before [`RunSession::end`] returns).
-    pub fn begin(paths: &LabPaths, pcap: Option<String>, rules: Vec<super::fault::Rule>, seed: u64, on_wire: Option<OnWire>) -> Result<RunSession> {
+    /// With a `claim`, the run shares the switch with other claimed runs and owns
+    /// (counts, records) only the frames it claims; it can have no `rules` then.
+    pub fn begin(paths: &LabPaths, pcap: Option<String>, rules: Vec<super::fault::Rule>, seed: u64, on_wire: Option<OnWire>, claim: Option<Claim>) -> Result<RunSession> {
         let stream = connect(paths)?;
         let live = match on_wire {
             Some(cb) => {
@@ -367,7 +370,7 @@ impl RunSession {
         };
         let mut s = RunSession { stream, live };
         let live = s.live.is_some();
-        send_request(&mut s.stream, &Request::RunBegin { pcap, rules, seed, live })?;
+        send_request(&mut s.stream, &Request::RunBegin { pcap, rules, seed, live, claim })?;
         s.answer()?;
         Ok(s)
     }

@@ -332,6 +332,10 @@ pub enum Request {
         seed: u64,
         #[serde(default)]
         live: bool,
+        /// Share the switch with other runs, owning only what this claims (no
+        /// rules then); without it the run has the switch to itself.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        claim: Option<super::claim::Claim>,
     },
     RunEnd,
     /// Stop the VMs and the daemon.

@@ -3,7 +3,7 @@
 //! qemu processes (which die with it, PR_SET_PDEATHSIG), the switch, the
 //! connections to the agents, and the control socket the other `roce lab`
 //! commands talk to.
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::fd::{AsRawFd, FromRawFd};
@@ -23,7 +23,8 @@ use super::image::{Image, Release};
 use super::record::PcapngRecorder;
 use super::state::{self, Flock, LabPaths, Vm};
 use super::fault::Rule;
-use super::switch::{RunReport, RunSpec, Switch, Wire};
+use super::claim::Claim;
+use super::switch::{RunId, RunReport, RunSpec, Switch, Wire};
 use super::vm::{self, Accel, VmSpec};
 
 const GUEST_INIT: &str = include_str!("assets/guest-init.sh");
@@ -98,9 +99,12 @@ struct Shared {
     qemu_pids: [u32; 2],
     last_activity: Mutex<Instant>,
     last_run: Mutex<Option<RunReport>>,
-    /// The current run: the connection that owns it, and the thread streaming its
-    /// wire back to that connection when it asked for it live.
-    run_owner: Mutex<Option<(u64, Option<thread::JoinHandle<()>>)>>,
+    /// The runs in progress, by the connection that owns each: the switch's name
+    /// for it, and the thread streaming its wire back to that connection when it
+    /// asked for it live.
+    runs: Mutex<BTreeMap<u64, (RunId, Option<thread::JoinHandle<()>>)>>,
+    /// The unrecorded run that applies the standing rules while no other goes.
+    background: Mutex<Option<RunId>>,
     clients: AtomicU32,
     idle_timeout: Option<Duration>,
     /// Standing fault rules and seed; while no run is in progress they apply
@@ -222,11 +226,13 @@ impl Shared {
         if self.standing.0.is_empty() {
             return Ok(());
         }
-        self.switch.begin(RunSpec { rules: self.standing.0.clone(), seed: self.standing.1, recorder: None, capture: None, live: None })
+        let id = self.switch.begin(RunSpec { rules: self.standing.0.clone(), seed: self.standing.1, recorder: None, capture: None, live: None, claim: None })?;
+        *self.background.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
+        Ok(())
     }
 
     fn status(&self) -> serde_json::Value {
-        let (total, run) = self.switch.stats().unwrap_or_default();
+        let (total, runs) = self.switch.stats().unwrap_or_default();
         let phase = self.phase();
         let vms: Vec<serde_json::Value> = Vm::BOTH
             .iter()
@@ -257,7 +263,8 @@ impl Shared {
             "vms": vms,
             "ports": self.switch.ports(),
             "counters": total,
-            "run": run,
+            "run": runs.first(),
+            "runs": runs.len(),
             "last_run": *self.last_run.lock().unwrap_or_else(|e| e.into_inner()),
         })
     }
@@ -281,6 +288,10 @@ fn write_atomically(path: &Path, data: &[u8], mode: u32) -> Result<()> {
 /// Puts the guest init and this `roce` binary into the 9p share (the binary only if
 /// it changed, so a rebuilt `roce` reaches the VMs with the next command).
 pub fn refresh_share(paths: &LabPaths) -> Result<()> {
+    // Agents started side by side (`roce run -j N`) all refresh it: one at a time,
+    // or they write the same temporary file.
+    static REFRESHING: Mutex<()> = Mutex::new(());
+    let _one = REFRESHING.lock().unwrap_or_else(|e| e.into_inner());
     let share = paths.share();
     fs::create_dir_all(&share)?;
     let init = share.join("init.sh");
@@ -397,7 +408,8 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
         qemu_pids: pids,
         last_activity: Mutex::new(Instant::now()),
         last_run: Mutex::new(None),
-        run_owner: Mutex::new(None),
+        runs: Mutex::new(BTreeMap::new()),
+        background: Mutex::new(None),
         clients: AtomicU32::new(0),
         idle_timeout: opts.idle_timeout,
         standing: (opts.standing_rules.clone(), opts.standing_seed),
@@ -632,6 +644,7 @@ struct RunRequest {
     seed: u64,
     /// Stream the wire to this client while the run lasts.
     live: Option<Arc<Mutex<UnixStream>>>,
+    claim: Option<Claim>,
 }
 
 /// Sends the run's frames to the client until the switch drops its end of the
@@ -648,14 +661,17 @@ fn stream_wire(rx: mpsc::Receiver<control::WireFrame>, client: Arc<Mutex<UnixStr
 }
 
 fn begin_run(sh: &Shared, conn: u64, req: RunRequest) -> std::result::Result<(), String> {
-    let RunRequest { pcap, rules, seed, live } = req;
+    let RunRequest { pcap, rules, seed, live, claim } = req;
     if sh.phase() != Phase::Ready {
         return Err(format!("the lab is {}, not ready", sh.phase().name()));
     }
+    if claim.is_some() && !sh.standing.0.is_empty() {
+        return Err("this lab applies standing fault rules, which act on every frame: a run cannot share the switch with them\nhint: run one scenario at a time (no -j), or bring the lab up without --rule".into());
+    }
     let rules: Vec<Rule> = sh.standing.0.iter().cloned().chain(rules).collect();
-    let mut owner = sh.run_owner.lock().unwrap_or_else(|e| e.into_inner());
-    if owner.is_some() {
-        return Err("another run is in progress on this lab (one run at a time; use another --name for a second lab)".into());
+    let mut runs = sh.runs.lock().unwrap_or_else(|e| e.into_inner());
+    if runs.contains_key(&conn) {
+        return Err("this connection has a run in progress already".into());
     }
     let (recorder, capture) = match pcap {
         Some(p) => {
@@ -680,33 +696,42 @@ fn begin_run(sh: &Shared, conn: u64, req: RunRequest) -> std::result::Result<(),
         None => (None, None),
     };
     // If the switch refuses, `tx` is dropped with the spec and the streamer ends.
-    if !sh.standing.0.is_empty() {
-        // The background run that applied the standing rules gives way to this one.
-        let _ = sh.switch.end();
+    if let Some(id) = sh.background.lock().unwrap_or_else(|e| e.into_inner()).take() {
+        // The background run that applied the standing rules gives way.
+        let _ = sh.switch.end(id);
     }
-    if let Err(e) = sh.switch.begin(RunSpec { rules, seed, recorder, capture, live: tx }) {
-        let _ = sh.begin_background_run();
-        return Err(e.to_string());
+    match sh.switch.begin(RunSpec { rules, seed, recorder, capture, live: tx, claim }) {
+        Ok(id) => {
+            runs.insert(conn, (id, streamer));
+            Ok(())
+        }
+        Err(e) => {
+            if runs.is_empty() {
+                let _ = sh.begin_background_run();
+            }
+            let hint = if runs.is_empty() { "" } else { "\nhint: one run at a time unless each claims its own QPs (roce run -j); use another --name for a second lab" };
+            Err(format!("{e}{hint}"))
+        }
     }
-    *owner = Some((conn, streamer));
-    Ok(())
 }
 
 fn end_run(sh: &Shared, conn: u64) -> std::result::Result<RunReport, String> {
-    let (streamer, report) = {
-        let mut owner = sh.run_owner.lock().unwrap_or_else(|e| e.into_inner());
-        if owner.as_ref().map(|o| o.0) != Some(conn) {
+    let (streamer, report, last) = {
+        let mut runs = sh.runs.lock().unwrap_or_else(|e| e.into_inner());
+        let Some((id, streamer)) = runs.remove(&conn) else {
             return Err("this connection has no run in progress".into());
-        }
-        (owner.take().and_then(|o| o.1), sh.switch.end())
+        };
+        (streamer, sh.switch.end(id), runs.is_empty())
     };
     // The switch dropped the run's sender: the streamer sends what is queued and
     // ends, so every Wire frame precedes the answer to RunEnd.
     if let Some(t) = streamer {
         let _ = t.join();
     }
-    if let Err(e) = sh.begin_background_run() {
-        log(&format!("restarting the standing fault rules: {e:#}"));
+    if last {
+        if let Err(e) = sh.begin_background_run() {
+            log(&format!("restarting the standing fault rules: {e:#}"));
+        }
     }
     let report = report.map_err(|e| e.to_string())?;
     *sh.last_run.lock().unwrap_or_else(|e| e.into_inner()) = Some(report.clone());
@@ -747,9 +772,9 @@ fn client_conn(sh: &Shared, stream: UnixStream, conn: u64) -> Result<()> {
                         }
                     }
                     Request::Status => respond(&writer, &Response::ok(sh.status()))?,
-                    Request::RunBegin { pcap, rules, seed, live } => {
+                    Request::RunBegin { pcap, rules, seed, live, claim } => {
                         let live = live.then(|| writer.clone());
-                        match begin_run(sh, conn, RunRequest { pcap, rules, seed, live }) {
+                        match begin_run(sh, conn, RunRequest { pcap, rules, seed, live, claim }) {
                             Ok(()) => respond(&writer, &Response::ok(json!(null)))?,
                             Err(e) => respond(&writer, &Response::err(e))?,
                         }
@@ -784,7 +809,7 @@ fn client_conn(sh: &Shared, stream: UnixStream, conn: u64) -> Result<()> {
             let _ = sh.send_to_agent(vm, &Frame::new(Kind::Kill, gid, vec![]));
         }
     }
-    let owns_run = sh.run_owner.lock().unwrap_or_else(|e| e.into_inner()).as_ref().map(|o| o.0) == Some(conn);
+    let owns_run = sh.runs.lock().unwrap_or_else(|e| e.into_inner()).contains_key(&conn);
     if owns_run {
         log(&format!("client {conn} left during its run: ending the run"));
         let _ = end_run(sh, conn);

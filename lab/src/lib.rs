@@ -27,6 +27,7 @@ use anyhow::{bail, Context, Result};
 
 pub mod agent;
 pub mod bench;
+pub mod claim;
 pub mod mark;
 pub mod client;
 pub mod control;

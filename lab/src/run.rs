@@ -155,7 +155,7 @@ pub fn execute(paths: &LabPaths, args: RunPlan) -> Result<Outcome> {
         (Some(_), Some(_), None) => Some(listeners(paths, Vm::A)?),
         _ => None,
     };
-    let session = RunSession::begin(paths, pcap, args.rules, args.seed, args.on_wire)?;
+    let session = RunSession::begin(paths, pcap, args.rules, args.seed, args.on_wire, None)?;
     let mut waits = Vec::new();
     let mut waited_for_listen = None;
     let mut a_rx = None;

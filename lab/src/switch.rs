@@ -12,6 +12,11 @@
 //! capture is complete: `recorded = received + duplicated + injected` and every
 //! received frame is either forwarded, dropped by a rule, or counted as a send error.
 //!
+//! Runs either have the switch to themselves (every frame is theirs, fault rules
+//! allowed) or share it, each with a [`Claim`] on its own QPs and ports and no
+//! rules: then each frame is counted and recorded for the run that claims it
+//! (see [`claim`](super::claim)), and those counts balance per run as above.
+//!
 //! The capture shows the wire as the receiver sees it: a frame is recorded when the
 //! switch hands it on (a delayed or reordered frame at its delivery time, after the
 //! frames that overtook it), a dropped frame when it arrived, with a comment.
@@ -25,11 +30,12 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result};
-use dissector::frame::{self, Net};
+use dissector::frame::{self, Frame, Net};
 use dissector::wire::{icrc, ipv4, Psn};
 use dissector::LinkType;
 use serde::{Deserialize, Serialize};
 
+use super::claim::{Claim, Owner};
 use super::fault::{Action, Dir, Offset, Real, Rng, Rule};
 use super::mark::{Mark, Marks, RuleRef};
 use super::respond::{Request, Responder};
@@ -222,12 +228,18 @@ pub struct RunSpec {
     pub capture: Option<PathBuf>,
     /// Every frame the run records is also offered here (never blocking the wire).
     pub live: Option<mpsc::SyncSender<WireFrame>>,
+    /// Share the switch with other runs, owning only what this claims; `None`:
+    /// have it to itself.
+    pub claim: Option<Claim>,
 }
 
+/// Names a run in progress, to end it.
+pub type RunId = u64;
+
 enum Cmd {
-    Begin(RunSpec, mpsc::Sender<Result<(), String>>),
-    End(mpsc::Sender<Result<RunReport, String>>),
-    Stats(mpsc::Sender<(Counters, Option<Counters>)>),
+    Begin(RunSpec, mpsc::Sender<Result<RunId, String>>),
+    End(RunId, mpsc::Sender<Result<RunReport, String>>),
+    Stats(mpsc::Sender<(Counters, Vec<Counters>)>),
     Inject(Dir, Vec<u8>, mpsc::Sender<()>),
     Stop,
 }
@@ -266,16 +278,16 @@ impl Switch {
         rx.recv_timeout(REPLY_DEADLINE).map_err(|_| anyhow::anyhow!("the switch thread did not answer within {REPLY_DEADLINE:?}"))
     }
 
-    pub fn begin(&self, spec: RunSpec) -> Result<()> {
+    pub fn begin(&self, spec: RunSpec) -> Result<RunId> {
         self.ask(|tx| Cmd::Begin(spec, tx))?.map_err(anyhow::Error::msg)
     }
 
-    pub fn end(&self) -> Result<RunReport> {
-        self.ask(Cmd::End)?.map_err(anyhow::Error::msg)
+    pub fn end(&self, run: RunId) -> Result<RunReport> {
+        self.ask(|tx| Cmd::End(run, tx))?.map_err(anyhow::Error::msg)
     }
 
-    /// Lifetime counters, and the current run's if one is going.
-    pub fn stats(&self) -> Result<(Counters, Option<Counters>)> {
+    /// Lifetime counters, and those of each run in progress.
+    pub fn stats(&self) -> Result<(Counters, Vec<Counters>)> {
         self.ask(Cmd::Stats)
     }
 
@@ -318,7 +330,11 @@ pub struct RoceView {
 }
 
 pub fn parse_roce(data: &[u8], opts: &frame::Options) -> Option<RoceView> {
-    let f = frame::decode(LinkType::ETHERNET, data, opts);
+    roce_view(&frame::decode(LinkType::ETHERNET, data, opts), data)
+}
+
+/// [`parse_roce`] of a frame already decoded.
+fn roce_view(f: &Frame, data: &[u8]) -> Option<RoceView> {
     let ib = f.ib.as_ref()?;
     let o = f.offsets;
     let ipv4_header_len = match f.net {
@@ -411,6 +427,10 @@ struct RuleState {
 }
 
 struct Run {
+    id: RunId,
+    /// What it owns while it shares the switch; `None`: it has the switch to
+    /// itself, and every frame is its.
+    owner: Option<Owner>,
     rules: Vec<RuleState>,
     recorder: Option<Box<dyn Recorder>>,
     capture: Option<PathBuf>,
@@ -433,6 +453,8 @@ struct Held {
     dups: u32,
     /// Reorder: released right after the next frame in the same direction.
     behind_next: bool,
+    /// The run whose rule holds it.
+    run: RunId,
 }
 
 struct Engine {
@@ -440,20 +462,51 @@ struct Engine {
     ports: Ports,
     opts: frame::Options,
     total: Counters,
-    run: Option<Run>,
+    /// The runs in progress: one that has the switch to itself, or any number
+    /// that share it.
+    runs: Vec<Run>,
+    next_id: RunId,
     held: VecDeque<Held>,
 }
 
 impl Engine {
     fn new(socks: [UdpSocket; 2], ports: Ports) -> Engine {
-        Engine { socks, ports, opts: frame::Options::default(), total: Counters::default(), run: None, held: VecDeque::new() }
+        Engine { socks, ports, opts: frame::Options::default(), total: Counters::default(), runs: Vec::new(), next_id: 1, held: VecDeque::new() }
     }
 
-    fn count(&mut self, f: impl Fn(&mut Counters)) {
+    /// Counts in the lifetime totals and, when a run owns the frame, in its.
+    fn count(&mut self, run: Option<usize>, f: impl Fn(&mut Counters)) {
         f(&mut self.total);
-        if let Some(r) = &mut self.run {
+        if let Some(r) = run.and_then(|i| self.runs.get_mut(i)) {
             f(&mut r.counters);
         }
+    }
+
+    /// The run a frame sent in `dir` belongs to (an index into `runs`).
+    fn owner_of(&mut self, dir: Dir, f: &Frame) -> Option<usize> {
+        match self.runs.first() {
+            None => None,
+            Some(r) if r.owner.is_none() => Some(0),
+            Some(_) => self.runs.iter_mut().position(|r| r.owner.as_mut().is_some_and(|o| o.owns(dir, f))),
+        }
+    }
+
+    fn index_of(&self, run: RunId) -> Option<usize> {
+        self.runs.iter().position(|r| r.id == run)
+    }
+
+    /// Why a run with `spec` cannot start now, if it cannot.
+    fn refuse(&self, spec: &RunSpec) -> Option<String> {
+        if self.runs.iter().any(|r| r.owner.is_none()) {
+            return Some("a run is already in progress on this lab, with the switch to itself".into());
+        }
+        let Some(claim) = &spec.claim else {
+            return (!self.runs.is_empty()).then(|| format!("{} runs share the switch now; a run that needs it to itself waits for them", self.runs.len()));
+        };
+        if !spec.rules.is_empty() {
+            return Some("a run that shares the switch cannot apply fault rules (they would act on the other runs' frames too)".into());
+        }
+        self.runs.iter().filter_map(|r| r.owner.as_ref()).find_map(|o| o.claim().overlaps(claim)).map(|what| format!("its claim overlaps a run in progress: {what}"))
     }
 
     fn run(mut self, rx: mpsc::Receiver<Cmd>) {
@@ -502,8 +555,8 @@ impl Engine {
     fn command(&mut self, cmd: Cmd) {
         match cmd {
             Cmd::Begin(spec, reply) => {
-                let r = if self.run.is_some() {
-                    Err("a run is already in progress on this lab".to_string())
+                let r = if let Some(why) = self.refuse(&spec) {
+                    Err(why)
                 } else {
                     self.release_due(true);
                     let responder = spec.rules.iter().any(|r| matches!(r.action, Action::Respond(_))).then(Responder::default);
@@ -516,7 +569,11 @@ impl Engine {
                             RuleState { rule, matched: 0, applied: 0, rng: Rng::new(seed) }
                         })
                         .collect();
-                    self.run = Some(Run {
+                    let id = self.next_id;
+                    self.next_id += 1;
+                    self.runs.push(Run {
+                        id,
+                        owner: spec.claim.map(Owner::new),
                         rules,
                         recorder: spec.recorder,
                         capture: spec.capture,
@@ -528,15 +585,15 @@ impl Engine {
                         drops_at_start: socket_drops(&self.ports),
                         responder,
                     });
-                    Ok(())
+                    Ok(id)
                 };
                 let _ = reply.send(r);
             }
-            Cmd::End(reply) => {
+            Cmd::End(id, reply) => {
                 // Whatever a rule still holds belongs to this run.
                 self.release_due(true);
-                let r = match self.run.take() {
-                    None => Err("no run in progress".to_string()),
+                let r = match self.index_of(id).map(|i| self.runs.remove(i)) {
+                    None => Err("no such run in progress".to_string()),
                     Some(mut run) => {
                         if let Some(rec) = run.recorder.take() {
                             if let Err(e) = rec.finish() {
@@ -561,19 +618,21 @@ impl Engine {
                 let _ = reply.send(r);
             }
             Cmd::Stats(reply) => {
-                let _ = reply.send((self.total, self.run.as_ref().map(|r| r.counters)));
+                let _ = reply.send((self.total, self.runs.iter().map(|r| r.counters).collect()));
             }
             Cmd::Inject(dir, frame, reply) => {
-                self.count(|c| c.injected += 1);
-                self.egress(dir, &frame, &Marks(vec![Mark::Injected]), now_ns());
+                let f = frame::decode(LinkType::ETHERNET, &frame, &self.opts);
+                let run = self.owner_of(dir, &f);
+                self.count(run, |c| c.injected += 1);
+                self.egress(run, dir, &frame, &Marks(vec![Mark::Injected]), now_ns());
                 let _ = reply.send(());
             }
             Cmd::Stop => {}
         }
     }
 
-    fn record(&mut self, dir: Dir, ts: u64, frame: &[u8], marks: &Marks) {
-        let Some(run) = &mut self.run else { return };
+    fn record(&mut self, at: Option<usize>, dir: Dir, ts: u64, frame: &[u8], marks: &Marks) {
+        let Some(run) = at.and_then(|i| self.runs.get_mut(i)) else { return };
         let comment = marks.comment();
         let comment = comment.as_deref();
         if let Some(live) = &run.live {
@@ -584,16 +643,16 @@ impl Engine {
         }
         let Some(rec) = &mut run.recorder else { return };
         match rec.record(dir, ts, frame, comment) {
-            Ok(()) => self.count(|c| c.recorded += 1),
+            Ok(()) => self.count(at, |c| c.recorded += 1),
             Err(e) => {
                 run.capture_error.get_or_insert(format!("writing the capture: {e}"));
-                self.count(|c| c.record_errors += 1);
+                self.count(at, |c| c.record_errors += 1);
             }
         }
     }
 
     /// Sends `frame` to the VM on the other side of `dir` and records it.
-    fn egress(&mut self, dir: Dir, frame: &[u8], marks: &Marks, ts: u64) {
+    fn egress(&mut self, run: Option<usize>, dir: Dir, frame: &[u8], marks: &Marks, ts: u64) {
         let out = &self.socks[1 - dir.index()];
         let mut sent = out.send(frame);
         // A full send buffer clears as the kernel delivers; give it a moment.
@@ -603,41 +662,44 @@ impl Engine {
             sent = out.send(frame);
         }
         match sent {
-            Ok(_) => self.count(|c| c.forwarded += 1),
-            Err(_) => self.count(|c| c.send_errors += 1),
+            Ok(_) => self.count(run, |c| c.forwarded += 1),
+            Err(_) => self.count(run, |c| c.send_errors += 1),
         }
-        self.record(dir, ts, frame, marks);
+        self.record(run, dir, ts, frame, marks);
     }
 
     fn ingress(&mut self, dir: Dir, data: &[u8]) {
         let ts = now_ns();
         let len = data.len() as u64;
-        self.count(|c| {
+        let f = frame::decode(LinkType::ETHERNET, data, &self.opts);
+        let at = self.owner_of(dir, &f);
+        self.count(at, |c| {
             match dir {
                 Dir::AtoB => c.from_a += 1,
                 Dir::BtoA => c.from_b += 1,
             }
             c.bytes += len;
         });
-        let view = parse_roce(data, &self.opts);
+        let view = roce_view(&f, data);
         if view.is_some() {
-            self.count(|c| c.roce += 1);
+            self.count(at, |c| c.roce += 1);
         }
-        let (Some(v), Some(run)) = (view, &mut self.run) else {
-            self.forward(dir, data, ts);
+        let (Some(v), Some(run)) = (view, at.and_then(|i| self.runs.get_mut(i))) else {
+            self.forward(at, dir, data, ts);
             return;
         };
+        let id = run.id;
         let request = Request { dir, qp: v.qp, psn: Psn::new(v.psn), opcode: v.opcode };
         if let Some(resp) = &mut run.responder {
             // The responder's own answer to a request a rule answered instead.
             if let Some(by) = resp.withheld(dir, v.qp, request.psn, v.opcode) {
-                self.count(|c| c.dropped += 1);
-                self.record(dir, ts, data, &Marks(vec![Mark::Withheld(by)]));
+                self.count(at, |c| c.dropped += 1);
+                self.record(at, dir, ts, data, &Marks(vec![Mark::Withheld(by)]));
                 return;
             }
         }
         if run.rules.is_empty() {
-            self.forward(dir, data, ts);
+            self.forward(at, dir, data, ts);
             return;
         }
 
@@ -718,44 +780,44 @@ impl Engine {
         // answer: the capture shows cause before effect, and the answer still
         // reaches the requester before any the responder could give.
         if drop {
-            self.count(|c| c.dropped += 1);
-            self.record(dir, ts, &frame, &marks);
+            self.count(at, |c| c.dropped += 1);
+            self.record(at, dir, ts, &frame, &marks);
         } else {
             if modified {
-                self.count(|c| c.modified += 1);
+                self.count(at, |c| c.modified += 1);
             }
             if hold_ms > 0 || reorder_ms.is_some() {
                 if hold_ms > 0 {
-                    self.count(|c| c.delayed += 1);
+                    self.count(at, |c| c.delayed += 1);
                 }
                 if reorder_ms.is_some() {
-                    self.count(|c| c.reordered += 1);
+                    self.count(at, |c| c.reordered += 1);
                 }
                 let due = Instant::now() + Duration::from_millis(hold_ms.max(reorder_ms.unwrap_or(0)));
-                self.held.push_back(Held { due, dir, frame, marks, dups, behind_next: reorder_ms.is_some() });
+                self.held.push_back(Held { due, dir, frame, marks, dups, behind_next: reorder_ms.is_some(), run: id });
             } else {
-                self.deliver(dir, &frame, &marks, dups, ts);
+                self.deliver(at, dir, &frame, &marks, dups, ts);
                 self.release_reordered(dir);
             }
         }
         if let Some((answer, by)) = synthesized {
-            self.count(|c| c.synthesized += 1);
-            self.egress(dir.reverse(), &answer, &Marks(vec![Mark::Synthesized(by)]), now_ns());
+            self.count(at, |c| c.synthesized += 1);
+            self.egress(at, dir.reverse(), &answer, &Marks(vec![Mark::Synthesized(by)]), now_ns());
         }
     }
 
     /// Forwards an untouched frame and lets a reordered one follow it.
-    fn forward(&mut self, dir: Dir, data: &[u8], ts: u64) {
-        self.egress(dir, data, &Marks::default(), ts);
+    fn forward(&mut self, run: Option<usize>, dir: Dir, data: &[u8], ts: u64) {
+        self.egress(run, dir, data, &Marks::default(), ts);
         self.release_reordered(dir);
     }
 
-    fn deliver(&mut self, dir: Dir, frame: &[u8], marks: &Marks, dups: u32, ts: u64) {
-        self.egress(dir, frame, marks, ts);
+    fn deliver(&mut self, run: Option<usize>, dir: Dir, frame: &[u8], marks: &Marks, dups: u32, ts: u64) {
+        self.egress(run, dir, frame, marks, ts);
         for k in 1..=dups {
-            self.count(|c| c.duplicated += 1);
+            self.count(run, |c| c.duplicated += 1);
             let copy = Marks(vec![Mark::Duplicate { k, of: dups, original: marks.0.clone() }]);
-            self.egress(dir, frame, &copy, now_ns());
+            self.egress(run, dir, frame, &copy, now_ns());
         }
     }
 
@@ -769,7 +831,8 @@ impl Engine {
         while i < self.held.len() {
             if self.held[i].behind_next && self.held[i].dir == dir {
                 if let Some(h) = self.held.remove(i) {
-                    self.deliver(h.dir, &h.frame, &h.marks, h.dups, now_ns());
+                    let run = self.index_of(h.run);
+                    self.deliver(run, h.dir, &h.frame, &h.marks, h.dups, now_ns());
                 }
             } else {
                 i += 1;
@@ -787,7 +850,8 @@ impl Engine {
         while i < self.held.len() {
             if all || self.held[i].due <= now {
                 if let Some(h) = self.held.remove(i) {
-                    self.deliver(h.dir, &h.frame, &h.marks, h.dups, now_ns());
+                    let run = self.index_of(h.run);
+                    self.deliver(run, h.dir, &h.frame, &h.marks, h.dups, now_ns());
                 }
             } else {
                 i += 1;
@@ -812,6 +876,8 @@ mod tests {
         vm_b: UdpSocket,
         switch: Switch,
         dir: PathBuf,
+        /// The run `begin` started.
+        run: std::cell::Cell<RunId>,
     }
 
     impl Drop for Rig {
@@ -828,7 +894,7 @@ mod tests {
         }
         let dir = std::env::temp_dir().join(format!("roce-switch-{tag}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        Rig { vm_a: w.vm_a, vm_b: w.vm_b, switch, dir }
+        Rig { vm_a: w.vm_a, vm_b: w.vm_b, switch, dir, run: std::cell::Cell::new(0) }
     }
 
     fn host(last: u8) -> Host {
@@ -883,8 +949,11 @@ mod tests {
             let recorder: Option<Box<dyn Recorder>> =
                 capture.then(|| Box::new(PcapngRecorder::create(&path).unwrap()) as Box<dyn Recorder>);
             let rules = rules.iter().map(|r| parse_rule(r).unwrap()).collect();
-            self.switch.begin(RunSpec { rules, seed, recorder, capture: capture.then(|| path.clone()), live: None }).unwrap();
+            self.run.set(self.switch.begin(RunSpec { rules, seed, recorder, capture: capture.then(|| path.clone()), live: None, claim: None }).unwrap());
             path
+        }
+        fn end(&self) -> Result<RunReport> {
+            self.switch.end(self.run.get())
         }
     }
 
@@ -899,8 +968,8 @@ mod tests {
         r.send(Dir::BtoA, &f2);
         assert_eq!(r.received(Dir::AtoB), vec![f1.clone(), arp]);
         assert_eq!(r.received(Dir::BtoA), vec![f2]);
-        let (total, run) = r.switch.stats().unwrap();
-        assert!(run.is_none());
+        let (total, runs) = r.switch.stats().unwrap();
+        assert!(runs.is_empty());
         assert_eq!((total.from_a, total.from_b, total.roce, total.forwarded), (2, 1, 2, 3));
         assert!(total.balanced());
     }
@@ -916,7 +985,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(2));
         }
         assert_eq!(r.received(Dir::AtoB).len() + r.received(Dir::BtoA).len(), 10);
-        let rep = r.switch.end().unwrap();
+        let rep = r.end().unwrap();
         assert!(rep.counters.capture_complete() && rep.counters.balanced(), "{:?}", rep.counters);
         assert_eq!(rep.counters.recorded, 10);
         assert_eq!(rep.capture.as_deref(), Some(path.to_str().unwrap()));
@@ -930,9 +999,9 @@ mod tests {
         }
         assert!(pkts.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
         // A second run may start once the first ended; ending twice is an error.
-        assert!(r.switch.end().is_err());
+        assert!(r.end().is_err());
         r.begin(&[], 1, false);
-        assert!(r.switch.begin(RunSpec { rules: vec![], seed: 1, recorder: None, capture: None, live: None }).is_err());
+        assert!(r.switch.begin(RunSpec { rules: vec![], seed: 1, recorder: None, capture: None, live: None, claim: None }).is_err());
     }
 
     #[test]
@@ -943,14 +1012,14 @@ mod tests {
         // Room for 3 frames: the 4th and 5th are skipped for the viewer, not for the wire.
         let (tx, rx) = mpsc::sync_channel(3);
         let rules = vec![parse_rule("drop dir=a>b psn=2").unwrap()];
-        r.switch.begin(RunSpec { rules, seed: 1, recorder, capture: Some(path.clone()), live: Some(tx) }).unwrap();
+        r.run.set(r.switch.begin(RunSpec { rules, seed: 1, recorder, capture: Some(path.clone()), live: Some(tx), claim: None }).unwrap());
         let frames: Vec<Vec<u8>> = (1..=5).map(|psn| roce(Dir::AtoB, 0x04, 0x11, psn, b"x")).collect();
         for f in &frames {
             r.send(Dir::AtoB, f);
             std::thread::sleep(Duration::from_millis(2));
         }
         assert_eq!(r.received(Dir::AtoB).len(), 4, "every frame but the dropped one is delivered");
-        let rep = r.switch.end().unwrap();
+        let rep = r.end().unwrap();
         assert_eq!((rep.counters.recorded, rep.live_skipped), (5, 2));
         let live: Vec<WireFrame> = rx.try_iter().collect();
         let (_, pkts) = read_capture(&path).unwrap();
@@ -975,7 +1044,7 @@ mod tests {
         r.send(Dir::AtoB, &p4); // 3rd: passes
         assert_eq!(r.received(Dir::AtoB), vec![p4.clone(), other_qp, p4.clone()]);
         assert_eq!(r.received(Dir::BtoA), vec![reverse]);
-        let rep = r.switch.end().unwrap();
+        let rep = r.end().unwrap();
         assert_eq!((rep.counters.dropped, rep.counters.forwarded), (1, 4));
         assert_eq!((rep.rules[0].matched, rep.rules[0].applied), (3, 1));
         assert!(rep.counters.capture_complete() && rep.counters.balanced());
@@ -1011,7 +1080,7 @@ mod tests {
         // psn 4: the TTL changed, the IPv4 checksum was fixed (ICRC masks the TTL).
         assert_eq!(got[3][14 + 8], frames[3][14 + 8] ^ 0xff);
         assert!(ipv4_ok(&got[3]) && icrc_ok(&got[3]));
-        let rep = r.switch.end().unwrap();
+        let rep = r.end().unwrap();
         assert_eq!(rep.counters.modified, 4);
     }
 
@@ -1032,7 +1101,7 @@ mod tests {
         t[24..26].copy_from_slice(&got[0][24..26]);
         assert_eq!(got[0], t);
         assert_eq!(got[1], other);
-        assert_eq!(r.switch.end().unwrap().counters.modified, 1);
+        assert_eq!(r.end().unwrap().counters.modified, 1);
     }
 
     #[test]
@@ -1059,7 +1128,7 @@ mod tests {
         // psn 1 three times; 4 held until 5 passed; 2 arrives last, ≥150 ms later.
         assert_eq!(order, [1, 1, 1, 3, 5, 4, 2]);
         assert!(delayed_at.unwrap() >= Duration::from_millis(150), "{delayed_at:?}");
-        let rep = r.switch.end().unwrap();
+        let rep = r.end().unwrap();
         let c = rep.counters;
         assert_eq!((c.duplicated, c.delayed, c.reordered, c.forwarded, c.recorded), (2, 1, 1, 7, 7));
         assert!(c.capture_complete() && c.balanced());
@@ -1075,7 +1144,7 @@ mod tests {
         r.begin(&["delay ms=5000"], 1, false);
         r.send(Dir::AtoB, &roce(Dir::AtoB, 0x04, 0x11, 1, b"x"));
         std::thread::sleep(Duration::from_millis(50));
-        let rep = r.switch.end().unwrap();
+        let rep = r.end().unwrap();
         assert_eq!(r.received(Dir::AtoB).len(), 1);
         assert!(rep.counters.balanced(), "{:?}", rep.counters);
     }
@@ -1088,7 +1157,7 @@ mod tests {
         }
         let got: Vec<u32> =
             r.received(Dir::AtoB).iter().map(|f| parse_roce(f, &frame::Options::default()).unwrap().psn).collect();
-        let rep = r.switch.end().unwrap();
+        let rep = r.end().unwrap();
         assert_eq!(rep.counters.dropped as usize, 200 - got.len());
         (0..200).filter(|p| !got.contains(p)).collect()
     }
@@ -1113,7 +1182,7 @@ mod tests {
         let got = r.received(Dir::AtoB);
         assert_eq!(got.len(), 3, "the non-RoCE frame and RoCE psn 2, 3");
         assert_eq!(got[0], tcp_like);
-        assert_eq!(r.switch.end().unwrap().counters.dropped, 2);
+        assert_eq!(r.end().unwrap().counters.dropped, 2);
     }
 
     #[test]
@@ -1123,7 +1192,7 @@ mod tests {
         let f = roce(Dir::BtoA, 0x81, 0x11, 0, b"");
         r.switch.inject(Dir::BtoA, f.clone()).unwrap();
         assert_eq!(r.received(Dir::BtoA), vec![f]);
-        let rep = r.switch.end().unwrap();
+        let rep = r.end().unwrap();
         assert_eq!((rep.counters.injected, rep.counters.recorded), (1, 1));
         assert!(rep.counters.capture_complete() && rep.counters.balanced());
         let (_, pkts) = read_capture(&path).unwrap();
@@ -1155,7 +1224,7 @@ mod tests {
         assert!(r.received(Dir::BtoA).is_empty());
         r.send(Dir::BtoA, &roce(Dir::BtoA, 0x11, 0x11, 6, &[]));
         assert_eq!(r.received(Dir::BtoA).len(), 1);
-        let rep = r.switch.end().unwrap();
+        let rep = r.end().unwrap();
         let c = rep.counters;
         assert_eq!((c.synthesized, c.dropped, c.recorded), (1, 1, 4));
         assert!(c.capture_complete() && c.balanced(), "{}", c.summary());
@@ -1178,7 +1247,7 @@ mod tests {
         }
         assert_eq!(timers, vec![0x23, 0x24], "codes 3 and 4, then no more");
         assert_eq!(r.received(Dir::AtoB).len(), 1, "only the third SEND reached the responder");
-        let rep = r.switch.end().unwrap();
+        let rep = r.end().unwrap();
         assert_eq!((rep.rules[0].matched, rep.rules[0].applied), (3, 2));
     }
 
@@ -1204,11 +1273,63 @@ mod tests {
             r.vm_a.send(&f).unwrap();
         }
         let got = rx.join().unwrap();
-        let rep = r.switch.end().unwrap();
+        let rep = r.end().unwrap();
         let c = rep.counters;
         eprintln!("burst: {n} frames sent in {:?}; {got} received; {c:?}; socket drops {}", t.elapsed(), rep.socket_drops);
         assert_eq!(c.from_a, n);
         assert_eq!(got, n);
         assert_eq!((c.forwarded, c.send_errors, c.recorded), (n, 0, n));
+    }
+
+    /// Runs that share the switch: each records and counts the frames to its own
+    /// QPs, nothing of the other's; what neither claims goes through unrecorded;
+    /// a run that needs the switch to itself (or brings rules) waits its turn.
+    #[test]
+    fn shared_runs_each_record_only_their_own_frames() {
+        let r = rig("shared");
+        let start = |name: &str, claim: Claim| {
+            let path = r.dir.join(name);
+            let recorder: Box<dyn Recorder> = Box::new(PcapngRecorder::create(&path).unwrap());
+            let id = r.switch.begin(RunSpec { rules: vec![], seed: 1, recorder: Some(recorder), capture: Some(path.clone()), live: None, claim: Some(claim) }).unwrap();
+            (id, path)
+        };
+        let (one, p1) = start("one.pcapng", Claim { qps_a: vec![0x11], qps_b: vec![0x12], ports: vec![18_600] });
+        let (two, p2) = start("two.pcapng", Claim { qps_a: vec![0x12], qps_b: vec![0x11], ports: vec![18_700] });
+        let overlapping = RunSpec { rules: vec![], seed: 1, recorder: None, capture: None, live: None, claim: Some(Claim { qps_b: vec![0x12], ..Default::default() }) };
+        assert!(r.switch.begin(overlapping).unwrap_err().to_string().contains("QPN 0x12 on VM b"));
+        let alone = RunSpec { rules: vec![], seed: 1, recorder: None, capture: None, live: None, claim: None };
+        assert!(r.switch.begin(alone).unwrap_err().to_string().contains("2 runs share the switch"));
+        let with_rules = RunSpec { rules: vec![parse_rule("drop").unwrap()], seed: 1, recorder: None, capture: None, live: None, claim: Some(Claim { qps_b: vec![0x99], ..Default::default() }) };
+        assert!(r.switch.begin(with_rules).unwrap_err().to_string().contains("fault rules"));
+
+        // Interleaved: one's request and ACK, two's, an ARP nobody claims.
+        let frames = [
+            (Dir::AtoB, roce(Dir::AtoB, 0x04, 0x12, 1, b"one")),
+            (Dir::AtoB, roce(Dir::AtoB, 0x04, 0x11, 7, b"two")),
+            (Dir::BtoA, roce(Dir::BtoA, 0x11, 0x11, 1, b"")),
+            (Dir::AtoB, vec![0xffu8; 42]),
+            (Dir::BtoA, roce(Dir::BtoA, 0x11, 0x12, 7, b"")),
+        ];
+        for (d, f) in &frames {
+            r.send(*d, f);
+        }
+        assert_eq!(r.received(Dir::AtoB).len(), 3, "every frame is forwarded");
+        assert_eq!(r.received(Dir::BtoA).len(), 2);
+        let (total, runs) = r.switch.stats().unwrap();
+        assert_eq!((total.received(), runs.len()), (5, 2));
+        let rep1 = r.switch.end(one).unwrap();
+        let rep2 = r.switch.end(two).unwrap();
+        for (rep, path, mine) in [(&rep1, &p1, [0usize, 2]), (&rep2, &p2, [1, 4])] {
+            let c = rep.counters;
+            assert_eq!((c.from_a, c.from_b, c.roce, c.forwarded, c.recorded), (1, 1, 2, 2, 2), "{c:?}");
+            assert!(c.balanced() && c.capture_complete());
+            let (_, got) = read_capture(path).unwrap();
+            let want: Vec<&Vec<u8>> = mine.iter().map(|&i| &frames[i].1).collect();
+            assert_eq!(got.iter().map(|p| &p.data).collect::<Vec<_>>(), want);
+        }
+        assert!(r.switch.end(one).is_err(), "ended already");
+        let (total, runs) = r.switch.stats().unwrap();
+        assert!(runs.is_empty());
+        assert_eq!((total.received(), total.recorded), (5, 4), "the ARP frame went through unrecorded");
     }
 }

@@ -126,6 +126,10 @@ struct Local {
     gid: [u8; 16],
     started: Instant,
     wcs: Vec<Wc>,
+    /// How many completions the `wait_completions` steps so far waited for: the
+    /// next waits for `count` beyond these, whether they came before it started
+    /// (a loaded host) or after.
+    waited: usize,
     /// Asynchronous events, in order.
     events: Vec<Event>,
     /// The interface crafted packets go out on, opened at the first probe.
@@ -270,6 +274,7 @@ impl Agent {
             gid,
             started: Instant::now(),
             wcs: Vec::new(),
+            waited: 0,
             events: Vec::new(),
             probe_link: None,
         });
@@ -356,8 +361,9 @@ impl Agent {
         match a {
             Action::Sleep { ms } => std::thread::sleep(Duration::from_millis(ms)),
             Action::WaitCompletions { count, within_ms } => {
-                let want = count as usize + ep.wcs.len();
+                let want = ep.waited + count as usize;
                 ep.poll_until(want, Duration::from_millis(within_ms))?;
+                ep.waited = want;
             }
             Action::Probe(order) => probe = Some(ep.probe(&order)?),
             Action::PostRecv { qp, wr_id, sges } => {

@@ -452,8 +452,10 @@ fn print_status(l: &LabPaths, st: Option<&serde_json::Value>, out: &mut dyn Writ
     if let Ok(r) = serde_json::from_value::<lab::switch::RunReport>(st["last_run"].clone()) {
         writeln!(out, "  last run: {}", r.counters.summary())?;
     }
-    if st["run"].is_object() {
-        writeln!(out, "  a run is in progress")?;
+    match st["runs"].as_u64().unwrap_or(u64::from(st["run"].is_object())) {
+        0 => {}
+        1 => writeln!(out, "  a run is in progress")?,
+        n => writeln!(out, "  {n} runs are in progress, sharing the switch")?,
     }
     writeln!(out, "  state: {}", l.dir.display())
 }

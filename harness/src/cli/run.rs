@@ -16,6 +16,10 @@ use crate::results::profile::Profile;
 use crate::results::Report;
 use crate::scenario::model::Scenario;
 
+/// Scenarios side by side on one lab, at most: each has its own agents in both
+/// VMs and its own block of connection ports.
+const MAX_JOBS: u16 = 16;
+
 pub(super) const EXIT: &[(Exit, &str)] = &[
     (Exit::Ok, "every expectation held (scenarios the device cannot run skipped, said as such)"),
     (Exit::Failed, "some failed, or a scenario could not be carried out"),
@@ -88,6 +92,11 @@ pub struct RunArgs {
     /// at the end, the mean per phase; the JSON report has them always
     #[arg(long)]
     pub timings: bool,
+    /// Run up to N scenarios side by side on the lab. Each scenario's capture still
+    /// holds only its own frames (told apart by its QPNs and connection ports);
+    /// scenarios with [[fault]] rules, probes or timer checks run alone
+    #[arg(short = 'j', long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=MAX_JOBS as i64))]
+    pub jobs: u16,
     /// Exit 4 when a scenario was skipped (the device lacks a verb it needs) and
     /// none failed; by default a skip does not change the exit status
     #[arg(long)]
@@ -133,6 +142,12 @@ pub(super) fn plan(args: &RunArgs, loaded: &[(PathBuf, Scenario)], out_dir: Path
         )));
     }
     let remote = args.endpoints.as_deref().map(parse_endpoints).transpose().map_err(Failure::input)?;
+    if remote.is_some() && args.jobs > 1 {
+        return Err(Failure::input(anyhow!(
+            "roce run: -j {} runs scenarios side by side on the lab, whose switch tells their frames apart; an agent on a real host serves one controller at a time\nhint: leave out -j with --endpoints",
+            args.jobs
+        )));
+    }
     if remote.is_some() {
         let faults = with_faults(loaded);
         if !faults.is_empty() {
@@ -159,7 +174,7 @@ pub(super) fn plan(args: &RunArgs, loaded: &[(PathBuf, Scenario)], out_dir: Path
         }
         None => (controller::lab_endpoints(args.lab_dir.clone(), args.lab.clone(), args.image.unwrap_or_default()).map_err(Failure::setup)?, WireSource::Switch),
     };
-    Ok(RunPlan { endpoints, wire, out_dir, profile })
+    Ok(RunPlan { endpoints, wire, out_dir, profile, jobs: usize::from(args.jobs) })
 }
 
 /// The profile `--record-profile` is about to replace, for its notes: none if the

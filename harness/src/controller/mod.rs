@@ -7,6 +7,7 @@
 //! the CLI or the renderers: results go back to the caller as they come.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{mpsc, Mutex, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Instant;
 
 use anyhow::{anyhow, Context, Result};
@@ -22,7 +23,7 @@ mod resolve;
 mod runner;
 
 pub(crate) use crate::results::Outcome;
-pub(crate) use runner::{AgentPool, Endpoints, LabRef, RemoteAgents};
+pub(crate) use runner::{AgentPool, Endpoints, LabRef, RemoteAgents, Slot};
 
 /// How a scenario's wire is recorded.
 #[derive(Debug, Clone)]
@@ -45,6 +46,8 @@ pub(crate) struct RunPlan {
     /// Each scenario's capture is kept here.
     pub out_dir: PathBuf,
     pub profile: Option<Profile>,
+    /// How many scenarios run side by side on the lab (1: one after the other).
+    pub jobs: usize,
 }
 
 /// Lab endpoints: the lab `name` under `root`, booted when it is not up.
@@ -70,22 +73,24 @@ fn boot_lab(lab: &LabRef, why: &str) -> Result<()> {
     Ok(())
 }
 
-/// Before a scenario: a lab whose VM died or hung during the last one (or that
-/// went down) is brought back, so one broken VM fails one scenario, not the rest.
-/// The agents kept from earlier scenarios die with a restarted lab: `pool` is
-/// emptied then.
-fn heal_lab(lab: &LabRef, pool: &mut AgentPool) -> Result<()> {
+/// Whether the lab can take the next scenario; `Err` says why not.
+fn lab_ready(lab: &LabRef) -> std::result::Result<(), String> {
     let paths = &lab.paths;
-    let why = if !paths.is_running() {
-        "it is down".to_string()
-    } else {
-        match lab::client::request(paths, &lab::control::Request::Status) {
-            Ok(st) if st["phase"] == "ready" => return Ok(()),
-            Ok(st) => st["error"].as_str().map(|e| e.lines().next().unwrap_or(e).to_string()).unwrap_or_else(|| format!("it is {}", st["phase"])),
-            Err(e) => format!("its daemon does not answer ({e:#})"),
-        }
-    };
-    pool.clear();
+    if !paths.is_running() {
+        return Err("it is down".to_string());
+    }
+    match lab::client::request(paths, &lab::control::Request::Status) {
+        Ok(st) if st["phase"] == "ready" => Ok(()),
+        Ok(st) => Err(st["error"].as_str().map(|e| e.lines().next().unwrap_or(e).to_string()).unwrap_or_else(|| format!("it is {}", st["phase"]))),
+        Err(e) => Err(format!("its daemon does not answer ({e:#})")),
+    }
+}
+
+/// Brings back a lab whose VM died or hung (or that went down), so one broken
+/// VM fails one scenario, not the rest. Every agent kept from earlier scenarios
+/// dies with it.
+fn heal_lab(lab: &LabRef, why: &str) -> Result<()> {
+    let paths = &lab.paths;
     lab::stop(paths).with_context(|| format!("stopping the broken lab `{}`", paths.name))?;
     boot_lab(lab, &format!("lab `{}` is not usable ({why}): restarting it for the next scenario", paths.name))
 }
@@ -103,11 +108,11 @@ pub(crate) fn capture_path(out: &Path, file: &Path, taken: &mut BTreeMap<PathBuf
     p
 }
 
-/// Runs one loaded scenario: the outcome and how long it took.
-pub(crate) fn run_one(sc: &Scenario, eps: &Endpoints, capture: &Path, pool: &mut AgentPool) -> (Outcome, f64) {
+/// Runs one loaded scenario in `slot`: the outcome and how long it took.
+pub(crate) fn run_one(sc: &Scenario, eps: &Endpoints, capture: &Path, pool: &mut AgentPool, slot: Slot) -> (Outcome, f64) {
     let t = Instant::now();
     let cap = matches!(eps, Endpoints::Lab(_)).then(|| capture.to_path_buf());
-    let o = runner::execute(sc, eps, cap, pool);
+    let o = runner::execute(sc, eps, cap, pool, slot);
     (o, t.elapsed().as_secs_f64())
 }
 
@@ -161,21 +166,19 @@ pub(crate) struct RunResults {
     pub not_in_profile: Vec<String>,
 }
 
-/// One scenario, carried out and judged: its result and its decoded wire.
-fn run_and_judge(
-    plan: &RunPlan,
-    file: &Path,
-    sc: &Scenario,
-    cap: &Path,
-    not_in_profile: &mut Vec<String>,
-    pool: &mut AgentPool,
-) -> Result<(ScenarioResult, Option<Timeline>)> {
-    let faults: Vec<String> = sc.faults.iter().map(|f| f.describe()).collect();
+/// One scenario carried out (not yet judged), as a worker hands it on.
+struct Executed {
+    outcome: Outcome,
+    secs: f64,
+}
+
+/// Carries out one scenario in `slot`, its wire recorded as the plan says.
+fn carry_out(plan: &RunPlan, sc: &Scenario, cap: &Path, pool: &mut AgentPool, slot: Slot) -> Result<Executed> {
     let rec = match &plan.wire {
         WireSource::Live { iface, filter } => Some(Recording::start(iface, filter, cap).with_context(|| format!("capturing on {iface}"))?),
         _ => None,
     };
-    let (mut o, secs) = run_one(sc, &plan.endpoints, cap, pool);
+    let (mut o, secs) = run_one(sc, &plan.endpoints, cap, pool, slot);
     if let WireSource::File(p) = &plan.wire {
         o.capture = Some(p.clone());
     }
@@ -187,6 +190,14 @@ fn run_and_judge(
             }
         }
     }
+    Ok(Executed { outcome: o, secs })
+}
+
+/// Judges what a scenario did: its result and its decoded wire.
+/// The third part says that the profile does not know the scenario.
+fn judge_one(plan: &RunPlan, file: &Path, sc: &Scenario, ex: Executed) -> (ScenarioResult, Option<Timeline>, bool) {
+    let Executed { outcome: o, secs } = ex;
+    let faults: Vec<String> = sc.faults.iter().map(|f| f.describe()).collect();
     let base = ScenarioResult {
         name: sc.name.clone(),
         file: file.display().to_string(),
@@ -205,28 +216,140 @@ fn run_and_judge(
         timings: o.timings.clone(),
     };
     if let Some(why) = &o.skipped {
-        return Ok((ScenarioResult { status: Status::Skipped, skip_reason: Some(why.clone()), ..base }, None));
+        return (ScenarioResult { status: Status::Skipped, skip_reason: Some(why.clone()), ..base }, None, false);
     }
     let mut laps = Laps::start();
     let wire = judge::wire_of(&o);
     let (mut verdicts, observations) = judge::judge(sc, &o, &wire);
+    let mut unknown = false;
     if let Some(p) = &plan.profile {
         match judge::profile::verdicts(p, &sc.name, &observations) {
             Some(v) => verdicts.extend(v),
-            None => not_in_profile.push(sc.name.clone()),
+            None => unknown = true,
         }
     }
     let pass = o.error.is_none() && verdicts.iter().all(|v| v.pass);
     let status = if pass { Status::Passed } else { Status::Failed };
     let mut r = ScenarioResult { pass, status, verdicts, observations, ..base };
     laps.lap(&mut r.timings, Phase::Judge);
-    Ok((r, wire.ok()))
+    (r, wire.ok(), unknown)
 }
 
-/// Runs `scenarios` (checked already) one after the other as `plan` says, handing
-/// each result and its decoded wire to `done` as soon as it is judged. A broken lab
-/// is brought back before the next scenario; one that cannot be fails the rest,
-/// not run.
+/// What the workers of one run share: the next scenario to take, and the lab.
+///
+/// Scenarios that share the switch hold `wire` for reading while they run; one
+/// that needs it alone (see [`Scenario::needs_the_wire_alone`]), or a worker
+/// bringing back a broken lab, holds it for writing, so it waits for the running
+/// ones to end and holds the next ones back. Its value counts the lab's restarts:
+/// a worker whose agents are from an earlier lab lets them go.
+struct Shared {
+    /// The scenarios' indices in the order they are taken, and how many are.
+    order: Vec<usize>,
+    next: Mutex<usize>,
+    /// The lab applies standing fault rules (`roce lab up --rule`): they act on
+    /// every frame, so each scenario has the switch to itself, with them.
+    standing_rules: bool,
+    wire: RwLock<u64>,
+    /// Why the rest cannot run (the lab could not be brought back, or the run
+    /// was stopped).
+    stopped: Mutex<Option<String>>,
+}
+
+impl Shared {
+    fn take(&self) -> Option<usize> {
+        let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
+        let i = self.order.get(*next).copied()?;
+        *next += 1;
+        Some(i)
+    }
+
+    fn stopped(&self) -> Option<String> {
+        self.stopped.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn stop(&self, why: String) {
+        self.stopped.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert(why);
+    }
+}
+
+/// One worker of a run: takes scenarios in order and carries each out in its
+/// slot, handing the outcome on; judging is the caller's, so it overlaps the
+/// next scenario's setup.
+fn worker(plan: &RunPlan, scenarios: &[(PathBuf, Scenario)], caps: &[PathBuf], shared: &Shared, index: usize, tx: &mpsc::Sender<(usize, Result<Executed, String>)>) {
+    let mut pool = AgentPool::default();
+    let mut generation = 0;
+    while let Some(i) = shared.take() {
+        let sc = &scenarios[i].1;
+        if let Some(why) = shared.stopped() {
+            if tx.send((i, Err(why))).is_err() {
+                return;
+            }
+            continue;
+        }
+        let slot = Slot { index, shared: !shared.standing_rules && sc.needs_the_wire_alone().is_none() };
+        let alone = !slot.shared || plan.jobs == 1;
+        let mut guard = WireGuard::take(&shared.wire, alone);
+        if let (Endpoints::Lab(lab), true) = (&plan.endpoints, i > 0) {
+            if let Err(why) = lab_ready(lab) {
+                // Bringing the lab back stops everything on it: wait for the
+                // others to end their scenarios, and hold the next ones back.
+                drop(guard);
+                let mut w = shared.wire.write().unwrap_or_else(|e| e.into_inner());
+                if lab_ready(lab).is_err() {
+                    *w += 1;
+                    if let Err(e) = heal_lab(lab, &why) {
+                        shared.stop(format!("not run: the lab could not be brought back ({e:#})"));
+                    }
+                }
+                drop(w);
+                guard = WireGuard::take(&shared.wire, alone);
+            }
+        }
+        if guard.generation() != generation {
+            pool.clear();
+            generation = guard.generation();
+        }
+        let ex = match shared.stopped() {
+            Some(why) => Err(why),
+            None => carry_out(plan, sc, &caps[i], &mut pool, slot).map_err(|e| format!("{e:#}")),
+        };
+        drop(guard);
+        if tx.send((i, ex)).is_err() {
+            return;
+        }
+    }
+}
+
+/// The lab's wire, held for a scenario: shared with others, or alone.
+enum WireGuard<'a> {
+    Shared(RwLockReadGuard<'a, u64>),
+    Alone(RwLockWriteGuard<'a, u64>),
+}
+
+impl<'a> WireGuard<'a> {
+    fn take(l: &'a RwLock<u64>, alone: bool) -> WireGuard<'a> {
+        if alone {
+            WireGuard::Alone(l.write().unwrap_or_else(|e| e.into_inner()))
+        } else {
+            WireGuard::Shared(l.read().unwrap_or_else(|e| e.into_inner()))
+        }
+    }
+
+    fn generation(&self) -> u64 {
+        match self {
+            WireGuard::Shared(g) => **g,
+            WireGuard::Alone(g) => **g,
+        }
+    }
+}
+
+/// Runs `scenarios` (checked already) as `plan` says: up to `plan.jobs` side by
+/// side, each scenario's frames recorded into its own capture. Side by side, the
+/// scenarios that may share the wire go first, then those that need it alone,
+/// one at a time. Each result and its decoded wire go to `done` as soon as it is
+/// judged (in the scenarios' order with one job; as they end with more); the
+/// report keeps the scenarios' order. A broken lab is brought back before the
+/// next scenario; one that cannot be fails the rest, not run.
 pub(crate) fn run_all(
     plan: &RunPlan,
     scenarios: &[(PathBuf, Scenario)],
@@ -235,29 +358,53 @@ pub(crate) fn run_all(
     std::fs::create_dir_all(&plan.out_dir).with_context(|| format!("creating {}", plan.out_dir.display()))?;
     let start = Instant::now();
     let mut taken = BTreeMap::new();
-    let mut results = Vec::new();
-    let mut wires = Vec::new();
-    let mut not_in_profile = Vec::new();
-    let mut pool = AgentPool::default();
-    let mut lab_lost: Option<String> = None;
-    for (i, (file, sc)) in scenarios.iter().enumerate() {
-        if let (Endpoints::Lab(lab), true, None) = (&plan.endpoints, i > 0, &lab_lost) {
-            if let Err(e) = heal_lab(lab, &mut pool) {
-                lab_lost = Some(format!("not run: the lab could not be brought back ({e:#})"));
-            }
+    let caps: Vec<PathBuf> = scenarios.iter().map(|(file, _)| capture_path(&plan.out_dir, file, &mut taken)).collect();
+    let standing_rules = match &plan.endpoints {
+        Endpoints::Lab(lab) => lab::client::request(&lab.paths, &lab::control::Request::Status)
+            .map(|st| st["standing_rules"].as_array().is_some_and(|r| !r.is_empty()))
+            .unwrap_or(false),
+        Endpoints::Remote(_) => false,
+    };
+    let jobs = if standing_rules { 1 } else { plan.jobs.clamp(1, scenarios.len().max(1)) };
+    let mut order: Vec<usize> = (0..scenarios.len()).collect();
+    if jobs > 1 {
+        order.sort_by_key(|&i| scenarios[i].1.needs_the_wire_alone().is_some());
+    }
+    let shared = Shared { order, next: Mutex::new(0), standing_rules, wire: RwLock::new(0), stopped: Mutex::new(None) };
+    let mut judged: Vec<Option<(ScenarioResult, Option<Timeline>, bool)>> = scenarios.iter().map(|_| None).collect();
+    let mut failure: Option<anyhow::Error> = None;
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel();
+        for index in 0..jobs {
+            let (tx, shared, caps) = (tx.clone(), &shared, &caps);
+            s.spawn(move || worker(plan, scenarios, caps, shared, index, &tx));
         }
-        let (r, wire) = match &lab_lost {
-            Some(why) => (ScenarioResult::not_run(&sc.name, file, sc.faults.iter().map(|f| f.describe()).collect(), why), None),
-            None => {
-                let cap = capture_path(&plan.out_dir, file, &mut taken);
-                run_and_judge(plan, file, sc, &cap, &mut not_in_profile, &mut pool)?
+        drop(tx);
+        for (i, ex) in rx {
+            let (file, sc) = &scenarios[i];
+            let (mut r, wire, unknown) = match ex {
+                Ok(ex) => judge_one(plan, file, sc, ex),
+                Err(why) => (ScenarioResult::not_run(&sc.name, file, sc.faults.iter().map(|f| f.describe()).collect(), &why), None, false),
+            };
+            let mut laps = Laps::start();
+            if let Err(e) = done(&r, wire.as_ref()) {
+                // Nowhere to report to: the rest is not started.
+                shared.stop(format!("not run: {e}"));
+                failure.get_or_insert(e.into());
             }
-        };
-        let mut laps = Laps::start();
-        done(&r, wire.as_ref())?;
-        let mut r = r;
-        if !r.timings.is_empty() {
-            laps.lap(&mut r.timings, Phase::Report);
+            if !r.timings.is_empty() {
+                laps.lap(&mut r.timings, Phase::Report);
+            }
+            judged[i] = Some((r, wire, unknown));
+        }
+    });
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    let (mut results, mut wires, mut not_in_profile) = (Vec::new(), Vec::new(), Vec::new());
+    for (r, wire, unknown) in judged.into_iter().flatten() {
+        if unknown {
+            not_in_profile.push(r.name.clone());
         }
         results.push(r);
         wires.push(wire);
@@ -266,48 +413,52 @@ pub(crate) fn run_all(
     Ok(RunResults { report, wires, not_in_profile })
 }
 
-/// Seed scenarios on a booted lab (`roce lab bench`): how many a minute, and what
-/// each costs beyond its own traffic (the span from its first frame to its last on
-/// the wire).
+/// Seed scenarios on a booted lab (`roce lab bench`), one after the other and
+/// then four side by side: how many a minute, what each costs beyond its own
+/// traffic (the span from its first frame to its last on the wire), and where
+/// that time goes, phase by phase.
 pub(crate) fn bench_scenarios(lab: &lab::state::LabPaths, image: Release, dir: &Path, tmp: &Path, p: &lab::Progress) -> Result<Vec<(String, String)>> {
     let files = crate::scenario::discover(&[dir.to_path_buf()])?;
-    let eps = Endpoints::Lab(LabRef { paths: lab.clone(), image });
-    let (mut total, mut traffic, mut passed) = (0.0f64, 0.0f64, 0);
-    let mut timings = Vec::new();
-    let mut pool = AgentPool::default();
-    for (i, f) in files.iter().enumerate() {
-        let sc = crate::scenario::load(f).map_err(|d| anyhow!("{}", d[0]))?;
-        p.say(&format!("scenario: {}", sc.name));
-        let cap = tmp.join(format!("scenario-{i}.pcapng"));
-        let (mut o, secs) = run_one(&sc, &eps, &cap, &mut pool);
-        let mut laps = Laps::start();
-        let ok = o.error.is_none() && o.skipped.is_none() && judge::judge(&sc, &o, &judge::wire_of(&o)).0.iter().all(|v| v.pass);
-        laps.lap(&mut o.timings, Phase::Judge);
-        total += secs + o.timings.get(&Phase::Judge).copied().unwrap_or(0.0) / 1000.0;
-        passed += usize::from(ok);
-        timings.push(o.timings);
-        if let Ok((_, pkts)) = lab::record::read_capture(&cap) {
-            if let (Some(a), Some(b)) = (pkts.iter().map(|x| x.ts_ns).min(), pkts.iter().map(|x| x.ts_ns).max()) {
-                traffic += (b - a) as f64 / 1e9;
+    let loaded = files.iter().map(|f| crate::scenario::load(f).map(|sc| (f.clone(), sc)).map_err(|d| anyhow!("{}", d[0]))).collect::<Result<Vec<_>>>()?;
+    let mut rows = Vec::new();
+    for jobs in [1, 4] {
+        let plan = RunPlan {
+            endpoints: Endpoints::Lab(LabRef { paths: lab.clone(), image }),
+            wire: WireSource::Switch,
+            out_dir: tmp.join(format!("j{jobs}")),
+            profile: None,
+            jobs,
+        };
+        let r = run_all(&plan, &loaded, |res, _| {
+            p.say(&format!("scenario (-j {jobs}): {}", res.name));
+            Ok(())
+        })?;
+        let report = r.report;
+        let traffic: f64 = report.scenarios.iter().filter_map(|s| s.capture.as_deref()).map(|c| traffic_secs(Path::new(c))).sum();
+        let (n, total) = (loaded.len().max(1) as f64, report.duration_s);
+        let per = if jobs == 1 { format!("; per scenario {:.2} s, of which {:.2} s beyond its own traffic", total / n, (total - traffic) / n) } else { String::new() };
+        rows.push((
+            format!("seed scenarios ({}), -j {jobs}", dir.display()),
+            format!("{} in {total:.1} s = {:.0} scenarios/min ({} passed){per}", loaded.len(), loaded.len() as f64 / total * 60.0, report.passed),
+        ));
+        if jobs == 1 {
+            let timings: Vec<_> = report.scenarios.iter().map(|s| s.timings.clone()).collect();
+            for (phase, mean, _) in crate::results::phase_means(&timings) {
+                rows.push((format!("  per scenario: {}", phase.label()), format!("{mean:.1} ms")));
             }
         }
     }
-    let n = files.len().max(1) as f64;
-    let mut rows = vec![(
-        format!("seed scenarios ({})", dir.display()),
-        format!(
-            "{} in {total:.1} s = {:.0} scenarios/min ({passed} passed); per scenario {:.2} s, of which {:.2} s beyond its own traffic",
-            files.len(),
-            files.len() as f64 / total * 60.0,
-            total / n,
-            (total - traffic) / n
-        ),
-    )];
-    // Where a scenario's time goes, phase by phase (the mean per scenario).
-    for (phase, mean, _) in crate::results::phase_means(&timings) {
-        rows.push((format!("  per scenario: {}", phase.label()), format!("{mean:.1} ms")));
-    }
     Ok(rows)
+}
+
+/// The span of a capture, from its first frame to its last (0 when it has fewer
+/// than two, or cannot be read).
+fn traffic_secs(capture: &Path) -> f64 {
+    let Ok((_, pkts)) = lab::record::read_capture(capture) else { return 0.0 };
+    match (pkts.iter().map(|x| x.ts_ns).min(), pkts.iter().map(|x| x.ts_ns).max()) {
+        (Some(a), Some(b)) => (b - a) as f64 / 1e9,
+        _ => 0.0,
+    }
 }
 
 #[cfg(test)]
@@ -354,6 +505,7 @@ mod tests {
             wire: WireSource::None,
             out_dir: out.clone(),
             profile: None,
+            jobs: 1,
         };
         let mut seen = Vec::new();
         let r = run_all(&plan, &[(PathBuf::from("t.toml"), sc)], |res, _| {

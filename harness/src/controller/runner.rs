@@ -8,6 +8,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
+use lab::claim::Claim;
 use lab::client::RunSession;
 use lab::state::{LabPaths, Vm};
 
@@ -48,9 +49,38 @@ pub(crate) enum Endpoints {
     Remote(RemoteAgents),
 }
 
-/// TCP / rdma_cm port for the `i`-th QP's connection.
-fn connect_port(i: usize) -> u16 {
-    18_600 + i as u16
+/// Connection ports each slot has for its QPs.
+const PORTS_PER_SLOT: usize = 500;
+
+/// Where a scenario runs among those side by side on one lab (`-j N`).
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct Slot {
+    /// Which of the N: its connection exchanges use their own ports.
+    pub(crate) index: usize,
+    /// Whether it shares the switch, owning only its own QPs' and ports' frames,
+    /// or has it to itself (fault rules, probes, timed checks).
+    pub(crate) shared: bool,
+}
+
+impl Slot {
+    /// TCP / rdma_cm port for the `i`-th QP's connection.
+    fn connect_port(self, i: usize) -> u16 {
+        (18_600 + self.index * PORTS_PER_SLOT + i) as u16
+    }
+}
+
+/// What the scenario's run claims on a shared switch: its QPs on each VM, its
+/// connection ports.
+fn claim(sc: &Scenario, endpoints: &BTreeMap<String, EndpointFacts>, slot: Slot) -> Result<Claim> {
+    let mut c = Claim { ports: (0..sc.qps.len()).map(|i| slot.connect_port(i)).collect(), ..Claim::default() };
+    for (name, facts) in endpoints {
+        let on = match resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)? {
+            Vm::A => &mut c.qps_a,
+            Vm::B => &mut c.qps_b,
+        };
+        on.extend(facts.qps.iter().map(|q| q.qpn));
+    }
+    Ok(c)
 }
 
 /// How many completions the expectations wait for on `endpoint`.
@@ -95,13 +125,13 @@ impl AgentPool {
 /// its own deadline, and a scenario that misses one stops its agents.
 const LAB_AGENT_LIFE: Duration = Duration::from_secs(24 * 3600);
 
-/// Runs `sc`; the wire is recorded to `capture` when the endpoints are in the lab,
-/// whose agents come from and go back to `pool`.
-pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, pool: &mut AgentPool) -> Outcome {
+/// Runs `sc` in `slot`; the wire is recorded to `capture` when the endpoints are
+/// in the lab, whose agents come from and go back to `pool`.
+pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, pool: &mut AgentPool, slot: Slot) -> Outcome {
     let start = Instant::now();
     let mut out = Outcome::default();
     let mut live = Live { agents: BTreeMap::new(), session: None, laps: Laps::start() };
-    if let Err(e) = drive(sc, endpoints, capture, &mut out, &mut live, pool) {
+    if let Err(e) = drive(sc, endpoints, capture, &mut out, &mut live, pool, slot) {
         match e.downcast_ref::<Unsupported>() {
             Some(u) => out.skipped = Some(u.0.clone()),
             None => out.error = Some(format!("{e:#}")),
@@ -126,6 +156,13 @@ pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<Path
     if let Some(s) = session.take() {
         match RunSession::end(s) {
             Ok(rep) => {
+                // The switch counted what it carried for this scenario: a capture
+                // that lacks some of it would be judged as if those frames never were.
+                if let Some(e) = &rep.capture_error {
+                    out.error.get_or_insert(format!("the wire's capture is incomplete: {e}"));
+                } else if rep.capture.is_some() && !rep.counters.capture_complete() {
+                    out.error.get_or_insert(format!("the wire's capture holds {} frames, the switch carried more: {}", rep.counters.recorded, rep.counters.summary()));
+                }
                 out.capture = rep.capture.as_ref().map(PathBuf::from);
                 out.wire = Some(rep);
             }
@@ -151,8 +188,11 @@ struct Live {
     laps: Laps,
 }
 
-fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &mut Outcome, live: &mut Live, pool: &mut AgentPool) -> Result<()> {
+fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &mut Outcome, live: &mut Live, pool: &mut AgentPool, slot: Slot) -> Result<()> {
     let Live { agents, session, laps } = live;
+    if sc.qps.len() > PORTS_PER_SLOT {
+        bail!("{} QPs: a scenario connects at most {PORTS_PER_SLOT}, each on its own port", sc.qps.len());
+    }
     // Agents first, then the recording: the wire holds the scenario's traffic only.
     for name in sc.endpoints.keys() {
         let a = match endpoints {
@@ -241,7 +281,8 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
             None => None,
         };
         let rules = resolve::fault_rules(sc, &out.endpoints).map_err(anyhow::Error::msg)?;
-        *session = Some(RunSession::begin(paths, pcap, rules, 1, None)?);
+        let claim = if slot.shared { Some(claim(sc, &out.endpoints, slot)?) } else { None };
+        *session = Some(RunSession::begin(paths, pcap, rules, 1, None, claim)?);
     } else if !sc.faults.is_empty() {
         bail!("this scenario has [[fault]] rules, which need the lab's switch\nhint: run it in the lab (no --endpoints)");
     }
@@ -257,7 +298,7 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
         let (p_ip, p_mrs): (String, Vec<MrInfo>) = (facts(p)?.ip.clone(), facts(p)?.mrs.clone());
         let (a_ip, a_mrs): (String, Vec<MrInfo>) = (facts(act)?.ip.clone(), facts(act)?.mrs.clone());
         let msg = |passive: bool, peer_ip: &str, peer_mrs: Vec<MrInfo>| {
-            ToAgent::Connect(proto::Connect { qp: q.name.clone(), passive, peer_ip: peer_ip.to_string(), port: connect_port(i), peer_mrs })
+            ToAgent::Connect(proto::Connect { qp: q.name.clone(), passive, peer_ip: peer_ip.to_string(), port: slot.connect_port(i), peer_mrs })
         };
         agent(agents, p)?.send(&msg(true, &a_ip, a_mrs))?;
         agent(agents, act)?.send(&msg(false, &p_ip, p_mrs))?;

@@ -41,6 +41,26 @@ pub(crate) struct Scenario {
     pub(crate) srqs: Vec<SrqSpec>,
 }
 
+impl Scenario {
+    /// Why the scenario must have the lab's switch to itself, if it must: its
+    /// fault rules would act on other scenarios' frames, its probes and its timed
+    /// wire checks on frames that other scenarios' traffic could hold up. The
+    /// others may run side by side (`roce run -j N`).
+    pub(crate) fn needs_the_wire_alone(&self) -> Option<&'static str> {
+        if !self.faults.is_empty() {
+            return Some("it has [[fault]] rules");
+        }
+        if self.steps.iter().any(|s| matches!(s, Step::Probe { .. })) {
+            return Some("it sends probes");
+        }
+        let timed = |w: &WireExpect| w.rnr_timer_honoured || w.ack_timeout || w.retransmit_within_ms.is_some();
+        if self.expect.wire.iter().any(timed) {
+            return Some("its wire checks measure the device's timers");
+        }
+        None
+    }
+}
+
 /// A memory window on one endpoint.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct MwSpec {
