@@ -80,7 +80,9 @@ fn write_file(path: &std::path::Path, data: impl FnOnce(&mut std::io::BufWriter<
 }
 
 pub fn main() -> ExitCode {
-    let code = run(std::env::args_os(), &mut std::io::stdout().lock(), &mut std::io::stderr().lock());
+    // Stderr is not held locked for the whole command: other threads (the
+    // workers of `roce run -j`, booting a lab back) say things there too.
+    let code = run(std::env::args_os(), &mut std::io::stdout().lock(), &mut std::io::stderr());
     ExitCode::from(code)
 }
 

@@ -109,7 +109,7 @@ pub(crate) fn capture_path(out: &Path, file: &Path, taken: &mut BTreeMap<PathBuf
 }
 
 /// Runs one loaded scenario in `slot`: the outcome and how long it took.
-pub(crate) fn run_one(sc: &Scenario, eps: &Endpoints, capture: &Path, pool: &mut AgentPool, slot: Slot) -> (Outcome, f64) {
+pub(crate) fn run_one(sc: &Scenario, eps: &Endpoints, capture: &Path, pool: &AgentPool, slot: Slot) -> (Outcome, f64) {
     let t = Instant::now();
     let cap = matches!(eps, Endpoints::Lab(_)).then(|| capture.to_path_buf());
     let o = runner::execute(sc, eps, cap, pool, slot);
@@ -173,7 +173,7 @@ struct Executed {
 }
 
 /// Carries out one scenario in `slot`, its wire recorded as the plan says.
-fn carry_out(plan: &RunPlan, sc: &Scenario, cap: &Path, pool: &mut AgentPool, slot: Slot) -> Result<Executed> {
+fn carry_out(plan: &RunPlan, sc: &Scenario, cap: &Path, pool: &AgentPool, slot: Slot) -> Result<Executed> {
     let rec = match &plan.wire {
         WireSource::Live { iface, filter } => Some(Recording::start(iface, filter, cap).with_context(|| format!("capturing on {iface}"))?),
         _ => None,
@@ -240,8 +240,7 @@ fn judge_one(plan: &RunPlan, file: &Path, sc: &Scenario, ex: Executed) -> (Scena
 /// Scenarios that share the switch hold `wire` for reading while they run; one
 /// that needs it alone (see [`Scenario::needs_the_wire_alone`]), or a worker
 /// bringing back a broken lab, holds it for writing, so it waits for the running
-/// ones to end and holds the next ones back. Its value counts the lab's restarts:
-/// a worker whose agents are from an earlier lab lets them go.
+/// ones to end and holds the next ones back.
 struct Shared {
     /// The scenarios' indices in the order they are taken, and how many are.
     order: Vec<usize>,
@@ -249,7 +248,9 @@ struct Shared {
     /// The lab applies standing fault rules (`roce lab up --rule`): they act on
     /// every frame, so each scenario has the switch to itself, with them.
     standing_rules: bool,
-    wire: RwLock<u64>,
+    wire: RwLock<()>,
+    /// The lab's agents between scenarios.
+    pool: AgentPool,
     /// Why the rest cannot run (the lab could not be brought back, or the run
     /// was stopped).
     stopped: Mutex<Option<String>>,
@@ -276,8 +277,6 @@ impl Shared {
 /// slot, handing the outcome on; judging is the caller's, so it overlaps the
 /// next scenario's setup.
 fn worker(plan: &RunPlan, scenarios: &[(PathBuf, Scenario)], caps: &[PathBuf], shared: &Shared, index: usize, tx: &mpsc::Sender<(usize, Result<Executed, String>)>) {
-    let mut pool = AgentPool::default();
-    let mut generation = 0;
     while let Some(i) = shared.take() {
         let sc = &scenarios[i].1;
         if let Some(why) = shared.stopped() {
@@ -294,9 +293,10 @@ fn worker(plan: &RunPlan, scenarios: &[(PathBuf, Scenario)], caps: &[PathBuf], s
                 // Bringing the lab back stops everything on it: wait for the
                 // others to end their scenarios, and hold the next ones back.
                 drop(guard);
-                let mut w = shared.wire.write().unwrap_or_else(|e| e.into_inner());
+                let w = shared.wire.write().unwrap_or_else(|e| e.into_inner());
                 if lab_ready(lab).is_err() {
-                    *w += 1;
+                    // No scenario runs now: every kept agent is in the pool.
+                    shared.pool.clear();
                     if let Err(e) = heal_lab(lab, &why) {
                         shared.stop(format!("not run: the lab could not be brought back ({e:#})"));
                     }
@@ -305,13 +305,9 @@ fn worker(plan: &RunPlan, scenarios: &[(PathBuf, Scenario)], caps: &[PathBuf], s
                 guard = WireGuard::take(&shared.wire, alone);
             }
         }
-        if guard.generation() != generation {
-            pool.clear();
-            generation = guard.generation();
-        }
         let ex = match shared.stopped() {
             Some(why) => Err(why),
-            None => carry_out(plan, sc, &caps[i], &mut pool, slot).map_err(|e| format!("{e:#}")),
+            None => carry_out(plan, sc, &caps[i], &shared.pool, slot).map_err(|e| format!("{e:#}")),
         };
         drop(guard);
         if tx.send((i, ex)).is_err() {
@@ -322,23 +318,16 @@ fn worker(plan: &RunPlan, scenarios: &[(PathBuf, Scenario)], caps: &[PathBuf], s
 
 /// The lab's wire, held for a scenario: shared with others, or alone.
 enum WireGuard<'a> {
-    Shared(RwLockReadGuard<'a, u64>),
-    Alone(RwLockWriteGuard<'a, u64>),
+    Shared(#[allow(dead_code)] RwLockReadGuard<'a, ()>),
+    Alone(#[allow(dead_code)] RwLockWriteGuard<'a, ()>),
 }
 
 impl<'a> WireGuard<'a> {
-    fn take(l: &'a RwLock<u64>, alone: bool) -> WireGuard<'a> {
+    fn take(l: &'a RwLock<()>, alone: bool) -> WireGuard<'a> {
         if alone {
             WireGuard::Alone(l.write().unwrap_or_else(|e| e.into_inner()))
         } else {
             WireGuard::Shared(l.read().unwrap_or_else(|e| e.into_inner()))
-        }
-    }
-
-    fn generation(&self) -> u64 {
-        match self {
-            WireGuard::Shared(g) => **g,
-            WireGuard::Alone(g) => **g,
         }
     }
 }
@@ -370,7 +359,7 @@ pub(crate) fn run_all(
     if jobs > 1 {
         order.sort_by_key(|&i| scenarios[i].1.needs_the_wire_alone().is_some());
     }
-    let shared = Shared { order, next: Mutex::new(0), standing_rules, wire: RwLock::new(0), stopped: Mutex::new(None) };
+    let shared = Shared { order, next: Mutex::new(0), standing_rules, wire: RwLock::new(()), pool: AgentPool::default(), stopped: Mutex::new(None) };
     let mut judged: Vec<Option<(ScenarioResult, Option<Timeline>, bool)>> = scenarios.iter().map(|_| None).collect();
     let mut failure: Option<anyhow::Error> = None;
     std::thread::scope(|s| {

@@ -101,23 +101,30 @@ fn completions_wanted(sc: &Scenario, endpoint: &str) -> (usize, Duration) {
 /// The lab's agents between scenarios: each served a scenario to its Teardown and
 /// waits for the next, so a run pays for starting them once, not per scenario.
 /// An agent whose scenario did not end cleanly is not kept (it is stopped).
+/// Scenarios side by side share it: each takes agents no other is using.
 #[derive(Default)]
 pub(crate) struct AgentPool {
-    idle: Vec<Agent>,
+    idle: std::sync::Mutex<Vec<Agent>>,
 }
 
 impl AgentPool {
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Agent>> {
+        self.idle.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     /// An idle agent in `vm`, for endpoint `endpoint`.
-    fn take(&mut self, vm: Vm, endpoint: &str) -> Option<Agent> {
-        let i = self.idle.iter().position(|a| a.vm == Some(vm))?;
-        let mut a = self.idle.swap_remove(i);
+    fn take(&self, vm: Vm, endpoint: &str) -> Option<Agent> {
+        let mut idle = self.idle();
+        let i = idle.iter().position(|a| a.vm == Some(vm))?;
+        let mut a = idle.swap_remove(i);
         a.reuse(endpoint);
         Some(a)
     }
 
-    /// Stops every idle agent (the lab is being restarted, or the run is over).
-    pub(crate) fn clear(&mut self) {
-        self.idle.clear();
+    /// Stops every idle agent (the lab is being restarted, or the run is over):
+    /// each holds a command open in its VM, which a stopping lab would wait for.
+    pub(crate) fn clear(&self) {
+        self.idle().clear();
     }
 }
 
@@ -127,7 +134,7 @@ const LAB_AGENT_LIFE: Duration = Duration::from_secs(24 * 3600);
 
 /// Runs `sc` in `slot`; the wire is recorded to `capture` when the endpoints are
 /// in the lab, whose agents come from and go back to `pool`.
-pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, pool: &mut AgentPool, slot: Slot) -> Outcome {
+pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, pool: &AgentPool, slot: Slot) -> Outcome {
     let start = Instant::now();
     let mut out = Outcome::default();
     let mut live = Live { agents: BTreeMap::new(), session: None, laps: Laps::start() };
@@ -149,7 +156,7 @@ pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<Path
             out.agent_logs.insert(name.clone(), log);
         }
         if clean && a.vm.is_some() {
-            pool.idle.push(a);
+            pool.idle().push(a);
         }
     }
     laps.lap(&mut out.timings, Phase::Teardown);
@@ -188,7 +195,7 @@ struct Live {
     laps: Laps,
 }
 
-fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &mut Outcome, live: &mut Live, pool: &mut AgentPool, slot: Slot) -> Result<()> {
+fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &mut Outcome, live: &mut Live, pool: &AgentPool, slot: Slot) -> Result<()> {
     let Live { agents, session, laps } = live;
     if sc.qps.len() > PORTS_PER_SLOT {
         bail!("{} QPs: a scenario connects at most {PORTS_PER_SLOT}, each on its own port", sc.qps.len());
