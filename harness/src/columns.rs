@@ -399,7 +399,9 @@ pub(crate) fn write_flows(dir: &Path, r: &dissector::flow::Report) -> Result<()>
         Spec::new("wc_status", Kind::Str),
     ];
     let mut t = Table::create(&dir.join("events.parquet"), specs)?;
-    let mut events: Vec<(u64, u64, &str, u32, Option<u8>, String, Option<u64>, Option<&str>)> = Vec::new();
+    // flow, frame, kind, PSN, syndrome, detail, request frame, WC status.
+    type Event<'a> = (u64, u64, &'a str, u32, Option<u8>, String, Option<u64>, Option<&'a str>);
+    let mut events: Vec<Event> = Vec::new();
     for f in &r.flows {
         let id = f.id as u64;
         for n in &f.nak_events {

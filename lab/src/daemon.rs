@@ -102,7 +102,7 @@ struct Shared {
     /// The runs in progress, by the connection that owns each: the switch's name
     /// for it, and the thread streaming its wire back to that connection when it
     /// asked for it live.
-    runs: Mutex<BTreeMap<u64, (RunId, Option<thread::JoinHandle<()>>)>>,
+    runs: Mutex<BTreeMap<u64, (RunId, Option<Streamer>)>>,
     /// The unrecorded run that applies the standing rules while no other goes.
     background: Mutex<Option<RunId>>,
     clients: AtomicU32,
@@ -269,6 +269,9 @@ impl Shared {
         })
     }
 }
+
+/// The thread streaming a run's wire back to its client.
+type Streamer = thread::JoinHandle<()>;
 
 fn now_unix() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)

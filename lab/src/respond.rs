@@ -25,7 +25,7 @@ const ATOMIC_ACKNOWLEDGE: u8 = 0x12;
 /// The packet ends a message (requests) or a response (an ACK, the last READ
 /// response): not a First without Last, not a Middle.
 fn ends_message(info: &OpInfo) -> bool {
-    !info.is(Kind::MIDDLE) && !(info.is(Kind::FIRST) && !info.is(Kind::LAST))
+    !info.is(Kind::MIDDLE) && (!info.is(Kind::FIRST) || info.is(Kind::LAST))
 }
 
 /// One request flow (direction and destination QP), as its responder sees it.
