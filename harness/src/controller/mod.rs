@@ -286,7 +286,7 @@ fn worker(plan: &RunPlan, scenarios: &[(PathBuf, Scenario)], caps: &[PathBuf], s
             continue;
         }
         let slot = Slot { index, shared: !shared.standing_rules && sc.needs_the_wire_alone().is_none() };
-        let alone = !slot.shared || plan.jobs == 1;
+        let alone = !slot.shared;
         let mut guard = WireGuard::take(&shared.wire, alone);
         if let (Endpoints::Lab(lab), true) = (&plan.endpoints, i > 0) {
             if let Err(why) = lab_ready(lab) {
