@@ -472,8 +472,9 @@ fn a_kept_agent_starts_each_scenario_on_a_clean_device() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("roce run");
-    // VM b's device while the run goes on: each scenario holds one PD, CQ, QP and
-    // MR there; a leak from the first would show as more during the second.
+    // VM b's device while the run goes on: each scenario holds one CQ, QP and MR
+    // there, and the kept agent one PD from its first scenario on; a leak from
+    // the first would show as more during the second.
     let count = |s: &str, what: &str| -> i64 {
         let w: Vec<&str> = s.split_whitespace().collect();
         w.windows(2).find(|p| p[0] == what).and_then(|p| p[1].parse().ok()).unwrap_or(-1)
@@ -503,5 +504,116 @@ fn a_kept_agent_starts_each_scenario_on_a_clean_device() {
     let report: Value = serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("json");
     let start = |i: usize| report["scenarios"][i]["timings_ms"]["agent_start"].as_f64().expect("agent_start timing");
     assert!(start(1) < start(0) / 3.0, "kept agents start in a fraction of the time: {} ms then {} ms", start(0), start(1));
+    // So was the device context (and the PD, which the counts above allow): the
+    // second scenario did not open the device again.
+    let open = |i: usize| report["scenarios"][i]["timings_ms"]["device_open"].as_f64().expect("device_open timing");
+    assert!(open(1) < open(0) / 3.0, "a kept context is not opened again: {} ms then {} ms", open(0), open(1));
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A scenario for VM b that posts a receive and waits for a completion that
+/// never comes, `within_ms` long, in a scenario that gives itself `timeout_ms`.
+fn never_completes(name: &str, within_ms: u64, timeout_ms: u64) -> String {
+    format!(
+        "name = \"{name}\"\ntimeout_ms = {timeout_ms}\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = \"q\"\ntype = \"rc\"\nbetween = [\"b\", \"a\"]\n\
+         [[mr]]\nname = \"rbuf\"\non = \"b\"\nsize = 64\naccess = [\"local_write\"]\n\
+         [[step]]\non = \"b\"\nop = \"post_recv\"\nqp = \"q\"\nwr_id = 1\nsge = [{{ mr = \"rbuf\" }}]\n\
+         [[step]]\non = \"b\"\nop = \"wait_completions\"\ncount = 1\nwithin_ms = {within_ms}\n\
+         [[expect.completion]]\non = \"b\"\ncount = 1\n"
+    )
+}
+
+/// `roce run -j N` of the files in `dir` on `lab`, started: JSON report to `json`.
+fn run_side_by_side(lab: &Lab, jobs: &str, dir: &Path, json: &Path) -> std::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_roce"))
+        .args(["run", "-j", jobs, "--lab", &lab.0, "--out"])
+        .arg(dir.join("out"))
+        .arg("--json")
+        .arg(json)
+        .arg(dir.join("scenarios"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("roce run")
+}
+
+/// Side by side on one lab (`-j`), a scenario that hangs fails alone, at its own
+/// deadline: the others pass, and the hung agent is stopped rather than waited
+/// for. Then VM b dies under two scenarios at once: both fail naming it, the lab
+/// is brought back once, and the scenarios after them pass.
+#[test]
+fn side_by_side_a_hung_scenario_fails_alone_at_its_deadline_and_a_dead_vm_heals_once() {
+    if !enabled() {
+        return;
+    }
+    let lab = Lab(format!("hang-{}", std::process::id()));
+    let paths = lab::state::LabPaths::new(&lab::default_root(), &lab.0).expect("lab paths");
+    let up = Command::new(env!("CARGO_BIN_EXE_roce")).args(["lab", "--name", &lab.0, "up"]).output().expect("roce lab up");
+    assert!(up.status.success(), "{}", String::from_utf8_lossy(&up.stderr));
+    let base = std::env::temp_dir().join(format!("roce-hang-{}", std::process::id()));
+    let others = ["rc_send_tcp", "rc_read", "rc_write_rdma_cm", "atomics", "ud_send", "send_write_imm"];
+    let fill = |dir: &Path, first: &[(&str, String)]| {
+        let scen = dir.join("scenarios");
+        std::fs::create_dir_all(&scen).expect("scenario dir");
+        for (file, text) in first {
+            std::fs::write(scen.join(file), text).expect("write");
+        }
+        for (i, o) in others.iter().enumerate() {
+            std::fs::copy(repo().join(format!("scenarios/{o}.toml")), scen.join(format!("5{i}_{o}.toml"))).expect("copy");
+        }
+    };
+    let report = |json: &Path| -> Vec<Value> {
+        let r: Value = serde_json::from_slice(&std::fs::read(json).expect("JSON report")).expect("JSON parses");
+        r["scenarios"].as_array().expect("scenarios").clone()
+    };
+
+    // 1: the first scenario's wait would last 120 s; its deadline is 6 s.
+    let hung = base.join("hung");
+    fill(&hung, &[("1_hung.toml", never_completes("hung", 120_000, 6_000))]);
+    let json = hung.join("r.json");
+    let out = run_side_by_side(&lab, "3", &hung, &json).wait_with_output().expect("roce run ends");
+    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "one scenario fails, the run completes: {text}");
+    let s = report(&json);
+    assert_eq!(s.len(), 1 + others.len(), "{text}");
+    let err = s[0]["error"].as_str().unwrap_or("");
+    assert!(err.contains("step 2 (wait_completions on b)") && err.contains("deadline (6000 ms, timeout_ms) passed while endpoint b's agent was still at it"), "{:#}", s[0]);
+    // Its agent, still waiting, was stopped: not waited for (120 s), nor given
+    // the usual time to tear down.
+    let d = s[0]["duration_s"].as_f64().expect("duration");
+    assert!(d < 20.0, "the hung scenario took {d} s: {:#}", s[0]);
+    for x in &s[1..] {
+        assert_eq!(x["pass"], true, "{x:#}");
+    }
+
+    // 2: VM b dies while two scenarios wait on it.
+    let dead = base.join("dead");
+    fill(&dead, &[("1_killed.toml", never_completes("killed 1", 60_000, 90_000)), ("2_killed.toml", never_completes("killed 2", 60_000, 90_000))]);
+    let json = dead.join("r.json");
+    let child = run_side_by_side(&lab, "2", &dead, &json);
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let pid = loop {
+        if let Ok(st) = lab::client::request(&paths, &lab::control::Request::Status) {
+            if st["runs"].as_u64() == Some(2) {
+                break st["vms"][1]["qemu_pid"].as_i64().expect("qemu pid");
+            }
+        }
+        assert!(std::time::Instant::now() < until, "two scenarios did not start side by side within 300 s");
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    };
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(Command::new("kill").args(["-KILL", &pid.to_string()]).status().expect("kill").success());
+    let out = child.wait_with_output().expect("roce run ends");
+    let text = format!("{}\n{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    let s = report(&json);
+    assert_eq!(s.len(), 2 + others.len(), "{text}");
+    for x in &s[..2] {
+        assert!(x["error"].as_str().unwrap_or("").contains("VM b"), "a scenario on the dead VM says so: {x:#}");
+    }
+    for x in &s[2..] {
+        assert_eq!(x["pass"], true, "{x:#}");
+    }
+    assert_eq!(text.matches("restarting it").count(), 1, "the lab is brought back once: {text}");
+    let _ = std::fs::remove_dir_all(&base);
 }

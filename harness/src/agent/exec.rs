@@ -164,10 +164,64 @@ fn random_psn() -> u32 {
     (t ^ std::process::id().rotate_left(12)) & Psn::MASK
 }
 
+/// The device an agent's scenarios use. A listening agent opens it for each
+/// controller and closes it after; a lab agent, which serves one controller
+/// scenario after scenario, keeps the context and a PD open between them (opening
+/// costs about 6 ms under TCG). Everything else a scenario made is freed at its
+/// Teardown either way, and the asynchronous events left from the last scenario
+/// are thrown away before the next one creates anything.
+#[derive(Default)]
+pub(crate) struct Device {
+    keep: bool,
+    open: Option<Opened>,
+}
+
+struct Opened {
+    /// The name the scenario asked for (`None`: the first device).
+    asked: Option<String>,
+    ctx: Arc<Context>,
+    pd: Arc<Pd>,
+}
+
+impl Device {
+    /// A device kept open from one scenario to the next.
+    pub(crate) fn kept() -> Device {
+        Device { keep: true, open: None }
+    }
+
+    /// The context and a PD for `asked`: the kept ones, or opened now (`true`).
+    fn get(&mut self, asked: Option<&str>) -> R<(Arc<Context>, Arc<Pd>, bool)> {
+        if let Some(o) = self.open.as_ref().filter(|o| o.asked.as_deref() == asked) {
+            return Ok((o.ctx.clone(), o.pd.clone(), false));
+        }
+        self.open = None;
+        let ctx = Context::open(asked)?;
+        let pd = Pd::new(&ctx)?;
+        if self.keep {
+            self.open = Some(Opened { asked: asked.map(str::to_string), ctx: ctx.clone(), pd: pd.clone() });
+        }
+        Ok((ctx, pd, true))
+    }
+
+    /// Only the context: the kept one, or one opened and closed again.
+    fn context(&mut self, asked: Option<&str>) -> R<Arc<Context>> {
+        match self.open.as_ref().filter(|o| o.asked.as_deref() == asked) {
+            Some(o) => Ok(o.ctx.clone()),
+            None => Ok(Context::open(asked)?),
+        }
+    }
+
+    /// Closes what is kept (it failed: the device may have gone and come back).
+    fn forget(&mut self) {
+        self.open = None;
+    }
+}
+
 /// The executor of one agent.
 #[derive(Default)]
 pub(crate) struct Agent {
     ep: Option<Local>,
+    device: Device,
     limits: Limits,
     probes: ProbeRate,
 }
@@ -182,7 +236,7 @@ impl Agent {
                 host: std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string(),
                 kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|k| k.trim().to_string()),
             }),
-            ToAgent::Capabilities { device } => capabilities(device.as_deref()),
+            ToAgent::Capabilities { device } => self.capabilities(device.as_deref()),
             ToAgent::Setup(s) => self.setup(s),
             ToAgent::Connect(c) => self.connect(c),
             ToAgent::Do { index, action } => self.act(index, action),
@@ -206,10 +260,22 @@ impl Agent {
         }
         self.limits.may_set_up(s.mrs.len(), s.mrs.iter().map(|m| m.size).fold(0u64, u64::saturating_add), s.qps.len())?;
         let opening = Instant::now();
-        let ctx = Context::open(s.device.as_deref())?;
-        let open_ms = opening.elapsed().as_secs_f64() * 1000.0;
         let port = s.port;
-        let (state, _) = ctx.port_state(port)?;
+        let (mut ctx, mut pd, fresh) = self.device.get(s.device.as_deref())?;
+        let mut state = ctx.port_state(port);
+        if state.is_err() && !fresh {
+            // The kept context may name a device that went away since: once more,
+            // on a context opened now.
+            self.device.forget();
+            (ctx, pd, _) = self.device.get(s.device.as_deref())?;
+            state = ctx.port_state(port);
+        }
+        let (state, _) = state?;
+        // What the last scenario left in the event queue (port events; its QPs'
+        // and SRQs' events went with them) is not this scenario's.
+        ctx.watch_async_events()?;
+        drop(ctx.async_events());
+        let open_ms = opening.elapsed().as_secs_f64() * 1000.0;
         if state != rdma_sys::ibv_port_state::IBV_PORT_ACTIVE {
             return err(format!("{} port {port} is not ACTIVE (state {state})", ctx.name));
         }
@@ -220,7 +286,6 @@ impl Agent {
         if gid == [0; 16] {
             return err(format!("GID index {gid_index} of {} port {port} is empty; RoCEv2 needs the IPv4-mapped GID (index 1 on rxe)", ctx.name));
         }
-        let pd = Pd::new(&ctx)?;
         let cq = Cq::new(&ctx, 256)?;
         let mut mr_map = BTreeMap::new();
         let mut mr_infos = Vec::new();
@@ -241,7 +306,6 @@ impl Agent {
             mw_infos.push(MwInfo { name: w.name.clone(), rkey: mw.rkey() });
             mws.insert(w.name.clone(), MwState { rkey: mw.rkey(), mw });
         }
-        ctx.watch_async_events()?;
         let mut qp_map = BTreeMap::new();
         let mut qp_infos = Vec::new();
         for q in s.qps {
@@ -279,6 +343,14 @@ impl Agent {
             probe_link: None,
         });
         Ok(FromAgent::SetupDone { device, port, gid_index, gid: Ipv6Addr::from(gid).to_string(), ip, qps: qp_infos, mrs: mr_infos, mws: mw_infos, open_ms })
+    }
+
+    /// What the device can do, for a scenario's `requires` (a device not kept
+    /// open is opened, asked, and closed again).
+    fn capabilities(&mut self, device: Option<&str>) -> R<FromAgent> {
+        let ctx = self.device.context(device)?;
+        let caps = ctx.caps()?;
+        Ok(FromAgent::Capabilities { device: ctx.name.clone(), features: caps.features() })
     }
 
     fn connect(&mut self, c: Connect) -> R<FromAgent> {
@@ -604,13 +676,6 @@ fn send_opcode(imm: Option<u32>) -> u32 {
     }
 }
 
-/// What the device can do, for a scenario's `requires`: the device is opened,
-/// asked, and closed again.
-fn capabilities(device: Option<&str>) -> R<FromAgent> {
-    let ctx = Context::open(device)?;
-    let caps = ctx.caps()?;
-    Ok(FromAgent::Capabilities { device: ctx.name.clone(), features: caps.features() })
-}
 
 const EXCHANGE_WITHIN: Duration = Duration::from_secs(20);
 
@@ -655,12 +720,21 @@ fn swap(s: TcpStream, mine: &Exchange) -> R<Exchange> {
     serde_json::from_str(got.trim()).map_err(|e| AgentError::from(format!("the peer's QP info is malformed: {e}")))
 }
 
-/// Serves the protocol on a byte stream until Teardown or the end of the stream.
 /// Serves one controller until its `Teardown` (`Ok(true)`) or the end of the
 /// stream (`Ok(false)`: what it set up is freed all the same); `torn_down` is
 /// called once a `Teardown` has freed everything, before its answer is written.
-pub(crate) fn serve(r: &mut dyn Read, w: &mut dyn Write, limits: &Limits, torn_down: &mut dyn FnMut()) -> std::io::Result<bool> {
-    let mut agent = Agent { limits: limits.clone(), ..Agent::default() };
+/// `device` is what may stay open for the next call ([`Device::kept`]).
+pub(crate) fn serve(r: &mut dyn Read, w: &mut dyn Write, limits: &Limits, device: &mut Device, torn_down: &mut dyn FnMut()) -> std::io::Result<bool> {
+    let mut agent = Agent { limits: limits.clone(), device: std::mem::take(device), ..Agent::default() };
+    let served = serve_with(&mut agent, r, w, torn_down);
+    // The scenario's objects go first (they hold the device's Arcs), then the
+    // device goes back to the caller, kept or closed.
+    agent.ep = None;
+    *device = std::mem::take(&mut agent.device);
+    served
+}
+
+fn serve_with(agent: &mut Agent, r: &mut dyn Read, w: &mut dyn Write, torn_down: &mut dyn FnMut()) -> std::io::Result<bool> {
     loop {
         let m: ToAgent = match proto::read_msg(r) {
             Ok(Some(m)) => m,
@@ -707,7 +781,7 @@ mod tests {
             proto::write_msg(&mut input, m).unwrap();
         }
         let mut out = Vec::new();
-        serve(&mut &input[..], &mut out, &Limits::default(), &mut || {}).unwrap();
+        serve(&mut &input[..], &mut out, &Limits::default(), &mut Device::default(), &mut || {}).unwrap();
         let mut r = &out[..];
         let mut v = Vec::new();
         while let Some(m) = proto::read_msg::<_, FromAgent>(&mut r).unwrap() {
@@ -755,13 +829,13 @@ mod tests {
         input.extend_from_slice(b"{x}");
         proto::write_msg(&mut input, &ToAgent::Teardown).unwrap();
         let mut out = Vec::new();
-        serve(&mut &input[..], &mut out, &Limits::default(), &mut || {}).unwrap();
+        serve(&mut &input[..], &mut out, &Limits::default(), &mut Device::default(), &mut || {}).unwrap();
         let mut r = &out[..];
         assert!(matches!(proto::read_msg::<_, FromAgent>(&mut r).unwrap(), Some(FromAgent::Error { .. })));
         assert_eq!(proto::read_msg::<_, FromAgent>(&mut r).unwrap(), Some(FromAgent::TornDown));
         let huge = (u32::MAX).to_be_bytes();
         let mut out = Vec::new();
-        assert!(serve(&mut &huge[..], &mut out, &Limits::default(), &mut || {}).is_err());
+        assert!(serve(&mut &huge[..], &mut out, &Limits::default(), &mut Device::default(), &mut || {}).is_err());
         assert!(!out.is_empty(), "the refusal is said before the stream ends");
     }
 

@@ -32,20 +32,21 @@ use anyhow::{bail, Context, Result};
 
 /// Serves the controller on stdin/stdout (how the lab starts the agent): one
 /// scenario after another, each from a fresh state (everything of the last one
-/// freed at its Teardown), until the controller closes stdin. A lab's agents stay
-/// up for a whole run instead of starting once per scenario.
+/// freed at its Teardown, but the device context and a PD, kept open), until the
+/// controller closes stdin. A lab's agents stay up for a whole run instead of
+/// starting once per scenario.
 pub(crate) fn serve_stdio() -> Result<()> {
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     let (mut r, mut w) = (stdin.lock(), stdout.lock());
-    while exec::serve(&mut r, &mut w, &limits::Limits::default(), &mut || {}).context("the controller connection")? {}
+    let mut device = exec::Device::kept();
+    while exec::serve(&mut r, &mut w, &limits::Limits::default(), &mut device, &mut || {}).context("the controller connection")? {}
     Ok(())
 }
 
-/// A line of the listening agent's log on stderr, from any thread: through
-/// [`lab::write_fd`], because `roce`'s main thread holds the std stderr lock for
-/// the whole command (`cli::main`) and `eprintln!` from a connection's thread
-/// would wait for it forever.
+/// A line of the listening agent's log on stderr, from any thread: one write of
+/// the whole line through [`lab::write_fd`], so lines of connections served side
+/// by side never interleave.
 macro_rules! say {
     ($($t:tt)*) => {
         lab::write_fd(2, format!("{}\n", format_args!($($t)*)).as_bytes())
@@ -295,7 +296,7 @@ fn serve_one(s: TcpStream, peer: &str, l: &Listener) -> Result<()> {
     say!("roce agent: {peer}: serving{}", if l.opts.key.is_some() { " (authenticated)" } else { "" });
     let _ = s.set_read_timeout(Some(l.opts.heartbeat_deadline));
     let _ = s.set_write_timeout(Some(l.opts.heartbeat_deadline));
-    match exec::serve(&mut r, &mut w, &l.opts.limits, &mut || release.now()) {
+    match exec::serve(&mut r, &mut w, &l.opts.limits, &mut exec::Device::default(), &mut || release.now()) {
         Ok(true) => {
             say!("roce agent: {peer}: done");
             Ok(())

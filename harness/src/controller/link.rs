@@ -87,8 +87,35 @@ pub(super) struct Agent {
     tx: SharedSender,
     rx: mpsc::Receiver<Result<FromAgent, String>>,
     log: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    /// The scenario's deadline: no wait for an answer goes past it.
+    deadline: Option<Deadline>,
+    /// An answer did not come in time: the agent may still be busy with the
+    /// request, so it can serve nothing else and is stopped, not torn down.
+    behind: bool,
     /// Keeps the transport (the VM command, or the TCP stream) alive.
     _keep: Box<dyn Send>,
+}
+
+/// When a scenario must be over (its `timeout_ms`, counted from its start).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Deadline {
+    at: Instant,
+    of: Duration,
+}
+
+impl Deadline {
+    pub(super) fn new(start: Instant, of: Duration) -> Deadline {
+        Deadline { at: start + of, of }
+    }
+
+    /// What is left of it.
+    pub(super) fn left(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    pub(super) fn passed(&self, what: &str) -> anyhow::Error {
+        anyhow!("the scenario's deadline ({} ms, timeout_ms) passed {what}", self.of.as_millis())
+    }
 }
 
 /// Answers as they come; an error ends the stream (`recv` says whose agent).
@@ -120,7 +147,7 @@ impl Agent {
         let tx = x.stdin()?;
         let rx = spawn_reader(x);
         let tx = Arc::new(Mutex::new(Sender { w: Box::new(tx), last: Instant::now() }));
-        Ok(Agent { endpoint: endpoint.into(), vm: Some(vm), tx, rx, log, _keep: Box::new(()) })
+        Ok(Agent { endpoint: endpoint.into(), vm: Some(vm), tx, rx, log, deadline: None, behind: false, _keep: Box::new(()) })
     }
 
     /// The same agent for the next scenario, as endpoint `endpoint`: its log
@@ -152,7 +179,7 @@ impl Agent {
         let tx = Arc::new(Mutex::new(Sender { w, last: Instant::now() }));
         let alive = Arc::new(AtomicBool::new(true));
         spawn_heartbeat(&tx, alive.clone());
-        Ok(Agent { endpoint: endpoint.into(), vm: None, tx, rx, log: Default::default(), _keep: Box::new((keep, StopOnDrop(alive))) })
+        Ok(Agent { endpoint: endpoint.into(), vm: None, tx, rx, log: Default::default(), deadline: None, behind: false, _keep: Box::new((keep, StopOnDrop(alive))) })
     }
 
     pub(super) fn send(&mut self, m: &ToAgent) -> Result<()> {
@@ -161,12 +188,24 @@ impl Agent {
         proto::write_msg(&mut s.w, m).with_context(|| format!("sending to endpoint {}'s agent", self.endpoint))
     }
 
+    /// Waits (`within`, and never past the deadline) for the answer to the
+    /// request sent last.
     pub(super) fn recv(&mut self, within: Duration) -> Result<FromAgent> {
-        let m = self
-            .rx
-            .recv_timeout(within)
-            .map_err(|_| anyhow!("endpoint {}'s agent did not answer within {within:?}", self.endpoint))?
-            .map_err(|m| anyhow!("endpoint {}'s {m}", self.endpoint))?;
+        let wait = self.deadline.map_or(within, |d| within.min(d.left()));
+        let m = match self.rx.recv_timeout(wait) {
+            Ok(m) => m.map_err(|m| anyhow!("endpoint {}'s {m}", self.endpoint))?,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                self.behind = true;
+                bail!("endpoint {}'s agent is gone (its connection ended)", self.endpoint);
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                self.behind = true;
+                return Err(match self.deadline {
+                    Some(d) if wait < within => d.passed(&format!("while endpoint {}'s agent was still at it", self.endpoint)),
+                    _ => anyhow!("endpoint {}'s agent did not answer within {within:?}", self.endpoint),
+                });
+            }
+        };
         if let FromAgent::Error { message, verb, errno, hint, unsupported } = m {
             if unsupported {
                 let what = verb.unwrap_or_else(|| message.clone());
@@ -193,6 +232,16 @@ impl Agent {
         self.recv(within)
     }
 
+    /// Bounds every wait for an answer from now on (`None`: each its own).
+    pub(super) fn set_deadline(&mut self, d: Option<Deadline>) {
+        self.deadline = d;
+    }
+
+    /// Whether an answer it owes did not come in time.
+    pub(super) fn is_behind(&self) -> bool {
+        self.behind
+    }
+
     pub(super) fn log_text(&self) -> String {
         String::from_utf8_lossy(&self.log.lock().unwrap_or_else(|e| e.into_inner())).into_owned()
     }
@@ -201,4 +250,55 @@ impl Agent {
 
 pub(super) fn unexpected(endpoint: &str, want: &str, got: &FromAgent) -> anyhow::Error {
     anyhow!("endpoint {endpoint}'s agent answered {got:?} where {want} was expected")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::TcpListener;
+
+    use super::*;
+
+    /// An agent that takes its connection and never answers.
+    fn silent_agent() -> (String, thread::JoinHandle<()>) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let t = thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut sink = Vec::new();
+            let _ = s.read_to_end(&mut sink);
+        });
+        (addr, t)
+    }
+
+    #[test]
+    fn a_wait_ends_at_the_scenarios_deadline_and_the_agent_is_left_behind() {
+        let (addr, t) = silent_agent();
+        let mut a = Agent::remote(&addr, "b", None).unwrap();
+        a.set_deadline(Some(Deadline::new(Instant::now(), Duration::from_millis(300))));
+        let asked = Instant::now();
+        let e = a.request(&ToAgent::Hello { version: proto::VERSION }, Duration::from_secs(60)).unwrap_err().to_string();
+        assert_eq!(e, "the scenario's deadline (300 ms, timeout_ms) passed while endpoint b's agent was still at it");
+        assert!(asked.elapsed() < Duration::from_secs(30), "the 60 s wait was cut at the deadline");
+        assert!(a.is_behind(), "it may still be busy with the request: not to be reused");
+        // A wait shorter than what is left of the deadline is its own.
+        a.set_deadline(Some(Deadline::new(Instant::now(), Duration::from_secs(60))));
+        let e = a.recv(Duration::from_millis(100)).unwrap_err().to_string();
+        assert_eq!(e, "endpoint b's agent did not answer within 100ms");
+        drop(a);
+        t.join().unwrap();
+    }
+
+    #[test]
+    fn an_agent_that_closes_its_connection_is_gone_not_late() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap().to_string();
+        let t = thread::spawn(move || drop(l.accept().unwrap()));
+        let mut a = Agent::remote(&addr, "a", None).unwrap();
+        t.join().unwrap();
+        let first = a.recv(Duration::from_secs(30)).unwrap_err().to_string();
+        assert_eq!(first, "endpoint a's agent closed its connection");
+        let then = a.recv(Duration::from_secs(30)).unwrap_err().to_string();
+        assert_eq!(then, "endpoint a's agent is gone (its connection ended)");
+        assert!(a.is_behind());
+    }
 }

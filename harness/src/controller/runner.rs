@@ -12,7 +12,7 @@ use lab::claim::Claim;
 use lab::client::RunSession;
 use lab::state::{LabPaths, Vm};
 
-use super::link::{unexpected, Agent, Unsupported};
+use super::link::{unexpected, Agent, Deadline, Unsupported};
 use super::resolve;
 use crate::agent::proto::{self, FromAgent, MrInfo, ToAgent};
 use crate::results::{Connection, EndpointFacts, Laps, Outcome, Phase};
@@ -137,19 +137,32 @@ const LAB_AGENT_LIFE: Duration = Duration::from_secs(24 * 3600);
 pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, pool: &AgentPool, slot: Slot) -> Outcome {
     let start = Instant::now();
     let mut out = Outcome::default();
-    let mut live = Live { agents: BTreeMap::new(), session: None, laps: Laps::start() };
+    let deadline = Deadline::new(start, sc.timeout);
+    let mut live = Live { agents: BTreeMap::new(), session: None, laps: Laps::start(), deadline };
     if let Err(e) = drive(sc, endpoints, capture, &mut out, &mut live, pool, slot) {
         match e.downcast_ref::<Unsupported>() {
             Some(u) => out.skipped = Some(u.0.clone()),
             None => out.error = Some(format!("{e:#}")),
         }
+        // The time up to the failure is the failed phase's: the first not done.
+        let recorded = matches!(endpoints, Endpoints::Lab(_));
+        let failed = DRIVE.iter().find(|p| !out.timings.contains_key(p) && (**p != Phase::RecordingStart || recorded));
+        live.laps.lap(&mut out.timings, *failed.unwrap_or(&Phase::Memory));
     }
-    let Live { mut agents, mut session, mut laps } = live;
-    // Both endpoints tear down side by side.
-    let sent: Vec<bool> = agents.values_mut().map(|a| a.send(&ToAgent::Teardown).is_ok()).collect();
+    let Live { mut agents, mut session, mut laps, .. } = live;
+    // Both endpoints tear down side by side; an agent still busy past the
+    // deadline is not waited for.
+    let sent: Vec<bool> = agents
+        .values_mut()
+        .map(|a| {
+            a.set_deadline(None);
+            !a.is_behind() && a.send(&ToAgent::Teardown).is_ok()
+        })
+        .collect();
     for ((name, mut a), sent) in agents.into_iter().zip(sent) {
         // An agent that cannot tear down is stopped: its VM command is killed when
-        // its link drops, and a remote agent's connection closes.
+        // its link drops (the kernel frees what it held), and a remote agent's
+        // connection closes.
         let clean = sent && matches!(a.recv(ANSWER_WITHIN), Ok(FromAgent::TornDown));
         let log = a.log_text();
         if !log.trim().is_empty() {
@@ -187,22 +200,27 @@ fn agent<'a>(agents: &'a mut BTreeMap<String, Agent>, name: &str) -> Result<&'a 
     agents.get_mut(name).ok_or_else(|| anyhow!("no agent for endpoint {name}"))
 }
 
+/// The phases of [`drive`], in order.
+const DRIVE: [Phase; 7] = [Phase::AgentStart, Phase::Setup, Phase::RecordingStart, Phase::Connect, Phase::Steps, Phase::Completions, Phase::Memory];
+
 /// What a scenario's run holds while it goes: its agents, the recording, the
-/// stopwatch.
+/// stopwatch, and when it must be over.
 struct Live {
     agents: BTreeMap<String, Agent>,
     session: Option<RunSession>,
     laps: Laps,
+    deadline: Deadline,
 }
 
 fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &mut Outcome, live: &mut Live, pool: &AgentPool, slot: Slot) -> Result<()> {
-    let Live { agents, session, laps } = live;
+    let Live { agents, session, laps, deadline } = live;
+    let deadline = *deadline;
     if sc.qps.len() > PORTS_PER_SLOT {
         bail!("{} QPs: a scenario connects at most {PORTS_PER_SLOT}, each on its own port", sc.qps.len());
     }
     // Agents first, then the recording: the wire holds the scenario's traffic only.
     for name in sc.endpoints.keys() {
-        let a = match endpoints {
+        let mut a = match endpoints {
             Endpoints::Lab(lab) => {
                 let vm = resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)?;
                 match pool.take(vm, name) {
@@ -215,6 +233,7 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
                 Agent::remote(addr, name, r.key.as_ref())?
             }
         };
+        a.set_deadline(Some(deadline));
         agents.insert(name.clone(), a);
     }
     let mut kernels = BTreeMap::new();
@@ -322,17 +341,18 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
     laps.lap(&mut out.timings, Phase::Connect);
     // Steps, in order. The controller waits for each to be done (posted) before the
     // next, which is what orders the two endpoints; `sync` is that, made explicit.
-    // The scenario's own deadline (timeout_ms), now that its agents outlive it.
+    // The scenario's own deadline (timeout_ms) bounds each wait for an agent, and
+    // the controller's own sleeps.
     let overdue = |what: &str| -> Result<()> {
-        if laps.since_start() > sc.timeout {
-            bail!("the scenario's deadline ({} ms, timeout_ms) passed before {what}", sc.timeout.as_millis());
+        if deadline.left().is_zero() {
+            return Err(deadline.passed(&format!("before {what}")));
         }
         Ok(())
     };
     for (index, step) in sc.steps.iter().enumerate() {
         overdue(&format!("step {}", index + 1))?;
         if let Step::Sleep { ms } = step {
-            thread::sleep(Duration::from_millis(*ms));
+            thread::sleep(Duration::from_millis(*ms).min(deadline.left()));
         }
         let Some((on, action)) = resolve::action(sc, step, &keys).map_err(anyhow::Error::msg)? else { continue };
         let within = ANSWER_WITHIN
@@ -354,21 +374,33 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
     }
     overdue("collecting the completions")?;
     laps.lap(&mut out.timings, Phase::Steps);
-    collect(sc, out, agents, laps)
+    collect(sc, out, agents, laps, deadline)
 }
 
+/// How long before the deadline an agent's wait for completions ends, so its
+/// answer is back in time.
+const ANSWER_MARGIN: Duration = Duration::from_millis(500);
+
 /// Completions and memory, once the steps are done.
-fn collect(sc: &Scenario, out: &mut Outcome, agents: &mut BTreeMap<String, Agent>, laps: &mut Laps) -> Result<()> {
+fn collect(sc: &Scenario, out: &mut Outcome, agents: &mut BTreeMap<String, Agent>, laps: &mut Laps, deadline: Deadline) -> Result<()> {
+    let mut cut = BTreeMap::new();
     for (name, a) in agents.iter_mut() {
         let (min, within) = completions_wanted(sc, name);
         // Errors and RNR retries take their time: wait for what the expectations
-        // name, then a moment more for anything unexpected.
-        a.send(&ToAgent::Completions { min, wait_ms: within.as_millis() as u64 })?;
+        // name, then a moment more for anything unexpected; the deadline first.
+        let wait = within.min(deadline.left().saturating_sub(ANSWER_MARGIN));
+        if wait < within {
+            cut.insert(name.clone(), min);
+        }
+        a.send(&ToAgent::Completions { min, wait_ms: wait.as_millis() as u64 })?;
     }
     for (name, a) in agents.iter_mut() {
         let (_, within) = completions_wanted(sc, name);
         match a.recv(within + ANSWER_WITHIN)? {
             FromAgent::Completions { wcs, events } => {
+                if let Some(&min) = cut.get(name).filter(|&&min| wcs.len() < min) {
+                    out.error.get_or_insert(deadline.passed(&format!("while endpoint {name} waited for its completions ({} of {min} came)", wcs.len())).to_string());
+                }
                 out.completions.insert(name.clone(), wcs);
                 out.events.insert(name.clone(), events);
             }
@@ -376,6 +408,11 @@ fn collect(sc: &Scenario, out: &mut Outcome, agents: &mut BTreeMap<String, Agent
         }
     }
     laps.lap(&mut out.timings, Phase::Completions);
+    // Reading memory back is the controller's, not the scenario's: its own
+    // deadline per MR.
+    for a in agents.values_mut() {
+        a.set_deadline(None);
+    }
     for m in &sc.mrs {
         match agent(agents, &m.on)?.request(&ToAgent::ReadMemory { mr: m.name.clone() }, ANSWER_WITHIN)? {
             FromAgent::Memory { mr, bytes } => {

@@ -180,18 +180,12 @@ pub(crate) fn phase_means<'a>(all: impl IntoIterator<Item = &'a Timings>) -> Vec
 
 /// Adds the time since the last lap to a phase: the controller's stopwatch.
 pub(crate) struct Laps {
-    start: std::time::Instant,
     last: std::time::Instant,
 }
 
 impl Laps {
     pub(crate) fn start() -> Laps {
-        let now = std::time::Instant::now();
-        Laps { start: now, last: now }
-    }
-    /// How long since the stopwatch started.
-    pub(crate) fn since_start(&self) -> std::time::Duration {
-        self.start.elapsed()
+        Laps { last: std::time::Instant::now() }
     }
     /// The time since the last lap (or the start) goes to `phase`.
     pub(crate) fn lap(&mut self, t: &mut Timings, phase: Phase) {
