@@ -497,7 +497,11 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
                 break;
             }
         }
-        thread::sleep(control::POLL);
+        // Until a client connects (it is served at once: a scenario's run opens a
+        // connection to begin its recording), or time for the checks above.
+        let mut fd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd for the duration of the call.
+        unsafe { libc::poll(&mut fd, 1, control::POLL.as_millis() as libc::c_int) };
     }
     shared.set_phase(Phase::Stopping);
     log("stopping the VMs");

@@ -24,6 +24,7 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::thread;
@@ -247,6 +248,9 @@ enum Cmd {
 /// Handle to the switch thread. Dropping it stops the thread.
 pub struct Switch {
     tx: mpsc::Sender<Cmd>,
+    /// Wakes the switch thread from its poll for a command: without it a command
+    /// waited for the poll's timeout (up to 20 ms a `begin`, 20 ms an `end`).
+    wake: UnixDatagram,
     thread: Option<thread::JoinHandle<()>>,
     ports: Ports,
 }
@@ -261,11 +265,14 @@ impl Switch {
         let a = wire.switch_a.try_clone().context("cloning the switch socket")?;
         let b = wire.switch_b.try_clone().context("cloning the switch socket")?;
         let (tx, rx) = mpsc::channel();
+        let (wake, woken) = UnixDatagram::pair().context("creating the switch's wake-up socket")?;
+        wake.set_nonblocking(true).context("the switch's wake-up socket")?;
+        woken.set_nonblocking(true).context("the switch's wake-up socket")?;
         let thread = thread::Builder::new()
             .name("lab-switch".into())
-            .spawn(move || Engine::new([a, b], ports).run(rx))
+            .spawn(move || Engine::new([a, b], ports).run(rx, woken))
             .context("starting the switch thread")?;
-        Ok(Switch { tx, thread: Some(thread), ports })
+        Ok(Switch { tx, wake, thread: Some(thread), ports })
     }
 
     pub fn ports(&self) -> Ports {
@@ -275,6 +282,8 @@ impl Switch {
     fn ask<T>(&self, make: impl FnOnce(mpsc::Sender<T>) -> Cmd) -> Result<T> {
         let (tx, rx) = mpsc::channel();
         self.tx.send(make(tx)).map_err(|_| anyhow::anyhow!("the switch thread has stopped"))?;
+        // A full wake-up socket means the thread has been woken already.
+        let _ = self.wake.send(&[1]);
         rx.recv_timeout(REPLY_DEADLINE).map_err(|_| anyhow::anyhow!("the switch thread did not answer within {REPLY_DEADLINE:?}"))
     }
 
@@ -300,6 +309,7 @@ impl Switch {
 impl Drop for Switch {
     fn drop(&mut self) {
         let _ = self.tx.send(Cmd::Stop);
+        let _ = self.wake.send(&[1]);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -509,7 +519,7 @@ impl Engine {
         self.runs.iter().filter_map(|r| r.owner.as_ref()).find_map(|o| o.claim().overlaps(claim)).map(|what| format!("its claim overlaps a run in progress: {what}"))
     }
 
-    fn run(mut self, rx: mpsc::Receiver<Cmd>) {
+    fn run(mut self, rx: mpsc::Receiver<Cmd>, woken: UnixDatagram) {
         let mut buf = vec![0u8; 65536];
         loop {
             let wait = self
@@ -522,9 +532,13 @@ impl Engine {
             let mut fds = [
                 libc::pollfd { fd: self.socks[0].as_raw_fd(), events: libc::POLLIN, revents: 0 },
                 libc::pollfd { fd: self.socks[1].as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                libc::pollfd { fd: woken.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             ];
-            // SAFETY: fds is a valid array of two pollfd for the duration of the call.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, wait.as_millis().max(1) as libc::c_int) };
+            // SAFETY: fds is a valid array of three pollfd for the duration of the call.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait.as_millis().max(1) as libc::c_int) };
+            if fds[2].revents != 0 {
+                while woken.recv(&mut buf).is_ok() {}
+            }
             if n > 0 {
                 for (i, dir) in [(0, Dir::AtoB), (1, Dir::BtoA)] {
                     if fds[i].revents == 0 {

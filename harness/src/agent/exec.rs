@@ -79,6 +79,15 @@ struct QpState {
     /// Probes: the PSN the peer expects next, as far as this side's crafted
     /// packets moved it (starts at the QP's send PSN).
     probe_next: Option<Psn>,
+    /// The passive side, between `Listen` and `Connect`: the port and what
+    /// listens on it.
+    listening: Option<(u16, Listening)>,
+}
+
+/// What the passive side of a connection listens with.
+enum Listening {
+    Tcp(TcpListener),
+    Cm(CmConn),
 }
 
 impl QpState {
@@ -238,6 +247,7 @@ impl Agent {
             }),
             ToAgent::Capabilities { device } => self.capabilities(device.as_deref()),
             ToAgent::Setup(s) => self.setup(s),
+            ToAgent::Listen { qp, port } => self.listen(qp, port),
             ToAgent::Connect(c) => self.connect(c),
             ToAgent::Do { index, action } => self.act(index, action),
             ToAgent::Completions { min, wait_ms } => self.completions(min, Duration::from_millis(wait_ms)),
@@ -319,7 +329,7 @@ impl Agent {
             qp_infos.push(QpInfo { name: q.name.clone(), qpn, psn, gid: Ipv6Addr::from(gid).to_string(), qkey: (q.kind == QpKind::Ud).then_some(q.params.qkey) });
             qp_map.insert(
                 q.name.clone(),
-                QpState { setup: q, qpn, id, cm: None, qp: Handle::Created(qp), psn, peer: None, peer_qkey: 0, peer_mrs: Vec::new(), ah: None, probe_next: None },
+                QpState { setup: q, qpn, id, cm: None, qp: Handle::Created(qp), psn, peer: None, peer_qkey: 0, peer_mrs: Vec::new(), ah: None, probe_next: None, listening: None },
             );
         }
         let ip = gid_ip(&gid).to_string();
@@ -353,6 +363,18 @@ impl Agent {
         Ok(FromAgent::Capabilities { device: ctx.name.clone(), features: caps.features() })
     }
 
+    fn listen(&mut self, qp: String, port: u16) -> R<FromAgent> {
+        let ep = self.ep()?;
+        let my_ip = gid_ip(&ep.gid);
+        let q = ep.qps.get_mut(&qp).ok_or_else(|| AgentError::from(format!("no QP `{qp}` on this endpoint")))?;
+        if !matches!(q.qp, Handle::Created(_)) || q.listening.is_some() {
+            return err(format!("QP `{qp}` is listening or connected already"));
+        }
+        let l = if q.setup.connect == ConnectBy::RdmaCm { Listening::Cm(CmConn::listen(cm_ipv4(&q.setup, my_ip)?, port)?) } else { Listening::Tcp(exchange_listen(my_ip, port)?) };
+        q.listening = Some((port, l));
+        Ok(FromAgent::Listening { qp })
+    }
+
     fn connect(&mut self, c: Connect) -> R<FromAgent> {
         let limits = self.limits.clone();
         let ep = self.ep()?;
@@ -378,19 +400,27 @@ impl Agent {
             max_rd_atomic: p.max_rd_atomic,
             max_dest_rd_atomic: p.max_dest_rd_atomic,
         };
+        // What `Listen` opened, or (a controller that did not send it) opened now.
+        let listening = match q.listening.take() {
+            Some((port, _)) if !c.passive || port != c.port => {
+                return err(format!("QP `{}` listens on port {port}: its Connect must be the passive side's, on that port", c.qp));
+            }
+            Some((_, l)) => Some(l),
+            None if !c.passive => None,
+            None if q.setup.connect == ConnectBy::RdmaCm => Some(Listening::Cm(CmConn::listen(cm_ipv4(&q.setup, my_ip)?, c.port)?)),
+            None => Some(Listening::Tcp(exchange_listen(my_ip, c.port)?)),
+        };
         let Handle::Created(created) = std::mem::replace(&mut q.qp, Handle::Lost) else {
             return err(format!("QP `{}` was connected already", c.qp));
         };
         let mut from_cm = None;
         let (peer, peer_qkey) = if q.setup.connect == ConnectBy::RdmaCm {
-            let (IpAddr::V4(mine4), IpAddr::V4(peer4)) = (my_ip, peer_ip) else {
+            cm_ipv4(&q.setup, my_ip)?;
+            let IpAddr::V4(peer4) = peer_ip else {
                 return err("rdma_cm here connects over IPv4 addresses");
             };
-            if q.setup.kind == QpKind::Ud {
-                return err(format!("QP `{}`: rdma_cm connects RC and UC QPs; UD uses connect = \"tcp\" here", c.qp));
-            }
-            let (cm, rts) = if c.passive {
-                CmConn::accept(mine4, c.port, created, &attrs, &private, EXCHANGE_WITHIN)?
+            let (cm, rts) = if let Some(Listening::Cm(l)) = listening {
+                l.accept(created, &attrs, &private, EXCHANGE_WITHIN)?
             } else {
                 CmConn::connect(peer4, c.port, created, &attrs, &private, EXCHANGE_WITHIN)?
             };
@@ -405,7 +435,10 @@ impl Agent {
             q.qp = Handle::Connected(rts);
             (peer, 0)
         } else {
-            let theirs = if c.passive { exchange_passive(my_ip, c.port, &mine)? } else { exchange_active(SocketAddr::new(peer_ip, c.port), &mine)? };
+            let theirs = match listening {
+                Some(Listening::Tcp(l)) => exchange_passive(&l, &mine)?,
+                _ => exchange_active(SocketAddr::new(peer_ip, c.port), &mine)?,
+            };
             let peer = Peer { qpn: theirs.qpn, psn: theirs.psn, gid: unhex16(&theirs.gid)? };
             let peer_for_rtr = (q.setup.kind != QpKind::Ud).then_some(peer);
             q.qp = Handle::Connected(created.connect(&attrs, peer_for_rtr)?);
@@ -679,15 +712,33 @@ fn send_opcode(imm: Option<u32>) -> u32 {
 
 const EXCHANGE_WITHIN: Duration = Duration::from_secs(20);
 
-fn exchange_passive(ip: IpAddr, port: u16, mine: &Exchange) -> R<Exchange> {
+/// The address rdma_cm connects QP `q` from: the endpoint's own, IPv4.
+fn cm_ipv4(q: &proto::QpSetup, my_ip: IpAddr) -> R<std::net::Ipv4Addr> {
+    if q.kind == QpKind::Ud {
+        return err(format!("QP `{}`: rdma_cm connects RC and UC QPs; UD uses connect = \"tcp\" here", q.name));
+    }
+    match my_ip {
+        IpAddr::V4(v4) => Ok(v4),
+        IpAddr::V6(_) => err("rdma_cm here connects over IPv4 addresses"),
+    }
+}
+
+fn exchange_listen(ip: IpAddr, port: u16) -> R<TcpListener> {
     let l = TcpListener::bind((ip, port)).map_err(|e| AgentError::from(format!("listening on {ip}:{port} for the QP exchange: {e}")))?;
     l.set_nonblocking(true).map_err(|e| AgentError::from(e.to_string()))?;
+    Ok(l)
+}
+
+fn exchange_passive(l: &TcpListener, mine: &Exchange) -> R<Exchange> {
     let until = Instant::now() + EXCHANGE_WITHIN;
     let s = loop {
         match l.accept() {
             Ok((s, _)) => break s,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < until => std::thread::sleep(Duration::from_millis(10)),
-            Err(e) => return err(format!("no peer connected to {ip}:{port} within {EXCHANGE_WITHIN:?}: {e}")),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < until => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => {
+                let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
+                return err(format!("no peer connected to {at} within {EXCHANGE_WITHIN:?}: {e}"));
+            }
         }
     };
     s.set_nonblocking(false).map_err(|e| AgentError::from(e.to_string()))?;
@@ -797,14 +848,16 @@ mod tests {
             ToAgent::Hello { version: 99 },
             ToAgent::Do { index: 0, action: Action::Sleep { ms: 0 } },
             ToAgent::ReadMemory { mr: "x".into() },
+            ToAgent::Listen { qp: "q".into(), port: 18600 },
             ToAgent::Teardown,
         ]);
-        assert_eq!(a.len(), 5);
+        assert_eq!(a.len(), 6);
         assert!(matches!(&a[0], FromAgent::Hello { version, .. } if *version == proto::VERSION));
         assert!(matches!(&a[1], FromAgent::Error { message, .. } if message.contains("version 99")));
         assert!(matches!(&a[2], FromAgent::Error { message, .. } if message.contains("Setup comes first")));
         assert!(matches!(&a[3], FromAgent::Error { .. }));
-        assert_eq!(a[4], FromAgent::TornDown);
+        assert!(matches!(&a[4], FromAgent::Error { message, .. } if message.contains("Setup comes first")));
+        assert_eq!(a[5], FromAgent::TornDown);
     }
 
     /// Limits are checked before the device is touched (so this runs on a host

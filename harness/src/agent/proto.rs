@@ -26,8 +26,9 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use crate::verbs::{Access, Caps, EventType, Feature, MwKind, Placement, QpKind, Selectivity, SendFlag, WcOpcode, WcStatus};
 
 /// Bumped on any incompatible change; both sides say theirs in `Hello`. 3: device
-/// capabilities, memory windows, SRQs, ATOMIC WRITE, FLUSH, invalidation.
-pub(crate) const VERSION: u32 = 3;
+/// capabilities, memory windows, SRQs, ATOMIC WRITE, FLUSH, invalidation. 4: the
+/// passive side listens (`Listen`) before the active side is asked to connect.
+pub(crate) const VERSION: u32 = 4;
 /// No message is larger (a memory dump of a 512 KiB MR in hex fits).
 pub(crate) const MAX_MESSAGE: usize = 2 << 20;
 
@@ -72,6 +73,13 @@ pub(crate) enum ToAgent {
     /// Open the device and create this endpoint's PD, CQ, MRs and QPs (QPs stay in
     /// RESET until `Connect`).
     Setup(Setup),
+    /// The passive side of QP `qp`'s connection starts listening on `port` (TCP
+    /// or rdma_cm, as the QP connects), so the active side's first attempt finds
+    /// it: no refused SYN or rejected REQ on the wire. Its `Connect` accepts.
+    Listen {
+        qp: String,
+        port: u16,
+    },
     /// Bring QP `qp` to RTS with its peer.
     Connect(Connect),
     /// Carry out one step: post a WR, wait for completions, sleep, send a probe.
@@ -90,7 +98,8 @@ pub(crate) enum ToAgent {
     ReadMemory {
         mr: String,
     },
-    /// Destroy everything (QPs, MRs, CQ, PD, context) and exit.
+    /// Destroy what `Setup` made (a lab agent keeps the context and PD open for
+    /// the next scenario) and end this controller's session.
     Teardown,
 }
 
@@ -364,6 +373,9 @@ pub(crate) enum FromAgent {
         /// How long opening the device took, of the whole Setup (ms).
         #[serde(default)]
         open_ms: f64,
+    },
+    Listening {
+        qp: String,
     },
     Connected {
         qp: String,

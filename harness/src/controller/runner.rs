@@ -316,7 +316,7 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
     if session.is_some() {
         laps.lap(&mut out.timings, Phase::RecordingStart);
     }
-    // Connect each QP: the passive side first (it listens), then the active side;
+    // Connect each QP: the passive side listens, then both are asked to connect;
     // both answer once connected.
     for (i, q) in sc.qps.iter().enumerate() {
         let [p, act] = &q.between;
@@ -326,6 +326,13 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
         let msg = |passive: bool, peer_ip: &str, peer_mrs: Vec<MrInfo>| {
             ToAgent::Connect(proto::Connect { qp: q.name.clone(), passive, peer_ip: peer_ip.to_string(), port: slot.connect_port(i), peer_mrs })
         };
+        // The passive side listens before the active side is asked: its first
+        // SYN or REQ finds a listener (no refused attempt on the wire, no retry).
+        let listen = ToAgent::Listen { qp: q.name.clone(), port: slot.connect_port(i) };
+        match agent(agents, p)?.request(&listen, ANSWER_WITHIN)? {
+            FromAgent::Listening { .. } => {}
+            other => return Err(unexpected(p, "Listening", &other)),
+        }
         agent(agents, p)?.send(&msg(true, &a_ip, a_mrs))?;
         agent(agents, act)?.send(&msg(false, &p_ip, p_mrs))?;
         for e in [act, p] {

@@ -191,10 +191,8 @@ impl CmConn {
         p
     }
 
-    /// The passive side: listen on ip:port, accept one connection for `qp`,
-    /// answering with `private` (at most 196 bytes) in the REP; `qp` ends in RTS.
-    pub(crate) fn accept(ip: std::net::Ipv4Addr, port: u16, qp: Qp<Reset>, a: &QpAttrs, private: &[u8], within: std::time::Duration) -> Result<(CmConn, Qp<Rts>)> {
-        check_private("rdma_accept", private, 196)?;
+    /// The passive side, before the active side connects: listening on ip:port.
+    pub(crate) fn listen(ip: std::net::Ipv4Addr, port: u16) -> Result<CmConn> {
         let mut c = CmConn::new()?;
         let mut l = ptr::null_mut();
         c.create_id(&mut l)?;
@@ -209,6 +207,15 @@ impl CmConn {
         if unsafe { rdma_listen(l, 1) } != 0 {
             return Err(VerbError::last("rdma_listen", None));
         }
+        Ok(c)
+    }
+
+    /// The passive side, listening ([`CmConn::listen`]): accepts one connection
+    /// for `qp`, answering with `private` (at most 196 bytes) in the REP; `qp`
+    /// ends in RTS.
+    pub(crate) fn accept(mut self, qp: Qp<Reset>, a: &QpAttrs, private: &[u8], within: std::time::Duration) -> Result<(CmConn, Qp<Rts>)> {
+        check_private("rdma_accept", private, 196)?;
+        let c = &mut self;
         (c.id, c.peer_private) = c.expect(rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST, within)?;
         c.step(&qp, ibv_qp_state::IBV_QPS_INIT, a)?;
         c.step(&qp, ibv_qp_state::IBV_QPS_RTR, a)?;
@@ -218,7 +225,7 @@ impl CmConn {
         VerbError::check("rdma_accept", unsafe { rdma_accept(c.id, &mut p) }, None)?;
         c.expect(rdma_cm_event_type::RDMA_CM_EVENT_ESTABLISHED, within)?;
         // The CM's attributes took it through INIT and RTR to RTS just above.
-        Ok((c, qp.into_state()))
+        Ok((self, qp.into_state()))
     }
 
     /// The active side: resolve, connect `qp` to ip:port with `private` (at most 56
