@@ -273,17 +273,8 @@ fn a_vm_that_dies_or_hangs_fails_its_scenario_and_the_run_goes_on() {
     std::fs::create_dir_all(&scen).expect("scenario dir");
     // b waits for a receive completion that never comes: the controller is waiting
     // on b's agent when the test kills (then freezes) VM b.
-    let waits = |name: &str| {
-        format!(
-            "name = \"{name}\"\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = \"q\"\ntype = \"rc\"\nbetween = [\"b\", \"a\"]\n\
-             [[mr]]\nname = \"rbuf\"\non = \"b\"\nsize = 64\naccess = [\"local_write\"]\n\
-             [[step]]\non = \"b\"\nop = \"post_recv\"\nqp = \"q\"\nwr_id = 1\nsge = [{{ mr = \"rbuf\" }}]\n\
-             [[step]]\non = \"b\"\nop = \"wait_completions\"\ncount = 1\nwithin_ms = 60000\n\
-             [[expect.completion]]\non = \"b\"\ncount = 1\n"
-        )
-    };
-    std::fs::write(scen.join("1_killed.toml"), waits("VM b killed")).expect("write");
-    std::fs::write(scen.join("2_frozen.toml"), waits("VM b frozen")).expect("write");
+    std::fs::write(scen.join("1_killed.toml"), never_completes("VM b killed", 60_000, 90_000)).expect("write");
+    std::fs::write(scen.join("2_frozen.toml"), never_completes("VM b frozen", 60_000, 90_000)).expect("write");
     std::fs::copy(repo().join("scenarios/rc_send_tcp.toml"), scen.join("3_send.toml")).expect("copy");
     let json = dir.join("report.json");
     let child = Command::new(env!("CARGO_BIN_EXE_roce"))
