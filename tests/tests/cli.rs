@@ -413,7 +413,9 @@ fn a_keyed_agent_serves_only_a_controller_with_its_key() {
     // --insecure is the way to do that on purpose: it listens, unauthenticated.
     let open = std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
     std::thread::spawn(move || roce(&["agent", "--listen", &format!("0.0.0.0:{open}"), "--insecure"]));
-    let hello = br#"{"msg":"hello","version":3}"#;
+    // The agent protocol's version (`proto::VERSION`): an agent answers another
+    // one with an error, not a hello.
+    let hello = br#"{"msg":"hello","version":4}"#;
     let answer = (0..50)
         .find_map(|_| {
             std::thread::sleep(std::time::Duration::from_millis(100));
