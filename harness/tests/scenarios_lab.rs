@@ -148,6 +148,14 @@ fn seed_scenarios_pass_on_both_images_and_the_diff_shows_what_the_kernel_changed
     let want = want.trim_end_matches("00");
     assert_eq!(private.get(72..).unwrap_or(""), want, "the REQ's private data after the 36-byte rdma_cm header: {req:#}");
 
+    // A stream: every message completed and checked where it landed, with the
+    // numbers of the run.
+    let load = scenarios.iter().find(|s| s["name"] == "load: WRITE stream, every byte checked").expect("the WRITE stream scenario");
+    let st = &load["streams"][0];
+    assert_eq!((st["completed"].as_u64(), st["count"].as_u64(), st["qps"].as_u64()), (Some(10000), Some(10000), Some(1)), "{load:#}");
+    assert!(st["elapsed_us"].as_u64() > Some(0) && st["latency_us"]["samples"].as_u64() == Some(1250), "every 8th of 10,000 signalled: {load:#}");
+    assert!(load["verdicts"].to_string().contains("all 10000 messages"), "{load:#}");
+
     // The loopback case says why its wire is empty.
     let loopback = scenarios.iter().find(|s| s["file"].as_str().is_some_and(|f| f.contains("loopback"))).expect("loopback scenario");
     assert!(loopback.to_string().contains("same rxe device"), "{loopback:#}");

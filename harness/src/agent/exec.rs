@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 use super::cm_private;
 use super::limits::{Limits, ProbeRate};
 use super::probe::{self, Aim};
-use super::proto::{self, Action, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder, ProbeSent, QpInfo, ReadError, RemoteRef, Setup, SgeRef, ToAgent, Verb, Wc};
+use super::stream::{Content, Percentiles, StreamVerb};
+use super::proto::{self, Action, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder, ProbeSent, QpInfo, ReadError, RemoteRef, Setup, SgeRef, StreamOrder, StreamReport, ToAgent, Verb, Wc};
 use crate::net::raw::Link;
-use crate::verbs::{Ah, Binding, CmConn, Context, Cq, FlushWr, Mr, Mw, MwKind, Pd, Peer, Qp, QpAttrs, QpExtras, QpKind, Remote, Reset, Rts, SendFlag, SendWr, Sge, Srq, VerbError};
+use crate::verbs::{Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Mr, Mw, MwKind, Pd, Peer, Qp, QpAttrs, QpExtras, QpKind, Remote, Reset, Rts, SendFlag, SendWr, Sge, Srq, VerbError};
 
 /// An error for the controller: message, and the verb's error when a verb failed.
 #[derive(Debug)]
@@ -252,6 +253,7 @@ impl Agent {
             ToAgent::Do { index, action } => self.act(index, action),
             ToAgent::Completions { min, wait_ms } => self.completions(min, Duration::from_millis(wait_ms)),
             ToAgent::ReadMemory { mr } => self.read_memory(&mr),
+            ToAgent::Verify { mr, offset, content } => self.verify(&mr, offset, &content),
             ToAgent::Teardown => {
                 self.ep = None;
                 Ok(FromAgent::TornDown)
@@ -460,9 +462,13 @@ impl Agent {
         if let Action::Probe(order) = &a {
             self.probes.take(order.copies.max(1) as usize, self.limits.probe_rate, Instant::now())?;
         }
+        if let Action::Stream(order) = &a {
+            self.limits.may_stream(order.content.count)?;
+        }
         let ep = self.ep()?;
         let mut probe = None;
         let mut mw = None;
+        let mut stream = None;
         match a {
             Action::Sleep { ms } => std::thread::sleep(Duration::from_millis(ms)),
             Action::WaitCompletions { count, within_ms } => {
@@ -485,9 +491,10 @@ impl Agent {
             }
             Action::ArmSrq { srq, limit } => ep.srq(&srq)?.arm_limit(limit)?,
             Action::Post { qp, wr_id, verb, sges, flags } => mw = ep.post(&qp, wr_id, &verb, &sges, &flags)?,
+            Action::Stream(order) => stream = Some(Box::new(ep.stream(&order)?)),
         }
         ep.drain()?;
-        Ok(FromAgent::Done { index, probe, mw })
+        Ok(FromAgent::Done { index, probe, mw, stream })
     }
 
     fn completions(&mut self, min: usize, wait: Duration) -> R<FromAgent> {
@@ -497,6 +504,14 @@ impl Agent {
         std::thread::sleep(Duration::from_millis(50));
         ep.drain()?;
         Ok(FromAgent::Completions { wcs: ep.wcs.clone(), events: ep.events.clone() })
+    }
+
+    fn verify(&mut self, mr: &str, offset: u64, content: &Content) -> R<FromAgent> {
+        let ep = self.ep()?;
+        let m = ep.mrs.get(mr).ok_or_else(|| AgentError::from(format!("no MR `{mr}` on this endpoint")))?;
+        let bytes = m.read();
+        let region = bytes.get(offset as usize..).unwrap_or(&[]);
+        Ok(FromAgent::Verified { mr: mr.to_string(), result: content.verify(region) })
     }
 
     fn read_memory(&mut self, mr: &str) -> R<FromAgent> {
@@ -538,25 +553,182 @@ impl Local {
             }
             let t_ms = self.started.elapsed().as_secs_f64() * 1000.0;
             for c in got {
-                let q = self.qps.iter().find(|(_, q)| q.qpn == c.qp_num);
-                let ud = q.is_some_and(|(_, q)| q.setup.kind == QpKind::Ud);
-                self.wcs.push(Wc {
-                    wr_id: c.wr_id,
-                    status: c.status,
-                    opcode: c.opcode,
-                    byte_len: c.byte_len,
-                    imm_data: c.imm_data,
-                    invalidated_rkey: c.invalidated_rkey,
-                    flags: c.flags,
-                    invalidated_mw: c.invalidated_rkey.and_then(|k| self.mws.iter().find(|(_, w)| w.rkey == k).map(|(n, _)| n.clone())),
-                    qp: q.map(|(n, _)| n.clone()).unwrap_or_default(),
-                    qp_num: c.qp_num,
-                    src_qp: ud.then_some(c.src_qp),
-                    vendor_err: c.vendor_err,
-                    t_ms,
-                });
+                let w = self.wc(c, t_ms);
+                self.wcs.push(w);
             }
         }
+    }
+
+    /// A completion as the controller learns it: named by its QP (and window).
+    fn wc(&self, c: Completion, t_ms: f64) -> Wc {
+        let q = self.qps.iter().find(|(_, q)| q.qpn == c.qp_num);
+        let ud = q.is_some_and(|(_, q)| q.setup.kind == QpKind::Ud);
+        Wc {
+            wr_id: c.wr_id,
+            status: c.status,
+            opcode: c.opcode,
+            byte_len: c.byte_len,
+            imm_data: c.imm_data,
+            invalidated_rkey: c.invalidated_rkey,
+            flags: c.flags,
+            invalidated_mw: c.invalidated_rkey.and_then(|k| self.mws.iter().find(|(_, w)| w.rkey == k).map(|(n, _)| n.clone())),
+            qp: q.map(|(n, _)| n.clone()).unwrap_or_default(),
+            qp_num: c.qp_num,
+            src_qp: ud.then_some(c.src_qp),
+            vendor_err: c.vendor_err,
+            t_ms,
+        }
+    }
+
+    /// Posts a stream's messages round robin over its QPs, never more than its
+    /// window outstanding, and polls until every one has completed, one failed
+    /// (posting stops; what was posted is flushed), or its time ran out.
+    /// Completions of other work requests that come meanwhile are kept as usual.
+    fn stream(&mut self, o: &StreamOrder) -> R<StreamReport> {
+        let c = &o.content;
+        if o.qps.is_empty() || o.window == 0 || o.signal_every == 0 {
+            return err(format!("stream `{}`: no QP, or a window or signal_every of 0", o.id));
+        }
+        let total = c.total();
+        let local = self.mrs.get(&o.local_mr).ok_or_else(|| AgentError::from(format!("no MR `{}` on this endpoint", o.local_mr)))?;
+        let span = if let StreamVerb::FetchAdd { .. } = o.verb { 8 * c.count } else { total };
+        if o.local_offset.saturating_add(span) > local.len() as u64 {
+            return err(format!("stream `{}`: {span} bytes from offset {} run past the end of MR `{}` ({} bytes)", o.id, o.local_offset, o.local_mr, local.len()));
+        }
+        if o.verb == StreamVerb::Write {
+            let mut src = vec![0u8; total as usize];
+            c.write_all(&mut src);
+            local.write_at(o.local_offset as usize, &src);
+        }
+        let (base, lkey) = (local.addr() + o.local_offset, local.lkey());
+        let mut qps = Vec::new();
+        for name in &o.qps {
+            let q = self.qp(name)?;
+            let (addr, rkey) = q.remote(&o.remote)?;
+            qps.push((q.connected()?, addr, rkey));
+        }
+        let n = qps.len() as u64;
+        // Per QP: how many posted, how many completed, and the signalled ones in
+        // flight with when they were posted.
+        let mut posted = vec![0u64; qps.len()];
+        let mut done = vec![0u64; qps.len()];
+        let mut flying: Vec<std::collections::VecDeque<(u64, Instant)>> = vec![Default::default(); qps.len()];
+        let per_qp = |q: usize| c.count / n + u64::from((q as u64) < c.count % n);
+        // Per QP: whether a completion failed (the QP is in error from there).
+        let mut broken = vec![false; qps.len()];
+        let (mut outstanding, mut completed) = (0u64, 0u64);
+        let mut latency = Vec::new();
+        let mut others = Vec::new();
+        let mut failed: Option<Completion> = None;
+        let mut layout = c.layout();
+        let mut next = layout.next();
+        let started = Instant::now();
+        let until = started + Duration::from_millis(o.within_ms);
+        let mut last = started;
+        let mut idle = 0u32;
+        let mut timed_out = false;
+        loop {
+            while failed.is_none() && outstanding < u64::from(o.window) {
+                let Some((i, at, len)) = next else { break };
+                let q = (i % n) as usize;
+                let seq = posted[q];
+                let signalled = (seq + 1) % u64::from(o.signal_every) == 0 || seq + 1 == per_qp(q);
+                let (qp, addr, rkey) = qps[q];
+                let (opcode, remote, sge) = match o.verb {
+                    StreamVerb::Write => (ibv_wr_opcode::IBV_WR_RDMA_WRITE, Remote::Rdma { addr: addr + at, rkey }, Sge { addr: base + at, len, lkey }),
+                    StreamVerb::Read => (ibv_wr_opcode::IBV_WR_RDMA_READ, Remote::Rdma { addr: addr + at, rkey }, Sge { addr: base + at, len, lkey }),
+                    StreamVerb::FetchAdd { add } => {
+                        (ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD, Remote::Atomic { addr, rkey, compare_add: add, swap: 0 }, Sge { addr: base + 8 * i, len: 8, lkey })
+                    }
+                };
+                let flags = if signalled { ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
+                let wr = SendWr { wr_id: stream_wr_id(q, seq), opcode, flags, imm_data: 0, remote };
+                qp.post_send(&wr, &[sge])?;
+                posted[q] += 1;
+                outstanding += 1;
+                if signalled {
+                    flying[q].push_back((seq, Instant::now()));
+                }
+                next = layout.next();
+            }
+            if completed == c.count || (failed.is_some() && outstanding == 0) {
+                break;
+            }
+            if Instant::now() >= until {
+                timed_out = true;
+                break;
+            }
+            let got = self.cq.poll(64)?;
+            if got.is_empty() {
+                // One vCPU: let the device's kernel work run, then sleep if long idle.
+                idle += 1;
+                if idle > 1000 {
+                    std::thread::sleep(Duration::from_micros(50));
+                } else {
+                    std::thread::yield_now();
+                }
+                continue;
+            }
+            idle = 0;
+            let now = Instant::now();
+            for w in got {
+                let Some((q, seq)) = from_stream_wr_id(w.wr_id, qps.len()) else {
+                    others.push((w, self.started.elapsed().as_secs_f64() * 1000.0));
+                    continue;
+                };
+                // A completion completes everything before it on its QP (RC); a
+                // failed one, everything before it but itself. Once a QP is in
+                // error, each work request left on it is flushed with a completion
+                // of its own, signalled or not.
+                let ok = w.status == crate::verbs::WcStatus::SUCCESS;
+                last = now;
+                if !broken[q] {
+                    let through = if ok { seq + 1 } else { seq };
+                    if through > done[q] {
+                        outstanding -= through - done[q];
+                        completed += through - done[q];
+                        done[q] = through;
+                    }
+                }
+                if !ok {
+                    outstanding = outstanding.saturating_sub(1);
+                    broken[q] = true;
+                    // Named by the message's index in the stream.
+                    failed.get_or_insert(Completion { wr_id: seq * n + q as u64, ..w });
+                    continue;
+                }
+                while let Some(&(s, t)) = flying[q].front() {
+                    if s > seq {
+                        break;
+                    }
+                    if s == seq {
+                        latency.push(now.duration_since(t).as_micros() as u64);
+                    }
+                    flying[q].pop_front();
+                }
+            }
+        }
+        // Bytes of the completed messages: on each QP, the first `done` it posted.
+        let bytes: u64 = c.layout().filter(|(i, _, _)| i / n < done[(i % n) as usize]).map(|(_, _, len)| u64::from(len)).sum();
+        let t_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        let report = StreamReport {
+            id: o.id.clone(),
+            verb: o.verb,
+            qps: qps.len(),
+            count: c.count,
+            posted: posted.iter().sum(),
+            completed,
+            bytes,
+            elapsed_us: last.duration_since(started).as_micros() as u64,
+            latency_us: Percentiles::of(&mut latency),
+            failed: failed.map(|w| self.wc(w, t_ms)),
+            timed_out,
+        };
+        let others: Vec<Wc> = others.into_iter().map(|(w, t)| self.wc(w, t)).collect();
+        self.wcs.extend(others);
+        // The first error is a completion like any other, for `[[expect.completion]]`.
+        self.wcs.extend(report.failed.clone());
+        Ok(report)
     }
 
     fn poll_until(&mut self, want: usize, wait: Duration) -> R<()> {
@@ -711,6 +883,20 @@ fn send_opcode(imm: Option<u32>) -> u32 {
 
 
 const EXCHANGE_WITHIN: Duration = Duration::from_secs(20);
+
+/// A stream's work requests carry this in the top byte of their `wr_id`, then the
+/// QP's index among the stream's (16 bits) and the message's sequence on it.
+const STREAM_TAG: u64 = 0x5e << 56;
+
+fn stream_wr_id(q: usize, seq: u64) -> u64 {
+    STREAM_TAG | ((q as u64 & 0xffff) << 40) | (seq & ((1 << 40) - 1))
+}
+
+/// The QP index and sequence of a stream's `wr_id`, if it is one (of `qps` QPs).
+fn from_stream_wr_id(wr_id: u64, qps: usize) -> Option<(usize, u64)> {
+    let q = ((wr_id >> 40) & 0xffff) as usize;
+    (wr_id & (0xff << 56) == STREAM_TAG && q < qps).then_some((q, wr_id & ((1 << 40) - 1)))
+}
 
 /// The address rdma_cm connects QP `q` from: the endpoint's own, IPv4.
 fn cm_ipv4(q: &proto::QpSetup, my_ip: IpAddr) -> R<std::net::Ipv4Addr> {

@@ -93,7 +93,19 @@ pub(crate) fn subnets_of(ip: IpAddr) -> Vec<Cidr> {
         .collect()
 }
 
+/// The most messages one stream may post (each costs the agent nothing kept
+/// but a signalled one's latency sample).
+pub(crate) const STREAM_MESSAGES: u64 = 10_000_000;
+
 impl Limits {
+    /// `Ok` when a stream of `count` messages may run.
+    pub(crate) fn may_stream(&self, count: u64) -> Result<(), String> {
+        if count > STREAM_MESSAGES {
+            return Err(format!("refused: a stream of {count} messages, this agent allows {STREAM_MESSAGES}"));
+        }
+        Ok(())
+    }
+
     /// `Ok` when a QP of a device whose address is `mine` may connect to `peer`.
     pub(crate) fn may_connect(&self, mine: IpAddr, peer: IpAddr) -> Result<(), String> {
         let nets = match &self.allow {

@@ -21,6 +21,7 @@ pub(crate) mod cm_private;
 pub(crate) mod exec;
 pub(crate) mod probe;
 pub(crate) mod proto;
+pub(crate) mod stream;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};

@@ -23,14 +23,19 @@ use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::stream::{Content, Percentiles, StreamVerb, Verification};
 use crate::verbs::{Access, Caps, EventType, Feature, MwKind, Placement, QpKind, Selectivity, SendFlag, WcOpcode, WcStatus};
 
 /// Bumped on any incompatible change; both sides say theirs in `Hello`. 3: device
 /// capabilities, memory windows, SRQs, ATOMIC WRITE, FLUSH, invalidation. 4: the
-/// passive side listens (`Listen`) before the active side is asked to connect.
+/// passive side listens (`Listen`) before the active side is asked to connect;
+/// streams (`Action::Stream`, `Verify`).
 pub(crate) const VERSION: u32 = 4;
 /// No message is larger (a memory dump of a 512 KiB MR in hex fits).
 pub(crate) const MAX_MESSAGE: usize = 2 << 20;
+/// The largest MR read back whole (`ReadMemory`); larger ones are checked where
+/// they are (`Verify`).
+pub(crate) const READ_BACK_MAX: u64 = 512 << 10;
 
 /// Bytes, carried as lower-case hex.
 #[derive(Clone, PartialEq, Eq, Default)]
@@ -97,6 +102,13 @@ pub(crate) enum ToAgent {
     /// An MR's current content.
     ReadMemory {
         mr: String,
+    },
+    /// Whether MR `mr` holds, from `offset`, a stream's messages as seeded: checked
+    /// here, so a large MR never crosses the protocol.
+    Verify {
+        mr: String,
+        offset: u64,
+        content: Content,
     },
     /// Destroy what `Setup` made (a lab agent keeps the context and PD open for
     /// the next scenario) and end this controller's session.
@@ -281,6 +293,8 @@ pub(crate) enum Action {
     PostSrqRecv { srq: String, wr_id: u64, sges: Vec<SgeRef> },
     /// Arm SRQ `srq`'s limit event (`ibv_modify_srq`, `IBV_SRQ_LIMIT`).
     ArmSrq { srq: String, limit: u32 },
+    /// Post a stream of work requests and see every one complete.
+    Stream(StreamOrder),
 }
 
 /// The PSN of a probe: relative to the PSN its target expects, or absolute.
@@ -394,6 +408,9 @@ pub(crate) enum FromAgent {
         /// A bind step: the window's rkey now.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         mw: Option<MwInfo>,
+        /// A stream step: what it did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        stream: Option<Box<StreamReport>>,
     },
     Completions {
         wcs: Vec<Wc>,
@@ -404,6 +421,11 @@ pub(crate) enum FromAgent {
     Memory {
         mr: String,
         bytes: Hex,
+    },
+    /// Whether a stream's messages are in an MR as seeded.
+    Verified {
+        mr: String,
+        result: Verification,
     },
     TornDown,
     /// A request failed: which verb, errno, the likely cause; `unsupported` when
@@ -552,6 +574,60 @@ pub(crate) fn read_msg<R: Read + ?Sized, T: for<'de> Deserialize<'de>>(r: &mut R
     let mut body = vec![0u8; n];
     r.read_exact(&mut body).map_err(ReadError::Io)?;
     serde_json::from_slice(&body).map(Some).map_err(|e| ReadError::Invalid(e.to_string()))
+}
+
+/// A stream as the agent carries it out.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StreamOrder {
+    pub id: String,
+    /// Round robin: message `i` goes on `qps[i % qps.len()]`.
+    pub qps: Vec<String>,
+    pub verb: StreamVerb,
+    pub content: Content,
+    /// The most messages outstanding at once, over all its QPs.
+    pub window: u32,
+    /// Every k-th message on a QP is signalled (and the last).
+    pub signal_every: u32,
+    /// The stream's start in a local MR.
+    pub local_mr: String,
+    pub local_offset: u64,
+    /// The stream's start in the peer's MR.
+    pub remote: RemoteRef,
+    /// How long it may take, all of it.
+    pub within_ms: u64,
+}
+
+/// What a stream did, as its agent saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StreamReport {
+    pub id: String,
+    pub verb: StreamVerb,
+    pub qps: usize,
+    pub count: u64,
+    pub posted: u64,
+    /// Completed successfully (a signalled completion completes the unsignalled
+    /// ones before it on its QP).
+    pub completed: u64,
+    pub bytes: u64,
+    /// From the first post to the last completion.
+    pub elapsed_us: u64,
+    /// From posting a signalled message to its completion.
+    pub latency_us: Option<Percentiles>,
+    /// The first completion in error, its `wr_id` the message's index in the
+    /// stream; the stream stopped posting there.
+    pub failed: Option<Wc>,
+    /// It ran out of its `within_ms` before every message completed.
+    pub timed_out: bool,
+}
+
+impl StreamReport {
+    /// Messages a second, and gigabits a second of payload.
+    pub(crate) fn rates(&self) -> (f64, f64) {
+        let s = self.elapsed_us.max(1) as f64 / 1e6;
+        (self.completed as f64 / s, self.bytes as f64 * 8.0 / s / 1e9)
+    }
 }
 
 #[cfg(test)]

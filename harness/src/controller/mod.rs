@@ -214,6 +214,7 @@ fn judge_one(plan: &RunPlan, file: &Path, sc: &Scenario, ex: Executed) -> (Scena
         faults,
         observations: Default::default(),
         timings: o.timings.clone(),
+        streams: o.streams.clone(),
     };
     if let Some(why) = &o.skipped {
         return (ScenarioResult { status: Status::Skipped, skip_reason: Some(why.clone()), ..base }, None, false);

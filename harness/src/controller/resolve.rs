@@ -7,6 +7,7 @@ use lab::fault::{self, Dir, Rule};
 use lab::state::Vm;
 
 use crate::agent::proto::{self, Action, ConnectBy, Fill, Hex, MrSetup, MwSetup, ProbeOrder, ProbePsn, QpParams, QpSetup, RemoteRef, SgeRef, SrqSetup, Verb};
+use crate::agent::proto::StreamOrder;
 use crate::results::EndpointFacts;
 use crate::scenario::model::{self, ConnectMethod, Content, PsnAt, QpType, Scenario, Step};
 use crate::verbs::{Caps, QpKind};
@@ -140,6 +141,18 @@ pub(super) fn action(sc: &Scenario, step: &Step, keys: &MwKeys) -> Result<Option
         }
         Step::PostSrqRecv { srq, wr_id, sge, .. } => Action::PostSrqRecv { srq: srq.clone(), wr_id: *wr_id, sges: sges(sge) },
         Step::ArmSrq { srq, limit, .. } => Action::ArmSrq { srq: srq.clone(), limit: *limit },
+        Step::Stream(st) => Action::Stream(StreamOrder {
+            id: st.id.clone(),
+            qps: st.qps.clone(),
+            verb: st.verb,
+            content: st.content,
+            window: st.window,
+            signal_every: st.signal_every,
+            local_mr: st.local_mr.clone(),
+            local_offset: st.local_offset,
+            remote: remote(&st.remote, &st.peer, keys)?,
+            within_ms: st.within_ms,
+        }),
         Step::WaitCompletions { count, within_ms, .. } => Action::WaitCompletions { count: *count, within_ms: *within_ms },
         Step::Probe { qp, probe: p, .. } => Action::Probe(ProbeOrder {
             id: p.id.clone(),

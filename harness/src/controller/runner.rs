@@ -15,8 +15,9 @@ use lab::state::{LabPaths, Vm};
 use super::link::{unexpected, Agent, Deadline, Unsupported};
 use super::resolve;
 use crate::agent::proto::{self, FromAgent, MrInfo, ToAgent};
-use crate::results::{Connection, EndpointFacts, Laps, Outcome, Phase};
-use crate::scenario::model::{Scenario, Step};
+use crate::agent::proto::READ_BACK_MAX;
+use crate::results::{Connection, EndpointFacts, Laps, Outcome, Phase, StreamRun, Verified};
+use crate::scenario::model::{Memory, Scenario, Step};
 
 /// How long one agent request may take (a `wait_completions` step adds its own).
 const ANSWER_WITHIN: Duration = Duration::from_secs(20);
@@ -366,12 +367,14 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
             + match step {
                 Step::WaitCompletions { within_ms, .. } => Duration::from_millis(*within_ms),
                 Step::Probe { probe, .. } => Duration::from_millis(probe.settle_ms),
+                Step::Stream(st) => Duration::from_millis(st.within_ms),
                 _ => Duration::ZERO,
             };
         let what = || format!("step {} ({} on {on})", index + 1, step.op());
         match agent(agents, &on)?.request(&ToAgent::Do { index, action }, within).with_context(what)? {
-            FromAgent::Done { probe, mw, .. } => {
+            FromAgent::Done { probe, mw, stream, .. } => {
                 out.probes.extend(probe);
+                out.streams.extend(stream.map(|report| StreamRun { on: on.clone(), report: *report }));
                 if let Some(w) = mw {
                     keys.insert((on.clone(), w.name), w.rkey);
                 }
@@ -420,12 +423,22 @@ fn collect(sc: &Scenario, out: &mut Outcome, agents: &mut BTreeMap<String, Agent
     for a in agents.values_mut() {
         a.set_deadline(None);
     }
-    for m in &sc.mrs {
+    // Every MR small enough is read back whole; a stream's messages are checked
+    // where they landed, whatever the MR's size.
+    for m in sc.mrs.iter().filter(|m| m.size <= READ_BACK_MAX) {
         match agent(agents, &m.on)?.request(&ToAgent::ReadMemory { mr: m.name.clone() }, ANSWER_WITHIN)? {
             FromAgent::Memory { mr, bytes } => {
                 out.memory.entry(m.on.clone()).or_default().insert(mr, bytes.0);
             }
             other => return Err(unexpected(&m.on, "Memory", &other)),
+        }
+    }
+    for e in &sc.expect.memory {
+        let Memory::Stream { id, content } = &e.want else { continue };
+        let ask = ToAgent::Verify { mr: e.mr.clone(), offset: e.offset, content: *content };
+        match agent(agents, &e.on)?.request(&ask, ANSWER_WITHIN)? {
+            FromAgent::Verified { mr, result } => out.verified.push(Verified { on: e.on.clone(), mr, stream: id.clone(), result }),
+            other => return Err(unexpected(&e.on, "Verified", &other)),
         }
     }
     laps.lap(&mut out.timings, Phase::Memory);

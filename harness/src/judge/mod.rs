@@ -14,7 +14,7 @@ use dissector::wire::NakKind;
 
 use crate::agent::proto::{Event, Wc};
 use crate::results::{Outcome, Verdict};
-use crate::scenario::model::{CompletionExpect, EventExpect, Memory, MemoryExpect, Scenario, WireExpect};
+use crate::scenario::model::{CompletionExpect, EventExpect, Memory, MemoryExpect, Scenario, StreamExpect, WireExpect};
 use crate::scenario::pattern::{self, Pattern};
 
 pub(crate) mod observe;
@@ -70,6 +70,9 @@ pub(crate) fn judge(sc: &Scenario, o: &Outcome, wire: &Result<Timeline, String>)
     }
     for e in &sc.expect.event {
         push(event(e, o.events.get(&e.on).map(Vec::as_slice).unwrap_or(&[])), false);
+    }
+    for e in &sc.expect.stream {
+        push(stream(e, o), false);
     }
     let mut obs = match (wire, &answers) {
         (Ok(t), Ok(a)) => observe::observations(sc, o, Some((t, a))),
@@ -339,7 +342,7 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
 }
 
 /// `40 µs`, `1.28 ms`.
-fn us_or_ms(us: u64) -> String {
+pub(crate) fn us_or_ms(us: u64) -> String {
     if us < 1000 {
         format!("{us} µs")
     } else {
@@ -347,8 +350,47 @@ fn us_or_ms(us: u64) -> String {
     }
 }
 
+/// How many of a stream's messages completed, against how many must have.
+fn stream(e: &StreamExpect, o: &Outcome) -> Verdict {
+    let what = format!("stream {} on {}", e.id, e.on);
+    let expected = format!("{} messages completed successfully", e.completed);
+    let Some(r) = o.streams.iter().find(|s| s.report.id == e.id && s.on == e.on).map(|s| &s.report) else {
+        return Verdict::new("stream", what, false, expected, "never ran (the run stopped before)".into());
+    };
+    let mut actual = format!("{} of {} completed", r.completed, r.count);
+    if let Some(f) = &r.failed {
+        actual.push_str(&format!("; first failure: message {} on QP {}: {}", f.wr_id, f.qp, f.status));
+    }
+    if r.timed_out {
+        actual.push_str(&format!("; out of time with {} posted", r.posted));
+    }
+    Verdict::new("stream", what, r.completed == e.completed, expected, actual)
+}
+
+/// A stream's messages in memory, as the endpoint that holds them checked them.
+fn stream_memory(e: &MemoryExpect, id: &str, o: &Outcome, what: String) -> Verdict {
+    let expected = format!("every message of stream {id} as seeded");
+    let Some(v) = o.verified.iter().find(|v| v.on == e.on && v.mr == e.mr && v.stream == id).map(|v| &v.result) else {
+        return Verdict::new("memory", what, false, expected, "never checked (the run stopped before)".into());
+    };
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ");
+    match &v.mismatch {
+        None => Verdict::new("memory", what, true, expected, format!("all {} messages ({} bytes) as seeded; digest {}", v.messages, v.bytes, v.digest.as_deref().unwrap_or("-"))),
+        Some(m) => Verdict::new(
+            "memory",
+            what,
+            false,
+            expected,
+            format!("message {} of {} differs at offset {} (MR offset {}): expected {}, found {}", m.message, v.messages, m.offset, e.offset + m.offset, hex(&m.want), hex(&m.got)),
+        ),
+    }
+}
+
 fn memory(sc: &Scenario, e: &MemoryExpect, o: &Outcome) -> Verdict {
     let what = format!("memory of MR {} on {} at offset {}", e.mr, e.on, e.offset);
+    if let Memory::Stream { id, .. } = &e.want {
+        return stream_memory(e, id, o, what);
+    }
     let Some(spec) = sc.mrs.iter().find(|m| m.on == e.on && m.name == e.mr) else {
         return Verdict::new("memory", what, false, "an MR of the scenario".into(), "no such MR".into());
     };
@@ -375,6 +417,7 @@ fn memory(sc: &Scenario, e: &MemoryExpect, o: &Outcome) -> Verdict {
             let got = now.get(off..off + want.len()).unwrap_or(&[]);
             Verdict::new("memory", what, got == want.as_slice(), shown(&want), shown(got))
         }
+        Memory::Stream { id, .. } => stream_memory(e, id, o, what),
     }
 }
 

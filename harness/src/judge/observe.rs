@@ -1,7 +1,8 @@
 //! What this setup did, in terms that stay the same from run to run on the same
 //! setup (no times, no addresses): each completion's status, the answer to each
 //! probe, and per QP direction the NAKs drawn, how lost packets were recovered,
-//! whether CE drew a CNP and whether the RNR timer was waited out. A device profile
+//! whether CE drew a CNP and whether the RNR timer was waited out; how each stream
+//! ended. A device profile
 //! records these; `--profile` compares them.
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,6 +17,16 @@ use crate::verbs::{WcOpcode, WcStatus};
 /// The observations of one run; the wire's only when there is a readable capture.
 pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, &[ProbeAnswer])>) -> BTreeMap<String, String> {
     let mut m = BTreeMap::new();
+    // How each stream ended (its numbers are times: not observations).
+    for st in &o.streams {
+        let r = &st.report;
+        let v = match &r.failed {
+            None if r.completed == r.count => "all completed".to_string(),
+            None => format!("{} of {} completed", r.completed, r.count),
+            Some(f) => format!("{} of {} completed, then {}", r.completed, r.count, f.status),
+        };
+        m.insert(format!("stream {} on {}", r.id, st.on), v);
+    }
     for (ep, wcs) in &o.completions {
         let mut seen = BTreeSet::new();
         for w in wcs.iter().filter(|w| seen.insert(w.wr_id)) {

@@ -517,6 +517,30 @@ fn scenario(
         o.push_str("</tbody></table>\n");
     }
 
+    if !s.streams.is_empty() {
+        o.push_str("<h3>Streams</h3>\n<table class=\"streams\"><thead><tr><th>stream</th><th>on</th><th>verb</th><th>QPs</th><th>completed</th><th>elapsed</th><th>messages/s</th><th>Gb/s</th><th>latency p50</th><th>p99</th><th>max</th></tr></thead><tbody>\n");
+        for st in &s.streams {
+            let r = &st.report;
+            let (msgs, gbps) = r.rates();
+            let lat = |f: fn(&crate::agent::stream::Percentiles) -> u64| r.latency_us.as_ref().map(|l| crate::judge::us_or_ms(f(l))).unwrap_or_default();
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} of {}</td><td>{:.1} ms</td><td>{msgs:.0}</td><td>{gbps:.3}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&r.id),
+                esc(&st.on),
+                r.verb.name(),
+                r.qps,
+                r.completed,
+                r.count,
+                r.elapsed_us as f64 / 1000.0,
+                lat(|l| l.p50),
+                lat(|l| l.p99),
+                lat(|l| l.max)
+            );
+        }
+        o.push_str("</tbody></table>\n");
+    }
+
     o.push_str("<h3>Endpoints</h3>\n");
     if s.endpoints.is_empty() {
         o.push_str("<p class=\"note\">No endpoint was set up.</p>\n");

@@ -3,8 +3,8 @@
 //! ones), and for a failing scenario the decoded wire and what the agents said.
 use std::io::{self, Write};
 
-use crate::judge::Timeline;
-use crate::results::{ScenarioResult, Status};
+use crate::judge::{us_or_ms, Timeline};
+use crate::results::{ScenarioResult, Status, StreamRun};
 
 /// Writes one scenario's result; `quiet` keeps a passing scenario to its line.
 /// `wire` is its decoded capture, when there is one.
@@ -32,6 +32,9 @@ pub(crate) fn scenario(out: &mut dyn Write, r: &ScenarioResult, quiet: bool, wir
             writeln!(out, "        note: {d}")?;
         }
     }
+    for st in &r.streams {
+        writeln!(out, "    {}", stream_line(st))?;
+    }
     if r.status == Status::Failed {
         if let (Some(c), Some(w)) = (&r.capture, wire.filter(|w| !w.lines.is_empty())) {
             writeln!(out, "    the wire ({c}):")?;
@@ -44,6 +47,42 @@ pub(crate) fn scenario(out: &mut dyn Write, r: &ScenarioResult, quiet: bool, wir
         }
     }
     Ok(())
+}
+
+/// `stream w on a (write over 2 QPs): 10000 of 10000 in 812.3 ms, 12.3 k msg/s,
+/// 0.25 Gb/s; completion latency p50 1.20 ms, p99 3.40 ms, max 5.10 ms`.
+pub(crate) fn stream_line(st: &StreamRun) -> String {
+    let r = &st.report;
+    let (msgs, gbps) = r.rates();
+    let qps = if r.qps == 1 { "1 QP".to_string() } else { format!("{} QPs", r.qps) };
+    let mut s = format!(
+        "stream {} on {} ({} over {qps}): {} of {} in {:.1} ms, {} msg/s, {gbps:.3} Gb/s",
+        r.id,
+        st.on,
+        r.verb.name(),
+        r.completed,
+        r.count,
+        r.elapsed_us as f64 / 1000.0,
+        si(msgs)
+    );
+    if let Some(l) = &r.latency_us {
+        s.push_str(&format!("; completion latency p50 {}, p99 {}, max {} ({} signalled)", us_or_ms(l.p50), us_or_ms(l.p99), us_or_ms(l.max), l.samples));
+    }
+    if r.timed_out {
+        s.push_str(&format!("; out of time after {} posted", r.posted));
+    }
+    s
+}
+
+/// `812`, `12.3 k`, `1.20 M`.
+fn si(x: f64) -> String {
+    if x >= 1e6 {
+        format!("{:.2} M", x / 1e6)
+    } else if x >= 1e3 {
+        format!("{:.1} k", x / 1e3)
+    } else {
+        format!("{x:.0}")
+    }
 }
 
 /// `    timings: agent start 812 ms · device open 41 ms · …` (`--timings`).

@@ -13,6 +13,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::proto::{Event, MrInfo, ProbeSent, QpInfo, Wc};
+use crate::agent::proto::StreamReport;
+use crate::agent::stream::Verification;
 
 pub(crate) mod profile;
 pub(crate) mod suite;
@@ -109,6 +111,10 @@ pub(crate) struct Outcome {
     pub duration_ms: u64,
     /// Where the time went.
     pub timings: Timings,
+    /// What each stream step did, in step order.
+    pub streams: Vec<StreamRun>,
+    /// Stream messages checked in memory (`[[expect.memory]] stream = …`).
+    pub verified: Vec<Verified>,
 }
 
 /// A part of a scenario's run, in the order they happen: where its time goes
@@ -251,6 +257,26 @@ pub(crate) struct ScenarioResult {
     /// Where the time went, in ms per phase.
     #[serde(default, rename = "timings_ms", skip_serializing_if = "BTreeMap::is_empty")]
     pub timings: Timings,
+    /// The numbers of each stream step.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub streams: Vec<StreamRun>,
+}
+
+/// A stream step as its endpoint carried it out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct StreamRun {
+    pub on: String,
+    #[serde(flatten)]
+    pub report: StreamReport,
+}
+
+/// A stream's messages in an MR, checked where the MR is.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Verified {
+    pub on: String,
+    pub mr: String,
+    pub stream: String,
+    pub result: Verification,
 }
 
 impl Status {
@@ -279,6 +305,7 @@ impl ScenarioResult {
             faults,
             observations: BTreeMap::new(),
             timings: BTreeMap::new(),
+            streams: Vec::new(),
         }
     }
 }

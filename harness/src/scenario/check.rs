@@ -12,7 +12,12 @@ use super::diag::{serde_hint, Diagnostic, Source};
 use super::file::{self, Content, PerEndpoint, ProbeFile, PsnRef, QpType, ScenarioFile, Sp, StepOp};
 use super::model::*;
 use super::pattern::Pattern;
+use crate::agent::limits::STREAM_MESSAGES;
+use crate::agent::proto::READ_BACK_MAX;
 use crate::verbs::{Access, EventType, Feature, MwKind, Placement, Selectivity, SendFlag, WcOpcode, WcStatus};
+
+/// The longest message a stream may post.
+const MAX_STREAM_MESSAGE: u32 = 1 << 30;
 
 /// The `timeout_ms` a scenario may set.
 const TIMEOUT_MS: std::ops::RangeInclusive<u64> = 1_000..=3_600_000;
@@ -103,6 +108,16 @@ struct Checker<'a> {
     uses: Vec<(Feature, Range<usize>)>,
 }
 
+/// The stream steps among `steps`.
+fn streams(steps: &[Step]) -> impl Iterator<Item = &StreamStep> + Clone {
+    steps.iter().filter_map(|s| if let Step::Stream(st) = s { Some(st) } else { None })
+}
+
+/// The stream step named `id`.
+fn stream_step<'s>(steps: &'s [Step], id: &str) -> Option<&'s StreamStep> {
+    streams(steps).find(|st| st.id == id)
+}
+
 fn name_hint<'b>(word: &str, names: impl IntoIterator<Item = &'b str> + Clone) -> Option<String> {
     match dissector::text::did_you_mean(word, names.clone()) {
         Some(m) => Some(format!("did you mean `{m}`?")),
@@ -186,7 +201,7 @@ impl<'a> Checker<'a> {
         let mrs = self.mrs();
         let steps = self.steps(timeout);
         let faults = self.faults();
-        let expect = self.expectations(&mrs);
+        let expect = self.expectations(&mrs, &steps);
         let requires = self.requires();
         Scenario {
             name: f.name.clone(),
@@ -464,6 +479,7 @@ impl<'a> Checker<'a> {
     fn steps(&mut self, timeout_ms: u64) -> Vec<Step> {
         let mut out = Vec::new();
         let mut probe_ids: Vec<String> = Vec::new();
+        let mut stream_ids: Vec<String> = Vec::new();
         let mut waited = 0u64;
         for (i, s) in self.f.steps.iter().enumerate() {
             let op = match &s.op {
@@ -496,6 +512,7 @@ impl<'a> Checker<'a> {
                     }
                     self.post(i, s, on, qp, *wr_id, sge, flags, verb)
                 }
+                StepOp::Stream { .. } => self.stream(s, op, &mut stream_ids),
                 StepOp::Write { on, qp, wr_id, sge, flags, remote } => {
                     let remote = self.remote(s, on, qp, remote);
                     self.post(i, s, on, qp, *wr_id, sge, flags, Verb::Write { remote })
@@ -627,6 +644,135 @@ impl<'a> Checker<'a> {
             out.extend(step);
         }
         out
+    }
+
+    /// A stream step: its QPs (one peer), verb, sizes and regions, every bound.
+    fn stream(&mut self, s: &file::StepFile, op: &StepOp, ids: &mut Vec<String>) -> Option<Step> {
+        let StepOp::Stream { id, on, qp, qps, verb, count, size, seed, window, signal_every, local, remote, add, within_ms } = op else {
+            return None;
+        };
+        if ids.contains(id) {
+            self.err(Some(s.at("id")), format!("a second stream named `{id}`"), None);
+        }
+        ids.push(id.clone());
+        let names: Vec<String> = match (qp, qps.is_empty()) {
+            (Some(q), true) => vec![q.clone()],
+            (None, false) => qps.clone(),
+            _ => {
+                self.err(Some(s.span.clone()), "say which QPs carry the stream: `qp = \"…\"`, or `qps = [\"…\", …]` (round robin), one of them", None);
+                return None;
+            }
+        };
+        let mut peer: Option<String> = None;
+        let mut send_wr = 0u64;
+        for n in &names {
+            let key = if qp.is_some() { "qp" } else { "qps" };
+            let q = self.qp_step(0, s, on, n)?;
+            if q.qp_type == QpType::Ud || (q.qp_type == QpType::Uc && verb != "write") {
+                self.err(Some(s.at(key)), format!("a {verb} stream on {} QP `{n}`: streams of WRITEs go on RC or UC QPs, READs and atomics on RC", if q.qp_type == QpType::Ud { "UD" } else { "UC" }), None);
+            }
+            let p = if q.between[0] == *on { q.between[1].clone() } else { q.between[0].clone() };
+            if peer.as_ref().is_some_and(|x| *x != p) {
+                self.err(Some(s.at(key)), format!("QP `{n}` goes to `{p}`, the stream's other QPs to `{}`: one stream, one peer", peer.clone().unwrap_or_default()), None);
+            }
+            peer.get_or_insert(p);
+            send_wr += u64::from(q.max_send_wr.unwrap_or(16));
+        }
+        let peer = peer?;
+        let verb = match (verb.as_str(), add) {
+            ("write", None) => StreamVerb::Write,
+            ("read", None) => StreamVerb::Read,
+            ("fetch_add", a) => StreamVerb::FetchAdd { add: a.unwrap_or(1) },
+            ("write" | "read", Some(_)) => {
+                self.err(Some(s.at("add")), "`add` is for a `fetch_add` stream", None);
+                return None;
+            }
+            (other, _) => {
+                let hint = name_hint(other, ["write", "read", "fetch_add"]);
+                self.err(Some(s.at("verb")), format!("a stream of `{other}`: streams post `write`, `read` or `fetch_add`"), hint);
+                return None;
+            }
+        };
+        if !(1..=STREAM_MESSAGES).contains(count) {
+            self.err(Some(s.at("count")), format!("a stream of {count} messages: give 1 to {STREAM_MESSAGES}"), None);
+            return None;
+        }
+        let sizes = match (size, verb) {
+            (None, StreamVerb::FetchAdd { .. }) | (Some(file::StreamSize::Fixed(8)), StreamVerb::FetchAdd { .. }) => Sizes::Fixed(8),
+            (_, StreamVerb::FetchAdd { .. }) => {
+                self.err(Some(s.at("size")), "an atomic moves 8 bytes: a `fetch_add` stream has no `size`", None);
+                return None;
+            }
+            (None, _) => Sizes::Fixed(64),
+            (Some(file::StreamSize::Fixed(n)), _) if (1..=MAX_STREAM_MESSAGE).contains(n) => Sizes::Fixed(*n),
+            (Some(file::StreamSize::Range { min, max }), _) if *min >= 1 && min <= max && *max <= MAX_STREAM_MESSAGE => Sizes::Uniform { min: *min, max: *max },
+            (Some(_), _) => {
+                self.err(Some(s.at("size")), format!("message sizes go from 1 to {MAX_STREAM_MESSAGE} bytes, and `min` ≤ `max`"), Some("size = 4096, or size = { min = 1, max = 4096 }".into()));
+                return None;
+            }
+        };
+        let content = StreamContent { seed: seed.unwrap_or(1), count: *count, sizes };
+        let window = window.unwrap_or(16);
+        if window == 0 || u64::from(window) > send_wr {
+            let hint = format!("its QPs' send queues hold {send_wr} work requests in all (`max_send_wr`, default 16 each)");
+            self.err(Some(s.at("window")), format!("a window of {window}: give 1 to {send_wr}"), Some(hint));
+        }
+        let signal_every = signal_every.unwrap_or(1);
+        if signal_every == 0 || signal_every > window {
+            self.err(Some(s.at("signal_every")), format!("signalling every {signal_every}-th message: give 1 to the window ({window})"), Some("an unsignalled message holds its send queue slot until a signalled one after it completes".into()));
+        }
+        let within_ms = within_ms.unwrap_or(60_000);
+        if !TIMEOUT_MS.contains(&within_ms) {
+            self.err(Some(s.at("within_ms")), format!("{within_ms} ms: give {} to {}", TIMEOUT_MS.start(), TIMEOUT_MS.end()), None);
+        }
+        let (local_span, remote_span) = match verb {
+            StreamVerb::FetchAdd { .. } => (8 * count, 8),
+            _ => (content.total(), content.total()),
+        };
+        match self.mr_file(on, &local.mr) {
+            None => {
+                let hint = name_hint(&local.mr, self.mr_names_on(on));
+                self.err(Some(s.at("local")), format!("no MR `{}` on `{on}`", local.mr), hint);
+            }
+            Some(m) if local.offset.saturating_add(local_span) > m.size.value => {
+                self.err(Some(s.at("local")), format!("the stream needs {local_span} bytes from offset {} of MR `{}`, which has {}", local.offset, local.mr, m.size.value), None)
+            }
+            Some(_) => {}
+        }
+        let remote = self.remote(s, on, &names[0], remote);
+        if remote.mw.is_some() {
+            self.err(Some(s.at("remote")), "a stream addresses an MR of the peer (`mr = …`), not a window", None);
+        } else if remote.rkey.is_none() {
+            match self.mr_file(&peer, &remote.mr) {
+                None => {
+                    let hint = name_hint(&remote.mr, self.mr_names_on(&peer));
+                    self.err(Some(s.at("remote")), format!("no MR `{}` on `{peer}`", remote.mr), hint);
+                }
+                Some(m) if remote.offset.saturating_add(remote_span) > m.size.value => self.err(
+                    Some(s.at("remote")),
+                    format!("the stream needs {remote_span} bytes from offset {} of MR `{}` on `{peer}`, which has {}", remote.offset, remote.mr, m.size.value),
+                    Some("to provoke NAKs on purpose, set `rkey` too".into()),
+                ),
+                Some(_) if matches!(verb, StreamVerb::FetchAdd { .. }) && remote.offset % 8 != 0 => {
+                    self.err(Some(s.at("remote")), format!("an atomic's target is 8-byte aligned; offset {} is not", remote.offset), None)
+                }
+                Some(_) => {}
+            }
+        }
+        Some(Step::Stream(StreamStep {
+            id: id.clone(),
+            on: on.clone(),
+            peer,
+            qps: names,
+            verb,
+            content,
+            window,
+            signal_every,
+            local_mr: local.mr.clone(),
+            local_offset: local.offset,
+            remote,
+            within_ms,
+        }))
     }
 
     /// A step's remote end: an MR of the peer as written, or where the peer's
@@ -950,7 +1096,7 @@ impl<'a> Checker<'a> {
         Some(out)
     }
 
-    fn expectations(&mut self, mrs: &[Mr]) -> Expectations {
+    fn expectations(&mut self, mrs: &[Mr], steps: &[Step]) -> Expectations {
         let f = self.f;
         let mut e = Expectations::default();
         for c in &f.expect.completion {
@@ -1104,15 +1250,72 @@ impl<'a> Checker<'a> {
                     }
                 }
             }
-            let want = match (&m.equals, m.unchanged.unwrap_or(false)) {
-                (Some(c), false) => Memory::Equals(c.value.clone()),
-                (None, true) => Memory::Unchanged,
+            let stream = m.stream.as_ref().map(|id| (id, stream_step(steps, id)));
+            let mut offset = m.offset;
+            let want = match (&m.equals, m.unchanged.unwrap_or(false), stream) {
+                (Some(c), false, None) => Memory::Equals(c.value.clone()),
+                (None, true, None) => Memory::Unchanged,
+                (None, false, Some((id, None))) => {
+                    self.err(Some(id.span.clone()), format!("no stream step named `{}`", id.value), None);
+                    Memory::Unchanged
+                }
+                (None, false, Some((id, Some(st)))) => {
+                    // Where the stream's messages land: the peer's MR for a WRITE, the
+                    // poster's for a READ.
+                    let at = match st.verb {
+                        StreamVerb::Write => Some((&st.peer, &st.remote.mr, st.remote.offset)),
+                        StreamVerb::Read => Some((&st.on, &st.local_mr, st.local_offset)),
+                        StreamVerb::FetchAdd { .. } => None,
+                    };
+                    match at {
+                        None => self.err(Some(id.span.clone()), format!("stream `{}` adds to one word: say what it must hold, `equals = {{ u64 = … }}`", id.value), None),
+                        Some((on, mr, off)) if *on != *m.on || *mr != *m.mr || (m.offset != 0 && m.offset != off) => self.err(
+                            Some(id.span.clone()),
+                            format!("stream `{}` lands in MR `{mr}` on `{on}` from offset {off}", id.value),
+                            Some(format!("on = \"{on}\", mr = \"{mr}\"")),
+                        ),
+                        Some((_, _, off)) => offset = off,
+                    }
+                    Memory::Stream { id: id.value.clone(), content: st.content }
+                }
                 _ => {
-                    self.err(Some(m.mr.span.clone()), "say what the memory holds: `equals = …` or `unchanged = true` (one of them)", None);
+                    self.err(Some(m.mr.span.clone()), "say what the memory holds: `equals = …`, `unchanged = true` or `stream = \"…\"` (one of them)", None);
                     Memory::Unchanged
                 }
             };
-            e.memory.push(MemoryExpect { on: m.on.value.clone(), mr: m.mr.value.clone(), offset: m.offset, want, record_deviation: m.record_deviation == Some(true) });
+            if !matches!(want, Memory::Stream { .. }) {
+                if let Some(r) = mrs.iter().find(|x| x.on == *m.on && x.name == *m.mr).filter(|r| r.size > READ_BACK_MAX) {
+                    self.err(
+                        Some(m.mr.span.clone()),
+                        format!("MR `{}` has {} bytes: MRs larger than {READ_BACK_MAX} are not read back whole", r.name, r.size),
+                        Some("check what a stream wrote with `stream = \"…\"`, or use a smaller MR".into()),
+                    );
+                }
+            }
+            e.memory.push(MemoryExpect { on: m.on.value.clone(), mr: m.mr.value.clone(), offset, want, record_deviation: m.record_deviation == Some(true) });
+        }
+        for x in &f.expect.stream {
+            match stream_step(steps, &x.id) {
+                None => {
+                    let ids = streams(steps).map(|st| st.id.as_str());
+                    let hint = name_hint(&x.id, ids);
+                    self.err(Some(x.id.span.clone()), format!("no stream step named `{}`", x.id.value), hint);
+                }
+                Some(st) => {
+                    let completed = x.completed.unwrap_or(st.content.count);
+                    if completed > st.content.count {
+                        self.err(Some(x.id.span.clone()), format!("{completed} completed of a stream of {}", st.content.count), None);
+                    }
+                    e.stream.push(StreamExpect { id: st.id.clone(), on: st.on.clone(), completed });
+                }
+            }
+        }
+        // A stream nothing is said of must complete, all of it: a message on the
+        // wire is not a message done.
+        for st in streams(steps) {
+            if !e.stream.iter().any(|x| x.id == st.id) {
+                e.stream.push(StreamExpect { id: st.id.clone(), on: st.on.clone(), completed: st.content.count });
+            }
         }
         e
     }
@@ -1238,6 +1441,80 @@ probe = { id = "two", opcode = "RDMA WRITE Only", remote = { mr = "target" }, le
             Ok(_) => panic!("should not parse"),
             Err(e) => e,
         }
+    }
+
+    const STREAM: &str = r#"
+name = "stream"
+[endpoints.a]
+[endpoints.b]
+[[qp]]
+name = "q"
+type = "rc"
+between = ["b", "a"]
+max_send_wr = 64
+[[mr]]
+name = "src"
+on = "a"
+size = 640000
+access = ["local_write"]
+[[mr]]
+name = "dst"
+on = "b"
+size = 640000
+access = ["local_write", "remote_write"]
+[[step]]
+op = "stream"
+id = "w"
+on = "a"
+qp = "q"
+verb = "write"
+count = 10000
+window = 32
+signal_every = 8
+local = { mr = "src" }
+remote = { mr = "dst" }
+[[expect.stream]]
+id = "w"
+[[expect.memory]]
+on = "b"
+mr = "dst"
+stream = "w"
+"#;
+
+    #[test]
+    fn a_stream_loads_with_its_defaults_and_its_checks() {
+        let sc = parse_str(Path::new("t.toml"), STREAM).unwrap_or_else(|e| panic!("{}", e[0]));
+        let Step::Stream(st) = &sc.steps[0] else { panic!("{:?}", sc.steps[0]) };
+        assert_eq!((st.peer.as_str(), st.qps.clone(), st.window, st.signal_every), ("b", vec!["q".to_string()], 32, 8));
+        assert_eq!(st.content, StreamContent { seed: 1, count: 10000, sizes: Sizes::Fixed(64) });
+        assert_eq!(sc.expect.stream, vec![StreamExpect { id: "w".into(), on: "a".into(), completed: 10000 }]);
+        assert!(matches!(&sc.expect.memory[0].want, Memory::Stream { id, content } if id == "w" && content.count == 10000));
+    }
+
+    #[test]
+    fn a_stream_that_does_not_fit_says_where_and_why() {
+        let cases = [
+            // 10,000 × 65 bytes do not fit the 640,000-byte MRs.
+            (STREAM.replace("window = 32", "window = 32\nsize = 65"), "t.toml:30:", "the stream needs 650000 bytes from offset 0 of MR `src`, which has 640000"),
+            (STREAM.replace("window = 32", "window = 65"), "t.toml:27:", "a window of 65: give 1 to 64"),
+            (STREAM.replace("signal_every = 8", "signal_every = 33"), "t.toml:28:", "signalling every 33-th message: give 1 to the window (32)"),
+            (STREAM.replace("verb = \"write\"", "verb = \"wirte\""), "t.toml:25:", "a stream of `wirte`"),
+            (STREAM.replace("count = 10000", "count = 0"), "t.toml:26:", "a stream of 0 messages"),
+            (STREAM.replace("qp = \"q\"", "qp = \"q\"\nqps = [\"q\"]"), "t.toml:", "say which QPs carry the stream"),
+            (STREAM.replace("id = \"w\"\n[[expect.memory]]", "id = \"x\"\n[[expect.memory]]"), "t.toml:32:", "no stream step named `x`"),
+            (STREAM.replace("on = \"b\"\nmr = \"dst\"\nstream", "on = \"a\"\nmr = \"src\"\nstream"), "t.toml:36:", "stream `w` lands in MR `dst` on `b` from offset 0"),
+            (STREAM.replace("verb = \"write\"", "verb = \"write\"\nadd = 1"), "t.toml:", "`add` is for a `fetch_add` stream"),
+        ];
+        for (text, at, what) in cases {
+            let e = errors(&text);
+            let m = e[0].to_string();
+            assert!(m.starts_with(at) && m.contains(what), "{what}: {m}");
+        }
+        // A large MR is not read back whole: `equals` there is refused.
+        let big = STREAM.replace("size = 640000\naccess = [\"local_write\", \"remote_write\"]", "size = 640000\naccess = [\"local_write\", \"remote_write\"]\ninit = { u64 = 1 }")
+            .replace("stream = \"w\"", "equals = { u64 = 1 }");
+        let m = errors(&big)[0].to_string();
+        assert!(m.contains("MR `dst` has 640000 bytes: MRs larger than 524288 are not read back whole") && m.contains("stream = "), "{m}");
     }
 
     #[test]

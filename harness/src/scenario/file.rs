@@ -303,6 +303,24 @@ pub(crate) struct Remote {
     pub(crate) rkey: Option<u32>,
 }
 
+/// How long a stream's messages are: always `n` bytes, or drawn from the
+/// stream's seed in `min..=max`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum StreamSize {
+    Fixed(u32),
+    Range { min: u32, max: u32 },
+}
+
+/// Where a stream starts in the poster's own MR.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StreamLocal {
+    pub(crate) mr: String,
+    #[serde(default)]
+    pub(crate) offset: u64,
+}
+
 /// `wr_id` when a step does not set one.
 fn zero() -> u64 {
     0
@@ -350,6 +368,41 @@ pub(crate) enum StepOp {
         imm_data: u32,
         #[serde(default)]
         to: Option<String>,
+    },
+    /// A stream of `count` work requests of one `verb` (`write`, `read`,
+    /// `fetch_add`), posted by `on` on `qp`, or round robin over `qps`. Message
+    /// `i` lies at `local.offset` plus the lengths of the messages before it in a
+    /// local MR, and at the same place from `remote` in the peer's; a `fetch_add`
+    /// adds `add` to the one word at `remote`, each old value landing in the next 8
+    /// bytes of `local`. `size` is fixed or `{ min = …, max = … }`, drawn from
+    /// `seed` (default 1), as are the bytes of each message (a WRITE's local
+    /// region is filled with them before the first post). At most `window`
+    /// messages are outstanding (default 16), every `signal_every`-th on a QP is
+    /// signalled (default 1; the last always), and all complete within
+    /// `within_ms` (default 60 000; the scenario's `timeout_ms` comes first).
+    Stream {
+        id: String,
+        on: String,
+        #[serde(default)]
+        qp: Option<String>,
+        #[serde(default)]
+        qps: Vec<String>,
+        verb: String,
+        count: u64,
+        #[serde(default)]
+        size: Option<StreamSize>,
+        #[serde(default)]
+        seed: Option<u64>,
+        #[serde(default)]
+        window: Option<u32>,
+        #[serde(default)]
+        signal_every: Option<u32>,
+        local: StreamLocal,
+        remote: Remote,
+        #[serde(default)]
+        add: Option<u64>,
+        #[serde(default)]
+        within_ms: Option<u64>,
     },
     Write {
         on: String,
@@ -686,6 +739,20 @@ pub(crate) struct ExpectFile {
     pub(crate) probe: Vec<ProbeExpectFile>,
     #[serde(default)]
     pub(crate) event: Vec<EventExpectFile>,
+    #[serde(default)]
+    pub(crate) stream: Vec<StreamExpectFile>,
+}
+
+/// How a stream step ended: `completed` of its messages completed successfully
+/// (default: all of them), the rest failed or never went out.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(rename = "StreamExpect")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StreamExpectFile {
+    /// The stream step's `id`.
+    pub(crate) id: Sp<String>,
+    #[serde(default)]
+    pub(crate) completed: Option<u64>,
 }
 
 /// Asynchronous events an endpoint saw (`ibv_get_async_event`).
@@ -822,6 +889,11 @@ pub(crate) struct MemoryFile {
     /// Equal to its initial content.
     #[serde(default)]
     pub(crate) unchanged: Option<bool>,
+    /// Holds, from `offset`, every message of the stream step with this `id`, as
+    /// seeded: checked on the endpoint, message by message (the first wrong one
+    /// is named, with its offset and bytes), for MRs of any size.
+    #[serde(default)]
+    pub(crate) stream: Option<Sp<String>>,
     /// What IBA requires, where a device may deviate: judged as usual, but a
     /// device that does otherwise is recorded, not failed — the verdict shows as a
     /// deviation and the observation `deviation: <what>` (`holds` / `deviates`)

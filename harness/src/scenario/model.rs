@@ -9,6 +9,7 @@ use dissector::wire::{NakKind, Opcode, Psn};
 
 pub(crate) use super::file::{ConnectMethod, Content, QpType};
 use super::pattern::Pattern;
+pub(crate) use crate::agent::stream::{Content as StreamContent, Sizes, StreamVerb};
 use crate::verbs::{Access, EventType, Feature, MwKind, Placement, Selectivity, SendFlag, WcOpcode, WcStatus};
 
 /// The deadline of a scenario that sets no `timeout_ms`.
@@ -56,6 +57,9 @@ impl Scenario {
         let timed = |w: &WireExpect| w.rnr_timer_honoured || w.ack_timeout || w.retransmit_within_ms.is_some();
         if self.expect.wire.iter().any(timed) {
             return Some("its wire checks measure the device's timers");
+        }
+        if self.steps.iter().any(|s| matches!(s, Step::Stream(_))) {
+            return Some("its streams' numbers would measure the other scenarios' traffic too");
         }
         None
     }
@@ -236,6 +240,26 @@ pub(crate) enum Step {
     Probe { on: String, qp: String, probe: Probe },
     PostSrqRecv { on: String, srq: String, wr_id: u64, sge: Vec<Sge> },
     ArmSrq { on: String, srq: String, limit: u32 },
+    Stream(StreamStep),
+}
+
+/// A stream of work requests, checked: its QPs are `on`'s and connect to the same
+/// peer, its regions fit their MRs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StreamStep {
+    pub(crate) id: String,
+    pub(crate) on: String,
+    /// The endpoint at the other end of its QPs.
+    pub(crate) peer: String,
+    pub(crate) qps: Vec<String>,
+    pub(crate) verb: StreamVerb,
+    pub(crate) content: StreamContent,
+    pub(crate) window: u32,
+    pub(crate) signal_every: u32,
+    pub(crate) local_mr: String,
+    pub(crate) local_offset: u64,
+    pub(crate) remote: Remote,
+    pub(crate) within_ms: u64,
 }
 
 impl Step {
@@ -243,7 +267,7 @@ impl Step {
     pub(crate) fn on(&self) -> Option<&str> {
         match self {
             Step::PostRecv { on, .. } | Step::Post { on, .. } | Step::WaitCompletions { on, .. } | Step::Probe { on, .. } => Some(on),
-            Step::PostSrqRecv { on, .. } | Step::ArmSrq { on, .. } => Some(on),
+            Step::PostSrqRecv { on, .. } | Step::ArmSrq { on, .. } | Step::Stream(StreamStep { on, .. }) => Some(on),
             Step::Sync | Step::Sleep { .. } => None,
         }
     }
@@ -259,6 +283,7 @@ impl Step {
             Step::Probe { .. } => "probe",
             Step::PostSrqRecv { .. } => "post_srq_recv",
             Step::ArmSrq { .. } => "arm_srq",
+            Step::Stream(_) => "stream",
         }
     }
 }
@@ -347,12 +372,21 @@ pub(crate) struct Expectations {
     pub(crate) memory: Vec<MemoryExpect>,
     pub(crate) probe: Vec<ProbeExpect>,
     pub(crate) event: Vec<EventExpect>,
+    pub(crate) stream: Vec<StreamExpect>,
 }
 
 impl Expectations {
     pub(crate) fn len(&self) -> usize {
-        self.completion.len() + self.wire.len() + self.memory.len() + self.probe.len() + self.event.len()
+        self.completion.len() + self.wire.len() + self.memory.len() + self.probe.len() + self.event.len() + self.stream.len()
     }
+}
+
+/// How many of a stream's messages completed successfully.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StreamExpect {
+    pub(crate) id: String,
+    pub(crate) on: String,
+    pub(crate) completed: u64,
 }
 
 /// Asynchronous events `on` saw: of this type (about this SRQ); exactly `count`,
@@ -425,6 +459,8 @@ pub(crate) struct MemoryExpect {
 pub(crate) enum Memory {
     Equals(Content),
     Unchanged,
+    /// Every message of the stream step `id`, as seeded.
+    Stream { id: String, content: StreamContent },
 }
 
 /// What the target sent back to a probe.

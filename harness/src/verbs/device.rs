@@ -343,6 +343,14 @@ impl Mr {
         unsafe { (*self.mr).rkey }
     }
 
+    /// Copies `bytes` in at `offset` (clipped to the buffer): only while no work
+    /// request uses that part of it.
+    pub(crate) fn write_at(&self, offset: usize, bytes: &[u8]) {
+        let n = bytes.len().min(self.len.saturating_sub(offset));
+        // SAFETY: offset + n lies inside the buffer; the copy creates no reference.
+        unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), self.buf.add(offset.min(self.len)), n) };
+    }
+
     /// A copy of the buffer as it is now.
     pub(crate) fn read(&self) -> Vec<u8> {
         let mut v = vec![0u8; self.len];
