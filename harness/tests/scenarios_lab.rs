@@ -405,9 +405,10 @@ fn keyed_unprivileged_agents_serve_and_free_everything_of_a_killed_or_silent_con
     assert!(run.contains("5 passed, 0 failed"), "{run}");
 
     // A controller that dies, then one that falls silent, in the middle of a
-    // scenario that holds a QP pair and 1 MiB of registered memory.
+    // scenario that holds a QP pair and 512 KiB of registered memory (the most
+    // that is read back whole).
     let sleepy = "name = \"sleepy\"\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = \"q\"\ntype = \"rc\"\nbetween = [\"b\", \"a\"]\n\
-                  [[mr]]\nname = \"m\"\non = \"b\"\nsize = 1048576\naccess = [\"local_write\", \"remote_write\"]\n\
+                  [[mr]]\nname = \"m\"\non = \"b\"\nsize = 524288\naccess = [\"local_write\", \"remote_write\"]\n\
                   [[step]]\nop = \"sleep\"\nms = 25000\n[[expect.memory]]\non = \"b\"\nmr = \"m\"\nunchanged = true\n";
     exec("a", "cat > /tmp/r/sleepy.toml", Some(sleepy.as_bytes()));
     let script = "cd /tmp/r; R='/host/roce run --endpoints a=10.0.0.1:7000,b=10.0.0.2:7000 --key-file /tmp/r/k sleepy.toml'\n\
