@@ -605,7 +605,7 @@ impl Local {
         for name in &o.qps {
             let q = self.qp(name)?;
             let (addr, rkey) = q.remote(&o.remote)?;
-            qps.push((q.connected()?, addr, rkey));
+            qps.push((q.connected()?, addr, rkey, u64::from(q.setup.caps.max_send_wr.max(1))));
         }
         let n = qps.len() as u64;
         // Per QP: how many posted, how many completed, and the signalled ones in
@@ -627,13 +627,19 @@ impl Local {
         let mut last = started;
         let mut idle = 0u32;
         let mut timed_out = false;
+        let mut post_ns = 0u64;
         loop {
             while failed.is_none() && outstanding < u64::from(o.window) {
                 let Some((i, at, len)) = next else { break };
                 let q = (i % n) as usize;
                 let seq = posted[q];
+                // Its QP's send queue is full (the QP is behind, recovering a
+                // loss): wait for it, in order.
+                if seq - done[q] >= qps[q].3 {
+                    break;
+                }
                 let signalled = (seq + 1) % u64::from(o.signal_every) == 0 || seq + 1 == per_qp(q);
-                let (qp, addr, rkey) = qps[q];
+                let (qp, addr, rkey, _) = qps[q];
                 let (opcode, remote, sge) = match o.verb {
                     StreamVerb::Write => (ibv_wr_opcode::IBV_WR_RDMA_WRITE, Remote::Rdma { addr: addr + at, rkey }, Sge { addr: base + at, len, lkey }),
                     StreamVerb::Read => (ibv_wr_opcode::IBV_WR_RDMA_READ, Remote::Rdma { addr: addr + at, rkey }, Sge { addr: base + at, len, lkey }),
@@ -643,7 +649,9 @@ impl Local {
                 };
                 let flags = if signalled { ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
                 let wr = SendWr { wr_id: stream_wr_id(q, seq), opcode, flags, imm_data: 0, remote };
+                let t = Instant::now();
                 qp.post_send(&wr, &[sge])?;
+                post_ns += t.elapsed().as_nanos() as u64;
                 posted[q] += 1;
                 outstanding += 1;
                 if signalled {
@@ -723,6 +731,7 @@ impl Local {
             latency_us: Percentiles::of(&mut latency),
             failed: failed.map(|w| self.wc(w, t_ms)),
             timed_out,
+            post_ns,
         };
         let others: Vec<Wc> = others.into_iter().map(|(w, t)| self.wc(w, t)).collect();
         self.wcs.extend(others);

@@ -620,6 +620,10 @@ pub(crate) struct StreamReport {
     pub failed: Option<Wc>,
     /// It ran out of its `within_ms` before every message completed.
     pub timed_out: bool,
+    /// Time spent in `ibv_post_send`, all messages together: what the agent
+    /// itself costs, apart from the device.
+    #[serde(default)]
+    pub post_ns: u64,
 }
 
 impl StreamReport {

@@ -250,9 +250,17 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
     }
     let mut seen = std::collections::BTreeSet::new();
     let retx = p.reqs.iter().filter(|f| !seen.insert(f.psn.value())).count() as u64;
+    if let Some((lo, hi)) = e.rnr_naks {
+        want.push(if hi == u64::MAX { format!("≥ {lo} RNR NAKs") } else { format!("{lo} to {hi} RNR NAKs") });
+        ok &= (lo..=hi).contains(&rnr);
+    }
     if let Some(r) = e.retransmissions {
         want.push(format!("{r} retransmissions"));
         ok &= retx == r;
+    }
+    if let Some(r) = e.max_retransmissions {
+        want.push(format!("at most {r} retransmissions"));
+        ok &= retx <= r;
     }
     let bad_icrc = p.reqs.iter().chain(&p.resps).filter(|f| f.icrc_ok == Some(false)).count();
     match e.icrc_valid {
@@ -303,7 +311,7 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
     let mut extra = String::new();
     if !gbn.resends.is_empty() {
         let r: Vec<String> = gbn.resends.iter().map(|r| format!("PSN {} {:.1} ms after {}", r.psn, ms(r.after_ns), r.trigger)).collect();
-        extra += &format!("; resends: {}", r.join(", "));
+        extra += &format!("; resends: {}", first_of(&r));
     }
     if !waits.is_empty() {
         let w: Vec<String> = waits.iter().map(|w| format!("{} of {}", us_or_ms(w.waited_us), us_or_ms(w.timer_us))).collect();
@@ -311,7 +319,7 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
     }
     if let (Some(t), false) = (tto, timeouts.is_empty()) {
         let r: Vec<String> = timeouts.iter().map(|r| format!("{:.2}×", r.after_ns as f64 / t as f64)).collect();
-        extra += &format!("; ACK-timer resends at {} the local ACK timeout ({:.2} ms)", r.join(", "), ms(t));
+        extra += &format!("; ACK-timer resends at {} the local ACK timeout ({:.2} ms)", first_of(&r), ms(t));
     }
     if let Some(n) = gbn.nak_latency_ns {
         extra += &format!("; NAK {:.2} ms after the out-of-order request", ms(n));
@@ -321,7 +329,7 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
     }
     if e.go_back_n && !gbn.violations.is_empty() {
         let v: Vec<String> = gbn.violations.iter().map(|v| v.to_string()).collect();
-        extra += &format!("; go-back-N broken: {}", v.join("; "));
+        extra += &format!("; go-back-N broken: {}", first_of(&v));
     }
     let numbers = p.reqs.iter().chain(&p.resps).map(|f| f.number);
     let span = match (numbers.clone().min(), numbers.max()) {
@@ -330,8 +338,8 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
     };
     let actual = format!(
         "requests [{}]; responses [{}]; {} NAKs ({rnr} RNR), {retx} retransmissions, {bad_icrc} bad ICRCs{extra}; frames {span}",
-        req_names.join(", "),
-        resp_names.join(", "),
+        names_or_counts(&req_names),
+        names_or_counts(&resp_names),
         naks.len(),
     );
     let mut v = Verdict::new("wire", what, ok, want.join("; "), actual);
@@ -339,6 +347,35 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
         v.detail = Some(LOOPBACK.into());
     }
     v
+}
+
+/// How many items a verdict lists before it counts instead: a stream's wire has
+/// tens of thousands.
+const LISTED: usize = 24;
+
+/// Frame names in order, or for a long run how many of each: `2512: RDMA WRITE
+/// First ×900, RDMA WRITE Last ×900, RDMA WRITE Only ×712`.
+fn names_or_counts(names: &[String]) -> String {
+    if names.len() <= LISTED {
+        return names.join(", ");
+    }
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for n in names {
+        match counts.iter_mut().find(|(m, _)| *m == n.as_str()) {
+            Some(c) => c.1 += 1,
+            None => counts.push((n.as_str(), 1)),
+        }
+    }
+    let c: Vec<String> = counts.iter().map(|(n, k)| format!("{n} ×{k}")).collect();
+    format!("{}: {}", names.len(), c.join(", "))
+}
+
+/// The first items of a list, and how many more.
+fn first_of(items: &[String]) -> String {
+    if items.len() <= LISTED {
+        return items.join(", ");
+    }
+    format!("{}, … and {} more", items[..LISTED].join(", "), items.len() - LISTED)
 }
 
 /// `40 µs`, `1.28 ms`.

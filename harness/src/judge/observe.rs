@@ -54,6 +54,12 @@ pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, 
         m.insert(format!("probe {}", a.id), v);
     }
     for q in &sc.qps {
+        // Under a fault with `prob`, which frames it hits depends on how the QPs'
+        // frames interleave, run to run: what followed (NAKs, resends by NAK or by
+        // timer) is the run's, not the device's. The judge holds it to its bounds.
+        if sc.faults.iter().any(|f| f.rule.prob.is_some() && f.qp.as_ref().is_none_or(|n| *n == q.name)) {
+            continue;
+        }
         for (from, to) in [(&q.between[0], &q.between[1]), (&q.between[1], &q.between[0])] {
             let Some(p) = super::pair(o, &q.name, from, to, t) else { continue };
             if p.reqs.is_empty() {

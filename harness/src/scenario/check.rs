@@ -39,12 +39,14 @@ pub(crate) fn parse_str(path: &Path, text: &str) -> Result<Scenario, Vec<Diagnos
         let msg = e.message().trim().to_string();
         return Err(vec![src.diag(e.span(), format!("TOML syntax: {msg}"), Some("see the TOML syntax at toml.io; strings need quotes".into()))]);
     }
-    let f: ScenarioFile = toml::from_str(text).map_err(|e| {
+    let mut f: ScenarioFile = toml::from_str(text).map_err(|e| {
         let msg = e.message().trim().to_string();
         let hint = serde_hint(&msg).or_else(|| Some("`roce schema` prints every key and its type".into()));
         vec![src.diag(e.span(), msg, hint)]
     })?;
-    let mut c = Checker { src: &src, out: Vec::new(), f: &f, bound: BTreeMap::new(), uses: Vec::new() };
+    let mut out = Vec::new();
+    let groups = expand_groups(&mut f, &src, &mut out);
+    let mut c = Checker { src: &src, out, f: &f, bound: BTreeMap::new(), uses: Vec::new(), groups };
     let sc = c.scenario();
     if c.out.is_empty() {
         Ok(sc)
@@ -106,6 +108,90 @@ struct Checker<'a> {
     bound: BTreeMap<(String, String), (String, u64, u64)>,
     /// Features the scenario uses, and where: each must be in `requires`.
     uses: Vec<(Feature, Range<usize>)>,
+    /// The QPs written with a `count`, by name: how many.
+    groups: Groups,
+}
+
+/// The most QP pairs one `[[qp]]` with a `count` makes.
+const MAX_QP_COUNT: u32 = 256;
+
+/// QPs written with a `count`, by name: how many.
+type Groups = BTreeMap<String, u32>;
+
+/// `[[qp]] count = N` written out: N QPs `q[0]` … `q[N-1]`; a wire expectation or
+/// a fault naming `q` becomes one per QP, and a stream on `q` takes them all.
+fn expand_groups(f: &mut ScenarioFile, src: &Source, out: &mut Vec<Diagnostic>) -> Groups {
+    let mut groups = Groups::new();
+    let mut qps = Vec::new();
+    for q in std::mem::take(&mut f.qps) {
+        match q.count.clone() {
+            None => qps.push(q),
+            Some(c) if !(1..=MAX_QP_COUNT).contains(&c.value) => {
+                out.push(src.diag(Some(c.span), format!("a count of {}: give 1 to {MAX_QP_COUNT}", c.value), None));
+                qps.push(q);
+            }
+            Some(c) => {
+                groups.insert(q.name.value.clone(), c.value);
+                for i in 0..c.value {
+                    let mut one = q.clone();
+                    one.name.value = format!("{}[{i}]", *q.name);
+                    one.count = None;
+                    qps.push(one);
+                }
+            }
+        }
+    }
+    f.qps = qps;
+    let members = |name: &str| groups.get(name).map(|n| (0..*n).map(|i| format!("{name}[{i}]")).collect::<Vec<String>>());
+    let mut wire = Vec::new();
+    for w in std::mem::take(&mut f.expect.wire) {
+        match members(&w.qp) {
+            Some(m) => wire.extend(m.into_iter().map(|n| file::WireFile { qp: Sp { value: n, span: w.qp.span.clone() }, ..w.clone() })),
+            None => wire.push(w),
+        }
+    }
+    f.expect.wire = wire;
+    let mut faults = Vec::new();
+    for x in std::mem::take(&mut f.faults) {
+        match x.qp.as_ref().and_then(|q| members(q).map(|m| (m, q.span.clone()))) {
+            Some((m, span)) => faults.extend(m.into_iter().map(|n| file::FaultFile { qp: Some(Sp { value: n, span: span.clone() }), ..x.clone() })),
+            None => faults.push(x),
+        }
+    }
+    f.faults = faults;
+    for s in &mut f.steps {
+        if let Ok(StepOp::Stream { qp, qps, .. }) = &mut s.op {
+            if let Some(m) = qp.as_deref().and_then(members) {
+                *qp = None;
+                *qps = m;
+            } else {
+                *qps = qps.iter().flat_map(|n| members(n).unwrap_or_else(|| vec![n.clone()])).collect();
+            }
+        }
+    }
+    groups
+}
+
+/// `"0..10"`, `"5.."`, `"..3"`, `"2"`: a count between two bounds, both included.
+fn count_range(text: &str) -> Result<(u64, u64), String> {
+    let num = |t: &str, empty: u64| -> Result<u64, String> {
+        let t = t.trim();
+        if t.is_empty() {
+            return Ok(empty);
+        }
+        t.parse().map_err(|_| format!("`{t}` is not a count"))
+    };
+    let (lo, hi) = match text.split_once("..") {
+        Some((a, b)) => (num(a, 0)?, num(b.strip_prefix('=').unwrap_or(b), u64::MAX)?),
+        None => {
+            let n = num(text, 0)?;
+            (n, n)
+        }
+    };
+    if lo > hi {
+        return Err(format!("the range `{text}` is empty"));
+    }
+    Ok((lo, hi))
 }
 
 /// The stream steps among `steps`.
@@ -840,6 +926,11 @@ impl<'a> Checker<'a> {
             return None;
         }
         let f = self.f;
+        if let Some(&n) = self.groups.get(qp) {
+            let hint = format!("a step names one of them, `{qp}[0]` to `{qp}[{}]`; a stream on `{qp}` takes them all", n - 1);
+            self.err(Some(s.at("qp")), format!("`{qp}` is {n} QPs (`count = {n}`)"), Some(hint));
+            return None;
+        }
         let Some(q) = f.qps.iter().find(|q| *q.name == qp) else {
             let hint = name_hint(qp, f.qps.iter().map(|q| q.name.as_str()));
             self.err(Some(s.at("qp")), format!("no QP `{qp}`"), hint);
@@ -1170,7 +1261,15 @@ impl<'a> Checker<'a> {
                 responses,
                 naks,
                 min_rnr_naks: w.min_rnr_naks,
+                rnr_naks: w.rnr_naks.as_ref().and_then(|r| match count_range(r) {
+                    Ok(x) => Some(x),
+                    Err(m) => {
+                        self.err(Some(r.span.clone()), m, Some("both ends included: \"0..10\", \"5..\", \"..3\" or \"2\"".into()));
+                        None
+                    }
+                }),
                 retransmissions: w.retransmissions,
+                max_retransmissions: w.max_retransmissions,
                 icrc_valid: match w.icrc_valid {
                     None => Some(true),
                     Some(super::file::IcrcValid::Judged(b)) => Some(b),
@@ -1515,6 +1614,39 @@ stream = "w"
             .replace("stream = \"w\"", "equals = { u64 = 1 }");
         let m = errors(&big)[0].to_string();
         assert!(m.contains("MR `dst` has 640000 bytes: MRs larger than 524288 are not read back whole") && m.contains("stream = "), "{m}");
+    }
+
+    #[test]
+    fn a_qp_count_makes_that_many_and_what_names_it_applies_to_each() {
+        let text = STREAM.replace("name = \"q\"\ntype", "name = \"q\"\ncount = 3\ntype")
+            + "[[expect.wire]]\nqp = \"q\"\nfrom = \"a\"\nmax_retransmissions = 5\nrnr_naks = \"0..2\"\n[[fault]]\nrule = \"drop prob=0.01 seed=7\"\nfrom = \"a\"\nqp = \"q\"\n";
+        let sc = parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
+        let names: Vec<&str> = sc.qps.iter().map(|q| q.name.as_str()).collect();
+        assert_eq!(names, ["q[0]", "q[1]", "q[2]"]);
+        let Step::Stream(st) = &sc.steps[0] else { panic!() };
+        assert_eq!(st.qps, ["q[0]", "q[1]", "q[2]"], "a stream on the group goes over all of them");
+        let wire: Vec<&str> = sc.expect.wire.iter().map(|w| w.qp.as_str()).collect();
+        assert_eq!(wire, ["q[0]", "q[1]", "q[2]"]);
+        assert!(sc.expect.wire.iter().all(|w| w.max_retransmissions == Some(5) && w.rnr_naks == Some((0, 2))));
+        let faults: Vec<Option<&str>> = sc.faults.iter().map(|f| f.qp.as_deref()).collect();
+        assert_eq!(faults, [Some("q[0]"), Some("q[1]"), Some("q[2]")]);
+        // A single work request names one of them.
+        let one = text.replace("[[step]]\nop = \"stream\"", "[[step]]\nop = \"send\"\non = \"a\"\nqp = \"q\"\n[[step]]\nop = \"stream\"");
+        let m = errors(&one)[0].to_string();
+        assert!(m.contains("`q` is 3 QPs (`count = 3`)") && m.contains("`q[0]` to `q[2]`"), "{m}");
+        let m = errors(&STREAM.replace("name = \"q\"\ntype", "name = \"q\"\ncount = 0\ntype"))[0].to_string();
+        assert!(m.starts_with("t.toml:7:") && m.contains("a count of 0: give 1 to 256"), "{m}");
+    }
+
+    #[test]
+    fn count_ranges_include_both_ends() {
+        assert_eq!(count_range("0..10"), Ok((0, 10)));
+        assert_eq!(count_range("5.."), Ok((5, u64::MAX)));
+        assert_eq!(count_range("..3"), Ok((0, 3)));
+        assert_eq!(count_range("2"), Ok((2, 2)));
+        assert_eq!(count_range("1..=4"), Ok((1, 4)));
+        assert!(count_range("4..1").is_err_and(|m| m.contains("is empty")));
+        assert!(count_range("a..b").is_err_and(|m| m.contains("`a` is not a count")));
     }
 
     #[test]

@@ -170,6 +170,11 @@ pub(crate) enum PerEndpoint<T> {
 #[serde(deny_unknown_fields)]
 pub(crate) struct QpFile {
     pub(crate) name: Sp<String>,
+    /// That many QP pairs alike, named `name[0]`, `name[1]`, …: a stream on
+    /// `name` goes round robin over them, and a wire expectation or fault naming
+    /// `name` applies to each (1 to 256; default: one, named `name`).
+    #[serde(default)]
+    pub(crate) count: Option<Sp<u32>>,
     #[serde(rename = "type")]
     pub(crate) qp_type: QpType,
     /// The two endpoints; the first is the passive side (listens).
@@ -833,8 +838,14 @@ pub(crate) struct WireFile {
     pub(crate) naks: Option<Vec<Sp<String>>>,
     #[serde(default)]
     pub(crate) min_rnr_naks: Option<u64>,
+    /// RNR NAKs within a range, both ends included: `"0..10"`, `"5.."`, `"..3"`, `"2"`.
+    #[serde(default)]
+    pub(crate) rnr_naks: Option<Sp<String>>,
     #[serde(default)]
     pub(crate) retransmissions: Option<u64>,
+    /// At most this many requests sent again (loss at scale: a bound, not a count).
+    #[serde(default)]
+    pub(crate) max_retransmissions: Option<u64>,
     /// Every ICRC on this QP pair valid (`true`, the default), a bad one there
     /// (`false`), or not judged: `"any"`, where the device profile records which
     /// frames carried a bad one (a device known to compute some ICRCs its own way).

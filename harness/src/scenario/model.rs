@@ -425,7 +425,10 @@ pub(crate) struct WireExpect {
     pub(crate) responses: Option<Vec<Pattern>>,
     pub(crate) naks: Option<Vec<NakKind>>,
     pub(crate) min_rnr_naks: Option<u64>,
+    /// RNR NAKs between these, both included.
+    pub(crate) rnr_naks: Option<(u64, u64)>,
     pub(crate) retransmissions: Option<u64>,
+    pub(crate) max_retransmissions: Option<u64>,
     /// `true`: every ICRC valid; `false`: a bad one must be there.
     pub(crate) icrc_valid: Option<bool>,
     pub(crate) empty: bool,
