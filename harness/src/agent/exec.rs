@@ -14,7 +14,7 @@ use super::cm_private;
 use super::limits::{Limits, ProbeRate};
 use super::probe::{self, Aim};
 use super::stream::{Content, Percentiles, StreamVerb};
-use super::proto::{self, Action, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder, ProbeSent, QpInfo, ReadError, RemoteRef, Setup, SgeRef, StreamOrder, StreamReport, ToAgent, Verb, Wc};
+use super::proto::{self, Action, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder, ProbeSent, QpInfo, ReadError, ReceiveOrder, RemoteRef, Setup, SgeRef, StreamOrder, StreamReport, ToAgent, Verb, Wc};
 use crate::net::raw::Link;
 use crate::verbs::{Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Mr, Mw, MwKind, Pd, Peer, Qp, QpAttrs, QpExtras, QpKind, Remote, Reset, Rts, SendFlag, SendWr, Sge, Srq, VerbError};
 
@@ -462,8 +462,10 @@ impl Agent {
         if let Action::Probe(order) = &a {
             self.probes.take(order.copies.max(1) as usize, self.limits.probe_rate, Instant::now())?;
         }
-        if let Action::Stream(order) = &a {
-            self.limits.may_stream(order.content.count)?;
+        match &a {
+            Action::Stream(o) => self.limits.may_stream(o.content.count)?,
+            Action::Receive(o) => self.limits.may_stream(o.content.count)?,
+            _ => {}
         }
         let ep = self.ep()?;
         let mut probe = None;
@@ -492,6 +494,7 @@ impl Agent {
             Action::ArmSrq { srq, limit } => ep.srq(&srq)?.arm_limit(limit)?,
             Action::Post { qp, wr_id, verb, sges, flags } => mw = ep.post(&qp, wr_id, &verb, &sges, &flags)?,
             Action::Stream(order) => stream = Some(Box::new(ep.stream(&order)?)),
+            Action::Receive(order) => stream = Some(Box::new(ep.receive(&order)?)),
         }
         ep.drain()?;
         Ok(FromAgent::Done { index, probe, mw, stream })
@@ -595,7 +598,7 @@ impl Local {
         if o.local_offset.saturating_add(span) > local.len() as u64 {
             return err(format!("stream `{}`: {span} bytes from offset {} run past the end of MR `{}` ({} bytes)", o.id, o.local_offset, o.local_mr, local.len()));
         }
-        if o.verb == StreamVerb::Write {
+        if matches!(o.verb, StreamVerb::Write | StreamVerb::Send) {
             let mut src = vec![0u8; total as usize];
             c.write_all(&mut src);
             local.write_at(o.local_offset as usize, &src);
@@ -604,7 +607,11 @@ impl Local {
         let mut qps = Vec::new();
         for name in &o.qps {
             let q = self.qp(name)?;
-            let (addr, rkey) = q.remote(&o.remote)?;
+            let (addr, rkey) = match &o.remote {
+                Some(r) => q.remote(r)?,
+                None if o.verb == StreamVerb::Send => (0, 0),
+                None => return err(format!("stream `{}`: a {} stream needs the peer's MR", o.id, o.verb.name())),
+            };
             qps.push((q.connected()?, addr, rkey, u64::from(q.setup.caps.max_send_wr.max(1))));
         }
         let n = qps.len() as u64;
@@ -625,7 +632,7 @@ impl Local {
         let started = Instant::now();
         let until = started + Duration::from_millis(o.within_ms);
         let mut last = started;
-        let mut idle = 0u32;
+        let mut idle = Idle::default();
         let mut timed_out = false;
         let mut post_ns = 0u64;
         loop {
@@ -646,6 +653,8 @@ impl Local {
                     StreamVerb::FetchAdd { add } => {
                         (ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD, Remote::Atomic { addr, rkey, compare_add: add, swap: 0 }, Sge { addr: base + 8 * i, len: 8, lkey })
                     }
+                    StreamVerb::Send => (ibv_wr_opcode::IBV_WR_SEND, Remote::None, Sge { addr: base + at, len, lkey }),
+                    StreamVerb::Receive => return err("a receive stream is `Receive`, not `Stream`"),
                 };
                 let flags = if signalled { ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
                 let wr = SendWr { wr_id: stream_wr_id(q, seq), opcode, flags, imm_data: 0, remote };
@@ -668,16 +677,10 @@ impl Local {
             }
             let got = self.cq.poll(64)?;
             if got.is_empty() {
-                // One vCPU: let the device's kernel work run, then sleep if long idle.
-                idle += 1;
-                if idle > 1000 {
-                    std::thread::sleep(Duration::from_micros(50));
-                } else {
-                    std::thread::yield_now();
-                }
+                idle.wait();
                 continue;
             }
-            idle = 0;
+            idle = Idle::default();
             let now = Instant::now();
             for w in got {
                 let Some((q, seq)) = from_stream_wr_id(w.wr_id, qps.len()) else {
@@ -732,10 +735,115 @@ impl Local {
             failed: failed.map(|w| self.wc(w, t_ms)),
             timed_out,
             post_ns,
+            mismatch: None,
         };
         let others: Vec<Wc> = others.into_iter().map(|(w, t)| self.wc(w, t)).collect();
         self.wcs.extend(others);
         // The first error is a completion like any other, for `[[expect.completion]]`.
+        self.wcs.extend(report.failed.clone());
+        Ok(report)
+    }
+
+    /// The receiving side of a SEND stream: keeps `depth` receives posted on
+    /// each QP, reposting once no more than `low_water` are left, and checks each
+    /// message as it arrives (in order on its QP) against what the seed says.
+    fn receive(&mut self, o: &ReceiveOrder) -> R<StreamReport> {
+        let c = &o.content;
+        if o.qps.is_empty() || o.depth == 0 || o.low_water >= o.depth {
+            return err(format!("receives of `{}`: no QP, a depth of 0, or a low water mark not below it", o.id));
+        }
+        let slot = u64::from(c.max_len());
+        let mr = self.mrs.get(&o.mr).ok_or_else(|| AgentError::from(format!("no MR `{}` on this endpoint", o.mr)))?;
+        let need = slot * u64::from(o.depth) * o.qps.len() as u64;
+        if o.offset.saturating_add(need) > mr.len() as u64 {
+            return err(format!("receives of `{}`: {} slots of {slot} bytes from offset {} run past the end of MR `{}`", o.id, o.depth as usize * o.qps.len(), o.offset, o.mr));
+        }
+        let mut qps = Vec::new();
+        for name in &o.qps {
+            qps.push(self.qp(name)?.connected()?);
+        }
+        let n = qps.len() as u64;
+        let per_qp = |q: usize| c.count / n + u64::from((q as u64) < c.count % n);
+        // The slot of the k-th receive on QP q: receives complete in the order
+        // they were posted.
+        let at = |q: usize, k: u64| o.offset + (q as u64 * u64::from(o.depth) + k % u64::from(o.depth)) * slot;
+        let (base, lkey) = (mr.addr(), mr.lkey());
+        let mut posted = vec![0u64; qps.len()];
+        let mut got = vec![0u64; qps.len()];
+        let refill = |q: usize, posted: &mut [u64], got: &[u64]| -> R<()> {
+            while posted[q] - got[q] < u64::from(o.depth) && posted[q] < per_qp(q) {
+                let k = posted[q];
+                qps[q].post_recv(receive_wr_id(q, k), &[Sge { addr: base + at(q, k), len: slot as u32, lkey }])?;
+                posted[q] += 1;
+            }
+            Ok(())
+        };
+        for q in 0..qps.len() {
+            refill(q, &mut posted, &got)?;
+        }
+        let (mut received, mut bytes) = (0u64, 0u64);
+        let mut mismatch = None;
+        let mut failed: Option<Completion> = None;
+        let mut others = Vec::new();
+        let started = Instant::now();
+        let until = started + Duration::from_millis(o.within_ms);
+        let (mut first, mut last) = (None, started);
+        let mut timed_out = false;
+        let mut idle = Idle::default();
+        while received < c.count && failed.is_none() {
+            let now = Instant::now();
+            if now >= until || first.is_some() && now.duration_since(last) > RECEIVE_IDLE {
+                timed_out = true;
+                break;
+            }
+            let ws = self.cq.poll(64)?;
+            if ws.is_empty() {
+                idle.wait();
+                continue;
+            }
+            idle = Idle::default();
+            for w in ws {
+                let Some((q, k)) = from_receive_wr_id(w.wr_id, qps.len()) else {
+                    others.push((w, self.started.elapsed().as_secs_f64() * 1000.0));
+                    continue;
+                };
+                last = Instant::now();
+                first.get_or_insert(last);
+                if w.status != crate::verbs::WcStatus::SUCCESS {
+                    failed.get_or_insert(Completion { wr_id: q as u64 + k * n, ..w });
+                    continue;
+                }
+                let i = q as u64 + k * n;
+                got[q] = k + 1;
+                received += 1;
+                bytes += u64::from(w.byte_len);
+                if mismatch.is_none() {
+                    let data = mr.read_at(at(q, k) as usize, w.byte_len as usize);
+                    mismatch = c.check_message(i, &data);
+                }
+                if posted[q] - got[q] <= u64::from(o.low_water) {
+                    refill(q, &mut posted, &got)?;
+                }
+            }
+        }
+        let t_ms = self.started.elapsed().as_secs_f64() * 1000.0;
+        let report = StreamReport {
+            id: o.id.clone(),
+            verb: StreamVerb::Receive,
+            qps: qps.len(),
+            count: c.count,
+            posted: posted.iter().sum(),
+            completed: received,
+            bytes,
+            elapsed_us: last.duration_since(first.unwrap_or(started)).as_micros() as u64,
+            latency_us: None,
+            failed: failed.map(|w| self.wc(w, t_ms)),
+            timed_out,
+            post_ns: 0,
+            mismatch,
+        };
+        let others: Vec<Wc> = others.into_iter().map(|(w, t)| self.wc(w, t)).collect();
+        self.wcs.extend(others);
         self.wcs.extend(report.failed.clone());
         Ok(report)
     }
@@ -896,6 +1004,37 @@ const EXCHANGE_WITHIN: Duration = Duration::from_secs(20);
 /// A stream's work requests carry this in the top byte of their `wr_id`, then the
 /// QP's index among the stream's (16 bits) and the message's sequence on it.
 const STREAM_TAG: u64 = 0x5e << 56;
+
+/// A receive stream's `wr_id`s: this tag, then as [`stream_wr_id`].
+const RECEIVE_TAG: u64 = 0x5f << 56;
+
+/// A receiving side stops this long after the last message came.
+const RECEIVE_IDLE: Duration = Duration::from_secs(2);
+
+/// Waiting on an empty CQ inside a one-vCPU VM: yield first, so the device's
+/// kernel work runs, and sleep only once the queue has stayed empty a while.
+#[derive(Default)]
+struct Idle(u32);
+
+impl Idle {
+    fn wait(&mut self) {
+        self.0 += 1;
+        if self.0 > 1000 {
+            std::thread::sleep(Duration::from_micros(50));
+        } else {
+            std::thread::yield_now();
+        }
+    }
+}
+
+fn receive_wr_id(q: usize, seq: u64) -> u64 {
+    RECEIVE_TAG | ((q as u64 & 0xffff) << 40) | (seq & ((1 << 40) - 1))
+}
+
+fn from_receive_wr_id(wr_id: u64, qps: usize) -> Option<(usize, u64)> {
+    let q = ((wr_id >> 40) & 0xffff) as usize;
+    (wr_id & (0xff << 56) == RECEIVE_TAG && q < qps).then_some((q, wr_id & ((1 << 40) - 1)))
+}
 
 fn stream_wr_id(q: usize, seq: u64) -> u64 {
     STREAM_TAG | ((q as u64 & 0xffff) << 40) | (seq & ((1 << 40) - 1))

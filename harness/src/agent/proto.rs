@@ -295,6 +295,9 @@ pub(crate) enum Action {
     ArmSrq { srq: String, limit: u32 },
     /// Post a stream of work requests and see every one complete.
     Stream(StreamOrder),
+    /// Keep receives posted for the peer's SEND stream and check each message as
+    /// it arrives.
+    Receive(ReceiveOrder),
 }
 
 /// The PSN of a probe: relative to the PSN its target expects, or absolute.
@@ -592,9 +595,28 @@ pub(crate) struct StreamOrder {
     /// The stream's start in a local MR.
     pub local_mr: String,
     pub local_offset: u64,
-    /// The stream's start in the peer's MR.
-    pub remote: RemoteRef,
+    /// The stream's start in the peer's MR (none for a SEND stream).
+    pub remote: Option<RemoteRef>,
     /// How long it may take, all of it.
+    pub within_ms: u64,
+}
+
+/// The receiving side of a SEND stream: `depth` receives posted on each QP (a
+/// ring of slots of the longest message from `offset` in `mr`), reposted once no
+/// more than `low_water` are left; message `q + k × qps` is the `k`-th to arrive
+/// on QP `q`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ReceiveOrder {
+    pub id: String,
+    pub qps: Vec<String>,
+    pub content: Content,
+    pub depth: u32,
+    pub low_water: u32,
+    pub mr: String,
+    pub offset: u64,
+    /// How long it may wait for all of them (2 s without a message, once they
+    /// started coming, ends it too).
     pub within_ms: u64,
 }
 
@@ -624,6 +646,10 @@ pub(crate) struct StreamReport {
     /// itself costs, apart from the device.
     #[serde(default)]
     pub post_ns: u64,
+    /// The receiving side of a SEND stream: the first message that did not
+    /// arrive as seeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mismatch: Option<super::stream::Mismatch>,
 }
 
 impl StreamReport {

@@ -58,6 +58,27 @@ impl Content {
         })
     }
 
+    /// The longest a message can be.
+    pub(crate) fn max_len(&self) -> u32 {
+        match self.sizes {
+            Sizes::Fixed(n) => n,
+            Sizes::Uniform { max, .. } => max,
+        }
+    }
+
+    /// Whether `got` is message `i` as seeded: where it first differs, and a few
+    /// bytes from there (`offset` is the message's own).
+    pub(crate) fn check_message(&self, i: u64, got: &[u8]) -> Option<Mismatch> {
+        let mut want = vec![0u8; self.len(i) as usize];
+        self.fill(i, &mut want);
+        if got == want.as_slice() {
+            return None;
+        }
+        let first = got.iter().zip(&want).position(|(g, w)| g != w).unwrap_or(got.len().min(want.len()));
+        let end = (first + SHOWN).min(want.len());
+        Some(Mismatch { message: i, offset: first as u64, want: want.get(first..end).unwrap_or(&[]).to_vec(), got: got.get(first..(first + SHOWN).min(got.len())).unwrap_or(&[]).to_vec() })
+    }
+
     /// The bytes of every message together.
     pub(crate) fn total(&self) -> u64 {
         match self.sizes {
@@ -172,6 +193,11 @@ pub(crate) enum StreamVerb {
     /// Every message adds `add` to the one word at the remote offset; each old
     /// value lands in the next 8 bytes of the local MR.
     FetchAdd { add: u64 },
+    /// Local source → the peer's receives, which it keeps posted and checks as
+    /// each message arrives.
+    Send,
+    /// The peer's side of a SEND stream.
+    Receive,
 }
 
 impl StreamVerb {
@@ -180,6 +206,8 @@ impl StreamVerb {
             StreamVerb::Write => "write",
             StreamVerb::Read => "read",
             StreamVerb::FetchAdd { .. } => "fetch_add",
+            StreamVerb::Send => "send",
+            StreamVerb::Receive => "receive",
         }
     }
 }

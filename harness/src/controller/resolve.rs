@@ -7,7 +7,7 @@ use lab::fault::{self, Dir, Rule};
 use lab::state::Vm;
 
 use crate::agent::proto::{self, Action, ConnectBy, Fill, Hex, MrSetup, MwSetup, ProbeOrder, ProbePsn, QpParams, QpSetup, RemoteRef, SgeRef, SrqSetup, Verb};
-use crate::agent::proto::StreamOrder;
+use crate::agent::proto::{ReceiveOrder, StreamOrder};
 use crate::results::EndpointFacts;
 use crate::scenario::model::{self, ConnectMethod, Content, PsnAt, QpType, Scenario, Step};
 use crate::verbs::{Caps, QpKind};
@@ -150,7 +150,7 @@ pub(super) fn action(sc: &Scenario, step: &Step, keys: &MwKeys) -> Result<Option
             signal_every: st.signal_every,
             local_mr: st.local_mr.clone(),
             local_offset: st.local_offset,
-            remote: remote(&st.remote, &st.peer, keys)?,
+            remote: st.remote.as_ref().map(|r| remote(r, &st.peer, keys)).transpose()?,
             within_ms: st.within_ms,
         }),
         Step::WaitCompletions { count, within_ms, .. } => Action::WaitCompletions { count: *count, within_ms: *within_ms },
@@ -180,6 +180,24 @@ pub(super) fn action(sc: &Scenario, step: &Step, keys: &MwKeys) -> Result<Option
         Step::Sync | Step::Sleep { .. } => return Ok(None),
     };
     Ok(Some((on, a)))
+}
+
+/// The peer's side of a SEND stream: its receives, for its agent.
+pub(super) fn receives(st: &model::StreamStep) -> Option<(String, Action)> {
+    let r = st.receive.as_ref()?;
+    Some((
+        st.peer.clone(),
+        Action::Receive(ReceiveOrder {
+            id: st.id.clone(),
+            qps: st.qps.clone(),
+            content: st.content,
+            depth: r.depth,
+            low_water: r.low_water,
+            mr: r.mr.clone(),
+            offset: r.offset,
+            within_ms: st.within_ms,
+        }),
+    ))
 }
 
 /// The scenario's faults as lab switch rules: `from` becomes the direction

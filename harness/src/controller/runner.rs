@@ -371,6 +371,11 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
                 _ => Duration::ZERO,
             };
         let what = || format!("step {} ({} on {on})", index + 1, step.op());
+        // A SEND stream: the peer keeps its receives posted while it goes.
+        let receiver = if let Step::Stream(st) = step { resolve::receives(st) } else { None };
+        if let Some((peer, act)) = &receiver {
+            agent(agents, peer)?.send(&ToAgent::Do { index, action: act.clone() })?;
+        }
         match agent(agents, &on)?.request(&ToAgent::Do { index, action }, within).with_context(what)? {
             FromAgent::Done { probe, mw, stream, .. } => {
                 out.probes.extend(probe);
@@ -380,6 +385,12 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
                 }
             }
             other => return Err(unexpected(&on, "Done", &other)),
+        }
+        if let Some((peer, _)) = receiver {
+            match agent(agents, &peer)?.recv(within).with_context(what)? {
+                FromAgent::Done { stream, .. } => out.streams.extend(stream.map(|report| StreamRun { on: peer.clone(), report: *report })),
+                other => return Err(unexpected(&peer, "Done", &other)),
+            }
         }
     }
     overdue("collecting the completions")?;

@@ -13,6 +13,7 @@ use dissector::flow::recovery;
 use dissector::wire::NakKind;
 
 use crate::agent::proto::{Event, Wc};
+use crate::agent::stream::StreamVerb;
 use crate::results::{Outcome, Verdict};
 use crate::scenario::model::{CompletionExpect, EventExpect, Memory, MemoryExpect, Scenario, StreamExpect, WireExpect};
 use crate::scenario::pattern::{self, Pattern};
@@ -401,7 +402,25 @@ fn stream(e: &StreamExpect, o: &Outcome) -> Verdict {
     if r.timed_out {
         actual.push_str(&format!("; out of time with {} posted", r.posted));
     }
-    Verdict::new("stream", what, r.completed == e.completed, expected, actual)
+    let mut ok = r.completed == e.completed;
+    // A SEND stream: what its peer received, each message checked as it came.
+    if let Some(rx) = o.streams.iter().find(|s| s.report.id == e.id && s.report.verb == StreamVerb::Receive) {
+        let got = &rx.report;
+        actual.push_str(&format!("; {} received {} of {}", rx.on, got.completed, got.count));
+        match &got.mismatch {
+            None if got.completed > 0 => actual.push_str(", each as seeded"),
+            None => {}
+            Some(m) => {
+                let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ");
+                actual.push_str(&format!(", message {} differs at its byte {}: expected {}, found {}", m.message, m.offset, hex(&m.want), hex(&m.got)));
+            }
+        }
+        if let Some(f) = &got.failed {
+            actual.push_str(&format!("; its receive of message {} on QP {}: {}", f.wr_id, f.qp, f.status));
+        }
+        ok &= got.completed == e.completed && got.mismatch.is_none();
+    }
+    Verdict::new("stream", what, ok, expected, actual)
 }
 
 /// A stream's messages in memory, as the endpoint that holds them checked them.

@@ -55,9 +55,13 @@ pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, 
     }
     for q in &sc.qps {
         // Under a fault with `prob`, which frames it hits depends on how the QPs'
-        // frames interleave, run to run: what followed (NAKs, resends by NAK or by
-        // timer) is the run's, not the device's. The judge holds it to its bounds.
-        if sc.faults.iter().any(|f| f.rule.prob.is_some() && f.qp.as_ref().is_none_or(|n| *n == q.name)) {
+        // frames interleave, run to run; a stream's wire (RNR NAKs as receives run
+        // out, resends when the host stalls) depends on the pace of the run. What
+        // followed is the run's, not the device's: the judge holds it to its
+        // bounds, and the profile records how the streams ended.
+        let random = sc.faults.iter().any(|f| f.rule.prob.is_some() && f.qp.as_ref().is_none_or(|n| *n == q.name));
+        let streamed = sc.steps.iter().any(|s| matches!(s, Step::Stream(st) if st.qps.contains(&q.name)));
+        if random || streamed {
             continue;
         }
         for (from, to) in [(&q.between[0], &q.between[1]), (&q.between[1], &q.between[0])] {

@@ -68,7 +68,7 @@ pub(crate) fn stream_line(st: &StreamRun) -> String {
     if let Some(l) = &r.latency_us {
         s.push_str(&format!("; completion latency p50 {}, p99 {}, max {} ({} signalled)", us_or_ms(l.p50), us_or_ms(l.p99), us_or_ms(l.max), l.samples));
     }
-    if r.posted > 0 {
+    if r.post_ns > 0 && r.posted > 0 {
         s.push_str(&format!("; posting {:.1} µs a message", r.post_ns as f64 / 1000.0 / r.posted as f64));
     }
     if r.timed_out {

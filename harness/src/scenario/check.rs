@@ -734,7 +734,7 @@ impl<'a> Checker<'a> {
 
     /// A stream step: its QPs (one peer), verb, sizes and regions, every bound.
     fn stream(&mut self, s: &file::StepFile, op: &StepOp, ids: &mut Vec<String>) -> Option<Step> {
-        let StepOp::Stream { id, on, qp, qps, verb, count, size, seed, window, signal_every, local, remote, add, within_ms } = op else {
+        let StepOp::Stream { id, on, qp, qps, verb, count, size, seed, window, signal_every, local, remote, receive, add, within_ms } = op else {
             return None;
         };
         if ids.contains(id) {
@@ -751,12 +751,15 @@ impl<'a> Checker<'a> {
         };
         let mut peer: Option<String> = None;
         let mut send_wr = 0u64;
+        let mut recv_wr = u32::MAX;
         for n in &names {
             let key = if qp.is_some() { "qp" } else { "qps" };
             let q = self.qp_step(0, s, on, n)?;
-            if q.qp_type == QpType::Ud || (q.qp_type == QpType::Uc && verb != "write") {
-                self.err(Some(s.at(key)), format!("a {verb} stream on {} QP `{n}`: streams of WRITEs go on RC or UC QPs, READs and atomics on RC", if q.qp_type == QpType::Ud { "UD" } else { "UC" }), None);
+            if q.qp_type == QpType::Ud || (q.qp_type == QpType::Uc && verb != "write" && verb != "send") {
+                let t = if q.qp_type == QpType::Ud { "UD" } else { "UC" };
+                self.err(Some(s.at(key)), format!("a {verb} stream on {t} QP `{n}`: streams of WRITEs and SENDs go on RC or UC QPs, READs and atomics on RC"), None);
             }
+            recv_wr = recv_wr.min(q.max_recv_wr.unwrap_or(16));
             let p = if q.between[0] == *on { q.between[1].clone() } else { q.between[0].clone() };
             if peer.as_ref().is_some_and(|x| *x != p) {
                 self.err(Some(s.at(key)), format!("QP `{n}` goes to `{p}`, the stream's other QPs to `{}`: one stream, one peer", peer.clone().unwrap_or_default()), None);
@@ -768,14 +771,15 @@ impl<'a> Checker<'a> {
         let verb = match (verb.as_str(), add) {
             ("write", None) => StreamVerb::Write,
             ("read", None) => StreamVerb::Read,
+            ("send", None) => StreamVerb::Send,
             ("fetch_add", a) => StreamVerb::FetchAdd { add: a.unwrap_or(1) },
-            ("write" | "read", Some(_)) => {
+            ("write" | "read" | "send", Some(_)) => {
                 self.err(Some(s.at("add")), "`add` is for a `fetch_add` stream", None);
                 return None;
             }
             (other, _) => {
-                let hint = name_hint(other, ["write", "read", "fetch_add"]);
-                self.err(Some(s.at("verb")), format!("a stream of `{other}`: streams post `write`, `read` or `fetch_add`"), hint);
+                let hint = name_hint(other, ["write", "read", "fetch_add", "send"]);
+                self.err(Some(s.at("verb")), format!("a stream of `{other}`: streams post `write`, `read`, `fetch_add` or `send`"), hint);
                 return None;
             }
         };
@@ -825,25 +829,25 @@ impl<'a> Checker<'a> {
             }
             Some(_) => {}
         }
-        let remote = self.remote(s, on, &names[0], remote);
-        if remote.mw.is_some() {
-            self.err(Some(s.at("remote")), "a stream addresses an MR of the peer (`mr = …`), not a window", None);
-        } else if remote.rkey.is_none() {
-            match self.mr_file(&peer, &remote.mr) {
-                None => {
-                    let hint = name_hint(&remote.mr, self.mr_names_on(&peer));
-                    self.err(Some(s.at("remote")), format!("no MR `{}` on `{peer}`", remote.mr), hint);
-                }
-                Some(m) if remote.offset.saturating_add(remote_span) > m.size.value => self.err(
-                    Some(s.at("remote")),
-                    format!("the stream needs {remote_span} bytes from offset {} of MR `{}` on `{peer}`, which has {}", remote.offset, remote.mr, m.size.value),
-                    Some("to provoke NAKs on purpose, set `rkey` too".into()),
-                ),
-                Some(_) if matches!(verb, StreamVerb::FetchAdd { .. }) && remote.offset % 8 != 0 => {
-                    self.err(Some(s.at("remote")), format!("an atomic's target is 8-byte aligned; offset {} is not", remote.offset), None)
-                }
-                Some(_) => {}
+        let receive = match (verb, receive, remote) {
+            (StreamVerb::Send, Some(r), None) => Some(self.stream_receives(s, &peer, &content, names.len(), recv_wr, r)),
+            (StreamVerb::Send, _, _) => {
+                self.err(Some(s.at("verb")), "a `send` stream goes to the peer's receives: give `receive = { mr = \"…\" }`, and no `remote`", None);
+                return None;
             }
+            (_, Some(_), _) => {
+                self.err(Some(s.at("receive")), "`receive` is for a `send` stream", None);
+                return None;
+            }
+            (_, None, None) => {
+                self.err(Some(s.at("verb")), format!("a {} stream addresses the peer's memory: give `remote = {{ mr = \"…\" }}`", verb.name()), None);
+                return None;
+            }
+            (_, None, Some(_)) => None,
+        };
+        let remote = remote.as_ref().map(|r| self.remote(s, on, &names[0], r));
+        if let Some(remote) = &remote {
+            self.stream_remote(s, &peer, verb, remote, remote_span);
         }
         Some(Step::Stream(StreamStep {
             id: id.clone(),
@@ -857,8 +861,60 @@ impl<'a> Checker<'a> {
             local_mr: local.mr.clone(),
             local_offset: local.offset,
             remote,
+            receive,
             within_ms,
         }))
+    }
+
+    /// The peer's receives of a SEND stream: a ring of `depth` slots of the
+    /// longest message per QP in its MR.
+    fn stream_receives(&mut self, s: &file::StepFile, peer: &str, content: &StreamContent, qps: usize, recv_wr: u32, r: &file::StreamReceive) -> ReceiveSpec {
+        let depth = r.depth.unwrap_or(16);
+        if depth == 0 || depth > recv_wr {
+            let hint = format!("the stream's QPs' receive queues hold {recv_wr} each (`max_recv_wr`, default 16)");
+            self.err(Some(s.at("receive")), format!("a receive depth of {depth}: give 1 to {recv_wr}"), Some(hint));
+        }
+        let low_water = r.low_water.unwrap_or(depth.saturating_sub(1));
+        if low_water >= depth {
+            self.err(Some(s.at("receive")), format!("a low water mark of {low_water} with {depth} receives: it goes below the depth"), Some("receives are reposted once no more than `low_water` are left".into()));
+        }
+        let need = u64::from(content.max_len()) * u64::from(depth) * qps as u64;
+        match self.mr_file(peer, &r.mr) {
+            None => {
+                let hint = name_hint(&r.mr, self.mr_names_on(peer));
+                self.err(Some(s.at("receive")), format!("no MR `{}` on `{peer}`", r.mr), hint);
+            }
+            Some(m) if r.offset.saturating_add(need) > m.size.value => self.err(
+                Some(s.at("receive")),
+                format!("{depth} receives of {} bytes on each of {qps} QPs need {need} bytes from offset {} of MR `{}` on `{peer}`, which has {}", content.max_len(), r.offset, r.mr, m.size.value),
+                None,
+            ),
+            Some(_) => {}
+        }
+        ReceiveSpec { mr: r.mr.clone(), offset: r.offset, depth, low_water }
+    }
+
+    /// A stream's remote end: an MR of the peer that holds it.
+    fn stream_remote(&mut self, s: &file::StepFile, peer: &str, verb: StreamVerb, remote: &Remote, remote_span: u64) {
+        if remote.mw.is_some() {
+            self.err(Some(s.at("remote")), "a stream addresses an MR of the peer (`mr = …`), not a window", None);
+        } else if remote.rkey.is_none() {
+            match self.mr_file(peer, &remote.mr) {
+                None => {
+                    let hint = name_hint(&remote.mr, self.mr_names_on(peer));
+                    self.err(Some(s.at("remote")), format!("no MR `{}` on `{peer}`", remote.mr), hint);
+                }
+                Some(m) if remote.offset.saturating_add(remote_span) > m.size.value => self.err(
+                    Some(s.at("remote")),
+                    format!("the stream needs {remote_span} bytes from offset {} of MR `{}` on `{peer}`, which has {}", remote.offset, remote.mr, m.size.value),
+                    Some("to provoke NAKs on purpose, set `rkey` too".into()),
+                ),
+                Some(_) if matches!(verb, StreamVerb::FetchAdd { .. }) && remote.offset % 8 != 0 => {
+                    self.err(Some(s.at("remote")), format!("an atomic's target is 8-byte aligned; offset {} is not", remote.offset), None)
+                }
+                Some(_) => {}
+            }
+        }
     }
 
     /// A step's remote end: an MR of the peer as written, or where the peer's
@@ -1362,11 +1418,14 @@ impl<'a> Checker<'a> {
                     // Where the stream's messages land: the peer's MR for a WRITE, the
                     // poster's for a READ.
                     let at = match st.verb {
-                        StreamVerb::Write => Some((&st.peer, &st.remote.mr, st.remote.offset)),
+                        StreamVerb::Write => st.remote.as_ref().map(|r| (&st.peer, &r.mr, r.offset)),
                         StreamVerb::Read => Some((&st.on, &st.local_mr, st.local_offset)),
-                        StreamVerb::FetchAdd { .. } => None,
+                        StreamVerb::FetchAdd { .. } | StreamVerb::Send | StreamVerb::Receive => None,
                     };
                     match at {
+                        None if st.verb == StreamVerb::Send => {
+                            self.err(Some(id.span.clone()), format!("stream `{}` sends: the peer checks each message as it arrives (its receives reuse their slots)", id.value), Some("leave this out: the stream's own verdict says whether every message arrived as seeded".into()))
+                        }
                         None => self.err(Some(id.span.clone()), format!("stream `{}` adds to one word: say what it must hold, `equals = {{ u64 = … }}`", id.value), None),
                         Some((on, mr, off)) if *on != *m.on || *mr != *m.mr || (m.offset != 0 && m.offset != off) => self.err(
                             Some(id.span.clone()),
@@ -1647,6 +1706,27 @@ stream = "w"
         assert_eq!(count_range("1..=4"), Ok((1, 4)));
         assert!(count_range("4..1").is_err_and(|m| m.contains("is empty")));
         assert!(count_range("a..b").is_err_and(|m| m.contains("`a` is not a count")));
+    }
+
+    #[test]
+    fn a_send_stream_names_the_peers_receives_and_they_must_fit() {
+        let send = STREAM.replace("verb = \"write\"", "verb = \"send\"").replace("remote = { mr = \"dst\" }", "receive = { mr = \"dst\", depth = 8, low_water = 2 }").replace("[[expect.memory]]\non = \"b\"\nmr = \"dst\"\nstream = \"w\"\n", "");
+        let sc = parse_str(Path::new("t.toml"), &send).unwrap_or_else(|e| panic!("{}", e[0]));
+        let Step::Stream(st) = &sc.steps[0] else { panic!() };
+        assert_eq!((st.verb, st.remote.clone()), (StreamVerb::Send, None));
+        assert_eq!(st.receive, Some(ReceiveSpec { mr: "dst".into(), offset: 0, depth: 8, low_water: 2 }));
+        let cases = [
+            (send.replace("receive = { mr = \"dst\", depth = 8, low_water = 2 }", "remote = { mr = \"dst\" }"), "a `send` stream goes to the peer's receives"),
+            (send.replace("depth = 8", "depth = 17"), "a receive depth of 17: give 1 to 16"),
+            (send.replace("low_water = 2", "low_water = 8"), "a low water mark of 8 with 8 receives"),
+            (send.replace("depth = 8, low_water = 2", "offset = 639990"), "16 receives of 64 bytes on each of 1 QPs need 1024 bytes from offset 639990"),
+            (send.clone() + "[[expect.memory]]\non = \"b\"\nmr = \"dst\"\nstream = \"w\"\n", "stream `w` sends: the peer checks each message as it arrives"),
+            (STREAM.replace("remote = { mr = \"dst\" }", "receive = { mr = \"dst\" }"), "`receive` is for a `send` stream"),
+        ];
+        for (text, what) in cases {
+            let m = errors(&text)[0].to_string();
+            assert!(m.contains(what), "{what}: {m}");
+        }
     }
 
     #[test]

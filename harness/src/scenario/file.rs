@@ -317,6 +317,23 @@ pub(crate) enum StreamSize {
     Range { min: u32, max: u32 },
 }
 
+/// The peer's receives for a `send` stream: `depth` posted on each QP (default
+/// 16), in slots of the longest message from `offset` of its MR `mr`, and
+/// reposted once no more than `low_water` are left (default `depth - 1`: at once).
+/// A low water mark well under the sender's window lets the receives run out: RNR
+/// NAKs on purpose.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StreamReceive {
+    pub(crate) mr: String,
+    #[serde(default)]
+    pub(crate) offset: u64,
+    #[serde(default)]
+    pub(crate) depth: Option<u32>,
+    #[serde(default)]
+    pub(crate) low_water: Option<u32>,
+}
+
 /// Where a stream starts in the poster's own MR.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -375,7 +392,8 @@ pub(crate) enum StepOp {
         to: Option<String>,
     },
     /// A stream of `count` work requests of one `verb` (`write`, `read`,
-    /// `fetch_add`), posted by `on` on `qp`, or round robin over `qps`. Message
+    /// `fetch_add`, `send` with the peer's `receive`), posted by `on` on `qp`, or
+    /// round robin over `qps`. Message
     /// `i` lies at `local.offset` plus the lengths of the messages before it in a
     /// local MR, and at the same place from `remote` in the peer's; a `fetch_add`
     /// adds `add` to the one word at `remote`, each old value landing in the next 8
@@ -403,7 +421,11 @@ pub(crate) enum StepOp {
         #[serde(default)]
         signal_every: Option<u32>,
         local: StreamLocal,
-        remote: Remote,
+        #[serde(default)]
+        remote: Option<Remote>,
+        /// A `send` stream: where the peer keeps its receives posted.
+        #[serde(default)]
+        receive: Option<StreamReceive>,
         #[serde(default)]
         add: Option<u64>,
         #[serde(default)]

@@ -258,8 +258,20 @@ pub(crate) struct StreamStep {
     pub(crate) signal_every: u32,
     pub(crate) local_mr: String,
     pub(crate) local_offset: u64,
-    pub(crate) remote: Remote,
+    /// The peer's MR (not for a SEND stream).
+    pub(crate) remote: Option<Remote>,
+    /// A SEND stream: the peer's receives.
+    pub(crate) receive: Option<ReceiveSpec>,
     pub(crate) within_ms: u64,
+}
+
+/// The peer's receives for a SEND stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ReceiveSpec {
+    pub(crate) mr: String,
+    pub(crate) offset: u64,
+    pub(crate) depth: u32,
+    pub(crate) low_water: u32,
 }
 
 impl Step {

@@ -351,6 +351,16 @@ impl Mr {
         unsafe { ptr::copy_nonoverlapping(bytes.as_ptr(), self.buf.add(offset.min(self.len)), n) };
     }
 
+    /// A copy of `len` bytes from `offset` (clipped to the buffer).
+    pub(crate) fn read_at(&self, offset: usize, len: usize) -> Vec<u8> {
+        let start = offset.min(self.len);
+        let n = len.min(self.len - start);
+        let mut v = vec![0u8; n];
+        // SAFETY: start + n lies inside the buffer; the copy creates no reference.
+        unsafe { ptr::copy_nonoverlapping(self.buf.add(start), v.as_mut_ptr(), n) };
+        v
+    }
+
     /// A copy of the buffer as it is now.
     pub(crate) fn read(&self) -> Vec<u8> {
         let mut v = vec![0u8; self.len];
