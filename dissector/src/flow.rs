@@ -27,6 +27,7 @@ use crate::wire::opcode::Kind;
 use crate::wire::{mad, Opcode, Psn, Transport};
 
 mod facts;
+pub mod pace;
 pub mod recovery;
 pub use facts::Facts;
 

@@ -793,3 +793,23 @@ fn suite_on_real_hosts_leaves_out_fault_scenarios() {
     assert!(r.err.contains("bad.toml:7:") && r.err.contains("no endpoint `c`"), "{}", r.err);
     assert!(!out.join("suite.json").exists());
 }
+
+/// A run past a budget is refused before anything starts: no lab booted, no
+/// output directory made, exit 2, the scenario and what it asks for named. Here
+/// one endpoint registers more MRs than a lab VM has room for.
+#[test]
+fn a_run_past_its_budget_is_refused_before_it_starts() {
+    let mut text = String::from("name = \"heavy\"\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = \"q\"\ntype = \"rc\"\nbetween = [\"b\", \"a\"]\n");
+    for k in 0..7 {
+        text += &format!("[[mr]]\nname = \"big{k}\"\non = \"a\"\nsize = 64000000\naccess = [\"local_write\"]\n");
+    }
+    let file = tmp("heavy.toml");
+    std::fs::write(&file, text).unwrap();
+    let out = tmp("heavy-runs");
+    let r = roce(&["run", "--lab", "budget-test-never-booted", "--out", out.to_str().unwrap(), file.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}{}", r.out, r.err);
+    assert!(r.err.contains("heavy.toml: endpoint a registers 428 MiB of MRs, and a lab VM has 512 MiB of memory"), "{}", r.err);
+    assert!(r.err.contains("hint: smaller MRs"), "{}", r.err);
+    assert!(!out.exists(), "nothing was made");
+    assert!(!r.err.contains("booting"), "no lab was booted: {}", r.err);
+}

@@ -594,15 +594,21 @@ impl Local {
         }
         let total = c.total();
         let local = self.mrs.get(&o.local_mr).ok_or_else(|| AgentError::from(format!("no MR `{}` on this endpoint", o.local_mr)))?;
-        let span = if let StreamVerb::FetchAdd { .. } = o.verb { 8 * c.count } else { total };
+        let span = if let StreamVerb::FetchAdd { .. } = o.verb { 8 * c.count } else { c.span() };
         if o.local_offset.saturating_add(span) > local.len() as u64 {
             return err(format!("stream `{}`: {span} bytes from offset {} run past the end of MR `{}` ({} bytes)", o.id, o.local_offset, o.local_mr, local.len()));
         }
-        if matches!(o.verb, StreamVerb::Write | StreamVerb::Send) {
+        // A source laid out back to back is written once; one round a ring, each
+        // message just before it is posted (the window keeps the one it replaces
+        // completed).
+        let sources = matches!(o.verb, StreamVerb::Write | StreamVerb::Send | StreamVerb::WriteImm);
+        let fill_each = c.ring.is_some() && sources;
+        if sources && !fill_each {
             let mut src = vec![0u8; total as usize];
             c.write_all(&mut src);
             local.write_at(o.local_offset as usize, &src);
         }
+        let mut message = Vec::new();
         let (base, lkey) = (local.addr() + o.local_offset, local.lkey());
         let mut qps = Vec::new();
         for name in &o.qps {
@@ -620,7 +626,8 @@ impl Local {
         let mut posted = vec![0u64; qps.len()];
         let mut done = vec![0u64; qps.len()];
         let mut flying: Vec<std::collections::VecDeque<(u64, Instant)>> = vec![Default::default(); qps.len()];
-        let per_qp = |q: usize| c.count / n + u64::from((q as u64) < c.count % n);
+        let per = c.per_qp(n);
+        let per_qp = |q: usize| per[q];
         // Per QP: whether a completion failed (the QP is in error from there).
         let mut broken = vec![false; qps.len()];
         let (mut outstanding, mut completed) = (0u64, 0u64);
@@ -638,7 +645,7 @@ impl Local {
         loop {
             while failed.is_none() && outstanding < u64::from(o.window) {
                 let Some((i, at, len)) = next else { break };
-                let q = (i % n) as usize;
+                let q = c.qp_of(i, n);
                 let seq = posted[q];
                 // Its QP's send queue is full (the QP is behind, recovering a
                 // loss): wait for it, in order.
@@ -654,10 +661,18 @@ impl Local {
                         (ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD, Remote::Atomic { addr, rkey, compare_add: add, swap: 0 }, Sge { addr: base + 8 * i, len: 8, lkey })
                     }
                     StreamVerb::Send => (ibv_wr_opcode::IBV_WR_SEND, Remote::None, Sge { addr: base + at, len, lkey }),
+                    StreamVerb::WriteImm => (ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM, Remote::Rdma { addr: addr + at, rkey }, Sge { addr: base + at, len, lkey }),
                     StreamVerb::Receive => return err("a receive stream is `Receive`, not `Stream`"),
                 };
+                if fill_each {
+                    message.resize(len as usize, 0);
+                    c.fill(i, &mut message);
+                    local.write_at((o.local_offset + at) as usize, &message);
+                }
                 let flags = if signalled { ibv_send_flags::IBV_SEND_SIGNALED.0 } else { 0 };
-                let wr = SendWr { wr_id: stream_wr_id(q, seq), opcode, flags, imm_data: 0, remote };
+                // A WRITE with immediate carries its index, which its receiver checks.
+                let imm_data = if o.verb == StreamVerb::WriteImm { i as u32 } else { 0 };
+                let wr = SendWr { wr_id: stream_wr_id(q, seq), opcode, flags, imm_data, remote };
                 let t = Instant::now();
                 qp.post_send(&wr, &[sge])?;
                 post_ns += t.elapsed().as_nanos() as u64;
@@ -705,7 +720,7 @@ impl Local {
                     outstanding = outstanding.saturating_sub(1);
                     broken[q] = true;
                     // Named by the message's index in the stream.
-                    failed.get_or_insert(Completion { wr_id: seq * n + q as u64, ..w });
+                    failed.get_or_insert(Completion { wr_id: c.on_qp(q, n).nth(seq as usize).unwrap_or(u64::MAX), ..w });
                     continue;
                 }
                 while let Some(&(s, t)) = flying[q].front() {
@@ -720,7 +735,16 @@ impl Local {
             }
         }
         // Bytes of the completed messages: on each QP, the first `done` it posted.
-        let bytes: u64 = c.layout().filter(|(i, _, _)| i / n < done[(i % n) as usize]).map(|(_, _, len)| u64::from(len)).sum();
+        let mut seen = vec![0u64; qps.len()];
+        let bytes: u64 = c
+            .layout()
+            .filter(|(i, _, _)| {
+                let q = c.qp_of(*i, n);
+                seen[q] += 1;
+                seen[q] <= done[q]
+            })
+            .map(|(_, _, len)| u64::from(len))
+            .sum();
         let t_ms = self.started.elapsed().as_secs_f64() * 1000.0;
         let report = StreamReport {
             id: o.id.clone(),
@@ -744,36 +768,47 @@ impl Local {
         Ok(report)
     }
 
-    /// The receiving side of a SEND stream: keeps `depth` receives posted on
-    /// each QP, reposting once no more than `low_water` are left, and checks each
-    /// message as it arrives (in order on its QP) against what the seed says.
+    /// The receiving side of a SEND or WRITE-with-immediate stream: keeps `depth`
+    /// receives posted on each QP, reposting once no more than `low_water` are
+    /// left, and checks each message as it arrives (in order on its QP) against
+    /// what the seed says: a SEND's bytes, a WRITE's immediate (its index).
     fn receive(&mut self, o: &ReceiveOrder) -> R<StreamReport> {
         let c = &o.content;
         if o.qps.is_empty() || o.depth == 0 || o.low_water >= o.depth {
             return err(format!("receives of `{}`: no QP, a depth of 0, or a low water mark not below it", o.id));
         }
         let slot = u64::from(c.max_len());
-        let mr = self.mrs.get(&o.mr).ok_or_else(|| AgentError::from(format!("no MR `{}` on this endpoint", o.mr)))?;
-        let need = slot * u64::from(o.depth) * o.qps.len() as u64;
-        if o.offset.saturating_add(need) > mr.len() as u64 {
-            return err(format!("receives of `{}`: {} slots of {slot} bytes from offset {} run past the end of MR `{}`", o.id, o.depth as usize * o.qps.len(), o.offset, o.mr));
-        }
+        let mr = match &o.mr {
+            Some(name) => {
+                let mr = self.mrs.get(name).ok_or_else(|| AgentError::from(format!("no MR `{name}` on this endpoint")))?;
+                let need = slot * u64::from(o.depth) * o.qps.len() as u64;
+                if o.offset.saturating_add(need) > mr.len() as u64 {
+                    return err(format!("receives of `{}`: {} slots of {slot} bytes from offset {} run past the end of MR `{name}`", o.id, o.depth as usize * o.qps.len(), o.offset));
+                }
+                Some(mr)
+            }
+            None => None,
+        };
         let mut qps = Vec::new();
         for name in &o.qps {
             qps.push(self.qp(name)?.connected()?);
         }
         let n = qps.len() as u64;
-        let per_qp = |q: usize| c.count / n + u64::from((q as u64) < c.count % n);
+        let per = c.per_qp(n);
+        let per_qp = |q: usize| per[q];
+        // Which message each QP's next receive holds.
+        let mut next_of: Vec<_> = (0..qps.len()).map(|q| c.on_qp(q, n)).collect();
         // The slot of the k-th receive on QP q: receives complete in the order
         // they were posted.
         let at = |q: usize, k: u64| o.offset + (q as u64 * u64::from(o.depth) + k % u64::from(o.depth)) * slot;
-        let (base, lkey) = (mr.addr(), mr.lkey());
+        let (base, lkey) = mr.map_or((0, 0), |m| (m.addr(), m.lkey()));
         let mut posted = vec![0u64; qps.len()];
         let mut got = vec![0u64; qps.len()];
         let refill = |q: usize, posted: &mut [u64], got: &[u64]| -> R<()> {
             while posted[q] - got[q] < u64::from(o.depth) && posted[q] < per_qp(q) {
                 let k = posted[q];
-                qps[q].post_recv(receive_wr_id(q, k), &[Sge { addr: base + at(q, k), len: slot as u32, lkey }])?;
+                let sge = Sge { addr: base + at(q, k), len: slot as u32, lkey };
+                qps[q].post_recv(receive_wr_id(q, k), if mr.is_some() { std::slice::from_ref(&sge) } else { &[] })?;
                 posted[q] += 1;
             }
             Ok(())
@@ -809,17 +844,26 @@ impl Local {
                 };
                 last = Instant::now();
                 first.get_or_insert(last);
+                // Receives complete in order on their QP: this is its next message.
+                let i = next_of[q].next().unwrap_or(u64::MAX);
                 if w.status != crate::verbs::WcStatus::SUCCESS {
-                    failed.get_or_insert(Completion { wr_id: q as u64 + k * n, ..w });
+                    failed.get_or_insert(Completion { wr_id: i, ..w });
                     continue;
                 }
-                let i = q as u64 + k * n;
                 got[q] = k + 1;
                 received += 1;
                 bytes += u64::from(w.byte_len);
                 if mismatch.is_none() {
-                    let data = mr.read_at(at(q, k) as usize, w.byte_len as usize);
-                    mismatch = c.check_message(i, &data);
+                    mismatch = match mr {
+                        Some(mr) => c.check_message(i, &mr.read_at(at(q, k) as usize, w.byte_len as usize)),
+                        // A WRITE with immediate: its index, on the receive it consumed.
+                        None => (w.imm_data != Some(i as u32)).then(|| super::stream::Mismatch {
+                            message: i,
+                            offset: 0,
+                            want: (i as u32).to_be_bytes().to_vec(),
+                            got: w.imm_data.map(|v| v.to_be_bytes().to_vec()).unwrap_or_default(),
+                        }),
+                    };
                 }
                 if posted[q] - got[q] <= u64::from(o.low_water) {
                     refill(q, &mut posted, &got)?;

@@ -613,7 +613,9 @@ pub(crate) struct ReceiveOrder {
     pub content: Content,
     pub depth: u32,
     pub low_water: u32,
-    pub mr: String,
+    /// Where the SENDs land; none: the receives hold no bytes and complete with
+    /// a WRITE's immediate, each message's index.
+    pub mr: Option<String>,
     pub offset: u64,
     /// How long it may wait for all of them (2 s without a message, once they
     /// started coming, ends it too).

@@ -25,6 +25,30 @@ pub(crate) struct Content {
     pub seed: u64,
     pub count: u64,
     pub sizes: Sizes,
+    /// The messages go round a ring of this many bytes: one that would run past
+    /// its end starts again at its start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ring: Option<u64>,
+    /// How the messages are dealt to the stream's QPs.
+    #[serde(default, skip_serializing_if = "Spread::is_round_robin")]
+    pub spread: Spread,
+}
+
+/// How a stream's messages are dealt to its QPs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Spread {
+    /// Message `i` on QP `i mod n`.
+    #[default]
+    RoundRobin,
+    /// Each message on a QP drawn from the stream's seed.
+    Random,
+}
+
+impl Spread {
+    fn is_round_robin(&self) -> bool {
+        *self == Spread::RoundRobin
+    }
 }
 
 /// splitmix64: one step of a small, fast, well-mixed generator.
@@ -52,10 +76,54 @@ impl Content {
         let mut off = 0u64;
         (0..self.count).map(move |i| {
             let len = self.len(i);
+            if self.ring.is_some_and(|r| off + u64::from(len) > r) {
+                off = 0;
+            }
             let at = off;
             off += u64::from(len);
             (i, at, len)
         })
+    }
+
+    /// How many bytes from the stream's start its messages touch.
+    pub(crate) fn span(&self) -> u64 {
+        match self.ring {
+            Some(r) => self.layout().map(|(_, at, len)| at + u64::from(len)).max().unwrap_or(0).min(r),
+            None => self.total(),
+        }
+    }
+
+    /// The QP (of `n`) that carries message `i`.
+    pub(crate) fn qp_of(&self, i: u64, n: u64) -> usize {
+        let n = n.max(1);
+        (match self.spread {
+            Spread::RoundRobin => i % n,
+            Spread::Random => mix(self.seed ^ 0x0a11_0ca7 ^ mix(i.wrapping_add(0x3c3c))) % n,
+        }) as usize
+    }
+
+    /// How many messages each of `n` QPs carries.
+    pub(crate) fn per_qp(&self, n: u64) -> Vec<u64> {
+        let n = n.max(1);
+        match self.spread {
+            Spread::RoundRobin => (0..n).map(|q| self.count / n + u64::from(q < self.count % n)).collect(),
+            Spread::Random => {
+                let mut v = vec![0u64; n as usize];
+                for i in 0..self.count {
+                    v[self.qp_of(i, n)] += 1;
+                }
+                v
+            }
+        }
+    }
+
+    /// The messages QP `q` (of `n`) carries, in order: its `k`-th is the stream's
+    /// message `on_qp(q, n).nth(k)`.
+    pub(crate) fn on_qp(&self, q: usize, n: u64) -> Box<dyn Iterator<Item = u64> + '_> {
+        match self.spread {
+            Spread::RoundRobin => Box::new((q as u64..self.count).step_by(n.max(1) as usize)),
+            Spread::Random => Box::new((0..self.count).filter(move |&i| self.qp_of(i, n) == q)),
+        }
     }
 
     /// The longest a message can be.
@@ -109,6 +177,9 @@ impl Content {
     /// Whether `region` (the stream's start) holds every message as seeded: the
     /// first one that does not, where, and a few of its bytes.
     pub(crate) fn verify(&self, region: &[u8]) -> Verification {
+        if self.ring.is_some() {
+            return self.verify_ring(region);
+        }
         let mut want = Vec::new();
         let mut digest = 0xcbf2_9ce4_8422_2325u64;
         for (i, at, len) in self.layout() {
@@ -139,6 +210,49 @@ impl Content {
             }
         }
         Verification { messages: self.count, bytes: self.total(), digest: Some(format!("{digest:016x}")), mismatch: None }
+    }
+}
+
+impl Content {
+    /// A ring holds the last message written over each byte: those bytes are
+    /// checked, each against the message that wrote it last, and the messages
+    /// still showing counted.
+    fn verify_ring(&self, region: &[u8]) -> Verification {
+        let span = self.span() as usize;
+        let mut want = vec![0u8; span];
+        // The last message over each byte (u32::MAX: none; streams are shorter).
+        let mut owner = vec![u32::MAX; span];
+        let mut starts = std::collections::HashMap::new();
+        for (i, at, len) in self.layout() {
+            let (a, b) = (at as usize, at as usize + len as usize);
+            self.fill(i, &mut want[a..b]);
+            owner[a..b].fill(i as u32);
+            starts.insert(i, at);
+        }
+        let got = region.get(..span).unwrap_or(region);
+        let mut digest = 0xcbf2_9ce4_8422_2325u64;
+        let mut shown = std::collections::BTreeSet::new();
+        for (k, &o) in owner.iter().enumerate() {
+            if o == u32::MAX {
+                continue;
+            }
+            let o = u64::from(o);
+            shown.insert(o);
+            let g = got.get(k).copied();
+            if g != Some(want[k]) {
+                let start = starts.get(&o).copied().unwrap_or(0) as usize;
+                let end = (k + SHOWN).min(start + self.len(o) as usize).min(span);
+                return Verification {
+                    messages: shown.len() as u64,
+                    bytes: owner.iter().filter(|&&x| x != u32::MAX).count() as u64,
+                    digest: None,
+                    mismatch: Some(Mismatch { message: o, offset: k as u64, want: want[k..end].to_vec(), got: got.get(k..end.min(got.len())).unwrap_or(&[]).to_vec() }),
+                };
+            }
+            digest = mix(digest ^ (u64::from(want[k]) | (k as u64) << 8));
+        }
+        let bytes = owner.iter().filter(|&&x| x != u32::MAX).count() as u64;
+        Verification { messages: shown.len() as u64, bytes, digest: Some(format!("{digest:016x}")), mismatch: None }
     }
 }
 
@@ -196,6 +310,10 @@ pub(crate) enum StreamVerb {
     /// Local source → the peer's receives, which it keeps posted and checks as
     /// each message arrives.
     Send,
+    /// Local source → the peer's MR as `Write`, each message's index its
+    /// immediate, which consumes one of the receives the peer keeps posted (of no
+    /// bytes) and which the peer checks.
+    WriteImm,
     /// The peer's side of a SEND stream.
     Receive,
 }
@@ -207,12 +325,13 @@ impl StreamVerb {
             StreamVerb::Read => "read",
             StreamVerb::FetchAdd { .. } => "fetch_add",
             StreamVerb::Send => "send",
+            StreamVerb::WriteImm => "write_imm",
             StreamVerb::Receive => "receive",
         }
     }
 }
 
-/// Percentiles of a latency, in microseconds.
+/// Percentiles of a latency (the unit is the field's: `latency_us`, `ack_latency_ns`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Percentiles {
@@ -239,10 +358,61 @@ impl Percentiles {
 mod tests {
     use super::*;
 
+    /// Round a ring: no message runs past its end, the last lap is what memory
+    /// holds and what is checked, each byte against the message that wrote it last.
+    #[test]
+    fn a_ring_keeps_the_last_lap_and_checks_it() {
+        let c = Content { seed: 3, count: 100, sizes: Sizes::Uniform { min: 64, max: 200 }, ring: Some(1000), spread: Spread::RoundRobin };
+        let layout: Vec<_> = c.layout().collect();
+        assert!(layout.iter().all(|&(_, at, len)| at + u64::from(len) <= 1000));
+        assert!(layout.iter().filter(|l| l.1 == 0).count() > 5, "it went round several times");
+        let mut mem = vec![0u8; 1000];
+        for &(i, at, len) in &layout {
+            c.fill(i, &mut mem[at as usize..at as usize + len as usize]);
+        }
+        let ok = c.verify(&mem);
+        assert!(ok.mismatch.is_none() && ok.digest.is_some(), "{ok:?}");
+        assert!(ok.messages < 100 && ok.messages >= 5, "only the last lap shows: {}", ok.messages);
+        let (i, at, _) = layout[99];
+        let mut bad = mem.clone();
+        bad[at as usize + 3] ^= 0xff;
+        let m = c.verify(&bad).mismatch.expect("a mismatch");
+        assert_eq!((m.message, m.offset), (i, at + 3));
+        // A byte no message covers is nobody's.
+        let last = layout.iter().map(|l| l.1 + u64::from(l.2)).max().unwrap();
+        let mut tail = vec![0u8; 1000];
+        tail[..mem.len()].copy_from_slice(&mem);
+        tail[last as usize..].fill(0xee);
+        assert!(c.verify(&tail).mismatch.is_none());
+        assert_eq!(c.span(), last);
+    }
+
+    /// Round robin deals message i to QP i mod n; at random, each QP gets its
+    /// share give or take, the same on every call, and `on_qp` lists exactly the
+    /// messages `qp_of` deals it.
+    #[test]
+    fn messages_are_dealt_to_qps_round_robin_or_at_random() {
+        let rr = Content { seed: 9, count: 1003, sizes: Sizes::Fixed(8), ring: None, spread: Spread::RoundRobin };
+        assert_eq!(rr.per_qp(4), vec![251, 251, 251, 250]);
+        assert_eq!(rr.on_qp(2, 4).take(3).collect::<Vec<_>>(), vec![2, 6, 10]);
+        let random = Content { spread: Spread::Random, ..rr };
+        let per = random.per_qp(4);
+        assert_eq!(per.iter().sum::<u64>(), 1003);
+        assert!(per.iter().all(|&c| (150..350).contains(&c)), "{per:?}");
+        assert_ne!(per, rr.per_qp(4), "not round robin");
+        for (q, &share) in per.iter().enumerate() {
+            let mine: Vec<u64> = random.on_qp(q, 4).collect();
+            assert_eq!(mine.len() as u64, share);
+            assert!(mine.iter().all(|&i| random.qp_of(i, 4) == q));
+        }
+        let again = Content { ..random };
+        assert_eq!((0..1003).map(|i| again.qp_of(i, 4)).collect::<Vec<_>>(), (0..1003).map(|i| random.qp_of(i, 4)).collect::<Vec<_>>());
+    }
+
     #[test]
     fn content_is_the_seeds_alone_and_lies_back_to_back() {
-        let c = Content { seed: 7, count: 1000, sizes: Sizes::Uniform { min: 1, max: 300 } };
-        let again = Content { seed: 7, count: 1000, sizes: Sizes::Uniform { min: 1, max: 300 } };
+        let c = Content { seed: 7, count: 1000, sizes: Sizes::Uniform { min: 1, max: 300 }, ring: None, spread: Spread::RoundRobin };
+        let again = Content { seed: 7, count: 1000, sizes: Sizes::Uniform { min: 1, max: 300 }, ring: None, spread: Spread::RoundRobin };
         let lens: Vec<u32> = (0..1000).map(|i| c.len(i)).collect();
         assert!(lens.iter().all(|&l| (1..=300).contains(&l)));
         assert!(lens.iter().any(|&l| l < 20) && lens.iter().any(|&l| l > 280), "the sizes spread over the range");
@@ -262,7 +432,7 @@ mod tests {
 
     #[test]
     fn verify_names_the_first_wrong_message_its_offset_and_bytes() {
-        let c = Content { seed: 1, count: 100, sizes: Sizes::Fixed(64) };
+        let c = Content { seed: 1, count: 100, sizes: Sizes::Fixed(64), ring: None, spread: Spread::RoundRobin };
         let mut mem = vec![0u8; 64 * 100 + 10];
         c.write_all(&mut mem);
         let ok = c.verify(&mem);

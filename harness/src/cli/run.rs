@@ -162,6 +162,9 @@ pub(super) fn plan(args: &RunArgs, loaded: &[(PathBuf, Scenario)], out_dir: Path
     if let Some(path) = &args.record_profile {
         previous_profile(path)?;
     }
+    // Before the lab boots: a run that does not fit is refused at once.
+    let budget = controller::budget::Budget::here(&out_dir, remote.is_none());
+    controller::budget::check(loaded, &out_dir, budget).map_err(|e| Failure::input(anyhow!("roce run: {e}")))?;
     let (endpoints, wire) = match remote {
         Some(m) => {
             let wire = match (&args.iface, &args.pcap) {

@@ -18,6 +18,7 @@ use crate::judge::{self, Timeline};
 use crate::results::{Laps, Phase, Report, ScenarioResult, Status};
 use crate::scenario::model::Scenario;
 
+pub(crate) mod budget;
 mod link;
 mod resolve;
 mod runner;
@@ -196,7 +197,17 @@ fn carry_out(plan: &RunPlan, sc: &Scenario, cap: &Path, pool: &AgentPool, slot: 
 /// Judges what a scenario did: its result and its decoded wire.
 /// The third part says that the profile does not know the scenario.
 fn judge_one(plan: &RunPlan, file: &Path, sc: &Scenario, ex: Executed) -> (ScenarioResult, Option<Timeline>, bool) {
-    let Executed { outcome: o, secs } = ex;
+    let Executed { outcome: mut o, secs } = ex;
+    // Reading the capture is judging's time, as is the streams' pace.
+    let mut laps = Laps::start();
+    let wire = judge::wire_of(&o);
+    if let Ok(t) = &wire {
+        for (id, on, w) in judge::pace::stream_wires(sc, &o, t) {
+            if let Some(run) = o.streams.iter_mut().find(|r| r.report.id == id && r.on == on) {
+                run.wire = Some(w);
+            }
+        }
+    }
     let faults: Vec<String> = sc.faults.iter().map(|f| f.describe()).collect();
     let base = ScenarioResult {
         name: sc.name.clone(),
@@ -219,8 +230,6 @@ fn judge_one(plan: &RunPlan, file: &Path, sc: &Scenario, ex: Executed) -> (Scena
     if let Some(why) = &o.skipped {
         return (ScenarioResult { status: Status::Skipped, skip_reason: Some(why.clone()), ..base }, None, false);
     }
-    let mut laps = Laps::start();
-    let wire = judge::wire_of(&o);
     let (mut verdicts, observations) = judge::judge(sc, &o, &wire);
     let mut unknown = false;
     if let Some(p) = &plan.profile {

@@ -379,7 +379,7 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
         match agent(agents, &on)?.request(&ToAgent::Do { index, action }, within).with_context(what)? {
             FromAgent::Done { probe, mw, stream, .. } => {
                 out.probes.extend(probe);
-                out.streams.extend(stream.map(|report| StreamRun { on: on.clone(), report: *report }));
+                out.streams.extend(stream.map(|report| StreamRun { on: on.clone(), report: *report, wire: None }));
                 if let Some(w) = mw {
                     keys.insert((on.clone(), w.name), w.rkey);
                 }
@@ -388,7 +388,7 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
         }
         if let Some((peer, _)) = receiver {
             match agent(agents, &peer)?.recv(within).with_context(what)? {
-                FromAgent::Done { stream, .. } => out.streams.extend(stream.map(|report| StreamRun { on: peer.clone(), report: *report })),
+                FromAgent::Done { stream, .. } => out.streams.extend(stream.map(|report| StreamRun { on: peer.clone(), report: *report, wire: None })),
                 other => return Err(unexpected(&peer, "Done", &other)),
             }
         }

@@ -19,6 +19,7 @@ use crate::scenario::model::{CompletionExpect, EventExpect, Memory, MemoryExpect
 use crate::scenario::pattern::{self, Pattern};
 
 pub(crate) mod observe;
+pub(crate) mod pace;
 pub(crate) mod probes;
 pub(crate) mod profile;
 pub(crate) mod timeline;
@@ -74,6 +75,9 @@ pub(crate) fn judge(sc: &Scenario, o: &Outcome, wire: &Result<Timeline, String>)
     }
     for e in &sc.expect.stream {
         push(stream(e, o), false);
+        if let Some(w) = pace::verdict(e, o) {
+            push(w, false);
+        }
     }
     let mut obs = match (wire, &answers) {
         (Ok(t), Ok(a)) => observe::observations(sc, o, Some((t, a))),
@@ -379,6 +383,16 @@ fn first_of(items: &[String]) -> String {
     format!("{}, … and {} more", items[..LISTED].join(", "), items.len() - LISTED)
 }
 
+/// `850 ns`, `12.4 µs`, `1.28 ms`, `2.05 s`.
+pub(crate) fn duration(ns: u64) -> String {
+    match ns {
+        0..1_000 => format!("{ns} ns"),
+        1_000..1_000_000 => format!("{:.1} µs", ns as f64 / 1e3),
+        1_000_000..1_000_000_000 => format!("{:.2} ms", ns as f64 / 1e6),
+        _ => format!("{:.2} s", ns as f64 / 1e9),
+    }
+}
+
 /// `40 µs`, `1.28 ms`.
 pub(crate) fn us_or_ms(us: u64) -> String {
     if us < 1000 {
@@ -407,13 +421,14 @@ fn stream(e: &StreamExpect, o: &Outcome) -> Verdict {
     if let Some(rx) = o.streams.iter().find(|s| s.report.id == e.id && s.report.verb == StreamVerb::Receive) {
         let got = &rx.report;
         actual.push_str(&format!("; {} received {} of {}", rx.on, got.completed, got.count));
+        let imm = r.verb == StreamVerb::WriteImm;
+        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ");
         match &got.mismatch {
+            None if got.completed > 0 && imm => actual.push_str(", each with its index as its immediate"),
             None if got.completed > 0 => actual.push_str(", each as seeded"),
             None => {}
-            Some(m) => {
-                let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ");
-                actual.push_str(&format!(", message {} differs at its byte {}: expected {}, found {}", m.message, m.offset, hex(&m.want), hex(&m.got)));
-            }
+            Some(m) if imm => actual.push_str(&format!(", message {}'s immediate: expected {}, found {}", m.message, hex(&m.want), if m.got.is_empty() { "none".into() } else { hex(&m.got) })),
+            Some(m) => actual.push_str(&format!(", message {} differs at its byte {}: expected {}, found {}", m.message, m.offset, hex(&m.want), hex(&m.got))),
         }
         if let Some(f) = &got.failed {
             actual.push_str(&format!("; its receive of message {} on QP {}: {}", f.wr_id, f.qp, f.status));

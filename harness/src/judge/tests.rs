@@ -343,3 +343,64 @@ fn nak_invalid_rd_request_end_to_end() {
     assert_eq!(v[0].expected, "responses [NAK Invalid RD Request]; NAKs invalid_rd_request; ICRCs valid");
     assert_eq!(obs.get("wire q from a: NAKs").map(String::as_str), Some("NAK Invalid RD Request"));
 }
+
+/// A stream's wire: its pace against its window and its latency bound, numbers
+/// from the made-up capture (requests from a, ACKs from b).
+#[test]
+fn a_streams_wire_against_its_window_and_latency_bound() {
+    use crate::agent::proto::StreamReport;
+    use crate::agent::stream::StreamVerb;
+    use crate::results::StreamRun;
+    let sc = scenario(
+        "[[mr]]\nname = 'src'\non = 'a'\nsize = 4096\naccess = ['local_write']\n[[mr]]\nname = 'dst'\non = 'b'\nsize = 4096\naccess = ['local_write', 'remote_write']\n\
+         [[step]]\nop = 'stream'\nid = 'w'\non = 'a'\nqp = 'q'\nverb = 'write'\ncount = 4\nsize = 16\nseed = 1\nwindow = 2\nlocal = { mr = 'src' }\nremote = { mr = 'dst' }\n\
+         [[expect.stream]]\nid = 'w'\nmax_ack_latency_ms = 3\n",
+    );
+    let report = StreamReport {
+        id: "w".into(),
+        verb: StreamVerb::Write,
+        qps: 1,
+        count: 4,
+        posted: 4,
+        completed: 4,
+        bytes: 64,
+        elapsed_us: 9000,
+        latency_us: None,
+        failed: None,
+        timed_out: false,
+        post_ns: 0,
+        mismatch: None,
+    };
+    let judged = |packets: Vec<Packet>| {
+        let t = Timeline { packets, ..Default::default() };
+        let mut o = outcome();
+        o.streams = vec![StreamRun { on: "a".into(), report: report.clone(), wire: None }];
+        for (id, on, w) in pace::stream_wires(&sc, &o, &t) {
+            assert_eq!((id.as_str(), on.as_str()), ("w", "a"));
+            o.streams[0].wire = Some(w);
+        }
+        let (v, _) = judge(&sc, &o, &Ok(t));
+        (v.into_iter().find(|v| v.what == "wire of stream w from a").expect("a wire verdict"), o)
+    };
+    let w = |n, ms, psn| pkt(n, ms, psn, "RDMA WRITE Only");
+    // Two at a time, each ACKed within 2 ms; PSN 101 lost once and resent.
+    let (v, o) = judged(vec![w(1, 0, 100), w(2, 1, 101), pkt(3, 2, 101, "nak"), w(4, 2, 101), pkt(5, 3, 101, "ack"), w(6, 4, 102), w(7, 4, 103), pkt(8, 6, 103, "ack")]);
+    assert!(v.pass, "{v:#?}");
+    assert!(v.actual.starts_with("peak 2; 4 of 4 messages acknowledged; request→ACK p50 2.00 ms, p99 2.00 ms, max 2.00 ms; 1 resends"), "{}", v.actual);
+    let wire = o.streams[0].wire.as_ref().unwrap();
+    assert_eq!((wire.messages, wire.acked, wire.resends, wire.naks, wire.window), (4, 4, 1, 1, 2));
+    assert_eq!(wire.plot.resends.len(), 1);
+    assert_eq!(wire.plot.naks[0].what, "NAK PSN Sequence Error");
+    assert_eq!(wire.plot.span_ns, 6_000_000);
+    assert_eq!(wire.plot.slices.iter().map(|s| s.messages).sum::<u64>(), 4);
+
+    // Three on the wire before the first ACK: past the window of 2.
+    let (v, _) = judged(vec![w(1, 0, 100), w(2, 0, 101), w(3, 0, 102), pkt(4, 1, 102, "ack"), w(5, 2, 103), pkt(6, 3, 103, "ack")]);
+    assert!(!v.pass && v.actual.starts_with("peak 3;"), "{v:#?}");
+    // Within the window, but one message waits 5 ms for its ACK: past the bound.
+    let (v, _) = judged(vec![w(1, 0, 100), pkt(2, 5, 100, "ack"), w(3, 5, 101), pkt(4, 6, 101, "ack")]);
+    assert!(!v.pass && v.actual.contains("max 5.00 ms"), "{v:#?}");
+    // A message never acknowledged fails the bound too.
+    let (v, _) = judged(vec![w(1, 0, 100), pkt(2, 1, 100, "ack"), w(3, 1, 101)]);
+    assert!(!v.pass && v.actual.contains("1 of 2 messages acknowledged"), "{v:#?}");
+}

@@ -65,6 +65,18 @@ impl Packet {
         !self.marks.dropped() && self.icrc_ok != Some(false)
     }
 
+    /// As pace analysis takes it.
+    pub(crate) fn pace(&self) -> dissector::flow::pace::Packet {
+        dissector::flow::pace::Packet {
+            number: self.number,
+            ts_ns: self.ts_ns,
+            psn: self.psn,
+            kind: self.opcode.info().map(|i| i.kind).unwrap_or_default(),
+            ack: self.ack,
+            delivered: self.delivered(),
+        }
+    }
+
     /// As go-back-N analysis takes it.
     pub(crate) fn recovery(&self) -> dissector::flow::recovery::Packet {
         dissector::flow::recovery::Packet {

@@ -148,22 +148,94 @@ fn fmt_ms(ns: u64) -> String {
     format!("{:.3}", ns as f64 / 1e6)
 }
 
-/// The ladder SVG of a scenario's capture, and notes (frames not drawn, …).
+/// Frames each side of an anomaly in a long capture's ladder windows.
+const WINDOW_BEFORE: usize = 12;
+const WINDOW_AFTER: usize = 28;
+/// Windows drawn of a long capture.
+const WINDOWS: usize = 6;
+/// The most frames one window grows to when anomalies follow each other.
+const WINDOW_MAX: usize = 120;
+
+/// Where a long capture's anomalies are: windows of frames (index ranges into the
+/// timeline, overlapping ones merged) around the first [`WINDOWS`] of them, each
+/// with what it shows.
+fn anomaly_windows(packets: &[Packet]) -> Vec<(std::ops::Range<usize>, String)> {
+    let mut windows: Vec<(std::ops::Range<usize>, String)> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    for (i, p) in packets.iter().enumerate() {
+        let resend = p.is_request && !p.marks.injected() && !seen.insert((p.src, p.dest_qp, p.psn.value()));
+        let r = Rung(p);
+        let why = match p.ack.and_then(|a| a.nak()) {
+            Some(_) => Some(p.response_name()),
+            None if resend => Some(format!("resend of PSN {}", p.psn)),
+            None => r.flags().into_iter().find(|f| f.0 && f.2.is_some()).and_then(|f| f.2),
+        };
+        let Some(why) = why else { continue };
+        let mut range = i.saturating_sub(WINDOW_BEFORE)..(i + WINDOW_AFTER).min(packets.len());
+        let full = windows.len() == WINDOWS;
+        match windows.last_mut() {
+            // Already in view.
+            Some((last, _)) if i < last.end => {}
+            // Close after the last one: one window, up to its longest.
+            Some((last, _)) if range.start <= last.end && range.end - last.start <= WINDOW_MAX => last.end = range.end,
+            _ if full => break,
+            Some((last, _)) => {
+                range.start = range.start.max(last.end);
+                windows.push((range, format!("frame {}: {why}", p.number)));
+            }
+            None => windows.push((range, format!("frame {}: {why}", p.number))),
+        }
+    }
+    windows
+}
+
+/// The ladder SVG of a scenario's capture, and notes (frames not drawn, …). A
+/// capture too long for one ladder gets windows around its first anomalies
+/// instead (the stream plot above gives the whole run).
 fn ladder(out: &mut String, s: &ScenarioResult, wire: &Timeline) {
+    if wire.packets.len() <= MAX_ROWS {
+        rungs(out, s, wire, &wire.packets);
+    } else {
+        long_ladder(out, s, wire);
+    }
+    if let Some(d) = &wire.damaged {
+        let _ = writeln!(out, "<p class=\"note damaged\">The capture is damaged: {} (the frames before the damage are shown).</p>", esc(d));
+    }
+}
+
+fn long_ladder(out: &mut String, s: &ScenarioResult, wire: &Timeline) {
+    let windows = anomaly_windows(&wire.packets);
+    let _ = writeln!(
+        out,
+        "<p class=\"note more\">{} RoCE frames, more than one ladder shows ({MAX_ROWS}): {}.</p>",
+        wire.packets.len(),
+        if windows.is_empty() { format!("no anomaly (drop, NAK, resend, mark) in them; the first {} frames", WINDOW_BEFORE + WINDOW_AFTER) } else { format!("the wire around its first {} anomalies (drops, NAKs, resends, marks), {WINDOW_BEFORE} frames before each and {WINDOW_AFTER} from it", windows.len()) }
+    );
+    if windows.is_empty() {
+        return rungs(out, s, wire, &wire.packets[..WINDOW_BEFORE + WINDOW_AFTER]);
+    }
+    for (range, why) in windows {
+        let (a, b) = (wire.packets[range.start].number, wire.packets[range.end - 1].number);
+        let _ = writeln!(out, "<h4 class=\"window\" data-first=\"{a}\" data-last=\"{b}\">frames {a}–{b} ({})</h4>", esc(&why));
+        rungs(out, s, wire, &wire.packets[range]);
+    }
+}
+
+/// A ladder of `packets`, some of `wire`'s.
+fn rungs(out: &mut String, s: &ScenarioResult, wire: &Timeline, packets: &[Packet]) {
     let lanes = lanes_of(s, wire);
     let lane_of =
         |ip: Option<IpAddr>| ip.and_then(|ip| lanes.iter().position(|l| l.ip == Some(ip)));
     let mut drawn = Vec::new();
     let mut stray = Vec::new();
-    let more = wire.packets.len().saturating_sub(MAX_ROWS);
-    for p in wire.packets.iter().take(MAX_ROWS) {
+    for p in packets {
         let r = Rung(p);
         match (lane_of(p.src), lane_of(p.dst)) {
             (Some(a), Some(b)) if a != b => drawn.push((r, a, b)),
             _ => stray.push(r),
         }
     }
-    if wire.packets.is_empty() {
+    if packets.is_empty() {
         out.push_str("<p class=\"note\">No RoCE frames in the capture.</p>\n");
     }
     if !drawn.is_empty() {
@@ -287,9 +359,6 @@ fn ladder(out: &mut String, s: &ScenarioResult, wire: &Timeline) {
             "<p class=\"legend\">Time in ms since the capture's first frame. <span class=\"k dropped\">✗ dropped by the lab switch</span> <span class=\"k injected\">- - injected duplicate</span> <span class=\"k held\">··· held (reordered/delayed)</span> <span class=\"k synthesized\">◆ synthesized by the switch (the responder never sent it)</span> <span class=\"k modified\">changed by the switch</span> <span class=\"k nak\">NAK</span> <span class=\"k rnr\">RNR NAK</span> <span class=\"k bad-icrc\">bad ICRC</span> <span class=\"k cnp\">CNP</span> <span class=\"k cm\">CM</span>. Hover an arrow for the decoded frame and the other frames of its PSN.</p>"
         );
     }
-    if more > 0 {
-        let _ = writeln!(out, "<p class=\"note more\">… {more} more frames (the ladder shows the first {MAX_ROWS}).</p>");
-    }
     if !stray.is_empty() {
         let shown: Vec<String> = stray
             .iter()
@@ -308,9 +377,123 @@ fn ladder(out: &mut String, s: &ScenarioResult, wire: &Timeline) {
             if stray.len() > shown.len() { "; …" } else { "" }
         );
     }
-    if let Some(d) = &wire.damaged {
-        let _ = writeln!(out, "<p class=\"note damaged\">The capture is damaged: {} (the frames before the damage are shown).</p>", esc(d));
+}
+
+/// Plot geometry, in px.
+const PLOT_W: f64 = 720.0;
+const PLOT_H: f64 = 180.0;
+const PLOT_LEFT: f64 = 64.0;
+const PLOT_TOP: f64 = 16.0;
+
+/// A stream's wire: its numbers per QP, its acknowledgement latency over the run
+/// with resends and NAKs marked, and what each QP got through.
+fn stream_wire(o: &mut String, st: &crate::results::StreamRun) {
+    let Some(w) = &st.wire else { return };
+    let d = crate::judge::duration;
+    let pct = |l: &Option<crate::agent::stream::Percentiles>| l.as_ref().map(|l| format!("{} / {} / {}", d(l.p50), d(l.p99), d(l.max))).unwrap_or_else(|| "–".into());
+    let _ = writeln!(
+        o,
+        "<h4 class=\"stream-wire\">Stream {} on the wire</h4>\n<p class=\"stream-wire-summary\">{} of {} messages acknowledged; at most {} unacknowledged at once (window {}); request→ACK p50 / p99 / max {}; {} resends (p50 / p99 / max after their cause {}); {} NAKs ({} RNR).</p>",
+        esc(&st.report.id),
+        w.acked,
+        w.messages,
+        w.peak_outstanding,
+        w.window,
+        pct(&w.ack_latency_ns),
+        w.resends,
+        pct(&w.resend_latency_ns),
+        w.naks,
+        w.rnr_naks
+    );
+    latency_plot(o, &st.report.id, &w.plot);
+    per_qp_bars(o, w, st.report.elapsed_us);
+    o.push_str("<details class=\"qp-pace\"><summary>each QP</summary><table class=\"qp-pace\"><thead><tr><th>QP</th><th>messages</th><th>acknowledged</th><th>peak unacknowledged</th><th>request→ACK p50 / p99 / max</th><th>resends</th><th>NAKs (RNR)</th></tr></thead><tbody>\n");
+    for q in &w.qps {
+        let _ = writeln!(
+            o,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td></tr>",
+            esc(&q.qp),
+            q.messages,
+            q.acked,
+            q.peak_outstanding,
+            pct(&q.ack_latency_ns),
+            q.resends,
+            q.naks,
+            q.rnr_naks
+        );
     }
+    o.push_str("</tbody></table></details>\n");
+}
+
+/// Latency over the run: each slice's median and highest, resends marked under
+/// the axis, NAKs over the plot.
+fn latency_plot(o: &mut String, id: &str, p: &crate::results::Plot) {
+    if p.slices.is_empty() {
+        return;
+    }
+    let top = p.slices.iter().map(|s| s.max_ns).max().unwrap_or(1).max(1) as f64;
+    let span = p.span_ns.max(1) as f64;
+    let x = |ns: u64| PLOT_LEFT + ns as f64 / span * PLOT_W;
+    let y = |ns: u64| PLOT_TOP + PLOT_H - ns as f64 / top * PLOT_H;
+    let (w, h) = (PLOT_LEFT + PLOT_W + 16.0, PLOT_TOP + PLOT_H + 44.0);
+    let _ = writeln!(
+        o,
+        "<svg class=\"latency-plot\" data-stream=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"request to ACK latency over the run of stream {}\">",
+        esc(id),
+        esc(id)
+    );
+    let (x0, y0, x1) = (PLOT_LEFT, PLOT_TOP + PLOT_H, PLOT_LEFT + PLOT_W);
+    let _ = writeln!(o, "<line class=\"axis\" x1=\"{x0}\" y1=\"{y0}\" x2=\"{x1}\" y2=\"{y0}\"/><line class=\"axis\" x1=\"{x0}\" y1=\"{PLOT_TOP}\" x2=\"{x0}\" y2=\"{y0}\"/>");
+    let d = crate::judge::duration;
+    let _ = writeln!(
+        o,
+        "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text><text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">0</text><text class=\"tick\" x=\"{x0}\" y=\"{}\">0</text><text class=\"tick\" x=\"{x1}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+        x0 - 4.0,
+        PLOT_TOP + 8.0,
+        d(top as u64),
+        x0 - 4.0,
+        y0,
+        y0 + 14.0,
+        y0 + 14.0,
+        d(p.span_ns)
+    );
+    let line = |f: fn(&crate::results::Slice) -> u64| -> String { p.slices.iter().map(|s| format!("{:.1},{:.1}", x(s.at_ns), y(f(s)))).collect::<Vec<_>>().join(" ") };
+    let _ = writeln!(o, "<polyline class=\"max\" points=\"{}\"><title>highest latency of each slice</title></polyline>", line(|s| s.max_ns));
+    let _ = writeln!(o, "<polyline class=\"p50\" points=\"{}\"><title>median latency of each slice</title></polyline>", line(|s| s.p50_ns));
+    for m in &p.resends {
+        let _ = writeln!(o, "<line class=\"resend\" x1=\"{0:.1}\" y1=\"{1}\" x2=\"{0:.1}\" y2=\"{2}\"><title>frame {3}: resend after {4}</title></line>", x(m.at_ns), y0 + 18.0, y0 + 26.0, m.frame, esc(&m.what));
+    }
+    for m in &p.naks {
+        let _ = writeln!(o, "<line class=\"nak\" x1=\"{0:.1}\" y1=\"{1}\" x2=\"{0:.1}\" y2=\"{2}\"><title>frame {3}: {4}</title></line>", x(m.at_ns), PLOT_TOP - 12.0, PLOT_TOP - 4.0, m.frame, esc(&m.what));
+    }
+    let _ = writeln!(o, "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">time since its first message; request→ACK latency (median, highest); ▲ NAKs above, resends below</text></svg>", x0 + PLOT_W / 2.0, y0 + 40.0);
+}
+
+/// Messages each QP got acknowledged, as bars: a starved QP stands out.
+fn per_qp_bars(o: &mut String, w: &crate::results::StreamWire, elapsed_us: u64) {
+    if w.qps.len() < 2 {
+        return;
+    }
+    let most = w.qps.iter().map(|q| q.acked).max().unwrap_or(0).max(1) as f64;
+    let bar = (PLOT_W / w.qps.len() as f64).min(24.0);
+    let (width, h) = (PLOT_LEFT + bar * w.qps.len() as f64 + 16.0, 120.0);
+    let secs = elapsed_us.max(1) as f64 / 1e6;
+    let _ = writeln!(o, "<svg class=\"qp-bars\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{}\" viewBox=\"0 0 {width} {}\" role=\"img\" aria-label=\"messages acknowledged per QP\">", h + 20.0, h + 20.0);
+    for (i, q) in w.qps.iter().enumerate() {
+        let bh = q.acked as f64 / most * (h - 10.0);
+        let _ = writeln!(
+            o,
+            "<rect class=\"bar\" data-qp=\"{}\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\"><title>{}: {} messages acknowledged, {:.0} a second</title></rect>",
+            esc(&q.qp),
+            PLOT_LEFT + i as f64 * bar,
+            h - bh,
+            (bar - 1.0).max(1.0),
+            esc(&q.qp),
+            q.acked,
+            q.acked as f64 / secs
+        );
+    }
+    let _ = writeln!(o, "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text><text class=\"tick\" x=\"{PLOT_LEFT}\" y=\"{}\">messages acknowledged per QP ({} QPs)</text></svg>", PLOT_LEFT - 4.0, 10.0 + 8.0, most as u64, h + 16.0, w.qps.len());
 }
 
 /// Where a report's capture is: as written, or relative to `base` (the saved
@@ -354,6 +537,15 @@ svg.ladder .lane-name { font-family: "DejaVu Sans", sans-serif; font-size: 14px;
 svg.ladder .lane-info { font-size: 11px; fill: #475569; }
 svg.ladder .col-head { font-size: 11px; fill: #64748b; }
 svg.ladder .time, svg.ladder .frame-no { font-size: 11px; fill: #64748b; }
+svg.latency-plot, svg.qp-bars { display: block; background: #fff; margin: 0.5em 0; }
+svg.latency-plot .axis { stroke: #94a3b8; }
+svg.latency-plot .tick, svg.qp-bars .tick { font-family: "DejaVu Sans", sans-serif; font-size: 11px; fill: #475569; }
+svg.latency-plot polyline { fill: none; stroke-width: 1.5; }
+svg.latency-plot .p50 { stroke: #2563eb; }
+svg.latency-plot .max { stroke: #93c5fd; }
+svg.latency-plot .resend { stroke: #ea580c; stroke-width: 1.5; }
+svg.latency-plot .nak { stroke: #dc2626; stroke-width: 1.5; }
+svg.qp-bars .bar { fill: #2563eb; }
 line.lane { stroke: #94a3b8; stroke-width: 2; }
 .arrow { color: #1e293b; }
 .arrow.response { color: #334155; }
@@ -539,6 +731,9 @@ fn scenario(
             );
         }
         o.push_str("</tbody></table>\n");
+        for st in s.streams.iter().filter(|st| st.wire.is_some()) {
+            stream_wire(o, st);
+        }
     }
 
     o.push_str("<h3>Endpoints</h3>\n");
@@ -840,18 +1035,58 @@ mod tests {
         assert!(page.contains("◆ synthesized by the switch (the responder never sent it)"), "the legend");
     }
 
-    /// Frames past the ladder's limit are counted, not drawn.
+    /// A capture longer than one ladder: windows around its first anomalies,
+    /// overlapping ones merged, at most [`WINDOWS`]; with no anomaly, the run's
+    /// first frames.
     #[test]
-    fn long_captures_are_cut_with_a_count() {
-        let mut w = timeline::read(&capture("rc_drop_retransmit.pcapng")).unwrap();
-        let n = w.packets.len();
-        let last = w.packets[n - 1].clone();
-        w.packets.extend(std::iter::repeat_n(last, MAX_ROWS));
+    fn long_captures_get_windows_around_their_anomalies() {
+        let w = timeline::read(&capture("rc_drop_retransmit.pcapng")).unwrap();
+        let ack = w.packets.iter().find(|p| p.response_name() == "ACK").unwrap().clone();
+        let nak = w.packets.iter().find(|p| p.response_name() == "NAK PSN Sequence Error").unwrap().clone();
         let s = between_a_and_b();
+
+        // The real run (a drop, its NAK and the resends) then quiet ACKs: one window.
+        let mut long = w.clone();
+        long.packets.extend(std::iter::repeat_n(ack.clone(), MAX_ROWS));
         let mut page = String::new();
-        ladder(&mut page, &s, &w);
-        assert!(page.contains(&format!("… {n} more frames (the ladder shows the first {MAX_ROWS})")), "{}", &page[page.len().saturating_sub(300)..]);
-        assert_eq!(page.matches("<g class=\"arrow").count(), MAX_ROWS);
+        ladder(&mut page, &s, &long);
+        assert!(page.contains(&format!("{} RoCE frames, more than one ladder shows", long.packets.len())), "{page:.400}");
+        assert_eq!(page.matches("<h4 class=\"window\"").count(), 1, "the drop, the NAK and the resends are one window");
+        assert!(page.contains("data-frame=\"12\"") && page.contains("(frame 12: ✗ dropped by the lab switch)"), "the first anomaly is the drop of frame 12");
+        let arrows = page.matches("<g class=\"arrow").count();
+        assert!(arrows > 0 && arrows < WINDOW_BEFORE + WINDOW_AFTER + w.packets.len(), "{arrows}");
+
+        // NAKs every 100 frames: six windows, apart.
+        let mut spaced = Timeline::default();
+        for i in 0..(MAX_ROWS + 1000) {
+            let mut p = if i % 100 == 50 { nak.clone() } else { ack.clone() };
+            p.number = i as u64 + 1;
+            spaced.packets.push(p);
+        }
+        let windows = anomaly_windows(&spaced.packets);
+        assert_eq!(windows.len(), WINDOWS);
+        assert_eq!(windows[0].0, 38..78);
+        assert!(windows.windows(2).all(|w| w[0].0.end <= w[1].0.start));
+        assert_eq!(windows[1].1, "frame 151: NAK PSN Sequence Error");
+
+        // A NAK every 10 frames (a storm): windows of at most WINDOW_MAX frames,
+        // back to back, never overlapping.
+        let mut storm = spaced.clone();
+        for (i, p) in storm.packets.iter_mut().enumerate() {
+            *p = if i % 10 == 5 { nak.clone() } else { ack.clone() };
+            p.number = i as u64 + 1;
+        }
+        let windows = anomaly_windows(&storm.packets);
+        assert_eq!(windows.len(), WINDOWS);
+        assert!(windows.iter().all(|(r, _)| r.len() <= WINDOW_MAX + WINDOW_AFTER), "{windows:?}");
+        assert!(windows.windows(2).all(|w| w[0].0.end <= w[1].0.start), "{windows:?}");
+
+        // Nothing wrong anywhere: the first MAX_ROWS frames, said so.
+        let quiet = Timeline { packets: vec![ack; MAX_ROWS + 5], ..Default::default() };
+        let mut page = String::new();
+        ladder(&mut page, &s, &quiet);
+        assert!(page.contains("no anomaly"), "{page:.300}");
+        assert_eq!(page.matches("<g class=\"arrow").count(), WINDOW_BEFORE + WINDOW_AFTER);
     }
 
     #[test]

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::proto::{Event, MrInfo, ProbeSent, QpInfo, Wc};
 use crate::agent::proto::StreamReport;
-use crate::agent::stream::Verification;
+use crate::agent::stream::{Percentiles, Verification};
 
 pub(crate) mod profile;
 pub(crate) mod suite;
@@ -262,12 +262,89 @@ pub(crate) struct ScenarioResult {
     pub streams: Vec<StreamRun>,
 }
 
-/// A stream step as its endpoint carried it out.
+/// A stream step as its endpoint carried it out, and as the wire shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct StreamRun {
     pub on: String,
     #[serde(flatten)]
     pub report: StreamReport,
+    /// Its requester's pace on the wire (none without a capture, and none for the
+    /// receiving side of a SEND stream).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<StreamWire>,
+}
+
+/// A stream's QPs on the wire, all together and one by one: messages from their
+/// first packet to the response that acknowledged them, resends from what set them
+/// off, and how far the requester ran ahead of the acknowledgements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct StreamWire {
+    /// Messages the requester put on the wire (a resend is not a new message).
+    pub messages: u64,
+    pub acked: u64,
+    /// The most messages unacknowledged at once, over all the stream's QPs.
+    pub peak_outstanding: u64,
+    /// The stream's window: the most the agent keeps posted and not completed.
+    pub window: u32,
+    /// From a message's first packet to the response that acknowledged it.
+    pub ack_latency_ns: Option<Percentiles>,
+    pub resends: u64,
+    /// From what set a resend off (a NAK, the ACK timer, an RNR NAK) to the resend.
+    pub resend_latency_ns: Option<Percentiles>,
+    pub naks: u64,
+    pub rnr_naks: u64,
+    pub qps: Vec<QpPace>,
+    /// Latency over time, for the HTML report's plot.
+    pub plot: Plot,
+}
+
+/// One QP of a stream on the wire.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct QpPace {
+    pub qp: String,
+    pub messages: u64,
+    pub acked: u64,
+    pub peak_outstanding: u64,
+    pub ack_latency_ns: Option<Percentiles>,
+    pub resends: u64,
+    pub naks: u64,
+    pub rnr_naks: u64,
+}
+
+/// A stream's acknowledgement latency over time, in at most [`Plot::BINS`] slices
+/// of its run, and its anomalies: enough to draw a run of any length.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(crate) struct Plot {
+    /// The run, from the first message on the wire to the last acknowledgement.
+    pub span_ns: u64,
+    /// Each slice that acknowledged something: where it starts (ns from the first
+    /// message), its median and its highest latency (ns), how many messages.
+    pub slices: Vec<Slice>,
+    /// Resends (the first [`Plot::MARKS`]): ns from the first message, and what
+    /// set each off.
+    pub resends: Vec<Mark>,
+    /// NAKs and RNR NAKs (the first [`Plot::MARKS`]).
+    pub naks: Vec<Mark>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Slice {
+    pub at_ns: u64,
+    pub p50_ns: u64,
+    pub max_ns: u64,
+    pub messages: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Mark {
+    pub at_ns: u64,
+    pub frame: u64,
+    pub what: String,
+}
+
+impl Plot {
+    pub(crate) const BINS: u64 = 400;
+    pub(crate) const MARKS: usize = 500;
 }
 
 /// A stream's messages in an MR, checked where the MR is.

@@ -18,6 +18,8 @@ use crate::verbs::{Access, EventType, Feature, MwKind, Placement, Selectivity, S
 
 /// The longest message a stream may post.
 const MAX_STREAM_MESSAGE: u32 = 1 << 30;
+/// The largest stream ring (`ring`): its memory check keeps 5 bytes per byte.
+const MAX_RING: u64 = 16 << 20;
 
 /// The `timeout_ms` a scenario may set.
 const TIMEOUT_MS: std::ops::RangeInclusive<u64> = 1_000..=3_600_000;
@@ -97,6 +99,14 @@ pub(crate) fn psn_at(r: &PsnRef) -> Result<PsnAt, String> {
             Ok(PsnAt::Next(sign * n))
         }
     }
+}
+
+/// A stream's QPs, as its receives need them: the peer they go to, how many,
+/// and the fewest receives one of them can hold.
+struct StreamQps<'a> {
+    peer: &'a str,
+    count: usize,
+    recv_wr: u32,
 }
 
 struct Checker<'a> {
@@ -734,7 +744,7 @@ impl<'a> Checker<'a> {
 
     /// A stream step: its QPs (one peer), verb, sizes and regions, every bound.
     fn stream(&mut self, s: &file::StepFile, op: &StepOp, ids: &mut Vec<String>) -> Option<Step> {
-        let StepOp::Stream { id, on, qp, qps, verb, count, size, seed, window, signal_every, local, remote, receive, add, within_ms } = op else {
+        let StepOp::Stream { id, on, qp, qps, verb, count, size, seed, window, signal_every, local, remote, receive, add, within_ms, ring, spread } = op else {
             return None;
         };
         if ids.contains(id) {
@@ -772,14 +782,15 @@ impl<'a> Checker<'a> {
             ("write", None) => StreamVerb::Write,
             ("read", None) => StreamVerb::Read,
             ("send", None) => StreamVerb::Send,
+            ("write_imm", None) => StreamVerb::WriteImm,
             ("fetch_add", a) => StreamVerb::FetchAdd { add: a.unwrap_or(1) },
-            ("write" | "read" | "send", Some(_)) => {
+            ("write" | "read" | "send" | "write_imm", Some(_)) => {
                 self.err(Some(s.at("add")), "`add` is for a `fetch_add` stream", None);
                 return None;
             }
             (other, _) => {
-                let hint = name_hint(other, ["write", "read", "fetch_add", "send"]);
-                self.err(Some(s.at("verb")), format!("a stream of `{other}`: streams post `write`, `read`, `fetch_add` or `send`"), hint);
+                let hint = name_hint(other, ["write", "read", "fetch_add", "send", "write_imm"]);
+                self.err(Some(s.at("verb")), format!("a stream of `{other}`: streams post `write`, `read`, `fetch_add`, `send` or `write_imm`"), hint);
                 return None;
             }
         };
@@ -801,8 +812,18 @@ impl<'a> Checker<'a> {
                 return None;
             }
         };
-        let content = StreamContent { seed: seed.unwrap_or(1), count: *count, sizes };
         let window = window.unwrap_or(16);
+        let mut content = StreamContent { seed: seed.unwrap_or(1), count: *count, sizes, ring: None, spread: Spread::RoundRobin };
+        content.ring = ring.filter(|&r| self.stream_ring(s, verb, r, window, u64::from(content.max_len())));
+        content.spread = match spread.as_deref() {
+            None | Some("round_robin") => Spread::RoundRobin,
+            Some("random") => Spread::Random,
+            Some(other) => {
+                let hint = name_hint(other, ["round_robin", "random"]);
+                self.err(Some(s.at("spread")), format!("a spread of `{other}`: messages go `round_robin` or `random` over the QPs"), hint);
+                Spread::RoundRobin
+            }
+        };
         if window == 0 || u64::from(window) > send_wr {
             let hint = format!("its QPs' send queues hold {send_wr} work requests in all (`max_send_wr`, default 16 each)");
             self.err(Some(s.at("window")), format!("a window of {window}: give 1 to {send_wr}"), Some(hint));
@@ -817,7 +838,7 @@ impl<'a> Checker<'a> {
         }
         let (local_span, remote_span) = match verb {
             StreamVerb::FetchAdd { .. } => (8 * count, 8),
-            _ => (content.total(), content.total()),
+            _ => (content.span(), content.span()),
         };
         match self.mr_file(on, &local.mr) {
             None => {
@@ -830,13 +851,22 @@ impl<'a> Checker<'a> {
             Some(_) => {}
         }
         let receive = match (verb, receive, remote) {
-            (StreamVerb::Send, Some(r), None) => Some(self.stream_receives(s, &peer, &content, names.len(), recv_wr, r)),
+            // A SEND goes to the receives alone; a WRITE with immediate to the
+            // peer's MR and a receive.
+            (StreamVerb::Send, Some(r), None) | (StreamVerb::WriteImm, Some(r), Some(_)) => {
+                let qps = StreamQps { peer: &peer, count: names.len(), recv_wr };
+                Some(self.stream_receives(s, verb, qps, &content, r))
+            }
+            (StreamVerb::WriteImm, _, _) => {
+                self.err(Some(s.at("verb")), "a `write_imm` stream writes the peer's MR and consumes its receives: give `remote = { mr = \"…\" }` and `receive = { depth = … }`", None);
+                return None;
+            }
             (StreamVerb::Send, _, _) => {
                 self.err(Some(s.at("verb")), "a `send` stream goes to the peer's receives: give `receive = { mr = \"…\" }`, and no `remote`", None);
                 return None;
             }
             (_, Some(_), _) => {
-                self.err(Some(s.at("receive")), "`receive` is for a `send` stream", None);
+                self.err(Some(s.at("receive")), "`receive` is for a `send` or `write_imm` stream", None);
                 return None;
             }
             (_, None, None) => {
@@ -866,9 +896,39 @@ impl<'a> Checker<'a> {
         }))
     }
 
+    /// A stream's ring: for the verbs whose memory can go round one, large enough
+    /// that no message in flight is written over, small enough to check.
+    fn stream_ring(&mut self, s: &file::StepFile, verb: StreamVerb, ring: u64, window: u32, longest: u64) -> bool {
+        if !matches!(verb, StreamVerb::Write | StreamVerb::Send | StreamVerb::WriteImm) {
+            let why = match verb {
+                StreamVerb::Read => "a READ stream reads the peer's MR, filled once before it starts, so its messages cannot share the bytes",
+                _ => "an atomic stream's old values each have their own 8 bytes",
+            };
+            self.err(Some(s.at("ring")), format!("`ring` is for `write`, `write_imm` and `send` streams: {why}"), None);
+            return false;
+        }
+        // A message that would run past the end starts again at 0: up to one
+        // message's length is lost at the end of each lap.
+        let need = (u64::from(window) + 2) * longest;
+        if ring < need {
+            self.err(
+                Some(s.at("ring")),
+                format!("a ring of {ring} bytes: with a window of {window}, messages of up to {longest} bytes need at least {need} ((window + 2) × the longest), or a message in flight is written over"),
+                None,
+            );
+            return false;
+        }
+        if ring > MAX_RING {
+            self.err(Some(s.at("ring")), format!("a ring of {ring} bytes: at most {MAX_RING} (its check holds the owner of each byte)"), Some("leave out `ring` to lay the messages back to back".into()));
+            return false;
+        }
+        true
+    }
+
     /// The peer's receives of a SEND stream: a ring of `depth` slots of the
-    /// longest message per QP in its MR.
-    fn stream_receives(&mut self, s: &file::StepFile, peer: &str, content: &StreamContent, qps: usize, recv_wr: u32, r: &file::StreamReceive) -> ReceiveSpec {
+    /// longest message per QP in its MR. A `write_imm` stream's hold no bytes.
+    fn stream_receives(&mut self, s: &file::StepFile, verb: StreamVerb, qps: StreamQps<'_>, content: &StreamContent, r: &file::StreamReceive) -> ReceiveSpec {
+        let StreamQps { peer, count: qps, recv_wr } = qps;
         let depth = r.depth.unwrap_or(16);
         if depth == 0 || depth > recv_wr {
             let hint = format!("the stream's QPs' receive queues hold {recv_wr} each (`max_recv_wr`, default 16)");
@@ -879,19 +939,33 @@ impl<'a> Checker<'a> {
             self.err(Some(s.at("receive")), format!("a low water mark of {low_water} with {depth} receives: it goes below the depth"), Some("receives are reposted once no more than `low_water` are left".into()));
         }
         let need = u64::from(content.max_len()) * u64::from(depth) * qps as u64;
-        match self.mr_file(peer, &r.mr) {
-            None => {
-                let hint = name_hint(&r.mr, self.mr_names_on(peer));
-                self.err(Some(s.at("receive")), format!("no MR `{}` on `{peer}`", r.mr), hint);
+        let mr = match (verb, &r.mr) {
+            (StreamVerb::WriteImm, None) => None,
+            (StreamVerb::WriteImm, Some(_)) => {
+                self.err(Some(s.at("receive")), "a `write_imm` stream's data goes to `remote`; its receives hold no bytes: leave out `receive.mr`", None);
+                None
             }
-            Some(m) if r.offset.saturating_add(need) > m.size.value => self.err(
-                Some(s.at("receive")),
-                format!("{depth} receives of {} bytes on each of {qps} QPs need {need} bytes from offset {} of MR `{}` on `{peer}`, which has {}", content.max_len(), r.offset, r.mr, m.size.value),
-                None,
-            ),
-            Some(_) => {}
+            (_, None) => {
+                self.err(Some(s.at("receive")), "a `send` stream's receives need an MR to land in: `receive = { mr = \"…\" }`", None);
+                None
+            }
+            (_, Some(mr)) => Some(mr.clone()),
+        };
+        if let Some(mr) = &mr {
+            match self.mr_file(peer, mr) {
+                None => {
+                    let hint = name_hint(mr, self.mr_names_on(peer));
+                    self.err(Some(s.at("receive")), format!("no MR `{mr}` on `{peer}`"), hint);
+                }
+                Some(m) if r.offset.saturating_add(need) > m.size.value => self.err(
+                    Some(s.at("receive")),
+                    format!("{depth} receives of {} bytes on each of {qps} QPs need {need} bytes from offset {} of MR `{mr}` on `{peer}`, which has {}", content.max_len(), r.offset, m.size.value),
+                    None,
+                ),
+                Some(_) => {}
+            }
         }
-        ReceiveSpec { mr: r.mr.clone(), offset: r.offset, depth, low_water }
+        ReceiveSpec { mr, offset: r.offset, depth, low_water }
     }
 
     /// A stream's remote end: an MR of the peer that holds it.
@@ -1418,7 +1492,7 @@ impl<'a> Checker<'a> {
                     // Where the stream's messages land: the peer's MR for a WRITE, the
                     // poster's for a READ.
                     let at = match st.verb {
-                        StreamVerb::Write => st.remote.as_ref().map(|r| (&st.peer, &r.mr, r.offset)),
+                        StreamVerb::Write | StreamVerb::WriteImm => st.remote.as_ref().map(|r| (&st.peer, &r.mr, r.offset)),
                         StreamVerb::Read => Some((&st.on, &st.local_mr, st.local_offset)),
                         StreamVerb::FetchAdd { .. } | StreamVerb::Send | StreamVerb::Receive => None,
                     };
@@ -1464,7 +1538,7 @@ impl<'a> Checker<'a> {
                     if completed > st.content.count {
                         self.err(Some(x.id.span.clone()), format!("{completed} completed of a stream of {}", st.content.count), None);
                     }
-                    e.stream.push(StreamExpect { id: st.id.clone(), on: st.on.clone(), completed });
+                    e.stream.push(StreamExpect { id: st.id.clone(), on: st.on.clone(), completed, max_ack_latency_ms: x.max_ack_latency_ms });
                 }
             }
         }
@@ -1472,7 +1546,7 @@ impl<'a> Checker<'a> {
         // wire is not a message done.
         for st in streams(steps) {
             if !e.stream.iter().any(|x| x.id == st.id) {
-                e.stream.push(StreamExpect { id: st.id.clone(), on: st.on.clone(), completed: st.content.count });
+                e.stream.push(StreamExpect { id: st.id.clone(), on: st.on.clone(), completed: st.content.count, max_ack_latency_ms: None });
             }
         }
         e
@@ -1644,9 +1718,21 @@ stream = "w"
         let sc = parse_str(Path::new("t.toml"), STREAM).unwrap_or_else(|e| panic!("{}", e[0]));
         let Step::Stream(st) = &sc.steps[0] else { panic!("{:?}", sc.steps[0]) };
         assert_eq!((st.peer.as_str(), st.qps.clone(), st.window, st.signal_every), ("b", vec!["q".to_string()], 32, 8));
-        assert_eq!(st.content, StreamContent { seed: 1, count: 10000, sizes: Sizes::Fixed(64) });
-        assert_eq!(sc.expect.stream, vec![StreamExpect { id: "w".into(), on: "a".into(), completed: 10000 }]);
+        assert_eq!(st.content, StreamContent { seed: 1, count: 10000, sizes: Sizes::Fixed(64), ring: None, spread: Spread::RoundRobin });
+        assert_eq!(sc.expect.stream, vec![StreamExpect { id: "w".into(), on: "a".into(), completed: 10000, max_ack_latency_ms: None }]);
         assert!(matches!(&sc.expect.memory[0].want, Memory::Stream { id, content } if id == "w" && content.count == 10000));
+    }
+
+    /// A ring: 10,000 messages of 64..=1024 bytes go round 64 KiB, so MRs far
+    /// smaller than the stream's bytes hold it, and the memory check knows.
+    #[test]
+    fn a_ring_lets_a_long_stream_go_round_a_small_region() {
+        let text = STREAM.replace("window = 32", "window = 32\nring = 65536\nsize = { min = 64, max = 1024 }");
+        let sc = parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
+        let Step::Stream(st) = &sc.steps[0] else { panic!() };
+        assert_eq!(st.content.ring, Some(65536));
+        assert!(st.content.total() > 640_000 && st.content.span() <= 65536, "{} bytes round {}", st.content.total(), st.content.span());
+        assert!(matches!(&sc.expect.memory[0].want, Memory::Stream { content, .. } if content.ring == Some(65536)));
     }
 
     #[test]
@@ -1662,6 +1748,9 @@ stream = "w"
             (STREAM.replace("id = \"w\"\n[[expect.memory]]", "id = \"x\"\n[[expect.memory]]"), "t.toml:32:", "no stream step named `x`"),
             (STREAM.replace("on = \"b\"\nmr = \"dst\"\nstream", "on = \"a\"\nmr = \"src\"\nstream"), "t.toml:36:", "stream `w` lands in MR `dst` on `b` from offset 0"),
             (STREAM.replace("verb = \"write\"", "verb = \"write\"\nadd = 1"), "t.toml:", "`add` is for a `fetch_add` stream"),
+            (STREAM.replace("window = 32", "window = 32\nring = 2000"), "t.toml:", "a ring of 2000 bytes: with a window of 32, messages of up to 64 bytes need at least 2176"),
+            (STREAM.replace("verb = \"write\"", "verb = \"read\"\nring = 4096"), "t.toml:", "`ring` is for `write`, `write_imm` and `send` streams: a READ stream reads the peer's MR"),
+            (STREAM.replace("window = 32", "window = 32\nring = 20000000"), "t.toml:", "a ring of 20000000 bytes: at most 16777216"),
         ];
         for (text, at, what) in cases {
             let e = errors(&text);
@@ -1708,20 +1797,44 @@ stream = "w"
         assert!(count_range("a..b").is_err_and(|m| m.contains("`a` is not a count")));
     }
 
+    /// WRITEs with immediate: the peer's MR as a WRITE stream's, and receives of
+    /// no bytes; dealt at random when asked.
+    #[test]
+    fn a_write_imm_stream_writes_the_peers_mr_and_consumes_its_receives() {
+        let imm = STREAM.replace("verb = \"write\"", "verb = \"write_imm\"\nspread = \"random\"").replace("remote = { mr = \"dst\" }", "remote = { mr = \"dst\" }\nreceive = { depth = 16 }");
+        let sc = parse_str(Path::new("t.toml"), &imm).unwrap_or_else(|e| panic!("{}", e[0]));
+        let Step::Stream(st) = &sc.steps[0] else { panic!() };
+        assert_eq!((st.verb, st.content.spread), (StreamVerb::WriteImm, Spread::Random));
+        assert_eq!(st.receive, Some(ReceiveSpec { mr: None, offset: 0, depth: 16, low_water: 15 }));
+        assert!(matches!(&sc.expect.memory[0].want, Memory::Stream { id, .. } if id == "w"), "its memory is checked as a WRITE's");
+        let cases = [
+            (imm.replace("receive = { depth = 16 }", ""), "a `write_imm` stream writes the peer's MR and consumes its receives"),
+            (imm.replace("receive = { depth = 16 }", "receive = { mr = \"dst\" }"), "its receives hold no bytes: leave out `receive.mr`"),
+            (imm.replace("spread = \"random\"", "spread = \"randm\""), "a spread of `randm`"),
+        ];
+        for (text, what) in cases {
+            let m = errors(&text)[0].to_string();
+            assert!(m.contains(what), "{what}: {m}");
+        }
+        parse_str(Path::new("t.toml"), &imm.replace("receive = { depth = 16 }", "receive = { depth = 16 }\nring = 4096")).unwrap_or_else(|e| panic!("{}", e[0]));
+        let send = STREAM.replace("verb = \"write\"", "verb = \"send\"").replace("remote = { mr = \"dst\" }", "receive = { depth = 8 }");
+        assert!(errors(&send)[0].to_string().contains("a `send` stream's receives need an MR to land in"));
+    }
+
     #[test]
     fn a_send_stream_names_the_peers_receives_and_they_must_fit() {
         let send = STREAM.replace("verb = \"write\"", "verb = \"send\"").replace("remote = { mr = \"dst\" }", "receive = { mr = \"dst\", depth = 8, low_water = 2 }").replace("[[expect.memory]]\non = \"b\"\nmr = \"dst\"\nstream = \"w\"\n", "");
         let sc = parse_str(Path::new("t.toml"), &send).unwrap_or_else(|e| panic!("{}", e[0]));
         let Step::Stream(st) = &sc.steps[0] else { panic!() };
         assert_eq!((st.verb, st.remote.clone()), (StreamVerb::Send, None));
-        assert_eq!(st.receive, Some(ReceiveSpec { mr: "dst".into(), offset: 0, depth: 8, low_water: 2 }));
+        assert_eq!(st.receive, Some(ReceiveSpec { mr: Some("dst".into()), offset: 0, depth: 8, low_water: 2 }));
         let cases = [
             (send.replace("receive = { mr = \"dst\", depth = 8, low_water = 2 }", "remote = { mr = \"dst\" }"), "a `send` stream goes to the peer's receives"),
             (send.replace("depth = 8", "depth = 17"), "a receive depth of 17: give 1 to 16"),
             (send.replace("low_water = 2", "low_water = 8"), "a low water mark of 8 with 8 receives"),
             (send.replace("depth = 8, low_water = 2", "offset = 639990"), "16 receives of 64 bytes on each of 1 QPs need 1024 bytes from offset 639990"),
             (send.clone() + "[[expect.memory]]\non = \"b\"\nmr = \"dst\"\nstream = \"w\"\n", "stream `w` sends: the peer checks each message as it arrives"),
-            (STREAM.replace("remote = { mr = \"dst\" }", "receive = { mr = \"dst\" }"), "`receive` is for a `send` stream"),
+            (STREAM.replace("remote = { mr = \"dst\" }", "receive = { mr = \"dst\" }"), "`receive` is for a `send` or `write_imm` stream"),
         ];
         for (text, what) in cases {
             let m = errors(&text)[0].to_string();

@@ -325,7 +325,9 @@ pub(crate) enum StreamSize {
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct StreamReceive {
-    pub(crate) mr: String,
+    /// Where SENDs land (a `write_imm` stream's receives hold no bytes: none).
+    #[serde(default)]
+    pub(crate) mr: Option<String>,
     #[serde(default)]
     pub(crate) offset: u64,
     #[serde(default)]
@@ -430,6 +432,16 @@ pub(crate) enum StepOp {
         add: Option<u64>,
         #[serde(default)]
         within_ms: Option<u64>,
+        /// The messages go round a ring of this many bytes (from `local.offset`,
+        /// and from the peer's `remote.offset` for a `write`): one that would run
+        /// past its end starts again at its start. It must hold `window` + 2 of
+        /// the longest message, so that no message in flight is written over.
+        #[serde(default)]
+        ring: Option<u64>,
+        /// How messages are dealt to `qps`: `round_robin` (default; message `i`
+        /// on QP `i mod n`) or `random` (each drawn from `seed`).
+        #[serde(default)]
+        spread: Option<String>,
     },
     Write {
         on: String,
@@ -780,6 +792,11 @@ pub(crate) struct StreamExpectFile {
     pub(crate) id: Sp<String>,
     #[serde(default)]
     pub(crate) completed: Option<u64>,
+    /// No message on any of the stream's QPs waited longer than this on the wire,
+    /// from its first packet to the response that acknowledged it (a QP starved
+    /// by the others fails it). Needs a capture.
+    #[serde(default)]
+    pub(crate) max_ack_latency_ms: Option<u64>,
 }
 
 /// Asynchronous events an endpoint saw (`ibv_get_async_event`).

@@ -9,7 +9,7 @@ use dissector::wire::{NakKind, Opcode, Psn};
 
 pub(crate) use super::file::{ConnectMethod, Content, QpType};
 use super::pattern::Pattern;
-pub(crate) use crate::agent::stream::{Content as StreamContent, Sizes, StreamVerb};
+pub(crate) use crate::agent::stream::{Content as StreamContent, Sizes, Spread, StreamVerb};
 use crate::verbs::{Access, EventType, Feature, MwKind, Placement, Selectivity, SendFlag, WcOpcode, WcStatus};
 
 /// The deadline of a scenario that sets no `timeout_ms`.
@@ -268,7 +268,8 @@ pub(crate) struct StreamStep {
 /// The peer's receives for a SEND stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ReceiveSpec {
-    pub(crate) mr: String,
+    /// Where the SENDs land; none for a `write_imm` stream's receives.
+    pub(crate) mr: Option<String>,
     pub(crate) offset: u64,
     pub(crate) depth: u32,
     pub(crate) low_water: u32,
@@ -399,6 +400,9 @@ pub(crate) struct StreamExpect {
     pub(crate) id: String,
     pub(crate) on: String,
     pub(crate) completed: u64,
+    /// No message on any of its QPs waited longer on the wire for its
+    /// acknowledgement: none starved.
+    pub(crate) max_ack_latency_ms: Option<u64>,
 }
 
 /// Asynchronous events `on` saw: of this type (about this SRQ); exactly `count`,
