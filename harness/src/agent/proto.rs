@@ -29,8 +29,10 @@ use crate::verbs::{Access, Caps, EventType, Feature, MwKind, Placement, QpKind, 
 /// Bumped on any incompatible change; both sides say theirs in `Hello`. 3: device
 /// capabilities, memory windows, SRQs, ATOMIC WRITE, FLUSH, invalidation. 4: the
 /// passive side listens (`Listen`) before the active side is asked to connect;
-/// streams (`Action::Stream`, `Verify`).
-pub(crate) const VERSION: u32 = 4;
+/// streams (`Action::Stream`, `Verify`). 5: the receiving side of SEND and
+/// WRITE-with-immediate streams (`Action::Receive`, its `mr` optional), streams
+/// round a ring and dealt at random (`Content::ring`, `Content::spread`).
+pub(crate) const VERSION: u32 = 5;
 /// No message is larger (a memory dump of a 512 KiB MR in hex fits).
 pub(crate) const MAX_MESSAGE: usize = 2 << 20;
 /// The largest MR read back whole (`ReadMemory`); larger ones are checked where
