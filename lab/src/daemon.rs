@@ -28,6 +28,8 @@ use super::switch::{RunId, RunReport, RunSpec, Switch, Wire};
 use super::vm::{self, Accel, VmSpec};
 
 const GUEST_INIT: &str = include_str!("assets/guest-init.sh");
+/// How often the VMs' consoles are read for a stuck NIC.
+const CONSOLE_EVERY: Duration = Duration::from_secs(1);
 
 pub struct DaemonOpts {
     pub paths: LabPaths,
@@ -430,6 +432,10 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
 
     let mut next_conn: u64 = 1;
     let mut failed_at: Option<Instant> = None;
+    // The VMs' consoles, for a NIC that stopped transmitting (a wedged virtio TX
+    // queue: the guest lives, its wire is dead).
+    let mut consoles: [state::ConsoleWatch; 2] = Default::default();
+    let mut console_checked = Instant::now();
     loop {
         if shared.shutdown.load(Ordering::SeqCst) {
             break;
@@ -465,6 +471,21 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
                             paths.console(vm).display()
                         )));
                     }
+                }
+            }
+        }
+        if matches!(shared.phase(), Phase::Ready) && console_checked.elapsed() >= CONSOLE_EVERY {
+            console_checked = Instant::now();
+            for vm in Vm::BOTH {
+                if let Some(line) = consoles[vm.index()].nic_stuck(&paths.console(vm)) {
+                    log(&format!("VM {}: {line}", vm.name()));
+                    shared.set_phase(Phase::Failed(format!(
+                        "VM {}'s NIC stopped transmitting: its kernel says `{line}`; nothing leaves the VM any more, so every exchange with it times out\nconsole ({}):\n{}",
+                        vm.name(),
+                        paths.console(vm).display(),
+                        state::tail(&paths.console(vm), 8)
+                    )));
+                    shared.fail_routes(vm, "its NIC stopped transmitting (NETDEV WATCHDOG in its kernel log)");
                 }
             }
         }

@@ -272,6 +272,41 @@ pub fn recover_stale(paths: &LabPaths) -> Vec<String> {
 }
 
 /// The end of a log file, for error messages.
+/// A VM's console, read as it grows: what it says its NIC did wrong.
+#[derive(Debug, Default)]
+pub struct ConsoleWatch {
+    offset: u64,
+    /// The end of a line cut off by the last read.
+    partial: String,
+}
+
+impl ConsoleWatch {
+    /// The first line new in `path` since the last call in which the guest's
+    /// kernel says its NIC's transmit queue stopped for good (`NETDEV WATCHDOG:
+    /// eth0 (virtio_net): transmit queue 0 timed out`): nothing leaves the VM
+    /// from then on.
+    pub fn nic_stuck(&mut self, path: &Path) -> Option<String> {
+        use std::io::{Read, Seek, SeekFrom};
+        let mut f = fs::File::open(path).ok()?;
+        let len = f.metadata().ok()?.len();
+        if len < self.offset {
+            // A new console (the VM was restarted): from its start.
+            *self = ConsoleWatch::default();
+        }
+        f.seek(SeekFrom::Start(self.offset)).ok()?;
+        let mut new = Vec::new();
+        f.take(1 << 20).read_to_end(&mut new).ok()?;
+        self.offset += new.len() as u64;
+        let text = std::mem::take(&mut self.partial) + &String::from_utf8_lossy(&new);
+        let (whole, rest) = match text.rfind('\n') {
+            Some(i) => (&text[..i], &text[i + 1..]),
+            None => ("", text.as_str()),
+        };
+        self.partial = rest.chars().rev().take(4096).collect::<Vec<_>>().into_iter().rev().collect();
+        whole.lines().find(|l| l.contains("NETDEV WATCHDOG") && l.contains("timed out")).map(|l| l.chars().filter(|c| !c.is_control()).collect::<String>().trim().to_string())
+    }
+}
+
 pub fn tail(path: &Path, lines: usize) -> String {
     let Ok(bytes) = fs::read(path) else { return format!("({} unreadable)", path.display()) };
     let text = String::from_utf8_lossy(&bytes);
@@ -293,6 +328,27 @@ mod tests {
         let _ = fs::remove_dir_all(&d);
         fs::create_dir_all(&d).unwrap();
         d
+    }
+
+    /// The watchdog line is found once, as the console grows, also when a read
+    /// cuts it in two; a restarted VM's new console is read from its start.
+    #[test]
+    fn a_stuck_nic_is_read_off_the_console_as_it_grows() {
+        let root = temp_root("console");
+        let c = root.join("b.console");
+        let mut w = ConsoleWatch::default();
+        assert_eq!(w.nic_stuck(&c), None, "no console yet");
+        fs::write(&c, "roce-lab: wire up: eth0 10.0.0.2\n[   59.02] virtio_net virtio2 eth0: NETDEV WATCH").unwrap();
+        assert_eq!(w.nic_stuck(&c), None, "half a line");
+        let mut f = fs::OpenOptions::new().append(true).open(&c).unwrap();
+        std::io::Write::write_all(&mut f, b"DOG: CPU: 0: transmit queue 0 timed out 5204 ms\r\n[   59.03] virtio_net virtio2 eth0: TX timeout on queue: 0\n").unwrap();
+        assert_eq!(w.nic_stuck(&c).as_deref(), Some("[   59.02] virtio_net virtio2 eth0: NETDEV WATCHDOG: CPU: 0: transmit queue 0 timed out 5204 ms"));
+        assert_eq!(w.nic_stuck(&c), None, "said once");
+        fs::write(&c, "[    1.0] NETDEV WATCHDOG: eth0: transmit queue 0 timed out\n").unwrap();
+        assert!(w.nic_stuck(&c).is_some(), "a new, shorter console is read from its start");
+        fs::write(&c, "boot\n[    2.0] something else timed out\n").unwrap();
+        let mut fresh = ConsoleWatch::default();
+        assert_eq!(fresh.nic_stuck(&c), None);
     }
 
     #[test]

@@ -10,9 +10,11 @@
 //! (Invalid Request, Remote Access or Operational Error) ends the pair's analysis:
 //! the requester's QP goes to the error state and flushes what it had outstanding.
 //!
-//! Resends are not new messages: a request whose PSN is not past the highest sent
-//! so far belongs to a message already counted, which keeps the time of its first
-//! transmission.
+//! Resends are not new messages: a request whose PSN was seen before belongs to a
+//! message already counted, which keeps the time of its first transmission. A PSN
+//! seen for the first time behind higher ones (its packet was held back on the
+//! way, or the capture point saw the packets out of order) is still its message's
+//! first transmission, and the message takes its place in PSN order.
 
 use std::collections::VecDeque;
 
@@ -94,30 +96,46 @@ fn fatal(k: AckKind) -> bool {
 pub fn pace(reqs: &[Packet], resps: &[Packet]) -> Pace {
     let mut p = Pace::default();
     let mut open: VecDeque<Msg> = VecDeque::new();
-    let mut highest: Option<Psn> = None;
+    let mut seen = std::collections::HashSet::new();
+    // Last packets seen before their message's first (held back on the way).
+    let mut orphans: Vec<Psn> = Vec::new();
     let (mut i, mut j) = (0, 0);
     while i < reqs.len() || j < resps.len() {
         let take_req = j == resps.len() || (i < reqs.len() && reqs[i].number < resps[j].number);
         if take_req {
             let r = reqs[i];
             i += 1;
-            if highest.is_some_and(|h| !r.psn.after(h)) {
+            if !seen.insert(r.psn.value()) {
                 continue; // a resend
             }
-            highest = Some(r.psn);
+            // Where it goes among the open messages, which are in PSN order: at
+            // the back, unless it came late.
+            let at = match open.back() {
+                Some(m) if m.start.after(r.psn) => open.iter().position(|m| m.start.after(r.psn)).unwrap_or(open.len()),
+                _ => open.len(),
+            };
             if r.kind.contains(Kind::FIRST) {
-                if let Some(prev) = open.back_mut().filter(|m| m.end.is_none() && m.read) {
+                if let Some(prev) = at.checked_sub(1).and_then(|k| open.get_mut(k)).filter(|m| m.end.is_none() && m.read) {
                     prev.end = Some(r.psn.add(u32::MAX)); // the PSN before this one
                 }
                 let read = r.kind.contains(Kind::READ);
-                let end = (r.kind.contains(Kind::LAST) && !read).then_some(r.psn);
-                open.push_back(Msg { start: r.psn, end, read, sent_ns: r.ts_ns });
+                let mut end = (r.kind.contains(Kind::LAST) && !read).then_some(r.psn);
+                if end.is_none() && !read && !orphans.is_empty() {
+                    // A late first packet: its last may have come already (before
+                    // the next message's start).
+                    let next = open.get(at).map(|m| m.start);
+                    if let Some(k) = orphans.iter().position(|&q| !r.psn.after(q) && next.is_none_or(|n| n.after(q))) {
+                        end = Some(orphans.swap_remove(k));
+                    }
+                }
+                open.insert(at, Msg { start: r.psn, end, read, sent_ns: r.ts_ns });
                 p.messages += 1;
                 p.steps.push(Step { frame: r.number, ts_ns: r.ts_ns, delta: 1 });
                 p.peak = p.peak.max(open.len() as u64);
             } else if r.kind.contains(Kind::LAST) {
-                if let Some(m) = open.back_mut().filter(|m| m.end.is_none() && !m.read) {
-                    m.end = Some(r.psn);
+                match at.checked_sub(1).and_then(|k| open.get_mut(k)).filter(|m| m.end.is_none() && !m.read) {
+                    Some(m) => m.end = Some(r.psn),
+                    None => orphans.push(r.psn),
                 }
             }
             continue;
@@ -147,9 +165,14 @@ pub fn pace(reqs: &[Packet], resps: &[Packet]) -> Pace {
         let Some(upto) = upto.or(read_done.then_some(s.psn)) else { continue };
         let mut n = 0;
         while let Some(m) = open.front() {
-            match m.end {
-                Some(e) if !e.after(upto) => {}
-                _ => break,
+            // Ended at or before `upto`; or its end unseen but the next message
+            // starts at or before it, so it ended before.
+            let done = match m.end {
+                Some(e) => !e.after(upto),
+                None => open.get(1).is_some_and(|next| !next.start.after(upto)),
+            };
+            if !done {
+                break;
             }
             p.acked.push(Acked { sent_ns: m.sent_ns, acked_ns: s.ts_ns, frame: s.number });
             open.pop_front();
@@ -246,6 +269,28 @@ mod tests {
         let p = pace(&reqs, &[lost, first, last, ack(7, 54)]);
         assert_eq!(p.acked.iter().map(|a| (a.sent_ns / 1000, a.frame)).collect::<Vec<_>>(), vec![(1, 4), (2, 6), (5, 7)]);
         assert_eq!(p.peak, 2, "the READ and the WRITE after it; the first WRITE was acknowledged by frame 4");
+    }
+
+    /// A packet held back on the way is recorded after a later one: still its
+    /// message's first transmission (counted, in PSN order), not a resend; its
+    /// second transmission is one.
+    #[test]
+    fn a_late_original_is_a_message_not_a_resend() {
+        let reqs = [req(1, 10, ONLY), req(2, 12, ONLY), req(3, 11, ONLY), req(4, 13, ONLY), req(6, 11, ONLY)];
+        let p = pace(&reqs, &[ack(5, 13), ack(7, 13)]);
+        assert_eq!(p.messages, 4, "{p:?}");
+        assert_eq!(p.acked.iter().map(|a| a.sent_ns / 1000).collect::<Vec<_>>(), vec![1, 3, 2, 4], "in PSN order: 10, 11, 12, 13");
+        assert_eq!(p.peak, 4);
+    }
+
+    /// A two-packet message whose first packet was held back behind its last:
+    /// one message, ended by that last packet, acknowledged with the rest.
+    #[test]
+    fn a_first_packet_held_behind_its_last() {
+        let reqs = [req(1, 20, ONLY), req(2, 22, LAST), req(3, 21, FIRST), req(4, 23, ONLY)];
+        let p = pace(&reqs, &[ack(5, 22), ack(6, 23)]);
+        assert_eq!(p.messages, 3);
+        assert_eq!(p.acked.iter().map(|a| (a.sent_ns / 1000, a.frame)).collect::<Vec<_>>(), vec![(1, 5), (3, 5), (4, 6)]);
     }
 
     /// An RNR NAK leaves its message outstanding; a fatal NAK ends the analysis.

@@ -20,8 +20,13 @@ const ACK_FRAME: u64 = 62;
 const PCAPNG_BLOCK: u64 = 48;
 /// What one scenario's setup and exchange put on the wire beyond its streams.
 const SCENARIO_BASE: u64 = 64 * 1024;
-/// Disk left free after the captures: other processes need some.
+/// Disk left free after the captures, for other processes: this much, or a
+/// tenth of what is free on a small file system (a VM's tmpfs).
 const DISK_RESERVE: u64 = 256 * 1024 * 1024;
+
+fn reserve(free: u64) -> u64 {
+    DISK_RESERVE.min(free / 10)
+}
 /// Memory the decoded timeline holds per RoCE frame beyond the packet itself.
 const PER_FRAME_EXTRA: u64 = 16;
 
@@ -126,13 +131,13 @@ pub(crate) fn check(scenarios: &[(PathBuf, Scenario)], out_dir: &Path, b: Budget
     };
     let disk: u64 = estimates.iter().map(|(_, e)| e.capture_bytes).sum();
     if let Some(free) = b.disk {
-        if disk > free.saturating_sub(DISK_RESERVE) {
+        if disk > free.saturating_sub(reserve(free)) {
             bail!(
                 "this run's captures would take about {} under {}, which has {} free (less {} kept free){}; nothing was run\nhint: --out on a disk with room, or fewer or shorter messages",
                 size(disk),
                 out_dir.display(),
                 size(free),
-                size(DISK_RESERVE),
+                size(reserve(free)),
                 named("of them")
             );
         }
@@ -210,8 +215,8 @@ mod tests {
         let out = Path::new("/nonexistent/roce-runs/1");
         let room = Budget { disk: Some(10_000_000_000), memory: Some(10_000_000_000), vm_memory: Some(512 * 1024 * 1024) };
         check(&runs, out, room).unwrap();
-        let e = check(&runs, out, Budget { disk: Some(300_000_000), ..room }).unwrap_err().to_string();
-        assert!(e.starts_with("this run's captures would take about 236 MB under /nonexistent/roce-runs/1, which has 300 MB free"), "{e}");
+        let e = check(&runs, out, Budget { disk: Some(250_000_000), ..room }).unwrap_err().to_string();
+        assert!(e.starts_with("this run's captures would take about 236 MB under /nonexistent/roce-runs/1, which has 250 MB free (less 25 MB kept free)"), "{e}");
         assert!(e.contains("hint: --out on a disk with room"), "{e}");
         let e = check(&runs, out, Budget { memory: Some(1_000_000), ..room }).unwrap_err().to_string();
         assert!(e.starts_with("judging this run would hold about 300000 frames decoded"), "{e}");
@@ -219,7 +224,18 @@ mod tests {
         let e = check(&heavy, out, room).unwrap_err().to_string();
         assert!(e.starts_with("scenarios/heavy.toml: endpoint a registers 428 MiB of MRs, and a lab VM has 512 MiB of memory (384 MiB of it for MRs)"), "{e}");
         check(&heavy, out, Budget { vm_memory: None, ..room }).unwrap();
+        // A small file system (a VM's 240 MB tmpfs) keeps a tenth free, not 256 MB:
+        // a megabyte of captures fits.
+        let small = vec![(PathBuf::from("scenarios/rc_read.toml"), scenario(10, 64, "write", 0))];
+        check(&small, out, Budget { disk: Some(240_000_000), ..room }).unwrap();
+        let e = check(&runs, out, Budget { disk: Some(240_000_000), ..room }).unwrap_err().to_string();
+        assert!(e.contains("which has 240 MB free (less 24 MB kept free)"), "{e}");
         check(&runs, out, Budget { disk: None, memory: None, vm_memory: None }).unwrap();
+    }
+
+    #[test]
+    fn the_reserve_is_256_mib_or_a_tenth() {
+        assert_eq!((reserve(240_000_000), reserve(10_000_000_000)), (24_000_000, DISK_RESERVE));
     }
 
     #[test]
