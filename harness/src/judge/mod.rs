@@ -179,6 +179,12 @@ impl Pair<'_> {
         recovery::go_back_n(&r, &s)
     }
 
+    /// Requests whose PSN went out before: retransmissions.
+    pub(crate) fn retransmissions(&self) -> u64 {
+        let mut seen = std::collections::HashSet::new();
+        self.reqs.iter().filter(|f| !seen.insert(f.psn.value())).count() as u64
+    }
+
     pub(crate) fn rnr_waits(&self) -> Vec<recovery::RnrWait> {
         let r: Vec<recovery::Packet> = self.reqs.iter().map(|p| p.recovery()).collect();
         let s: Vec<recovery::Packet> = self.resps.iter().map(|p| p.recovery()).collect();
@@ -253,8 +259,7 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
         want.push(format!("≥ {m} RNR NAKs"));
         ok &= rnr >= m;
     }
-    let mut seen = std::collections::BTreeSet::new();
-    let retx = p.reqs.iter().filter(|f| !seen.insert(f.psn.value())).count() as u64;
+    let retx = p.retransmissions();
     if let Some((lo, hi)) = e.rnr_naks {
         want.push(if hi == u64::MAX { format!("≥ {lo} RNR NAKs") } else { format!("{lo} to {hi} RNR NAKs") });
         ok &= (lo..=hi).contains(&rnr);

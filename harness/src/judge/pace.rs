@@ -41,13 +41,13 @@ fn of(st: &StreamStep, o: &Outcome, t: &Timeline) -> StreamWire {
         if let Some(f) = p.reqs.first() {
             first_ns = Some(first_ns.map_or(f.ts_ns, |x| x.min(f.ts_ns)));
         }
-        let mut seen = std::collections::HashSet::new();
-        let resends = p.reqs.iter().filter(|f| !seen.insert(f.psn.value())).count() as u64;
+        let resends = p.retransmissions();
         let gbn = p.go_back_n();
         for r in &gbn.resends {
             resend_after.push(r.after_ns);
-            if let Some(f) = p.reqs.iter().find(|f| f.number == r.frame) {
-                resend_marks.push((f.ts_ns, r.frame, r.trigger.to_string()));
+            // The requests are in capture order: by frame number.
+            if let Ok(k) = p.reqs.binary_search_by_key(&r.frame, |f| f.number) {
+                resend_marks.push((p.reqs[k].ts_ns, r.frame, r.trigger.to_string()));
             }
         }
         let naks: Vec<_> = p.resps.iter().filter(|f| f.ack.and_then(|a| a.nak()).is_some()).collect();
