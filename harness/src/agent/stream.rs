@@ -177,12 +177,22 @@ impl Content {
     /// Whether `region` (the stream's start) holds every message as seeded: the
     /// first one that does not, where, and a few of its bytes.
     pub(crate) fn verify(&self, region: &[u8]) -> Verification {
+        // The first message that runs past the region (the MR from the stream's
+        // start) is a mismatch there; what is held to check the others is
+        // bounded by the region, whatever sizes the order names.
+        let past = self.layout().find(|&(_, at, len)| at + u64::from(len) > region.len() as u64);
         if self.ring.is_some() {
-            return self.verify_ring(region);
+            return match past {
+                Some(p) => self.past_the_end(p, region.len()),
+                None => self.verify_ring(region),
+            };
         }
         let mut want = Vec::new();
         let mut digest = 0xcbf2_9ce4_8422_2325u64;
         for (i, at, len) in self.layout() {
+            if let Some(p) = past.filter(|p| p.0 == i) {
+                return self.past_the_end(p, region.len());
+            }
             want.resize(len as usize, 0);
             self.fill(i, &mut want);
             let at = at as usize;
@@ -214,6 +224,21 @@ impl Content {
 }
 
 impl Content {
+    /// Message `i` (at `at`) runs past the end of a region of `end` bytes: a
+    /// mismatch at the end, its expected bytes from there, nothing found.
+    fn past_the_end(&self, (i, at, len): (u64, u64, u32), end: usize) -> Verification {
+        let offset = at.max(end as u64);
+        let from = offset - at;
+        let want = (from..(from + SHOWN as u64).min(u64::from(len))).map(|pos| self.byte(i, pos)).collect();
+        Verification { messages: self.count, bytes: self.total(), digest: None, mismatch: Some(Mismatch { message: i, offset, want, got: Vec::new() }) }
+    }
+
+    /// Byte `pos` of message `i`, as [`Content::fill`] writes it.
+    fn byte(&self, i: u64, pos: u64) -> u8 {
+        let key = mix(self.seed.rotate_left(17) ^ mix(i));
+        mix(key ^ (pos / 8)).to_le_bytes()[(pos % 8) as usize]
+    }
+
     /// A ring holds the last message written over each byte: those bytes are
     /// checked, each against the message that wrote it last, and the messages
     /// still showing counted.
@@ -385,6 +410,16 @@ mod tests {
         tail[last as usize..].fill(0xee);
         assert!(c.verify(&tail).mismatch.is_none());
         assert_eq!(c.span(), last);
+        // A region shorter than the ring: the first message past its end, no
+        // matter how large the ring the order names.
+        let huge = Content { ring: Some(1 << 40), sizes: Sizes::Fixed(1 << 20), count: 1 << 20, ..c };
+        let m = huge.verify(&mem).mismatch.expect("past the end");
+        assert_eq!((m.message, m.offset, m.got.len()), (0, 1000, 0));
+        let mut first = vec![0u8; 1 << 20];
+        huge.fill(0, &mut first);
+        assert_eq!(m.want, first[1000..1016].to_vec(), "the bytes it should have there");
+        let flat = Content { ring: None, ..huge };
+        assert_eq!(flat.verify(&mem).mismatch.map(|m| (m.message, m.offset)), Some((0, 1000)));
     }
 
     /// Round robin deals message i to QP i mod n; at random, each QP gets its
