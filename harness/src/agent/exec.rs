@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::cm_private;
 use super::limits::{Limits, ProbeRate};
 use super::probe::{self, Aim};
-use super::stream::{Content, Percentiles, StreamVerb};
+use super::stream::{AtomicChain, AtomicOp, Content, Percentiles, StreamVerb};
 use super::proto::{self, Action, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder, ProbeSent, QpInfo, ReadError, ReceiveOrder, RemoteRef, Setup, SgeRef, StreamOrder, StreamReport, ToAgent, Verb, Wc};
 use crate::net::raw::Link;
 use crate::verbs::{Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Mr, Mw, MwKind, Pd, Peer, Qp, QpAttrs, QpExtras, QpKind, Remote, Reset, Rts, SendFlag, SendWr, Sge, Srq, VerbError};
@@ -594,7 +594,7 @@ impl Local {
         }
         let total = c.total();
         let local = self.mrs.get(&o.local_mr).ok_or_else(|| AgentError::from(format!("no MR `{}` on this endpoint", o.local_mr)))?;
-        let span = if let StreamVerb::FetchAdd { .. } = o.verb { 8 * c.count } else { c.span() };
+        let span = if let StreamVerb::Atomic { .. } = o.verb { 8 * c.count } else { c.span() };
         if o.local_offset.saturating_add(span) > local.len() as u64 {
             return err(format!("stream `{}`: {span} bytes from offset {} run past the end of MR `{}` ({} bytes)", o.id, o.local_offset, o.local_mr, local.len()));
         }
@@ -657,8 +657,13 @@ impl Local {
                 let (opcode, remote, sge) = match o.verb {
                     StreamVerb::Write => (ibv_wr_opcode::IBV_WR_RDMA_WRITE, Remote::Rdma { addr: addr + at, rkey }, Sge { addr: base + at, len, lkey }),
                     StreamVerb::Read => (ibv_wr_opcode::IBV_WR_RDMA_READ, Remote::Rdma { addr: addr + at, rkey }, Sge { addr: base + at, len, lkey }),
-                    StreamVerb::FetchAdd { add } => {
-                        (ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD, Remote::Atomic { addr, rkey, compare_add: add, swap: 0 }, Sge { addr: base + 8 * i, len: 8, lkey })
+                    StreamVerb::Atomic { .. } => {
+                        let (opcode, compare_add, swap) = match o.verb.atomic(i) {
+                            Some(AtomicOp::CmpSwap { compare, swap }) => (ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP, compare, swap),
+                            Some(AtomicOp::FetchAdd { add }) => (ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD, add, 0),
+                            None => return err("an atomic stream without atomics"),
+                        };
+                        (opcode, Remote::Atomic { addr, rkey, compare_add, swap }, Sge { addr: base + 8 * i, len: 8, lkey })
                     }
                     StreamVerb::Send => (ibv_wr_opcode::IBV_WR_SEND, Remote::None, Sge { addr: base + at, len, lkey }),
                     StreamVerb::WriteImm => (ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM, Remote::Rdma { addr: addr + at, rkey }, Sge { addr: base + at, len, lkey }),
@@ -760,7 +765,23 @@ impl Local {
             timed_out,
             post_ns,
             mismatch: None,
+            atomics: None,
         };
+        let mut report = report;
+        // The old values the completed atomics returned, in posting order.
+        if let StreamVerb::Atomic { add, from, .. } = o.verb {
+            let words = local.read_at(o.local_offset as usize, 8 * c.count as usize);
+            let mut old = Vec::with_capacity(completed as usize);
+            let mut seen = vec![0u64; qps.len()];
+            for (i, w) in words.chunks_exact(8).enumerate() {
+                let q = c.qp_of(i as u64, n);
+                seen[q] += 1;
+                if seen[q] <= done[q] {
+                    old.push(w.try_into().map_or(0, u64::from_le_bytes));
+                }
+            }
+            report.atomics = Some(AtomicChain::check(&old, from, add, qps.len() == 1));
+        }
         let others: Vec<Wc> = others.into_iter().map(|(w, t)| self.wc(w, t)).collect();
         self.wcs.extend(others);
         // The first error is a completion like any other, for `[[expect.completion]]`.
@@ -885,6 +906,7 @@ impl Local {
             timed_out,
             post_ns: 0,
             mismatch,
+            atomics: None,
         };
         let others: Vec<Wc> = others.into_iter().map(|(w, t)| self.wc(w, t)).collect();
         self.wcs.extend(others);

@@ -31,8 +31,10 @@ use crate::verbs::{Access, Caps, EventType, Feature, MwKind, Placement, QpKind, 
 /// passive side listens (`Listen`) before the active side is asked to connect;
 /// streams (`Action::Stream`, `Verify`). 5: the receiving side of SEND and
 /// WRITE-with-immediate streams (`Action::Receive`, its `mr` optional), streams
-/// round a ring and dealt at random (`Content::ring`, `Content::spread`).
-pub(crate) const VERSION: u32 = 5;
+/// round a ring and dealt at random (`Content::ring`, `Content::spread`). 6:
+/// atomic streams mix CmpSwap in (`StreamVerb::Atomic`) and report the chain of
+/// old values (`StreamReport::atomics`).
+pub(crate) const VERSION: u32 = 6;
 /// No message is larger (a memory dump of a 512 KiB MR in hex fits).
 pub(crate) const MAX_MESSAGE: usize = 2 << 20;
 /// The largest MR read back whole (`ReadMemory`); larger ones are checked where
@@ -654,6 +656,9 @@ pub(crate) struct StreamReport {
     /// arrive as seeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mismatch: Option<super::stream::Mismatch>,
+    /// An atomic stream: the old values its atomics returned, checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub atomics: Option<super::stream::AtomicChain>,
 }
 
 impl StreamReport {

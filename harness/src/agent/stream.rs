@@ -6,6 +6,8 @@
 //! lie back to back from the stream's offset. So the target's memory is checked on
 //! the endpoint that holds it ([`Content::verify`]), message by message, and only
 //! the verdict crosses the agent protocol, never the memory.
+use core::fmt;
+
 use serde::{Deserialize, Serialize};
 
 
@@ -329,9 +331,12 @@ pub(crate) enum StreamVerb {
     Write,
     /// The peer's MR → local, message `i` at the same offset on both.
     Read,
-    /// Every message adds `add` to the one word at the remote offset; each old
-    /// value lands in the next 8 bytes of the local MR.
-    FetchAdd { add: u64 },
+    /// Atomics on the one word at the remote offset, which holds `from` before
+    /// the first: every message adds `add` (FetchAdd), but every
+    /// `cmp_swap_every`-th is a CmpSwap of the value the word must hold by then
+    /// for that value plus `add` (0: none). Each old value lands in the next 8
+    /// bytes of the local MR, and they must chain (see [`AtomicChain`]).
+    Atomic { add: u64, cmp_swap_every: u32, from: u64 },
     /// Local source → the peer's receives, which it keeps posted and checks as
     /// each message arrives.
     Send,
@@ -348,11 +353,105 @@ impl StreamVerb {
         match self {
             StreamVerb::Write => "write",
             StreamVerb::Read => "read",
-            StreamVerb::FetchAdd { .. } => "fetch_add",
+            StreamVerb::Atomic { cmp_swap_every: 0, .. } => "fetch_add",
+            StreamVerb::Atomic { .. } => "atomics",
             StreamVerb::Send => "send",
             StreamVerb::WriteImm => "write_imm",
             StreamVerb::Receive => "receive",
         }
+    }
+}
+
+/// One atomic of a stream: what it is and what it asks of the word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AtomicOp {
+    FetchAdd { add: u64 },
+    /// Swap in `swap` if the word equals `compare`.
+    CmpSwap { compare: u64, swap: u64 },
+}
+
+impl StreamVerb {
+    /// Message `i` of an atomic stream. Message `i`'s CmpSwap compares with
+    /// `from + i·add`, what the word holds once each message before it ran once
+    /// (RC atomics on one QP run in order), and swaps in one `add` more: so a
+    /// CmpSwap adds exactly as a FetchAdd would, and the final word is
+    /// `from + count·add` unless an atomic ran twice or never.
+    pub(crate) fn atomic(self, i: u64) -> Option<AtomicOp> {
+        let StreamVerb::Atomic { add, cmp_swap_every, from } = self else { return None };
+        let before = from.wrapping_add(add.wrapping_mul(i));
+        Some(match cmp_swap_every {
+            k if k > 0 && (i + 1) % u64::from(k) == 0 => AtomicOp::CmpSwap { compare: before, swap: before.wrapping_add(add) },
+            _ => AtomicOp::FetchAdd { add },
+        })
+    }
+}
+
+/// The old values a stream's atomics returned, checked: each atomic saw the word
+/// one `add` further than the one before, from `from`, so every add ran exactly
+/// once. On one QP the atomics run in order and message `i` must see
+/// `from + i·add`; over several, in no order known beforehand, the values must be
+/// exactly `from`, `from + add`, … once each.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AtomicChain {
+    /// How many old values were checked (the completed messages').
+    pub checked: u64,
+    /// What the word must hold after them: `from + checked·add`.
+    pub end: u64,
+    pub first_break: Option<ChainBreak>,
+}
+
+/// Where the chain of old values broke.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case", tag = "kind")]
+pub(crate) enum ChainBreak {
+    /// Message `message` (in posting order, one QP) saw `got` where the chain says `want`.
+    Out { message: u64, want: u64, got: u64 },
+    /// Over several QPs: the value `want` was seen `times` times, not once (0: an
+    /// add lost, 2 or more: one ran twice).
+    Count { want: u64, times: u64 },
+    /// A value no add of the chain could give.
+    Stray { got: u64 },
+}
+
+impl fmt::Display for ChainBreak {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ChainBreak::Out { message, want, got } => write!(f, "message {message} saw the word at {got}, not {want}"),
+            ChainBreak::Count { want, times: 0 } => write!(f, "no atomic saw the word at {want}: an add was lost or ran twice"),
+            ChainBreak::Count { want, times } => write!(f, "{times} atomics saw the word at {want}: one ran twice"),
+            ChainBreak::Stray { got } => write!(f, "an atomic saw the word at {got}, which no run of the adds gives"),
+        }
+    }
+}
+
+impl AtomicChain {
+    /// Checks `old` (message `i`'s old value at index `i`, the completed ones) for
+    /// a stream of `add` from `from`; `ordered` when it ran on one QP.
+    pub(crate) fn check(old: &[u64], from: u64, add: u64, ordered: bool) -> AtomicChain {
+        let n = old.len() as u64;
+        let at = |k: u64| from.wrapping_add(add.wrapping_mul(k));
+        let first_break = if ordered {
+            (0..n).zip(old).find(|(k, &got)| got != at(*k)).map(|(k, &got)| ChainBreak::Out { message: k, want: at(k), got })
+        } else if add == 0 {
+            old.iter().find(|&&v| v != from).map(|&got| ChainBreak::Stray { got })
+        } else {
+            // Step k of the chain, for each value: (v - from) / add when it divides.
+            let mut times = vec![0u64; old.len()];
+            let mut stray = None;
+            for &v in old {
+                let d = v.wrapping_sub(from);
+                match (d % add == 0).then(|| d / add).filter(|&k| k < n) {
+                    Some(k) => times[k as usize] += 1,
+                    None => {
+                        stray.get_or_insert(ChainBreak::Stray { got: v });
+                    }
+                }
+            }
+            let count = times.iter().position(|&t| t != 1).map(|k| ChainBreak::Count { want: at(k as u64), times: times[k] });
+            count.or(stray)
+        };
+        AtomicChain { checked: n, end: at(n), first_break }
     }
 }
 
@@ -492,6 +591,40 @@ mod tests {
         let mut again = vec![0u8; 6400];
         c.write_all(&mut again);
         assert_eq!(c.verify(&again).digest, Some(digest));
+    }
+
+    /// One QP: message i sees from + i·add, and a CmpSwap swaps in one add more;
+    /// over several QPs, any order of the same values; a doubled or lost add shows.
+    #[test]
+    fn atomic_old_values_chain() {
+        let v = StreamVerb::Atomic { add: 3, cmp_swap_every: 4, from: 1000 };
+        assert_eq!(v.atomic(0), Some(AtomicOp::FetchAdd { add: 3 }));
+        assert_eq!(v.atomic(3), Some(AtomicOp::CmpSwap { compare: 1009, swap: 1012 }));
+        assert_eq!(v.atomic(7), Some(AtomicOp::CmpSwap { compare: 1021, swap: 1024 }));
+        assert_eq!(v.name(), "atomics");
+        assert_eq!(StreamVerb::Write.atomic(0), None);
+        let good: Vec<u64> = (0..10).map(|i| 1000 + 3 * i).collect();
+        assert_eq!(AtomicChain::check(&good, 1000, 3, true), AtomicChain { checked: 10, end: 1030, first_break: None });
+        let mut shuffled = good.clone();
+        shuffled.swap(2, 7);
+        assert!(AtomicChain::check(&shuffled, 1000, 3, false).first_break.is_none());
+        assert_eq!(AtomicChain::check(&shuffled, 1000, 3, true).first_break, Some(ChainBreak::Out { message: 2, want: 1006, got: 1021 }));
+        // An add that ran twice: every value from there on is one add further.
+        let twice: Vec<u64> = (0..10).map(|i| 1000 + 3 * i + if i > 4 { 3 } else { 0 }).collect();
+        let b = AtomicChain::check(&twice, 1000, 3, false).first_break.expect("a break");
+        assert_eq!(b, ChainBreak::Count { want: 1015, times: 0 });
+        assert_eq!(b.to_string(), "no atomic saw the word at 1015: an add was lost or ran twice");
+        let mut dup = good.clone();
+        dup[9] = dup[8];
+        assert_eq!(AtomicChain::check(&dup, 1000, 3, false).first_break, Some(ChainBreak::Count { want: 1024, times: 2 }));
+        let mut stray = good;
+        stray[0] = 7;
+        assert_eq!(AtomicChain::check(&stray, 1000, 3, false).first_break, Some(ChainBreak::Count { want: 1000, times: 0 }));
+        assert_eq!(AtomicChain::check(&[5, 5], 5, 0, false).first_break, None);
+        assert_eq!(AtomicChain::check(&[5, 6], 5, 0, false).first_break, Some(ChainBreak::Stray { got: 6 }));
+        // The word wraps as the device's u64 does.
+        let wrap = [u64::MAX - 1, 0];
+        assert_eq!(AtomicChain::check(&wrap, u64::MAX - 1, 2, true).end, 2);
     }
 
     #[test]

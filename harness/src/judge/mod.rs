@@ -440,6 +440,18 @@ fn stream(e: &StreamExpect, o: &Outcome) -> Verdict {
         }
         ok &= got.completed == e.completed && got.mismatch.is_none();
     }
+    // Atomics: each saw the word one add further than the one before.
+    let mut expected = expected;
+    if let Some(chain) = &r.atomics {
+        expected.push_str(", each atomic's old value one add past another's (every add ran once)");
+        match &chain.first_break {
+            None => actual.push_str(&format!("; the {} old values chain, so the word ends at {}", chain.checked, chain.end)),
+            Some(b) => {
+                actual.push_str(&format!("; the old values break: {b}"));
+                ok = false;
+            }
+        }
+    }
     Verdict::new("stream", what, ok, expected, actual)
 }
 

@@ -370,6 +370,7 @@ fn a_streams_wire_against_its_window_and_latency_bound() {
         timed_out: false,
         post_ns: 0,
         mismatch: None,
+        atomics: None,
     };
     let judged = |packets: Vec<Packet>| {
         let t = Timeline { packets, ..Default::default() };
@@ -403,4 +404,53 @@ fn a_streams_wire_against_its_window_and_latency_bound() {
     // A message never acknowledged fails the bound too.
     let (v, _) = judged(vec![w(1, 0, 100), pkt(2, 1, 100, "ack"), w(3, 1, 101)]);
     assert!(!v.pass && v.actual.contains("1 of 2 messages acknowledged"), "{v:#?}");
+}
+
+/// An atomic stream: its verdict holds the chain of old values the agent checked,
+/// and a break (an add that ran twice) fails it even with every message completed.
+#[test]
+fn an_atomic_streams_old_values_must_chain() {
+    use crate::agent::proto::StreamReport;
+    use crate::agent::stream::{AtomicChain, StreamVerb};
+    use crate::results::StreamRun;
+    let sc = scenario(
+        "[[mr]]\nname = 'old'\non = 'a'\nsize = 80\naccess = ['local_write']\n[[mr]]\nname = 'word'\non = 'b'\nsize = 8\naccess = ['local_write', 'remote_atomic']\ninit = { u64 = 1000 }\n\
+         [[step]]\nop = 'stream'\nid = 'x'\non = 'a'\nqp = 'q'\nverb = 'atomics'\nadd = 3\ncount = 10\nlocal = { mr = 'old' }\nremote = { mr = 'word' }\n\
+         [[expect.stream]]\nid = 'x'\n",
+    );
+    let Some(crate::scenario::model::Step::Stream(st)) = sc.steps.first() else { panic!("a stream step: {:?}", sc.steps) };
+    assert_eq!(st.verb, StreamVerb::Atomic { add: 3, cmp_swap_every: 2, from: 1000 }, "from the word's init");
+    let verdict = |old: &[u64]| {
+        let report = StreamReport {
+            id: "x".into(),
+            verb: st.verb,
+            qps: 1,
+            count: 10,
+            posted: 10,
+            completed: 10,
+            bytes: 80,
+            elapsed_us: 900,
+            latency_us: None,
+            failed: None,
+            timed_out: false,
+            post_ns: 0,
+            mismatch: None,
+            atomics: Some(AtomicChain::check(old, 1000, 3, true)),
+        };
+        let mut o = outcome();
+        o.streams = vec![StreamRun { on: "a".into(), report, wire: None }];
+        let (v, _) = judge(&sc, &o, &Err("no capture".into()));
+        v.into_iter().find(|v| v.what == "stream x on a").expect("a stream verdict")
+    };
+    let good: Vec<u64> = (0..10).map(|i| 1000 + 3 * i).collect();
+    let v = verdict(&good);
+    assert!(v.pass, "{v:#?}");
+    assert!(v.actual.ends_with("the 10 old values chain, so the word ends at 1030"), "{}", v.actual);
+    let mut twice = good;
+    for w in &mut twice[6..] {
+        *w += 3;
+    }
+    let v = verdict(&twice);
+    assert!(!v.pass, "{v:#?}");
+    assert!(v.actual.ends_with("the old values break: message 6 saw the word at 1021, not 1018"), "{}", v.actual);
 }

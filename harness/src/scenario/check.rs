@@ -254,6 +254,16 @@ impl<'a> Checker<'a> {
         self.f.mrs.iter().find(|m| *m.on == on && *m.name == name)
     }
 
+    /// The little-endian word at `offset` of MR `name` on `on` as it starts (its
+    /// `init`, zero elsewhere): what an atomic stream's word holds before it.
+    fn initial_word(&self, on: &str, name: &str, offset: u64) -> u64 {
+        let Some(init) = self.mr_file(on, name).and_then(|m| m.init.as_ref()) else { return 0 };
+        let end = offset.saturating_add(8) as usize;
+        let mut bytes = init.try_bytes(end).unwrap_or_default();
+        bytes.resize(bytes.len().max(end), 0);
+        bytes.get(offset as usize..end).and_then(|w| w.try_into().ok()).map_or(0, u64::from_le_bytes)
+    }
+
     fn mr_names_on<'b>(&self, on: &'b str) -> impl Iterator<Item = &'a str> + Clone + 'b
     where
         'a: 'b,
@@ -744,7 +754,7 @@ impl<'a> Checker<'a> {
 
     /// A stream step: its QPs (one peer), verb, sizes and regions, every bound.
     fn stream(&mut self, s: &file::StepFile, op: &StepOp, ids: &mut Vec<String>) -> Option<Step> {
-        let StepOp::Stream { id, on, qp, qps, verb, count, size, seed, window, signal_every, local, remote, receive, add, within_ms, ring, spread } = op else {
+        let StepOp::Stream { id, on, qp, qps, verb, count, size, seed, window, signal_every, local, remote, receive, add, cmp_swap_every, within_ms, ring, spread } = op else {
             return None;
         };
         if ids.contains(id) {
@@ -778,30 +788,44 @@ impl<'a> Checker<'a> {
             send_wr += u64::from(q.max_send_wr.unwrap_or(16));
         }
         let peer = peer?;
-        let verb = match (verb.as_str(), add) {
-            ("write", None) => StreamVerb::Write,
-            ("read", None) => StreamVerb::Read,
-            ("send", None) => StreamVerb::Send,
-            ("write_imm", None) => StreamVerb::WriteImm,
-            ("fetch_add", a) => StreamVerb::FetchAdd { add: a.unwrap_or(1) },
-            ("write" | "read" | "send" | "write_imm", Some(_)) => {
-                self.err(Some(s.at("add")), "`add` is for a `fetch_add` stream", None);
+        // The word the atomics work on holds the peer MR's initial content.
+        let from = remote.as_ref().and_then(|r| Some(self.initial_word(&peer, r.mr.as_deref()?, r.offset))).unwrap_or(0);
+        let atomic = |add: Option<u64>, cmp_swap_every| StreamVerb::Atomic { add: add.unwrap_or(1), cmp_swap_every, from };
+        let verb = match (verb.as_str(), add, cmp_swap_every) {
+            ("write", None, None) => StreamVerb::Write,
+            ("read", None, None) => StreamVerb::Read,
+            ("send", None, None) => StreamVerb::Send,
+            ("write_imm", None, None) => StreamVerb::WriteImm,
+            ("fetch_add", a, None) => atomic(*a, 0),
+            ("atomics", a, k) => atomic(*a, k.unwrap_or(2)),
+            ("write" | "read" | "send" | "write_imm" | "fetch_add", _, Some(_)) => {
+                self.err(Some(s.at("cmp_swap_every")), "`cmp_swap_every` is for an `atomics` stream", Some("verb = \"atomics\" mixes CmpSwap into the FetchAdds".into()));
                 return None;
             }
-            (other, _) => {
-                let hint = name_hint(other, ["write", "read", "fetch_add", "send", "write_imm"]);
-                self.err(Some(s.at("verb")), format!("a stream of `{other}`: streams post `write`, `read`, `fetch_add`, `send` or `write_imm`"), hint);
+            ("write" | "read" | "send" | "write_imm", Some(_), _) => {
+                self.err(Some(s.at("add")), "`add` is for a `fetch_add` or `atomics` stream", None);
+                return None;
+            }
+            (other, _, _) => {
+                let hint = name_hint(other, ["write", "read", "fetch_add", "atomics", "send", "write_imm"]);
+                self.err(Some(s.at("verb")), format!("a stream of `{other}`: streams post `write`, `read`, `fetch_add`, `atomics`, `send` or `write_imm`"), hint);
                 return None;
             }
         };
+        if let StreamVerb::Atomic { cmp_swap_every: k, .. } = verb {
+            if k > 0 && names.len() > 1 {
+                let hint = "a CmpSwap compares with what the word holds once every atomic before it ran, known only when they run in order on one QP; over several QPs, use `fetch_add`";
+                self.err(Some(s.at("qps")), format!("an `atomics` stream with CmpSwap over {} QPs", names.len()), Some(hint.into()));
+            }
+        }
         if !(1..=STREAM_MESSAGES).contains(count) {
             self.err(Some(s.at("count")), format!("a stream of {count} messages: give 1 to {STREAM_MESSAGES}"), None);
             return None;
         }
         let sizes = match (size, verb) {
-            (None, StreamVerb::FetchAdd { .. }) | (Some(file::StreamSize::Fixed(8)), StreamVerb::FetchAdd { .. }) => Sizes::Fixed(8),
-            (_, StreamVerb::FetchAdd { .. }) => {
-                self.err(Some(s.at("size")), "an atomic moves 8 bytes: a `fetch_add` stream has no `size`", None);
+            (None, StreamVerb::Atomic { .. }) | (Some(file::StreamSize::Fixed(8)), StreamVerb::Atomic { .. }) => Sizes::Fixed(8),
+            (_, StreamVerb::Atomic { .. }) => {
+                self.err(Some(s.at("size")), format!("an atomic moves 8 bytes: a `{}` stream has no `size`", verb.name()), None);
                 return None;
             }
             (None, _) => Sizes::Fixed(64),
@@ -837,7 +861,7 @@ impl<'a> Checker<'a> {
             self.err(Some(s.at("within_ms")), format!("{within_ms} ms: give {} to {}", TIMEOUT_MS.start(), TIMEOUT_MS.end()), None);
         }
         let (local_span, remote_span) = match verb {
-            StreamVerb::FetchAdd { .. } => (8 * count, 8),
+            StreamVerb::Atomic { .. } => (8 * count, 8),
             _ => (content.span(), content.span()),
         };
         match self.mr_file(on, &local.mr) {
@@ -983,7 +1007,7 @@ impl<'a> Checker<'a> {
                     format!("the stream needs {remote_span} bytes from offset {} of MR `{}` on `{peer}`, which has {}", remote.offset, remote.mr, m.size.value),
                     Some("to provoke NAKs on purpose, set `rkey` too".into()),
                 ),
-                Some(_) if matches!(verb, StreamVerb::FetchAdd { .. }) && remote.offset % 8 != 0 => {
+                Some(_) if matches!(verb, StreamVerb::Atomic { .. }) && remote.offset % 8 != 0 => {
                     self.err(Some(s.at("remote")), format!("an atomic's target is 8-byte aligned; offset {} is not", remote.offset), None)
                 }
                 Some(_) => {}
@@ -1494,7 +1518,7 @@ impl<'a> Checker<'a> {
                     let at = match st.verb {
                         StreamVerb::Write | StreamVerb::WriteImm => st.remote.as_ref().map(|r| (&st.peer, &r.mr, r.offset)),
                         StreamVerb::Read => Some((&st.on, &st.local_mr, st.local_offset)),
-                        StreamVerb::FetchAdd { .. } | StreamVerb::Send | StreamVerb::Receive => None,
+                        StreamVerb::Atomic { .. } | StreamVerb::Send | StreamVerb::Receive => None,
                     };
                     match at {
                         None if st.verb == StreamVerb::Send => {
@@ -1747,7 +1771,9 @@ stream = "w"
             (STREAM.replace("qp = \"q\"", "qp = \"q\"\nqps = [\"q\"]"), "t.toml:", "say which QPs carry the stream"),
             (STREAM.replace("id = \"w\"\n[[expect.memory]]", "id = \"x\"\n[[expect.memory]]"), "t.toml:32:", "no stream step named `x`"),
             (STREAM.replace("on = \"b\"\nmr = \"dst\"\nstream", "on = \"a\"\nmr = \"src\"\nstream"), "t.toml:36:", "stream `w` lands in MR `dst` on `b` from offset 0"),
-            (STREAM.replace("verb = \"write\"", "verb = \"write\"\nadd = 1"), "t.toml:", "`add` is for a `fetch_add` stream"),
+            (STREAM.replace("verb = \"write\"", "verb = \"write\"\nadd = 1"), "t.toml:", "`add` is for a `fetch_add` or `atomics` stream"),
+            (STREAM.replace("verb = \"write\"", "verb = \"fetch_add\"\ncmp_swap_every = 3"), "t.toml:", "`cmp_swap_every` is for an `atomics` stream"),
+            (STREAM.replace("qp = \"q\"", "qps = [\"q\", \"q\"]").replace("verb = \"write\"", "verb = \"atomics\""), "t.toml:24:7:", "an `atomics` stream with CmpSwap over 2 QPs"),
             (STREAM.replace("window = 32", "window = 32\nring = 2000"), "t.toml:", "a ring of 2000 bytes: with a window of 32, messages of up to 64 bytes need at least 2176"),
             (STREAM.replace("verb = \"write\"", "verb = \"read\"\nring = 4096"), "t.toml:", "`ring` is for `write`, `write_imm` and `send` streams: a READ stream reads the peer's MR"),
             (STREAM.replace("window = 32", "window = 32\nring = 20000000"), "t.toml:", "a ring of 20000000 bytes: at most 16777216"),

@@ -394,12 +394,15 @@ pub(crate) enum StepOp {
         to: Option<String>,
     },
     /// A stream of `count` work requests of one `verb` (`write`, `read`,
-    /// `fetch_add`, `send` with the peer's `receive`), posted by `on` on `qp`, or
-    /// round robin over `qps`. Message
+    /// `fetch_add`, `atomics`, `send` with the peer's `receive`, `write_imm`),
+    /// posted by `on` on `qp`, or round robin over `qps`. Message
     /// `i` lies at `local.offset` plus the lengths of the messages before it in a
     /// local MR, and at the same place from `remote` in the peer's; a `fetch_add`
-    /// adds `add` to the one word at `remote`, each old value landing in the next 8
-    /// bytes of `local`. `size` is fixed or `{ min = …, max = … }`, drawn from
+    /// adds `add` (default 1) to the one word at `remote`, each old value landing
+    /// in the next 8 bytes of `local`; `atomics` does the same, but every
+    /// `cmp_swap_every`-th (default 2) is a CmpSwap from the value the word must
+    /// hold by then to one `add` more (one QP only: that value is known only
+    /// when the atomics run in order). `size` is fixed or `{ min = …, max = … }`, drawn from
     /// `seed` (default 1), as are the bytes of each message (a WRITE's local
     /// region is filled with them before the first post). At most `window`
     /// messages are outstanding (default 16), every `signal_every`-th on a QP is
@@ -430,6 +433,9 @@ pub(crate) enum StepOp {
         receive: Option<StreamReceive>,
         #[serde(default)]
         add: Option<u64>,
+        /// An `atomics` stream: every this-many-th atomic is a CmpSwap (default 2).
+        #[serde(default)]
+        cmp_swap_every: Option<u32>,
         #[serde(default)]
         within_ms: Option<u64>,
         /// The messages go round a ring of this many bytes (from `local.offset`,
