@@ -331,6 +331,9 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
         let r: Vec<String> = timeouts.iter().map(|r| format!("{:.2}×", r.after_ns as f64 / t as f64)).collect();
         extra += &format!("; ACK-timer resends at {} the local ACK timeout ({:.2} ms)", first_of(&r), ms(t));
     }
+    if let Some(first) = gbn.redundant.first() {
+        extra += &format!("; {} redundant resends (of PSNs acknowledged on the wire before; first: {first})", gbn.redundant.len());
+    }
     if let Some(n) = gbn.nak_latency_ns {
         extra += &format!("; NAK {:.2} ms after the out-of-order request", ms(n));
     }

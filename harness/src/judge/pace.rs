@@ -11,7 +11,7 @@ use dissector::wire::NakKind;
 
 use super::{duration, pair, Timeline};
 use crate::agent::stream::Percentiles;
-use crate::results::{Mark, Outcome, Plot, QpPace, Slice, StreamWire, Verdict};
+use crate::results::{GoBackN, Mark, Outcome, Plot, QpPace, Slice, StreamWire, Verdict};
 use crate::scenario::model::{Scenario, Step, StreamExpect, StreamStep};
 
 /// The wire of every stream step that ran: (its id, its endpoint, its numbers).
@@ -61,8 +61,10 @@ fn of(st: &StreamStep, o: &Outcome, t: &Timeline) -> StreamWire {
             peak_outstanding: pc.peak,
             ack_latency_ns: Percentiles::of(&mut lat),
             resends,
+            redundant_resends: gbn.redundant.len() as u64,
             naks: naks.len() as u64,
             rnr_naks: rnr,
+            go_back_n: Some(GoBackN { broken: gbn.violations.len() as u64, first: gbn.violations.first().map(|v| v.to_string()) }),
         });
         resends_total += resends;
         naks_total += naks.len() as u64;
@@ -123,8 +125,10 @@ pub(crate) fn verdict(e: &StreamExpect, o: &Outcome) -> Option<Verdict> {
         let why = if run.is_none() { "never ran (the run stopped before)" } else { "no capture of its wire" };
         return Some(Verdict::new("wire", what, false, format!("every message acknowledged within {ms} ms"), why.into()));
     };
-    let mut expected = vec![format!("at most {} messages unacknowledged at once (its window)", w.window)];
+    let mut expected = vec![format!("at most {} messages unacknowledged at once (its window)", w.window), "go-back-N recovery on every QP over the whole run".to_string()];
     let mut ok = w.peak_outstanding <= w.window as u64;
+    let broken: Vec<(&QpPace, &GoBackN)> = w.qps.iter().filter_map(|q| Some((q, q.go_back_n.as_ref().filter(|g| g.broken > 0)?))).collect();
+    ok &= broken.is_empty();
     let slowest = w.qps.iter().filter_map(|q| Some((q, q.ack_latency_ns?.max))).max_by_key(|(_, m)| *m);
     if let Some(ms) = e.max_ack_latency_ms {
         expected.push(format!("every message acknowledged within {ms} ms"));
@@ -144,5 +148,16 @@ pub(crate) fn verdict(e: &StreamExpect, o: &Outcome) -> Option<Verdict> {
         actual += &format!(", p50 {} after their cause", duration(r.p50));
     }
     actual += &format!("; {} NAKs ({} RNR)", w.naks, w.rnr_naks);
+    let redundant: u64 = w.qps.iter().map(|q| q.redundant_resends).sum();
+    if redundant > 0 {
+        actual += &format!("; {redundant} of the resends from a PSN already acknowledged on the wire (redundant, not lost)");
+    }
+    match broken.first() {
+        None => actual += "; go-back-N held on every QP",
+        Some((q, g)) => {
+            let n = broken.len();
+            actual += &format!("; go-back-N broken on {n} QP{}: QP {}: {}", if n == 1 { "" } else { "s" }, q.qp, g.first.as_deref().unwrap_or("?"));
+        }
+    }
     Some(Verdict::new("wire", what, ok, expected.join("; "), actual))
 }

@@ -401,6 +401,16 @@ fn a_streams_wire_against_its_window_and_latency_bound() {
     // Within the window, but one message waits 5 ms for its ACK: past the bound.
     let (v, _) = judged(vec![w(1, 0, 100), pkt(2, 5, 100, "ack"), w(3, 5, 101), pkt(4, 6, 101, "ack")]);
     assert!(!v.pass && v.actual.contains("max 5.00 ms"), "{v:#?}");
+    // Go-back-N over the whole run: a resend from past the NAK'd PSN fails it.
+    let (v, o) = judged(vec![w(1, 0, 100), pkt(2, 1, 100, "ack"), w(3, 1, 101), w(4, 1, 102), pkt(5, 2, 101, "nak"), w(6, 2, 102), pkt(7, 3, 102, "ack")]);
+    assert!(!v.pass, "{v:#?}");
+    assert!(v.actual.ends_with("go-back-N broken on 1 QP: QP q: frame 6 resends from PSN 102, past PSN 101 that the NAK in frame 5 asked for"), "{}", v.actual);
+    assert_eq!(o.streams[0].wire.as_ref().unwrap().qps[0].go_back_n.as_ref().map(|g| g.broken), Some(1));
+    // A resend of what was acknowledged already is counted, and fails nothing.
+    let (v, o) = judged(vec![w(1, 0, 100), pkt(2, 1, 100, "ack"), w(3, 1, 100), pkt(4, 2, 100, "ack"), w(5, 2, 101), pkt(6, 3, 101, "ack")]);
+    assert!(v.pass, "{v:#?}");
+    assert!(v.actual.contains("1 of the resends from a PSN already acknowledged on the wire") && v.actual.ends_with("go-back-N held on every QP"), "{}", v.actual);
+    assert_eq!(o.streams[0].wire.as_ref().unwrap().qps[0].redundant_resends, 1);
     // A message never acknowledged fails the bound too.
     let (v, _) = judged(vec![w(1, 0, 100), pkt(2, 1, 100, "ack"), w(3, 1, 101)]);
     assert!(!v.pass && v.actual.contains("1 of 2 messages acknowledged"), "{v:#?}");

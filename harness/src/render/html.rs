@@ -407,19 +407,25 @@ fn stream_wire(o: &mut String, st: &crate::results::StreamRun) {
     );
     latency_plot(o, &st.report.id, &w.plot);
     per_qp_bars(o, w, st.report.elapsed_us);
-    o.push_str("<details class=\"qp-pace\"><summary>each QP</summary><table class=\"qp-pace\"><thead><tr><th>QP</th><th>messages</th><th>acknowledged</th><th>peak unacknowledged</th><th>request→ACK p50 / p99 / max</th><th>resends</th><th>NAKs (RNR)</th></tr></thead><tbody>\n");
+    o.push_str("<details class=\"qp-pace\"><summary>each QP</summary><table class=\"qp-pace\"><thead><tr><th>QP</th><th>messages</th><th>acknowledged</th><th>peak unacknowledged</th><th>request→ACK p50 / p99 / max</th><th>resends (redundant)</th><th>NAKs (RNR)</th><th>go-back-N</th></tr></thead><tbody>\n");
     for q in &w.qps {
         let _ = writeln!(
             o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{} ({})</td><td>{}</td></tr>",
             esc(&q.qp),
             q.messages,
             q.acked,
             q.peak_outstanding,
             pct(&q.ack_latency_ns),
             q.resends,
+            q.redundant_resends,
             q.naks,
-            q.rnr_naks
+            q.rnr_naks,
+            match &q.go_back_n {
+                None => "–".to_string(),
+                Some(g) if g.broken == 0 => "held".to_string(),
+                Some(g) => format!("broken: {}", esc(g.first.as_deref().unwrap_or("?"))),
+            }
         );
     }
     o.push_str("</tbody></table></details>\n");

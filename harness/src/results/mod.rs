@@ -307,8 +307,21 @@ pub(crate) struct QpPace {
     pub peak_outstanding: u64,
     pub ack_latency_ns: Option<Percentiles>,
     pub resends: u64,
+    /// Resend runs that started at a PSN already acknowledged on the wire.
+    #[serde(default)]
+    pub redundant_resends: u64,
     pub naks: u64,
     pub rnr_naks: u64,
+    /// Go-back-N over the QP's whole run (`None` in reports from before it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub go_back_n: Option<GoBackN>,
+}
+
+/// Go-back-N recovery over a QP's whole run: how many rules it broke, and the first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct GoBackN {
+    pub broken: u64,
+    pub first: Option<String>,
 }
 
 /// A stream's acknowledgement latency over time, in at most [`Plot::BINS`] slices
