@@ -67,7 +67,8 @@ pub struct Resend {
 /// A rule of go-back-N recovery that the pair broke.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Violation {
-    /// The responder's ACK/NAK PSN moved back.
+    /// What the responder acknowledged moved back: the last PSN its ACKs and NAKs
+    /// said had arrived (a NAK's PSN less one).
     AckMovedBack { from: Psn, to: Psn, frame: u64 },
     /// After a NAK PSN Sequence Error the resend starts past the NAK'd PSN, which
     /// the responder waits for (IBA 9.7.5.1.4: the requester resends from the PSN
@@ -81,7 +82,7 @@ impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Violation::AckMovedBack { from, to, frame } => {
-                write!(f, "the ACK PSN moved back from {from} to {to} (frame {frame})")
+                write!(f, "what the responder acknowledged moved back from PSN {from} to {to} (frame {frame})")
             }
             Violation::ResentPastNak { frame, psn, nak_psn, nak_frame } => {
                 write!(f, "frame {frame} resends from PSN {psn}, past PSN {nak_psn} that the NAK in frame {nak_frame} asked for")
@@ -133,13 +134,14 @@ fn is_seq_nak(p: &Packet) -> bool {
 }
 
 /// The last PSN a response acknowledges: an ACK (or a READ response or ATOMIC
-/// Acknowledge carrying one) its own PSN, a NAK PSN Sequence Error the PSN before
-/// the one it names (IBA 9.7.5.1.4: everything before it arrived).
+/// Acknowledge carrying one) its own PSN; a NAK or an RNR NAK the PSN before the
+/// one it names, which is the request it could not take (IBA 9.7.5.1.4: every
+/// request before it was received).
 fn acknowledges(p: &Packet) -> Option<Psn> {
-    match p.ack {
-        Some(AckKind::Ack { .. }) => Some(p.psn),
-        _ if is_seq_nak(p) => Some(p.psn.add(Psn::MASK)),
-        _ => None,
+    match p.ack? {
+        AckKind::Ack { .. } => Some(p.psn),
+        AckKind::Nak(_) | AckKind::RnrNak { .. } => Some(p.psn.add(Psn::MASK)),
+        AckKind::Reserved => None,
     }
 }
 
@@ -149,10 +151,14 @@ fn acknowledges(p: &Packet) -> Option<Psn> {
 pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
     let mut g = GoBackN::default();
     let acks: Vec<&Packet> = resps.iter().filter(|f| f.ack.is_some()).collect();
-    // The responder's ACK/NAK PSNs never move back.
-    for w in acks.windows(2) {
-        if w[0].psn.after(w[1].psn) {
-            g.violations.push(Violation::AckMovedBack { from: w[0].psn, to: w[1].psn, frame: w[1].number });
+    // What the responder acknowledges never moves back: an ACK of PSN n after a
+    // NAK of n + 1 says the same as the NAK (everything through n arrived).
+    let mut said: Option<Psn> = None;
+    for a in &acks {
+        let Some(p) = acknowledges(a) else { continue };
+        match said {
+            Some(s) if s.after(p) => g.violations.push(Violation::AckMovedBack { from: s, to: p, frame: a.number }),
+            _ => said = Some(p),
         }
     }
     // What the requester had heard by each request (a response that was not
@@ -286,7 +292,10 @@ mod tests {
         let g = go_back_n(&bad_q, &bad_r);
         let v: Vec<String> = g.violations.iter().map(|v| v.to_string()).collect();
         assert!(v.iter().any(|x| x == "frame 6 resends from PSN 102, past PSN 101 that the NAK in frame 5 asked for"), "{v:?}");
-        assert!(v.iter().any(|x| x.contains("moved back from 103 to 102")), "{v:?}");
+        assert!(v.iter().any(|x| x == "what the responder acknowledged moved back from PSN 103 to 102 (frame 10)"), "{v:?}");
+        // An ACK of 100 after a NAK of 101 says what the NAK said: not back.
+        let g = go_back_n(&q, &[resp(5, 1, 101, SEQ_NAK), resp(9, 4, 100, ACK), resp(10, 4, 103, ACK)]);
+        assert_eq!(g.violations, vec![]);
         assert!(v.iter().any(|x| x == "PSN 101 never delivered"), "{v:?}");
         assert!(g.redundant.is_empty(), "{:?}", g.redundant);
 
