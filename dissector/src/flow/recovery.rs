@@ -145,6 +145,18 @@ fn acknowledges(p: &Packet) -> Option<Psn> {
     }
 }
 
+/// How far behind the packets sent after it a held packet can show up, in
+/// packets, and how many PSNs in a row can be missing for that reason.
+const HELD_WITHIN: usize = 32;
+const HELD_GAP: u32 = 4;
+
+/// Whether each PSN from `from` up to (not including) `to` shows up held back
+/// among the first [`HELD_WITHIN`] of `rest`.
+fn held_soon(rest: &[Packet], from: Psn, to: Psn) -> bool {
+    let gap = to.diff(from);
+    gap > 0 && gap as u32 <= HELD_GAP && (0..gap as u32).all(|k| rest.iter().take(HELD_WITHIN).any(|p| p.held && p.psn == from.add(k)))
+}
+
 /// Checks go-back-N recovery on one QP pair over a whole run: the requester's
 /// transmissions `reqs` (undelivered ones included) and the responder's `resps`,
 /// each in capture order. One pass over each: linear in the packets.
@@ -170,7 +182,7 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
     let mut highest: Option<Psn> = None;
     let mut last_sent: std::collections::HashMap<Psn, u64> = std::collections::HashMap::new();
     let mut prev: Option<(Psn, bool)> = None;
-    for f in reqs {
+    for (i, f) in reqs.iter().enumerate() {
         while let Some(a) = heard.next_if(|a| a.number < f.number) {
             last = Some(a);
             if let Some(p) = acknowledges(a) {
@@ -185,7 +197,10 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
             continue;
         }
         let resent = highest.is_some_and(|h| !f.psn.after(h));
-        let starts_run = resent && prev.is_none_or(|(p, was_resend)| !was_resend || f.psn != p.add(1));
+        // A resend run goes on PSN by PSN; one held back on the way shows up a
+        // little later, and its gap is no new run.
+        let follows = |p: Psn| f.psn == p.add(1) || held_soon(&reqs[i + 1..], p.add(1), f.psn);
+        let starts_run = resent && prev.is_none_or(|(p, was_resend)| !was_resend || !follows(p));
         if starts_run {
             // The first step forward that acknowledged this PSN, if any did.
             let k = through.partition_point(|t| f.psn.after(t.0));
@@ -337,6 +352,22 @@ mod tests {
         let g = go_back_n(&q, &[resp(5, 1, 11, SEQ_NAK), resp(10, 3, 14, ACK)]);
         assert_eq!(g.violations, vec![]);
         assert_eq!(g.resends, vec![Resend { psn: Psn::new(11), frame: 6, trigger: Trigger::Nak, after_ns: 1_000_000 }]);
+    }
+
+    /// A resend held back by the switch behind the one after it (as the lab's
+    /// `reorder` rule does): the run it belongs to goes on across the gap.
+    #[test]
+    fn a_held_resend_leaves_no_gap_in_its_run() {
+        let mut q = vec![req(1, 0, 50), req(2, 0, 51), req(3, 0, 52), req(4, 0, 53), req(6, 2, 51), req(7, 2, 53), req(8, 2, 52)];
+        q[1].delivered = false;
+        q[6].held = true;
+        let g = go_back_n(&q, &[resp(5, 1, 51, SEQ_NAK), resp(9, 3, 53, ACK)]);
+        assert_eq!(g.violations, vec![]);
+        assert_eq!(g.resends.len(), 1, "{:?}", g.resends);
+        // Not held: the run skipped 52, and went on past the NAK'd PSN.
+        q[6].held = false;
+        let g = go_back_n(&q, &[resp(5, 1, 51, SEQ_NAK), resp(9, 3, 53, ACK)]);
+        assert!(matches!(g.violations[..], [Violation::ResentPastNak { frame: 7, .. }, ..]), "{:?}", g.violations);
     }
 
     /// Over a long run (go-back-N checked across all of it), each loss recovered
