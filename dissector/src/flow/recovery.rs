@@ -191,9 +191,14 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
                 }
             }
         }
-        // A held packet shows up late, but it is an original transmission; nor
-        // does it break a resend run it lands in the middle of.
+        // A held packet shows up late, but it is an original transmission (or a
+        // resend's): it went out when it was sent, and it does not break a resend
+        // run it lands in the middle of.
         if f.held {
+            if highest.is_none_or(|h| f.psn.after(h)) {
+                highest = Some(f.psn);
+            }
+            last_sent.insert(f.psn, f.ts_ns);
             continue;
         }
         let resent = highest.is_some_and(|h| !f.psn.after(h));
@@ -408,6 +413,13 @@ mod tests {
         q[2].held = true;
         let g = go_back_n(&q, &[resp(4, 2, 1, ACK)]);
         assert_eq!((g.resends.len(), g.violations.len()), (0, 0), "{g:?}");
+        // The held one draws a NAK, and its resend is the NAK's doing (the lab's
+        // `reorder psn=101`): timed from the NAK, not the ACK timer's.
+        let mut q = vec![req(1, 0, 100), req(2, 0, 102), req(3, 0, 101), req(5, 2, 101), req(6, 2, 102)];
+        q[2].held = true;
+        let g = go_back_n(&q, &[resp(4, 1, 101, SEQ_NAK), resp(7, 3, 102, ACK)]);
+        assert_eq!(g.resends, vec![Resend { psn: Psn::new(101), frame: 5, trigger: Trigger::Nak, after_ns: 1_000_000 }]);
+        assert_eq!(g.violations, vec![]);
         // Half the PSN space ahead counts as after, as Psn::after says.
         let far = vec![req(1, 0, 0), req(2, 0, 0x80_0000)];
         assert!(go_back_n(&far, &[]).resends.is_empty());
