@@ -22,14 +22,16 @@ use crate::LinkType;
 /// What is kept of one record; its bytes are in the chunk's buffer.
 #[derive(Debug, Clone)]
 struct Meta {
-    number: u64,
-    ts_ns: u64,
-    link: LinkType,
-    interface: u32,
-    orig_len: u32,
-    file_offset: u64,
-    direction: Option<Direction>,
+    // Not in the order of `Record`'s fields: copying two neighbours at once with
+    // one wide load stalls on the narrower stores the reader just made.
     data: Range<usize>,
+    ts_ns: u64,
+    orig_len: u32,
+    number: u64,
+    interface: u32,
+    file_offset: u64,
+    link: LinkType,
+    direction: Option<Direction>,
     comment: Option<Range<usize>>,
 }
 
@@ -108,8 +110,10 @@ impl Chunk {
         self.seq = seq;
         let mut filled = Filled::Full;
         while self.meta.len() < max {
-            let r = match src.next_packet() {
-                Ok(Some(r)) => r,
+            match src.next_packet() {
+                // By reference: moving the record out copies it with wide loads
+                // that stall on the narrower stores that built it.
+                Ok(Some(ref r)) => self.push(r),
                 Ok(None) => {
                     filled = Filled::End;
                     break;
@@ -118,31 +122,36 @@ impl Chunk {
                     filled = Filled::Failed(e);
                     break;
                 }
-            };
-            let at = self.bytes.len();
-            self.bytes.extend_from_slice(r.data);
-            let data = at..self.bytes.len();
-            let comment = r.comment.map(|c| {
-                let at = self.bytes.len();
-                self.bytes.extend_from_slice(c.as_bytes());
-                at..self.bytes.len()
-            });
-            self.meta.push(Meta {
-                number: r.number,
-                ts_ns: r.ts_ns,
-                link: r.link,
-                interface: r.interface,
-                orig_len: r.orig_len,
-                file_offset: r.file_offset,
-                direction: r.direction,
-                data,
-                comment,
-            });
+            }
         }
         let own_first = self.meta.first().map_or(0, |m| m.ts_ns);
         self.first_ts_ns = first_ts.unwrap_or(own_first);
         self.prev_ts_ns = prev_ts.unwrap_or(own_first);
         filled
+    }
+
+    /// Appends a copy of `r`.
+    #[inline(always)]
+    fn push(&mut self, r: &Record<'_>) {
+        let at = self.bytes.len();
+        self.bytes.extend_from_slice(r.data);
+        let data = at..self.bytes.len();
+        let comment = r.comment.map(|c| {
+            let at = self.bytes.len();
+            self.bytes.extend_from_slice(c.as_bytes());
+            at..self.bytes.len()
+        });
+        self.meta.push(Meta {
+            number: r.number,
+            ts_ns: r.ts_ns,
+            link: r.link,
+            interface: r.interface,
+            orig_len: r.orig_len,
+            file_offset: r.file_offset,
+            direction: r.direction,
+            data,
+            comment,
+        });
     }
 
     /// What the next chunk from the same source needs from this one (see
