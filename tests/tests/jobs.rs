@@ -204,7 +204,7 @@ fn flows_crossing_chunk_boundaries_are_analysed_as_in_one_pass() {
     let p = tmp("interleaved.pcap");
     interleaved_capture(&p);
     let file = path_str(&p);
-    let r = same_as_one_thread("interleaved", &args(&["flows", "--json"], &[file.clone()]));
+    let r = same_as_one_thread("interleaved", &["flows", "--json", &file].map(String::from));
     assert_eq!(r.code, 0, "{}", r.err);
     // The ground truth the chunks must not disturb: per requester flow, 6 lost
     // packets (one gap each), their go-back-N resends, 6 PSN Sequence Error NAKs,

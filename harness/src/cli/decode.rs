@@ -189,10 +189,10 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
         _ => None,
     };
     let result = if let Some(r) = par {
-        let job = Job { opts: &opts, fields: &field_ids };
+        let job = Job { opts: &opts, fields: &field_ids, plan: a.input.plan(), jobs };
         let end = match table.as_mut() {
-            Some(t) => job.parquet(r, a.input.plan(), jobs, filter.as_ref(), t, &mut stats)?,
-            None => job.fields(r, a.input.plan(), jobs, filter.as_ref(), &render, &mut out, &mut stats)?,
+            Some(t) => job.parquet(r, filter.as_ref(), t, &mut stats)?,
+            None => job.fields(r, filter.as_ref(), &render, &mut out, &mut stats)?,
         };
         end.map_or(Ok(()), Err)
     } else {
@@ -373,6 +373,8 @@ struct Text {
 struct Job<'a> {
     opts: &'a frame::Options,
     fields: &'a [Field],
+    plan: Plan,
+    jobs: usize,
 }
 
 impl Job<'_> {
@@ -412,8 +414,8 @@ impl Job<'_> {
     }
 
     /// `-T fields` on `jobs` threads, written to `out` in frame order.
-    fn fields(&self, src: &mut Reader<BufReader<File>>, plan: Plan, jobs: usize, filter: Option<&Filter>, render: &Render<'_>, out: &mut impl Write, stats: &mut Stats) -> Result<Option<CaptureError>, Failure> {
-        let workers = (0..jobs)
+    fn fields(&self, src: &mut Reader<BufReader<File>>, filter: Option<&Filter>, render: &Render<'_>, out: &mut impl Write, stats: &mut Stats) -> Result<Option<CaptureError>, Failure> {
+        let workers = (0..self.jobs)
             .map(|_| {
                 let (mut scratch, filter, mut val) = (frame::decode(dissector::LinkType::ETHERNET, &[], self.opts), filter.cloned(), Vec::new());
                 move |c: &Chunk, part: &mut Part<Text>| {
@@ -426,7 +428,7 @@ impl Job<'_> {
             })
             .collect();
         let (mut shown_ts, mut val, mut cell) = (None, Vec::new(), Vec::new());
-        par::run(src, plan, workers, |_, part: &mut Part<Text>| {
+        par::run(src, self.plan, workers, |_, part: &mut Part<Text>| {
             stats.add(&part.stats);
             let first = Job::carry(part, &mut shown_ts);
             let mut at = 0;
@@ -444,9 +446,9 @@ impl Job<'_> {
 
     /// `-T parquet` on `jobs` threads: column values made by the workers, rows
     /// appended to `table` in frame order.
-    fn parquet(&self, src: &mut Reader<BufReader<File>>, plan: Plan, jobs: usize, filter: Option<&Filter>, table: &mut Table, stats: &mut Stats) -> Result<Option<CaptureError>, Failure> {
+    fn parquet(&self, src: &mut Reader<BufReader<File>>, filter: Option<&Filter>, table: &mut Table, stats: &mut Stats) -> Result<Option<CaptureError>, Failure> {
         let specs: Vec<Spec> = self.fields.iter().map(|&f| Spec::of_field(f)).collect();
-        let workers = (0..jobs)
+        let workers = (0..self.jobs)
             .map(|_| {
                 let (mut scratch, filter, mut val, specs) = (frame::decode(dissector::LinkType::ETHERNET, &[], self.opts), filter.cloned(), Vec::new(), &specs);
                 move |c: &Chunk, part: &mut Part<Rows>| {
@@ -462,7 +464,7 @@ impl Job<'_> {
             .collect();
         let delta_displayed: Vec<usize> = self.fields.iter().enumerate().filter(|&(_, &f)| f == Field::FrameTimeDeltaDisplayed).map(|(i, _)| i).collect();
         let mut shown_ts = None;
-        par::run(src, plan, workers, |_, part: &mut Part<Rows>| {
+        par::run(src, self.plan, workers, |_, part: &mut Part<Rows>| {
             stats.add(&part.stats);
             if let Some(Value::Secs(ns)) = Job::carry(part, &mut shown_ts) {
                 for &i in &delta_displayed {

@@ -246,10 +246,10 @@ mod tests {
     #[test]
     fn a_failing_consumer_stops_the_threads() {
         let mut src = Src { n: 10_000, at: 0, fail: false, byte: [0] };
-        let plan = Plan { jobs: 2, chunk_frames: 5, limit: u64::MAX };
-        let worker = || |_: &Chunk, _: &mut ()| {};
+        let plan = Plan { chunk_frames: 5, limit: u64::MAX };
+        let worker = |_: &Chunk, _: &mut ()| {};
         let mut n = 0;
-        let e = run(&mut src, plan, worker, |_, _| {
+        let e = run(&mut src, plan, vec![worker; 2], |_, _| {
             n += 1;
             if n == 3 {
                 return Err(anyhow!("closed").into());
