@@ -159,16 +159,7 @@ fn qp_pair(i: u8) -> Vec<Timed> {
         let p = c.write(Dir::AtoB, 0x1000, 0x77, 64, None);
         c.ack(Dir::BtoA, p, Syndrome::ACK, 1);
         // A 4-packet WRITE whose second packet is lost: NAK, go back, resend.
-        let first = c.a.psn;
-        let last = c.write(Dir::AtoB, 0x2000, 0x77, 1024, None);
-        let n = c.frames.len();
-        let sent: Vec<Vec<u8>> = c.frames[n - 4..].iter().map(|f| f.data.clone()).collect();
-        c.frames.remove(n - 3);
-        c.ack(Dir::BtoA, first.add(1), Syndrome::nak(0), 0);
-        for d in &sent[1..] {
-            c.wait(3_000);
-            c.frames.push(Timed { ts_ns: c.now_ns, data: d.clone() });
-        }
+        let last = c.write_losing(Dir::AtoB, 0x2000, 0x77, 1024, 1);
         c.ack(Dir::BtoA, last, Syndrome::ACK, 1);
         // A SEND with no receive posted: RNR NAK twice, then taken.
         let p = c.send(Dir::AtoB, 32, Some(round));
