@@ -118,6 +118,10 @@ struct Buffer {
     doubles: Vec<f64>,
     bools: Vec<bool>,
     bytes: Vec<ByteArray>,
+    /// Text and byte values not yet in `bytes`, end to end, and where each ends:
+    /// [`Buffer::seal`] makes them `ByteArray`s sharing one allocation.
+    text: Vec<u8>,
+    ends: Vec<usize>,
     defs: Vec<i16>,
     reps: Vec<i16>,
     /// Values given for the row being built.
@@ -126,7 +130,7 @@ struct Buffer {
 
 impl Buffer {
     fn new(spec: Spec) -> Buffer {
-        Buffer { spec, ints: Vec::new(), doubles: Vec::new(), bools: Vec::new(), bytes: Vec::new(), defs: Vec::new(), reps: Vec::new(), in_row: 0 }
+        Buffer { spec, ints: Vec::new(), doubles: Vec::new(), bools: Vec::new(), bytes: Vec::new(), text: Vec::new(), ends: Vec::new(), defs: Vec::new(), reps: Vec::new(), in_row: 0 }
     }
 
     fn push(&mut self, c: Cell<'_>) {
@@ -140,8 +144,8 @@ impl Buffer {
             (Kind::Bool, Cell::Bool(b)) => self.bools.push(b),
             (Kind::Timestamp, Cell::Nanos(n)) => self.ints.push(n),
             (Kind::Seconds, Cell::Nanos(n)) => self.doubles.push(seconds(n)),
-            (Kind::Str, Cell::Str(s)) => self.bytes.push(ByteArray::from(s.as_bytes().to_vec())),
-            (Kind::Bytes | Kind::Str, Cell::Bytes(b)) => self.bytes.push(ByteArray::from(b.to_vec())),
+            (Kind::Str, Cell::Str(s)) => self.push_text(s.as_bytes()),
+            (Kind::Bytes | Kind::Str, Cell::Bytes(b)) => self.push_text(b),
             // A value of another kind than the column's: not the field's own type,
             // a bug of the caller. Left null rather than written wrong.
             _ => return,
@@ -153,6 +157,25 @@ impl Buffer {
             self.defs.push(1);
         }
         self.in_row += 1;
+    }
+
+    fn push_text(&mut self, b: &[u8]) {
+        self.text.extend_from_slice(b);
+        self.ends.push(self.text.len());
+    }
+
+    /// Moves the text values into `bytes`: one allocation for them all, rather than
+    /// one each (and none to free one by one on another thread).
+    fn seal(&mut self) {
+        if self.ends.is_empty() {
+            return;
+        }
+        let all = bytes::Bytes::from(std::mem::take(&mut self.text));
+        let mut start = 0;
+        for end in self.ends.drain(..) {
+            self.bytes.push(ByteArray::from(all.slice(start..end)));
+            start = end;
+        }
     }
 
     /// Ends the row: a row with no value is null.
@@ -169,6 +192,8 @@ impl Buffer {
     /// Moves the first `rows` complete rows of `from` to the end of this buffer (of
     /// the same column).
     fn take_rows(&mut self, from: &mut Buffer, rows: usize) {
+        self.seal();
+        from.seal();
         // Where row `rows` starts among the levels, and how many values come before.
         let levels = if self.spec.list {
             from.reps.iter().enumerate().filter(|&(_, &r)| r == 0).nth(rows).map_or(from.reps.len(), |(i, _)| i)
@@ -190,6 +215,8 @@ impl Buffer {
     }
 
     fn clear(&mut self) {
+        self.text.clear();
+        self.ends.clear();
         self.ints.clear();
         self.doubles.clear();
         self.bools.clear();
@@ -254,6 +281,13 @@ impl Rows {
         }
         self.rows += n;
         from.rows -= n;
+    }
+
+    /// Makes the text values of every column ready to be written or moved.
+    pub(crate) fn seal(&mut self) {
+        for c in &mut self.cols {
+            c.seal();
+        }
     }
 
     /// Drops every row, keeping the buffers.
@@ -341,6 +375,7 @@ impl Table {
             return Ok(());
         }
         let Some(w) = self.writer.as_mut() else { anyhow::bail!("the Parquet file was closed") };
+        self.group.seal();
         let mut rg = w.next_row_group()?;
         for b in &mut self.group.cols {
             let Some(mut col) = rg.next_column()? else { anyhow::bail!("fewer Parquet columns than fields") };

@@ -459,6 +459,7 @@ impl Job<'_> {
                     self.each_shown(c, &mut scratch, filter.as_ref(), part, |rows, ctx, shown, _| {
                         columns::frame_values(rows, self.fields, ctx, shown, &mut val);
                     });
+                    part.body.seal();
                 }
             })
             .collect();
