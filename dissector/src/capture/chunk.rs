@@ -22,8 +22,6 @@ use crate::LinkType;
 /// What is kept of one record; its bytes are in the chunk's buffer.
 #[derive(Debug, Clone)]
 struct Meta {
-    // Not in the order of `Record`'s fields: copying two neighbours at once with
-    // one wide load stalls on the narrower stores the reader just made.
     data: Range<usize>,
     ts_ns: u64,
     orig_len: u32,
@@ -133,14 +131,11 @@ impl Chunk {
     /// Appends a copy of `r`.
     #[inline(always)]
     fn push(&mut self, r: &Record<'_>) {
+        // The record's fields first, the bytes after: read after the copy, the
+        // fields wait for all its stores (a wide read cannot take them from the
+        // narrower stores that made the record).
         let at = self.bytes.len();
-        self.bytes.extend_from_slice(r.data);
-        let data = at..self.bytes.len();
-        let comment = r.comment.map(|c| {
-            let at = self.bytes.len();
-            self.bytes.extend_from_slice(c.as_bytes());
-            at..self.bytes.len()
-        });
+        let end = at + r.data.len();
         self.meta.push(Meta {
             number: r.number,
             ts_ns: r.ts_ns,
@@ -149,9 +144,13 @@ impl Chunk {
             orig_len: r.orig_len,
             file_offset: r.file_offset,
             direction: r.direction,
-            data,
-            comment,
+            data: at..end,
+            comment: r.comment.map(|c| end..end + c.len()),
         });
+        self.bytes.extend_from_slice(r.data);
+        if let Some(c) = r.comment {
+            self.bytes.extend_from_slice(c.as_bytes());
+        }
     }
 
     /// What the next chunk from the same source needs from this one (see
