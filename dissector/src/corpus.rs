@@ -159,17 +159,7 @@ fn rc_naks() -> Vec<Timed> {
     c.ack(Dir::BtoA, p, Syndrome::ACK, 1);
     // A 4-packet WRITE whose second packet was lost before the capture point.
     c.mtu = 256;
-    let first = c.a.psn;
-    let last = c.write(Dir::AtoB, 0x2000, 0x0000_1111, 1024, None);
-    let n = c.frames.len();
-    let sent: Vec<Vec<u8>> = c.frames[n - 4..].iter().map(|f| f.data.clone()).collect();
-    c.frames.remove(n - 3);
-    c.ack(Dir::BtoA, first.add(1), Syndrome::nak(0), 0);
-    for d in &sent[1..] {
-        c.wait(3_000);
-        let ts = c.now_ns;
-        c.frames.push(Timed { ts_ns: ts, data: d.clone() });
-    }
+    let last = c.write_losing(Dir::AtoB, 0x2000, 0x0000_1111, 1024, 1);
     c.ack(Dir::BtoA, last, Syndrome::ACK, 1);
     c.frames
 }

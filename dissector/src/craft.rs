@@ -483,6 +483,30 @@ impl Conversation {
         last
     }
 
+    /// An RDMA WRITE of `len` bytes whose packet `lost` (0-based) never reaches the
+    /// capture point: the responder NAKs the PSN it expected (PSN Sequence Error)
+    /// and the requester goes back to it and resends the rest, 3 µs apart
+    /// (go-back-N). Returns the last PSN (the caller acknowledges it).
+    pub fn write_losing(&mut self, d: Dir, va: u64, rkey: u32, len: usize, lost: usize) -> Psn {
+        let first = self.sides(d).0.psn;
+        let last = self.write(d, va, rkey, len, None);
+        let k = self.segments(len).len();
+        let lost = lost.min(k - 1);
+        let n = self.frames.len();
+        let sent: Vec<Vec<u8>> = self.frames[n - k..].iter().map(|f| f.data.clone()).collect();
+        self.frames.remove(n - k + lost);
+        let back = match d {
+            Dir::AtoB => Dir::BtoA,
+            Dir::BtoA => Dir::AtoB,
+        };
+        self.ack(back, first.add(lost as u32), Syndrome::nak(0), 0);
+        for data in &sent[lost..] {
+            self.wait(3_000);
+            self.frames.push(Timed { ts_ns: self.now_ns, data: data.clone() });
+        }
+        last
+    }
+
     /// An RDMA READ request for `len` bytes; the PSN advances by the number of
     /// response packets. Returns the request's PSN.
     pub fn read_request(&mut self, d: Dir, va: u64, rkey: u32, len: usize) -> Psn {

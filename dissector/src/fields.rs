@@ -504,7 +504,7 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
         F::FrameTimeEpoch => f(Value::Secs(c.ts_ns as i64)),
         F::FrameTimeRelative => f(Value::Secs(since(c.ts_ns, c.first_ts_ns))),
         F::FrameTimeDelta => f(Value::Secs(since(c.ts_ns, c.prev_ts_ns))),
-        F::FrameTimeDeltaDisplayed => f(Value::Secs(shown.prev_ts_ns.map_or(0, |p| since(c.ts_ns, p)))),
+        F::FrameTimeDeltaDisplayed => f(delta_displayed(c.ts_ns, shown)),
         F::FrameInterfaceId => f(Dec(c.interface.into())),
         F::FrameComment => c.comment.into_iter().for_each(|s| f(Value::Str(s))),
         F::FrameProtocols => f(Value::Text(&Protocols(c))),
@@ -722,6 +722,12 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
 }
 
 /// Nanoseconds from `earlier` to `ts`: negative when the capture's clock went back.
+/// `frame.time_delta_displayed` of a frame stamped `ts_ns`.
+#[inline]
+pub fn delta_displayed(ts_ns: u64, shown: Shown) -> Value<'static> {
+    Value::Secs(shown.prev_ts_ns.map_or(0, |p| since(ts_ns, p)))
+}
+
 fn since(ts: u64, earlier: u64) -> i64 {
     (ts as i64).wrapping_sub(earlier as i64)
 }

@@ -29,7 +29,7 @@ use crate::wire::{mad, Opcode, Psn, Transport};
 mod facts;
 pub mod pace;
 pub mod recovery;
-pub use facts::Facts;
+pub use facts::{Facts, Seen};
 
 /// At most this many NAK / gap events are kept per flow (all are counted).
 pub const MAX_EVENTS: usize = 64;
@@ -703,14 +703,29 @@ impl Analyzer {
     pub fn add(&mut self, number: u64, ts: u64, orig_len: u32, frame: &Frame, data: &[u8]) {
         match Facts::of(frame, data) {
             Some(p) => self.add_facts(number, ts, orig_len, &p),
-            None => {
-                self.totals.frames += 1;
-                if frame.stop.is_some() && frame.roce.is_some() {
-                    self.totals.undecodable_frames += 1;
-                } else {
-                    self.totals.other_frames += 1;
-                }
-            }
+            None => self.add_other(frame.stop.is_some() && frame.roce.is_some()),
+        }
+    }
+
+    /// Counts a frame that holds no BTH (`undecodable`: RoCE whose decoding stopped).
+    fn add_other(&mut self, undecodable: bool) {
+        self.totals.frames += 1;
+        if undecodable {
+            self.totals.undecodable_frames += 1;
+        } else {
+            self.totals.other_frames += 1;
+        }
+    }
+
+    /// Adds what was [`Seen`] of one captured frame; frames must come in capture
+    /// order, as with [`Analyzer::add`].
+    #[inline]
+    pub fn add_seen(&mut self, number: u64, ts: u64, orig_len: u32, seen: &Seen) {
+        match seen {
+            Seen::Roce(p, None) => self.add_facts(number, ts, orig_len, p),
+            Seen::Roce(p, Some(m)) => self.add_facts(number, ts, orig_len, &Facts { mad: Some(m), ..*p }),
+            Seen::Other { undecodable } => self.add_other(*undecodable),
+            Seen::Skipped => {}
         }
     }
 

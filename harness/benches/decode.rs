@@ -7,7 +7,9 @@
 //!   on the same file (the ratio is printed);
 //! - the same with `-Y "infiniband.aeth.syndrome != 0"`, ours and tshark's;
 //! - `roce flows`;
-//! - the peak RSS of both `roce` commands on a ~1 GB file (`ROCE_BENCH_BIG=0` skips it).
+//! - each `roce` command on every core (the default) and with `-j 1`;
+//! - on a ~1 GB file (`ROCE_BENCH_BIG=0` skips it): `-j` scaling (1, 2 and every
+//!   core) of `flows`, `-T fields` and `-T parquet`, and their peak RSS.
 //!
 //! Each command runs `ROCE_BENCH_RUNS` times (default 5, tshark once: it takes ~30 s)
 //! and the best and median runs are shown: on a shared VM one run can be 30% off.
@@ -119,31 +121,22 @@ fn main() {
 
     let n = env_u64("ROCE_BENCH_RUNS", 5);
     println!("each roce command run {n} times: best run, then the median");
-    let ours = runs(n, || {
-        let mut c = roce();
-        c.arg("decode");
-        with_fields(&mut c).arg(&file);
-        c
-    });
+    let cores = std::thread::available_parallelism().map_or(1, |c| c.get());
+    println!("{cores} cores: the default -j uses them all");
+    let ours = runs(n, || decode_fields(&file, None, &[]));
     print_runs("roce decode -T fields (13 fields):", &ours, packets, mb);
+    let ours_1 = runs(n, || decode_fields(&file, Some(1), &[]));
+    print_runs("  the same, -j 1:", &ours_1, packets, mb);
     let pq = dir.join("bench.parquet");
-    let parquet = runs(n, || {
-        let mut c = roce();
-        c.args(["decode", "-T", "parquet", "-w"]).arg(&pq);
-        for f in FIELDS {
-            c.args(["-e", f]);
-        }
-        c.arg(&file);
-        c
-    });
+    let parquet = runs(n, || decode_parquet(&file, &pq, None));
     print_runs("roce decode -T parquet (13 fields):", &parquet, packets, mb);
     println!("  Parquet file: {:.1} MB ({:.1} bytes per packet, Snappy)", std::fs::metadata(&pq).map_or(0.0, |m| m.len() as f64 / 1e6), std::fs::metadata(&pq).map_or(0.0, |m| m.len() as f64) / packets as f64);
-    let flows = runs(n, || {
-        let mut c = roce();
-        c.arg("flows").arg(&file);
-        c
-    });
+    let parquet_1 = runs(n, || decode_parquet(&file, &pq, Some(1)));
+    print_runs("  the same, -j 1:", &parquet_1, packets, mb);
+    let flows = runs(n, || flows_cmd(&file, None));
     print_runs("roce flows:", &flows, packets, mb);
+    let flows_1 = runs(n, || flows_cmd(&file, Some(1)));
+    print_runs("  the same, -j 1:", &flows_1, packets, mb);
     let have_tshark = Command::new("tshark").arg("--version").stdout(Stdio::null()).status().is_ok_and(|s| s.success());
     if have_tshark {
         let theirs = runs(1, || {
@@ -153,19 +146,12 @@ fn main() {
             c
         });
         print_runs("tshark -T fields (13 fields):", &theirs, packets, mb);
-        println!(
-            "ratio: roce decode -T fields is {:.0}x tshark's speed (best run; {:.0}x at the median)",
-            theirs.best / ours.best,
-            theirs.best / ours.median
-        );
+        print_ratio("roce decode -T fields", &theirs, &ours, &ours_1);
         // The same with the display filter users type most on RoCE captures.
-        let ours_y = runs(n, || {
-            let mut c = roce();
-            c.args(["decode", "-Y", FILTER]);
-            with_fields(&mut c).arg(&file);
-            c
-        });
+        let ours_y = runs(n, || decode_fields(&file, None, &["-Y", FILTER]));
         print_runs("roce decode -Y … -T fields:", &ours_y, packets, mb);
+        let ours_y1 = runs(n, || decode_fields(&file, Some(1), &["-Y", FILTER]));
+        print_runs("  the same, -j 1:", &ours_y1, packets, mb);
         let theirs_y = runs(1, || {
             let mut c = Command::new("tshark");
             c.args(["-n", "-r"]).arg(&file).args(["--disable-protocol", "rpcordma", "-Y", FILTER]);
@@ -173,11 +159,7 @@ fn main() {
             c
         });
         print_runs("tshark -Y … -T fields:", &theirs_y, packets, mb);
-        println!(
-            "ratio with -Y \"{FILTER}\": {:.0}x tshark's speed (best run; {:.0}x at the median)",
-            theirs_y.best / ours_y.best,
-            theirs_y.best / ours_y.median
-        );
+        print_ratio(&format!("with -Y \"{FILTER}\", roce"), &theirs_y, &ours_y, &ours_y1);
     } else {
         println!("tshark not installed: no ratio (apt-get install tshark)");
     }
@@ -194,16 +176,66 @@ fn main() {
     let big = dir.join("bench-big.pcap");
     roce::cli::bench_file(&big, big_packets).expect("generate big file");
     let big_mb = std::fs::metadata(&big).map(|m| m.len()).unwrap_or(0) as f64 / 1e6;
-    let f = run(roce().arg("flows").arg(&big));
-    let d = run(with_fields(roce().arg("decode")).arg(&big));
-    println!(
-        "{big_mb:.0} MB file ({big_packets} packets): roce flows {:.1} s ({:.2} M packets/s), peak RSS {:.1} MiB; \
-         roce decode -T fields {:.1} s, peak RSS {:.1} MiB",
-        f.secs,
-        big_packets as f64 / f.secs / 1e6,
-        mib(f.max_rss_kib),
-        d.secs,
-        mib(d.max_rss_kib)
-    );
+    println!("{big_mb:.0} MB file ({big_packets} packets), -j scaling (one run each):");
+    println!("| command | -j | seconds | M packets/s | peak RSS MiB |");
+    println!("|---|---|---|---|---|");
+    let mut js = vec![1, 2, cores];
+    js.dedup();
+    let big_pq = dir.join("bench-big.parquet");
+    for (what, cmd) in [
+        ("roce flows", &(|j| flows_cmd(&big, Some(j))) as &dyn Fn(usize) -> Command),
+        ("roce decode -T fields", &|j| decode_fields(&big, Some(j), &[])),
+        ("roce decode -T parquet", &|j| decode_parquet(&big, &big_pq, Some(j))),
+    ] {
+        for &j in &js {
+            let m = run(&mut cmd(j));
+            println!("| `{what}` | {j} | {:.2} | {:.2} | {:.1} |", m.secs, big_packets as f64 / m.secs / 1e6, mib(m.max_rss_kib));
+        }
+    }
+    let _ = std::fs::remove_file(&big_pq);
     let _ = std::fs::remove_file(&big);
+}
+
+/// `roce decode -T fields` with the 13 fields, `-j jobs` (default: every core).
+fn decode_fields(file: &Path, jobs: Option<usize>, extra: &[&str]) -> Command {
+    let mut c = roce();
+    c.arg("decode").args(extra);
+    with_jobs(with_fields(&mut c), jobs).arg(file);
+    c
+}
+
+/// `roce decode -T parquet` with the 13 fields into `out`.
+fn decode_parquet(file: &Path, out: &Path, jobs: Option<usize>) -> Command {
+    let mut c = roce();
+    c.args(["decode", "-T", "parquet", "-w"]).arg(out);
+    for f in FIELDS {
+        c.args(["-e", f]);
+    }
+    with_jobs(&mut c, jobs).arg(file);
+    c
+}
+
+fn flows_cmd(file: &Path, jobs: Option<usize>) -> Command {
+    let mut c = roce();
+    c.arg("flows");
+    with_jobs(&mut c, jobs).arg(file);
+    c
+}
+
+fn with_jobs(cmd: &mut Command, jobs: Option<usize>) -> &mut Command {
+    if let Some(j) = jobs {
+        cmd.args(["-j", &j.to_string()]);
+    }
+    cmd
+}
+
+/// How many times tshark's speed ours are, every core and `-j 1`.
+fn print_ratio(what: &str, theirs: &Runs, ours: &Runs, ours_1: &Runs) {
+    println!(
+        "ratio: {what} is {:.0}x tshark's speed (best run; {:.0}x at the median); with -j 1 {:.0}x ({:.0}x)",
+        theirs.best / ours.best,
+        theirs.best / ours.median,
+        theirs.best / ours_1.best,
+        theirs.best / ours_1.median
+    );
 }

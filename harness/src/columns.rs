@@ -118,6 +118,10 @@ struct Buffer {
     doubles: Vec<f64>,
     bools: Vec<bool>,
     bytes: Vec<ByteArray>,
+    /// Text and byte values not yet in `bytes`, end to end, and where each ends:
+    /// [`Buffer::seal`] makes them `ByteArray`s sharing one allocation.
+    text: Vec<u8>,
+    ends: Vec<usize>,
     defs: Vec<i16>,
     reps: Vec<i16>,
     /// Values given for the row being built.
@@ -126,7 +130,7 @@ struct Buffer {
 
 impl Buffer {
     fn new(spec: Spec) -> Buffer {
-        Buffer { spec, ints: Vec::new(), doubles: Vec::new(), bools: Vec::new(), bytes: Vec::new(), defs: Vec::new(), reps: Vec::new(), in_row: 0 }
+        Buffer { spec, ints: Vec::new(), doubles: Vec::new(), bools: Vec::new(), bytes: Vec::new(), text: Vec::new(), ends: Vec::new(), defs: Vec::new(), reps: Vec::new(), in_row: 0 }
     }
 
     fn push(&mut self, c: Cell<'_>) {
@@ -139,9 +143,9 @@ impl Buffer {
             (Kind::U64, Cell::U64(v)) => self.ints.push(v as i64),
             (Kind::Bool, Cell::Bool(b)) => self.bools.push(b),
             (Kind::Timestamp, Cell::Nanos(n)) => self.ints.push(n),
-            (Kind::Seconds, Cell::Nanos(n)) => self.doubles.push(n as f64 / 1e9),
-            (Kind::Str, Cell::Str(s)) => self.bytes.push(ByteArray::from(s.as_bytes().to_vec())),
-            (Kind::Bytes | Kind::Str, Cell::Bytes(b)) => self.bytes.push(ByteArray::from(b.to_vec())),
+            (Kind::Seconds, Cell::Nanos(n)) => self.doubles.push(seconds(n)),
+            (Kind::Str, Cell::Str(s)) => self.push_text(s.as_bytes()),
+            (Kind::Bytes | Kind::Str, Cell::Bytes(b)) => self.push_text(b),
             // A value of another kind than the column's: not the field's own type,
             // a bug of the caller. Left null rather than written wrong.
             _ => return,
@@ -155,6 +159,25 @@ impl Buffer {
         self.in_row += 1;
     }
 
+    fn push_text(&mut self, b: &[u8]) {
+        self.text.extend_from_slice(b);
+        self.ends.push(self.text.len());
+    }
+
+    /// Moves the text values into `bytes`: one allocation for them all, rather than
+    /// one each (and none to free one by one on another thread).
+    fn seal(&mut self) {
+        if self.ends.is_empty() {
+            return;
+        }
+        let all = bytes::Bytes::from(std::mem::take(&mut self.text));
+        let mut start = 0;
+        for end in self.ends.drain(..) {
+            self.bytes.push(ByteArray::from(all.slice(start..end)));
+            start = end;
+        }
+    }
+
     /// Ends the row: a row with no value is null.
     fn end_row(&mut self) {
         if self.in_row == 0 {
@@ -166,7 +189,34 @@ impl Buffer {
         self.in_row = 0;
     }
 
+    /// Moves the first `rows` complete rows of `from` to the end of this buffer (of
+    /// the same column).
+    fn take_rows(&mut self, from: &mut Buffer, rows: usize) {
+        self.seal();
+        from.seal();
+        // Where row `rows` starts among the levels, and how many values come before.
+        let levels = if self.spec.list {
+            from.reps.iter().enumerate().filter(|&(_, &r)| r == 0).nth(rows).map_or(from.reps.len(), |(i, _)| i)
+        } else {
+            rows.min(from.defs.len())
+        };
+        let full = if self.spec.list { 2 } else { 1 };
+        let values = from.defs[..levels].iter().filter(|&&d| d == full).count();
+        match self.spec.kind {
+            Kind::U64 | Kind::Timestamp => self.ints.extend(from.ints.drain(..values)),
+            Kind::Seconds => self.doubles.extend(from.doubles.drain(..values)),
+            Kind::Bool => self.bools.extend(from.bools.drain(..values)),
+            Kind::Str | Kind::Bytes => self.bytes.extend(from.bytes.drain(..values)),
+        }
+        self.defs.extend(from.defs.drain(..levels));
+        if self.spec.list {
+            self.reps.extend(from.reps.drain(..levels));
+        }
+    }
+
     fn clear(&mut self) {
+        self.text.clear();
+        self.ends.clear();
         self.ints.clear();
         self.doubles.clear();
         self.bools.clear();
@@ -176,11 +226,85 @@ impl Buffer {
     }
 }
 
+/// A double of seconds from nanoseconds, as a [`Kind::Seconds`] column holds it.
+fn seconds(ns: i64) -> f64 {
+    ns as f64 / 1e9
+}
+
+/// Rows being built, column by column: a table's current row group, or a batch
+/// made on another thread and appended to a table later ([`Table::append`]).
+#[derive(Debug, Default)]
+pub(crate) struct Rows {
+    cols: Vec<Buffer>,
+    rows: usize,
+}
+
+impl Rows {
+    /// No rows, in the columns of `specs`.
+    pub(crate) fn new(specs: &[Spec]) -> Rows {
+        Rows { cols: specs.iter().cloned().map(Buffer::new).collect(), rows: 0 }
+    }
+
+    /// Whether the columns are those of [`Rows::new`] (a `Default` has none).
+    pub(crate) fn has_columns(&self) -> bool {
+        !self.cols.is_empty()
+    }
+
+    /// Appends a value to column `i` of the row being built.
+    pub(crate) fn push(&mut self, i: usize, c: Cell<'_>) {
+        if let Some(b) = self.cols.get_mut(i) {
+            b.push(c);
+        }
+    }
+
+    /// Ends the row being built.
+    pub(crate) fn end_row(&mut self) {
+        for c in &mut self.cols {
+            c.end_row();
+        }
+        self.rows += 1;
+    }
+
+    /// Replaces the value of the first row in [`Kind::Seconds`] column `i` (a row
+    /// that has one).
+    pub(crate) fn set_first_seconds(&mut self, i: usize, ns: i64) {
+        if let Some(v) = self.cols.get_mut(i).filter(|b| b.spec.kind == Kind::Seconds && b.defs.first() == Some(&1)).and_then(|b| b.doubles.first_mut()) {
+            *v = seconds(ns);
+        }
+    }
+
+    /// Moves the first `n` rows of `from` (the same columns) to the end of these.
+    fn take_rows(&mut self, from: &mut Rows, n: usize) {
+        let n = n.min(from.rows);
+        for (to, col) in self.cols.iter_mut().zip(&mut from.cols) {
+            to.take_rows(col, n);
+        }
+        self.rows += n;
+        from.rows -= n;
+    }
+
+    /// Makes the text values of every column ready to be written or moved.
+    pub(crate) fn seal(&mut self) {
+        for c in &mut self.cols {
+            c.seal();
+        }
+    }
+
+    /// Drops every row, keeping the buffers.
+    pub(crate) fn clear(&mut self) {
+        for c in &mut self.cols {
+            c.clear();
+            c.in_row = 0;
+        }
+        self.rows = 0;
+    }
+}
+
 /// A Parquet file being written, a row at a time.
 pub(crate) struct Table {
     writer: Option<SerializedFileWriter<File>>,
-    cols: Vec<Buffer>,
-    rows: usize,
+    /// The row group being built.
+    group: Rows,
     rows_per_group: usize,
     tmp: PathBuf,
     path: PathBuf,
@@ -213,35 +337,47 @@ impl Table {
         let tmp = PathBuf::from(tmp);
         let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
         let writer = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props)).context("starting the Parquet file")?;
-        Ok(Table { writer: Some(writer), cols: specs.into_iter().map(Buffer::new).collect(), rows: 0, rows_per_group: rows.max(1), tmp, path: path.to_path_buf() })
+        Ok(Table { writer: Some(writer), group: Rows::new(&specs), rows_per_group: rows.max(1), tmp, path: path.to_path_buf() })
     }
 
     /// Appends a value to column `i` of the row being built.
     pub(crate) fn push(&mut self, i: usize, c: Cell<'_>) {
-        if let Some(b) = self.cols.get_mut(i) {
-            b.push(c);
-        }
+        self.group.push(i, c);
     }
 
     /// Ends the row being built; writes a row group when one is full.
     pub(crate) fn end_row(&mut self) -> Result<()> {
-        for c in &mut self.cols {
-            c.end_row();
-        }
-        self.rows += 1;
-        if self.rows >= self.rows_per_group {
+        self.group.end_row();
+        self.flush_if_full()
+    }
+
+    /// Writes the row group once it is full.
+    fn flush_if_full(&mut self) -> Result<()> {
+        if self.group.rows >= self.rows_per_group {
             self.flush()?;
         }
         Ok(())
     }
 
+    /// Appends every row of `rows` (made with the table's columns), which are left
+    /// empty; row groups are cut where one row at a time would cut them.
+    pub(crate) fn append(&mut self, rows: &mut Rows) -> Result<()> {
+        while rows.rows > 0 {
+            let room = self.rows_per_group - self.group.rows;
+            self.group.take_rows(rows, room);
+            self.flush_if_full()?;
+        }
+        Ok(())
+    }
+
     fn flush(&mut self) -> Result<()> {
-        if self.rows == 0 {
+        if self.group.rows == 0 {
             return Ok(());
         }
         let Some(w) = self.writer.as_mut() else { anyhow::bail!("the Parquet file was closed") };
+        self.group.seal();
         let mut rg = w.next_row_group()?;
-        for b in &mut self.cols {
+        for b in &mut self.group.cols {
             let Some(mut col) = rg.next_column()? else { anyhow::bail!("fewer Parquet columns than fields") };
             let defs = Some(&b.defs[..]);
             let reps = b.spec.list.then_some(&b.reps[..]);
@@ -263,7 +399,7 @@ impl Table {
             b.clear();
         }
         rg.close()?;
-        self.rows = 0;
+        self.group.rows = 0;
         Ok(())
     }
 
@@ -288,6 +424,13 @@ impl Drop for Table {
 
 /// The values of `fields` for one frame, as a row of `t` (column `i` is field `i`).
 pub(crate) fn frame_row(t: &mut Table, field_ids: &[Field], c: &Ctx<'_>, shown: Shown, text: &mut Vec<u8>) -> Result<()> {
+    frame_values(&mut t.group, field_ids, c, shown, text);
+    t.flush_if_full()
+}
+
+/// The values of `fields` for one frame, as a row of `rows` (column `i` is field
+/// `i`).
+pub(crate) fn frame_values(rows: &mut Rows, field_ids: &[Field], c: &Ctx<'_>, shown: Shown, text: &mut Vec<u8>) {
     for (i, &f) in field_ids.iter().enumerate() {
         fields::visit(f, c, shown, |v| {
             let cell = match v {
@@ -303,10 +446,10 @@ pub(crate) fn frame_row(t: &mut Table, field_ids: &[Field], c: &Ctx<'_>, shown: 
                     Cell::Bytes(text)
                 }
             };
-            t.push(i, cell);
+            rows.push(i, cell);
         });
     }
-    t.end_row()
+    rows.end_row()
 }
 
 type FlowCount = (&'static str, fn(&FlowReport) -> Option<u64>);

@@ -9,12 +9,16 @@
 //!   direction) and [`PcapWriter`] (classic pcap, ns magic); [`AtomicFile`] /
 //!   [`create_atomically`] so a file is either complete or absent; [`RecordFile`]
 //!   keeps records read from anywhere (their interfaces and link types kept apart).
+//! - Batches: [`Chunk`] holds records with their bytes, for reading on one thread
+//!   and decoding on others.
 //! - Errors: [`CaptureError`] says what, where (path, byte offset, frame) and a hint.
 
+mod chunk;
 mod error;
 mod read;
 mod write;
 
+pub use chunk::{Carry, Chunk, Filled};
 pub use error::{CaptureError, ErrorKind};
 pub use read::{open, Format, Interface, Reader, DEFAULT_BUFFER, MAX_BLOCK_LEN, MAX_INTERFACES, MAX_PCAP_CAPLEN};
 pub use write::{create_atomically, AtomicFile, OutPacket, PcapWriter, PcapngWriter, RecordFile, MAX_WRITE_CAPLEN};

@@ -353,8 +353,8 @@ enum Node {
 }
 
 /// A compiled display filter. Cheap to evaluate; not shared between threads (it
-/// keeps one buffer for formatting text fields).
-#[derive(Debug)]
+/// keeps one buffer for formatting text fields): each thread evaluates a clone.
+#[derive(Debug, Clone)]
 pub struct Filter {
     text: String,
     root: Node,
@@ -378,6 +378,21 @@ impl Filter {
     /// The filter as written.
     pub fn text(&self) -> &str {
         &self.text
+    }
+
+    /// Whether the filter reads `field` anywhere (e.g. `frame.time_delta_displayed`,
+    /// whose value depends on what the filter kept before).
+    pub fn uses(&self, field: Field) -> bool {
+        fn walk(n: &Node, field: Field) -> bool {
+            match n {
+                Node::True | Node::Proto(_) => false,
+                Node::Or(a, b) | Node::And(a, b) => walk(a, field) || walk(b, field),
+                Node::Not(a) => walk(a, field),
+                Node::Present(f) => *f == field,
+                Node::Cmp { field: f, rhs, .. } => *f == field || matches!(rhs, Rhs::Field(g) if *g == field),
+            }
+        }
+        walk(&self.root, field)
     }
 
     /// Whether the frame of `c` passes, every frame taken as displayed (see

@@ -78,6 +78,72 @@ impl<'a> Facts<'a> {
     }
 }
 
+impl<'a> Facts<'a> {
+    /// These facts without the borrow of their frame: the MAD, if any, copied out
+    /// beside them (boxed: MADs are rare and large).
+    pub fn detached(&self) -> (Facts<'static>, Option<Box<Mad>>) {
+        let f = Facts {
+            src: self.src,
+            dst: self.dst,
+            ecn: self.ecn,
+            opcode: self.opcode,
+            info: self.info,
+            dest_qp: self.dest_qp,
+            psn: self.psn,
+            ack_req: self.ack_req,
+            fecn: self.fecn,
+            becn: self.becn,
+            src_qp: self.src_qp,
+            dma_len: self.dma_len,
+            syndrome: self.syndrome,
+            payload_len: self.payload_len,
+            icrc: self.icrc,
+            mad: None,
+        };
+        (f, self.mad.map(|m| Box::new(*m)))
+    }
+}
+
+/// What the flow analysis takes from one captured frame, found apart from the
+/// [`Analyzer`](super::Analyzer) — on another thread, say — and handed to it in
+/// frame order with [`Analyzer::add_seen`](super::Analyzer::add_seen).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    /// A RoCE packet, with its MAD if it carries one.
+    Roce(Facts<'static>, Option<Box<Mad>>),
+    /// Not a RoCE packet with a BTH: `undecodable` when it is RoCE whose decoding
+    /// stopped.
+    Other { undecodable: bool },
+    /// Left out (by a display filter): not analysed, not counted.
+    Skipped,
+}
+
+impl Seen {
+    /// What a decoded frame gives (`data` are its captured bytes).
+    pub fn of(frame: &Frame, data: &[u8]) -> Seen {
+        match Facts::of(frame, data) {
+            Some(p) => {
+                let (f, mad) = p.detached();
+                Seen::Roce(f, mad)
+            }
+            None => Seen::Other { undecodable: frame.stop.is_some() && frame.roce.is_some() },
+        }
+    }
+
+    /// What a captured frame gives: the fast path ([`Facts::parse`]) or, for
+    /// anything else, a full decode into `scratch` (a reused [`Frame`]).
+    #[inline]
+    pub fn of_captured(link: LinkType, data: &[u8], opts: &frame::Options, scratch: &mut Frame) -> Seen {
+        match Facts::parse(link, data, opts) {
+            Some(p) => Seen::Roce(p, None),
+            None => {
+                frame::decode_into(scratch, link, data, opts);
+                Seen::of(scratch, data)
+            }
+        }
+    }
+}
+
 impl Facts<'static> {
     /// The fast path: the facts of a frame in the common layout (see the module
     /// docs), or `None`. The caller then decodes the frame ([`frame::decode_into`])

@@ -8,15 +8,20 @@ use std::path::PathBuf;
 
 use anyhow::{anyhow, Context};
 use clap::{Args, ValueEnum};
-use dissector::capture::{PacketSource, Record, RecordFile};
+use std::fs::File;
+use std::io::BufReader;
+
+use dissector::capture::{CaptureError, Chunk, PacketSource, Reader, Record, RecordFile};
 use dissector::ctx::{Ctx, Shown};
-use dissector::fields::{self, Field};
+use dissector::fields::{self, Field, Value};
+use dissector::filter::Filter;
 use dissector::frame::Frame;
 use dissector::{frame, print};
 
 use super::exit::{help, Exit, Failure, Outcome};
-use crate::columns::{self, Spec, Table};
-use super::input::InputArgs;
+use super::input::{InputArgs, Source};
+use super::par::{self, Plan};
+use crate::columns::{self, Rows, Spec, Table};
 
 const EXIT: &[(Exit, &str)] = &[
     (Exit::Ok, "every frame was read"),
@@ -173,10 +178,25 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
     let mut prev_ts = 0;
     // The timestamp of the last frame shown (for frame.time_delta_displayed).
     let mut shown_ts: Option<u64> = None;
-    let plain_values = fopts.quote.is_none() && fopts.occurrence == b'a' && fopts.aggregator == b",";
+    let render = Render::new(&field_ids, &fopts);
     let mut fr = frame::decode(dissector::LinkType::ETHERNET, &[], &opts);
     let limit = a.input.count.unwrap_or(u64::MAX);
-    let result = loop {
+    // -j: the typed outputs, unless the filter itself reads what it kept before.
+    let jobs = a.input.jobs();
+    let sequential_filter = filter.as_ref().is_some_and(|f| f.uses(Field::FrameTimeDeltaDisplayed));
+    let par = match (&mut src, format) {
+        (Source::File(r), Format::Fields | Format::Parquet) if jobs > 1 && save.is_none() && !sequential_filter => Some(r),
+        _ => None,
+    };
+    let result = if let Some(r) = par {
+        let job = Job { opts: &opts, fields: &field_ids, plan: a.input.plan(), jobs };
+        let end = match table.as_mut() {
+            Some(t) => job.parquet(r, filter.as_ref(), t, &mut stats)?,
+            None => job.fields(r, filter.as_ref(), &render, &mut out, &mut stats)?,
+        };
+        end.map_or(Ok(()), Err)
+    } else {
+        loop {
         if stats.frames >= limit {
             break Ok(());
         }
@@ -219,27 +239,13 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
             }
             Format::Fields => {
                 line.clear();
-                for (i, &f) in field_ids.iter().enumerate() {
-                    if i > 0 {
-                        match fopts.separator[..] {
-                            [one] => line.push(one),
-                            ref sep => line.extend_from_slice(sep),
-                        }
-                    }
-                    if plain_values {
-                        fields::write_shown(f, &ctx, shown, &mut line);
-                    } else {
-                        val.clear();
-                        fields::write_shown(f, &ctx, shown, &mut val);
-                        push_value(&mut line, &val, &fopts);
-                    }
-                }
-                line.push(b'\n');
+                render.line(&mut line, &ctx, shown, &mut val, None);
                 out.write_all(&line)?;
             }
         }
         if let Some(s) = save.as_mut() {
             s.write(&rec).context("writing the -w file").map_err(Failure::setup)?;
+        }
         }
     };
     out.flush()?;
@@ -274,6 +280,11 @@ impl Stats {
         self.roce += f.roce.is_some() as u64;
     }
 
+    fn add(&mut self, other: &Stats) {
+        self.frames += other.frames;
+        self.roce += other.roce;
+    }
+
     /// The most common surprise: an empty capture of traffic between two QPs on one
     /// rxe device, which is looped back inside the driver.
     fn warn_if_no_roce(&self, err: &mut dyn Write) -> io::Result<()> {
@@ -288,6 +299,181 @@ impl Stats {
             )?;
         }
         Ok(())
+    }
+}
+
+/// Renders `-T fields` lines.
+struct Render<'a> {
+    fields: &'a [Field],
+    opts: &'a FieldOpts,
+    /// No -E option changes the values as printed.
+    plain: bool,
+}
+
+impl<'a> Render<'a> {
+    fn new(fields: &'a [Field], opts: &'a FieldOpts) -> Render<'a> {
+        let plain = opts.quote.is_none() && opts.occurrence == b'a' && opts.aggregator == b",";
+        Render { fields, opts, plain }
+    }
+
+    /// Appends the line of the frame in `c` to `line`. With `holes`, the values of
+    /// `frame.time_delta_displayed` are left out and where they go is noted
+    /// instead (for [`Render::value`] to fill in later).
+    fn line(&self, line: &mut Vec<u8>, c: &Ctx<'_>, shown: Shown, val: &mut Vec<u8>, mut holes: Option<&mut Vec<usize>>) {
+        for (i, &f) in self.fields.iter().enumerate() {
+            if i > 0 {
+                match self.opts.separator[..] {
+                    [one] => line.push(one),
+                    ref sep => line.extend_from_slice(sep),
+                }
+            }
+            match holes.as_deref_mut() {
+                Some(h) if f == Field::FrameTimeDeltaDisplayed => h.push(line.len()),
+                _ => self.value(line, val, |out| fields::write_shown(f, c, shown, out)),
+            }
+        }
+        line.push(b'\n');
+    }
+
+    /// Appends the value `write` writes, as the -E options want it.
+    fn value(&self, line: &mut Vec<u8>, val: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
+        if self.plain {
+            write(line);
+        } else {
+            val.clear();
+            write(val);
+            push_value(line, val, self.opts);
+        }
+    }
+}
+
+/// What a worker made of one chunk for `decode -j`: `body` (text, or column
+/// values) and what the calling thread needs to put it in place.
+#[derive(Debug, Default)]
+struct Part<T> {
+    body: T,
+    stats: Stats,
+    /// The timestamp of the chunk's first frame shown: its
+    /// `frame.time_delta_displayed` counts from the last frame shown before the
+    /// chunk, which the worker does not know.
+    first_shown: Option<u64>,
+    /// The timestamp of the chunk's last frame shown.
+    last_shown: Option<u64>,
+}
+
+/// `-T fields` text of a chunk, with the places of the first shown frame's
+/// `frame.time_delta_displayed` values (see [`Render::line`]).
+#[derive(Debug, Default)]
+struct Text {
+    bytes: Vec<u8>,
+    holes: Vec<usize>,
+}
+
+/// What every `decode -j` worker shares.
+struct Job<'a> {
+    opts: &'a frame::Options,
+    fields: &'a [Field],
+    plan: Plan,
+    jobs: usize,
+}
+
+impl Job<'_> {
+    /// Decodes the frames of a chunk into `scratch`, applies the filter and hands
+    /// each frame shown to `emit`, with `true` for the chunk's first one shown.
+    fn each_shown<T>(&self, c: &Chunk, scratch: &mut Frame, filter: Option<&Filter>, part: &mut Part<T>, mut emit: impl FnMut(&mut T, &Ctx<'_>, Shown, bool)) {
+        part.stats = Stats::default();
+        let mut shown_ts = None;
+        part.first_shown = None;
+        for (r, prev) in c.records() {
+            frame::decode_into(scratch, r.link, r.data, self.opts);
+            part.stats.count(scratch);
+            let ctx = Ctx::of(&r, scratch, c.first_ts_ns, prev);
+            let shown = Shown { prev_ts_ns: shown_ts };
+            // The filter does not read frame.time_delta_displayed (else no -j).
+            if filter.is_some_and(|f| !f.matches_shown(&ctx, shown)) {
+                continue;
+            }
+            let first = shown_ts.is_none();
+            if first {
+                part.first_shown = Some(r.ts_ns);
+            }
+            emit(&mut part.body, &ctx, shown, first);
+            shown_ts = Some(r.ts_ns);
+        }
+        part.last_shown = shown_ts;
+    }
+
+    /// What to show as the chunk's first `frame.time_delta_displayed`, given the
+    /// last frame shown before it; the last frame shown after it.
+    fn carry<T>(part: &Part<T>, shown_ts: &mut Option<u64>) -> Option<Value<'static>> {
+        let first = part.first_shown.map(|ts| fields::delta_displayed(ts, Shown { prev_ts_ns: *shown_ts }));
+        if part.last_shown.is_some() {
+            *shown_ts = part.last_shown;
+        }
+        first
+    }
+
+    /// `-T fields` on `jobs` threads, written to `out` in frame order.
+    fn fields(&self, src: &mut Reader<BufReader<File>>, filter: Option<&Filter>, render: &Render<'_>, out: &mut impl Write, stats: &mut Stats) -> Result<Option<CaptureError>, Failure> {
+        let workers = (0..self.jobs)
+            .map(|_| {
+                let (mut scratch, filter, mut val) = (frame::decode(dissector::LinkType::ETHERNET, &[], self.opts), filter.cloned(), Vec::new());
+                move |c: &Chunk, part: &mut Part<Text>| {
+                    part.body.bytes.clear();
+                    part.body.holes.clear();
+                    self.each_shown(c, &mut scratch, filter.as_ref(), part, |text, ctx, shown, first| {
+                        render.line(&mut text.bytes, ctx, shown, &mut val, first.then_some(&mut text.holes));
+                    });
+                }
+            })
+            .collect();
+        let (mut shown_ts, mut val, mut cell) = (None, Vec::new(), Vec::new());
+        par::run(src, self.plan, workers, |_, part: &mut Part<Text>| {
+            stats.add(&part.stats);
+            let first = Job::carry(part, &mut shown_ts);
+            let mut at = 0;
+            for &h in &part.body.holes {
+                out.write_all(&part.body.bytes[at..h])?;
+                cell.clear();
+                render.value(&mut cell, &mut val, |o| first.iter().for_each(|v| v.write(o)));
+                out.write_all(&cell)?;
+                at = h;
+            }
+            out.write_all(&part.body.bytes[at..])?;
+            Ok(())
+        })
+    }
+
+    /// `-T parquet` on `jobs` threads: column values made by the workers, rows
+    /// appended to `table` in frame order.
+    fn parquet(&self, src: &mut Reader<BufReader<File>>, filter: Option<&Filter>, table: &mut Table, stats: &mut Stats) -> Result<Option<CaptureError>, Failure> {
+        let specs: Vec<Spec> = self.fields.iter().map(|&f| Spec::of_field(f)).collect();
+        let workers = (0..self.jobs)
+            .map(|_| {
+                let (mut scratch, filter, mut val, specs) = (frame::decode(dissector::LinkType::ETHERNET, &[], self.opts), filter.cloned(), Vec::new(), &specs);
+                move |c: &Chunk, part: &mut Part<Rows>| {
+                    if !part.body.has_columns() {
+                        part.body = Rows::new(specs);
+                    }
+                    part.body.clear();
+                    self.each_shown(c, &mut scratch, filter.as_ref(), part, |rows, ctx, shown, _| {
+                        columns::frame_values(rows, self.fields, ctx, shown, &mut val);
+                    });
+                    part.body.seal();
+                }
+            })
+            .collect();
+        let delta_displayed: Vec<usize> = self.fields.iter().enumerate().filter(|&(_, &f)| f == Field::FrameTimeDeltaDisplayed).map(|(i, _)| i).collect();
+        let mut shown_ts = None;
+        par::run(src, self.plan, workers, |_, part: &mut Part<Rows>| {
+            stats.add(&part.stats);
+            if let Some(Value::Secs(ns)) = Job::carry(part, &mut shown_ts) {
+                for &i in &delta_displayed {
+                    part.body.set_first_seconds(i, ns);
+                }
+            }
+            table.append(&mut part.body).context("writing the Parquet file").map_err(Failure::setup)
+        })
     }
 }
 

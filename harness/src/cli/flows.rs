@@ -2,16 +2,21 @@
 //! display filter keeps).
 use std::io::{BufWriter, Write};
 
+use std::fs::File;
+use std::io::BufReader;
+
 use clap::Args;
-use dissector::capture::PacketSource;
-use dissector::flow::Analyzer;
+use dissector::capture::{CaptureError, Chunk, PacketSource, Reader};
 use dissector::ctx::Ctx;
+use dissector::filter::Filter;
+use dissector::flow::{Analyzer, Seen};
 use dissector::frame;
 
 use anyhow::Context;
 
 use super::exit::{help, Exit, Failure, Outcome};
-use super::input::InputArgs;
+use super::input::{InputArgs, Source};
+use super::par::{self, Plan};
 
 #[derive(Debug, Args)]
 #[command(after_help = help(&[
@@ -37,37 +42,10 @@ pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
     let filter = a.input.display_filter()?;
     let mut src = a.input.open()?;
     let mut an = Analyzer::new();
-    let mut frames = 0u64;
-    // For the filter's frame.time_*: the first frame's timestamp, and the previous
-    // one's (the first frame is its own previous: a delta of 0, as tshark shows).
-    let (mut first_ts, mut prev_ts) = (None, None);
-    let limit = a.input.count.unwrap_or(u64::MAX);
-    let mut f = frame::decode(dissector::LinkType::ETHERNET, &[], &opts);
-    let result = loop {
-        if frames >= limit {
-            break Ok(());
-        }
-        match src.next_packet() {
-            // By reference: moving the record out copies it with wide loads that
-            // stall on the narrower stores that built it.
-            Ok(Some(ref r)) => {
-                frames += 1;
-                match &filter {
-                    None => an.add_captured(r.number, r.ts_ns, r.orig_len, r.link, r.data, &opts, &mut f),
-                    // A filter needs the decoded frame, so no fast path.
-                    Some(flt) => {
-                        frame::decode_into(&mut f, r.link, r.data, &opts);
-                        let (first, prev) = (*first_ts.get_or_insert(r.ts_ns), prev_ts.unwrap_or(r.ts_ns));
-                        if flt.matches(&Ctx::of(r, &f, first, prev)) {
-                            an.add(r.number, r.ts_ns, r.orig_len, &f, r.data);
-                        }
-                        prev_ts = Some(r.ts_ns);
-                    }
-                }
-            }
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e),
-        }
+    let jobs = a.input.jobs();
+    let (frames, result) = match &mut src {
+        Source::File(r) if jobs > 1 => analyse_par(r, a.input.plan(), jobs, &opts, filter.as_ref(), &mut an)?,
+        _ => analyse(&mut src, a.input.count.unwrap_or(u64::MAX), &opts, filter.as_ref(), &mut an),
     };
     let report = an.report();
     if let Some(dir) = &a.parquet {
@@ -82,11 +60,91 @@ pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
     }
     out.flush()?;
     match result {
-        Ok(()) => Ok(Exit::Ok),
-        Err(e) => {
+        None => Ok(Exit::Ok),
+        Some(e) => {
             writeln!(err, "roce: error: {e}")?;
             writeln!(err, "roce: the report above covers the {} frames read before the error", frames)?;
             Ok(Exit::BadInput)
         }
     }
+}
+
+/// Feeds the analyzer frame by frame: the frames read, and the error that ended the
+/// capture early.
+fn analyse(src: &mut Source, limit: u64, opts: &frame::Options, filter: Option<&Filter>, an: &mut Analyzer) -> (u64, Option<CaptureError>) {
+    let mut frames = 0u64;
+    // For the filter's frame.time_*: the first frame's timestamp, and the previous
+    // one's (the first frame is its own previous: a delta of 0, as tshark shows).
+    let (mut first_ts, mut prev_ts) = (None, None);
+    let mut f = frame::decode(dissector::LinkType::ETHERNET, &[], opts);
+    loop {
+        if frames >= limit {
+            return (frames, None);
+        }
+        match src.next_packet() {
+            // By reference: moving the record out copies it with wide loads that
+            // stall on the narrower stores that built it.
+            Ok(Some(ref r)) => {
+                frames += 1;
+                match filter {
+                    None => an.add_captured(r.number, r.ts_ns, r.orig_len, r.link, r.data, opts, &mut f),
+                    // A filter needs the decoded frame, so no fast path.
+                    Some(flt) => {
+                        frame::decode_into(&mut f, r.link, r.data, opts);
+                        let (first, prev) = (*first_ts.get_or_insert(r.ts_ns), prev_ts.unwrap_or(r.ts_ns));
+                        if flt.matches(&Ctx::of(r, &f, first, prev)) {
+                            an.add(r.number, r.ts_ns, r.orig_len, &f, r.data);
+                        }
+                        prev_ts = Some(r.ts_ns);
+                    }
+                }
+            }
+            Ok(None) => return (frames, None),
+            Err(e) => return (frames, Some(e)),
+        }
+    }
+}
+
+/// [`analyse`] on `jobs` threads: they find what each frame gives the analysis
+/// ([`Seen`]: the fast path, the ICRC, a full decode, the filter), this thread
+/// feeds the analyzer in frame order, so per-QP state is the same as in one pass.
+fn analyse_par(
+    src: &mut Reader<BufReader<File>>,
+    plan: Plan,
+    jobs: usize,
+    opts: &frame::Options,
+    filter: Option<&Filter>,
+    an: &mut Analyzer,
+) -> Result<(u64, Option<CaptureError>), Failure> {
+    let workers = (0..jobs)
+        .map(|_| {
+            let mut f = frame::decode(dissector::LinkType::ETHERNET, &[], opts);
+            let flt = filter.cloned();
+            move |c: &Chunk, seen: &mut Vec<Seen>| {
+                seen.clear();
+                for (r, prev) in c.records() {
+                    seen.push(match &flt {
+                        None => Seen::of_captured(r.link, r.data, opts, &mut f),
+                        Some(flt) => {
+                            frame::decode_into(&mut f, r.link, r.data, opts);
+                            if flt.matches(&Ctx::of(&r, &f, c.first_ts_ns, prev)) {
+                                Seen::of(&f, r.data)
+                            } else {
+                                Seen::Skipped
+                            }
+                        }
+                    });
+                }
+            }
+        })
+        .collect();
+    let mut frames = 0u64;
+    let end = par::run(src, plan, workers, |c, seen: &mut Vec<Seen>| {
+        for ((r, _), s) in c.records().zip(seen.iter()) {
+            an.add_seen(r.number, r.ts_ns, r.orig_len, s);
+        }
+        frames += c.len() as u64;
+        Ok(())
+    })?;
+    Ok((frames, end))
 }

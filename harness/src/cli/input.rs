@@ -48,6 +48,16 @@ pub struct InputArgs {
     /// that match are shown (or, for `flows`, analysed).
     #[arg(short = 'Y', long = "display-filter", value_name = "FILTER")]
     pub display_filter: Option<String>,
+    /// Threads to decode a capture FILE with (1–256; default: every core). The
+    /// output is the same whatever N. Used by `flows` and by `decode -T fields`
+    /// and `-T parquet`; live capture (-i) and the other output forms (the
+    /// summary, -V, --json, -w FILE.pcapng) read on one thread.
+    #[arg(short = 'j', long = "jobs", value_name = "N", value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub jobs: Option<u16>,
+    /// Records per chunk handed to a thread with -j (tests make it small to cut
+    /// flows across chunks).
+    #[arg(long = "chunk-frames", value_name = "N", default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..), hide = true)]
+    pub chunk_frames: u32,
 }
 
 /// `--transport-hint`.
@@ -72,6 +82,16 @@ impl InputArgs {
             }
         }
         o
+    }
+
+    /// How many threads to use with `-j` (every core by default).
+    pub fn jobs(&self) -> usize {
+        self.jobs.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), usize::from)
+    }
+
+    /// How a file is shared out between `jobs` threads (see [`super::par`]).
+    pub(super) fn plan(&self) -> super::par::Plan {
+        super::par::Plan { chunk_frames: self.chunk_frames as usize, limit: self.count.unwrap_or(u64::MAX) }
     }
 
     /// The display filter, compiled before anything is read: a bad one is bad input,

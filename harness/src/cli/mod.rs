@@ -19,6 +19,7 @@ mod diff;
 mod flows;
 mod input;
 mod lab;
+mod par;
 mod probe;
 mod report;
 mod run;
