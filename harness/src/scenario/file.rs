@@ -899,10 +899,11 @@ pub(crate) struct WireFile {
     /// Nothing on the wire for this QP pair at all (loopback, or a refused post).
     #[serde(default)]
     pub(crate) empty: Option<bool>,
-    /// Go-back-N recovery done right (IBA 9.7.5): the responder's ACK/NAK PSNs
-    /// never move back; after a NAK PSN Sequence Error the requester resends from
-    /// the NAK'd PSN; a resend never starts at a PSN already acknowledged; and
-    /// every request PSN was delivered in the end.
+    /// Go-back-N recovery done right (IBA 9.7.5): what the responder acknowledges
+    /// never moves back (a NAK acknowledges the PSN before the one it names);
+    /// after a NAK PSN Sequence Error the requester resends from the NAK'd PSN,
+    /// without a gap; and every request PSN was delivered in the end. A resend of
+    /// a PSN the wire had already acknowledged is counted as redundant, not failed.
     #[serde(default)]
     pub(crate) go_back_n: Option<bool>,
     /// A CNP (opcode 0x81) from the responder after a CE-marked request (true), or
