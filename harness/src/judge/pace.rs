@@ -12,7 +12,7 @@ use dissector::wire::NakKind;
 use super::{duration, pair, Timeline};
 use crate::agent::stream::Percentiles;
 use crate::results::{GoBackN, Mark, Outcome, Plot, QpPace, Slice, StreamWire, Verdict};
-use crate::scenario::model::{Scenario, Step, StreamExpect, StreamStep};
+use crate::scenario::model::{QpType, Scenario, Step, StreamExpect, StreamStep};
 
 /// The wire of every stream step that ran: (its id, its endpoint, its numbers).
 pub(crate) fn stream_wires(sc: &Scenario, o: &Outcome, t: &Timeline) -> Vec<(String, String, StreamWire)> {
@@ -23,11 +23,11 @@ pub(crate) fn stream_wires(sc: &Scenario, o: &Outcome, t: &Timeline) -> Vec<(Str
             _ => None,
         })
         .filter(|st| o.streams.iter().any(|r| r.report.id == st.id && r.on == st.on))
-        .map(|st| (st.id.clone(), st.on.clone(), of(st, o, t)))
+        .map(|st| (st.id.clone(), st.on.clone(), of(sc, st, o, t)))
         .collect()
 }
 
-fn of(st: &StreamStep, o: &Outcome, t: &Timeline) -> StreamWire {
+fn of(sc: &Scenario, st: &StreamStep, o: &Outcome, t: &Timeline) -> StreamWire {
     let mut paces = Vec::new();
     let mut qps = Vec::new();
     let (mut acked, mut resend_after, mut resend_marks, mut nak_marks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -35,6 +35,9 @@ fn of(st: &StreamStep, o: &Outcome, t: &Timeline) -> StreamWire {
     let mut first_ns: Option<u64> = None;
     for name in &st.qps {
         let Some(p) = pair(o, name, &st.on, &st.peer, t) else { continue };
+        // Go-back-N is RC's recovery: a UC QP resends nothing, and what it loses
+        // stays lost.
+        let reliable = sc.qps.iter().find(|q| q.name == *name).is_none_or(|q| q.kind == QpType::Rc);
         let reqs: Vec<pace::Packet> = p.reqs.iter().map(|f| f.pace()).collect();
         let resps: Vec<pace::Packet> = p.resps.iter().map(|f| f.pace()).collect();
         let pc = pace::pace(&reqs, &resps);
@@ -64,7 +67,7 @@ fn of(st: &StreamStep, o: &Outcome, t: &Timeline) -> StreamWire {
             redundant_resends: gbn.redundant.len() as u64,
             naks: naks.len() as u64,
             rnr_naks: rnr,
-            go_back_n: Some(GoBackN { broken: gbn.violations.len() as u64, first: gbn.violations.first().map(|v| v.to_string()) }),
+            go_back_n: reliable.then(|| GoBackN { broken: gbn.violations.len() as u64, first: gbn.violations.first().map(|v| v.to_string()) }),
         });
         resends_total += resends;
         naks_total += naks.len() as u64;
@@ -125,7 +128,10 @@ pub(crate) fn verdict(e: &StreamExpect, o: &Outcome) -> Option<Verdict> {
         let why = if run.is_none() { "never ran (the run stopped before)" } else { "no capture of its wire" };
         return Some(Verdict::new("wire", what, false, format!("every message acknowledged within {ms} ms"), why.into()));
     };
-    let mut expected = vec![format!("at most {} messages unacknowledged at once (its window)", w.window), "go-back-N recovery on every QP over the whole run".to_string()];
+    let mut expected = vec![format!("at most {} messages unacknowledged at once (its window)", w.window)];
+    if w.qps.iter().any(|q| q.go_back_n.is_some()) {
+        expected.push("go-back-N recovery on every QP over the whole run".to_string());
+    }
     let mut ok = w.peak_outstanding <= w.window as u64;
     let broken: Vec<(&QpPace, &GoBackN)> = w.qps.iter().filter_map(|q| Some((q, q.go_back_n.as_ref().filter(|g| g.broken > 0)?))).collect();
     ok &= broken.is_empty();
@@ -153,6 +159,7 @@ pub(crate) fn verdict(e: &StreamExpect, o: &Outcome) -> Option<Verdict> {
         actual += &format!("; {redundant} of the resends from a PSN already acknowledged on the wire (redundant, not lost)");
     }
     match broken.first() {
+        None if w.qps.iter().all(|q| q.go_back_n.is_none()) => {}
         None => actual += "; go-back-N held on every QP",
         Some((q, g)) => {
             let n = broken.len();

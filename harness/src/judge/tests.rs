@@ -464,3 +464,47 @@ fn an_atomic_streams_old_values_must_chain() {
     assert!(!v.pass, "{v:#?}");
     assert!(v.actual.ends_with("the old values break: message 6 saw the word at 1021, not 1018"), "{}", v.actual);
 }
+
+/// Go-back-N is RC's: a UC stream that lost a frame on the way has nothing to
+/// recover, and its wire verdict says nothing of go-back-N.
+#[test]
+fn a_uc_streams_wire_is_not_held_to_go_back_n() {
+    use crate::agent::proto::StreamReport;
+    use crate::agent::stream::StreamVerb;
+    use crate::results::StreamRun;
+    let text = format!(
+        "{}[[mr]]\nname = 'src'\non = 'a'\nsize = 4096\naccess = ['local_write']\n[[mr]]\nname = 'dst'\non = 'b'\nsize = 4096\naccess = ['local_write', 'remote_write']\n\
+         [[step]]\nop = 'stream'\nid = 'w'\non = 'a'\nqp = 'q'\nverb = 'write'\ncount = 2\nsize = 16\nlocal = {{ mr = 'src' }}\nremote = {{ mr = 'dst' }}\n",
+        QP.replace("'rc'", "'uc'")
+    );
+    let sc = crate::scenario::check::parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
+    let report = StreamReport {
+        id: "w".into(),
+        verb: StreamVerb::Write,
+        qps: 1,
+        count: 2,
+        posted: 2,
+        completed: 2,
+        bytes: 32,
+        elapsed_us: 100,
+        latency_us: None,
+        failed: None,
+        timed_out: false,
+        post_ns: 0,
+        mismatch: None,
+        atomics: None,
+    };
+    let mut lost = pkt(1, 0, 100, "RDMA WRITE Only");
+    lost.marks = dropped();
+    let t = Timeline { packets: vec![lost, pkt(2, 1, 101, "RDMA WRITE Only")], ..Default::default() };
+    let mut o = outcome();
+    o.streams = vec![StreamRun { on: "a".into(), report, wire: None }];
+    for (_, _, w) in pace::stream_wires(&sc, &o, &t) {
+        o.streams[0].wire = Some(w);
+    }
+    let w = o.streams[0].wire.as_ref().expect("the stream's wire");
+    assert_eq!(w.qps[0].go_back_n, None, "{w:#?}");
+    let (v, _) = judge(&sc, &o, &Ok(t));
+    let v = v.into_iter().find(|v| v.what == "wire of stream w from a").expect("a wire verdict");
+    assert!(v.pass && !v.expected.contains("go-back-N") && !v.actual.contains("go-back-N"), "{v:#?}");
+}
