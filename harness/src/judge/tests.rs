@@ -344,11 +344,31 @@ fn nak_invalid_rd_request_end_to_end() {
     assert_eq!(obs.get("wire q from a: NAKs").map(String::as_str), Some("NAK Invalid RD Request"));
 }
 
+/// A stream's report on its endpoint: one QP, `count` messages posted and
+/// completed, `bytes` of payload in `elapsed_us`.
+fn stream_report(id: &str, verb: crate::agent::stream::StreamVerb, count: u64, bytes: u64, elapsed_us: u64) -> crate::agent::proto::StreamReport {
+    crate::agent::proto::StreamReport {
+        id: id.into(),
+        verb,
+        qps: 1,
+        count,
+        posted: count,
+        completed: count,
+        bytes,
+        elapsed_us,
+        latency_us: None,
+        failed: None,
+        timed_out: false,
+        post_ns: 0,
+        mismatch: None,
+        atomics: None,
+    }
+}
+
 /// A stream's wire: its pace against its window and its latency bound, numbers
 /// from the made-up capture (requests from a, ACKs from b).
 #[test]
 fn a_streams_wire_against_its_window_and_latency_bound() {
-    use crate::agent::proto::StreamReport;
     use crate::agent::stream::StreamVerb;
     use crate::results::StreamRun;
     let sc = scenario(
@@ -356,22 +376,7 @@ fn a_streams_wire_against_its_window_and_latency_bound() {
          [[step]]\nop = 'stream'\nid = 'w'\non = 'a'\nqp = 'q'\nverb = 'write'\ncount = 4\nsize = 16\nseed = 1\nwindow = 2\nlocal = { mr = 'src' }\nremote = { mr = 'dst' }\n\
          [[expect.stream]]\nid = 'w'\nmax_ack_latency_ms = 3\n",
     );
-    let report = StreamReport {
-        id: "w".into(),
-        verb: StreamVerb::Write,
-        qps: 1,
-        count: 4,
-        posted: 4,
-        completed: 4,
-        bytes: 64,
-        elapsed_us: 9000,
-        latency_us: None,
-        failed: None,
-        timed_out: false,
-        post_ns: 0,
-        mismatch: None,
-        atomics: None,
-    };
+    let report = stream_report("w", StreamVerb::Write, 4, 64, 9000);
     let judged = |packets: Vec<Packet>| {
         let t = Timeline { packets, ..Default::default() };
         let mut o = outcome();
@@ -431,22 +436,7 @@ fn an_atomic_streams_old_values_must_chain() {
     let Some(crate::scenario::model::Step::Stream(st)) = sc.steps.first() else { panic!("a stream step: {:?}", sc.steps) };
     assert_eq!(st.verb, StreamVerb::Atomic { add: 3, cmp_swap_every: 2, from: 1000 }, "from the word's init");
     let verdict = |old: &[u64]| {
-        let report = StreamReport {
-            id: "x".into(),
-            verb: st.verb,
-            qps: 1,
-            count: 10,
-            posted: 10,
-            completed: 10,
-            bytes: 80,
-            elapsed_us: 900,
-            latency_us: None,
-            failed: None,
-            timed_out: false,
-            post_ns: 0,
-            mismatch: None,
-            atomics: Some(AtomicChain::check(old, 1000, 3, true)),
-        };
+        let report = StreamReport { atomics: Some(AtomicChain::check(old, 1000, 3, true)), ..stream_report("x", st.verb, 10, 80, 900) };
         let mut o = outcome();
         o.streams = vec![StreamRun { on: "a".into(), report, wire: None }];
         let (v, _) = judge(&sc, &o, &Err("no capture".into()));
@@ -469,7 +459,6 @@ fn an_atomic_streams_old_values_must_chain() {
 /// recover, and its wire verdict says nothing of go-back-N.
 #[test]
 fn a_uc_streams_wire_is_not_held_to_go_back_n() {
-    use crate::agent::proto::StreamReport;
     use crate::agent::stream::StreamVerb;
     use crate::results::StreamRun;
     let text = format!(
@@ -478,22 +467,7 @@ fn a_uc_streams_wire_is_not_held_to_go_back_n() {
         QP.replace("'rc'", "'uc'")
     );
     let sc = crate::scenario::check::parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
-    let report = StreamReport {
-        id: "w".into(),
-        verb: StreamVerb::Write,
-        qps: 1,
-        count: 2,
-        posted: 2,
-        completed: 2,
-        bytes: 32,
-        elapsed_us: 100,
-        latency_us: None,
-        failed: None,
-        timed_out: false,
-        post_ns: 0,
-        mismatch: None,
-        atomics: None,
-    };
+    let report = stream_report("w", StreamVerb::Write, 2, 32, 100);
     let mut lost = pkt(1, 0, 100, "RDMA WRITE Only");
     lost.marks = dropped();
     let t = Timeline { packets: vec![lost, pkt(2, 1, 101, "RDMA WRITE Only")], ..Default::default() };
