@@ -35,6 +35,14 @@ macro_rules! fields {
             pub const ALL: &'static [(Field, &'static str, &'static str)] = &[
                 $((Field::$id, $name, $desc)),*
             ];
+
+            /// [`write_shown`] made for this one field: the field's match and its
+            /// value's are settled when this is compiled, not per frame.
+            pub fn writer(self) -> Writer {
+                match self {
+                    $(Field::$id => |c, shown, out| write_shown(Field::$id, c, shown, out)),*
+                }
+            }
         }
     };
 }
@@ -355,27 +363,72 @@ impl Field {
     }
 }
 
-fn dec(out: &mut Vec<u8>, v: impl itoa::Integer) {
-    out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+/// Appends the first `len` bytes of `text`. The whole array is copied, a copy
+/// whose size is known when this is compiled (a few register moves), and the
+/// excess cut off: copying just `len` bytes would be a call to `memcpy`, which
+/// costs more than the value it copies.
+#[inline(always)]
+fn push_prefix<const N: usize>(out: &mut Vec<u8>, text: &[u8; N], len: usize) {
+    let at = out.len();
+    out.extend_from_slice(text);
+    out.truncate(at + len.min(N));
+}
+
+/// "00" to "99".
+const DIGIT_PAIRS: [u8; 200] = {
+    let mut t = [0u8; 200];
+    let mut i = 0;
+    while i < 100 {
+        t[2 * i] = b'0' + (i / 10) as u8;
+        t[2 * i + 1] = b'0' + (i % 10) as u8;
+        i += 1;
+    }
+    t
+};
+
+/// `v` in decimal.
+#[inline(always)]
+fn dec(out: &mut Vec<u8>, v: impl Into<u64>) {
+    let mut v: u64 = v.into();
+    let len = v.checked_ilog10().unwrap_or(0) as usize + 1;
+    let mut b = [0u8; 20];
+    let mut i = len;
+    while v >= 100 {
+        let d = (v % 100) as usize * 2;
+        v /= 100;
+        i -= 2;
+        b[i..i + 2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    }
+    if v >= 10 {
+        let d = v as usize * 2;
+        b[..2].copy_from_slice(&DIGIT_PAIRS[d..d + 2]);
+    } else {
+        b[0] = b'0' + v as u8;
+    }
+    push_prefix(out, &b, len);
 }
 
 /// `0x` and `digits` lowercase hex digits.
+#[inline(always)]
 fn hex(out: &mut Vec<u8>, v: u64, digits: u32) {
-    let mut b = hex16(v);
-    let start = 16 - digits.min(16) as usize;
-    b[start..start + 2].copy_from_slice(b"0x");
-    out.extend_from_slice(&b[start..]);
+    let mut b = [0u8; 18];
+    b[..2].copy_from_slice(b"0x");
+    b[2..].copy_from_slice(&hex16(v, digits));
+    push_prefix(out, &b, 2 + digits.min(16) as usize);
 }
 
 fn hex_bare(out: &mut Vec<u8>, v: u64, digits: u32) {
-    out.extend_from_slice(&hex16(v)[18 - digits.min(16) as usize..]);
+    push_prefix(out, &hex16(v, digits), digits.min(16) as usize);
 }
 
-/// Two spare bytes (for a `0x`), then the sixteen hex digits of `v`: one copy out.
-fn hex16(v: u64) -> [u8; 18] {
-    let mut b = [0u8; 18];
-    b[2..10].copy_from_slice(&hex8((v >> 32) as u32));
-    b[10..].copy_from_slice(&hex8(v as u32));
+/// The low `digits` hex digits of `v` (at most 16), most significant first, at the
+/// start of the array.
+#[inline(always)]
+fn hex16(v: u64, digits: u32) -> [u8; 16] {
+    let v = v.checked_shl(4 * (16 - digits.min(16))).unwrap_or(0);
+    let mut b = [0u8; 16];
+    b[..8].copy_from_slice(&hex8((v >> 32) as u32));
+    b[8..].copy_from_slice(&hex8(v as u32));
     b
 }
 
@@ -401,11 +454,13 @@ fn bit(out: &mut Vec<u8>, b: bool) {
 fn secs(out: &mut Vec<u8>, ns: u64) {
     dec(out, ns / 1_000_000_000);
     out.push(b'.');
-    let frac = ns % 1_000_000_000;
-    let mut b = itoa::Buffer::new();
-    let s = b.format(frac);
-    out.extend(std::iter::repeat_n(b'0', 9 - s.len()));
-    out.extend_from_slice(s.as_bytes());
+    let mut frac = ns % 1_000_000_000;
+    let mut b = [b'0'; 9];
+    for d in b.iter_mut().rev() {
+        *d = b'0' + (frac % 10) as u8;
+        frac /= 10;
+    }
+    out.extend_from_slice(&b);
 }
 
 /// The text of the IPv4 addresses formatted last: a capture holds few distinct
@@ -444,7 +499,7 @@ fn ipv4(out: &mut Vec<u8>, v: std::net::Ipv4Addr) {
             e.text[..t.len()].copy_from_slice(&t);
             slot.set(e);
         }
-        out.extend_from_slice(&e.text[..e.len as usize]);
+        push_prefix(out, &e.text, e.len as usize);
     })
 }
 
@@ -455,11 +510,16 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
     write_shown(field, c, Shown::every(c), out)
 }
 
+/// A function that appends one field's value (see [`Field::writer`]).
+pub type Writer = fn(&Ctx<'_>, Shown, &mut Vec<u8>);
+
 /// [`write()`] for a caller that displays only some frames.
-#[inline]
+#[inline(always)]
 pub fn write_shown(field: Field, c: &Ctx<'_>, shown: Shown, out: &mut Vec<u8>) {
     let mut first = true;
-    visit(field, c, shown, |v| {
+    // Inlined into each of `visit`'s arms, so that a writer made for one field
+    // (`Field::writer`) settles which value it writes when it is compiled.
+    visit(field, c, shown, #[inline(always)] |v| {
         if !first {
             out.push(b',');
         }
@@ -905,6 +965,18 @@ mod tests {
             let masked = if digits == 16 { v } else { v & ((1u64 << (4 * digits)) - 1) };
             let want = if digits == 0 { String::new() } else { format!("{masked:0w$x}", w = digits as usize) };
             prop_assert_eq!(hex_string(v, digits), want);
+        }
+
+        #[test]
+        fn dec_and_secs_match_std(v in any::<u64>(), small in 0u64..1_000_000) {
+            for v in [v, small, v >> 32] {
+                let mut out = b"x".to_vec();
+                dec(&mut out, v);
+                prop_assert_eq!(String::from_utf8(out).expect("digits are ASCII"), format!("x{v}"));
+                let mut out = Vec::new();
+                secs(&mut out, v);
+                prop_assert_eq!(String::from_utf8(out).expect("digits are ASCII"), format!("{}.{:09}", v / 1_000_000_000, v % 1_000_000_000));
+            }
         }
     }
 

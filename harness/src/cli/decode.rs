@@ -305,6 +305,8 @@ impl Stats {
 /// Renders `-T fields` lines.
 struct Render<'a> {
     fields: &'a [Field],
+    /// Each field's own writer, in the order of `fields`.
+    writers: Vec<fields::Writer>,
     opts: &'a FieldOpts,
     /// No -E option changes the values as printed.
     plain: bool,
@@ -313,14 +315,28 @@ struct Render<'a> {
 impl<'a> Render<'a> {
     fn new(fields: &'a [Field], opts: &'a FieldOpts) -> Render<'a> {
         let plain = opts.quote.is_none() && opts.occurrence == b'a' && opts.aggregator == b",";
-        Render { fields, opts, plain }
+        Render { fields, writers: fields.iter().map(|f| f.writer()).collect(), opts, plain }
     }
 
     /// Appends the line of the frame in `c` to `line`. With `holes`, the values of
     /// `frame.time_delta_displayed` are left out and where they go is noted
     /// instead (for [`Render::value`] to fill in later).
     fn line(&self, line: &mut Vec<u8>, c: &Ctx<'_>, shown: Shown, val: &mut Vec<u8>, mut holes: Option<&mut Vec<usize>>) {
-        for (i, &f) in self.fields.iter().enumerate() {
+        // The common case, values as they are and a one-byte separator, without
+        // the per-field tests the general loop below makes.
+        if let (true, None, &[sep]) = (self.plain, &holes, &self.opts.separator[..]) {
+            let mut writers = self.writers.iter();
+            if let Some(write) = writers.next() {
+                write(c, shown, line);
+            }
+            for write in writers {
+                line.push(sep);
+                write(c, shown, line);
+            }
+            line.push(b'\n');
+            return;
+        }
+        for (i, (&f, write)) in self.fields.iter().zip(&self.writers).enumerate() {
             if i > 0 {
                 match self.opts.separator[..] {
                     [one] => line.push(one),
@@ -329,7 +345,7 @@ impl<'a> Render<'a> {
             }
             match holes.as_deref_mut() {
                 Some(h) if f == Field::FrameTimeDeltaDisplayed => h.push(line.len()),
-                _ => self.value(line, val, |out| fields::write_shown(f, c, shown, out)),
+                _ => self.value(line, val, |out| write(c, shown, out)),
             }
         }
         line.push(b'\n');
