@@ -1,20 +1,23 @@
-//! `-j N`: a capture file read on one thread, its frames worked on by N others, the
-//! results used in frame order on the calling thread.
+//! `-j N`: a capture file read and worked on by N threads, the results used in
+//! frame order on the calling thread.
 //!
-//! The reader fills [`Chunk`]s (a few thousand records and their bytes) and hands
-//! each to whichever worker is free; a worker turns a chunk into a result `R`
-//! (rendered lines, column values, flow facts); the calling thread consumes the
-//! results strictly in chunk order, so whatever it does with them — write them
-//! out, feed a sequential analysis — happens exactly as in one pass over the file.
-//! Chunks and results travel as pairs through a fixed pool and come back to the
-//! reader once consumed: memory is bounded and nothing is allocated per chunk once
-//! the buffers have grown.
+//! Each worker takes its turn at the reader (a mutex): it fills a [`Chunk`] (a few
+//! thousand records and their bytes), lets go of the reader and turns the chunk
+//! into a result `R` (rendered lines, column values, flow facts) while another
+//! worker reads the next one. Reading is about a fifth of the work: taking turns
+//! spreads it over the workers, where a reader thread of its own would be one more
+//! thread than there are cores, stalling every worker whenever it is descheduled.
+//! The calling thread consumes the results strictly in chunk order, so whatever it
+//! does with them — write them out, feed a sequential analysis — happens exactly
+//! as in one pass over the file. Chunks and results travel as pairs through a
+//! fixed pool and come back once consumed: memory is bounded and nothing is
+//! allocated per chunk once the buffers have grown.
 //!
 //! A capture error ends the stream after the records read before it, and is
 //! returned once every chunk before it has been consumed: the caller reports it
-//! after the frames before the damage, as a single pass would. A worker or the
-//! reader that panics ends the run with an error; a consumer that fails (a closed
-//! pipe) stops the reader and the workers.
+//! after the frames before the damage, as a single pass would. A worker that
+//! panics ends the run with an error; a consumer that fails (a closed pipe) stops
+//! the workers.
 //!
 //! Owns: the pipeline. Imports: the capture chunk and the command's failure type.
 use std::collections::BTreeMap;
@@ -23,7 +26,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Mutex;
 
 use anyhow::anyhow;
-use dissector::capture::{CaptureError, Chunk, Filled, PacketSource};
+use dissector::capture::{Carry, CaptureError, Chunk, Filled, PacketSource};
 
 use super::exit::Failure;
 
@@ -44,14 +47,44 @@ struct Job<R> {
     filled: Filled,
 }
 
-/// What a worker or the reader sends back: a job done, or the message of its panic.
+/// What a worker sends back: a job done, or the message of its panic.
 type Done<R> = Result<Job<R>, String>;
+
+/// The source and where reading it stands, shared by the workers.
+struct Reading<'s, S> {
+    src: &'s mut S,
+    plan: Plan,
+    carry: Option<Carry>,
+    read: u64,
+    /// The last chunk was read: the workers stop.
+    over: bool,
+}
+
+impl<S: PacketSource> Reading<'_, S> {
+    /// Fills `chunk` with the next records, or `None` once the last chunk was read.
+    fn next(&mut self, chunk: &mut Chunk) -> Option<Filled> {
+        if self.over {
+            return None;
+        }
+        let max = (self.plan.chunk_frames.max(1) as u64).min(self.plan.limit - self.read) as usize;
+        let mut filled = chunk.fill(self.src, max, self.carry);
+        self.read += chunk.len() as u64;
+        if self.read == self.plan.limit {
+            filled = match filled {
+                Filled::Full => Filled::End,
+                other => other,
+            };
+        }
+        self.carry = Some(chunk.carry());
+        self.over = filled.is_last();
+        Some(filled)
+    }
+}
 
 /// Runs the pipeline over `src` with one thread per worker (a function turning a
 /// chunk into its result, with its own state); `consume` takes the results in
-/// order. Returns
-/// the capture error that ended the stream, if any, once every record before it was
-/// consumed.
+/// order. Returns the capture error that ended the stream, if any, once every
+/// record before it was consumed.
 pub(super) fn run<S, R, W>(
     src: &mut S,
     plan: Plan,
@@ -68,34 +101,26 @@ where
         return Err(anyhow!("no worker threads").into());
     }
     let (free_tx, free_rx) = mpsc::channel::<(Chunk, R)>();
-    let (work_tx, work_rx) = mpsc::channel::<Job<R>>();
     let (done_tx, done_rx) = mpsc::channel::<Done<R>>();
-    // Enough pairs that every worker has one in hand and one waiting, and the
-    // reader one to fill.
+    // Enough pairs that every worker has one in hand and one done, waiting for its
+    // turn to be consumed.
     for _ in 0..2 * jobs + 2 {
         let _ = free_tx.send((Chunk::new(), R::default()));
     }
-    let work_rx = Mutex::new(work_rx);
+    let free_rx = Mutex::new(free_rx);
+    let reading = Mutex::new(Reading { src, plan, carry: None, read: 0, over: false });
     std::thread::scope(|s| {
-        let reader_done = done_tx.clone();
-        s.spawn(move || {
-            let r = panic::catch_unwind(AssertUnwindSafe(|| read(src, plan, &free_rx, &work_tx)));
-            if let Err(p) = r {
-                let _ = reader_done.send(Err(format!("the capture reader failed: {}", panic_text(&*p))));
-            }
-        });
         for mut w in workers {
-            let (done_tx, work_rx) = (done_tx.clone(), &work_rx);
+            let (done_tx, free_rx, reading) = (done_tx.clone(), &free_rx, &reading);
             s.spawn(move || {
                 let r = panic::catch_unwind(AssertUnwindSafe(|| {
+                    // The pool is gone when the consumer stopped; the reader is
+                    // poisoned when another worker panicked while reading.
                     loop {
-                        let next = match work_rx.lock() {
-                            Ok(rx) => rx.recv(),
-                            Err(_) => return,
-                        };
-                        let Ok(mut job) = next else { return };
-                        w(&job.chunk, &mut job.out);
-                        if done_tx.send(Ok(job)).is_err() {
+                        let Ok(Ok((mut chunk, mut out))) = free_rx.lock().map(|rx| rx.recv()) else { return };
+                        let Some(filled) = reading.lock().ok().and_then(|mut r| r.next(&mut chunk)) else { return };
+                        w(&chunk, &mut out);
+                        if done_tx.send(Ok(Job { chunk, out, filled })).is_err() {
                             return;
                         }
                     }
@@ -108,30 +133,6 @@ where
         drop(done_tx);
         in_order(done_rx, free_tx, &mut consume)
     })
-}
-
-/// The reader thread: fills the chunks the consumer gives back, until the source
-/// ends, fails, or `plan.limit` records were read.
-fn read<S: PacketSource, R>(src: &mut S, plan: Plan, free: &Receiver<(Chunk, R)>, work: &Sender<Job<R>>) {
-    let mut carry = None;
-    let mut read = 0u64;
-    // The consumer stopped when the pool is gone; the workers, when `work` is.
-    while let Ok((mut chunk, out)) = free.recv() {
-        let max = (plan.chunk_frames.max(1) as u64).min(plan.limit - read) as usize;
-        let mut filled = chunk.fill(src, max, carry);
-        read += chunk.len() as u64;
-        if read == plan.limit {
-            filled = match filled {
-                Filled::Full => Filled::End,
-                other => other,
-            };
-        }
-        carry = Some(chunk.carry());
-        let last = filled.is_last();
-        if work.send(Job { chunk, out, filled }).is_err() || last {
-            return;
-        }
-    }
 }
 
 /// The calling thread: results in chunk order to `consume`, their pairs back to
@@ -241,6 +242,34 @@ mod tests {
         };
         let e = run(&mut src, plan, vec![worker; 2], |_, _| Ok(())).unwrap_err();
         assert!(e.to_string().contains("boom"), "{e}");
+    }
+
+    /// Panics when asked for record `at`.
+    struct Bomb {
+        at: u64,
+        inner: Src,
+    }
+
+    impl PacketSource for Bomb {
+        fn next_packet(&mut self) -> Result<Option<Record<'_>>, CaptureError> {
+            assert!(self.inner.at + 1 != self.at, "the source broke");
+            self.inner.next_packet()
+        }
+    }
+
+    #[test]
+    fn a_source_that_panics_is_an_error_not_a_hang() {
+        let mut src = Bomb { at: 20, inner: Src { n: 50, at: 0, fail: false, byte: [0] } };
+        let plan = Plan { chunk_frames: 3, limit: u64::MAX };
+        let worker = |_: &Chunk, _: &mut ()| {};
+        let mut consumed = 0;
+        let e = run(&mut src, plan, vec![worker; 3], |c, _| {
+            consumed += c.len();
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(e.to_string().contains("the source broke"), "{e}");
+        assert!(consumed < 20, "nothing from the broken chunk on: {consumed}");
     }
 
     #[test]
