@@ -43,6 +43,15 @@ macro_rules! fields {
                     $(Field::$id => |c, shown, out| write_shown(Field::$id, c, shown, out)),*
                 }
             }
+
+            /// [`visit`] made for this one field, handing its values to a
+            /// [`Sink`] (a typed column, say): the field's match and which value
+            /// it gives are settled when this is compiled, not per frame.
+            pub fn visitor<S: Sink>(self) -> fn(&Ctx<'_>, Shown, &mut S) {
+                match self {
+                    $(Field::$id => |c, shown, sink| visit(Field::$id, c, shown, #[inline(always)] |v| sink.value(v))),*
+                }
+            }
         }
     };
 }
@@ -512,6 +521,11 @@ pub fn write(field: Field, c: &Ctx<'_>, out: &mut Vec<u8>) {
 
 /// A function that appends one field's value (see [`Field::writer`]).
 pub type Writer = fn(&Ctx<'_>, Shown, &mut Vec<u8>);
+
+/// What takes a field's values from [`Field::visitor`].
+pub trait Sink {
+    fn value(&mut self, v: Value<'_>);
+}
 
 /// [`write()`] for a caller that displays only some frames.
 #[inline(always)]

@@ -23,11 +23,11 @@ use dissector::ctx::{Ctx, Shown};
 use dissector::fields::{self, Field, Ty, Value};
 use dissector::flow::FlowReport;
 use parquet::basic::{Compression, LogicalType, Repetition, TimeUnit, Type as Physical};
-use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DoubleType, Int64Type};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use parquet::schema::types::ColumnPath;
-use parquet::file::writer::SerializedFileWriter;
-use parquet::schema::types::Type;
+use parquet::column::writer::{get_column_writer, get_typed_column_writer_mut, ColumnCloseResult, ColumnWriter};
+use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType, DoubleType, Int64Type};
+use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesPtr};
+use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
+use parquet::schema::types::{ColumnDescPtr, ColumnPath, Type};
 
 /// Rows per row group: a reader's unit of work; buffers of a few tens of MB for
 /// a dozen fields.
@@ -133,6 +133,7 @@ impl Buffer {
         Buffer { spec, ints: Vec::new(), doubles: Vec::new(), bools: Vec::new(), bytes: Vec::new(), text: Vec::new(), ends: Vec::new(), defs: Vec::new(), reps: Vec::new(), in_row: 0 }
     }
 
+    #[inline(always)]
     fn push(&mut self, c: Cell<'_>) {
         // A scalar column keeps a row's first value (the fields that can repeat are
         // lists).
@@ -150,6 +151,12 @@ impl Buffer {
             // a bug of the caller. Left null rather than written wrong.
             _ => return,
         }
+        self.pushed();
+    }
+
+    /// Counts the value just added to the row being built.
+    #[inline(always)]
+    fn pushed(&mut self) {
         if self.spec.list {
             self.defs.push(2);
             self.reps.push(if self.in_row == 0 { 0 } else { 1 });
@@ -212,6 +219,28 @@ impl Buffer {
         if self.spec.list {
             self.reps.extend(from.reps.drain(..levels));
         }
+    }
+
+    /// The column's values as Parquet pages in memory, and what the file's
+    /// metadata needs to know of them (see [`Table::flush`]).
+    fn encode(&self, descr: ColumnDescPtr, props: WriterPropertiesPtr) -> Result<(bytes::Bytes, ColumnCloseResult)> {
+        fn write<T: DataType>(col: &mut ColumnWriter<'_>, values: &[T::T], defs: &[i16], reps: Option<&[i16]>) -> Result<()> {
+            get_typed_column_writer_mut::<T>(col).write_batch(values, Some(defs), reps)?;
+            Ok(())
+        }
+        let mut sink = TrackedWrite::new(Vec::new());
+        let close = {
+            let mut col = get_column_writer(descr, props, Box::new(SerializedPageWriter::new(&mut sink)));
+            let reps = self.spec.list.then_some(&self.reps[..]);
+            match self.spec.kind {
+                Kind::U64 | Kind::Timestamp => write::<Int64Type>(&mut col, &self.ints, &self.defs, reps)?,
+                Kind::Seconds => write::<DoubleType>(&mut col, &self.doubles, &self.defs, reps)?,
+                Kind::Bool => write::<BoolType>(&mut col, &self.bools, &self.defs, reps)?,
+                Kind::Str | Kind::Bytes => write::<ByteArrayType>(&mut col, &self.bytes, &self.defs, reps)?,
+            }
+            col.close()?
+        };
+        Ok((bytes::Bytes::from(sink.into_inner()?), close))
     }
 
     fn clear(&mut self) {
@@ -303,9 +332,12 @@ impl Rows {
 /// A Parquet file being written, a row at a time.
 pub(crate) struct Table {
     writer: Option<SerializedFileWriter<File>>,
+    props: WriterPropertiesPtr,
     /// The row group being built.
     group: Rows,
     rows_per_group: usize,
+    /// Threads that encode a row group's columns (see [`Table::encode_with`]).
+    threads: usize,
     tmp: PathBuf,
     path: PathBuf,
 }
@@ -331,13 +363,19 @@ impl Table {
             let path = if sp.list { vec![sp.name.clone(), "list".into(), "element".into()] } else { vec![sp.name.clone()] };
             props = props.set_column_dictionary_enabled(ColumnPath::new(path), false);
         }
-        let props = props.build();
+        let props = Arc::new(props.build());
         let mut tmp = path.as_os_str().to_owned();
         tmp.push(".tmp");
         let tmp = PathBuf::from(tmp);
         let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        let writer = SerializedFileWriter::new(file, Arc::new(schema), Arc::new(props)).context("starting the Parquet file")?;
-        Ok(Table { writer: Some(writer), group: Rows::new(&specs), rows_per_group: rows.max(1), tmp, path: path.to_path_buf() })
+        let writer = SerializedFileWriter::new(file, Arc::new(schema), props.clone()).context("starting the Parquet file")?;
+        Ok(Table { writer: Some(writer), props, group: Rows::new(&specs), rows_per_group: rows.max(1), threads: 1, tmp, path: path.to_path_buf() })
+    }
+
+    /// Encodes each row group's columns on `threads` threads (1: on the caller's).
+    /// The file is the same whatever the number.
+    pub(crate) fn encode_with(&mut self, threads: usize) {
+        self.threads = threads.max(1);
     }
 
     /// Appends a value to column `i` of the row being built.
@@ -376,29 +414,54 @@ impl Table {
         }
         let Some(w) = self.writer.as_mut() else { anyhow::bail!("the Parquet file was closed") };
         self.group.seal();
-        let mut rg = w.next_row_group()?;
-        for b in &mut self.group.cols {
-            let Some(mut col) = rg.next_column()? else { anyhow::bail!("fewer Parquet columns than fields") };
-            let defs = Some(&b.defs[..]);
-            let reps = b.spec.list.then_some(&b.reps[..]);
-            match b.spec.kind {
-                Kind::U64 | Kind::Timestamp => {
-                    col.typed::<Int64Type>().write_batch(&b.ints, defs, reps)?;
-                }
-                Kind::Seconds => {
-                    col.typed::<DoubleType>().write_batch(&b.doubles, defs, reps)?;
-                }
-                Kind::Bool => {
-                    col.typed::<BoolType>().write_batch(&b.bools, defs, reps)?;
-                }
-                Kind::Str | Kind::Bytes => {
-                    col.typed::<ByteArrayType>().write_batch(&b.bytes, defs, reps)?;
-                }
+        // Each column is encoded into pages in memory, the columns side by side on
+        // `threads` threads (encoding and compressing is most of the work of
+        // writing Parquet), then appended to the file in column order.
+        let cols = &self.group.cols;
+        let schema = w.schema_descr();
+        if schema.num_columns() != cols.len() {
+            anyhow::bail!("{} Parquet columns for {} fields", schema.num_columns(), cols.len());
+        }
+        let descrs: Vec<ColumnDescPtr> = (0..cols.len()).map(|i| schema.column(i)).collect();
+        let encode = |i: usize| cols[i].encode(descrs[i].clone(), self.props.clone());
+        let threads = self.threads.min(cols.len());
+        let encoded: Vec<Result<(bytes::Bytes, ColumnCloseResult)>> = if threads <= 1 {
+            (0..cols.len()).map(encode).collect()
+        } else {
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let mut done: Vec<(usize, Result<_>)> = std::thread::scope(|s| {
+                let handles: Vec<_> = (0..threads)
+                    .map(|_| {
+                        s.spawn(|| {
+                            let mut mine = Vec::new();
+                            loop {
+                                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                if i >= cols.len() {
+                                    return mine;
+                                }
+                                mine.push((i, encode(i)));
+                            }
+                        })
+                    })
+                    .collect();
+                handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|_| vec![(usize::MAX, Err(anyhow::anyhow!("a Parquet encoding thread failed")))])).collect()
+            });
+            done.sort_by_key(|(i, _)| *i);
+            if done.len() != cols.len() || done.iter().enumerate().any(|(k, (i, _))| k != *i) {
+                let failed = done.into_iter().find_map(|(_, r)| r.err());
+                return Err(failed.unwrap_or_else(|| anyhow::anyhow!("a Parquet encoding thread failed")));
             }
-            col.close()?;
-            b.clear();
+            done.into_iter().map(|(_, r)| r).collect()
+        };
+        let mut rg = w.next_row_group()?;
+        for e in encoded {
+            let (pages, close) = e?;
+            rg.append_column(&pages, close)?;
         }
         rg.close()?;
+        for b in &mut self.group.cols {
+            b.clear();
+        }
         self.group.rows = 0;
         Ok(())
     }
@@ -422,34 +485,57 @@ impl Drop for Table {
     }
 }
 
-/// The values of `fields` for one frame, as a row of `t` (column `i` is field `i`).
-pub(crate) fn frame_row(t: &mut Table, field_ids: &[Field], c: &Ctx<'_>, shown: Shown, text: &mut Vec<u8>) -> Result<()> {
-    frame_values(&mut t.group, field_ids, c, shown, text);
-    t.flush_if_full()
+/// A column takes a field's values as they come.
+impl fields::Sink for Buffer {
+    #[inline(always)]
+    fn value(&mut self, v: Value<'_>) {
+        match v {
+            Value::Dec(n) | Value::Hex(n, _) => self.push(Cell::U64(n)),
+            Value::Bool(b) => self.push(Cell::Bool(b)),
+            Value::Secs(ns) => self.push(Cell::Nanos(ns)),
+            Value::Bytes(b) => self.push(Cell::Bytes(b)),
+            Value::Str(s) => self.push(Cell::Str(s)),
+            // Addresses and made text: as `-T fields` prints them, written
+            // straight into the column's text.
+            Value::Ipv4(_) | Value::Ipv6(_) | Value::Mac(_) | Value::Text(_) => {
+                if (self.in_row > 0 && !self.spec.list) || !matches!(self.spec.kind, Kind::Str | Kind::Bytes) {
+                    return;
+                }
+                v.write(&mut self.text);
+                self.ends.push(self.text.len());
+                self.pushed();
+            }
+        }
+    }
 }
 
-/// The values of `fields` for one frame, as a row of `rows` (column `i` is field
-/// `i`).
-pub(crate) fn frame_values(rows: &mut Rows, field_ids: &[Field], c: &Ctx<'_>, shown: Shown, text: &mut Vec<u8>) {
-    for (i, &f) in field_ids.iter().enumerate() {
-        fields::visit(f, c, shown, |v| {
-            let cell = match v {
-                Value::Dec(n) | Value::Hex(n, _) => Cell::U64(n),
-                Value::Bool(b) => Cell::Bool(b),
-                Value::Secs(ns) => Cell::Nanos(ns),
-                Value::Bytes(b) => Cell::Bytes(b),
-                Value::Str(s) => Cell::Str(s),
-                // Addresses and made text: as `-T fields` prints them.
-                Value::Ipv4(_) | Value::Ipv6(_) | Value::Mac(_) | Value::Text(_) => {
-                    text.clear();
-                    v.write(text);
-                    Cell::Bytes(text)
-                }
-            };
-            rows.push(i, cell);
-        });
+/// How the values of a list of `-e` fields become a row: one visitor per field,
+/// made for it (see [`Field::visitor`]).
+pub(crate) struct Extract {
+    visitors: Vec<fn(&Ctx<'_>, Shown, &mut Buffer)>,
+}
+
+impl Extract {
+    /// The row of `fields`: column `i` is field `i`.
+    pub(crate) fn new(fields: &[Field]) -> Extract {
+        Extract { visitors: fields.iter().map(|f| f.visitor()).collect() }
     }
-    rows.end_row()
+
+    /// The values of the frame in `c`, as a row of `rows` (made with the specs of
+    /// the same fields).
+    pub(crate) fn row(&self, rows: &mut Rows, c: &Ctx<'_>, shown: Shown) {
+        for (visit, col) in self.visitors.iter().zip(&mut rows.cols) {
+            visit(c, shown, col);
+            col.end_row();
+        }
+        rows.rows += 1;
+    }
+
+    /// [`Extract::row`] into `t`, writing a row group when one is full.
+    pub(crate) fn row_of(&self, t: &mut Table, c: &Ctx<'_>, shown: Shown) -> Result<()> {
+        self.row(&mut t.group, c, shown);
+        t.flush_if_full()
+    }
 }
 
 type FlowCount = (&'static str, fn(&FlowReport) -> Option<u64>);

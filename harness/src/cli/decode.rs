@@ -21,7 +21,7 @@ use dissector::{frame, print};
 use super::exit::{help, Exit, Failure, Outcome};
 use super::input::{InputArgs, Source};
 use super::par::{self, Plan};
-use crate::columns::{self, Rows, Spec, Table};
+use crate::columns::{self, Extract, Rows, Spec, Table};
 
 const EXIT: &[(Exit, &str)] = &[
     (Exit::Ok, "every frame was read"),
@@ -179,10 +179,14 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
     // The timestamp of the last frame shown (for frame.time_delta_displayed).
     let mut shown_ts: Option<u64> = None;
     let render = Render::new(&field_ids, &fopts);
+    let extract = Extract::new(&field_ids);
     let mut fr = frame::decode(dissector::LinkType::ETHERNET, &[], &opts);
     let limit = a.input.count.unwrap_or(u64::MAX);
     // -j: the typed outputs, unless the filter itself reads what it kept before.
     let jobs = a.input.jobs();
+    if let Some(t) = table.as_mut() {
+        t.encode_with(jobs);
+    }
     let sequential_filter = filter.as_ref().is_some_and(|f| f.uses(Field::FrameTimeDeltaDisplayed));
     let par = match (&mut src, format) {
         (Source::File(r), Format::Fields | Format::Parquet) if jobs > 1 && save.is_none() && !sequential_filter => Some(r),
@@ -234,7 +238,7 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
             }
             Format::Parquet => {
                 if let Some(t) = table.as_mut() {
-                    columns::frame_row(t, &field_ids, &ctx, shown, &mut val).context("writing the Parquet file").map_err(Failure::setup)?;
+                    extract.row_of(t, &ctx, shown).context("writing the Parquet file").map_err(Failure::setup)?;
                 }
             }
             Format::Fields => {
@@ -464,16 +468,17 @@ impl Job<'_> {
     /// appended to `table` in frame order.
     fn parquet(&self, src: &mut Reader<BufReader<File>>, filter: Option<&Filter>, table: &mut Table, stats: &mut Stats) -> Result<Option<CaptureError>, Failure> {
         let specs: Vec<Spec> = self.fields.iter().map(|&f| Spec::of_field(f)).collect();
+        let extract = Extract::new(self.fields);
         let workers = (0..self.jobs)
             .map(|_| {
-                let (mut scratch, filter, mut val, specs) = (frame::decode(dissector::LinkType::ETHERNET, &[], self.opts), filter.cloned(), Vec::new(), &specs);
+                let (mut scratch, filter, specs, extract) = (frame::decode(dissector::LinkType::ETHERNET, &[], self.opts), filter.cloned(), &specs, &extract);
                 move |c: &Chunk, part: &mut Part<Rows>| {
                     if !part.body.has_columns() {
                         part.body = Rows::new(specs);
                     }
                     part.body.clear();
                     self.each_shown(c, &mut scratch, filter.as_ref(), part, |rows, ctx, shown, _| {
-                        columns::frame_values(rows, self.fields, ctx, shown, &mut val);
+                        extract.row(rows, ctx, shown);
                     });
                     part.body.seal();
                 }
