@@ -201,55 +201,55 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
         end.map_or(Ok(()), Err)
     } else {
         loop {
-        if stats.frames >= limit {
-            break Ok(());
-        }
-        let rec: Record<'_> = match src.next_packet() {
-            Ok(Some(r)) => r,
-            Ok(None) => break Ok(()),
-            Err(e) => break Err(e),
-        };
-        frame::decode_into(&mut fr, rec.link, rec.data, &opts);
-        stats.count(&fr);
-        let first = *first_ts.get_or_insert(rec.ts_ns);
-        let ctx = Ctx::of(&rec, &fr, first, if stats.frames == 1 { rec.ts_ns } else { prev_ts });
-        prev_ts = rec.ts_ns;
-        let shown = Shown { prev_ts_ns: shown_ts };
-        if filter.as_ref().is_some_and(|f| !f.matches_shown(&ctx, shown)) {
-            continue;
-        }
-        shown_ts = Some(rec.ts_ns);
-        match format {
-            Format::Text if a.verbose => {
-                text.clear();
-                print::verbose(&ctx, &mut text);
-                out.write_all(text.as_bytes())?;
-                out.write_all(b"\n")?;
+            if stats.frames >= limit {
+                break Ok(());
             }
-            Format::Text => {
-                text.clear();
-                print::line(&ctx, &mut text);
-                out.write_all(text.as_bytes())?;
-                out.write_all(b"\n")?;
+            let rec: Record<'_> = match src.next_packet() {
+                Ok(Some(r)) => r,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            };
+            frame::decode_into(&mut fr, rec.link, rec.data, &opts);
+            stats.count(&fr);
+            let first = *first_ts.get_or_insert(rec.ts_ns);
+            let ctx = Ctx::of(&rec, &fr, first, if stats.frames == 1 { rec.ts_ns } else { prev_ts });
+            prev_ts = rec.ts_ns;
+            let shown = Shown { prev_ts_ns: shown_ts };
+            if filter.as_ref().is_some_and(|f| !f.matches_shown(&ctx, shown)) {
+                continue;
             }
-            Format::Json => {
-                serde_json::to_writer(&mut out, &print::json(&ctx))?;
-                out.write_all(b"\n")?;
-            }
-            Format::Parquet => {
-                if let Some(t) = table.as_mut() {
-                    extract.row_of(t, &ctx, shown).context("writing the Parquet file").map_err(Failure::setup)?;
+            shown_ts = Some(rec.ts_ns);
+            match format {
+                Format::Text if a.verbose => {
+                    text.clear();
+                    print::verbose(&ctx, &mut text);
+                    out.write_all(text.as_bytes())?;
+                    out.write_all(b"\n")?;
+                }
+                Format::Text => {
+                    text.clear();
+                    print::line(&ctx, &mut text);
+                    out.write_all(text.as_bytes())?;
+                    out.write_all(b"\n")?;
+                }
+                Format::Json => {
+                    serde_json::to_writer(&mut out, &print::json(&ctx))?;
+                    out.write_all(b"\n")?;
+                }
+                Format::Parquet => {
+                    if let Some(t) = table.as_mut() {
+                        extract.row_of(t, &ctx, shown).context("writing the Parquet file").map_err(Failure::setup)?;
+                    }
+                }
+                Format::Fields => {
+                    line.clear();
+                    render.line(&mut line, &ctx, shown, &mut val, None);
+                    out.write_all(&line)?;
                 }
             }
-            Format::Fields => {
-                line.clear();
-                render.line(&mut line, &ctx, shown, &mut val, None);
-                out.write_all(&line)?;
+            if let Some(s) = save.as_mut() {
+                s.write(&rec).context("writing the -w file").map_err(Failure::setup)?;
             }
-        }
-        if let Some(s) = save.as_mut() {
-            s.write(&rec).context("writing the -w file").map_err(Failure::setup)?;
-        }
         }
     };
     out.flush()?;
