@@ -6,11 +6,11 @@ use std::fs::File;
 use std::io::BufReader;
 
 use clap::Args;
-use dissector::capture::{CaptureError, Chunk, PacketSource, Reader};
+use dissector::capture::{CaptureError, Chunk, PacketSource, Reader, Record};
 use dissector::ctx::Ctx;
 use dissector::filter::Filter;
 use dissector::flow::{Analyzer, Seen};
-use dissector::frame;
+use dissector::frame::{self, Frame};
 
 use anyhow::Context;
 
@@ -90,11 +90,8 @@ fn analyse(src: &mut Source, limit: u64, opts: &frame::Options, filter: Option<&
                     None => an.add_captured(r.number, r.ts_ns, r.orig_len, r.link, r.data, opts, &mut f),
                     // A filter needs the decoded frame, so no fast path.
                     Some(flt) => {
-                        frame::decode_into(&mut f, r.link, r.data, opts);
                         let (first, prev) = (*first_ts.get_or_insert(r.ts_ns), prev_ts.unwrap_or(r.ts_ns));
-                        if flt.matches(&Ctx::of(r, &f, first, prev)) {
-                            an.add(r.number, r.ts_ns, r.orig_len, &f, r.data);
-                        }
+                        an.add_seen(r.number, r.ts_ns, r.orig_len, &seen_through(flt, &mut f, r, first, prev, opts));
                         prev_ts = Some(r.ts_ns);
                     }
                 }
@@ -102,6 +99,19 @@ fn analyse(src: &mut Source, limit: u64, opts: &frame::Options, filter: Option<&
             Ok(None) => return (frames, None),
             Err(e) => return (frames, Some(e)),
         }
+    }
+}
+
+/// What a frame gives the analysis when a display filter chooses the frames: the
+/// filter needs the decoded frame (so no fast path), and a frame it does not keep
+/// is skipped. `first_ts` and `prev_ts` are the first and previous frames'
+/// timestamps, for the filter's `frame.time_*`.
+fn seen_through(flt: &Filter, f: &mut Frame, r: &Record<'_>, first_ts: u64, prev_ts: u64, opts: &frame::Options) -> Seen {
+    frame::decode_into(f, r.link, r.data, opts);
+    if flt.matches(&Ctx::of(r, f, first_ts, prev_ts)) {
+        Seen::of(f, r.data)
+    } else {
+        Seen::Skipped
     }
 }
 
@@ -125,14 +135,7 @@ fn analyse_par(
                 for (r, prev) in c.records() {
                     seen.push(match &flt {
                         None => Seen::of_captured(r.link, r.data, opts, &mut f),
-                        Some(flt) => {
-                            frame::decode_into(&mut f, r.link, r.data, opts);
-                            if flt.matches(&Ctx::of(&r, &f, c.first_ts_ns, prev)) {
-                                Seen::of(&f, r.data)
-                            } else {
-                                Seen::Skipped
-                            }
-                        }
+                        Some(flt) => seen_through(flt, &mut f, &r, c.first_ts_ns, prev, opts),
                     });
                 }
             }
