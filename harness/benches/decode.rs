@@ -116,6 +116,7 @@ fn main() {
     let file = dir.join(format!("bench-{packets}.pcap"));
     let t = Instant::now();
     roce::cli::bench_file(&file, packets).expect("generate bench file");
+    settle(&file);
     let mb = std::fs::metadata(&file).expect("bench file").len() as f64 / 1e6;
     println!("generated {packets} packets ({mb:.1} MB) in {:.1} s", t.elapsed().as_secs_f64());
 
@@ -175,6 +176,7 @@ fn main() {
     let big_packets = env_u64("ROCE_BENCH_BIG_PACKETS", 10_000_000);
     let big = dir.join("bench-big.pcap");
     roce::cli::bench_file(&big, big_packets).expect("generate big file");
+    settle(&big);
     let big_mb = std::fs::metadata(&big).map(|m| m.len()).unwrap_or(0) as f64 / 1e6;
     println!("{big_mb:.0} MB file ({big_packets} packets), -j scaling (one run each):");
     println!("| command | -j | seconds | M packets/s | peak RSS MiB |");
@@ -194,6 +196,12 @@ fn main() {
     }
     let _ = std::fs::remove_file(&big_pq);
     let _ = std::fs::remove_file(&big);
+}
+
+/// Writes a generated file out to disk before anything is timed: otherwise the
+/// kernel's writeback of its dirty pages takes CPU from the first runs.
+fn settle(file: &Path) {
+    std::fs::File::open(file).and_then(|f| f.sync_all()).expect("sync the bench file");
 }
 
 /// `roce decode -T fields` with the 13 fields, `-j jobs` (default: every core).
