@@ -15,8 +15,10 @@
 //! Owns: the column model and the Parquet writing. Imports: the dissector's field
 //! registry (names, types, values) and the `parquet` crate.
 use std::fs::File;
+use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use anyhow::{Context, Result};
 use dissector::ctx::{Ctx, Shown};
@@ -255,6 +257,32 @@ impl Buffer {
     }
 }
 
+/// `f(0)`, …, `f(n - 1)` worked out on up to `threads` threads, in index order;
+/// `None` for an index whose thread panicked (a panic of the parquet crate is
+/// reported as an error, not a crash).
+fn on_threads<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<Option<T>> {
+    if threads <= 1 || n <= 1 {
+        return (0..n).map(|i| Some(f(i))).collect();
+    }
+    let next = AtomicUsize::new(0);
+    let slots: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
+    std::thread::scope(|s| {
+        for _ in 0..threads.min(n) {
+            s.spawn(|| {
+                let _ = panic::catch_unwind(AssertUnwindSafe(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(slot) = slots.get(i) else { return };
+                    let v = f(i);
+                    if let Ok(mut slot) = slot.lock() {
+                        *slot = Some(v);
+                    }
+                }));
+            });
+        }
+    });
+    slots.into_iter().map(|m| m.into_inner().ok().flatten()).collect()
+}
+
 /// A double of seconds from nanoseconds, as a [`Kind::Seconds`] column holds it.
 fn seconds(ns: i64) -> f64 {
     ns as f64 / 1e9
@@ -423,39 +451,10 @@ impl Table {
             anyhow::bail!("{} Parquet columns for {} fields", schema.num_columns(), cols.len());
         }
         let descrs: Vec<ColumnDescPtr> = (0..cols.len()).map(|i| schema.column(i)).collect();
-        let encode = |i: usize| cols[i].encode(descrs[i].clone(), self.props.clone());
-        let threads = self.threads.min(cols.len());
-        let encoded: Vec<Result<(bytes::Bytes, ColumnCloseResult)>> = if threads <= 1 {
-            (0..cols.len()).map(encode).collect()
-        } else {
-            let next = std::sync::atomic::AtomicUsize::new(0);
-            let mut done: Vec<(usize, Result<_>)> = std::thread::scope(|s| {
-                let handles: Vec<_> = (0..threads)
-                    .map(|_| {
-                        s.spawn(|| {
-                            let mut mine = Vec::new();
-                            loop {
-                                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                                if i >= cols.len() {
-                                    return mine;
-                                }
-                                mine.push((i, encode(i)));
-                            }
-                        })
-                    })
-                    .collect();
-                handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|_| vec![(usize::MAX, Err(anyhow::anyhow!("a Parquet encoding thread failed")))])).collect()
-            });
-            done.sort_by_key(|(i, _)| *i);
-            if done.len() != cols.len() || done.iter().enumerate().any(|(k, (i, _))| k != *i) {
-                let failed = done.into_iter().find_map(|(_, r)| r.err());
-                return Err(failed.unwrap_or_else(|| anyhow::anyhow!("a Parquet encoding thread failed")));
-            }
-            done.into_iter().map(|(_, r)| r).collect()
-        };
+        let encoded = on_threads(cols.len(), self.threads, |i| cols[i].encode(descrs[i].clone(), self.props.clone()));
         let mut rg = w.next_row_group()?;
         for e in encoded {
-            let (pages, close) = e?;
+            let (pages, close) = e.unwrap_or_else(|| Err(anyhow::anyhow!("a Parquet encoding thread failed")))?;
             rg.append_column(&pages, close)?;
         }
         rg.close()?;
@@ -663,4 +662,23 @@ pub(crate) fn write_flows(dir: &Path, r: &dissector::flow::Report) -> Result<()>
         t.end_row()?;
     }
     t.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn work_shared_out_comes_back_in_order_and_a_panic_is_a_gap() {
+        for threads in [1, 2, 5] {
+            let got = on_threads(40, threads, |i| i * i);
+            assert_eq!(got, (0..40).map(|i| Some(i * i)).collect::<Vec<_>>(), "{threads} threads");
+        }
+        let got = on_threads(6, 3, |i| {
+            assert!(i != 4, "encoding column 4 failed");
+            i
+        });
+        assert_eq!(got[4], None);
+        assert_eq!(got.iter().flatten().count(), 5, "the other columns are still encoded: {got:?}");
+    }
 }
