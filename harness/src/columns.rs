@@ -135,11 +135,16 @@ impl Buffer {
         Buffer { spec, ints: Vec::new(), doubles: Vec::new(), bools: Vec::new(), bytes: Vec::new(), text: Vec::new(), ends: Vec::new(), defs: Vec::new(), reps: Vec::new(), in_row: 0 }
     }
 
+    /// Whether the row being built takes another value: a scalar column keeps a
+    /// row's first value (the fields that can repeat are lists).
+    #[inline(always)]
+    fn takes_more(&self) -> bool {
+        self.in_row == 0 || self.spec.list
+    }
+
     #[inline(always)]
     fn push(&mut self, c: Cell<'_>) {
-        // A scalar column keeps a row's first value (the fields that can repeat are
-        // lists).
-        if self.in_row > 0 && !self.spec.list {
+        if !self.takes_more() {
             return;
         }
         match (self.spec.kind, c) {
@@ -497,7 +502,7 @@ impl fields::Sink for Buffer {
             // Addresses and made text: as `-T fields` prints them, written
             // straight into the column's text.
             Value::Ipv4(_) | Value::Ipv6(_) | Value::Mac(_) | Value::Text(_) => {
-                if (self.in_row > 0 && !self.spec.list) || !matches!(self.spec.kind, Kind::Str | Kind::Bytes) {
+                if !self.takes_more() || !matches!(self.spec.kind, Kind::Str | Kind::Bytes) {
                     return;
                 }
                 v.write(&mut self.text);
@@ -525,9 +530,8 @@ impl Extract {
     pub(crate) fn row(&self, rows: &mut Rows, c: &Ctx<'_>, shown: Shown) {
         for (visit, col) in self.visitors.iter().zip(&mut rows.cols) {
             visit(c, shown, col);
-            col.end_row();
         }
-        rows.rows += 1;
+        rows.end_row();
     }
 
     /// [`Extract::row`] into `t`, writing a row group when one is full.
