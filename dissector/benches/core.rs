@@ -21,7 +21,8 @@ fn main() {
             c
         })
         .collect();
-    let want: usize = std::env::var("CORE_BENCH_PACKETS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
+    let want: usize =
+        std::env::var("CORE_BENCH_PACKETS").ok().and_then(|v| v.parse().ok()).unwrap_or(1_000_000);
     while frames.len() < want {
         for c in convs.iter_mut() {
             c.frames.clear();
@@ -32,7 +33,12 @@ fn main() {
     }
     if let Ok(path) = std::env::var("CORE_BENCH_DUMP") {
         let f = std::fs::File::create(&path).expect("create dump file");
-        let mut w = dissector::capture::PcapWriter::new(std::io::BufWriter::new(f), LinkType::ETHERNET, 65535).expect("pcap header");
+        let mut w = dissector::capture::PcapWriter::new(
+            std::io::BufWriter::new(f),
+            LinkType::ETHERNET,
+            65535,
+        )
+        .expect("pcap header");
         for f in &frames {
             w.write_packet(f.ts_ns, &f.data, f.data.len() as u32).expect("write");
         }
@@ -51,12 +57,18 @@ fn main() {
         data: &'a [u8],
         ts_ns: u64,
     }
-    let frames: Vec<F<'_>> = spans.iter().map(|&(a, b, ts_ns)| F { data: &arena[a..b], ts_ns }).collect();
+    let frames: Vec<F<'_>> =
+        spans.iter().map(|&(a, b, ts_ns)| F { data: &arena[a..b], ts_ns }).collect();
     let n = frames.len() as f64;
     let bytes: usize = frames.iter().map(|f| f.data.len()).sum();
     let opts = Options::default();
-    let reps: usize = std::env::var("CORE_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
-    println!("{} packets, {} bytes; each stage run {reps} times, best and median shown", frames.len(), bytes);
+    let reps: usize =
+        std::env::var("CORE_BENCH_REPS").ok().and_then(|v| v.parse().ok()).unwrap_or(5);
+    println!(
+        "{} packets, {} bytes; each stage run {reps} times, best and median shown",
+        frames.len(),
+        bytes
+    );
     // Each stage runs `reps` times: the best run is the machine's speed, the median
     // shows how much a shared VM disturbs it.
     let measure = |what: &str, f: &mut dyn FnMut()| {
@@ -98,17 +110,38 @@ fn main() {
     });
 
     let names = [
-        "frame.number", "ip.src", "ip.dst", "udp.srcport", "infiniband.bth.opcode", "infiniband.bth.destqp",
-        "infiniband.bth.psn", "infiniband.bth.a", "infiniband.aeth.syndrome", "infiniband.aeth.msn",
-        "infiniband.reth.va", "infiniband.reth.r_key", "infiniband.reth.dmalen",
+        "frame.number",
+        "ip.src",
+        "ip.dst",
+        "udp.srcport",
+        "infiniband.bth.opcode",
+        "infiniband.bth.destqp",
+        "infiniband.bth.psn",
+        "infiniband.bth.a",
+        "infiniband.aeth.syndrome",
+        "infiniband.aeth.msn",
+        "infiniband.reth.va",
+        "infiniband.reth.r_key",
+        "infiniband.reth.dmalen",
     ];
     // Each field's own writer, as `roce decode -T fields` renders them.
-    let writers: Vec<fields::Writer> = names.iter().map(|n| Field::lookup(n).unwrap().writer()).collect();
+    let writers: Vec<fields::Writer> =
+        names.iter().map(|n| Field::lookup(n).unwrap().writer()).collect();
     let mut out = Vec::with_capacity(1 << 20);
     measure("decode + 13 fields", &mut || {
         for (i, f) in frames.iter().enumerate() {
             frame::decode_into(&mut fr, LinkType::ETHERNET, f.data, &opts);
-            let c = Ctx { number: i as u64 + 1, ts_ns: f.ts_ns, first_ts_ns: 0, prev_ts_ns: 0, orig_len: f.data.len() as u32, interface: 0, data: f.data, frame: &fr, comment: None };
+            let c = Ctx {
+                number: i as u64 + 1,
+                ts_ns: f.ts_ns,
+                first_ts_ns: 0,
+                prev_ts_ns: 0,
+                orig_len: f.data.len() as u32,
+                interface: 0,
+                data: f.data,
+                frame: &fr,
+                comment: None,
+            };
             for (k, write) in writers.iter().enumerate() {
                 if k > 0 {
                     out.push(b'\t');
@@ -128,7 +161,17 @@ fn main() {
         let mut kept = 0usize;
         for (i, f) in frames.iter().enumerate() {
             frame::decode_into(&mut fr, LinkType::ETHERNET, f.data, &opts);
-            let c = Ctx { number: i as u64 + 1, ts_ns: f.ts_ns, first_ts_ns: 0, prev_ts_ns: 0, orig_len: f.data.len() as u32, interface: 0, data: f.data, frame: &fr, comment: None };
+            let c = Ctx {
+                number: i as u64 + 1,
+                ts_ns: f.ts_ns,
+                first_ts_ns: 0,
+                prev_ts_ns: 0,
+                orig_len: f.data.len() as u32,
+                interface: 0,
+                data: f.data,
+                frame: &fr,
+                comment: None,
+            };
             kept += filter.matches(&c) as usize;
         }
         assert_eq!(kept, 0, "no NAKs and no 10.9/16 in the benchmark traffic");
@@ -146,7 +189,15 @@ fn main() {
     measure("flow fast path (roce flows)", &mut || {
         let mut an = Analyzer::new();
         for (i, f) in frames.iter().enumerate() {
-            an.add_captured(i as u64 + 1, f.ts_ns, f.data.len() as u32, LinkType::ETHERNET, f.data, &opts, &mut fr);
+            an.add_captured(
+                i as u64 + 1,
+                f.ts_ns,
+                f.data.len() as u32,
+                LinkType::ETHERNET,
+                f.data,
+                &opts,
+                &mut fr,
+            );
         }
         assert_eq!(an.flows().len(), 16);
     });

@@ -82,7 +82,14 @@ fn bench_file(path: &PathBuf, packets: u64) -> Result<(), Box<dyn std::error::Er
     let mut best = Duration::MAX;
     for _ in 0..3 {
         let t = Instant::now();
-        drain(Reader::with_options(std::io::BufReader::with_capacity(8192, std::fs::File::open(path)?), buffer(), None)?, packets)?;
+        drain(
+            Reader::with_options(
+                std::io::BufReader::with_capacity(8192, std::fs::File::open(path)?),
+                buffer(),
+                None,
+            )?,
+            packets,
+        )?;
         best = best.min(t.elapsed());
     }
     report("file", path, packets, bytes, best);
@@ -102,5 +109,8 @@ fn bench_memory(path: &PathBuf, packets: u64) -> Result<(), Box<dyn std::error::
 }
 
 fn buffer() -> usize {
-    std::env::var("READ_SPEED_BUFFER").ok().and_then(|s| s.parse().ok()).unwrap_or(capture::DEFAULT_BUFFER)
+    std::env::var("READ_SPEED_BUFFER")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(capture::DEFAULT_BUFFER)
 }

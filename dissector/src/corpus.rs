@@ -33,7 +33,10 @@ fn host(last: u8) -> Host {
 }
 
 fn host6(last: u8) -> Host {
-    Host { mac: Mac([0x02, 0, 0, 0, 0, last]), ip: IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, last as u16)) }
+    Host {
+        mac: Mac([0x02, 0, 0, 0, 0, last]),
+        ip: IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, last as u16)),
+    }
 }
 
 fn cm_setup(c: &mut Conversation) {
@@ -71,13 +74,29 @@ fn cm_setup(c: &mut Conversation) {
     });
     c.cm(Dir::BtoA, rep, 0x1000);
     c.wait(80_000);
-    c.cm(Dir::AtoB, CmMessage::Rtu { local_comm_id: 0x1a2b_3c4d, remote_comm_id: 0x5e6f_7081 }, 0x1001);
+    c.cm(
+        Dir::AtoB,
+        CmMessage::Rtu { local_comm_id: 0x1a2b_3c4d, remote_comm_id: 0x5e6f_7081 },
+        0x1001,
+    );
 }
 
 fn cm_teardown(c: &mut Conversation) {
     c.wait(500_000);
-    c.cm(Dir::AtoB, CmMessage::Dreq { local_comm_id: 0x1a2b_3c4d, remote_comm_id: 0x5e6f_7081, remote_qpn: c.b.qpn }, 0x1002);
-    c.cm(Dir::BtoA, CmMessage::Drep { local_comm_id: 0x5e6f_7081, remote_comm_id: 0x1a2b_3c4d }, 0x1002);
+    c.cm(
+        Dir::AtoB,
+        CmMessage::Dreq {
+            local_comm_id: 0x1a2b_3c4d,
+            remote_comm_id: 0x5e6f_7081,
+            remote_qpn: c.b.qpn,
+        },
+        0x1002,
+    );
+    c.cm(
+        Dir::BtoA,
+        CmMessage::Drep { local_comm_id: 0x5e6f_7081, remote_comm_id: 0x1a2b_3c4d },
+        0x1002,
+    );
 }
 
 /// RC SEND both ways, as a ping-pong does, set up and torn down by rdma_cm.
@@ -125,7 +144,13 @@ fn rc_rdma() -> Vec<Timed> {
     c.push(
         Dir::AtoB,
         craft::Transport {
-            bth: BthRepr { opcode: Opcode(0x17), psn, ack_req: true, solicited_event: true, ..Default::default() },
+            bth: BthRepr {
+                opcode: Opcode(0x17),
+                psn,
+                ack_req: true,
+                solicited_event: true,
+                ..Default::default()
+            },
             ieth: 0x0001_2345,
             payload: b"bye".to_vec(),
             ..Default::default()
@@ -221,7 +246,13 @@ fn malformed() -> Vec<Timed> {
     let a = c.a.host;
     let b = c.b.host;
     let base = |op: u8| craft::Transport {
-        bth: BthRepr { opcode: Opcode(op), dest_qp: 0x12, psn: Psn::new(7), p_key: 0xffff, ..Default::default() },
+        bth: BthRepr {
+            opcode: Opcode(op),
+            dest_qp: 0x12,
+            psn: Psn::new(7),
+            p_key: 0xffff,
+            ..Default::default()
+        },
         payload: vec![0xee; 12],
         ..Default::default()
     };
@@ -239,14 +270,48 @@ fn malformed() -> Vec<Timed> {
     }
     // Opcodes beyond tshark 4.0: XRC SEND Only, RD SEND Only, FLUSH, ATOMIC WRITE.
     push(craft::build(&enc, &a, &b, &craft::Transport { xrceth: 0x44, ..base(0xA4) }));
-    push(craft::build(&enc, &a, &b, &craft::Transport { rdeth: 3, deth: DethRepr { q_key: 1, src_qp: 2 }, ..base(0x44) }));
-    push(craft::build(&enc, &a, &b, &craft::Transport { feth: 0x11, reth: RethRepr { va: 0x1000, r_key: 5, dma_len: 64 }, payload: vec![], ..base(0x1C) }));
-    push(craft::build(&enc, &a, &b, &craft::Transport { reth: RethRepr { va: 0x1000, r_key: 5, dma_len: 8 }, payload: vec![1; 8], ..base(0x1D) }));
+    push(craft::build(
+        &enc,
+        &a,
+        &b,
+        &craft::Transport { rdeth: 3, deth: DethRepr { q_key: 1, src_qp: 2 }, ..base(0x44) },
+    ));
+    push(craft::build(
+        &enc,
+        &a,
+        &b,
+        &craft::Transport {
+            feth: 0x11,
+            reth: RethRepr { va: 0x1000, r_key: 5, dma_len: 64 },
+            payload: vec![],
+            ..base(0x1C)
+        },
+    ));
+    push(craft::build(
+        &enc,
+        &a,
+        &b,
+        &craft::Transport {
+            reth: RethRepr { va: 0x1000, r_key: 5, dma_len: 8 },
+            payload: vec![1; 8],
+            ..base(0x1D)
+        },
+    ));
     // Truncated RETH: the frame ends 6 bytes into it (UDP length says more).
-    let w = craft::build(&enc, &a, &b, &craft::Transport { reth: RethRepr { va: 1, r_key: 2, dma_len: 3 }, ..base(0x0A) });
+    let w = craft::build(
+        &enc,
+        &a,
+        &b,
+        &craft::Transport { reth: RethRepr { va: 1, r_key: 2, dma_len: 3 }, ..base(0x0A) },
+    );
     push(w[..14 + 20 + 8 + 12 + 6].to_vec());
     // Pad count larger than the payload.
-    let mut p = craft::build(&enc, &a, &b, &craft::Transport { payload: vec![], pad: Some(0), ..base(0x04) });
+    let mut p = craft::build(
+        &enc,
+        &a,
+        &b,
+        &craft::Transport { payload: vec![], pad: Some(0), ..base(0x04) },
+    );
     p[14 + 20 + 8 + 1] |= 0x30;
     push(p);
     // Bad IP version, UDP length below 8, garbage after an Ethernet header.
@@ -264,7 +329,9 @@ fn malformed() -> Vec<Timed> {
     push(vec![0xff; 10]);
     // Non-RoCE neighbours: ARP, LLDP, TCP, UDP to another port, an IPv4 fragment.
     let mut arp = vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 1, 0x08, 0x06];
-    arp.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 0, 0, 2]);
+    arp.extend_from_slice(&[
+        0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 0, 0, 2,
+    ]);
     push(arp);
     let mut lldp = vec![0x01, 0x80, 0xc2, 0, 0, 0x0e, 0x02, 0, 0, 0, 0, 1, 0x88, 0xcc];
     lldp.extend_from_slice(&[0x02, 0x07, 0x04, 0x02, 0, 0, 0, 0, 1, 0, 0]);
@@ -347,7 +414,14 @@ impl Capture {
             let id = w.add_interface(self.link, self.snaplen, Some("crafted"))?;
             for t in &self.frames {
                 let n = t.data.len().min(self.snaplen as usize);
-                w.write_packet(&OutPacket { interface: id, ts_ns: t.ts_ns, data: &t.data[..n], orig_len: t.data.len() as u32, direction: None, comment: None })?;
+                w.write_packet(&OutPacket {
+                    interface: id,
+                    ts_ns: t.ts_ns,
+                    data: &t.data[..n],
+                    orig_len: t.data.len() as u32,
+                    direction: None,
+                    comment: None,
+                })?;
             }
             w.flush()
         } else {
@@ -365,7 +439,8 @@ impl Capture {
 /// pairs over 8 QP pairs, `packets` frames in all.
 pub fn write_bench(w: impl Write, packets: u64) -> io::Result<()> {
     let mut w = PcapWriter::new(w, LinkType::ETHERNET, 65535)?;
-    let mut convs: Vec<Conversation> = (0..8u32).map(|i| Conversation::between(host(1), 0x100 + i, host(2), 0x200 + i)).collect();
+    let mut convs: Vec<Conversation> =
+        (0..8u32).map(|i| Conversation::between(host(1), 0x100 + i, host(2), 0x200 + i)).collect();
     let mut n = 0u64;
     let mut ts = 1_700_000_000_000_000_000u64;
     'outer: loop {

@@ -16,7 +16,9 @@ use crate::wire::ext::{
 };
 use crate::wire::mad::{self, CmMessage, MadRepr};
 use crate::wire::sll::SllRepr;
-use crate::wire::{aeth, bth, icrc, ipv4, ipv6, udp, AethRepr, BthRepr, Headers, Opcode, Psn, Syndrome};
+use crate::wire::{
+    aeth, bth, icrc, ipv4, ipv6, udp, AethRepr, BthRepr, Headers, Opcode, Psn, Syndrome,
+};
 use crate::LinkType;
 
 /// How the frame is wrapped below the BTH.
@@ -131,7 +133,9 @@ pub fn build(enc: &Encap, src: &Host, dst: &Host, t: &Transport) -> Vec<u8> {
             Headers::RETH => t.reth.emit(&mut RethPacket::new_unchecked(s)),
             Headers::ATOMICETH => t.atomiceth.emit(&mut AtomicEthPacket::new_unchecked(s)),
             Headers::AETH => t.aeth.emit(&mut aeth::Packet::new_unchecked(s)),
-            Headers::ATOMICACKETH => AtomicAckEthPacket::new_unchecked(s).set_orig_remote_data(t.atomicacketh),
+            Headers::ATOMICACKETH => {
+                AtomicAckEthPacket::new_unchecked(s).set_orig_remote_data(t.atomicacketh)
+            }
             Headers::IMMDT => Word32Packet::new_unchecked(s).set_value(t.immdt),
             Headers::IETH => Word32Packet::new_unchecked(s).set_value(t.ieth),
             _ => {} // CNP: 16 reserved zero bytes
@@ -147,8 +151,13 @@ pub fn build(enc: &Encap, src: &Host, dst: &Host, t: &Transport) -> Vec<u8> {
         RoceVersion::V2 => {
             let udp_len = (udp::HEADER_LEN + ib_len) as u16;
             let mut u = [0u8; udp::HEADER_LEN];
-            udp::Repr { src_port: enc.udp_src_port, dst_port: enc.udp_dst_port, length: udp_len, checksum: 0 }
-                .emit(&mut udp::Packet::new_unchecked(&mut u[..]));
+            udp::Repr {
+                src_port: enc.udp_src_port,
+                dst_port: enc.udp_dst_port,
+                length: udp_len,
+                checksum: 0,
+            }
+            .emit(&mut udp::Packet::new_unchecked(&mut u[..]));
             match (src.ip, dst.ip) {
                 (IpAddr::V4(s), IpAddr::V4(d)) => {
                     let mut ip = vec![0u8; ipv4::HEADER_LEN];
@@ -239,7 +248,8 @@ pub fn build(enc: &Encap, src: &Host, dst: &Host, t: &Transport) -> Vec<u8> {
             f.set_ethertype(first);
             out.extend_from_slice(&e);
             for (i, &id) in enc.vlans.iter().enumerate().take(2) {
-                let inner = if i + 1 < enc.vlans.len().min(2) { ethertype::VLAN } else { ethertype_net };
+                let inner =
+                    if i + 1 < enc.vlans.len().min(2) { ethertype::VLAN } else { ethertype_net };
                 let mut tag = [0u8; 4];
                 VlanTag { tpid: 0, pcp: 3, dei: false, id, inner_type: inner }.emit(&mut tag);
                 out.extend_from_slice(&tag);
@@ -315,7 +325,8 @@ impl Conversation {
     }
 
     pub fn between(a: Host, a_qpn: u32, b: Host, b_qpn: u32) -> Conversation {
-        let side = |host, qpn, psn| Side { host, qpn, psn: Psn::new(psn), epsn: Psn::new(0), msn: 0 };
+        let side =
+            |host, qpn, psn| Side { host, qpn, psn: Psn::new(psn), epsn: Psn::new(0), msn: 0 };
         let mut c = Conversation {
             a: side(a, a_qpn, 100),
             b: side(b, b_qpn, 5000),
@@ -390,7 +401,10 @@ impl Conversation {
         let (from, _) = self.sides(d);
         let psn = from.psn;
         from.psn = psn.add(1);
-        let mut t = Transport { bth: BthRepr { opcode: op, psn, ack_req, ..Default::default() }, ..Default::default() };
+        let mut t = Transport {
+            bth: BthRepr { opcode: op, psn, ack_req, ..Default::default() },
+            ..Default::default()
+        };
         f(&mut t);
         self.push(d, t);
         psn
@@ -431,7 +445,8 @@ impl Conversation {
                 (_, i, Some(_)) if i + 1 == n => 0x03,
                 _ => 0x01,
             };
-            let reliable = self.transport != crate::wire::Transport::Uc && self.transport != crate::wire::Transport::Ud;
+            let reliable = self.transport != crate::wire::Transport::Uc
+                && self.transport != crate::wire::Transport::Ud;
             let pl = data[at..at + l].to_vec();
             last = self.request(d, low, reliable && i + 1 == n, |t| {
                 t.payload = pl;
@@ -511,7 +526,8 @@ impl Conversation {
     /// response packets. Returns the request's PSN.
     pub fn read_request(&mut self, d: Dir, va: u64, rkey: u32, len: usize) -> Psn {
         let packets = self.segments(len).len() as u32;
-        let psn = self.request(d, 0x0C, true, |t| t.reth = RethRepr { va, r_key: rkey, dma_len: len as u32 });
+        let psn = self
+            .request(d, 0x0C, true, |t| t.reth = RethRepr { va, r_key: rkey, dma_len: len as u32 });
         let (from, _) = self.sides(d);
         from.psn = psn.add(packets);
         psn
@@ -533,7 +549,11 @@ impl Conversation {
                 _ => 0x0E,
             };
             let t = Transport {
-                bth: BthRepr { opcode: self.opcode(low), psn: psn.add(i as u32), ..Default::default() },
+                bth: BthRepr {
+                    opcode: self.opcode(low),
+                    psn: psn.add(i as u32),
+                    ..Default::default()
+                },
                 aeth: AethRepr { syndrome: Syndrome::ACK, msn },
                 payload: data[at..at + l].to_vec(),
                 ..Default::default()
@@ -543,7 +563,14 @@ impl Conversation {
     }
 
     /// An atomic request (CmpSwap when `compare` is given, else FetchAdd).
-    pub fn atomic(&mut self, d: Dir, va: u64, rkey: u32, swap_add: u64, compare: Option<u64>) -> Psn {
+    pub fn atomic(
+        &mut self,
+        d: Dir,
+        va: u64,
+        rkey: u32,
+        swap_add: u64,
+        compare: Option<u64>,
+    ) -> Psn {
         let low = if compare.is_some() { 0x13 } else { 0x14 };
         self.request(d, low, true, |t| {
             t.atomiceth = AtomicEthRepr { va, r_key: rkey, swap_add, compare: compare.unwrap_or(0) }
@@ -600,7 +627,12 @@ impl Conversation {
     /// A CNP (0x81) sent to the QP whose traffic was marked.
     pub fn cnp(&mut self, d: Dir) {
         let t = Transport {
-            bth: BthRepr { opcode: Opcode::CNP, becn: true, psn: Psn::new(0), ..Default::default() },
+            bth: BthRepr {
+                opcode: Opcode::CNP,
+                becn: true,
+                psn: Psn::new(0),
+                ..Default::default()
+            },
             pad: Some(0),
             ..Default::default()
         };
@@ -624,7 +656,12 @@ impl Conversation {
         .emit(&mut pl);
         msg.emit(&mut pl[mad::HEADER_LEN..]);
         let t = Transport {
-            bth: BthRepr { opcode: Opcode::UD_SEND_ONLY, dest_qp: mad::GSI_QP, psn: Psn::new(tid as u32), ..Default::default() },
+            bth: BthRepr {
+                opcode: Opcode::UD_SEND_ONLY,
+                dest_qp: mad::GSI_QP,
+                psn: Psn::new(tid as u32),
+                ..Default::default()
+            },
             deth: DethRepr { q_key: 0x8001_0000, src_qp: mad::GSI_QP },
             payload: pl,
             ..Default::default()

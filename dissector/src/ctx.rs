@@ -27,7 +27,12 @@ impl<'a> Ctx<'a> {
     /// The context of a captured record decoded as `frame`, times relative to
     /// `first_ts_ns` (and `prev_ts_ns` for the delta).
     #[inline]
-    pub fn of(rec: &crate::capture::Record<'a>, frame: &'a Frame, first_ts_ns: u64, prev_ts_ns: u64) -> Ctx<'a> {
+    pub fn of(
+        rec: &crate::capture::Record<'a>,
+        frame: &'a Frame,
+        first_ts_ns: u64,
+        prev_ts_ns: u64,
+    ) -> Ctx<'a> {
         Ctx {
             number: rec.number,
             ts_ns: rec.ts_ns,

@@ -180,7 +180,6 @@ fields! {
     RoceStop = "roce.stop": "Where and why decoding stopped",
 }
 
-
 /// What a field's values are: what a display filter may compare them with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Ty {
@@ -344,7 +343,17 @@ impl Field {
         use Field as F;
         matches!(
             self,
-            F::EthAddrs | F::IpAddrs | F::Ipv6Addrs | F::UdpPort | F::TcpPort | F::VlanId | F::VlanPriority | F::VlanEtype | F::QinqId | F::QinqPriority | F::QinqDei
+            F::EthAddrs
+                | F::IpAddrs
+                | F::Ipv6Addrs
+                | F::UdpPort
+                | F::TcpPort
+                | F::VlanId
+                | F::VlanPriority
+                | F::VlanEtype
+                | F::QinqId
+                | F::QinqPriority
+                | F::QinqDei
         )
     }
 
@@ -352,7 +361,10 @@ impl Field {
     pub const fn ty(self) -> Ty {
         use Field as F;
         match self {
-            F::FrameTimeEpoch | F::FrameTimeRelative | F::FrameTimeDelta | F::FrameTimeDeltaDisplayed => Ty::Time,
+            F::FrameTimeEpoch
+            | F::FrameTimeRelative
+            | F::FrameTimeDelta
+            | F::FrameTimeDeltaDisplayed => Ty::Time,
             F::FrameComment | F::FrameProtocols | F::ColProtocol | F::ColInfo => Ty::Str,
             F::EthSrc | F::EthDst | F::EthAddrs => Ty::Mac,
             F::IpSrc | F::IpDst | F::IpAddrs => Ty::Ipv4,
@@ -533,13 +545,19 @@ pub fn write_shown(field: Field, c: &Ctx<'_>, shown: Shown, out: &mut Vec<u8>) {
     let mut first = true;
     // Inlined into each of `visit`'s arms, so that a writer made for one field
     // (`Field::writer`) settles which value it writes when it is compiled.
-    visit(field, c, shown, #[inline(always)] |v| {
-        if !first {
-            out.push(b',');
-        }
-        first = false;
-        v.write(out)
-    })
+    visit(
+        field,
+        c,
+        shown,
+        #[inline(always)]
+        |v| {
+            if !first {
+                out.push(b',');
+            }
+            first = false;
+            v.write(out)
+        },
+    )
 }
 
 /// Hands each value of `field` in the frame of `c` to `f`, in tshark's order
@@ -672,7 +690,9 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
         F::BthPsn => bth.into_iter().for_each(|b| f(Dec(b.psn.value().into()))),
         F::RdethEecnxt => ib.and_then(|i| i.rdeth).into_iter().for_each(|v| f(Dec(v.into()))),
         F::DethQKey => ib.and_then(|i| i.deth).into_iter().for_each(|d| f(Hex(d.q_key.into(), 16))),
-        F::DethSrcqp => ib.and_then(|i| i.deth).into_iter().for_each(|d| f(Hex(d.src_qp.into(), 8))),
+        F::DethSrcqp => {
+            ib.and_then(|i| i.deth).into_iter().for_each(|d| f(Hex(d.src_qp.into(), 8)))
+        }
         // tshark shows the AtomicETH's VA and R_Key under the RETH's field names.
         F::RethVa => {
             let va = ib.and_then(|i| i.reth.map(|r| r.va).or(i.atomiceth.map(|a| a.va)));
@@ -683,23 +703,44 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
             k.into_iter().for_each(|v| f(Hex(v.into(), 8)))
         }
         F::RethDmalen => ib.and_then(|i| i.reth).into_iter().for_each(|r| f(Dec(r.dma_len.into()))),
-        F::AtomicethSwapdt => ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| f(Dec(a.swap_add))),
-        F::AtomicethCmpdt => ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| f(Dec(a.compare))),
-        F::AethSyndrome => ib.and_then(|i| i.aeth).into_iter().for_each(|a| f(Dec(a.syndrome.0.into()))),
+        F::AtomicethSwapdt => {
+            ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| f(Dec(a.swap_add)))
+        }
+        F::AtomicethCmpdt => {
+            ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| f(Dec(a.compare)))
+        }
+        F::AethSyndrome => {
+            ib.and_then(|i| i.aeth).into_iter().for_each(|a| f(Dec(a.syndrome.0.into())))
+        }
         F::AethMsn => ib.and_then(|i| i.aeth).into_iter().for_each(|a| f(Dec(a.msn.into()))),
-        F::AtomicackethOrigremdt => ib.and_then(|i| i.atomicacketh).into_iter().for_each(|v| f(Dec(v))),
-        F::Immdt => ib.and_then(|i| i.immdt).into_iter().for_each(|v| f(Value::Bytes(&v.to_be_bytes()))),
-        F::Ieth => ib.and_then(|i| i.ieth).into_iter().for_each(|v| f(Value::Bytes(&v.to_be_bytes()))),
-        F::InvariantCrc => ib.and_then(|i| i.icrc).into_iter().for_each(|b| f(Hex(u32::from_be_bytes(b).into(), 8))),
+        F::AtomicackethOrigremdt => {
+            ib.and_then(|i| i.atomicacketh).into_iter().for_each(|v| f(Dec(v)))
+        }
+        F::Immdt => {
+            ib.and_then(|i| i.immdt).into_iter().for_each(|v| f(Value::Bytes(&v.to_be_bytes())))
+        }
+        F::Ieth => {
+            ib.and_then(|i| i.ieth).into_iter().for_each(|v| f(Value::Bytes(&v.to_be_bytes())))
+        }
+        F::InvariantCrc => ib
+            .and_then(|i| i.icrc)
+            .into_iter()
+            .for_each(|b| f(Hex(u32::from_be_bytes(b).into(), 8))),
         F::MadBaseversion => mad.into_iter().for_each(|m| f(Hex(m.header.base_version.into(), 2))),
         F::MadMgmtclass => mad.into_iter().for_each(|m| f(Hex(m.header.mgmt_class.into(), 2))),
-        F::MadClassversion => mad.into_iter().for_each(|m| f(Hex(m.header.class_version.into(), 2))),
+        F::MadClassversion => {
+            mad.into_iter().for_each(|m| f(Hex(m.header.class_version.into(), 2)))
+        }
         F::MadMethod => mad.into_iter().for_each(|m| f(Hex(m.header.method.into(), 2))),
         F::MadStatus => mad.into_iter().for_each(|m| f(Hex(m.header.status.into(), 4))),
-        F::MadClassspecific => mad.into_iter().for_each(|m| f(Hex(m.header.class_specific.into(), 4))),
+        F::MadClassspecific => {
+            mad.into_iter().for_each(|m| f(Hex(m.header.class_specific.into(), 4)))
+        }
         F::MadTransactionid => mad.into_iter().for_each(|m| f(Hex(m.header.transaction_id, 16))),
         F::MadAttributeid => mad.into_iter().for_each(|m| f(Hex(m.header.attribute_id.into(), 4))),
-        F::MadAttributemodifier => mad.into_iter().for_each(|m| f(Hex(m.header.attribute_modifier.into(), 8))),
+        F::MadAttributemodifier => {
+            mad.into_iter().for_each(|m| f(Hex(m.header.attribute_modifier.into(), 8)))
+        }
         F::CmReqLocalCommId | F::CmReqServiceid | F::CmReqLocalqpn | F::CmReqStartpsn => {
             if let Some(CmMessage::Req(r)) = cm() {
                 f(match field {
@@ -741,14 +782,18 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
                 f(Hex(v.into(), 8))
             }
         }
-        F::RoceVersion => fr.roce.into_iter().for_each(|v| f(Dec(if v == RoceVersion::V1 { 1 } else { 2 }))),
+        F::RoceVersion => {
+            fr.roce.into_iter().for_each(|v| f(Dec(if v == RoceVersion::V1 { 1 } else { 2 })))
+        }
         F::RoceOpcodeName => ib.into_iter().for_each(|i| f(Value::Text(&OpName(i)))),
         F::RoceTransport => ib.into_iter().for_each(|i| {
             let t = i.info.map_or(i.bth.opcode.transport(), |info| info.transport);
             f(Value::Str(t.abbrev()))
         }),
         F::RoceDceth => ib.and_then(|i| i.dceth).into_iter().for_each(|v| f(Hex(v, 16))),
-        F::RoceDcceth => ib.and_then(|i| i.dcceth.as_ref()).into_iter().for_each(|b| f(Value::Bytes(b))),
+        F::RoceDcceth => {
+            ib.and_then(|i| i.dcceth.as_ref()).into_iter().for_each(|b| f(Value::Bytes(b)))
+        }
         F::RoceFecn => bth.into_iter().for_each(|b| f(Value::Bool(b.fecn))),
         F::RoceBecn => bth.into_iter().for_each(|b| f(Value::Bool(b.becn))),
         F::RoceEcnCe => fr.ecn().into_iter().for_each(|e| f(Value::Bool(e == 3))),
@@ -761,13 +806,17 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
                     (F::RoceAethType, AckKind::Reserved) => f(Value::Str("Reserved")),
                     (F::RoceAethNak, AckKind::Nak(n)) => f(Value::Str(n.name())),
                     (F::RoceAethCredits, AckKind::Ack { credits }) => f(Dec(credits.into())),
-                    (F::RoceAethRnrTimerUs, AckKind::RnrNak { timer }) => f(Dec(RNR_TIMER_US[timer as usize].into())),
+                    (F::RoceAethRnrTimerUs, AckKind::RnrNak { timer }) => {
+                        f(Dec(RNR_TIMER_US[timer as usize].into()))
+                    }
                     _ => {}
                 }
             }
         }
         F::RoceAtomicVa => ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| f(Hex(a.va, 16))),
-        F::RoceAtomicRKey => ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| f(Hex(a.r_key.into(), 8))),
+        F::RoceAtomicRKey => {
+            ib.and_then(|i| i.atomiceth).into_iter().for_each(|a| f(Hex(a.r_key.into(), 8)))
+        }
         F::RoceXrcSrq => ib.and_then(|i| i.xrceth).into_iter().for_each(|v| f(Hex(v.into(), 6))),
         F::RoceFeth => ib.and_then(|i| i.feth).into_iter().for_each(|v| f(Hex(v.into(), 8))),
         F::RocePayloadLen => fr.payload_len_on_wire().into_iter().for_each(|n| f(Dec(n as u64))),
@@ -891,14 +940,24 @@ impl Protocols<'_> {
                     if fr.stop.is_some_and(|s| s.error == StopError::Fragment) {
                         f("data")
                     } else {
-                        l4(r.protocol, usize::from(r.total_len).saturating_sub(r.header_len.into()), &mut f)
+                        l4(
+                            r.protocol,
+                            usize::from(r.total_len).saturating_sub(r.header_len.into()),
+                            &mut f,
+                        )
                     }
                 }
             }
             Some(ethertype::IPV6) => {
                 f("ipv6");
                 if let Net::Ipv6(r) = fr.net {
-                    let proto = if fr.udp.is_some() { 17 } else if fr.tcp.is_some() { 6 } else { r.next_header };
+                    let proto = if fr.udp.is_some() {
+                        17
+                    } else if fr.tcp.is_some() {
+                        6
+                    } else {
+                        r.next_header
+                    };
                     l4(proto, r.payload_len.into(), &mut f)
                 }
             }
@@ -1017,7 +1076,15 @@ mod tests {
 
     #[test]
     fn ipv4_cache_never_mixes_addresses() {
-        let addrs = ["10.0.0.1", "10.0.0.2", "255.255.255.255", "0.0.0.0", "1.2.3.4", "10.0.0.1", "192.168.100.200"];
+        let addrs = [
+            "10.0.0.1",
+            "10.0.0.2",
+            "255.255.255.255",
+            "0.0.0.0",
+            "1.2.3.4",
+            "10.0.0.1",
+            "192.168.100.200",
+        ];
         for _ in 0..3 {
             for a in addrs {
                 let mut o = Vec::new();

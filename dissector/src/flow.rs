@@ -21,10 +21,10 @@ use std::net::IpAddr;
 use serde::Serialize;
 
 use crate::frame::{self, Frame};
-use crate::LinkType;
 use crate::wire::aeth::{AckKind, NakCode};
 use crate::wire::opcode::Kind;
 use crate::wire::{mad, Opcode, Psn, Transport};
+use crate::LinkType;
 
 mod facts;
 pub mod pace;
@@ -151,7 +151,12 @@ impl Histogram {
         Some(self.max)
     }
     fn summary(&self) -> Option<LatencySummary> {
-        Some(LatencySummary { samples: self.count, min_ns: self.min, median_ns: self.median()?, max_ns: self.max })
+        Some(LatencySummary {
+            samples: self.count,
+            min_ns: self.min,
+            median_ns: self.median()?,
+            max_ns: self.max,
+        })
     }
 }
 
@@ -402,7 +407,15 @@ impl Flow {
         (s.psn == p.value() | SLOT_USED).then_some(s)
     }
 
-    fn on_request(&mut self, number: u64, ts: u64, op: Kind, psn: Psn, payload: u64, dma_len: Option<u32>) {
+    fn on_request(
+        &mut self,
+        number: u64,
+        ts: u64,
+        op: Kind,
+        psn: Psn,
+        payload: u64,
+        dma_len: Option<u32>,
+    ) {
         self.requests += 1;
         // --- What the capture shows: gaps, late packets, resends. ---
         let retransmit = match self.next_psn {
@@ -443,7 +456,8 @@ impl Flow {
             self.retransmissions += 1;
         }
         self.mark(psn);
-        self.sent[psn.value() as usize % SENT] = Slot { psn: psn.value() | SLOT_USED, ts, frame: number };
+        self.sent[psn.value() as usize % SENT] =
+            Slot { psn: psn.value() | SLOT_USED, ts, frame: number };
         if psn.diff(Psn::new(self.psn_last.unwrap_or(psn.value()))) >= 0 {
             self.next_psn = Some(psn.add(1));
         }
@@ -526,7 +540,14 @@ impl Flow {
     }
 
     /// A response (ACK, NAK, READ response, ATOMIC ACK) to this flow's requests.
-    fn on_response(&mut self, number: u64, ts: u64, op: Kind, psn: Psn, syndrome: Option<crate::wire::Syndrome>) {
+    fn on_response(
+        &mut self,
+        number: u64,
+        ts: u64,
+        op: Kind,
+        psn: Psn,
+        syndrome: Option<crate::wire::Syndrome>,
+    ) {
         if op.contains(Kind::READ) {
             if op.contains(Kind::FIRST) {
                 if let Some(s) = self.slot(psn) {
@@ -545,7 +566,11 @@ impl Flow {
                 if let Some(next) = self.next_psn {
                     let d = psn.diff(next);
                     if d >= 0 && d as u32 >= self.read_slack && self.ghost_acks.len() < MAX_EVENTS {
-                        self.ghost_acks.push(GhostAck { frame: number, psn: psn.value(), next_psn: next.value() });
+                        self.ghost_acks.push(GhostAck {
+                            frame: number,
+                            psn: psn.value(),
+                            next_psn: next.value(),
+                        });
                     }
                 }
                 if let Some(prev) = self.last_acked {
@@ -679,7 +704,9 @@ impl Analyzer {
             IpAddr::V4(v) => u32::from(v),
             IpAddr::V6(v) => u128::from(v) as u32,
         };
-        let slot = (key.dest_qp ^ key.src_qp.rotate_left(7) ^ low(key.src).wrapping_mul(0x9E37_79B9)) as usize
+        let slot = (key.dest_qp
+            ^ key.src_qp.rotate_left(7)
+            ^ low(key.src).wrapping_mul(0x9E37_79B9)) as usize
             % CACHE;
         if let Some((k, i)) = self.cache[slot] {
             if k == key {
@@ -723,7 +750,9 @@ impl Analyzer {
     pub fn add_seen(&mut self, number: u64, ts: u64, orig_len: u32, seen: &Seen) {
         match seen {
             Seen::Roce(p, None) => self.add_facts(number, ts, orig_len, p),
-            Seen::Roce(p, Some(m)) => self.add_facts(number, ts, orig_len, &Facts { mad: Some(m), ..*p }),
+            Seen::Roce(p, Some(m)) => {
+                self.add_facts(number, ts, orig_len, &Facts { mad: Some(m), ..*p })
+            }
             Seen::Other { undecodable } => self.add_other(*undecodable),
             Seen::Skipped => {}
         }
@@ -1091,13 +1120,18 @@ impl std::fmt::Display for Report {
         }
         for r in &self.flows {
             let mut lines = Vec::new();
-            let kinds: Vec<String> = [("SEND", r.sends), ("WRITE", r.writes), ("READ", r.reads), ("ATOMIC", r.atomics)]
-                .iter()
-                .filter(|(_, c)| c.messages > 0)
-                .map(|(n, c)| format!("{n} {} ({} B)", c.messages, c.bytes))
-                .collect();
+            let kinds: Vec<String> =
+                [("SEND", r.sends), ("WRITE", r.writes), ("READ", r.reads), ("ATOMIC", r.atomics)]
+                    .iter()
+                    .filter(|(_, c)| c.messages > 0)
+                    .map(|(n, c)| format!("{n} {} ({} B)", c.messages, c.bytes))
+                    .collect();
             if !kinds.is_empty() {
-                lines.push(format!("messages: {}; largest {} B", kinds.join(", "), r.largest_message));
+                lines.push(format!(
+                    "messages: {}; largest {} B",
+                    kinds.join(", "),
+                    r.largest_message
+                ));
             }
             if r.broken_messages > 0 {
                 lines.push(format!("{} broken messages (Middle/Last without First, or First while a message was open)", r.broken_messages));
@@ -1117,7 +1151,11 @@ impl std::fmt::Display for Report {
             lines.push(format!("opcodes: {}", ops.join(", ")));
             if let (Some(p), true) = (r.paired_with, r.requests > 0) {
                 let acked = if r.acks > 0 {
-                    format!("; {:.2} request packets per ACK, {} coalesced ACKs", r.acked_packets as f64 / r.acks as f64, r.coalesced_acks)
+                    format!(
+                        "; {:.2} request packets per ACK, {} coalesced ACKs",
+                        r.acked_packets as f64 / r.acks as f64,
+                        r.coalesced_acks
+                    )
                 } else {
                     String::new()
                 };
@@ -1130,15 +1168,28 @@ impl std::fmt::Display for Report {
                 ));
             }
             if r.ack_regressions > 0 {
-                lines.push(format!("{} ACKs moved the acknowledged PSN backwards (go-back-N violation)", r.ack_regressions));
+                lines.push(format!(
+                    "{} ACKs moved the acknowledged PSN backwards (go-back-N violation)",
+                    r.ack_regressions
+                ));
             }
             for g in &r.gap_events {
-                lines.push(format!("gap at frame {}: expected PSN {}, got {} ({} missing)", g.frame, g.expected, g.got, g.missing));
+                lines.push(format!(
+                    "gap at frame {}: expected PSN {}, got {} ({} missing)",
+                    g.frame, g.expected, g.got, g.missing
+                ));
             }
             for n in &r.nak_events {
-                let req = n.request_frame.map_or("request not captured".into(), |fr| format!("request in frame {fr}"));
-                let wc = n.wc_status.map_or(String::new(), |w| format!(" → requester completes with {w}"));
-                lines.push(format!("frame {}: {} for PSN {} ({req}){wc}", n.frame, n.syndrome, n.psn));
+                let req = n
+                    .request_frame
+                    .map_or("request not captured".into(), |fr| format!("request in frame {fr}"));
+                let wc = n
+                    .wc_status
+                    .map_or(String::new(), |w| format!(" → requester completes with {w}"));
+                lines.push(format!(
+                    "frame {}: {} for PSN {} ({req}){wc}",
+                    n.frame, n.syndrome, n.psn
+                ));
             }
             for g in &r.ghost_acks {
                 lines.push(format!(
@@ -1147,13 +1198,28 @@ impl std::fmt::Display for Report {
                 ));
             }
             if let Some(l) = r.ack_latency {
-                lines.push(format!("ACK latency: min {} median {} max {} ({} samples)", us(l.min_ns), us(l.median_ns), us(l.max_ns), l.samples));
+                lines.push(format!(
+                    "ACK latency: min {} median {} max {} ({} samples)",
+                    us(l.min_ns),
+                    us(l.median_ns),
+                    us(l.max_ns),
+                    l.samples
+                ));
             }
             if let Some(l) = r.read_latency {
-                lines.push(format!("READ response latency: min {} median {} max {} ({} samples)", us(l.min_ns), us(l.median_ns), us(l.max_ns), l.samples));
+                lines.push(format!(
+                    "READ response latency: min {} median {} max {} ({} samples)",
+                    us(l.min_ns),
+                    us(l.median_ns),
+                    us(l.max_ns),
+                    l.samples
+                ));
             }
             if r.ecn_ce > 0 || r.cnps > 0 || r.fecn > 0 || r.becn > 0 {
-                lines.push(format!("congestion: {} ECN CE marks, {} CNPs, FECN {}, BECN {}", r.ecn_ce, r.cnps, r.fecn, r.becn));
+                lines.push(format!(
+                    "congestion: {} ECN CE marks, {} CNPs, FECN {}, BECN {}",
+                    r.ecn_ce, r.cnps, r.fecn, r.becn
+                ));
             }
             if r.icrc_bad > 0 {
                 lines.push(format!("{} of {} ICRCs bad", r.icrc_bad, r.icrc_checked));

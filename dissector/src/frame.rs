@@ -15,7 +15,10 @@ use crate::wire::ext::{
 };
 use crate::wire::mad::{self, CmMessage, MadRepr};
 use crate::wire::sll::SllRepr;
-use crate::wire::{aeth, bth, icrc, ipv4, ipv6, tcp, udp, AethRepr, BthRepr, Error, Headers, Malformed, OpInfo, Transport};
+use crate::wire::{
+    aeth, bth, icrc, ipv4, ipv6, tcp, udp, AethRepr, BthRepr, Error, Headers, Malformed, OpInfo,
+    Transport,
+};
 use crate::LinkType;
 
 /// Where decoding stopped.
@@ -77,7 +80,10 @@ pub enum StopError {
     /// An IPv4 fragment past the first, or a first fragment: UDP not reassembled.
     Fragment,
     /// The capture holds fewer bytes than the UDP datagram / GRH announced (snaplen).
-    Snapped { captured: usize, expected: usize },
+    Snapped {
+        captured: usize,
+        expected: usize,
+    },
 }
 
 impl fmt::Display for Stop {
@@ -88,10 +94,9 @@ impl fmt::Display for Stop {
             StopError::Wire(e) => e.fmt(f),
             StopError::UnsupportedLink(l) => write!(f, "link type {l} is not supported"),
             StopError::Fragment => f.write_str("IP fragment, not reassembled"),
-            StopError::Snapped { captured, expected } => write!(
-                f,
-                "capture cut short (snaplen): {captured} of {expected} bytes captured"
-            ),
+            StopError::Snapped { captured, expected } => {
+                write!(f, "capture cut short (snaplen): {captured} of {expected} bytes captured")
+            }
         }
     }
 }
@@ -99,12 +104,17 @@ impl fmt::Display for Stop {
 /// The link layer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Link {
-    Ethernet { src: Mac, dst: Mac },
+    Ethernet {
+        src: Mac,
+        dst: Mac,
+    },
     Sll(SllRepr),
     /// Raw IP (LINKTYPE_RAW, IPV4, IPV6).
     Raw,
     /// BSD loopback: address family in host byte order.
-    Null { family: u32 },
+    Null {
+        family: u32,
+    },
     Unsupported(LinkType),
     /// The link header itself was cut short.
     Truncated(LinkType),
@@ -119,7 +129,9 @@ pub enum Net {
     /// RoCEv1's Global Route Header (IPv6 layout, next header 0x1B).
     Grh(ipv6::Repr),
     Arp,
-    Other { ethertype: u16 },
+    Other {
+        ethertype: u16,
+    },
 }
 
 /// RoCE version of a frame.
@@ -355,7 +367,9 @@ impl Frame {
     /// connection was made for.
     pub fn rdma_cm_header(&self, data: &[u8]) -> Option<mad::RdmaCmHeader> {
         match self.mad.as_ref()?.cm? {
-            CmMessage::Req(r) => mad::RdmaCmHeader::parse(r.service_id, self.cm_private_data(data)?),
+            CmMessage::Req(r) => {
+                mad::RdmaCmHeader::parse(r.service_id, self.cm_private_data(data)?)
+            }
             _ => None,
         }
     }
@@ -423,7 +437,11 @@ fn array<const N: usize>(b: &[u8]) -> [u8; N] {
 fn fits(info: &OpInfo, pad: u8, data: &[u8], start: usize, end: usize) -> bool {
     let need = info.headers.len() + 4;
     let len = end.saturating_sub(start);
-    let room = if info.headers.contains(Headers::PAYLOAD) { len >= need + usize::from(pad) } else { len == need };
+    let room = if info.headers.contains(Headers::PAYLOAD) {
+        len >= need + usize::from(pad)
+    } else {
+        len == need
+    };
     if !room {
         return false;
     }
@@ -522,7 +540,8 @@ impl Decoder<'_> {
                 };
                 // Host byte order of the capturing machine: accept either.
                 let le = u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
-                let family = if le < 0x100 { le } else { u32::from_be_bytes([b[0], b[1], b[2], b[3]]) };
+                let family =
+                    if le < 0x100 { le } else { u32::from_be_bytes([b[0], b[1], b[2], b[3]]) };
                 self.fr.link = Link::Null { family };
                 let t = match family {
                     2 => ethertype::IPV4,
@@ -533,8 +552,12 @@ impl Decoder<'_> {
             }
             other => {
                 self.fr.link = Link::Unsupported(other);
-                self.fr.stop =
-                    Some(Stop { layer: Layer::Link, header: None, offset: 0, error: StopError::UnsupportedLink(other) });
+                self.fr.stop = Some(Stop {
+                    layer: Layer::Link,
+                    header: None,
+                    offset: 0,
+                    error: StopError::UnsupportedLink(other),
+                });
             }
         }
     }
@@ -564,7 +587,12 @@ impl Decoder<'_> {
             return;
         }
         if r.is_fragment() {
-            self.fr.stop = Some(Stop { layer: Layer::Ipv4, header: None, offset: off, error: StopError::Fragment });
+            self.fr.stop = Some(Stop {
+                layer: Layer::Ipv4,
+                header: None,
+                offset: off,
+                error: StopError::Fragment,
+            });
             return;
         }
         if r.protocol == tcp::PROTO_TCP {
@@ -598,7 +626,12 @@ impl Decoder<'_> {
             }
         }
         if next == 44 {
-            self.fr.stop = Some(Stop { layer: Layer::Ipv6, header: None, offset: at, error: StopError::Fragment });
+            self.fr.stop = Some(Stop {
+                layer: Layer::Ipv6,
+                header: None,
+                offset: at,
+                error: StopError::Fragment,
+            });
             return;
         }
         if next == ipv4::PROTO_UDP {
@@ -649,7 +682,11 @@ impl Decoder<'_> {
         let p = match ipv6::Packet::new_checked(self.at(off)) {
             Ok(p) => p,
             Err(Error::Malformed(Malformed::Ipv6Version { version })) => {
-                return self.stop(Layer::Grh, off, Error::Malformed(Malformed::GrhVersion { version }))
+                return self.stop(
+                    Layer::Grh,
+                    off,
+                    Error::Malformed(Malformed::GrhVersion { version }),
+                )
             }
             Err(e) => return self.stop(Layer::Grh, off, e),
         };
@@ -687,7 +724,8 @@ impl Decoder<'_> {
                     TransportHint::Dc => true,
                     TransportHint::Auto => {
                         let pad = ib.bth.pad_count;
-                        fits(dc, pad, data, off, end) || !ib.info.is_some_and(|rd| fits(rd, pad, data, off, end))
+                        fits(dc, pad, data, off, end)
+                            || !ib.info.is_some_and(|rd| fits(rd, pad, data, off, end))
                     }
                 };
                 if read_dc {
@@ -720,11 +758,15 @@ impl Decoder<'_> {
                     Headers::FETH => ib.feth = Some(FethPacket::new_unchecked(b).raw()),
                     Headers::RETH => ib.reth = Some(RethRepr::parse(&RethPacket::new_unchecked(b))),
                     Headers::ATOMICETH => {
-                        ib.atomiceth = Some(AtomicEthRepr::parse(&AtomicEthPacket::new_unchecked(b)))
+                        ib.atomiceth =
+                            Some(AtomicEthRepr::parse(&AtomicEthPacket::new_unchecked(b)))
                     }
-                    Headers::AETH => ib.aeth = Some(AethRepr::parse(&aeth::Packet::new_unchecked(b))),
+                    Headers::AETH => {
+                        ib.aeth = Some(AethRepr::parse(&aeth::Packet::new_unchecked(b)))
+                    }
                     Headers::ATOMICACKETH => {
-                        ib.atomicacketh = Some(AtomicAckEthPacket::new_unchecked(b).orig_remote_data())
+                        ib.atomicacketh =
+                            Some(AtomicAckEthPacket::new_unchecked(b).orig_remote_data())
                     }
                     Headers::IMMDT => ib.immdt = Some(Word32Packet::new_unchecked(b).value()),
                     Headers::IETH => ib.ieth = Some(Word32Packet::new_unchecked(b).value()),
@@ -750,7 +792,11 @@ impl Decoder<'_> {
         let left = end.saturating_sub(off);
         if left < 4 {
             ib.payload = off.min(end)..end;
-            return self.stop(Layer::Icrc, off, Error::Malformed(Malformed::NoRoomForIcrc { left }));
+            return self.stop(
+                Layer::Icrc,
+                off,
+                Error::Malformed(Malformed::NoRoomForIcrc { left }),
+            );
         }
         let icrc_at = end - 4;
         let payload_len = icrc_at - off;

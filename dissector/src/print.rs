@@ -65,7 +65,16 @@ impl fmt::Display for Tcp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "TCP {} → {} [", self.src, self.dst)?;
         // Wireshark's order: [SYN, ACK], [PSH, ACK], [FIN, ACK].
-        let names = [(0x01, "FIN"), (0x02, "SYN"), (0x04, "RST"), (0x08, "PSH"), (0x10, "ACK"), (0x20, "URG"), (0x40, "ECE"), (0x80, "CWR")];
+        let names = [
+            (0x01, "FIN"),
+            (0x02, "SYN"),
+            (0x04, "RST"),
+            (0x08, "PSH"),
+            (0x10, "ACK"),
+            (0x20, "URG"),
+            (0x40, "ECE"),
+            (0x80, "CWR"),
+        ];
         let set = names.iter().filter(|(bit, _)| self.flags & bit != 0);
         for (i, (_, name)) in set.enumerate() {
             if i > 0 {
@@ -176,7 +185,8 @@ impl fmt::Display for Info<'_> {
             }
             let has_payload = ib.info.is_none_or(|i| i.headers.contains(Headers::PAYLOAD));
             // Cut inside the headers: the payload's length is unknown, not zero.
-            let headers_cut = fr.stop.is_some_and(|s| matches!(s.layer, Layer::Bth | Layer::ExtHeader));
+            let headers_cut =
+                fr.stop.is_some_and(|s| matches!(s.layer, Layer::Bth | Layer::ExtHeader));
             if has_payload && !headers_cut {
                 let wire = fr.payload_len_on_wire().unwrap_or(0);
                 write!(f, " Len={wire}")?;
@@ -198,12 +208,19 @@ impl fmt::Display for Info<'_> {
                                 write!(f, " QPN={:#08x} PSN={}", r.local_qpn, r.starting_psn)?
                             }
                             CmMessage::Rej { reason, .. } => write!(f, " reason={reason}")?,
-                            CmMessage::Dreq { remote_qpn, .. } => write!(f, " RemoteQPN={remote_qpn:#08x}")?,
+                            CmMessage::Dreq { remote_qpn, .. } => {
+                                write!(f, " RemoteQPN={remote_qpn:#08x}")?
+                            }
                             _ => {}
                         }
                         write!(f, " CommID={:#010x}", cm.local_comm_id())?;
                     }
-                    None => write!(f, "  MAD {} attr={:#06x}", m.header.class_name(), m.header.attribute_id)?,
+                    None => write!(
+                        f,
+                        "  MAD {} attr={:#06x}",
+                        m.header.class_name(),
+                        m.header.attribute_id
+                    )?,
                 }
             }
             if fr.ecn() == Some(3) {
@@ -225,18 +242,27 @@ impl fmt::Display for Info<'_> {
                 (proto == 6).then(|| Tcp::brief(seg, l4_len)).flatten()
             };
             match fr.net {
-                Net::Ipv4(r) => match (fr.udp, tcp(r.protocol, r.total_len.saturating_sub(r.header_len.into()).into())) {
-                    (Some(u), _) => write!(f, "UDP {} → {} len={}", u.src_port, u.dst_port, u.length)?,
+                Net::Ipv4(r) => match (
+                    fr.udp,
+                    tcp(r.protocol, r.total_len.saturating_sub(r.header_len.into()).into()),
+                ) {
+                    (Some(u), _) => {
+                        write!(f, "UDP {} → {} len={}", u.src_port, u.dst_port, u.length)?
+                    }
                     (None, Some(t)) if r.frag_offset == 0 => write!(f, "{t}")?,
                     _ => write!(f, "IPv4 {} ({})", ip_proto_name(r.protocol), r.protocol)?,
                 },
                 Net::Ipv6(r) => match (fr.udp, tcp(r.next_header, r.payload_len.into())) {
-                    (Some(u), _) => write!(f, "UDP {} → {} len={}", u.src_port, u.dst_port, u.length)?,
+                    (Some(u), _) => {
+                        write!(f, "UDP {} → {} len={}", u.src_port, u.dst_port, u.length)?
+                    }
                     (None, Some(t)) => write!(f, "{t}")?,
                     _ => write!(f, "IPv6 {} ({})", ip_proto_name(r.next_header), r.next_header)?,
                 },
                 Net::Arp => f.write_str("ARP")?,
-                Net::Other { ethertype } => write!(f, "Ethertype {ethertype:#06x} {}", ether_name(ethertype))?,
+                Net::Other { ethertype } => {
+                    write!(f, "Ethertype {ethertype:#06x} {}", ether_name(ethertype))?
+                }
                 Net::Grh(_) | Net::None => {
                     if fr.stop.is_none() {
                         f.write_str("(no network layer)")?
@@ -347,7 +373,8 @@ pub fn verbose(c: &Ctx<'_>, out: &mut String) {
         }
         Net::Arp => out.push_str("Address Resolution Protocol\n"),
         Net::Other { ethertype } => {
-            let _ = writeln!(out, "Ethertype {ethertype:#06x} {} (not decoded)", ether_name(ethertype));
+            let _ =
+                writeln!(out, "Ethertype {ethertype:#06x} {} (not decoded)", ether_name(ethertype));
         }
         Net::None => {}
     }
@@ -360,7 +387,11 @@ pub fn verbose(c: &Ctx<'_>, out: &mut String) {
     }
     if let Some(ib) = &fr.ib {
         let b = ib.bth;
-        let _ = writeln!(out, "InfiniBand (RoCE{})", if fr.roce == Some(RoceVersion::V1) { "v1" } else { "v2" });
+        let _ = writeln!(
+            out,
+            "InfiniBand (RoCE{})",
+            if fr.roce == Some(RoceVersion::V1) { "v1" } else { "v2" }
+        );
         let _ = writeln!(out, "    Base Transport Header");
         let _ = writeln!(out, "        Opcode: {} ({})", b.opcode.0, OpName(ib));
         let _ = writeln!(
@@ -369,12 +400,23 @@ pub fn verbose(c: &Ctx<'_>, out: &mut String) {
             b.solicited_event as u8, b.mig_req as u8, b.pad_count, b.tver
         );
         let _ = writeln!(out, "        Partition Key: {:#06x}", b.p_key);
-        let _ = writeln!(out, "        FECN: {}, BECN: {}, Reserved: {:#04x}", b.fecn as u8, b.becn as u8, b.resv6);
+        let _ = writeln!(
+            out,
+            "        FECN: {}, BECN: {}, Reserved: {:#04x}",
+            b.fecn as u8, b.becn as u8, b.resv6
+        );
         let _ = writeln!(out, "        Destination QP: {:#08x}", b.dest_qp);
-        let _ = writeln!(out, "        Acknowledge Request: {}, Reserved: {}", b.ack_req as u8, b.resv7);
+        let _ = writeln!(
+            out,
+            "        Acknowledge Request: {}, Reserved: {}",
+            b.ack_req as u8, b.resv7
+        );
         let _ = writeln!(out, "        Packet Sequence Number: {}", b.psn);
         if ib.info.is_none() {
-            let _ = writeln!(out, "        (opcode not in the IBA tables: bytes after the BTH shown as payload)");
+            let _ = writeln!(
+                out,
+                "        (opcode not in the IBA tables: bytes after the BTH shown as payload)"
+            );
         }
         if ib.is_dc() {
             let _ = writeln!(
@@ -392,7 +434,10 @@ pub fn verbose(c: &Ctx<'_>, out: &mut String) {
             let _ = writeln!(out, "    DC Connect Extended Transport Header\n        {}", hex(x));
         }
         if let Some(x) = ib.rdeth {
-            let _ = writeln!(out, "    Reliable Datagram Extended Transport Header\n        EE Context: {x:#08x}");
+            let _ = writeln!(
+                out,
+                "    Reliable Datagram Extended Transport Header\n        EE Context: {x:#08x}"
+            );
         }
         if let Some(d) = ib.deth {
             let _ = writeln!(
@@ -428,7 +473,10 @@ pub fn verbose(c: &Ctx<'_>, out: &mut String) {
             let _ = writeln!(out, "        Syndrome: {:#04x} ({})", a.syndrome.0, a.syndrome);
             if let AckKind::Nak(n) = a.syndrome.kind() {
                 if let Some(wc) = n.wc_status() {
-                    let _ = writeln!(out, "            the requester's work completion fails with {wc}");
+                    let _ = writeln!(
+                        out,
+                        "            the requester's work completion fails with {wc}"
+                    );
                 }
             }
             if let AckKind::RnrNak { timer } = a.syndrome.kind() {
@@ -441,13 +489,17 @@ pub fn verbose(c: &Ctx<'_>, out: &mut String) {
             let _ = writeln!(out, "        Message Sequence Number: {}", a.msn);
         }
         if let Some(v) = ib.atomicacketh {
-            let _ = writeln!(out, "    Atomic ACK Extended Transport Header\n        Original Remote Data: {v:#018x}");
+            let _ = writeln!(
+                out,
+                "    Atomic ACK Extended Transport Header\n        Original Remote Data: {v:#018x}"
+            );
         }
         if let Some(v) = ib.immdt {
             let _ = writeln!(out, "    Immediate Data: {v:#010x}");
         }
         if let Some(v) = ib.ieth {
-            let _ = writeln!(out, "    Invalidate Extended Transport Header\n        R_Key: {v:#010x}");
+            let _ =
+                writeln!(out, "    Invalidate Extended Transport Header\n        R_Key: {v:#010x}");
         }
         if let Some(m) = &fr.mad {
             let h = m.header;
@@ -484,7 +536,9 @@ pub fn verbose(c: &Ctx<'_>, out: &mut String) {
         let pl = c.data.get(ib.payload.clone()).unwrap_or(&[]);
         if !pl.is_empty() || ib.info.is_some_and(|i| i.headers.contains(Headers::PAYLOAD)) {
             let _ = match fr.payload_len_on_wire() {
-                Some(w) if w != pl.len() => writeln!(out, "    Payload: {w} bytes ({} captured)", pl.len()),
+                Some(w) if w != pl.len() => {
+                    writeln!(out, "    Payload: {w} bytes ({} captured)", pl.len())
+                }
                 _ => writeln!(out, "    Payload: {} bytes", pl.len()),
             };
             hexdump(pl, 64, out);
@@ -498,7 +552,10 @@ pub fn verbose(c: &Ctx<'_>, out: &mut String) {
                     if chk.ok() {
                         "correct".to_string()
                     } else {
-                        format!("BAD, should be {:#010x}", u32::from_be_bytes(icrc::to_wire(chk.computed)))
+                        format!(
+                            "BAD, should be {:#010x}",
+                            u32::from_be_bytes(icrc::to_wire(chk.computed))
+                        )
                     }
                 );
             }
@@ -563,10 +620,16 @@ pub fn json(c: &Ctx<'_>) -> Value {
     match fr.link {
         Link::Ethernet { src, dst } => {
             let t = fr.vlans[0].map(|v| v.tpid).or(fr.ethertype);
-            o.insert("eth".into(), json!({"src": src.to_string(), "dst": dst.to_string(), "type": t}));
+            o.insert(
+                "eth".into(),
+                json!({"src": src.to_string(), "dst": dst.to_string(), "type": t}),
+            );
         }
         Link::Sll(s) => {
-            o.insert("sll".into(), json!({"version": s.version, "pkttype": s.packet_type, "protocol": s.protocol}));
+            o.insert(
+                "sll".into(),
+                json!({"version": s.version, "pkttype": s.packet_type, "protocol": s.protocol}),
+            );
         }
         _ => {}
     }
@@ -601,7 +664,10 @@ pub fn json(c: &Ctx<'_>) -> Value {
         _ => {}
     }
     if let Some(u) = fr.udp {
-        o.insert("udp".into(), json!({"srcport": u.src_port, "dstport": u.dst_port, "length": u.length}));
+        o.insert(
+            "udp".into(),
+            json!({"srcport": u.src_port, "dstport": u.dst_port, "length": u.length}),
+        );
     }
     if let Some(ib) = &fr.ib {
         let b = ib.bth;
@@ -693,17 +759,31 @@ pub fn json(c: &Ctx<'_>) -> Value {
                             "status": h.status, "attribute_id": h.attribute_id, "transaction_id": h.transaction_id});
         if let Some(cm) = m.cm {
             let v = match cm {
-                CmMessage::Req(r) => json!({"type": "REQ", "local_comm_id": r.local_comm_id, "service_id": r.service_id,
+                CmMessage::Req(r) => {
+                    json!({"type": "REQ", "local_comm_id": r.local_comm_id, "service_id": r.service_id,
                     "local_qpn": r.local_qpn, "starting_psn": r.starting_psn.value(), "p_key": r.p_key,
                     "path_mtu": r.path_mtu, "retry_count": r.retry_count, "rnr_retry_count": r.rnr_retry_count,
-                    "local_gid": r.primary_local_gid.to_string(), "remote_gid": r.primary_remote_gid.to_string()}),
-                CmMessage::Rep(r) => json!({"type": "REP", "local_comm_id": r.local_comm_id, "remote_comm_id": r.remote_comm_id,
-                    "local_qpn": r.local_qpn, "starting_psn": r.starting_psn.value()}),
-                CmMessage::Rtu { local_comm_id, remote_comm_id } => json!({"type": "RTU", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id}),
-                CmMessage::Rej { local_comm_id, remote_comm_id, reason, .. } => json!({"type": "REJ", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id, "reason": reason}),
-                CmMessage::Mra { local_comm_id, remote_comm_id, .. } => json!({"type": "MRA", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id}),
-                CmMessage::Dreq { local_comm_id, remote_comm_id, remote_qpn } => json!({"type": "DREQ", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id, "remote_qpn": remote_qpn}),
-                CmMessage::Drep { local_comm_id, remote_comm_id } => json!({"type": "DREP", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id}),
+                    "local_gid": r.primary_local_gid.to_string(), "remote_gid": r.primary_remote_gid.to_string()})
+                }
+                CmMessage::Rep(r) => {
+                    json!({"type": "REP", "local_comm_id": r.local_comm_id, "remote_comm_id": r.remote_comm_id,
+                    "local_qpn": r.local_qpn, "starting_psn": r.starting_psn.value()})
+                }
+                CmMessage::Rtu { local_comm_id, remote_comm_id } => {
+                    json!({"type": "RTU", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id})
+                }
+                CmMessage::Rej { local_comm_id, remote_comm_id, reason, .. } => {
+                    json!({"type": "REJ", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id, "reason": reason})
+                }
+                CmMessage::Mra { local_comm_id, remote_comm_id, .. } => {
+                    json!({"type": "MRA", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id})
+                }
+                CmMessage::Dreq { local_comm_id, remote_comm_id, remote_qpn } => {
+                    json!({"type": "DREQ", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id, "remote_qpn": remote_qpn})
+                }
+                CmMessage::Drep { local_comm_id, remote_comm_id } => {
+                    json!({"type": "DREP", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id})
+                }
             };
             mm["cm"] = v;
         }

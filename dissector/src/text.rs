@@ -98,7 +98,10 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
 
 /// The candidate closest to `word`, if it is close enough to be a typo of it (at
 /// most a third of the candidate's length away, and always 2).
-pub fn did_you_mean<'a>(word: &str, candidates: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+pub fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Option<&'a str> {
     candidates
         .into_iter()
         .map(|c| (edit_distance(word, c), c))
@@ -128,9 +131,16 @@ mod tests {
         assert_eq!(hex_bytes("de ad\tbe ef").unwrap(), [0xde, 0xad, 0xbe, 0xef]);
         assert_eq!(hex_bytes("0x0001").unwrap(), [0, 1]);
         assert_eq!(hex_bytes("").unwrap(), Vec::<u8>::new());
-        assert_eq!(hex_bytes("abc").unwrap_err().to_string(), "`abc` has an odd number of hex digits");
+        assert_eq!(
+            hex_bytes("abc").unwrap_err().to_string(),
+            "`abc` has an odd number of hex digits"
+        );
         assert_eq!(hex_bytes("zz").unwrap_err().to_string(), "`zz` is not a hex byte");
-        assert_eq!(hex_bytes("éé").unwrap_err(), HexError::NotHex { pair: "éé".into() }, "two characters, not hex");
+        assert_eq!(
+            hex_bytes("éé").unwrap_err(),
+            HexError::NotHex { pair: "éé".into() },
+            "two characters, not hex"
+        );
         assert_eq!(hex_bytes("aé").unwrap_err(), HexError::NotHex { pair: "aé".into() });
     }
 
@@ -138,7 +148,10 @@ mod tests {
     fn suggestions() {
         assert_eq!(did_you_mean("acess", ["access", "name"]), Some("access"));
         assert_eq!(did_you_mean("zzzzzz", ["access", "name"]), None);
-        assert_eq!(did_you_mean("infiniband.bth.dstqp", ["infiniband.bth.destqp", "infiniband.bth.psn"]), Some("infiniband.bth.destqp"));
+        assert_eq!(
+            did_you_mean("infiniband.bth.dstqp", ["infiniband.bth.destqp", "infiniband.bth.psn"]),
+            Some("infiniband.bth.destqp")
+        );
         assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 

@@ -194,7 +194,11 @@ fn ud_flows_are_keyed_by_source_qp() {
 }
 
 /// A REQ from A (comm id, QPN, starting PSN) and B's REP, as rdma_cm sends them.
-fn cm_connect(c: &mut Conversation, (req_id, a_qpn, req_psn): (u32, u32, u32), (rep_id, b_qpn, rep_psn): (u32, u32, u32)) {
+fn cm_connect(
+    c: &mut Conversation,
+    (req_id, a_qpn, req_psn): (u32, u32, u32),
+    (rep_id, b_qpn, rep_psn): (u32, u32, u32),
+) {
     let req = CmMessage::Req(CmReq {
         local_comm_id: req_id,
         service_id: 1,
@@ -248,8 +252,14 @@ fn cm_pairs_flows_even_with_several_qps() {
     assert_eq!(conn.paired_by, Some("CM"));
     assert_eq!(r.totals.cm_messages, 2);
     let cm = conn.cm.expect("CM facts on the flow");
-    assert_eq!((cm.comm_id, cm.sender_qpn, cm.start_psn, cm.req_frame, cm.rep_frame), (1, 0x11, 100, 1, 2));
-    assert!(r.to_string().contains("starting PSN 100 announced in the REP; the first request uses it"), "{r}");
+    assert_eq!(
+        (cm.comm_id, cm.sender_qpn, cm.start_psn, cm.req_frame, cm.rep_frame),
+        (1, 0x11, 100, 1, 2)
+    );
+    assert!(
+        r.to_string().contains("starting PSN 100 announced in the REP; the first request uses it"),
+        "{r}"
+    );
     let back = r.flows.iter().find(|f| f.dest_qp == 0x11 && f.src_qp.is_none()).unwrap();
     assert_eq!(back.cm.map(|c| (c.sender_qpn, c.start_psn)), Some((0x12, 5000)));
 }
@@ -271,7 +281,10 @@ fn cm_starting_psn_mismatch_is_reported() {
     c.ack(Dir::BtoA, p, Syndrome::ACK, 1);
     let r = analyze(&c);
     let text = r.to_string();
-    assert!(text.contains("starting PSN 100 announced in the REP; but the first request used PSN 7000"), "{text}");
+    assert!(
+        text.contains("starting PSN 100 announced in the REP; but the first request used PSN 7000"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -280,12 +293,13 @@ fn an_ack_for_a_psn_never_sent_is_a_ghost() {
     let p = c.write(Dir::AtoB, 0x1000, 0x55, 64, None); // PSN 100
     c.ack(Dir::BtoA, p.add(8), Syndrome::ACK, 1); // 108: never sent
     c.ack(Dir::BtoA, p, Syndrome::ACK, 1); // the real one
-    // A 3072-byte READ at PSN 101: with the path MTU unknown (256 at least), its
-    // responses may use PSNs up to 101 + 11, so an ACK of 112 is no ghost, 113 is.
+                                           // A 3072-byte READ at PSN 101: with the path MTU unknown (256 at least), its
+                                           // responses may use PSNs up to 101 + 11, so an ACK of 112 is no ghost, 113 is.
     let r = c.read_request(Dir::AtoB, 0x1000, 0x55, 3 * 1024);
     c.ack(Dir::BtoA, r.add(11), Syndrome::ACK, 2);
     c.ack(Dir::BtoA, r.add(12), Syndrome::ACK, 2);
     let rep = analyze(&c);
-    let ghosts: Vec<(u32, u32)> = rep.flows[0].ghost_acks.iter().map(|g| (g.psn, g.next_psn)).collect();
+    let ghosts: Vec<(u32, u32)> =
+        rep.flows[0].ghost_acks.iter().map(|g| (g.psn, g.next_psn)).collect();
     assert_eq!(ghosts, vec![(108, 101), (113, 102)]);
 }

@@ -117,7 +117,8 @@ fn every_opcode_every_encapsulation() {
                 (Tr::Rd, _) => &[TransportHint::Rd],
                 _ => &[TransportHint::Auto, TransportHint::Rd, TransportHint::Dc],
             };
-            for ((enc, v6), &hint) in encaps.iter().flat_map(|e| hints.iter().map(move |h| (e, h))) {
+            for ((enc, v6), &hint) in encaps.iter().flat_map(|e| hints.iter().map(move |h| (e, h)))
+            {
                 let (a, b) = hosts(*v6);
                 let bytes = craft::build(enc, &a, &b, &t);
                 let link = if enc.link == LinkType::RAW { LinkType::RAW } else { enc.link };
@@ -182,7 +183,10 @@ fn dc_layout_and_the_auto_guess() {
     let mut ack = full(Opcode(0x51), 0);
     ack.aeth = AethRepr { syndrome: Syndrome::ACK, msn: 9 };
     let ack_rd = craft::build(&Encap::default(), &a, &b, &ack);
-    assert!(!frame::decode(LinkType::ETHERNET, &ack_rd, &opts(TransportHint::Auto)).ib.unwrap().is_dc());
+    assert!(!frame::decode(LinkType::ETHERNET, &ack_rd, &opts(TransportHint::Auto))
+        .ib
+        .unwrap()
+        .is_dc());
     ack.dceth = Some(7);
     let ack_dc = craft::build(&Encap::default(), &a, &b, &ack);
     let ib = frame::decode(LinkType::ETHERNET, &ack_dc, &opts(TransportHint::Auto)).ib.unwrap();
@@ -205,7 +209,8 @@ fn outer_headers_agree_with_etherparse() {
         let enc = Encap { vlans: vlans.clone(), ecn: 3, dscp: 26, ..Default::default() };
         let t = full(Opcode(0x0A), 33);
         let bytes = craft::build(&enc, &a, &b, &t);
-        let p = etherparse::SlicedPacket::from_ethernet(&bytes).expect("etherparse parses our frame");
+        let p =
+            etherparse::SlicedPacket::from_ethernet(&bytes).expect("etherparse parses our frame");
         let Some(etherparse::NetSlice::Ipv4(ip)) = &p.net else { panic!("no IPv4: {p:?}") };
         let h = ip.header().to_header();
         assert_eq!(h.header_checksum, h.calc_header_checksum(), "IPv4 checksum");
@@ -307,7 +312,10 @@ fn pad_count_larger_than_payload_is_reported() {
     let f = frame::decode(LinkType::ETHERNET, &bytes, &Options::default());
     let s = f.stop.unwrap();
     assert_eq!(s.layer, Layer::Payload);
-    assert_eq!(s.to_string(), "payload at offset 54: BTH pad count 3 exceeds the 0 bytes left for payload");
+    assert_eq!(
+        s.to_string(),
+        "payload at offset 54: BTH pad count 3 exceeds the 0 bytes left for payload"
+    );
 }
 
 #[test]
@@ -317,7 +325,11 @@ fn other_ports_need_opting_in() {
     let bytes = craft::build(&enc, &a, &b, &full(Opcode(0x04), 4));
     let f = frame::decode(LinkType::ETHERNET, &bytes, &Options::default());
     assert!(f.ib.is_none() && f.udp.is_some());
-    let f = frame::decode(LinkType::ETHERNET, &bytes, &Options { roce_ports: vec![4791, 4792], ..Options::default() });
+    let f = frame::decode(
+        LinkType::ETHERNET,
+        &bytes,
+        &Options { roce_ports: vec![4791, 4792], ..Options::default() },
+    );
     assert!(f.ib.is_some());
     assert!(matches!(f.net, Net::Ipv4(_)));
 }

@@ -75,7 +75,11 @@ struct Runs {
 fn runs(n: u64, mut cmd: impl FnMut() -> Command) -> Runs {
     let mut ms: Vec<Measure> = (0..n.max(1)).map(|_| run(&mut cmd())).collect();
     ms.sort_by(|a, b| a.secs.total_cmp(&b.secs));
-    Runs { best: ms[0].secs, median: ms[ms.len() / 2].secs, max_rss_kib: ms.iter().map(|m| m.max_rss_kib).max().unwrap_or(0) }
+    Runs {
+        best: ms[0].secs,
+        median: ms[ms.len() / 2].secs,
+        max_rss_kib: ms.iter().map(|m| m.max_rss_kib).max().unwrap_or(0),
+    }
 }
 
 fn print_runs(what: &str, r: &Runs, packets: u64, mb: f64) {
@@ -131,14 +135,22 @@ fn main() {
     let pq = dir.join("bench.parquet");
     let parquet = runs(n, || decode_parquet(&file, &pq, None));
     print_runs("roce decode -T parquet (13 fields):", &parquet, packets, mb);
-    println!("  Parquet file: {:.1} MB ({:.1} bytes per packet, Snappy)", std::fs::metadata(&pq).map_or(0.0, |m| m.len() as f64 / 1e6), std::fs::metadata(&pq).map_or(0.0, |m| m.len() as f64) / packets as f64);
+    println!(
+        "  Parquet file: {:.1} MB ({:.1} bytes per packet, Snappy)",
+        std::fs::metadata(&pq).map_or(0.0, |m| m.len() as f64 / 1e6),
+        std::fs::metadata(&pq).map_or(0.0, |m| m.len() as f64) / packets as f64
+    );
     let parquet_1 = runs(n, || decode_parquet(&file, &pq, Some(1)));
     print_runs("  the same, -j 1:", &parquet_1, packets, mb);
     let flows = runs(n, || flows_cmd(&file, None));
     print_runs("roce flows:", &flows, packets, mb);
     let flows_1 = runs(n, || flows_cmd(&file, Some(1)));
     print_runs("  the same, -j 1:", &flows_1, packets, mb);
-    let have_tshark = Command::new("tshark").arg("--version").stdout(Stdio::null()).status().is_ok_and(|s| s.success());
+    let have_tshark = Command::new("tshark")
+        .arg("--version")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
     if have_tshark {
         let theirs = runs(1, || {
             let mut c = Command::new("tshark");
@@ -191,7 +203,12 @@ fn main() {
     ] {
         for &j in &js {
             let m = run(&mut cmd(j));
-            println!("| `{what}` | {j} | {:.2} | {:.2} | {:.1} |", m.secs, big_packets as f64 / m.secs / 1e6, mib(m.max_rss_kib));
+            println!(
+                "| `{what}` | {j} | {:.2} | {:.2} | {:.1} |",
+                m.secs,
+                big_packets as f64 / m.secs / 1e6,
+                mib(m.max_rss_kib)
+            );
         }
     }
     let _ = std::fs::remove_file(&big_pq);

@@ -25,7 +25,9 @@ use dissector::ctx::{Ctx, Shown};
 use dissector::fields::{self, Field, Ty, Value};
 use dissector::flow::FlowReport;
 use parquet::basic::{Compression, LogicalType, Repetition, TimeUnit, Type as Physical};
-use parquet::column::writer::{get_column_writer, get_typed_column_writer_mut, ColumnCloseResult, ColumnWriter};
+use parquet::column::writer::{
+    get_column_writer, get_typed_column_writer_mut, ColumnCloseResult, ColumnWriter,
+};
 use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType, DoubleType, Int64Type};
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesPtr};
 use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
@@ -83,15 +85,26 @@ impl Spec {
             Kind::Bool => (Physical::BOOLEAN, None),
             Kind::Str => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
             Kind::Bytes => (Physical::BYTE_ARRAY, None),
-            Kind::Timestamp => (Physical::INT64, Some(LogicalType::timestamp(true, TimeUnit::NANOS))),
+            Kind::Timestamp => {
+                (Physical::INT64, Some(LogicalType::timestamp(true, TimeUnit::NANOS)))
+            }
             Kind::Seconds => (Physical::DOUBLE, None),
         };
         if !self.list {
-            return Ok(Type::primitive_type_builder(&self.name, physical).with_repetition(Repetition::OPTIONAL).with_logical_type(logical).build()?);
+            return Ok(Type::primitive_type_builder(&self.name, physical)
+                .with_repetition(Repetition::OPTIONAL)
+                .with_logical_type(logical)
+                .build()?);
         }
         // The standard three-level list: optional group (LIST) { repeated group list { required element } }.
-        let element = Type::primitive_type_builder("element", physical).with_repetition(Repetition::REQUIRED).with_logical_type(logical).build()?;
-        let list = Type::group_type_builder("list").with_repetition(Repetition::REPEATED).with_fields(vec![Arc::new(element)]).build()?;
+        let element = Type::primitive_type_builder("element", physical)
+            .with_repetition(Repetition::REQUIRED)
+            .with_logical_type(logical)
+            .build()?;
+        let list = Type::group_type_builder("list")
+            .with_repetition(Repetition::REPEATED)
+            .with_fields(vec![Arc::new(element)])
+            .build()?;
         Ok(Type::group_type_builder(&self.name)
             .with_repetition(Repetition::OPTIONAL)
             .with_logical_type(Some(LogicalType::List))
@@ -132,7 +145,18 @@ struct Buffer {
 
 impl Buffer {
     fn new(spec: Spec) -> Buffer {
-        Buffer { spec, ints: Vec::new(), doubles: Vec::new(), bools: Vec::new(), bytes: Vec::new(), text: Vec::new(), ends: Vec::new(), defs: Vec::new(), reps: Vec::new(), in_row: 0 }
+        Buffer {
+            spec,
+            ints: Vec::new(),
+            doubles: Vec::new(),
+            bools: Vec::new(),
+            bytes: Vec::new(),
+            text: Vec::new(),
+            ends: Vec::new(),
+            defs: Vec::new(),
+            reps: Vec::new(),
+            in_row: 0,
+        }
     }
 
     /// Whether the row being built takes another value: a scalar column keeps a
@@ -210,7 +234,12 @@ impl Buffer {
         from.seal();
         // Where row `rows` starts among the levels, and how many values come before.
         let levels = if self.spec.list {
-            from.reps.iter().enumerate().filter(|&(_, &r)| r == 0).nth(rows).map_or(from.reps.len(), |(i, _)| i)
+            from.reps
+                .iter()
+                .enumerate()
+                .filter(|&(_, &r)| r == 0)
+                .nth(rows)
+                .map_or(from.reps.len(), |(i, _)| i)
         } else {
             rows.min(from.defs.len())
         };
@@ -230,20 +259,34 @@ impl Buffer {
 
     /// The column's values as Parquet pages in memory, and what the file's
     /// metadata needs to know of them (see [`Table::flush`]).
-    fn encode(&self, descr: ColumnDescPtr, props: WriterPropertiesPtr) -> Result<(bytes::Bytes, ColumnCloseResult)> {
-        fn write<T: DataType>(col: &mut ColumnWriter<'_>, values: &[T::T], defs: &[i16], reps: Option<&[i16]>) -> Result<()> {
+    fn encode(
+        &self,
+        descr: ColumnDescPtr,
+        props: WriterPropertiesPtr,
+    ) -> Result<(bytes::Bytes, ColumnCloseResult)> {
+        fn write<T: DataType>(
+            col: &mut ColumnWriter<'_>,
+            values: &[T::T],
+            defs: &[i16],
+            reps: Option<&[i16]>,
+        ) -> Result<()> {
             get_typed_column_writer_mut::<T>(col).write_batch(values, Some(defs), reps)?;
             Ok(())
         }
         let mut sink = TrackedWrite::new(Vec::new());
         let close = {
-            let mut col = get_column_writer(descr, props, Box::new(SerializedPageWriter::new(&mut sink)));
+            let mut col =
+                get_column_writer(descr, props, Box::new(SerializedPageWriter::new(&mut sink)));
             let reps = self.spec.list.then_some(&self.reps[..]);
             match self.spec.kind {
-                Kind::U64 | Kind::Timestamp => write::<Int64Type>(&mut col, &self.ints, &self.defs, reps)?,
+                Kind::U64 | Kind::Timestamp => {
+                    write::<Int64Type>(&mut col, &self.ints, &self.defs, reps)?
+                }
                 Kind::Seconds => write::<DoubleType>(&mut col, &self.doubles, &self.defs, reps)?,
                 Kind::Bool => write::<BoolType>(&mut col, &self.bools, &self.defs, reps)?,
-                Kind::Str | Kind::Bytes => write::<ByteArrayType>(&mut col, &self.bytes, &self.defs, reps)?,
+                Kind::Str | Kind::Bytes => {
+                    write::<ByteArrayType>(&mut col, &self.bytes, &self.defs, reps)?
+                }
             }
             col.close()?
         };
@@ -330,7 +373,12 @@ impl Rows {
     /// Replaces the value of the first row in [`Kind::Seconds`] column `i` (a row
     /// that has one).
     pub(crate) fn set_first_seconds(&mut self, i: usize, ns: i64) {
-        if let Some(v) = self.cols.get_mut(i).filter(|b| b.spec.kind == Kind::Seconds && b.defs.first() == Some(&1)).and_then(|b| b.doubles.first_mut()) {
+        if let Some(v) = self
+            .cols
+            .get_mut(i)
+            .filter(|b| b.spec.kind == Kind::Seconds && b.defs.first() == Some(&1))
+            .and_then(|b| b.doubles.first_mut())
+        {
             *v = seconds(ns);
         }
     }
@@ -393,7 +441,11 @@ impl Table {
             .set_statistics_enabled(EnabledStatistics::Chunk)
             .set_created_by(concat!("roce ", env!("CARGO_PKG_VERSION")).into());
         for sp in specs.iter().filter(|sp| !matches!(sp.kind, Kind::Str | Kind::Bytes)) {
-            let path = if sp.list { vec![sp.name.clone(), "list".into(), "element".into()] } else { vec![sp.name.clone()] };
+            let path = if sp.list {
+                vec![sp.name.clone(), "list".into(), "element".into()]
+            } else {
+                vec![sp.name.clone()]
+            };
             props = props.set_column_dictionary_enabled(ColumnPath::new(path), false);
         }
         let props = Arc::new(props.build());
@@ -401,8 +453,17 @@ impl Table {
         tmp.push(".tmp");
         let tmp = PathBuf::from(tmp);
         let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        let writer = SerializedFileWriter::new(file, Arc::new(schema), props.clone()).context("starting the Parquet file")?;
-        Ok(Table { writer: Some(writer), props, group: Rows::new(&specs), rows_per_group: rows.max(1), threads: 1, tmp, path: path.to_path_buf() })
+        let writer = SerializedFileWriter::new(file, Arc::new(schema), props.clone())
+            .context("starting the Parquet file")?;
+        Ok(Table {
+            writer: Some(writer),
+            props,
+            group: Rows::new(&specs),
+            rows_per_group: rows.max(1),
+            threads: 1,
+            tmp,
+            path: path.to_path_buf(),
+        })
     }
 
     /// Encodes each row group's columns on `threads` threads (1: on the caller's).
@@ -456,10 +517,13 @@ impl Table {
             anyhow::bail!("{} Parquet columns for {} fields", schema.num_columns(), cols.len());
         }
         let descrs: Vec<ColumnDescPtr> = (0..cols.len()).map(|i| schema.column(i)).collect();
-        let encoded = on_threads(cols.len(), self.threads, |i| cols[i].encode(descrs[i].clone(), self.props.clone()));
+        let encoded = on_threads(cols.len(), self.threads, |i| {
+            cols[i].encode(descrs[i].clone(), self.props.clone())
+        });
         let mut rg = w.next_row_group()?;
         for e in encoded {
-            let (pages, close) = e.unwrap_or_else(|| Err(anyhow::anyhow!("a Parquet encoding thread failed")))?;
+            let (pages, close) =
+                e.unwrap_or_else(|| Err(anyhow::anyhow!("a Parquet encoding thread failed")))?;
             rg.append_column(&pages, close)?;
         }
         rg.close()?;
@@ -476,7 +540,8 @@ impl Table {
         if let Some(w) = self.writer.take() {
             w.close().context("finishing the Parquet file")?;
         }
-        std::fs::rename(&self.tmp, &self.path).with_context(|| format!("renaming {} to {}", self.tmp.display(), self.path.display()))
+        std::fs::rename(&self.tmp, &self.path)
+            .with_context(|| format!("renaming {} to {}", self.tmp.display(), self.path.display()))
     }
 }
 
@@ -600,7 +665,13 @@ const FLOW_COUNTS: &[FlowCount] = &[
 /// flow), tied to its flow by `flow`.
 pub(crate) fn write_flows(dir: &Path, r: &dissector::flow::Report) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let mut specs = vec![Spec::new("transport", Kind::Str), Spec::new("src", Kind::Str), Spec::new("dst", Kind::Str), Spec::new("paired_by", Kind::Str), Spec::new("duration", Kind::Seconds)];
+    let mut specs = vec![
+        Spec::new("transport", Kind::Str),
+        Spec::new("src", Kind::Str),
+        Spec::new("dst", Kind::Str),
+        Spec::new("paired_by", Kind::Str),
+        Spec::new("duration", Kind::Seconds),
+    ];
     specs.extend(FLOW_COUNTS.iter().map(|(n, _)| Spec::new(n, Kind::U64)));
     let mut t = Table::create(&dir.join("flows.parquet"), specs)?;
     for f in &r.flows {
@@ -637,14 +708,47 @@ pub(crate) fn write_flows(dir: &Path, r: &dissector::flow::Report) -> Result<()>
     for f in &r.flows {
         let id = f.id as u64;
         for n in &f.nak_events {
-            let kind = if dissector::wire::Syndrome(n.syndrome_value).kind().nak() == Some(dissector::wire::NakKind::Rnr) { "rnr_nak" } else { "nak" };
-            events.push((id, n.frame, kind, n.psn, Some(n.syndrome_value), n.syndrome.clone(), n.request_frame, n.wc_status));
+            let kind = if dissector::wire::Syndrome(n.syndrome_value).kind().nak()
+                == Some(dissector::wire::NakKind::Rnr)
+            {
+                "rnr_nak"
+            } else {
+                "nak"
+            };
+            events.push((
+                id,
+                n.frame,
+                kind,
+                n.psn,
+                Some(n.syndrome_value),
+                n.syndrome.clone(),
+                n.request_frame,
+                n.wc_status,
+            ));
         }
         for g in &f.gap_events {
-            events.push((id, g.frame, "gap", g.got, None, format!("expected PSN {}, got {} ({} missing)", g.expected, g.got, g.missing), None, None));
+            events.push((
+                id,
+                g.frame,
+                "gap",
+                g.got,
+                None,
+                format!("expected PSN {}, got {} ({} missing)", g.expected, g.got, g.missing),
+                None,
+                None,
+            ));
         }
         for g in &f.ghost_acks {
-            events.push((id, g.frame, "ghost_ack", g.psn, None, format!("ACK for PSN {}, never sent (next PSN to send: {})", g.psn, g.next_psn), None, None));
+            events.push((
+                id,
+                g.frame,
+                "ghost_ack",
+                g.psn,
+                None,
+                format!("ACK for PSN {}, never sent (next PSN to send: {})", g.psn, g.next_psn),
+                None,
+                None,
+            ));
         }
     }
     events.sort_by_key(|e| (e.1, e.0));

@@ -36,12 +36,7 @@ fn text(o: &Output) -> String {
 
 /// The capture's RoCE frames, as `roce decode --json` prints them.
 fn roce_frames(capture: &Path) -> Vec<Value> {
-    let o = Command::new(ROCE)
-        .arg("decode")
-        .arg("--json")
-        .arg(capture)
-        .output()
-        .unwrap();
+    let o = Command::new(ROCE).arg("decode").arg("--json").arg(capture).output().unwrap();
     assert!(o.status.success(), "roce decode --json: {}", text(&o));
     String::from_utf8(o.stdout)
         .unwrap()
@@ -68,12 +63,8 @@ fn label(v: &Value) -> String {
 /// Debian's python has python3-selenium; `ROCE_TEST_PYTHON` overrides.
 fn python() -> String {
     std::env::var("ROCE_TEST_PYTHON").unwrap_or_else(|_| {
-        if Path::new("/usr/bin/python3").exists() {
-            "/usr/bin/python3"
-        } else {
-            "python3"
-        }
-        .to_string()
+        if Path::new("/usr/bin/python3").exists() { "/usr/bin/python3" } else { "python3" }
+            .to_string()
     })
 }
 
@@ -145,24 +136,12 @@ fn report(capture: &Path) -> Value {
 #[test]
 fn ladder_of_a_dropped_frame_checked_in_a_real_browser() {
     let d = tmp("ladder");
-    let capture = root()
-        .join("captures/lab/rc_drop_retransmit.pcapng")
-        .canonicalize()
-        .unwrap();
+    let capture = root().join("captures/lab/rc_drop_retransmit.pcapng").canonicalize().unwrap();
     let json_path = d.join("results.json");
-    std::fs::write(
-        &json_path,
-        serde_json::to_vec_pretty(&report(&capture)).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(&json_path, serde_json::to_vec_pretty(&report(&capture)).unwrap()).unwrap();
     let page = d.join("report.html");
-    let o = Command::new(ROCE)
-        .arg("report")
-        .arg(&json_path)
-        .arg("--html")
-        .arg(&page)
-        .output()
-        .unwrap();
+    let o =
+        Command::new(ROCE).arg("report").arg(&json_path).arg("--html").arg(&page).output().unwrap();
     assert!(o.status.success(), "{}", text(&o));
     assert!(
         String::from_utf8_lossy(&o.stdout).contains("2 scenarios (1 passed, 1 failed)"),
@@ -177,16 +156,9 @@ fn ladder_of_a_dropped_frame_checked_in_a_real_browser() {
         Some("10.0.0.2") => "b",
         other => panic!("an address of no endpoint: {other:?}"),
     };
-    let dropped = |v: &Value| {
-        v["frame"]["comment"]
-            .as_str()
-            .is_some_and(|c| c.contains("not delivered"))
-    };
-    let nak = |v: &Value| {
-        v["roce"]["aeth"]["type"]
-            .as_str()
-            .is_some_and(|t| t.contains("NAK"))
-    };
+    let dropped =
+        |v: &Value| v["frame"]["comment"].as_str().is_some_and(|c| c.contains("not delivered"));
+    let nak = |v: &Value| v["roce"]["aeth"]["type"].as_str().is_some_and(|t| t.contains("NAK"));
     let arrows: Vec<Value> = frames
         .iter()
         .map(|v| {
@@ -246,21 +218,12 @@ fn ladder_of_a_dropped_frame_checked_in_a_real_browser() {
         // An arrow that misses its receiver's lane by 30 px.
         (nudge(&html, 13, "line", "x2", 30.0), "frame 13: ends at x="),
         // The dropped arrow drawn to the lane, as if delivered.
-        (
-            nudge(&html, 12, "line", "x2", -230.0),
-            "frame 12: dropped, but ends at x=",
-        ),
+        (nudge(&html, 12, "line", "x2", -230.0), "frame 12: dropped, but ends at x="),
         // A label pushed down onto the next row's.
         (nudge(&html, 14, "text", "y", 20.0), "(frame 14) overlaps"),
         // Two rows swapped in height: out of order.
         (
-            nudge(
-                &nudge(&html, 20, "line", "y1", 60.0),
-                20,
-                "line",
-                "y2",
-                60.0,
-            ),
+            nudge(&nudge(&html, 20, "line", "y1", 60.0), 20, "line", "y2", 60.0),
             "not below frame 20",
         ),
     ];
@@ -269,11 +232,7 @@ fn ladder_of_a_dropped_frame_checked_in_a_real_browser() {
         std::fs::write(&p, bad).unwrap();
         let o = check(&p, &expected);
         let out = text(&o);
-        assert_eq!(
-            o.status.code(),
-            Some(1),
-            "a broken page ({want}) passed the check:\n{out}"
-        );
+        assert_eq!(o.status.code(), Some(1), "a broken page ({want}) passed the check:\n{out}");
         assert!(
             out.contains(want) && out.contains("check_ladder: FAILED"),
             "expected {want:?}:\n{out}"
@@ -300,13 +259,7 @@ fn report_refuses_what_is_not_a_report() {
         if let Some(c) = content {
             std::fs::write(&p, c).unwrap();
         }
-        let o = Command::new(ROCE)
-            .arg("report")
-            .arg(&p)
-            .arg("--html")
-            .arg(&page)
-            .output()
-            .unwrap();
+        let o = Command::new(ROCE).arg("report").arg(&p).arg("--html").arg(&page).output().unwrap();
         let err = String::from_utf8_lossy(&o.stderr);
         assert_eq!(o.status.code(), Some(2), "{name}: {}", text(&o));
         assert!(
@@ -314,11 +267,7 @@ fn report_refuses_what_is_not_a_report() {
             "{name}: {}",
             text(&o)
         );
-        assert!(
-            err.contains("hint: `roce run --json"),
-            "{name}: {}",
-            text(&o)
-        );
+        assert!(err.contains("hint: `roce run --json"), "{name}: {}", text(&o));
         assert!(!page.exists(), "{name}: a page was written");
     }
     std::fs::remove_dir_all(&d).unwrap();

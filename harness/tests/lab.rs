@@ -53,7 +53,8 @@ impl Lab {
         let mut a = vec!["run", "--json"];
         a.extend_from_slice(args);
         let out = self.roce(&a);
-        let v = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("lab run --json: {e}"));
+        let v =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("lab run --json: {e}"));
         (v, out)
     }
 }
@@ -113,15 +114,22 @@ fn lab_end_to_end() {
     // The smoke test: ibv_rc_pingpong between the VMs, its capture decoded.
     let pcap = dir.join("rc.pcapng");
     let (v, _) = lab.run(&[
-        "--a", "ibv_rc_pingpong -g 1 -n 5",
-        "--b", "ibv_rc_pingpong -g 1 -n 5 {a}",
-        "-w", pcap.to_str().unwrap(),
+        "--a",
+        "ibv_rc_pingpong -g 1 -n 5",
+        "--b",
+        "ibv_rc_pingpong -g 1 -n 5 {a}",
+        "-w",
+        pcap.to_str().unwrap(),
     ]);
     assert_eq!(v["ok"], true, "{v:#}");
     assert!(v["sides"][1]["stdout"].as_str().unwrap().contains("5 iters in"), "{v:#}");
     let frames = decode(&pcap);
     let c = &v["report"]["counters"];
-    assert_eq!(c["recorded"].as_u64(), Some(frames.len() as u64), "switch counters = capture frames");
+    assert_eq!(
+        c["recorded"].as_u64(),
+        Some(frames.len() as u64),
+        "switch counters = capture frames"
+    );
     assert_eq!(c["from_a"].as_u64().unwrap() + c["from_b"].as_u64().unwrap(), frames.len() as u64);
     assert_eq!(v["capture_complete"], true);
     assert_eq!(v["report"]["socket_drops"], 0);
@@ -175,11 +183,16 @@ fn lab_end_to_end() {
 
     // Two QPs on the same rxe device: nothing on the wire, and a warning says why.
     let (v, out) = lab.run(&[
-        "--a", "ibv_rc_pingpong -g 1 -n 3 & sleep 1; ibv_rc_pingpong -g 1 -n 3 10.0.0.1; wait",
-        "-w", dir.join("same.pcapng").to_str().unwrap(),
+        "--a",
+        "ibv_rc_pingpong -g 1 -n 3 & sleep 1; ibv_rc_pingpong -g 1 -n 3 10.0.0.1; wait",
+        "-w",
+        dir.join("same.pcapng").to_str().unwrap(),
     ]);
     assert_eq!(v["ok"], true, "{v:#}");
-    assert_eq!(v["report"]["counters"]["roce"], 0, "loopback inside rxe put RoCE frames on the wire?");
+    assert_eq!(
+        v["report"]["counters"]["roce"], 0,
+        "loopback inside rxe put RoCE frames on the wire?"
+    );
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no RoCE frames on the wire: traffic between two QPs on the same rxe device is looped back inside the driver"), "{err}");
 
@@ -187,18 +200,29 @@ fn lab_end_to_end() {
     // capture shows the PSN twice (the first copy commented as dropped).
     let pcap = dir.join("drop.pcapng");
     let (v, _) = lab.run(&[
-        "--a", "ibv_rc_pingpong -g 1 -n 3",
-        "--b", "ibv_rc_pingpong -g 1 -n 3 {a}",
-        "-w", pcap.to_str().unwrap(),
-        "--fault", "drop dir=b>a op=send-first nth=1",
+        "--a",
+        "ibv_rc_pingpong -g 1 -n 3",
+        "--b",
+        "ibv_rc_pingpong -g 1 -n 3 {a}",
+        "-w",
+        pcap.to_str().unwrap(),
+        "--fault",
+        "drop dir=b>a op=send-first nth=1",
     ]);
     assert_eq!(v["ok"], true, "{v:#}");
     assert_eq!(v["report"]["counters"]["dropped"], 1);
     assert_eq!(v["report"]["rules"][0]["applied"], 1);
     let frames = decode(&pcap);
-    let dropped: Vec<_> = frames.iter().filter(|(_, _, c)| c.as_deref().is_some_and(|c| c.contains("dropped"))).collect();
+    let dropped: Vec<_> = frames
+        .iter()
+        .filter(|(_, _, c)| c.as_deref().is_some_and(|c| c.contains("dropped")))
+        .collect();
     assert_eq!(dropped.len(), 1);
-    let psn_of = |d: &[u8]| frame::decode(LinkType::ETHERNET, d, &opts).ib.map(|ib| (ib.bth.opcode.0, ib.bth.psn.value()));
+    let psn_of = |d: &[u8]| {
+        frame::decode(LinkType::ETHERNET, d, &opts)
+            .ib
+            .map(|ib| (ib.bth.opcode.0, ib.bth.psn.value()))
+    };
     let lost = psn_of(&dropped[0].0).unwrap();
     assert_eq!(dropped[0].1, 1, "sent by b");
     let copies = frames.iter().filter(|(d, i, _)| *i == 1 && psn_of(d) == Some(lost)).count();
@@ -208,18 +232,26 @@ fn lab_end_to_end() {
     // each tagged with its direction, the dropped frame with what the rule did.
     let pcap = dir.join("wire.pcapng");
     let out = lab.roce(&[
-        "run", "--wire", "-q",
-        "--a", "ibv_rc_pingpong -g 1 -n 1",
-        "--b", "ibv_rc_pingpong -g 1 -n 1 {a}",
-        "-w", pcap.to_str().unwrap(),
+        "run",
+        "--wire",
+        "-q",
+        "--a",
+        "ibv_rc_pingpong -g 1 -n 1",
+        "--b",
+        "ibv_rc_pingpong -g 1 -n 1 {a}",
+        "-w",
+        pcap.to_str().unwrap(),
         // Not an ACK: dropping a's last ACK leaves b retrying against a QP that a
         // destroyed when it exited (retry counter exceeded), as on real hardware.
-        "--fault", "drop dir=b>a op=send-first nth=1",
+        "--fault",
+        "drop dir=b>a op=send-first nth=1",
     ]);
     assert!(out.status.success(), "lab run --wire failed");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let live: Vec<&str> = stdout.lines().filter(|l| l.starts_with("[a→b]") || l.starts_with("[b→a]")).collect();
-    let decoded = Command::new(env!("CARGO_BIN_EXE_roce")).arg("decode").arg(&pcap).output().unwrap();
+    let live: Vec<&str> =
+        stdout.lines().filter(|l| l.starts_with("[a→b]") || l.starts_with("[b→a]")).collect();
+    let decoded =
+        Command::new(env!("CARGO_BIN_EXE_roce")).arg("decode").arg(&pcap).output().unwrap();
     assert!(decoded.status.success());
     let decoded = String::from_utf8_lossy(&decoded.stdout);
     let decoded: Vec<&str> = decoded.lines().collect();
@@ -229,13 +261,22 @@ fn lab_end_to_end() {
         let tag = if *iface == 0 { "[a→b]" } else { "[b→a]" };
         assert_eq!(l.strip_prefix(tag), Some(*d), "live line vs roce decode");
     }
-    assert_eq!(live.iter().filter(|l| l.starts_with("[b→a]") && l.contains("RC SEND First") && l.contains("[comment: dropped by rule 1")).count(), 1, "{stdout}");
+    assert_eq!(
+        live.iter()
+            .filter(|l| l.starts_with("[b→a]")
+                && l.contains("RC SEND First")
+                && l.contains("[comment: dropped by rule 1"))
+            .count(),
+        1,
+        "{stdout}"
+    );
 
     // Crash recovery: kill the daemon hard. qemu dies with it (no orphans); the
     // next `up` cleans the stale state and boots again.
     let st = lab.status();
     let daemon = st["daemon_pid"].as_u64().unwrap();
-    let qemus: Vec<u64> = st["vms"].as_array().unwrap().iter().map(|v| v["qemu_pid"].as_u64().unwrap()).collect();
+    let qemus: Vec<u64> =
+        st["vms"].as_array().unwrap().iter().map(|v| v["qemu_pid"].as_u64().unwrap()).collect();
     assert!(qemus.iter().all(|&p| pid_alive(p)));
     Command::new("kill").args(["-9", &daemon.to_string()]).status().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -257,7 +298,8 @@ fn lab_end_to_end() {
     let out = lab.roce(&["up", "--fault", standing]);
     assert!(!out.status.success(), "standing rules cannot be changed on a lab that is up");
     assert!(String::from_utf8_lossy(&out.stderr).contains("already up"));
-    let (v, _) = lab.run(&["--a", "ibv_rc_pingpong -g 1 -n 2", "--b", "ibv_rc_pingpong -g 1 -n 2 {a}"]);
+    let (v, _) =
+        lab.run(&["--a", "ibv_rc_pingpong -g 1 -n 2", "--b", "ibv_rc_pingpong -g 1 -n 2 {a}"]);
     assert_eq!(v["ok"], true, "{v:#}");
     assert_eq!(v["report"]["counters"]["dropped"], 1, "{v:#}");
     assert_eq!(v["report"]["rules"][0]["applied"], 1, "{v:#}");

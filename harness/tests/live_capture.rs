@@ -58,8 +58,11 @@ fn captures_exactly_five_udp_datagrams_on_lo() {
     assert_eq!(cap.link(), LinkType::ETHERNET, "lo is DLT_EN10MB");
     let stop = cap.stop_handle();
 
-    let payloads: Vec<Vec<u8>> =
-        (0..5).map(|i| format!("roce live test datagram {i} from pid {}", std::process::id()).into_bytes()).collect();
+    let payloads: Vec<Vec<u8>> = (0..5)
+        .map(|i| {
+            format!("roce live test datagram {i} from pid {}", std::process::id()).into_bytes()
+        })
+        .collect();
     let to_send = payloads.clone();
     let t0 = now_ns();
     // The capture is open, so nothing sent from here on can be missed.
@@ -83,7 +86,13 @@ fn captures_exactly_five_udp_datagrams_on_lo() {
     let (got, after, interfaces) = within_deadline("live capture", move || {
         let mut got = vec![];
         while let Some(r) = cap.next_packet().unwrap_or_else(|e| panic!("{e}")) {
-            got.push(Got { number: r.number, ts_ns: r.ts_ns, link: r.link, orig_len: r.orig_len, data: r.data.to_vec() });
+            got.push(Got {
+                number: r.number,
+                ts_ns: r.ts_ns,
+                link: r.link,
+                orig_len: r.orig_len,
+                data: r.data.to_vec(),
+            });
         }
         // After count is reached it stays at the end.
         let after = cap.next_packet().map(|r| r.is_none());
@@ -107,20 +116,35 @@ fn captures_exactly_five_udp_datagrams_on_lo() {
         assert_eq!(u16::from_be_bytes([g.data[34], g.data[35]]), sport);
         assert_eq!(u16::from_be_bytes([g.data[36], g.data[37]]), 4791);
         assert_eq!(g.orig_len as usize, g.data.len());
-        assert!(g.ts_ns >= t0.saturating_sub(1_000_000_000) && g.ts_ns <= t1 + 1_000_000_000, "timestamp {}", g.ts_ns);
+        assert!(
+            g.ts_ns >= t0.saturating_sub(1_000_000_000) && g.ts_ns <= t1 + 1_000_000_000,
+            "timestamp {}",
+            g.ts_ns
+        );
     }
     assert!(got.windows(2).all(|w| w[0].ts_ns <= w[1].ts_ns));
     // Timestamps are nanoseconds: with µs precision all would end in 000.
     let ns_digits = got.iter().filter(|g| g.ts_ns % 1000 != 0).count();
-    assert!(ns_digits > 0, "timestamps look like microseconds: {:?}", got.iter().map(|g| g.ts_ns).collect::<Vec<_>>());
+    assert!(
+        ns_digits > 0,
+        "timestamps look like microseconds: {:?}",
+        got.iter().map(|g| g.ts_ns).collect::<Vec<_>>()
+    );
 
     // Written with PcapngWriter and read back: the same bytes.
     let mut w = PcapngWriter::new(Vec::new(), "roce live test").expect("writer");
     let iface = &interfaces[0];
     let id = w.add_interface(iface.link, iface.snaplen, iface.name.as_deref()).expect("idb");
     for g in &got {
-        w.write_packet(&OutPacket { interface: id, ts_ns: g.ts_ns, data: &g.data, orig_len: g.orig_len, direction: None, comment: None })
-            .expect("write");
+        w.write_packet(&OutPacket {
+            interface: id,
+            ts_ns: g.ts_ns,
+            data: &g.data,
+            orig_len: g.orig_len,
+            direction: None,
+            comment: None,
+        })
+        .expect("write");
     }
     let bytes = w.into_inner().expect("flush");
     let mut r = Reader::new(&bytes[..]).expect("reader");
@@ -164,14 +188,19 @@ fn stop_handle_ends_an_idle_capture() {
 
 #[test]
 fn count_zero_ends_at_once() {
-    let mut cap =
-        LiveCapture::open(&LiveOptions { iface: "lo".into(), count: Some(0), ..Default::default() }).unwrap_or_else(|e| panic!("{e}"));
+    let mut cap = LiveCapture::open(&LiveOptions {
+        iface: "lo".into(),
+        count: Some(0),
+        ..Default::default()
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
     assert!(cap.next_packet().unwrap().is_none());
 }
 
 #[test]
 fn unknown_interface_lists_the_available_ones() {
-    let e = LiveCapture::open(&LiveOptions { iface: "nosuchif0".into(), ..Default::default() }).unwrap_err();
+    let e = LiveCapture::open(&LiveOptions { iface: "nosuchif0".into(), ..Default::default() })
+        .unwrap_err();
     let s = e.to_string();
     assert!(s.starts_with("interface nosuchif0: "), "{s}");
     assert!(s.contains("available interfaces:") && s.contains("lo"), "{s}");
@@ -179,8 +208,12 @@ fn unknown_interface_lists_the_available_ones() {
 
 #[test]
 fn bad_filter_quotes_the_filter_and_libpcap() {
-    let e = LiveCapture::open(&LiveOptions { iface: "lo".into(), filter: "udp prot 4791".into(), ..Default::default() })
-        .unwrap_err();
+    let e = LiveCapture::open(&LiveOptions {
+        iface: "lo".into(),
+        filter: "udp prot 4791".into(),
+        ..Default::default()
+    })
+    .unwrap_err();
     let s = e.to_string();
     assert!(s.starts_with("interface lo: bad capture filter \"udp prot 4791\": "), "{s}");
     assert!(s.contains("syntax error") || s.contains("unknown"), "{s}");

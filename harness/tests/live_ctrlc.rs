@@ -53,8 +53,14 @@ fn sigint_stops_the_capture_cleanly() {
     let res = rx.recv_timeout(Duration::from_secs(20)).expect("capture did not end within 20 s");
     assert_eq!(res, Ok(0));
     let took = t.elapsed();
-    assert!(took < Duration::from_secs(5), "Ctrl-C took {took:?} to stop the capture (watchdog fired?)");
-    assert!(roce::net::live::ctrl_c_flag().load(std::sync::atomic::Ordering::SeqCst), "the shared flag stays set");
+    assert!(
+        took < Duration::from_secs(5),
+        "Ctrl-C took {took:?} to stop the capture (watchdog fired?)"
+    );
+    assert!(
+        roce::net::live::ctrl_c_flag().load(std::sync::atomic::Ordering::SeqCst),
+        "the shared flag stays set"
+    );
 
     // A capture opened after the Ctrl-C is not stopped by it.
     let mut cap = LiveCapture::open(&LiveOptions {

@@ -31,8 +31,9 @@ fn send(w: &Writer, f: &Frame) -> io::Result<()> {
 /// `/dev/virtio-ports/` symlinks).
 fn find_port() -> Result<PathBuf> {
     let dir = Path::new("/sys/class/virtio-ports");
-    let entries = std::fs::read_dir(dir)
-        .with_context(|| format!("no virtio-serial ports ({} unreadable): is virtio_console loaded?", dir.display()))?;
+    let entries = std::fs::read_dir(dir).with_context(|| {
+        format!("no virtio-serial ports ({} unreadable): is virtio_console loaded?", dir.display())
+    })?;
     for e in entries.flatten() {
         let name = std::fs::read_to_string(e.path().join("name")).unwrap_or_default();
         if name.trim() == PORT_NAME {
@@ -65,7 +66,10 @@ pub fn run(port: Option<PathBuf>) -> Result<u8> {
     let hello = Hello {
         instance: std::process::id() as u64 ^ (now_nanos() << 16),
         vm: cmdline_param("lab.vm").unwrap_or_else(|| "?".into()),
-        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default().trim().to_string(),
+        kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
     };
     // Say hello until the daemon answers with a sync frame (the host end may not
     // have been connected when the first one went out), then a heartbeat.
@@ -109,14 +113,18 @@ pub fn run(port: Option<PathBuf>) -> Result<u8> {
                             stdins.lock().unwrap_or_else(|p| p.into_inner()).insert(id, tx);
                             rx
                         });
-                        let (w, running, stdins) = (writer.clone(), running.clone(), stdins.clone());
+                        let (w, running, stdins) =
+                            (writer.clone(), running.clone(), stdins.clone());
                         thread::spawn(move || {
                             exec(id, req, stdin, &w, &running);
                             stdins.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
                         });
                     }
                     Err(e) => {
-                        let _ = send(&writer, &Frame::json(Kind::Exit, id, &ExitStatus::failed(e.to_string())));
+                        let _ = send(
+                            &writer,
+                            &Frame::json(Kind::Exit, id, &ExitStatus::failed(e.to_string())),
+                        );
                     }
                 }
             }
@@ -148,7 +156,10 @@ struct Running {
 }
 
 fn now_nanos() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 fn kill_group(pgid: i32) {
@@ -160,7 +171,13 @@ fn kill_group(pgid: i32) {
     }
 }
 
-fn exec(id: u32, req: ExecRequest, stdin: Option<mpsc::Receiver<Vec<u8>>>, w: &Writer, running: &Mutex<HashMap<u32, Running>>) {
+fn exec(
+    id: u32,
+    req: ExecRequest,
+    stdin: Option<mpsc::Receiver<Vec<u8>>>,
+    w: &Writer,
+    running: &Mutex<HashMap<u32, Running>>,
+) {
     let start = Instant::now();
     let mut cmd = Command::new("/bin/sh");
     cmd.arg("-c")
@@ -184,7 +201,10 @@ fn exec(id: u32, req: ExecRequest, stdin: Option<mpsc::Receiver<Vec<u8>>>, w: &W
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
-            let _ = send(w, &Frame::json(Kind::Exit, id, &ExitStatus::failed(format!("cannot start sh: {e}"))));
+            let _ = send(
+                w,
+                &Frame::json(Kind::Exit, id, &ExitStatus::failed(format!("cannot start sh: {e}"))),
+            );
             return;
         }
     };
@@ -249,8 +269,14 @@ fn exec(id: u32, req: ExecRequest, stdin: Option<mpsc::Receiver<Vec<u8>>>, w: &W
     running.lock().unwrap_or_else(|p| p.into_inner()).remove(&id);
     let elapsed_ms = start.elapsed().as_millis() as u64;
     let exit = match status {
-        Ok(s) => ExitStatus { code: s.code(), signal: s.signal(), timed_out, error: None, elapsed_ms },
-        Err(e) => ExitStatus { error: Some(format!("waiting for the command: {e}")), elapsed_ms, ..Default::default() },
+        Ok(s) => {
+            ExitStatus { code: s.code(), signal: s.signal(), timed_out, error: None, elapsed_ms }
+        }
+        Err(e) => ExitStatus {
+            error: Some(format!("waiting for the command: {e}")),
+            elapsed_ms,
+            ..Default::default()
+        },
     };
     let _ = send(w, &Frame::json(Kind::Exit, id, &exit));
 }

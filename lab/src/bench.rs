@@ -29,8 +29,6 @@ pub struct BenchReport {
     pub lossless: bool,
 }
 
-
-
 /// Boots a lab of its own (`<name>-bench`), measures it, hands it to `more` for
 /// measurements of the caller's (scenarios …), and takes it down.
 pub fn measure(
@@ -42,8 +40,24 @@ pub fn measure(
     let mut rows = Vec::new();
 
     let t = Instant::now();
-    let (img, built) = image::build(&image::BuildOpts { root: paths.root.clone(), release: args.image, mirror: None, force: false }, p)?;
-    rows.push(("image".into(), format!("{} (kernel {}, {})", args.image, img.manifest.kernel_release, img.manifest.describe_versions())));
+    let (img, built) = image::build(
+        &image::BuildOpts {
+            root: paths.root.clone(),
+            release: args.image,
+            mirror: None,
+            force: false,
+        },
+        p,
+    )?;
+    rows.push((
+        "image".into(),
+        format!(
+            "{} (kernel {}, {})",
+            args.image,
+            img.manifest.kernel_release,
+            img.manifest.describe_versions()
+        ),
+    ));
     rows.push((
         "image build".into(),
         if built {
@@ -56,7 +70,18 @@ pub fn measure(
     let bench = LabPaths::new(&paths.root, &format!("{}-bench", paths.name))?;
     super::stop(&bench)?;
     let _guard = DownOnDrop(bench.clone());
-    let r = up(&bench, &UpOpts { image: args.image, accel: args.accel, boot_timeout: Duration::from_secs(300), idle_timeout_min: 10, rules: vec![], seed: 1 }, p)?;
+    let r = up(
+        &bench,
+        &UpOpts {
+            image: args.image,
+            accel: args.accel,
+            boot_timeout: Duration::from_secs(300),
+            idle_timeout_min: 10,
+            rules: vec![],
+            seed: 1,
+        },
+        p,
+    )?;
     rows.push((
         "boot of the pair".into(),
         format!(
@@ -82,9 +107,15 @@ pub fn measure(
         on_wire: None,
     };
     p.say("run: ibv_rc_pingpong -g 1 -n 10");
-    let o = execute(&bench, one("ibv_rc_pingpong -g 1 -n 10", "ibv_rc_pingpong -g 1 -n 10 {a}", "rc.pcapng"))?;
+    let o = execute(
+        &bench,
+        one("ibv_rc_pingpong -g 1 -n 10", "ibv_rc_pingpong -g 1 -n 10 {a}", "rc.pcapng"),
+    )?;
     if !o.success() {
-        bail!("the ibv_rc_pingpong run failed: {:?}", o.sides.iter().map(|s| s.status.describe()).collect::<Vec<_>>());
+        bail!(
+            "the ibv_rc_pingpong run failed: {:?}",
+            o.sides.iter().map(|s| s.status.describe()).collect::<Vec<_>>()
+        );
     }
     rows.push((
         "one `lab run` (ibv_rc_pingpong -n 10)".into(),
@@ -100,18 +131,25 @@ pub fn measure(
     p.say(&format!("run: {w}"));
     let o = execute(&bench, one(&w, &format!("{w} {{a}}"), "write_bw.pcapng"))?;
     if !o.success() {
-        bail!("the ib_write_bw run failed: {:?}", o.sides.iter().map(|s| (s.status.describe(), s.stderr.clone())).collect::<Vec<_>>());
+        bail!(
+            "the ib_write_bw run failed: {:?}",
+            o.sides.iter().map(|s| (s.status.describe(), s.stderr.clone())).collect::<Vec<_>>()
+        );
     }
     let c = o.report.counters;
     let (_, pkts) = read_capture(&dir.join("write_bw.pcapng")).map_err(anyhow::Error::msg)?;
     let opts = dissector::frame::Options::default();
-    let roce: Vec<u64> = pkts.iter().filter(|p| parse_roce(&p.data, &opts).is_some()).map(|p| p.ts_ns).collect();
+    let roce: Vec<u64> =
+        pkts.iter().filter(|p| parse_roce(&p.data, &opts).is_some()).map(|p| p.ts_ns).collect();
     let span_ns = match (roce.iter().min(), roce.iter().max()) {
         (Some(a), Some(b)) if b > a => b - a,
         _ => 0,
     };
     let rate = if span_ns > 0 { roce.len() as f64 / (span_ns as f64 / 1e9) } else { 0.0 };
-    let lossless = o.report.socket_drops == 0 && c.send_errors == 0 && c.capture_complete() && pkts.len() as u64 == c.recorded;
+    let lossless = o.report.socket_drops == 0
+        && c.send_errors == 0
+        && c.capture_complete()
+        && pkts.len() as u64 == c.recorded;
     rows.push((
         format!("switch under ib_write_bw (-s {} -n {})", args.size, args.writes),
         format!(
@@ -141,4 +179,3 @@ impl Drop for DownOnDrop {
         let _ = super::stop(&self.0);
     }
 }
-

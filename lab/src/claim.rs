@@ -68,11 +68,14 @@ impl Owner {
     /// Whether the frame, sent in `dir` and decoded as `f`, is this run's.
     pub(crate) fn owns(&mut self, dir: Dir, f: &Frame) -> bool {
         if let Some(t) = &f.tcp {
-            return self.claim.ports.contains(&t.src_port) || self.claim.ports.contains(&t.dst_port);
+            return self.claim.ports.contains(&t.src_port)
+                || self.claim.ports.contains(&t.dst_port);
         }
         let Some(ib) = &f.ib else {
             // Plain UDP (not RoCE) by its ports, like TCP.
-            return f.udp.as_ref().is_some_and(|u| self.claim.ports.contains(&u.src_port) || self.claim.ports.contains(&u.dst_port));
+            return f.udp.as_ref().is_some_and(|u| {
+                self.claim.ports.contains(&u.src_port) || self.claim.ports.contains(&u.dst_port)
+            });
         };
         if ib.bth.dest_qp == GSI_QP {
             return match f.mad.as_ref().and_then(|m| m.cm) {
@@ -91,7 +94,8 @@ impl Owner {
         let (local, remote) = match cm {
             CmMessage::Req(r) => {
                 // rdma_cm's IP port spaces: Service ID 0x0000_0000_01PP_pppp.
-                let ours = r.service_id >> 24 == 0x01 && self.claim.ports.contains(&(r.service_id as u16));
+                let ours =
+                    r.service_id >> 24 == 0x01 && self.claim.ports.contains(&(r.service_id as u16));
                 if ours && !self.comm_ids.contains(&r.local_comm_id) {
                     self.comm_ids.push(r.local_comm_id);
                 }
@@ -125,7 +129,11 @@ mod tests {
     use dissector::wire::{Psn, Syndrome};
 
     fn decode(b: &[u8]) -> Frame {
-        dissector::frame::decode(dissector::LinkType::ETHERNET, b, &dissector::frame::Options::default())
+        dissector::frame::decode(
+            dissector::LinkType::ETHERNET,
+            b,
+            &dissector::frame::Options::default(),
+        )
     }
 
     fn last(c: &Conversation) -> Frame {
@@ -184,21 +192,49 @@ mod tests {
         c.cm(craft::Dir::AtoB, CmMessage::Rtu { local_comm_id: 0x1000, remote_comm_id: 0x2000 }, 2);
         assert!(sees(&c, Dir::AtoB), "RTU");
         // The passive side disconnects: its DREQ names only IDs learned on the way.
-        c.cm(craft::Dir::BtoA, CmMessage::Dreq { local_comm_id: 0x2000, remote_comm_id: 0x1000, remote_qpn: 0x11 }, 3);
+        c.cm(
+            craft::Dir::BtoA,
+            CmMessage::Dreq { local_comm_id: 0x2000, remote_comm_id: 0x1000, remote_qpn: 0x11 },
+            3,
+        );
         assert!(sees(&c, Dir::BtoA), "DREQ from the passive side");
-        c.cm(craft::Dir::AtoB, CmMessage::Drep { local_comm_id: 0xaaaa, remote_comm_id: 0xbbbb }, 4);
+        c.cm(
+            craft::Dir::AtoB,
+            CmMessage::Drep { local_comm_id: 0xaaaa, remote_comm_id: 0xbbbb },
+            4,
+        );
         assert!(!sees(&c, Dir::AtoB), "another run's DREP");
     }
 
     fn rep(local: u32, remote: u32) -> CmRep {
-        CmRep { local_comm_id: local, remote_comm_id: remote, local_qkey: 0, local_qpn: 0x12, starting_psn: Psn::new(1), responder_resources: 1, initiator_depth: 1, rnr_retry_count: 7, srq: false }
+        CmRep {
+            local_comm_id: local,
+            remote_comm_id: remote,
+            local_qkey: 0,
+            local_qpn: 0x12,
+            starting_psn: Psn::new(1),
+            responder_resources: 1,
+            initiator_depth: 1,
+            rnr_retry_count: 7,
+            srq: false,
+        }
     }
 
     #[test]
     fn claims_that_share_a_qpn_or_port_overlap() {
         let a = Claim { qps_a: vec![0x11], qps_b: vec![0x12], ports: vec![18_600] };
-        assert_eq!(a.overlaps(&Claim { qps_a: vec![0x13], qps_b: vec![0x11], ports: vec![18_700] }), None, "0x11 on a and on b are different QPs");
-        assert_eq!(a.overlaps(&Claim { qps_a: vec![0x11], ..Default::default() }).as_deref(), Some("QPN 0x11 on VM a"));
-        assert_eq!(a.overlaps(&Claim { ports: vec![18_600], ..Default::default() }).as_deref(), Some("port 18600"));
+        assert_eq!(
+            a.overlaps(&Claim { qps_a: vec![0x13], qps_b: vec![0x11], ports: vec![18_700] }),
+            None,
+            "0x11 on a and on b are different QPs"
+        );
+        assert_eq!(
+            a.overlaps(&Claim { qps_a: vec![0x11], ..Default::default() }).as_deref(),
+            Some("QPN 0x11 on VM a")
+        );
+        assert_eq!(
+            a.overlaps(&Claim { ports: vec![18_600], ..Default::default() }).as_deref(),
+            Some("port 18600")
+        );
     }
 }

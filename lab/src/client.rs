@@ -18,7 +18,8 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(30);
 const EXEC_GRACE: Duration = Duration::from_secs(15);
 
 pub fn not_up(paths: &LabPaths) -> anyhow::Error {
-    let flag = if paths.name == "default" { String::new() } else { format!(" --name {}", paths.name) };
+    let flag =
+        if paths.name == "default" { String::new() } else { format!(" --name {}", paths.name) };
     anyhow!("lab `{}` is not up\nhint: start it with `roce lab{flag} up`", paths.name)
 }
 
@@ -32,10 +33,19 @@ pub fn connect(paths: &LabPaths) -> Result<UnixStream> {
     loop {
         match UnixStream::connect(&sock) {
             Ok(s) => return Ok(s),
-            Err(e) if Instant::now() < deadline && matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused) => {
+            Err(e)
+                if Instant::now() < deadline
+                    && matches!(
+                        e.kind(),
+                        io::ErrorKind::NotFound | io::ErrorKind::ConnectionRefused
+                    ) =>
+            {
                 std::thread::sleep(control::POLL)
             }
-            Err(e) => return Err(e).with_context(|| format!("connecting to the lab daemon at {}", sock.display())),
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("connecting to the lab daemon at {}", sock.display()))
+            }
         }
     }
 }
@@ -44,7 +54,9 @@ fn read_response(s: &mut UnixStream, within: Duration) -> Result<serde_json::Val
     s.set_read_timeout(Some(within))?;
     let f = control::read_frame(s)
         .map_err(|e| match e.kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => anyhow!("the lab daemon did not answer within {within:?}"),
+            io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => {
+                anyhow!("the lab daemon did not answer within {within:?}")
+            }
             _ => anyhow!(e).context("reading the lab daemon's answer"),
         })?
         .ok_or_else(|| anyhow!("the lab daemon closed the connection without answering"))?;
@@ -56,7 +68,10 @@ fn read_response(s: &mut UnixStream, within: Duration) -> Result<serde_json::Val
 
 fn response_data(r: Response) -> Result<serde_json::Value> {
     if !r.ok {
-        bail!("{}", r.error.unwrap_or_else(|| "the lab daemon reported an unspecified error".into()));
+        bail!(
+            "{}",
+            r.error.unwrap_or_else(|| "the lab daemon reported an unspecified error".into())
+        );
     }
     Ok(r.data)
 }
@@ -82,8 +97,15 @@ pub fn exec(
     on_output: &mut dyn FnMut(Kind, &[u8]),
 ) -> Result<ExitStatus> {
     let mut s = connect(paths)?;
-    let req = Request::Exec { vm: vm.name().into(), cmd: cmd.into(), timeout_ms: Some(timeout.as_millis() as u64), stdin: false };
-    Frame::json(Kind::Request, 1, &req).write_to(&mut s).context("sending the command to the lab daemon")?;
+    let req = Request::Exec {
+        vm: vm.name().into(),
+        cmd: cmd.into(),
+        timeout_ms: Some(timeout.as_millis() as u64),
+        stdin: false,
+    };
+    Frame::json(Kind::Request, 1, &req)
+        .write_to(&mut s)
+        .context("sending the command to the lab daemon")?;
     let deadline = Instant::now() + timeout + EXEC_GRACE;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
@@ -99,8 +121,13 @@ pub fn exec(
         s.set_read_timeout(Some(left))?;
         let f = match control::read_frame(&mut s) {
             Ok(Some(f)) => f,
-            Ok(None) => bail!("the lab daemon closed the connection while `{cmd}` ran in VM {} (lab going down?)", vm.name()),
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => continue,
+            Ok(None) => bail!(
+                "the lab daemon closed the connection while `{cmd}` ran in VM {} (lab going down?)",
+                vm.name()
+            ),
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+                continue
+            }
             Err(e) => return Err(e).context("reading the command's output"),
         };
         match f.kind {
@@ -118,7 +145,12 @@ pub fn exec(
 
 /// Runs `cmd` and returns its exit status and stdout (stderr is appended to the
 /// error message when it fails).
-pub fn exec_capture(paths: &LabPaths, vm: Vm, cmd: &str, timeout: Duration) -> Result<(ExitStatus, String, String)> {
+pub fn exec_capture(
+    paths: &LabPaths,
+    vm: Vm,
+    cmd: &str,
+    timeout: Duration,
+) -> Result<(ExitStatus, String, String)> {
     let (mut out, mut err) = (Vec::new(), Vec::new());
     let st = exec(paths, vm, cmd, timeout, &mut |k, d| match k {
         Kind::Stdout => out.extend_from_slice(d),
@@ -155,8 +187,15 @@ impl ExecStdio {
     ) -> Result<ExecStdio> {
         super::daemon::refresh_share(paths)?;
         let mut stream = connect(paths)?;
-        let req = Request::Exec { vm: vm.name().into(), cmd: cmd.into(), timeout_ms: Some(timeout.as_millis() as u64), stdin: true };
-        Frame::json(Kind::Request, STDIO_ID, &req).write_to(&mut stream).context("sending the command to the lab daemon")?;
+        let req = Request::Exec {
+            vm: vm.name().into(),
+            cmd: cmd.into(),
+            timeout_ms: Some(timeout.as_millis() as u64),
+            stdin: true,
+        };
+        Frame::json(Kind::Request, STDIO_ID, &req)
+            .write_to(&mut stream)
+            .context("sending the command to the lab daemon")?;
         let mut reader = stream.try_clone().context("cloning the control connection")?;
         let (tx, rx) = mpsc::channel();
         let status = std::sync::Arc::new(std::sync::Mutex::new(None));
@@ -175,18 +214,40 @@ impl ExecStdio {
                         Ok(Some(f)) if f.kind == Kind::Stderr => on_stderr(&f.payload),
                         Ok(Some(f)) if f.kind == Kind::Exit => break f.parse::<ExitStatus>().ok(),
                         Ok(Some(f)) if f.kind == Kind::Response => {
-                            let msg = f.parse::<Response>().ok().and_then(|r| r.error).unwrap_or_default();
-                            break Some(ExitStatus::failed(format!("the lab daemon refused the command: {msg}")));
+                            let msg = f
+                                .parse::<Response>()
+                                .ok()
+                                .and_then(|r| r.error)
+                                .unwrap_or_default();
+                            break Some(ExitStatus::failed(format!(
+                                "the lab daemon refused the command: {msg}"
+                            )));
                         }
                         Ok(Some(_)) => {}
-                        Ok(None) => break Some(ExitStatus::failed("the lab daemon closed the connection (lab going down?)")),
-                        Err(e) => break Some(ExitStatus::failed(format!("reading VM {name}'s command: {e}"))),
+                        Ok(None) => {
+                            break Some(ExitStatus::failed(
+                                "the lab daemon closed the connection (lab going down?)",
+                            ))
+                        }
+                        Err(e) => {
+                            break Some(ExitStatus::failed(format!(
+                                "reading VM {name}'s command: {e}"
+                            )))
+                        }
                     }
                 };
                 *st.lock().unwrap_or_else(|e| e.into_inner()) = end;
             })
             .context("starting the stdio reader")?;
-        Ok(ExecStdio { stream, stdout: rx, pending: Vec::new(), pos: 0, status, reader: Some(thread), vm })
+        Ok(ExecStdio {
+            stream,
+            stdout: rx,
+            pending: Vec::new(),
+            pos: 0,
+            status,
+            reader: Some(thread),
+            vm,
+        })
     }
 
     /// How the command ended, once it has (its stdout then reads end of file).
@@ -233,7 +294,10 @@ impl ExecStdio {
                 self.pos = 0;
                 Ok(true)
             }
-            Err(Some(d)) => Err(io::Error::new(io::ErrorKind::TimedOut, format!("VM {}'s command said nothing within {d:?}", self.vm.name()))),
+            Err(Some(d)) => Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("VM {}'s command said nothing within {d:?}", self.vm.name()),
+            )),
             // The end. A command the lab lost (its VM died or hung) is an error
             // that says so, not a quiet end of file.
             Err(None) => match self.status().and_then(|s| s.error) {
@@ -330,9 +394,15 @@ fn read_live(mut reader: UnixStream, mut on_wire: OnWire, answers: mpsc::Sender<
                 }
                 Err(e) => Err(anyhow!(e)),
             },
-            Ok(Some(f)) if f.kind == Kind::Response => f.parse::<Response>().map_err(anyhow::Error::from),
-            Ok(Some(f)) => Err(anyhow!("the lab daemon sent an unexpected {:?} frame during the run", f.kind)),
-            Ok(None) => Err(anyhow!("the lab daemon closed the connection during the run (lab going down?)")),
+            Ok(Some(f)) if f.kind == Kind::Response => {
+                f.parse::<Response>().map_err(anyhow::Error::from)
+            }
+            Ok(Some(f)) => {
+                Err(anyhow!("the lab daemon sent an unexpected {:?} frame during the run", f.kind))
+            }
+            Ok(None) => Err(anyhow!(
+                "the lab daemon closed the connection during the run (lab going down?)"
+            )),
             Err(e) => Err(anyhow!(e).context("reading the run's wire from the lab daemon")),
         };
         let fatal = next.is_err();
@@ -354,7 +424,14 @@ impl RunSession {
     /// while the run lasts (all of them before [`RunSession::end`] returns).
     /// With a `claim`, the run shares the switch with other claimed runs and owns
     /// (counts, records) only the frames it claims; it can have no `rules` then.
-    pub fn begin(paths: &LabPaths, pcap: Option<String>, rules: Vec<super::fault::Rule>, seed: u64, on_wire: Option<OnWire>, claim: Option<Claim>) -> Result<RunSession> {
+    pub fn begin(
+        paths: &LabPaths,
+        pcap: Option<String>,
+        rules: Vec<super::fault::Rule>,
+        seed: u64,
+        on_wire: Option<OnWire>,
+        claim: Option<Claim>,
+    ) -> Result<RunSession> {
         let stream = connect(paths)?;
         let live = match on_wire {
             Some(cb) => {
@@ -378,11 +455,9 @@ impl RunSession {
     fn answer(&mut self) -> Result<serde_json::Value> {
         match &self.live {
             None => read_response(&mut self.stream, ANSWER_WITHIN),
-            Some(l) => response_data(
-                l.answers
-                    .recv_timeout(ANSWER_WITHIN)
-                    .map_err(|_| anyhow!("the lab daemon did not answer within {ANSWER_WITHIN:?}"))??,
-            ),
+            Some(l) => response_data(l.answers.recv_timeout(ANSWER_WITHIN).map_err(|_| {
+                anyhow!("the lab daemon did not answer within {ANSWER_WITHIN:?}")
+            })??),
         }
     }
 

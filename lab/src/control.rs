@@ -152,7 +152,9 @@ pub fn read_frame<R: Read>(r: &mut R) -> io::Result<Option<Frame>> {
             Ok(0) => {
                 return Err(io::Error::new(
                     io::ErrorKind::UnexpectedEof,
-                    format!("control stream ended inside a frame header ({got} of {HEADER_LEN} bytes)"),
+                    format!(
+                        "control stream ended inside a frame header ({got} of {HEADER_LEN} bytes)"
+                    ),
                 ))
             }
             Ok(n) => got += n,
@@ -163,7 +165,10 @@ pub fn read_frame<R: Read>(r: &mut R) -> io::Result<Option<Frame>> {
     if hdr[0] != MAGIC {
         return Err(io::Error::new(
             io::ErrorKind::InvalidData,
-            format!("control stream out of sync: frame starts with byte {:#04x}, expected {MAGIC:#04x}", hdr[0]),
+            format!(
+                "control stream out of sync: frame starts with byte {:#04x}, expected {MAGIC:#04x}",
+                hdr[0]
+            ),
         ));
     }
     let kind = Kind::from_u8(hdr[1]).ok_or_else(|| {
@@ -179,7 +184,10 @@ pub fn read_frame<R: Read>(r: &mut R) -> io::Result<Option<Frame>> {
     }
     let mut payload = vec![0u8; len];
     r.read_exact(&mut payload).map_err(|e| {
-        io::Error::new(e.kind(), format!("control stream ended inside a {kind:?} frame of {len} bytes: {e}"))
+        io::Error::new(
+            e.kind(),
+            format!("control stream ended inside a {kind:?} frame of {len} bytes: {e}"),
+        )
     })?;
     Ok(Some(Frame { kind, id, payload }))
 }
@@ -200,7 +208,10 @@ pub fn resync_hello<R: Read>(r: &mut R) -> io::Result<Option<Frame>> {
     r.read_exact(&mut len)?;
     let len = u32::from_be_bytes(len) as usize;
     if len > 64 * 1024 {
-        return Err(io::Error::new(io::ErrorKind::InvalidData, format!("a Hello frame of {len} bytes is not believable")));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("a Hello frame of {len} bytes is not believable"),
+        ));
     }
     let mut payload = vec![0u8; len];
     r.read_exact(&mut payload)?;
@@ -387,10 +398,15 @@ impl WireFrame {
     }
 
     pub fn parse(f: &Frame) -> io::Result<WireFrame> {
-        let bad = |what: &str| io::Error::new(io::ErrorKind::InvalidData, format!("malformed Wire frame: {what}"));
+        let bad = |what: &str| {
+            io::Error::new(io::ErrorKind::InvalidData, format!("malformed Wire frame: {what}"))
+        };
         let p = &f.payload;
         if p.len() < WIRE_FIXED {
-            return Err(bad(&format!("{} bytes, shorter than its {WIRE_FIXED}-byte header", p.len())));
+            return Err(bad(&format!(
+                "{} bytes, shorter than its {WIRE_FIXED}-byte header",
+                p.len()
+            )));
         }
         let sender = match p[0] {
             0 => Dir::AtoB,
@@ -405,7 +421,12 @@ impl WireFrame {
             return Err(bad(&format!("comment of {clen} bytes, {} left", body.len())));
         }
         let comment = (clen > 0).then(|| String::from_utf8_lossy(&body[..clen]).into_owned());
-        Ok(WireFrame { sender, ts_ns: u64::from_be_bytes(ts), comment, data: body[clen..].to_vec() })
+        Ok(WireFrame {
+            sender,
+            ts_ns: u64::from_be_bytes(ts),
+            comment,
+            data: body[clen..].to_vec(),
+        })
     }
 }
 
@@ -476,7 +497,12 @@ mod tests {
 
     #[test]
     fn wire_frames_round_trip_and_reject_garbage() {
-        let w = WireFrame { sender: Dir::BtoA, ts_ns: 1_700_000_000_123_456_789, comment: Some("dropped by rule 1".into()), data: vec![7; 60] };
+        let w = WireFrame {
+            sender: Dir::BtoA,
+            ts_ns: 1_700_000_000_123_456_789,
+            comment: Some("dropped by rule 1".into()),
+            data: vec![7; 60],
+        };
         let mut buf = Vec::new();
         w.to_frame().write_to(&mut buf).unwrap();
         let f = read_frame(&mut &buf[..]).unwrap().unwrap();

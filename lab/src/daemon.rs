@@ -18,12 +18,12 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context, Result};
 use serde_json::json;
 
+use super::claim::Claim;
 use super::control::{self, ExecRequest, ExitStatus, Frame, Hello, Kind, Request, Response};
+use super::fault::Rule;
 use super::image::{Image, Release};
 use super::record::PcapngRecorder;
 use super::state::{self, Flock, LabPaths, Vm};
-use super::fault::Rule;
-use super::claim::Claim;
 use super::switch::{RunId, RunReport, RunSpec, Switch, Wire};
 use super::vm::{self, Accel, VmSpec};
 
@@ -142,14 +142,21 @@ impl Shared {
         let mut g = self.agents[vm.index()].writer.lock().unwrap_or_else(|e| e.into_inner());
         match g.as_mut() {
             Some(s) => f.write_to(s),
-            None => Err(io::Error::new(io::ErrorKind::NotConnected, format!("VM {}'s control port is not connected", vm.name()))),
+            None => Err(io::Error::new(
+                io::ErrorKind::NotConnected,
+                format!("VM {}'s control port is not connected", vm.name()),
+            )),
         }
     }
 
     /// Starts `cmd` in `vm`, output going to `sink`. Errors if the agent is not up.
     fn start_exec(&self, vm: Vm, req: ExecRequest, sink: Sink) -> std::result::Result<u32, String> {
         if self.agents[vm.index()].hello.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
-            return Err(format!("VM {}'s agent is not up yet (the lab is {})", vm.name(), self.phase().name()));
+            return Err(format!(
+                "VM {}'s agent is not up yet (the lab is {})",
+                vm.name(),
+                self.phase().name()
+            ));
         }
         let gid = self.next_id.fetch_add(1, Ordering::SeqCst);
         self.routes.lock().unwrap_or_else(|e| e.into_inner()).insert(gid, Route { vm, sink });
@@ -162,9 +169,18 @@ impl Shared {
     }
 
     /// Runs a command for the daemon itself; returns its status and stdout.
-    fn exec_internal(&self, vm: Vm, cmd: &str, timeout: Duration) -> std::result::Result<(ExitStatus, String), String> {
+    fn exec_internal(
+        &self,
+        vm: Vm,
+        cmd: &str,
+        timeout: Duration,
+    ) -> std::result::Result<(ExitStatus, String), String> {
         let (tx, rx) = mpsc::channel();
-        let req = ExecRequest { cmd: cmd.to_string(), timeout_ms: Some(timeout.as_millis() as u64), stdin: false };
+        let req = ExecRequest {
+            cmd: cmd.to_string(),
+            timeout_ms: Some(timeout.as_millis() as u64),
+            stdin: false,
+        };
         let gid = self.start_exec(vm, req, Sink::Internal(tx))?;
         let deadline = Instant::now() + timeout + Duration::from_secs(10);
         let mut out = Vec::new();
@@ -180,7 +196,10 @@ impl Shared {
                 Err(_) => {
                     self.routes.lock().unwrap_or_else(|e| e.into_inner()).remove(&gid);
                     let _ = self.send_to_agent(vm, &Frame::new(Kind::Kill, gid, vec![]));
-                    return Err(format!("`{cmd}` in VM {} did not finish within {timeout:?}", vm.name()));
+                    return Err(format!(
+                        "`{cmd}` in VM {} did not finish within {timeout:?}",
+                        vm.name()
+                    ));
                 }
             }
         }
@@ -228,7 +247,14 @@ impl Shared {
         if self.standing.0.is_empty() {
             return Ok(());
         }
-        let id = self.switch.begin(RunSpec { rules: self.standing.0.clone(), seed: self.standing.1, recorder: None, capture: None, live: None, claim: None })?;
+        let id = self.switch.begin(RunSpec {
+            rules: self.standing.0.clone(),
+            seed: self.standing.1,
+            recorder: None,
+            capture: None,
+            live: None,
+            claim: None,
+        })?;
         *self.background.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
         Ok(())
     }
@@ -341,7 +367,12 @@ pub fn run(opts: DaemonOpts) -> Result<u8> {
     if let Err(e) = &result {
         log(&format!("FATAL: {e:#}"));
     }
-    for f in [paths.control_socket(), paths.daemon_pidfile(), paths.agent_socket(Vm::A), paths.agent_socket(Vm::B)] {
+    for f in [
+        paths.control_socket(),
+        paths.daemon_pidfile(),
+        paths.agent_socket(Vm::A),
+        paths.agent_socket(Vm::B),
+    ] {
         let _ = fs::remove_file(f);
     }
     log("daemon exits");
@@ -373,7 +404,8 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
     }
     let sock = paths.control_socket();
     let _ = fs::remove_file(&sock);
-    let listener = UnixListener::bind(&sock).with_context(|| format!("binding {}", sock.display()))?;
+    let listener =
+        UnixListener::bind(&sock).with_context(|| format!("binding {}", sock.display()))?;
     listener.set_nonblocking(true)?;
 
     let (accel, accel_note) = vm::resolve_accel(opts.accel, &img, paths, &|m| log(m))?;
@@ -463,7 +495,8 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
             if let Some(c) = qemus.0[vm.index()].as_mut() {
                 if let Ok(Some(st)) = c.try_wait() {
                     if shared.phase() != Phase::Stopping {
-                        let tail = state::tail(&paths.dir.join(format!("{}.qemu.log", vm.name())), 5);
+                        let tail =
+                            state::tail(&paths.dir.join(format!("{}.qemu.log", vm.name())), 5);
                         let console = state::tail(&paths.console(vm), 8);
                         shared.set_phase(Phase::Failed(format!(
                             "VM {}'s qemu exited ({st})\nqemu said: {tail}\nconsole ({}):\n{console}",
@@ -485,13 +518,17 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
                         paths.console(vm).display(),
                         state::tail(&paths.console(vm), 8)
                     )));
-                    shared.fail_routes(vm, "its NIC stopped transmitting (NETDEV WATCHDOG in its kernel log)");
+                    shared.fail_routes(
+                        vm,
+                        "its NIC stopped transmitting (NETDEV WATCHDOG in its kernel log)",
+                    );
                 }
             }
         }
         if matches!(shared.phase(), Phase::Ready) {
             for vm in Vm::BOTH {
-                let seen = *shared.agents[vm.index()].last_seen.lock().unwrap_or_else(|e| e.into_inner());
+                let seen =
+                    *shared.agents[vm.index()].last_seen.lock().unwrap_or_else(|e| e.into_inner());
                 if seen.is_some_and(|t| t.elapsed() > control::HUNG_AFTER) {
                     let console = state::tail(&paths.console(vm), 8);
                     shared.set_phase(Phase::Failed(format!(
@@ -539,7 +576,11 @@ fn agent_link(sh: &Shared, vm: Vm) {
             Ok(s) => break s,
             Err(e) => {
                 if Instant::now() > deadline || sh.shutdown.load(Ordering::SeqCst) {
-                    sh.set_phase(Phase::Failed(format!("cannot reach VM {}'s control port {}: {e}", vm.name(), path.display())));
+                    sh.set_phase(Phase::Failed(format!(
+                        "cannot reach VM {}'s control port {}: {e}",
+                        vm.name(),
+                        path.display()
+                    )));
                     return;
                 }
                 thread::sleep(control::POLL);
@@ -560,7 +601,10 @@ fn agent_link(sh: &Shared, vm: Vm) {
             Ok(Some(f)) => f,
             Ok(None) | Err(_) if sh.phase() == Phase::Stopping => return,
             Ok(None) => {
-                sh.set_phase(Phase::Failed(format!("VM {}'s control port closed (did its qemu exit?)", vm.name())));
+                sh.set_phase(Phase::Failed(format!(
+                    "VM {}'s control port closed (did its qemu exit?)",
+                    vm.name()
+                )));
                 sh.fail_routes(vm, "the VM went away (its qemu exited?)");
                 return;
             }
@@ -576,7 +620,8 @@ fn agent_link(sh: &Shared, vm: Vm) {
                 }
             }
         };
-        *sh.agents[vm.index()].last_seen.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
+        *sh.agents[vm.index()].last_seen.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(Instant::now());
         match f.kind {
             Kind::Heartbeat => {}
             Kind::Hello => {
@@ -587,7 +632,8 @@ fn agent_link(sh: &Shared, vm: Vm) {
                         continue;
                     }
                 };
-                let mut slot = sh.agents[vm.index()].hello.lock().unwrap_or_else(|e| e.into_inner());
+                let mut slot =
+                    sh.agents[vm.index()].hello.lock().unwrap_or_else(|e| e.into_inner());
                 let restarted = slot.as_ref().is_some_and(|h| h.instance != hello.instance);
                 let fresh = slot.as_ref().is_none_or(|h| h.instance != hello.instance);
                 if fresh {
@@ -635,11 +681,16 @@ fn readiness(sh: &Shared, boot_start: Instant, within: Duration) {
         let mut last;
         loop {
             match sh.exec_internal(vm, check, Duration::from_secs(20)) {
-                Ok((st, out)) if st.success() && out.contains("ACTIVE") && out.contains(vm.gid()) => break,
+                Ok((st, out))
+                    if st.success() && out.contains("ACTIVE") && out.contains(vm.gid()) =>
+                {
+                    break
+                }
                 Ok((st, out)) => last = format!("{}: {}", st.describe(), out.trim()),
                 Err(e) => last = e,
             }
-            if Instant::now() > deadline || matches!(sh.phase(), Phase::Failed(_) | Phase::Stopping) {
+            if Instant::now() > deadline || matches!(sh.phase(), Phase::Failed(_) | Phase::Stopping)
+            {
                 sh.set_phase(Phase::Failed(format!(
                     "VM {}: rxe0 not ACTIVE with GID {} within {} s (last check: {last})",
                     vm.name(),
@@ -679,7 +730,10 @@ struct RunRequest {
 /// channel (the run ended); a client that went away just stops the stream.
 fn stream_wire(rx: mpsc::Receiver<control::WireFrame>, client: Arc<Mutex<UnixStream>>) {
     // A client that stops reading must not hold the run's end hostage.
-    let _ = client.lock().unwrap_or_else(|e| e.into_inner()).set_write_timeout(Some(Duration::from_secs(30)));
+    let _ = client
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .set_write_timeout(Some(Duration::from_secs(30)));
     for w in rx {
         let mut s = client.lock().unwrap_or_else(|e| e.into_inner());
         if w.to_frame().write_to(&mut *s).is_err() {
@@ -707,7 +761,8 @@ fn begin_run(sh: &Shared, conn: u64, req: RunRequest) -> std::result::Result<(),
             if !path.is_absolute() {
                 return Err(format!("capture path {p} is not absolute"));
             }
-            let rec = PcapngRecorder::create(&path).map_err(|e| format!("cannot create the capture {p}: {e}"))?;
+            let rec = PcapngRecorder::create(&path)
+                .map_err(|e| format!("cannot create the capture {p}: {e}"))?;
             (Some(Box::new(rec) as Box<dyn super::record::Recorder>), Some(path))
         }
         None => (None, None),
@@ -737,7 +792,11 @@ fn begin_run(sh: &Shared, conn: u64, req: RunRequest) -> std::result::Result<(),
             if runs.is_empty() {
                 let _ = sh.begin_background_run();
             }
-            let hint = if runs.is_empty() { "" } else { "\nhint: one run at a time unless each claims its own QPs (roce run -j); use another --name for a second lab" };
+            let hint = if runs.is_empty() {
+                ""
+            } else {
+                "\nhint: one run at a time unless each claims its own QPs (roce run -j); use another --name for a second lab"
+            };
             Err(format!("{e}{hint}"))
         }
     }
@@ -790,11 +849,18 @@ fn client_conn(sh: &Shared, stream: UnixStream, conn: u64) -> Result<()> {
                 match req {
                     Request::Exec { vm, cmd, timeout_ms, stdin } => {
                         let Some(v) = Vm::parse(&vm) else {
-                            respond(&writer, &Response::err(format!("no VM `{vm}`: the lab has VMs a and b")))?;
+                            respond(
+                                &writer,
+                                &Response::err(format!("no VM `{vm}`: the lab has VMs a and b")),
+                            )?;
                             continue;
                         };
                         let req = ExecRequest { cmd, timeout_ms, stdin };
-                        match sh.start_exec(v, req, Sink::Client { stream: writer.clone(), id: f.id }) {
+                        match sh.start_exec(
+                            v,
+                            req,
+                            Sink::Client { stream: writer.clone(), id: f.id },
+                        ) {
                             Ok(gid) => mine.push((f.id, gid)),
                             Err(e) => respond(&writer, &Response::err(e))?,
                         }
@@ -822,7 +888,9 @@ fn client_conn(sh: &Shared, stream: UnixStream, conn: u64) -> Result<()> {
             // Kill, or stdin bytes, for a command this connection started.
             Kind::Kill | Kind::Stdin => {
                 if let Some(&(_, gid)) = mine.iter().find(|(cid, _)| *cid == f.id) {
-                    if let Some(vm) = sh.routes.lock().unwrap_or_else(|e| e.into_inner()).get(&gid).map(|r| r.vm) {
+                    if let Some(vm) =
+                        sh.routes.lock().unwrap_or_else(|e| e.into_inner()).get(&gid).map(|r| r.vm)
+                    {
                         let _ = sh.send_to_agent(vm, &Frame::new(f.kind, gid, f.payload));
                     }
                 }

@@ -104,18 +104,27 @@ impl fmt::Display for Offset {
 pub enum Action {
     Drop,
     /// XOR one byte with `xor`.
-    Corrupt { at: Offset, xor: u8 },
+    Corrupt {
+        at: Offset,
+        xor: u8,
+    },
     /// Invert the four ICRC bytes.
     CorruptIcrc,
     /// Set ECN to Congestion Experienced (11) in the IP header.
     Ce,
     /// Forward the frame and then `copies` more copies of it.
-    Dup { copies: u32 },
+    Dup {
+        copies: u32,
+    },
     /// Hold the frame for `ms` milliseconds.
-    Delay { ms: u64 },
+    Delay {
+        ms: u64,
+    },
     /// Hold the frame until the next frame in the same direction has gone past (or
     /// `ms` elapsed), so the two arrive swapped.
-    Reorder { ms: u64 },
+    Reorder {
+        ms: u64,
+    },
     /// Answer the request in the responder's place.
     Respond(Respond),
 }
@@ -232,7 +241,9 @@ impl fmt::Display for OpMatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             OpMatch::Exact(o) => write!(f, "{o:#04x}"),
-            OpMatch::Operation(o) => f.write_str(&op_slug(Opcode(*o).info().map(|i| i.name).unwrap_or("?"))),
+            OpMatch::Operation(o) => {
+                f.write_str(&op_slug(Opcode(*o).info().map(|i| i.name).unwrap_or("?")))
+            }
         }
     }
 }
@@ -259,14 +270,27 @@ pub struct Rule {
 
 impl Rule {
     fn new(action: Action) -> Rule {
-        Rule { action, dir: None, qp: None, op: None, psn: None, nth: None, prob: None, seed: None, limit: None, fix_icrc: false }
+        Rule {
+            action,
+            dir: None,
+            qp: None,
+            op: None,
+            psn: None,
+            nth: None,
+            prob: None,
+            seed: None,
+            limit: None,
+            fix_icrc: false,
+        }
     }
 
     /// The most times the rule applies: its `limit`, and for an RNR range one
     /// application per timer code, whichever is fewer.
     pub fn cap(&self) -> Option<u64> {
         let codes = match self.action {
-            Action::Respond(Respond { reply: Reply::Rnr { first, last }, .. }) => Some(u64::from(last.saturating_sub(first)) + 1),
+            Action::Respond(Respond { reply: Reply::Rnr { first, last }, .. }) => {
+                Some(u64::from(last.saturating_sub(first)) + 1)
+            }
             _ => None,
         };
         match (self.limit, codes) {
@@ -380,7 +404,8 @@ impl fmt::Display for RuleError {
         }
         writeln!(f, "    {}", self.input)?;
         let col = self.input[..self.span.start.min(self.input.len())].chars().count();
-        let width = self.input.get(self.span.clone()).map(|s| s.chars().count()).unwrap_or(1).max(1);
+        let width =
+            self.input.get(self.span.clone()).map(|s| s.chars().count()).unwrap_or(1).max(1);
         write!(f, "    {}{}", " ".repeat(col), "^".repeat(width))?;
         if let Some(h) = &self.hint {
             write!(f, "\nhint: {h}")?;
@@ -407,7 +432,11 @@ pub fn parse_rule(input: &str) -> Result<Rule, RuleError> {
     };
     let mut words = tokens(input);
     let Some((action_span, action_word)) = words.next() else {
-        return Err(err(0..0, "empty rule".into(), Some(format!("a rule starts with an action: {ACTIONS}"))));
+        return Err(err(
+            0..0,
+            "empty rule".into(),
+            Some(format!("a rule starts with an action: {ACTIONS}")),
+        ));
     };
     let action = match action_word.to_ascii_lowercase().as_str() {
         "drop" => Action::Drop,
@@ -417,26 +446,46 @@ pub fn parse_rule(input: &str) -> Result<Rule, RuleError> {
         "dup" | "duplicate" => Action::Dup { copies: 1 },
         "delay" => Action::Delay { ms: 10 },
         "reorder" => Action::Reorder { ms: 100 },
-        "respond" => Action::Respond(Respond { reply: Reply::Ack { credits: 31 }, psn_offset: 0, msn: None, real: Real::Keep, reply_qp: None }),
+        "respond" => Action::Respond(Respond {
+            reply: Reply::Ack { credits: 31 },
+            psn_offset: 0,
+            msn: None,
+            real: Real::Keep,
+            reply_qp: None,
+        }),
         other => {
             return Err(err(
                 action_span,
                 format!("unknown action `{other}`"),
-                Some(format!("actions are {ACTIONS}; the action comes first, then key=value words")),
+                Some(format!(
+                    "actions are {ACTIONS}; the action comes first, then key=value words"
+                )),
             ))
         }
     };
     let mut rule = Rule::new(action);
     // `respond`'s reply first, so its own keys may come in any order.
     if let Action::Respond(r) = &mut rule.action {
-        if let Some((span, w)) = tokens(input).find(|(_, w)| w.to_ascii_lowercase().starts_with("with=")) {
-            respond_key(r, "with", &w[5..]).map_err(|(what, hint)| err(span.start + 5..span.end, format!("bad value `{}` for `with`: {what}", &w[5..]), hint))?;
+        if let Some((span, w)) =
+            tokens(input).find(|(_, w)| w.to_ascii_lowercase().starts_with("with="))
+        {
+            respond_key(r, "with", &w[5..]).map_err(|(what, hint)| {
+                err(
+                    span.start + 5..span.end,
+                    format!("bad value `{}` for `with`: {what}", &w[5..]),
+                    hint,
+                )
+            })?;
         }
     }
     let mut seen: Vec<String> = Vec::new();
     for (span, word) in words {
         let Some(eq) = word.find('=') else {
-            return Err(err(span, format!("`{word}` is not a key=value word"), Some(format!("keys are {KEYS}"))));
+            return Err(err(
+                span,
+                format!("`{word}` is not a key=value word"),
+                Some(format!("keys are {KEYS}")),
+            ));
         };
         let key = word[..eq].to_ascii_lowercase();
         let value = &word[eq + 1..];
@@ -446,7 +495,9 @@ pub fn parse_rule(input: &str) -> Result<Rule, RuleError> {
             return Err(err(kspan, format!("`{key}` given twice"), None));
         }
         seen.push(key.clone());
-        let bad = |what: &str, hint: Option<String>| err(vspan.clone(), format!("bad value `{value}` for `{key}`: {what}"), hint);
+        let bad = |what: &str, hint: Option<String>| {
+            err(vspan.clone(), format!("bad value `{value}` for `{key}`: {what}"), hint)
+        };
         if value.is_empty() {
             return Err(bad("empty", None));
         }
@@ -461,30 +512,45 @@ pub fn parse_rule(input: &str) -> Result<Rule, RuleError> {
                 rule.dir = d;
             }
             "qp" | "qpn" | "destqp" => {
-                let q = parse_u64(value).ok_or_else(|| bad("expected a number like 0x11 or 17", None))?;
+                let q = parse_u64(value)
+                    .ok_or_else(|| bad("expected a number like 0x11 or 17", None))?;
                 if q > 0xff_ffff {
                     return Err(bad("a QP number has 24 bits (at most 0xffffff)", None));
                 }
                 rule.qp = Some(q as u32);
             }
-            "op" | "opcode" => rule.op = Some(parse_op(value).ok_or_else(|| bad("unknown opcode", Some(op_hint())))?),
+            "op" | "opcode" => {
+                rule.op =
+                    Some(parse_op(value).ok_or_else(|| bad("unknown opcode", Some(op_hint())))?)
+            }
             "psn" => match parse_range(value) {
                 Some((a, b)) if a <= b && b <= 0xff_ffff => rule.psn = Some(a as u32..=b as u32),
                 _ => return Err(bad("expected a PSN (24 bits) or a range like 4-7", None)),
             },
             "nth" => {
-                rule.nth = Some(parse_u64(value).filter(|&n| n >= 1).ok_or_else(|| bad("expected a count from 1 (1 = the first match)", None))?)
+                rule.nth =
+                    Some(parse_u64(value).filter(|&n| n >= 1).ok_or_else(|| {
+                        bad("expected a count from 1 (1 = the first match)", None)
+                    })?)
             }
             "prob" | "p" => {
-                let p: f64 = value.parse().map_err(|_| bad("expected a probability between 0 and 1", None))?;
+                let p: f64 = value
+                    .parse()
+                    .map_err(|_| bad("expected a probability between 0 and 1", None))?;
                 if !(0.0..=1.0).contains(&p) {
                     return Err(bad("a probability is between 0 and 1", None));
                 }
                 rule.prob = Some(p);
             }
-            "seed" => rule.seed = Some(parse_u64(value).ok_or_else(|| bad("expected a number", None))?),
+            "seed" => {
+                rule.seed = Some(parse_u64(value).ok_or_else(|| bad("expected a number", None))?)
+            }
             "limit" | "times" => {
-                rule.limit = Some(parse_u64(value).filter(|&n| n >= 1).ok_or_else(|| bad("expected a count from 1", None))?)
+                rule.limit = Some(
+                    parse_u64(value)
+                        .filter(|&n| n >= 1)
+                        .ok_or_else(|| bad("expected a count from 1", None))?,
+                )
             }
             "icrc" => {
                 rule.fix_icrc = match value.to_ascii_lowercase().as_str() {
@@ -493,7 +559,14 @@ pub fn parse_rule(input: &str) -> Result<Rule, RuleError> {
                     _ => return Err(bad("expected fix or keep", None)),
                 };
                 if !rule.action.modifies() {
-                    return Err(err(kspan, format!("`icrc` only applies to actions that change bytes, not `{}`", rule.action.name()), None));
+                    return Err(err(
+                        kspan,
+                        format!(
+                            "`icrc` only applies to actions that change bytes, not `{}`",
+                            rule.action.name()
+                        ),
+                        None,
+                    ));
                 }
             }
             "at" | "xor" => {
@@ -502,12 +575,19 @@ pub fn parse_rule(input: &str) -> Result<Rule, RuleError> {
                 };
                 if key == "at" {
                     *at = parse_offset(value).ok_or_else(|| {
-                        bad("expected N, ip+N, bth+N or payload+N", Some("N counts bytes from the start of the frame or of that header".into()))
+                        bad(
+                            "expected N, ip+N, bth+N or payload+N",
+                            Some(
+                                "N counts bytes from the start of the frame or of that header"
+                                    .into(),
+                            ),
+                        )
                     })?;
                 } else {
                     *xor = parse_u64(value)
                         .filter(|&x| (1..=0xff).contains(&x))
-                        .ok_or_else(|| bad("expected a non-zero byte like 0x01", None))? as u8;
+                        .ok_or_else(|| bad("expected a non-zero byte like 0x01", None))?
+                        as u8;
                 }
             }
             "copies" => {
@@ -516,32 +596,56 @@ pub fn parse_rule(input: &str) -> Result<Rule, RuleError> {
                 };
                 *copies = parse_u64(value)
                     .filter(|&n| (1..=MAX_COPIES as u64).contains(&n))
-                    .ok_or_else(|| bad(&format!("expected 1 to {MAX_COPIES}"), None))? as u32;
+                    .ok_or_else(|| bad(&format!("expected 1 to {MAX_COPIES}"), None))?
+                    as u32;
             }
             "ms" => {
                 let (Action::Delay { ms } | Action::Reorder { ms }) = &mut rule.action else {
-                    return Err(err(kspan, "`ms` only applies to `delay` and `reorder`".into(), None));
+                    return Err(err(
+                        kspan,
+                        "`ms` only applies to `delay` and `reorder`".into(),
+                        None,
+                    ));
                 };
-                *ms = parse_u64(value)
-                    .filter(|&n| n <= MAX_DELAY_MS)
-                    .ok_or_else(|| bad(&format!("expected milliseconds, at most {MAX_DELAY_MS}"), None))?;
+                *ms = parse_u64(value).filter(|&n| n <= MAX_DELAY_MS).ok_or_else(|| {
+                    bad(&format!("expected milliseconds, at most {MAX_DELAY_MS}"), None)
+                })?;
             }
-            "with" | "code" | "timer" | "credits" | "len" | "fill" | "orig" | "rpsn" | "msn" | "real" | "reply-qp" => {
+            "with" | "code" | "timer" | "credits" | "len" | "fill" | "orig" | "rpsn" | "msn"
+            | "real" | "reply-qp" => {
                 let Action::Respond(r) = &mut rule.action else {
                     return Err(err(kspan, format!("`{key}` only applies to `respond`"), None));
                 };
                 respond_key(r, &key, value).map_err(|(what, hint)| bad(&what, hint))?;
-                let needs = |ok: bool, which: &str| if ok { Ok(()) } else { Err(err(kspan.clone(), format!("`{key}` only applies to `with={which}`"), None)) };
+                let needs = |ok: bool, which: &str| {
+                    if ok {
+                        Ok(())
+                    } else {
+                        Err(err(
+                            kspan.clone(),
+                            format!("`{key}` only applies to `with={which}`"),
+                            None,
+                        ))
+                    }
+                };
                 match key.as_str() {
                     "code" => needs(matches!(r.reply, Reply::Nak(_)), "nak")?,
                     "timer" => needs(matches!(r.reply, Reply::Rnr { .. }), "rnr")?,
                     "credits" => needs(matches!(r.reply, Reply::Ack { .. }), "ack")?,
-                    "len" | "fill" => needs(matches!(r.reply, Reply::ReadResponse { .. }), "read-response")?,
+                    "len" | "fill" => {
+                        needs(matches!(r.reply, Reply::ReadResponse { .. }), "read-response")?
+                    }
                     "orig" => needs(matches!(r.reply, Reply::AtomicAck { .. }), "atomic-ack")?,
                     _ => {}
                 }
             }
-            _ => return Err(err(kspan, format!("unknown key `{key}`"), Some(format!("keys are {KEYS}")))),
+            _ => {
+                return Err(err(
+                    kspan,
+                    format!("unknown key `{key}`"),
+                    Some(format!("keys are {KEYS}")),
+                ))
+            }
         }
     }
     if let Action::Respond(r) = &rule.action {
@@ -554,7 +658,11 @@ pub fn parse_rule(input: &str) -> Result<Rule, RuleError> {
     }
     if rule.nth.is_some() && rule.prob.is_some() {
         let at = input.find("prob").unwrap_or(0);
-        return Err(err(at..at + 4, "`nth` and `prob` exclude each other".into(), Some("pick one frame with nth, or many at random with prob".into())));
+        return Err(err(
+            at..at + 4,
+            "`nth` and `prob` exclude each other".into(),
+            Some("pick one frame with nth, or many at random with prob".into()),
+        ));
     }
     Ok(rule)
 }
@@ -574,7 +682,9 @@ fn nak_codes() -> String {
 
 /// One `respond` key into `r`: what is wrong with the value otherwise.
 fn respond_key(r: &mut Respond, key: &str, value: &str) -> Result<(), (String, Option<String>)> {
-    let num = |max: u64, what: &str| parse_u64(value).filter(|&n| n <= max).ok_or_else(|| (what.to_string(), None));
+    let num = |max: u64, what: &str| {
+        parse_u64(value).filter(|&n| n <= max).ok_or_else(|| (what.to_string(), None))
+    };
     match key {
         "with" => {
             let reply = match value.to_ascii_lowercase().as_str() {
@@ -695,9 +805,17 @@ fn parse_op(v: &str) -> Option<OpMatch> {
         "ack" => "acknowledge".to_string(),
         "atomic-ack" => "atomic-acknowledge".to_string(),
         "cnp" => return Some(OpMatch::Exact(0x81)),
-        "read-request" | "read-response-first" | "read-response-middle" | "read-response-last"
-        | "read-response-only" | "write-first" | "write-middle" | "write-last" | "write-only"
-        | "write-last-with-immediate" | "write-only-with-immediate" => format!("rdma-{want}"),
+        "read-request"
+        | "read-response-first"
+        | "read-response-middle"
+        | "read-response-last"
+        | "read-response-only"
+        | "write-first"
+        | "write-middle"
+        | "write-last"
+        | "write-only"
+        | "write-last-with-immediate"
+        | "write-only-with-immediate" => format!("rdma-{want}"),
         _ => want,
     };
     // `rc-send-only` names one opcode; `send-only` the operation on any transport.
@@ -737,7 +855,11 @@ pub fn parse_rules(texts: &[String]) -> Result<Vec<Rule>, RuleError> {
 
 /// Fault rules from `--fault` texts, then a `--faults` file; the seed from
 /// `seed_arg`, else the file's, else 1.
-pub fn rules_from(texts: &[String], file: Option<&Path>, seed_arg: Option<u64>) -> Result<(Vec<Rule>, u64), RuleError> {
+pub fn rules_from(
+    texts: &[String],
+    file: Option<&Path>,
+    seed_arg: Option<u64>,
+) -> Result<(Vec<Rule>, u64), RuleError> {
     let mut rules = parse_rules(texts)?;
     let mut seed = None;
     if let Some(f) = file {
@@ -784,11 +906,17 @@ pub fn parse_rules_toml(text: &str, file: &Path) -> Result<(Vec<Rule>, Option<u6
     for (key, value) in doc.get_ref() {
         match (key.as_str(), value) {
             ("seed", toml::Value::Integer(n)) if *n >= 0 => seed = Some(*n as u64),
-            ("seed", _) => return Err(file_err(None, "`seed` must be a non-negative integer".into(), None)),
+            ("seed", _) => {
+                return Err(file_err(None, "`seed` must be a non-negative integer".into(), None))
+            }
             ("rule", toml::Value::Array(list)) => {
                 for (i, item) in list.iter().enumerate() {
                     let toml::Value::Table(t) = item else {
-                        return Err(file_err(None, format!("rule #{} is not a table: use [[rule]]", i + 1), None));
+                        return Err(file_err(
+                            None,
+                            format!("rule #{} is not a table: use [[rule]]", i + 1),
+                            None,
+                        ));
                     };
                     rules.push(rule_from_table(t, i + 1, text, &at)?);
                 }
@@ -826,7 +954,9 @@ fn rule_from_table(
     let action = match t.get("action") {
         Some(toml::Value::String(s)) => s.clone(),
         Some(_) => return Err(fail("`action` must be a string".into(), None)),
-        None => return Err(fail("missing `action`".into(), Some(format!("actions are {ACTIONS}")))),
+        None => {
+            return Err(fail("missing `action`".into(), Some(format!("actions are {ACTIONS}"))))
+        }
     };
     let mut line = action;
     for (k, v) in t {
@@ -901,12 +1031,32 @@ mod tests {
         }
         let r = parse_rule("drop dir=a>b qp=0x11 psn=4 nth=2").unwrap();
         assert_eq!(r.action, Action::Drop);
-        let Action::Respond(resp) = parse_rule("respond with=ack credits=0 rpsn=-2 real=withhold reply-qp=0x11").unwrap().action else { panic!() };
-        assert_eq!(resp, Respond { reply: Reply::Ack { credits: 0 }, psn_offset: -2, msn: None, real: Real::Withhold, reply_qp: Some(0x11) });
+        let Action::Respond(resp) =
+            parse_rule("respond with=ack credits=0 rpsn=-2 real=withhold reply-qp=0x11")
+                .unwrap()
+                .action
+        else {
+            panic!()
+        };
+        assert_eq!(
+            resp,
+            Respond {
+                reply: Reply::Ack { credits: 0 },
+                psn_offset: -2,
+                msn: None,
+                real: Real::Withhold,
+                reply_qp: Some(0x11)
+            }
+        );
         // Keys may come before `with`.
-        let Action::Respond(resp) = parse_rule("respond timer=5 with=rnr").unwrap().action else { panic!() };
+        let Action::Respond(resp) = parse_rule("respond timer=5 with=rnr").unwrap().action else {
+            panic!()
+        };
         assert_eq!(resp.reply, Reply::Rnr { first: 5, last: 5 });
-        assert_eq!((r.dir, r.qp, r.psn, r.nth), (Some(Dir::AtoB), Some(0x11), Some(4..=4), Some(2)));
+        assert_eq!(
+            (r.dir, r.qp, r.psn, r.nth),
+            (Some(Dir::AtoB), Some(0x11), Some(4..=4), Some(2))
+        );
     }
 
     #[test]
@@ -921,7 +1071,13 @@ mod tests {
         assert_eq!(parse_op("cnp"), Some(OpMatch::Exact(0x81)));
         assert_eq!(parse_op("bogus"), None);
         let m = OpMatch::Operation(0x04);
-        assert!(m.matches(0x04) && m.matches(0x24) && m.matches(0x64) && !m.matches(0x05) && !m.matches(0x84));
+        assert!(
+            m.matches(0x04)
+                && m.matches(0x24)
+                && m.matches(0x64)
+                && !m.matches(0x05)
+                && !m.matches(0x84)
+        );
     }
 
     fn error_at(s: &str) -> (String, String) {
@@ -957,7 +1113,11 @@ mod tests {
             ("respond with=nak", "with=nak", "needs a `code`"),
             ("respond with=nak code=bogus", "bogus", "unknown NAK code"),
             ("respond with=ack code=invalid_request", "code", "only applies to `with=nak`"),
-            ("respond credits=0 with=nak code=invalid_request", "credits", "only applies to `with=ack`"),
+            (
+                "respond credits=0 with=nak code=invalid_request",
+                "credits",
+                "only applies to `with=ack`",
+            ),
             ("respond with=rnr timer=32", "32", "0–31"),
             ("respond with=rnr timer=9-3", "9-3", "0–31"),
             ("respond with=read-response len=5000", "5000", "one packet"),
@@ -988,7 +1148,11 @@ mod tests {
         assert_eq!(rules[0], parse_rule("drop dir=a>b qp=0x11 psn=4 nth=2").unwrap());
         assert_eq!(rules[1].prob, Some(0.25));
 
-        let e = parse_rules_toml("[[rule]]\naction = \"drop\"\n\n[[rule]]\naction = \"drop\"\nqpx = 1\n", Path::new("f.toml")).unwrap_err();
+        let e = parse_rules_toml(
+            "[[rule]]\naction = \"drop\"\n\n[[rule]]\naction = \"drop\"\nqpx = 1\n",
+            Path::new("f.toml"),
+        )
+        .unwrap_err();
         assert_eq!(e.origin.as_deref(), Some("f.toml:4:1 (rule #2)"), "{e}");
         assert!(e.to_string().contains("unknown key `qpx`"), "{e}");
         let e = parse_rules_toml("[[rule]]\ndir = \"a>b\"\n", Path::new("f.toml")).unwrap_err();
@@ -1001,8 +1165,14 @@ mod tests {
 
     #[test]
     fn rng_is_reproducible() {
-        let a: Vec<u64> = { let mut r = Rng::new(42); (0..5).map(|_| r.next_u64()).collect() };
-        let b: Vec<u64> = { let mut r = Rng::new(42); (0..5).map(|_| r.next_u64()).collect() };
+        let a: Vec<u64> = {
+            let mut r = Rng::new(42);
+            (0..5).map(|_| r.next_u64()).collect()
+        };
+        let b: Vec<u64> = {
+            let mut r = Rng::new(42);
+            (0..5).map(|_| r.next_u64()).collect()
+        };
         assert_eq!(a, b);
         let mut r = Rng::new(1);
         assert!((0..1000).map(|_| r.next_f64()).all(|x| (0.0..1.0).contains(&x)));

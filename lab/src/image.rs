@@ -36,7 +36,9 @@ use super::Progress;
 const RECIPE_VERSION: u32 = 2;
 
 /// A Debian release the lab can boot: one kernel and one rdma-core each.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, PartialOrd, Ord, Serialize, Deserialize,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Release {
     /// Debian 12: Linux 6.1, rdma-core 44. The default image.
@@ -85,7 +87,8 @@ impl std::str::FromStr for Release {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Release, String> {
         Release::ALL.into_iter().find(|r| r.name() == s).ok_or_else(|| {
-            let all: Vec<String> = Release::ALL.iter().map(|r| format!("{} ({})", r.name(), r.describe())).collect();
+            let all: Vec<String> =
+                Release::ALL.iter().map(|r| format!("{} ({})", r.name(), r.describe())).collect();
             format!("no lab image `{s}`; there are: {}", all.join(", "))
         })
     }
@@ -218,9 +221,10 @@ impl Image {
         let dir = image_dir(root, release);
         let hint = format!("run `{}` (add `--dir` if you use one)", build_command(release));
         let mpath = dir.join("manifest.json");
-        let text = fs::read_to_string(&mpath).with_context(|| format!("no lab image at {} ({hint})", dir.display()))?;
-        let manifest: Manifest =
-            serde_json::from_str(&text).with_context(|| format!("{} is damaged ({hint})", mpath.display()))?;
+        let text = fs::read_to_string(&mpath)
+            .with_context(|| format!("no lab image at {} ({hint})", dir.display()))?;
+        let manifest: Manifest = serde_json::from_str(&text)
+            .with_context(|| format!("{} is damaged ({hint})", mpath.display()))?;
         if manifest.recipe != recipe_hash(release) {
             bail!("the lab image at {} was built by another version of roce's recipe; {hint} to rebuild it", dir.display());
         }
@@ -247,10 +251,19 @@ pub struct Tool {
     pub why: &'static str,
 }
 
-pub const QEMU: Tool = Tool { program: "qemu-system-x86_64", package: "qemu-system-x86", why: "runs the lab VMs" };
+pub const QEMU: Tool =
+    Tool { program: "qemu-system-x86_64", package: "qemu-system-x86", why: "runs the lab VMs" };
 const BUILD_TOOLS: &[Tool] = &[
-    Tool { program: "debootstrap", package: "debootstrap", why: "builds the VM's root file system" },
-    Tool { program: "mkfs.ext4", package: "e2fsprogs", why: "makes the VM disk (needs -d, e2fsprogs ≥ 1.43)" },
+    Tool {
+        program: "debootstrap",
+        package: "debootstrap",
+        why: "builds the VM's root file system",
+    },
+    Tool {
+        program: "mkfs.ext4",
+        package: "e2fsprogs",
+        why: "makes the VM disk (needs -d, e2fsprogs ≥ 1.43)",
+    },
     QEMU,
 ];
 
@@ -309,7 +322,8 @@ pub fn host_mirror() -> Result<String> {
 }
 
 fn main_suite(suite: &str) -> bool {
-    !["-security", "-updates", "-backports", "-proposed-updates"].iter().any(|s| suite.ends_with(s)) && !suite.contains('/')
+    !["-security", "-updates", "-backports", "-proposed-updates"].iter().any(|s| suite.ends_with(s))
+        && !suite.contains('/')
 }
 
 fn mirrors_deb822(text: &str) -> Vec<String> {
@@ -334,7 +348,10 @@ fn mirrors_deb822(text: &str) -> Vec<String> {
                 }
             }
         }
-        if enabled && types.split_whitespace().any(|t| t == "deb") && suites.split_whitespace().any(main_suite) {
+        if enabled
+            && types.split_whitespace().any(|t| t == "deb")
+            && suites.split_whitespace().any(main_suite)
+        {
             out.extend(uris.split_whitespace().map(str::to_string));
         }
     }
@@ -420,9 +437,12 @@ pub fn build(opts: &BuildOpts, p: &Progress) -> Result<(Image, bool)> {
             fs::create_dir_all(opts.root.join("images"))?;
             let old = opts.root.join(format!("image.old-{}", std::process::id()));
             if final_dir.exists() {
-                fs::rename(&final_dir, &old).with_context(|| format!("moving the old image {} aside", final_dir.display()))?;
+                fs::rename(&final_dir, &old).with_context(|| {
+                    format!("moving the old image {} aside", final_dir.display())
+                })?;
             }
-            fs::rename(&tmp, &final_dir).with_context(|| format!("publishing the image as {}", final_dir.display()))?;
+            fs::rename(&tmp, &final_dir)
+                .with_context(|| format!("publishing the image as {}", final_dir.display()))?;
             let _ = fs::remove_dir_all(&old);
             p.say(&format!(
                 "image {} ready in {:.0} s: {} (kernel {}, {}, disk {} MiB)",
@@ -440,7 +460,10 @@ pub fn build(opts: &BuildOpts, p: &Progress) -> Result<(Image, bool)> {
             let keep = opts.root.join("last-failed-build.log");
             let _ = fs::copy(&log, &keep);
             let _ = fs::remove_dir_all(&tmp);
-            Err(e.context(format!("building the lab image failed (nothing was published; log kept at {})", keep.display())))
+            Err(e.context(format!(
+                "building the lab image failed (nothing was published; log kept at {})",
+                keep.display()
+            )))
         }
     }
 }
@@ -450,7 +473,10 @@ pub fn build(opts: &BuildOpts, p: &Progress) -> Result<(Image, bool)> {
 fn remove_stale_temp_dirs(root: &Path, p: &Progress) {
     let legacy = root.join("image");
     if legacy.join("manifest.json").is_file() && fs::remove_dir_all(&legacy).is_ok() {
-        p.say(&format!("removed the image of an older roce at {} (images now live in images/<release>/)", legacy.display()));
+        p.say(&format!(
+            "removed the image of an older roce at {} (images now live in images/<release>/)",
+            legacy.display()
+        ));
     }
     if let Ok(rd) = fs::read_dir(root.join("debs")) {
         for e in rd.flatten() {
@@ -471,7 +497,14 @@ fn remove_stale_temp_dirs(root: &Path, p: &Progress) {
     }
 }
 
-fn build_into(tmp: &Path, root: &Path, release: Release, mirror: &str, p: &Progress, start: Instant) -> Result<Manifest> {
+fn build_into(
+    tmp: &Path,
+    root: &Path,
+    release: Release,
+    mirror: &str,
+    p: &Progress,
+    start: Instant,
+) -> Result<Manifest> {
     let rootfs = tmp.join("rootfs");
     let cache = deb_cache(root, release);
     fs::create_dir_all(&cache)?;
@@ -499,7 +532,13 @@ fn build_into(tmp: &Path, root: &Path, release: Release, mirror: &str, p: &Progr
     p.say(&format!("{release}: kernel {kernel}, {}", describe_versions(&versions)));
     // Room for the mount points the initramfs uses; no documentation.
     fs::create_dir_all(rootfs.join("host"))?;
-    for d in ["usr/share/doc", "usr/share/man", "usr/share/info", "var/cache/apt/archives", "var/lib/apt/lists"] {
+    for d in [
+        "usr/share/doc",
+        "usr/share/man",
+        "usr/share/info",
+        "var/cache/apt/archives",
+        "var/lib/apt/lists",
+    ] {
         let _ = fs::remove_dir_all(rootfs.join(d));
         let _ = fs::create_dir_all(rootfs.join(d));
     }
@@ -513,7 +552,8 @@ fn build_into(tmp: &Path, root: &Path, release: Release, mirror: &str, p: &Progr
             "vmlinuz".to_string()
         }
     };
-    let busybox = REQUIRED[0].1.iter().map(|a| rootfs.join(a)).find(|p| p.exists()).context("busybox")?;
+    let busybox =
+        REQUIRED[0].1.iter().map(|a| rootfs.join(a)).find(|p| p.exists()).context("busybox")?;
     let n = write_initramfs(&moddir, &busybox, &tmp.join("initrd.cpio"))?;
     p.say(&format!("initramfs: busybox and {n} modules"));
 
@@ -547,7 +587,10 @@ fn build_into(tmp: &Path, root: &Path, release: Release, mirror: &str, p: &Progr
         mirror: mirror.into(),
         packages: PACKAGES.iter().map(|s| s.to_string()).collect(),
         modules: MODULES.iter().map(|s| s.to_string()).collect(),
-        built_at_unix: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0),
+        built_at_unix: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
         build_secs: start.elapsed().as_secs_f64(),
         disk_bytes: size,
     };
@@ -555,7 +598,14 @@ fn build_into(tmp: &Path, root: &Path, release: Release, mirror: &str, p: &Progr
     Ok(manifest)
 }
 
-fn debootstrap(release: Release, rootfs: &Path, cache: &Path, mirror: &str, log: &Path, p: &Progress) -> Result<()> {
+fn debootstrap(
+    release: Release,
+    rootfs: &Path,
+    cache: &Path,
+    mirror: &str,
+    log: &Path,
+    p: &Progress,
+) -> Result<()> {
     let mut child = Command::new(find_program("debootstrap").context("debootstrap")?)
         .arg("--variant=minbase")
         .arg(format!("--cache-dir={}", cache.display()))
@@ -571,9 +621,12 @@ fn debootstrap(release: Release, rootfs: &Path, cache: &Path, mirror: &str, log:
     let mut logf = fs::File::create(log)?;
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let mut readers = Vec::new();
-    for pipe in [child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>), child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>)]
-        .into_iter()
-        .flatten()
+    for pipe in [
+        child.stdout.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
+        child.stderr.take().map(|s| Box::new(s) as Box<dyn Read + Send>),
+    ]
+    .into_iter()
+    .flatten()
     {
         let tx = tx.clone();
         readers.push(std::thread::spawn(move || {
@@ -652,7 +705,12 @@ fn find_kernel(rootfs: &Path) -> Result<(String, PathBuf)> {
         })
         .collect();
     kernels.sort();
-    kernels.pop().ok_or_else(|| anyhow::anyhow!("no kernel (vmlinuz-*) in {}: did linux-image-amd64 install?", boot.display()))
+    kernels.pop().ok_or_else(|| {
+        anyhow::anyhow!(
+            "no kernel (vmlinuz-*) in {}: did linux-image-amd64 install?",
+            boot.display()
+        )
+    })
 }
 
 /// The packages whose versions make a setup, as the image's dpkg database lists them.
@@ -695,7 +753,11 @@ impl Manifest {
 
 /// The facts a release's image is built for, checked rather than assumed: its
 /// kernel series (which decides what rxe can do) and rdma-core's major version.
-fn check_versions(release: Release, kernel: &str, versions: &std::collections::BTreeMap<String, String>) -> Result<()> {
+fn check_versions(
+    release: Release,
+    kernel: &str,
+    versions: &std::collections::BTreeMap<String, String>,
+) -> Result<()> {
     let (series, rdma_core) = match release {
         Release::Bookworm => ("6.1.", "44."),
         Release::Trixie => ("6.12.", "56."),
@@ -721,14 +783,24 @@ struct Compression {
 }
 
 const COMPRESSIONS: &[Compression] = &[
-    Compression { magic: b"\xfd7zXZ\x00", tool: "xz", args: &["-dc", "--single-stream"], package: "xz-utils" },
+    Compression {
+        magic: b"\xfd7zXZ\x00",
+        tool: "xz",
+        args: &["-dc", "--single-stream"],
+        package: "xz-utils",
+    },
     Compression { magic: b"\x28\xb5\x2f\xfd", tool: "zstd", args: &["-dc"], package: "zstd" },
 ];
 
 /// `data` through the host's tool for `c`: whether the tool said it succeeded,
 /// and what came out.
 fn uncompress(c: &Compression, data: &[u8], what: &str) -> Result<(bool, Vec<u8>)> {
-    let prog = find_program(c.tool).with_context(|| format!("{what} is {}-compressed and this host has no `{}` (package {})", c.tool, c.tool, c.package))?;
+    let prog = find_program(c.tool).with_context(|| {
+        format!(
+            "{what} is {}-compressed and this host has no `{}` (package {})",
+            c.tool, c.tool, c.package
+        )
+    })?;
     let mut child = Command::new(prog)
         .args(c.args)
         .stdin(Stdio::piped())
@@ -770,7 +842,8 @@ fn extract_vmlinux(bzimage: &Path, out: &Path) -> Result<()> {
 /// those `modules.builtin` says are part of the kernel.
 fn module_order(moddir: &Path) -> Result<Vec<String>> {
     let dep_path = moddir.join("modules.dep");
-    let text = fs::read_to_string(&dep_path).with_context(|| format!("reading {}", dep_path.display()))?;
+    let text =
+        fs::read_to_string(&dep_path).with_context(|| format!("reading {}", dep_path.display()))?;
     let builtin = fs::read_to_string(moddir.join("modules.builtin")).unwrap_or_default();
     module_order_from(&text, &builtin)
 }
@@ -795,7 +868,8 @@ fn module_order_from(text: &str, builtin: &str) -> Result<Vec<String>> {
             return Ok(());
         }
         seen.push(name.to_string());
-        let (path, ds) = deps.get(name).with_context(|| format!("module {name} is not in modules.dep"))?;
+        let (path, ds) =
+            deps.get(name).with_context(|| format!("module {name} is not in modules.dep"))?;
         for d in ds {
             visit(d, deps, seen, order)?;
         }
@@ -855,7 +929,8 @@ impl Cpio {
     fn entry(&mut self, name: &str, mode: u32, data: &[u8]) {
         self.ino += 1;
         let name_z = format!("{name}\0");
-        let fields = [self.ino, mode, 0, 0, 1, 0, data.len() as u32, 0, 0, 0, 0, name_z.len() as u32, 0];
+        let fields =
+            [self.ino, mode, 0, 0, 1, 0, data.len() as u32, 0, 0, 0, 0, name_z.len() as u32, 0];
         self.buf.extend_from_slice(b"070701");
         for f in fields {
             self.buf.extend_from_slice(format!("{f:08X}").as_bytes());
@@ -912,7 +987,8 @@ mod tests {
         assert!(mirrors_deb822(sec_only).is_empty());
         let disabled = "Enabled: no\nTypes: deb\nURIs: http://x/debian\nSuites: bookworm\n";
         assert!(mirrors_deb822(disabled).is_empty());
-        let list = "# deb http://old/debian bookworm main\ndeb-src http://src/debian bookworm main\n\
+        let list =
+            "# deb http://old/debian bookworm main\ndeb-src http://src/debian bookworm main\n\
                     deb http://security.debian.org/debian-security bookworm-security main\n\
                     deb [arch=amd64 signed-by=/k.gpg] http://mirror.example/debian bookworm main\n";
         assert_eq!(mirrors_one_line(list), ["http://mirror.example/debian"]);
@@ -957,12 +1033,25 @@ mod tests {
                    kernel/drivers/infiniband/sw/rxe/rdma_rxe.ko.xz: kernel/drivers/infiniband/core/ib_core.ko.xz\n\
                    kernel/drivers/infiniband/core/ib_core.ko.xz:\n\
                    kernel/drivers/infiniband/core/rdma_ucm.ko.xz: kernel/drivers/infiniband/core/ib_core.ko.xz\n";
-        let builtin = "kernel/drivers/virtio/virtio_pci.ko\nkernel/drivers/char/virtio_console.ko\n";
+        let builtin =
+            "kernel/drivers/virtio/virtio_pci.ko\nkernel/drivers/char/virtio_console.ko\n";
         let order = module_order_from(dep, builtin).expect("every module found");
-        let pos = |m: &str| order.iter().position(|p| p.ends_with(m)).unwrap_or_else(|| panic!("{m} missing from {order:?}"));
-        assert!(pos("jbd2.ko.xz") < pos("ext4.ko.xz") && pos("9pnet.ko.xz") < pos("9p.ko.xz") && pos("ib_core.ko.xz") < pos("rdma_rxe.ko.xz"));
+        let pos = |m: &str| {
+            order
+                .iter()
+                .position(|p| p.ends_with(m))
+                .unwrap_or_else(|| panic!("{m} missing from {order:?}"))
+        };
+        assert!(
+            pos("jbd2.ko.xz") < pos("ext4.ko.xz")
+                && pos("9pnet.ko.xz") < pos("9p.ko.xz")
+                && pos("ib_core.ko.xz") < pos("rdma_rxe.ko.xz")
+        );
         assert_eq!(order.iter().filter(|p| p.ends_with("ib_core.ko.xz")).count(), 1, "{order:?}");
-        assert!(!order.iter().any(|p| p.contains("virtio_pci") || p.contains("virtio_console")), "{order:?}");
+        assert!(
+            !order.iter().any(|p| p.contains("virtio_pci") || p.contains("virtio_console")),
+            "{order:?}"
+        );
         // Not built in and not in modules.dep: an error that names it.
         let e = module_order_from(dep, "").unwrap_err().to_string();
         assert!(e.contains("virtio_pci"), "{e}");
@@ -980,7 +1069,8 @@ mod tests {
         assert_eq!(v.get("linux-image").map(String::as_str), Some("6.12.117-1"));
         assert_eq!(v.get("perftest"), None, "only installed packages count");
         assert!(check_versions(Release::Trixie, "6.12.117+deb13-amd64", &v).is_ok());
-        let e = check_versions(Release::Bookworm, "6.12.117+deb13-amd64", &v).unwrap_err().to_string();
+        let e =
+            check_versions(Release::Bookworm, "6.12.117+deb13-amd64", &v).unwrap_err().to_string();
         assert!(e.contains("not the Linux 6.1.x and rdma-core 44.x"), "{e}");
     }
 
@@ -991,7 +1081,10 @@ mod tests {
         let e = "sid".parse::<Release>().unwrap_err();
         assert!(e.contains("bookworm (Debian 12: Linux 6.1, rdma-core 44), trixie"), "{e}");
         assert_eq!(Release::Trixie.default_lab(), "trixie");
-        assert_ne!(image_dir(Path::new("/c"), Release::Bookworm), image_dir(Path::new("/c"), Release::Trixie));
+        assert_ne!(
+            image_dir(Path::new("/c"), Release::Bookworm),
+            image_dir(Path::new("/c"), Release::Trixie)
+        );
     }
 
     #[test]

@@ -28,12 +28,12 @@ use anyhow::{bail, Context, Result};
 pub mod agent;
 pub mod bench;
 pub mod claim;
-pub mod mark;
 pub mod client;
 pub mod control;
 pub mod daemon;
 pub mod fault;
 pub mod image;
+pub mod mark;
 pub mod record;
 mod respond;
 pub mod run;
@@ -61,9 +61,15 @@ pub fn default_root() -> PathBuf {
 /// The lab named `name` (default: $ROCE_LAB_NAME, else the image's own lab:
 /// `default` for bookworm, `trixie` for trixie) under the cache directory `dir`
 /// (default: [`default_root`]).
-pub fn lab_paths(dir: Option<PathBuf>, name: Option<String>, image: image::Release) -> Result<LabPaths> {
+pub fn lab_paths(
+    dir: Option<PathBuf>,
+    name: Option<String>,
+    image: image::Release,
+) -> Result<LabPaths> {
     let root = dir.unwrap_or_else(default_root);
-    let name = name.or_else(|| std::env::var("ROCE_LAB_NAME").ok().filter(|n| !n.is_empty())).unwrap_or_else(|| image.default_lab().into());
+    let name = name
+        .or_else(|| std::env::var("ROCE_LAB_NAME").ok().filter(|n| !n.is_empty()))
+        .unwrap_or_else(|| image.default_lab().into());
     LabPaths::new(&root, &name)
 }
 
@@ -92,7 +98,11 @@ impl Progress {
     pub fn live(&self, msg: &str) {
         if self.tty && !self.quiet {
             let msg: String = msg.chars().take(100).collect();
-            let _ = write!(std::io::stderr().lock(), "\r\x1b[K[{:6.1}s] {msg}", self.start.elapsed().as_secs_f64());
+            let _ = write!(
+                std::io::stderr().lock(),
+                "\r\x1b[K[{:6.1}s] {msg}",
+                self.start.elapsed().as_secs_f64()
+            );
         }
     }
 }
@@ -105,7 +115,9 @@ pub fn shell_join(args: &[String]) -> String {
     }
     args.iter()
         .map(|a| {
-            if !a.is_empty() && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c)) {
+            if !a.is_empty()
+                && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
                 a.clone()
             } else {
                 format!("'{}'", a.replace('\'', "'\\''"))
@@ -144,11 +156,20 @@ impl UpReport {
         for r in &self.recovered {
             s.push_str(&format!("recovered a stale lab: {r}\n"));
         }
-        let boot = self.boot_ms.map(|ms| format!("{:.1} s", ms as f64 / 1000.0)).unwrap_or_else(|| "?".into());
+        let boot = self
+            .boot_ms
+            .map(|ms| format!("{:.1} s", ms as f64 / 1000.0))
+            .unwrap_or_else(|| "?".into());
         if self.already_up {
-            s.push_str(&format!("lab `{}` ({}, kernel {}) was already up (booted in {boot}; {})", paths.name, self.image, self.kernel, self.accel));
+            s.push_str(&format!(
+                "lab `{}` ({}, kernel {}) was already up (booted in {boot}; {})",
+                paths.name, self.image, self.kernel, self.accel
+            ));
         } else {
-            s.push_str(&format!("lab `{}` ({}, kernel {}) up: booted in {boot} ({})", paths.name, self.image, self.kernel, self.accel));
+            s.push_str(&format!(
+                "lab `{}` ({}, kernel {}) up: booted in {boot} ({})",
+                paths.name, self.image, self.kernel, self.accel
+            ));
         }
         s.push_str(&format!(
             "\n  a: {}  b: {}  — rxe0 ACTIVE, GID index 1 = ::ffff:<ip> on both; wire recorded by the switch",
@@ -163,13 +184,15 @@ impl UpReport {
 pub fn up(paths: &LabPaths, opts: &UpOpts, p: &Progress) -> Result<UpReport> {
     let img = image::Image::open(&paths.root, opts.image)?;
     image::require_tools(&[image::QEMU])?;
-    std::fs::create_dir_all(&paths.dir).with_context(|| format!("creating {}", paths.dir.display()))?;
+    std::fs::create_dir_all(&paths.dir)
+        .with_context(|| format!("creating {}", paths.dir.display()))?;
     let start = Instant::now();
     let admin = Flock::lock_within(&paths.admin_lock(), Duration::from_secs(120))?;
     let mut recovered = Vec::new();
     let already_up = paths.is_running();
     if already_up {
-        let running = status(paths).and_then(|st| serde_json::from_value::<image::Release>(st["image"].clone()).ok());
+        let running = status(paths)
+            .and_then(|st| serde_json::from_value::<image::Release>(st["image"].clone()).ok());
         if let Some(running) = running.filter(|r| *r != opts.image) {
             bail!(
                 "lab `{}` is up with the {running} image, not {}\nhint: `roce lab --name {} down` first, or give the {} lab its own name (the default for it is `{}`)",
@@ -188,14 +211,18 @@ pub fn up(paths: &LabPaths, opts: &UpOpts, p: &Progress) -> Result<UpReport> {
         );
     }
     if !already_up {
-        let lock = Flock::try_lock(&paths.lock())?
-            .ok_or_else(|| anyhow::anyhow!("lab `{}` was taken by another process just now; try again", paths.name))?;
+        let lock = Flock::try_lock(&paths.lock())?.ok_or_else(|| {
+            anyhow::anyhow!("lab `{}` was taken by another process just now; try again", paths.name)
+        })?;
         recovered = state::recover_stale(paths);
         for r in &recovered {
             p.say(&format!("recovered a stale lab: {r}"));
         }
         spawn_daemon(paths, opts, lock)?;
-        p.say(&format!("lab `{}` booting {} (kernel {}): {} VMs, 512 MiB each", paths.name, opts.image, img.manifest.kernel_release, 2));
+        p.say(&format!(
+            "lab `{}` booting {} (kernel {}): {} VMs, 512 MiB each",
+            paths.name, opts.image, img.manifest.kernel_release, 2
+        ));
     }
     drop(admin);
 
@@ -237,7 +264,10 @@ pub fn up(paths: &LabPaths, opts: &UpOpts, p: &Progress) -> Result<UpReport> {
                 Some("failed") => {
                     let err = st["error"].as_str().unwrap_or("unknown error").to_string();
                     let _ = stop(paths);
-                    bail!("the lab failed to boot: {err}\n(daemon log: {})", paths.daemon_log().display());
+                    bail!(
+                        "the lab failed to boot: {err}\n(daemon log: {})",
+                        paths.daemon_log().display()
+                    );
                 }
                 _ => {}
             }
@@ -264,7 +294,8 @@ pub fn up(paths: &LabPaths, opts: &UpOpts, p: &Progress) -> Result<UpReport> {
 /// Starts `roce lab __daemon` in its own session, handing it the lab lock.
 fn spawn_daemon(paths: &LabPaths, opts: &UpOpts, lock: Flock) -> Result<()> {
     let exe = std::env::current_exe().context("finding the roce binary")?;
-    let log = std::fs::File::create(paths.daemon_log()).with_context(|| format!("creating {}", paths.daemon_log().display()))?;
+    let log = std::fs::File::create(paths.daemon_log())
+        .with_context(|| format!("creating {}", paths.daemon_log().display()))?;
     let fd = lock.file().as_raw_fd();
     let mut c = Command::new(exe);
     c.arg("lab")
@@ -329,7 +360,11 @@ pub fn stop(paths: &LabPaths) -> Result<bool> {
         state::recover_stale(paths);
         Ok(true)
     } else {
-        bail!("lab `{}` did not stop (its lock {} is still held)", paths.name, paths.lock().display())
+        bail!(
+            "lab `{}` did not stop (its lock {} is still held)",
+            paths.name,
+            paths.lock().display()
+        )
     }
 }
 
@@ -356,7 +391,8 @@ pub fn down(paths: &LabPaths) -> Result<DownReport> {
         }
         return Ok(DownReport { was_up: false, uptime_s: None, cleaned });
     }
-    let uptime_s = client::request(paths, &Request::Status).ok().and_then(|s| s["uptime_s"].as_u64());
+    let uptime_s =
+        client::request(paths, &Request::Status).ok().and_then(|s| s["uptime_s"].as_u64());
     stop(paths)?;
     Ok(DownReport { was_up: true, uptime_s, cleaned: Vec::new() })
 }

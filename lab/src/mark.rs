@@ -68,11 +68,19 @@ impl fmt::Display for Mark {
             Mark::Reordered(r) => write!(f, "reordered by {r}: held behind the next frame"),
             Mark::Modified { by, what } => write!(f, "{what} by {by}"),
             Mark::Skipped { by, why } => write!(f, "{by} skipped: {why}"),
-            Mark::Duplicate { k, of, original } if original.is_empty() => write!(f, "{DUPLICATE}{k} of {of}"),
-            Mark::Duplicate { k, of, original } => write!(f, "{DUPLICATE}{k} of {of} ({})", Marks(original.clone())),
+            Mark::Duplicate { k, of, original } if original.is_empty() => {
+                write!(f, "{DUPLICATE}{k} of {of}")
+            }
+            Mark::Duplicate { k, of, original } => {
+                write!(f, "{DUPLICATE}{k} of {of} ({})", Marks(original.clone()))
+            }
             Mark::Injected => f.write_str(INJECTED),
-            Mark::Synthesized(r) => write!(f, "synthesized by {r}: sent by the switch, not by the responder"),
-            Mark::Withheld(r) => write!(f, "withheld by {r}: not delivered, the switch answered instead"),
+            Mark::Synthesized(r) => {
+                write!(f, "synthesized by {r}: sent by the switch, not by the responder")
+            }
+            Mark::Withheld(r) => {
+                write!(f, "withheld by {r}: not delivered, the switch answered instead")
+            }
             Mark::Other(text) => f.write_str(text),
         }
     }
@@ -111,17 +119,21 @@ fn parse_one(s: &str) -> Mark {
         ("reordered by ", ": held behind the next frame") => Mark::Reordered(by),
         ("synthesized by ", ": sent by the switch, not by the responder") => Mark::Synthesized(by),
         ("withheld by ", ": not delivered, the switch answered instead") => Mark::Withheld(by),
-        ("", after) if after.starts_with(" skipped: ") => Mark::Skipped { by, why: after[" skipped: ".len()..].to_string() },
-        (before, "") => match before.strip_prefix("delayed ").and_then(|r| r.strip_suffix(" ms by ")) {
-            Some(ms) => match ms.parse() {
-                Ok(ms) => Mark::Delayed { by, ms },
-                Err(_) => other(),
-            },
-            None => match before.strip_suffix(" by ") {
-                Some(what) if !what.is_empty() => Mark::Modified { by, what: what.to_string() },
-                _ => other(),
-            },
-        },
+        ("", after) if after.starts_with(" skipped: ") => {
+            Mark::Skipped { by, why: after[" skipped: ".len()..].to_string() }
+        }
+        (before, "") => {
+            match before.strip_prefix("delayed ").and_then(|r| r.strip_suffix(" ms by ")) {
+                Some(ms) => match ms.parse() {
+                    Ok(ms) => Mark::Delayed { by, ms },
+                    Err(_) => other(),
+                },
+                None => match before.strip_suffix(" by ") {
+                    Some(what) if !what.is_empty() => Mark::Modified { by, what: what.to_string() },
+                    _ => other(),
+                },
+            }
+        }
         _ => other(),
     }
 }
@@ -149,7 +161,9 @@ impl Marks {
                 Some((c, o)) => (c, o.strip_suffix(')').map(Marks::parse)),
                 None => (rest, Some(Marks::default())),
             };
-            let parsed = counts.split_once(" of ").and_then(|(k, of)| Some((k.parse().ok()?, of.parse().ok()?)));
+            let parsed = counts
+                .split_once(" of ")
+                .and_then(|(k, of)| Some((k.parse().ok()?, of.parse().ok()?)));
             if let (Some((k, of)), Some(original)) = (parsed, original) {
                 return Marks(vec![Mark::Duplicate { k, of, original: original.0 }]);
             }
@@ -159,7 +173,9 @@ impl Marks {
     }
 
     fn any(&self, f: &dyn Fn(&Mark) -> bool) -> bool {
-        self.0.iter().any(|m| f(m) || matches!(m, Mark::Duplicate { original, .. } if original.iter().any(f)))
+        self.0.iter().any(|m| {
+            f(m) || matches!(m, Mark::Duplicate { original, .. } if original.iter().any(f))
+        })
     }
 
     /// Never handed on: sent, but not delivered (dropped, or withheld for a
@@ -231,12 +247,21 @@ mod tests {
             Mark::Dropped(r(1, "drop psn=101 nth=1")),
             Mark::Delayed { by: r(2, "delay ms=150"), ms: 150 },
             Mark::Reordered(r(3, "reorder psn=3 ms=100")),
-            Mark::Modified { by: r(4, "corrupt op=send-only at=payload+3 xor=0xff"), what: "byte 57 (payload+3) xor 0xff, ICRC recomputed".into() },
+            Mark::Modified {
+                by: r(4, "corrupt op=send-only at=payload+3 xor=0xff"),
+                what: "byte 57 (payload+3) xor 0xff, ICRC recomputed".into(),
+            },
             Mark::Modified { by: r(5, "ce"), what: "ECN set to CE".into() },
             Mark::Skipped { by: r(6, "corrupt-icrc"), why: "no ICRC in the frame".into() },
             Mark::Injected,
-            Mark::Synthesized(r(7, "respond op=write-only with=nak code=invalid_request real=withhold reply-qp=0x11")),
-            Mark::Withheld(r(7, "respond op=write-only with=nak code=invalid_request real=withhold reply-qp=0x11")),
+            Mark::Synthesized(r(
+                7,
+                "respond op=write-only with=nak code=invalid_request real=withhold reply-qp=0x11",
+            )),
+            Mark::Withheld(r(
+                7,
+                "respond op=write-only with=nak code=invalid_request real=withhold reply-qp=0x11",
+            )),
         ];
         for m in &all {
             let one = Marks(vec![m.clone()]);
@@ -268,7 +293,9 @@ mod tests {
         assert!(Marks::parse("").is_empty());
         let s = Marks::parse("synthesized by rule 2 `respond op=send-only with=rnr timer=1-31 real=withhold reply-qp=0x11`: sent by the switch, not by the responder");
         assert!(s.synthesized() && !s.injected() && !s.dropped() && !s.withheld());
-        let w = Marks::parse("withheld by rule 2 `respond with=ack`: not delivered, the switch answered instead");
+        let w = Marks::parse(
+            "withheld by rule 2 `respond with=ack`: not delivered, the switch answered instead",
+        );
         assert!(w.withheld() && w.dropped() && !w.synthesized());
     }
 }

@@ -14,7 +14,13 @@ use dissector::LinkType;
 use super::fault::Dir;
 
 pub trait Recorder: Send {
-    fn record(&mut self, sender: Dir, ts_ns: u64, frame: &[u8], comment: Option<&str>) -> io::Result<()>;
+    fn record(
+        &mut self,
+        sender: Dir,
+        ts_ns: u64,
+        frame: &[u8],
+        comment: Option<&str>,
+    ) -> io::Result<()>;
     /// Flushes and publishes the capture.
     fn finish(self: Box<Self>) -> io::Result<()>;
 }
@@ -39,7 +45,13 @@ impl PcapngRecorder {
 }
 
 impl Recorder for PcapngRecorder {
-    fn record(&mut self, sender: Dir, ts_ns: u64, frame: &[u8], comment: Option<&str>) -> io::Result<()> {
+    fn record(
+        &mut self,
+        sender: Dir,
+        ts_ns: u64,
+        frame: &[u8],
+        comment: Option<&str>,
+    ) -> io::Result<()> {
         let mut p = OutPacket::new(sender.index() as u32, ts_ns, frame);
         p.comment = comment;
         self.w.write_packet(&p)
@@ -93,7 +105,10 @@ mod tests {
         let (names, pkts) = read_capture(&path).unwrap();
         assert_eq!(names, ["a", "b"]);
         assert_eq!(pkts.len(), 2);
-        assert_eq!((pkts[0].interface, pkts[0].ts_ns, &pkts[0].data[..]), (0, 1_700_000_000_123_456_789, &[1u8, 2, 3][..]));
+        assert_eq!(
+            (pkts[0].interface, pkts[0].ts_ns, &pkts[0].data[..]),
+            (0, 1_700_000_000_123_456_789, &[1u8, 2, 3][..])
+        );
         assert_eq!(pkts[1].comment.as_deref(), Some("dropped by rule 1"));
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -99,7 +99,8 @@ impl Responder {
         }
         let info = Opcode(opcode).info().filter(|i| i.is_response())?;
         // At or past the request's PSN, within half the PSN space.
-        let i = self.withholds.iter().position(|w| w.dir == dir && w.qp == qp && !w.psn.after(psn))?;
+        let i =
+            self.withholds.iter().position(|w| w.dir == dir && w.qp == qp && !w.psn.after(psn))?;
         if ends_message(info) {
             Some(self.withholds.remove(i).by)
         } else {
@@ -109,7 +110,13 @@ impl Responder {
 
     /// Builds the response `rule` sends for the request frame `data`; `nth` counts
     /// the rule's applications from 1 (an RNR range steps through its codes).
-    pub fn build(&self, data: &[u8], r: &Request, rule: &Respond, nth: u64) -> Result<Vec<u8>, String> {
+    pub fn build(
+        &self,
+        data: &[u8],
+        r: &Request,
+        rule: &Respond,
+        nth: u64,
+    ) -> Result<Vec<u8>, String> {
         let opts = frame::Options::default();
         let f = frame::decode(LinkType::ETHERNET, data, &opts);
         let ib = f.ib.as_ref().ok_or("not a RoCE frame")?;
@@ -117,8 +124,12 @@ impl Responder {
         if info.transport != dissector::wire::Transport::Rc || !info.is_request() {
             return Err(format!("{} is not an RC request: no response answers it", info.name));
         }
-        let reply_qp = rule.reply_qp.ok_or("no reply QP: give reply-qp= (a scenario's [[fault]] fills it in from `qp` and `from`)")?;
-        let Link::Ethernet { src: smac, dst: dmac } = f.link else { return Err("not an Ethernet frame".into()) };
+        let reply_qp = rule.reply_qp.ok_or(
+            "no reply QP: give reply-qp= (a scenario's [[fault]] fills it in from `qp` and `from`)",
+        )?;
+        let Link::Ethernet { src: smac, dst: dmac } = f.link else {
+            return Err("not an Ethernet frame".into());
+        };
         let (sip, dip): (IpAddr, IpAddr) = f.addrs().ok_or("no IP header")?;
         let (dscp, ecn) = match f.net {
             Net::Ipv4(h) => (h.dscp, h.ecn),
@@ -129,7 +140,12 @@ impl Responder {
         let msn = rule.msn.unwrap_or_else(|| self.msn_for(r));
         let offset = rule.psn_offset.rem_euclid(1 << 24) as u32;
         let mut t = Transport {
-            bth: BthRepr { p_key: ib.bth.p_key, dest_qp: reply_qp, psn: ib.bth.psn.add(offset), ..Default::default() },
+            bth: BthRepr {
+                p_key: ib.bth.p_key,
+                dest_qp: reply_qp,
+                psn: ib.bth.psn.add(offset),
+                ..Default::default()
+            },
             ..Default::default()
         };
         let ack = |s: Syndrome| AethRepr { syndrome: s, msn };
@@ -141,7 +157,10 @@ impl Responder {
                 (ACKNOWLEDGE, ack(Syndrome::rnr_nak(first.saturating_add(step).min(last))))
             }
             Reply::ReadResponse { len, fill } => {
-                let reth = ib.reth.filter(|_| info.is(Kind::READ)).ok_or("a READ Response answers a READ Request only")?;
+                let reth = ib
+                    .reth
+                    .filter(|_| info.is(Kind::READ))
+                    .ok_or("a READ Response answers a READ Request only")?;
                 let n = len.unwrap_or(reth.dma_len);
                 if n > MAX_READ_RESPONSE {
                     return Err(format!("the READ asks {n} bytes; one crafted READ Response carries at most {MAX_READ_RESPONSE}: give len="));
@@ -186,7 +205,14 @@ mod tests {
 
     fn request(op: u8, psn: u32, dma_len: u32) -> Vec<u8> {
         let t = Transport {
-            bth: BthRepr { opcode: Opcode(op), p_key: 0xffff, dest_qp: 0x22, psn: Psn::new(psn), ack_req: true, ..Default::default() },
+            bth: BthRepr {
+                opcode: Opcode(op),
+                p_key: 0xffff,
+                dest_qp: 0x22,
+                psn: Psn::new(psn),
+                ack_req: true,
+                ..Default::default()
+            },
             reth: RethRepr { va: 0x1000, r_key: 0x99, dma_len },
             payload: if op == 0x0c { vec![] } else { vec![7; 8] },
             ..Default::default()
@@ -220,20 +246,42 @@ mod tests {
         }
         r.delivered(&req(0x04, 102)); // a resend: not counted again
         let data = request(0x0a, 103, 8);
-        let out = r.build(&data, &req(0x0a, 103), &respond("respond with=ack rpsn=+3 reply-qp=0x11"), 1).unwrap();
+        let out = r
+            .build(&data, &req(0x0a, 103), &respond("respond with=ack rpsn=+3 reply-qp=0x11"), 1)
+            .unwrap();
         let f = decode(&out);
         let ib = f.ib.as_ref().unwrap();
         assert_eq!((ib.bth.opcode.0, ib.bth.dest_qp, ib.bth.psn.value()), (0x11, 0x11, 106));
-        assert_eq!(ib.aeth.map(|a| (a.syndrome.0, a.msn)), Some((0x1f, 3)), "2 messages before, this one makes 3");
+        assert_eq!(
+            ib.aeth.map(|a| (a.syndrome.0, a.msn)),
+            Some((0x1f, 3)),
+            "2 messages before, this one makes 3"
+        );
         assert_eq!(f.addrs(), Some((host(2).ip, host(1).ip)));
-        assert!(matches!(f.link, Link::Ethernet { src, dst } if src == host(2).mac && dst == host(1).mac));
+        assert!(
+            matches!(f.link, Link::Ethernet { src, dst } if src == host(2).mac && dst == host(1).mac)
+        );
         assert_eq!(f.udp.map(|u| (u.src_port, u.dst_port)), Some((0xd00d, 4791)));
         assert!(matches!(f.net, Net::Ipv4(h) if h.dscp == 26));
         assert!(f.icrc_check(&out).unwrap().ok());
         // msn= overrides; a negative offset wraps in 24 bits.
-        let out = r.build(&request(0x0a, 0, 8), &req(0x0a, 0), &respond("respond with=ack credits=0 rpsn=-1 msn=9 reply-qp=0x11"), 1).unwrap();
+        let out = r
+            .build(
+                &request(0x0a, 0, 8),
+                &req(0x0a, 0),
+                &respond("respond with=ack credits=0 rpsn=-1 msn=9 reply-qp=0x11"),
+                1,
+            )
+            .unwrap();
         let f = decode(&out);
-        assert_eq!(f.ib.as_ref().map(|i| (i.bth.psn.value(), i.aeth.unwrap().syndrome.0, i.aeth.unwrap().msn)), Some((0xff_ffff, 0, 9)));
+        assert_eq!(
+            f.ib.as_ref().map(|i| (
+                i.bth.psn.value(),
+                i.aeth.unwrap().syndrome.0,
+                i.aeth.unwrap().msn
+            )),
+            Some((0xff_ffff, 0, 9))
+        );
     }
 
     #[test]
@@ -246,20 +294,53 @@ mod tests {
             let ib = f.ib.unwrap();
             (ib.bth.opcode.0, ib.aeth.map(|a| a.syndrome.0), ib.payload.len(), ib.atomicacketh)
         };
-        assert_eq!(syn("respond with=nak code=remote_access_error reply-qp=1", 0x0a, 1), (0x11, Some(0x62), 0, None));
-        assert_eq!(syn("respond with=rnr timer=1-31 reply-qp=1", 0x04, 1), (0x11, Some(0x21), 0, None));
-        assert_eq!(syn("respond with=rnr timer=1-31 reply-qp=1", 0x04, 31), (0x11, Some(0x3f), 0, None));
-        assert_eq!(syn("respond with=rnr timer=1-31 reply-qp=1", 0x04, 99), (0x11, Some(0x3f), 0, None), "clamped to the range");
-        assert_eq!(syn("respond with=read-response fill=0x5a reply-qp=1", 0x0c, 1), (0x10, Some(0x1f), 16, None), "the request's DMA length");
+        assert_eq!(
+            syn("respond with=nak code=remote_access_error reply-qp=1", 0x0a, 1),
+            (0x11, Some(0x62), 0, None)
+        );
+        assert_eq!(
+            syn("respond with=rnr timer=1-31 reply-qp=1", 0x04, 1),
+            (0x11, Some(0x21), 0, None)
+        );
+        assert_eq!(
+            syn("respond with=rnr timer=1-31 reply-qp=1", 0x04, 31),
+            (0x11, Some(0x3f), 0, None)
+        );
+        assert_eq!(
+            syn("respond with=rnr timer=1-31 reply-qp=1", 0x04, 99),
+            (0x11, Some(0x3f), 0, None),
+            "clamped to the range"
+        );
+        assert_eq!(
+            syn("respond with=read-response fill=0x5a reply-qp=1", 0x0c, 1),
+            (0x10, Some(0x1f), 16, None),
+            "the request's DMA length"
+        );
         assert_eq!(syn("respond with=read-response len=4 reply-qp=1", 0x0c, 1).2, 4);
-        assert_eq!(syn("respond with=atomic-ack orig=0x1234 reply-qp=1", 0x14, 1), (0x12, Some(0x1f), 0, Some(0x1234)));
+        assert_eq!(
+            syn("respond with=atomic-ack orig=0x1234 reply-qp=1", 0x14, 1),
+            (0x12, Some(0x1f), 0, Some(0x1234))
+        );
         // What cannot be answered says why.
-        let e = |text: &str, op: u8| r.build(&request(op, 7, 16), &req(op, 7), &respond(text), 1).unwrap_err();
+        let e = |text: &str, op: u8| {
+            r.build(&request(op, 7, 16), &req(op, 7), &respond(text), 1).unwrap_err()
+        };
         assert!(e("respond with=read-response reply-qp=1", 0x0a).contains("READ Request only"));
         assert!(e("respond with=atomic-ack reply-qp=1", 0x0a).contains("CmpSwap or FetchAdd"));
         assert!(e("respond with=ack", 0x0a).contains("reply-qp"));
-        assert!(e("respond with=ack reply-qp=1", 0x2a).contains("not an RC request"), "UC WRITE Only");
-        assert!(r.build(&request(0x0c, 7, 9000), &req(0x0c, 7), &respond("respond with=read-response reply-qp=1"), 1).unwrap_err().contains("len="));
+        assert!(
+            e("respond with=ack reply-qp=1", 0x2a).contains("not an RC request"),
+            "UC WRITE Only"
+        );
+        assert!(r
+            .build(
+                &request(0x0c, 7, 9000),
+                &req(0x0c, 7),
+                &respond("respond with=read-response reply-qp=1"),
+                1
+            )
+            .unwrap_err()
+            .contains("len="));
     }
 
     /// The responder's answer at or past the request's PSN is held back; a READ's
@@ -269,13 +350,25 @@ mod tests {
         let mut r = Responder::default();
         let by = RuleRef { index: 1, rule: "respond".into() };
         r.withhold(&req(0x0c, 50), 0x11, by.clone());
-        assert_eq!(r.withheld(Dir::BtoA, 0x11, Psn::new(49), 0x11), None, "an ACK of an earlier PSN");
+        assert_eq!(
+            r.withheld(Dir::BtoA, 0x11, Psn::new(49), 0x11),
+            None,
+            "an ACK of an earlier PSN"
+        );
         assert_eq!(r.withheld(Dir::BtoA, 0x12, Psn::new(50), 0x11), None, "another QP");
         assert_eq!(r.withheld(Dir::AtoB, 0x11, Psn::new(50), 0x11), None, "the other direction");
         assert_eq!(r.withheld(Dir::BtoA, 0x11, Psn::new(50), 0x0c), None, "a request");
-        assert_eq!(r.withheld(Dir::BtoA, 0x11, Psn::new(50), 0x0d), Some(by.clone()), "READ Response First");
+        assert_eq!(
+            r.withheld(Dir::BtoA, 0x11, Psn::new(50), 0x0d),
+            Some(by.clone()),
+            "READ Response First"
+        );
         assert_eq!(r.withheld(Dir::BtoA, 0x11, Psn::new(51), 0x0e), Some(by.clone()));
-        assert_eq!(r.withheld(Dir::BtoA, 0x11, Psn::new(52), 0x0f), Some(by.clone()), "READ Response Last settles it");
+        assert_eq!(
+            r.withheld(Dir::BtoA, 0x11, Psn::new(52), 0x0f),
+            Some(by.clone()),
+            "READ Response Last settles it"
+        );
         assert_eq!(r.withheld(Dir::BtoA, 0x11, Psn::new(53), 0x11), None);
     }
 }

@@ -94,7 +94,11 @@ impl Prefixer {
     fn emit(&self, i: usize, line: &[u8]) {
         let text = String::from_utf8_lossy(line);
         let text = text.trim_end_matches('\n');
-        let tag = if i == 0 { format!("[{}] ", self.vm.name()) } else { format!("[{}!] ", self.vm.name()) };
+        let tag = if i == 0 {
+            format!("[{}] ", self.vm.name())
+        } else {
+            format!("[{}!] ", self.vm.name())
+        };
         super::write_fd(1, format!("{tag}{text}\n").as_bytes());
     }
     fn finish(mut self) -> (String, String) {
@@ -114,10 +118,20 @@ fn listeners(paths: &LabPaths, vm: Vm) -> Result<BTreeSet<String>> {
     if !st.success() {
         bail!("listing VM {}'s listeners failed: {} {}", vm.name(), st.describe(), err.trim());
     }
-    Ok(out.lines().map(|l| l.split_whitespace().collect::<Vec<_>>().join(" ")).filter(|l| !l.is_empty()).collect())
+    Ok(out
+        .lines()
+        .map(|l| l.split_whitespace().collect::<Vec<_>>().join(" "))
+        .filter(|l| !l.is_empty())
+        .collect())
 }
 
-fn start_side(paths: &LabPaths, vm: Vm, cmd: String, timeout: Duration, echo: bool) -> mpsc::Receiver<Result<Side>> {
+fn start_side(
+    paths: &LabPaths,
+    vm: Vm,
+    cmd: String,
+    timeout: Duration,
+    echo: bool,
+) -> mpsc::Receiver<Result<Side>> {
     let (tx, rx) = mpsc::channel();
     let paths = paths.clone();
     thread::spawn(move || {
@@ -173,7 +187,10 @@ pub fn execute(paths: &LabPaths, args: RunPlan) -> Result<Outcome> {
                         // a finished (or failed) before listening: b goes anyway.
                         if let Ok(r) = rx.try_recv() {
                             let side = r?;
-                            notes.push(format!("VM a's command ended ({}) before b started", side.status.describe()));
+                            notes.push(format!(
+                                "VM a's command ended ({}) before b started",
+                                side.status.describe()
+                            ));
                             waits.push(Ok(side));
                             break;
                         }
@@ -225,8 +242,15 @@ pub fn warnings(o: &Outcome) -> Vec<String> {
         ));
     }
     if r.live_skipped > 0 {
-        let keep = if r.capture.is_some() { "the capture has them all" } else { "add -w FILE.pcapng to keep them all" };
-        w.push(format!("{} frame(s) were not printed: the terminal fell behind the wire ({keep})", r.live_skipped));
+        let keep = if r.capture.is_some() {
+            "the capture has them all"
+        } else {
+            "add -w FILE.pcapng to keep them all"
+        };
+        w.push(format!(
+            "{} frame(s) were not printed: the terminal fell behind the wire ({keep})",
+            r.live_skipped
+        ));
     }
     if c.send_errors > 0 {
         w.push(format!("the switch could not forward {} frame(s)", c.send_errors));
@@ -240,4 +264,3 @@ pub fn warnings(o: &Outcome) -> Vec<String> {
     }
     w
 }
-

@@ -88,10 +88,17 @@ const MAX_SOCKET_PATH: usize = 107;
 
 impl LabPaths {
     pub fn new(root: &Path, name: &str) -> Result<LabPaths> {
-        if name.is_empty() || name.len() > 32 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_') {
+        if name.is_empty()
+            || name.len() > 32
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
             bail!("bad lab name `{name}`: use 1–32 letters, digits, `-` or `_`");
         }
-        let root = if root.is_absolute() { root.to_path_buf() } else { std::env::current_dir()?.join(root) };
+        let root = if root.is_absolute() {
+            root.to_path_buf()
+        } else {
+            std::env::current_dir()?.join(root)
+        };
         let dir = root.join("labs").join(name);
         let paths = LabPaths { root, name: name.to_string(), dir };
         let longest = paths.agent_socket(Vm::A);
@@ -171,11 +178,17 @@ impl Flock {
     pub fn lock_within(path: &Path, within: Duration) -> Result<Flock> {
         let deadline = Instant::now() + within;
         loop {
-            if let Some(l) = Self::try_lock(path).with_context(|| format!("locking {}", path.display()))? {
+            if let Some(l) =
+                Self::try_lock(path).with_context(|| format!("locking {}", path.display()))?
+            {
                 return Ok(l);
             }
             if Instant::now() >= deadline {
-                bail!("{} stayed locked for {:?}: another roce process holds it", path.display(), within);
+                bail!(
+                    "{} stayed locked for {:?}: another roce process holds it",
+                    path.display(),
+                    within
+                );
             }
             std::thread::sleep(Duration::from_millis(100));
         }
@@ -244,7 +257,8 @@ pub fn recover_stale(paths: &LabPaths) -> Vec<String> {
     let pidfiles = [paths.daemon_pidfile(), paths.qemu_pidfile(Vm::A), paths.qemu_pidfile(Vm::B)];
     for pf in &pidfiles {
         if let Some(pid) = read_pid(pf) {
-            if pid_alive(pid) && pid != std::process::id() as i32 && cmdline_mentions(pid, &needle) {
+            if pid_alive(pid) && pid != std::process::id() as i32 && cmdline_mentions(pid, &needle)
+            {
                 let ok = kill_and_wait(pid, Duration::from_secs(2));
                 done.push(format!(
                     "killed leftover process {pid} ({}){}",
@@ -302,8 +316,12 @@ impl ConsoleWatch {
             Some(i) => (&text[..i], &text[i + 1..]),
             None => ("", text.as_str()),
         };
-        self.partial = rest.chars().rev().take(4096).collect::<Vec<_>>().into_iter().rev().collect();
-        whole.lines().find(|l| l.contains("NETDEV WATCHDOG") && l.contains("timed out")).map(|l| l.chars().filter(|c| !c.is_control()).collect::<String>().trim().to_string())
+        self.partial =
+            rest.chars().rev().take(4096).collect::<Vec<_>>().into_iter().rev().collect();
+        whole
+            .lines()
+            .find(|l| l.contains("NETDEV WATCHDOG") && l.contains("timed out"))
+            .map(|l| l.chars().filter(|c| !c.is_control()).collect::<String>().trim().to_string())
     }
 }
 
@@ -338,7 +356,11 @@ mod tests {
         let c = root.join("b.console");
         let mut w = ConsoleWatch::default();
         assert_eq!(w.nic_stuck(&c), None, "no console yet");
-        fs::write(&c, "roce-lab: wire up: eth0 10.0.0.2\n[   59.02] virtio_net virtio2 eth0: NETDEV WATCH").unwrap();
+        fs::write(
+            &c,
+            "roce-lab: wire up: eth0 10.0.0.2\n[   59.02] virtio_net virtio2 eth0: NETDEV WATCH",
+        )
+        .unwrap();
         assert_eq!(w.nic_stuck(&c), None, "half a line");
         let mut f = fs::OpenOptions::new().append(true).open(&c).unwrap();
         std::io::Write::write_all(&mut f, b"DOG: CPU: 0: transmit queue 0 timed out 5204 ms\r\n[   59.03] virtio_net virtio2 eth0: TX timeout on queue: 0\n").unwrap();
@@ -409,7 +431,10 @@ mod tests {
         let done = recover_stale(&paths);
         let _ = child.wait();
         assert!(!pid_alive(pid), "leftover process still alive");
-        assert!(done.iter().any(|d| d.contains(&format!("killed leftover process {pid}"))), "{done:?}");
+        assert!(
+            done.iter().any(|d| d.contains(&format!("killed leftover process {pid}"))),
+            "{done:?}"
+        );
         assert!(pid_alive(std::process::id() as i32));
         assert!(!paths.control_socket().exists() && !paths.qemu_pidfile(Vm::A).exists());
         fs::remove_dir_all(&root).unwrap();

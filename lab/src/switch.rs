@@ -37,11 +37,11 @@ use dissector::LinkType;
 use serde::{Deserialize, Serialize};
 
 use super::claim::{Claim, Owner};
+use super::control::WireFrame;
 use super::fault::{Action, Dir, Offset, Real, Rng, Rule};
 use super::mark::{Mark, Marks, RuleRef};
-use super::respond::{Request, Responder};
 use super::record::Recorder;
-use super::control::WireFrame;
+use super::respond::{Request, Responder};
 
 /// Socket buffers: a burst of ib_write_bw must fit while the switch thread is busy.
 const SOCKET_BUFFER: usize = 8 << 20;
@@ -64,7 +64,13 @@ fn set_buffers(s: &UdpSocket) -> io::Result<()> {
         let v = SOCKET_BUFFER as libc::c_int;
         // SAFETY: a valid fd and a pointer to a c_int of the stated size.
         let r = unsafe {
-            libc::setsockopt(s.as_raw_fd(), libc::SOL_SOCKET, opt, &v as *const _ as *const libc::c_void, size_of::<libc::c_int>() as u32)
+            libc::setsockopt(
+                s.as_raw_fd(),
+                libc::SOL_SOCKET,
+                opt,
+                &v as *const _ as *const libc::c_void,
+                size_of::<libc::c_int>() as u32,
+            )
         };
         // The *FORCE variants need CAP_NET_ADMIN; without it the plain ones (capped
         // by net.core.[rw]mem_max) are what we get.
@@ -94,7 +100,12 @@ impl Wire {
 
     pub fn ports(&self) -> Ports {
         let p = |s: &UdpSocket| s.local_addr().map(|a| a.port()).unwrap_or(0);
-        Ports { switch_a: p(&self.switch_a), switch_b: p(&self.switch_b), vm_a: p(&self.vm_a), vm_b: p(&self.vm_b) }
+        Ports {
+            switch_a: p(&self.switch_a),
+            switch_b: p(&self.switch_b),
+            vm_a: p(&self.vm_a),
+            vm_b: p(&self.vm_b),
+        }
     }
 }
 
@@ -284,7 +295,9 @@ impl Switch {
         self.tx.send(make(tx)).map_err(|_| anyhow::anyhow!("the switch thread has stopped"))?;
         // A full wake-up socket means the thread has been woken already.
         let _ = self.wake.send(&[1]);
-        rx.recv_timeout(REPLY_DEADLINE).map_err(|_| anyhow::anyhow!("the switch thread did not answer within {REPLY_DEADLINE:?}"))
+        rx.recv_timeout(REPLY_DEADLINE).map_err(|_| {
+            anyhow::anyhow!("the switch thread did not answer within {REPLY_DEADLINE:?}")
+        })
     }
 
     pub fn begin(&self, spec: RunSpec) -> Result<RunId> {
@@ -384,7 +397,12 @@ fn fix_ipv4_checksum(frame: &mut [u8], v: &RoceView) {
 }
 
 /// Applies a byte-changing action; returns a description, or why it was skipped.
-pub fn apply_modification(frame: &mut [u8], v: &RoceView, action: &Action, fix: bool) -> Result<String, String> {
+pub fn apply_modification(
+    frame: &mut [u8],
+    v: &RoceView,
+    action: &Action,
+    fix: bool,
+) -> Result<String, String> {
     let mut desc = match *action {
         Action::Ce => {
             if v.ipv4_header_len > 0 {
@@ -413,7 +431,10 @@ pub fn apply_modification(frame: &mut [u8], v: &RoceView, action: &Action, fix: 
                 Offset::Payload(n) => (v.payload + n, v.icrc.unwrap_or(frame.len())),
             };
             if pos >= limit {
-                return Err(format!("offset {at} is past the end ({} bytes available)", limit.saturating_sub(pos.min(limit))));
+                return Err(format!(
+                    "offset {at} is past the end ({} bytes available)",
+                    limit.saturating_sub(pos.min(limit))
+                ));
             }
             frame[pos] ^= xor;
             if v.ipv4_header_len > 0 && (v.ip..v.ip + v.ipv4_header_len).contains(&pos) {
@@ -481,7 +502,15 @@ struct Engine {
 
 impl Engine {
     fn new(socks: [UdpSocket; 2], ports: Ports) -> Engine {
-        Engine { socks, ports, opts: frame::Options::default(), total: Counters::default(), runs: Vec::new(), next_id: 1, held: VecDeque::new() }
+        Engine {
+            socks,
+            ports,
+            opts: frame::Options::default(),
+            total: Counters::default(),
+            runs: Vec::new(),
+            next_id: 1,
+            held: VecDeque::new(),
+        }
     }
 
     /// Counts in the lifetime totals and, when a run owns the frame, in its.
@@ -497,7 +526,9 @@ impl Engine {
         match self.runs.first() {
             None => None,
             Some(r) if r.owner.is_none() => Some(0),
-            Some(_) => self.runs.iter_mut().position(|r| r.owner.as_mut().is_some_and(|o| o.owns(dir, f))),
+            Some(_) => {
+                self.runs.iter_mut().position(|r| r.owner.as_mut().is_some_and(|o| o.owns(dir, f)))
+            }
         }
     }
 
@@ -508,15 +539,26 @@ impl Engine {
     /// Why a run with `spec` cannot start now, if it cannot.
     fn refuse(&self, spec: &RunSpec) -> Option<String> {
         if self.runs.iter().any(|r| r.owner.is_none()) {
-            return Some("a run is already in progress on this lab, with the switch to itself".into());
+            return Some(
+                "a run is already in progress on this lab, with the switch to itself".into(),
+            );
         }
         let Some(claim) = &spec.claim else {
-            return (!self.runs.is_empty()).then(|| format!("{} runs share the switch now; a run that needs it to itself waits for them", self.runs.len()));
+            return (!self.runs.is_empty()).then(|| {
+                format!(
+                    "{} runs share the switch now; a run that needs it to itself waits for them",
+                    self.runs.len()
+                )
+            });
         };
         if !spec.rules.is_empty() {
             return Some("a run that shares the switch cannot apply fault rules (they would act on the other runs' frames too)".into());
         }
-        self.runs.iter().filter_map(|r| r.owner.as_ref()).find_map(|o| o.claim().overlaps(claim)).map(|what| format!("its claim overlaps a run in progress: {what}"))
+        self.runs
+            .iter()
+            .filter_map(|r| r.owner.as_ref())
+            .find_map(|o| o.claim().overlaps(claim))
+            .map(|what| format!("its claim overlaps a run in progress: {what}"))
     }
 
     fn run(mut self, rx: mpsc::Receiver<Cmd>, woken: UnixDatagram) {
@@ -535,7 +577,13 @@ impl Engine {
                 libc::pollfd { fd: woken.as_raw_fd(), events: libc::POLLIN, revents: 0 },
             ];
             // SAFETY: fds is a valid array of three pollfd for the duration of the call.
-            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait.as_millis().max(1) as libc::c_int) };
+            let n = unsafe {
+                libc::poll(
+                    fds.as_mut_ptr(),
+                    fds.len() as libc::nfds_t,
+                    wait.as_millis().max(1) as libc::c_int,
+                )
+            };
             if fds[2].revents != 0 {
                 while woken.recv(&mut buf).is_ok() {}
             }
@@ -573,7 +621,11 @@ impl Engine {
                     Err(why)
                 } else {
                     self.release_due(true);
-                    let responder = spec.rules.iter().any(|r| matches!(r.action, Action::Respond(_))).then(Responder::default);
+                    let responder = spec
+                        .rules
+                        .iter()
+                        .any(|r| matches!(r.action, Action::Respond(_)))
+                        .then(Responder::default);
                     let rules = spec
                         .rules
                         .into_iter()
@@ -611,7 +663,8 @@ impl Engine {
                     Some(mut run) => {
                         if let Some(rec) = run.recorder.take() {
                             if let Err(e) = rec.finish() {
-                                run.capture_error.get_or_insert(format!("finishing the capture: {e}"));
+                                run.capture_error
+                                    .get_or_insert(format!("finishing the capture: {e}"));
                             }
                         }
                         Ok(RunReport {
@@ -619,9 +672,14 @@ impl Engine {
                             rules: run
                                 .rules
                                 .iter()
-                                .map(|s| RuleReport { rule: s.rule.to_string(), matched: s.matched, applied: s.applied })
+                                .map(|s| RuleReport {
+                                    rule: s.rule.to_string(),
+                                    matched: s.matched,
+                                    applied: s.applied,
+                                })
                                 .collect(),
-                            socket_drops: socket_drops(&self.ports).saturating_sub(run.drops_at_start),
+                            socket_drops: socket_drops(&self.ports)
+                                .saturating_sub(run.drops_at_start),
                             capture: run.capture.map(|p| p.display().to_string()),
                             capture_error: run.capture_error,
                             duration_ms: run.started.elapsed().as_millis() as u64,
@@ -650,7 +708,12 @@ impl Engine {
         let comment = marks.comment();
         let comment = comment.as_deref();
         if let Some(live) = &run.live {
-            let w = WireFrame { sender: dir, ts_ns: ts, comment: comment.map(str::to_string), data: frame.to_vec() };
+            let w = WireFrame {
+                sender: dir,
+                ts_ns: ts,
+                comment: comment.map(str::to_string),
+                data: frame.to_vec(),
+            };
             if live.try_send(w).is_err() {
                 run.live_skipped += 1;
             }
@@ -671,7 +734,9 @@ impl Engine {
         let mut sent = out.send(frame);
         // A full send buffer clears as the kernel delivers; give it a moment.
         let until = Instant::now() + Duration::from_millis(5);
-        while matches!(&sent, Err(e) if e.kind() == io::ErrorKind::WouldBlock) && Instant::now() < until {
+        while matches!(&sent, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            && Instant::now() < until
+        {
             thread::yield_now();
             sent = out.send(frame);
         }
@@ -719,7 +784,8 @@ impl Engine {
 
         let mut frame = data.to_vec();
         let mut marks: Vec<Mark> = Vec::new();
-        let (mut drop, mut modified, mut dups, mut hold_ms, mut reorder_ms) = (false, false, 0u32, 0u64, None);
+        let (mut drop, mut modified, mut dups, mut hold_ms, mut reorder_ms) =
+            (false, false, 0u32, 0u64, None);
         let mut synthesized: Option<(Vec<u8>, RuleRef)> = None;
         for (i, st) in run.rules.iter_mut().enumerate() {
             if !st.rule.matches(dir, v.opcode, v.qp, v.psn) {
@@ -755,7 +821,9 @@ impl Engine {
                                     marks.push(Mark::Dropped(by.clone()));
                                     drop = true;
                                 }
-                                (Real::Withhold, Some(qp)) => resp.withhold(&request, qp, by.clone()),
+                                (Real::Withhold, Some(qp)) => {
+                                    resp.withhold(&request, qp, by.clone())
+                                }
                                 _ => {}
                             }
                             synthesized = Some((answer, by));
@@ -807,8 +875,17 @@ impl Engine {
                 if reorder_ms.is_some() {
                     self.count(at, |c| c.reordered += 1);
                 }
-                let due = Instant::now() + Duration::from_millis(hold_ms.max(reorder_ms.unwrap_or(0)));
-                self.held.push_back(Held { due, dir, frame, marks, dups, behind_next: reorder_ms.is_some(), run: id });
+                let due =
+                    Instant::now() + Duration::from_millis(hold_ms.max(reorder_ms.unwrap_or(0)));
+                self.held.push_back(Held {
+                    due,
+                    dir,
+                    frame,
+                    marks,
+                    dups,
+                    behind_next: reorder_ms.is_some(),
+                    run: id,
+                });
             } else {
                 self.deliver(at, dir, &frame, &marks, dups, ts);
                 self.release_reordered(dir);
@@ -826,7 +903,15 @@ impl Engine {
         self.release_reordered(dir);
     }
 
-    fn deliver(&mut self, run: Option<usize>, dir: Dir, frame: &[u8], marks: &Marks, dups: u32, ts: u64) {
+    fn deliver(
+        &mut self,
+        run: Option<usize>,
+        dir: Dir,
+        frame: &[u8],
+        marks: &Marks,
+        dups: u32,
+        ts: u64,
+    ) {
         self.egress(run, dir, frame, marks, ts);
         for k in 1..=dups {
             self.count(run, |c| c.duplicated += 1);
@@ -912,7 +997,10 @@ mod tests {
     }
 
     fn host(last: u8) -> Host {
-        Host { mac: Mac([0x52, 0x54, 0, 0, 0, last]), ip: std::net::Ipv4Addr::new(10, 0, 0, last).into() }
+        Host {
+            mac: Mac([0x52, 0x54, 0, 0, 0, last]),
+            ip: std::net::Ipv4Addr::new(10, 0, 0, last).into(),
+        }
     }
 
     /// A RoCEv2 frame from a (10.0.0.1) to b, or from b to a.
@@ -922,7 +1010,13 @@ mod tests {
             Dir::BtoA => (host(2), host(1)),
         };
         let t = Transport {
-            bth: BthRepr { opcode: Opcode(op), p_key: 0xffff, dest_qp: qp, psn: Psn::new(psn), ..Default::default() },
+            bth: BthRepr {
+                opcode: Opcode(op),
+                p_key: 0xffff,
+                dest_qp: qp,
+                psn: Psn::new(psn),
+                ..Default::default()
+            },
             payload: payload.to_vec(),
             ..Default::default()
         };
@@ -960,10 +1054,21 @@ mod tests {
         }
         fn begin(&self, rules: &[&str], seed: u64, capture: bool) -> PathBuf {
             let path = self.dir.join("cap.pcapng");
-            let recorder: Option<Box<dyn Recorder>> =
-                capture.then(|| Box::new(PcapngRecorder::create(&path).unwrap()) as Box<dyn Recorder>);
+            let recorder: Option<Box<dyn Recorder>> = capture
+                .then(|| Box::new(PcapngRecorder::create(&path).unwrap()) as Box<dyn Recorder>);
             let rules = rules.iter().map(|r| parse_rule(r).unwrap()).collect();
-            self.run.set(self.switch.begin(RunSpec { rules, seed, recorder, capture: capture.then(|| path.clone()), live: None, claim: None }).unwrap());
+            self.run.set(
+                self.switch
+                    .begin(RunSpec {
+                        rules,
+                        seed,
+                        recorder,
+                        capture: capture.then(|| path.clone()),
+                        live: None,
+                        claim: None,
+                    })
+                    .unwrap(),
+            );
             path
         }
         fn end(&self) -> Result<RunReport> {
@@ -992,8 +1097,10 @@ mod tests {
     fn records_each_sender_on_its_interface_and_proves_completeness() {
         let r = rig("rec");
         let path = r.begin(&[], 1, true);
-        let frames: Vec<(Dir, Vec<u8>)> =
-            (0..10).map(|i| if i % 3 == 0 { Dir::BtoA } else { Dir::AtoB }).map(|d| (d, roce(d, 0x04, 0x11, 0, b"x"))).collect();
+        let frames: Vec<(Dir, Vec<u8>)> = (0..10)
+            .map(|i| if i % 3 == 0 { Dir::BtoA } else { Dir::AtoB })
+            .map(|d| (d, roce(d, 0x04, 0x11, 0, b"x")))
+            .collect();
         for (d, f) in &frames {
             r.send(*d, f);
             std::thread::sleep(Duration::from_millis(2));
@@ -1015,19 +1122,42 @@ mod tests {
         // A second run may start once the first ended; ending twice is an error.
         assert!(r.end().is_err());
         r.begin(&[], 1, false);
-        assert!(r.switch.begin(RunSpec { rules: vec![], seed: 1, recorder: None, capture: None, live: None, claim: None }).is_err());
+        assert!(r
+            .switch
+            .begin(RunSpec {
+                rules: vec![],
+                seed: 1,
+                recorder: None,
+                capture: None,
+                live: None,
+                claim: None
+            })
+            .is_err());
     }
 
     #[test]
     fn live_stream_carries_what_the_capture_holds_and_never_blocks_the_wire() {
         let r = rig("live");
         let path = r.dir.join("cap.pcapng");
-        let recorder: Option<Box<dyn Recorder>> = Some(Box::new(PcapngRecorder::create(&path).unwrap()));
+        let recorder: Option<Box<dyn Recorder>> =
+            Some(Box::new(PcapngRecorder::create(&path).unwrap()));
         // Room for 3 frames: the 4th and 5th are skipped for the viewer, not for the wire.
         let (tx, rx) = mpsc::sync_channel(3);
         let rules = vec![parse_rule("drop dir=a>b psn=2").unwrap()];
-        r.run.set(r.switch.begin(RunSpec { rules, seed: 1, recorder, capture: Some(path.clone()), live: Some(tx), claim: None }).unwrap());
-        let frames: Vec<Vec<u8>> = (1..=5).map(|psn| roce(Dir::AtoB, 0x04, 0x11, psn, b"x")).collect();
+        r.run.set(
+            r.switch
+                .begin(RunSpec {
+                    rules,
+                    seed: 1,
+                    recorder,
+                    capture: Some(path.clone()),
+                    live: Some(tx),
+                    claim: None,
+                })
+                .unwrap(),
+        );
+        let frames: Vec<Vec<u8>> =
+            (1..=5).map(|psn| roce(Dir::AtoB, 0x04, 0x11, psn, b"x")).collect();
         for f in &frames {
             r.send(Dir::AtoB, f);
             std::thread::sleep(Duration::from_millis(2));
@@ -1039,9 +1169,16 @@ mod tests {
         let (_, pkts) = read_capture(&path).unwrap();
         assert_eq!(live.len(), 3);
         for (w, p) in live.iter().zip(&pkts) {
-            assert_eq!((w.sender, w.ts_ns, &w.data, &w.comment), (Dir::AtoB, p.ts_ns, &p.data, &p.comment));
+            assert_eq!(
+                (w.sender, w.ts_ns, &w.data, &w.comment),
+                (Dir::AtoB, p.ts_ns, &p.data, &p.comment)
+            );
         }
-        assert!(live[1].comment.as_deref().is_some_and(|c| c.contains("dropped by rule 1")), "{:?}", live[1].comment);
+        assert!(
+            live[1].comment.as_deref().is_some_and(|c| c.contains("dropped by rule 1")),
+            "{:?}",
+            live[1].comment
+        );
     }
 
     #[test]
@@ -1066,14 +1203,27 @@ mod tests {
         assert_eq!(pkts.len(), 5, "the dropped frame is recorded too");
         let commented: Vec<&str> = pkts.iter().filter_map(|p| p.comment.as_deref()).collect();
         assert_eq!(commented.len(), 1, "{commented:?}");
-        assert!(commented[0].contains("dropped by rule 1") && commented[0].contains("not delivered"), "{commented:?}");
+        assert!(
+            commented[0].contains("dropped by rule 1") && commented[0].contains("not delivered"),
+            "{commented:?}"
+        );
     }
 
     #[test]
     fn corrupt_breaks_the_icrc_unless_asked_to_fix_it() {
         let r = rig("corrupt");
-        r.begin(&["corrupt psn=1 at=payload+2 xor=0x01", "corrupt psn=2 icrc=fix", "corrupt-icrc psn=3", "corrupt psn=4 at=ip+8"], 1, false);
-        let frames: Vec<Vec<u8>> = (1..=4).map(|psn| roce(Dir::AtoB, 0x04, 0x11, psn, b"abcdefgh")).collect();
+        r.begin(
+            &[
+                "corrupt psn=1 at=payload+2 xor=0x01",
+                "corrupt psn=2 icrc=fix",
+                "corrupt-icrc psn=3",
+                "corrupt psn=4 at=ip+8",
+            ],
+            1,
+            false,
+        );
+        let frames: Vec<Vec<u8>> =
+            (1..=4).map(|psn| roce(Dir::AtoB, 0x04, 0x11, psn, b"abcdefgh")).collect();
         for f in &frames {
             assert!(icrc_ok(f));
             r.send(Dir::AtoB, f);
@@ -1144,12 +1294,23 @@ mod tests {
         assert!(delayed_at.unwrap() >= Duration::from_millis(150), "{delayed_at:?}");
         let rep = r.end().unwrap();
         let c = rep.counters;
-        assert_eq!((c.duplicated, c.delayed, c.reordered, c.forwarded, c.recorded), (2, 1, 1, 7, 7));
+        assert_eq!(
+            (c.duplicated, c.delayed, c.reordered, c.forwarded, c.recorded),
+            (2, 1, 1, 7, 7)
+        );
         assert!(c.capture_complete() && c.balanced());
         let (_, pkts) = read_capture(&path).unwrap();
         let comments: Vec<&str> = pkts.iter().map(|p| p.comment.as_deref().unwrap_or("")).collect();
-        assert!(comments[1].starts_with("duplicate 1 of 2") && comments[2].starts_with("duplicate 2 of 2"), "{comments:?}");
-        assert!(comments[5].contains("reordered by rule 3") && comments[6].contains("delayed 150 ms by rule 2"), "{comments:?}");
+        assert!(
+            comments[1].starts_with("duplicate 1 of 2")
+                && comments[2].starts_with("duplicate 2 of 2"),
+            "{comments:?}"
+        );
+        assert!(
+            comments[5].contains("reordered by rule 3")
+                && comments[6].contains("delayed 150 ms by rule 2"),
+            "{comments:?}"
+        );
     }
 
     #[test]
@@ -1169,8 +1330,11 @@ mod tests {
         for psn in 0..200 {
             r.send(Dir::AtoB, &roce(Dir::AtoB, 0x04, 0x11, psn, b"x"));
         }
-        let got: Vec<u32> =
-            r.received(Dir::AtoB).iter().map(|f| parse_roce(f, &frame::Options::default()).unwrap().psn).collect();
+        let got: Vec<u32> = r
+            .received(Dir::AtoB)
+            .iter()
+            .map(|f| parse_roce(f, &frame::Options::default()).unwrap().psn)
+            .collect();
         let rep = r.end().unwrap();
         assert_eq!(rep.counters.dropped as usize, 200 - got.len());
         (0..200).filter(|p| !got.contains(p)).collect()
@@ -1231,7 +1395,11 @@ mod tests {
         assert_eq!(r.received(Dir::AtoB), vec![write.clone()], "the responder gets the request");
         let back = r.received(Dir::BtoA);
         assert_eq!(back.len(), 1);
-        assert_eq!(syndrome_of(&back[0]), (0x11, 0x11, 5, 0x61), "NAK Invalid Request to the requester's QP");
+        assert_eq!(
+            syndrome_of(&back[0]),
+            (0x11, 0x11, 5, 0x61),
+            "NAK Invalid Request to the requester's QP"
+        );
         assert!(icrc_ok(&back[0]) && ipv4_ok(&back[0]));
         // The responder's ACK of PSN 5 is withheld; its next one passes.
         r.send(Dir::BtoA, &roce(Dir::BtoA, 0x11, 0x11, 5, &[]));
@@ -1243,8 +1411,17 @@ mod tests {
         assert_eq!((c.synthesized, c.dropped, c.recorded), (1, 1, 4));
         assert!(c.capture_complete() && c.balanced(), "{}", c.summary());
         let (_, pkts) = read_capture(&path).unwrap();
-        let marks: Vec<Marks> = pkts.iter().map(|p| p.comment.as_deref().map(Marks::parse).unwrap_or_default()).collect();
-        assert!(marks[0].is_empty() && marks[1].synthesized() && marks[2].withheld() && marks[3].is_empty(), "the request, then its answer: {marks:?}");
+        let marks: Vec<Marks> = pkts
+            .iter()
+            .map(|p| p.comment.as_deref().map(Marks::parse).unwrap_or_default())
+            .collect();
+        assert!(
+            marks[0].is_empty()
+                && marks[1].synthesized()
+                && marks[2].withheld()
+                && marks[3].is_empty(),
+            "the request, then its answer: {marks:?}"
+        );
     }
 
     /// `real=lost` keeps the request from the responder; an RNR range sends each
@@ -1289,7 +1466,11 @@ mod tests {
         let got = rx.join().unwrap();
         let rep = r.end().unwrap();
         let c = rep.counters;
-        eprintln!("burst: {n} frames sent in {:?}; {got} received; {c:?}; socket drops {}", t.elapsed(), rep.socket_drops);
+        eprintln!(
+            "burst: {n} frames sent in {:?}; {got} received; {c:?}; socket drops {}",
+            t.elapsed(),
+            rep.socket_drops
+        );
         assert_eq!(c.from_a, n);
         assert_eq!(got, n);
         assert_eq!((c.forwarded, c.send_errors, c.recorded), (n, 0, n));
@@ -1304,16 +1485,53 @@ mod tests {
         let start = |name: &str, claim: Claim| {
             let path = r.dir.join(name);
             let recorder: Box<dyn Recorder> = Box::new(PcapngRecorder::create(&path).unwrap());
-            let id = r.switch.begin(RunSpec { rules: vec![], seed: 1, recorder: Some(recorder), capture: Some(path.clone()), live: None, claim: Some(claim) }).unwrap();
+            let id = r
+                .switch
+                .begin(RunSpec {
+                    rules: vec![],
+                    seed: 1,
+                    recorder: Some(recorder),
+                    capture: Some(path.clone()),
+                    live: None,
+                    claim: Some(claim),
+                })
+                .unwrap();
             (id, path)
         };
-        let (one, p1) = start("one.pcapng", Claim { qps_a: vec![0x11], qps_b: vec![0x12], ports: vec![18_600] });
-        let (two, p2) = start("two.pcapng", Claim { qps_a: vec![0x12], qps_b: vec![0x11], ports: vec![18_700] });
-        let overlapping = RunSpec { rules: vec![], seed: 1, recorder: None, capture: None, live: None, claim: Some(Claim { qps_b: vec![0x12], ..Default::default() }) };
+        let (one, p1) = start(
+            "one.pcapng",
+            Claim { qps_a: vec![0x11], qps_b: vec![0x12], ports: vec![18_600] },
+        );
+        let (two, p2) = start(
+            "two.pcapng",
+            Claim { qps_a: vec![0x12], qps_b: vec![0x11], ports: vec![18_700] },
+        );
+        let overlapping = RunSpec {
+            rules: vec![],
+            seed: 1,
+            recorder: None,
+            capture: None,
+            live: None,
+            claim: Some(Claim { qps_b: vec![0x12], ..Default::default() }),
+        };
         assert!(r.switch.begin(overlapping).unwrap_err().to_string().contains("QPN 0x12 on VM b"));
-        let alone = RunSpec { rules: vec![], seed: 1, recorder: None, capture: None, live: None, claim: None };
+        let alone = RunSpec {
+            rules: vec![],
+            seed: 1,
+            recorder: None,
+            capture: None,
+            live: None,
+            claim: None,
+        };
         assert!(r.switch.begin(alone).unwrap_err().to_string().contains("2 runs share the switch"));
-        let with_rules = RunSpec { rules: vec![parse_rule("drop").unwrap()], seed: 1, recorder: None, capture: None, live: None, claim: Some(Claim { qps_b: vec![0x99], ..Default::default() }) };
+        let with_rules = RunSpec {
+            rules: vec![parse_rule("drop").unwrap()],
+            seed: 1,
+            recorder: None,
+            capture: None,
+            live: None,
+            claim: Some(Claim { qps_b: vec![0x99], ..Default::default() }),
+        };
         assert!(r.switch.begin(with_rules).unwrap_err().to_string().contains("fault rules"));
 
         // Interleaved: one's request and ACK, two's, an ARP nobody claims.
@@ -1335,7 +1553,11 @@ mod tests {
         let rep2 = r.switch.end(two).unwrap();
         for (rep, path, mine) in [(&rep1, &p1, [0usize, 2]), (&rep2, &p2, [1, 4])] {
             let c = rep.counters;
-            assert_eq!((c.from_a, c.from_b, c.roce, c.forwarded, c.recorded), (1, 1, 2, 2, 2), "{c:?}");
+            assert_eq!(
+                (c.from_a, c.from_b, c.roce, c.forwarded, c.recorded),
+                (1, 1, 2, 2, 2),
+                "{c:?}"
+            );
             assert!(c.balanced() && c.capture_complete());
             let (_, got) = read_capture(path).unwrap();
             let want: Vec<&Vec<u8>> = mine.iter().map(|&i| &frames[i].1).collect();
@@ -1344,6 +1566,10 @@ mod tests {
         assert!(r.switch.end(one).is_err(), "ended already");
         let (total, runs) = r.switch.stats().unwrap();
         assert!(runs.is_empty());
-        assert_eq!((total.received(), total.recorded), (5, 4), "the ARP frame went through unrecorded");
+        assert_eq!(
+            (total.received(), total.recorded),
+            (5, 4),
+            "the ARP frame went through unrecorded"
+        );
     }
 }

@@ -38,7 +38,10 @@ impl Accel {
 impl std::str::FromStr for Accel {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Accel, String> {
-        Accel::ALL.into_iter().find(|a| a.name() == s).ok_or_else(|| format!("`{s}` is not an accelerator: auto, kvm or tcg"))
+        Accel::ALL
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| format!("`{s}` is not an accelerator: auto, kvm or tcg"))
     }
 }
 
@@ -68,14 +71,24 @@ pub fn command(img: &Image, spec: &VmSpec) -> Result<Command> {
         Accel::Kvm => c.args(["-accel", "kvm", "-cpu", "host"]),
         _ => c.args(["-accel", "tcg", "-cpu", "max"]),
     };
-    c.args(["-m", &MEMORY_MB.to_string(), "-smp", "1", "-nodefaults", "-no-user-config", "-no-reboot"]);
+    c.args([
+        "-m",
+        &MEMORY_MB.to_string(),
+        "-smp",
+        "1",
+        "-nodefaults",
+        "-no-user-config",
+        "-no-reboot",
+    ]);
     c.args(["-display", "none", "-monitor", "none"]);
     c.arg("-serial").arg(format!("file:{}", p.console(vm).display()));
     c.arg("-kernel").arg(&img.kernel).arg("-initrd").arg(&img.initrd);
     c.arg("-drive").arg(format!("file={},format=raw,if=virtio,snapshot=on", img.disk.display()));
-    c.arg("-virtfs").arg(format!("local,path={},mount_tag=host,security_model=none", p.share().display()));
+    c.arg("-virtfs")
+        .arg(format!("local,path={},mount_tag=host,security_model=none", p.share().display()));
     c.args(["-device", "virtio-serial-pci"]);
-    c.arg("-chardev").arg(format!("socket,id=ctl,path={},server=on,wait=off", p.agent_socket(vm).display()));
+    c.arg("-chardev")
+        .arg(format!("socket,id=ctl,path={},server=on,wait=off", p.agent_socket(vm).display()));
     c.args(["-device", &format!("virtserialport,chardev=ctl,name={}", super::agent::PORT_NAME)]);
     if let Some(fd) = spec.net_fd {
         c.arg("-netdev").arg(format!("dgram,id=wire,local.type=fd,local.str={fd}"));
@@ -145,7 +158,12 @@ fn kvm_device_usable() -> bool {
 /// Resolves `auto`: TCG unless /dev/kvm is usable *and* a VM actually boots under
 /// KVM within a deadline (nested KVM can hang the guest early in boot). The answer
 /// is cached per host boot in `<root>/kvm-probe.json`.
-pub fn resolve_accel(want: Accel, img: &Image, paths: &LabPaths, say: &dyn Fn(&str)) -> Result<(Accel, String)> {
+pub fn resolve_accel(
+    want: Accel,
+    img: &Image,
+    paths: &LabPaths,
+    say: &dyn Fn(&str),
+) -> Result<(Accel, String)> {
     match want {
         Accel::Tcg => return Ok((Accel::Tcg, "tcg (asked for)".into())),
         Accel::Kvm => {
@@ -171,7 +189,10 @@ pub fn resolve_accel(want: Accel, img: &Image, paths: &LabPaths, say: &dyn Fn(&s
     }
     say("probing KVM (once per host boot; up to 20 s)");
     let (works, detail) = probe_kvm(img, paths, Duration::from_secs(20))?;
-    let _ = fs::write(&cache_path, serde_json::to_vec(&ProbeCache { boot_id: id, kvm_works: works, detail: detail.clone() })?);
+    let _ = fs::write(
+        &cache_path,
+        serde_json::to_vec(&ProbeCache { boot_id: id, kvm_works: works, detail: detail.clone() })?,
+    );
     let a = if works { Accel::Kvm } else { Accel::Tcg };
     Ok((a, format!("{} (KVM probe: {detail})", a.name())))
 }
@@ -193,11 +214,20 @@ fn probe_kvm(img: &Image, paths: &LabPaths, deadline: Duration) -> Result<(bool,
         }
         if let Ok(Some(st)) = child.try_wait() {
             let said = fs::read_to_string(&log).unwrap_or_default();
-            let first: String = said.lines().find(|l| !l.trim().is_empty()).unwrap_or("").chars().take(100).collect();
+            let first: String = said
+                .lines()
+                .find(|l| !l.trim().is_empty())
+                .unwrap_or("")
+                .chars()
+                .take(100)
+                .collect();
             break (false, format!("qemu exited ({st}) before the guest came up: {first}"));
         }
         if start.elapsed() > deadline {
-            break (false, format!("guest not up after {} s (nested KVM hang?)", deadline.as_secs()));
+            break (
+                false,
+                format!("guest not up after {} s (nested KVM hang?)", deadline.as_secs()),
+            );
         }
         std::thread::sleep(Duration::from_millis(100));
     };

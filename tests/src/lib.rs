@@ -37,7 +37,12 @@ pub struct Run {
 pub fn roce<S: AsRef<str>>(args: &[S]) -> Run {
     let mut out = Vec::new();
     let mut err = Vec::new();
-    let argv = std::iter::once("roce".to_string()).chain(args.iter().map(|s| s.as_ref().to_string()));
+    let argv =
+        std::iter::once("roce".to_string()).chain(args.iter().map(|s| s.as_ref().to_string()));
     let code = roce::cli::run(argv, &mut out, &mut err);
-    Run { code, out: String::from_utf8_lossy(&out).into_owned(), err: String::from_utf8_lossy(&err).into_owned() }
+    Run {
+        code,
+        out: String::from_utf8_lossy(&out).into_owned(),
+        err: String::from_utf8_lossy(&err).into_owned(),
+    }
 }

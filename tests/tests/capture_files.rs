@@ -16,7 +16,8 @@ struct TempDir(PathBuf);
 
 impl TempDir {
     fn new(tag: &str) -> TempDir {
-        let p = std::env::temp_dir().join(format!("roce-capture-files-{tag}-{}", std::process::id()));
+        let p =
+            std::env::temp_dir().join(format!("roce-capture-files-{tag}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&p);
         std::fs::create_dir_all(&p).expect("create temp dir");
         TempDir(p)
@@ -63,15 +64,23 @@ fn tshark_rows(path: &Path) -> Vec<Row> {
     let out = run(
         "tshark",
         &[
-            "-r", p, "-T", "fields", "-e", "frame.number", "-e", "frame.interface_id", "-e",
-            "frame.time_epoch", "-e", "frame.len", "-e", "frame.cap_len",
+            "-r",
+            p,
+            "-T",
+            "fields",
+            "-e",
+            "frame.number",
+            "-e",
+            "frame.interface_id",
+            "-e",
+            "frame.time_epoch",
+            "-e",
+            "frame.len",
+            "-e",
+            "frame.cap_len",
         ],
     );
-    assert!(
-        out.status.success(),
-        "tshark rejected {p}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "tshark rejected {p}: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout)
         .expect("tshark output is UTF-8")
         .lines()
@@ -95,7 +104,13 @@ fn our_rows(path: &Path) -> (Vec<Row>, Option<capture::CaptureError>) {
     let mut rows = vec![];
     loop {
         match r.next_packet() {
-            Ok(Some(rec)) => rows.push((rec.number, rec.interface, rec.ts_ns, rec.orig_len, rec.data.len() as u32)),
+            Ok(Some(rec)) => rows.push((
+                rec.number,
+                rec.interface,
+                rec.ts_ns,
+                rec.orig_len,
+                rec.data.len() as u32,
+            )),
             Ok(None) => return (rows, None),
             Err(e) => return (rows, Some(e)),
         }
@@ -129,14 +144,18 @@ fn our_pcapng_with_two_interfaces_matches_tshark() {
     let dir = TempDir::new("ng");
     let path = dir.path("two-interfaces.pcapng");
     let mut rng = Lcg(7);
-    let mut w = PcapngWriter::new(create_atomically(&path).unwrap(), "roce capture_files test").unwrap();
+    let mut w =
+        PcapngWriter::new(create_atomically(&path).unwrap(), "roce capture_files test").unwrap();
     let eth = w.add_interface(LinkType::ETHERNET, 0, Some("eth0")).unwrap();
     let raw = w.add_interface(LinkType::RAW, 96, Some("raw0")).unwrap();
     let mut expect = vec![];
     let mut ts = 1_700_000_000_000_000_000u64;
     for i in 0..60u64 {
         ts += rng.next() % 5_000_000_000 + 1; // every ns digit varies
-        let iface = match rng.next() % 3 { 0 => raw, _ => eth };
+        let iface = match rng.next() % 3 {
+            0 => raw,
+            _ => eth,
+        };
         let len = (rng.next() % 1500) as usize + if iface == eth { 14 } else { 20 };
         let mut data = rng.bytes(len);
         if iface == raw {
@@ -167,10 +186,14 @@ fn our_pcapng_with_two_interfaces_matches_tshark() {
     assert_eq!(rows, expect);
     let mut r = capture::open(&path).unwrap();
     while r.next_packet().unwrap().is_some() {}
-    let names: Vec<_> = r.interfaces().iter().map(|i| (i.link, i.name.clone(), i.tsresol)).collect();
+    let names: Vec<_> =
+        r.interfaces().iter().map(|i| (i.link, i.name.clone(), i.tsresol)).collect();
     assert_eq!(
         names,
-        [(LinkType::ETHERNET, Some("eth0".to_string()), 9), (LinkType::RAW, Some("raw0".to_string()), 9)]
+        [
+            (LinkType::ETHERNET, Some("eth0".to_string()), 9),
+            (LinkType::RAW, Some("raw0".to_string()), 9)
+        ]
     );
 }
 
@@ -179,7 +202,8 @@ fn our_nanosecond_pcap_matches_tshark_and_editcap_conversions_read_back() {
     let dir = TempDir::new("pcap");
     let path = dir.path("ns.pcap");
     let mut rng = Lcg(42);
-    let mut w = PcapWriter::new(create_atomically(&path).unwrap(), LinkType::ETHERNET, 1024).unwrap();
+    let mut w =
+        PcapWriter::new(create_atomically(&path).unwrap(), LinkType::ETHERNET, 1024).unwrap();
     let mut ts = 1_600_000_000_000_000_000u64;
     let mut expect = vec![];
     for i in 0..40u64 {
@@ -195,7 +219,9 @@ fn our_nanosecond_pcap_matches_tshark_and_editcap_conversions_read_back() {
 
     // Files written by Wireshark's own writer: microsecond pcap and pcapng.
     let p = path.to_str().unwrap();
-    for (fmt, name) in [("pcap", "us.pcap"), ("pcapng", "editcap.pcapng"), ("nsecpcap", "ns-again.pcap")] {
+    for (fmt, name) in
+        [("pcap", "us.pcap"), ("pcapng", "editcap.pcapng"), ("nsecpcap", "ns-again.pcap")]
+    {
         let out_path = dir.path(name);
         let o = run("editcap", &["-F", fmt, p, out_path.to_str().unwrap()]);
         assert!(o.status.success(), "editcap -F {fmt}: {}", String::from_utf8_lossy(&o.stderr));
@@ -216,9 +242,12 @@ fn our_nanosecond_pcap_matches_tshark_and_editcap_conversions_read_back() {
 fn multi_section_pcapng_matches_tshark_except_interface_numbering() {
     let dir = TempDir::new("sections");
     let mut bytes = vec![];
-    for (section, links) in [[LinkType::ETHERNET, LinkType::RAW].as_slice(), &[LinkType::LINUX_SLL, LinkType::ETHERNET, LinkType::RAW]]
-        .iter()
-        .enumerate()
+    for (section, links) in [
+        [LinkType::ETHERNET, LinkType::RAW].as_slice(),
+        &[LinkType::LINUX_SLL, LinkType::ETHERNET, LinkType::RAW],
+    ]
+    .iter()
+    .enumerate()
     {
         let mut w = PcapngWriter::new(Vec::new(), "sections").unwrap();
         for (i, l) in links.iter().enumerate() {
@@ -226,7 +255,8 @@ fn multi_section_pcapng_matches_tshark_except_interface_numbering() {
         }
         for i in 0..links.len() as u32 {
             let data = [0x45u8; 40];
-            w.write_packet(&OutPacket::new(i, 1_700_000_000_000_000_000 + u64::from(i), &data)).unwrap();
+            w.write_packet(&OutPacket::new(i, 1_700_000_000_000_000_000 + u64::from(i), &data))
+                .unwrap();
         }
         bytes.extend(w.into_inner().unwrap());
     }

@@ -50,7 +50,8 @@ fn truncated_file_keeps_the_frames_before_the_damage() {
 
 #[test]
 fn unknown_field_suggests_the_right_one() {
-    let r = roce(&["decode", "-T", "fields", "-e", "infiniband.bth.dstqp", &capture("rc_rdma.pcap")]);
+    let r =
+        roce(&["decode", "-T", "fields", "-e", "infiniband.bth.dstqp", &capture("rc_rdma.pcap")]);
     assert_eq!(r.code, 2);
     assert!(r.err.contains("did you mean 'infiniband.bth.destqp'"), "{}", r.err);
     assert!(r.out.is_empty(), "nothing half-printed");
@@ -59,12 +60,37 @@ fn unknown_field_suggests_the_right_one() {
 #[test]
 fn field_options_and_count() {
     let r = roce(&[
-        "decode", "-c", "2", "-T", "fields", "-E", "header=y", "-E", "separator=,", "-e", "frame.number", "-e",
-        "infiniband.bth.opcode", "-e", "infiniband.aeth.syndrome", "-e", "roce.aeth.type", &capture("rc_naks.pcap"),
+        "decode",
+        "-c",
+        "2",
+        "-T",
+        "fields",
+        "-E",
+        "header=y",
+        "-E",
+        "separator=,",
+        "-e",
+        "frame.number",
+        "-e",
+        "infiniband.bth.opcode",
+        "-e",
+        "infiniband.aeth.syndrome",
+        "-e",
+        "roce.aeth.type",
+        &capture("rc_naks.pcap"),
     ]);
     assert_eq!(r.code, 0, "{}", r.err);
     assert_eq!(r.out, "frame.number,infiniband.bth.opcode,infiniband.aeth.syndrome,roce.aeth.type\n1,10,,\n2,17,98,NAK\n");
-    let bad = roce(&["decode", "-T", "fields", "-e", "frame.number", "-E", "colour=red", &capture("rc_naks.pcap")]);
+    let bad = roce(&[
+        "decode",
+        "-T",
+        "fields",
+        "-e",
+        "frame.number",
+        "-E",
+        "colour=red",
+        &capture("rc_naks.pcap"),
+    ]);
     assert_eq!(bad.code, 2);
     assert!(bad.err.contains("unsupported"), "{}", bad.err);
 }
@@ -80,7 +106,8 @@ fn list_fields() {
 #[test]
 fn write_copy_is_complete_and_readable() {
     let out = tmp("copy.pcapng");
-    let r = roce(&["decode", "-c", "5", "-w", out.to_str().unwrap(), &capture("rc_send_cm.pcapng")]);
+    let r =
+        roce(&["decode", "-c", "5", "-w", out.to_str().unwrap(), &capture("rc_send_cm.pcapng")]);
     assert_eq!(r.code, 0, "{}", r.err);
     assert!(!out.with_extension("pcapng.tmp").exists(), "temporary file renamed away");
     let again = roce(&["decode", out.to_str().unwrap()]);
@@ -91,8 +118,24 @@ fn write_copy_is_complete_and_readable() {
 #[test]
 fn extra_roce_port() {
     // malformed.pcap frame 18 is RoCE-shaped traffic to UDP port 53.
-    let plain = roce(&["decode", "-T", "fields", "-e", "infiniband.bth.opcode", &capture("malformed.pcap")]);
-    let with = roce(&["decode", "--roce-port", "53", "-T", "fields", "-e", "infiniband.bth.opcode", &capture("malformed.pcap")]);
+    let plain = roce(&[
+        "decode",
+        "-T",
+        "fields",
+        "-e",
+        "infiniband.bth.opcode",
+        &capture("malformed.pcap"),
+    ]);
+    let with = roce(&[
+        "decode",
+        "--roce-port",
+        "53",
+        "-T",
+        "fields",
+        "-e",
+        "infiniband.bth.opcode",
+        &capture("malformed.pcap"),
+    ]);
     assert_eq!(plain.out.lines().nth(17), Some(""));
     assert_eq!(with.out.lines().nth(17), Some("4"));
 }
@@ -102,9 +145,12 @@ fn no_roce_frames_explains_rxe_loopback() {
     // What a capture of two QPs on one rxe device looks like: ARP, nothing else.
     let out = tmp("arp.pcap");
     let f = std::fs::File::create(&out).unwrap();
-    let mut w = dissector::capture::PcapWriter::new(f, dissector::LinkType::ETHERNET, 65535).unwrap();
+    let mut w =
+        dissector::capture::PcapWriter::new(f, dissector::LinkType::ETHERNET, 65535).unwrap();
     let mut arp = vec![0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x02, 0, 0, 0, 0, 1, 0x08, 0x06];
-    arp.extend_from_slice(&[0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 0, 0, 2]);
+    arp.extend_from_slice(&[
+        0, 1, 8, 0, 6, 4, 0, 1, 2, 0, 0, 0, 0, 1, 10, 0, 0, 1, 0, 0, 0, 0, 0, 0, 10, 0, 0, 2,
+    ]);
     w.write_packet(1_000, &arp, arp.len() as u32).unwrap();
     w.flush().unwrap();
     drop(w);
@@ -131,7 +177,8 @@ fn usage_errors_exit_2() {
 fn json_lines_parse() {
     let r = roce(&["decode", "--json", &capture("rc_send_cm.pcapng")]);
     assert_eq!(r.code, 0);
-    let v: Vec<serde_json::Value> = r.out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let v: Vec<serde_json::Value> =
+        r.out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(v[0]["mad"]["cm"]["type"], "REQ");
     assert_eq!(v[0]["mad"]["cm"]["local_qpn"], 0x11);
     assert_eq!(v[1]["mad"]["cm"]["type"], "REP");
@@ -157,7 +204,10 @@ fn live_capture_on_loopback_decodes_and_saves() {
         std::thread::spawn(move || {
             let start = Instant::now();
             // RC SEND Only to QP 0x12, PSN 5, payload "ping", ICRC left zero.
-            let pkt = [4u8, 0, 0xff, 0xff, 0, 0, 0, 0x12, 0x80, 0, 0, 5, b'p', b'i', b'n', b'g', 0, 0, 0, 0];
+            let pkt = [
+                4u8, 0, 0xff, 0xff, 0, 0, 0, 0x12, 0x80, 0, 0, 5, b'p', b'i', b'n', b'g', 0, 0, 0,
+                0,
+            ];
             while !done.load(Ordering::Relaxed) {
                 let _ = sock.send_to(&pkt, "127.0.0.1:4791");
                 std::thread::sleep(Duration::from_millis(50));
@@ -177,7 +227,10 @@ fn live_capture_on_loopback_decodes_and_saves() {
     let lines: Vec<&str> = r.out.lines().collect();
     assert_eq!(lines.len(), 3, "{}", r.out);
     for l in &lines {
-        assert!(l.contains("127.0.0.1 → 127.0.0.1  RC SEND Only  QP=0x000012 PSN=5 AckReq Len=4"), "{l}");
+        assert!(
+            l.contains("127.0.0.1 → 127.0.0.1  RC SEND Only  QP=0x000012 PSN=5 AckReq Len=4"),
+            "{l}"
+        );
         assert!(l.contains("[BAD ICRC 0x00000000"), "the zero ICRC is flagged: {l}");
     }
     let again = roce(&["decode", out.to_str().unwrap()]);
@@ -217,16 +270,34 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     // must say instead (`from`/`qp`, known PSNs).
     let text = std::fs::read_to_string(dir.join("faults/write_drop_middle.toml")).unwrap();
     let p = tmp("badfault.toml");
-    std::fs::write(&p, text.replace("rule = \"drop psn=101 nth=1\"", "rule = \"drpo psn=101\"")).unwrap();
+    std::fs::write(&p, text.replace("rule = \"drop psn=101 nth=1\"", "rule = \"drpo psn=101\""))
+        .unwrap();
     let r = roce(&["check", p.to_str().unwrap()]);
     assert_eq!(r.code, 2);
-    assert!(r.err.contains(&format!("badfault.toml:{}:8: error: fault rule: unknown action `drpo`", line_of_in(&text, "drop psn=101"))), "{}", r.err);
-    let random_psns: String = text.lines().filter(|l| !l.starts_with("psn =")).map(|l| format!("{l}\n")).collect();
+    assert!(
+        r.err.contains(&format!(
+            "badfault.toml:{}:8: error: fault rule: unknown action `drpo`",
+            line_of_in(&text, "drop psn=101")
+        )),
+        "{}",
+        r.err
+    );
+    let random_psns: String =
+        text.lines().filter(|l| !l.starts_with("psn =")).map(|l| format!("{l}\n")).collect();
     std::fs::write(&p, random_psns.replace("nth=1\"", "nth=1 dir=a>b\"")).unwrap();
     let r = roce(&["check", p.to_str().unwrap()]);
     assert_eq!(r.code, 2);
-    assert!(r.err.contains("`dir=` in a scenario's fault rule") && r.err.contains("say `from = \"a\"`"), "{}", r.err);
-    assert!(r.err.contains("whose starting PSNs are random") && r.err.contains("psn = { a = 100, b = 500 }"), "{}", r.err);
+    assert!(
+        r.err.contains("`dir=` in a scenario's fault rule") && r.err.contains("say `from = \"a\"`"),
+        "{}",
+        r.err
+    );
+    assert!(
+        r.err.contains("whose starting PSNs are random")
+            && r.err.contains("psn = { a = 100, b = 500 }"),
+        "{}",
+        r.err
+    );
 
     // A `respond` rule answers one requester: without `from` it cannot know whose
     // QP the answer goes to; its own keys are checked with the caret's token.
@@ -234,11 +305,23 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     std::fs::write(&p, text.replace("from = \"a\"\nqp = \"q\"\n", "")).unwrap();
     let r = roce(&["check", p.to_str().unwrap()]);
     assert_eq!(r.code, 2, "{}", r.err);
-    assert!(r.err.contains(&format!("badfault.toml:{}:8: error: `respond` answers one requester: it needs `from` and `qp`", line_of_in(&text, "respond op="))), "{}", r.err);
+    assert!(
+        r.err.contains(&format!(
+            "badfault.toml:{}:8: error: `respond` answers one requester: it needs `from` and `qp`",
+            line_of_in(&text, "respond op=")
+        )),
+        "{}",
+        r.err
+    );
     std::fs::write(&p, text.replace("with=ack rpsn=+8", "with=nak code=bogus")).unwrap();
     let r = roce(&["check", p.to_str().unwrap()]);
     assert_eq!(r.code, 2, "{}", r.err);
-    assert!(r.err.contains("unknown NAK code (at `bogus`)") && r.err.contains("codes are psn_sequence_error, invalid_request"), "{}", r.err);
+    assert!(
+        r.err.contains("unknown NAK code (at `bogus`)")
+            && r.err.contains("codes are psn_sequence_error, invalid_request"),
+        "{}",
+        r.err
+    );
     std::fs::write(&p, text.replace("real=lost", "real=lost reply-qp=0x11")).unwrap();
     let r = roce(&["check", p.to_str().unwrap()]);
     assert!(r.code == 2 && r.err.contains("`reply-qp=` in a scenario's fault rule"), "{}", r.err);
@@ -246,9 +329,20 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     // Faults need the lab's switch: on real hosts that is a setup error, nothing run.
     let out = tmp("faults-remote-out");
     let fault = dir.join("faults/write_drop_ack.toml");
-    let r = roce(&["run", "--endpoints", "a=127.0.0.1:1,b=127.0.0.1:2", "--out", out.to_str().unwrap(), fault.to_str().unwrap()]);
+    let r = roce(&[
+        "run",
+        "--endpoints",
+        "a=127.0.0.1:1,b=127.0.0.1:2",
+        "--out",
+        out.to_str().unwrap(),
+        fault.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 2, "{}", r.err);
-    assert!(r.err.contains("need the lab's switch") && r.err.contains("write_drop_ack.toml"), "{}", r.err);
+    assert!(
+        r.err.contains("need the lab's switch") && r.err.contains("write_drop_ack.toml"),
+        "{}",
+        r.err
+    );
     assert!(!out.exists(), "nothing was run, nothing written");
 }
 
@@ -285,12 +379,20 @@ fn schema_covers_the_seed_scenarios() {
             None => &schema,
             Some(d) => &schema["$defs"][d],
         };
-        node["properties"].as_object().unwrap_or_else(|| panic!("no properties for {def:?}")).keys().cloned().collect()
+        node["properties"]
+            .as_object()
+            .unwrap_or_else(|| panic!("no properties for {def:?}"))
+            .keys()
+            .cloned()
+            .collect()
     };
     let check = |table: &toml::Value, def: Option<&str>, file: &str| {
         let known = props(def);
         for k in table.as_table().expect("table").keys() {
-            assert!(known.contains(k), "{file}: key `{k}` is not in the schema of {def:?}: {known:?}");
+            assert!(
+                known.contains(k),
+                "{file}: key `{k}` is not in the schema of {def:?}: {known:?}"
+            );
         }
     };
     let mut files = 0;
@@ -316,14 +418,22 @@ fn schema_covers_the_seed_scenarios() {
                 .iter()
                 .find(|s| s["properties"]["op"]["const"] == op)
                 .unwrap_or_else(|| panic!("{f}: op `{op}` is not in the schema"));
-            let known: Vec<&String> = variant["properties"].as_object().expect("properties").keys().collect();
+            let known: Vec<&String> =
+                variant["properties"].as_object().expect("properties").keys().collect();
             for k in t.as_table().expect("table").keys() {
-                assert!(known.contains(&k), "{f}: key `{k}` is not in the schema of op `{op}`: {known:?}");
+                assert!(
+                    known.contains(&k),
+                    "{f}: key `{k}` is not in the schema of op `{op}`: {known:?}"
+                );
             }
         }
         if let Some(x) = v.get("expect") {
             check(x, Some("Expectations"), &f);
-            for (key, def) in [("completion", "CompletionExpect"), ("wire", "WireExpect"), ("memory", "MemoryExpect")] {
+            for (key, def) in [
+                ("completion", "CompletionExpect"),
+                ("wire", "WireExpect"),
+                ("memory", "MemoryExpect"),
+            ] {
                 for t in x.get(key).and_then(|y| y.as_array()).into_iter().flatten() {
                     check(t, Some(def), &f);
                 }
@@ -342,7 +452,12 @@ fn schema_covers_the_seed_scenarios() {
 fn run_against_a_remote_agent_reports_a_setup_failure_with_its_cause() {
     // One agent per endpoint (an agent serves one controller connection at a time).
     let addrs: Vec<String> = (0..2)
-        .map(|_| format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()))
+        .map(|_| {
+            format!(
+                "127.0.0.1:{}",
+                std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+            )
+        })
         .collect();
     for a in &addrs {
         let a = a.clone();
@@ -369,16 +484,36 @@ fn run_against_a_remote_agent_reports_a_setup_failure_with_its_cause() {
     assert!(r.out.contains("✗ RC SEND over a TCP exchange"), "{}", r.out);
     assert!(r.out.contains("run stopped: endpoint"), "{}", r.out);
     // No RDMA here: the agent says which verb failed and why, once, with the hint.
-    assert!(r.out.contains("ibv_get_device_list failed") || r.out.contains("opening device"), "{}", r.out);
-    assert!(r.out.contains("hint: this kernel has no RDMA stack") || r.out.contains("no RDMA devices"), "{}", r.out);
+    assert!(
+        r.out.contains("ibv_get_device_list failed") || r.out.contains("opening device"),
+        "{}",
+        r.out
+    );
+    assert!(
+        r.out.contains("hint: this kernel has no RDMA stack") || r.out.contains("no RDMA devices"),
+        "{}",
+        r.out
+    );
     assert_eq!(r.out.matches("hint:").count(), 1, "{}", r.out);
     let xml = std::fs::read_to_string(&junit).unwrap();
     assert!(xml.contains("tests=\"1\" failures=\"1\""), "{xml}");
     // --pcap: the wire is judged from the user's capture (here one with no RoCE at all).
     let r = run_remote(&["--pcap", &capture("raw_ip.pcap")]);
     assert_eq!(r.code, 1);
-    assert!(r.out.contains("wire of QP q from a") && !r.out.contains("no capture was recorded"), "{}", r.out);
-    let r = roce(&["run", "--endpoints", "a=x:1,b=y:2", "--pcap", "p.pcap", sc.to_str().unwrap(), sc.to_str().unwrap()]);
+    assert!(
+        r.out.contains("wire of QP q from a") && !r.out.contains("no capture was recorded"),
+        "{}",
+        r.out
+    );
+    let r = roce(&[
+        "run",
+        "--endpoints",
+        "a=x:1,b=y:2",
+        "--pcap",
+        "p.pcap",
+        sc.to_str().unwrap(),
+        sc.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 2);
     assert!(r.err.contains("--pcap holds the wire of one scenario"), "{}", r.err);
     let r = roce(&["run", "--endpoints", "a=nowhere", sc.to_str().unwrap()]);
@@ -409,10 +544,16 @@ fn a_keyed_agent_serves_only_a_controller_with_its_key() {
     let r = roce(&["agent", "--listen", "127.0.0.1:1", "--key", "00ff"]);
     assert!(r.code == 2 && r.err.contains("shows in `ps`"), "{}", r.err);
     let r = roce(&["agent", "--listen", "0.0.0.0:0"]);
-    assert!(r.code == 2 && r.err.contains("no --key-file") && r.err.contains("--gen-key"), "{}", r.err);
+    assert!(
+        r.code == 2 && r.err.contains("no --key-file") && r.err.contains("--gen-key"),
+        "{}",
+        r.err
+    );
     // --insecure is the way to do that on purpose: it listens, unauthenticated.
     let open = std::net::TcpListener::bind("0.0.0.0:0").unwrap().local_addr().unwrap().port();
-    std::thread::spawn(move || roce(&["agent", "--listen", &format!("0.0.0.0:{open}"), "--insecure"]));
+    std::thread::spawn(move || {
+        roce(&["agent", "--listen", &format!("0.0.0.0:{open}"), "--insecure"])
+    });
     // The agent protocol's version (`proto::VERSION`): an agent answers another
     // one with an error, not a hello.
     let hello = br#"{"msg":"hello","version":6}"#;
@@ -433,7 +574,12 @@ fn a_keyed_agent_serves_only_a_controller_with_its_key() {
     assert!(answer.contains(r#""msg":"hello""#), "{answer}");
 
     let addrs: Vec<String> = (0..2)
-        .map(|_| format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()))
+        .map(|_| {
+            format!(
+                "127.0.0.1:{}",
+                std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+            )
+        })
         .collect();
     for a in &addrs {
         let (a, k) = (a.clone(), k1.to_str().unwrap().to_string());
@@ -444,7 +590,13 @@ fn a_keyed_agent_serves_only_a_controller_with_its_key() {
     let eps = format!("a={},b={}", addrs[0], addrs[1]);
     let out = tmp("keyed-out");
     let run = |key: Option<&std::path::Path>| {
-        let mut args = vec!["run".to_string(), "--endpoints".into(), eps.clone(), "--out".into(), out.to_str().unwrap().into()];
+        let mut args = vec![
+            "run".to_string(),
+            "--endpoints".into(),
+            eps.clone(),
+            "--out".into(),
+            out.to_str().unwrap().into(),
+        ];
         if let Some(k) = key {
             args.extend(["--key-file".into(), k.to_str().unwrap().into()]);
         }
@@ -453,7 +605,11 @@ fn a_keyed_agent_serves_only_a_controller_with_its_key() {
     };
     let r = run(Some(&k1));
     assert_eq!(r.code, 1, "{}\n{}", r.out, r.err);
-    assert!(r.out.contains("ibv_get_device_list failed") || r.out.contains("opening device"), "authenticated, then served up to Setup: {}", r.out);
+    assert!(
+        r.out.contains("ibv_get_device_list failed") || r.out.contains("opening device"),
+        "authenticated, then served up to Setup: {}",
+        r.out
+    );
     let r = run(Some(&k2));
     assert_eq!(r.code, 1, "{}\n{}", r.out, r.err);
     assert!(r.out.contains("could not prove it has our key"), "{}", r.out);
@@ -462,18 +618,36 @@ fn a_keyed_agent_serves_only_a_controller_with_its_key() {
     assert!(r.out.contains("this agent requires authentication"), "{}", r.out);
     // Limits: an agent that allows one MR refuses the scenario's two, says which
     // limit, and serves the next controller.
-    let lim = format!("127.0.0.1:{}", std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port());
+    let lim = format!(
+        "127.0.0.1:{}",
+        std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    );
     {
         let (a, k) = (lim.clone(), k1.to_str().unwrap().to_string());
-        std::thread::spawn(move || roce(&["agent", "--listen", &a, "--key-file", &k, "--max-mrs", "1"]));
+        std::thread::spawn(move || {
+            roce(&["agent", "--listen", &a, "--key-file", &k, "--max-mrs", "1"])
+        });
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
     let two_mrs = dir.join("two_mrs.toml");
     std::fs::write(&two_mrs, "name = 'two MRs'\n[endpoints.a]\n[[mr]]\nname = 'm1'\non = 'a'\nsize = 8\n[[mr]]\nname = 'm2'\non = 'a'\nsize = 8\n[[expect.memory]]\non = 'a'\nmr = 'm1'\nunchanged = true\n").unwrap();
     for _ in 0..2 {
-        let r = roce(&["run", "--endpoints", &format!("a={lim}"), "--key-file", k1.to_str().unwrap(), "--out", out.to_str().unwrap(), two_mrs.to_str().unwrap()]);
+        let r = roce(&[
+            "run",
+            "--endpoints",
+            &format!("a={lim}"),
+            "--key-file",
+            k1.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            two_mrs.to_str().unwrap(),
+        ]);
         assert_eq!(r.code, 1, "{}\n{}", r.out, r.err);
-        assert!(r.out.contains("refused: 2 MRs asked, this agent allows 1 (--max-mrs)"), "{}", r.out);
+        assert!(
+            r.out.contains("refused: 2 MRs asked, this agent allows 1 (--max-mrs)"),
+            "{}",
+            r.out
+        );
     }
     // A key file others can read is refused, with the fix.
     std::fs::set_permissions(&k1, std::fs::Permissions::from_mode(0o644)).unwrap();
@@ -510,10 +684,16 @@ fn stand_in_agent(features: &'static [&'static str]) -> String {
                 s.read_exact(&mut body).unwrap();
                 let m: serde_json::Value = serde_json::from_slice(&body).unwrap();
                 let answer = match m["msg"].as_str() {
-                    Some("hello") => serde_json::json!({"msg": "hello", "version": m["version"], "agent": "stand-in", "host": "loopback"}),
-                    Some("capabilities") => serde_json::json!({"msg": "capabilities", "device": "rxe0", "features": features}),
-                    Some("setup") => serde_json::json!({"msg": "error", "message": "ibv_advise_mr: Operation not supported",
-                        "verb": "ibv_advise_mr", "errno": 95, "hint": "the driver has no ODP", "unsupported": true}),
+                    Some("hello") => {
+                        serde_json::json!({"msg": "hello", "version": m["version"], "agent": "stand-in", "host": "loopback"})
+                    }
+                    Some("capabilities") => {
+                        serde_json::json!({"msg": "capabilities", "device": "rxe0", "features": features})
+                    }
+                    Some("setup") => {
+                        serde_json::json!({"msg": "error", "message": "ibv_advise_mr: Operation not supported",
+                        "verb": "ibv_advise_mr", "errno": 95, "hint": "the driver has no ODP", "unsupported": true})
+                    }
                     Some("teardown") => serde_json::json!({"msg": "torn_down"}),
                     other => panic!("the stand-in agent got {other:?}"),
                 };
@@ -535,7 +715,15 @@ fn a_verb_the_device_lacks_skips_the_scenario() {
     let sc = root().join("scenarios/rc_send_tcp.toml");
     let (json, junit, out) = (tmp("skip.json"), tmp("skip-junit.xml"), tmp("skip-out"));
     let args = |extra: &[&str]| {
-        let mut a = vec!["run", "--endpoints", &eps, "--out", out.to_str().unwrap(), "--json", json.to_str().unwrap()];
+        let mut a = vec![
+            "run",
+            "--endpoints",
+            &eps,
+            "--out",
+            out.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ];
         a.extend_from_slice(&["--junit", junit.to_str().unwrap()]);
         a.extend_from_slice(extra);
         a.push(sc.to_str().unwrap());
@@ -544,14 +732,26 @@ fn a_verb_the_device_lacks_skips_the_scenario() {
     let r = roce(&args(&[]));
     assert_eq!(r.code, 0, "{}\n{}", r.out, r.err);
     assert!(r.out.contains("− RC SEND over a TCP exchange"), "{}", r.out);
-    assert!(r.out.contains("endpoint a: the device lacks ibv_advise_mr (the driver has no ODP)"), "{}", r.out);
+    assert!(
+        r.out.contains("endpoint a: the device lacks ibv_advise_mr (the driver has no ODP)"),
+        "{}",
+        r.out
+    );
     assert!(r.out.contains("0 passed, 0 failed, 1 skipped"), "{}", r.out);
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let result = &report["scenarios"][0];
     assert_eq!(result["status"], "skipped", "{report:#}");
-    assert!(result["skip_reason"].as_str().is_some_and(|r| r.contains("ibv_advise_mr")), "{report:#}");
+    assert!(
+        result["skip_reason"].as_str().is_some_and(|r| r.contains("ibv_advise_mr")),
+        "{report:#}"
+    );
     let xml = std::fs::read_to_string(&junit).unwrap();
-    assert!(xml.contains("skipped=\"1\"") && xml.contains("<skipped message=\"endpoint a: the device lacks ibv_advise_mr"), "{xml}");
+    assert!(
+        xml.contains("skipped=\"1\"")
+            && xml.contains("<skipped message=\"endpoint a: the device lacks ibv_advise_mr"),
+        "{xml}"
+    );
     let r = roce(&args(&["--fail-on-skip"]));
     assert_eq!(r.code, 4, "{}\n{}", r.out, r.err);
 }
@@ -563,24 +763,52 @@ fn a_verb_the_device_lacks_skips_the_scenario() {
 fn a_feature_the_device_lacks_skips_the_scenario_before_setup() {
     // One stand-in serves one controller connection at a time: one per endpoint.
     const OLD: &[&str] = &["mw_type1", "mw_type2", "srq"];
-    const NEW: &[&str] = &["atomic_write", "flush", "flush_persistent", "mw_type1", "mw_type2", "srq"];
+    const NEW: &[&str] =
+        &["atomic_write", "flush", "flush_persistent", "mw_type1", "mw_type2", "srq"];
     let (old, new) = (stand_in_agent(OLD), stand_in_agent(NEW));
     let sc = root().join("scenarios/verbs/flush.toml");
     let json = tmp("feature-skip.json");
-    let run = |eps: String| roce(&["run", "--endpoints", &eps, "--out", tmp("feature-skip-out").to_str().unwrap(), "--json", json.to_str().unwrap(), sc.to_str().unwrap()]);
+    let run = |eps: String| {
+        roce(&[
+            "run",
+            "--endpoints",
+            &eps,
+            "--out",
+            tmp("feature-skip-out").to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+            sc.to_str().unwrap(),
+        ])
+    };
     let r = run(format!("a={new},b={old}"));
     assert_eq!(r.code, 0, "{}\n{}", r.out, r.err);
-    assert!(r.out.contains("endpoint b: the device lacks RDMA FLUSH (rxe gained it in Linux 6.2)"), "{}", r.out);
-    let report: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert!(
+        r.out.contains("endpoint b: the device lacks RDMA FLUSH (rxe gained it in Linux 6.2)"),
+        "{}",
+        r.out
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     assert_eq!(report["scenarios"][0]["status"], "skipped", "{report:#}");
     // Both devices have FLUSH: the stand-in's refusal at setup is what skips it now,
     // so the capability question was answered and passed.
     let r = run(format!("a={new},b={}", stand_in_agent(NEW)));
     assert_eq!(r.code, 0, "{}\n{}", r.out, r.err);
-    assert!(r.out.contains("the device lacks ibv_advise_mr") && !r.out.contains("lacks RDMA FLUSH"), "{}", r.out);
+    assert!(
+        r.out.contains("the device lacks ibv_advise_mr") && !r.out.contains("lacks RDMA FLUSH"),
+        "{}",
+        r.out
+    );
     // A scenario that requires nothing is never asked about (the old stand-in
     // would panic on a question it does not know; this one answers either way).
-    let r = roce(&["run", "--endpoints", &format!("a={old},b={}", stand_in_agent(OLD)), "--out", tmp("feature-skip-out2").to_str().unwrap(), root().join("scenarios/rc_send_tcp.toml").to_str().unwrap()]);
+    let r = roce(&[
+        "run",
+        "--endpoints",
+        &format!("a={old},b={}", stand_in_agent(OLD)),
+        "--out",
+        tmp("feature-skip-out2").to_str().unwrap(),
+        root().join("scenarios/rc_send_tcp.toml").to_str().unwrap(),
+    ]);
     assert!(r.out.contains("ibv_advise_mr"), "{}", r.out);
 }
 
@@ -590,7 +818,16 @@ fn a_feature_the_device_lacks_skips_the_scenario_before_setup() {
 fn display_filter_applies_to_every_output() {
     let naks = capture("rc_naks.pcap");
     let keep = "infiniband.aeth.syndrome >= 0x60";
-    let all = roce(&["decode", "-T", "fields", "-e", "frame.number", "-e", "infiniband.aeth.syndrome", &naks]);
+    let all = roce(&[
+        "decode",
+        "-T",
+        "fields",
+        "-e",
+        "frame.number",
+        "-e",
+        "infiniband.aeth.syndrome",
+        &naks,
+    ]);
     let want: Vec<String> = all
         .out
         .lines()
@@ -599,22 +836,36 @@ fn display_filter_applies_to_every_output() {
         .map(|(n, _)| n.to_string())
         .collect();
     assert!(want.len() >= 3 && want.len() < all.out.lines().count(), "{}", all.out);
-    let numbers = |r: &roce_tests::Run| -> Vec<String> { r.out.lines().map(|l| l.split_whitespace().next().unwrap_or("").to_string()).collect() };
+    let numbers = |r: &roce_tests::Run| -> Vec<String> {
+        r.out.lines().map(|l| l.split_whitespace().next().unwrap_or("").to_string()).collect()
+    };
     // Summary lines and -T fields start with the frame number.
     let text = roce(&["decode", "-Y", keep, &naks]);
     assert_eq!(numbers(&text), want, "{}", text.out);
     let fields = roce(&["decode", "-Y", keep, "-T", "fields", "-e", "frame.number", &naks]);
     assert_eq!(numbers(&fields), want);
     let json = roce(&["decode", "-Y", keep, "--json", &naks]);
-    let json_numbers: Vec<String> = json.out.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["frame"]["number"].to_string()).collect();
+    let json_numbers: Vec<String> = json
+        .out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["frame"]["number"].to_string()
+        })
+        .collect();
     assert_eq!(json_numbers, want);
     let verbose = roce(&["decode", "-Y", keep, "-V", &naks]);
-    let trees: Vec<String> = verbose.out.lines().filter_map(|l| l.strip_prefix("Frame ")?.split_once(':')).map(|(n, _)| n.to_string()).collect();
+    let trees: Vec<String> = verbose
+        .out
+        .lines()
+        .filter_map(|l| l.strip_prefix("Frame ")?.split_once(':'))
+        .map(|(n, _)| n.to_string())
+        .collect();
     assert_eq!(trees, want, "{}", verbose.out);
     let w = tmp("filtered.pcapng");
     let r = roce(&["decode", "-Y", keep, "-w", w.to_str().unwrap(), &naks]);
     assert_eq!(r.code, 0, "{}", r.err);
-    let back = roce(&["decode", "-T", "fields", "-e", "infiniband.aeth.syndrome", w.to_str().unwrap()]);
+    let back =
+        roce(&["decode", "-T", "fields", "-e", "infiniband.aeth.syndrome", w.to_str().unwrap()]);
     assert_eq!(back.out.lines().count(), want.len(), "{}", back.out);
     // flows: only the frames kept enter the analysis.
     let flows = roce(&["flows", "--json", "-Y", "frame.number <= 5", &naks]);
@@ -622,7 +873,16 @@ fn display_filter_applies_to_every_output() {
     assert_eq!(report["totals"]["frames"], 5, "{report:#}");
     // The first frame's time delta is 0, as in `decode`: it is kept.
     let flows = roce(&["flows", "--json", "-Y", "frame.time_delta == 0", &naks]);
-    let first = roce(&["decode", "-Y", "frame.time_delta == 0", "-T", "fields", "-e", "frame.number", &naks]);
+    let first = roce(&[
+        "decode",
+        "-Y",
+        "frame.time_delta == 0",
+        "-T",
+        "fields",
+        "-e",
+        "frame.number",
+        &naks,
+    ]);
     assert!(first.out.starts_with("1\n"), "{}", first.out);
     let report: serde_json::Value = serde_json::from_str(&flows.out).unwrap();
     assert_eq!(report["totals"]["frames"], first.out.lines().count(), "{report:#}");
@@ -630,7 +890,13 @@ fn display_filter_applies_to_every_output() {
     let r = roce(&["decode", "-Y", "infiniband.bth.destqpn == 5", &naks]);
     assert_eq!(r.code, 2);
     assert!(r.out.is_empty(), "{}", r.out);
-    assert!(r.err.contains("column 1") && r.err.contains("^~~") && r.err.contains("infiniband.bth.destqp`"), "{}", r.err);
+    assert!(
+        r.err.contains("column 1")
+            && r.err.contains("^~~")
+            && r.err.contains("infiniband.bth.destqp`"),
+        "{}",
+        r.err
+    );
     let r = roce(&["flows", "-Y", "ip.addr == 10.0.0.300", &naks]);
     assert_eq!(r.code, 2, "{}", r.err);
     assert!(r.err.contains("column 12"), "{}", r.err);
@@ -643,7 +909,10 @@ fn dc_is_marked_and_the_hint_overrides_it() {
     let dc = capture("dc.pcap");
     let line6 = |r: roce_tests::Run| r.out.lines().nth(5).unwrap_or("").to_string();
     let auto = line6(roce(&["decode", &dc]));
-    assert!(auto.contains("DC RDMA WRITE Only") && auto.contains("R_Key=0x00004321 DMALen=64"), "{auto}");
+    assert!(
+        auto.contains("DC RDMA WRITE Only") && auto.contains("R_Key=0x00004321 DMALen=64"),
+        "{auto}"
+    );
     let rd = line6(roce(&["decode", "--transport-hint", "rd", &dc]));
     assert!(rd.contains("RD RDMA WRITE Only") && !rd.contains("DMALen=64"), "{rd}");
     let json = roce(&["decode", "--json", "-c", "6", &dc]);
@@ -652,7 +921,10 @@ fn dc_is_marked_and_the_hint_overrides_it() {
     assert!(roce(&["decode", "-V", "-c", "6", &dc]).out.contains("DC RDMA WRITE Only"));
     let total = roce(&["decode", &dc]).out.lines().count();
     assert_eq!(roce(&["decode", "-Y", "roce.dc", &dc]).out.lines().count(), total);
-    assert_eq!(roce(&["decode", "-Y", "roce.dc", "--transport-hint", "rd", &dc]).out.lines().count(), 0);
+    assert_eq!(
+        roce(&["decode", "-Y", "roce.dc", "--transport-hint", "rd", &dc]).out.lines().count(),
+        0
+    );
     let flows = roce(&["flows", &dc]).out;
     assert!(flows.contains("DC RDMA WRITE Only ×1") && !flows.contains("RD "), "{flows}");
 }
@@ -672,10 +944,21 @@ fn check_refuses_probes_it_could_not_build() {
     std::fs::write(&p, &broken).unwrap();
     let r = roce(&["check", p.to_str().unwrap()]);
     assert_eq!(r.code, 2, "{}", r.out);
-    assert!(r.err.contains(&format!("badprobe.toml:{}:", line_of("RDMA WRITE Only\", psn = \"next+3\""))) && r.err.contains("unknown opcode `RDMA WRTE Only`"), "{}", r.err);
+    assert!(
+        r.err.contains(&format!(
+            "badprobe.toml:{}:",
+            line_of("RDMA WRITE Only\", psn = \"next+3\"")
+        )) && r.err.contains("unknown opcode `RDMA WRTE Only`"),
+        "{}",
+        r.err
+    );
     assert!(r.err.contains("`nxt` is not a PSN"), "{}", r.err);
     assert!(r.err.contains("SEND Only has no RETH or AtomicETH"), "{}", r.err);
-    assert!(r.err.contains("no probe `in_ordre`") && r.err.contains("did you mean `in_order`?"), "{}", r.err);
+    assert!(
+        r.err.contains("no probe `in_ordre`") && r.err.contains("did you mean `in_order`?"),
+        "{}",
+        r.err
+    );
 }
 
 /// `roce probe --dry-run -w`: the crafted frame, decoded back by our own decoder
@@ -685,22 +968,58 @@ fn check_refuses_probes_it_could_not_build() {
 fn probe_dry_run_builds_the_frame_it_was_asked_for() {
     let w = tmp("probe.pcapng");
     let r = roce(&[
-        "probe", "--dry-run", "-w", w.to_str().unwrap(), "--from", "10.0.0.1", "--to", "10.0.0.2",
-        "--qpn", "0x11", "--psn", "0xfffffe", "--opcode", "RDMA WRITE Only", "--va", "0x7f0000001000",
-        "--rkey", "0x2e5", "--len", "8", "--pattern", "ab", "--bad-icrc", "--copies", "2",
+        "probe",
+        "--dry-run",
+        "-w",
+        w.to_str().unwrap(),
+        "--from",
+        "10.0.0.1",
+        "--to",
+        "10.0.0.2",
+        "--qpn",
+        "0x11",
+        "--psn",
+        "0xfffffe",
+        "--opcode",
+        "RDMA WRITE Only",
+        "--va",
+        "0x7f0000001000",
+        "--rkey",
+        "0x2e5",
+        "--len",
+        "8",
+        "--pattern",
+        "ab",
+        "--bad-icrc",
+        "--copies",
+        "2",
     ]);
     assert_eq!(r.code, 0, "{}", r.err);
     assert!(r.out.contains("2 frame(s) not sent (--dry-run)"), "{}", r.out);
     let d = roce(&["decode", "--json", w.to_str().unwrap()]);
     assert_eq!(d.code, 0, "{}", d.err);
-    let frames: Vec<serde_json::Value> = d.out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let frames: Vec<serde_json::Value> =
+        d.out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(frames.len(), 2);
     let f = &frames[0];
     let s = f.to_string();
     assert!(s.contains("\"RDMA WRITE Only\"") || s.contains("RC RDMA WRITE Only"), "{s}");
     assert!(s.contains("16777214"), "PSN 0xfffffe: {s}");
     assert!(s.contains("0x00007f0000001000") || s.contains("139637976731648"), "VA: {s}");
-    let fields = roce(&["decode", "-T", "fields", "-e", "infiniband.bth.destqp", "-e", "infiniband.bth.psn", "-e", "infiniband.reth.dmalen", "-e", "roce.icrc.status", w.to_str().unwrap()]);
+    let fields = roce(&[
+        "decode",
+        "-T",
+        "fields",
+        "-e",
+        "infiniband.bth.destqp",
+        "-e",
+        "infiniband.bth.psn",
+        "-e",
+        "infiniband.reth.dmalen",
+        "-e",
+        "roce.icrc.status",
+        w.to_str().unwrap(),
+    ]);
     assert_eq!(fields.code, 0, "{}", fields.err);
     let first = fields.out.lines().next().unwrap();
     let cols: Vec<&str> = first.split('\t').collect();
@@ -710,7 +1029,18 @@ fn probe_dry_run_builds_the_frame_it_was_asked_for() {
     let r = roce(&["probe", "--dry-run", "--qpn", "0x1000000", "--psn", "0"]);
     assert_eq!(r.code, 2);
     assert!(r.err.contains("does not fit in 24 bits"), "{}", r.err);
-    let r = roce(&["probe", "--dry-run", "--qpn", "1", "--psn", "0", "--opcode", "Acknowledge", "--len", "4"]);
+    let r = roce(&[
+        "probe",
+        "--dry-run",
+        "--qpn",
+        "1",
+        "--psn",
+        "0",
+        "--opcode",
+        "Acknowledge",
+        "--len",
+        "4",
+    ]);
     assert_eq!(r.code, 2);
     assert!(r.err.contains("carries no payload"), "{}", r.err);
     let r = roce(&["probe", "--qpn", "1", "--psn", "0"]);
@@ -737,7 +1067,11 @@ fn diff_says_what_changed_between_two_suite_runs() {
     let r = roce(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
     assert_eq!(r.code, 1, "{}", r.err);
     assert!(r.out.contains("setup: endpoint a kernel: 6.1.0 → 6.6.0"), "{}", r.out);
-    assert!(r.out.contains("✗ now failing: CE-marked SEND") && r.out.contains("CNP after CE: no → yes"), "{}", r.out);
+    assert!(
+        r.out.contains("✗ now failing: CE-marked SEND") && r.out.contains("CNP after CE: no → yes"),
+        "{}",
+        r.out
+    );
     let r = roce(&["diff", a.to_str().unwrap(), a.to_str().unwrap()]);
     assert_eq!(r.code, 0);
     assert!(r.out.contains("nothing changed"), "{}", r.out);
@@ -753,9 +1087,24 @@ fn a_bad_profile_is_a_setup_error() {
     std::fs::write(&p, "name = \"x\"\n[scenario.s]\nk = 1\n").unwrap();
     let out = tmp("bad-profile-out");
     let sc = root().join("scenarios/rc_send_tcp.toml");
-    let r = roce(&["run", "--profile", p.to_str().unwrap(), "--endpoints", "a=127.0.0.1:1,b=127.0.0.1:2", "--out", out.to_str().unwrap(), sc.to_str().unwrap()]);
+    let r = roce(&[
+        "run",
+        "--profile",
+        p.to_str().unwrap(),
+        "--endpoints",
+        "a=127.0.0.1:1,b=127.0.0.1:2",
+        "--out",
+        out.to_str().unwrap(),
+        sc.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 2, "{}", r.err);
-    assert!(r.err.contains("bad-profile.toml") && r.err.contains("not a roce profile") && r.err.contains("line 3"), "{}", r.err);
+    assert!(
+        r.err.contains("bad-profile.toml")
+            && r.err.contains("not a roce profile")
+            && r.err.contains("line 3"),
+        "{}",
+        r.err
+    );
     assert!(!out.exists(), "nothing was run");
     // The shipped profile reads.
     let rxe = root().join("profiles/rxe-linux-6.1.toml");
@@ -771,16 +1120,36 @@ fn suite_on_real_hosts_leaves_out_fault_scenarios() {
     let sc = |p: &str| root().join("scenarios").join(p).to_str().expect("utf-8").to_string();
     let eps = "a=127.0.0.1:1,b=127.0.0.1:1";
     let dir = tmp("suite-mixed");
-    let r = roce(&["suite", "--endpoints", eps, "--out", dir.to_str().unwrap(), &sc("faults/write_bad_icrc.toml"), &sc("rc_read.toml")]);
+    let r = roce(&[
+        "suite",
+        "--endpoints",
+        eps,
+        "--out",
+        dir.to_str().unwrap(),
+        &sc("faults/write_bad_icrc.toml"),
+        &sc("rc_read.toml"),
+    ]);
     assert_eq!(r.code, 1, "ran and failed to connect: {}{}", r.out, r.err);
-    assert!(r.out.contains("left out 1 scenarios with [[fault]] rules") && r.out.contains("write_bad_icrc.toml"), "{}", r.out);
+    assert!(
+        r.out.contains("left out 1 scenarios with [[fault]] rules")
+            && r.out.contains("write_bad_icrc.toml"),
+        "{}",
+        r.out
+    );
     assert!(r.out.contains("connecting to endpoint a's agent at 127.0.0.1:1"), "{}", r.out);
     let suite = std::fs::read_to_string(dir.join("suite.json")).expect("suite.json written");
     let v: serde_json::Value = serde_json::from_str(&suite).expect("json");
     let names: Vec<&String> = v["scenarios"].as_object().expect("scenarios").keys().collect();
     assert_eq!(names, ["RC RDMA READ"], "only the scenario that can run on real hosts: {suite}");
 
-    let r = roce(&["suite", "--endpoints", eps, "--out", tmp("suite-faults").to_str().unwrap(), &sc("faults")]);
+    let r = roce(&[
+        "suite",
+        "--endpoints",
+        eps,
+        "--out",
+        tmp("suite-faults").to_str().unwrap(),
+        &sc("faults"),
+    ]);
     assert_eq!(r.code, 2);
     assert!(r.err.contains("every scenario given needs the lab's switch"), "{}", r.err);
 
@@ -788,7 +1157,15 @@ fn suite_on_real_hosts_leaves_out_fault_scenarios() {
     let bad = tmp("bad.toml");
     std::fs::write(&bad, "name = \"x\"\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = \"q\"\ntype = \"rc\"\nbetween = [\"a\", \"c\"]\n").unwrap();
     let out = tmp("suite-bad");
-    let r = roce(&["suite", "--endpoints", eps, "--out", out.to_str().unwrap(), bad.to_str().unwrap(), &sc("rc_read.toml")]);
+    let r = roce(&[
+        "suite",
+        "--endpoints",
+        eps,
+        "--out",
+        out.to_str().unwrap(),
+        bad.to_str().unwrap(),
+        &sc("rc_read.toml"),
+    ]);
     assert_eq!(r.code, 2);
     assert!(r.err.contains("bad.toml:7:") && r.err.contains("no endpoint `c`"), "{}", r.err);
     assert!(!out.join("suite.json").exists());
@@ -801,14 +1178,29 @@ fn suite_on_real_hosts_leaves_out_fault_scenarios() {
 fn a_run_past_its_budget_is_refused_before_it_starts() {
     let mut text = String::from("name = \"heavy\"\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = \"q\"\ntype = \"rc\"\nbetween = [\"b\", \"a\"]\n");
     for k in 0..7 {
-        text += &format!("[[mr]]\nname = \"big{k}\"\non = \"a\"\nsize = 64000000\naccess = [\"local_write\"]\n");
+        text += &format!(
+            "[[mr]]\nname = \"big{k}\"\non = \"a\"\nsize = 64000000\naccess = [\"local_write\"]\n"
+        );
     }
     let file = tmp("heavy.toml");
     std::fs::write(&file, text).unwrap();
     let out = tmp("heavy-runs");
-    let r = roce(&["run", "--lab", "budget-test-never-booted", "--out", out.to_str().unwrap(), file.to_str().unwrap()]);
+    let r = roce(&[
+        "run",
+        "--lab",
+        "budget-test-never-booted",
+        "--out",
+        out.to_str().unwrap(),
+        file.to_str().unwrap(),
+    ]);
     assert_eq!(r.code, 2, "{}{}", r.out, r.err);
-    assert!(r.err.contains("heavy.toml: endpoint a registers 428 MiB of MRs, and a lab VM has 512 MiB of memory"), "{}", r.err);
+    assert!(
+        r.err.contains(
+            "heavy.toml: endpoint a registers 428 MiB of MRs, and a lab VM has 512 MiB of memory"
+        ),
+        "{}",
+        r.err
+    );
     assert!(r.err.contains("hint: smaller MRs"), "{}", r.err);
     assert!(!out.exists(), "nothing was made");
     assert!(!r.err.contains("booting"), "no lab was booted: {}", r.err);

@@ -51,7 +51,12 @@ fn check(path: &Path) -> Tally {
         t.roce += of.is_some() as usize;
         match Facts::parse(r.link, r.data, &opts) {
             Some(p) => {
-                assert_eq!(Some(p), of, "{name} frame {}: the fast path disagrees with the decoder", r.number);
+                assert_eq!(
+                    Some(p),
+                    of,
+                    "{name} frame {}: the fast path disagrees with the decoder",
+                    r.number
+                );
                 mixed.add_facts(r.number, r.ts_ns, r.orig_len, &p);
                 t.fast += 1;
             }
@@ -69,7 +74,11 @@ fn check(path: &Path) -> Tally {
         decoded.add(r.number, r.ts_ns, r.orig_len, &f, r.data);
     }
     let json = |a: &Analyzer| serde_json::to_string_pretty(&a.report()).expect("report serializes");
-    assert_eq!(json(&mixed), json(&decoded), "{name}: the flow report depends on the path frames took");
+    assert_eq!(
+        json(&mixed),
+        json(&decoded),
+        "{name}: the flow report depends on the path frames took"
+    );
     t
 }
 
@@ -80,9 +89,17 @@ fn fast_path_agrees_with_the_decoder_on_every_capture() {
         // rxe's traffic is the fast path's layout: lab captures made without CM
         // (so without MADs) must take it for every frame.
         let name = p.file_name().and_then(|n| n.to_str()).unwrap_or_default();
-        if matches!(name, "rc_pingpong.pcapng" | "uc_pingpong.pcapng" | "write_bw.pcapng" | "read_bw.pcapng") {
+        if matches!(
+            name,
+            "rc_pingpong.pcapng" | "uc_pingpong.pcapng" | "write_bw.pcapng" | "read_bw.pcapng"
+        ) {
             assert!(t.roce > 0, "{}: no RoCE frames", p.display());
-            assert_eq!(t.fast, t.roce, "{}: every RoCE frame should take the fast path", p.display());
+            assert_eq!(
+                t.fast,
+                t.roce,
+                "{}: every RoCE frame should take the fast path",
+                p.display()
+            );
         }
     }
 }

@@ -42,7 +42,10 @@ const FILTERS: &[(&str, Skip)] = &[
     ("infiniband.bth.opcode in {4, 10, 0x11..0x13}", Skip::None),
     ("not infiniband", Skip::None),
     ("!(udp.port == 4791) && ip", Skip::None),
-    ("(infiniband.bth.a == 1 || infiniband.bth.se == 1) && !(infiniband.bth.opcode == 4)", Skip::None),
+    (
+        "(infiniband.bth.a == 1 || infiniband.bth.se == 1) && !(infiniband.bth.opcode == 4)",
+        Skip::None,
+    ),
     ("udp.port == 4791", Skip::None),
     ("eth.src == 02:00:00:00:00:01", Skip::None),
     ("eth.addr == 52:54:00:00:00:0a", Skip::None),
@@ -136,7 +139,11 @@ impl Drop for TempDir {
 /// `test` names the temporary directory: tests run in parallel.
 fn merged(test: &str) -> Merged {
     let files = roce_tests::captures();
-    assert!(files.len() >= 20, "expected the captures in captures/ and captures/lab/, found {}", files.len());
+    assert!(
+        files.len() >= 20,
+        "expected the captures in captures/ and captures/lab/, found {}",
+        files.len()
+    );
     let dir = std::env::temp_dir().join(format!("roce-{test}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let path = dir.join("all.pcapng");
@@ -146,7 +153,9 @@ fn merged(test: &str) -> Merged {
         .arg(&path)
         .args(&files)
         .output()
-        .unwrap_or_else(|e| panic!("cannot run mergecap ({e}); it comes with tshark: `apt-get install tshark`"));
+        .unwrap_or_else(|e| {
+            panic!("cannot run mergecap ({e}); it comes with tshark: `apt-get install tshark`")
+        });
     assert!(out.status.success(), "mergecap failed: {}", String::from_utf8_lossy(&out.stderr));
     let mut origin = Vec::new();
     for f in &files {
@@ -166,7 +175,11 @@ fn tshark(path: &Path, args: &[&str]) -> String {
         .args(args)
         .output()
         .unwrap_or_else(|e| panic!("cannot run tshark ({e}); `apt-get install tshark`"));
-    assert!(out.status.success(), "tshark {args:?} failed: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "tshark {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -240,8 +253,10 @@ fn filters_keep_what_tshark_keeps() {
                 continue;
             }
         };
-        let theirs: Vec<u64> =
-            tshark(&m.path, &["-Y", text, "-T", "fields", "-e", "frame.number"]).lines().filter_map(|l| l.trim().parse().ok()).collect();
+        let theirs: Vec<u64> = tshark(&m.path, &["-Y", text, "-T", "fields", "-e", "frame.number"])
+            .lines()
+            .filter_map(|l| l.trim().parse().ok())
+            .collect();
         let mut ours = Vec::new();
         for i in 0..d.frames.len() {
             if filter.matches(&d.ctx(i)) {
@@ -260,10 +275,14 @@ fn filters_keep_what_tshark_keeps() {
         let theirs_c: Vec<u64> = theirs.iter().copied().filter(|n| !skipped(n)).collect();
         if ours_c != theirs_c {
             let only = |a: &[u64], b: &[u64]| -> Vec<String> {
-                a.iter().filter(|n| !b.contains(n)).take(5).map(|n| {
-                    let (f, k) = &m.origin[*n as usize - 1];
-                    format!("{f}#{k}")
-                }).collect()
+                a.iter()
+                    .filter(|n| !b.contains(n))
+                    .take(5)
+                    .map(|n| {
+                        let (f, k) = &m.origin[*n as usize - 1];
+                        format!("{f}#{k}")
+                    })
+                    .collect()
             };
             problems.push(format!(
                 "`{text}`: only we keep {:?}, only tshark keeps {:?}",
@@ -274,9 +293,17 @@ fn filters_keep_what_tshark_keeps() {
         compared += 1;
         nonempty += usize::from(!theirs_c.is_empty());
     }
-    assert!(problems.is_empty(), "{} filters differ from tshark:\n{}", problems.len(), problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{} filters differ from tshark:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
     assert!(compared >= 40, "{compared}");
-    assert!(nonempty >= 30, "only {nonempty} filters kept any frame: the test would not catch much");
+    assert!(
+        nonempty >= 30,
+        "only {nonempty} filters kept any frame: the test would not catch much"
+    );
 }
 
 /// The new fields, value for value, and `frame.time_delta_displayed` under a filter.
@@ -304,7 +331,8 @@ fn new_fields_equal_tshark() {
         args.extend(["-e", f]);
     }
     let theirs = tshark(&m.path, &args);
-    let ids: Vec<Field> = NEW.iter().map(|n| Field::lookup(n).unwrap_or_else(|e| panic!("{e}"))).collect();
+    let ids: Vec<Field> =
+        NEW.iter().map(|n| Field::lookup(n).unwrap_or_else(|e| panic!("{e}"))).collect();
     let lines: Vec<&str> = theirs.lines().collect();
     assert_eq!(lines.len(), d.frames.len());
     let mut mismatches = BTreeMap::<&str, Vec<String>>::new();
@@ -327,19 +355,33 @@ fn new_fields_equal_tshark() {
             let o = String::from_utf8_lossy(&o);
             if o != t {
                 let (f, n) = &m.origin[i];
-                mismatches.entry(name).or_default().push(format!("{f}#{n}: ours `{o}`, tshark `{t}`"));
+                mismatches
+                    .entry(name)
+                    .or_default()
+                    .push(format!("{f}#{n}: ours `{o}`, tshark `{t}`"));
             }
             compared += 1;
         }
     }
-    let report: Vec<String> =
-        mismatches.iter().map(|(k, v)| format!("{k}: {} frames, e.g.\n  {}", v.len(), v.iter().take(4).cloned().collect::<Vec<_>>().join("\n  "))).collect();
+    let report: Vec<String> = mismatches
+        .iter()
+        .map(|(k, v)| {
+            format!(
+                "{k}: {} frames, e.g.\n  {}",
+                v.len(),
+                v.iter().take(4).cloned().collect::<Vec<_>>().join("\n  ")
+            )
+        })
+        .collect();
     assert!(mismatches.is_empty(), "{}", report.join("\n"));
     assert!(compared > 5000, "{compared}");
 
     // Displayed delta under a filter: from the previous frame the filter kept.
     let text = "infiniband.aeth.syndrome or tcp";
-    let theirs = tshark(&m.path, &["-Y", text, "-T", "fields", "-e", "frame.number", "-e", "frame.time_delta_displayed"]);
+    let theirs = tshark(
+        &m.path,
+        &["-Y", text, "-T", "fields", "-e", "frame.number", "-e", "frame.time_delta_displayed"],
+    );
     let filter = Filter::compile(text).unwrap_or_else(|e| panic!("{e}"));
     let mut ours = String::new();
     let mut shown = Shown { prev_ts_ns: None };
@@ -391,8 +433,12 @@ fn dc_frames_equal_tshark() {
     let path = dir.join("dc.pcap");
     {
         let f = std::fs::File::create(&path).expect("create dc.pcap");
-        let mut w = dissector::capture::PcapWriter::new(std::io::BufWriter::new(f), dissector::LinkType::ETHERNET, 65535)
-            .expect("pcap header");
+        let mut w = dissector::capture::PcapWriter::new(
+            std::io::BufWriter::new(f),
+            dissector::LinkType::ETHERNET,
+            65535,
+        )
+        .expect("pcap header");
         for t in &frames {
             w.write_packet(t.ts_ns, &t.data, t.data.len() as u32).expect("write");
         }
@@ -429,7 +475,8 @@ fn dc_frames_equal_tshark() {
             fields::write(Field::lookup(name).unwrap_or_else(|e| panic!("{e}")), &c, &mut o);
             let o = String::from_utf8_lossy(&o);
             if o != t {
-                mismatches.push(format!("frame {} ({info}): {name}: ours `{o}`, tshark `{t}`", i + 1));
+                mismatches
+                    .push(format!("frame {} ({info}): {name}: ours `{o}`, tshark `{t}`", i + 1));
             }
         }
     }

@@ -7,8 +7,8 @@
 use dissector::capture;
 use dissector::ctx::Ctx;
 use dissector::fields::{self, Field};
-use dissector::flow::{Analyzer, Facts};
 use dissector::filter::Filter;
+use dissector::flow::{Analyzer, Facts};
 use dissector::frame::{self, Options, TransportHint};
 use dissector::print;
 use dissector::LinkType;
@@ -42,7 +42,17 @@ fn exercise(link: LinkType, data: &[u8], an: &mut Analyzer) {
     // Every way to read RD-range opcodes; the default last, for the analyzer below.
     for hint in [TransportHint::Rd, TransportHint::Dc, TransportHint::Auto] {
         let fr = frame::decode(link, data, &Options { transport_hint: hint, ..Options::default() });
-        let ctx = Ctx { number: 1, ts_ns: 5, first_ts_ns: 1, prev_ts_ns: 2, orig_len: data.len() as u32, interface: 0, data, frame: &fr, comment: None };
+        let ctx = Ctx {
+            number: 1,
+            ts_ns: 5,
+            first_ts_ns: 1,
+            prev_ts_ns: 2,
+            orig_len: data.len() as u32,
+            interface: 0,
+            data,
+            frame: &fr,
+            comment: None,
+        };
         let mut s = String::new();
         print::line(&ctx, &mut s);
         print::verbose(&ctx, &mut s);
@@ -51,9 +61,11 @@ fn exercise(link: LinkType, data: &[u8], an: &mut Analyzer) {
         for (f, _, _) in Field::ALL {
             fields::write(*f, &ctx, &mut out);
         }
-        COMPILED.with(|fs| fs.iter().for_each(|f| {
-            let _ = f.matches(&ctx);
-        }));
+        COMPILED.with(|fs| {
+            fs.iter().for_each(|f| {
+                let _ = f.matches(&ctx);
+            })
+        });
     }
     let fr = frame::decode(link, data, &Options::default());
     an.add(1, 5, data.len() as u32, &fr, data);

@@ -41,7 +41,11 @@ const FIELDS: &[&str] = &[
 
 /// Display filters: none, one that keeps about half the frames, one that keeps
 /// few (so that many chunks show nothing and time_delta_displayed spans them).
-const FILTERS: &[Option<&str>] = &[None, Some("infiniband.aeth.syndrome"), Some("infiniband.aeth.syndrome >= 0x20 || infiniband.bth.psn == 0")];
+const FILTERS: &[Option<&str>] = &[
+    None,
+    Some("infiniband.aeth.syndrome"),
+    Some("infiniband.aeth.syndrome >= 0x20 || infiniband.bth.psn == 0"),
+];
 
 /// `-j` values and chunk sizes compared with `-j 1`.
 const SPLITS: &[(&str, &str)] = &[("2", "1"), ("2", "3"), ("4", "7"), ("4", "1")];
@@ -68,7 +72,8 @@ fn args_then(a: &[String], more: &[&str]) -> Vec<String> {
 }
 
 fn field_args(filter: Option<&str>) -> Vec<String> {
-    let mut v: Vec<String> = FIELDS.iter().flat_map(|f| ["-e".to_string(), f.to_string()]).collect();
+    let mut v: Vec<String> =
+        FIELDS.iter().flat_map(|f| ["-e".to_string(), f.to_string()]).collect();
     if let Some(y) = filter {
         v.extend(["-Y".to_string(), y.to_string()]);
     }
@@ -82,7 +87,11 @@ fn same_as_one_thread(what: &str, a: &[String]) -> Run {
     assert!(one.code == 0 || one.err.contains("before the error"), "{what}: {a:?}: {}", one.err);
     for (j, k) in SPLITS {
         let many = roce(&args_then(a, &["-j", j, "--chunk-frames", k]));
-        assert_eq!((one.code, &one.err), (many.code, &many.err), "{what}: -j {j} --chunk-frames {k}: {a:?}");
+        assert_eq!(
+            (one.code, &one.err),
+            (many.code, &many.err),
+            "{what}: -j {j} --chunk-frames {k}: {a:?}"
+        );
         assert!(one.out == many.out, "{what}: -j {j} --chunk-frames {k} prints otherwise than -j 1: {a:?}\n--- -j 1\n{}\n--- -j {j}\n{}", one.out, many.out);
     }
     one
@@ -92,27 +101,53 @@ fn same_as_one_thread(what: &str, a: &[String]) -> Run {
 fn same_parquet(what: &str, file: &str, extra: &[String]) {
     let (a, b) = (tmp("one.parquet"), tmp("many.parquet"));
     let run = |out: &Path, j: &str, k: &str| {
-        let r = roce(&args(&["decode", "-T", "parquet", "--row-group", "5", "-j", j, "--chunk-frames", k, "-w", &path_str(out), file], extra));
+        let r = roce(&args(
+            &[
+                "decode",
+                "-T",
+                "parquet",
+                "--row-group",
+                "5",
+                "-j",
+                j,
+                "--chunk-frames",
+                k,
+                "-w",
+                &path_str(out),
+                file,
+            ],
+            extra,
+        ));
         (r.code, r.err, std::fs::read(out).ok())
     };
     let one = run(&a, "1", "4096");
     assert!(one.2.is_some(), "{what}: no Parquet file at -j 1: {}", one.1);
     for (j, k) in SPLITS {
         let many = run(&b, j, k);
-        assert!(one == many, "{what}: -T parquet -j {j} --chunk-frames {k} differs from -j 1 ({extra:?}): {} / {}", one.1, many.1);
+        assert!(
+            one == many,
+            "{what}: -T parquet -j {j} --chunk-frames {k} differs from -j 1 ({extra:?}): {} / {}",
+            one.1,
+            many.1
+        );
     }
 }
 
 /// `flows --parquet DIR` at -j 1 and split: the same two files.
 fn same_flow_parquet(what: &str, file: &str) {
-    let read = |d: &Path| ["flows.parquet", "events.parquet"].map(|f| std::fs::read(d.join(f)).ok());
+    let read =
+        |d: &Path| ["flows.parquet", "events.parquet"].map(|f| std::fs::read(d.join(f)).ok());
     let one_dir = tmp("flows-one");
     let one = roce(&["flows", "-j", "1", "--parquet", &path_str(&one_dir), file]);
     for (j, k) in SPLITS {
         let dir = tmp("flows-many");
-        let many = roce(&["flows", "-j", j, "--chunk-frames", k, "--parquet", &path_str(&dir), file]);
+        let many =
+            roce(&["flows", "-j", j, "--chunk-frames", k, "--parquet", &path_str(&dir), file]);
         assert_eq!(one.code, many.code);
-        assert!(read(&one_dir) == read(&dir), "{what}: flows --parquet -j {j} --chunk-frames {k} differs from -j 1");
+        assert!(
+            read(&one_dir) == read(&dir),
+            "{what}: flows --parquet -j {j} --chunk-frames {k} differs from -j 1"
+        );
     }
 }
 
@@ -126,7 +161,26 @@ fn every_output_the_same(what: &str, file: &str) {
         same_as_one_thread(what, &args(&["flows", "--json", file], &y));
     }
     // -E options go through the same renderer, holes included.
-    same_as_one_thread(what, &args(&["decode", "-T", "fields", "-E", "header=y", "-E", "quote=d", "-E", "occurrence=l", "-E", "separator=;", file], &field_args(None)));
+    same_as_one_thread(
+        what,
+        &args(
+            &[
+                "decode",
+                "-T",
+                "fields",
+                "-E",
+                "header=y",
+                "-E",
+                "quote=d",
+                "-E",
+                "occurrence=l",
+                "-E",
+                "separator=;",
+                file,
+            ],
+            &field_args(None),
+        ),
+    );
     same_flow_parquet(what, file);
 }
 
@@ -141,7 +195,10 @@ fn every_capture_gives_the_same_output_on_any_number_of_threads() {
 }
 
 fn host(last: u8) -> Host {
-    Host { mac: dissector::wire::ethernet::Mac([0x02, 0, 0, 0, 0, last]), ip: std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, last)) }
+    Host {
+        mac: dissector::wire::ethernet::Mac([0x02, 0, 0, 0, 0, last]),
+        ip: std::net::IpAddr::V4(std::net::Ipv4Addr::new(10, 0, 1, last)),
+    }
 }
 
 /// One QP pair's traffic: WRITEs acknowledged, a lost packet answered by a PSN
@@ -183,7 +240,9 @@ fn qp_pair(i: u8) -> Vec<Timed> {
 fn interleaved_capture(path: &Path) {
     let mut frames: Vec<Timed> = (0..4).flat_map(qp_pair).collect();
     frames.sort_by_key(|t| t.ts_ns);
-    let mut w = PcapWriter::new(std::fs::File::create(path).expect("create"), LinkType::ETHERNET, 65535).expect("pcap header");
+    let mut w =
+        PcapWriter::new(std::fs::File::create(path).expect("create"), LinkType::ETHERNET, 65535)
+            .expect("pcap header");
     for t in &frames {
         w.write_packet(t.ts_ns, &t.data, t.data.len() as u32).expect("write");
     }
@@ -202,12 +261,16 @@ fn flows_crossing_chunk_boundaries_are_analysed_as_in_one_pass() {
     // 12 RNR NAKs, one Remote Access Error, and PSNs that wrapped.
     let v: serde_json::Value = serde_json::from_str(&r.out).expect("flows --json");
     let flows = v["flows"].as_array().expect("flows");
-    let requesters: Vec<&serde_json::Value> = flows.iter().filter(|f| f["requests"].as_u64() > Some(0)).collect();
+    let requesters: Vec<&serde_json::Value> =
+        flows.iter().filter(|f| f["requests"].as_u64() > Some(0)).collect();
     assert_eq!(requesters.len(), 4, "{}", r.out);
     for f in requesters {
         assert_eq!(f["gaps"], 6, "{f}");
         assert_eq!(f["rnr_naks"], 12, "{f}");
-        assert_eq!(f["naks"], 7, "6 PSN Sequence Errors and 1 Remote Access Error (RNR NAKs apart): {f}");
+        assert_eq!(
+            f["naks"], 7,
+            "6 PSN Sequence Errors and 1 Remote Access Error (RNR NAKs apart): {f}"
+        );
         assert!(f["retransmissions"].as_u64() >= Some(6), "{f}");
         assert!(f["psn_first"].as_u64() > f["psn_last"].as_u64(), "the PSNs wrapped: {f}");
         assert!(f["paired_with"].is_number(), "{f}");
@@ -226,12 +289,34 @@ fn count_stops_at_the_same_frame() {
     interleaved_capture(&p);
     let file = path_str(&p);
     for c in ["1", "5", "17", "100000"] {
-        same_as_one_thread("-c", &args(&["decode", "-T", "fields", "-c", c, &file], &field_args(None)));
-        same_as_one_thread("-c", &args(&["decode", "-T", "fields", "-c", c, &file], &field_args(Some("infiniband.aeth.syndrome"))));
+        same_as_one_thread(
+            "-c",
+            &args(&["decode", "-T", "fields", "-c", c, &file], &field_args(None)),
+        );
+        same_as_one_thread(
+            "-c",
+            &args(
+                &["decode", "-T", "fields", "-c", c, &file],
+                &field_args(Some("infiniband.aeth.syndrome")),
+            ),
+        );
         same_as_one_thread("-c", &["flows", "--json", "-c", c, &file].map(String::from));
         same_parquet("-c", &file, &args(&["-c", c], &field_args(None)));
     }
-    let r = roce(&["decode", "-T", "fields", "-e", "frame.number", "-j", "3", "--chunk-frames", "4", "-c", "17", &file]);
+    let r = roce(&[
+        "decode",
+        "-T",
+        "fields",
+        "-e",
+        "frame.number",
+        "-j",
+        "3",
+        "--chunk-frames",
+        "4",
+        "-c",
+        "17",
+        &file,
+    ]);
     assert_eq!(r.out.lines().count(), 17);
 }
 
@@ -245,12 +330,21 @@ fn a_damaged_file_fails_the_same_way_after_the_same_frames() {
         let d = tmp(&format!("cut{cut}.pcap"));
         std::fs::write(&d, &bytes[..cut]).expect("write");
         let file = path_str(&d);
-        let r = same_as_one_thread("damaged", &args(&["decode", "-T", "fields", &file], &field_args(None)));
+        let r = same_as_one_thread(
+            "damaged",
+            &args(&["decode", "-T", "fields", &file], &field_args(None)),
+        );
         assert_eq!(r.code, 2, "a damaged file is bad input: {}", r.err);
         assert!(r.err.contains("frames were decoded before the error"), "{}", r.err);
         let f = same_as_one_thread("damaged", &["flows", &file].map(String::from));
         assert_eq!(f.code, 2);
-        same_as_one_thread("damaged", &args(&["decode", "-T", "fields", &file], &field_args(Some("infiniband.aeth.syndrome"))));
+        same_as_one_thread(
+            "damaged",
+            &args(
+                &["decode", "-T", "fields", &file],
+                &field_args(Some("infiniband.aeth.syndrome")),
+            ),
+        );
         same_parquet("damaged", &file, &field_args(None));
     }
 }
@@ -261,7 +355,10 @@ fn a_filter_reading_time_delta_displayed_stays_exact() {
     // decides, whatever -j says.
     let file = path_str(&roce_tests::root().join("captures/rc_naks.pcap"));
     let mut a = field_args(None);
-    a.extend(["-Y".into(), "frame.time_delta_displayed < 0.0001 || infiniband.aeth.syndrome".into()]);
+    a.extend([
+        "-Y".into(),
+        "frame.time_delta_displayed < 0.0001 || infiniband.aeth.syndrome".into(),
+    ]);
     same_as_one_thread("delta filter", &args(&["decode", "-T", "fields", &file], &a));
 }
 
@@ -271,7 +368,11 @@ fn zero_jobs_is_refused() {
     for cmd in ["decode", "flows"] {
         let r = roce(&[cmd, "-j", "0", &file]);
         assert_eq!(r.code, 2, "{}", r.err);
-        assert!(r.err.contains("--jobs") && r.err.contains("1..=256"), "says which option and what it takes: {}", r.err);
+        assert!(
+            r.err.contains("--jobs") && r.err.contains("1..=256"),
+            "says which option and what it takes: {}",
+            r.err
+        );
         assert!(r.out.is_empty());
     }
 }

@@ -34,16 +34,26 @@ const FIELDS: &[&str] = &[
 
 fn python() -> PathBuf {
     let py = std::env::var_os("ROCE_PYTHON").map(PathBuf::from).unwrap_or_else(|| {
-        PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/roce/py/bin/python")
+        PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
+            .join(".cache/roce/py/bin/python")
     });
     let ok = Command::new(&py).args(["-c", "import pyarrow"]).status().is_ok_and(|s| s.success());
-    assert!(ok, "no pyarrow at {}: `bash scripts/setup.sh --test` installs it (or set ROCE_PYTHON)", py.display());
+    assert!(
+        ok,
+        "no pyarrow at {}: `bash scripts/setup.sh --test` installs it (or set ROCE_PYTHON)",
+        py.display()
+    );
     py
 }
 
 fn check(args: &[&str]) -> String {
-    let out = Command::new(python()).arg(root().join("tests/parquet/check_parquet.py")).args(args).output().expect("python runs");
-    let text = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    let out = Command::new(python())
+        .arg(root().join("tests/parquet/check_parquet.py"))
+        .args(args)
+        .output()
+        .expect("python runs");
+    let text =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{args:?}:\n{text}");
     text
 }
@@ -67,13 +77,23 @@ fn every_capture_reads_back_typed_and_equal_to_fields() {
         let pq = tmp(&format!("{i}.parquet"));
         let txt = tmp(&format!("{i}.txt"));
         // Row groups of 7 rows: lists and nulls cross group boundaries.
-        let mut args = vec!["decode".to_string(), "-r".into(), cap.into(), "-T".into(), "parquet".into(), "--row-group".into(), "7".into(), "-w".into()];
+        let mut args = vec![
+            "decode".to_string(),
+            "-r".into(),
+            cap.into(),
+            "-T".into(),
+            "parquet".into(),
+            "--row-group".into(),
+            "7".into(),
+            "-w".into(),
+        ];
         args.push(pq.to_str().unwrap().into());
         args.extend(fields_args(FIELDS));
         let r = roce(&args);
         assert_eq!(r.code, 0, "{cap}: {}", r.err);
         assert!(r.out.is_empty(), "-T parquet prints nothing: {}", r.out);
-        let mut args = vec!["decode".to_string(), "-r".into(), cap.into(), "-T".into(), "fields".into()];
+        let mut args =
+            vec!["decode".to_string(), "-r".into(), cap.into(), "-T".into(), "fields".into()];
         args.extend(fields_args(FIELDS));
         let f = roce(&args);
         assert_eq!(f.code, 0, "{cap}: {}", f.err);
@@ -92,7 +112,18 @@ fn a_display_filter_applies_to_parquet_too() {
     let cap = root().join("captures/lab/rc_drop_retransmit.pcapng");
     let (pq, txt) = (tmp("filtered.parquet"), tmp("filtered.txt"));
     let base = |t: &str| -> Vec<String> {
-        let mut v: Vec<String> = ["decode", "-r", cap.to_str().unwrap(), "-Y", "infiniband.aeth.syndrome != 0x1f", "-T", t].iter().map(|s| s.to_string()).collect();
+        let mut v: Vec<String> = [
+            "decode",
+            "-r",
+            cap.to_str().unwrap(),
+            "-Y",
+            "infiniband.aeth.syndrome != 0x1f",
+            "-T",
+            t,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
         v.extend(fields_args(FIELDS));
         v
     };
@@ -118,7 +149,13 @@ impl Lines for roce_tests::Run {
 
 #[test]
 fn flows_tables_read_back_equal_to_the_json_report() {
-    for name in ["lab/rc_drop_retransmit.pcapng", "lab/requester_ghost_ack.pcapng", "congestion.pcap", "lab/read_bw.pcapng", "lab/rping.pcapng"] {
+    for name in [
+        "lab/rc_drop_retransmit.pcapng",
+        "lab/requester_ghost_ack.pcapng",
+        "congestion.pcap",
+        "lab/read_bw.pcapng",
+        "lab/rping.pcapng",
+    ] {
         let cap = root().join("captures").join(name);
         let dir = tmp(&format!("flows-{}", name.replace('/', "_")));
         let json = tmp(&format!("flows-{}.json", name.replace('/', "_")));
@@ -143,11 +180,31 @@ fn parquet_needs_a_file_and_fields_and_leaves_nothing_half_written() {
     let r = roce(&["decode", "-r", cap, "-T", "parquet", "-w", out.to_str().unwrap()]);
     assert_eq!(r.code, 2);
     assert!(r.err.contains("at least one -e FIELD"), "{}", r.err);
-    let r = roce(&["decode", "-r", cap, "-T", "parquet", "-w", out.to_str().unwrap(), "-e", "infiniband.bth.psnn"]);
+    let r = roce(&[
+        "decode",
+        "-r",
+        cap,
+        "-T",
+        "parquet",
+        "-w",
+        out.to_str().unwrap(),
+        "-e",
+        "infiniband.bth.psnn",
+    ]);
     assert_eq!(r.code, 2);
     assert!(r.err.contains("infiniband.bth.psn"), "did you mean: {}", r.err);
     assert!(!out.exists() && !PathBuf::from(format!("{}.tmp", out.display())).exists());
-    let r = roce(&["decode", "-r", cap, "-T", "parquet", "-w", "/nonexistent/dir/x.parquet", "-e", "frame.number"]);
+    let r = roce(&[
+        "decode",
+        "-r",
+        cap,
+        "-T",
+        "parquet",
+        "-w",
+        "/nonexistent/dir/x.parquet",
+        "-e",
+        "frame.number",
+    ]);
     assert_eq!(r.code, 3, "{}", r.err);
     assert!(r.err.contains("/nonexistent/dir/x.parquet"), "{}", r.err);
 }

@@ -32,7 +32,8 @@ fn verbose_and_json_of_one_capture() {
     });
     let j = roce(&["decode", "--json", p]);
     assert_eq!(j.code, 0);
-    let lines: Vec<serde_json::Value> = j.out.lines().map(|l| serde_json::from_str(l).expect("valid JSON line")).collect();
+    let lines: Vec<serde_json::Value> =
+        j.out.lines().map(|l| serde_json::from_str(l).expect("valid JSON line")).collect();
     assert!(lines.len() > 20);
     assert_eq!(lines[0]["roce"]["opcode"], 10);
     assert_eq!(lines[0]["roce"]["reth"]["dmalen"], 64);

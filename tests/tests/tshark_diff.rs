@@ -110,7 +110,11 @@ fn tshark(path: &str) -> String {
     let out = cmd.output().unwrap_or_else(|e| {
         panic!("cannot run tshark ({e}); install it with `apt-get install tshark` (scripts/setup.sh --test does)")
     });
-    assert!(out.status.success(), "tshark failed on {path}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "tshark failed on {path}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
@@ -175,7 +179,8 @@ fn fields_equal_tshark_on_every_capture() {
                 if ov != tv {
                     ov = if ov.is_empty() { "(empty)".into() } else { ov };
                     tv = if tv.is_empty() { "(empty)".into() } else { tv };
-                    mismatches.push(format!("{p} frame {}: {field}: ours {ov}, tshark {tv}", n + 1));
+                    mismatches
+                        .push(format!("{p} frame {}: {field}: ours {ov}, tshark {tv}", n + 1));
                 }
                 compared += 1;
             }
@@ -198,13 +203,28 @@ fn display_filters_on_the_command_line_keep_what_tshark_keeps() {
         ("dc.pcap", "infiniband.reth.dmalen > 0"),
         ("vlan.pcap", "vlan.id == 100 && infiniband.bth.opcode == 0x11"),
     ];
-    let fields = ["frame.number", "frame.time_delta_displayed", "infiniband.bth.opcode", "infiniband.bth.psn"];
+    let fields = [
+        "frame.number",
+        "frame.time_delta_displayed",
+        "infiniband.bth.opcode",
+        "infiniband.bth.psn",
+    ];
     for (file, filter) in cases {
         let path = roce_tests::root().join("captures").join(file);
         let p = path.to_str().expect("utf-8 path");
         let mut args = vec!["decode", "-Y", filter, "-T", "fields"];
         let mut theirs = Command::new("tshark");
-        theirs.args(["-n", "-r", p, "--disable-protocol", "rpcordma", "-Y", filter, "-T", "fields"]);
+        theirs.args([
+            "-n",
+            "-r",
+            p,
+            "--disable-protocol",
+            "rpcordma",
+            "-Y",
+            filter,
+            "-T",
+            "fields",
+        ]);
         for f in fields {
             args.extend(["-e", f]);
             theirs.args(["-e", f]);
@@ -213,11 +233,18 @@ fn display_filters_on_the_command_line_keep_what_tshark_keeps() {
         let ours = roce(&args);
         assert_eq!(ours.code, 0, "{file} -Y {filter}: {}", ours.err);
         let theirs = theirs.output().expect("tshark");
-        assert!(theirs.status.success(), "tshark -Y {filter}: {}", String::from_utf8_lossy(&theirs.stderr));
+        assert!(
+            theirs.status.success(),
+            "tshark -Y {filter}: {}",
+            String::from_utf8_lossy(&theirs.stderr)
+        );
         let theirs = String::from_utf8_lossy(&theirs.stdout);
         assert_eq!(ours.out, theirs, "{file} -Y {filter}");
         let all = roce(&["decode", "-T", "fields", "-e", "frame.number", p]).out.lines().count();
         let kept = ours.out.lines().count();
-        assert!(kept > 0 && kept < all, "{file} -Y {filter}: kept {kept} of {all}: the case tests nothing");
+        assert!(
+            kept > 0 && kept < all,
+            "{file} -Y {filter}: kept {kept} of {all}: the case tests nothing"
+        );
     }
 }

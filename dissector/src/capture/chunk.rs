@@ -98,7 +98,12 @@ impl Chunk {
     /// Replaces the chunk's records by at most `max` records from `src`. `prev`
     /// is the chunk filled before this one from the same source (`None` for the
     /// first): its sequence number and last timestamp carry over.
-    pub fn fill(&mut self, src: &mut (impl PacketSource + ?Sized), max: usize, prev: Option<Carry>) -> Filled {
+    pub fn fill(
+        &mut self,
+        src: &mut (impl PacketSource + ?Sized),
+        max: usize,
+        prev: Option<Carry>,
+    ) -> Filled {
         self.bytes.clear();
         self.meta.clear();
         let (seq, first_ts, prev_ts) = match prev {
@@ -156,7 +161,11 @@ impl Chunk {
     /// What the next chunk from the same source needs from this one (see
     /// [`Chunk::fill`]).
     pub fn carry(&self) -> Carry {
-        Carry { seq: self.seq, first_ts_ns: self.first_ts_ns, last_ts_ns: self.last_ts_ns().unwrap_or(self.prev_ts_ns) }
+        Carry {
+            seq: self.seq,
+            first_ts_ns: self.first_ts_ns,
+            last_ts_ns: self.last_ts_ns().unwrap_or(self.prev_ts_ns),
+        }
     }
 
     /// A record, as the source gave it.
@@ -202,7 +211,9 @@ mod test {
     impl PacketSource for Src {
         fn next_packet(&mut self) -> Result<Option<Record<'_>>, CaptureError> {
             if self.at == self.n {
-                return Err(CaptureError::new(ErrorKind::Corrupt { what: "end".into() }).at(99).in_frame(self.n + 1));
+                return Err(CaptureError::new(ErrorKind::Corrupt { what: "end".into() })
+                    .at(99)
+                    .in_frame(self.n + 1));
             }
             self.at += 1;
             self.buf = vec![self.at as u8; self.at as usize];
@@ -225,13 +236,21 @@ mod test {
         let mut src = Src { n: 5, at: 0, buf: Vec::new() };
         let mut c = Chunk::new();
         assert!(matches!(c.fill(&mut src, 3, None), Filled::Full));
-        let recs: Vec<_> = c.records().map(|(r, p)| (r.number, r.data.to_vec(), r.comment.map(str::to_string), p)).collect();
+        let recs: Vec<_> = c
+            .records()
+            .map(|(r, p)| (r.number, r.data.to_vec(), r.comment.map(str::to_string), p))
+            .collect();
         assert_eq!(recs[0], (1, vec![1], None, 1000), "the first frame is its own previous one");
         assert_eq!(recs[1], (2, vec![2, 2], Some("two".into()), 1000));
         assert_eq!(recs[2].3, 2000);
         let carry = c.carry();
-        assert!(matches!(c.fill(&mut src, 3, Some(carry)), Filled::Failed(e) if e.frame() == Some(6) && e.offset() == Some(99)));
+        assert!(
+            matches!(c.fill(&mut src, 3, Some(carry)), Filled::Failed(e) if e.frame() == Some(6) && e.offset() == Some(99))
+        );
         assert_eq!((c.seq, c.first_ts_ns, c.len()), (1, 1000, 2));
-        assert_eq!(c.records().map(|(r, p)| (r.number, p)).collect::<Vec<_>>(), [(4, 3000), (5, 4000)]);
+        assert_eq!(
+            c.records().map(|(r, p)| (r.number, p)).collect::<Vec<_>>(),
+            [(4, 3000), (5, 4000)]
+        );
     }
 }

@@ -20,8 +20,13 @@ mod write;
 
 pub use chunk::{Carry, Chunk, Filled};
 pub use error::{CaptureError, ErrorKind};
-pub use read::{open, Format, Interface, Reader, DEFAULT_BUFFER, MAX_BLOCK_LEN, MAX_INTERFACES, MAX_PCAP_CAPLEN};
-pub use write::{create_atomically, AtomicFile, OutPacket, PcapWriter, PcapngWriter, RecordFile, MAX_WRITE_CAPLEN};
+pub use read::{
+    open, Format, Interface, Reader, DEFAULT_BUFFER, MAX_BLOCK_LEN, MAX_INTERFACES, MAX_PCAP_CAPLEN,
+};
+pub use write::{
+    create_atomically, AtomicFile, OutPacket, PcapWriter, PcapngWriter, RecordFile,
+    MAX_WRITE_CAPLEN,
+};
 
 use crate::LinkType;
 

@@ -123,8 +123,17 @@ impl IfTime {
 
 #[derive(Debug, Clone, Copy)]
 enum State {
-    Pcap { be: bool, nanos: bool, link: LinkType, snaplen: u32 },
-    Pcapng { be: bool, section_base: usize, section: u32 },
+    Pcap {
+        be: bool,
+        nanos: bool,
+        link: LinkType,
+        snaplen: u32,
+    },
+    Pcapng {
+        be: bool,
+        section_base: usize,
+        section: u32,
+    },
     /// An error was returned; no more records.
     Done,
 }
@@ -313,7 +322,9 @@ impl<R: Read> Reader<R> {
     /// Which format is being read.
     pub fn format(&self) -> Format {
         match self.state {
-            State::Pcap { be, nanos, link, snaplen } => Format::Pcap { nanos, big_endian: be, link, snaplen },
+            State::Pcap { be, nanos, link, snaplen } => {
+                Format::Pcap { nanos, big_endian: be, link, snaplen }
+            }
             _ => Format::Pcapng,
         }
     }
@@ -407,7 +418,8 @@ impl<R: Read> Reader<R> {
         }
         if need > self.buf.len() {
             // Only pcapng blocks (≤ MAX_BLOCK_LEN, checked by callers) get here.
-            let new_len = need.max(self.buf.len().saturating_mul(2)).min(MAX_BLOCK_LEN as usize).max(need);
+            let new_len =
+                need.max(self.buf.len().saturating_mul(2)).min(MAX_BLOCK_LEN as usize).max(need);
             self.buf.resize(new_len, 0);
         }
         while self.end < need && !self.eof {
@@ -501,7 +513,13 @@ impl<R: Read> Reader<R> {
     }
 
     #[inline(always)]
-    fn next_pcap(&mut self, be: bool, nanos: bool, link: LinkType, snaplen: u32) -> Result<bool, CaptureError> {
+    fn next_pcap(
+        &mut self,
+        be: bool,
+        nanos: bool,
+        link: LinkType,
+        snaplen: u32,
+    ) -> Result<bool, CaptureError> {
         let at = self.pos();
         let frame = self.frames + 1;
         if !self.fill(16)? {
@@ -568,7 +586,8 @@ impl<R: Read> Reader<R> {
                 return Err(if first {
                     CaptureError::new(ErrorKind::Unsupported {
                         what: format!("not a pcapng file after all: {what}"),
-                        hint: "the file starts like pcapng but is not one; check it with `capinfos`",
+                        hint:
+                            "the file starts like pcapng but is not one; check it with `capinfos`",
                     })
                     .at(at)
                 } else {
@@ -578,7 +597,10 @@ impl<R: Read> Reader<R> {
         };
         let len = rd32(&self.buf, s + 4, be);
         if len < 28 || len % 4 != 0 || len > MAX_BLOCK_LEN {
-            return Err(Self::corrupt(format!("section header block has impossible length {len}"), at));
+            return Err(Self::corrupt(
+                format!("section header block has impossible length {len}"),
+                at,
+            ));
         }
         let len = len as usize;
         if !self.fill(len)? {
@@ -588,7 +610,9 @@ impl<R: Read> Reader<R> {
         let trailer = rd32(&self.buf, s + len - 4, be);
         if trailer as usize != len {
             return Err(Self::corrupt(
-                format!("section header block length {len} does not match its trailing copy {trailer}"),
+                format!(
+                    "section header block length {len} does not match its trailing copy {trailer}"
+                ),
                 at,
             ));
         }
@@ -632,8 +656,15 @@ impl<R: Read> Reader<R> {
             }
             let len = rd32(&self.buf, s + 4, be);
             if len < 12 || len % 4 != 0 || len > MAX_BLOCK_LEN {
-                let why = if len > MAX_BLOCK_LEN { "more than the 16 MiB allowed" } else { "not a multiple of 4 of at least 12" };
-                return Err(Self::corrupt(format!("block of type 0x{btype:08x} claims length {len}, {why}"), at));
+                let why = if len > MAX_BLOCK_LEN {
+                    "more than the 16 MiB allowed"
+                } else {
+                    "not a multiple of 4 of at least 12"
+                };
+                return Err(Self::corrupt(
+                    format!("block of type 0x{btype:08x} claims length {len}, {why}"),
+                    at,
+                ));
             }
             let len = len as usize;
             if !self.fill(len)? {
@@ -643,7 +674,11 @@ impl<R: Read> Reader<R> {
                     _ => "a block",
                 };
                 let e = self.truncated(what, len as u64, at);
-                return Err(if matches!(btype, EPB_TYPE | SPB_TYPE | PB_TYPE) { e.in_frame(frame) } else { e });
+                return Err(if matches!(btype, EPB_TYPE | SPB_TYPE | PB_TYPE) {
+                    e.in_frame(frame)
+                } else {
+                    e
+                });
             }
             let s = self.start;
             let trailer = rd32(&self.buf, s + len - 4, be);
@@ -666,13 +701,25 @@ impl<R: Read> Reader<R> {
         }
     }
 
-    fn idb(&mut self, be: bool, section: u32, body: (usize, usize), at: u64) -> Result<(), CaptureError> {
+    fn idb(
+        &mut self,
+        be: bool,
+        section: u32,
+        body: (usize, usize),
+        at: u64,
+    ) -> Result<(), CaptureError> {
         let b = &self.buf[body.0..body.1];
         if b.len() < 8 {
-            return Err(Self::corrupt(format!("interface description block too short ({} bytes)", b.len() + 12), at));
+            return Err(Self::corrupt(
+                format!("interface description block too short ({} bytes)", b.len() + 12),
+                at,
+            ));
         }
         if self.interfaces.len() >= MAX_INTERFACES {
-            return Err(Self::corrupt(format!("more than {MAX_INTERFACES} interface description blocks"), at));
+            return Err(Self::corrupt(
+                format!("more than {MAX_INTERFACES} interface description blocks"),
+                at,
+            ));
         }
         let mut iface = Interface {
             link: LinkType(rd16(b, 0, be)),
@@ -704,19 +751,32 @@ impl<R: Read> Reader<R> {
 
     /// Maps a section-local interface id to an index into `interfaces`.
     #[inline]
-    fn interface(&self, section_base: usize, id: u32, at: u64, frame: u64) -> Result<usize, CaptureError> {
+    fn interface(
+        &self,
+        section_base: usize,
+        id: u32,
+        at: u64,
+        frame: u64,
+    ) -> Result<usize, CaptureError> {
         let declared = self.interfaces.len() - section_base;
         match usize::try_from(id) {
             Ok(i) if i < declared => Ok(section_base + i),
-            _ => Err(CaptureError::new(ErrorKind::UndeclaredInterface { id, declared: declared as u32 })
-                .at(at)
-                .in_frame(frame)),
+            _ => Err(CaptureError::new(ErrorKind::UndeclaredInterface {
+                id,
+                declared: declared as u32,
+            })
+            .at(at)
+            .in_frame(frame)),
         }
     }
 
     /// Options of a packet block: the first comment's range (absolute) and direction.
     #[inline]
-    fn packet_options(&self, be: bool, opts: (usize, usize)) -> (Option<(usize, usize)>, Option<Direction>) {
+    fn packet_options(
+        &self,
+        be: bool,
+        opts: (usize, usize),
+    ) -> (Option<(usize, usize)>, Option<Direction>) {
         let mut comment = None;
         let mut direction = None;
         if opts.0 < opts.1 {
@@ -731,10 +791,21 @@ impl<R: Read> Reader<R> {
     }
 
     #[inline]
-    fn epb(&mut self, be: bool, section_base: usize, body: (usize, usize), at: u64, frame: u64) -> Result<Meta, CaptureError> {
+    fn epb(
+        &mut self,
+        be: bool,
+        section_base: usize,
+        body: (usize, usize),
+        at: u64,
+        frame: u64,
+    ) -> Result<Meta, CaptureError> {
         let b = &self.buf[body.0..body.1];
         if b.len() < 20 {
-            return Err(Self::corrupt(format!("enhanced packet block too short ({} bytes)", b.len() + 12), at).in_frame(frame));
+            return Err(Self::corrupt(
+                format!("enhanced packet block too short ({} bytes)", b.len() + 12),
+                at,
+            )
+            .in_frame(frame));
         }
         let id = rd32(b, 0, be);
         let ts = (u64::from(rd32(b, 4, be)) << 32) | u64::from(rd32(b, 8, be));
@@ -743,7 +814,9 @@ impl<R: Read> Reader<R> {
         let room = b.len() - 20;
         if caplen as usize > room {
             return Err(Self::corrupt(
-                format!("enhanced packet block claims {caplen} captured bytes but has room for {room}"),
+                format!(
+                    "enhanced packet block claims {caplen} captured bytes but has room for {room}"
+                ),
                 at,
             )
             .in_frame(frame));
@@ -764,10 +837,21 @@ impl<R: Read> Reader<R> {
         })
     }
 
-    fn spb(&mut self, be: bool, section_base: usize, body: (usize, usize), at: u64, frame: u64) -> Result<Meta, CaptureError> {
+    fn spb(
+        &mut self,
+        be: bool,
+        section_base: usize,
+        body: (usize, usize),
+        at: u64,
+        frame: u64,
+    ) -> Result<Meta, CaptureError> {
         let b = &self.buf[body.0..body.1];
         if b.len() < 4 {
-            return Err(Self::corrupt(format!("simple packet block too short ({} bytes)", b.len() + 12), at).in_frame(frame));
+            return Err(Self::corrupt(
+                format!("simple packet block too short ({} bytes)", b.len() + 12),
+                at,
+            )
+            .in_frame(frame));
         }
         let orig_len = rd32(b, 0, be);
         let idx = self.interface(section_base, 0, at, frame)?;
@@ -788,10 +872,21 @@ impl<R: Read> Reader<R> {
         })
     }
 
-    fn pb(&mut self, be: bool, section_base: usize, body: (usize, usize), at: u64, frame: u64) -> Result<Meta, CaptureError> {
+    fn pb(
+        &mut self,
+        be: bool,
+        section_base: usize,
+        body: (usize, usize),
+        at: u64,
+        frame: u64,
+    ) -> Result<Meta, CaptureError> {
         let b = &self.buf[body.0..body.1];
         if b.len() < 20 {
-            return Err(Self::corrupt(format!("packet block too short ({} bytes)", b.len() + 12), at).in_frame(frame));
+            return Err(Self::corrupt(
+                format!("packet block too short ({} bytes)", b.len() + 12),
+                at,
+            )
+            .in_frame(frame));
         }
         let id = u32::from(rd16(b, 0, be));
         let ts = (u64::from(rd32(b, 4, be)) << 32) | u64::from(rd32(b, 8, be));

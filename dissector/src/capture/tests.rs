@@ -126,7 +126,14 @@ impl B {
 }
 
 fn shb(be: bool) -> Vec<u8> {
-    B::new(be).u32(0x1A2B_3C4D).u16(1).u16(0).u64(u64::MAX).opt(4, b"fixture").end_opts().block(0x0A0D_0D0A)
+    B::new(be)
+        .u32(0x1A2B_3C4D)
+        .u16(1)
+        .u16(0)
+        .u64(u64::MAX)
+        .opt(4, b"fixture")
+        .end_opts()
+        .block(0x0A0D_0D0A)
 }
 
 fn idb(be: bool, link: LinkType, snaplen: u32, name: Option<&str>, tsresol: Option<u8>) -> Vec<u8> {
@@ -157,7 +164,13 @@ fn epb(be: bool, iface: u32, ts: u64, data: &[u8], orig: u32, opts: &[(u16, &[u8
     b.block(6)
 }
 
-fn pcap_file(be: bool, nanos: bool, link: u32, snaplen: u32, recs: &[(u32, u32, &[u8], u32)]) -> Vec<u8> {
+fn pcap_file(
+    be: bool,
+    nanos: bool,
+    link: u32,
+    snaplen: u32,
+    recs: &[(u32, u32, &[u8], u32)],
+) -> Vec<u8> {
     let magic = if nanos { 0xa1b2_3c4d } else { 0xa1b2_c3d4 };
     let mut b = B::new(be).u32(magic).u16(2).u16(4).u32(0).u32(0).u32(snaplen).u32(link);
     for &(sec, frac, data, orig) in recs {
@@ -172,7 +185,13 @@ fn pcap_file(be: bool, nanos: bool, link: u32, snaplen: u32, recs: &[(u32, u32, 
 fn pcap_all_four_magics() {
     for be in [false, true] {
         for nanos in [false, true] {
-            let f = pcap_file(be, nanos, 1, 65535, &[(10, 5, &[1, 2, 3], 60), (11, 999, &[4; 70], 70), (12, 0, &[], 0)]);
+            let f = pcap_file(
+                be,
+                nanos,
+                1,
+                65535,
+                &[(10, 5, &[1, 2, 3], 60), (11, 999, &[4; 70], 70), (12, 0, &[], 0)],
+            );
             let r = Reader::new(&f[..]).unwrap();
             assert_eq!(
                 r.format(),
@@ -247,14 +266,20 @@ fn pcap_truncated_record_reports_complete_frames() {
     assert_eq!(e.frame(), Some(2));
     let s = e.to_string();
     assert!(s.contains("after 1 complete frames"), "{s}");
-    assert!(s.starts_with("byte 48 (frame 2): the file ends in the middle of a packet record"), "{s}");
+    assert!(
+        s.starts_with("byte 48 (frame 2): the file ends in the middle of a packet record"),
+        "{s}"
+    );
 }
 
 #[test]
 fn not_a_capture() {
     let e = Reader::new(&b"<html><body>"[..]).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::NotCapture { .. }));
-    assert!(e.to_string().starts_with("not a pcap or pcapng file (magic 0x3c68746d); hint: "), "{e}");
+    assert!(
+        e.to_string().starts_with("not a pcap or pcapng file (magic 0x3c68746d); hint: "),
+        "{e}"
+    );
     let e = Reader::new(&[0x1f, 0x8b, 8, 0, 0, 0][..]).unwrap_err();
     assert!(e.to_string().contains("gunzip"), "{e}");
     let e = Reader::new(&[][..]).unwrap_err();
@@ -287,7 +312,14 @@ fn open_names_the_path() {
 fn simple_ng(be: bool) -> Vec<u8> {
     let mut f = shb(be);
     f.extend(idb(be, LinkType::ETHERNET, 0, Some("eth0"), None));
-    f.extend(epb(be, 0, 1_700_000_000_123_456, &[0xaa; 61], 64, &[(1, b"hello"), (2, &B::new(be).u32(2).v)]));
+    f.extend(epb(
+        be,
+        0,
+        1_700_000_000_123_456,
+        &[0xaa; 61],
+        64,
+        &[(1, b"hello"), (2, &B::new(be).u32(2).v)],
+    ));
     f.extend(epb(be, 0, 1_700_000_001_000_000, &[0xbb; 4], 4, &[]));
     f
 }
@@ -366,7 +398,10 @@ fn pcapng_interfaces_with_different_links_and_resolutions() {
     assert_eq!((recs[0].interface, recs[0].link, recs[0].ts_ns), (1, LinkType::RAW, 5_500_000_000));
     assert_eq!((recs[1].interface, recs[1].link, recs[1].ts_ns), (0, LinkType::ETHERNET, 7_000));
     assert_eq!((recs[2].interface, recs[2].link, recs[2].ts_ns), (2, LinkType::LINUX_SLL2, 7));
-    assert_eq!((recs[3].interface, recs[3].link, recs[3].ts_ns), (3, LinkType::IPV4, 100_000_007_000));
+    assert_eq!(
+        (recs[3].interface, recs[3].link, recs[3].ts_ns),
+        (3, LinkType::IPV4, 100_000_007_000)
+    );
     assert_eq!(recs[3].direction, Some(Direction::Inbound));
     let mut r = Reader::new(&f[..]).unwrap();
     while r.next_packet().unwrap().is_some() {}
@@ -608,14 +643,24 @@ fn check_prefixes(f: &[u8]) {
         } else if recs.len() < full.len() {
             // A clean end must fall on a record boundary.
             let next = &full[recs.len()];
-            assert!(next.file_offset >= n as u64, "prefix {n} ended cleanly inside frame {}", next.number);
+            assert!(
+                next.file_offset >= n as u64,
+                "prefix {n} ended cleanly inside frame {}",
+                next.number
+            );
         }
     }
 }
 
 #[test]
 fn truncation_at_every_length() {
-    check_prefixes(&pcap_file(false, true, 1, 65535, &[(1, 2, &[1; 10], 10), (3, 4, &[2; 7], 7), (5, 6, &[], 0)]));
+    check_prefixes(&pcap_file(
+        false,
+        true,
+        1,
+        65535,
+        &[(1, 2, &[1; 10], 10), (3, 4, &[2; 7], 7), (5, 6, &[], 0)],
+    ));
     check_prefixes(&pcap_file(true, false, 1, 65535, &[(1, 2, &[1; 10], 10)]));
     let mut f = simple_ng(true);
     f.extend(shb(false));
@@ -682,7 +727,14 @@ fn packet() -> impl Strategy<Value = P> {
         prop_oneof![Just(None), Just(Some(Direction::Inbound)), Just(Some(Direction::Outbound))],
         proptest::option::of("\\PC{0,20}"),
     )
-        .prop_map(|(iface, ts, data, extra, dir, comment)| P { iface, ts, data, extra, dir, comment })
+        .prop_map(|(iface, ts, data, extra, dir, comment)| P {
+            iface,
+            ts,
+            data,
+            extra,
+            dir,
+            comment,
+        })
 }
 
 proptest! {

@@ -95,7 +95,8 @@ fn put_option<W: Write>(w: &mut W, code: u16, value: &[u8]) -> io::Result<()> {
 }
 
 fn block_len(body: usize) -> io::Result<u32> {
-    u32::try_from(12 + body).map_err(|_| invalid(format!("pcapng block of {body} bytes is too large")))
+    u32::try_from(12 + body)
+        .map_err(|_| invalid(format!("pcapng block of {body} bytes is too large")))
 }
 
 /// A pcapng writer: one section, any number of interfaces, Enhanced Packet Blocks with
@@ -141,7 +142,12 @@ impl<W: Write> PcapngWriter<W> {
     /// Declares an interface (Interface Description Block with `if_name` when given and
     /// `if_tsresol` = 9, i.e. nanoseconds) and returns its id for [`OutPacket::interface`].
     /// `snaplen` 0 means no limit.
-    pub fn add_interface(&mut self, link: LinkType, snaplen: u32, name: Option<&str>) -> io::Result<u32> {
+    pub fn add_interface(
+        &mut self,
+        link: LinkType,
+        snaplen: u32,
+        name: Option<&str>,
+    ) -> io::Result<u32> {
         let id = u32::try_from(self.snaplens.len())
             .map_err(|_| invalid("too many pcapng interfaces".to_string()))?;
         let name = name.filter(|n| !n.is_empty());
@@ -170,7 +176,8 @@ impl<W: Write> PcapngWriter<W> {
     /// length; an undeclared interface, or captured data still longer than
     /// [`MAX_WRITE_CAPLEN`], is an `InvalidInput` error and writes nothing.
     pub fn write_packet(&mut self, p: &OutPacket<'_>) -> io::Result<()> {
-        let Some(&snaplen) = usize::try_from(p.interface).ok().and_then(|i| self.snaplens.get(i)) else {
+        let Some(&snaplen) = usize::try_from(p.interface).ok().and_then(|i| self.snaplens.get(i))
+        else {
             return Err(invalid(format!(
                 "pcapng interface {} was never declared ({} declared)",
                 p.interface,
@@ -284,8 +291,9 @@ impl<W: Write> PcapWriter<W> {
                 data.len()
             )));
         }
-        let secs = u32::try_from(ts_ns / 1_000_000_000)
-            .map_err(|_| invalid(format!("timestamp {ts_ns} ns does not fit pcap's 32-bit seconds")))?;
+        let secs = u32::try_from(ts_ns / 1_000_000_000).map_err(|_| {
+            invalid(format!("timestamp {ts_ns} ns does not fit pcap's 32-bit seconds"))
+        })?;
         let caplen = data.len() as u32;
         let mut head = [0u8; 16];
         head[0..4].copy_from_slice(&secs.to_le_bytes());
@@ -359,13 +367,10 @@ impl AtomicFile {
         let Some(mut file) = self.file.take() else {
             return Err(io::Error::other("AtomicFile already committed"));
         };
-        let res = file
-            .flush()
-            .and_then(|()| file.sync_all())
-            .and_then(|()| {
-                drop(file);
-                fs::rename(&self.tmp, &self.path)
-            });
+        let res = file.flush().and_then(|()| file.sync_all()).and_then(|()| {
+            drop(file);
+            fs::rename(&self.tmp, &self.path)
+        });
         if let Err(e) = res {
             let _ = fs::remove_file(&self.tmp);
             return Err(io::Error::new(
@@ -520,7 +525,10 @@ impl RecordFile {
     /// Creates `PATH.tmp`; nothing appears under `PATH` until [`RecordFile::commit`].
     pub fn create(path: impl AsRef<Path>, user_appl: &str) -> io::Result<RecordFile> {
         let f = AtomicFile::create(path)?;
-        Ok(RecordFile { w: PcapngWriter::new(io::BufWriter::new(f), user_appl)?, ifaces: Default::default() })
+        Ok(RecordFile {
+            w: PcapngWriter::new(io::BufWriter::new(f), user_appl)?,
+            ifaces: Default::default(),
+        })
     }
 
     pub fn write(&mut self, r: &crate::capture::Record<'_>) -> io::Result<()> {
@@ -533,7 +541,14 @@ impl RecordFile {
                 id
             }
         };
-        self.w.write_packet(&OutPacket { interface: id, ts_ns: r.ts_ns, data: r.data, orig_len: r.orig_len, direction: r.direction, comment: None })
+        self.w.write_packet(&OutPacket {
+            interface: id,
+            ts_ns: r.ts_ns,
+            data: r.data,
+            orig_len: r.orig_len,
+            direction: r.direction,
+            comment: None,
+        })
     }
 
     /// Flushes, syncs and renames the file into place.

@@ -209,12 +209,26 @@ mod tests {
             ]
         );
         assert_eq!(t[2].1, 9..20);
-        assert_eq!(toks("a !== b ~= c === d != e"), [
-            Tok::Word("a".into()), Tok::Rel(Rel::AnyNe), Tok::Word("b".into()), Tok::Rel(Rel::AnyNe),
-            Tok::Word("c".into()), Tok::Rel(Rel::AllEq), Tok::Word("d".into()), Tok::Rel(Rel::AllNe), Tok::Word("e".into()),
-        ]);
+        assert_eq!(
+            toks("a !== b ~= c === d != e"),
+            [
+                Tok::Word("a".into()),
+                Tok::Rel(Rel::AnyNe),
+                Tok::Word("b".into()),
+                Tok::Rel(Rel::AnyNe),
+                Tok::Word("c".into()),
+                Tok::Rel(Rel::AllEq),
+                Tok::Word("d".into()),
+                Tok::Rel(Rel::AllNe),
+                Tok::Word("e".into()),
+            ]
+        );
         assert_eq!(toks("x in {1 .. 3}")[4], Tok::DotDot);
-        assert_eq!(toks("x in {1..3}")[3], Tok::Word("1..3".into()), "a range without spaces is one word");
+        assert_eq!(
+            toks("x in {1..3}")[3],
+            Tok::Word("1..3".into()),
+            "a range without spaces is one word"
+        );
         assert_eq!(toks("eth.src == aa:bb:cc:dd:ee:ff")[2], Tok::Word("aa:bb:cc:dd:ee:ff".into()));
     }
 
@@ -230,7 +244,10 @@ mod tests {
     fn bad_characters_say_where() {
         let e = lex("ip.ttl = 5").unwrap_err();
         assert_eq!((e.kind.clone(), e.span.clone()), (ErrorKind::SingleEquals, 7..8));
-        assert!(matches!(lex("a & b").unwrap_err().kind, ErrorKind::SingleAmpersandOrBar { c: '&' }));
+        assert!(matches!(
+            lex("a & b").unwrap_err().kind,
+            ErrorKind::SingleAmpersandOrBar { c: '&' }
+        ));
         let e = lex("frame.len > 5 ; x").unwrap_err();
         assert_eq!(e.kind, ErrorKind::BadCharacter { c: ';' });
         let e = lex("é").unwrap_err();

@@ -81,32 +81,67 @@ pub const PROTOCOLS: &[(&str, &str)] = &[
 /// What went wrong in a display filter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ErrorKind {
-    BadCharacter { c: char },
+    BadCharacter {
+        c: char,
+    },
     SingleEquals,
-    SingleAmpersandOrBar { c: char },
+    SingleAmpersandOrBar {
+        c: char,
+    },
     UnterminatedString,
-    Unexpected { found: String, expected: &'static str },
-    EndTooSoon { expected: &'static str },
+    Unexpected {
+        found: String,
+        expected: &'static str,
+    },
+    EndTooSoon {
+        expected: &'static str,
+    },
     UnclosedParen,
     UnbalancedParen,
     UnclosedBrace,
     EmptySet,
     HalfRange,
-    UnknownField { name: String, suggestion: Option<&'static str> },
+    UnknownField {
+        name: String,
+        suggestion: Option<&'static str>,
+    },
     /// A quoted string where a field or protocol name belongs.
     QuotedName,
     /// `ip == …`: a protocol has no value.
-    ProtocolCompared { name: String },
-    BadValue { field: &'static str, ty: Ty, text: String, why: &'static str },
+    ProtocolCompared {
+        name: String,
+    },
+    BadValue {
+        field: &'static str,
+        ty: Ty,
+        text: String,
+        why: &'static str,
+    },
     /// `ip.src == "10.0.0.1"`: quotes make text, and the field is not text.
-    QuotedValue { field: &'static str, ty: Ty },
-    RelNotForType { rel: Rel, field: &'static str, ty: Ty },
+    QuotedValue {
+        field: &'static str,
+        ty: Ty,
+    },
+    RelNotForType {
+        rel: Rel,
+        field: &'static str,
+        ty: Ty,
+    },
     /// `ip.addr > 10.0.0.0/24`, `ip.addr in {10.0.0.0/8 .. 10.0.0.5}`.
     SubnetOrdered,
-    BadRegex { error: String },
-    FieldTypesDiffer { left: &'static str, left_ty: Ty, right: &'static str, right_ty: Ty },
+    BadRegex {
+        error: String,
+    },
+    FieldTypesDiffer {
+        left: &'static str,
+        left_ty: Ty,
+        right: &'static str,
+        right_ty: Ty,
+    },
     /// Two text or byte fields compared with each other.
-    FieldPairNotSupported { ty: Ty },
+    FieldPairNotSupported {
+        ty: Ty,
+    },
 }
 
 impl fmt::Display for ErrorKind {
@@ -116,17 +151,26 @@ impl fmt::Display for ErrorKind {
             ErrorKind::SingleEquals => f.write_str("a single `=` is not a comparison"),
             ErrorKind::SingleAmpersandOrBar { c } => write!(f, "a single `{c}` is not an operator"),
             ErrorKind::UnterminatedString => f.write_str("this string has no closing `\"`"),
-            ErrorKind::Unexpected { found, expected } => write!(f, "expected {expected}, found {found}"),
-            ErrorKind::EndTooSoon { expected } => write!(f, "the filter ends where {expected} should follow"),
+            ErrorKind::Unexpected { found, expected } => {
+                write!(f, "expected {expected}, found {found}")
+            }
+            ErrorKind::EndTooSoon { expected } => {
+                write!(f, "the filter ends where {expected} should follow")
+            }
             ErrorKind::UnclosedParen => f.write_str("this `(` is never closed"),
             ErrorKind::UnbalancedParen => f.write_str("this `)` closes nothing"),
             ErrorKind::UnclosedBrace => f.write_str("this `{` is never closed"),
             ErrorKind::EmptySet => f.write_str("an empty set matches nothing"),
             ErrorKind::HalfRange => f.write_str("a range needs a value on both sides of `..`"),
             ErrorKind::UnknownField { name, .. } => write!(f, "unknown field or protocol `{name}`"),
-            ErrorKind::QuotedName => f.write_str("a field or protocol name is written without quotes"),
+            ErrorKind::QuotedName => {
+                f.write_str("a field or protocol name is written without quotes")
+            }
             ErrorKind::ProtocolCompared { name } => {
-                write!(f, "`{name}` is a protocol: it is present or not, it has no value to compare")
+                write!(
+                    f,
+                    "`{name}` is a protocol: it is present or not, it has no value to compare"
+                )
             }
             ErrorKind::BadValue { field, ty, text, why } => {
                 write!(f, "`{text}` is not a valid {ty} for {field}: {why}")
@@ -137,7 +181,9 @@ impl fmt::Display for ErrorKind {
             ErrorKind::RelNotForType { rel, field, ty } => {
                 write!(f, "`{}` does not apply to {field}, a {ty}", rel.symbol())
             }
-            ErrorKind::SubnetOrdered => f.write_str("a subnet has no order: compare it with `==` or `!=`"),
+            ErrorKind::SubnetOrdered => {
+                f.write_str("a subnet has no order: compare it with `==` or `!=`")
+            }
             ErrorKind::BadRegex { error } => write!(f, "not a regular expression: {error}"),
             ErrorKind::FieldTypesDiffer { left, left_ty, right, right_ty } => {
                 write!(f, "{left} (a {left_ty}) cannot be compared with {right} (a {right_ty})")
@@ -223,7 +269,8 @@ impl fmt::Display for FilterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "display filter, column {}: {}", self.column(), self.kind)?;
         // Tabs and newlines would put the caret in the wrong place.
-        let shown: String = self.filter.chars().map(|c| if c.is_whitespace() { ' ' } else { c }).collect();
+        let shown: String =
+            self.filter.chars().map(|c| if c.is_whitespace() { ' ' } else { c }).collect();
         writeln!(f, "    {shown}")?;
         let width = self.filter.get(self.span.clone()).map_or(0, |s| s.chars().count()).max(1);
         write!(f, "    {}^{}", " ".repeat(self.column() - 1), "~".repeat(width - 1))?;
@@ -307,14 +354,19 @@ impl Const {
     fn contains(&self, s: &Scalar<'_>) -> bool {
         match (self, s) {
             (Const::Str(c), Scalar::Str(v)) => v.contains(c.as_str()),
-            (Const::Bytes(c), Scalar::Bytes(v)) => c.is_empty() || v.windows(c.len()).any(|w| w == &c[..]),
-            (Const::Str(c), Scalar::Bytes(v)) => v.windows(c.len().max(1)).any(|w| w == c.as_bytes()),
+            (Const::Bytes(c), Scalar::Bytes(v)) => {
+                c.is_empty() || v.windows(c.len()).any(|w| w == &c[..])
+            }
+            (Const::Str(c), Scalar::Bytes(v)) => {
+                v.windows(c.len().max(1)).any(|w| w == c.as_bytes())
+            }
             _ => false,
         }
     }
 
     fn is_subnet(&self) -> bool {
-        matches!(self, Const::V4 { mask, .. } if *mask != u32::MAX) || matches!(self, Const::V6 { mask, .. } if *mask != u128::MAX)
+        matches!(self, Const::V4 { mask, .. } if *mask != u32::MAX)
+            || matches!(self, Const::V6 { mask, .. } if *mask != u128::MAX)
     }
 }
 
@@ -389,7 +441,9 @@ impl Filter {
                 Node::Or(a, b) | Node::And(a, b) => walk(a, field) || walk(b, field),
                 Node::Not(a) => walk(a, field),
                 Node::Present(f) => *f == field,
-                Node::Cmp { field: f, rhs, .. } => *f == field || matches!(rhs, Rhs::Field(g) if *g == field),
+                Node::Cmp { field: f, rhs, .. } => {
+                    *f == field || matches!(rhs, Rhs::Field(g) if *g == field)
+                }
             }
         }
         walk(&self.root, field)
@@ -527,7 +581,8 @@ fn test(rel: Rel, rhs: &Rhs, s: &Scalar<'_>) -> bool {
         Rhs::Set(items) => items.iter().any(|i| match i {
             Item::One(c) => c.eq(s),
             Item::Range(lo, hi) => {
-                lo.cmp(s).is_some_and(|o| o != Ordering::Less) && hi.cmp(s).is_some_and(|o| o != Ordering::Greater)
+                lo.cmp(s).is_some_and(|o| o != Ordering::Less)
+                    && hi.cmp(s).is_some_and(|o| o != Ordering::Greater)
             }
         }),
         Rhs::Field(_) => false,
@@ -560,24 +615,43 @@ impl Compiler<'_> {
                     (None, Some(f), _) => Node::Present(f),
                     (None, None, Some(p)) => Node::Proto(p),
                     (Some(_), None, Some(_)) => {
-                        return self.err(lhs.span.clone(), ErrorKind::ProtocolCompared { name: name.to_string() })
+                        return self.err(
+                            lhs.span.clone(),
+                            ErrorKind::ProtocolCompared { name: name.to_string() },
+                        )
                     }
-                    (Some((rel, rel_span, rhs)), Some(f), _) => self.cmp(f, *rel, rel_span.clone(), rhs)?,
+                    (Some((rel, rel_span, rhs)), Some(f), _) => {
+                        self.cmp(f, *rel, rel_span.clone(), rhs)?
+                    }
                     (_, None, None) => {
-                        let names = Field::ALL.iter().map(|(_, n, _)| *n).chain(PROTOCOLS.iter().map(|(n, _)| *n));
+                        let names = Field::ALL
+                            .iter()
+                            .map(|(_, n, _)| *n)
+                            .chain(PROTOCOLS.iter().map(|(n, _)| *n));
                         let suggestion = did_you_mean(name, names);
-                        return self.err(lhs.span.clone(), ErrorKind::UnknownField { name: name.to_string(), suggestion });
+                        return self.err(
+                            lhs.span.clone(),
+                            ErrorKind::UnknownField { name: name.to_string(), suggestion },
+                        );
                     }
                 }
             }
         })
     }
 
-    fn cmp(&self, f: Field, rel: Rel, rel_span: Range<usize>, rhs: &PRhs) -> Result<Node, FilterError> {
+    fn cmp(
+        &self,
+        f: Field,
+        rel: Rel,
+        rel_span: Range<usize>,
+        rhs: &PRhs,
+    ) -> Result<Node, FilterError> {
         let ty = f.ty();
         let not_for = |rel| ErrorKind::RelNotForType { rel, field: f.name(), ty };
         match rel {
-            Rel::Contains if !matches!(ty, Ty::Str | Ty::Bytes) => return self.err(rel_span, not_for(rel)),
+            Rel::Contains if !matches!(ty, Ty::Str | Ty::Bytes) => {
+                return self.err(rel_span, not_for(rel))
+            }
             Rel::Matches if ty != Ty::Str => return self.err(rel_span, not_for(rel)),
             _ => {}
         }
@@ -589,14 +663,16 @@ impl Compiler<'_> {
                     match regex::RegexBuilder::new(&v.text).case_insensitive(true).build() {
                         Ok(re) => Rhs::One(Const::Re(re)),
                         Err(e) => {
-                            let error = e.to_string().lines().last().unwrap_or("").trim().to_string();
+                            let error =
+                                e.to_string().lines().last().unwrap_or("").trim().to_string();
                             return self.err(v.span.clone(), ErrorKind::BadRegex { error });
                         }
                     }
                 } else {
                     // A value that names a field compares the two fields (for text
                     // fields, an unquoted field name is taken as the field).
-                    let other = Field::lookup(&v.text).ok().filter(|_| !v.quoted && rel != Rel::Contains);
+                    let other =
+                        Field::lookup(&v.text).ok().filter(|_| !v.quoted && rel != Rel::Contains);
                     let value = match other {
                         Some(_) if ty == Ty::Str => Err(None),
                         _ => self.value(f, v).map_err(Some),
@@ -620,11 +696,22 @@ impl Compiler<'_> {
                                     return self.err(v.span.clone(), kind);
                                 }
                                 if matches!(ty, Ty::Str | Ty::Bytes) {
-                                    return self.err(v.span.clone(), ErrorKind::FieldPairNotSupported { ty });
+                                    return self.err(
+                                        v.span.clone(),
+                                        ErrorKind::FieldPairNotSupported { ty },
+                                    );
                                 }
                                 Rhs::Field(g)
                             }
-                            None => return Err(e.unwrap_or_else(|| FilterError::new(self.text, v.span.clone(), ErrorKind::QuotedName))),
+                            None => {
+                                return Err(e.unwrap_or_else(|| {
+                                    FilterError::new(
+                                        self.text,
+                                        v.span.clone(),
+                                        ErrorKind::QuotedName,
+                                    )
+                                }))
+                            }
                         },
                     }
                 }
@@ -637,7 +724,8 @@ impl Compiler<'_> {
                         SetElem::Range(lo, hi) => {
                             let (a, b) = (self.value(f, lo)?, self.value(f, hi)?);
                             if a.is_subnet() || b.is_subnet() {
-                                return self.err(lo.span.start..hi.span.end, ErrorKind::SubnetOrdered);
+                                return self
+                                    .err(lo.span.start..hi.span.end, ErrorKind::SubnetOrdered);
                             }
                             Item::Range(a, b)
                         }
@@ -653,7 +741,10 @@ impl Compiler<'_> {
     fn value(&self, f: Field, v: &Operand) -> Result<Const, FilterError> {
         let ty = f.ty();
         let bad = |why: &'static str| {
-            self.err(v.span.clone(), ErrorKind::BadValue { field: f.name(), ty, text: v.text.clone(), why })
+            self.err(
+                v.span.clone(),
+                ErrorKind::BadValue { field: f.name(), ty, text: v.text.clone(), why },
+            )
         };
         if v.quoted && !matches!(ty, Ty::Str | Ty::Bytes) {
             return self.err(v.span.clone(), ErrorKind::QuotedValue { field: f.name(), ty });
@@ -737,7 +828,9 @@ fn subnet(t: &str, max: u32) -> (&str, Option<u32>) {
 
 /// `02:00:00:00:00:01`, `02-00-00-00-00-01`, `0200.0000.0001`, `020000000001`.
 fn mac(t: &str) -> Option<u64> {
-    let hex = |s: &str, max: usize| (!s.is_empty() && s.len() <= max).then(|| u64::from_str_radix(s, 16).ok()).flatten();
+    let hex = |s: &str, max: usize| {
+        (!s.is_empty() && s.len() <= max).then(|| u64::from_str_radix(s, 16).ok()).flatten()
+    };
     let (parts, width): (Vec<&str>, u32) = if t.contains(':') {
         (t.split(':').collect(), 8)
     } else if t.contains('-') {
@@ -760,7 +853,9 @@ fn seconds(t: &str) -> Option<i64> {
         return seconds(rest).filter(|_| !rest.starts_with('-')).map(|ns| -ns);
     }
     let (whole, frac) = t.split_once('.').unwrap_or((t, ""));
-    if (whole.is_empty() && frac.is_empty()) || !whole.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
+    if (whole.is_empty() && frac.is_empty())
+        || !whole.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
+    {
         return None;
     }
     let w: i64 = if whole.is_empty() { 0 } else { whole.parse().ok()? };

@@ -57,7 +57,10 @@ pub fn parse(text: &str, toks: Vec<(Tok, Span)>) -> Result<Expr, FilterError> {
         Some((Tok::RParen, s)) => Err(p.error(s, ErrorKind::UnbalancedParen)),
         Some((t, s)) => {
             let found = t.describe();
-            Err(p.error(s, ErrorKind::Unexpected { found, expected: "`and`, `or` or the end of the filter" }))
+            Err(p.error(
+                s,
+                ErrorKind::Unexpected { found, expected: "`and`, `or` or the end of the filter" },
+            ))
         }
     }
 }
@@ -141,7 +144,8 @@ impl Parser<'_> {
             return Ok(Expr::Test(Test { lhs, rel: None }));
         };
         self.bump();
-        let rhs = if rel == Rel::In { Rhs::Set(self.set()?) } else { Rhs::One(self.operand("a value")?) };
+        let rhs =
+            if rel == Rel::In { Rhs::Set(self.set()?) } else { Rhs::One(self.operand("a value")?) };
         Ok(Expr::Test(Test { lhs, rel: Some((rel, rel_span, rhs)) }))
     }
 
@@ -152,9 +156,15 @@ impl Parser<'_> {
             Some((Tok::LBrace, s)) => s,
             Some((t, s)) => {
                 let found = t.describe();
-                return Err(self.error(s, ErrorKind::Unexpected { found, expected: "`{` after `in`" }));
+                return Err(
+                    self.error(s, ErrorKind::Unexpected { found, expected: "`{` after `in`" })
+                );
             }
-            None => return Err(self.error(self.end(), ErrorKind::EndTooSoon { expected: "`{` after `in`" })),
+            None => {
+                return Err(
+                    self.error(self.end(), ErrorKind::EndTooSoon { expected: "`{` after `in`" })
+                )
+            }
         };
         let mut elems = Vec::new();
         loop {
@@ -180,7 +190,11 @@ impl Parser<'_> {
                     let (a, b) = (&lo.text[..k], &lo.text[k + 2..]);
                     let s = lo.span.start;
                     let lo_op = Operand { text: a.to_string(), quoted: false, span: s..s + k };
-                    let hi_op = Operand { text: b.to_string(), quoted: false, span: s + k + 2..lo.span.end };
+                    let hi_op = Operand {
+                        text: b.to_string(),
+                        quoted: false,
+                        span: s + k + 2..lo.span.end,
+                    };
                     if a.is_empty() || b.is_empty() {
                         return Err(self.error(lo.span, ErrorKind::HalfRange));
                     }
@@ -191,7 +205,9 @@ impl Parser<'_> {
             if let Some((Tok::DotDot, dots)) = self.peek() {
                 self.bump();
                 let hi = match self.peek() {
-                    Some((Tok::Word(_) | Tok::Str(_), _)) => self.operand("the end of the range")?,
+                    Some((Tok::Word(_) | Tok::Str(_), _)) => {
+                        self.operand("the end of the range")?
+                    }
                     _ => return Err(self.error(lo.span.start..dots.end, ErrorKind::HalfRange)),
                 };
                 elems.push(SetElem::Range(lo, hi));
@@ -236,7 +252,9 @@ mod tests {
     #[test]
     fn sets_with_commas_spaces_and_ranges() {
         let e = p("x in {4 10, 0x11..0x13 20 .. 30}").unwrap();
-        let Expr::Test(Test { rel: Some((Rel::In, _, Rhs::Set(s))), .. }) = e else { panic!("{e:?}") };
+        let Expr::Test(Test { rel: Some((Rel::In, _, Rhs::Set(s))), .. }) = e else {
+            panic!("{e:?}")
+        };
         assert_eq!(s.len(), 4);
         let SetElem::Range(lo, hi) = &s[2] else { panic!() };
         assert_eq!((lo.text.as_str(), hi.text.as_str()), ("0x11", "0x13"));

@@ -44,7 +44,17 @@ fn kept(filter: &str, frames: &[(u64, Vec<u8>)]) -> Vec<u64> {
 }
 
 fn ctx<'a>(number: u64, ts: u64, first: u64, prev: u64, data: &'a [u8], fr: &'a Frame) -> Ctx<'a> {
-    Ctx { number, ts_ns: ts, first_ts_ns: first, prev_ts_ns: prev, orig_len: data.len() as u32, interface: 0, data, frame: fr, comment: None }
+    Ctx {
+        number,
+        ts_ns: ts,
+        first_ts_ns: first,
+        prev_ts_ns: prev,
+        orig_len: data.len() as u32,
+        interface: 0,
+        data,
+        frame: fr,
+        comment: None,
+    }
 }
 
 fn err(filter: &str) -> FilterError {
@@ -83,7 +93,10 @@ fn absent_fields_satisfy_nothing() {
     assert_eq!(kept("infiniband.aeth.syndrome != 0x1f", &f), [4]);
     assert_eq!(kept("infiniband.aeth.syndrome == 0x1f", &f), [2]);
     assert_eq!(kept("!(infiniband.aeth.syndrome == 0x1f)", &f), [1, 3, 4, 5]);
-    assert!(matches!(err("infiniband.aeth").kind, ErrorKind::UnknownField { .. }), "not a field of ours");
+    assert!(
+        matches!(err("infiniband.aeth").kind, ErrorKind::UnknownField { .. }),
+        "not a field of ours"
+    );
 }
 
 #[test]
@@ -152,7 +165,10 @@ fn logic_parentheses_and_protocols() {
     assert_eq!(kept("(frame.number == 1 or frame.number == 2) and frame.number == 2", &f), [2]);
     assert_eq!(kept("!(frame.number == 1 || frame.number == 2)", &f), [3, 4, 5]);
     assert_eq!(kept("not not frame.number == 1", &f), [1]);
-    assert_eq!(kept("infiniband && udp && ip && eth && !tcp && !ipv6 && !vlan", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(
+        kept("infiniband && udp && ip && eth && !tcp && !ipv6 && !vlan", &f),
+        [1, 2, 3, 4, 5]
+    );
     assert_eq!(kept("data", &f), [1, 3, 5], "a payload");
     assert_eq!(kept("roce && roce.icrc && !roce.dc && frame", &f), [1, 2, 3, 4, 5]);
     assert_eq!(kept("", &f), [1, 2, 3, 4, 5], "an empty filter keeps everything");
@@ -163,7 +179,11 @@ fn text_fields_contains_and_matches() {
     let f = frames();
     assert_eq!(kept(r#"frame.protocols contains "data""#, &f), [1, 3, 5]);
     assert_eq!(kept(r#"frame.protocols == "eth:ethertype:ip:udp:infiniband""#, &f), [2, 4]);
-    assert_eq!(kept(r#"frame.protocols matches "UDP:INFINIBAND$""#, &f), [2, 4], "matches ignores case");
+    assert_eq!(
+        kept(r#"frame.protocols matches "UDP:INFINIBAND$""#, &f),
+        [2, 4],
+        "matches ignores case"
+    );
     assert_eq!(kept(r#"frame.protocols contains "UDP""#, &f), NONE, "contains does not");
     assert_eq!(kept(r#"roce.opcode.name contains "WRITE""#, &f), [1, 5]);
     assert_eq!(kept(r#"roce.aeth.nak == "Remote Access Error""#, &f), [4]);
@@ -181,7 +201,10 @@ fn field_against_field() {
     assert_eq!(kept("ip.src < ip.dst", &f), [1, 3, 5]);
     assert_eq!(kept("udp.srcport > udp.dstport", &f), [1, 2, 3, 4, 5]);
     assert!(matches!(err("ip.src == eth.src").kind, ErrorKind::FieldTypesDiffer { .. }));
-    assert!(matches!(err("frame.protocols == _ws.col.Info").kind, ErrorKind::FieldPairNotSupported { .. }));
+    assert!(matches!(
+        err("frame.protocols == _ws.col.Info").kind,
+        ErrorKind::FieldPairNotSupported { .. }
+    ));
 }
 
 #[test]
@@ -206,7 +229,10 @@ fn time_delta_displayed_needs_the_callers_view() {
     let c = ctx(4, ts, first, f[2].0, &f[3].1, &fr);
     assert!(!filter.matches(&c), "every frame shown: 2 µs since frame 3");
     assert!(filter.matches_shown(&c, Shown { prev_ts_ns: Some(f[1].0) }), "4 µs since frame 2");
-    assert!(!filter.matches_shown(&c, Shown { prev_ts_ns: None }), "the first displayed frame has delta 0");
+    assert!(
+        !filter.matches_shown(&c, Shown { prev_ts_ns: None }),
+        "the first displayed frame has delta 0"
+    );
 }
 
 #[test]
@@ -221,20 +247,47 @@ fn errors_name_the_column_and_show_a_caret() {
     assert_eq!((e.column(), e.span.clone()), (18, 17..27));
     assert!(e.to_string().contains("`10.0.0.300` is not a valid IPv4 address for ip.src"), "{e}");
     assert!(e.to_string().ends_with("                     ^~~~~~~~~~\n    hint: write an address like 10.0.0.1 or a subnet like 10.0.0.0/24"), "{e}");
-    assert!(matches!(err(r#"ip.src == "10.0.0.1""#).kind, ErrorKind::QuotedValue { ty: Ty::Ipv4, .. }));
-    assert!(matches!(err("ip.src contains 10").kind, ErrorKind::RelNotForType { rel: Rel::Contains, .. }));
-    assert!(matches!(err("infiniband.bth.psn matches 1").kind, ErrorKind::RelNotForType { rel: Rel::Matches, .. }));
+    assert!(matches!(
+        err(r#"ip.src == "10.0.0.1""#).kind,
+        ErrorKind::QuotedValue { ty: Ty::Ipv4, .. }
+    ));
+    assert!(matches!(
+        err("ip.src contains 10").kind,
+        ErrorKind::RelNotForType { rel: Rel::Contains, .. }
+    ));
+    assert!(matches!(
+        err("infiniband.bth.psn matches 1").kind,
+        ErrorKind::RelNotForType { rel: Rel::Matches, .. }
+    ));
     assert!(matches!(err("ip == 1").kind, ErrorKind::ProtocolCompared { .. }));
     assert!(matches!(err("ip.addr > 10.0.0.0/8").kind, ErrorKind::SubnetOrdered));
     assert!(matches!(err("ip.addr in {10.0.0.0/8..10.0.0.9}").kind, ErrorKind::SubnetOrdered));
     assert!(matches!(err("frame.number == x1").kind, ErrorKind::BadValue { ty: Ty::Uint, .. }));
     assert!(matches!(err("frame.number == 09").kind, ErrorKind::BadValue { .. }), "9 is not octal");
-    assert!(matches!(err("ip.addr == 10.0.0.0/33").kind, ErrorKind::BadValue { why: "the prefix length must be 0 to 32", .. }));
-    assert!(matches!(err("ipv6.addr == fd00::/129").kind, ErrorKind::BadValue { why: "the prefix length must be 0 to 128", .. }));
-    assert!(matches!(err("ip.addr == 10.0.0.0/x").kind, ErrorKind::BadValue { why: "the prefix length must be 0 to 32", .. }));
-    assert!(matches!(err("eth.src == 02:00:00:00:00").kind, ErrorKind::BadValue { ty: Ty::Mac, .. }));
-    assert!(matches!(err("infiniband.bth.a == yes").kind, ErrorKind::BadValue { ty: Ty::Bool, .. }));
-    assert!(matches!(err("frame.time_delta > 1e-3").kind, ErrorKind::BadValue { ty: Ty::Time, .. }));
+    assert!(matches!(
+        err("ip.addr == 10.0.0.0/33").kind,
+        ErrorKind::BadValue { why: "the prefix length must be 0 to 32", .. }
+    ));
+    assert!(matches!(
+        err("ipv6.addr == fd00::/129").kind,
+        ErrorKind::BadValue { why: "the prefix length must be 0 to 128", .. }
+    ));
+    assert!(matches!(
+        err("ip.addr == 10.0.0.0/x").kind,
+        ErrorKind::BadValue { why: "the prefix length must be 0 to 32", .. }
+    ));
+    assert!(matches!(
+        err("eth.src == 02:00:00:00:00").kind,
+        ErrorKind::BadValue { ty: Ty::Mac, .. }
+    ));
+    assert!(matches!(
+        err("infiniband.bth.a == yes").kind,
+        ErrorKind::BadValue { ty: Ty::Bool, .. }
+    ));
+    assert!(matches!(
+        err("frame.time_delta > 1e-3").kind,
+        ErrorKind::BadValue { ty: Ty::Time, .. }
+    ));
     assert!(matches!(err(r#"frame.protocols matches "(""#).kind, ErrorKind::BadRegex { .. }));
     assert!(matches!(err(r#""ip""#).kind, ErrorKind::QuotedName));
     let e = err("ip.ttl = 64");
@@ -307,7 +360,12 @@ fn values_have_their_fields_type() {
     };
     let mut all: Vec<Vec<u8>> = frames().into_iter().map(|(_, d)| d).collect();
     all.push(craft::build(&Encap { vlans: vec![5], ..Encap::default() }, &a, &b, &t));
-    all.push(craft::build(&Encap { version: crate::frame::RoceVersion::V1, ..Encap::default() }, &a, &b, &t));
+    all.push(craft::build(
+        &Encap { version: crate::frame::RoceVersion::V1, ..Encap::default() },
+        &a,
+        &b,
+        &t,
+    ));
     let mut seen = 0;
     for data in &all {
         let fr = frame::decode(LinkType::ETHERNET, data, &Options::default());

@@ -16,7 +16,9 @@ use std::net::IpAddr;
 use crate::frame::{self, Frame, IcrcCheck, Mad};
 use crate::wire::ethernet::{self, ethertype, VlanTag};
 use crate::wire::ext::{DethPacket, RethPacket};
-use crate::wire::{aeth, bth, icrc, ipv4, ipv6, mad, udp, Headers, OpInfo, Opcode, Psn, Syndrome, Transport};
+use crate::wire::{
+    aeth, bth, icrc, ipv4, ipv6, mad, udp, Headers, OpInfo, Opcode, Psn, Syndrome, Transport,
+};
 use crate::LinkType;
 
 /// The facts of one RoCE packet whose BTH decoded.
@@ -133,7 +135,12 @@ impl Seen {
     /// What a captured frame gives: the fast path ([`Facts::parse`]) or, for
     /// anything else, a full decode into `scratch` (a reused [`Frame`]).
     #[inline]
-    pub fn of_captured(link: LinkType, data: &[u8], opts: &frame::Options, scratch: &mut Frame) -> Seen {
+    pub fn of_captured(
+        link: LinkType,
+        data: &[u8],
+        opts: &frame::Options,
+        scratch: &mut Frame,
+    ) -> Seen {
         match Facts::parse(link, data, opts) {
             Some(p) => Seen::Roce(p, None),
             None => {
@@ -179,7 +186,14 @@ impl Facts<'static> {
                     return None;
                 }
                 let l4 = net + ipv4::HEADER_LEN;
-                (IpAddr::V4(ip.src()), IpAddr::V4(ip.dst()), ip.ecn(), icrc::Net::Ipv4, l4, net + total_len)
+                (
+                    IpAddr::V4(ip.src()),
+                    IpAddr::V4(ip.dst()),
+                    ip.ecn(),
+                    icrc::Net::Ipv4,
+                    l4,
+                    net + total_len,
+                )
             }
             ethertype::IPV6 => {
                 let ip = ipv6::Packet::new_unchecked(data.get(net..net + ipv6::HEADER_LEN)?);

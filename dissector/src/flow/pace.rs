@@ -111,11 +111,17 @@ pub fn pace(reqs: &[Packet], resps: &[Packet]) -> Pace {
             // Where it goes among the open messages, which are in PSN order: at
             // the back, unless it came late.
             let at = match open.back() {
-                Some(m) if m.start.after(r.psn) => open.iter().position(|m| m.start.after(r.psn)).unwrap_or(open.len()),
+                Some(m) if m.start.after(r.psn) => {
+                    open.iter().position(|m| m.start.after(r.psn)).unwrap_or(open.len())
+                }
                 _ => open.len(),
             };
             if r.kind.contains(Kind::FIRST) {
-                if let Some(prev) = at.checked_sub(1).and_then(|k| open.get_mut(k)).filter(|m| m.end.is_none() && m.read) {
+                if let Some(prev) = at
+                    .checked_sub(1)
+                    .and_then(|k| open.get_mut(k))
+                    .filter(|m| m.end.is_none() && m.read)
+                {
                     prev.end = Some(r.psn.add(u32::MAX)); // the PSN before this one
                 }
                 let read = r.kind.contains(Kind::READ);
@@ -124,7 +130,10 @@ pub fn pace(reqs: &[Packet], resps: &[Packet]) -> Pace {
                     // A late first packet: its last may have come already (before
                     // the next message's start).
                     let next = open.get(at).map(|m| m.start);
-                    if let Some(k) = orphans.iter().position(|&q| !r.psn.after(q) && next.is_none_or(|n| n.after(q))) {
+                    if let Some(k) = orphans
+                        .iter()
+                        .position(|&q| !r.psn.after(q) && next.is_none_or(|n| n.after(q)))
+                    {
                         end = Some(orphans.swap_remove(k));
                     }
                 }
@@ -133,7 +142,11 @@ pub fn pace(reqs: &[Packet], resps: &[Packet]) -> Pace {
                 p.steps.push(Step { frame: r.number, ts_ns: r.ts_ns, delta: 1 });
                 p.peak = p.peak.max(open.len() as u64);
             } else if r.kind.contains(Kind::LAST) {
-                match at.checked_sub(1).and_then(|k| open.get_mut(k)).filter(|m| m.end.is_none() && !m.read) {
+                match at
+                    .checked_sub(1)
+                    .and_then(|k| open.get_mut(k))
+                    .filter(|m| m.end.is_none() && !m.read)
+                {
                     Some(m) => m.end = Some(r.psn),
                     None => orphans.push(r.psn),
                 }
@@ -148,7 +161,9 @@ pub fn pace(reqs: &[Packet], resps: &[Packet]) -> Pace {
         // Acknowledges every message that ends at or before `upto`.
         let upto = match s.ack {
             Some(AckKind::Ack { .. }) => Some(s.psn),
-            Some(AckKind::RnrNak { .. }) | Some(AckKind::Nak(NakCode::PsnSequenceError)) => Some(s.psn.add(u32::MAX)),
+            Some(AckKind::RnrNak { .. }) | Some(AckKind::Nak(NakCode::PsnSequenceError)) => {
+                Some(s.psn.add(u32::MAX))
+            }
             Some(k) if fatal(k) => {
                 p.ended_by = Some(s.number);
                 break;
@@ -158,7 +173,10 @@ pub fn pace(reqs: &[Packet], resps: &[Packet]) -> Pace {
         // The last packet of a READ response ends its READ.
         let read_done = s.kind.contains(Kind::READ) && s.kind.contains(Kind::LAST);
         if read_done {
-            if let Some(m) = open.iter_mut().find(|m| m.read && !m.start.after(s.psn) && m.end.is_none_or(|e| !e.after(s.psn))) {
+            if let Some(m) = open
+                .iter_mut()
+                .find(|m| m.read && !m.start.after(s.psn) && m.end.is_none_or(|e| !e.after(s.psn)))
+            {
                 m.end = Some(s.psn);
             }
         }
@@ -212,7 +230,14 @@ mod tests {
     const ACK_KIND: Kind = Kind::RESPONSE.union(Kind::ACK);
 
     fn req(number: u64, psn: u32, kind: Kind) -> Packet {
-        Packet { number, ts_ns: number * 1000, psn: Psn::new(psn), kind, ack: None, delivered: true }
+        Packet {
+            number,
+            ts_ns: number * 1000,
+            psn: Psn::new(psn),
+            kind,
+            ack: None,
+            delivered: true,
+        }
     }
     fn resp(number: u64, psn: u32, kind: Kind, ack: Option<AckKind>) -> Packet {
         Packet { number, ts_ns: number * 1000, psn: Psn::new(psn), kind, ack, delivered: true }
@@ -229,7 +254,11 @@ mod tests {
         let p = pace(&reqs, &[ack(5, 102), ack(6, 103)]);
         assert_eq!(p.messages, 3);
         let lat: Vec<u64> = p.acked.iter().map(Acked::latency_ns).collect();
-        assert_eq!(lat, vec![4000, 3000, 2000], "messages 100 and 101–102 by frame 5, 103 by frame 6");
+        assert_eq!(
+            lat,
+            vec![4000, 3000, 2000],
+            "messages 100 and 101–102 by frame 5, 103 by frame 6"
+        );
         assert_eq!(p.peak, 3);
         assert_eq!(p.steps.iter().map(|s| s.delta).sum::<i64>(), 0);
     }
@@ -249,10 +278,19 @@ mod tests {
     #[test]
     fn resends_and_seq_naks() {
         let nak = resp(4, 11, ACK_KIND, Some(AckKind::Nak(NakCode::PsnSequenceError)));
-        let reqs = [req(1, 10, ONLY), req(2, 11, ONLY), req(3, 12, ONLY), req(5, 11, ONLY), req(6, 12, ONLY)];
+        let reqs = [
+            req(1, 10, ONLY),
+            req(2, 11, ONLY),
+            req(3, 12, ONLY),
+            req(5, 11, ONLY),
+            req(6, 12, ONLY),
+        ];
         let p = pace(&reqs, &[nak, ack(7, 12)]);
         assert_eq!(p.messages, 3);
-        assert_eq!(p.acked.iter().map(|a| (a.sent_ns, a.frame)).collect::<Vec<_>>(), vec![(1000, 4), (2000, 7), (3000, 7)]);
+        assert_eq!(
+            p.acked.iter().map(|a| (a.sent_ns, a.frame)).collect::<Vec<_>>(),
+            vec![(1000, 4), (2000, 7), (3000, 7)]
+        );
         assert_eq!(p.peak, 3);
     }
 
@@ -267,8 +305,14 @@ mod tests {
         let first = resp(4, 51, READ_FIRST, Some(AckKind::Ack { credits: 0x1f }));
         let last = resp(6, 53, READ_LAST, Some(AckKind::Ack { credits: 0x1f }));
         let p = pace(&reqs, &[lost, first, last, ack(7, 54)]);
-        assert_eq!(p.acked.iter().map(|a| (a.sent_ns / 1000, a.frame)).collect::<Vec<_>>(), vec![(1, 4), (2, 6), (5, 7)]);
-        assert_eq!(p.peak, 2, "the READ and the WRITE after it; the first WRITE was acknowledged by frame 4");
+        assert_eq!(
+            p.acked.iter().map(|a| (a.sent_ns / 1000, a.frame)).collect::<Vec<_>>(),
+            vec![(1, 4), (2, 6), (5, 7)]
+        );
+        assert_eq!(
+            p.peak, 2,
+            "the READ and the WRITE after it; the first WRITE was acknowledged by frame 4"
+        );
     }
 
     /// A packet held back on the way is recorded after a later one: still its
@@ -276,10 +320,20 @@ mod tests {
     /// second transmission is one.
     #[test]
     fn a_late_original_is_a_message_not_a_resend() {
-        let reqs = [req(1, 10, ONLY), req(2, 12, ONLY), req(3, 11, ONLY), req(4, 13, ONLY), req(6, 11, ONLY)];
+        let reqs = [
+            req(1, 10, ONLY),
+            req(2, 12, ONLY),
+            req(3, 11, ONLY),
+            req(4, 13, ONLY),
+            req(6, 11, ONLY),
+        ];
         let p = pace(&reqs, &[ack(5, 13), ack(7, 13)]);
         assert_eq!(p.messages, 4, "{p:?}");
-        assert_eq!(p.acked.iter().map(|a| a.sent_ns / 1000).collect::<Vec<_>>(), vec![1, 3, 2, 4], "in PSN order: 10, 11, 12, 13");
+        assert_eq!(
+            p.acked.iter().map(|a| a.sent_ns / 1000).collect::<Vec<_>>(),
+            vec![1, 3, 2, 4],
+            "in PSN order: 10, 11, 12, 13"
+        );
         assert_eq!(p.peak, 4);
     }
 
@@ -290,7 +344,10 @@ mod tests {
         let reqs = [req(1, 20, ONLY), req(2, 22, LAST), req(3, 21, FIRST), req(4, 23, ONLY)];
         let p = pace(&reqs, &[ack(5, 22), ack(6, 23)]);
         assert_eq!(p.messages, 3);
-        assert_eq!(p.acked.iter().map(|a| (a.sent_ns / 1000, a.frame)).collect::<Vec<_>>(), vec![(1, 5), (3, 5), (4, 6)]);
+        assert_eq!(
+            p.acked.iter().map(|a| (a.sent_ns / 1000, a.frame)).collect::<Vec<_>>(),
+            vec![(1, 5), (3, 5), (4, 6)]
+        );
     }
 
     /// An RNR NAK leaves its message outstanding; a fatal NAK ends the analysis.

@@ -113,7 +113,14 @@ pub struct Redundant {
 
 impl fmt::Display for Redundant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "frame {} resends PSN {}, {:.2} ms after frame {} acknowledged it", self.frame, self.psn, self.after_ns as f64 / 1e6, self.acked_in)
+        write!(
+            f,
+            "frame {} resends PSN {}, {:.2} ms after frame {} acknowledged it",
+            self.frame,
+            self.psn,
+            self.after_ns as f64 / 1e6,
+            self.acked_in
+        )
     }
 }
 
@@ -154,7 +161,10 @@ const HELD_GAP: u32 = 4;
 /// among the first [`HELD_WITHIN`] of `rest`.
 fn held_soon(rest: &[Packet], from: Psn, to: Psn) -> bool {
     let gap = to.diff(from);
-    gap > 0 && gap as u32 <= HELD_GAP && (0..gap as u32).all(|k| rest.iter().take(HELD_WITHIN).any(|p| p.held && p.psn == from.add(k)))
+    gap > 0
+        && gap as u32 <= HELD_GAP
+        && (0..gap as u32)
+            .all(|k| rest.iter().take(HELD_WITHIN).any(|p| p.held && p.psn == from.add(k)))
 }
 
 /// Checks go-back-N recovery on one QP pair over a whole run: the requester's
@@ -169,7 +179,9 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
     for a in &acks {
         let Some(p) = acknowledges(a) else { continue };
         match said {
-            Some(s) if s.after(p) => g.violations.push(Violation::AckMovedBack { from: s, to: p, frame: a.number }),
+            Some(s) if s.after(p) => {
+                g.violations.push(Violation::AckMovedBack { from: s, to: p, frame: a.number })
+            }
             _ => said = Some(p),
         }
     }
@@ -210,20 +222,47 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
             // The first step forward that acknowledged this PSN, if any did.
             let k = through.partition_point(|t| f.psn.after(t.0));
             if let Some(&(_, frame, ts)) = through.get(k) {
-                g.redundant.push(Redundant { frame: f.number, psn: f.psn, acked_in: frame, after_ns: f.ts_ns.saturating_sub(ts) });
+                g.redundant.push(Redundant {
+                    frame: f.number,
+                    psn: f.psn,
+                    acked_in: frame,
+                    after_ns: f.ts_ns.saturating_sub(ts),
+                });
             }
             let orig = last_sent.get(&f.psn).copied().unwrap_or(f.ts_ns);
-            let rnr = last.filter(|a| matches!(a.ack, Some(AckKind::RnrNak { .. })) && a.psn == f.psn && a.ts_ns >= orig);
+            let rnr = last.filter(|a| {
+                matches!(a.ack, Some(AckKind::RnrNak { .. })) && a.psn == f.psn && a.ts_ns >= orig
+            });
             let nak = last.filter(|a| is_seq_nak(a) && a.ts_ns >= orig);
             match (rnr, nak) {
-                (Some(n), _) => g.resends.push(Resend { psn: f.psn, frame: f.number, trigger: Trigger::Rnr, after_ns: f.ts_ns.saturating_sub(n.ts_ns) }),
+                (Some(n), _) => g.resends.push(Resend {
+                    psn: f.psn,
+                    frame: f.number,
+                    trigger: Trigger::Rnr,
+                    after_ns: f.ts_ns.saturating_sub(n.ts_ns),
+                }),
                 (None, Some(n)) => {
                     if f.psn.after(n.psn) {
-                        g.violations.push(Violation::ResentPastNak { frame: f.number, psn: f.psn, nak_psn: n.psn, nak_frame: n.number });
+                        g.violations.push(Violation::ResentPastNak {
+                            frame: f.number,
+                            psn: f.psn,
+                            nak_psn: n.psn,
+                            nak_frame: n.number,
+                        });
                     }
-                    g.resends.push(Resend { psn: f.psn, frame: f.number, trigger: Trigger::Nak, after_ns: f.ts_ns.saturating_sub(n.ts_ns) });
+                    g.resends.push(Resend {
+                        psn: f.psn,
+                        frame: f.number,
+                        trigger: Trigger::Nak,
+                        after_ns: f.ts_ns.saturating_sub(n.ts_ns),
+                    });
                 }
-                (None, None) => g.resends.push(Resend { psn: f.psn, frame: f.number, trigger: Trigger::Timeout, after_ns: f.ts_ns.saturating_sub(orig) }),
+                (None, None) => g.resends.push(Resend {
+                    psn: f.psn,
+                    frame: f.number,
+                    trigger: Trigger::Timeout,
+                    after_ns: f.ts_ns.saturating_sub(orig),
+                }),
             }
         }
         if highest.is_none_or(|h| f.psn.after(h)) {
@@ -235,13 +274,19 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
     // The first NAK PSN Sequence Error: how long after the request that showed the
     // responder a gap (the first delivered one past the NAK'd PSN).
     if let Some(n) = acks.iter().find(|a| is_seq_nak(a)) {
-        if let Some(trig) = reqs.iter().take_while(|f| f.number < n.number).find(|f| f.delivered && f.psn.after(n.psn)) {
+        if let Some(trig) = reqs
+            .iter()
+            .take_while(|f| f.number < n.number)
+            .find(|f| f.delivered && f.psn.after(n.psn))
+        {
             g.nak_latency_ns = Some(n.ts_ns.saturating_sub(trig.ts_ns));
         }
     }
     // In the end every PSN sent got through at least once.
-    let delivered: std::collections::HashSet<Psn> = reqs.iter().filter(|f| f.delivered).map(|f| f.psn).collect();
-    let mut lost: Vec<Psn> = reqs.iter().map(|f| f.psn).filter(|p| !delivered.contains(p)).collect();
+    let delivered: std::collections::HashSet<Psn> =
+        reqs.iter().filter(|f| f.delivered).map(|f| f.psn).collect();
+    let mut lost: Vec<Psn> =
+        reqs.iter().map(|f| f.psn).filter(|p| !delivered.contains(p)).collect();
     lost.sort_by_key(|p| p.value());
     lost.dedup();
     if !lost.is_empty() {
@@ -274,7 +319,11 @@ pub fn rnr_waits(reqs: &[Packet], resps: &[Packet]) -> Vec<RnrWait> {
         .filter_map(|n| {
             let timer_us = n.ack?.rnr_wait_us()? as u64;
             let again = reqs.iter().find(|f| f.number > n.number && f.psn == n.psn)?;
-            Some(RnrWait { frame: n.number, waited_us: again.ts_ns.saturating_sub(n.ts_ns) / 1000, timer_us })
+            Some(RnrWait {
+                frame: n.number,
+                waited_us: again.ts_ns.saturating_sub(n.ts_ns) / 1000,
+                timer_us,
+            })
         })
         .collect()
 }
@@ -285,7 +334,14 @@ mod tests {
     use crate::wire::Syndrome;
 
     fn req(number: u64, ms: u64, psn: u32) -> Packet {
-        Packet { number, ts_ns: ms * 1_000_000, psn: Psn::new(psn), delivered: true, held: false, ack: None }
+        Packet {
+            number,
+            ts_ns: ms * 1_000_000,
+            psn: Psn::new(psn),
+            delivered: true,
+            held: false,
+            ack: None,
+        }
     }
 
     fn resp(number: u64, ms: u64, psn: u32, syndrome: u8) -> Packet {
@@ -298,34 +354,78 @@ mod tests {
     #[test]
     fn go_back_n_after_a_nak() {
         // 101 lost, 102–103 arrive, NAK 101, resend 101–103, ACK 103: as rxe does.
-        let mut q = vec![req(1, 0, 100), req(2, 0, 101), req(3, 0, 102), req(4, 0, 103), req(6, 3, 101), req(7, 3, 102), req(8, 3, 103)];
+        let mut q = vec![
+            req(1, 0, 100),
+            req(2, 0, 101),
+            req(3, 0, 102),
+            req(4, 0, 103),
+            req(6, 3, 101),
+            req(7, 3, 102),
+            req(8, 3, 103),
+        ];
         q[1].delivered = false;
         let r = vec![resp(5, 1, 101, SEQ_NAK), resp(9, 4, 103, ACK)];
         let g = go_back_n(&q, &r);
         assert_eq!(g.violations, vec![]);
-        assert_eq!(g.resends, vec![Resend { psn: Psn::new(101), frame: 6, trigger: Trigger::Nak, after_ns: 2_000_000 }]);
-        assert_eq!(g.nak_latency_ns, Some(1_000_000), "from frame 3 (PSN 102, the first past the gap) to the NAK");
+        assert_eq!(
+            g.resends,
+            vec![Resend {
+                psn: Psn::new(101),
+                frame: 6,
+                trigger: Trigger::Nak,
+                after_ns: 2_000_000
+            }]
+        );
+        assert_eq!(
+            g.nak_latency_ns,
+            Some(1_000_000),
+            "from frame 3 (PSN 102, the first past the gap) to the NAK"
+        );
 
         // Resending from past the NAK'd PSN, and an ACK that moves back, are caught.
         let bad_q = vec![q[0], q[1], q[2], q[3], req(6, 3, 102), req(7, 3, 103)];
         let bad_r = vec![resp(5, 1, 101, SEQ_NAK), resp(9, 4, 103, ACK), resp(10, 5, 102, ACK)];
         let g = go_back_n(&bad_q, &bad_r);
         let v: Vec<String> = g.violations.iter().map(|v| v.to_string()).collect();
-        assert!(v.iter().any(|x| x == "frame 6 resends from PSN 102, past PSN 101 that the NAK in frame 5 asked for"), "{v:?}");
-        assert!(v.iter().any(|x| x == "what the responder acknowledged moved back from PSN 103 to 102 (frame 10)"), "{v:?}");
+        assert!(
+            v.iter().any(|x| x
+                == "frame 6 resends from PSN 102, past PSN 101 that the NAK in frame 5 asked for"),
+            "{v:?}"
+        );
+        assert!(
+            v.iter().any(|x| x
+                == "what the responder acknowledged moved back from PSN 103 to 102 (frame 10)"),
+            "{v:?}"
+        );
         // An ACK of 100 after a NAK of 101 says what the NAK said: not back.
-        let g = go_back_n(&q, &[resp(5, 1, 101, SEQ_NAK), resp(9, 4, 100, ACK), resp(10, 4, 103, ACK)]);
+        let g =
+            go_back_n(&q, &[resp(5, 1, 101, SEQ_NAK), resp(9, 4, 100, ACK), resp(10, 4, 103, ACK)]);
         assert_eq!(g.violations, vec![]);
         assert!(v.iter().any(|x| x == "PSN 101 never delivered"), "{v:?}");
         assert!(g.redundant.is_empty(), "{:?}", g.redundant);
 
         // Resending from before it: the NAK acknowledged PSN 100 (everything before
         // 101 arrived), so resending 100 is work for nothing, not a broken recovery.
-        let early_q = vec![q[0], q[1], q[2], q[3], req(6, 3, 100), req(7, 3, 101), req(8, 3, 102), req(9, 3, 103)];
+        let early_q = vec![
+            q[0],
+            q[1],
+            q[2],
+            q[3],
+            req(6, 3, 100),
+            req(7, 3, 101),
+            req(8, 3, 102),
+            req(9, 3, 103),
+        ];
         let g = go_back_n(&early_q, &[resp(5, 1, 101, SEQ_NAK), resp(10, 4, 103, ACK)]);
         assert_eq!(g.violations, vec![]);
-        assert_eq!(g.redundant, vec![Redundant { frame: 6, psn: Psn::new(100), acked_in: 5, after_ns: 2_000_000 }]);
-        assert_eq!(g.redundant[0].to_string(), "frame 6 resends PSN 100, 2.00 ms after frame 5 acknowledged it");
+        assert_eq!(
+            g.redundant,
+            vec![Redundant { frame: 6, psn: Psn::new(100), acked_in: 5, after_ns: 2_000_000 }]
+        );
+        assert_eq!(
+            g.redundant[0].to_string(),
+            "frame 6 resends PSN 100, 2.00 ms after frame 5 acknowledged it"
+        );
         assert_eq!(g.resends.len(), 1, "one resend run");
     }
 
@@ -338,32 +438,68 @@ mod tests {
         r[0].delivered = false;
         let g = go_back_n(&q, &r);
         assert_eq!(g.violations, vec![]);
-        assert_eq!(g.resends, vec![Resend { psn: Psn::new(7), frame: 3, trigger: Trigger::Timeout, after_ns: 70_000_000 }]);
+        assert_eq!(
+            g.resends,
+            vec![Resend {
+                psn: Psn::new(7),
+                frame: 3,
+                trigger: Trigger::Timeout,
+                after_ns: 70_000_000
+            }]
+        );
         assert!(g.redundant.is_empty());
         // Had the ACK arrived, the resend is redundant: counted, not a violation.
         r[0].delivered = true;
         let g = go_back_n(&q, &r);
         assert_eq!(g.violations, vec![]);
-        assert_eq!(g.redundant, vec![Redundant { frame: 3, psn: Psn::new(7), acked_in: 2, after_ns: 69_000_000 }]);
+        assert_eq!(
+            g.redundant,
+            vec![Redundant { frame: 3, psn: Psn::new(7), acked_in: 2, after_ns: 69_000_000 }]
+        );
     }
 
     /// A held packet that lands inside a resend run neither starts a run of its
     /// own nor splits the one it is in.
     #[test]
     fn a_held_packet_does_not_split_a_resend_run() {
-        let mut q = vec![req(1, 0, 10), req(2, 0, 11), req(3, 0, 12), req(4, 0, 13), req(6, 2, 11), req(7, 2, 12), req(8, 2, 14), req(9, 2, 13)];
+        let mut q = vec![
+            req(1, 0, 10),
+            req(2, 0, 11),
+            req(3, 0, 12),
+            req(4, 0, 13),
+            req(6, 2, 11),
+            req(7, 2, 12),
+            req(8, 2, 14),
+            req(9, 2, 13),
+        ];
         q[1].delivered = false;
         q[6].held = true;
         let g = go_back_n(&q, &[resp(5, 1, 11, SEQ_NAK), resp(10, 3, 14, ACK)]);
         assert_eq!(g.violations, vec![]);
-        assert_eq!(g.resends, vec![Resend { psn: Psn::new(11), frame: 6, trigger: Trigger::Nak, after_ns: 1_000_000 }]);
+        assert_eq!(
+            g.resends,
+            vec![Resend {
+                psn: Psn::new(11),
+                frame: 6,
+                trigger: Trigger::Nak,
+                after_ns: 1_000_000
+            }]
+        );
     }
 
     /// A resend held back by the switch behind the one after it (as the lab's
     /// `reorder` rule does): the run it belongs to goes on across the gap.
     #[test]
     fn a_held_resend_leaves_no_gap_in_its_run() {
-        let mut q = vec![req(1, 0, 50), req(2, 0, 51), req(3, 0, 52), req(4, 0, 53), req(6, 2, 51), req(7, 2, 53), req(8, 2, 52)];
+        let mut q = vec![
+            req(1, 0, 50),
+            req(2, 0, 51),
+            req(3, 0, 52),
+            req(4, 0, 53),
+            req(6, 2, 51),
+            req(7, 2, 53),
+            req(8, 2, 52),
+        ];
         q[1].delivered = false;
         q[6].held = true;
         let g = go_back_n(&q, &[resp(5, 1, 51, SEQ_NAK), resp(9, 3, 53, ACK)]);
@@ -372,7 +508,11 @@ mod tests {
         // Not held: the run skipped 52, and went on past the NAK'd PSN.
         q[6].held = false;
         let g = go_back_n(&q, &[resp(5, 1, 51, SEQ_NAK), resp(9, 3, 53, ACK)]);
-        assert!(matches!(g.violations[..], [Violation::ResentPastNak { frame: 7, .. }, ..]), "{:?}", g.violations);
+        assert!(
+            matches!(g.violations[..], [Violation::ResentPastNak { frame: 7, .. }, ..]),
+            "{:?}",
+            g.violations
+        );
     }
 
     /// Over a long run (go-back-N checked across all of it), each loss recovered
@@ -415,10 +555,19 @@ mod tests {
         assert_eq!((g.resends.len(), g.violations.len()), (0, 0), "{g:?}");
         // The held one draws a NAK, and its resend is the NAK's doing (the lab's
         // `reorder psn=101`): timed from the NAK, not the ACK timer's.
-        let mut q = vec![req(1, 0, 100), req(2, 0, 102), req(3, 0, 101), req(5, 2, 101), req(6, 2, 102)];
+        let mut q =
+            vec![req(1, 0, 100), req(2, 0, 102), req(3, 0, 101), req(5, 2, 101), req(6, 2, 102)];
         q[2].held = true;
         let g = go_back_n(&q, &[resp(4, 1, 101, SEQ_NAK), resp(7, 3, 102, ACK)]);
-        assert_eq!(g.resends, vec![Resend { psn: Psn::new(101), frame: 5, trigger: Trigger::Nak, after_ns: 1_000_000 }]);
+        assert_eq!(
+            g.resends,
+            vec![Resend {
+                psn: Psn::new(101),
+                frame: 5,
+                trigger: Trigger::Nak,
+                after_ns: 1_000_000
+            }]
+        );
         assert_eq!(g.violations, vec![]);
         // Half the PSN space ahead counts as after, as Psn::after says.
         let far = vec![req(1, 0, 0), req(2, 0, 0x80_0000)];
@@ -437,7 +586,10 @@ mod tests {
         assert!(rnr_waits(&q[..1], &r).is_empty(), "never sent again: nothing to measure");
         // The resend is the RNR NAK's doing, timed from it; not the ACK timer's.
         let g = go_back_n(&q, &[resp(2, 0, 5, 0x2c)]);
-        assert_eq!(g.resends, vec![Resend { psn: Psn::new(5), frame: 3, trigger: Trigger::Rnr, after_ns: 1_000_000 }]);
+        assert_eq!(
+            g.resends,
+            vec![Resend { psn: Psn::new(5), frame: 3, trigger: Trigger::Rnr, after_ns: 1_000_000 }]
+        );
         assert_eq!(g.resends[0].trigger.to_string(), "RNR NAK");
     }
 }

@@ -72,9 +72,13 @@ pub struct Syndrome(pub u8);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AckKind {
     /// Positive acknowledgement; `credits` 0x1F means no end-to-end credit.
-    Ack { credits: u8 },
+    Ack {
+        credits: u8,
+    },
     /// Receiver not ready: the requester waits `timer_us` microseconds (at least).
-    RnrNak { timer: u8 },
+    RnrNak {
+        timer: u8,
+    },
     Nak(NakCode),
     /// Syndromes with bits 6–5 = 10, or the reserved bit 7 set.
     Reserved,
@@ -133,11 +137,36 @@ struct NakRow {
 }
 
 const NAKS: [NakRow; 5] = [
-    NakRow { code: NakCode::PsnSequenceError, name: "PSN Sequence Error", key: "psn_sequence_error", wc_status: None },
-    NakRow { code: NakCode::InvalidRequest, name: "Invalid Request", key: "invalid_request", wc_status: Some("IBV_WC_REM_INV_REQ_ERR") },
-    NakRow { code: NakCode::RemoteAccessError, name: "Remote Access Error", key: "remote_access_error", wc_status: Some("IBV_WC_REM_ACCESS_ERR") },
-    NakRow { code: NakCode::RemoteOperationalError, name: "Remote Operational Error", key: "remote_operational_error", wc_status: Some("IBV_WC_REM_OP_ERR") },
-    NakRow { code: NakCode::InvalidRdRequest, name: "Invalid RD Request", key: "invalid_rd_request", wc_status: Some("IBV_WC_REM_INV_RD_REQ_ERR") },
+    NakRow {
+        code: NakCode::PsnSequenceError,
+        name: "PSN Sequence Error",
+        key: "psn_sequence_error",
+        wc_status: None,
+    },
+    NakRow {
+        code: NakCode::InvalidRequest,
+        name: "Invalid Request",
+        key: "invalid_request",
+        wc_status: Some("IBV_WC_REM_INV_REQ_ERR"),
+    },
+    NakRow {
+        code: NakCode::RemoteAccessError,
+        name: "Remote Access Error",
+        key: "remote_access_error",
+        wc_status: Some("IBV_WC_REM_ACCESS_ERR"),
+    },
+    NakRow {
+        code: NakCode::RemoteOperationalError,
+        name: "Remote Operational Error",
+        key: "remote_operational_error",
+        wc_status: Some("IBV_WC_REM_OP_ERR"),
+    },
+    NakRow {
+        code: NakCode::InvalidRdRequest,
+        name: "Invalid RD Request",
+        key: "invalid_rd_request",
+        wc_status: Some("IBV_WC_REM_INV_RD_REQ_ERR"),
+    },
 ];
 
 impl NakCode {
@@ -238,7 +267,9 @@ impl std::error::Error for UnknownName {}
 
 /// Words compared without case and with runs of white space as one.
 fn same_words(a: &str, b: &str) -> bool {
-    a.split_whitespace().map(str::to_ascii_lowercase).eq(b.split_whitespace().map(str::to_ascii_lowercase))
+    a.split_whitespace()
+        .map(str::to_ascii_lowercase)
+        .eq(b.split_whitespace().map(str::to_ascii_lowercase))
 }
 
 /// Either form: the spec's name (`Remote Access Error`, any case) or the scenario
@@ -246,10 +277,9 @@ fn same_words(a: &str, b: &str) -> bool {
 impl core::str::FromStr for NakCode {
     type Err = UnknownName;
     fn from_str(s: &str) -> Result<NakCode, UnknownName> {
-        NAKS.iter()
-            .find(|r| r.key == s.trim() || same_words(r.name, s))
-            .map(|r| r.code)
-            .ok_or_else(|| UnknownName { name: s.to_string(), known: NAKS.iter().map(|r| r.key).collect() })
+        NAKS.iter().find(|r| r.key == s.trim() || same_words(r.name, s)).map(|r| r.code).ok_or_else(
+            || UnknownName { name: s.to_string(), known: NAKS.iter().map(|r| r.key).collect() },
+        )
     }
 }
 
@@ -265,7 +295,9 @@ pub enum AckClass {
 impl AckClass {
     /// Every class with a name, in syndrome order.
     pub fn all() -> impl Iterator<Item = AckClass> {
-        [AckClass::Ack, AckClass::RnrNak].into_iter().chain(NakCode::ALL.into_iter().map(AckClass::Nak))
+        [AckClass::Ack, AckClass::RnrNak]
+            .into_iter()
+            .chain(NakCode::ALL.into_iter().map(AckClass::Nak))
     }
 }
 
@@ -336,9 +368,9 @@ impl core::str::FromStr for NakKind {
 /// Minimum RNR NAK timer values in microseconds, indexed by the 5-bit timer field
 /// (IBA Vol 1, table 45). Index 0 means 655.36 ms.
 pub const RNR_TIMER_US: [u32; 32] = [
-    655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560,
-    3_840, 5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880,
-    163_840, 245_760, 327_680, 491_520,
+    655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560, 3_840,
+    5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880, 163_840,
+    245_760, 327_680, 491_520,
 ];
 
 impl Syndrome {
@@ -435,8 +467,14 @@ mod tests {
             assert_eq!(NakKind::Nak(c).to_string().parse::<NakKind>(), Ok(NakKind::Nak(c)));
         }
         assert_eq!(NakCode::InvalidRdRequest.value(), 4);
-        assert_eq!(Syndrome(0x64).kind().class().map(|c| c.to_string()).as_deref(), Some("NAK Invalid RD Request"));
-        assert_eq!("invalid_rd_request".parse::<NakKind>(), Ok(NakKind::Nak(NakCode::InvalidRdRequest)));
+        assert_eq!(
+            Syndrome(0x64).kind().class().map(|c| c.to_string()).as_deref(),
+            Some("NAK Invalid RD Request")
+        );
+        assert_eq!(
+            "invalid_rd_request".parse::<NakKind>(),
+            Ok(NakKind::Nak(NakCode::InvalidRdRequest))
+        );
         assert_eq!(NakCode::from_value(9), NakCode::Reserved(9));
         assert_eq!(NakCode::Reserved(9).name(), "Reserved NAK code");
         assert_eq!("rnr".parse::<NakKind>(), Ok(NakKind::Rnr));

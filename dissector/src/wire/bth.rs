@@ -114,7 +114,8 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Packet<T> {
         be::set_u16(self.buffer.as_mut(), field::P_KEY, v)
     }
     pub fn set_fecn_becn(&mut self, fecn: bool, becn: bool, resv6: u8) {
-        self.buffer.as_mut()[field::FECN_BECN] = (fecn as u8) << 7 | (becn as u8) << 6 | (resv6 & 0x3F);
+        self.buffer.as_mut()[field::FECN_BECN] =
+            (fecn as u8) << 7 | (becn as u8) << 6 | (resv6 & 0x3F);
     }
     pub fn set_dest_qp(&mut self, v: u32) {
         be::set_u24(self.buffer.as_mut(), field::DEST_QP, v)
@@ -191,7 +192,8 @@ mod tests {
 
     // RC RDMA WRITE Only, SE=0 M=1 PadCnt=2 TVer=0, P_Key 0xffff, BECN, DestQP 0x000011,
     // AckReq, PSN 0x0a0b0c.
-    static BYTES: [u8; 12] = [0x0a, 0x60, 0xff, 0xff, 0x40, 0x00, 0x00, 0x11, 0x80, 0x0a, 0x0b, 0x0c];
+    static BYTES: [u8; 12] =
+        [0x0a, 0x60, 0xff, 0xff, 0x40, 0x00, 0x00, 0x11, 0x80, 0x0a, 0x0b, 0x0c];
 
     fn repr() -> Repr {
         Repr {

@@ -156,7 +156,9 @@ mod tests {
         let m = Mac([0x52, 0x54, 0, 0, 0, 0x0a]);
         assert_eq!(m.to_string().parse::<Mac>(), Ok(m));
         assert_eq!("52-54-00-00-00-0A".parse::<Mac>(), Ok(m));
-        for bad in ["52:54:00", "zz:54:00:00:00:0a", "52:54:00:00:00:0a:01", "525:4:00:00:00:0a", ":::::"] {
+        for bad in
+            ["52:54:00", "zz:54:00:00:00:0a", "52:54:00:00:00:0a:01", "525:4:00:00:00:0a", ":::::"]
+        {
             assert!(bad.parse::<Mac>().unwrap_err().contains("not a MAC address"), "{bad}");
         }
     }

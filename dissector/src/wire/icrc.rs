@@ -209,9 +209,9 @@ pub fn compute_covered(kind: Net, covered: &[u8], l4: usize, bth: usize) -> u32 
         (Net::Ipv6, 40, 48) if covered.len() >= 48 + bth::HEADER_LEN => {
             Some(mask_fixup(covered, &V6_AT, &V6_FIX) ^ BYTE0_FIX[0][(!covered[0] & 0x0F) as usize])
         }
-        (Net::Grh, 40, 40) if covered.len() >= 40 + bth::HEADER_LEN => {
-            Some(mask_fixup(covered, &GRH_AT, &GRH_FIX) ^ BYTE0_FIX[0][(!covered[0] & 0x0F) as usize])
-        }
+        (Net::Grh, 40, 40) if covered.len() >= 40 + bth::HEADER_LEN => Some(
+            mask_fixup(covered, &GRH_AT, &GRH_FIX) ^ BYTE0_FIX[0][(!covered[0] & 0x0F) as usize],
+        ),
         _ => None,
     };
     if let Some(d) = fixup {
@@ -253,13 +253,13 @@ mod tests {
 
     // A RoCEv2 RC SEND Only over IPv4, 4-byte payload "ping", hand-assembled.
     const IP: [u8; 20] = [
-        0x45, 0x02, 0x00, 0x30, 0x12, 0x34, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 10, 0, 0, 1,
-        10, 0, 0, 2,
+        0x45, 0x02, 0x00, 0x30, 0x12, 0x34, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 10, 0, 0, 1, 10, 0,
+        0, 2,
     ];
     const UDP: [u8; 8] = [0xc0, 0x00, 0x12, 0xb7, 0x00, 0x1c, 0xab, 0xcd];
     const IB: [u8; 16] = [
-        0x04, 0x00, 0xff, 0xff, 0x40, 0x00, 0x00, 0x11, 0x80, 0x00, 0x00, 0x05, b'p', b'i',
-        b'n', b'g',
+        0x04, 0x00, 0xff, 0xff, 0x40, 0x00, 0x00, 0x11, 0x80, 0x00, 0x00, 0x05, b'p', b'i', b'n',
+        b'g',
     ];
 
     #[test]

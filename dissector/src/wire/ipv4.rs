@@ -180,7 +180,8 @@ impl Repr {
         b[field::DSCP_ECN] = self.dscp << 2 | (self.ecn & 3);
         be::set_u16(b, field::TOTAL_LEN, self.total_len);
         be::set_u16(b, field::IDENT, self.ident);
-        let flg = (self.dont_frag as u16) << 14 | (self.more_frags as u16) << 13 | (self.frag_offset / 8);
+        let flg =
+            (self.dont_frag as u16) << 14 | (self.more_frags as u16) << 13 | (self.frag_offset / 8);
         be::set_u16(b, field::FLG_OFF, flg);
         b[field::TTL] = self.ttl;
         b[field::PROTOCOL] = self.protocol;

@@ -421,7 +421,12 @@ mod tests {
             }),
             CmMessage::Rtu { local_comm_id: 1, remote_comm_id: 2 },
             CmMessage::Rej { local_comm_id: 1, remote_comm_id: 2, msg_rejected: 0, reason: 28 },
-            CmMessage::Mra { local_comm_id: 1, remote_comm_id: 2, msg_mraed: 1, service_timeout: 20 },
+            CmMessage::Mra {
+                local_comm_id: 1,
+                remote_comm_id: 2,
+                msg_mraed: 1,
+                service_timeout: 20,
+            },
             CmMessage::Dreq { local_comm_id: 1, remote_comm_id: 2, remote_qpn: 0x12 },
             CmMessage::Drep { local_comm_id: 1, remote_comm_id: 2 },
         ];
@@ -475,7 +480,11 @@ mod tests {
         assert_eq!(RdmaCmHeader::parse(0x1000_0000_0000_0001, p), None);
         assert_eq!(trim_zeros(&p[RdmaCmHeader::LEN..]), b"app!");
         assert_eq!(private_data(attr::REP, &d).map(<[u8]>::len), Some(196));
-        assert_eq!(private_data(attr::RTU, &d[..100]).map(<[u8]>::len), Some(92), "truncated: what was captured");
+        assert_eq!(
+            private_data(attr::RTU, &d[..100]).map(<[u8]>::len),
+            Some(92),
+            "truncated: what was captured"
+        );
         assert_eq!(private_data(attr::REQ, &d[..100]), None);
         assert_eq!(private_data(0x0001, &d), None);
     }

@@ -93,10 +93,9 @@ impl fmt::Display for Malformed {
             Malformed::GrhVersion { version } => {
                 write!(f, "GRH IP version is {version}, expected 6")
             }
-            Malformed::PadExceedsPayload { pad, payload_len } => write!(
-                f,
-                "BTH pad count {pad} exceeds the {payload_len} bytes left for payload"
-            ),
+            Malformed::PadExceedsPayload { pad, payload_len } => {
+                write!(f, "BTH pad count {pad} exceeds the {payload_len} bytes left for payload")
+            }
             Malformed::NoRoomForIcrc { left } => write!(
                 f,
                 "only {left} bytes after the transport headers, the 4-byte ICRC does not fit"

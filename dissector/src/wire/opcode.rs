@@ -276,21 +276,46 @@ const OPS: [Option<Op>; 32] = {
         op("RDMA WRITE First", RETH.union(P), k(write, K::FIRST, K(0)), ALL),
         op("RDMA WRITE Middle", P, k(write, K::MIDDLE, K(0)), ALL),
         op("RDMA WRITE Last", P, k(write, K::LAST, K(0)), ALL),
-        op("RDMA WRITE Last with Immediate", IMM.union(P), k(write, K::LAST, K::IMMEDIATE.union(K::RECV)), ALL),
+        op(
+            "RDMA WRITE Last with Immediate",
+            IMM.union(P),
+            k(write, K::LAST, K::IMMEDIATE.union(K::RECV)),
+            ALL,
+        ),
         op("RDMA WRITE Only", RETH.union(P), k(write, K::ONLY, K(0)), ALL),
-        op("RDMA WRITE Only with Immediate", RETH.union(IMM).union(P), k(write, K::ONLY, K::IMMEDIATE.union(K::RECV)), ALL),
+        op(
+            "RDMA WRITE Only with Immediate",
+            RETH.union(IMM).union(P),
+            k(write, K::ONLY, K::IMMEDIATE.union(K::RECV)),
+            ALL,
+        ),
         op("RDMA READ Request", RETH, k(REQ, K::READ, K::ONLY), RELIABLE),
         op("RDMA READ Response First", AETH.union(P), k(read_resp, K::FIRST, K(0)), RELIABLE),
         op("RDMA READ Response Middle", P, k(read_resp, K::MIDDLE, K(0)), RELIABLE),
         op("RDMA READ Response Last", AETH.union(P), k(read_resp, K::LAST, K(0)), RELIABLE),
         op("RDMA READ Response Only", AETH.union(P), k(read_resp, K::ONLY, K(0)), RELIABLE),
         op("Acknowledge", AETH, k(RESP, K::ACK, K(0)), RELIABLE),
-        op("ATOMIC Acknowledge", AETH.union(Headers::ATOMICACKETH), k(RESP, K::ATOMIC, K::ACK), RELIABLE),
+        op(
+            "ATOMIC Acknowledge",
+            AETH.union(Headers::ATOMICACKETH),
+            k(RESP, K::ATOMIC, K::ACK),
+            RELIABLE,
+        ),
         op("CmpSwap", Headers::ATOMICETH, k(REQ, K::ATOMIC, K::ONLY), RELIABLE),
         op("FetchAdd", Headers::ATOMICETH, k(REQ, K::ATOMIC, K::ONLY), RELIABLE),
         op("RESYNC", H, k(REQ, K::RESYNC, K::ONLY), RD),
-        op("SEND Last with Invalidate", Headers::IETH.union(P), k(send, K::LAST, K::INVALIDATE), RC | XRC),
-        op("SEND Only with Invalidate", Headers::IETH.union(P), k(send, K::ONLY, K::INVALIDATE), RC | XRC),
+        op(
+            "SEND Last with Invalidate",
+            Headers::IETH.union(P),
+            k(send, K::LAST, K::INVALIDATE),
+            RC | XRC,
+        ),
+        op(
+            "SEND Only with Invalidate",
+            Headers::IETH.union(P),
+            k(send, K::ONLY, K::INVALIDATE),
+            RC | XRC,
+        ),
         None,
         None,
         None,
@@ -381,7 +406,13 @@ const fn build_dc() -> [Option<OpInfo>; 32] {
                 if i == 0x15 {
                     headers = Headers::DCETH.union(Headers::DCCETH).union(Headers::PAYLOAD);
                 }
-                t[i] = Some(OpInfo { opcode: Opcode(0x40 | i as u8), transport: Transport::Dc, name, headers, kind });
+                t[i] = Some(OpInfo {
+                    opcode: Opcode(0x40 | i as u8),
+                    transport: Transport::Dc,
+                    name,
+                    headers,
+                    kind,
+                });
             }
         }
         i += 1;
@@ -455,7 +486,9 @@ impl Opcode {
     /// not matter. `None` when no opcode has that name (in that transport).
     pub fn from_name(name: &str, transport: Transport) -> Option<Opcode> {
         let want: Vec<String> = name.split_whitespace().map(str::to_ascii_lowercase).collect();
-        let same = |text: &str| text.split_whitespace().map(str::to_ascii_lowercase).eq(want.iter().cloned());
+        let same = |text: &str| {
+            text.split_whitespace().map(str::to_ascii_lowercase).eq(want.iter().cloned())
+        };
         Opcode::all()
             .find(|i| same(&i.opcode.to_string()) || (i.transport == transport && same(i.name)))
             .map(|i| i.opcode)
@@ -517,7 +550,12 @@ mod tests {
         assert_eq!(Opcode::from_name("RDMA READ Request", Transport::Uc), None, "UC has no READ");
         assert_eq!(Opcode::from_name("RDMA WRIT Only", Transport::Rc), None);
         for i in Opcode::all() {
-            assert_eq!(Opcode::from_name(&i.opcode.to_string(), Transport::Rc), Some(i.opcode), "{}", i.opcode);
+            assert_eq!(
+                Opcode::from_name(&i.opcode.to_string(), Transport::Rc),
+                Some(i.opcode),
+                "{}",
+                i.opcode
+            );
             if i.transport != Transport::Cnp {
                 assert_eq!(Opcode::from_name(i.name, i.transport), Some(i.opcode));
             }
@@ -534,19 +572,15 @@ mod tests {
     // (`opCode_RETH`, `opCode_IMMDT`, …). These are those groups, written out from
     // that file independently of our table; the two sources must agree (FLUSH,
     // ATOMIC WRITE, XRC and CNP are not in Wireshark 4.0 and are checked separately).
-    const WIRESHARK_RETH: &[u8] = &[
-        0x06, 0x0A, 0x0B, 0x0C, 0x26, 0x2A, 0x2B, 0x46, 0x4A, 0x4B, 0x4C,
-    ];
-    const WIRESHARK_IMMDT: &[u8] = &[
-        0x03, 0x05, 0x09, 0x0B, 0x23, 0x25, 0x29, 0x2B, 0x43, 0x45, 0x49, 0x4B, 0x65,
-    ];
-    const WIRESHARK_AETH: &[u8] = &[
-        0x0D, 0x0F, 0x10, 0x11, 0x12, 0x4D, 0x4F, 0x50, 0x51, 0x52,
-    ];
+    const WIRESHARK_RETH: &[u8] =
+        &[0x06, 0x0A, 0x0B, 0x0C, 0x26, 0x2A, 0x2B, 0x46, 0x4A, 0x4B, 0x4C];
+    const WIRESHARK_IMMDT: &[u8] =
+        &[0x03, 0x05, 0x09, 0x0B, 0x23, 0x25, 0x29, 0x2B, 0x43, 0x45, 0x49, 0x4B, 0x65];
+    const WIRESHARK_AETH: &[u8] = &[0x0D, 0x0F, 0x10, 0x11, 0x12, 0x4D, 0x4F, 0x50, 0x51, 0x52];
     const WIRESHARK_ATOMICETH: &[u8] = &[0x13, 0x14, 0x53, 0x54];
     const WIRESHARK_DETH: &[u8] = &[
-        0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4A, 0x4B, 0x4C, 0x53,
-        0x54, 0x55, 0x64, 0x65,
+        0x40, 0x41, 0x42, 0x43, 0x44, 0x45, 0x46, 0x47, 0x48, 0x49, 0x4A, 0x4B, 0x4C, 0x53, 0x54,
+        0x55, 0x64, 0x65,
     ];
     const WIRESHARK_IETH: &[u8] = &[0x16, 0x17];
 
@@ -594,7 +628,11 @@ mod tests {
         assert_eq!(h(0x4A), req.union(Headers::RETH).union(Headers::PAYLOAD), "RDMA WRITE Only");
         assert_eq!(h(0x4B), req.union(Headers::RETH).union(Headers::IMMDT).union(Headers::PAYLOAD));
         assert_eq!(h(0x4C), req.union(Headers::RETH), "READ Request");
-        assert_eq!(h(0x50), dc.union(rd).union(Headers::AETH).union(Headers::PAYLOAD), "READ Response Only");
+        assert_eq!(
+            h(0x50),
+            dc.union(rd).union(Headers::AETH).union(Headers::PAYLOAD),
+            "READ Response Only"
+        );
         assert_eq!(h(0x4E), dc.union(rd).union(Headers::PAYLOAD), "READ Response Middle");
         assert_eq!(h(0x51), dc.union(Headers::AETH), "tshark reads no RDETH on an Acknowledge");
         assert_eq!(h(0x52), dc.union(rd).union(Headers::AETH).union(Headers::ATOMICACKETH));

@@ -113,7 +113,11 @@ mod tests {
             let p = if version == 1 { SllRepr::parse_v1(&b) } else { SllRepr::parse_v2(&b) };
             assert_eq!(p.unwrap(), r);
             for n in 0..r.header_len() {
-                let p = if version == 1 { SllRepr::parse_v1(&b[..n]) } else { SllRepr::parse_v2(&b[..n]) };
+                let p = if version == 1 {
+                    SllRepr::parse_v1(&b[..n])
+                } else {
+                    SllRepr::parse_v2(&b[..n])
+                };
                 assert!(p.is_err());
             }
         }

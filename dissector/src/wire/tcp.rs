@@ -150,9 +150,8 @@ mod test {
     use proptest::prelude::*;
 
     // 43520 → 18515, seq 1, ack 2, 5 words, SYN+ACK, window 0x1000.
-    static BYTES: [u8; 20] = [
-        0xaa, 0x00, 0x48, 0x53, 0, 0, 0, 1, 0, 0, 0, 2, 0x50, 0x12, 0x10, 0x00, 0, 0, 0, 0,
-    ];
+    static BYTES: [u8; 20] =
+        [0xaa, 0x00, 0x48, 0x53, 0, 0, 0, 1, 0, 0, 0, 2, 0x50, 0x12, 0x10, 0x00, 0, 0, 0, 0];
 
     #[test]
     fn deconstruct() {

@@ -77,7 +77,12 @@ pub struct Repr {
 impl Repr {
     #[inline]
     pub fn parse<T: AsRef<[u8]>>(p: &Packet<T>) -> Repr {
-        Repr { src_port: p.src_port(), dst_port: p.dst_port(), length: p.length(), checksum: p.checksum() }
+        Repr {
+            src_port: p.src_port(),
+            dst_port: p.dst_port(),
+            length: p.length(),
+            checksum: p.checksum(),
+        }
     }
     pub fn emit<T: AsRef<[u8]> + AsMut<[u8]>>(&self, p: &mut Packet<T>) {
         p.set_src_port(self.src_port);

@@ -57,7 +57,8 @@ impl std::fmt::Debug for Key {
 
 fn random<const N: usize>() -> io::Result<[u8; N]> {
     let mut b = [0u8; N];
-    getrandom::fill(&mut b).map_err(|e| io::Error::other(format!("no randomness from the OS: {e}")))?;
+    getrandom::fill(&mut b)
+        .map_err(|e| io::Error::other(format!("no randomness from the OS: {e}")))?;
     Ok(b)
 }
 
@@ -69,13 +70,16 @@ impl Key {
         let mut f = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).with_context(|| {
             format!("creating the key file {} (an existing key file is never overwritten; remove it first to replace it)", path.display())
         })?;
-        writeln!(f, "{}", dissector::text::hex_string(&key)).and_then(|()| f.sync_all()).with_context(|| format!("writing {}", path.display()))?;
+        writeln!(f, "{}", dissector::text::hex_string(&key))
+            .and_then(|()| f.sync_all())
+            .with_context(|| format!("writing {}", path.display()))?;
         Ok(())
     }
 
     /// Reads a key file: 64 hex digits. Refused when group or others may read it.
     pub(crate) fn load(path: &Path) -> Result<Key> {
-        let meta = fs::metadata(path).with_context(|| format!("the key file {}", path.display()))?;
+        let meta =
+            fs::metadata(path).with_context(|| format!("the key file {}", path.display()))?;
         let mode = meta.permissions().mode();
         if mode & 0o077 != 0 {
             bail!(
@@ -86,8 +90,14 @@ impl Key {
                 path.display()
             );
         }
-        let text = fs::read_to_string(path).with_context(|| format!("reading the key file {}", path.display()))?;
-        Key::parse(text.trim()).with_context(|| format!("{}: not a roce key\nhint: make one with `roce agent --gen-key FILE`", path.display()))
+        let text = fs::read_to_string(path)
+            .with_context(|| format!("reading the key file {}", path.display()))?;
+        Key::parse(text.trim()).with_context(|| {
+            format!(
+                "{}: not a roce key\nhint: make one with `roce agent --gen-key FILE`",
+                path.display()
+            )
+        })
     }
 
     fn parse(text: &str) -> Result<Key> {
@@ -192,8 +202,21 @@ impl Session {
     /// Our end's writer and reader over `w` and `r`.
     pub(crate) fn wrap<R: Read, W: Write>(self, r: R, w: W) -> (AuthReader<R>, AuthWriter<W>) {
         (
-            AuthReader { inner: r, key: self.key, dir: self.side.peer().dir(), seq: 0, buf: Vec::new(), at: 0 },
-            AuthWriter { inner: w, key: self.key, dir: self.side.dir(), seq: 0, pending: Vec::new() },
+            AuthReader {
+                inner: r,
+                key: self.key,
+                dir: self.side.peer().dir(),
+                seq: 0,
+                buf: Vec::new(),
+                at: 0,
+            },
+            AuthWriter {
+                inner: w,
+                key: self.key,
+                dir: self.side.dir(),
+                seq: 0,
+                pending: Vec::new(),
+            },
         )
     }
 }
@@ -202,7 +225,9 @@ fn read_step<T: for<'de> Deserialize<'de>>(r: &mut dyn Read, what: &str) -> Resu
     match proto::read_msg::<_, T>(r) {
         Ok(Some(m)) => Ok(m),
         Ok(None) => bail!("the connection closed during the handshake (waiting for {what})"),
-        Err(ReadError::Io(e)) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+        Err(ReadError::Io(e))
+            if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
+        {
             bail!("no {what} within the handshake's deadline")
         }
         Err(e) => bail!("the handshake's {what} is not valid: {e}"),
@@ -215,12 +240,16 @@ pub(crate) fn client(key: &Key, r: &mut dyn Read, w: &mut dyn Write) -> Result<S
     let n_c = random::<LEN>()?;
     proto::write_msg(w, &Challenge { auth: SCHEME.into(), nonce: Hex(n_c.to_vec()) })?;
     let (n_a, proof) = match read_step::<FirstAnswer>(r, "agent's proof")? {
-        FirstAnswer::Reply(Reply::Refused { refused }) => bail!("the agent refused the connection: {refused}"),
+        FirstAnswer::Reply(Reply::Refused { refused }) => {
+            bail!("the agent refused the connection: {refused}")
+        }
         FirstAnswer::Reply(Reply::Proof { nonce, proof }) => (nonce.0, proof.0),
         FirstAnswer::Unauthenticated(FromAgent::Error { message, .. }) => {
             bail!("the agent does not authenticate (it answered: {message})\nhint: it runs with --insecure, or is an older roce; start it with --key-file")
         }
-        FirstAnswer::Unauthenticated(other) => bail!("the agent does not authenticate (it answered {other:?})"),
+        FirstAnswer::Unauthenticated(other) => {
+            bail!("the agent does not authenticate (it answered {other:?})")
+        }
     };
     if n_a.len() != LEN || !verify(&key.0, &[b"agent", &n_c, &n_a], &proof) {
         bail!("the agent could not prove it has our key: its --key-file is not the one given here (or something between us is not the agent)");
@@ -248,13 +277,20 @@ pub(crate) fn server(key: &Key, r: &mut dyn Read, w: &mut dyn Write) -> Result<S
         }
     };
     if c.auth != SCHEME || c.nonce.0.len() != LEN {
-        let why = format!("unknown authentication scheme `{}` (this agent speaks {SCHEME})", c.auth);
+        let why =
+            format!("unknown authentication scheme `{}` (this agent speaks {SCHEME})", c.auth);
         let _ = proto::write_msg(w, &Reply::Refused { refused: why.clone() });
         bail!(why);
     }
     let n_c = c.nonce.0;
     let n_a = random::<LEN>()?;
-    proto::write_msg(w, &Reply::Proof { nonce: Hex(n_a.to_vec()), proof: Hex(key.mac(&[b"agent", &n_c, &n_a]).to_vec()) })?;
+    proto::write_msg(
+        w,
+        &Reply::Proof {
+            nonce: Hex(n_a.to_vec()),
+            proof: Hex(key.mac(&[b"agent", &n_c, &n_a]).to_vec()),
+        },
+    )?;
     let resp: Response = read_step(r, "controller's proof")?;
     if !verify(&key.0, &[b"controller", &n_a, &n_c], &resp.proof.0) {
         let why = "the controller's key is not this agent's (check both --key-file)";
@@ -340,7 +376,12 @@ impl<W: Write> Write for AuthWriter<W> {
     fn write(&mut self, data: &[u8]) -> io::Result<usize> {
         self.pending.extend_from_slice(data);
         while self.pending.len() >= 4 {
-            let n = u32::from_be_bytes([self.pending[0], self.pending[1], self.pending[2], self.pending[3]]) as usize;
+            let n = u32::from_be_bytes([
+                self.pending[0],
+                self.pending[1],
+                self.pending[2],
+                self.pending[3],
+            ]) as usize;
             if self.pending.len() < 4 + n {
                 break;
             }
@@ -408,7 +449,10 @@ mod tests {
         let (mut ar, _) = as_.wrap(a.try_clone().unwrap(), a);
         proto::write_msg(&mut cw, &ToAgent::Hello { version: VERSION }).unwrap();
         proto::write_msg(&mut cw, &ToAgent::Teardown).unwrap();
-        assert_eq!(proto::read_msg::<_, ToAgent>(&mut ar).unwrap(), Some(ToAgent::Hello { version: VERSION }));
+        assert_eq!(
+            proto::read_msg::<_, ToAgent>(&mut ar).unwrap(),
+            Some(ToAgent::Hello { version: VERSION })
+        );
         assert_eq!(proto::read_msg::<_, ToAgent>(&mut ar).unwrap(), Some(ToAgent::Teardown));
     }
 
@@ -465,19 +509,28 @@ mod tests {
         replay.extend_from_slice(&good[..first]);
         let r = open(&replay, k);
         assert_eq!(r[0], Ok(Some(hello.clone())));
-        assert!(r[1].as_ref().is_err_and(|e| e.contains("message 1 failed authentication (sequence number 0)")), "{r:?}");
+        assert!(
+            r[1].as_ref()
+                .is_err_and(|e| e.contains("message 1 failed authentication (sequence number 0)")),
+            "{r:?}"
+        );
 
         // Altered: one byte of the JSON body changed.
         let mut altered = good.clone();
         altered[first - 3] ^= 0x01;
-        assert!(open(&altered, k)[0].as_ref().is_err_and(|e| e.contains("message 0 failed authentication")));
+        assert!(open(&altered, k)[0]
+            .as_ref()
+            .is_err_and(|e| e.contains("message 0 failed authentication")));
 
         // Injected: a frame sealed with another key, or a plain unauthenticated one.
         let (other, _) = sealed(&[ToAgent::Teardown]);
         assert!(open(&other, [8; LEN])[0].is_err());
         let mut plain = Vec::new();
         proto::write_msg(&mut plain, &ToAgent::Teardown).unwrap();
-        assert!(open(&plain, k)[0].as_ref().is_err_and(|e| e.contains("not a frame of this protocol")), "a bare frame is shorter than seq + tag");
+        assert!(
+            open(&plain, k)[0].as_ref().is_err_and(|e| e.contains("not a frame of this protocol")),
+            "a bare frame is shorter than seq + tag"
+        );
 
         // A message sealed by the agent is not taken as the controller's.
         let s = Session { key: k, side: Side::Agent };
@@ -537,7 +590,14 @@ mod tests {
         fs::set_permissions(&f, fs::Permissions::from_mode(0o604)).unwrap();
         assert!(format!("{:#}", Key::load(&f).unwrap_err()).contains("readable by others"));
         let g = dir.join("bad.key");
-        fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(&g).unwrap().write_all(b"not hex\n").unwrap();
+        fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&g)
+            .unwrap()
+            .write_all(b"not hex\n")
+            .unwrap();
         assert!(format!("{:#}", Key::load(&g).unwrap_err()).contains("not a roce key"));
         fs::remove_dir_all(&dir).unwrap();
     }

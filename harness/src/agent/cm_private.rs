@@ -58,12 +58,18 @@ pub(crate) fn decode(b: &[u8]) -> Result<Option<Vec<Entry>>, String> {
         return Ok(None);
     }
     if b[4] != VERSION {
-        return Err(format!("the peer's rdma_cm private data is version {}, this agent speaks {VERSION}", b[4]));
+        return Err(format!(
+            "the peer's rdma_cm private data is version {}, this agent speaks {VERSION}",
+            b[4]
+        ));
     }
     let n = b[5] as usize;
     let need = HEADER + n * ENTRY;
     if b.len() < need {
-        return Err(format!("the peer's rdma_cm private data claims {n} MR entries in {} bytes", b.len()));
+        return Err(format!(
+            "the peer's rdma_cm private data claims {n} MR entries in {} bytes",
+            b.len()
+        ));
     }
     let be = |at: usize, len: usize| b[at..at + len].iter().fold(0u64, |v, &x| v << 8 | x as u64);
     Ok(Some(
@@ -90,7 +96,10 @@ pub(crate) fn apply(peer_mrs: &mut [MrInfo], entries: &[Entry]) -> Result<usize,
     }
     for (m, e) in peer_mrs.iter_mut().zip(entries) {
         if e.len as u64 != m.len.min(u32::MAX as u64) {
-            return Err(format!("MR `{}`: the peer says over rdma_cm it is {} bytes, the scenario {}", m.name, e.len, m.len));
+            return Err(format!(
+                "MR `{}`: the peer says over rdma_cm it is {} bytes, the scenario {}",
+                m.name, e.len, m.len
+            ));
         }
         m.addr = e.addr;
         m.rkey = e.rkey;
@@ -103,7 +112,13 @@ mod tests {
     use super::*;
 
     fn mr(i: u64) -> MrInfo {
-        MrInfo { name: format!("m{i}"), addr: 0x5555_0000_1000 + i * 0x100, len: 32 + i, rkey: 0x100 + i as u32, lkey: 0 }
+        MrInfo {
+            name: format!("m{i}"),
+            addr: 0x5555_0000_1000 + i * 0x100,
+            len: 32 + i,
+            rkey: 0x100 + i as u32,
+            lkey: 0,
+        }
     }
 
     #[test]
@@ -114,8 +129,15 @@ mod tests {
         let mut field = [0u8; REQ_ROOM];
         field[..b.len()].copy_from_slice(&b);
         let got = decode(&field).unwrap().unwrap();
-        assert_eq!(got, vec![Entry { addr: 0x5555_0000_1000, rkey: 0x100, len: 32 }, Entry { addr: 0x5555_0000_1100, rkey: 0x101, len: 33 }]);
-        let mut peer: Vec<_> = mrs.iter().map(|m| MrInfo { addr: 0, rkey: 0, ..m.clone() }).collect();
+        assert_eq!(
+            got,
+            vec![
+                Entry { addr: 0x5555_0000_1000, rkey: 0x100, len: 32 },
+                Entry { addr: 0x5555_0000_1100, rkey: 0x101, len: 33 }
+            ]
+        );
+        let mut peer: Vec<_> =
+            mrs.iter().map(|m| MrInfo { addr: 0, rkey: 0, ..m.clone() }).collect();
         assert_eq!(apply(&mut peer, &got), Ok(2));
         assert_eq!(peer, mrs);
     }

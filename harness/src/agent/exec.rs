@@ -13,10 +13,17 @@ use serde::{Deserialize, Serialize};
 use super::cm_private;
 use super::limits::{Limits, ProbeRate};
 use super::probe::{self, Aim};
+use super::proto::{
+    self, Action, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder, ProbeSent,
+    QpInfo, ReadError, ReceiveOrder, RemoteRef, Setup, SgeRef, StreamOrder, StreamReport, ToAgent,
+    Verb, Wc,
+};
 use super::stream::{AtomicChain, AtomicOp, Content, Percentiles, StreamVerb};
-use super::proto::{self, Action, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder, ProbeSent, QpInfo, ReadError, ReceiveOrder, RemoteRef, Setup, SgeRef, StreamOrder, StreamReport, ToAgent, Verb, Wc};
 use crate::net::raw::Link;
-use crate::verbs::{Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Mr, Mw, MwKind, Pd, Peer, Qp, QpAttrs, QpExtras, QpKind, Remote, Reset, Rts, SendFlag, SendWr, Sge, Srq, VerbError};
+use crate::verbs::{
+    Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Mr, Mw, MwKind, Pd, Peer, Qp, QpAttrs,
+    QpExtras, QpKind, Remote, Reset, Rts, SendFlag, SendWr, Sge, Srq, VerbError,
+};
 
 /// An error for the controller: message, and the verb's error when a verb failed.
 #[derive(Debug)]
@@ -95,11 +102,9 @@ impl QpState {
     /// Address and rkey of `r`, an MR of this QP's peer (at an offset; `rkey`
     /// overrides the exchanged one).
     fn remote(&self, r: &RemoteRef) -> R<(u64, u32)> {
-        let m = self
-            .peer_mrs
-            .iter()
-            .find(|m| m.name == r.mr)
-            .ok_or_else(|| AgentError::from(format!("the peer of `{}` has no MR `{}`", self.setup.name, r.mr)))?;
+        let m = self.peer_mrs.iter().find(|m| m.name == r.mr).ok_or_else(|| {
+            AgentError::from(format!("the peer of `{}` has no MR `{}`", self.setup.name, r.mr))
+        })?;
         Ok((m.addr.wrapping_add(r.offset), r.rkey.unwrap_or(m.rkey)))
     }
 
@@ -164,13 +169,17 @@ fn gid_ip(g: &[u8; 16]) -> IpAddr {
 }
 
 fn unhex16(s: &str) -> R<[u8; 16]> {
-    let v = dissector::text::hex_bytes(s).map_err(|e| AgentError::from(format!("peer sent a malformed GID `{s}`: {e}")))?;
+    let v = dissector::text::hex_bytes(s)
+        .map_err(|e| AgentError::from(format!("peer sent a malformed GID `{s}`: {e}")))?;
     v.try_into().map_err(|_| AgentError::from(format!("peer sent a GID of the wrong length `{s}`")))
 }
 
 /// A fresh starting PSN (24 bits) when the scenario does not set one.
 fn random_psn() -> u32 {
-    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or(1);
+    let t = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(1);
     (t ^ std::process::id().rotate_left(12)) & Psn::MASK
 }
 
@@ -208,7 +217,8 @@ impl Device {
         let ctx = Context::open(asked)?;
         let pd = Pd::new(&ctx)?;
         if self.keep {
-            self.open = Some(Opened { asked: asked.map(str::to_string), ctx: ctx.clone(), pd: pd.clone() });
+            self.open =
+                Some(Opened { asked: asked.map(str::to_string), ctx: ctx.clone(), pd: pd.clone() });
         }
         Ok((ctx, pd, true))
     }
@@ -239,19 +249,28 @@ pub(crate) struct Agent {
 impl Agent {
     pub(crate) fn handle(&mut self, m: ToAgent) -> FromAgent {
         let r = match m {
-            ToAgent::Heartbeat => Err(AgentError::from("a heartbeat gets no answer; serve() skips it".to_string())),
+            ToAgent::Heartbeat => {
+                Err(AgentError::from("a heartbeat gets no answer; serve() skips it".to_string()))
+            }
             ToAgent::Hello { .. } => Ok(FromAgent::Hello {
                 version: proto::VERSION,
                 agent: format!("roce {}", env!("CARGO_PKG_VERSION")),
-                host: std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string(),
-                kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease").ok().map(|k| k.trim().to_string()),
+                host: std::fs::read_to_string("/proc/sys/kernel/hostname")
+                    .unwrap_or_default()
+                    .trim()
+                    .to_string(),
+                kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                    .ok()
+                    .map(|k| k.trim().to_string()),
             }),
             ToAgent::Capabilities { device } => self.capabilities(device.as_deref()),
             ToAgent::Setup(s) => self.setup(s),
             ToAgent::Listen { qp, port } => self.listen(qp, port),
             ToAgent::Connect(c) => self.connect(c),
             ToAgent::Do { index, action } => self.act(index, action),
-            ToAgent::Completions { min, wait_ms } => self.completions(min, Duration::from_millis(wait_ms)),
+            ToAgent::Completions { min, wait_ms } => {
+                self.completions(min, Duration::from_millis(wait_ms))
+            }
             ToAgent::ReadMemory { mr } => self.read_memory(&mr),
             ToAgent::Verify { mr, offset, content } => self.verify(&mr, offset, &content),
             ToAgent::Teardown => {
@@ -263,14 +282,20 @@ impl Agent {
     }
 
     fn ep(&mut self) -> R<&mut Local> {
-        self.ep.as_mut().ok_or_else(|| AgentError::from("not set up yet: Setup comes first".to_string()))
+        self.ep
+            .as_mut()
+            .ok_or_else(|| AgentError::from("not set up yet: Setup comes first".to_string()))
     }
 
     fn setup(&mut self, s: Setup) -> R<FromAgent> {
         if self.ep.is_some() {
             return err("already set up");
         }
-        self.limits.may_set_up(s.mrs.len(), s.mrs.iter().map(|m| m.size).fold(0u64, u64::saturating_add), s.qps.len())?;
+        self.limits.may_set_up(
+            s.mrs.len(),
+            s.mrs.iter().map(|m| m.size).fold(0u64, u64::saturating_add),
+            s.qps.len(),
+        )?;
         let opening = Instant::now();
         let port = s.port;
         let (mut ctx, mut pd, fresh) = self.device.get(s.device.as_deref())?;
@@ -302,9 +327,17 @@ impl Agent {
         let mut mr_map = BTreeMap::new();
         let mut mr_infos = Vec::new();
         for m in &s.mrs {
-            let size = usize::try_from(m.size).map_err(|_| AgentError::from(format!("MR `{}` of {} bytes is too large here", m.name, m.size)))?;
+            let size = usize::try_from(m.size).map_err(|_| {
+                AgentError::from(format!("MR `{}` of {} bytes is too large here", m.name, m.size))
+            })?;
             let mr = Mr::new(&pd, size, m.access, &m.fill.bytes(size))?;
-            mr_infos.push(MrInfo { name: m.name.clone(), addr: mr.addr(), len: mr.len() as u64, rkey: mr.rkey(), lkey: mr.lkey() });
+            mr_infos.push(MrInfo {
+                name: m.name.clone(),
+                addr: mr.addr(),
+                len: mr.len() as u64,
+                rkey: mr.rkey(),
+                lkey: mr.lkey(),
+            });
             mr_map.insert(m.name.clone(), mr);
         }
         let mut srqs = BTreeMap::new();
@@ -322,16 +355,43 @@ impl Agent {
         let mut qp_infos = Vec::new();
         for q in s.qps {
             let srq = match &q.srq {
-                Some(n) => Some(srqs.get(n).cloned().ok_or_else(|| AgentError::from(format!("QP `{}`: no SRQ `{n}` on this endpoint", q.name)))?),
+                Some(n) => Some(srqs.get(n).cloned().ok_or_else(|| {
+                    AgentError::from(format!("QP `{}`: no SRQ `{n}` on this endpoint", q.name))
+                })?),
                 None => None,
             };
-            let qp = Qp::new(&pd, &cq, q.kind, q.caps, QpExtras { atomic_write: q.atomic_write, flush: q.flush, srq })?;
+            let qp = Qp::new(
+                &pd,
+                &cq,
+                q.kind,
+                q.caps,
+                QpExtras { atomic_write: q.atomic_write, flush: q.flush, srq },
+            )?;
             let psn = q.psn.unwrap_or_else(random_psn) & Psn::MASK;
             let (qpn, id) = (qp.qpn(), qp.id());
-            qp_infos.push(QpInfo { name: q.name.clone(), qpn, psn, gid: Ipv6Addr::from(gid).to_string(), qkey: (q.kind == QpKind::Ud).then_some(q.params.qkey) });
+            qp_infos.push(QpInfo {
+                name: q.name.clone(),
+                qpn,
+                psn,
+                gid: Ipv6Addr::from(gid).to_string(),
+                qkey: (q.kind == QpKind::Ud).then_some(q.params.qkey),
+            });
             qp_map.insert(
                 q.name.clone(),
-                QpState { setup: q, qpn, id, cm: None, qp: Handle::Created(qp), psn, peer: None, peer_qkey: 0, peer_mrs: Vec::new(), ah: None, probe_next: None, listening: None },
+                QpState {
+                    setup: q,
+                    qpn,
+                    id,
+                    cm: None,
+                    qp: Handle::Created(qp),
+                    psn,
+                    peer: None,
+                    peer_qkey: 0,
+                    peer_mrs: Vec::new(),
+                    ah: None,
+                    probe_next: None,
+                    listening: None,
+                },
             );
         }
         let ip = gid_ip(&gid).to_string();
@@ -354,7 +414,17 @@ impl Agent {
             events: Vec::new(),
             probe_link: None,
         });
-        Ok(FromAgent::SetupDone { device, port, gid_index, gid: Ipv6Addr::from(gid).to_string(), ip, qps: qp_infos, mrs: mr_infos, mws: mw_infos, open_ms })
+        Ok(FromAgent::SetupDone {
+            device,
+            port,
+            gid_index,
+            gid: Ipv6Addr::from(gid).to_string(),
+            ip,
+            qps: qp_infos,
+            mrs: mr_infos,
+            mws: mw_infos,
+            open_ms,
+        })
     }
 
     /// What the device can do, for a scenario's `requires` (a device not kept
@@ -368,11 +438,18 @@ impl Agent {
     fn listen(&mut self, qp: String, port: u16) -> R<FromAgent> {
         let ep = self.ep()?;
         let my_ip = gid_ip(&ep.gid);
-        let q = ep.qps.get_mut(&qp).ok_or_else(|| AgentError::from(format!("no QP `{qp}` on this endpoint")))?;
+        let q = ep
+            .qps
+            .get_mut(&qp)
+            .ok_or_else(|| AgentError::from(format!("no QP `{qp}` on this endpoint")))?;
         if !matches!(q.qp, Handle::Created(_)) || q.listening.is_some() {
             return err(format!("QP `{qp}` is listening or connected already"));
         }
-        let l = if q.setup.connect == ConnectBy::RdmaCm { Listening::Cm(CmConn::listen(cm_ipv4(&q.setup, my_ip)?, port)?) } else { Listening::Tcp(exchange_listen(my_ip, port)?) };
+        let l = if q.setup.connect == ConnectBy::RdmaCm {
+            Listening::Cm(CmConn::listen(cm_ipv4(&q.setup, my_ip)?, port)?)
+        } else {
+            Listening::Tcp(exchange_listen(my_ip, port)?)
+        };
         q.listening = Some((port, l));
         Ok(FromAgent::Listening { qp })
     }
@@ -380,13 +457,27 @@ impl Agent {
     fn connect(&mut self, c: Connect) -> R<FromAgent> {
         let limits = self.limits.clone();
         let ep = self.ep()?;
-        let private = cm_private::encode(&ep.mr_table, if c.passive { cm_private::REP_ROOM } else { cm_private::REQ_ROOM });
-        let (my_ip, gid, gid_index, ep_port, pd) = (gid_ip(&ep.gid), ep.gid, ep.gid_index, ep.port, ep.pd.clone());
-        let q = ep.qps.get_mut(&c.qp).ok_or_else(|| AgentError::from(format!("no QP `{}` on this endpoint", c.qp)))?;
+        let private = cm_private::encode(
+            &ep.mr_table,
+            if c.passive { cm_private::REP_ROOM } else { cm_private::REQ_ROOM },
+        );
+        let (my_ip, gid, gid_index, ep_port, pd) =
+            (gid_ip(&ep.gid), ep.gid, ep.gid_index, ep.port, ep.pd.clone());
+        let q = ep
+            .qps
+            .get_mut(&c.qp)
+            .ok_or_else(|| AgentError::from(format!("no QP `{}` on this endpoint", c.qp)))?;
         let mut peer_mrs = c.peer_mrs;
         let p = q.setup.params;
-        let mine = Exchange { qpn: q.qpn, psn: q.psn, gid: dissector::text::hex_string(&gid), qkey: p.qkey };
-        let peer_ip: IpAddr = c.peer_ip.parse().map_err(|_| AgentError::from(format!("peer address `{}` is not an IP address", c.peer_ip)))?;
+        let mine = Exchange {
+            qpn: q.qpn,
+            psn: q.psn,
+            gid: dissector::text::hex_string(&gid),
+            qkey: p.qkey,
+        };
+        let peer_ip: IpAddr = c.peer_ip.parse().map_err(|_| {
+            AgentError::from(format!("peer address `{}` is not an IP address", c.peer_ip))
+        })?;
         limits.may_connect(my_ip, peer_ip)?;
         let attrs = QpAttrs {
             port: ep_port,
@@ -409,7 +500,9 @@ impl Agent {
             }
             Some((_, l)) => Some(l),
             None if !c.passive => None,
-            None if q.setup.connect == ConnectBy::RdmaCm => Some(Listening::Cm(CmConn::listen(cm_ipv4(&q.setup, my_ip)?, c.port)?)),
+            None if q.setup.connect == ConnectBy::RdmaCm => {
+                Some(Listening::Cm(CmConn::listen(cm_ipv4(&q.setup, my_ip)?, c.port)?))
+            }
             None => Some(Listening::Tcp(exchange_listen(my_ip, c.port)?)),
         };
         let Handle::Created(created) = std::mem::replace(&mut q.qp, Handle::Lost) else {
@@ -432,7 +525,8 @@ impl Agent {
             }
             // The CM chose the starting PSNs; report those.
             q.psn = cm.sq_psn;
-            let peer = Peer { qpn: cm.dest_qpn, psn: cm.rq_psn, gid: peer4.to_ipv6_mapped().octets() };
+            let peer =
+                Peer { qpn: cm.dest_qpn, psn: cm.rq_psn, gid: peer4.to_ipv6_mapped().octets() };
             q.cm = Some(cm);
             q.qp = Handle::Connected(rts);
             (peer, 0)
@@ -453,14 +547,30 @@ impl Agent {
             q.ah = Some(Ah::new(&pd, ep_port, gid_index, peer.gid)?);
         }
         let ud = q.setup.kind == QpKind::Ud;
-        let local = QpInfo { name: c.qp.clone(), qpn: q.qpn, psn: q.psn, gid: Ipv6Addr::from(gid).to_string(), qkey: ud.then_some(p.qkey) };
-        let remote = QpInfo { name: c.qp.clone(), qpn: peer.qpn, psn: peer.psn, gid: Ipv6Addr::from(peer.gid).to_string(), qkey: Some(peer_qkey) };
+        let local = QpInfo {
+            name: c.qp.clone(),
+            qpn: q.qpn,
+            psn: q.psn,
+            gid: Ipv6Addr::from(gid).to_string(),
+            qkey: ud.then_some(p.qkey),
+        };
+        let remote = QpInfo {
+            name: c.qp.clone(),
+            qpn: peer.qpn,
+            psn: peer.psn,
+            gid: Ipv6Addr::from(peer.gid).to_string(),
+            qkey: Some(peer_qkey),
+        };
         Ok(FromAgent::Connected { qp: c.qp, local, remote, peer_mrs_from_cm: from_cm })
     }
 
     fn act(&mut self, index: usize, a: Action) -> R<FromAgent> {
         if let Action::Probe(order) = &a {
-            self.probes.take(order.copies.max(1) as usize, self.limits.probe_rate, Instant::now())?;
+            self.probes.take(
+                order.copies.max(1) as usize,
+                self.limits.probe_rate,
+                Instant::now(),
+            )?;
         }
         match &a {
             Action::Stream(o) => self.limits.may_stream(o.content.count)?,
@@ -492,7 +602,9 @@ impl Agent {
                 ep.srq(&srq)?.post_recv(wr_id, &sges)?;
             }
             Action::ArmSrq { srq, limit } => ep.srq(&srq)?.arm_limit(limit)?,
-            Action::Post { qp, wr_id, verb, sges, flags } => mw = ep.post(&qp, wr_id, &verb, &sges, &flags)?,
+            Action::Post { qp, wr_id, verb, sges, flags } => {
+                mw = ep.post(&qp, wr_id, &verb, &sges, &flags)?
+            }
             Action::Stream(order) => stream = Some(Box::new(ep.stream(&order)?)),
             Action::Receive(order) => stream = Some(Box::new(ep.receive(&order)?)),
         }
@@ -511,7 +623,10 @@ impl Agent {
 
     fn verify(&mut self, mr: &str, offset: u64, content: &Content) -> R<FromAgent> {
         let ep = self.ep()?;
-        let m = ep.mrs.get(mr).ok_or_else(|| AgentError::from(format!("no MR `{mr}` on this endpoint")))?;
+        let m = ep
+            .mrs
+            .get(mr)
+            .ok_or_else(|| AgentError::from(format!("no MR `{mr}` on this endpoint")))?;
         let bytes = m.read();
         let region = bytes.get(offset as usize..).unwrap_or(&[]);
         Ok(FromAgent::Verified { mr: mr.to_string(), result: content.verify(region) })
@@ -519,22 +634,31 @@ impl Agent {
 
     fn read_memory(&mut self, mr: &str) -> R<FromAgent> {
         let ep = self.ep()?;
-        let m = ep.mrs.get(mr).ok_or_else(|| AgentError::from(format!("no MR `{mr}` on this endpoint")))?;
+        let m = ep
+            .mrs
+            .get(mr)
+            .ok_or_else(|| AgentError::from(format!("no MR `{mr}` on this endpoint")))?;
         Ok(FromAgent::Memory { mr: mr.to_string(), bytes: Hex(m.read()) })
     }
 }
 
 impl Local {
     fn qp(&self, name: &str) -> R<&QpState> {
-        self.qps.get(name).ok_or_else(|| AgentError::from(format!("no QP `{name}` on this endpoint")))
+        self.qps
+            .get(name)
+            .ok_or_else(|| AgentError::from(format!("no QP `{name}` on this endpoint")))
     }
 
     fn srq(&self, name: &str) -> R<&Arc<Srq>> {
-        self.srqs.get(name).ok_or_else(|| AgentError::from(format!("no SRQ `{name}` on this endpoint")))
+        self.srqs
+            .get(name)
+            .ok_or_else(|| AgentError::from(format!("no SRQ `{name}` on this endpoint")))
     }
 
     fn mw(&self, name: &str) -> R<&MwState> {
-        self.mws.get(name).ok_or_else(|| AgentError::from(format!("no memory window `{name}` on this endpoint")))
+        self.mws
+            .get(name)
+            .ok_or_else(|| AgentError::from(format!("no memory window `{name}` on this endpoint")))
     }
 
     /// Asynchronous events, named by the SRQ or QP they are about.
@@ -574,7 +698,9 @@ impl Local {
             imm_data: c.imm_data,
             invalidated_rkey: c.invalidated_rkey,
             flags: c.flags,
-            invalidated_mw: c.invalidated_rkey.and_then(|k| self.mws.iter().find(|(_, w)| w.rkey == k).map(|(n, _)| n.clone())),
+            invalidated_mw: c
+                .invalidated_rkey
+                .and_then(|k| self.mws.iter().find(|(_, w)| w.rkey == k).map(|(n, _)| n.clone())),
             qp: q.map(|(n, _)| n.clone()).unwrap_or_default(),
             qp_num: c.qp_num,
             src_qp: ud.then_some(c.src_qp),
@@ -593,10 +719,19 @@ impl Local {
             return err(format!("stream `{}`: no QP, or a window or signal_every of 0", o.id));
         }
         let total = c.total();
-        let local = self.mrs.get(&o.local_mr).ok_or_else(|| AgentError::from(format!("no MR `{}` on this endpoint", o.local_mr)))?;
+        let local = self
+            .mrs
+            .get(&o.local_mr)
+            .ok_or_else(|| AgentError::from(format!("no MR `{}` on this endpoint", o.local_mr)))?;
         let span = if let StreamVerb::Atomic { .. } = o.verb { 8 * c.count } else { c.span() };
         if o.local_offset.saturating_add(span) > local.len() as u64 {
-            return err(format!("stream `{}`: {span} bytes from offset {} run past the end of MR `{}` ({} bytes)", o.id, o.local_offset, o.local_mr, local.len()));
+            return err(format!(
+                "stream `{}`: {span} bytes from offset {} run past the end of MR `{}` ({} bytes)",
+                o.id,
+                o.local_offset,
+                o.local_mr,
+                local.len()
+            ));
         }
         // A source laid out back to back is written once; one round a ring, each
         // message just before it is posted (the window keeps the one it replaces
@@ -616,7 +751,13 @@ impl Local {
             let (addr, rkey) = match &o.remote {
                 Some(r) => q.remote(r)?,
                 None if o.verb == StreamVerb::Send => (0, 0),
-                None => return err(format!("stream `{}`: a {} stream needs the peer's MR", o.id, o.verb.name())),
+                None => {
+                    return err(format!(
+                        "stream `{}`: a {} stream needs the peer's MR",
+                        o.id,
+                        o.verb.name()
+                    ))
+                }
             };
             qps.push((q.connected()?, addr, rkey, u64::from(q.setup.caps.max_send_wr.max(1))));
         }
@@ -625,7 +766,8 @@ impl Local {
         // flight with when they were posted.
         let mut posted = vec![0u64; qps.len()];
         let mut done = vec![0u64; qps.len()];
-        let mut flying: Vec<std::collections::VecDeque<(u64, Instant)>> = vec![Default::default(); qps.len()];
+        let mut flying: Vec<std::collections::VecDeque<(u64, Instant)>> =
+            vec![Default::default(); qps.len()];
         let per = c.per_qp(n);
         let per_qp = |q: usize| per[q];
         // Per QP: whether a completion failed (the QP is in error from there).
@@ -655,19 +797,45 @@ impl Local {
                 let signalled = (seq + 1) % u64::from(o.signal_every) == 0 || seq + 1 == per_qp(q);
                 let (qp, addr, rkey, _) = qps[q];
                 let (opcode, remote, sge) = match o.verb {
-                    StreamVerb::Write => (ibv_wr_opcode::IBV_WR_RDMA_WRITE, Remote::Rdma { addr: addr + at, rkey }, Sge { addr: base + at, len, lkey }),
-                    StreamVerb::Read => (ibv_wr_opcode::IBV_WR_RDMA_READ, Remote::Rdma { addr: addr + at, rkey }, Sge { addr: base + at, len, lkey }),
+                    StreamVerb::Write => (
+                        ibv_wr_opcode::IBV_WR_RDMA_WRITE,
+                        Remote::Rdma { addr: addr + at, rkey },
+                        Sge { addr: base + at, len, lkey },
+                    ),
+                    StreamVerb::Read => (
+                        ibv_wr_opcode::IBV_WR_RDMA_READ,
+                        Remote::Rdma { addr: addr + at, rkey },
+                        Sge { addr: base + at, len, lkey },
+                    ),
                     StreamVerb::Atomic { .. } => {
                         let (opcode, compare_add, swap) = match o.verb.atomic(i) {
-                            Some(AtomicOp::CmpSwap { compare, swap }) => (ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP, compare, swap),
-                            Some(AtomicOp::FetchAdd { add }) => (ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD, add, 0),
+                            Some(AtomicOp::CmpSwap { compare, swap }) => {
+                                (ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP, compare, swap)
+                            }
+                            Some(AtomicOp::FetchAdd { add }) => {
+                                (ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD, add, 0)
+                            }
                             None => return err("an atomic stream without atomics"),
                         };
-                        (opcode, Remote::Atomic { addr, rkey, compare_add, swap }, Sge { addr: base + 8 * i, len: 8, lkey })
+                        (
+                            opcode,
+                            Remote::Atomic { addr, rkey, compare_add, swap },
+                            Sge { addr: base + 8 * i, len: 8, lkey },
+                        )
                     }
-                    StreamVerb::Send => (ibv_wr_opcode::IBV_WR_SEND, Remote::None, Sge { addr: base + at, len, lkey }),
-                    StreamVerb::WriteImm => (ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM, Remote::Rdma { addr: addr + at, rkey }, Sge { addr: base + at, len, lkey }),
-                    StreamVerb::Receive => return err("a receive stream is `Receive`, not `Stream`"),
+                    StreamVerb::Send => (
+                        ibv_wr_opcode::IBV_WR_SEND,
+                        Remote::None,
+                        Sge { addr: base + at, len, lkey },
+                    ),
+                    StreamVerb::WriteImm => (
+                        ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM,
+                        Remote::Rdma { addr: addr + at, rkey },
+                        Sge { addr: base + at, len, lkey },
+                    ),
+                    StreamVerb::Receive => {
+                        return err("a receive stream is `Receive`, not `Stream`")
+                    }
                 };
                 if fill_each {
                     message.resize(len as usize, 0);
@@ -725,7 +893,10 @@ impl Local {
                     outstanding = outstanding.saturating_sub(1);
                     broken[q] = true;
                     // Named by the message's index in the stream.
-                    failed.get_or_insert(Completion { wr_id: c.on_qp(q, n).nth(seq as usize).unwrap_or(u64::MAX), ..w });
+                    failed.get_or_insert(Completion {
+                        wr_id: c.on_qp(q, n).nth(seq as usize).unwrap_or(u64::MAX),
+                        ..w
+                    });
                     continue;
                 }
                 while let Some(&(s, t)) = flying[q].front() {
@@ -796,12 +967,18 @@ impl Local {
     fn receive(&mut self, o: &ReceiveOrder) -> R<StreamReport> {
         let c = &o.content;
         if o.qps.is_empty() || o.depth == 0 || o.low_water >= o.depth {
-            return err(format!("receives of `{}`: no QP, a depth of 0, or a low water mark not below it", o.id));
+            return err(format!(
+                "receives of `{}`: no QP, a depth of 0, or a low water mark not below it",
+                o.id
+            ));
         }
         let slot = u64::from(c.max_len());
         let mr = match &o.mr {
             Some(name) => {
-                let mr = self.mrs.get(name).ok_or_else(|| AgentError::from(format!("no MR `{name}` on this endpoint")))?;
+                let mr = self
+                    .mrs
+                    .get(name)
+                    .ok_or_else(|| AgentError::from(format!("no MR `{name}` on this endpoint")))?;
                 let need = slot * u64::from(o.depth) * o.qps.len() as u64;
                 if o.offset.saturating_add(need) > mr.len() as u64 {
                     return err(format!("receives of `{}`: {} slots of {slot} bytes from offset {} run past the end of MR `{name}`", o.id, o.depth as usize * o.qps.len(), o.offset));
@@ -821,7 +998,9 @@ impl Local {
         let mut next_of: Vec<_> = (0..qps.len()).map(|q| c.on_qp(q, n)).collect();
         // The slot of the k-th receive on QP q: receives complete in the order
         // they were posted.
-        let at = |q: usize, k: u64| o.offset + (q as u64 * u64::from(o.depth) + k % u64::from(o.depth)) * slot;
+        let at = |q: usize, k: u64| {
+            o.offset + (q as u64 * u64::from(o.depth) + k % u64::from(o.depth)) * slot
+        };
         let (base, lkey) = mr.map_or((0, 0), |m| (m.addr(), m.lkey()));
         let mut posted = vec![0u64; qps.len()];
         let mut got = vec![0u64; qps.len()];
@@ -829,7 +1008,10 @@ impl Local {
             while posted[q] - got[q] < u64::from(o.depth) && posted[q] < per_qp(q) {
                 let k = posted[q];
                 let sge = Sge { addr: base + at(q, k), len: slot as u32, lkey };
-                qps[q].post_recv(receive_wr_id(q, k), if mr.is_some() { std::slice::from_ref(&sge) } else { &[] })?;
+                qps[q].post_recv(
+                    receive_wr_id(q, k),
+                    if mr.is_some() { std::slice::from_ref(&sge) } else { &[] },
+                )?;
                 posted[q] += 1;
             }
             Ok(())
@@ -876,7 +1058,9 @@ impl Local {
                 bytes += u64::from(w.byte_len);
                 if mismatch.is_none() {
                     mismatch = match mr {
-                        Some(mr) => c.check_message(i, &mr.read_at(at(q, k) as usize, w.byte_len as usize)),
+                        Some(mr) => {
+                            c.check_message(i, &mr.read_at(at(q, k) as usize, w.byte_len as usize))
+                        }
                         // A WRITE with immediate: its index, on the receive it consumed.
                         None => (w.imm_data != Some(i as u32)).then(|| super::stream::Mismatch {
                             message: i,
@@ -929,9 +1113,14 @@ impl Local {
     fn sges(&self, sges: &[SgeRef]) -> R<Vec<Sge>> {
         sges.iter()
             .map(|g| {
-                let m = self.mrs.get(&g.mr).ok_or_else(|| AgentError::from(format!("no MR `{}` on this endpoint", g.mr)))?;
+                let m = self.mrs.get(&g.mr).ok_or_else(|| {
+                    AgentError::from(format!("no MR `{}` on this endpoint", g.mr))
+                })?;
                 if g.offset.saturating_add(u64::from(g.len)) > m.len() as u64 {
-                    return err(format!("SGE {}+{} past the end of MR `{}`", g.offset, g.len, g.mr));
+                    return err(format!(
+                        "SGE {}+{} past the end of MR `{}`",
+                        g.offset, g.len, g.mr
+                    ));
                 }
                 Ok(Sge { addr: m.addr() + g.offset, len: g.len, lkey: m.lkey() })
             })
@@ -942,15 +1131,21 @@ impl Local {
     fn probe(&mut self, order: &ProbeOrder) -> R<ProbeSent> {
         let my_ip = gid_ip(&self.gid);
         let q = self.qp(&order.qp)?;
-        let peer = q.peer.ok_or_else(|| AgentError::from(format!("QP `{}` is not connected: probes go to its peer", order.qp)))?;
+        let peer = q.peer.ok_or_else(|| {
+            AgentError::from(format!("QP `{}` is not connected: probes go to its peer", order.qp))
+        })?;
         let peer_ip = gid_ip(&peer.gid);
         let remote = order.remote.as_ref().map(|r| q.remote(r)).transpose()?;
         let next = q.probe_next.unwrap_or(Psn::new(q.psn));
         let aim = Aim { dest_qp: peer.qpn, src_qp: q.qpn, next, remote };
         if self.probe_link.as_ref().is_none_or(|l| l.dst.ip != peer_ip) {
-            self.probe_link = Some(Link::open(Some(my_ip), peer_ip, None, None).map_err(String::from)?);
+            self.probe_link =
+                Some(Link::open(Some(my_ip), peer_ip, None, None).map_err(String::from)?);
         }
-        let link = self.probe_link.as_mut().ok_or_else(|| AgentError::from("no link to send probes on".to_string()))?;
+        let link = self
+            .probe_link
+            .as_mut()
+            .ok_or_else(|| AgentError::from("no link to send probes on".to_string()))?;
         let frames = probe::frames(order, &aim, &link.src, &link.dst)?;
         for (f, _) in &frames {
             link.send(f)?;
@@ -971,7 +1166,14 @@ impl Local {
     }
 
     /// Posts one send-queue WR; a bind says the window's rkey now.
-    fn post(&mut self, qname: &str, wr_id: u64, verb: &Verb, sges: &[SgeRef], flags: &[SendFlag]) -> R<Option<MwInfo>> {
+    fn post(
+        &mut self,
+        qname: &str,
+        wr_id: u64,
+        verb: &Verb,
+        sges: &[SgeRef],
+        flags: &[SendFlag],
+    ) -> R<Option<MwInfo>> {
         let sges = self.sges(sges)?;
         let q = self.qp(qname)?;
         let mut bits = 0;
@@ -990,14 +1192,24 @@ impl Local {
         }
         let (opcode, imm, remote) = match verb {
             Verb::Send { imm } if q.setup.kind == QpKind::Ud => {
-                let ah = q.ah.as_ref().ok_or_else(|| AgentError::from(format!("UD QP `{qname}` has no address handle: Connect first")))?;
-                let peer = q.peer.ok_or_else(|| AgentError::from(format!("UD QP `{qname}` knows no peer")))?;
+                let ah = q.ah.as_ref().ok_or_else(|| {
+                    AgentError::from(format!(
+                        "UD QP `{qname}` has no address handle: Connect first"
+                    ))
+                })?;
+                let peer = q
+                    .peer
+                    .ok_or_else(|| AgentError::from(format!("UD QP `{qname}` knows no peer")))?;
                 (send_opcode(*imm), *imm, Remote::Ud { ah, qpn: peer.qpn, qkey: q.peer_qkey })
             }
             Verb::Send { imm } => (send_opcode(*imm), *imm, Remote::None),
             Verb::Write { remote, imm } => {
                 let (addr, rkey) = q.remote(remote)?;
-                let op = if imm.is_some() { ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM } else { ibv_wr_opcode::IBV_WR_RDMA_WRITE };
+                let op = if imm.is_some() {
+                    ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM
+                } else {
+                    ibv_wr_opcode::IBV_WR_RDMA_WRITE
+                };
                 (op, *imm, Remote::Rdma { addr, rkey })
             }
             Verb::Read { remote } => {
@@ -1006,29 +1218,57 @@ impl Local {
             }
             Verb::CmpSwap { remote, compare, swap } => {
                 let (addr, rkey) = q.remote(remote)?;
-                (ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP, None, Remote::Atomic { addr, rkey, compare_add: *compare, swap: *swap })
+                (
+                    ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP,
+                    None,
+                    Remote::Atomic { addr, rkey, compare_add: *compare, swap: *swap },
+                )
             }
             Verb::FetchAdd { remote, add } => {
                 let (addr, rkey) = q.remote(remote)?;
-                (ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD, None, Remote::Atomic { addr, rkey, compare_add: *add, swap: 0 })
+                (
+                    ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD,
+                    None,
+                    Remote::Atomic { addr, rkey, compare_add: *add, swap: 0 },
+                )
             }
             Verb::AtomicWrite { remote, value } => {
                 let (addr, rkey) = q.remote(remote)?;
-                let v: [u8; 8] = value.0.as_slice().try_into().map_err(|_| AgentError::from(format!("an ATOMIC WRITE carries 8 bytes, not {}", value.0.len())))?;
+                let v: [u8; 8] = value.0.as_slice().try_into().map_err(|_| {
+                    AgentError::from(format!(
+                        "an ATOMIC WRITE carries 8 bytes, not {}",
+                        value.0.len()
+                    ))
+                })?;
                 q.connected()?.post_atomic_write(wr_id, bits, rkey, addr, v)?;
                 return Ok(None);
             }
             Verb::Flush { remote, len, placement, level } => {
                 let (addr, rkey) = q.remote(remote)?;
-                let len = usize::try_from(*len).map_err(|_| AgentError::from(format!("a FLUSH of {len} bytes is too long here")))?;
-                q.connected()?.post_flush(wr_id, bits, FlushWr { rkey, addr, len, placement: *placement, level: *level })?;
+                let len = usize::try_from(*len).map_err(|_| {
+                    AgentError::from(format!("a FLUSH of {len} bytes is too long here"))
+                })?;
+                q.connected()?.post_flush(
+                    wr_id,
+                    bits,
+                    FlushWr { rkey, addr, len, placement: *placement, level: *level },
+                )?;
                 return Ok(None);
             }
-            Verb::SendInv { rkey } => (ibv_wr_opcode::IBV_WR_SEND_WITH_INV, None, Remote::Invalidate { rkey: *rkey }),
-            Verb::LocalInv { mw } => (ibv_wr_opcode::IBV_WR_LOCAL_INV, None, Remote::Invalidate { rkey: self.mw(mw)?.rkey }),
+            Verb::SendInv { rkey } => {
+                (ibv_wr_opcode::IBV_WR_SEND_WITH_INV, None, Remote::Invalidate { rkey: *rkey })
+            }
+            Verb::LocalInv { mw } => (
+                ibv_wr_opcode::IBV_WR_LOCAL_INV,
+                None,
+                Remote::Invalidate { rkey: self.mw(mw)?.rkey },
+            ),
             Verb::BindMw { mw, mr, offset, len, access } => {
                 let w = self.mw(mw)?;
-                let m = self.mrs.get(mr).ok_or_else(|| AgentError::from(format!("no MR `{mr}` on this endpoint")))?;
+                let m = self
+                    .mrs
+                    .get(mr)
+                    .ok_or_else(|| AgentError::from(format!("no MR `{mr}` on this endpoint")))?;
                 let addr = m.addr().wrapping_add(*offset);
                 let qp = q.connected()?;
                 let to = Binding { mr: m, addr, len: *len, access: *access };
@@ -1039,7 +1279,13 @@ impl Local {
                     }
                     MwKind::Type2 => {
                         let rkey = Mw::next_rkey(w.rkey);
-                        let wr = SendWr { wr_id, opcode: ibv_wr_opcode::IBV_WR_BIND_MW, flags: bits, imm_data: 0, remote: Remote::Bind { mw: &w.mw, rkey, to } };
+                        let wr = SendWr {
+                            wr_id,
+                            opcode: ibv_wr_opcode::IBV_WR_BIND_MW,
+                            flags: bits,
+                            imm_data: 0,
+                            remote: Remote::Bind { mw: &w.mw, rkey, to },
+                        };
                         qp.post_send(&wr, &[])?;
                         rkey
                     }
@@ -1063,7 +1309,6 @@ fn send_opcode(imm: Option<u32>) -> u32 {
         ibv_wr_opcode::IBV_WR_SEND
     }
 }
-
 
 const EXCHANGE_WITHIN: Duration = Duration::from_secs(20);
 
@@ -1115,7 +1360,10 @@ fn from_stream_wr_id(wr_id: u64, qps: usize) -> Option<(usize, u64)> {
 /// The address rdma_cm connects QP `q` from: the endpoint's own, IPv4.
 fn cm_ipv4(q: &proto::QpSetup, my_ip: IpAddr) -> R<std::net::Ipv4Addr> {
     if q.kind == QpKind::Ud {
-        return err(format!("QP `{}`: rdma_cm connects RC and UC QPs; UD uses connect = \"tcp\" here", q.name));
+        return err(format!(
+            "QP `{}`: rdma_cm connects RC and UC QPs; UD uses connect = \"tcp\" here",
+            q.name
+        ));
     }
     match my_ip {
         IpAddr::V4(v4) => Ok(v4),
@@ -1124,7 +1372,9 @@ fn cm_ipv4(q: &proto::QpSetup, my_ip: IpAddr) -> R<std::net::Ipv4Addr> {
 }
 
 fn exchange_listen(ip: IpAddr, port: u16) -> R<TcpListener> {
-    let l = TcpListener::bind((ip, port)).map_err(|e| AgentError::from(format!("listening on {ip}:{port} for the QP exchange: {e}")))?;
+    let l = TcpListener::bind((ip, port)).map_err(|e| {
+        AgentError::from(format!("listening on {ip}:{port} for the QP exchange: {e}"))
+    })?;
     l.set_nonblocking(true).map_err(|e| AgentError::from(e.to_string()))?;
     Ok(l)
 }
@@ -1134,7 +1384,9 @@ fn exchange_passive(l: &TcpListener, mine: &Exchange) -> R<Exchange> {
     let s = loop {
         match l.accept() {
             Ok((s, _)) => break s,
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < until => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock && Instant::now() < until => {
+                std::thread::sleep(Duration::from_millis(2))
+            }
             Err(e) => {
                 let at = l.local_addr().map(|a| a.to_string()).unwrap_or_default();
                 return err(format!("no peer connected to {at} within {EXCHANGE_WITHIN:?}: {e}"));
@@ -1152,7 +1404,9 @@ fn exchange_active(to: SocketAddr, mine: &Exchange) -> R<Exchange> {
             Ok(s) => break s,
             // The passive side may not be listening yet.
             Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => return err(format!("cannot reach the peer at {to} for the QP exchange: {e}")),
+            Err(e) => {
+                return err(format!("cannot reach the peer at {to} for the QP exchange: {e}"))
+            }
         }
     };
     swap(s, mine)
@@ -1164,19 +1418,29 @@ fn swap(s: TcpStream, mine: &Exchange) -> R<Exchange> {
     let mut w = s.try_clone().map_err(|e| AgentError::from(e.to_string()))?;
     let mut line = serde_json::to_string(mine).map_err(|e| AgentError::from(e.to_string()))?;
     line.push('\n');
-    w.write_all(line.as_bytes()).map_err(|e| AgentError::from(format!("sending our QP info: {e}")))?;
+    w.write_all(line.as_bytes())
+        .map_err(|e| AgentError::from(format!("sending our QP info: {e}")))?;
     let mut r = BufReader::new(s.take(4096));
     let mut got = String::new();
-    r.read_line(&mut got).map_err(|e| AgentError::from(format!("reading the peer's QP info: {e}")))?;
-    serde_json::from_str(got.trim()).map_err(|e| AgentError::from(format!("the peer's QP info is malformed: {e}")))
+    r.read_line(&mut got)
+        .map_err(|e| AgentError::from(format!("reading the peer's QP info: {e}")))?;
+    serde_json::from_str(got.trim())
+        .map_err(|e| AgentError::from(format!("the peer's QP info is malformed: {e}")))
 }
 
 /// Serves one controller until its `Teardown` (`Ok(true)`) or the end of the
 /// stream (`Ok(false)`: what it set up is freed all the same); `torn_down` is
 /// called once a `Teardown` has freed everything, before its answer is written.
 /// `device` is what may stay open for the next call ([`Device::kept`]).
-pub(crate) fn serve(r: &mut dyn Read, w: &mut dyn Write, limits: &Limits, device: &mut Device, torn_down: &mut dyn FnMut()) -> std::io::Result<bool> {
-    let mut agent = Agent { limits: limits.clone(), device: std::mem::take(device), ..Agent::default() };
+pub(crate) fn serve(
+    r: &mut dyn Read,
+    w: &mut dyn Write,
+    limits: &Limits,
+    device: &mut Device,
+    torn_down: &mut dyn FnMut(),
+) -> std::io::Result<bool> {
+    let mut agent =
+        Agent { limits: limits.clone(), device: std::mem::take(device), ..Agent::default() };
     let served = serve_with(&mut agent, r, w, torn_down);
     // The scenario's objects go first (they hold the device's Arcs), then the
     // device goes back to the caller, kept or closed.
@@ -1185,7 +1449,12 @@ pub(crate) fn serve(r: &mut dyn Read, w: &mut dyn Write, limits: &Limits, device
     served
 }
 
-fn serve_with(agent: &mut Agent, r: &mut dyn Read, w: &mut dyn Write, torn_down: &mut dyn FnMut()) -> std::io::Result<bool> {
+fn serve_with(
+    agent: &mut Agent,
+    r: &mut dyn Read,
+    w: &mut dyn Write,
+    torn_down: &mut dyn FnMut(),
+) -> std::io::Result<bool> {
     loop {
         let m: ToAgent = match proto::read_msg(r) {
             Ok(Some(m)) => m,
@@ -1206,8 +1475,14 @@ fn serve_with(agent: &mut Agent, r: &mut dyn Read, w: &mut dyn Write, torn_down:
         }
         if let ToAgent::Hello { version } = &m {
             if *version != proto::VERSION {
-                let msg = format!("protocol version {version} asked, this agent speaks {}", proto::VERSION);
-                proto::write_msg(w, &FromAgent::error(msg, Some("run the same roce version on both sides")))?;
+                let msg = format!(
+                    "protocol version {version} asked, this agent speaks {}",
+                    proto::VERSION
+                );
+                proto::write_msg(
+                    w,
+                    &FromAgent::error(msg, Some("run the same roce version on both sides")),
+                )?;
                 continue;
             }
         }
@@ -1232,7 +1507,8 @@ mod tests {
             proto::write_msg(&mut input, m).unwrap();
         }
         let mut out = Vec::new();
-        serve(&mut &input[..], &mut out, &Limits::default(), &mut Device::default(), &mut || {}).unwrap();
+        serve(&mut &input[..], &mut out, &Limits::default(), &mut Device::default(), &mut || {})
+            .unwrap();
         let mut r = &out[..];
         let mut v = Vec::new();
         while let Some(m) = proto::read_msg::<_, FromAgent>(&mut r).unwrap() {
@@ -1253,10 +1529,16 @@ mod tests {
         ]);
         assert_eq!(a.len(), 6);
         assert!(matches!(&a[0], FromAgent::Hello { version, .. } if *version == proto::VERSION));
-        assert!(matches!(&a[1], FromAgent::Error { message, .. } if message.contains("version 99")));
-        assert!(matches!(&a[2], FromAgent::Error { message, .. } if message.contains("Setup comes first")));
+        assert!(
+            matches!(&a[1], FromAgent::Error { message, .. } if message.contains("version 99"))
+        );
+        assert!(
+            matches!(&a[2], FromAgent::Error { message, .. } if message.contains("Setup comes first"))
+        );
         assert!(matches!(&a[3], FromAgent::Error { .. }));
-        assert!(matches!(&a[4], FromAgent::Error { message, .. } if message.contains("Setup comes first")));
+        assert!(
+            matches!(&a[4], FromAgent::Error { message, .. } if message.contains("Setup comes first"))
+        );
         assert_eq!(a[5], FromAgent::TornDown);
     }
 
@@ -1266,12 +1548,33 @@ mod tests {
     #[test]
     fn a_setup_beyond_the_limits_is_refused_and_the_agent_lives_on() {
         let big = |n: usize, size: u64| {
-            let mrs: Vec<proto::MrSetup> = (0..n).map(|i| proto::MrSetup { name: format!("m{i}"), size, access: crate::verbs::Access(1), fill: proto::Fill::Zero }).collect();
-            ToAgent::Setup(Setup { device: None, port: 1, gid_index: None, qps: vec![], mrs, srqs: vec![], mws: vec![] })
+            let mrs: Vec<proto::MrSetup> = (0..n)
+                .map(|i| proto::MrSetup {
+                    name: format!("m{i}"),
+                    size,
+                    access: crate::verbs::Access(1),
+                    fill: proto::Fill::Zero,
+                })
+                .collect();
+            ToAgent::Setup(Setup {
+                device: None,
+                port: 1,
+                gid_index: None,
+                qps: vec![],
+                mrs,
+                srqs: vec![],
+                mws: vec![],
+            })
         };
         let a = talk(&[big(1, 2 << 30), big(300, 8), ToAgent::Hello { version: proto::VERSION }]);
-        assert!(matches!(&a[0], FromAgent::Error { message, .. } if message.contains("refused: 2147483648 bytes of MRs asked, this agent allows 1073741824 (--max-mr-bytes)")), "{a:?}");
-        assert!(matches!(&a[1], FromAgent::Error { message, .. } if message.contains("300 MRs asked") && message.contains("--max-mrs")), "{a:?}");
+        assert!(
+            matches!(&a[0], FromAgent::Error { message, .. } if message.contains("refused: 2147483648 bytes of MRs asked, this agent allows 1073741824 (--max-mr-bytes)")),
+            "{a:?}"
+        );
+        assert!(
+            matches!(&a[1], FromAgent::Error { message, .. } if message.contains("300 MRs asked") && message.contains("--max-mrs")),
+            "{a:?}"
+        );
         assert!(matches!(&a[2], FromAgent::Hello { .. }), "{a:?}");
     }
 
@@ -1282,20 +1585,35 @@ mod tests {
         input.extend_from_slice(b"{x}");
         proto::write_msg(&mut input, &ToAgent::Teardown).unwrap();
         let mut out = Vec::new();
-        serve(&mut &input[..], &mut out, &Limits::default(), &mut Device::default(), &mut || {}).unwrap();
+        serve(&mut &input[..], &mut out, &Limits::default(), &mut Device::default(), &mut || {})
+            .unwrap();
         let mut r = &out[..];
-        assert!(matches!(proto::read_msg::<_, FromAgent>(&mut r).unwrap(), Some(FromAgent::Error { .. })));
+        assert!(matches!(
+            proto::read_msg::<_, FromAgent>(&mut r).unwrap(),
+            Some(FromAgent::Error { .. })
+        ));
         assert_eq!(proto::read_msg::<_, FromAgent>(&mut r).unwrap(), Some(FromAgent::TornDown));
         let huge = (u32::MAX).to_be_bytes();
         let mut out = Vec::new();
-        assert!(serve(&mut &huge[..], &mut out, &Limits::default(), &mut Device::default(), &mut || {}).is_err());
+        assert!(serve(
+            &mut &huge[..],
+            &mut out,
+            &Limits::default(),
+            &mut Device::default(),
+            &mut || {}
+        )
+        .is_err());
         assert!(!out.is_empty(), "the refusal is said before the stream ends");
     }
 
     /// A verb the device lacks is said as such: the controller skips the scenario.
     #[test]
     fn an_unsupported_verb_is_said_as_such() {
-        let e = AgentError::from(VerbError::from_errno("ibv_wr_flush", libc::EOPNOTSUPP, Some("kernel 6.2 or later".into())));
+        let e = AgentError::from(VerbError::from_errno(
+            "ibv_wr_flush",
+            libc::EOPNOTSUPP,
+            Some("kernel 6.2 or later".into()),
+        ));
         match e.into_msg() {
             FromAgent::Error { unsupported, verb, errno, hint, .. } => {
                 assert!(unsupported);

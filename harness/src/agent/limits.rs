@@ -24,7 +24,13 @@ pub(crate) struct Limits {
 
 impl Default for Limits {
     fn default() -> Limits {
-        Limits { mr_bytes: 1 << 30, mrs: 256, qps: 256, probe_rate: 1000, allow: Allow::LocalSubnet }
+        Limits {
+            mr_bytes: 1 << 30,
+            mrs: 256,
+            qps: 256,
+            probe_rate: 1000,
+            allow: Allow::LocalSubnet,
+        }
     }
 }
 
@@ -48,11 +54,17 @@ impl std::str::FromStr for Cidr {
     type Err = String;
     fn from_str(s: &str) -> Result<Cidr, String> {
         let (a, p) = s.split_once('/').map_or((s, None), |(a, p)| (a, Some(p)));
-        let net: IpAddr = a.parse().map_err(|_| format!("`{a}` is not an IPv4 or IPv6 address (e.g. 10.0.0.0/24)"))?;
+        let net: IpAddr = a
+            .parse()
+            .map_err(|_| format!("`{a}` is not an IPv4 or IPv6 address (e.g. 10.0.0.0/24)"))?;
         let max = if net.is_ipv4() { 32 } else { 128 };
         let prefix = match p {
             None => max,
-            Some(p) => p.parse::<u8>().ok().filter(|n| *n <= max).ok_or_else(|| format!("`/{p}`: the prefix length is 0 to {max}"))?,
+            Some(p) => p
+                .parse::<u8>()
+                .ok()
+                .filter(|n| *n <= max)
+                .ok_or_else(|| format!("`/{p}`: the prefix length is 0 to {max}"))?,
         };
         Ok(Cidr { net, prefix })
     }
@@ -72,7 +84,9 @@ impl Cidr {
             match (self.net, ip) {
                 (IpAddr::V4(_), IpAddr::V4(a)) => Some(u128::from(u32::from(a)) << 96),
                 (IpAddr::V6(_), IpAddr::V6(a)) => Some(u128::from(a)),
-                (IpAddr::V4(_), IpAddr::V6(a)) => a.to_ipv4_mapped().map(|a| u128::from(u32::from(a)) << 96),
+                (IpAddr::V4(_), IpAddr::V6(a)) => {
+                    a.to_ipv4_mapped().map(|a| u128::from(u32::from(a)) << 96)
+                }
                 (IpAddr::V6(_), IpAddr::V4(_)) => None,
             }
         };
@@ -101,7 +115,9 @@ impl Limits {
     /// `Ok` when a stream of `count` messages may run.
     pub(crate) fn may_stream(&self, count: u64) -> Result<(), String> {
         if count > STREAM_MESSAGES {
-            return Err(format!("refused: a stream of {count} messages, this agent allows {STREAM_MESSAGES}"));
+            return Err(format!(
+                "refused: a stream of {count} messages, this agent allows {STREAM_MESSAGES}"
+            ));
         }
         Ok(())
     }
@@ -130,13 +146,22 @@ impl Limits {
     /// with `qps` QPs.
     pub(crate) fn may_set_up(&self, mrs: usize, bytes: u64, qps: usize) -> Result<(), String> {
         if mrs > self.mrs {
-            return Err(format!("refused: {mrs} MRs asked, this agent allows {} (--max-mrs)", self.mrs));
+            return Err(format!(
+                "refused: {mrs} MRs asked, this agent allows {} (--max-mrs)",
+                self.mrs
+            ));
         }
         if bytes > self.mr_bytes {
-            return Err(format!("refused: {bytes} bytes of MRs asked, this agent allows {} (--max-mr-bytes)", self.mr_bytes));
+            return Err(format!(
+                "refused: {bytes} bytes of MRs asked, this agent allows {} (--max-mr-bytes)",
+                self.mr_bytes
+            ));
         }
         if qps > self.qps {
-            return Err(format!("refused: {qps} QPs asked, this agent allows {} (--max-qps)", self.qps));
+            return Err(format!(
+                "refused: {qps} QPs asked, this agent allows {} (--max-qps)",
+                self.qps
+            ));
         }
         Ok(())
     }
@@ -175,13 +200,22 @@ mod tests {
         let n: Cidr = "10.0.0.0/24".parse().unwrap();
         assert!(n.contains("10.0.0.2".parse().unwrap()));
         assert!(!n.contains("10.0.1.2".parse().unwrap()));
-        assert!(n.contains("::ffff:10.0.0.9".parse().unwrap()), "an IPv4-mapped address is the IPv4 one");
+        assert!(
+            n.contains("::ffff:10.0.0.9".parse().unwrap()),
+            "an IPv4-mapped address is the IPv4 one"
+        );
         assert!(!n.contains("fd00::1".parse().unwrap()));
         let one: Cidr = "192.0.2.7".parse().unwrap();
         assert_eq!(one.to_string(), "192.0.2.7/32");
-        assert!(one.contains("192.0.2.7".parse().unwrap()) && !one.contains("192.0.2.8".parse().unwrap()));
+        assert!(
+            one.contains("192.0.2.7".parse().unwrap())
+                && !one.contains("192.0.2.8".parse().unwrap())
+        );
         let v6: Cidr = "fd00:1::/32".parse().unwrap();
-        assert!(v6.contains("fd00:1:ffff::1".parse().unwrap()) && !v6.contains("fd00:2::1".parse().unwrap()));
+        assert!(
+            v6.contains("fd00:1:ffff::1".parse().unwrap())
+                && !v6.contains("fd00:2::1".parse().unwrap())
+        );
         let all: Cidr = "0.0.0.0/0".parse().unwrap();
         assert!(all.contains("203.0.113.1".parse().unwrap()));
         assert!("10.0.0.0/33".parse::<Cidr>().unwrap_err().contains("0 to 32"));
@@ -190,22 +224,35 @@ mod tests {
 
     #[test]
     fn connections_outside_the_allowed_networks_are_refused_naming_the_limit() {
-        let l = Limits { allow: Allow::Cidrs(vec!["10.0.0.0/24".parse().unwrap()]), ..Limits::default() };
+        let l = Limits {
+            allow: Allow::Cidrs(vec!["10.0.0.0/24".parse().unwrap()]),
+            ..Limits::default()
+        };
         let me = "10.0.0.1".parse().unwrap();
         assert!(l.may_connect(me, "10.0.0.2".parse().unwrap()).is_ok());
         let e = l.may_connect(me, "198.51.100.9".parse().unwrap()).unwrap_err();
-        assert!(e.contains("198.51.100.9 is outside the networks --allow gives: 10.0.0.0/24") && e.contains("--allow CIDR"), "{e}");
+        assert!(
+            e.contains("198.51.100.9 is outside the networks --allow gives: 10.0.0.0/24")
+                && e.contains("--allow CIDR"),
+            "{e}"
+        );
         // The default: the local interface's subnet. Loopback's is 127.0.0.0/8 here.
         let d = Limits::default();
         assert!(d.may_connect("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()).is_ok());
-        assert!(d.may_connect("127.0.0.1".parse().unwrap(), "10.9.9.9".parse().unwrap()).unwrap_err().contains("(the default of --allow)"));
+        assert!(d
+            .may_connect("127.0.0.1".parse().unwrap(), "10.9.9.9".parse().unwrap())
+            .unwrap_err()
+            .contains("(the default of --allow)"));
     }
 
     #[test]
     fn counts_and_bytes_beyond_the_limits_are_refused() {
         let l = Limits { mr_bytes: 4096, mrs: 2, qps: 1, ..Limits::default() };
         assert!(l.may_set_up(2, 4096, 1).is_ok());
-        assert!(l.may_set_up(3, 10, 1).unwrap_err().contains("3 MRs asked, this agent allows 2 (--max-mrs)"));
+        assert!(l
+            .may_set_up(3, 10, 1)
+            .unwrap_err()
+            .contains("3 MRs asked, this agent allows 2 (--max-mrs)"));
         assert!(l.may_set_up(1, 4097, 1).unwrap_err().contains("(--max-mr-bytes)"));
         assert!(l.may_set_up(1, 1, 2).unwrap_err().contains("(--max-qps)"));
     }
@@ -216,8 +263,14 @@ mod tests {
         let t = Instant::now();
         assert!(r.take(3, 4, t).is_ok());
         let e = r.take(2, 4, t + Duration::from_millis(500)).unwrap_err();
-        assert!(e.contains("limit of 4 per second") && e.contains("3 sent in the last second"), "{e}");
+        assert!(
+            e.contains("limit of 4 per second") && e.contains("3 sent in the last second"),
+            "{e}"
+        );
         assert!(r.take(1, 4, t + Duration::from_millis(500)).is_ok(), "a refusal counted nothing");
-        assert!(r.take(3, 4, t + Duration::from_millis(1000)).is_ok(), "the first three have left the window");
+        assert!(
+            r.take(3, 4, t + Duration::from_millis(1000)).is_ok(),
+            "the first three have left the window"
+        );
     }
 }

@@ -16,9 +16,9 @@
 //! Never the scenario model: the controller resolves a scenario into this
 //! protocol's own messages.
 pub(crate) mod auth;
-pub(crate) mod limits;
 pub(crate) mod cm_private;
 pub(crate) mod exec;
+pub(crate) mod limits;
 pub(crate) mod probe;
 pub(crate) mod proto;
 pub(crate) mod stream;
@@ -41,7 +41,9 @@ pub(crate) fn serve_stdio() -> Result<()> {
     let stdout = std::io::stdout();
     let (mut r, mut w) = (stdin.lock(), stdout.lock());
     let mut device = exec::Device::kept();
-    while exec::serve(&mut r, &mut w, &limits::Limits::default(), &mut device, &mut || {}).context("the controller connection")? {}
+    while exec::serve(&mut r, &mut w, &limits::Limits::default(), &mut device, &mut || {})
+        .context("the controller connection")?
+    {}
     Ok(())
 }
 
@@ -130,7 +132,12 @@ fn serve_on(l: TcpListener, opts: ListenOpts) -> Result<()> {
             .into())
         }
     }
-    let shared = Arc::new(Listener { opts, serving: Mutex::new(None), handshakes: AtomicUsize::new(0), next_id: AtomicU64::new(1) });
+    let shared = Arc::new(Listener {
+        opts,
+        serving: Mutex::new(None),
+        handshakes: AtomicUsize::new(0),
+        next_id: AtomicU64::new(1),
+    });
     for conn in l.incoming() {
         let s = match conn {
             Ok(s) => s,
@@ -239,7 +246,11 @@ impl Drop for HandshakeDone<'_> {
 fn refuse(s: &TcpStream, keyed: bool, why: &str) {
     let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
     let mut w = s;
-    let _ = if keyed { auth::refuse(&mut w, why) } else { proto::write_msg(&mut w, &proto::FromAgent::error(why.to_string(), None)) };
+    let _ = if keyed {
+        auth::refuse(&mut w, why)
+    } else {
+        proto::write_msg(&mut w, &proto::FromAgent::error(why.to_string(), None))
+    };
     let _ = s.shutdown(std::net::Shutdown::Both);
 }
 
@@ -271,7 +282,8 @@ fn serve_one(s: TcpStream, peer: &str, l: &Listener) -> Result<()> {
     let (mut r, mut w): (Box<dyn Read>, Box<dyn Write>) = match &l.opts.key {
         Some(key) => {
             let (mut r, mut w) = (s.try_clone()?, s.try_clone()?);
-            let session = auth::server(key, &mut r, &mut w).with_context(|| format!("handshake refused or not finished within {within:?}"))?;
+            let session = auth::server(key, &mut r, &mut w)
+                .with_context(|| format!("handshake refused or not finished within {within:?}"))?;
             let (ar, aw) = session.wrap(r, w);
             (Box::new(ar), Box::new(aw))
         }
@@ -294,16 +306,28 @@ fn serve_one(s: TcpStream, peer: &str, l: &Listener) -> Result<()> {
             bail!("refused after its handshake, {why}");
         }
     };
-    say!("roce agent: {peer}: serving{}", if l.opts.key.is_some() { " (authenticated)" } else { "" });
+    say!(
+        "roce agent: {peer}: serving{}",
+        if l.opts.key.is_some() { " (authenticated)" } else { "" }
+    );
     let _ = s.set_read_timeout(Some(l.opts.heartbeat_deadline));
     let _ = s.set_write_timeout(Some(l.opts.heartbeat_deadline));
-    match exec::serve(&mut r, &mut w, &l.opts.limits, &mut exec::Device::default(), &mut || release.now()) {
+    match exec::serve(&mut r, &mut w, &l.opts.limits, &mut exec::Device::default(), &mut || {
+        release.now()
+    }) {
         Ok(true) => {
             say!("roce agent: {peer}: done");
             Ok(())
         }
-        Ok(false) => bail!("closed the connection before its Teardown; everything it set up is freed"),
-        Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {
+        Ok(false) => {
+            bail!("closed the connection before its Teardown; everything it set up is freed")
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ) =>
+        {
             bail!("sent nothing, not even a heartbeat, for {:?}: dropped; everything it set up is freed", l.opts.heartbeat_deadline)
         }
         Err(e) => bail!("{e}; everything it set up is freed"),
@@ -327,7 +351,11 @@ mod tests {
     }
 
     fn test_key() -> Key {
-        let dir = std::env::temp_dir().join(format!("roce-listen-{}-{:?}", std::process::id(), std::thread::current().id()));
+        let dir = std::env::temp_dir().join(format!(
+            "roce-listen-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let f = dir.join("k");
@@ -341,7 +369,14 @@ mod tests {
     fn agent(key: Option<Key>, heartbeat: Duration, handshake: Duration) -> std::net::SocketAddr {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap();
-        let opts = ListenOpts { addr: addr.to_string(), key, insecure: false, heartbeat_deadline: heartbeat, handshake_within: handshake, limits: Default::default() };
+        let opts = ListenOpts {
+            addr: addr.to_string(),
+            key,
+            insecure: false,
+            heartbeat_deadline: heartbeat,
+            handshake_within: handshake,
+            limits: Default::default(),
+        };
         std::thread::spawn(move || serve_on(l, opts));
         addr
     }
@@ -368,7 +403,9 @@ mod tests {
             loop {
                 match Controller::connect(addr, key) {
                     Ok(c) => return c,
-                    Err(_) if Instant::now() < until => std::thread::sleep(Duration::from_millis(50)),
+                    Err(_) if Instant::now() < until => {
+                        std::thread::sleep(Duration::from_millis(50))
+                    }
                     Err(e) => panic!("not served within {within:?}: {e:#}"),
                 }
             }
@@ -389,18 +426,25 @@ mod tests {
         let addr = agent(Some(key.clone()), Duration::from_secs(30), Duration::from_secs(3));
         let mut idle = TcpStream::connect(addr).unwrap();
         let opened = Instant::now();
-        let mut c = Controller::connect(addr, &key).expect("a real controller is served while the idle one waits");
+        let mut c = Controller::connect(addr, &key)
+            .expect("a real controller is served while the idle one waits");
         assert!(served(&mut c));
         // Served while the idle connection was still open (not after it was dropped).
         idle.set_nonblocking(true).unwrap();
         let mut b = [0u8; 1];
-        assert!(matches!(idle.peek(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock), "the idle connection is still open");
+        assert!(
+            matches!(idle.peek(&mut b), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+            "the idle connection is still open"
+        );
         // … and the agent closes it at the handshake deadline, not never.
         idle.set_nonblocking(false).unwrap();
         idle.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
         assert_eq!(idle.read(&mut b).unwrap_or(1), 0, "closed by the agent");
         let t = opened.elapsed();
-        assert!(t >= Duration::from_millis(2900) && t < Duration::from_secs(10), "closed at the 3 s deadline: {t:?}");
+        assert!(
+            t >= Duration::from_millis(2900) && t < Duration::from_secs(10),
+            "closed at the 3 s deadline: {t:?}"
+        );
     }
 
     #[test]
@@ -437,8 +481,13 @@ mod tests {
         assert!(served(&mut first));
         std::thread::sleep(Duration::from_millis(1200));
         let mut b = [0u8; 1];
-        assert_eq!(first.s.read(&mut b).unwrap_or(0), 0, "the agent closed the silent controller's connection");
-        let mut next = Controller::connect(addr, &key).expect("served after the silent one was dropped");
+        assert_eq!(
+            first.s.read(&mut b).unwrap_or(0),
+            0,
+            "the agent closed the silent controller's connection"
+        );
+        let mut next =
+            Controller::connect(addr, &key).expect("served after the silent one was dropped");
         assert!(served(&mut next));
     }
 
@@ -500,6 +549,9 @@ mod tests {
         let s = TcpStream::connect(addr).unwrap();
         let (mut r, mut w) = (s.try_clone().unwrap(), s);
         proto::write_msg(&mut w, &ToAgent::Hello { version: VERSION }).unwrap();
-        assert!(matches!(proto::read_msg::<_, FromAgent>(&mut r).unwrap(), Some(FromAgent::Hello { .. })));
+        assert!(matches!(
+            proto::read_msg::<_, FromAgent>(&mut r).unwrap(),
+            Some(FromAgent::Hello { .. })
+        ));
     }
 }

@@ -37,7 +37,10 @@ pub(crate) fn psn(order: &ProbeOrder, next: Psn) -> Psn {
 
 /// The transport part of the probe (BTH … payload, ICRC mode), and what it is.
 /// Refused: a payload on an opcode that carries none.
-pub(crate) fn transport(order: &ProbeOrder, aim: &Aim) -> Result<(craft::Transport, SentFrame), String> {
+pub(crate) fn transport(
+    order: &ProbeOrder,
+    aim: &Aim,
+) -> Result<(craft::Transport, SentFrame), String> {
     let op = Opcode(order.opcode);
     let psn = psn(order, aim.next);
     let headers = op.info().map_or(Headers::PAYLOAD, |i| i.headers);
@@ -64,7 +67,12 @@ pub(crate) fn transport(order: &ProbeOrder, aim: &Aim) -> Result<(craft::Transpo
         },
         deth: DethRepr { q_key: order.q_key, src_qp: aim.src_qp },
         reth: RethRepr { va, r_key: rkey, dma_len: order.dma_len.unwrap_or(data.len() as u32) },
-        atomiceth: AtomicEthRepr { va, r_key: rkey, swap_add: order.swap_add, compare: order.compare },
+        atomiceth: AtomicEthRepr {
+            va,
+            r_key: rkey,
+            swap_add: order.swap_add,
+            compare: order.compare,
+        },
         immdt: order.imm_data,
         payload: data,
         icrc: if order.bad_icrc { IcrcMode::Corrupt } else { IcrcMode::Correct },
@@ -73,12 +81,18 @@ pub(crate) fn transport(order: &ProbeOrder, aim: &Aim) -> Result<(craft::Transpo
     if headers.contains(Headers::IETH) {
         t.ieth = rkey;
     }
-    let sent = SentFrame { opcode: op.0, dest_qp: t.bth.dest_qp, psn: psn.value(), len: t.payload.len() };
+    let sent =
+        SentFrame { opcode: op.0, dest_qp: t.bth.dest_qp, psn: psn.value(), len: t.payload.len() };
     Ok((t, sent))
 }
 
 /// The order's frames (one per copy) from `src` to `dst`, and what each is.
-pub(crate) fn frames(order: &ProbeOrder, aim: &Aim, src: &Host, dst: &Host) -> Result<Vec<(Vec<u8>, SentFrame)>, String> {
+pub(crate) fn frames(
+    order: &ProbeOrder,
+    aim: &Aim,
+    src: &Host,
+    dst: &Host,
+) -> Result<Vec<(Vec<u8>, SentFrame)>, String> {
     let (t, sent) = transport(order, aim)?;
     let enc = Encap { udp_src_port: 0xC000 | (aim.src_qp & 0x3fff) as u16, ..Encap::default() };
     let f = craft::build(&enc, src, dst, &t);
@@ -126,18 +140,32 @@ mod tests {
     }
 
     fn aim() -> Aim {
-        Aim { dest_qp: 0x11, src_qp: 0x12, next: Psn::new(100), remote: Some((0x7f00_0000_1000, 0x1234)) }
+        Aim {
+            dest_qp: 0x11,
+            src_qp: 0x12,
+            next: Psn::new(100),
+            remote: Some((0x7f00_0000_1000, 0x1234)),
+        }
     }
 
     fn hosts() -> (Host, Host) {
-        let h = |last| Host { mac: Mac([2, 0, 0, 0, 0, last]), ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)) };
+        let h = |last| Host {
+            mac: Mac([2, 0, 0, 0, 0, last]),
+            ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)),
+        };
         (h(1), h(2))
     }
 
     #[test]
     fn a_write_probe_decodes_as_what_it_says() {
         let (a, b) = hosts();
-        let s = ProbeOrder { payload: Hex(vec![0xab; 10]), psn: ProbePsn::Next(3), moves_next: false, copies: 2, ..order(0x0a) };
+        let s = ProbeOrder {
+            payload: Hex(vec![0xab; 10]),
+            psn: ProbePsn::Next(3),
+            moves_next: false,
+            copies: 2,
+            ..order(0x0a)
+        };
         let f = frames(&s, &aim(), &a, &b).unwrap();
         assert_eq!(f.len(), 2);
         assert_eq!(f[0].0, f[1].0, "copies are identical");
@@ -151,18 +179,32 @@ mod tests {
         assert_eq!((reth.va, reth.r_key, reth.dma_len), (0x7f00_0000_1000, 0x1234, 10));
         assert_eq!(d.icrc_check(&f[0].0).map(|c| c.ok()), Some(true));
         assert_eq!(f[0].1, SentFrame { opcode: 0x0a, dest_qp: 0x11, psn: 103, len: 10 });
-        assert_eq!(advance(&s, Psn::new(100)), Psn::new(100), "only a probe that moves `next` moves it");
+        assert_eq!(
+            advance(&s, Psn::new(100)),
+            Psn::new(100),
+            "only a probe that moves `next` moves it"
+        );
         assert_eq!(advance(&order(0x0a), Psn::new(0xff_ffff)), Psn::new(0), "24-bit wrap");
     }
 
     #[test]
     fn overrides_bad_icrc_and_duplicates() {
         let (a, b) = hosts();
-        let s = ProbeOrder { bad_icrc: true, p_key: 0x7fff, dest_qp: Some(0xabcdef), psn: ProbePsn::Next(-1), payload: Hex(vec![0; 4]), ..order(0x04) };
+        let s = ProbeOrder {
+            bad_icrc: true,
+            p_key: 0x7fff,
+            dest_qp: Some(0xabcdef),
+            psn: ProbePsn::Next(-1),
+            payload: Hex(vec![0; 4]),
+            ..order(0x04)
+        };
         let f = frames(&s, &Aim { next: Psn::new(0), ..aim() }, &a, &b).unwrap();
         let d = decode(dissector::LinkType::ETHERNET, &f[0].0, &Options::default());
         let ib = d.ib.as_ref().unwrap();
-        assert_eq!((ib.bth.p_key, ib.bth.dest_qp, ib.bth.psn.value()), (0x7fff, 0xabcdef, 0xff_ffff));
+        assert_eq!(
+            (ib.bth.p_key, ib.bth.dest_qp, ib.bth.psn.value()),
+            (0x7fff, 0xabcdef, 0xff_ffff)
+        );
         assert_eq!(d.icrc_check(&f[0].0).map(|c| c.ok()), Some(false));
         let abs = ProbeOrder { psn: ProbePsn::Absolute(7), ..order(0x04) };
         assert_eq!(psn(&abs, Psn::new(100)), Psn::new(7));
@@ -171,14 +213,18 @@ mod tests {
     #[test]
     fn atomics_ud_and_refusals() {
         let (a, b) = hosts();
-        let f = frames(&ProbeOrder { compare: 1, swap_add: 2, ..order(0x13) }, &aim(), &a, &b).unwrap();
+        let f =
+            frames(&ProbeOrder { compare: 1, swap_add: 2, ..order(0x13) }, &aim(), &a, &b).unwrap();
         let d = decode(dissector::LinkType::ETHERNET, &f[0].0, &Options::default());
         let at = d.ib.as_ref().unwrap().atomiceth.unwrap();
         assert_eq!((at.va, at.r_key, at.compare, at.swap_add), (0x7f00_0000_1000, 0x1234, 1, 2));
-        let f = frames(&ProbeOrder { payload: Hex(vec![0; 8]), ..order(0x64) }, &aim(), &a, &b).unwrap();
+        let f = frames(&ProbeOrder { payload: Hex(vec![0; 8]), ..order(0x64) }, &aim(), &a, &b)
+            .unwrap();
         let d = decode(dissector::LinkType::ETHERNET, &f[0].0, &Options::default());
         let deth = d.ib.as_ref().unwrap().deth.unwrap();
         assert_eq!((deth.q_key, deth.src_qp), (0x1111_1111, 0x12));
-        assert!(frames(&ProbeOrder { payload: Hex(vec![0; 4]), ..order(0x11) }, &aim(), &a, &b).unwrap_err().contains("no payload"));
+        assert!(frames(&ProbeOrder { payload: Hex(vec![0; 4]), ..order(0x11) }, &aim(), &a, &b)
+            .unwrap_err()
+            .contains("no payload"));
     }
 }

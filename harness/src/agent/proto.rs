@@ -24,7 +24,10 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::stream::{Content, Percentiles, StreamVerb, Verification};
-use crate::verbs::{Access, Caps, EventType, Feature, MwKind, Placement, QpKind, Selectivity, SendFlag, WcOpcode, WcStatus};
+use crate::verbs::{
+    Access, Caps, EventType, Feature, MwKind, Placement, QpKind, Selectivity, SendFlag, WcOpcode,
+    WcStatus,
+};
 
 /// Bumped on any incompatible change; both sides say theirs in `Hello`. 3: device
 /// capabilities, memory windows, SRQs, ATOMIC WRITE, FLUSH, invalidation. 4: the
@@ -267,36 +270,90 @@ pub(crate) struct RemoteRef {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub(crate) enum Verb {
-    Send { imm: Option<u32> },
-    Write { remote: RemoteRef, imm: Option<u32> },
-    Read { remote: RemoteRef },
-    CmpSwap { remote: RemoteRef, compare: u64, swap: u64 },
-    FetchAdd { remote: RemoteRef, add: u64 },
+    Send {
+        imm: Option<u32>,
+    },
+    Write {
+        remote: RemoteRef,
+        imm: Option<u32>,
+    },
+    Read {
+        remote: RemoteRef,
+    },
+    CmpSwap {
+        remote: RemoteRef,
+        compare: u64,
+        swap: u64,
+    },
+    FetchAdd {
+        remote: RemoteRef,
+        add: u64,
+    },
     /// 8 bytes, as they land.
-    AtomicWrite { remote: RemoteRef, value: Hex },
-    Flush { remote: RemoteRef, len: u64, placement: Placement, level: Selectivity },
+    AtomicWrite {
+        remote: RemoteRef,
+        value: Hex,
+    },
+    Flush {
+        remote: RemoteRef,
+        len: u64,
+        placement: Placement,
+        level: Selectivity,
+    },
     /// SEND with Invalidate of the peer's `rkey`.
-    SendInv { rkey: u32 },
+    SendInv {
+        rkey: u32,
+    },
     /// Invalidate this endpoint's window `mw` (its current rkey).
-    LocalInv { mw: String },
+    LocalInv {
+        mw: String,
+    },
     /// Bind this endpoint's window `mw` to `len` bytes of its MR `mr` from
     /// `offset`: a type 1 window with `ibv_bind_mw`, a type 2 one by a WR.
-    BindMw { mw: String, mr: String, offset: u64, len: u64, access: Access },
+    BindMw {
+        mw: String,
+        mr: String,
+        offset: u64,
+        len: u64,
+        access: Access,
+    },
 }
 
 /// One step an agent carries out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub(crate) enum Action {
-    PostRecv { qp: String, wr_id: u64, sges: Vec<SgeRef> },
-    Post { qp: String, wr_id: u64, verb: Verb, sges: Vec<SgeRef>, flags: Vec<SendFlag> },
+    PostRecv {
+        qp: String,
+        wr_id: u64,
+        sges: Vec<SgeRef>,
+    },
+    Post {
+        qp: String,
+        wr_id: u64,
+        verb: Verb,
+        sges: Vec<SgeRef>,
+        flags: Vec<SendFlag>,
+    },
     /// Wait until `count` more completions were polled (up to `within_ms`).
-    WaitCompletions { count: u32, within_ms: u64 },
-    Sleep { ms: u64 },
+    WaitCompletions {
+        count: u32,
+        within_ms: u64,
+    },
+    Sleep {
+        ms: u64,
+    },
     Probe(ProbeOrder),
-    PostSrqRecv { srq: String, wr_id: u64, sges: Vec<SgeRef> },
+    PostSrqRecv {
+        srq: String,
+        wr_id: u64,
+        sges: Vec<SgeRef>,
+    },
     /// Arm SRQ `srq`'s limit event (`ibv_modify_srq`, `IBV_SRQ_LIMIT`).
-    ArmSrq { srq: String, limit: u32 },
+    ArmSrq {
+        srq: String,
+        limit: u32,
+    },
     /// Post a stream of work requests and see every one complete.
     Stream(StreamOrder),
     /// Keep receives posted for the peer's SEND stream and check each message as
@@ -453,7 +510,13 @@ pub(crate) enum FromAgent {
 impl FromAgent {
     /// An error that is not a verb's.
     pub(crate) fn error(message: impl Into<String>, hint: Option<&str>) -> FromAgent {
-        FromAgent::Error { message: message.into(), verb: None, errno: None, hint: hint.map(str::to_string), unsupported: false }
+        FromAgent::Error {
+            message: message.into(),
+            verb: None,
+            errno: None,
+            hint: hint.map(str::to_string),
+            unsupported: false,
+        }
     }
 }
 
@@ -529,7 +592,10 @@ pub(crate) struct Wc {
 pub(crate) fn write_msg<W: Write + ?Sized, T: Serialize>(w: &mut W, msg: &T) -> io::Result<()> {
     let body = serde_json::to_vec(msg).map_err(io::Error::other)?;
     if body.len() > MAX_MESSAGE {
-        return Err(io::Error::new(io::ErrorKind::InvalidInput, format!("message of {} bytes exceeds {MAX_MESSAGE}", body.len())));
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("message of {} bytes exceeds {MAX_MESSAGE}", body.len()),
+        ));
     }
     let mut buf = Vec::with_capacity(4 + body.len());
     buf.extend_from_slice(&(body.len() as u32).to_be_bytes());
@@ -553,7 +619,9 @@ impl std::fmt::Display for ReadError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ReadError::Io(e) => write!(f, "{e}"),
-            ReadError::TooLarge(n) => write!(f, "message of {n} bytes announced, more than the limit of {MAX_MESSAGE}"),
+            ReadError::TooLarge(n) => {
+                write!(f, "message of {n} bytes announced, more than the limit of {MAX_MESSAGE}")
+            }
             ReadError::Invalid(e) => write!(f, "malformed message: {e}"),
         }
     }
@@ -562,13 +630,20 @@ impl std::fmt::Display for ReadError {
 impl std::error::Error for ReadError {}
 
 /// Reads one message; `Ok(None)` on a clean end of stream (between messages).
-pub(crate) fn read_msg<R: Read + ?Sized, T: for<'de> Deserialize<'de>>(r: &mut R) -> Result<Option<T>, ReadError> {
+pub(crate) fn read_msg<R: Read + ?Sized, T: for<'de> Deserialize<'de>>(
+    r: &mut R,
+) -> Result<Option<T>, ReadError> {
     let mut len = [0u8; 4];
     let mut got = 0;
     while got < 4 {
         match r.read(&mut len[got..]) {
             Ok(0) if got == 0 => return Ok(None),
-            Ok(0) => return Err(ReadError::Io(io::Error::new(io::ErrorKind::UnexpectedEof, "stream ended inside a length prefix"))),
+            Ok(0) => {
+                return Err(ReadError::Io(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "stream ended inside a length prefix",
+                )))
+            }
             Ok(n) => got += n,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(e) => return Err(ReadError::Io(e)),
@@ -679,8 +754,14 @@ mod tests {
         write_msg(&mut buf, &ToAgent::Hello { version: VERSION }).unwrap();
         write_msg(&mut buf, &ToAgent::Completions { min: 2, wait_ms: 100 }).unwrap();
         let mut r = &buf[..];
-        assert_eq!(read_msg::<_, ToAgent>(&mut r).unwrap(), Some(ToAgent::Hello { version: VERSION }));
-        assert_eq!(read_msg::<_, ToAgent>(&mut r).unwrap(), Some(ToAgent::Completions { min: 2, wait_ms: 100 }));
+        assert_eq!(
+            read_msg::<_, ToAgent>(&mut r).unwrap(),
+            Some(ToAgent::Hello { version: VERSION })
+        );
+        assert_eq!(
+            read_msg::<_, ToAgent>(&mut r).unwrap(),
+            Some(ToAgent::Completions { min: 2, wait_ms: 100 })
+        );
         assert!(read_msg::<_, ToAgent>(&mut r).unwrap().is_none());
 
         let huge = ((MAX_MESSAGE + 1) as u32).to_be_bytes();
@@ -709,13 +790,28 @@ mod tests {
                     kind: QpKind::Rc,
                     caps: Caps { max_send_wr: 16, max_recv_wr: 16, max_sge: 4, max_inline: 0 },
                     psn: Some(100),
-                    params: QpParams { mtu: 1024, timeout: 14, retry_cnt: 7, rnr_retry: 7, min_rnr_timer: 12, max_rd_atomic: 1, max_dest_rd_atomic: 1, access: Access(0xe), qkey: 0x1111_1111 },
+                    params: QpParams {
+                        mtu: 1024,
+                        timeout: 14,
+                        retry_cnt: 7,
+                        rnr_retry: 7,
+                        min_rnr_timer: 12,
+                        max_rd_atomic: 1,
+                        max_dest_rd_atomic: 1,
+                        access: Access(0xe),
+                        qkey: 0x1111_1111,
+                    },
                     connect: ConnectBy::RdmaCm,
                     atomic_write: true,
                     flush: true,
                     srq: Some("s".into()),
                 }],
-                mrs: vec![MrSetup { name: "m".into(), size: 64, access: Access(1 | 1 << 8), fill: Fill::Repeat(Hex(vec![0xab, 0])) }],
+                mrs: vec![MrSetup {
+                    name: "m".into(),
+                    size: 64,
+                    access: Access(1 | 1 << 8),
+                    fill: Fill::Repeat(Hex(vec![0xab, 0])),
+                }],
                 srqs: vec![SrqSetup { name: "s".into(), max_wr: 8, max_sge: 1 }],
                 mws: vec![MwSetup { name: "w".into(), kind: MwKind::Type2 }],
             }),
@@ -725,7 +821,12 @@ mod tests {
                 action: Action::Post {
                     qp: "q".into(),
                     wr_id: 1,
-                    verb: Verb::Flush { remote: RemoteRef { mr: "t".into(), offset: 0, rkey: None }, len: 64, placement: Placement::Global, level: Selectivity::Range },
+                    verb: Verb::Flush {
+                        remote: RemoteRef { mr: "t".into(), offset: 0, rkey: None },
+                        len: 64,
+                        placement: Placement::Global,
+                        level: Selectivity::Range,
+                    },
                     sges: vec![],
                     flags: vec![],
                 },
@@ -735,7 +836,13 @@ mod tests {
                 action: Action::Post {
                     qp: "q".into(),
                     wr_id: 2,
-                    verb: Verb::BindMw { mw: "w".into(), mr: "m".into(), offset: 8, len: 16, access: Access(2) },
+                    verb: Verb::BindMw {
+                        mw: "w".into(),
+                        mr: "m".into(),
+                        offset: 8,
+                        len: 16,
+                        access: Access(2),
+                    },
                     sges: vec![],
                     flags: vec![],
                 },
@@ -746,7 +853,11 @@ mod tests {
                 action: Action::Post {
                     qp: "q".into(),
                     wr_id: 7,
-                    verb: Verb::CmpSwap { remote: RemoteRef { mr: "t".into(), offset: 8, rkey: Some(0xbad) }, compare: 1, swap: 2 },
+                    verb: Verb::CmpSwap {
+                        remote: RemoteRef { mr: "t".into(), offset: 8, rkey: Some(0xbad) },
+                        compare: 1,
+                        swap: 2,
+                    },
                     sges: vec![SgeRef { mr: "m".into(), offset: 0, len: 8 }],
                     flags: vec![SendFlag::Fence],
                 },
@@ -757,13 +868,32 @@ mod tests {
             write_msg(&mut buf, &m).unwrap();
             assert_eq!(read_msg::<_, ToAgent>(&mut &buf[..]).unwrap(), Some(m));
         }
-        let mem: FromAgent = serde_json::from_str(r#"{"msg":"memory","mr":"m","bytes":"00ff10"}"#).unwrap();
+        let mem: FromAgent =
+            serde_json::from_str(r#"{"msg":"memory","mr":"m","bytes":"00ff10"}"#).unwrap();
         assert_eq!(mem, FromAgent::Memory { mr: "m".into(), bytes: Hex(vec![0, 0xff, 0x10]) });
-        assert!(serde_json::from_str::<FromAgent>(r#"{"msg":"memory","mr":"m","bytes":"0"}"#).is_err(), "odd hex is refused");
+        assert!(
+            serde_json::from_str::<FromAgent>(r#"{"msg":"memory","mr":"m","bytes":"0"}"#).is_err(),
+            "odd hex is refused"
+        );
         assert_eq!(Fill::Repeat(Hex(vec![1, 2])).bytes(5), [1, 2, 1, 2, 1]);
-        let caps: FromAgent = serde_json::from_str(r#"{"msg":"capabilities","device":"rxe0","features":["flush","srq"]}"#).unwrap();
-        assert_eq!(caps, FromAgent::Capabilities { device: "rxe0".into(), features: vec![Feature::Flush, Feature::Srq] });
-        assert!(serde_json::from_str::<FromAgent>(r#"{"msg":"capabilities","device":"rxe0","features":["teleport"]}"#).is_err(), "an unknown feature is refused");
+        let caps: FromAgent = serde_json::from_str(
+            r#"{"msg":"capabilities","device":"rxe0","features":["flush","srq"]}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            caps,
+            FromAgent::Capabilities {
+                device: "rxe0".into(),
+                features: vec![Feature::Flush, Feature::Srq]
+            }
+        );
+        assert!(
+            serde_json::from_str::<FromAgent>(
+                r#"{"msg":"capabilities","device":"rxe0","features":["teleport"]}"#
+            )
+            .is_err(),
+            "an unknown feature is refused"
+        );
         // A completion of a SEND with Invalidate says which rkey (and window) it hit;
         // one without leaves the keys out.
         let wc = Wc {
@@ -781,9 +911,18 @@ mod tests {
             vendor_err: 0,
             t_ms: 1.0,
         };
-        let j = serde_json::to_string(&FromAgent::Completions { wcs: vec![wc.clone()], events: vec![] }).unwrap();
-        assert!(j.contains("\"invalidated_rkey\":4660") && j.contains("\"invalidated_mw\":\"w\""), "{j}");
-        let plain = serde_json::to_string(&Wc { invalidated_rkey: None, invalidated_mw: None, ..wc }).unwrap();
+        let j = serde_json::to_string(&FromAgent::Completions {
+            wcs: vec![wc.clone()],
+            events: vec![],
+        })
+        .unwrap();
+        assert!(
+            j.contains("\"invalidated_rkey\":4660") && j.contains("\"invalidated_mw\":\"w\""),
+            "{j}"
+        );
+        let plain =
+            serde_json::to_string(&Wc { invalidated_rkey: None, invalidated_mw: None, ..wc })
+                .unwrap();
         assert!(!plain.contains("invalidated"), "{plain}");
         assert_eq!(Fill::Bytes(Hex(vec![1, 2])).bytes(1), [1]);
     }

@@ -10,14 +10,16 @@ use core::fmt;
 
 use serde::{Deserialize, Serialize};
 
-
 /// How long each message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub(crate) enum Sizes {
     Fixed(u32),
     /// Uniform in `min..=max`, drawn from the seed.
-    Uniform { min: u32, max: u32 },
+    Uniform {
+        min: u32,
+        max: u32,
+    },
 }
 
 /// What a stream's messages hold and where each lies.
@@ -90,7 +92,9 @@ impl Content {
     /// How many bytes from the stream's start its messages touch.
     pub(crate) fn span(&self) -> u64 {
         match self.ring {
-            Some(r) => self.layout().map(|(_, at, len)| at + u64::from(len)).max().unwrap_or(0).min(r),
+            Some(r) => {
+                self.layout().map(|(_, at, len)| at + u64::from(len)).max().unwrap_or(0).min(r)
+            }
             None => self.total(),
         }
     }
@@ -108,7 +112,9 @@ impl Content {
     pub(crate) fn per_qp(&self, n: u64) -> Vec<u64> {
         let n = n.max(1);
         match self.spread {
-            Spread::RoundRobin => (0..n).map(|q| self.count / n + u64::from(q < self.count % n)).collect(),
+            Spread::RoundRobin => {
+                (0..n).map(|q| self.count / n + u64::from(q < self.count % n)).collect()
+            }
             Spread::Random => {
                 let mut v = vec![0u64; n as usize];
                 for i in 0..self.count {
@@ -144,9 +150,15 @@ impl Content {
         if got == want.as_slice() {
             return None;
         }
-        let first = got.iter().zip(&want).position(|(g, w)| g != w).unwrap_or(got.len().min(want.len()));
+        let first =
+            got.iter().zip(&want).position(|(g, w)| g != w).unwrap_or(got.len().min(want.len()));
         let end = (first + SHOWN).min(want.len());
-        Some(Mismatch { message: i, offset: first as u64, want: want.get(first..end).unwrap_or(&[]).to_vec(), got: got.get(first..(first + SHOWN).min(got.len())).unwrap_or(&[]).to_vec() })
+        Some(Mismatch {
+            message: i,
+            offset: first as u64,
+            want: want.get(first..end).unwrap_or(&[]).to_vec(),
+            got: got.get(first..(first + SHOWN).min(got.len())).unwrap_or(&[]).to_vec(),
+        })
     }
 
     /// The bytes of every message together.
@@ -221,7 +233,12 @@ impl Content {
                 digest = mix(digest ^ u64::from_le_bytes(b));
             }
         }
-        Verification { messages: self.count, bytes: self.total(), digest: Some(format!("{digest:016x}")), mismatch: None }
+        Verification {
+            messages: self.count,
+            bytes: self.total(),
+            digest: Some(format!("{digest:016x}")),
+            mismatch: None,
+        }
     }
 }
 
@@ -231,8 +248,15 @@ impl Content {
     fn past_the_end(&self, (i, at, len): (u64, u64, u32), end: usize) -> Verification {
         let offset = at.max(end as u64);
         let from = offset - at;
-        let want = (from..(from + SHOWN as u64).min(u64::from(len))).map(|pos| self.byte(i, pos)).collect();
-        Verification { messages: self.count, bytes: self.total(), digest: None, mismatch: Some(Mismatch { message: i, offset, want, got: Vec::new() }) }
+        let want = (from..(from + SHOWN as u64).min(u64::from(len)))
+            .map(|pos| self.byte(i, pos))
+            .collect();
+        Verification {
+            messages: self.count,
+            bytes: self.total(),
+            digest: None,
+            mismatch: Some(Mismatch { message: i, offset, want, got: Vec::new() }),
+        }
     }
 
     /// Byte `pos` of message `i`, as [`Content::fill`] writes it.
@@ -273,13 +297,23 @@ impl Content {
                     messages: shown.len() as u64,
                     bytes: owner.iter().filter(|&&x| x != u32::MAX).count() as u64,
                     digest: None,
-                    mismatch: Some(Mismatch { message: o, offset: k as u64, want: want[k..end].to_vec(), got: got.get(k..end.min(got.len())).unwrap_or(&[]).to_vec() }),
+                    mismatch: Some(Mismatch {
+                        message: o,
+                        offset: k as u64,
+                        want: want[k..end].to_vec(),
+                        got: got.get(k..end.min(got.len())).unwrap_or(&[]).to_vec(),
+                    }),
                 };
             }
             digest = mix(digest ^ (u64::from(want[k]) | (k as u64) << 8));
         }
         let bytes = owner.iter().filter(|&&x| x != u32::MAX).count() as u64;
-        Verification { messages: shown.len() as u64, bytes, digest: Some(format!("{digest:016x}")), mismatch: None }
+        Verification {
+            messages: shown.len() as u64,
+            bytes,
+            digest: Some(format!("{digest:016x}")),
+            mismatch: None,
+        }
     }
 }
 
@@ -365,9 +399,14 @@ impl StreamVerb {
 /// One atomic of a stream: what it is and what it asks of the word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum AtomicOp {
-    FetchAdd { add: u64 },
+    FetchAdd {
+        add: u64,
+    },
     /// Swap in `swap` if the word equals `compare`.
-    CmpSwap { compare: u64, swap: u64 },
+    CmpSwap {
+        compare: u64,
+        swap: u64,
+    },
 }
 
 impl StreamVerb {
@@ -380,7 +419,9 @@ impl StreamVerb {
         let StreamVerb::Atomic { add, cmp_swap_every, from } = self else { return None };
         let before = from.wrapping_add(add.wrapping_mul(i));
         Some(match cmp_swap_every {
-            k if k > 0 && (i + 1) % u64::from(k) == 0 => AtomicOp::CmpSwap { compare: before, swap: before.wrapping_add(add) },
+            k if k > 0 && (i + 1) % u64::from(k) == 0 => {
+                AtomicOp::CmpSwap { compare: before, swap: before.wrapping_add(add) }
+            }
             _ => AtomicOp::FetchAdd { add },
         })
     }
@@ -417,10 +458,18 @@ pub(crate) enum ChainBreak {
 impl fmt::Display for ChainBreak {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            ChainBreak::Out { message, want, got } => write!(f, "message {message} saw the word at {got}, not {want}"),
-            ChainBreak::Count { want, times: 0 } => write!(f, "no atomic saw the word at {want}: an add was lost or ran twice"),
-            ChainBreak::Count { want, times } => write!(f, "{times} atomics saw the word at {want}: one ran twice"),
-            ChainBreak::Stray { got } => write!(f, "an atomic saw the word at {got}, which no run of the adds gives"),
+            ChainBreak::Out { message, want, got } => {
+                write!(f, "message {message} saw the word at {got}, not {want}")
+            }
+            ChainBreak::Count { want, times: 0 } => {
+                write!(f, "no atomic saw the word at {want}: an add was lost or ran twice")
+            }
+            ChainBreak::Count { want, times } => {
+                write!(f, "{times} atomics saw the word at {want}: one ran twice")
+            }
+            ChainBreak::Stray { got } => {
+                write!(f, "an atomic saw the word at {got}, which no run of the adds gives")
+            }
         }
     }
 }
@@ -432,7 +481,11 @@ impl AtomicChain {
         let n = old.len() as u64;
         let at = |k: u64| from.wrapping_add(add.wrapping_mul(k));
         let first_break = if ordered {
-            (0..n).zip(old).find(|(k, &got)| got != at(*k)).map(|(k, &got)| ChainBreak::Out { message: k, want: at(k), got })
+            (0..n).zip(old).find(|(k, &got)| got != at(*k)).map(|(k, &got)| ChainBreak::Out {
+                message: k,
+                want: at(k),
+                got,
+            })
         } else if add == 0 {
             old.iter().find(|&&v| v != from).map(|&got| ChainBreak::Stray { got })
         } else {
@@ -448,7 +501,10 @@ impl AtomicChain {
                     }
                 }
             }
-            let count = times.iter().position(|&t| t != 1).map(|k| ChainBreak::Count { want: at(k as u64), times: times[k] });
+            let count = times
+                .iter()
+                .position(|&t| t != 1)
+                .map(|k| ChainBreak::Count { want: at(k as u64), times: times[k] });
             count.or(stray)
         };
         AtomicChain { checked: n, end: at(n), first_break }
@@ -474,7 +530,12 @@ impl Percentiles {
         v.sort_unstable();
         // Nearest rank: the smallest value with at least p % of the samples at or below it.
         let rank = |p: u64| v[((v.len() as u64 * p).div_ceil(100) as usize).clamp(1, v.len()) - 1];
-        Some(Percentiles { samples: v.len() as u64, p50: rank(50), p99: rank(99), max: v[v.len() - 1] })
+        Some(Percentiles {
+            samples: v.len() as u64,
+            p50: rank(50),
+            p99: rank(99),
+            max: v[v.len() - 1],
+        })
     }
 }
 
@@ -486,7 +547,13 @@ mod tests {
     /// holds and what is checked, each byte against the message that wrote it last.
     #[test]
     fn a_ring_keeps_the_last_lap_and_checks_it() {
-        let c = Content { seed: 3, count: 100, sizes: Sizes::Uniform { min: 64, max: 200 }, ring: Some(1000), spread: Spread::RoundRobin };
+        let c = Content {
+            seed: 3,
+            count: 100,
+            sizes: Sizes::Uniform { min: 64, max: 200 },
+            ring: Some(1000),
+            spread: Spread::RoundRobin,
+        };
         let layout: Vec<_> = c.layout().collect();
         assert!(layout.iter().all(|&(_, at, len)| at + u64::from(len) <= 1000));
         assert!(layout.iter().filter(|l| l.1 == 0).count() > 5, "it went round several times");
@@ -511,7 +578,8 @@ mod tests {
         assert_eq!(c.span(), last);
         // A region shorter than the ring: the first message past its end, no
         // matter how large the ring the order names.
-        let huge = Content { ring: Some(1 << 40), sizes: Sizes::Fixed(1 << 20), count: 1 << 20, ..c };
+        let huge =
+            Content { ring: Some(1 << 40), sizes: Sizes::Fixed(1 << 20), count: 1 << 20, ..c };
         let m = huge.verify(&mem).mismatch.expect("past the end");
         assert_eq!((m.message, m.offset, m.got.len()), (0, 1000, 0));
         let mut first = vec![0u8; 1 << 20];
@@ -526,7 +594,13 @@ mod tests {
     /// messages `qp_of` deals it.
     #[test]
     fn messages_are_dealt_to_qps_round_robin_or_at_random() {
-        let rr = Content { seed: 9, count: 1003, sizes: Sizes::Fixed(8), ring: None, spread: Spread::RoundRobin };
+        let rr = Content {
+            seed: 9,
+            count: 1003,
+            sizes: Sizes::Fixed(8),
+            ring: None,
+            spread: Spread::RoundRobin,
+        };
         assert_eq!(rr.per_qp(4), vec![251, 251, 251, 250]);
         assert_eq!(rr.on_qp(2, 4).take(3).collect::<Vec<_>>(), vec![2, 6, 10]);
         let random = Content { spread: Spread::Random, ..rr };
@@ -540,16 +614,34 @@ mod tests {
             assert!(mine.iter().all(|&i| random.qp_of(i, 4) == q));
         }
         let again = Content { ..random };
-        assert_eq!((0..1003).map(|i| again.qp_of(i, 4)).collect::<Vec<_>>(), (0..1003).map(|i| random.qp_of(i, 4)).collect::<Vec<_>>());
+        assert_eq!(
+            (0..1003).map(|i| again.qp_of(i, 4)).collect::<Vec<_>>(),
+            (0..1003).map(|i| random.qp_of(i, 4)).collect::<Vec<_>>()
+        );
     }
 
     #[test]
     fn content_is_the_seeds_alone_and_lies_back_to_back() {
-        let c = Content { seed: 7, count: 1000, sizes: Sizes::Uniform { min: 1, max: 300 }, ring: None, spread: Spread::RoundRobin };
-        let again = Content { seed: 7, count: 1000, sizes: Sizes::Uniform { min: 1, max: 300 }, ring: None, spread: Spread::RoundRobin };
+        let c = Content {
+            seed: 7,
+            count: 1000,
+            sizes: Sizes::Uniform { min: 1, max: 300 },
+            ring: None,
+            spread: Spread::RoundRobin,
+        };
+        let again = Content {
+            seed: 7,
+            count: 1000,
+            sizes: Sizes::Uniform { min: 1, max: 300 },
+            ring: None,
+            spread: Spread::RoundRobin,
+        };
         let lens: Vec<u32> = (0..1000).map(|i| c.len(i)).collect();
         assert!(lens.iter().all(|&l| (1..=300).contains(&l)));
-        assert!(lens.iter().any(|&l| l < 20) && lens.iter().any(|&l| l > 280), "the sizes spread over the range");
+        assert!(
+            lens.iter().any(|&l| l < 20) && lens.iter().any(|&l| l > 280),
+            "the sizes spread over the range"
+        );
         assert_eq!(lens, (0..1000).map(|i| again.len(i)).collect::<Vec<_>>());
         let layout: Vec<_> = c.layout().collect();
         assert_eq!(layout[0].1, 0);
@@ -566,7 +658,13 @@ mod tests {
 
     #[test]
     fn verify_names_the_first_wrong_message_its_offset_and_bytes() {
-        let c = Content { seed: 1, count: 100, sizes: Sizes::Fixed(64), ring: None, spread: Spread::RoundRobin };
+        let c = Content {
+            seed: 1,
+            count: 100,
+            sizes: Sizes::Fixed(64),
+            ring: None,
+            spread: Spread::RoundRobin,
+        };
         let mut mem = vec![0u8; 64 * 100 + 10];
         c.write_all(&mut mem);
         let ok = c.verify(&mem);
@@ -604,11 +702,17 @@ mod tests {
         assert_eq!(v.name(), "atomics");
         assert_eq!(StreamVerb::Write.atomic(0), None);
         let good: Vec<u64> = (0..10).map(|i| 1000 + 3 * i).collect();
-        assert_eq!(AtomicChain::check(&good, 1000, 3, true), AtomicChain { checked: 10, end: 1030, first_break: None });
+        assert_eq!(
+            AtomicChain::check(&good, 1000, 3, true),
+            AtomicChain { checked: 10, end: 1030, first_break: None }
+        );
         let mut shuffled = good.clone();
         shuffled.swap(2, 7);
         assert!(AtomicChain::check(&shuffled, 1000, 3, false).first_break.is_none());
-        assert_eq!(AtomicChain::check(&shuffled, 1000, 3, true).first_break, Some(ChainBreak::Out { message: 2, want: 1006, got: 1021 }));
+        assert_eq!(
+            AtomicChain::check(&shuffled, 1000, 3, true).first_break,
+            Some(ChainBreak::Out { message: 2, want: 1006, got: 1021 })
+        );
         // An add that ran twice: every value from there on is one add further.
         let twice: Vec<u64> = (0..10).map(|i| 1000 + 3 * i + if i > 4 { 3 } else { 0 }).collect();
         let b = AtomicChain::check(&twice, 1000, 3, false).first_break.expect("a break");
@@ -616,12 +720,21 @@ mod tests {
         assert_eq!(b.to_string(), "no atomic saw the word at 1015: an add was lost or ran twice");
         let mut dup = good.clone();
         dup[9] = dup[8];
-        assert_eq!(AtomicChain::check(&dup, 1000, 3, false).first_break, Some(ChainBreak::Count { want: 1024, times: 2 }));
+        assert_eq!(
+            AtomicChain::check(&dup, 1000, 3, false).first_break,
+            Some(ChainBreak::Count { want: 1024, times: 2 })
+        );
         let mut stray = good;
         stray[0] = 7;
-        assert_eq!(AtomicChain::check(&stray, 1000, 3, false).first_break, Some(ChainBreak::Count { want: 1000, times: 0 }));
+        assert_eq!(
+            AtomicChain::check(&stray, 1000, 3, false).first_break,
+            Some(ChainBreak::Count { want: 1000, times: 0 })
+        );
         assert_eq!(AtomicChain::check(&[5, 5], 5, 0, false).first_break, None);
-        assert_eq!(AtomicChain::check(&[5, 6], 5, 0, false).first_break, Some(ChainBreak::Stray { got: 6 }));
+        assert_eq!(
+            AtomicChain::check(&[5, 6], 5, 0, false).first_break,
+            Some(ChainBreak::Stray { got: 6 })
+        );
         // The word wraps as the device's u64 does.
         let wrap = [u64::MAX - 1, 0];
         assert_eq!(AtomicChain::check(&wrap, u64::MAX - 1, 2, true).end, 2);
@@ -630,8 +743,14 @@ mod tests {
     #[test]
     fn percentiles_are_nearest_rank() {
         let mut v: Vec<u64> = (1..=100).rev().collect();
-        assert_eq!(Percentiles::of(&mut v), Some(Percentiles { samples: 100, p50: 50, p99: 99, max: 100 }));
-        assert_eq!(Percentiles::of(&mut [7]), Some(Percentiles { samples: 1, p50: 7, p99: 7, max: 7 }));
+        assert_eq!(
+            Percentiles::of(&mut v),
+            Some(Percentiles { samples: 100, p50: 50, p99: 99, max: 100 })
+        );
+        assert_eq!(
+            Percentiles::of(&mut [7]),
+            Some(Percentiles { samples: 1, p50: 7, p99: 7, max: 7 })
+        );
         assert_eq!(Percentiles::of(&mut []), None);
     }
 }

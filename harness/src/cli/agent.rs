@@ -81,10 +81,20 @@ pub(super) fn run(a: AgentArgs) -> Outcome {
                     mrs: a.max_mrs,
                     qps: a.max_qps,
                     probe_rate: a.max_probe_rate,
-                    allow: if a.allow.is_empty() { Allow::LocalSubnet } else { Allow::Cidrs(a.allow) },
+                    allow: if a.allow.is_empty() {
+                        Allow::LocalSubnet
+                    } else {
+                        Allow::Cidrs(a.allow)
+                    },
                 },
             })
-            .map_err(|e| if e.is::<agent::NoKey>() { Failure::input(e) } else { Failure::setup(e) })?
+            .map_err(|e| {
+                if e.is::<agent::NoKey>() {
+                    Failure::input(e)
+                } else {
+                    Failure::setup(e)
+                }
+            })?
         }
         None => agent::serve_stdio()?,
     }

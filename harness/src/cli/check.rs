@@ -15,7 +15,11 @@ pub struct CheckArgs {
 
 /// Every scenario under `paths`, loaded and checked before anything runs; every
 /// problem said on `err` (`who: ` names the command).
-pub(super) fn load(paths: &[PathBuf], who: &str, err: &mut dyn Write) -> Result<Vec<(PathBuf, scenario::model::Scenario)>, Failure> {
+pub(super) fn load(
+    paths: &[PathBuf],
+    who: &str,
+    err: &mut dyn Write,
+) -> Result<Vec<(PathBuf, scenario::model::Scenario)>, Failure> {
     let files = scenario::discover(paths).map_err(Failure::input)?;
     match scenario::load_all(&files) {
         Ok(loaded) => Ok(loaded),
@@ -23,8 +27,13 @@ pub(super) fn load(paths: &[PathBuf], who: &str, err: &mut dyn Write) -> Result<
             for p in &problems {
                 writeln!(err, "{p}")?;
             }
-            let bad: std::collections::BTreeSet<&PathBuf> = problems.iter().map(|p| &p.file).collect();
-            Err(Failure::input(anyhow::anyhow!("{who}: {} of {} scenario files have problems; nothing was run", bad.len(), files.len())))
+            let bad: std::collections::BTreeSet<&PathBuf> =
+                problems.iter().map(|p| &p.file).collect();
+            Err(Failure::input(anyhow::anyhow!(
+                "{who}: {} of {} scenario files have problems; nothing was run",
+                bad.len(),
+                files.len()
+            )))
         }
     }
 }
@@ -34,7 +43,14 @@ pub(super) fn run(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
     let plural = |k: usize, w: &str| format!("{k} {w}{}", if k == 1 { "" } else { "s" });
     for (f, sc) in &loaded {
         let n = sc.expect.len();
-        writeln!(out, "ok  {}  {} ({}, {})", f.display(), sc.name, plural(sc.steps.len(), "step"), plural(n, "expectation"))?;
+        writeln!(
+            out,
+            "ok  {}  {} ({}, {})",
+            f.display(),
+            sc.name,
+            plural(sc.steps.len(), "step"),
+            plural(n, "expectation")
+        )?;
     }
     Ok(Exit::Ok)
 }

@@ -22,7 +22,8 @@ pub struct CraftArgs {
 }
 
 pub(super) fn run(a: CraftArgs, out: &mut dyn Write) -> Outcome {
-    std::fs::create_dir_all(&a.out).with_context(|| format!("cannot create {}", a.out.display()))?;
+    std::fs::create_dir_all(&a.out)
+        .with_context(|| format!("cannot create {}", a.out.display()))?;
     for c in corpus::all() {
         if a.only.as_deref().is_some_and(|o| !c.name.contains(o)) {
             continue;

@@ -86,7 +86,13 @@ pub(super) struct FieldOpts {
 
 impl FieldOpts {
     pub(super) fn parse(opts: &[String]) -> anyhow::Result<FieldOpts> {
-        let mut o = FieldOpts { header: false, separator: b"\t".to_vec(), occurrence: b'a', aggregator: b",".to_vec(), quote: None };
+        let mut o = FieldOpts {
+            header: false,
+            separator: b"\t".to_vec(),
+            occurrence: b'a',
+            aggregator: b",".to_vec(),
+            quote: None,
+        };
         let sep = |v: &str| -> Vec<u8> {
             match v {
                 "/t" => b"\t".to_vec(),
@@ -132,7 +138,9 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
             out.flush()?;
             return Ok(Exit::Ok);
         }
-        Some(other) => return Err(Failure::input(anyhow!("-G {other}: unknown report; try -G fields"))),
+        Some(other) => {
+            return Err(Failure::input(anyhow!("-G {other}: unknown report; try -G fields")))
+        }
         None => {}
     }
     let format = match (a.json, a.output_format) {
@@ -142,22 +150,47 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
         _ => Format::Text,
     };
     if matches!(format, Format::Fields | Format::Parquet) && a.fields.is_empty() {
-        return Err(Failure::input(anyhow!("-T fields and -T parquet need at least one -e FIELD (see `roce decode -G fields`)")));
+        return Err(Failure::input(anyhow!(
+            "-T fields and -T parquet need at least one -e FIELD (see `roce decode -G fields`)"
+        )));
     }
     if format != Format::Fields && !a.field_opts.is_empty() {
         return Err(Failure::input(anyhow!("-E only applies to -T fields")));
     }
     if format == Format::Parquet && a.write.is_none() {
-        return Err(Failure::input(anyhow!("-T parquet writes a file: give it with -w FILE.parquet")));
+        return Err(Failure::input(anyhow!(
+            "-T parquet writes a file: give it with -w FILE.parquet"
+        )));
     }
-    let field_ids = a.fields.iter().map(|n| Field::lookup(n)).collect::<Result<Vec<_>, _>>().map_err(Failure::input)?;
+    let field_ids = a
+        .fields
+        .iter()
+        .map(|n| Field::lookup(n))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Failure::input)?;
     let fopts = FieldOpts::parse(&a.field_opts).map_err(Failure::input)?;
     let filter = a.input.display_filter()?;
     let opts = a.input.decode_options();
     let mut src = a.input.open()?;
     let (mut save, mut table) = match (&a.write, format) {
-        (Some(p), Format::Parquet) => (None, Some(Table::with_row_groups(p, field_ids.iter().map(|&f| Spec::of_field(f)).collect(), a.row_group).map_err(Failure::setup)?)),
-        (Some(p), _) => (Some(RecordFile::create(p, concat!("roce ", env!("CARGO_PKG_VERSION"))).map_err(Failure::setup)?), None),
+        (Some(p), Format::Parquet) => (
+            None,
+            Some(
+                Table::with_row_groups(
+                    p,
+                    field_ids.iter().map(|&f| Spec::of_field(f)).collect(),
+                    a.row_group,
+                )
+                .map_err(Failure::setup)?,
+            ),
+        ),
+        (Some(p), _) => (
+            Some(
+                RecordFile::create(p, concat!("roce ", env!("CARGO_PKG_VERSION")))
+                    .map_err(Failure::setup)?,
+            ),
+            None,
+        ),
         (None, _) => (None, None),
     };
 
@@ -189,7 +222,11 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
     }
     let sequential_filter = filter.as_ref().is_some_and(|f| f.uses(Field::FrameTimeDeltaDisplayed));
     let par = match (&mut src, format) {
-        (Source::File(r), Format::Fields | Format::Parquet) if jobs > 1 && save.is_none() && !sequential_filter => Some(r),
+        (Source::File(r), Format::Fields | Format::Parquet)
+            if jobs > 1 && save.is_none() && !sequential_filter =>
+        {
+            Some(r)
+        }
         _ => None,
     };
     let result = if let Some(r) = par {
@@ -212,7 +249,8 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
             frame::decode_into(&mut fr, rec.link, rec.data, &opts);
             stats.count(&fr);
             let first = *first_ts.get_or_insert(rec.ts_ns);
-            let ctx = Ctx::of(&rec, &fr, first, if stats.frames == 1 { rec.ts_ns } else { prev_ts });
+            let ctx =
+                Ctx::of(&rec, &fr, first, if stats.frames == 1 { rec.ts_ns } else { prev_ts });
             prev_ts = rec.ts_ns;
             let shown = Shown { prev_ts_ns: shown_ts };
             if filter.as_ref().is_some_and(|f| !f.matches_shown(&ctx, shown)) {
@@ -238,7 +276,10 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
                 }
                 Format::Parquet => {
                     if let Some(t) = table.as_mut() {
-                        extract.row_of(t, &ctx, shown).context("writing the Parquet file").map_err(Failure::setup)?;
+                        extract
+                            .row_of(t, &ctx, shown)
+                            .context("writing the Parquet file")
+                            .map_err(Failure::setup)?;
                     }
                 }
                 Format::Fields => {
@@ -325,7 +366,14 @@ impl<'a> Render<'a> {
     /// Appends the line of the frame in `c` to `line`. With `holes`, the values of
     /// `frame.time_delta_displayed` are left out and where they go is noted
     /// instead (for [`Render::value`] to fill in later).
-    fn line(&self, line: &mut Vec<u8>, c: &Ctx<'_>, shown: Shown, val: &mut Vec<u8>, mut holes: Option<&mut Vec<usize>>) {
+    fn line(
+        &self,
+        line: &mut Vec<u8>,
+        c: &Ctx<'_>,
+        shown: Shown,
+        val: &mut Vec<u8>,
+        mut holes: Option<&mut Vec<usize>>,
+    ) {
         // The common case, values as they are and a one-byte separator, without
         // the per-field tests the general loop below makes.
         if let (true, None, &[sep]) = (self.plain, &holes, &self.opts.separator[..]) {
@@ -400,7 +448,14 @@ struct Job<'a> {
 impl Job<'_> {
     /// Decodes the frames of a chunk into `scratch`, applies the filter and hands
     /// each frame shown to `emit`, with `true` for the chunk's first one shown.
-    fn each_shown<T>(&self, c: &Chunk, scratch: &mut Frame, filter: Option<&Filter>, part: &mut Part<T>, mut emit: impl FnMut(&mut T, &Ctx<'_>, Shown, bool)) {
+    fn each_shown<T>(
+        &self,
+        c: &Chunk,
+        scratch: &mut Frame,
+        filter: Option<&Filter>,
+        part: &mut Part<T>,
+        mut emit: impl FnMut(&mut T, &Ctx<'_>, Shown, bool),
+    ) {
         part.stats = Stats::default();
         let mut shown_ts = None;
         part.first_shown = None;
@@ -426,7 +481,8 @@ impl Job<'_> {
     /// What to show as the chunk's first `frame.time_delta_displayed`, given the
     /// last frame shown before it; the last frame shown after it.
     fn carry<T>(part: &Part<T>, shown_ts: &mut Option<u64>) -> Option<Value<'static>> {
-        let first = part.first_shown.map(|ts| fields::delta_displayed(ts, Shown { prev_ts_ns: *shown_ts }));
+        let first =
+            part.first_shown.map(|ts| fields::delta_displayed(ts, Shown { prev_ts_ns: *shown_ts }));
         if part.last_shown.is_some() {
             *shown_ts = part.last_shown;
         }
@@ -434,16 +490,39 @@ impl Job<'_> {
     }
 
     /// `-T fields` on `jobs` threads, written to `out` in frame order.
-    fn fields(&self, src: &mut Reader<BufReader<File>>, filter: Option<&Filter>, render: &Render<'_>, out: &mut impl Write, stats: &mut Stats) -> Result<Option<CaptureError>, Failure> {
+    fn fields(
+        &self,
+        src: &mut Reader<BufReader<File>>,
+        filter: Option<&Filter>,
+        render: &Render<'_>,
+        out: &mut impl Write,
+        stats: &mut Stats,
+    ) -> Result<Option<CaptureError>, Failure> {
         let workers = (0..self.jobs)
             .map(|_| {
-                let (mut scratch, filter, mut val) = (frame::decode(dissector::LinkType::ETHERNET, &[], self.opts), filter.cloned(), Vec::new());
+                let (mut scratch, filter, mut val) = (
+                    frame::decode(dissector::LinkType::ETHERNET, &[], self.opts),
+                    filter.cloned(),
+                    Vec::new(),
+                );
                 move |c: &Chunk, part: &mut Part<Text>| {
                     part.body.bytes.clear();
                     part.body.holes.clear();
-                    self.each_shown(c, &mut scratch, filter.as_ref(), part, |text, ctx, shown, first| {
-                        render.line(&mut text.bytes, ctx, shown, &mut val, first.then_some(&mut text.holes));
-                    });
+                    self.each_shown(
+                        c,
+                        &mut scratch,
+                        filter.as_ref(),
+                        part,
+                        |text, ctx, shown, first| {
+                            render.line(
+                                &mut text.bytes,
+                                ctx,
+                                shown,
+                                &mut val,
+                                first.then_some(&mut text.holes),
+                            );
+                        },
+                    );
                 }
             })
             .collect();
@@ -466,25 +545,48 @@ impl Job<'_> {
 
     /// `-T parquet` on `jobs` threads: column values made by the workers, rows
     /// appended to `table` in frame order.
-    fn parquet(&self, src: &mut Reader<BufReader<File>>, filter: Option<&Filter>, table: &mut Table, stats: &mut Stats) -> Result<Option<CaptureError>, Failure> {
+    fn parquet(
+        &self,
+        src: &mut Reader<BufReader<File>>,
+        filter: Option<&Filter>,
+        table: &mut Table,
+        stats: &mut Stats,
+    ) -> Result<Option<CaptureError>, Failure> {
         let specs: Vec<Spec> = self.fields.iter().map(|&f| Spec::of_field(f)).collect();
         let extract = Extract::new(self.fields);
         let workers = (0..self.jobs)
             .map(|_| {
-                let (mut scratch, filter, specs, extract) = (frame::decode(dissector::LinkType::ETHERNET, &[], self.opts), filter.cloned(), &specs, &extract);
+                let (mut scratch, filter, specs, extract) = (
+                    frame::decode(dissector::LinkType::ETHERNET, &[], self.opts),
+                    filter.cloned(),
+                    &specs,
+                    &extract,
+                );
                 move |c: &Chunk, part: &mut Part<Rows>| {
                     if !part.body.has_columns() {
                         part.body = Rows::new(specs);
                     }
                     part.body.clear();
-                    self.each_shown(c, &mut scratch, filter.as_ref(), part, |rows, ctx, shown, _| {
-                        extract.row(rows, ctx, shown);
-                    });
+                    self.each_shown(
+                        c,
+                        &mut scratch,
+                        filter.as_ref(),
+                        part,
+                        |rows, ctx, shown, _| {
+                            extract.row(rows, ctx, shown);
+                        },
+                    );
                     part.body.seal();
                 }
             })
             .collect();
-        let delta_displayed: Vec<usize> = self.fields.iter().enumerate().filter(|&(_, &f)| f == Field::FrameTimeDeltaDisplayed).map(|(i, _)| i).collect();
+        let delta_displayed: Vec<usize> = self
+            .fields
+            .iter()
+            .enumerate()
+            .filter(|&(_, &f)| f == Field::FrameTimeDeltaDisplayed)
+            .map(|(i, _)| i)
+            .collect();
         let mut shown_ts = None;
         par::run(src, self.plan, workers, |_, part: &mut Part<Rows>| {
             stats.add(&part.stats);
@@ -531,7 +633,8 @@ mod tests {
 
     #[test]
     fn field_options() {
-        let o = FieldOpts::parse(&["header=y".into(), "separator=,".into(), "occurrence=l".into()]).unwrap();
+        let o = FieldOpts::parse(&["header=y".into(), "separator=,".into(), "occurrence=l".into()])
+            .unwrap();
         assert!(o.header);
         assert_eq!(o.separator, b",");
         let mut l = Vec::new();

@@ -20,7 +20,13 @@ pub struct DiffArgs {
 
 /// `roce diff OLD NEW`.
 pub(super) fn run(a: DiffArgs, out: &mut dyn Write, _err: &mut dyn Write) -> Outcome {
-    let load = |p: &PathBuf| Suite::load(p).map_err(|e| Failure::input(anyhow!("{e:#}\nhint: give two suite.json files written by `roce suite`")));
+    let load = |p: &PathBuf| {
+        Suite::load(p).map_err(|e| {
+            Failure::input(anyhow!(
+                "{e:#}\nhint: give two suite.json files written by `roce suite`"
+            ))
+        })
+    };
     let (old, new) = (load(&a.old)?, load(&a.new)?);
     let changes = suite::diff(&old, &new);
     render::suite::diff(out, &a.old, &changes)?;

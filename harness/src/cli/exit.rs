@@ -72,9 +72,10 @@ impl Failure {
     }
     /// `roce … | head` closed the pipe: not an error.
     pub fn is_broken_pipe(&self) -> bool {
-        self.error
-            .chain()
-            .any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe))
+        self.error.chain().any(|c| {
+            c.downcast_ref::<std::io::Error>()
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+        })
     }
 }
 
@@ -113,13 +114,16 @@ mod tests {
 
     #[test]
     fn codes_are_distinct_and_documented() {
-        let all = [Exit::Ok, Exit::Failed, Exit::BadInput, Exit::Setup, Exit::Skipped, Exit::Interrupted];
+        let all =
+            [Exit::Ok, Exit::Failed, Exit::BadInput, Exit::Setup, Exit::Skipped, Exit::Interrupted];
         let codes: std::collections::BTreeSet<u8> = all.iter().map(|e| e.code()).collect();
         assert_eq!(codes.len(), all.len(), "one number per meaning");
         assert_eq!(Exit::Command(124).code(), 124);
         let h = help(&[(Exit::Ok, "fine"), (Exit::BadInput, "bad")]);
         assert_eq!(h, "EXIT STATUS\n  0   fine\n  2   bad\n");
-        let broken = Failure::from(anyhow::Error::from(std::io::Error::from(std::io::ErrorKind::BrokenPipe)));
+        let broken = Failure::from(anyhow::Error::from(std::io::Error::from(
+            std::io::ErrorKind::BrokenPipe,
+        )));
         assert!(broken.is_broken_pipe());
         assert_eq!(Failure::input(anyhow::anyhow!("x")).exit, Exit::BadInput);
     }

@@ -44,12 +44,16 @@ pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
     let mut an = Analyzer::new();
     let jobs = a.input.jobs();
     let (frames, result) = match &mut src {
-        Source::File(r) if jobs > 1 => analyse_par(r, a.input.plan(), jobs, &opts, filter.as_ref(), &mut an)?,
+        Source::File(r) if jobs > 1 => {
+            analyse_par(r, a.input.plan(), jobs, &opts, filter.as_ref(), &mut an)?
+        }
         _ => analyse(&mut src, a.input.count.unwrap_or(u64::MAX), &opts, filter.as_ref(), &mut an),
     };
     let report = an.report();
     if let Some(dir) = &a.parquet {
-        crate::columns::write_flows(dir, &report).context("writing --parquet").map_err(Failure::setup)?;
+        crate::columns::write_flows(dir, &report)
+            .context("writing --parquet")
+            .map_err(Failure::setup)?;
     }
     let mut out = BufWriter::new(out);
     if a.json {
@@ -63,7 +67,11 @@ pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
         None => Ok(Exit::Ok),
         Some(e) => {
             writeln!(err, "roce: error: {e}")?;
-            writeln!(err, "roce: the report above covers the {} frames read before the error", frames)?;
+            writeln!(
+                err,
+                "roce: the report above covers the {} frames read before the error",
+                frames
+            )?;
             Ok(Exit::BadInput)
         }
     }
@@ -71,7 +79,13 @@ pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
 
 /// Feeds the analyzer frame by frame: the frames read, and the error that ended the
 /// capture early.
-fn analyse(src: &mut Source, limit: u64, opts: &frame::Options, filter: Option<&Filter>, an: &mut Analyzer) -> (u64, Option<CaptureError>) {
+fn analyse(
+    src: &mut Source,
+    limit: u64,
+    opts: &frame::Options,
+    filter: Option<&Filter>,
+    an: &mut Analyzer,
+) -> (u64, Option<CaptureError>) {
     let mut frames = 0u64;
     // For the filter's frame.time_*: the first frame's timestamp, and the previous
     // one's (the first frame is its own previous: a delta of 0, as tshark shows).
@@ -87,11 +101,19 @@ fn analyse(src: &mut Source, limit: u64, opts: &frame::Options, filter: Option<&
             Ok(Some(ref r)) => {
                 frames += 1;
                 match filter {
-                    None => an.add_captured(r.number, r.ts_ns, r.orig_len, r.link, r.data, opts, &mut f),
+                    None => {
+                        an.add_captured(r.number, r.ts_ns, r.orig_len, r.link, r.data, opts, &mut f)
+                    }
                     // A filter needs the decoded frame, so no fast path.
                     Some(flt) => {
-                        let (first, prev) = (*first_ts.get_or_insert(r.ts_ns), prev_ts.unwrap_or(r.ts_ns));
-                        an.add_seen(r.number, r.ts_ns, r.orig_len, &seen_through(flt, &mut f, r, first, prev, opts));
+                        let (first, prev) =
+                            (*first_ts.get_or_insert(r.ts_ns), prev_ts.unwrap_or(r.ts_ns));
+                        an.add_seen(
+                            r.number,
+                            r.ts_ns,
+                            r.orig_len,
+                            &seen_through(flt, &mut f, r, first, prev, opts),
+                        );
                         prev_ts = Some(r.ts_ns);
                     }
                 }
@@ -106,7 +128,14 @@ fn analyse(src: &mut Source, limit: u64, opts: &frame::Options, filter: Option<&
 /// filter needs the decoded frame (so no fast path), and a frame it does not keep
 /// is skipped. `first_ts` and `prev_ts` are the first and previous frames'
 /// timestamps, for the filter's `frame.time_*`.
-fn seen_through(flt: &Filter, f: &mut Frame, r: &Record<'_>, first_ts: u64, prev_ts: u64, opts: &frame::Options) -> Seen {
+fn seen_through(
+    flt: &Filter,
+    f: &mut Frame,
+    r: &Record<'_>,
+    first_ts: u64,
+    prev_ts: u64,
+    opts: &frame::Options,
+) -> Seen {
     frame::decode_into(f, r.link, r.data, opts);
     if flt.matches(&Ctx::of(r, f, first_ts, prev_ts)) {
         Seen::of(f, r.data)

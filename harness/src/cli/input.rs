@@ -4,7 +4,6 @@ use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;
 
-
 use clap::{Args, ValueEnum};
 use dissector::capture::{self, CaptureError, PacketSource, Reader, Record};
 use dissector::filter::Filter;
@@ -27,13 +26,25 @@ pub struct InputArgs {
     #[arg(short = 'i', long, value_name = "IFACE")]
     pub interface: Option<String>,
     /// BPF capture filter for live capture.
-    #[arg(short = 'f', long, value_name = "FILTER", default_value = "udp port 4791 or ether proto 0x8915", requires = "interface")]
+    #[arg(
+        short = 'f',
+        long,
+        value_name = "FILTER",
+        default_value = "udp port 4791 or ether proto 0x8915",
+        requires = "interface"
+    )]
     pub filter: String,
     /// Stop after this many packets.
     #[arg(short = 'c', long, value_name = "COUNT")]
     pub count: Option<u64>,
     /// Snapshot length for live capture.
-    #[arg(short = 's', long, value_name = "BYTES", default_value_t = 65535, requires = "interface")]
+    #[arg(
+        short = 's',
+        long,
+        value_name = "BYTES",
+        default_value_t = 65535,
+        requires = "interface"
+    )]
     pub snaplen: u32,
     /// Also treat this UDP destination port as RoCEv2 (4791 always is). Repeatable.
     #[arg(long = "roce-port", value_name = "PORT")]
@@ -86,12 +97,18 @@ impl InputArgs {
 
     /// How many threads to use with `-j` (every core by default).
     pub fn jobs(&self) -> usize {
-        self.jobs.map_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()), usize::from)
+        self.jobs.map_or_else(
+            || std::thread::available_parallelism().map_or(1, |n| n.get()),
+            usize::from,
+        )
     }
 
     /// How a file is shared out between `jobs` threads (see [`super::par`]).
     pub(super) fn plan(&self) -> super::par::Plan {
-        super::par::Plan { chunk_frames: self.chunk_frames as usize, limit: self.count.unwrap_or(u64::MAX) }
+        super::par::Plan {
+            chunk_frames: self.chunk_frames as usize,
+            limit: self.count.unwrap_or(u64::MAX),
+        }
     }
 
     /// The display filter, compiled before anything is read: a bad one is bad input,
@@ -116,7 +133,9 @@ impl InputArgs {
             return Ok(Source::Live(live));
         }
         let Some(path) = self.file.as_ref().or(self.read_file.as_ref()) else {
-            return Err(Failure::input(anyhow::anyhow!("no input: give a capture FILE (or -r FILE), or -i IFACE to capture live")));
+            return Err(Failure::input(anyhow::anyhow!(
+                "no input: give a capture FILE (or -r FILE), or -i IFACE to capture live"
+            )));
         };
         Ok(Source::File(capture::open(path).map_err(Failure::input)?))
     }

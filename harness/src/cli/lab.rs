@@ -17,7 +17,9 @@ use super::exit::{help, Exit, Failure, Outcome};
 
 /// Two Soft-RoCE VMs joined by a recording, fault-injecting switch.
 #[derive(Debug, Args)]
-#[command(after_help = "Typical use:\n  roce lab build                # once: the VM image (~2 min, cached)\n  roce lab up                   # boot the pair (kept up for many runs)\n  roce lab run --a 'ibv_rc_pingpong -g 1' --b 'ibv_rc_pingpong -g 1 {a}' -w rc.pcapng\n  roce lab down\nThe second setup (Linux 6.12, rdma-core 56), a lab of its own named `trixie`:\n  roce lab build --release trixie\n  roce lab up --image trixie    # `roce run/suite --image trixie` use it\n  roce lab down --image trixie")]
+#[command(
+    after_help = "Typical use:\n  roce lab build                # once: the VM image (~2 min, cached)\n  roce lab up                   # boot the pair (kept up for many runs)\n  roce lab run --a 'ibv_rc_pingpong -g 1' --b 'ibv_rc_pingpong -g 1 {a}' -w rc.pcapng\n  roce lab down\nThe second setup (Linux 6.12, rdma-core 56), a lab of its own named `trixie`:\n  roce lab build --release trixie\n  roce lab up --image trixie    # `roce run/suite --image trixie` use it\n  roce lab down --image trixie"
+)]
 pub struct LabArgs {
     /// Cache directory: the image and every lab's state [default: $ROCE_LAB_DIR or ~/.cache/roce/lab]
     #[arg(long, global = true, value_name = "DIR")]
@@ -277,17 +279,35 @@ pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> Outcome {
     match args.command {
         LabCommand::Build { mirror, force } => {
             let p = Progress::new(false);
-            let (img, built) = lab::image::build(&lab::image::BuildOpts { root: paths.root.clone(), release: image, mirror, force }, &p)?;
-            let what = format!("{image} (kernel {}, {})", img.manifest.kernel_release, img.manifest.describe_versions());
+            let (img, built) = lab::image::build(
+                &lab::image::BuildOpts { root: paths.root.clone(), release: image, mirror, force },
+                &p,
+            )?;
+            let what = format!(
+                "{image} (kernel {}, {})",
+                img.manifest.kernel_release,
+                img.manifest.describe_versions()
+            );
             if !built {
-                writeln!(out, "lab image {what} up to date: {} (built in {:.0} s; --force rebuilds)", img.dir.display(), img.manifest.build_secs)?;
+                writeln!(
+                    out,
+                    "lab image {what} up to date: {} (built in {:.0} s; --force rebuilds)",
+                    img.dir.display(),
+                    img.manifest.build_secs
+                )?;
             } else {
-                writeln!(out, "lab image {what} built in {:.0} s: {}", img.manifest.build_secs, img.dir.display())?;
+                writeln!(
+                    out,
+                    "lab image {what} built in {:.0} s: {}",
+                    img.manifest.build_secs,
+                    img.dir.display()
+                )?;
             }
             Ok(Exit::Ok)
         }
         LabCommand::Up { accel, boot_timeout, idle_timeout, fault, faults, seed } => {
-            let (rules, seed) = fault::rules_from(&fault, faults.as_deref(), seed).map_err(Failure::input)?;
+            let (rules, seed) =
+                fault::rules_from(&fault, faults.as_deref(), seed).map_err(Failure::input)?;
             let opts = UpOpts {
                 image,
                 accel,
@@ -307,7 +327,9 @@ pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> Outcome {
             let d = lab::down(&paths)?;
             match (d.was_up, d.uptime_s) {
                 (false, _) => writeln!(out, "lab `{}` is not up", paths.name)?,
-                (true, Some(s)) => writeln!(out, "lab `{}` down (was up {}m{:02}s)", paths.name, s / 60, s % 60)?,
+                (true, Some(s)) => {
+                    writeln!(out, "lab `{}` down (was up {}m{:02}s)", paths.name, s / 60, s % 60)?
+                }
                 (true, None) => writeln!(out, "lab `{}` down", paths.name)?,
             }
             for c in d.cleaned {
@@ -326,7 +348,10 @@ pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> Outcome {
                 client::exec(&paths, vm, &cmd, timeout_d, &mut client::print_output)?
             };
             if st.timed_out {
-                eprintln!("roce lab exec: `{cmd}` in VM {} timed out after {timeout} s (killed)", vm.name());
+                eprintln!(
+                    "roce lab exec: `{cmd}` in VM {} timed out after {timeout} s (killed)",
+                    vm.name()
+                );
             } else if let Some(e) = &st.error {
                 eprintln!("roce lab exec: {e}");
             }
@@ -338,7 +363,15 @@ pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> Outcome {
             lab::agent::run(port)?;
             Ok(Exit::Ok)
         }
-        LabCommand::Daemon { lock_fd, accel, idle_timeout, boot_timeout, rules_json, seed, lab_dir: _ } => {
+        LabCommand::Daemon {
+            lock_fd,
+            accel,
+            idle_timeout,
+            boot_timeout,
+            rules_json,
+            seed,
+            lab_dir: _,
+        } => {
             let standing_rules = match rules_json {
                 Some(j) => serde_json::from_str(&j).map_err(Failure::input)?,
                 None => Vec::new(),
@@ -359,7 +392,12 @@ pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> Outcome {
 }
 
 /// `roce lab exec -i`: our stdin to the command, its stdout to ours.
-fn exec_interactive(paths: &LabPaths, vm: Vm, cmd: &str, timeout: Duration) -> anyhow::Result<control::ExitStatus> {
+fn exec_interactive(
+    paths: &LabPaths,
+    vm: Vm,
+    cmd: &str,
+    timeout: Duration,
+) -> anyhow::Result<control::ExitStatus> {
     let on_stderr = Box::new(|d: &[u8]| client::print_output(control::Kind::Stderr, d));
     let mut x = client::ExecStdio::start(paths, vm, cmd, timeout, on_stderr)?;
     let mut stdin = x.stdin()?;
@@ -377,7 +415,8 @@ fn exec_interactive(paths: &LabPaths, vm: Vm, cmd: &str, timeout: Duration) -> a
         }
         client::print_output(control::Kind::Stdout, &buf[..n]);
     }
-    Ok(x.status().unwrap_or_else(|| control::ExitStatus::failed("the command's end was not reported")))
+    Ok(x.status()
+        .unwrap_or_else(|| control::ExitStatus::failed("the command's end was not reported")))
 }
 
 fn status(paths: &LabPaths, json: bool, all: bool, out: &mut dyn Write) -> Outcome {
@@ -403,14 +442,22 @@ fn status(paths: &LabPaths, json: bool, all: bool, out: &mut dyn Write) -> Outco
     Ok(if any_up { Exit::Ok } else { Exit::Setup })
 }
 
-fn print_status(l: &LabPaths, st: Option<&serde_json::Value>, out: &mut dyn Write) -> std::io::Result<()> {
+fn print_status(
+    l: &LabPaths,
+    st: Option<&serde_json::Value>,
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
     let Some(st) = st else {
         let stale = l.daemon_pidfile().exists() || l.control_socket().exists();
         return writeln!(
             out,
             "lab `{}`: down{}",
             l.name,
-            if stale { " (stale state from a crashed lab; the next `up` or `down` cleans it)" } else { "" }
+            if stale {
+                " (stale state from a crashed lab; the next `up` or `down` cleans it)"
+            } else {
+                ""
+            }
         );
     };
     let phase = st["phase"].as_str().unwrap_or("?");
@@ -445,7 +492,11 @@ fn print_status(l: &LabPaths, st: Option<&serde_json::Value>, out: &mut dyn Writ
         }
     }
     let ports = &st["ports"];
-    writeln!(out, "  switch: 127.0.0.1 ports a={} b={} (VM sockets {} {})", ports["switch_a"], ports["switch_b"], ports["vm_a"], ports["vm_b"])?;
+    writeln!(
+        out,
+        "  switch: 127.0.0.1 ports a={} b={} (VM sockets {} {})",
+        ports["switch_a"], ports["switch_b"], ports["vm_a"], ports["vm_b"]
+    )?;
     if let Ok(c) = serde_json::from_value::<lab::switch::Counters>(st["counters"].clone()) {
         writeln!(out, "  counters since boot: {}", c.summary())?;
     }
@@ -505,7 +556,8 @@ impl WirePrinter {
 }
 
 fn lab_run(paths: &LabPaths, a: RunArgs, out: &mut dyn Write) -> Outcome {
-    let (rules, seed) = fault::rules_from(&a.fault, a.faults.as_deref(), a.seed).map_err(Failure::input)?;
+    let (rules, seed) =
+        fault::rules_from(&a.fault, a.faults.as_deref(), a.seed).map_err(Failure::input)?;
     if a.a.is_none() && a.b.is_none() {
         return Err(Failure::input(anyhow::anyhow!("nothing to run: give --a CMD and/or --b CMD")));
     }
@@ -571,7 +623,11 @@ fn print_run(o: &lab::run::Outcome, out: &mut dyn Write) -> std::io::Result<()> 
     let c = &r.counters;
     writeln!(out, "   switch: {}", c.summary())?;
     for rule in &r.rules {
-        writeln!(out, "   rule `{}`: matched {}, applied {}", rule.rule, rule.matched, rule.applied)?;
+        writeln!(
+            out,
+            "   rule `{}`: matched {}, applied {}",
+            rule.rule, rule.matched, rule.applied
+        )?;
     }
     if let Some(p) = &r.capture {
         let complete = c.capture_complete() && r.socket_drops == 0 && r.capture_error.is_none();
@@ -591,14 +647,28 @@ fn print_run(o: &lab::run::Outcome, out: &mut dyn Write) -> std::io::Result<()> 
     }
     for s in &o.sides {
         if !s.status.success() && !s.stderr.trim().is_empty() {
-            let tail: Vec<&str> = s.stderr.trim_end().lines().rev().take(5).collect::<Vec<_>>().into_iter().rev().collect();
+            let tail: Vec<&str> = s
+                .stderr
+                .trim_end()
+                .lines()
+                .rev()
+                .take(5)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
             eprintln!("VM {} stderr (last lines):\n  {}", s.vm.name(), tail.join("\n  "));
         }
     }
     Ok(())
 }
 
-fn bench(paths: &LabPaths, image: lab::image::Release, a: BenchArgs, out: &mut dyn Write) -> Outcome {
+fn bench(
+    paths: &LabPaths,
+    image: lab::image::Release,
+    a: BenchArgs,
+    out: &mut dyn Write,
+) -> Outcome {
     let p = Progress::new(false);
     let plan = lab::bench::BenchPlan { writes: a.writes, size: a.size, accel: a.accel, image };
     let scenarios = a.scenarios.clone();
@@ -608,7 +678,11 @@ fn bench(paths: &LabPaths, image: lab::image::Release, a: BenchArgs, out: &mut d
         }
         super::run::bench_scenarios(booted, image, &scenarios, tmp, &p)
     })?;
-    writeln!(out, "roce lab bench ({} cores on this host)", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0))?;
+    writeln!(
+        out,
+        "roce lab bench ({} cores on this host)",
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
+    )?;
     let width = r.rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
     for (k, v) in &r.rows {
         writeln!(out, "  {k:width$}  {v}")?;

@@ -73,11 +73,18 @@ pub enum Command {
 
 /// Writes a file through `PATH.tmp`, renamed when complete: an output is whole or
 /// absent, never half-written.
-fn write_file(path: &std::path::Path, data: impl FnOnce(&mut std::io::BufWriter<dissector::capture::AtomicFile>) -> std::io::Result<()>) -> anyhow::Result<()> {
+fn write_file(
+    path: &std::path::Path,
+    data: impl FnOnce(&mut std::io::BufWriter<dissector::capture::AtomicFile>) -> std::io::Result<()>,
+) -> anyhow::Result<()> {
     use anyhow::Context;
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, dissector::capture::AtomicFile::create(path)?);
+    let mut w =
+        std::io::BufWriter::with_capacity(1 << 20, dissector::capture::AtomicFile::create(path)?);
     data(&mut w).with_context(|| format!("writing {}", path.display()))?;
-    w.into_inner().map_err(|e| e.into_error())?.commit().with_context(|| format!("finishing {}", path.display()))
+    w.into_inner()
+        .map_err(|e| e.into_error())?
+        .commit()
+        .with_context(|| format!("finishing {}", path.display()))
 }
 
 pub fn main() -> ExitCode {
@@ -98,7 +105,8 @@ where
         Ok(c) => c,
         Err(e) => {
             // --help and --version are not errors.
-            let (code, w): (Exit, &mut dyn Write) = if e.use_stderr() { (Exit::BadInput, err) } else { (Exit::Ok, out) };
+            let (code, w): (Exit, &mut dyn Write) =
+                if e.use_stderr() { (Exit::BadInput, err) } else { (Exit::Ok, out) };
             let _ = w.write_all(e.render().ansi().to_string().as_bytes());
             return code.code();
         }

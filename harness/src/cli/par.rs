@@ -26,7 +26,7 @@ use std::sync::mpsc::{self, Receiver, Sender};
 use std::sync::Mutex;
 
 use anyhow::anyhow;
-use dissector::capture::{Carry, CaptureError, Chunk, Filled, PacketSource};
+use dissector::capture::{CaptureError, Carry, Chunk, Filled, PacketSource};
 
 use super::exit::Failure;
 
@@ -117,8 +117,14 @@ where
                     // The pool is gone when the consumer stopped; the reader is
                     // poisoned when another worker panicked while reading.
                     loop {
-                        let Ok(Ok((mut chunk, mut out))) = free_rx.lock().map(|rx| rx.recv()) else { return };
-                        let Some(filled) = reading.lock().ok().and_then(|mut r| r.next(&mut chunk)) else { return };
+                        let Ok(Ok((mut chunk, mut out))) = free_rx.lock().map(|rx| rx.recv())
+                        else {
+                            return;
+                        };
+                        let Some(filled) = reading.lock().ok().and_then(|mut r| r.next(&mut chunk))
+                        else {
+                            return;
+                        };
                         w(&chunk, &mut out);
                         if done_tx.send(Ok(Job { chunk, out, filled })).is_err() {
                             return;
@@ -126,7 +132,8 @@ where
                     }
                 }));
                 if let Err(p) = r {
-                    let _ = done_tx.send(Err(format!("a worker thread failed: {}", panic_text(&*p))));
+                    let _ =
+                        done_tx.send(Err(format!("a worker thread failed: {}", panic_text(&*p))));
                 }
             });
         }
@@ -161,14 +168,21 @@ fn in_order<R>(
                 waiting.insert(job.chunk.seq, job);
             }
             Ok(Err(msg)) => return Err(anyhow!("{msg}").into()),
-            Err(_) => return Err(anyhow!("the worker threads stopped before the end of the capture").into()),
+            Err(_) => {
+                return Err(
+                    anyhow!("the worker threads stopped before the end of the capture").into()
+                )
+            }
         }
     }
 }
 
 /// The message a panic was raised with.
 fn panic_text(p: &(dyn std::any::Any + Send)) -> &str {
-    p.downcast_ref::<&str>().copied().or_else(|| p.downcast_ref::<String>().map(String::as_str)).unwrap_or("panicked")
+    p.downcast_ref::<&str>()
+        .copied()
+        .or_else(|| p.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("panicked")
 }
 
 #[cfg(test)]
@@ -188,11 +202,26 @@ mod tests {
     impl PacketSource for Src {
         fn next_packet(&mut self) -> Result<Option<Record<'_>>, CaptureError> {
             if self.at == self.n {
-                return if self.fail { Err(CaptureError::new(ErrorKind::Corrupt { what: "bad".into() }).in_frame(self.n + 1)) } else { Ok(None) };
+                return if self.fail {
+                    Err(CaptureError::new(ErrorKind::Corrupt { what: "bad".into() })
+                        .in_frame(self.n + 1))
+                } else {
+                    Ok(None)
+                };
             }
             self.at += 1;
             self.byte = [self.at as u8];
-            Ok(Some(Record { number: self.at, ts_ns: self.at, link: LinkType::ETHERNET, interface: 0, orig_len: 1, data: &self.byte, file_offset: 0, direction: None, comment: None }))
+            Ok(Some(Record {
+                number: self.at,
+                ts_ns: self.at,
+                link: LinkType::ETHERNET,
+                interface: 0,
+                orig_len: 1,
+                data: &self.byte,
+                file_offset: 0,
+                direction: None,
+                comment: None,
+            }))
         }
     }
 

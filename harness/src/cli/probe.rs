@@ -20,7 +20,8 @@ use crate::scenario::model::Content;
 /// A number in decimal or `0x` hex (QPNs, PSNs, keys and addresses are usually
 /// written in hex).
 fn num(s: &str) -> Result<u64, String> {
-    dissector::text::parse_u64(s).ok_or_else(|| format!("`{s}` is not a number (decimal, or hex with 0x)"))
+    dissector::text::parse_u64(s)
+        .ok_or_else(|| format!("`{s}` is not a number (decimal, or hex with 0x)"))
 }
 
 fn num32(s: &str) -> Result<u32, String> {
@@ -28,7 +29,13 @@ fn num32(s: &str) -> Result<u32, String> {
 }
 
 fn num24(s: &str) -> Result<u32, String> {
-    num32(s).and_then(|v| if v <= 0x00ff_ffff { Ok(v) } else { Err(format!("`{s}` does not fit in 24 bits")) })
+    num32(s).and_then(|v| {
+        if v <= 0x00ff_ffff {
+            Ok(v)
+        } else {
+            Err(format!("`{s}` does not fit in 24 bits"))
+        }
+    })
 }
 
 fn num16(s: &str) -> Result<u16, String> {
@@ -147,7 +154,10 @@ fn line(number: u64, ts_ns: u64, first_ns: u64, data: &[u8]) -> String {
 }
 
 fn unix_ns() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 /// `roce probe`.
@@ -163,10 +173,15 @@ pub(super) fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
         Some(n) => Opcode(n),
         None => Opcode::from_name(&a.opcode, qp_transport).ok_or_else(|| {
             let known: Vec<&str> = Opcode::names(qp_transport).collect();
-            bad(format!("unknown opcode `{}` for a {qp_transport} QP (known: {})", a.opcode, known.join(", ")))
+            bad(format!(
+                "unknown opcode `{}` for a {qp_transport} QP (known: {})",
+                a.opcode,
+                known.join(", ")
+            ))
         })?,
     };
-    let payload = probe_payload(a.pattern.clone().map(Content::Pattern).as_ref(), a.len).map_err(bad)?;
+    let payload =
+        probe_payload(a.pattern.clone().map(Content::Pattern).as_ref(), a.len).map_err(bad)?;
     let order = ProbeOrder {
         id: "probe".into(),
         qp: String::new(),
@@ -187,13 +202,21 @@ pub(super) fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
         copies: a.copies,
         settle_ms: 0,
     };
-    let aim = Aim { dest_qp: a.qpn, src_qp: a.src_qpn, next: Psn::new(a.psn), remote: Some((a.va, a.rkey)) };
+    let aim = Aim {
+        dest_qp: a.qpn,
+        src_qp: a.src_qpn,
+        next: Psn::new(a.psn),
+        remote: Some((a.va, a.rkey)),
+    };
     transport(&order, &aim).map_err(bad)?;
     let mut link = None;
     let (src, dst) = if a.dry_run {
         let from = a.from.unwrap_or(IpAddr::from([0, 0, 0, 0]));
         let to = a.to.unwrap_or(IpAddr::from([0, 0, 0, 0]));
-        (Host { mac: Mac([0; 6]), ip: from }, Host { mac: a.dst_mac.unwrap_or(Mac([0xff; 6])), ip: to })
+        (
+            Host { mac: Mac([0; 6]), ip: from },
+            Host { mac: a.dst_mac.unwrap_or(Mac([0xff; 6])), ip: to },
+        )
     } else {
         let to = a.to.ok_or_else(|| Failure::input(anyhow!("--to is required")))?;
         let l = Link::open(a.from, to, a.iface.as_deref(), a.dst_mac).map_err(|e| match e {
@@ -215,7 +238,9 @@ pub(super) fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
         record.push((unix_ns(), f.to_vec()));
     }
     let how = match &link {
-        Some(l) => format!("sent on {} ({} {} → {} {})", l.iface, l.src.ip, l.src.mac, l.dst.ip, l.dst.mac),
+        Some(l) => {
+            format!("sent on {} ({} {} → {} {})", l.iface, l.src.ip, l.src.mac, l.dst.ip, l.dst.mac)
+        }
         None => "not sent (--dry-run)".into(),
     };
     writeln!(out, "{} frame(s) {how}:", frames.len())?;
@@ -225,7 +250,11 @@ pub(super) fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
     if let Some(l) = link.as_mut() {
         let answers = l.answers(t0 + Duration::from_millis(a.wait_ms));
         if answers.is_empty() {
-            writeln!(out, "no answer within {} ms (dropped, or the QP is not connected to {})", a.wait_ms, l.src.ip)?;
+            writeln!(
+                out,
+                "no answer within {} ms (dropped, or the QP is not connected to {})",
+                a.wait_ms, l.src.ip
+            )?;
         } else {
             writeln!(out, "{} answer(s):", answers.len())?;
         }
@@ -247,4 +276,3 @@ pub(super) fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
     }
     Ok(Exit::Ok)
 }
-

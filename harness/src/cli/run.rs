@@ -123,25 +123,37 @@ fn parse_endpoints(s: &str) -> anyhow::Result<BTreeMap<String, String>> {
 
 /// `<dir>/<unix time>`: where captures go when `--out` is not given.
 pub(super) fn timestamped(dir: &str) -> PathBuf {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     PathBuf::from(dir).join(secs.to_string())
 }
 
 /// The scenarios with `[[fault]]` rules, which need the lab's switch.
 pub(super) fn with_faults(loaded: &[(PathBuf, Scenario)]) -> Vec<String> {
-    loaded.iter().filter(|(_, sc)| !sc.faults.is_empty()).map(|(f, _)| f.display().to_string()).collect()
+    loaded
+        .iter()
+        .filter(|(_, sc)| !sc.faults.is_empty())
+        .map(|(f, _)| f.display().to_string())
+        .collect()
 }
 
 /// The options, settled: every input checked before the lab is booted or anything
 /// is written.
-pub(super) fn plan(args: &RunArgs, loaded: &[(PathBuf, Scenario)], out_dir: PathBuf) -> Result<RunPlan, Failure> {
+pub(super) fn plan(
+    args: &RunArgs,
+    loaded: &[(PathBuf, Scenario)],
+    out_dir: PathBuf,
+) -> Result<RunPlan, Failure> {
     if args.pcap.is_some() && loaded.len() != 1 {
         return Err(Failure::input(anyhow!(
             "roce run: --pcap holds the wire of one scenario, but {} were given\nhint: run them one at a time, or capture with -i IFACE",
             loaded.len()
         )));
     }
-    let remote = args.endpoints.as_deref().map(parse_endpoints).transpose().map_err(Failure::input)?;
+    let remote =
+        args.endpoints.as_deref().map(parse_endpoints).transpose().map_err(Failure::input)?;
     if remote.is_some() && args.jobs > 1 {
         return Err(Failure::input(anyhow!(
             "roce run: -j {} runs scenarios side by side on the lab, whose switch tells their frames apart; an agent on a real host serves one controller at a time\nhint: leave out -j with --endpoints",
@@ -164,7 +176,8 @@ pub(super) fn plan(args: &RunArgs, loaded: &[(PathBuf, Scenario)], out_dir: Path
     }
     // Before the lab boots: a run that does not fit is refused at once.
     let budget = controller::budget::Budget::here(&out_dir, remote.is_none());
-    controller::budget::check(loaded, &out_dir, budget).map_err(|e| Failure::input(anyhow!("roce run: {e}")))?;
+    controller::budget::check(loaded, &out_dir, budget)
+        .map_err(|e| Failure::input(anyhow!("roce run: {e}")))?;
     let (endpoints, wire) = match remote {
         Some(m) => {
             let wire = match (&args.iface, &args.pcap) {
@@ -172,10 +185,23 @@ pub(super) fn plan(args: &RunArgs, loaded: &[(PathBuf, Scenario)], out_dir: Path
                 (None, Some(p)) => WireSource::File(p.clone()),
                 (None, None) => WireSource::None,
             };
-            let key = args.key_file.as_deref().map(crate::agent::auth::Key::load).transpose().map_err(Failure::input)?;
+            let key = args
+                .key_file
+                .as_deref()
+                .map(crate::agent::auth::Key::load)
+                .transpose()
+                .map_err(Failure::input)?;
             (Endpoints::Remote(controller::RemoteAgents { addrs: m, key }), wire)
         }
-        None => (controller::lab_endpoints(args.lab_dir.clone(), args.lab.clone(), args.image.unwrap_or_default()).map_err(Failure::setup)?, WireSource::Switch),
+        None => (
+            controller::lab_endpoints(
+                args.lab_dir.clone(),
+                args.lab.clone(),
+                args.image.unwrap_or_default(),
+            )
+            .map_err(Failure::setup)?,
+            WireSource::Switch,
+        ),
     };
     Ok(RunPlan { endpoints, wire, out_dir, profile, jobs: usize::from(args.jobs) })
 }
@@ -193,7 +219,12 @@ fn previous_profile(path: &Path) -> Result<Option<Profile>, Failure> {
 }
 
 /// Runs what is loaded under `plan` and writes the reports `args` asks for.
-pub(super) fn execute(args: &RunArgs, plan: &RunPlan, loaded: &[(PathBuf, Scenario)], out: &mut dyn Write) -> Result<Report, Failure> {
+pub(super) fn execute(
+    args: &RunArgs,
+    plan: &RunPlan,
+    loaded: &[(PathBuf, Scenario)],
+    out: &mut dyn Write,
+) -> Result<Report, Failure> {
     let r = controller::run_all(plan, loaded, |res, wire| {
         render::text::scenario(out, res, args.quiet, wire)?;
         if args.timings {
@@ -222,13 +253,25 @@ pub(super) fn execute(args: &RunArgs, plan: &RunPlan, loaded: &[(PathBuf, Scenar
         )?;
     }
     if let Some(path) = &args.record_profile {
-        let name = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "profile".into());
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "profile".into());
         let p = Profile::record(&name, &report, previous_profile(path)?.as_ref());
         write_file(path, |w| w.write_all(render::profile::render(&p).as_bytes()))?;
-        writeln!(out, "recorded the {} profile from {} scenarios: {}", p.name, p.scenario.len(), path.display())?;
+        writeln!(
+            out,
+            "recorded the {} profile from {} scenarios: {}",
+            p.name,
+            p.scenario.len(),
+            path.display()
+        )?;
     }
     if let Some(p) = &args.html {
-        let page = render::html::render_page(&report, None, &|i| r.wires.get(i).and_then(Option::as_ref).map(std::borrow::Cow::Borrowed)).0;
+        let page = render::html::render_page(&report, None, &|i| {
+            r.wires.get(i).and_then(Option::as_ref).map(std::borrow::Cow::Borrowed)
+        })
+        .0;
         write_file(p, |w| w.write_all(page.as_bytes()))?;
     }
     Ok(report)
@@ -253,7 +296,13 @@ pub(super) fn run(args: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
 }
 
 /// `roce lab bench`'s scenario row, on the bench's own booted lab.
-pub(super) fn bench_scenarios(lab: &lab::state::LabPaths, image: lab::image::Release, dir: &Path, tmp: &Path, p: &lab::Progress) -> anyhow::Result<Vec<(String, String)>> {
+pub(super) fn bench_scenarios(
+    lab: &lab::state::LabPaths,
+    image: lab::image::Release,
+    dir: &Path,
+    tmp: &Path,
+    p: &lab::Progress,
+) -> anyhow::Result<Vec<(String, String)>> {
     controller::bench_scenarios(lab, image, dir, tmp, p)
 }
 
@@ -263,7 +312,14 @@ mod tests {
 
     #[test]
     fn skips_change_the_exit_only_when_asked() {
-        let r = |failed, skipped| Report { scenarios: vec![], passed: 1, failed, skipped, duration_s: 0.0, profile: None };
+        let r = |failed, skipped| Report {
+            scenarios: vec![],
+            passed: 1,
+            failed,
+            skipped,
+            duration_s: 0.0,
+            profile: None,
+        };
         assert_eq!(exit_of(&r(0, 0), true), Exit::Ok);
         assert_eq!(exit_of(&r(0, 2), false), Exit::Ok);
         assert_eq!(exit_of(&r(0, 2), true), Exit::Skipped);

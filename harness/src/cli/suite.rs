@@ -37,7 +37,12 @@ pub(super) fn run(mut a: SuiteArgs, out: &mut dyn Write, err: &mut dyn Write) ->
     if a.run.endpoints.is_some() {
         let lab_only = run::with_faults(&loaded);
         if !lab_only.is_empty() {
-            writeln!(out, "note: left out {} scenarios with [[fault]] rules, which need the lab's switch: {}", lab_only.len(), lab_only.join(", "))?;
+            writeln!(
+                out,
+                "note: left out {} scenarios with [[fault]] rules, which need the lab's switch: {}",
+                lab_only.len(),
+                lab_only.join(", ")
+            )?;
         }
         loaded.retain(|(_, sc)| sc.faults.is_empty());
         if loaded.is_empty() {
@@ -52,7 +57,12 @@ pub(super) fn run(mut a: SuiteArgs, out: &mut dyn Write, err: &mut dyn Write) ->
     let suite = Suite::from_report(&report);
     let path = dir.join("suite.json");
     write_file(&path, |w| serde_json::to_writer_pretty(w, &suite).map_err(std::io::Error::other))?;
-    writeln!(out, "suite report: {} (diff it against the next run's), {}", path.display(), html.display())?;
+    writeln!(
+        out,
+        "suite report: {} (diff it against the next run's), {}",
+        path.display(),
+        html.display()
+    )?;
     if let (Some(b), Some(p)) = (&baseline, &a.baseline) {
         render::suite::diff(out, p, &suite::diff(b, &suite))?;
     }

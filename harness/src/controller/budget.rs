@@ -59,7 +59,11 @@ pub(crate) fn estimate(sc: &Scenario) -> Estimate {
     let mut e = Estimate { frames: 0, capture_bytes: SCENARIO_BASE };
     for s in &sc.steps {
         if let Step::Stream(st) = s {
-            let mtu = st.qps.first().and_then(|q| sc.qps.iter().find(|x| &x.name == q)).map_or(1024, |q| q.mtu);
+            let mtu = st
+                .qps
+                .first()
+                .and_then(|q| sc.qps.iter().find(|x| &x.name == q))
+                .map_or(1024, |q| q.mtu);
             let one = stream(st, mtu);
             e.frames += one.frames;
             e.capture_bytes += one.capture_bytes;
@@ -81,7 +85,10 @@ fn size(b: u64) -> String {
 fn free_disk(dir: &Path) -> Option<u64> {
     let mut at: PathBuf = dir.to_path_buf();
     while !at.exists() {
-        at = at.parent().filter(|p| !p.as_os_str().is_empty()).map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        at = at
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     }
     let c = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).ok()?;
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
@@ -115,7 +122,11 @@ impl Budget {
     /// This machine's, for captures under `out_dir`; `lab`: the endpoints are the
     /// lab's VMs.
     pub(crate) fn here(out_dir: &Path, lab: bool) -> Budget {
-        Budget { disk: free_disk(out_dir), memory: available_memory().map(|m| m / 2), vm_memory: lab.then(|| u64::from(lab::vm::MEMORY_MB) * 1024 * 1024) }
+        Budget {
+            disk: free_disk(out_dir),
+            memory: available_memory().map(|m| m / 2),
+            vm_memory: lab.then(|| u64::from(lab::vm::MEMORY_MB) * 1024 * 1024),
+        }
     }
 }
 
@@ -123,10 +134,16 @@ impl Budget {
 /// timelines in memory (a run keeps each scenario's for its reports), or one
 /// endpoint's MRs in its lab VM (which also holds its kernel and the agent).
 pub(crate) fn check(scenarios: &[(PathBuf, Scenario)], out_dir: &Path, b: Budget) -> Result<()> {
-    let estimates: Vec<(&PathBuf, Estimate)> = scenarios.iter().map(|(f, sc)| (f, estimate(sc))).collect();
+    let estimates: Vec<(&PathBuf, Estimate)> =
+        scenarios.iter().map(|(f, sc)| (f, estimate(sc))).collect();
     let biggest = estimates.iter().max_by_key(|(_, e)| e.capture_bytes);
     let named = |what: &str| match biggest {
-        Some((f, e)) if estimates.len() > 1 => format!("; the most {what}: {} ({} frames, {})", f.display(), e.frames, size(e.capture_bytes)),
+        Some((f, e)) if estimates.len() > 1 => format!(
+            "; the most {what}: {} ({} frames, {})",
+            f.display(),
+            e.frames,
+            size(e.capture_bytes)
+        ),
         _ => String::new(),
     };
     let disk: u64 = estimates.iter().map(|(_, e)| e.capture_bytes).sum();
@@ -193,9 +210,12 @@ mod tests {
             text += "ring = 65536\n";
         }
         for k in 0..big {
-            text += &format!("[[mr]]\nname = 'big{k}'\non = 'a'\nsize = 64000000\naccess = ['local_write']\n");
+            text += &format!(
+                "[[mr]]\nname = 'big{k}'\non = 'a'\nsize = 64000000\naccess = ['local_write']\n"
+            );
         }
-        crate::scenario::check::parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]))
+        crate::scenario::check::parse_str(Path::new("t.toml"), &text)
+            .unwrap_or_else(|e| panic!("{}", e[0]))
     }
 
     /// 100,000 WRITEs of 2,000 bytes at a 1,024 MTU: two packets and an ACK each,
@@ -204,21 +224,37 @@ mod tests {
     fn a_streams_wire_is_estimated_from_its_messages() {
         let e = estimate(&scenario(100_000, 2000, "write", 0));
         assert_eq!(e.frames, 300_000);
-        assert_eq!(e.capture_bytes, SCENARIO_BASE + 100_000 * (2000 + 2 * (REQUEST_HEADERS + PCAPNG_BLOCK) + ACK_FRAME + PCAPNG_BLOCK));
-        assert_eq!(estimate(&scenario(10, 64, "read", 0)).frames, 20, "a READ of one packet: its request and its response");
+        assert_eq!(
+            e.capture_bytes,
+            SCENARIO_BASE
+                + 100_000
+                    * (2000 + 2 * (REQUEST_HEADERS + PCAPNG_BLOCK) + ACK_FRAME + PCAPNG_BLOCK)
+        );
+        assert_eq!(
+            estimate(&scenario(10, 64, "read", 0)).frames,
+            20,
+            "a READ of one packet: its request and its response"
+        );
     }
 
     /// Each budget refuses with what and where; a run that fits passes.
     #[test]
     fn runs_past_a_budget_are_refused_before_they_start() {
-        let runs = vec![(PathBuf::from("scenarios/load/big.toml"), scenario(100_000, 2000, "write", 0))];
+        let runs =
+            vec![(PathBuf::from("scenarios/load/big.toml"), scenario(100_000, 2000, "write", 0))];
         let out = Path::new("/nonexistent/roce-runs/1");
-        let room = Budget { disk: Some(10_000_000_000), memory: Some(10_000_000_000), vm_memory: Some(512 * 1024 * 1024) };
+        let room = Budget {
+            disk: Some(10_000_000_000),
+            memory: Some(10_000_000_000),
+            vm_memory: Some(512 * 1024 * 1024),
+        };
         check(&runs, out, room).unwrap();
-        let e = check(&runs, out, Budget { disk: Some(250_000_000), ..room }).unwrap_err().to_string();
+        let e =
+            check(&runs, out, Budget { disk: Some(250_000_000), ..room }).unwrap_err().to_string();
         assert!(e.starts_with("this run's captures would take about 236 MB under /nonexistent/roce-runs/1, which has 250 MB free (less 25 MB kept free)"), "{e}");
         assert!(e.contains("hint: --out on a disk with room"), "{e}");
-        let e = check(&runs, out, Budget { memory: Some(1_000_000), ..room }).unwrap_err().to_string();
+        let e =
+            check(&runs, out, Budget { memory: Some(1_000_000), ..room }).unwrap_err().to_string();
         assert!(e.starts_with("judging this run would hold about 300000 frames decoded"), "{e}");
         let heavy = vec![(PathBuf::from("scenarios/heavy.toml"), scenario(10, 64, "write", 7))];
         let e = check(&heavy, out, room).unwrap_err().to_string();
@@ -228,7 +264,8 @@ mod tests {
         // a megabyte of captures fits.
         let small = vec![(PathBuf::from("scenarios/rc_read.toml"), scenario(10, 64, "write", 0))];
         check(&small, out, Budget { disk: Some(240_000_000), ..room }).unwrap();
-        let e = check(&runs, out, Budget { disk: Some(240_000_000), ..room }).unwrap_err().to_string();
+        let e =
+            check(&runs, out, Budget { disk: Some(240_000_000), ..room }).unwrap_err().to_string();
         assert!(e.contains("which has 240 MB free (less 24 MB kept free)"), "{e}");
         check(&runs, out, Budget { disk: None, memory: None, vm_memory: None }).unwrap();
     }

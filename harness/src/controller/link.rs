@@ -12,9 +12,9 @@ use anyhow::{anyhow, bail, Context, Result};
 use lab::client::ExecStdio;
 use lab::state::{LabPaths, Vm};
 
+use crate::agent;
 use crate::agent::auth::{self, Key};
 use crate::agent::proto::{self, FromAgent, ToAgent};
-use crate::agent;
 
 /// The agent in a VM is the host's own `roce`, shared over 9p.
 const LAB_AGENT: &str = "/host/roce agent --stdio";
@@ -138,16 +138,32 @@ fn spawn_reader(mut r: impl Read + Send + 'static) -> mpsc::Receiver<Result<From
 impl Agent {
     /// `roce agent --stdio` in a lab VM; it serves scenario after scenario until
     /// this link is dropped (or `timeout`, the lab's hard limit on the command).
-    pub(super) fn in_lab(paths: &LabPaths, vm: Vm, endpoint: &str, timeout: Duration) -> Result<Agent> {
+    pub(super) fn in_lab(
+        paths: &LabPaths,
+        vm: Vm,
+        endpoint: &str,
+        timeout: Duration,
+    ) -> Result<Agent> {
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = log.clone();
-        let on_stderr = Box::new(move |d: &[u8]| sink.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(d));
+        let on_stderr = Box::new(move |d: &[u8]| {
+            sink.lock().unwrap_or_else(|e| e.into_inner()).extend_from_slice(d)
+        });
         let x = ExecStdio::start(paths, vm, LAB_AGENT, timeout, on_stderr)
             .with_context(|| format!("starting endpoint {endpoint}'s agent in VM {}", vm.name()))?;
         let tx = x.stdin()?;
         let rx = spawn_reader(x);
         let tx = Arc::new(Mutex::new(Sender { w: Box::new(tx), last: Instant::now() }));
-        Ok(Agent { endpoint: endpoint.into(), vm: Some(vm), tx, rx, log, deadline: None, behind: false, _keep: Box::new(()) })
+        Ok(Agent {
+            endpoint: endpoint.into(),
+            vm: Some(vm),
+            tx,
+            rx,
+            log,
+            deadline: None,
+            behind: false,
+            _keep: Box::new(()),
+        })
     }
 
     /// The same agent for the next scenario, as endpoint `endpoint`: its log
@@ -160,7 +176,9 @@ impl Agent {
     /// A real host's `roce agent --listen`: with `key`, the handshake proves each
     /// side to the other and every message after it is authenticated.
     pub(super) fn remote(addr: &str, endpoint: &str, key: Option<&Key>) -> Result<Agent> {
-        let hint = |what: &str| format!("{what} endpoint {endpoint}'s agent at {addr}\nhint: start it there with `roce agent --listen {addr} --key-file FILE`");
+        let hint = |what: &str| {
+            format!("{what} endpoint {endpoint}'s agent at {addr}\nhint: start it there with `roce agent --listen {addr} --key-file FILE`")
+        };
         let s = TcpStream::connect(addr).with_context(|| hint("connecting to"))?;
         let _ = s.set_nodelay(true);
         let keep = ShutdownOnDrop(s.try_clone()?);
@@ -168,7 +186,9 @@ impl Agent {
             Some(key) => {
                 let _ = s.set_read_timeout(Some(agent::HANDSHAKE_WITHIN));
                 let (mut r, mut w) = (s.try_clone()?, s.try_clone()?);
-                let session = auth::client(key, &mut r, &mut w).with_context(|| format!("authenticating with endpoint {endpoint}'s agent at {addr}"))?;
+                let session = auth::client(key, &mut r, &mut w).with_context(|| {
+                    format!("authenticating with endpoint {endpoint}'s agent at {addr}")
+                })?;
                 let _ = s.set_read_timeout(None);
                 let (ar, aw) = session.wrap(r, w);
                 (Box::new(ar), Box::new(aw))
@@ -179,13 +199,23 @@ impl Agent {
         let tx = Arc::new(Mutex::new(Sender { w, last: Instant::now() }));
         let alive = Arc::new(AtomicBool::new(true));
         spawn_heartbeat(&tx, alive.clone());
-        Ok(Agent { endpoint: endpoint.into(), vm: None, tx, rx, log: Default::default(), deadline: None, behind: false, _keep: Box::new((keep, StopOnDrop(alive))) })
+        Ok(Agent {
+            endpoint: endpoint.into(),
+            vm: None,
+            tx,
+            rx,
+            log: Default::default(),
+            deadline: None,
+            behind: false,
+            _keep: Box::new((keep, StopOnDrop(alive))),
+        })
     }
 
     pub(super) fn send(&mut self, m: &ToAgent) -> Result<()> {
         let mut s = self.tx.lock().unwrap_or_else(|e| e.into_inner());
         s.last = Instant::now();
-        proto::write_msg(&mut s.w, m).with_context(|| format!("sending to endpoint {}'s agent", self.endpoint))
+        proto::write_msg(&mut s.w, m)
+            .with_context(|| format!("sending to endpoint {}'s agent", self.endpoint))
     }
 
     /// Waits (`within`, and never past the deadline) for the answer to the
@@ -201,15 +231,26 @@ impl Agent {
             Err(mpsc::RecvTimeoutError::Timeout) => {
                 self.behind = true;
                 return Err(match self.deadline {
-                    Some(d) if wait < within => d.passed(&format!("while endpoint {}'s agent was still at it", self.endpoint)),
-                    _ => anyhow!("endpoint {}'s agent did not answer within {within:?}", self.endpoint),
+                    Some(d) if wait < within => d.passed(&format!(
+                        "while endpoint {}'s agent was still at it",
+                        self.endpoint
+                    )),
+                    _ => anyhow!(
+                        "endpoint {}'s agent did not answer within {within:?}",
+                        self.endpoint
+                    ),
                 });
             }
         };
         if let FromAgent::Error { message, verb, errno, hint, unsupported } = m {
             if unsupported {
                 let what = verb.unwrap_or_else(|| message.clone());
-                return Err(Unsupported(format!("endpoint {}: the device lacks {what}{}", self.endpoint, hint.map(|h| format!(" ({h})")).unwrap_or_default())).into());
+                return Err(Unsupported(format!(
+                    "endpoint {}: the device lacks {what}{}",
+                    self.endpoint,
+                    hint.map(|h| format!(" ({h})")).unwrap_or_default()
+                ))
+                .into());
             }
             let mut s = format!("endpoint {}: {message}", self.endpoint);
             if let Some(v) = verb {
@@ -247,7 +288,6 @@ impl Agent {
     }
 }
 
-
 pub(super) fn unexpected(endpoint: &str, want: &str, got: &FromAgent) -> anyhow::Error {
     anyhow!("endpoint {endpoint}'s agent answered {got:?} where {want} was expected")
 }
@@ -276,7 +316,10 @@ mod tests {
         let mut a = Agent::remote(&addr, "b", None).unwrap();
         a.set_deadline(Some(Deadline::new(Instant::now(), Duration::from_millis(300))));
         let asked = Instant::now();
-        let e = a.request(&ToAgent::Hello { version: proto::VERSION }, Duration::from_secs(60)).unwrap_err().to_string();
+        let e = a
+            .request(&ToAgent::Hello { version: proto::VERSION }, Duration::from_secs(60))
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "the scenario's deadline (300 ms, timeout_ms) passed while endpoint b's agent was still at it");
         assert!(asked.elapsed() < Duration::from_secs(30), "the 60 s wait was cut at the deadline");
         assert!(a.is_behind(), "it may still be busy with the request: not to be reused");

@@ -13,8 +13,8 @@ use std::time::Instant;
 use anyhow::{anyhow, Context, Result};
 use lab::image::Release;
 
-use crate::results::profile::Profile;
 use crate::judge::{self, Timeline};
+use crate::results::profile::Profile;
 use crate::results::{Laps, Phase, Report, ScenarioResult, Status};
 use crate::scenario::model::Scenario;
 
@@ -52,7 +52,11 @@ pub(crate) struct RunPlan {
 }
 
 /// Lab endpoints: the lab `name` under `root`, booted when it is not up.
-pub(crate) fn lab_endpoints(root: Option<PathBuf>, name: Option<String>, image: Release) -> Result<Endpoints> {
+pub(crate) fn lab_endpoints(
+    root: Option<PathBuf>,
+    name: Option<String>,
+    image: Release,
+) -> Result<Endpoints> {
     let paths = lab::lab_paths(root, name, image)?;
     let lab = LabRef { paths, image };
     if !lab.paths.is_running() {
@@ -68,7 +72,14 @@ fn boot_lab(lab: &LabRef, why: &str) -> Result<()> {
     let p = lab::Progress::new(why.is_empty());
     p.say(why);
     let paths = &lab.paths;
-    let opts = lab::UpOpts { image: lab.image, accel: lab::Accel::Auto, boot_timeout: std::time::Duration::from_secs(300), idle_timeout_min: 120, rules: vec![], seed: 1 };
+    let opts = lab::UpOpts {
+        image: lab.image,
+        accel: lab::Accel::Auto,
+        boot_timeout: std::time::Duration::from_secs(300),
+        idle_timeout_min: 120,
+        rules: vec![],
+        seed: 1,
+    };
     let up = lab::up(paths, &opts, &p)?;
     p.say(&up.describe(paths));
     Ok(())
@@ -82,7 +93,10 @@ fn lab_ready(lab: &LabRef) -> std::result::Result<(), String> {
     }
     match lab::client::request(paths, &lab::control::Request::Status) {
         Ok(st) if st["phase"] == "ready" => Ok(()),
-        Ok(st) => Err(st["error"].as_str().map(|e| e.lines().next().unwrap_or(e).to_string()).unwrap_or_else(|| format!("it is {}", st["phase"]))),
+        Ok(st) => Err(st["error"]
+            .as_str()
+            .map(|e| e.lines().next().unwrap_or(e).to_string())
+            .unwrap_or_else(|| format!("it is {}", st["phase"]))),
         Err(e) => Err(format!("its daemon does not answer ({e:#})")),
     }
 }
@@ -93,12 +107,18 @@ fn lab_ready(lab: &LabRef) -> std::result::Result<(), String> {
 fn heal_lab(lab: &LabRef, why: &str) -> Result<()> {
     let paths = &lab.paths;
     lab::stop(paths).with_context(|| format!("stopping the broken lab `{}`", paths.name))?;
-    boot_lab(lab, &format!("lab `{}` is not usable ({why}): restarting it for the next scenario", paths.name))
+    boot_lab(
+        lab,
+        &format!("lab `{}` is not usable ({why}): restarting it for the next scenario", paths.name),
+    )
 }
 
 /// The capture file of a scenario: `<out>/<file stem>.pcapng`, unique.
 pub(crate) fn capture_path(out: &Path, file: &Path, taken: &mut BTreeMap<PathBuf, ()>) -> PathBuf {
-    let stem = file.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "scenario".into());
+    let stem = file
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "scenario".into());
     let mut p = out.join(format!("{stem}.pcapng"));
     let mut i = 2;
     while taken.contains_key(&p) {
@@ -110,7 +130,13 @@ pub(crate) fn capture_path(out: &Path, file: &Path, taken: &mut BTreeMap<PathBuf
 }
 
 /// Runs one loaded scenario in `slot`: the outcome and how long it took.
-pub(crate) fn run_one(sc: &Scenario, eps: &Endpoints, capture: &Path, pool: &AgentPool, slot: Slot) -> (Outcome, f64) {
+pub(crate) fn run_one(
+    sc: &Scenario,
+    eps: &Endpoints,
+    capture: &Path,
+    pool: &AgentPool,
+    slot: Slot,
+) -> (Outcome, f64) {
     let t = Instant::now();
     let cap = matches!(eps, Endpoints::Lab(_)).then(|| capture.to_path_buf());
     let o = runner::execute(sc, eps, cap, pool, slot);
@@ -126,7 +152,11 @@ pub(crate) struct Recording {
 impl Recording {
     /// Starts capturing on `iface`; returns once the capture is open.
     pub(crate) fn start(iface: &str, filter: &str, path: &Path) -> Result<Recording> {
-        let opts = crate::net::live::LiveOptions { iface: iface.to_string(), filter: filter.to_string(), ..Default::default() };
+        let opts = crate::net::live::LiveOptions {
+            iface: iface.to_string(),
+            filter: filter.to_string(),
+            ..Default::default()
+        };
         let path = path.to_path_buf();
         let (tx, rx) = std::sync::mpsc::channel();
         let done = std::thread::spawn(move || -> Result<u64> {
@@ -138,7 +168,10 @@ impl Recording {
                 }
             };
             let _ = tx.send(Ok(cap.stop_handle()));
-            let mut out = dissector::capture::RecordFile::create(&path, concat!("roce ", env!("CARGO_PKG_VERSION")))?;
+            let mut out = dissector::capture::RecordFile::create(
+                &path,
+                concat!("roce ", env!("CARGO_PKG_VERSION")),
+            )?;
             let mut n = 0;
             while let Some(r) = cap.next_packet().map_err(|e| anyhow!("{e}"))? {
                 out.write(&r)?;
@@ -174,9 +207,18 @@ struct Executed {
 }
 
 /// Carries out one scenario in `slot`, its wire recorded as the plan says.
-fn carry_out(plan: &RunPlan, sc: &Scenario, cap: &Path, pool: &AgentPool, slot: Slot) -> Result<Executed> {
+fn carry_out(
+    plan: &RunPlan,
+    sc: &Scenario,
+    cap: &Path,
+    pool: &AgentPool,
+    slot: Slot,
+) -> Result<Executed> {
     let rec = match &plan.wire {
-        WireSource::Live { iface, filter } => Some(Recording::start(iface, filter, cap).with_context(|| format!("capturing on {iface}"))?),
+        WireSource::Live { iface, filter } => Some(
+            Recording::start(iface, filter, cap)
+                .with_context(|| format!("capturing on {iface}"))?,
+        ),
         _ => None,
     };
     let (mut o, secs) = run_one(sc, &plan.endpoints, cap, pool, slot);
@@ -196,7 +238,12 @@ fn carry_out(plan: &RunPlan, sc: &Scenario, cap: &Path, pool: &AgentPool, slot: 
 
 /// Judges what a scenario did: its result and its decoded wire.
 /// The third part says that the profile does not know the scenario.
-fn judge_one(plan: &RunPlan, file: &Path, sc: &Scenario, ex: Executed) -> (ScenarioResult, Option<Timeline>, bool) {
+fn judge_one(
+    plan: &RunPlan,
+    file: &Path,
+    sc: &Scenario,
+    ex: Executed,
+) -> (ScenarioResult, Option<Timeline>, bool) {
     let Executed { outcome: mut o, secs } = ex;
     // Reading the capture is judging's time, as is the streams' pace.
     let mut laps = Laps::start();
@@ -228,7 +275,11 @@ fn judge_one(plan: &RunPlan, file: &Path, sc: &Scenario, ex: Executed) -> (Scena
         streams: o.streams.clone(),
     };
     if let Some(why) = &o.skipped {
-        return (ScenarioResult { status: Status::Skipped, skip_reason: Some(why.clone()), ..base }, None, false);
+        return (
+            ScenarioResult { status: Status::Skipped, skip_reason: Some(why.clone()), ..base },
+            None,
+            false,
+        );
     }
     let (mut verdicts, observations) = judge::judge(sc, &o, &wire);
     let mut unknown = false;
@@ -286,7 +337,14 @@ impl Shared {
 /// One worker of a run: takes scenarios in order and carries each out in its
 /// slot, handing the outcome on; judging is the caller's, so it overlaps the
 /// next scenario's setup.
-fn worker(plan: &RunPlan, scenarios: &[(PathBuf, Scenario)], caps: &[PathBuf], shared: &Shared, index: usize, tx: &mpsc::Sender<(usize, Result<Executed, String>)>) {
+fn worker(
+    plan: &RunPlan,
+    scenarios: &[(PathBuf, Scenario)],
+    caps: &[PathBuf],
+    shared: &Shared,
+    index: usize,
+    tx: &mpsc::Sender<(usize, Result<Executed, String>)>,
+) {
     while let Some(i) = shared.take() {
         let sc = &scenarios[i].1;
         if let Some(why) = shared.stopped() {
@@ -295,7 +353,8 @@ fn worker(plan: &RunPlan, scenarios: &[(PathBuf, Scenario)], caps: &[PathBuf], s
             }
             continue;
         }
-        let slot = Slot { index, shared: !shared.standing_rules && sc.needs_the_wire_alone().is_none() };
+        let slot =
+            Slot { index, shared: !shared.standing_rules && sc.needs_the_wire_alone().is_none() };
         let alone = !slot.shared;
         let mut guard = WireGuard::take(&shared.wire, alone);
         if let (Endpoints::Lab(lab), true) = (&plan.endpoints, i > 0) {
@@ -354,10 +413,12 @@ pub(crate) fn run_all(
     scenarios: &[(PathBuf, Scenario)],
     mut done: impl FnMut(&ScenarioResult, Option<&Timeline>) -> std::io::Result<()>,
 ) -> Result<RunResults> {
-    std::fs::create_dir_all(&plan.out_dir).with_context(|| format!("creating {}", plan.out_dir.display()))?;
+    std::fs::create_dir_all(&plan.out_dir)
+        .with_context(|| format!("creating {}", plan.out_dir.display()))?;
     let start = Instant::now();
     let mut taken = BTreeMap::new();
-    let caps: Vec<PathBuf> = scenarios.iter().map(|(file, _)| capture_path(&plan.out_dir, file, &mut taken)).collect();
+    let caps: Vec<PathBuf> =
+        scenarios.iter().map(|(file, _)| capture_path(&plan.out_dir, file, &mut taken)).collect();
     let standing_rules = match &plan.endpoints {
         Endpoints::Lab(lab) => lab::client::request(&lab.paths, &lab::control::Request::Status)
             .map(|st| st["standing_rules"].as_array().is_some_and(|r| !r.is_empty()))
@@ -369,8 +430,16 @@ pub(crate) fn run_all(
     if jobs > 1 {
         order.sort_by_key(|&i| scenarios[i].1.needs_the_wire_alone().is_some());
     }
-    let shared = Shared { order, next: Mutex::new(0), standing_rules, wire: RwLock::new(()), pool: AgentPool::default(), stopped: Mutex::new(None) };
-    let mut judged: Vec<Option<(ScenarioResult, Option<Timeline>, bool)>> = scenarios.iter().map(|_| None).collect();
+    let shared = Shared {
+        order,
+        next: Mutex::new(0),
+        standing_rules,
+        wire: RwLock::new(()),
+        pool: AgentPool::default(),
+        stopped: Mutex::new(None),
+    };
+    let mut judged: Vec<Option<(ScenarioResult, Option<Timeline>, bool)>> =
+        scenarios.iter().map(|_| None).collect();
     let mut failure: Option<anyhow::Error> = None;
     std::thread::scope(|s| {
         let (tx, rx) = mpsc::channel();
@@ -383,7 +452,16 @@ pub(crate) fn run_all(
             let (file, sc) = &scenarios[i];
             let (mut r, wire, unknown) = match ex {
                 Ok(ex) => judge_one(plan, file, sc, ex),
-                Err(why) => (ScenarioResult::not_run(&sc.name, file, sc.faults.iter().map(|f| f.describe()).collect(), &why), None, false),
+                Err(why) => (
+                    ScenarioResult::not_run(
+                        &sc.name,
+                        file,
+                        sc.faults.iter().map(|f| f.describe()).collect(),
+                        &why,
+                    ),
+                    None,
+                    false,
+                ),
             };
             let mut laps = Laps::start();
             if let Err(e) = done(&r, wire.as_ref()) {
@@ -408,7 +486,11 @@ pub(crate) fn run_all(
         results.push(r);
         wires.push(wire);
     }
-    let report = Report::new(results, start.elapsed().as_secs_f64(), plan.profile.as_ref().map(|p| p.name.clone()));
+    let report = Report::new(
+        results,
+        start.elapsed().as_secs_f64(),
+        plan.profile.as_ref().map(|p| p.name.clone()),
+    );
     Ok(RunResults { report, wires, not_in_profile })
 }
 
@@ -416,9 +498,20 @@ pub(crate) fn run_all(
 /// then four side by side: how many a minute, what each costs beyond its own
 /// traffic (the span from its first frame to its last on the wire), and where
 /// that time goes, phase by phase.
-pub(crate) fn bench_scenarios(lab: &lab::state::LabPaths, image: Release, dir: &Path, tmp: &Path, p: &lab::Progress) -> Result<Vec<(String, String)>> {
+pub(crate) fn bench_scenarios(
+    lab: &lab::state::LabPaths,
+    image: Release,
+    dir: &Path,
+    tmp: &Path,
+    p: &lab::Progress,
+) -> Result<Vec<(String, String)>> {
     let files = crate::scenario::discover(&[dir.to_path_buf()])?;
-    let loaded = files.iter().map(|f| crate::scenario::load(f).map(|sc| (f.clone(), sc)).map_err(|d| anyhow!("{}", d[0]))).collect::<Result<Vec<_>>>()?;
+    let loaded = files
+        .iter()
+        .map(|f| {
+            crate::scenario::load(f).map(|sc| (f.clone(), sc)).map_err(|d| anyhow!("{}", d[0]))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut rows = Vec::new();
     for jobs in [1, 4] {
         let plan = RunPlan {
@@ -433,12 +526,30 @@ pub(crate) fn bench_scenarios(lab: &lab::state::LabPaths, image: Release, dir: &
             Ok(())
         })?;
         let report = r.report;
-        let traffic: f64 = report.scenarios.iter().filter_map(|s| s.capture.as_deref()).map(|c| traffic_secs(Path::new(c))).sum();
+        let traffic: f64 = report
+            .scenarios
+            .iter()
+            .filter_map(|s| s.capture.as_deref())
+            .map(|c| traffic_secs(Path::new(c)))
+            .sum();
         let (n, total) = (loaded.len().max(1) as f64, report.duration_s);
-        let per = if jobs == 1 { format!("; per scenario {:.2} s, of which {:.2} s beyond its own traffic", total / n, (total - traffic) / n) } else { String::new() };
+        let per = if jobs == 1 {
+            format!(
+                "; per scenario {:.2} s, of which {:.2} s beyond its own traffic",
+                total / n,
+                (total - traffic) / n
+            )
+        } else {
+            String::new()
+        };
         rows.push((
             format!("seed scenarios ({}), -j {jobs}", dir.display()),
-            format!("{} in {total:.1} s = {:.0} scenarios/min ({} passed){per}", loaded.len(), loaded.len() as f64 / total * 60.0, report.passed),
+            format!(
+                "{} in {total:.1} s = {:.0} scenarios/min ({} passed){per}",
+                loaded.len(),
+                loaded.len() as f64 / total * 60.0,
+                report.passed
+            ),
         ));
         if jobs == 1 {
             let timings: Vec<_> = report.scenarios.iter().map(|s| s.timings.clone()).collect();
@@ -476,7 +587,12 @@ mod tests {
             let mut w = s;
             while let Ok(Some(m)) = proto::read_msg::<_, ToAgent>(&mut r) {
                 let answer = match m {
-                    ToAgent::Hello { .. } => FromAgent::Hello { version: proto::VERSION, agent: "stand-in".into(), host: "h".into(), kernel: Some("6.1".into()) },
+                    ToAgent::Hello { .. } => FromAgent::Hello {
+                        version: proto::VERSION,
+                        agent: "stand-in".into(),
+                        host: "h".into(),
+                        kernel: Some("6.1".into()),
+                    },
                     ToAgent::Teardown => FromAgent::TornDown,
                     _ => FromAgent::Error {
                         message: "ibv_wr_flush: not supported by this device or kernel".into(),
@@ -500,7 +616,10 @@ mod tests {
             .unwrap_or_else(|e| panic!("{}", e[0]));
         let out = std::env::temp_dir().join(format!("roce-skip-{}", std::process::id()));
         let plan = RunPlan {
-            endpoints: Endpoints::Remote(RemoteAgents { addrs: [("a".to_string(), agent_lacking_a_verb())].into(), key: None }),
+            endpoints: Endpoints::Remote(RemoteAgents {
+                addrs: [("a".to_string(), agent_lacking_a_verb())].into(),
+                key: None,
+            }),
             wire: WireSource::None,
             out_dir: out.clone(),
             profile: None,
@@ -517,12 +636,23 @@ mod tests {
         assert_eq!((s.status, s.pass), (Status::Skipped, false));
         assert_eq!(seen, [Status::Skipped]);
         assert!(s.verdicts.is_empty() && s.error.is_none(), "{s:?}");
-        assert_eq!(s.skip_reason.as_deref(), Some("endpoint a: the device lacks ibv_wr_flush (RDMA FLUSH needs kernel 6.2)"));
+        assert_eq!(
+            s.skip_reason.as_deref(),
+            Some("endpoint a: the device lacks ibv_wr_flush (RDMA FLUSH needs kernel 6.2)")
+        );
         assert_eq!((r.report.passed, r.report.failed, r.report.skipped), (0, 0, 1));
         // Where its time went: up to the Setup that said no, and its teardown;
         // nothing after Setup, which never finished.
-        assert!(s.timings.contains_key(&Phase::AgentStart) && s.timings.contains_key(&Phase::Teardown), "{:?}", s.timings);
-        assert!(!s.timings.contains_key(&Phase::Connect) && !s.timings.contains_key(&Phase::Steps), "{:?}", s.timings);
+        assert!(
+            s.timings.contains_key(&Phase::AgentStart) && s.timings.contains_key(&Phase::Teardown),
+            "{:?}",
+            s.timings
+        );
+        assert!(
+            !s.timings.contains_key(&Phase::Connect) && !s.timings.contains_key(&Phase::Steps),
+            "{:?}",
+            s.timings
+        );
         let j = serde_json::to_value(&r.report).unwrap();
         assert_eq!(j["scenarios"][0]["status"], "skipped");
         let suite = crate::results::suite::Suite::from_report(&r.report);
@@ -533,7 +663,13 @@ mod tests {
     fn capture_paths_are_unique() {
         let mut taken = BTreeMap::new();
         let out = Path::new("/r");
-        assert_eq!(capture_path(out, Path::new("x/rc_send.toml"), &mut taken), Path::new("/r/rc_send.pcapng"));
-        assert_eq!(capture_path(out, Path::new("y/rc_send.toml"), &mut taken), Path::new("/r/rc_send-2.pcapng"));
+        assert_eq!(
+            capture_path(out, Path::new("x/rc_send.toml"), &mut taken),
+            Path::new("/r/rc_send.pcapng")
+        );
+        assert_eq!(
+            capture_path(out, Path::new("y/rc_send.toml"), &mut taken),
+            Path::new("/r/rc_send-2.pcapng")
+        );
     }
 }

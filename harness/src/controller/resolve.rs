@@ -6,7 +6,10 @@ use std::collections::BTreeMap;
 use lab::fault::{self, Dir, Rule};
 use lab::state::Vm;
 
-use crate::agent::proto::{self, Action, ConnectBy, Fill, Hex, MrSetup, MwSetup, ProbeOrder, ProbePsn, QpParams, QpSetup, RemoteRef, SgeRef, SrqSetup, Verb};
+use crate::agent::proto::{
+    self, Action, ConnectBy, Fill, Hex, MrSetup, MwSetup, ProbeOrder, ProbePsn, QpParams, QpSetup,
+    RemoteRef, SgeRef, SrqSetup, Verb,
+};
 use crate::agent::proto::{ReceiveOrder, StreamOrder};
 use crate::results::EndpointFacts;
 use crate::scenario::model::{self, ConnectMethod, Content, PsnAt, QpType, Scenario, Step};
@@ -14,7 +17,11 @@ use crate::verbs::{Caps, QpKind};
 
 /// The lab VM an endpoint runs in: `vm`, else its name.
 pub(super) fn endpoint_vm(sc: &Scenario, endpoint: &str) -> Result<Vm, String> {
-    let vm = sc.endpoints.get(endpoint).and_then(|e| e.vm.clone()).unwrap_or_else(|| endpoint.to_string());
+    let vm = sc
+        .endpoints
+        .get(endpoint)
+        .and_then(|e| e.vm.clone())
+        .unwrap_or_else(|| endpoint.to_string());
     Vm::parse(&vm).ok_or_else(|| format!("endpoint `{endpoint}` runs on `{vm}`, which is not a lab VM (a or b)\nhint: set `vm = \"a\"` or `vm = \"b\"` in [endpoints.{endpoint}]"))
 }
 
@@ -31,7 +38,9 @@ fn qp_kind(t: QpType) -> QpKind {
 fn fill(c: &Option<Content>) -> Fill {
     match c {
         None => Fill::Zero,
-        Some(Content::Pattern(p)) => Fill::Repeat(Hex(dissector::text::hex_bytes(p).unwrap_or_default())),
+        Some(Content::Pattern(p)) => {
+            Fill::Repeat(Hex(dissector::text::hex_bytes(p).unwrap_or_default()))
+        }
         Some(other) => Fill::Bytes(Hex(other.bytes(0))),
     }
 }
@@ -56,7 +65,12 @@ pub(super) fn setup(sc: &Scenario, name: &str) -> proto::Setup {
         .map(|q| QpSetup {
             name: q.name.clone(),
             kind: qp_kind(q.kind),
-            caps: Caps { max_send_wr: q.max_send_wr, max_recv_wr: q.max_recv_wr, max_sge: q.max_sge, max_inline: q.max_inline },
+            caps: Caps {
+                max_send_wr: q.max_send_wr,
+                max_recv_wr: q.max_recv_wr,
+                max_sge: q.max_sge,
+                max_inline: q.max_inline,
+            },
             psn: q.psn.get(name).map(|p| p.value()),
             params: QpParams {
                 mtu: q.mtu,
@@ -73,7 +87,9 @@ pub(super) fn setup(sc: &Scenario, name: &str) -> proto::Setup {
                 ConnectMethod::Tcp => ConnectBy::Tcp,
                 ConnectMethod::RdmaCm => ConnectBy::RdmaCm,
             },
-            atomic_write: posts(sc, name, &q.name, |v| matches!(v, model::Verb::AtomicWrite { .. })),
+            atomic_write: posts(sc, name, &q.name, |v| {
+                matches!(v, model::Verb::AtomicWrite { .. })
+            }),
             flush: posts(sc, name, &q.name, |v| matches!(v, model::Verb::Flush { .. })),
             srq: q.srq.clone().filter(|n| sc.srqs.iter().any(|x| &x.name == n && x.on == name)),
         })
@@ -82,11 +98,34 @@ pub(super) fn setup(sc: &Scenario, name: &str) -> proto::Setup {
         .mrs
         .iter()
         .filter(|m| m.on == name)
-        .map(|m| MrSetup { name: m.name.clone(), size: m.size, access: m.access, fill: fill(&m.init) })
+        .map(|m| MrSetup {
+            name: m.name.clone(),
+            size: m.size,
+            access: m.access,
+            fill: fill(&m.init),
+        })
         .collect();
-    let srqs = sc.srqs.iter().filter(|q| q.on == name).map(|q| SrqSetup { name: q.name.clone(), max_wr: q.max_wr, max_sge: q.max_sge }).collect();
-    let mws = sc.mws.iter().filter(|w| w.on == name).map(|w| MwSetup { name: w.name.clone(), kind: w.kind }).collect();
-    proto::Setup { device: ep.device, port: ep.port.unwrap_or(1), gid_index: ep.gid_index, qps, mrs, srqs, mws }
+    let srqs = sc
+        .srqs
+        .iter()
+        .filter(|q| q.on == name)
+        .map(|q| SrqSetup { name: q.name.clone(), max_wr: q.max_wr, max_sge: q.max_sge })
+        .collect();
+    let mws = sc
+        .mws
+        .iter()
+        .filter(|w| w.on == name)
+        .map(|w| MwSetup { name: w.name.clone(), kind: w.kind })
+        .collect();
+    proto::Setup {
+        device: ep.device,
+        port: ep.port.unwrap_or(1),
+        gid_index: ep.gid_index,
+        qps,
+        mrs,
+        srqs,
+        mws,
+    }
 }
 
 fn sges(v: &[model::Sge]) -> Vec<SgeRef> {
@@ -110,24 +149,45 @@ fn remote(r: &model::Remote, peer: &str, keys: &MwKeys) -> Result<RemoteRef, Str
 
 /// A step as an action of its endpoint's agent: `None` for what the controller
 /// does itself (`sync`, `sleep`). Windows' rkeys come from `keys`.
-pub(super) fn action(sc: &Scenario, step: &Step, keys: &MwKeys) -> Result<Option<(String, Action)>, String> {
+pub(super) fn action(
+    sc: &Scenario,
+    step: &Step,
+    keys: &MwKeys,
+) -> Result<Option<(String, Action)>, String> {
     let Some(on) = step.on() else { return Ok(None) };
     let on = on.to_string();
     let a = match step {
-        Step::PostRecv { qp, wr_id, sge, .. } => Action::PostRecv { qp: qp.clone(), wr_id: *wr_id, sges: sges(sge) },
+        Step::PostRecv { qp, wr_id, sge, .. } => {
+            Action::PostRecv { qp: qp.clone(), wr_id: *wr_id, sges: sges(sge) }
+        }
         Step::Post { qp, wr_id, sge, flags, verb, .. } => {
-            let peer = sc.qps.iter().find(|q| &q.name == qp).map(|q| q.peer_of(&on).to_string()).unwrap_or_default();
+            let peer = sc
+                .qps
+                .iter()
+                .find(|q| &q.name == qp)
+                .map(|q| q.peer_of(&on).to_string())
+                .unwrap_or_default();
             let rm = |r: &model::Remote| remote(r, &peer, keys);
             let verb = match verb {
                 model::Verb::Send => Verb::Send { imm: None },
                 model::Verb::SendImm { imm } => Verb::Send { imm: Some(*imm) },
                 model::Verb::Write { remote: r } => Verb::Write { remote: rm(r)?, imm: None },
-                model::Verb::WriteImm { remote: r, imm } => Verb::Write { remote: rm(r)?, imm: Some(*imm) },
+                model::Verb::WriteImm { remote: r, imm } => {
+                    Verb::Write { remote: rm(r)?, imm: Some(*imm) }
+                }
                 model::Verb::Read { remote: r } => Verb::Read { remote: rm(r)? },
-                model::Verb::CmpSwap { remote: r, compare, swap } => Verb::CmpSwap { remote: rm(r)?, compare: *compare, swap: *swap },
-                model::Verb::FetchAdd { remote: r, add } => Verb::FetchAdd { remote: rm(r)?, add: *add },
-                model::Verb::AtomicWrite { remote: r, value } => Verb::AtomicWrite { remote: rm(r)?, value: Hex(value.to_vec()) },
-                model::Verb::Flush { remote: r, len, placement, level } => Verb::Flush { remote: rm(r)?, len: *len, placement: *placement, level: *level },
+                model::Verb::CmpSwap { remote: r, compare, swap } => {
+                    Verb::CmpSwap { remote: rm(r)?, compare: *compare, swap: *swap }
+                }
+                model::Verb::FetchAdd { remote: r, add } => {
+                    Verb::FetchAdd { remote: rm(r)?, add: *add }
+                }
+                model::Verb::AtomicWrite { remote: r, value } => {
+                    Verb::AtomicWrite { remote: rm(r)?, value: Hex(value.to_vec()) }
+                }
+                model::Verb::Flush { remote: r, len, placement, level } => {
+                    Verb::Flush { remote: rm(r)?, len: *len, placement: *placement, level: *level }
+                }
                 model::Verb::SendInv { invalidate } => Verb::SendInv {
                     rkey: match invalidate {
                         model::Invalidate::Mw(w) => mw_rkey(keys, &peer, w)?,
@@ -135,11 +195,25 @@ pub(super) fn action(sc: &Scenario, step: &Step, keys: &MwKeys) -> Result<Option
                     },
                 },
                 model::Verb::LocalInv { mw } => Verb::LocalInv { mw: mw.clone() },
-                model::Verb::BindMw { mw, mr, offset, len, access } => Verb::BindMw { mw: mw.clone(), mr: mr.clone(), offset: *offset, len: *len, access: *access },
+                model::Verb::BindMw { mw, mr, offset, len, access } => Verb::BindMw {
+                    mw: mw.clone(),
+                    mr: mr.clone(),
+                    offset: *offset,
+                    len: *len,
+                    access: *access,
+                },
             };
-            Action::Post { qp: qp.clone(), wr_id: *wr_id, verb, sges: sges(sge), flags: flags.clone() }
+            Action::Post {
+                qp: qp.clone(),
+                wr_id: *wr_id,
+                verb,
+                sges: sges(sge),
+                flags: flags.clone(),
+            }
         }
-        Step::PostSrqRecv { srq, wr_id, sge, .. } => Action::PostSrqRecv { srq: srq.clone(), wr_id: *wr_id, sges: sges(sge) },
+        Step::PostSrqRecv { srq, wr_id, sge, .. } => {
+            Action::PostSrqRecv { srq: srq.clone(), wr_id: *wr_id, sges: sges(sge) }
+        }
         Step::ArmSrq { srq, limit, .. } => Action::ArmSrq { srq: srq.clone(), limit: *limit },
         Step::Stream(st) => Action::Stream(StreamOrder {
             id: st.id.clone(),
@@ -153,7 +227,9 @@ pub(super) fn action(sc: &Scenario, step: &Step, keys: &MwKeys) -> Result<Option
             remote: st.remote.as_ref().map(|r| remote(r, &st.peer, keys)).transpose()?,
             within_ms: st.within_ms,
         }),
-        Step::WaitCompletions { count, within_ms, .. } => Action::WaitCompletions { count: *count, within_ms: *within_ms },
+        Step::WaitCompletions { count, within_ms, .. } => {
+            Action::WaitCompletions { count: *count, within_ms: *within_ms }
+        }
         Step::Probe { qp, probe: p, .. } => Action::Probe(ProbeOrder {
             id: p.id.clone(),
             qp: qp.clone(),
@@ -163,7 +239,11 @@ pub(super) fn action(sc: &Scenario, step: &Step, keys: &MwKeys) -> Result<Option
                 PsnAt::Absolute(x) => ProbePsn::Absolute(x.value()),
             },
             moves_next: p.moves_next,
-            remote: p.remote.as_ref().map(|r| RemoteRef { mr: r.mr.clone(), offset: r.offset, rkey: r.rkey }),
+            remote: p.remote.as_ref().map(|r| RemoteRef {
+                mr: r.mr.clone(),
+                offset: r.offset,
+                rkey: r.rkey,
+            }),
             dma_len: p.dma_len,
             payload: Hex(p.payload.clone()),
             imm_data: p.imm_data,
@@ -203,7 +283,10 @@ pub(super) fn receives(st: &model::StreamStep) -> Option<(String, Action)> {
 /// The scenario's faults as lab switch rules: `from` becomes the direction
 /// between the VMs, `qp` the QPN of the QP's receiving end (one rule per end when
 /// the fault has no `from`).
-pub(super) fn fault_rules(sc: &Scenario, endpoints: &BTreeMap<String, EndpointFacts>) -> Result<Vec<Rule>, String> {
+pub(super) fn fault_rules(
+    sc: &Scenario,
+    endpoints: &BTreeMap<String, EndpointFacts>,
+) -> Result<Vec<Rule>, String> {
     let mut rules = Vec::new();
     for (i, f) in sc.faults.iter().enumerate() {
         let mut r = f.rule.clone();
@@ -217,7 +300,11 @@ pub(super) fn fault_rules(sc: &Scenario, endpoints: &BTreeMap<String, EndpointFa
             rules.push(r);
             continue;
         };
-        let q = sc.qps.iter().find(|q| &q.name == qname).ok_or_else(|| format!("fault {}: no QP `{qname}`", i + 1))?;
+        let q = sc
+            .qps
+            .iter()
+            .find(|q| &q.name == qname)
+            .ok_or_else(|| format!("fault {}: no QP `{qname}`", i + 1))?;
         let qpn_on = |e: &String| {
             endpoints
                 .get(e)
@@ -286,7 +373,8 @@ qp = "q"
 "#;
 
     fn sc() -> Scenario {
-        crate::scenario::check::parse_str(Path::new("t.toml"), SC).unwrap_or_else(|e| panic!("{}", e[0]))
+        crate::scenario::check::parse_str(Path::new("t.toml"), SC)
+            .unwrap_or_else(|e| panic!("{}", e[0]))
     }
 
     #[test]
@@ -295,9 +383,21 @@ qp = "q"
         let a = setup(&sc, "a");
         assert_eq!(a.qps.len(), 1);
         assert_eq!((a.qps[0].psn, a.qps[0].params.access), (Some(100), crate::verbs::Access(2)));
-        assert_eq!(a.mrs, vec![MrSetup { name: "m".into(), size: 16, access: crate::verbs::Access::LOCAL_WRITE, fill: Fill::Repeat(Hex(vec![0xab, 1])) }]);
+        assert_eq!(
+            a.mrs,
+            vec![MrSetup {
+                name: "m".into(),
+                size: 16,
+                access: crate::verbs::Access::LOCAL_WRITE,
+                fill: Fill::Repeat(Hex(vec![0xab, 1]))
+            }]
+        );
         let s = setup(&sc, "server");
-        assert_eq!(s.qps[0].params.access, crate::verbs::Access::REMOTE_ALL, "the default where the scenario names no access for this end");
+        assert_eq!(
+            s.qps[0].params.access,
+            crate::verbs::Access::REMOTE_ALL,
+            "the default where the scenario names no access for this end"
+        );
         assert_eq!(s.mrs[0].fill, Fill::Bytes(Hex(b"hi".to_vec())));
         let (on, act) = action(&sc, &sc.steps[0], &MwKeys::new()).unwrap().unwrap();
         assert_eq!(on, "a");
@@ -306,12 +406,18 @@ qp = "q"
             Action::Post {
                 qp: "q".into(),
                 wr_id: 3,
-                verb: Verb::Write { remote: RemoteRef { mr: "t".into(), offset: 0, rkey: Some(5) }, imm: Some(7) },
+                verb: Verb::Write {
+                    remote: RemoteRef { mr: "t".into(), offset: 0, rkey: Some(5) },
+                    imm: Some(7)
+                },
                 sges: vec![SgeRef { mr: "m".into(), offset: 0, len: 8 }],
                 flags: vec![],
             }
         );
-        assert!(action(&sc, &sc.steps[1], &MwKeys::new()).unwrap().is_none(), "the controller sleeps itself");
+        assert!(
+            action(&sc, &sc.steps[1], &MwKeys::new()).unwrap().is_none(),
+            "the controller sleeps itself"
+        );
     }
 
     #[test]
@@ -328,7 +434,8 @@ qp = "q"
             mrs: vec![],
             kernel: None,
         };
-        let eps: BTreeMap<String, EndpointFacts> = [("a".to_string(), facts(0x11)), ("server".to_string(), facts(0x12))].into();
+        let eps: BTreeMap<String, EndpointFacts> =
+            [("a".to_string(), facts(0x11)), ("server".to_string(), facts(0x12))].into();
         let r = fault_rules(&sc, &eps).unwrap();
         assert_eq!(r.len(), 3, "one rule from server to a; `ce` to either end");
         assert_eq!((r[0].dir, r[0].qp), (Some(Dir::BtoA), Some(0x11)));
@@ -343,7 +450,10 @@ qp = "q"
         sc.faults[0].from = Some("a".into());
         let r = fault_rules(&sc, &eps).unwrap();
         assert_eq!(r.len(), 1);
-        assert_eq!(r[0].to_string(), "respond dir=a>b qp=0x12 op=rdma-write-only with=ack reply-qp=0x11");
+        assert_eq!(
+            r[0].to_string(),
+            "respond dir=a>b qp=0x12 op=rdma-write-only with=ack reply-qp=0x11"
+        );
     }
 
     #[test]

@@ -14,8 +14,8 @@ use lab::state::{LabPaths, Vm};
 
 use super::link::{unexpected, Agent, Deadline, Unsupported};
 use super::resolve;
-use crate::agent::proto::{self, FromAgent, MrInfo, ToAgent};
 use crate::agent::proto::READ_BACK_MAX;
+use crate::agent::proto::{self, FromAgent, MrInfo, ToAgent};
 use crate::results::{Connection, EndpointFacts, Laps, Outcome, Phase, StreamRun, Verified};
 use crate::scenario::model::{Memory, Scenario, Step};
 
@@ -73,7 +73,10 @@ impl Slot {
 /// What the scenario's run claims on a shared switch: its QPs on each VM, its
 /// connection ports.
 fn claim(sc: &Scenario, endpoints: &BTreeMap<String, EndpointFacts>, slot: Slot) -> Result<Claim> {
-    let mut c = Claim { ports: (0..sc.qps.len()).map(|i| slot.connect_port(i)).collect(), ..Claim::default() };
+    let mut c = Claim {
+        ports: (0..sc.qps.len()).map(|i| slot.connect_port(i)).collect(),
+        ..Claim::default()
+    };
     for (name, facts) in endpoints {
         let on = match resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)? {
             Vm::A => &mut c.qps_a,
@@ -89,13 +92,17 @@ fn completions_wanted(sc: &Scenario, endpoint: &str) -> (usize, Duration) {
     let mut min = 0;
     let mut within = COMPLETIONS_WITHIN;
     for e in sc.expect.completion.iter().filter(|e| e.on == endpoint) {
-        min = min.max(e.count.unwrap_or(0)).max(e.index.map(|i| i + 1).unwrap_or(0)).max(usize::from(e.wr_id.is_some()));
+        min = min
+            .max(e.count.unwrap_or(0))
+            .max(e.index.map(|i| i + 1).unwrap_or(0))
+            .max(usize::from(e.wr_id.is_some()));
         if let Some(ms) = e.within_ms {
             within = within.max(Duration::from_millis(ms));
         }
     }
     // Waiting for every wr_id named is the agent's `min` in total, at least.
-    let named = sc.expect.completion.iter().filter(|e| e.on == endpoint && e.wr_id.is_some()).count();
+    let named =
+        sc.expect.completion.iter().filter(|e| e.on == endpoint && e.wr_id.is_some()).count();
     (min.max(named), within)
 }
 
@@ -135,7 +142,13 @@ const LAB_AGENT_LIFE: Duration = Duration::from_secs(24 * 3600);
 
 /// Runs `sc` in `slot`; the wire is recorded to `capture` when the endpoints are
 /// in the lab, whose agents come from and go back to `pool`.
-pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, pool: &AgentPool, slot: Slot) -> Outcome {
+pub(super) fn execute(
+    sc: &Scenario,
+    endpoints: &Endpoints,
+    capture: Option<PathBuf>,
+    pool: &AgentPool,
+    slot: Slot,
+) -> Outcome {
     let start = Instant::now();
     let mut out = Outcome::default();
     let deadline = Deadline::new(start, sc.timeout);
@@ -147,7 +160,9 @@ pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<Path
         }
         // The time up to the failure is the failed phase's: the first not done.
         let recorded = matches!(endpoints, Endpoints::Lab(_));
-        let failed = DRIVE.iter().find(|p| !out.timings.contains_key(p) && (**p != Phase::RecordingStart || recorded));
+        let failed = DRIVE
+            .iter()
+            .find(|p| !out.timings.contains_key(p) && (**p != Phase::RecordingStart || recorded));
         live.laps.lap(&mut out.timings, *failed.unwrap_or(&Phase::Memory));
     }
     let Live { mut agents, mut session, mut laps, .. } = live;
@@ -182,7 +197,11 @@ pub(super) fn execute(sc: &Scenario, endpoints: &Endpoints, capture: Option<Path
                 if let Some(e) = &rep.capture_error {
                     out.error.get_or_insert(format!("the wire's capture is incomplete: {e}"));
                 } else if rep.capture.is_some() && !rep.counters.capture_complete() {
-                    out.error.get_or_insert(format!("the wire's capture holds {} frames, the switch carried more: {}", rep.counters.recorded, rep.counters.summary()));
+                    out.error.get_or_insert(format!(
+                        "the wire's capture holds {} frames, the switch carried more: {}",
+                        rep.counters.recorded,
+                        rep.counters.summary()
+                    ));
                 }
                 out.capture = rep.capture.as_ref().map(PathBuf::from);
                 out.wire = Some(rep);
@@ -202,7 +221,15 @@ fn agent<'a>(agents: &'a mut BTreeMap<String, Agent>, name: &str) -> Result<&'a 
 }
 
 /// The phases of [`drive`], in order.
-const DRIVE: [Phase; 7] = [Phase::AgentStart, Phase::Setup, Phase::RecordingStart, Phase::Connect, Phase::Steps, Phase::Completions, Phase::Memory];
+const DRIVE: [Phase; 7] = [
+    Phase::AgentStart,
+    Phase::Setup,
+    Phase::RecordingStart,
+    Phase::Connect,
+    Phase::Steps,
+    Phase::Completions,
+    Phase::Memory,
+];
 
 /// What a scenario's run holds while it goes: its agents, the recording, the
 /// stopwatch, and when it must be over.
@@ -213,11 +240,22 @@ struct Live {
     deadline: Deadline,
 }
 
-fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &mut Outcome, live: &mut Live, pool: &AgentPool, slot: Slot) -> Result<()> {
+fn drive(
+    sc: &Scenario,
+    endpoints: &Endpoints,
+    capture: Option<PathBuf>,
+    out: &mut Outcome,
+    live: &mut Live,
+    pool: &AgentPool,
+    slot: Slot,
+) -> Result<()> {
     let Live { agents, session, laps, deadline } = live;
     let deadline = *deadline;
     if sc.qps.len() > PORTS_PER_SLOT {
-        bail!("{} QPs: a scenario connects at most {PORTS_PER_SLOT}, each on its own port", sc.qps.len());
+        bail!(
+            "{} QPs: a scenario connects at most {PORTS_PER_SLOT}, each on its own port",
+            sc.qps.len()
+        );
     }
     // Agents first, then the recording: the wire holds the scenario's traffic only.
     for name in sc.endpoints.keys() {
@@ -230,7 +268,10 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
                 }
             }
             Endpoints::Remote(r) => {
-                let addr = r.addrs.get(name).ok_or_else(|| anyhow!("no address for endpoint `{name}` in --endpoints"))?;
+                let addr = r
+                    .addrs
+                    .get(name)
+                    .ok_or_else(|| anyhow!("no address for endpoint `{name}` in --endpoints"))?;
                 Agent::remote(addr, name, r.key.as_ref())?
             }
         };
@@ -263,7 +304,12 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
             match agent(agents, name)?.request(&ToAgent::Capabilities { device }, ANSWER_WITHIN)? {
                 FromAgent::Capabilities { features, .. } => {
                     if let Some(f) = sc.requires.iter().find(|f| !features.contains(f)) {
-                        return Err(Unsupported(format!("endpoint {name}: the device lacks {} ({})", f.what(), f.since())).into());
+                        return Err(Unsupported(format!(
+                            "endpoint {name}: the device lacks {} ({})",
+                            f.what(),
+                            f.since()
+                        ))
+                        .into());
                     }
                 }
                 other => return Err(unexpected(name, "Capabilities", &other)),
@@ -278,16 +324,34 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
     }
     for name in sc.endpoints.keys() {
         match agent(agents, name)?.recv(ANSWER_WITHIN)? {
-            FromAgent::SetupDone { device, port, gid_index, gid, ip, qps, mrs, mws, open_ms: opened } => {
+            FromAgent::SetupDone {
+                device,
+                port,
+                gid_index,
+                gid,
+                ip,
+                qps,
+                mrs,
+                mws,
+                open_ms: opened,
+            } => {
                 // Side by side: the slowest endpoint's device open is the phase's.
                 open_ms = open_ms.max(opened);
                 keys.extend(mws.into_iter().map(|w| ((name.clone(), w.name), w.rkey)));
                 let vm = match endpoints {
-                    Endpoints::Lab(_) => Some(resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)?.name().to_string()),
+                    Endpoints::Lab(_) => Some(
+                        resolve::endpoint_vm(sc, name)
+                            .map_err(anyhow::Error::msg)?
+                            .name()
+                            .to_string(),
+                    ),
                     Endpoints::Remote(_) => None,
                 };
                 let kernel = kernels.get(name).cloned().flatten();
-                out.endpoints.insert(name.clone(), EndpointFacts { vm, device, port, gid_index, gid, ip, qps, mrs, kernel });
+                out.endpoints.insert(
+                    name.clone(),
+                    EndpointFacts { vm, device, port, gid_index, gid, ip, qps, mrs, kernel },
+                );
             }
             other => return Err(unexpected(name, "SetupDone", &other)),
         }
@@ -321,11 +385,19 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
     // both answer once connected.
     for (i, q) in sc.qps.iter().enumerate() {
         let [p, act] = &q.between;
-        let facts = |e: &str| out.endpoints.get(e).ok_or_else(|| anyhow!("endpoint {e} was not set up"));
+        let facts =
+            |e: &str| out.endpoints.get(e).ok_or_else(|| anyhow!("endpoint {e} was not set up"));
         let (p_ip, p_mrs): (String, Vec<MrInfo>) = (facts(p)?.ip.clone(), facts(p)?.mrs.clone());
-        let (a_ip, a_mrs): (String, Vec<MrInfo>) = (facts(act)?.ip.clone(), facts(act)?.mrs.clone());
+        let (a_ip, a_mrs): (String, Vec<MrInfo>) =
+            (facts(act)?.ip.clone(), facts(act)?.mrs.clone());
         let msg = |passive: bool, peer_ip: &str, peer_mrs: Vec<MrInfo>| {
-            ToAgent::Connect(proto::Connect { qp: q.name.clone(), passive, peer_ip: peer_ip.to_string(), port: slot.connect_port(i), peer_mrs })
+            ToAgent::Connect(proto::Connect {
+                qp: q.name.clone(),
+                passive,
+                peer_ip: peer_ip.to_string(),
+                port: slot.connect_port(i),
+                peer_mrs,
+            })
         };
         // The passive side listens before the active side is asked: its first
         // SYN or REQ finds a listener (no refused attempt on the wire, no retry).
@@ -338,9 +410,9 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
         agent(agents, act)?.send(&msg(false, &p_ip, p_mrs))?;
         for e in [act, p] {
             match agent(agents, e)?.recv(CONNECT_WITHIN)? {
-                FromAgent::Connected { qp, local, remote, peer_mrs_from_cm } => {
-                    out.connections.push(Connection { qp, endpoint: e.clone(), local, remote, peer_mrs_from_cm })
-                }
+                FromAgent::Connected { qp, local, remote, peer_mrs_from_cm } => out
+                    .connections
+                    .push(Connection { qp, endpoint: e.clone(), local, remote, peer_mrs_from_cm }),
                 other => return Err(unexpected(e, "Connected", &other)),
             }
         }
@@ -362,7 +434,10 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
         if let Step::Sleep { ms } = step {
             thread::sleep(Duration::from_millis(*ms).min(deadline.left()));
         }
-        let Some((on, action)) = resolve::action(sc, step, &keys).map_err(anyhow::Error::msg)? else { continue };
+        let Some((on, action)) = resolve::action(sc, step, &keys).map_err(anyhow::Error::msg)?
+        else {
+            continue;
+        };
         let within = ANSWER_WITHIN
             + match step {
                 Step::WaitCompletions { within_ms, .. } => Duration::from_millis(*within_ms),
@@ -376,10 +451,17 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
         if let Some((peer, act)) = &receiver {
             agent(agents, peer)?.send(&ToAgent::Do { index, action: act.clone() })?;
         }
-        match agent(agents, &on)?.request(&ToAgent::Do { index, action }, within).with_context(what)? {
+        match agent(agents, &on)?
+            .request(&ToAgent::Do { index, action }, within)
+            .with_context(what)?
+        {
             FromAgent::Done { probe, mw, stream, .. } => {
                 out.probes.extend(probe);
-                out.streams.extend(stream.map(|report| StreamRun { on: on.clone(), report: *report, wire: None }));
+                out.streams.extend(stream.map(|report| StreamRun {
+                    on: on.clone(),
+                    report: *report,
+                    wire: None,
+                }));
                 if let Some(w) = mw {
                     keys.insert((on.clone(), w.name), w.rkey);
                 }
@@ -388,7 +470,13 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
         }
         if let Some((peer, _)) = receiver {
             match agent(agents, &peer)?.recv(within).with_context(what)? {
-                FromAgent::Done { stream, .. } => out.streams.extend(stream.map(|report| StreamRun { on: peer.clone(), report: *report, wire: None })),
+                FromAgent::Done { stream, .. } => {
+                    out.streams.extend(stream.map(|report| StreamRun {
+                        on: peer.clone(),
+                        report: *report,
+                        wire: None,
+                    }))
+                }
                 other => return Err(unexpected(&peer, "Done", &other)),
             }
         }
@@ -403,7 +491,13 @@ fn drive(sc: &Scenario, endpoints: &Endpoints, capture: Option<PathBuf>, out: &m
 const ANSWER_MARGIN: Duration = Duration::from_millis(500);
 
 /// Completions and memory, once the steps are done.
-fn collect(sc: &Scenario, out: &mut Outcome, agents: &mut BTreeMap<String, Agent>, laps: &mut Laps, deadline: Deadline) -> Result<()> {
+fn collect(
+    sc: &Scenario,
+    out: &mut Outcome,
+    agents: &mut BTreeMap<String, Agent>,
+    laps: &mut Laps,
+    deadline: Deadline,
+) -> Result<()> {
     let mut cut = BTreeMap::new();
     for (name, a) in agents.iter_mut() {
         let (min, within) = completions_wanted(sc, name);
@@ -437,7 +531,9 @@ fn collect(sc: &Scenario, out: &mut Outcome, agents: &mut BTreeMap<String, Agent
     // Every MR small enough is read back whole; a stream's messages are checked
     // where they landed, whatever the MR's size.
     for m in sc.mrs.iter().filter(|m| m.size <= READ_BACK_MAX) {
-        match agent(agents, &m.on)?.request(&ToAgent::ReadMemory { mr: m.name.clone() }, ANSWER_WITHIN)? {
+        match agent(agents, &m.on)?
+            .request(&ToAgent::ReadMemory { mr: m.name.clone() }, ANSWER_WITHIN)?
+        {
             FromAgent::Memory { mr, bytes } => {
                 out.memory.entry(m.on.clone()).or_default().insert(mr, bytes.0);
             }
@@ -448,7 +544,9 @@ fn collect(sc: &Scenario, out: &mut Outcome, agents: &mut BTreeMap<String, Agent
         let Memory::Stream { id, content } = &e.want else { continue };
         let ask = ToAgent::Verify { mr: e.mr.clone(), offset: e.offset, content: *content };
         match agent(agents, &e.on)?.request(&ask, ANSWER_WITHIN)? {
-            FromAgent::Verified { mr, result } => out.verified.push(Verified { on: e.on.clone(), mr, stream: id.clone(), result }),
+            FromAgent::Verified { mr, result } => {
+                out.verified.push(Verified { on: e.on.clone(), mr, stream: id.clone(), result })
+            }
             other => return Err(unexpected(&e.on, "Verified", &other)),
         }
     }

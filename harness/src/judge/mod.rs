@@ -15,7 +15,9 @@ use dissector::wire::NakKind;
 use crate::agent::proto::{Event, Wc};
 use crate::agent::stream::StreamVerb;
 use crate::results::{Outcome, Verdict};
-use crate::scenario::model::{CompletionExpect, EventExpect, Memory, MemoryExpect, Scenario, StreamExpect, WireExpect};
+use crate::scenario::model::{
+    CompletionExpect, EventExpect, Memory, MemoryExpect, Scenario, StreamExpect, WireExpect,
+};
 use crate::scenario::pattern::{self, Pattern};
 
 pub(crate) mod observe;
@@ -36,7 +38,11 @@ pub(crate) fn wire_of(o: &Outcome) -> Result<Timeline, String> {
 
 /// Every expectation of `sc` judged on what happened and its wire, and what the
 /// setup did (the observations a profile records).
-pub(crate) fn judge(sc: &Scenario, o: &Outcome, wire: &Result<Timeline, String>) -> (Vec<Verdict>, std::collections::BTreeMap<String, String>) {
+pub(crate) fn judge(
+    sc: &Scenario,
+    o: &Outcome,
+    wire: &Result<Timeline, String>,
+) -> (Vec<Verdict>, std::collections::BTreeMap<String, String>) {
     let answers = match wire {
         Ok(t) => Ok(probes::answers(o, t)),
         Err(m) => Err(m.clone()),
@@ -49,14 +55,23 @@ pub(crate) fn judge(sc: &Scenario, o: &Outcome, wire: &Result<Timeline, String>)
         deviations.extend(obs);
     };
     for e in &sc.expect.completion {
-        push(completion(e, o.completions.get(&e.on).map(Vec::as_slice).unwrap_or(&[])), e.record_deviation);
+        push(
+            completion(e, o.completions.get(&e.on).map(Vec::as_slice).unwrap_or(&[])),
+            e.record_deviation,
+        );
     }
     for e in &sc.expect.wire {
         let verdict = match wire {
             Ok(t) => self::wire(sc, e, o, t),
             Err(msg) => {
                 let expected = if o.capture.is_some() { "a readable capture" } else { "a capture" };
-                Verdict::new("wire", format!("wire of QP {} from {}", e.qp, e.from), false, expected.into(), msg.clone())
+                Verdict::new(
+                    "wire",
+                    format!("wire of QP {} from {}", e.qp, e.from),
+                    false,
+                    expected.into(),
+                    msg.clone(),
+                )
             }
         };
         // No capture is not a deviation of the device.
@@ -113,16 +128,34 @@ fn describe(w: &Wc) -> String {
 pub(crate) fn event(e: &EventExpect, events: &[Event]) -> Verdict {
     let what = format!("events on {}", e.on);
     let about = e.srq.as_ref().map(|s| format!(" on SRQ {s}")).unwrap_or_default();
-    let n = events.iter().filter(|x| x.kind == e.kind && (e.srq.is_none() || x.srq == e.srq)).count();
+    let n =
+        events.iter().filter(|x| x.kind == e.kind && (e.srq.is_none() || x.srq == e.srq)).count();
     let (ok, want) = match e.count {
         Some(c) => (n == c, format!("{c} × {}{about}", e.kind)),
         None => (n > 0, format!("{}{about}", e.kind)),
     };
     let seen: Vec<String> = events
         .iter()
-        .map(|x| format!("{}{} at {:.1} ms", x.kind, x.srq.as_ref().map(|s| format!(" on SRQ {s}")).or_else(|| x.qp.as_ref().map(|q| format!(" on QP {q}"))).unwrap_or_default(), x.t_ms))
+        .map(|x| {
+            format!(
+                "{}{} at {:.1} ms",
+                x.kind,
+                x.srq
+                    .as_ref()
+                    .map(|s| format!(" on SRQ {s}"))
+                    .or_else(|| x.qp.as_ref().map(|q| format!(" on QP {q}")))
+                    .unwrap_or_default(),
+                x.t_ms
+            )
+        })
         .collect();
-    Verdict::new("event", what, ok, want, if seen.is_empty() { "none".into() } else { seen.join("; ") })
+    Verdict::new(
+        "event",
+        what,
+        ok,
+        want,
+        if seen.is_empty() { "none".into() } else { seen.join("; ") },
+    )
 }
 
 pub(crate) fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
@@ -140,8 +173,18 @@ pub(crate) fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
     want.extend(e.within_ms.map(|ms| format!("within {ms} ms")));
     if let (Some(c), None, None) = (e.count, e.wr_id, e.index) {
         let all: Vec<String> = wcs.iter().map(describe).collect();
-        let actual = if all.is_empty() { "none".to_string() } else { format!("{}: {}", all.len(), all.join("; ")) };
-        return Verdict::new("completion", which, wcs.len() == c, format!("{c} completions"), actual);
+        let actual = if all.is_empty() {
+            "none".to_string()
+        } else {
+            format!("{}: {}", all.len(), all.join("; "))
+        };
+        return Verdict::new(
+            "completion",
+            which,
+            wcs.len() == c,
+            format!("{c} completions"),
+            actual,
+        );
     }
     let found = match (e.wr_id, e.index) {
         (Some(id), _) => wcs.iter().find(|w| w.wr_id == id),
@@ -150,16 +193,33 @@ pub(crate) fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
     };
     let Some(w) = found else {
         let seen: Vec<String> = wcs.iter().map(describe).collect();
-        return Verdict::new("completion", which, false, want.join(", "), format!("no such completion (polled: {})", if seen.is_empty() { "none".into() } else { seen.join("; ") }));
+        return Verdict::new(
+            "completion",
+            which,
+            false,
+            want.join(", "),
+            format!(
+                "no such completion (polled: {})",
+                if seen.is_empty() { "none".into() } else { seen.join("; ") }
+            ),
+        );
     };
     let ok = e.status.is_none_or(|s| s == w.status)
         && e.opcode.is_none_or(|o| o == w.opcode)
         && e.byte_len.is_none_or(|b| b == w.byte_len)
         && e.imm_data.is_none_or(|i| Some(i) == w.imm_data)
-        && e.invalidated.as_ref().is_none_or(|m| w.invalidated_rkey.is_some() && w.invalidated_mw.as_ref() == Some(m))
+        && e.invalidated
+            .as_ref()
+            .is_none_or(|m| w.invalidated_rkey.is_some() && w.invalidated_mw.as_ref() == Some(m))
         && e.within_ms.is_none_or(|ms| w.t_ms <= ms as f64)
         && e.count.is_none_or(|c| wcs.len() == c);
-    Verdict::new("completion", which, ok, want.join(", "), format!("{} at {:.1} ms", describe(w), w.t_ms))
+    Verdict::new(
+        "completion",
+        which,
+        ok,
+        want.join(", "),
+        format!("{} at {:.1} ms", describe(w), w.t_ms),
+    )
 }
 
 /// One direction of a QP pair on the wire: the requests `from` sent to its peer,
@@ -194,7 +254,13 @@ impl Pair<'_> {
 
 /// QP `qp`'s traffic from endpoint `from` to `to`: `None` when an end was never
 /// set up.
-pub(crate) fn pair<'a>(o: &Outcome, qp: &str, from: &str, to: &str, t: &'a Timeline) -> Option<Pair<'a>> {
+pub(crate) fn pair<'a>(
+    o: &Outcome,
+    qp: &str,
+    from: &str,
+    to: &str,
+    t: &'a Timeline,
+) -> Option<Pair<'a>> {
     let ident = |ep: &str| -> Option<(IpAddr, u32)> {
         let f = o.endpoints.get(ep)?;
         Some((f.ip.parse().ok()?, f.qps.iter().find(|x| x.name == qp)?.qpn))
@@ -202,9 +268,23 @@ pub(crate) fn pair<'a>(o: &Outcome, qp: &str, from: &str, to: &str, t: &'a Timel
     let ((a_ip, a_qpn), (b_ip, b_qpn)) = (ident(from)?, ident(to)?);
     // What each side sent: copies the switch made are left out (they are nobody's
     // retransmissions); frames it dropped stay in (they were sent).
-    let reqs = t.packets.iter().filter(|f| f.src == Some(a_ip) && f.dst == Some(b_ip) && f.dest_qp == b_qpn && f.is_request && !f.marks.injected()).collect();
+    let reqs = t
+        .packets
+        .iter()
+        .filter(|f| {
+            f.src == Some(a_ip)
+                && f.dst == Some(b_ip)
+                && f.dest_qp == b_qpn
+                && f.is_request
+                && !f.marks.injected()
+        })
+        .collect();
     let back = |f: &&Packet| f.src == Some(b_ip) && f.dst == Some(a_ip) && f.dest_qp == a_qpn;
-    let resps = t.packets.iter().filter(|f| back(f) && !f.is_request && !f.cnp && !f.marks.injected()).collect();
+    let resps = t
+        .packets
+        .iter()
+        .filter(|f| back(f) && !f.is_request && !f.cnp && !f.marks.injected())
+        .collect();
     let cnps = t.packets.iter().filter(|f| back(f) && f.cnp).count();
     Some(Pair { reqs, resps, cnps, a_ip, b_ip })
 }
@@ -223,16 +303,29 @@ fn matches(patterns: &[Pattern], packets: &[&Packet]) -> bool {
 fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
     let what = format!("wire of QP {} from {}", e.qp, e.from);
     let Some(q) = sc.qps.iter().find(|q| q.name == e.qp) else {
-        return Verdict::new("wire", what, false, "a QP of the scenario".into(), format!("no QP {}", e.qp));
+        return Verdict::new(
+            "wire",
+            what,
+            false,
+            "a QP of the scenario".into(),
+            format!("no QP {}", e.qp),
+        );
     };
     let Some(p) = pair(o, &e.qp, &e.from, q.peer_of(&e.from), t) else {
-        return Verdict::new("wire", what, false, "both ends set up".into(), "an end of the QP was never set up".into());
+        return Verdict::new(
+            "wire",
+            what,
+            false,
+            "both ends set up".into(),
+            "an end of the QP was never set up".into(),
+        );
     };
     let names = |v: &[&Packet]| -> Vec<String> { v.iter().map(|f| f.response_name()).collect() };
     let (req_names, resp_names) = (names(&p.reqs), names(&p.resps));
     if e.empty {
         let n = p.reqs.len() + p.resps.len();
-        let mut v = Verdict::new("wire", what, n == 0, "nothing on the wire".into(), format!("{n} frames"));
+        let mut v =
+            Verdict::new("wire", what, n == 0, "nothing on the wire".into(), format!("{n} frames"));
         if p.a_ip == p.b_ip {
             v.detail = Some(LOOPBACK.into());
         }
@@ -261,7 +354,11 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
     }
     let retx = p.retransmissions();
     if let Some((lo, hi)) = e.rnr_naks {
-        want.push(if hi == u64::MAX { format!("≥ {lo} RNR NAKs") } else { format!("{lo} to {hi} RNR NAKs") });
+        want.push(if hi == u64::MAX {
+            format!("≥ {lo} RNR NAKs")
+        } else {
+            format!("{lo} to {hi} RNR NAKs")
+        });
         ok &= (lo..=hi).contains(&rnr);
     }
     if let Some(r) = e.retransmissions {
@@ -300,13 +397,15 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
         ok &= !waits.is_empty() && waits.iter().all(|w| w.honoured());
     }
     let tto = q.ack_timeout_ns();
-    let timeouts: Vec<&recovery::Resend> = gbn.resends.iter().filter(|r| r.trigger == recovery::Trigger::Timeout).collect();
+    let timeouts: Vec<&recovery::Resend> =
+        gbn.resends.iter().filter(|r| r.trigger == recovery::Trigger::Timeout).collect();
     if e.ack_timeout {
         match tto {
             Some(t) => {
                 let low = t - t / ACK_TIMER_SLACK;
                 want.push(format!("each resend after the ACK timer {:.2}–{:.2} ms after the last transmission (timeout {}, less 5 %)", ms(low), ms(4 * t), q.timeout));
-                ok &= !timeouts.is_empty() && timeouts.iter().all(|r| (low..=4 * t).contains(&r.after_ns));
+                ok &= !timeouts.is_empty()
+                    && timeouts.iter().all(|r| (low..=4 * t).contains(&r.after_ns));
             }
             None => {
                 want.push("an ACK timer (timeout 0 never fires)".into());
@@ -320,19 +419,34 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
     }
     let mut extra = String::new();
     if !gbn.resends.is_empty() {
-        let r: Vec<String> = gbn.resends.iter().map(|r| format!("PSN {} {:.1} ms after {}", r.psn, ms(r.after_ns), r.trigger)).collect();
+        let r: Vec<String> = gbn
+            .resends
+            .iter()
+            .map(|r| format!("PSN {} {:.1} ms after {}", r.psn, ms(r.after_ns), r.trigger))
+            .collect();
         extra += &format!("; resends: {}", first_of(&r));
     }
     if !waits.is_empty() {
-        let w: Vec<String> = waits.iter().map(|w| format!("{} of {}", us_or_ms(w.waited_us), us_or_ms(w.timer_us))).collect();
+        let w: Vec<String> = waits
+            .iter()
+            .map(|w| format!("{} of {}", us_or_ms(w.waited_us), us_or_ms(w.timer_us)))
+            .collect();
         extra += &format!("; RNR waits (waited of asked): {}", w.join(", "));
     }
     if let (Some(t), false) = (tto, timeouts.is_empty()) {
-        let r: Vec<String> = timeouts.iter().map(|r| format!("{:.2}×", r.after_ns as f64 / t as f64)).collect();
-        extra += &format!("; ACK-timer resends at {} the local ACK timeout ({:.2} ms)", first_of(&r), ms(t));
+        let r: Vec<String> =
+            timeouts.iter().map(|r| format!("{:.2}×", r.after_ns as f64 / t as f64)).collect();
+        extra += &format!(
+            "; ACK-timer resends at {} the local ACK timeout ({:.2} ms)",
+            first_of(&r),
+            ms(t)
+        );
     }
     if let Some(first) = gbn.redundant.first() {
-        extra += &format!("; {} redundant resends (of PSNs acknowledged on the wire before; first: {first})", gbn.redundant.len());
+        extra += &format!(
+            "; {} redundant resends (of PSNs acknowledged on the wire before; first: {first})",
+            gbn.redundant.len()
+        );
     }
     if let Some(n) = gbn.nak_latency_ns {
         extra += &format!("; NAK {:.2} ms after the out-of-order request", ms(n));
@@ -414,32 +528,60 @@ pub(crate) fn us_or_ms(us: u64) -> String {
 fn stream(e: &StreamExpect, o: &Outcome) -> Verdict {
     let what = format!("stream {} on {}", e.id, e.on);
     let expected = format!("{} messages completed successfully", e.completed);
-    let Some(r) = o.streams.iter().find(|s| s.report.id == e.id && s.on == e.on).map(|s| &s.report) else {
-        return Verdict::new("stream", what, false, expected, "never ran (the run stopped before)".into());
+    let Some(r) = o.streams.iter().find(|s| s.report.id == e.id && s.on == e.on).map(|s| &s.report)
+    else {
+        return Verdict::new(
+            "stream",
+            what,
+            false,
+            expected,
+            "never ran (the run stopped before)".into(),
+        );
     };
     let mut actual = format!("{} of {} completed", r.completed, r.count);
     if let Some(f) = &r.failed {
-        actual.push_str(&format!("; first failure: message {} on QP {}: {}", f.wr_id, f.qp, f.status));
+        actual.push_str(&format!(
+            "; first failure: message {} on QP {}: {}",
+            f.wr_id, f.qp, f.status
+        ));
     }
     if r.timed_out {
         actual.push_str(&format!("; out of time with {} posted", r.posted));
     }
     let mut ok = r.completed == e.completed;
     // A SEND stream: what its peer received, each message checked as it came.
-    if let Some(rx) = o.streams.iter().find(|s| s.report.id == e.id && s.report.verb == StreamVerb::Receive) {
+    if let Some(rx) =
+        o.streams.iter().find(|s| s.report.id == e.id && s.report.verb == StreamVerb::Receive)
+    {
         let got = &rx.report;
         actual.push_str(&format!("; {} received {} of {}", rx.on, got.completed, got.count));
         let imm = r.verb == StreamVerb::WriteImm;
         let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ");
         match &got.mismatch {
-            None if got.completed > 0 && imm => actual.push_str(", each with its index as its immediate"),
+            None if got.completed > 0 && imm => {
+                actual.push_str(", each with its index as its immediate")
+            }
             None if got.completed > 0 => actual.push_str(", each as seeded"),
             None => {}
-            Some(m) if imm => actual.push_str(&format!(", message {}'s immediate: expected {}, found {}", m.message, hex(&m.want), if m.got.is_empty() { "none".into() } else { hex(&m.got) })),
-            Some(m) => actual.push_str(&format!(", message {} differs at its byte {}: expected {}, found {}", m.message, m.offset, hex(&m.want), hex(&m.got))),
+            Some(m) if imm => actual.push_str(&format!(
+                ", message {}'s immediate: expected {}, found {}",
+                m.message,
+                hex(&m.want),
+                if m.got.is_empty() { "none".into() } else { hex(&m.got) }
+            )),
+            Some(m) => actual.push_str(&format!(
+                ", message {} differs at its byte {}: expected {}, found {}",
+                m.message,
+                m.offset,
+                hex(&m.want),
+                hex(&m.got)
+            )),
         }
         if let Some(f) = &got.failed {
-            actual.push_str(&format!("; its receive of message {} on QP {}: {}", f.wr_id, f.qp, f.status));
+            actual.push_str(&format!(
+                "; its receive of message {} on QP {}: {}",
+                f.wr_id, f.qp, f.status
+            ));
         }
         ok &= got.completed == e.completed && got.mismatch.is_none();
     }
@@ -448,7 +590,10 @@ fn stream(e: &StreamExpect, o: &Outcome) -> Verdict {
     if let Some(chain) = &r.atomics {
         expected.push_str(", each atomic's old value one add past another's (every add ran once)");
         match &chain.first_break {
-            None => actual.push_str(&format!("; the {} old values chain, so the word ends at {}", chain.checked, chain.end)),
+            None => actual.push_str(&format!(
+                "; the {} old values chain, so the word ends at {}",
+                chain.checked, chain.end
+            )),
             Some(b) => {
                 actual.push_str(&format!("; the old values break: {b}"));
                 ok = false;
@@ -461,18 +606,48 @@ fn stream(e: &StreamExpect, o: &Outcome) -> Verdict {
 /// A stream's messages in memory, as the endpoint that holds them checked them.
 fn stream_memory(e: &MemoryExpect, id: &str, o: &Outcome, what: String) -> Verdict {
     let expected = format!("every message of stream {id} as seeded");
-    let Some(v) = o.verified.iter().find(|v| v.on == e.on && v.mr == e.mr && v.stream == id).map(|v| &v.result) else {
-        return Verdict::new("memory", what, false, expected, "never checked (the run stopped before)".into());
+    let Some(v) = o
+        .verified
+        .iter()
+        .find(|v| v.on == e.on && v.mr == e.mr && v.stream == id)
+        .map(|v| &v.result)
+    else {
+        return Verdict::new(
+            "memory",
+            what,
+            false,
+            expected,
+            "never checked (the run stopped before)".into(),
+        );
     };
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ");
     match &v.mismatch {
-        None => Verdict::new("memory", what, true, expected, format!("all {} messages ({} bytes) as seeded; digest {}", v.messages, v.bytes, v.digest.as_deref().unwrap_or("-"))),
+        None => Verdict::new(
+            "memory",
+            what,
+            true,
+            expected,
+            format!(
+                "all {} messages ({} bytes) as seeded; digest {}",
+                v.messages,
+                v.bytes,
+                v.digest.as_deref().unwrap_or("-")
+            ),
+        ),
         Some(m) => Verdict::new(
             "memory",
             what,
             false,
             expected,
-            format!("message {} of {} differs at offset {} (MR offset {}): expected {}, found {}", m.message, v.messages, m.offset, e.offset + m.offset, hex(&m.want), hex(&m.got)),
+            format!(
+                "message {} of {} differs at offset {} (MR offset {}): expected {}, found {}",
+                m.message,
+                v.messages,
+                m.offset,
+                e.offset + m.offset,
+                hex(&m.want),
+                hex(&m.got)
+            ),
         ),
     }
 }
@@ -483,10 +658,22 @@ fn memory(sc: &Scenario, e: &MemoryExpect, o: &Outcome) -> Verdict {
         return stream_memory(e, id, o, what);
     }
     let Some(spec) = sc.mrs.iter().find(|m| m.on == e.on && m.name == e.mr) else {
-        return Verdict::new("memory", what, false, "an MR of the scenario".into(), "no such MR".into());
+        return Verdict::new(
+            "memory",
+            what,
+            false,
+            "an MR of the scenario".into(),
+            "no such MR".into(),
+        );
     };
     let Some(now) = o.memory.get(&e.on).and_then(|m| m.get(&e.mr)) else {
-        return Verdict::new("memory", what, false, "the MR's content".into(), "never read (the run stopped before)".into());
+        return Verdict::new(
+            "memory",
+            what,
+            false,
+            "the MR's content".into(),
+            "never read (the run stopped before)".into(),
+        );
     };
     let off = e.offset as usize;
     let shown = |b: &[u8]| -> String {
@@ -494,14 +681,21 @@ fn memory(sc: &Scenario, e: &MemoryExpect, o: &Outcome) -> Verdict {
         if text && !b.is_empty() {
             format!("{:?}", String::from_utf8_lossy(b))
         } else {
-            b.iter().take(48).map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ") + if b.len() > 48 { " …" } else { "" }
+            b.iter().take(48).map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ")
+                + if b.len() > 48 { " …" } else { "" }
         }
     };
     match &e.want {
         Memory::Unchanged => {
             let want = spec.initial_bytes();
             let ok = now == &want;
-            Verdict::new("memory", what, ok, format!("unchanged: {}", shown(&want[off.min(want.len())..])), shown(&now[off.min(now.len())..]))
+            Verdict::new(
+                "memory",
+                what,
+                ok,
+                format!("unchanged: {}", shown(&want[off.min(want.len())..])),
+                shown(&now[off.min(now.len())..]),
+            )
         }
         Memory::Equals(c) => {
             let want = c.bytes(now.len().saturating_sub(off));

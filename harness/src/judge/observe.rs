@@ -15,7 +15,11 @@ use crate::scenario::model::{PsnAt, Scenario, Step, Verb};
 use crate::verbs::{WcOpcode, WcStatus};
 
 /// The observations of one run; the wire's only when there is a readable capture.
-pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, &[ProbeAnswer])>) -> BTreeMap<String, String> {
+pub(crate) fn observations(
+    sc: &Scenario,
+    o: &Outcome,
+    wire: Option<(&Timeline, &[ProbeAnswer])>,
+) -> BTreeMap<String, String> {
     let mut m = BTreeMap::new();
     // How each stream ended (its numbers are times: not observations).
     for st in &o.streams {
@@ -34,8 +38,13 @@ pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, 
         }
         // Where the peer sent a SEND with Invalidate, how the receive said so:
         // the verbs API's IBV_WC_WITH_INV and the rkey, or not.
-        let peer_sends_inv = sc.steps.iter().any(|s| matches!(s, Step::Post { on, verb: Verb::SendInv { .. }, .. } if on != ep));
-        for w in wcs.iter().filter(|w| peer_sends_inv && w.opcode == WcOpcode::RECV && w.status == WcStatus::SUCCESS) {
+        let peer_sends_inv = sc
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::Post { on, verb: Verb::SendInv { .. }, .. } if on != ep));
+        for w in wcs.iter().filter(|w| {
+            peer_sends_inv && w.opcode == WcOpcode::RECV && w.status == WcStatus::SUCCESS
+        }) {
             let v = match (&w.invalidated_mw, w.invalidated_rkey) {
                 (Some(mw), _) => format!("IBV_WC_WITH_INV, the rkey of MW {mw}"),
                 (None, Some(k)) => format!("IBV_WC_WITH_INV, rkey {k:#x}"),
@@ -49,7 +58,11 @@ pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, 
         let v = match (a.on_wire, a.responses.is_empty()) {
             (0, _) => "not on the wire".to_string(),
             (_, true) => "no answer".to_string(),
-            _ => format!("{} (PSN {})", a.responses.join(", "), a.psn_offset.map(|o| PsnAt::Next(o).to_string()).unwrap_or_default()),
+            _ => format!(
+                "{} (PSN {})",
+                a.responses.join(", "),
+                a.psn_offset.map(|o| PsnAt::Next(o).to_string()).unwrap_or_default()
+            ),
         };
         m.insert(format!("probe {}", a.id), v);
     }
@@ -59,8 +72,12 @@ pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, 
         // out, resends when the host stalls) depends on the pace of the run. What
         // followed is the run's, not the device's: the judge holds it to its
         // bounds, and the profile records how the streams ended.
-        let random = sc.faults.iter().any(|f| f.rule.prob.is_some() && f.qp.as_ref().is_none_or(|n| *n == q.name));
-        let streamed = sc.steps.iter().any(|s| matches!(s, Step::Stream(st) if st.qps.contains(&q.name)));
+        let random = sc
+            .faults
+            .iter()
+            .any(|f| f.rule.prob.is_some() && f.qp.as_ref().is_none_or(|n| *n == q.name));
+        let streamed =
+            sc.steps.iter().any(|s| matches!(s, Step::Stream(st) if st.qps.contains(&q.name)));
         if random || streamed {
             continue;
         }
@@ -71,7 +88,12 @@ pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, 
             }
             let key = |what: &str| format!("wire {} from {from}: {what}", q.name);
             let mut naks: Vec<AckClass> = Vec::new();
-            for c in p.resps.iter().filter(|f| f.ack.and_then(|a| a.nak()).is_some()).filter_map(|f| f.ack_class()) {
+            for c in p
+                .resps
+                .iter()
+                .filter(|f| f.ack.and_then(|a| a.nak()).is_some())
+                .filter_map(|f| f.ack_class())
+            {
                 if !naks.contains(&c) {
                     naks.push(c);
                 }
@@ -85,16 +107,36 @@ pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, 
             let rnr = p.resps.iter().any(|f| f.ack.and_then(|a| a.nak()) == Some(NakKind::Rnr));
             let how: BTreeSet<_> = p.go_back_n().resends.iter().map(|r| r.trigger).collect();
             if !how.is_empty() && !probed && !rnr {
-                m.insert(key("resent after"), how.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "));
+                m.insert(
+                    key("resent after"),
+                    how.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
+                );
             }
             // Where the scenario leaves ICRCs to the profile: which frames had a
             // bad one (by operation).
-            if sc.expect.wire.iter().any(|e| e.qp == q.name && &e.from == from && e.icrc_valid.is_none()) {
+            if sc
+                .expect
+                .wire
+                .iter()
+                .any(|e| e.qp == q.name && &e.from == from && e.icrc_valid.is_none())
+            {
                 let mut bad: BTreeMap<String, usize> = BTreeMap::new();
                 for f in p.reqs.iter().chain(&p.resps).filter(|f| f.icrc_ok == Some(false)) {
-                    *bad.entry(if f.op.is_empty() { format!("opcode {:#04x}", f.opcode.0) } else { f.op.to_string() }).or_default() += 1;
+                    *bad.entry(if f.op.is_empty() {
+                        format!("opcode {:#04x}", f.opcode.0)
+                    } else {
+                        f.op.to_string()
+                    })
+                    .or_default() += 1;
                 }
-                let v = if bad.is_empty() { "all valid".to_string() } else { bad.iter().map(|(op, n)| format!("bad on {op} ×{n}")).collect::<Vec<_>>().join(", ") };
+                let v = if bad.is_empty() {
+                    "all valid".to_string()
+                } else {
+                    bad.iter()
+                        .map(|(op, n)| format!("bad on {op} ×{n}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
                 m.insert(key("ICRCs"), v);
             }
             if p.reqs.iter().any(|f| f.ce) {
@@ -102,24 +144,67 @@ pub(crate) fn observations(sc: &Scenario, o: &Outcome, wire: Option<(&Timeline, 
             }
             // The wait each RNR NAK asked for (its 5-bit timer, IBA table 45):
             // what the responder's min_rnr_timer became on the wire.
-            let mut asked: Vec<u32> = p.resps.iter().filter_map(|f| f.ack.and_then(|a| a.rnr_wait_us())).collect();
+            let mut asked: Vec<u32> =
+                p.resps.iter().filter_map(|f| f.ack.and_then(|a| a.rnr_wait_us())).collect();
             asked.dedup();
             if !asked.is_empty() {
-                m.insert(key("RNR NAK timer"), asked.iter().map(|us| format!("{} ms", *us as f64 / 1000.0)).collect::<Vec<_>>().join(", "));
+                m.insert(
+                    key("RNR NAK timer"),
+                    asked
+                        .iter()
+                        .map(|us| format!("{} ms", *us as f64 / 1000.0))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                );
             }
             // End-to-end credits (IBA 9.7.7.2): after an ACK that says 0, how many
             // new requests went out before an ACK gave credit back.
-            if let Some(zero) = p.resps.iter().find(|f| f.delivered() && f.ack == Some(AckKind::Ack { credits: 0 })) {
-                let back = p.resps.iter().find(|f| f.number > zero.number && f.delivered() && matches!(f.ack, Some(AckKind::Ack { credits }) if credits > 0)).map(|f| f.number);
-                let mut seen: BTreeSet<u32> = p.reqs.iter().filter(|f| f.number < zero.number).map(|f| f.psn.value()).collect();
-                let new = p.reqs.iter().filter(|f| f.number > zero.number && back.is_none_or(|b| f.number < b)).filter(|f| seen.insert(f.psn.value())).count();
-                let v = if new == 0 { "held new requests".to_string() } else { format!("sent {new} new requests on") };
+            if let Some(zero) =
+                p.resps.iter().find(|f| f.delivered() && f.ack == Some(AckKind::Ack { credits: 0 }))
+            {
+                let back = p
+                    .resps
+                    .iter()
+                    .find(|f| {
+                        f.number > zero.number
+                            && f.delivered()
+                            && matches!(f.ack, Some(AckKind::Ack { credits }) if credits > 0)
+                    })
+                    .map(|f| f.number);
+                let mut seen: BTreeSet<u32> = p
+                    .reqs
+                    .iter()
+                    .filter(|f| f.number < zero.number)
+                    .map(|f| f.psn.value())
+                    .collect();
+                let new = p
+                    .reqs
+                    .iter()
+                    .filter(|f| f.number > zero.number && back.is_none_or(|b| f.number < b))
+                    .filter(|f| seen.insert(f.psn.value()))
+                    .count();
+                let v = if new == 0 {
+                    "held new requests".to_string()
+                } else {
+                    format!("sent {new} new requests on")
+                };
                 m.insert(key("after an ACK with 0 credits"), v);
             }
             let waits = p.rnr_waits();
             if !waits.is_empty() {
-                let short: Vec<String> = waits.iter().filter(|w| !w.honoured()).map(|w| format!("{} µs of {} µs", w.waited_us, w.timer_us)).collect();
-                m.insert(key("RNR timer"), if short.is_empty() { "honoured".into() } else { format!("not honoured ({})", short.join(", ")) });
+                let short: Vec<String> = waits
+                    .iter()
+                    .filter(|w| !w.honoured())
+                    .map(|w| format!("{} µs of {} µs", w.waited_us, w.timer_us))
+                    .collect();
+                m.insert(
+                    key("RNR timer"),
+                    if short.is_empty() {
+                        "honoured".into()
+                    } else {
+                        format!("not honoured ({})", short.join(", "))
+                    },
+                );
             }
         }
     }

@@ -15,7 +15,11 @@ use crate::results::{GoBackN, Mark, Outcome, Plot, QpPace, Slice, StreamWire, Ve
 use crate::scenario::model::{QpType, Scenario, Step, StreamExpect, StreamStep};
 
 /// The wire of every stream step that ran: (its id, its endpoint, its numbers).
-pub(crate) fn stream_wires(sc: &Scenario, o: &Outcome, t: &Timeline) -> Vec<(String, String, StreamWire)> {
+pub(crate) fn stream_wires(
+    sc: &Scenario,
+    o: &Outcome,
+    t: &Timeline,
+) -> Vec<(String, String, StreamWire)> {
     sc.steps
         .iter()
         .filter_map(|s| match s {
@@ -30,7 +34,8 @@ pub(crate) fn stream_wires(sc: &Scenario, o: &Outcome, t: &Timeline) -> Vec<(Str
 fn of(sc: &Scenario, st: &StreamStep, o: &Outcome, t: &Timeline) -> StreamWire {
     let mut paces = Vec::new();
     let mut qps = Vec::new();
-    let (mut acked, mut resend_after, mut resend_marks, mut nak_marks) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut acked, mut resend_after, mut resend_marks, mut nak_marks) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut resends_total, mut naks_total, mut rnr_total) = (0, 0, 0);
     let mut first_ns: Option<u64> = None;
     for name in &st.qps {
@@ -53,8 +58,10 @@ fn of(sc: &Scenario, st: &StreamStep, o: &Outcome, t: &Timeline) -> StreamWire {
                 resend_marks.push((p.reqs[k].ts_ns, r.frame, r.trigger.to_string()));
             }
         }
-        let naks: Vec<_> = p.resps.iter().filter(|f| f.ack.and_then(|a| a.nak()).is_some()).collect();
-        let rnr = naks.iter().filter(|f| f.ack.and_then(|a| a.nak()) == Some(NakKind::Rnr)).count() as u64;
+        let naks: Vec<_> =
+            p.resps.iter().filter(|f| f.ack.and_then(|a| a.nak()).is_some()).collect();
+        let rnr = naks.iter().filter(|f| f.ack.and_then(|a| a.nak()) == Some(NakKind::Rnr)).count()
+            as u64;
         nak_marks.extend(naks.iter().map(|f| (f.ts_ns, f.number, f.response_name())));
         let mut lat: Vec<u64> = pc.acked.iter().map(pace::Acked::latency_ns).collect();
         qps.push(QpPace {
@@ -67,7 +74,10 @@ fn of(sc: &Scenario, st: &StreamStep, o: &Outcome, t: &Timeline) -> StreamWire {
             redundant_resends: gbn.redundant.len() as u64,
             naks: naks.len() as u64,
             rnr_naks: rnr,
-            go_back_n: reliable.then(|| GoBackN { broken: gbn.violations.len() as u64, first: gbn.violations.first().map(|v| v.to_string()) }),
+            go_back_n: reliable.then(|| GoBackN {
+                broken: gbn.violations.len() as u64,
+                first: gbn.violations.first().map(|v| v.to_string()),
+            }),
         });
         resends_total += resends;
         naks_total += naks.len() as u64;
@@ -95,7 +105,12 @@ fn of(sc: &Scenario, st: &StreamStep, o: &Outcome, t: &Timeline) -> StreamWire {
 
 /// Latency over the run in at most [`Plot::BINS`] slices, by when each message was
 /// acknowledged, and the first [`Plot::MARKS`] resends and NAKs.
-fn plot(first: u64, acked: &[pace::Acked], resends: Vec<(u64, u64, String)>, naks: Vec<(u64, u64, String)>) -> Plot {
+fn plot(
+    first: u64,
+    acked: &[pace::Acked],
+    resends: Vec<(u64, u64, String)>,
+    naks: Vec<(u64, u64, String)>,
+) -> Plot {
     let last = acked.iter().map(|a| a.acked_ns).max().unwrap_or(first);
     let span = last.saturating_sub(first);
     let width = span.div_ceil(Plot::BINS).max(1);
@@ -112,7 +127,10 @@ fn plot(first: u64, acked: &[pace::Acked], resends: Vec<(u64, u64, String)>, nak
         .collect();
     let marks = |mut v: Vec<(u64, u64, String)>| -> Vec<Mark> {
         v.sort_by_key(|m| m.1);
-        v.into_iter().take(Plot::MARKS).map(|(ts, frame, what)| Mark { at_ns: ts.saturating_sub(first), frame, what }).collect()
+        v.into_iter()
+            .take(Plot::MARKS)
+            .map(|(ts, frame, what)| Mark { at_ns: ts.saturating_sub(first), frame, what })
+            .collect()
     };
     Plot { span_ns: span, slices, resends: marks(resends), naks: marks(naks) }
 }
@@ -125,26 +143,50 @@ pub(crate) fn verdict(e: &StreamExpect, o: &Outcome) -> Option<Verdict> {
     let run = o.streams.iter().find(|s| s.report.id == e.id && s.on == e.on);
     let Some(w) = run.and_then(|r| r.wire.as_ref()) else {
         let ms = e.max_ack_latency_ms?;
-        let why = if run.is_none() { "never ran (the run stopped before)" } else { "no capture of its wire" };
-        return Some(Verdict::new("wire", what, false, format!("every message acknowledged within {ms} ms"), why.into()));
+        let why = if run.is_none() {
+            "never ran (the run stopped before)"
+        } else {
+            "no capture of its wire"
+        };
+        return Some(Verdict::new(
+            "wire",
+            what,
+            false,
+            format!("every message acknowledged within {ms} ms"),
+            why.into(),
+        ));
     };
-    let mut expected = vec![format!("at most {} messages unacknowledged at once (its window)", w.window)];
+    let mut expected =
+        vec![format!("at most {} messages unacknowledged at once (its window)", w.window)];
     if w.qps.iter().any(|q| q.go_back_n.is_some()) {
         expected.push("go-back-N recovery on every QP over the whole run".to_string());
     }
     let mut ok = w.peak_outstanding <= w.window as u64;
-    let broken: Vec<(&QpPace, &GoBackN)> = w.qps.iter().filter_map(|q| Some((q, q.go_back_n.as_ref().filter(|g| g.broken > 0)?))).collect();
+    let broken: Vec<(&QpPace, &GoBackN)> = w
+        .qps
+        .iter()
+        .filter_map(|q| Some((q, q.go_back_n.as_ref().filter(|g| g.broken > 0)?)))
+        .collect();
     ok &= broken.is_empty();
-    let slowest = w.qps.iter().filter_map(|q| Some((q, q.ack_latency_ns?.max))).max_by_key(|(_, m)| *m);
+    let slowest =
+        w.qps.iter().filter_map(|q| Some((q, q.ack_latency_ns?.max))).max_by_key(|(_, m)| *m);
     if let Some(ms) = e.max_ack_latency_ms {
         expected.push(format!("every message acknowledged within {ms} ms"));
         // Messages never acknowledged waited longer than any bound.
         ok &= w.acked == w.messages && slowest.is_none_or(|(_, m)| m <= ms * 1_000_000);
     }
     let qps = if w.qps.len() == 1 { String::new() } else { format!(" over {} QPs", w.qps.len()) };
-    let mut actual = format!("peak {}{qps}; {} of {} messages acknowledged", w.peak_outstanding, w.acked, w.messages);
+    let mut actual = format!(
+        "peak {}{qps}; {} of {} messages acknowledged",
+        w.peak_outstanding, w.acked, w.messages
+    );
     if let Some(l) = &w.ack_latency_ns {
-        actual += &format!("; request→ACK p50 {}, p99 {}, max {}", duration(l.p50), duration(l.p99), duration(l.max));
+        actual += &format!(
+            "; request→ACK p50 {}, p99 {}, max {}",
+            duration(l.p50),
+            duration(l.p99),
+            duration(l.max)
+        );
     }
     if let (Some((q, m)), true) = (slowest, w.qps.len() > 1) {
         actual += &format!(" (slowest QP {}: {})", q.qp, duration(m));
@@ -163,7 +205,12 @@ pub(crate) fn verdict(e: &StreamExpect, o: &Outcome) -> Option<Verdict> {
         None => actual += "; go-back-N held on every QP",
         Some((q, g)) => {
             let n = broken.len();
-            actual += &format!("; go-back-N broken on {n} QP{}: QP {}: {}", if n == 1 { "" } else { "s" }, q.qp, g.first.as_deref().unwrap_or("?"));
+            actual += &format!(
+                "; go-back-N broken on {n} QP{}: QP {}: {}",
+                if n == 1 { "" } else { "s" },
+                q.qp,
+                g.first.as_deref().unwrap_or("?")
+            );
         }
     }
     Some(Verdict::new("wire", what, ok, expected.join("; "), actual))

@@ -7,7 +7,7 @@ use dissector::wire::{AckClass, Psn};
 
 use super::timeline::{Packet, Timeline};
 use crate::results::{Outcome, Verdict};
-use crate::scenario::model::{PsnAt, ProbeExpect};
+use crate::scenario::model::{ProbeExpect, PsnAt};
 use crate::scenario::pattern;
 
 /// What the target did with one probe, read from the wire.
@@ -56,15 +56,32 @@ pub(crate) fn answers(o: &Outcome, t: &Timeline) -> Vec<ProbeAnswer> {
     let mut cursor = 0;
     let mut out = Vec::new();
     for p in &o.probes {
-        let (Ok(src), Ok(dst)) = (p.src.parse::<IpAddr>(), p.dst.parse::<IpAddr>()) else { continue };
+        let (Ok(src), Ok(dst)) = (p.src.parse::<IpAddr>(), p.dst.parse::<IpAddr>()) else {
+            continue;
+        };
         let (src, dst) = (Some(src), Some(dst));
-        let mut a = ProbeAnswer { id: p.id.clone(), on_wire: 0, sent: p.frames.len(), seen: vec![], responses: vec![], psn_offset: None, latency_ms: None, frames: vec![] };
+        let mut a = ProbeAnswer {
+            id: p.id.clone(),
+            on_wire: 0,
+            sent: p.frames.len(),
+            seen: vec![],
+            responses: vec![],
+            psn_offset: None,
+            latency_ms: None,
+            frames: vec![],
+        };
         // The probe's frames, in order, from where the last probe's ended.
         let mut want = p.frames.iter().peekable();
         let mut own = Vec::new();
         let mut i = cursor;
         while let (Some(w), Some(f)) = (want.peek(), frames.get(i)) {
-            if f.src == src && f.dst == dst && f.dest_qp == w.dest_qp && f.psn.value() == w.psn && f.opcode.0 == w.opcode && !f.marks.injected() {
+            if f.src == src
+                && f.dst == dst
+                && f.dest_qp == w.dest_qp
+                && f.psn.value() == w.psn
+                && f.opcode.0 == w.opcode
+                && !f.marks.injected()
+            {
                 own.push(i);
                 want.next();
                 cursor = i + 1;
@@ -98,11 +115,19 @@ pub(crate) fn answers(o: &Outcome, t: &Timeline) -> Vec<ProbeAnswer> {
     out
 }
 
-pub(crate) fn verdict(e: &ProbeExpect, o: &Outcome, answers: &Result<Vec<ProbeAnswer>, String>) -> Verdict {
+pub(crate) fn verdict(
+    e: &ProbeExpect,
+    o: &Outcome,
+    answers: &Result<Vec<ProbeAnswer>, String>,
+) -> Verdict {
     let what = format!("probe {}", e.probe);
     let mut want = Vec::new();
     if let Some(r) = &e.responses {
-        want.push(if r.is_empty() { "no answer".to_string() } else { format!("answered [{}]", pattern::describe(r)) });
+        want.push(if r.is_empty() {
+            "no answer".to_string()
+        } else {
+            format!("answered [{}]", pattern::describe(r))
+        });
     }
     if let Some(p) = &e.psn {
         want.push(format!("PSN {p}"));
@@ -116,7 +141,13 @@ pub(crate) fn verdict(e: &ProbeExpect, o: &Outcome, answers: &Result<Vec<ProbeAn
         Err(m) => return Verdict::new("probe", what, false, expected, m.clone()),
     };
     let Some(a) = answers.iter().find(|a| a.id == e.probe) else {
-        return Verdict::new("probe", what, false, expected, "the probe was never sent (the run stopped before it)".into());
+        return Verdict::new(
+            "probe",
+            what,
+            false,
+            expected,
+            "the probe was never sent (the run stopped before it)".into(),
+        );
     };
     let Some(sent) = o.probes.iter().find(|p| p.id == e.probe) else {
         return Verdict::new("probe", what, false, expected, "the probe was never sent".into());
@@ -133,9 +164,20 @@ pub(crate) fn verdict(e: &ProbeExpect, o: &Outcome, answers: &Result<Vec<ProbeAn
     if let Some(ms) = e.within_ms {
         ok &= a.latency_ms.is_some_and(|l| l <= ms as f64);
     }
-    let mut v = Verdict::new("probe", what, ok, expected, format!("{}; frames {}", a.describe(), a.frames.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")));
+    let mut v = Verdict::new(
+        "probe",
+        what,
+        ok,
+        expected,
+        format!(
+            "{}; frames {}",
+            a.describe(),
+            a.frames.iter().map(u64::to_string).collect::<Vec<_>>().join(", ")
+        ),
+    );
     if a.on_wire < a.sent {
-        v.detail = Some(format!("only {} of the {} frames sent are on the wire", a.on_wire, a.sent));
+        v.detail =
+            Some(format!("only {} of the {} frames sent are on the wire", a.on_wire, a.sent));
     }
     v
 }

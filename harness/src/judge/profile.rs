@@ -7,13 +7,23 @@ use crate::results::Verdict;
 
 /// The profile's verdicts on one scenario's observations. `None` when the profile
 /// does not know the scenario.
-pub(crate) fn verdicts(p: &Profile, scenario: &str, seen: &BTreeMap<String, String>) -> Option<Vec<Verdict>> {
+pub(crate) fn verdicts(
+    p: &Profile,
+    scenario: &str,
+    seen: &BTreeMap<String, String>,
+) -> Option<Vec<Verdict>> {
     let want = p.scenario.get(scenario)?;
     Some(
         want.iter()
             .map(|(k, v)| {
                 let actual = seen.get(k).cloned().unwrap_or_else(|| "not seen in this run".into());
-                Verdict::new("profile", format!("{} profile: {k}", p.name), &actual == v, v.clone(), actual)
+                Verdict::new(
+                    "profile",
+                    format!("{} profile: {k}", p.name),
+                    &actual == v,
+                    v.clone(),
+                    actual,
+                )
             })
             .collect(),
     )
@@ -30,8 +40,16 @@ mod tests {
     #[test]
     fn deviations_fail_and_unknown_scenarios_are_not_judged() {
         let mut p = Profile { name: "rxe".into(), ..Default::default() };
-        p.scenario.insert("s".into(), obs(&[("wire q from a: CNP after CE", "no"), ("probe x", "no answer")]));
-        let v = verdicts(&p, "s", &obs(&[("wire q from a: CNP after CE", "yes"), ("probe x", "no answer"), ("new", "1")])).unwrap();
+        p.scenario.insert(
+            "s".into(),
+            obs(&[("wire q from a: CNP after CE", "no"), ("probe x", "no answer")]),
+        );
+        let v = verdicts(
+            &p,
+            "s",
+            &obs(&[("wire q from a: CNP after CE", "yes"), ("probe x", "no answer"), ("new", "1")]),
+        )
+        .unwrap();
         assert_eq!(v.len(), 2, "one verdict per recorded observation");
         let cnp = v.iter().find(|v| v.what.contains("CNP")).unwrap();
         assert!(!cnp.pass && cnp.expected == "no" && cnp.actual == "yes");
@@ -40,5 +58,4 @@ mod tests {
         assert!(missing.iter().all(|v| !v.pass && v.actual == "not seen in this run"));
         assert!(verdicts(&p, "other", &obs(&[])).is_none());
     }
-
 }

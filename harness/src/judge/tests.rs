@@ -5,18 +5,33 @@ use dissector::wire::{Opcode, Psn, Syndrome};
 use lab::mark::{Mark, Marks, RuleRef};
 
 use super::*;
-use crate::agent::proto::{ProbeSent, SentFrame};
 use crate::agent::proto::QpInfo;
+use crate::agent::proto::{ProbeSent, SentFrame};
 use crate::results::EndpointFacts;
 use crate::verbs::{WcOpcode, WcStatus};
 
 fn wc(id: u64, status: WcStatus, t: f64) -> Wc {
-    Wc { wr_id: id, status, opcode: WcOpcode(0), byte_len: 5, imm_data: None, invalidated_rkey: None, invalidated_mw: None, flags: 0, qp: "q".into(), qp_num: 17, src_qp: None, vendor_err: 0, t_ms: t }
+    Wc {
+        wr_id: id,
+        status,
+        opcode: WcOpcode(0),
+        byte_len: 5,
+        imm_data: None,
+        invalidated_rkey: None,
+        invalidated_mw: None,
+        flags: 0,
+        qp: "q".into(),
+        qp_num: 17,
+        src_qp: None,
+        vendor_err: 0,
+        t_ms: t,
+    }
 }
 
 fn completion_expect(more: &str) -> CompletionExpect {
     let text = format!("name = 'x'\n[endpoints.a]\n[[expect.completion]]\non = 'a'\n{more}\n");
-    let sc = crate::scenario::check::parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
+    let sc = crate::scenario::check::parse_str(Path::new("t.toml"), &text)
+        .unwrap_or_else(|e| panic!("{}", e[0]));
     sc.expect.completion[0].clone()
 }
 
@@ -27,10 +42,15 @@ fn completions_pass_and_fail_with_what_happened() {
     let v = completion(&completion_expect("wr_id = 1\nstatus = 'IBV_WC_REM_ACCESS_ERR'"), &wcs);
     assert!(!v.pass && v.actual.contains("IBV_WC_SUCCESS"), "{v:?}");
     assert_eq!(v.expected, "IBV_WC_REM_ACCESS_ERR");
-    assert!(completion(&completion_expect("wr_id = 9"), &wcs).actual.contains("no such completion"));
+    assert!(completion(&completion_expect("wr_id = 9"), &wcs)
+        .actual
+        .contains("no such completion"));
     assert!(completion(&completion_expect("count = 2"), &wcs).pass);
     assert!(!completion(&completion_expect("count = 3"), &wcs).pass);
-    assert!(!completion(&completion_expect("wr_id = 2\nwithin_ms = 3"), &wcs).pass, "4 ms is later than 3 ms");
+    assert!(
+        !completion(&completion_expect("wr_id = 2\nwithin_ms = 3"), &wcs).pass,
+        "4 ms is later than 3 ms"
+    );
 }
 
 /// A receive completed by a SEND with Invalidate names the window whose rkey it
@@ -38,9 +58,15 @@ fn completions_pass_and_fail_with_what_happened() {
 #[test]
 fn an_invalidating_send_names_the_window() {
     let text = "name = 'x'\nrequires = ['mw_type2']\n[endpoints.a]\n[[mw]]\nname = 'w'\non = 'a'\ntype = 2\n[[mw]]\nname = 'v'\non = 'a'\ntype = 2\n[[expect.completion]]\non = 'a'\nwr_id = 1\ninvalidated = 'w'\n";
-    let sc = crate::scenario::check::parse_str(Path::new("t.toml"), text).unwrap_or_else(|e| panic!("{}", e[0]));
+    let sc = crate::scenario::check::parse_str(Path::new("t.toml"), text)
+        .unwrap_or_else(|e| panic!("{}", e[0]));
     let e = &sc.expect.completion[0];
-    let hit = Wc { invalidated_rkey: Some(0x1203), invalidated_mw: Some("w".into()), opcode: WcOpcode(128), ..wc(1, WcStatus::SUCCESS, 2.0) };
+    let hit = Wc {
+        invalidated_rkey: Some(0x1203),
+        invalidated_mw: Some("w".into()),
+        opcode: WcOpcode(128),
+        ..wc(1, WcStatus::SUCCESS, 2.0)
+    };
     let v = completion(e, std::slice::from_ref(&hit));
     assert!(v.pass, "{v:?}");
     assert!(v.actual.contains("invalidated rkey 0x1203 (MW w)"), "{v:?}");
@@ -55,7 +81,8 @@ fn async_events_are_counted_per_srq() {
     use crate::agent::proto::Event;
     let expect = |more: &str| {
         let text = format!("name = 'x'\nrequires = ['srq']\n[endpoints.b]\n[[srq]]\nname = 's'\non = 'b'\n[[srq]]\nname = 't'\non = 'b'\n[[expect.event]]\non = 'b'\nevent = 'srq_limit_reached'\n{more}\n");
-        let sc = crate::scenario::check::parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
+        let sc = crate::scenario::check::parse_str(Path::new("t.toml"), &text)
+            .unwrap_or_else(|e| panic!("{}", e[0]));
         sc.expect.event[0].clone()
     };
     let limit = crate::verbs::EventType(15);
@@ -80,7 +107,10 @@ fn pkt(number: u64, ms: u64, psn: u32, what: &str) -> Packet {
         "nak" => (Opcode(0x11), Some(Syndrome(0x60).kind())),
         "rnr" => (Opcode(0x11), Some(Syndrome(0x2c).kind())),
         "read-resp" => (Opcode(0x10), Some(Syndrome::ACK.kind())),
-        op => (Opcode::from_name(op, dissector::wire::Transport::Rc).unwrap_or_else(|| panic!("{op}")), None),
+        op => (
+            Opcode::from_name(op, dissector::wire::Transport::Rc).unwrap_or_else(|| panic!("{op}")),
+            None,
+        ),
     };
     let request = ack.is_none();
     let (src, dst, qp) = if request { (A, B, 0x11) } else { (B, A, 0x22) };
@@ -123,13 +153,18 @@ fn endpoint(ip: &str, qpn: u32) -> EndpointFacts {
 }
 
 fn outcome() -> Outcome {
-    Outcome { endpoints: [("a".to_string(), endpoint(A, 0x22)), ("b".to_string(), endpoint(B, 0x11))].into(), ..Default::default() }
+    Outcome {
+        endpoints: [("a".to_string(), endpoint(A, 0x22)), ("b".to_string(), endpoint(B, 0x11))]
+            .into(),
+        ..Default::default()
+    }
 }
 
 const QP: &str = "name = 'x'\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = 'q'\ntype = 'rc'\nbetween = ['b', 'a']\n";
 
 fn scenario(expect: &str) -> Scenario {
-    crate::scenario::check::parse_str(Path::new("t.toml"), &format!("{QP}{expect}")).unwrap_or_else(|e| panic!("{}", e[0]))
+    crate::scenario::check::parse_str(Path::new("t.toml"), &format!("{QP}{expect}"))
+        .unwrap_or_else(|e| panic!("{}", e[0]))
 }
 
 /// A dropped WRITE Middle: one NAK, go-back-N from the lost PSN, as rxe does. The
@@ -139,13 +174,13 @@ fn scenario(expect: &str) -> Scenario {
 fn wire_expectations_on_a_go_back_n_recovery() {
     let mut t = Timeline {
         packets: vec![
-        pkt(1, 0, 100, "RDMA WRITE First"),
-        pkt(2, 0, 101, "RDMA WRITE Middle"),
-        pkt(3, 0, 102, "RDMA WRITE Last"),
-        pkt(4, 1, 101, "nak"),
-        pkt(5, 3, 101, "RDMA WRITE Middle"),
-        pkt(6, 3, 102, "RDMA WRITE Last"),
-        pkt(7, 4, 102, "ack"),
+            pkt(1, 0, 100, "RDMA WRITE First"),
+            pkt(2, 0, 101, "RDMA WRITE Middle"),
+            pkt(3, 0, 102, "RDMA WRITE Last"),
+            pkt(4, 1, 101, "nak"),
+            pkt(5, 3, 101, "RDMA WRITE Middle"),
+            pkt(6, 3, 102, "RDMA WRITE Last"),
+            pkt(7, 4, 102, "ack"),
         ],
         ..Default::default()
     };
@@ -156,7 +191,12 @@ fn wire_expectations_on_a_go_back_n_recovery() {
     let o = outcome();
     let (v, obs) = judge(&sc, &o, &Ok(t.clone()));
     assert!(v[0].pass, "{:#?}", v[0]);
-    assert!(v[0].actual.contains("resends: PSN 101 2.0 ms after NAK") && v[0].actual.contains("frames 1–7"), "{}", v[0].actual);
+    assert!(
+        v[0].actual.contains("resends: PSN 101 2.0 ms after NAK")
+            && v[0].actual.contains("frames 1–7"),
+        "{}",
+        v[0].actual
+    );
     assert_eq!(obs.get("wire q from a: NAKs").map(String::as_str), Some("NAK PSN Sequence Error"));
     assert_eq!(obs.get("wire q from a: resent after").map(String::as_str), Some("NAK"));
 
@@ -165,7 +205,11 @@ fn wire_expectations_on_a_go_back_n_recovery() {
     bad.packets.remove(5);
     let (v, _) = judge(&sc, &o, &Ok(bad));
     assert!(!v[0].pass);
-    assert!(v[0].actual.contains("go-back-N broken") && v[0].actual.contains("PSN 101 never delivered"), "{}", v[0].actual);
+    assert!(
+        v[0].actual.contains("go-back-N broken") && v[0].actual.contains("PSN 101 never delivered"),
+        "{}",
+        v[0].actual
+    );
     // No capture: said, and failed.
     let (v, _) = judge(&sc, &o, &Err("no capture was recorded".into()));
     assert!(!v[0].pass && v[0].actual == "no capture was recorded");
@@ -174,13 +218,32 @@ fn wire_expectations_on_a_go_back_n_recovery() {
 /// RNR NAKs: the kind counted, the timer's wait observed.
 #[test]
 fn rnr_naks_and_their_timer() {
-    let t = Timeline { packets: vec![pkt(1, 0, 100, "SEND Only"), pkt(2, 0, 100, "rnr"), pkt(3, 1, 100, "SEND Only"), pkt(4, 1, 100, "rnr")], ..Default::default() };
+    let t = Timeline {
+        packets: vec![
+            pkt(1, 0, 100, "SEND Only"),
+            pkt(2, 0, 100, "rnr"),
+            pkt(3, 1, 100, "SEND Only"),
+            pkt(4, 1, 100, "rnr"),
+        ],
+        ..Default::default()
+    };
     let sc = scenario("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nresponses = ['RNR NAK+']\nnaks = ['rnr']\nmin_rnr_naks = 2\n");
     let (v, obs) = judge(&sc, &outcome(), &Ok(t.clone()));
     assert!(v[0].pass, "{:#?}", v[0]);
-    assert_eq!(obs.get("wire q from a: RNR timer").map(String::as_str), Some("honoured"), "1 ms ≥ 0.64 ms: {obs:?}");
-    assert_eq!(obs.get("wire q from a: RNR NAK timer").map(String::as_str), Some("0.64 ms"), "timer 12, both NAKs: {obs:?}");
-    assert!(!obs.contains_key("wire q from a: resent after"), "after RNR NAKs the RNR timer says how");
+    assert_eq!(
+        obs.get("wire q from a: RNR timer").map(String::as_str),
+        Some("honoured"),
+        "1 ms ≥ 0.64 ms: {obs:?}"
+    );
+    assert_eq!(
+        obs.get("wire q from a: RNR NAK timer").map(String::as_str),
+        Some("0.64 ms"),
+        "timer 12, both NAKs: {obs:?}"
+    );
+    assert!(
+        !obs.contains_key("wire q from a: resent after"),
+        "after RNR NAKs the RNR timer says how"
+    );
     let sc = scenario("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nmin_rnr_naks = 3\n");
     assert!(!judge(&sc, &outcome(), &Ok(t)).0[0].pass);
 }
@@ -190,12 +253,25 @@ fn rnr_naks_and_their_timer() {
 /// of it allowed, four times it at most.
 #[test]
 fn rnr_timer_honoured_and_the_ack_timer() {
-    let synth = Marks(vec![Mark::Synthesized(RuleRef { index: 1, rule: "respond with=rnr".into() })]);
-    let mut t = Timeline { packets: vec![pkt(1, 0, 100, "SEND Only"), pkt(2, 0, 100, "rnr"), pkt(3, 1, 100, "SEND Only"), pkt(4, 1, 100, "ack")], ..Default::default() };
+    let synth =
+        Marks(vec![Mark::Synthesized(RuleRef { index: 1, rule: "respond with=rnr".into() })]);
+    let mut t = Timeline {
+        packets: vec![
+            pkt(1, 0, 100, "SEND Only"),
+            pkt(2, 0, 100, "rnr"),
+            pkt(3, 1, 100, "SEND Only"),
+            pkt(4, 1, 100, "ack"),
+        ],
+        ..Default::default()
+    };
     t.packets[1].marks = synth;
     let sc = scenario("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nrnr_timer_honoured = true\n");
     let (v, _) = judge(&sc, &outcome(), &Ok(t.clone()));
-    assert!(v[0].pass && v[0].actual.contains("RNR waits (waited of asked): 1.00 ms of 640 µs"), "{:#?}", v[0]);
+    assert!(
+        v[0].pass && v[0].actual.contains("RNR waits (waited of asked): 1.00 ms of 640 µs"),
+        "{:#?}",
+        v[0]
+    );
     assert!(v[0].actual.contains("resends: PSN 100 1.0 ms after RNR NAK"), "{}", v[0].actual);
     t.packets[2].ts_ns = 500_000; // 0.5 ms < 0.64 ms
     t.packets[3].ts_ns = 500_000;
@@ -203,15 +279,38 @@ fn rnr_timer_honoured_and_the_ack_timer() {
 
     // timeout 10: 4.19 ms. Resends after 4.1 ms (within 5 %) and 16 ms pass; 3.9 ms
     // (7 % short) and 17 ms (over 4×) do not; no resend at all does not either.
-    let sc = |extra: &str| crate::scenario::check::parse_str(Path::new("t.toml"), &format!("{QP}timeout = 10\n[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nack_timeout = true\n{extra}")).unwrap();
-    let resend_after = |us: u64| Timeline { packets: vec![pkt(1, 0, 100, "RDMA WRITE Only"), Packet { ts_ns: us * 1000, ..pkt(2, 0, 100, "RDMA WRITE Only") }], ..Default::default() };
+    let sc = |extra: &str| {
+        crate::scenario::check::parse_str(Path::new("t.toml"), &format!("{QP}timeout = 10\n[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nack_timeout = true\n{extra}")).unwrap()
+    };
+    let resend_after = |us: u64| Timeline {
+        packets: vec![
+            pkt(1, 0, 100, "RDMA WRITE Only"),
+            Packet { ts_ns: us * 1000, ..pkt(2, 0, 100, "RDMA WRITE Only") },
+        ],
+        ..Default::default()
+    };
     for (us, ok) in [(4_100, true), (16_000, true), (3_900, false), (17_000, false)] {
         let v = &judge(&sc(""), &outcome(), &Ok(resend_after(us))).0[0];
         assert_eq!(v.pass, ok, "{us} µs: {v:#?}");
     }
-    assert!(!judge(&sc(""), &outcome(), &Ok(Timeline { packets: vec![pkt(1, 0, 100, "RDMA WRITE Only")], ..Default::default() })).0[0].pass);
+    assert!(
+        !judge(
+            &sc(""),
+            &outcome(),
+            &Ok(Timeline {
+                packets: vec![pkt(1, 0, 100, "RDMA WRITE Only")],
+                ..Default::default()
+            })
+        )
+        .0[0]
+            .pass
+    );
     let v = &judge(&sc(""), &outcome(), &Ok(resend_after(4_100))).0[0];
-    assert!(v.actual.contains("ACK-timer resends at 0.98× the local ACK timeout (4.19 ms)"), "{}", v.actual);
+    assert!(
+        v.actual.contains("ACK-timer resends at 0.98× the local ACK timeout (4.19 ms)"),
+        "{}",
+        v.actual
+    );
 }
 
 /// After an ACK with credit count 0: new requests sent before credit came back
@@ -220,17 +319,37 @@ fn rnr_timer_honoured_and_the_ack_timer() {
 fn requests_after_a_zero_credit_ack() {
     let zero = |n, ms, psn| Packet { ack: Some(Syndrome(0).kind()), ..pkt(n, ms, psn, "ack") };
     // The responder's own ACK, withheld, is not credit coming back: never delivered.
-    let withheld = Packet { marks: Marks(vec![Mark::Withheld(RuleRef { index: 1, rule: "respond".into() })]), ..pkt(3, 0, 100, "ack") };
-    let t = Timeline { packets: vec![pkt(1, 0, 100, "SEND Only"), zero(2, 0, 100), withheld, pkt(4, 1, 101, "SEND Only"), pkt(5, 1, 102, "SEND Only"), pkt(6, 2, 102, "ack")], ..Default::default() };
+    let withheld = Packet {
+        marks: Marks(vec![Mark::Withheld(RuleRef { index: 1, rule: "respond".into() })]),
+        ..pkt(3, 0, 100, "ack")
+    };
+    let t = Timeline {
+        packets: vec![
+            pkt(1, 0, 100, "SEND Only"),
+            zero(2, 0, 100),
+            withheld,
+            pkt(4, 1, 101, "SEND Only"),
+            pkt(5, 1, 102, "SEND Only"),
+            pkt(6, 2, 102, "ack"),
+        ],
+        ..Default::default()
+    };
     let sc = scenario("");
     let (_, obs) = judge(&sc, &outcome(), &Ok(t.clone()));
-    assert_eq!(obs.get("wire q from a: after an ACK with 0 credits").map(String::as_str), Some("sent 2 new requests on"), "{obs:?}");
+    assert_eq!(
+        obs.get("wire q from a: after an ACK with 0 credits").map(String::as_str),
+        Some("sent 2 new requests on"),
+        "{obs:?}"
+    );
     let mut held = t;
     held.packets[3].number = 7; // after the ACK that gave credit back
     held.packets[4].number = 8;
     held.packets.sort_by_key(|p| p.number);
     let (_, obs) = judge(&sc, &outcome(), &Ok(held));
-    assert_eq!(obs.get("wire q from a: after an ACK with 0 credits").map(String::as_str), Some("held new requests"));
+    assert_eq!(
+        obs.get("wire q from a: after an ACK with 0 credits").map(String::as_str),
+        Some("held new requests")
+    );
 }
 
 /// `record_deviation`: a failed expectation becomes a recorded deviation (the
@@ -243,11 +362,17 @@ fn deviations_are_recorded_not_failed() {
     o.memory.insert("b".into(), [("t".to_string(), vec![0u8; 4])].into());
     let (v, obs) = judge(&sc, &o, &Err("none".into()));
     assert!(v[0].pass && v[0].deviation, "{:#?}", v[0]);
-    assert_eq!(obs.get("deviation: memory of MR t on b at offset 0").map(String::as_str), Some("deviates"));
+    assert_eq!(
+        obs.get("deviation: memory of MR t on b at offset 0").map(String::as_str),
+        Some("deviates")
+    );
     o.memory.insert("b".into(), [("t".to_string(), b"data".to_vec())].into());
     let (v, obs) = judge(&sc, &o, &Err("none".into()));
     assert!(v[0].pass && !v[0].deviation);
-    assert_eq!(obs.get("deviation: memory of MR t on b at offset 0").map(String::as_str), Some("holds"));
+    assert_eq!(
+        obs.get("deviation: memory of MR t on b at offset 0").map(String::as_str),
+        Some("holds")
+    );
     // Never read: a failure of the run, not a deviation of the device.
     o.memory.clear();
     o.error = Some("the deadline passed".into());
@@ -269,17 +394,25 @@ fn probe_answers_are_the_responses_up_to_the_next_request() {
         next,
         frames: vec![SentFrame { opcode: 0x0a, dest_qp: 0x11, psn, len: 8 }; copies],
     };
-    let o = Outcome { probes: vec![sent("ahead", 100, 103, 2), sent("dup", 100, 99, 1), sent("lost", 100, 100, 1), sent("never", 100, 100, 1)], ..outcome() };
+    let o = Outcome {
+        probes: vec![
+            sent("ahead", 100, 103, 2),
+            sent("dup", 100, 99, 1),
+            sent("lost", 100, 100, 1),
+            sent("never", 100, 100, 1),
+        ],
+        ..outcome()
+    };
     let t = Timeline {
         packets: vec![
-        pkt(1, 0, 103, "RDMA WRITE Only"),
-        pkt(2, 0, 103, "RDMA WRITE Only"),
-        pkt(3, 1, 100, "nak"),
-        pkt(4, 10, 99, "RDMA WRITE Only"),
-        pkt(5, 12, 99, "ack"),
-        pkt(6, 20, 100, "RDMA WRITE Only"),
-        pkt(7, 30, 500, "RDMA WRITE Only"), // a real request: what follows is its answer
-        pkt(8, 31, 500, "ack"),
+            pkt(1, 0, 103, "RDMA WRITE Only"),
+            pkt(2, 0, 103, "RDMA WRITE Only"),
+            pkt(3, 1, 100, "nak"),
+            pkt(4, 10, 99, "RDMA WRITE Only"),
+            pkt(5, 12, 99, "ack"),
+            pkt(6, 20, 100, "RDMA WRITE Only"),
+            pkt(7, 30, 500, "RDMA WRITE Only"), // a real request: what follows is its answer
+            pkt(8, 31, 500, "ack"),
         ],
         ..Default::default()
     };
@@ -287,11 +420,21 @@ fn probe_answers_are_the_responses_up_to_the_next_request() {
     // The target may answer the first copy before the second is on the wire.
     let mut interleaved = t.clone();
     interleaved.packets.swap(1, 2);
-    assert_eq!(a, probes::answers(&o, &interleaved), "the same answers whether the NAK comes after both copies or between them");
+    assert_eq!(
+        a,
+        probes::answers(&o, &interleaved),
+        "the same answers whether the NAK comes after both copies or between them"
+    );
     assert_eq!(a.len(), 4);
-    assert_eq!((a[0].on_wire, &a[0].responses[..], a[0].psn_offset), (2, &["NAK PSN Sequence Error".to_string()][..], Some(0)));
+    assert_eq!(
+        (a[0].on_wire, &a[0].responses[..], a[0].psn_offset),
+        (2, &["NAK PSN Sequence Error".to_string()][..], Some(0))
+    );
     assert_eq!(a[0].describe(), "NAK PSN Sequence Error (PSN next) after 1.00 ms");
-    assert_eq!((a[1].responses.clone(), a[1].psn_offset, a[1].latency_ms), (vec!["ACK".to_string()], Some(-1), Some(2.0)));
+    assert_eq!(
+        (a[1].responses.clone(), a[1].psn_offset, a[1].latency_ms),
+        (vec!["ACK".to_string()], Some(-1), Some(2.0))
+    );
     assert_eq!(a[1].frames, vec![4, 5]);
     assert!(a[2].responses.is_empty(), "the ACK of frame 8 answers frame 7, not the probe");
     assert_eq!(a[2].describe(), "no answer (dropped)");
@@ -300,12 +443,27 @@ fn probe_answers_are_the_responses_up_to_the_next_request() {
         let text = format!("[[expect.probe]]\nprobe = 'ahead'\nresponses = {responses}\npsn = '{psn}'\nwithin_ms = 5\n");
         // The probe must exist for the check: a scenario with that probe step.
         let sc = format!("{QP}[[mr]]\nname = 't'\non = 'b'\nsize = 8\n[[step]]\non = 'a'\nop = 'probe'\nqp = 'q'\nprobe = {{ id = 'ahead', opcode = 'RDMA WRITE Only', remote = {{ mr = 't' }}, len = 8 }}\n{text}");
-        crate::scenario::check::parse_str(Path::new("t.toml"), &sc).unwrap_or_else(|e| panic!("{}", e[0])).expect.probe[0].clone()
+        crate::scenario::check::parse_str(Path::new("t.toml"), &sc)
+            .unwrap_or_else(|e| panic!("{}", e[0]))
+            .expect
+            .probe[0]
+            .clone()
     };
     let answers = Ok(a.clone());
     assert!(probes::verdict(&pe("['NAK PSN Sequence Error']", "next"), &o, &answers).pass);
-    assert!(!probes::verdict(&pe("['NAK PSN Sequence Error']", "next+3"), &o, &answers).pass, "the NAK names the expected PSN");
-    assert!(!probes::verdict(&pe("['NAK PSN Sequence Error', 'NAK PSN Sequence Error']", "next"), &o, &answers).pass, "one NAK, not one per packet");
+    assert!(
+        !probes::verdict(&pe("['NAK PSN Sequence Error']", "next+3"), &o, &answers).pass,
+        "the NAK names the expected PSN"
+    );
+    assert!(
+        !probes::verdict(
+            &pe("['NAK PSN Sequence Error', 'NAK PSN Sequence Error']", "next"),
+            &o,
+            &answers
+        )
+        .pass,
+        "one NAK, not one per packet"
+    );
     assert!(!probes::verdict(&pe("[]", "next"), &o, &answers).pass);
 }
 
@@ -335,18 +493,28 @@ fn memory_equals_and_unchanged() {
 fn nak_invalid_rd_request_end_to_end() {
     let mut nak = pkt(2, 1, 100, "ack");
     nak.ack = Some(Syndrome(0x64).kind());
-    let t = Timeline { packets: vec![pkt(1, 0, 100, "RDMA WRITE Only"), nak], ..Default::default() };
+    let t =
+        Timeline { packets: vec![pkt(1, 0, 100, "RDMA WRITE Only"), nak], ..Default::default() };
     assert_eq!(t.packets[1].response_name(), "NAK Invalid RD Request");
     let sc = scenario("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nresponses = ['NAK Invalid RD Request']\nnaks = ['invalid_rd_request']\n");
     let (v, obs) = judge(&sc, &outcome(), &Ok(t));
     assert!(v[0].pass, "{:#?}", v[0]);
-    assert_eq!(v[0].expected, "responses [NAK Invalid RD Request]; NAKs invalid_rd_request; ICRCs valid");
+    assert_eq!(
+        v[0].expected,
+        "responses [NAK Invalid RD Request]; NAKs invalid_rd_request; ICRCs valid"
+    );
     assert_eq!(obs.get("wire q from a: NAKs").map(String::as_str), Some("NAK Invalid RD Request"));
 }
 
 /// A stream's report on its endpoint: one QP, `count` messages posted and
 /// completed, `bytes` of payload in `elapsed_us`.
-fn stream_report(id: &str, verb: crate::agent::stream::StreamVerb, count: u64, bytes: u64, elapsed_us: u64) -> crate::agent::proto::StreamReport {
+fn stream_report(
+    id: &str,
+    verb: crate::agent::stream::StreamVerb,
+    count: u64,
+    bytes: u64,
+    elapsed_us: u64,
+) -> crate::agent::proto::StreamReport {
     crate::agent::proto::StreamReport {
         id: id.into(),
         verb,
@@ -390,7 +558,16 @@ fn a_streams_wire_against_its_window_and_latency_bound() {
     };
     let w = |n, ms, psn| pkt(n, ms, psn, "RDMA WRITE Only");
     // Two at a time, each ACKed within 2 ms; PSN 101 lost once and resent.
-    let (v, o) = judged(vec![w(1, 0, 100), w(2, 1, 101), pkt(3, 2, 101, "nak"), w(4, 2, 101), pkt(5, 3, 101, "ack"), w(6, 4, 102), w(7, 4, 103), pkt(8, 6, 103, "ack")]);
+    let (v, o) = judged(vec![
+        w(1, 0, 100),
+        w(2, 1, 101),
+        pkt(3, 2, 101, "nak"),
+        w(4, 2, 101),
+        pkt(5, 3, 101, "ack"),
+        w(6, 4, 102),
+        w(7, 4, 103),
+        pkt(8, 6, 103, "ack"),
+    ]);
     assert!(v.pass, "{v:#?}");
     assert!(v.actual.starts_with("peak 2; 4 of 4 messages acknowledged; request→ACK p50 2.00 ms, p99 2.00 ms, max 2.00 ms; 1 resends"), "{}", v.actual);
     let wire = o.streams[0].wire.as_ref().unwrap();
@@ -401,20 +578,51 @@ fn a_streams_wire_against_its_window_and_latency_bound() {
     assert_eq!(wire.plot.slices.iter().map(|s| s.messages).sum::<u64>(), 4);
 
     // Three on the wire before the first ACK: past the window of 2.
-    let (v, _) = judged(vec![w(1, 0, 100), w(2, 0, 101), w(3, 0, 102), pkt(4, 1, 102, "ack"), w(5, 2, 103), pkt(6, 3, 103, "ack")]);
+    let (v, _) = judged(vec![
+        w(1, 0, 100),
+        w(2, 0, 101),
+        w(3, 0, 102),
+        pkt(4, 1, 102, "ack"),
+        w(5, 2, 103),
+        pkt(6, 3, 103, "ack"),
+    ]);
     assert!(!v.pass && v.actual.starts_with("peak 3;"), "{v:#?}");
     // Within the window, but one message waits 5 ms for its ACK: past the bound.
-    let (v, _) = judged(vec![w(1, 0, 100), pkt(2, 5, 100, "ack"), w(3, 5, 101), pkt(4, 6, 101, "ack")]);
+    let (v, _) =
+        judged(vec![w(1, 0, 100), pkt(2, 5, 100, "ack"), w(3, 5, 101), pkt(4, 6, 101, "ack")]);
     assert!(!v.pass && v.actual.contains("max 5.00 ms"), "{v:#?}");
     // Go-back-N over the whole run: a resend from past the NAK'd PSN fails it.
-    let (v, o) = judged(vec![w(1, 0, 100), pkt(2, 1, 100, "ack"), w(3, 1, 101), w(4, 1, 102), pkt(5, 2, 101, "nak"), w(6, 2, 102), pkt(7, 3, 102, "ack")]);
+    let (v, o) = judged(vec![
+        w(1, 0, 100),
+        pkt(2, 1, 100, "ack"),
+        w(3, 1, 101),
+        w(4, 1, 102),
+        pkt(5, 2, 101, "nak"),
+        w(6, 2, 102),
+        pkt(7, 3, 102, "ack"),
+    ]);
     assert!(!v.pass, "{v:#?}");
     assert!(v.actual.ends_with("go-back-N broken on 1 QP: QP q: frame 6 resends from PSN 102, past PSN 101 that the NAK in frame 5 asked for"), "{}", v.actual);
-    assert_eq!(o.streams[0].wire.as_ref().unwrap().qps[0].go_back_n.as_ref().map(|g| g.broken), Some(1));
+    assert_eq!(
+        o.streams[0].wire.as_ref().unwrap().qps[0].go_back_n.as_ref().map(|g| g.broken),
+        Some(1)
+    );
     // A resend of what was acknowledged already is counted, and fails nothing.
-    let (v, o) = judged(vec![w(1, 0, 100), pkt(2, 1, 100, "ack"), w(3, 1, 100), pkt(4, 2, 100, "ack"), w(5, 2, 101), pkt(6, 3, 101, "ack")]);
+    let (v, o) = judged(vec![
+        w(1, 0, 100),
+        pkt(2, 1, 100, "ack"),
+        w(3, 1, 100),
+        pkt(4, 2, 100, "ack"),
+        w(5, 2, 101),
+        pkt(6, 3, 101, "ack"),
+    ]);
     assert!(v.pass, "{v:#?}");
-    assert!(v.actual.contains("1 of the resends from a PSN already acknowledged on the wire") && v.actual.ends_with("go-back-N held on every QP"), "{}", v.actual);
+    assert!(
+        v.actual.contains("1 of the resends from a PSN already acknowledged on the wire")
+            && v.actual.ends_with("go-back-N held on every QP"),
+        "{}",
+        v.actual
+    );
     assert_eq!(o.streams[0].wire.as_ref().unwrap().qps[0].redundant_resends, 1);
     // A message never acknowledged fails the bound too.
     let (v, _) = judged(vec![w(1, 0, 100), pkt(2, 1, 100, "ack"), w(3, 1, 101)]);
@@ -433,10 +641,19 @@ fn an_atomic_streams_old_values_must_chain() {
          [[step]]\nop = 'stream'\nid = 'x'\non = 'a'\nqp = 'q'\nverb = 'atomics'\nadd = 3\ncount = 10\nlocal = { mr = 'old' }\nremote = { mr = 'word' }\n\
          [[expect.stream]]\nid = 'x'\n",
     );
-    let Some(crate::scenario::model::Step::Stream(st)) = sc.steps.first() else { panic!("a stream step: {:?}", sc.steps) };
-    assert_eq!(st.verb, StreamVerb::Atomic { add: 3, cmp_swap_every: 2, from: 1000 }, "from the word's init");
+    let Some(crate::scenario::model::Step::Stream(st)) = sc.steps.first() else {
+        panic!("a stream step: {:?}", sc.steps)
+    };
+    assert_eq!(
+        st.verb,
+        StreamVerb::Atomic { add: 3, cmp_swap_every: 2, from: 1000 },
+        "from the word's init"
+    );
     let verdict = |old: &[u64]| {
-        let report = StreamReport { atomics: Some(AtomicChain::check(old, 1000, 3, true)), ..stream_report("x", st.verb, 10, 80, 900) };
+        let report = StreamReport {
+            atomics: Some(AtomicChain::check(old, 1000, 3, true)),
+            ..stream_report("x", st.verb, 10, 80, 900)
+        };
         let mut o = outcome();
         o.streams = vec![StreamRun { on: "a".into(), report, wire: None }];
         let (v, _) = judge(&sc, &o, &Err("no capture".into()));
@@ -445,14 +662,22 @@ fn an_atomic_streams_old_values_must_chain() {
     let good: Vec<u64> = (0..10).map(|i| 1000 + 3 * i).collect();
     let v = verdict(&good);
     assert!(v.pass, "{v:#?}");
-    assert!(v.actual.ends_with("the 10 old values chain, so the word ends at 1030"), "{}", v.actual);
+    assert!(
+        v.actual.ends_with("the 10 old values chain, so the word ends at 1030"),
+        "{}",
+        v.actual
+    );
     let mut twice = good;
     for w in &mut twice[6..] {
         *w += 3;
     }
     let v = verdict(&twice);
     assert!(!v.pass, "{v:#?}");
-    assert!(v.actual.ends_with("the old values break: message 6 saw the word at 1021, not 1018"), "{}", v.actual);
+    assert!(
+        v.actual.ends_with("the old values break: message 6 saw the word at 1021, not 1018"),
+        "{}",
+        v.actual
+    );
 }
 
 /// Go-back-N is RC's: a UC stream that lost a frame on the way has nothing to
@@ -466,11 +691,13 @@ fn a_uc_streams_wire_is_not_held_to_go_back_n() {
          [[step]]\nop = 'stream'\nid = 'w'\non = 'a'\nqp = 'q'\nverb = 'write'\ncount = 2\nsize = 16\nlocal = {{ mr = 'src' }}\nremote = {{ mr = 'dst' }}\n",
         QP.replace("'rc'", "'uc'")
     );
-    let sc = crate::scenario::check::parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
+    let sc = crate::scenario::check::parse_str(Path::new("t.toml"), &text)
+        .unwrap_or_else(|e| panic!("{}", e[0]));
     let report = stream_report("w", StreamVerb::Write, 2, 32, 100);
     let mut lost = pkt(1, 0, 100, "RDMA WRITE Only");
     lost.marks = dropped();
-    let t = Timeline { packets: vec![lost, pkt(2, 1, 101, "RDMA WRITE Only")], ..Default::default() };
+    let t =
+        Timeline { packets: vec![lost, pkt(2, 1, 101, "RDMA WRITE Only")], ..Default::default() };
     let mut o = outcome();
     o.streams = vec![StreamRun { on: "a".into(), report, wire: None }];
     for (_, _, w) in pace::stream_wires(&sc, &o, &t) {
@@ -480,5 +707,8 @@ fn a_uc_streams_wire_is_not_held_to_go_back_n() {
     assert_eq!(w.qps[0].go_back_n, None, "{w:#?}");
     let (v, _) = judge(&sc, &o, &Ok(t));
     let v = v.into_iter().find(|v| v.what == "wire of stream w from a").expect("a wire verdict");
-    assert!(v.pass && !v.expected.contains("go-back-N") && !v.actual.contains("go-back-N"), "{v:#?}");
+    assert!(
+        v.pass && !v.expected.contains("go-back-N") && !v.actual.contains("go-back-N"),
+        "{v:#?}"
+    );
 }

@@ -110,8 +110,12 @@ pub fn linktype_from_dlt(dlt: i32) -> LinkType {
 
 fn device_list() -> String {
     match pcap::Device::list() {
-        Ok(devs) if !devs.is_empty() => devs.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", "),
-        Ok(_) => "none found (are you allowed to capture? run as root or grant CAP_NET_RAW)".to_string(),
+        Ok(devs) if !devs.is_empty() => {
+            devs.iter().map(|d| d.name.as_str()).collect::<Vec<_>>().join(", ")
+        }
+        Ok(_) => {
+            "none found (are you allowed to capture? run as root or grant CAP_NET_RAW)".to_string()
+        }
         Err(e) => format!("could not list them: {e}"),
     }
 }
@@ -136,7 +140,8 @@ fn open_error(iface: &str, e: &pcap::Error) -> CaptureError {
     } else {
         format!("available interfaces: {}", device_list())
     };
-    CaptureError::other(format!("cannot capture: {msg}"), Some(hint)).with_origin(format!("interface {iface}"))
+    CaptureError::other(format!("cannot capture: {msg}"), Some(hint))
+        .with_origin(format!("interface {iface}"))
 }
 
 /// Waits until the capture's descriptor is readable or `ms` pass. Interrupted by a
@@ -207,10 +212,8 @@ impl LiveCapture {
             .timeout(i32::from(READ_TIMEOUT_MS))
             .immediate_mode(true)
             .precision(pcap::Precision::Nano);
-        let mut cap = cap
-            .open()
-            .and_then(|c| c.setnonblock())
-            .map_err(|e| open_error(iface, &e))?;
+        let mut cap =
+            cap.open().and_then(|c| c.setnonblock()).map_err(|e| open_error(iface, &e))?;
         if !opts.filter.trim().is_empty() {
             cap.filter(&opts.filter, true).map_err(|e| {
                 CaptureError::other(
@@ -275,13 +278,17 @@ impl LiveCapture {
     /// libpcap's counters (received, dropped by the kernel, dropped by the interface).
     pub fn stats(&mut self) -> Result<pcap::Stat, CaptureError> {
         self.cap.stats().map_err(|e| {
-            CaptureError::other(format!("cannot read capture statistics: {}", pcap_message(&e)), None)
-                .with_origin(format!("interface {}", self.iface))
+            CaptureError::other(
+                format!("cannot read capture statistics: {}", pcap_message(&e)),
+                None,
+            )
+            .with_origin(format!("interface {}", self.iface))
         })
     }
 
     fn stopped(&self) -> bool {
-        self.stop.load(Ordering::Relaxed) || ctrl_c().count.load(Ordering::Relaxed) != self.ctrl_c_seen
+        self.stop.load(Ordering::Relaxed)
+            || ctrl_c().count.load(Ordering::Relaxed) != self.ctrl_c_seen
     }
 
     /// The next packet; `Ok(None)` once `count` packets were returned, or after a stop.
@@ -310,8 +317,11 @@ impl LiveCapture {
                     // read timeout, then look at the stop flags again.
                     if let Err(e) = wait_readable(&self.cap, READ_TIMEOUT_MS) {
                         self.done = true;
-                        return Err(CaptureError::other(format!("waiting for packets failed: {e}"), None)
-                            .with_origin(format!("interface {}", self.iface)));
+                        return Err(CaptureError::other(
+                            format!("waiting for packets failed: {e}"),
+                            None,
+                        )
+                        .with_origin(format!("interface {}", self.iface)));
                     }
                     continue;
                 }

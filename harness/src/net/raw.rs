@@ -54,7 +54,11 @@ fn mac(m: MacAddr) -> Mac {
 
 /// The interface named, or the one that holds `local`, or the one on the peer's
 /// subnet.
-fn find_iface(local: Option<IpAddr>, peer: IpAddr, name: Option<&str>) -> Result<NetworkInterface, String> {
+fn find_iface(
+    local: Option<IpAddr>,
+    peer: IpAddr,
+    name: Option<&str>,
+) -> Result<NetworkInterface, String> {
     let all = datalink::interfaces();
     let found = match (name, local) {
         (Some(n), _) => all.iter().find(|i| i.name == n),
@@ -90,16 +94,26 @@ fn arp_table(ip: IpAddr, iface: &str) -> Option<Mac> {
 impl Link {
     /// Opens the interface holding `local` (or `iface`) for the target at `peer`;
     /// its MAC from the neighbour table, else by ARP (IPv4), unless given.
-    pub(crate) fn open(local: Option<IpAddr>, peer: IpAddr, iface: Option<&str>, peer_mac: Option<Mac>) -> Result<Link, OpenError> {
+    pub(crate) fn open(
+        local: Option<IpAddr>,
+        peer: IpAddr,
+        iface: Option<&str>,
+        peer_mac: Option<Mac>,
+    ) -> Result<Link, OpenError> {
         let ni = find_iface(local, peer, iface).map_err(OpenError::Target)?;
         let src_ip = match local {
             Some(ip) => ip,
-            None => ni
-                .ips
-                .iter()
-                .map(|n| n.ip())
-                .find(|ip| ip.is_ipv4() == peer.is_ipv4())
-                .ok_or_else(|| OpenError::Target(format!("{} has no {} address to send from", ni.name, if peer.is_ipv4() { "IPv4" } else { "IPv6" })))?,
+            None => {
+                ni.ips.iter().map(|n| n.ip()).find(|ip| ip.is_ipv4() == peer.is_ipv4()).ok_or_else(
+                    || {
+                        OpenError::Target(format!(
+                            "{} has no {} address to send from",
+                            ni.name,
+                            if peer.is_ipv4() { "IPv4" } else { "IPv6" }
+                        ))
+                    },
+                )?
+            }
         };
         if ni.ips.iter().any(|n| n.ip() == peer) {
             return Err(OpenError::Target(format!(
@@ -107,11 +121,21 @@ impl Link {
                 ni.name
             )));
         }
-        let src_mac = ni.mac.map(mac).ok_or_else(|| OpenError::Target(format!("{} has no MAC address (not an Ethernet interface?)", ni.name)))?;
-        let cfg = datalink::Config { read_timeout: Some(Duration::from_millis(10)), ..Default::default() };
+        let src_mac = ni.mac.map(mac).ok_or_else(|| {
+            OpenError::Target(format!(
+                "{} has no MAC address (not an Ethernet interface?)",
+                ni.name
+            ))
+        })?;
+        let cfg = datalink::Config {
+            read_timeout: Some(Duration::from_millis(10)),
+            ..Default::default()
+        };
         let (tx, rx) = match datalink::channel(&ni, cfg) {
             Ok(Channel::Ethernet(tx, rx)) => (tx, rx),
-            Ok(_) => return Err(OpenError::Target(format!("{}: not an Ethernet channel", ni.name))),
+            Ok(_) => {
+                return Err(OpenError::Target(format!("{}: not an Ethernet channel", ni.name)))
+            }
             Err(e) => {
                 return Err(OpenError::Host(format!(
                     "opening {} for raw frames: {e}\nhint: crafted packets need root (CAP_NET_RAW)",
@@ -136,7 +160,10 @@ impl Link {
     /// Asks for the target's MAC (IPv4 ARP).
     fn arp(&mut self, within: Duration) -> Result<Mac, String> {
         let (IpAddr::V4(me), IpAddr::V4(them)) = (self.src.ip, self.dst.ip) else {
-            return Err(format!("no neighbour entry for {} on {}\nhint: ping it once, or give its MAC", self.dst.ip, self.iface));
+            return Err(format!(
+                "no neighbour entry for {} on {}\nhint: ping it once, or give its MAC",
+                self.dst.ip, self.iface
+            ));
         };
         let mut buf = [0u8; 42];
         {
@@ -170,7 +197,12 @@ impl Link {
             }
             false
         });
-        found.ok_or_else(|| format!("{them} did not answer ARP on {} within {within:?}\nhint: is it up, on this link?", self.iface))
+        found.ok_or_else(|| {
+            format!(
+                "{them} did not answer ARP on {} within {within:?}\nhint: is it up, on this link?",
+                self.iface
+            )
+        })
     }
 
     pub(crate) fn send(&mut self, frame: &[u8]) -> Result<(), String> {
@@ -206,4 +238,3 @@ impl Link {
         out
     }
 }
-

@@ -28,7 +28,6 @@ use super::esc;
 use crate::judge::timeline::{self, Packet, Timeline, MAX_ROWS};
 use crate::results::{Report, ScenarioResult, Status};
 
-
 // The ladder's geometry, in px (the SVG is drawn 1:1, never scaled).
 /// Lane headings above the first row.
 const TOP: f64 = 84.0;
@@ -68,13 +67,25 @@ impl Rung<'_> {
         let p = self.0;
         let nak = p.ack.and_then(|a| a.nak());
         let modified = p.marks.modifications();
-        let dropped = if p.marks.withheld() { "✗ withheld by the lab switch, which answered instead" } else { "✗ dropped by the lab switch" };
+        let dropped = if p.marks.withheld() {
+            "✗ withheld by the lab switch, which answered instead"
+        } else {
+            "✗ dropped by the lab switch"
+        };
         [
             (p.marks.dropped(), "dropped", Some(dropped.into())),
-            (p.marks.synthesized(), "synthesized", Some("◆ synthesized by the lab switch: the responder never sent it".into())),
+            (
+                p.marks.synthesized(),
+                "synthesized",
+                Some("◆ synthesized by the lab switch: the responder never sent it".into()),
+            ),
             (p.marks.injected(), "injected", Some("duplicate injected by the switch".into())),
             (p.marks.held(), "held", Some("held by the switch (reordered/delayed)".into())),
-            (!modified.is_empty(), "modified", Some(format!("changed by the switch: {}", modified.join(", ")))),
+            (
+                !modified.is_empty(),
+                "modified",
+                Some(format!("changed by the switch: {}", modified.join(", "))),
+            ),
             (p.icrc_ok == Some(false), "bad-icrc", Some("bad ICRC".into())),
             (nak.is_some(), "nak", None),
             (nak == Some(dissector::wire::NakKind::Rnr), "rnr", None),
@@ -105,11 +116,8 @@ fn lanes_of(s: &ScenarioResult, wire: &Timeline) -> Vec<Lane> {
             .endpoints
             .iter()
             .map(|(name, f)| {
-                let qpns: Vec<String> = f
-                    .qps
-                    .iter()
-                    .map(|q| format!("{} QPN {:#x}", q.name, q.qpn))
-                    .collect();
+                let qpns: Vec<String> =
+                    f.qps.iter().map(|q| format!("{} QPN {:#x}", q.name, q.qpn)).collect();
                 let mut qp_line = qpns.join(", ");
                 if qp_line.chars().count() > 60 {
                     qp_line = qp_line.chars().take(59).collect::<String>() + "…";
@@ -163,7 +171,8 @@ fn anomaly_windows(packets: &[Packet]) -> Vec<(std::ops::Range<usize>, String)> 
     let mut windows: Vec<(std::ops::Range<usize>, String)> = Vec::new();
     let mut seen = std::collections::HashSet::new();
     for (i, p) in packets.iter().enumerate() {
-        let resend = p.is_request && !p.marks.injected() && !seen.insert((p.src, p.dest_qp, p.psn.value()));
+        let resend =
+            p.is_request && !p.marks.injected() && !seen.insert((p.src, p.dest_qp, p.psn.value()));
         let r = Rung(p);
         let why = match p.ack.and_then(|a| a.nak()) {
             Some(_) => Some(p.response_name()),
@@ -177,7 +186,9 @@ fn anomaly_windows(packets: &[Packet]) -> Vec<(std::ops::Range<usize>, String)> 
             // Already in view.
             Some((last, _)) if i < last.end => {}
             // Close after the last one: one window, up to its longest.
-            Some((last, _)) if range.start <= last.end && range.end - last.start <= WINDOW_MAX => last.end = range.end,
+            Some((last, _)) if range.start <= last.end && range.end - last.start <= WINDOW_MAX => {
+                last.end = range.end
+            }
             _ if full => break,
             Some((last, _)) => {
                 range.start = range.start.max(last.end);
@@ -209,14 +220,25 @@ fn long_ladder(out: &mut String, s: &ScenarioResult, wire: &Timeline) {
         out,
         "<p class=\"note more\">{} RoCE frames, more than one ladder shows ({MAX_ROWS}): {}.</p>",
         wire.packets.len(),
-        if windows.is_empty() { format!("no anomaly (drop, NAK, resend, mark) in them; the first {} frames", WINDOW_BEFORE + WINDOW_AFTER) } else { format!("the wire around its first {} anomalies (drops, NAKs, resends, marks), {WINDOW_BEFORE} frames before each and {WINDOW_AFTER} from it", windows.len()) }
+        if windows.is_empty() {
+            format!(
+                "no anomaly (drop, NAK, resend, mark) in them; the first {} frames",
+                WINDOW_BEFORE + WINDOW_AFTER
+            )
+        } else {
+            format!("the wire around its first {} anomalies (drops, NAKs, resends, marks), {WINDOW_BEFORE} frames before each and {WINDOW_AFTER} from it", windows.len())
+        }
     );
     if windows.is_empty() {
         return rungs(out, s, wire, &wire.packets[..WINDOW_BEFORE + WINDOW_AFTER]);
     }
     for (range, why) in windows {
         let (a, b) = (wire.packets[range.start].number, wire.packets[range.end - 1].number);
-        let _ = writeln!(out, "<h4 class=\"window\" data-first=\"{a}\" data-last=\"{b}\">frames {a}–{b} ({})</h4>", esc(&why));
+        let _ = writeln!(
+            out,
+            "<h4 class=\"window\" data-first=\"{a}\" data-last=\"{b}\">frames {a}–{b} ({})</h4>",
+            esc(&why)
+        );
         rungs(out, s, wire, &wire.packets[range]);
     }
 }
@@ -390,7 +412,11 @@ const PLOT_TOP: f64 = 16.0;
 fn stream_wire(o: &mut String, st: &crate::results::StreamRun) {
     let Some(w) = &st.wire else { return };
     let d = crate::judge::duration;
-    let pct = |l: &Option<crate::agent::stream::Percentiles>| l.as_ref().map(|l| format!("{} / {} / {}", d(l.p50), d(l.p99), d(l.max))).unwrap_or_else(|| "–".into());
+    let pct = |l: &Option<crate::agent::stream::Percentiles>| {
+        l.as_ref()
+            .map(|l| format!("{} / {} / {}", d(l.p50), d(l.p99), d(l.max)))
+            .unwrap_or_else(|| "–".into())
+    };
     let _ = writeln!(
         o,
         "<h4 class=\"stream-wire\">Stream {} on the wire</h4>\n<p class=\"stream-wire-summary\">{} of {} messages acknowledged; at most {} unacknowledged at once (window {}); request→ACK p50 / p99 / max {}; {} resends (p50 / p99 / max after their cause {}); {} NAKs ({} RNR).</p>",
@@ -463,7 +489,13 @@ fn latency_plot(o: &mut String, id: &str, p: &crate::results::Plot) {
         y0 + 14.0,
         d(p.span_ns)
     );
-    let line = |f: fn(&crate::results::Slice) -> u64| -> String { p.slices.iter().map(|s| format!("{:.1},{:.1}", x(s.at_ns), y(f(s)))).collect::<Vec<_>>().join(" ") };
+    let line = |f: fn(&crate::results::Slice) -> u64| -> String {
+        p.slices
+            .iter()
+            .map(|s| format!("{:.1},{:.1}", x(s.at_ns), y(f(s))))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
     let _ = writeln!(o, "<polyline class=\"max\" points=\"{}\"><title>highest latency of each slice</title></polyline>", line(|s| s.max_ns));
     let _ = writeln!(o, "<polyline class=\"p50\" points=\"{}\"><title>median latency of each slice</title></polyline>", line(|s| s.p50_ns));
     for m in &p.resends {
@@ -603,7 +635,11 @@ pub(crate) type Wires<'a> = &'a dyn Fn(usize) -> Option<Cow<'a, Timeline>>;
 
 /// The page, and a sentence for each capture that could not be drawn. Relative
 /// capture paths that do not exist from here are also looked for under `base`.
-pub(crate) fn render_page(report: &Report, base: Option<&Path>, wires: Wires<'_>) -> (String, Vec<String>) {
+pub(crate) fn render_page(
+    report: &Report,
+    base: Option<&Path>,
+    wires: Wires<'_>,
+) -> (String, Vec<String>) {
     let mut notes = Vec::new();
     let mut o = String::new();
     let _ = write!(
@@ -676,10 +712,7 @@ fn scenario(
         "<p class=\"file\">{} · {:.1} s · capture: {}</p>",
         esc(&s.file),
         s.duration_s,
-        s.capture
-            .as_deref()
-            .map(esc)
-            .unwrap_or_else(|| "none".into())
+        s.capture.as_deref().map(esc).unwrap_or_else(|| "none".into())
     );
     if let Some(e) = &s.error {
         let _ = writeln!(o, "<pre class=\"error\">run stopped: {}</pre>", esc(e));
@@ -720,7 +753,9 @@ fn scenario(
         for st in &s.streams {
             let r = &st.report;
             let (msgs, gbps) = r.rates();
-            let lat = |f: fn(&crate::agent::stream::Percentiles) -> u64| r.latency_us.as_ref().map(|l| crate::judge::us_or_ms(f(l))).unwrap_or_default();
+            let lat = |f: fn(&crate::agent::stream::Percentiles) -> u64| {
+                r.latency_us.as_ref().map(|l| crate::judge::us_or_ms(f(l))).unwrap_or_default()
+            };
             let _ = writeln!(
                 o,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} of {}</td><td>{:.1} ms</td><td>{msgs:.0}</td><td>{gbps:.3}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
@@ -748,16 +783,9 @@ fn scenario(
     } else {
         o.push_str("<table class=\"endpoints\"><thead><tr><th>name</th><th>VM</th><th>device</th><th>GID</th><th>IP</th><th>QPNs</th><th>starting PSNs</th></tr></thead><tbody>\n");
         for (name, f) in &s.endpoints {
-            let qpns: Vec<String> = f
-                .qps
-                .iter()
-                .map(|q| format!("{} {:#x}", q.name, q.qpn))
-                .collect();
-            let psns: Vec<String> = f
-                .qps
-                .iter()
-                .map(|q| format!("{} {}", q.name, q.psn))
-                .collect();
+            let qpns: Vec<String> =
+                f.qps.iter().map(|q| format!("{} {:#x}", q.name, q.qpn)).collect();
+            let psns: Vec<String> = f.qps.iter().map(|q| format!("{} {}", q.name, q.psn)).collect();
             let _ = writeln!(
                 o,
                 "<tr data-endpoint=\"{}\"><td>{}</td><td>{}</td><td>{} port {}</td><td class=\"text\">{} (index {})</td><td>{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td></tr>",
@@ -792,11 +820,7 @@ fn scenario(
         }
         o.push_str("</ul></div>\n");
     }
-    let failing: Vec<_> = s
-        .verdicts
-        .iter()
-        .filter(|v| v.kind == "wire" && !v.pass)
-        .collect();
+    let failing: Vec<_> = s.verdicts.iter().filter(|v| v.kind == "wire" && !v.pass).collect();
     if !failing.is_empty() {
         o.push_str("<div class=\"failing-wire\">");
         for v in failing {
@@ -840,11 +864,7 @@ fn scenario(
         }
         o.push_str("</tbody></table></details>\n");
     }
-    let logs: BTreeMap<_, _> = s
-        .agent_logs
-        .iter()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .collect();
+    let logs: BTreeMap<_, _> = s.agent_logs.iter().filter(|(_, l)| !l.trim().is_empty()).collect();
     for (ep, log) in logs {
         let _ = writeln!(
             o,
@@ -866,9 +886,7 @@ mod tests {
     use crate::results::Verdict;
 
     fn capture(name: &str) -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../captures/lab")
-            .join(name)
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../captures/lab").join(name)
     }
 
     fn result(capture: Option<String>) -> ScenarioResult {
@@ -913,9 +931,9 @@ mod tests {
         fn within(a: &serde_json::Value, b: &serde_json::Value) -> bool {
             use serde_json::Value::{Array, Object};
             match (a, b) {
-                (Object(x), Object(y)) => x
-                    .iter()
-                    .all(|(k, v)| y.get(k).is_some_and(|w| within(v, w))),
+                (Object(x), Object(y)) => {
+                    x.iter().all(|(k, v)| y.get(k).is_some_and(|w| within(v, w)))
+                }
                 (Array(x), Array(y)) => {
                     x.len() == y.len() && x.iter().zip(y).all(|(v, w)| within(v, w))
                 }
@@ -927,10 +945,7 @@ mod tests {
         assert!(within(&saved, &again), "{saved:#}\nread back as\n{again:#}");
         // Reports written before `faults` existed still read.
         let mut old = saved.clone();
-        old["scenarios"][0]
-            .as_object_mut()
-            .unwrap()
-            .remove("faults");
+        old["scenarios"][0].as_object_mut().unwrap().remove("faults");
         let r: Report = serde_json::from_value(old).unwrap();
         assert!(r.scenarios[0].faults.is_empty());
     }
@@ -943,10 +958,7 @@ mod tests {
         );
         let r = Report::new(vec![result(None)], 1.0, None);
         let page = render(&r);
-        assert!(
-            !page.contains("<script>alert"),
-            "scenario text reached the page unescaped"
-        );
+        assert!(!page.contains("<script>alert"), "scenario text reached the page unescaped");
         assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;co&quot;"));
         assert!(page
             .contains("data-name=\"&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;co&quot;\""));
@@ -958,7 +970,11 @@ mod tests {
 
     #[test]
     fn a_missing_capture_is_a_note_not_a_panic() {
-        let r = Report::new(vec![result(None), result(Some("/nonexistent/x.pcapng".into()))], 1.0, None);
+        let r = Report::new(
+            vec![result(None), result(Some("/nonexistent/x.pcapng".into()))],
+            1.0,
+            None,
+        );
         let (page, notes) = render_page(&r, None, &|_| None);
         assert!(page.contains("No capture was recorded for this scenario"));
         assert!(page.contains("The capture /nonexistent/x.pcapng could not be read"));
@@ -985,7 +1001,11 @@ mod tests {
         // The switch's new mark: a frame changed on the way says so, and what.
         let ce = timeline::read(&capture("rc_ce_mark.pcapng")).unwrap();
         let marked = ce.packets.iter().find(|p| p.marks.modified()).expect("the CE-marked frame");
-        assert!(Rung(marked).marks().iter().any(|m| m == "changed by the switch: ECN set to CE"), "{:?}", Rung(marked).marks());
+        assert!(
+            Rung(marked).marks().iter().any(|m| m == "changed by the switch: ECN set to CE"),
+            "{:?}",
+            Rung(marked).marks()
+        );
         assert!(Rung(marked).flags().iter().any(|f| f.0 && f.1 == "modified"));
     }
 
@@ -998,7 +1018,10 @@ mod tests {
         p.ack = Some(dissector::wire::Syndrome(0x64).kind());
         let r = Rung(&p);
         assert_eq!(r.label(), "NAK Invalid RD Request  PSN 8227874");
-        assert!(r.flags().iter().any(|f| f.0 && f.1 == "nak") && !r.flags().iter().any(|f| f.0 && f.1 == "rnr"));
+        assert!(
+            r.flags().iter().any(|f| f.0 && f.1 == "nak")
+                && !r.flags().iter().any(|f| f.0 && f.1 == "rnr")
+        );
     }
 
     /// A result whose endpoints are the lab's two VMs, without QPs.
@@ -1021,14 +1044,27 @@ mod tests {
         let mut page = String::new();
         ladder(&mut page, &s, &w);
         let arrow = |frame: u64| -> &str {
-            let at = page.find(&format!("data-frame=\"{frame}\"")).unwrap_or_else(|| panic!("frame {frame} drawn"));
+            let at = page
+                .find(&format!("data-frame=\"{frame}\""))
+                .unwrap_or_else(|| panic!("frame {frame} drawn"));
             let start = page[..at].rfind("<g ").unwrap();
             &page[start..start + page[start..].find("</g>").unwrap()]
         };
         let (synth, withheld, request) = (arrow(13), arrow(14), arrow(12));
-        assert!(synth.contains("class=\"arrow response synthesized nak\"") && synth.contains("<path class=\"origin\""), "{synth}");
-        assert!(synth.contains("◆ synthesized by the lab switch: the responder never sent it"), "{synth}");
-        assert!(withheld.contains("dropped") && withheld.contains("✗ withheld by the lab switch, which answered instead"), "{withheld}");
+        assert!(
+            synth.contains("class=\"arrow response synthesized nak\"")
+                && synth.contains("<path class=\"origin\""),
+            "{synth}"
+        );
+        assert!(
+            synth.contains("◆ synthesized by the lab switch: the responder never sent it"),
+            "{synth}"
+        );
+        assert!(
+            withheld.contains("dropped")
+                && withheld.contains("✗ withheld by the lab switch, which answered instead"),
+            "{withheld}"
+        );
         assert!(!request.contains("synthesized") && !request.contains("origin"));
         // The synthesized shaft starts where the dropped one ends: halfway.
         let x = |a: &str, attr: &str| -> f64 {
@@ -1038,7 +1074,10 @@ mod tests {
             v[at..at + v[at..].find('"').unwrap()].parse().unwrap()
         };
         assert_eq!(x(synth, "x1"), x(withheld, "x2"));
-        assert!(page.contains("◆ synthesized by the switch (the responder never sent it)"), "the legend");
+        assert!(
+            page.contains("◆ synthesized by the switch (the responder never sent it)"),
+            "the legend"
+        );
     }
 
     /// A capture longer than one ladder: windows around its first anomalies,
@@ -1048,7 +1087,12 @@ mod tests {
     fn long_captures_get_windows_around_their_anomalies() {
         let w = timeline::read(&capture("rc_drop_retransmit.pcapng")).unwrap();
         let ack = w.packets.iter().find(|p| p.response_name() == "ACK").unwrap().clone();
-        let nak = w.packets.iter().find(|p| p.response_name() == "NAK PSN Sequence Error").unwrap().clone();
+        let nak = w
+            .packets
+            .iter()
+            .find(|p| p.response_name() == "NAK PSN Sequence Error")
+            .unwrap()
+            .clone();
         let s = between_a_and_b();
 
         // The real run (a drop, its NAK and the resends) then quiet ACKs: one window.
@@ -1056,9 +1100,23 @@ mod tests {
         long.packets.extend(std::iter::repeat_n(ack.clone(), MAX_ROWS));
         let mut page = String::new();
         ladder(&mut page, &s, &long);
-        assert!(page.contains(&format!("{} RoCE frames, more than one ladder shows", long.packets.len())), "{page:.400}");
-        assert_eq!(page.matches("<h4 class=\"window\"").count(), 1, "the drop, the NAK and the resends are one window");
-        assert!(page.contains("data-frame=\"12\"") && page.contains("(frame 12: ✗ dropped by the lab switch)"), "the first anomaly is the drop of frame 12");
+        assert!(
+            page.contains(&format!(
+                "{} RoCE frames, more than one ladder shows",
+                long.packets.len()
+            )),
+            "{page:.400}"
+        );
+        assert_eq!(
+            page.matches("<h4 class=\"window\"").count(),
+            1,
+            "the drop, the NAK and the resends are one window"
+        );
+        assert!(
+            page.contains("data-frame=\"12\"")
+                && page.contains("(frame 12: ✗ dropped by the lab switch)"),
+            "the first anomaly is the drop of frame 12"
+        );
         let arrows = page.matches("<g class=\"arrow").count();
         assert!(arrows > 0 && arrows < WINDOW_BEFORE + WINDOW_AFTER + w.packets.len(), "{arrows}");
 
@@ -1097,9 +1155,7 @@ mod tests {
 
     #[test]
     fn frames_of_no_endpoint_are_a_note() {
-        let mut s = result(Some(
-            capture("rc_drop_retransmit.pcapng").display().to_string(),
-        ));
+        let mut s = result(Some(capture("rc_drop_retransmit.pcapng").display().to_string()));
         s.verdicts.push(Verdict {
             kind: "wire".into(),
             what: "wire of QP q from b".into(),

@@ -15,12 +15,20 @@ pub(crate) fn render(r: &Report) -> String {
         r.duration_s
     ));
     for s in &r.scenarios {
-        x.push_str(&format!("  <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"", xml_escape(&s.file), xml_escape(&s.name), s.duration_s));
+        x.push_str(&format!(
+            "  <testcase classname=\"{}\" name=\"{}\" time=\"{:.3}\"",
+            xml_escape(&s.file),
+            xml_escape(&s.name),
+            s.duration_s
+        ));
         match s.status {
             Status::Passed => x.push_str("/>\n"),
             Status::Skipped => {
                 let why = s.skip_reason.as_deref().unwrap_or("skipped");
-                x.push_str(&format!(">\n    <skipped message=\"{}\"/>\n  </testcase>\n", xml_escape(why)));
+                x.push_str(&format!(
+                    ">\n    <skipped message=\"{}\"/>\n  </testcase>\n",
+                    xml_escape(why)
+                ));
             }
             Status::Failed => {
                 let mut text = String::new();
@@ -28,10 +36,17 @@ pub(crate) fn render(r: &Report) -> String {
                     text.push_str(&format!("run: {e}\n"));
                 }
                 for v in s.verdicts.iter().filter(|v| !v.pass) {
-                    text.push_str(&format!("{}: expected {}; actual {}\n", v.what, v.expected, v.actual));
+                    text.push_str(&format!(
+                        "{}: expected {}; actual {}\n",
+                        v.what, v.expected, v.actual
+                    ));
                 }
                 let first = text.lines().next().unwrap_or("failed").to_string();
-                x.push_str(&format!(">\n    <failure message=\"{}\">{}</failure>\n  </testcase>\n", xml_escape(&first), xml_escape(&text)));
+                x.push_str(&format!(
+                    ">\n    <failure message=\"{}\">{}</failure>\n  </testcase>\n",
+                    xml_escape(&first),
+                    xml_escape(&text)
+                ));
             }
         }
     }
@@ -61,7 +76,11 @@ mod tests {
         assert!(x.contains("<testcase classname=\"c.toml\" name=\"flush\" time=\"0.200\">\n    <skipped message=\"endpoint b: the device lacks ibv_wr_flush\"/>"), "{x}");
         assert_eq!(x.matches("<failure").count(), 1, "a skip is no failure: {x}");
         assert!(x.contains("<testcase classname=\"a.toml\" name=\"ok\" time=\"0.500\"/>"), "{x}");
-        assert!(x.contains("name=\"bad &lt;1&gt;\"") && x.contains("<failure message=\"run: VM b went away\">"), "{x}");
+        assert!(
+            x.contains("name=\"bad &lt;1&gt;\"")
+                && x.contains("<failure message=\"run: VM b went away\">"),
+            "{x}"
+        );
         assert!(x.contains("wire of QP q from a: expected x; actual y"), "{x}");
     }
 }

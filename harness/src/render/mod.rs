@@ -29,4 +29,3 @@ pub(crate) fn esc(s: &str) -> String {
     }
     o
 }
-

@@ -69,10 +69,12 @@ mod tests {
         let mut p = Profile { name: "rxe-linux-6.1".into(), ..Default::default() };
         p.recorded.insert("kernel".into(), "6.1.0-28-amd64".into());
         p.recorded.insert("a \"quoted\" key".into(), "x\\y\nz".into());
-        p.scenario.insert("conformance: a \"PSN\" ahead".into(), obs(&[("probe ahead", "NAK PSN Sequence Error (PSN next)")]));
+        p.scenario.insert(
+            "conformance: a \"PSN\" ahead".into(),
+            obs(&[("probe ahead", "NAK PSN Sequence Error (PSN next)")]),
+        );
         let text = render(&p);
         let back: Profile = toml::from_str(&text).unwrap();
         assert_eq!(back, p);
     }
-
 }

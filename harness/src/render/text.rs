@@ -8,7 +8,12 @@ use crate::results::{ScenarioResult, Status, StreamRun};
 
 /// Writes one scenario's result; `quiet` keeps a passing scenario to its line.
 /// `wire` is its decoded capture, when there is one.
-pub(crate) fn scenario(out: &mut dyn Write, r: &ScenarioResult, quiet: bool, wire: Option<&Timeline>) -> io::Result<()> {
+pub(crate) fn scenario(
+    out: &mut dyn Write,
+    r: &ScenarioResult,
+    quiet: bool,
+    wire: Option<&Timeline>,
+) -> io::Result<()> {
     writeln!(out, "{} {}  ({}, {:.1} s)", r.status.mark(), r.name, r.file, r.duration_s)?;
     if let Some(why) = &r.skip_reason {
         writeln!(out, "    skipped: {}", why.replace('\n', "\n    "))?;
@@ -20,13 +25,27 @@ pub(crate) fn scenario(out: &mut dyn Write, r: &ScenarioResult, quiet: bool, wir
         writeln!(out, "    run stopped: {}", e.replace('\n', "\n    "))?;
     }
     for v in &r.verdicts {
-        let m = if v.deviation { "≠" } else if v.pass { "✓" } else { "✗" };
+        let m = if v.deviation {
+            "≠"
+        } else if v.pass {
+            "✓"
+        } else {
+            "✗"
+        };
         if v.deviation {
-            writeln!(out, "    {m} {} (a deviation, recorded)\n        expected: {}\n        actual:   {}", v.what, v.expected, v.actual)?;
+            writeln!(
+                out,
+                "    {m} {} (a deviation, recorded)\n        expected: {}\n        actual:   {}",
+                v.what, v.expected, v.actual
+            )?;
         } else if v.pass {
             writeln!(out, "    {m} {}: {}", v.what, v.actual)?;
         } else {
-            writeln!(out, "    {m} {}\n        expected: {}\n        actual:   {}", v.what, v.expected, v.actual)?;
+            writeln!(
+                out,
+                "    {m} {}\n        expected: {}\n        actual:   {}",
+                v.what, v.expected, v.actual
+            )?;
         }
         if let Some(d) = &v.detail {
             writeln!(out, "        note: {d}")?;
@@ -66,10 +85,19 @@ pub(crate) fn stream_line(st: &StreamRun) -> String {
         si(msgs)
     );
     if let Some(l) = &r.latency_us {
-        s.push_str(&format!("; completion latency p50 {}, p99 {}, max {} ({} signalled)", us_or_ms(l.p50), us_or_ms(l.p99), us_or_ms(l.max), l.samples));
+        s.push_str(&format!(
+            "; completion latency p50 {}, p99 {}, max {} ({} signalled)",
+            us_or_ms(l.p50),
+            us_or_ms(l.p99),
+            us_or_ms(l.max),
+            l.samples
+        ));
     }
     if r.post_ns > 0 && r.posted > 0 {
-        s.push_str(&format!("; posting {:.1} µs a message", r.post_ns as f64 / 1000.0 / r.posted as f64));
+        s.push_str(&format!(
+            "; posting {:.1} µs a message",
+            r.post_ns as f64 / 1000.0 / r.posted as f64
+        ));
     }
     if r.timed_out {
         s.push_str(&format!("; out of time after {} posted", r.posted));
@@ -93,27 +121,45 @@ pub(crate) fn timings(out: &mut dyn Write, r: &ScenarioResult) -> io::Result<()>
     if r.timings.is_empty() {
         return Ok(());
     }
-    let parts: Vec<String> = r.timings.iter().map(|(p, ms)| format!("{} {ms:.0} ms", p.label())).collect();
+    let parts: Vec<String> =
+        r.timings.iter().map(|(p, ms)| format!("{} {ms:.0} ms", p.label())).collect();
     writeln!(out, "    timings: {}", parts.join(" · "))
 }
 
 /// Where the run's time went, per phase: the mean per scenario, its share, the
 /// total (`--timings`).
 pub(crate) fn timing_table(out: &mut dyn Write, r: &crate::results::Report) -> io::Result<()> {
-    let rows = crate::results::phase_means(r.scenarios.iter().map(|s| &s.timings).filter(|t| !t.is_empty()));
+    let rows = crate::results::phase_means(
+        r.scenarios.iter().map(|s| &s.timings).filter(|t| !t.is_empty()),
+    );
     if rows.is_empty() {
         return Ok(());
     }
     let all: f64 = rows.iter().map(|r| r.1).sum();
-    writeln!(out, "where the time went (mean per scenario, over {} scenarios):", r.scenarios.iter().filter(|s| !s.timings.is_empty()).count())?;
+    writeln!(
+        out,
+        "where the time went (mean per scenario, over {} scenarios):",
+        r.scenarios.iter().filter(|s| !s.timings.is_empty()).count()
+    )?;
     for (p, mean, total) in &rows {
-        writeln!(out, "  {:<22} {:>8.1} ms  {:>5.1} %  ({:.1} s in all)", p.label(), mean, mean / all.max(f64::EPSILON) * 100.0, total / 1000.0)?;
+        writeln!(
+            out,
+            "  {:<22} {:>8.1} ms  {:>5.1} %  ({:.1} s in all)",
+            p.label(),
+            mean,
+            mean / all.max(f64::EPSILON) * 100.0,
+            total / 1000.0
+        )?;
     }
     writeln!(out, "  {:<22} {:>8.1} ms", "total", all)
 }
 
 /// The run's closing line.
-pub(crate) fn summary(out: &mut dyn Write, r: &crate::results::Report, captures: &std::path::Path) -> io::Result<()> {
+pub(crate) fn summary(
+    out: &mut dyn Write,
+    r: &crate::results::Report,
+    captures: &std::path::Path,
+) -> io::Result<()> {
     let skipped = if r.skipped > 0 { format!(", {} skipped", r.skipped) } else { String::new() };
     writeln!(
         out,
@@ -156,7 +202,10 @@ mod tests {
         .unwrap();
         let mut o = Vec::new();
         timings(&mut o, &r).unwrap();
-        assert_eq!(String::from_utf8(o).unwrap(), "    timings: agent start 300 ms · device open 40 ms · steps 20 ms\n");
+        assert_eq!(
+            String::from_utf8(o).unwrap(),
+            "    timings: agent start 300 ms · device open 40 ms · steps 20 ms\n"
+        );
         let mut r2 = r.clone();
         r2.timings.insert(crate::results::Phase::AgentStart, 100.0);
         r.timings.remove(&crate::results::Phase::Steps);
@@ -165,14 +214,24 @@ mod tests {
         timing_table(&mut o, &report).unwrap();
         let t = String::from_utf8(o).unwrap();
         assert!(t.starts_with("where the time went (mean per scenario, over 2 scenarios):\n  agent start               200.0 ms"), "{t}");
-        assert!(t.contains("steps                      10.0 ms") && t.contains("total                     250.0 ms"), "{t}");
+        assert!(
+            t.contains("steps                      10.0 ms")
+                && t.contains("total                     250.0 ms"),
+            "{t}"
+        );
     }
 
     #[test]
     fn each_status_has_its_mark() {
         assert_eq!(text(&result("passed", true), true), "✓ n  (f.toml, 0.5 s)\n");
-        assert_eq!(text(&result("skipped", false), true), "− n  (f.toml, 0.5 s)\n    skipped: endpoint b: the device lacks ibv_wr_flush\n");
+        assert_eq!(
+            text(&result("skipped", false), true),
+            "− n  (f.toml, 0.5 s)\n    skipped: endpoint b: the device lacks ibv_wr_flush\n"
+        );
         let f = text(&result("failed", false), true);
-        assert!(f.starts_with("✗ n") && f.contains("expected: e\n        actual:   a"), "quiet still shows a failure: {f}");
+        assert!(
+            f.starts_with("✗ n") && f.contains("expected: e\n        actual:   a"),
+            "quiet still shows a failure: {f}"
+        );
     }
 }

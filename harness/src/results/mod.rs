@@ -12,8 +12,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::proto::{Event, MrInfo, ProbeSent, QpInfo, Wc};
 use crate::agent::proto::StreamReport;
+use crate::agent::proto::{Event, MrInfo, ProbeSent, QpInfo, Wc};
 use crate::agent::stream::{Percentiles, Verification};
 
 pub(crate) mod profile;
@@ -37,8 +37,22 @@ pub(crate) struct Verdict {
 }
 
 impl Verdict {
-    pub(crate) fn new(kind: &'static str, what: String, pass: bool, expected: String, actual: String) -> Verdict {
-        Verdict { kind: Cow::Borrowed(kind), what, pass, expected, actual, detail: None, deviation: false }
+    pub(crate) fn new(
+        kind: &'static str,
+        what: String,
+        pass: bool,
+        expected: String,
+        actual: String,
+    ) -> Verdict {
+        Verdict {
+            kind: Cow::Borrowed(kind),
+            what,
+            pass,
+            expected,
+            actual,
+            detail: None,
+            deviation: false,
+        }
     }
 
     /// Under `record_deviation`: a failed verdict becomes a recorded deviation,
@@ -47,7 +61,10 @@ impl Verdict {
         if !record {
             return (self, None);
         }
-        let obs = (format!("deviation: {}", self.what), if self.pass { "holds" } else { "deviates" }.to_string());
+        let obs = (
+            format!("deviation: {}", self.what),
+            if self.pass { "holds" } else { "deviates" }.to_string(),
+        );
         if !self.pass {
             self.pass = true;
             self.deviation = true;
@@ -173,7 +190,9 @@ pub(crate) type Timings = BTreeMap<Phase, f64>;
 
 /// Per phase, over several scenarios: the mean per scenario and the total (ms),
 /// in phase order; phases no scenario went through are left out.
-pub(crate) fn phase_means<'a>(all: impl IntoIterator<Item = &'a Timings>) -> Vec<(Phase, f64, f64)> {
+pub(crate) fn phase_means<'a>(
+    all: impl IntoIterator<Item = &'a Timings>,
+) -> Vec<(Phase, f64, f64)> {
     let (mut sum, mut n) = (Timings::new(), 0usize);
     for t in all {
         n += 1;
@@ -378,7 +397,12 @@ impl Status {
 
 impl ScenarioResult {
     /// A scenario that was not run, and why.
-    pub(crate) fn not_run(name: &str, file: &Path, faults: Vec<String>, why: &str) -> ScenarioResult {
+    pub(crate) fn not_run(
+        name: &str,
+        file: &Path,
+        faults: Vec<String>,
+        why: &str,
+    ) -> ScenarioResult {
         ScenarioResult {
             name: name.to_string(),
             file: file.display().to_string(),
@@ -416,16 +440,22 @@ pub(crate) struct Report {
 
 impl Report {
     /// Counts each status over `scenarios`.
-    pub(crate) fn new(scenarios: Vec<ScenarioResult>, duration_s: f64, profile: Option<String>) -> Report {
+    pub(crate) fn new(
+        scenarios: Vec<ScenarioResult>,
+        duration_s: f64,
+        profile: Option<String>,
+    ) -> Report {
         let count = |s| scenarios.iter().filter(|r| r.status == s).count();
-        let (passed, failed, skipped) = (count(Status::Passed), count(Status::Failed), count(Status::Skipped));
+        let (passed, failed, skipped) =
+            (count(Status::Passed), count(Status::Failed), count(Status::Skipped));
         Report { scenarios, passed, failed, skipped, duration_s, profile }
     }
 
     /// Reads a saved report; the error says which file and what is wrong with it.
     pub(crate) fn load(path: &Path) -> Result<Report, String> {
         let hint = format!("hint: `roce run --json {} SCENARIO…` writes one", path.display());
-        let data = std::fs::read(path).map_err(|e| format!("cannot read {}: {e}\n{hint}", path.display()))?;
+        let data = std::fs::read(path)
+            .map_err(|e| format!("cannot read {}: {e}\n{hint}", path.display()))?;
         let mut r: Report = serde_json::from_slice(&data).map_err(|e| {
             if e.is_syntax() || e.is_eof() {
                 format!("{} is not JSON ({e})\n{hint}", path.display())

@@ -13,7 +13,6 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Profile {
@@ -34,7 +33,8 @@ pub(crate) struct Profile {
 
 impl Profile {
     pub(crate) fn load(path: &Path) -> Result<Profile> {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading the profile {}", path.display()))?;
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the profile {}", path.display()))?;
         toml::from_str(&text).map_err(|e| {
             anyhow::anyhow!("{}: not a roce profile: {e}\nhint: record one with `roce run --record-profile FILE`", path.display())
         })
@@ -55,7 +55,8 @@ impl Profile {
             }
             p.scenario.insert(s.name.clone(), s.observations.clone());
         }
-        let join = |v: std::collections::BTreeSet<String>| v.into_iter().collect::<Vec<_>>().join(", ");
+        let join =
+            |v: std::collections::BTreeSet<String>| v.into_iter().collect::<Vec<_>>().join(", ");
         p.recorded.insert("device".into(), join(devices));
         p.recorded.insert("kernel".into(), join(kernels));
         p.recorded.insert("roce".into(), env!("CARGO_PKG_VERSION").into());
@@ -63,7 +64,11 @@ impl Profile {
         if let Some(prev) = previous {
             for (scenario, notes) in &prev.note {
                 let Some(obs) = p.scenario.get(scenario) else { continue };
-                let kept: BTreeMap<String, String> = notes.iter().filter(|(k, _)| obs.contains_key(*k)).map(|(k, v)| (k.clone(), v.clone())).collect();
+                let kept: BTreeMap<String, String> = notes
+                    .iter()
+                    .filter(|(k, _)| obs.contains_key(*k))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
                 if !kept.is_empty() {
                     p.note.insert(scenario.clone(), kept);
                 }
@@ -75,7 +80,10 @@ impl Profile {
 
 /// `YYYY-MM-DD` (UTC), from the system clock.
 fn today() -> String {
-    let secs = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
     dissector::text::utc(secs)[..10].to_string()
 }
 
@@ -103,12 +111,22 @@ mod tests {
         }))
         .unwrap();
         let mut prev = Profile::default();
-        prev.note.insert("s".into(), BTreeMap::from([("probe x".into(), "IBA C9-92: NAK Invalid Request; deviates".into()), ("probe gone".into(), "old".into())]));
+        prev.note.insert(
+            "s".into(),
+            BTreeMap::from([
+                ("probe x".into(), "IBA C9-92: NAK Invalid Request; deviates".into()),
+                ("probe gone".into(), "old".into()),
+            ]),
+        );
         prev.note.insert("removed scenario".into(), BTreeMap::from([("k".into(), "v".into())]));
         let p = Profile::record("rxe", &r, Some(&prev));
         assert_eq!(p.scenario["s"]["probe x"], "ACK (PSN next)");
         assert_eq!(p.note.len(), 1, "{:?}", p.note);
-        assert_eq!(p.note["s"].keys().collect::<Vec<_>>(), ["probe x"], "a note on an observation no longer recorded goes");
+        assert_eq!(
+            p.note["s"].keys().collect::<Vec<_>>(),
+            ["probe x"],
+            "a note on an observation no longer recorded goes"
+        );
         // Written and read back, notes stay notes (never compared).
         let back: Profile = toml::from_str(&crate::render::profile::render(&p)).unwrap();
         assert_eq!(back, p);

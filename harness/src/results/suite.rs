@@ -65,17 +65,38 @@ impl Suite {
             .scenarios
             .iter()
             .map(|s| {
-                let failed = s.verdicts.iter().filter(|v| !v.pass).map(|v| format!("{}: expected {}; actual {}", v.what, v.expected, v.actual)).collect();
-                let entry = Entry { file: s.file.clone(), pass: s.pass, skipped: s.skip_reason.clone(), error: s.error.clone(), failed, observations: s.observations.clone() };
+                let failed = s
+                    .verdicts
+                    .iter()
+                    .filter(|v| !v.pass)
+                    .map(|v| format!("{}: expected {}; actual {}", v.what, v.expected, v.actual))
+                    .collect();
+                let entry = Entry {
+                    file: s.file.clone(),
+                    pass: s.pass,
+                    skipped: s.skip_reason.clone(),
+                    error: s.error.clone(),
+                    failed,
+                    observations: s.observations.clone(),
+                };
                 (s.name.clone(), entry)
             })
             .collect();
-        Suite { setup, profile: r.profile.clone(), passed: r.passed, failed: r.failed, skipped: r.skipped, scenarios }
+        Suite {
+            setup,
+            profile: r.profile.clone(),
+            passed: r.passed,
+            failed: r.failed,
+            skipped: r.skipped,
+            scenarios,
+        }
     }
 
     pub(crate) fn load(path: &Path) -> Result<Suite> {
         let b = std::fs::read(path).with_context(|| format!("reading {}", path.display()))?;
-        serde_json::from_slice(&b).map_err(|e| anyhow::anyhow!("{}: not a suite.json from `roce suite`: {e}", path.display()))
+        serde_json::from_slice(&b).map_err(|e| {
+            anyhow::anyhow!("{}: not a suite.json from `roce suite`: {e}", path.display())
+        })
     }
 }
 
@@ -87,32 +108,57 @@ fn is_zero(n: &usize) -> bool {
 /// nothing did.
 pub(crate) fn diff(old: &Suite, new: &Suite) -> Vec<String> {
     let mut out = Vec::new();
-    let eps: std::collections::BTreeSet<&String> = old.setup.keys().chain(new.setup.keys()).collect();
+    let eps: std::collections::BTreeSet<&String> =
+        old.setup.keys().chain(new.setup.keys()).collect();
     for ep in eps {
         let (o, n) = (old.setup.get(ep.as_str()), new.setup.get(ep.as_str()));
-        let keys: std::collections::BTreeSet<&String> = o.into_iter().chain(n).flat_map(|m| m.keys()).collect();
+        let keys: std::collections::BTreeSet<&String> =
+            o.into_iter().chain(n).flat_map(|m| m.keys()).collect();
         for k in keys {
             let (a, b) = (o.and_then(|m| m.get(k.as_str())), n.and_then(|m| m.get(k.as_str())));
             if a != b {
-                out.push(format!("setup: endpoint {ep} {k}: {} → {}", a.map_or("-", |s| s), b.map_or("-", |s| s)));
+                out.push(format!(
+                    "setup: endpoint {ep} {k}: {} → {}",
+                    a.map_or("-", |s| s),
+                    b.map_or("-", |s| s)
+                ));
             }
         }
     }
     if old.profile != new.profile {
-        out.push(format!("profile: {} → {}", old.profile.as_deref().unwrap_or("none"), new.profile.as_deref().unwrap_or("none")));
+        out.push(format!(
+            "profile: {} → {}",
+            old.profile.as_deref().unwrap_or("none"),
+            new.profile.as_deref().unwrap_or("none")
+        ));
     }
-    let names: std::collections::BTreeSet<&String> = old.scenarios.keys().chain(new.scenarios.keys()).collect();
+    let names: std::collections::BTreeSet<&String> =
+        old.scenarios.keys().chain(new.scenarios.keys()).collect();
     for name in names {
         match (old.scenarios.get(name.as_str()), new.scenarios.get(name.as_str())) {
-            (None, Some(n)) => out.push(format!("+ new: {name} ({})", if n.skipped.is_some() { "skipped" } else if n.pass { "passes" } else { "fails" })),
+            (None, Some(n)) => out.push(format!(
+                "+ new: {name} ({})",
+                if n.skipped.is_some() {
+                    "skipped"
+                } else if n.pass {
+                    "passes"
+                } else {
+                    "fails"
+                }
+            )),
             (Some(_), None) => out.push(format!("- gone: {name}")),
             (Some(o), Some(n)) => {
                 let mut lines = Vec::new();
-                let keys: std::collections::BTreeSet<&String> = o.observations.keys().chain(n.observations.keys()).collect();
+                let keys: std::collections::BTreeSet<&String> =
+                    o.observations.keys().chain(n.observations.keys()).collect();
                 for k in keys {
                     let (a, b) = (o.observations.get(k.as_str()), n.observations.get(k.as_str()));
                     if a != b {
-                        lines.push(format!("    {k}: {} → {}", a.map_or("(not seen)", |s| s), b.map_or("(not seen)", |s| s)));
+                        lines.push(format!(
+                            "    {k}: {} → {}",
+                            a.map_or("(not seen)", |s| s),
+                            b.map_or("(not seen)", |s| s)
+                        ));
                     }
                 }
                 for f in n.failed.iter().filter(|f| !o.failed.contains(f)) {
@@ -152,14 +198,21 @@ mod tests {
             pass,
             skipped: None,
             error: None,
-            failed: if pass { vec![] } else { vec!["wire of QP q from a: expected x; actual y".into()] },
+            failed: if pass {
+                vec![]
+            } else {
+                vec!["wire of QP q from a: expected x; actual y".into()]
+            },
             observations: obs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         }
     }
 
     fn suite(kernel: &str, s: &[(&str, Entry)]) -> Suite {
         let mut setup = BTreeMap::new();
-        setup.insert("a".to_string(), [("kernel".to_string(), kernel.to_string())].into_iter().collect());
+        setup.insert(
+            "a".to_string(),
+            [("kernel".to_string(), kernel.to_string())].into_iter().collect(),
+        );
         Suite {
             setup,
             profile: None,
@@ -201,25 +254,42 @@ mod tests {
         let d = diff(&old, &new);
         let text = d.join("\n");
         assert!(text.contains("setup: endpoint a kernel: 6.1 → 6.6"), "{text}");
-        assert!(text.contains("~ changed: ce\n    wire q from a: CNP after CE: no → yes"), "{text}");
+        assert!(
+            text.contains("~ changed: ce\n    wire q from a: CNP after CE: no → yes"),
+            "{text}"
+        );
         assert!(text.contains("✗ now failing: ahead\n    probe ahead: NAK PSN Sequence Error (PSN next) → no answer\n    now fails: wire"), "{text}");
         assert!(text.contains("✓ now passing: rnr"), "{text}");
-        assert!(text.contains("+ new: new only (passes)") && text.contains("- gone: old only"), "{text}");
+        assert!(
+            text.contains("+ new: new only (passes)") && text.contains("- gone: old only"),
+            "{text}"
+        );
     }
 
     /// A scenario the new setup cannot run is said as skipped, not failed; a later
     /// setup that can run it says so.
     #[test]
     fn skips_are_their_own_change() {
-        let skipped = Entry { pass: false, skipped: Some("the device lacks ibv_wr_flush".into()), ..entry(false, &[]) };
+        let skipped = Entry {
+            pass: false,
+            skipped: Some("the device lacks ibv_wr_flush".into()),
+            ..entry(false, &[])
+        };
         let old = suite("6.12", &[("flush", entry(true, &[("wire q from a: NAKs", "none")]))]);
         let new = suite("6.1", &[("flush", skipped.clone())]);
         let d = diff(&old, &new).join("\n");
-        assert!(d.contains("− now skipped: flush (the device lacks ibv_wr_flush)") && !d.contains("now failing"), "{d}");
+        assert!(
+            d.contains("− now skipped: flush (the device lacks ibv_wr_flush)")
+                && !d.contains("now failing"),
+            "{d}"
+        );
         let back = diff(&new, &old).join("\n");
         assert!(back.contains("✓ no longer skipped, passing: flush"), "{back}");
         assert!(diff(&new, &new).is_empty());
         let j = serde_json::to_string(&old).unwrap();
-        assert!(!j.contains("skipped"), "nothing skipped, nothing said: files from before read the same: {j}");
+        assert!(
+            !j.contains("skipped"),
+            "nothing skipped, nothing said: files from before read the same: {j}"
+        );
     }
 }

@@ -9,12 +9,16 @@ use std::time::Duration;
 use dissector::wire::{Headers, NakKind, Opcode, Psn};
 
 use super::diag::{serde_hint, Diagnostic, Source};
-use super::file::{self, Content, PerEndpoint, ProbeFile, PsnRef, QpType, ScenarioFile, Sp, StepOp};
+use super::file::{
+    self, Content, PerEndpoint, ProbeFile, PsnRef, QpType, ScenarioFile, Sp, StepOp,
+};
 use super::model::*;
 use super::pattern::Pattern;
 use crate::agent::limits::STREAM_MESSAGES;
 use crate::agent::proto::READ_BACK_MAX;
-use crate::verbs::{Access, EventType, Feature, MwKind, Placement, Selectivity, SendFlag, WcOpcode, WcStatus};
+use crate::verbs::{
+    Access, EventType, Feature, MwKind, Placement, Selectivity, SendFlag, WcOpcode, WcStatus,
+};
 
 /// The longest message a stream may post.
 const MAX_STREAM_MESSAGE: u32 = 1 << 30;
@@ -29,7 +33,14 @@ const MAX_MR: u64 = 64 << 20;
 /// Reads and checks a scenario file.
 pub(crate) fn load(path: &Path) -> Result<Scenario, Vec<Diagnostic>> {
     let text = std::fs::read_to_string(path).map_err(|e| {
-        vec![Diagnostic { file: path.to_path_buf(), line: 1, col: 1, message: format!("cannot read the scenario: {e}"), excerpt: None, hint: None }]
+        vec![Diagnostic {
+            file: path.to_path_buf(),
+            line: 1,
+            col: 1,
+            message: format!("cannot read the scenario: {e}"),
+            excerpt: None,
+            hint: None,
+        }]
     })?;
     parse_str(path, &text)
 }
@@ -39,11 +50,16 @@ pub(crate) fn parse_str(path: &Path, text: &str) -> Result<Scenario, Vec<Diagnos
     let src = Source { file: path, text };
     if let Err(e) = text.parse::<toml::Table>() {
         let msg = e.message().trim().to_string();
-        return Err(vec![src.diag(e.span(), format!("TOML syntax: {msg}"), Some("see the TOML syntax at toml.io; strings need quotes".into()))]);
+        return Err(vec![src.diag(
+            e.span(),
+            format!("TOML syntax: {msg}"),
+            Some("see the TOML syntax at toml.io; strings need quotes".into()),
+        )]);
     }
     let mut f: ScenarioFile = toml::from_str(text).map_err(|e| {
         let msg = e.message().trim().to_string();
-        let hint = serde_hint(&msg).or_else(|| Some("`roce schema` prints every key and its type".into()));
+        let hint =
+            serde_hint(&msg).or_else(|| Some("`roce schema` prints every key and its type".into()));
         vec![src.diag(e.span(), msg, hint)]
     })?;
     let mut out = Vec::new();
@@ -58,10 +74,19 @@ pub(crate) fn parse_str(path: &Path, text: &str) -> Result<Scenario, Vec<Diagnos
 }
 
 /// A probe's payload: `payload` (a pattern repeated to `len`), or `len` zero bytes.
-pub(crate) fn probe_payload(payload: Option<&Content>, len: Option<u32>) -> Result<Vec<u8>, String> {
+pub(crate) fn probe_payload(
+    payload: Option<&Content>,
+    len: Option<u32>,
+) -> Result<Vec<u8>, String> {
     let len = len.map(|l| l as usize);
     match (payload, len) {
-        (Some(c @ Content::Pattern(_)), None) => c.try_bytes(0).and_then(|b| if b.is_empty() { Err("an empty pattern".into()) } else { Ok(b) }),
+        (Some(c @ Content::Pattern(_)), None) => c.try_bytes(0).and_then(|b| {
+            if b.is_empty() {
+                Err("an empty pattern".into())
+            } else {
+                Ok(b)
+            }
+        }),
         (Some(c), Some(l)) => {
             let mut b = c.try_bytes(l)?;
             if b.len() > l {
@@ -81,7 +106,8 @@ pub(crate) fn psn_at(r: &PsnRef) -> Result<PsnAt, String> {
         PsnRef::Absolute(p) if *p <= Psn::MASK => Ok(PsnAt::Absolute(Psn::new(*p))),
         PsnRef::Absolute(p) => Err(format!("PSN {p} is more than 24 bits")),
         PsnRef::Relative(s) => {
-            let bad = || format!("`{s}` is not a PSN: say \"next\", \"next+N\", \"next-N\" or a number");
+            let bad =
+                || format!("`{s}` is not a PSN: say \"next\", \"next+N\", \"next-N\" or a number");
             let t: String = s.chars().filter(|c| !c.is_whitespace()).collect();
             let rest = t.strip_prefix("next").ok_or_else(bad)?;
             if rest.is_empty() {
@@ -137,7 +163,11 @@ fn expand_groups(f: &mut ScenarioFile, src: &Source, out: &mut Vec<Diagnostic>) 
         match q.count.clone() {
             None => qps.push(q),
             Some(c) if !(1..=MAX_QP_COUNT).contains(&c.value) => {
-                out.push(src.diag(Some(c.span), format!("a count of {}: give 1 to {MAX_QP_COUNT}", c.value), None));
+                out.push(src.diag(
+                    Some(c.span),
+                    format!("a count of {}: give 1 to {MAX_QP_COUNT}", c.value),
+                    None,
+                ));
                 qps.push(q);
             }
             Some(c) => {
@@ -152,11 +182,16 @@ fn expand_groups(f: &mut ScenarioFile, src: &Source, out: &mut Vec<Diagnostic>) 
         }
     }
     f.qps = qps;
-    let members = |name: &str| groups.get(name).map(|n| (0..*n).map(|i| format!("{name}[{i}]")).collect::<Vec<String>>());
+    let members = |name: &str| {
+        groups.get(name).map(|n| (0..*n).map(|i| format!("{name}[{i}]")).collect::<Vec<String>>())
+    };
     let mut wire = Vec::new();
     for w in std::mem::take(&mut f.expect.wire) {
         match members(&w.qp) {
-            Some(m) => wire.extend(m.into_iter().map(|n| file::WireFile { qp: Sp { value: n, span: w.qp.span.clone() }, ..w.clone() })),
+            Some(m) => wire.extend(m.into_iter().map(|n| file::WireFile {
+                qp: Sp { value: n, span: w.qp.span.clone() },
+                ..w.clone()
+            })),
             None => wire.push(w),
         }
     }
@@ -164,7 +199,10 @@ fn expand_groups(f: &mut ScenarioFile, src: &Source, out: &mut Vec<Diagnostic>) 
     let mut faults = Vec::new();
     for x in std::mem::take(&mut f.faults) {
         match x.qp.as_ref().and_then(|q| members(q).map(|m| (m, q.span.clone()))) {
-            Some((m, span)) => faults.extend(m.into_iter().map(|n| file::FaultFile { qp: Some(Sp { value: n, span: span.clone() }), ..x.clone() })),
+            Some((m, span)) => faults.extend(m.into_iter().map(|n| file::FaultFile {
+                qp: Some(Sp { value: n, span: span.clone() }),
+                ..x.clone()
+            })),
             None => faults.push(x),
         }
     }
@@ -175,7 +213,10 @@ fn expand_groups(f: &mut ScenarioFile, src: &Source, out: &mut Vec<Diagnostic>) 
                 *qp = None;
                 *qps = m;
             } else {
-                *qps = qps.iter().flat_map(|n| members(n).unwrap_or_else(|| vec![n.clone()])).collect();
+                *qps = qps
+                    .iter()
+                    .flat_map(|n| members(n).unwrap_or_else(|| vec![n.clone()]))
+                    .collect();
             }
         }
     }
@@ -233,7 +274,12 @@ fn split_suggestion(message: &str) -> (String, Option<String>) {
 }
 
 impl<'a> Checker<'a> {
-    fn err(&mut self, span: Option<Range<usize>>, message: impl Into<String>, hint: Option<String>) {
+    fn err(
+        &mut self,
+        span: Option<Range<usize>>,
+        message: impl Into<String>,
+        hint: Option<String>,
+    ) {
         self.out.push(self.src.diag(span, message, hint));
     }
 
@@ -261,7 +307,10 @@ impl<'a> Checker<'a> {
         let end = offset.saturating_add(8) as usize;
         let mut bytes = init.try_bytes(end).unwrap_or_default();
         bytes.resize(bytes.len().max(end), 0);
-        bytes.get(offset as usize..end).and_then(|w| w.try_into().ok()).map_or(0, u64::from_le_bytes)
+        bytes
+            .get(offset as usize..end)
+            .and_then(|w| w.try_into().ok())
+            .map_or(0, u64::from_le_bytes)
     }
 
     fn mr_names_on<'b>(&self, on: &'b str) -> impl Iterator<Item = &'a str> + Clone + 'b
@@ -276,7 +325,11 @@ impl<'a> Checker<'a> {
         for f in flags {
             match Access::flag(f) {
                 Ok(x) => a = a | x,
-                Err(e) => self.err(Some(span.clone()), format!("unknown access flag `{f}`"), e.suggestion.map(|s| format!("did you mean `{s}`?"))),
+                Err(e) => self.err(
+                    Some(span.clone()),
+                    format!("unknown access flag `{f}`"),
+                    e.suggestion.map(|s| format!("did you mean `{s}`?")),
+                ),
             }
         }
         a
@@ -290,7 +343,16 @@ impl<'a> Checker<'a> {
         let timeout = match &f.timeout_ms {
             Some(t) if !TIMEOUT_MS.contains(&t.value) => {
                 let hint = "the deadline of the whole scenario, setup included: lab VMs under TCG take seconds to set up";
-                self.err(Some(t.span.clone()), format!("a timeout of {} ms: give {} to {} (1 s to 1 hour)", t.value, TIMEOUT_MS.start(), TIMEOUT_MS.end()), Some(hint.into()));
+                self.err(
+                    Some(t.span.clone()),
+                    format!(
+                        "a timeout of {} ms: give {} to {} (1 s to 1 hour)",
+                        t.value,
+                        TIMEOUT_MS.start(),
+                        TIMEOUT_MS.end()
+                    ),
+                    Some(hint.into()),
+                );
                 DEFAULT_TIMEOUT_MS
             }
             Some(t) => t.value,
@@ -299,7 +361,17 @@ impl<'a> Checker<'a> {
         let endpoints = f
             .endpoints
             .iter()
-            .map(|(n, e)| (n.clone(), Endpoint { vm: e.vm.clone(), device: e.device.clone(), port: e.port, gid_index: e.gid_index }))
+            .map(|(n, e)| {
+                (
+                    n.clone(),
+                    Endpoint {
+                        vm: e.vm.clone(),
+                        device: e.device.clone(),
+                        port: e.port,
+                        gid_index: e.gid_index,
+                    },
+                )
+            })
             .collect();
         let mws = self.mws();
         let srqs = self.srqs();
@@ -333,7 +405,9 @@ impl<'a> Checker<'a> {
                 Ok(x) if !out.contains(&x) => out.push(x),
                 Ok(_) => {}
                 Err(e) => {
-                    let hint = e.suggestion.map(|m| format!("did you mean `{m}`?")).or_else(|| Some(format!("known: {}", Feature::ALL.map(|f| f.name()).join(", "))));
+                    let hint = e.suggestion.map(|m| format!("did you mean `{m}`?")).or_else(|| {
+                        Some(format!("known: {}", Feature::ALL.map(|f| f.name()).join(", ")))
+                    });
                     self.err(Some(r.span.clone()), format!("unknown feature `{}`", r.value), hint)
                 }
             }
@@ -342,7 +416,11 @@ impl<'a> Checker<'a> {
         for (x, span) in std::mem::take(&mut self.uses) {
             if !out.contains(&x) && said.insert(x) {
                 let hint = format!("add `requires = [\"{x}\"]` at the top: a device without {} then skips the scenario instead of failing it", x.what());
-                self.err(Some(span), format!("this needs `{x}` ({}), which `requires` does not name", x.what()), Some(hint));
+                self.err(
+                    Some(span),
+                    format!("this needs `{x}` ({}), which `requires` does not name", x.what()),
+                    Some(hint),
+                );
             }
         }
         out.sort();
@@ -369,18 +447,29 @@ impl<'a> Checker<'a> {
         let mut out = Vec::new();
         for w in &self.f.mws {
             if !seen.insert((w.on.as_str(), w.name.as_str())) {
-                self.err(Some(w.name.span.clone()), format!("a second memory window named `{}` on `{}`", *w.name, *w.on), None);
+                self.err(
+                    Some(w.name.span.clone()),
+                    format!("a second memory window named `{}` on `{}`", *w.name, *w.on),
+                    None,
+                );
             }
             self.endpoint_ok(w.on.span.clone(), &w.on);
             let kind = match w.kind.value {
                 1 => MwKind::Type1,
                 2 => MwKind::Type2,
                 n => {
-                    self.err(Some(w.kind.span.clone()), format!("memory window type {n}"), Some("1 (bound with ibv_bind_mw) or 2 (bound by a WR on a QP)".into()));
+                    self.err(
+                        Some(w.kind.span.clone()),
+                        format!("memory window type {n}"),
+                        Some("1 (bound with ibv_bind_mw) or 2 (bound by a WR on a QP)".into()),
+                    );
                     MwKind::Type1
                 }
             };
-            self.uses(if kind == MwKind::Type1 { Feature::MwType1 } else { Feature::MwType2 }, w.kind.span.clone());
+            self.uses(
+                if kind == MwKind::Type1 { Feature::MwType1 } else { Feature::MwType2 },
+                w.kind.span.clone(),
+            );
             out.push(MwSpec { name: w.name.value.clone(), on: w.on.value.clone(), kind });
         }
         out
@@ -391,11 +480,20 @@ impl<'a> Checker<'a> {
         let mut out = Vec::new();
         for q in &self.f.srqs {
             if !seen.insert(q.name.as_str()) {
-                self.err(Some(q.name.span.clone()), format!("a second SRQ named `{}`", *q.name), Some("SRQ names are unique in a scenario: a QP names its SRQ".into()));
+                self.err(
+                    Some(q.name.span.clone()),
+                    format!("a second SRQ named `{}`", *q.name),
+                    Some("SRQ names are unique in a scenario: a QP names its SRQ".into()),
+                );
             }
             self.endpoint_ok(q.on.span.clone(), &q.on);
             self.uses(Feature::Srq, q.name.span.clone());
-            out.push(SrqSpec { name: q.name.value.clone(), on: q.on.value.clone(), max_wr: q.max_wr.unwrap_or(16), max_sge: q.max_sge.unwrap_or(4) });
+            out.push(SrqSpec {
+                name: q.name.value.clone(),
+                on: q.on.value.clone(),
+                max_wr: q.max_wr.unwrap_or(16),
+                max_sge: q.max_sge.unwrap_or(4),
+            });
         }
         out
     }
@@ -418,34 +516,77 @@ impl<'a> Checker<'a> {
         let mut out = Vec::new();
         for q in &self.f.qps {
             if !seen.insert(q.name.as_str()) {
-                self.err(Some(q.name.span.clone()), format!("a second QP named `{}`", *q.name), None);
+                self.err(
+                    Some(q.name.span.clone()),
+                    format!("a second QP named `{}`", *q.name),
+                    None,
+                );
             }
             for e in q.between.iter() {
                 self.endpoint_ok(q.between.span.clone(), e);
             }
             if q.between[0] == q.between[1] {
-                self.err(Some(q.between.span.clone()), "a QP pair needs two endpoints", Some("for two QPs on one host use two endpoints with the same `vm`".into()));
+                self.err(
+                    Some(q.between.span.clone()),
+                    "a QP pair needs two endpoints",
+                    Some("for two QPs on one host use two endpoints with the same `vm`".into()),
+                );
             }
             let mtu = match &q.mtu {
                 Some(m) if ![256, 512, 1024, 2048, 4096].contains(&m.value) => {
-                    self.err(Some(m.span.clone()), format!("MTU {} is not an IB MTU", m.value), Some("256, 512, 1024, 2048 or 4096".into()));
+                    self.err(
+                        Some(m.span.clone()),
+                        format!("MTU {} is not an IB MTU", m.value),
+                        Some("256, 512, 1024, 2048 or 4096".into()),
+                    );
                     1024
                 }
                 Some(m) => m.value,
                 None => 1024,
             };
-            let bounded = |c: &mut Self, v: &Option<Sp<u8>>, max: u8, default: u8, what: &str, hint: &str| match v {
-                Some(x) if x.value > max => {
-                    c.err(Some(x.span.clone()), what.to_string(), Some(hint.to_string()));
-                    default
-                }
-                Some(x) => x.value,
-                None => default,
-            };
-            let min_rnr_timer = bounded(self, &q.min_rnr_timer, 31, 12, "the RNR timer is a 5-bit code", "0–31; 12 is 0.64 ms, 0 is 655 ms");
-            let retry_cnt = bounded(self, &q.retry_cnt, 7, 7, "retry_cnt is a 3-bit count", "0–7 (rnr_retry 7 means retry forever)");
-            let rnr_retry = bounded(self, &q.rnr_retry, 7, 7, "rnr_retry is a 3-bit count", "0–7 (rnr_retry 7 means retry forever)");
-            let timeout = bounded(self, &q.timeout, 31, 14, "the ACK timeout is a 5-bit exponent", "0–31: 4.096 µs × 2^timeout; 14 ≈ 67 ms");
+            let bounded =
+                |c: &mut Self, v: &Option<Sp<u8>>, max: u8, default: u8, what: &str, hint: &str| {
+                    match v {
+                        Some(x) if x.value > max => {
+                            c.err(Some(x.span.clone()), what.to_string(), Some(hint.to_string()));
+                            default
+                        }
+                        Some(x) => x.value,
+                        None => default,
+                    }
+                };
+            let min_rnr_timer = bounded(
+                self,
+                &q.min_rnr_timer,
+                31,
+                12,
+                "the RNR timer is a 5-bit code",
+                "0–31; 12 is 0.64 ms, 0 is 655 ms",
+            );
+            let retry_cnt = bounded(
+                self,
+                &q.retry_cnt,
+                7,
+                7,
+                "retry_cnt is a 3-bit count",
+                "0–7 (rnr_retry 7 means retry forever)",
+            );
+            let rnr_retry = bounded(
+                self,
+                &q.rnr_retry,
+                7,
+                7,
+                "rnr_retry is a 3-bit count",
+                "0–7 (rnr_retry 7 means retry forever)",
+            );
+            let timeout = bounded(
+                self,
+                &q.timeout,
+                31,
+                14,
+                "the ACK timeout is a 5-bit exponent",
+                "0–31: 4.096 µs × 2^timeout; 14 ≈ 67 ms",
+            );
             let mut access = BTreeMap::new();
             for e in q.between.iter() {
                 let flags = match q.access.as_ref().map(|a| (&a.value, a.span.clone())) {
@@ -465,7 +606,11 @@ impl<'a> Checker<'a> {
             }
             if let Some(Sp { value: PerEndpoint::Each(m), span }) = &q.access {
                 for k in m.keys().filter(|k| !q.between.contains(k)) {
-                    self.err(Some(span.clone()), format!("`{k}` is not an end of QP `{}`", *q.name), Some(format!("its ends are {} and {}", q.between[0], q.between[1])));
+                    self.err(
+                        Some(span.clone()),
+                        format!("`{k}` is not an end of QP `{}`", *q.name),
+                        Some(format!("its ends are {} and {}", q.between[0], q.between[1])),
+                    );
                 }
             }
             let mut psn = BTreeMap::new();
@@ -478,7 +623,11 @@ impl<'a> Checker<'a> {
                 Some((PerEndpoint::Each(m), span)) => {
                     for (k, p) in m {
                         if !q.between.contains(k) {
-                            self.err(Some(span.clone()), format!("`{k}` is not an end of QP `{}`", *q.name), Some(format!("its ends are {} and {}", q.between[0], q.between[1])));
+                            self.err(
+                                Some(span.clone()),
+                                format!("`{k}` is not an end of QP `{}`", *q.name),
+                                Some(format!("its ends are {} and {}", q.between[0], q.between[1])),
+                            );
                         }
                         psn.insert(k.clone(), self.psn(span.clone(), *p));
                     }
@@ -496,7 +645,10 @@ impl<'a> Checker<'a> {
                     }
                     Some(x) if !q.between.contains(&x.on.value) => self.err(
                         Some(n.span.clone()),
-                        format!("SRQ `{}` is on `{}`, not an end of QP `{}`", n.value, x.on.value, *q.name),
+                        format!(
+                            "SRQ `{}` is on `{}`, not an end of QP `{}`",
+                            n.value, x.on.value, *q.name
+                        ),
                         Some(format!("its ends are {} and {}", q.between[0], q.between[1])),
                     ),
                     Some(_) => {}
@@ -529,7 +681,11 @@ impl<'a> Checker<'a> {
 
     fn psn(&mut self, span: Range<usize>, p: u32) -> Psn {
         if p > Psn::MASK {
-            self.err(Some(span), format!("PSN {p} is more than 24 bits"), Some("0 to 16777215".into()));
+            self.err(
+                Some(span),
+                format!("PSN {p} is more than 24 bits"),
+                Some("0 to 16777215".into()),
+            );
         }
         Psn::new(p)
     }
@@ -539,11 +695,19 @@ impl<'a> Checker<'a> {
         let mut out = Vec::new();
         for m in &self.f.mrs {
             if !seen.insert((m.on.as_str(), m.name.as_str())) {
-                self.err(Some(m.name.span.clone()), format!("a second MR named `{}` on `{}`", *m.name, *m.on), None);
+                self.err(
+                    Some(m.name.span.clone()),
+                    format!("a second MR named `{}` on `{}`", *m.name, *m.on),
+                    None,
+                );
             }
             self.endpoint_ok(m.on.span.clone(), &m.on);
             if m.size.value == 0 || m.size.value > MAX_MR {
-                self.err(Some(m.size.span.clone()), format!("MR size {} out of range", m.size.value), Some("1 byte to 64 MiB".into()));
+                self.err(
+                    Some(m.size.span.clone()),
+                    format!("MR size {} out of range", m.size.value),
+                    Some("1 byte to 64 MiB".into()),
+                );
             }
             let access = match &m.access {
                 Some(a) => {
@@ -555,14 +719,33 @@ impl<'a> Checker<'a> {
             };
             if let Some(c) = &m.init {
                 match c.try_bytes(m.size.value.min(MAX_MR) as usize) {
-                    Ok(b) if b.len() as u64 > m.size.value => {
-                        self.err(Some(c.span.clone()), format!("initial content of {} bytes in an MR of {}", b.len(), m.size.value), None)
-                    }
+                    Ok(b) if b.len() as u64 > m.size.value => self.err(
+                        Some(c.span.clone()),
+                        format!(
+                            "initial content of {} bytes in an MR of {}",
+                            b.len(),
+                            m.size.value
+                        ),
+                        None,
+                    ),
                     Ok(_) => {}
-                    Err(e) => self.err(Some(c.span.clone()), e, Some("bytes = \"de ad be ef\", pattern = \"ab\", text = \"…\" or u64 = 5".into())),
+                    Err(e) => self.err(
+                        Some(c.span.clone()),
+                        e,
+                        Some(
+                            "bytes = \"de ad be ef\", pattern = \"ab\", text = \"…\" or u64 = 5"
+                                .into(),
+                        ),
+                    ),
                 }
             }
-            out.push(Mr { name: m.name.value.clone(), on: m.on.value.clone(), size: m.size.value, access, init: m.init.as_ref().map(|c| c.value.clone()) });
+            out.push(Mr {
+                name: m.name.value.clone(),
+                on: m.on.value.clone(),
+                size: m.size.value,
+                access,
+                init: m.init.as_ref().map(|c| c.value.clone()),
+            });
         }
         out
     }
@@ -577,7 +760,10 @@ impl<'a> Checker<'a> {
             (None, _) => s.span.clone(),
         };
         let hint = serde_hint(message).or_else(|| {
-            message.starts_with("missing field").then(|| "`roce schema` lists each op's keys; `roce check` says which are missing".to_string())
+            message.starts_with("missing field").then(|| {
+                "`roce schema` lists each op's keys; `roce check` says which are missing"
+                    .to_string()
+            })
         });
         self.err(Some(span), message.to_string(), hint);
     }
@@ -600,15 +786,22 @@ impl<'a> Checker<'a> {
                 StepOp::Sleep { ms } => Some(Step::Sleep { ms: *ms }),
                 StepOp::WaitCompletions { on, count, within_ms } => {
                     self.endpoint_ok(s.at("on"), on);
-                    Some(Step::WaitCompletions { on: on.clone(), count: *count, within_ms: within_ms.unwrap_or(2000) })
+                    Some(Step::WaitCompletions {
+                        on: on.clone(),
+                        count: *count,
+                        within_ms: within_ms.unwrap_or(2000),
+                    })
                 }
-                StepOp::PostRecv { on, qp, wr_id, sge } => self.qp_step(i, s, on, qp).map(|q| Step::PostRecv {
-                    on: on.clone(),
-                    qp: qp.clone(),
-                    wr_id: *wr_id,
-                    sge: self.sges(s, on, sge, false, q.qp_type),
-                }),
-                StepOp::Send { on, qp, wr_id, sge, flags, to } | StepOp::SendImm { on, qp, wr_id, sge, flags, to, .. } => {
+                StepOp::PostRecv { on, qp, wr_id, sge } => {
+                    self.qp_step(i, s, on, qp).map(|q| Step::PostRecv {
+                        on: on.clone(),
+                        qp: qp.clone(),
+                        wr_id: *wr_id,
+                        sge: self.sges(s, on, sge, false, q.qp_type),
+                    })
+                }
+                StepOp::Send { on, qp, wr_id, sge, flags, to }
+                | StepOp::SendImm { on, qp, wr_id, sge, flags, to, .. } => {
                     let verb = match op {
                         StepOp::SendImm { imm_data, .. } => Verb::SendImm { imm: *imm_data },
                         _ => Verb::Send,
@@ -625,7 +818,16 @@ impl<'a> Checker<'a> {
                 }
                 StepOp::WriteImm { on, qp, wr_id, sge, flags, remote, imm_data } => {
                     let remote = self.remote(s, on, qp, remote);
-                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::WriteImm { remote, imm: *imm_data })
+                    self.post(
+                        i,
+                        s,
+                        on,
+                        qp,
+                        *wr_id,
+                        sge,
+                        flags,
+                        Verb::WriteImm { remote, imm: *imm_data },
+                    )
                 }
                 StepOp::Read { on, qp, wr_id, sge, flags, remote } => {
                     let remote = self.remote(s, on, qp, remote);
@@ -633,11 +835,29 @@ impl<'a> Checker<'a> {
                 }
                 StepOp::CmpSwap { on, qp, wr_id, sge, flags, remote, compare, swap } => {
                     let remote = self.remote(s, on, qp, remote);
-                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::CmpSwap { remote, compare: *compare, swap: *swap })
+                    self.post(
+                        i,
+                        s,
+                        on,
+                        qp,
+                        *wr_id,
+                        sge,
+                        flags,
+                        Verb::CmpSwap { remote, compare: *compare, swap: *swap },
+                    )
                 }
                 StepOp::FetchAdd { on, qp, wr_id, sge, flags, remote, add } => {
                     let remote = self.remote(s, on, qp, remote);
-                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::FetchAdd { remote, add: *add })
+                    self.post(
+                        i,
+                        s,
+                        on,
+                        qp,
+                        *wr_id,
+                        sge,
+                        flags,
+                        Verb::FetchAdd { remote, add: *add },
+                    )
                 }
                 StepOp::AtomicWrite { on, qp, wr_id, flags, remote, value } => {
                     self.uses(Feature::AtomicWrite, s.at("op"));
@@ -662,7 +882,14 @@ impl<'a> Checker<'a> {
                         "global" => Placement::Global,
                         "persistent" => Placement::Persistent,
                         other => {
-                            self.err(Some(s.at("placement")), format!("unknown placement type `{other}`"), Some("`global` (global visibility) or `persistent` (persistence)".into()));
+                            self.err(
+                                Some(s.at("placement")),
+                                format!("unknown placement type `{other}`"),
+                                Some(
+                                    "`global` (global visibility) or `persistent` (persistence)"
+                                        .into(),
+                                ),
+                            );
                             Placement::Global
                         }
                     };
@@ -670,14 +897,36 @@ impl<'a> Checker<'a> {
                         "range" => Selectivity::Range,
                         "mr" => Selectivity::Mr,
                         other => {
-                            self.err(Some(s.at("level")), format!("unknown selectivity level `{other}`"), Some("`range` (the bytes given) or `mr` (the whole MR)".into()));
+                            self.err(
+                                Some(s.at("level")),
+                                format!("unknown selectivity level `{other}`"),
+                                Some("`range` (the bytes given) or `mr` (the whole MR)".into()),
+                            );
                             Selectivity::Range
                         }
                     };
-                    self.uses(if placement == Placement::Global { Feature::Flush } else { Feature::FlushPersistent }, s.at("op"));
+                    self.uses(
+                        if placement == Placement::Global {
+                            Feature::Flush
+                        } else {
+                            Feature::FlushPersistent
+                        },
+                        s.at("op"),
+                    );
                     let remote = self.remote(s, on, qp, remote);
-                    let len = len.unwrap_or_else(|| self.remote_size(on, qp, &remote).saturating_sub(remote.offset));
-                    self.post(i, s, on, qp, *wr_id, &[], flags, Verb::Flush { remote, len, placement, level })
+                    let len = len.unwrap_or_else(|| {
+                        self.remote_size(on, qp, &remote).saturating_sub(remote.offset)
+                    });
+                    self.post(
+                        i,
+                        s,
+                        on,
+                        qp,
+                        *wr_id,
+                        &[],
+                        flags,
+                        Verb::Flush { remote, len, placement, level },
+                    )
                 }
                 StepOp::BindMw { on, qp, wr_id, flags, mw, mr, offset, len, access } => {
                     let access = match access {
@@ -686,8 +935,15 @@ impl<'a> Checker<'a> {
                     };
                     let size = match (self.mw_file(on, mw), self.mr_file(on, mr)) {
                         (None, _) => {
-                            let hint = name_hint(mw, self.f.mws.iter().filter(|w| *w.on == *on).map(|w| w.name.as_str()));
-                            self.err(Some(s.at("mw")), format!("no memory window `{mw}` on `{on}`"), hint);
+                            let hint = name_hint(
+                                mw,
+                                self.f.mws.iter().filter(|w| *w.on == *on).map(|w| w.name.as_str()),
+                            );
+                            self.err(
+                                Some(s.at("mw")),
+                                format!("no memory window `{mw}` on `{on}`"),
+                                hint,
+                            );
                             None
                         }
                         (_, None) => {
@@ -700,18 +956,46 @@ impl<'a> Checker<'a> {
                     let len = len.unwrap_or_else(|| size.unwrap_or(0).saturating_sub(*offset));
                     if let Some(size) = size {
                         if offset.saturating_add(len) > size {
-                            self.err(Some(s.at("len")), format!("{offset}+{len} runs past the end of MR `{mr}` ({size} bytes)"), None);
+                            self.err(
+                                Some(s.at("len")),
+                                format!(
+                                    "{offset}+{len} runs past the end of MR `{mr}` ({size} bytes)"
+                                ),
+                                None,
+                            );
                         }
                     }
                     self.bound.insert((on.clone(), mw.clone()), (mr.clone(), *offset, len));
-                    self.post(i, s, on, qp, *wr_id, &[], flags, Verb::BindMw { mw: mw.clone(), mr: mr.clone(), offset: *offset, len, access })
+                    self.post(
+                        i,
+                        s,
+                        on,
+                        qp,
+                        *wr_id,
+                        &[],
+                        flags,
+                        Verb::BindMw {
+                            mw: mw.clone(),
+                            mr: mr.clone(),
+                            offset: *offset,
+                            len,
+                            access,
+                        },
+                    )
                 }
                 StepOp::SendInv { on, qp, wr_id, sge, flags, invalidate } => {
                     let inv = match (&invalidate.mw, invalidate.rkey) {
                         (Some(w), None) => {
                             let peer = self.peer_of(on, qp).unwrap_or_default();
                             if self.qp_file(qp).is_some() && self.mw_file(&peer, w).is_none() {
-                                let hint = name_hint(w, self.f.mws.iter().filter(|x| *x.on == peer).map(|x| x.name.as_str()));
+                                let hint = name_hint(
+                                    w,
+                                    self.f
+                                        .mws
+                                        .iter()
+                                        .filter(|x| *x.on == peer)
+                                        .map(|x| x.name.as_str()),
+                                );
                                 self.err(Some(s.at("invalidate")), format!("no memory window `{w}` on `{peer}`, the other end of `{qp}`"), hint);
                             }
                             Invalidate::Mw(w.clone())
@@ -726,25 +1010,47 @@ impl<'a> Checker<'a> {
                 }
                 StepOp::LocalInv { on, qp, wr_id, flags, mw } => {
                     if self.endpoint_ok(s.at("on"), on) && self.mw_file(on, mw).is_none() {
-                        let hint = name_hint(mw, self.f.mws.iter().filter(|w| *w.on == *on).map(|w| w.name.as_str()));
-                        self.err(Some(s.at("mw")), format!("no memory window `{mw}` on `{on}`"), hint);
+                        let hint = name_hint(
+                            mw,
+                            self.f.mws.iter().filter(|w| *w.on == *on).map(|w| w.name.as_str()),
+                        );
+                        self.err(
+                            Some(s.at("mw")),
+                            format!("no memory window `{mw}` on `{on}`"),
+                            hint,
+                        );
                     }
                     self.post(i, s, on, qp, *wr_id, &[], flags, Verb::LocalInv { mw: mw.clone() })
                 }
                 StepOp::PostSrqRecv { on, srq, wr_id, sge } => {
-                    self.srq_step(s, on, srq).then(|| Step::PostSrqRecv { on: on.clone(), srq: srq.clone(), wr_id: *wr_id, sge: self.sges(s, on, sge, false, QpType::Rc) })
+                    self.srq_step(s, on, srq).then(|| Step::PostSrqRecv {
+                        on: on.clone(),
+                        srq: srq.clone(),
+                        wr_id: *wr_id,
+                        sge: self.sges(s, on, sge, false, QpType::Rc),
+                    })
                 }
-                StepOp::ArmSrq { on, srq, limit } => self.srq_step(s, on, srq).then(|| Step::ArmSrq { on: on.clone(), srq: srq.clone(), limit: *limit }),
+                StepOp::ArmSrq { on, srq, limit } => self
+                    .srq_step(s, on, srq)
+                    .then(|| Step::ArmSrq { on: on.clone(), srq: srq.clone(), limit: *limit }),
                 StepOp::Probe { on, qp, probe } => {
                     let q = self.qp_step(i, s, on, qp);
                     if probe_ids.contains(&probe.id) {
-                        self.err(Some(s.at("probe")), format!("a second probe named `{}`", probe.id), None);
+                        self.err(
+                            Some(s.at("probe")),
+                            format!("a second probe named `{}`", probe.id),
+                            None,
+                        );
                     }
                     probe_ids.push(probe.id.clone());
                     let settle = probe.settle_ms.unwrap_or(DEFAULT_SETTLE_MS);
                     self.check_settle(s, settle, waited, timeout_ms);
                     waited += settle.min(MAX_SETTLE_MS);
-                    q.and_then(|q| self.probe(s, probe, q, on)).map(|p| Step::Probe { on: on.clone(), qp: qp.clone(), probe: p })
+                    q.and_then(|q| self.probe(s, probe, q, on)).map(|p| Step::Probe {
+                        on: on.clone(),
+                        qp: qp.clone(),
+                        probe: p,
+                    })
                 }
             };
             out.extend(step);
@@ -754,7 +1060,27 @@ impl<'a> Checker<'a> {
 
     /// A stream step: its QPs (one peer), verb, sizes and regions, every bound.
     fn stream(&mut self, s: &file::StepFile, op: &StepOp, ids: &mut Vec<String>) -> Option<Step> {
-        let StepOp::Stream { id, on, qp, qps, verb, count, size, seed, window, signal_every, local, remote, receive, add, cmp_swap_every, within_ms, ring, spread } = op else {
+        let StepOp::Stream {
+            id,
+            on,
+            qp,
+            qps,
+            verb,
+            count,
+            size,
+            seed,
+            window,
+            signal_every,
+            local,
+            remote,
+            receive,
+            add,
+            cmp_swap_every,
+            within_ms,
+            ring,
+            spread,
+        } = op
+        else {
             return None;
         };
         if ids.contains(id) {
@@ -775,7 +1101,9 @@ impl<'a> Checker<'a> {
         for n in &names {
             let key = if qp.is_some() { "qp" } else { "qps" };
             let q = self.qp_step(0, s, on, n)?;
-            if q.qp_type == QpType::Ud || (q.qp_type == QpType::Uc && verb != "write" && verb != "send") {
+            if q.qp_type == QpType::Ud
+                || (q.qp_type == QpType::Uc && verb != "write" && verb != "send")
+            {
                 let t = if q.qp_type == QpType::Ud { "UD" } else { "UC" };
                 self.err(Some(s.at(key)), format!("a {verb} stream on {t} QP `{n}`: streams of WRITEs and SENDs go on RC or UC QPs, READs and atomics on RC"), None);
             }
@@ -789,8 +1117,15 @@ impl<'a> Checker<'a> {
         }
         let peer = peer?;
         // The word the atomics work on holds the peer MR's initial content.
-        let from = remote.as_ref().and_then(|r| Some(self.initial_word(&peer, r.mr.as_deref()?, r.offset))).unwrap_or(0);
-        let atomic = |add: Option<u64>, cmp_swap_every| StreamVerb::Atomic { add: add.unwrap_or(1), cmp_swap_every, from };
+        let from = remote
+            .as_ref()
+            .and_then(|r| Some(self.initial_word(&peer, r.mr.as_deref()?, r.offset)))
+            .unwrap_or(0);
+        let atomic = |add: Option<u64>, cmp_swap_every| StreamVerb::Atomic {
+            add: add.unwrap_or(1),
+            cmp_swap_every,
+            from,
+        };
         let verb = match (verb.as_str(), add, cmp_swap_every) {
             ("write", None, None) => StreamVerb::Write,
             ("read", None, None) => StreamVerb::Read,
@@ -799,7 +1134,11 @@ impl<'a> Checker<'a> {
             ("fetch_add", a, None) => atomic(*a, 0),
             ("atomics", a, k) => atomic(*a, k.unwrap_or(2)),
             ("write" | "read" | "send" | "write_imm" | "fetch_add", _, Some(_)) => {
-                self.err(Some(s.at("cmp_swap_every")), "`cmp_swap_every` is for an `atomics` stream", Some("verb = \"atomics\" mixes CmpSwap into the FetchAdds".into()));
+                self.err(
+                    Some(s.at("cmp_swap_every")),
+                    "`cmp_swap_every` is for an `atomics` stream",
+                    Some("verb = \"atomics\" mixes CmpSwap into the FetchAdds".into()),
+                );
                 return None;
             }
             ("write" | "read" | "send" | "write_imm", Some(_), _) => {
@@ -807,7 +1146,10 @@ impl<'a> Checker<'a> {
                 return None;
             }
             (other, _, _) => {
-                let hint = name_hint(other, ["write", "read", "fetch_add", "atomics", "send", "write_imm"]);
+                let hint = name_hint(
+                    other,
+                    ["write", "read", "fetch_add", "atomics", "send", "write_imm"],
+                );
                 self.err(Some(s.at("verb")), format!("a stream of `{other}`: streams post `write`, `read`, `fetch_add`, `atomics`, `send` or `write_imm`"), hint);
                 return None;
             }
@@ -815,42 +1157,84 @@ impl<'a> Checker<'a> {
         if let StreamVerb::Atomic { cmp_swap_every: k, .. } = verb {
             if k > 0 && names.len() > 1 {
                 let hint = "a CmpSwap compares with what the word holds once every atomic before it ran, known only when they run in order on one QP; over several QPs, use `fetch_add`";
-                self.err(Some(s.at("qps")), format!("an `atomics` stream with CmpSwap over {} QPs", names.len()), Some(hint.into()));
+                self.err(
+                    Some(s.at("qps")),
+                    format!("an `atomics` stream with CmpSwap over {} QPs", names.len()),
+                    Some(hint.into()),
+                );
             }
         }
         if !(1..=STREAM_MESSAGES).contains(count) {
-            self.err(Some(s.at("count")), format!("a stream of {count} messages: give 1 to {STREAM_MESSAGES}"), None);
+            self.err(
+                Some(s.at("count")),
+                format!("a stream of {count} messages: give 1 to {STREAM_MESSAGES}"),
+                None,
+            );
             return None;
         }
         let sizes = match (size, verb) {
-            (None, StreamVerb::Atomic { .. }) | (Some(file::StreamSize::Fixed(8)), StreamVerb::Atomic { .. }) => Sizes::Fixed(8),
+            (None, StreamVerb::Atomic { .. })
+            | (Some(file::StreamSize::Fixed(8)), StreamVerb::Atomic { .. }) => Sizes::Fixed(8),
             (_, StreamVerb::Atomic { .. }) => {
-                self.err(Some(s.at("size")), format!("an atomic moves 8 bytes: a `{}` stream has no `size`", verb.name()), None);
+                self.err(
+                    Some(s.at("size")),
+                    format!("an atomic moves 8 bytes: a `{}` stream has no `size`", verb.name()),
+                    None,
+                );
                 return None;
             }
             (None, _) => Sizes::Fixed(64),
-            (Some(file::StreamSize::Fixed(n)), _) if (1..=MAX_STREAM_MESSAGE).contains(n) => Sizes::Fixed(*n),
-            (Some(file::StreamSize::Range { min, max }), _) if *min >= 1 && min <= max && *max <= MAX_STREAM_MESSAGE => Sizes::Uniform { min: *min, max: *max },
+            (Some(file::StreamSize::Fixed(n)), _) if (1..=MAX_STREAM_MESSAGE).contains(n) => {
+                Sizes::Fixed(*n)
+            }
+            (Some(file::StreamSize::Range { min, max }), _)
+                if *min >= 1 && min <= max && *max <= MAX_STREAM_MESSAGE =>
+            {
+                Sizes::Uniform { min: *min, max: *max }
+            }
             (Some(_), _) => {
-                self.err(Some(s.at("size")), format!("message sizes go from 1 to {MAX_STREAM_MESSAGE} bytes, and `min` ≤ `max`"), Some("size = 4096, or size = { min = 1, max = 4096 }".into()));
+                self.err(
+                    Some(s.at("size")),
+                    format!(
+                        "message sizes go from 1 to {MAX_STREAM_MESSAGE} bytes, and `min` ≤ `max`"
+                    ),
+                    Some("size = 4096, or size = { min = 1, max = 4096 }".into()),
+                );
                 return None;
             }
         };
         let window = window.unwrap_or(16);
-        let mut content = StreamContent { seed: seed.unwrap_or(1), count: *count, sizes, ring: None, spread: Spread::RoundRobin };
-        content.ring = ring.filter(|&r| self.stream_ring(s, verb, r, window, u64::from(content.max_len())));
+        let mut content = StreamContent {
+            seed: seed.unwrap_or(1),
+            count: *count,
+            sizes,
+            ring: None,
+            spread: Spread::RoundRobin,
+        };
+        content.ring =
+            ring.filter(|&r| self.stream_ring(s, verb, r, window, u64::from(content.max_len())));
         content.spread = match spread.as_deref() {
             None | Some("round_robin") => Spread::RoundRobin,
             Some("random") => Spread::Random,
             Some(other) => {
                 let hint = name_hint(other, ["round_robin", "random"]);
-                self.err(Some(s.at("spread")), format!("a spread of `{other}`: messages go `round_robin` or `random` over the QPs"), hint);
+                self.err(
+                    Some(s.at("spread")),
+                    format!(
+                        "a spread of `{other}`: messages go `round_robin` or `random` over the QPs"
+                    ),
+                    hint,
+                );
                 Spread::RoundRobin
             }
         };
         if window == 0 || u64::from(window) > send_wr {
             let hint = format!("its QPs' send queues hold {send_wr} work requests in all (`max_send_wr`, default 16 each)");
-            self.err(Some(s.at("window")), format!("a window of {window}: give 1 to {send_wr}"), Some(hint));
+            self.err(
+                Some(s.at("window")),
+                format!("a window of {window}: give 1 to {send_wr}"),
+                Some(hint),
+            );
         }
         let signal_every = signal_every.unwrap_or(1);
         if signal_every == 0 || signal_every > window {
@@ -858,7 +1242,11 @@ impl<'a> Checker<'a> {
         }
         let within_ms = within_ms.unwrap_or(60_000);
         if !TIMEOUT_MS.contains(&within_ms) {
-            self.err(Some(s.at("within_ms")), format!("{within_ms} ms: give {} to {}", TIMEOUT_MS.start(), TIMEOUT_MS.end()), None);
+            self.err(
+                Some(s.at("within_ms")),
+                format!("{within_ms} ms: give {} to {}", TIMEOUT_MS.start(), TIMEOUT_MS.end()),
+                None,
+            );
         }
         let (local_span, remote_span) = match verb {
             StreamVerb::Atomic { .. } => (8 * count, 8),
@@ -869,9 +1257,14 @@ impl<'a> Checker<'a> {
                 let hint = name_hint(&local.mr, self.mr_names_on(on));
                 self.err(Some(s.at("local")), format!("no MR `{}` on `{on}`", local.mr), hint);
             }
-            Some(m) if local.offset.saturating_add(local_span) > m.size.value => {
-                self.err(Some(s.at("local")), format!("the stream needs {local_span} bytes from offset {} of MR `{}`, which has {}", local.offset, local.mr, m.size.value), None)
-            }
+            Some(m) if local.offset.saturating_add(local_span) > m.size.value => self.err(
+                Some(s.at("local")),
+                format!(
+                    "the stream needs {local_span} bytes from offset {} of MR `{}`, which has {}",
+                    local.offset, local.mr, m.size.value
+                ),
+                None,
+            ),
             Some(_) => {}
         }
         let receive = match (verb, receive, remote) {
@@ -890,11 +1283,22 @@ impl<'a> Checker<'a> {
                 return None;
             }
             (_, Some(_), _) => {
-                self.err(Some(s.at("receive")), "`receive` is for a `send` or `write_imm` stream", None);
+                self.err(
+                    Some(s.at("receive")),
+                    "`receive` is for a `send` or `write_imm` stream",
+                    None,
+                );
                 return None;
             }
             (_, None, None) => {
-                self.err(Some(s.at("verb")), format!("a {} stream addresses the peer's memory: give `remote = {{ mr = \"…\" }}`", verb.name()), None);
+                self.err(
+                    Some(s.at("verb")),
+                    format!(
+                        "a {} stream addresses the peer's memory: give `remote = {{ mr = \"…\" }}`",
+                        verb.name()
+                    ),
+                    None,
+                );
                 return None;
             }
             (_, None, Some(_)) => None,
@@ -922,13 +1326,24 @@ impl<'a> Checker<'a> {
 
     /// A stream's ring: for the verbs whose memory can go round one, large enough
     /// that no message in flight is written over, small enough to check.
-    fn stream_ring(&mut self, s: &file::StepFile, verb: StreamVerb, ring: u64, window: u32, longest: u64) -> bool {
+    fn stream_ring(
+        &mut self,
+        s: &file::StepFile,
+        verb: StreamVerb,
+        ring: u64,
+        window: u32,
+        longest: u64,
+    ) -> bool {
         if !matches!(verb, StreamVerb::Write | StreamVerb::Send | StreamVerb::WriteImm) {
             let why = match verb {
                 StreamVerb::Read => "a READ stream reads the peer's MR, filled once before it starts, so its messages cannot share the bytes",
                 _ => "an atomic stream's old values each have their own 8 bytes",
             };
-            self.err(Some(s.at("ring")), format!("`ring` is for `write`, `write_imm` and `send` streams: {why}"), None);
+            self.err(
+                Some(s.at("ring")),
+                format!("`ring` is for `write`, `write_imm` and `send` streams: {why}"),
+                None,
+            );
             return false;
         }
         // A message that would run past the end starts again at 0: up to one
@@ -951,12 +1366,25 @@ impl<'a> Checker<'a> {
 
     /// The peer's receives of a SEND stream: a ring of `depth` slots of the
     /// longest message per QP in its MR. A `write_imm` stream's hold no bytes.
-    fn stream_receives(&mut self, s: &file::StepFile, verb: StreamVerb, qps: StreamQps<'_>, content: &StreamContent, r: &file::StreamReceive) -> ReceiveSpec {
+    fn stream_receives(
+        &mut self,
+        s: &file::StepFile,
+        verb: StreamVerb,
+        qps: StreamQps<'_>,
+        content: &StreamContent,
+        r: &file::StreamReceive,
+    ) -> ReceiveSpec {
         let StreamQps { peer, count: qps, recv_wr } = qps;
         let depth = r.depth.unwrap_or(16);
         if depth == 0 || depth > recv_wr {
-            let hint = format!("the stream's QPs' receive queues hold {recv_wr} each (`max_recv_wr`, default 16)");
-            self.err(Some(s.at("receive")), format!("a receive depth of {depth}: give 1 to {recv_wr}"), Some(hint));
+            let hint = format!(
+                "the stream's QPs' receive queues hold {recv_wr} each (`max_recv_wr`, default 16)"
+            );
+            self.err(
+                Some(s.at("receive")),
+                format!("a receive depth of {depth}: give 1 to {recv_wr}"),
+                Some(hint),
+            );
         }
         let low_water = r.low_water.unwrap_or(depth.saturating_sub(1));
         if low_water >= depth {
@@ -970,7 +1398,11 @@ impl<'a> Checker<'a> {
                 None
             }
             (_, None) => {
-                self.err(Some(s.at("receive")), "a `send` stream's receives need an MR to land in: `receive = { mr = \"…\" }`", None);
+                self.err(
+                    Some(s.at("receive")),
+                    "a `send` stream's receives need an MR to land in: `receive = { mr = \"…\" }`",
+                    None,
+                );
                 None
             }
             (_, Some(mr)) => Some(mr.clone()),
@@ -993,9 +1425,20 @@ impl<'a> Checker<'a> {
     }
 
     /// A stream's remote end: an MR of the peer that holds it.
-    fn stream_remote(&mut self, s: &file::StepFile, peer: &str, verb: StreamVerb, remote: &Remote, remote_span: u64) {
+    fn stream_remote(
+        &mut self,
+        s: &file::StepFile,
+        peer: &str,
+        verb: StreamVerb,
+        remote: &Remote,
+        remote_span: u64,
+    ) {
         if remote.mw.is_some() {
-            self.err(Some(s.at("remote")), "a stream addresses an MR of the peer (`mr = …`), not a window", None);
+            self.err(
+                Some(s.at("remote")),
+                "a stream addresses an MR of the peer (`mr = …`), not a window",
+                None,
+            );
         } else if remote.rkey.is_none() {
             match self.mr_file(peer, &remote.mr) {
                 None => {
@@ -1023,7 +1466,12 @@ impl<'a> Checker<'a> {
             (Some(mr), None) => Remote { mr: mr.clone(), offset: r.offset, rkey: r.rkey, mw: None },
             (None, Some(w)) => {
                 let Some(peer) = self.peer_of(on, qp) else {
-                    return Remote { mr: String::new(), offset: r.offset, rkey: r.rkey, mw: Some(w.clone()) };
+                    return Remote {
+                        mr: String::new(),
+                        offset: r.offset,
+                        rkey: r.rkey,
+                        mw: Some(w.clone()),
+                    };
                 };
                 match self.bound.get(&(peer.clone(), w.clone())).cloned() {
                     Some((mr, off, len)) => {
@@ -1033,13 +1481,36 @@ impl<'a> Checker<'a> {
                         Remote { mr, offset: off + r.offset, rkey: r.rkey, mw: Some(w.clone()) }
                     }
                     None if self.mw_file(&peer, w).is_none() => {
-                        let hint = name_hint(w, self.f.mws.iter().filter(|x| *x.on == peer).map(|x| x.name.as_str()));
-                        self.err(at, format!("no memory window `{w}` on `{peer}`, the other end of `{qp}`"), hint);
-                        Remote { mr: String::new(), offset: r.offset, rkey: r.rkey, mw: Some(w.clone()) }
+                        let hint = name_hint(
+                            w,
+                            self.f.mws.iter().filter(|x| *x.on == peer).map(|x| x.name.as_str()),
+                        );
+                        self.err(
+                            at,
+                            format!("no memory window `{w}` on `{peer}`, the other end of `{qp}`"),
+                            hint,
+                        );
+                        Remote {
+                            mr: String::new(),
+                            offset: r.offset,
+                            rkey: r.rkey,
+                            mw: Some(w.clone()),
+                        }
                     }
                     None => {
-                        self.err(at, format!("memory window `{w}` of `{peer}` is not bound before this step"), Some("bind it first: a step `op = \"bind_mw\"` on its endpoint".into()));
-                        Remote { mr: String::new(), offset: r.offset, rkey: r.rkey, mw: Some(w.clone()) }
+                        self.err(
+                            at,
+                            format!(
+                                "memory window `{w}` of `{peer}` is not bound before this step"
+                            ),
+                            Some("bind it first: a step `op = \"bind_mw\"` on its endpoint".into()),
+                        );
+                        Remote {
+                            mr: String::new(),
+                            offset: r.offset,
+                            rkey: r.rkey,
+                            mw: Some(w.clone()),
+                        }
                     }
                 }
             }
@@ -1067,7 +1538,11 @@ impl<'a> Checker<'a> {
                 false
             }
             Some(x) if *x.on != on => {
-                self.err(Some(s.at("on")), format!("SRQ `{srq}` is on `{}`, not on `{on}`", *x.on), None);
+                self.err(
+                    Some(s.at("on")),
+                    format!("SRQ `{srq}` is on `{}`, not on `{on}`", *x.on),
+                    None,
+                );
                 false
             }
             Some(_) => true,
@@ -1075,7 +1550,13 @@ impl<'a> Checker<'a> {
     }
 
     /// The QP a step names, posted on by one of its ends.
-    fn qp_step(&mut self, _i: usize, s: &file::StepFile, on: &str, qp: &str) -> Option<&'a file::QpFile> {
+    fn qp_step(
+        &mut self,
+        _i: usize,
+        s: &file::StepFile,
+        on: &str,
+        qp: &str,
+    ) -> Option<&'a file::QpFile> {
         if !self.endpoint_ok(s.at("on"), on) {
             return None;
         }
@@ -1091,43 +1572,95 @@ impl<'a> Checker<'a> {
             return None;
         };
         if !q.between.iter().any(|e| e == on) {
-            self.err(Some(s.at("on")), format!("QP `{qp}` is between {} and {}, not on `{on}`", q.between[0], q.between[1]), None);
+            self.err(
+                Some(s.at("on")),
+                format!(
+                    "QP `{qp}` is between {} and {}, not on `{on}`",
+                    q.between[0], q.between[1]
+                ),
+                None,
+            );
             return None;
         }
         Some(q)
     }
 
-    fn sges(&mut self, s: &file::StepFile, on: &str, sge: &[file::Sge], atomic: bool, _kind: QpType) -> Vec<Sge> {
+    fn sges(
+        &mut self,
+        s: &file::StepFile,
+        on: &str,
+        sge: &[file::Sge],
+        atomic: bool,
+        _kind: QpType,
+    ) -> Vec<Sge> {
         let mut out = Vec::new();
         for (j, g) in sge.iter().enumerate() {
             let Some(m) = self.mr_file(on, &g.mr) else {
                 let hint = name_hint(&g.mr, self.mr_names_on(on));
-                self.err(Some(s.at("sge")), format!("SGE {}: no MR `{}` on `{on}`", j + 1, g.mr), hint);
+                self.err(
+                    Some(s.at("sge")),
+                    format!("SGE {}: no MR `{}` on `{on}`", j + 1, g.mr),
+                    hint,
+                );
                 continue;
             };
             let size = m.size.value;
             let len = g.len.map(u64::from).unwrap_or(size.saturating_sub(g.offset));
             if g.offset + len > size {
-                self.err(Some(s.at("sge")), format!("SGE {}: {}+{len} runs past the end of MR `{}` ({size} bytes)", j + 1, g.offset, g.mr), None);
+                self.err(
+                    Some(s.at("sge")),
+                    format!(
+                        "SGE {}: {}+{len} runs past the end of MR `{}` ({size} bytes)",
+                        j + 1,
+                        g.offset,
+                        g.mr
+                    ),
+                    None,
+                );
             }
             if atomic && len != 8 {
-                self.err(Some(s.at("sge")), "an atomic's local buffer is 8 bytes (the old value lands there)", Some("len = 8".into()));
+                self.err(
+                    Some(s.at("sge")),
+                    "an atomic's local buffer is 8 bytes (the old value lands there)",
+                    Some("len = 8".into()),
+                );
             }
-            out.push(Sge { mr: g.mr.clone(), offset: g.offset, len: len.min(u32::MAX as u64) as u32 });
+            out.push(Sge {
+                mr: g.mr.clone(),
+                offset: g.offset,
+                len: len.min(u32::MAX as u64) as u32,
+            });
         }
         out
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn post(&mut self, i: usize, s: &file::StepFile, on: &str, qp: &str, wr_id: u64, sge: &[file::Sge], flags: &[String], verb: Verb) -> Option<Step> {
+    fn post(
+        &mut self,
+        i: usize,
+        s: &file::StepFile,
+        on: &str,
+        qp: &str,
+        wr_id: u64,
+        sge: &[file::Sge],
+        flags: &[String],
+        verb: Verb,
+    ) -> Option<Step> {
         let q = self.qp_step(i, s, on, qp)?;
         let peer = if q.between[0] == on { q.between[1].clone() } else { q.between[0].clone() };
         let remote = verb.remote();
         let atomic = matches!(verb, Verb::CmpSwap { .. } | Verb::FetchAdd { .. });
-        let rc_only = matches!(verb, Verb::AtomicWrite { .. } | Verb::Flush { .. } | Verb::SendInv { .. });
+        let rc_only =
+            matches!(verb, Verb::AtomicWrite { .. } | Verb::Flush { .. } | Verb::SendInv { .. });
         let op = verb.op();
-        if q.qp_type == QpType::Ud && (remote.is_some() || !matches!(verb, Verb::Send | Verb::SendImm { .. })) {
-            self.err(Some(s.at("op")), format!("{op} on UD QP `{qp}`: UD carries SENDs only"), None);
+        if q.qp_type == QpType::Ud
+            && (remote.is_some() || !matches!(verb, Verb::Send | Verb::SendImm { .. }))
+        {
+            self.err(
+                Some(s.at("op")),
+                format!("{op} on UD QP `{qp}`: UD carries SENDs only"),
+                None,
+            );
         }
         if q.qp_type == QpType::Uc && (matches!(verb, Verb::Read { .. }) || atomic || rc_only) {
             self.err(Some(s.at("op")), format!("{op} on UC QP `{qp}`: UC has no READ, atomics, ATOMIC WRITE, FLUSH or SEND with Invalidate"), Some("use an RC QP".into()));
@@ -1138,7 +1671,11 @@ impl<'a> Checker<'a> {
             match self.mr_file(&peer, &r.mr).map(|m| m.size.value) {
                 None => {
                     let hint = name_hint(&r.mr, self.mr_names_on(&peer));
-                    self.err(Some(s.at("remote")), format!("no MR `{}` on `{peer}`, the other end of `{qp}`", r.mr), hint)
+                    self.err(
+                        Some(s.at("remote")),
+                        format!("no MR `{}` on `{peer}`, the other end of `{qp}`", r.mr),
+                        hint,
+                    )
                 }
                 Some(size) if r.offset >= size && r.rkey.is_none() => self.err(
                     Some(s.at("remote")),
@@ -1150,14 +1687,22 @@ impl<'a> Checker<'a> {
         }
         if let Some(r) = remote {
             if (atomic || matches!(verb, Verb::AtomicWrite { .. })) && r.offset % 8 != 0 {
-                self.err(Some(s.at("remote")), "atomics need an 8-byte aligned remote address", None);
+                self.err(
+                    Some(s.at("remote")),
+                    "atomics need an 8-byte aligned remote address",
+                    None,
+                );
             }
         }
         let mut fl = Vec::new();
         for f in flags {
             match f.parse::<SendFlag>() {
                 Ok(x) => fl.push(x),
-                Err(e) => self.err(Some(s.at("flags")), format!("unknown flag `{f}`"), e.suggestion.map(|m| format!("did you mean `{m}`?"))),
+                Err(e) => self.err(
+                    Some(s.at("flags")),
+                    format!("unknown flag `{f}`"),
+                    e.suggestion.map(|m| format!("did you mean `{m}`?")),
+                ),
             }
         }
         Some(Step::Post { on: on.to_string(), qp: qp.to_string(), wr_id, sge, flags: fl, verb })
@@ -1169,7 +1714,11 @@ impl<'a> Checker<'a> {
         let at = Some(s.at("probe"));
         if ms > MAX_SETTLE_MS {
             let hint = "it is how long the step waits after sending for the target's answer to reach the wire";
-            self.err(at, format!("a probe waits at most {MAX_SETTLE_MS} ms, not {ms}"), Some(hint.into()));
+            self.err(
+                at,
+                format!("a probe waits at most {MAX_SETTLE_MS} ms, not {ms}"),
+                Some(hint.into()),
+            );
             return;
         }
         if before < timeout && before + ms >= timeout {
@@ -1182,7 +1731,13 @@ impl<'a> Checker<'a> {
     }
 
     /// A probe step: the packet must be one we can build, aimed at what exists.
-    fn probe(&mut self, s: &file::StepFile, p: &ProbeFile, q: &file::QpFile, on: &str) -> Option<Probe> {
+    fn probe(
+        &mut self,
+        s: &file::StepFile,
+        p: &ProbeFile,
+        q: &file::QpFile,
+        on: &str,
+    ) -> Option<Probe> {
         let at = Some(s.at("probe"));
         let peer = if q.between[0] == on { q.between[1].clone() } else { q.between[0].clone() };
         let transport = match q.qp_type {
@@ -1235,7 +1790,11 @@ impl<'a> Checker<'a> {
                 b
             }
             Ok(b) if b.len() > 4096 => {
-                self.err(at.clone(), format!("a payload of {} bytes: more than the largest MTU", b.len()), Some("one packet carries at most the path MTU (4096)".into()));
+                self.err(
+                    at.clone(),
+                    format!("a payload of {} bytes: more than the largest MTU", b.len()),
+                    Some("one packet carries at most the path MTU (4096)".into()),
+                );
                 b
             }
             Ok(b) => b,
@@ -1248,7 +1807,12 @@ impl<'a> Checker<'a> {
             opcode,
             psn,
             moves_next: p.moves_next.unwrap_or(psn == PsnAt::Next(0)),
-            remote: p.remote.as_ref().map(|r| Remote { mr: r.mr.clone().unwrap_or_default(), offset: r.offset, rkey: r.rkey, mw: None }),
+            remote: p.remote.as_ref().map(|r| Remote {
+                mr: r.mr.clone().unwrap_or_default(),
+                offset: r.offset,
+                rkey: r.rkey,
+                mw: None,
+            }),
             dma_len: p.dma_len,
             payload,
             imm_data: p.imm_data.unwrap_or(0),
@@ -1280,25 +1844,51 @@ impl<'a> Checker<'a> {
             });
             if let (Some(q), Some(from)) = (q, &fl.from) {
                 if !q.between.contains(&from.value) {
-                    self.err(Some(from.span.clone()), format!("QP `{}` is between {} and {}, not on `{}`", *q.name, q.between[0], q.between[1], from.value), None);
+                    self.err(
+                        Some(from.span.clone()),
+                        format!(
+                            "QP `{}` is between {} and {}, not on `{}`",
+                            *q.name, q.between[0], q.between[1], from.value
+                        ),
+                        None,
+                    );
                 }
             }
             let span = Some(fl.rule.span.clone());
             match lab::fault::parse_rule(&fl.rule) {
                 Err(e) => {
                     let tok = e.input.get(e.span.clone()).unwrap_or("");
-                    self.err(span, format!("fault rule: {} (at `{tok}`)", e.message), e.hint.clone())
+                    self.err(
+                        span,
+                        format!("fault rule: {} (at `{tok}`)", e.message),
+                        e.hint.clone(),
+                    )
                 }
                 Ok(r) => {
                     if r.dir.is_some() {
-                        self.err(span.clone(), "`dir=` in a scenario's fault rule", Some("say `from = \"a\"`: the endpoint whose frames it touches".into()));
+                        self.err(
+                            span.clone(),
+                            "`dir=` in a scenario's fault rule",
+                            Some("say `from = \"a\"`: the endpoint whose frames it touches".into()),
+                        );
                     }
                     if r.qp.is_some() {
-                        self.err(span.clone(), "`qp=` in a scenario's fault rule", Some("say `qp = \"q\"`: its QPN is learned at setup".into()));
+                        self.err(
+                            span.clone(),
+                            "`qp=` in a scenario's fault rule",
+                            Some("say `qp = \"q\"`: its QPN is learned at setup".into()),
+                        );
                     }
                     if let lab::fault::Action::Respond(resp) = &r.action {
                         if resp.reply_qp.is_some() {
-                            self.err(span.clone(), "`reply-qp=` in a scenario's fault rule", Some("the requester's QPN is learned at setup from `qp` and `from`".into()));
+                            self.err(
+                                span.clone(),
+                                "`reply-qp=` in a scenario's fault rule",
+                                Some(
+                                    "the requester's QPN is learned at setup from `qp` and `from`"
+                                        .into(),
+                                ),
+                            );
                         }
                         if fl.from.is_none() || fl.qp.is_none() {
                             self.err(
@@ -1313,12 +1903,31 @@ impl<'a> Checker<'a> {
                     }
                     if let (Some(_), Some(q)) = (&r.psn, q) {
                         if q.connect == ConnectMethod::RdmaCm {
-                            self.err(span.clone(), format!("`psn=` on QP `{}`, whose starting PSNs rdma_cm chooses", *q.name), Some("match by `op=` and `nth=`, or connect it with `tcp`".into()));
+                            self.err(
+                                span.clone(),
+                                format!(
+                                    "`psn=` on QP `{}`, whose starting PSNs rdma_cm chooses",
+                                    *q.name
+                                ),
+                                Some("match by `op=` and `nth=`, or connect it with `tcp`".into()),
+                            );
                         } else if q.psn.is_none() {
-                            self.err(span.clone(), format!("`psn=` on QP `{}`, whose starting PSNs are random", *q.name), Some("set them: `psn = { a = 100, b = 500 }` on the QP".into()));
+                            self.err(
+                                span.clone(),
+                                format!(
+                                    "`psn=` on QP `{}`, whose starting PSNs are random",
+                                    *q.name
+                                ),
+                                Some("set them: `psn = { a = 100, b = 500 }` on the QP".into()),
+                            );
                         }
                     }
-                    out.push(Fault { rule: r, text: fl.rule.value.trim().to_string(), from: fl.from.as_ref().map(|f| f.value.clone()), qp: fl.qp.as_ref().map(|q| q.value.clone()) });
+                    out.push(Fault {
+                        rule: r,
+                        text: fl.rule.value.trim().to_string(),
+                        from: fl.from.as_ref().map(|f| f.value.clone()),
+                        qp: fl.qp.as_ref().map(|q| q.value.clone()),
+                    });
                 }
             }
         }
@@ -1333,7 +1942,11 @@ impl<'a> Checker<'a> {
                 Ok(x) => out.push(x),
                 Err(e) => {
                     let (m, hint) = split_suggestion(&e);
-                    let m = if what == "responses" { m.replacen("unknown opcode", "unknown response", 1) } else { m };
+                    let m = if what == "responses" {
+                        m.replacen("unknown opcode", "unknown response", 1)
+                    } else {
+                        m
+                    };
                     self.err(Some(p.span.clone()), m, hint);
                 }
             }
@@ -1347,26 +1960,45 @@ impl<'a> Checker<'a> {
         for c in &f.expect.completion {
             self.endpoint_ok(c.on.span.clone(), &c.on);
             if c.wr_id.is_none() && c.index.is_none() && c.count.is_none() {
-                self.err(Some(c.on.span.clone()), "say which completion: `wr_id`, `index`, or a `count`", None);
+                self.err(
+                    Some(c.on.span.clone()),
+                    "say which completion: `wr_id`, `index`, or a `count`",
+                    None,
+                );
             }
             let status = c.status.as_ref().and_then(|s| match s.parse::<WcStatus>() {
                 Ok(x) => Some(x),
                 Err(er) => {
-                    self.err(Some(s.span.clone()), format!("unknown status `{}`", s.value), er.suggestion.map(|m| format!("did you mean `{m}`?")));
+                    self.err(
+                        Some(s.span.clone()),
+                        format!("unknown status `{}`", s.value),
+                        er.suggestion.map(|m| format!("did you mean `{m}`?")),
+                    );
                     None
                 }
             });
             let opcode = c.opcode.as_ref().and_then(|s| match s.parse::<WcOpcode>() {
                 Ok(x) => Some(x),
                 Err(er) => {
-                    self.err(Some(s.span.clone()), format!("unknown completion opcode `{}`", s.value), er.suggestion.map(|m| format!("did you mean `{m}`?")));
+                    self.err(
+                        Some(s.span.clone()),
+                        format!("unknown completion opcode `{}`", s.value),
+                        er.suggestion.map(|m| format!("did you mean `{m}`?")),
+                    );
                     None
                 }
             });
             if let Some(w) = &c.invalidated {
                 if self.mw_file(&c.on, w).is_none() {
-                    let hint = name_hint(w, f.mws.iter().filter(|x| *x.on == *c.on).map(|x| x.name.as_str()));
-                    self.err(Some(w.span.clone()), format!("no memory window `{}` on `{}`", w.value, c.on.value), hint);
+                    let hint = name_hint(
+                        w,
+                        f.mws.iter().filter(|x| *x.on == *c.on).map(|x| x.name.as_str()),
+                    );
+                    self.err(
+                        Some(w.span.clone()),
+                        format!("no memory window `{}` on `{}`", w.value, c.on.value),
+                        hint,
+                    );
                 }
             }
             e.completion.push(CompletionExpect {
@@ -1389,9 +2021,14 @@ impl<'a> Checker<'a> {
                     let hint = name_hint(&w.qp, f.qps.iter().map(|q| q.name.as_str()));
                     self.err(Some(w.qp.span.clone()), format!("no QP `{}`", w.qp.value), hint)
                 }
-                Some(q) if !q.between.contains(&w.from.value) => {
-                    self.err(Some(w.from.span.clone()), format!("`{}` is not an end of QP `{}` ({} and {})", w.from.value, w.qp.value, q.between[0], q.between[1]), None)
-                }
+                Some(q) if !q.between.contains(&w.from.value) => self.err(
+                    Some(w.from.span.clone()),
+                    format!(
+                        "`{}` is not an end of QP `{}` ({} and {})",
+                        w.from.value, w.qp.value, q.between[0], q.between[1]
+                    ),
+                    None,
+                ),
                 _ => {}
             }
             let sequence = self.patterns(&w.sequence, "sequence");
@@ -1402,7 +2039,11 @@ impl<'a> Checker<'a> {
                         Ok(k) => Some(k),
                         Err(_) => {
                             let keys: Vec<&str> = NakKind::all().map(|k| k.key()).collect();
-                            self.err(Some(n.span.clone()), format!("unknown NAK `{}`", n.value), name_hint(&n.value, keys.iter().copied()));
+                            self.err(
+                                Some(n.span.clone()),
+                                format!("unknown NAK `{}`", n.value),
+                                name_hint(&n.value, keys.iter().copied()),
+                            );
                             None
                         }
                     })
@@ -1418,7 +2059,11 @@ impl<'a> Checker<'a> {
                 rnr_naks: w.rnr_naks.as_ref().and_then(|r| match count_range(r) {
                     Ok(x) => Some(x),
                     Err(m) => {
-                        self.err(Some(r.span.clone()), m, Some("both ends included: \"0..10\", \"5..\", \"..3\" or \"2\"".into()));
+                        self.err(
+                            Some(r.span.clone()),
+                            m,
+                            Some("both ends included: \"0..10\", \"5..\", \"..3\" or \"2\"".into()),
+                        );
                         None
                     }
                 }),
@@ -1438,13 +2083,21 @@ impl<'a> Checker<'a> {
                 record_deviation: w.record_deviation == Some(true),
             });
         }
-        let probe_ids: Vec<String> = f.steps.iter().filter_map(|s| match &s.op {
-            Ok(StepOp::Probe { probe, .. }) => Some(probe.id.clone()),
-            _ => None,
-        }).collect();
+        let probe_ids: Vec<String> = f
+            .steps
+            .iter()
+            .filter_map(|s| match &s.op {
+                Ok(StepOp::Probe { probe, .. }) => Some(probe.id.clone()),
+                _ => None,
+            })
+            .collect();
         for p in &f.expect.probe {
             if !probe_ids.contains(&p.probe.value) {
-                self.err(Some(p.probe.span.clone()), format!("no probe `{}`", p.probe.value), name_hint(&p.probe, probe_ids.iter().map(String::as_str)));
+                self.err(
+                    Some(p.probe.span.clone()),
+                    format!("no probe `{}`", p.probe.value),
+                    name_hint(&p.probe, probe_ids.iter().map(String::as_str)),
+                );
             }
             let responses = self.patterns(&p.responses, "responses");
             let psn = p.psn.as_ref().and_then(|x| match psn_at(x) {
@@ -1455,30 +2108,52 @@ impl<'a> Checker<'a> {
                 }
             });
             if p.responses.is_none() && p.psn.is_none() && p.within_ms.is_none() {
-                self.err(Some(p.probe.span.clone()), "say what the answer must be: `responses`, `psn` or `within_ms`", None);
+                self.err(
+                    Some(p.probe.span.clone()),
+                    "say what the answer must be: `responses`, `psn` or `within_ms`",
+                    None,
+                );
             }
-            e.probe.push(ProbeExpect { probe: p.probe.value.clone(), responses, psn, within_ms: p.within_ms });
+            e.probe.push(ProbeExpect {
+                probe: p.probe.value.clone(),
+                responses,
+                psn,
+                within_ms: p.within_ms,
+            });
         }
         for v in &f.expect.event {
             self.endpoint_ok(v.on.span.clone(), &v.on);
             let kind = match v.event.parse::<EventType>() {
                 Ok(k) => k,
                 Err(er) => {
-                    self.err(Some(v.event.span.clone()), format!("unknown event `{}`", v.event.value), er.suggestion.map(|m| format!("did you mean `{m}`?")));
+                    self.err(
+                        Some(v.event.span.clone()),
+                        format!("unknown event `{}`", v.event.value),
+                        er.suggestion.map(|m| format!("did you mean `{m}`?")),
+                    );
                     EventType(0)
                 }
             };
             if let Some(n) = &v.srq {
                 match self.srq_file(n) {
                     Some(x) if *x.on == *v.on => {}
-                    Some(x) => self.err(Some(n.span.clone()), format!("SRQ `{}` is on `{}`, not on `{}`", n.value, *x.on, v.on.value), None),
+                    Some(x) => self.err(
+                        Some(n.span.clone()),
+                        format!("SRQ `{}` is on `{}`, not on `{}`", n.value, *x.on, v.on.value),
+                        None,
+                    ),
                     None => {
                         let hint = name_hint(n, f.srqs.iter().map(|x| x.name.as_str()));
                         self.err(Some(n.span.clone()), format!("no SRQ `{}`", n.value), hint)
                     }
                 }
             }
-            e.event.push(EventExpect { on: v.on.value.clone(), kind, srq: v.srq.as_ref().map(|n| n.value.clone()), count: v.count });
+            e.event.push(EventExpect {
+                on: v.on.value.clone(),
+                kind,
+                srq: v.srq.as_ref().map(|n| n.value.clone()),
+                count: v.count,
+            });
         }
         for m in &f.expect.memory {
             if !self.endpoint_ok(m.on.span.clone(), &m.on) {
@@ -1487,14 +2162,24 @@ impl<'a> Checker<'a> {
             match mrs.iter().find(|x| x.on == *m.on && x.name == *m.mr) {
                 None => {
                     let hint = name_hint(&m.mr, self.mr_names_on(&m.on));
-                    self.err(Some(m.mr.span.clone()), format!("no MR `{}` on `{}`", m.mr.value, m.on.value), hint)
+                    self.err(
+                        Some(m.mr.span.clone()),
+                        format!("no MR `{}` on `{}`", m.mr.value, m.on.value),
+                        hint,
+                    )
                 }
                 Some(r) => {
                     if let Some(c) = &m.equals {
                         match c.try_bytes(r.size.saturating_sub(m.offset) as usize) {
                             Ok(b) if m.offset + b.len() as u64 > r.size => self.err(
                                 Some(c.span.clone()),
-                                format!("{} bytes at offset {} run past the end of MR `{}` ({} bytes)", b.len(), m.offset, r.name, r.size),
+                                format!(
+                                    "{} bytes at offset {} run past the end of MR `{}` ({} bytes)",
+                                    b.len(),
+                                    m.offset,
+                                    r.name,
+                                    r.size
+                                ),
                                 None,
                             ),
                             Ok(_) => {}
@@ -1509,14 +2194,20 @@ impl<'a> Checker<'a> {
                 (Some(c), false, None) => Memory::Equals(c.value.clone()),
                 (None, true, None) => Memory::Unchanged,
                 (None, false, Some((id, None))) => {
-                    self.err(Some(id.span.clone()), format!("no stream step named `{}`", id.value), None);
+                    self.err(
+                        Some(id.span.clone()),
+                        format!("no stream step named `{}`", id.value),
+                        None,
+                    );
                     Memory::Unchanged
                 }
                 (None, false, Some((id, Some(st)))) => {
                     // Where the stream's messages land: the peer's MR for a WRITE, the
                     // poster's for a READ.
                     let at = match st.verb {
-                        StreamVerb::Write | StreamVerb::WriteImm => st.remote.as_ref().map(|r| (&st.peer, &r.mr, r.offset)),
+                        StreamVerb::Write | StreamVerb::WriteImm => {
+                            st.remote.as_ref().map(|r| (&st.peer, &r.mr, r.offset))
+                        }
                         StreamVerb::Read => Some((&st.on, &st.local_mr, st.local_offset)),
                         StreamVerb::Atomic { .. } | StreamVerb::Send | StreamVerb::Receive => None,
                     };
@@ -1540,7 +2231,11 @@ impl<'a> Checker<'a> {
                 }
             };
             if !matches!(want, Memory::Stream { .. }) {
-                if let Some(r) = mrs.iter().find(|x| x.on == *m.on && x.name == *m.mr).filter(|r| r.size > READ_BACK_MAX) {
+                if let Some(r) = mrs
+                    .iter()
+                    .find(|x| x.on == *m.on && x.name == *m.mr)
+                    .filter(|r| r.size > READ_BACK_MAX)
+                {
                     self.err(
                         Some(m.mr.span.clone()),
                         format!("MR `{}` has {} bytes: MRs larger than {READ_BACK_MAX} are not read back whole", r.name, r.size),
@@ -1548,21 +2243,40 @@ impl<'a> Checker<'a> {
                     );
                 }
             }
-            e.memory.push(MemoryExpect { on: m.on.value.clone(), mr: m.mr.value.clone(), offset, want, record_deviation: m.record_deviation == Some(true) });
+            e.memory.push(MemoryExpect {
+                on: m.on.value.clone(),
+                mr: m.mr.value.clone(),
+                offset,
+                want,
+                record_deviation: m.record_deviation == Some(true),
+            });
         }
         for x in &f.expect.stream {
             match stream_step(steps, &x.id) {
                 None => {
                     let ids = streams(steps).map(|st| st.id.as_str());
                     let hint = name_hint(&x.id, ids);
-                    self.err(Some(x.id.span.clone()), format!("no stream step named `{}`", x.id.value), hint);
+                    self.err(
+                        Some(x.id.span.clone()),
+                        format!("no stream step named `{}`", x.id.value),
+                        hint,
+                    );
                 }
                 Some(st) => {
                     let completed = x.completed.unwrap_or(st.content.count);
                     if completed > st.content.count {
-                        self.err(Some(x.id.span.clone()), format!("{completed} completed of a stream of {}", st.content.count), None);
+                        self.err(
+                            Some(x.id.span.clone()),
+                            format!("{completed} completed of a stream of {}", st.content.count),
+                            None,
+                        );
                     }
-                    e.stream.push(StreamExpect { id: st.id.clone(), on: st.on.clone(), completed, max_ack_latency_ms: x.max_ack_latency_ms });
+                    e.stream.push(StreamExpect {
+                        id: st.id.clone(),
+                        on: st.on.clone(),
+                        completed,
+                        max_ack_latency_ms: x.max_ack_latency_ms,
+                    });
                 }
             }
         }
@@ -1570,7 +2284,12 @@ impl<'a> Checker<'a> {
         // wire is not a message done.
         for st in streams(steps) {
             if !e.stream.iter().any(|x| x.id == st.id) {
-                e.stream.push(StreamExpect { id: st.id.clone(), on: st.on.clone(), completed: st.content.count, max_ack_latency_ms: None });
+                e.stream.push(StreamExpect {
+                    id: st.id.clone(),
+                    on: st.on.clone(),
+                    completed: st.content.count,
+                    max_ack_latency_ms: None,
+                });
             }
         }
         e
@@ -1677,8 +2396,14 @@ probe = { id = "two", opcode = "RDMA WRITE Only", remote = { mr = "target" }, le
         let e = errors(&format!("timeout_ms = 1100\n{PROBE}"));
         assert_eq!(e.len(), 1, "{e:#?}");
         let m = e[0].to_string();
-        assert!(m.contains("t.toml:28:") && m.contains("wait 1200 ms in all") && m.contains("1100 ms timeout"), "{m}");
-        parse_str(Path::new("t.toml"), &format!("timeout_ms = 1201\n{PROBE}")).unwrap_or_else(|e| panic!("{}", e[0]));
+        assert!(
+            m.contains("t.toml:28:")
+                && m.contains("wait 1200 ms in all")
+                && m.contains("1100 ms timeout"),
+            "{m}"
+        );
+        parse_str(Path::new("t.toml"), &format!("timeout_ms = 1201\n{PROBE}"))
+            .unwrap_or_else(|e| panic!("{}", e[0]));
     }
 
     #[test]
@@ -1687,9 +2412,13 @@ probe = { id = "two", opcode = "RDMA WRITE Only", remote = { mr = "target" }, le
             let e = errors(&format!("timeout_ms = {bad}\n{GOOD}"));
             assert_eq!(e.len(), 1, "{e:#?}");
             let m = e[0].to_string();
-            assert!(m.starts_with("t.toml:1:14: ") && m.contains(&format!("a timeout of {bad} ms")), "{m}");
+            assert!(
+                m.starts_with("t.toml:1:14: ") && m.contains(&format!("a timeout of {bad} ms")),
+                "{m}"
+            );
         }
-        parse_str(Path::new("t.toml"), &format!("timeout_ms = 3600000\n{GOOD}")).unwrap_or_else(|e| panic!("{}", e[0]));
+        parse_str(Path::new("t.toml"), &format!("timeout_ms = 3600000\n{GOOD}"))
+            .unwrap_or_else(|e| panic!("{}", e[0]));
     }
 
     fn errors(text: &str) -> Vec<Diagnostic> {
@@ -1741,22 +2470,52 @@ stream = "w"
     fn a_stream_loads_with_its_defaults_and_its_checks() {
         let sc = parse_str(Path::new("t.toml"), STREAM).unwrap_or_else(|e| panic!("{}", e[0]));
         let Step::Stream(st) = &sc.steps[0] else { panic!("{:?}", sc.steps[0]) };
-        assert_eq!((st.peer.as_str(), st.qps.clone(), st.window, st.signal_every), ("b", vec!["q".to_string()], 32, 8));
-        assert_eq!(st.content, StreamContent { seed: 1, count: 10000, sizes: Sizes::Fixed(64), ring: None, spread: Spread::RoundRobin });
-        assert_eq!(sc.expect.stream, vec![StreamExpect { id: "w".into(), on: "a".into(), completed: 10000, max_ack_latency_ms: None }]);
-        assert!(matches!(&sc.expect.memory[0].want, Memory::Stream { id, content } if id == "w" && content.count == 10000));
+        assert_eq!(
+            (st.peer.as_str(), st.qps.clone(), st.window, st.signal_every),
+            ("b", vec!["q".to_string()], 32, 8)
+        );
+        assert_eq!(
+            st.content,
+            StreamContent {
+                seed: 1,
+                count: 10000,
+                sizes: Sizes::Fixed(64),
+                ring: None,
+                spread: Spread::RoundRobin
+            }
+        );
+        assert_eq!(
+            sc.expect.stream,
+            vec![StreamExpect {
+                id: "w".into(),
+                on: "a".into(),
+                completed: 10000,
+                max_ack_latency_ms: None
+            }]
+        );
+        assert!(
+            matches!(&sc.expect.memory[0].want, Memory::Stream { id, content } if id == "w" && content.count == 10000)
+        );
     }
 
     /// A ring: 10,000 messages of 64..=1024 bytes go round 64 KiB, so MRs far
     /// smaller than the stream's bytes hold it, and the memory check knows.
     #[test]
     fn a_ring_lets_a_long_stream_go_round_a_small_region() {
-        let text = STREAM.replace("window = 32", "window = 32\nring = 65536\nsize = { min = 64, max = 1024 }");
+        let text = STREAM
+            .replace("window = 32", "window = 32\nring = 65536\nsize = { min = 64, max = 1024 }");
         let sc = parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
         let Step::Stream(st) = &sc.steps[0] else { panic!() };
         assert_eq!(st.content.ring, Some(65536));
-        assert!(st.content.total() > 640_000 && st.content.span() <= 65536, "{} bytes round {}", st.content.total(), st.content.span());
-        assert!(matches!(&sc.expect.memory[0].want, Memory::Stream { content, .. } if content.ring == Some(65536)));
+        assert!(
+            st.content.total() > 640_000 && st.content.span() <= 65536,
+            "{} bytes round {}",
+            st.content.total(),
+            st.content.span()
+        );
+        assert!(
+            matches!(&sc.expect.memory[0].want, Memory::Stream { content, .. } if content.ring == Some(65536))
+        );
     }
 
     #[test]
@@ -1784,10 +2543,18 @@ stream = "w"
             assert!(m.starts_with(at) && m.contains(what), "{what}: {m}");
         }
         // A large MR is not read back whole: `equals` there is refused.
-        let big = STREAM.replace("size = 640000\naccess = [\"local_write\", \"remote_write\"]", "size = 640000\naccess = [\"local_write\", \"remote_write\"]\ninit = { u64 = 1 }")
+        let big = STREAM
+            .replace(
+                "size = 640000\naccess = [\"local_write\", \"remote_write\"]",
+                "size = 640000\naccess = [\"local_write\", \"remote_write\"]\ninit = { u64 = 1 }",
+            )
             .replace("stream = \"w\"", "equals = { u64 = 1 }");
         let m = errors(&big)[0].to_string();
-        assert!(m.contains("MR `dst` has 640000 bytes: MRs larger than 524288 are not read back whole") && m.contains("stream = "), "{m}");
+        assert!(
+            m.contains("MR `dst` has 640000 bytes: MRs larger than 524288 are not read back whole")
+                && m.contains("stream = "),
+            "{m}"
+        );
     }
 
     #[test]
@@ -1801,14 +2568,22 @@ stream = "w"
         assert_eq!(st.qps, ["q[0]", "q[1]", "q[2]"], "a stream on the group goes over all of them");
         let wire: Vec<&str> = sc.expect.wire.iter().map(|w| w.qp.as_str()).collect();
         assert_eq!(wire, ["q[0]", "q[1]", "q[2]"]);
-        assert!(sc.expect.wire.iter().all(|w| w.max_retransmissions == Some(5) && w.rnr_naks == Some((0, 2))));
+        assert!(sc
+            .expect
+            .wire
+            .iter()
+            .all(|w| w.max_retransmissions == Some(5) && w.rnr_naks == Some((0, 2))));
         let faults: Vec<Option<&str>> = sc.faults.iter().map(|f| f.qp.as_deref()).collect();
         assert_eq!(faults, [Some("q[0]"), Some("q[1]"), Some("q[2]")]);
         // A single work request names one of them.
-        let one = text.replace("[[step]]\nop = \"stream\"", "[[step]]\nop = \"send\"\non = \"a\"\nqp = \"q\"\n[[step]]\nop = \"stream\"");
+        let one = text.replace(
+            "[[step]]\nop = \"stream\"",
+            "[[step]]\nop = \"send\"\non = \"a\"\nqp = \"q\"\n[[step]]\nop = \"stream\"",
+        );
         let m = errors(&one)[0].to_string();
         assert!(m.contains("`q` is 3 QPs (`count = 3`)") && m.contains("`q[0]` to `q[2]`"), "{m}");
-        let m = errors(&STREAM.replace("name = \"q\"\ntype", "name = \"q\"\ncount = 0\ntype"))[0].to_string();
+        let m = errors(&STREAM.replace("name = \"q\"\ntype", "name = \"q\"\ncount = 0\ntype"))[0]
+            .to_string();
         assert!(m.starts_with("t.toml:7:") && m.contains("a count of 0: give 1 to 256"), "{m}");
     }
 
@@ -1827,40 +2602,89 @@ stream = "w"
     /// no bytes; dealt at random when asked.
     #[test]
     fn a_write_imm_stream_writes_the_peers_mr_and_consumes_its_receives() {
-        let imm = STREAM.replace("verb = \"write\"", "verb = \"write_imm\"\nspread = \"random\"").replace("remote = { mr = \"dst\" }", "remote = { mr = \"dst\" }\nreceive = { depth = 16 }");
+        let imm = STREAM
+            .replace("verb = \"write\"", "verb = \"write_imm\"\nspread = \"random\"")
+            .replace(
+                "remote = { mr = \"dst\" }",
+                "remote = { mr = \"dst\" }\nreceive = { depth = 16 }",
+            );
         let sc = parse_str(Path::new("t.toml"), &imm).unwrap_or_else(|e| panic!("{}", e[0]));
         let Step::Stream(st) = &sc.steps[0] else { panic!() };
         assert_eq!((st.verb, st.content.spread), (StreamVerb::WriteImm, Spread::Random));
         assert_eq!(st.receive, Some(ReceiveSpec { mr: None, offset: 0, depth: 16, low_water: 15 }));
-        assert!(matches!(&sc.expect.memory[0].want, Memory::Stream { id, .. } if id == "w"), "its memory is checked as a WRITE's");
+        assert!(
+            matches!(&sc.expect.memory[0].want, Memory::Stream { id, .. } if id == "w"),
+            "its memory is checked as a WRITE's"
+        );
         let cases = [
-            (imm.replace("receive = { depth = 16 }", ""), "a `write_imm` stream writes the peer's MR and consumes its receives"),
-            (imm.replace("receive = { depth = 16 }", "receive = { mr = \"dst\" }"), "its receives hold no bytes: leave out `receive.mr`"),
+            (
+                imm.replace("receive = { depth = 16 }", ""),
+                "a `write_imm` stream writes the peer's MR and consumes its receives",
+            ),
+            (
+                imm.replace("receive = { depth = 16 }", "receive = { mr = \"dst\" }"),
+                "its receives hold no bytes: leave out `receive.mr`",
+            ),
             (imm.replace("spread = \"random\"", "spread = \"randm\""), "a spread of `randm`"),
         ];
         for (text, what) in cases {
             let m = errors(&text)[0].to_string();
             assert!(m.contains(what), "{what}: {m}");
         }
-        parse_str(Path::new("t.toml"), &imm.replace("receive = { depth = 16 }", "receive = { depth = 16 }\nring = 4096")).unwrap_or_else(|e| panic!("{}", e[0]));
-        let send = STREAM.replace("verb = \"write\"", "verb = \"send\"").replace("remote = { mr = \"dst\" }", "receive = { depth = 8 }");
-        assert!(errors(&send)[0].to_string().contains("a `send` stream's receives need an MR to land in"));
+        parse_str(
+            Path::new("t.toml"),
+            &imm.replace("receive = { depth = 16 }", "receive = { depth = 16 }\nring = 4096"),
+        )
+        .unwrap_or_else(|e| panic!("{}", e[0]));
+        let send = STREAM
+            .replace("verb = \"write\"", "verb = \"send\"")
+            .replace("remote = { mr = \"dst\" }", "receive = { depth = 8 }");
+        assert!(errors(&send)[0]
+            .to_string()
+            .contains("a `send` stream's receives need an MR to land in"));
     }
 
     #[test]
     fn a_send_stream_names_the_peers_receives_and_they_must_fit() {
-        let send = STREAM.replace("verb = \"write\"", "verb = \"send\"").replace("remote = { mr = \"dst\" }", "receive = { mr = \"dst\", depth = 8, low_water = 2 }").replace("[[expect.memory]]\non = \"b\"\nmr = \"dst\"\nstream = \"w\"\n", "");
+        let send = STREAM
+            .replace("verb = \"write\"", "verb = \"send\"")
+            .replace(
+                "remote = { mr = \"dst\" }",
+                "receive = { mr = \"dst\", depth = 8, low_water = 2 }",
+            )
+            .replace("[[expect.memory]]\non = \"b\"\nmr = \"dst\"\nstream = \"w\"\n", "");
         let sc = parse_str(Path::new("t.toml"), &send).unwrap_or_else(|e| panic!("{}", e[0]));
         let Step::Stream(st) = &sc.steps[0] else { panic!() };
         assert_eq!((st.verb, st.remote.clone()), (StreamVerb::Send, None));
-        assert_eq!(st.receive, Some(ReceiveSpec { mr: Some("dst".into()), offset: 0, depth: 8, low_water: 2 }));
+        assert_eq!(
+            st.receive,
+            Some(ReceiveSpec { mr: Some("dst".into()), offset: 0, depth: 8, low_water: 2 })
+        );
         let cases = [
-            (send.replace("receive = { mr = \"dst\", depth = 8, low_water = 2 }", "remote = { mr = \"dst\" }"), "a `send` stream goes to the peer's receives"),
+            (
+                send.replace(
+                    "receive = { mr = \"dst\", depth = 8, low_water = 2 }",
+                    "remote = { mr = \"dst\" }",
+                ),
+                "a `send` stream goes to the peer's receives",
+            ),
             (send.replace("depth = 8", "depth = 17"), "a receive depth of 17: give 1 to 16"),
-            (send.replace("low_water = 2", "low_water = 8"), "a low water mark of 8 with 8 receives"),
-            (send.replace("depth = 8, low_water = 2", "offset = 639990"), "16 receives of 64 bytes on each of 1 QPs need 1024 bytes from offset 639990"),
-            (send.clone() + "[[expect.memory]]\non = \"b\"\nmr = \"dst\"\nstream = \"w\"\n", "stream `w` sends: the peer checks each message as it arrives"),
-            (STREAM.replace("remote = { mr = \"dst\" }", "receive = { mr = \"dst\" }"), "`receive` is for a `send` or `write_imm` stream"),
+            (
+                send.replace("low_water = 2", "low_water = 8"),
+                "a low water mark of 8 with 8 receives",
+            ),
+            (
+                send.replace("depth = 8, low_water = 2", "offset = 639990"),
+                "16 receives of 64 bytes on each of 1 QPs need 1024 bytes from offset 639990",
+            ),
+            (
+                send.clone() + "[[expect.memory]]\non = \"b\"\nmr = \"dst\"\nstream = \"w\"\n",
+                "stream `w` sends: the peer checks each message as it arrives",
+            ),
+            (
+                STREAM.replace("remote = { mr = \"dst\" }", "receive = { mr = \"dst\" }"),
+                "`receive` is for a `send` or `write_imm` stream",
+            ),
         ];
         for (text, what) in cases {
             let m = errors(&text)[0].to_string();
@@ -1872,12 +2696,19 @@ stream = "w"
     fn a_good_scenario_loads() {
         let sc = parse_str(Path::new("t.toml"), GOOD).unwrap_or_else(|e| panic!("{}", e[0]));
         assert_eq!(sc.steps.len(), 2);
-        let seq: Vec<String> = sc.expect.wire[0].sequence.iter().flatten().map(|p| p.to_string()).collect();
+        let seq: Vec<String> =
+            sc.expect.wire[0].sequence.iter().flatten().map(|p| p.to_string()).collect();
         assert_eq!(seq, ["SEND Only"]);
         assert_eq!(sc.qps[0].access["a"], Access::REMOTE_ALL, "the default");
-        assert_eq!((sc.qps[0].timeout, sc.qps[0].retry_cnt, sc.qps[0].mtu), (14, 7, 1024), "defaults filled in");
+        assert_eq!(
+            (sc.qps[0].timeout, sc.qps[0].retry_cnt, sc.qps[0].mtu),
+            (14, 7, 1024),
+            "defaults filled in"
+        );
         assert_eq!(sc.mrs[1].access, Access::LOCAL_WRITE);
-        assert!(matches!(&sc.steps[1], Step::Post { verb: Verb::Send, sge, .. } if sge[0].len == 5));
+        assert!(
+            matches!(&sc.steps[1], Step::Post { verb: Verb::Send, sge, .. } if sge[0].len == 5)
+        );
         assert_eq!(sc.expect.completion[0].opcode, Some(WcOpcode(128)));
     }
 
@@ -1910,7 +2741,11 @@ stream = "w"
             .replace("sequence = [\"SEND Only\"]", "sequence = [\"SEND Onyl\"]");
         let e = errors(&text);
         let msgs: Vec<String> = e.iter().map(|d| d.to_string()).collect();
-        let find = |needle: &str| msgs.iter().find(|m| m.contains(needle)).unwrap_or_else(|| panic!("no `{needle}` in {msgs:#?}"));
+        let find = |needle: &str| {
+            msgs.iter()
+                .find(|m| m.contains(needle))
+                .unwrap_or_else(|| panic!("no `{needle}` in {msgs:#?}"))
+        };
         assert!(find("no endpoint `c`").contains("t.toml:9:"), "{msgs:#?}");
         assert!(find("no MR `msgg` on `a`").contains("did you mean `msg`?"));
         assert!(find("unknown status `IBV_WC_SUCESS`").contains("did you mean `IBV_WC_SUCCESS`?"));
@@ -1935,7 +2770,8 @@ stream = "w"
         let text = GOOD.replace("op = \"send\"", "op = \"fetch_add\"\nremote = { mr = \"rbuf\" }");
         let all: String = errors(&text).iter().map(|d| d.to_string() + "\n").collect();
         assert!(all.contains("missing field `add`"), "{all}");
-        let text = GOOD.replace("op = \"send\"", "op = \"fetch_add\"\nremote = { mr = \"rbuf\" }\nadd = 1");
+        let text = GOOD
+            .replace("op = \"send\"", "op = \"fetch_add\"\nremote = { mr = \"rbuf\" }\nadd = 1");
         let all: String = errors(&text).iter().map(|d| d.to_string() + "\n").collect();
         assert!(all.contains("8 bytes"), "{all}");
         let text = GOOD.replace("op = \"send\"", "op = \"send\"\nremote = { mr = \"rbuf\" }");
@@ -1944,20 +2780,32 @@ stream = "w"
         let line = text.lines().position(|l| l.starts_with("remote = ")).unwrap() + 1;
         assert_eq!(e[0].line, line, "at the key: {e:#?}");
         let e = errors(&GOOD.replace("op = \"send\"", "op = \"sned\""));
-        assert!(e[0].message.contains("unknown variant `sned`") && e[0].hint.as_deref() == Some("did you mean `send`?"), "{e:#?}");
+        assert!(
+            e[0].message.contains("unknown variant `sned`")
+                && e[0].hint.as_deref() == Some("did you mean `send`?"),
+            "{e:#?}"
+        );
     }
 
     #[test]
     fn content_payloads_and_psns() {
         assert_eq!(Content::Bytes("de ad".into()).try_bytes(0).unwrap(), [0xde, 0xad]);
-        assert_eq!(Content::Pattern("ab 01".into()).try_bytes(5).unwrap(), [0xab, 1, 0xab, 1, 0xab]);
+        assert_eq!(
+            Content::Pattern("ab 01".into()).try_bytes(5).unwrap(),
+            [0xab, 1, 0xab, 1, 0xab]
+        );
         assert_eq!(Content::U64(1).try_bytes(0).unwrap(), [1, 0, 0, 0, 0, 0, 0, 0]);
         assert!(Content::Bytes("abc".into()).try_bytes(0).unwrap_err().contains("odd"));
         assert!(Content::Bytes("zz".into()).try_bytes(0).unwrap_err().contains("not a hex byte"));
         assert!(Content::Pattern("".into()).try_bytes(4).unwrap_err().contains("empty"));
-        assert_eq!(probe_payload(Some(&Content::Pattern("ab".into())), Some(3)).unwrap(), [0xab; 3]);
+        assert_eq!(
+            probe_payload(Some(&Content::Pattern("ab".into())), Some(3)).unwrap(),
+            [0xab; 3]
+        );
         assert_eq!(probe_payload(None, Some(2)).unwrap(), [0, 0]);
-        assert!(probe_payload(Some(&Content::Text("toolong".into())), Some(2)).unwrap_err().contains("`len` is 2"));
+        assert!(probe_payload(Some(&Content::Text("toolong".into())), Some(2))
+            .unwrap_err()
+            .contains("`len` is 2"));
         assert_eq!(psn_at(&PsnRef::Relative("next + 3".into())), Ok(PsnAt::Next(3)));
         assert_eq!(psn_at(&PsnRef::Relative("next-1".into())), Ok(PsnAt::Next(-1)));
         assert_eq!(psn_at(&PsnRef::Absolute(5)), Ok(PsnAt::Absolute(Psn::new(5))));
@@ -2025,21 +2873,40 @@ invalidate = { mw = "w" }
         let sc = parse_str(Path::new("t.toml"), MW).unwrap_or_else(|e| panic!("{}", e[0]));
         assert_eq!(sc.mws, vec![MwSpec { name: "w".into(), on: "b".into(), kind: MwKind::Type2 }]);
         match &sc.steps[1] {
-            Step::Post { verb: Verb::Write { remote }, .. } => assert_eq!(remote, &Remote { mr: "target".into(), offset: 12, rkey: None, mw: Some("w".into()) }),
+            Step::Post { verb: Verb::Write { remote }, .. } => assert_eq!(
+                remote,
+                &Remote { mr: "target".into(), offset: 12, rkey: None, mw: Some("w".into()) }
+            ),
             other => panic!("{other:?}"),
         }
-        assert!(matches!(&sc.steps[0], Step::Post { verb: Verb::BindMw { len: 16, access, .. }, .. } if *access == Access(2)), "remote_write by default: {:?}", sc.steps[0]);
-        assert!(matches!(&sc.steps[2], Step::Post { verb: Verb::SendInv { invalidate: Invalidate::Mw(w) }, .. } if w == "w"));
+        assert!(
+            matches!(&sc.steps[0], Step::Post { verb: Verb::BindMw { len: 16, access, .. }, .. } if *access == Access(2)),
+            "remote_write by default: {:?}",
+            sc.steps[0]
+        );
+        assert!(
+            matches!(&sc.steps[2], Step::Post { verb: Verb::SendInv { invalidate: Invalidate::Mw(w) }, .. } if w == "w")
+        );
         // Without the bind: not bound, said at the WRITE's `remote`.
         let unbound = MW.replace("[[step]]\non = \"b\"\nop = \"bind_mw\"\nqp = \"q\"\nmw = \"w\"\nmr = \"target\"\noffset = 8\nlen = 16\n", "");
         let e = errors(&unbound);
         assert_eq!(e.len(), 1, "{e:#?}");
-        assert!(e[0].message.contains("memory window `w` of `b` is not bound before this step"), "{e:#?}");
+        assert!(
+            e[0].message.contains("memory window `w` of `b` is not bound before this step"),
+            "{e:#?}"
+        );
         let line = unbound.lines().position(|l| l.starts_with("remote = { mw")).unwrap() + 1;
         assert_eq!(e[0].line, line);
         let e = errors(&MW.replace("invalidate = { mw = \"w\" }", "invalidate = { mw = \"x\" }"));
-        assert!(e[0].message.contains("no memory window `x` on `b`") && e[0].hint.as_deref() == Some("did you mean `w`?"), "{e:#?}");
-        let e = errors(&MW.replace("remote = { mw = \"w\", offset = 4 }", "remote = { mw = \"w\", mr = \"target\" }"));
+        assert!(
+            e[0].message.contains("no memory window `x` on `b`")
+                && e[0].hint.as_deref() == Some("did you mean `w`?"),
+            "{e:#?}"
+        );
+        let e = errors(&MW.replace(
+            "remote = { mw = \"w\", offset = 4 }",
+            "remote = { mw = \"w\", mr = \"target\" }",
+        ));
         assert!(e[0].message.contains("one of them"), "{e:#?}");
         let e = errors(&MW.replace("len = 16", "len = 32"));
         assert!(e[0].message.contains("8+32 runs past the end of MR `target`"), "{e:#?}");
@@ -2052,13 +2919,25 @@ invalidate = { mw = "w" }
         let e = errors(&MW.replace("requires = [\"mw_type2\"]", "requires = []"));
         assert_eq!(e.len(), 1, "{e:#?}");
         assert!(e[0].message.contains("this needs `mw_type2` (type 2 memory windows)"), "{e:#?}");
-        assert!(e[0].hint.as_deref().is_some_and(|h| h.contains("requires = [\"mw_type2\"]")), "{e:#?}");
+        assert!(
+            e[0].hint.as_deref().is_some_and(|h| h.contains("requires = [\"mw_type2\"]")),
+            "{e:#?}"
+        );
         let line = MW.lines().position(|l| l == "type = 2").unwrap() + 1;
         assert_eq!(e[0].line, line, "at the window's type");
-        let e = errors(&MW.replace("requires = [\"mw_type2\"]", "requires = [\"mw_type2\", \"atomic_wirte\"]"));
-        assert!(e[0].message == "unknown feature `atomic_wirte`" && e[0].hint.as_deref() == Some("did you mean `atomic_write`?"), "{e:#?}");
+        let e = errors(
+            &MW.replace("requires = [\"mw_type2\"]", "requires = [\"mw_type2\", \"atomic_wirte\"]"),
+        );
+        assert!(
+            e[0].message == "unknown feature `atomic_wirte`"
+                && e[0].hint.as_deref() == Some("did you mean `atomic_write`?"),
+            "{e:#?}"
+        );
         // An access flag a 6.1 kernel refuses counts as using FLUSH.
-        let e = errors(&MW.replace("access = [\"local_write\", \"mw_bind\"]", "access = [\"local_write\", \"mw_bind\", \"flush_global\"]"));
+        let e = errors(&MW.replace(
+            "access = [\"local_write\", \"mw_bind\"]",
+            "access = [\"local_write\", \"mw_bind\", \"flush_global\"]",
+        ));
         assert!(e.iter().any(|d| d.message.contains("this needs `flush` (RDMA FLUSH)")), "{e:#?}");
         let flush = GOOD.replace("name = \"RC SEND\"", "name = \"f\"\nrequires = [\"flush\", \"atomic_write\"]").replace(
             "[[expect.completion]]",
@@ -2066,13 +2945,40 @@ invalidate = { mw = "w" }
         );
         let sc = parse_str(Path::new("t.toml"), &flush).unwrap_or_else(|e| panic!("{}", e[0]));
         assert_eq!(sc.requires, [Feature::AtomicWrite, Feature::Flush]);
-        assert!(matches!(&sc.steps[2], Step::Post { verb: Verb::Flush { len: 48, placement: Placement::Global, level: Selectivity::Mr, .. }, .. }), "{:?}", sc.steps[2]);
-        assert!(matches!(&sc.steps[3], Step::Post { verb: Verb::AtomicWrite { value: [1, 0, 0, 0, 0, 0, 0, 0], .. }, .. }));
-        let e = errors(&flush.replace("requires = [\"flush\", \"atomic_write\"]", "requires = [\"flush\"]"));
+        assert!(
+            matches!(
+                &sc.steps[2],
+                Step::Post {
+                    verb: Verb::Flush {
+                        len: 48,
+                        placement: Placement::Global,
+                        level: Selectivity::Mr,
+                        ..
+                    },
+                    ..
+                }
+            ),
+            "{:?}",
+            sc.steps[2]
+        );
+        assert!(matches!(
+            &sc.steps[3],
+            Step::Post { verb: Verb::AtomicWrite { value: [1, 0, 0, 0, 0, 0, 0, 0], .. }, .. }
+        ));
+        let e = errors(
+            &flush.replace("requires = [\"flush\", \"atomic_write\"]", "requires = [\"flush\"]"),
+        );
         assert!(e.len() == 1 && e[0].message.contains("this needs `atomic_write`"), "{e:#?}");
-        let e = errors(&flush.replace("value = { u64 = 1 }", "value = { bytes = \"01 02\" }").replace("level = \"mr\"", "level = \"all\""));
+        let e = errors(
+            &flush
+                .replace("value = { u64 = 1 }", "value = { bytes = \"01 02\" }")
+                .replace("level = \"mr\"", "level = \"all\""),
+        );
         let all: String = e.iter().map(|d| d.to_string() + "\n").collect();
-        assert!(all.contains("8 bytes, not 2") && all.contains("unknown selectivity level `all`"), "{all}");
+        assert!(
+            all.contains("8 bytes, not 2") && all.contains("unknown selectivity level `all`"),
+            "{all}"
+        );
         let e = errors(&flush.replace("offset = 8 }\nvalue", "offset = 4 }\nvalue"));
         assert!(e[0].message.contains("8-byte aligned"), "{e:#?}");
         let e = errors(&flush.replace("type = \"rc\"", "type = \"uc\""));
@@ -2090,14 +2996,28 @@ invalidate = { mw = "w" }
         assert_eq!(sc.qps[0].srq.as_deref(), Some("s"));
         assert!(matches!(&sc.steps[0], Step::PostSrqRecv { srq, wr_id: 1, .. } if srq == "s"));
         assert_eq!(sc.expect.event[0].kind, EventType(15));
-        let e = errors(&text.replace("srq = \"s\"\n\n[[expect.wire]]", "srq = \"t\"\n\n[[expect.wire]]"));
-        assert!(e[0].message.contains("no SRQ `t`") && e[0].hint.as_deref() == Some("did you mean `s`?"), "{e:#?}");
-        let e = errors(&text.replace("on = \"b\"\nop = \"post_srq_recv\"", "on = \"a\"\nop = \"post_srq_recv\""));
+        let e = errors(
+            &text.replace("srq = \"s\"\n\n[[expect.wire]]", "srq = \"t\"\n\n[[expect.wire]]"),
+        );
+        assert!(
+            e[0].message.contains("no SRQ `t`")
+                && e[0].hint.as_deref() == Some("did you mean `s`?"),
+            "{e:#?}"
+        );
+        let e =
+            errors(&text.replace(
+                "on = \"b\"\nop = \"post_srq_recv\"",
+                "on = \"a\"\nop = \"post_srq_recv\"",
+            ));
         assert!(e[0].message.contains("SRQ `s` is on `b`, not on `a`"), "{e:#?}");
         let e = errors(&text.replace("requires = [\"srq\"]", ""));
         assert!(e[0].message.contains("this needs `srq`"), "{e:#?}");
-        let e = errors(&text.replace("event = \"srq_limit_reached\"", "event = \"srq_limit_reachd\""));
-        assert!(e[0].hint.as_deref() == Some("did you mean `IBV_EVENT_SRQ_LIMIT_REACHED`?"), "{e:#?}");
+        let e =
+            errors(&text.replace("event = \"srq_limit_reached\"", "event = \"srq_limit_reachd\""));
+        assert!(
+            e[0].hint.as_deref() == Some("did you mean `IBV_EVENT_SRQ_LIMIT_REACHED`?"),
+            "{e:#?}"
+        );
     }
 
     /// A NAK key, an opcode pattern, a completion status: each name comes from its
@@ -2107,11 +3027,26 @@ invalidate = { mw = "w" }
         let text = GOOD.replace("responses = [\"Acknowledge+\"]", "responses = [\"Acknowledge+\"]\nnaks = [\"invalid_rd_request\", \"rnr\", \"remote_acess_error\"]");
         let e = errors(&text);
         assert_eq!(e.len(), 1, "{e:#?}");
-        assert!(e[0].message == "unknown NAK `remote_acess_error`" && e[0].hint.as_deref() == Some("did you mean `remote_access_error`?"), "{e:#?}");
+        assert!(
+            e[0].message == "unknown NAK `remote_acess_error`"
+                && e[0].hint.as_deref() == Some("did you mean `remote_access_error`?"),
+            "{e:#?}"
+        );
         let ok = text.replace(", \"remote_acess_error\"", "");
         let sc = parse_str(Path::new("t.toml"), &ok).unwrap_or_else(|e| panic!("{}", e[0]));
-        assert_eq!(sc.expect.wire[0].naks, Some(vec![NakKind::Nak(dissector::wire::NakCode::InvalidRdRequest), NakKind::Rnr]));
-        let e = errors(&GOOD.replace("responses = [\"Acknowledge+\"]", "responses = [\"NAK Invalid RD Reqest\"]"));
-        assert!(e[0].message.contains("unknown response `NAK Invalid RD Reqest`") && e[0].hint.as_deref() == Some("did you mean `NAK Invalid RD Request`?"), "{e:#?}");
+        assert_eq!(
+            sc.expect.wire[0].naks,
+            Some(vec![NakKind::Nak(dissector::wire::NakCode::InvalidRdRequest), NakKind::Rnr])
+        );
+        let e =
+            errors(&GOOD.replace(
+                "responses = [\"Acknowledge+\"]",
+                "responses = [\"NAK Invalid RD Reqest\"]",
+            ));
+        assert!(
+            e[0].message.contains("unknown response `NAK Invalid RD Reqest`")
+                && e[0].hint.as_deref() == Some("did you mean `NAK Invalid RD Request`?"),
+            "{e:#?}"
+        );
     }
 }

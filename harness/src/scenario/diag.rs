@@ -49,15 +49,33 @@ impl Source<'_> {
     }
 
     /// A diagnostic at `span` (the file's start when there is none).
-    pub(crate) fn diag(&self, span: Option<Range<usize>>, message: impl Into<String>, hint: Option<String>) -> Diagnostic {
+    pub(crate) fn diag(
+        &self,
+        span: Option<Range<usize>>,
+        message: impl Into<String>,
+        hint: Option<String>,
+    ) -> Diagnostic {
         let span = span.unwrap_or(0..0);
         let (line, col) = self.position(span.start);
         let excerpt = self.text.lines().nth(line - 1).map(|l| {
-            let width = self.text.get(span.clone()).and_then(|s| s.lines().next()).map(|s| s.chars().count()).unwrap_or(1).max(1);
+            let width = self
+                .text
+                .get(span.clone())
+                .and_then(|s| s.lines().next())
+                .map(|s| s.chars().count())
+                .unwrap_or(1)
+                .max(1);
             let room = l.chars().count().saturating_sub(col - 1).max(1);
             format!("  {l}\n  {}{}", " ".repeat(col - 1), "^".repeat(width.min(room)))
         });
-        Diagnostic { file: self.file.to_path_buf(), line, col, message: message.into(), excerpt, hint }
+        Diagnostic {
+            file: self.file.to_path_buf(),
+            line,
+            col,
+            message: message.into(),
+            excerpt,
+            hint,
+        }
     }
 }
 
@@ -84,15 +102,22 @@ mod tests {
     fn positions_excerpts_and_hints() {
         let text = "name = \"x\"\nacess = [\"é\", 1]\n";
         let s = Source { file: Path::new("t.toml"), text };
-        let d = s.diag(Some(11..16), "unknown field `acess`", Some("did you mean `access`?".into()));
+        let d =
+            s.diag(Some(11..16), "unknown field `acess`", Some("did you mean `access`?".into()));
         assert_eq!((d.line, d.col), (2, 1));
         assert_eq!(d.to_string(), "t.toml:2:1: error: unknown field `acess`\n  acess = [\"é\", 1]\n  ^^^^^\n  hint: did you mean `access`?");
         // A column counts characters, not bytes; a span inside a character is moved back.
         assert_eq!(s.diag(Some(23..24), "x", None).col, 12);
         assert_eq!(s.diag(Some(22..23), "x", None).col, 11);
         assert_eq!(s.diag(None, "x", None).line, 1);
-        assert_eq!(serde_hint("unknown field `acess`, expected one of `access`, `name`").as_deref(), Some("did you mean `access`?"));
-        assert_eq!(serde_hint("unknown variant `zzzzz`, expected `rc` or `uc`").as_deref(), Some("expected one of: rc, uc"));
+        assert_eq!(
+            serde_hint("unknown field `acess`, expected one of `access`, `name`").as_deref(),
+            Some("did you mean `access`?")
+        );
+        assert_eq!(
+            serde_hint("unknown variant `zzzzz`, expected `rc` or `uc`").as_deref(),
+            Some("expected one of: rc, uc")
+        );
         assert_eq!(serde_hint("missing field `on`"), None);
     }
 }

@@ -654,7 +654,8 @@ impl<'de> Deserialize<'de> for StepFile {
         let entries = t.into_inner();
         let keys = entries.iter().map(|(k, v)| (k.clone(), v.span())).collect();
         let table: toml::Table = entries.into_iter().map(|(k, v)| (k, v.into_inner())).collect();
-        let op = StepOp::deserialize(toml::Value::Table(table)).map_err(|e| e.message().trim().to_string());
+        let op = StepOp::deserialize(toml::Value::Table(table))
+            .map_err(|e| e.message().trim().to_string());
         Ok(StepFile { span, keys, op })
     }
 }
@@ -998,7 +999,9 @@ impl<'de> Deserialize<'de> for AnyWord {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<AnyWord, D::Error> {
         match String::deserialize(d)?.as_str() {
             "any" => Ok(AnyWord),
-            other => Err(serde::de::Error::custom(format!("`{other}`: icrc_valid is true, false or \"any\""))),
+            other => Err(serde::de::Error::custom(format!(
+                "`{other}`: icrc_valid is true, false or \"any\""
+            ))),
         }
     }
 }

@@ -48,14 +48,19 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
         }
     }
     if out.is_empty() {
-        bail!("no scenario files (*.toml) in {}", paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", "));
+        bail!(
+            "no scenario files (*.toml) in {}",
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
     }
     Ok(out)
 }
 
 /// Every file loaded and checked, in order, or every problem found (each with its
 /// file:line:col), when any file has one: then nothing may run.
-pub(crate) fn load_all(files: &[PathBuf]) -> std::result::Result<Vec<(PathBuf, Scenario)>, Vec<Diagnostic>> {
+pub(crate) fn load_all(
+    files: &[PathBuf],
+) -> std::result::Result<Vec<(PathBuf, Scenario)>, Vec<Diagnostic>> {
     let mut loaded = Vec::new();
     let mut problems = Vec::new();
     for f in files {
@@ -83,7 +88,8 @@ mod tests {
             std::fs::write(d.join(f), "").unwrap();
         }
         let found = discover(std::slice::from_ref(&d)).unwrap();
-        let names: Vec<_> = found.iter().map(|p| p.strip_prefix(&d).unwrap().display().to_string()).collect();
+        let names: Vec<_> =
+            found.iter().map(|p| p.strip_prefix(&d).unwrap().display().to_string()).collect();
         assert_eq!(names, ["a.toml", "b.toml", "sub/c.toml"]);
         assert!(discover(&[d.join("nope.toml")]).unwrap_err().to_string().contains("no such file"));
         assert!(discover(&[d.join("sub/c.toml")]).is_ok());
@@ -91,7 +97,10 @@ mod tests {
         for f in ["b.toml", "a.toml"] {
             std::fs::remove_file(d.join(f)).unwrap();
         }
-        assert!(discover(std::slice::from_ref(&d)).unwrap_err().to_string().contains("no scenario files"));
+        assert!(discover(std::slice::from_ref(&d))
+            .unwrap_err()
+            .to_string()
+            .contains("no scenario files"));
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

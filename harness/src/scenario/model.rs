@@ -10,7 +10,9 @@ use dissector::wire::{NakKind, Opcode, Psn};
 pub(crate) use super::file::{ConnectMethod, Content, QpType};
 use super::pattern::Pattern;
 pub(crate) use crate::agent::stream::{Content as StreamContent, Sizes, Spread, StreamVerb};
-use crate::verbs::{Access, EventType, Feature, MwKind, Placement, Selectivity, SendFlag, WcOpcode, WcStatus};
+use crate::verbs::{
+    Access, EventType, Feature, MwKind, Placement, Selectivity, SendFlag, WcOpcode, WcStatus,
+};
 
 /// The deadline of a scenario that sets no `timeout_ms`.
 pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -54,7 +56,9 @@ impl Scenario {
         if self.steps.iter().any(|s| matches!(s, Step::Probe { .. })) {
             return Some("it sends probes");
         }
-        let timed = |w: &WireExpect| w.rnr_timer_honoured || w.ack_timeout || w.retransmit_within_ms.is_some();
+        let timed = |w: &WireExpect| {
+            w.rnr_timer_honoured || w.ack_timeout || w.retransmit_within_ms.is_some()
+        };
         if self.expect.wire.iter().any(timed) {
             return Some("its wire checks measure the device's timers");
         }
@@ -185,19 +189,53 @@ pub(crate) enum Invalidate {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verb {
     Send,
-    SendImm { imm: u32 },
-    Write { remote: Remote },
-    WriteImm { remote: Remote, imm: u32 },
-    Read { remote: Remote },
-    CmpSwap { remote: Remote, compare: u64, swap: u64 },
-    FetchAdd { remote: Remote, add: u64 },
-    AtomicWrite { remote: Remote, value: [u8; 8] },
-    Flush { remote: Remote, len: u64, placement: Placement, level: Selectivity },
-    SendInv { invalidate: Invalidate },
+    SendImm {
+        imm: u32,
+    },
+    Write {
+        remote: Remote,
+    },
+    WriteImm {
+        remote: Remote,
+        imm: u32,
+    },
+    Read {
+        remote: Remote,
+    },
+    CmpSwap {
+        remote: Remote,
+        compare: u64,
+        swap: u64,
+    },
+    FetchAdd {
+        remote: Remote,
+        add: u64,
+    },
+    AtomicWrite {
+        remote: Remote,
+        value: [u8; 8],
+    },
+    Flush {
+        remote: Remote,
+        len: u64,
+        placement: Placement,
+        level: Selectivity,
+    },
+    SendInv {
+        invalidate: Invalidate,
+    },
     /// A window of the poster.
-    LocalInv { mw: String },
+    LocalInv {
+        mw: String,
+    },
     /// A window and an MR of the poster.
-    BindMw { mw: String, mr: String, offset: u64, len: u64, access: Access },
+    BindMw {
+        mw: String,
+        mr: String,
+        offset: u64,
+        len: u64,
+        access: Access,
+    },
 }
 
 impl Verb {
@@ -222,9 +260,18 @@ impl Verb {
     /// The remote end it addresses, if any.
     pub(crate) fn remote(&self) -> Option<&Remote> {
         match self {
-            Verb::Write { remote } | Verb::WriteImm { remote, .. } | Verb::Read { remote } => Some(remote),
-            Verb::CmpSwap { remote, .. } | Verb::FetchAdd { remote, .. } | Verb::AtomicWrite { remote, .. } | Verb::Flush { remote, .. } => Some(remote),
-            Verb::Send | Verb::SendImm { .. } | Verb::SendInv { .. } | Verb::LocalInv { .. } | Verb::BindMw { .. } => None,
+            Verb::Write { remote } | Verb::WriteImm { remote, .. } | Verb::Read { remote } => {
+                Some(remote)
+            }
+            Verb::CmpSwap { remote, .. }
+            | Verb::FetchAdd { remote, .. }
+            | Verb::AtomicWrite { remote, .. }
+            | Verb::Flush { remote, .. } => Some(remote),
+            Verb::Send
+            | Verb::SendImm { .. }
+            | Verb::SendInv { .. }
+            | Verb::LocalInv { .. }
+            | Verb::BindMw { .. } => None,
         }
     }
 }
@@ -279,8 +326,13 @@ impl Step {
     /// The endpoint that carries it out (`None` for `sync` and `sleep`).
     pub(crate) fn on(&self) -> Option<&str> {
         match self {
-            Step::PostRecv { on, .. } | Step::Post { on, .. } | Step::WaitCompletions { on, .. } | Step::Probe { on, .. } => Some(on),
-            Step::PostSrqRecv { on, .. } | Step::ArmSrq { on, .. } | Step::Stream(StreamStep { on, .. }) => Some(on),
+            Step::PostRecv { on, .. }
+            | Step::Post { on, .. }
+            | Step::WaitCompletions { on, .. }
+            | Step::Probe { on, .. } => Some(on),
+            Step::PostSrqRecv { on, .. }
+            | Step::ArmSrq { on, .. }
+            | Step::Stream(StreamStep { on, .. }) => Some(on),
             Step::Sync | Step::Sleep { .. } => None,
         }
     }
@@ -369,7 +421,12 @@ pub(crate) struct Fault {
 impl Fault {
     /// `drop psn=101 nth=1 (from a, QP q)`.
     pub(crate) fn describe(&self) -> String {
-        let scope: Vec<String> = self.from.iter().map(|e| format!("from {e}")).chain(self.qp.iter().map(|q| format!("QP {q}"))).collect();
+        let scope: Vec<String> = self
+            .from
+            .iter()
+            .map(|e| format!("from {e}"))
+            .chain(self.qp.iter().map(|q| format!("QP {q}")))
+            .collect();
         if scope.is_empty() {
             self.text.clone()
         } else {
@@ -390,7 +447,12 @@ pub(crate) struct Expectations {
 
 impl Expectations {
     pub(crate) fn len(&self) -> usize {
-        self.completion.len() + self.wire.len() + self.memory.len() + self.probe.len() + self.event.len() + self.stream.len()
+        self.completion.len()
+            + self.wire.len()
+            + self.memory.len()
+            + self.probe.len()
+            + self.event.len()
+            + self.stream.len()
     }
 }
 
@@ -479,7 +541,10 @@ pub(crate) enum Memory {
     Equals(Content),
     Unchanged,
     /// Every message of the stream step `id`, as seeded.
-    Stream { id: String, content: StreamContent },
+    Stream {
+        id: String,
+        content: StreamContent,
+    },
 }
 
 /// What the target sent back to a probe.

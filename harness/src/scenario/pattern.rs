@@ -30,7 +30,9 @@ impl Atom {
         match self {
             Atom::Op(name) => op == name,
             Atom::Ack(c) => op == "Acknowledge" && ack == Some(c),
-            Atom::AnyNak => op == "Acknowledge" && matches!(ack, Some(AckClass::RnrNak | AckClass::Nak(_))),
+            Atom::AnyNak => {
+                op == "Acknowledge" && matches!(ack, Some(AckClass::RnrNak | AckClass::Nak(_)))
+            }
         }
     }
 
@@ -108,7 +110,8 @@ impl FromStr for Pattern {
             (_, Some(b)) => (b, Repeat::Some),
             _ => (t, Repeat::One),
         };
-        let alternatives = body.split('|').map(str::parse).collect::<Result<Vec<Atom>, String>>()?;
+        let alternatives =
+            body.split('|').map(str::parse).collect::<Result<Vec<Atom>, String>>()?;
         Ok(Pattern { alternatives, repeat })
     }
 }
@@ -136,7 +139,11 @@ pub(crate) fn describe(patterns: &[Pattern]) -> String {
 
 /// The whole of `actual` matches the sequence `patterns`; `is` says whether one
 /// element is what a pattern names.
-pub(crate) fn matches_sequence<T>(patterns: &[Pattern], actual: &[T], is: &dyn Fn(&Pattern, &T) -> bool) -> bool {
+pub(crate) fn matches_sequence<T>(
+    patterns: &[Pattern],
+    actual: &[T],
+    is: &dyn Fn(&Pattern, &T) -> bool,
+) -> bool {
     let Some((first, rest)) = patterns.split_first() else { return actual.is_empty() };
     let run = actual.iter().take_while(|x| is(first, x)).count();
     match first.repeat {
@@ -191,12 +198,21 @@ mod tests {
         // A bare NAK is any negative acknowledgement; Acknowledge any at all.
         assert!(m(&["NAK+"], &[RNR, ACCESS]) && !m(&["NAK"], &[ACK]));
         assert!(m(&["Acknowledge+"], &[ACK, RNR]));
-        assert!(m(&["RDMA WRITE First", "RDMA WRITE Middle | RDMA WRITE Last+"], &[FIRST, MIDDLE, LAST, LAST]));
+        assert!(m(
+            &["RDMA WRITE First", "RDMA WRITE Middle | RDMA WRITE Last+"],
+            &[FIRST, MIDDLE, LAST, LAST]
+        ));
     }
 
     #[test]
     fn names_come_from_the_dissector_and_print_as_written() {
-        for s in ["RDMA WRITE Middle | RDMA WRITE Last+", "NAK Invalid RD Request", "RNR NAK*", "ATOMIC Acknowledge", "NAK"] {
+        for s in [
+            "RDMA WRITE Middle | RDMA WRITE Last+",
+            "NAK Invalid RD Request",
+            "RNR NAK*",
+            "ATOMIC Acknowledge",
+            "NAK",
+        ] {
             assert_eq!(s.parse::<Pattern>().unwrap().to_string(), s);
         }
         assert_eq!("ACK".parse::<Atom>(), Ok(Atom::Ack(AckClass::Ack)));

@@ -43,7 +43,14 @@ pub(crate) enum Feature {
 }
 
 impl Feature {
-    pub(crate) const ALL: [Feature; 6] = [Feature::AtomicWrite, Feature::Flush, Feature::FlushPersistent, Feature::MwType1, Feature::MwType2, Feature::Srq];
+    pub(crate) const ALL: [Feature; 6] = [
+        Feature::AtomicWrite,
+        Feature::Flush,
+        Feature::FlushPersistent,
+        Feature::MwType1,
+        Feature::MwType2,
+        Feature::Srq,
+    ];
 
     /// As scenarios write it.
     pub(crate) fn name(self) -> &'static str {
@@ -73,7 +80,9 @@ impl Feature {
     pub(crate) fn since(self) -> &'static str {
         match self {
             Feature::AtomicWrite | Feature::Flush => "rxe gained it in Linux 6.2",
-            Feature::FlushPersistent => "rxe gained it in Linux 6.2, for MRs of persistent memory (pmem) only",
+            Feature::FlushPersistent => {
+                "rxe gained it in Linux 6.2, for MRs of persistent memory (pmem) only"
+            }
             Feature::MwType1 | Feature::MwType2 => "rxe gained memory windows in Linux 5.12",
             Feature::Srq => "the device reports max_srq 0",
         }
@@ -121,7 +130,9 @@ impl DeviceCaps {
             Feature::Flush => bit(FLUSH_GLOBAL),
             Feature::FlushPersistent => bit(FLUSH_PERSISTENT),
             Feature::MwType1 => bit(MEM_WINDOW) && self.max_mw > 0,
-            Feature::MwType2 => (bit(MEM_WINDOW_TYPE_2A) || bit(MEM_WINDOW_TYPE_2B)) && self.max_mw > 0,
+            Feature::MwType2 => {
+                (bit(MEM_WINDOW_TYPE_2A) || bit(MEM_WINDOW_TYPE_2B)) && self.max_mw > 0
+            }
             Feature::Srq => self.max_srq > 0,
         }
     }
@@ -140,12 +151,23 @@ mod tests {
     /// placement bits; 6.1's stops at the memory windows.
     #[test]
     fn features_from_the_device_flags() {
-        let rxe_6_1 = DeviceCaps { cap_flags_ex: MEM_WINDOW | MEM_WINDOW_TYPE_2B | (1 << 12), max_mw: 1024, max_srq: 1024 };
+        let rxe_6_1 = DeviceCaps {
+            cap_flags_ex: MEM_WINDOW | MEM_WINDOW_TYPE_2B | (1 << 12),
+            max_mw: 1024,
+            max_srq: 1024,
+        };
         assert_eq!(rxe_6_1.features(), [Feature::MwType1, Feature::MwType2, Feature::Srq]);
-        let rxe_6_12 = DeviceCaps { cap_flags_ex: rxe_6_1.cap_flags_ex | FLUSH_GLOBAL | FLUSH_PERSISTENT | ATOMIC_WRITE, ..rxe_6_1 };
+        let rxe_6_12 = DeviceCaps {
+            cap_flags_ex: rxe_6_1.cap_flags_ex | FLUSH_GLOBAL | FLUSH_PERSISTENT | ATOMIC_WRITE,
+            ..rxe_6_1
+        };
         assert_eq!(rxe_6_12.features(), Feature::ALL);
         let no_windows = DeviceCaps { max_mw: 0, ..rxe_6_12 };
-        assert!(!no_windows.has(Feature::MwType1) && !no_windows.has(Feature::MwType2) && no_windows.has(Feature::Flush));
+        assert!(
+            !no_windows.has(Feature::MwType1)
+                && !no_windows.has(Feature::MwType2)
+                && no_windows.has(Feature::Flush)
+        );
         assert_eq!(DeviceCaps::default().features(), []);
     }
 
@@ -153,7 +175,10 @@ mod tests {
     fn names_read_back_and_typos_get_a_suggestion() {
         for f in Feature::ALL {
             assert_eq!(f.name().parse::<Feature>(), Ok(f));
-            assert_eq!(serde_json::from_str::<Feature>(&serde_json::to_string(&f).unwrap()).unwrap(), f);
+            assert_eq!(
+                serde_json::from_str::<Feature>(&serde_json::to_string(&f).unwrap()).unwrap(),
+                f
+            );
         }
         let e = "atomic_wirte".parse::<Feature>().unwrap_err();
         assert_eq!(e.to_string(), "unknown feature `atomic_wirte` (did you mean `atomic_write`?)");

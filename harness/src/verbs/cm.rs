@@ -59,19 +59,31 @@ impl CmConn {
         // SAFETY: no arguments; returns null on failure.
         let ec = unsafe { rdma_create_event_channel() };
         if ec.is_null() {
-            return Err(VerbError::last("rdma_create_event_channel", Some("is the rdma_ucm module loaded?".into())));
+            return Err(VerbError::last(
+                "rdma_create_event_channel",
+                Some("is the rdma_ucm module loaded?".into()),
+            ));
         }
         // SAFETY: ec is a valid channel; its fd is ours to make non-blocking.
         unsafe {
             let fd = (*ec).fd;
             libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK);
         }
-        Ok(CmConn { ec, id: ptr::null_mut(), listen: ptr::null_mut(), sq_psn: 0, rq_psn: 0, dest_qpn: 0, peer_private: Vec::new() })
+        Ok(CmConn {
+            ec,
+            id: ptr::null_mut(),
+            listen: ptr::null_mut(),
+            sq_psn: 0,
+            rq_psn: 0,
+            dest_qpn: 0,
+            peer_private: Vec::new(),
+        })
     }
 
     fn create_id(&self, out: &mut *mut rdma_cm_id) -> Result<()> {
         // SAFETY: ec is valid; out receives the new id.
-        let rc = unsafe { rdma_create_id(self.ec, out, ptr::null_mut(), rdma_port_space::RDMA_PS_TCP) };
+        let rc =
+            unsafe { rdma_create_id(self.ec, out, ptr::null_mut(), rdma_port_space::RDMA_PS_TCP) };
         if rc != 0 {
             return Err(VerbError::last("rdma_create_id", None));
         }
@@ -104,7 +116,9 @@ impl CmConn {
             }
             // SAFETY: ev is a valid event until acked.
             let (t, status, id) = unsafe { ((*ev).event, (*ev).status, (*ev).id) };
-            let private = if t == rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST || t == rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_RESPONSE {
+            let private = if t == rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST
+                || t == rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_RESPONSE
+            {
                 // SAFETY: connection events carry `param.conn`; its private data
                 // (when not null) is private_data_len bytes owned by the event,
                 // copied out before the ack frees it.
@@ -113,7 +127,11 @@ impl CmConn {
                     if c.private_data.is_null() {
                         Vec::new()
                     } else {
-                        std::slice::from_raw_parts(c.private_data.cast::<u8>(), c.private_data_len as usize).to_vec()
+                        std::slice::from_raw_parts(
+                            c.private_data.cast::<u8>(),
+                            c.private_data_len as usize,
+                        )
+                        .to_vec()
                     }
                 }
             } else {
@@ -172,7 +190,11 @@ impl CmConn {
         if m & M::IBV_QP_SQ_PSN.0 != 0 {
             self.sq_psn = x.sq_psn;
         }
-        qp.apply_raw(&mut x, mask, &format!("ibv_modify_qp(state {state}) with rdma_cm's attributes"))
+        qp.apply_raw(
+            &mut x,
+            mask,
+            &format!("ibv_modify_qp(state {state}) with rdma_cm's attributes"),
+        )
     }
 
     /// The connection parameters; `private` must outlive the call they are passed to.
@@ -201,7 +223,10 @@ impl CmConn {
         // SAFETY: l is a fresh id; sa is a valid sockaddr_in.
         let rc = unsafe { rdma_bind_addr(l, (&mut sa as *mut libc::sockaddr_in).cast()) };
         if rc != 0 {
-            return Err(VerbError::last(format!("rdma_bind_addr({ip}:{port})"), Some("is the address one of this host's, on an RDMA device?".into())));
+            return Err(VerbError::last(
+                format!("rdma_bind_addr({ip}:{port})"),
+                Some("is the address one of this host's, on an RDMA device?".into()),
+            ));
         }
         // SAFETY: l is bound.
         if unsafe { rdma_listen(l, 1) } != 0 {
@@ -213,10 +238,17 @@ impl CmConn {
     /// The passive side, listening ([`CmConn::listen`]): accepts one connection
     /// for `qp`, answering with `private` (at most 196 bytes) in the REP; `qp`
     /// ends in RTS.
-    pub(crate) fn accept(mut self, qp: Qp<Reset>, a: &QpAttrs, private: &[u8], within: std::time::Duration) -> Result<(CmConn, Qp<Rts>)> {
+    pub(crate) fn accept(
+        mut self,
+        qp: Qp<Reset>,
+        a: &QpAttrs,
+        private: &[u8],
+        within: std::time::Duration,
+    ) -> Result<(CmConn, Qp<Rts>)> {
         check_private("rdma_accept", private, 196)?;
         let c = &mut self;
-        (c.id, c.peer_private) = c.expect(rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST, within)?;
+        (c.id, c.peer_private) =
+            c.expect(rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_REQUEST, within)?;
         c.step(&qp, ibv_qp_state::IBV_QPS_INIT, a)?;
         c.step(&qp, ibv_qp_state::IBV_QPS_RTR, a)?;
         c.step(&qp, ibv_qp_state::IBV_QPS_RTS, a)?;
@@ -231,7 +263,14 @@ impl CmConn {
     /// The active side: resolve, connect `qp` to ip:port with `private` (at most 56
     /// bytes) in the REQ; `qp` ends in RTS. A connection refused because the passive
     /// side is not listening yet is retried with a fresh id.
-    pub(crate) fn connect(ip: std::net::Ipv4Addr, port: u16, qp: Qp<Reset>, a: &QpAttrs, private: &[u8], within: std::time::Duration) -> Result<(CmConn, Qp<Rts>)> {
+    pub(crate) fn connect(
+        ip: std::net::Ipv4Addr,
+        port: u16,
+        qp: Qp<Reset>,
+        a: &QpAttrs,
+        private: &[u8],
+        within: std::time::Duration,
+    ) -> Result<(CmConn, Qp<Rts>)> {
         check_private("rdma_connect", private, 56)?;
         let until = std::time::Instant::now() + within;
         loop {
@@ -246,14 +285,28 @@ impl CmConn {
         }
     }
 
-    fn try_connect(ip: std::net::Ipv4Addr, port: u16, qp: &Qp<Reset>, a: &QpAttrs, private: &[u8], within: std::time::Duration) -> Result<CmConn> {
+    fn try_connect(
+        ip: std::net::Ipv4Addr,
+        port: u16,
+        qp: &Qp<Reset>,
+        a: &QpAttrs,
+        private: &[u8],
+        within: std::time::Duration,
+    ) -> Result<CmConn> {
         let mut c = CmConn::new()?;
         let mut id = ptr::null_mut();
         c.create_id(&mut id)?;
         c.id = id;
         let mut dst = sockaddr(ip, port);
         // SAFETY: id is fresh; dst is a valid sockaddr_in; no source address.
-        let rc = unsafe { rdma_resolve_addr(id, ptr::null_mut(), (&mut dst as *mut libc::sockaddr_in).cast(), 2000) };
+        let rc = unsafe {
+            rdma_resolve_addr(
+                id,
+                ptr::null_mut(),
+                (&mut dst as *mut libc::sockaddr_in).cast(),
+                2000,
+            )
+        };
         if rc != 0 {
             return Err(VerbError::last(format!("rdma_resolve_addr({ip})"), None));
         }
@@ -267,7 +320,8 @@ impl CmConn {
         let mut p = Self::param(qp, a, private);
         // SAFETY: the route is resolved; p is valid (private outlives it).
         VerbError::check("rdma_connect", unsafe { rdma_connect(id, &mut p) }, None)?;
-        (_, c.peer_private) = c.expect(rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_RESPONSE, within)?;
+        (_, c.peer_private) =
+            c.expect(rdma_cm_event_type::RDMA_CM_EVENT_CONNECT_RESPONSE, within)?;
         c.step(qp, ibv_qp_state::IBV_QPS_RTR, a)?;
         c.step(qp, ibv_qp_state::IBV_QPS_RTS, a)?;
         // SAFETY: connected; sends the RTU.
@@ -283,7 +337,11 @@ fn check_private(verb: &str, private: &[u8], room: usize) -> Result<()> {
         return Err(VerbError::from_errno(
             verb,
             libc::EINVAL,
-            Some(format!("{} bytes of private data; an rdma_cm {} has room for {room}", private.len(), if room == 56 { "REQ" } else { "REP" })),
+            Some(format!(
+                "{} bytes of private data; an rdma_cm {} has room for {room}",
+                private.len(),
+                if room == 56 { "REQ" } else { "REP" }
+            )),
         ));
     }
     Ok(())

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use rdma_sys::*;
 
-use super::error::{Result, VerbError};
 use super::caps::DeviceCaps;
+use super::error::{Result, VerbError};
 use super::names::{Access, EventType, WcOpcode, WcStatus};
 
 /// An open RDMA device.
@@ -44,7 +44,8 @@ impl Context {
             // SAFETY: the list holds n valid device pointers.
             let dev = unsafe { *list.add(i) };
             // SAFETY: dev is valid; the name is a NUL-terminated string it owns.
-            let dn = unsafe { CStr::from_ptr(ibv_get_device_name(dev)) }.to_string_lossy().into_owned();
+            let dn =
+                unsafe { CStr::from_ptr(ibv_get_device_name(dev)) }.to_string_lossy().into_owned();
             if chosen.is_null() && name.is_none_or(|w| w == dn) {
                 chosen = dev;
             }
@@ -65,7 +66,11 @@ impl Context {
             } else {
                 format!("devices here: {}", names.join(", "))
             };
-            return Err(VerbError::from_errno(format!("opening device {}", name.unwrap_or("(first)")), libc::ENODEV, Some(hint)));
+            return Err(VerbError::from_errno(
+                format!("opening device {}", name.unwrap_or("(first)")),
+                libc::ENODEV,
+                Some(hint),
+            ));
         }
         if ctx.is_null() {
             return Err(err);
@@ -95,7 +100,11 @@ impl Context {
         // The low 32 bits are the same flags in both fields; a provider without
         // query_device_ex fills only the old one.
         let flags = a.device_cap_flags_ex | u64::from(a.orig_attr.device_cap_flags);
-        Ok(DeviceCaps { cap_flags_ex: flags, max_mw: a.orig_attr.max_mw.max(0) as u32, max_srq: a.orig_attr.max_srq.max(0) as u32 })
+        Ok(DeviceCaps {
+            cap_flags_ex: flags,
+            max_mw: a.orig_attr.max_mw.max(0) as u32,
+            max_srq: a.orig_attr.max_srq.max(0) as u32,
+        })
     }
 
     /// Makes the asynchronous event channel non-blocking, so [`Context::async_events`]
@@ -104,7 +113,9 @@ impl Context {
         // SAFETY: ctx is open; async_fd is its event channel's descriptor.
         let fd = unsafe { (*self.ctx).async_fd };
         // SAFETY: fcntl on a descriptor the context owns; only O_NONBLOCK is added.
-        let rc = unsafe { libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK) };
+        let rc = unsafe {
+            libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK)
+        };
         if rc < 0 {
             return Err(VerbError::last("fcntl(async_fd, O_NONBLOCK)", None));
         }
@@ -121,7 +132,8 @@ impl Context {
             // SAFETY: ctx is open and its channel non-blocking; RawAsyncEvent has
             // struct ibv_async_event's layout (a pointer union, then the enum as a
             // C int), read without trusting the enum's value.
-            let rc = unsafe { ibv_get_async_event(self.ctx, (&mut ev as *mut RawAsyncEvent).cast()) };
+            let rc =
+                unsafe { ibv_get_async_event(self.ctx, (&mut ev as *mut RawAsyncEvent).cast()) };
             if rc != 0 {
                 return out;
             }
@@ -161,7 +173,11 @@ impl Context {
             if mapped && (ty.is_empty() || ty.contains("v2")) {
                 return Ok((i, g));
             }
-            seen.push(format!("{i}: {} ({})", std::net::Ipv6Addr::from(g), if ty.is_empty() { "type unknown" } else { &ty }));
+            seen.push(format!(
+                "{i}: {} ({})",
+                std::net::Ipv6Addr::from(g),
+                if ty.is_empty() { "type unknown" } else { &ty }
+            ));
         }
         Err(VerbError::from_errno(
             format!("choosing the RoCEv2 GID of {} port {port}", self.name),
@@ -246,10 +262,12 @@ impl Cq {
                 byte_len: w.byte_len,
                 // SAFETY: the union holds imm_data when IBV_WC_WITH_IMM is set; both
                 // members are plain u32 anyway.
-                imm_data: (w.wc_flags & IBV_WC_WITH_IMM != 0).then(|| u32::from_be(unsafe { w.imm_data_invalidated_rkey_union.imm_data })),
+                imm_data: (w.wc_flags & IBV_WC_WITH_IMM != 0)
+                    .then(|| u32::from_be(unsafe { w.imm_data_invalidated_rkey_union.imm_data })),
                 // SAFETY: as above; with IBV_WC_WITH_INV the union holds the rkey
                 // the SEND with Invalidate named, in host order.
-                invalidated_rkey: (w.wc_flags & IBV_WC_WITH_INV != 0).then_some(unsafe { w.imm_data_invalidated_rkey_union.invalidated_rkey }),
+                invalidated_rkey: (w.wc_flags & IBV_WC_WITH_INV != 0)
+                    .then_some(unsafe { w.imm_data_invalidated_rkey_union.invalidated_rkey }),
                 flags: w.wc_flags,
                 qp_num: w.qp_num,
                 src_qp: w.src_qp,
@@ -305,12 +323,17 @@ impl Mr {
     /// Registers a zeroed, page-aligned buffer of `len` bytes holding `init` at its
     /// start.
     pub(crate) fn new(pd: &Arc<Pd>, len: usize, access: Access, init: &[u8]) -> Result<Mr> {
-        let layout = std::alloc::Layout::from_size_align(len.max(1), 4096)
-            .map_err(|_| VerbError::from_errno(format!("allocating {len} bytes"), libc::EINVAL, None))?;
+        let layout = std::alloc::Layout::from_size_align(len.max(1), 4096).map_err(|_| {
+            VerbError::from_errno(format!("allocating {len} bytes"), libc::EINVAL, None)
+        })?;
         // SAFETY: the layout has a non-zero size.
         let buf = unsafe { std::alloc::alloc_zeroed(layout) };
         if buf.is_null() {
-            return Err(VerbError::from_errno(format!("allocating {len} bytes"), libc::ENOMEM, None));
+            return Err(VerbError::from_errno(
+                format!("allocating {len} bytes"),
+                libc::ENOMEM,
+                None,
+            ));
         }
         // SAFETY: buf has len bytes; init is clipped to them.
         unsafe { ptr::copy_nonoverlapping(init.as_ptr(), buf, init.len().min(len)) };
@@ -402,7 +425,10 @@ impl Ah {
         // SAFETY: pd is alive; a is a valid attribute block.
         let ah = unsafe { ibv_create_ah(pd.pd, &mut a) };
         if ah.is_null() {
-            return Err(VerbError::last("ibv_create_ah", Some("RoCE needs a GID: check the GID index".into())));
+            return Err(VerbError::last(
+                "ibv_create_ah",
+                Some("RoCE needs a GID: check the GID index".into()),
+            ));
         }
         Ok(Ah { ah, _pd: pd.clone() })
     }
@@ -443,7 +469,6 @@ pub(crate) struct AsyncEvent {
     pub(crate) element: usize,
 }
 
-
 /// A memory window: type 1 (bound with `ibv_bind_mw`) or type 2 (bound by an
 /// `IBV_WR_BIND_MW` posted on a QP).
 pub(crate) struct Mw {
@@ -474,7 +499,10 @@ impl Mw {
         // has no memory windows.
         let mw = unsafe { ibv_alloc_mw(pd.pd, t) }.unwrap_or(ptr::null_mut());
         if mw.is_null() {
-            return Err(VerbError::last(format!("ibv_alloc_mw({kind:?})"), Some("the device may have no memory windows of this type".into())));
+            return Err(VerbError::last(
+                format!("ibv_alloc_mw({kind:?})"),
+                Some("the device may have no memory windows of this type".into()),
+            ));
         }
         Ok(Mw { mw, kind, _pd: pd.clone() })
     }

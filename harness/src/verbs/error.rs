@@ -19,7 +19,11 @@ pub(crate) type Result<T> = std::result::Result<T, VerbError>;
 impl VerbError {
     /// The verb's error from an errno: `Unsupported` where the errno says the device
     /// lacks it.
-    pub(crate) fn from_errno(verb: impl Into<String>, errno: i32, hint: Option<String>) -> VerbError {
+    pub(crate) fn from_errno(
+        verb: impl Into<String>,
+        errno: i32,
+        hint: Option<String>,
+    ) -> VerbError {
         let verb = verb.into();
         if matches!(errno, libc::EOPNOTSUPP | libc::EPROTONOSUPPORT) || errno == libc::ENOTSUP {
             VerbError::Unsupported { verb, hint }
@@ -69,7 +73,9 @@ impl VerbError {
     /// What failed and why, without the hint.
     pub(crate) fn what(&self) -> String {
         match self {
-            VerbError::Unsupported { verb, .. } => format!("{verb}: not supported by this device or kernel"),
+            VerbError::Unsupported { verb, .. } => {
+                format!("{verb}: not supported by this device or kernel")
+            }
             VerbError::Failed { verb, source, .. } => format!("{verb} failed: {source}"),
         }
     }
@@ -108,9 +114,19 @@ mod tests {
         let v = VerbError::from_errno("ibv_reg_mr", libc::ENOMEM, Some("lock less memory".into()));
         assert!(!v.is_unsupported());
         assert_eq!(v.errno(), libc::ENOMEM);
-        assert!(v.to_string().starts_with("ibv_reg_mr failed: ") && v.to_string().ends_with(" — hint: lock less memory"), "{v}");
+        assert!(
+            v.to_string().starts_with("ibv_reg_mr failed: ")
+                && v.to_string().ends_with(" — hint: lock less memory"),
+            "{v}"
+        );
         assert!(VerbError::check("ibv_modify_qp", 0, None).is_ok());
-        assert_eq!(VerbError::check("ibv_modify_qp", -libc::EINVAL, None).unwrap_err().errno(), libc::EINVAL);
-        assert_eq!(VerbError::check("ibv_modify_qp", libc::EINVAL, None).unwrap_err().errno(), libc::EINVAL);
+        assert_eq!(
+            VerbError::check("ibv_modify_qp", -libc::EINVAL, None).unwrap_err().errno(),
+            libc::EINVAL
+        );
+        assert_eq!(
+            VerbError::check("ibv_modify_qp", libc::EINVAL, None).unwrap_err().errno(),
+            libc::EINVAL
+        );
     }
 }

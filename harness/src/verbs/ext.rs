@@ -17,7 +17,10 @@
 use std::mem::{offset_of, size_of};
 use std::ptr;
 
-use rdma_sys::{ibv_context, ibv_create_qp, ibv_device_attr_ex, ibv_qp, ibv_qp_init_attr, ibv_qp_init_attr_ex, ibv_qp_init_attr_mask, ibv_query_device, verbs_context};
+use rdma_sys::{
+    ibv_context, ibv_create_qp, ibv_device_attr_ex, ibv_qp, ibv_qp_init_attr, ibv_qp_init_attr_ex,
+    ibv_qp_init_attr_mask, ibv_query_device, verbs_context,
+};
 
 /// `verbs_get_ctx`: the extended context around `ctx`, if it is one.
 ///
@@ -35,7 +38,11 @@ unsafe fn verbs_ctx(ctx: *mut ibv_context) -> Option<*mut verbs_context> {
 macro_rules! ctx_op {
     ($ctx:expr, $field:ident) => {
         match verbs_ctx($ctx) {
-            Some(vc) if (*vc).sz >= size_of::<verbs_context>() - offset_of!(verbs_context, $field) => (*vc).$field,
+            Some(vc)
+                if (*vc).sz >= size_of::<verbs_context>() - offset_of!(verbs_context, $field) =>
+            {
+                (*vc).$field
+            }
             _ => None,
         }
     };
@@ -63,7 +70,10 @@ pub(super) unsafe fn query_device_ex(ctx: *mut ibv_context, attr: *mut ibv_devic
 /// # Safety
 /// `ctx` is an open device context; `init` is valid and its PD, CQs and SRQ are
 /// alive.
-pub(super) unsafe fn create_qp_ex(ctx: *mut ibv_context, init: *mut ibv_qp_init_attr_ex) -> *mut ibv_qp {
+pub(super) unsafe fn create_qp_ex(
+    ctx: *mut ibv_context,
+    init: *mut ibv_qp_init_attr_ex,
+) -> *mut ibv_qp {
     if (*init).comp_mask == ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0 {
         return ibv_create_qp((*init).pd, init.cast::<ibv_qp_init_attr>());
     }

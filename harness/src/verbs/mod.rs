@@ -21,9 +21,12 @@ mod ext;
 pub(crate) mod names;
 pub(crate) mod qp;
 
-pub(crate) use cm::CmConn;
 pub(crate) use caps::Feature;
+pub(crate) use cm::CmConn;
 pub(crate) use device::{Ah, Completion, Context, Cq, Mr, Mw, MwKind, Pd};
 pub(crate) use error::VerbError;
 pub(crate) use names::{Access, EventType, SendFlag, WcOpcode, WcStatus};
-pub(crate) use qp::{Binding, Caps, FlushWr, Peer, Placement, Qp, QpAttrs, QpExtras, QpKind, Remote, Reset, Rts, Selectivity, SendWr, Sge, Srq};
+pub(crate) use qp::{
+    Binding, Caps, FlushWr, Peer, Placement, Qp, QpAttrs, QpExtras, QpKind, Remote, Reset, Rts,
+    Selectivity, SendWr, Sge, Srq,
+};

@@ -258,10 +258,12 @@ impl Access {
     /// One flag by name.
     pub(crate) fn flag(s: &str) -> Result<Access, UnknownName> {
         let n = access_name(s);
-        Self::FLAGS.iter().find(|(_, x)| *x == n).map(|(b, _)| Access(*b)).ok_or_else(|| UnknownName {
-            what: "access flag",
-            name: s.to_string(),
-            suggestion: dissector::text::did_you_mean(&n, Self::names()),
+        Self::FLAGS.iter().find(|(_, x)| *x == n).map(|(b, _)| Access(*b)).ok_or_else(|| {
+            UnknownName {
+                what: "access flag",
+                name: s.to_string(),
+                suggestion: dissector::text::did_you_mean(&n, Self::names()),
+            }
         })
     }
 }
@@ -276,7 +278,8 @@ impl std::ops::BitOr for Access {
 /// `local_write | remote_write`.
 impl fmt::Debug for Access {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let names: Vec<&str> = Self::FLAGS.iter().filter(|(b, _)| self.0 & b != 0).map(|(_, n)| *n).collect();
+        let names: Vec<&str> =
+            Self::FLAGS.iter().filter(|(b, _)| self.0 & b != 0).map(|(_, n)| *n).collect();
         write!(f, "{}", if names.is_empty() { "none".to_string() } else { names.join(" | ") })
     }
 }
@@ -296,7 +299,13 @@ pub(crate) enum SendFlag {
 }
 
 impl SendFlag {
-    pub(crate) const ALL: [SendFlag; 5] = [SendFlag::Signaled, SendFlag::Unsignaled, SendFlag::Inline, SendFlag::Solicited, SendFlag::Fence];
+    pub(crate) const ALL: [SendFlag; 5] = [
+        SendFlag::Signaled,
+        SendFlag::Unsignaled,
+        SendFlag::Inline,
+        SendFlag::Solicited,
+        SendFlag::Fence,
+    ];
 
     pub(crate) fn name(self) -> &'static str {
         match self {
@@ -311,7 +320,12 @@ impl SendFlag {
 
 /// One of `all` by its lower-case name (case and surrounding space ignored), or
 /// an [`UnknownName`] of kind `what` with the closest name.
-pub(crate) fn by_name<T: Copy>(s: &str, all: &[T], name: fn(T) -> &'static str, what: &'static str) -> Result<T, UnknownName> {
+pub(crate) fn by_name<T: Copy>(
+    s: &str,
+    all: &[T],
+    name: fn(T) -> &'static str,
+    what: &'static str,
+) -> Result<T, UnknownName> {
     let l = s.trim().to_ascii_lowercase();
     all.iter().copied().find(|t| name(*t) == l).ok_or_else(|| UnknownName {
         what,
@@ -335,16 +349,34 @@ mod tests {
     #[test]
     fn values_match_the_verbs_header() {
         use rdma_sys::{ibv_access_flags as A, ibv_wc_opcode as O, ibv_wc_status as S};
-        assert_eq!("IBV_WC_REM_ACCESS_ERR".parse::<WcStatus>().unwrap().0, S::IBV_WC_REM_ACCESS_ERR);
+        assert_eq!(
+            "IBV_WC_REM_ACCESS_ERR".parse::<WcStatus>().unwrap().0,
+            S::IBV_WC_REM_ACCESS_ERR
+        );
         assert_eq!("rnr_retry_exc_err".parse::<WcStatus>().unwrap().0, S::IBV_WC_RNR_RETRY_EXC_ERR);
-        assert_eq!("wc_tm_rndv_incomplete".parse::<WcStatus>().unwrap().0, S::IBV_WC_TM_RNDV_INCOMPLETE);
-        assert_eq!("recv_rdma_with_imm".parse::<WcOpcode>().unwrap().0, O::IBV_WC_RECV_RDMA_WITH_IMM);
+        assert_eq!(
+            "wc_tm_rndv_incomplete".parse::<WcStatus>().unwrap().0,
+            S::IBV_WC_TM_RNDV_INCOMPLETE
+        );
+        assert_eq!(
+            "recv_rdma_with_imm".parse::<WcOpcode>().unwrap().0,
+            O::IBV_WC_RECV_RDMA_WITH_IMM
+        );
         assert_eq!("IBV_WC_FETCH_ADD".parse::<WcOpcode>().unwrap().0, O::IBV_WC_FETCH_ADD);
         assert_eq!("IBV_WC_ATOMIC_WRITE".parse::<WcOpcode>().unwrap().0, O::IBV_WC_ATOMIC_WRITE);
         use rdma_sys::ibv_event_type as E;
-        assert_eq!("srq_limit_reached".parse::<EventType>().unwrap().0, E::IBV_EVENT_SRQ_LIMIT_REACHED as u32);
-        assert_eq!("IBV_EVENT_WQ_FATAL".parse::<EventType>().unwrap().0, E::IBV_EVENT_WQ_FATAL as u32);
-        assert_eq!("EVENT_QP_LAST_WQE_REACHED".parse::<EventType>().unwrap().0, E::IBV_EVENT_QP_LAST_WQE_REACHED as u32);
+        assert_eq!(
+            "srq_limit_reached".parse::<EventType>().unwrap().0,
+            E::IBV_EVENT_SRQ_LIMIT_REACHED as u32
+        );
+        assert_eq!(
+            "IBV_EVENT_WQ_FATAL".parse::<EventType>().unwrap().0,
+            E::IBV_EVENT_WQ_FATAL as u32
+        );
+        assert_eq!(
+            "EVENT_QP_LAST_WQE_REACHED".parse::<EventType>().unwrap().0,
+            E::IBV_EVENT_QP_LAST_WQE_REACHED as u32
+        );
         for (bit, name) in Access::FLAGS {
             let want = match *name {
                 "local_write" => A::IBV_ACCESS_LOCAL_WRITE.0,
@@ -368,14 +400,25 @@ mod tests {
     fn names_read_as_people_write_them_and_typos_get_a_suggestion() {
         assert_eq!(WcStatus(10).to_string(), "IBV_WC_REM_ACCESS_ERR");
         assert_eq!(WcStatus(99).to_string(), "WcStatus_99");
-        assert_eq!("WcStatus_99".parse::<WcStatus>(), Ok(WcStatus(99)), "an unknown value reads back");
+        assert_eq!(
+            "WcStatus_99".parse::<WcStatus>(),
+            Ok(WcStatus(99)),
+            "an unknown value reads back"
+        );
         let e = "IBV_WC_SUCESS".parse::<WcStatus>().unwrap_err();
-        assert_eq!(e.to_string(), "unknown status `IBV_WC_SUCESS` (did you mean `IBV_WC_SUCCESS`?)");
+        assert_eq!(
+            e.to_string(),
+            "unknown status `IBV_WC_SUCESS` (did you mean `IBV_WC_SUCCESS`?)"
+        );
         assert_eq!(Access::flag("IBV_ACCESS_REMOTE_WRITE").unwrap(), Access(2));
         assert_eq!(Access::flag("local_wirte").unwrap_err().suggestion, Some("local_write"));
         assert_eq!(format!("{:?}", Access(3)), "local_write | remote_write");
         assert_eq!("Inline".parse::<SendFlag>(), Ok(SendFlag::Inline));
-        assert!("inlin".parse::<SendFlag>().unwrap_err().to_string().contains("did you mean `inline`?"));
+        assert!("inlin"
+            .parse::<SendFlag>()
+            .unwrap_err()
+            .to_string()
+            .contains("did you mean `inline`?"));
         let j = serde_json::to_string(&WcStatus(5)).unwrap();
         assert_eq!(j, "\"IBV_WC_WR_FLUSH_ERR\"");
         assert_eq!(serde_json::from_str::<WcStatus>(&j).unwrap(), WcStatus(5));

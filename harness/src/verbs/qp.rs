@@ -66,12 +66,22 @@ const IBV_QP_EX_WITH_FLUSH: u64 = 1 << 11;
 #[repr(C)]
 struct QpExWithFlush {
     base: ibv_qp_ex,
-    wr_flush: Option<unsafe extern "C" fn(qp: *mut ibv_qp_ex, rkey: u32, remote_addr: u64, len: usize, kind: u8, level: u8)>,
+    wr_flush: Option<
+        unsafe extern "C" fn(
+            qp: *mut ibv_qp_ex,
+            rkey: u32,
+            remote_addr: u64,
+            len: usize,
+            kind: u8,
+            level: u8,
+        ),
+    >,
 }
 
 // The appended member starts right where rdma-core 44's struct ends: no padding
 // between (every member of ibv_qp_ex is 8-aligned at its end).
-const _: () = assert!(std::mem::offset_of!(QpExWithFlush, wr_flush) == std::mem::size_of::<ibv_qp_ex>());
+const _: () =
+    assert!(std::mem::offset_of!(QpExWithFlush, wr_flush) == std::mem::size_of::<ibv_qp_ex>());
 
 /// RDMA FLUSH: what must be made durable or visible (IBA A19 placement type).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -199,7 +209,13 @@ impl<S> Qp<S> {
         self.raw.qp as usize
     }
 
-    fn modify<T>(self, attr: &mut ibv_qp_attr, mask: u32, verb: &str, hint: Option<String>) -> Result<Qp<T>> {
+    fn modify<T>(
+        self,
+        attr: &mut ibv_qp_attr,
+        mask: u32,
+        verb: &str,
+        hint: Option<String>,
+    ) -> Result<Qp<T>> {
         // SAFETY: the QP is alive; attr is a valid block for the bits in mask.
         let rc = unsafe { ibv_modify_qp(self.raw.qp, attr, mask as i32) };
         VerbError::check(verb, rc, hint)?;
@@ -222,7 +238,13 @@ impl<S> Qp<S> {
 }
 
 impl Qp<Reset> {
-    pub(crate) fn new(pd: &Arc<Pd>, cq: &Arc<Cq>, kind: QpKind, caps: Caps, extras: QpExtras) -> Result<Qp<Reset>> {
+    pub(crate) fn new(
+        pd: &Arc<Pd>,
+        cq: &Arc<Cq>,
+        kind: QpKind,
+        caps: Caps,
+        extras: QpExtras,
+    ) -> Result<Qp<Reset>> {
         let cap = ibv_qp_cap {
             max_send_wr: caps.max_send_wr,
             max_recv_wr: caps.max_recv_wr,
@@ -288,7 +310,18 @@ impl Qp<Reset> {
         } else {
             ptr::null_mut()
         };
-        Ok(Qp { raw: Raw { qp, qpx, flush: extras.flush, kind, _pd: pd.clone(), _cq: cq.clone(), _srq: extras.srq }, _state: PhantomData })
+        Ok(Qp {
+            raw: Raw {
+                qp,
+                qpx,
+                flush: extras.flush,
+                kind,
+                _pd: pd.clone(),
+                _cq: cq.clone(),
+                _srq: extras.srq,
+            },
+            _state: PhantomData,
+        })
     }
 
     /// RESET → INIT: port, P_Key index, and the access flags (RC/UC) or Q_Key (UD).
@@ -327,7 +360,13 @@ impl Qp<Init> {
         x.qp_state = ibv_qp_state::IBV_QPS_RTR;
         let mut mask = M::IBV_QP_STATE.0;
         if kind != QpKind::Ud {
-            let p = peer.ok_or_else(|| VerbError::from_errno("ibv_modify_qp(RTR)", libc::EINVAL, Some("an RC or UC QP needs its peer".into())))?;
+            let p = peer.ok_or_else(|| {
+                VerbError::from_errno(
+                    "ibv_modify_qp(RTR)",
+                    libc::EINVAL,
+                    Some("an RC or UC QP needs its peer".into()),
+                )
+            })?;
             x.path_mtu = mtu_enum(a.mtu);
             x.dest_qp_num = p.qpn;
             x.rq_psn = p.psn;
@@ -336,7 +375,8 @@ impl Qp<Init> {
             x.ah_attr.grh.dgid.raw = p.gid;
             x.ah_attr.grh.sgid_index = a.sgid_index;
             x.ah_attr.grh.hop_limit = 64;
-            mask |= M::IBV_QP_AV.0 | M::IBV_QP_PATH_MTU.0 | M::IBV_QP_DEST_QPN.0 | M::IBV_QP_RQ_PSN.0;
+            mask |=
+                M::IBV_QP_AV.0 | M::IBV_QP_PATH_MTU.0 | M::IBV_QP_DEST_QPN.0 | M::IBV_QP_RQ_PSN.0;
             if kind == QpKind::Rc {
                 x.max_dest_rd_atomic = a.max_dest_rd_atomic;
                 x.min_rnr_timer = a.min_rnr_timer;
@@ -363,7 +403,10 @@ impl Qp<Rtr> {
             x.retry_cnt = a.retry_cnt;
             x.rnr_retry = a.rnr_retry;
             x.max_rd_atomic = a.max_rd_atomic;
-            mask |= M::IBV_QP_TIMEOUT.0 | M::IBV_QP_RETRY_CNT.0 | M::IBV_QP_RNR_RETRY.0 | M::IBV_QP_MAX_QP_RD_ATOMIC.0;
+            mask |= M::IBV_QP_TIMEOUT.0
+                | M::IBV_QP_RETRY_CNT.0
+                | M::IBV_QP_RNR_RETRY.0
+                | M::IBV_QP_MAX_QP_RD_ATOMIC.0;
         }
         self.modify(&mut x, mask, "ibv_modify_qp(RTS)", None)
     }
@@ -390,7 +433,12 @@ impl<S: Receiving> Qp<S> {
     /// keeps every MR until after its QPs are destroyed.
     pub(crate) fn post_recv(&self, wr_id: u64, sges: &[Sge]) -> Result<()> {
         let mut sg = sg_list(sges);
-        let mut w = ibv_recv_wr { wr_id, next: ptr::null_mut(), sg_list: sg.as_mut_ptr(), num_sge: sg.len() as i32 };
+        let mut w = ibv_recv_wr {
+            wr_id,
+            next: ptr::null_mut(),
+            sg_list: sg.as_mut_ptr(),
+            num_sge: sg.len() as i32,
+        };
         let mut bad = ptr::null_mut();
         // SAFETY: the QP is alive; w and sg live until the call returns (the device
         // copies the WR); the buffers are in registered MRs the caller keeps.
@@ -411,11 +459,17 @@ unsafe impl Sync for Srq {}
 
 impl Srq {
     pub(crate) fn new(pd: &Arc<Pd>, max_wr: u32, max_sge: u32) -> Result<Arc<Srq>> {
-        let mut init = ibv_srq_init_attr { srq_context: ptr::null_mut(), attr: ibv_srq_attr { max_wr, max_sge, srq_limit: 0 } };
+        let mut init = ibv_srq_init_attr {
+            srq_context: ptr::null_mut(),
+            attr: ibv_srq_attr { max_wr, max_sge, srq_limit: 0 },
+        };
         // SAFETY: pd is alive; init is a valid attribute block.
         let srq = unsafe { ibv_create_srq(pd.pd, &mut init) };
         if srq.is_null() {
-            return Err(VerbError::last(format!("ibv_create_srq(max_wr {max_wr}, max_sge {max_sge})"), None));
+            return Err(VerbError::last(
+                format!("ibv_create_srq(max_wr {max_wr}, max_sge {max_sge})"),
+                None,
+            ));
         }
         Ok(Arc::new(Srq { srq, _pd: pd.clone() }))
     }
@@ -430,7 +484,8 @@ impl Srq {
     pub(crate) fn arm_limit(&self, limit: u32) -> Result<()> {
         let mut a = ibv_srq_attr { max_wr: 0, max_sge: 0, srq_limit: limit };
         // SAFETY: srq is alive; a is valid for the IBV_SRQ_LIMIT bit.
-        let rc = unsafe { ibv_modify_srq(self.srq, &mut a, ibv_srq_attr_mask::IBV_SRQ_LIMIT.0 as i32) };
+        let rc =
+            unsafe { ibv_modify_srq(self.srq, &mut a, ibv_srq_attr_mask::IBV_SRQ_LIMIT.0 as i32) };
         VerbError::check(format!("ibv_modify_srq(limit {limit})"), rc, None)
     }
 
@@ -440,8 +495,14 @@ impl Srq {
     /// As `Qp::post_recv`: the SGEs lie inside MRs the agent keeps until the QPs
     /// and this SRQ are destroyed.
     pub(crate) fn post_recv(&self, wr_id: u64, sges: &[Sge]) -> Result<()> {
-        let mut sg: Vec<ibv_sge> = sges.iter().map(|s| ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey }).collect();
-        let mut w = ibv_recv_wr { wr_id, next: ptr::null_mut(), sg_list: sg.as_mut_ptr(), num_sge: sg.len() as i32 };
+        let mut sg: Vec<ibv_sge> =
+            sges.iter().map(|s| ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey }).collect();
+        let mut w = ibv_recv_wr {
+            wr_id,
+            next: ptr::null_mut(),
+            sg_list: sg.as_mut_ptr(),
+            num_sge: sg.len() as i32,
+        };
         let mut bad = ptr::null_mut();
         // SAFETY: the SRQ is alive; w and sg live until the call returns.
         let rc = unsafe { ibv_post_srq_recv(self.srq, &mut w, &mut bad) };
@@ -478,13 +539,31 @@ pub(crate) struct FlushWr {
 /// Where a send-queue WR goes.
 pub(crate) enum Remote<'a> {
     None,
-    Rdma { addr: u64, rkey: u32 },
-    Atomic { addr: u64, rkey: u32, compare_add: u64, swap: u64 },
-    Ud { ah: &'a Ah, qpn: u32, qkey: u32 },
+    Rdma {
+        addr: u64,
+        rkey: u32,
+    },
+    Atomic {
+        addr: u64,
+        rkey: u32,
+        compare_add: u64,
+        swap: u64,
+    },
+    Ud {
+        ah: &'a Ah,
+        qpn: u32,
+        qkey: u32,
+    },
     /// `IBV_WR_SEND_WITH_INV` and `IBV_WR_LOCAL_INV`: the rkey to invalidate.
-    Invalidate { rkey: u32 },
+    Invalidate {
+        rkey: u32,
+    },
     /// `IBV_WR_BIND_MW` (a type 2 window), under the new rkey `rkey`.
-    Bind { mw: &'a Mw, rkey: u32, to: Binding<'a> },
+    Bind {
+        mw: &'a Mw,
+        rkey: u32,
+        to: Binding<'a>,
+    },
 }
 
 /// One send-queue WR, as `ibv_post_send` takes it.
@@ -518,14 +597,25 @@ impl Qp<Rts> {
         match wr.remote {
             Remote::None => {}
             Remote::Rdma { addr, rkey } => w.wr.rdma = rdma_t { remote_addr: addr, rkey },
-            Remote::Atomic { addr, rkey, compare_add, swap } => w.wr.atomic = atomic_t { remote_addr: addr, compare_add, swap, rkey },
-            Remote::Ud { ah, qpn, qkey } => w.wr.ud = ud_t { ah: ah.ah, remote_qpn: qpn, remote_qkey: qkey },
-            Remote::Invalidate { rkey } => w.imm_data_invalidated_rkey_union.invalidated_rkey = rkey,
+            Remote::Atomic { addr, rkey, compare_add, swap } => {
+                w.wr.atomic = atomic_t { remote_addr: addr, compare_add, swap, rkey }
+            }
+            Remote::Ud { ah, qpn, qkey } => {
+                w.wr.ud = ud_t { ah: ah.ah, remote_qpn: qpn, remote_qkey: qkey }
+            }
+            Remote::Invalidate { rkey } => {
+                w.imm_data_invalidated_rkey_union.invalidated_rkey = rkey
+            }
             Remote::Bind { mw, rkey, to } => {
                 w.bind_mw_tso_union.bind_mw = bind_mw_t {
                     mw: mw.mw,
                     rkey,
-                    bind_info: ibv_mw_bind_info { mr: to.mr.raw(), addr: to.addr, length: to.len, mw_access_flags: to.access.0 },
+                    bind_info: ibv_mw_bind_info {
+                        mr: to.mr.raw(),
+                        addr: to.addr,
+                        length: to.len,
+                        mw_access_flags: to.access.0,
+                    },
                 }
             }
         }
@@ -533,21 +623,36 @@ impl Qp<Rts> {
         // SAFETY: the QP is alive; w and sg live until the call returns (the device
         // copies the WR); the data stays in registered MRs the caller keeps.
         let rc = unsafe { ibv_post_send(self.raw.qp, &mut w, &mut bad) };
-        VerbError::check("ibv_post_send", rc, Some("the SGEs must be inside registered MRs, inline data within max_inline".into()))
+        VerbError::check(
+            "ibv_post_send",
+            rc,
+            Some("the SGEs must be inside registered MRs, inline data within max_inline".into()),
+        )
     }
 }
 
 impl Qp<Rts> {
     fn extended(&self, verb: &str, flag: &str) -> Result<*mut ibv_qp_ex> {
         if self.raw.qpx.is_null() {
-            return Err(VerbError::from_errno(verb, libc::EINVAL, Some(format!("the QP was not created with {flag}"))));
+            return Err(VerbError::from_errno(
+                verb,
+                libc::EINVAL,
+                Some(format!("the QP was not created with {flag}")),
+            ));
         }
         Ok(self.raw.qpx)
     }
 
     /// Posts one extended WR: `ibv_wr_start`, `build` (the operation and its
     /// SGEs), `ibv_wr_complete`.
-    fn post_ex(&self, verb: &str, flag: &str, wr_id: u64, flags: u32, build: impl FnOnce(*mut ibv_qp_ex)) -> Result<()> {
+    fn post_ex(
+        &self,
+        verb: &str,
+        flag: &str,
+        wr_id: u64,
+        flags: u32,
+        build: impl FnOnce(*mut ibv_qp_ex),
+    ) -> Result<()> {
         let qpx = self.extended(verb, flag)?;
         // SAFETY: qpx is the extended view of this live QP; wr_id and wr_flags are
         // plain fields read by the next operation; start/complete bracket it.
@@ -563,7 +668,14 @@ impl Qp<Rts> {
 
     /// Posts an ATOMIC WRITE of `value` (8 bytes, as they land) to `addr` under
     /// `rkey`.
-    pub(crate) fn post_atomic_write(&self, wr_id: u64, flags: u32, rkey: u32, addr: u64, value: [u8; 8]) -> Result<()> {
+    pub(crate) fn post_atomic_write(
+        &self,
+        wr_id: u64,
+        flags: u32,
+        rkey: u32,
+        addr: u64,
+        value: [u8; 8],
+    ) -> Result<()> {
         // SAFETY: the QP was created with IBV_QP_EX_WITH_ATOMIC_WRITE (extended()
         // checks there is an extended view, Qp::new set it only with that flag
         // among others); the provider copies the 8 bytes before returning.
@@ -579,18 +691,27 @@ impl Qp<Rts> {
     pub(crate) fn post_flush(&self, wr_id: u64, flags: u32, fl: FlushWr) -> Result<()> {
         let FlushWr { rkey, addr, len, placement, level } = fl;
         if !self.raw.flush {
-            return Err(VerbError::from_errno("ibv_wr_flush", libc::EINVAL, Some("the QP was not created with IBV_QP_EX_WITH_FLUSH".into())));
+            return Err(VerbError::from_errno(
+                "ibv_wr_flush",
+                libc::EINVAL,
+                Some("the QP was not created with IBV_QP_EX_WITH_FLUSH".into()),
+            ));
         }
         let qpx = self.extended("ibv_wr_flush", "IBV_QP_EX_WITH_FLUSH")?;
         // SAFETY: created with IBV_QP_EX_WITH_FLUSH, which only a libibverbs whose
         // struct ibv_qp_ex has wr_flush accepts: the member is there to read.
         let f = unsafe { (*qpx.cast::<QpExWithFlush>()).wr_flush };
         let Some(f) = f else {
-            return Err(VerbError::from_errno("ibv_wr_flush", libc::EOPNOTSUPP, Some("the provider set no wr_flush".into())));
+            return Err(VerbError::from_errno(
+                "ibv_wr_flush",
+                libc::EOPNOTSUPP,
+                Some("the provider set no wr_flush".into()),
+            ));
         };
         // SAFETY: f is the provider's wr_flush for this QP, called between
         // ibv_wr_start and ibv_wr_complete.
-        let set = |q: *mut ibv_qp_ex| unsafe { f(q, rkey, addr, len, placement.raw(), level.raw()) };
+        let set =
+            |q: *mut ibv_qp_ex| unsafe { f(q, rkey, addr, len, placement.raw(), level.raw()) };
         self.post_ex("ibv_wr_flush", "IBV_QP_EX_WITH_FLUSH", wr_id, flags, set)
     }
 
@@ -598,11 +719,31 @@ impl Qp<Rts> {
     /// is [`Mw::rkey`] once this returns.
     pub(crate) fn bind_mw_type1(&self, mw: &Mw, wr_id: u64, flags: u32, to: Binding) -> Result<()> {
         if mw.kind != MwKind::Type1 {
-            return Err(VerbError::from_errno("ibv_bind_mw", libc::EINVAL, Some("ibv_bind_mw binds type 1 windows; a type 2 one is bound by a WR".into())));
+            return Err(VerbError::from_errno(
+                "ibv_bind_mw",
+                libc::EINVAL,
+                Some("ibv_bind_mw binds type 1 windows; a type 2 one is bound by a WR".into()),
+            ));
         }
-        let mut b = ibv_mw_bind { wr_id, send_flags: flags, bind_info: ibv_mw_bind_info { mr: to.mr.raw(), addr: to.addr, length: to.len, mw_access_flags: to.access.0 } };
+        let mut b = ibv_mw_bind {
+            wr_id,
+            send_flags: flags,
+            bind_info: ibv_mw_bind_info {
+                mr: to.mr.raw(),
+                addr: to.addr,
+                length: to.len,
+                mw_access_flags: to.access.0,
+            },
+        };
         // SAFETY: the QP, window and MR are alive; b is a valid bind description.
         let rc = unsafe { ibv_bind_mw(self.raw.qp, mw.mw, &mut b) };
-        VerbError::check("ibv_bind_mw", rc, Some("the MR needs mw_bind access (and local_write for a window with remote write)".into()))
+        VerbError::check(
+            "ibv_bind_mw",
+            rc,
+            Some(
+                "the MR needs mw_bind access (and local_write for a window with remote write)"
+                    .into(),
+            ),
+        )
     }
 }
