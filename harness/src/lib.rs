@@ -13,7 +13,6 @@
 //!
 //! Below the harness: the `lab` crate (VMs, switch, fault rules) and `dissector`
 //! (wire formats, captures, flows, and the RoCE vocabulary everything uses).
-#![warn(unreachable_pub)]
 // Its docs are for the people working on it: read them with --document-private-items.
 #![allow(rustdoc::private_intra_doc_links)]
 

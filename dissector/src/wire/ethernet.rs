@@ -21,9 +21,9 @@ pub mod ethertype {
 
 mod field {
     use super::Field;
-    pub const DST: Field = 0..6;
-    pub const SRC: Field = 6..12;
-    pub const ETHERTYPE: Field = 12..14;
+    pub(super) const DST: Field = 0..6;
+    pub(super) const SRC: Field = 6..12;
+    pub(super) const ETHERTYPE: Field = 12..14;
 }
 
 pub const HEADER_LEN: usize = field::ETHERTYPE.end;
