@@ -236,6 +236,7 @@ impl Decoded {
 }
 
 #[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
 fn filters_keep_what_tshark_keeps() {
     let m = merged("filters");
     let d = decode_all(&m.path);
@@ -308,6 +309,7 @@ fn filters_keep_what_tshark_keeps() {
 
 /// The new fields, value for value, and `frame.time_delta_displayed` under a filter.
 #[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
 fn new_fields_equal_tshark() {
     const NEW: &[&str] = &[
         "ip.addr",
@@ -402,6 +404,7 @@ fn new_fields_equal_tshark() {
 /// must read each as DC (its Info column starts with `DC `), and every field it
 /// shows must equal ours under the default `TransportHint::Auto`.
 #[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
 fn dc_frames_equal_tshark() {
     const DC_FIELDS: &[&str] = &[
         "infiniband.bth.opcode",
