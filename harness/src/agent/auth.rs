@@ -34,7 +34,7 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
-use super::proto::{self, FromAgent, Hex, ReadError, MAX_MESSAGE};
+use crate::protocol::{self, FromAgent, Hex, ReadError, MAX_MESSAGE};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -222,7 +222,7 @@ impl Session {
 }
 
 fn read_step<T: for<'de> Deserialize<'de>>(r: &mut dyn Read, what: &str) -> Result<T> {
-    match proto::read_msg::<_, T>(r) {
+    match protocol::read_msg::<_, T>(r) {
         Ok(Some(m)) => Ok(m),
         Ok(None) => bail!("the connection closed during the handshake (waiting for {what})"),
         Err(ReadError::Io(e))
@@ -238,7 +238,7 @@ fn read_step<T: for<'de> Deserialize<'de>>(r: &mut dyn Read, what: &str) -> Resu
 /// us (and why) or failed to prove it has the key.
 pub(crate) fn client(key: &Key, r: &mut dyn Read, w: &mut dyn Write) -> Result<Session> {
     let n_c = random::<LEN>()?;
-    proto::write_msg(w, &Challenge { auth: SCHEME.into(), nonce: Hex(n_c.to_vec()) })?;
+    protocol::write_msg(w, &Challenge { auth: SCHEME.into(), nonce: Hex(n_c.to_vec()) })?;
     let (n_a, proof) = match read_step::<FirstAnswer>(r, "agent's proof")? {
         FirstAnswer::Reply(Reply::Refused { refused }) => {
             bail!("the agent refused the connection: {refused}")
@@ -254,7 +254,10 @@ pub(crate) fn client(key: &Key, r: &mut dyn Read, w: &mut dyn Write) -> Result<S
     if n_a.len() != LEN || !verify(&key.0, &[b"agent", &n_c, &n_a], &proof) {
         bail!("the agent could not prove it has our key: its --key-file is not the one given here (or something between us is not the agent)");
     }
-    proto::write_msg(w, &Response { proof: Hex(key.mac(&[b"controller", &n_a, &n_c]).to_vec()) })?;
+    protocol::write_msg(
+        w,
+        &Response { proof: Hex(key.mac(&[b"controller", &n_a, &n_c]).to_vec()) },
+    )?;
     match read_step::<Verdict>(r, "agent's verdict")? {
         Verdict::Ok { ok: true } => {}
         Verdict::Ok { ok: false } => bail!("the agent did not accept the handshake"),
@@ -272,19 +275,19 @@ pub(crate) fn server(key: &Key, r: &mut dyn Read, w: &mut dyn Write) -> Result<S
             // Most likely a controller without --key-file: it reads answers as the
             // agent protocol's, so say it in that protocol.
             let why = "this agent requires authentication: give the controller the agent's key (--key-file FILE)";
-            let _ = proto::write_msg(w, &FromAgent::error(why, None));
+            let _ = protocol::write_msg(w, &FromAgent::error(why, None));
             return Err(e.context(why));
         }
     };
     if c.auth != SCHEME || c.nonce.0.len() != LEN {
         let why =
             format!("unknown authentication scheme `{}` (this agent speaks {SCHEME})", c.auth);
-        let _ = proto::write_msg(w, &Reply::Refused { refused: why.clone() });
+        let _ = protocol::write_msg(w, &Reply::Refused { refused: why.clone() });
         bail!(why);
     }
     let n_c = c.nonce.0;
     let n_a = random::<LEN>()?;
-    proto::write_msg(
+    protocol::write_msg(
         w,
         &Reply::Proof {
             nonce: Hex(n_a.to_vec()),
@@ -294,17 +297,17 @@ pub(crate) fn server(key: &Key, r: &mut dyn Read, w: &mut dyn Write) -> Result<S
     let resp: Response = read_step(r, "controller's proof")?;
     if !verify(&key.0, &[b"controller", &n_a, &n_c], &resp.proof.0) {
         let why = "the controller's key is not this agent's (check both --key-file)";
-        let _ = proto::write_msg(w, &Verdict::Refused { refused: why.into() });
+        let _ = protocol::write_msg(w, &Verdict::Refused { refused: why.into() });
         bail!(why);
     }
-    proto::write_msg(w, &Verdict::Ok { ok: true })?;
+    protocol::write_msg(w, &Verdict::Ok { ok: true })?;
     Ok(Session { key: key.mac(&[b"session", &n_c, &n_a]), side: Side::Agent })
 }
 
 /// Refuses a connection before any handshake (the agent is busy, or has no key):
 /// the answer a controller reads in place of the agent's proof.
 pub(crate) fn refuse(w: &mut dyn Write, why: &str) -> io::Result<()> {
-    proto::write_msg(w, &Reply::Refused { refused: why.into() })
+    protocol::write_msg(w, &Reply::Refused { refused: why.into() })
 }
 
 /// Reads authenticated frames from `inner` and yields them as the protocol's
@@ -410,7 +413,7 @@ mod tests {
     use std::net::{TcpListener, TcpStream};
 
     use super::*;
-    use crate::agent::proto::{ToAgent, VERSION};
+    use crate::protocol::{ToAgent, VERSION};
 
     fn key(b: u8) -> Key {
         Key([b; LEN])
@@ -447,13 +450,13 @@ mod tests {
         assert_ne!(cs.key, key(7).0, "the session key is not the shared key");
         let (_, mut cw) = cs.wrap(c.try_clone().unwrap(), c);
         let (mut ar, _) = as_.wrap(a.try_clone().unwrap(), a);
-        proto::write_msg(&mut cw, &ToAgent::Hello { version: VERSION }).unwrap();
-        proto::write_msg(&mut cw, &ToAgent::Teardown).unwrap();
+        protocol::write_msg(&mut cw, &ToAgent::Hello { version: VERSION }).unwrap();
+        protocol::write_msg(&mut cw, &ToAgent::Teardown).unwrap();
         assert_eq!(
-            proto::read_msg::<_, ToAgent>(&mut ar).unwrap(),
+            protocol::read_msg::<_, ToAgent>(&mut ar).unwrap(),
             Some(ToAgent::Hello { version: VERSION })
         );
-        assert_eq!(proto::read_msg::<_, ToAgent>(&mut ar).unwrap(), Some(ToAgent::Teardown));
+        assert_eq!(protocol::read_msg::<_, ToAgent>(&mut ar).unwrap(), Some(ToAgent::Teardown));
     }
 
     #[test]
@@ -475,7 +478,7 @@ mod tests {
         {
             let (_, mut w) = s.wrap(io::empty(), &mut out);
             for m in msgs {
-                proto::write_msg(&mut w, m).unwrap();
+                protocol::write_msg(&mut w, m).unwrap();
             }
         }
         (out, k)
@@ -485,7 +488,7 @@ mod tests {
         let (mut r, _) = Session { key, side: Side::Agent }.wrap(bytes, io::sink());
         let mut v = Vec::new();
         loop {
-            match proto::read_msg::<_, ToAgent>(&mut r) {
+            match protocol::read_msg::<_, ToAgent>(&mut r) {
                 Ok(None) => break,
                 Ok(m) => v.push(Ok(m)),
                 Err(e) => {
@@ -526,7 +529,7 @@ mod tests {
         let (other, _) = sealed(&[ToAgent::Teardown]);
         assert!(open(&other, [8; LEN])[0].is_err());
         let mut plain = Vec::new();
-        proto::write_msg(&mut plain, &ToAgent::Teardown).unwrap();
+        protocol::write_msg(&mut plain, &ToAgent::Teardown).unwrap();
         assert!(
             open(&plain, k)[0].as_ref().is_err_and(|e| e.contains("not a frame of this protocol")),
             "a bare frame is shorter than seq + tag"
@@ -537,7 +540,7 @@ mod tests {
         let mut out = Vec::new();
         {
             let (_, mut w) = s.wrap(io::empty(), &mut out);
-            proto::write_msg(&mut w, &FromAgent::error("x", None)).unwrap();
+            protocol::write_msg(&mut w, &FromAgent::error("x", None)).unwrap();
         }
         assert!(open(&out, k)[0].is_err(), "directions have their own MACs");
     }
@@ -557,8 +560,8 @@ mod tests {
         #[test]
         fn made_up_challenges_are_refused(nonce in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), proof in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
             let mut input = Vec::new();
-            proto::write_msg(&mut input, &Challenge { auth: SCHEME.into(), nonce: Hex(nonce) }).unwrap();
-            proto::write_msg(&mut input, &Response { proof: Hex(proof) }).unwrap();
+            protocol::write_msg(&mut input, &Challenge { auth: SCHEME.into(), nonce: Hex(nonce) }).unwrap();
+            protocol::write_msg(&mut input, &Response { proof: Hex(proof) }).unwrap();
             let mut out = Vec::new();
             proptest::prop_assert!(server(&key(3), &mut &input[..], &mut out).is_err());
         }

@@ -10,8 +10,8 @@
 //! dropped with everything it set up (the executor's state owns the verbs
 //! resources, so they go when it does).
 //!
-//! Owns: the agent protocol ([`proto`]), its authentication ([`auth`]) and its
-//! executor ([`exec`]).
+//! Owns: the agent's side of the protocol ([`crate::protocol`]): its
+//! authentication ([`auth`]), its limits ([`limits`]) and its executor ([`exec`]).
 //! Imports: verbs, net, dissector (and `lab::write_fd`, for its log lines).
 //! Never the scenario model: the controller resolves a scenario into this
 //! protocol's own messages.
@@ -20,8 +20,6 @@ pub(crate) mod cm_private;
 pub(crate) mod exec;
 pub(crate) mod limits;
 pub(crate) mod probe;
-pub(crate) mod proto;
-pub(crate) mod stream;
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
@@ -30,6 +28,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
+
+use crate::protocol;
 
 /// Serves the controller on stdin/stdout (how the lab starts the agent): one
 /// scenario after another, each from a fresh state (everything of the last one
@@ -249,7 +249,7 @@ fn refuse(s: &TcpStream, keyed: bool, why: &str) {
     let _ = if keyed {
         auth::refuse(&mut w, why)
     } else {
-        proto::write_msg(&mut w, &proto::FromAgent::error(why.to_string(), None))
+        protocol::write_msg(&mut w, &protocol::FromAgent::error(why.to_string(), None))
     };
     let _ = s.shutdown(std::net::Shutdown::Both);
 }
@@ -302,7 +302,7 @@ fn serve_one(s: TcpStream, peer: &str, l: &Listener) -> Result<()> {
     let release = match l.claim(peer) {
         Ok(r) => r,
         Err(why) => {
-            let _ = proto::write_msg(&mut w, &proto::FromAgent::error(why.clone(), None));
+            let _ = protocol::write_msg(&mut w, &protocol::FromAgent::error(why.clone(), None));
             bail!("refused after its handshake, {why}");
         }
     };
@@ -341,8 +341,8 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::auth::{self, Key, Session};
-    use super::proto::{self, FromAgent, ToAgent, VERSION};
     use super::*;
+    use crate::protocol::{self, FromAgent, ToAgent, VERSION};
 
     #[test]
     fn busy_answers_say_since_when_in_utc() {
@@ -411,8 +411,9 @@ mod tests {
             }
         }
         fn hello(&mut self) -> anyhow::Result<FromAgent> {
-            proto::write_msg(&mut self.w, &ToAgent::Hello { version: VERSION })?;
-            proto::read_msg::<_, FromAgent>(&mut self.r)?.ok_or_else(|| anyhow::anyhow!("closed"))
+            protocol::write_msg(&mut self.w, &ToAgent::Hello { version: VERSION })?;
+            protocol::read_msg::<_, FromAgent>(&mut self.r)?
+                .ok_or_else(|| anyhow::anyhow!("closed"))
         }
     }
 
@@ -460,8 +461,8 @@ mod tests {
         // The first one is still served.
         assert!(served(&mut first));
         // Once it ends (Teardown), the next one is served.
-        proto::write_msg(&mut first.w, &ToAgent::Teardown).unwrap();
-        let _ = proto::read_msg::<_, FromAgent>(&mut first.r);
+        protocol::write_msg(&mut first.w, &ToAgent::Teardown).unwrap();
+        let _ = protocol::read_msg::<_, FromAgent>(&mut first.r);
         let until = Instant::now() + Duration::from_secs(3);
         loop {
             let ok = Controller::connect(addr, &key).map(|mut c| served(&mut c));
@@ -499,7 +500,7 @@ mod tests {
         assert!(served(&mut c));
         // A bare, unauthenticated frame injected into the authenticated stream.
         let mut raw = c.s.try_clone().unwrap();
-        proto::write_msg(&mut raw, &ToAgent::Teardown).unwrap();
+        protocol::write_msg(&mut raw, &ToAgent::Teardown).unwrap();
         let mut b = [0u8; 1];
         assert_eq!(c.s.read(&mut b).unwrap_or(0), 0, "closed");
         assert!(served(&mut Controller::connect_within(addr, &key, Duration::from_secs(3))));
@@ -548,9 +549,9 @@ mod tests {
         let addr = agent(None, Duration::from_secs(30), Duration::from_secs(5));
         let s = TcpStream::connect(addr).unwrap();
         let (mut r, mut w) = (s.try_clone().unwrap(), s);
-        proto::write_msg(&mut w, &ToAgent::Hello { version: VERSION }).unwrap();
+        protocol::write_msg(&mut w, &ToAgent::Hello { version: VERSION }).unwrap();
         assert!(matches!(
-            proto::read_msg::<_, FromAgent>(&mut r).unwrap(),
+            protocol::read_msg::<_, FromAgent>(&mut r).unwrap(),
             Some(FromAgent::Hello { .. })
         ));
     }

@@ -12,8 +12,8 @@ use std::net::IpAddr;
 use dissector::flow::recovery;
 use dissector::wire::NakKind;
 
-use crate::agent::proto::{Event, Wc};
-use crate::agent::stream::StreamVerb;
+use crate::protocol::stream::StreamVerb;
+use crate::protocol::{Event, Wc};
 use crate::results::{Outcome, Verdict};
 use crate::scenario::model::{
     CompletionExpect, EventExpect, Memory, MemoryExpect, Scenario, StreamExpect, WireExpect,

@@ -10,7 +10,7 @@ use dissector::flow::pace;
 use dissector::wire::NakKind;
 
 use super::{duration, pair, Timeline};
-use crate::agent::stream::Percentiles;
+use crate::protocol::stream::Percentiles;
 use crate::results::{GoBackN, Mark, Outcome, Plot, QpPace, Slice, StreamWire, Verdict};
 use crate::scenario::model::{QpType, Scenario, Step, StreamExpect, StreamStep};
 

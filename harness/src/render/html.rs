@@ -412,7 +412,7 @@ const PLOT_TOP: f64 = 16.0;
 fn stream_wire(o: &mut String, st: &crate::results::StreamRun) {
     let Some(w) = &st.wire else { return };
     let d = crate::judge::duration;
-    let pct = |l: &Option<crate::agent::stream::Percentiles>| {
+    let pct = |l: &Option<crate::protocol::stream::Percentiles>| {
         l.as_ref()
             .map(|l| format!("{} / {} / {}", d(l.p50), d(l.p99), d(l.max)))
             .unwrap_or_else(|| "–".into())
@@ -753,7 +753,7 @@ fn scenario(
         for st in &s.streams {
             let r = &st.report;
             let (msgs, gbps) = r.rates();
-            let lat = |f: fn(&crate::agent::stream::Percentiles) -> u64| {
+            let lat = |f: fn(&crate::protocol::stream::Percentiles) -> u64| {
                 r.latency_us.as_ref().map(|l| crate::judge::us_or_ms(f(l))).unwrap_or_default()
             };
             let _ = writeln!(

@@ -12,9 +12,9 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::proto::StreamReport;
-use crate::agent::proto::{Event, MrInfo, ProbeSent, QpInfo, Wc};
-use crate::agent::stream::{Percentiles, Verification};
+use crate::protocol::stream::{Percentiles, Verification};
+use crate::protocol::StreamReport;
+use crate::protocol::{Event, MrInfo, ProbeSent, QpInfo, Wc};
 
 pub(crate) mod profile;
 pub(crate) mod suite;

@@ -14,8 +14,8 @@ use super::file::{
 };
 use super::model::*;
 use super::pattern::Pattern;
-use crate::agent::limits::STREAM_MESSAGES;
-use crate::agent::proto::READ_BACK_MAX;
+use crate::protocol::stream::STREAM_MESSAGES;
+use crate::protocol::READ_BACK_MAX;
 use crate::verbs::{
     Access, EventType, Feature, MwKind, Placement, Selectivity, SendFlag, WcOpcode, WcStatus,
 };
