@@ -528,6 +528,7 @@ fn skip_for(name: &str) -> Skip {
 /// exactly tshark's frames on every capture. tshark failing on a name (it does not
 /// know it) fails the test.
 #[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
 fn presence_filters_keep_what_tshark_keeps() {
     let m = merged("presence");
     let d = decode_all(&m.path);
@@ -643,6 +644,7 @@ fn presence_filters_keep_what_tshark_keeps() {
 /// crafted here (an STP-like LLC header after the length, so that tshark decodes
 /// LLC and STP, which we do not, and adds no `data`).
 #[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
 fn ieee_802_3_lengths_are_not_ethertypes() {
     use dissector::wire::ethernet::{self, ethertype, Mac, VlanTag};
     let frame = |type_or_len: u16, vlan: Option<u16>| {
