@@ -1,0 +1,389 @@
+//! From a scenario file as written ([`super::file`]) to a checked scenario
+//! ([`super::model`]): every name looked up, every value typed and bounded, every
+//! problem found reported at once, each at `file:line:col` with a hint.
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::Range;
+use std::path::Path;
+use std::time::Duration;
+
+use dissector::wire::{Headers, NakKind, Opcode, Psn};
+
+use super::diag::{serde_hint, Diagnostic, Source};
+use super::file::{
+    self, Content, PerEndpoint, ProbeFile, PsnRef, QpType, ScenarioFile, Sp, StepOp,
+};
+use super::model::*;
+use super::pattern::Pattern;
+use crate::protocol::stream::STREAM_MESSAGES;
+use crate::protocol::READ_BACK_MAX;
+use crate::verbs::{
+    Access, EventType, Feature, MwKind, Placement, Selectivity, SendFlag, WcOpcode, WcStatus,
+};
+
+/// The longest message a stream may post.
+const MAX_STREAM_MESSAGE: u32 = 1 << 30;
+/// The largest stream ring (`ring`): its memory check keeps 5 bytes per byte.
+const MAX_RING: u64 = 16 << 20;
+
+/// The `timeout_ms` a scenario may set.
+const TIMEOUT_MS: std::ops::RangeInclusive<u64> = 1_000..=3_600_000;
+/// The largest MR a scenario may ask for.
+const MAX_MR: u64 = 64 << 20;
+
+/// Reads and checks a scenario file.
+pub(crate) fn load(path: &Path) -> Result<Scenario, Vec<Diagnostic>> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        vec![Diagnostic {
+            file: path.to_path_buf(),
+            line: 1,
+            col: 1,
+            message: format!("cannot read the scenario: {e}"),
+            excerpt: None,
+            hint: None,
+        }]
+    })?;
+    parse_str(path, &text)
+}
+
+/// Parses and checks scenario text; `path` names it in the diagnostics.
+pub(crate) fn parse_str(path: &Path, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
+    let src = Source { file: path, text };
+    if let Err(e) = text.parse::<toml::Table>() {
+        let msg = e.message().trim().to_string();
+        return Err(vec![src.diag(
+            e.span(),
+            format!("TOML syntax: {msg}"),
+            Some("see the TOML syntax at toml.io; strings need quotes".into()),
+        )]);
+    }
+    let mut f: ScenarioFile = toml::from_str(text).map_err(|e| {
+        let msg = e.message().trim().to_string();
+        let hint =
+            serde_hint(&msg).or_else(|| Some("`roce schema` prints every key and its type".into()));
+        vec![src.diag(e.span(), msg, hint)]
+    })?;
+    let mut out = Vec::new();
+    let groups = expand_groups(&mut f, &src, &mut out);
+    let mut c = Checker { src: &src, out, f: &f, bound: BTreeMap::new(), uses: Vec::new(), groups };
+    let sc = c.scenario();
+    if c.out.is_empty() {
+        Ok(sc)
+    } else {
+        Err(c.out)
+    }
+}
+
+struct Checker<'a> {
+    src: &'a Source<'a>,
+    out: Vec<Diagnostic>,
+    f: &'a ScenarioFile,
+    /// Where each memory window (by endpoint and name) was last bound, in step
+    /// order: its MR, offset and length.
+    bound: BTreeMap<(String, String), (String, u64, u64)>,
+    /// Features the scenario uses, and where: each must be in `requires`.
+    uses: Vec<(Feature, Range<usize>)>,
+    /// The QPs written with a `count`, by name: how many.
+    groups: Groups,
+}
+
+/// The most QP pairs one `[[qp]]` with a `count` makes.
+const MAX_QP_COUNT: u32 = 256;
+
+/// QPs written with a `count`, by name: how many.
+type Groups = BTreeMap<String, u32>;
+
+/// `[[qp]] count = N` written out: N QPs `q[0]` … `q[N-1]`; a wire expectation or
+/// a fault naming `q` becomes one per QP, and a stream on `q` takes them all.
+fn expand_groups(f: &mut ScenarioFile, src: &Source, out: &mut Vec<Diagnostic>) -> Groups {
+    let mut groups = Groups::new();
+    let mut qps = Vec::new();
+    for q in std::mem::take(&mut f.qps) {
+        match q.count.clone() {
+            None => qps.push(q),
+            Some(c) if !(1..=MAX_QP_COUNT).contains(&c.value) => {
+                out.push(src.diag(
+                    Some(c.span),
+                    format!("a count of {}: give 1 to {MAX_QP_COUNT}", c.value),
+                    None,
+                ));
+                qps.push(q);
+            }
+            Some(c) => {
+                groups.insert(q.name.value.clone(), c.value);
+                for i in 0..c.value {
+                    let mut one = q.clone();
+                    one.name.value = format!("{}[{i}]", *q.name);
+                    one.count = None;
+                    qps.push(one);
+                }
+            }
+        }
+    }
+    f.qps = qps;
+    let members = |name: &str| {
+        groups.get(name).map(|n| (0..*n).map(|i| format!("{name}[{i}]")).collect::<Vec<String>>())
+    };
+    let mut wire = Vec::new();
+    for w in std::mem::take(&mut f.expect.wire) {
+        match members(&w.qp) {
+            Some(m) => wire.extend(m.into_iter().map(|n| file::WireFile {
+                qp: Sp { value: n, span: w.qp.span.clone() },
+                ..w.clone()
+            })),
+            None => wire.push(w),
+        }
+    }
+    f.expect.wire = wire;
+    let mut faults = Vec::new();
+    for x in std::mem::take(&mut f.faults) {
+        match x.qp.as_ref().and_then(|q| members(q).map(|m| (m, q.span.clone()))) {
+            Some((m, span)) => faults.extend(m.into_iter().map(|n| file::FaultFile {
+                qp: Some(Sp { value: n, span: span.clone() }),
+                ..x.clone()
+            })),
+            None => faults.push(x),
+        }
+    }
+    f.faults = faults;
+    for s in &mut f.steps {
+        if let Ok(StepOp::Stream { qp, qps, .. }) = &mut s.op {
+            if let Some(m) = qp.as_deref().and_then(members) {
+                *qp = None;
+                *qps = m;
+            } else {
+                *qps = qps
+                    .iter()
+                    .flat_map(|n| members(n).unwrap_or_else(|| vec![n.clone()]))
+                    .collect();
+            }
+        }
+    }
+    groups
+}
+
+/// The stream steps among `steps`.
+fn streams(steps: &[Step]) -> impl Iterator<Item = &StreamStep> + Clone {
+    steps.iter().filter_map(|s| if let Step::Stream(st) = s { Some(st) } else { None })
+}
+
+/// The stream step named `id`.
+fn stream_step<'s>(steps: &'s [Step], id: &str) -> Option<&'s StreamStep> {
+    streams(steps).find(|st| st.id == id)
+}
+
+fn name_hint<'b>(word: &str, names: impl IntoIterator<Item = &'b str> + Clone) -> Option<String> {
+    match dissector::text::did_you_mean(word, names.clone()) {
+        Some(m) => Some(format!("did you mean `{m}`?")),
+        None => {
+            let all: Vec<&str> = names.into_iter().collect();
+            (!all.is_empty() && all.len() <= 12).then(|| format!("known: {}", all.join(", ")))
+        }
+    }
+}
+
+/// The message of a name the vocabulary refused, and its suggestion as the hint.
+fn split_suggestion(message: &str) -> (String, Option<String>) {
+    match message.split_once(" (did you mean ") {
+        Some((m, s)) => (m.to_string(), Some(format!("did you mean {}", s.trim_end_matches(')')))),
+        None => (message.to_string(), None),
+    }
+}
+
+impl<'a> Checker<'a> {
+    fn err(
+        &mut self,
+        span: Option<Range<usize>>,
+        message: impl Into<String>,
+        hint: Option<String>,
+    ) {
+        // One place in the file can be checked more than once (a QP's `access` for
+        // each of its ends, a wire expectation for each QP of a group): it is one
+        // problem, said once.
+        let d = self.src.diag(span, message, hint);
+        if !self.out.contains(&d) {
+            self.out.push(d);
+        }
+    }
+
+    fn endpoint_ok(&mut self, span: Range<usize>, name: &str) -> bool {
+        if self.f.endpoints.contains_key(name) {
+            return true;
+        }
+        let hint = name_hint(name, self.f.endpoints.keys().map(String::as_str));
+        self.err(Some(span), format!("no endpoint `{name}`"), hint);
+        false
+    }
+
+    fn qp_file(&self, name: &str) -> Option<&'a file::QpFile> {
+        self.f.qps.iter().find(|q| *q.name == name)
+    }
+
+    fn mr_file(&self, on: &str, name: &str) -> Option<&'a file::MrFile> {
+        self.f.mrs.iter().find(|m| *m.on == on && *m.name == name)
+    }
+
+    /// The little-endian word at `offset` of MR `name` on `on` as it starts (its
+    /// `init`, zero elsewhere): what an atomic stream's word holds before it.
+    fn initial_word(&self, on: &str, name: &str, offset: u64) -> u64 {
+        let Some(init) = self.mr_file(on, name).and_then(|m| m.init.as_ref()) else { return 0 };
+        let end = offset.saturating_add(8) as usize;
+        let mut bytes = init.try_bytes(end).unwrap_or_default();
+        bytes.resize(bytes.len().max(end), 0);
+        bytes
+            .get(offset as usize..end)
+            .and_then(|w| w.try_into().ok())
+            .map_or(0, u64::from_le_bytes)
+    }
+
+    fn mr_names_on<'b>(&self, on: &'b str) -> impl Iterator<Item = &'a str> + Clone + 'b
+    where
+        'a: 'b,
+    {
+        self.f.mrs.iter().filter(move |m| *m.on == on).map(|m| m.name.as_str())
+    }
+
+    fn access(&mut self, span: Range<usize>, flags: &[String]) -> Access {
+        let mut a = Access(0);
+        for f in flags {
+            match Access::flag(f) {
+                Ok(x) => a = a | x,
+                Err(e) => self.err(
+                    Some(span.clone()),
+                    format!("unknown access flag `{f}`"),
+                    e.suggestion.map(|s| format!("did you mean `{s}`?")),
+                ),
+            }
+        }
+        a
+    }
+
+    fn scenario(&mut self) -> Scenario {
+        let f = self.f;
+        if f.endpoints.is_empty() {
+            self.err(None, "no endpoints", Some("add `[endpoints.a]` and `[endpoints.b]`".into()));
+        }
+        let timeout = match &f.timeout_ms {
+            Some(t) if !TIMEOUT_MS.contains(&t.value) => {
+                let hint = "the deadline of the whole scenario, setup included: lab VMs under TCG take seconds to set up";
+                self.err(
+                    Some(t.span.clone()),
+                    format!(
+                        "a timeout of {} ms: give {} to {} (1 s to 1 hour)",
+                        t.value,
+                        TIMEOUT_MS.start(),
+                        TIMEOUT_MS.end()
+                    ),
+                    Some(hint.into()),
+                );
+                DEFAULT_TIMEOUT_MS
+            }
+            Some(t) => t.value,
+            None => DEFAULT_TIMEOUT_MS,
+        };
+        let endpoints = f
+            .endpoints
+            .iter()
+            .map(|(n, e)| {
+                (
+                    n.clone(),
+                    Endpoint {
+                        vm: e.vm.clone(),
+                        device: e.device.clone(),
+                        port: e.port,
+                        gid_index: e.gid_index,
+                    },
+                )
+            })
+            .collect();
+        let mws = self.mws();
+        let srqs = self.srqs();
+        let qps = self.qps();
+        let mrs = self.mrs();
+        let steps = self.steps(timeout);
+        let faults = self.faults();
+        let expect = self.expectations(&mrs, &steps);
+        let requires = self.requires();
+        Scenario {
+            name: f.name.clone(),
+            timeout: Duration::from_millis(timeout),
+            endpoints,
+            qps,
+            mrs,
+            steps,
+            expect,
+            faults,
+            requires,
+            mws,
+            srqs,
+        }
+    }
+
+    /// `requires`, read; and every feature the scenario uses must be in it (a
+    /// device without it must skip the scenario, not fail it).
+    fn requires(&mut self) -> Vec<Feature> {
+        let mut out: Vec<Feature> = Vec::new();
+        for r in &self.f.requires {
+            match r.parse::<Feature>() {
+                Ok(x) if !out.contains(&x) => out.push(x),
+                Ok(_) => {}
+                Err(e) => {
+                    let hint = e.suggestion.map(|m| format!("did you mean `{m}`?")).or_else(|| {
+                        Some(format!("known: {}", Feature::ALL.map(|f| f.name()).join(", ")))
+                    });
+                    self.err(Some(r.span.clone()), format!("unknown feature `{}`", r.value), hint)
+                }
+            }
+        }
+        let mut said = BTreeSet::new();
+        for (x, span) in std::mem::take(&mut self.uses) {
+            if !out.contains(&x) && said.insert(x) {
+                let hint = format!("add `requires = [\"{x}\"]` at the top: a device without {} then skips the scenario instead of failing it", x.what());
+                self.err(
+                    Some(span),
+                    format!("this needs `{x}` ({}), which `requires` does not name", x.what()),
+                    Some(hint),
+                );
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn uses(&mut self, f: Feature, span: Range<usize>) {
+        self.uses.push((f, span));
+    }
+
+    /// The features an access set needs (the flush flags: a kernel without FLUSH
+    /// refuses them in `ibv_reg_mr` and `ibv_modify_qp`).
+    fn access_uses(&mut self, a: Access, span: Range<usize>) {
+        if a.0 & Access::FLUSH_GLOBAL.0 != 0 {
+            self.uses(Feature::Flush, span.clone());
+        }
+        if a.0 & Access::FLUSH_PERSISTENT.0 != 0 {
+            self.uses(Feature::FlushPersistent, span);
+        }
+    }
+
+    fn mw_file(&self, on: &str, name: &str) -> Option<&'a file::MwFile> {
+        self.f.mws.iter().find(|w| *w.on == on && *w.name == name)
+    }
+
+    fn srq_file(&self, name: &str) -> Option<&'a file::SrqFile> {
+        self.f.srqs.iter().find(|q| *q.name == name)
+    }
+
+    fn peer_of(&self, on: &str, qp: &str) -> Option<String> {
+        let q = self.qp_file(qp)?;
+        Some(if q.between[0] == on { q.between[1].clone() } else { q.between[0].clone() })
+    }
+}
+
+mod expect;
+mod probe;
+mod qps;
+mod steps;
+mod stream;
+#[cfg(test)]
+mod tests;
+
+pub(crate) use probe::{probe_payload, psn_at};

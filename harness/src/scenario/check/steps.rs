@@ -1,0 +1,591 @@
+//! Steps: each `[[step]]` checked against the objects it names (QP, MR, SRQ,
+//! memory window, remote memory), its work request built, its waits bounded.
+use super::*;
+
+impl<'a> Checker<'a> {
+    /// Where a serde message about a step points: the key it names, the `op` for
+    /// an unknown op, else the step.
+    pub(super) fn step_error(&mut self, s: &file::StepFile, message: &str) {
+        let named = message.split('`').nth(1).filter(|k| s.keys.contains_key(*k));
+        let span = match (named, message.starts_with("unknown variant")) {
+            (_, true) => s.at("op"),
+            (Some(k), _) => s.at(k),
+            (None, _) => s.span.clone(),
+        };
+        let hint = serde_hint(message).or_else(|| {
+            message.starts_with("missing field").then(|| {
+                "`roce schema` lists each op's keys; `roce check` says which are missing"
+                    .to_string()
+            })
+        });
+        self.err(Some(span), message.to_string(), hint);
+    }
+
+    pub(super) fn steps(&mut self, timeout_ms: u64) -> Vec<Step> {
+        let mut out = Vec::new();
+        let mut probe_ids: Vec<String> = Vec::new();
+        let mut stream_ids: Vec<String> = Vec::new();
+        let mut waited = 0u64;
+        for (i, s) in self.f.steps.iter().enumerate() {
+            let op = match &s.op {
+                Ok(op) => op,
+                Err(m) => {
+                    self.step_error(s, m);
+                    continue;
+                }
+            };
+            let step = match op {
+                StepOp::Sync {} => Some(Step::Sync),
+                StepOp::Sleep { ms } => Some(Step::Sleep { ms: *ms }),
+                StepOp::WaitCompletions { on, count, within_ms } => {
+                    self.endpoint_ok(s.at("on"), on);
+                    Some(Step::WaitCompletions {
+                        on: on.clone(),
+                        count: *count,
+                        within_ms: within_ms.unwrap_or(2000),
+                    })
+                }
+                StepOp::PostRecv { on, qp, wr_id, sge } => {
+                    self.qp_step(i, s, on, qp).map(|q| Step::PostRecv {
+                        on: on.clone(),
+                        qp: qp.clone(),
+                        wr_id: *wr_id,
+                        sge: self.sges(s, on, sge, false, q.qp_type),
+                    })
+                }
+                StepOp::Send { on, qp, wr_id, sge, flags, to }
+                | StepOp::SendImm { on, qp, wr_id, sge, flags, to, .. } => {
+                    let verb = match op {
+                        StepOp::SendImm { imm_data, .. } => Verb::SendImm { imm: *imm_data },
+                        _ => Verb::Send,
+                    };
+                    if let Some(t) = to {
+                        self.endpoint_ok(s.at("to"), t);
+                    }
+                    self.post(i, s, on, qp, *wr_id, sge, flags, verb)
+                }
+                StepOp::Stream { .. } => self.stream(s, op, &mut stream_ids),
+                StepOp::Write { on, qp, wr_id, sge, flags, remote } => {
+                    let remote = self.remote(s, on, qp, remote);
+                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::Write { remote })
+                }
+                StepOp::WriteImm { on, qp, wr_id, sge, flags, remote, imm_data } => {
+                    let remote = self.remote(s, on, qp, remote);
+                    self.post(
+                        i,
+                        s,
+                        on,
+                        qp,
+                        *wr_id,
+                        sge,
+                        flags,
+                        Verb::WriteImm { remote, imm: *imm_data },
+                    )
+                }
+                StepOp::Read { on, qp, wr_id, sge, flags, remote } => {
+                    let remote = self.remote(s, on, qp, remote);
+                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::Read { remote })
+                }
+                StepOp::CmpSwap { on, qp, wr_id, sge, flags, remote, compare, swap } => {
+                    let remote = self.remote(s, on, qp, remote);
+                    self.post(
+                        i,
+                        s,
+                        on,
+                        qp,
+                        *wr_id,
+                        sge,
+                        flags,
+                        Verb::CmpSwap { remote, compare: *compare, swap: *swap },
+                    )
+                }
+                StepOp::FetchAdd { on, qp, wr_id, sge, flags, remote, add } => {
+                    let remote = self.remote(s, on, qp, remote);
+                    self.post(
+                        i,
+                        s,
+                        on,
+                        qp,
+                        *wr_id,
+                        sge,
+                        flags,
+                        Verb::FetchAdd { remote, add: *add },
+                    )
+                }
+                StepOp::AtomicWrite { on, qp, wr_id, flags, remote, value } => {
+                    self.uses(Feature::AtomicWrite, s.at("op"));
+                    let value = match value.try_bytes(8) {
+                        Ok(b) => match <[u8; 8]>::try_from(b.as_slice()) {
+                            Ok(v) => v,
+                            Err(_) => {
+                                self.err(Some(s.at("value")), format!("an ATOMIC WRITE carries 8 bytes, not {}", b.len()), Some("value = { u64 = 7 } or { bytes = \"01 02 03 04 05 06 07 08\" }".into()));
+                                [0; 8]
+                            }
+                        },
+                        Err(e) => {
+                            self.err(Some(s.at("value")), e, None);
+                            [0; 8]
+                        }
+                    };
+                    let remote = self.remote(s, on, qp, remote);
+                    self.post(i, s, on, qp, *wr_id, &[], flags, Verb::AtomicWrite { remote, value })
+                }
+                StepOp::Flush { on, qp, wr_id, flags, remote, len, placement, level } => {
+                    let placement = match placement.as_deref().unwrap_or("global") {
+                        "global" => Placement::Global,
+                        "persistent" => Placement::Persistent,
+                        other => {
+                            self.err(
+                                Some(s.at("placement")),
+                                format!("unknown placement type `{other}`"),
+                                Some(
+                                    "`global` (global visibility) or `persistent` (persistence)"
+                                        .into(),
+                                ),
+                            );
+                            Placement::Global
+                        }
+                    };
+                    let level = match level.as_deref().unwrap_or("range") {
+                        "range" => Selectivity::Range,
+                        "mr" => Selectivity::Mr,
+                        other => {
+                            self.err(
+                                Some(s.at("level")),
+                                format!("unknown selectivity level `{other}`"),
+                                Some("`range` (the bytes given) or `mr` (the whole MR)".into()),
+                            );
+                            Selectivity::Range
+                        }
+                    };
+                    self.uses(
+                        if placement == Placement::Global {
+                            Feature::Flush
+                        } else {
+                            Feature::FlushPersistent
+                        },
+                        s.at("op"),
+                    );
+                    let remote = self.remote(s, on, qp, remote);
+                    let len = len.unwrap_or_else(|| {
+                        self.remote_size(on, qp, &remote).saturating_sub(remote.offset)
+                    });
+                    self.post(
+                        i,
+                        s,
+                        on,
+                        qp,
+                        *wr_id,
+                        &[],
+                        flags,
+                        Verb::Flush { remote, len, placement, level },
+                    )
+                }
+                StepOp::BindMw { on, qp, wr_id, flags, mw, mr, offset, len, access } => {
+                    let access = match access {
+                        Some(l) => self.access(s.at("access"), l),
+                        None => Access(Access::flag("remote_write").map_or(0, |a| a.0)),
+                    };
+                    let size = match (self.mw_file(on, mw), self.mr_file(on, mr)) {
+                        (None, _) => {
+                            let hint = name_hint(
+                                mw,
+                                self.f.mws.iter().filter(|w| *w.on == *on).map(|w| w.name.as_str()),
+                            );
+                            self.err(
+                                Some(s.at("mw")),
+                                format!("no memory window `{mw}` on `{on}`"),
+                                hint,
+                            );
+                            None
+                        }
+                        (_, None) => {
+                            let hint = name_hint(mr, self.mr_names_on(on));
+                            self.err(Some(s.at("mr")), format!("no MR `{mr}` on `{on}`"), hint);
+                            None
+                        }
+                        (Some(_), Some(m)) => Some(m.size.value),
+                    };
+                    let len = len.unwrap_or_else(|| size.unwrap_or(0).saturating_sub(*offset));
+                    if let Some(size) = size {
+                        if offset.saturating_add(len) > size {
+                            self.err(
+                                Some(s.at("len")),
+                                format!(
+                                    "{offset}+{len} runs past the end of MR `{mr}` ({size} bytes)"
+                                ),
+                                None,
+                            );
+                        }
+                    }
+                    self.bound.insert((on.clone(), mw.clone()), (mr.clone(), *offset, len));
+                    self.post(
+                        i,
+                        s,
+                        on,
+                        qp,
+                        *wr_id,
+                        &[],
+                        flags,
+                        Verb::BindMw {
+                            mw: mw.clone(),
+                            mr: mr.clone(),
+                            offset: *offset,
+                            len,
+                            access,
+                        },
+                    )
+                }
+                StepOp::SendInv { on, qp, wr_id, sge, flags, invalidate } => {
+                    let inv = match (&invalidate.mw, invalidate.rkey) {
+                        (Some(w), None) => {
+                            let peer = self.peer_of(on, qp).unwrap_or_default();
+                            if self.qp_file(qp).is_some() && self.mw_file(&peer, w).is_none() {
+                                let hint = name_hint(
+                                    w,
+                                    self.f
+                                        .mws
+                                        .iter()
+                                        .filter(|x| *x.on == peer)
+                                        .map(|x| x.name.as_str()),
+                                );
+                                self.err(Some(s.at("invalidate")), format!("no memory window `{w}` on `{peer}`, the other end of `{qp}`"), hint);
+                            }
+                            Invalidate::Mw(w.clone())
+                        }
+                        (None, Some(k)) => Invalidate::Rkey(k),
+                        _ => {
+                            self.err(Some(s.at("invalidate")), "say what to invalidate: `{ mw = \"…\" }` (a window of the peer) or `{ rkey = … }`, one of them", None);
+                            Invalidate::Rkey(0)
+                        }
+                    };
+                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::SendInv { invalidate: inv })
+                }
+                StepOp::LocalInv { on, qp, wr_id, flags, mw } => {
+                    if self.endpoint_ok(s.at("on"), on) && self.mw_file(on, mw).is_none() {
+                        let hint = name_hint(
+                            mw,
+                            self.f.mws.iter().filter(|w| *w.on == *on).map(|w| w.name.as_str()),
+                        );
+                        self.err(
+                            Some(s.at("mw")),
+                            format!("no memory window `{mw}` on `{on}`"),
+                            hint,
+                        );
+                    }
+                    self.post(i, s, on, qp, *wr_id, &[], flags, Verb::LocalInv { mw: mw.clone() })
+                }
+                StepOp::PostSrqRecv { on, srq, wr_id, sge } => {
+                    self.srq_step(s, on, srq).then(|| Step::PostSrqRecv {
+                        on: on.clone(),
+                        srq: srq.clone(),
+                        wr_id: *wr_id,
+                        sge: self.sges(s, on, sge, false, QpType::Rc),
+                    })
+                }
+                StepOp::ArmSrq { on, srq, limit } => self
+                    .srq_step(s, on, srq)
+                    .then(|| Step::ArmSrq { on: on.clone(), srq: srq.clone(), limit: *limit }),
+                StepOp::Probe { on, qp, probe } => {
+                    let q = self.qp_step(i, s, on, qp);
+                    if probe_ids.contains(&probe.id) {
+                        self.err(
+                            Some(s.at("probe")),
+                            format!("a second probe named `{}`", probe.id),
+                            None,
+                        );
+                    }
+                    probe_ids.push(probe.id.clone());
+                    let settle = probe.settle_ms.unwrap_or(DEFAULT_SETTLE_MS);
+                    self.check_settle(s, settle, waited, timeout_ms);
+                    waited += settle.min(MAX_SETTLE_MS);
+                    q.and_then(|q| self.probe(s, probe, q, on)).map(|p| Step::Probe {
+                        on: on.clone(),
+                        qp: qp.clone(),
+                        probe: p,
+                    })
+                }
+            };
+            out.extend(step);
+        }
+        out
+    }
+
+    /// A step's remote end: an MR of the peer as written, or where the peer's
+    /// memory window was last bound (an error when no earlier step binds it).
+    pub(super) fn remote(
+        &mut self,
+        s: &file::StepFile,
+        on: &str,
+        qp: &str,
+        r: &file::Remote,
+    ) -> Remote {
+        let at = Some(s.at("remote"));
+        match (&r.mr, &r.mw) {
+            (Some(mr), None) => Remote { mr: mr.clone(), offset: r.offset, rkey: r.rkey, mw: None },
+            (None, Some(w)) => {
+                let Some(peer) = self.peer_of(on, qp) else {
+                    return Remote {
+                        mr: String::new(),
+                        offset: r.offset,
+                        rkey: r.rkey,
+                        mw: Some(w.clone()),
+                    };
+                };
+                match self.bound.get(&(peer.clone(), w.clone())).cloned() {
+                    Some((mr, off, len)) => {
+                        if r.offset >= len && r.rkey.is_none() {
+                            self.err(at, format!("offset {} is past the end of memory window `{w}` ({len} bytes bound)", r.offset), Some("to provoke a NAK on purpose, set `rkey` too".into()));
+                        }
+                        Remote { mr, offset: off + r.offset, rkey: r.rkey, mw: Some(w.clone()) }
+                    }
+                    None if self.mw_file(&peer, w).is_none() => {
+                        let hint = name_hint(
+                            w,
+                            self.f.mws.iter().filter(|x| *x.on == peer).map(|x| x.name.as_str()),
+                        );
+                        self.err(
+                            at,
+                            format!("no memory window `{w}` on `{peer}`, the other end of `{qp}`"),
+                            hint,
+                        );
+                        Remote {
+                            mr: String::new(),
+                            offset: r.offset,
+                            rkey: r.rkey,
+                            mw: Some(w.clone()),
+                        }
+                    }
+                    None => {
+                        self.err(
+                            at,
+                            format!(
+                                "memory window `{w}` of `{peer}` is not bound before this step"
+                            ),
+                            Some("bind it first: a step `op = \"bind_mw\"` on its endpoint".into()),
+                        );
+                        Remote {
+                            mr: String::new(),
+                            offset: r.offset,
+                            rkey: r.rkey,
+                            mw: Some(w.clone()),
+                        }
+                    }
+                }
+            }
+            _ => {
+                self.err(at, "say which remote memory: `mr = \"…\"` (an MR of the peer) or `mw = \"…\"` (a memory window of the peer), one of them", None);
+                Remote { mr: String::new(), offset: r.offset, rkey: r.rkey, mw: None }
+            }
+        }
+    }
+
+    /// The size of the MR a remote end lies in (0 when there is none).
+    pub(super) fn remote_size(&self, on: &str, qp: &str, r: &Remote) -> u64 {
+        self.peer_of(on, qp).and_then(|p| self.mr_file(&p, &r.mr)).map_or(0, |m| m.size.value)
+    }
+
+    /// A step on an SRQ of its own endpoint.
+    pub(super) fn srq_step(&mut self, s: &file::StepFile, on: &str, srq: &str) -> bool {
+        if !self.endpoint_ok(s.at("on"), on) {
+            return false;
+        }
+        match self.srq_file(srq) {
+            None => {
+                let hint = name_hint(srq, self.f.srqs.iter().map(|x| x.name.as_str()));
+                self.err(Some(s.at("srq")), format!("no SRQ `{srq}`"), hint);
+                false
+            }
+            Some(x) if *x.on != on => {
+                self.err(
+                    Some(s.at("on")),
+                    format!("SRQ `{srq}` is on `{}`, not on `{on}`", *x.on),
+                    None,
+                );
+                false
+            }
+            Some(_) => true,
+        }
+    }
+
+    /// The QP a step names, posted on by one of its ends.
+    pub(super) fn qp_step(
+        &mut self,
+        _i: usize,
+        s: &file::StepFile,
+        on: &str,
+        qp: &str,
+    ) -> Option<&'a file::QpFile> {
+        if !self.endpoint_ok(s.at("on"), on) {
+            return None;
+        }
+        let f = self.f;
+        if let Some(&n) = self.groups.get(qp) {
+            let hint = format!("a step names one of them, `{qp}[0]` to `{qp}[{}]`; a stream on `{qp}` takes them all", n - 1);
+            self.err(Some(s.at("qp")), format!("`{qp}` is {n} QPs (`count = {n}`)"), Some(hint));
+            return None;
+        }
+        let Some(q) = f.qps.iter().find(|q| *q.name == qp) else {
+            let hint = name_hint(qp, f.qps.iter().map(|q| q.name.as_str()));
+            self.err(Some(s.at("qp")), format!("no QP `{qp}`"), hint);
+            return None;
+        };
+        if !q.between.iter().any(|e| e == on) {
+            self.err(
+                Some(s.at("on")),
+                format!(
+                    "QP `{qp}` is between {} and {}, not on `{on}`",
+                    q.between[0], q.between[1]
+                ),
+                None,
+            );
+            return None;
+        }
+        Some(q)
+    }
+
+    pub(super) fn sges(
+        &mut self,
+        s: &file::StepFile,
+        on: &str,
+        sge: &[file::Sge],
+        atomic: bool,
+        _kind: QpType,
+    ) -> Vec<Sge> {
+        let mut out = Vec::new();
+        for (j, g) in sge.iter().enumerate() {
+            let Some(m) = self.mr_file(on, &g.mr) else {
+                let hint = name_hint(&g.mr, self.mr_names_on(on));
+                self.err(
+                    Some(s.at("sge")),
+                    format!("SGE {}: no MR `{}` on `{on}`", j + 1, g.mr),
+                    hint,
+                );
+                continue;
+            };
+            let size = m.size.value;
+            let len = g.len.map(u64::from).unwrap_or(size.saturating_sub(g.offset));
+            if g.offset + len > size {
+                self.err(
+                    Some(s.at("sge")),
+                    format!(
+                        "SGE {}: {}+{len} runs past the end of MR `{}` ({size} bytes)",
+                        j + 1,
+                        g.offset,
+                        g.mr
+                    ),
+                    None,
+                );
+            }
+            if atomic && len != 8 {
+                self.err(
+                    Some(s.at("sge")),
+                    "an atomic's local buffer is 8 bytes (the old value lands there)",
+                    Some("len = 8".into()),
+                );
+            }
+            out.push(Sge {
+                mr: g.mr.clone(),
+                offset: g.offset,
+                len: len.min(u32::MAX as u64) as u32,
+            });
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn post(
+        &mut self,
+        i: usize,
+        s: &file::StepFile,
+        on: &str,
+        qp: &str,
+        wr_id: u64,
+        sge: &[file::Sge],
+        flags: &[String],
+        verb: Verb,
+    ) -> Option<Step> {
+        let q = self.qp_step(i, s, on, qp)?;
+        let peer = if q.between[0] == on { q.between[1].clone() } else { q.between[0].clone() };
+        let remote = verb.remote();
+        let atomic = matches!(verb, Verb::CmpSwap { .. } | Verb::FetchAdd { .. });
+        let rc_only =
+            matches!(verb, Verb::AtomicWrite { .. } | Verb::Flush { .. } | Verb::SendInv { .. });
+        let op = verb.op();
+        if q.qp_type == QpType::Ud
+            && (remote.is_some() || !matches!(verb, Verb::Send | Verb::SendImm { .. }))
+        {
+            self.err(
+                Some(s.at("op")),
+                format!("{op} on UD QP `{qp}`: UD carries SENDs only"),
+                None,
+            );
+        }
+        if q.qp_type == QpType::Uc && (matches!(verb, Verb::Read { .. }) || atomic || rc_only) {
+            self.err(Some(s.at("op")), format!("{op} on UC QP `{qp}`: UC has no READ, atomics, ATOMIC WRITE, FLUSH or SEND with Invalidate"), Some("use an RC QP".into()));
+        }
+        let kind = q.qp_type;
+        let sge = self.sges(s, on, sge, atomic, kind);
+        if let Some(r) = remote.filter(|r| r.mw.is_none()) {
+            match self.mr_file(&peer, &r.mr).map(|m| m.size.value) {
+                None => {
+                    let hint = name_hint(&r.mr, self.mr_names_on(&peer));
+                    self.err(
+                        Some(s.at("remote")),
+                        format!("no MR `{}` on `{peer}`, the other end of `{qp}`", r.mr),
+                        hint,
+                    )
+                }
+                Some(size) if r.offset >= size && r.rkey.is_none() => self.err(
+                    Some(s.at("remote")),
+                    format!("offset {} is past the end of MR `{}` ({size} bytes)", r.offset, r.mr),
+                    Some("to provoke a NAK on purpose, set `rkey` too".into()),
+                ),
+                Some(_) => {}
+            }
+        }
+        if let Some(r) = remote {
+            if (atomic || matches!(verb, Verb::AtomicWrite { .. })) && r.offset % 8 != 0 {
+                self.err(
+                    Some(s.at("remote")),
+                    "atomics need an 8-byte aligned remote address",
+                    None,
+                );
+            }
+        }
+        let mut fl = Vec::new();
+        for f in flags {
+            match f.parse::<SendFlag>() {
+                Ok(x) => fl.push(x),
+                Err(e) => self.err(
+                    Some(s.at("flags")),
+                    format!("unknown flag `{f}`"),
+                    e.suggestion.map(|m| format!("did you mean `{m}`?")),
+                ),
+            }
+        }
+        Some(Step::Post { on: on.to_string(), qp: qp.to_string(), wr_id, sge, flags: fl, verb })
+    }
+
+    /// A probe's wait must be sane on its own, and the probes' waits together must
+    /// leave the scenario time to finish (reported at the probe that overruns).
+    pub(super) fn check_settle(&mut self, s: &file::StepFile, ms: u64, before: u64, timeout: u64) {
+        let at = Some(s.at("probe"));
+        if ms > MAX_SETTLE_MS {
+            let hint = "it is how long the step waits after sending for the target's answer to reach the wire";
+            self.err(
+                at,
+                format!("a probe waits at most {MAX_SETTLE_MS} ms, not {ms}"),
+                Some(hint.into()),
+            );
+            return;
+        }
+        if before < timeout && before + ms >= timeout {
+            self.err(
+                at,
+                format!("the probes up to this one wait {} ms in all, not less than the scenario's {timeout} ms timeout", before + ms),
+                Some("wait less, or raise `timeout_ms` at the top of the file".into()),
+            );
+        }
+    }
+}

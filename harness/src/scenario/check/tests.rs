@@ -1,0 +1,748 @@
+use super::expect::count_range;
+use super::*;
+use crate::verbs::WcOpcode;
+
+const GOOD: &str = r#"
+name = "RC SEND"
+[endpoints.a]
+[endpoints.b]
+
+[[qp]]
+name = "q"
+type = "rc"
+between = ["a", "b"]
+
+[[mr]]
+name = "rbuf"
+on = "b"
+size = 64
+access = ["local_write"]
+
+[[mr]]
+name = "msg"
+on = "a"
+size = 64
+init = { text = "hello" }
+
+[[step]]
+on = "b"
+op = "post_recv"
+qp = "q"
+wr_id = 1
+sge = [{ mr = "rbuf" }]
+
+[[step]]
+on = "a"
+op = "send"
+qp = "q"
+wr_id = 2
+sge = [{ mr = "msg", len = 5 }]
+
+[[expect.completion]]
+on = "b"
+wr_id = 1
+status = "IBV_WC_SUCCESS"
+opcode = "recv"
+
+[[expect.wire]]
+qp = "q"
+from = "a"
+sequence = ["SEND Only"]
+responses = ["Acknowledge+"]
+
+[[expect.memory]]
+on = "b"
+mr = "rbuf"
+equals = { text = "hello" }
+"#;
+
+const PROBE: &str = r#"
+name = "probe"
+[endpoints.a]
+[endpoints.b]
+
+[[qp]]
+name = "q"
+type = "rc"
+between = ["b", "a"]
+
+[[mr]]
+name = "target"
+on = "b"
+size = 16
+access = ["local_write", "remote_write"]
+
+[[step]]
+on = "a"
+op = "probe"
+qp = "q"
+probe = { id = "one", opcode = "RDMA WRITE Only", remote = { mr = "target" }, len = 8, settle_ms = 600 }
+
+[[step]]
+on = "a"
+op = "probe"
+qp = "q"
+probe = { id = "two", opcode = "RDMA WRITE Only", remote = { mr = "target" }, len = 8, settle_ms = 600 }
+"#;
+
+#[test]
+fn probe_waits_are_bounded_and_fit_the_timeout() {
+    parse_str(Path::new("t.toml"), PROBE).unwrap_or_else(|e| panic!("{}", e[0]));
+    // One wait far too long: located at its `settle_ms`.
+    let e = errors(&PROBE.replacen("settle_ms = 600", "settle_ms = 600000", 1));
+    assert_eq!(e.len(), 1, "{e:#?}");
+    let m = e[0].to_string();
+    assert!(m.contains("t.toml:21:") && m.contains("at most 10000 ms, not 600000"), "{m}");
+    // Each wait sane, together longer than the scenario: reported at the second.
+    let e = errors(&format!("timeout_ms = 1100\n{PROBE}"));
+    assert_eq!(e.len(), 1, "{e:#?}");
+    let m = e[0].to_string();
+    assert!(
+        m.contains("t.toml:28:")
+            && m.contains("wait 1200 ms in all")
+            && m.contains("1100 ms timeout"),
+        "{m}"
+    );
+    parse_str(Path::new("t.toml"), &format!("timeout_ms = 1201\n{PROBE}"))
+        .unwrap_or_else(|e| panic!("{}", e[0]));
+}
+
+#[test]
+fn scenario_timeout_is_bounded() {
+    for bad in ["0", "999", "3600001", "9223372036854775807"] {
+        let e = errors(&format!("timeout_ms = {bad}\n{GOOD}"));
+        assert_eq!(e.len(), 1, "{e:#?}");
+        let m = e[0].to_string();
+        assert!(
+            m.starts_with("t.toml:1:14: ") && m.contains(&format!("a timeout of {bad} ms")),
+            "{m}"
+        );
+    }
+    parse_str(Path::new("t.toml"), &format!("timeout_ms = 3600000\n{GOOD}"))
+        .unwrap_or_else(|e| panic!("{}", e[0]));
+}
+
+fn errors(text: &str) -> Vec<Diagnostic> {
+    match parse_str(Path::new("t.toml"), text) {
+        Ok(_) => panic!("should not parse"),
+        Err(e) => e,
+    }
+}
+
+const STREAM: &str = r#"
+name = "stream"
+[endpoints.a]
+[endpoints.b]
+[[qp]]
+name = "q"
+type = "rc"
+between = ["b", "a"]
+max_send_wr = 64
+[[mr]]
+name = "src"
+on = "a"
+size = 640000
+access = ["local_write"]
+[[mr]]
+name = "dst"
+on = "b"
+size = 640000
+access = ["local_write", "remote_write"]
+[[step]]
+op = "stream"
+id = "w"
+on = "a"
+qp = "q"
+verb = "write"
+count = 10000
+window = 32
+signal_every = 8
+local = { mr = "src" }
+remote = { mr = "dst" }
+[[expect.stream]]
+id = "w"
+[[expect.memory]]
+on = "b"
+mr = "dst"
+stream = "w"
+"#;
+
+#[test]
+fn a_stream_loads_with_its_defaults_and_its_checks() {
+    let sc = parse_str(Path::new("t.toml"), STREAM).unwrap_or_else(|e| panic!("{}", e[0]));
+    let Step::Stream(st) = &sc.steps[0] else { panic!("{:?}", sc.steps[0]) };
+    assert_eq!(
+        (st.peer.as_str(), st.qps.clone(), st.window, st.signal_every),
+        ("b", vec!["q".to_string()], 32, 8)
+    );
+    assert_eq!(
+        st.content,
+        StreamContent {
+            seed: 1,
+            count: 10000,
+            sizes: Sizes::Fixed(64),
+            ring: None,
+            spread: Spread::RoundRobin
+        }
+    );
+    assert_eq!(
+        sc.expect.stream,
+        vec![StreamExpect {
+            id: "w".into(),
+            on: "a".into(),
+            completed: 10000,
+            max_ack_latency_ms: None
+        }]
+    );
+    assert!(
+        matches!(&sc.expect.memory[0].want, Memory::Stream { id, content } if id == "w" && content.count == 10000)
+    );
+}
+
+/// A ring: 10,000 messages of 64..=1024 bytes go round 64 KiB, so MRs far
+/// smaller than the stream's bytes hold it, and the memory check knows.
+#[test]
+fn a_ring_lets_a_long_stream_go_round_a_small_region() {
+    let text =
+        STREAM.replace("window = 32", "window = 32\nring = 65536\nsize = { min = 64, max = 1024 }");
+    let sc = parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
+    let Step::Stream(st) = &sc.steps[0] else { panic!() };
+    assert_eq!(st.content.ring, Some(65536));
+    assert!(
+        st.content.total() > 640_000 && st.content.span() <= 65536,
+        "{} bytes round {}",
+        st.content.total(),
+        st.content.span()
+    );
+    assert!(
+        matches!(&sc.expect.memory[0].want, Memory::Stream { content, .. } if content.ring == Some(65536))
+    );
+}
+
+#[test]
+fn a_stream_that_does_not_fit_says_where_and_why() {
+    let cases = [
+            // 10,000 × 65 bytes do not fit the 640,000-byte MRs.
+            (STREAM.replace("window = 32", "window = 32\nsize = 65"), "t.toml:30:", "the stream needs 650000 bytes from offset 0 of MR `src`, which has 640000"),
+            (STREAM.replace("window = 32", "window = 65"), "t.toml:27:", "a window of 65: give 1 to 64"),
+            (STREAM.replace("signal_every = 8", "signal_every = 33"), "t.toml:28:", "signalling every 33-th message: give 1 to the window (32)"),
+            (STREAM.replace("verb = \"write\"", "verb = \"wirte\""), "t.toml:25:", "a stream of `wirte`"),
+            (STREAM.replace("count = 10000", "count = 0"), "t.toml:26:", "a stream of 0 messages"),
+            (STREAM.replace("qp = \"q\"", "qp = \"q\"\nqps = [\"q\"]"), "t.toml:", "say which QPs carry the stream"),
+            (STREAM.replace("id = \"w\"\n[[expect.memory]]", "id = \"x\"\n[[expect.memory]]"), "t.toml:32:", "no stream step named `x`"),
+            (STREAM.replace("on = \"b\"\nmr = \"dst\"\nstream", "on = \"a\"\nmr = \"src\"\nstream"), "t.toml:36:", "stream `w` lands in MR `dst` on `b` from offset 0"),
+            (STREAM.replace("verb = \"write\"", "verb = \"write\"\nadd = 1"), "t.toml:", "`add` is for a `fetch_add` or `atomics` stream"),
+            (STREAM.replace("verb = \"write\"", "verb = \"fetch_add\"\ncmp_swap_every = 3"), "t.toml:", "`cmp_swap_every` is for an `atomics` stream"),
+            (STREAM.replace("qp = \"q\"", "qps = [\"q\", \"q\"]").replace("verb = \"write\"", "verb = \"atomics\""), "t.toml:24:7:", "an `atomics` stream with CmpSwap over 2 QPs"),
+            (STREAM.replace("window = 32", "window = 32\nring = 2000"), "t.toml:", "a ring of 2000 bytes: with a window of 32, messages of up to 64 bytes need at least 2176"),
+            (STREAM.replace("verb = \"write\"", "verb = \"read\"\nring = 4096"), "t.toml:", "`ring` is for `write`, `write_imm` and `send` streams: a READ stream reads the peer's MR"),
+            (STREAM.replace("window = 32", "window = 32\nring = 20000000"), "t.toml:", "a ring of 20000000 bytes: at most 16777216"),
+        ];
+    for (text, at, what) in cases {
+        let e = errors(&text);
+        let m = e[0].to_string();
+        assert!(m.starts_with(at) && m.contains(what), "{what}: {m}");
+    }
+    // A large MR is not read back whole: `equals` there is refused.
+    let big = STREAM
+        .replace(
+            "size = 640000\naccess = [\"local_write\", \"remote_write\"]",
+            "size = 640000\naccess = [\"local_write\", \"remote_write\"]\ninit = { u64 = 1 }",
+        )
+        .replace("stream = \"w\"", "equals = { u64 = 1 }");
+    let m = errors(&big)[0].to_string();
+    assert!(
+        m.contains("MR `dst` has 640000 bytes: MRs larger than 524288 are not read back whole")
+            && m.contains("stream = "),
+        "{m}"
+    );
+}
+
+/// A place checked more than once (both ends of a QP, every QP of a group) is
+/// one problem, said once.
+#[test]
+fn one_problem_is_said_once() {
+    let access = GOOD.replace(
+        "between = [\"a\", \"b\"]",
+        "between = [\"a\", \"b\"]\naccess = [\"flush_globl\"]",
+    );
+    let e = errors(&access);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].to_string().contains("unknown access flag `flush_globl`"), "{}", e[0]);
+    let group = STREAM.replace("name = \"q\"\ntype", "name = \"q\"\ncount = 3\ntype")
+        + "[[expect.wire]]\nqp = \"q\"\nfrom = \"a\"\nrnr_naks = \"0-4\"\n";
+    let e = errors(&group);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert!(e[0].to_string().contains("`0-4` is not a count"), "{}", e[0]);
+}
+
+#[test]
+fn a_qp_count_makes_that_many_and_what_names_it_applies_to_each() {
+    let text = STREAM.replace("name = \"q\"\ntype", "name = \"q\"\ncount = 3\ntype")
+            + "[[expect.wire]]\nqp = \"q\"\nfrom = \"a\"\nmax_retransmissions = 5\nrnr_naks = \"0..2\"\n[[fault]]\nrule = \"drop prob=0.01 seed=7\"\nfrom = \"a\"\nqp = \"q\"\n";
+    let sc = parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
+    let names: Vec<&str> = sc.qps.iter().map(|q| q.name.as_str()).collect();
+    assert_eq!(names, ["q[0]", "q[1]", "q[2]"]);
+    let Step::Stream(st) = &sc.steps[0] else { panic!() };
+    assert_eq!(st.qps, ["q[0]", "q[1]", "q[2]"], "a stream on the group goes over all of them");
+    let wire: Vec<&str> = sc.expect.wire.iter().map(|w| w.qp.as_str()).collect();
+    assert_eq!(wire, ["q[0]", "q[1]", "q[2]"]);
+    assert!(sc
+        .expect
+        .wire
+        .iter()
+        .all(|w| w.max_retransmissions == Some(5) && w.rnr_naks == Some((0, 2))));
+    let faults: Vec<Option<&str>> = sc.faults.iter().map(|f| f.qp.as_deref()).collect();
+    assert_eq!(faults, [Some("q[0]"), Some("q[1]"), Some("q[2]")]);
+    // A single work request names one of them.
+    let one = text.replace(
+        "[[step]]\nop = \"stream\"",
+        "[[step]]\nop = \"send\"\non = \"a\"\nqp = \"q\"\n[[step]]\nop = \"stream\"",
+    );
+    let m = errors(&one)[0].to_string();
+    assert!(m.contains("`q` is 3 QPs (`count = 3`)") && m.contains("`q[0]` to `q[2]`"), "{m}");
+    let m = errors(&STREAM.replace("name = \"q\"\ntype", "name = \"q\"\ncount = 0\ntype"))[0]
+        .to_string();
+    assert!(m.starts_with("t.toml:7:") && m.contains("a count of 0: give 1 to 256"), "{m}");
+}
+
+#[test]
+fn count_ranges_include_both_ends() {
+    assert_eq!(count_range("0..10"), Ok((0, 10)));
+    assert_eq!(count_range("5.."), Ok((5, u64::MAX)));
+    assert_eq!(count_range("..3"), Ok((0, 3)));
+    assert_eq!(count_range("2"), Ok((2, 2)));
+    assert_eq!(count_range("1..=4"), Ok((1, 4)));
+    assert!(count_range("4..1").is_err_and(|m| m.contains("is empty")));
+    assert!(count_range("a..b").is_err_and(|m| m.contains("`a` is not a count")));
+}
+
+/// WRITEs with immediate: the peer's MR as a WRITE stream's, and receives of
+/// no bytes; dealt at random when asked.
+#[test]
+fn a_write_imm_stream_writes_the_peers_mr_and_consumes_its_receives() {
+    let imm =
+        STREAM.replace("verb = \"write\"", "verb = \"write_imm\"\nspread = \"random\"").replace(
+            "remote = { mr = \"dst\" }",
+            "remote = { mr = \"dst\" }\nreceive = { depth = 16 }",
+        );
+    let sc = parse_str(Path::new("t.toml"), &imm).unwrap_or_else(|e| panic!("{}", e[0]));
+    let Step::Stream(st) = &sc.steps[0] else { panic!() };
+    assert_eq!((st.verb, st.content.spread), (StreamVerb::WriteImm, Spread::Random));
+    assert_eq!(st.receive, Some(ReceiveSpec { mr: None, offset: 0, depth: 16, low_water: 15 }));
+    assert!(
+        matches!(&sc.expect.memory[0].want, Memory::Stream { id, .. } if id == "w"),
+        "its memory is checked as a WRITE's"
+    );
+    let cases = [
+        (
+            imm.replace("receive = { depth = 16 }", ""),
+            "a `write_imm` stream writes the peer's MR and consumes its receives",
+        ),
+        (
+            imm.replace("receive = { depth = 16 }", "receive = { mr = \"dst\" }"),
+            "its receives hold no bytes: leave out `receive.mr`",
+        ),
+        (imm.replace("spread = \"random\"", "spread = \"randm\""), "a spread of `randm`"),
+    ];
+    for (text, what) in cases {
+        let m = errors(&text)[0].to_string();
+        assert!(m.contains(what), "{what}: {m}");
+    }
+    parse_str(
+        Path::new("t.toml"),
+        &imm.replace("receive = { depth = 16 }", "receive = { depth = 16 }\nring = 4096"),
+    )
+    .unwrap_or_else(|e| panic!("{}", e[0]));
+    let send = STREAM
+        .replace("verb = \"write\"", "verb = \"send\"")
+        .replace("remote = { mr = \"dst\" }", "receive = { depth = 8 }");
+    assert!(errors(&send)[0]
+        .to_string()
+        .contains("a `send` stream's receives need an MR to land in"));
+}
+
+#[test]
+fn a_send_stream_names_the_peers_receives_and_they_must_fit() {
+    let send = STREAM
+        .replace("verb = \"write\"", "verb = \"send\"")
+        .replace(
+            "remote = { mr = \"dst\" }",
+            "receive = { mr = \"dst\", depth = 8, low_water = 2 }",
+        )
+        .replace("[[expect.memory]]\non = \"b\"\nmr = \"dst\"\nstream = \"w\"\n", "");
+    let sc = parse_str(Path::new("t.toml"), &send).unwrap_or_else(|e| panic!("{}", e[0]));
+    let Step::Stream(st) = &sc.steps[0] else { panic!() };
+    assert_eq!((st.verb, st.remote.clone()), (StreamVerb::Send, None));
+    assert_eq!(
+        st.receive,
+        Some(ReceiveSpec { mr: Some("dst".into()), offset: 0, depth: 8, low_water: 2 })
+    );
+    let cases = [
+        (
+            send.replace(
+                "receive = { mr = \"dst\", depth = 8, low_water = 2 }",
+                "remote = { mr = \"dst\" }",
+            ),
+            "a `send` stream goes to the peer's receives",
+        ),
+        (send.replace("depth = 8", "depth = 17"), "a receive depth of 17: give 1 to 16"),
+        (send.replace("low_water = 2", "low_water = 8"), "a low water mark of 8 with 8 receives"),
+        (
+            send.replace("depth = 8, low_water = 2", "offset = 639990"),
+            "16 receives of 64 bytes on each of 1 QPs need 1024 bytes from offset 639990",
+        ),
+        (
+            send.clone() + "[[expect.memory]]\non = \"b\"\nmr = \"dst\"\nstream = \"w\"\n",
+            "stream `w` sends: the peer checks each message as it arrives",
+        ),
+        (
+            STREAM.replace("remote = { mr = \"dst\" }", "receive = { mr = \"dst\" }"),
+            "`receive` is for a `send` or `write_imm` stream",
+        ),
+    ];
+    for (text, what) in cases {
+        let m = errors(&text)[0].to_string();
+        assert!(m.contains(what), "{what}: {m}");
+    }
+}
+
+#[test]
+fn a_good_scenario_loads() {
+    let sc = parse_str(Path::new("t.toml"), GOOD).unwrap_or_else(|e| panic!("{}", e[0]));
+    assert_eq!(sc.steps.len(), 2);
+    let seq: Vec<String> =
+        sc.expect.wire[0].sequence.iter().flatten().map(|p| p.to_string()).collect();
+    assert_eq!(seq, ["SEND Only"]);
+    assert_eq!(sc.qps[0].access["a"], Access::REMOTE_ALL, "the default");
+    assert_eq!(
+        (sc.qps[0].timeout, sc.qps[0].retry_cnt, sc.qps[0].mtu),
+        (14, 7, 1024),
+        "defaults filled in"
+    );
+    assert_eq!(sc.mrs[1].access, Access::LOCAL_WRITE);
+    assert!(matches!(&sc.steps[1], Step::Post { verb: Verb::Send, sge, .. } if sge[0].len == 5));
+    assert_eq!(sc.expect.completion[0].opcode, Some(WcOpcode(128)));
+}
+
+#[test]
+fn unknown_key_is_located_with_a_suggestion() {
+    let text = GOOD.replace("access = [\"local_write\"]", "acess = [\"local_write\"]");
+    let e = errors(&text);
+    assert_eq!(e.len(), 1);
+    let line = text.lines().position(|l| l.starts_with("acess")).unwrap() + 1;
+    assert_eq!((e[0].line, e[0].col), (line, 1), "{}", e[0]);
+    assert!(e[0].message.contains("acess"), "{}", e[0]);
+    assert_eq!(e[0].hint.as_deref(), Some("did you mean `access`?"));
+    assert!(e[0].to_string().starts_with(&format!("t.toml:{line}:1: error:")), "{}", e[0]);
+    assert!(e[0].excerpt.as_deref().is_some_and(|x| x.contains("^^^^^")), "{}", e[0]);
+}
+
+#[test]
+fn syntax_errors_say_where() {
+    let e = errors("name = \"x\"\n[endpoints.a\n");
+    assert_eq!(e[0].line, 2, "{}", e[0]);
+    assert!(e[0].message.starts_with("TOML syntax"), "{}", e[0]);
+}
+
+#[test]
+fn every_semantic_problem_is_reported_where_it_is() {
+    let text = GOOD
+        .replace("between = [\"a\", \"b\"]", "between = [\"a\", \"c\"]")
+        .replace("sge = [{ mr = \"msg\", len = 5 }]", "sge = [{ mr = \"msgg\", len = 5 }]")
+        .replace("status = \"IBV_WC_SUCCESS\"", "status = \"IBV_WC_SUCESS\"")
+        .replace("sequence = [\"SEND Only\"]", "sequence = [\"SEND Onyl\"]");
+    let e = errors(&text);
+    let msgs: Vec<String> = e.iter().map(|d| d.to_string()).collect();
+    let find = |needle: &str| {
+        msgs.iter()
+            .find(|m| m.contains(needle))
+            .unwrap_or_else(|| panic!("no `{needle}` in {msgs:#?}"))
+    };
+    assert!(find("no endpoint `c`").contains("t.toml:9:"), "{msgs:#?}");
+    assert!(find("no MR `msgg` on `a`").contains("did you mean `msg`?"));
+    assert!(find("unknown status `IBV_WC_SUCESS`").contains("did you mean `IBV_WC_SUCCESS`?"));
+    assert!(find("unknown opcode `SEND Onyl`").contains("did you mean `SEND Only`?"));
+}
+
+#[test]
+fn verbs_that_the_qp_type_cannot_carry_are_refused() {
+    let text = GOOD.replace("type = \"rc\"", "type = \"uc\"").replace(
+            "[[expect.completion]]",
+            "[[step]]\non = \"a\"\nop = \"read\"\nqp = \"q\"\nsge = [{ mr = \"msg\" }]\nremote = { mr = \"rbuf\", offset = 3 }\n\n[[expect.completion]]",
+        );
+    let e = errors(&text);
+    assert!(e.iter().any(|d| d.message.contains("UC has no READ")), "{e:#?}");
+    // A key an op does not have, and one it needs: serde's own refusal, at the key.
+    let text = GOOD.replace("op = \"send\"", "op = \"fetch_add\"");
+    let e = errors(&text);
+    let all: String = e.iter().map(|d| d.to_string() + "\n").collect();
+    assert!(all.contains("missing field `remote`"), "{all}");
+    let line = text.lines().position(|l| l.starts_with("op = \"fetch_add\"")).unwrap() - 1;
+    assert!(all.contains(&format!("t.toml:{line}:")), "the step's table: {all}");
+    let text = GOOD.replace("op = \"send\"", "op = \"fetch_add\"\nremote = { mr = \"rbuf\" }");
+    let all: String = errors(&text).iter().map(|d| d.to_string() + "\n").collect();
+    assert!(all.contains("missing field `add`"), "{all}");
+    let text =
+        GOOD.replace("op = \"send\"", "op = \"fetch_add\"\nremote = { mr = \"rbuf\" }\nadd = 1");
+    let all: String = errors(&text).iter().map(|d| d.to_string() + "\n").collect();
+    assert!(all.contains("8 bytes"), "{all}");
+    let text = GOOD.replace("op = \"send\"", "op = \"send\"\nremote = { mr = \"rbuf\" }");
+    let e = errors(&text);
+    assert!(e[0].message.starts_with("unknown field `remote`"), "a SEND has no remote: {e:#?}");
+    let line = text.lines().position(|l| l.starts_with("remote = ")).unwrap() + 1;
+    assert_eq!(e[0].line, line, "at the key: {e:#?}");
+    let e = errors(&GOOD.replace("op = \"send\"", "op = \"sned\""));
+    assert!(
+        e[0].message.contains("unknown variant `sned`")
+            && e[0].hint.as_deref() == Some("did you mean `send`?"),
+        "{e:#?}"
+    );
+}
+
+#[test]
+fn content_payloads_and_psns() {
+    assert_eq!(Content::Bytes("de ad".into()).try_bytes(0).unwrap(), [0xde, 0xad]);
+    assert_eq!(Content::Pattern("ab 01".into()).try_bytes(5).unwrap(), [0xab, 1, 0xab, 1, 0xab]);
+    assert_eq!(Content::U64(1).try_bytes(0).unwrap(), [1, 0, 0, 0, 0, 0, 0, 0]);
+    assert!(Content::Bytes("abc".into()).try_bytes(0).unwrap_err().contains("odd"));
+    assert!(Content::Bytes("zz".into()).try_bytes(0).unwrap_err().contains("not a hex byte"));
+    assert!(Content::Pattern("".into()).try_bytes(4).unwrap_err().contains("empty"));
+    assert_eq!(probe_payload(Some(&Content::Pattern("ab".into())), Some(3)).unwrap(), [0xab; 3]);
+    assert_eq!(probe_payload(None, Some(2)).unwrap(), [0, 0]);
+    assert!(probe_payload(Some(&Content::Text("toolong".into())), Some(2))
+        .unwrap_err()
+        .contains("`len` is 2"));
+    assert_eq!(psn_at(&PsnRef::Relative("next + 3".into())), Ok(PsnAt::Next(3)));
+    assert_eq!(psn_at(&PsnRef::Relative("next-1".into())), Ok(PsnAt::Next(-1)));
+    assert_eq!(psn_at(&PsnRef::Absolute(5)), Ok(PsnAt::Absolute(Psn::new(5))));
+    assert!(psn_at(&PsnRef::Absolute(1 << 24)).unwrap_err().contains("24 bits"));
+    assert!(psn_at(&PsnRef::Relative("nxt".into())).unwrap_err().contains("is not a PSN"));
+    assert!(psn_at(&PsnRef::Relative("next+8388608".into())).unwrap_err().contains("half"));
+    assert_eq!(PsnAt::Next(-1).resolve(Psn::new(0)), Psn::new(0xff_ffff), "24-bit wrap");
+}
+
+const MW: &str = r#"
+name = "mw"
+requires = ["mw_type2"]
+[endpoints.a]
+[endpoints.b]
+
+[[qp]]
+name = "q"
+type = "rc"
+between = ["b", "a"]
+
+[[mr]]
+name = "msg"
+on = "a"
+size = 8
+
+[[mr]]
+name = "target"
+on = "b"
+size = 32
+access = ["local_write", "mw_bind"]
+
+[[mw]]
+name = "w"
+on = "b"
+type = 2
+
+[[step]]
+on = "b"
+op = "bind_mw"
+qp = "q"
+mw = "w"
+mr = "target"
+offset = 8
+len = 16
+
+[[step]]
+on = "a"
+op = "write"
+qp = "q"
+sge = [{ mr = "msg" }]
+remote = { mw = "w", offset = 4 }
+
+[[step]]
+on = "a"
+op = "send_inv"
+qp = "q"
+invalidate = { mw = "w" }
+"#;
+
+/// A WRITE through a window lands where the window was bound (its MR, the
+/// bind's offset plus its own), its rkey left to the run; a window not bound
+/// before the step, or not there, is refused where it is named.
+#[test]
+fn a_window_is_addressed_where_it_was_bound() {
+    let sc = parse_str(Path::new("t.toml"), MW).unwrap_or_else(|e| panic!("{}", e[0]));
+    assert_eq!(sc.mws, vec![MwSpec { name: "w".into(), on: "b".into(), kind: MwKind::Type2 }]);
+    match &sc.steps[1] {
+        Step::Post { verb: Verb::Write { remote }, .. } => assert_eq!(
+            remote,
+            &Remote { mr: "target".into(), offset: 12, rkey: None, mw: Some("w".into()) }
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(
+        matches!(&sc.steps[0], Step::Post { verb: Verb::BindMw { len: 16, access, .. }, .. } if *access == Access(2)),
+        "remote_write by default: {:?}",
+        sc.steps[0]
+    );
+    assert!(
+        matches!(&sc.steps[2], Step::Post { verb: Verb::SendInv { invalidate: Invalidate::Mw(w) }, .. } if w == "w")
+    );
+    // Without the bind: not bound, said at the WRITE's `remote`.
+    let unbound = MW.replace("[[step]]\non = \"b\"\nop = \"bind_mw\"\nqp = \"q\"\nmw = \"w\"\nmr = \"target\"\noffset = 8\nlen = 16\n", "");
+    let e = errors(&unbound);
+    assert_eq!(e.len(), 1, "{e:#?}");
+    assert!(
+        e[0].message.contains("memory window `w` of `b` is not bound before this step"),
+        "{e:#?}"
+    );
+    let line = unbound.lines().position(|l| l.starts_with("remote = { mw")).unwrap() + 1;
+    assert_eq!(e[0].line, line);
+    let e = errors(&MW.replace("invalidate = { mw = \"w\" }", "invalidate = { mw = \"x\" }"));
+    assert!(
+        e[0].message.contains("no memory window `x` on `b`")
+            && e[0].hint.as_deref() == Some("did you mean `w`?"),
+        "{e:#?}"
+    );
+    let e = errors(&MW.replace(
+        "remote = { mw = \"w\", offset = 4 }",
+        "remote = { mw = \"w\", mr = \"target\" }",
+    ));
+    assert!(e[0].message.contains("one of them"), "{e:#?}");
+    let e = errors(&MW.replace("len = 16", "len = 32"));
+    assert!(e[0].message.contains("8+32 runs past the end of MR `target`"), "{e:#?}");
+}
+
+/// What a scenario uses must be in `requires`, or a device without it would
+/// fail the scenario instead of skipping it; the error is at what needs it.
+#[test]
+fn features_used_must_be_required() {
+    let e = errors(&MW.replace("requires = [\"mw_type2\"]", "requires = []"));
+    assert_eq!(e.len(), 1, "{e:#?}");
+    assert!(e[0].message.contains("this needs `mw_type2` (type 2 memory windows)"), "{e:#?}");
+    assert!(
+        e[0].hint.as_deref().is_some_and(|h| h.contains("requires = [\"mw_type2\"]")),
+        "{e:#?}"
+    );
+    let line = MW.lines().position(|l| l == "type = 2").unwrap() + 1;
+    assert_eq!(e[0].line, line, "at the window's type");
+    let e = errors(
+        &MW.replace("requires = [\"mw_type2\"]", "requires = [\"mw_type2\", \"atomic_wirte\"]"),
+    );
+    assert!(
+        e[0].message == "unknown feature `atomic_wirte`"
+            && e[0].hint.as_deref() == Some("did you mean `atomic_write`?"),
+        "{e:#?}"
+    );
+    // An access flag a 6.1 kernel refuses counts as using FLUSH.
+    let e = errors(&MW.replace(
+        "access = [\"local_write\", \"mw_bind\"]",
+        "access = [\"local_write\", \"mw_bind\", \"flush_global\"]",
+    ));
+    assert!(e.iter().any(|d| d.message.contains("this needs `flush` (RDMA FLUSH)")), "{e:#?}");
+    let flush = GOOD.replace("name = \"RC SEND\"", "name = \"f\"\nrequires = [\"flush\", \"atomic_write\"]").replace(
+            "[[expect.completion]]",
+            "[[step]]\non = \"a\"\nop = \"flush\"\nqp = \"q\"\nremote = { mr = \"rbuf\", offset = 16 }\nlevel = \"mr\"\n\n[[step]]\non = \"a\"\nop = \"atomic_write\"\nqp = \"q\"\nremote = { mr = \"rbuf\", offset = 8 }\nvalue = { u64 = 1 }\n\n[[expect.completion]]",
+        );
+    let sc = parse_str(Path::new("t.toml"), &flush).unwrap_or_else(|e| panic!("{}", e[0]));
+    assert_eq!(sc.requires, [Feature::AtomicWrite, Feature::Flush]);
+    assert!(
+        matches!(
+            &sc.steps[2],
+            Step::Post {
+                verb: Verb::Flush {
+                    len: 48,
+                    placement: Placement::Global,
+                    level: Selectivity::Mr,
+                    ..
+                },
+                ..
+            }
+        ),
+        "{:?}",
+        sc.steps[2]
+    );
+    assert!(matches!(
+        &sc.steps[3],
+        Step::Post { verb: Verb::AtomicWrite { value: [1, 0, 0, 0, 0, 0, 0, 0], .. }, .. }
+    ));
+    let e = errors(
+        &flush.replace("requires = [\"flush\", \"atomic_write\"]", "requires = [\"flush\"]"),
+    );
+    assert!(e.len() == 1 && e[0].message.contains("this needs `atomic_write`"), "{e:#?}");
+    let e = errors(
+        &flush
+            .replace("value = { u64 = 1 }", "value = { bytes = \"01 02\" }")
+            .replace("level = \"mr\"", "level = \"all\""),
+    );
+    let all: String = e.iter().map(|d| d.to_string() + "\n").collect();
+    assert!(
+        all.contains("8 bytes, not 2") && all.contains("unknown selectivity level `all`"),
+        "{all}"
+    );
+    let e = errors(&flush.replace("offset = 8 }\nvalue", "offset = 4 }\nvalue"));
+    assert!(e[0].message.contains("8-byte aligned"), "{e:#?}");
+    let e = errors(&flush.replace("type = \"rc\"", "type = \"uc\""));
+    assert!(e.iter().any(|d| d.message.contains("atomic_write on UC QP `q`")), "{e:#?}");
+}
+
+/// An SRQ is on one end of the QPs that use it; steps and events name it.
+#[test]
+fn srqs_belong_to_an_end() {
+    let text = GOOD.replace("name = \"RC SEND\"", "name = \"s\"\nrequires = [\"srq\"]\n[[srq]]\nname = \"s\"\non = \"b\"")
+            .replace("between = [\"a\", \"b\"]", "between = [\"a\", \"b\"]\nsrq = \"s\"")
+            .replace("op = \"post_recv\"\nqp = \"q\"", "op = \"post_srq_recv\"\nsrq = \"s\"")
+            .replace("[[expect.wire]]", "[[expect.event]]\non = \"b\"\nevent = \"srq_limit_reached\"\nsrq = \"s\"\n\n[[expect.wire]]");
+    let sc = parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
+    assert_eq!(sc.qps[0].srq.as_deref(), Some("s"));
+    assert!(matches!(&sc.steps[0], Step::PostSrqRecv { srq, wr_id: 1, .. } if srq == "s"));
+    assert_eq!(sc.expect.event[0].kind, EventType(15));
+    let e =
+        errors(&text.replace("srq = \"s\"\n\n[[expect.wire]]", "srq = \"t\"\n\n[[expect.wire]]"));
+    assert!(
+        e[0].message.contains("no SRQ `t`") && e[0].hint.as_deref() == Some("did you mean `s`?"),
+        "{e:#?}"
+    );
+    let e = errors(
+        &text.replace("on = \"b\"\nop = \"post_srq_recv\"", "on = \"a\"\nop = \"post_srq_recv\""),
+    );
+    assert!(e[0].message.contains("SRQ `s` is on `b`, not on `a`"), "{e:#?}");
+    let e = errors(&text.replace("requires = [\"srq\"]", ""));
+    assert!(e[0].message.contains("this needs `srq`"), "{e:#?}");
+    let e = errors(&text.replace("event = \"srq_limit_reached\"", "event = \"srq_limit_reachd\""));
+    assert!(e[0].hint.as_deref() == Some("did you mean `IBV_EVENT_SRQ_LIMIT_REACHED`?"), "{e:#?}");
+}
+
+/// A NAK key, an opcode pattern, a completion status: each name comes from its
+/// one home and a typo gets that home's suggestion.
+#[test]
+fn names_from_the_vocabulary() {
+    let text = GOOD.replace("responses = [\"Acknowledge+\"]", "responses = [\"Acknowledge+\"]\nnaks = [\"invalid_rd_request\", \"rnr\", \"remote_acess_error\"]");
+    let e = errors(&text);
+    assert_eq!(e.len(), 1, "{e:#?}");
+    assert!(
+        e[0].message == "unknown NAK `remote_acess_error`"
+            && e[0].hint.as_deref() == Some("did you mean `remote_access_error`?"),
+        "{e:#?}"
+    );
+    let ok = text.replace(", \"remote_acess_error\"", "");
+    let sc = parse_str(Path::new("t.toml"), &ok).unwrap_or_else(|e| panic!("{}", e[0]));
+    assert_eq!(
+        sc.expect.wire[0].naks,
+        Some(vec![NakKind::Nak(dissector::wire::NakCode::InvalidRdRequest), NakKind::Rnr])
+    );
+    let e = errors(
+        &GOOD.replace("responses = [\"Acknowledge+\"]", "responses = [\"NAK Invalid RD Reqest\"]"),
+    );
+    assert!(
+        e[0].message.contains("unknown response `NAK Invalid RD Reqest`")
+            && e[0].hint.as_deref() == Some("did you mean `NAK Invalid RD Request`?"),
+        "{e:#?}"
+    );
+}
