@@ -1,6 +1,16 @@
 //! From a scenario file as written ([`super::file`]) to a checked scenario
 //! ([`super::model`]): every name looked up, every value typed and bounded, every
 //! problem found reported at once, each at `file:line:col` with a hint.
+//!
+//! One [`Checker`] walks the file; each room of the format is an `impl Checker`
+//! of its own file, reading the vocabulary this module imports (`use super::*`):
+//! [`qps`] (QPs, MRs, memory windows, SRQs), [`steps`] (each `[[step]]` and its
+//! work request), [`stream`] (stream steps), [`probe`] (crafted frames), and
+//! [`expect`] (expectations and fault rules).
+//!
+//! Owns: turning a [`super::file::ScenarioFile`] into a [`super::model::Scenario`]
+//! or diagnostics. Imports: the file and model shapes, the protocol's stream
+//! vocabulary and limits, the verbs vocabulary, and dissector's PSN/NAK/opcode types.
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::Path;
