@@ -10,13 +10,13 @@
 //! field. A field that can occur more than once in a frame (`ip.addr`,
 //! `udp.port`, the VLAN tags, …) is a list column. Rows are written in row groups
 //! of [`ROW_GROUP`], so memory stays bounded whatever the capture's size, into
-//! `FILE.tmp`, renamed to `FILE` once complete: a file that is there is whole.
+//! a temporary beside `FILE` ([`AtomicFile`]), renamed to `FILE` once complete: a file that is there is whole.
 //!
 //! Owns: the column model and the Parquet writing. Imports: the dissector's field
 //! registry (names, types, values) and the `parquet` crate.
-use std::fs::File;
+use dissector::capture::AtomicFile;
 use std::panic::{self, AssertUnwindSafe};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -412,15 +412,13 @@ impl Rows {
 
 /// A Parquet file being written, a row at a time.
 pub(crate) struct Table {
-    writer: Option<SerializedFileWriter<File>>,
+    writer: Option<SerializedFileWriter<AtomicFile>>,
     props: WriterPropertiesPtr,
     /// The row group being built.
     group: Rows,
     rows_per_group: usize,
     /// Threads that encode a row group's columns (see [`Table::encode_with`]).
     threads: usize,
-    tmp: PathBuf,
-    path: PathBuf,
 }
 
 impl Table {
@@ -449,10 +447,7 @@ impl Table {
             props = props.set_column_dictionary_enabled(ColumnPath::new(path), false);
         }
         let props = Arc::new(props.build());
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(".tmp");
-        let tmp = PathBuf::from(tmp);
-        let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
+        let file = AtomicFile::create(path)?;
         let writer = SerializedFileWriter::new(file, Arc::new(schema), props.clone())
             .context("starting the Parquet file")?;
         Ok(Table {
@@ -461,8 +456,6 @@ impl Table {
             group: Rows::new(&specs),
             rows_per_group: rows.max(1),
             threads: 1,
-            tmp,
-            path: path.to_path_buf(),
         })
     }
 
@@ -535,22 +528,13 @@ impl Table {
     }
 
     /// Writes what is left and the footer, then renames the file into place.
+    /// A table dropped unfinished leaves no file behind (its [`AtomicFile`] goes).
     pub(crate) fn finish(mut self) -> Result<()> {
         self.flush()?;
         if let Some(w) = self.writer.take() {
-            w.close().context("finishing the Parquet file")?;
+            w.into_inner().context("finishing the Parquet file")?.commit()?;
         }
-        std::fs::rename(&self.tmp, &self.path)
-            .with_context(|| format!("renaming {} to {}", self.tmp.display(), self.path.display()))
-    }
-}
-
-/// An unfinished table leaves no file behind.
-impl Drop for Table {
-    fn drop(&mut self) {
-        if self.writer.is_some() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
+        Ok(())
     }
 }
 

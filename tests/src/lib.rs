@@ -46,3 +46,13 @@ pub fn roce<S: AsRef<str>>(args: &[S]) -> Run {
         err: String::from_utf8_lossy(&err).into_owned(),
     }
 }
+
+/// The temporaries an atomic write left in `dir` (`.NAME.XXXXXX.tmp`, see
+/// `dissector::capture::AtomicFile`): none, once every write has committed or failed.
+pub fn temporaries(dir: &Path) -> Vec<String> {
+    let Ok(rd) = std::fs::read_dir(dir) else { return Vec::new() };
+    rd.flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.') && n.ends_with(".tmp"))
+        .collect()
+}

@@ -181,7 +181,7 @@ fn our_pcapng_with_two_interfaces_matches_tshark() {
         expect.push((i + 1, iface, ts, len as u32 + extra, caplen));
     }
     w.into_inner().unwrap().commit().unwrap();
-    assert!(!dir.path("two-interfaces.pcapng.tmp").exists());
+    assert_eq!(roce_tests::temporaries(path.parent().unwrap()), Vec::<String>::new());
 
     let rows = assert_same_as_tshark(&path);
     assert_eq!(rows, expect);

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use roce_tests::{captures, roce, root};
+use roce_tests::{captures, roce, root, temporaries};
 
 /// Every type of column: integers printed in decimal and in hex, a flag, a
 /// timestamp and relative times, addresses, lists (`ip.addr`, `udp.port`), bytes
@@ -103,7 +103,7 @@ fn every_capture_reads_back_typed_and_equal_to_fields() {
         a.extend(FIELDS);
         let said = check(&a);
         assert!(said.contains("equal to -T fields"), "{cap}: {said}");
-        assert!(!PathBuf::from(format!("{}.tmp", pq.display())).exists(), "no .tmp left behind");
+        assert_eq!(temporaries(pq.parent().unwrap()), Vec::<String>::new(), "no temporary left");
     }
 }
 
@@ -196,7 +196,8 @@ fn parquet_needs_a_file_and_fields_and_leaves_nothing_half_written() {
     ]);
     assert_eq!(r.code, 2);
     assert!(r.err.contains("infiniband.bth.psn"), "did you mean: {}", r.err);
-    assert!(!out.exists() && !PathBuf::from(format!("{}.tmp", out.display())).exists());
+    assert!(!out.exists());
+    assert_eq!(temporaries(out.parent().unwrap()), Vec::<String>::new(), "no temporary left");
     let r = roce(&[
         "decode",
         "-r",

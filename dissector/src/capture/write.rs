@@ -2,7 +2,7 @@
 //! classic pcap (one link type, nanosecond magic), plus [`AtomicFile`] so that a file
 //! is either complete or absent.
 
-use std::fs::{self, File};
+use std::fs::File;
 use std::io::{self, BufWriter, Write};
 use std::path::{Path, PathBuf};
 
@@ -315,9 +315,14 @@ impl<W: Write> PcapWriter<W> {
     }
 }
 
-/// A file written under `PATH.tmp` and renamed to `PATH` by [`commit`](Self::commit),
-/// so `PATH` is never half-written: either the old content (or nothing) or the whole
-/// new file. Dropped without `commit` (an error, a panic), the temporary is removed.
+/// A file written under a temporary name beside `PATH` and renamed to `PATH` by
+/// [`commit`](Self::commit), so `PATH` is never half-written: either the old content
+/// (or nothing) or the whole new file. Dropped without `commit` (an error, a panic),
+/// the temporary is removed.
+///
+/// The temporary is `tempfile`'s: a fresh name in `PATH`'s directory (`.NAME.XXXXXX.tmp`)
+/// created exclusively, so two writers of one output never write into each other's
+/// file (the last to commit wins, whole), and the rename stays on one file system.
 ///
 /// ```no_run
 /// # fn main() -> std::io::Result<()> {
@@ -329,27 +334,41 @@ impl<W: Write> PcapWriter<W> {
 /// ```
 #[derive(Debug)]
 pub struct AtomicFile {
-    file: Option<File>,
-    tmp: PathBuf,
+    file: tempfile::NamedTempFile,
     path: PathBuf,
 }
 
-/// Creates (truncating) `PATH.tmp` for writing; see [`AtomicFile`].
+/// Creates a temporary file beside `PATH` for writing; see [`AtomicFile`].
 pub fn create_atomically(path: impl AsRef<Path>) -> io::Result<AtomicFile> {
     AtomicFile::create(path)
 }
 
 impl AtomicFile {
-    /// Creates (truncating) `PATH.tmp` for writing.
+    /// Creates a temporary file beside `PATH` for writing, with the permissions a new
+    /// `PATH` would get (0666 less the umask), not the temporary's usual 0600.
     pub fn create(path: impl AsRef<Path>) -> io::Result<AtomicFile> {
         let path = path.as_ref().to_path_buf();
-        let mut tmp = path.clone().into_os_string();
-        tmp.push(".tmp");
-        let tmp = PathBuf::from(tmp);
-        let file = File::create(&tmp).map_err(|e| {
-            io::Error::new(e.kind(), format!("cannot create {}: {e}", tmp.display()))
+        let dir = match path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d,
+            _ => Path::new("."),
+        };
+        let Some(name) = path.file_name() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("cannot create {}: it names a directory, not a file", path.display()),
+            ));
+        };
+        let mut prefix = std::ffi::OsString::from(".");
+        prefix.push(name);
+        prefix.push(".");
+        let mut b = tempfile::Builder::new();
+        b.prefix(&prefix).suffix(".tmp");
+        #[cfg(unix)]
+        b.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+        let file = b.tempfile_in(dir).map_err(|e| {
+            io::Error::new(e.kind(), format!("cannot create {}: {e}", path.display()))
         })?;
-        Ok(AtomicFile { file: Some(file), tmp, path })
+        Ok(AtomicFile { file, path })
     }
 
     /// The final path.
@@ -359,28 +378,21 @@ impl AtomicFile {
 
     /// The temporary path being written.
     pub fn temp_path(&self) -> &Path {
-        &self.tmp
+        self.file.path()
     }
 
     /// Flushes, syncs to disk and renames the temporary file over `PATH`.
-    pub fn commit(mut self) -> io::Result<()> {
-        let Some(mut file) = self.file.take() else {
-            return Err(io::Error::other("AtomicFile already committed"));
+    pub fn commit(self) -> io::Result<()> {
+        let AtomicFile { mut file, path } = self;
+        let finished = |e: io::Error| {
+            io::Error::new(e.kind(), format!("cannot finish writing {}: {e}", path.display()))
         };
-        let res = file.flush().and_then(|()| file.sync_all()).and_then(|()| {
-            drop(file);
-            fs::rename(&self.tmp, &self.path)
-        });
-        if let Err(e) = res {
-            let _ = fs::remove_file(&self.tmp);
-            return Err(io::Error::new(
-                e.kind(),
-                format!("cannot finish writing {}: {e}", self.path.display()),
-            ));
-        }
+        file.flush().and_then(|()| file.as_file().sync_all()).map_err(finished)?;
+        // On failure the temporary comes back inside the error and is removed as it drops.
+        file.persist(&path).map_err(|e| finished(e.error))?;
         // Make the rename itself durable (best effort: not every platform can open a
         // directory for syncing).
-        let dir = match self.path.parent() {
+        let dir = match path.parent() {
             Some(d) if !d.as_os_str().is_empty() => d,
             _ => Path::new("."),
         };
@@ -389,34 +401,24 @@ impl AtomicFile {
         }
         Ok(())
     }
-
-    fn file(&mut self) -> io::Result<&mut File> {
-        self.file.as_mut().ok_or_else(|| io::Error::other("AtomicFile already committed"))
-    }
 }
 
 impl Write for AtomicFile {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.file()?.write(buf)
+        self.file.write(buf)
     }
     fn write_all(&mut self, buf: &[u8]) -> io::Result<()> {
-        self.file()?.write_all(buf)
+        self.file.write_all(buf)
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.file()?.flush()
-    }
-}
-
-impl Drop for AtomicFile {
-    fn drop(&mut self) {
-        if self.file.take().is_some() {
-            let _ = fs::remove_file(&self.tmp);
-        }
+        self.file.flush()
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use std::fs;
+
     use super::*;
 
     fn le32(b: &[u8], at: usize) -> u32 {
@@ -507,6 +509,27 @@ mod tests {
         drop(f);
         assert!(!tmp.exists());
         assert_eq!(fs::read(&path).unwrap(), b"hello", "an abandoned write leaves the old file");
+
+        // Two writers of one output each have their own temporary: neither writes into
+        // the other's, and what lands is one of them, whole.
+        let mut one = create_atomically(&path).unwrap();
+        let mut two = create_atomically(&path).unwrap();
+        assert_ne!(one.temp_path(), two.temp_path());
+        one.write_all(b"first writer").unwrap();
+        two.write_all(b"second").unwrap();
+        two.commit().unwrap();
+        one.commit().unwrap();
+        assert_eq!(fs::read(&path).unwrap(), b"first writer");
+        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["a.pcap"], "no temporary left behind");
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: &Path| fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            let plain = dir.join("plain");
+            File::create(&plain).unwrap();
+            assert_eq!(mode(&path), mode(&plain), "the mode a new file gets, not 0600");
+        }
         fs::remove_dir_all(&dir).unwrap();
     }
 }
