@@ -415,16 +415,7 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
     let switch = Switch::spawn(&wire)?;
     log(&format!("switch: {:?}", wire.ports()));
     let boot_start = Instant::now();
-    let mut qemus = Qemus([None, None], [paths.qemu_pidfile(Vm::A), paths.qemu_pidfile(Vm::B)]);
-    for vm in Vm::BOTH {
-        let sock = if vm == Vm::A { &wire.vm_a } else { &wire.vm_b };
-        let fd = sock.as_raw_fd();
-        let spec = VmSpec { vm, accel, net_fd: Some(fd), paths, probe: false };
-        let cmd = vm::command(&img, &spec)?;
-        log(&format!("starting VM {}: {:?}", vm.name(), cmd));
-        let child = vm::spawn(cmd, Some(fd), &paths.dir.join(format!("{}.qemu.log", vm.name())))?;
-        qemus.0[vm.index()] = Some(child);
-    }
+    let mut qemus = start_vms(&img, paths, accel, &wire)?;
     let pids = [0, 1].map(|i| qemus.0[i].as_ref().map(|c| c.id()).unwrap_or(0));
     drop(wire); // qemu holds the VM sockets now; the switch its clones
 
@@ -461,7 +452,32 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
         let within = opts.boot_timeout;
         thread::spawn(move || readiness(&sh, boot_start, within));
     }
+    watch(&shared, &listener, &mut qemus, paths);
+    shared.set_phase(Phase::Stopping);
+    log("stopping the VMs");
+    drop(qemus);
+    Ok(())
+}
 
+/// Starts qemu for both VMs, each with its end of the wire as its NIC.
+fn start_vms(img: &Image, paths: &LabPaths, accel: Accel, wire: &Wire) -> Result<Qemus> {
+    let mut qemus = Qemus([None, None], [paths.qemu_pidfile(Vm::A), paths.qemu_pidfile(Vm::B)]);
+    for vm in Vm::BOTH {
+        let sock = if vm == Vm::A { &wire.vm_a } else { &wire.vm_b };
+        let fd = sock.as_raw_fd();
+        let spec = VmSpec { vm, accel, net_fd: Some(fd), paths, probe: false };
+        let cmd = vm::command(img, &spec)?;
+        log(&format!("starting VM {}: {:?}", vm.name(), cmd));
+        let child = vm::spawn(cmd, Some(fd), &paths.dir.join(format!("{}.qemu.log", vm.name())))?;
+        qemus.0[vm.index()] = Some(child);
+    }
+    Ok(qemus)
+}
+
+/// The daemon's main loop: serves each client on its own thread and watches the
+/// VMs, until shutdown is asked for, a failure has stood for a minute (so `roce
+/// lab up`/`status` can read it) or the lab was idle for its idle timeout.
+fn watch(shared: &Arc<Shared>, listener: &UnixListener, qemus: &mut Qemus, paths: &LabPaths) {
     let mut next_conn: u64 = 1;
     let mut failed_at: Option<Instant> = None;
     // The VMs' consoles, for a NIC that stopped transmitting (a wedged virtio TX
@@ -491,55 +507,13 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => log(&format!("accept: {e}")),
         }
-        for vm in Vm::BOTH {
-            if let Some(c) = qemus.0[vm.index()].as_mut() {
-                if let Ok(Some(st)) = c.try_wait() {
-                    if shared.phase() != Phase::Stopping {
-                        let tail =
-                            state::tail(&paths.dir.join(format!("{}.qemu.log", vm.name())), 5);
-                        let console = state::tail(&paths.console(vm), 8);
-                        shared.set_phase(Phase::Failed(format!(
-                            "VM {}'s qemu exited ({st})\nqemu said: {tail}\nconsole ({}):\n{console}",
-                            vm.name(),
-                            paths.console(vm).display()
-                        )));
-                    }
-                }
-            }
-        }
+        check_qemus(shared, qemus, paths);
         if matches!(shared.phase(), Phase::Ready) && console_checked.elapsed() >= CONSOLE_EVERY {
             console_checked = Instant::now();
-            for vm in Vm::BOTH {
-                if let Some(line) = consoles[vm.index()].nic_stuck(&paths.console(vm)) {
-                    log(&format!("VM {}: {line}", vm.name()));
-                    shared.set_phase(Phase::Failed(format!(
-                        "VM {}'s NIC stopped transmitting: its kernel says `{line}`; nothing leaves the VM any more, so every exchange with it times out\nconsole ({}):\n{}",
-                        vm.name(),
-                        paths.console(vm).display(),
-                        state::tail(&paths.console(vm), 8)
-                    )));
-                    shared.fail_routes(
-                        vm,
-                        "its NIC stopped transmitting (NETDEV WATCHDOG in its kernel log)",
-                    );
-                }
-            }
+            check_consoles(shared, &mut consoles, paths);
         }
         if matches!(shared.phase(), Phase::Ready) {
-            for vm in Vm::BOTH {
-                let seen =
-                    *shared.agents[vm.index()].last_seen.lock().unwrap_or_else(|e| e.into_inner());
-                if seen.is_some_and(|t| t.elapsed() > control::HUNG_AFTER) {
-                    let console = state::tail(&paths.console(vm), 8);
-                    shared.set_phase(Phase::Failed(format!(
-                        "VM {} stopped answering: no word from its agent for {} s (hung or panicked guest?)\nconsole ({}):\n{console}",
-                        vm.name(),
-                        control::HUNG_AFTER.as_secs(),
-                        paths.console(vm).display()
-                    )));
-                    shared.fail_routes(vm, "stopped answering (hung guest?)");
-                }
-            }
+            check_heartbeats(shared, paths);
         }
         if matches!(shared.phase(), Phase::Failed(_)) {
             // Linger so `roce lab up`/`status` can read the error, then go.
@@ -561,10 +535,63 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
         // SAFETY: one valid pollfd for the duration of the call.
         unsafe { libc::poll(&mut fd, 1, control::POLL.as_millis() as libc::c_int) };
     }
-    shared.set_phase(Phase::Stopping);
-    log("stopping the VMs");
-    drop(qemus);
-    Ok(())
+}
+
+/// A VM whose qemu exited fails the lab (unless it is stopping).
+fn check_qemus(shared: &Shared, qemus: &mut Qemus, paths: &LabPaths) {
+    for vm in Vm::BOTH {
+        if let Some(c) = qemus.0[vm.index()].as_mut() {
+            if let Ok(Some(st)) = c.try_wait() {
+                if shared.phase() != Phase::Stopping {
+                    let tail = state::tail(&paths.dir.join(format!("{}.qemu.log", vm.name())), 5);
+                    let console = state::tail(&paths.console(vm), 8);
+                    shared.set_phase(Phase::Failed(format!(
+                        "VM {}'s qemu exited ({st})\nqemu said: {tail}\nconsole ({}):\n{console}",
+                        vm.name(),
+                        paths.console(vm).display()
+                    )));
+                }
+            }
+        }
+    }
+}
+
+/// A VM whose NIC stopped transmitting (a wedged virtio TX queue: the guest lives,
+/// its wire is dead, its kernel says NETDEV WATCHDOG) fails the lab.
+fn check_consoles(shared: &Shared, consoles: &mut [state::ConsoleWatch; 2], paths: &LabPaths) {
+    for vm in Vm::BOTH {
+        if let Some(line) = consoles[vm.index()].nic_stuck(&paths.console(vm)) {
+            log(&format!("VM {}: {line}", vm.name()));
+            shared.set_phase(Phase::Failed(format!(
+                "VM {}'s NIC stopped transmitting: its kernel says `{line}`; nothing leaves the VM any more, so every exchange with it times out\nconsole ({}):\n{}",
+                vm.name(),
+                paths.console(vm).display(),
+                state::tail(&paths.console(vm), 8)
+            )));
+            shared.fail_routes(
+                vm,
+                "its NIC stopped transmitting (NETDEV WATCHDOG in its kernel log)",
+            );
+        }
+    }
+}
+
+/// A VM whose command runner stopped sending heartbeats (a hung or panicked
+/// guest) fails the lab.
+fn check_heartbeats(shared: &Shared, paths: &LabPaths) {
+    for vm in Vm::BOTH {
+        let seen = *shared.agents[vm.index()].last_seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.is_some_and(|t| t.elapsed() > control::HUNG_AFTER) {
+            let console = state::tail(&paths.console(vm), 8);
+            shared.set_phase(Phase::Failed(format!(
+                "VM {} stopped answering: no word from its agent for {} s (hung or panicked guest?)\nconsole ({}):\n{console}",
+                vm.name(),
+                control::HUNG_AFTER.as_secs(),
+                paths.console(vm).display()
+            )));
+            shared.fail_routes(vm, "stopped answering (hung guest?)");
+        }
+    }
 }
 
 /// Connects to VM `vm`'s virtio-serial socket and relays what its agent says.
