@@ -1,4 +1,9 @@
 //! `roce lab bench`: the lab's own numbers, measured on a lab booted for it.
+//!
+//! Owns: the measurements and the bench lab's life (booted for it, taken down by
+//! [`DownOnDrop`]). Imports: `up` and `Progress` from the crate root, [`image`] (the
+//! build), [`run`](super::run) (recorded runs), [`record`](super::record) (reading
+//! the capture back), [`switch`](super::switch) (`parse_roce`), `state` and `vm`.
 use std::time::{Duration, Instant};
 
 use std::path::Path;

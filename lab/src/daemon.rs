@@ -1,8 +1,14 @@
 //! The lab daemon (`roce lab up` starts it in the background; hidden subcommand
 //! `__daemon`). It owns everything a running lab is made of: the lock, the two
 //! qemu processes (which die with it, PR_SET_PDEATHSIG), the switch, the
-//! connections to the agents, and the control socket the other `roce lab`
-//! commands talk to.
+//! connections to the command runners in the VMs ([`guest`](super::guest)), and the
+//! control socket the other `roce lab` commands talk to.
+//!
+//! Owns: the daemon's life (start, serve, watch the VMs, stop), the routes from
+//! commands to the clients that asked for them, and the runs on the switch.
+//! Imports: [`image`](super::image), [`vm`], [`switch`](super::switch),
+//! [`control`], [`claim`](super::claim), [`fault`](super::fault),
+//! [`record`](super::record) and [`state`].
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -79,7 +85,7 @@ struct Route {
 struct Agent {
     writer: Mutex<Option<UnixStream>>,
     hello: Mutex<Option<Hello>>,
-    /// When the agent last sent anything (heartbeats included).
+    /// When the guest last sent anything (heartbeats included).
     last_seen: Mutex<Option<Instant>>,
 }
 
@@ -149,7 +155,7 @@ impl Shared {
         }
     }
 
-    /// Starts `cmd` in `vm`, output going to `sink`. Errors if the agent is not up.
+    /// Starts `cmd` in `vm`, output going to `sink`. Errors if the guest is not up.
     fn start_exec(&self, vm: Vm, req: ExecRequest, sink: Sink) -> std::result::Result<u32, String> {
         if self.agents[vm.index()].hello.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
             return Err(format!(
@@ -205,7 +211,7 @@ impl Shared {
         }
     }
 
-    /// Delivers an agent's frame to whoever asked for the command.
+    /// Delivers a guest's frame to whoever asked for the command.
     fn route(&self, f: Frame) {
         let sink = {
             let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
@@ -227,7 +233,7 @@ impl Shared {
         }
     }
 
-    /// Every command running in `vm` ends with `why` (agent restarted or gone).
+    /// Every command running in `vm` ends with `why` (guest restarted or gone).
     fn fail_routes(&self, vm: Vm, why: &str) {
         let ids: Vec<u32> = self
             .routes
@@ -594,7 +600,7 @@ fn check_heartbeats(shared: &Shared, paths: &LabPaths) {
     }
 }
 
-/// Connects to VM `vm`'s virtio-serial socket and relays what its agent says.
+/// Connects to VM `vm`'s virtio-serial socket and relays what its guest says.
 fn agent_link(sh: &Shared, vm: Vm) {
     let path = sh.paths.agent_socket(vm);
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -636,8 +642,8 @@ fn agent_link(sh: &Shared, vm: Vm) {
                 return;
             }
             Err(e) => {
-                // Garbage from the guest (an agent died mid-frame): fail what ran
-                // there and wait for the restarted agent's hello.
+                // Garbage from the guest (its runner died mid-frame): fail what ran
+                // there and wait for the restarted runner's hello.
                 log(&format!("VM {}: bad control frame: {e}", vm.name()));
                 sh.fail_routes(vm, &format!("control stream broke: {e}"));
                 *sh.agents[vm.index()].hello.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -679,7 +685,7 @@ fn agent_link(sh: &Shared, vm: Vm) {
     }
 }
 
-/// Waits for both agents, then for rxe0 ACTIVE with its IPv4-mapped GID on both.
+/// Waits for both guests, then for rxe0 ACTIVE with its IPv4-mapped GID on both.
 fn readiness(sh: &Shared, boot_start: Instant, within: Duration) {
     let deadline = boot_start + within;
     for vm in Vm::BOTH {

@@ -24,7 +24,7 @@
 //! This file owns the releases, the recipe and the build (debootstrap, the disk,
 //! the manifest); `host` finds the host's programs and apt mirror, `boot` makes
 //! `vmlinux` and the initramfs. Imports the lock and the paths' owner from
-//! [`state`](super::state) and the progress printer from the crate root.
+//! [`state`] and the progress printer from the crate root.
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

@@ -35,7 +35,7 @@
 //!
 //! It imports the vocabulary below it: [`fault`](super::fault) (the rules),
 //! [`claim`](super::claim), [`mark`](super::mark) (what a frame's capture comment
-//! says), [`record`](super::record) (the capture), [`respond`](super::respond)
+//! says), [`record`](super::record) (the capture), `respond`
 //! (the crafted answers) and [`control`](super::control)'s `WireFrame` (the live
 //! view); the frames are decoded by `dissector`.
 use std::collections::VecDeque;
