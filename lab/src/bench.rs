@@ -1,4 +1,9 @@
 //! `roce lab bench`: the lab's own numbers, measured on a lab booted for it.
+//!
+//! Owns: the measurements and the bench lab's life (booted for it, taken down by
+//! [`DownOnDrop`]). Imports: `up` and `Progress` from the crate root, [`image`] (the
+//! build), [`run`](super::run) (recorded runs), [`record`](super::record) (reading
+//! the capture back), [`switch`](super::switch) (`parse_roce`), `state` and `vm`.
 use std::time::{Duration, Instant};
 
 use std::path::Path;
@@ -37,8 +42,27 @@ pub fn measure(
     p: &Progress,
     more: impl FnOnce(&LabPaths, &Path) -> Result<Vec<(String, String)>>,
 ) -> Result<BenchReport> {
-    let mut rows = Vec::new();
+    let mut rows = image_rows(paths, args, p)?;
 
+    let bench = LabPaths::new(&paths.root, &format!("{}-bench", paths.name))?;
+    super::stop(&bench)?;
+    let _guard = DownOnDrop(bench.clone());
+    rows.push(boot(&bench, args, p)?);
+
+    let dir = std::env::temp_dir().join(format!("roce-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir)?;
+    rows.push(pingpong(&bench, &dir, p)?);
+    let lossless = write_bw(&bench, &dir, args, p, &mut rows)?;
+    let extra = more(&bench, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    rows.extend(extra?);
+    Ok(BenchReport { rows, lossless })
+}
+
+/// The image measured (built first if it is not cached): what it holds, and how
+/// long its build took.
+fn image_rows(paths: &LabPaths, args: &BenchPlan, p: &Progress) -> Result<Vec<(String, String)>> {
+    let mut rows = Vec::new();
     let t = Instant::now();
     let (img, built) = image::build(
         &image::BuildOpts {
@@ -66,12 +90,13 @@ pub fn measure(
             format!("{:.1} s (when built; cached now)", img.manifest.build_secs)
         },
     ));
+    Ok(rows)
+}
 
-    let bench = LabPaths::new(&paths.root, &format!("{}-bench", paths.name))?;
-    super::stop(&bench)?;
-    let _guard = DownOnDrop(bench.clone());
+/// Boots the bench lab: how long until rxe0 is ACTIVE in both VMs.
+fn boot(bench: &LabPaths, args: &BenchPlan, p: &Progress) -> Result<(String, String)> {
     let r = up(
-        &bench,
+        bench,
         &UpOpts {
             image: args.image,
             accel: args.accel,
@@ -82,7 +107,7 @@ pub fn measure(
         },
         p,
     )?;
-    rows.push((
+    Ok((
         "boot of the pair".into(),
         format!(
             "{:.1} s to rxe0 ACTIVE on both ({:.1} s wall for `up`; {})",
@@ -90,11 +115,12 @@ pub fn measure(
             r.wall.as_secs_f64(),
             r.accel
         ),
-    ));
+    ))
+}
 
-    let dir = std::env::temp_dir().join(format!("roce-bench-{}", std::process::id()));
-    std::fs::create_dir_all(&dir)?;
-    let one = |a: &str, b: &str, file: &str| RunPlan {
+/// A recorded run of `a` in VM a and `b` in VM b, its capture in `dir/file`.
+fn plan(dir: &Path, a: &str, b: &str, file: &str) -> RunPlan {
+    RunPlan {
         a: Some(a.into()),
         b: Some(b.into()),
         write: Some(dir.join(file)),
@@ -105,11 +131,15 @@ pub fn measure(
         ready_timeout: Duration::from_secs(60),
         echo: false,
         on_wire: None,
-    };
+    }
+}
+
+/// One short `lab run` (ibv_rc_pingpong): its wall time.
+fn pingpong(bench: &LabPaths, dir: &Path, p: &Progress) -> Result<(String, String)> {
     p.say("run: ibv_rc_pingpong -g 1 -n 10");
     let o = execute(
-        &bench,
-        one("ibv_rc_pingpong -g 1 -n 10", "ibv_rc_pingpong -g 1 -n 10 {a}", "rc.pcapng"),
+        bench,
+        plan(dir, "ibv_rc_pingpong -g 1 -n 10", "ibv_rc_pingpong -g 1 -n 10 {a}", "rc.pcapng"),
     )?;
     if !o.success() {
         bail!(
@@ -117,7 +147,7 @@ pub fn measure(
             o.sides.iter().map(|s| s.status.describe()).collect::<Vec<_>>()
         );
     }
-    rows.push((
+    Ok((
         "one `lab run` (ibv_rc_pingpong -n 10)".into(),
         format!(
             "{:.1} s wall ({} frames, b waited {:.1} s for a to listen)",
@@ -125,11 +155,21 @@ pub fn measure(
             o.report.counters.received(),
             o.waited_for_listen.unwrap_or_default().as_secs_f64()
         ),
-    ));
+    ))
+}
 
+/// The switch under ib_write_bw: its frame rate and whether the capture holds
+/// every frame (the result).
+fn write_bw(
+    bench: &LabPaths,
+    dir: &Path,
+    args: &BenchPlan,
+    p: &Progress,
+    rows: &mut Vec<(String, String)>,
+) -> Result<bool> {
     let w = format!("ib_write_bw -d rxe0 -x 1 -s {} -n {} -F", args.size, args.writes);
     p.say(&format!("run: {w}"));
-    let o = execute(&bench, one(&w, &format!("{w} {{a}}"), "write_bw.pcapng"))?;
+    let o = execute(bench, plan(dir, &w, &format!("{w} {{a}}"), "write_bw.pcapng"))?;
     if !o.success() {
         bail!(
             "the ib_write_bw run failed: {:?}",
@@ -165,10 +205,7 @@ pub fn measure(
         ),
     ));
     rows.push(("ib_write_bw run wall time".into(), format!("{:.1} s", o.wall.as_secs_f64())));
-    let extra = more(&bench, &dir);
-    let _ = std::fs::remove_dir_all(&dir);
-    rows.extend(extra?);
-    Ok(BenchReport { rows, lossless })
+    Ok(lossless)
 }
 
 /// Takes a lab down when dropped (also on error paths).

@@ -13,6 +13,10 @@
 //!
 //! What no run claims (ARP, neighbour discovery, a QP's straggling resend after
 //! its run ended) is counted in the switch's lifetime totals and recorded nowhere.
+//!
+//! Owns: [`Claim`] (what a run asks for) and `Owner` (deciding frame by frame,
+//! with the CM communication IDs it learns). Imports: [`fault`](super::fault)'s
+//! `Dir`, and the decoded frame and CM messages from `dissector`.
 use dissector::frame::Frame;
 use dissector::wire::mad::CmMessage;
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,9 @@
 //! Talking to a running lab's daemon over its control socket.
+//!
+//! Owns: connecting, the requests a client makes and reading their answers (command
+//! output, run reports, the live wire). Imports: [`control`] (the
+//! framing), [`claim`](super::claim), [`state`](super::state) (where the socket is)
+//! and [`switch`](super::switch)'s `RunReport`.
 use std::io;
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc;

@@ -1,7 +1,7 @@
 //! The control channel's framing, shared by the three parties that talk over it:
 //! `roce` clients ↔ the lab daemon (a Unix socket on the host) and the daemon ↔ the
-//! agent in each VM (a virtio-serial port, so control traffic never touches the RoCE
-//! wire).
+//! command runner in each VM, [`guest`](super::guest) (a virtio-serial port, so
+//! control traffic never touches the RoCE wire).
 //!
 //! A frame is a 10-byte header and a payload:
 //!
@@ -16,10 +16,13 @@
 //! an unknown kind or a length above [`MAX_PAYLOAD`] is an error that names the
 //! offending value: the stream cannot be trusted past it.
 //!
-//! A virtio-serial port outlives the agent process reading it, so an agent that
+//! A virtio-serial port outlives the guest process reading it, so a guest that
 //! restarts may find the tail of an old frame in its input. It therefore discards
 //! bytes until it sees a [`Kind::Sync`] frame (whose encoding is unique, see
 //! [`Frame::sync`]), which the daemon sends in answer to every [`Kind::Hello`].
+//!
+//! Owns: the frame format, the [`Kind`]s and the JSON messages they carry, the
+//! heartbeat and poll intervals. Imports: [`fault`](super::fault)'s `Dir` only.
 
 use std::io::{self, Read, Write};
 use std::time::Duration;
@@ -37,11 +40,11 @@ const SYNC_PAYLOAD: &[u8; 8] = b"ROCESYNC";
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
 pub enum Kind {
-    /// agent → daemon: an agent (re)started. JSON [`Hello`].
+    /// guest → daemon: a guest (re)started. JSON [`Hello`].
     Hello = 1,
-    /// daemon → agent: start of a trustworthy stream. Payload `ROCESYNC`.
+    /// daemon → guest: start of a trustworthy stream. Payload `ROCESYNC`.
     Sync = 2,
-    /// → agent / → daemon: run a command. JSON [`ExecRequest`] or [`Request`].
+    /// → guest / → daemon: run a command. JSON [`ExecRequest`] or [`Request`].
     Request = 3,
     Stdout = 4,
     Stderr = 5,
@@ -54,15 +57,15 @@ pub enum Kind {
     /// daemon → client: one frame the switch carried during a run begun with
     /// `live: true`. Binary [`WireFrame`].
     Wire = 9,
-    /// client → daemon → agent: bytes for the stdin of command `id` (started with
+    /// client → daemon → guest: bytes for the stdin of command `id` (started with
     /// `stdin: true`); an empty payload closes it.
     Stdin = 10,
-    /// agent → daemon: still alive, every [`HEARTBEAT`]; a VM that stops sending
+    /// guest → daemon: still alive, every [`HEARTBEAT`]; a VM that stops sending
     /// them is hung (a frozen or panicked guest keeps its qemu, and its socket, up).
     Heartbeat = 11,
 }
 
-/// How often the agent in a VM says it is alive.
+/// How often the guest in a VM says it is alive.
 pub const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(2);
 /// How long the daemon waits without a word from a VM before calling it hung.
 /// Generous: two TCG guests on a busy two-core host can stall for seconds.
@@ -137,7 +140,7 @@ impl Frame {
     }
 }
 
-/// The encoded sync frame: what a (re)starting agent scans its input for.
+/// The encoded sync frame: what a (re)starting guest scans its input for.
 pub fn sync_frame_bytes() -> Vec<u8> {
     Frame::sync().encode()
 }
@@ -198,7 +201,7 @@ pub fn skip_to_sync<R: Read>(r: &mut R) -> io::Result<bool> {
     skip_past(r, &sync_frame_bytes())
 }
 
-/// After garbage on an agent's stream (an agent died mid-frame): discards input up
+/// After garbage on a guest's stream (a guest died mid-frame): discards input up
 /// to the next Hello frame and returns it. `Ok(None)` at end of stream.
 pub fn resync_hello<R: Read>(r: &mut R) -> io::Result<Option<Frame>> {
     if !skip_past(r, &[MAGIC, Kind::Hello as u8, 0, 0, 0, 0])? {
@@ -242,16 +245,16 @@ fn skip_past<R: Read>(r: &mut R, pat: &[u8]) -> io::Result<bool> {
     }
 }
 
-/// agent → daemon, on start.
+/// guest → daemon, on start.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Hello {
-    /// Changes every time an agent starts.
+    /// Changes every time a guest starts.
     pub instance: u64,
     pub vm: String,
     pub kernel: String,
 }
 
-/// daemon → agent: run `sh -c cmd`.
+/// daemon → guest: run `sh -c cmd`.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct ExecRequest {
     pub cmd: String,
@@ -269,7 +272,7 @@ pub struct ExitStatus {
     pub signal: Option<i32>,
     #[serde(default)]
     pub timed_out: bool,
-    /// The command could not be run at all, or the lab lost it (agent restarted).
+    /// The command could not be run at all, or the lab lost it (guest restarted).
     pub error: Option<String>,
     /// Wall time inside the VM.
     #[serde(default)]

@@ -1,8 +1,14 @@
 //! The lab daemon (`roce lab up` starts it in the background; hidden subcommand
 //! `__daemon`). It owns everything a running lab is made of: the lock, the two
 //! qemu processes (which die with it, PR_SET_PDEATHSIG), the switch, the
-//! connections to the agents, and the control socket the other `roce lab`
-//! commands talk to.
+//! connections to the command runners in the VMs ([`guest`](super::guest)), and the
+//! control socket the other `roce lab` commands talk to.
+//!
+//! Owns: the daemon's life (start, serve, watch the VMs, stop), the routes from
+//! commands to the clients that asked for them, and the runs on the switch.
+//! Imports: [`image`](super::image), [`vm`], [`switch`](super::switch),
+//! [`control`], [`claim`](super::claim), [`fault`](super::fault),
+//! [`record`](super::record) and [`state`].
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -79,7 +85,7 @@ struct Route {
 struct Agent {
     writer: Mutex<Option<UnixStream>>,
     hello: Mutex<Option<Hello>>,
-    /// When the agent last sent anything (heartbeats included).
+    /// When the guest last sent anything (heartbeats included).
     last_seen: Mutex<Option<Instant>>,
 }
 
@@ -149,7 +155,7 @@ impl Shared {
         }
     }
 
-    /// Starts `cmd` in `vm`, output going to `sink`. Errors if the agent is not up.
+    /// Starts `cmd` in `vm`, output going to `sink`. Errors if the guest is not up.
     fn start_exec(&self, vm: Vm, req: ExecRequest, sink: Sink) -> std::result::Result<u32, String> {
         if self.agents[vm.index()].hello.lock().unwrap_or_else(|e| e.into_inner()).is_none() {
             return Err(format!(
@@ -205,7 +211,7 @@ impl Shared {
         }
     }
 
-    /// Delivers an agent's frame to whoever asked for the command.
+    /// Delivers a guest's frame to whoever asked for the command.
     fn route(&self, f: Frame) {
         let sink = {
             let mut routes = self.routes.lock().unwrap_or_else(|e| e.into_inner());
@@ -227,7 +233,7 @@ impl Shared {
         }
     }
 
-    /// Every command running in `vm` ends with `why` (agent restarted or gone).
+    /// Every command running in `vm` ends with `why` (guest restarted or gone).
     fn fail_routes(&self, vm: Vm, why: &str) {
         let ids: Vec<u32> = self
             .routes
@@ -415,16 +421,7 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
     let switch = Switch::spawn(&wire)?;
     log(&format!("switch: {:?}", wire.ports()));
     let boot_start = Instant::now();
-    let mut qemus = Qemus([None, None], [paths.qemu_pidfile(Vm::A), paths.qemu_pidfile(Vm::B)]);
-    for vm in Vm::BOTH {
-        let sock = if vm == Vm::A { &wire.vm_a } else { &wire.vm_b };
-        let fd = sock.as_raw_fd();
-        let spec = VmSpec { vm, accel, net_fd: Some(fd), paths, probe: false };
-        let cmd = vm::command(&img, &spec)?;
-        log(&format!("starting VM {}: {:?}", vm.name(), cmd));
-        let child = vm::spawn(cmd, Some(fd), &paths.dir.join(format!("{}.qemu.log", vm.name())))?;
-        qemus.0[vm.index()] = Some(child);
-    }
+    let mut qemus = start_vms(&img, paths, accel, &wire)?;
     let pids = [0, 1].map(|i| qemus.0[i].as_ref().map(|c| c.id()).unwrap_or(0));
     drop(wire); // qemu holds the VM sockets now; the switch its clones
 
@@ -461,7 +458,32 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
         let within = opts.boot_timeout;
         thread::spawn(move || readiness(&sh, boot_start, within));
     }
+    watch(&shared, &listener, &mut qemus, paths);
+    shared.set_phase(Phase::Stopping);
+    log("stopping the VMs");
+    drop(qemus);
+    Ok(())
+}
 
+/// Starts qemu for both VMs, each with its end of the wire as its NIC.
+fn start_vms(img: &Image, paths: &LabPaths, accel: Accel, wire: &Wire) -> Result<Qemus> {
+    let mut qemus = Qemus([None, None], [paths.qemu_pidfile(Vm::A), paths.qemu_pidfile(Vm::B)]);
+    for vm in Vm::BOTH {
+        let sock = if vm == Vm::A { &wire.vm_a } else { &wire.vm_b };
+        let fd = sock.as_raw_fd();
+        let spec = VmSpec { vm, accel, net_fd: Some(fd), paths, probe: false };
+        let cmd = vm::command(img, &spec)?;
+        log(&format!("starting VM {}: {:?}", vm.name(), cmd));
+        let child = vm::spawn(cmd, Some(fd), &paths.dir.join(format!("{}.qemu.log", vm.name())))?;
+        qemus.0[vm.index()] = Some(child);
+    }
+    Ok(qemus)
+}
+
+/// The daemon's main loop: serves each client on its own thread and watches the
+/// VMs, until shutdown is asked for, a failure has stood for a minute (so `roce
+/// lab up`/`status` can read it) or the lab was idle for its idle timeout.
+fn watch(shared: &Arc<Shared>, listener: &UnixListener, qemus: &mut Qemus, paths: &LabPaths) {
     let mut next_conn: u64 = 1;
     let mut failed_at: Option<Instant> = None;
     // The VMs' consoles, for a NIC that stopped transmitting (a wedged virtio TX
@@ -491,55 +513,13 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
             Err(e) => log(&format!("accept: {e}")),
         }
-        for vm in Vm::BOTH {
-            if let Some(c) = qemus.0[vm.index()].as_mut() {
-                if let Ok(Some(st)) = c.try_wait() {
-                    if shared.phase() != Phase::Stopping {
-                        let tail =
-                            state::tail(&paths.dir.join(format!("{}.qemu.log", vm.name())), 5);
-                        let console = state::tail(&paths.console(vm), 8);
-                        shared.set_phase(Phase::Failed(format!(
-                            "VM {}'s qemu exited ({st})\nqemu said: {tail}\nconsole ({}):\n{console}",
-                            vm.name(),
-                            paths.console(vm).display()
-                        )));
-                    }
-                }
-            }
-        }
+        check_qemus(shared, qemus, paths);
         if matches!(shared.phase(), Phase::Ready) && console_checked.elapsed() >= CONSOLE_EVERY {
             console_checked = Instant::now();
-            for vm in Vm::BOTH {
-                if let Some(line) = consoles[vm.index()].nic_stuck(&paths.console(vm)) {
-                    log(&format!("VM {}: {line}", vm.name()));
-                    shared.set_phase(Phase::Failed(format!(
-                        "VM {}'s NIC stopped transmitting: its kernel says `{line}`; nothing leaves the VM any more, so every exchange with it times out\nconsole ({}):\n{}",
-                        vm.name(),
-                        paths.console(vm).display(),
-                        state::tail(&paths.console(vm), 8)
-                    )));
-                    shared.fail_routes(
-                        vm,
-                        "its NIC stopped transmitting (NETDEV WATCHDOG in its kernel log)",
-                    );
-                }
-            }
+            check_consoles(shared, &mut consoles, paths);
         }
         if matches!(shared.phase(), Phase::Ready) {
-            for vm in Vm::BOTH {
-                let seen =
-                    *shared.agents[vm.index()].last_seen.lock().unwrap_or_else(|e| e.into_inner());
-                if seen.is_some_and(|t| t.elapsed() > control::HUNG_AFTER) {
-                    let console = state::tail(&paths.console(vm), 8);
-                    shared.set_phase(Phase::Failed(format!(
-                        "VM {} stopped answering: no word from its agent for {} s (hung or panicked guest?)\nconsole ({}):\n{console}",
-                        vm.name(),
-                        control::HUNG_AFTER.as_secs(),
-                        paths.console(vm).display()
-                    )));
-                    shared.fail_routes(vm, "stopped answering (hung guest?)");
-                }
-            }
+            check_heartbeats(shared, paths);
         }
         if matches!(shared.phase(), Phase::Failed(_)) {
             // Linger so `roce lab up`/`status` can read the error, then go.
@@ -561,13 +541,66 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
         // SAFETY: one valid pollfd for the duration of the call.
         unsafe { libc::poll(&mut fd, 1, control::POLL.as_millis() as libc::c_int) };
     }
-    shared.set_phase(Phase::Stopping);
-    log("stopping the VMs");
-    drop(qemus);
-    Ok(())
 }
 
-/// Connects to VM `vm`'s virtio-serial socket and relays what its agent says.
+/// A VM whose qemu exited fails the lab (unless it is stopping).
+fn check_qemus(shared: &Shared, qemus: &mut Qemus, paths: &LabPaths) {
+    for vm in Vm::BOTH {
+        if let Some(c) = qemus.0[vm.index()].as_mut() {
+            if let Ok(Some(st)) = c.try_wait() {
+                if shared.phase() != Phase::Stopping {
+                    let tail = state::tail(&paths.dir.join(format!("{}.qemu.log", vm.name())), 5);
+                    let console = state::tail(&paths.console(vm), 8);
+                    shared.set_phase(Phase::Failed(format!(
+                        "VM {}'s qemu exited ({st})\nqemu said: {tail}\nconsole ({}):\n{console}",
+                        vm.name(),
+                        paths.console(vm).display()
+                    )));
+                }
+            }
+        }
+    }
+}
+
+/// A VM whose NIC stopped transmitting (a wedged virtio TX queue: the guest lives,
+/// its wire is dead, its kernel says NETDEV WATCHDOG) fails the lab.
+fn check_consoles(shared: &Shared, consoles: &mut [state::ConsoleWatch; 2], paths: &LabPaths) {
+    for vm in Vm::BOTH {
+        if let Some(line) = consoles[vm.index()].nic_stuck(&paths.console(vm)) {
+            log(&format!("VM {}: {line}", vm.name()));
+            shared.set_phase(Phase::Failed(format!(
+                "VM {}'s NIC stopped transmitting: its kernel says `{line}`; nothing leaves the VM any more, so every exchange with it times out\nconsole ({}):\n{}",
+                vm.name(),
+                paths.console(vm).display(),
+                state::tail(&paths.console(vm), 8)
+            )));
+            shared.fail_routes(
+                vm,
+                "its NIC stopped transmitting (NETDEV WATCHDOG in its kernel log)",
+            );
+        }
+    }
+}
+
+/// A VM whose command runner stopped sending heartbeats (a hung or panicked
+/// guest) fails the lab.
+fn check_heartbeats(shared: &Shared, paths: &LabPaths) {
+    for vm in Vm::BOTH {
+        let seen = *shared.agents[vm.index()].last_seen.lock().unwrap_or_else(|e| e.into_inner());
+        if seen.is_some_and(|t| t.elapsed() > control::HUNG_AFTER) {
+            let console = state::tail(&paths.console(vm), 8);
+            shared.set_phase(Phase::Failed(format!(
+                "VM {} stopped answering: no word from its agent for {} s (hung or panicked guest?)\nconsole ({}):\n{console}",
+                vm.name(),
+                control::HUNG_AFTER.as_secs(),
+                paths.console(vm).display()
+            )));
+            shared.fail_routes(vm, "stopped answering (hung guest?)");
+        }
+    }
+}
+
+/// Connects to VM `vm`'s virtio-serial socket and relays what its guest says.
 fn agent_link(sh: &Shared, vm: Vm) {
     let path = sh.paths.agent_socket(vm);
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -609,8 +642,8 @@ fn agent_link(sh: &Shared, vm: Vm) {
                 return;
             }
             Err(e) => {
-                // Garbage from the guest (an agent died mid-frame): fail what ran
-                // there and wait for the restarted agent's hello.
+                // Garbage from the guest (its runner died mid-frame): fail what ran
+                // there and wait for the restarted runner's hello.
                 log(&format!("VM {}: bad control frame: {e}", vm.name()));
                 sh.fail_routes(vm, &format!("control stream broke: {e}"));
                 *sh.agents[vm.index()].hello.lock().unwrap_or_else(|e| e.into_inner()) = None;
@@ -652,7 +685,7 @@ fn agent_link(sh: &Shared, vm: Vm) {
     }
 }
 
-/// Waits for both agents, then for rxe0 ACTIVE with its IPv4-mapped GID on both.
+/// Waits for both guests, then for rxe0 ACTIVE with its IPv4-mapped GID on both.
 fn readiness(sh: &Shared, boot_start: Instant, within: Duration) {
     let deadline = boot_start + within;
     for vm in Vm::BOTH {

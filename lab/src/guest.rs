@@ -1,7 +1,10 @@
-//! The command runner inside each lab VM (`roce lab agent`, started by the guest init from
-//! the 9p share). It reads commands from the virtio-serial port `roce.ctl`, runs each
+//! The command runner inside each lab VM (`roce lab agent`, started by the guest init
+//! from the 9p share). It reads commands from the virtio-serial port `roce.ctl`, runs each
 //! as `sh -c CMD` in its own process group, streams stdout and stderr back as they
 //! come, enforces the timeout, and reports how the command ended.
+//!
+//! Owns: the VM side of the control channel and the commands running there.
+//! Imports: [`control`] (the framing and messages) only.
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -216,7 +219,7 @@ fn exec(
         .insert(id, Running { pgid, killed: killed.clone() });
 
     if let (Some(rx), Some(mut sink)) = (stdin, child.stdin.take()) {
-        // A command that does not read its stdin must not block the agent: a thread
+        // A command that does not read its stdin must not block the runner: a thread
         // of its own writes it, until the client closes it or the command ends.
         thread::spawn(move || {
             for data in rx {

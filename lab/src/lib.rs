@@ -11,6 +11,8 @@
 //!   parsed once and handed to the switch as data; [`mark`]: what the switch did to
 //!   a frame, written into and read back from its pcapng comment by one pair of
 //!   functions; [`record`]: the recording; [`bench`](mod@bench): the lab's own numbers.
+//! - [`claim`]: which run a frame belongs to when runs share the switch;
+//!   `respond`: the responder the switch plays for `respond` rules.
 //!
 //! Owns: everything about the VMs and the wire between them. Imports: `dissector`
 //! only (no option parsing, no printing of reports: the `roce` binary does that).

@@ -6,6 +6,9 @@
 //! delivered`. Code never matches that English: the judge and the HTML ladder ask
 //! [`Marks`] (`dropped()`, `held()`, …), which [`Marks::parse`] builds from the
 //! comment [`Marks::comment`] wrote — captures from earlier versions included.
+//!
+//! Owns: [`Mark`], [`Marks`] and their comment text. Imports: nothing from the
+//! crate.
 
 use core::fmt;
 

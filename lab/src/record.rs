@@ -5,6 +5,10 @@
 //! frames a fault rule touched carry a comment saying what was done. The file is
 //! written through `dissector::capture::AtomicFile` and renamed when the run ends:
 //! a crashed run never leaves a half-written capture under the requested name.
+//!
+//! Owns: [`Recorder`] and the pcapng recorder, and reading a capture back.
+//! Imports: [`fault`](super::fault)'s `Dir`, and the pcapng writer and reader from
+//! `dissector`.
 use std::io;
 use std::path::Path;
 

@@ -1,5 +1,10 @@
 //! A recorded two-VM run (`roce lab run`): one command in each VM, the wire
 //! between them recorded, the switch's fault rules applied.
+//!
+//! Owns: a run from plan to outcome (both sides' output and status, the switch's
+//! report). Imports: [`client`] (the session with the daemon),
+//! [`control`](super::control), [`fault`](super::fault), [`state`](super::state) and
+//! [`switch`](super::switch)'s `RunReport`.
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::mpsc;

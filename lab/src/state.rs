@@ -12,6 +12,9 @@
 //! - `ctl.sock`: the daemon's control socket; `a.ctl`, `b.ctl`: the VMs'
 //!   virtio-serial ports; `a.console`, `b.console`: console logs; `daemon.log`;
 //!   `share/`: the 9p share (guest init, the `roce` binary).
+//!
+//! Owns: [`LabPaths`] (every file of a lab), the lock, the pid files, recovering a
+//! crashed lab, and reading the VMs' consoles. Imports: nothing from the crate.
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;

@@ -1,4 +1,8 @@
 //! qemu: the command line of a lab VM, and choosing between KVM and TCG.
+//!
+//! Owns: the qemu command line and the accelerator choice. Imports:
+//! [`image`] (what boots, qemu's path), [`state`](super::state) (the
+//! lab's files) and [`guest`](super::guest)'s port name.
 use std::fs;
 use std::os::fd::RawFd;
 use std::os::unix::process::CommandExt;

@@ -1,0 +1,280 @@
+//! The lab's software switch: the wire between the two VMs.
+//!
+//! Each VM's NIC is a qemu `-netdev dgram` whose socket we create ([`Wire`]): a UDP
+//! socket on 127.0.0.1 *connected* to the switch's socket for that VM, handed to
+//! qemu as a file descriptor (`local.type=fd`). One Ethernet frame travels per
+//! datagram. Nothing binds a fixed port, so labs side by side never collide, and
+//! because both ends are connected the kernel drops datagrams from anyone else.
+//!
+//! One thread moves frames ([`Switch::spawn`]): it polls both sockets, forwards each
+//! frame to the other VM, applies the run's fault rules, records every frame with
+//! the sender as its pcapng interface, and counts everything, so a run can prove its
+//! capture is complete: `recorded = received + duplicated + injected` and every
+//! received frame is either forwarded, dropped by a rule, or counted as a send error.
+//!
+//! Runs either have the switch to themselves (every frame is theirs, fault rules
+//! allowed) or share it, each with a [`Claim`] on its own QPs and ports and no
+//! rules: then each frame is counted and recorded for the run that claims it
+//! (see [`claim`](super::claim)), and those counts balance per run as above.
+//!
+//! The capture shows the wire as the receiver sees it: a frame is recorded when the
+//! switch hands it on (a delayed or reordered frame at its delivery time, after the
+//! frames that overtook it), a dropped frame when it arrived, with a comment.
+//!
+//! The switch owns its sockets, its thread and the runs on it; the rooms:
+//! - this file: the [`Switch`] handle (the public API) and the thread's loop, which
+//!   polls the sockets and takes commands;
+//! - `wire`: the four UDP sockets ([`Wire`], [`Ports`], [`socket_drops`]);
+//! - `runs`: the runs in progress, which run a frame belongs to (by [`Claim`]),
+//!   beginning and ending them;
+//! - `rules`: a received frame through the run's fault rules and `respond` rules;
+//! - `roce`: the RoCE fields rules match on and the byte changes faults make
+//!   ([`RoceView`], [`apply_modification`]);
+//! - `deliver`: sending, recording and holding back frames;
+//! - `report`: what is counted ([`Counters`]) and a run's end ([`RunReport`]).
+//!
+//! It imports the vocabulary below it: [`fault`](super::fault) (the rules),
+//! [`claim`](super::claim), [`mark`](super::mark) (what a frame's capture comment
+//! says), [`record`](super::record) (the capture), `respond`
+//! (the crafted answers) and [`control`](super::control)'s `WireFrame` (the live
+//! view); the frames are decoded by `dissector`.
+use std::collections::VecDeque;
+use std::io;
+use std::net::UdpSocket;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixDatagram;
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{Context, Result};
+use dissector::frame;
+use dissector::LinkType;
+
+use super::claim::Claim;
+use super::control::WireFrame;
+use super::fault::{Dir, Rule};
+use super::mark::{Mark, Marks};
+use super::record::Recorder;
+
+mod deliver;
+mod report;
+mod roce;
+mod rules;
+mod runs;
+#[cfg(test)]
+mod tests;
+mod wire;
+
+use deliver::Held;
+pub use report::{Counters, RuleReport, RunReport};
+pub use roce::{apply_modification, parse_roce, RoceView};
+use runs::Run;
+pub use wire::{socket_drops, Ports, Wire};
+
+/// Frames read from one socket before looking at the other.
+const BURST: usize = 256;
+
+/// A run's setup, handed to the switch thread.
+pub struct RunSpec {
+    pub rules: Vec<Rule>,
+    pub seed: u64,
+    pub recorder: Option<Box<dyn Recorder>>,
+    pub capture: Option<PathBuf>,
+    /// Every frame the run records is also offered here (never blocking the wire).
+    pub live: Option<mpsc::SyncSender<WireFrame>>,
+    /// Share the switch with other runs, owning only what this claims; `None`:
+    /// have it to itself.
+    pub claim: Option<Claim>,
+}
+
+/// Names a run in progress, to end it.
+pub type RunId = u64;
+
+enum Cmd {
+    Begin(RunSpec, mpsc::Sender<Result<RunId, String>>),
+    End(RunId, mpsc::Sender<Result<RunReport, String>>),
+    Stats(mpsc::Sender<(Counters, Vec<Counters>)>),
+    Inject(Dir, Vec<u8>, mpsc::Sender<()>),
+    Stop,
+}
+
+/// Handle to the switch thread. Dropping it stops the thread.
+pub struct Switch {
+    tx: mpsc::Sender<Cmd>,
+    /// Wakes the switch thread from its poll for a command: without it a command
+    /// waited for the poll's timeout (up to 20 ms a `begin`, 20 ms an `end`).
+    wake: UnixDatagram,
+    thread: Option<thread::JoinHandle<()>>,
+    ports: Ports,
+}
+
+const REPLY_DEADLINE: Duration = Duration::from_secs(10);
+
+impl Switch {
+    /// Starts forwarding between the two switch sockets of `wire`. The VM sockets
+    /// are not touched (hand them to qemu, or to a test).
+    pub fn spawn(wire: &Wire) -> Result<Switch> {
+        let ports = wire.ports();
+        let a = wire.switch_a.try_clone().context("cloning the switch socket")?;
+        let b = wire.switch_b.try_clone().context("cloning the switch socket")?;
+        let (tx, rx) = mpsc::channel();
+        let (wake, woken) = UnixDatagram::pair().context("creating the switch's wake-up socket")?;
+        wake.set_nonblocking(true).context("the switch's wake-up socket")?;
+        woken.set_nonblocking(true).context("the switch's wake-up socket")?;
+        let thread = thread::Builder::new()
+            .name("lab-switch".into())
+            .spawn(move || Engine::new([a, b], ports).run(rx, woken))
+            .context("starting the switch thread")?;
+        Ok(Switch { tx, wake, thread: Some(thread), ports })
+    }
+
+    pub fn ports(&self) -> Ports {
+        self.ports
+    }
+
+    fn ask<T>(&self, make: impl FnOnce(mpsc::Sender<T>) -> Cmd) -> Result<T> {
+        let (tx, rx) = mpsc::channel();
+        self.tx.send(make(tx)).map_err(|_| anyhow::anyhow!("the switch thread has stopped"))?;
+        // A full wake-up socket means the thread has been woken already.
+        let _ = self.wake.send(&[1]);
+        rx.recv_timeout(REPLY_DEADLINE).map_err(|_| {
+            anyhow::anyhow!("the switch thread did not answer within {REPLY_DEADLINE:?}")
+        })
+    }
+
+    pub fn begin(&self, spec: RunSpec) -> Result<RunId> {
+        self.ask(|tx| Cmd::Begin(spec, tx))?.map_err(anyhow::Error::msg)
+    }
+
+    pub fn end(&self, run: RunId) -> Result<RunReport> {
+        self.ask(|tx| Cmd::End(run, tx))?.map_err(anyhow::Error::msg)
+    }
+
+    /// Lifetime counters, and those of each run in progress.
+    pub fn stats(&self) -> Result<(Counters, Vec<Counters>)> {
+        self.ask(Cmd::Stats)
+    }
+
+    /// Puts a frame on the wire as if `dir`'s sender had sent it (no rules applied).
+    pub fn inject(&self, dir: Dir, frame: Vec<u8>) -> Result<()> {
+        self.ask(|tx| Cmd::Inject(dir, frame, tx))
+    }
+}
+
+impl Drop for Switch {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Cmd::Stop);
+        let _ = self.wake.send(&[1]);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn now_ns() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+}
+
+/// The switch thread's state.
+struct Engine {
+    socks: [UdpSocket; 2],
+    ports: Ports,
+    opts: frame::Options,
+    total: Counters,
+    /// The runs in progress: one that has the switch to itself, or any number
+    /// that share it.
+    runs: Vec<Run>,
+    next_id: RunId,
+    held: VecDeque<Held>,
+}
+
+impl Engine {
+    fn new(socks: [UdpSocket; 2], ports: Ports) -> Engine {
+        Engine {
+            socks,
+            ports,
+            opts: frame::Options::default(),
+            total: Counters::default(),
+            runs: Vec::new(),
+            next_id: 1,
+            held: VecDeque::new(),
+        }
+    }
+
+    fn run(mut self, rx: mpsc::Receiver<Cmd>, woken: UnixDatagram) {
+        let mut buf = vec![0u8; 65536];
+        loop {
+            let wait = self
+                .held
+                .iter()
+                .map(|h| h.due.saturating_duration_since(Instant::now()))
+                .min()
+                .unwrap_or(Duration::from_millis(20))
+                .min(Duration::from_millis(20));
+            let mut fds = [
+                libc::pollfd { fd: self.socks[0].as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                libc::pollfd { fd: self.socks[1].as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                libc::pollfd { fd: woken.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+            ];
+            // SAFETY: fds is a valid array of three pollfd for the duration of the call.
+            let n = unsafe {
+                libc::poll(
+                    fds.as_mut_ptr(),
+                    fds.len() as libc::nfds_t,
+                    wait.as_millis().max(1) as libc::c_int,
+                )
+            };
+            if fds[2].revents != 0 {
+                while woken.recv(&mut buf).is_ok() {}
+            }
+            if n > 0 {
+                for (i, dir) in [(0, Dir::AtoB), (1, Dir::BtoA)] {
+                    if fds[i].revents == 0 {
+                        continue;
+                    }
+                    for _ in 0..BURST {
+                        match self.socks[i].recv(&mut buf) {
+                            Ok(len) => self.ingress(dir, &buf[..len]),
+                            // ECONNREFUSED: an ICMP error from an earlier send to a
+                            // VM socket that was gone; nothing to read.
+                            Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
+                            Err(_) => break,
+                        }
+                    }
+                }
+            }
+            self.release_due(false);
+            loop {
+                match rx.try_recv() {
+                    Ok(Cmd::Stop) | Err(mpsc::TryRecvError::Disconnected) => return,
+                    Ok(cmd) => self.command(cmd),
+                    Err(mpsc::TryRecvError::Empty) => break,
+                }
+            }
+        }
+    }
+
+    fn command(&mut self, cmd: Cmd) {
+        match cmd {
+            Cmd::Begin(spec, reply) => {
+                let _ = reply.send(self.begin(spec));
+            }
+            Cmd::End(id, reply) => {
+                let _ = reply.send(self.end(id));
+            }
+            Cmd::Stats(reply) => {
+                let _ = reply.send((self.total, self.runs.iter().map(|r| r.counters).collect()));
+            }
+            Cmd::Inject(dir, frame, reply) => {
+                let f = frame::decode(LinkType::ETHERNET, &frame, &self.opts);
+                let run = self.owner_of(dir, &f);
+                self.count(run, |c| c.injected += 1);
+                self.egress(run, dir, &frame, &Marks(vec![Mark::Injected]), now_ns());
+                let _ = reply.send(());
+            }
+            Cmd::Stop => {}
+        }
+    }
+}

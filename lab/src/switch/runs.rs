@@ -1,0 +1,164 @@
+//! The runs on the switch: which run a frame belongs to (the one that has the
+//! switch to itself, or the one whose [`Claim`](crate::claim::Claim) owns it), and
+//! beginning and ending runs. Imports the rules and run state from
+//! [`fault`](crate::fault), [`claim`](crate::claim), [`record`](crate::record) and
+//! [`respond`](crate::respond).
+use std::path::PathBuf;
+use std::sync::mpsc;
+use std::time::Instant;
+
+use dissector::frame::Frame;
+
+use super::{socket_drops, Counters, Engine, RuleReport, RunId, RunReport, RunSpec};
+use crate::claim::Owner;
+use crate::control::WireFrame;
+use crate::fault::{Action, Dir, Rng, Rule};
+use crate::record::Recorder;
+use crate::respond::Responder;
+
+/// A fault rule in a run, with its counts and its own random stream.
+pub(super) struct RuleState {
+    pub(super) rule: Rule,
+    pub(super) matched: u64,
+    pub(super) applied: u64,
+    pub(super) rng: Rng,
+}
+
+/// A run in progress.
+pub(super) struct Run {
+    pub(super) id: RunId,
+    /// What it owns while it shares the switch; `None`: it has the switch to
+    /// itself, and every frame is its.
+    pub(super) owner: Option<Owner>,
+    pub(super) rules: Vec<RuleState>,
+    pub(super) recorder: Option<Box<dyn Recorder>>,
+    pub(super) capture: Option<PathBuf>,
+    pub(super) live: Option<mpsc::SyncSender<WireFrame>>,
+    pub(super) live_skipped: u64,
+    pub(super) capture_error: Option<String>,
+    pub(super) counters: Counters,
+    pub(super) started: Instant,
+    pub(super) drops_at_start: u64,
+    /// The responder `respond` rules play; `None` when the run has none.
+    pub(super) responder: Option<Responder>,
+}
+
+impl Engine {
+    /// Counts in the lifetime totals and, when a run owns the frame, in its.
+    pub(super) fn count(&mut self, run: Option<usize>, f: impl Fn(&mut Counters)) {
+        f(&mut self.total);
+        if let Some(r) = run.and_then(|i| self.runs.get_mut(i)) {
+            f(&mut r.counters);
+        }
+    }
+
+    /// The run a frame sent in `dir` belongs to (an index into `runs`).
+    pub(super) fn owner_of(&mut self, dir: Dir, f: &Frame) -> Option<usize> {
+        match self.runs.first() {
+            None => None,
+            Some(r) if r.owner.is_none() => Some(0),
+            Some(_) => {
+                self.runs.iter_mut().position(|r| r.owner.as_mut().is_some_and(|o| o.owns(dir, f)))
+            }
+        }
+    }
+
+    pub(super) fn index_of(&self, run: RunId) -> Option<usize> {
+        self.runs.iter().position(|r| r.id == run)
+    }
+
+    /// Why a run with `spec` cannot start now, if it cannot.
+    pub(super) fn refuse(&self, spec: &RunSpec) -> Option<String> {
+        if self.runs.iter().any(|r| r.owner.is_none()) {
+            return Some(
+                "a run is already in progress on this lab, with the switch to itself".into(),
+            );
+        }
+        let Some(claim) = &spec.claim else {
+            return (!self.runs.is_empty()).then(|| {
+                format!(
+                    "{} runs share the switch now; a run that needs it to itself waits for them",
+                    self.runs.len()
+                )
+            });
+        };
+        if !spec.rules.is_empty() {
+            return Some("a run that shares the switch cannot apply fault rules (they would act on the other runs' frames too)".into());
+        }
+        self.runs
+            .iter()
+            .filter_map(|r| r.owner.as_ref())
+            .find_map(|o| o.claim().overlaps(claim))
+            .map(|what| format!("its claim overlaps a run in progress: {what}"))
+    }
+
+    /// Starts a run, unless [`refuse`](Self::refuse) says why it cannot start now.
+    pub(super) fn begin(&mut self, spec: RunSpec) -> Result<RunId, String> {
+        if let Some(why) = self.refuse(&spec) {
+            return Err(why);
+        }
+        self.release_due(true);
+        let responder = spec
+            .rules
+            .iter()
+            .any(|r| matches!(r.action, Action::Respond(_)))
+            .then(Responder::default);
+        let rules = spec
+            .rules
+            .into_iter()
+            .enumerate()
+            .map(|(i, rule)| {
+                let seed = rule.seed.unwrap_or(spec.seed.wrapping_add(i as u64));
+                RuleState { rule, matched: 0, applied: 0, rng: Rng::new(seed) }
+            })
+            .collect();
+        let id = self.next_id;
+        self.next_id += 1;
+        self.runs.push(Run {
+            id,
+            owner: spec.claim.map(Owner::new),
+            rules,
+            recorder: spec.recorder,
+            capture: spec.capture,
+            live: spec.live,
+            live_skipped: 0,
+            capture_error: None,
+            counters: Counters::default(),
+            started: Instant::now(),
+            drops_at_start: socket_drops(&self.ports),
+            responder,
+        });
+        Ok(id)
+    }
+
+    /// Ends run `id`: finishes its capture and reports what it counted.
+    pub(super) fn end(&mut self, id: RunId) -> Result<RunReport, String> {
+        // Whatever a rule still holds belongs to this run.
+        self.release_due(true);
+        let Some(mut run) = self.index_of(id).map(|i| self.runs.remove(i)) else {
+            return Err("no such run in progress".to_string());
+        };
+        if let Some(rec) = run.recorder.take() {
+            if let Err(e) = rec.finish() {
+                run.capture_error.get_or_insert(format!("finishing the capture: {e}"));
+            }
+        }
+        Ok(RunReport {
+            counters: run.counters,
+            rules: run
+                .rules
+                .iter()
+                .map(|s| RuleReport {
+                    rule: s.rule.to_string(),
+                    matched: s.matched,
+                    applied: s.applied,
+                })
+                .collect(),
+            socket_drops: socket_drops(&self.ports).saturating_sub(run.drops_at_start),
+            capture: run.capture.map(|p| p.display().to_string()),
+            capture_error: run.capture_error,
+            duration_ms: run.started.elapsed().as_millis() as u64,
+            live_skipped: run.live_skipped,
+        })
+    }
+}
