@@ -189,11 +189,13 @@ struct AcceptTrouble {
     unsaid: u64,
     backoff: Duration,
     paused_until: Option<Instant>,
+    last_failed: Option<Instant>,
 }
 
 impl AcceptTrouble {
     fn failed(&mut self, e: &io::Error, nofile: Option<u64>) {
         let now = Instant::now();
+        self.last_failed = Some(now);
         if self.last_said.is_none_or(|t| now.duration_since(t) >= LINE_WINDOW) {
             let limit = match e.raw_os_error() {
                 Some(libc::EMFILE) => format!(
@@ -245,6 +247,9 @@ struct Door<'a> {
     lines: Lines,
     trouble: AcceptTrouble,
     nofile: Option<u64>,
+    /// The places in use now: [`Front::places`], or (for a [`LINE_WINDOW`] after
+    /// the agent ran out of descriptors) as many as it held then.
+    cap: usize,
 }
 
 /// What the serving side does with a connection: `busy()` says why new ones are
@@ -271,8 +276,10 @@ pub(crate) fn serve(l: &TcpListener, front: &Front<'_>, back: &mut dyn Back) -> 
             unsaid: 0,
             backoff: BACKOFF_FIRST,
             paused_until: None,
+            last_failed: None,
         },
         nofile: nofile_limit(),
+        cap: front.places,
     };
     loop {
         door.turn(l, back)?;
@@ -294,6 +301,11 @@ impl Door<'_> {
     fn turn(&mut self, l: &TcpListener, back: &mut dyn Back) -> io::Result<()> {
         let now = Instant::now();
         self.lines.roll(now);
+        if self.cap < self.front.places
+            && self.trouble.last_failed.is_none_or(|t| now.duration_since(t) >= LINE_WINDOW)
+        {
+            self.cap = self.front.places;
+        }
         let within = self.front.handshake_within;
         while let Some(i) = self.conns.iter().position(|c| now >= c.opened + within) {
             let c = self.conns.swap_remove(i);
@@ -366,8 +378,11 @@ impl Door<'_> {
                 Err(e) => {
                     self.trouble.failed(&e, self.nofile);
                     if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
-                        // Make room: the next connection (maybe the controller)
-                        // gets the descriptor the oldest of the busiest source had.
+                        // Hold no more than now, and make room: the next
+                        // connection (maybe the controller) gets the descriptor
+                        // the oldest of the busiest source had, and each one
+                        // after takes the place of another such.
+                        self.cap = self.conns.len().saturating_sub(1).max(1);
                         self.evict("the agent is out of descriptors");
                     }
                     return;
@@ -391,7 +406,7 @@ impl Door<'_> {
             self.finish_at_once(s, Close { line: format!("{peer}: refused, {why}"), tell });
             return;
         }
-        if self.conns.len() >= self.front.places && !self.evict("a new connection came") {
+        if self.conns.len() >= self.cap && !self.evict("a new connection came") {
             let why = format!("busy: {} handshakes in progress, retry", self.conns.len());
             let tell = self.tell(&why, true);
             self.finish_at_once(s, Close { line: format!("{peer}: refused, {why}"), tell });
