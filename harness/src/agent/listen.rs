@@ -470,18 +470,24 @@ impl Door<'_> {
             match c.s.read(&mut chunk) {
                 Ok(0) => {
                     let c = self.conns.swap_remove(i);
-                    let error = match &c.stage {
-                        Stage::Proof { hs, .. } => hs.closed(),
-                        Stage::Challenge => {
-                            HandshakeError::Closed { what: auth::Step::ControllerChallenge }
-                        }
-                        Stage::FirstByte => {
-                            let line = format!("{}: closed before sending anything", c.peer);
-                            self.close(c, Close { line, tell: Vec::new() });
-                            return;
-                        }
+                    let line = match &c.stage {
+                        Stage::Proof { hs, .. } => match hs.closed() {
+                            e @ HandshakeError::KeyMismatch { .. } => {
+                                format!("{}: refused: {e}", c.peer)
+                            }
+                            _ => format!(
+                                "{}: closed by it after our proof, without its own (most likely its key is not this agent's)",
+                                c.peer
+                            ),
+                        },
+                        Stage::Challenge => format!(
+                            "{}: closed by it before a whole {} ({} bytes came)",
+                            c.peer,
+                            auth::Step::ControllerChallenge,
+                            c.got
+                        ),
+                        Stage::FirstByte => format!("{}: closed by it before sending anything", c.peer),
                     };
-                    let line = format!("{}: refused: {error} ({} bytes came)", c.peer, c.got);
                     self.close(c, Close { line, tell: Vec::new() });
                     return;
                 }

@@ -379,7 +379,7 @@ fn serve_session(a: listen::Arrived, id: u64, l: &Listener) -> Result<()> {
                 std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
             ) =>
         {
-            bail!("sent no whole message, not even a heartbeat, within {within:?}: dropped; everything it set up is freed")
+            bail!("sent no whole message, not even a heartbeat, for {within:?}: dropped; everything it set up is freed")
         }
         Err(e) => bail!("{e}; everything it set up is freed"),
     }

@@ -29,7 +29,10 @@ fn agent_child() {
         addr: "127.0.0.1:0".into(),
         key: Some(key),
         insecure: false,
-        heartbeat_deadline: Duration::from_secs(30),
+        heartbeat_deadline: std::env::var("ROCE_DOS_HEARTBEAT_MS")
+            .ok()
+            .and_then(|m| m.parse().ok())
+            .map_or(Duration::from_secs(30), Duration::from_millis),
         handshake_within: agent::HANDSHAKE_WITHIN,
         limits: limits::Limits::default(),
     });
@@ -45,6 +48,8 @@ struct Rlimits {
     pre_opened: usize,
     /// Run as `nobody` (needs root; where RLIMIT_NPROC applies).
     nobody: bool,
+    /// The heartbeat deadline, when not 30 s.
+    heartbeat_ms: Option<u64>,
 }
 
 struct Spawned {
@@ -93,6 +98,7 @@ fn spawn(name: &str, lim: Rlimits) -> Spawned {
         "1",
     ])
     .env("ROCE_DOS_KEY", &kf)
+    .env("ROCE_DOS_HEARTBEAT_MS", lim.heartbeat_ms.unwrap_or(30_000).to_string())
     .stdin(Stdio::null())
     .stdout(Stdio::null())
     .stderr(Stdio::piped());
@@ -374,4 +380,88 @@ fn under_a_thread_limit_the_agent_lives_and_serves() {
     eprintln!("ulimit -u 40: threads {base} before, {threads} after 1,056 cycles; controller served after {took:?}");
     assert!(threads <= base, "{threads} threads, {base} before");
     assert!(!a.lines().iter().any(|l| l.contains("panicked")), "{:#?}", a.lines());
+}
+
+/// Waits (at most 3 s) for a log line with `what` in it.
+fn wait_line(a: &Spawned, what: &str) -> String {
+    let t = Instant::now();
+    loop {
+        if let Some(l) = a.lines().into_iter().find(|l| l.contains(what)) {
+            return l;
+        }
+        assert!(t.elapsed() < Duration::from_secs(3), "no line with {what:?}: {:#?}", a.lines());
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Issue 31, 5: each refusal is at once, and each side says what happened.
+#[test]
+fn refusals_come_at_once_and_say_what_happened_on_both_sides() {
+    let a = spawn("messages", Rlimits::default());
+    // A controller without --key-file: told at once, not after 10 s.
+    let t = Instant::now();
+    let mut c = Agent::remote(&a.addr.to_string(), "a", None).unwrap();
+    let e = format!(
+        "{:#}",
+        c.request(&ToAgent::Hello { version: VERSION }, Duration::from_secs(15)).unwrap_err()
+    );
+    assert!(e.contains("this agent requires authentication"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(2), "at once: {:?}", t.elapsed());
+    let l = wait_line(&a, "unauthenticated message of the agent protocol");
+    assert!(l.contains("refused: sent an unauthenticated message") && !l.contains("within"), "{l}");
+
+    // A wrong key: said on both sides.
+    let dir = std::env::temp_dir().join(format!("roce-dos-other-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    Key::generate(&dir.join("k")).unwrap();
+    let other = Key::load(&dir.join("k")).unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let e = format!("{:#}", Agent::remote(&a.addr.to_string(), "a", Some(&other)).err().unwrap());
+    assert!(e.contains("the agent could not prove it has our key"), "{e}");
+    let l = wait_line(&a, "the controller's key is not this agent's");
+    assert!(l.contains("found our proof wrong"), "{l}");
+
+    // A nonce of the wrong length is said as such, not as an unknown scheme.
+    let mut s = TcpStream::connect(a.addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(3))).unwrap();
+    let body = format!(r#"{{"auth":"roce-hmac-sha256-v1","nonce":"{}"}}"#, "ab".repeat(16));
+    s.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
+    s.write_all(body.as_bytes()).unwrap();
+    let mut answer = String::new();
+    let _ = s.read_to_string(&mut answer);
+    assert!(answer.contains("nonce is 16 bytes") && !answer.contains("unknown"), "{answer}");
+    let l = wait_line(&a, "nonce is 16 bytes");
+    assert!(!l.contains("unknown authentication scheme"), "{l}");
+}
+
+/// Issue 31, 5: a controller that has the key but trickles a message a byte at
+/// a time is dropped at the heartbeat deadline, which counts per message.
+#[test]
+fn the_heartbeat_deadline_counts_per_message_not_per_read() {
+    let a = spawn("trickle", Rlimits { heartbeat_ms: Some(1000), ..Default::default() });
+    let s = TcpStream::connect(a.addr).unwrap();
+    let (mut r, mut w) = (s.try_clone().unwrap(), s.try_clone().unwrap());
+    let session = crate::agent::auth::client(&a.key, &mut r, &mut w).unwrap();
+    // A whole Hello, sealed, then sent one byte every 300 ms: each read comes
+    // well within the deadline, the message never does.
+    let mut sealed = Vec::new();
+    {
+        let (_, mut w) = session.wrap(std::io::empty(), &mut sealed);
+        crate::agent::proto::write_msg(&mut w, &ToAgent::Hello { version: VERSION }).unwrap();
+    }
+    let t = Instant::now();
+    let mut dropped = None;
+    let mut raw = s.try_clone().unwrap();
+    for b in sealed.iter().take(20) {
+        if raw.write_all(&[*b]).is_err() {
+            dropped = Some(t.elapsed());
+            break;
+        }
+        thread::sleep(Duration::from_millis(300));
+    }
+    let l = wait_line(&a, "sent no whole message");
+    assert!(l.contains("not even a heartbeat, for 1s: dropped"), "{l}");
+    let took = dropped.unwrap_or(t.elapsed());
+    assert!(took < Duration::from_secs(4), "dropped at the 1 s deadline, not after: {took:?}");
 }
