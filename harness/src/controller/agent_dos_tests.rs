@@ -34,7 +34,15 @@ fn agent_child() {
             .and_then(|m| m.parse().ok())
             .map_or(Duration::from_secs(30), Duration::from_millis),
         handshake_within: agent::HANDSHAKE_WITHIN,
-        limits: limits::Limits::default(),
+        limits: limits::Limits {
+            allow: match std::env::var("ROCE_DOS_ALLOW") {
+                Ok(c) if !c.is_empty() => {
+                    limits::Allow::Cidrs(vec![c.parse().unwrap_or_else(|e| panic!("{e}"))])
+                }
+                _ => limits::Allow::LocalSubnet,
+            },
+            ..Default::default()
+        },
     });
     panic!("the agent ended: {r:?}");
 }
@@ -50,6 +58,8 @@ struct Rlimits {
     nobody: bool,
     /// The heartbeat deadline, when not 30 s.
     heartbeat_ms: Option<u64>,
+    /// `--allow`.
+    allow: Option<&'static str>,
 }
 
 struct Spawned {
@@ -98,6 +108,7 @@ fn spawn(name: &str, lim: Rlimits) -> Spawned {
         "1",
     ])
     .env("ROCE_DOS_KEY", &kf)
+    .env("ROCE_DOS_ALLOW", lim.allow.unwrap_or(""))
     .env("ROCE_DOS_HEARTBEAT_MS", lim.heartbeat_ms.unwrap_or(30_000).to_string())
     .stdin(Stdio::null())
     .stdout(Stdio::null())
@@ -464,4 +475,59 @@ fn the_heartbeat_deadline_counts_per_message_not_per_read() {
     assert!(l.contains("not even a heartbeat, for 1s: dropped"), "{l}");
     let took = dropped.unwrap_or(t.elapsed());
     assert!(took < Duration::from_secs(4), "dropped at the 1 s deadline, not after: {took:?}");
+}
+
+/// `--allow` applies before any handshake work: a source outside it is told so
+/// and closed before a byte of it is read.
+#[test]
+fn outside_allow_a_connection_is_refused_before_any_handshake_work() {
+    let a = spawn("allow", Rlimits { allow: Some("10.0.0.0/8"), ..Default::default() });
+    let t = Instant::now();
+    let e = format!("{:#}", Agent::remote(&a.addr.to_string(), "a", Some(&a.key)).err().unwrap());
+    assert!(e.contains("does not serve 127.0.0.1 (outside its --allow)"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(2), "at once, not retried: {:?}", t.elapsed());
+    wait_line(&a, "127.0.0.1 (outside its --allow)");
+    let lines = a.lines();
+    assert!(!lines[1..].iter().any(|l| l.contains("challenge")), "{lines:#?}");
+}
+
+/// Strangers churning as fast as they can from the controller's own address
+/// (two threads opening and closing connections, a third holding 50 open and
+/// sending half a challenge on each): the real controller still gets in, within
+/// the bound the README states (5 s).
+#[test]
+fn a_real_controller_gets_in_while_strangers_churn() {
+    let mut a = spawn("churn", Rlimits { nofile: Some(64), ..Default::default() });
+    let stop = Arc::new(AtomicBool::new(false));
+    let addr = a.addr;
+    let churn: Vec<_> = (0..2)
+        .map(|k| {
+            let stop = stop.clone();
+            thread::spawn(move || {
+                let until = Instant::now() + Duration::from_secs(20);
+                let mut n = 0u64;
+                while !stop.load(Ordering::SeqCst) && Instant::now() < until && n < 200_000 {
+                    if let Ok(mut s) = TcpStream::connect(addr) {
+                        if k == 1 {
+                            let _ = s.write_all(b"\x00\x00\x00\x60{\"auth\":");
+                        }
+                    }
+                    n += 1;
+                }
+                n
+            })
+        })
+        .collect();
+    let hold = slowloris(addr, 50, stop.clone(), Duration::from_secs(20));
+    thread::sleep(Duration::from_millis(500));
+    let mut took = Vec::new();
+    for _ in 0..5 {
+        took.push(a.controller().unwrap_or_else(|e| panic!("not served: {e}")));
+        thread::sleep(Duration::from_millis(100));
+    }
+    stop.store(true, Ordering::SeqCst);
+    let n: u64 = churn.into_iter().map(|t| t.join().unwrap()).sum::<u64>() + hold.join().unwrap();
+    eprintln!("churn: {n} connections; the controller served after {took:?}");
+    assert!(a.alive());
+    assert!(took.iter().all(|t| *t < Duration::from_secs(5)), "{took:?}");
 }
