@@ -17,7 +17,7 @@
 //! - every refused or failed connection is told why (when it can be) and closed
 //!   at once; nothing of it is kept.
 //!
-//! No accept failure ends the agent: running out of descriptors closes the
+//! No accept (or poll) failure ends the agent: running out of descriptors closes the
 //! oldest connection of the busiest source to make room, backs off (50 ms
 //! doubling to 1 s) and is logged once per [`LINE_WINDOW`], naming the limit.
 //! Lines about single connections are at most [`LINES_PER_WINDOW`] per window;
@@ -193,7 +193,7 @@ struct AcceptTrouble {
 }
 
 impl AcceptTrouble {
-    fn failed(&mut self, e: &io::Error, nofile: Option<u64>) {
+    fn failed(&mut self, what: &str, e: &io::Error, nofile: Option<u64>) {
         let now = Instant::now();
         self.last_failed = Some(now);
         if self.last_said.is_none_or(|t| now.duration_since(t) >= LINE_WINDOW) {
@@ -212,7 +212,7 @@ impl AcceptTrouble {
                 String::new()
             };
             say(&format!(
-                "accept: {e}: {limit}; backing off (up to {} s) and serving on; the next failures are counted, not logged, for {} s{more}",
+                "{what}: {e}: {limit}; backing off (up to {} s) and serving on; the next failures are counted, not logged, for {} s{more}",
                 BACKOFF_MOST.as_secs(),
                 LINE_WINDOW.as_secs()
             ));
@@ -343,7 +343,14 @@ impl Door<'_> {
             }
             match poll(&mut fds, ms) {
                 Ok(_) | Err(nix::errno::Errno::EINTR) => {}
-                Err(e) => return Err(io::Error::from(e)),
+                Err(e) => {
+                    // Out of memory for the poll set, say: not a reason to stop
+                    // serving. Said like an accept failure, then a pause.
+                    drop(fds);
+                    self.trouble.failed("poll", &io::Error::from(e), self.nofile);
+                    std::thread::sleep(BACKOFF_FIRST);
+                    return Ok(());
+                }
             }
             let hit = |f: &PollFd<'_>| f.revents().is_some_and(|r| !r.is_empty());
             let accept = listen && fds.last().is_some_and(hit);
@@ -376,7 +383,7 @@ impl Door<'_> {
                         io::ErrorKind::ConnectionAborted | io::ErrorKind::Interrupted
                     ) => {}
                 Err(e) => {
-                    self.trouble.failed(&e, self.nofile);
+                    self.trouble.failed("accept", &e, self.nofile);
                     if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
                         // Hold no more than now, and make room: the next
                         // connection (maybe the controller) gets the descriptor
