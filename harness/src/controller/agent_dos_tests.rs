@@ -25,6 +25,13 @@ use crate::agent::{self, limits, ListenOpts};
 fn agent_child() {
     let Some(path) = std::env::var_os("ROCE_DOS_KEY") else { return };
     let key = Key::load(std::path::Path::new(&path)).unwrap_or_else(|e| panic!("{e:#}"));
+    // Descriptors taken before the agent starts (so it runs out early), opened
+    // here rather than inherited: the lowest free numbers, under the limit.
+    let pre: usize =
+        std::env::var("ROCE_DOS_PREOPEN").ok().and_then(|n| n.parse().ok()).unwrap_or(0);
+    for _ in 0..pre {
+        std::mem::forget(std::fs::File::open("/dev/null").unwrap());
+    }
     let r = agent::serve_listen(ListenOpts {
         addr: "127.0.0.1:0".into(),
         key: Some(key),
@@ -97,7 +104,6 @@ fn spawn(name: &str, lim: Rlimits) -> Spawned {
         std::os::unix::fs::chown(&dir.0, Some(65534), Some(65534)).unwrap();
         std::os::unix::fs::chown(&kf, Some(65534), Some(65534)).unwrap();
     }
-    let devnull = std::fs::File::open("/dev/null").unwrap();
     let mut cmd = Command::new(std::env::current_exe().unwrap());
     cmd.args([
         "--exact",
@@ -109,22 +115,16 @@ fn spawn(name: &str, lim: Rlimits) -> Spawned {
     ])
     .env("ROCE_DOS_KEY", &kf)
     .env("ROCE_DOS_ALLOW", lim.allow.unwrap_or(""))
+    .env("ROCE_DOS_PREOPEN", lim.pre_opened.to_string())
     .env("ROCE_DOS_HEARTBEAT_MS", lim.heartbeat_ms.unwrap_or(30_000).to_string())
     .stdin(Stdio::null())
     .stdout(Stdio::null())
     .stderr(Stdio::piped());
     {
-        use std::os::fd::AsRawFd;
-        let null = devnull.as_raw_fd();
-        // SAFETY: between fork and exec only async-signal-safe calls (dup,
-        // setrlimit, setgroups, setgid, setuid), on values computed before the fork.
+        // SAFETY: between fork and exec only async-signal-safe calls (setrlimit,
+        // setgroups, setgid, setuid), on values computed before the fork.
         unsafe {
             cmd.pre_exec(move || {
-                for _ in 0..lim.pre_opened {
-                    if libc::dup(null) < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                }
                 let set = |what, n: u64| {
                     let r = libc::rlimit { rlim_cur: n, rlim_max: n };
                     if libc::setrlimit(what, &r) != 0 {
@@ -150,7 +150,6 @@ fn spawn(name: &str, lim: Rlimits) -> Spawned {
         }
     }
     let mut child = cmd.spawn().unwrap();
-    drop(devnull);
     let stderr = child.stderr.take().unwrap();
     let log = Arc::new(Mutex::new(Vec::new()));
     let (tx, rx) = std::sync::mpsc::channel();
