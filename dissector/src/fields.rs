@@ -20,7 +20,7 @@ use crate::frame::{Frame, Layer, Link, Net, OpName, RoceVersion, StopError};
 use crate::wire::aeth::AckKind;
 use crate::wire::ethernet::{ethertype, Mac};
 use crate::wire::mad::CmMessage;
-use crate::wire::{icrc, RNR_TIMER_US};
+use crate::wire::{icrc, Headers, RNR_TIMER_US};
 use crate::LinkType;
 
 macro_rules! fields {
@@ -612,8 +612,9 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
         }
         F::EthType => {
             if eth().is_some() {
+                // A length (IEEE 802.3) is not an ethertype: tshark prints nothing.
                 let t = fr.vlans[0].map(|v| v.tpid).or(fr.ethertype);
-                t.into_iter().for_each(|t| f(Hex(t.into(), 4)))
+                t.filter(|&t| ethertype::is_type(t)).into_iter().for_each(|t| f(Hex(t.into(), 4)))
             }
         }
         F::VlanId | F::VlanPriority | F::VlanEtype | F::QinqId | F::QinqPriority | F::QinqDei => {
@@ -625,6 +626,8 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
                     F::VlanId | F::QinqId => Dec(v.id.into()),
                     F::VlanPriority | F::QinqPriority => Dec(v.pcp.into()),
                     F::QinqDei => Dec(v.dei.into()),
+                    // After a tag too, a length is no ethertype (tshark: vlan.len).
+                    _ if !ethertype::is_type(v.inner_type) => continue,
                     _ => Hex(v.inner_type.into(), 4),
                 })
             }
@@ -906,10 +909,22 @@ impl Protocols<'_> {
             Link::Truncated(LinkType::LINUX_SLL | LinkType::LINUX_SLL2) => return f("sll"),
             Link::Truncated(_) | Link::Unsupported(_) => return,
         }
+        // After an Ethernet header or tag, a type/length field that is a length
+        // (IEEE 802.3) leads to LLC, which we do not decode: tshark lists no
+        // `ethertype` there, and only `data` for the 1501–1535 that are neither.
+        let ethernet = matches!(fr.link, Link::Ethernet { .. });
+        let first_type = fr.vlans[0].map(|v| v.tpid).or(fr.ethertype);
+        let typed = |t: Option<u16>| !ethernet || t.is_none_or(ethertype::is_type);
         if matches!(fr.link, Link::Ethernet { .. } | Link::Sll(_)) {
+            if !typed(first_type) {
+                return self.untyped(first_type, &mut f);
+            }
             f("ethertype");
             for v in fr.vlans.iter().flatten() {
                 f(if v.tpid == ethertype::QINQ { "ieee8021ad" } else { "vlan" });
+                if !typed(Some(v.inner_type)) {
+                    return self.untyped(Some(v.inner_type), &mut f);
+                }
                 f("ethertype");
             }
         }
@@ -969,11 +984,72 @@ impl Protocols<'_> {
         }
     }
 
+    /// After a type/length field that is no ethertype: nothing for a length (LLC
+    /// follows, which we do not decode), `data` for 1501–1535, as tshark.
+    fn untyped(&self, t: Option<u16>, f: &mut impl FnMut(&'static str)) {
+        if t.is_some_and(|t| t > ethertype::MAX_LEN) {
+            f("data")
+        }
+    }
+
     /// The frame holds protocol `name` (a display filter's bare `ip`, `udp`, …).
+    /// A link header cut short is named in `frame.protocols` but, as in tshark, is
+    /// not there for a filter: its dissector stopped before adding it.
     pub fn has(&self, name: &str) -> bool {
+        if matches!(self.0.frame.link, Link::Truncated(_)) {
+            return false;
+        }
         let mut found = false;
         self.each(|p| found |= p == name);
         found
+    }
+}
+
+/// A header tshark names as a whole (`infiniband.reth`, FT_BYTES there), which a
+/// display filter tests for presence: `-Y infiniband.reth`, `!infiniband.aeth`.
+///
+/// Which extension headers a frame has is not decided here: it is the set the
+/// decoder read ([`crate::frame::Ib::decoded`]), walking the opcode table's row.
+/// `infiniband.immdt` and `infiniband.ieth` are fields (their header is their
+/// value), so they are not listed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Header {
+    /// RoCEv1's Global Route Header.
+    Grh,
+    Bth,
+    /// An extension header after the BTH.
+    Ext(Headers),
+    /// The MAD common header of a UD SEND to QP1.
+    Mad,
+}
+
+impl Header {
+    /// tshark's name for each header we decode, with what it is.
+    pub const ALL: &'static [(&'static str, Header, &'static str)] = &[
+        ("infiniband.grh", Header::Grh, "Global Route Header (RoCEv1)"),
+        ("infiniband.bth", Header::Bth, "Base Transport Header"),
+        ("infiniband.rdeth", Header::Ext(Headers::RDETH), "Reliable Datagram ETH"),
+        ("infiniband.deth", Header::Ext(Headers::DETH), "Datagram ETH"),
+        ("infiniband.reth", Header::Ext(Headers::RETH), "RDMA ETH"),
+        ("infiniband.atomiceth", Header::Ext(Headers::ATOMICETH), "Atomic ETH"),
+        ("infiniband.aeth", Header::Ext(Headers::AETH), "ACK ETH"),
+        ("infiniband.atomicacketh", Header::Ext(Headers::ATOMICACKETH), "Atomic ACK ETH"),
+        ("infiniband.mad", Header::Mad, "MAD common header"),
+    ];
+
+    pub fn lookup(name: &str) -> Option<Header> {
+        Header::ALL.iter().find(|(n, _, _)| *n == name).map(|&(_, h, _)| h)
+    }
+
+    /// The frame holds the whole header.
+    #[inline]
+    pub fn present(self, fr: &Frame) -> bool {
+        match self {
+            Header::Grh => matches!(fr.net, Net::Grh(_)),
+            Header::Bth => fr.ib.is_some(),
+            Header::Ext(h) => fr.ib.as_ref().is_some_and(|i| i.decoded.contains(h)),
+            Header::Mad => fr.mad.is_some(),
+        }
     }
 }
 

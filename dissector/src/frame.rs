@@ -163,6 +163,10 @@ pub struct Ib {
     pub atomicacketh: Option<u64>,
     pub immdt: Option<u32>,
     pub ieth: Option<u32>,
+    /// The extension headers read, in full, from the frame: those of the opcode's
+    /// row ([`OpInfo::headers`]) up to where decoding stopped. A display filter's
+    /// bare `infiniband.reth` asks this.
+    pub decoded: Headers,
     /// Byte range of the payload in the frame (pad excluded).
     pub payload: Range<usize>,
     /// The four ICRC bytes as on the wire, if captured.
@@ -186,6 +190,7 @@ impl Ib {
             atomicacketh: None,
             immdt: None,
             ieth: None,
+            decoded: Headers::NONE,
             payload: 0..0,
             icrc: None,
         }
@@ -772,6 +777,7 @@ impl Decoder<'_> {
                     Headers::IETH => ib.ieth = Some(Word32Packet::new_unchecked(b).value()),
                     _ => {} // CNP reserved bytes
                 }
+                ib.decoded = ib.decoded.union(h);
                 off += len;
             }
         }

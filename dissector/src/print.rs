@@ -309,7 +309,11 @@ pub fn verbose(c: &Ctx<'_>, out: &mut String) {
     match fr.link {
         Link::Ethernet { src, dst } => {
             let t = fr.vlans[0].map(|v| v.tpid).or(fr.ethertype).unwrap_or(0);
-            let _ = writeln!(out, "Ethernet II, Src: {src}, Dst: {dst}, Type: {t:#06x}");
+            if t <= ethertype::MAX_LEN {
+                let _ = writeln!(out, "IEEE 802.3 Ethernet, Src: {src}, Dst: {dst}, Length: {t}");
+            } else {
+                let _ = writeln!(out, "Ethernet II, Src: {src}, Dst: {dst}, Type: {t:#06x}");
+            }
         }
         Link::Sll(s) => {
             let _ = writeln!(

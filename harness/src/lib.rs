@@ -1,19 +1,22 @@
 //! `roce`: a RoCEv2 test harness and packet analyzer.
 //!
-//! Layers, top to bottom; a module never imports from one above it:
+//! Layers, top to bottom; a module never imports from one above it (`harness/LAYERS`
+//! writes the order down, and `rust-layers.py` checks it in CI):
 //! - `cli` — the binary layer: one module per command, options into a plan,
 //!   exit codes.
 //! - `controller` — runs scenarios: agents, the wire's recording, the judge.
 //! - `render` — results as text, JSON, JUnit, HTML, profiles, suite diffs.
 //! - `judge` — one decoded wire timeline per scenario → verdicts, observations.
 //! - `results` — the shapes results take (and saved reports are read back as).
-//! - `agent` — the endpoint agent: its protocol and its executor.
+//! - `agent` — the endpoint agent: authentication, limits, its executor.
 //! - `scenario` — the scenario format: model, loading, checking with spans.
-//! - `net`, `verbs` — this host's network I/O, and verbs over `rdma-sys`.
+//! - `protocol` — the controller ↔ agent messages and the stream vocabulary,
+//!   which the scenario model, the judge, results and renderers read too.
+//! - `net`, `verbs`, `columns` — this host's network I/O, verbs over `rdma-sys`,
+//!   and the Parquet writer.
 //!
 //! Below the harness: the `lab` crate (VMs, switch, fault rules) and `dissector`
 //! (wire formats, captures, flows, and the RoCE vocabulary everything uses).
-#![warn(unreachable_pub)]
 // Its docs are for the people working on it: read them with --document-private-items.
 #![allow(rustdoc::private_intra_doc_links)]
 
@@ -27,6 +30,7 @@ mod agent;
 mod columns;
 mod controller;
 mod judge;
+mod protocol;
 mod render;
 mod results;
 mod verbs;

@@ -134,6 +134,7 @@ fn report(capture: &Path) -> Value {
 }
 
 #[test]
+#[ignore = "needs chromium, chromedriver and python3-selenium: bash scripts/setup.sh --test"]
 fn ladder_of_a_dropped_frame_checked_in_a_real_browser() {
     let d = tmp("ladder");
     let capture = root().join("captures/lab/rc_drop_retransmit.pcapng").canonicalize().unwrap();

@@ -6,7 +6,7 @@
 //! - [`daemon`]: what `roce lab up` leaves running: qemu ×2, the [`switch`], the
 //!   control socket. [`state`]: its files, lock and crash recovery.
 //! - [`control`]: the framing on the control channel (host ↔ daemon ↔ the
-//!   [`agent`] in each VM, over virtio-serial — never over the RoCE wire).
+//!   command runner in each VM, [`guest`], over virtio-serial — never over the RoCE wire).
 //! - [`run`]: a recorded two-VM run (`roce lab run`); [`fault`]: the fault rules,
 //!   parsed once and handed to the switch as data; [`mark`]: what the switch did to
 //!   a frame, written into and read back from its pcapng comment by one pair of
@@ -25,13 +25,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-pub mod agent;
 pub mod bench;
 pub mod claim;
 pub mod client;
 pub mod control;
 pub mod daemon;
 pub mod fault;
+pub mod guest;
 pub mod image;
 pub mod mark;
 pub mod record;

@@ -51,14 +51,14 @@ struct Withhold {
 
 /// The switch's responder state for one run.
 #[derive(Debug, Default)]
-pub struct Responder {
+pub(crate) struct Responder {
     flows: HashMap<(Dir, u32), Flow>,
     withholds: Vec<Withhold>,
 }
 
 /// A request as the switch saw it.
 #[derive(Debug, Clone, Copy)]
-pub struct Request {
+pub(crate) struct Request {
     pub dir: Dir,
     pub qp: u32,
     pub psn: Psn,
@@ -67,7 +67,7 @@ pub struct Request {
 
 impl Responder {
     /// A request frame was delivered: the responder counts it.
-    pub fn delivered(&mut self, r: &Request) {
+    pub(crate) fn delivered(&mut self, r: &Request) {
         let Some(info) = Opcode(r.opcode).info().filter(|i| i.is_request()) else { return };
         let f = self.flows.entry((r.dir, r.qp)).or_default();
         if f.highest.is_none_or(|h| r.psn.after(h)) {
@@ -87,13 +87,13 @@ impl Responder {
     }
 
     /// Holds back the responder's answer to `r` (going to `qp`).
-    pub fn withhold(&mut self, r: &Request, qp: u32, by: RuleRef) {
+    pub(crate) fn withhold(&mut self, r: &Request, qp: u32, by: RuleRef) {
         self.withholds.push(Withhold { dir: r.dir.reverse(), qp, psn: r.psn, by });
     }
 
     /// A response frame travelling `dir` to `qp`: the rule that withholds it, if
     /// one does. An answer that ends a response settles the rule's claim.
-    pub fn withheld(&mut self, dir: Dir, qp: u32, psn: Psn, opcode: u8) -> Option<RuleRef> {
+    pub(crate) fn withheld(&mut self, dir: Dir, qp: u32, psn: Psn, opcode: u8) -> Option<RuleRef> {
         if self.withholds.is_empty() {
             return None;
         }
@@ -110,7 +110,7 @@ impl Responder {
 
     /// Builds the response `rule` sends for the request frame `data`; `nth` counts
     /// the rule's applications from 1 (an RNR range steps through its codes).
-    pub fn build(
+    pub(crate) fn build(
         &self,
         data: &[u8],
         r: &Request,

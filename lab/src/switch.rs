@@ -1443,6 +1443,7 @@ mod tests {
     }
 
     #[test]
+    #[ignore = "needs root (SO_RCVBUFFORCE for the switch's socket buffers): bash scripts/test.sh runs it as root"]
     fn a_burst_is_carried_without_loss() {
         let r = rig("burst");
         r.begin(&[], 1, true);

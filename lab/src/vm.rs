@@ -89,7 +89,7 @@ pub fn command(img: &Image, spec: &VmSpec) -> Result<Command> {
     c.args(["-device", "virtio-serial-pci"]);
     c.arg("-chardev")
         .arg(format!("socket,id=ctl,path={},server=on,wait=off", p.agent_socket(vm).display()));
-    c.args(["-device", &format!("virtserialport,chardev=ctl,name={}", super::agent::PORT_NAME)]);
+    c.args(["-device", &format!("virtserialport,chardev=ctl,name={}", super::guest::PORT_NAME)]);
     if let Some(fd) = spec.net_fd {
         c.arg("-netdev").arg(format!("dgram,id=wire,local.type=fd,local.str={fd}"));
         c.arg("-device").arg(format!("virtio-net-pci,netdev=wire,mac={},romfile=", vm.mac()));

@@ -140,6 +140,7 @@ impl Lcg {
 }
 
 #[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
 fn our_pcapng_with_two_interfaces_matches_tshark() {
     let dir = TempDir::new("ng");
     let path = dir.path("two-interfaces.pcapng");
@@ -198,6 +199,7 @@ fn our_pcapng_with_two_interfaces_matches_tshark() {
 }
 
 #[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
 fn our_nanosecond_pcap_matches_tshark_and_editcap_conversions_read_back() {
     let dir = TempDir::new("pcap");
     let path = dir.path("ns.pcap");
@@ -239,6 +241,7 @@ fn our_nanosecond_pcap_matches_tshark_and_editcap_conversions_read_back() {
 }
 
 #[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
 fn multi_section_pcapng_matches_tshark_except_interface_numbering() {
     let dir = TempDir::new("sections");
     let mut bytes = vec![];
@@ -276,6 +279,7 @@ fn multi_section_pcapng_matches_tshark_except_interface_numbering() {
 }
 
 #[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
 fn truncated_file_reads_the_same_complete_frames_as_tshark() {
     let dir = TempDir::new("trunc");
     let path = dir.path("cut.pcapng");

@@ -17,6 +17,13 @@
 //!   stopped inside the transport headers or payload (tshark and we disagree on
 //!   whether a half-present header exists). Skipped for filters on `infiniband.*`
 //!   past the BTH, `data`, `frame.protocols` and our `roce.*` fields.
+//!
+//! `presence_filters_keep_what_tshark_keeps` tests every name a bare test accepts
+//! that tshark knows too (its protocols, its whole-header names such as
+//! `infiniband.reth`, and every field of tshark's we register), under the same
+//! skips; `ieee_802_3_lengths_are_not_ethertypes` does the same for crafted IEEE
+//! 802.3 frames, which no capture holds.
+//!
 //! - `PORT_DISSECTOR`: UDP datagrams to ports other than RoCE's, which tshark hands
 //!   to its port dissectors (DNS on 53, …) where we say `data`. Skipped for `data`,
 //!   `frame.protocols` and `_ws.col.Protocol`.
@@ -27,8 +34,9 @@ use std::process::Command;
 
 use dissector::capture;
 use dissector::ctx::{Ctx, Shown};
+use dissector::fields::Header;
 use dissector::fields::{self, Field};
-use dissector::filter::Filter;
+use dissector::filter::{Filter, PROTOCOLS};
 use dissector::frame::{self, Frame, Layer, Options};
 use dissector::wire::Transport;
 
@@ -236,6 +244,7 @@ impl Decoded {
 }
 
 #[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
 fn filters_keep_what_tshark_keeps() {
     let m = merged("filters");
     let d = decode_all(&m.path);
@@ -308,6 +317,7 @@ fn filters_keep_what_tshark_keeps() {
 
 /// The new fields, value for value, and `frame.time_delta_displayed` under a filter.
 #[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
 fn new_fields_equal_tshark() {
     const NEW: &[&str] = &[
         "ip.addr",
@@ -402,6 +412,7 @@ fn new_fields_equal_tshark() {
 /// must read each as DC (its Info column starts with `DC `), and every field it
 /// shows must equal ours under the default `TransportHint::Auto`.
 #[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
 fn dc_frames_equal_tshark() {
     const DC_FIELDS: &[&str] = &[
         "infiniband.bth.opcode",
@@ -481,4 +492,264 @@ fn dc_frames_equal_tshark() {
         }
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+}
+
+/// The frames `text` keeps in `d`, numbered from 1.
+fn ours(d: &Decoded, text: &str) -> Vec<u64> {
+    let filter = Filter::compile(text).unwrap_or_else(|e| panic!("`{text}`: {e}"));
+    (0..d.frames.len()).filter(|&i| filter.matches(&d.ctx(i))).map(|i| i as u64 + 1).collect()
+}
+
+fn theirs(path: &Path, text: &str) -> Vec<u64> {
+    tshark(path, &["-Y", text, "-T", "fields", "-e", "frame.number"])
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect()
+}
+
+/// Which frames a test on `name` may skip: past the BTH, those tshark does not
+/// decode as we do (see the module's `UNDECODED`); `data` also `PORT_DISSECTOR`.
+fn skip_for(name: &str) -> Skip {
+    let whole = |h: &str| name == h || name.starts_with(&format!("{h}."));
+    if name == "data" || name == "frame.protocols" {
+        Skip::UndecodedAndPorts
+    } else if name.starts_with("infiniband.")
+        && !whole("infiniband.bth")
+        && !whole("infiniband.grh")
+    {
+        Skip::Undecoded
+    } else {
+        Skip::None
+    }
+}
+
+/// A name alone is a presence test (`infiniband.reth`, `ip`, `infiniband.aeth.syndrome`):
+/// every such name tshark 4.0 knows too, and combinations people write, keep
+/// exactly tshark's frames on every capture. tshark failing on a name (it does not
+/// know it) fails the test.
+#[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
+fn presence_filters_keep_what_tshark_keeps() {
+    let m = merged("presence");
+    let d = decode_all(&m.path);
+    assert_eq!(d.frames.len(), m.origin.len(), "merged file and captures differ in frame count");
+    let captures = m.origin.iter().map(|(f, _)| f).collect::<std::collections::BTreeSet<_>>();
+    let mut filters: Vec<String> = Vec::new();
+    // Our own protocols (`roce`, `roce.icrc`, `roce.dc`) tshark does not have.
+    filters.extend(
+        PROTOCOLS.iter().map(|(n, _)| *n).filter(|n| !n.starts_with("roce")).map(String::from),
+    );
+    filters.extend(Header::ALL.iter().map(|(n, _, _)| n.to_string()));
+    // Every field of tshark's: not our `roce.*`, nor the columns (tshark 4.0 cannot
+    // filter on `_ws.col.*`).
+    filters.extend(
+        Field::ALL
+            .iter()
+            .map(|(_, n, _)| *n)
+            .filter(|n| !n.starts_with("roce.") && !n.starts_with("_ws."))
+            .map(String::from),
+    );
+    let names = filters.len();
+    for f in [
+        "!infiniband.reth",
+        "!infiniband.aeth",
+        "not infiniband.bth",
+        "infiniband.aeth && infiniband.aeth.syndrome == 0",
+        "infiniband.aeth and not infiniband.atomicacketh",
+        "infiniband.reth || infiniband.deth",
+        "infiniband.bth && !infiniband.reth && !infiniband.aeth && !infiniband.deth",
+        "infiniband.deth && infiniband.mad",
+        "eth && !vlan && ip && udp && infiniband.bth",
+        "infiniband.grh or ipv6",
+        "infiniband.rdeth and infiniband.immdt or infiniband.ieth",
+    ] {
+        filters.push(f.to_string());
+    }
+    let mut problems = Vec::new();
+    let mut nonempty = 0;
+    // Per filter: frames where we and tshark decide differently, all skipped.
+    let mut hidden = BTreeMap::<&str, Vec<String>>::new();
+    for text in &filters {
+        // A combination skips what its strictest part does.
+        let skip = text
+            .split(|c: char| c.is_whitespace() || c == '!' || c == '(' || c == ')')
+            .filter(|w| w.contains('.') || PROTOCOLS.iter().any(|(n, _)| n == w))
+            .map(skip_for)
+            .max_by_key(|s| match s {
+                Skip::None | Skip::Unsupported => 0,
+                Skip::Undecoded => 1,
+                Skip::UndecodedAndPorts => 2,
+            })
+            .unwrap_or(Skip::None);
+        let (ours, theirs) = (ours(&d, text), theirs(&m.path, text));
+        let skipped = |n: &u64| {
+            let fr = &d.frames[*n as usize - 1].frame;
+            match skip {
+                Skip::None | Skip::Unsupported => false,
+                Skip::Undecoded => !tshark_decodes(fr),
+                Skip::UndecodedAndPorts => !tshark_decodes(fr) || port_dissected(fr),
+            }
+        };
+        let differ = ours.iter().filter(|n| !theirs.contains(n));
+        for n in differ.chain(theirs.iter().filter(|n| !ours.contains(n))).filter(|n| skipped(n)) {
+            let (f, k) = &m.origin[*n as usize - 1];
+            hidden.entry(text).or_default().push(format!("{f}#{k}"));
+        }
+        let ours_c: Vec<u64> = ours.iter().copied().filter(|n| !skipped(n)).collect();
+        let theirs_c: Vec<u64> = theirs.iter().copied().filter(|n| !skipped(n)).collect();
+        if ours_c != theirs_c {
+            let only = |a: &[u64], b: &[u64]| -> Vec<String> {
+                a.iter()
+                    .filter(|n| !b.contains(n))
+                    .take(5)
+                    .map(|n| {
+                        let (f, k) = &m.origin[*n as usize - 1];
+                        format!("{f}#{k}")
+                    })
+                    .collect()
+            };
+            problems.push(format!(
+                "`{text}`: only we keep {:?}, only tshark keeps {:?}",
+                only(&ours_c, &theirs_c),
+                only(&theirs_c, &ours_c)
+            ));
+        }
+        nonempty += usize::from(!theirs_c.is_empty());
+    }
+    eprintln!(
+        "{} filters ({names} names alone) x {} captures ({} frames): {} differ; {nonempty} keep a frame; \
+         skipped, where tshark 4.0 does not decode as we do: {}",
+        filters.len(),
+        captures.len(),
+        d.frames.len(),
+        problems.len(),
+        hidden.iter().map(|(t, v)| format!("\n  `{t}`: {}", v.join(" "))).collect::<String>()
+    );
+    assert!(
+        problems.is_empty(),
+        "{} filters differ from tshark:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+    assert!(names >= 100, "{names}");
+    assert!(
+        nonempty >= 80,
+        "only {nonempty} filters kept any frame: the test would not catch much"
+    );
+}
+
+/// An IEEE 802.3 frame's type/length field up to 1500 is a length, 1501–1535 is
+/// neither, from 0x0600 on it is an ethertype: `eth.type` and `vlan.etype` print
+/// only ethertypes, as tshark's do. No capture holds such frames; they are
+/// crafted here (an STP-like LLC header after the length, so that tshark decodes
+/// LLC and STP, which we do not, and adds no `data`).
+#[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
+fn ieee_802_3_lengths_are_not_ethertypes() {
+    use dissector::wire::ethernet::{self, ethertype, Mac, VlanTag};
+    let frame = |type_or_len: u16, vlan: Option<u16>| {
+        let mut b = vec![0u8; 64];
+        let mut e = ethernet::Frame::new_unchecked(&mut b[..]);
+        e.set_dst(Mac([0x01, 0x80, 0xc2, 0, 0, 0]));
+        e.set_src(Mac([2, 0, 0, 0, 0, 1]));
+        let mut at = ethernet::HEADER_LEN;
+        match vlan {
+            Some(id) => {
+                e.set_ethertype(ethertype::VLAN);
+                let tag = VlanTag {
+                    tpid: ethertype::VLAN,
+                    id,
+                    inner_type: type_or_len,
+                    ..VlanTag::default()
+                };
+                tag.emit(&mut b[at..at + ethernet::VLAN_TAG_LEN]);
+                at += ethernet::VLAN_TAG_LEN;
+            }
+            None => e.set_ethertype(type_or_len),
+        }
+        b[at..at + 3].copy_from_slice(&[0x42, 0x42, 0x03]);
+        b
+    };
+    let kinds: [(u16, Option<u16>); 8] = [
+        (0x002e, None),
+        (1500, None),
+        (1501, None),
+        (0x05ff, None),
+        (0x0600, None),
+        (0x88b5, None),
+        (0x002e, Some(100)),
+        (0x88b5, Some(100)),
+    ];
+    let dir = std::env::temp_dir().join(format!("roce-8023-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let _cleanup = TempDir(dir.clone());
+    let path = dir.join("ieee8023.pcap");
+    {
+        let f = std::fs::File::create(&path).expect("create ieee8023.pcap");
+        let mut w = dissector::capture::PcapWriter::new(
+            std::io::BufWriter::new(f),
+            dissector::LinkType::ETHERNET,
+            65535,
+        )
+        .expect("pcap header");
+        for (i, (t, vlan)) in kinds.iter().enumerate() {
+            let data = frame(*t, *vlan);
+            w.write_packet(1_700_000_000_000_000_000 + i as u64 * 1000, &data, data.len() as u32)
+                .expect("write");
+        }
+        w.flush().expect("flush");
+    }
+    let d = decode_all(&path);
+    assert_eq!(d.frames.len(), kinds.len());
+    // Fields, value for value; frame.protocols only where the field is no length
+    // (after a length tshark decodes LLC, which we do not).
+    let names = ["eth.type", "vlan.etype", "vlan.id", "frame.protocols"];
+    let mut args = vec!["-T", "fields"];
+    for n in names {
+        args.extend(["-e", n]);
+    }
+    let out = tshark(&path, &args);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), kinds.len());
+    let mut mismatches = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let c = d.ctx(i);
+        let (t, _) = kinds[i];
+        for (name, theirs) in names.iter().zip(line.split('\t')) {
+            // tshark decodes LLC after a length, and XNS IDP for 0x0600; we neither.
+            if *name == "frame.protocols" && (t <= ethertype::MAX_LEN || t == 0x0600) {
+                continue;
+            }
+            let mut o = Vec::new();
+            fields::write(Field::lookup(name).unwrap_or_else(|e| panic!("{e}")), &c, &mut o);
+            let o = String::from_utf8_lossy(&o);
+            if o != theirs {
+                mismatches.push(format!(
+                    "frame {} ({t:#06x}): {name}: ours `{o}`, tshark `{theirs}`",
+                    i + 1
+                ));
+            }
+        }
+    }
+    for text in [
+        "eth",
+        "ethertype",
+        "vlan",
+        "data",
+        "eth.type",
+        "vlan.etype",
+        "!eth.type",
+        "eth.type == 0x0600",
+    ] {
+        let (o, t) = (ours(&d, text), theirs(&path, text));
+        if o != t {
+            mismatches.push(format!("-Y `{text}`: ours {o:?}, tshark {t:?}"));
+        }
+    }
+    assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
+    // What the test is about: no length printed as a type.
+    let c = d.ctx(0);
+    let mut o = Vec::new();
+    fields::write(Field::EthType, &c, &mut o);
+    assert!(o.is_empty(), "0x002e is a length");
 }

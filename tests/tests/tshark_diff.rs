@@ -128,6 +128,7 @@ fn tshark_knows(opcode: u8) -> bool {
 }
 
 #[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
 fn fields_equal_tshark_on_every_capture() {
     let files = captures();
     assert!(files.len() >= 10, "expected the crafted captures in captures/, found {files:?}");
@@ -194,6 +195,7 @@ fn fields_equal_tshark_on_every_capture() {
 /// output form's place (here `-T fields`), and `frame.time_delta_displayed` counts
 /// from the previous frame *shown*, as tshark's does.
 #[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
 fn display_filters_on_the_command_line_keep_what_tshark_keeps() {
     let cases = [
         ("rc_naks.pcap", "infiniband.aeth.syndrome >= 0x60"),

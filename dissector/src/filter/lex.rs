@@ -5,10 +5,10 @@ use core::ops::Range;
 use super::{ErrorKind, FilterError};
 
 /// Byte range of a token in the filter text.
-pub type Span = Range<usize>;
+pub(super) type Span = Range<usize>;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Tok {
+pub(super) enum Tok {
     LParen,
     RParen,
     LBrace,
@@ -67,7 +67,7 @@ impl Rel {
 
 impl Tok {
     /// What the token is, for "expected …, found …" messages.
-    pub fn describe(&self) -> String {
+    pub(super) fn describe(&self) -> String {
         match self {
             Tok::LParen => "`(`".into(),
             Tok::RParen => "`)`".into(),
@@ -110,7 +110,7 @@ fn keyword(w: &str) -> Option<Tok> {
 }
 
 /// Splits `text` into tokens.
-pub fn lex(text: &str) -> Result<Vec<(Tok, Span)>, FilterError> {
+pub(super) fn lex(text: &str) -> Result<Vec<(Tok, Span)>, FilterError> {
     let mut out = Vec::new();
     let b = text.as_bytes();
     let mut i = 0;

@@ -21,10 +21,12 @@
 //!   not have satisfies no relation. `matches` (a regular expression) ignores case,
 //!   `contains` does not.
 //! - `and`/`&&` binds tighter than `or`/`||`; `not`/`!` tighter than both.
-//! - A bare field or protocol name (`infiniband`, `ip`, `udp`, `tcp`, `vlan`,
-//!   `data`, …) means "present". Protocol names are those of `frame.protocols`, plus
-//!   our own `roce` (a decoded BTH), `roce.icrc` (the ICRC was captured and
-//!   checked) and `roce.dc` (read as DC).
+//! - A bare field, protocol or header name (`infiniband`, `ip`, `udp`, `tcp`,
+//!   `vlan`, `data`, `infiniband.reth`, `infiniband.aeth.syndrome`, …) means
+//!   "present". Protocol names are those of `frame.protocols`, plus our own `roce`
+//!   (a decoded BTH), `roce.icrc` (the ICRC was captured and checked) and `roce.dc`
+//!   (read as DC); header names are tshark's ([`Header::ALL`]): a header is present
+//!   when it was decoded in full.
 //! - Numbers in decimal, `0x` hex, or octal with a leading `0` (`010` is 8, as in
 //!   tshark). Flags (`infiniband.bth.a`) compare with `1`/`0` or `true`/`false`.
 //!   Addresses and subnets (`10.0.0.0/24`, `fd00::/64`), MACs (`02:00:00:00:00:01`,
@@ -51,7 +53,7 @@ pub use lex::Rel;
 use parse::{Expr, Operand, Rhs as PRhs, SetElem};
 
 use crate::ctx::{Ctx, Shown};
-use crate::fields::{self, Field, Protocols, Ty, Value};
+use crate::fields::{self, Field, Header, Protocols, Ty, Value};
 use crate::text::{did_you_mean, hex_bytes, parse_u64};
 
 /// Names a bare test can use besides fields: the protocols `frame.protocols` lists,
@@ -59,7 +61,7 @@ use crate::text::{did_you_mean, hex_bytes, parse_u64};
 pub const PROTOCOLS: &[(&str, &str)] = &[
     ("frame", "every frame"),
     ("eth", "Ethernet"),
-    ("ethertype", "an ethertype after the link header"),
+    ("ethertype", "never: tshark 4.0 lists it in frame.protocols but not in the tree"),
     ("vlan", "an 802.1Q tag"),
     ("ieee8021ad", "an 802.1ad (QinQ outer) tag"),
     ("sll", "a Linux cooked capture header"),
@@ -165,6 +167,13 @@ impl fmt::Display for ErrorKind {
             ErrorKind::UnknownField { name, .. } => write!(f, "unknown field or protocol `{name}`"),
             ErrorKind::QuotedName => {
                 f.write_str("a field or protocol name is written without quotes")
+            }
+            // tshark compares a header's bytes (FT_BYTES); we test only its presence.
+            ErrorKind::ProtocolCompared { name } if Header::lookup(name).is_some() => {
+                write!(
+                    f,
+                    "`{name}` is a header: it is present or not; its bytes cannot be compared"
+                )
             }
             ErrorKind::ProtocolCompared { name } => {
                 write!(
@@ -387,10 +396,15 @@ enum Rhs {
 enum Proto {
     /// A name of `frame.protocols`.
     Named(&'static str),
+    /// A header tshark names as a whole (`infiniband.reth`).
+    Header(Header),
     Frame,
     Roce,
     RoceIcrc,
     RoceDc,
+    /// `ethertype`: tshark names it in `frame.protocols` but adds no tree item,
+    /// so `tshark -Y ethertype` keeps no frame.
+    Never,
 }
 
 #[derive(Debug, Clone)]
@@ -468,7 +482,9 @@ impl Filter {
             Node::Not(a) => !self.eval(a, c, shown),
             Node::Proto(p) => match p {
                 Proto::Named(name) => Protocols(c).has(name),
+                Proto::Header(h) => h.present(c.frame),
                 Proto::Frame => true,
+                Proto::Never => false,
                 Proto::Roce => c.frame.ib.is_some(),
                 Proto::RoceIcrc => c.frame.icrc_check(c.data).is_some(),
                 Proto::RoceDc => c.frame.ib.as_ref().is_some_and(|i| i.is_dc()),
@@ -627,7 +643,8 @@ impl Compiler<'_> {
                         let names = Field::ALL
                             .iter()
                             .map(|(_, n, _)| *n)
-                            .chain(PROTOCOLS.iter().map(|(n, _)| *n));
+                            .chain(PROTOCOLS.iter().map(|(n, _)| *n))
+                            .chain(Header::ALL.iter().map(|(n, _, _)| *n));
                         let suggestion = did_you_mean(name, names);
                         return self.err(
                             lhs.span.clone(),
@@ -804,7 +821,11 @@ fn protocol(name: &str) -> Option<Proto> {
         "roce" => Proto::Roce,
         "roce.icrc" => Proto::RoceIcrc,
         "roce.dc" => Proto::RoceDc,
-        _ => Proto::Named(PROTOCOLS.iter().find(|(n, _)| *n == name)?.0),
+        "ethertype" => Proto::Never,
+        _ => match Header::lookup(name) {
+            Some(h) => Proto::Header(h),
+            None => Proto::Named(PROTOCOLS.iter().find(|(n, _)| *n == name)?.0),
+        },
     })
 }
 

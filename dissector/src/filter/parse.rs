@@ -8,7 +8,7 @@ use super::lex::{Rel, Span, Tok};
 use super::{ErrorKind, FilterError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Expr {
+pub(super) enum Expr {
     Or(Box<Expr>, Box<Expr>),
     And(Box<Expr>, Box<Expr>),
     Not(Box<Expr>),
@@ -17,26 +17,26 @@ pub enum Expr {
 
 /// A word or quoted string as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Operand {
+pub(super) struct Operand {
     pub text: String,
     pub quoted: bool,
     pub span: Span,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum SetElem {
+pub(super) enum SetElem {
     One(Operand),
     Range(Operand, Operand),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Rhs {
+pub(super) enum Rhs {
     One(Operand),
     Set(Vec<SetElem>),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Test {
+pub(super) struct Test {
     pub lhs: Operand,
     /// The relation, its span, and what it compares with; `None`: "present".
     pub rel: Option<(Rel, Span, Rhs)>,
@@ -49,7 +49,7 @@ struct Parser<'a> {
 }
 
 /// Parses `toks` (from `text`) into one expression.
-pub fn parse(text: &str, toks: Vec<(Tok, Span)>) -> Result<Expr, FilterError> {
+pub(super) fn parse(text: &str, toks: Vec<(Tok, Span)>) -> Result<Expr, FilterError> {
     let mut p = Parser { text, toks, at: 0 };
     let e = p.or()?;
     match p.peek() {

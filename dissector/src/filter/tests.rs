@@ -94,8 +94,8 @@ fn absent_fields_satisfy_nothing() {
     assert_eq!(kept("infiniband.aeth.syndrome == 0x1f", &f), [2]);
     assert_eq!(kept("!(infiniband.aeth.syndrome == 0x1f)", &f), [1, 3, 4, 5]);
     assert!(
-        matches!(err("infiniband.aeth").kind, ErrorKind::UnknownField { .. }),
-        "not a field of ours"
+        matches!(err("infiniband.aeth.credits").kind, ErrorKind::UnknownField { .. }),
+        "not a field of ours (roce.aeth.credits is)"
     );
 }
 
@@ -233,6 +233,40 @@ fn time_delta_displayed_needs_the_callers_view() {
         !filter.matches_shown(&c, Shown { prev_ts_ns: None }),
         "the first displayed frame has delta 0"
     );
+}
+
+/// tshark's header names alone test presence; the decoded headers, not a list per
+/// opcode, say which a frame has.
+#[test]
+fn header_names_test_presence() {
+    let f = frames();
+    assert_eq!(kept("infiniband.bth", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("infiniband.reth", &f), [1, 5], "the WRITE Only frames");
+    assert_eq!(kept("!infiniband.reth", &f), [2, 3, 4]);
+    assert_eq!(kept("infiniband.aeth", &f), [2, 4]);
+    assert_eq!(kept("infiniband.aeth && infiniband.aeth.syndrome == 0", &f), NONE);
+    assert_eq!(kept("infiniband.aeth && infiniband.aeth.syndrome >= 0x60", &f), [4]);
+    assert_eq!(kept("infiniband.aeth.syndrome", &f), [2, 4], "a field alone is present");
+    assert_eq!(kept("infiniband.immdt", &f), [3]);
+    assert_eq!(
+        kept("infiniband.grh or infiniband.deth or infiniband.rdeth or infiniband.mad", &f),
+        NONE
+    );
+    assert_eq!(kept("infiniband.atomiceth or infiniband.atomicacketh", &f), NONE);
+    for (name, h, _) in Header::ALL {
+        assert_eq!(Header::lookup(name), Some(*h));
+        assert!(Field::lookup(name).is_err(), "{name} is a field too");
+        assert!(Filter::compile(&format!("!{name} || {name}")).is_ok(), "{name}");
+    }
+    // A typo still gets the closest name, headers included.
+    let e = err("infiniband.rethh");
+    assert!(
+        matches!(&e.kind, ErrorKind::UnknownField { suggestion: Some("infiniband.reth"), .. }),
+        "{e}"
+    );
+    let e = err("infiniband.reth == 00:01");
+    assert!(matches!(e.kind, ErrorKind::ProtocolCompared { .. }), "{e}");
+    assert!(e.to_string().contains("is a header"), "{e}");
 }
 
 #[test]

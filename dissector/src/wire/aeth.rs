@@ -9,8 +9,8 @@ use super::{be, check_len, Error, Field};
 
 mod field {
     use super::Field;
-    pub const SYNDROME: usize = 0;
-    pub const MSN: Field = 1..4;
+    pub(super) const SYNDROME: usize = 0;
+    pub(super) const MSN: Field = 1..4;
 }
 
 pub const HEADER_LEN: usize = field::MSN.end;

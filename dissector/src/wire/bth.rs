@@ -14,13 +14,13 @@ use super::{be, check_len, Error, Field, Opcode, Psn};
 
 mod field {
     use super::Field;
-    pub const OPCODE: usize = 0;
-    pub const FLAGS: usize = 1;
-    pub const P_KEY: Field = 2..4;
-    pub const FECN_BECN: usize = 4;
-    pub const DEST_QP: Field = 5..8;
-    pub const ACK_REQ: usize = 8;
-    pub const PSN: Field = 9..12;
+    pub(super) const OPCODE: usize = 0;
+    pub(super) const FLAGS: usize = 1;
+    pub(super) const P_KEY: Field = 2..4;
+    pub(super) const FECN_BECN: usize = 4;
+    pub(super) const DEST_QP: Field = 5..8;
+    pub(super) const ACK_REQ: usize = 8;
+    pub(super) const PSN: Field = 9..12;
 }
 
 pub const HEADER_LEN: usize = field::PSN.end;

@@ -17,13 +17,25 @@ pub mod ethertype {
     pub const fn is_vlan(t: u16) -> bool {
         matches!(t, VLAN | QINQ | QINQ_OLD)
     }
+
+    /// The largest 802.3 length: a type/length field up to this is the length of
+    /// an IEEE 802.3 frame (an LLC header follows), not an ethertype.
+    pub const MAX_LEN: u16 = 1500;
+    /// The smallest ethertype (IEEE 802.3 clause 3.2.6); 1501–1535 are neither.
+    pub const MIN_TYPE: u16 = 0x0600;
+
+    /// `t` names the protocol that follows (Ethernet II), as tshark reads it: only
+    /// then does it print `eth.type` (or `vlan.etype`).
+    pub const fn is_type(t: u16) -> bool {
+        t >= MIN_TYPE
+    }
 }
 
 mod field {
     use super::Field;
-    pub const DST: Field = 0..6;
-    pub const SRC: Field = 6..12;
-    pub const ETHERTYPE: Field = 12..14;
+    pub(super) const DST: Field = 0..6;
+    pub(super) const SRC: Field = 6..12;
+    pub(super) const ETHERTYPE: Field = 12..14;
 }
 
 pub const HEADER_LEN: usize = field::ETHERTYPE.end;

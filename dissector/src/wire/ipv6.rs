@@ -8,12 +8,12 @@ use super::{be, check_len, Error, Field, Malformed};
 
 mod field {
     use super::Field;
-    pub const VER_TC_FLOW: Field = 0..4;
-    pub const PAYLOAD_LEN: Field = 4..6;
-    pub const NEXT_HEADER: usize = 6;
-    pub const HOP_LIMIT: usize = 7;
-    pub const SRC: Field = 8..24;
-    pub const DST: Field = 24..40;
+    pub(super) const VER_TC_FLOW: Field = 0..4;
+    pub(super) const PAYLOAD_LEN: Field = 4..6;
+    pub(super) const NEXT_HEADER: usize = 6;
+    pub(super) const HOP_LIMIT: usize = 7;
+    pub(super) const SRC: Field = 8..24;
+    pub(super) const DST: Field = 24..40;
 }
 
 pub const HEADER_LEN: usize = field::DST.end;

@@ -128,37 +128,37 @@ pub(crate) mod be {
     use super::Field;
 
     #[inline(always)]
-    pub fn u16(b: &[u8], f: Field) -> u16 {
+    pub(crate) fn u16(b: &[u8], f: Field) -> u16 {
         u16::from_be_bytes([b[f.start], b[f.start + 1]])
     }
     #[inline(always)]
-    pub fn u24(b: &[u8], f: Field) -> u32 {
+    pub(crate) fn u24(b: &[u8], f: Field) -> u32 {
         u32::from_be_bytes([0, b[f.start], b[f.start + 1], b[f.start + 2]])
     }
     #[inline(always)]
-    pub fn u32(b: &[u8], f: Field) -> u32 {
+    pub(crate) fn u32(b: &[u8], f: Field) -> u32 {
         u32::from_be_bytes([b[f.start], b[f.start + 1], b[f.start + 2], b[f.start + 3]])
     }
     #[inline(always)]
-    pub fn u64(b: &[u8], f: Field) -> u64 {
+    pub(crate) fn u64(b: &[u8], f: Field) -> u64 {
         let mut x = [0u8; 8];
         x.copy_from_slice(&b[f.start..f.start + 8]);
         u64::from_be_bytes(x)
     }
     #[inline(always)]
-    pub fn set_u16(b: &mut [u8], f: Field, v: u16) {
+    pub(crate) fn set_u16(b: &mut [u8], f: Field, v: u16) {
         b[f.start..f.start + 2].copy_from_slice(&v.to_be_bytes());
     }
     #[inline(always)]
-    pub fn set_u24(b: &mut [u8], f: Field, v: u32) {
+    pub(crate) fn set_u24(b: &mut [u8], f: Field, v: u32) {
         b[f.start..f.start + 3].copy_from_slice(&v.to_be_bytes()[1..]);
     }
     #[inline(always)]
-    pub fn set_u32(b: &mut [u8], f: Field, v: u32) {
+    pub(crate) fn set_u32(b: &mut [u8], f: Field, v: u32) {
         b[f.start..f.start + 4].copy_from_slice(&v.to_be_bytes());
     }
     #[inline(always)]
-    pub fn set_u64(b: &mut [u8], f: Field, v: u64) {
+    pub(crate) fn set_u64(b: &mut [u8], f: Field, v: u64) {
         b[f.start..f.start + 8].copy_from_slice(&v.to_be_bytes());
     }
 }

@@ -4,10 +4,10 @@ use super::{be, check_len, Error, Field, Malformed};
 
 mod field {
     use super::Field;
-    pub const SRC_PORT: Field = 0..2;
-    pub const DST_PORT: Field = 2..4;
-    pub const LENGTH: Field = 4..6;
-    pub const CHECKSUM: Field = 6..8;
+    pub(super) const SRC_PORT: Field = 0..2;
+    pub(super) const DST_PORT: Field = 2..4;
+    pub(super) const LENGTH: Field = 4..6;
+    pub(super) const CHECKSUM: Field = 6..8;
 }
 
 pub const HEADER_LEN: usize = field::CHECKSUM.end;

@@ -54,7 +54,7 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use zeroize::Zeroize;
 
-use super::proto::{self, FromAgent, Hex, ToAgent, MAX_MESSAGE};
+use crate::protocol::{self, FromAgent, Hex, ToAgent, MAX_MESSAGE};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -392,7 +392,7 @@ impl Session {
 fn frame<T: Serialize>(msg: &T) -> Vec<u8> {
     let mut out = Vec::new();
     // Writing into a Vec fails only for a message over MAX_MESSAGE: none of ours.
-    let _ = proto::write_msg(&mut out, msg);
+    let _ = protocol::write_msg(&mut out, msg);
     out
 }
 
@@ -796,7 +796,7 @@ mod tests {
     use std::net::{TcpListener, TcpStream};
 
     use super::*;
-    use crate::agent::proto::{ToAgent, VERSION};
+    use crate::protocol::{ToAgent, VERSION};
 
     fn key(b: u8) -> Key {
         Key([b; LEN])
@@ -833,13 +833,13 @@ mod tests {
         assert_ne!(cs.key, key(7).0, "the session key is not the shared key");
         let (_, mut cw) = cs.wrap(c.try_clone().unwrap(), c);
         let (mut ar, _) = as_.wrap(a.try_clone().unwrap(), a);
-        proto::write_msg(&mut cw, &ToAgent::Hello { version: VERSION }).unwrap();
-        proto::write_msg(&mut cw, &ToAgent::Teardown).unwrap();
+        protocol::write_msg(&mut cw, &ToAgent::Hello { version: VERSION }).unwrap();
+        protocol::write_msg(&mut cw, &ToAgent::Teardown).unwrap();
         assert_eq!(
-            proto::read_msg::<_, ToAgent>(&mut ar).unwrap(),
+            protocol::read_msg::<_, ToAgent>(&mut ar).unwrap(),
             Some(ToAgent::Hello { version: VERSION })
         );
-        assert_eq!(proto::read_msg::<_, ToAgent>(&mut ar).unwrap(), Some(ToAgent::Teardown));
+        assert_eq!(protocol::read_msg::<_, ToAgent>(&mut ar).unwrap(), Some(ToAgent::Teardown));
     }
 
     #[test]
@@ -861,7 +861,7 @@ mod tests {
         {
             let (_, mut w) = s.wrap(io::empty(), &mut out);
             for m in msgs {
-                proto::write_msg(&mut w, m).unwrap();
+                protocol::write_msg(&mut w, m).unwrap();
             }
         }
         (out, k)
@@ -871,7 +871,7 @@ mod tests {
         let (mut r, _) = Session { key, side: Side::Agent }.wrap(bytes, io::sink());
         let mut v = Vec::new();
         loop {
-            match proto::read_msg::<_, ToAgent>(&mut r) {
+            match protocol::read_msg::<_, ToAgent>(&mut r) {
                 Ok(None) => break,
                 Ok(m) => v.push(Ok(m)),
                 Err(e) => {
@@ -912,7 +912,7 @@ mod tests {
         let (other, _) = sealed(&[ToAgent::Teardown]);
         assert!(open(&other, [8; LEN])[0].is_err());
         let mut plain = Vec::new();
-        proto::write_msg(&mut plain, &ToAgent::Teardown).unwrap();
+        protocol::write_msg(&mut plain, &ToAgent::Teardown).unwrap();
         assert!(
             open(&plain, k)[0].as_ref().is_err_and(|e| e.contains("not a frame of this protocol")),
             "a bare frame is shorter than seq + tag"
@@ -923,7 +923,7 @@ mod tests {
         let mut out = Vec::new();
         {
             let (_, mut w) = s.wrap(io::empty(), &mut out);
-            proto::write_msg(&mut w, &FromAgent::error("x", None)).unwrap();
+            protocol::write_msg(&mut w, &FromAgent::error("x", None)).unwrap();
         }
         assert!(open(&out, k)[0].is_err(), "directions have their own MACs");
     }
@@ -943,8 +943,8 @@ mod tests {
         #[test]
         fn made_up_challenges_are_refused(nonce in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64), proof in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
             let mut input = Vec::new();
-            proto::write_msg(&mut input, &Challenge { auth: SCHEME.into(), nonce: Hex(nonce) }).unwrap();
-            proto::write_msg(&mut input, &Response { proof: Hex(proof) }).unwrap();
+            protocol::write_msg(&mut input, &Challenge { auth: SCHEME.into(), nonce: Hex(nonce) }).unwrap();
+            protocol::write_msg(&mut input, &Response { proof: Hex(proof) }).unwrap();
             let mut out = Vec::new();
             proptest::prop_assert!(server(&key(3), &mut &input[..], &mut out).is_err());
         }

@@ -15,7 +15,7 @@
 //! Received private data is zero-padded to its field; a peer that is not a `roce`
 //! agent sends no magic, and then nothing is taken from it.
 
-use super::proto::MrInfo;
+use crate::protocol::MrInfo;
 
 pub(crate) const MAGIC: &[u8; 4] = b"roce";
 pub(crate) const VERSION: u8 = 1;

@@ -13,13 +13,13 @@ use serde::{Deserialize, Serialize};
 use super::cm_private;
 use super::limits::{Limits, ProbeRate};
 use super::probe::{self, Aim};
-use super::proto::{
+use crate::net::raw::Link;
+use crate::protocol::stream::{AtomicChain, AtomicOp, Content, Percentiles, StreamVerb};
+use crate::protocol::{
     self, Action, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder, ProbeSent,
     QpInfo, ReadError, ReceiveOrder, RemoteRef, Setup, SgeRef, StreamOrder, StreamReport, ToAgent,
     Verb, Wc,
 };
-use super::stream::{AtomicChain, AtomicOp, Content, Percentiles, StreamVerb};
-use crate::net::raw::Link;
 use crate::verbs::{
     Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Mr, Mw, MwKind, Pd, Peer, Qp, QpAttrs,
     QpExtras, QpKind, Remote, Reset, Rts, SendFlag, SendWr, Sge, Srq, VerbError,
@@ -72,7 +72,7 @@ enum Handle {
 
 /// One QP of this endpoint.
 struct QpState {
-    setup: proto::QpSetup,
+    setup: protocol::QpSetup,
     qpn: u32,
     /// What its asynchronous events name it by.
     id: usize,
@@ -253,7 +253,7 @@ impl Agent {
                 Err(AgentError::from("a heartbeat gets no answer; serve() skips it".to_string()))
             }
             ToAgent::Hello { .. } => Ok(FromAgent::Hello {
-                version: proto::VERSION,
+                version: protocol::VERSION,
                 agent: format!("roce {}", env!("CARGO_PKG_VERSION")),
                 host: std::fs::read_to_string("/proc/sys/kernel/hostname")
                     .unwrap_or_default()
@@ -1062,11 +1062,16 @@ impl Local {
                             c.check_message(i, &mr.read_at(at(q, k) as usize, w.byte_len as usize))
                         }
                         // A WRITE with immediate: its index, on the receive it consumed.
-                        None => (w.imm_data != Some(i as u32)).then(|| super::stream::Mismatch {
-                            message: i,
-                            offset: 0,
-                            want: (i as u32).to_be_bytes().to_vec(),
-                            got: w.imm_data.map(|v| v.to_be_bytes().to_vec()).unwrap_or_default(),
+                        None => (w.imm_data != Some(i as u32)).then(|| {
+                            crate::protocol::stream::Mismatch {
+                                message: i,
+                                offset: 0,
+                                want: (i as u32).to_be_bytes().to_vec(),
+                                got: w
+                                    .imm_data
+                                    .map(|v| v.to_be_bytes().to_vec())
+                                    .unwrap_or_default(),
+                            }
                         }),
                     };
                 }
@@ -1358,7 +1363,7 @@ fn from_stream_wr_id(wr_id: u64, qps: usize) -> Option<(usize, u64)> {
 }
 
 /// The address rdma_cm connects QP `q` from: the endpoint's own, IPv4.
-fn cm_ipv4(q: &proto::QpSetup, my_ip: IpAddr) -> R<std::net::Ipv4Addr> {
+fn cm_ipv4(q: &protocol::QpSetup, my_ip: IpAddr) -> R<std::net::Ipv4Addr> {
     if q.kind == QpKind::Ud {
         return err(format!(
             "QP `{}`: rdma_cm connects RC and UC QPs; UD uses connect = \"tcp\" here",
@@ -1456,15 +1461,15 @@ fn serve_with(
     torn_down: &mut dyn FnMut(),
 ) -> std::io::Result<bool> {
     loop {
-        let m: ToAgent = match proto::read_msg(r) {
+        let m: ToAgent = match protocol::read_msg(r) {
             Ok(Some(m)) => m,
             Ok(None) => return Ok(false),
             Err(ReadError::Invalid(e)) => {
-                proto::write_msg(w, &FromAgent::error(format!("malformed message: {e}"), None))?;
+                protocol::write_msg(w, &FromAgent::error(format!("malformed message: {e}"), None))?;
                 continue;
             }
             Err(e @ ReadError::TooLarge(_)) => {
-                let _ = proto::write_msg(w, &FromAgent::error(e.to_string(), None));
+                let _ = protocol::write_msg(w, &FromAgent::error(e.to_string(), None));
                 return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()));
             }
             Err(ReadError::Io(e)) => return Err(e),
@@ -1474,12 +1479,12 @@ fn serve_with(
             continue;
         }
         if let ToAgent::Hello { version } = &m {
-            if *version != proto::VERSION {
+            if *version != protocol::VERSION {
                 let msg = format!(
                     "protocol version {version} asked, this agent speaks {}",
-                    proto::VERSION
+                    protocol::VERSION
                 );
-                proto::write_msg(
+                protocol::write_msg(
                     w,
                     &FromAgent::error(msg, Some("run the same roce version on both sides")),
                 )?;
@@ -1490,7 +1495,7 @@ fn serve_with(
         if last {
             torn_down();
         }
-        proto::write_msg(w, &answer)?;
+        protocol::write_msg(w, &answer)?;
         if last {
             return Ok(true);
         }
@@ -1504,14 +1509,14 @@ mod tests {
     fn talk(msgs: &[ToAgent]) -> Vec<FromAgent> {
         let mut input = Vec::new();
         for m in msgs {
-            proto::write_msg(&mut input, m).unwrap();
+            protocol::write_msg(&mut input, m).unwrap();
         }
         let mut out = Vec::new();
         serve(&mut &input[..], &mut out, &Limits::default(), &mut Device::default(), &mut || {})
             .unwrap();
         let mut r = &out[..];
         let mut v = Vec::new();
-        while let Some(m) = proto::read_msg::<_, FromAgent>(&mut r).unwrap() {
+        while let Some(m) = protocol::read_msg::<_, FromAgent>(&mut r).unwrap() {
             v.push(m);
         }
         v
@@ -1520,7 +1525,7 @@ mod tests {
     #[test]
     fn answers_in_order_and_refuses_what_it_cannot_do() {
         let a = talk(&[
-            ToAgent::Hello { version: proto::VERSION },
+            ToAgent::Hello { version: protocol::VERSION },
             ToAgent::Hello { version: 99 },
             ToAgent::Do { index: 0, action: Action::Sleep { ms: 0 } },
             ToAgent::ReadMemory { mr: "x".into() },
@@ -1528,7 +1533,7 @@ mod tests {
             ToAgent::Teardown,
         ]);
         assert_eq!(a.len(), 6);
-        assert!(matches!(&a[0], FromAgent::Hello { version, .. } if *version == proto::VERSION));
+        assert!(matches!(&a[0], FromAgent::Hello { version, .. } if *version == protocol::VERSION));
         assert!(
             matches!(&a[1], FromAgent::Error { message, .. } if message.contains("version 99"))
         );
@@ -1548,12 +1553,12 @@ mod tests {
     #[test]
     fn a_setup_beyond_the_limits_is_refused_and_the_agent_lives_on() {
         let big = |n: usize, size: u64| {
-            let mrs: Vec<proto::MrSetup> = (0..n)
-                .map(|i| proto::MrSetup {
+            let mrs: Vec<protocol::MrSetup> = (0..n)
+                .map(|i| protocol::MrSetup {
                     name: format!("m{i}"),
                     size,
                     access: crate::verbs::Access(1),
-                    fill: proto::Fill::Zero,
+                    fill: protocol::Fill::Zero,
                 })
                 .collect();
             ToAgent::Setup(Setup {
@@ -1566,7 +1571,8 @@ mod tests {
                 mws: vec![],
             })
         };
-        let a = talk(&[big(1, 2 << 30), big(300, 8), ToAgent::Hello { version: proto::VERSION }]);
+        let a =
+            talk(&[big(1, 2 << 30), big(300, 8), ToAgent::Hello { version: protocol::VERSION }]);
         assert!(
             matches!(&a[0], FromAgent::Error { message, .. } if message.contains("refused: 2147483648 bytes of MRs asked, this agent allows 1073741824 (--max-mr-bytes)")),
             "{a:?}"
@@ -1583,16 +1589,16 @@ mod tests {
         let mut input = Vec::new();
         input.extend_from_slice(&3u32.to_be_bytes());
         input.extend_from_slice(b"{x}");
-        proto::write_msg(&mut input, &ToAgent::Teardown).unwrap();
+        protocol::write_msg(&mut input, &ToAgent::Teardown).unwrap();
         let mut out = Vec::new();
         serve(&mut &input[..], &mut out, &Limits::default(), &mut Device::default(), &mut || {})
             .unwrap();
         let mut r = &out[..];
         assert!(matches!(
-            proto::read_msg::<_, FromAgent>(&mut r).unwrap(),
+            protocol::read_msg::<_, FromAgent>(&mut r).unwrap(),
             Some(FromAgent::Error { .. })
         ));
-        assert_eq!(proto::read_msg::<_, FromAgent>(&mut r).unwrap(), Some(FromAgent::TornDown));
+        assert_eq!(protocol::read_msg::<_, FromAgent>(&mut r).unwrap(), Some(FromAgent::TornDown));
         let huge = (u32::MAX).to_be_bytes();
         let mut out = Vec::new();
         assert!(serve(

@@ -10,6 +10,8 @@ use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
+use crate::protocol::stream::STREAM_MESSAGES;
+
 /// The limits, with the defaults `roce agent` starts with.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Limits {
@@ -106,10 +108,6 @@ pub(crate) fn subnets_of(ip: IpAddr) -> Vec<Cidr> {
         .map(|n| Cidr { net: n.network(), prefix: n.prefix() })
         .collect()
 }
-
-/// The most messages one stream may post (each costs the agent nothing kept
-/// but a signalled one's latency sample).
-pub(crate) const STREAM_MESSAGES: u64 = 10_000_000;
 
 impl Limits {
     /// `Ok` when a stream of `count` messages may run.

@@ -292,7 +292,8 @@ impl Door<'_> {
             auth::refusal(why, retry)
         } else {
             let mut v = Vec::new();
-            let _ = super::proto::write_msg(&mut v, &super::proto::FromAgent::error(why, None));
+            let _ =
+                crate::protocol::write_msg(&mut v, &crate::protocol::FromAgent::error(why, None));
             v
         }
     }

@@ -13,8 +13,9 @@
 //! controller served at a time is served on one session thread started with the
 //! agent, so no connection ever needs a thread to be started for it.
 //!
-//! Owns: the agent protocol ([`proto`]), its authentication ([`auth`]), the
-//! listening agent's front door ([`listen`]) and its executor ([`exec`]).
+//! Owns: the agent's side of the protocol ([`crate::protocol`]): its
+//! authentication ([`auth`]), the listening agent's front door ([`listen`]), its
+//! limits ([`limits`]) and its executor ([`exec`]).
 //! Imports: verbs, net, dissector (and `lab::write_fd`, for its log lines).
 //! Never the scenario model: the controller resolves a scenario into this
 //! protocol's own messages.
@@ -24,8 +25,6 @@ pub(crate) mod exec;
 pub(crate) mod limits;
 pub(crate) mod listen;
 pub(crate) mod probe;
-pub(crate) mod proto;
-pub(crate) mod stream;
 
 use std::cell::Cell;
 use std::io::{Read, Write};
@@ -36,6 +35,8 @@ use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
+
+use crate::protocol;
 
 /// Serves the controller on stdin/stdout (how the lab starts the agent): one
 /// scenario after another, each from a fresh state (everything of the last one
@@ -236,7 +237,7 @@ impl listen::Back for Back<'_> {
                     Some(session) => Box::new(session.wrap(std::io::empty(), s).1),
                     None => Box::new(s),
                 };
-                let _ = proto::write_msg(&mut w, &proto::FromAgent::error(why.clone(), None));
+                let _ = protocol::write_msg(&mut w, &protocol::FromAgent::error(why.clone(), None));
                 let _ = a.stream.shutdown(std::net::Shutdown::Both);
                 say!("roce agent: {peer}: refused after its handshake, {why}");
                 return;
@@ -392,8 +393,8 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use super::auth::{self, Key, Session};
-    use super::proto::{self, FromAgent, ToAgent, VERSION};
     use super::*;
+    use crate::protocol::{self, FromAgent, ToAgent, VERSION};
 
     #[test]
     fn busy_answers_say_since_when_in_utc() {
@@ -462,8 +463,9 @@ mod tests {
             }
         }
         fn hello(&mut self) -> anyhow::Result<FromAgent> {
-            proto::write_msg(&mut self.w, &ToAgent::Hello { version: VERSION })?;
-            proto::read_msg::<_, FromAgent>(&mut self.r)?.ok_or_else(|| anyhow::anyhow!("closed"))
+            protocol::write_msg(&mut self.w, &ToAgent::Hello { version: VERSION })?;
+            protocol::read_msg::<_, FromAgent>(&mut self.r)?
+                .ok_or_else(|| anyhow::anyhow!("closed"))
         }
     }
 
@@ -511,8 +513,8 @@ mod tests {
         // The first one is still served.
         assert!(served(&mut first));
         // Once it ends (Teardown), the next one is served.
-        proto::write_msg(&mut first.w, &ToAgent::Teardown).unwrap();
-        let _ = proto::read_msg::<_, FromAgent>(&mut first.r);
+        protocol::write_msg(&mut first.w, &ToAgent::Teardown).unwrap();
+        let _ = protocol::read_msg::<_, FromAgent>(&mut first.r);
         let until = Instant::now() + Duration::from_secs(3);
         loop {
             let ok = Controller::connect(addr, &key).map(|mut c| served(&mut c));
@@ -550,7 +552,7 @@ mod tests {
         assert!(served(&mut c));
         // A bare, unauthenticated frame injected into the authenticated stream.
         let mut raw = c.s.try_clone().unwrap();
-        proto::write_msg(&mut raw, &ToAgent::Teardown).unwrap();
+        protocol::write_msg(&mut raw, &ToAgent::Teardown).unwrap();
         let mut b = [0u8; 1];
         assert_eq!(c.s.read(&mut b).unwrap_or(0), 0, "closed");
         assert!(served(&mut Controller::connect_within(addr, &key, Duration::from_secs(3))));
@@ -599,9 +601,9 @@ mod tests {
         let addr = agent(None, Duration::from_secs(30), Duration::from_secs(5));
         let s = TcpStream::connect(addr).unwrap();
         let (mut r, mut w) = (s.try_clone().unwrap(), s);
-        proto::write_msg(&mut w, &ToAgent::Hello { version: VERSION }).unwrap();
+        protocol::write_msg(&mut w, &ToAgent::Hello { version: VERSION }).unwrap();
         assert!(matches!(
-            proto::read_msg::<_, FromAgent>(&mut r).unwrap(),
+            protocol::read_msg::<_, FromAgent>(&mut r).unwrap(),
             Some(FromAgent::Hello { .. })
         ));
     }

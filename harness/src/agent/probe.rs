@@ -12,7 +12,7 @@ use dissector::craft::{self, Encap, Host, IcrcMode};
 use dissector::wire::ext::{AtomicEthRepr, DethRepr, RethRepr};
 use dissector::wire::{BthRepr, Headers, Opcode, Psn};
 
-use super::proto::{ProbeOrder, ProbePsn, SentFrame};
+use crate::protocol::{ProbeOrder, ProbePsn, SentFrame};
 
 /// What a probe is sent to, resolved: the target QP and where its memory is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -111,7 +111,7 @@ pub(crate) fn advance(order: &ProbeOrder, next: Psn) -> Psn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::proto::Hex;
+    use crate::protocol::Hex;
     use dissector::frame::{decode, Options};
     use dissector::wire::ethernet::Mac;
     use std::net::{IpAddr, Ipv4Addr};

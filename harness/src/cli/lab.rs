@@ -360,7 +360,7 @@ pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> Outcome {
         LabCommand::Run(a) => lab_run(&paths, a, out),
         LabCommand::Bench(a) => bench(&paths, image, a, out),
         LabCommand::Agent { port } => {
-            lab::agent::run(port)?;
+            lab::guest::run(port)?;
             Ok(Exit::Ok)
         }
         LabCommand::Daemon {

@@ -12,8 +12,8 @@ use dissector::wire::{Opcode, Psn, Transport};
 
 use super::exit::{help, Exit, Failure, Outcome};
 use crate::agent::probe::{frames, transport, Aim};
-use crate::agent::proto::{Hex, ProbeOrder, ProbePsn};
 use crate::net::raw::{Link, OpenError};
+use crate::protocol::{Hex, ProbeOrder, ProbePsn};
 use crate::scenario::check::probe_payload;
 use crate::scenario::model::Content;
 

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use super::link::Agent;
 use crate::agent::auth::Key;
-use crate::agent::proto::{FromAgent, ToAgent, VERSION};
 use crate::agent::{self, limits, ListenOpts};
+use crate::protocol::{FromAgent, ToAgent, VERSION};
 
 /// The agent [`Spawned`] starts: serves on 127.0.0.1 with the key in
 /// `ROCE_DOS_KEY`. Not a test of its own (without that variable it does nothing).
@@ -458,7 +458,7 @@ fn the_heartbeat_deadline_counts_per_message_not_per_read() {
     let mut sealed = Vec::new();
     {
         let (_, mut w) = session.wrap(std::io::empty(), &mut sealed);
-        crate::agent::proto::write_msg(&mut w, &ToAgent::Hello { version: VERSION }).unwrap();
+        crate::protocol::write_msg(&mut w, &ToAgent::Hello { version: VERSION }).unwrap();
     }
     let t = Instant::now();
     let mut dropped = None;

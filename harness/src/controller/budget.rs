@@ -91,6 +91,7 @@ fn free_disk(dir: &Path) -> Option<u64> {
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     }
     let c = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).ok()?;
+    // SAFETY: `statvfs` is a struct of integers, for which all-zero bytes are a valid value.
     let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
     // SAFETY: a NUL-terminated path and a statvfs struct to fill.
     if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {

@@ -14,7 +14,7 @@ use lab::state::{LabPaths, Vm};
 
 use crate::agent;
 use crate::agent::auth::{self, Key};
-use crate::agent::proto::{self, FromAgent, ToAgent};
+use crate::protocol::{self, FromAgent, ToAgent};
 
 /// The agent in a VM is the host's own `roce`, shared over 9p.
 const LAB_AGENT: &str = "/host/roce agent --stdio";
@@ -68,7 +68,7 @@ fn spawn_heartbeat(tx: &SharedSender, alive: Arc<AtomicBool>) {
             let Some(tx) = tx.upgrade() else { return };
             let mut s = tx.lock().unwrap_or_else(|e| e.into_inner());
             if s.last.elapsed() >= agent::HEARTBEAT_EVERY {
-                if proto::write_msg(&mut s.w, &ToAgent::Heartbeat).is_err() {
+                if protocol::write_msg(&mut s.w, &ToAgent::Heartbeat).is_err() {
                     return;
                 }
                 s.last = Instant::now();
@@ -129,7 +129,7 @@ impl Deadline {
 fn spawn_reader(mut r: impl Read + Send + 'static) -> mpsc::Receiver<Result<FromAgent, String>> {
     let (tx, rx) = mpsc::channel();
     thread::spawn(move || loop {
-        let m = match proto::read_msg::<_, FromAgent>(&mut r) {
+        let m = match protocol::read_msg::<_, FromAgent>(&mut r) {
             Ok(Some(m)) => Ok(m),
             Ok(None) => Err("agent closed its connection".to_string()),
             Err(e) => Err(format!("agent: {e}")),
@@ -252,7 +252,7 @@ impl Agent {
     pub(super) fn send(&mut self, m: &ToAgent) -> Result<()> {
         let mut s = self.tx.lock().unwrap_or_else(|e| e.into_inner());
         s.last = Instant::now();
-        proto::write_msg(&mut s.w, m)
+        protocol::write_msg(&mut s.w, m)
             .with_context(|| format!("sending to endpoint {}'s agent", self.endpoint))
     }
 
@@ -355,7 +355,7 @@ mod tests {
         a.set_deadline(Some(Deadline::new(Instant::now(), Duration::from_millis(300))));
         let asked = Instant::now();
         let e = a
-            .request(&ToAgent::Hello { version: proto::VERSION }, Duration::from_secs(60))
+            .request(&ToAgent::Hello { version: protocol::VERSION }, Duration::from_secs(60))
             .unwrap_err()
             .to_string();
         assert_eq!(e, "the scenario's deadline (300 ms, timeout_ms) passed while endpoint b's agent was still at it");

@@ -580,17 +580,17 @@ mod tests {
     /// A stand-in agent on loopback: it says hello, then answers `Setup` the way
     /// an agent on a device without the verb does.
     fn agent_lacking_a_verb() -> String {
-        use crate::agent::proto::{self, FromAgent, ToAgent};
+        use crate::protocol::{self, FromAgent, ToAgent};
         let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = l.local_addr().unwrap().to_string();
         std::thread::spawn(move || {
             let (s, _) = l.accept().unwrap();
             let mut r = s.try_clone().unwrap();
             let mut w = s;
-            while let Ok(Some(m)) = proto::read_msg::<_, ToAgent>(&mut r) {
+            while let Ok(Some(m)) = protocol::read_msg::<_, ToAgent>(&mut r) {
                 let answer = match m {
                     ToAgent::Hello { .. } => FromAgent::Hello {
-                        version: proto::VERSION,
+                        version: protocol::VERSION,
                         agent: "stand-in".into(),
                         host: "h".into(),
                         kernel: Some("6.1".into()),
@@ -604,7 +604,7 @@ mod tests {
                         unsupported: true,
                     },
                 };
-                proto::write_msg(&mut w, &answer).unwrap();
+                protocol::write_msg(&mut w, &answer).unwrap();
             }
         });
         addr

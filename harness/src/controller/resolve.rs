@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use lab::fault::{self, Dir, Rule};
 use lab::state::Vm;
 
-use crate::agent::proto::{
+use crate::protocol::{
     self, Action, ConnectBy, Fill, Hex, MrSetup, MwSetup, ProbeOrder, ProbePsn, QpParams, QpSetup,
     RemoteRef, SgeRef, SrqSetup, Verb,
 };
-use crate::agent::proto::{ReceiveOrder, StreamOrder};
+use crate::protocol::{ReceiveOrder, StreamOrder};
 use crate::results::EndpointFacts;
 use crate::scenario::model::{self, ConnectMethod, Content, PsnAt, QpType, Scenario, Step};
 use crate::verbs::{Caps, QpKind};
@@ -56,7 +56,7 @@ fn posts(sc: &Scenario, endpoint: &str, qp: &str, pick: impl Fn(&model::Verb) ->
 
 /// What endpoint `name` sets up: its QPs (those it is an end of; made with the
 /// extended send operations it posts on them), MRs, SRQs and memory windows.
-pub(super) fn setup(sc: &Scenario, name: &str) -> proto::Setup {
+pub(super) fn setup(sc: &Scenario, name: &str) -> protocol::Setup {
     let ep = sc.endpoints.get(name).cloned().unwrap_or_default();
     let qps = sc
         .qps
@@ -117,7 +117,7 @@ pub(super) fn setup(sc: &Scenario, name: &str) -> proto::Setup {
         .filter(|w| w.on == name)
         .map(|w| MwSetup { name: w.name.clone(), kind: w.kind })
         .collect();
-    proto::Setup {
+    protocol::Setup {
         device: ep.device,
         port: ep.port.unwrap_or(1),
         gid_index: ep.gid_index,
@@ -327,7 +327,7 @@ pub(super) fn fault_rules(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::agent::proto::QpInfo;
+    use crate::protocol::QpInfo;
     use std::path::Path;
 
     const SC: &str = r#"

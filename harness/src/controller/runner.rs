@@ -14,8 +14,8 @@ use lab::state::{LabPaths, Vm};
 
 use super::link::{unexpected, Agent, Deadline, Unsupported};
 use super::resolve;
-use crate::agent::proto::READ_BACK_MAX;
-use crate::agent::proto::{self, FromAgent, MrInfo, ToAgent};
+use crate::protocol::READ_BACK_MAX;
+use crate::protocol::{self, FromAgent, MrInfo, ToAgent};
 use crate::results::{Connection, EndpointFacts, Laps, Outcome, Phase, StreamRun, Verified};
 use crate::scenario::model::{Memory, Scenario, Step};
 
@@ -283,15 +283,15 @@ fn drive(
     // Each request below goes to every endpoint before any answer is awaited: the
     // endpoints work side by side (each agent still answers in order).
     for a in agents.values_mut() {
-        a.send(&ToAgent::Hello { version: proto::VERSION })?;
+        a.send(&ToAgent::Hello { version: protocol::VERSION })?;
     }
     for (name, a) in agents.iter_mut() {
         match a.recv(ANSWER_WITHIN)? {
-            FromAgent::Hello { version, kernel, .. } if version == proto::VERSION => {
+            FromAgent::Hello { version, kernel, .. } if version == protocol::VERSION => {
                 kernels.insert(name.clone(), kernel);
             }
             FromAgent::Hello { version, agent, .. } => {
-                bail!("endpoint {name}'s agent ({agent}) speaks protocol version {version}, this controller {}\nhint: run the same roce version on both", proto::VERSION)
+                bail!("endpoint {name}'s agent ({agent}) speaks protocol version {version}, this controller {}\nhint: run the same roce version on both", protocol::VERSION)
             }
             other => return Err(unexpected(name, "Hello", &other)),
         }
@@ -391,7 +391,7 @@ fn drive(
         let (a_ip, a_mrs): (String, Vec<MrInfo>) =
             (facts(act)?.ip.clone(), facts(act)?.mrs.clone());
         let msg = |passive: bool, peer_ip: &str, peer_mrs: Vec<MrInfo>| {
-            ToAgent::Connect(proto::Connect {
+            ToAgent::Connect(protocol::Connect {
                 qp: q.name.clone(),
                 passive,
                 peer_ip: peer_ip.to_string(),

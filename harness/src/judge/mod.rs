@@ -12,9 +12,9 @@ use std::net::IpAddr;
 use dissector::flow::recovery;
 use dissector::wire::NakKind;
 
-use crate::agent::proto::{Event, Wc};
-use crate::agent::stream::StreamVerb;
-use crate::results::{Outcome, Verdict};
+use crate::protocol::stream::StreamVerb;
+use crate::protocol::{Event, Wc};
+use crate::results::{Outcome, Verdict, VerdictKind};
 use crate::scenario::model::{
     CompletionExpect, EventExpect, Memory, MemoryExpect, Scenario, StreamExpect, WireExpect,
 };
@@ -66,7 +66,7 @@ pub(crate) fn judge(
             Err(msg) => {
                 let expected = if o.capture.is_some() { "a readable capture" } else { "a capture" };
                 Verdict::new(
-                    "wire",
+                    VerdictKind::Wire,
                     format!("wire of QP {} from {}", e.qp, e.from),
                     false,
                     expected.into(),
@@ -150,7 +150,7 @@ pub(crate) fn event(e: &EventExpect, events: &[Event]) -> Verdict {
         })
         .collect();
     Verdict::new(
-        "event",
+        VerdictKind::Event,
         what,
         ok,
         want,
@@ -179,7 +179,7 @@ pub(crate) fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
             format!("{}: {}", all.len(), all.join("; "))
         };
         return Verdict::new(
-            "completion",
+            VerdictKind::Completion,
             which,
             wcs.len() == c,
             format!("{c} completions"),
@@ -194,7 +194,7 @@ pub(crate) fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
     let Some(w) = found else {
         let seen: Vec<String> = wcs.iter().map(describe).collect();
         return Verdict::new(
-            "completion",
+            VerdictKind::Completion,
             which,
             false,
             want.join(", "),
@@ -214,7 +214,7 @@ pub(crate) fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
         && e.within_ms.is_none_or(|ms| w.t_ms <= ms as f64)
         && e.count.is_none_or(|c| wcs.len() == c);
     Verdict::new(
-        "completion",
+        VerdictKind::Completion,
         which,
         ok,
         want.join(", "),
@@ -304,7 +304,7 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
     let what = format!("wire of QP {} from {}", e.qp, e.from);
     let Some(q) = sc.qps.iter().find(|q| q.name == e.qp) else {
         return Verdict::new(
-            "wire",
+            VerdictKind::Wire,
             what,
             false,
             "a QP of the scenario".into(),
@@ -313,7 +313,7 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
     };
     let Some(p) = pair(o, &e.qp, &e.from, q.peer_of(&e.from), t) else {
         return Verdict::new(
-            "wire",
+            VerdictKind::Wire,
             what,
             false,
             "both ends set up".into(),
@@ -324,8 +324,13 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
     let (req_names, resp_names) = (names(&p.reqs), names(&p.resps));
     if e.empty {
         let n = p.reqs.len() + p.resps.len();
-        let mut v =
-            Verdict::new("wire", what, n == 0, "nothing on the wire".into(), format!("{n} frames"));
+        let mut v = Verdict::new(
+            VerdictKind::Wire,
+            what,
+            n == 0,
+            "nothing on the wire".into(),
+            format!("{n} frames"),
+        );
         if p.a_ip == p.b_ip {
             v.detail = Some(LOOPBACK.into());
         }
@@ -469,7 +474,7 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
         names_or_counts(&resp_names),
         naks.len(),
     );
-    let mut v = Verdict::new("wire", what, ok, want.join("; "), actual);
+    let mut v = Verdict::new(VerdictKind::Wire, what, ok, want.join("; "), actual);
     if p.reqs.is_empty() && p.resps.is_empty() && p.a_ip == p.b_ip {
         v.detail = Some(LOOPBACK.into());
     }
@@ -531,7 +536,7 @@ fn stream(e: &StreamExpect, o: &Outcome) -> Verdict {
     let Some(r) = o.streams.iter().find(|s| s.report.id == e.id && s.on == e.on).map(|s| &s.report)
     else {
         return Verdict::new(
-            "stream",
+            VerdictKind::Stream,
             what,
             false,
             expected,
@@ -600,7 +605,7 @@ fn stream(e: &StreamExpect, o: &Outcome) -> Verdict {
             }
         }
     }
-    Verdict::new("stream", what, ok, expected, actual)
+    Verdict::new(VerdictKind::Stream, what, ok, expected, actual)
 }
 
 /// A stream's messages in memory, as the endpoint that holds them checked them.
@@ -613,7 +618,7 @@ fn stream_memory(e: &MemoryExpect, id: &str, o: &Outcome, what: String) -> Verdi
         .map(|v| &v.result)
     else {
         return Verdict::new(
-            "memory",
+            VerdictKind::Memory,
             what,
             false,
             expected,
@@ -623,7 +628,7 @@ fn stream_memory(e: &MemoryExpect, id: &str, o: &Outcome, what: String) -> Verdi
     let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ");
     match &v.mismatch {
         None => Verdict::new(
-            "memory",
+            VerdictKind::Memory,
             what,
             true,
             expected,
@@ -635,7 +640,7 @@ fn stream_memory(e: &MemoryExpect, id: &str, o: &Outcome, what: String) -> Verdi
             ),
         ),
         Some(m) => Verdict::new(
-            "memory",
+            VerdictKind::Memory,
             what,
             false,
             expected,
@@ -659,7 +664,7 @@ fn memory(sc: &Scenario, e: &MemoryExpect, o: &Outcome) -> Verdict {
     }
     let Some(spec) = sc.mrs.iter().find(|m| m.on == e.on && m.name == e.mr) else {
         return Verdict::new(
-            "memory",
+            VerdictKind::Memory,
             what,
             false,
             "an MR of the scenario".into(),
@@ -668,7 +673,7 @@ fn memory(sc: &Scenario, e: &MemoryExpect, o: &Outcome) -> Verdict {
     };
     let Some(now) = o.memory.get(&e.on).and_then(|m| m.get(&e.mr)) else {
         return Verdict::new(
-            "memory",
+            VerdictKind::Memory,
             what,
             false,
             "the MR's content".into(),
@@ -690,7 +695,7 @@ fn memory(sc: &Scenario, e: &MemoryExpect, o: &Outcome) -> Verdict {
             let want = spec.initial_bytes();
             let ok = now == &want;
             Verdict::new(
-                "memory",
+                VerdictKind::Memory,
                 what,
                 ok,
                 format!("unchanged: {}", shown(&want[off.min(want.len())..])),
@@ -700,7 +705,13 @@ fn memory(sc: &Scenario, e: &MemoryExpect, o: &Outcome) -> Verdict {
         Memory::Equals(c) => {
             let want = c.bytes(now.len().saturating_sub(off));
             let got = now.get(off..off + want.len()).unwrap_or(&[]);
-            Verdict::new("memory", what, got == want.as_slice(), shown(&want), shown(got))
+            Verdict::new(
+                VerdictKind::Memory,
+                what,
+                got == want.as_slice(),
+                shown(&want),
+                shown(got),
+            )
         }
         Memory::Stream { id, .. } => stream_memory(e, id, o, what),
     }

@@ -10,8 +10,10 @@ use dissector::flow::pace;
 use dissector::wire::NakKind;
 
 use super::{duration, pair, Timeline};
-use crate::agent::stream::Percentiles;
-use crate::results::{GoBackN, Mark, Outcome, Plot, QpPace, Slice, StreamWire, Verdict};
+use crate::protocol::stream::Percentiles;
+use crate::results::{
+    GoBackN, Mark, Outcome, Plot, QpPace, Slice, StreamWire, Verdict, VerdictKind,
+};
 use crate::scenario::model::{QpType, Scenario, Step, StreamExpect, StreamStep};
 
 /// The wire of every stream step that ran: (its id, its endpoint, its numbers).
@@ -149,7 +151,7 @@ pub(crate) fn verdict(e: &StreamExpect, o: &Outcome) -> Option<Verdict> {
             "no capture of its wire"
         };
         return Some(Verdict::new(
-            "wire",
+            VerdictKind::Wire,
             what,
             false,
             format!("every message acknowledged within {ms} ms"),
@@ -213,5 +215,5 @@ pub(crate) fn verdict(e: &StreamExpect, o: &Outcome) -> Option<Verdict> {
             );
         }
     }
-    Some(Verdict::new("wire", what, ok, expected.join("; "), actual))
+    Some(Verdict::new(VerdictKind::Wire, what, ok, expected.join("; "), actual))
 }

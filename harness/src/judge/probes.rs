@@ -6,7 +6,7 @@ use std::net::IpAddr;
 use dissector::wire::{AckClass, Psn};
 
 use super::timeline::{Packet, Timeline};
-use crate::results::{Outcome, Verdict};
+use crate::results::{Outcome, Verdict, VerdictKind};
 use crate::scenario::model::{ProbeExpect, PsnAt};
 use crate::scenario::pattern;
 
@@ -138,11 +138,11 @@ pub(crate) fn verdict(
     let expected = want.join(", ");
     let answers = match answers {
         Ok(a) => a,
-        Err(m) => return Verdict::new("probe", what, false, expected, m.clone()),
+        Err(m) => return Verdict::new(VerdictKind::Probe, what, false, expected, m.clone()),
     };
     let Some(a) = answers.iter().find(|a| a.id == e.probe) else {
         return Verdict::new(
-            "probe",
+            VerdictKind::Probe,
             what,
             false,
             expected,
@@ -150,7 +150,13 @@ pub(crate) fn verdict(
         );
     };
     let Some(sent) = o.probes.iter().find(|p| p.id == e.probe) else {
-        return Verdict::new("probe", what, false, expected, "the probe was never sent".into());
+        return Verdict::new(
+            VerdictKind::Probe,
+            what,
+            false,
+            expected,
+            "the probe was never sent".into(),
+        );
     };
     let mut ok = a.on_wire > 0;
     if let Some(r) = &e.responses {
@@ -165,7 +171,7 @@ pub(crate) fn verdict(
         ok &= a.latency_ms.is_some_and(|l| l <= ms as f64);
     }
     let mut v = Verdict::new(
-        "probe",
+        VerdictKind::Probe,
         what,
         ok,
         expected,

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use crate::results::profile::Profile;
-use crate::results::Verdict;
+use crate::results::{Verdict, VerdictKind};
 
 /// The profile's verdicts on one scenario's observations. `None` when the profile
 /// does not know the scenario.
@@ -18,7 +18,7 @@ pub(crate) fn verdicts(
             .map(|(k, v)| {
                 let actual = seen.get(k).cloned().unwrap_or_else(|| "not seen in this run".into());
                 Verdict::new(
-                    "profile",
+                    VerdictKind::Profile,
                     format!("{} profile: {k}", p.name),
                     &actual == v,
                     v.clone(),

@@ -5,8 +5,8 @@ use dissector::wire::{Opcode, Psn, Syndrome};
 use lab::mark::{Mark, Marks, RuleRef};
 
 use super::*;
-use crate::agent::proto::QpInfo;
-use crate::agent::proto::{ProbeSent, SentFrame};
+use crate::protocol::QpInfo;
+use crate::protocol::{ProbeSent, SentFrame};
 use crate::results::EndpointFacts;
 use crate::verbs::{WcOpcode, WcStatus};
 
@@ -78,7 +78,7 @@ fn an_invalidating_send_names_the_window() {
 /// The SRQ limit event: at least one unless a count is given, on the SRQ named.
 #[test]
 fn async_events_are_counted_per_srq() {
-    use crate::agent::proto::Event;
+    use crate::protocol::Event;
     let expect = |more: &str| {
         let text = format!("name = 'x'\nrequires = ['srq']\n[endpoints.b]\n[[srq]]\nname = 's'\non = 'b'\n[[srq]]\nname = 't'\non = 'b'\n[[expect.event]]\non = 'b'\nevent = 'srq_limit_reached'\n{more}\n");
         let sc = crate::scenario::check::parse_str(Path::new("t.toml"), &text)
@@ -510,12 +510,12 @@ fn nak_invalid_rd_request_end_to_end() {
 /// completed, `bytes` of payload in `elapsed_us`.
 fn stream_report(
     id: &str,
-    verb: crate::agent::stream::StreamVerb,
+    verb: crate::protocol::stream::StreamVerb,
     count: u64,
     bytes: u64,
     elapsed_us: u64,
-) -> crate::agent::proto::StreamReport {
-    crate::agent::proto::StreamReport {
+) -> crate::protocol::StreamReport {
+    crate::protocol::StreamReport {
         id: id.into(),
         verb,
         qps: 1,
@@ -537,7 +537,7 @@ fn stream_report(
 /// from the made-up capture (requests from a, ACKs from b).
 #[test]
 fn a_streams_wire_against_its_window_and_latency_bound() {
-    use crate::agent::stream::StreamVerb;
+    use crate::protocol::stream::StreamVerb;
     use crate::results::StreamRun;
     let sc = scenario(
         "[[mr]]\nname = 'src'\non = 'a'\nsize = 4096\naccess = ['local_write']\n[[mr]]\nname = 'dst'\non = 'b'\nsize = 4096\naccess = ['local_write', 'remote_write']\n\
@@ -633,8 +633,8 @@ fn a_streams_wire_against_its_window_and_latency_bound() {
 /// and a break (an add that ran twice) fails it even with every message completed.
 #[test]
 fn an_atomic_streams_old_values_must_chain() {
-    use crate::agent::proto::StreamReport;
-    use crate::agent::stream::{AtomicChain, StreamVerb};
+    use crate::protocol::stream::{AtomicChain, StreamVerb};
+    use crate::protocol::StreamReport;
     use crate::results::StreamRun;
     let sc = scenario(
         "[[mr]]\nname = 'old'\non = 'a'\nsize = 80\naccess = ['local_write']\n[[mr]]\nname = 'word'\non = 'b'\nsize = 8\naccess = ['local_write', 'remote_atomic']\ninit = { u64 = 1000 }\n\
@@ -684,7 +684,7 @@ fn an_atomic_streams_old_values_must_chain() {
 /// recover, and its wire verdict says nothing of go-back-N.
 #[test]
 fn a_uc_streams_wire_is_not_held_to_go_back_n() {
-    use crate::agent::stream::StreamVerb;
+    use crate::protocol::stream::StreamVerb;
     use crate::results::StreamRun;
     let text = format!(
         "{}[[mr]]\nname = 'src'\non = 'a'\nsize = 4096\naccess = ['local_write']\n[[mr]]\nname = 'dst'\non = 'b'\nsize = 4096\naccess = ['local_write', 'remote_write']\n\

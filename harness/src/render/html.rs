@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 
 use super::esc;
 use crate::judge::timeline::{self, Packet, Timeline, MAX_ROWS};
-use crate::results::{Report, ScenarioResult, Status};
+use crate::results::{Report, ScenarioResult, Status, VerdictKind};
 
 // The ladder's geometry, in px (the SVG is drawn 1:1, never scaled).
 /// Lane headings above the first row.
@@ -412,7 +412,7 @@ const PLOT_TOP: f64 = 16.0;
 fn stream_wire(o: &mut String, st: &crate::results::StreamRun) {
     let Some(w) = &st.wire else { return };
     let d = crate::judge::duration;
-    let pct = |l: &Option<crate::agent::stream::Percentiles>| {
+    let pct = |l: &Option<crate::protocol::stream::Percentiles>| {
         l.as_ref()
             .map(|l| format!("{} / {} / {}", d(l.p50), d(l.p99), d(l.max)))
             .unwrap_or_else(|| "–".into())
@@ -737,8 +737,8 @@ fn scenario(
             let _ = writeln!(
                 o,
                 "<tr class=\"verdict {outcome}\" data-kind=\"{}\"><td class=\"result {c}\">{m}</td><td>{}</td><td>{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td></tr>",
-                esc(&v.kind),
-                esc(&v.kind),
+                v.kind.name(),
+                v.kind.name(),
                 esc(&v.what),
                 esc(&v.expected),
                 esc(&v.actual),
@@ -753,7 +753,7 @@ fn scenario(
         for st in &s.streams {
             let r = &st.report;
             let (msgs, gbps) = r.rates();
-            let lat = |f: fn(&crate::agent::stream::Percentiles) -> u64| {
+            let lat = |f: fn(&crate::protocol::stream::Percentiles) -> u64| {
                 r.latency_us.as_ref().map(|l| crate::judge::us_or_ms(f(l))).unwrap_or_default()
             };
             let _ = writeln!(
@@ -820,7 +820,8 @@ fn scenario(
         }
         o.push_str("</ul></div>\n");
     }
-    let failing: Vec<_> = s.verdicts.iter().filter(|v| v.kind == "wire" && !v.pass).collect();
+    let failing: Vec<_> =
+        s.verdicts.iter().filter(|v| v.kind == VerdictKind::Wire && !v.pass).collect();
     if !failing.is_empty() {
         o.push_str("<div class=\"failing-wire\">");
         for v in failing {
@@ -1157,7 +1158,7 @@ mod tests {
     fn frames_of_no_endpoint_are_a_note() {
         let mut s = result(Some(capture("rc_drop_retransmit.pcapng").display().to_string()));
         s.verdicts.push(Verdict {
-            kind: "wire".into(),
+            kind: VerdictKind::Wire,
             what: "wire of QP q from b".into(),
             pass: false,
             expected: "x".into(),

@@ -6,24 +6,63 @@
 //! back). Imports: the agent protocol's QP, MR, completion and probe records, kept
 //! as the agents said them. The judge and the controller fill these types, the
 //! renderers show them.
-use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use crate::agent::proto::StreamReport;
-use crate::agent::proto::{Event, MrInfo, ProbeSent, QpInfo, Wc};
-use crate::agent::stream::{Percentiles, Verification};
+use crate::protocol::stream::{Percentiles, Verification};
+use crate::protocol::StreamReport;
+use crate::protocol::{Event, MrInfo, ProbeSent, QpInfo, Wc};
 
 pub(crate) mod profile;
 pub(crate) mod suite;
 
+/// Which of a run's three views (and the probes, streams and profile built on
+/// them) a verdict judges. Saved as its lowercase name (`"wire"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum VerdictKind {
+    /// A work completion (or the lack of one) on an endpoint.
+    Completion,
+    /// An asynchronous event on an endpoint.
+    Event,
+    /// What an endpoint's memory holds at the end.
+    Memory,
+    /// A crafted frame and what answered it.
+    Probe,
+    /// A device profile's expectation.
+    Profile,
+    /// A stream of work requests: its completions, memory and pace.
+    Stream,
+    /// The decoded wire.
+    Wire,
+}
+
+impl VerdictKind {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            VerdictKind::Completion => "completion",
+            VerdictKind::Event => "event",
+            VerdictKind::Memory => "memory",
+            VerdictKind::Probe => "probe",
+            VerdictKind::Profile => "profile",
+            VerdictKind::Stream => "stream",
+            VerdictKind::Wire => "wire",
+        }
+    }
+}
+
+impl std::fmt::Display for VerdictKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// One expectation, judged: what was expected, what happened.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct Verdict {
-    /// completion, wire, memory, probe or profile.
-    pub kind: Cow<'static, str>,
+    pub kind: VerdictKind,
     pub what: String,
     pub pass: bool,
     pub expected: String,
@@ -38,21 +77,13 @@ pub(crate) struct Verdict {
 
 impl Verdict {
     pub(crate) fn new(
-        kind: &'static str,
+        kind: VerdictKind,
         what: String,
         pass: bool,
         expected: String,
         actual: String,
     ) -> Verdict {
-        Verdict {
-            kind: Cow::Borrowed(kind),
-            what,
-            pass,
-            expected,
-            actual,
-            detail: None,
-            deviation: false,
-        }
+        Verdict { kind, what, pass, expected, actual, detail: None, deviation: false }
     }
 
     /// Under `record_deviation`: a failed verdict becomes a recorded deviation,
@@ -467,5 +498,25 @@ impl Report {
             s.status = Status::Passed;
         }
         Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::VerdictKind::{self, *};
+
+    /// Saved reports and suite.json files name a verdict's kind by the word they
+    /// always had: the enum writes it and reads it back, and nothing else is read.
+    #[test]
+    fn verdict_kinds_keep_their_saved_names() {
+        let all = [Completion, Event, Memory, Probe, Profile, Stream, Wire];
+        let names = ["completion", "event", "memory", "probe", "profile", "stream", "wire"];
+        for (k, n) in all.into_iter().zip(names) {
+            assert_eq!(serde_json::to_string(&k).ok(), Some(format!("\"{n}\"")));
+            assert_eq!(k.to_string(), n);
+            let back: VerdictKind = serde_json::from_str(&format!("\"{n}\"")).expect(n);
+            assert_eq!(back, k);
+        }
+        assert!(serde_json::from_str::<VerdictKind>("\"Wire\"").is_err());
     }
 }

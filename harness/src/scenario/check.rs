@@ -14,8 +14,8 @@ use super::file::{
 };
 use super::model::*;
 use super::pattern::Pattern;
-use crate::agent::limits::STREAM_MESSAGES;
-use crate::agent::proto::READ_BACK_MAX;
+use crate::protocol::stream::STREAM_MESSAGES;
+use crate::protocol::READ_BACK_MAX;
 use crate::verbs::{
     Access, EventType, Feature, MwKind, Placement, Selectivity, SendFlag, WcOpcode, WcStatus,
 };
@@ -280,7 +280,13 @@ impl<'a> Checker<'a> {
         message: impl Into<String>,
         hint: Option<String>,
     ) {
-        self.out.push(self.src.diag(span, message, hint));
+        // One place in the file can be checked more than once (a QP's `access` for
+        // each of its ends, a wire expectation for each QP of a group): it is one
+        // problem, said once.
+        let d = self.src.diag(span, message, hint);
+        if !self.out.contains(&d) {
+            self.out.push(d);
+        }
     }
 
     fn endpoint_ok(&mut self, span: Range<usize>, name: &str) -> bool {
@@ -2555,6 +2561,24 @@ stream = "w"
                 && m.contains("stream = "),
             "{m}"
         );
+    }
+
+    /// A place checked more than once (both ends of a QP, every QP of a group) is
+    /// one problem, said once.
+    #[test]
+    fn one_problem_is_said_once() {
+        let access = GOOD.replace(
+            "between = [\"a\", \"b\"]",
+            "between = [\"a\", \"b\"]\naccess = [\"flush_globl\"]",
+        );
+        let e = errors(&access);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].to_string().contains("unknown access flag `flush_globl`"), "{}", e[0]);
+        let group = STREAM.replace("name = \"q\"\ntype", "name = \"q\"\ncount = 3\ntype")
+            + "[[expect.wire]]\nqp = \"q\"\nfrom = \"a\"\nrnr_naks = \"0-4\"\n";
+        let e = errors(&group);
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].to_string().contains("`0-4` is not a count"), "{}", e[0]);
     }
 
     #[test]

@@ -9,7 +9,7 @@ use dissector::wire::{NakKind, Opcode, Psn};
 
 pub(crate) use super::file::{ConnectMethod, Content, QpType};
 use super::pattern::Pattern;
-pub(crate) use crate::agent::stream::{Content as StreamContent, Sizes, Spread, StreamVerb};
+pub(crate) use crate::protocol::stream::{Content as StreamContent, Sizes, Spread, StreamVerb};
 use crate::verbs::{
     Access, EventType, Feature, MwKind, Placement, Selectivity, SendFlag, WcOpcode, WcStatus,
 };

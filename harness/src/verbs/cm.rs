@@ -25,6 +25,7 @@ pub(crate) struct CmConn {
 
 // SAFETY: librdmacm ids and channels may be used from any thread; only Drop frees.
 unsafe impl Send for CmConn {}
+// SAFETY: as for Send: shared references only reach thread-safe verbs.
 unsafe impl Sync for CmConn {}
 
 fn cm_event_name(t: u32) -> &'static str {

@@ -21,6 +21,7 @@ pub(crate) struct Context {
 // SAFETY: libibverbs objects may be used from any thread ("all verbs are thread
 // safe", ibv_open_device(3)); the pointer is only freed in Drop.
 unsafe impl Send for Context {}
+// SAFETY: as for Send: shared references only reach thread-safe verbs.
 unsafe impl Sync for Context {}
 
 impl Context {
@@ -205,6 +206,7 @@ pub(crate) struct Pd {
 
 // SAFETY: see Context.
 unsafe impl Send for Pd {}
+// SAFETY: as for Send: shared references only reach thread-safe verbs.
 unsafe impl Sync for Pd {}
 
 impl Pd {
@@ -232,6 +234,7 @@ pub(crate) struct Cq {
 
 // SAFETY: see Context.
 unsafe impl Send for Cq {}
+// SAFETY: as for Send: shared references only reach thread-safe verbs.
 unsafe impl Sync for Cq {}
 
 impl Cq {
@@ -315,9 +318,12 @@ pub(crate) struct Mr {
     _pd: Arc<Pd>,
 }
 
-// SAFETY: see Context; the buffer is only touched through raw copies.
+// SAFETY: see Context; the buffer is only touched through raw copies. Not `Sync`:
+// `write_at` and `read_at` copy through `&self` without synchronisation, so two
+// threads sharing an `Mr` could race those copies (undefined behaviour). One
+// thread at a time owns an `Mr`, and the compiler holds every caller to that.
 unsafe impl Send for Mr {}
-unsafe impl Sync for Mr {}
+static_assertions::assert_not_impl_any!(Mr: Sync);
 
 impl Mr {
     /// Registers a zeroed, page-aligned buffer of `len` bytes holding `init` at its
@@ -410,6 +416,7 @@ pub(crate) struct Ah {
 
 // SAFETY: see Context.
 unsafe impl Send for Ah {}
+// SAFETY: as for Send: shared references only reach thread-safe verbs.
 unsafe impl Sync for Ah {}
 
 impl Ah {
@@ -487,6 +494,7 @@ pub(crate) enum MwKind {
 
 // SAFETY: see Context.
 unsafe impl Send for Mw {}
+// SAFETY: as for Send: shared references only reach thread-safe verbs.
 unsafe impl Sync for Mw {}
 
 impl Mw {

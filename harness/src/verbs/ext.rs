@@ -27,23 +27,35 @@ use rdma_sys::{
 /// # Safety
 /// `ctx` is an open device context.
 unsafe fn verbs_ctx(ctx: *mut ibv_context) -> Option<*mut verbs_context> {
-    if (*ctx).abi_compat as usize != usize::MAX {
+    // SAFETY: the caller hands an open context, which is readable.
+    if unsafe { (*ctx).abi_compat } as usize != usize::MAX {
         return None;
     }
-    Some(ctx.cast::<u8>().sub(offset_of!(verbs_context, context)).cast::<verbs_context>())
+    // SAFETY: an extended context (abi_compat says so) is the `context` member of the
+    // `verbs_context` that libibverbs allocated around it, so stepping back by that member's
+    // offset stays inside the same allocation.
+    Some(
+        unsafe { ctx.cast::<u8>().sub(offset_of!(verbs_context, context)) }.cast::<verbs_context>(),
+    )
 }
 
 /// `verbs_get_ctx_op`: the extended context, if the library's is big enough to
-/// hold `$field` and the provider set it.
+/// hold `$field` and the provider set it. Used inside an `unsafe fn` whose caller
+/// vouches for `$ctx` being an open device context.
 macro_rules! ctx_op {
     ($ctx:expr, $field:ident) => {
-        match verbs_ctx($ctx) {
-            Some(vc)
-                if (*vc).sz >= size_of::<verbs_context>() - offset_of!(verbs_context, $field) =>
-            {
-                (*vc).$field
+        // SAFETY: `$ctx` is an open context (the enclosing function's contract); `sz` is
+        // read before `$field`, and `$field` only when the library's context reaches it.
+        unsafe {
+            match verbs_ctx($ctx) {
+                Some(vc)
+                    if (*vc).sz
+                        >= size_of::<verbs_context>() - offset_of!(verbs_context, $field) =>
+                {
+                    (*vc).$field
+                }
+                _ => None,
             }
-            _ => None,
         }
     };
 }
@@ -55,13 +67,19 @@ macro_rules! ctx_op {
 /// `ibv_device_attr_ex`.
 pub(super) unsafe fn query_device_ex(ctx: *mut ibv_context, attr: *mut ibv_device_attr_ex) -> i32 {
     if let Some(op) = ctx_op!(ctx, query_device_ex) {
-        let ret = op(ctx, ptr::null(), attr, size_of::<ibv_device_attr_ex>());
+        // SAFETY: the provider's own op, called with the open context and the caller's
+        // writable `attr` of the size we pass.
+        let ret = unsafe { op(ctx, ptr::null(), attr, size_of::<ibv_device_attr_ex>()) };
         if ret != libc::EOPNOTSUPP && ret != libc::ENOSYS {
             return ret;
         }
     }
-    ptr::write_bytes(attr, 0, 1);
-    ibv_query_device(ctx, &mut (*attr).orig_attr)
+    // SAFETY: `attr` is writable for one `ibv_device_attr_ex` (the caller's contract), all
+    // of whose fields are integers, for which zero is valid; `orig_attr` lies inside it.
+    unsafe {
+        ptr::write_bytes(attr, 0, 1);
+        ibv_query_device(ctx, &mut (*attr).orig_attr)
+    }
 }
 
 /// `ibv_create_qp_ex`: NULL with errno set when it fails, EOPNOTSUPP when the
@@ -74,13 +92,19 @@ pub(super) unsafe fn create_qp_ex(
     ctx: *mut ibv_context,
     init: *mut ibv_qp_init_attr_ex,
 ) -> *mut ibv_qp {
-    if (*init).comp_mask == ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0 {
-        return ibv_create_qp((*init).pd, init.cast::<ibv_qp_init_attr>());
+    // SAFETY: `init` is valid (the caller's contract).
+    if unsafe { (*init).comp_mask } == ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0 {
+        // SAFETY: with only the PD in its mask, `ibv_qp_init_attr_ex` begins with the fields
+        // of `ibv_qp_init_attr` in the same layout (verbs.h keeps them so for this path); the
+        // PD and CQs it names are alive.
+        return unsafe { ibv_create_qp((*init).pd, init.cast::<ibv_qp_init_attr>()) };
     }
     match ctx_op!(ctx, create_qp_ex) {
-        Some(op) => op(ctx, init),
+        // SAFETY: the provider's own op with the open context and a valid `init`.
+        Some(op) => unsafe { op(ctx, init) },
         None => {
-            *libc::__errno_location() = libc::EOPNOTSUPP;
+            // SAFETY: errno is this thread's own variable.
+            unsafe { *libc::__errno_location() = libc::EOPNOTSUPP };
             ptr::null_mut()
         }
     }

@@ -190,9 +190,12 @@ pub(crate) struct Qp<S> {
 }
 
 // SAFETY: libibverbs objects may be used from any thread ("all verbs are thread
-// safe", ibv_open_device(3)); the pointer is only freed in Drop.
+// safe", ibv_open_device(3)); the pointer is only freed in Drop. Not `Sync`: the
+// extended post (`ibv_wr_start` .. `ibv_wr_complete`) builds one WR in the QP's
+// shared `ibv_qp_ex` across several calls, which two threads posting through
+// `&Qp` would interleave; the provider's lock covers each call, not the bracket.
 unsafe impl<S> Send for Qp<S> {}
-unsafe impl<S> Sync for Qp<S> {}
+static_assertions::assert_not_impl_any!(Qp<Rts>: Sync);
 
 impl<S> Qp<S> {
     pub(crate) fn qpn(&self) -> u32 {
@@ -455,6 +458,7 @@ pub(crate) struct Srq {
 
 // SAFETY: see Context.
 unsafe impl Send for Srq {}
+// SAFETY: as for Send: shared references only reach thread-safe verbs.
 unsafe impl Sync for Srq {}
 
 impl Srq {

@@ -1,5 +1,8 @@
 //! The controller ↔ endpoint agent protocol (`roce run` ↔ `roce agent`): the
-//! agent's own types. The controller resolves a scenario into them (names of QPs
+//! agent's own types, and the vocabulary every room above it reads (the scenario
+//! model names a stream's content in [`stream`]'s terms; the judge, results and
+//! renderers read what agents report). It sits below `scenario` so that none of
+//! them reaches up into `agent` for a shape. The controller resolves a scenario into them (names of QPs
 //! and MRs stay names; everything else is concrete: attributes defaulted, opcodes
 //! numbers, payloads bytes), so a new scenario key never changes this protocol.
 //!
@@ -16,18 +19,23 @@
 //! `ReadMemory` (any number) → `Teardown`. Every request gets exactly one answer,
 //! in order; `Heartbeat`, at any time, gets none.
 //!
-//! Over the network the stream is authenticated ([`super::auth`]): the same
+//! Over the network the stream is authenticated (`agent::auth`): the same
 //! frames, each sealed with a sequence number and a MAC.
+//!
+//! Owns: the messages, their framing, and the stream vocabulary ([`stream`]).
+//! Imports: the verbs vocabulary (names of access flags, statuses, features).
 use std::fmt;
 use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::stream::{Content, Percentiles, StreamVerb, Verification};
 use crate::verbs::{
     Access, Caps, EventType, Feature, MwKind, Placement, QpKind, Selectivity, SendFlag, WcOpcode,
     WcStatus,
 };
+pub(crate) mod stream;
+
+use stream::{Content, Percentiles, StreamVerb, Verification};
 
 /// Bumped on any incompatible change; both sides say theirs in `Hello`. 3: device
 /// capabilities, memory windows, SRQs, ATOMIC WRITE, FLUSH, invalidation. 4: the
@@ -730,10 +738,10 @@ pub(crate) struct StreamReport {
     /// The receiving side of a SEND stream: the first message that did not
     /// arrive as seeded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mismatch: Option<super::stream::Mismatch>,
+    pub mismatch: Option<stream::Mismatch>,
     /// An atomic stream: the old values its atomics returned, checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub atomics: Option<super::stream::AtomicChain>,
+    pub atomics: Option<stream::AtomicChain>,
 }
 
 impl StreamReport {

@@ -1,4 +1,4 @@
-//! The agent inside each lab VM (`roce lab agent`, started by the guest init from
+//! The command runner inside each lab VM (`roce lab agent`, started by the guest init from
 //! the 9p share). It reads commands from the virtio-serial port `roce.ctl`, runs each
 //! as `sh -c CMD` in its own process group, streams stdout and stderr back as they
 //! come, enforces the timeout, and reports how the command ended.

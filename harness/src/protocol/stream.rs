@@ -10,6 +10,10 @@ use core::fmt;
 
 use serde::{Deserialize, Serialize};
 
+/// The most messages one stream may post (each costs the agent nothing kept
+/// but a signalled one's latency sample).
+pub(crate) const STREAM_MESSAGES: u64 = 10_000_000;
+
 /// How long each message is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
