@@ -6,13 +6,26 @@
 //! lab's stdio agents (a trusted channel) do not use it.
 //!
 //! The handshake, each step one framed message of the agent protocol's framing
-//! (4-byte big-endian length, then JSON), with `N_c`, `N_a` 32 random bytes each:
+//! (4-byte big-endian length, then JSON, at most [`HANDSHAKE_MESSAGE_MAX`] bytes),
+//! with `N_c`, `N_a` 32 random bytes each:
 //!
-//! 1. controller → agent: `{"auth": "roce-hmac-sha256-v1", "nonce": N_c}`
+//! 1. controller → agent: `{"auth": "roce-hmac-sha256-v1", "nonce": N_c, "at": T,
+//!    "mark": HMAC(K, "challenge" ‖ N_c ‖ T)}` (`T` the controller's clock in Unix
+//!    seconds, 8 bytes big-endian in the MAC; a controller of before the mark sends
+//!    neither `at` nor `mark`)
 //! 2. agent → controller: `{"nonce": N_a, "proof": HMAC(K, "agent" ‖ N_c ‖ N_a)}`
-//!    (or `{"refused": why}`: busy, or no key on one side)
-//! 3. controller → agent: `{"proof": HMAC(K, "controller" ‖ N_a ‖ N_c)}`
+//!    (or `{"refused": why, "retry": true}`: busy; `retry` absent when trying again
+//!    will not help)
+//! 3. controller → agent: `{"proof": HMAC(K, "controller" ‖ N_a ‖ N_c)}` (or
+//!    `{"refused": why}` when the agent's proof is wrong: then both sides know)
 //! 4. agent → controller: `{"ok": true}` (or `{"refused": why}`)
+//!
+//! The mark lets the agent tell a controller that has the key from a stranger at
+//! the first message, before any proof: a fresh mark (its `T` within
+//! [`MARK_FRESH_SECS`] of the agent's clock, its nonce not seen before) gives the
+//! connection a handshake place no stranger can take (see `super::listen`). A
+//! stale or missing mark only loses that priority; a wrong one means the keys
+//! differ. The mark proves nothing on its own: steps 2–4 still do.
 //!
 //! Both then derive the session key `S = HMAC(K, "session" ‖ N_c ‖ N_a)`: fresh
 //! nonces make a recorded session useless on a new connection. After it, a frame
@@ -22,19 +35,26 @@
 //! [`AuthWriter`] wrap a stream so that the protocol code above them reads and
 //! writes its ordinary frames.
 //!
-//! Owns: the key file, the handshake, the per-message MAC. Imports: the protocol's
+//! The agent's side is a state machine over whole messages ([`accept_challenge`],
+//! [`ServerHandshake::finish`]) that does no I/O, so the listening agent can run
+//! many handshakes from one poll loop without a thread each. Keys are zeroed when
+//! dropped.
+//!
+//! Owns: the key file, the handshake, the per-message MAC, and [`HandshakeError`]
+//! (what went wrong, as the side that saw it says it). Imports: the protocol's
 //! framing. The primitives are RustCrypto's `hmac` and `sha2`.
 use std::fs;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
+use zeroize::Zeroize;
 
-use crate::protocol::{self, FromAgent, Hex, ReadError, MAX_MESSAGE};
+use crate::protocol::{self, FromAgent, Hex, ToAgent, MAX_MESSAGE};
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -44,10 +64,25 @@ const SCHEME: &str = "roce-hmac-sha256-v1";
 const LEN: usize = 32;
 /// `seq ‖ tag` before each authenticated body.
 const OVERHEAD: usize = 8 + LEN;
+/// The largest handshake message the agent reads (a marked challenge is about
+/// 250 bytes): a length prefix above it ends the handshake at once.
+pub(crate) const HANDSHAKE_MESSAGE_MAX: usize = 1024;
+/// A mark whose time is further than this from the agent's clock gives no
+/// priority (the handshake goes on without it).
+pub(crate) const MARK_FRESH_SECS: u64 = 300;
+/// What a controller that sent something else than a challenge is told.
+const REQUIRED: &str =
+    "this agent requires authentication: give the controller the agent's key (--key-file FILE)";
 
-/// The shared secret.
+/// The shared secret. Zeroed when dropped.
 #[derive(Clone)]
 pub(crate) struct Key([u8; LEN]);
+
+impl Drop for Key {
+    fn drop(&mut self) {
+        self.0.zeroize();
+    }
+}
 
 impl std::fmt::Debug for Key {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -66,13 +101,15 @@ impl Key {
     /// `roce agent --gen-key F`: a new random key in a new file of mode 0600. An
     /// existing file is never overwritten (it may be the key the other side has).
     pub(crate) fn generate(path: &Path) -> Result<()> {
-        let key = random::<LEN>()?;
+        let mut key = random::<LEN>()?;
         let mut f = fs::OpenOptions::new().write(true).create_new(true).mode(0o600).open(path).with_context(|| {
             format!("creating the key file {} (an existing key file is never overwritten; remove it first to replace it)", path.display())
         })?;
-        writeln!(f, "{}", dissector::text::hex_string(&key))
-            .and_then(|()| f.sync_all())
-            .with_context(|| format!("writing {}", path.display()))?;
+        let mut text = dissector::text::hex_string(&key);
+        key.zeroize();
+        let written = writeln!(f, "{text}").and_then(|()| f.sync_all());
+        text.zeroize();
+        written.with_context(|| format!("writing {}", path.display()))?;
         Ok(())
     }
 
@@ -90,11 +127,15 @@ impl Key {
                 path.display()
             );
         }
-        let text = fs::read_to_string(path)
+        let mut text = fs::read_to_string(path)
             .with_context(|| format!("reading the key file {}", path.display()))?;
-        Key::parse(text.trim()).with_context(|| {
-            format!(
-                "{}: not a roce key\nhint: make one with `roce agent --gen-key FILE`",
+        let key = Key::parse(text.trim());
+        text.zeroize();
+        // The cause first, then the hint (a hint printed before the reason it is
+        // for reads as the error itself).
+        key.map_err(|e| {
+            anyhow!(
+                "the key file {} is not a roce key: {e}\nhint: make one with `roce agent --gen-key FILE`",
                 path.display()
             )
         })
@@ -102,13 +143,13 @@ impl Key {
 
     fn parse(text: &str) -> Result<Key> {
         if text.len() != 2 * LEN || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-            bail!("expected {} hex digits, found {} characters", 2 * LEN, text.len());
+            bail!("expected {} hex digits, found {} characters", 2 * LEN, text.chars().count());
         }
-        let mut k = [0u8; LEN];
-        for (i, b) in k.iter_mut().enumerate() {
+        let mut k = Key([0u8; LEN]);
+        for (i, b) in k.0.iter_mut().enumerate() {
             *b = u8::from_str_radix(&text[2 * i..2 * i + 2], 16)?;
         }
-        Ok(Key(k))
+        Ok(k)
     }
 
     fn mac(&self, parts: &[&[u8]]) -> [u8; LEN] {
@@ -134,6 +175,10 @@ fn verify(key: &[u8; LEN], parts: &[&[u8]], got: &[u8]) -> bool {
 }
 
 /// The handshake's messages.
+///
+/// A challenge without the mark: what a controller of before the mark sends (the
+/// agent still takes it, without priority; the tests send it).
+#[cfg(test)]
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Challenge {
@@ -141,11 +186,32 @@ struct Challenge {
     nonce: Hex,
 }
 
+/// The challenge as this controller sends it and the agent reads it (`at` and
+/// `mark` absent from an older controller's).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct MarkedChallenge {
+    auth: String,
+    nonce: Hex,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    at: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    mark: Option<Hex>,
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(untagged)]
 enum Reply {
-    Refused { refused: String },
-    Proof { nonce: Hex, proof: Hex },
+    Refused {
+        refused: String,
+        /// Busy for now: trying again shortly may succeed.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        retry: bool,
+    },
+    Proof {
+        nonce: Hex,
+        proof: Hex,
+    },
 }
 
 /// What a controller may read first: the agent's reply, or (an agent that does
@@ -163,11 +229,118 @@ struct Response {
     proof: Hex,
 }
 
+/// Step 3 as the agent reads it: the controller's proof, or its word that our
+/// proof was wrong.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum ProofOrRefusal {
+    Proof(Response),
+    Refused {
+        #[allow(dead_code)] // said in the log as what it is: the controller's word
+        refused: String,
+    },
+}
+
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(untagged)]
 enum Verdict {
     Refused { refused: String },
     Ok { ok: bool },
+}
+
+/// Which message a handshake was waiting for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Step {
+    ControllerChallenge,
+    AgentProof,
+    ControllerProof,
+    AgentVerdict,
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Step::ControllerChallenge => "controller's challenge",
+            Step::AgentProof => "agent's proof",
+            Step::ControllerProof => "controller's proof",
+            Step::AgentVerdict => "agent's verdict",
+        })
+    }
+}
+
+/// Why a handshake ended without a session, as the side that saw it says it (the
+/// controller's variants first, then the agent's). A caller matches on it: the
+/// controller tries again on [`HandshakeError::is_retryable`] ones.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum HandshakeError {
+    /// The agent refused before its proof: busy, or another controller served.
+    #[error("the agent refused the connection: {why}")]
+    Refused { why: String, retry: bool },
+    #[error("the agent does not authenticate (it answered: {answered})\nhint: it runs with --insecure, or is an older roce; start it with --key-file")]
+    NotAuthenticating { answered: String },
+    #[error("the agent could not prove it has our key: its --key-file is not the one given here (or something between us is not the agent)")]
+    AgentKeyWrong,
+    #[error("the agent did not accept the handshake")]
+    NotAccepted,
+    /// The agent refused our proof.
+    #[error("the agent refused us: {why}")]
+    RefusedProof { why: String },
+    /// The agent's side: the first message was no challenge (most likely a
+    /// controller without `--key-file`, speaking the agent protocol at once).
+    #[error("sent {got} where an authentication challenge was expected; told it: {}", REQUIRED)]
+    NotAChallenge { got: String },
+    #[error("asked for the authentication scheme `{scheme}`; this agent speaks {}", SCHEME)]
+    UnknownScheme { scheme: String },
+    #[error("sent a challenge whose nonce is {len} bytes; {} nonces are {} bytes", SCHEME, LEN)]
+    NonceLength { len: usize },
+    /// The agent's side: the keys differ, and how it knows.
+    #[error("the controller's key is not this agent's: {how} (check both --key-file)")]
+    KeyMismatch { how: &'static str },
+    #[error(
+        "announced a handshake message of {len} bytes; handshake messages are at most {}",
+        HANDSHAKE_MESSAGE_MAX
+    )]
+    TooLarge { len: usize },
+    #[error("the handshake's {what} is not valid: {error}")]
+    Malformed { what: Step, error: String },
+    #[error("the connection closed during the handshake (waiting for {what})")]
+    Closed { what: Step },
+    #[error("no {what} within the handshake's deadline")]
+    Deadline { what: Step },
+    #[error("the handshake's connection failed: {0}")]
+    Io(#[from] io::Error),
+}
+
+impl HandshakeError {
+    /// Whether a controller should try again shortly: the agent said it is busy
+    /// with handshakes, or dropped the connection before its first answer (a
+    /// place taken from a stranger's flood, or the agent out of descriptors).
+    pub(crate) fn is_retryable(&self) -> bool {
+        match self {
+            HandshakeError::Refused { retry, .. } => *retry,
+            HandshakeError::Closed { what: Step::AgentProof } => true,
+            HandshakeError::Io(e) => matches!(
+                e.kind(),
+                io::ErrorKind::ConnectionReset
+                    | io::ErrorKind::ConnectionAborted
+                    | io::ErrorKind::BrokenPipe
+            ),
+            _ => false,
+        }
+    }
+}
+
+/// An authenticated session: its key and which end we are. The key is zeroed when
+/// dropped (here and in the reader and writer it becomes).
+pub(crate) struct Session {
+    key: [u8; LEN],
+    side: Side,
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        self.key.zeroize();
+    }
 }
 
 /// Which end of the connection: the direction byte of each MAC.
@@ -190,12 +363,6 @@ impl Side {
             Side::Agent => Side::Controller,
         }
     }
-}
-
-/// An authenticated session: its key and which end we are.
-pub(crate) struct Session {
-    key: [u8; LEN],
-    side: Side,
 }
 
 impl Session {
@@ -221,93 +388,298 @@ impl Session {
     }
 }
 
-fn read_step<T: for<'de> Deserialize<'de>>(r: &mut dyn Read, what: &str) -> Result<T> {
-    match protocol::read_msg::<_, T>(r) {
-        Ok(Some(m)) => Ok(m),
-        Ok(None) => bail!("the connection closed during the handshake (waiting for {what})"),
-        Err(ReadError::Io(e))
-            if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) =>
-        {
-            bail!("no {what} within the handshake's deadline")
-        }
-        Err(e) => bail!("the handshake's {what} is not valid: {e}"),
-    }
+/// One message as a frame of the protocol's framing.
+fn frame<T: Serialize>(msg: &T) -> Vec<u8> {
+    let mut out = Vec::new();
+    // Writing into a Vec fails only for a message over MAX_MESSAGE: none of ours.
+    let _ = protocol::write_msg(&mut out, msg);
+    out
 }
 
-/// The controller's side of the handshake. Errors say whether the agent refused
-/// us (and why) or failed to prove it has the key.
+/// Reads one whole handshake message of at most `max` bytes (blocking).
+fn read_frame(r: &mut dyn Read, what: Step, max: usize) -> Result<Vec<u8>, HandshakeError> {
+    let io = |e: io::Error| match e.kind() {
+        io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut => HandshakeError::Deadline { what },
+        io::ErrorKind::UnexpectedEof => HandshakeError::Closed { what },
+        _ => HandshakeError::Io(e),
+    };
+    let mut len = [0u8; 4];
+    loop {
+        match r.read(&mut len[..1]) {
+            Ok(0) => return Err(HandshakeError::Closed { what }),
+            Ok(_) => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io(e)),
+        }
+    }
+    r.read_exact(&mut len[1..]).map_err(io)?;
+    let n = u32::from_be_bytes(len) as usize;
+    if n > max {
+        return Err(HandshakeError::TooLarge { len: n });
+    }
+    let mut body = vec![0u8; n];
+    r.read_exact(&mut body).map_err(io)?;
+    Ok(body)
+}
+
+/// Takes one whole handshake message off the front of `buf`, if it holds one
+/// (the poll loop's reading): `Ok(None)` while it is incomplete.
+pub(crate) fn take_frame(buf: &mut Vec<u8>) -> Result<Option<Vec<u8>>, HandshakeError> {
+    let Some(len) = buf.get(..4) else { return Ok(None) };
+    let n = u32::from_be_bytes([len[0], len[1], len[2], len[3]]) as usize;
+    if n > HANDSHAKE_MESSAGE_MAX {
+        return Err(HandshakeError::TooLarge { len: n });
+    }
+    if buf.len() < 4 + n {
+        return Ok(None);
+    }
+    let body = buf[4..4 + n].to_vec();
+    buf.drain(..4 + n);
+    Ok(Some(body))
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// The controller's side of the handshake. Errors are [`HandshakeError`]s: whether
+/// the agent refused us (and why, and whether to retry) or failed to prove it has
+/// the key (then the agent is told so before we close).
 pub(crate) fn client(key: &Key, r: &mut dyn Read, w: &mut dyn Write) -> Result<Session> {
+    Ok(client_steps(key, r, w)?)
+}
+
+fn client_steps(key: &Key, r: &mut dyn Read, w: &mut dyn Write) -> Result<Session, HandshakeError> {
     let n_c = random::<LEN>()?;
-    protocol::write_msg(w, &Challenge { auth: SCHEME.into(), nonce: Hex(n_c.to_vec()) })?;
-    let (n_a, proof) = match read_step::<FirstAnswer>(r, "agent's proof")? {
-        FirstAnswer::Reply(Reply::Refused { refused }) => {
-            bail!("the agent refused the connection: {refused}")
+    let at = unix_now();
+    let mark = key.mac(&[b"challenge", &n_c, &at.to_be_bytes()]);
+    w.write_all(&frame(&MarkedChallenge {
+        auth: SCHEME.into(),
+        nonce: Hex(n_c.to_vec()),
+        at: Some(at),
+        mark: Some(Hex(mark.to_vec())),
+    }))?;
+    w.flush()?;
+    let first = read_frame(r, Step::AgentProof, MAX_MESSAGE)?;
+    let answer = serde_json::from_slice::<FirstAnswer>(&first)
+        .map_err(|e| HandshakeError::Malformed { what: Step::AgentProof, error: e.to_string() })?;
+    let (n_a, proof) = match answer {
+        FirstAnswer::Reply(Reply::Refused { refused, retry }) => {
+            return Err(HandshakeError::Refused { why: refused, retry })
         }
         FirstAnswer::Reply(Reply::Proof { nonce, proof }) => (nonce.0, proof.0),
         FirstAnswer::Unauthenticated(FromAgent::Error { message, .. }) => {
-            bail!("the agent does not authenticate (it answered: {message})\nhint: it runs with --insecure, or is an older roce; start it with --key-file")
+            return Err(HandshakeError::NotAuthenticating { answered: message })
         }
         FirstAnswer::Unauthenticated(other) => {
-            bail!("the agent does not authenticate (it answered {other:?})")
+            return Err(HandshakeError::NotAuthenticating { answered: format!("{other:?}") })
         }
     };
     if n_a.len() != LEN || !verify(&key.0, &[b"agent", &n_c, &n_a], &proof) {
-        bail!("the agent could not prove it has our key: its --key-file is not the one given here (or something between us is not the agent)");
+        // Say it before closing, so the agent's log names the cause too.
+        let _ = w.write_all(&frame(&Verdict::Refused {
+            refused: "the agent's proof does not match the controller's key".into(),
+        }));
+        return Err(HandshakeError::AgentKeyWrong);
     }
-    protocol::write_msg(
-        w,
-        &Response { proof: Hex(key.mac(&[b"controller", &n_a, &n_c]).to_vec()) },
-    )?;
-    match read_step::<Verdict>(r, "agent's verdict")? {
-        Verdict::Ok { ok: true } => {}
-        Verdict::Ok { ok: false } => bail!("the agent did not accept the handshake"),
-        Verdict::Refused { refused } => bail!("the agent refused us: {refused}"),
+    w.write_all(&frame(&Response { proof: Hex(key.mac(&[b"controller", &n_a, &n_c]).to_vec()) }))?;
+    w.flush()?;
+    let verdict = read_frame(r, Step::AgentVerdict, MAX_MESSAGE)?;
+    match serde_json::from_slice::<Verdict>(&verdict) {
+        Ok(Verdict::Ok { ok: true }) => {}
+        Ok(Verdict::Ok { ok: false }) => return Err(HandshakeError::NotAccepted),
+        Ok(Verdict::Refused { refused }) => {
+            return Err(HandshakeError::RefusedProof { why: refused })
+        }
+        Err(e) => {
+            return Err(HandshakeError::Malformed {
+                what: Step::AgentVerdict,
+                error: e.to_string(),
+            })
+        }
     }
     Ok(Session { key: key.mac(&[b"session", &n_c, &n_a]), side: Side::Controller })
 }
 
-/// The agent's side of the handshake. On a wrong key the controller is told so
-/// before the error is returned.
-pub(crate) fn server(key: &Key, r: &mut dyn Read, w: &mut dyn Write) -> Result<Session> {
-    let c: Challenge = match read_step::<Challenge>(r, "controller's challenge") {
+/// What the agent learned from a challenge's mark about the controller's key,
+/// before any proof.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mark {
+    /// No mark (a controller of before the mark).
+    Absent,
+    /// Made with our key, `at` within [`MARK_FRESH_SECS`] of our clock: the
+    /// controller has the key, unless the challenge is a replay (the caller
+    /// checks its nonce against the ones it has seen).
+    Fresh,
+    /// Made with our key but its time is far from ours: no priority.
+    Stale,
+    /// Not made with our key.
+    Wrong,
+}
+
+/// A handshake the agent has answered the challenge of: waiting for the
+/// controller's proof.
+pub(crate) struct ServerHandshake {
+    n_c: [u8; LEN],
+    n_a: [u8; LEN],
+    mark: Mark,
+}
+
+/// The agent refuses: `tell` is the frame the controller is sent before the
+/// connection closes, `error` what the agent logs.
+#[derive(Debug)]
+pub(crate) struct Refusal {
+    pub(crate) error: HandshakeError,
+    pub(crate) tell: Vec<u8>,
+}
+
+impl Refusal {
+    fn new(error: HandshakeError) -> Refusal {
+        let tell = match &error {
+            // A controller without --key-file reads answers as the agent
+            // protocol's: say it in that protocol.
+            HandshakeError::NotAChallenge { .. } => frame(&FromAgent::error(REQUIRED, None)),
+            HandshakeError::KeyMismatch { .. } => frame(&Verdict::Refused {
+                refused: "the controller's key is not this agent's (check both --key-file)".into(),
+            }),
+            e => frame(&Reply::Refused { refused: e.to_string(), retry: false }),
+        };
+        Refusal { error, tell }
+    }
+}
+
+/// The agent's answer to a controller's first message `body`: the handshake to
+/// go on with and the frame to send (our nonce and proof), or a refusal.
+/// `now` is the agent's clock in Unix seconds (for the mark).
+pub(crate) fn accept_challenge(
+    key: &Key,
+    body: &[u8],
+    now: u64,
+) -> Result<(ServerHandshake, Vec<u8>), Refusal> {
+    let c: MarkedChallenge = match serde_json::from_slice(body) {
         Ok(c) => c,
         Err(e) => {
-            // Most likely a controller without --key-file: it reads answers as the
-            // agent protocol's, so say it in that protocol.
-            let why = "this agent requires authentication: give the controller the agent's key (--key-file FILE)";
-            let _ = protocol::write_msg(w, &FromAgent::error(why, None));
-            return Err(e.context(why));
+            let got = if serde_json::from_slice::<ToAgent>(body).is_ok() {
+                "an unauthenticated message of the agent protocol".to_string()
+            } else if serde_json::from_slice::<serde_json::Value>(body).is_ok() {
+                format!("JSON that is not a challenge ({e})")
+            } else {
+                format!("{} bytes that are not JSON", body.len())
+            };
+            return Err(Refusal::new(HandshakeError::NotAChallenge { got }));
         }
     };
-    if c.auth != SCHEME || c.nonce.0.len() != LEN {
-        let why =
-            format!("unknown authentication scheme `{}` (this agent speaks {SCHEME})", c.auth);
-        let _ = protocol::write_msg(w, &Reply::Refused { refused: why.clone() });
-        bail!(why);
+    if c.auth != SCHEME {
+        return Err(Refusal::new(HandshakeError::UnknownScheme { scheme: c.auth }));
     }
-    let n_c = c.nonce.0;
-    let n_a = random::<LEN>()?;
-    protocol::write_msg(
-        w,
-        &Reply::Proof {
-            nonce: Hex(n_a.to_vec()),
-            proof: Hex(key.mac(&[b"agent", &n_c, &n_a]).to_vec()),
-        },
-    )?;
-    let resp: Response = read_step(r, "controller's proof")?;
-    if !verify(&key.0, &[b"controller", &n_a, &n_c], &resp.proof.0) {
-        let why = "the controller's key is not this agent's (check both --key-file)";
-        let _ = protocol::write_msg(w, &Verdict::Refused { refused: why.into() });
-        bail!(why);
+    let Ok(n_c) = <[u8; LEN]>::try_from(c.nonce.0.as_slice()) else {
+        return Err(Refusal::new(HandshakeError::NonceLength { len: c.nonce.0.len() }));
+    };
+    let mark = match (c.at, c.mark) {
+        (Some(at), Some(m)) => {
+            if !verify(&key.0, &[b"challenge", &n_c, &at.to_be_bytes()], &m.0) {
+                Mark::Wrong
+            } else if at.abs_diff(now) <= MARK_FRESH_SECS {
+                Mark::Fresh
+            } else {
+                Mark::Stale
+            }
+        }
+        _ => Mark::Absent,
+    };
+    let n_a = random::<LEN>().map_err(|e| Refusal::new(e.into()))?;
+    let reply = frame(&Reply::Proof {
+        nonce: Hex(n_a.to_vec()),
+        proof: Hex(key.mac(&[b"agent", &n_c, &n_a]).to_vec()),
+    });
+    Ok((ServerHandshake { n_c, n_a, mark }, reply))
+}
+
+impl ServerHandshake {
+    /// What the challenge's mark said.
+    pub(crate) fn mark(&self) -> Mark {
+        self.mark
     }
-    protocol::write_msg(w, &Verdict::Ok { ok: true })?;
-    Ok(Session { key: key.mac(&[b"session", &n_c, &n_a]), side: Side::Agent })
+
+    /// The controller's nonce (to recognise a replayed challenge).
+    pub(crate) fn nonce(&self) -> &[u8; LEN] {
+        &self.n_c
+    }
+
+    /// Why the handshake ended when the controller closed it before its proof.
+    pub(crate) fn closed(&self) -> HandshakeError {
+        match self.mark {
+            Mark::Wrong => HandshakeError::KeyMismatch {
+                how: "its challenge's mark was not made with our key, and it closed the connection after our proof",
+            },
+            _ => HandshakeError::Closed { what: Step::ControllerProof },
+        }
+    }
+
+    /// The controller's proof `body`: the session and the frame that says so, or
+    /// a refusal.
+    pub(crate) fn finish(self, key: &Key, body: &[u8]) -> Result<(Session, Vec<u8>), Refusal> {
+        let proof = match serde_json::from_slice::<ProofOrRefusal>(body) {
+            Ok(ProofOrRefusal::Proof(r)) => r.proof,
+            Ok(ProofOrRefusal::Refused { .. }) => {
+                return Err(Refusal {
+                    error: HandshakeError::KeyMismatch {
+                        how: "it found our proof wrong and said so",
+                    },
+                    tell: Vec::new(),
+                })
+            }
+            Err(e) => {
+                return Err(Refusal::new(HandshakeError::Malformed {
+                    what: Step::ControllerProof,
+                    error: e.to_string(),
+                }))
+            }
+        };
+        if !verify(&key.0, &[b"controller", &self.n_a, &self.n_c], &proof.0) {
+            return Err(Refusal::new(HandshakeError::KeyMismatch {
+                how: "its proof does not match",
+            }));
+        }
+        Ok((
+            Session { key: key.mac(&[b"session", &self.n_c, &self.n_a]), side: Side::Agent },
+            frame(&Verdict::Ok { ok: true }),
+        ))
+    }
+}
+
+/// The agent's side of the handshake over a blocking stream: the same steps the
+/// listening agent's poll loop takes, one after the other. The controller is told
+/// why before an error is returned.
+#[cfg(test)]
+pub(crate) fn server(key: &Key, r: &mut dyn Read, w: &mut dyn Write) -> Result<Session> {
+    let refused = |w: &mut dyn Write, r: Refusal| {
+        let _ = w.write_all(&r.tell);
+        anyhow::Error::new(r.error)
+    };
+    let body = match read_frame(r, Step::ControllerChallenge, HANDSHAKE_MESSAGE_MAX) {
+        Ok(b) => b,
+        Err(e) => return Err(refused(w, Refusal::new(e))),
+    };
+    let (hs, reply) = accept_challenge(key, &body, unix_now()).map_err(|e| refused(w, e))?;
+    w.write_all(&reply)?;
+    let body = match read_frame(r, Step::ControllerProof, HANDSHAKE_MESSAGE_MAX) {
+        Ok(b) => b,
+        Err(HandshakeError::Closed { .. }) => return Err(hs.closed().into()),
+        Err(e) => return Err(e.into()),
+    };
+    let (session, ok) = hs.finish(key, &body).map_err(|e| refused(w, e))?;
+    w.write_all(&ok)?;
+    Ok(session)
 }
 
 /// Refuses a connection before any handshake (the agent is busy, or has no key):
-/// the answer a controller reads in place of the agent's proof.
-pub(crate) fn refuse(w: &mut dyn Write, why: &str) -> io::Result<()> {
-    protocol::write_msg(w, &Reply::Refused { refused: why.into() })
+/// the answer a controller reads in place of the agent's proof. `retry`: busy
+/// with handshakes for now, so trying again shortly may succeed.
+pub(crate) fn refusal(why: &str, retry: bool) -> Vec<u8> {
+    frame(&Reply::Refused { refused: why.into(), retry })
 }
 
 /// Reads authenticated frames from `inner` and yields them as the protocol's
@@ -322,6 +694,11 @@ pub(crate) struct AuthReader<R> {
     at: usize,
 }
 
+impl<R> Drop for AuthReader<R> {
+    fn drop(&mut self) {
+        self.key.zeroize();
+    }
+}
 impl<R: Read> AuthReader<R> {
     fn next_frame(&mut self) -> io::Result<bool> {
         let mut len = [0u8; 4];
@@ -373,6 +750,12 @@ pub(crate) struct AuthWriter<W> {
     dir: u8,
     seq: u64,
     pending: Vec<u8>,
+}
+
+impl<W> Drop for AuthWriter<W> {
+    fn drop(&mut self) {
+        self.key.zeroize();
+    }
 }
 
 impl<W: Write> Write for AuthWriter<W> {

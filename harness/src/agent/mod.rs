@@ -2,16 +2,20 @@
 //! verbs. `roce run` starts one per endpoint (in a lab VM over `lab exec` stdio) or
 //! reaches one on a real host (`roce agent --listen HOST:PORT --key-file F`).
 //!
-//! A listening agent runs as root on a shared lab network, so every byte that
-//! reaches it is treated as hostile: the controller must prove it has the key
-//! ([`auth`]) within [`HANDSHAKE_WITHIN`], every message after that is
-//! authenticated, a second controller is told at once that the agent is busy and
-//! by whom, and a controller that falls silent beyond the heartbeat deadline is
+//! A listening agent runs on a shared lab network, so every byte that reaches it
+//! is treated as hostile: the controller must prove it has the key ([`auth`])
+//! within [`HANDSHAKE_WITHIN`], every message after that is authenticated, a
+//! second controller is told at once that the agent is busy and by whom, and a
+//! controller that sends no whole message within the heartbeat deadline is
 //! dropped with everything it set up (the executor's state owns the verbs
-//! resources, so they go when it does).
+//! resources, so they go when it does). Before the key is proved, a connection
+//! costs the agent a place in one poll loop ([`listen`]) and no thread; the one
+//! controller served at a time is served on one session thread started with the
+//! agent, so no connection ever needs a thread to be started for it.
 //!
 //! Owns: the agent's side of the protocol ([`crate::protocol`]): its
-//! authentication ([`auth`]), its limits ([`limits`]) and its executor ([`exec`]).
+//! authentication ([`auth`]), the listening agent's front door ([`listen`]), its
+//! limits ([`limits`]) and its executor ([`exec`]).
 //! Imports: verbs, net, dissector (and `lab::write_fd`, for its log lines).
 //! Never the scenario model: the controller resolves a scenario into this
 //! protocol's own messages.
@@ -19,12 +23,15 @@ pub(crate) mod auth;
 pub(crate) mod cm_private;
 pub(crate) mod exec;
 pub(crate) mod limits;
+pub(crate) mod listen;
 pub(crate) mod probe;
 
+use std::cell::Cell;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context, Result};
@@ -69,7 +76,7 @@ pub(crate) struct ListenOpts {
     pub(crate) key: Option<auth::Key>,
     /// `--insecure`: unauthenticated off loopback too (a lab network one trusts).
     pub(crate) insecure: bool,
-    /// A controller silent for longer is dropped.
+    /// A controller that sends no whole message for longer is dropped.
     pub(crate) heartbeat_deadline: Duration,
     /// A connection still in its handshake after this is dropped
     /// ([`HANDSHAKE_WITHIN`]).
@@ -79,7 +86,7 @@ pub(crate) struct ListenOpts {
 
 /// Who is being served, for the "busy" answer.
 struct Serving {
-    /// Which connection (so only its own thread frees the agent).
+    /// Which connection (so only its own session frees the agent).
     id: u64,
     peer: String,
     since: SystemTime,
@@ -90,15 +97,11 @@ fn utc(t: SystemTime) -> String {
     dissector::text::utc(t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0))
 }
 
-/// At most this many connections in their handshake at once; more are closed at
-/// once (a flood of idle connections cannot starve the real controller).
-const MAX_HANDSHAKES: usize = 16;
-
 /// Serves controllers on `opts.addr`, one at a time. A connection holds the agent
-/// only once it has proved it has the key; until then it is one of at most
-/// [`MAX_HANDSHAKES`], each dropped after [`HANDSHAKE_WITHIN`]. While a controller
-/// is served, every other connection is told who is being served and closed at
-/// once, never queued.
+/// only once it has proved it has the key; until then it is one of a bounded
+/// number of handshakes ([`listen`]), each dropped after [`HANDSHAKE_WITHIN`].
+/// While a controller is served, every other connection is told who is being
+/// served and closed at once, never queued.
 pub(crate) fn serve_listen(opts: ListenOpts) -> Result<()> {
     let l = TcpListener::bind(&opts.addr).with_context(|| format!("listening on {}", opts.addr))?;
     serve_on(l, opts)
@@ -119,10 +122,29 @@ impl std::error::Error for NoKey {}
 
 fn serve_on(l: TcpListener, opts: ListenOpts) -> Result<()> {
     let local = l.local_addr()?;
+    let nofile = listen::nofile_limit();
+    let places = listen::places(nofile);
+    let allow = match &opts.limits.allow {
+        limits::Allow::Cidrs(c) => Some(c.clone()),
+        limits::Allow::LocalSubnet => None,
+    };
+    let bounds = format!(
+        "at most {places} connections in their handshake ({} per source address past their challenge; the descriptor limit is {}), each for {:?}{}",
+        listen::PER_SOURCE,
+        nofile.map_or("unlimited".into(), |n| n.to_string()),
+        opts.handshake_within,
+        match &allow {
+            Some(nets) => format!(
+                "; only from {}",
+                nets.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ")
+            ),
+            None => String::new(),
+        }
+    );
     match (&opts.key, opts.insecure, local.ip().is_loopback()) {
-        (Some(_), _, _) => say!("roce agent: listening on {local}; a controller must prove it has the key (one at a time)"),
-        (None, true, _) => say!("roce agent: WARNING: listening on {local} WITHOUT authentication (--insecure): anyone who reaches it can drive this agent"),
-        (None, false, true) => say!("roce agent: listening on {local} without authentication: no --key-file, which only loopback allows"),
+        (Some(_), _, _) => say!("roce agent: listening on {local}; a controller must prove it has the key (one at a time); {bounds}"),
+        (None, true, _) => say!("roce agent: WARNING: listening on {local} WITHOUT authentication (--insecure): anyone who reaches it can drive this agent; {bounds}"),
+        (None, false, true) => say!("roce agent: listening on {local} without authentication: no --key-file, which only loopback allows; {bounds}"),
         (None, false, false) => {
             return Err(NoKey(format!(
                 "refusing to listen on {local} without a key (no --key-file): anyone who reaches it could drive a root process\n\
@@ -132,50 +154,42 @@ fn serve_on(l: TcpListener, opts: ListenOpts) -> Result<()> {
             .into())
         }
     }
-    let shared = Arc::new(Listener {
-        opts,
-        serving: Mutex::new(None),
-        handshakes: AtomicUsize::new(0),
-        next_id: AtomicU64::new(1),
-    });
-    for conn in l.incoming() {
-        let s = match conn {
-            Ok(s) => s,
-            Err(e) => {
-                say!("roce agent: accept: {e}");
-                continue;
+    let shared = Arc::new(Listener { opts, serving: Mutex::new(None), next_id: AtomicU64::new(1) });
+    // The one thread that serves controllers, started now: no connection ever
+    // needs a thread started for it (a thread limit cannot fail one later).
+    let (tx, rx) = mpsc::channel::<(listen::Arrived, u64)>();
+    let session = shared.clone();
+    std::thread::Builder::new()
+        .name("roce-agent-session".into())
+        .spawn(move || {
+            for (a, id) in rx {
+                let peer = a.peer.to_string();
+                let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    serve_session(a, id, &session)
+                }));
+                match r {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => say!("roce agent: {peer}: {e:#}"),
+                    Err(_) => say!("roce agent: {peer}: the session panicked; it ended, everything it set up is freed, and the agent serves on"),
+                }
             }
-        };
-        let peer = s.peer_addr().map(|p| p.to_string()).unwrap_or_else(|_| "?".into());
-        if let Some(why) = shared.busy() {
-            say!("roce agent: {peer}: refused, {why}");
-            refuse(&s, shared.opts.key.is_some(), &why);
-            continue;
-        }
-        if shared.handshakes.fetch_add(1, Ordering::SeqCst) >= MAX_HANDSHAKES {
-            shared.handshakes.fetch_sub(1, Ordering::SeqCst);
-            say!("roce agent: {peer}: closed at once, {MAX_HANDSHAKES} connections are already in their handshake");
-            let _ = s.shutdown(std::net::Shutdown::Both);
-            continue;
-        }
-        let shared = shared.clone();
-        std::thread::spawn(move || {
-            let r = serve_one(s, &peer, &shared);
-            if let Err(e) = r {
-                say!("roce agent: {peer}: {e:#}");
-            }
-        });
-    }
-    Ok(())
+        })
+        .context("starting the agent's session thread (is the thread limit, ulimit -u, reached?)")?;
+    let front = listen::Front {
+        key: shared.opts.key.as_ref(),
+        handshake_within: shared.opts.handshake_within,
+        allow: allow.as_deref(),
+        places,
+    };
+    let mut back = Back { l: &shared, tx };
+    listen::serve(&l, &front, &mut back).with_context(|| format!("serving on {local}"))
 }
 
-/// What the accept loop and the connections' threads share.
+/// What the front door and the session thread share.
 struct Listener {
     opts: ListenOpts,
     /// The controller being served.
     serving: Mutex<Option<Serving>>,
-    /// Connections in their handshake.
-    handshakes: AtomicUsize,
     next_id: AtomicU64,
 }
 
@@ -187,23 +201,60 @@ impl Listener {
     }
 
     /// Takes the agent for `peer`, unless another controller was quicker.
-    fn claim(&self, peer: &str) -> std::result::Result<Release<'_>, String> {
+    fn claim(&self, peer: &str) -> std::result::Result<u64, String> {
         let mut cur = self.serving.lock().unwrap_or_else(|e| e.into_inner());
         match cur.as_ref() {
             Some(c) => Err(format!("busy: serving {} since {}", c.peer, utc(c.since))),
             None => {
                 let id = self.next_id.fetch_add(1, Ordering::SeqCst);
                 *cur = Some(Serving { id, peer: peer.to_string(), since: SystemTime::now() });
-                Ok(Release { l: self, id })
+                Ok(id)
             }
+        }
+    }
+}
+
+/// The front door's way to the session thread.
+struct Back<'a> {
+    l: &'a Listener,
+    tx: mpsc::Sender<(listen::Arrived, u64)>,
+}
+
+impl listen::Back for Back<'_> {
+    fn busy(&self) -> Option<String> {
+        self.l.busy()
+    }
+
+    fn arrived(&mut self, a: listen::Arrived) {
+        let peer = a.peer.to_string();
+        let id = match self.l.claim(&peer) {
+            Ok(id) => id,
+            Err(why) => {
+                // Past its handshake: told in the authenticated protocol.
+                let _ = a.stream.set_write_timeout(Some(Duration::from_secs(1)));
+                let s = &a.stream;
+                let mut w: Box<dyn Write> = match a.session {
+                    Some(session) => Box::new(session.wrap(std::io::empty(), s).1),
+                    None => Box::new(s),
+                };
+                let _ = protocol::write_msg(&mut w, &protocol::FromAgent::error(why.clone(), None));
+                let _ = a.stream.shutdown(std::net::Shutdown::Both);
+                say!("roce agent: {peer}: refused after its handshake, {why}");
+                return;
+            }
+        };
+        if let Err(mpsc::SendError((a, id))) = self.tx.send((a, id)) {
+            Release { l: self.l, id }.now();
+            let _ = a.stream.shutdown(std::net::Shutdown::Both);
+            say!("roce agent: {peer}: closed: the session thread is gone");
         }
     }
 }
 
 /// Frees the agent for the next controller: when its controller's session has
 /// torn down (before the answer goes out, so a controller that starts its next
-/// scenario at once is not told "busy"), and in any case when the connection's
-/// thread ends. Only ever its own claim.
+/// scenario at once is not told "busy"), and in any case when the session ends.
+/// Only ever its own claim.
 struct Release<'a> {
     l: &'a Listener,
     id: u64,
@@ -224,94 +275,95 @@ impl Drop for Release<'_> {
     }
 }
 
-/// Counts a connection out of the handshakes in progress when it leaves them.
-struct HandshakeDone<'a>(Option<&'a AtomicUsize>);
+/// The socket under a session's reader: each read waits only for what is left of
+/// the current message's deadline ([`PerMessage`] sets it).
+struct Timed<'a> {
+    s: &'a TcpStream,
+    until: Rc<Cell<Option<Instant>>>,
+    within: Duration,
+}
 
-impl HandshakeDone<'_> {
-    fn now(&mut self) {
-        if let Some(n) = self.0.take() {
-            n.fetch_sub(1, Ordering::SeqCst);
+impl Read for Timed<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let left =
+            self.until.get().map_or(self.within, |u| u.saturating_duration_since(Instant::now()));
+        if left.is_zero() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("no whole message within {:?}", self.within),
+            ));
         }
+        self.s.set_read_timeout(Some(left))?;
+        self.s.read(buf)
     }
 }
 
-impl Drop for HandshakeDone<'_> {
-    fn drop(&mut self) {
-        self.now();
+/// Over the protocol's plain frames: starts the deadline of each message when the
+/// wait for it begins, so a controller trickling bytes cannot stretch it (the
+/// heartbeat deadline counts per message, not per read).
+struct PerMessage<R> {
+    inner: R,
+    until: Rc<Cell<Option<Instant>>>,
+    within: Duration,
+    len: [u8; 4],
+    len_got: usize,
+    body_left: usize,
+}
+
+impl<R: Read> Read for PerMessage<R> {
+    fn read(&mut self, out: &mut [u8]) -> std::io::Result<usize> {
+        if out.is_empty() {
+            return Ok(0);
+        }
+        if self.len_got == 0 && self.body_left == 0 {
+            self.until.set(Some(Instant::now() + self.within));
+        }
+        if self.len_got < 4 {
+            let want = (4 - self.len_got).min(out.len());
+            let n = self.inner.read(&mut out[..want])?;
+            self.len[self.len_got..self.len_got + n].copy_from_slice(&out[..n]);
+            self.len_got += n;
+            if self.len_got == 4 {
+                self.body_left = u32::from_be_bytes(self.len) as usize;
+                if self.body_left == 0 {
+                    self.len_got = 0;
+                }
+            }
+            return Ok(n);
+        }
+        let want = self.body_left.min(out.len());
+        let n = self.inner.read(&mut out[..want])?;
+        self.body_left -= n;
+        if self.body_left == 0 {
+            self.len_got = 0;
+        }
+        Ok(n)
     }
 }
 
-/// Tells a connection why it is not served, and closes it: what a controller
-/// reads in place of the handshake's first answer (or of `Hello`'s).
-fn refuse(s: &TcpStream, keyed: bool, why: &str) {
-    let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
-    let mut w = s;
-    let _ = if keyed {
-        auth::refuse(&mut w, why)
-    } else {
-        protocol::write_msg(&mut w, &protocol::FromAgent::error(why.to_string(), None))
-    };
-    let _ = s.shutdown(std::net::Shutdown::Both);
-}
-
-/// One connection: the handshake within its deadline, then (the agent being free)
-/// the protocol until the controller ends it, falls silent, or sends something
-/// that fails authentication. Everything it set up is freed when this returns.
-fn serve_one(s: TcpStream, peer: &str, l: &Listener) -> Result<()> {
-    let mut counted = HandshakeDone(Some(&l.handshakes));
+/// One controller that proved the key (or, without a key, sent its first byte):
+/// the protocol until it ends it, falls silent, or sends something that fails
+/// authentication. Everything it set up is freed when this returns.
+fn serve_session(a: listen::Arrived, id: u64, l: &Listener) -> Result<()> {
+    let release = Release { l, id };
+    let peer = a.peer;
+    let s = &a.stream;
     let _ = s.set_nodelay(true);
-    // The deadline is the whole handshake's, not each read's (a client dribbling
-    // a byte at a time would stretch per-read timeouts forever): a watchdog
-    // closes the socket unless the handshake finished in time.
-    let done = Arc::new(AtomicBool::new(false));
-    let within = l.opts.handshake_within;
-    {
-        let (done, s) = (done.clone(), s.try_clone()?);
-        std::thread::spawn(move || {
-            let until = Instant::now() + within;
-            while Instant::now() < until && !done.load(Ordering::SeqCst) {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            if !done.load(Ordering::SeqCst) {
-                let _ = s.shutdown(std::net::Shutdown::Both);
-            }
-        });
-    }
-    let _ = s.set_read_timeout(Some(within));
-    let _ = s.set_write_timeout(Some(within));
-    let (mut r, mut w): (Box<dyn Read>, Box<dyn Write>) = match &l.opts.key {
-        Some(key) => {
-            let (mut r, mut w) = (s.try_clone()?, s.try_clone()?);
-            let session = auth::server(key, &mut r, &mut w)
-                .with_context(|| format!("handshake refused or not finished within {within:?}"))?;
-            let (ar, aw) = session.wrap(r, w);
+    let within = l.opts.heartbeat_deadline;
+    let until = Rc::new(Cell::new(None));
+    let timed = Timed { s, until: until.clone(), within };
+    let early = std::io::Cursor::new(a.early).chain(timed);
+    let keyed = a.session.is_some();
+    let (r, mut w): (Box<dyn Read + '_>, Box<dyn Write + '_>) = match a.session {
+        Some(session) => {
+            let (ar, aw) = session.wrap(early, s);
             (Box::new(ar), Box::new(aw))
         }
-        None => {
-            // Unauthenticated (--insecure), the "handshake" is the first byte.
-            let mut first = [0u8; 1];
-            let mut r = s.try_clone()?;
-            if r.read(&mut first).context(format!("nothing within {within:?}"))? == 0 {
-                return Ok(());
-            }
-            (Box::new(std::io::Cursor::new(first).chain(r)), Box::new(s.try_clone()?))
-        }
+        None => (Box::new(early), Box::new(s)),
     };
-    done.store(true, Ordering::SeqCst);
-    counted.now();
-    let release = match l.claim(peer) {
-        Ok(r) => r,
-        Err(why) => {
-            let _ = protocol::write_msg(&mut w, &protocol::FromAgent::error(why.clone(), None));
-            bail!("refused after its handshake, {why}");
-        }
-    };
-    say!(
-        "roce agent: {peer}: serving{}",
-        if l.opts.key.is_some() { " (authenticated)" } else { "" }
-    );
-    let _ = s.set_read_timeout(Some(l.opts.heartbeat_deadline));
-    let _ = s.set_write_timeout(Some(l.opts.heartbeat_deadline));
+    let mut r = PerMessage { inner: r, until, within, len: [0; 4], len_got: 0, body_left: 0 };
+    let _ = s.set_write_timeout(Some(within));
+    say!("roce agent: {peer}: serving{}", if keyed { " (authenticated)" } else { "" });
     match exec::serve(&mut r, &mut w, &l.opts.limits, &mut exec::Device::default(), &mut || {
         release.now()
     }) {
@@ -328,7 +380,7 @@ fn serve_one(s: TcpStream, peer: &str, l: &Listener) -> Result<()> {
                 std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
             ) =>
         {
-            bail!("sent nothing, not even a heartbeat, for {:?}: dropped; everything it set up is freed", l.opts.heartbeat_deadline)
+            bail!("sent no whole message, not even a heartbeat, for {within:?}: dropped; everything it set up is freed")
         }
         Err(e) => bail!("{e}; everything it set up is freed"),
     }

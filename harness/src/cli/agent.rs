@@ -38,8 +38,10 @@ pub struct AgentArgs {
     /// for this long; everything it set up is freed
     #[arg(long, default_value_t = 30, value_name = "S", requires = "listen")]
     pub heartbeat_deadline: u64,
-    /// QPs may connect (and probes go) only to addresses in this network; repeat
-    /// for several [default: the subnet of the interface with the RoCE address]
+    /// QPs may connect (and probes go) only to addresses in this network, and
+    /// controllers connect only from it (refused before any handshake work);
+    /// repeat for several [default: the subnet of the interface with the RoCE
+    /// address, for QPs; controllers from anywhere]
     #[arg(long, value_name = "CIDR", requires = "listen")]
     pub(crate) allow: Vec<Cidr>,
     /// Most bytes a controller may register, all MRs together

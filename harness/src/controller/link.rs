@@ -19,6 +19,13 @@ use crate::protocol::{self, FromAgent, ToAgent};
 /// The agent in a VM is the host's own `roce`, shared over 9p.
 const LAB_AGENT: &str = "/host/roce agent --stdio";
 
+/// How long a controller keeps trying to get through a listening agent's
+/// handshake while the agent says it is busy with others' handshakes.
+pub(crate) const CONNECT_WITHIN: Duration = Duration::from_secs(30);
+/// Its first wait before trying again, doubled each time up to [`RETRY_MOST`].
+const RETRY_FIRST: Duration = Duration::from_millis(50);
+const RETRY_MOST: Duration = Duration::from_secs(1);
+
 /// An agent said the device lacks a verb: the scenario is skipped, not failed.
 #[derive(Debug)]
 pub(super) struct Unsupported(pub String);
@@ -174,27 +181,58 @@ impl Agent {
     }
 
     /// A real host's `roce agent --listen`: with `key`, the handshake proves each
-    /// side to the other and every message after it is authenticated.
+    /// side to the other and every message after it is authenticated. An agent
+    /// busy with other handshakes (`busy: N handshakes in progress, retry`), or
+    /// one that drops the connection before its first answer, is tried again
+    /// with back-off ([`RETRY_FIRST`] doubling to [`RETRY_MOST`]) until
+    /// [`CONNECT_WITHIN`]; an agent serving another controller, or a wrong key,
+    /// is an error at once.
     pub(super) fn remote(addr: &str, endpoint: &str, key: Option<&Key>) -> Result<Agent> {
         let hint = |what: &str| {
             format!("{what} endpoint {endpoint}'s agent at {addr}\nhint: start it there with `roce agent --listen {addr} --key-file FILE`")
         };
-        let s = TcpStream::connect(addr).with_context(|| hint("connecting to"))?;
-        let _ = s.set_nodelay(true);
-        let keep = ShutdownOnDrop(s.try_clone()?);
-        let (r, w): (Box<dyn Read + Send>, Box<dyn Write + Send>) = match key {
-            Some(key) => {
-                let _ = s.set_read_timeout(Some(agent::HANDSHAKE_WITHIN));
-                let (mut r, mut w) = (s.try_clone()?, s.try_clone()?);
-                let session = auth::client(key, &mut r, &mut w).with_context(|| {
-                    format!("authenticating with endpoint {endpoint}'s agent at {addr}")
-                })?;
-                let _ = s.set_read_timeout(None);
-                let (ar, aw) = session.wrap(r, w);
-                (Box::new(ar), Box::new(aw))
+        let until = Instant::now() + CONNECT_WITHIN;
+        let mut wait = RETRY_FIRST;
+        let mut tries = 1u32;
+        let (s, r, w) = loop {
+            let s = TcpStream::connect(addr).with_context(|| hint("connecting to"))?;
+            let _ = s.set_nodelay(true);
+            let Some(key) = key else {
+                let (r, w): (Box<dyn Read + Send>, Box<dyn Write + Send>) =
+                    (Box::new(s.try_clone()?), Box::new(s.try_clone()?));
+                break (s, r, w);
+            };
+            let _ = s.set_read_timeout(Some(agent::HANDSHAKE_WITHIN));
+            let (mut r, mut w) = (s.try_clone()?, s.try_clone()?);
+            match auth::client(key, &mut r, &mut w) {
+                Ok(session) => {
+                    let _ = s.set_read_timeout(None);
+                    let (ar, aw) = session.wrap(r, w);
+                    break (s, Box::new(ar), Box::new(aw));
+                }
+                Err(e) => {
+                    let _ = s.shutdown(std::net::Shutdown::Both);
+                    let retry = e
+                        .downcast_ref::<auth::HandshakeError>()
+                        .is_some_and(auth::HandshakeError::is_retryable);
+                    if retry && Instant::now() + wait < until {
+                        thread::sleep(wait);
+                        wait = (wait * 2).min(RETRY_MOST);
+                        tries += 1;
+                        continue;
+                    }
+                    let after = if tries > 1 {
+                        format!(" (after {tries} tries in {:?})", CONNECT_WITHIN)
+                    } else {
+                        String::new()
+                    };
+                    return Err(e.context(format!(
+                        "authenticating with endpoint {endpoint}'s agent at {addr}{after}"
+                    )));
+                }
             }
-            None => (Box::new(s.try_clone()?), Box::new(s)),
         };
+        let keep = ShutdownOnDrop(s);
         let rx = spawn_reader(r);
         let tx = Arc::new(Mutex::new(Sender { w, last: Instant::now() }));
         let alive = Arc::new(AtomicBool::new(true));

@@ -18,6 +18,8 @@ use crate::results::profile::Profile;
 use crate::results::{Laps, Phase, Report, ScenarioResult, Status};
 use crate::scenario::model::Scenario;
 
+#[cfg(test)]
+mod agent_dos_tests;
 pub(crate) mod budget;
 mod link;
 mod resolve;
