@@ -257,6 +257,37 @@ fn drive(
             sc.qps.len()
         );
     }
+    let kernels = start_agents(sc, endpoints, pool, deadline, agents)?;
+    laps.lap(&mut out.timings, Phase::AgentStart);
+    let (mut keys, open_ms) = set_up(sc, endpoints, &kernels, agents, out)?;
+    laps.lap(&mut out.timings, Phase::Setup);
+    // Of Setup, the agents' own measure of opening the device.
+    if let Some(setup) = out.timings.get_mut(&Phase::Setup) {
+        let open = open_ms.min(*setup);
+        *setup -= open;
+        out.timings.insert(Phase::DeviceOpen, open);
+    }
+    *session = start_recording(sc, endpoints, capture, slot, out)?;
+    if session.is_some() {
+        laps.lap(&mut out.timings, Phase::RecordingStart);
+    }
+    connect(sc, slot, agents, out)?;
+    laps.lap(&mut out.timings, Phase::Connect);
+    run_steps(sc, &mut keys, deadline, agents, out)?;
+    laps.lap(&mut out.timings, Phase::Steps);
+    collect(sc, out, agents, laps, deadline)
+}
+
+/// Phase [`Phase::AgentStart`]: an agent per endpoint (from the pool, started in
+/// its lab VM, or reached on its host), each greeted, and each device asked for
+/// what the scenario requires. Returns each endpoint's kernel, as its agent said.
+fn start_agents(
+    sc: &Scenario,
+    endpoints: &Endpoints,
+    pool: &AgentPool,
+    deadline: Deadline,
+    agents: &mut BTreeMap<String, Agent>,
+) -> Result<BTreeMap<String, Option<String>>> {
     // Agents first, then the recording: the wire holds the scenario's traffic only.
     for name in sc.endpoints.keys() {
         let mut a = match endpoints {
@@ -279,7 +310,6 @@ fn drive(
         agents.insert(name.clone(), a);
     }
     let mut kernels = BTreeMap::new();
-    let mut keys = resolve::MwKeys::new();
     // Each request below goes to every endpoint before any answer is awaited: the
     // endpoints work side by side (each agent still answers in order).
     for a in agents.values_mut() {
@@ -316,7 +346,20 @@ fn drive(
             }
         }
     }
-    laps.lap(&mut out.timings, Phase::AgentStart);
+    Ok(kernels)
+}
+
+/// Phase [`Phase::Setup`]: device, PD, CQ, MRs, SRQs, windows, QPs on each
+/// endpoint; what each set up goes into `out.endpoints`. Returns the memory
+/// windows' keys and the slowest endpoint's time to open its device.
+fn set_up(
+    sc: &Scenario,
+    endpoints: &Endpoints,
+    kernels: &BTreeMap<String, Option<String>>,
+    agents: &mut BTreeMap<String, Agent>,
+    out: &mut Outcome,
+) -> Result<(resolve::MwKeys, f64)> {
+    let mut keys = resolve::MwKeys::new();
     // Setup: device, PD, CQ, MRs, SRQs, windows, QPs on each endpoint.
     let mut open_ms: f64 = 0.0;
     for name in sc.endpoints.keys() {
@@ -356,14 +399,18 @@ fn drive(
             other => return Err(unexpected(name, "SetupDone", &other)),
         }
     }
+    Ok((keys, open_ms))
+}
 
-    laps.lap(&mut out.timings, Phase::Setup);
-    // Of Setup, the agents' own measure of opening the device.
-    if let Some(setup) = out.timings.get_mut(&Phase::Setup) {
-        let open = open_ms.min(*setup);
-        *setup -= open;
-        out.timings.insert(Phase::DeviceOpen, open);
-    }
+/// Phase [`Phase::RecordingStart`]: in the lab, the switch starts recording (and
+/// applying the scenario's faults) for this run.
+fn start_recording(
+    sc: &Scenario,
+    endpoints: &Endpoints,
+    capture: Option<PathBuf>,
+    slot: Slot,
+    out: &Outcome,
+) -> Result<Option<RunSession>> {
     // The recording (and the faults, which name QPNs known only now) starts before
     // anything goes on the wire: setup is local to each endpoint.
     if let Endpoints::Lab(LabRef { paths, .. }) = endpoints {
@@ -373,14 +420,20 @@ fn drive(
         };
         let rules = resolve::fault_rules(sc, &out.endpoints).map_err(anyhow::Error::msg)?;
         let claim = if slot.shared { Some(claim(sc, &out.endpoints, slot)?) } else { None };
-        *session = Some(RunSession::begin(paths, pcap, rules, 1, None, claim)?);
+        return Ok(Some(RunSession::begin(paths, pcap, rules, 1, None, claim)?));
     } else if !sc.faults.is_empty() {
         bail!("this scenario has [[fault]] rules, which need the lab's switch\nhint: run it in the lab (no --endpoints)");
     }
+    Ok(None)
+}
 
-    if session.is_some() {
-        laps.lap(&mut out.timings, Phase::RecordingStart);
-    }
+/// Phase [`Phase::Connect`]: each QP connected, passive side first.
+fn connect(
+    sc: &Scenario,
+    slot: Slot,
+    agents: &mut BTreeMap<String, Agent>,
+    out: &mut Outcome,
+) -> Result<()> {
     // Connect each QP: the passive side listens, then both are asked to connect;
     // both answer once connected.
     for (i, q) in sc.qps.iter().enumerate() {
@@ -417,8 +470,17 @@ fn drive(
             }
         }
     }
+    Ok(())
+}
 
-    laps.lap(&mut out.timings, Phase::Connect);
+/// Phase [`Phase::Steps`]: the steps, in order.
+fn run_steps(
+    sc: &Scenario,
+    keys: &mut resolve::MwKeys,
+    deadline: Deadline,
+    agents: &mut BTreeMap<String, Agent>,
+    out: &mut Outcome,
+) -> Result<()> {
     // Steps, in order. The controller waits for each to be done (posted) before the
     // next, which is what orders the two endpoints; `sync` is that, made explicit.
     // The scenario's own deadline (timeout_ms) bounds each wait for an agent, and
@@ -434,7 +496,7 @@ fn drive(
         if let Step::Sleep { ms } = step {
             thread::sleep(Duration::from_millis(*ms).min(deadline.left()));
         }
-        let Some((on, action)) = resolve::action(sc, step, &keys).map_err(anyhow::Error::msg)?
+        let Some((on, action)) = resolve::action(sc, step, keys).map_err(anyhow::Error::msg)?
         else {
             continue;
         };
@@ -481,9 +543,7 @@ fn drive(
             }
         }
     }
-    overdue("collecting the completions")?;
-    laps.lap(&mut out.timings, Phase::Steps);
-    collect(sc, out, agents, laps, deadline)
+    overdue("collecting the completions")
 }
 
 /// How long before the deadline an agent's wait for completions ends, so its
