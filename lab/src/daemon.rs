@@ -19,7 +19,7 @@ use std::process::Child;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex};
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use serde_json::json;
@@ -121,7 +121,7 @@ struct Shared {
 }
 
 fn log(msg: &str) {
-    let t = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0);
+    let t = dissector::capture::unix_now().as_secs_f64();
     super::write_fd(2, format!("[{t:.3}] {msg}\n").as_bytes());
 }
 
@@ -308,7 +308,7 @@ impl Shared {
 type Streamer = thread::JoinHandle<()>;
 
 fn now_unix() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0)
+    dissector::capture::unix_now().as_secs()
 }
 
 /// Writes `data` to `path` through `dissector::capture::AtomicFile` (a temporary

@@ -159,10 +159,7 @@ struct Running {
 }
 
 fn now_nanos() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
+    dissector::capture::unix_now().as_nanos() as u64
 }
 
 fn kill_group(pgid: i32) {

@@ -83,5 +83,12 @@ impl<T: PacketSource + ?Sized> PacketSource for Box<T> {
     }
 }
 
+/// The wall clock as time since the Unix epoch, the way capture timestamps count
+/// it (zero for a clock set before 1970): the one reading of "now" every layer
+/// uses for timestamps, file names and dates.
+pub fn unix_now() -> std::time::Duration {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests;

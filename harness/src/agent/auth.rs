@@ -439,9 +439,7 @@ pub(crate) fn take_frame(buf: &mut Vec<u8>) -> Result<Option<Vec<u8>>, Handshake
 }
 
 fn unix_now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
+    dissector::capture::unix_now().as_secs()
 }
 
 /// The controller's side of the handshake. Errors are [`HandshakeError`]s: whether

@@ -176,10 +176,7 @@ fn unhex16(s: &str) -> R<[u8; 16]> {
 
 /// A fresh starting PSN (24 bits) when the scenario does not set one.
 fn random_psn() -> u32 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.subsec_nanos())
-        .unwrap_or(1);
+    let t = dissector::capture::unix_now().subsec_nanos();
     (t ^ std::process::id().rotate_left(12)) & Psn::MASK
 }
 

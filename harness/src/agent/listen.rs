@@ -540,9 +540,7 @@ impl Door<'_> {
             };
             match std::mem::replace(&mut c.stage, Stage::Challenge) {
                 Stage::Challenge | Stage::FirstByte => {
-                    let now = std::time::SystemTime::now()
-                        .duration_since(std::time::SystemTime::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_secs());
+                    let now = dissector::capture::unix_now().as_secs();
                     let (hs, reply) = match auth::accept_challenge(key, &body, now) {
                         Ok(x) => x,
                         Err(r) => {

@@ -94,7 +94,7 @@ struct Serving {
 
 /// `2026-11-23T20:31:07Z`.
 fn utc(t: SystemTime) -> String {
-    dissector::text::utc(t.duration_since(SystemTime::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0))
+    dissector::text::utc(t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs())
 }
 
 /// Serves controllers on `opts.addr`, one at a time. A connection holds the agent

@@ -154,10 +154,7 @@ fn line(number: u64, ts_ns: u64, first_ns: u64, data: &[u8]) -> String {
 }
 
 fn unix_ns() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
+    dissector::capture::unix_now().as_nanos() as u64
 }
 
 /// `roce probe`.

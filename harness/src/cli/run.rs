@@ -123,10 +123,7 @@ fn parse_endpoints(s: &str) -> anyhow::Result<BTreeMap<String, String>> {
 
 /// `<dir>/<unix time>`: where captures go when `--out` is not given.
 pub(super) fn timestamped(dir: &str) -> PathBuf {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let secs = dissector::capture::unix_now().as_secs();
     PathBuf::from(dir).join(secs.to_string())
 }
 

@@ -80,10 +80,7 @@ impl Profile {
 
 /// `YYYY-MM-DD` (UTC), from the system clock.
 fn today() -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs())
-        .unwrap_or(0);
+    let secs = dissector::capture::unix_now().as_secs();
     dissector::text::utc(secs)[..10].to_string()
 }
 

@@ -464,10 +464,7 @@ fn build_into(
         mirror: mirror.into(),
         packages: PACKAGES.iter().map(|s| s.to_string()).collect(),
         modules: MODULES.iter().map(|s| s.to_string()).collect(),
-        built_at_unix: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
+        built_at_unix: dissector::capture::unix_now().as_secs(),
         build_secs: start.elapsed().as_secs_f64(),
         disk_bytes: size,
     };

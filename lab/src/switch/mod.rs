@@ -46,7 +46,7 @@ use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::thread;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 use dissector::frame;
@@ -174,7 +174,7 @@ impl Drop for Switch {
 }
 
 fn now_ns() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+    dissector::capture::unix_now().as_nanos() as u64
 }
 
 /// The switch thread's state.
