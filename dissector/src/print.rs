@@ -1,6 +1,6 @@
 //! Human and machine output for decoded frames: the one-line summary (default
 //! output and snapshot goldens) here, the `-V` header tree ([`verbose`], in `tree`)
-//! and the JSON Lines object ([`json()`]). One printer feeds the CLI, the
+//! and the JSON Lines object ([`json()`], in `json`). One printer feeds the CLI, the
 //! snapshot tests and the fuzz target alike.
 //!
 //! Owns: every human- and script-readable rendering of one frame. Imports: the
@@ -8,19 +8,17 @@
 //! wire vocabulary ([`crate::wire`]).
 
 use core::fmt::{self, Write as _};
-use std::net::SocketAddr;
-
-use serde_json::{json, Map, Value};
 
 use crate::ctx::Ctx;
 use crate::frame::{Frame, Ib, Layer, Link, Mad, Net, OpName, RoceVersion};
-use crate::wire::aeth::AckKind;
 use crate::wire::ethernet::ethertype;
-use crate::wire::mad::{trim_zeros, CmMessage};
-use crate::wire::{icrc, Headers, RNR_TIMER_US};
+use crate::wire::mad::CmMessage;
+use crate::wire::{icrc, Headers};
 
+mod json;
 mod tree;
 
+pub use json::json;
 pub use tree::verbose;
 
 fn ether_name(t: u16) -> &'static str {
@@ -326,213 +324,4 @@ fn hex(b: &[u8]) -> String {
         let _ = write!(s, "{x:02x}");
         s
     })
-}
-
-/// The JSON Lines object of a frame. Schema (stable; fields absent when the layer is):
-///
-/// `{"frame":{"number","time_epoch_ns","len","cap_len","interface","comment"?}, "eth":{"src","dst","type"},
-///   "vlan":[{"id","pcp","dei","etype"}], "sll":{"version","pkttype","protocol"},
-///   "ip":{"version","src","dst","dscp","ecn","ttl"}, "udp":{"srcport","dstport","length"},
-///   "roce":{"version","transport" (RC UC RD DC UD XRC CNP VENDOR),"opcode","opcode_name","bth":{…},
-///           "dceth" (hex text),"dcceth" (hex text),"rdeth","deth","feth","reth",
-///           "atomiceth","aeth":{"syndrome","msn","type","credits"|"rnr_timer_us"|"nak"},
-///           "atomicacketh","immdt","ieth","xrceth","payload_len",
-///           "icrc":{"wire","computed","ok"}},
-///   "mad":{"mgmt_class","method","attribute_id","transaction_id","cm":{"type",…},"private_data"?,"rdma_cm":{"src","dst","port_space"}?},
-///   "summary": "...", "stop":{"layer","offset","error"}}`
-pub fn json(c: &Ctx<'_>) -> Value {
-    let fr = c.frame;
-    let mut o = Map::new();
-    let mut frame = json!({"number": c.number, "time_epoch_ns": c.ts_ns, "len": c.orig_len, "cap_len": c.data.len(), "interface": c.interface});
-    if let (Some(s), Value::Object(m)) = (c.comment, &mut frame) {
-        m.insert("comment".into(), s.into());
-    }
-    o.insert("frame".into(), frame);
-    match fr.link {
-        Link::Ethernet { src, dst } => {
-            let t = fr.vlans[0].map(|v| v.tpid).or(fr.ethertype);
-            o.insert(
-                "eth".into(),
-                json!({"src": src.to_string(), "dst": dst.to_string(), "type": t}),
-            );
-        }
-        Link::Sll(s) => {
-            o.insert(
-                "sll".into(),
-                json!({"version": s.version, "pkttype": s.packet_type, "protocol": s.protocol}),
-            );
-        }
-        _ => {}
-    }
-    let vlans: Vec<Value> = fr
-        .vlans
-        .iter()
-        .flatten()
-        .map(|v| json!({"id": v.id, "pcp": v.pcp, "dei": v.dei, "etype": v.inner_type}))
-        .collect();
-    if !vlans.is_empty() {
-        o.insert("vlan".into(), Value::Array(vlans));
-    }
-    match fr.net {
-        Net::Ipv4(r) => {
-            o.insert(
-                "ip".into(),
-                json!({"version": 4, "src": r.src.to_string(), "dst": r.dst.to_string(), "dscp": r.dscp, "ecn": r.ecn, "ttl": r.ttl, "proto": r.protocol}),
-            );
-        }
-        Net::Ipv6(r) => {
-            o.insert(
-                "ip".into(),
-                json!({"version": 6, "src": r.src.to_string(), "dst": r.dst.to_string(), "dscp": r.traffic_class >> 2, "ecn": r.ecn(), "ttl": r.hop_limit, "proto": r.next_header}),
-            );
-        }
-        Net::Grh(r) => {
-            o.insert(
-                "grh".into(),
-                json!({"sgid": r.src.to_string(), "dgid": r.dst.to_string(), "tclass": r.traffic_class, "flowlabel": r.flow_label, "paylen": r.payload_len, "hoplmt": r.hop_limit}),
-            );
-        }
-        _ => {}
-    }
-    if let Some(u) = fr.udp {
-        o.insert(
-            "udp".into(),
-            json!({"srcport": u.src_port, "dstport": u.dst_port, "length": u.length}),
-        );
-    }
-    if let Some(ib) = &fr.ib {
-        let b = ib.bth;
-        let mut r = Map::new();
-        r.insert("version".into(), json!(if fr.roce == Some(RoceVersion::V1) { 1 } else { 2 }));
-        let transport = ib.info.map_or(b.opcode.transport(), |i| i.transport);
-        r.insert("transport".into(), json!(transport.abbrev()));
-        r.insert("opcode".into(), json!(b.opcode.0));
-        r.insert("opcode_name".into(), json!(OpName(ib).to_string()));
-        r.insert(
-            "bth".into(),
-            json!({"se": b.solicited_event, "m": b.mig_req, "padcnt": b.pad_count, "tver": b.tver, "p_key": b.p_key,
-                   "fecn": b.fecn, "becn": b.becn, "destqp": b.dest_qp, "a": b.ack_req, "psn": b.psn.value()}),
-        );
-        if let Some(x) = ib.rdeth {
-            r.insert("rdeth".into(), json!({"eecnxt": x}));
-        }
-        if let Some(x) = ib.xrceth {
-            r.insert("xrceth".into(), json!({"srq": x}));
-        }
-        if let Some(x) = ib.dceth {
-            r.insert("dceth".into(), json!(format!("{x:#018x}")));
-        }
-        if let Some(x) = &ib.dcceth {
-            r.insert("dcceth".into(), json!(hex(x)));
-        }
-        if let Some(d) = ib.deth {
-            r.insert("deth".into(), json!({"q_key": d.q_key, "srcqp": d.src_qp}));
-        }
-        if let Some(x) = ib.feth {
-            r.insert("feth".into(), json!({"selectivity": (x >> 4) & 3, "placement": x & 0xF}));
-        }
-        if let Some(x) = ib.reth {
-            r.insert("reth".into(), json!({"va": x.va, "r_key": x.r_key, "dmalen": x.dma_len}));
-        }
-        if let Some(a) = ib.atomiceth {
-            r.insert(
-                "atomiceth".into(),
-                json!({"va": a.va, "r_key": a.r_key, "swapdt": a.swap_add, "cmpdt": a.compare}),
-            );
-        }
-        if let Some(a) = ib.aeth {
-            let mut m = Map::new();
-            m.insert("syndrome".into(), json!(a.syndrome.0));
-            m.insert("msn".into(), json!(a.msn));
-            match a.syndrome.kind() {
-                AckKind::Ack { credits } => {
-                    m.insert("type".into(), json!("ACK"));
-                    m.insert("credits".into(), json!(credits));
-                }
-                AckKind::RnrNak { timer } => {
-                    m.insert("type".into(), json!("RNR NAK"));
-                    m.insert("rnr_timer_us".into(), json!(RNR_TIMER_US[timer as usize]));
-                }
-                AckKind::Nak(n) => {
-                    m.insert("type".into(), json!("NAK"));
-                    m.insert("nak".into(), json!(n.name()));
-                }
-                AckKind::Reserved => {
-                    m.insert("type".into(), json!("Reserved"));
-                }
-            }
-            r.insert("aeth".into(), Value::Object(m));
-        }
-        if let Some(v) = ib.atomicacketh {
-            r.insert("atomicacketh".into(), json!({"origremdt": v}));
-        }
-        if let Some(v) = ib.immdt {
-            r.insert("immdt".into(), json!(v));
-        }
-        if let Some(v) = ib.ieth {
-            r.insert("ieth".into(), json!(v));
-        }
-        r.insert("payload_len".into(), json!(fr.payload_len_on_wire()));
-        r.insert("payload_captured".into(), json!(ib.payload_len()));
-        if let Some(chk) = fr.icrc_check(c.data) {
-            r.insert(
-                "icrc".into(),
-                json!({"wire": format!("{:#010x}", u32::from_be_bytes(icrc::to_wire(chk.wire))),
-                       "computed": format!("{:#010x}", u32::from_be_bytes(icrc::to_wire(chk.computed))),
-                       "ok": chk.ok()}),
-            );
-        }
-        o.insert("roce".into(), Value::Object(r));
-    }
-    if let Some(m) = &fr.mad {
-        let h = m.header;
-        let mut mm = json!({"mgmt_class": h.mgmt_class, "class_version": h.class_version, "method": h.method,
-                            "status": h.status, "attribute_id": h.attribute_id, "transaction_id": h.transaction_id});
-        if let Some(cm) = m.cm {
-            let v = match cm {
-                CmMessage::Req(r) => {
-                    json!({"type": "REQ", "local_comm_id": r.local_comm_id, "service_id": r.service_id,
-                    "local_qpn": r.local_qpn, "starting_psn": r.starting_psn.value(), "p_key": r.p_key,
-                    "path_mtu": r.path_mtu, "retry_count": r.retry_count, "rnr_retry_count": r.rnr_retry_count,
-                    "local_gid": r.primary_local_gid.to_string(), "remote_gid": r.primary_remote_gid.to_string()})
-                }
-                CmMessage::Rep(r) => {
-                    json!({"type": "REP", "local_comm_id": r.local_comm_id, "remote_comm_id": r.remote_comm_id,
-                    "local_qpn": r.local_qpn, "starting_psn": r.starting_psn.value()})
-                }
-                CmMessage::Rtu { local_comm_id, remote_comm_id } => {
-                    json!({"type": "RTU", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id})
-                }
-                CmMessage::Rej { local_comm_id, remote_comm_id, reason, .. } => {
-                    json!({"type": "REJ", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id, "reason": reason})
-                }
-                CmMessage::Mra { local_comm_id, remote_comm_id, .. } => {
-                    json!({"type": "MRA", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id})
-                }
-                CmMessage::Dreq { local_comm_id, remote_comm_id, remote_qpn } => {
-                    json!({"type": "DREQ", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id, "remote_qpn": remote_qpn})
-                }
-                CmMessage::Drep { local_comm_id, remote_comm_id } => {
-                    json!({"type": "DREP", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id})
-                }
-            };
-            mm["cm"] = v;
-        }
-        if let Some(p) = fr.cm_private_data(c.data) {
-            mm["private_data"] = hex(trim_zeros(p)).into();
-            if let Some(h) = fr.rdma_cm_header(c.data) {
-                mm["rdma_cm"] = json!({"src": SocketAddr::new(h.src, h.src_port).to_string(),
-                                        "dst": SocketAddr::new(h.dst, h.dst_port).to_string(), "port_space": h.port_space});
-            }
-        }
-        o.insert("mad".into(), mm);
-    }
-    o.insert("summary".into(), json!(Summary { frame: fr, data: c.data }.to_string()));
-    if let Some(s) = fr.stop {
-        o.insert(
-            "stop".into(),
-            json!({"layer": s.header.unwrap_or(s.layer.name()), "offset": s.offset, "error": s.to_string()}),
-        );
-    }
-    Value::Object(o)
 }
