@@ -296,6 +296,17 @@ fn boxed<T: Clone, const N: usize>(x: T) -> Box<[T; N]> {
     }
 }
 
+/// How many PSNs past a request its responses may use: a READ's responses use PSNs
+/// psn .. psn+n-1, n = ceil(len / PMTU), PMTU ≥ 256; a READ whose RETH was not
+/// captured may have used any number.
+fn read_slack(op: Kind, dma_len: Option<u32>) -> u32 {
+    match (op.contains(Kind::READ), dma_len) {
+        (false, _) => 0,
+        (true, Some(len)) => (len as u64).div_ceil(256).saturating_sub(1) as u32,
+        (true, None) => 0x7F_FFFF,
+    }
+}
+
 impl Flow {
     /// Out of line: a new flow is rare, and its code would bloat every packet's path.
     #[cold]
@@ -409,6 +420,8 @@ impl Flow {
         (s.psn == p.value() | SLOT_USED).then_some(s)
     }
 
+    /// A request of this flow: first as the capture shows it (sequence, gaps, resends),
+    /// then as the responder takes it (accepted or not, and the messages it completes).
     fn on_request(
         &mut self,
         number: u64,
@@ -419,7 +432,22 @@ impl Flow {
         dma_len: Option<u32>,
     ) {
         self.requests += 1;
-        // --- What the capture shows: gaps, late packets, resends. ---
+        self.sequence(number, ts, psn);
+        let slack = read_slack(op, dma_len);
+        if slack > 0 {
+            self.read_slack = slack;
+        }
+        if !self.accepts(psn) {
+            return;
+        }
+        self.epsn = Some(psn.add(1));
+        self.epsn_slack = slack;
+        self.reassemble(op, payload, dma_len);
+    }
+
+    /// What the capture shows: gaps, late packets, resends; and the send-time slot
+    /// the response latency is measured from.
+    fn sequence(&mut self, number: u64, ts: u64, psn: Psn) {
         let retransmit = match self.next_psn {
             None => {
                 self.psn_first = Some(psn.value());
@@ -463,22 +491,13 @@ impl Flow {
         if psn.diff(Psn::new(self.psn_last.unwrap_or(psn.value()))) >= 0 {
             self.next_psn = Some(psn.add(1));
         }
-        // A READ's responses use PSNs psn .. psn+n-1, n = ceil(len / PMTU), PMTU ≥ 256;
-        // a READ whose RETH was not captured may have used any number.
-        let slack = match (op.contains(Kind::READ), dma_len) {
-            (false, _) => 0,
-            (true, Some(len)) => (len as u64).div_ceil(256).saturating_sub(1) as u32,
-            (true, None) => 0x7F_FFFF,
-        };
-        if slack > 0 {
-            self.read_slack = slack;
-        }
+    }
 
-        // --- What the responder accepts: messages are reassembled from its view. ---
-        // RC/RD/XRC accept only the expected PSN (go-back-N: later packets are NAK'd
-        // or dropped, earlier ones are duplicates); UC accepts a jump but abandons the
-        // message in progress; UD has no sequence.
-        let accepted = match (self.transport, self.epsn) {
+    /// What the responder accepts. RC/RD/XRC accept only the expected PSN (go-back-N:
+    /// later packets are NAK'd or dropped, earlier ones are duplicates); UC accepts a
+    /// jump but abandons the message in progress; UD has no sequence.
+    fn accepts(&mut self, psn: Psn) -> bool {
+        match (self.transport, self.epsn) {
             (Transport::Ud, _) | (_, None) => true,
             (Transport::Uc, Some(e)) => {
                 if psn.diff(e) > 0 && self.msg_open.take().is_some() {
@@ -490,12 +509,12 @@ impl Flow {
                 let d = psn.diff(e);
                 d == 0 || (d > 0 && d as u32 <= self.epsn_slack)
             }
-        };
-        if !accepted {
-            return;
         }
-        self.epsn = Some(psn.add(1));
-        self.epsn_slack = slack;
+    }
+
+    /// Messages are reassembled from the responder's view: READ and atomic requests
+    /// are whole messages; SEND and WRITE run First…Last (or Only).
+    fn reassemble(&mut self, op: Kind, payload: u64, dma_len: Option<u32>) {
         if op.contains(Kind::READ) {
             let len = dma_len.unwrap_or(0) as u64;
             self.reads.messages += 1;
