@@ -5,6 +5,9 @@
 //! opcode table names, payload, pad and ICRC, computing every length and checksum.
 //! [`Conversation`] keeps per-QP state (PSN, MSN, time) so a whole RC/UC/UD exchange
 //! can be written as a list of operations.
+//!
+//! Owns: frame layout on the emit side, and per-QP conversation state. Imports: the wire
+//! views and reprs ([`crate::wire`]), the RoCE version of [`crate::frame`], the link type.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

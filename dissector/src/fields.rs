@@ -10,6 +10,11 @@
 //! fields` formats them ([`write()`], no allocation per frame) and display filters
 //! ([`crate::filter`]) compare them. [`Field::lookup`] resolves a name once;
 //! [`Field::ty`] says what a filter may compare a field with.
+//!
+//! Owns: the field names, their types and value formats, and the header and protocol
+//! names. Imports: the per-frame context ([`crate::ctx`]), the decoded frame, the wire
+//! vocabulary, the summary ([`crate::print::Info`], for `_ws.col.Info`) and did-you-mean
+//! ([`crate::text`]).
 
 use core::fmt;
 use std::io::Write as _;

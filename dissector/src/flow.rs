@@ -13,6 +13,12 @@
 //! NAK and RNR NAK tied to the request PSN it answers, ACK and READ response latency,
 //! ACK PSNs that move backwards (go-back-N violations), ECN CE marks, CNPs, ICRC
 //! failures. Memory is bounded per flow (fixed windows and histograms; events capped).
+//!
+//! Owns: flows, their keys and counters, CM pairing, and the [`Analyzer`] that feeds
+//! them. Imports: the decoded frame ([`crate::frame`]), the wire vocabulary (opcode kinds,
+//! PSNs, syndromes, MADs) and the link type. Its children: `facts` (what a packet
+//! tells the analyzer, decoded or parsed directly), [`pace`] and [`recovery`] (which read
+//! only the wire vocabulary), and `report` (which reads the flows; nothing here reads it).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};

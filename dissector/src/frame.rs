@@ -4,6 +4,9 @@
 //! if something stopped it — a truncated capture, a malformed header — a [`Stop`]
 //! saying which layer, at which byte offset, and why. An analyzer must not throw a
 //! frame away for one bad header.
+//!
+//! Owns: [`Frame`], its layers, [`Stop`] and the decode options. Imports: the wire views
+//! and reprs ([`crate::wire`]) and the link type.
 
 use core::fmt;
 use core::ops::Range;

@@ -8,6 +8,9 @@
 //! it was delivered (a capture taken before a lossy link, such as the lab switch's,
 //! also holds packets that never arrived) and whether it was held back (recorded
 //! after packets sent later). Everything else is read from the BTH and the AETH.
+//!
+//! Owns: the recovery rules and their findings. Imports: the wire vocabulary only (PSNs,
+//! syndromes, NAK codes).
 
 use core::fmt;
 
