@@ -6,6 +6,10 @@
 //! Every capture is deterministic (fixed timestamps, PSNs and payloads), so the
 //! snapshot and tshark differential tests that read `captures/` are reproducible:
 //! regenerate with `roce craft --out captures` and review the snapshot diff.
+//!
+//! Owns: what the synthetic captures hold. Imports: the emit side ([`crate::craft`]),
+//! the capture writers, the wire vocabulary (opcodes, PSNs, syndromes, CM messages) and
+//! the RoCE version of [`crate::frame`].
 use std::io::{self, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -5,6 +5,9 @@
 //! opcode table names, payload, pad and ICRC, computing every length and checksum.
 //! [`Conversation`] keeps per-QP state (PSN, MSN, time) so a whole RC/UC/UD exchange
 //! can be written as a list of operations.
+//!
+//! Owns: frame layout on the emit side, and per-QP conversation state. Imports: the wire
+//! views and reprs ([`crate::wire`]), the RoCE version of [`crate::frame`], the link type.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
@@ -107,6 +110,26 @@ pub struct Transport {
 /// Builds one frame.
 pub fn build(enc: &Encap, src: &Host, dst: &Host, t: &Transport) -> Vec<u8> {
     // Transport packet first: BTH .. payload, pad (ICRC appended later).
+    let ib = transport_packet(t);
+    let ib_len = ib.len() + 4;
+    let (ethertype_net, net, l4, icrc_kind) = network(enc, src, dst, ib_len);
+    let mut crc = icrc::compute(icrc_kind, &net, &l4, &ib);
+    if t.icrc == IcrcMode::Corrupt {
+        crc ^= 1;
+    }
+    // Link layer, then the rest in wire order.
+    let mut out = Vec::with_capacity(64 + net.len() + l4.len() + ib_len);
+    link(enc, src, dst, ethertype_net, &mut out);
+    out.extend_from_slice(&net);
+    out.extend_from_slice(&l4);
+    out.extend_from_slice(&ib);
+    out.extend_from_slice(&icrc::to_wire(crc));
+    out
+}
+
+/// BTH, the extension headers the opcode table names (in wire order), payload and pad:
+/// the transport packet without its ICRC.
+fn transport_packet(t: &Transport) -> Vec<u8> {
     let info = match t.dceth {
         Some(_) => t.bth.opcode.dc_info(t.bth.solicited_event),
         None => t.bth.opcode.info(),
@@ -144,10 +167,19 @@ pub fn build(enc: &Encap, src: &Host, dst: &Host, t: &Transport) -> Vec<u8> {
     }
     ib.extend_from_slice(&t.payload);
     ib.extend(std::iter::repeat_n(0, pad as usize));
-    let ib_len = ib.len() + 4;
+    ib
+}
 
-    // Network header (and UDP) for the ICRC and the frame.
-    let (ethertype_net, net, l4, icrc_kind) = match enc.version {
+/// The network header (and UDP for RoCEv2) for a transport packet of `ib_len` bytes
+/// with its ICRC: the ethertype that announces it, the header, the UDP header (empty
+/// for RoCEv1), and which masking the ICRC uses.
+fn network(
+    enc: &Encap,
+    src: &Host,
+    dst: &Host,
+    ib_len: usize,
+) -> (u16, Vec<u8>, Vec<u8>, icrc::Net) {
+    match enc.version {
         RoceVersion::V2 => {
             let udp_len = (udp::HEADER_LEN + ib_len) as u16;
             let mut u = [0u8; udp::HEADER_LEN];
@@ -209,14 +241,11 @@ pub fn build(enc: &Encap, src: &Host, dst: &Host, t: &Transport) -> Vec<u8> {
             .emit(&mut grh);
             (ethertype::ROCE_V1, grh, Vec::new(), icrc::Net::Grh)
         }
-    };
-    let mut crc = icrc::compute(icrc_kind, &net, &l4, &ib);
-    if t.icrc == IcrcMode::Corrupt {
-        crc ^= 1;
     }
+}
 
-    // Link layer.
-    let mut out = Vec::with_capacity(64 + net.len() + l4.len() + ib_len);
+/// The link-layer header (and VLAN tags) announcing `ethertype_net`, appended to `out`.
+fn link(enc: &Encap, src: &Host, dst: &Host, ethertype_net: u16, out: &mut Vec<u8>) {
     match enc.link {
         LinkType::LINUX_SLL | LinkType::LINUX_SLL2 => {
             let mut addr = [0u8; 8];
@@ -256,11 +285,6 @@ pub fn build(enc: &Encap, src: &Host, dst: &Host, t: &Transport) -> Vec<u8> {
             }
         }
     }
-    out.extend_from_slice(&net);
-    out.extend_from_slice(&l4);
-    out.extend_from_slice(&ib);
-    out.extend_from_slice(&icrc::to_wire(crc));
-    out
 }
 
 /// A frame and its capture timestamp.

@@ -13,6 +13,12 @@
 //! NAK and RNR NAK tied to the request PSN it answers, ACK and READ response latency,
 //! ACK PSNs that move backwards (go-back-N violations), ECN CE marks, CNPs, ICRC
 //! failures. Memory is bounded per flow (fixed windows and histograms; events capped).
+//!
+//! Owns: flows, their keys and counters, CM pairing, and the [`Analyzer`] that feeds
+//! them. Imports: the decoded frame ([`crate::frame`]), the wire vocabulary (opcode kinds,
+//! PSNs, syndromes, MADs) and the link type. Its children: `facts` (what a packet
+//! tells the analyzer, decoded or parsed directly), [`pace`] and [`recovery`] (which read
+//! only the wire vocabulary), and `report` (which reads the flows; nothing here reads it).
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
@@ -29,7 +35,9 @@ use crate::LinkType;
 mod facts;
 pub mod pace;
 pub mod recovery;
+mod report;
 pub use facts::{Facts, Seen};
+pub use report::{FlowReport, Report};
 
 /// At most this many NAK / gap events are kept per flow (all are counted).
 pub const MAX_EVENTS: usize = 64;
@@ -294,6 +302,17 @@ fn boxed<T: Clone, const N: usize>(x: T) -> Box<[T; N]> {
     }
 }
 
+/// How many PSNs past a request its responses may use: a READ's responses use PSNs
+/// psn .. psn+n-1, n = ceil(len / PMTU), PMTU ≥ 256; a READ whose RETH was not
+/// captured may have used any number.
+fn read_slack(op: Kind, dma_len: Option<u32>) -> u32 {
+    match (op.contains(Kind::READ), dma_len) {
+        (false, _) => 0,
+        (true, Some(len)) => (len as u64).div_ceil(256).saturating_sub(1) as u32,
+        (true, None) => 0x7F_FFFF,
+    }
+}
+
 impl Flow {
     /// Out of line: a new flow is rare, and its code would bloat every packet's path.
     #[cold]
@@ -407,6 +426,8 @@ impl Flow {
         (s.psn == p.value() | SLOT_USED).then_some(s)
     }
 
+    /// A request of this flow: first as the capture shows it (sequence, gaps, resends),
+    /// then as the responder takes it (accepted or not, and the messages it completes).
     fn on_request(
         &mut self,
         number: u64,
@@ -417,7 +438,22 @@ impl Flow {
         dma_len: Option<u32>,
     ) {
         self.requests += 1;
-        // --- What the capture shows: gaps, late packets, resends. ---
+        self.sequence(number, ts, psn);
+        let slack = read_slack(op, dma_len);
+        if slack > 0 {
+            self.read_slack = slack;
+        }
+        if !self.accepts(psn) {
+            return;
+        }
+        self.epsn = Some(psn.add(1));
+        self.epsn_slack = slack;
+        self.reassemble(op, payload, dma_len);
+    }
+
+    /// What the capture shows: gaps, late packets, resends; and the send-time slot
+    /// the response latency is measured from.
+    fn sequence(&mut self, number: u64, ts: u64, psn: Psn) {
         let retransmit = match self.next_psn {
             None => {
                 self.psn_first = Some(psn.value());
@@ -461,22 +497,13 @@ impl Flow {
         if psn.diff(Psn::new(self.psn_last.unwrap_or(psn.value()))) >= 0 {
             self.next_psn = Some(psn.add(1));
         }
-        // A READ's responses use PSNs psn .. psn+n-1, n = ceil(len / PMTU), PMTU ≥ 256;
-        // a READ whose RETH was not captured may have used any number.
-        let slack = match (op.contains(Kind::READ), dma_len) {
-            (false, _) => 0,
-            (true, Some(len)) => (len as u64).div_ceil(256).saturating_sub(1) as u32,
-            (true, None) => 0x7F_FFFF,
-        };
-        if slack > 0 {
-            self.read_slack = slack;
-        }
+    }
 
-        // --- What the responder accepts: messages are reassembled from its view. ---
-        // RC/RD/XRC accept only the expected PSN (go-back-N: later packets are NAK'd
-        // or dropped, earlier ones are duplicates); UC accepts a jump but abandons the
-        // message in progress; UD has no sequence.
-        let accepted = match (self.transport, self.epsn) {
+    /// What the responder accepts. RC/RD/XRC accept only the expected PSN (go-back-N:
+    /// later packets are NAK'd or dropped, earlier ones are duplicates); UC accepts a
+    /// jump but abandons the message in progress; UD has no sequence.
+    fn accepts(&mut self, psn: Psn) -> bool {
+        match (self.transport, self.epsn) {
             (Transport::Ud, _) | (_, None) => true,
             (Transport::Uc, Some(e)) => {
                 if psn.diff(e) > 0 && self.msg_open.take().is_some() {
@@ -488,12 +515,12 @@ impl Flow {
                 let d = psn.diff(e);
                 d == 0 || (d > 0 && d as u32 <= self.epsn_slack)
             }
-        };
-        if !accepted {
-            return;
         }
-        self.epsn = Some(psn.add(1));
-        self.epsn_slack = slack;
+    }
+
+    /// Messages are reassembled from the responder's view: READ and atomic requests
+    /// are whole messages; SEND and WRITE run First…Last (or Only).
+    fn reassemble(&mut self, op: Kind, payload: u64, dma_len: Option<u32>) {
         if op.contains(Kind::READ) {
             let len = dma_len.unwrap_or(0) as u64;
             self.reads.messages += 1;
@@ -921,315 +948,6 @@ impl Analyzer {
 
     pub fn flows(&self) -> &[Flow] {
         &self.flows
-    }
-
-    /// The report: flows in order of first appearance.
-    pub fn report(&self) -> Report {
-        Report {
-            totals: self.totals.clone(),
-            flows: self
-                .flows
-                .iter()
-                .enumerate()
-                .map(|(i, f)| {
-                    let mut r = FlowReport::new(i, f);
-                    r.cm = self.cm.announced.get(&(f.key.dst, f.key.dest_qp)).copied();
-                    r
-                })
-                .collect(),
-        }
-    }
-}
-
-/// The JSON shape of `roce flows --json` (stable).
-#[derive(Debug, Clone, Serialize)]
-pub struct Report {
-    pub totals: Totals,
-    pub flows: Vec<FlowReport>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct FlowReport {
-    pub id: usize,
-    pub transport: &'static str,
-    pub src: String,
-    pub dst: String,
-    pub dest_qp: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub src_qp: Option<u32>,
-    /// The flow id of the reverse direction, and how the pair was found (CM, address, PSN).
-    pub paired_with: Option<usize>,
-    pub paired_by: Option<&'static str>,
-    /// What the CM exchange announced for this flow's requests, if it was captured.
-    pub cm: Option<CmInfo>,
-    pub first_frame: u64,
-    pub duration_ns: u64,
-    pub packets: u64,
-    pub bytes: u64,
-    pub payload_bytes: u64,
-    pub opcodes: Vec<(String, u32)>,
-    pub requests: u64,
-    pub psn_first: Option<u32>,
-    pub psn_last: Option<u32>,
-    pub gaps: u64,
-    pub missing_psns: u64,
-    pub out_of_order: u64,
-    pub retransmissions: u64,
-    pub sends: MsgCount,
-    pub writes: MsgCount,
-    pub reads: MsgCount,
-    pub atomics: MsgCount,
-    pub largest_message: u64,
-    pub broken_messages: u64,
-    pub ack_req: u64,
-    pub acks: u64,
-    pub coalesced_acks: u64,
-    pub acked_packets: u64,
-    pub naks: u64,
-    pub rnr_naks: u64,
-    pub ack_regressions: u64,
-    pub ack_latency: Option<LatencySummary>,
-    pub read_latency: Option<LatencySummary>,
-    pub ecn_ce: u64,
-    pub fecn: u64,
-    pub becn: u64,
-    pub cnps: u64,
-    pub icrc_checked: u64,
-    pub icrc_bad: u64,
-    pub nak_events: Vec<NakEvent>,
-    pub gap_events: Vec<GapEvent>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub ghost_acks: Vec<GhostAck>,
-}
-
-impl FlowReport {
-    fn new(id: usize, f: &Flow) -> FlowReport {
-        FlowReport {
-            id: id + 1,
-            transport: f.transport.abbrev(),
-            src: f.key.src.to_string(),
-            dst: f.key.dst.to_string(),
-            dest_qp: f.key.dest_qp,
-            src_qp: (f.key.src_qp != u32::MAX).then_some(f.key.src_qp),
-            paired_with: f.paired.map(|p| p + 1),
-            paired_by: f.paired_by,
-            cm: None,
-            first_frame: f.first_frame,
-            duration_ns: f.last_ts.saturating_sub(f.first_ts),
-            packets: f.packets,
-            bytes: f.bytes,
-            payload_bytes: f.payload_bytes,
-            opcodes: f.opcode_counts().map(|(o, n)| (f.opcode_name(o), n)).collect(),
-            requests: f.requests,
-            psn_first: f.psn_first,
-            psn_last: f.psn_last,
-            gaps: f.gaps,
-            missing_psns: f.missing_psns,
-            out_of_order: f.out_of_order,
-            retransmissions: f.retransmissions,
-            sends: f.sends,
-            writes: f.writes,
-            reads: f.reads,
-            atomics: f.atomics,
-            largest_message: f.largest_message,
-            broken_messages: f.broken_messages,
-            ack_req: f.ack_req,
-            acks: f.acks,
-            coalesced_acks: f.coalesced_acks,
-            acked_packets: f.acked_packets,
-            naks: f.naks,
-            rnr_naks: f.rnr_naks,
-            ack_regressions: f.ack_regressions,
-            ack_latency: f.ack_latency.summary(),
-            read_latency: f.read_latency.summary(),
-            ecn_ce: f.ecn_ce,
-            fecn: f.fecn,
-            becn: f.becn,
-            cnps: f.cnps,
-            icrc_checked: f.icrc_checked,
-            icrc_bad: f.icrc_bad,
-            nak_events: f.nak_events.clone(),
-            ghost_acks: f.ghost_acks.clone(),
-            gap_events: f.gap_events.clone(),
-        }
-    }
-
-    pub fn messages(&self) -> u64 {
-        self.sends.messages + self.writes.messages + self.reads.messages + self.atomics.messages
-    }
-}
-
-fn us(ns: u64) -> String {
-    if ns >= 1_000_000 {
-        format!("{:.2} ms", ns as f64 / 1e6)
-    } else {
-        format!("{:.1} µs", ns as f64 / 1e3)
-    }
-}
-
-impl std::fmt::Display for Report {
-    /// The text table of `roce flows`, then the notable events of each flow.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let t = &self.totals;
-        writeln!(
-            f,
-            "{} frames: {} RoCE, {} other, {} RoCE frames undecodable; {} flows; {} CNPs; {} CM messages",
-            t.frames, t.roce_frames, t.other_frames, t.undecodable_frames, self.flows.len(), t.cnps, t.cm_messages
-        )?;
-        if self.flows.is_empty() {
-            if t.roce_frames == 0 {
-                writeln!(f, "no RoCE traffic in this capture (UDP port 4791 or ethertype 0x8915). If both QPs were on one rxe device, their traffic was looped back inside the driver and never reached the wire.")?;
-            }
-            return Ok(());
-        }
-        writeln!(
-            f,
-            "{:>3} {:<4} {:<40} {:>5} {:>7} {:>9} {:>5} {:>17} {:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>4}",
-            "id", "tr", "flow (src → dst QP)", "pair", "packets", "bytes", "msgs", "PSN range", "gap", "ooo", "retx", "acks", "nak", "rnr", "ce", "cnp", "icrc"
-        )?;
-        for r in &self.flows {
-            let flow = match r.src_qp {
-                Some(s) => format!("{}:{:#x} → {} {:#08x}", r.src, s, r.dst, r.dest_qp),
-                None => format!("{} → {} {:#08x}", r.src, r.dst, r.dest_qp),
-            };
-            let psn = match (r.psn_first, r.psn_last) {
-                (Some(a), Some(b)) => format!("{a}..{b}"),
-                _ => "-".into(),
-            };
-            writeln!(
-                f,
-                "{:>3} {:<4} {:<40} {:>5} {:>7} {:>9} {:>5} {:>17} {:>4} {:>4} {:>4} {:>5} {:>4} {:>4} {:>4} {:>4} {:>4}",
-                r.id,
-                r.transport,
-                flow,
-                r.paired_with.map_or("-".into(), |p| p.to_string()),
-                r.packets,
-                r.bytes,
-                r.messages(),
-                psn,
-                r.gaps,
-                r.out_of_order,
-                r.retransmissions,
-                r.acks,
-                r.naks,
-                r.rnr_naks,
-                r.ecn_ce,
-                r.cnps,
-                r.icrc_bad
-            )?;
-        }
-        for r in &self.flows {
-            let mut lines = Vec::new();
-            let kinds: Vec<String> =
-                [("SEND", r.sends), ("WRITE", r.writes), ("READ", r.reads), ("ATOMIC", r.atomics)]
-                    .iter()
-                    .filter(|(_, c)| c.messages > 0)
-                    .map(|(n, c)| format!("{n} {} ({} B)", c.messages, c.bytes))
-                    .collect();
-            if !kinds.is_empty() {
-                lines.push(format!(
-                    "messages: {}; largest {} B",
-                    kinds.join(", "),
-                    r.largest_message
-                ));
-            }
-            if r.broken_messages > 0 {
-                lines.push(format!("{} broken messages (Middle/Last without First, or First while a message was open)", r.broken_messages));
-            }
-            if let Some(c) = r.cm {
-                let check = match r.psn_first {
-                    Some(p) if p == c.start_psn => "the first request uses it".to_string(),
-                    Some(p) => format!("but the first request used PSN {p}"),
-                    None => "no requests followed".to_string(),
-                };
-                lines.push(format!(
-                    "CM connection {:#010x} (REQ frame {}, REP frame {}): requests from QP {:#08x}, starting PSN {} announced in the {}; {check}",
-                    c.comm_id, c.req_frame, c.rep_frame, c.sender_qpn, c.start_psn, c.announced_in
-                ));
-            }
-            let ops: Vec<String> = r.opcodes.iter().map(|(o, n)| format!("{o} ×{n}")).collect();
-            lines.push(format!("opcodes: {}", ops.join(", ")));
-            if let (Some(p), true) = (r.paired_with, r.requests > 0) {
-                let acked = if r.acks > 0 {
-                    format!(
-                        "; {:.2} request packets per ACK, {} coalesced ACKs",
-                        r.acked_packets as f64 / r.acks as f64,
-                        r.coalesced_acks
-                    )
-                } else {
-                    String::new()
-                };
-                lines.push(format!(
-                    "answered in flow {p} (paired by {}): {} ACKs, {} NAKs, {} RNR NAKs{acked}",
-                    r.paired_by.unwrap_or("?"),
-                    r.acks,
-                    r.naks,
-                    r.rnr_naks
-                ));
-            }
-            if r.ack_regressions > 0 {
-                lines.push(format!(
-                    "{} ACKs moved the acknowledged PSN backwards (go-back-N violation)",
-                    r.ack_regressions
-                ));
-            }
-            for g in &r.gap_events {
-                lines.push(format!(
-                    "gap at frame {}: expected PSN {}, got {} ({} missing)",
-                    g.frame, g.expected, g.got, g.missing
-                ));
-            }
-            for n in &r.nak_events {
-                let req = n
-                    .request_frame
-                    .map_or("request not captured".into(), |fr| format!("request in frame {fr}"));
-                let wc = n
-                    .wc_status
-                    .map_or(String::new(), |w| format!(" → requester completes with {w}"));
-                lines.push(format!(
-                    "frame {}: {} for PSN {} ({req}){wc}",
-                    n.frame, n.syndrome, n.psn
-                ));
-            }
-            for g in &r.ghost_acks {
-                lines.push(format!(
-                    "frame {}: ACK for PSN {}, never sent (the next PSN to send was {}): a ghost ACK, which a requester must ignore — or the capture missed requests",
-                    g.frame, g.psn, g.next_psn
-                ));
-            }
-            if let Some(l) = r.ack_latency {
-                lines.push(format!(
-                    "ACK latency: min {} median {} max {} ({} samples)",
-                    us(l.min_ns),
-                    us(l.median_ns),
-                    us(l.max_ns),
-                    l.samples
-                ));
-            }
-            if let Some(l) = r.read_latency {
-                lines.push(format!(
-                    "READ response latency: min {} median {} max {} ({} samples)",
-                    us(l.min_ns),
-                    us(l.median_ns),
-                    us(l.max_ns),
-                    l.samples
-                ));
-            }
-            if r.ecn_ce > 0 || r.cnps > 0 || r.fecn > 0 || r.becn > 0 {
-                lines.push(format!(
-                    "congestion: {} ECN CE marks, {} CNPs, FECN {}, BECN {}",
-                    r.ecn_ce, r.cnps, r.fecn, r.becn
-                ));
-            }
-            if r.icrc_bad > 0 {
-                lines.push(format!("{} of {} ICRCs bad", r.icrc_bad, r.icrc_checked));
-            }
-            writeln!(f, "flow {}:", r.id)?;
-            for l in lines {
-                writeln!(f, "    {l}")?;
-            }
-        }
-        Ok(())
     }
 }
 

@@ -4,6 +4,9 @@
 //! if something stopped it — a truncated capture, a malformed header — a [`Stop`]
 //! saying which layer, at which byte offset, and why. An analyzer must not throw a
 //! frame away for one bad header.
+//!
+//! Owns: [`Frame`], its layers, [`Stop`] and the decode options. Imports: the wire views
+//! and reprs ([`crate::wire`]) and the link type.
 
 use core::fmt;
 use core::ops::Range;
@@ -819,25 +822,32 @@ impl Decoder<'_> {
         ib.payload = off..icrc_at - pad;
         // MADs: UD SEND Only to QP1.
         if ib.bth.dest_qp == mad::GSI_QP && ib.deth.is_some() {
-            let start = ib.payload.start;
-            let pl = &data[ib.payload.clone()];
-            match MadRepr::parse(pl) {
-                Ok(h) => {
-                    let cm = if h.mgmt_class == mad::CLASS_CM {
-                        match CmMessage::parse(h.attribute_id, &pl[mad::HEADER_LEN..]) {
-                            Ok(cm) => cm,
-                            Err(e) => {
-                                self.fr.stop = Some(stop(Layer::Mad, start + mad::HEADER_LEN, e));
-                                None
-                            }
+            let payload = ib.payload.clone();
+            self.mad(payload);
+        }
+    }
+
+    /// Decodes the MAD that fills `payload` (a UD SEND to QP1), and the CM message in
+    /// it when its class is CM.
+    fn mad(&mut self, payload: Range<usize>) {
+        let start = payload.start;
+        let pl = &self.data[payload];
+        match MadRepr::parse(pl) {
+            Ok(h) => {
+                let cm = if h.mgmt_class == mad::CLASS_CM {
+                    match CmMessage::parse(h.attribute_id, &pl[mad::HEADER_LEN..]) {
+                        Ok(cm) => cm,
+                        Err(e) => {
+                            self.fr.stop = Some(stop(Layer::Mad, start + mad::HEADER_LEN, e));
+                            None
                         }
-                    } else {
-                        None
-                    };
-                    self.fr.mad = Some(Mad { header: h, cm });
-                }
-                Err(e) => self.fr.stop = Some(stop(Layer::Mad, start, e)),
+                    }
+                } else {
+                    None
+                };
+                self.fr.mad = Some(Mad { header: h, cm });
             }
+            Err(e) => self.fr.stop = Some(stop(Layer::Mad, start, e)),
         }
     }
 }

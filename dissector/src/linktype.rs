@@ -1,4 +1,6 @@
 //! Link-layer header types (`LINKTYPE_*` as pcap and pcapng write them).
+//!
+//! Owns: the link-type numbers and their names. Imports: nothing of the project.
 
 /// A pcap/pcapng link-layer header type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -1,18 +1,25 @@
 //! Human and machine output for decoded frames: the one-line summary (default
-//! output and snapshot goldens), the `-V` header tree, and the JSON Lines object.
-//! One printer feeds the CLI, the snapshot tests and the fuzz target alike.
+//! output and snapshot goldens) here, the `-V` header tree ([`verbose`], in `tree`)
+//! and the JSON Lines object ([`json()`], in `json`). One printer feeds the CLI, the
+//! snapshot tests and the fuzz target alike.
+//!
+//! Owns: every human- and script-readable rendering of one frame. Imports: the
+//! per-frame context ([`crate::ctx`]), the decoded frame ([`crate::frame`]) and the
+//! wire vocabulary ([`crate::wire`]).
 
 use core::fmt::{self, Write as _};
-use std::net::SocketAddr;
-
-use serde_json::{json, Map, Value};
 
 use crate::ctx::Ctx;
-use crate::frame::{Frame, Layer, Link, Net, OpName, RoceVersion};
-use crate::wire::aeth::AckKind;
+use crate::frame::{Frame, Ib, Layer, Link, Mad, Net, OpName, RoceVersion};
 use crate::wire::ethernet::ethertype;
-use crate::wire::mad::{trim_zeros, CmMessage, RdmaCmHeader};
-use crate::wire::{icrc, Headers, RNR_TIMER_US};
+use crate::wire::mad::CmMessage;
+use crate::wire::{icrc, Headers};
+
+mod json;
+mod tree;
+
+pub use json::json;
+pub use tree::verbose;
 
 fn ether_name(t: u16) -> &'static str {
     match t {
@@ -121,160 +128,178 @@ pub struct Info<'a> {
 impl fmt::Display for Info<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let fr = self.frame;
-        if let Some(ib) = &fr.ib {
-            let b = ib.bth;
-            if fr.roce == Some(RoceVersion::V1) {
-                f.write_str("RoCEv1 ")?;
-            }
-            write!(f, "{}  QP={:#08x} PSN={}", OpName(ib), b.dest_qp, b.psn)?;
-            if b.solicited_event {
-                f.write_str(" SE")?;
-            }
-            if b.ack_req {
-                f.write_str(" AckReq")?;
-            }
-            if b.fecn {
-                f.write_str(" FECN")?;
-            }
-            if b.becn {
-                f.write_str(" BECN")?;
-            }
-            if b.p_key != 0xFFFF {
-                write!(f, " P_Key={:#06x}", b.p_key)?;
-            }
-            if let Some(x) = ib.xrceth {
-                write!(f, " XRC_SRQ={x:#08x}")?;
-            }
-            if let Some(x) = ib.dceth {
-                write!(f, " DCETH={x:#018x}")?;
-            }
-            if let Some(x) = &ib.dcceth {
-                write!(f, " DCCETH={}", hex(x))?;
-            }
-            if let Some(x) = ib.rdeth {
-                write!(f, " EEC={x:#08x}")?;
-            }
-            if let Some(d) = ib.deth {
-                write!(f, " Q_Key={:#010x} SrcQP={:#08x}", d.q_key, d.src_qp)?;
-            }
-            if let Some(x) = ib.feth {
-                write!(f, " FETH={x:#010x}")?;
-            }
-            if let Some(r) = ib.reth {
-                write!(f, " VA={:#018x} R_Key={:#010x} DMALen={}", r.va, r.r_key, r.dma_len)?;
-            }
-            if let Some(a) = ib.atomiceth {
-                write!(f, " VA={:#018x} R_Key={:#010x}", a.va, a.r_key)?;
-                if b.opcode.0 & 0x1F == 0x13 {
-                    write!(f, " Swap={:#x} Compare={:#x}", a.swap_add, a.compare)?;
-                } else {
-                    write!(f, " Add={:#x}", a.swap_add)?;
+        match &fr.ib {
+            Some(ib) => {
+                self.transport(f, ib)?;
+                if let Some(m) = &fr.mad {
+                    mad(f, m)?;
                 }
+                self.marks(f)?;
             }
-            if let Some(a) = ib.aeth {
-                write!(f, " {} MSN={}", a.syndrome, a.msn)?;
-            }
-            if let Some(v) = ib.atomicacketh {
-                write!(f, " OrigData={v:#x}")?;
-            }
-            if let Some(v) = ib.immdt {
-                write!(f, " Imm={v:#010x}")?;
-            }
-            if let Some(v) = ib.ieth {
-                write!(f, " InvR_Key={v:#010x}")?;
-            }
-            let has_payload = ib.info.is_none_or(|i| i.headers.contains(Headers::PAYLOAD));
-            // Cut inside the headers: the payload's length is unknown, not zero.
-            let headers_cut =
-                fr.stop.is_some_and(|s| matches!(s.layer, Layer::Bth | Layer::ExtHeader));
-            if has_payload && !headers_cut {
-                let wire = fr.payload_len_on_wire().unwrap_or(0);
-                write!(f, " Len={wire}")?;
-                if wire != ib.payload_len() {
-                    write!(f, " ({} captured)", ib.payload_len())?;
-                }
-            }
-            if let Some(m) = &fr.mad {
-                match m.cm {
-                    Some(cm) => {
-                        write!(f, "  CM {}", cm.name())?;
-                        match cm {
-                            CmMessage::Req(r) => write!(
-                                f,
-                                " QPN={:#08x} PSN={} ServiceID={:#018x}",
-                                r.local_qpn, r.starting_psn, r.service_id
-                            )?,
-                            CmMessage::Rep(r) => {
-                                write!(f, " QPN={:#08x} PSN={}", r.local_qpn, r.starting_psn)?
-                            }
-                            CmMessage::Rej { reason, .. } => write!(f, " reason={reason}")?,
-                            CmMessage::Dreq { remote_qpn, .. } => {
-                                write!(f, " RemoteQPN={remote_qpn:#08x}")?
-                            }
-                            _ => {}
-                        }
-                        write!(f, " CommID={:#010x}", cm.local_comm_id())?;
-                    }
-                    None => write!(
-                        f,
-                        "  MAD {} attr={:#06x}",
-                        m.header.class_name(),
-                        m.header.attribute_id
-                    )?,
-                }
-            }
-            if fr.ecn() == Some(3) {
-                f.write_str(" [ECN CE]")?;
-            }
-            if let Some(c) = fr.icrc_check(self.data) {
-                if !c.ok() {
-                    write!(
-                        f,
-                        " [BAD ICRC {:#010x}, expected {:#010x}]",
-                        u32::from_be_bytes(icrc::to_wire(c.wire)),
-                        u32::from_be_bytes(icrc::to_wire(c.computed))
-                    )?;
-                }
-            }
-        } else {
-            let tcp = |proto: u8, l4_len: usize| {
-                let seg = self.data.get(fr.offsets.l4..)?;
-                (proto == 6).then(|| Tcp::brief(seg, l4_len)).flatten()
-            };
-            match fr.net {
-                Net::Ipv4(r) => match (
-                    fr.udp,
-                    tcp(r.protocol, r.total_len.saturating_sub(r.header_len.into()).into()),
-                ) {
-                    (Some(u), _) => {
-                        write!(f, "UDP {} → {} len={}", u.src_port, u.dst_port, u.length)?
-                    }
-                    (None, Some(t)) if r.frag_offset == 0 => write!(f, "{t}")?,
-                    _ => write!(f, "IPv4 {} ({})", ip_proto_name(r.protocol), r.protocol)?,
-                },
-                Net::Ipv6(r) => match (fr.udp, tcp(r.next_header, r.payload_len.into())) {
-                    (Some(u), _) => {
-                        write!(f, "UDP {} → {} len={}", u.src_port, u.dst_port, u.length)?
-                    }
-                    (None, Some(t)) => write!(f, "{t}")?,
-                    _ => write!(f, "IPv6 {} ({})", ip_proto_name(r.next_header), r.next_header)?,
-                },
-                Net::Arp => f.write_str("ARP")?,
-                Net::Other { ethertype } => {
-                    write!(f, "Ethertype {ethertype:#06x} {}", ether_name(ethertype))?
-                }
-                Net::Grh(_) | Net::None => {
-                    if fr.stop.is_none() {
-                        f.write_str("(no network layer)")?
-                    }
-                }
-            }
+            None => self.not_roce(f)?,
         }
         if let Some(s) = fr.stop {
             write!(f, " [stopped: {s}]")?;
         }
         Ok(())
     }
+}
+
+impl Info<'_> {
+    /// Opcode, QP and PSN, the BTH flags that are set, each extension header's
+    /// fields, and the payload length.
+    fn transport(&self, f: &mut fmt::Formatter<'_>, ib: &Ib) -> fmt::Result {
+        let fr = self.frame;
+        let b = ib.bth;
+        if fr.roce == Some(RoceVersion::V1) {
+            f.write_str("RoCEv1 ")?;
+        }
+        write!(f, "{}  QP={:#08x} PSN={}", OpName(ib), b.dest_qp, b.psn)?;
+        if b.solicited_event {
+            f.write_str(" SE")?;
+        }
+        if b.ack_req {
+            f.write_str(" AckReq")?;
+        }
+        if b.fecn {
+            f.write_str(" FECN")?;
+        }
+        if b.becn {
+            f.write_str(" BECN")?;
+        }
+        if b.p_key != 0xFFFF {
+            write!(f, " P_Key={:#06x}", b.p_key)?;
+        }
+        extension_headers(f, ib)?;
+        let has_payload = ib.info.is_none_or(|i| i.headers.contains(Headers::PAYLOAD));
+        // Cut inside the headers: the payload's length is unknown, not zero.
+        let headers_cut = fr.stop.is_some_and(|s| matches!(s.layer, Layer::Bth | Layer::ExtHeader));
+        if has_payload && !headers_cut {
+            let wire = fr.payload_len_on_wire().unwrap_or(0);
+            write!(f, " Len={wire}")?;
+            if wire != ib.payload_len() {
+                write!(f, " ({} captured)", ib.payload_len())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// What a reader must not miss: congestion experienced, a bad ICRC.
+    fn marks(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fr = self.frame;
+        if fr.ecn() == Some(3) {
+            f.write_str(" [ECN CE]")?;
+        }
+        if let Some(c) = fr.icrc_check(self.data) {
+            if !c.ok() {
+                write!(
+                    f,
+                    " [BAD ICRC {:#010x}, expected {:#010x}]",
+                    u32::from_be_bytes(icrc::to_wire(c.wire)),
+                    u32::from_be_bytes(icrc::to_wire(c.computed))
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A frame without InfiniBand transport: UDP or TCP in brief, else the network
+    /// layer's protocol.
+    fn not_roce(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fr = self.frame;
+        let tcp = |proto: u8, l4_len: usize| {
+            let seg = self.data.get(fr.offsets.l4..)?;
+            (proto == 6).then(|| Tcp::brief(seg, l4_len)).flatten()
+        };
+        match fr.net {
+            Net::Ipv4(r) => match (
+                fr.udp,
+                tcp(r.protocol, r.total_len.saturating_sub(r.header_len.into()).into()),
+            ) {
+                (Some(u), _) => write!(f, "UDP {} → {} len={}", u.src_port, u.dst_port, u.length),
+                (None, Some(t)) if r.frag_offset == 0 => write!(f, "{t}"),
+                _ => write!(f, "IPv4 {} ({})", ip_proto_name(r.protocol), r.protocol),
+            },
+            Net::Ipv6(r) => match (fr.udp, tcp(r.next_header, r.payload_len.into())) {
+                (Some(u), _) => write!(f, "UDP {} → {} len={}", u.src_port, u.dst_port, u.length),
+                (None, Some(t)) => write!(f, "{t}"),
+                _ => write!(f, "IPv6 {} ({})", ip_proto_name(r.next_header), r.next_header),
+            },
+            Net::Arp => f.write_str("ARP"),
+            Net::Other { ethertype } => {
+                write!(f, "Ethertype {ethertype:#06x} {}", ether_name(ethertype))
+            }
+            Net::Grh(_) | Net::None if fr.stop.is_none() => f.write_str("(no network layer)"),
+            Net::Grh(_) | Net::None => Ok(()),
+        }
+    }
+}
+
+/// The extension headers' fields, in wire order.
+fn extension_headers(f: &mut fmt::Formatter<'_>, ib: &Ib) -> fmt::Result {
+    if let Some(x) = ib.xrceth {
+        write!(f, " XRC_SRQ={x:#08x}")?;
+    }
+    if let Some(x) = ib.dceth {
+        write!(f, " DCETH={x:#018x}")?;
+    }
+    if let Some(x) = &ib.dcceth {
+        write!(f, " DCCETH={}", hex(x))?;
+    }
+    if let Some(x) = ib.rdeth {
+        write!(f, " EEC={x:#08x}")?;
+    }
+    if let Some(d) = ib.deth {
+        write!(f, " Q_Key={:#010x} SrcQP={:#08x}", d.q_key, d.src_qp)?;
+    }
+    if let Some(x) = ib.feth {
+        write!(f, " FETH={x:#010x}")?;
+    }
+    if let Some(r) = ib.reth {
+        write!(f, " VA={:#018x} R_Key={:#010x} DMALen={}", r.va, r.r_key, r.dma_len)?;
+    }
+    if let Some(a) = ib.atomiceth {
+        write!(f, " VA={:#018x} R_Key={:#010x}", a.va, a.r_key)?;
+        if ib.bth.opcode.0 & 0x1F == 0x13 {
+            write!(f, " Swap={:#x} Compare={:#x}", a.swap_add, a.compare)?;
+        } else {
+            write!(f, " Add={:#x}", a.swap_add)?;
+        }
+    }
+    if let Some(a) = ib.aeth {
+        write!(f, " {} MSN={}", a.syndrome, a.msn)?;
+    }
+    if let Some(v) = ib.atomicacketh {
+        write!(f, " OrigData={v:#x}")?;
+    }
+    if let Some(v) = ib.immdt {
+        write!(f, " Imm={v:#010x}")?;
+    }
+    if let Some(v) = ib.ieth {
+        write!(f, " InvR_Key={v:#010x}")?;
+    }
+    Ok(())
+}
+
+/// A MAD in brief: the CM message with the numbers that tie a connection
+/// together, or the class and attribute of any other MAD.
+fn mad(f: &mut fmt::Formatter<'_>, m: &Mad) -> fmt::Result {
+    let Some(cm) = m.cm else {
+        return write!(f, "  MAD {} attr={:#06x}", m.header.class_name(), m.header.attribute_id);
+    };
+    write!(f, "  CM {}", cm.name())?;
+    match cm {
+        CmMessage::Req(r) => write!(
+            f,
+            " QPN={:#08x} PSN={} ServiceID={:#018x}",
+            r.local_qpn, r.starting_psn, r.service_id
+        )?,
+        CmMessage::Rep(r) => write!(f, " QPN={:#08x} PSN={}", r.local_qpn, r.starting_psn)?,
+        CmMessage::Rej { reason, .. } => write!(f, " reason={reason}")?,
+        CmMessage::Dreq { remote_qpn, .. } => write!(f, " RemoteQPN={remote_qpn:#08x}")?,
+        _ => {}
+    }
+    write!(f, " CommID={:#010x}", cm.local_comm_id())
 }
 
 /// The summary line with frame number and relative time, as the default output prints it.
@@ -293,519 +318,10 @@ pub fn line(c: &Ctx<'_>, out: &mut String) {
     }
 }
 
-/// The `-V` tree.
-pub fn verbose(c: &Ctx<'_>, out: &mut String) {
-    let fr = c.frame;
-    let _ = writeln!(
-        out,
-        "Frame {}: {} bytes on wire, {} bytes captured, interface {}, time {}.{:09}",
-        c.number,
-        c.orig_len,
-        c.data.len(),
-        c.interface,
-        c.ts_ns / 1_000_000_000,
-        c.ts_ns % 1_000_000_000
-    );
-    match fr.link {
-        Link::Ethernet { src, dst } => {
-            let t = fr.vlans[0].map(|v| v.tpid).or(fr.ethertype).unwrap_or(0);
-            if t <= ethertype::MAX_LEN {
-                let _ = writeln!(out, "IEEE 802.3 Ethernet, Src: {src}, Dst: {dst}, Length: {t}");
-            } else {
-                let _ = writeln!(out, "Ethernet II, Src: {src}, Dst: {dst}, Type: {t:#06x}");
-            }
-        }
-        Link::Sll(s) => {
-            let _ = writeln!(
-                out,
-                "Linux cooked capture v{}, {} ({}), Protocol: {:#06x}{}",
-                s.version,
-                s.packet_type_name(),
-                s.packet_type,
-                s.protocol,
-                s.ifindex.map(|i| format!(", ifindex {i}")).unwrap_or_default()
-            );
-        }
-        Link::Raw => out.push_str("Raw IP\n"),
-        Link::Null { family } => {
-            let _ = writeln!(out, "Null/Loopback, family {family}");
-        }
-        Link::Unsupported(l) => {
-            let _ = writeln!(out, "Link type {l} (not decoded)");
-        }
-        Link::Truncated(l) => {
-            let _ = writeln!(out, "Link type {l}: header cut short");
-        }
-    }
-    for v in fr.vlans.iter().flatten() {
-        let _ = writeln!(
-            out,
-            "802.1Q Virtual LAN, TPID: {:#06x}, PRI: {}, DEI: {}, ID: {}, Type: {:#06x}",
-            v.tpid, v.pcp, v.dei as u8, v.id, v.inner_type
-        );
-    }
-    match fr.net {
-        Net::Ipv4(r) => {
-            let _ = writeln!(
-                out,
-                "Internet Protocol Version 4, Src: {}, Dst: {}\n    DSCP: {}, ECN: {}{}, Total Length: {}, Identification: {:#06x}, DF: {}, TTL: {}, Protocol: {}",
-                r.src,
-                r.dst,
-                r.dscp,
-                r.ecn,
-                ecn_name(r.ecn),
-                r.total_len,
-                r.ident,
-                r.dont_frag as u8,
-                r.ttl,
-                r.protocol
-            );
-        }
-        Net::Ipv6(r) => {
-            let _ = writeln!(
-                out,
-                "Internet Protocol Version 6, Src: {}, Dst: {}\n    Traffic Class: {:#04x} (ECN: {}{}), Flow Label: {:#07x}, Payload Length: {}, Next Header: {}, Hop Limit: {}",
-                r.src, r.dst, r.traffic_class, r.ecn(), ecn_name(r.ecn()), r.flow_label, r.payload_len, r.next_header, r.hop_limit
-            );
-        }
-        Net::Grh(r) => {
-            let _ = writeln!(
-                out,
-                "Global Route Header (RoCEv1)\n    Traffic Class: {}, Flow Label: {}, Payload Length: {}, Next Header: {:#04x}, Hop Limit: {}\n    Source GID: {}\n    Destination GID: {}",
-                r.traffic_class, r.flow_label, r.payload_len, r.next_header, r.hop_limit, r.src, r.dst
-            );
-        }
-        Net::Arp => out.push_str("Address Resolution Protocol\n"),
-        Net::Other { ethertype } => {
-            let _ =
-                writeln!(out, "Ethertype {ethertype:#06x} {} (not decoded)", ether_name(ethertype));
-        }
-        Net::None => {}
-    }
-    if let Some(u) = fr.udp {
-        let _ = writeln!(
-            out,
-            "User Datagram Protocol, Src Port: {}, Dst Port: {}, Length: {}, Checksum: {:#06x}",
-            u.src_port, u.dst_port, u.length, u.checksum
-        );
-    }
-    if let Some(ib) = &fr.ib {
-        let b = ib.bth;
-        let _ = writeln!(
-            out,
-            "InfiniBand (RoCE{})",
-            if fr.roce == Some(RoceVersion::V1) { "v1" } else { "v2" }
-        );
-        let _ = writeln!(out, "    Base Transport Header");
-        let _ = writeln!(out, "        Opcode: {} ({})", b.opcode.0, OpName(ib));
-        let _ = writeln!(
-            out,
-            "        Solicited Event: {}, MigReq: {}, Pad Count: {}, Header Version: {}",
-            b.solicited_event as u8, b.mig_req as u8, b.pad_count, b.tver
-        );
-        let _ = writeln!(out, "        Partition Key: {:#06x}", b.p_key);
-        let _ = writeln!(
-            out,
-            "        FECN: {}, BECN: {}, Reserved: {:#04x}",
-            b.fecn as u8, b.becn as u8, b.resv6
-        );
-        let _ = writeln!(out, "        Destination QP: {:#08x}", b.dest_qp);
-        let _ = writeln!(
-            out,
-            "        Acknowledge Request: {}, Reserved: {}",
-            b.ack_req as u8, b.resv7
-        );
-        let _ = writeln!(out, "        Packet Sequence Number: {}", b.psn);
-        if ib.info.is_none() {
-            let _ = writeln!(
-                out,
-                "        (opcode not in the IBA tables: bytes after the BTH shown as payload)"
-            );
-        }
-        if ib.is_dc() {
-            let _ = writeln!(
-                out,
-                "        (an RD-range opcode read as mlx5 Dynamically Connected transport, as tshark 4.0 reads it)"
-            );
-        }
-        if let Some(x) = ib.xrceth {
-            let _ = writeln!(out, "    XRC Extended Transport Header\n        XRC SRQ: {x:#08x}");
-        }
-        if let Some(x) = ib.dceth {
-            let _ = writeln!(out, "    DC Extended Transport Header (8 bytes; tshark 4.0 shows no fields for them)\n        {x:#018x}");
-        }
-        if let Some(x) = &ib.dcceth {
-            let _ = writeln!(out, "    DC Connect Extended Transport Header\n        {}", hex(x));
-        }
-        if let Some(x) = ib.rdeth {
-            let _ = writeln!(
-                out,
-                "    Reliable Datagram Extended Transport Header\n        EE Context: {x:#08x}"
-            );
-        }
-        if let Some(d) = ib.deth {
-            let _ = writeln!(
-                out,
-                "    Datagram Extended Transport Header\n        Queue Key: {:#010x}\n        Source QP: {:#08x}",
-                d.q_key, d.src_qp
-            );
-        }
-        if let Some(x) = ib.feth {
-            let _ = writeln!(
-                out,
-                "    FLUSH Extended Transport Header\n        Selectivity Level: {}, Placement Type: {:#x}",
-                (x >> 4) & 3,
-                x & 0xF
-            );
-        }
-        if let Some(r) = ib.reth {
-            let _ = writeln!(
-                out,
-                "    RDMA Extended Transport Header\n        Virtual Address: {:#018x}\n        Remote Key: {:#010x}\n        DMA Length: {}",
-                r.va, r.r_key, r.dma_len
-            );
-        }
-        if let Some(a) = ib.atomiceth {
-            let _ = writeln!(
-                out,
-                "    Atomic Extended Transport Header\n        Virtual Address: {:#018x}\n        Remote Key: {:#010x}\n        Swap (or Add) Data: {:#018x}\n        Compare Data: {:#018x}",
-                a.va, a.r_key, a.swap_add, a.compare
-            );
-        }
-        if let Some(a) = ib.aeth {
-            let _ = writeln!(out, "    ACK Extended Transport Header");
-            let _ = writeln!(out, "        Syndrome: {:#04x} ({})", a.syndrome.0, a.syndrome);
-            if let AckKind::Nak(n) = a.syndrome.kind() {
-                if let Some(wc) = n.wc_status() {
-                    let _ = writeln!(
-                        out,
-                        "            the requester's work completion fails with {wc}"
-                    );
-                }
-            }
-            if let AckKind::RnrNak { timer } = a.syndrome.kind() {
-                let _ = writeln!(
-                    out,
-                    "            receiver not ready: no receive WQE posted; retry after ≥ {} µs",
-                    RNR_TIMER_US[timer as usize]
-                );
-            }
-            let _ = writeln!(out, "        Message Sequence Number: {}", a.msn);
-        }
-        if let Some(v) = ib.atomicacketh {
-            let _ = writeln!(
-                out,
-                "    Atomic ACK Extended Transport Header\n        Original Remote Data: {v:#018x}"
-            );
-        }
-        if let Some(v) = ib.immdt {
-            let _ = writeln!(out, "    Immediate Data: {v:#010x}");
-        }
-        if let Some(v) = ib.ieth {
-            let _ =
-                writeln!(out, "    Invalidate Extended Transport Header\n        R_Key: {v:#010x}");
-        }
-        if let Some(m) = &fr.mad {
-            let h = m.header;
-            let _ = writeln!(
-                out,
-                "    Management Datagram: class {:#04x} ({}), version {}, method {:#04x}, status {:#06x}, TID {:#018x}, attribute {:#06x}",
-                h.mgmt_class, h.class_name(), h.class_version, h.method, h.status, h.transaction_id, h.attribute_id
-            );
-            if let Some(cm) = m.cm {
-                let _ = writeln!(out, "        {}: {:?}", cm.name(), cm);
-            }
-            if let Some(p) = fr.cm_private_data(c.data) {
-                let mut rest = p;
-                let _ = writeln!(out, "        Private Data: {} bytes", p.len());
-                if let Some(h) = fr.rdma_cm_header(c.data) {
-                    let _ = writeln!(
-                        out,
-                        "            rdma_cm: {} → {} (port space {:#04x}), {} bytes left for the application",
-                        SocketAddr::new(h.src, h.src_port),
-                        SocketAddr::new(h.dst, h.dst_port),
-                        h.port_space,
-                        p.len() - RdmaCmHeader::LEN
-                    );
-                    rest = &p[RdmaCmHeader::LEN..];
-                }
-                let used = trim_zeros(rest);
-                if used.is_empty() {
-                    let _ = writeln!(out, "            (all zero)");
-                } else {
-                    hexdump(used, 256, out);
-                }
-            }
-        }
-        let pl = c.data.get(ib.payload.clone()).unwrap_or(&[]);
-        if !pl.is_empty() || ib.info.is_some_and(|i| i.headers.contains(Headers::PAYLOAD)) {
-            let _ = match fr.payload_len_on_wire() {
-                Some(w) if w != pl.len() => {
-                    writeln!(out, "    Payload: {w} bytes ({} captured)", pl.len())
-                }
-                _ => writeln!(out, "    Payload: {} bytes", pl.len()),
-            };
-            hexdump(pl, 64, out);
-        }
-        match fr.icrc_check(c.data) {
-            Some(chk) => {
-                let _ = writeln!(
-                    out,
-                    "    Invariant CRC: {:#010x} [{}]",
-                    u32::from_be_bytes(icrc::to_wire(chk.wire)),
-                    if chk.ok() {
-                        "correct".to_string()
-                    } else {
-                        format!(
-                            "BAD, should be {:#010x}",
-                            u32::from_be_bytes(icrc::to_wire(chk.computed))
-                        )
-                    }
-                );
-            }
-            None => out.push_str("    Invariant CRC: not captured\n"),
-        }
-    }
-    if let Some(s) = fr.stop {
-        let _ = writeln!(out, "[Decoding stopped: {s}]");
-    }
-}
-
-fn ecn_name(e: u8) -> &'static str {
-    match e {
-        0 => " (Not-ECT)",
-        1 => " (ECT(1))",
-        2 => " (ECT(0))",
-        _ => " (CE)",
-    }
-}
-
-/// Indented hex dump of at most `max` bytes.
+/// The bytes as lower-case hex digits, two a byte, no separators.
 fn hex(b: &[u8]) -> String {
     b.iter().fold(String::with_capacity(b.len() * 2), |mut s, x| {
         let _ = write!(s, "{x:02x}");
         s
     })
-}
-
-fn hexdump(b: &[u8], max: usize, out: &mut String) {
-    for (i, chunk) in b[..b.len().min(max)].chunks(16).enumerate() {
-        let _ = write!(out, "        {:04x} ", i * 16);
-        for x in chunk {
-            let _ = write!(out, " {x:02x}");
-        }
-        out.push('\n');
-    }
-    if b.len() > max {
-        let _ = writeln!(out, "        … {} more bytes", b.len() - max);
-    }
-}
-
-/// The JSON Lines object of a frame. Schema (stable; fields absent when the layer is):
-///
-/// `{"frame":{"number","time_epoch_ns","len","cap_len","interface","comment"?}, "eth":{"src","dst","type"},
-///   "vlan":[{"id","pcp","dei","etype"}], "sll":{"version","pkttype","protocol"},
-///   "ip":{"version","src","dst","dscp","ecn","ttl"}, "udp":{"srcport","dstport","length"},
-///   "roce":{"version","transport" (RC UC RD DC UD XRC CNP VENDOR),"opcode","opcode_name","bth":{…},
-///           "dceth" (hex text),"dcceth" (hex text),"rdeth","deth","feth","reth",
-///           "atomiceth","aeth":{"syndrome","msn","type","credits"|"rnr_timer_us"|"nak"},
-///           "atomicacketh","immdt","ieth","xrceth","payload_len",
-///           "icrc":{"wire","computed","ok"}},
-///   "mad":{"mgmt_class","method","attribute_id","transaction_id","cm":{"type",…},"private_data"?,"rdma_cm":{"src","dst","port_space"}?},
-///   "summary": "...", "stop":{"layer","offset","error"}}`
-pub fn json(c: &Ctx<'_>) -> Value {
-    let fr = c.frame;
-    let mut o = Map::new();
-    let mut frame = json!({"number": c.number, "time_epoch_ns": c.ts_ns, "len": c.orig_len, "cap_len": c.data.len(), "interface": c.interface});
-    if let (Some(s), Value::Object(m)) = (c.comment, &mut frame) {
-        m.insert("comment".into(), s.into());
-    }
-    o.insert("frame".into(), frame);
-    match fr.link {
-        Link::Ethernet { src, dst } => {
-            let t = fr.vlans[0].map(|v| v.tpid).or(fr.ethertype);
-            o.insert(
-                "eth".into(),
-                json!({"src": src.to_string(), "dst": dst.to_string(), "type": t}),
-            );
-        }
-        Link::Sll(s) => {
-            o.insert(
-                "sll".into(),
-                json!({"version": s.version, "pkttype": s.packet_type, "protocol": s.protocol}),
-            );
-        }
-        _ => {}
-    }
-    let vlans: Vec<Value> = fr
-        .vlans
-        .iter()
-        .flatten()
-        .map(|v| json!({"id": v.id, "pcp": v.pcp, "dei": v.dei, "etype": v.inner_type}))
-        .collect();
-    if !vlans.is_empty() {
-        o.insert("vlan".into(), Value::Array(vlans));
-    }
-    match fr.net {
-        Net::Ipv4(r) => {
-            o.insert(
-                "ip".into(),
-                json!({"version": 4, "src": r.src.to_string(), "dst": r.dst.to_string(), "dscp": r.dscp, "ecn": r.ecn, "ttl": r.ttl, "proto": r.protocol}),
-            );
-        }
-        Net::Ipv6(r) => {
-            o.insert(
-                "ip".into(),
-                json!({"version": 6, "src": r.src.to_string(), "dst": r.dst.to_string(), "dscp": r.traffic_class >> 2, "ecn": r.ecn(), "ttl": r.hop_limit, "proto": r.next_header}),
-            );
-        }
-        Net::Grh(r) => {
-            o.insert(
-                "grh".into(),
-                json!({"sgid": r.src.to_string(), "dgid": r.dst.to_string(), "tclass": r.traffic_class, "flowlabel": r.flow_label, "paylen": r.payload_len, "hoplmt": r.hop_limit}),
-            );
-        }
-        _ => {}
-    }
-    if let Some(u) = fr.udp {
-        o.insert(
-            "udp".into(),
-            json!({"srcport": u.src_port, "dstport": u.dst_port, "length": u.length}),
-        );
-    }
-    if let Some(ib) = &fr.ib {
-        let b = ib.bth;
-        let mut r = Map::new();
-        r.insert("version".into(), json!(if fr.roce == Some(RoceVersion::V1) { 1 } else { 2 }));
-        let transport = ib.info.map_or(b.opcode.transport(), |i| i.transport);
-        r.insert("transport".into(), json!(transport.abbrev()));
-        r.insert("opcode".into(), json!(b.opcode.0));
-        r.insert("opcode_name".into(), json!(OpName(ib).to_string()));
-        r.insert(
-            "bth".into(),
-            json!({"se": b.solicited_event, "m": b.mig_req, "padcnt": b.pad_count, "tver": b.tver, "p_key": b.p_key,
-                   "fecn": b.fecn, "becn": b.becn, "destqp": b.dest_qp, "a": b.ack_req, "psn": b.psn.value()}),
-        );
-        if let Some(x) = ib.rdeth {
-            r.insert("rdeth".into(), json!({"eecnxt": x}));
-        }
-        if let Some(x) = ib.xrceth {
-            r.insert("xrceth".into(), json!({"srq": x}));
-        }
-        if let Some(x) = ib.dceth {
-            r.insert("dceth".into(), json!(format!("{x:#018x}")));
-        }
-        if let Some(x) = &ib.dcceth {
-            r.insert("dcceth".into(), json!(hex(x)));
-        }
-        if let Some(d) = ib.deth {
-            r.insert("deth".into(), json!({"q_key": d.q_key, "srcqp": d.src_qp}));
-        }
-        if let Some(x) = ib.feth {
-            r.insert("feth".into(), json!({"selectivity": (x >> 4) & 3, "placement": x & 0xF}));
-        }
-        if let Some(x) = ib.reth {
-            r.insert("reth".into(), json!({"va": x.va, "r_key": x.r_key, "dmalen": x.dma_len}));
-        }
-        if let Some(a) = ib.atomiceth {
-            r.insert(
-                "atomiceth".into(),
-                json!({"va": a.va, "r_key": a.r_key, "swapdt": a.swap_add, "cmpdt": a.compare}),
-            );
-        }
-        if let Some(a) = ib.aeth {
-            let mut m = Map::new();
-            m.insert("syndrome".into(), json!(a.syndrome.0));
-            m.insert("msn".into(), json!(a.msn));
-            match a.syndrome.kind() {
-                AckKind::Ack { credits } => {
-                    m.insert("type".into(), json!("ACK"));
-                    m.insert("credits".into(), json!(credits));
-                }
-                AckKind::RnrNak { timer } => {
-                    m.insert("type".into(), json!("RNR NAK"));
-                    m.insert("rnr_timer_us".into(), json!(RNR_TIMER_US[timer as usize]));
-                }
-                AckKind::Nak(n) => {
-                    m.insert("type".into(), json!("NAK"));
-                    m.insert("nak".into(), json!(n.name()));
-                }
-                AckKind::Reserved => {
-                    m.insert("type".into(), json!("Reserved"));
-                }
-            }
-            r.insert("aeth".into(), Value::Object(m));
-        }
-        if let Some(v) = ib.atomicacketh {
-            r.insert("atomicacketh".into(), json!({"origremdt": v}));
-        }
-        if let Some(v) = ib.immdt {
-            r.insert("immdt".into(), json!(v));
-        }
-        if let Some(v) = ib.ieth {
-            r.insert("ieth".into(), json!(v));
-        }
-        r.insert("payload_len".into(), json!(fr.payload_len_on_wire()));
-        r.insert("payload_captured".into(), json!(ib.payload_len()));
-        if let Some(chk) = fr.icrc_check(c.data) {
-            r.insert(
-                "icrc".into(),
-                json!({"wire": format!("{:#010x}", u32::from_be_bytes(icrc::to_wire(chk.wire))),
-                       "computed": format!("{:#010x}", u32::from_be_bytes(icrc::to_wire(chk.computed))),
-                       "ok": chk.ok()}),
-            );
-        }
-        o.insert("roce".into(), Value::Object(r));
-    }
-    if let Some(m) = &fr.mad {
-        let h = m.header;
-        let mut mm = json!({"mgmt_class": h.mgmt_class, "class_version": h.class_version, "method": h.method,
-                            "status": h.status, "attribute_id": h.attribute_id, "transaction_id": h.transaction_id});
-        if let Some(cm) = m.cm {
-            let v = match cm {
-                CmMessage::Req(r) => {
-                    json!({"type": "REQ", "local_comm_id": r.local_comm_id, "service_id": r.service_id,
-                    "local_qpn": r.local_qpn, "starting_psn": r.starting_psn.value(), "p_key": r.p_key,
-                    "path_mtu": r.path_mtu, "retry_count": r.retry_count, "rnr_retry_count": r.rnr_retry_count,
-                    "local_gid": r.primary_local_gid.to_string(), "remote_gid": r.primary_remote_gid.to_string()})
-                }
-                CmMessage::Rep(r) => {
-                    json!({"type": "REP", "local_comm_id": r.local_comm_id, "remote_comm_id": r.remote_comm_id,
-                    "local_qpn": r.local_qpn, "starting_psn": r.starting_psn.value()})
-                }
-                CmMessage::Rtu { local_comm_id, remote_comm_id } => {
-                    json!({"type": "RTU", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id})
-                }
-                CmMessage::Rej { local_comm_id, remote_comm_id, reason, .. } => {
-                    json!({"type": "REJ", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id, "reason": reason})
-                }
-                CmMessage::Mra { local_comm_id, remote_comm_id, .. } => {
-                    json!({"type": "MRA", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id})
-                }
-                CmMessage::Dreq { local_comm_id, remote_comm_id, remote_qpn } => {
-                    json!({"type": "DREQ", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id, "remote_qpn": remote_qpn})
-                }
-                CmMessage::Drep { local_comm_id, remote_comm_id } => {
-                    json!({"type": "DREP", "local_comm_id": local_comm_id, "remote_comm_id": remote_comm_id})
-                }
-            };
-            mm["cm"] = v;
-        }
-        if let Some(p) = fr.cm_private_data(c.data) {
-            mm["private_data"] = hex(trim_zeros(p)).into();
-            if let Some(h) = fr.rdma_cm_header(c.data) {
-                mm["rdma_cm"] = json!({"src": SocketAddr::new(h.src, h.src_port).to_string(),
-                                        "dst": SocketAddr::new(h.dst, h.dst_port).to_string(), "port_space": h.port_space});
-            }
-        }
-        o.insert("mad".into(), mm);
-    }
-    o.insert("summary".into(), json!(Summary { frame: fr, data: c.data }.to_string()));
-    if let Some(s) = fr.stop {
-        o.insert(
-            "stop".into(),
-            json!({"layer": s.header.unwrap_or(s.layer.name()), "offset": s.offset, "error": s.to_string()}),
-        );
-    }
-    Value::Object(o)
 }

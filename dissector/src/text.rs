@@ -4,6 +4,9 @@
 //! Every layer reads such text — scenario files, fault rules, command-line options,
 //! field names — so each rule lives here once, at the bottom of the stack. Nothing
 //! here knows what the text is for; callers say that in their errors.
+//!
+//! Owns: reading numbers and bytes as typed, did-you-mean, the timestamp format.
+//! Imports: nothing of the project.
 
 use core::fmt;
 

@@ -13,7 +13,8 @@
 //! chunk ([`Chunk::first_ts_ns`], [`Chunk::prev_ts_ns`]), so a chunk is decoded
 //! exactly as it would be in one pass over the file.
 //!
-//! Owns: the batch. Imports: the record and the source trait.
+//! Owns: the batch. Imports: the record, the source trait and the capture error (its
+//! parent), and the link type.
 use std::ops::Range;
 
 use super::{CaptureError, Direction, PacketSource, Record};

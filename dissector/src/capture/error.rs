@@ -1,4 +1,6 @@
 //! [`CaptureError`]: what went wrong reading a capture, where, and what to do about it.
+//!
+//! Owns: the capture error, its kinds and hints. Imports: nothing of the project.
 
 use core::fmt;
 use std::io;

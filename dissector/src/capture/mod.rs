@@ -12,6 +12,10 @@
 //! - Batches: [`Chunk`] holds records with their bytes, for reading on one thread
 //!   and decoding on others.
 //! - Errors: [`CaptureError`] says what, where (path, byte offset, frame) and a hint.
+//!
+//! Owns: the capture formats, their records, sources and errors, and the crate's only
+//! file-system access. Imports: the link type ([`crate::LinkType`]); nothing else of the
+//! project.
 
 mod chunk;
 mod error;

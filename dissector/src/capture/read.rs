@@ -5,6 +5,9 @@
 //! copy per packet once the buffer is warm, and memory that does not grow with the
 //! file. A record may only be larger than the buffer if it is a pcapng block up to
 //! [`MAX_BLOCK_LEN`]; the buffer then grows to fit it.
+//!
+//! Owns: the pcap and pcapng readers and [`open`]. Imports: the record, direction and
+//! source trait (its parent), the capture error, the link type.
 
 use std::fs::File;
 use std::io::{self, BufReader, Read};

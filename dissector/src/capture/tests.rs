@@ -1,4 +1,6 @@
 //! Reader and writer tests on hand-built fixtures, round trips and hostile input.
+//!
+//! Owns: tests only. Imports: its parent; proptest.
 
 use super::*;
 use proptest::prelude::*;

@@ -1,6 +1,9 @@
 //! Writers: pcapng (several interfaces, nanosecond timestamps, comments, direction) and
 //! classic pcap (one link type, nanosecond magic), plus [`AtomicFile`] so that a file
 //! is either complete or absent.
+//!
+//! Owns: the writers, [`RecordFile`] and the atomic file. Imports: the record and
+//! direction (its parent), the link type.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Write};

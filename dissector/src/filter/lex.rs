@@ -1,4 +1,6 @@
 //! Display filter text → tokens, each with the byte span it came from.
+//!
+//! Owns: the tokens and their spans. Imports: the filter error (its parent).
 
 use core::ops::Range;
 

@@ -38,6 +38,10 @@
 //! Beyond tshark 4.0: set members may be apart by white space (`{4 10 0x11..0x13}`;
 //! tshark wants commas), and text fields of ours (`roce.opcode.name`,
 //! `_ws.col.Info`) can be filtered on.
+//!
+//! Owns: what a filter means, its compilation and its errors. Imports: the fields
+//! ([`crate::fields`]: names, types, values, `visit`), the per-frame context, the text
+//! parsers ([`crate::text`]) and MACs ([`crate::wire`]).
 
 mod lex;
 mod parse;

@@ -3,6 +3,9 @@
 //!
 //! Precedence, loosest first (tshark 4.0's): `or`, `and`, `not`, a test. A test is a
 //! field or protocol name alone (present), or `NAME REL VALUE`, or `NAME in {…}`.
+//!
+//! Owns: the syntax tree. Imports: the tokens (its sibling) and the filter error (its
+//! parent).
 
 use super::lex::{Rel, Span, Tok};
 use super::{ErrorKind, FilterError};

@@ -1,5 +1,8 @@
 //! Each relation and value kind on frames built by `craft`, the error messages, and
 //! a property: no text makes the compiler panic.
+//!
+//! Owns: tests only. Imports: its parent; [`crate::craft`] and [`crate::frame`] to build
+//! and decode frames; proptest.
 
 use proptest::prelude::*;
 

@@ -10,6 +10,10 @@
 //! Wherever `parse` returns `Some`, it returns exactly what `of` returns for the
 //! decoded frame; a differential test over every capture and over mutated frames
 //! holds the two to that.
+//!
+//! Owns: [`Facts`], [`Seen`] and the direct parse. Imports: the decoded frame, the wire
+//! views (Ethernet, VLAN, IP, UDP, BTH, DETH, RETH, AETH, MAD), the opcode table, the
+//! ICRC, the link type, and the [`Analyzer`](super::Analyzer) it feeds (its parent).
 
 use std::net::IpAddr;
 

@@ -15,6 +15,9 @@
 //! seen for the first time behind higher ones (its packet was held back on the
 //! way, or the capture point saw the packets out of order) is still its message's
 //! first transmission, and the message takes its place in PSN order.
+//!
+//! Owns: the pace analysis and its figures. Imports: the wire vocabulary only (PSNs,
+//! AETH kinds, NAK codes, opcode kinds).
 
 use std::collections::VecDeque;
 

@@ -8,6 +8,9 @@
 //! it was delivered (a capture taken before a lossy link, such as the lab switch's,
 //! also holds packets that never arrived) and whether it was held back (recorded
 //! after packets sent later). Everything else is read from the BTH and the AETH.
+//!
+//! Owns: the recovery rules and their findings. Imports: the wire vocabulary only (PSNs,
+//! syndromes, NAK codes).
 
 use core::fmt;
 
@@ -173,18 +176,7 @@ fn held_soon(rest: &[Packet], from: Psn, to: Psn) -> bool {
 pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
     let mut g = GoBackN::default();
     let acks: Vec<&Packet> = resps.iter().filter(|f| f.ack.is_some()).collect();
-    // What the responder acknowledges never moves back: an ACK of PSN n after a
-    // NAK of n + 1 says the same as the NAK (everything through n arrived).
-    let mut said: Option<Psn> = None;
-    for a in &acks {
-        let Some(p) = acknowledges(a) else { continue };
-        match said {
-            Some(s) if s.after(p) => {
-                g.violations.push(Violation::AckMovedBack { from: s, to: p, frame: a.number })
-            }
-            _ => said = Some(p),
-        }
-    }
+    acks_moved_back(&acks, &mut g.violations);
     // What the requester had heard by each request (a response that was not
     // delivered never came): the last response, and each step forward of what was
     // acknowledged (PSN through, frame, time), to find which one first covered a PSN.
@@ -271,28 +263,46 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
         last_sent.insert(f.psn, f.ts_ns);
         prev = Some((f.psn, resent));
     }
-    // The first NAK PSN Sequence Error: how long after the request that showed the
-    // responder a gap (the first delivered one past the NAK'd PSN).
-    if let Some(n) = acks.iter().find(|a| is_seq_nak(a)) {
-        if let Some(trig) = reqs
-            .iter()
-            .take_while(|f| f.number < n.number)
-            .find(|f| f.delivered && f.psn.after(n.psn))
-        {
-            g.nak_latency_ns = Some(n.ts_ns.saturating_sub(trig.ts_ns));
+    g.nak_latency_ns = nak_latency(reqs, &acks);
+    g.violations.extend(never_delivered(reqs));
+    g
+}
+
+/// What the responder acknowledges never moves back: an ACK of PSN n after a NAK of
+/// n + 1 says the same as the NAK (everything through n arrived).
+fn acks_moved_back(acks: &[&Packet], violations: &mut Vec<Violation>) {
+    let mut said: Option<Psn> = None;
+    for a in acks {
+        let Some(p) = acknowledges(a) else { continue };
+        match said {
+            Some(s) if s.after(p) => {
+                violations.push(Violation::AckMovedBack { from: s, to: p, frame: a.number })
+            }
+            _ => said = Some(p),
         }
     }
-    // In the end every PSN sent got through at least once.
+}
+
+/// The first NAK PSN Sequence Error: how long after the request that showed the
+/// responder a gap (the first delivered one past the NAK'd PSN).
+fn nak_latency(reqs: &[Packet], acks: &[&Packet]) -> Option<u64> {
+    let n = acks.iter().find(|a| is_seq_nak(a))?;
+    let trig = reqs
+        .iter()
+        .take_while(|f| f.number < n.number)
+        .find(|f| f.delivered && f.psn.after(n.psn))?;
+    Some(n.ts_ns.saturating_sub(trig.ts_ns))
+}
+
+/// In the end every PSN sent got through at least once: the ones that never did.
+fn never_delivered(reqs: &[Packet]) -> Option<Violation> {
     let delivered: std::collections::HashSet<Psn> =
         reqs.iter().filter(|f| f.delivered).map(|f| f.psn).collect();
     let mut lost: Vec<Psn> =
         reqs.iter().map(|f| f.psn).filter(|p| !delivered.contains(p)).collect();
     lost.sort_by_key(|p| p.value());
     lost.dedup();
-    if !lost.is_empty() {
-        g.violations.push(Violation::NeverDelivered { psns: lost });
-    }
-    g
+    (!lost.is_empty()).then_some(Violation::NeverDelivered { psns: lost })
 }
 
 /// How long the requester waited after one RNR NAK before sending its PSN again.

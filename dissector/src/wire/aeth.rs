@@ -2,6 +2,9 @@
 //!
 //! The syndrome says whether this is an ACK (with a credit count), an RNR NAK (with
 //! the minimum RNR timer the requester must wait) or a NAK (with its error code).
+//!
+//! Owns: the AETH and what a syndrome means (ACK credits, RNR timer, NAK codes and the
+//! work completion each causes). Imports: the shared helpers and errors (its parent).
 
 use core::fmt;
 

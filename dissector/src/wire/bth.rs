@@ -9,6 +9,9 @@
 //!  byte 8  AckReq | reserved(7)
 //!  9..12   PSN (24)
 //! ```
+//!
+//! Owns: the BTH. Imports: the shared helpers and errors, [`Opcode`] and
+//! [`Psn`] (its parent).
 
 use super::{be, check_len, Error, Field, Opcode, Psn};
 

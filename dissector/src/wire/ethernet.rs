@@ -1,4 +1,7 @@
 //! Ethernet II frames and 802.1Q / 802.1ad VLAN tags.
+//!
+//! Owns: Ethernet II, VLAN tags, ethertypes and MACs. Imports: the shared helpers and
+//! errors (its parent).
 
 use super::{be, check_len, Error, Field};
 

@@ -4,6 +4,9 @@
 //!
 //! Each header is a zero-copy `…Packet<T>` view plus an owned `…Repr`. The views share
 //! their constructor through `header_view!`; the accessors are written out.
+//!
+//! Owns: the fixed-size extension headers. Imports: the shared helpers and errors (its
+//! parent).
 
 use super::{be, check_len, Error};
 

@@ -11,6 +11,8 @@
 //!
 //! The result is sent least significant byte first ([`to_wire`]). Linux rxe seeds its
 //! CRC with 0xdebb20e3, which is the state after step 1: the same value.
+//!
+//! Owns: the ICRC computation. Imports: the BTH and UDP layouts (its siblings).
 
 use super::{bth, udp};
 

@@ -1,4 +1,6 @@
 //! IPv4 header (RFC 791). Options are skipped, not decoded.
+//!
+//! Owns: the IPv4 header. Imports: the shared helpers and errors (its parent).
 
 use std::net::Ipv4Addr;
 

@@ -1,6 +1,8 @@
 //! IPv6 header (RFC 8200). The InfiniBand GRH (RoCEv1) has the same 40-byte layout
 //! — IPVer, TClass, FlowLabel, PayLen, NxtHdr, HopLmt, SGID, DGID — so this view
 //! serves both.
+//!
+//! Owns: the IPv6 header and GRH. Imports: the shared helpers and errors (its parent).
 
 use std::net::Ipv6Addr;
 

@@ -2,6 +2,9 @@
 //! whose 256-byte payload is a MAD. Decoded: the common MAD header, and the
 //! Communication Manager messages (class 0x07; IBA 12.6) that set up RC/UC
 //! connections — enough to tie both sides' QPNs and starting PSNs to one connection.
+//!
+//! Owns: the MAD header, the CM messages and the rdma_cm private-data header. Imports:
+//! the shared helpers and errors, and [`Psn`] (its parent).
 
 use std::net::Ipv6Addr;
 

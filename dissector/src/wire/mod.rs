@@ -9,6 +9,9 @@
 //! Header-level errors ([`Error`]) do not know where the header sits in a frame; the
 //! frame decoder ([`crate::frame`]) adds the layer and the offset.
 //!
+//! Owns: the header modules, the shared length and content errors, field ranges and
+//! big-endian reads. Imports: nothing of the project.
+//!
 //! [`Packet::new_checked`]: bth::Packet::new_checked
 
 pub mod aeth;

@@ -5,6 +5,9 @@
 //! Vol 1 table 38 and the rules of each transport (RD adds RDETH and DETH, XRC adds
 //! XRCETH on requests, UD allows only SEND Only [with Immediate] plus DETH). No code
 //! elsewhere decides per opcode which headers to expect: it walks [`Headers::ORDER`].
+//!
+//! Owns: the opcode table, transports, header sets and operation kinds. Imports: nothing
+//! of the project.
 
 use core::fmt;
 

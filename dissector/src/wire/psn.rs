@@ -1,4 +1,6 @@
 //! 24-bit packet sequence numbers, compared by wrapping subtraction.
+//!
+//! Owns: [`Psn`]. Imports: nothing of the project.
 
 use core::fmt;
 

@@ -1,5 +1,7 @@
 //! Linux cooked capture headers (`tcpdump -i any`): SLL v1 (16 bytes) and SLL2
 //! (20 bytes). Both end up naming the protocol that follows (an ethertype).
+//!
+//! Owns: the SLL and SLL2 headers. Imports: the shared helpers and errors (its parent).
 
 use super::{be, check_len, Error};
 

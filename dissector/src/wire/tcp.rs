@@ -4,6 +4,8 @@
 //! The tools that set up RDMA connections (perftest, the verbs pingpongs) exchange
 //! QP numbers over TCP on the same wire; this view lets the frame decoder name those
 //! segments (`tcp.port`, the `-T fields` and display filter fields).
+//!
+//! Owns: the TCP header. Imports: the shared helpers and errors (its parent).
 
 use super::{be, check_len, Error, Field, Malformed};
 

@@ -1,4 +1,6 @@
 //! UDP header (RFC 768).
+//!
+//! Owns: the UDP header. Imports: the shared helpers and errors (its parent).
 
 use super::{be, check_len, Error, Field, Malformed};
 
