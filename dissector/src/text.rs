@@ -85,20 +85,6 @@ pub fn hex_string(b: &[u8]) -> String {
     s
 }
 
-/// Levenshtein distance, in characters.
-pub fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1; b.len() + 1];
-        for (j, cb) in b.iter().enumerate() {
-            cur[j + 1] = (prev[j] + usize::from(ca != *cb)).min(prev[j + 1] + 1).min(cur[j] + 1);
-        }
-        prev = cur;
-    }
-    prev[b.len()]
-}
-
 /// The candidate closest to `word`, if it is close enough to be a typo of it (at
 /// most a third of the candidate's length away, and always 2).
 pub fn did_you_mean<'a>(
@@ -107,11 +93,55 @@ pub fn did_you_mean<'a>(
 ) -> Option<&'a str> {
     candidates
         .into_iter()
-        .map(|c| (edit_distance(word, c), c))
+        .map(|c| (strsim::levenshtein(word, c), c))
         .filter(|(d, c)| *d <= 2.max(c.chars().count() / 3))
         .min_by_key(|(d, _)| *d)
         .map(|(_, c)| c)
 }
+
+/// A name that is not one of the kind asked for, and the closest one that is: the
+/// one shape every "unknown …" error takes, so the suggestion travels as data and
+/// the words around it are written in one place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownName {
+    /// What kind of name was asked for: `opcode`, `access flag`, `NAK`, …
+    pub what: &'static str,
+    /// The name as it was written.
+    pub name: String,
+    /// The closest known name, if it is close enough to be a typo of it.
+    pub suggestion: Option<String>,
+}
+
+impl UnknownName {
+    /// `name` (compared as `normalized`) is none of `known`.
+    pub fn among<'a>(
+        what: &'static str,
+        name: &str,
+        normalized: &str,
+        known: impl IntoIterator<Item = &'a str>,
+    ) -> UnknownName {
+        let suggestion = did_you_mean(normalized, known).map(str::to_string);
+        UnknownName { what, name: name.to_string(), suggestion }
+    }
+
+    /// The hint a diagnostic shows beneath the error: "did you mean `x`?".
+    pub fn hint(&self) -> Option<String> {
+        self.suggestion.as_ref().map(|s| format!("did you mean `{s}`?"))
+    }
+}
+
+/// `unknown access flag `remote_wrte` (did you mean `remote_write`?)`.
+impl fmt::Display for UnknownName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "unknown {} `{}`", self.what, self.name)?;
+        if let Some(s) = &self.suggestion {
+            write!(f, " (did you mean `{s}`?)")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for UnknownName {}
 
 #[cfg(test)]
 mod tests {
@@ -155,7 +185,6 @@ mod tests {
             did_you_mean("infiniband.bth.dstqp", ["infiniband.bth.destqp", "infiniband.bth.psn"]),
             Some("infiniband.bth.destqp")
         );
-        assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 
     proptest! {

@@ -252,21 +252,7 @@ impl fmt::Display for NakCode {
     }
 }
 
-/// A name that is not a NAK code.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct UnknownName {
-    pub name: String,
-    /// The known names of the kind asked for.
-    pub known: Vec<&'static str>,
-}
-
-impl fmt::Display for UnknownName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown name `{}` (known: {})", self.name, self.known.join(", "))
-    }
-}
-
-impl std::error::Error for UnknownName {}
+pub use crate::text::UnknownName;
 
 /// Words compared without case and with runs of white space as one.
 fn same_words(a: &str, b: &str) -> bool {
@@ -280,9 +266,10 @@ fn same_words(a: &str, b: &str) -> bool {
 impl core::str::FromStr for NakCode {
     type Err = UnknownName;
     fn from_str(s: &str) -> Result<NakCode, UnknownName> {
-        NAKS.iter().find(|r| r.key == s.trim() || same_words(r.name, s)).map(|r| r.code).ok_or_else(
-            || UnknownName { name: s.to_string(), known: NAKS.iter().map(|r| r.key).collect() },
-        )
+        NAKS.iter()
+            .find(|r| r.key == s.trim() || same_words(r.name, s))
+            .map(|r| r.code)
+            .ok_or_else(|| UnknownName::among("NAK", s, s.trim(), NAKS.iter().map(|r| r.key)))
     }
 }
 
@@ -318,10 +305,9 @@ impl fmt::Display for AckClass {
 impl core::str::FromStr for AckClass {
     type Err = UnknownName;
     fn from_str(s: &str) -> Result<AckClass, UnknownName> {
-        AckClass::all().find(|c| same_words(&c.to_string(), s)).ok_or_else(|| UnknownName {
-            name: s.to_string(),
-            known: vec!["ACK", "RNR NAK", "NAK <code>"],
-        })
+        AckClass::all()
+            .find(|c| same_words(&c.to_string(), s))
+            .ok_or_else(|| UnknownName::among("response", s, s, ["ACK", "RNR NAK"]))
     }
 }
 
@@ -361,10 +347,9 @@ impl core::str::FromStr for NakKind {
         if s.eq_ignore_ascii_case("rnr") || same_words(s, "RNR NAK") {
             return Ok(NakKind::Rnr);
         }
-        s.parse::<NakCode>().map(NakKind::Nak).map_err(|mut e| {
-            e.known.push("rnr");
-            e
-        })
+        s.parse::<NakCode>()
+            .map(NakKind::Nak)
+            .map_err(|_| UnknownName::among("NAK", s, s, NAKS.iter().map(|r| r.key).chain(["rnr"])))
     }
 }
 
@@ -484,7 +469,12 @@ mod tests {
         assert_eq!("RNR NAK".parse::<AckClass>(), Ok(AckClass::RnrNak));
         assert_eq!("ack".parse::<AckClass>(), Ok(AckClass::Ack));
         let e = "remote_acess_error".parse::<NakKind>().unwrap_err();
-        assert!(e.known.contains(&"remote_access_error") && e.known.contains(&"rnr"), "{e}");
+        assert_eq!(e.suggestion.as_deref(), Some("remote_access_error"), "{e}");
+        assert_eq!("rrn".parse::<NakKind>().unwrap_err().suggestion.as_deref(), Some("rnr"));
+        assert_eq!(
+            "remote_acess_error".parse::<NakKind>().unwrap_err().to_string(),
+            "unknown NAK `remote_acess_error` (did you mean `remote_access_error`?)"
+        );
         assert!("NAK".parse::<AckClass>().is_err(), "a bare NAK is no class");
         assert_eq!(AckKind::RnrNak { timer: 12 }.rnr_wait_us(), Some(640));
         assert_eq!(AckKind::Ack { credits: 3 }.nak(), None);

@@ -9,6 +9,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use dissector::text::UnknownName;
 use dissector::wire::{AckClass, Opcode};
 
 /// One name of a pattern.
@@ -58,8 +59,8 @@ impl fmt::Display for Atom {
 }
 
 impl FromStr for Atom {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Atom, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Atom, UnknownName> {
         let s = s.trim();
         if let Some(i) = Opcode::all().find(|i| i.name == s) {
             return Ok(Atom::Op(i.name));
@@ -68,11 +69,7 @@ impl FromStr for Atom {
             return Ok(Atom::AnyNak);
         }
         s.parse::<AckClass>().map(Atom::Ack).map_err(|_| {
-            let names = Atom::names();
-            match dissector::text::did_you_mean(s, names.iter().map(String::as_str)) {
-                Some(m) => format!("unknown opcode `{s}` (did you mean `{m}`?)"),
-                None => format!("unknown opcode `{s}`: an opcode name as `roce decode` prints it without the transport, or ACK, RNR NAK, NAK, NAK <code>"),
-            }
+            UnknownName::among("opcode", s, s, Atom::names().iter().map(String::as_str))
         })
     }
 }
@@ -101,9 +98,13 @@ impl Pattern {
     }
 }
 
+/// What an atom may be, said when a name is not one and no name is close to it.
+pub(crate) const ATOMS: &str =
+    "an opcode name as `roce decode` prints it without the transport, or ACK, RNR NAK, NAK, NAK <code>";
+
 impl FromStr for Pattern {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Pattern, String> {
+    type Err = UnknownName;
+    fn from_str(s: &str) -> Result<Pattern, UnknownName> {
         let t = s.trim();
         let (body, repeat) = match (t.strip_suffix('*'), t.strip_suffix('+')) {
             (Some(b), _) => (b, Repeat::Any),
@@ -111,7 +112,7 @@ impl FromStr for Pattern {
             _ => (t, Repeat::One),
         };
         let alternatives =
-            body.split('|').map(str::parse).collect::<Result<Vec<Atom>, String>>()?;
+            body.split('|').map(str::parse).collect::<Result<Vec<Atom>, UnknownName>>()?;
         Ok(Pattern { alternatives, repeat })
     }
 }
@@ -217,7 +218,7 @@ mod tests {
         }
         assert_eq!("ACK".parse::<Atom>(), Ok(Atom::Ack(AckClass::Ack)));
         let e = "SEND Onyl".parse::<Pattern>().unwrap_err();
-        assert_eq!(e, "unknown opcode `SEND Onyl` (did you mean `SEND Only`?)");
+        assert_eq!(e.to_string(), "unknown opcode `SEND Onyl` (did you mean `SEND Only`?)");
         assert!("WRITE".parse::<Pattern>().is_err());
         assert_eq!(describe(&ps(&["SEND Only", "ACK+"])), "SEND Only, ACK+");
     }

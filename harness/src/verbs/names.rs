@@ -11,25 +11,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// A name that is not one of the kind asked for, and the closest one that is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct UnknownName {
-    pub(crate) what: &'static str,
-    pub(crate) name: String,
-    pub(crate) suggestion: Option<&'static str>,
-}
-
-impl fmt::Display for UnknownName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "unknown {} `{}`", self.what, self.name)?;
-        if let Some(s) = self.suggestion {
-            write!(f, " (did you mean `{s}`?)")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for UnknownName {}
+pub(crate) use dissector::text::UnknownName;
 
 /// `IBV_WC_SUCCESS`, `success`, `wc_success` → `IBV_WC_SUCCESS`.
 fn wc_name(s: &str) -> String {
@@ -83,10 +65,8 @@ macro_rules! named_values {
                     return Ok($ty(v));
                 }
                 let n = $norm(s);
-                Self::ALL.iter().find(|(_, x)| *x == n).map(|(v, _)| $ty(*v)).ok_or_else(|| UnknownName {
-                    what: $what,
-                    name: s.to_string(),
-                    suggestion: dissector::text::did_you_mean(&n, Self::ALL.iter().map(|(_, x)| *x)),
+                Self::ALL.iter().find(|(_, x)| *x == n).map(|(v, _)| $ty(*v)).ok_or_else(|| {
+                    UnknownName::among($what, s, &n, Self::ALL.iter().map(|(_, x)| *x))
                 })
             }
         }
@@ -258,13 +238,11 @@ impl Access {
     /// One flag by name.
     pub(crate) fn flag(s: &str) -> Result<Access, UnknownName> {
         let n = access_name(s);
-        Self::FLAGS.iter().find(|(_, x)| *x == n).map(|(b, _)| Access(*b)).ok_or_else(|| {
-            UnknownName {
-                what: "access flag",
-                name: s.to_string(),
-                suggestion: dissector::text::did_you_mean(&n, Self::names()),
-            }
-        })
+        Self::FLAGS
+            .iter()
+            .find(|(_, x)| *x == n)
+            .map(|(b, _)| Access(*b))
+            .ok_or_else(|| UnknownName::among("access flag", s, &n, Self::names()))
     }
 }
 
@@ -327,11 +305,10 @@ pub(crate) fn by_name<T: Copy>(
     what: &'static str,
 ) -> Result<T, UnknownName> {
     let l = s.trim().to_ascii_lowercase();
-    all.iter().copied().find(|t| name(*t) == l).ok_or_else(|| UnknownName {
-        what,
-        name: s.to_string(),
-        suggestion: dissector::text::did_you_mean(&l, all.iter().map(|t| name(*t))),
-    })
+    all.iter()
+        .copied()
+        .find(|t| name(*t) == l)
+        .ok_or_else(|| UnknownName::among(what, s, &l, all.iter().map(|t| name(*t))))
 }
 
 impl FromStr for SendFlag {
@@ -411,7 +388,10 @@ mod tests {
             "unknown status `IBV_WC_SUCESS` (did you mean `IBV_WC_SUCCESS`?)"
         );
         assert_eq!(Access::flag("IBV_ACCESS_REMOTE_WRITE").unwrap(), Access(2));
-        assert_eq!(Access::flag("local_wirte").unwrap_err().suggestion, Some("local_write"));
+        assert_eq!(
+            Access::flag("local_wirte").unwrap_err().suggestion.as_deref(),
+            Some("local_write")
+        );
         assert_eq!(format!("{:?}", Access(3)), "local_write | remote_write");
         assert_eq!("Inline".parse::<SendFlag>(), Ok(SendFlag::Inline));
         assert!("inlin"

@@ -141,14 +141,15 @@ impl<'a> Checker<'a> {
         for p in list {
             match p.parse::<Pattern>() {
                 Ok(x) => out.push(x),
-                Err(e) => {
-                    let (m, hint) = split_suggestion(&e);
-                    let m = if what == "responses" {
-                        m.replacen("unknown opcode", "unknown response", 1)
-                    } else {
-                        m
-                    };
-                    self.err(Some(p.span.clone()), m, hint);
+                Err(mut e) => {
+                    if what == "responses" {
+                        e.what = "response";
+                    }
+                    let m = format!("unknown {} `{}`", e.what, e.name);
+                    match e.hint() {
+                        Some(hint) => self.err(Some(p.span.clone()), m, Some(hint)),
+                        None => self.err(Some(p.span.clone()), format!("{m}: {ATOMS}"), None),
+                    }
                 }
             }
         }
@@ -184,7 +185,7 @@ impl<'a> Checker<'a> {
                     self.err(
                         Some(s.span.clone()),
                         format!("unknown status `{}`", s.value),
-                        er.suggestion.map(|m| format!("did you mean `{m}`?")),
+                        er.hint(),
                     );
                     None
                 }
@@ -195,7 +196,7 @@ impl<'a> Checker<'a> {
                     self.err(
                         Some(s.span.clone()),
                         format!("unknown completion opcode `{}`", s.value),
-                        er.suggestion.map(|m| format!("did you mean `{m}`?")),
+                        er.hint(),
                     );
                     None
                 }
@@ -356,7 +357,7 @@ impl<'a> Checker<'a> {
                     self.err(
                         Some(v.event.span.clone()),
                         format!("unknown event `{}`", v.event.value),
-                        er.suggestion.map(|m| format!("did you mean `{m}`?")),
+                        er.hint(),
                     );
                     EventType(0)
                 }

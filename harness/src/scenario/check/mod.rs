@@ -23,7 +23,7 @@ use super::file::{
     self, Content, PerEndpoint, ProbeFile, PsnRef, QpType, ScenarioFile, Sp, StepOp,
 };
 use super::model::*;
-use super::pattern::Pattern;
+use super::pattern::{Pattern, ATOMS};
 use crate::protocol::stream::STREAM_MESSAGES;
 use crate::protocol::READ_BACK_MAX;
 use crate::verbs::{
@@ -182,21 +182,10 @@ fn stream_step<'s>(steps: &'s [Step], id: &str) -> Option<&'s StreamStep> {
 }
 
 fn name_hint<'b>(word: &str, names: impl IntoIterator<Item = &'b str> + Clone) -> Option<String> {
-    match dissector::text::did_you_mean(word, names.clone()) {
-        Some(m) => Some(format!("did you mean `{m}`?")),
-        None => {
-            let all: Vec<&str> = names.into_iter().collect();
-            (!all.is_empty() && all.len() <= 12).then(|| format!("known: {}", all.join(", ")))
-        }
-    }
-}
-
-/// The message of a name the vocabulary refused, and its suggestion as the hint.
-fn split_suggestion(message: &str) -> (String, Option<String>) {
-    match message.split_once(" (did you mean ") {
-        Some((m, s)) => (m.to_string(), Some(format!("did you mean {}", s.trim_end_matches(')')))),
-        None => (message.to_string(), None),
-    }
+    dissector::text::UnknownName::among("name", word, word, names.clone()).hint().or_else(|| {
+        let all: Vec<&str> = names.into_iter().collect();
+        (!all.is_empty() && all.len() <= 12).then(|| format!("known: {}", all.join(", ")))
+    })
 }
 
 impl<'a> Checker<'a> {
@@ -257,11 +246,9 @@ impl<'a> Checker<'a> {
         for f in flags {
             match Access::flag(f) {
                 Ok(x) => a = a | x,
-                Err(e) => self.err(
-                    Some(span.clone()),
-                    format!("unknown access flag `{f}`"),
-                    e.suggestion.map(|s| format!("did you mean `{s}`?")),
-                ),
+                Err(e) => {
+                    self.err(Some(span.clone()), format!("unknown access flag `{f}`"), e.hint())
+                }
             }
         }
         a
@@ -337,7 +324,7 @@ impl<'a> Checker<'a> {
                 Ok(x) if !out.contains(&x) => out.push(x),
                 Ok(_) => {}
                 Err(e) => {
-                    let hint = e.suggestion.map(|m| format!("did you mean `{m}`?")).or_else(|| {
+                    let hint = e.hint().or_else(|| {
                         Some(format!("known: {}", Feature::ALL.map(|f| f.name()).join(", ")))
                     });
                     self.err(Some(r.span.clone()), format!("unknown feature `{}`", r.value), hint)

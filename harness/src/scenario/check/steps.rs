@@ -557,11 +557,7 @@ impl<'a> Checker<'a> {
         for f in flags {
             match f.parse::<SendFlag>() {
                 Ok(x) => fl.push(x),
-                Err(e) => self.err(
-                    Some(s.at("flags")),
-                    format!("unknown flag `{f}`"),
-                    e.suggestion.map(|m| format!("did you mean `{m}`?")),
-                ),
+                Err(e) => self.err(Some(s.at("flags")), format!("unknown flag `{f}`"), e.hint()),
             }
         }
         Some(Step::Post { on: on.to_string(), qp: qp.to_string(), wr_id, sge, flags: fl, verb })
