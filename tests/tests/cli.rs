@@ -498,7 +498,8 @@ fn run_against_a_remote_agent_reports_a_setup_failure_with_its_cause() {
     );
     assert_eq!(r.out.matches("hint:").count(), 1, "{}", r.out);
     let xml = std::fs::read_to_string(&junit).unwrap();
-    assert!(xml.contains("tests=\"1\" failures=\"1\""), "{xml}");
+    assert!(xml.contains("<testsuite name=\"roce run\" tests=\"1\""), "{xml}");
+    assert!(xml.contains(" failures=\"1\"") && xml.contains("<failure message="), "{xml}");
     // --pcap: the wire is judged from the user's capture (here one with no RoCE at all).
     let r = run_remote(&["--pcap", &capture("raw_ip.pcap")]);
     assert_eq!(r.code, 1);
