@@ -20,8 +20,7 @@
 //! tells the analyzer, decoded or parsed directly), [`pace`] and [`recovery`] (which read
 //! only the wire vocabulary), and `report` (which reads the flows; nothing here reads it).
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::Hasher;
 use std::net::IpAddr;
 
 use serde::Serialize;
@@ -47,32 +46,10 @@ const WINDOW: usize = 4096;
 /// small enough that many flows' windows stay in cache).
 const SENT: usize = 1024;
 
-/// FxHash: a fast, non-cryptographic hasher for small keys.
-#[derive(Default, Clone, Copy)]
-struct Fx(u64);
-impl Hasher for Fx {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.write_u64(u64::from_le_bytes(w));
-        }
-        for &b in chunks.remainder() {
-            self.write_u64(b as u64);
-        }
-    }
-    fn write_u32(&mut self, i: u32) {
-        self.0 = (self.0.rotate_left(5) ^ i as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn write_u64(&mut self, i: u64) {
-        self.0 = (self.0.rotate_left(5) ^ i).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-type FxMap<K, V> = HashMap<K, V, BuildHasherDefault<Fx>>;
+/// The per-packet lookups (request by PSN, flow by key, CM announcements) hash
+/// small integer keys: rustc's Fx hash (rustc-hash), not SipHash, whose
+/// resistance to chosen keys a lookup table indexed by a capture does not need.
+type FxMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// Identifies a flow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
