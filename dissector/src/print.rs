@@ -11,6 +11,7 @@ use core::fmt::{self, Write as _};
 
 use crate::ctx::Ctx;
 use crate::frame::{Frame, Ib, Layer, Link, Mad, Net, OpName, RoceVersion};
+use crate::text::hex_string as hex;
 use crate::wire::ethernet::ethertype;
 use crate::wire::mad::CmMessage;
 use crate::wire::{icrc, Headers};
@@ -316,12 +317,4 @@ pub fn line(c: &Ctx<'_>, out: &mut String) {
     if let Some(s) = c.comment {
         let _ = write!(out, "  [comment: {s}]");
     }
-}
-
-/// The bytes as lower-case hex digits, two a byte, no separators.
-fn hex(b: &[u8]) -> String {
-    b.iter().fold(String::with_capacity(b.len() * 2), |mut s, x| {
-        let _ = write!(s, "{x:02x}");
-        s
-    })
 }

@@ -16,9 +16,10 @@ use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use serde::{Serialize, Serializer};
 use serde_json::Value;
 
-use super::{hex, Summary};
+use super::Summary;
 use crate::ctx::Ctx;
 use crate::frame::{self, Frame, Ib, Link, Net, OpName, RoceVersion};
+use crate::text::hex_string as hex;
 use crate::wire::ethernet::{Mac, VlanTag};
 use crate::wire::mad::{trim_zeros, CmMessage};
 use crate::wire::{icrc, ipv4, ipv6, udp, AckKind, AethRepr, RNR_TIMER_US};

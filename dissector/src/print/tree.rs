@@ -8,9 +8,10 @@
 use core::fmt::Write as _;
 use std::net::SocketAddr;
 
-use super::{ether_name, hex};
+use super::ether_name;
 use crate::ctx::Ctx;
 use crate::frame::{Frame, Ib, Link, Mad, Net, OpName, RoceVersion};
+use crate::text::hex_string as hex;
 use crate::wire::ethernet::{ethertype, VlanTag};
 use crate::wire::ext::{AtomicEthRepr, DethRepr, RethRepr};
 use crate::wire::mad::{trim_zeros, RdmaCmHeader};
