@@ -546,88 +546,12 @@ fn capture_file(c: &str, base: Option<&Path>) -> PathBuf {
     p
 }
 
-const CSS: &str = r#"
-body { font: 14px/1.4 system-ui, "DejaVu Sans", sans-serif; margin: 1.5em; color: #1e293b; background: #fff; }
-h1 { font-size: 1.5em; margin: 0 0 .3em; } h2 { font-size: 1.2em; margin: 0 0 .3em; } h3 { font-size: 1em; margin: 1.2em 0 .4em; }
-code, pre, .mono { font-family: "DejaVu Sans Mono", ui-monospace, monospace; font-size: 12px; }
-.pass { color: #15803d; } .fail { color: #b91c1c; } .deviation { color: #b45309; }
-.badge { display: inline-block; padding: 0 .5em; border-radius: 3px; color: #fff; font-size: .85em; font-weight: 700; }
-.badge.pass { background: #15803d; } .badge.fail { background: #b91c1c; } .badge.skip { background: #64748b; } .skip { color: #64748b; }
-section.scenario { border-top: 2px solid #cbd5e1; padding: 1em 0; }
-section.scenario.failed { border-top-color: #b91c1c; }
-.file { color: #64748b; margin: 0; }
-pre.error { background: #fef2f2; border-left: 4px solid #b91c1c; padding: .5em; white-space: pre-wrap; }
-table { border-collapse: collapse; }
-th, td { border: 1px solid #e2e8f0; padding: .25em .5em; text-align: left; vertical-align: top; }
-th { background: #f8fafc; }
-td.text { font-family: "DejaVu Sans Mono", ui-monospace, monospace; font-size: 12px; white-space: pre-wrap; word-break: break-word; max-width: 40em; }
-tr.failed td { background: #fef2f2; }
-td.result { white-space: nowrap; font-weight: 600; }
-.faults, .failing-wire { padding: .4em .8em; margin: .5em 0; }
-.faults { background: #fffbeb; border-left: 4px solid #d97706; }
-.failing-wire { background: #fef2f2; border-left: 4px solid #b91c1c; }
-.failing-wire p { margin: .2em 0; }
-.note { color: #475569; font-style: italic; }
-.ladder-wrap { overflow-x: auto; }
-svg.ladder { display: block; background: #fff; }
-svg.ladder text { font-family: "DejaVu Sans Mono", ui-monospace, monospace; font-size: 12px; white-space: pre; }
-svg.ladder .lane-name { font-family: "DejaVu Sans", sans-serif; font-size: 14px; font-weight: 700; fill: #0f172a; }
-svg.ladder .lane-info { font-size: 11px; fill: #475569; }
-svg.ladder .col-head { font-size: 11px; fill: #64748b; }
-svg.ladder .time, svg.ladder .frame-no { font-size: 11px; fill: #64748b; }
-svg.latency-plot, svg.qp-bars { display: block; background: #fff; margin: 0.5em 0; }
-svg.latency-plot .axis { stroke: #94a3b8; }
-svg.latency-plot .tick, svg.qp-bars .tick { font-family: "DejaVu Sans", sans-serif; font-size: 11px; fill: #475569; }
-svg.latency-plot polyline { fill: none; stroke-width: 1.5; }
-svg.latency-plot .p50 { stroke: #2563eb; }
-svg.latency-plot .max { stroke: #93c5fd; }
-svg.latency-plot .resend { stroke: #ea580c; stroke-width: 1.5; }
-svg.latency-plot .nak { stroke: #dc2626; stroke-width: 1.5; }
-svg.qp-bars .bar { fill: #2563eb; }
-line.lane { stroke: #94a3b8; stroke-width: 2; }
-.arrow { color: #1e293b; }
-.arrow.response { color: #334155; }
-.arrow.cm { color: #0f766e; }
-.arrow.nak { color: #c2410c; }
-.arrow.rnr { color: #7c3aed; }
-.arrow.cnp { color: #1d4ed8; }
-.arrow.bad-icrc, .arrow.dropped { color: #b91c1c; }
-.arrow.synthesized { color: #db2777; }
-.arrow.synthesized .shaft { stroke-dasharray: 8 3 2 3; }
-.arrow .origin { fill: #db2777; }
-.arrow .shaft { stroke: currentColor; stroke-width: 1.5; }
-.arrow .head { fill: currentColor; }
-.arrow .label { fill: currentColor; }
-.arrow .mark { fill: #b91c1c; font-size: 11px; }
-.arrow.ce .mark, .arrow.held .mark, .arrow.injected .mark, .arrow.modified .mark { fill: #b45309; }
-.arrow.modified .shaft { stroke-dasharray: 10 2 2 2; }
-.arrow.injected .shaft { stroke-dasharray: 6 4; }
-.arrow.held .shaft { stroke-dasharray: 1.5 3.5; stroke-width: 2.5; stroke-linecap: round; }
-.arrow .x { stroke: #dc2626; stroke-width: 2.5; fill: none; }
-.arrow:hover .shaft, .arrow.hl .shaft { stroke-width: 3; }
-.arrow:hover .label, .arrow.hl .label { font-weight: 700; }
-.legend { color: #475569; font-size: 12px; }
-.legend .k { margin-right: .6em; }
-.legend .k.dropped, .legend .k.bad-icrc { color: #b91c1c; } .legend .k.nak { color: #c2410c; } .legend .k.rnr { color: #7c3aed; }
-.legend .k.synthesized { color: #db2777; } .legend .k.cnp { color: #1d4ed8; } .legend .k.cm { color: #0f766e; } .legend .k.held, .legend .k.modified { color: #b45309; }
-ul.toc { margin: .3em 0; }
-"#;
+/// The page's style sheet (kept as a file of its own, so an editor sees CSS).
+const CSS: &str = include_str!("assets/report.css");
 
 /// Hovering an arrow also highlights the other frames of its PSN (the request, its
 /// resends, the ACK or NAK). The diagram does not need it.
-const JS: &str = r#"
-(function () {
-  var on = [];
-  document.addEventListener('mouseover', function (e) {
-    var g = e.target && e.target.closest ? e.target.closest('g.arrow') : null;
-    on.forEach(function (x) { x.classList.remove('hl'); });
-    on = [];
-    if (!g || !g.dataset.psn) return;
-    on = Array.prototype.slice.call(g.ownerSVGElement.querySelectorAll('g.arrow[data-psn="' + g.dataset.psn + '"]'));
-    on.forEach(function (x) { x.classList.add('hl'); });
-  });
-})();
-"#;
+const JS: &str = include_str!("assets/report.js");
 
 /// The decoded wire of the report's `i`-th scenario, when the caller has it
 /// already (a run just made it); otherwise its capture is read here.
