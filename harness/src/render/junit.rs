@@ -1,5 +1,7 @@
 //! JUnit XML (`roce run --junit`): one testsuite, one testcase per scenario, for
 //! CI systems.
+//!
+//! Owns: [`render`]. Imports: the results' report and status, `super::esc`.
 use super::esc as xml_escape;
 use crate::results::{Report, Status};
 
