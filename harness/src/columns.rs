@@ -13,7 +13,8 @@
 //! a temporary beside `FILE` ([`AtomicFile`]), renamed to `FILE` once complete: a file that is there is whole.
 //!
 //! Owns: the column model and the Parquet writing. Imports: the dissector's field
-//! registry (names, types, values) and the `parquet` crate.
+//! registry (names, types, values), its flow report (for `roce flows --parquet`),
+//! its [`AtomicFile`], and the `parquet` crate.
 use dissector::capture::AtomicFile;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;

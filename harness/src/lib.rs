@@ -17,6 +17,9 @@
 //!
 //! Below the harness: the `lab` crate (VMs, switch, fault rules) and `dissector`
 //! (wire formats, captures, flows, and the RoCE vocabulary everything uses).
+//!
+//! Owns: the module tree and what is `pub`. Imports: nothing; each layer's `mod.rs`
+//! says what it owns and imports.
 // Its docs are for the people working on it: read them with --document-private-items.
 #![allow(rustdoc::private_intra_doc_links)]
 

@@ -18,11 +18,10 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("roce-html-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
+/// A directory of the test's own, removed when it is dropped: when the test ends,
+/// passed or failed.
+fn tmp(name: &str) -> tempfile::TempDir {
+    tempfile::Builder::new().prefix(&format!("roce-html-{name}-")).tempdir().unwrap()
 }
 
 fn text(o: &Output) -> String {
@@ -136,7 +135,8 @@ fn report(capture: &Path) -> Value {
 #[test]
 #[ignore = "needs chromium, chromedriver and python3-selenium: bash scripts/setup.sh --test"]
 fn ladder_of_a_dropped_frame_checked_in_a_real_browser() {
-    let d = tmp("ladder");
+    let dir = tmp("ladder");
+    let d = dir.path();
     let capture = root().join("captures/lab/rc_drop_retransmit.pcapng").canonicalize().unwrap();
     let json_path = d.join("results.json");
     std::fs::write(&json_path, serde_json::to_vec_pretty(&report(&capture)).unwrap()).unwrap();
@@ -239,12 +239,12 @@ fn ladder_of_a_dropped_frame_checked_in_a_real_browser() {
             "expected {want:?}:\n{out}"
         );
     }
-    std::fs::remove_dir_all(&d).unwrap();
 }
 
 #[test]
 fn report_refuses_what_is_not_a_report() {
-    let d = tmp("refuse");
+    let dir = tmp("refuse");
+    let d = dir.path();
     let page = d.join("out.html");
     let cases = [
         ("missing.json", None, "cannot read"),
@@ -271,5 +271,4 @@ fn report_refuses_what_is_not_a_report() {
         assert!(err.contains("hint: `roce run --json"), "{name}: {}", text(&o));
         assert!(!page.exists(), "{name}: a page was written");
     }
-    std::fs::remove_dir_all(&d).unwrap();
 }

@@ -25,6 +25,24 @@ pub fn captures() -> Vec<PathBuf> {
     v
 }
 
+/// A directory of one test's own, removed with everything in it when the value is
+/// dropped: when the test ends, passed or failed (a panic unwinds through it).
+/// Tests in one binary run side by side, so each takes its own.
+#[derive(Debug)]
+pub struct Scratch(tempfile::TempDir);
+
+impl Scratch {
+    /// `NAME` inside the directory (nothing is created).
+    pub fn join(&self, name: impl AsRef<Path>) -> PathBuf {
+        self.0.path().join(name)
+    }
+}
+
+/// A new [`Scratch`] directory under the system's temporary directory.
+pub fn scratch() -> Scratch {
+    Scratch(tempfile::Builder::new().prefix("roce-test-").tempdir().expect("temp dir"))
+}
+
 /// Output of one in-process `roce` run.
 #[derive(Debug)]
 pub struct Run {

@@ -3,21 +3,16 @@
 
 use std::path::PathBuf;
 
-use roce_tests::{roce, root, temporaries};
+use roce_tests::{roce, root, scratch, temporaries};
 
 fn capture(name: &str) -> String {
     root().join("captures").join(name).to_str().expect("utf-8").to_string()
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("roce-cli-test-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d.join(name)
-}
-
 #[test]
 fn not_a_capture_file_is_explained() {
-    let p = tmp("text.pcap");
+    let tmp = scratch();
+    let p = tmp.join("text.pcap");
     std::fs::write(&p, "this is not a capture\n").unwrap();
     let r = roce(&["decode", p.to_str().unwrap()]);
     assert_eq!(r.code, 2, "bad input: the one code for it, as in every command");
@@ -35,8 +30,9 @@ fn missing_file_names_the_path() {
 
 #[test]
 fn truncated_file_keeps_the_frames_before_the_damage() {
+    let tmp = scratch();
     let bytes = std::fs::read(capture("rc_rdma.pcap")).unwrap();
-    let p = tmp("cut.pcap");
+    let p = tmp.join("cut.pcap");
     std::fs::write(&p, &bytes[..1000]).unwrap();
     let r = roce(&["decode", p.to_str().unwrap()]);
     assert_eq!(r.code, 2, "a damaged file is bad input");
@@ -105,7 +101,8 @@ fn list_fields() {
 
 #[test]
 fn write_copy_is_complete_and_readable() {
-    let out = tmp("copy.pcapng");
+    let tmp = scratch();
+    let out = tmp.join("copy.pcapng");
     let r =
         roce(&["decode", "-c", "5", "-w", out.to_str().unwrap(), &capture("rc_send_cm.pcapng")]);
     assert_eq!(r.code, 0, "{}", r.err);
@@ -142,8 +139,9 @@ fn extra_roce_port() {
 
 #[test]
 fn no_roce_frames_explains_rxe_loopback() {
+    let tmp = scratch();
     // What a capture of two QPs on one rxe device looks like: ARP, nothing else.
-    let out = tmp("arp.pcap");
+    let out = tmp.join("arp.pcap");
     let f = std::fs::File::create(&out).unwrap();
     let mut w =
         dissector::capture::PcapWriter::new(f, dissector::LinkType::ETHERNET, 65535).unwrap();
@@ -192,6 +190,7 @@ fn json_lines_parse() {
 #[test]
 #[ignore = "needs root (CAP_NET_RAW to capture on lo): bash scripts/test.sh runs it as root"]
 fn live_capture_on_loopback_decodes_and_saves() {
+    let tmp = scratch();
     use std::net::UdpSocket;
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
@@ -219,7 +218,7 @@ fn live_capture_on_loopback_decodes_and_saves() {
             }
         })
     };
-    let out = tmp("live.pcapng");
+    let out = tmp.join("live.pcapng");
     let filter = format!("udp src port {port} and udp dst port 4791");
     let r = roce(&["decode", "-i", "lo", "-f", &filter, "-c", "3", "-w", out.to_str().unwrap()]);
     done.store(true, Ordering::Relaxed);
@@ -242,6 +241,7 @@ fn live_capture_on_loopback_decodes_and_saves() {
 /// problem at file:line:col, exit 2, and a hint.
 #[test]
 fn check_validates_the_seed_scenarios_and_locates_problems() {
+    let tmp = scratch();
     let dir = root().join("scenarios");
     let r = roce(&["check", dir.to_str().unwrap()]);
     assert_eq!(r.code, 0, "{}", r.err);
@@ -253,7 +253,7 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
         .unwrap()
         .replace("access = [\"local_write\"]", "access = [\"local_wirte\"]")
         .replace("opcode = \"IBV_WC_RECV\"", "opcode = \"IBV_WC_RECEIVE\"");
-    let p = tmp("broken.toml");
+    let p = tmp.join("broken.toml");
     std::fs::write(&p, &text).unwrap();
     let r = roce(&["check", p.to_str().unwrap()]);
     assert_eq!(r.code, 2);
@@ -270,7 +270,7 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     // Fault rules are checked with the rest: their own syntax, and what a scenario
     // must say instead (`from`/`qp`, known PSNs).
     let text = std::fs::read_to_string(dir.join("faults/write_drop_middle.toml")).unwrap();
-    let p = tmp("badfault.toml");
+    let p = tmp.join("badfault.toml");
     std::fs::write(&p, text.replace("rule = \"drop psn=101 nth=1\"", "rule = \"drpo psn=101\""))
         .unwrap();
     let r = roce(&["check", p.to_str().unwrap()]);
@@ -328,7 +328,7 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     assert!(r.code == 2 && r.err.contains("`reply-qp=` in a scenario's fault rule"), "{}", r.err);
 
     // Faults need the lab's switch: on real hosts that is a setup error, nothing run.
-    let out = tmp("faults-remote-out");
+    let out = tmp.join("faults-remote-out");
     let fault = dir.join("faults/write_drop_ack.toml");
     let r = roce(&[
         "run",
@@ -452,6 +452,7 @@ fn schema_covers_the_seed_scenarios() {
 #[test]
 #[ignore = "needs root (CAP_NET_RAW to capture on lo): bash scripts/test.sh runs it as root"]
 fn run_against_a_remote_agent_reports_a_setup_failure_with_its_cause() {
+    let tmp = scratch();
     // One agent per endpoint (an agent serves one controller connection at a time).
     let addrs: Vec<String> = (0..2)
         .map(|_| {
@@ -467,8 +468,8 @@ fn run_against_a_remote_agent_reports_a_setup_failure_with_its_cause() {
         std::thread::spawn(move || roce(&["agent", "--listen", &a]));
     }
     std::thread::sleep(std::time::Duration::from_millis(300));
-    let junit = tmp("remote-junit.xml");
-    let out = tmp("remote-out");
+    let junit = tmp.join("remote-junit.xml");
+    let out = tmp.join("remote-out");
     let sc = root().join("scenarios/rc_send_tcp.toml");
     let eps = format!("a={},b={}", addrs[0], addrs[1]);
     // `roce run` of the scenario against the two agents, with `extra` options.
@@ -529,9 +530,10 @@ fn run_against_a_remote_agent_reports_a_setup_failure_with_its_cause() {
 /// by the agent); with another key, or none, both sides say why, and nothing runs.
 #[test]
 fn a_keyed_agent_serves_only_a_controller_with_its_key() {
+    let tmp = scratch();
     use std::io::{Read, Write};
     use std::os::unix::fs::PermissionsExt;
-    let dir = tmp("keys");
+    let dir = tmp.join("keys");
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let (k1, k2) = (dir.join("agent.key"), dir.join("other.key"));
@@ -591,7 +593,7 @@ fn a_keyed_agent_serves_only_a_controller_with_its_key() {
     std::thread::sleep(std::time::Duration::from_millis(300));
     let sc = root().join("scenarios/rc_send_tcp.toml");
     let eps = format!("a={},b={}", addrs[0], addrs[1]);
-    let out = tmp("keyed-out");
+    let out = tmp.join("keyed-out");
     let run = |key: Option<&std::path::Path>| {
         let mut args = vec![
             "run".to_string(),
@@ -714,9 +716,11 @@ fn stand_in_agent(features: &'static [&'static str]) -> String {
 /// exit 4 with `--fail-on-skip`.
 #[test]
 fn a_verb_the_device_lacks_skips_the_scenario() {
+    let tmp = scratch();
     let eps = format!("a={},b={}", agent_lacking_a_verb(), agent_lacking_a_verb());
     let sc = root().join("scenarios/rc_send_tcp.toml");
-    let (json, junit, out) = (tmp("skip.json"), tmp("skip-junit.xml"), tmp("skip-out"));
+    let (json, junit, out) =
+        (tmp.join("skip.json"), tmp.join("skip-junit.xml"), tmp.join("skip-out"));
     let args = |extra: &[&str]| {
         let mut a = vec![
             "run",
@@ -764,20 +768,21 @@ fn a_verb_the_device_lacks_skips_the_scenario() {
 /// and where it comes from; one that has them all goes on to setup.
 #[test]
 fn a_feature_the_device_lacks_skips_the_scenario_before_setup() {
+    let tmp = scratch();
     // One stand-in serves one controller connection at a time: one per endpoint.
     const OLD: &[&str] = &["mw_type1", "mw_type2", "srq"];
     const NEW: &[&str] =
         &["atomic_write", "flush", "flush_persistent", "mw_type1", "mw_type2", "srq"];
     let (old, new) = (stand_in_agent(OLD), stand_in_agent(NEW));
     let sc = root().join("scenarios/verbs/flush.toml");
-    let json = tmp("feature-skip.json");
+    let json = tmp.join("feature-skip.json");
     let run = |eps: String| {
         roce(&[
             "run",
             "--endpoints",
             &eps,
             "--out",
-            tmp("feature-skip-out").to_str().unwrap(),
+            tmp.join("feature-skip-out").to_str().unwrap(),
             "--json",
             json.to_str().unwrap(),
             sc.to_str().unwrap(),
@@ -809,7 +814,7 @@ fn a_feature_the_device_lacks_skips_the_scenario_before_setup() {
         "--endpoints",
         &format!("a={old},b={}", stand_in_agent(OLD)),
         "--out",
-        tmp("feature-skip-out2").to_str().unwrap(),
+        tmp.join("feature-skip-out2").to_str().unwrap(),
         root().join("scenarios/rc_send_tcp.toml").to_str().unwrap(),
     ]);
     assert!(r.out.contains("ibv_advise_mr"), "{}", r.out);
@@ -819,6 +824,7 @@ fn a_feature_the_device_lacks_skips_the_scenario_before_setup() {
 /// `flows`, and a bad filter fails before anything is read, pointing at the culprit.
 #[test]
 fn display_filter_applies_to_every_output() {
+    let tmp = scratch();
     let naks = capture("rc_naks.pcap");
     let keep = "infiniband.aeth.syndrome >= 0x60";
     let all = roce(&[
@@ -864,7 +870,7 @@ fn display_filter_applies_to_every_output() {
         .map(|(n, _)| n.to_string())
         .collect();
     assert_eq!(trees, want, "{}", verbose.out);
-    let w = tmp("filtered.pcapng");
+    let w = tmp.join("filtered.pcapng");
     let r = roce(&["decode", "-Y", keep, "-w", w.to_str().unwrap(), &naks]);
     assert_eq!(r.code, 0, "{}", r.err);
     let back =
@@ -936,10 +942,11 @@ fn dc_is_marked_and_the_hint_overrides_it() {
 /// carries, and the expectations that name probes.
 #[test]
 fn check_refuses_probes_it_could_not_build() {
+    let tmp = scratch();
     let dir = root().join("scenarios/conformance");
     let text = std::fs::read_to_string(dir.join("psn_ahead.toml")).unwrap();
     let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
-    let p = tmp("badprobe.toml");
+    let p = tmp.join("badprobe.toml");
     let broken = text
         .replace("opcode = \"RDMA WRITE Only\", psn = \"next+3\"", "opcode = \"RDMA WRTE Only\", psn = \"next+3\"")
         .replace("id = \"in_order\", opcode = \"RDMA WRITE Only\", remote = { mr = \"target\", offset = 8 }", "id = \"in_order\", opcode = \"SEND Only\", psn = \"nxt\", remote = { mr = \"target\", offset = 8 }")
@@ -969,7 +976,8 @@ fn check_refuses_probes_it_could_not_build() {
 /// before anything is built.
 #[test]
 fn probe_dry_run_builds_the_frame_it_was_asked_for() {
-    let w = tmp("probe.pcapng");
+    let tmp = scratch();
+    let w = tmp.join("probe.pcapng");
     let r = roce(&[
         "probe",
         "--dry-run",
@@ -1054,6 +1062,7 @@ fn probe_dry_run_builds_the_frame_it_was_asked_for() {
 /// something did; a file that is not a suite report is said.
 #[test]
 fn diff_says_what_changed_between_two_suite_runs() {
+    let tmp = scratch();
     let suite = |kernel: &str, cnp: &str, pass: bool| {
         serde_json::json!({
             "setup": { "a": { "device": "rxe0", "kernel": kernel } },
@@ -1064,7 +1073,7 @@ fn diff_says_what_changed_between_two_suite_runs() {
             }
         })
     };
-    let (a, b) = (tmp("old-suite.json"), tmp("new-suite.json"));
+    let (a, b) = (tmp.join("old-suite.json"), tmp.join("new-suite.json"));
     std::fs::write(&a, suite("6.1.0", "no", true).to_string()).unwrap();
     std::fs::write(&b, suite("6.6.0", "yes", false).to_string()).unwrap();
     let r = roce(&["diff", a.to_str().unwrap(), b.to_str().unwrap()]);
@@ -1086,9 +1095,10 @@ fn diff_says_what_changed_between_two_suite_runs() {
 /// A profile that cannot be read stops `roce run` before anything runs.
 #[test]
 fn a_bad_profile_is_a_setup_error() {
-    let p = tmp("bad-profile.toml");
+    let tmp = scratch();
+    let p = tmp.join("bad-profile.toml");
     std::fs::write(&p, "name = \"x\"\n[scenario.s]\nk = 1\n").unwrap();
-    let out = tmp("bad-profile-out");
+    let out = tmp.join("bad-profile-out");
     let sc = root().join("scenarios/rc_send_tcp.toml");
     let r = roce(&[
         "run",
@@ -1120,9 +1130,10 @@ fn a_bad_profile_is_a_setup_error() {
 /// agents' address is a closed loopback port: the run stops at connecting.
 #[test]
 fn suite_on_real_hosts_leaves_out_fault_scenarios() {
+    let tmp = scratch();
     let sc = |p: &str| root().join("scenarios").join(p).to_str().expect("utf-8").to_string();
     let eps = "a=127.0.0.1:1,b=127.0.0.1:1";
-    let dir = tmp("suite-mixed");
+    let dir = tmp.join("suite-mixed");
     let r = roce(&[
         "suite",
         "--endpoints",
@@ -1150,16 +1161,16 @@ fn suite_on_real_hosts_leaves_out_fault_scenarios() {
         "--endpoints",
         eps,
         "--out",
-        tmp("suite-faults").to_str().unwrap(),
+        tmp.join("suite-faults").to_str().unwrap(),
         &sc("faults"),
     ]);
     assert_eq!(r.code, 2);
     assert!(r.err.contains("every scenario given needs the lab's switch"), "{}", r.err);
 
     // A bad file among them: said where, nothing run, no suite.json.
-    let bad = tmp("bad.toml");
+    let bad = tmp.join("bad.toml");
     std::fs::write(&bad, "name = \"x\"\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = \"q\"\ntype = \"rc\"\nbetween = [\"a\", \"c\"]\n").unwrap();
-    let out = tmp("suite-bad");
+    let out = tmp.join("suite-bad");
     let r = roce(&[
         "suite",
         "--endpoints",
@@ -1179,15 +1190,16 @@ fn suite_on_real_hosts_leaves_out_fault_scenarios() {
 /// one endpoint registers more MRs than a lab VM has room for.
 #[test]
 fn a_run_past_its_budget_is_refused_before_it_starts() {
+    let tmp = scratch();
     let mut text = String::from("name = \"heavy\"\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = \"q\"\ntype = \"rc\"\nbetween = [\"b\", \"a\"]\n");
     for k in 0..7 {
         text += &format!(
             "[[mr]]\nname = \"big{k}\"\non = \"a\"\nsize = 64000000\naccess = [\"local_write\"]\n"
         );
     }
-    let file = tmp("heavy.toml");
+    let file = tmp.join("heavy.toml");
     std::fs::write(&file, text).unwrap();
-    let out = tmp("heavy-runs");
+    let out = tmp.join("heavy-runs");
     let r = roce(&[
         "run",
         "--lab",

@@ -5,13 +5,13 @@
 //! cuts the file into chunks of 1, 3 or 7 frames, so every piece of per-QP state
 //! is carried from one chunk to the next); the same with `-c`, with a display
 //! filter, and on a damaged file (same frames, same error, same exit code).
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use dissector::capture::PcapWriter;
 use dissector::craft::{Conversation, Dir, Host, Timed};
 use dissector::wire::{Psn, Syndrome};
 use dissector::LinkType;
-use roce_tests::{captures, roce, Run};
+use roce_tests::{captures, roce, scratch, Run};
 
 /// Fields that read earlier frames (the times) and every kind of value.
 const FIELDS: &[&str] = &[
@@ -49,15 +49,6 @@ const FILTERS: &[Option<&str>] = &[
 
 /// `-j` values and chunk sizes compared with `-j 1`.
 const SPLITS: &[(&str, &str)] = &[("2", "1"), ("2", "3"), ("4", "7"), ("4", "1")];
-
-/// A path of its own (tests run side by side in one process).
-fn tmp(name: &str) -> PathBuf {
-    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let d = std::env::temp_dir().join(format!("roce-jobs-{}-{n}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("temp dir");
-    d.join(name)
-}
 
 fn path_str(p: &Path) -> String {
     p.to_str().expect("utf-8 path").to_string()
@@ -99,7 +90,8 @@ fn same_as_one_thread(what: &str, a: &[String]) -> Run {
 
 /// `decode -T parquet` at -j 1 and split: byte-identical files, same exit.
 fn same_parquet(what: &str, file: &str, extra: &[String]) {
-    let (a, b) = (tmp("one.parquet"), tmp("many.parquet"));
+    let tmp = scratch();
+    let (a, b) = (tmp.join("one.parquet"), tmp.join("many.parquet"));
     let run = |out: &Path, j: &str, k: &str| {
         let r = roce(&args(
             &[
@@ -133,14 +125,17 @@ fn same_parquet(what: &str, file: &str, extra: &[String]) {
     }
 }
 
-/// `flows --parquet DIR` at -j 1 and split: the same two files.
+/// `flows --parquet DIR` at -j 1 and split: the same two files, each split into a
+/// directory of its own.
 fn same_flow_parquet(what: &str, file: &str) {
+    let tmp = scratch();
     let read =
         |d: &Path| ["flows.parquet", "events.parquet"].map(|f| std::fs::read(d.join(f)).ok());
-    let one_dir = tmp("flows-one");
+    let one_dir = tmp.join("flows-one");
     let one = roce(&["flows", "-j", "1", "--parquet", &path_str(&one_dir), file]);
     for (j, k) in SPLITS {
-        let dir = tmp("flows-many");
+        let tmp = scratch();
+        let dir = tmp.join("flows-many");
         let many =
             roce(&["flows", "-j", j, "--chunk-frames", k, "--parquet", &path_str(&dir), file]);
         assert_eq!(one.code, many.code);
@@ -251,7 +246,8 @@ fn interleaved_capture(path: &Path) {
 
 #[test]
 fn flows_crossing_chunk_boundaries_are_analysed_as_in_one_pass() {
-    let p = tmp("interleaved.pcap");
+    let tmp = scratch();
+    let p = tmp.join("interleaved.pcap");
     interleaved_capture(&p);
     let file = path_str(&p);
     let r = same_as_one_thread("interleaved", &["flows", "--json", &file].map(String::from));
@@ -285,7 +281,8 @@ fn flows_crossing_chunk_boundaries_are_analysed_as_in_one_pass() {
 
 #[test]
 fn count_stops_at_the_same_frame() {
-    let p = tmp("count.pcap");
+    let tmp = scratch();
+    let p = tmp.join("count.pcap");
     interleaved_capture(&p);
     let file = path_str(&p);
     for c in ["1", "5", "17", "100000"] {
@@ -322,12 +319,13 @@ fn count_stops_at_the_same_frame() {
 
 #[test]
 fn a_damaged_file_fails_the_same_way_after_the_same_frames() {
-    let p = tmp("whole.pcap");
+    let tmp = scratch();
+    let p = tmp.join("whole.pcap");
     interleaved_capture(&p);
     let bytes = std::fs::read(&p).expect("read");
     // Cut in the middle of a record far into the file, and in an early one.
     for cut in [bytes.len() * 2 / 3 + 7, 1000] {
-        let d = tmp(&format!("cut{cut}.pcap"));
+        let d = tmp.join(format!("cut{cut}.pcap"));
         std::fs::write(&d, &bytes[..cut]).expect("write");
         let file = path_str(&d);
         let r = same_as_one_thread(

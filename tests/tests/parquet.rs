@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use roce_tests::{captures, roce, root, temporaries};
+use roce_tests::{captures, roce, root, scratch, temporaries};
 
 /// Every type of column: integers printed in decimal and in hex, a flag, a
 /// timestamp and relative times, addresses, lists (`ip.addr`, `udp.port`), bytes
@@ -58,12 +58,6 @@ fn check(args: &[&str]) -> String {
     text
 }
 
-fn tmp(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("roce-parquet-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d.join(name)
-}
-
 fn fields_args(fields: &[&str]) -> Vec<String> {
     fields.iter().flat_map(|f| ["-e".to_string(), f.to_string()]).collect()
 }
@@ -71,12 +65,13 @@ fn fields_args(fields: &[&str]) -> Vec<String> {
 #[test]
 #[ignore = "needs pyarrow: bash scripts/setup.sh --test"]
 fn every_capture_reads_back_typed_and_equal_to_fields() {
+    let tmp = scratch();
     let caps = captures();
     assert!(caps.len() >= 20, "the captures in captures/ and captures/lab/");
     for (i, cap) in caps.iter().enumerate() {
         let cap = cap.to_str().unwrap();
-        let pq = tmp(&format!("{i}.parquet"));
-        let txt = tmp(&format!("{i}.txt"));
+        let pq = tmp.join(format!("{i}.parquet"));
+        let txt = tmp.join(format!("{i}.txt"));
         // Row groups of 7 rows: lists and nulls cross group boundaries.
         let mut args = vec![
             "decode".to_string(),
@@ -111,8 +106,9 @@ fn every_capture_reads_back_typed_and_equal_to_fields() {
 #[test]
 #[ignore = "needs pyarrow: bash scripts/setup.sh --test"]
 fn a_display_filter_applies_to_parquet_too() {
+    let tmp = scratch();
     let cap = root().join("captures/lab/rc_drop_retransmit.pcapng");
-    let (pq, txt) = (tmp("filtered.parquet"), tmp("filtered.txt"));
+    let (pq, txt) = (tmp.join("filtered.parquet"), tmp.join("filtered.txt"));
     let base = |t: &str| -> Vec<String> {
         let mut v: Vec<String> = [
             "decode",
@@ -152,6 +148,7 @@ impl Lines for roce_tests::Run {
 #[test]
 #[ignore = "needs pyarrow: bash scripts/setup.sh --test"]
 fn flows_tables_read_back_equal_to_the_json_report() {
+    let tmp = scratch();
     for name in [
         "lab/rc_drop_retransmit.pcapng",
         "lab/requester_ghost_ack.pcapng",
@@ -160,8 +157,8 @@ fn flows_tables_read_back_equal_to_the_json_report() {
         "lab/rping.pcapng",
     ] {
         let cap = root().join("captures").join(name);
-        let dir = tmp(&format!("flows-{}", name.replace('/', "_")));
-        let json = tmp(&format!("flows-{}.json", name.replace('/', "_")));
+        let dir = tmp.join(format!("flows-{}", name.replace('/', "_")));
+        let json = tmp.join(format!("flows-{}.json", name.replace('/', "_")));
         let r = roce(&["flows", "-r", cap.to_str().unwrap(), "--parquet", dir.to_str().unwrap()]);
         assert_eq!(r.code, 0, "{name}: {}", r.err);
         let j = roce(&["flows", "-r", cap.to_str().unwrap(), "--json"]);
@@ -174,12 +171,13 @@ fn flows_tables_read_back_equal_to_the_json_report() {
 /// Bad use is said before anything is read, and nothing half-written is left.
 #[test]
 fn parquet_needs_a_file_and_fields_and_leaves_nothing_half_written() {
+    let tmp = scratch();
     let cap = root().join("captures/lab/rc_pingpong.pcapng");
     let cap = cap.to_str().unwrap();
     let r = roce(&["decode", "-r", cap, "-T", "parquet", "-e", "frame.number"]);
     assert_eq!(r.code, 2);
     assert!(r.err.contains("-w FILE.parquet"), "{}", r.err);
-    let out = tmp("never.parquet");
+    let out = tmp.join("never.parquet");
     let r = roce(&["decode", "-r", cap, "-T", "parquet", "-w", out.to_str().unwrap()]);
     assert_eq!(r.code, 2);
     assert!(r.err.contains("at least one -e FIELD"), "{}", r.err);

@@ -14,6 +14,9 @@
 //! ```
 //! Received private data is zero-padded to its field; a peer that is not a `roce`
 //! agent sends no magic, and then nothing is taken from it.
+//!
+//! Owns: the private-data layout above and its encoding and decoding. Imports: the
+//! protocol's [`MrInfo`] (`crate::protocol`); nothing else.
 
 use crate::protocol::MrInfo;
 

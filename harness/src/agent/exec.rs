@@ -1,5 +1,11 @@
 //! The agent's executor: one endpoint's verbs objects, driven by [`ToAgent`]
 //! messages. Transport-free: [`serve`] speaks the protocol over any byte stream.
+//!
+//! Owns: the agent's state per scenario (device, QPs, MRs, memory windows, SRQs), the
+//! handling of every request, and [`serve`]. Imports: the agent protocol and its stream
+//! vocabulary (`crate::protocol`), the verbs wrappers (`crate::verbs`), the raw link
+//! for probes (`crate::net::raw`), its siblings `cm_private`, `limits` and `probe`,
+//! dissector's PSN, hex text and clock; `rdma_sys`'s opcode and flag values.
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};

@@ -4,8 +4,9 @@
 //! one of the scenario's connected QPs). A request beyond a limit is refused with
 //! an error that names the limit and the option that sets it; the agent lives on.
 //!
-//! Owns: the limits and their checks. Imports: nothing of the agent but its
-//! vocabulary (an address, a count).
+//! Owns: the limits and their checks. Imports: nothing of the agent; the stream
+//! vocabulary's bound on a stream's messages ([`STREAM_MESSAGES`]), and `pnet`'s
+//! interface list for the networks of the device's address.
 use std::collections::VecDeque;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};

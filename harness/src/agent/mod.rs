@@ -15,8 +15,10 @@
 //!
 //! Owns: the agent's side of the protocol ([`crate::protocol`]): its
 //! authentication ([`auth`]), the listening agent's front door ([`listen`]), its
-//! limits ([`limits`]) and its executor ([`exec`]).
-//! Imports: verbs, net, dissector (and `lab::write_fd`, for its log lines).
+//! limits ([`limits`]), its executor ([`exec`]), the MR table it puts in rdma_cm's
+//! private data ([`cm_private`]) and the crafted frames it sends ([`probe`]).
+//! Imports: the protocol it speaks (`crate::protocol`), verbs, net, dissector (and
+//! `lab::write_fd`, for its log lines).
 //! Never the scenario model: the controller resolves a scenario into this
 //! protocol's own messages.
 pub(crate) mod auth;

@@ -8,6 +8,10 @@
 //! UDP 4791, BTH, extension headers, payload, ICRC). The target's answers go to the
 //! sender's IP address, where an rxe device (if any) drops them: no QP there
 //! expects them.
+//!
+//! Owns: turning a [`ProbeOrder`] into frames, and its PSN arithmetic ([`Aim`]).
+//! Imports: the protocol's probe shapes (`crate::protocol`), dissector's `craft` and
+//! `wire`.
 use dissector::craft::{self, Encap, Host, IcrcMode};
 use dissector::wire::ext::{AtomicEthRepr, DethRepr, RethRepr};
 use dissector::wire::{BthRepr, Headers, Opcode, Psn};

@@ -1,4 +1,7 @@
 //! `roce agent`: the endpoint agent `roce run` drives.
+//!
+//! Owns: `roce agent`'s options and their translation into the agent's limits and
+//! listen options. Imports: `crate::agent` (limits, key, serving), `super::exit`.
 use std::path::PathBuf;
 use std::time::Duration;
 

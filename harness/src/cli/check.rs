@@ -1,4 +1,7 @@
 //! `roce check`: validate scenario files without running them.
+//!
+//! Owns: `roce check`'s options and its output. Imports: `crate::scenario` (discovery
+//! and loading), `super::exit`.
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -1,5 +1,8 @@
 //! `roce craft`: writes the project's synthetic captures ([`dissector::corpus`])
 //! into a directory, each file complete or absent.
+//!
+//! Owns: `roce craft`'s options, and `bench_file` for the benches. Imports: dissector's
+//! `corpus`, `super::exit` and `super::write_file`.
 use std::io::Write;
 use std::path::{Path, PathBuf};
 

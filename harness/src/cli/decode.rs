@@ -2,6 +2,11 @@
 //! tshark-compatible fields (`-T fields -e …`), or those fields as typed Parquet
 //! columns (`-T parquet -e … -w FILE.parquet`); with `-Y`, only the frames a display
 //! filter keeps (in every output, `-w` included).
+//!
+//! Owns: `roce decode`'s options, its field options (`-E`), and the decode loop, on one
+//! thread or several. Imports: dissector's capture, frame, ctx, fields, filter and
+//! print; the Parquet writer (`crate::columns`); `super::input`, `super::par`,
+//! `super::exit`.
 use std::io::{self, BufWriter, Write};
 
 use std::path::PathBuf;

@@ -1,4 +1,7 @@
 //! `roce diff OLD NEW`: what changed between two `suite.json` files.
+//!
+//! Owns: `roce diff`'s options. Imports: the suite shape (`crate::results::suite`), its
+//! rendering (`crate::render`), `super::exit`.
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -1,6 +1,9 @@
 //! The one exit-code type of `roce`, and the error a command returns: what went
 //! wrong, and which of the documented codes says so. Every command maps each of its
 //! errors to one of these; nothing else decides an exit status.
+//!
+//! Owns: [`Exit`], [`Failure`], `Outcome` and the exit-code help text. Imports: nothing
+//! of the crate (`anyhow` and `serde_json` errors convert into a [`Failure`]).
 use std::fmt;
 
 /// How `roce` ends. The same meaning, and the same number, for every command.

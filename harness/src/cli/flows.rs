@@ -1,5 +1,9 @@
 //! `roce flows`: per-QP flow analysis of a capture (with `-Y`, of the frames a
 //! display filter keeps).
+//!
+//! Owns: `roce flows`'s options and the analysis loop, on one thread or several.
+//! Imports: dissector's capture, frame, ctx, filter and flow; the Parquet writer
+//! (`crate::columns`); `super::input`, `super::par`, `super::exit`.
 use std::io::{BufWriter, Write};
 
 use std::fs::File;

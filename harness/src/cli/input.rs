@@ -1,5 +1,9 @@
 //! Where `decode` and `flows` read packets from: a capture file or a live
 //! interface, behind one trait.
+//!
+//! Owns: the input options ([`InputArgs`]) shared by `decode` and `flows`, and
+//! [`Source`]. Imports: dissector's capture, frame and filter; live capture
+//! (`crate::net::live`); `super::exit`, `super::par`.
 use std::fs::File;
 use std::io::BufReader;
 use std::path::PathBuf;

@@ -1,5 +1,10 @@
 //! `roce lab …`: the options of each lab command, turned into calls of the `lab`
 //! crate, and what it reports, printed.
+//!
+//! Owns: `roce lab`'s subcommands and options, and the printing of what the lab
+//! reports. Imports: the `lab` crate (state, control, fault rules, runs, benches, …),
+//! dissector's ctx, filter, frame and print for the wire it shows, `super::input`'s
+//! display filter, `super::run`'s scenario benches, `super::exit`.
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;

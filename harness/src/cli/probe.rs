@@ -1,5 +1,10 @@
 //! `roce probe`: one crafted request, sent now on a raw interface, and what came
 //! back — for bring-up, against any QP whose QPN and expected PSN you know.
+//!
+//! Owns: `roce probe`'s options and printing what came back. Imports: the agent's probe
+//! builder (`crate::agent::probe`), the raw link (`crate::net::raw`), the protocol's
+//! probe shapes, the scenario checker's payload and content (`crate::scenario`),
+//! dissector's craft, wire, capture and print.
 use std::io::Write;
 use std::net::IpAddr;
 use std::time::{Duration, Instant};

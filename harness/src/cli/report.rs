@@ -1,5 +1,8 @@
 //! `roce report RESULTS.json --html OUT.html`: a report saved by `roce run --json`,
 //! rendered again as the HTML page (e.g. on a CI artifact).
+//!
+//! Owns: `roce report`'s options. Imports: the saved [`Report`] (`crate::results`), its
+//! HTML rendering (`crate::render`), `super::exit` and `super::write_file`.
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -1,6 +1,12 @@
 //! `roce run SCENARIO…|DIR`: every file checked first (a bad one runs nothing), the
 //! options settled into a [`RunPlan`], the scenarios run one after the other, each
 //! result printed as it is judged, then the reports written.
+//!
+//! Owns: `roce run`'s options, their settling into a [`RunPlan`], and what is written
+//! after the run. Imports: `crate::controller` (the run), `crate::render`,
+//! `crate::results` (report, profile), the scenario model, the agent's key, live
+//! capture options (`crate::net::live`), the lab's state, images and progress,
+//! dissector's clock, `super::check`, `super::exit`.
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -1,4 +1,7 @@
 //! `roce schema`: the scenario format as JSON Schema, derived from the model types.
+//!
+//! Owns: `roce schema`. Imports: the scenario file shape (`crate::scenario::file`)
+//! through `schemars`, `super::exit`.
 use std::io::Write;
 
 use super::exit::{Exit, Outcome};

@@ -2,6 +2,10 @@
 //! captures, `report.json`, `report.html` and `suite.json` (what passed and what
 //! the setup did, made to be kept and diffed), and says what changed since a
 //! baseline.
+//!
+//! Owns: `roce suite`'s options and its output directory's files. Imports: `super::run`
+//! (it is a run), the suite shape (`crate::results::suite`), `crate::render`,
+//! `super::check`, `super::exit`.
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -2,6 +2,10 @@
 //! judging them holds, and the memory each lab VM registers, estimated from the
 //! scenarios' streams and MRs and held against what there is. A run past a budget
 //! is refused before anything is sent, saying which scenario asks for what.
+//!
+//! Owns: the estimates ([`Estimate`]), what this host has ([`Budget`]) and the check.
+//! Imports: the scenario model, the judge's [`Packet`] (its size per frame), the lab's
+//! VM memory (`lab::vm`), `statvfs` through libc.
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};

@@ -1,6 +1,10 @@
 //! A link to one endpoint's agent: the lab VM's command over its control channel,
 //! or a TCP connection to a real host's `roce agent --listen`; requests out,
 //! answers back through a reader thread, each with a deadline.
+//!
+//! Owns: [`Agent`] (a link, its reader thread and heartbeat), [`Deadline`],
+//! [`Unsupported`]. Imports: the agent protocol (`crate::protocol`), the agent's
+//! authentication and timings (`crate::agent`), the lab's client and state for lab VMs.
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -3,7 +3,8 @@
 //! capture), then the judge; and the lab kept healthy between scenarios.
 //!
 //! Owns: the run plan, the agent links, the run loop.
-//! Imports: scenario, agent's protocol, judge, results, net, the lab crate. Never
+//! Imports: scenario, agent's protocol, the agent's key, the verbs' QP kinds,
+//! caps and access flags, judge, results, net, the lab crate. Never
 //! the CLI or the renderers: results go back to the caller as they come.
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -1,6 +1,11 @@
 //! A checked scenario, resolved into what each agent is told: its own setup, its
 //! steps as actions, and the fault rules the lab's switch applies. Names of QPs and
 //! MRs stay names (each agent knows its own); everything else becomes concrete.
+//!
+//! Owns: the translation from [`Scenario`] to the protocol's `Setup` and `Action`s, and
+//! to the lab's fault [`Rule`]s. Imports: the scenario model, the agent protocol
+//! (`crate::protocol`), the results' endpoint facts, the verbs' QP kinds and caps, the
+//! lab's fault rules and VMs.
 use std::collections::BTreeMap;
 
 use lab::fault::{self, Dir, Rule};

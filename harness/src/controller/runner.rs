@@ -2,6 +2,11 @@
 //! real host), set up, start the wire's recording, connect, carry out the steps in
 //! order, collect completions and memory. What happened is an [`Outcome`];
 //! judging it is the judge's job.
+//!
+//! Owns: one scenario's run ([`execute`] and its phases), the agent pool, the endpoints
+//! and slots. Imports: `super::link`, `super::resolve`, the agent protocol, the
+//! results' outcome shapes, the scenario model, the agent's key, the lab's claims,
+//! client, state and images.
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::thread;

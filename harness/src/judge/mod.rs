@@ -3,8 +3,10 @@
 //! what was expected and what happened; and what this setup did, as observations
 //! a device profile records ([`observe`]) and compares ([`profile`]).
 //!
-//! Owns: the expectations' semantics. Imports: scenario (checked), results,
-//! dissector (vocabulary, go-back-N rules), lab's marks. Go-back-N and RNR-timer
+//! Owns: the expectations' semantics. Imports: scenario (the checked model and its
+//! patterns), results, the protocol (what agents reported: completions, events,
+//! the stream vocabulary), the verbs' completion names, dissector (capture decoding,
+//! vocabulary, go-back-N rules), lab's marks. Go-back-N and RNR-timer
 //! facts come from `dissector::flow::recovery`; the judge adds only what the
 //! capture cannot know: which QPs and probes belong to the scenario.
 use std::net::IpAddr;

@@ -4,6 +4,10 @@
 //! whether CE drew a CNP and whether the RNR timer was waited out; how each stream
 //! ended. A device profile
 //! records these; `--profile` compares them.
+//!
+//! Owns: [`observations`]. Imports: `super::timeline`, `super::probes` and
+//! `super::pair`; the results' outcome, the scenario model, the verbs' completion
+//! names, dissector's ACK and NAK kinds.
 use std::collections::{BTreeMap, BTreeSet};
 
 use dissector::wire::{AckClass, AckKind, NakKind};

@@ -6,6 +6,10 @@
 //!
 //! The judge adds only what the capture cannot know: which QPs are the stream's,
 //! which endpoint is its requester, and its window.
+//!
+//! Owns: [`stream_wires`] and the stream's [`verdict`]. Imports: `super::{Timeline,
+//! pair, duration}`, dissector's `flow::pace` and NAK kinds, the protocol's
+//! percentiles, the results' stream shapes, the scenario model.
 use dissector::flow::pace;
 use dissector::wire::NakKind;
 

@@ -1,6 +1,10 @@
 //! What answered each crafted probe: its frames found on the wire (in step order),
 //! and every response from the target to the prober after it, up to the prober's
 //! next request.
+//!
+//! Owns: [`ProbeAnswer`], [`answers`] and the probes' [`verdict`]. Imports:
+//! `super::timeline`, the results' outcome and verdicts, the scenario model and
+//! patterns, dissector's PSN and ACK class.
 use std::net::IpAddr;
 
 use dissector::wire::{AckClass, Psn};

@@ -1,5 +1,7 @@
 //! Holding a run to a device profile: one verdict per observation the profile
 //! recorded for the scenario, failed where this run differs.
+//!
+//! Owns: [`verdicts`]. Imports: the results' [`Profile`] and verdicts; nothing else.
 use std::collections::BTreeMap;
 
 use crate::results::profile::Profile;

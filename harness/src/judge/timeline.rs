@@ -2,6 +2,10 @@
 //! profile observer and every renderer need of it — addresses, BTH, the AETH's
 //! meaning, ICRC verdict, ECN, and what the lab switch did to it (its marks, read
 //! back with the lab's own parser). None of them opens the capture again.
+//!
+//! Owns: [`Timeline`], [`Packet`] and [`read`], the one place the judge opens a
+//! capture. Imports: dissector's capture, frame, ctx, print, wire and flow packet
+//! shapes, the lab's marks (`lab::mark`).
 use std::net::IpAddr;
 use std::path::Path;
 

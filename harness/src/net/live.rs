@@ -17,6 +17,10 @@
 //! second Ctrl-C exits the process at once (exit status 130). Other code that should
 //! stop on Ctrl-C can share [`ctrl_c_flag`]; a program that installed its own `ctrlc`
 //! handler first should call [`request_stop`] from it.
+//!
+//! Owns: [`LiveCapture`], [`LiveOptions`] and the process's Ctrl-C flag. Imports:
+//! dissector's [`PacketSource`], records, interfaces and link types; `pcap`, `ctrlc`,
+//! `nix`'s poll.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};

@@ -6,6 +6,11 @@
 //! lie back to back from the stream's offset. So the target's memory is checked on
 //! the endpoint that holds it ([`Content::verify`]), message by message, and only
 //! the verdict crosses the agent protocol, never the memory.
+//!
+//! Owns: [`Content`], [`Sizes`], [`Spread`], [`StreamVerb`], the atomic ops and their
+//! chain, the memory verification and the reported percentiles, and
+//! [`STREAM_MESSAGES`]. Imports: nothing of the crate; dissector's hex text (for bytes
+//! in JSON).
 use core::fmt;
 
 use serde::{Deserialize, Serialize};

@@ -18,6 +18,10 @@
 //! child is a `<title>` with the decoded line, holding `line.shaft` (from the
 //! sender's lane to the receiver's, or halfway when dropped; a synthesized one
 //! from halfway), `text.label` and the row's other texts.
+//!
+//! Owns: the page (`render_page`), its ladder, stream plots and CSS/JS. Imports: the
+//! results (`crate::results`), the judge's [`Timeline`] and time formats, the
+//! protocol's stream percentiles, dissector's NAK kinds, `super::esc`.
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;

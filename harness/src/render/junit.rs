@@ -2,7 +2,8 @@
 //! CI systems. Written by quick-junit (cargo-nextest's serializer), which escapes
 //! every name and message and replaces what XML cannot hold.
 //!
-//! Owns: the mapping from a run's report to JUnit's shape. Imports: the result types.
+//! Owns: [`render`], the mapping from a run's report to JUnit's shape. Imports: the
+//! results' report, scenario result and status; quick-junit.
 use std::time::Duration;
 
 use quick_junit::{NonSuccessKind, Report as Junit, TestCase, TestCaseStatus, TestSuite};

@@ -1,10 +1,13 @@
 //! Renderers: results into text for the terminal ([`text`]), JUnit XML
-//! ([`junit`]), one self-contained HTML page ([`html`]); JSON is the results' own
-//! serde form.
+//! ([`junit`]), one self-contained HTML page ([`html`]), a device profile as TOML
+//! ([`profile`]), and what changed between two suite runs ([`suite`]); JSON is the
+//! results' own serde form. [`esc`] escapes text for HTML and XML.
 //!
-//! Owns: every output format. Imports: results, judge (the decoded wire of a
-//! capture, for the ladder and the failing-wire lines). Nothing imports the
-//! renderers but the CLI.
+//! Owns: every output format but JSON. Imports: results (`crate::results`, its
+//! profile included), judge (the decoded wire of a capture, for the ladder and the
+//! failing-wire lines, and its time formats), the protocol's stream percentiles,
+//! dissector's NAK kinds. Only the CLI imports the renderers (and
+//! `results::profile`'s round-trip test, which reads back what [`profile`] wrote).
 pub(crate) mod html;
 pub(crate) mod junit;
 pub(crate) mod profile;

@@ -1,6 +1,8 @@
 //! A device profile as TOML (`roce run --record-profile`): a comment saying what
 //! it is, then stable order, one observation per line, so two profiles diff line
 //! by line; [`crate::results::profile::Profile::load`] reads it back.
+//!
+//! Owns: [`render`] for a profile. Imports: the results' [`Profile`]; nothing else.
 use crate::results::profile::Profile;
 
 /// The profile as TOML.

@@ -1,5 +1,8 @@
 //! What changed between two suite runs, for the terminal (`roce diff`, `roce suite
 //! --baseline`).
+//!
+//! Owns: [`diff`]'s text. Imports: nothing of the crate: the changes come as lines from
+//! `results::suite::diff`.
 use std::io::{self, Write};
 use std::path::Path;
 

@@ -1,6 +1,9 @@
 //! The terminal report of `roce run` and `roce suite`: per scenario a line with
 //! ✓, ✗ or − (skipped), its expectations (expected against actual for the failed
 //! ones), and for a failing scenario the decoded wire and what the agents said.
+//!
+//! Owns: the terminal lines of a scenario, its streams, its timings, the run's summary.
+//! Imports: the results (`crate::results`), the judge's [`Timeline`] and time format.
 use std::io::{self, Write};
 
 use crate::judge::{us_or_ms, Timeline};

@@ -4,7 +4,7 @@
 //!
 //! Owns: the result types and their JSON form (`roce report` reads saved reports
 //! back). Imports: the agent protocol's QP, MR, completion and probe records, kept
-//! as the agents said them. The judge and the controller fill these types, the
+//! as the agents said them, and the lab switch's run report (`lab::switch`). The judge and the controller fill these types, the
 //! renderers show them.
 use std::collections::BTreeMap;
 use std::path::Path;

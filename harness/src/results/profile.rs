@@ -7,6 +7,9 @@
 //! setup and read by `roce run --profile FILE`, which turns every difference into
 //! a failed expectation. The scenarios stay spec-level; the profile pins down the
 //! device. Profiles are kept in `profiles/` (e.g. `profiles/rxe-linux-6.1.toml`).
+//!
+//! Owns: [`Profile`], reading it ([`Profile::load`]) and recording it from a report.
+//! Imports: `super::Report`, dissector's clock and UTC date; `toml`.
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -5,6 +5,9 @@
 //! addresses or QPNs, sorted, one fact per line — made to be kept and diffed
 //! against the next run's (`--baseline`, or `roce diff OLD NEW`) to see what
 //! changed with the last driver or firmware.
+//!
+//! Owns: [`Suite`], its [`Entry`]s, reading it back and [`diff`]. Imports:
+//! `super::Report`; nothing else of the crate.
 use std::collections::BTreeMap;
 use std::path::Path;
 

@@ -1,5 +1,8 @@
 //! A problem in a scenario file, said the way rustc says it: `file:line:col`, the
 //! line, a caret under the span, and a hint.
+//!
+//! Owns: [`Diagnostic`], its [`Source`] and the hints for serde's messages. Imports:
+//! dissector's `did_you_mean`; nothing else of the project.
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};

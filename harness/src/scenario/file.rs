@@ -7,6 +7,9 @@
 //! so a key that does not belong to the op is refused by serde itself. Its
 //! variants are read from the step's table after the table's spans were taken,
 //! so a problem inside a step points at its key.
+//!
+//! Owns: [`ScenarioFile`] and every table in it, [`Sp`]. Imports: dissector's hex text
+//! (for contents); `serde`, `toml`'s `Spanned`, `schemars` for `roce schema`.
 use std::collections::BTreeMap;
 use std::ops::Range;
 

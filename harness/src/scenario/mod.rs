@@ -2,8 +2,12 @@
 //! scenario ([`model`]) with every problem reported at `file:line:col`
 //! ([`check`], [`diag`]); the wire expectations' patterns ([`pattern`]).
 //!
-//! Owns: the scenario format and its rules. Imports: dissector's vocabulary,
-//! the verbs' names, the lab's fault-rule parser. Nothing runs here.
+//! Owns: the scenario format and its rules, and finding and loading scenario files
+//! ([`discover`], `load_all`). Imports: the protocol's stream vocabulary and limits
+//! (`crate::protocol`: the model's stream content, sizes, spread and verbs,
+//! `STREAM_MESSAGES`, `READ_BACK_MAX`), the verbs' names (`crate::verbs`), dissector's
+//! vocabulary (opcodes, PSNs, NAK kinds, `UnknownName`), the lab's fault-rule parser;
+//! `toml`, `serde` and `schemars`. Nothing runs here.
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};

@@ -2,6 +2,12 @@
 //! names, every value typed and defaulted. What the controller runs and the judge
 //! judges; nothing downstream checks again what is guaranteed here (a QP's
 //! endpoints exist, an SGE lies inside its MR, an opcode is in the table, …).
+//!
+//! Owns: [`Scenario`] and every checked shape in it (QPs, MRs, steps, expectations,
+//! faults), and the defaults. Imports: the file's QP types and contents
+//! (`super::file`), `super::pattern`, the protocol's stream vocabulary, the verbs'
+//! names, dissector's opcode, PSN and NAK types, the lab's fault
+//! [`Rule`](lab::fault::Rule).
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -6,6 +6,9 @@
 //! operation of the opcode table (`SEND Only`, `RDMA READ Response Only`,
 //! `ATOMIC Acknowledge`, `Acknowledge`), an acknowledgement class (`ACK`, `RNR
 //! NAK`, `NAK Remote Access Error`), or a bare `NAK` for any negative one.
+//!
+//! Owns: [`Pattern`], its atoms and their matching. Imports: dissector's opcode and ACK
+//! class, and its [`UnknownName`]; nothing else.
 use std::fmt;
 use std::str::FromStr;
 

@@ -8,6 +8,9 @@
 //! `kernel-headers/rdma/ib_user_verbs.h`): libibverbs hands `device_cap_flags_ex`
 //! through as the kernel filled it, so a bit an old libibverbs has no name for
 //! still arrives.
+//!
+//! Owns: [`Feature`], [`DeviceCaps`] and the capability bits. Imports:
+//! `super::names::UnknownName`; `serde`.
 use std::fmt;
 use std::str::FromStr;
 

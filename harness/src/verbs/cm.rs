@@ -1,6 +1,9 @@
 //! rdma_cm connections for QPs we created ourselves: librdmacm carries the
 //! REQ/REP/RTU on QP1 and computes the QP attributes; we apply them (with the
 //! scenario's own timers and access on top) and take the QP to RTS.
+//!
+//! Owns: [`CmConn`] (listen, accept, connect). Imports: `super::qp` and `super::error`;
+//! `rdma_sys`'s librdmacm and libc for the event channel.
 use std::ptr;
 
 use rdma_sys::*;

@@ -2,6 +2,10 @@
 //! address handle. Each owns its verbs object and releases it once in `Drop`; each
 //! holds an `Arc` to what it was built on, so nothing is destroyed while something
 //! built on it lives.
+//!
+//! Owns: [`Context`], [`Pd`], [`Cq`], [`Mr`], [`Mw`], [`Ah`], their completions and
+//! asynchronous events. Imports: `super::caps`, `super::error`, `super::ext`,
+//! `super::names`; `rdma_sys`, libc.
 use std::ffi::CStr;
 use std::ptr;
 use std::sync::Arc;

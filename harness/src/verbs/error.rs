@@ -1,6 +1,8 @@
 //! What a verb that failed says: which verb, why, and what probably caused it; and
 //! whether the device simply lacks it, so a scenario can be skipped there rather
 //! than failed.
+//!
+//! Owns: [`VerbError`] and `Result`. Imports: nothing of the crate; libc's errnos.
 use std::fmt;
 use std::io;
 

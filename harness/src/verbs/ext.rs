@@ -14,6 +14,9 @@
 //! `struct verbs_context` grows at the front (new ops are added before the old
 //! ones), so the ops rdma-core 44's headers know sit at the same distance from
 //! `context` in a newer library's context, and `sz` says how far back it reaches.
+//!
+//! Owns: `query_device_ex` and `create_qp_ex`. Imports: `rdma_sys`'s types, libc's
+//! errno; nothing of the crate.
 use std::mem::{offset_of, size_of};
 use std::ptr;
 

@@ -6,6 +6,9 @@
 //! Names are read the way people write them: `IBV_WC_REM_ACCESS_ERR`,
 //! `rem_access_err`, `WC_REM_ACCESS_ERR`; `IBV_ACCESS_REMOTE_WRITE`,
 //! `remote_write`.
+//!
+//! Owns: `WcStatus`, `WcOpcode`, `EventType`, [`Access`], [`SendFlag`] and `by_name`.
+//! Imports: dissector's `UnknownName` (re-exported); `serde`.
 use std::fmt;
 use std::str::FromStr;
 

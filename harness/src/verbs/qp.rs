@@ -3,6 +3,10 @@
 //! failed one destroys it: a half-brought-up QP is of no use). Receives can be
 //! posted from INIT on; sends only on a QP in RTS — the compiler says so, not a
 //! runtime check.
+//!
+//! Owns: [`Qp`] and its states, [`QpAttrs`], [`Srq`], send and receive work requests
+//! ([`SendWr`], [`Sge`]). Imports: `super::device`, `super::error`, `super::ext`,
+//! `super::names`; `rdma_sys`, libc.
 use std::marker::PhantomData;
 use std::ptr;
 use std::sync::Arc;

@@ -1,5 +1,9 @@
 //! Expectations (`[[expect.*]]`) and fault rules (`[[fault]]`): what the judge
 //! holds the run to, and what the lab switch does to its frames.
+//!
+//! Owns: the `impl Checker` for expectations and faults, and `count_range`. Imports:
+//! the checker's vocabulary (`use super::*`), the lab's fault-rule parser
+//! (`lab::fault`).
 use super::*;
 
 /// `"0..10"`, `"5.."`, `"..3"`, `"2"`: a count between two bounds, both included.

@@ -1,4 +1,8 @@
 //! Probes (`op = "probe"`): crafted frames, their payloads and PSNs.
+//!
+//! Owns: the `impl Checker` for probes, `probe_payload` (which `roce probe` shares) and
+//! `psn_at`. Imports: the checker's vocabulary (`use super::*`), dissector's wire and
+//! text types.
 use super::*;
 
 /// A probe's payload: `payload` (a pattern repeated to `len`), or `len` zero bytes.

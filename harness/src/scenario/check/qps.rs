@@ -1,5 +1,8 @@
 //! The scenario's objects: QPs (one per `[[qp]]`, or `count` of them), MRs,
 //! memory windows and SRQs, each looked up, typed and bounded.
+//!
+//! Owns: the `impl Checker` for QPs, MRs, memory windows and SRQs. Imports: the
+//! checker's vocabulary (`use super::*`); nothing else.
 use super::*;
 
 impl<'a> Checker<'a> {

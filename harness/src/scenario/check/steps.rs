@@ -1,5 +1,8 @@
 //! Steps: each `[[step]]` checked against the objects it names (QP, MR, SRQ,
 //! memory window, remote memory), its work request built, its waits bounded.
+//!
+//! Owns: the `impl Checker` for steps and the work requests they post. Imports: the
+//! checker's vocabulary (`use super::*`); nothing else.
 use super::*;
 
 impl<'a> Checker<'a> {

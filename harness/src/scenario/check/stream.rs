@@ -1,5 +1,8 @@
 //! Stream steps (`op = "stream"`): the QPs that carry them, their content,
 //! the ring round a region, the peer's receives, and what must fit where.
+//!
+//! Owns: the `impl Checker` for stream steps. Imports: the checker's vocabulary (`use
+//! super::*`); nothing else.
 use super::*;
 
 /// A stream's QPs, as its receives need them: the peer they go to, how many,

@@ -1,3 +1,4 @@
+//! The checker on scenario texts: what loads, with which defaults, and every problem reported once, where it is.
 use super::expect::count_range;
 use super::*;
 use crate::verbs::WcOpcode;
