@@ -12,7 +12,7 @@
 //! - `scenario` — the scenario format: model, loading, checking with spans.
 //! - `protocol` — the controller ↔ agent messages and the stream vocabulary,
 //!   which the scenario model, the judge, results and renderers read too.
-//! - `net`, `verbs`, `columns` — this host's network I/O, verbs over `rdma-sys`,
+//! - `net`, `verbs`, `parquet_writer` — this host's network I/O, verbs over `rdma-sys`,
 //!   and the Parquet writer.
 //!
 //! Below the harness: the `lab` crate (VMs, switch, fault rules) and `dissector`
@@ -30,9 +30,9 @@ pub mod net;
 pub mod scenario;
 
 mod agent;
-mod columns;
 mod controller;
 mod judge;
+mod parquet_writer;
 mod protocol;
 mod render;
 mod results;

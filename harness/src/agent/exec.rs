@@ -23,13 +23,14 @@ use crate::net::raw::Link;
 use crate::protocol::stream::Content;
 use crate::protocol::{
     self, Action, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder, ProbeSent,
-    QpInfo, ReadError, RemoteRef, Setup, SgeRef, ToAgent, Verb, Wc,
+    QpInfo, ReadError, RemoteRef, SgeRef, ToAgent, Verb, Wc,
 };
 use crate::verbs::{
     Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Mr, Mw, MwKind, Pd, Peer, Qp, QpAttrs,
-    QpExtras, QpKind, Remote, Reset, Rts, SendFlag, SendWr, Sge, Srq, VerbError,
+    QpKind, Remote, Reset, Rts, SendFlag, SendWr, Sge, Srq, VerbError,
 };
 
+mod setup;
 mod stream;
 
 /// An error for the controller: message, and the verb's error when a verb failed.
@@ -63,9 +64,9 @@ impl AgentError {
     }
 }
 
-type R<T> = std::result::Result<T, AgentError>;
+type AgentResult<T> = std::result::Result<T, AgentError>;
 
-fn err<T>(m: impl Into<String>) -> R<T> {
+fn err<T>(m: impl Into<String>) -> AgentResult<T> {
     Err(AgentError { message: m.into(), verb: None })
 }
 
@@ -108,14 +109,14 @@ enum Listening {
 impl QpState {
     /// Address and rkey of `r`, an MR of this QP's peer (at an offset; `rkey`
     /// overrides the exchanged one).
-    fn remote(&self, r: &RemoteRef) -> R<(u64, u32)> {
+    fn remote(&self, r: &RemoteRef) -> AgentResult<(u64, u32)> {
         let m = self.peer_mrs.iter().find(|m| m.name == r.mr).ok_or_else(|| {
             AgentError::from(format!("the peer of `{}` has no MR `{}`", self.setup.name, r.mr))
         })?;
         Ok((m.addr.wrapping_add(r.offset), r.rkey.unwrap_or(m.rkey)))
     }
 
-    fn connected(&self) -> R<&Qp<Rts>> {
+    fn connected(&self) -> AgentResult<&Qp<Rts>> {
         match &self.qp {
             Handle::Connected(q) => Ok(q),
             _ => err(format!("QP `{}` is not connected: Connect comes first", self.setup.name)),
@@ -175,7 +176,7 @@ fn gid_ip(g: &[u8; 16]) -> IpAddr {
     }
 }
 
-fn unhex16(s: &str) -> R<[u8; 16]> {
+fn unhex16(s: &str) -> AgentResult<[u8; 16]> {
     let v = dissector::text::hex_bytes(s)
         .map_err(|e| AgentError::from(format!("peer sent a malformed GID `{s}`: {e}")))?;
     v.try_into().map_err(|_| AgentError::from(format!("peer sent a GID of the wrong length `{s}`")))
@@ -213,7 +214,7 @@ impl Device {
     }
 
     /// The context and a PD for `asked`: the kept ones, or opened now (`true`).
-    fn get(&mut self, asked: Option<&str>) -> R<(Arc<Context>, Arc<Pd>, bool)> {
+    fn get(&mut self, asked: Option<&str>) -> AgentResult<(Arc<Context>, Arc<Pd>, bool)> {
         if let Some(o) = self.open.as_ref().filter(|o| o.asked.as_deref() == asked) {
             return Ok((o.ctx.clone(), o.pd.clone(), false));
         }
@@ -228,7 +229,7 @@ impl Device {
     }
 
     /// Only the context: the kept one, or one opened and closed again.
-    fn context(&mut self, asked: Option<&str>) -> R<Arc<Context>> {
+    fn context(&mut self, asked: Option<&str>) -> AgentResult<Arc<Context>> {
         match self.open.as_ref().filter(|o| o.asked.as_deref() == asked) {
             Some(o) => Ok(o.ctx.clone()),
             None => Ok(Context::open(asked)?),
@@ -285,161 +286,21 @@ impl Agent {
         r.unwrap_or_else(AgentError::into_msg)
     }
 
-    fn ep(&mut self) -> R<&mut Local> {
+    fn ep(&mut self) -> AgentResult<&mut Local> {
         self.ep
             .as_mut()
             .ok_or_else(|| AgentError::from("not set up yet: Setup comes first".to_string()))
     }
 
-    fn setup(&mut self, s: Setup) -> R<FromAgent> {
-        if self.ep.is_some() {
-            return err("already set up");
-        }
-        self.limits.may_set_up(
-            s.mrs.len(),
-            s.mrs.iter().map(|m| m.size).fold(0u64, u64::saturating_add),
-            s.qps.len(),
-        )?;
-        let opening = Instant::now();
-        let port = s.port;
-        let (mut ctx, mut pd, fresh) = self.device.get(s.device.as_deref())?;
-        let mut state = ctx.port_state(port);
-        if state.is_err() && !fresh {
-            // The kept context may name a device that went away since: once more,
-            // on a context opened now.
-            self.device.forget();
-            (ctx, pd, _) = self.device.get(s.device.as_deref())?;
-            state = ctx.port_state(port);
-        }
-        let (state, _) = state?;
-        // What the last scenario left in the event queue (port events; its QPs'
-        // and SRQs' events went with them) is not this scenario's.
-        ctx.watch_async_events()?;
-        drop(ctx.async_events());
-        let open_ms = opening.elapsed().as_secs_f64() * 1000.0;
-        if state != rdma_sys::ibv_port_state::IBV_PORT_ACTIVE {
-            return err(format!("{} port {port} is not ACTIVE (state {state})", ctx.name));
-        }
-        let (gid_index, gid) = match s.gid_index {
-            Some(i) => (i, ctx.gid(port, i)?),
-            None => ctx.roce_v2_ipv4_gid(port)?,
-        };
-        if gid == [0; 16] {
-            return err(format!("GID index {gid_index} of {} port {port} is empty; RoCEv2 needs the IPv4-mapped GID (index 1 on rxe)", ctx.name));
-        }
-        let cq = Cq::new(&ctx, 256)?;
-        let mut mr_map = BTreeMap::new();
-        let mut mr_infos = Vec::new();
-        for m in &s.mrs {
-            let size = usize::try_from(m.size).map_err(|_| {
-                AgentError::from(format!("MR `{}` of {} bytes is too large here", m.name, m.size))
-            })?;
-            let mr = Mr::new(&pd, size, m.access, &m.fill.bytes(size))?;
-            mr_infos.push(MrInfo {
-                name: m.name.clone(),
-                addr: mr.addr(),
-                len: mr.len() as u64,
-                rkey: mr.rkey(),
-                lkey: mr.lkey(),
-            });
-            mr_map.insert(m.name.clone(), mr);
-        }
-        let mut srqs = BTreeMap::new();
-        for q in &s.srqs {
-            srqs.insert(q.name.clone(), Srq::new(&pd, q.max_wr, q.max_sge)?);
-        }
-        let mut mws = BTreeMap::new();
-        let mut mw_infos = Vec::new();
-        for w in &s.mws {
-            let mw = Mw::new(&pd, w.kind)?;
-            mw_infos.push(MwInfo { name: w.name.clone(), rkey: mw.rkey() });
-            mws.insert(w.name.clone(), MwState { rkey: mw.rkey(), mw });
-        }
-        let mut qp_map = BTreeMap::new();
-        let mut qp_infos = Vec::new();
-        for q in s.qps {
-            let srq = match &q.srq {
-                Some(n) => Some(srqs.get(n).cloned().ok_or_else(|| {
-                    AgentError::from(format!("QP `{}`: no SRQ `{n}` on this endpoint", q.name))
-                })?),
-                None => None,
-            };
-            let qp = Qp::new(
-                &pd,
-                &cq,
-                q.kind,
-                q.caps,
-                QpExtras { atomic_write: q.atomic_write, flush: q.flush, srq },
-            )?;
-            let psn = q.psn.unwrap_or_else(random_psn) & Psn::MASK;
-            let (qpn, id) = (qp.qpn(), qp.id());
-            qp_infos.push(QpInfo {
-                name: q.name.clone(),
-                qpn,
-                psn,
-                gid: Ipv6Addr::from(gid).to_string(),
-                qkey: (q.kind == QpKind::Ud).then_some(q.params.qkey),
-            });
-            qp_map.insert(
-                q.name.clone(),
-                QpState {
-                    setup: q,
-                    qpn,
-                    id,
-                    cm: None,
-                    qp: Handle::Created(qp),
-                    psn,
-                    peer: None,
-                    peer_qkey: 0,
-                    peer_mrs: Vec::new(),
-                    ah: None,
-                    probe_next: None,
-                    listening: None,
-                },
-            );
-        }
-        let ip = gid_ip(&gid).to_string();
-        let device = ctx.name.clone();
-        self.ep = Some(Local {
-            qps: qp_map,
-            mws,
-            mrs: mr_map,
-            srqs,
-            mr_table: mr_infos.clone(),
-            cq,
-            pd,
-            ctx,
-            port,
-            gid_index,
-            gid,
-            started: Instant::now(),
-            wcs: Vec::new(),
-            waited: 0,
-            events: Vec::new(),
-            probe_link: None,
-        });
-        Ok(FromAgent::SetupDone {
-            device,
-            port,
-            gid_index,
-            gid: Ipv6Addr::from(gid).to_string(),
-            ip,
-            qps: qp_infos,
-            mrs: mr_infos,
-            mws: mw_infos,
-            open_ms,
-        })
-    }
-
     /// What the device can do, for a scenario's `requires` (a device not kept
     /// open is opened, asked, and closed again).
-    fn capabilities(&mut self, device: Option<&str>) -> R<FromAgent> {
+    fn capabilities(&mut self, device: Option<&str>) -> AgentResult<FromAgent> {
         let ctx = self.device.context(device)?;
         let caps = ctx.caps()?;
         Ok(FromAgent::Capabilities { device: ctx.name.clone(), features: caps.features() })
     }
 
-    fn listen(&mut self, qp: String, port: u16) -> R<FromAgent> {
+    fn listen(&mut self, qp: String, port: u16) -> AgentResult<FromAgent> {
         let ep = self.ep()?;
         let my_ip = gid_ip(&ep.gid);
         let q = ep
@@ -458,7 +319,7 @@ impl Agent {
         Ok(FromAgent::Listening { qp })
     }
 
-    fn connect(&mut self, c: Connect) -> R<FromAgent> {
+    fn connect(&mut self, c: Connect) -> AgentResult<FromAgent> {
         let limits = self.limits.clone();
         let ep = self.ep()?;
         let private = cm_private::encode(
@@ -568,7 +429,7 @@ impl Agent {
         Ok(FromAgent::Connected { qp: c.qp, local, remote, peer_mrs_from_cm: from_cm })
     }
 
-    fn act(&mut self, index: usize, a: Action) -> R<FromAgent> {
+    fn act(&mut self, index: usize, a: Action) -> AgentResult<FromAgent> {
         if let Action::Probe(order) = &a {
             self.probes.take(
                 order.copies.max(1) as usize,
@@ -616,7 +477,7 @@ impl Agent {
         Ok(FromAgent::Done { index, probe, mw, stream })
     }
 
-    fn completions(&mut self, min: usize, wait: Duration) -> R<FromAgent> {
+    fn completions(&mut self, min: usize, wait: Duration) -> AgentResult<FromAgent> {
         let ep = self.ep()?;
         ep.poll_until(min, wait)?;
         // A moment more for anything unexpected (an error after the expected ones).
@@ -625,7 +486,7 @@ impl Agent {
         Ok(FromAgent::Completions { wcs: ep.wcs.clone(), events: ep.events.clone() })
     }
 
-    fn verify(&mut self, mr: &str, offset: u64, content: &Content) -> R<FromAgent> {
+    fn verify(&mut self, mr: &str, offset: u64, content: &Content) -> AgentResult<FromAgent> {
         let ep = self.ep()?;
         let m = ep
             .mrs
@@ -636,7 +497,7 @@ impl Agent {
         Ok(FromAgent::Verified { mr: mr.to_string(), result: content.verify(region) })
     }
 
-    fn read_memory(&mut self, mr: &str) -> R<FromAgent> {
+    fn read_memory(&mut self, mr: &str) -> AgentResult<FromAgent> {
         let ep = self.ep()?;
         let m = ep
             .mrs
@@ -647,19 +508,19 @@ impl Agent {
 }
 
 impl Local {
-    fn qp(&self, name: &str) -> R<&QpState> {
+    fn qp(&self, name: &str) -> AgentResult<&QpState> {
         self.qps
             .get(name)
             .ok_or_else(|| AgentError::from(format!("no QP `{name}` on this endpoint")))
     }
 
-    fn srq(&self, name: &str) -> R<&Arc<Srq>> {
+    fn srq(&self, name: &str) -> AgentResult<&Arc<Srq>> {
         self.srqs
             .get(name)
             .ok_or_else(|| AgentError::from(format!("no SRQ `{name}` on this endpoint")))
     }
 
-    fn mw(&self, name: &str) -> R<&MwState> {
+    fn mw(&self, name: &str) -> AgentResult<&MwState> {
         self.mws
             .get(name)
             .ok_or_else(|| AgentError::from(format!("no memory window `{name}` on this endpoint")))
@@ -675,7 +536,7 @@ impl Local {
         }
     }
 
-    fn drain(&mut self) -> R<()> {
+    fn drain(&mut self) -> AgentResult<()> {
         self.drain_events();
         loop {
             let got = self.cq.poll(32)?;
@@ -713,7 +574,7 @@ impl Local {
         }
     }
 
-    fn poll_until(&mut self, want: usize, wait: Duration) -> R<()> {
+    fn poll_until(&mut self, want: usize, wait: Duration) -> AgentResult<()> {
         let until = Instant::now() + wait;
         loop {
             self.drain()?;
@@ -725,7 +586,7 @@ impl Local {
     }
 
     /// The SGEs inside this endpoint's MRs.
-    fn sges(&self, sges: &[SgeRef]) -> R<Vec<Sge>> {
+    fn sges(&self, sges: &[SgeRef]) -> AgentResult<Vec<Sge>> {
         sges.iter()
             .map(|g| {
                 let m = self.mrs.get(&g.mr).ok_or_else(|| {
@@ -743,7 +604,7 @@ impl Local {
     }
 
     /// A crafted packet in the name of QP `order.qp`, to the QP at its other end.
-    fn probe(&mut self, order: &ProbeOrder) -> R<ProbeSent> {
+    fn probe(&mut self, order: &ProbeOrder) -> AgentResult<ProbeSent> {
         let my_ip = gid_ip(&self.gid);
         let q = self.qp(&order.qp)?;
         let peer = q.peer.ok_or_else(|| {
@@ -788,7 +649,7 @@ impl Local {
         verb: &Verb,
         sges: &[SgeRef],
         flags: &[SendFlag],
-    ) -> R<Option<MwInfo>> {
+    ) -> AgentResult<Option<MwInfo>> {
         let sges = self.sges(sges)?;
         let q = self.qp(qname)?;
         let mut bits = 0;
@@ -928,7 +789,7 @@ fn send_opcode(imm: Option<u32>) -> u32 {
 const EXCHANGE_WITHIN: Duration = Duration::from_secs(20);
 
 /// The address rdma_cm connects QP `q` from: the endpoint's own, IPv4.
-fn cm_ipv4(q: &protocol::QpSetup, my_ip: IpAddr) -> R<std::net::Ipv4Addr> {
+fn cm_ipv4(q: &protocol::QpSetup, my_ip: IpAddr) -> AgentResult<std::net::Ipv4Addr> {
     if q.kind == QpKind::Ud {
         return err(format!(
             "QP `{}`: rdma_cm connects RC and UC QPs; UD uses connect = \"tcp\" here",
@@ -941,7 +802,7 @@ fn cm_ipv4(q: &protocol::QpSetup, my_ip: IpAddr) -> R<std::net::Ipv4Addr> {
     }
 }
 
-fn exchange_listen(ip: IpAddr, port: u16) -> R<TcpListener> {
+fn exchange_listen(ip: IpAddr, port: u16) -> AgentResult<TcpListener> {
     let l = TcpListener::bind((ip, port)).map_err(|e| {
         AgentError::from(format!("listening on {ip}:{port} for the QP exchange: {e}"))
     })?;
@@ -949,7 +810,7 @@ fn exchange_listen(ip: IpAddr, port: u16) -> R<TcpListener> {
     Ok(l)
 }
 
-fn exchange_passive(l: &TcpListener, mine: &Exchange) -> R<Exchange> {
+fn exchange_passive(l: &TcpListener, mine: &Exchange) -> AgentResult<Exchange> {
     let until = Instant::now() + EXCHANGE_WITHIN;
     let s = loop {
         match l.accept() {
@@ -967,7 +828,7 @@ fn exchange_passive(l: &TcpListener, mine: &Exchange) -> R<Exchange> {
     swap(s, mine)
 }
 
-fn exchange_active(to: SocketAddr, mine: &Exchange) -> R<Exchange> {
+fn exchange_active(to: SocketAddr, mine: &Exchange) -> AgentResult<Exchange> {
     let until = Instant::now() + EXCHANGE_WITHIN;
     let s = loop {
         match TcpStream::connect_timeout(&to, Duration::from_secs(2)) {
@@ -983,7 +844,7 @@ fn exchange_active(to: SocketAddr, mine: &Exchange) -> R<Exchange> {
 }
 
 /// One JSON line each way.
-fn swap(s: TcpStream, mine: &Exchange) -> R<Exchange> {
+fn swap(s: TcpStream, mine: &Exchange) -> AgentResult<Exchange> {
     let _ = s.set_read_timeout(Some(EXCHANGE_WITHIN));
     let mut w = s.try_clone().map_err(|e| AgentError::from(e.to_string()))?;
     let mut line = serde_json::to_string(mine).map_err(|e| AgentError::from(e.to_string()))?;
@@ -1068,145 +929,4 @@ fn serve_with(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn talk(msgs: &[ToAgent]) -> Vec<FromAgent> {
-        let mut input = Vec::new();
-        for m in msgs {
-            protocol::write_msg(&mut input, m).unwrap();
-        }
-        let mut out = Vec::new();
-        serve(&mut &input[..], &mut out, &Limits::default(), &mut Device::default(), &mut || {})
-            .unwrap();
-        let mut r = &out[..];
-        let mut v = Vec::new();
-        while let Some(m) = protocol::read_msg::<_, FromAgent>(&mut r).unwrap() {
-            v.push(m);
-        }
-        v
-    }
-
-    #[test]
-    fn answers_in_order_and_refuses_what_it_cannot_do() {
-        let a = talk(&[
-            ToAgent::Hello { version: protocol::VERSION },
-            ToAgent::Hello { version: 99 },
-            ToAgent::Do { index: 0, action: Action::Sleep { ms: 0 } },
-            ToAgent::ReadMemory { mr: "x".into() },
-            ToAgent::Listen { qp: "q".into(), port: 18600 },
-            ToAgent::Teardown,
-        ]);
-        assert_eq!(a.len(), 6);
-        assert!(matches!(&a[0], FromAgent::Hello { version, .. } if *version == protocol::VERSION));
-        assert!(
-            matches!(&a[1], FromAgent::Error { message, .. } if message.contains("version 99"))
-        );
-        assert!(
-            matches!(&a[2], FromAgent::Error { message, .. } if message.contains("Setup comes first"))
-        );
-        assert!(matches!(&a[3], FromAgent::Error { .. }));
-        assert!(
-            matches!(&a[4], FromAgent::Error { message, .. } if message.contains("Setup comes first"))
-        );
-        assert_eq!(a[5], FromAgent::TornDown);
-    }
-
-    /// Limits are checked before the device is touched (so this runs on a host
-    /// without RDMA): a refusal names the limit and its option, and the agent
-    /// answers the next request.
-    #[test]
-    fn a_setup_beyond_the_limits_is_refused_and_the_agent_lives_on() {
-        let big = |n: usize, size: u64| {
-            let mrs: Vec<protocol::MrSetup> = (0..n)
-                .map(|i| protocol::MrSetup {
-                    name: format!("m{i}"),
-                    size,
-                    access: crate::verbs::Access(1),
-                    fill: protocol::Fill::Zero,
-                })
-                .collect();
-            ToAgent::Setup(Setup {
-                device: None,
-                port: 1,
-                gid_index: None,
-                qps: vec![],
-                mrs,
-                srqs: vec![],
-                mws: vec![],
-            })
-        };
-        let a =
-            talk(&[big(1, 2 << 30), big(300, 8), ToAgent::Hello { version: protocol::VERSION }]);
-        assert!(
-            matches!(&a[0], FromAgent::Error { message, .. } if message.contains("refused: 2147483648 bytes of MRs asked, this agent allows 1073741824 (--max-mr-bytes)")),
-            "{a:?}"
-        );
-        assert!(
-            matches!(&a[1], FromAgent::Error { message, .. } if message.contains("300 MRs asked") && message.contains("--max-mrs")),
-            "{a:?}"
-        );
-        assert!(matches!(&a[2], FromAgent::Hello { .. }), "{a:?}");
-    }
-
-    #[test]
-    fn garbage_is_answered_not_fatal_and_oversize_ends_the_stream() {
-        let mut input = Vec::new();
-        input.extend_from_slice(&3u32.to_be_bytes());
-        input.extend_from_slice(b"{x}");
-        protocol::write_msg(&mut input, &ToAgent::Teardown).unwrap();
-        let mut out = Vec::new();
-        serve(&mut &input[..], &mut out, &Limits::default(), &mut Device::default(), &mut || {})
-            .unwrap();
-        let mut r = &out[..];
-        assert!(matches!(
-            protocol::read_msg::<_, FromAgent>(&mut r).unwrap(),
-            Some(FromAgent::Error { .. })
-        ));
-        assert_eq!(protocol::read_msg::<_, FromAgent>(&mut r).unwrap(), Some(FromAgent::TornDown));
-        let huge = (u32::MAX).to_be_bytes();
-        let mut out = Vec::new();
-        assert!(serve(
-            &mut &huge[..],
-            &mut out,
-            &Limits::default(),
-            &mut Device::default(),
-            &mut || {}
-        )
-        .is_err());
-        assert!(!out.is_empty(), "the refusal is said before the stream ends");
-    }
-
-    /// A verb the device lacks is said as such: the controller skips the scenario.
-    #[test]
-    fn an_unsupported_verb_is_said_as_such() {
-        let e = AgentError::from(VerbError::from_errno(
-            "ibv_wr_flush",
-            libc::EOPNOTSUPP,
-            Some("kernel 6.2 or later".into()),
-        ));
-        match e.into_msg() {
-            FromAgent::Error { unsupported, verb, errno, hint, .. } => {
-                assert!(unsupported);
-                assert_eq!(verb.as_deref(), Some("ibv_wr_flush"));
-                assert_eq!(errno, Some(libc::EOPNOTSUPP));
-                assert_eq!(hint.as_deref(), Some("kernel 6.2 or later"));
-            }
-            other => panic!("{other:?}"),
-        }
-        let e = AgentError::from(VerbError::from_errno("ibv_reg_mr", libc::ENOMEM, None));
-        assert!(matches!(e.into_msg(), FromAgent::Error { unsupported: false, .. }));
-    }
-
-    #[test]
-    fn gid_text() {
-        let mut g = [0u8; 16];
-        g[10] = 0xff;
-        g[11] = 0xff;
-        g[12..].copy_from_slice(&[10, 0, 0, 1]);
-        assert_eq!(gid_ip(&g).to_string(), "10.0.0.1");
-        assert_eq!(unhex16(&dissector::text::hex_string(&g)).unwrap(), g);
-        assert!(unhex16("zz").is_err());
-        assert!(unhex16("00").is_err());
-    }
-}
+mod tests;

@@ -25,8 +25,8 @@ use dissector::{frame, print};
 
 use super::exit::{help, Exit, Failure, Outcome};
 use super::input::{InputArgs, Source};
-use super::par::{self, Plan};
-use crate::columns::{self, Extract, Rows, Spec, Table};
+use super::parallel::{self, Plan};
+use crate::parquet_writer::{self, Extract, Rows, Spec, Table};
 
 const EXIT: &[(Exit, &str)] = &[
     (Exit::Ok, "every frame was read"),
@@ -67,7 +67,7 @@ pub struct DecodeArgs {
     pub write: Option<PathBuf>,
     /// With -T parquet: rows per row group (what a reader reads at a time; memory
     /// while writing grows with it).
-    #[arg(long, value_name = "ROWS", default_value_t = columns::ROW_GROUP)]
+    #[arg(long, value_name = "ROWS", default_value_t = parquet_writer::ROW_GROUP)]
     pub row_group: usize,
 }
 
@@ -532,7 +532,7 @@ impl Job<'_> {
             })
             .collect();
         let (mut shown_ts, mut val, mut cell) = (None, Vec::new(), Vec::new());
-        par::run(src, self.plan, workers, |_, part: &mut Part<Text>| {
+        parallel::run(src, self.plan, workers, |_, part: &mut Part<Text>| {
             stats.add(&part.stats);
             let first = Job::carry(part, &mut shown_ts);
             let mut at = 0;
@@ -593,7 +593,7 @@ impl Job<'_> {
             .map(|(i, _)| i)
             .collect();
         let mut shown_ts = None;
-        par::run(src, self.plan, workers, |_, part: &mut Part<Rows>| {
+        parallel::run(src, self.plan, workers, |_, part: &mut Part<Rows>| {
             stats.add(&part.stats);
             if let Some(Value::Secs(ns)) = Job::carry(part, &mut shown_ts) {
                 for &i in &delta_displayed {

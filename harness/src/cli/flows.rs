@@ -20,7 +20,7 @@ use anyhow::Context;
 
 use super::exit::{help, Exit, Failure, Outcome};
 use super::input::{InputArgs, Source};
-use super::par::{self, Plan};
+use super::parallel::{self, Plan};
 
 #[derive(Debug, Args)]
 #[command(after_help = help(&[
@@ -55,7 +55,7 @@ pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Out
     };
     let report = an.report();
     if let Some(dir) = &a.parquet {
-        crate::columns::write_flows(dir, &report)
+        crate::parquet_writer::write_flows(dir, &report)
             .context("writing --parquet")
             .map_err(Failure::setup)?;
     }
@@ -175,7 +175,7 @@ fn analyse_par(
         })
         .collect();
     let mut frames = 0u64;
-    let end = par::run(src, plan, workers, |c, seen: &mut Vec<Seen>| {
+    let end = parallel::run(src, plan, workers, |c, seen: &mut Vec<Seen>| {
         for ((r, _), s) in c.records().zip(seen.iter()) {
             an.add_seen(r.number, r.ts_ns, r.orig_len, s);
         }

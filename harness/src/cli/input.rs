@@ -108,8 +108,8 @@ impl InputArgs {
     }
 
     /// How a file is shared out between `jobs` threads (see [`super::par`]).
-    pub(super) fn plan(&self) -> super::par::Plan {
-        super::par::Plan {
+    pub(super) fn plan(&self) -> super::parallel::Plan {
+        super::parallel::Plan {
             chunk_frames: self.chunk_frames as usize,
             limit: self.count.unwrap_or(u64::MAX),
         }

@@ -19,7 +19,7 @@ mod diff;
 mod flows;
 mod input;
 mod lab;
-mod par;
+mod parallel;
 mod probe;
 mod report;
 mod run;

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use rdma_sys::{ibv_send_flags, ibv_wr_opcode};
 
-use super::{err, AgentError, Local, R};
+use super::{err, AgentError, AgentResult, Local};
 use crate::protocol::stream::{AtomicChain, AtomicOp, Percentiles, StreamVerb};
 use crate::protocol::{ReceiveOrder, StreamOrder, StreamReport, Wc};
 use crate::verbs::{Completion, Remote, SendWr, Sge};
@@ -21,7 +21,7 @@ impl Local {
     /// window outstanding, and polls until every one has completed, one failed
     /// (posting stops; what was posted is flushed), or its time ran out.
     /// Completions of other work requests that come meanwhile are kept as usual.
-    pub(super) fn stream(&mut self, o: &StreamOrder) -> R<StreamReport> {
+    pub(super) fn stream(&mut self, o: &StreamOrder) -> AgentResult<StreamReport> {
         let c = &o.content;
         if o.qps.is_empty() || o.window == 0 || o.signal_every == 0 {
             return err(format!("stream `{}`: no QP, or a window or signal_every of 0", o.id));
@@ -233,7 +233,7 @@ impl Local {
     /// receives posted on each QP, reposting once no more than `low_water` are
     /// left, and checks each message as it arrives (in order on its QP) against
     /// what the seed says: a SEND's bytes, a WRITE's immediate (its index).
-    pub(super) fn receive(&mut self, o: &ReceiveOrder) -> R<StreamReport> {
+    pub(super) fn receive(&mut self, o: &ReceiveOrder) -> AgentResult<StreamReport> {
         let c = &o.content;
         if o.qps.is_empty() || o.depth == 0 || o.low_water >= o.depth {
             return err(format!(
@@ -273,7 +273,7 @@ impl Local {
         let (base, lkey) = mr.map_or((0, 0), |m| (m.addr(), m.lkey()));
         let mut posted = vec![0u64; qps.len()];
         let mut got = vec![0u64; qps.len()];
-        let refill = |q: usize, posted: &mut [u64], got: &[u64]| -> R<()> {
+        let refill = |q: usize, posted: &mut [u64], got: &[u64]| -> AgentResult<()> {
             while posted[q] - got[q] < u64::from(o.depth) && posted[q] < per_qp(q) {
                 let k = posted[q];
                 let sge = Sge { addr: base + at(q, k), len: slot as u32, lkey };
@@ -386,7 +386,7 @@ fn stream_wr(
     len: u32,
     lkey: u32,
     (addr, rkey): (u64, u32),
-) -> R<(ibv_wr_opcode::Type, Remote<'static>, Sge)> {
+) -> AgentResult<(ibv_wr_opcode::Type, Remote<'static>, Sge)> {
     let rdma = Remote::Rdma { addr: addr + at, rkey };
     let local = Sge { addr: base + at, len, lkey };
     Ok(match verb {

@@ -1,0 +1,139 @@
+//! The executor over in-memory streams: answers in order, refusals, limits, garbage and oversize messages.
+use super::*;
+use crate::protocol::Setup;
+
+fn talk(msgs: &[ToAgent]) -> Vec<FromAgent> {
+    let mut input = Vec::new();
+    for m in msgs {
+        protocol::write_msg(&mut input, m).unwrap();
+    }
+    let mut out = Vec::new();
+    serve(&mut &input[..], &mut out, &Limits::default(), &mut Device::default(), &mut || {})
+        .unwrap();
+    let mut r = &out[..];
+    let mut v = Vec::new();
+    while let Some(m) = protocol::read_msg::<_, FromAgent>(&mut r).unwrap() {
+        v.push(m);
+    }
+    v
+}
+
+#[test]
+fn answers_in_order_and_refuses_what_it_cannot_do() {
+    let a = talk(&[
+        ToAgent::Hello { version: protocol::VERSION },
+        ToAgent::Hello { version: 99 },
+        ToAgent::Do { index: 0, action: Action::Sleep { ms: 0 } },
+        ToAgent::ReadMemory { mr: "x".into() },
+        ToAgent::Listen { qp: "q".into(), port: 18600 },
+        ToAgent::Teardown,
+    ]);
+    assert_eq!(a.len(), 6);
+    assert!(matches!(&a[0], FromAgent::Hello { version, .. } if *version == protocol::VERSION));
+    assert!(matches!(&a[1], FromAgent::Error { message, .. } if message.contains("version 99")));
+    assert!(
+        matches!(&a[2], FromAgent::Error { message, .. } if message.contains("Setup comes first"))
+    );
+    assert!(matches!(&a[3], FromAgent::Error { .. }));
+    assert!(
+        matches!(&a[4], FromAgent::Error { message, .. } if message.contains("Setup comes first"))
+    );
+    assert_eq!(a[5], FromAgent::TornDown);
+}
+
+/// Limits are checked before the device is touched (so this runs on a host
+/// without RDMA): a refusal names the limit and its option, and the agent
+/// answers the next request.
+#[test]
+fn a_setup_beyond_the_limits_is_refused_and_the_agent_lives_on() {
+    let big = |n: usize, size: u64| {
+        let mrs: Vec<protocol::MrSetup> = (0..n)
+            .map(|i| protocol::MrSetup {
+                name: format!("m{i}"),
+                size,
+                access: crate::verbs::Access(1),
+                fill: protocol::Fill::Zero,
+            })
+            .collect();
+        ToAgent::Setup(Setup {
+            device: None,
+            port: 1,
+            gid_index: None,
+            qps: vec![],
+            mrs,
+            srqs: vec![],
+            mws: vec![],
+        })
+    };
+    let a = talk(&[big(1, 2 << 30), big(300, 8), ToAgent::Hello { version: protocol::VERSION }]);
+    assert!(
+        matches!(&a[0], FromAgent::Error { message, .. } if message.contains("refused: 2147483648 bytes of MRs asked, this agent allows 1073741824 (--max-mr-bytes)")),
+        "{a:?}"
+    );
+    assert!(
+        matches!(&a[1], FromAgent::Error { message, .. } if message.contains("300 MRs asked") && message.contains("--max-mrs")),
+        "{a:?}"
+    );
+    assert!(matches!(&a[2], FromAgent::Hello { .. }), "{a:?}");
+}
+
+#[test]
+fn garbage_is_answered_not_fatal_and_oversize_ends_the_stream() {
+    let mut input = Vec::new();
+    input.extend_from_slice(&3u32.to_be_bytes());
+    input.extend_from_slice(b"{x}");
+    protocol::write_msg(&mut input, &ToAgent::Teardown).unwrap();
+    let mut out = Vec::new();
+    serve(&mut &input[..], &mut out, &Limits::default(), &mut Device::default(), &mut || {})
+        .unwrap();
+    let mut r = &out[..];
+    assert!(matches!(
+        protocol::read_msg::<_, FromAgent>(&mut r).unwrap(),
+        Some(FromAgent::Error { .. })
+    ));
+    assert_eq!(protocol::read_msg::<_, FromAgent>(&mut r).unwrap(), Some(FromAgent::TornDown));
+    let huge = (u32::MAX).to_be_bytes();
+    let mut out = Vec::new();
+    assert!(serve(
+        &mut &huge[..],
+        &mut out,
+        &Limits::default(),
+        &mut Device::default(),
+        &mut || {}
+    )
+    .is_err());
+    assert!(!out.is_empty(), "the refusal is said before the stream ends");
+}
+
+/// A verb the device lacks is said as such: the controller skips the scenario.
+#[test]
+fn an_unsupported_verb_is_said_as_such() {
+    let e = AgentError::from(VerbError::from_errno(
+        "ibv_wr_flush",
+        libc::EOPNOTSUPP,
+        Some("kernel 6.2 or later".into()),
+    ));
+    match e.into_msg() {
+        FromAgent::Error { unsupported, verb, errno, hint, .. } => {
+            assert!(unsupported);
+            assert_eq!(verb.as_deref(), Some("ibv_wr_flush"));
+            assert_eq!(errno, Some(libc::EOPNOTSUPP));
+            assert_eq!(hint.as_deref(), Some("kernel 6.2 or later"));
+        }
+        other => panic!("{other:?}"),
+    }
+    let e = AgentError::from(VerbError::from_errno("ibv_reg_mr", libc::ENOMEM, None));
+    assert!(matches!(e.into_msg(), FromAgent::Error { unsupported: false, .. }));
+}
+
+#[test]
+fn gid_text() {
+    let mut g = [0u8; 16];
+    g[10] = 0xff;
+    g[11] = 0xff;
+    g[12..].copy_from_slice(&[10, 0, 0, 1]);
+    assert_eq!(gid_ip(&g).to_string(), "10.0.0.1");
+    assert_eq!(unhex16(&dissector::text::hex_string(&g)).unwrap(), g);
+    assert!(unhex16("zz").is_err());
+    assert!(unhex16("00").is_err());
+}

@@ -1,0 +1,285 @@
+//! The HTML report: escaping, the ladder, windows, marks and the page's parts.
+use super::*;
+
+fn render(r: &Report) -> String {
+    render_page(r, None, &|_| None).0
+}
+use crate::results::Verdict;
+
+fn capture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../captures/lab").join(name)
+}
+
+fn result(capture: Option<String>) -> ScenarioResult {
+    serde_json::from_value(serde_json::json!({
+        "name": "<script>alert(1)</script> & \"co\"",
+        "file": "x'.toml",
+        "pass": false,
+        "error": null,
+        "verdicts": [],
+        "capture": capture,
+        "duration_s": 0.5,
+        "endpoints": {},
+        "connections": []
+    }))
+    .unwrap()
+}
+
+/// A saved `--json` report reads back into the same report, field for field.
+#[test]
+fn a_saved_report_reads_back_unchanged() {
+    let saved = serde_json::json!({
+        "scenarios": [{
+            "name": "n", "file": "f.toml", "pass": false, "error": "VM b went away",
+            "verdicts": [
+                {"kind": "wire", "what": "w", "pass": false, "expected": "e", "actual": "a", "detail": "d"},
+                {"kind": "memory", "what": "m", "pass": true, "expected": "e", "actual": "a"}
+            ],
+            "capture": "roce-runs/1/f.pcapng", "duration_s": 1.5,
+            "agent_logs": {"a": "said this"},
+            "endpoints": {"a": {"vm": "a", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.1", "ip": "10.0.0.1",
+                "qps": [{"name": "q", "qpn": 17, "psn": 100, "gid": "::ffff:10.0.0.1", "qkey": null}],
+                "mrs": [{"name": "m", "addr": 4096, "len": 64, "rkey": 5, "lkey": 6}]}},
+            "connections": [{"qp": "q", "endpoint": "a",
+                "local": {"name": "q", "qpn": 17, "psn": 100, "gid": "g", "qkey": null},
+                "remote": {"name": "q", "qpn": 18, "psn": 200, "gid": "h", "qkey": 7},
+                "peer_mrs_from_cm": 2}],
+            "faults": ["drop psn=101 nth=1 (from a, QP q)"]
+        }],
+        "passed": 0, "failed": 1, "duration_s": 2.0
+    });
+    /// Every field of `a` is in `b`, the same (`b` may have newer fields).
+    fn within(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+        use serde_json::Value::{Array, Object};
+        match (a, b) {
+            (Object(x), Object(y)) => x.iter().all(|(k, v)| y.get(k).is_some_and(|w| within(v, w))),
+            (Array(x), Array(y)) => {
+                x.len() == y.len() && x.iter().zip(y).all(|(v, w)| within(v, w))
+            }
+            _ => a == b,
+        }
+    }
+    let r: Report = serde_json::from_value(saved.clone()).unwrap();
+    let again = serde_json::to_value(&r).unwrap();
+    assert!(within(&saved, &again), "{saved:#}\nread back as\n{again:#}");
+    // Reports written before `faults` existed still read.
+    let mut old = saved.clone();
+    old["scenarios"][0].as_object_mut().unwrap().remove("faults");
+    let r: Report = serde_json::from_value(old).unwrap();
+    assert!(r.scenarios[0].faults.is_empty());
+}
+
+#[test]
+fn escapes_text_from_scenarios_and_captures() {
+    assert_eq!(
+        esc("<a href='x'>&\"</a>\u{1}\n"),
+        "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;\u{fffd}\n"
+    );
+    let r = Report::new(vec![result(None)], 1.0, None);
+    let page = render(&r);
+    assert!(!page.contains("<script>alert"), "scenario text reached the page unescaped");
+    assert!(page.contains("&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;co&quot;"));
+    assert!(
+        page.contains("data-name=\"&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;co&quot;\"")
+    );
+    assert!(!page.contains("src=") && !page.contains("href=\"http"), "the page fetches nothing");
+}
+
+#[test]
+fn a_missing_capture_is_a_note_not_a_panic() {
+    let r =
+        Report::new(vec![result(None), result(Some("/nonexistent/x.pcapng".into()))], 1.0, None);
+    let (page, notes) = render_page(&r, None, &|_| None);
+    assert!(page.contains("No capture was recorded for this scenario"));
+    assert!(page.contains("The capture /nonexistent/x.pcapng could not be read"));
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(!page.contains("class=\"arrow"));
+}
+
+/// The ladder draws the same timeline the judge reads: a rung's flags are the
+/// packet's, its label the judge's name for it.
+#[test]
+fn rungs_are_the_timelines_packets() {
+    let w = timeline::read(&capture("rc_drop_retransmit.pcapng")).unwrap();
+    let rung = |n| Rung(w.packets.iter().find(|p| p.number == n).unwrap());
+    let r12 = rung(12);
+    assert_eq!(r12.label(), "SEND First  PSN 8227874");
+    assert!(r12.flags().iter().any(|f| f.0 && f.1 == "dropped"));
+    assert_eq!(r12.marks(), ["✗ dropped by the lab switch"]);
+    assert_eq!(rung(16).label(), "NAK PSN Sequence Error  PSN 8227874");
+    assert!(rung(16).flags().iter().any(|f| f.0 && f.1 == "nak"));
+    assert_eq!(rung(21).label(), "ACK  PSN 8227877");
+    assert!(rung(21).marks().is_empty());
+    let cm = timeline::read(&capture("write_bw_rdma_cm.pcapng")).unwrap();
+    assert!(cm.packets.iter().any(|p| Rung(p).label() == "CM REQ"));
+    // The switch's new mark: a frame changed on the way says so, and what.
+    let ce = timeline::read(&capture("rc_ce_mark.pcapng")).unwrap();
+    let marked = ce.packets.iter().find(|p| p.marks.modified()).expect("the CE-marked frame");
+    assert!(
+        Rung(marked).marks().iter().any(|m| m == "changed by the switch: ECN set to CE"),
+        "{:?}",
+        Rung(marked).marks()
+    );
+    assert!(Rung(marked).flags().iter().any(|f| f.0 && f.1 == "modified"));
+}
+
+/// A NAK Invalid RD Request (0x64) is labelled and marked like every NAK, by
+/// the dissector's name for it.
+#[test]
+fn a_nak_0x64_rung() {
+    let w = timeline::read(&capture("rc_drop_retransmit.pcapng")).unwrap();
+    let mut p = w.packets.iter().find(|p| p.number == 16).unwrap().clone();
+    p.ack = Some(dissector::wire::Syndrome(0x64).kind());
+    let r = Rung(&p);
+    assert_eq!(r.label(), "NAK Invalid RD Request  PSN 8227874");
+    assert!(
+        r.flags().iter().any(|f| f.0 && f.1 == "nak")
+            && !r.flags().iter().any(|f| f.0 && f.1 == "rnr")
+    );
+}
+
+/// A result whose endpoints are the lab's two VMs, without QPs.
+fn between_a_and_b() -> ScenarioResult {
+    let mut s = result(Some("x".into()));
+    s.endpoints = serde_json::from_value(serde_json::json!({
+        "a": {"vm": "a", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.1", "ip": "10.0.0.1", "qps": [], "mrs": []},
+        "b": {"vm": "b", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.2", "ip": "10.0.0.2", "qps": [], "mrs": []}
+    }))
+    .unwrap();
+    s
+}
+
+/// A response the switch synthesized starts between the lanes at a ◆ and says
+/// so; the real answer it withheld ends at a ✗ that says it was withheld.
+#[test]
+fn synthesized_and_withheld_rungs() {
+    let w = timeline::read(&capture("requester_nak_psn_seq.pcapng")).unwrap();
+    let s = between_a_and_b();
+    let mut page = String::new();
+    ladder(&mut page, &s, &w);
+    let arrow = |frame: u64| -> &str {
+        let at = page
+            .find(&format!("data-frame=\"{frame}\""))
+            .unwrap_or_else(|| panic!("frame {frame} drawn"));
+        let start = page[..at].rfind("<g ").unwrap();
+        &page[start..start + page[start..].find("</g>").unwrap()]
+    };
+    let (synth, withheld, request) = (arrow(13), arrow(14), arrow(12));
+    assert!(
+        synth.contains("class=\"arrow response synthesized nak\"")
+            && synth.contains("<path class=\"origin\""),
+        "{synth}"
+    );
+    assert!(
+        synth.contains("◆ synthesized by the lab switch: the responder never sent it"),
+        "{synth}"
+    );
+    assert!(
+        withheld.contains("dropped")
+            && withheld.contains("✗ withheld by the lab switch, which answered instead"),
+        "{withheld}"
+    );
+    assert!(!request.contains("synthesized") && !request.contains("origin"));
+    // The synthesized shaft starts where the dropped one ends: halfway.
+    let x = |a: &str, attr: &str| -> f64 {
+        let i = a.find("class=\"shaft\"").unwrap();
+        let v = &a[i..];
+        let at = v.find(&format!("{attr}=\"")).unwrap() + attr.len() + 2;
+        v[at..at + v[at..].find('"').unwrap()].parse().unwrap()
+    };
+    assert_eq!(x(synth, "x1"), x(withheld, "x2"));
+    assert!(
+        page.contains("◆ synthesized by the switch (the responder never sent it)"),
+        "the legend"
+    );
+}
+
+/// A capture longer than one ladder: windows around its first anomalies,
+/// overlapping ones merged, at most [`WINDOWS`]; with no anomaly, the run's
+/// first frames.
+#[test]
+fn long_captures_get_windows_around_their_anomalies() {
+    let w = timeline::read(&capture("rc_drop_retransmit.pcapng")).unwrap();
+    let ack = w.packets.iter().find(|p| p.response_name() == "ACK").unwrap().clone();
+    let nak =
+        w.packets.iter().find(|p| p.response_name() == "NAK PSN Sequence Error").unwrap().clone();
+    let s = between_a_and_b();
+
+    // The real run (a drop, its NAK and the resends) then quiet ACKs: one window.
+    let mut long = w.clone();
+    long.packets.extend(std::iter::repeat_n(ack.clone(), MAX_ROWS));
+    let mut page = String::new();
+    ladder(&mut page, &s, &long);
+    assert!(
+        page.contains(&format!("{} RoCE frames, more than one ladder shows", long.packets.len())),
+        "{page:.400}"
+    );
+    assert_eq!(
+        page.matches("<h4 class=\"window\"").count(),
+        1,
+        "the drop, the NAK and the resends are one window"
+    );
+    assert!(
+        page.contains("data-frame=\"12\"")
+            && page.contains("(frame 12: ✗ dropped by the lab switch)"),
+        "the first anomaly is the drop of frame 12"
+    );
+    let arrows = page.matches("<g class=\"arrow").count();
+    assert!(arrows > 0 && arrows < WINDOW_BEFORE + WINDOW_AFTER + w.packets.len(), "{arrows}");
+
+    // NAKs every 100 frames: six windows, apart.
+    let mut spaced = Timeline::default();
+    for i in 0..(MAX_ROWS + 1000) {
+        let mut p = if i % 100 == 50 { nak.clone() } else { ack.clone() };
+        p.number = i as u64 + 1;
+        spaced.packets.push(p);
+    }
+    let windows = anomaly_windows(&spaced.packets);
+    assert_eq!(windows.len(), WINDOWS);
+    assert_eq!(windows[0].0, 38..78);
+    assert!(windows.windows(2).all(|w| w[0].0.end <= w[1].0.start));
+    assert_eq!(windows[1].1, "frame 151: NAK PSN Sequence Error");
+
+    // A NAK every 10 frames (a storm): windows of at most WINDOW_MAX frames,
+    // back to back, never overlapping.
+    let mut storm = spaced.clone();
+    for (i, p) in storm.packets.iter_mut().enumerate() {
+        *p = if i % 10 == 5 { nak.clone() } else { ack.clone() };
+        p.number = i as u64 + 1;
+    }
+    let windows = anomaly_windows(&storm.packets);
+    assert_eq!(windows.len(), WINDOWS);
+    assert!(windows.iter().all(|(r, _)| r.len() <= WINDOW_MAX + WINDOW_AFTER), "{windows:?}");
+    assert!(windows.windows(2).all(|w| w[0].0.end <= w[1].0.start), "{windows:?}");
+
+    // Nothing wrong anywhere: the first MAX_ROWS frames, said so.
+    let quiet = Timeline { packets: vec![ack; MAX_ROWS + 5], ..Default::default() };
+    let mut page = String::new();
+    ladder(&mut page, &s, &quiet);
+    assert!(page.contains("no anomaly"), "{page:.300}");
+    assert_eq!(page.matches("<g class=\"arrow").count(), WINDOW_BEFORE + WINDOW_AFTER);
+}
+
+#[test]
+fn frames_of_no_endpoint_are_a_note() {
+    let mut s = result(Some(capture("rc_drop_retransmit.pcapng").display().to_string()));
+    s.verdicts.push(Verdict {
+        kind: VerdictKind::Wire,
+        what: "wire of QP q from b".into(),
+        pass: false,
+        expected: "x".into(),
+        actual: "y".into(),
+        detail: None,
+        deviation: false,
+    });
+    s.endpoints = serde_json::from_value(serde_json::json!({
+        "a": {"vm": "a", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.1", "ip": "10.0.0.1",
+              "qps": [{"name": "q", "qpn": 31, "psn": 1, "gid": "::ffff:10.0.0.1"}], "mrs": []},
+        "c": {"vm": null, "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.9", "ip": "10.0.0.9", "qps": [], "mrs": []}
+    }))
+    .unwrap();
+    let page = render(&Report::new(vec![s], 1.0, None));
+    assert!(page.contains("are not between two endpoints of this scenario"));
+    assert!(!page.contains("class=\"arrow"));
+    assert!(page.contains("class=\"failing-wire\""));
+}
