@@ -170,6 +170,18 @@ fn held_soon(rest: &[Packet], from: Psn, to: Psn) -> bool {
             .all(|k| rest.iter().take(HELD_WITHIN).any(|p| p.held && p.psn == from.add(k)))
 }
 
+/// Where a resend run that shows up starting at `psn` began in the requester's
+/// order: at the earliest PSN before it (up to [`HELD_GAP`] back) all of whose
+/// packets from there up to `psn` show up held back among the first
+/// [`HELD_WITHIN`] of `rest`, the packets captured after it; else at `psn`.
+fn run_start(rest: &[Packet], psn: Psn) -> Psn {
+    (1..=HELD_GAP)
+        .map(|k| psn.add(Psn::MASK + 1 - k))
+        .take_while(|&from| held_soon(rest, from, psn))
+        .last()
+        .unwrap_or(psn)
+}
+
 /// Checks go-back-N recovery on one QP pair over a whole run: the requester's
 /// transmissions `reqs` (undelivered ones included) and the responder's `resps`,
 /// each in capture order. One pass over each: linear in the packets.
@@ -211,46 +223,50 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
         let follows = |p: Psn| f.psn == p.add(1) || held_soon(&reqs[i + 1..], p.add(1), f.psn);
         let starts_run = resent && prev.is_none_or(|(p, was_resend)| !was_resend || !follows(p));
         if starts_run {
+            // In the order the requester sent them, the run may begin before `f`: its
+            // first packets held back by the switch show up just after it. Judged
+            // from that first PSN, as the requester went back to it.
+            let first = run_start(&reqs[i + 1..], f.psn);
             // The first step forward that acknowledged this PSN, if any did.
-            let k = through.partition_point(|t| f.psn.after(t.0));
+            let k = through.partition_point(|t| first.after(t.0));
             if let Some(&(_, frame, ts)) = through.get(k) {
                 g.redundant.push(Redundant {
                     frame: f.number,
-                    psn: f.psn,
+                    psn: first,
                     acked_in: frame,
                     after_ns: f.ts_ns.saturating_sub(ts),
                 });
             }
-            let orig = last_sent.get(&f.psn).copied().unwrap_or(f.ts_ns);
+            let orig = last_sent.get(&first).copied().unwrap_or(f.ts_ns);
             let rnr = last.filter(|a| {
-                matches!(a.ack, Some(AckKind::RnrNak { .. })) && a.psn == f.psn && a.ts_ns >= orig
+                matches!(a.ack, Some(AckKind::RnrNak { .. })) && a.psn == first && a.ts_ns >= orig
             });
             let nak = last.filter(|a| is_seq_nak(a) && a.ts_ns >= orig);
             match (rnr, nak) {
                 (Some(n), _) => g.resends.push(Resend {
-                    psn: f.psn,
+                    psn: first,
                     frame: f.number,
                     trigger: Trigger::Rnr,
                     after_ns: f.ts_ns.saturating_sub(n.ts_ns),
                 }),
                 (None, Some(n)) => {
-                    if f.psn.after(n.psn) {
+                    if first.after(n.psn) {
                         g.violations.push(Violation::ResentPastNak {
                             frame: f.number,
-                            psn: f.psn,
+                            psn: first,
                             nak_psn: n.psn,
                             nak_frame: n.number,
                         });
                     }
                     g.resends.push(Resend {
-                        psn: f.psn,
+                        psn: first,
                         frame: f.number,
                         trigger: Trigger::Nak,
                         after_ns: f.ts_ns.saturating_sub(n.ts_ns),
                     });
                 }
                 (None, None) => g.resends.push(Resend {
-                    psn: f.psn,
+                    psn: first,
                     frame: f.number,
                     trigger: Trigger::Timeout,
                     after_ns: f.ts_ns.saturating_sub(orig),
@@ -523,6 +539,65 @@ mod tests {
             "{:?}",
             g.violations
         );
+    }
+
+    /// The first resend of a run held back by the switch behind the next one (the
+    /// lab's `reorder` rule): the capture shows the run starting one PSN past the
+    /// NAK'd one, but the requester went back to the NAK'd PSN first, as the
+    /// switch's mark says. Seen on trixie in `write_stream_faults.toml`.
+    #[test]
+    fn a_run_whose_first_resend_was_held_starts_where_the_requester_started_it() {
+        let mut q = vec![
+            req(1, 0, 50),
+            req(2, 0, 51),
+            req(3, 0, 52),
+            req(4, 0, 53),
+            req(6, 2, 52),
+            req(7, 2, 51),
+            req(8, 2, 53),
+        ];
+        q[1].delivered = false;
+        q[5].held = true;
+        let r = [resp(5, 1, 51, SEQ_NAK), resp(9, 3, 53, ACK)];
+        let g = go_back_n(&q, &r);
+        assert_eq!(g.violations, vec![]);
+        assert_eq!(
+            g.resends,
+            vec![Resend {
+                psn: Psn::new(51),
+                frame: 6,
+                trigger: Trigger::Nak,
+                after_ns: 1_000_000
+            }]
+        );
+        // Not held: the requester did resend from 52 first, past the NAK'd 51.
+        q[5].held = false;
+        let g = go_back_n(&q, &r);
+        assert!(
+            matches!(
+                g.violations[..],
+                [Violation::ResentPastNak { frame: 6, nak_frame: 5, .. }, ..]
+            ),
+            "{:?}",
+            g.violations
+        );
+        // Two held back (the run began two PSNs before what shows first): the same.
+        let mut q2 = vec![
+            req(1, 0, 50),
+            req(2, 0, 51),
+            req(3, 0, 52),
+            req(4, 0, 53),
+            req(6, 2, 53),
+            req(7, 2, 51),
+            req(8, 2, 52),
+        ];
+        q2[1].delivered = false;
+        q2[5].held = true;
+        q2[6].held = true;
+        let g = go_back_n(&q2, &r);
+        assert_eq!(g.violations, vec![]);
+        assert_eq!(g.resends.len(), 1, "{:?}", g.resends);
+        assert_eq!(g.resends[0].psn, Psn::new(51));
     }
 
     /// Over a long run (go-back-N checked across all of it), each loss recovered
