@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::fd::{AsRawFd, FromRawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::process::Child;
@@ -22,6 +22,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use nix::poll::{poll, PollFd, PollFlags};
 use serde_json::json;
 
 use super::claim::Claim;
@@ -537,9 +538,9 @@ fn watch(shared: &Arc<Shared>, listener: &UnixListener, qemus: &mut Qemus, paths
         }
         // Until a client connects (it is served at once: a scenario's run opens a
         // connection to begin its recording), or time for the checks above.
-        let mut fd = libc::pollfd { fd: listener.as_raw_fd(), events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd for the duration of the call.
-        unsafe { libc::poll(&mut fd, 1, control::POLL.as_millis() as libc::c_int) };
+        // A failed or interrupted wait only means the loop looks again.
+        let ms = u16::try_from(control::POLL.as_millis()).unwrap_or(u16::MAX);
+        let _ = poll(&mut [PollFd::new(listener.as_fd(), PollFlags::POLLIN)], ms);
     }
 }
 

@@ -4,8 +4,10 @@
 //!
 //! Owns: [`CmConn`] (listen, accept, connect). Imports: `super::qp` and `super::error`;
 //! `rdma_sys`'s librdmacm and libc for the event channel.
+use std::os::fd::BorrowedFd;
 use std::ptr;
 
+use nix::poll::{poll, PollFd, PollFlags};
 use rdma_sys::*;
 
 use super::error::{Result, VerbError};
@@ -105,11 +107,11 @@ impl CmConn {
             if rc != 0 {
                 let e = std::io::Error::last_os_error();
                 if e.kind() == std::io::ErrorKind::WouldBlock && std::time::Instant::now() < until {
-                    // SAFETY: ec is a valid channel for the life of self.
-                    let fd = unsafe { (*self.ec).fd };
-                    let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
-                    // SAFETY: p is one valid pollfd.
-                    unsafe { libc::poll(&mut p, 1, 50) };
+                    // SAFETY: ec is a valid channel for the life of self, and so its fd
+                    // stays open for the borrow, which ends with this statement.
+                    let fd = unsafe { BorrowedFd::borrow_raw((*self.ec).fd) };
+                    // A failed or interrupted wait only means we look again.
+                    let _ = poll(&mut [PollFd::new(fd, PollFlags::POLLIN)], 50u16);
                     continue;
                 }
                 return Err(VerbError::from_errno(

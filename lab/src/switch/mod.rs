@@ -41,7 +41,7 @@
 use std::collections::VecDeque;
 use std::io;
 use std::net::UdpSocket;
-use std::os::fd::AsRawFd;
+use std::os::fd::AsFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -51,6 +51,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use dissector::frame;
 use dissector::LinkType;
+use nix::poll::{poll, PollFd, PollFlags};
 
 use super::claim::Claim;
 use super::control::WireFrame;
@@ -214,24 +215,21 @@ impl Engine {
                 .unwrap_or(Duration::from_millis(20))
                 .min(Duration::from_millis(20));
             let mut fds = [
-                libc::pollfd { fd: self.socks[0].as_raw_fd(), events: libc::POLLIN, revents: 0 },
-                libc::pollfd { fd: self.socks[1].as_raw_fd(), events: libc::POLLIN, revents: 0 },
-                libc::pollfd { fd: woken.as_raw_fd(), events: libc::POLLIN, revents: 0 },
+                PollFd::new(self.socks[0].as_fd(), PollFlags::POLLIN),
+                PollFd::new(self.socks[1].as_fd(), PollFlags::POLLIN),
+                PollFd::new(woken.as_fd(), PollFlags::POLLIN),
             ];
-            // SAFETY: fds is a valid array of three pollfd for the duration of the call.
-            let n = unsafe {
-                libc::poll(
-                    fds.as_mut_ptr(),
-                    fds.len() as libc::nfds_t,
-                    wait.as_millis().max(1) as libc::c_int,
-                )
-            };
-            if fds[2].revents != 0 {
+            let ms = u16::try_from(wait.as_millis().max(1)).unwrap_or(u16::MAX);
+            // An interrupted or failed wait counts as nothing ready: the loop looks again.
+            let n = poll(&mut fds, ms).unwrap_or(0);
+            let ready: [bool; 3] =
+                std::array::from_fn(|i| fds[i].revents().is_some_and(|r| !r.is_empty()));
+            if ready[2] {
                 while woken.recv(&mut buf).is_ok() {}
             }
             if n > 0 {
                 for (i, dir) in [(0, Dir::AtoB), (1, Dir::BtoA)] {
-                    if fds[i].revents == 0 {
+                    if !ready[i] {
                         continue;
                     }
                     for _ in 0..BURST {
