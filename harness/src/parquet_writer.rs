@@ -18,8 +18,7 @@
 use dissector::capture::AtomicFile;
 use std::panic::{self, AssertUnwindSafe};
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use dissector::ctx::{Ctx, Shown};
@@ -33,6 +32,7 @@ use parquet::data_type::{BoolType, ByteArray, ByteArrayType, DataType, DoubleTyp
 use parquet::file::properties::{EnabledStatistics, WriterProperties, WriterPropertiesPtr};
 use parquet::file::writer::{SerializedFileWriter, SerializedPageWriter, TrackedWrite};
 use parquet::schema::types::{ColumnDescPtr, ColumnPath, Type};
+use rayon::iter::{IntoParallelIterator, ParallelIterator};
 
 /// Rows per row group: a reader's unit of work; buffers of a few tens of MB for
 /// a dozen fields.
@@ -306,30 +306,19 @@ impl Buffer {
     }
 }
 
-/// `f(0)`, …, `f(n - 1)` worked out on up to `threads` threads, in index order;
-/// `None` for an index whose thread panicked (a panic of the parquet crate is
+/// `f(0)`, …, `f(n - 1)` in index order, worked out on `pool` when there is one;
+/// `None` for an index whose work panicked (a panic of the parquet crate is
 /// reported as an error, not a crash).
-fn on_threads<T: Send>(n: usize, threads: usize, f: impl Fn(usize) -> T + Sync) -> Vec<Option<T>> {
-    if threads <= 1 || n <= 1 {
-        return (0..n).map(|i| Some(f(i))).collect();
+fn in_order<T: Send>(
+    pool: Option<&rayon::ThreadPool>,
+    n: usize,
+    f: impl Fn(usize) -> T + Sync,
+) -> Vec<Option<T>> {
+    let one = |i: usize| panic::catch_unwind(AssertUnwindSafe(|| f(i))).ok();
+    match pool {
+        Some(pool) => pool.install(|| (0..n).into_par_iter().map(one).collect()),
+        None => (0..n).map(one).collect(),
     }
-    let next = AtomicUsize::new(0);
-    let slots: Vec<Mutex<Option<T>>> = (0..n).map(|_| Mutex::new(None)).collect();
-    std::thread::scope(|s| {
-        for _ in 0..threads.min(n) {
-            s.spawn(|| {
-                let _ = panic::catch_unwind(AssertUnwindSafe(|| loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(slot) = slots.get(i) else { return };
-                    let v = f(i);
-                    if let Ok(mut slot) = slot.lock() {
-                        *slot = Some(v);
-                    }
-                }));
-            });
-        }
-    });
-    slots.into_iter().map(|m| m.into_inner().ok().flatten()).collect()
 }
 
 /// A double of seconds from nanoseconds, as a [`Kind::Seconds`] column holds it.
@@ -418,8 +407,9 @@ pub(crate) struct Table {
     /// The row group being built.
     group: Rows,
     rows_per_group: usize,
-    /// Threads that encode a row group's columns (see [`Table::encode_with`]).
-    threads: usize,
+    /// The threads that encode a row group's columns (see [`Table::encode_with`]);
+    /// none: the caller's.
+    pool: Option<rayon::ThreadPool>,
 }
 
 impl Table {
@@ -456,14 +446,23 @@ impl Table {
             props,
             group: Rows::new(&specs),
             rows_per_group: rows.max(1),
-            threads: 1,
+            pool: None,
         })
     }
 
     /// Encodes each row group's columns on `threads` threads (1: on the caller's).
-    /// The file is the same whatever the number.
+    /// The file is the same whatever the number, so when the threads cannot be
+    /// started the caller's does the work.
     pub(crate) fn encode_with(&mut self, threads: usize) {
-        self.threads = threads.max(1);
+        self.pool = (threads > 1)
+            .then(|| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads)
+                    .thread_name(|i| format!("parquet-{i}"))
+                    .build()
+                    .ok()
+            })
+            .flatten();
     }
 
     /// Appends a value to column `i` of the row being built.
@@ -511,7 +510,7 @@ impl Table {
             anyhow::bail!("{} Parquet columns for {} fields", schema.num_columns(), cols.len());
         }
         let descrs: Vec<ColumnDescPtr> = (0..cols.len()).map(|i| schema.column(i)).collect();
-        let encoded = on_threads(cols.len(), self.threads, |i| {
+        let encoded = in_order(self.pool.as_ref(), cols.len(), |i| {
             cols[i].encode(descrs[i].clone(), self.props.clone())
         });
         let mut rg = w.next_row_group()?;
@@ -764,14 +763,18 @@ mod tests {
     #[test]
     fn work_shared_out_comes_back_in_order_and_a_panic_is_a_gap() {
         for threads in [1, 2, 5] {
-            let got = on_threads(40, threads, |i| i * i);
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().ok();
+            let got = in_order(pool.as_ref(), 40, |i| i * i);
             assert_eq!(got, (0..40).map(|i| Some(i * i)).collect::<Vec<_>>(), "{threads} threads");
         }
-        let got = on_threads(6, 3, |i| {
-            assert!(i != 4, "encoding column 4 failed");
-            i
-        });
-        assert_eq!(got[4], None);
-        assert_eq!(got.iter().flatten().count(), 5, "the other columns are still encoded: {got:?}");
+        for pool in [None, rayon::ThreadPoolBuilder::new().num_threads(3).build().ok()] {
+            let got = in_order(pool.as_ref(), 6, |i| {
+                assert!(i != 4, "encoding column 4 failed");
+                i
+            });
+            assert_eq!(got[4], None);
+            let done = got.iter().flatten().count();
+            assert_eq!(done, 5, "the other columns are still encoded: {got:?}");
+        }
     }
 }
