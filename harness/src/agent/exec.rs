@@ -347,16 +347,9 @@ impl Agent {
         let attrs = QpAttrs {
             port: ep_port,
             sgid_index: gid_index,
-            access: p.access,
-            qkey: p.qkey,
-            mtu: p.mtu,
             sq_psn: q.psn,
-            timeout: p.timeout,
-            retry_cnt: p.retry_cnt,
-            rnr_retry: p.rnr_retry,
-            min_rnr_timer: p.min_rnr_timer,
-            max_rd_atomic: p.max_rd_atomic,
-            max_dest_rd_atomic: p.max_dest_rd_atomic,
+            access: q.setup.access,
+            params: q.setup.params,
         };
         // What `Listen` opened, or (a controller that did not send it) opened now.
         let listening = match q.listening.take() {

@@ -67,7 +67,7 @@ pub(crate) fn estimate(sc: &Scenario) -> Estimate {
                 .qps
                 .first()
                 .and_then(|q| sc.qps.iter().find(|x| &x.name == q))
-                .map_or(1024, |q| q.mtu);
+                .map_or(1024, |q| q.params.mtu);
             let one = stream(st, mtu);
             e.frames += one.frames;
             e.capture_bytes += one.capture_bytes;

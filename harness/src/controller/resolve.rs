@@ -12,8 +12,8 @@ use lab::fault::{self, Dir, Rule};
 use lab::state::Vm;
 
 use crate::protocol::{
-    self, Action, ConnectBy, Fill, Hex, MrSetup, MwSetup, ProbeOrder, ProbePsn, QpParams, QpSetup,
-    RemoteRef, SgeRef, SrqSetup, Verb,
+    self, Action, ConnectBy, Fill, Hex, MrSetup, MwSetup, ProbeOrder, ProbePsn, QpSetup, RemoteRef,
+    SgeRef, SrqSetup, Verb,
 };
 use crate::protocol::{ReceiveOrder, StreamOrder};
 use crate::results::EndpointFacts;
@@ -77,17 +77,8 @@ pub(super) fn setup(sc: &Scenario, name: &str) -> protocol::Setup {
                 max_inline: q.max_inline,
             },
             psn: q.psn.get(name).map(|p| p.value()),
-            params: QpParams {
-                mtu: q.mtu,
-                timeout: q.timeout,
-                retry_cnt: q.retry_cnt,
-                rnr_retry: q.rnr_retry,
-                min_rnr_timer: q.min_rnr_timer,
-                max_rd_atomic: q.max_rd_atomic,
-                max_dest_rd_atomic: q.max_dest_rd_atomic,
-                access: q.access.get(name).copied().unwrap_or(crate::verbs::Access::REMOTE_ALL),
-                qkey: q.qkey,
-            },
+            params: q.params,
+            access: q.access.get(name).copied().unwrap_or(crate::verbs::Access::REMOTE_ALL),
             connect: match q.connect {
                 ConnectMethod::Tcp => ConnectBy::Tcp,
                 ConnectMethod::RdmaCm => ConnectBy::RdmaCm,
@@ -387,7 +378,7 @@ qp = "q"
         let sc = sc();
         let a = setup(&sc, "a");
         assert_eq!(a.qps.len(), 1);
-        assert_eq!((a.qps[0].psn, a.qps[0].params.access), (Some(100), crate::verbs::Access(2)));
+        assert_eq!((a.qps[0].psn, a.qps[0].access), (Some(100), crate::verbs::Access(2)));
         assert_eq!(
             a.mrs,
             vec![MrSetup {
@@ -399,7 +390,7 @@ qp = "q"
         );
         let s = setup(&sc, "server");
         assert_eq!(
-            s.qps[0].params.access,
+            s.qps[0].access,
             crate::verbs::Access::REMOTE_ALL,
             "the default where the scenario names no access for this end"
         );

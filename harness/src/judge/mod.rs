@@ -410,7 +410,7 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
         match tto {
             Some(t) => {
                 let low = t - t / ACK_TIMER_SLACK;
-                want.push(format!("each resend after the ACK timer {:.2}–{:.2} ms after the last transmission (timeout {}, less 5 %)", ms(low), ms(4 * t), q.timeout));
+                want.push(format!("each resend after the ACK timer {:.2}–{:.2} ms after the last transmission (timeout {}, less 5 %)", ms(low), ms(4 * t), q.params.timeout));
                 ok &= !timeouts.is_empty()
                     && timeouts.iter().all(|r| (low..=4 * t).contains(&r.after_ns));
             }

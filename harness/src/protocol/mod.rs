@@ -44,8 +44,9 @@ use stream::{Content, Percentiles, StreamVerb, Verification};
 /// WRITE-with-immediate streams (`Action::Receive`, its `mr` optional), streams
 /// round a ring and dealt at random (`Content::ring`, `Content::spread`). 6:
 /// atomic streams mix CmpSwap in (`StreamVerb::Atomic`) and report the chain of
-/// old values (`StreamReport::atomics`).
-pub(crate) const VERSION: u32 = 6;
+/// old values (`StreamReport::atomics`). 7: a QP's access flags beside its
+/// transport parameters (`QpSetup::access`), not among them.
+pub(crate) const VERSION: u32 = 7;
 /// No message is larger (a memory dump of a 512 KiB MR in hex fits).
 pub(crate) const MAX_MESSAGE: usize = 2 << 20;
 /// The largest MR read back whole (`ReadMemory`); larger ones are checked where
@@ -175,20 +176,8 @@ pub(crate) enum ConnectBy {
     RdmaCm,
 }
 
-/// The attributes of a QP's bring-up that are not known before its peer is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct QpParams {
-    pub mtu: u32,
-    pub timeout: u8,
-    pub retry_cnt: u8,
-    pub rnr_retry: u8,
-    pub min_rnr_timer: u8,
-    pub max_rd_atomic: u8,
-    pub max_dest_rd_atomic: u8,
-    pub access: Access,
-    pub qkey: u32,
-}
+/// How a QP runs its transport (one home: [`crate::verbs::QpParams`]).
+pub(crate) use crate::verbs::QpParams;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -199,6 +188,8 @@ pub(crate) struct QpSetup {
     /// The first send PSN; `None`: a random one.
     pub psn: Option<u32>,
     pub params: QpParams,
+    /// `qp_access_flags` on this end.
+    pub access: Access,
     pub connect: ConnectBy,
     /// Created with `ibv_create_qp_ex` and these extended send operations.
     #[serde(default)]
@@ -806,9 +797,9 @@ mod tests {
                         min_rnr_timer: 12,
                         max_rd_atomic: 1,
                         max_dest_rd_atomic: 1,
-                        access: Access(0xe),
                         qkey: 0x1111_1111,
                     },
+                    access: Access(0xe),
                     connect: ConnectBy::RdmaCm,
                     atomic_write: true,
                     flush: true,

@@ -17,7 +17,8 @@ pub(crate) use super::file::{ConnectMethod, Content, QpType};
 use super::pattern::Pattern;
 pub(crate) use crate::protocol::stream::{Content as StreamContent, Sizes, Spread, StreamVerb};
 use crate::verbs::{
-    Access, EventType, Feature, MwKind, Placement, Selectivity, SendFlag, WcOpcode, WcStatus,
+    Access, EventType, Feature, MwKind, Placement, QpParams, Selectivity, SendFlag, WcOpcode,
+    WcStatus,
 };
 
 /// The deadline of a scenario that sets no `timeout_ms`.
@@ -110,18 +111,11 @@ pub(crate) struct Qp {
     /// The passive side (listens) first.
     pub(crate) between: [String; 2],
     pub(crate) connect: ConnectMethod,
-    pub(crate) mtu: u32,
     /// Starting send PSN per endpoint; one not given is random.
     pub(crate) psn: BTreeMap<String, Psn>,
-    pub(crate) timeout: u8,
-    pub(crate) retry_cnt: u8,
-    pub(crate) rnr_retry: u8,
-    pub(crate) min_rnr_timer: u8,
-    pub(crate) max_rd_atomic: u8,
-    pub(crate) max_dest_rd_atomic: u8,
+    pub(crate) params: QpParams,
     /// `qp_access_flags` per endpoint.
     pub(crate) access: BTreeMap<String, Access>,
-    pub(crate) qkey: u32,
     pub(crate) max_send_wr: u32,
     pub(crate) max_recv_wr: u32,
     pub(crate) max_sge: u32,
@@ -528,7 +522,7 @@ impl Qp {
     /// The local ACK timeout in ns (4.096 µs × 2^timeout); `None` for 0, which
     /// means the timer never fires.
     pub(crate) fn ack_timeout_ns(&self) -> Option<u64> {
-        (self.timeout > 0).then(|| 4096u64 << self.timeout.min(31))
+        (self.params.timeout > 0).then(|| 4096u64 << self.params.timeout.min(31))
     }
 }
 

@@ -178,16 +178,16 @@ impl CmConn {
             x.qp_access_flags = a.access.0;
         }
         if m & M::IBV_QP_MIN_RNR_TIMER.0 != 0 {
-            x.min_rnr_timer = a.min_rnr_timer;
+            x.min_rnr_timer = a.params.min_rnr_timer;
         }
         if m & M::IBV_QP_TIMEOUT.0 != 0 {
-            x.timeout = a.timeout;
+            x.timeout = a.params.timeout;
         }
         if m & M::IBV_QP_RETRY_CNT.0 != 0 {
-            x.retry_cnt = a.retry_cnt;
+            x.retry_cnt = a.params.retry_cnt;
         }
         if m & M::IBV_QP_RNR_RETRY.0 != 0 {
-            x.rnr_retry = a.rnr_retry;
+            x.rnr_retry = a.params.rnr_retry;
         }
         if m & M::IBV_QP_RQ_PSN.0 != 0 {
             self.rq_psn = x.rq_psn;
@@ -211,10 +211,10 @@ impl CmConn {
             p.private_data = private.as_ptr().cast();
             p.private_data_len = private.len().min(u8::MAX as usize) as u8;
         }
-        p.responder_resources = a.max_dest_rd_atomic;
-        p.initiator_depth = a.max_rd_atomic;
-        p.retry_count = a.retry_cnt;
-        p.rnr_retry_count = a.rnr_retry;
+        p.responder_resources = a.params.max_dest_rd_atomic;
+        p.initiator_depth = a.params.max_rd_atomic;
+        p.retry_count = a.params.retry_cnt;
+        p.rnr_retry_count = a.params.rnr_retry;
         p.qp_num = qp.qpn();
         p
     }

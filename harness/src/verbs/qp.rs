@@ -140,16 +140,33 @@ pub(crate) struct Peer {
 pub(crate) struct QpAttrs {
     pub port: u8,
     pub sgid_index: u8,
-    pub access: Access,
-    pub qkey: u32,
-    pub mtu: u32,
     pub sq_psn: u32,
+    /// `qp_access_flags`: what the peer may do to this side's memory.
+    pub access: Access,
+    pub params: QpParams,
+}
+
+/// How a QP runs its transport, the same on both of its ends: the one home of
+/// these attributes, which the scenario model, the agent protocol and the
+/// bring-up above ([`QpAttrs`]) all hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct QpParams {
+    /// Path MTU in bytes (256–4096).
+    pub mtu: u32,
+    /// Local ACK timeout exponent: 4.096 µs × 2^timeout; 0 never fires.
     pub timeout: u8,
+    /// Resends after the ACK timer fires (0–7).
     pub retry_cnt: u8,
+    /// Resends after RNR NAKs (0–7; 7 means forever).
     pub rnr_retry: u8,
+    /// The RNR timer code (0–31) this side's RNR NAKs ask for.
     pub min_rnr_timer: u8,
+    /// READs and atomics this side may have outstanding, and accept.
     pub max_rd_atomic: u8,
     pub max_dest_rd_atomic: u8,
+    /// UD Q_Key.
+    pub qkey: u32,
 }
 
 /// QP states, as type parameters.
@@ -341,7 +358,7 @@ impl Qp<Reset> {
         x.port_num = a.port;
         let mut mask = M::IBV_QP_STATE.0 | M::IBV_QP_PKEY_INDEX.0 | M::IBV_QP_PORT.0;
         if self.kind() == QpKind::Ud {
-            x.qkey = a.qkey;
+            x.qkey = a.params.qkey;
             mask |= M::IBV_QP_QKEY.0;
         } else {
             x.qp_access_flags = a.access.0;
@@ -374,7 +391,7 @@ impl Qp<Init> {
                     Some("an RC or UC QP needs its peer".into()),
                 )
             })?;
-            x.path_mtu = mtu_enum(a.mtu);
+            x.path_mtu = mtu_enum(a.params.mtu);
             x.dest_qp_num = p.qpn;
             x.rq_psn = p.psn;
             x.ah_attr.is_global = 1;
@@ -385,8 +402,8 @@ impl Qp<Init> {
             mask |=
                 M::IBV_QP_AV.0 | M::IBV_QP_PATH_MTU.0 | M::IBV_QP_DEST_QPN.0 | M::IBV_QP_RQ_PSN.0;
             if kind == QpKind::Rc {
-                x.max_dest_rd_atomic = a.max_dest_rd_atomic;
-                x.min_rnr_timer = a.min_rnr_timer;
+                x.max_dest_rd_atomic = a.params.max_dest_rd_atomic;
+                x.min_rnr_timer = a.params.min_rnr_timer;
                 mask |= M::IBV_QP_MAX_DEST_RD_ATOMIC.0 | M::IBV_QP_MIN_RNR_TIMER.0;
             }
         }
@@ -406,10 +423,10 @@ impl Qp<Rtr> {
         x.sq_psn = a.sq_psn;
         let mut mask = M::IBV_QP_STATE.0 | M::IBV_QP_SQ_PSN.0;
         if self.kind() == QpKind::Rc {
-            x.timeout = a.timeout;
-            x.retry_cnt = a.retry_cnt;
-            x.rnr_retry = a.rnr_retry;
-            x.max_rd_atomic = a.max_rd_atomic;
+            x.timeout = a.params.timeout;
+            x.retry_cnt = a.params.retry_cnt;
+            x.rnr_retry = a.params.rnr_retry;
+            x.max_rd_atomic = a.params.max_rd_atomic;
             mask |= M::IBV_QP_TIMEOUT.0
                 | M::IBV_QP_RETRY_CNT.0
                 | M::IBV_QP_RNR_RETRY.0

@@ -27,7 +27,8 @@ use super::pattern::{Pattern, ATOMS};
 use crate::protocol::stream::STREAM_MESSAGES;
 use crate::protocol::READ_BACK_MAX;
 use crate::verbs::{
-    Access, EventType, Feature, MwKind, Placement, Selectivity, SendFlag, WcOpcode, WcStatus,
+    Access, EventType, Feature, MwKind, Placement, QpParams, Selectivity, SendFlag, WcOpcode,
+    WcStatus,
 };
 
 /// The longest message a stream may post.

@@ -417,7 +417,7 @@ fn a_good_scenario_loads() {
     assert_eq!(seq, ["SEND Only"]);
     assert_eq!(sc.qps[0].access["a"], Access::REMOTE_ALL, "the default");
     assert_eq!(
-        (sc.qps[0].timeout, sc.qps[0].retry_cnt, sc.qps[0].mtu),
+        (sc.qps[0].params.timeout, sc.qps[0].params.retry_cnt, sc.qps[0].params.mtu),
         (14, 7, 1024),
         "defaults filled in"
     );
