@@ -110,59 +110,69 @@ pub(crate) fn subnets_of(ip: IpAddr) -> Vec<Cidr> {
         .collect()
 }
 
+/// What an agent's limits refuse; the controller is sent its text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refused {
+    #[error("refused: a stream of {count} messages, this agent allows {STREAM_MESSAGES}")]
+    LongStream { count: u64 },
+    #[error(
+        "refused: {peer} is outside {}: {}; this agent's QPs connect (and its probes go) only there\nhint: start the agent with --allow CIDR to widen it",
+        if *.given { "the networks --allow gives" } else { "the subnet of the RoCE interface (the default of --allow)" },
+        if .nets.is_empty() { "none found".to_string() } else { .nets.iter().map(Cidr::to_string).collect::<Vec<_>>().join(", ") }
+    )]
+    OutsideAllowed {
+        peer: IpAddr,
+        /// The networks allowed; `given`: by `--allow` (else the interface's subnet).
+        nets: Vec<Cidr>,
+        given: bool,
+    },
+    #[error("refused: {asked} {what} asked, this agent allows {allowed} ({flag})")]
+    TooMuch { what: &'static str, asked: u64, allowed: u64, flag: &'static str },
+    #[error("refused: {frames} crafted frames now would pass this agent's limit of {rate} per second (--max-probe-rate); {recent} sent in the last second")]
+    ProbeRate { frames: usize, rate: u32, recent: usize },
+}
+
+impl From<Refused> for super::exec::AgentError {
+    fn from(r: Refused) -> Self {
+        r.to_string().into()
+    }
+}
+
 impl Limits {
     /// `Ok` when a stream of `count` messages may run.
-    pub(crate) fn may_stream(&self, count: u64) -> Result<(), String> {
+    pub(crate) fn may_stream(&self, count: u64) -> Result<(), Refused> {
         if count > STREAM_MESSAGES {
-            return Err(format!(
-                "refused: a stream of {count} messages, this agent allows {STREAM_MESSAGES}"
-            ));
+            return Err(Refused::LongStream { count });
         }
         Ok(())
     }
 
     /// `Ok` when a QP of a device whose address is `mine` may connect to `peer`.
-    pub(crate) fn may_connect(&self, mine: IpAddr, peer: IpAddr) -> Result<(), String> {
-        let nets = match &self.allow {
-            Allow::Cidrs(c) => c.clone(),
-            Allow::LocalSubnet => subnets_of(mine),
+    pub(crate) fn may_connect(&self, mine: IpAddr, peer: IpAddr) -> Result<(), Refused> {
+        let (nets, given) = match &self.allow {
+            Allow::Cidrs(c) => (c.clone(), true),
+            Allow::LocalSubnet => (subnets_of(mine), false),
         };
         if nets.iter().any(|n| n.contains(peer)) {
             return Ok(());
         }
-        let which = match &self.allow {
-            Allow::Cidrs(_) => "the networks --allow gives",
-            Allow::LocalSubnet => "the subnet of the RoCE interface (the default of --allow)",
-        };
-        let nets: Vec<String> = nets.iter().map(Cidr::to_string).collect();
-        Err(format!(
-            "refused: {peer} is outside {which}: {}; this agent's QPs connect (and its probes go) only there\nhint: start the agent with --allow CIDR to widen it",
-            if nets.is_empty() { "none found".into() } else { nets.join(", ") }
-        ))
+        Err(Refused::OutsideAllowed { peer, nets, given })
     }
 
     /// `Ok` when `mrs` more MRs of `bytes` in all keep the endpoint within limits,
     /// with `qps` QPs.
-    pub(crate) fn may_set_up(&self, mrs: usize, bytes: u64, qps: usize) -> Result<(), String> {
-        if mrs > self.mrs {
-            return Err(format!(
-                "refused: {mrs} MRs asked, this agent allows {} (--max-mrs)",
-                self.mrs
-            ));
+    pub(crate) fn may_set_up(&self, mrs: usize, bytes: u64, qps: usize) -> Result<(), Refused> {
+        let checks = [
+            ("MRs", mrs as u64, self.mrs as u64, "--max-mrs"),
+            ("bytes of MRs", bytes, self.mr_bytes, "--max-mr-bytes"),
+            ("QPs", qps as u64, self.qps as u64, "--max-qps"),
+        ];
+        match checks.into_iter().find(|(_, asked, allowed, _)| asked > allowed) {
+            Some((what, asked, allowed, flag)) => {
+                Err(Refused::TooMuch { what, asked, allowed, flag })
+            }
+            None => Ok(()),
         }
-        if bytes > self.mr_bytes {
-            return Err(format!(
-                "refused: {bytes} bytes of MRs asked, this agent allows {} (--max-mr-bytes)",
-                self.mr_bytes
-            ));
-        }
-        if qps > self.qps {
-            return Err(format!(
-                "refused: {qps} QPs asked, this agent allows {} (--max-qps)",
-                self.qps
-            ));
-        }
-        Ok(())
     }
 }
 
@@ -175,15 +185,12 @@ pub(crate) struct ProbeRate {
 impl ProbeRate {
     /// Counts `frames` more now, or refuses them (nothing counted) when they would
     /// pass `rate` per second.
-    pub(crate) fn take(&mut self, frames: usize, rate: u32, now: Instant) -> Result<(), String> {
+    pub(crate) fn take(&mut self, frames: usize, rate: u32, now: Instant) -> Result<(), Refused> {
         while self.sent.front().is_some_and(|t| now.duration_since(*t) >= Duration::from_secs(1)) {
             self.sent.pop_front();
         }
         if self.sent.len() + frames > rate as usize {
-            return Err(format!(
-                "refused: {frames} crafted frames now would pass this agent's limit of {rate} per second (--max-probe-rate); {} sent in the last second",
-                self.sent.len()
-            ));
+            return Err(Refused::ProbeRate { frames, rate, recent: self.sent.len() });
         }
         self.sent.extend(std::iter::repeat_n(now, frames));
         Ok(())
@@ -230,30 +237,37 @@ mod tests {
         let me = "10.0.0.1".parse().unwrap();
         assert!(l.may_connect(me, "10.0.0.2".parse().unwrap()).is_ok());
         let e = l.may_connect(me, "198.51.100.9".parse().unwrap()).unwrap_err();
+        assert!(matches!(&e, Refused::OutsideAllowed { given: true, nets, .. } if nets.len() == 1));
+        let text = e.to_string();
         assert!(
-            e.contains("198.51.100.9 is outside the networks --allow gives: 10.0.0.0/24")
-                && e.contains("--allow CIDR"),
-            "{e}"
+            text.contains("198.51.100.9 is outside the networks --allow gives: 10.0.0.0/24")
+                && text.contains("--allow CIDR"),
+            "{text}"
         );
         // The default: the local interface's subnet. Loopback's is 127.0.0.0/8 here.
         let d = Limits::default();
         assert!(d.may_connect("127.0.0.1".parse().unwrap(), "127.0.0.2".parse().unwrap()).is_ok());
-        assert!(d
-            .may_connect("127.0.0.1".parse().unwrap(), "10.9.9.9".parse().unwrap())
-            .unwrap_err()
-            .contains("(the default of --allow)"));
+        let e = d.may_connect("127.0.0.1".parse().unwrap(), "10.9.9.9".parse().unwrap());
+        assert!(matches!(e, Err(Refused::OutsideAllowed { given: false, .. })));
+        assert!(e.unwrap_err().to_string().contains("(the default of --allow)"));
     }
 
     #[test]
     fn counts_and_bytes_beyond_the_limits_are_refused() {
         let l = Limits { mr_bytes: 4096, mrs: 2, qps: 1, ..Limits::default() };
         assert!(l.may_set_up(2, 4096, 1).is_ok());
-        assert!(l
-            .may_set_up(3, 10, 1)
-            .unwrap_err()
-            .contains("3 MRs asked, this agent allows 2 (--max-mrs)"));
-        assert!(l.may_set_up(1, 4097, 1).unwrap_err().contains("(--max-mr-bytes)"));
-        assert!(l.may_set_up(1, 1, 2).unwrap_err().contains("(--max-qps)"));
+        let e = l.may_set_up(3, 10, 1).unwrap_err();
+        assert_eq!(e.to_string(), "refused: 3 MRs asked, this agent allows 2 (--max-mrs)");
+        let flag = |e: Refused| match e {
+            Refused::TooMuch { flag, .. } => flag,
+            other => panic!("not a count: {other}"),
+        };
+        assert_eq!(flag(l.may_set_up(1, 4097, 1).unwrap_err()), "--max-mr-bytes");
+        assert_eq!(flag(l.may_set_up(1, 1, 2).unwrap_err()), "--max-qps");
+        assert_eq!(
+            l.may_stream(STREAM_MESSAGES + 1),
+            Err(Refused::LongStream { count: STREAM_MESSAGES + 1 })
+        );
     }
 
     #[test]
@@ -262,9 +276,10 @@ mod tests {
         let t = Instant::now();
         assert!(r.take(3, 4, t).is_ok());
         let e = r.take(2, 4, t + Duration::from_millis(500)).unwrap_err();
+        assert_eq!(e, Refused::ProbeRate { frames: 2, rate: 4, recent: 3 });
+        let text = e.to_string();
         assert!(
-            e.contains("limit of 4 per second") && e.contains("3 sent in the last second"),
-            "{e}"
+            text.contains("limit of 4 per second") && text.contains("3 sent in the last second")
         );
         assert!(r.take(1, 4, t + Duration::from_millis(500)).is_ok(), "a refusal counted nothing");
         assert!(
