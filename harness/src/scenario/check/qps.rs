@@ -83,144 +83,20 @@ impl<'a> Checker<'a> {
                     Some("for two QPs on one host use two endpoints with the same `vm`".into()),
                 );
             }
-            let mtu = match &q.mtu {
-                Some(m) if ![256, 512, 1024, 2048, 4096].contains(&m.value) => {
-                    self.err(
-                        Some(m.span.clone()),
-                        format!("MTU {} is not an IB MTU", m.value),
-                        Some("256, 512, 1024, 2048 or 4096".into()),
-                    );
-                    1024
-                }
-                Some(m) => m.value,
-                None => 1024,
-            };
-            let bounded =
-                |c: &mut Self, v: &Option<Sp<u8>>, max: u8, default: u8, what: &str, hint: &str| {
-                    match v {
-                        Some(x) if x.value > max => {
-                            c.err(Some(x.span.clone()), what.to_string(), Some(hint.to_string()));
-                            default
-                        }
-                        Some(x) => x.value,
-                        None => default,
-                    }
-                };
-            let min_rnr_timer = bounded(
-                self,
-                &q.min_rnr_timer,
-                31,
-                12,
-                "the RNR timer is a 5-bit code",
-                "0–31; 12 is 0.64 ms, 0 is 655 ms",
-            );
-            let retry_cnt = bounded(
-                self,
-                &q.retry_cnt,
-                7,
-                7,
-                "retry_cnt is a 3-bit count",
-                "0–7 (rnr_retry 7 means retry forever)",
-            );
-            let rnr_retry = bounded(
-                self,
-                &q.rnr_retry,
-                7,
-                7,
-                "rnr_retry is a 3-bit count",
-                "0–7 (rnr_retry 7 means retry forever)",
-            );
-            let timeout = bounded(
-                self,
-                &q.timeout,
-                31,
-                14,
-                "the ACK timeout is a 5-bit exponent",
-                "0–31: 4.096 µs × 2^timeout; 14 ≈ 67 ms",
-            );
-            let mut access = BTreeMap::new();
-            for e in q.between.iter() {
-                let flags = match q.access.as_ref().map(|a| (&a.value, a.span.clone())) {
-                    Some((PerEndpoint::Same(l), span)) => Some((l.clone(), span)),
-                    Some((PerEndpoint::Each(m), span)) => m.get(e).map(|l| (l.clone(), span)),
-                    None => None,
-                };
-                let a = match flags {
-                    Some((l, span)) => {
-                        let a = self.access(span.clone(), &l);
-                        self.access_uses(a, span);
-                        a
-                    }
-                    None => Access::REMOTE_ALL,
-                };
-                access.insert(e.clone(), a);
-            }
-            if let Some(Sp { value: PerEndpoint::Each(m), span }) = &q.access {
-                for k in m.keys().filter(|k| !q.between.contains(k)) {
-                    self.err(
-                        Some(span.clone()),
-                        format!("`{k}` is not an end of QP `{}`", *q.name),
-                        Some(format!("its ends are {} and {}", q.between[0], q.between[1])),
-                    );
-                }
-            }
-            let mut psn = BTreeMap::new();
-            match q.psn.as_ref().map(|p| (&p.value, p.span.clone())) {
-                Some((PerEndpoint::Same(p), span)) => {
-                    for e in q.between.iter() {
-                        psn.insert(e.clone(), self.psn(span.clone(), *p));
-                    }
-                }
-                Some((PerEndpoint::Each(m), span)) => {
-                    for (k, p) in m {
-                        if !q.between.contains(k) {
-                            self.err(
-                                Some(span.clone()),
-                                format!("`{k}` is not an end of QP `{}`", *q.name),
-                                Some(format!("its ends are {} and {}", q.between[0], q.between[1])),
-                            );
-                        }
-                        psn.insert(k.clone(), self.psn(span.clone(), *p));
-                    }
-                }
-                None => {}
-            }
+            let params = self.qp_params(q);
+            let access = self.qp_access(q);
+            let psn = self.qp_psns(q);
             if let (Some(k), false) = (&q.qkey, q.qp_type == QpType::Ud) {
                 self.err(Some(k.span.clone()), "a Q_Key is for UD QPs", None);
             }
-            if let Some(n) = &q.srq {
-                match self.srq_file(n) {
-                    None => {
-                        let hint = name_hint(n, self.f.srqs.iter().map(|x| x.name.as_str()));
-                        self.err(Some(n.span.clone()), format!("no SRQ `{}`", n.value), hint)
-                    }
-                    Some(x) if !q.between.contains(&x.on.value) => self.err(
-                        Some(n.span.clone()),
-                        format!(
-                            "SRQ `{}` is on `{}`, not an end of QP `{}`",
-                            n.value, x.on.value, *q.name
-                        ),
-                        Some(format!("its ends are {} and {}", q.between[0], q.between[1])),
-                    ),
-                    Some(_) => {}
-                }
-            }
+            self.qp_srq(q);
             out.push(Qp {
                 name: q.name.value.clone(),
                 kind: q.qp_type,
                 between: q.between.value.clone(),
                 connect: q.connect,
                 psn,
-                params: QpParams {
-                    mtu,
-                    timeout,
-                    retry_cnt,
-                    rnr_retry,
-                    min_rnr_timer,
-                    max_rd_atomic: q.max_rd_atomic.unwrap_or(1),
-                    max_dest_rd_atomic: q.max_dest_rd_atomic.unwrap_or(1),
-                    qkey: q.qkey.as_ref().map_or(DEFAULT_QKEY, |k| k.value),
-                },
+                params,
                 access,
                 max_send_wr: q.max_send_wr.unwrap_or(16),
                 max_recv_wr: q.max_recv_wr.unwrap_or(16),
@@ -230,6 +106,158 @@ impl<'a> Checker<'a> {
             });
         }
         out
+    }
+
+    /// A QP's transport attributes, each within its field's bounds (the default
+    /// in place of one that is not).
+    fn qp_params(&mut self, q: &file::QpFile) -> QpParams {
+        let mtu = match &q.mtu {
+            Some(m) if ![256, 512, 1024, 2048, 4096].contains(&m.value) => {
+                self.err(
+                    Some(m.span.clone()),
+                    format!("MTU {} is not an IB MTU", m.value),
+                    Some("256, 512, 1024, 2048 or 4096".into()),
+                );
+                1024
+            }
+            Some(m) => m.value,
+            None => 1024,
+        };
+        let bounded = |c: &mut Self,
+                       v: &Option<Sp<u8>>,
+                       max: u8,
+                       default: u8,
+                       what: &str,
+                       hint: &str| {
+            match v {
+                Some(x) if x.value > max => {
+                    c.err(Some(x.span.clone()), what.to_string(), Some(hint.to_string()));
+                    default
+                }
+                Some(x) => x.value,
+                None => default,
+            }
+        };
+        let min_rnr_timer = bounded(
+            self,
+            &q.min_rnr_timer,
+            31,
+            12,
+            "the RNR timer is a 5-bit code",
+            "0–31; 12 is 0.64 ms, 0 is 655 ms",
+        );
+        let retry_cnt = bounded(
+            self,
+            &q.retry_cnt,
+            7,
+            7,
+            "retry_cnt is a 3-bit count",
+            "0–7 (rnr_retry 7 means retry forever)",
+        );
+        let rnr_retry = bounded(
+            self,
+            &q.rnr_retry,
+            7,
+            7,
+            "rnr_retry is a 3-bit count",
+            "0–7 (rnr_retry 7 means retry forever)",
+        );
+        let timeout = bounded(
+            self,
+            &q.timeout,
+            31,
+            14,
+            "the ACK timeout is a 5-bit exponent",
+            "0–31: 4.096 µs × 2^timeout; 14 ≈ 67 ms",
+        );
+        QpParams {
+            mtu,
+            timeout,
+            retry_cnt,
+            rnr_retry,
+            min_rnr_timer,
+            max_rd_atomic: q.max_rd_atomic.unwrap_or(1),
+            max_dest_rd_atomic: q.max_dest_rd_atomic.unwrap_or(1),
+            qkey: q.qkey.as_ref().map_or(DEFAULT_QKEY, |k| k.value),
+        }
+    }
+
+    /// Each end's `qp_access_flags` (the default: every remote access).
+    fn qp_access(&mut self, q: &file::QpFile) -> BTreeMap<String, Access> {
+        let mut access = BTreeMap::new();
+        for e in q.between.iter() {
+            let flags = match q.access.as_ref().map(|a| (&a.value, a.span.clone())) {
+                Some((PerEndpoint::Same(l), span)) => Some((l.clone(), span)),
+                Some((PerEndpoint::Each(m), span)) => m.get(e).map(|l| (l.clone(), span)),
+                None => None,
+            };
+            let a = match flags {
+                Some((l, span)) => {
+                    let a = self.access(span.clone(), &l);
+                    self.access_uses(a, span);
+                    a
+                }
+                None => Access::REMOTE_ALL,
+            };
+            access.insert(e.clone(), a);
+        }
+        if let Some(Sp { value: PerEndpoint::Each(m), span }) = &q.access {
+            for k in m.keys().filter(|k| !q.between.contains(k)) {
+                self.err(
+                    Some(span.clone()),
+                    format!("`{k}` is not an end of QP `{}`", *q.name),
+                    Some(format!("its ends are {} and {}", q.between[0], q.between[1])),
+                );
+            }
+        }
+        access
+    }
+
+    /// Each end's first send PSN, where the file gives one.
+    fn qp_psns(&mut self, q: &file::QpFile) -> BTreeMap<String, Psn> {
+        let mut psn = BTreeMap::new();
+        match q.psn.as_ref().map(|p| (&p.value, p.span.clone())) {
+            Some((PerEndpoint::Same(p), span)) => {
+                for e in q.between.iter() {
+                    psn.insert(e.clone(), self.psn(span.clone(), *p));
+                }
+            }
+            Some((PerEndpoint::Each(m), span)) => {
+                for (k, p) in m {
+                    if !q.between.contains(k) {
+                        self.err(
+                            Some(span.clone()),
+                            format!("`{k}` is not an end of QP `{}`", *q.name),
+                            Some(format!("its ends are {} and {}", q.between[0], q.between[1])),
+                        );
+                    }
+                    psn.insert(k.clone(), self.psn(span.clone(), *p));
+                }
+            }
+            None => {}
+        }
+        psn
+    }
+
+    /// The SRQ a QP takes its receives from is one of its ends'.
+    fn qp_srq(&mut self, q: &file::QpFile) {
+        if let Some(n) = &q.srq {
+            match self.srq_file(n) {
+                None => {
+                    let hint = name_hint(n, self.f.srqs.iter().map(|x| x.name.as_str()));
+                    self.err(Some(n.span.clone()), format!("no SRQ `{}`", n.value), hint)
+                }
+                Some(x) if !q.between.contains(&x.on.value) => self.err(
+                    Some(n.span.clone()),
+                    format!(
+                        "SRQ `{}` is on `{}`, not an end of QP `{}`",
+                        n.value, x.on.value, *q.name
+                    ),
+                    Some(format!("its ends are {} and {}", q.between[0], q.between[1])),
+                ),
+                Some(_) => {}
+            }
+        }
     }
 
     pub(super) fn psn(&mut self, span: Range<usize>, p: u32) -> Psn {

@@ -5,6 +5,15 @@
 //! checker's vocabulary (`use super::*`); nothing else.
 use super::*;
 
+/// What the steps so far have used up: probe and stream ids, and the time probes
+/// wait to settle (against the scenario's deadline).
+struct Seen {
+    probes: Vec<String>,
+    streams: Vec<String>,
+    waited: u64,
+    timeout_ms: u64,
+}
+
 impl<'a> Checker<'a> {
     /// Where a serde message about a step points: the key it names, the `op` for
     /// an unknown op, else the step.
@@ -24,11 +33,11 @@ impl<'a> Checker<'a> {
         self.err(Some(span), message.to_string(), hint);
     }
 
+    /// The `[[step]]`s, each checked against what it names; a step with an error
+    /// is left out (the errors are what the check reports).
     pub(super) fn steps(&mut self, timeout_ms: u64) -> Vec<Step> {
         let mut out = Vec::new();
-        let mut probe_ids: Vec<String> = Vec::new();
-        let mut stream_ids: Vec<String> = Vec::new();
-        let mut waited = 0u64;
+        let mut seen = Seen { probes: Vec::new(), streams: Vec::new(), waited: 0, timeout_ms };
         for (i, s) in self.f.steps.iter().enumerate() {
             let op = match &s.op {
                 Ok(op) => op,
@@ -56,228 +65,7 @@ impl<'a> Checker<'a> {
                         sge: self.sges(s, on, sge, false, q.qp_type),
                     })
                 }
-                StepOp::Send { on, qp, wr_id, sge, flags, to }
-                | StepOp::SendImm { on, qp, wr_id, sge, flags, to, .. } => {
-                    let verb = match op {
-                        StepOp::SendImm { imm_data, .. } => Verb::SendImm { imm: *imm_data },
-                        _ => Verb::Send,
-                    };
-                    if let Some(t) = to {
-                        self.endpoint_ok(s.at("to"), t);
-                    }
-                    self.post(i, s, on, qp, *wr_id, sge, flags, verb)
-                }
-                StepOp::Stream { .. } => self.stream(s, op, &mut stream_ids),
-                StepOp::Write { on, qp, wr_id, sge, flags, remote } => {
-                    let remote = self.remote(s, on, qp, remote);
-                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::Write { remote })
-                }
-                StepOp::WriteImm { on, qp, wr_id, sge, flags, remote, imm_data } => {
-                    let remote = self.remote(s, on, qp, remote);
-                    self.post(
-                        i,
-                        s,
-                        on,
-                        qp,
-                        *wr_id,
-                        sge,
-                        flags,
-                        Verb::WriteImm { remote, imm: *imm_data },
-                    )
-                }
-                StepOp::Read { on, qp, wr_id, sge, flags, remote } => {
-                    let remote = self.remote(s, on, qp, remote);
-                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::Read { remote })
-                }
-                StepOp::CmpSwap { on, qp, wr_id, sge, flags, remote, compare, swap } => {
-                    let remote = self.remote(s, on, qp, remote);
-                    self.post(
-                        i,
-                        s,
-                        on,
-                        qp,
-                        *wr_id,
-                        sge,
-                        flags,
-                        Verb::CmpSwap { remote, compare: *compare, swap: *swap },
-                    )
-                }
-                StepOp::FetchAdd { on, qp, wr_id, sge, flags, remote, add } => {
-                    let remote = self.remote(s, on, qp, remote);
-                    self.post(
-                        i,
-                        s,
-                        on,
-                        qp,
-                        *wr_id,
-                        sge,
-                        flags,
-                        Verb::FetchAdd { remote, add: *add },
-                    )
-                }
-                StepOp::AtomicWrite { on, qp, wr_id, flags, remote, value } => {
-                    self.uses(Feature::AtomicWrite, s.at("op"));
-                    let value = match value.try_bytes(8) {
-                        Ok(b) => match <[u8; 8]>::try_from(b.as_slice()) {
-                            Ok(v) => v,
-                            Err(_) => {
-                                self.err(Some(s.at("value")), format!("an ATOMIC WRITE carries 8 bytes, not {}", b.len()), Some("value = { u64 = 7 } or { bytes = \"01 02 03 04 05 06 07 08\" }".into()));
-                                [0; 8]
-                            }
-                        },
-                        Err(e) => {
-                            self.err(Some(s.at("value")), e, None);
-                            [0; 8]
-                        }
-                    };
-                    let remote = self.remote(s, on, qp, remote);
-                    self.post(i, s, on, qp, *wr_id, &[], flags, Verb::AtomicWrite { remote, value })
-                }
-                StepOp::Flush { on, qp, wr_id, flags, remote, len, placement, level } => {
-                    let placement = match placement.as_deref().unwrap_or("global") {
-                        "global" => Placement::Global,
-                        "persistent" => Placement::Persistent,
-                        other => {
-                            self.err(
-                                Some(s.at("placement")),
-                                format!("unknown placement type `{other}`"),
-                                Some(
-                                    "`global` (global visibility) or `persistent` (persistence)"
-                                        .into(),
-                                ),
-                            );
-                            Placement::Global
-                        }
-                    };
-                    let level = match level.as_deref().unwrap_or("range") {
-                        "range" => Selectivity::Range,
-                        "mr" => Selectivity::Mr,
-                        other => {
-                            self.err(
-                                Some(s.at("level")),
-                                format!("unknown selectivity level `{other}`"),
-                                Some("`range` (the bytes given) or `mr` (the whole MR)".into()),
-                            );
-                            Selectivity::Range
-                        }
-                    };
-                    self.uses(
-                        if placement == Placement::Global {
-                            Feature::Flush
-                        } else {
-                            Feature::FlushPersistent
-                        },
-                        s.at("op"),
-                    );
-                    let remote = self.remote(s, on, qp, remote);
-                    let len = len.unwrap_or_else(|| {
-                        self.remote_size(on, qp, &remote).saturating_sub(remote.offset)
-                    });
-                    self.post(
-                        i,
-                        s,
-                        on,
-                        qp,
-                        *wr_id,
-                        &[],
-                        flags,
-                        Verb::Flush { remote, len, placement, level },
-                    )
-                }
-                StepOp::BindMw { on, qp, wr_id, flags, mw, mr, offset, len, access } => {
-                    let access = match access {
-                        Some(l) => self.access(s.at("access"), l),
-                        None => Access(Access::flag("remote_write").map_or(0, |a| a.0)),
-                    };
-                    let size = match (self.mw_file(on, mw), self.mr_file(on, mr)) {
-                        (None, _) => {
-                            let hint = name_hint(
-                                mw,
-                                self.f.mws.iter().filter(|w| *w.on == *on).map(|w| w.name.as_str()),
-                            );
-                            self.err(
-                                Some(s.at("mw")),
-                                format!("no memory window `{mw}` on `{on}`"),
-                                hint,
-                            );
-                            None
-                        }
-                        (_, None) => {
-                            let hint = name_hint(mr, self.mr_names_on(on));
-                            self.err(Some(s.at("mr")), format!("no MR `{mr}` on `{on}`"), hint);
-                            None
-                        }
-                        (Some(_), Some(m)) => Some(m.size.value),
-                    };
-                    let len = len.unwrap_or_else(|| size.unwrap_or(0).saturating_sub(*offset));
-                    if let Some(size) = size {
-                        if offset.saturating_add(len) > size {
-                            self.err(
-                                Some(s.at("len")),
-                                format!(
-                                    "{offset}+{len} runs past the end of MR `{mr}` ({size} bytes)"
-                                ),
-                                None,
-                            );
-                        }
-                    }
-                    self.bound.insert((on.clone(), mw.clone()), (mr.clone(), *offset, len));
-                    self.post(
-                        i,
-                        s,
-                        on,
-                        qp,
-                        *wr_id,
-                        &[],
-                        flags,
-                        Verb::BindMw {
-                            mw: mw.clone(),
-                            mr: mr.clone(),
-                            offset: *offset,
-                            len,
-                            access,
-                        },
-                    )
-                }
-                StepOp::SendInv { on, qp, wr_id, sge, flags, invalidate } => {
-                    let inv = match (&invalidate.mw, invalidate.rkey) {
-                        (Some(w), None) => {
-                            let peer = self.peer_of(on, qp).unwrap_or_default();
-                            if self.qp_file(qp).is_some() && self.mw_file(&peer, w).is_none() {
-                                let hint = name_hint(
-                                    w,
-                                    self.f
-                                        .mws
-                                        .iter()
-                                        .filter(|x| *x.on == peer)
-                                        .map(|x| x.name.as_str()),
-                                );
-                                self.err(Some(s.at("invalidate")), format!("no memory window `{w}` on `{peer}`, the other end of `{qp}`"), hint);
-                            }
-                            Invalidate::Mw(w.clone())
-                        }
-                        (None, Some(k)) => Invalidate::Rkey(k),
-                        _ => {
-                            self.err(Some(s.at("invalidate")), "say what to invalidate: `{ mw = \"…\" }` (a window of the peer) or `{ rkey = … }`, one of them", None);
-                            Invalidate::Rkey(0)
-                        }
-                    };
-                    self.post(i, s, on, qp, *wr_id, sge, flags, Verb::SendInv { invalidate: inv })
-                }
-                StepOp::LocalInv { on, qp, wr_id, flags, mw } => {
-                    if self.endpoint_ok(s.at("on"), on) && self.mw_file(on, mw).is_none() {
-                        let hint = name_hint(
-                            mw,
-                            self.f.mws.iter().filter(|w| *w.on == *on).map(|w| w.name.as_str()),
-                        );
-                        self.err(
-                            Some(s.at("mw")),
-                            format!("no memory window `{mw}` on `{on}`"),
-                            hint,
-                        );
-                    }
-                    self.post(i, s, on, qp, *wr_id, &[], flags, Verb::LocalInv { mw: mw.clone() })
-                }
+                StepOp::Stream { .. } => self.stream(s, op, &mut seen.streams),
                 StepOp::PostSrqRecv { on, srq, wr_id, sge } => {
                     self.srq_step(s, on, srq).then(|| Step::PostSrqRecv {
                         on: on.clone(),
@@ -289,29 +77,263 @@ impl<'a> Checker<'a> {
                 StepOp::ArmSrq { on, srq, limit } => self
                     .srq_step(s, on, srq)
                     .then(|| Step::ArmSrq { on: on.clone(), srq: srq.clone(), limit: *limit }),
-                StepOp::Probe { on, qp, probe } => {
-                    let q = self.qp_step(i, s, on, qp);
-                    if probe_ids.contains(&probe.id) {
-                        self.err(
-                            Some(s.at("probe")),
-                            format!("a second probe named `{}`", probe.id),
-                            None,
-                        );
-                    }
-                    probe_ids.push(probe.id.clone());
-                    let settle = probe.settle_ms.unwrap_or(DEFAULT_SETTLE_MS);
-                    self.check_settle(s, settle, waited, timeout_ms);
-                    waited += settle.min(MAX_SETTLE_MS);
-                    q.and_then(|q| self.probe(s, probe, q, on)).map(|p| Step::Probe {
-                        on: on.clone(),
-                        qp: qp.clone(),
-                        probe: p,
-                    })
-                }
+                StepOp::Probe { on, qp, probe } => self.probe_step(i, s, on, qp, probe, &mut seen),
+                _ => self.work_request(i, s, op),
             };
             out.extend(step);
         }
         out
+    }
+
+    /// A step that posts a send-queue work request: its verb and what only that
+    /// verb carries, checked, then the post itself ([`Checker::post`]).
+    fn work_request(&mut self, i: usize, s: &file::StepFile, op: &StepOp) -> Option<Step> {
+        match op {
+            StepOp::Send { on, qp, wr_id, sge, flags, to }
+            | StepOp::SendImm { on, qp, wr_id, sge, flags, to, .. } => {
+                let verb = match op {
+                    StepOp::SendImm { imm_data, .. } => Verb::SendImm { imm: *imm_data },
+                    _ => Verb::Send,
+                };
+                if let Some(t) = to {
+                    self.endpoint_ok(s.at("to"), t);
+                }
+                self.post(i, s, on, qp, *wr_id, sge, flags, verb)
+            }
+            StepOp::Write { on, qp, wr_id, sge, flags, remote } => {
+                let remote = self.remote(s, on, qp, remote);
+                self.post(i, s, on, qp, *wr_id, sge, flags, Verb::Write { remote })
+            }
+            StepOp::WriteImm { on, qp, wr_id, sge, flags, remote, imm_data } => {
+                let verb =
+                    Verb::WriteImm { remote: self.remote(s, on, qp, remote), imm: *imm_data };
+                self.post(i, s, on, qp, *wr_id, sge, flags, verb)
+            }
+            StepOp::Read { on, qp, wr_id, sge, flags, remote } => {
+                let remote = self.remote(s, on, qp, remote);
+                self.post(i, s, on, qp, *wr_id, sge, flags, Verb::Read { remote })
+            }
+            StepOp::CmpSwap { on, qp, wr_id, sge, flags, remote, compare, swap } => {
+                let remote = self.remote(s, on, qp, remote);
+                let verb = Verb::CmpSwap { remote, compare: *compare, swap: *swap };
+                self.post(i, s, on, qp, *wr_id, sge, flags, verb)
+            }
+            StepOp::FetchAdd { on, qp, wr_id, sge, flags, remote, add } => {
+                let verb = Verb::FetchAdd { remote: self.remote(s, on, qp, remote), add: *add };
+                self.post(i, s, on, qp, *wr_id, sge, flags, verb)
+            }
+            StepOp::AtomicWrite { on, qp, wr_id, flags, remote, value } => {
+                self.uses(Feature::AtomicWrite, s.at("op"));
+                let value = self.atomic_write_value(s, value);
+                let remote = self.remote(s, on, qp, remote);
+                self.post(i, s, on, qp, *wr_id, &[], flags, Verb::AtomicWrite { remote, value })
+            }
+            StepOp::Flush { on, qp, wr_id, flags, remote, len, placement, level } => {
+                let verb = self.flush(s, on, qp, remote, *len, placement, level);
+                self.post(i, s, on, qp, *wr_id, &[], flags, verb)
+            }
+            StepOp::BindMw { on, qp, wr_id, flags, mw, mr, offset, len, access } => {
+                let verb = self.bind_mw(s, on, mw, mr, *offset, *len, access.as_ref());
+                self.post(i, s, on, qp, *wr_id, &[], flags, verb)
+            }
+            StepOp::SendInv { on, qp, wr_id, sge, flags, invalidate } => {
+                let invalidate = self.invalidate(s, on, qp, invalidate);
+                self.post(i, s, on, qp, *wr_id, sge, flags, Verb::SendInv { invalidate })
+            }
+            StepOp::LocalInv { on, qp, wr_id, flags, mw } => {
+                if self.endpoint_ok(s.at("on"), on) && self.mw_file(on, mw).is_none() {
+                    let hint = name_hint(
+                        mw,
+                        self.f.mws.iter().filter(|w| *w.on == *on).map(|w| w.name.as_str()),
+                    );
+                    self.err(Some(s.at("mw")), format!("no memory window `{mw}` on `{on}`"), hint);
+                }
+                self.post(i, s, on, qp, *wr_id, &[], flags, Verb::LocalInv { mw: mw.clone() })
+            }
+            StepOp::Sync {}
+            | StepOp::Sleep { .. }
+            | StepOp::WaitCompletions { .. }
+            | StepOp::PostRecv { .. }
+            | StepOp::Stream { .. }
+            | StepOp::PostSrqRecv { .. }
+            | StepOp::ArmSrq { .. }
+            | StepOp::Probe { .. } => None,
+        }
+    }
+
+    /// The 8 bytes an ATOMIC WRITE carries.
+    fn atomic_write_value(&mut self, s: &file::StepFile, value: &file::Content) -> [u8; 8] {
+        match value.try_bytes(8) {
+            Ok(b) => match <[u8; 8]>::try_from(b.as_slice()) {
+                Ok(v) => v,
+                Err(_) => {
+                    self.err(
+                        Some(s.at("value")),
+                        format!("an ATOMIC WRITE carries 8 bytes, not {}", b.len()),
+                        Some(
+                            "value = { u64 = 7 } or { bytes = \"01 02 03 04 05 06 07 08\" }".into(),
+                        ),
+                    );
+                    [0; 8]
+                }
+            },
+            Err(e) => {
+                self.err(Some(s.at("value")), e, None);
+                [0; 8]
+            }
+        }
+    }
+
+    /// A FLUSH: its placement type and selectivity level named, the feature it
+    /// needs noted, its range (the rest of the remote MR when no `len`).
+    #[allow(clippy::too_many_arguments)]
+    fn flush(
+        &mut self,
+        s: &file::StepFile,
+        on: &str,
+        qp: &str,
+        remote: &file::Remote,
+        len: Option<u64>,
+        placement: &Option<String>,
+        level: &Option<String>,
+    ) -> Verb {
+        let placement = match placement.as_deref().unwrap_or("global") {
+            "global" => Placement::Global,
+            "persistent" => Placement::Persistent,
+            other => {
+                self.err(
+                    Some(s.at("placement")),
+                    format!("unknown placement type `{other}`"),
+                    Some("`global` (global visibility) or `persistent` (persistence)".into()),
+                );
+                Placement::Global
+            }
+        };
+        let level = match level.as_deref().unwrap_or("range") {
+            "range" => Selectivity::Range,
+            "mr" => Selectivity::Mr,
+            other => {
+                self.err(
+                    Some(s.at("level")),
+                    format!("unknown selectivity level `{other}`"),
+                    Some("`range` (the bytes given) or `mr` (the whole MR)".into()),
+                );
+                Selectivity::Range
+            }
+        };
+        self.uses(
+            if placement == Placement::Global { Feature::Flush } else { Feature::FlushPersistent },
+            s.at("op"),
+        );
+        let remote = self.remote(s, on, qp, remote);
+        let len =
+            len.unwrap_or_else(|| self.remote_size(on, qp, &remote).saturating_sub(remote.offset));
+        Verb::Flush { remote, len, placement, level }
+    }
+
+    /// A memory-window bind: the window and MR exist on `on`, the range lies
+    /// within the MR; noted as where the window is bound from here on.
+    #[allow(clippy::too_many_arguments)]
+    fn bind_mw(
+        &mut self,
+        s: &file::StepFile,
+        on: &str,
+        mw: &str,
+        mr: &str,
+        offset: u64,
+        len: Option<u64>,
+        access: Option<&Vec<String>>,
+    ) -> Verb {
+        let access = match access {
+            Some(l) => self.access(s.at("access"), l),
+            None => Access(Access::flag("remote_write").map_or(0, |a| a.0)),
+        };
+        let size = match (self.mw_file(on, mw), self.mr_file(on, mr)) {
+            (None, _) => {
+                let hint = name_hint(
+                    mw,
+                    self.f.mws.iter().filter(|w| *w.on == *on).map(|w| w.name.as_str()),
+                );
+                self.err(Some(s.at("mw")), format!("no memory window `{mw}` on `{on}`"), hint);
+                None
+            }
+            (_, None) => {
+                let hint = name_hint(mr, self.mr_names_on(on));
+                self.err(Some(s.at("mr")), format!("no MR `{mr}` on `{on}`"), hint);
+                None
+            }
+            (Some(_), Some(m)) => Some(m.size.value),
+        };
+        let len = len.unwrap_or_else(|| size.unwrap_or(0).saturating_sub(offset));
+        if let Some(size) = size {
+            if offset.saturating_add(len) > size {
+                self.err(
+                    Some(s.at("len")),
+                    format!("{offset}+{len} runs past the end of MR `{mr}` ({size} bytes)"),
+                    None,
+                );
+            }
+        }
+        self.bound.insert((on.to_string(), mw.to_string()), (mr.to_string(), offset, len));
+        Verb::BindMw { mw: mw.to_string(), mr: mr.to_string(), offset, len, access }
+    }
+
+    /// What a SEND with Invalidate invalidates: a window of the peer, or an rkey.
+    fn invalidate(
+        &mut self,
+        s: &file::StepFile,
+        on: &str,
+        qp: &str,
+        invalidate: &file::Invalidate,
+    ) -> Invalidate {
+        match (&invalidate.mw, invalidate.rkey) {
+            (Some(w), None) => {
+                let peer = self.peer_of(on, qp).unwrap_or_default();
+                if self.qp_file(qp).is_some() && self.mw_file(&peer, w).is_none() {
+                    let hint = name_hint(
+                        w,
+                        self.f.mws.iter().filter(|x| *x.on == peer).map(|x| x.name.as_str()),
+                    );
+                    self.err(
+                        Some(s.at("invalidate")),
+                        format!("no memory window `{w}` on `{peer}`, the other end of `{qp}`"),
+                        hint,
+                    );
+                }
+                Invalidate::Mw(w.to_string())
+            }
+            (None, Some(k)) => Invalidate::Rkey(k),
+            _ => {
+                self.err(Some(s.at("invalidate")), "say what to invalidate: `{ mw = \"…\" }` (a window of the peer) or `{ rkey = … }`, one of them", None);
+                Invalidate::Rkey(0)
+            }
+        }
+    }
+
+    /// A probe step: its id unique, its settle time within the scenario's
+    /// deadline, the crafted request checked against its QP.
+    fn probe_step(
+        &mut self,
+        i: usize,
+        s: &file::StepFile,
+        on: &str,
+        qp: &str,
+        probe: &file::ProbeFile,
+        seen: &mut Seen,
+    ) -> Option<Step> {
+        let q = self.qp_step(i, s, on, qp);
+        if seen.probes.contains(&probe.id) {
+            self.err(Some(s.at("probe")), format!("a second probe named `{}`", probe.id), None);
+        }
+        seen.probes.push(probe.id.clone());
+        let settle = probe.settle_ms.unwrap_or(DEFAULT_SETTLE_MS);
+        self.check_settle(s, settle, seen.waited, seen.timeout_ms);
+        seen.waited += settle.min(MAX_SETTLE_MS);
+        q.and_then(|q| self.probe(s, probe, q, on)).map(|p| Step::Probe {
+            on: on.to_string(),
+            qp: qp.to_string(),
+            probe: p,
+        })
     }
 
     /// A step's remote end: an MR of the peer as written, or where the peer's

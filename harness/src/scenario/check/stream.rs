@@ -93,96 +93,18 @@ impl<'a> Checker<'a> {
         };
         content.ring =
             ring.filter(|&r| self.stream_ring(s, verb, r, window, u64::from(content.max_len())));
-        content.spread = match spread.as_deref() {
-            None | Some("round_robin") => Spread::RoundRobin,
-            Some("random") => Spread::Random,
-            Some(other) => {
-                let hint = name_hint(other, ["round_robin", "random"]);
-                self.err(
-                    Some(s.at("spread")),
-                    format!(
-                        "a spread of `{other}`: messages go `round_robin` or `random` over the QPs"
-                    ),
-                    hint,
-                );
-                Spread::RoundRobin
-            }
-        };
-        if window == 0 || u64::from(window) > send_wr {
-            let hint = format!("its QPs' send queues hold {send_wr} work requests in all (`max_send_wr`, default 16 each)");
-            self.err(
-                Some(s.at("window")),
-                format!("a window of {window}: give 1 to {send_wr}"),
-                Some(hint),
-            );
-        }
+        content.spread = self.stream_spread(s, spread.as_deref());
         let signal_every = signal_every.unwrap_or(1);
-        if signal_every == 0 || signal_every > window {
-            self.err(Some(s.at("signal_every")), format!("signalling every {signal_every}-th message: give 1 to the window ({window})"), Some("an unsignalled message holds its send queue slot until a signalled one after it completes".into()));
-        }
         let within_ms = within_ms.unwrap_or(60_000);
-        if !TIMEOUT_MS.contains(&within_ms) {
-            self.err(
-                Some(s.at("within_ms")),
-                format!("{within_ms} ms: give {} to {}", TIMEOUT_MS.start(), TIMEOUT_MS.end()),
-                None,
-            );
-        }
+        self.stream_pacing(s, window, send_wr, signal_every, within_ms);
         let (local_span, remote_span) = match verb {
             StreamVerb::Atomic { .. } => (8 * count, 8),
             _ => (content.span(), content.span()),
         };
-        match self.mr_file(on, &local.mr) {
-            None => {
-                let hint = name_hint(&local.mr, self.mr_names_on(on));
-                self.err(Some(s.at("local")), format!("no MR `{}` on `{on}`", local.mr), hint);
-            }
-            Some(m) if local.offset.saturating_add(local_span) > m.size.value => self.err(
-                Some(s.at("local")),
-                format!(
-                    "the stream needs {local_span} bytes from offset {} of MR `{}`, which has {}",
-                    local.offset, local.mr, m.size.value
-                ),
-                None,
-            ),
-            Some(_) => {}
-        }
-        let receive = match (verb, receive, remote) {
-            // A SEND goes to the receives alone; a WRITE with immediate to the
-            // peer's MR and a receive.
-            (StreamVerb::Send, Some(r), None) | (StreamVerb::WriteImm, Some(r), Some(_)) => {
-                let qps = StreamQps { peer: &peer, count: names.len(), recv_wr };
-                Some(self.stream_receives(s, verb, qps, &content, r))
-            }
-            (StreamVerb::WriteImm, _, _) => {
-                self.err(Some(s.at("verb")), "a `write_imm` stream writes the peer's MR and consumes its receives: give `remote = { mr = \"…\" }` and `receive = { depth = … }`", None);
-                return None;
-            }
-            (StreamVerb::Send, _, _) => {
-                self.err(Some(s.at("verb")), "a `send` stream goes to the peer's receives: give `receive = { mr = \"…\" }`, and no `remote`", None);
-                return None;
-            }
-            (_, Some(_), _) => {
-                self.err(
-                    Some(s.at("receive")),
-                    "`receive` is for a `send` or `write_imm` stream",
-                    None,
-                );
-                return None;
-            }
-            (_, None, None) => {
-                self.err(
-                    Some(s.at("verb")),
-                    format!(
-                        "a {} stream addresses the peer's memory: give `remote = {{ mr = \"…\" }}`",
-                        verb.name()
-                    ),
-                    None,
-                );
-                return None;
-            }
-            (_, None, Some(_)) => None,
-        };
+        self.stream_local(s, on, local, local_span);
+        let qps = StreamQps { peer: &peer, count: names.len(), recv_wr };
+        let receive =
+            self.stream_receive(s, verb, receive.as_ref(), remote.is_some(), qps, &content)?;
         let remote = remote.as_ref().map(|r| self.remote(s, on, &names[0], r));
         if let Some(remote) = &remote {
             self.stream_remote(s, &peer, verb, remote, remote_span);
@@ -202,6 +124,128 @@ impl<'a> Checker<'a> {
             receive,
             within_ms,
         }))
+    }
+
+    /// How a stream's messages are dealt to its QPs.
+    fn stream_spread(&mut self, s: &file::StepFile, spread: Option<&str>) -> Spread {
+        match spread {
+            None | Some("round_robin") => Spread::RoundRobin,
+            Some("random") => Spread::Random,
+            Some(other) => {
+                let hint = name_hint(other, ["round_robin", "random"]);
+                self.err(
+                    Some(s.at("spread")),
+                    format!(
+                        "a spread of `{other}`: messages go `round_robin` or `random` over the QPs"
+                    ),
+                    hint,
+                );
+                Spread::RoundRobin
+            }
+        }
+    }
+
+    /// A stream's window, signalling and deadline, each within its bounds.
+    fn stream_pacing(
+        &mut self,
+        s: &file::StepFile,
+        window: u32,
+        send_wr: u64,
+        signal_every: u32,
+        within_ms: u64,
+    ) {
+        if window == 0 || u64::from(window) > send_wr {
+            let hint = format!("its QPs' send queues hold {send_wr} work requests in all (`max_send_wr`, default 16 each)");
+            self.err(
+                Some(s.at("window")),
+                format!("a window of {window}: give 1 to {send_wr}"),
+                Some(hint),
+            );
+        }
+        if signal_every == 0 || signal_every > window {
+            self.err(Some(s.at("signal_every")), format!("signalling every {signal_every}-th message: give 1 to the window ({window})"), Some("an unsignalled message holds its send queue slot until a signalled one after it completes".into()));
+        }
+        if !TIMEOUT_MS.contains(&within_ms) {
+            self.err(
+                Some(s.at("within_ms")),
+                format!("{within_ms} ms: give {} to {}", TIMEOUT_MS.start(), TIMEOUT_MS.end()),
+                None,
+            );
+        }
+    }
+
+    /// The local MR a stream's messages come from (or land in), long enough.
+    fn stream_local(
+        &mut self,
+        s: &file::StepFile,
+        on: &str,
+        local: &file::StreamLocal,
+        local_span: u64,
+    ) {
+        match self.mr_file(on, &local.mr) {
+            None => {
+                let hint = name_hint(&local.mr, self.mr_names_on(on));
+                self.err(Some(s.at("local")), format!("no MR `{}` on `{on}`", local.mr), hint);
+            }
+            Some(m) if local.offset.saturating_add(local_span) > m.size.value => self.err(
+                Some(s.at("local")),
+                format!(
+                    "the stream needs {local_span} bytes from offset {} of MR `{}`, which has {}",
+                    local.offset, local.mr, m.size.value
+                ),
+                None,
+            ),
+            Some(_) => {}
+        }
+    }
+
+    /// Where a stream's messages are received: the peer's receives for a SEND or
+    /// WRITE with immediate (none for the others); `None` when the verb and what
+    /// the step gives do not go together.
+    fn stream_receive(
+        &mut self,
+        s: &file::StepFile,
+        verb: StreamVerb,
+        receive: Option<&file::StreamReceive>,
+        remote: bool,
+        qps: StreamQps<'_>,
+        content: &StreamContent,
+    ) -> Option<Option<ReceiveSpec>> {
+        Some(match (verb, receive, remote) {
+            // A SEND goes to the receives alone; a WRITE with immediate to the
+            // peer's MR and a receive.
+            (StreamVerb::Send, Some(r), false) | (StreamVerb::WriteImm, Some(r), true) => {
+                Some(self.stream_receives(s, verb, qps, content, r))
+            }
+            (StreamVerb::WriteImm, _, _) => {
+                self.err(Some(s.at("verb")), "a `write_imm` stream writes the peer's MR and consumes its receives: give `remote = { mr = \"…\" }` and `receive = { depth = … }`", None);
+                return None;
+            }
+            (StreamVerb::Send, _, _) => {
+                self.err(Some(s.at("verb")), "a `send` stream goes to the peer's receives: give `receive = { mr = \"…\" }`, and no `remote`", None);
+                return None;
+            }
+            (_, Some(_), _) => {
+                self.err(
+                    Some(s.at("receive")),
+                    "`receive` is for a `send` or `write_imm` stream",
+                    None,
+                );
+                return None;
+            }
+            (_, None, false) => {
+                self.err(
+                    Some(s.at("verb")),
+                    format!(
+                        "a {} stream addresses the peer's memory: give `remote = {{ mr = \"…\" }}`",
+                        verb.name()
+                    ),
+                    None,
+                );
+                return None;
+            }
+            (_, None, true) => None,
+        })
     }
 
     /// The QPs that carry a stream (`qp`, or `qps` round robin), which must all go
