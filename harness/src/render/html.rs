@@ -807,3 +807,5 @@ fn scenario(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod golden;
