@@ -55,7 +55,8 @@ fn rich() -> serde_json::Value {
         {"kind": "wire", "what": "wire deviation", "pass": false, "expected": "e", "actual": "a", "deviation": true},
         {"kind": "memory", "what": "m", "pass": true, "expected": "e", "actual": "a", "detail": null}
     ]);
-    s["endpoints"] = json!({"a": ep("a", "10.0.0.1", 12842093), "b<'\">": ep("b", "10.0.0.2", 8227874)});
+    s["endpoints"] =
+        json!({"a": ep("a", "10.0.0.1", 12842093), "b<'\">": ep("b", "10.0.0.2", 8227874)});
     s["endpoints"]["b<'\">"]["vm"] = json!(null);
     s["connections"] = json!([{"qp": "q<1>", "endpoint": "a&b",
         "local": {"name": "q", "qpn": 17, "psn": 100, "gid": "g", "qkey": null},
