@@ -1,4 +1,7 @@
-//! Golden pages: representative reports rendered to `$ROCE_HTML_GOLDEN_DIR`.
+//! Golden pages: representative reports, rendered. The small ones are pinned byte
+//! for byte in `golden/` (a change to the markup is a diff to review there;
+//! `ROCE_BLESS=1` rewrites them); `ROCE_HTML_GOLDEN_DIR=DIR` writes them all,
+//! every capture's ladder and long captures' windows too, to diff two renderers.
 use super::*;
 use serde_json::json;
 
@@ -165,5 +168,43 @@ fn write_golden_pages() {
     let Ok(dir) = std::env::var("ROCE_HTML_GOLDEN_DIR") else { return };
     for (name, page) in pages() {
         std::fs::write(Path::new(&dir).join(name), page).unwrap();
+    }
+}
+
+/// The pinned pages: all but the big ones (every capture, long captures).
+const PINNED: [&str; 4] = ["rich.html", "mixed.html", "synth.html", "stray.html"];
+
+/// `page` without what changes with the checkout: the assets (their own files),
+/// where the crate is, its version.
+fn portable(page: &str) -> String {
+    page.replace(CSS, "/* assets/report.css */")
+        .replace(JS, "/* assets/report.js */")
+        .replace(env!("CARGO_MANIFEST_DIR"), "$HARNESS")
+        .replace(&format!("roce {}</footer>", env!("CARGO_PKG_VERSION")), "roce $VERSION</footer>")
+}
+
+#[test]
+fn pages_are_the_pinned_ones() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/render/html/golden");
+    let bless = std::env::var_os("ROCE_BLESS").is_some();
+    for (name, page) in pages().into_iter().filter(|(n, _)| PINNED.contains(&n.as_str())) {
+        let (page, file) = (portable(&page), dir.join(&name));
+        if bless {
+            std::fs::write(&file, &page).unwrap();
+            continue;
+        }
+        let pinned = std::fs::read_to_string(&file)
+            .unwrap_or_else(|e| panic!("{}: {e} (ROCE_BLESS=1 writes it)", file.display()));
+        if let Some((i, (a, b))) =
+            pinned.lines().zip(page.lines()).enumerate().find(|(_, (a, b))| a != b)
+        {
+            panic!(
+                "{name} differs from {} at line {}:\npinned:   {a:.300}\nrendered: {b:.300}\n\
+                 (a change on purpose: ROCE_BLESS=1 rewrites it; review the diff)",
+                file.display(),
+                i + 1
+            );
+        }
+        assert_eq!(pinned, page, "{name}: the same lines, but not the same page");
     }
 }
