@@ -19,16 +19,19 @@
 //! sender's lane to the receiver's, or halfway when dropped; a synthesized one
 //! from halfway), `text.label` and the row's other texts.
 //!
+//! The markup is maud templates (`html!`): text is escaped by default (`& < > "`),
+//! only the CSS and JS assets go in as they are (`PreEscaped`).
+//!
 //! Owns: the page (`render_page`), its ladder, stream plots and CSS/JS. Imports: the
 //! results (`crate::results`), the judge's [`Timeline`] and time formats, the
-//! protocol's stream percentiles, dissector's NAK kinds, `super::esc`.
+//! protocol's stream percentiles, dissector's NAK kinds, maud.
 use std::borrow::Cow;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
-use super::esc;
+use maud::{html, Markup, PreEscaped, Render as _, DOCTYPE};
+
 use crate::judge::timeline::{self, Packet, Timeline, MAX_ROWS};
 use crate::results::{Report, ScenarioResult, Status, VerdictKind};
 
@@ -208,47 +211,56 @@ fn anomaly_windows(packets: &[Packet]) -> Vec<(std::ops::Range<usize>, String)> 
 /// capture too long for one ladder gets windows around its first anomalies
 /// instead (the stream plot above gives the whole run).
 fn ladder(out: &mut String, s: &ScenarioResult, wire: &Timeline) {
-    if wire.packets.len() <= MAX_ROWS {
-        rungs(out, s, wire, &wire.packets);
+    let drawn = if wire.packets.len() <= MAX_ROWS {
+        rungs(s, wire, &wire.packets)
     } else {
-        long_ladder(out, s, wire);
-    }
-    if let Some(d) = &wire.damaged {
-        let _ = writeln!(out, "<p class=\"note damaged\">The capture is damaged: {} (the frames before the damage are shown).</p>", esc(d));
-    }
-}
-
-fn long_ladder(out: &mut String, s: &ScenarioResult, wire: &Timeline) {
-    let windows = anomaly_windows(&wire.packets);
-    let _ = writeln!(
-        out,
-        "<p class=\"note more\">{} RoCE frames, more than one ladder shows ({MAX_ROWS}): {}.</p>",
-        wire.packets.len(),
-        if windows.is_empty() {
-            format!(
-                "no anomaly (drop, NAK, resend, mark) in them; the first {} frames",
-                WINDOW_BEFORE + WINDOW_AFTER
-            )
-        } else {
-            format!("the wire around its first {} anomalies (drops, NAKs, resends, marks), {WINDOW_BEFORE} frames before each and {WINDOW_AFTER} from it", windows.len())
+        long_ladder(s, wire)
+    };
+    html! {
+        (drawn)
+        @if let Some(d) = &wire.damaged {
+            p class="note damaged" {
+                "The capture is damaged: " (d) " (the frames before the damage are shown)."
+            }
+            "\n"
         }
-    );
-    if windows.is_empty() {
-        return rungs(out, s, wire, &wire.packets[..WINDOW_BEFORE + WINDOW_AFTER]);
     }
-    for (range, why) in windows {
-        let (a, b) = (wire.packets[range.start].number, wire.packets[range.end - 1].number);
-        let _ = writeln!(
-            out,
-            "<h4 class=\"window\" data-first=\"{a}\" data-last=\"{b}\">frames {a}–{b} ({})</h4>",
-            esc(&why)
-        );
-        rungs(out, s, wire, &wire.packets[range]);
+    .render_to(out);
+}
+
+fn long_ladder(s: &ScenarioResult, wire: &Timeline) -> Markup {
+    let windows = anomaly_windows(&wire.packets);
+    let shown = if windows.is_empty() {
+        format!(
+            "no anomaly (drop, NAK, resend, mark) in them; the first {} frames",
+            WINDOW_BEFORE + WINDOW_AFTER
+        )
+    } else {
+        format!("the wire around its first {} anomalies (drops, NAKs, resends, marks), {WINDOW_BEFORE} frames before each and {WINDOW_AFTER} from it", windows.len())
+    };
+    html! {
+        p class="note more" {
+            (wire.packets.len()) " RoCE frames, more than one ladder shows (" (MAX_ROWS) "): "
+            (shown) "."
+        }
+        "\n"
+        @if windows.is_empty() {
+            (rungs(s, wire, &wire.packets[..WINDOW_BEFORE + WINDOW_AFTER]))
+        }
+        @for (range, why) in windows {
+            @let (a, b) = (wire.packets[range.start].number, wire.packets[range.end - 1].number);
+            h4 class="window" data-first=(a) data-last=(b) {
+                "frames " (a) "–" (b) " (" (why) ")"
+            }
+            "\n"
+            (rungs(s, wire, &wire.packets[range]))
+        }
     }
 }
 
-/// A ladder of `packets`, some of `wire`'s.
-fn rungs(out: &mut String, s: &ScenarioResult, wire: &Timeline, packets: &[Packet]) {
+/// A ladder of `packets`, some of `wire`'s: the diagram of the frames between two
+/// of the scenario's lanes, and a note of the others.
+fn rungs(s: &ScenarioResult, wire: &Timeline, packets: &[Packet]) -> Markup {
     let lanes = lanes_of(s, wire);
     let lane_of =
         |ip: Option<IpAddr>| ip.and_then(|ip| lanes.iter().position(|l| l.ip == Some(ip)));
@@ -261,147 +273,172 @@ fn rungs(out: &mut String, s: &ScenarioResult, wire: &Timeline, packets: &[Packe
             _ => stray.push(r),
         }
     }
-    if packets.is_empty() {
-        out.push_str("<p class=\"note\">No RoCE frames in the capture.</p>\n");
-    }
-    if !drawn.is_empty() {
-        let lane_x = |i: usize| LANE0 + i as f64 * SPAN;
-        let last = lane_x(lanes.len().saturating_sub(1));
-        let width = last + MARKS;
-        let bottom = TOP + drawn.len() as f64 * ROW;
-        let height = bottom + 16.0;
-        let first = wire.first_ts_ns.unwrap_or(0);
-        let _ = writeln!(
-            out,
-            "<div class=\"ladder-wrap\"><svg class=\"ladder\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{height}\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-label=\"ladder diagram: {} RoCE frames\">",
-            drawn.len()
-        );
-        let _ = writeln!(
-            out,
-            "<text class=\"col-head\" x=\"{TIME_X}\" y=\"{}\" text-anchor=\"end\">ms</text><text class=\"col-head\" x=\"{FRAME_X}\" y=\"{}\" text-anchor=\"end\">frame</text>",
-            TOP - 10.0,
-            TOP - 10.0
-        );
-        for (i, l) in lanes.iter().enumerate() {
-            let x = lane_x(i);
-            let _ = write!(out, "<g class=\"lane-head\"><title>{}</title><text class=\"lane-name\" x=\"{x}\" y=\"20\" text-anchor=\"middle\">{}</text>", esc(&l.title), esc(&l.name));
-            for (k, t) in l.lines.iter().enumerate() {
-                let _ = write!(
-                    out,
-                    "<text class=\"lane-info\" x=\"{x}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-                    38 + 16 * k,
-                    esc(t)
-                );
-            }
-            let _ = writeln!(
-                out,
-                "</g><line class=\"lane\" data-endpoint=\"{}\" x1=\"{x}\" y1=\"{}\" x2=\"{x}\" y2=\"{bottom}\"><title>{}</title></line>",
-                esc(&l.name),
-                TOP - 4.0,
-                esc(&l.title)
-            );
+    html! {
+        @if packets.is_empty() {
+            p class="note" { "No RoCE frames in the capture." }
+            "\n"
         }
-        for (row, (r, a, b)) in drawn.iter().enumerate() {
-            let y = TOP + row as f64 * ROW + ROW_ARROW;
-            let (x1, xt) = (lane_x(*a), lane_x(*b));
-            let dir = if xt > x1 { 1.0 } else { -1.0 };
-            let dropped = r.0.marks.dropped();
-            let x2 = if dropped { (x1 + xt) / 2.0 } else { xt };
-            // The switch, not the sender, put a synthesized frame on the wire.
-            let synthesized = r.0.marks.synthesized();
-            let x1 = if synthesized { (x1 + xt) / 2.0 } else { x1 };
-            let label = r.label();
-            let mut class = vec!["arrow", if r.0.is_request { "request" } else { "response" }];
-            class.extend(r.flags().into_iter().filter(|f| f.0).map(|f| f.1));
-            let _ = write!(
-                out,
-                "<g class=\"{}\" data-frame=\"{}\" data-from=\"{}\" data-to=\"{}\" data-label=\"{}\"",
-                class.join(" "),
-                r.0.number,
-                esc(&lanes[*a].name),
-                esc(&lanes[*b].name),
-                esc(&label)
-            );
-            if r.0.mad.is_none() {
-                let _ = write!(out, " data-psn=\"{}\"", r.0.psn);
-            }
-            let _ = write!(out, "><title>{}</title><line class=\"shaft\" x1=\"{x1}\" y1=\"{y}\" x2=\"{x2}\" y2=\"{y}\"/>", esc(r.0.line.as_deref().unwrap_or("")));
-            if synthesized {
-                let _ = write!(out, "<path class=\"origin\" d=\"M{x1} {}L{} {y}L{x1} {}L{} {y}Z\"><title>synthesized by the lab switch</title></path>", y - 5.0, x1 + 5.0, y + 5.0, x1 - 5.0);
-            }
-            if dropped {
-                let _ = write!(
-                    out,
-                    "<path class=\"x\" d=\"M{} {}L{} {}M{} {}L{} {}\"><title>dropped by the lab switch</title></path>",
-                    x2 - 5.0,
-                    y - 5.0,
-                    x2 + 5.0,
-                    y + 5.0,
-                    x2 - 5.0,
-                    y + 5.0,
-                    x2 + 5.0,
-                    y - 5.0
-                );
-            } else {
-                let _ = write!(
-                    out,
-                    "<polygon class=\"head\" points=\"{xt},{y} {},{} {},{}\"/>",
-                    xt - dir * 9.0,
-                    y - 4.5,
-                    xt - dir * 9.0,
-                    y + 4.5
-                );
-            }
-            let _ = write!(
-                out,
-                "<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-                (x1 + x2) / 2.0,
-                y - 7.0,
-                esc(&label)
-            );
-            let _ = write!(
-                out,
-                "<text class=\"time\" x=\"{TIME_X}\" y=\"{}\" text-anchor=\"end\">{}</text><text class=\"frame-no\" x=\"{FRAME_X}\" y=\"{}\" text-anchor=\"end\">{}</text>",
-                y + 4.0,
-                fmt_ms(r.0.ts_ns.saturating_sub(first)),
-                y + 4.0,
-                r.0.number
-            );
-            let m = r.marks();
-            if !m.is_empty() {
-                let _ = write!(
-                    out,
-                    "<text class=\"mark\" x=\"{}\" y=\"{}\">{}</text>",
-                    last + 16.0,
-                    y + 4.0,
-                    esc(&m.join(" · "))
-                );
-            }
-            out.push_str("</g>\n");
+        @if !drawn.is_empty() {
+            (ladder_svg(&lanes, &drawn, wire.first_ts_ns.unwrap_or(0)))
+            (legend())
         }
-        out.push_str("</svg></div>\n");
-        let _ = writeln!(
-            out,
-            "<p class=\"legend\">Time in ms since the capture's first frame. <span class=\"k dropped\">✗ dropped by the lab switch</span> <span class=\"k injected\">- - injected duplicate</span> <span class=\"k held\">··· held (reordered/delayed)</span> <span class=\"k synthesized\">◆ synthesized by the switch (the responder never sent it)</span> <span class=\"k modified\">changed by the switch</span> <span class=\"k nak\">NAK</span> <span class=\"k rnr\">RNR NAK</span> <span class=\"k bad-icrc\">bad ICRC</span> <span class=\"k cnp\">CNP</span> <span class=\"k cm\">CM</span>. Hover an arrow for the decoded frame and the other frames of its PSN.</p>"
-        );
+        @if !stray.is_empty() {
+            (stray_note(&stray))
+        }
     }
-    if !stray.is_empty() {
-        let shown: Vec<String> = stray
-            .iter()
-            .take(20)
-            .map(|r| {
-                let addr =
-                    |a: Option<IpAddr>| a.map(|a| a.to_string()).unwrap_or_else(|| "?".into());
-                format!("frame {} {} → {} {}", r.0.number, addr(r.0.src), addr(r.0.dst), r.label())
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "<p class=\"note stray\">{} RoCE frames are not between two endpoints of this scenario (their addresses match no endpoint's IP, or both ends are the same), not drawn: {}{}</p>",
-            stray.len(),
-            esc(&shown.join("; ")),
-            if stray.len() > shown.len() { "; …" } else { "" }
-        );
+}
+
+/// x of lane `i`.
+fn lane_x(i: usize) -> f64 {
+    LANE0 + i as f64 * SPAN
+}
+
+/// The diagram: column heads, a lane per endpoint, an arrow per frame drawn
+/// (`(frame, sender's lane, receiver's lane)`); times from `first` (ns).
+fn ladder_svg(lanes: &[Lane], drawn: &[(Rung<'_>, usize, usize)], first: u64) -> Markup {
+    let last = lane_x(lanes.len().saturating_sub(1));
+    let width = last + MARKS;
+    let bottom = TOP + drawn.len() as f64 * ROW;
+    let height = bottom + 16.0;
+    html! {
+        div class="ladder-wrap" {
+            svg class="ladder" xmlns="http://www.w3.org/2000/svg" width=(width) height=(height)
+                viewBox={ "0 0 " (width) " " (height) } role="img"
+                aria-label={ "ladder diagram: " (drawn.len()) " RoCE frames" } {
+                "\n"
+                text class="col-head" x=(TIME_X) y=(TOP - 10.0) text-anchor="end" { "ms" }
+                text class="col-head" x=(FRAME_X) y=(TOP - 10.0) text-anchor="end" { "frame" }
+                "\n"
+                @for (i, l) in lanes.iter().enumerate() {
+                    (lane(lane_x(i), l, bottom))
+                }
+                @for (row, (r, a, b)) in drawn.iter().enumerate() {
+                    @let y = TOP + row as f64 * ROW + ROW_ARROW;
+                    (arrow(y, r, (&lanes[*a], *a), (&lanes[*b], *b), last, first))
+                }
+            }
+        }
+        "\n"
+    }
+}
+
+/// A lane at `x`: its heading, and its line down to `bottom`.
+fn lane(x: f64, l: &Lane, bottom: f64) -> Markup {
+    html! {
+        g class="lane-head" {
+            title { (l.title) }
+            text class="lane-name" x=(x) y="20" text-anchor="middle" { (l.name) }
+            @for (k, t) in l.lines.iter().enumerate() {
+                text class="lane-info" x=(x) y=(38 + 16 * k) text-anchor="middle" { (t) }
+            }
+        }
+        line class="lane" data-endpoint=(l.name) x1=(x) y1=(TOP - 4.0) x2=(x) y2=(bottom) {
+            title { (l.title) }
+        }
+        "\n"
+    }
+}
+
+/// The arrow of frame `r` at height `y`, from lane `from` to lane `to` (each with
+/// its index); its marks right of `last`, the last lane, and its time from `first`.
+fn arrow(
+    y: f64,
+    r: &Rung<'_>,
+    (from, a): (&Lane, usize),
+    (to, b): (&Lane, usize),
+    last: f64,
+    first: u64,
+) -> Markup {
+    let (x1, xt) = (lane_x(a), lane_x(b));
+    let dir = if xt > x1 { 1.0 } else { -1.0 };
+    let dropped = r.0.marks.dropped();
+    let x2 = if dropped { (x1 + xt) / 2.0 } else { xt };
+    // The switch, not the sender, put a synthesized frame on the wire.
+    let synthesized = r.0.marks.synthesized();
+    let x1 = if synthesized { (x1 + xt) / 2.0 } else { x1 };
+    let label = r.label();
+    let mut class = vec!["arrow", if r.0.is_request { "request" } else { "response" }];
+    class.extend(r.flags().into_iter().filter(|f| f.0).map(|f| f.1));
+    let marks = r.marks();
+    // The ◆ where a synthesized frame starts, the ✗ where a dropped one ends, the head.
+    let origin = format!("M{x1} {}L{} {y}L{x1} {}L{} {y}Z", y - 5.0, x1 + 5.0, y + 5.0, x1 - 5.0);
+    let (left, right, up, down) = (x2 - 5.0, x2 + 5.0, y - 5.0, y + 5.0);
+    let x = format!("M{left} {up}L{right} {down}M{left} {down}L{right} {up}");
+    let back = xt - dir * 9.0;
+    let head = format!("{xt},{y} {back},{} {back},{}", y - 4.5, y + 4.5);
+    html! {
+        g class=(class.join(" ")) data-frame=(r.0.number) data-from=(from.name)
+            data-to=(to.name) data-label=(label)
+            data-psn=[r.0.mad.is_none().then(|| r.0.psn.to_string())] {
+            title { (r.0.line.as_deref().unwrap_or("")) }
+            line class="shaft" x1=(x1) y1=(y) x2=(x2) y2=(y) {}
+            @if synthesized {
+                path class="origin" d=(origin) {
+                    title { "synthesized by the lab switch" }
+                }
+            }
+            @if dropped {
+                path class="x" d=(x) {
+                    title { "dropped by the lab switch" }
+                }
+            } @else {
+                polygon class="head" points=(head) {}
+            }
+            text class="label" x=((x1 + x2) / 2.0) y=(y - 7.0) text-anchor="middle" { (label) }
+            text class="time" x=(TIME_X) y=(y + 4.0) text-anchor="end" {
+                (fmt_ms(r.0.ts_ns.saturating_sub(first)))
+            }
+            text class="frame-no" x=(FRAME_X) y=(y + 4.0) text-anchor="end" { (r.0.number) }
+            @if !marks.is_empty() {
+                text class="mark" x=(last + 16.0) y=(y + 4.0) { (marks.join(" · ")) }
+            }
+        }
+        "\n"
+    }
+}
+
+/// What the ladder's line styles and colours mean.
+fn legend() -> Markup {
+    html! {
+        p class="legend" {
+            "Time in ms since the capture's first frame. "
+            span class="k dropped" { "✗ dropped by the lab switch" } " "
+            span class="k injected" { "- - injected duplicate" } " "
+            span class="k held" { "··· held (reordered/delayed)" } " "
+            span class="k synthesized" {
+                "◆ synthesized by the switch (the responder never sent it)"
+            }
+            " "
+            span class="k modified" { "changed by the switch" } " "
+            span class="k nak" { "NAK" } " "
+            span class="k rnr" { "RNR NAK" } " "
+            span class="k bad-icrc" { "bad ICRC" } " "
+            span class="k cnp" { "CNP" } " "
+            span class="k cm" { "CM" }
+            ". Hover an arrow for the decoded frame and the other frames of its PSN."
+        }
+        "\n"
+    }
+}
+
+/// The frames not between two of the scenario's lanes (the first 20 named).
+fn stray_note(stray: &[Rung<'_>]) -> Markup {
+    let addr = |a: Option<IpAddr>| a.map(|a| a.to_string()).unwrap_or_else(|| "?".into());
+    let shown: Vec<String> = stray
+        .iter()
+        .take(20)
+        .map(|r| {
+            format!("frame {} {} → {} {}", r.0.number, addr(r.0.src), addr(r.0.dst), r.label())
+        })
+        .collect();
+    html! {
+        p class="note stray" {
+            (stray.len()) " RoCE frames are not between two endpoints of this scenario (their "
+            "addresses match no endpoint's IP, or both ends are the same), not drawn: "
+            (shown.join("; "))
+            @if stray.len() > shown.len() { "; …" }
+        }
+        "\n"
     }
 }
 
@@ -411,88 +448,76 @@ const PLOT_H: f64 = 180.0;
 const PLOT_LEFT: f64 = 64.0;
 const PLOT_TOP: f64 = 16.0;
 
+/// `p50 / p99 / max` of `l`, or `–`.
+fn pct(l: &Option<crate::protocol::stream::Percentiles>) -> String {
+    let d = crate::judge::duration;
+    l.as_ref()
+        .map(|l| format!("{} / {} / {}", d(l.p50), d(l.p99), d(l.max)))
+        .unwrap_or_else(|| "–".into())
+}
+
 /// A stream's wire: its numbers per QP, its acknowledgement latency over the run
 /// with resends and NAKs marked, and what each QP got through.
-fn stream_wire(o: &mut String, st: &crate::results::StreamRun) {
-    let Some(w) = &st.wire else { return };
-    let d = crate::judge::duration;
-    let pct = |l: &Option<crate::protocol::stream::Percentiles>| {
-        l.as_ref()
-            .map(|l| format!("{} / {} / {}", d(l.p50), d(l.p99), d(l.max)))
-            .unwrap_or_else(|| "–".into())
-    };
-    let _ = writeln!(
-        o,
-        "<h4 class=\"stream-wire\">Stream {} on the wire</h4>\n<p class=\"stream-wire-summary\">{} of {} messages acknowledged; at most {} unacknowledged at once (window {}); request→ACK p50 / p99 / max {}; {} resends (p50 / p99 / max after their cause {}); {} NAKs ({} RNR).</p>",
-        esc(&st.report.id),
-        w.acked,
-        w.messages,
-        w.peak_outstanding,
-        w.window,
-        pct(&w.ack_latency_ns),
-        w.resends,
-        pct(&w.resend_latency_ns),
-        w.naks,
-        w.rnr_naks
-    );
-    latency_plot(o, &st.report.id, &w.plot);
-    per_qp_bars(o, w, st.report.elapsed_us);
-    o.push_str("<details class=\"qp-pace\"><summary>each QP</summary><table class=\"qp-pace\"><thead><tr><th>QP</th><th>messages</th><th>acknowledged</th><th>peak unacknowledged</th><th>request→ACK p50 / p99 / max</th><th>resends (redundant)</th><th>NAKs (RNR)</th><th>go-back-N</th></tr></thead><tbody>\n");
-    for q in &w.qps {
-        let _ = writeln!(
-            o,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} ({})</td><td>{} ({})</td><td>{}</td></tr>",
-            esc(&q.qp),
-            q.messages,
-            q.acked,
-            q.peak_outstanding,
-            pct(&q.ack_latency_ns),
-            q.resends,
-            q.redundant_resends,
-            q.naks,
-            q.rnr_naks,
-            match &q.go_back_n {
-                None => "–".to_string(),
-                Some(g) if g.broken == 0 => "held".to_string(),
-                Some(g) => format!("broken: {}", esc(g.first.as_deref().unwrap_or("?"))),
+fn stream_wire(st: &crate::results::StreamRun) -> Markup {
+    let Some(w) = &st.wire else { return html! {} };
+    html! {
+        h4 class="stream-wire" { "Stream " (st.report.id) " on the wire" }
+        "\n"
+        p class="stream-wire-summary" {
+            (w.acked) " of " (w.messages) " messages acknowledged; at most " (w.peak_outstanding)
+            " unacknowledged at once (window " (w.window) "); request→ACK p50 / p99 / max "
+            (pct(&w.ack_latency_ns)) "; " (w.resends) " resends (p50 / p99 / max after their cause "
+            (pct(&w.resend_latency_ns)) "); " (w.naks) " NAKs (" (w.rnr_naks) " RNR)."
+        }
+        "\n"
+        (latency_plot(&st.report.id, &w.plot))
+        (per_qp_bars(w, st.report.elapsed_us))
+        details class="qp-pace" {
+            summary { "each QP" }
+            table class="qp-pace" {
+                thead { tr {
+                    th { "QP" } th { "messages" } th { "acknowledged" } th { "peak unacknowledged" }
+                    th { "request→ACK p50 / p99 / max" } th { "resends (redundant)" }
+                    th { "NAKs (RNR)" } th { "go-back-N" }
+                } }
+                tbody {
+                    "\n"
+                    @for q in &w.qps {
+                        tr {
+                            td { (q.qp) } td { (q.messages) } td { (q.acked) }
+                            td { (q.peak_outstanding) } td { (pct(&q.ack_latency_ns)) }
+                            td { (q.resends) " (" (q.redundant_resends) ")" }
+                            td { (q.naks) " (" (q.rnr_naks) ")" }
+                            td {
+                                @match &q.go_back_n {
+                                    None => "–",
+                                    Some(g) if g.broken == 0 => "held",
+                                    Some(g) => { "broken: " (g.first.as_deref().unwrap_or("?")) },
+                                }
+                            }
+                        }
+                        "\n"
+                    }
+                }
             }
-        );
+        }
+        "\n"
     }
-    o.push_str("</tbody></table></details>\n");
 }
 
 /// Latency over the run: each slice's median and highest, resends marked under
 /// the axis, NAKs over the plot.
-fn latency_plot(o: &mut String, id: &str, p: &crate::results::Plot) {
+fn latency_plot(id: &str, p: &crate::results::Plot) -> Markup {
     if p.slices.is_empty() {
-        return;
+        return html! {};
     }
     let top = p.slices.iter().map(|s| s.max_ns).max().unwrap_or(1).max(1) as f64;
     let span = p.span_ns.max(1) as f64;
     let x = |ns: u64| PLOT_LEFT + ns as f64 / span * PLOT_W;
     let y = |ns: u64| PLOT_TOP + PLOT_H - ns as f64 / top * PLOT_H;
     let (w, h) = (PLOT_LEFT + PLOT_W + 16.0, PLOT_TOP + PLOT_H + 44.0);
-    let _ = writeln!(
-        o,
-        "<svg class=\"latency-plot\" data-stream=\"{}\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"request to ACK latency over the run of stream {}\">",
-        esc(id),
-        esc(id)
-    );
     let (x0, y0, x1) = (PLOT_LEFT, PLOT_TOP + PLOT_H, PLOT_LEFT + PLOT_W);
-    let _ = writeln!(o, "<line class=\"axis\" x1=\"{x0}\" y1=\"{y0}\" x2=\"{x1}\" y2=\"{y0}\"/><line class=\"axis\" x1=\"{x0}\" y1=\"{PLOT_TOP}\" x2=\"{x0}\" y2=\"{y0}\"/>");
     let d = crate::judge::duration;
-    let _ = writeln!(
-        o,
-        "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text><text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">0</text><text class=\"tick\" x=\"{x0}\" y=\"{}\">0</text><text class=\"tick\" x=\"{x1}\" y=\"{}\" text-anchor=\"end\">{}</text>",
-        x0 - 4.0,
-        PLOT_TOP + 8.0,
-        d(top as u64),
-        x0 - 4.0,
-        y0,
-        y0 + 14.0,
-        y0 + 14.0,
-        d(p.span_ns)
-    );
     let line = |f: fn(&crate::results::Slice) -> u64| -> String {
         p.slices
             .iter()
@@ -500,42 +525,84 @@ fn latency_plot(o: &mut String, id: &str, p: &crate::results::Plot) {
             .collect::<Vec<_>>()
             .join(" ")
     };
-    let _ = writeln!(o, "<polyline class=\"max\" points=\"{}\"><title>highest latency of each slice</title></polyline>", line(|s| s.max_ns));
-    let _ = writeln!(o, "<polyline class=\"p50\" points=\"{}\"><title>median latency of each slice</title></polyline>", line(|s| s.p50_ns));
-    for m in &p.resends {
-        let _ = writeln!(o, "<line class=\"resend\" x1=\"{0:.1}\" y1=\"{1}\" x2=\"{0:.1}\" y2=\"{2}\"><title>frame {3}: resend after {4}</title></line>", x(m.at_ns), y0 + 18.0, y0 + 26.0, m.frame, esc(&m.what));
+    let at = |ns: u64| format!("{:.1}", x(ns));
+    html! {
+        svg class="latency-plot" data-stream=(id) xmlns="http://www.w3.org/2000/svg" width=(w)
+            height=(h) viewBox={ "0 0 " (w) " " (h) } role="img"
+            aria-label={ "request to ACK latency over the run of stream " (id) } {
+            "\n"
+            line class="axis" x1=(x0) y1=(y0) x2=(x1) y2=(y0) {}
+            line class="axis" x1=(x0) y1=(PLOT_TOP) x2=(x0) y2=(y0) {}
+            "\n"
+            text class="tick" x=(x0 - 4.0) y=(PLOT_TOP + 8.0) text-anchor="end" { (d(top as u64)) }
+            text class="tick" x=(x0 - 4.0) y=(y0) text-anchor="end" { "0" }
+            text class="tick" x=(x0) y=(y0 + 14.0) { "0" }
+            text class="tick" x=(x1) y=(y0 + 14.0) text-anchor="end" { (d(p.span_ns)) }
+            "\n"
+            polyline class="max" points=(line(|s| s.max_ns)) {
+                title { "highest latency of each slice" }
+            }
+            "\n"
+            polyline class="p50" points=(line(|s| s.p50_ns)) {
+                title { "median latency of each slice" }
+            }
+            "\n"
+            @for m in &p.resends {
+                @let x = at(m.at_ns);
+                line class="resend" x1=(x) y1=(y0 + 18.0) x2=(x) y2=(y0 + 26.0) {
+                    title { "frame " (m.frame) ": resend after " (m.what) }
+                }
+                "\n"
+            }
+            @for m in &p.naks {
+                @let x = at(m.at_ns);
+                line class="nak" x1=(x) y1=(PLOT_TOP - 12.0) x2=(x) y2=(PLOT_TOP - 4.0) {
+                    title { "frame " (m.frame) ": " (m.what) }
+                }
+                "\n"
+            }
+            text class="tick" x=(x0 + PLOT_W / 2.0) y=(y0 + 40.0) text-anchor="middle" {
+                "time since its first message; request→ACK latency (median, highest); "
+                "▲ NAKs above, resends below"
+            }
+        }
+        "\n"
     }
-    for m in &p.naks {
-        let _ = writeln!(o, "<line class=\"nak\" x1=\"{0:.1}\" y1=\"{1}\" x2=\"{0:.1}\" y2=\"{2}\"><title>frame {3}: {4}</title></line>", x(m.at_ns), PLOT_TOP - 12.0, PLOT_TOP - 4.0, m.frame, esc(&m.what));
-    }
-    let _ = writeln!(o, "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">time since its first message; request→ACK latency (median, highest); ▲ NAKs above, resends below</text></svg>", x0 + PLOT_W / 2.0, y0 + 40.0);
 }
 
 /// Messages each QP got acknowledged, as bars: a starved QP stands out.
-fn per_qp_bars(o: &mut String, w: &crate::results::StreamWire, elapsed_us: u64) {
+fn per_qp_bars(w: &crate::results::StreamWire, elapsed_us: u64) -> Markup {
     if w.qps.len() < 2 {
-        return;
+        return html! {};
     }
     let most = w.qps.iter().map(|q| q.acked).max().unwrap_or(0).max(1) as f64;
     let bar = (PLOT_W / w.qps.len() as f64).min(24.0);
     let (width, h) = (PLOT_LEFT + bar * w.qps.len() as f64 + 16.0, 120.0);
     let secs = elapsed_us.max(1) as f64 / 1e6;
-    let _ = writeln!(o, "<svg class=\"qp-bars\" xmlns=\"http://www.w3.org/2000/svg\" width=\"{width}\" height=\"{}\" viewBox=\"0 0 {width} {}\" role=\"img\" aria-label=\"messages acknowledged per QP\">", h + 20.0, h + 20.0);
-    for (i, q) in w.qps.iter().enumerate() {
-        let bh = q.acked as f64 / most * (h - 10.0);
-        let _ = writeln!(
-            o,
-            "<rect class=\"bar\" data-qp=\"{}\" x=\"{:.1}\" y=\"{:.1}\" width=\"{:.1}\" height=\"{bh:.1}\"><title>{}: {} messages acknowledged, {:.0} a second</title></rect>",
-            esc(&q.qp),
-            PLOT_LEFT + i as f64 * bar,
-            h - bh,
-            (bar - 1.0).max(1.0),
-            esc(&q.qp),
-            q.acked,
-            q.acked as f64 / secs
-        );
+    let f1 = |v: f64| format!("{v:.1}");
+    html! {
+        svg class="qp-bars" xmlns="http://www.w3.org/2000/svg" width=(width) height=(h + 20.0)
+            viewBox={ "0 0 " (width) " " (h + 20.0) } role="img"
+            aria-label="messages acknowledged per QP" {
+            "\n"
+            @for (i, q) in w.qps.iter().enumerate() {
+                @let bh = q.acked as f64 / most * (h - 10.0);
+                rect class="bar" data-qp=(q.qp) x=(f1(PLOT_LEFT + i as f64 * bar)) y=(f1(h - bh))
+                    width=(f1((bar - 1.0).max(1.0))) height=(f1(bh)) {
+                    title {
+                        (q.qp) ": " (q.acked) " messages acknowledged, "
+                        (format!("{:.0}", q.acked as f64 / secs)) " a second"
+                    }
+                }
+                "\n"
+            }
+            text class="tick" x=(PLOT_LEFT - 4.0) y=(10.0 + 8.0) text-anchor="end" { (most as u64) }
+            text class="tick" x=(PLOT_LEFT) y=(h + 16.0) {
+                "messages acknowledged per QP (" (w.qps.len()) " QPs)"
+            }
+        }
+        "\n"
     }
-    let _ = writeln!(o, "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text><text class=\"tick\" x=\"{PLOT_LEFT}\" y=\"{}\">messages acknowledged per QP ({} QPs)</text></svg>", PLOT_LEFT - 4.0, 10.0 + 8.0, most as u64, h + 16.0, w.qps.len());
 }
 
 /// Where a report's capture is: as written, or relative to `base` (the saved
@@ -569,241 +636,381 @@ pub(crate) fn render_page(
     wires: Wires<'_>,
 ) -> (String, Vec<String>) {
     let mut notes = Vec::new();
-    let mut o = String::new();
-    let _ = write!(
-        o,
-        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>roce run: {} passed, {} failed, {} skipped</title>\n<style>{CSS}</style></head>\n<body>\n",
-        report.passed, report.failed, report.skipped
-    );
-    let _ = writeln!(
-        o,
-        "<header id=\"summary\" data-passed=\"{}\" data-failed=\"{}\" data-skipped=\"{}\"><h1>roce run</h1><p class=\"totals\"><span class=\"pass\">{} passed</span>, <span class=\"fail\">{} failed</span>, <span class=\"skip\">{} skipped</span> ({} scenarios in {:.1} s)</p>\n<ul class=\"toc\">",
-        report.passed,
-        report.failed,
-        report.skipped,
-        report.passed,
-        report.failed,
-        report.skipped,
-        report.scenarios.len(),
-        report.duration_s
-    );
-    for (i, s) in report.scenarios.iter().enumerate() {
-        let c = match s.status {
-            Status::Passed => "pass",
-            Status::Failed => "fail",
-            Status::Skipped => "skip",
-        };
-        let m = s.status.mark();
-        let _ = writeln!(
-            o,
-            "<li><a class=\"{c}\" href=\"#s{}\">{m} {}</a> <span class=\"file\">({})</span></li>",
-            i + 1,
-            esc(&s.name),
-            esc(&s.file)
-        );
-    }
-    o.push_str("</ul></header>\n<main>\n");
-    for (i, s) in report.scenarios.iter().enumerate() {
-        scenario(&mut o, i + 1, s, base, wires(i), &mut notes);
-    }
-    let _ = write!(
-        o,
-        "</main>\n<footer class=\"note\">roce {}</footer>\n<script>{JS}</script>\n</body></html>\n",
-        env!("CARGO_PKG_VERSION")
-    );
-    (o, notes)
+    let page = html! {
+        (DOCTYPE) "\n"
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                "\n"
+                title {
+                    "roce run: " (report.passed) " passed, " (report.failed) " failed, "
+                    (report.skipped) " skipped"
+                }
+                "\n"
+                style { (PreEscaped(CSS)) }
+            }
+            "\n"
+            body {
+                "\n"
+                (summary(report))
+                main {
+                    "\n"
+                    @for (i, s) in report.scenarios.iter().enumerate() {
+                        (scenario(i + 1, s, base, wires(i), &mut notes))
+                    }
+                }
+                "\n"
+                footer class="note" { "roce " (env!("CARGO_PKG_VERSION")) }
+                "\n"
+                script { (PreEscaped(JS)) }
+                "\n"
+            }
+        }
+        "\n"
+    };
+    (page.into_string(), notes)
 }
 
+/// The CSS class and the word for a scenario's outcome.
+fn outcome(s: &ScenarioResult) -> (&'static str, &'static str) {
+    match s.status {
+        Status::Passed => ("pass", "passed"),
+        Status::Failed => ("fail", "failed"),
+        Status::Skipped => ("skip", "skipped"),
+    }
+}
+
+/// The page's header: the totals, and a line per scenario linking to it.
+fn summary(report: &Report) -> Markup {
+    html! {
+        header id="summary" data-passed=(report.passed) data-failed=(report.failed)
+            data-skipped=(report.skipped) {
+            h1 { "roce run" }
+            p class="totals" {
+                span class="pass" { (report.passed) " passed" } ", "
+                span class="fail" { (report.failed) " failed" } ", "
+                span class="skip" { (report.skipped) " skipped" }
+                " (" (report.scenarios.len()) " scenarios in "
+                (format!("{:.1}", report.duration_s)) " s)"
+            }
+            "\n"
+            ul class="toc" {
+                "\n"
+                @for (i, s) in report.scenarios.iter().enumerate() {
+                    li {
+                        a class=(outcome(s).0) href={ "#s" (i + 1) } {
+                            (s.status.mark()) " " (s.name)
+                        }
+                        " "
+                        span class="file" { "(" (s.file) ")" }
+                    }
+                    "\n"
+                }
+            }
+        }
+        "\n"
+    }
+}
+
+/// A scenario's section: its outcome, expectations, streams, endpoints, what its
+/// setup did, its wire (fault rules, failing wire expectations, the ladder), its
+/// connections and what its agents said.
 fn scenario(
-    o: &mut String,
     id: usize,
     s: &ScenarioResult,
     base: Option<&Path>,
     wire: Option<Cow<'_, Timeline>>,
     notes: &mut Vec<String>,
-) {
-    let (c, outcome) = match s.status {
-        Status::Passed => ("pass", "passed"),
-        Status::Failed => ("fail", "failed"),
-        Status::Skipped => ("skip", "skipped"),
-    };
-    let _ = writeln!(
-        o,
-        "<section class=\"scenario {outcome}\" id=\"s{id}\" data-name=\"{}\" data-pass=\"{}\">\n<h2><span class=\"badge {c}\">{}</span> {}</h2>",
-        esc(&s.name),
-        s.pass,
-        c.to_uppercase(),
-        esc(&s.name)
-    );
-    let _ = writeln!(
-        o,
-        "<p class=\"file\">{} · {:.1} s · capture: {}</p>",
-        esc(&s.file),
-        s.duration_s,
-        s.capture.as_deref().map(esc).unwrap_or_else(|| "none".into())
-    );
-    if let Some(e) = &s.error {
-        let _ = writeln!(o, "<pre class=\"error\">run stopped: {}</pre>", esc(e));
+) -> Markup {
+    let (c, outcome) = outcome(s);
+    html! {
+        section class={ "scenario " (outcome) } id={ "s" (id) } data-name=(s.name)
+            data-pass=(s.pass) {
+            "\n"
+            h2 { span class={ "badge " (c) } { (c.to_uppercase()) } " " (s.name) }
+            "\n"
+            p class="file" {
+                (s.file) " · " (format!("{:.1}", s.duration_s)) " s · capture: "
+                (s.capture.as_deref().unwrap_or("none"))
+            }
+            "\n"
+            @if let Some(e) = &s.error {
+                pre class="error" { "run stopped: " (e) }
+                "\n"
+            }
+            @if let Some(why) = &s.skip_reason {
+                p class="note skipped" { "Skipped: " (why) }
+                "\n"
+            }
+            (expectations(s))
+            (streams(s))
+            (endpoints(s))
+            (observations(s))
+            (wire_of(s, base, wire, notes))
+            (connections(s))
+            (agent_logs(s))
+        }
+        "\n"
     }
-    if let Some(why) = &s.skip_reason {
-        let _ = writeln!(o, "<p class=\"note skipped\">Skipped: {}</p>", esc(why));
-    }
+}
 
-    o.push_str("<h3>Expectations</h3>\n");
-    if s.verdicts.is_empty() {
-        o.push_str("<p class=\"note\">No expectation was judged.</p>\n");
-    } else {
-        o.push_str("<table class=\"verdicts\"><thead><tr><th>result</th><th>kind</th><th>what</th><th>expected</th><th>actual</th><th>notes</th></tr></thead><tbody>\n");
-        for v in &s.verdicts {
-            let (c, outcome, m) = if v.deviation {
-                ("deviation", "deviation", "≠ deviates (recorded)")
-            } else if v.pass {
-                ("pass", "passed", "✓ pass")
-            } else {
-                ("fail", "failed", "✗ FAIL")
-            };
-            let _ = writeln!(
-                o,
-                "<tr class=\"verdict {outcome}\" data-kind=\"{}\"><td class=\"result {c}\">{m}</td><td>{}</td><td>{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td></tr>",
-                v.kind.name(),
-                v.kind.name(),
-                esc(&v.what),
-                esc(&v.expected),
-                esc(&v.actual),
-                v.detail.as_deref().map(esc).unwrap_or_default()
-            );
-        }
-        o.push_str("</tbody></table>\n");
-    }
-
-    if !s.streams.is_empty() {
-        o.push_str("<h3>Streams</h3>\n<table class=\"streams\"><thead><tr><th>stream</th><th>on</th><th>verb</th><th>QPs</th><th>completed</th><th>elapsed</th><th>messages/s</th><th>Gb/s</th><th>latency p50</th><th>p99</th><th>max</th></tr></thead><tbody>\n");
-        for st in &s.streams {
-            let r = &st.report;
-            let (msgs, gbps) = r.rates();
-            let lat = |f: fn(&crate::protocol::stream::Percentiles) -> u64| {
-                r.latency_us.as_ref().map(|l| crate::judge::us_or_ms(f(l))).unwrap_or_default()
-            };
-            let _ = writeln!(
-                o,
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{} of {}</td><td>{:.1} ms</td><td>{msgs:.0}</td><td>{gbps:.3}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(&r.id),
-                esc(&st.on),
-                r.verb.name(),
-                r.qps,
-                r.completed,
-                r.count,
-                r.elapsed_us as f64 / 1000.0,
-                lat(|l| l.p50),
-                lat(|l| l.p99),
-                lat(|l| l.max)
-            );
-        }
-        o.push_str("</tbody></table>\n");
-        for st in s.streams.iter().filter(|st| st.wire.is_some()) {
-            stream_wire(o, st);
-        }
-    }
-
-    o.push_str("<h3>Endpoints</h3>\n");
-    if s.endpoints.is_empty() {
-        o.push_str("<p class=\"note\">No endpoint was set up.</p>\n");
-    } else {
-        o.push_str("<table class=\"endpoints\"><thead><tr><th>name</th><th>VM</th><th>device</th><th>GID</th><th>IP</th><th>QPNs</th><th>starting PSNs</th></tr></thead><tbody>\n");
-        for (name, f) in &s.endpoints {
-            let qpns: Vec<String> =
-                f.qps.iter().map(|q| format!("{} {:#x}", q.name, q.qpn)).collect();
-            let psns: Vec<String> = f.qps.iter().map(|q| format!("{} {}", q.name, q.psn)).collect();
-            let _ = writeln!(
-                o,
-                "<tr data-endpoint=\"{}\"><td>{}</td><td>{}</td><td>{} port {}</td><td class=\"text\">{} (index {})</td><td>{}</td><td class=\"text\">{}</td><td class=\"text\">{}</td></tr>",
-                esc(name),
-                esc(name),
-                esc(f.vm.as_deref().unwrap_or("-")),
-                esc(&f.device),
-                f.port,
-                esc(&f.gid),
-                f.gid_index,
-                esc(&f.ip),
-                esc(&qpns.join(", ")),
-                esc(&psns.join(", "))
-            );
-        }
-        o.push_str("</tbody></table>\n");
-    }
-
-    if !s.observations.is_empty() {
-        o.push_str("<h3>What the setup did</h3>\n<table class=\"observations\"><thead><tr><th>observation</th><th>value</th></tr></thead><tbody>\n");
-        for (k, v) in &s.observations {
-            let _ = writeln!(o, "<tr><td>{}</td><td class=\"text\">{}</td></tr>", esc(k), esc(v));
-        }
-        o.push_str("</tbody></table>\n");
-    }
-
-    o.push_str("<h3>Wire</h3>\n");
-    if !s.faults.is_empty() {
-        o.push_str("<div class=\"faults\">Fault rules of the lab switch:<ul>");
-        for f in &s.faults {
-            let _ = write!(o, "<li><code>{}</code></li>", esc(f));
-        }
-        o.push_str("</ul></div>\n");
-    }
-    let failing: Vec<_> =
-        s.verdicts.iter().filter(|v| v.kind == VerdictKind::Wire && !v.pass).collect();
-    if !failing.is_empty() {
-        o.push_str("<div class=\"failing-wire\">");
-        for v in failing {
-            let _ = write!(
-                o,
-                "<p><b>✗ {}</b><br>expected: <code>{}</code><br>actual: <code>{}</code></p>",
-                esc(&v.what),
-                esc(&v.expected),
-                esc(&v.actual)
-            );
-        }
-        o.push_str("</div>\n");
-    }
-    match (&s.capture, wire) {
-        (None, _) => o.push_str("<p class=\"note no-capture\">No capture was recorded for this scenario: there is no ladder to draw.</p>\n"),
-        (Some(_), Some(w)) => ladder(o, s, &w),
-        (Some(c), None) => {
-            let path = capture_file(c, base);
-            match timeline::read(&path) {
-                Ok(w) => ladder(o, s, &w),
-                Err(e) => {
-                    let _ = writeln!(o, "<p class=\"note no-capture\">The capture {} could not be read ({}): there is no ladder to draw.</p>", esc(&path.display().to_string()), esc(&e));
-                    notes.push(format!("{}: the capture {} could not be read ({e})", s.name, path.display()));
+/// The table of the scenario's verdicts.
+fn expectations(s: &ScenarioResult) -> Markup {
+    html! {
+        h3 { "Expectations" }
+        "\n"
+        @if s.verdicts.is_empty() {
+            p class="note" { "No expectation was judged." }
+        } @else {
+            table class="verdicts" {
+                thead { tr {
+                    th { "result" } th { "kind" } th { "what" } th { "expected" } th { "actual" }
+                    th { "notes" }
+                } }
+                tbody {
+                    "\n"
+                    @for v in &s.verdicts {
+                        @let (c, outcome, m) = if v.deviation {
+                            ("deviation", "deviation", "≠ deviates (recorded)")
+                        } else if v.pass {
+                            ("pass", "passed", "✓ pass")
+                        } else {
+                            ("fail", "failed", "✗ FAIL")
+                        };
+                        tr class={ "verdict " (outcome) } data-kind=(v.kind.name()) {
+                            td class={ "result " (c) } { (m) }
+                            td { (v.kind.name()) }
+                            td { (v.what) }
+                            td class="text" { (v.expected) }
+                            td class="text" { (v.actual) }
+                            td class="text" { (v.detail.as_deref().unwrap_or_default()) }
+                        }
+                        "\n"
+                    }
                 }
             }
         }
+        "\n"
     }
-    if !s.connections.is_empty() {
-        o.push_str("<details><summary>connections</summary><table class=\"connections\"><thead><tr><th>QP</th><th>endpoint</th><th>local QPN / PSN</th><th>remote QPN / PSN</th></tr></thead><tbody>");
-        for c in &s.connections {
-            let _ = write!(
-                o,
-                "<tr><td>{}</td><td>{}</td><td>{:#x} / {}</td><td>{:#x} / {}</td></tr>",
-                esc(&c.qp),
-                esc(&c.endpoint),
-                c.local.qpn,
-                c.local.psn,
-                c.remote.qpn,
-                c.remote.psn
-            );
-        }
-        o.push_str("</tbody></table></details>\n");
-    }
-    let logs: BTreeMap<_, _> = s.agent_logs.iter().filter(|(_, l)| !l.trim().is_empty()).collect();
-    for (ep, log) in logs {
-        let _ = writeln!(
-            o,
-            "<details><summary>agent {} said</summary><pre>{}</pre></details>",
-            esc(ep),
-            esc(log.trim())
-        );
-    }
-    o.push_str("</section>\n");
 }
 
+/// The numbers of each stream step, then each one's wire.
+fn streams(s: &ScenarioResult) -> Markup {
+    let lat = |r: &crate::protocol::StreamReport,
+               f: fn(&crate::protocol::stream::Percentiles) -> u64| {
+        r.latency_us.as_ref().map(|l| crate::judge::us_or_ms(f(l))).unwrap_or_default()
+    };
+    if s.streams.is_empty() {
+        return html! {};
+    }
+    html! {
+        h3 { "Streams" }
+        "\n"
+        table class="streams" {
+            thead { tr {
+                th { "stream" } th { "on" } th { "verb" } th { "QPs" } th { "completed" }
+                th { "elapsed" } th { "messages/s" } th { "Gb/s" } th { "latency p50" } th { "p99" }
+                th { "max" }
+            } }
+            tbody {
+                "\n"
+                @for st in &s.streams {
+                    @let r = &st.report;
+                    @let (msgs, gbps) = r.rates();
+                    tr {
+                        td { (r.id) } td { (st.on) } td { (r.verb.name()) } td { (r.qps) }
+                        td { (r.completed) " of " (r.count) }
+                        td { (format!("{:.1}", r.elapsed_us as f64 / 1000.0)) " ms" }
+                        td { (format!("{msgs:.0}")) } td { (format!("{gbps:.3}")) }
+                        td { (lat(r, |l| l.p50)) }
+                        td { (lat(r, |l| l.p99)) }
+                        td { (lat(r, |l| l.max)) }
+                    }
+                    "\n"
+                }
+            }
+        }
+        "\n"
+        @for st in &s.streams {
+            (stream_wire(st))
+        }
+    }
+}
+
+/// What each endpoint set up: device, GID, IP, QPNs and starting PSNs.
+fn endpoints(s: &ScenarioResult) -> Markup {
+    html! {
+        h3 { "Endpoints" }
+        "\n"
+        @if s.endpoints.is_empty() {
+            p class="note" { "No endpoint was set up." }
+        } @else {
+            table class="endpoints" {
+                thead { tr {
+                    th { "name" } th { "VM" } th { "device" } th { "GID" } th { "IP" } th { "QPNs" }
+                    th { "starting PSNs" }
+                } }
+                tbody {
+                    "\n"
+                    @for (name, f) in &s.endpoints {
+                        @let qpns: Vec<String> =
+                            f.qps.iter().map(|q| format!("{} {:#x}", q.name, q.qpn)).collect();
+                        @let psns: Vec<String> =
+                            f.qps.iter().map(|q| format!("{} {}", q.name, q.psn)).collect();
+                        tr data-endpoint=(name) {
+                            td { (name) }
+                            td { (f.vm.as_deref().unwrap_or("-")) }
+                            td { (f.device) " port " (f.port) }
+                            td class="text" { (f.gid) " (index " (f.gid_index) ")" }
+                            td { (f.ip) }
+                            td class="text" { (qpns.join(", ")) }
+                            td class="text" { (psns.join(", ")) }
+                        }
+                        "\n"
+                    }
+                }
+            }
+        }
+        "\n"
+    }
+}
+
+/// What the setup did, as a device profile records it.
+fn observations(s: &ScenarioResult) -> Markup {
+    if s.observations.is_empty() {
+        return html! {};
+    }
+    html! {
+        h3 { "What the setup did" }
+        "\n"
+        table class="observations" {
+            thead { tr { th { "observation" } th { "value" } } }
+            tbody {
+                "\n"
+                @for (k, v) in &s.observations {
+                    tr { td { (k) } td class="text" { (v) } }
+                    "\n"
+                }
+            }
+        }
+        "\n"
+    }
+}
+
+/// The wire: the lab switch's fault rules, the failing wire expectations, and the
+/// ladder of the capture (read here unless `wire` is given; a capture that cannot
+/// be read is a note on the page and in `notes`).
+fn wire_of(
+    s: &ScenarioResult,
+    base: Option<&Path>,
+    wire: Option<Cow<'_, Timeline>>,
+    notes: &mut Vec<String>,
+) -> Markup {
+    let failing: Vec<_> =
+        s.verdicts.iter().filter(|v| v.kind == VerdictKind::Wire && !v.pass).collect();
+    let mut drawn = String::new();
+    let unread = match (&s.capture, wire) {
+        (None, _) => None,
+        (Some(_), Some(w)) => {
+            ladder(&mut drawn, s, &w);
+            None
+        }
+        (Some(c), None) => {
+            let path = capture_file(c, base);
+            match timeline::read(&path) {
+                Ok(w) => {
+                    ladder(&mut drawn, s, &w);
+                    None
+                }
+                Err(e) => {
+                    notes.push(format!(
+                        "{}: the capture {} could not be read ({e})",
+                        s.name,
+                        path.display()
+                    ));
+                    Some((path, e))
+                }
+            }
+        }
+    };
+    html! {
+        h3 { "Wire" }
+        "\n"
+        @if !s.faults.is_empty() {
+            div class="faults" {
+                "Fault rules of the lab switch:"
+                ul { @for f in &s.faults { li { code { (f) } } } }
+            }
+            "\n"
+        }
+        @if !failing.is_empty() {
+            div class="failing-wire" {
+                @for v in failing {
+                    p {
+                        b { "✗ " (v.what) } br; "expected: " code { (v.expected) } br;
+                        "actual: " code { (v.actual) }
+                    }
+                }
+            }
+            "\n"
+        }
+        @if s.capture.is_none() {
+            p class="note no-capture" {
+                "No capture was recorded for this scenario: there is no ladder to draw."
+            }
+            "\n"
+        }
+        @if let Some((path, e)) = unread {
+            p class="note no-capture" {
+                "The capture " (path.display()) " could not be read (" (e)
+                "): there is no ladder to draw."
+            }
+            "\n"
+        }
+        (PreEscaped(drawn))
+    }
+}
+
+/// How each QP connected: its and its peer's QPN and PSN.
+fn connections(s: &ScenarioResult) -> Markup {
+    if s.connections.is_empty() {
+        return html! {};
+    }
+    html! {
+        details {
+            summary { "connections" }
+            table class="connections" {
+                thead { tr {
+                    th { "QP" } th { "endpoint" } th { "local QPN / PSN" } th { "remote QPN / PSN" }
+                } }
+                tbody {
+                    @for c in &s.connections {
+                        tr {
+                            td { (c.qp) } td { (c.endpoint) }
+                            td { (format!("{:#x}", c.local.qpn)) " / " (c.local.psn) }
+                            td { (format!("{:#x}", c.remote.qpn)) " / " (c.remote.psn) }
+                        }
+                    }
+                }
+            }
+        }
+        "\n"
+    }
+}
+
+/// What each agent said (those that said something).
+fn agent_logs(s: &ScenarioResult) -> Markup {
+    let logs: BTreeMap<_, _> = s.agent_logs.iter().filter(|(_, l)| !l.trim().is_empty()).collect();
+    html! {
+        @for (ep, log) in logs {
+            details { summary { "agent " (ep) " said" } pre { (log.trim()) } }
+            "\n"
+        }
+    }
+}
+
+#[cfg(test)]
+mod golden;
 #[cfg(test)]
 mod tests;

@@ -71,10 +71,6 @@ fn a_saved_report_reads_back_unchanged() {
 
 #[test]
 fn escapes_text_from_scenarios_and_captures() {
-    assert_eq!(
-        esc("<a href='x'>&\"</a>\u{1}\n"),
-        "&lt;a href=&#39;x&#39;&gt;&amp;&quot;&lt;/a&gt;\u{fffd}\n"
-    );
     let r = Report::new(vec![result(None)], 1.0, None);
     let page = render(&r);
     assert!(!page.contains("<script>alert"), "scenario text reached the page unescaped");
