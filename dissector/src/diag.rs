@@ -75,9 +75,8 @@ impl Report<'_> {
                 group = group.element(snippet);
             }
             (None, Some(Origin::File { path, line, col })) => {
-                group = group.element(
-                    annotate_snippets::Origin::path(path).line(line).char_column(col),
-                );
+                group = group
+                    .element(annotate_snippets::Origin::path(path).line(line).char_column(col));
             }
             (None, Some(Origin::Named(name))) => {
                 group = group.element(annotate_snippets::Origin::path(name));
