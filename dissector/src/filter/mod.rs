@@ -261,7 +261,7 @@ pub struct FilterError {
     pub span: Range<usize>,
     pub kind: ErrorKind,
     /// Where the filter came from (`-Y`); shown as "display filter" when unset.
-    pub origin: Option<String>,
+    pub origin: Option<&'static str>,
 }
 
 impl FilterError {
@@ -299,7 +299,7 @@ impl fmt::Display for FilterError {
         let hint = self.kind.hint();
         let report = diag::Report {
             message: &message,
-            origin: Some(diag::Origin::Named(self.origin.as_deref().unwrap_or("display filter"))),
+            origin: Some(diag::Origin::Named(self.origin.unwrap_or("display filter"))),
             excerpt: Some(diag::Excerpt {
                 text: &self.filter,
                 first_line: 1,

@@ -286,7 +286,7 @@ fn errors_name_the_column_and_show_a_caret() {
     assert!(e.to_string().contains(" --> display filter:1:18\n"), "{e}");
     assert!(e.to_string().ends_with("\n  |                  ^^^^^^^^^^\n  |\n  = hint: write an address like 10.0.0.1 or a subnet like 10.0.0.0/24"), "{e}");
     // Where the filter came from, when the caller says.
-    let e = FilterError { origin: Some("-Y".into()), ..e };
+    let e = FilterError { origin: Some("-Y"), ..e };
     assert!(e.to_string().contains(" --> -Y:1:18\n"), "{e}");
     assert!(matches!(
         err(r#"ip.src == "10.0.0.1""#).kind,

@@ -150,7 +150,7 @@ impl InputArgs {
 pub(super) fn display_filter(text: Option<&str>) -> Result<Option<Filter>, Failure> {
     text.map(Filter::compile)
         .transpose()
-        .map_err(|e| Failure::input(FilterError { origin: Some("-Y".into()), ..e }))
+        .map_err(|e| Failure::input(FilterError { origin: Some("-Y"), ..e }))
 }
 
 /// An opened input. An enum rather than a `Box<dyn PacketSource>`: the file reader's
