@@ -5,8 +5,9 @@
 //! imports only from those below it; `rust-layers.py dissector/src` checks it):
 //! - [`wire`]: one module per header, each a zero-copy `Packet<T: AsRef<[u8]>>` view
 //!   and an owned `Repr` that parses from and emits into that view (smoltcp's style);
-//!   the opcode table; the ICRC. Beside it [`linktype`] (`LINKTYPE_*`) and [`text`]
-//!   (numbers, hex and did-you-mean for text users type).
+//!   the opcode table; the ICRC. Beside it [`linktype`] (`LINKTYPE_*`) and, at the
+//!   floor, [`text`] (numbers, hex and did-you-mean for text users type) and [`diag`]
+//!   (the one way a mistake in such text is shown: message, origin, caret, hint).
 //! - [`frame`]: lax decoding of a whole captured frame, link layer to payload; a frame
 //!   that stops early keeps the layers that parsed and says where and why it stopped.
 //!   Beside it [`capture`]: pcap and pcapng readers and writers.
@@ -29,7 +30,8 @@
 //! names.
 //!
 //! Owns: the crate's module tree and its public paths. Imports: nothing of the project
-//! (crc32fast, regex and serde are its only dependencies).
+//! (crc32fast, regex and serde are its main dependencies; annotate-snippets draws
+//! [`diag`]'s reports).
 #![forbid(unsafe_code)]
 #![warn(missing_debug_implementations)]
 
@@ -37,6 +39,7 @@ pub mod capture;
 pub mod corpus;
 pub mod craft;
 pub mod ctx;
+pub mod diag;
 pub mod fields;
 pub mod filter;
 pub mod flow;

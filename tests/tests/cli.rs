@@ -277,7 +277,8 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     assert_eq!(r.code, 2);
     assert!(
         r.err.contains(&format!(
-            "badfault.toml:{}:8: error: fault rule: unknown action `drpo`",
+            "error: fault rule: unknown action `drpo` (at `drpo`)\n  --> {}:{}:8\n",
+            p.display(),
             line_of_in(&text, "drop psn=101")
         )),
         "{}",
@@ -308,7 +309,8 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     assert_eq!(r.code, 2, "{}", r.err);
     assert!(
         r.err.contains(&format!(
-            "badfault.toml:{}:8: error: `respond` answers one requester: it needs `from` and `qp`",
+            "error: `respond` answers one requester: it needs `from` and `qp`\n  --> {}:{}:8\n",
+            p.display(),
             line_of_in(&text, "respond op=")
         )),
         "{}",
@@ -899,16 +901,13 @@ fn display_filter_applies_to_every_output() {
     let r = roce(&["decode", "-Y", "infiniband.bth.destqpn == 5", &naks]);
     assert_eq!(r.code, 2);
     assert!(r.out.is_empty(), "{}", r.out);
-    assert!(
-        r.err.contains("column 1")
-            && r.err.contains("^~~")
-            && r.err.contains("infiniband.bth.destqp`"),
-        "{}",
-        r.err
+    assert_eq!(
+        r.err,
+        "roce: error: unknown field or protocol `infiniband.bth.destqpn`\n --> -Y:1:1\n  |\n1 | infiniband.bth.destqpn == 5\n  | ^^^^^^^^^^^^^^^^^^^^^^\n  |\n  = hint: did you mean `infiniband.bth.destqp`? (`roce decode -G fields` lists the fields)\n"
     );
     let r = roce(&["flows", "-Y", "ip.addr == 10.0.0.300", &naks]);
     assert_eq!(r.code, 2, "{}", r.err);
-    assert!(r.err.contains("column 12"), "{}", r.err);
+    assert!(r.err.contains(" --> -Y:1:12\n"), "{}", r.err);
 }
 
 /// mlx5 DC frames say so in every output, and `--transport-hint rd` reads the same

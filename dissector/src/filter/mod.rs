@@ -7,7 +7,7 @@
 //! text, regular expressions), and every mistake — an unknown field, a value of the
 //! wrong type, a relation the field's type has no meaning for — is an error then,
 //! naming the column, with the filter shown and a caret under the culprit
-//! ([`FilterError`]). Evaluating it on a frame ([`Filter::matches`]) reads only the
+//! ([`FilterError`], drawn by [`diag`](crate::diag) as every such mistake is). Evaluating it on a frame ([`Filter::matches`]) reads only the
 //! fields it names, through [`fields::visit`]; nothing is allocated per frame.
 //!
 //! What the syntax means follows tshark 4.0 (checked against `tshark -Y` on the
@@ -41,7 +41,8 @@
 //!
 //! Owns: what a filter means, its compilation and its errors. Imports: the fields
 //! ([`crate::fields`]: names, types, values, `visit`), the per-frame context, the text
-//! parsers ([`crate::text`]) and MACs ([`crate::wire`]).
+//! parsers ([`crate::text`]), MACs ([`crate::wire`]) and the report an error renders
+//! through ([`crate::diag`]).
 
 mod lex;
 mod parse;
@@ -57,6 +58,7 @@ pub use lex::Rel;
 use parse::{Expr, Operand, Rhs as PRhs, SetElem};
 
 use crate::ctx::{Ctx, Shown};
+use crate::diag;
 use crate::fields::{self, Field, Header, Protocols, Ty, Value};
 use crate::text::{did_you_mean, hex_bytes, parse_u64};
 
@@ -258,12 +260,19 @@ pub struct FilterError {
     /// The bytes of the filter the error is about.
     pub span: Range<usize>,
     pub kind: ErrorKind,
+    /// Where the filter came from (`-Y`); shown as "display filter" when unset.
+    pub origin: Option<&'static str>,
 }
 
 impl FilterError {
     pub(crate) fn new(filter: &str, span: Range<usize>, kind: ErrorKind) -> FilterError {
         let end = span.end.min(filter.len());
-        FilterError { filter: filter.to_string(), span: span.start.min(end)..end, kind }
+        FilterError {
+            filter: filter.to_string(),
+            span: span.start.min(end)..end,
+            kind,
+            origin: None,
+        }
     }
 
     /// 1-based column, in characters, where the error starts.
@@ -272,25 +281,33 @@ impl FilterError {
     }
 }
 
+/// Through [`diag::Report`](crate::diag::Report), as every mistake in text a user
+/// gave:
+///
 /// ```text
-/// display filter, column 1: unknown field or protocol `infiniband.bth.destqpn`
-///     infiniband.bth.destqpn == 5
-///     ^~~~~~~~~~~~~~~~~~~~~~
-///     hint: did you mean `infiniband.bth.destqp`? (…)
+/// error: unknown field or protocol `infiniband.bth.destqpn`
+///  --> -Y:1:1
+///   |
+/// 1 | infiniband.bth.destqpn == 5
+///   | ^^^^^^^^^^^^^^^^^^^^^^
+///   |
+///   = hint: did you mean `infiniband.bth.destqp`? (…)
 /// ```
 impl fmt::Display for FilterError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "display filter, column {}: {}", self.column(), self.kind)?;
-        // Tabs and newlines would put the caret in the wrong place.
-        let shown: String =
-            self.filter.chars().map(|c| if c.is_whitespace() { ' ' } else { c }).collect();
-        writeln!(f, "    {shown}")?;
-        let width = self.filter.get(self.span.clone()).map_or(0, |s| s.chars().count()).max(1);
-        write!(f, "    {}^{}", " ".repeat(self.column() - 1), "~".repeat(width - 1))?;
-        if let Some(h) = self.kind.hint() {
-            write!(f, "\n    hint: {h}")?;
-        }
-        Ok(())
+        let message = self.kind.to_string();
+        let hint = self.kind.hint();
+        let report = diag::Report {
+            message: &message,
+            origin: Some(diag::Origin::Named(self.origin.unwrap_or("display filter"))),
+            excerpt: Some(diag::Excerpt {
+                text: &self.filter,
+                first_line: 1,
+                span: self.span.clone(),
+            }),
+            hint: hint.as_deref(),
+        };
+        f.write_str(&report.render())
     }
 }
 

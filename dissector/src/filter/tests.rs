@@ -278,12 +278,16 @@ fn errors_name_the_column_and_show_a_caret() {
     assert_eq!(e.column(), 1);
     assert_eq!(
         e.to_string(),
-        "display filter, column 1: unknown field or protocol `infiniband.bth.destqpn`\n    infiniband.bth.destqpn == 5\n    ^~~~~~~~~~~~~~~~~~~~~~\n    hint: did you mean `infiniband.bth.destqp`? (`roce decode -G fields` lists the fields)"
+        "error: unknown field or protocol `infiniband.bth.destqpn`\n --> display filter:1:1\n  |\n1 | infiniband.bth.destqpn == 5\n  | ^^^^^^^^^^^^^^^^^^^^^^\n  |\n  = hint: did you mean `infiniband.bth.destqp`? (`roce decode -G fields` lists the fields)"
     );
     let e = err("udp && ip.src == 10.0.0.300");
     assert_eq!((e.column(), e.span.clone()), (18, 17..27));
     assert!(e.to_string().contains("`10.0.0.300` is not a valid IPv4 address for ip.src"), "{e}");
-    assert!(e.to_string().ends_with("                     ^~~~~~~~~~\n    hint: write an address like 10.0.0.1 or a subnet like 10.0.0.0/24"), "{e}");
+    assert!(e.to_string().contains(" --> display filter:1:18\n"), "{e}");
+    assert!(e.to_string().ends_with("\n  |                  ^^^^^^^^^^\n  |\n  = hint: write an address like 10.0.0.1 or a subnet like 10.0.0.0/24"), "{e}");
+    // Where the filter came from, when the caller says.
+    let e = FilterError { origin: Some("-Y"), ..e };
+    assert!(e.to_string().contains(" --> -Y:1:18\n"), "{e}");
     assert!(matches!(
         err(r#"ip.src == "10.0.0.1""#).kind,
         ErrorKind::QuotedValue { ty: Ty::Ipv4, .. }
@@ -332,9 +336,12 @@ fn errors_name_the_column_and_show_a_caret() {
     assert!(e.to_string().contains("hint: write `==`"), "{e}");
     // A tab in the filter does not shift the caret.
     let e = err("ip\t&& zzz");
-    assert!(e.to_string().contains("    ip && zzz\n          ^~~"), "{e}");
+    assert!(e.to_string().contains("1 | ip    && zzz\n  |          ^^^"), "{e}");
     // Columns count characters, not bytes.
-    assert_eq!(err("frame.comment == \"é\" && zz").column(), 25);
+    let e = err("frame.comment == \"é\" && zz");
+    assert_eq!(e.column(), 25);
+    assert!(e.to_string().contains(" --> display filter:1:25\n"), "{e}");
+    assert!(e.to_string().contains("\n  |                         ^^\n"), "{e}");
 }
 
 #[test]

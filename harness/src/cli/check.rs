@@ -27,8 +27,9 @@ pub(super) fn load(
     match scenario::load_all(&files) {
         Ok(loaded) => Ok(loaded),
         Err(problems) => {
+            // Each a report of several lines; a blank line between them, as rustc.
             for p in &problems {
-                writeln!(err, "{p}")?;
+                writeln!(err, "{p}\n")?;
             }
             let bad: std::collections::BTreeSet<&PathBuf> =
                 problems.iter().map(|p| &p.file).collect();

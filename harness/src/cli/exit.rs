@@ -3,7 +3,8 @@
 //! errors to one of these; nothing else decides an exit status.
 //!
 //! Owns: [`Exit`], [`Failure`], `Outcome` and the exit-code help text. Imports: nothing
-//! of the crate (`anyhow` and `serde_json` errors convert into a [`Failure`]).
+//! of the crate (`anyhow` and `serde_json` errors convert into a [`Failure`]); the
+//! error types of bad input text from dissector and lab, which print themselves.
 use std::fmt;
 
 /// How `roce` ends. The same meaning, and the same number, for every command.
@@ -72,6 +73,12 @@ impl Failure {
     /// The environment (exit 3).
     pub fn setup(e: impl Into<anyhow::Error>) -> Failure {
         Failure { exit: Exit::Setup, error: e.into() }
+    }
+    /// The error is a report of bad input text (a display filter, a fault rule)
+    /// drawn by `dissector::diag`, whose first line already says `error: …`.
+    pub fn is_report(&self) -> bool {
+        self.error.downcast_ref::<dissector::filter::FilterError>().is_some()
+            || self.error.downcast_ref::<lab::fault::RuleError>().is_some()
     }
     /// `roce … | head` closed the pipe: not an error.
     pub fn is_broken_pipe(&self) -> bool {

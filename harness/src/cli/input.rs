@@ -10,7 +10,7 @@ use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
 use dissector::capture::{self, CaptureError, PacketSource, Reader, Record};
-use dissector::filter::Filter;
+use dissector::filter::{Filter, FilterError};
 use dissector::frame::TransportHint;
 
 use crate::net::live::{LiveCapture, LiveOptions};
@@ -148,7 +148,9 @@ impl InputArgs {
 /// A `-Y` display filter, compiled: a bad one is bad input, with the column and a
 /// caret.
 pub(super) fn display_filter(text: Option<&str>) -> Result<Option<Filter>, Failure> {
-    text.map(Filter::compile).transpose().map_err(|e| Failure::input(anyhow::anyhow!("-Y: {e}")))
+    text.map(Filter::compile)
+        .transpose()
+        .map_err(|e| Failure::input(FilterError { origin: Some("-Y"), ..e }))
 }
 
 /// An opened input. An enum rather than a `Box<dyn PacketSource>`: the file reader's

@@ -128,6 +128,11 @@ where
     match r {
         Ok(e) => e.code(),
         Err(f) if f.is_broken_pipe() => Exit::Ok.code(),
+        // A report of bad input text starts `error: …` itself.
+        Err(f) if f.is_report() => {
+            let _ = writeln!(err, "roce: {f}");
+            f.exit.code()
+        }
         Err(f) => {
             let _ = writeln!(err, "roce: error: {f}");
             f.exit.code()

@@ -1,34 +1,42 @@
-//! A problem in a scenario file, said the way rustc says it: `file:line:col`, the
-//! line, a caret under the span, and a hint.
+//! A problem in a scenario file, said the way rustc says it, through
+//! `dissector::diag` as every mistake in text a user gave is: what, ` --> file:line:col`,
+//! the line with a caret under the span, and a hint.
 //!
 //! Owns: [`Diagnostic`], its [`Source`] and the hints for serde's messages. Imports:
-//! dissector's `did_you_mean`; nothing else of the project.
+//! dissector's `did_you_mean` and `diag`; nothing else of the project.
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+
+use dissector::diag::{line_col, Excerpt, Origin, Report};
 
 /// One problem in a scenario file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Diagnostic {
     pub(crate) file: PathBuf,
+    /// Line and column (1-based, in characters) where the problem starts.
     pub(crate) line: usize,
     pub(crate) col: usize,
     pub(crate) message: String,
-    /// The offending source line and a caret under the span.
-    pub(crate) excerpt: Option<String>,
+    /// The offending source line, and the bytes of it the problem is about.
+    pub(crate) excerpt: Option<(String, Range<usize>)>,
     pub(crate) hint: Option<String>,
 }
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: error: {}", self.file.display(), self.line, self.col, self.message)?;
-        if let Some(x) = &self.excerpt {
-            write!(f, "\n{x}")?;
-        }
-        if let Some(h) = &self.hint {
-            write!(f, "\n  hint: {h}")?;
-        }
-        Ok(())
+        let path = self.file.display().to_string();
+        let report = Report {
+            message: &self.message,
+            origin: Some(Origin::File { path: &path, line: self.line, col: self.col }),
+            excerpt: self.excerpt.as_ref().map(|(text, span)| Excerpt {
+                text,
+                first_line: self.line,
+                span: span.clone(),
+            }),
+            hint: self.hint.as_deref(),
+        };
+        f.write_str(&report.render())
     }
 }
 
@@ -39,19 +47,8 @@ pub(crate) struct Source<'a> {
 }
 
 impl Source<'_> {
-    /// Line and column (1-based, in characters) of a byte offset.
-    fn position(&self, offset: usize) -> (usize, usize) {
-        let mut offset = offset.min(self.text.len());
-        while !self.text.is_char_boundary(offset) {
-            offset -= 1;
-        }
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let start = before.rfind('\n').map(|i| i + 1).unwrap_or(0);
-        (line, self.text[start..offset].chars().count() + 1)
-    }
-
-    /// A diagnostic at `span` (the file's start when there is none).
+    /// A diagnostic at `span` (the file's start when there is none). A span over
+    /// several lines is shown on its first.
     pub(crate) fn diag(
         &self,
         span: Option<Range<usize>>,
@@ -59,17 +56,16 @@ impl Source<'_> {
         hint: Option<String>,
     ) -> Diagnostic {
         let span = span.unwrap_or(0..0);
-        let (line, col) = self.position(span.start);
+        let (line, col) = line_col(self.text, span.start);
         let excerpt = self.text.lines().nth(line - 1).map(|l| {
-            let width = self
-                .text
-                .get(span.clone())
-                .and_then(|s| s.lines().next())
-                .map(|s| s.chars().count())
-                .unwrap_or(1)
-                .max(1);
-            let room = l.chars().count().saturating_sub(col - 1).max(1);
-            format!("  {l}\n  {}{}", " ".repeat(col - 1), "^".repeat(width.min(room)))
+            // The line's first byte.
+            let start = match line {
+                1 => 0,
+                n => self.text.match_indices('\n').nth(n - 2).map_or(0, |(i, _)| i + 1),
+            };
+            let from = l.char_indices().nth(col - 1).map_or(l.len(), |(i, _)| i);
+            let to = span.end.saturating_sub(start).clamp(from, l.len());
+            (l.to_string(), from..to)
         });
         Diagnostic {
             file: self.file.to_path_buf(),
@@ -108,11 +104,28 @@ mod tests {
         let d =
             s.diag(Some(11..16), "unknown field `acess`", Some("did you mean `access`?".into()));
         assert_eq!((d.line, d.col), (2, 1));
-        assert_eq!(d.to_string(), "t.toml:2:1: error: unknown field `acess`\n  acess = [\"é\", 1]\n  ^^^^^\n  hint: did you mean `access`?");
-        // A column counts characters, not bytes; a span inside a character is moved back.
-        assert_eq!(s.diag(Some(23..24), "x", None).col, 12);
-        assert_eq!(s.diag(Some(22..23), "x", None).col, 11);
+        assert_eq!(
+            d.to_string(),
+            "error: unknown field `acess`\n --> t.toml:2:1\n  |\n2 | acess = [\"é\", 1]\n  | ^^^^^\n  |\n  = hint: did you mean `access`?"
+        );
+        // A column counts characters, not bytes; a span inside a character is moved
+        // back; the caret is under the same character the column names.
+        let d = s.diag(Some(23..24), "x", None);
+        assert_eq!(d.col, 12);
+        assert_eq!(
+            d.to_string(),
+            "error: x\n --> t.toml:2:12\n  |\n2 | acess = [\"é\", 1]\n  |            ^"
+        );
+        let d = s.diag(Some(22..23), "x", None);
+        assert_eq!(d.col, 11);
+        assert!(d.to_string().ends_with("\n  |           ^"), "{d}");
         assert_eq!(s.diag(None, "x", None).line, 1);
+        // A span over two lines is shown on its first; one past the end still shows.
+        assert!(s
+            .diag(Some(6..14), "x", None)
+            .to_string()
+            .ends_with("\n1 | name = \"x\"\n  |       ^^^^"));
+        assert!(s.diag(Some(29..29), "x", None).to_string().contains(" --> t.toml:3:1"));
         assert_eq!(
             serde_hint("unknown field `acess`, expected one of `access`, `name`").as_deref(),
             Some("did you mean `access`?")

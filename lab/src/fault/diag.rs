@@ -1,8 +1,11 @@
-//! A fault rule that does not parse, shown rustc-style: the message, the rule, and
-//! a caret under the offending word ([`RuleError`]). Imports nothing from the
-//! crate; [`parse`](super::parse) makes these errors.
+//! A fault rule that does not parse ([`RuleError`]): the message, where the rule
+//! came from, the rule with a caret under the offending word, and a hint, drawn by
+//! `dissector::diag` as every mistake in text a user gave is. Imports nothing from
+//! the crate; [`parse`](super::parse) makes these errors.
 use std::fmt;
 use std::ops::Range;
+
+use dissector::diag::{Excerpt, Origin, Report};
 
 /// A rule that does not parse: what is wrong, and where in the input.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -13,25 +16,39 @@ pub struct RuleError {
     pub span: Range<usize>,
     pub message: String,
     pub hint: Option<String>,
-    /// Where the rule came from (`--fault #2`, `faults.toml:7:1`).
+    /// Where the rule came from (`--fault #2`, `faults.toml:7:1 (rule #2)`). With
+    /// `input`, the input itself: its `:line:col` is added when shown.
     pub origin: Option<String>,
 }
 
+/// Through [`dissector::diag::Report`], as every mistake in text a user gave:
+///
+/// ```text
+/// error: unknown key `bogus`
+///  --> --fault #2:1:11
+///   |
+/// 1 | drop qp=1 bogus=2
+///   |           ^^^^^
+///   |
+///   = hint: keys are dir, qp, op, …
+/// ```
+///
+/// A rule with no text of its own (a rule file that cannot be read, a `[[rule]]`
+/// table without an `action`) shows only its origin.
 impl fmt::Display for RuleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.origin {
-            Some(o) => writeln!(f, "bad fault rule ({o}): {}", self.message)?,
-            None => writeln!(f, "bad fault rule: {}", self.message)?,
-        }
-        writeln!(f, "    {}", self.input)?;
-        let col = self.input[..self.span.start.min(self.input.len())].chars().count();
-        let width =
-            self.input.get(self.span.clone()).map(|s| s.chars().count()).unwrap_or(1).max(1);
-        write!(f, "    {}{}", " ".repeat(col), "^".repeat(width))?;
-        if let Some(h) = &self.hint {
-            write!(f, "\nhint: {h}")?;
-        }
-        Ok(())
+        let excerpt = (!self.input.is_empty()).then(|| Excerpt {
+            text: &self.input,
+            first_line: 1,
+            span: self.span.clone(),
+        });
+        let report = Report {
+            message: &self.message,
+            origin: self.origin.as_deref().map(Origin::Named),
+            excerpt,
+            hint: self.hint.as_deref(),
+        };
+        f.write_str(&report.render())
     }
 }
 

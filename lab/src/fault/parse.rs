@@ -5,6 +5,7 @@
 use std::ops::Range;
 use std::path::Path;
 
+use dissector::diag::line_col;
 use dissector::text::parse_u64;
 use dissector::wire::{NakCode, Opcode};
 
@@ -516,9 +517,7 @@ pub fn parse_rules_toml(text: &str, file: &Path) -> Result<(Vec<Rule>, Option<u6
     let at = |span: Option<Range<usize>>| -> String {
         match span {
             Some(s) => {
-                let before = &text[..s.start.min(text.len())];
-                let line = before.matches('\n').count() + 1;
-                let col = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+                let (line, col) = line_col(text, s.start);
                 format!("{}:{line}:{col}", file.display())
             }
             None => file.display().to_string(),
@@ -609,8 +608,12 @@ fn rule_from_table(
         }
         line.push_str(&format!(" {k}={v}"));
     }
-    parse_rule(&line).map_err(|mut e| {
-        e.origin = Some(origin.clone());
-        e
+    // The rule text was rebuilt from the table, it is not the file's: the error
+    // names the file and the word, and shows no excerpt of text the file lacks.
+    parse_rule(&line).map_err(|e| {
+        let word = e.input.get(e.span.clone()).unwrap_or("");
+        let message =
+            if word.is_empty() { e.message } else { format!("{} (at `{word}`)", e.message) };
+        fail(message, e.hint)
     })
 }

@@ -115,7 +115,9 @@ fn scenario_timeout_is_bounded() {
         assert_eq!(e.len(), 1, "{e:#?}");
         let m = e[0].to_string();
         assert!(
-            m.starts_with("t.toml:1:14: ") && m.contains(&format!("a timeout of {bad} ms")),
+            m.starts_with("error: a timeout of")
+                && m.contains("--> t.toml:1:14\n")
+                && m.contains(&format!("a timeout of {bad} ms")),
             "{m}"
         );
     }
@@ -234,7 +236,7 @@ fn a_stream_that_does_not_fit_says_where_and_why() {
             (STREAM.replace("on = \"b\"\nmr = \"dst\"\nstream", "on = \"a\"\nmr = \"src\"\nstream"), "t.toml:36:", "stream `w` lands in MR `dst` on `b` from offset 0"),
             (STREAM.replace("verb = \"write\"", "verb = \"write\"\nadd = 1"), "t.toml:", "`add` is for a `fetch_add` or `atomics` stream"),
             (STREAM.replace("verb = \"write\"", "verb = \"fetch_add\"\ncmp_swap_every = 3"), "t.toml:", "`cmp_swap_every` is for an `atomics` stream"),
-            (STREAM.replace("qp = \"q\"", "qps = [\"q\", \"q\"]").replace("verb = \"write\"", "verb = \"atomics\""), "t.toml:24:7:", "an `atomics` stream with CmpSwap over 2 QPs"),
+            (STREAM.replace("qp = \"q\"", "qps = [\"q\", \"q\"]").replace("verb = \"write\"", "verb = \"atomics\""), "t.toml:24:7\n", "an `atomics` stream with CmpSwap over 2 QPs"),
             (STREAM.replace("window = 32", "window = 32\nring = 2000"), "t.toml:", "a ring of 2000 bytes: with a window of 32, messages of up to 64 bytes need at least 2176"),
             (STREAM.replace("verb = \"write\"", "verb = \"read\"\nring = 4096"), "t.toml:", "`ring` is for `write`, `write_imm` and `send` streams: a READ stream reads the peer's MR"),
             (STREAM.replace("window = 32", "window = 32\nring = 20000000"), "t.toml:", "a ring of 20000000 bytes: at most 16777216"),
@@ -242,7 +244,8 @@ fn a_stream_that_does_not_fit_says_where_and_why() {
     for (text, at, what) in cases {
         let e = errors(&text);
         let m = e[0].to_string();
-        assert!(m.starts_with(at) && m.contains(what), "{what}: {m}");
+        // The location is on the ` --> ` line under the message.
+        assert!(m.contains(&format!("--> {at}")) && m.contains(what), "{what}: {m}");
     }
     // A large MR is not read back whole: `equals` there is refused.
     let big = STREAM
@@ -304,7 +307,7 @@ fn a_qp_count_makes_that_many_and_what_names_it_applies_to_each() {
     assert!(m.contains("`q` is 3 QPs (`count = 3`)") && m.contains("`q[0]` to `q[2]`"), "{m}");
     let m = errors(&STREAM.replace("name = \"q\"\ntype", "name = \"q\"\ncount = 0\ntype"))[0]
         .to_string();
-    assert!(m.starts_with("t.toml:7:") && m.contains("a count of 0: give 1 to 256"), "{m}");
+    assert!(m.contains("--> t.toml:7:") && m.contains("a count of 0: give 1 to 256"), "{m}");
 }
 
 #[test]
@@ -435,8 +438,14 @@ fn unknown_key_is_located_with_a_suggestion() {
     assert_eq!((e[0].line, e[0].col), (line, 1), "{}", e[0]);
     assert!(e[0].message.contains("acess"), "{}", e[0]);
     assert_eq!(e[0].hint.as_deref(), Some("did you mean `access`?"));
-    assert!(e[0].to_string().starts_with(&format!("t.toml:{line}:1: error:")), "{}", e[0]);
-    assert!(e[0].excerpt.as_deref().is_some_and(|x| x.contains("^^^^^")), "{}", e[0]);
+    assert!(e[0].to_string().starts_with("error: unknown field `acess`"), "{}", e[0]);
+    assert!(e[0].to_string().contains(&format!("--> t.toml:{line}:1\n")), "{}", e[0]);
+    assert!(
+        e[0].to_string().contains(&format!("\n{line} | acess = [\"local_write\"]\n")),
+        "{}",
+        e[0]
+    );
+    assert!(e[0].to_string().contains("| ^^^^^\n"), "{}", e[0]);
 }
 
 #[test]
