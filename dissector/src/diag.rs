@@ -163,7 +163,7 @@ mod tests {
         };
         assert_eq!(
             r.render(),
-            "error: missing `action`\n --> f.toml:4:1 (rule #2)\n  = hint: actions are drop, ce"
+            "error: missing `action`\n--> f.toml:4:1 (rule #2)\n = hint: actions are drop, ce"
         );
         let r = Report {
             message: "cannot read it",
@@ -171,7 +171,7 @@ mod tests {
             excerpt: None,
             hint: None,
         };
-        assert_eq!(r.render(), "error: cannot read it\n --> t.toml:1:1");
+        assert_eq!(r.render(), "error: cannot read it\n--> t.toml:1:1");
         let r = Report {
             message: "the filter ends too soon",
             origin: None,

@@ -46,7 +46,7 @@ impl std::error::Error for HexError {}
 pub fn hex_bytes(s: &str) -> Result<Vec<u8>, HexError> {
     let text: String = s.chars().filter(|c| !c.is_whitespace()).collect();
     let digits: Vec<char> = text.strip_prefix("0x").unwrap_or(&text).chars().collect();
-    if digits.len() % 2 != 0 {
+    if !digits.len().is_multiple_of(2) {
         return Err(HexError::OddDigits { text: s.to_string() });
     }
     digits

@@ -599,7 +599,7 @@ impl<R: Read> Reader<R> {
             }
         };
         let len = rd32(&self.buf, s + 4, be);
-        if len < 28 || len % 4 != 0 || len > MAX_BLOCK_LEN {
+        if len < 28 || !len.is_multiple_of(4) || len > MAX_BLOCK_LEN {
             return Err(Self::corrupt(
                 format!("section header block has impossible length {len}"),
                 at,
@@ -658,7 +658,7 @@ impl<R: Read> Reader<R> {
                 continue;
             }
             let len = rd32(&self.buf, s + 4, be);
-            if len < 12 || len % 4 != 0 || len > MAX_BLOCK_LEN {
+            if len < 12 || !len.is_multiple_of(4) || len > MAX_BLOCK_LEN {
                 let why = if len > MAX_BLOCK_LEN {
                     "more than the 16 MiB allowed"
                 } else {

@@ -109,7 +109,7 @@ impl B {
     /// Bytes padded to a multiple of 4.
     fn padded(mut self, b: &[u8]) -> Self {
         self.v.extend_from_slice(b);
-        while self.v.len() % 4 != 0 {
+        while !self.v.len().is_multiple_of(4) {
             self.v.push(0);
         }
         self

@@ -231,7 +231,7 @@ mod tests {
         let worker = |c: &Chunk, out: &mut Vec<u64>| {
             out.clear();
             // Uneven work, so that chunks finish out of order.
-            if c.seq % 3 == 0 {
+            if c.seq.is_multiple_of(3) {
                 std::thread::sleep(std::time::Duration::from_millis(1));
             }
             out.extend(c.records().map(|(r, _)| r.number));

@@ -428,7 +428,7 @@ impl StreamVerb {
         let StreamVerb::Atomic { add, cmp_swap_every, from } = self else { return None };
         let before = from.wrapping_add(add.wrapping_mul(i));
         Some(match cmp_swap_every {
-            k if k > 0 && (i + 1) % u64::from(k) == 0 => {
+            k if k > 0 && (i + 1).is_multiple_of(u64::from(k)) => {
                 AtomicOp::CmpSwap { compare: before, swap: before.wrapping_add(add) }
             }
             _ => AtomicOp::FetchAdd { add },

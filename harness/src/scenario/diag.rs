@@ -125,7 +125,7 @@ mod tests {
             .diag(Some(6..14), "x", None)
             .to_string()
             .ends_with("\n1 | name = \"x\"\n  |       ^^^^"));
-        assert!(s.diag(Some(29..29), "x", None).to_string().contains(" --> t.toml:3:1"));
+        assert!(s.diag(Some(29..29), "x", None).to_string().contains("--> t.toml:3:1"));
         assert_eq!(
             serde_hint("unknown field `acess`, expected one of `access`, `name`").as_deref(),
             Some("did you mean `access`?")

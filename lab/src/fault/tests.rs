@@ -163,7 +163,7 @@ fn toml_rules() {
     // The rule text is rebuilt from the table, not the file's: no excerpt of it.
     assert!(
         e.to_string().starts_with(
-            "error: unknown key `qpx` (at `qpx`)\n --> f.toml:4:1 (rule #2)\n  = hint: keys are"
+            "error: unknown key `qpx` (at `qpx`)\n--> f.toml:4:1 (rule #2)\n = hint: keys are"
         ),
         "{e}"
     );

@@ -501,7 +501,7 @@ impl<'a> Checker<'a> {
                     format!("the stream needs {remote_span} bytes from offset {} of MR `{}` on `{peer}`, which has {}", remote.offset, remote.mr, m.size.value),
                     Some("to provoke NAKs on purpose, set `rkey` too".into()),
                 ),
-                Some(_) if matches!(verb, StreamVerb::Atomic { .. }) && remote.offset % 8 != 0 => {
+                Some(_) if matches!(verb, StreamVerb::Atomic { .. }) && !remote.offset.is_multiple_of(8) => {
                     self.err(Some(s.at("remote")), format!("an atomic's target is 8-byte aligned; offset {} is not", remote.offset), None)
                 }
                 Some(_) => {}
