@@ -1,15 +1,25 @@
 //! A problem in a scenario file, said the way rustc says it: `file:line:col`, the
 //! line, a caret under the span, and a hint.
 //!
-//! Owns: [`Diagnostic`], its [`Source`] and the hints for serde's messages. Imports:
+//! Owns: [`Diagnostic`] and its [`Severity`], its [`Source`] and the hints for serde's messages. Imports:
 //! dissector's `did_you_mean`; nothing else of the project.
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+/// How bad a [`Diagnostic`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Severity {
+    /// The file is refused.
+    Error,
+    /// The file loads; something in it deserves a look (`roce check` says so).
+    Warning,
+}
+
 /// One problem in a scenario file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Diagnostic {
+    pub(crate) severity: Severity,
     pub(crate) file: PathBuf,
     pub(crate) line: usize,
     pub(crate) col: usize,
@@ -21,7 +31,11 @@ pub(crate) struct Diagnostic {
 
 impl fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}:{}:{}: error: {}", self.file.display(), self.line, self.col, self.message)?;
+        let what = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, "{}:{}:{}: {what}: {}", self.file.display(), self.line, self.col, self.message)?;
         if let Some(x) = &self.excerpt {
             write!(f, "\n{x}")?;
         }
@@ -72,6 +86,7 @@ impl Source<'_> {
             format!("  {l}\n  {}{}", " ".repeat(col - 1), "^".repeat(width.min(room)))
         });
         Diagnostic {
+            severity: Severity::Error,
             file: self.file.to_path_buf(),
             line,
             col,
