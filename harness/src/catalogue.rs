@@ -8,7 +8,7 @@
 //! ([`Catalogue::parse`], [`Catalogue::shipped`]), [`CatalogueError`]. Imports:
 //! dissector's `UnknownName` (the did-you-mean of an unknown id); `serde`, `toml`.
 //! Nothing of the crate above it.
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::fmt;
 use std::ops::Range;
 use std::sync::OnceLock;
@@ -367,6 +367,7 @@ impl Catalogue {
     }
 
     /// The section with this id.
+    #[cfg(test)]
     pub(crate) fn section(&self, id: &str) -> Option<&Section> {
         self.sections.iter().find(|s| s.id == id)
     }
@@ -389,8 +390,9 @@ impl Catalogue {
     }
 
     /// How many rules each section has (observable ones only when asked).
-    pub(crate) fn counts(&self, observable_only: bool) -> BTreeMap<&str, usize> {
-        let mut out = BTreeMap::new();
+    #[cfg(test)]
+    pub(crate) fn counts(&self, observable_only: bool) -> std::collections::BTreeMap<&str, usize> {
+        let mut out = std::collections::BTreeMap::new();
         for r in self.rules.iter().filter(|r| r.observable || !observable_only) {
             *out.entry(r.section.as_str()).or_insert(0) += 1;
         }
