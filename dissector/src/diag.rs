@@ -7,7 +7,7 @@
 //! all of them look alike. The drawing is annotate-snippets' (the crate rustc and
 //! cargo render with); this module only says what goes where.
 //!
-//! Owns: [`Report`], [`Excerpt`], [`Origin`], and [`line_col`] (a position as a
+//! Owns: [`Report`], its [`Severity`], [`Excerpt`], [`Origin`], and [`line_col`] (a position as a
 //! person counts it: lines and characters, from 1). Imports: nothing of the project.
 use std::ops::Range;
 
@@ -35,6 +35,15 @@ pub struct Excerpt<'a> {
     pub span: Range<usize>,
 }
 
+/// How bad a [`Report`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Severity {
+    /// The input is refused.
+    Error,
+    /// The input is taken; something in it deserves a look.
+    Warning,
+}
+
 /// One mistake, ready to show.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Report<'a> {
@@ -59,7 +68,16 @@ impl Report<'_> {
     ///   = hint: did you mean `access`?
     /// ```
     pub fn render(&self) -> String {
-        let mut group = Group::with_title(Level::ERROR.primary_title(self.message));
+        self.render_as(Severity::Error)
+    }
+
+    /// [`Report::render`], headed `warning:` for a [`Severity::Warning`].
+    pub fn render_as(&self, severity: Severity) -> String {
+        let level = match severity {
+            Severity::Error => Level::ERROR,
+            Severity::Warning => Level::WARNING,
+        };
+        let mut group = Group::with_title(level.primary_title(self.message));
         match (&self.excerpt, self.origin) {
             (Some(x), origin) => {
                 let mut snippet = Snippet::source(x.text)

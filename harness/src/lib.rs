@@ -10,6 +10,8 @@
 //! - `results` — the shapes results take (and saved reports are read back as).
 //! - `agent` — the endpoint agent: authentication, limits, its executor.
 //! - `scenario` — the scenario format: model, loading, checking with spans.
+//! - `catalogue` — the conformance catalogue (`conformance/catalogue.toml`): the
+//!   rules scenarios name in `spec` and `roce coverage` counts.
 //! - `protocol` — the controller ↔ agent messages and the stream vocabulary,
 //!   which the scenario model, the judge, results and renderers read too.
 //! - `net`, `verbs`, `parquet_writer` — this host's network I/O, verbs over `rdma-sys`,
@@ -30,6 +32,7 @@ pub mod net;
 pub mod scenario;
 
 mod agent;
+mod catalogue;
 mod controller;
 mod judge;
 mod parquet_writer;

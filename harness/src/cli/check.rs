@@ -9,7 +9,7 @@ use super::exit::{help, Exit, Failure, Outcome};
 use crate::scenario;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = help(&[(Exit::Ok, "every file is a valid scenario"), (Exit::BadInput, "at least one is not (each problem printed at file:line:col)")]))]
+#[command(after_help = help(&[(Exit::Ok, "every file is a valid scenario (warnings, e.g. a scenario naming no catalogue rule in `spec`, do not change that)"), (Exit::BadInput, "at least one is not (each problem printed at file:line:col)")]))]
 pub struct CheckArgs {
     /// Scenario files, or directories of them (every *.toml below)
     #[arg(required = true, value_name = "SCENARIO|DIR")]
@@ -44,6 +44,12 @@ pub(super) fn load(
 
 pub(super) fn run(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
     let loaded = load(&a.paths, "roce check", err)?;
+    // Warnings are `roce check`'s alone: a run would repeat them for every file.
+    for (_, sc) in &loaded {
+        for w in &sc.warnings {
+            writeln!(err, "{w}")?;
+        }
+    }
     let plural = |k: usize, w: &str| format!("{k} {w}{}", if k == 1 { "" } else { "s" });
     for (f, sc) in &loaded {
         let n = sc.expect.len();

@@ -13,6 +13,7 @@ pub(crate) mod exit;
 
 mod agent;
 mod check;
+mod coverage;
 mod craft;
 mod decode;
 mod diff;
@@ -55,6 +56,8 @@ pub enum Command {
     Lab(lab::LabArgs),
     /// Validate scenario files without running them (every problem, at file:line:col).
     Check(check::CheckArgs),
+    /// How much of the conformance catalogue the scenarios check, per chapter and section; per setup with suite.json files.
+    Coverage(coverage::CoverageArgs),
     /// The endpoint agent that `roce run` drives (real verbs on this host)
     Agent(agent::AgentArgs),
     /// Run scenarios with real verbs between two endpoints (the lab by default) and judge completions, wire and memory.
@@ -117,6 +120,7 @@ where
         Command::Craft(a) => craft::run(a, out),
         Command::Lab(a) => lab::run(a, out),
         Command::Check(a) => check::run(a, out, err),
+        Command::Coverage(a) => coverage::run(a, out, err),
         Command::Agent(a) => agent::run(a),
         Command::Run(a) => run::run(a, out, err),
         Command::Probe(a) => probe::run(a, out, err),

@@ -3,16 +3,18 @@
 //! the line with a caret under the span, and a hint.
 //!
 //! Owns: [`Diagnostic`], its [`Source`] and the hints for serde's messages. Imports:
-//! dissector's `did_you_mean` and `diag`; nothing else of the project.
+//! dissector's `did_you_mean` and `diag` (with its [`Severity`]); nothing else of the project.
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
+pub(crate) use dissector::diag::Severity;
 use dissector::diag::{line_col, Excerpt, Origin, Report};
 
 /// One problem in a scenario file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Diagnostic {
+    pub(crate) severity: Severity,
     pub(crate) file: PathBuf,
     /// Line and column (1-based, in characters) where the problem starts.
     pub(crate) line: usize,
@@ -36,7 +38,7 @@ impl fmt::Display for Diagnostic {
             }),
             hint: self.hint.as_deref(),
         };
-        f.write_str(&report.render())
+        f.write_str(&report.render_as(self.severity))
     }
 }
 
@@ -68,6 +70,7 @@ impl Source<'_> {
             (l.to_string(), from..to)
         });
         Diagnostic {
+            severity: Severity::Error,
             file: self.file.to_path_buf(),
             line,
             col,

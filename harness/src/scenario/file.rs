@@ -59,7 +59,12 @@ impl<T: JsonSchema> JsonSchema for Sp<T> {
 #[schemars(rename = "Scenario")]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ScenarioFile {
-    pub(crate) name: String,
+    pub(crate) name: Sp<String>,
+    /// The rules of the conformance catalogue (`conformance/catalogue.toml`) the
+    /// scenario checks, by id: `spec = ["resp.dup.atomic-replays-saved-result"]`.
+    /// `roce coverage` counts them; `roce check` warns about a scenario naming none.
+    #[serde(default)]
+    pub(crate) spec: Vec<Sp<String>>,
     /// What the scenario shows, for people reading the file.
     #[serde(default)]
     #[allow(dead_code)] // the format admits it; nothing reads it but people

@@ -6,7 +6,8 @@
 //! ([`discover`], `load_all`). Imports: the protocol's stream vocabulary and limits
 //! (`crate::protocol`: the model's stream content, sizes, spread and verbs,
 //! `STREAM_MESSAGES`, `READ_BACK_MAX`), the verbs' names (`crate::verbs`), dissector's
-//! vocabulary (opcodes, PSNs, NAK kinds, `UnknownName`), the lab's fault-rule parser;
+//! vocabulary (opcodes, PSNs, NAK kinds, `UnknownName`), the lab's fault-rule parser,
+//! the conformance catalogue (`crate::catalogue`: the ids `spec` may name);
 //! `toml`, `serde` and `schemars`. Nothing runs here.
 use std::path::{Path, PathBuf};
 

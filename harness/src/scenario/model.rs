@@ -49,6 +49,11 @@ pub(crate) struct Scenario {
     pub(crate) requires: Vec<Feature>,
     pub(crate) mws: Vec<MwSpec>,
     pub(crate) srqs: Vec<SrqSpec>,
+    /// The conformance catalogue's rules it checks, by id (each one known).
+    pub(crate) spec: Vec<String>,
+    /// What the check found worth a look without refusing the file (`roce
+    /// check` prints them; running does not).
+    pub(crate) warnings: Vec<super::Diagnostic>,
 }
 
 impl Scenario {

@@ -18,7 +18,7 @@ use std::time::Duration;
 
 use dissector::wire::{Headers, NakKind, Opcode, Psn};
 
-use super::diag::{serde_hint, Diagnostic, Source};
+use super::diag::{serde_hint, Diagnostic, Severity, Source};
 use super::file::{
     self, Content, PerEndpoint, ProbeFile, PsnRef, QpType, ScenarioFile, Sp, StepOp,
 };
@@ -45,6 +45,7 @@ const MAX_MR: u64 = 64 << 20;
 pub(crate) fn load(path: &Path) -> Result<Scenario, Vec<Diagnostic>> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         vec![Diagnostic {
+            severity: Severity::Error,
             file: path.to_path_buf(),
             line: 1,
             col: 1,
@@ -301,8 +302,9 @@ impl<'a> Checker<'a> {
         let faults = self.faults();
         let expect = self.expectations(&mrs, &steps);
         let requires = self.requires();
+        let (spec, warnings) = self.spec();
         Scenario {
-            name: f.name.clone(),
+            name: f.name.value.clone(),
             timeout: Duration::from_millis(timeout),
             endpoints,
             qps,
@@ -313,7 +315,57 @@ impl<'a> Checker<'a> {
             requires,
             mws,
             srqs,
+            spec,
+            warnings,
         }
+    }
+
+    /// `spec`, read: every id a rule of the conformance catalogue (unknown ones
+    /// refused with the closest id). A scenario naming none loads, with a warning
+    /// for `roce check` to show.
+    fn spec(&mut self) -> (Vec<String>, Vec<Diagnostic>) {
+        let catalogue = match crate::catalogue::Catalogue::shipped() {
+            Ok(c) => c,
+            Err(e) => {
+                self.err(None, format!("the built-in conformance catalogue is broken: {e}"), None);
+                return (Vec::new(), Vec::new());
+            }
+        };
+        let mut out: Vec<String> = Vec::new();
+        for id in &self.f.spec {
+            if catalogue.rule(id.as_str()).is_none() {
+                let e = catalogue.unknown(id.as_str());
+                let hint = e.hint().or_else(|| {
+                    Some(format!(
+                        "the rules are in {} (`roce coverage` lists the sections)",
+                        crate::catalogue::PATH
+                    ))
+                });
+                self.err(
+                    Some(id.span.clone()),
+                    format!("unknown catalogue rule `{}`", id.value),
+                    hint,
+                );
+            } else if out.contains(&id.value) {
+                self.err(Some(id.span.clone()), format!("`{}` is named twice", id.value), None);
+            } else {
+                out.push(id.value.clone());
+            }
+        }
+        let mut warnings = Vec::new();
+        if self.f.spec.is_empty() {
+            let mut d = self.src.diag(
+                Some(self.f.name.span.clone()),
+                "the scenario names no rule of the conformance catalogue",
+                Some(format!(
+                    "add `spec = [\"…\"]` with the ids of the rules it checks ({})",
+                    crate::catalogue::PATH
+                )),
+            );
+            d.severity = Severity::Warning;
+            warnings.push(d);
+        }
+        (out, warnings)
     }
 
     /// `requires`, read; and every feature the scenario uses must be in it (a

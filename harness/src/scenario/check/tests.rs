@@ -756,3 +756,54 @@ fn names_from_the_vocabulary() {
         "{e:#?}"
     );
 }
+
+#[test]
+fn spec_names_catalogue_rules_and_an_unknown_one_is_refused_with_the_closest() {
+    let text = GOOD.replacen(
+        "name = \"RC SEND\"",
+        "name = \"RC SEND\"\nspec = [\"op.send.consumes-one-receive\", \"roce.udp.dst-port\"]",
+        1,
+    );
+    let sc = parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
+    assert_eq!(sc.spec, ["op.send.consumes-one-receive", "roce.udp.dst-port"]);
+    assert!(sc.warnings.is_empty(), "{:?}", sc.warnings);
+
+    let typo = GOOD.replacen(
+        "name = \"RC SEND\"",
+        "name = \"RC SEND\"\nspec = [\"resp.dup.atomic-replays-saved-reslt\"]",
+        1,
+    );
+    let e = errors(&typo);
+    assert_eq!(e.len(), 1, "{e:?}");
+    assert_eq!(
+        e[0].to_string(),
+        "t.toml:3:9: error: unknown catalogue rule `resp.dup.atomic-replays-saved-reslt`\n  spec = [\"resp.dup.atomic-replays-saved-reslt\"]\n          ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n  hint: did you mean `resp.dup.atomic-replays-saved-result`?"
+    );
+    let far = GOOD.replacen("name = \"RC SEND\"", "name = \"RC SEND\"\nspec = [\"zzz\"]", 1);
+    let e = errors(&far);
+    assert!(
+        e[0].hint.as_deref().is_some_and(|h| h.contains("conformance/catalogue.toml")),
+        "{e:?}"
+    );
+    let twice = GOOD.replacen(
+        "name = \"RC SEND\"",
+        "name = \"RC SEND\"\nspec = [\"roce.udp.dst-port\", \"roce.udp.dst-port\"]",
+        1,
+    );
+    assert!(errors(&twice)[0].message.contains("named twice"));
+}
+
+#[test]
+fn a_scenario_naming_no_rule_loads_with_a_warning_at_its_name() {
+    let sc = parse_str(Path::new("t.toml"), GOOD).unwrap_or_else(|e| panic!("{}", e[0]));
+    assert!(sc.spec.is_empty());
+    assert_eq!(sc.warnings.len(), 1);
+    let w = sc.warnings[0].to_string();
+    assert!(
+        w.starts_with(
+            "t.toml:2:8: warning: the scenario names no rule of the conformance catalogue"
+        ),
+        "{w}"
+    );
+    assert!(w.contains("hint: add `spec = "), "{w}");
+}
