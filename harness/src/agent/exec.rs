@@ -17,7 +17,7 @@ use rdma_sys::{ibv_send_flags, ibv_wr_opcode};
 use serde::{Deserialize, Serialize};
 
 use super::cm_private;
-use super::limits::{Limits, ProbeRate};
+use super::limits::{Limits, ProbeRate, Refused};
 use super::probe::{self, Aim};
 use crate::net::raw::Link;
 use crate::protocol::stream::Content;
@@ -49,6 +49,13 @@ impl From<VerbError> for AgentError {
 impl From<String> for AgentError {
     fn from(message: String) -> Self {
         AgentError { message, verb: None }
+    }
+}
+
+/// A limit's refusal: its text is what the controller receives.
+impl From<Refused> for AgentError {
+    fn from(r: Refused) -> Self {
+        r.to_string().into()
     }
 }
 
