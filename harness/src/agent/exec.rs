@@ -17,7 +17,7 @@ use rdma_sys::{ibv_send_flags, ibv_wr_opcode};
 use serde::{Deserialize, Serialize};
 
 use super::cm_private;
-use super::limits::{Limits, ProbeRate};
+use super::limits::{Limits, ProbeRate, Refused};
 use super::probe::{self, Aim};
 use crate::net::raw::Link;
 use crate::protocol::stream::Content;
@@ -26,8 +26,8 @@ use crate::protocol::{
     QpInfo, ReadError, RemoteRef, SgeRef, ToAgent, Verb, Wc,
 };
 use crate::verbs::{
-    Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Mr, Mw, MwKind, Pd, Peer, Qp, QpAttrs,
-    QpKind, Remote, Reset, Rts, SendFlag, SendWr, Sge, Srq, VerbError,
+    Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Mr, Mw, MwKind, Pd, Peer, Placement, Qp,
+    QpAttrs, QpKind, Remote, Reset, Rts, Selectivity, SendFlag, SendWr, Sge, Srq, VerbError,
 };
 
 mod setup;
@@ -49,6 +49,13 @@ impl From<VerbError> for AgentError {
 impl From<String> for AgentError {
     fn from(message: String) -> Self {
         AgentError { message, verb: None }
+    }
+}
+
+/// A limit's refusal: its text is what the controller receives.
+impl From<Refused> for AgentError {
+    fn from(r: Refused) -> Self {
+        r.to_string().into()
     }
 }
 
@@ -644,49 +651,22 @@ impl Local {
         flags: &[SendFlag],
     ) -> AgentResult<Option<MwInfo>> {
         let sges = self.sges(sges)?;
-        let q = self.qp(qname)?;
-        let mut bits = 0;
-        let mut signaled = true;
-        for f in flags {
-            match f {
-                SendFlag::Signaled => signaled = true,
-                SendFlag::Unsignaled => signaled = false,
-                SendFlag::Inline => bits |= ibv_send_flags::IBV_SEND_INLINE.0,
-                SendFlag::Solicited => bits |= ibv_send_flags::IBV_SEND_SOLICITED.0,
-                SendFlag::Fence => bits |= ibv_send_flags::IBV_SEND_FENCE.0,
-            }
-        }
-        if signaled {
-            bits |= ibv_send_flags::IBV_SEND_SIGNALED.0;
-        }
+        let p = Posting { q: self.qp(qname)?, wr_id, flags: send_flag_bits(flags) };
         let (opcode, imm, remote) = match verb {
-            Verb::Send { imm } if q.setup.kind == QpKind::Ud => {
-                let ah = q.ah.as_ref().ok_or_else(|| {
-                    AgentError::from(format!(
-                        "UD QP `{qname}` has no address handle: Connect first"
-                    ))
-                })?;
-                let peer = q
-                    .peer
-                    .ok_or_else(|| AgentError::from(format!("UD QP `{qname}` knows no peer")))?;
-                (send_opcode(*imm), *imm, Remote::Ud { ah, qpn: peer.qpn, qkey: q.peer_qkey })
+            Verb::Send { imm } if p.q.setup.kind == QpKind::Ud => {
+                (send_opcode(*imm), *imm, p.ud_peer(qname)?)
             }
             Verb::Send { imm } => (send_opcode(*imm), *imm, Remote::None),
             Verb::Write { remote, imm } => {
-                let (addr, rkey) = q.remote(remote)?;
-                let op = if imm.is_some() {
-                    ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM
-                } else {
-                    ibv_wr_opcode::IBV_WR_RDMA_WRITE
-                };
-                (op, *imm, Remote::Rdma { addr, rkey })
+                let (addr, rkey) = p.q.remote(remote)?;
+                (write_opcode(*imm), *imm, Remote::Rdma { addr, rkey })
             }
             Verb::Read { remote } => {
-                let (addr, rkey) = q.remote(remote)?;
+                let (addr, rkey) = p.q.remote(remote)?;
                 (ibv_wr_opcode::IBV_WR_RDMA_READ, None, Remote::Rdma { addr, rkey })
             }
             Verb::CmpSwap { remote, compare, swap } => {
-                let (addr, rkey) = q.remote(remote)?;
+                let (addr, rkey) = p.q.remote(remote)?;
                 (
                     ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP,
                     None,
@@ -694,7 +674,7 @@ impl Local {
                 )
             }
             Verb::FetchAdd { remote, add } => {
-                let (addr, rkey) = q.remote(remote)?;
+                let (addr, rkey) = p.q.remote(remote)?;
                 (
                     ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD,
                     None,
@@ -702,26 +682,11 @@ impl Local {
                 )
             }
             Verb::AtomicWrite { remote, value } => {
-                let (addr, rkey) = q.remote(remote)?;
-                let v: [u8; 8] = value.0.as_slice().try_into().map_err(|_| {
-                    AgentError::from(format!(
-                        "an ATOMIC WRITE carries 8 bytes, not {}",
-                        value.0.len()
-                    ))
-                })?;
-                q.connected()?.post_atomic_write(wr_id, bits, rkey, addr, v)?;
+                p.atomic_write(remote, value)?;
                 return Ok(None);
             }
             Verb::Flush { remote, len, placement, level } => {
-                let (addr, rkey) = q.remote(remote)?;
-                let len = usize::try_from(*len).map_err(|_| {
-                    AgentError::from(format!("a FLUSH of {len} bytes is too long here"))
-                })?;
-                q.connected()?.post_flush(
-                    wr_id,
-                    bits,
-                    FlushWr { rkey, addr, len, placement: *placement, level: *level },
-                )?;
+                p.flush(remote, *len, *placement, *level)?;
                 return Ok(None);
             }
             Verb::SendInv { rkey } => {
@@ -739,35 +704,114 @@ impl Local {
                     .get(mr)
                     .ok_or_else(|| AgentError::from(format!("no MR `{mr}` on this endpoint")))?;
                 let addr = m.addr().wrapping_add(*offset);
-                let qp = q.connected()?;
-                let to = Binding { mr: m, addr, len: *len, access: *access };
-                let rkey = match w.mw.kind {
-                    MwKind::Type1 => {
-                        qp.bind_mw_type1(&w.mw, wr_id, bits, to)?;
-                        w.mw.rkey()
-                    }
-                    MwKind::Type2 => {
-                        let rkey = Mw::next_rkey(w.rkey);
-                        let wr = SendWr {
-                            wr_id,
-                            opcode: ibv_wr_opcode::IBV_WR_BIND_MW,
-                            flags: bits,
-                            imm_data: 0,
-                            remote: Remote::Bind { mw: &w.mw, rkey, to },
-                        };
-                        qp.post_send(&wr, &[])?;
-                        rkey
-                    }
-                };
+                let rkey = p.bind(w, Binding { mr: m, addr, len: *len, access: *access })?;
                 if let Some(w) = self.mws.get_mut(mw) {
                     w.rkey = rkey;
                 }
                 return Ok(Some(MwInfo { name: mw.clone(), rkey }));
             }
         };
-        let wr = SendWr { wr_id, opcode, flags: bits, imm_data: imm.unwrap_or(0), remote };
-        q.connected()?.post_send(&wr, &sges)?;
+        let wr = SendWr { wr_id, opcode, flags: p.flags, imm_data: imm.unwrap_or(0), remote };
+        p.q.connected()?.post_send(&wr, &sges)?;
         Ok(None)
+    }
+}
+
+/// One work request being posted on a QP's send queue: the QP, the request's
+/// `wr_id`, and its `ibv_send_flags`.
+struct Posting<'a> {
+    q: &'a QpState,
+    wr_id: u64,
+    flags: u32,
+}
+
+impl<'a> Posting<'a> {
+    /// Where a SEND on a UD QP goes: its peer, through its address handle.
+    fn ud_peer(&self, qname: &str) -> AgentResult<Remote<'a>> {
+        let q = self.q;
+        let ah = q.ah.as_ref().ok_or_else(|| {
+            AgentError::from(format!("UD QP `{qname}` has no address handle: Connect first"))
+        })?;
+        let peer =
+            q.peer.ok_or_else(|| AgentError::from(format!("UD QP `{qname}` knows no peer")))?;
+        Ok(Remote::Ud { ah, qpn: peer.qpn, qkey: q.peer_qkey })
+    }
+
+    /// Posts an ATOMIC WRITE of `value` (8 bytes) to the peer's `remote`.
+    fn atomic_write(&self, remote: &RemoteRef, value: &Hex) -> AgentResult<()> {
+        let (addr, rkey) = self.q.remote(remote)?;
+        let v: [u8; 8] = value.0.as_slice().try_into().map_err(|_| {
+            AgentError::from(format!("an ATOMIC WRITE carries 8 bytes, not {}", value.0.len()))
+        })?;
+        self.q.connected()?.post_atomic_write(self.wr_id, self.flags, rkey, addr, v)?;
+        Ok(())
+    }
+
+    /// Posts an RDMA FLUSH of `len` bytes at the peer's `remote`.
+    fn flush(
+        &self,
+        remote: &RemoteRef,
+        len: u64,
+        placement: Placement,
+        level: Selectivity,
+    ) -> AgentResult<()> {
+        let (addr, rkey) = self.q.remote(remote)?;
+        let len = usize::try_from(len)
+            .map_err(|_| AgentError::from(format!("a FLUSH of {len} bytes is too long here")))?;
+        let fl = FlushWr { rkey, addr, len, placement, level };
+        self.q.connected()?.post_flush(self.wr_id, self.flags, fl)?;
+        Ok(())
+    }
+
+    /// Binds window `w` to `to`: a type 1 window through `ibv_bind_mw`, a type 2
+    /// by a work request under its next rkey. Returns the window's rkey now.
+    fn bind(&self, w: &MwState, to: Binding) -> AgentResult<u32> {
+        let qp = self.q.connected()?;
+        Ok(match w.mw.kind {
+            MwKind::Type1 => {
+                qp.bind_mw_type1(&w.mw, self.wr_id, self.flags, to)?;
+                w.mw.rkey()
+            }
+            MwKind::Type2 => {
+                let rkey = Mw::next_rkey(w.rkey);
+                let wr = SendWr {
+                    wr_id: self.wr_id,
+                    opcode: ibv_wr_opcode::IBV_WR_BIND_MW,
+                    flags: self.flags,
+                    imm_data: 0,
+                    remote: Remote::Bind { mw: &w.mw, rkey, to },
+                };
+                qp.post_send(&wr, &[])?;
+                rkey
+            }
+        })
+    }
+}
+
+/// The `ibv_send_flags` of a step's flags: signalled unless it says otherwise.
+fn send_flag_bits(flags: &[SendFlag]) -> u32 {
+    let mut bits = 0;
+    let mut signaled = true;
+    for f in flags {
+        match f {
+            SendFlag::Signaled => signaled = true,
+            SendFlag::Unsignaled => signaled = false,
+            SendFlag::Inline => bits |= ibv_send_flags::IBV_SEND_INLINE.0,
+            SendFlag::Solicited => bits |= ibv_send_flags::IBV_SEND_SOLICITED.0,
+            SendFlag::Fence => bits |= ibv_send_flags::IBV_SEND_FENCE.0,
+        }
+    }
+    if signaled {
+        bits |= ibv_send_flags::IBV_SEND_SIGNALED.0;
+    }
+    bits
+}
+
+fn write_opcode(imm: Option<u32>) -> u32 {
+    if imm.is_some() {
+        ibv_wr_opcode::IBV_WR_RDMA_WRITE_WITH_IMM
+    } else {
+        ibv_wr_opcode::IBV_WR_RDMA_WRITE
     }
 }
 

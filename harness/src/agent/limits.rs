@@ -132,12 +132,6 @@ pub(crate) enum Refused {
     ProbeRate { frames: usize, rate: u32, recent: usize },
 }
 
-impl From<Refused> for super::exec::AgentError {
-    fn from(r: Refused) -> Self {
-        r.to_string().into()
-    }
-}
-
 impl Limits {
     /// `Ok` when a stream of `count` messages may run.
     pub(crate) fn may_stream(&self, count: u64) -> Result<(), Refused> {

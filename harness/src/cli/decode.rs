@@ -5,8 +5,8 @@
 //!
 //! Owns: `roce decode`'s options, its field options (`-E`), and the decode loop, on one
 //! thread or several. Imports: dissector's capture, frame, ctx, fields, filter and
-//! print; the Parquet writer (`crate::columns`); `super::input`, `super::par`,
-//! `super::exit`.
+//! print; the Parquet writer (`crate::parquet_writer`); `super::input`,
+//! `super::parallel`, `super::exit`.
 use std::io::{self, BufWriter, Write};
 
 use std::path::PathBuf;
@@ -137,17 +137,92 @@ fn list_fields(out: &mut impl Write) -> io::Result<()> {
 
 pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
     let mut out = BufWriter::with_capacity(1 << 16, out);
-    match a.list.as_deref() {
-        Some("fields") => {
-            list_fields(&mut out)?;
-            out.flush()?;
-            return Ok(Exit::Ok);
-        }
-        Some(other) => {
-            return Err(Failure::input(anyhow!("-G {other}: unknown report; try -G fields")))
-        }
-        None => {}
+    if let Some(what) = a.list.as_deref() {
+        return list(what, &mut out);
     }
+    let format = output_format(&a)?;
+    let field_ids = a
+        .fields
+        .iter()
+        .map(|n| Field::lookup(n))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(Failure::input)?;
+    let fopts = FieldOpts::parse(&a.field_opts).map_err(Failure::input)?;
+    let filter = a.input.display_filter()?;
+    let opts = a.input.decode_options();
+    let mut src = a.input.open()?;
+    let (mut save, mut table) = open_writes(&a, format, &field_ids)?;
+    if format == Format::Fields && fopts.header {
+        write_header(&mut out, &a.fields, &fopts.separator)?;
+    }
+    let mut stats = Stats::default();
+    let render = Render::new(&field_ids, &fopts);
+    // -j: the typed outputs, unless the filter itself reads what it kept before.
+    let jobs = a.input.jobs();
+    if let Some(t) = table.as_mut() {
+        t.encode_with(jobs);
+    }
+    let sequential_filter = filter.as_ref().is_some_and(|f| f.uses(Field::FrameTimeDeltaDisplayed));
+    let par = match (&mut src, format) {
+        (Source::File(r), Format::Fields | Format::Parquet)
+            if jobs > 1 && save.is_none() && !sequential_filter =>
+        {
+            Some(r)
+        }
+        _ => None,
+    };
+    let end = if let Some(r) = par {
+        let job = Job { opts: &opts, fields: &field_ids, plan: a.input.plan(), jobs };
+        match table.as_mut() {
+            Some(t) => job.parquet(r, filter.as_ref(), t, &mut stats)?,
+            None => job.fields(r, filter.as_ref(), &render, &mut out, &mut stats)?,
+        }
+    } else {
+        let mut output = Output {
+            format,
+            verbose: a.verbose,
+            render: &render,
+            extract: Extract::new(&field_ids),
+            out: &mut out,
+            table: table.as_mut(),
+            save: save.as_mut(),
+            line: Vec::with_capacity(512),
+            val: Vec::with_capacity(64),
+            text: String::with_capacity(512),
+        };
+        let limit = a.input.count.unwrap_or(u64::MAX);
+        decode_in_order(&mut src, &opts, filter.as_ref(), limit, &mut output, &mut stats)?
+    };
+    out.flush()?;
+    drop(out);
+    close_writes(save, table)?;
+    stats.warn_if_no_roce(err)?;
+    match end {
+        None => Ok(Exit::Ok),
+        Some(e) => {
+            writeln!(err, "roce: error: {e}")?;
+            writeln!(err, "roce: {} frames were decoded before the error", stats.frames)?;
+            Ok(Exit::BadInput)
+        }
+    }
+}
+
+/// `-G WHAT`: what can be printed (`fields`: every -e name with its meaning).
+fn list(what: &str, out: &mut impl Write) -> Outcome {
+    match what {
+        "fields" => {
+            list_fields(out)?;
+            out.flush()?;
+            Ok(Exit::Ok)
+        }
+        other => Err(Failure::input(anyhow!("-G {other}: unknown report; try -G fields"))),
+    }
+}
+
+/// The output format `--json`, `-T` and `-e` ask for, refused where the other
+/// options do not fit it (fields without `-e`, `-E` beyond fields, Parquet
+/// without `-w`).
+fn output_format(a: &DecodeArgs) -> Result<Format, Failure> {
     let format = match (a.json, a.output_format) {
         (true, _) | (_, Some(Format::Json)) => Format::Json,
         (_, Some(f)) => f,
@@ -167,23 +242,23 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
             "-T parquet writes a file: give it with -w FILE.parquet"
         )));
     }
-    let field_ids = a
-        .fields
-        .iter()
-        .map(|n| Field::lookup(n))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(Failure::input)?;
-    let fopts = FieldOpts::parse(&a.field_opts).map_err(Failure::input)?;
-    let filter = a.input.display_filter()?;
-    let opts = a.input.decode_options();
-    let mut src = a.input.open()?;
-    let (mut save, mut table) = match (&a.write, format) {
+    Ok(format)
+}
+
+/// What `-w` writes, created now: the Parquet file of the `-e` columns with
+/// `-T parquet`, else a pcapng file of the frames kept.
+fn open_writes(
+    a: &DecodeArgs,
+    format: Format,
+    fields: &[Field],
+) -> Result<(Option<RecordFile>, Option<Table>), Failure> {
+    Ok(match (&a.write, format) {
         (Some(p), Format::Parquet) => (
             None,
             Some(
                 Table::with_row_groups(
                     p,
-                    field_ids.iter().map(|&f| Spec::of_field(f)).collect(),
+                    fields.iter().map(|&f| Spec::of_field(f)).collect(),
                     a.row_group,
                 )
                 .map_err(Failure::setup)?,
@@ -197,123 +272,122 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
             None,
         ),
         (None, _) => (None, None),
-    };
+    })
+}
 
-    if format == Format::Fields && fopts.header {
-        for (i, n) in a.fields.iter().enumerate() {
-            if i > 0 {
-                out.write_all(&fopts.separator)?;
-            }
-            out.write_all(n.as_bytes())?;
+/// `-E header=y`: the field names, on a line of their own.
+fn write_header(out: &mut impl Write, names: &[String], separator: &[u8]) -> io::Result<()> {
+    for (i, n) in names.iter().enumerate() {
+        if i > 0 {
+            out.write_all(separator)?;
         }
-        out.write_all(b"\n")?;
+        out.write_all(n.as_bytes())?;
     }
-    let mut stats = Stats::default();
-    let mut line = Vec::with_capacity(512);
-    let mut val = Vec::with_capacity(64);
-    let mut text = String::with_capacity(512);
-    let mut first_ts = None;
-    let mut prev_ts = 0;
-    // The timestamp of the last frame shown (for frame.time_delta_displayed).
-    let mut shown_ts: Option<u64> = None;
-    let render = Render::new(&field_ids, &fopts);
-    let extract = Extract::new(&field_ids);
-    let mut fr = frame::decode(dissector::LinkType::ETHERNET, &[], &opts);
-    let limit = a.input.count.unwrap_or(u64::MAX);
-    // -j: the typed outputs, unless the filter itself reads what it kept before.
-    let jobs = a.input.jobs();
-    if let Some(t) = table.as_mut() {
-        t.encode_with(jobs);
-    }
-    let sequential_filter = filter.as_ref().is_some_and(|f| f.uses(Field::FrameTimeDeltaDisplayed));
-    let par = match (&mut src, format) {
-        (Source::File(r), Format::Fields | Format::Parquet)
-            if jobs > 1 && save.is_none() && !sequential_filter =>
-        {
-            Some(r)
-        }
-        _ => None,
-    };
-    let result = if let Some(r) = par {
-        let job = Job { opts: &opts, fields: &field_ids, plan: a.input.plan(), jobs };
-        let end = match table.as_mut() {
-            Some(t) => job.parquet(r, filter.as_ref(), t, &mut stats)?,
-            None => job.fields(r, filter.as_ref(), &render, &mut out, &mut stats)?,
-        };
-        end.map_or(Ok(()), Err)
-    } else {
-        loop {
-            if stats.frames >= limit {
-                break Ok(());
-            }
-            let rec: Record<'_> = match src.next_packet() {
-                Ok(Some(r)) => r,
-                Ok(None) => break Ok(()),
-                Err(e) => break Err(e),
-            };
-            frame::decode_into(&mut fr, rec.link, rec.data, &opts);
-            stats.count(&fr);
-            let first = *first_ts.get_or_insert(rec.ts_ns);
-            let ctx =
-                Ctx::of(&rec, &fr, first, if stats.frames == 1 { rec.ts_ns } else { prev_ts });
-            prev_ts = rec.ts_ns;
-            let shown = Shown { prev_ts_ns: shown_ts };
-            if filter.as_ref().is_some_and(|f| !f.matches_shown(&ctx, shown)) {
-                continue;
-            }
-            shown_ts = Some(rec.ts_ns);
-            match format {
-                Format::Text if a.verbose => {
-                    text.clear();
-                    print::verbose(&ctx, &mut text);
-                    out.write_all(text.as_bytes())?;
-                    out.write_all(b"\n")?;
-                }
-                Format::Text => {
-                    text.clear();
-                    print::line(&ctx, &mut text);
-                    out.write_all(text.as_bytes())?;
-                    out.write_all(b"\n")?;
-                }
-                Format::Json => {
-                    serde_json::to_writer(&mut out, &print::json(&ctx))?;
-                    out.write_all(b"\n")?;
-                }
-                Format::Parquet => {
-                    if let Some(t) = table.as_mut() {
-                        extract
-                            .row_of(t, &ctx, shown)
-                            .context("writing the Parquet file")
-                            .map_err(Failure::setup)?;
-                    }
-                }
-                Format::Fields => {
-                    line.clear();
-                    render.line(&mut line, &ctx, shown, &mut val, None);
-                    out.write_all(&line)?;
-                }
-            }
-            if let Some(s) = save.as_mut() {
-                s.write(&rec).context("writing the -w file").map_err(Failure::setup)?;
-            }
-        }
-    };
-    out.flush()?;
-    drop(out);
+    out.write_all(b"\n")
+}
+
+/// Completes what `-w` wrote: the pcapng file, or the Parquet file.
+fn close_writes(save: Option<RecordFile>, table: Option<Table>) -> Result<(), Failure> {
     if let Some(s) = save {
         s.commit().context("writing the -w file").map_err(Failure::setup)?;
     }
     if let Some(t) = table {
         t.finish().context("writing the Parquet file").map_err(Failure::setup)?;
     }
-    stats.warn_if_no_roce(err)?;
-    match result {
-        Ok(()) => Ok(Exit::Ok),
-        Err(e) => {
-            writeln!(err, "roce: error: {e}")?;
-            writeln!(err, "roce: {} frames were decoded before the error", stats.frames)?;
-            Ok(Exit::BadInput)
+    Ok(())
+}
+
+/// Decodes the frames one after the other, at most `limit`, and gives those the
+/// filter keeps to `output`; returns the error that ended a damaged capture.
+fn decode_in_order(
+    src: &mut Source,
+    opts: &frame::Options,
+    filter: Option<&Filter>,
+    limit: u64,
+    output: &mut Output<'_, impl Write>,
+    stats: &mut Stats,
+) -> Result<Option<CaptureError>, Failure> {
+    let mut fr = frame::decode(dissector::LinkType::ETHERNET, &[], opts);
+    let mut first_ts = None;
+    let mut prev_ts = 0;
+    // The timestamp of the last frame shown (for frame.time_delta_displayed).
+    let mut shown_ts: Option<u64> = None;
+    loop {
+        if stats.frames >= limit {
+            return Ok(None);
         }
+        let rec: Record<'_> = match src.next_packet() {
+            Ok(Some(r)) => r,
+            Ok(None) => return Ok(None),
+            Err(e) => return Ok(Some(e)),
+        };
+        frame::decode_into(&mut fr, rec.link, rec.data, opts);
+        stats.count(&fr);
+        let first = *first_ts.get_or_insert(rec.ts_ns);
+        let ctx = Ctx::of(&rec, &fr, first, if stats.frames == 1 { rec.ts_ns } else { prev_ts });
+        prev_ts = rec.ts_ns;
+        let shown = Shown { prev_ts_ns: shown_ts };
+        if filter.is_some_and(|f| !f.matches_shown(&ctx, shown)) {
+            continue;
+        }
+        shown_ts = Some(rec.ts_ns);
+        output.frame(&rec, &ctx, shown)?;
+    }
+}
+
+/// Where a decode in order puts the frames it keeps: the output in its `-T`
+/// format, the Parquet table, the `-w` file; and the buffers each frame reuses.
+struct Output<'a, W> {
+    format: Format,
+    verbose: bool,
+    render: &'a Render<'a>,
+    extract: Extract,
+    out: &'a mut W,
+    table: Option<&'a mut Table>,
+    save: Option<&'a mut RecordFile>,
+    line: Vec<u8>,
+    val: Vec<u8>,
+    text: String,
+}
+
+impl<W: Write> Output<'_, W> {
+    /// Writes one frame kept, as `-T` says, and to the `-w` file.
+    fn frame(&mut self, rec: &Record<'_>, ctx: &Ctx<'_>, shown: Shown) -> Result<(), Failure> {
+        match self.format {
+            Format::Text if self.verbose => {
+                self.text.clear();
+                print::verbose(ctx, &mut self.text);
+                self.out.write_all(self.text.as_bytes())?;
+                self.out.write_all(b"\n")?;
+            }
+            Format::Text => {
+                self.text.clear();
+                print::line(ctx, &mut self.text);
+                self.out.write_all(self.text.as_bytes())?;
+                self.out.write_all(b"\n")?;
+            }
+            Format::Json => {
+                serde_json::to_writer(&mut *self.out, &print::json(ctx))?;
+                self.out.write_all(b"\n")?;
+            }
+            Format::Parquet => {
+                if let Some(t) = self.table.as_mut() {
+                    self.extract
+                        .row_of(t, ctx, shown)
+                        .context("writing the Parquet file")
+                        .map_err(Failure::setup)?;
+                }
+            }
+            Format::Fields => {
+                self.line.clear();
+                self.render.line(&mut self.line, ctx, shown, &mut self.val, None);
+                self.out.write_all(&self.line)?;
+            }
+        }
+        if let Some(s) = self.save.as_mut() {
+            s.write(rec).context("writing the -w file").map_err(Failure::setup)?;
+        }
+        Ok(())
     }
 }
 

@@ -18,7 +18,7 @@ use crate::protocol::stream::StreamVerb;
 use crate::protocol::{Event, Wc};
 use crate::results::{Outcome, Verdict, VerdictKind};
 use crate::scenario::model::{
-    CompletionExpect, EventExpect, Memory, MemoryExpect, Scenario, StreamExpect, WireExpect,
+    CompletionExpect, EventExpect, Memory, MemoryExpect, Qp, Scenario, StreamExpect, WireExpect,
 };
 use crate::scenario::pattern::{self, Pattern};
 
@@ -322,165 +322,264 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
             "an end of the QP was never set up".into(),
         );
     };
-    let names = |v: &[&Packet]| -> Vec<String> { v.iter().map(|f| f.response_name()).collect() };
-    let (req_names, resp_names) = (names(&p.reqs), names(&p.resps));
     if e.empty {
-        let n = p.reqs.len() + p.resps.len();
-        let mut v = Verdict::new(
-            VerdictKind::Wire,
-            what,
-            n == 0,
-            "nothing on the wire".into(),
-            format!("{n} frames"),
-        );
-        if p.a_ip == p.b_ip {
-            v.detail = Some(LOOPBACK.into());
-        }
-        return v;
+        return empty_wire(what, &p);
     }
-    let ce_marked = p.reqs.iter().filter(|f| f.ce).count();
-    let mut want = Vec::new();
-    let mut ok = true;
-    if let Some(pat) = &e.sequence {
-        want.push(format!("requests [{}]", pattern::describe(pat)));
-        ok &= matches(pat, &p.reqs);
-    }
-    if let Some(pat) = &e.responses {
-        want.push(format!("responses [{}]", pattern::describe(pat)));
-        ok &= matches(pat, &p.resps);
-    }
-    let naks: Vec<NakKind> = p.resps.iter().filter_map(|f| f.ack.and_then(|a| a.nak())).collect();
-    if let Some(n) = &e.naks {
-        want.push(format!("NAKs {}", n.iter().map(|k| k.key()).collect::<Vec<_>>().join(", ")));
-        ok &= n.iter().all(|x| naks.contains(x));
-    }
-    let rnr = naks.iter().filter(|x| **x == NakKind::Rnr).count() as u64;
-    if let Some(m) = e.min_rnr_naks {
-        want.push(format!("≥ {m} RNR NAKs"));
-        ok &= rnr >= m;
-    }
-    let retx = p.retransmissions();
-    if let Some((lo, hi)) = e.rnr_naks {
-        want.push(if hi == u64::MAX {
-            format!("≥ {lo} RNR NAKs")
-        } else {
-            format!("{lo} to {hi} RNR NAKs")
-        });
-        ok &= (lo..=hi).contains(&rnr);
-    }
-    if let Some(r) = e.retransmissions {
-        want.push(format!("{r} retransmissions"));
-        ok &= retx == r;
-    }
-    if let Some(r) = e.max_retransmissions {
-        want.push(format!("at most {r} retransmissions"));
-        ok &= retx <= r;
-    }
-    let bad_icrc = p.reqs.iter().chain(&p.resps).filter(|f| f.icrc_ok == Some(false)).count();
-    match e.icrc_valid {
-        Some(true) => {
-            want.push("ICRCs valid".into());
-            ok &= bad_icrc == 0;
-        }
-        Some(false) => {
-            want.push("a bad ICRC".into());
-            ok &= bad_icrc > 0;
-        }
-        None => {}
-    }
-    let gbn = p.go_back_n();
-    if e.go_back_n {
-        want.push("go-back-N recovery".into());
-        ok &= gbn.violations.is_empty();
-    }
-    let ms = |ns: u64| ns as f64 / 1e6;
-    if let Some(limit) = e.retransmit_within_ms {
-        want.push(format!("each resend within {limit} ms"));
-        ok &= !gbn.resends.is_empty() && gbn.resends.iter().all(|r| ms(r.after_ns) <= limit as f64);
-    }
-    let waits = p.rnr_waits();
-    if e.rnr_timer_honoured {
-        want.push("each RNR NAK's timer waited out".into());
-        ok &= !waits.is_empty() && waits.iter().all(|w| w.honoured());
-    }
-    let tto = q.ack_timeout_ns();
-    let timeouts: Vec<&recovery::Resend> =
-        gbn.resends.iter().filter(|r| r.trigger == recovery::Trigger::Timeout).collect();
-    if e.ack_timeout {
-        match tto {
-            Some(t) => {
-                let low = t - t / ACK_TIMER_SLACK;
-                want.push(format!("each resend after the ACK timer {:.2}–{:.2} ms after the last transmission (timeout {}, less 5 %)", ms(low), ms(4 * t), q.params.timeout));
-                ok &= !timeouts.is_empty()
-                    && timeouts.iter().all(|r| (low..=4 * t).contains(&r.after_ns));
-            }
-            None => {
-                want.push("an ACK timer (timeout 0 never fires)".into());
-                ok = false;
-            }
-        }
-    }
-    if let Some(c) = e.cnp {
-        want.push(if c { "a CNP after CE".to_string() } else { "no CNP".to_string() });
-        ok &= if c { ce_marked > 0 && p.cnps > 0 } else { p.cnps == 0 };
-    }
-    let mut extra = String::new();
-    if !gbn.resends.is_empty() {
-        let r: Vec<String> = gbn
-            .resends
-            .iter()
-            .map(|r| format!("PSN {} {:.1} ms after {}", r.psn, ms(r.after_ns), r.trigger))
-            .collect();
-        extra += &format!("; resends: {}", first_of(&r));
-    }
-    if !waits.is_empty() {
-        let w: Vec<String> = waits
-            .iter()
-            .map(|w| format!("{} of {}", us_or_ms(w.waited_us), us_or_ms(w.timer_us)))
-            .collect();
-        extra += &format!("; RNR waits (waited of asked): {}", w.join(", "));
-    }
-    if let (Some(t), false) = (tto, timeouts.is_empty()) {
-        let r: Vec<String> =
-            timeouts.iter().map(|r| format!("{:.2}×", r.after_ns as f64 / t as f64)).collect();
-        extra += &format!(
-            "; ACK-timer resends at {} the local ACK timeout ({:.2} ms)",
-            first_of(&r),
-            ms(t)
-        );
-    }
-    if let Some(first) = gbn.redundant.first() {
-        extra += &format!(
-            "; {} redundant resends (of PSNs acknowledged on the wire before; first: {first})",
-            gbn.redundant.len()
-        );
-    }
-    if let Some(n) = gbn.nak_latency_ns {
-        extra += &format!("; NAK {:.2} ms after the out-of-order request", ms(n));
-    }
-    if e.cnp.is_some() || ce_marked > 0 || p.cnps > 0 {
-        extra += &format!("; {ce_marked} CE-marked requests, {} CNPs", p.cnps);
-    }
-    if e.go_back_n && !gbn.violations.is_empty() {
-        let v: Vec<String> = gbn.violations.iter().map(|v| v.to_string()).collect();
-        extra += &format!("; go-back-N broken: {}", first_of(&v));
-    }
-    let numbers = p.reqs.iter().chain(&p.resps).map(|f| f.number);
-    let span = match (numbers.clone().min(), numbers.max()) {
-        (Some(a), Some(b)) => format!("{a}–{b}"),
-        _ => "none".into(),
-    };
-    let actual = format!(
-        "requests [{}]; responses [{}]; {} NAKs ({rnr} RNR), {retx} retransmissions, {bad_icrc} bad ICRCs{extra}; frames {span}",
-        names_or_counts(&req_names),
-        names_or_counts(&resp_names),
-        naks.len(),
-    );
-    let mut v = Verdict::new(VerdictKind::Wire, what, ok, want.join("; "), actual);
-    if p.reqs.is_empty() && p.resps.is_empty() && p.a_ip == p.b_ip {
+    let s = WireSeen::of(p, q);
+    let checks = [
+        pattern_checks(e, &s),
+        nak_checks(e, &s),
+        retransmission_checks(e, &s),
+        icrc_checks(e, &s),
+        recovery_checks(e, &s),
+        ack_timer_checks(e, q, &s),
+        cnp_checks(e, &s),
+    ]
+    .concat();
+    let ok = checks.iter().all(|(_, ok)| *ok);
+    let want: Vec<&str> = checks.iter().map(|(w, _)| w.as_str()).collect();
+    let mut v = Verdict::new(VerdictKind::Wire, what, ok, want.join("; "), s.actual(e));
+    if s.p.reqs.is_empty() && s.p.resps.is_empty() && s.p.a_ip == s.p.b_ip {
         v.detail = Some(LOOPBACK.into());
     }
     v
+}
+
+/// `empty = true`: nothing on the wire of the QP direction `p`.
+fn empty_wire(what: String, p: &Pair) -> Verdict {
+    let n = p.reqs.len() + p.resps.len();
+    let mut v = Verdict::new(
+        VerdictKind::Wire,
+        what,
+        n == 0,
+        "nothing on the wire".into(),
+        format!("{n} frames"),
+    );
+    if p.a_ip == p.b_ip {
+        v.detail = Some(LOOPBACK.into());
+    }
+    v
+}
+
+/// A QP direction's wire, and the facts of it that `[[expect.wire]]` is judged on.
+struct WireSeen<'a> {
+    p: Pair<'a>,
+    /// The NAKs the responder sent, in order, and how many of them were RNR NAKs.
+    naks: Vec<NakKind>,
+    rnr: u64,
+    retx: u64,
+    bad_icrc: usize,
+    ce_marked: usize,
+    gbn: recovery::GoBackN,
+    waits: Vec<recovery::RnrWait>,
+    /// The QP's local ACK timeout in ns (none: timeout 0, it never fires).
+    tto: Option<u64>,
+}
+
+impl<'a> WireSeen<'a> {
+    /// The facts of `p`, the wire of one direction of QP `q`.
+    fn of(p: Pair<'a>, q: &Qp) -> Self {
+        let naks: Vec<NakKind> =
+            p.resps.iter().filter_map(|f| f.ack.and_then(|a| a.nak())).collect();
+        WireSeen {
+            rnr: naks.iter().filter(|x| **x == NakKind::Rnr).count() as u64,
+            naks,
+            retx: p.retransmissions(),
+            bad_icrc: p.reqs.iter().chain(&p.resps).filter(|f| f.icrc_ok == Some(false)).count(),
+            ce_marked: p.reqs.iter().filter(|f| f.ce).count(),
+            gbn: p.go_back_n(),
+            waits: p.rnr_waits(),
+            tto: q.ack_timeout_ns(),
+            p,
+        }
+    }
+
+    /// The resends the requester's ACK timer triggered.
+    fn timeouts(&self) -> Vec<&recovery::Resend> {
+        self.gbn.resends.iter().filter(|r| r.trigger == recovery::Trigger::Timeout).collect()
+    }
+
+    /// What the wire showed, for the verdict: the frames, NAKs, retransmissions,
+    /// bad ICRCs, how it recovered, and the span of frame numbers.
+    fn actual(&self, e: &WireExpect) -> String {
+        let p = &self.p;
+        let names =
+            |v: &[&Packet]| -> Vec<String> { v.iter().map(|f| f.response_name()).collect() };
+        let numbers = p.reqs.iter().chain(&p.resps).map(|f| f.number);
+        let span = match (numbers.clone().min(), numbers.max()) {
+            (Some(a), Some(b)) => format!("{a}–{b}"),
+            _ => "none".into(),
+        };
+        format!(
+            "requests [{}]; responses [{}]; {} NAKs ({} RNR), {} retransmissions, {} bad ICRCs{}; frames {span}",
+            names_or_counts(&names(&p.reqs)),
+            names_or_counts(&names(&p.resps)),
+            self.naks.len(),
+            self.rnr,
+            self.retx,
+            self.bad_icrc,
+            self.recovery_details(e),
+        )
+    }
+
+    /// How the wire recovered, each part after a `; `: the resends, RNR waits,
+    /// ACK-timer resends, redundant resends, the NAK's latency, CE and CNPs, and
+    /// where go-back-N broke, as far as there are any.
+    fn recovery_details(&self, e: &WireExpect) -> String {
+        let (gbn, p) = (&self.gbn, &self.p);
+        let mut extra = String::new();
+        if !gbn.resends.is_empty() {
+            let r: Vec<String> = gbn
+                .resends
+                .iter()
+                .map(|r| format!("PSN {} {:.1} ms after {}", r.psn, ms(r.after_ns), r.trigger))
+                .collect();
+            extra += &format!("; resends: {}", first_of(&r));
+        }
+        if !self.waits.is_empty() {
+            let w: Vec<String> = self
+                .waits
+                .iter()
+                .map(|w| format!("{} of {}", us_or_ms(w.waited_us), us_or_ms(w.timer_us)))
+                .collect();
+            extra += &format!("; RNR waits (waited of asked): {}", w.join(", "));
+        }
+        let timeouts = self.timeouts();
+        if let (Some(t), false) = (self.tto, timeouts.is_empty()) {
+            let r: Vec<String> =
+                timeouts.iter().map(|r| format!("{:.2}×", r.after_ns as f64 / t as f64)).collect();
+            extra += &format!(
+                "; ACK-timer resends at {} the local ACK timeout ({:.2} ms)",
+                first_of(&r),
+                ms(t)
+            );
+        }
+        if let Some(first) = gbn.redundant.first() {
+            extra += &format!(
+                "; {} redundant resends (of PSNs acknowledged on the wire before; first: {first})",
+                gbn.redundant.len()
+            );
+        }
+        if let Some(n) = gbn.nak_latency_ns {
+            extra += &format!("; NAK {:.2} ms after the out-of-order request", ms(n));
+        }
+        if e.cnp.is_some() || self.ce_marked > 0 || p.cnps > 0 {
+            extra += &format!("; {} CE-marked requests, {} CNPs", self.ce_marked, p.cnps);
+        }
+        if e.go_back_n && !gbn.violations.is_empty() {
+            let v: Vec<String> = gbn.violations.iter().map(|v| v.to_string()).collect();
+            extra += &format!("; go-back-N broken: {}", first_of(&v));
+        }
+        extra
+    }
+}
+
+// Each `…_checks` below: what one kind of `[[expect.wire]]` asks, as far as the
+// expectation asks it, and whether the wire gave it.
+
+/// The requests' and the responses' sequences, against their patterns.
+fn pattern_checks(e: &WireExpect, s: &WireSeen) -> Vec<(String, bool)> {
+    let mut c = Vec::new();
+    if let Some(pat) = &e.sequence {
+        c.push((format!("requests [{}]", pattern::describe(pat)), matches(pat, &s.p.reqs)));
+    }
+    if let Some(pat) = &e.responses {
+        c.push((format!("responses [{}]", pattern::describe(pat)), matches(pat, &s.p.resps)));
+    }
+    c
+}
+
+/// The NAKs sent, and how many RNR NAKs.
+fn nak_checks(e: &WireExpect, s: &WireSeen) -> Vec<(String, bool)> {
+    let mut c = Vec::new();
+    if let Some(n) = &e.naks {
+        let want = format!("NAKs {}", n.iter().map(|k| k.key()).collect::<Vec<_>>().join(", "));
+        c.push((want, n.iter().all(|x| s.naks.contains(x))));
+    }
+    if let Some(m) = e.min_rnr_naks {
+        c.push((format!("≥ {m} RNR NAKs"), s.rnr >= m));
+    }
+    if let Some((lo, hi)) = e.rnr_naks {
+        let want = if hi == u64::MAX {
+            format!("≥ {lo} RNR NAKs")
+        } else {
+            format!("{lo} to {hi} RNR NAKs")
+        };
+        c.push((want, (lo..=hi).contains(&s.rnr)));
+    }
+    c
+}
+
+/// How many requests were retransmissions: exactly, or at most.
+fn retransmission_checks(e: &WireExpect, s: &WireSeen) -> Vec<(String, bool)> {
+    let mut c = Vec::new();
+    if let Some(r) = e.retransmissions {
+        c.push((format!("{r} retransmissions"), s.retx == r));
+    }
+    if let Some(r) = e.max_retransmissions {
+        c.push((format!("at most {r} retransmissions"), s.retx <= r));
+    }
+    c
+}
+
+/// Every ICRC valid, or a bad one.
+fn icrc_checks(e: &WireExpect, s: &WireSeen) -> Vec<(String, bool)> {
+    match e.icrc_valid {
+        Some(true) => vec![("ICRCs valid".into(), s.bad_icrc == 0)],
+        Some(false) => vec![("a bad ICRC".into(), s.bad_icrc > 0)],
+        None => Vec::new(),
+    }
+}
+
+/// Go-back-N recovery, how soon each resend came, and each RNR NAK's timer
+/// waited out.
+fn recovery_checks(e: &WireExpect, s: &WireSeen) -> Vec<(String, bool)> {
+    let (mut c, gbn) = (Vec::new(), &s.gbn);
+    if e.go_back_n {
+        c.push(("go-back-N recovery".into(), gbn.violations.is_empty()));
+    }
+    if let Some(limit) = e.retransmit_within_ms {
+        let ok =
+            !gbn.resends.is_empty() && gbn.resends.iter().all(|r| ms(r.after_ns) <= limit as f64);
+        c.push((format!("each resend within {limit} ms"), ok));
+    }
+    if e.rnr_timer_honoured {
+        let ok = !s.waits.is_empty() && s.waits.iter().all(|w| w.honoured());
+        c.push(("each RNR NAK's timer waited out".into(), ok));
+    }
+    c
+}
+
+/// Each resend after the ACK timer came when QP `q`'s local ACK timeout says.
+fn ack_timer_checks(e: &WireExpect, q: &Qp, s: &WireSeen) -> Vec<(String, bool)> {
+    if !e.ack_timeout {
+        return Vec::new();
+    }
+    let Some(t) = s.tto else {
+        return vec![("an ACK timer (timeout 0 never fires)".into(), false)];
+    };
+    let low = t - t / ACK_TIMER_SLACK;
+    let timeouts = s.timeouts();
+    vec![(
+        format!("each resend after the ACK timer {:.2}–{:.2} ms after the last transmission (timeout {}, less 5 %)", ms(low), ms(4 * t), q.params.timeout),
+        !timeouts.is_empty() && timeouts.iter().all(|r| (low..=4 * t).contains(&r.after_ns)),
+    )]
+}
+
+/// A CNP after CE-marked requests, or none at all.
+fn cnp_checks(e: &WireExpect, s: &WireSeen) -> Vec<(String, bool)> {
+    let Some(cnp) = e.cnp else { return Vec::new() };
+    let (want, ok) = if cnp {
+        ("a CNP after CE".to_string(), s.ce_marked > 0 && s.p.cnps > 0)
+    } else {
+        ("no CNP".to_string(), s.p.cnps == 0)
+    };
+    vec![(want, ok)]
+}
+
+/// Nanoseconds in milliseconds.
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
 }
 
 /// How many items a verdict lists before it counts instead: a stream's wire has

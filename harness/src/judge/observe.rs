@@ -6,16 +6,17 @@
 //! records these; `--profile` compares them.
 //!
 //! Owns: [`observations`]. Imports: `super::timeline`, `super::probes` and
-//! `super::pair`; the results' outcome, the scenario model, the verbs' completion
-//! names, dissector's ACK and NAK kinds.
+//! `super::pair` (and its `Pair`); the results' outcome, the scenario model, the
+//! verbs' completion names, dissector's ACK and NAK kinds.
 use std::collections::{BTreeMap, BTreeSet};
 
 use dissector::wire::{AckClass, AckKind, NakKind};
 
 use super::probes::ProbeAnswer;
 use super::timeline::Timeline;
+use super::Pair;
 use crate::results::Outcome;
-use crate::scenario::model::{PsnAt, Scenario, Step, Verb};
+use crate::scenario::model::{PsnAt, Qp, Scenario, Step, Verb};
 use crate::verbs::{WcOpcode, WcStatus};
 
 /// The observations of one run; the wire's only when there is a readable capture.
@@ -25,7 +26,29 @@ pub(crate) fn observations(
     wire: Option<(&Timeline, &[ProbeAnswer])>,
 ) -> BTreeMap<String, String> {
     let mut m = BTreeMap::new();
-    // How each stream ended (its numbers are times: not observations).
+    stream_endings(o, &mut m);
+    completions(sc, o, &mut m);
+    let Some((t, answers)) = wire else { return m };
+    probe_answers(answers, &mut m);
+    for q in &sc.qps {
+        if paced_by_the_run(sc, q) {
+            continue;
+        }
+        for (from, to) in [(&q.between[0], &q.between[1]), (&q.between[1], &q.between[0])] {
+            let Some(p) = super::pair(o, &q.name, from, to, t) else { continue };
+            if p.reqs.is_empty() {
+                continue;
+            }
+            for (what, v) in direction(sc, o, q, from, &p) {
+                m.insert(format!("wire {} from {from}: {what}", q.name), v);
+            }
+        }
+    }
+    m
+}
+
+/// How each stream ended (its numbers are times: not observations).
+fn stream_endings(o: &Outcome, m: &mut BTreeMap<String, String>) {
     for st in &o.streams {
         let r = &st.report;
         let v = match &r.failed {
@@ -35,6 +58,11 @@ pub(crate) fn observations(
         };
         m.insert(format!("stream {} on {}", r.id, st.on), v);
     }
+}
+
+/// Each completion's status (the first of each `wr_id`), and how a receive
+/// said that the peer's SEND with Invalidate invalidated.
+fn completions(sc: &Scenario, o: &Outcome, m: &mut BTreeMap<String, String>) {
     for (ep, wcs) in &o.completions {
         let mut seen = BTreeSet::new();
         for w in wcs.iter().filter(|w| seen.insert(w.wr_id)) {
@@ -57,7 +85,10 @@ pub(crate) fn observations(
             m.insert(format!("completion {ep} wr_id {} invalidation", w.wr_id), v);
         }
     }
-    let Some((t, answers)) = wire else { return m };
+}
+
+/// What answered each probe on the wire, and at which PSN.
+fn probe_answers(answers: &[ProbeAnswer], m: &mut BTreeMap<String, String>) {
     for a in answers {
         let v = match (a.on_wire, a.responses.is_empty()) {
             (0, _) => "not on the wire".to_string(),
@@ -70,147 +101,160 @@ pub(crate) fn observations(
         };
         m.insert(format!("probe {}", a.id), v);
     }
-    for q in &sc.qps {
-        // Under a fault with `prob`, which frames it hits depends on how the QPs'
-        // frames interleave, run to run; a stream's wire (RNR NAKs as receives run
-        // out, resends when the host stalls) depends on the pace of the run. What
-        // followed is the run's, not the device's: the judge holds it to its
-        // bounds, and the profile records how the streams ended.
-        let random = sc
-            .faults
-            .iter()
-            .any(|f| f.rule.prob.is_some() && f.qp.as_ref().is_none_or(|n| *n == q.name));
-        let streamed =
-            sc.steps.iter().any(|s| matches!(s, Step::Stream(st) if st.qps.contains(&q.name)));
-        if random || streamed {
-            continue;
-        }
-        for (from, to) in [(&q.between[0], &q.between[1]), (&q.between[1], &q.between[0])] {
-            let Some(p) = super::pair(o, &q.name, from, to, t) else { continue };
-            if p.reqs.is_empty() {
-                continue;
-            }
-            let key = |what: &str| format!("wire {} from {from}: {what}", q.name);
-            let mut naks: Vec<AckClass> = Vec::new();
-            for c in p
-                .resps
-                .iter()
-                .filter(|f| f.ack.and_then(|a| a.nak()).is_some())
-                .filter_map(|f| f.ack_class())
-            {
-                if !naks.contains(&c) {
-                    naks.push(c);
-                }
-            }
-            let names: Vec<String> = naks.iter().map(AckClass::to_string).collect();
-            m.insert(key("NAKs"), if names.is_empty() { "none".into() } else { names.join(", ") });
-            // How lost requests were recovered: not asked of crafted requests (their
-            // repeats are the probe's, not the requester's), nor after RNR NAKs
-            // (the RNR timer says that).
-            let probed = o.probes.iter().any(|x| x.qp == q.name && p.a_ip.to_string() == x.src);
-            let rnr = p.resps.iter().any(|f| f.ack.and_then(|a| a.nak()) == Some(NakKind::Rnr));
-            let how: BTreeSet<_> = p.go_back_n().resends.iter().map(|r| r.trigger).collect();
-            if !how.is_empty() && !probed && !rnr {
-                m.insert(
-                    key("resent after"),
-                    how.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "),
-                );
-            }
-            // Where the scenario leaves ICRCs to the profile: which frames had a
-            // bad one (by operation).
-            if sc
-                .expect
-                .wire
-                .iter()
-                .any(|e| e.qp == q.name && &e.from == from && e.icrc_valid.is_none())
-            {
-                let mut bad: BTreeMap<String, usize> = BTreeMap::new();
-                for f in p.reqs.iter().chain(&p.resps).filter(|f| f.icrc_ok == Some(false)) {
-                    *bad.entry(if f.op.is_empty() {
-                        format!("opcode {:#04x}", f.opcode.0)
-                    } else {
-                        f.op.to_string()
-                    })
-                    .or_default() += 1;
-                }
-                let v = if bad.is_empty() {
-                    "all valid".to_string()
-                } else {
-                    bad.iter()
-                        .map(|(op, n)| format!("bad on {op} ×{n}"))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                };
-                m.insert(key("ICRCs"), v);
-            }
-            if p.reqs.iter().any(|f| f.ce) {
-                m.insert(key("CNP after CE"), if p.cnps > 0 { "yes" } else { "no" }.into());
-            }
-            // The wait each RNR NAK asked for (its 5-bit timer, IBA table 45):
-            // what the responder's min_rnr_timer became on the wire.
-            let mut asked: Vec<u32> =
-                p.resps.iter().filter_map(|f| f.ack.and_then(|a| a.rnr_wait_us())).collect();
-            asked.dedup();
-            if !asked.is_empty() {
-                m.insert(
-                    key("RNR NAK timer"),
-                    asked
-                        .iter()
-                        .map(|us| format!("{} ms", *us as f64 / 1000.0))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                );
-            }
-            // End-to-end credits (IBA 9.7.7.2): after an ACK that says 0, how many
-            // new requests went out before an ACK gave credit back.
-            if let Some(zero) =
-                p.resps.iter().find(|f| f.delivered() && f.ack == Some(AckKind::Ack { credits: 0 }))
-            {
-                let back = p
-                    .resps
-                    .iter()
-                    .find(|f| {
-                        f.number > zero.number
-                            && f.delivered()
-                            && matches!(f.ack, Some(AckKind::Ack { credits }) if credits > 0)
-                    })
-                    .map(|f| f.number);
-                let mut seen: BTreeSet<u32> = p
-                    .reqs
-                    .iter()
-                    .filter(|f| f.number < zero.number)
-                    .map(|f| f.psn.value())
-                    .collect();
-                let new = p
-                    .reqs
-                    .iter()
-                    .filter(|f| f.number > zero.number && back.is_none_or(|b| f.number < b))
-                    .filter(|f| seen.insert(f.psn.value()))
-                    .count();
-                let v = if new == 0 {
-                    "held new requests".to_string()
-                } else {
-                    format!("sent {new} new requests on")
-                };
-                m.insert(key("after an ACK with 0 credits"), v);
-            }
-            let waits = p.rnr_waits();
-            if !waits.is_empty() {
-                let short: Vec<String> = waits
-                    .iter()
-                    .filter(|w| !w.honoured())
-                    .map(|w| format!("{} µs of {} µs", w.waited_us, w.timer_us))
-                    .collect();
-                m.insert(
-                    key("RNR timer"),
-                    if short.is_empty() {
-                        "honoured".into()
-                    } else {
-                        format!("not honoured ({})", short.join(", "))
-                    },
-                );
-            }
+}
+
+/// Whether QP `q`'s wire is the run's rather than the device's: under a fault
+/// with `prob`, which frames it hits depends on how the QPs' frames interleave,
+/// run to run; a stream's wire (RNR NAKs as receives run out, resends when the
+/// host stalls) depends on the pace of the run. The judge holds what followed
+/// to its bounds, and the profile records how the streams ended.
+fn paced_by_the_run(sc: &Scenario, q: &Qp) -> bool {
+    let random = sc
+        .faults
+        .iter()
+        .any(|f| f.rule.prob.is_some() && f.qp.as_ref().is_none_or(|n| *n == q.name));
+    let streamed =
+        sc.steps.iter().any(|s| matches!(s, Step::Stream(st) if st.qps.contains(&q.name)));
+    random || streamed
+}
+
+/// What QP `q`'s traffic `p` from endpoint `from` showed, by what it is about.
+fn direction(
+    sc: &Scenario,
+    o: &Outcome,
+    q: &Qp,
+    from: &str,
+    p: &Pair,
+) -> Vec<(&'static str, String)> {
+    let mut seen = vec![("NAKs", nak_classes(p))];
+    if let Some(v) = resent_after(o, q, p) {
+        seen.push(("resent after", v));
+    }
+    // Where the scenario leaves ICRCs to the profile: which frames had a
+    // bad one (by operation).
+    if sc.expect.wire.iter().any(|e| e.qp == q.name && e.from == from && e.icrc_valid.is_none()) {
+        seen.push(("ICRCs", bad_icrcs(p)));
+    }
+    if p.reqs.iter().any(|f| f.ce) {
+        seen.push(("CNP after CE", if p.cnps > 0 { "yes" } else { "no" }.into()));
+    }
+    if let Some(v) = rnr_nak_timers(p) {
+        seen.push(("RNR NAK timer", v));
+    }
+    if let Some(v) = after_zero_credits(p) {
+        seen.push(("after an ACK with 0 credits", v));
+    }
+    if let Some(v) = rnr_timer(p) {
+        seen.push(("RNR timer", v));
+    }
+    seen
+}
+
+/// The kinds of NAK the responder sent, in the order they first came.
+fn nak_classes(p: &Pair) -> String {
+    let mut naks: Vec<AckClass> = Vec::new();
+    for c in p
+        .resps
+        .iter()
+        .filter(|f| f.ack.and_then(|a| a.nak()).is_some())
+        .filter_map(|f| f.ack_class())
+    {
+        if !naks.contains(&c) {
+            naks.push(c);
         }
     }
-    m
+    let names: Vec<String> = naks.iter().map(AckClass::to_string).collect();
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// How lost requests were recovered, if any were: not asked of crafted requests
+/// (their repeats are the probe's, not the requester's), nor after RNR NAKs (the
+/// RNR timer says that).
+fn resent_after(o: &Outcome, q: &Qp, p: &Pair) -> Option<String> {
+    let probed = o.probes.iter().any(|x| x.qp == q.name && p.a_ip.to_string() == x.src);
+    let rnr = p.resps.iter().any(|f| f.ack.and_then(|a| a.nak()) == Some(NakKind::Rnr));
+    let how: BTreeSet<_> = p.go_back_n().resends.iter().map(|r| r.trigger).collect();
+    (!how.is_empty() && !probed && !rnr)
+        .then(|| how.iter().map(|t| t.to_string()).collect::<Vec<_>>().join(", "))
+}
+
+/// Which frames had a bad ICRC, counted by operation.
+fn bad_icrcs(p: &Pair) -> String {
+    let mut bad: BTreeMap<String, usize> = BTreeMap::new();
+    for f in p.reqs.iter().chain(&p.resps).filter(|f| f.icrc_ok == Some(false)) {
+        *bad.entry(if f.op.is_empty() {
+            format!("opcode {:#04x}", f.opcode.0)
+        } else {
+            f.op.to_string()
+        })
+        .or_default() += 1;
+    }
+    if bad.is_empty() {
+        "all valid".to_string()
+    } else {
+        bad.iter().map(|(op, n)| format!("bad on {op} ×{n}")).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// The wait each RNR NAK asked for (its 5-bit timer, IBA table 45): what the
+/// responder's min_rnr_timer became on the wire; `None` without RNR NAKs.
+fn rnr_nak_timers(p: &Pair) -> Option<String> {
+    let mut asked: Vec<u32> =
+        p.resps.iter().filter_map(|f| f.ack.and_then(|a| a.rnr_wait_us())).collect();
+    asked.dedup();
+    (!asked.is_empty()).then(|| {
+        asked.iter().map(|us| format!("{} ms", *us as f64 / 1000.0)).collect::<Vec<_>>().join(", ")
+    })
+}
+
+/// End-to-end credits (IBA 9.7.7.2): after an ACK that says 0, whether new
+/// requests went out before an ACK gave credit back; `None` without such an ACK.
+fn after_zero_credits(p: &Pair) -> Option<String> {
+    let zero =
+        p.resps.iter().find(|f| f.delivered() && f.ack == Some(AckKind::Ack { credits: 0 }))?;
+    let back = p
+        .resps
+        .iter()
+        .find(|f| {
+            f.number > zero.number
+                && f.delivered()
+                && matches!(f.ack, Some(AckKind::Ack { credits }) if credits > 0)
+        })
+        .map(|f| f.number);
+    let mut seen: BTreeSet<u32> =
+        p.reqs.iter().filter(|f| f.number < zero.number).map(|f| f.psn.value()).collect();
+    let new = p
+        .reqs
+        .iter()
+        .filter(|f| f.number > zero.number && back.is_none_or(|b| f.number < b))
+        .filter(|f| seen.insert(f.psn.value()))
+        .count();
+    Some(if new == 0 {
+        "held new requests".to_string()
+    } else {
+        format!("sent {new} new requests on")
+    })
+}
+
+/// Whether the requester waited out each RNR NAK's timer before resending, and
+/// by how much it fell short where it did not; `None` without RNR waits.
+fn rnr_timer(p: &Pair) -> Option<String> {
+    let waits = p.rnr_waits();
+    if waits.is_empty() {
+        return None;
+    }
+    let short: Vec<String> = waits
+        .iter()
+        .filter(|w| !w.honoured())
+        .map(|w| format!("{} µs of {} µs", w.waited_us, w.timer_us))
+        .collect();
+    Some(if short.is_empty() {
+        "honoured".into()
+    } else {
+        format!("not honoured ({})", short.join(", "))
+    })
 }
