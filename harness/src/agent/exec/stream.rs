@@ -274,7 +274,8 @@ impl<'a> Sending<'a> {
     fn post_message(&mut self, q: usize, i: u64, at: u64, len: u32) -> AgentResult<()> {
         let (o, lane) = (self.o, self.lanes[q]);
         let seq = self.posted[q];
-        let signalled = (seq + 1) % u64::from(o.signal_every) == 0 || seq + 1 == self.per[q];
+        let signalled =
+            (seq + 1).is_multiple_of(u64::from(o.signal_every)) || seq + 1 == self.per[q];
         let (opcode, remote, sge) =
             stream_wr(o.verb, i, self.base, at, len, self.lkey, (lane.addr, lane.rkey))?;
         if self.fill_each {
