@@ -777,7 +777,7 @@ fn spec_names_catalogue_rules_and_an_unknown_one_is_refused_with_the_closest() {
     assert_eq!(e.len(), 1, "{e:?}");
     assert_eq!(
         e[0].to_string(),
-        "t.toml:3:9: error: unknown catalogue rule `resp.dup.atomic-replays-saved-reslt`\n  spec = [\"resp.dup.atomic-replays-saved-reslt\"]\n          ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n  hint: did you mean `resp.dup.atomic-replays-saved-result`?"
+        "error: unknown catalogue rule `resp.dup.atomic-replays-saved-reslt`\n --> t.toml:3:9\n  |\n3 | spec = [\"resp.dup.atomic-replays-saved-reslt\"]\n  |         ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^\n  |\n  = hint: did you mean `resp.dup.atomic-replays-saved-result`?"
     );
     let far = GOOD.replacen("name = \"RC SEND\"", "name = \"RC SEND\"\nspec = [\"zzz\"]", 1);
     let e = errors(&far);
@@ -801,9 +801,9 @@ fn a_scenario_naming_no_rule_loads_with_a_warning_at_its_name() {
     let w = sc.warnings[0].to_string();
     assert!(
         w.starts_with(
-            "t.toml:2:8: warning: the scenario names no rule of the conformance catalogue"
+            "warning: the scenario names no rule of the conformance catalogue\n --> t.toml:2:8\n"
         ),
         "{w}"
     );
-    assert!(w.contains("hint: add `spec = "), "{w}");
+    assert!(w.contains("= hint: add `spec = "), "{w}");
 }
