@@ -155,7 +155,7 @@ fn an_unknown_rule_is_refused_with_the_closest_and_a_scenario_naming_none_is_war
         let file = d.path().join("typo.toml");
         assert!(
             e.contains(&format!(
-                "{}:2:9: error: unknown catalogue rule `psn.wrap-sned`",
+                "error: unknown catalogue rule `psn.wrap-sned`\n --> {}:2:9\n",
                 file.display()
             )),
             "{e}"
@@ -170,7 +170,7 @@ fn an_unknown_rule_is_refused_with_the_closest_and_a_scenario_naming_none_is_war
     let e = String::from_utf8_lossy(&o.stderr);
     assert!(
         e.contains(&format!(
-            "{}:1:8: warning: the scenario names no rule of the conformance catalogue",
+            "warning: the scenario names no rule of the conformance catalogue\n --> {}:1:8\n",
             d.path().join("old.toml").display()
         )),
         "{e}"
