@@ -61,7 +61,7 @@ pub struct Side {
 }
 
 /// Everything a run produced.
-pub struct Outcome {
+pub struct RunOutput {
     pub sides: Vec<Side>,
     pub report: RunReport,
     pub wall: Duration,
@@ -69,7 +69,7 @@ pub struct Outcome {
     pub notes: Vec<String>,
 }
 
-impl Outcome {
+impl RunOutput {
     pub fn success(&self) -> bool {
         self.sides.iter().all(|s| s.status.success())
     }
@@ -149,7 +149,7 @@ fn start_side(
 }
 
 /// Runs the commands and ends the run; the caller prints.
-pub fn execute(paths: &LabPaths, args: RunPlan) -> Result<Outcome> {
+pub fn execute(paths: &LabPaths, args: RunPlan) -> Result<RunOutput> {
     if args.a.is_none() && args.b.is_none() {
         bail!("nothing to run: give --a CMD and/or --b CMD");
     }
@@ -229,11 +229,11 @@ pub fn execute(paths: &LabPaths, args: RunPlan) -> Result<Outcome> {
     let report = session.end()?;
     let mut sides: Vec<Side> = waits.into_iter().collect::<Result<_>>()?;
     sides.sort_by_key(|s| s.vm.index());
-    Ok(Outcome { sides, report, wall: start.elapsed(), waited_for_listen, notes })
+    Ok(RunOutput { sides, report, wall: start.elapsed(), waited_for_listen, notes })
 }
 
 /// What a careful reader of the run must be told.
-pub fn warnings(o: &Outcome) -> Vec<String> {
+pub fn warnings(o: &RunOutput) -> Vec<String> {
     let r = &o.report;
     let c = &r.counters;
     let mut w = Vec::new();

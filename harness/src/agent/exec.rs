@@ -20,10 +20,10 @@ use super::cm_private;
 use super::limits::{Limits, ProbeRate, Refused};
 use super::probe::{self, Aim};
 use crate::net::raw::Link;
-use crate::protocol::stream::Content;
+use crate::protocol::stream::StreamContent;
 use crate::protocol::{
-    self, Action, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder, ProbeSent,
-    QpInfo, ReadError, RemoteRef, SgeRef, ToAgent, Verb, Wc,
+    self, Action, AgentVerb, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder,
+    ProbeSent, QpInfo, ReadError, RemoteRef, SgeRef, ToAgent, Wc,
 };
 use crate::verbs::{
     Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Mr, Mw, MwKind, Pd, Peer, Placement, Qp,
@@ -486,7 +486,7 @@ impl Agent {
         Ok(FromAgent::Completions { wcs: ep.wcs.clone(), events: ep.events.clone() })
     }
 
-    fn verify(&mut self, mr: &str, offset: u64, content: &Content) -> AgentResult<FromAgent> {
+    fn verify(&mut self, mr: &str, offset: u64, content: &StreamContent) -> AgentResult<FromAgent> {
         let ep = self.ep()?;
         let m = ep
             .mrs
@@ -646,26 +646,26 @@ impl Local {
         &mut self,
         qname: &str,
         wr_id: u64,
-        verb: &Verb,
+        verb: &AgentVerb,
         sges: &[SgeRef],
         flags: &[SendFlag],
     ) -> AgentResult<Option<MwInfo>> {
         let sges = self.sges(sges)?;
         let p = Posting { q: self.qp(qname)?, wr_id, flags: send_flag_bits(flags) };
         let (opcode, imm, remote) = match verb {
-            Verb::Send { imm } if p.q.setup.kind == QpKind::Ud => {
+            AgentVerb::Send { imm } if p.q.setup.kind == QpKind::Ud => {
                 (send_opcode(*imm), *imm, p.ud_peer(qname)?)
             }
-            Verb::Send { imm } => (send_opcode(*imm), *imm, Remote::None),
-            Verb::Write { remote, imm } => {
+            AgentVerb::Send { imm } => (send_opcode(*imm), *imm, Remote::None),
+            AgentVerb::Write { remote, imm } => {
                 let (addr, rkey) = p.q.remote(remote)?;
                 (write_opcode(*imm), *imm, Remote::Rdma { addr, rkey })
             }
-            Verb::Read { remote } => {
+            AgentVerb::Read { remote } => {
                 let (addr, rkey) = p.q.remote(remote)?;
                 (ibv_wr_opcode::IBV_WR_RDMA_READ, None, Remote::Rdma { addr, rkey })
             }
-            Verb::CmpSwap { remote, compare, swap } => {
+            AgentVerb::CmpSwap { remote, compare, swap } => {
                 let (addr, rkey) = p.q.remote(remote)?;
                 (
                     ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP,
@@ -673,7 +673,7 @@ impl Local {
                     Remote::Atomic { addr, rkey, compare_add: *compare, swap: *swap },
                 )
             }
-            Verb::FetchAdd { remote, add } => {
+            AgentVerb::FetchAdd { remote, add } => {
                 let (addr, rkey) = p.q.remote(remote)?;
                 (
                     ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD,
@@ -681,23 +681,23 @@ impl Local {
                     Remote::Atomic { addr, rkey, compare_add: *add, swap: 0 },
                 )
             }
-            Verb::AtomicWrite { remote, value } => {
+            AgentVerb::AtomicWrite { remote, value } => {
                 p.atomic_write(remote, value)?;
                 return Ok(None);
             }
-            Verb::Flush { remote, len, placement, level } => {
+            AgentVerb::Flush { remote, len, placement, level } => {
                 p.flush(remote, *len, *placement, *level)?;
                 return Ok(None);
             }
-            Verb::SendInv { rkey } => {
+            AgentVerb::SendInv { rkey } => {
                 (ibv_wr_opcode::IBV_WR_SEND_WITH_INV, None, Remote::Invalidate { rkey: *rkey })
             }
-            Verb::LocalInv { mw } => (
+            AgentVerb::LocalInv { mw } => (
                 ibv_wr_opcode::IBV_WR_LOCAL_INV,
                 None,
                 Remote::Invalidate { rkey: self.mw(mw)?.rkey },
             ),
-            Verb::BindMw { mw, mr, offset, len, access } => {
+            AgentVerb::BindMw { mw, mr, offset, len, access } => {
                 let w = self.mw(mw)?;
                 let m = self
                     .mrs

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::anyhow;
 
-use super::exit::{help, Exit, Failure, Outcome};
+use super::exit::{help, CommandResult, Exit, Failure};
 use crate::agent::limits::{Allow, Cidr, Limits};
 use crate::agent::{self, auth::Key, ListenOpts};
 
@@ -61,7 +61,7 @@ pub struct AgentArgs {
     pub max_probe_rate: u32,
 }
 
-pub(super) fn run(a: AgentArgs) -> Outcome {
+pub(super) fn run(a: AgentArgs) -> CommandResult {
     if a.key.is_some() {
         return Err(Failure::input(anyhow!(
             "roce agent: a key given on the command line shows in `ps` to every user of this host; refused\nhint: put it in a file of mode 0600 (`roce agent --gen-key FILE`) and pass --key-file FILE"

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use super::exit::{help, Exit, Failure, Outcome};
+use super::exit::{help, CommandResult, Exit, Failure};
 use crate::scenario;
 
 #[derive(Debug, clap::Args)]
@@ -42,7 +42,7 @@ pub(super) fn load(
     }
 }
 
-pub(super) fn run(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(super) fn run(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
     let loaded = load(&a.paths, "roce check", err)?;
     // Warnings are `roce check`'s alone: a run would repeat them for every file.
     for (_, sc) in &loaded {

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::exit::{help, Exit, Failure, Outcome};
+use super::exit::{help, CommandResult, Exit, Failure};
 use crate::catalogue::{Catalogue, Rule};
 use crate::results::suite::{Entry, Suite};
 
@@ -331,7 +331,7 @@ fn text(out: &mut dyn Write, c: &Coverage, from: &str) -> std::io::Result<()> {
     Ok(())
 }
 
-pub(super) fn run(a: CoverageArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(super) fn run(a: CoverageArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
     let catalogue = Catalogue::shipped().map_err(Failure::input)?;
     let paths = if a.scenarios.is_empty() {
         let d = PathBuf::from("scenarios");

@@ -10,7 +10,7 @@ use anyhow::Context;
 use clap::Args;
 use dissector::corpus;
 
-use super::exit::{help, Exit, Outcome};
+use super::exit::{help, CommandResult, Exit};
 use super::write_file;
 
 #[derive(Debug, Args)]
@@ -24,7 +24,7 @@ pub struct CraftArgs {
     pub only: Option<String>,
 }
 
-pub(super) fn run(a: CraftArgs, out: &mut dyn Write) -> Outcome {
+pub(super) fn run(a: CraftArgs, out: &mut dyn Write) -> CommandResult {
     std::fs::create_dir_all(&a.out)
         .with_context(|| format!("cannot create {}", a.out.display()))?;
     for c in corpus::all() {

@@ -23,7 +23,7 @@ use dissector::filter::Filter;
 use dissector::frame::Frame;
 use dissector::{frame, print};
 
-use super::exit::{help, Exit, Failure, Outcome};
+use super::exit::{help, CommandResult, Exit, Failure};
 use super::input::{InputArgs, Source};
 use super::parallel::{self, Plan};
 use crate::parquet_writer::{self, Extract, Rows, Spec, Table};
@@ -135,7 +135,7 @@ fn list_fields(out: &mut impl Write) -> io::Result<()> {
     Ok(())
 }
 
-pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
     let mut out = BufWriter::with_capacity(1 << 16, out);
     if let Some(what) = a.list.as_deref() {
         return list(what, &mut out);
@@ -208,7 +208,7 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Ou
 }
 
 /// `-G WHAT`: what can be printed (`fields`: every -e name with its meaning).
-fn list(what: &str, out: &mut impl Write) -> Outcome {
+fn list(what: &str, out: &mut impl Write) -> CommandResult {
     match what {
         "fields" => {
             list_fields(out)?;

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use anyhow::anyhow;
 use clap::Args;
 
-use super::exit::{help, Exit, Failure, Outcome};
+use super::exit::{help, CommandResult, Exit, Failure};
 use crate::render;
 use crate::results::suite::{self, Suite};
 
@@ -22,7 +22,7 @@ pub struct DiffArgs {
 }
 
 /// `roce diff OLD NEW`.
-pub(super) fn run(a: DiffArgs, out: &mut dyn Write, _err: &mut dyn Write) -> Outcome {
+pub(super) fn run(a: DiffArgs, out: &mut dyn Write, _err: &mut dyn Write) -> CommandResult {
     let load = |p: &PathBuf| {
         Suite::load(p).map_err(|e| {
             Failure::input(anyhow!(

@@ -2,7 +2,7 @@
 //! wrong, and which of the documented codes says so. Every command maps each of its
 //! errors to one of these; nothing else decides an exit status.
 //!
-//! Owns: [`Exit`], [`Failure`], `Outcome` and the exit-code help text. Imports: nothing
+//! Owns: [`Exit`], [`Failure`], `CommandResult` and the exit-code help text. Imports: nothing
 //! of the crate (`anyhow` and `serde_json` errors convert into a [`Failure`]); the
 //! error types of bad input text from dissector and lab, which print themselves.
 use std::fmt;
@@ -116,7 +116,7 @@ impl From<serde_json::Error> for Failure {
 }
 
 /// What a command returns.
-pub(crate) type Outcome = Result<Exit, Failure>;
+pub(crate) type CommandResult = Result<Exit, Failure>;
 
 #[cfg(test)]
 mod tests {

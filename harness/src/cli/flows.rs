@@ -18,7 +18,7 @@ use dissector::frame::{self, Frame};
 
 use anyhow::Context;
 
-use super::exit::{help, Exit, Failure, Outcome};
+use super::exit::{help, CommandResult, Exit, Failure};
 use super::input::{InputArgs, Source};
 use super::parallel::{self, Plan};
 
@@ -41,7 +41,7 @@ pub struct FlowsArgs {
     pub parquet: Option<std::path::PathBuf>,
 }
 
-pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
     let opts = a.input.decode_options();
     let filter = a.input.display_filter()?;
     let mut src = a.input.open()?;

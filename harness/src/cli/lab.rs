@@ -18,7 +18,7 @@ use lab::fault::{self, Dir};
 use lab::state::{LabPaths, Vm};
 use lab::{client, Accel, Progress, UpOpts};
 
-use super::exit::{help, Exit, Failure, Outcome};
+use super::exit::{help, CommandResult, Exit, Failure};
 
 /// Two Soft-RoCE VMs joined by a recording, fault-injecting switch.
 #[derive(Debug, Args)]
@@ -278,7 +278,7 @@ pub struct BenchArgs {
 }
 
 /// `roce lab …`.
-pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> Outcome {
+pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> CommandResult {
     let image = args.image.unwrap_or_default();
     let paths = lab::lab_paths(args.dir, args.name, image)?;
     match args.command {
@@ -424,7 +424,7 @@ fn exec_interactive(
         .unwrap_or_else(|| control::ExitStatus::failed("the command's end was not reported")))
 }
 
-fn status(paths: &LabPaths, json: bool, all: bool, out: &mut dyn Write) -> Outcome {
+fn status(paths: &LabPaths, json: bool, all: bool, out: &mut dyn Write) -> CommandResult {
     let labs: Vec<LabPaths> = if all { lab::all_labs(&paths.root) } else { vec![paths.clone()] };
     let mut any_up = false;
     let mut docs = Vec::new();
@@ -560,7 +560,7 @@ impl WirePrinter {
     }
 }
 
-fn lab_run(paths: &LabPaths, a: RunArgs, out: &mut dyn Write) -> Outcome {
+fn lab_run(paths: &LabPaths, a: RunArgs, out: &mut dyn Write) -> CommandResult {
     let (rules, seed) =
         fault::rules_from(&a.fault, a.faults.as_deref(), a.seed).map_err(Failure::input)?;
     if a.a.is_none() && a.b.is_none() {
@@ -601,7 +601,7 @@ fn lab_run(paths: &LabPaths, a: RunArgs, out: &mut dyn Write) -> Outcome {
     })
 }
 
-fn run_json(o: &lab::run::Outcome) -> serde_json::Value {
+fn run_json(o: &lab::run::RunOutput) -> serde_json::Value {
     serde_json::json!({
         "ok": o.success(),
         "wall_ms": o.wall.as_millis() as u64,
@@ -616,7 +616,7 @@ fn run_json(o: &lab::run::Outcome) -> serde_json::Value {
     })
 }
 
-fn print_run(o: &lab::run::Outcome, out: &mut dyn Write) -> std::io::Result<()> {
+fn print_run(o: &lab::run::RunOutput, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(out, "── run finished in {:.1} s", o.wall.as_secs_f64())?;
     if let Some(w) = o.waited_for_listen {
         writeln!(out, "   b started {:.1} s after a (when a was listening)", w.as_secs_f64())?;
@@ -673,7 +673,7 @@ fn bench(
     image: lab::image::Release,
     a: BenchArgs,
     out: &mut dyn Write,
-) -> Outcome {
+) -> CommandResult {
     let p = Progress::new(false);
     let plan = lab::bench::BenchPlan { writes: a.writes, size: a.size, accel: a.accel, image };
     let scenarios = a.scenarios.clone();

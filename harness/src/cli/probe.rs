@@ -15,7 +15,7 @@ use dissector::craft::Host;
 use dissector::wire::ethernet::Mac;
 use dissector::wire::{Opcode, Psn, Transport};
 
-use super::exit::{help, Exit, Failure, Outcome};
+use super::exit::{help, CommandResult, Exit, Failure};
 use crate::agent::probe::{frames, transport, Aim};
 use crate::net::raw::{Link, OpenError};
 use crate::protocol::{Hex, ProbeOrder, ProbePsn};
@@ -163,7 +163,7 @@ fn unix_ns() -> u64 {
 }
 
 /// `roce probe`.
-pub(super) fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(super) fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
     let qp_transport = match a.transport.as_str() {
         "uc" => Transport::Uc,
         "ud" => Transport::Ud,

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use anyhow::anyhow;
 
-use super::exit::{help, Exit, Failure, Outcome};
+use super::exit::{help, CommandResult, Exit, Failure};
 use super::write_file;
 use crate::render;
 use crate::results::Report;
@@ -30,7 +30,7 @@ pub struct ReportArgs {
 }
 
 /// `roce report`.
-pub(super) fn run(a: ReportArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(super) fn run(a: ReportArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
     let report = Report::load(&a.json).map_err(|e| Failure::input(anyhow!("{e}")))?;
     // Captures named relative to where `roce run` ran may be next to the report.
     let base = a.json.parent().filter(|p| !p.as_os_str().is_empty());

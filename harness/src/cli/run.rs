@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{anyhow, bail};
 use clap::Args;
 
-use super::exit::{help, Exit, Failure, Outcome};
+use super::exit::{help, CommandResult, Exit, Failure};
 use super::write_file;
 use crate::controller::{self, Endpoints, RunPlan, WireSource};
 use crate::render;
@@ -291,7 +291,7 @@ pub(super) fn exit_of(r: &Report, fail_on_skip: bool) -> Exit {
 }
 
 /// `roce run`.
-pub(super) fn run(args: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(super) fn run(args: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
     let loaded = super::check::load(&args.paths, "roce run", err)?;
     let plan = plan(&args, &loaded, args.out.clone().unwrap_or_else(|| timestamped("roce-runs")))?;
     let report = execute(&args, &plan, &loaded, out)?;

@@ -4,9 +4,9 @@
 //! through `schemars`, `super::exit`.
 use std::io::Write;
 
-use super::exit::{Exit, Outcome};
+use super::exit::{CommandResult, Exit};
 
-pub(super) fn run(out: &mut dyn Write) -> Outcome {
+pub(super) fn run(out: &mut dyn Write) -> CommandResult {
     let schema = schemars::schema_for!(crate::scenario::file::ScenarioFile);
     writeln!(out, "{}", serde_json::to_string_pretty(&schema)?)?;
     Ok(Exit::Ok)

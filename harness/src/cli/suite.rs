@@ -12,7 +12,7 @@ use std::path::PathBuf;
 use anyhow::anyhow;
 use clap::Args;
 
-use super::exit::{help, Failure, Outcome};
+use super::exit::{help, CommandResult, Failure};
 use super::run::{self, RunArgs};
 use super::write_file;
 use crate::render;
@@ -32,7 +32,7 @@ pub struct SuiteArgs {
 }
 
 /// `roce suite`.
-pub(super) fn run(mut a: SuiteArgs, out: &mut dyn Write, err: &mut dyn Write) -> Outcome {
+pub(super) fn run(mut a: SuiteArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
     // The baseline is read first: a wrong path is said before an hour of running.
     let baseline = a.baseline.as_deref().map(Suite::load).transpose().map_err(Failure::input)?;
     let mut loaded = super::check::load(&a.run.paths, "roce suite", err)?;

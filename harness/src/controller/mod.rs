@@ -26,7 +26,7 @@ mod link;
 mod resolve;
 mod runner;
 
-pub(crate) use crate::results::Outcome;
+pub(crate) use crate::results::Evidence;
 pub(crate) use runner::{AgentPool, Endpoints, LabRef, RemoteAgents, Slot};
 
 /// How a scenario's wire is recorded.
@@ -139,7 +139,7 @@ pub(crate) fn run_one(
     capture: &Path,
     pool: &AgentPool,
     slot: Slot,
-) -> (Outcome, f64) {
+) -> (Evidence, f64) {
     let t = Instant::now();
     let cap = matches!(eps, Endpoints::Lab(_)).then(|| capture.to_path_buf());
     let o = runner::execute(sc, eps, cap, pool, slot);
@@ -205,7 +205,7 @@ pub(crate) struct RunResults {
 
 /// One scenario carried out (not yet judged), as a worker hands it on.
 struct Executed {
-    outcome: Outcome,
+    outcome: Evidence,
     secs: f64,
 }
 

@@ -12,8 +12,8 @@ use lab::fault::{self, Dir, Rule};
 use lab::state::Vm;
 
 use crate::protocol::{
-    self, Action, ConnectBy, Fill, Hex, MrSetup, MwSetup, ProbeOrder, ProbePsn, QpSetup, RemoteRef,
-    SgeRef, SrqSetup, Verb,
+    self, Action, AgentVerb, ConnectBy, Fill, Hex, MrSetup, MwSetup, ProbeOrder, ProbePsn, QpSetup,
+    RemoteRef, SgeRef, SrqSetup,
 };
 use crate::protocol::{ReceiveOrder, StreamOrder};
 use crate::results::EndpointFacts;
@@ -165,33 +165,36 @@ pub(super) fn action(
                 .unwrap_or_default();
             let rm = |r: &model::Remote| remote(r, &peer, keys);
             let verb = match verb {
-                model::Verb::Send => Verb::Send { imm: None },
-                model::Verb::SendImm { imm } => Verb::Send { imm: Some(*imm) },
-                model::Verb::Write { remote: r } => Verb::Write { remote: rm(r)?, imm: None },
+                model::Verb::Send => AgentVerb::Send { imm: None },
+                model::Verb::SendImm { imm } => AgentVerb::Send { imm: Some(*imm) },
+                model::Verb::Write { remote: r } => AgentVerb::Write { remote: rm(r)?, imm: None },
                 model::Verb::WriteImm { remote: r, imm } => {
-                    Verb::Write { remote: rm(r)?, imm: Some(*imm) }
+                    AgentVerb::Write { remote: rm(r)?, imm: Some(*imm) }
                 }
-                model::Verb::Read { remote: r } => Verb::Read { remote: rm(r)? },
+                model::Verb::Read { remote: r } => AgentVerb::Read { remote: rm(r)? },
                 model::Verb::CmpSwap { remote: r, compare, swap } => {
-                    Verb::CmpSwap { remote: rm(r)?, compare: *compare, swap: *swap }
+                    AgentVerb::CmpSwap { remote: rm(r)?, compare: *compare, swap: *swap }
                 }
                 model::Verb::FetchAdd { remote: r, add } => {
-                    Verb::FetchAdd { remote: rm(r)?, add: *add }
+                    AgentVerb::FetchAdd { remote: rm(r)?, add: *add }
                 }
                 model::Verb::AtomicWrite { remote: r, value } => {
-                    Verb::AtomicWrite { remote: rm(r)?, value: Hex(value.to_vec()) }
+                    AgentVerb::AtomicWrite { remote: rm(r)?, value: Hex(value.to_vec()) }
                 }
-                model::Verb::Flush { remote: r, len, placement, level } => {
-                    Verb::Flush { remote: rm(r)?, len: *len, placement: *placement, level: *level }
-                }
-                model::Verb::SendInv { invalidate } => Verb::SendInv {
+                model::Verb::Flush { remote: r, len, placement, level } => AgentVerb::Flush {
+                    remote: rm(r)?,
+                    len: *len,
+                    placement: *placement,
+                    level: *level,
+                },
+                model::Verb::SendInv { invalidate } => AgentVerb::SendInv {
                     rkey: match invalidate {
                         model::Invalidate::Mw(w) => mw_rkey(keys, &peer, w)?,
                         model::Invalidate::Rkey(k) => *k,
                     },
                 },
-                model::Verb::LocalInv { mw } => Verb::LocalInv { mw: mw.clone() },
-                model::Verb::BindMw { mw, mr, offset, len, access } => Verb::BindMw {
+                model::Verb::LocalInv { mw } => AgentVerb::LocalInv { mw: mw.clone() },
+                model::Verb::BindMw { mw, mr, offset, len, access } => AgentVerb::BindMw {
                     mw: mw.clone(),
                     mr: mr.clone(),
                     offset: *offset,
@@ -402,7 +405,7 @@ qp = "q"
             Action::Post {
                 qp: "q".into(),
                 wr_id: 3,
-                verb: Verb::Write {
+                verb: AgentVerb::Write {
                     remote: RemoteRef { mr: "t".into(), offset: 0, rkey: Some(5) },
                     imm: Some(7)
                 },

@@ -1,6 +1,6 @@
 //! Carrying out one scenario: start an agent per endpoint (in a lab VM, or on a
 //! real host), set up, start the wire's recording, connect, carry out the steps in
-//! order, collect completions and memory. What happened is an [`Outcome`];
+//! order, collect completions and memory. What happened is the run's [`Evidence`];
 //! judging it is the judge's job.
 //!
 //! Owns: one scenario's run ([`execute`] and its phases), the agent pool, the endpoints
@@ -21,7 +21,7 @@ use super::link::{unexpected, Agent, Deadline, Unsupported};
 use super::resolve;
 use crate::protocol::READ_BACK_MAX;
 use crate::protocol::{self, FromAgent, MrInfo, ToAgent};
-use crate::results::{Connection, EndpointFacts, Laps, Outcome, Phase, StreamRun, Verified};
+use crate::results::{Connection, EndpointFacts, Evidence, Laps, Phase, StreamRun, Verified};
 use crate::scenario::model::{Memory, Scenario, Step};
 
 /// How long one agent request may take (a `wait_completions` step adds its own).
@@ -153,9 +153,9 @@ pub(super) fn execute(
     capture: Option<PathBuf>,
     pool: &AgentPool,
     slot: Slot,
-) -> Outcome {
+) -> Evidence {
     let start = Instant::now();
-    let mut out = Outcome::default();
+    let mut out = Evidence::default();
     let deadline = Deadline::new(start, sc.timeout);
     let mut live = Live { agents: BTreeMap::new(), session: None, laps: Laps::start(), deadline };
     if let Err(e) = drive(sc, endpoints, capture, &mut out, &mut live, pool, slot) {
@@ -249,7 +249,7 @@ fn drive(
     sc: &Scenario,
     endpoints: &Endpoints,
     capture: Option<PathBuf>,
-    out: &mut Outcome,
+    out: &mut Evidence,
     live: &mut Live,
     pool: &AgentPool,
     slot: Slot,
@@ -362,7 +362,7 @@ fn set_up(
     endpoints: &Endpoints,
     kernels: &BTreeMap<String, Option<String>>,
     agents: &mut BTreeMap<String, Agent>,
-    out: &mut Outcome,
+    out: &mut Evidence,
 ) -> Result<(resolve::MwKeys, f64)> {
     let mut keys = resolve::MwKeys::new();
     // Setup: device, PD, CQ, MRs, SRQs, windows, QPs on each endpoint.
@@ -414,7 +414,7 @@ fn start_recording(
     endpoints: &Endpoints,
     capture: Option<PathBuf>,
     slot: Slot,
-    out: &Outcome,
+    out: &Evidence,
 ) -> Result<Option<RunSession>> {
     // The recording (and the faults, which name QPNs known only now) starts before
     // anything goes on the wire: setup is local to each endpoint.
@@ -437,7 +437,7 @@ fn connect(
     sc: &Scenario,
     slot: Slot,
     agents: &mut BTreeMap<String, Agent>,
-    out: &mut Outcome,
+    out: &mut Evidence,
 ) -> Result<()> {
     // Connect each QP: the passive side listens, then both are asked to connect;
     // both answer once connected.
@@ -484,7 +484,7 @@ fn run_steps(
     keys: &mut resolve::MwKeys,
     deadline: Deadline,
     agents: &mut BTreeMap<String, Agent>,
-    out: &mut Outcome,
+    out: &mut Evidence,
 ) -> Result<()> {
     // Steps, in order. The controller waits for each to be done (posted) before the
     // next, which is what orders the two endpoints; `sync` is that, made explicit.
@@ -558,7 +558,7 @@ const ANSWER_MARGIN: Duration = Duration::from_millis(500);
 /// Completions and memory, once the steps are done.
 fn collect(
     sc: &Scenario,
-    out: &mut Outcome,
+    out: &mut Evidence,
     agents: &mut BTreeMap<String, Agent>,
     laps: &mut Laps,
     deadline: Deadline,

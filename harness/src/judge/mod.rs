@@ -16,7 +16,7 @@ use dissector::wire::NakKind;
 
 use crate::protocol::stream::StreamVerb;
 use crate::protocol::{Event, Wc};
-use crate::results::{Outcome, Verdict, VerdictKind};
+use crate::results::{Evidence, Verdict, VerdictKind};
 use crate::scenario::model::{
     CompletionExpect, EventExpect, Memory, MemoryExpect, Qp, Scenario, StreamExpect, WireExpect,
 };
@@ -31,7 +31,7 @@ pub(crate) mod timeline;
 pub(crate) use timeline::{Packet, Timeline};
 
 /// The capture of a run, decoded once, or why there is none.
-pub(crate) fn wire_of(o: &Outcome) -> Result<Timeline, String> {
+pub(crate) fn wire_of(o: &Evidence) -> Result<Timeline, String> {
     match &o.capture {
         Some(p) => timeline::read(p),
         None => Err("no capture was recorded (the lab's switch records the wire; with --endpoints, give -i IFACE to capture on a host)".into()),
@@ -42,7 +42,7 @@ pub(crate) fn wire_of(o: &Outcome) -> Result<Timeline, String> {
 /// setup did (the observations a profile records).
 pub(crate) fn judge(
     sc: &Scenario,
-    o: &Outcome,
+    o: &Evidence,
     wire: &Result<Timeline, String>,
 ) -> (Vec<Verdict>, std::collections::BTreeMap<String, String>) {
     let answers = match wire {
@@ -257,7 +257,7 @@ impl Pair<'_> {
 /// QP `qp`'s traffic from endpoint `from` to `to`: `None` when an end was never
 /// set up.
 pub(crate) fn pair<'a>(
-    o: &Outcome,
+    o: &Evidence,
     qp: &str,
     from: &str,
     to: &str,
@@ -302,7 +302,7 @@ fn matches(patterns: &[Pattern], packets: &[&Packet]) -> bool {
     pattern::matches_sequence(patterns, packets, &|p, x| p.matches(x.op, x.ack_class()))
 }
 
-fn wire(sc: &Scenario, e: &WireExpect, o: &Outcome, t: &Timeline) -> Verdict {
+fn wire(sc: &Scenario, e: &WireExpect, o: &Evidence, t: &Timeline) -> Verdict {
     let what = format!("wire of QP {} from {}", e.qp, e.from);
     let Some(q) = sc.qps.iter().find(|q| q.name == e.qp) else {
         return Verdict::new(
@@ -631,7 +631,7 @@ pub(crate) fn us_or_ms(us: u64) -> String {
 }
 
 /// How many of a stream's messages completed, against how many must have.
-fn stream(e: &StreamExpect, o: &Outcome) -> Verdict {
+fn stream(e: &StreamExpect, o: &Evidence) -> Verdict {
     let what = format!("stream {} on {}", e.id, e.on);
     let expected = format!("{} messages completed successfully", e.completed);
     let Some(r) = o.streams.iter().find(|s| s.report.id == e.id && s.on == e.on).map(|s| &s.report)
@@ -710,7 +710,7 @@ fn stream(e: &StreamExpect, o: &Outcome) -> Verdict {
 }
 
 /// A stream's messages in memory, as the endpoint that holds them checked them.
-fn stream_memory(e: &MemoryExpect, id: &str, o: &Outcome, what: String) -> Verdict {
+fn stream_memory(e: &MemoryExpect, id: &str, o: &Evidence, what: String) -> Verdict {
     let expected = format!("every message of stream {id} as seeded");
     let Some(v) = o
         .verified
@@ -758,7 +758,7 @@ fn stream_memory(e: &MemoryExpect, id: &str, o: &Outcome, what: String) -> Verdi
     }
 }
 
-fn memory(sc: &Scenario, e: &MemoryExpect, o: &Outcome) -> Verdict {
+fn memory(sc: &Scenario, e: &MemoryExpect, o: &Evidence) -> Verdict {
     let what = format!("memory of MR {} on {} at offset {}", e.mr, e.on, e.offset);
     if let Memory::Stream { id, .. } = &e.want {
         return stream_memory(e, id, o, what);

@@ -15,14 +15,14 @@ use dissector::wire::{AckClass, AckKind, NakKind};
 use super::probes::ProbeAnswer;
 use super::timeline::Timeline;
 use super::Pair;
-use crate::results::Outcome;
+use crate::results::Evidence;
 use crate::scenario::model::{PsnAt, Qp, Scenario, Step, Verb};
 use crate::verbs::{WcOpcode, WcStatus};
 
 /// The observations of one run; the wire's only when there is a readable capture.
 pub(crate) fn observations(
     sc: &Scenario,
-    o: &Outcome,
+    o: &Evidence,
     wire: Option<(&Timeline, &[ProbeAnswer])>,
 ) -> BTreeMap<String, String> {
     let mut m = BTreeMap::new();
@@ -48,7 +48,7 @@ pub(crate) fn observations(
 }
 
 /// How each stream ended (its numbers are times: not observations).
-fn stream_endings(o: &Outcome, m: &mut BTreeMap<String, String>) {
+fn stream_endings(o: &Evidence, m: &mut BTreeMap<String, String>) {
     for st in &o.streams {
         let r = &st.report;
         let v = match &r.failed {
@@ -62,7 +62,7 @@ fn stream_endings(o: &Outcome, m: &mut BTreeMap<String, String>) {
 
 /// Each completion's status (the first of each `wr_id`), and how a receive
 /// said that the peer's SEND with Invalidate invalidated.
-fn completions(sc: &Scenario, o: &Outcome, m: &mut BTreeMap<String, String>) {
+fn completions(sc: &Scenario, o: &Evidence, m: &mut BTreeMap<String, String>) {
     for (ep, wcs) in &o.completions {
         let mut seen = BTreeSet::new();
         for w in wcs.iter().filter(|w| seen.insert(w.wr_id)) {
@@ -121,7 +121,7 @@ fn paced_by_the_run(sc: &Scenario, q: &Qp) -> bool {
 /// What QP `q`'s traffic `p` from endpoint `from` showed, by what it is about.
 fn direction(
     sc: &Scenario,
-    o: &Outcome,
+    o: &Evidence,
     q: &Qp,
     from: &str,
     p: &Pair,
@@ -174,7 +174,7 @@ fn nak_classes(p: &Pair) -> String {
 /// How lost requests were recovered, if any were: not asked of crafted requests
 /// (their repeats are the probe's, not the requester's), nor after RNR NAKs (the
 /// RNR timer says that).
-fn resent_after(o: &Outcome, q: &Qp, p: &Pair) -> Option<String> {
+fn resent_after(o: &Evidence, q: &Qp, p: &Pair) -> Option<String> {
     let probed = o.probes.iter().any(|x| x.qp == q.name && p.a_ip.to_string() == x.src);
     let rnr = p.resps.iter().any(|f| f.ack.and_then(|a| a.nak()) == Some(NakKind::Rnr));
     let how: BTreeSet<_> = p.go_back_n().resends.iter().map(|r| r.trigger).collect();

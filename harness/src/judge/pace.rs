@@ -16,14 +16,14 @@ use dissector::wire::NakKind;
 use super::{duration, pair, Timeline};
 use crate::protocol::stream::Percentiles;
 use crate::results::{
-    GoBackN, Mark, Outcome, Plot, QpPace, Slice, StreamWire, Verdict, VerdictKind,
+    Evidence, GoBackN, Mark, Plot, QpPace, Slice, StreamWire, Verdict, VerdictKind,
 };
 use crate::scenario::model::{QpType, Scenario, Step, StreamExpect, StreamStep};
 
 /// The wire of every stream step that ran: (its id, its endpoint, its numbers).
 pub(crate) fn stream_wires(
     sc: &Scenario,
-    o: &Outcome,
+    o: &Evidence,
     t: &Timeline,
 ) -> Vec<(String, String, StreamWire)> {
     sc.steps
@@ -37,7 +37,7 @@ pub(crate) fn stream_wires(
         .collect()
 }
 
-fn of(sc: &Scenario, st: &StreamStep, o: &Outcome, t: &Timeline) -> StreamWire {
+fn of(sc: &Scenario, st: &StreamStep, o: &Evidence, t: &Timeline) -> StreamWire {
     let mut paces = Vec::new();
     let mut qps = Vec::new();
     let (mut acked, mut resend_after, mut resend_marks, mut nak_marks) =
@@ -144,7 +144,7 @@ fn plot(
 /// The stream's wire against its window and its latency bound: `None` when there
 /// is nothing to judge (no capture, or the stream never ran) and nothing was asked
 /// of the wire.
-pub(crate) fn verdict(e: &StreamExpect, o: &Outcome) -> Option<Verdict> {
+pub(crate) fn verdict(e: &StreamExpect, o: &Evidence) -> Option<Verdict> {
     let what = format!("wire of stream {} from {}", e.id, e.on);
     let run = o.streams.iter().find(|s| s.report.id == e.id && s.on == e.on);
     let Some(w) = run.and_then(|r| r.wire.as_ref()) else {

@@ -10,7 +10,7 @@ use std::net::IpAddr;
 use dissector::wire::{AckClass, Psn};
 
 use super::timeline::{Packet, Timeline};
-use crate::results::{Outcome, Verdict, VerdictKind};
+use crate::results::{Evidence, Verdict, VerdictKind};
 use crate::scenario::model::{ProbeExpect, PsnAt};
 use crate::scenario::pattern;
 
@@ -55,7 +55,7 @@ impl ProbeAnswer {
 /// Each probe's frames on the wire, in step order, and what answered them. The
 /// target may answer the first copy before the next copy is on the wire; the
 /// probe's own copies do not end its answer.
-pub(crate) fn answers(o: &Outcome, t: &Timeline) -> Vec<ProbeAnswer> {
+pub(crate) fn answers(o: &Evidence, t: &Timeline) -> Vec<ProbeAnswer> {
     let frames: &[Packet] = &t.packets;
     let mut cursor = 0;
     let mut out = Vec::new();
@@ -121,7 +121,7 @@ pub(crate) fn answers(o: &Outcome, t: &Timeline) -> Vec<ProbeAnswer> {
 
 pub(crate) fn verdict(
     e: &ProbeExpect,
-    o: &Outcome,
+    o: &Evidence,
     answers: &Result<Vec<ProbeAnswer>, String>,
 ) -> Verdict {
     let what = format!("probe {}", e.probe);

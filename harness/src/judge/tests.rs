@@ -152,8 +152,8 @@ fn endpoint(ip: &str, qpn: u32) -> EndpointFacts {
     }
 }
 
-fn outcome() -> Outcome {
-    Outcome {
+fn outcome() -> Evidence {
+    Evidence {
         endpoints: [("a".to_string(), endpoint(A, 0x22)), ("b".to_string(), endpoint(B, 0x11))]
             .into(),
         ..Default::default()
@@ -394,7 +394,7 @@ fn probe_answers_are_the_responses_up_to_the_next_request() {
         next,
         frames: vec![SentFrame { opcode: 0x0a, dest_qp: 0x11, psn, len: 8 }; copies],
     };
-    let o = Outcome {
+    let o = Evidence {
         probes: vec![
             sent("ahead", 100, 103, 2),
             sent("dup", 100, 99, 1),
@@ -476,14 +476,14 @@ fn memory_equals_and_unchanged() {
         "name = 'x'\n[endpoints.b]\n[[mr]]\nname = 'm'\non = 'b'\nsize = 8\ninit = { text = 'hi' }\n[[expect.memory]]\non = 'b'\nmr = 'm'\nunchanged = true\n[[expect.memory]]\non = 'b'\nmr = 'm'\noffset = 2\nequals = { bytes = '00 00' }\n",
     )
     .unwrap_or_else(|e| panic!("{}", e[0]));
-    let mut o = Outcome::default();
+    let mut o = Evidence::default();
     o.memory.entry("b".into()).or_default().insert("m".into(), b"hi\0\0\0\0\0\0".to_vec());
     let (v, _) = judge(&sc, &o, &Err("none".into()));
     assert!(v.iter().all(|v| v.pass), "{v:#?}");
     o.memory.entry("b".into()).or_default().insert("m".into(), b"hi\0x\0\0\0\0".to_vec());
     let (v, _) = judge(&sc, &o, &Err("none".into()));
     assert!(!v[0].pass && !v[1].pass, "{v:#?}");
-    let (v, _) = judge(&sc, &Outcome::default(), &Err("none".into()));
+    let (v, _) = judge(&sc, &Evidence::default(), &Err("none".into()));
     assert!(v[0].actual.contains("never read"), "{v:#?}");
 }
 

@@ -35,14 +35,14 @@ use crate::verbs::{
 };
 pub(crate) mod stream;
 
-use stream::{Content, Percentiles, StreamVerb, Verification};
+use stream::{Percentiles, StreamContent, StreamVerb, Verification};
 
 /// Bumped on any incompatible change; both sides say theirs in `Hello`. 3: device
 /// capabilities, memory windows, SRQs, ATOMIC WRITE, FLUSH, invalidation. 4: the
 /// passive side listens (`Listen`) before the active side is asked to connect;
 /// streams (`Action::Stream`, `Verify`). 5: the receiving side of SEND and
 /// WRITE-with-immediate streams (`Action::Receive`, its `mr` optional), streams
-/// round a ring and dealt at random (`Content::ring`, `Content::spread`). 6:
+/// round a ring and dealt at random (`StreamContent::ring`, `StreamContent::spread`). 6:
 /// atomic streams mix CmpSwap in (`StreamVerb::Atomic`) and report the chain of
 /// old values (`StreamReport::atomics`). 7: a QP's access flags beside its
 /// transport parameters (`QpSetup::access`), not among them.
@@ -124,7 +124,7 @@ pub(crate) enum ToAgent {
     Verify {
         mr: String,
         offset: u64,
-        content: Content,
+        content: StreamContent,
     },
     /// Destroy what `Setup` made (a lab agent keeps the context and PD open for
     /// the next scenario) and end this controller's session.
@@ -268,7 +268,7 @@ pub(crate) struct RemoteRef {
 /// A send-queue verb and what only it carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub(crate) enum Verb {
+pub(crate) enum AgentVerb {
     Send {
         imm: Option<u32>,
     },
@@ -330,7 +330,7 @@ pub(crate) enum Action {
     Post {
         qp: String,
         wr_id: u64,
-        verb: Verb,
+        verb: AgentVerb,
         sges: Vec<SgeRef>,
         flags: Vec<SendFlag>,
     },
@@ -665,7 +665,7 @@ pub(crate) struct StreamOrder {
     /// Round robin: message `i` goes on `qps[i % qps.len()]`.
     pub qps: Vec<String>,
     pub verb: StreamVerb,
-    pub content: Content,
+    pub content: StreamContent,
     /// The most messages outstanding at once, over all its QPs.
     pub window: u32,
     /// Every k-th message on a QP is signalled (and the last).
@@ -688,7 +688,7 @@ pub(crate) struct StreamOrder {
 pub(crate) struct ReceiveOrder {
     pub id: String,
     pub qps: Vec<String>,
-    pub content: Content,
+    pub content: StreamContent,
     pub depth: u32,
     pub low_water: u32,
     /// Where the SENDs land; none: the receives hold no bytes and complete with
@@ -820,7 +820,7 @@ mod tests {
                 action: Action::Post {
                     qp: "q".into(),
                     wr_id: 1,
-                    verb: Verb::Flush {
+                    verb: AgentVerb::Flush {
                         remote: RemoteRef { mr: "t".into(), offset: 0, rkey: None },
                         len: 64,
                         placement: Placement::Global,
@@ -835,7 +835,7 @@ mod tests {
                 action: Action::Post {
                     qp: "q".into(),
                     wr_id: 2,
-                    verb: Verb::BindMw {
+                    verb: AgentVerb::BindMw {
                         mw: "w".into(),
                         mr: "m".into(),
                         offset: 8,
@@ -852,7 +852,7 @@ mod tests {
                 action: Action::Post {
                     qp: "q".into(),
                     wr_id: 7,
-                    verb: Verb::CmpSwap {
+                    verb: AgentVerb::CmpSwap {
                         remote: RemoteRef { mr: "t".into(), offset: 8, rkey: Some(0xbad) },
                         compare: 1,
                         swap: 2,

@@ -4,10 +4,10 @@
 //! A stream's content is a function of its seed alone: message `i` has a length
 //! drawn from the stream's sizes and bytes drawn from `(seed, i)`, and the messages
 //! lie back to back from the stream's offset. So the target's memory is checked on
-//! the endpoint that holds it ([`Content::verify`]), message by message, and only
+//! the endpoint that holds it ([`StreamContent::verify`]), message by message, and only
 //! the verdict crosses the agent protocol, never the memory.
 //!
-//! Owns: [`Content`], [`Sizes`], [`Spread`], [`StreamVerb`], the atomic ops and their
+//! Owns: [`StreamContent`], [`Sizes`], [`Spread`], [`StreamVerb`], the atomic ops and their
 //! chain, the memory verification and the reported percentiles, and
 //! [`STREAM_MESSAGES`]. Imports: nothing of the crate; dissector's hex text (for bytes
 //! in JSON).
@@ -34,7 +34,7 @@ pub(crate) enum Sizes {
 /// What a stream's messages hold and where each lies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct Content {
+pub(crate) struct StreamContent {
     pub seed: u64,
     pub count: u64,
     pub sizes: Sizes,
@@ -72,7 +72,7 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-impl Content {
+impl StreamContent {
     /// The length of message `i`.
     pub(crate) fn len(&self, i: u64) -> u32 {
         match self.sizes {
@@ -251,7 +251,7 @@ impl Content {
     }
 }
 
-impl Content {
+impl StreamContent {
     /// Message `i` (at `at`) runs past the end of a region of `end` bytes: a
     /// mismatch at the end, its expected bytes from there, nothing found.
     fn past_the_end(&self, (i, at, len): (u64, u64, u32), end: usize) -> Verification {
@@ -268,7 +268,7 @@ impl Content {
         }
     }
 
-    /// Byte `pos` of message `i`, as [`Content::fill`] writes it.
+    /// Byte `pos` of message `i`, as [`StreamContent::fill`] writes it.
     fn byte(&self, i: u64, pos: u64) -> u8 {
         let key = mix(self.seed.rotate_left(17) ^ mix(i));
         mix(key ^ (pos / 8)).to_le_bytes()[(pos % 8) as usize]
@@ -556,7 +556,7 @@ mod tests {
     /// holds and what is checked, each byte against the message that wrote it last.
     #[test]
     fn a_ring_keeps_the_last_lap_and_checks_it() {
-        let c = Content {
+        let c = StreamContent {
             seed: 3,
             count: 100,
             sizes: Sizes::Uniform { min: 64, max: 200 },
@@ -587,14 +587,18 @@ mod tests {
         assert_eq!(c.span(), last);
         // A region shorter than the ring: the first message past its end, no
         // matter how large the ring the order names.
-        let huge =
-            Content { ring: Some(1 << 40), sizes: Sizes::Fixed(1 << 20), count: 1 << 20, ..c };
+        let huge = StreamContent {
+            ring: Some(1 << 40),
+            sizes: Sizes::Fixed(1 << 20),
+            count: 1 << 20,
+            ..c
+        };
         let m = huge.verify(&mem).mismatch.expect("past the end");
         assert_eq!((m.message, m.offset, m.got.len()), (0, 1000, 0));
         let mut first = vec![0u8; 1 << 20];
         huge.fill(0, &mut first);
         assert_eq!(m.want, first[1000..1016].to_vec(), "the bytes it should have there");
-        let flat = Content { ring: None, ..huge };
+        let flat = StreamContent { ring: None, ..huge };
         assert_eq!(flat.verify(&mem).mismatch.map(|m| (m.message, m.offset)), Some((0, 1000)));
     }
 
@@ -603,7 +607,7 @@ mod tests {
     /// messages `qp_of` deals it.
     #[test]
     fn messages_are_dealt_to_qps_round_robin_or_at_random() {
-        let rr = Content {
+        let rr = StreamContent {
             seed: 9,
             count: 1003,
             sizes: Sizes::Fixed(8),
@@ -612,7 +616,7 @@ mod tests {
         };
         assert_eq!(rr.per_qp(4), vec![251, 251, 251, 250]);
         assert_eq!(rr.on_qp(2, 4).take(3).collect::<Vec<_>>(), vec![2, 6, 10]);
-        let random = Content { spread: Spread::Random, ..rr };
+        let random = StreamContent { spread: Spread::Random, ..rr };
         let per = random.per_qp(4);
         assert_eq!(per.iter().sum::<u64>(), 1003);
         assert!(per.iter().all(|&c| (150..350).contains(&c)), "{per:?}");
@@ -622,7 +626,7 @@ mod tests {
             assert_eq!(mine.len() as u64, share);
             assert!(mine.iter().all(|&i| random.qp_of(i, 4) == q));
         }
-        let again = Content { ..random };
+        let again = StreamContent { ..random };
         assert_eq!(
             (0..1003).map(|i| again.qp_of(i, 4)).collect::<Vec<_>>(),
             (0..1003).map(|i| random.qp_of(i, 4)).collect::<Vec<_>>()
@@ -631,14 +635,14 @@ mod tests {
 
     #[test]
     fn content_is_the_seeds_alone_and_lies_back_to_back() {
-        let c = Content {
+        let c = StreamContent {
             seed: 7,
             count: 1000,
             sizes: Sizes::Uniform { min: 1, max: 300 },
             ring: None,
             spread: Spread::RoundRobin,
         };
-        let again = Content {
+        let again = StreamContent {
             seed: 7,
             count: 1000,
             sizes: Sizes::Uniform { min: 1, max: 300 },
@@ -660,14 +664,14 @@ mod tests {
         c.fill(3, &mut a);
         c.fill(4, &mut b);
         assert_ne!(a, b, "each message its own bytes");
-        let other = Content { seed: 8, ..c };
+        let other = StreamContent { seed: 8, ..c };
         other.fill(3, &mut b);
         assert_ne!(a, b, "each seed its own bytes");
     }
 
     #[test]
     fn verify_names_the_first_wrong_message_its_offset_and_bytes() {
-        let c = Content {
+        let c = StreamContent {
             seed: 1,
             count: 100,
             sizes: Sizes::Fixed(64),

@@ -133,9 +133,10 @@ pub(crate) struct Connection {
     pub peer_mrs_from_cm: Option<usize>,
 }
 
-/// Everything a scenario run produced, for the expectations and the report.
+/// Everything a scenario run produced (completions, events, memory, the wire): the
+/// evidence the judge weighs against the expectations, and the report shows.
 #[derive(Debug, Clone, Default, Serialize)]
-pub(crate) struct Outcome {
+pub(crate) struct Evidence {
     pub endpoints: BTreeMap<String, EndpointFacts>,
     pub connections: Vec<Connection>,
     /// What each probe step sent, in step order.

@@ -15,7 +15,7 @@ use dissector::wire::{NakKind, Opcode, Psn};
 
 pub(crate) use super::file::{ConnectMethod, Content, QpType};
 use super::pattern::Pattern;
-pub(crate) use crate::protocol::stream::{Content as StreamContent, Sizes, Spread, StreamVerb};
+pub(crate) use crate::protocol::stream::{Sizes, Spread, StreamContent, StreamVerb};
 use crate::verbs::{
     Access, EventType, Feature, MwKind, Placement, QpParams, Selectivity, SendFlag, WcOpcode,
     WcStatus,
