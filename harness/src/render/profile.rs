@@ -75,6 +75,11 @@ mod tests {
             "conformance: a \"PSN\" ahead".into(),
             obs(&[("probe ahead", "NAK PSN Sequence Error (PSN next)")]),
         );
+        // Notes are written and read back as notes (never compared).
+        p.note.insert(
+            "conformance: a \"PSN\" ahead".into(),
+            obs(&[("probe ahead", "IBA C9-92: NAK Invalid Request; deviates")]),
+        );
         let text = render(&p);
         let back: Profile = toml::from_str(&text).unwrap();
         assert_eq!(back, p);
