@@ -3,6 +3,7 @@
 //! `ROCE_BLESS=1` rewrites them); `ROCE_HTML_GOLDEN_DIR=DIR` writes them all,
 //! every capture's ladder and long captures' windows too, to diff two renderers.
 use super::*;
+use crate::judge::timeline::MAX_ROWS;
 use serde_json::json;
 
 fn capture(name: &str) -> PathBuf {

@@ -1,5 +1,7 @@
 //! The HTML report: escaping, the ladder, windows, marks and the page's parts.
+use super::ladder::*;
 use super::*;
+use crate::judge::timeline::MAX_ROWS;
 
 fn render(r: &Report) -> String {
     render_page(r, None, &|_| None).0
