@@ -13,6 +13,7 @@ use std::fmt;
 use std::ops::Range;
 use std::sync::OnceLock;
 
+use dissector::diag::line_col;
 use dissector::text::UnknownName;
 use serde::Deserialize;
 use toml::Spanned;
@@ -160,18 +161,6 @@ fn yes() -> bool {
     true
 }
 
-/// Line and column (1-based, in characters) of a byte offset of `text`.
-fn position(text: &str, offset: usize) -> (usize, usize) {
-    let mut offset = offset.min(text.len());
-    while !text.is_char_boundary(offset) {
-        offset -= 1;
-    }
-    let before = &text[..offset];
-    let line = before.matches('\n').count() + 1;
-    let start = before.rfind('\n').map_or(0, |i| i + 1);
-    (line, text[start..offset].chars().count() + 1)
-}
-
 /// `resp.dup.atomic-replays-saved-result`: dot-separated words of lowercase
 /// letters, digits and single hyphens.
 fn well_formed(id: &str) -> bool {
@@ -198,6 +187,30 @@ fn compliance_ok(c: &str) -> bool {
         && number.starts_with(|c: char| c.is_ascii_digit())
 }
 
+/// The problems found in a catalogue's text, each at its line and column.
+struct Problems<'t> {
+    text: &'t str,
+    found: Vec<Problem>,
+}
+
+impl Problems<'_> {
+    fn at(&mut self, span: Range<usize>, message: String) {
+        let (line, col) = line_col(self.text, span.start);
+        self.found.push(Problem { line, col, message });
+    }
+
+    /// A list that must name something, and nothing twice.
+    fn listed<T: Ord>(&mut self, id: &str, what: &str, list: &Spanned<Vec<T>>) {
+        let l = list.get_ref();
+        if l.is_empty() {
+            self.at(list.span(), format!("rule `{id}`: `{what}` is empty"));
+        }
+        if l.len() != l.iter().collect::<BTreeSet<_>>().len() {
+            self.at(list.span(), format!("rule `{id}`: `{what}` names one twice"));
+        }
+    }
+}
+
 impl Catalogue {
     /// The catalogue built into the binary, read once.
     pub(crate) fn shipped() -> Result<&'static Catalogue, CatalogueError> {
@@ -208,29 +221,44 @@ impl Catalogue {
     /// Reads and checks catalogue text; `file` names it in the problems.
     pub(crate) fn parse(file: &str, text: &str) -> Result<Catalogue, CatalogueError> {
         let fail = |problems| CatalogueError { file: file.to_string(), problems };
-        let at = |span: Range<usize>, message: String| {
-            let (line, col) = position(text, span.start);
-            Problem { line, col, message }
-        };
+        let mut p = Problems { text, found: Vec::new() };
         let shape: FileShape = toml::from_str(text).map_err(|e| {
-            let span = e.span().unwrap_or(0..0);
-            fail(vec![at(span, e.message().trim().to_string())])
+            p.at(e.span().unwrap_or(0..0), e.message().trim().to_string());
+            fail(std::mem::take(&mut p.found))
         })?;
-        let mut problems = Vec::new();
+        let (sections, section_ids) = Self::sections(shape.section, &mut p);
+        let mut rule_ids = BTreeSet::new();
+        let rules = shape
+            .rule
+            .into_iter()
+            .map(|r| Self::rule_of(r, &section_ids, &mut rule_ids, &mut p))
+            .collect();
+        if p.found.is_empty() {
+            Ok(Catalogue { sections, rules })
+        } else {
+            Err(fail(p.found))
+        }
+    }
+
+    /// The `[[section]]`s, each id well formed and defined once.
+    fn sections(
+        shapes: Vec<SectionShape>,
+        p: &mut Problems<'_>,
+    ) -> (Vec<Section>, BTreeSet<String>) {
         let mut sections = Vec::new();
-        let mut section_ids = BTreeSet::new();
-        for s in shape.section {
+        let mut ids = BTreeSet::new();
+        for s in shapes {
             let id = s.id.get_ref();
             if !well_formed(id) {
-                problems.push(at(
+                p.at(
                     s.id.span(),
                     format!("section id `{id}` is not dotted lowercase words (a-z, 0-9, -)"),
-                ));
-            } else if !section_ids.insert(id.clone()) {
-                problems.push(at(s.id.span(), format!("section `{id}` is defined twice")));
+                );
+            } else if !ids.insert(id.clone()) {
+                p.at(s.id.span(), format!("section `{id}` is defined twice"));
             }
             if s.chapter.get_ref().trim().is_empty() {
-                problems.push(at(s.chapter.span(), format!("section `{id}` has an empty chapter")));
+                p.at(s.chapter.span(), format!("section `{id}` has an empty chapter"));
             }
             sections.push(Section {
                 id: s.id.into_inner(),
@@ -240,120 +268,101 @@ impl Catalogue {
             });
         }
         if sections.is_empty() {
-            problems.push(at(0..0, "no [[section]]: every rule belongs to one".into()));
+            p.at(0..0, "no [[section]]: every rule belongs to one".into());
         }
-        let mut rules = Vec::new();
-        let mut rule_ids = BTreeSet::new();
-        for r in shape.rule {
-            let id = r.id.get_ref().clone();
-            let span = r.id.span();
-            // The section is the longest section id the rule's id starts with.
-            let section = section_ids
-                .iter()
-                .filter(|s| id.strip_prefix(s.as_str()).is_some_and(|rest| rest.starts_with('.')))
-                .max_by_key(|s| s.len())
-                .cloned();
-            if !well_formed(&id) {
-                problems.push(at(
-                    span.clone(),
-                    format!("rule id `{id}` is not dotted lowercase words (a-z, 0-9, -)"),
-                ));
-            } else if !rule_ids.insert(id.clone()) {
-                problems.push(at(span.clone(), format!("rule `{id}` is defined twice")));
-            }
-            let section = match section {
-                Some(s) => s,
-                None => {
-                    let head = id.split('.').next().unwrap_or_default();
-                    let hint = UnknownName::among(
-                        "section",
-                        head,
-                        head,
-                        section_ids.iter().map(String::as_str),
-                    )
-                    .hint()
-                    .map(|h| format!(" ({h})"))
-                    .unwrap_or_default();
-                    problems.push(at(
-                        span.clone(),
-                        format!("rule `{id}` is in no known section: its id must start with a section id and a dot{hint}"),
-                    ));
-                    String::new()
-                }
-            };
-            if r.iba.get_ref().trim().is_empty() {
-                problems.push(at(r.iba.span(), format!("rule `{id}` names no IBA section")));
-            }
-            if let Some(c) = &r.compliance {
-                if !compliance_ok(c.get_ref()) {
-                    problems.push(at(
-                        c.span(),
-                        format!(
-                            "`{}` is not a compliance statement number (C9-92, o10-37.2.30)",
-                            c.get_ref()
-                        ),
-                    ));
-                }
-            }
-            if r.rule.get_ref().trim().is_empty() || r.rule.get_ref().contains('\n') {
-                problems
-                    .push(at(r.rule.span(), format!("rule `{id}` must say the rule in one line")));
-            }
-            for (what, empty, dup, sp) in [
-                (
-                    "transports",
-                    r.transports.get_ref().is_empty(),
-                    r.transports.get_ref().len()
-                        != r.transports.get_ref().iter().collect::<BTreeSet<_>>().len(),
-                    r.transports.span(),
-                ),
-                (
-                    "observed_by",
-                    r.observed_by.get_ref().is_empty(),
-                    r.observed_by.get_ref().len()
-                        != r.observed_by.get_ref().iter().collect::<BTreeSet<_>>().len(),
-                    r.observed_by.span(),
-                ),
-            ] {
-                if empty {
-                    problems.push(at(sp.clone(), format!("rule `{id}`: `{what}` is empty")));
-                }
-                if dup {
-                    problems.push(at(sp, format!("rule `{id}`: `{what}` names one twice")));
-                }
-            }
-            match (&r.reason, r.observable) {
-                (None, false) => problems.push(at(
-                    span.clone(),
-                    format!("rule `{id}` is not observable but gives no `reason`"),
-                )),
-                (Some(x), false) if x.get_ref().trim().is_empty() => {
-                    problems.push(at(x.span(), format!("rule `{id}`: the `reason` is empty")))
-                }
-                (Some(x), true) => problems.push(at(
-                    x.span(),
-                    format!("rule `{id}` is observable: a `reason` is for `observable = false`"),
-                )),
-                _ => {}
-            }
-            rules.push(Rule {
-                id,
-                section,
-                iba: r.iba.into_inner(),
-                compliance: r.compliance.map(Spanned::into_inner),
-                rule: r.rule.into_inner(),
-                role: r.role,
-                transports: r.transports.into_inner(),
-                observed_by: r.observed_by.into_inner(),
-                observable: r.observable,
-                reason: r.reason.map(Spanned::into_inner),
-            });
+        (sections, ids)
+    }
+
+    /// One `[[rule]]`: its id well formed, defined once and in a known section,
+    /// every field said.
+    fn rule_of(
+        r: RuleShape,
+        section_ids: &BTreeSet<String>,
+        rule_ids: &mut BTreeSet<String>,
+        p: &mut Problems<'_>,
+    ) -> Rule {
+        let id = r.id.get_ref().clone();
+        let span = r.id.span();
+        if !well_formed(&id) {
+            p.at(
+                span.clone(),
+                format!("rule id `{id}` is not dotted lowercase words (a-z, 0-9, -)"),
+            );
+        } else if !rule_ids.insert(id.clone()) {
+            p.at(span.clone(), format!("rule `{id}` is defined twice"));
         }
-        if problems.is_empty() {
-            Ok(Catalogue { sections, rules })
-        } else {
-            Err(fail(problems))
+        let section = Self::section_of(&id, span.clone(), section_ids, p);
+        if r.iba.get_ref().trim().is_empty() {
+            p.at(r.iba.span(), format!("rule `{id}` names no IBA section"));
         }
+        if let Some(c) = &r.compliance {
+            if !compliance_ok(c.get_ref()) {
+                p.at(
+                    c.span(),
+                    format!(
+                        "`{}` is not a compliance statement number (C9-92, o10-37.2.30)",
+                        c.get_ref()
+                    ),
+                );
+            }
+        }
+        if r.rule.get_ref().trim().is_empty() || r.rule.get_ref().contains('\n') {
+            p.at(r.rule.span(), format!("rule `{id}` must say the rule in one line"));
+        }
+        p.listed(&id, "transports", &r.transports);
+        p.listed(&id, "observed_by", &r.observed_by);
+        match (&r.reason, r.observable) {
+            (None, false) => {
+                p.at(span, format!("rule `{id}` is not observable but gives no `reason`"))
+            }
+            (Some(x), false) if x.get_ref().trim().is_empty() => {
+                p.at(x.span(), format!("rule `{id}`: the `reason` is empty"))
+            }
+            (Some(x), true) => p.at(
+                x.span(),
+                format!("rule `{id}` is observable: a `reason` is for `observable = false`"),
+            ),
+            _ => {}
+        }
+        Rule {
+            id,
+            section,
+            iba: r.iba.into_inner(),
+            compliance: r.compliance.map(Spanned::into_inner),
+            rule: r.rule.into_inner(),
+            role: r.role,
+            transports: r.transports.into_inner(),
+            observed_by: r.observed_by.into_inner(),
+            observable: r.observable,
+            reason: r.reason.map(Spanned::into_inner),
+        }
+    }
+
+    /// A rule's section: the longest section id its id starts with (and a dot).
+    fn section_of(
+        id: &str,
+        span: Range<usize>,
+        section_ids: &BTreeSet<String>,
+        p: &mut Problems<'_>,
+    ) -> String {
+        let longest = section_ids
+            .iter()
+            .filter(|s| id.strip_prefix(s.as_str()).is_some_and(|rest| rest.starts_with('.')))
+            .max_by_key(|s| s.len());
+        if let Some(s) = longest {
+            return s.clone();
+        }
+        let head = id.split('.').next().unwrap_or_default();
+        let hint =
+            UnknownName::among("section", head, head, section_ids.iter().map(String::as_str))
+                .hint()
+                .map(|h| format!(" ({h})"))
+                .unwrap_or_default();
+        p.at(
+            span,
+            format!("rule `{id}` is in no known section: its id must start with a section id and a dot{hint}"),
+        );
+        String::new()
     }
 
     /// The rule with this id.
