@@ -3,13 +3,16 @@
 //! the line with a caret under the span, and a hint.
 //!
 //! Owns: [`Diagnostic`], its [`Source`] and the hints for serde's messages. Imports:
-//! dissector's `did_you_mean` and `diag` (with its [`Severity`]); nothing else of the project.
+//! dissector's `did_you_mean` and `diag` (with its [`Severity`]); a case's span map
+//! ([`super::cases::SpanMap`]); nothing else of the project.
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 pub(crate) use dissector::diag::Severity;
 use dissector::diag::{line_col, Excerpt, Origin, Report};
+
+use super::cases::SpanMap;
 
 /// One problem in a scenario file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,9 +49,17 @@ impl fmt::Display for Diagnostic {
 pub(crate) struct Source<'a> {
     pub(crate) file: &'a Path,
     pub(crate) text: &'a str,
+    /// For a case of a parameterised file: spans are of the case's text, mapped
+    /// back to the file's (`text`) before they are shown.
+    pub(crate) map: Option<&'a SpanMap>,
 }
 
-impl Source<'_> {
+impl<'a> Source<'a> {
+    /// The file's own text, its spans as they are.
+    pub(crate) fn new(file: &'a Path, text: &'a str) -> Source<'a> {
+        Source { file, text, map: None }
+    }
+
     /// A diagnostic at `span` (the file's start when there is none). A span over
     /// several lines is shown on its first.
     pub(crate) fn diag(
@@ -58,6 +69,10 @@ impl Source<'_> {
         hint: Option<String>,
     ) -> Diagnostic {
         let span = span.unwrap_or(0..0);
+        let span = match self.map {
+            Some(m) => m.to_file(span),
+            None => span,
+        };
         let (line, col) = line_col(self.text, span.start);
         let excerpt = self.text.lines().nth(line - 1).map(|l| {
             // The line's first byte.
@@ -103,7 +118,7 @@ mod tests {
     #[test]
     fn positions_excerpts_and_hints() {
         let text = "name = \"x\"\nacess = [\"é\", 1]\n";
-        let s = Source { file: Path::new("t.toml"), text };
+        let s = Source::new(Path::new("t.toml"), text);
         let d =
             s.diag(Some(11..16), "unknown field `acess`", Some("did you mean `access`?".into()));
         assert_eq!((d.line, d.col), (2, 1));
