@@ -642,3 +642,198 @@ fn substitute(
         spec.into_iter().map(|(id, s)| (id, map.to_text(s.start)..map.to_text(s.end))).collect();
     Case { label: Some(label), text, map, spec }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+    use crate::scenario::check::parse_cases;
+    use crate::scenario::model::Scenario;
+
+    /// A WRITE or READ into `target`, `{access}` its access and `{op}` the verb,
+    /// followed by `tail`.
+    fn file(access: &str, op: &str, tail: &str) -> String {
+        format!(
+            "name = \"MR ${{op}}\"\nspec = [\"mr.access.remote-write-denied\"]\n[endpoints.a]\n[endpoints.b]\n\
+             [[qp]]\nname = \"q\"\ntype = \"rc\"\nbetween = [\"b\", \"a\"]\n\
+             [[mr]]\nname = \"src\"\non = \"a\"\nsize = 16\n\
+             [[mr]]\nname = \"target\"\non = \"b\"\nsize = \"${{size}}\"\naccess = {access}\n\
+             [[step]]\non = \"a\"\nop = {op}\nqp = \"q\"\nwr_id = 1\nsge = [{{ mr = \"src\" }}]\nremote = {{ mr = \"target\" }}\n\
+             [[expect.completion]]\non = \"a\"\nwr_id = 1\nstatus = \"IBV_WC_SUCCESS\"\n{tail}"
+        )
+    }
+
+    fn load(text: &str) -> Result<Vec<Scenario>, Vec<Diagnostic>> {
+        parse_cases(Path::new("p.toml"), text)
+    }
+
+    fn names(v: &[Scenario]) -> Vec<&str> {
+        v.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    #[test]
+    fn the_product_of_the_lists_in_file_order() {
+        let t = file(
+            "\"${access}\"",
+            "\"${op}\"",
+            "[cases]\nop = [\"write\", \"read\"]\naccess = [[\"local_write\"], [\"local_write\", \"remote_write\"]]\nsize = [16]\n",
+        );
+        let v = load(&t).unwrap();
+        assert_eq!(
+            names(&v),
+            [
+                "MR write [op=write, access=local_write, size=16]",
+                "MR write [op=write, access=local_write+remote_write, size=16]",
+                "MR read [op=read, access=local_write, size=16]",
+                "MR read [op=read, access=local_write+remote_write, size=16]",
+            ]
+        );
+        // Whole values keep their type: an array of flags, a number.
+        assert_eq!(v[0].mrs[1].access, crate::verbs::Access::LOCAL_WRITE);
+        assert_eq!(v[1].mrs[1].access.0 & 2, 2);
+        assert_eq!(v[0].mrs[1].size, 16);
+        assert_eq!(v[2].case.as_deref(), Some("op=read, access=local_write, size=16"));
+        assert!(v.iter().all(|s| s.spec == ["mr.access.remote-write-denied"]));
+        assert!(v[0].warnings.is_empty(), "{:?}", v[0].warnings);
+    }
+
+    #[test]
+    fn explicit_cases_with_names_and_spec_and_the_product_inside() {
+        let t = file(
+            "\"${access}\"",
+            "\"write\"",
+            "[cases]\nsize = [8, 16]\n\
+             [[case]]\nname = \"denied\"\naccess = [\"local_write\"]\nop = \"w\"\nspec = [\"mr.access.remote-read-denied\"]\n\
+             [[case]]\naccess = { x = 1 }\nop = \"w\"\n",
+        )
+        .replace("name = \"MR ${op}\"", "name = \"MR ${op}\"");
+        let v = load(&t);
+        // The second case's access is a table, which `access` is not: said at the
+        // placeholder, for that case alone.
+        let e = v.unwrap_err();
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(
+            e[0].message
+                .contains("(in cases `access=x:1, op=w, size=8`, `access=x:1, op=w, size=16`)"),
+            "{}",
+            e[0]
+        );
+        let access_line = t.lines().position(|l| l.starts_with("access = ")).unwrap() + 1;
+        assert_eq!((e[0].line, e[0].col), (access_line, 10), "{}", e[0]);
+        let t = t.replace("access = { x = 1 }", "access = [\"local_write\", \"remote_write\"]");
+        let v = load(&t).unwrap();
+        assert_eq!(
+            names(&v),
+            [
+                "MR w [denied, size=8]",
+                "MR w [denied, size=16]",
+                "MR w [access=local_write+remote_write, op=w, size=8]",
+                "MR w [access=local_write+remote_write, op=w, size=16]",
+            ]
+        );
+        assert_eq!(v[0].spec, ["mr.access.remote-write-denied", "mr.access.remote-read-denied"]);
+        assert_eq!(v[2].spec, ["mr.access.remote-write-denied"]);
+        assert_eq!(v[1].mrs[1].size, 16);
+    }
+
+    #[test]
+    fn placeholders_in_strings_and_the_literal_escape() {
+        let t = file("[\"local_write\"]", "\"${op}\"", "[cases]\nop = [\"write\"]\nsize = [16]\n")
+            .replace("name = \"MR ${op}\"", "name = 'MR ${op} and $${op} \"quoted\"'");
+        let v = load(&t).unwrap();
+        assert_eq!(names(&v), ["MR write and ${op} \"quoted\" [op=write, size=16]"]);
+        // Without cases, a file is as it was; `$${` is still a literal `${`.
+        let plain = file("[\"local_write\"]", "\"write\"", "").replace("\"${size}\"", "16");
+        let plain = plain.replace("name = \"MR ${op}\"", "name = \"plain $${x}\"");
+        let v = load(&plain).unwrap();
+        assert_eq!(names(&v), ["plain ${x}"]);
+        assert_eq!(v[0].case, None);
+        // A placeholder without [cases]: said, with what to do.
+        let e = load(&plain.replace("$${x}", "${x}")).unwrap_err();
+        assert!(e[0].message.contains("unknown parameter `x`"), "{}", e[0]);
+        assert!(e[0].hint.as_deref().unwrap_or("").contains("no"), "{:?}", e[0].hint);
+        // `${` that is no placeholder.
+        let e = load(&plain.replace("$${x}", "${ x")).unwrap_err();
+        assert!(e[0].message.contains("starts a placeholder"), "{}", e[0]);
+    }
+
+    #[test]
+    fn an_unknown_placeholder_is_pointed_at_with_the_closest_name() {
+        let t = file(
+            "\"${acess}\"",
+            "\"${op}\"",
+            "[cases]\nop = [\"write\"]\naccess = [[\"local_write\"]]\nsize = [16]\n",
+        );
+        let e = load(&t).unwrap_err();
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].message, "unknown parameter `acess` in a placeholder");
+        assert_eq!(e[0].hint.as_deref(), Some("did you mean `access`?"));
+        let line = t.lines().position(|l| l.starts_with("access = ")).unwrap() + 1;
+        assert_eq!((e[0].line, e[0].col), (line, 11));
+        assert!(e[0].to_string().contains("^^^^^^^^"), "{}", e[0]);
+    }
+
+    #[test]
+    fn an_unused_parameter_warns_once() {
+        let t = file(
+            "[\"local_write\"]",
+            "\"${op}\"",
+            "[cases]\nop = [\"write\", \"read\"]\nsize = [16]\nmtu = [256, 512]\n",
+        );
+        let v = load(&t).unwrap();
+        assert_eq!(v.len(), 4);
+        assert_eq!(v[0].warnings.len(), 1, "{:?}", v[0].warnings);
+        let w = &v[0].warnings[0];
+        assert_eq!(w.severity, Severity::Warning);
+        assert!(w.message.contains("parameter `mtu` is used by no placeholder"), "{w}");
+        assert!(v[1..].iter().all(|s| s.warnings.is_empty()));
+    }
+
+    #[test]
+    fn limits_and_shapes_refused() {
+        let base = file("[\"local_write\"]", "\"${op}\"", "");
+        let e = load(&format!("{base}[cases]\nop = []\nsize = [16]\n")).unwrap_err();
+        assert!(e[0].message.contains("lists no values"), "{}", e[0]);
+        let e = load(&format!("{base}[cases]\nop = \"write\"\nsize = [16]\n")).unwrap_err();
+        assert!(e[0].message.contains("not a list"), "{}", e[0]);
+        let many: Vec<String> = (0..65).map(|i| i.to_string()).collect();
+        let e = load(&format!(
+            "{base}[cases]\nop = [{}]\nsize = [{}]\n",
+            many.join(","),
+            many.join(",")
+        ))
+        .unwrap_err();
+        assert!(e[0].message.contains("4225 cases; at most 4096"), "{}", e[0]);
+        assert!(e[0].hint.as_deref().unwrap_or("").contains("[[case]]"));
+        let e =
+            load(&format!("{base}[[case]]\nop = \"write\"\nsize = 16\n[[case]]\nop = \"read\"\n"))
+                .unwrap_err();
+        assert!(e[0].message.contains("case 2 gives no `size`"), "{}", e[0]);
+        let e = load(&format!(
+            "{base}[[case]]\nop = \"write\"\nsize = 16\n[[case]]\nop = \"write\"\nsize = 16\n"
+        ))
+        .unwrap_err();
+        assert!(e[0].message.contains("two cases are named"), "{}", e[0]);
+        let e = load(&format!(
+            "{base}[cases]\nop = [\"write\"]\nsize = [16]\n[[case]]\nop = \"read\"\n"
+        ))
+        .unwrap_err();
+        assert!(e[0].message.contains("`op` is a parameter of [cases] too"), "{}", e[0]);
+    }
+
+    #[test]
+    fn spans_map_back_to_the_file() {
+        // "ab${x}cd" → "abXXXXXcd": the file's "${x}" (2..6) became 2..7.
+        let m = SpanMap { edits: vec![(2..6, 2..7)] };
+        assert_eq!(m.to_file(0..2), 0..2);
+        assert_eq!(m.to_file(3..4), 2..6, "inside the value: the placeholder");
+        assert_eq!(m.to_file(7..9), 6..8);
+        assert_eq!(m.to_file(0..9), 0..8);
+        assert_eq!(m.to_text(7), 8);
+        assert_eq!(inline(&Value::Float(1.0)), "1.0");
+        let t: toml::Table = toml::from_str("a = { b = [1, 'x\"y'], 'c d' = true }").unwrap();
+        assert_eq!(inline(&t["a"]), "{ b = [1, \"x\\\"y\"], \"c d\" = true }");
+        assert_eq!(text_of(&t["a"]), "b:1+x\"y+c d:true");
+    }
+}
