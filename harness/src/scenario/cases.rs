@@ -21,7 +21,7 @@ use std::ops::Range;
 use serde::Deserialize;
 use toml::{Spanned, Value};
 
-use super::diag::{Diagnostic, Severity, Source};
+use super::diag::{Diagnostic, Severity, Source, SpanMap};
 
 /// The most cases one file may expand to.
 pub(crate) const MAX_CASES: usize = 4096;
@@ -48,49 +48,6 @@ pub(crate) struct Case {
 pub(crate) struct Expanded {
     pub(crate) cases: Vec<Case>,
     pub(crate) warnings: Vec<Diagnostic>,
-}
-
-/// Replaced ranges: the file's range and the range of the expanded text that took
-/// its place, in order.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SpanMap {
-    edits: Vec<(Range<usize>, Range<usize>)>,
-}
-
-impl SpanMap {
-    /// The file's span for a span of the expanded text: a span reaching into a
-    /// substituted value covers the placeholder's literal.
-    pub(crate) fn to_file(&self, span: Range<usize>) -> Range<usize> {
-        let start = self.pos(span.start, false);
-        let end = self.pos(span.end, true).max(start);
-        start..end
-    }
-
-    fn pos(&self, p: usize, end: bool) -> usize {
-        let mut delta: isize = 0;
-        for (orig, new) in &self.edits {
-            if p < new.start || (end && p == new.start) {
-                break;
-            }
-            if p < new.end || (end && p == new.end) {
-                return if end { orig.end } else { orig.start };
-            }
-            delta = new.end as isize - orig.end as isize;
-        }
-        (p as isize - delta).max(0) as usize
-    }
-
-    /// The expanded text's position for a position of the file outside any edit.
-    fn to_text(&self, p: usize) -> usize {
-        let mut delta: isize = 0;
-        for (orig, new) in &self.edits {
-            if p < orig.start {
-                break;
-            }
-            delta = new.end as isize - orig.end as isize;
-        }
-        (p as isize + delta).max(0) as usize
-    }
 }
 
 /// A table of the file, with the place of each value.
@@ -652,6 +609,7 @@ mod tests {
 
     use super::*;
     use crate::scenario::check::parse_cases;
+    use crate::scenario::diag::SpanMap;
     use crate::scenario::model::Scenario;
 
     /// A WRITE or READ into `target`, `{access}` its access and `{op}` the verb,

@@ -2,17 +2,16 @@
 //! `dissector::diag` as every mistake in text a user gave is: what, ` --> file:line:col`,
 //! the line with a caret under the span, and a hint.
 //!
-//! Owns: [`Diagnostic`], its [`Source`] and the hints for serde's messages. Imports:
-//! dissector's `did_you_mean` and `diag` (with its [`Severity`]); a case's span map
-//! ([`super::cases::SpanMap`]); nothing else of the project.
+//! Owns: [`Diagnostic`], its [`Source`], the [`SpanMap`] from a case's text back to
+//! its file (which [`super::cases`] makes) and the hints for serde's messages.
+//! Imports: dissector's `did_you_mean` and `diag` (with its [`Severity`]); nothing
+//! else of the project.
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 pub(crate) use dissector::diag::Severity;
 use dissector::diag::{line_col, Excerpt, Origin, Report};
-
-use super::cases::SpanMap;
 
 /// One problem in a scenario file.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,6 +41,49 @@ impl fmt::Display for Diagnostic {
             hint: self.hint.as_deref(),
         };
         f.write_str(&report.render_as(self.severity))
+    }
+}
+
+/// Replaced ranges: the file's range and the range of the expanded text that took
+/// its place, in order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SpanMap {
+    pub(crate) edits: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl SpanMap {
+    /// The file's span for a span of the expanded text: a span reaching into a
+    /// substituted value covers the placeholder's literal.
+    pub(crate) fn to_file(&self, span: Range<usize>) -> Range<usize> {
+        let start = self.pos(span.start, false);
+        let end = self.pos(span.end, true).max(start);
+        start..end
+    }
+
+    fn pos(&self, p: usize, end: bool) -> usize {
+        let mut delta: isize = 0;
+        for (orig, new) in &self.edits {
+            if p < new.start || (end && p == new.start) {
+                break;
+            }
+            if p < new.end || (end && p == new.end) {
+                return if end { orig.end } else { orig.start };
+            }
+            delta = new.end as isize - orig.end as isize;
+        }
+        (p as isize - delta).max(0) as usize
+    }
+
+    /// The expanded text's position for a position of the file outside any edit.
+    pub(crate) fn to_text(&self, p: usize) -> usize {
+        let mut delta: isize = 0;
+        for (orig, new) in &self.edits {
+            if p < orig.start {
+                break;
+            }
+            delta = new.end as isize - orig.end as isize;
+        }
+        (p as isize + delta).max(0) as usize
     }
 }
 
