@@ -35,7 +35,12 @@ pub struct SuiteArgs {
 pub(super) fn run(mut a: SuiteArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
     // The baseline is read first: a wrong path is said before an hour of running.
     let baseline = a.baseline.as_deref().map(Suite::load).transpose().map_err(Failure::input)?;
-    let mut loaded = super::check::load(&a.run.paths, "roce suite", err)?;
+    let loaded = super::check::load(&a.run.paths, "roce suite", err)?;
+    let mut loaded = run::select(loaded, &a.run.cases, "roce suite")?;
+    if a.run.list {
+        run::list(&loaded, out)?;
+        return Ok(super::exit::Exit::Ok);
+    }
     // On real hosts there is no switch to apply faults: those scenarios are left
     // out of the suite (said, not silently), the rest runs.
     if a.run.endpoints.is_some() {

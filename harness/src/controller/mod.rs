@@ -509,12 +509,14 @@ pub(crate) fn bench_scenarios(
     p: &lab::Progress,
 ) -> Result<Vec<(String, String)>> {
     let files = crate::scenario::discover(&[dir.to_path_buf()])?;
-    let loaded = files
-        .iter()
-        .map(|f| {
-            crate::scenario::load(f).map(|sc| (f.clone(), sc)).map_err(|d| anyhow!("{}", d[0]))
-        })
-        .collect::<Result<Vec<_>>>()?;
+    let mut loaded = Vec::new();
+    for f in &files {
+        let cases = crate::scenario::load(f).map_err(|d| match d.first() {
+            Some(d) => anyhow!("{d}"),
+            None => anyhow!("{}: cannot be loaded", f.display()),
+        })?;
+        loaded.extend(cases.into_iter().map(|sc| (f.clone(), sc)));
+    }
     let mut rows = Vec::new();
     for jobs in [1, 4] {
         let plan = RunPlan {

@@ -2,8 +2,10 @@
 //! `dissector::diag` as every mistake in text a user gave is: what, ` --> file:line:col`,
 //! the line with a caret under the span, and a hint.
 //!
-//! Owns: [`Diagnostic`], its [`Source`] and the hints for serde's messages. Imports:
-//! dissector's `did_you_mean` and `diag` (with its [`Severity`]); nothing else of the project.
+//! Owns: [`Diagnostic`], its [`Source`], the [`SpanMap`] from a case's text back to
+//! its file (which [`super::cases`] makes) and the hints for serde's messages.
+//! Imports: dissector's `did_you_mean` and `diag` (with its [`Severity`]); nothing
+//! else of the project.
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -42,13 +44,64 @@ impl fmt::Display for Diagnostic {
     }
 }
 
+/// Replaced ranges: the file's range and the range of the expanded text that took
+/// its place, in order.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SpanMap {
+    pub(crate) edits: Vec<(Range<usize>, Range<usize>)>,
+}
+
+impl SpanMap {
+    /// The file's span for a span of the expanded text: a span reaching into a
+    /// substituted value covers the placeholder's literal.
+    pub(crate) fn to_file(&self, span: Range<usize>) -> Range<usize> {
+        let start = self.pos(span.start, false);
+        let end = self.pos(span.end, true).max(start);
+        start..end
+    }
+
+    fn pos(&self, p: usize, end: bool) -> usize {
+        let mut delta: isize = 0;
+        for (orig, new) in &self.edits {
+            if p < new.start || (end && p == new.start) {
+                break;
+            }
+            if p < new.end || (end && p == new.end) {
+                return if end { orig.end } else { orig.start };
+            }
+            delta = new.end as isize - orig.end as isize;
+        }
+        (p as isize - delta).max(0) as usize
+    }
+
+    /// The expanded text's position for a position of the file outside any edit.
+    pub(crate) fn to_text(&self, p: usize) -> usize {
+        let mut delta: isize = 0;
+        for (orig, new) in &self.edits {
+            if p < orig.start {
+                break;
+            }
+            delta = new.end as isize - orig.end as isize;
+        }
+        (p as isize + delta).max(0) as usize
+    }
+}
+
 /// A file's text, to turn byte spans into positions and excerpts.
 pub(crate) struct Source<'a> {
     pub(crate) file: &'a Path,
     pub(crate) text: &'a str,
+    /// For a case of a parameterised file: spans are of the case's text, mapped
+    /// back to the file's (`text`) before they are shown.
+    pub(crate) map: Option<&'a SpanMap>,
 }
 
-impl Source<'_> {
+impl<'a> Source<'a> {
+    /// The file's own text, its spans as they are.
+    pub(crate) fn new(file: &'a Path, text: &'a str) -> Source<'a> {
+        Source { file, text, map: None }
+    }
+
     /// A diagnostic at `span` (the file's start when there is none). A span over
     /// several lines is shown on its first.
     pub(crate) fn diag(
@@ -58,6 +111,10 @@ impl Source<'_> {
         hint: Option<String>,
     ) -> Diagnostic {
         let span = span.unwrap_or(0..0);
+        let span = match self.map {
+            Some(m) => m.to_file(span),
+            None => span,
+        };
         let (line, col) = line_col(self.text, span.start);
         let excerpt = self.text.lines().nth(line - 1).map(|l| {
             // The line's first byte.
@@ -103,7 +160,7 @@ mod tests {
     #[test]
     fn positions_excerpts_and_hints() {
         let text = "name = \"x\"\nacess = [\"é\", 1]\n";
-        let s = Source { file: Path::new("t.toml"), text };
+        let s = Source::new(Path::new("t.toml"), text);
         let d =
             s.diag(Some(11..16), "unknown field `acess`", Some("did you mean `access`?".into()));
         assert_eq!((d.line, d.col), (2, 1));

@@ -96,6 +96,17 @@ pub(crate) struct ScenarioFile {
     /// Shared receive queues; a QP names one with `srq`.
     #[serde(default, rename = "srq")]
     pub(crate) srqs: Vec<SrqFile>,
+    /// Parameters whose every combination is a case of its own:
+    /// `op = ["write", "read"]`. A string elsewhere that is exactly `"${op}"`
+    /// becomes the value (any TOML value); `${op}` in a longer string, its text.
+    #[serde(default)]
+    #[allow(dead_code)] // read by `super::cases`, before this model
+    pub(crate) cases: Option<BTreeMap<String, Vec<serde_json::Value>>>,
+    /// Cases listed one by one: a value for each parameter, an optional `name`
+    /// (the case's name instead of its values) and `spec` ids of its own.
+    #[serde(default)]
+    #[allow(dead_code)] // read by `super::cases`, before this model
+    pub(crate) case: Vec<BTreeMap<String, serde_json::Value>>,
 }
 
 /// A memory window on one endpoint.

@@ -1,6 +1,7 @@
 //! Scenarios: the TOML format as written ([`file`](mod@file)), checked into a typed
 //! scenario ([`model`]) with every problem reported at `file:line:col`
-//! ([`check`], [`diag`]); the wire expectations' patterns ([`pattern`]).
+//! ([`check`], [`diag`]); a parameterised file expanded into its cases first
+//! ([`cases`]); the wire expectations' patterns ([`pattern`]).
 //!
 //! Owns: the scenario format and its rules, and finding and loading scenario files
 //! ([`discover`], `load_all`). Imports: the protocol's stream vocabulary and limits
@@ -13,6 +14,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 
+pub(crate) mod cases;
 pub(crate) mod check;
 pub(crate) mod diag;
 pub(crate) mod file;
@@ -61,7 +63,8 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// Every file loaded and checked, in order, or every problem found (each with its
+/// Every file loaded and checked, in order, a parameterised file as one scenario per
+/// case (each with the file's path), or every problem found (each with its
 /// file:line:col), when any file has one: then nothing may run.
 pub(crate) fn load_all(
     files: &[PathBuf],
@@ -70,7 +73,7 @@ pub(crate) fn load_all(
     let mut problems = Vec::new();
     for f in files {
         match check::load(f) {
-            Ok(sc) => loaded.push((f.clone(), sc)),
+            Ok(cases) => loaded.extend(cases.into_iter().map(|sc| (f.clone(), sc))),
             Err(d) => problems.extend(d),
         }
     }

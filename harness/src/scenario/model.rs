@@ -54,6 +54,9 @@ pub(crate) struct Scenario {
     /// What the check found worth a look without refusing the file (`roce
     /// check` prints them; running does not).
     pub(crate) warnings: Vec<super::Diagnostic>,
+    /// Of a parameterised file: the case (`access=local_write, op=read`, or the
+    /// `[[case]]`'s name); `name` ends with it in brackets.
+    pub(crate) case: Option<String>,
 }
 
 impl Scenario {

@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use dissector::wire::{Headers, NakKind, Opcode, Psn};
 
+use super::cases;
 use super::diag::{serde_hint, Diagnostic, Severity, Source};
 use super::file::{
     self, Content, PerEndpoint, ProbeFile, PsnRef, QpType, ScenarioFile, Sp, StepOp,
@@ -41,8 +42,9 @@ const TIMEOUT_MS: std::ops::RangeInclusive<u64> = 1_000..=3_600_000;
 /// The largest MR a scenario may ask for.
 const MAX_MR: u64 = 64 << 20;
 
-/// Reads and checks a scenario file.
-pub(crate) fn load(path: &Path) -> Result<Scenario, Vec<Diagnostic>> {
+/// Reads and checks a scenario file: one scenario, or one per case of a
+/// parameterised file.
+pub(crate) fn load(path: &Path) -> Result<Vec<Scenario>, Vec<Diagnostic>> {
     let text = std::fs::read_to_string(path).map_err(|e| {
         vec![Diagnostic {
             severity: Severity::Error,
@@ -54,12 +56,26 @@ pub(crate) fn load(path: &Path) -> Result<Scenario, Vec<Diagnostic>> {
             hint: None,
         }]
     })?;
-    parse_str(path, &text)
+    parse_cases(path, &text)
 }
 
-/// Parses and checks scenario text; `path` names it in the diagnostics.
+/// Parses and checks the text of a scenario of one case; `path` names it in the
+/// diagnostics.
+#[cfg(test)]
 pub(crate) fn parse_str(path: &Path, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
-    let src = Source { file: path, text };
+    let mut all = parse_cases(path, text)?;
+    if all.len() == 1 {
+        return Ok(all.remove(0));
+    }
+    let src = Source::new(path, text);
+    Err(vec![src.diag(None, format!("{} cases where one scenario was expected", all.len()), None)])
+}
+
+/// Parses and checks scenario text: one scenario per case (one for a file
+/// without `[cases]` or `[[case]]`). A problem found in several cases is said
+/// once, with the cases it is in (none named when it is in every case).
+pub(crate) fn parse_cases(path: &Path, text: &str) -> Result<Vec<Scenario>, Vec<Diagnostic>> {
+    let src = Source::new(path, text);
     if let Err(e) = text.parse::<toml::Table>() {
         let msg = e.message().trim().to_string();
         return Err(vec![src.diag(
@@ -68,16 +84,79 @@ pub(crate) fn parse_str(path: &Path, text: &str) -> Result<Scenario, Vec<Diagnos
             Some("see the TOML syntax at toml.io; strings need quotes".into()),
         )]);
     }
-    let mut f: ScenarioFile = toml::from_str(text).map_err(|e| {
+    let expanded = cases::expand(&src)?;
+    let total = expanded.cases.len();
+    let mut problems: Vec<(Diagnostic, Vec<Option<String>>)> = Vec::new();
+    let mut warnings: Vec<(Diagnostic, Vec<Option<String>>)> =
+        expanded.warnings.into_iter().map(|d| (d, Vec::new())).collect();
+    let mut scenarios = Vec::new();
+    for case in &expanded.cases {
+        let csrc = Source { file: path, text, map: Some(&case.map) };
+        match check_case(&csrc, case) {
+            Ok(mut sc) => {
+                for w in std::mem::take(&mut sc.warnings) {
+                    note(&mut warnings, w, &case.label);
+                }
+                scenarios.push(sc);
+            }
+            Err(ds) => ds.into_iter().for_each(|d| note(&mut problems, d, &case.label)),
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems.into_iter().map(|(d, c)| in_cases(d, &c, total)).collect());
+    }
+    // Warnings go with the first case: `roce check` prints them once.
+    if let Some(first) = scenarios.first_mut() {
+        first.warnings = warnings.into_iter().map(|(d, c)| in_cases(d, &c, total)).collect();
+    }
+    Ok(scenarios)
+}
+
+/// `d`, found in case `label`: a new problem, or one more case of a known one.
+fn note(seen: &mut Vec<(Diagnostic, Vec<Option<String>>)>, d: Diagnostic, label: &Option<String>) {
+    match seen.iter_mut().find(|(x, _)| *x == d) {
+        Some((_, cases)) => cases.push(label.clone()),
+        None => seen.push((d, vec![label.clone()])),
+    }
+}
+
+/// `d`'s message with the cases it was found in, unless it is in all of them.
+fn in_cases(mut d: Diagnostic, cases: &[Option<String>], total: usize) -> Diagnostic {
+    let named: Vec<&String> = cases.iter().flatten().collect();
+    if named.is_empty() || named.len() == total {
+        return d;
+    }
+    let shown: Vec<String> = named.iter().take(3).map(|c| format!("`{c}`")).collect();
+    let more = match named.len().saturating_sub(3) {
+        0 => String::new(),
+        n => format!(" and {n} more"),
+    };
+    let which = if named.len() == 1 { "case" } else { "cases" };
+    d.message = format!("{} (in {which} {}{more})", d.message, shown.join(", "));
+    d
+}
+
+/// One case's text, read and checked (its spans mapped to the file by `src`).
+fn check_case(src: &Source, case: &cases::Case) -> Result<Scenario, Vec<Diagnostic>> {
+    let mut f: ScenarioFile = toml::from_str(&case.text).map_err(|e| {
         let msg = e.message().trim().to_string();
         let hint =
             serde_hint(&msg).or_else(|| Some("`roce schema` prints every key and its type".into()));
         vec![src.diag(e.span(), msg, hint)]
     })?;
+    for (id, span) in &case.spec {
+        if !f.spec.iter().any(|s| s.value == *id) {
+            f.spec.push(Sp { value: id.clone(), span: span.clone() });
+        }
+    }
     let mut out = Vec::new();
-    let groups = expand_groups(&mut f, &src, &mut out);
-    let mut c = Checker { src: &src, out, f: &f, bound: BTreeMap::new(), uses: Vec::new(), groups };
-    let sc = c.scenario();
+    let groups = expand_groups(&mut f, src, &mut out);
+    let mut c = Checker { src, out, f: &f, bound: BTreeMap::new(), uses: Vec::new(), groups };
+    let mut sc = c.scenario();
+    if let Some(label) = &case.label {
+        sc.name = format!("{} [{label}]", sc.name);
+        sc.case = Some(label.clone());
+    }
     if c.out.is_empty() {
         Ok(sc)
     } else {
@@ -317,6 +396,7 @@ impl<'a> Checker<'a> {
             srqs,
             spec,
             warnings,
+            case: None,
         }
     }
 
