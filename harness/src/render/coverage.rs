@@ -169,3 +169,46 @@ fn css(v: Verdict) -> &'static str {
         v => v.name(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::results::coverage::{tally, Naming};
+    use crate::results::suite::{Entry, Suite};
+
+    #[test]
+    fn the_page_has_the_sections_the_uncovered_rules_and_each_setup() {
+        let c = Catalogue::shipped().unwrap_or_else(|e| panic!("{e}"));
+        let mut naming: Naming = BTreeMap::new();
+        naming.insert("psn.wrap-write", vec![("s".into(), "s.toml".into())]);
+        let mut suite = Suite::default();
+        let e = Entry {
+            file: "s.toml".into(),
+            spec: vec![],
+            pass: false,
+            skipped: Some("no <FLUSH>".into()),
+            error: None,
+            failed: vec![],
+            observations: BTreeMap::new(),
+        };
+        suite.scenarios.insert("s".into(), e);
+        let t = tally(c, &naming, 1, &[(PathBuf::from("x/suite.json"), suite)]);
+        let h = html(&t, c);
+        assert!(h.contains(r#"<tr data-section="psn">"#), "{h}");
+        let send = c.rule("psn.wrap-send").unwrap();
+        assert!(h.contains(&format!(
+            "<li><code>psn.wrap-send</code>: {}",
+            maud::html! { (send.rule) }.into_string()
+        )));
+        assert!(!h.contains("<li><code>psn.wrap-write</code>"), "covered is not listed");
+        assert!(
+            h.contains("Setup x/suite.json")
+                && h.contains(r#"title="s.toml: no &lt;FLUSH&gt;">skipped</td>"#),
+            "{h}"
+        );
+        assert!(!h.contains("<script"));
+    }
+}
