@@ -20,6 +20,7 @@ mod diff;
 mod flows;
 mod input;
 mod lab;
+mod matrix;
 mod parallel;
 mod probe;
 mod report;
@@ -58,6 +59,8 @@ pub enum Command {
     Check(check::CheckArgs),
     /// How much of the conformance catalogue the scenarios check, per chapter and section; per setup with suite.json files.
     Coverage(coverage::CoverageArgs),
+    /// One grid of case × setup from suite.json files, grouped by catalogue section; verdicts that change between setups marked.
+    Matrix(matrix::MatrixArgs),
     /// The endpoint agent that `roce run` drives (real verbs on this host)
     Agent(agent::AgentArgs),
     /// Run scenarios with real verbs between two endpoints (the lab by default) and judge completions, wire and memory.
@@ -121,6 +124,7 @@ where
         Command::Lab(a) => lab::run(a, out),
         Command::Check(a) => check::run(a, out, err),
         Command::Coverage(a) => coverage::run(a, out, err),
+        Command::Matrix(a) => matrix::run(a, out, err),
         Command::Agent(a) => agent::run(a),
         Command::Run(a) => run::run(a, out, err),
         Command::Probe(a) => probe::run(a, out, err),

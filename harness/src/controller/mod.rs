@@ -262,6 +262,7 @@ fn judge_one(
     let base = ScenarioResult {
         name: sc.name.clone(),
         file: file.display().to_string(),
+        spec: sc.spec.clone(),
         pass: false,
         status: Status::Failed,
         skip_reason: None,

@@ -1,5 +1,6 @@
 //! Renderers: results into text for the terminal ([`text`]), JUnit XML
-//! ([`junit`]), one self-contained HTML page ([`html`]), a device profile as TOML
+//! ([`junit`]), one self-contained HTML page ([`html`]), the conformance coverage
+//! ([`coverage`]) and the case × setup grid ([`matrix`]) as text and HTML, a device profile as TOML
 //! ([`profile`]), and what changed between two suite runs ([`suite`]); JSON is the
 //! results' own serde form.
 //!
@@ -8,8 +9,10 @@
 //! failing-wire lines, and its time formats), the protocol's stream percentiles,
 //! dissector's NAK kinds. Only the CLI imports the renderers (and
 //! `results::profile`'s round-trip test, which reads back what [`profile`] wrote).
+pub(crate) mod coverage;
 pub(crate) mod html;
 pub(crate) mod junit;
+pub(crate) mod matrix;
 pub(crate) mod profile;
 pub(crate) mod suite;
 pub(crate) mod text;

@@ -15,6 +15,8 @@ use crate::protocol::stream::{Percentiles, Verification};
 use crate::protocol::StreamReport;
 use crate::protocol::{Event, MrInfo, ProbeSent, QpInfo, Wc};
 
+pub(crate) mod coverage;
+pub(crate) mod matrix;
 pub(crate) mod profile;
 pub(crate) mod suite;
 
@@ -280,6 +282,10 @@ impl Status {
 pub(crate) struct ScenarioResult {
     pub name: String,
     pub file: String,
+    /// The catalogue rules the scenario names in `spec` (reports from before it
+    /// was recorded say none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spec: Vec<String>,
     /// Passed (kept beside `status` for reports read by older tools).
     pub pass: bool,
     /// Reports written before skipping existed say only `pass`.
@@ -438,6 +444,7 @@ impl ScenarioResult {
         ScenarioResult {
             name: name.to_string(),
             file: file.display().to_string(),
+            spec: Vec::new(),
             pass: false,
             status: Status::Failed,
             skip_reason: None,

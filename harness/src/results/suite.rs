@@ -20,6 +20,10 @@ use super::Report;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Entry {
     pub file: String,
+    /// The catalogue rules the scenario names (`spec`); suite.json files from
+    /// before it was recorded say none, and read the same.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spec: Vec<String>,
     pub pass: bool,
     /// Skipped, and why (the device lacks what the scenario needs).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -76,6 +80,7 @@ impl Suite {
                     .collect();
                 let entry = Entry {
                     file: s.file.clone(),
+                    spec: s.spec.clone(),
                     pass: s.pass,
                     skipped: s.skip_reason.clone(),
                     error: s.error.clone(),
@@ -198,6 +203,7 @@ mod tests {
     fn entry(pass: bool, obs: &[(&str, &str)]) -> Entry {
         Entry {
             file: "s.toml".into(),
+            spec: Vec::new(),
             pass,
             skipped: None,
             error: None,
