@@ -77,6 +77,10 @@ pub enum Violation {
     /// the responder waits for (IBA 9.7.5.1.4: the requester resends from the PSN
     /// the NAK names).
     ResentPastNak { frame: u64, psn: Psn, nak_psn: Psn, nak_frame: u64 },
+    /// A resend run starts past the oldest PSN the responder had not acknowledged
+    /// (by the responses recorded before it): go-back-N goes back to that PSN,
+    /// whatever set the resend off (IBA 9.7.5.1.4), so the PSNs between are skipped.
+    ResentPastUnacked { frame: u64, psn: Psn, unacked: Psn, acked_in: u64 },
     /// PSNs that never got through, in PSN order.
     NeverDelivered { psns: Vec<Psn> },
 }
@@ -89,6 +93,9 @@ impl fmt::Display for Violation {
             }
             Violation::ResentPastNak { frame, psn, nak_psn, nak_frame } => {
                 write!(f, "frame {frame} resends from PSN {psn}, past PSN {nak_psn} that the NAK in frame {nak_frame} asked for")
+            }
+            Violation::ResentPastUnacked { frame, psn, unacked, acked_in } => {
+                write!(f, "frame {frame} resends from PSN {psn}, past PSN {unacked} that no response had acknowledged (frame {acked_in} acknowledged the PSN before it)")
             }
             Violation::NeverDelivered { psns } => {
                 let l: Vec<String> = psns.iter().map(Psn::to_string).collect();
@@ -160,26 +167,59 @@ fn acknowledges(p: &Packet) -> Option<Psn> {
 const HELD_WITHIN: usize = 32;
 const HELD_GAP: u32 = 4;
 
-/// Whether each PSN from `from` up to (not including) `to` shows up held back
-/// among the first [`HELD_WITHIN`] of `rest`.
-fn held_soon(rest: &[Packet], from: Psn, to: Psn) -> bool {
-    let gap = to.diff(from);
-    gap > 0
-        && gap as u32 <= HELD_GAP
-        && (0..gap as u32)
-            .all(|k| rest.iter().take(HELD_WITHIN).any(|p| p.held && p.psn == from.add(k)))
+/// The held packets a resend at `i` may take to fill its gaps: those recorded
+/// since the last packet that was not held (`since`, sent before `i` but after
+/// it, or released early), and the first [`HELD_WITHIN`] after `i`. Each held
+/// packet is one transmission, so it fills one gap only: `taken` says which
+/// already did.
+struct HeldAround<'a> {
+    reqs: &'a [Packet],
+    /// How many times each PSN went out in the whole capture: a held packet whose
+    /// PSN went out only that once is its original, no resend.
+    sent: &'a std::collections::HashMap<Psn, u32>,
+    taken: &'a mut [bool],
+    since: usize,
+    i: usize,
 }
 
-/// Where a resend run that shows up starting at `psn` began in the requester's
-/// order: at the earliest PSN before it (up to [`HELD_GAP`] back) all of whose
-/// packets from there up to `psn` show up held back among the first
-/// [`HELD_WITHIN`] of `rest`, the packets captured after it; else at `psn`.
-fn run_start(rest: &[Packet], psn: Psn) -> Psn {
-    (1..=HELD_GAP)
-        .map(|k| psn.add(Psn::MASK + 1 - k))
-        .take_while(|&from| held_soon(rest, from, psn))
-        .last()
-        .unwrap_or(psn)
+impl HeldAround<'_> {
+    /// An untaken held packet of `psn` around `i`.
+    fn find(&self, psn: Psn) -> Option<usize> {
+        let end = (self.i + 1 + HELD_WITHIN).min(self.reqs.len());
+        (self.since..self.i)
+            .chain(self.i + 1..end)
+            .find(|&j| self.reqs[j].held && !self.taken[j] && self.reqs[j].psn == psn)
+            .filter(|_| self.sent.get(&psn).is_some_and(|&n| n > 1))
+    }
+
+    /// Whether each PSN from `from` up to (not including) `to` shows up held back
+    /// around `i` (at most [`HELD_GAP`] of them); if so they are taken.
+    fn fill(&mut self, from: Psn, to: Psn) -> bool {
+        let gap = to.diff(from);
+        if gap <= 0 || gap as u32 > HELD_GAP {
+            return false;
+        }
+        let found: Option<Vec<usize>> = (0..gap as u32).map(|k| self.find(from.add(k))).collect();
+        let Some(found) = found else { return false };
+        for j in found {
+            self.taken[j] = true;
+        }
+        true
+    }
+
+    /// Where a resend run that shows up starting at `psn` began in the
+    /// requester's order: at the earliest PSN before it (up to [`HELD_GAP`] back)
+    /// all of whose packets from there up to `psn` show up held back around it;
+    /// else at `psn`. Those held packets are taken.
+    fn run_start(&mut self, psn: Psn) -> Psn {
+        let back = (1..=HELD_GAP)
+            .take_while(|&k| (1..=k).all(|b| self.find(psn.add(Psn::MASK + 1 - b)).is_some()))
+            .last()
+            .unwrap_or(0);
+        let first = psn.add(Psn::MASK + 1 - back);
+        self.fill(first, psn);
+        first
+    }
 }
 
 /// Checks go-back-N recovery on one QP pair over a whole run: the requester's
@@ -198,6 +238,13 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
     let mut highest: Option<Psn> = None;
     let mut last_sent: std::collections::HashMap<Psn, u64> = std::collections::HashMap::new();
     let mut prev: Option<(Psn, bool)> = None;
+    // Held packets already placed in a gap, and the last packet not held.
+    let mut taken = vec![false; reqs.len()];
+    let mut sent = std::collections::HashMap::new();
+    for f in reqs {
+        *sent.entry(f.psn).or_insert(0u32) += 1;
+    }
+    let mut since = 0;
     for (i, f) in reqs.iter().enumerate() {
         while let Some(a) = heard.next_if(|a| a.number < f.number) {
             last = Some(a);
@@ -218,15 +265,19 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
             continue;
         }
         let resent = highest.is_some_and(|h| !f.psn.after(h));
+        let mut around = HeldAround { reqs, sent: &sent, taken: &mut taken, since, i };
+        since = i + 1;
         // A resend run goes on PSN by PSN; one held back on the way shows up a
-        // little later, and its gap is no new run.
-        let follows = |p: Psn| f.psn == p.add(1) || held_soon(&reqs[i + 1..], p.add(1), f.psn);
-        let starts_run = resent && prev.is_none_or(|(p, was_resend)| !was_resend || !follows(p));
+        // little later (or, released early, just before), and its gap is no new run.
+        let starts_run = resent
+            && prev.is_none_or(|(p, was_resend)| {
+                !was_resend || (f.psn != p.add(1) && !around.fill(p.add(1), f.psn))
+            });
         if starts_run {
             // In the order the requester sent them, the run may begin before `f`: its
-            // first packets held back by the switch show up just after it. Judged
+            // first packets held back by the switch show up around it. Judged
             // from that first PSN, as the requester went back to it.
-            let first = run_start(&reqs[i + 1..], f.psn);
+            let first = around.run_start(f.psn);
             // The first step forward that acknowledged this PSN, if any did.
             let k = through.partition_point(|t| first.after(t.0));
             if let Some(&(_, frame, ts)) = through.get(k) {
@@ -242,6 +293,20 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
                 matches!(a.ack, Some(AckKind::RnrNak { .. })) && a.psn == first && a.ts_ns >= orig
             });
             let nak = last.filter(|a| is_seq_nak(a) && a.ts_ns >= orig);
+            // Whatever set it off, the run goes back at least to the oldest PSN not
+            // acknowledged (the requester cannot have heard more than was recorded).
+            // A NAK's own rule, below, says it better when it applies.
+            if let Some(&(acked, acked_in, _)) = through.last() {
+                let unacked = acked.add(1);
+                if first.after(unacked) && nak.is_none_or(|n| !first.after(n.psn)) {
+                    g.violations.push(Violation::ResentPastUnacked {
+                        frame: f.number,
+                        psn: first,
+                        unacked,
+                        acked_in,
+                    });
+                }
+            }
             match (rnr, nak) {
                 (Some(n), _) => g.resends.push(Resend {
                     psn: first,
@@ -353,6 +418,9 @@ pub fn rnr_waits(reqs: &[Packet], resps: &[Packet]) -> Vec<RnrWait> {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod model_tests;
 
 #[cfg(test)]
 mod tests {
@@ -598,6 +666,48 @@ mod tests {
         assert_eq!(g.violations, vec![]);
         assert_eq!(g.resends.len(), 1, "{:?}", g.resends);
         assert_eq!(g.resends[0].psn, Psn::new(51));
+    }
+
+    /// A resend the switch held (a short `delay`) but released before the next
+    /// one came: recorded in place, marked held. It is still in its run, not a
+    /// gap (found by the model test: judged a resend past the NAK'd PSN).
+    #[test]
+    fn a_held_resend_recorded_in_place_leaves_no_gap() {
+        let mut q = vec![
+            req(1, 0, 50),
+            req(2, 0, 51),
+            req(3, 0, 52),
+            req(4, 0, 53),
+            req(6, 2, 51),
+            req(7, 2, 52),
+            req(8, 2, 53),
+        ];
+        q[1].delivered = false;
+        q[5].held = true;
+        let g = go_back_n(&q, &[resp(5, 1, 51, SEQ_NAK), resp(9, 3, 53, ACK)]);
+        assert_eq!(g.violations, vec![]);
+        assert_eq!(g.resends.len(), 1, "{:?}", g.resends);
+    }
+
+    /// A resend run that starts past what the responder had acknowledged, after
+    /// an ACK rather than a NAK (a PSN skipped in the run): caught.
+    #[test]
+    fn a_run_past_the_oldest_unacknowledged_psn_is_caught() {
+        // NAK 51; resend 51, then an ACK of 51; then 53: 52 skipped.
+        let mut q = vec![
+            req(1, 0, 50),
+            req(2, 0, 51),
+            req(3, 0, 52),
+            req(4, 0, 53),
+            req(6, 2, 51),
+            req(8, 3, 53),
+        ];
+        q[1].delivered = false;
+        let g = go_back_n(&q, &[resp(5, 1, 51, SEQ_NAK), resp(7, 3, 51, ACK)]);
+        assert_eq!(
+            g.violations[0].to_string(),
+            "frame 8 resends from PSN 53, past PSN 52 that no response had acknowledged (frame 7 acknowledged the PSN before it)"
+        );
     }
 
     /// Over a long run (go-back-N checked across all of it), each loss recovered
