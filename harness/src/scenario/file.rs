@@ -1,5 +1,5 @@
 //! A scenario file as written: the TOML's shape, with the place of every value a
-//! check may need to point at ([`Sp`], from serde's `Spanned`). Names are still
+//! check may need to point at ([`Spanned`], read through toml's `Spanned`). Names are still
 //! strings here; [`super::check`] reads them into the typed [`super::model`],
 //! reporting every problem at once.
 //!
@@ -8,7 +8,7 @@
 //! variants are read from the step's table after the table's spans were taken,
 //! so a problem inside a step points at its key.
 //!
-//! Owns: [`ScenarioFile`] and every table in it, [`Sp`]. Imports: dissector's hex text
+//! Owns: [`ScenarioFile`] and every table in it, [`Spanned`]. Imports: dissector's hex text
 //! (for contents); `serde`, `toml`'s `Spanned`, `schemars` for `roce schema`.
 use std::collections::BTreeMap;
 use std::ops::Range;
@@ -21,28 +21,28 @@ pub(crate) type Span = Range<usize>;
 
 /// A value and where it is in the file.
 #[derive(Debug, Clone, PartialEq)]
-pub(crate) struct Sp<T> {
+pub(crate) struct Spanned<T> {
     pub(crate) value: T,
     pub(crate) span: Span,
 }
 
-impl<T> std::ops::Deref for Sp<T> {
+impl<T> std::ops::Deref for Spanned<T> {
     type Target = T;
     fn deref(&self) -> &T {
         &self.value
     }
 }
 
-impl<'de, T: Deserialize<'de>> Deserialize<'de> for Sp<T> {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Sp<T>, D::Error> {
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Spanned<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Spanned<T>, D::Error> {
         let s = toml::Spanned::<T>::deserialize(d)?;
         let span = s.span();
-        Ok(Sp { value: s.into_inner(), span })
+        Ok(Spanned { value: s.into_inner(), span })
     }
 }
 
 /// The schema of the value: the place is not part of the format.
-impl<T: JsonSchema> JsonSchema for Sp<T> {
+impl<T: JsonSchema> JsonSchema for Spanned<T> {
     fn inline_schema() -> bool {
         true
     }
@@ -59,12 +59,12 @@ impl<T: JsonSchema> JsonSchema for Sp<T> {
 #[schemars(rename = "Scenario")]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ScenarioFile {
-    pub(crate) name: Sp<String>,
+    pub(crate) name: Spanned<String>,
     /// The rules of the conformance catalogue (`conformance/catalogue.toml`) the
     /// scenario checks, by id: `spec = ["resp.dup.atomic-replays-saved-result"]`.
     /// `roce coverage` counts them; `roce check` warns about a scenario naming none.
     #[serde(default)]
-    pub(crate) spec: Vec<Sp<String>>,
+    pub(crate) spec: Vec<Spanned<String>>,
     /// What the scenario shows, for people reading the file.
     #[serde(default)]
     #[allow(dead_code)] // the format admits it; nothing reads it but people
@@ -84,12 +84,12 @@ pub(crate) struct ScenarioFile {
     pub(crate) faults: Vec<FaultFile>,
     /// Whole-scenario deadline in milliseconds, setup included (default 30 000).
     #[serde(default)]
-    pub(crate) timeout_ms: Option<Sp<u64>>,
+    pub(crate) timeout_ms: Option<Spanned<u64>>,
     /// What every endpoint's device must have (`atomic_write`, `flush`,
     /// `flush_persistent`, `mw_type1`, `mw_type2`, `srq`); on a device without
     /// it the scenario is skipped, with the reason, before anything is set up.
     #[serde(default)]
-    pub(crate) requires: Vec<Sp<String>>,
+    pub(crate) requires: Vec<Spanned<String>>,
     /// Memory windows, allocated unbound; `bind_mw` steps bind them.
     #[serde(default, rename = "mw")]
     pub(crate) mws: Vec<MwFile>,
@@ -114,12 +114,12 @@ pub(crate) struct ScenarioFile {
 #[schemars(rename = "MwSpec")]
 #[serde(deny_unknown_fields)]
 pub(crate) struct MwFile {
-    pub(crate) name: Sp<String>,
-    pub(crate) on: Sp<String>,
+    pub(crate) name: Spanned<String>,
+    pub(crate) on: Spanned<String>,
     /// 1 (bound with `ibv_bind_mw`) or 2 (bound by a WR on a QP; invalidated by a
     /// SEND with Invalidate or a local invalidate).
     #[serde(rename = "type")]
-    pub(crate) kind: Sp<u8>,
+    pub(crate) kind: Spanned<u8>,
 }
 
 /// A shared receive queue on one endpoint.
@@ -127,8 +127,8 @@ pub(crate) struct MwFile {
 #[schemars(rename = "SrqSpec")]
 #[serde(deny_unknown_fields)]
 pub(crate) struct SrqFile {
-    pub(crate) name: Sp<String>,
-    pub(crate) on: Sp<String>,
+    pub(crate) name: Spanned<String>,
+    pub(crate) on: Spanned<String>,
     /// Queue depth (default 16) and SGEs per receive (default 4).
     #[serde(default)]
     pub(crate) max_wr: Option<u32>,
@@ -188,36 +188,36 @@ pub(crate) enum PerEndpoint<T> {
 #[schemars(rename = "QpSpec")]
 #[serde(deny_unknown_fields)]
 pub(crate) struct QpFile {
-    pub(crate) name: Sp<String>,
+    pub(crate) name: Spanned<String>,
     /// That many QP pairs alike, named `name[0]`, `name[1]`, …: a stream on
     /// `name` goes round robin over them, and a wire expectation or fault naming
     /// `name` applies to each (1 to 256; default: one, named `name`).
     #[serde(default)]
-    pub(crate) count: Option<Sp<u32>>,
+    pub(crate) count: Option<Spanned<u32>>,
     #[serde(rename = "type")]
     pub(crate) qp_type: QpType,
     /// The two endpoints; the first is the passive side (listens).
-    pub(crate) between: Sp<[String; 2]>,
+    pub(crate) between: Spanned<[String; 2]>,
     #[serde(default)]
     pub(crate) connect: ConnectMethod,
     /// Path MTU in bytes: 256, 512, 1024, 2048, 4096 (default 1024).
     #[serde(default)]
-    pub(crate) mtu: Option<Sp<u32>>,
+    pub(crate) mtu: Option<Spanned<u32>>,
     /// Starting send PSN per endpoint (default random).
     #[serde(default)]
-    pub(crate) psn: Option<Sp<PerEndpoint<u32>>>,
+    pub(crate) psn: Option<Spanned<PerEndpoint<u32>>>,
     /// Local ACK timeout exponent (4.096 µs × 2^timeout; default 14).
     #[serde(default)]
-    pub(crate) timeout: Option<Sp<u8>>,
+    pub(crate) timeout: Option<Spanned<u8>>,
     /// Retries after the ACK timer fires (0–7, default 7).
     #[serde(default)]
-    pub(crate) retry_cnt: Option<Sp<u8>>,
+    pub(crate) retry_cnt: Option<Spanned<u8>>,
     /// Retries after RNR NAKs (0–7, default 7 = forever).
     #[serde(default)]
-    pub(crate) rnr_retry: Option<Sp<u8>>,
+    pub(crate) rnr_retry: Option<Spanned<u8>>,
     /// IBA RNR timer code 0–31 (default 12 = 0.64 ms).
     #[serde(default)]
-    pub(crate) min_rnr_timer: Option<Sp<u8>>,
+    pub(crate) min_rnr_timer: Option<Spanned<u8>>,
     /// Outstanding READs/atomics this side may issue, and accept (default 1).
     #[serde(default)]
     pub(crate) max_rd_atomic: Option<u8>,
@@ -225,10 +225,10 @@ pub(crate) struct QpFile {
     pub(crate) max_dest_rd_atomic: Option<u8>,
     /// `qp_access_flags` (default: remote_write, remote_read, remote_atomic).
     #[serde(default)]
-    pub(crate) access: Option<Sp<PerEndpoint<Vec<String>>>>,
+    pub(crate) access: Option<Spanned<PerEndpoint<Vec<String>>>>,
     /// UD Q_Key (default 0x11111111).
     #[serde(default)]
-    pub(crate) qkey: Option<Sp<u32>>,
+    pub(crate) qkey: Option<Spanned<u32>>,
     /// Queue depths (default 16) and SGEs per WR (default 4).
     #[serde(default)]
     pub(crate) max_send_wr: Option<u32>,
@@ -240,7 +240,7 @@ pub(crate) struct QpFile {
     pub(crate) max_inline: Option<u32>,
     /// The end that has an SRQ of this name takes its receives from it.
     #[serde(default)]
-    pub(crate) srq: Option<Sp<String>>,
+    pub(crate) srq: Option<Spanned<String>>,
 }
 
 /// A memory region on one endpoint.
@@ -248,15 +248,15 @@ pub(crate) struct QpFile {
 #[schemars(rename = "MrSpec")]
 #[serde(deny_unknown_fields)]
 pub(crate) struct MrFile {
-    pub(crate) name: Sp<String>,
-    pub(crate) on: Sp<String>,
-    pub(crate) size: Sp<u64>,
+    pub(crate) name: Spanned<String>,
+    pub(crate) on: Spanned<String>,
+    pub(crate) size: Spanned<u64>,
     /// `ibv_access_flags` (default: local_write only).
     #[serde(default)]
-    pub(crate) access: Option<Sp<Vec<String>>>,
+    pub(crate) access: Option<Spanned<Vec<String>>>,
     /// Initial content (the rest is zero); default all zero.
     #[serde(default)]
-    pub(crate) init: Option<Sp<Content>>,
+    pub(crate) init: Option<Spanned<Content>>,
 }
 
 /// Bytes given as text, hex bytes, or a repeated pattern.
@@ -781,13 +781,13 @@ pub(crate) struct FaultFile {
     /// transmission of PSN 101), `corrupt-icrc psn=101`, `ce op=send-only`,
     /// `dup op=write-only copies=1`, `reorder psn=101`, `delay ms=20`. PSNs are
     /// absolute: set the QP's `psn` to make them known.
-    pub(crate) rule: Sp<String>,
+    pub(crate) rule: Spanned<String>,
     /// Only frames this endpoint sends.
     #[serde(default)]
-    pub(crate) from: Option<Sp<String>>,
+    pub(crate) from: Option<Spanned<String>>,
     /// Only frames of this QP pair (to the receiving end's QPN, learned at setup).
     #[serde(default)]
-    pub(crate) qp: Option<Sp<String>>,
+    pub(crate) qp: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -815,7 +815,7 @@ pub(crate) struct ExpectFile {
 #[serde(deny_unknown_fields)]
 pub(crate) struct StreamExpectFile {
     /// The stream step's `id`.
-    pub(crate) id: Sp<String>,
+    pub(crate) id: Spanned<String>,
     #[serde(default)]
     pub(crate) completed: Option<u64>,
     /// No message on any of the stream's QPs waited longer than this on the wire,
@@ -830,12 +830,12 @@ pub(crate) struct StreamExpectFile {
 #[schemars(rename = "EventExpect")]
 #[serde(deny_unknown_fields)]
 pub(crate) struct EventExpectFile {
-    pub(crate) on: Sp<String>,
+    pub(crate) on: Spanned<String>,
     /// `IBV_EVENT_SRQ_LIMIT_REACHED`, … (prefix optional).
-    pub(crate) event: Sp<String>,
+    pub(crate) event: Spanned<String>,
     /// The SRQ it is about.
     #[serde(default)]
-    pub(crate) srq: Option<Sp<String>>,
+    pub(crate) srq: Option<Spanned<String>>,
     /// Exactly this many (default: at least one).
     #[serde(default)]
     pub(crate) count: Option<usize>,
@@ -847,17 +847,17 @@ pub(crate) struct EventExpectFile {
 #[schemars(rename = "CompletionExpect")]
 #[serde(deny_unknown_fields)]
 pub(crate) struct CompletionFile {
-    pub(crate) on: Sp<String>,
+    pub(crate) on: Spanned<String>,
     #[serde(default)]
     pub(crate) wr_id: Option<u64>,
     #[serde(default)]
     pub(crate) index: Option<usize>,
     /// `IBV_WC_SUCCESS`, `IBV_WC_REM_ACCESS_ERR`, … (prefix optional).
     #[serde(default)]
-    pub(crate) status: Option<Sp<String>>,
+    pub(crate) status: Option<Spanned<String>>,
     /// `IBV_WC_SEND`, `IBV_WC_RECV`, `IBV_WC_RDMA_WRITE`, `IBV_WC_RECV_RDMA_WITH_IMM`, …
     #[serde(default)]
-    pub(crate) opcode: Option<Sp<String>>,
+    pub(crate) opcode: Option<Spanned<String>>,
     #[serde(default)]
     pub(crate) byte_len: Option<u32>,
     #[serde(default)]
@@ -865,7 +865,7 @@ pub(crate) struct CompletionFile {
     /// A SEND with Invalidate's receive: the memory window of `on` whose rkey it
     /// invalidated (`IBV_WC_WITH_INV`).
     #[serde(default)]
-    pub(crate) invalidated: Option<Sp<String>>,
+    pub(crate) invalidated: Option<Spanned<String>>,
     /// The total number of completions `on` sees.
     #[serde(default)]
     pub(crate) count: Option<usize>,
@@ -884,28 +884,28 @@ pub(crate) struct CompletionFile {
 #[schemars(rename = "WireExpect")]
 #[serde(deny_unknown_fields)]
 pub(crate) struct WireFile {
-    pub(crate) qp: Sp<String>,
+    pub(crate) qp: Spanned<String>,
     /// The endpoint whose QP sends the requests.
-    pub(crate) from: Sp<String>,
+    pub(crate) from: Spanned<String>,
     /// Request opcodes in order, by name without the transport ("SEND Only",
     /// "RDMA WRITE First"); a `*` suffix means any number (0+), `+` one or more;
     /// `|` separates alternatives.
     #[serde(default)]
-    pub(crate) sequence: Option<Vec<Sp<String>>>,
+    pub(crate) sequence: Option<Vec<Spanned<String>>>,
     /// The responses (from the other side) in order: "ACK", "NAK Remote Access
     /// Error", "RNR NAK", "NAK" (any NAK, RNR included), "RDMA READ Response Only",
     /// "ATOMIC Acknowledge", … with the same `*`/`+`/`|`.
     #[serde(default)]
-    pub(crate) responses: Option<Vec<Sp<String>>>,
+    pub(crate) responses: Option<Vec<Spanned<String>>>,
     /// NAK codes that must appear (`remote_access_error`, `invalid_request`,
     /// `psn_sequence_error`, `remote_operational_error`, `invalid_rd_request`, `rnr`).
     #[serde(default)]
-    pub(crate) naks: Option<Vec<Sp<String>>>,
+    pub(crate) naks: Option<Vec<Spanned<String>>>,
     #[serde(default)]
     pub(crate) min_rnr_naks: Option<u64>,
     /// RNR NAKs within a range, both ends included: `"0..10"`, `"5.."`, `"..3"`, `"2"`.
     #[serde(default)]
-    pub(crate) rnr_naks: Option<Sp<String>>,
+    pub(crate) rnr_naks: Option<Spanned<String>>,
     #[serde(default)]
     pub(crate) retransmissions: Option<u64>,
     /// At most this many requests sent again (loss at scale: a bound, not a count).
@@ -957,12 +957,12 @@ pub(crate) struct WireFile {
 #[schemars(rename = "MemoryExpect")]
 #[serde(deny_unknown_fields)]
 pub(crate) struct MemoryFile {
-    pub(crate) on: Sp<String>,
-    pub(crate) mr: Sp<String>,
+    pub(crate) on: Spanned<String>,
+    pub(crate) mr: Spanned<String>,
     #[serde(default)]
     pub(crate) offset: u64,
     #[serde(default)]
-    pub(crate) equals: Option<Sp<Content>>,
+    pub(crate) equals: Option<Spanned<Content>>,
     /// Equal to its initial content.
     #[serde(default)]
     pub(crate) unchanged: Option<bool>,
@@ -970,7 +970,7 @@ pub(crate) struct MemoryFile {
     /// seeded: checked on the endpoint, message by message (the first wrong one
     /// is named, with its offset and bytes), for MRs of any size.
     #[serde(default)]
-    pub(crate) stream: Option<Sp<String>>,
+    pub(crate) stream: Option<Spanned<String>>,
     /// What IBA requires, where a device may deviate: judged as usual, but a
     /// device that does otherwise is recorded, not failed — the verdict shows as a
     /// deviation and the observation `deviation: <what>` (`holds` / `deviates`)
@@ -986,16 +986,16 @@ pub(crate) struct MemoryFile {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ProbeExpectFile {
     /// The probe's `id`.
-    pub(crate) probe: Sp<String>,
+    pub(crate) probe: Spanned<String>,
     /// The responses in order, named as in `[[expect.wire]]` (`"ACK"`, `"NAK PSN
     /// Sequence Error"`, `"RDMA READ Response Only"`, …, `*`/`+` suffixes); `[]`:
     /// none at all (dropped).
     #[serde(default)]
-    pub(crate) responses: Option<Vec<Sp<String>>>,
+    pub(crate) responses: Option<Vec<Spanned<String>>>,
     /// The PSN the first response carries, relative to `next` when the probe went
     /// out (a NAK PSN Sequence Error names the PSN the target expected: `"next"`).
     #[serde(default)]
-    pub(crate) psn: Option<Sp<PsnRef>>,
+    pub(crate) psn: Option<Spanned<PsnRef>>,
     /// The first response within this many ms of the probe.
     #[serde(default)]
     pub(crate) within_ms: Option<u64>,

@@ -137,7 +137,7 @@ impl<'a> Checker<'a> {
 
     pub(super) fn patterns(
         &mut self,
-        list: &Option<Vec<Sp<String>>>,
+        list: &Option<Vec<Spanned<String>>>,
         what: &str,
     ) -> Option<Vec<Pattern>> {
         let list = list.as_ref()?;

@@ -21,7 +21,7 @@ use dissector::wire::{Headers, NakKind, Opcode, Psn};
 use super::cases;
 use super::diag::{serde_hint, Diagnostic, Severity, Source};
 use super::file::{
-    self, Content, PerEndpoint, ProbeFile, PsnRef, QpType, ScenarioFile, Sp, StepOp,
+    self, Content, PerEndpoint, ProbeFile, PsnRef, QpType, ScenarioFile, Spanned, StepOp,
 };
 use super::model::*;
 use super::pattern::{Pattern, ATOMS};
@@ -146,7 +146,7 @@ fn check_case(src: &Source, case: &cases::Case) -> Result<Scenario, Vec<Diagnost
     })?;
     for (id, span) in &case.spec {
         if !f.spec.iter().any(|s| s.value == *id) {
-            f.spec.push(Sp { value: id.clone(), span: span.clone() });
+            f.spec.push(Spanned { value: id.clone(), span: span.clone() });
         }
     }
     let mut out = Vec::new();
@@ -218,7 +218,7 @@ fn expand_groups(f: &mut ScenarioFile, src: &Source, out: &mut Vec<Diagnostic>) 
     for w in std::mem::take(&mut f.expect.wire) {
         match members(&w.qp) {
             Some(m) => wire.extend(m.into_iter().map(|n| file::WireFile {
-                qp: Sp { value: n, span: w.qp.span.clone() },
+                qp: Spanned { value: n, span: w.qp.span.clone() },
                 ..w.clone()
             })),
             None => wire.push(w),
@@ -229,7 +229,7 @@ fn expand_groups(f: &mut ScenarioFile, src: &Source, out: &mut Vec<Diagnostic>) 
     for x in std::mem::take(&mut f.faults) {
         match x.qp.as_ref().and_then(|q| members(q).map(|m| (m, q.span.clone()))) {
             Some((m, span)) => faults.extend(m.into_iter().map(|n| file::FaultFile {
-                qp: Some(Sp { value: n, span: span.clone() }),
+                qp: Some(Spanned { value: n, span: span.clone() }),
                 ..x.clone()
             })),
             None => faults.push(x),

@@ -124,7 +124,7 @@ impl<'a> Checker<'a> {
             None => 1024,
         };
         let bounded = |c: &mut Self,
-                       v: &Option<Sp<u8>>,
+                       v: &Option<Spanned<u8>>,
                        max: u8,
                        default: u8,
                        what: &str,
@@ -201,7 +201,7 @@ impl<'a> Checker<'a> {
             };
             access.insert(e.clone(), a);
         }
-        if let Some(Sp { value: PerEndpoint::Each(m), span }) = &q.access {
+        if let Some(Spanned { value: PerEndpoint::Each(m), span }) = &q.access {
             for k in m.keys().filter(|k| !q.between.contains(k)) {
                 self.err(
                     Some(span.clone()),
