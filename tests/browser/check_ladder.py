@@ -29,11 +29,10 @@ Runs chromium through chromedriver (Debian: chromium, chromium-driver,
 python3-selenium; scripts/setup.sh --test installs them); $CHROMEDRIVER and
 $CHROMIUM override their paths. No network is used.
 """
-import json
 import os
-import shutil
 import sys
-import tempfile
+
+import headless
 
 TOL = 2.0  # px
 
@@ -300,57 +299,19 @@ def check_scenario(exp, s, fail, say):
 
 
 def main():
-    if len(sys.argv) != 3:
-        print(__doc__.strip().split("\n\n")[1], file=sys.stderr)
+    args = headless.arguments("check_ladder", __doc__)
+    if args is None:
         return 2
-    page, spec = sys.argv[1], sys.argv[2]
-    if spec.startswith("@"):
-        with open(spec[1:]) as f:
-            spec = f.read()
-    exp = json.loads(spec)
-    if not os.path.isfile(page):
-        print(f"check_ladder: {page}: no such file", file=sys.stderr)
-        return 2
-    try:
-        from selenium import webdriver
-        from selenium.webdriver.chrome.service import Service
-    except ImportError as e:
-        print(f"check_ladder: cannot import selenium ({e}); install python3-selenium (scripts/setup.sh --test does)", file=sys.stderr)
-        return 2
-    opts = webdriver.ChromeOptions()
-    binary = os.environ.get("CHROMIUM") or next(
-        (p for p in ("/usr/lib/chromium/chromium", "/usr/bin/chromium") if os.path.exists(p)), None)
-    if binary:
-        opts.binary_location = binary
-    profile = tempfile.mkdtemp(prefix="check-ladder-")
-    for a in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-              "--window-size=1400,1000", f"--user-data-dir={profile}",
-              # Nothing may leave the machine: no proxy reachable, no name resolves.
-              "--proxy-server=http://127.0.0.1:9", "--host-resolver-rules=MAP * ~NOTFOUND",
-              "--disable-background-networking", "--disable-component-update", "--disable-sync",
-              "--disable-default-apps", "--disable-extensions", "--no-first-run", "--mute-audio"):
-        opts.add_argument(a)
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver_path = os.environ.get("CHROMEDRIVER", "/usr/bin/chromedriver")
-    try:
-        driver = webdriver.Chrome(service=Service(executable_path=driver_path), options=opts)
-    except Exception as e:  # noqa: BLE001 - any failure to start is reported the same way
-        print(f"check_ladder: cannot start headless chromium with {driver_path}: {e}\n"
-              "hint: install chromium and chromium-driver (scripts/setup.sh --test does)", file=sys.stderr)
-        return 2
+    page, exp = args
     failures, fail = fail_list()
 
     def say(msg):
         print(f"  ok: {msg}")
 
-    try:
-        url = "file://" + os.path.abspath(page)
-        driver.get(url)
-        res = driver.execute_script(COLLECT)
-        logs = driver.get_log("browser")
-    finally:
-        driver.quit()
-        shutil.rmtree(profile, ignore_errors=True)
+    loaded = headless.collect("check_ladder", page, COLLECT)
+    if loaded is None:
+        return 2
+    res, logs, binary = loaded
     print(f"check_ladder: {page} in {binary or 'chromium'} (headless)")
 
     if res["resources"] or res["external"]:
