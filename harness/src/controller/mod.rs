@@ -250,7 +250,7 @@ fn judge_one(
     let Executed { outcome: mut o, secs } = ex;
     // Reading the capture is judging's time, as is the streams' pace.
     let mut laps = Laps::start();
-    let wire = judge::wire_of(&o);
+    let wire = judge::wire_of(sc, &o);
     if let Ok(t) = &wire {
         for (id, on, w) in judge::pace::stream_wires(sc, &o, t) {
             if let Some(run) = o.streams.iter_mut().find(|r| r.report.id == id && r.on == on) {

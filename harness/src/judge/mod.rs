@@ -22,6 +22,7 @@ use crate::scenario::model::{
 };
 use crate::scenario::pattern::{self, Pattern};
 
+mod headers;
 pub(crate) mod observe;
 pub(crate) mod pace;
 pub(crate) mod probes;
@@ -30,10 +31,11 @@ pub(crate) mod timeline;
 
 pub(crate) use timeline::{Packet, Timeline};
 
-/// The capture of a run, decoded once, or why there is none.
-pub(crate) fn wire_of(o: &Evidence) -> Result<Timeline, String> {
+/// The capture of a run, decoded once (each frame tested against the header
+/// conditions of `sc`'s expectations), or why there is none.
+pub(crate) fn wire_of(sc: &Scenario, o: &Evidence) -> Result<Timeline, String> {
     match &o.capture {
-        Some(p) => timeline::read(p),
+        Some(p) => timeline::read_with(p, &sc.expect.conditions()),
         None => Err("no capture was recorded (the lab's switch records the wire; with --endpoints, give -i IFACE to capture on a host)".into()),
     }
 }
@@ -79,8 +81,22 @@ pub(crate) fn judge(
         // No capture is not a deviation of the device.
         push(verdict, e.record_deviation && wire.is_ok());
     }
+    let conditions = wire.as_ref().map_or(&[][..], |t| t.conditions.as_slice());
     for e in &sc.expect.probe {
-        push(probes::verdict(e, o, &answers), false);
+        push(probes::verdict(e, o, &answers, conditions), false);
+    }
+    for e in &sc.expect.order {
+        let verdict = match wire {
+            Ok(t) => headers::order(sc, e, o, t),
+            Err(msg) => Verdict::new(
+                VerdictKind::Wire,
+                format!("order on QP {}", e.qp),
+                false,
+                "a capture".into(),
+                msg.clone(),
+            ),
+        };
+        push(verdict, e.record_deviation && wire.is_ok());
     }
     for e in &sc.expect.memory {
         // Memory never read (the run stopped) is not a deviation either.
@@ -298,8 +314,10 @@ const ACK_TIMER_SLACK: u64 = 20;
 
 const LOOPBACK: &str = "both QPs are on the same rxe device: their traffic is looped back inside the driver and never reaches the wire";
 
-fn matches(patterns: &[Pattern], packets: &[&Packet]) -> bool {
-    pattern::matches_sequence(patterns, packets, &|p, x| p.matches(x.op, x.ack_class()))
+fn matches(patterns: &[Pattern], packets: &[&Packet], conditions: &[String]) -> bool {
+    pattern::matches_sequence(patterns, packets, &|p, x| {
+        p.matches(x.op, x.ack_class(), &|c| Timeline::holds(conditions, x.held, c))
+    })
 }
 
 fn wire(sc: &Scenario, e: &WireExpect, o: &Evidence, t: &Timeline) -> Verdict {
@@ -325,9 +343,15 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Evidence, t: &Timeline) -> Verdict {
     if e.empty {
         return empty_wire(what, &p);
     }
-    let s = WireSeen::of(p, q);
+    let first = o
+        .endpoints
+        .get(&e.from)
+        .and_then(|f| f.qps.iter().find(|x| x.name == e.qp))
+        .map(|x| dissector::wire::Psn::new(x.psn));
+    let s = WireSeen::of(p, q, &t.conditions, first);
     let checks = [
         pattern_checks(e, &s),
+        psn_checks(e, &s),
         nak_checks(e, &s),
         retransmission_checks(e, &s),
         icrc_checks(e, &s),
@@ -374,11 +398,20 @@ struct WireSeen<'a> {
     waits: Vec<recovery::RnrWait>,
     /// The QP's local ACK timeout in ns (none: timeout 0, it never fires).
     tto: Option<u64>,
+    /// The timeline's header conditions, for the patterns' `{…}`.
+    conditions: &'a [String],
+    /// The requester QP's starting PSN, as its agent reported it.
+    first_psn: Option<dissector::wire::Psn>,
 }
 
 impl<'a> WireSeen<'a> {
     /// The facts of `p`, the wire of one direction of QP `q`.
-    fn of(p: Pair<'a>, q: &Qp) -> Self {
+    fn of(
+        p: Pair<'a>,
+        q: &Qp,
+        conditions: &'a [String],
+        first_psn: Option<dissector::wire::Psn>,
+    ) -> Self {
         let naks: Vec<NakKind> =
             p.resps.iter().filter_map(|f| f.ack.and_then(|a| a.nak())).collect();
         WireSeen {
@@ -390,6 +423,8 @@ impl<'a> WireSeen<'a> {
             gbn: p.go_back_n(),
             waits: p.rnr_waits(),
             tto: q.ack_timeout_ns(),
+            conditions,
+            first_psn,
             p,
         }
     }
@@ -428,6 +463,15 @@ impl<'a> WireSeen<'a> {
     fn recovery_details(&self, e: &WireExpect) -> String {
         let (gbn, p) = (&self.gbn, &self.p);
         let mut extra = String::new();
+        if e.psns.is_some() {
+            extra += &format!("; request PSNs {}", headers::list(&headers::first_sent(&p.reqs)));
+        }
+        if e.response_psns.is_some() {
+            extra += &format!("; response PSNs {}", headers::list(&headers::first_sent(&p.resps)));
+        }
+        if let (Some(f), true) = (self.first_psn, e.psns.is_some() || e.response_psns.is_some()) {
+            extra += &format!(" (the QP started at {f})");
+        }
         if !gbn.resends.is_empty() {
             let r: Vec<String> = gbn
                 .resends
@@ -481,10 +525,26 @@ impl<'a> WireSeen<'a> {
 fn pattern_checks(e: &WireExpect, s: &WireSeen) -> Vec<(String, bool)> {
     let mut c = Vec::new();
     if let Some(pat) = &e.sequence {
-        c.push((format!("requests [{}]", pattern::describe(pat)), matches(pat, &s.p.reqs)));
+        let ok = matches(pat, &s.p.reqs, s.conditions);
+        c.push((format!("requests [{}]", pattern::describe(pat)), ok));
     }
     if let Some(pat) = &e.responses {
-        c.push((format!("responses [{}]", pattern::describe(pat)), matches(pat, &s.p.resps)));
+        let ok = matches(pat, &s.p.resps, s.conditions);
+        c.push((format!("responses [{}]", pattern::describe(pat)), ok));
+    }
+    c
+}
+
+/// The PSNs of the requests and of the responses, each once in the order first
+/// sent.
+fn psn_checks(e: &WireExpect, s: &WireSeen) -> Vec<(String, bool)> {
+    let mut c = Vec::new();
+    if let Some(want) = &e.psns {
+        c.push(headers::psns_check("request", want, &headers::first_sent(&s.p.reqs), s.first_psn));
+    }
+    if let Some(want) = &e.response_psns {
+        let actual = headers::first_sent(&s.p.resps);
+        c.push(headers::psns_check("response", want, &actual, s.first_psn));
     }
     c
 }

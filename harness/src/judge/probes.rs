@@ -22,7 +22,7 @@ pub(crate) struct ProbeAnswer {
     pub on_wire: usize,
     pub sent: usize,
     /// The target's responses: their operation and AETH class, and their names.
-    pub seen: Vec<(&'static str, Option<AckClass>)>,
+    pub seen: Vec<(&'static str, Option<AckClass>, u64)>,
     pub responses: Vec<String>,
     /// The first response's PSN, relative to `next` when the probe went out.
     pub psn_offset: Option<i32>,
@@ -108,7 +108,7 @@ pub(crate) fn answers(o: &Evidence, t: &Timeline) -> Vec<ProbeAnswer> {
                         a.latency_ms = Some(f.ts_ns.saturating_sub(t0) as f64 / 1e6);
                         a.psn_offset = Some(f.psn.diff(Psn::new(p.next)));
                     }
-                    a.seen.push((f.op, f.ack_class()));
+                    a.seen.push((f.op, f.ack_class(), f.held));
                     a.responses.push(f.response_name());
                     a.frames.push(f.number);
                 }
@@ -123,6 +123,7 @@ pub(crate) fn verdict(
     e: &ProbeExpect,
     o: &Evidence,
     answers: &Result<Vec<ProbeAnswer>, String>,
+    conditions: &[String],
 ) -> Verdict {
     let what = format!("probe {}", e.probe);
     let mut want = Vec::new();
@@ -164,7 +165,9 @@ pub(crate) fn verdict(
     };
     let mut ok = a.on_wire > 0;
     if let Some(r) = &e.responses {
-        ok &= pattern::matches_sequence(r, &a.seen, &|p, x| p.matches(x.0, x.1));
+        ok &= pattern::matches_sequence(r, &a.seen, &|p, x| {
+            p.matches(x.0, x.1, &|c| super::Timeline::holds(conditions, x.2, c))
+        });
     }
     if let Some(p) = &e.psn {
         let next = Psn::new(sent.next);

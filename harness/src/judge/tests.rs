@@ -130,6 +130,7 @@ fn pkt(number: u64, ms: u64, psn: u32, what: &str) -> Packet {
         cnp: false,
         mad: None,
         marks: Marks::default(),
+        held: 0,
         line: None,
     }
 }
@@ -213,6 +214,108 @@ fn wire_expectations_on_a_go_back_n_recovery() {
     // No capture: said, and failed.
     let (v, _) = judge(&sc, &o, &Err("no capture was recorded".into()));
     assert!(!v[0].pass && v[0].actual == "no capture was recorded");
+}
+
+/// PSNs: each once in the order first sent, resends left out; `consecutive`
+/// from the QP's starting PSN (100 here), a list absolute or from `first`; a wrong
+/// one fails and the verdict shows what the wire carried.
+#[test]
+fn request_and_response_psns() {
+    let t = Timeline {
+        packets: vec![
+            pkt(1, 0, 100, "RDMA WRITE First"),
+            pkt(2, 0, 101, "RDMA WRITE Middle"),
+            pkt(3, 0, 102, "RDMA WRITE Last"),
+            pkt(4, 1, 101, "nak"),
+            pkt(5, 3, 101, "RDMA WRITE Middle"),
+            pkt(6, 3, 102, "RDMA WRITE Last"),
+            pkt(7, 4, 102, "ack"),
+        ],
+        ..Default::default()
+    };
+    let o = outcome();
+    let judged = |w: &str| {
+        let sc = scenario(&format!("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\n{w}\n"));
+        judge(&sc, &o, &Ok(t.clone())).0.remove(0)
+    };
+    for good in [
+        "psns = 'consecutive'",
+        "psns = [100, 101, 102]",
+        "psns = ['first', 'first+1', 'first+2']",
+        "response_psns = ['first+1', 'first+2']",
+    ] {
+        let v = judged(good);
+        assert!(v.pass, "{good}: {v:#?}");
+    }
+    let v = judged("psns = [100, 102]");
+    assert!(!v.pass);
+    assert!(
+        v.actual.contains("request PSNs [100, 101, 102] (the QP started at 100)"),
+        "{}",
+        v.actual
+    );
+    assert!(!judged("response_psns = 'consecutive'").pass, "101, 102 do not start at 100");
+    // Not from the QP's starting PSN: not consecutive in the rule's sense.
+    let mut late = t.clone();
+    late.packets.iter_mut().for_each(|f| f.psn = f.psn.add(5));
+    let sc = scenario("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\npsns = 'consecutive'\n");
+    assert!(!judge(&sc, &o, &Ok(late)).0[0].pass);
+    // Across the 24-bit wrap.
+    let wrap = Timeline {
+        packets: vec![
+            pkt(1, 0, 0xff_fffe, "SEND First"),
+            pkt(2, 0, 0xff_ffff, "SEND Middle"),
+            pkt(3, 0, 0, "SEND Last"),
+            pkt(4, 1, 0, "ack"),
+        ],
+        ..Default::default()
+    };
+    let mut o2 = outcome();
+    o2.endpoints.get_mut("a").unwrap().qps[0].psn = 0xff_fffe;
+    let sc = scenario("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\npsns = 'consecutive'\nresponse_psns = ['first+2']\n");
+    let v = judge(&sc, &o2, &Ok(wrap.clone())).0.remove(0);
+    assert!(v.pass, "{v:#?}");
+    let sc = scenario("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\npsns = [16777214, 16777215, 0]\n");
+    assert!(judge(&sc, &o2, &Ok(wrap)).0[0].pass);
+}
+
+/// A `{…}` condition reads the frame's mask of conditions the timeline was read
+/// with: a request whose mask says "no" does not match, and `[[expect.order]]`
+/// takes frames of both directions in capture order.
+#[test]
+fn header_conditions_and_order_across_directions() {
+    let se = "infiniband.bth.se == 1";
+    let mut t = Timeline {
+        packets: vec![
+            pkt(1, 0, 100, "RDMA READ Request"),
+            pkt(2, 0, 101, "SEND Only"),
+            pkt(3, 1, 100, "read-resp"),
+            pkt(4, 1, 101, "ack"),
+        ],
+        conditions: vec![se.to_string()],
+        ..Default::default()
+    };
+    t.packets[1].held = 1;
+    let o = outcome();
+    let sc = scenario(&format!(
+        "[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nsequence = ['RDMA READ Request', 'SEND Only {{{se}}}']\n\n[[expect.order]]\nqp = 'q'\nfirst = 'RDMA READ Response Only'\nthen = 'ACK'\n"
+    ));
+    assert_eq!(sc.expect.conditions(), [se]);
+    let (v, _) = judge(&sc, &o, &Ok(t.clone()));
+    assert!(v.iter().all(|v| v.pass), "{v:#?}");
+    assert!(v[1].actual.contains("frame 3") && v[1].actual.contains("frame 4"), "{}", v[1].actual);
+    let mut unsolicited = t.clone();
+    unsolicited.packets[1].held = 0;
+    assert!(!judge(&sc, &o, &Ok(unsolicited)).0[0].pass);
+    // The SEND went before the READ's response: that order fails.
+    let sc = scenario(
+        "[[expect.order]]\nqp = 'q'\nfirst = 'RDMA READ Response Only'\nthen = 'SEND Only'\n",
+    );
+    let v = judge(&sc, &o, &Ok(t.clone())).0.remove(0);
+    assert!(!v.pass && v.actual.contains("frame 3") && v.actual.contains("frame 2"), "{v:#?}");
+    let sc = scenario("[[expect.order]]\nqp = 'q'\nfirst = 'RDMA READ Response Only'\nthen = 'ATOMIC Acknowledge'\n");
+    let v = judge(&sc, &o, &Ok(t)).0.remove(0);
+    assert!(!v.pass && v.actual.contains("no `ATOMIC Acknowledge`"), "{v:#?}");
 }
 
 /// RNR NAKs: the kind counted, the timer's wait observed.
@@ -450,21 +553,22 @@ fn probe_answers_are_the_responses_up_to_the_next_request() {
             .clone()
     };
     let answers = Ok(a.clone());
-    assert!(probes::verdict(&pe("['NAK PSN Sequence Error']", "next"), &o, &answers).pass);
+    assert!(probes::verdict(&pe("['NAK PSN Sequence Error']", "next"), &o, &answers, &[]).pass);
     assert!(
-        !probes::verdict(&pe("['NAK PSN Sequence Error']", "next+3"), &o, &answers).pass,
+        !probes::verdict(&pe("['NAK PSN Sequence Error']", "next+3"), &o, &answers, &[]).pass,
         "the NAK names the expected PSN"
     );
     assert!(
         !probes::verdict(
             &pe("['NAK PSN Sequence Error', 'NAK PSN Sequence Error']", "next"),
             &o,
-            &answers
+            &answers,
+            &[]
         )
         .pass,
         "one NAK, not one per packet"
     );
-    assert!(!probes::verdict(&pe("[]", "next"), &o, &answers).pass);
+    assert!(!probes::verdict(&pe("[]", "next"), &o, &answers, &[]).pass);
 }
 
 /// Memory: what was read back against what was written, and against the initial

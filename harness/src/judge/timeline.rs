@@ -9,9 +9,12 @@
 use std::net::IpAddr;
 use std::path::Path;
 
+use dissector::filter::Filter;
 use dissector::frame::{self, Frame, Options};
 use dissector::wire::{AckClass, AckKind, Opcode, Psn, Transport};
 use lab::mark::Marks;
+
+use crate::scenario::pattern::MAX_CONDITIONS;
 
 /// RoCE frames whose decoded line is kept (the HTML ladder draws this many).
 pub(crate) const MAX_ROWS: usize = 2000;
@@ -44,6 +47,9 @@ pub(crate) struct Packet {
     pub mad: Option<String>,
     /// What the lab switch did to it.
     pub marks: Marks,
+    /// Which of the timeline's [`conditions`](Timeline::conditions) the frame
+    /// passes: bit `i` for the `i`-th.
+    pub held: u64,
     /// The frame as `roce decode` prints it, with its comment (the first
     /// [`MAX_ROWS`] RoCE frames).
     pub line: Option<String>,
@@ -106,6 +112,18 @@ pub(crate) struct Timeline {
     pub lines: Vec<String>,
     /// Why reading stopped early (a damaged file): the frames before are kept.
     pub damaged: Option<String>,
+    /// The header conditions (display filters) the expectations put on frames,
+    /// each evaluated on every RoCE frame while it was decoded; at most
+    /// [`MAX_CONDITIONS`].
+    pub conditions: Vec<String>,
+}
+
+impl Timeline {
+    /// Whether a frame whose [`Packet::held`] is `held` passes the condition
+    /// `text`; a condition the timeline was not read with holds nowhere.
+    pub(crate) fn holds(conditions: &[String], held: u64, text: &str) -> bool {
+        conditions.iter().position(|c| c == text).is_some_and(|i| held >> i & 1 == 1)
+    }
 }
 
 /// `ConnectRequest (REQ)` → `REQ`.
@@ -127,9 +145,25 @@ fn mad_label(f: &Frame) -> Option<String> {
 /// Reads a capture into its timeline. A file that cannot be opened is an error; a
 /// damaged one keeps the frames before the damage and says so.
 pub(crate) fn read(path: &Path) -> Result<Timeline, String> {
+    read_with(path, &[])
+}
+
+/// [`read`], each RoCE frame also tested against `conditions` (display filters;
+/// at most [`MAX_CONDITIONS`]).
+pub(crate) fn read_with(path: &Path, conditions: &[String]) -> Result<Timeline, String> {
+    if conditions.len() > MAX_CONDITIONS {
+        return Err(format!(
+            "{} header conditions; a scenario may use at most {MAX_CONDITIONS}",
+            conditions.len()
+        ));
+    }
+    let filters = conditions
+        .iter()
+        .map(|c| Filter::compile(c).map_err(|e| format!("condition `{c}`: {}", e.kind)))
+        .collect::<Result<Vec<Filter>, String>>()?;
     let mut r = dissector::capture::open(path).map_err(|e| e.to_string())?;
     let opts = Options::default();
-    let mut t = Timeline::default();
+    let mut t = Timeline { conditions: conditions.to_vec(), ..Timeline::default() };
     let mut prev_ts = None;
     let mut fr = frame::decode(dissector::LinkType::ETHERNET, &[], &opts);
     loop {
@@ -159,6 +193,12 @@ pub(crate) fn read(path: &Path) -> Result<Timeline, String> {
         let info = ib.info;
         let (src, dst) = fr.addrs().unzip();
         let keep_line = t.packets.len() < MAX_ROWS;
+        let held = if filters.is_empty() {
+            0
+        } else {
+            let ctx = dissector::ctx::Ctx::of(&rec, &fr, first, prev);
+            filters.iter().enumerate().fold(0u64, |m, (i, f)| m | u64::from(f.matches(&ctx)) << i)
+        };
         t.packets.push(Packet {
             number: rec.number,
             ts_ns: rec.ts_ns,
@@ -175,6 +215,7 @@ pub(crate) fn read(path: &Path) -> Result<Timeline, String> {
             cnp: info.is_some_and(|i| i.transport == Transport::Cnp),
             mad: mad_label(&fr),
             marks: rec.comment.map(Marks::parse).unwrap_or_default(),
+            held,
             line: keep_line.then(|| line(prev).trim().to_string()),
         });
     }
@@ -206,5 +247,27 @@ mod tests {
         let cm = read(&capture("write_bw_rdma_cm.pcapng")).unwrap();
         assert!(cm.packets.iter().any(|p| p.mad.as_deref() == Some("CM REQ")));
         assert!(read(Path::new("/nonexistent/x.pcapng")).is_err());
+    }
+
+    /// Conditions are evaluated on the real frame: the dropped SEND First's PSN,
+    /// and an AckReq bit, each held by exactly the frames that carry it.
+    #[test]
+    fn conditions_are_display_filters_held_per_frame() {
+        let c = ["infiniband.bth.psn == 8227874".to_string(), "infiniband.bth.a == 1".to_string()];
+        let t = read_with(&capture("rc_drop_retransmit.pcapng"), &c).unwrap();
+        let psn: Vec<u64> = t
+            .packets
+            .iter()
+            .filter(|p| Timeline::holds(&t.conditions, p.held, &c[0]))
+            .map(|p| p.number)
+            .collect();
+        let want: Vec<u64> =
+            t.packets.iter().filter(|p| p.psn.value() == 8227874).map(|p| p.number).collect();
+        assert!(psn.contains(&12) && psn == want, "{psn:?} {want:?}");
+        assert!(t.packets.iter().any(|p| Timeline::holds(&t.conditions, p.held, &c[1])));
+        assert!(t.packets.iter().any(|p| !Timeline::holds(&t.conditions, p.held, &c[1])));
+        assert!(!Timeline::holds(&t.conditions, u64::MAX, "not read with this"));
+        let many: Vec<String> = (0..65).map(|i| format!("infiniband.bth.psn == {i}")).collect();
+        assert!(read_with(&capture("rc_drop_retransmit.pcapng"), &many).is_err());
     }
 }

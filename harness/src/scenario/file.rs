@@ -806,6 +806,35 @@ pub(crate) struct ExpectFile {
     pub(crate) event: Vec<EventExpectFile>,
     #[serde(default)]
     pub(crate) stream: Vec<StreamExpectFile>,
+    #[serde(default)]
+    pub(crate) order: Vec<OrderFile>,
+}
+
+/// The order of frames across both directions of one QP pair: every frame
+/// `then` names comes after the first frame `first` names, and both are there
+/// ("the fenced WRITE leaves after the READ Response"). Frames are named as in a
+/// wire `sequence` or `responses`, conditions in braces included; frames the
+/// switch injected are left out, frames it dropped stay (they were sent).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(rename = "OrderExpect")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct OrderFile {
+    pub(crate) qp: Spanned<String>,
+    pub(crate) first: Spanned<String>,
+    pub(crate) then: Spanned<String>,
+    /// As for the other expectations: a device that does otherwise is recorded.
+    #[serde(default)]
+    pub(crate) record_deviation: Option<bool>,
+}
+
+/// PSNs on the wire: `"consecutive"`, or a list of PSNs, each absolute
+/// (`16777215`) or relative to the sending QP's starting PSN (`"first"`,
+/// `"first+2"`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub(crate) enum PsnsFile {
+    Word(String),
+    List(Vec<PsnRef>),
 }
 
 /// How a stream step ended: `completed` of its messages completed successfully
@@ -897,6 +926,16 @@ pub(crate) struct WireFile {
     /// "ATOMIC Acknowledge", … with the same `*`/`+`/`|`.
     #[serde(default)]
     pub(crate) responses: Option<Vec<Spanned<String>>>,
+    /// The PSNs of the requests, each once, in the order first sent (resends left
+    /// out): `"consecutive"` (on from the QP's starting send PSN, one by one,
+    /// across the 2^24 wrap), or the list, each absolute (`16777215`) or relative
+    /// to the QP's starting send PSN (`"first"`, `"first+3"`).
+    #[serde(default)]
+    pub(crate) psns: Option<Spanned<PsnsFile>>,
+    /// The PSNs of the responses in the same way (they are in the requester's PSN
+    /// space: an ACK or a READ response carries the PSN of what it answers).
+    #[serde(default)]
+    pub(crate) response_psns: Option<Spanned<PsnsFile>>,
     /// NAK codes that must appear (`remote_access_error`, `invalid_request`,
     /// `psn_sequence_error`, `remote_operational_error`, `invalid_rd_request`, `rnr`).
     #[serde(default)]

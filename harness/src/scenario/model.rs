@@ -451,6 +451,7 @@ pub(crate) struct Expectations {
     pub(crate) probe: Vec<ProbeExpect>,
     pub(crate) event: Vec<EventExpect>,
     pub(crate) stream: Vec<StreamExpect>,
+    pub(crate) order: Vec<OrderExpect>,
 }
 
 impl Expectations {
@@ -461,6 +462,68 @@ impl Expectations {
             + self.probe.len()
             + self.event.len()
             + self.stream.len()
+            + self.order.len()
+    }
+
+    /// Every header condition (`{…}`) the expectations put on frames, each once,
+    /// in the order written: what the wire is read with.
+    pub(crate) fn conditions(&self) -> Vec<String> {
+        let wire = self.wire.iter().flat_map(|w| w.sequence.iter().chain(&w.responses).flatten());
+        let probes = self.probe.iter().flat_map(|p| p.responses.iter().flatten());
+        let order = self.order.iter().flat_map(|o| [&o.first, &o.then]);
+        let mut out: Vec<String> = Vec::new();
+        for c in wire.chain(probes).chain(order).filter_map(|p| p.filter.as_ref()) {
+            if !out.contains(c) {
+                out.push(c.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Frames of QP `qp` across both directions: every frame `then` names comes after
+/// the first frame `first` names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OrderExpect {
+    pub(crate) qp: String,
+    pub(crate) first: Pattern,
+    pub(crate) then: Pattern,
+    pub(crate) record_deviation: bool,
+}
+
+/// The PSNs a wire expectation names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Psns {
+    /// On from the sending QP's starting PSN, one by one.
+    Consecutive,
+    Each(Vec<WirePsn>),
+}
+
+/// One PSN of [`Psns::Each`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum WirePsn {
+    /// This many after the sending QP's starting PSN (24-bit wrap).
+    First(u32),
+    Absolute(Psn),
+}
+
+impl WirePsn {
+    pub(crate) fn resolve(self, first: Psn) -> Psn {
+        match self {
+            WirePsn::First(n) => first.add(n),
+            WirePsn::Absolute(p) => p,
+        }
+    }
+}
+
+/// `first`, `first+3`, `16777215`.
+impl std::fmt::Display for WirePsn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            WirePsn::First(0) => f.write_str("first"),
+            WirePsn::First(n) => write!(f, "first+{n}"),
+            WirePsn::Absolute(p) => write!(f, "{p}"),
+        }
     }
 }
 
@@ -509,6 +572,8 @@ pub(crate) struct WireExpect {
     pub(crate) from: String,
     pub(crate) sequence: Option<Vec<Pattern>>,
     pub(crate) responses: Option<Vec<Pattern>>,
+    pub(crate) psns: Option<Psns>,
+    pub(crate) response_psns: Option<Psns>,
     pub(crate) naks: Option<Vec<NakKind>>,
     pub(crate) min_rnr_naks: Option<u64>,
     /// RNR NAKs between these, both included.

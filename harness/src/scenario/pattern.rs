@@ -1,6 +1,10 @@
 //! The little language of wire expectations: a list of items, each a name with
-//! `|` alternatives and a `*` (any number) or `+` (one or more) suffix, matched
-//! against the whole sequence of requests or responses.
+//! `|` alternatives, an optional header condition in braces, and a `*` (any
+//! number) or `+` (one or more) suffix, matched against the whole sequence of
+//! requests or responses: `SEND Only {infiniband.bth.se == 1}`,
+//! `RDMA WRITE Middle {infiniband.bth.padcnt == 0}*`. The condition is a display
+//! filter, the language of `roce decode -Y`, with tshark's field names: one
+//! vocabulary for what a frame holds, the dissector's.
 //!
 //! Names come from the dissector's vocabulary, never from a list of our own: an
 //! operation of the opcode table (`SEND Only`, `RDMA READ Response Only`,
@@ -8,10 +12,11 @@
 //! NAK`, `NAK Remote Access Error`), or a bare `NAK` for any negative one.
 //!
 //! Owns: [`Pattern`], its atoms and their matching. Imports: dissector's opcode and ACK
-//! class, and its [`UnknownName`]; nothing else.
+//! class, its display filter and its [`UnknownName`]; nothing else.
 use std::fmt;
 use std::str::FromStr;
 
+use dissector::filter::{Filter, FilterError};
 use dissector::text::UnknownName;
 use dissector::wire::{AckClass, Opcode};
 
@@ -88,35 +93,100 @@ pub(crate) enum Repeat {
 }
 
 /// One item of an expected sequence: `RDMA WRITE Middle*`, `ACK+`,
-/// `NAK Invalid Request | NAK Remote Access Error`.
+/// `NAK Invalid Request | NAK Remote Access Error`, `SEND Only {infiniband.bth.se == 1}`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Pattern {
     pub(crate) alternatives: Vec<Atom>,
+    /// A condition on the frame's headers (a display filter, compiled when the
+    /// pattern was read), as written between the braces.
+    pub(crate) filter: Option<String>,
     pub(crate) repeat: Repeat,
 }
 
 impl Pattern {
-    pub(crate) fn matches(&self, op: &str, ack: Option<AckClass>) -> bool {
+    /// Whether a packet of operation `op` whose AETH says `ack` is what this item
+    /// names; `holds` answers whether the frame passes a condition (by its text).
+    pub(crate) fn matches(
+        &self,
+        op: &str,
+        ack: Option<AckClass>,
+        holds: &dyn Fn(&str) -> bool,
+    ) -> bool {
         self.alternatives.iter().any(|a| a.matches(op, ack))
+            && self.filter.as_deref().is_none_or(holds)
     }
 }
+
+/// Why an item of a sequence is not one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum PatternError {
+    /// A name that is no opcode or acknowledgement.
+    Name(UnknownName),
+    /// The condition in braces is no display filter; `at` is the byte of the item
+    /// where the condition starts.
+    Filter { at: usize, error: Box<FilterError> },
+    /// A brace opened and not closed, or text after the closing one.
+    Braces(String),
+}
+
+impl fmt::Display for PatternError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PatternError::Name(n) => n.fmt(f),
+            PatternError::Filter { error, .. } => error.kind.fmt(f),
+            PatternError::Braces(m) => f.write_str(m),
+        }
+    }
+}
+
+/// How many distinct header conditions one scenario may use (the judge keeps
+/// which of them a frame passes in one 64-bit mask).
+pub(crate) const MAX_CONDITIONS: usize = 64;
 
 /// What an atom may be, said when a name is not one and no name is close to it.
 pub(crate) const ATOMS: &str =
     "an opcode name as `roce decode` prints it without the transport, or ACK, RNR NAK, NAK, NAK <code>";
 
 impl FromStr for Pattern {
-    type Err = UnknownName;
-    fn from_str(s: &str) -> Result<Pattern, UnknownName> {
-        let t = s.trim();
+    type Err = PatternError;
+    fn from_str(s: &str) -> Result<Pattern, PatternError> {
+        let t = s.trim_end();
         let (body, repeat) = match (t.strip_suffix('*'), t.strip_suffix('+')) {
             (Some(b), _) => (b, Repeat::Any),
             (_, Some(b)) => (b, Repeat::Some),
             _ => (t, Repeat::One),
         };
-        let alternatives =
-            body.split('|').map(str::parse).collect::<Result<Vec<Atom>, UnknownName>>()?;
-        Ok(Pattern { alternatives, repeat })
+        let (names, filter) = match body.find('{') {
+            None if body.contains('}') => {
+                return Err(PatternError::Braces("a `}` without its `{`".into()))
+            }
+            None => (body, None),
+            Some(open) => {
+                let inner = &body[open + 1..];
+                let Some(close) = inner.rfind('}') else {
+                    return Err(PatternError::Braces(
+                        "a `{` without its `}`: a condition is written `NAME {FILTER}`".into(),
+                    ));
+                };
+                if !inner[close + 1..].trim().is_empty() {
+                    return Err(PatternError::Braces(format!(
+                        "`{}` after the condition: only `*` or `+` may follow the `}}`",
+                        inner[close + 1..].trim()
+                    )));
+                }
+                let text = inner[..close].trim();
+                let at = open + 1 + (inner[..close].len() - inner[..close].trim_start().len());
+                Filter::compile(text)
+                    .map_err(|error| PatternError::Filter { at, error: Box::new(error) })?;
+                (&body[..open], Some(text.to_string()))
+            }
+        };
+        let alternatives = names
+            .split('|')
+            .map(str::parse)
+            .collect::<Result<Vec<Atom>, UnknownName>>()
+            .map_err(PatternError::Name)?;
+        Ok(Pattern { alternatives, filter, repeat })
     }
 }
 
@@ -127,6 +197,9 @@ impl fmt::Display for Pattern {
                 f.write_str(" | ")?;
             }
             a.fmt(f)?;
+        }
+        if let Some(c) = &self.filter {
+            write!(f, " {{{c}}}")?;
         }
         f.write_str(match self.repeat {
             Repeat::One => "",
@@ -170,7 +243,7 @@ mod tests {
     }
 
     fn m(p: &[&str], a: &[P]) -> bool {
-        matches_sequence(&ps(p), a, &|p, x| p.matches(x.0, x.1))
+        matches_sequence(&ps(p), a, &|p, x| p.matches(x.0, x.1, &|_| true))
     }
 
     const FIRST: P = ("RDMA WRITE First", None);
@@ -220,9 +293,48 @@ mod tests {
             assert_eq!(s.parse::<Pattern>().unwrap().to_string(), s);
         }
         assert_eq!("ACK".parse::<Atom>(), Ok(Atom::Ack(AckClass::Ack)));
-        let e = "SEND Onyl".parse::<Pattern>().unwrap_err();
+        let PatternError::Name(e) = "SEND Onyl".parse::<Pattern>().unwrap_err() else {
+            panic!("not a name error")
+        };
         assert_eq!(e.to_string(), "unknown opcode `SEND Onyl` (did you mean `SEND Only`?)");
         assert!("WRITE".parse::<Pattern>().is_err());
         assert_eq!(describe(&ps(&["SEND Only", "ACK+"])), "SEND Only, ACK+");
+    }
+
+    #[test]
+    fn a_condition_in_braces_is_a_display_filter_on_the_frame() {
+        let p: Pattern = "SEND Only {infiniband.bth.se == 1}+".parse().unwrap();
+        assert_eq!(p.filter.as_deref(), Some("infiniband.bth.se == 1"));
+        assert_eq!(p.repeat, Repeat::Some);
+        assert_eq!(p.to_string(), "SEND Only {infiniband.bth.se == 1}+");
+        let se = |c: &str| c == "infiniband.bth.se == 1";
+        assert!(p.matches("SEND Only", None, &se));
+        assert!(!p.matches("SEND Only", None, &|_| false));
+        assert!(!p.matches("SEND Last", None, &se));
+        // Several alternatives share one condition; no condition holds everywhere.
+        let q: Pattern =
+            "RDMA WRITE First | RDMA WRITE Middle {infiniband.bth.padcnt == 0}".parse().unwrap();
+        assert_eq!(q.alternatives.len(), 2);
+        assert!("ACK".parse::<Pattern>().unwrap().matches(
+            "Acknowledge",
+            Some(AckClass::Ack),
+            &|_| false
+        ));
+        // A field the dissector does not know: the error says where, in the item.
+        match "ACK {infiniband.aeth.msnn == 1}".parse::<Pattern>() {
+            Err(PatternError::Filter { at, error }) => {
+                assert_eq!(at, 5);
+                assert_eq!(error.span.start, 0);
+                assert!(error.kind.to_string().contains("infiniband.aeth.msnn"), "{}", error.kind);
+            }
+            other => panic!("{other:?}"),
+        }
+        for bad in [
+            "ACK {infiniband.bth.se == 1",
+            "ACK infiniband.bth.se == 1}",
+            "ACK {infiniband.bth.se == 1} x",
+        ] {
+            assert!(matches!(bad.parse::<Pattern>(), Err(PatternError::Braces(_))), "{bad}");
+        }
     }
 }

@@ -145,19 +145,49 @@ impl<'a> Checker<'a> {
         for p in list {
             match p.parse::<Pattern>() {
                 Ok(x) => out.push(x),
-                Err(mut e) => {
-                    if what == "responses" {
-                        e.what = "response";
-                    }
-                    let m = format!("unknown {} `{}`", e.what, e.name);
-                    match e.hint() {
-                        Some(hint) => self.err(Some(p.span.clone()), m, Some(hint)),
-                        None => self.err(Some(p.span.clone()), format!("{m}: {ATOMS}"), None),
-                    }
-                }
+                Err(e) => self.pattern_error(p, e, what),
             }
         }
         Some(out)
+    }
+
+    /// Says why `p` is no item of a sequence, at the place in the item.
+    fn pattern_error(&mut self, p: &Spanned<String>, e: PatternError, what: &str) {
+        match e {
+            PatternError::Name(mut e) => {
+                if what == "responses" {
+                    e.what = "response";
+                }
+                let m = format!("unknown {} `{}`", e.what, e.name);
+                match e.hint() {
+                    Some(hint) => self.err(Some(p.span.clone()), m, Some(hint)),
+                    None => self.err(Some(p.span.clone()), format!("{m}: {ATOMS}"), None),
+                }
+            }
+            PatternError::Filter { at, error } => {
+                // The span is the string's, quote included; the caret goes to the
+                // filter's own error inside it (a string with escapes: near it).
+                let start = p.span.start + 1 + at + error.span.start;
+                let end = start + error.span.len().max(1);
+                let span = if end < p.span.end { start..end } else { p.span.clone() };
+                let hint = error.kind.hint().map(|h| {
+                    format!("{h}; the condition in braces is a display filter, as `roce decode -Y` takes it")
+                });
+                self.err(
+                    Some(span),
+                    format!("in the condition of `{}`: {}", p.value, error.kind),
+                    hint,
+                )
+            }
+            PatternError::Braces(m) => self.err(
+                Some(p.span.clone()),
+                format!("`{}`: {m}", p.value),
+                Some(
+                    "e.g. `SEND Only {infiniband.bth.se == 1}`, `ACK {infiniband.aeth.msn == 2}+`"
+                        .into(),
+                ),
+            ),
+        }
     }
 
     pub(super) fn expectations(&mut self, mrs: &[Mr], steps: &[Step]) -> Expectations {
@@ -168,7 +198,75 @@ impl<'a> Checker<'a> {
         self.expect_events(&mut e);
         self.expect_memory(&mut e, mrs, steps);
         self.expect_streams(&mut e, steps);
+        self.expect_order(&mut e);
+        let n = e.conditions().len();
+        if n > MAX_CONDITIONS {
+            self.err(
+                None,
+                format!("{n} different header conditions (`{{…}}`) in one scenario; at most {MAX_CONDITIONS}"),
+                Some("split the scenario, or say one condition once and reuse it".into()),
+            );
+        }
         e
+    }
+
+    /// `psns = "consecutive"` or a list of PSNs (absolute, `first`, `first+N`).
+    fn psns(&mut self, p: &Spanned<PsnsFile>) -> Option<Psns> {
+        let hint = || {
+            Some(
+                "say \"consecutive\", or a list like [16777215, 0] or [\"first\", \"first+1\"]"
+                    .into(),
+            )
+        };
+        match &p.value {
+            PsnsFile::Word(w) if w.trim() == "consecutive" => Some(Psns::Consecutive),
+            PsnsFile::Word(w) => {
+                self.err(Some(p.span.clone()), format!("`{w}` is not a PSN list"), hint());
+                None
+            }
+            PsnsFile::List(l) => {
+                let each: Result<Vec<WirePsn>, String> = l.iter().map(wire_psn).collect();
+                match each {
+                    Ok(v) => Some(Psns::Each(v)),
+                    Err(m) => {
+                        self.err(Some(p.span.clone()), m, hint());
+                        None
+                    }
+                }
+            }
+        }
+    }
+
+    /// `[[expect.order]]`: the order of frames across a QP pair's two directions.
+    fn expect_order(&mut self, e: &mut Expectations) {
+        let f = self.f;
+        for o in &f.expect.order {
+            if self.qp_file(&o.qp).is_none() {
+                let hint = name_hint(&o.qp, f.qps.iter().map(|q| q.name.as_str()));
+                self.err(Some(o.qp.span.clone()), format!("no QP `{}`", o.qp.value), hint);
+            }
+            let one = |c: &mut Self, x: &Spanned<String>| -> Option<Pattern> {
+                let p = c.patterns(&Some(vec![x.clone()]), "order")?.pop()?;
+                if p.repeat != Repeat::One {
+                    c.err(
+                        Some(x.span.clone()),
+                        format!("`{}`: an order names one frame, without `*` or `+`", x.value),
+                        None,
+                    );
+                    return None;
+                }
+                Some(p)
+            };
+            let (first, then) = (one(self, &o.first), one(self, &o.then));
+            if let (Some(first), Some(then)) = (first, then) {
+                e.order.push(OrderExpect {
+                    qp: o.qp.value.clone(),
+                    first,
+                    then,
+                    record_deviation: o.record_deviation == Some(true),
+                });
+            }
+        }
     }
 
     /// `[[expect.completion]]`: which work completions each endpoint sees.
@@ -255,6 +353,8 @@ impl<'a> Checker<'a> {
             }
             let sequence = self.patterns(&w.sequence, "sequence");
             let responses = self.patterns(&w.responses, "responses");
+            let psns = w.psns.as_ref().and_then(|p| self.psns(p));
+            let response_psns = w.response_psns.as_ref().and_then(|p| self.psns(p));
             let naks = w.naks.as_ref().map(|l| {
                 l.iter()
                     .filter_map(|n| match n.parse::<NakKind>() {
@@ -276,6 +376,8 @@ impl<'a> Checker<'a> {
                 from: w.from.value.clone(),
                 sequence,
                 responses,
+                psns,
+                response_psns,
                 naks,
                 min_rnr_naks: w.min_rnr_naks,
                 rnr_naks: w.rnr_naks.as_ref().and_then(|r| match count_range(r) {
@@ -534,6 +636,27 @@ impl<'a> Checker<'a> {
                     max_ack_latency_ms: None,
                 });
             }
+        }
+    }
+}
+
+/// One PSN of a wire expectation's list: `16777215`, `"first"`, `"first+N"`.
+fn wire_psn(r: &PsnRef) -> Result<WirePsn, String> {
+    match r {
+        PsnRef::Absolute(p) if *p <= Psn::MASK => Ok(WirePsn::Absolute(Psn::new(*p))),
+        PsnRef::Absolute(p) => Err(format!("PSN {p} is more than 24 bits")),
+        PsnRef::Relative(s) => {
+            let t: String = s.chars().filter(|c| !c.is_whitespace()).collect();
+            let bad = || format!("`{s}` is not a PSN: say a number, \"first\" or \"first+N\"");
+            let rest = t.strip_prefix("first").ok_or_else(bad)?;
+            if rest.is_empty() {
+                return Ok(WirePsn::First(0));
+            }
+            let n: u32 = rest.strip_prefix('+').ok_or_else(bad)?.parse().map_err(|_| bad())?;
+            if n > Psn::MASK {
+                return Err(format!("`{s}`: more than the 24-bit PSN space"));
+            }
+            Ok(WirePsn::First(n))
         }
     }
 }

@@ -21,10 +21,10 @@ use dissector::wire::{Headers, NakKind, Opcode, Psn};
 use super::cases;
 use super::diag::{serde_hint, Diagnostic, Severity, Source};
 use super::file::{
-    self, Content, PerEndpoint, ProbeFile, PsnRef, QpType, ScenarioFile, Spanned, StepOp,
+    self, Content, PerEndpoint, ProbeFile, PsnRef, PsnsFile, QpType, ScenarioFile, Spanned, StepOp,
 };
 use super::model::*;
-use super::pattern::{Pattern, ATOMS};
+use super::pattern::{Pattern, PatternError, Repeat, ATOMS, MAX_CONDITIONS};
 use crate::protocol::stream::STREAM_MESSAGES;
 use crate::protocol::READ_BACK_MAX;
 use crate::verbs::{

@@ -475,6 +475,49 @@ fn every_semantic_problem_is_reported_where_it_is() {
     assert!(find("unknown opcode `SEND Onyl`").contains("did you mean `SEND Only`?"));
 }
 
+/// A header condition is a display filter: its own error (did-you-mean included)
+/// points into the string at the word, not at the whole item; braces and PSN lists
+/// that are not ones say so; an order names single frames.
+#[test]
+fn header_conditions_psns_and_order_are_checked_where_they_are() {
+    let text = GOOD.replace(
+        "sequence = [\"SEND Only\"]",
+        "sequence = [\"SEND Only {infiniband.bth.sd == 1}\", \"ACK {infiniband.aeth.msn == 1\"]\npsns = [\"first+x\"]\nresponse_psns = \"consecutiv\"",
+    ) + "\n[[expect.order]]\nqp = \"q\"\nfirst = \"SEND Only*\"\nthen = \"ACK\"\n";
+    let e = errors(&text);
+    let msgs: Vec<String> = e.iter().map(|d| d.to_string()).collect();
+    let find = |needle: &str| {
+        e.iter()
+            .find(|d| d.message.contains(needle))
+            .unwrap_or_else(|| panic!("no `{needle}` in {msgs:#?}"))
+    };
+    let d = find("infiniband.bth.sd");
+    let line = text.lines().position(|l| l.starts_with("sequence")).unwrap() + 1;
+    let col = text.lines().nth(line - 1).unwrap().find("infiniband.bth.sd").unwrap() + 1;
+    assert_eq!((d.line, d.col), (line, col), "{d}");
+    assert!(
+        d.message.starts_with("in the condition of `SEND Only {infiniband.bth.sd == 1}`"),
+        "{d}"
+    );
+    assert!(d.hint.as_deref().is_some_and(|h| h.contains("infiniband.bth.se")), "{d}");
+    assert!(find("a `{` without its `}`").hint.is_some());
+    assert!(find("`first+x` is not a PSN").line > line);
+    assert!(find("`consecutiv` is not a PSN list")
+        .hint
+        .as_deref()
+        .is_some_and(|h| h.contains("consecutive")));
+    find("an order names one frame");
+    // Written right, the same keys load.
+    let ok = GOOD.replace(
+        "sequence = [\"SEND Only\"]",
+        "sequence = [\"SEND Only {infiniband.bth.se == 0 && infiniband.bth.tver == 0}\"]\npsns = \"consecutive\"\nresponse_psns = [\"first\"]",
+    );
+    let sc = parse_str(Path::new("t.toml"), &ok).unwrap_or_else(|e| panic!("{}", e[0]));
+    assert_eq!(sc.expect.wire[0].psns, Some(Psns::Consecutive));
+    assert_eq!(sc.expect.wire[0].response_psns, Some(Psns::Each(vec![WirePsn::First(0)])));
+    assert_eq!(sc.expect.conditions(), ["infiniband.bth.se == 0 && infiniband.bth.tver == 0"]);
+}
+
 #[test]
 fn verbs_that_the_qp_type_cannot_carry_are_refused() {
     let text = GOOD.replace("type = \"rc\"", "type = \"uc\"").replace(
