@@ -56,10 +56,10 @@ pub(crate) fn transport(
     let mut t = craft::Transport {
         bth: BthRepr {
             opcode: op,
-            solicited_event: false,
+            solicited_event: order.bth.solicited,
             mig_req: true,
             pad_count: 0,
-            tver: 0,
+            tver: order.bth.tver & 0xf,
             p_key: order.p_key,
             fecn: false,
             becn: false,
@@ -80,6 +80,7 @@ pub(crate) fn transport(
         immdt: order.imm_data,
         payload: data,
         icrc: if order.bad_icrc { IcrcMode::Corrupt } else { IcrcMode::Correct },
+        pad: order.bth.pad.map(|p| p & 3),
         ..Default::default()
     };
     if headers.contains(Headers::IETH) {
@@ -98,7 +99,8 @@ pub(crate) fn frames(
     dst: &Host,
 ) -> Result<Vec<(Vec<u8>, SentFrame)>, String> {
     let (t, sent) = transport(order, aim)?;
-    let enc = Encap { udp_src_port: 0xC000 | (aim.src_qp & 0x3fff) as u16, ..Encap::default() };
+    let port = order.udp_src_port.unwrap_or(0xC000 | (aim.src_qp & 0x3fff) as u16);
+    let enc = Encap { udp_src_port: port, ..Encap::default() };
     let f = craft::build(&enc, src, dst, &t);
     Ok((0..order.copies.max(1)).map(|_| (f.clone(), sent.clone())).collect())
 }
@@ -115,7 +117,7 @@ pub(crate) fn advance(order: &ProbeOrder, next: Psn) -> Psn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::Hex;
+    use crate::protocol::{BthBits, Hex};
     use dissector::frame::{decode, Options};
     use dissector::wire::ethernet::Mac;
     use std::net::{IpAddr, Ipv4Addr};
@@ -135,6 +137,8 @@ mod tests {
             swap_add: 0,
             ack_req: true,
             bad_icrc: false,
+            bth: Default::default(),
+            udp_src_port: None,
             p_key: 0xffff,
             dest_qp: None,
             q_key: 0x1111_1111,
@@ -189,6 +193,27 @@ mod tests {
             "only a probe that moves `next` moves it"
         );
         assert_eq!(advance(&order(0x0a), Psn::new(0xff_ffff)), Psn::new(0), "24-bit wrap");
+    }
+
+    /// TVer, SE, an explicit PadCnt (its pad bytes on the wire, the ICRC still
+    /// right) and the UDP source port, as a probe asks for them.
+    #[test]
+    fn bth_bits_pad_and_source_port() {
+        let (a, b) = hosts();
+        let s = ProbeOrder {
+            payload: Hex(vec![0xab; 8]),
+            bth: BthBits { tver: 3, solicited: true, pad: Some(2) },
+            udp_src_port: Some(0x1234),
+            ..order(0x04)
+        };
+        let f = frames(&s, &aim(), &a, &b).unwrap();
+        let d = decode(dissector::LinkType::ETHERNET, &f[0].0, &Options::default());
+        let ib = d.ib.as_ref().unwrap();
+        assert_eq!((ib.bth.tver, ib.bth.solicited_event, ib.bth.pad_count), (3, true, 2));
+        assert_eq!(d.icrc_check(&f[0].0).map(|c| c.ok()), Some(true));
+        let plain = frames(&order(0x04), &aim(), &a, &b).unwrap();
+        assert_eq!(f[0].0.len(), plain[0].0.len() + 8 + 2, "8 payload bytes and 2 of pad");
+        assert_eq!(d.udp.map(|u| u.src_port), Some(0x1234));
     }
 
     #[test]

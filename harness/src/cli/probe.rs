@@ -198,6 +198,8 @@ pub(super) fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Com
         swap_add: a.swap.unwrap_or(0),
         ack_req: !a.no_ack_req,
         bad_icrc: a.bad_icrc,
+        bth: Default::default(),
+        udp_src_port: None,
         p_key: a.p_key,
         dest_qp: None,
         q_key: a.q_key,

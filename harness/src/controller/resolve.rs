@@ -12,8 +12,8 @@ use lab::fault::{self, Dir, Rule};
 use lab::state::Vm;
 
 use crate::protocol::{
-    self, Action, AgentVerb, ConnectBy, Fill, Hex, MrSetup, MwSetup, ProbeOrder, ProbePsn, QpSetup,
-    RemoteRef, SgeRef, SrqSetup,
+    self, Action, AgentVerb, BthBits, ConnectBy, Fill, Hex, MrSetup, MwSetup, ProbeOrder, ProbePsn,
+    QpSetup, RemoteRef, SgeRef, SrqSetup,
 };
 use crate::protocol::{ReceiveOrder, StreamOrder};
 use crate::results::EndpointFacts;
@@ -250,6 +250,8 @@ pub(super) fn action(
             swap_add: p.swap_add,
             ack_req: p.ack_req,
             bad_icrc: p.bad_icrc,
+            bth: BthBits { tver: p.tver, solicited: p.solicited, pad: p.pad },
+            udp_src_port: p.udp_src_port,
             p_key: p.p_key,
             dest_qp: p.dest_qp,
             q_key: p.q_key,

@@ -46,7 +46,7 @@ use stream::{Percentiles, StreamContent, StreamVerb, Verification};
 /// atomic streams mix CmpSwap in (`StreamVerb::Atomic`) and report the chain of
 /// old values (`StreamReport::atomics`). 7: a QP's access flags beside its
 /// transport parameters (`QpSetup::access`), not among them.
-pub(crate) const VERSION: u32 = 7;
+pub(crate) const VERSION: u32 = 8;
 /// No message is larger (a memory dump of a 512 KiB MR in hex fits).
 pub(crate) const MAX_MESSAGE: usize = 2 << 20;
 /// The largest MR read back whole (`ReadMemory`); larger ones are checked where
@@ -387,12 +387,30 @@ pub(crate) struct ProbeOrder {
     pub swap_add: u64,
     pub ack_req: bool,
     pub bad_icrc: bool,
+    /// BTH fields a probe sets other than the defaults.
+    #[serde(default)]
+    pub bth: BthBits,
+    /// The UDP source port (default: 0xC000 | the prober's QPN's low 14 bits).
+    #[serde(default)]
+    pub udp_src_port: Option<u16>,
     pub p_key: u16,
     pub dest_qp: Option<u32>,
     pub q_key: u32,
     pub copies: u32,
     /// How long to wait after sending, for the answer to be on the wire.
     pub settle_ms: u64,
+}
+
+/// A probe's BTH bits other than its opcode, PSN, AckReq and P_Key.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BthBits {
+    /// Transport header version (0 is the only one defined).
+    pub tver: u8,
+    /// SE: solicited event.
+    pub solicited: bool,
+    /// PadCnt and that many pad bytes; `None`: what pads the payload to 4.
+    pub pad: Option<u8>,
 }
 
 /// One frame of a probe, as the judge finds it on the wire.

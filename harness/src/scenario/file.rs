@@ -753,6 +753,19 @@ pub(crate) struct ProbeFile {
     /// Send it with a wrong ICRC.
     #[serde(default)]
     pub(crate) bad_icrc: Option<bool>,
+    /// BTH TVer, the transport header version (default 0, the only one defined).
+    #[serde(default)]
+    pub(crate) tver: Option<u8>,
+    /// BTH SE, solicited event (default: clear).
+    #[serde(default)]
+    pub(crate) solicited: Option<bool>,
+    /// BTH PadCnt, 0 to 3, with that many pad bytes after the payload (default:
+    /// what pads the payload to a multiple of 4).
+    #[serde(default)]
+    pub(crate) pad: Option<u8>,
+    /// The UDP source port (default 0xC000 | the prober's QPN's low 14 bits).
+    #[serde(default)]
+    pub(crate) udp_src_port: Option<u16>,
     /// BTH P_Key (default 0xffff, the default partition).
     #[serde(default)]
     pub(crate) p_key: Option<u16>,

@@ -130,7 +130,13 @@ impl<'a> Checker<'a> {
             Ok(b) => b,
         };
         if p.copies.is_some_and(|c| c == 0 || c > 64) {
-            self.err(at, "1 to 64 copies", None);
+            self.err(at.clone(), "1 to 64 copies", None);
+        }
+        if let Some(t) = p.tver.filter(|t| *t > 15) {
+            self.err(at.clone(), format!("`tver = {t}`: TVer is 4 bits (0 to 15)"), None);
+        }
+        if let Some(n) = p.pad.filter(|n| *n > 3) {
+            self.err(at, format!("`pad = {n}`: PadCnt is 2 bits (0 to 3)"), None);
         }
         Some(Probe {
             id: p.id.clone(),
@@ -150,6 +156,10 @@ impl<'a> Checker<'a> {
             swap_add: p.swap.or(p.add).unwrap_or(0),
             ack_req: p.ack_req.unwrap_or(true),
             bad_icrc: p.bad_icrc.unwrap_or(false),
+            tver: p.tver.unwrap_or(0),
+            solicited: p.solicited.unwrap_or(false),
+            pad: p.pad,
+            udp_src_port: p.udp_src_port,
             p_key: p.p_key.unwrap_or(DEFAULT_PKEY),
             dest_qp: p.dest_qp,
             q_key: p.q_key.unwrap_or(DEFAULT_QKEY),
