@@ -285,7 +285,9 @@ pub(crate) fn pair<'a>(
     };
     let ((a_ip, a_qpn), (b_ip, b_qpn)) = (ident(from)?, ident(to)?);
     // What each side sent: copies the switch made are left out (they are nobody's
-    // retransmissions); frames it dropped stay in (they were sent).
+    // retransmissions); frames it dropped stay in (they were sent). A frame whose
+    // opcode the table does not know goes with the requests of its direction (a
+    // crafted undefined opcode is a request, and a response must be one we know).
     let reqs = t
         .packets
         .iter()
@@ -293,7 +295,7 @@ pub(crate) fn pair<'a>(
             f.src == Some(a_ip)
                 && f.dst == Some(b_ip)
                 && f.dest_qp == b_qpn
-                && f.is_request
+                && (f.is_request || f.op.is_empty())
                 && !f.marks.injected()
         })
         .collect();
@@ -301,7 +303,7 @@ pub(crate) fn pair<'a>(
     let resps = t
         .packets
         .iter()
-        .filter(|f| back(f) && !f.is_request && !f.cnp && !f.marks.injected())
+        .filter(|f| back(f) && !f.is_request && !f.op.is_empty() && !f.cnp && !f.marks.injected())
         .collect();
     let cnps = t.packets.iter().filter(|f| back(f) && f.cnp).count();
     Some(Pair { reqs, resps, cnps, a_ip, b_ip })
