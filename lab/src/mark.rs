@@ -35,6 +35,11 @@ pub enum Mark {
     Delayed { by: RuleRef, ms: u64 },
     /// Held until the next frame in its direction had passed.
     Reordered(RuleRef),
+    /// A held frame (delayed, reordered) arrived this many ns before it was
+    /// recorded: where it stands in its sender's order. Every held frame carries
+    /// it, after the marks of the rules that held it; captures from before it was
+    /// written say only that a frame was held, not since when.
+    Arrived { ns_before: u64 },
     /// Bytes changed on the way (`what`: `ECN set to CE`, `ICRC inverted`,
     /// `byte 54 (payload+0) xor 0x01, ICRC recomputed`).
     Modified { by: RuleRef, what: String },
@@ -60,6 +65,8 @@ pub enum Mark {
 pub struct Marks(pub Vec<Mark>);
 
 const DUPLICATE: &str = "duplicate ";
+const ARRIVED: &str = "arrived ";
+const ARRIVED_END: &str = " ms before it was recorded";
 const INJECTED: &str = "injected by the lab";
 const SEPARATOR: &str = "; ";
 
@@ -69,6 +76,13 @@ impl fmt::Display for Mark {
             Mark::Dropped(r) => write!(f, "dropped by {r}: not delivered"),
             Mark::Delayed { by, ms } => write!(f, "delayed {ms} ms by {by}"),
             Mark::Reordered(r) => write!(f, "reordered by {r}: held behind the next frame"),
+            // To the ns, in ms: `arrived 150.000213 ms before it was recorded`.
+            Mark::Arrived { ns_before } => write!(
+                f,
+                "{ARRIVED}{}.{:06}{ARRIVED_END}",
+                ns_before / 1_000_000,
+                ns_before % 1_000_000
+            ),
             Mark::Modified { by, what } => write!(f, "{what} by {by}"),
             Mark::Skipped { by, why } => write!(f, "{by} skipped: {why}"),
             Mark::Duplicate { k, of, original } if original.is_empty() => {
@@ -111,10 +125,23 @@ fn split_rule(s: &str) -> Option<(&str, RuleRef, &str)> {
     Some((&s[..at], RuleRef { index: index.parse().ok()?, rule: rule.to_string() }, after))
 }
 
+/// `150.000213` (ms, six decimals as [`Mark::Arrived`] writes them) → ns.
+fn parse_ms_ns(s: &str) -> Option<u64> {
+    let (ms, frac) = s.split_once('.')?;
+    let all_digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    if !all_digits(ms) || frac.len() != 6 || !all_digits(frac) {
+        return None;
+    }
+    ms.parse::<u64>().ok()?.checked_mul(1_000_000)?.checked_add(frac.parse().ok()?)
+}
+
 fn parse_one(s: &str) -> Mark {
     let other = || Mark::Other(s.to_string());
     if s == INJECTED {
         return Mark::Injected;
+    }
+    if let Some(ms) = s.strip_prefix(ARRIVED).and_then(|r| r.strip_suffix(ARRIVED_END)) {
+        return parse_ms_ns(ms).map_or_else(other, |ns_before| Mark::Arrived { ns_before });
     }
     let Some((before, by, after)) = split_rule(s) else { return other() };
     match (before, after) {
@@ -210,6 +237,29 @@ impl Marks {
         self.any(&|m| matches!(m, Mark::Delayed { .. } | Mark::Reordered(_)))
     }
 
+    /// How long before it was recorded the switch had it, when the capture says
+    /// ([`Mark::Arrived`]): a held frame's place in its sender's order is its
+    /// timestamp less that. `None` for a frame recorded as it came, and for a held
+    /// one in a capture from before the mark was written (see
+    /// [`Marks::least_held_ns`]). A copy's own mark only: a copy never arrived.
+    pub fn arrived_ns_before(&self) -> Option<u64> {
+        self.0.iter().find_map(|m| match m {
+            Mark::Arrived { ns_before } => Some(*ns_before),
+            _ => None,
+        })
+    }
+
+    /// For a held frame of a capture without [`Mark::Arrived`]: the least time its
+    /// rules held it — the longest `delay` asked for; 0 for a `reorder` alone,
+    /// which holds a frame only until the next one passes.
+    pub fn least_held_ns(&self) -> u64 {
+        let ms = self.0.iter().filter_map(|m| match m {
+            Mark::Delayed { ms, .. } => Some(*ms),
+            _ => None,
+        });
+        ms.max().unwrap_or(0).saturating_mul(1_000_000)
+    }
+
     /// Its bytes were changed on the way.
     pub fn modified(&self) -> bool {
         self.any(&|m| matches!(m, Mark::Modified { .. }))
@@ -250,6 +300,7 @@ mod tests {
             Mark::Dropped(r(1, "drop psn=101 nth=1")),
             Mark::Delayed { by: r(2, "delay ms=150"), ms: 150 },
             Mark::Reordered(r(3, "reorder psn=3 ms=100")),
+            Mark::Arrived { ns_before: 150_000_213 },
             Mark::Modified {
                 by: r(4, "corrupt op=send-only at=payload+3 xor=0xff"),
                 what: "byte 57 (payload+3) xor 0xff, ICRC recomputed".into(),
@@ -300,5 +351,34 @@ mod tests {
             "withheld by rule 2 `respond with=ack`: not delivered, the switch answered instead",
         );
         assert!(w.withheld() && w.dropped() && !w.synthesized());
+    }
+
+    /// A held frame says since when the switch had it; a capture from before that
+    /// mark says only how long its rules asked for.
+    #[test]
+    fn a_held_frame_says_when_it_arrived() {
+        let h = Marks::parse(
+            "delayed 150 ms by rule 2 `delay ms=150`; arrived 150.000213 ms before it was recorded",
+        );
+        assert!(h.held() && !h.injected());
+        assert_eq!((h.arrived_ns_before(), h.least_held_ns()), (Some(150_000_213), 150_000_000));
+        let r = Marks::parse("reordered by rule 1 `reorder`: held behind the next frame; arrived 0.004096 ms before it was recorded");
+        assert_eq!((r.arrived_ns_before(), r.least_held_ns()), (Some(4096), 0));
+        let old = Marks::parse("delayed 20 ms by rule 1 `delay ms=20`");
+        assert_eq!((old.arrived_ns_before(), old.least_held_ns()), (None, 20_000_000));
+        // A copy of a held frame was made when it left: it never arrived.
+        let c = Marks::parse("duplicate 1 of 1 (delayed 20 ms by rule 1 `delay ms=20`; arrived 20.000100 ms before it was recorded)");
+        assert!(c.injected() && c.arrived_ns_before().is_none());
+        for bad in [
+            "arrived 1.5 ms before it was recorded",
+            "arrived x.000001 ms before it was recorded",
+            "arrived 99999999999999999.000000 ms before it was recorded",
+        ] {
+            assert_eq!(Marks::parse(bad), Marks(vec![Mark::Other(bad.into())]), "{bad}");
+        }
+        assert_eq!(
+            Mark::Arrived { ns_before: 7 }.to_string(),
+            "arrived 0.000007 ms before it was recorded"
+        );
     }
 }

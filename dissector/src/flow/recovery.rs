@@ -1,13 +1,15 @@
-//! Recovery on one QP pair, read from its packets in capture order: go-back-N
-//! (IBA Vol 1, 9.7.5) — each resend with what set it off, and every rule the
-//! recovery broke — and whether the requester waited out the RNR NAK timers
-//! (9.7.5.2.8).
+//! Recovery on one QP pair: go-back-N (IBA Vol 1, 9.7.5) — each resend with what
+//! set it off, and every rule the recovery broke — and whether the requester waited
+//! out the RNR NAK timers (9.7.5.2.8).
 //!
 //! The caller hands over one direction's requests and the other direction's
-//! responses, and says of each packet what only the capture point can know: whether
-//! it was delivered (a capture taken before a lossy link, such as the lab switch's,
-//! also holds packets that never arrived) and whether it was held back (recorded
-//! after packets sent later). Everything else is read from the BTH and the AETH.
+//! responses, each in capture order, and says of each packet what only the capture
+//! point can know: whether it was delivered (a capture taken before a lossy link,
+//! such as the lab switch's, also holds packets that never arrived) and, for one it
+//! held back (recorded after packets sent later), how long it held it. Resend runs
+//! are judged in the order the requester sent them: a held request goes back to
+//! where it arrived, however many frames were recorded in between. Everything else
+//! is read from the BTH and the AETH.
 //!
 //! Owns: the recovery rules and their findings. Imports: the wire vocabulary only (PSNs,
 //! syndromes, NAK codes).
@@ -26,9 +28,11 @@ pub struct Packet {
     pub psn: Psn,
     /// It reached its receiver (not dropped on the way, ICRC not bad).
     pub delivered: bool,
-    /// Recorded later than it was sent (delayed or reordered on the way): a late
-    /// original, not a resend.
-    pub held: bool,
+    /// How long before `ts_ns` the capture point had it, in ns: 0 when it was
+    /// recorded as it came; for one held back on the way (the lab switch's `delay`
+    /// and `reorder`), how long it was held. It arrived at `ts_ns - held_ns`, and
+    /// that is its place in its sender's order, whatever was recorded in between.
+    pub held_ns: u64,
     /// For responses: the AETH's meaning (`None` for responses without an AETH,
     /// such as a READ Response Middle).
     pub ack: Option<AckKind>,
@@ -162,69 +166,68 @@ fn acknowledges(p: &Packet) -> Option<Psn> {
     }
 }
 
-/// How far behind the packets sent after it a held packet can show up, in
-/// packets, and how many PSNs in a row can be missing for that reason.
-const HELD_WITHIN: usize = 32;
-const HELD_GAP: u32 = 4;
-
-/// The held packets a resend at `i` may take to fill its gaps: those recorded
-/// since the last packet that was not held (`since`, sent before `i` but after
-/// it, or released early), and the first [`HELD_WITHIN`] after `i`. Each held
-/// packet is one transmission, so it fills one gap only: `taken` says which
-/// already did.
-struct HeldAround<'a> {
-    reqs: &'a [Packet],
-    /// How many times each PSN went out in the whole capture: a held packet whose
-    /// PSN went out only that once is its original, no resend.
-    sent: &'a std::collections::HashMap<Psn, u32>,
-    taken: &'a mut [bool],
-    since: usize,
-    i: usize,
+/// One request, in the order the requester sent it.
+#[derive(Debug, Clone, Copy)]
+struct Sent<'a> {
+    p: &'a Packet,
+    /// When it reached the capture point: when it was sent, as the capture sees it.
+    at_ns: u64,
+    /// The responses numbered below this had been recorded when it arrived: all the
+    /// requester can have heard before it sent it.
+    heard_below: u64,
 }
 
-impl HeldAround<'_> {
-    /// An untaken held packet of `psn` around `i`.
-    fn find(&self, psn: Psn) -> Option<usize> {
-        let end = (self.i + 1 + HELD_WITHIN).min(self.reqs.len());
-        (self.since..self.i)
-            .chain(self.i + 1..end)
-            .find(|&j| self.reqs[j].held && !self.taken[j] && self.reqs[j].psn == psn)
-            .filter(|_| self.sent.get(&psn).is_some_and(|&n| n > 1))
+/// The requests in the order the requester sent them, which is the order they
+/// reached the capture point in. One recorded as it came keeps its place; a held
+/// one goes back to where it arrived: just before the first frame recorded as it
+/// came (a request, or a response: those are recorded as the requester can hear
+/// them) whose timestamp is past its arrival, however many frames were recorded in
+/// between. Deterministic, and O(n + h log h) for h held requests.
+fn send_order<'a>(reqs: &'a [Packet], resps: &[Packet]) -> Vec<Sent<'a>> {
+    let as_came = |p: &'a Packet| Sent { p, at_ns: p.ts_ns, heard_below: p.number };
+    let mut held: Vec<Sent<'a>> = reqs
+        .iter()
+        .filter(|p| p.held_ns > 0)
+        .map(|p| Sent { p, at_ns: p.ts_ns.saturating_sub(p.held_ns), heard_below: p.number })
+        .collect();
+    if held.is_empty() {
+        return reqs.iter().map(as_came).collect();
     }
-
-    /// Whether each PSN from `from` up to (not including) `to` shows up held back
-    /// around `i` (at most [`HELD_GAP`] of them); if so they are taken.
-    fn fill(&mut self, from: Psn, to: Psn) -> bool {
-        let gap = to.diff(from);
-        if gap <= 0 || gap as u32 > HELD_GAP {
-            return false;
+    held.sort_by_key(|h| (h.at_ns, h.p.number));
+    // The frames recorded as they came, requests and responses, in capture order;
+    // for each held request in the order it arrived, the first of them past it.
+    let mut unheld = reqs.iter().filter(|p| p.held_ns == 0).peekable();
+    let mut resp = resps.iter().peekable();
+    let mut next_recorded = || match (unheld.peek(), resp.peek()) {
+        (Some(q), Some(r)) if r.number < q.number => resp.next(),
+        (Some(_), _) => unheld.next(),
+        (None, _) => resp.next(),
+    };
+    let mut first_past = next_recorded();
+    // Taken in the order they arrived, the held requests' `heard_below` never
+    // decreases (whatever the clock did): they merge with the others in one pass.
+    for h in &mut held {
+        while first_past.is_some_and(|a| a.ts_ns <= h.at_ns) {
+            first_past = next_recorded();
         }
-        let found: Option<Vec<usize>> = (0..gap as u32).map(|k| self.find(from.add(k))).collect();
-        let Some(found) = found else { return false };
-        for j in found {
-            self.taken[j] = true;
+        h.heard_below = first_past.map_or(u64::MAX, |a| a.number);
+    }
+    let mut out = Vec::with_capacity(reqs.len());
+    let mut held = held.into_iter().peekable();
+    for u in reqs.iter().filter(|p| p.held_ns == 0) {
+        while let Some(h) = held.next_if(|h| h.heard_below <= u.number) {
+            out.push(h);
         }
-        true
+        out.push(as_came(u));
     }
-
-    /// Where a resend run that shows up starting at `psn` began in the
-    /// requester's order: at the earliest PSN before it (up to [`HELD_GAP`] back)
-    /// all of whose packets from there up to `psn` show up held back around it;
-    /// else at `psn`. Those held packets are taken.
-    fn run_start(&mut self, psn: Psn) -> Psn {
-        let back = (1..=HELD_GAP)
-            .take_while(|&k| (1..=k).all(|b| self.find(psn.add(Psn::MASK + 1 - b)).is_some()))
-            .last()
-            .unwrap_or(0);
-        let first = psn.add(Psn::MASK + 1 - back);
-        self.fill(first, psn);
-        first
-    }
+    out.extend(held);
+    out
 }
 
 /// Checks go-back-N recovery on one QP pair over a whole run: the requester's
 /// transmissions `reqs` (undelivered ones included) and the responder's `resps`,
-/// each in capture order. One pass over each: linear in the packets.
+/// each in capture order. The requests are judged in the order the requester sent
+/// them ([`Packet::held_ns`]); one pass over them.
 pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
     let mut g = GoBackN::default();
     let acks: Vec<&Packet> = resps.iter().filter(|f| f.ack.is_some()).collect();
@@ -238,15 +241,9 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
     let mut highest: Option<Psn> = None;
     let mut last_sent: std::collections::HashMap<Psn, u64> = std::collections::HashMap::new();
     let mut prev: Option<(Psn, bool)> = None;
-    // Held packets already placed in a gap, and the last packet not held.
-    let mut taken = vec![false; reqs.len()];
-    let mut sent = std::collections::HashMap::new();
-    for f in reqs {
-        *sent.entry(f.psn).or_insert(0u32) += 1;
-    }
-    let mut since = 0;
-    for (i, f) in reqs.iter().enumerate() {
-        while let Some(a) = heard.next_if(|a| a.number < f.number) {
+    for s in send_order(reqs, resps) {
+        let (f, at) = (s.p, s.at_ns);
+        while let Some(a) = heard.next_if(|a| a.number < s.heard_below) {
             last = Some(a);
             if let Some(p) = acknowledges(a) {
                 if through.last().is_none_or(|t| p.after(t.0)) {
@@ -254,30 +251,12 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
                 }
             }
         }
-        // A held packet shows up late, but it is an original transmission (or a
-        // resend's): it went out when it was sent, and it does not break a resend
-        // run it lands in the middle of.
-        if f.held {
-            if highest.is_none_or(|h| f.psn.after(h)) {
-                highest = Some(f.psn);
-            }
-            last_sent.insert(f.psn, f.ts_ns);
-            continue;
-        }
         let resent = highest.is_some_and(|h| !f.psn.after(h));
-        let mut around = HeldAround { reqs, sent: &sent, taken: &mut taken, since, i };
-        since = i + 1;
-        // A resend run goes on PSN by PSN; one held back on the way shows up a
-        // little later (or, released early, just before), and its gap is no new run.
-        let starts_run = resent
-            && prev.is_none_or(|(p, was_resend)| {
-                !was_resend || (f.psn != p.add(1) && !around.fill(p.add(1), f.psn))
-            });
+        // A resend run goes on PSN by PSN; anything else starts a new one.
+        let starts_run =
+            resent && prev.is_none_or(|(p, was_resend)| !was_resend || f.psn != p.add(1));
         if starts_run {
-            // In the order the requester sent them, the run may begin before `f`: its
-            // first packets held back by the switch show up around it. Judged
-            // from that first PSN, as the requester went back to it.
-            let first = around.run_start(f.psn);
+            let first = f.psn;
             // The first step forward that acknowledged this PSN, if any did.
             let k = through.partition_point(|t| first.after(t.0));
             if let Some(&(_, frame, ts)) = through.get(k) {
@@ -285,10 +264,10 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
                     frame: f.number,
                     psn: first,
                     acked_in: frame,
-                    after_ns: f.ts_ns.saturating_sub(ts),
+                    after_ns: at.saturating_sub(ts),
                 });
             }
-            let orig = last_sent.get(&first).copied().unwrap_or(f.ts_ns);
+            let orig = last_sent.get(&first).copied().unwrap_or(at);
             let rnr = last.filter(|a| {
                 matches!(a.ack, Some(AckKind::RnrNak { .. })) && a.psn == first && a.ts_ns >= orig
             });
@@ -312,7 +291,7 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
                     psn: first,
                     frame: f.number,
                     trigger: Trigger::Rnr,
-                    after_ns: f.ts_ns.saturating_sub(n.ts_ns),
+                    after_ns: at.saturating_sub(n.ts_ns),
                 }),
                 (None, Some(n)) => {
                     if first.after(n.psn) {
@@ -327,21 +306,21 @@ pub fn go_back_n(reqs: &[Packet], resps: &[Packet]) -> GoBackN {
                         psn: first,
                         frame: f.number,
                         trigger: Trigger::Nak,
-                        after_ns: f.ts_ns.saturating_sub(n.ts_ns),
+                        after_ns: at.saturating_sub(n.ts_ns),
                     });
                 }
                 (None, None) => g.resends.push(Resend {
                     psn: first,
                     frame: f.number,
                     trigger: Trigger::Timeout,
-                    after_ns: f.ts_ns.saturating_sub(orig),
+                    after_ns: at.saturating_sub(orig),
                 }),
             }
         }
         if highest.is_none_or(|h| f.psn.after(h)) {
             highest = Some(f.psn);
         }
-        last_sent.insert(f.psn, f.ts_ns);
+        last_sent.insert(f.psn, at);
         prev = Some((f.psn, resent));
     }
     g.nak_latency_ns = nak_latency(reqs, &acks);
@@ -433,7 +412,7 @@ mod tests {
             ts_ns: ms * 1_000_000,
             psn: Psn::new(psn),
             delivered: true,
-            held: false,
+            held_ns: 0,
             ack: None,
         }
     }
@@ -441,6 +420,14 @@ mod tests {
     fn resp(number: u64, ms: u64, psn: u32, syndrome: u8) -> Packet {
         Packet { ack: Some(Syndrome(syndrome).kind()), ..req(number, ms, psn) }
     }
+
+    /// `p` recorded at `ts_ns`, `held_ns` after it arrived (0: as it came).
+    fn at(p: Packet, ts_ns: u64, held_ns: u64) -> Packet {
+        Packet { ts_ns, held_ns, ..p }
+    }
+
+    const US: u64 = 1_000;
+    const MS: u64 = 1_000_000;
 
     const ACK: u8 = 0x1f;
     const SEQ_NAK: u8 = 0x60;
@@ -552,8 +539,9 @@ mod tests {
         );
     }
 
-    /// A held packet that lands inside a resend run neither starts a run of its
-    /// own nor splits the one it is in.
+    /// A late original of a PSN past the run, recorded inside a resend run: it
+    /// goes back to where it was sent, before the run, which it neither starts nor
+    /// splits.
     #[test]
     fn a_held_packet_does_not_split_a_resend_run() {
         let mut q = vec![
@@ -567,7 +555,7 @@ mod tests {
             req(9, 2, 13),
         ];
         q[1].delivered = false;
-        q[6].held = true;
+        q[6] = at(q[6], 2 * MS, 2 * MS); // sent right after 13, at 0 ms
         let g = go_back_n(&q, &[resp(5, 1, 11, SEQ_NAK), resp(10, 3, 14, ACK)]);
         assert_eq!(g.violations, vec![]);
         assert_eq!(
@@ -582,7 +570,7 @@ mod tests {
     }
 
     /// A resend held back by the switch behind the one after it (as the lab's
-    /// `reorder` rule does): the run it belongs to goes on across the gap.
+    /// `reorder` rule does): in the requester's order the run has no gap.
     #[test]
     fn a_held_resend_leaves_no_gap_in_its_run() {
         let mut q = vec![
@@ -591,17 +579,17 @@ mod tests {
             req(3, 0, 52),
             req(4, 0, 53),
             req(6, 2, 51),
-            req(7, 2, 53),
-            req(8, 2, 52),
+            req(7, 3, 53),
+            at(req(8, 3, 52), 3 * MS, 500 * US), // arrived at 2.5 ms, before 53
         ];
         q[1].delivered = false;
-        q[6].held = true;
-        let g = go_back_n(&q, &[resp(5, 1, 51, SEQ_NAK), resp(9, 3, 53, ACK)]);
+        let r = [resp(5, 1, 51, SEQ_NAK), resp(9, 4, 53, ACK)];
+        let g = go_back_n(&q, &r);
         assert_eq!(g.violations, vec![]);
         assert_eq!(g.resends.len(), 1, "{:?}", g.resends);
         // Not held: the run skipped 52, and went on past the NAK'd PSN.
-        q[6].held = false;
-        let g = go_back_n(&q, &[resp(5, 1, 51, SEQ_NAK), resp(9, 3, 53, ACK)]);
+        q[6].held_ns = 0;
+        let g = go_back_n(&q, &r);
         assert!(
             matches!(g.violations[..], [Violation::ResentPastNak { frame: 7, .. }, ..]),
             "{:?}",
@@ -612,7 +600,8 @@ mod tests {
     /// The first resend of a run held back by the switch behind the next one (the
     /// lab's `reorder` rule): the capture shows the run starting one PSN past the
     /// NAK'd one, but the requester went back to the NAK'd PSN first, as the
-    /// switch's mark says. Seen on trixie in `write_stream_faults.toml`.
+    /// switch's mark says; the run starts with the held frame. Seen on trixie in
+    /// `write_stream_faults.toml`.
     #[test]
     fn a_run_whose_first_resend_was_held_starts_where_the_requester_started_it() {
         let mut q = vec![
@@ -621,25 +610,20 @@ mod tests {
             req(3, 0, 52),
             req(4, 0, 53),
             req(6, 2, 52),
-            req(7, 2, 51),
+            at(req(7, 2, 51), 2 * MS + 10 * US, 20 * US), // arrived at 1.99 ms
             req(8, 2, 53),
         ];
+        q[6].ts_ns = 2 * MS + 20 * US;
         q[1].delivered = false;
-        q[5].held = true;
         let r = [resp(5, 1, 51, SEQ_NAK), resp(9, 3, 53, ACK)];
         let g = go_back_n(&q, &r);
         assert_eq!(g.violations, vec![]);
         assert_eq!(
             g.resends,
-            vec![Resend {
-                psn: Psn::new(51),
-                frame: 6,
-                trigger: Trigger::Nak,
-                after_ns: 1_000_000
-            }]
+            vec![Resend { psn: Psn::new(51), frame: 7, trigger: Trigger::Nak, after_ns: 990_000 }]
         );
         // Not held: the requester did resend from 52 first, past the NAK'd 51.
-        q[5].held = false;
+        q[5].held_ns = 0;
         let g = go_back_n(&q, &r);
         assert!(
             matches!(
@@ -649,23 +633,21 @@ mod tests {
             "{:?}",
             g.violations
         );
-        // Two held back (the run began two PSNs before what shows first): the same.
+        // Two held back behind the third: the same.
         let mut q2 = vec![
             req(1, 0, 50),
             req(2, 0, 51),
             req(3, 0, 52),
             req(4, 0, 53),
             req(6, 2, 53),
-            req(7, 2, 51),
-            req(8, 2, 52),
+            at(req(7, 2, 51), 2 * MS + 10 * US, 30 * US),
+            at(req(8, 2, 52), 2 * MS + 20 * US, 30 * US),
         ];
         q2[1].delivered = false;
-        q2[5].held = true;
-        q2[6].held = true;
         let g = go_back_n(&q2, &r);
         assert_eq!(g.violations, vec![]);
         assert_eq!(g.resends.len(), 1, "{:?}", g.resends);
-        assert_eq!(g.resends[0].psn, Psn::new(51));
+        assert_eq!((g.resends[0].psn, g.resends[0].frame), (Psn::new(51), 7));
     }
 
     /// A resend the switch held (a short `delay`) but released before the next
@@ -678,15 +660,88 @@ mod tests {
             req(2, 0, 51),
             req(3, 0, 52),
             req(4, 0, 53),
-            req(6, 2, 51),
+            at(req(6, 2, 51), 2 * MS, 500 * US),
             req(7, 2, 52),
             req(8, 2, 53),
         ];
         q[1].delivered = false;
-        q[5].held = true;
         let g = go_back_n(&q, &[resp(5, 1, 51, SEQ_NAK), resp(9, 3, 53, ACK)]);
         assert_eq!(g.violations, vec![]);
         assert_eq!(g.resends.len(), 1, "{:?}", g.resends);
+    }
+
+    /// The shape the model test found (issue 33 §5): a resend the switch delayed
+    /// past 32 frames, recorded long after the run it belongs to and the next one.
+    /// The old judge looked for a held frame 32 frames ahead at most and, not
+    /// finding it, judged the run that skipped it broken. The mark says when it
+    /// arrived: it goes back there, however far, and the runs are whole.
+    #[test]
+    fn a_resend_delayed_past_many_frames_goes_back_to_where_it_was_sent() {
+        const TICK: u64 = 10 * US;
+        let (mut q, mut r) = (Vec::new(), Vec::new());
+        let mut n = 0;
+        let mut send = |v: &mut Vec<Packet>, tick: u64, p: Packet| {
+            n += 1;
+            v.push(Packet { number: n, ts_ns: tick * TICK, ..p });
+            n
+        };
+        for (tick, psn) in [(1, 10), (2, 11), (3, 12), (4, 13)] {
+            send(&mut q, tick, req(0, 0, psn));
+        }
+        q[1].delivered = false;
+        send(&mut r, 5, resp(0, 0, 11, SEQ_NAK));
+        let first = send(&mut q, 6, req(0, 0, 11));
+        // Tick 7: the resend of 12 goes out, and the switch holds it.
+        send(&mut q, 8, req(0, 0, 13));
+        send(&mut q, 9, req(0, 0, 14));
+        send(&mut r, 10, resp(0, 0, 12, SEQ_NAK)); // 13 came instead of 12
+        let second = send(&mut q, 11, req(0, 0, 12));
+        for psn in 13..=60u32 {
+            let tick = u64::from(psn);
+            send(&mut q, tick, req(0, 0, psn));
+            if psn % 4 == 0 {
+                send(&mut r, tick, resp(0, 0, psn, ACK));
+            }
+        }
+        // The delayed resend of 12, recorded more than 32 frames after its run.
+        let late = send(&mut q, 100, Packet { held_ns: 93 * TICK, ..req(0, 0, 12) });
+        assert!(late - first > 32, "{late} {first}");
+        let g = go_back_n(&q, &r);
+        assert_eq!(g.violations, vec![]);
+        let runs: Vec<(u32, u64, Trigger)> =
+            g.resends.iter().map(|x| (x.psn.value(), x.frame, x.trigger)).collect();
+        assert_eq!(runs, [(11, first, Trigger::Nak), (12, second, Trigger::Nak)]);
+        assert!(g.redundant.is_empty(), "{:?}", g.redundant);
+        // Had it arrived after 14 (sent after it), the requester skipped 12 going
+        // back to 11: the mark, not the distance, says which.
+        let i = q.len() - 1;
+        q[i].held_ns = 100 * TICK - (9 * TICK + 1);
+        let g = go_back_n(&q, &r);
+        assert!(
+            matches!(g.violations[..], [Violation::ResentPastNak { frame: 7, .. }, ..]),
+            "{:?}",
+            g.violations
+        );
+    }
+
+    /// Two requests held in the same gap and released in the other order (a
+    /// `reorder` behind a `delay`): each goes back to when it arrived, the one
+    /// recorded last first, and each after the responses recorded before it came
+    /// (found by the model test while the judge was being rewritten).
+    #[test]
+    fn held_requests_go_back_in_the_order_they_arrived() {
+        let q = [
+            req(1, 1, 1),
+            at(req(3, 3, 3), 3 * MS, 1500 * US), // arrived at 1.5 ms
+            req(5, 4, 4),
+            at(req(6, 4, 2), 4 * MS, 2900 * US), // arrived at 1.1 ms
+        ];
+        let r = [resp(2, 1, 0, ACK), resp(4, 3, 1, ACK)];
+        let order: Vec<(u64, u64)> =
+            send_order(&q, &r).iter().map(|s| (s.p.number, s.heard_below)).collect();
+        assert_eq!(order, [(1, 1), (6, 4), (3, 4), (5, 5)]);
+        let g = go_back_n(&q, &r);
+        assert_eq!((g.resends.len(), g.violations.len()), (0, 0), "{g:?}");
     }
 
     /// A resend run that starts past what the responder had acknowledged, after
@@ -744,15 +799,18 @@ mod tests {
     #[test]
     fn held_packets_are_late_originals_and_psns_wrap() {
         // 0xffffff then 0 and 1, with 0 held behind 1: no resend, nothing lost.
-        let mut q = vec![req(1, 0, 0xff_ffff), req(2, 0, 1), req(3, 1, 0)];
-        q[2].held = true;
+        let q = vec![req(1, 0, 0xff_ffff), req(2, 1, 1), at(req(3, 2, 0), 2 * MS, 1500 * US)];
         let g = go_back_n(&q, &[resp(4, 2, 1, ACK)]);
         assert_eq!((g.resends.len(), g.violations.len()), (0, 0), "{g:?}");
         // The held one draws a NAK, and its resend is the NAK's doing (the lab's
         // `reorder psn=101`): timed from the NAK, not the ACK timer's.
-        let mut q =
-            vec![req(1, 0, 100), req(2, 0, 102), req(3, 0, 101), req(5, 2, 101), req(6, 2, 102)];
-        q[2].held = true;
+        let q = vec![
+            req(1, 0, 100),
+            at(req(2, 0, 102), 10 * US, 0),
+            at(req(3, 0, 101), 20 * US, 15 * US),
+            req(5, 2, 101),
+            req(6, 2, 102),
+        ];
         let g = go_back_n(&q, &[resp(4, 1, 101, SEQ_NAK), resp(7, 3, 102, ACK)]);
         assert_eq!(
             g.resends,

@@ -94,7 +94,13 @@ impl Packet {
             ts_ns: self.ts_ns,
             psn: self.psn,
             delivered: self.delivered(),
-            held: self.marks.held(),
+            // How long the switch held it: as its mark says, or (a capture from
+            // before the switch said) at least what its rules asked for.
+            held_ns: if self.marks.held() {
+                self.marks.arrived_ns_before().unwrap_or_else(|| self.marks.least_held_ns())
+            } else {
+                0
+            },
             ack: self.ack,
         }
     }

@@ -20,6 +20,9 @@ pub(super) struct Held {
     pub(super) dups: u32,
     /// Reorder: released right after the next frame in the same direction.
     pub(super) behind_next: bool,
+    /// When it arrived (the clock its capture timestamps come from): the frame
+    /// says how long before it was recorded ([`Mark::Arrived`]).
+    pub(super) arrived_ns: u64,
     /// The run whose rule holds it.
     pub(super) run: RunId,
 }
@@ -106,6 +109,16 @@ impl Engine {
         }
     }
 
+    /// A held frame goes on, recorded now with when it arrived: the capture keeps
+    /// its sender's order, which the go-back-N judge goes by.
+    fn release(&mut self, h: Held) {
+        let run = self.index_of(h.run);
+        let now = now_ns();
+        let mut marks = h.marks;
+        marks.0.push(Mark::Arrived { ns_before: now.saturating_sub(h.arrived_ns) });
+        self.deliver(run, h.dir, &h.frame, &marks, h.dups, now);
+    }
+
     /// A frame held by `reorder` in direction `dir` goes out now that another frame
     /// has passed it.
     pub(super) fn release_reordered(&mut self, dir: Dir) {
@@ -116,8 +129,7 @@ impl Engine {
         while i < self.held.len() {
             if self.held[i].behind_next && self.held[i].dir == dir {
                 if let Some(h) = self.held.remove(i) {
-                    let run = self.index_of(h.run);
-                    self.deliver(run, h.dir, &h.frame, &h.marks, h.dups, now_ns());
+                    self.release(h);
                 }
             } else {
                 i += 1;
@@ -135,8 +147,7 @@ impl Engine {
         while i < self.held.len() {
             if all || self.held[i].due <= now {
                 if let Some(h) = self.held.remove(i) {
-                    let run = self.index_of(h.run);
-                    self.deliver(run, h.dir, &h.frame, &h.marks, h.dups, now_ns());
+                    self.release(h);
                 }
             } else {
                 i += 1;

@@ -100,6 +100,7 @@ impl Engine {
                     marks,
                     dups,
                     behind_next: reorder_ms.is_some(),
+                    arrived_ns: ts,
                     run: id,
                 });
             } else {

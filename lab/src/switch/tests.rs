@@ -348,6 +348,21 @@ fn dup_delay_and_reorder() {
             && comments[6].contains("delayed 150 ms by rule 2"),
         "{comments:?}"
     );
+    // Each held frame says when it arrived: taken back to then, the frames the
+    // sender sent (the copies left out) are in its order again, 1 to 5.
+    let marks: Vec<Marks> = comments.iter().map(|c| Marks::parse(c)).collect();
+    assert!(marks[6].arrived_ns_before().is_some_and(|ns| ns >= 150_000_000), "{comments:?}");
+    let mut sent: Vec<(u64, u32)> = pkts
+        .iter()
+        .zip(&marks)
+        .filter(|(_, m)| !m.injected())
+        .map(|(p, m)| {
+            let arrived = p.ts_ns - m.arrived_ns_before().unwrap_or(0);
+            (arrived, parse_roce(&p.data, &frame::Options::default()).unwrap().psn)
+        })
+        .collect();
+    sent.sort();
+    assert_eq!(sent.iter().map(|s| s.1).collect::<Vec<_>>(), [1, 2, 3, 4, 5], "{comments:?}");
 }
 
 #[test]
