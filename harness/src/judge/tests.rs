@@ -589,6 +589,17 @@ fn memory_equals_and_unchanged() {
     assert!(!v[0].pass && !v[1].pass, "{v:#?}");
     let (v, _) = judge(&sc, &Evidence::default(), &Err("none".into()));
     assert!(v[0].actual.contains("never read"), "{v:#?}");
+    // `unchanged` from an offset on: a byte before it changing is not its business
+    // (a UD receive's GRH area), one after it is.
+    let sc = crate::scenario::check::parse_str(
+        Path::new("t.toml"),
+        "name = 'x'\n[endpoints.b]\n[[mr]]\nname = 'm'\non = 'b'\nsize = 8\n[[expect.memory]]\non = 'b'\nmr = 'm'\noffset = 4\nunchanged = true\n",
+    )
+    .unwrap_or_else(|e| panic!("{}", e[0]));
+    o.memory.entry("b".into()).or_default().insert("m".into(), b"GRH\0\0\0\0\0".to_vec());
+    assert!(judge(&sc, &o, &Err("none".into())).0[0].pass);
+    o.memory.entry("b".into()).or_default().insert("m".into(), b"GRH\0\0x\0\0".to_vec());
+    assert!(!judge(&sc, &o, &Err("none".into())).0[0].pass);
 }
 
 /// NAK 0x64 (Invalid RD Request), from its one home to every place that names it:
