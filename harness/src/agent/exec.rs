@@ -138,12 +138,14 @@ struct MwState {
     rkey: u32,
 }
 
-/// Everything `Setup` created. Field order is drop order: QPs and AHs, then the
-/// windows (an MR with a window bound to it cannot be deregistered), MRs, SRQs
-/// (after the QPs on them), the CQ, the PD, the context.
+/// Everything `Setup` created. Field order is drop order: the windows first (a
+/// bound type 2 window holds its QP and its MR: rxe's QP destroy waits ~20 s for
+/// a window still bound to it, and an MR with a window bound cannot be
+/// deregistered), then QPs and AHs, MRs, SRQs (after the QPs on them), the CQ,
+/// the PD, the context.
 struct Local {
-    qps: BTreeMap<String, QpState>,
     mws: BTreeMap<String, MwState>,
+    qps: BTreeMap<String, QpState>,
     mrs: BTreeMap<String, Mr>,
     srqs: BTreeMap<String, Arc<Srq>>,
     /// This endpoint's MRs in scenario order, as the peer learns them.
