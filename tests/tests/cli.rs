@@ -563,7 +563,7 @@ fn a_keyed_agent_serves_only_a_controller_with_its_key() {
     });
     // The agent protocol's version (`proto::VERSION`): an agent answers another
     // one with an error, not a hello.
-    let hello = br#"{"msg":"hello","version":7}"#;
+    let hello = br#"{"msg":"hello","version":8}"#;
     let answer = (0..50)
         .find_map(|_| {
             std::thread::sleep(std::time::Duration::from_millis(100));
