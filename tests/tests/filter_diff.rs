@@ -974,7 +974,8 @@ fn crafted_frames() -> Vec<Crafted> {
     cm(&mut c, Dir::BtoA, rep, 0x10, None);
     cm(&mut c, Dir::AtoB, CmMessage::Rtu { local_comm_id: l, remote_comm_id: r }, 0x10, None);
     let p = c.send(Dir::AtoB, 40, None);
-    c.ack(Dir::BtoA, p, Syndrome::ACK, 1);
+    // An ACK with credit count 0 (syndrome 0x00), for `infiniband.aeth.syndrome == 0`.
+    c.ack(Dir::BtoA, p, Syndrome(0x00), 1);
     let p = c.send(Dir::AtoB, 2500, Some(0x1234));
     c.ack(Dir::BtoA, p, Syndrome::ACK, 1);
     let p = c.send(Dir::AtoB, 12, Some(0x5678));
@@ -1297,6 +1298,7 @@ fn presence_filters_on_crafted_frames_keep_what_tshark_keeps() {
         .filter(|n| !n.starts_with("roce") && !matches!(*n, "ethertype" | "null" | "frame"))
         .chain(Header::ALL.iter().map(|(n, _, _)| *n).filter(|n| *n != "infiniband.rdeth"))
         .chain(["infiniband.immdt", "infiniband.ieth", "infiniband.cm.req", "infiniband.cm.rep"])
+        .chain(["infiniband.aeth && infiniband.aeth.syndrome == 0"])
         .filter(|n| !p.nonempty.iter().any(|f| f == n))
         .collect();
     assert!(missing.is_empty(), "no crafted frame tshark keeps for {missing:?}");
