@@ -24,9 +24,10 @@ use crate::ctx::{Ctx, Shown};
 use crate::frame::{Link, Net, OpName, RoceVersion};
 use crate::wire::aeth::AckKind;
 use crate::wire::ethernet::{ethertype, Mac};
-use crate::wire::mad::CmMessage;
 use crate::wire::{icrc, RNR_TIMER_US};
 
+/// The MAD and CM fields' values.
+mod mad;
 /// `frame.protocols`, the Protocol column and header presence.
 mod protocols;
 pub use protocols::{col_protocol, Header, Protocols};
@@ -149,21 +150,64 @@ fields! {
     MadTransactionid = "infiniband.mad.transactionid": "MAD transaction ID",
     MadAttributeid = "infiniband.mad.attributeid": "MAD attribute ID",
     MadAttributemodifier = "infiniband.mad.attributemodifier": "MAD attribute modifier",
+    MadData = "infiniband.mad.data": "MAD data: the 232 bytes after the common header",
     CmReqLocalCommId = "infiniband.cm.req": "CM REQ local communication ID",
     CmReqServiceid = "infiniband.cm.req.serviceid": "CM REQ service ID",
+    CmReqServiceidPrefix = "infiniband.cm.req.serviceid.prefix": "CM REQ IP CM service ID: its prefix, 0000000001",
+    CmReqServiceidProtocol = "infiniband.cm.req.serviceid.protocol": "CM REQ IP CM service ID: the port space (0x06 TCP, 0x11 UDP, 0x02 IPoIB, 0x13 IB)",
+    CmReqServiceidDport = "infiniband.cm.req.serviceid.dport": "CM REQ IP CM service ID: the destination port",
+    CmReqLocalqkey = "infiniband.cm.req.localqkey": "CM REQ local Q_Key",
     CmReqLocalqpn = "infiniband.cm.req.localqpn": "CM REQ local QPN",
+    CmReqResponderres = "infiniband.cm.req.responderres": "CM REQ responder resources",
+    CmReqInitdepth = "infiniband.cm.req.initdepth": "CM REQ initiator depth",
+    CmReqTranspsvctype = "infiniband.cm.req.transpsvctype": "CM REQ transport service type (0 RC, 1 UC)",
     CmReqStartpsn = "infiniband.cm.req.startpsn": "CM REQ starting PSN",
+    CmReqRetrcount = "infiniband.cm.req.retrcount": "CM REQ retry count",
+    CmReqPkey = "infiniband.cm.req.pkey": "CM REQ partition key",
+    CmReqPppmtu = "infiniband.cm.req.pppmtu": "CM REQ path MTU (1 = 256 bytes ... 5 = 4096)",
+    CmReqRnrretrcount = "infiniband.cm.req.rnrretrcount": "CM REQ RNR retry count",
+    CmReqSrq = "infiniband.cm.req.srq": "CM REQ SRQ bit",
+    CmReqPrimLocalgid = "infiniband.cm.req.prim_localgid": "CM REQ primary local GID (RoCE over IPv6, RoCEv1)",
+    CmReqPrimRemotegid = "infiniband.cm.req.prim_remotegid": "CM REQ primary remote GID (RoCE over IPv6, RoCEv1)",
+    CmReqPrimLocalgidIpv4 = "infiniband.cm.req.prim_localgid_ipv4": "CM REQ primary local GID as IPv4 (RoCE over IPv4)",
+    CmReqPrimRemotegidIpv4 = "infiniband.cm.req.prim_remotegid_ipv4": "CM REQ primary remote GID as IPv4 (RoCE over IPv4)",
+    CmReqPrivate = "infiniband.cm.req.private": "CM REQ private data (92 bytes) under a service ID that is no IP CM one",
+    CmReqIpCm = "infiniband.cm.req.ip_cm": "CM REQ private data (92 bytes) under an IP CM service ID",
+    CmReqIpCmMajv = "infiniband.cm.req.ip_cm.majv": "IP CM major version",
+    CmReqIpCmMinv = "infiniband.cm.req.ip_cm.minv": "IP CM minor version",
+    CmReqIpCmIpv = "infiniband.cm.req.ip_cm.ipv": "IP CM IP version (4 or 6)",
+    CmReqIpCmSport = "infiniband.cm.req.ip_cm.sport": "IP CM source port",
+    CmReqIpCmSip6 = "infiniband.cm.req.ip_cm.sip6": "IP CM source address (IP version other than 4)",
+    CmReqIpCmDip6 = "infiniband.cm.req.ip_cm.dip6": "IP CM destination address (IP version other than 4)",
+    CmReqIpCmSip4 = "infiniband.cm.req.ip_cm.sip4": "IP CM source address (IP version 4)",
+    CmReqIpCmDip4 = "infiniband.cm.req.ip_cm.dip4": "IP CM destination address (IP version 4)",
+    CmReqIpCmPrivate = "infiniband.cm.req.ip_cm.private": "IP CM consumer private data (56 bytes)",
     CmRepLocalCommId = "infiniband.cm.rep": "CM REP local communication ID",
     CmRepRemotecommid = "infiniband.cm.rep.remotecommid": "CM REP remote communication ID",
+    CmRepLocalqkey = "infiniband.cm.rep.localqkey": "CM REP local Q_Key",
     CmRepLocalqpn = "infiniband.cm.rep.localqpn": "CM REP local QPN",
     CmRepStartpsn = "infiniband.cm.rep.startpsn": "CM REP starting PSN",
+    CmRepRespres = "infiniband.cm.rep.respres": "CM REP responder resources",
+    CmRepInitdepth = "infiniband.cm.rep.initdepth": "CM REP initiator depth",
+    CmRepRnrretrcount = "infiniband.cm.rep.rnrretrcount": "CM REP RNR retry count",
+    CmRepSrq = "infiniband.cm.rep.srq": "CM REP SRQ bit",
+    CmRepPrivate = "infiniband.cm.rep.private": "CM REP private data (196 bytes)",
     CmRtuLocalcommid = "infiniband.cm.rtu.localcommid": "CM RTU local communication ID",
     CmRtuRemotecommid = "infiniband.cm.rtu.remotecommid": "CM RTU remote communication ID",
+    CmRtuPrivate = "infiniband.cm.rtu.private": "CM RTU private data (224 bytes)",
     CmRejLocalcommid = "infiniband.cm.rej.localcommid": "CM REJ local communication ID",
     CmRejRemotecommid = "infiniband.cm.rej.remotecommid": "CM REJ remote communication ID",
+    CmRejMsgrej = "infiniband.cm.rej.msgrej": "CM REJ: which message is rejected (0 REQ, 1 REP, 2 other)",
     CmRejReason = "infiniband.cm.rej.reason": "CM REJ reason",
+    CmRejAri = "infiniband.cm.rej.ari": "CM REJ additional reject information (72 bytes)",
+    CmRejPrivate = "infiniband.cm.rej.private": "CM REJ private data (148 bytes)",
     CmDreqLocalcommid = "infiniband.cm.dreq.localcommid": "CM DREQ local communication ID",
     CmDreqRemotecommid = "infiniband.cm.dreq.remotecommid": "CM DREQ remote communication ID",
+    CmDreqRemoteqpn = "infiniband.cm.req.remoteqpneecn": "CM DREQ remote QPN (tshark names it under cm.req)",
+    CmDreqPrivate = "infiniband.cm.dreq.private": "CM DREQ private data (220 bytes)",
+    CmDrepLocalcommid = "infiniband.cm.drsp.localcommid": "CM DREP local communication ID",
+    CmDrepRemotecommid = "infiniband.cm.drsp.remotecommid": "CM DREP remote communication ID",
+    CmDrepPrivate = "infiniband.cm.drsp.private": "CM DREP private data (224 bytes)",
     RoceVersion = "roce.version": "RoCE version: 1 or 2",
     RoceOpcodeName = "roce.opcode.name": "Opcode name, e.g. RC RDMA WRITE Only",
     RoceTransport = "roce.transport": "Transport: RC UC RD DC UD XRC CNP VENDOR",
@@ -375,10 +419,37 @@ impl Field {
             | F::FrameTimeDeltaDisplayed => Ty::Time,
             F::FrameComment | F::FrameProtocols | F::ColProtocol | F::ColInfo => Ty::Str,
             F::EthSrc | F::EthDst | F::EthAddrs => Ty::Mac,
-            F::IpSrc | F::IpDst | F::IpAddrs => Ty::Ipv4,
-            F::Ipv6Src | F::Ipv6Dst | F::Ipv6Addrs | F::GrhSgid | F::GrhDgid => Ty::Ipv6,
+            F::IpSrc
+            | F::IpDst
+            | F::IpAddrs
+            | F::CmReqPrimLocalgidIpv4
+            | F::CmReqPrimRemotegidIpv4
+            | F::CmReqIpCmSip4
+            | F::CmReqIpCmDip4 => Ty::Ipv4,
+            F::Ipv6Src
+            | F::Ipv6Dst
+            | F::Ipv6Addrs
+            | F::GrhSgid
+            | F::GrhDgid
+            | F::CmReqPrimLocalgid
+            | F::CmReqPrimRemotegid
+            | F::CmReqIpCmSip6
+            | F::CmReqIpCmDip6 => Ty::Ipv6,
             F::BthSe | F::BthM | F::BthA | F::RoceFecn | F::RoceBecn | F::RoceEcnCe => Ty::Bool,
-            F::Immdt | F::Ieth | F::RoceDcceth => Ty::Bytes,
+            F::Immdt
+            | F::Ieth
+            | F::RoceDcceth
+            | F::MadData
+            | F::CmReqServiceidPrefix
+            | F::CmReqPrivate
+            | F::CmReqIpCm
+            | F::CmReqIpCmPrivate
+            | F::CmRepPrivate
+            | F::CmRtuPrivate
+            | F::CmRejAri
+            | F::CmRejPrivate
+            | F::CmDreqPrivate
+            | F::CmDrepPrivate => Ty::Bytes,
             F::RoceOpcodeName
             | F::RoceTransport
             | F::RoceAethType
@@ -591,8 +662,7 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
         Net::Grh(r) => Some(r),
         _ => None,
     };
-    let mad = fr.mad.as_ref();
-    let cm = || mad.and_then(|m| m.cm.as_ref());
+    let cm = || fr.mad.as_ref().and_then(|m| m.cm.as_ref());
     let eth = || match fr.link {
         Link::Ethernet { src, dst } => Some((src, dst)),
         _ => None,
@@ -737,62 +807,73 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
             .and_then(|i| i.icrc)
             .into_iter()
             .for_each(|b| f(Hex(u32::from_be_bytes(b).into(), 8))),
-        F::MadBaseversion => mad.into_iter().for_each(|m| f(Hex(m.header.base_version.into(), 2))),
-        F::MadMgmtclass => mad.into_iter().for_each(|m| f(Hex(m.header.mgmt_class.into(), 2))),
-        F::MadClassversion => {
-            mad.into_iter().for_each(|m| f(Hex(m.header.class_version.into(), 2)))
-        }
-        F::MadMethod => mad.into_iter().for_each(|m| f(Hex(m.header.method.into(), 2))),
-        F::MadStatus => mad.into_iter().for_each(|m| f(Hex(m.header.status.into(), 4))),
-        F::MadClassspecific => {
-            mad.into_iter().for_each(|m| f(Hex(m.header.class_specific.into(), 4)))
-        }
-        F::MadTransactionid => mad.into_iter().for_each(|m| f(Hex(m.header.transaction_id, 16))),
-        F::MadAttributeid => mad.into_iter().for_each(|m| f(Hex(m.header.attribute_id.into(), 4))),
-        F::MadAttributemodifier => {
-            mad.into_iter().for_each(|m| f(Hex(m.header.attribute_modifier.into(), 8)))
-        }
-        F::CmReqLocalCommId | F::CmReqServiceid | F::CmReqLocalqpn | F::CmReqStartpsn => {
-            if let Some(CmMessage::Req(r)) = cm() {
-                f(match field {
-                    F::CmReqLocalCommId => Hex(r.local_comm_id.into(), 8),
-                    F::CmReqServiceid => Hex(r.service_id, 16),
-                    F::CmReqLocalqpn => Hex(r.local_qpn.into(), 6),
-                    _ => Hex(r.starting_psn.value().into(), 6),
-                })
-            }
-        }
-        F::CmRepLocalCommId | F::CmRepRemotecommid | F::CmRepLocalqpn | F::CmRepStartpsn => {
-            if let Some(CmMessage::Rep(r)) = cm() {
-                f(match field {
-                    F::CmRepLocalCommId => Hex(r.local_comm_id.into(), 8),
-                    F::CmRepRemotecommid => Hex(r.remote_comm_id.into(), 8),
-                    F::CmRepLocalqpn => Hex(r.local_qpn.into(), 6),
-                    _ => Hex(r.starting_psn.value().into(), 6),
-                })
-            }
-        }
-        F::CmRtuLocalcommid | F::CmRtuRemotecommid => {
-            if let Some(&CmMessage::Rtu { local_comm_id, remote_comm_id }) = cm() {
-                let v = if field == F::CmRtuLocalcommid { local_comm_id } else { remote_comm_id };
-                f(Hex(v.into(), 8))
-            }
-        }
-        F::CmRejLocalcommid | F::CmRejRemotecommid | F::CmRejReason => {
-            if let Some(&CmMessage::Rej { local_comm_id, remote_comm_id, reason, .. }) = cm() {
-                f(match field {
-                    F::CmRejLocalcommid => Hex(local_comm_id.into(), 8),
-                    F::CmRejRemotecommid => Hex(remote_comm_id.into(), 8),
-                    _ => Hex(reason.into(), 4),
-                })
-            }
-        }
-        F::CmDreqLocalcommid | F::CmDreqRemotecommid => {
-            if let Some(&CmMessage::Dreq { local_comm_id, remote_comm_id, .. }) = cm() {
-                let v = if field == F::CmDreqLocalcommid { local_comm_id } else { remote_comm_id };
-                f(Hex(v.into(), 8))
-            }
-        }
+        F::MadBaseversion
+        | F::MadMgmtclass
+        | F::MadClassversion
+        | F::MadMethod
+        | F::MadStatus
+        | F::MadClassspecific
+        | F::MadTransactionid
+        | F::MadAttributeid
+        | F::MadAttributemodifier
+        | F::MadData
+        | F::CmReqLocalCommId
+        | F::CmReqServiceid
+        | F::CmReqServiceidPrefix
+        | F::CmReqServiceidProtocol
+        | F::CmReqServiceidDport
+        | F::CmReqLocalqkey
+        | F::CmReqLocalqpn
+        | F::CmReqResponderres
+        | F::CmReqInitdepth
+        | F::CmReqTranspsvctype
+        | F::CmReqStartpsn
+        | F::CmReqRetrcount
+        | F::CmReqPkey
+        | F::CmReqPppmtu
+        | F::CmReqRnrretrcount
+        | F::CmReqSrq
+        | F::CmReqPrimLocalgid
+        | F::CmReqPrimRemotegid
+        | F::CmReqPrimLocalgidIpv4
+        | F::CmReqPrimRemotegidIpv4
+        | F::CmReqPrivate
+        | F::CmReqIpCm
+        | F::CmReqIpCmMajv
+        | F::CmReqIpCmMinv
+        | F::CmReqIpCmIpv
+        | F::CmReqIpCmSport
+        | F::CmReqIpCmSip6
+        | F::CmReqIpCmDip6
+        | F::CmReqIpCmSip4
+        | F::CmReqIpCmDip4
+        | F::CmReqIpCmPrivate
+        | F::CmRepLocalCommId
+        | F::CmRepRemotecommid
+        | F::CmRepLocalqkey
+        | F::CmRepLocalqpn
+        | F::CmRepStartpsn
+        | F::CmRepRespres
+        | F::CmRepInitdepth
+        | F::CmRepRnrretrcount
+        | F::CmRepSrq
+        | F::CmRepPrivate
+        | F::CmRtuLocalcommid
+        | F::CmRtuRemotecommid
+        | F::CmRtuPrivate
+        | F::CmRejLocalcommid
+        | F::CmRejRemotecommid
+        | F::CmRejMsgrej
+        | F::CmRejReason
+        | F::CmRejAri
+        | F::CmRejPrivate
+        | F::CmDreqLocalcommid
+        | F::CmDreqRemotecommid
+        | F::CmDreqRemoteqpn
+        | F::CmDreqPrivate
+        | F::CmDrepLocalcommid
+        | F::CmDrepRemotecommid
+        | F::CmDrepPrivate => mad::visit(field, fr, c.data, &mut f),
         F::RoceVersion => {
             fr.roce.into_iter().for_each(|v| f(Dec(if v == RoceVersion::V1 { 1 } else { 2 })))
         }

@@ -832,6 +832,11 @@ impl Decoder<'_> {
     fn mad(&mut self, payload: Range<usize>) {
         let start = payload.start;
         let pl = &self.data[payload];
+        if pl.len() < mad::MAD_LEN {
+            let e = Error::Malformed(Malformed::MadLength { len: pl.len() });
+            self.fr.stop = Some(stop(Layer::Mad, start, e));
+            return;
+        }
         match MadRepr::parse(pl) {
             Ok(h) => {
                 let cm = if h.mgmt_class == mad::CLASS_CM {

@@ -272,6 +272,95 @@ fn header_names_test_presence() {
     assert!(e.to_string().contains("is a header"), "{e}");
 }
 
+/// tshark's CM names for what the CM decoder reads, each alone a presence test: the
+/// DREP has its own (`infiniband.cm.drsp.*`), a REQ's private data is `ip_cm` under an
+/// IP CM service ID and `private` under any other, its GIDs are `…_ipv4` over IPv4;
+/// and a UD SEND to QP1 shorter than a MAD holds no MAD.
+#[test]
+fn cm_names_follow_tshark() {
+    use crate::wire::mad::{CmMessage, CmReq, RdmaCmHeader};
+    let mut c = Conversation::new();
+    let req = |service_id| {
+        CmMessage::Req(CmReq {
+            local_comm_id: 0x1a2b_3c4d,
+            service_id,
+            local_qkey: 0,
+            local_qpn: 0x11,
+            responder_resources: 16,
+            initiator_depth: 16,
+            transport_type: 0,
+            starting_psn: Psn::new(100),
+            retry_count: 7,
+            p_key: 0xffff,
+            path_mtu: 3,
+            rnr_retry_count: 7,
+            srq: false,
+            primary_local_gid: "::ffff:10.0.0.1".parse().unwrap(),
+            primary_remote_gid: "::ffff:10.0.0.2".parse().unwrap(),
+        })
+    };
+    let (l, r) = (0x1a2b_3c4d, 0x5e6f_7081);
+    c.cm(Dir::AtoB, req(RdmaCmHeader::service_id(0x06, 7174)), 1);
+    c.cm(Dir::AtoB, req(0x0000_0106_0000_4e20), 2);
+    c.cm(
+        Dir::BtoA,
+        CmMessage::Rej { local_comm_id: r, remote_comm_id: l, msg_rejected: 1, reason: 28 },
+        2,
+    );
+    c.cm(Dir::AtoB, CmMessage::Dreq { local_comm_id: l, remote_comm_id: r, remote_qpn: 0x12 }, 3);
+    c.cm(Dir::BtoA, CmMessage::Drep { local_comm_id: r, remote_comm_id: l }, 3);
+    // A UD SEND to QP1 of 100 bytes: no MAD.
+    c.push(
+        Dir::AtoB,
+        Transport {
+            bth: BthRepr { opcode: Opcode::UD_SEND_ONLY, dest_qp: 1, ..Default::default() },
+            deth: crate::wire::ext::DethRepr { q_key: 0x8001_0000, src_qp: 1 },
+            payload: vec![1, 7, 2, 3],
+            ..Default::default()
+        },
+    );
+    let f: Vec<_> = c.frames.into_iter().map(|t| (t.ts_ns, t.data)).collect();
+    assert_eq!(kept("infiniband.mad", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("infiniband.mad.data", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("infiniband.deth && !infiniband.mad", &f), [6]);
+    let short = frame::decode(LinkType::ETHERNET, &f[5].1, &Options::default());
+    assert!(short.mad.is_none());
+    assert!(
+        short.stop.is_some_and(|s| s.to_string().contains("a MAD is 256 bytes")),
+        "{:?}",
+        short.stop
+    );
+    assert_eq!(kept("infiniband.cm.drsp.localcommid", &f), [5]);
+    assert_eq!(kept("infiniband.cm.drsp.remotecommid == 0x1a2b3c4d", &f), [5]);
+    assert_eq!(kept("infiniband.cm.drsp.private && !infiniband.cm.dreq.private", &f), [5]);
+    assert_eq!(kept("infiniband.cm.req.remoteqpneecn == 0x12", &f), [4]);
+    assert_eq!(kept("infiniband.cm.rej.msgrej == 1 && infiniband.cm.rej.ari", &f), [3]);
+    assert_eq!(kept("infiniband.cm.req", &f), [1, 2]);
+    assert_eq!(kept("infiniband.cm.req.ip_cm", &f), [1]);
+    assert_eq!(kept("infiniband.cm.req.serviceid.dport == 7174", &f), [1]);
+    // No rdma_cm header in the private data: its IP version nibble is 0, so tshark
+    // reads IPv6 addresses (all zero).
+    assert_eq!(
+        kept("infiniband.cm.req.ip_cm.sip6 == :: && !infiniband.cm.req.ip_cm.sip4", &f),
+        [1]
+    );
+    assert_eq!(kept("infiniband.cm.req.private", &f), [2]);
+    assert_eq!(kept("infiniband.cm.req.prim_localgid_ipv4 == 10.0.0.1", &f), [1, 2]);
+    assert_eq!(kept("infiniband.cm.req.prim_localgid", &f), NONE, "over IPv4, the _ipv4 name");
+    assert_eq!(
+        kept(r#"infiniband.cm.req.pppmtu == 3 && infiniband.cm.req.pkey == 0xffff"#, &f),
+        [1, 2]
+    );
+    let e = err("infiniband.cm.drsp.localcomid");
+    assert!(
+        matches!(
+            &e.kind,
+            ErrorKind::UnknownField { suggestion: Some("infiniband.cm.drsp.localcommid"), .. }
+        ),
+        "{e}"
+    );
+}
+
 #[test]
 fn errors_name_the_column_and_show_a_caret() {
     let e = err("infiniband.bth.destqpn == 5");

@@ -51,16 +51,42 @@ pub enum Error {
 /// value found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Malformed {
-    Ipv4Version { version: u8 },
-    Ipv4HeaderLen { ihl: u8 },
-    Ipv4TotalLen { total_len: u16, header_len: usize },
-    Ipv6Version { version: u8 },
-    UdpLength { length: u16 },
-    GrhVersion { version: u8 },
-    PadExceedsPayload { pad: u8, payload_len: usize },
-    NoRoomForIcrc { left: usize },
-    MadBaseVersion { version: u8 },
-    TcpHeaderLen { words: u8 },
+    Ipv4Version {
+        version: u8,
+    },
+    Ipv4HeaderLen {
+        ihl: u8,
+    },
+    Ipv4TotalLen {
+        total_len: u16,
+        header_len: usize,
+    },
+    Ipv6Version {
+        version: u8,
+    },
+    UdpLength {
+        length: u16,
+    },
+    GrhVersion {
+        version: u8,
+    },
+    PadExceedsPayload {
+        pad: u8,
+        payload_len: usize,
+    },
+    NoRoomForIcrc {
+        left: usize,
+    },
+    MadBaseVersion {
+        version: u8,
+    },
+    /// A MAD is 256 bytes (IBA 13.4.2); tshark 4.0 reads no MAD from fewer.
+    MadLength {
+        len: usize,
+    },
+    TcpHeaderLen {
+        words: u8,
+    },
 }
 
 impl fmt::Display for Error {
@@ -105,6 +131,9 @@ impl fmt::Display for Malformed {
             ),
             Malformed::MadBaseVersion { version } => {
                 write!(f, "MAD base version is {version}, expected 1")
+            }
+            Malformed::MadLength { len } => {
+                write!(f, "a MAD is 256 bytes, this UD SEND to QP1 carries {len}")
             }
             Malformed::TcpHeaderLen { words } => {
                 write!(f, "TCP data offset is {words} words, at least 5 required")
