@@ -1,7 +1,8 @@
 //! Older formats read as they meant it, and fixed into the current one: the
 //! issue's `sleep` step, every key format 1 accepted without reading it, inline
-//! and dotted step tables, literal `${`, the `format` key itself.
-use std::path::Path;
+//! and dotted step tables, literal `${`, the `format` key itself, and the corpus
+//! of files from the history of `scenarios/` (harness/tests/format_corpus/).
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
@@ -373,4 +374,126 @@ fn fixing_sets_the_format_and_a_current_file_is_left_as_it_is() {
     let schema =
         serde_json::to_string(&schemars::schema_for!(crate::scenario::file::ScenarioFile)).unwrap();
     assert!(schema.contains(&format!("the current one is {CURRENT}")), "{schema}");
+}
+
+/// One file of the corpus and what reading it must say.
+struct Entry {
+    old: &'static str,
+    current: &'static str,
+    /// The warnings about its format: the line of each and how its message starts.
+    warnings: &'static [(usize, &'static str)],
+}
+
+/// The corpus (harness/tests/format_corpus/README.md says where each file came
+/// from): each old file loads with exactly these warnings about its format, to
+/// the same checked scenario as its current form, and --fix writes that form.
+const CORPUS: [Entry; 8] = [
+    Entry { old: "format1/rc_send_tcp.toml", current: "current/rc_send_tcp.toml", warnings: &[] },
+    Entry {
+        old: "format1/rc_write_rdma_cm.toml",
+        current: "current/rc_write_rdma_cm.toml",
+        warnings: &[],
+    },
+    Entry {
+        old: "format1/send_without_recv_rnr.toml",
+        current: "current/send_without_recv_rnr.toml",
+        warnings: &[
+            (28, "`count` of a `send` step: ignored since format 2"),
+            (29, "`within_ms` of a `send` step: ignored since format 2"),
+            (33, "`on` of a `sleep` step: ignored since format 2"),
+        ],
+    },
+    Entry {
+        old: "format1/atomics.toml",
+        current: "current/atomics.toml",
+        warnings: &[
+            (43, "`add` of a `cmp_swap` step: ignored since format 2"),
+            (46, "`on` of a `sync` step: ignored since format 2"),
+            (63, "`compare` of a `fetch_add` step: ignored since format 2"),
+            (64, "`swap` of a `fetch_add` step: ignored since format 2"),
+        ],
+    },
+    Entry {
+        old: "format1/ud_send.toml",
+        current: "current/ud_send.toml",
+        warnings: &[
+            (33, "`flags` of a `post_recv` step: ignored since format 2"),
+            (41, "`imm_data` of a `send` step: ignored since format 2"),
+            (46, "`qp` of a `wait_completions` step: ignored since format 2"),
+            (47, "`wr_id` of a `wait_completions` step: ignored since format 2"),
+        ],
+    },
+    Entry {
+        old: "format1/psn_ahead.toml",
+        current: "current/psn_ahead.toml",
+        warnings: &[
+            (27, "`wr_id` of a `probe` step: ignored since format 2"),
+            (34, "`within_ms` of a `probe` step: ignored since format 2"),
+        ],
+    },
+    Entry {
+        old: "format2/rnr_timer_zero.toml",
+        current: "current/rnr_timer_zero.toml",
+        warnings: &[],
+    },
+    Entry {
+        old: "format2/write_drop_middle.toml",
+        current: "current/write_drop_middle.toml",
+        warnings: &[(6, "`${` in a string: literal text in format 1")],
+    },
+];
+
+fn corpus(rel: &str) -> (PathBuf, String) {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/format_corpus").join(rel);
+    let t = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    (p, t)
+}
+
+#[test]
+fn the_corpus_of_every_earlier_form_loads_as_its_current_form() {
+    for e in &CORPUS {
+        let (old_path, old) = corpus(e.old);
+        let (cur_path, cur) = corpus(e.current);
+        let mut all =
+            parse_cases(&old_path, &old).unwrap_or_else(|d| panic!("{}: {}", e.old, d[0]));
+        let ws = std::mem::take(&mut all[0].warnings);
+        let about_format: Vec<(usize, String)> = ws
+            .iter()
+            .filter(|w| w.message.contains("format"))
+            .map(|w| (w.line, w.message.clone()))
+            .collect();
+        assert_eq!(about_format.len(), e.warnings.len(), "{}: {about_format:#?}", e.old);
+        for ((line, msg), (want_line, want)) in about_format.iter().zip(e.warnings) {
+            assert_eq!(line, want_line, "{}: {msg}", e.old);
+            assert!(msg.starts_with(want), "{}: {msg}", e.old);
+        }
+        for w in &ws {
+            assert_eq!(w.severity, Severity::Warning);
+        }
+        // The current form: no warning about its format, the same scenario.
+        let current =
+            parse_cases(&cur_path, &cur).unwrap_or_else(|d| panic!("{}: {}", e.current, d[0]));
+        assert!(current[0].warnings.iter().all(|w| !w.message.contains("format")), "{}", e.current);
+        let strip = |mut v: Vec<Scenario>| {
+            v.iter_mut().for_each(|s| s.warnings.clear());
+            format!("{v:#?}")
+        };
+        assert_eq!(strip(all), strip(current), "{} and {}", e.old, e.current);
+        // --fix writes exactly the current form.
+        let l = read(&Source::new(&old_path, &old)).unwrap();
+        assert_eq!(fix(&old, &l), cur, "{} fixed is not {}", e.old, e.current);
+        assert_eq!(fixed(&old), cur);
+    }
+}
+
+/// The corpus README says where every file came from (and which lines were
+/// added to it).
+#[test]
+fn the_corpus_readme_names_every_file() {
+    let (_, readme) = corpus("README.md");
+    for e in &CORPUS {
+        assert!(readme.contains(&format!("| `{}` | `git show ", e.old)), "{}", e.old);
+        let name = Path::new(e.old).file_name().unwrap().to_string_lossy();
+        assert_eq!(e.current, format!("current/{name}"));
+    }
 }
