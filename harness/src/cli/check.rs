@@ -1,4 +1,5 @@
-//! `roce check`: validate scenario files without running them.
+//! `roce check`: validate scenario files without running them; with `--fix`,
+//! rewrite them in the current scenario format ([`fix`]).
 //!
 //! Owns: `roce check`'s options and its output. Imports: `crate::scenario` (discovery
 //! and loading), `super::exit`.
@@ -9,12 +10,24 @@ use super::exit::{help, CommandResult, Exit, Failure};
 use crate::scenario;
 
 #[derive(Debug, clap::Args)]
-#[command(after_help = help(&[(Exit::Ok, "every file is a valid scenario (warnings, e.g. a scenario naming no catalogue rule in `spec`, do not change that)"), (Exit::BadInput, "at least one is not (each problem printed at file:line:col)")]))]
+#[command(after_help = help(&[(Exit::Ok, "every file is a valid scenario (warnings, e.g. a scenario naming no catalogue rule in `spec`, or a key an older format had, do not change that); with --fix, every file is in the current format, or --dry-run said how it would be"), (Exit::BadInput, "at least one is not (each problem printed at file:line:col); with --fix, those files were left as they were"), (Exit::Setup, "--fix could not write a file (it is left as it was)")]))]
 pub struct CheckArgs {
     /// Scenario files, or directories of them (every *.toml below)
     #[arg(required = true, value_name = "SCENARIO|DIR")]
     pub paths: Vec<PathBuf>,
+    /// Rewrite each file in the current scenario format (`format = N`, keys an
+    /// older format had removed, a literal `${` written `$${`), keeping its
+    /// comments and layout; a file with problems the fix cannot mend is left as it
+    /// is (docs/format-changes.md lists the formats)
+    #[arg(long)]
+    pub fix: bool,
+    /// With --fix: print the unified diff of what it would change, and write
+    /// nothing
+    #[arg(long, requires = "fix")]
+    pub dry_run: bool,
 }
+
+mod fix;
 
 /// Every scenario under `paths`, loaded and checked before anything runs; every
 /// problem said on `err` (`who: ` names the command).
@@ -43,6 +56,9 @@ pub(super) fn load(
 }
 
 pub(super) fn run(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
+    if a.fix {
+        return fix::run(&a.paths, a.dry_run, out, err);
+    }
     let loaded = load(&a.paths, "roce check", err)?;
     // Warnings are `roce check`'s alone: a run would repeat them for every file.
     for (_, sc) in &loaded {

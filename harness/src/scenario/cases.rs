@@ -703,8 +703,10 @@ mod tests {
             .replace("name = \"MR ${op}\"", "name = 'MR ${op} and $${op} \"quoted\"'");
         let v = load(&t).unwrap();
         assert_eq!(names(&v), ["MR write and ${op} \"quoted\" [op=write, size=16]"]);
-        // Without cases, a file is as it was; `$${` is still a literal `${`.
+        // Without cases, a file is as it was; `$${` is still a literal `${` (in
+        // format 3: in a file of an older format, `${` is text; see `legacy`).
         let plain = file("[\"local_write\"]", "\"write\"", "").replace("\"${size}\"", "16");
+        let plain = format!("format = 3\n{plain}");
         let plain = plain.replace("name = \"MR ${op}\"", "name = \"plain $${x}\"");
         let v = load(&plain).unwrap();
         assert_eq!(names(&v), ["plain ${x}"]);

@@ -59,6 +59,14 @@ impl<T: JsonSchema> JsonSchema for Spanned<T> {
 #[schemars(rename = "Scenario")]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ScenarioFile {
+    /// The version of the scenario format the file is written in (default 1, the
+    /// first; the current one is 3). A file of an older format is read as it
+    /// meant it; `roce check --fix` writes it in the current one
+    /// (docs/format-changes.md lists the formats).
+    #[serde(default)]
+    #[allow(dead_code)] // read by `super::legacy`, before this model
+    #[schemars(range(min = 1, max = super::legacy::CURRENT))]
+    pub(crate) format: Option<u32>,
     pub(crate) name: Spanned<String>,
     /// The rules of the conformance catalogue (`conformance/catalogue.toml`) the
     /// scenario checks, by id: `spec = ["resp.dup.atomic-replays-saved-result"]`.

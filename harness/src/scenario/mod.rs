@@ -1,7 +1,8 @@
 //! Scenarios: the TOML format as written ([`file`](mod@file)), checked into a typed
 //! scenario ([`model`]) with every problem reported at `file:line:col`
 //! ([`check`], [`diag`]); a parameterised file expanded into its cases first
-//! ([`cases`]); the wire expectations' patterns ([`pattern`]).
+//! ([`cases`]); a file of an older format read as it meant it, or written in the
+//! current one ([`legacy`]); the wire expectations' patterns ([`pattern`]).
 //!
 //! Owns: the scenario format and its rules, and finding and loading scenario files
 //! ([`discover`], `load_all`). Imports: the protocol's stream vocabulary and limits
@@ -18,6 +19,7 @@ pub(crate) mod cases;
 pub(crate) mod check;
 pub(crate) mod diag;
 pub(crate) mod file;
+pub(crate) mod legacy;
 pub(crate) mod model;
 pub(crate) mod pattern;
 

@@ -23,6 +23,7 @@ use super::diag::{serde_hint, Diagnostic, Severity, Source};
 use super::file::{
     self, Content, PerEndpoint, ProbeFile, PsnRef, PsnsFile, QpType, ScenarioFile, Spanned, StepOp,
 };
+use super::legacy;
 use super::model::*;
 use super::pattern::{Pattern, PatternError, Repeat, ATOMS, MAX_CONDITIONS};
 use crate::protocol::stream::STREAM_MESSAGES;
@@ -84,11 +85,16 @@ pub(crate) fn parse_cases(path: &Path, text: &str) -> Result<Vec<Scenario>, Vec<
             Some("see the TOML syntax at toml.io; strings need quotes".into()),
         )]);
     }
-    let expanded = cases::expand(&src)?;
+    // A file of an older format is read as that format meant it: `old.text` is
+    // the file with what it dropped blanked out, every span still the file's.
+    let old = legacy::read(&src)?;
+    let read = Source::new(path, &old.text);
+    let expanded = if old.placeholders { cases::expand(&read)? } else { old.plain() };
     let total = expanded.cases.len();
-    let mut problems: Vec<(Diagnostic, Vec<Option<String>>)> = Vec::new();
+    let mut problems: Vec<(Diagnostic, Vec<Option<String>>)> =
+        old.errors.into_iter().map(|d| (d, Vec::new())).collect();
     let mut warnings: Vec<(Diagnostic, Vec<Option<String>>)> =
-        expanded.warnings.into_iter().map(|d| (d, Vec::new())).collect();
+        old.warnings.into_iter().chain(expanded.warnings).map(|d| (d, Vec::new())).collect();
     let mut scenarios = Vec::new();
     for case in &expanded.cases {
         let csrc = Source { file: path, text, map: Some(&case.map) };
