@@ -16,7 +16,8 @@ out=${3:-target/determinism}/$image
 case $image in
     bookworm) profile=profiles/rxe-linux-6.1.toml ;;
     trixie) profile=profiles/rxe-linux-6.12.toml ;;
-    *) echo "determinism.sh: no profile for image '$image' (bookworm, trixie)" >&2; exit 2 ;;
+    trixie-backports) profile=profiles/rxe-linux-7.3.toml ;;
+    *) echo "determinism.sh: no profile for image '$image' (bookworm, trixie, trixie-backports)" >&2; exit 2 ;;
 esac
 roce=${ROCE:-target/release/roce}
 [[ -x $roce ]] || cargo build --release --locked -p roce

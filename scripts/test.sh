@@ -33,19 +33,21 @@ say "tests that need tshark, pyarrow, chromium or root (installed above; CI runs
 cargo test --workspace --locked --release -- --ignored --skip in_lab::
 
 # ---- lab (`roce lab`, lab/) -------------------------------------------------------------
-# Builds the VM images, bookworm and trixie (cached in ~/.cache/roce/lab or
-# $ROCE_LAB_DIR: only the first run on a machine pays for debootstrap, ~1-5 min
-# each; needs root) and runs the lab's
+# Builds the VM images, bookworm, trixie and trixie-backports (cached in
+# ~/.cache/roce/lab or $ROCE_LAB_DIR: only the first run on a machine pays for
+# debootstrap, ~1-5 min each; needs root) and runs the lab's
 # end-to-end tests (`in_lab::…`): boot two Soft-RoCE VMs under TCG, an ibv_rc_pingpong run whose
 # capture is decoded and checked, exec, a dropped packet, crash recovery (~1 min);
 # then every seed scenario in scenarios/ run for real with `roce suite` on each
-# image, held to its profile, and the two compared with `roce diff` (~2 min).
+# image, held to its profile, and each kernel compared with the one before it
+# (`roce diff`; ~2 min per image).
 # ROCE_LAB=0 skips this block.
 if [[ "${ROCE_LAB:-1}" != 0 ]]; then
     cargo build --locked --release -p roce
-    say "lab: VM images (roce lab build, cached): bookworm and trixie"
+    say "lab: VM images (roce lab build, cached): bookworm, trixie, trixie-backports"
     target/release/roce lab build
     target/release/roce lab build --release trixie
+    target/release/roce lab build --release trixie-backports
     say "lab: end-to-end tests (two TCG VMs)"
     # One lab at a time: two TCG pairs on a small host would starve each other.
     cargo test --locked --release -p roce --test lab --test scenarios_lab -- --ignored --test-threads=1

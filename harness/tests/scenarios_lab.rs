@@ -58,7 +58,7 @@ mod in_lab {
 
     #[test]
     #[ignore = "needs the lab: bash scripts/test.sh builds the VM images, then runs it"]
-    fn seed_scenarios_pass_on_both_images_and_the_diff_shows_what_the_kernel_changed() {
+    fn seed_scenarios_pass_on_every_image_and_the_diffs_show_what_the_kernel_changed() {
         let out_dir = std::env::temp_dir().join(format!("roce-scenarios-{}", std::process::id()));
         let json = out_dir.join("report.json");
         let junit = out_dir.join("junit.xml");
@@ -125,6 +125,9 @@ mod in_lab {
             ),
             "sent 2 new requests on"
         );
+        // The responder raises no async event for an R_Key violation (C9-222.1):
+        // recorded, not failed.
+        assert_eq!(obs("an R_Key violation raises", "deviation: events on b"), "deviates");
 
         let report: Value =
             serde_json::from_slice(&std::fs::read(&json).expect("JSON report written"))
@@ -359,8 +362,47 @@ mod in_lab {
             text.contains("completion b wr_id 7: IBV_WC_SUCCESS → IBV_WC_REM_INV_REQ_ERR"),
             "{text}"
         );
+        // The third setup: trixie's rdma-core 56 under the Linux 7.x of
+        // trixie-backports, held to its own profile. Against 6.12, one thing changed:
+        // the responder now raises the access error event an R_Key violation calls
+        // for (C9-222.1), where 6.12 recorded the deviation.
+        let lab = Lab(format!("scen7-{}", std::process::id()));
+        let out7 = std::env::temp_dir().join(format!("roce-scenarios-7x-{}", std::process::id()));
+        let out = suite_on(&lab, "trixie-backports", "rxe-linux-7.3.toml", &out7);
+        drop(lab);
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "every seed scenario passes on trixie-backports, as its rxe profile recorded"
+        );
+        let suite7: Value = serde_json::from_slice(
+            &std::fs::read(out7.join("suite.json")).expect("suite.json written"),
+        )
+        .expect("suite.json parses");
+        assert_eq!(suite7["profile"], "rxe-linux-7.3", "{suite7:#}");
+        assert_eq!(suite7["skipped"].as_u64().unwrap_or(0), 0, "{suite7:#}");
+        assert!(
+            suite7["setup"]["a"]["kernel"].as_str().is_some_and(|k| k.starts_with("7.")),
+            "{suite7:#}"
+        );
+        let diff = Command::new(env!("CARGO_BIN_EXE_roce"))
+            .arg("diff")
+            .arg(out6.join("suite.json"))
+            .arg(out7.join("suite.json"))
+            .output()
+            .expect("roce diff");
+        let text = String::from_utf8_lossy(&diff.stdout);
+        assert_eq!(diff.status.code(), Some(1), "a diff with changes exits 1: {text}");
+        assert!(text.contains("endpoint a kernel: 6.12.") && text.contains("→ 7."), "{text}");
+        assert!(text.contains("deviation: events on b: deviates → holds"), "{text}");
+        let changed = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with(['+', '-', '−', '~', '✓', '✗']))
+            .count();
+        assert_eq!(changed, 1, "only the R_Key violation's event changed: {text}");
         let _ = std::fs::remove_dir_all(&out_dir);
         let _ = std::fs::remove_dir_all(&out6);
+        let _ = std::fs::remove_dir_all(&out7);
     }
 
     /// Every RoCE frame in each scenario's capture is addressed to one of that

@@ -61,7 +61,7 @@ pub fn default_root() -> PathBuf {
 }
 
 /// The lab named `name` (default: $ROCE_LAB_NAME, else the image's own lab:
-/// `default` for bookworm, `trixie` for trixie) under the cache directory `dir`
+/// `default` for bookworm, else the image's name) under the cache directory `dir`
 /// (default: [`default_root`]).
 pub fn lab_paths(
     dir: Option<PathBuf>,

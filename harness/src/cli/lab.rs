@@ -23,19 +23,20 @@ use super::exit::{help, CommandResult, Exit, Failure};
 /// Two Soft-RoCE VMs joined by a recording, fault-injecting switch.
 #[derive(Debug, Args)]
 #[command(
-    after_help = "Typical use:\n  roce lab build                # once: the VM image (~2 min, cached)\n  roce lab up                   # boot the pair (kept up for many runs)\n  roce lab run --a 'ibv_rc_pingpong -g 1' --b 'ibv_rc_pingpong -g 1 {a}' -w rc.pcapng\n  roce lab down\nThe second setup (Linux 6.12, rdma-core 56), a lab of its own named `trixie`:\n  roce lab build --release trixie\n  roce lab up --image trixie    # `roce run/suite --image trixie` use it\n  roce lab down --image trixie"
+    after_help = "Typical use:\n  roce lab build                # once: the VM image (~2 min, cached)\n  roce lab up                   # boot the pair (kept up for many runs)\n  roce lab run --a 'ibv_rc_pingpong -g 1' --b 'ibv_rc_pingpong -g 1 {a}' -w rc.pcapng\n  roce lab down\nThe second setup (Linux 6.12, rdma-core 56), a lab of its own named `trixie`:\n  roce lab build --release trixie\n  roce lab up --image trixie    # `roce run/suite --image trixie` use it\n  roce lab down --image trixie\nThe third (trixie's rdma-core 56 under the Linux 7.x of trixie-backports), lab `trixie-backports`:\n  roce lab build --release trixie-backports\n  roce lab up --image trixie-backports"
 )]
 pub struct LabArgs {
     /// Cache directory: the image and every lab's state [default: $ROCE_LAB_DIR or ~/.cache/roce/lab]
     #[arg(long, global = true, value_name = "DIR")]
     pub dir: Option<PathBuf>,
     /// Which lab (several can run side by side) [default: $ROCE_LAB_NAME, else the
-    /// image's own lab: `default` for bookworm, `trixie` for trixie]
+    /// image's own lab: `default` for bookworm, else the image's name]
     #[arg(long, global = true, value_name = "NAME")]
     pub name: Option<String>,
-    /// The VM image: bookworm (Debian 12: Linux 6.1, rdma-core 44) or trixie
-    /// (Debian 13: Linux 6.12, rdma-core 56) [default: bookworm]
-    #[arg(long, global = true, alias = "release", value_name = "bookworm|trixie")]
+    /// The VM image: bookworm (Debian 12: Linux 6.1, rdma-core 44), trixie (Debian
+    /// 13: Linux 6.12, rdma-core 56) or trixie-backports (Debian 13 with the
+    /// backports kernel: Linux 7.x, rdma-core 56) [default: bookworm]
+    #[arg(long, global = true, alias = "release", value_name = "bookworm|trixie|trixie-backports")]
     pub image: Option<lab::image::Release>,
     #[command(subcommand)]
     pub command: LabCommand,
@@ -47,8 +48,9 @@ fn parse_accel(s: &str) -> Result<Accel, String> {
 
 #[derive(Debug, Subcommand)]
 pub enum LabCommand {
-    /// Build a VM image (Debian + rdma-core + perftest; `--release trixie` for the
-    /// second one), unless an up-to-date one is cached
+    /// Build a VM image (Debian + rdma-core + perftest; `--release trixie` or
+    /// `--release trixie-backports` for the others), unless an up-to-date one is
+    /// cached
     Build {
         /// Debian mirror [default: the one the host's apt uses]
         #[arg(long, value_name = "URL")]

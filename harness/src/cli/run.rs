@@ -41,12 +41,13 @@ pub struct RunArgs {
     #[arg(required = true, value_name = "SCENARIO|DIR")]
     pub paths: Vec<PathBuf>,
     /// The lab to run in (booted if it is not up, reused if it is) [default: the
-    /// image's own lab: `default` for bookworm, `trixie` for trixie]
+    /// image's own lab: `default` for bookworm, else the image's name]
     #[arg(long, value_name = "NAME", conflicts_with = "endpoints")]
     pub lab: Option<String>,
-    /// The lab's VM image: bookworm (Linux 6.1, rdma-core 44) or trixie (Linux
-    /// 6.12, rdma-core 56) [default: bookworm]
-    #[arg(long, value_name = "bookworm|trixie", conflicts_with = "endpoints")]
+    /// The lab's VM image: bookworm (Linux 6.1, rdma-core 44), trixie (Linux 6.12,
+    /// rdma-core 56) or trixie-backports (Linux 7.x, trixie's rdma-core 56)
+    /// [default: bookworm]
+    #[arg(long, value_name = "bookworm|trixie|trixie-backports", conflicts_with = "endpoints")]
     pub image: Option<lab::image::Release>,
     /// The lab's cache directory [default: $ROCE_LAB_DIR or ~/.cache/roce/lab]
     #[arg(long, value_name = "DIR")]

@@ -96,6 +96,34 @@ fn async_events_are_counted_per_srq() {
     assert!(event(&expect("count = 0\nsrq = 't'"), &[on("s")]).pass);
 }
 
+/// An event about a QP (the responder's access error): counted on that QP only;
+/// under `record_deviation` a device that raises none is recorded, not failed.
+#[test]
+fn async_events_on_a_qp_and_their_recorded_deviation() {
+    use crate::protocol::Event;
+    let expect = |more: &str| {
+        let text = format!("name = 'x'\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = 'q'\ntype = 'rc'\nbetween = ['b', 'a']\n[[qp]]\nname = 'r'\ntype = 'rc'\nbetween = ['b', 'a']\n[[expect.event]]\non = 'b'\nevent = 'qp_access_err'\nqp = 'q'\ncount = 1\n{more}\n");
+        let sc = crate::scenario::check::parse_str(Path::new("t.toml"), &text)
+            .unwrap_or_else(|e| panic!("{}", e[0]));
+        sc.expect.event[0].clone()
+    };
+    let access = crate::verbs::EventType(3);
+    let on = |qp: &str| Event { kind: access, srq: None, qp: Some(qp.into()), t_ms: 4.0 };
+    let v = event(&expect(""), &[on("q")]);
+    assert!(v.pass && v.expected == "1 × IBV_EVENT_QP_ACCESS_ERR on QP q", "{v:?}");
+    assert_eq!(v.actual, "IBV_EVENT_QP_ACCESS_ERR on QP q at 4.0 ms");
+    assert!(!event(&expect(""), &[on("r")]).pass, "another QP's");
+    // Recorded: the verdict passes, flagged, and the profile learns which it was.
+    let e = expect("record_deviation = true");
+    assert!(e.record_deviation);
+    let (v, obs) = event(&e, &[]).recorded(e.record_deviation);
+    assert!(v.pass && v.deviation, "{v:?}");
+    assert_eq!(obs, Some(("deviation: events on b".into(), "deviates".into())));
+    let (v, obs) = event(&e, &[on("q")]).recorded(e.record_deviation);
+    assert!(v.pass && !v.deviation, "{v:?}");
+    assert_eq!(obs, Some(("deviation: events on b".into(), "holds".into())));
+}
+
 const A: &str = "10.0.0.1";
 const B: &str = "10.0.0.2";
 

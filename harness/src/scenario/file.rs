@@ -886,9 +886,16 @@ pub(crate) struct EventExpectFile {
     /// The SRQ it is about.
     #[serde(default)]
     pub(crate) srq: Option<Spanned<String>>,
+    /// The QP it is about (one of `on`'s).
+    #[serde(default)]
+    pub(crate) qp: Option<Spanned<String>>,
     /// Exactly this many (default: at least one).
     #[serde(default)]
     pub(crate) count: Option<usize>,
+    /// What the spec requires where a device is known to do otherwise: recorded
+    /// as a deviation (in the profile), not failed.
+    #[serde(default)]
+    pub(crate) record_deviation: Option<bool>,
 }
 
 /// A work completion on `on`: the one for `wr_id`, or the `index`-th (from 0) in

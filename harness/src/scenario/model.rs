@@ -542,14 +542,16 @@ pub(crate) struct StreamExpect {
     pub(crate) max_ack_latency_ms: Option<u64>,
 }
 
-/// Asynchronous events `on` saw: of this type (about this SRQ); exactly `count`,
-/// or at least one.
+/// Asynchronous events `on` saw: of this type (about this SRQ or QP); exactly
+/// `count`, or at least one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct EventExpect {
     pub(crate) on: String,
     pub(crate) kind: EventType,
     pub(crate) srq: Option<String>,
+    pub(crate) qp: Option<String>,
     pub(crate) count: Option<usize>,
+    pub(crate) record_deviation: bool,
 }
 
 /// A work completion on `on`.

@@ -9,7 +9,7 @@ use std::process::{Command, Stdio};
 
 use anyhow::{bail, Context, Result};
 
-use super::{find_program, INITRD_INIT, MODULES};
+use super::{find_program, INITRD_INIT};
 
 /// How the kernel and its modules may be compressed (bookworm: an xz kernel, plain
 /// modules; trixie: a zstd kernel, `.ko.xz` modules): the magic that starts the
@@ -77,17 +77,21 @@ pub(super) fn extract_vmlinux(bzimage: &Path, out: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `modules.dep` → the load order (dependencies first) of `MODULES`, leaving out
+/// `modules.dep` → the load order (dependencies first) of `modules`, leaving out
 /// those `modules.builtin` says are part of the kernel.
-fn module_order(moddir: &Path) -> Result<Vec<String>> {
+fn module_order(moddir: &Path, modules: &[&str]) -> Result<Vec<String>> {
     let dep_path = moddir.join("modules.dep");
     let text =
         fs::read_to_string(&dep_path).with_context(|| format!("reading {}", dep_path.display()))?;
     let builtin = fs::read_to_string(moddir.join("modules.builtin")).unwrap_or_default();
-    module_order_from(&text, &builtin)
+    module_order_from(&text, &builtin, modules)
 }
 
-pub(super) fn module_order_from(text: &str, builtin: &str) -> Result<Vec<String>> {
+pub(super) fn module_order_from(
+    text: &str,
+    builtin: &str,
+    modules: &[&str],
+) -> Result<Vec<String>> {
     let mut deps: std::collections::HashMap<String, (String, Vec<String>)> = Default::default();
     let base = |p: &str| -> String {
         let f = p.rsplit('/').next().unwrap_or(p);
@@ -117,7 +121,7 @@ pub(super) fn module_order_from(text: &str, builtin: &str) -> Result<Vec<String>
     }
     let (mut seen, mut order) = (Vec::new(), Vec::new());
     let builtin: Vec<String> = builtin.lines().map(base).collect();
-    for m in MODULES.iter().filter(|m| !builtin.iter().any(|b| b == *m)) {
+    for m in modules.iter().filter(|m| !builtin.iter().any(|b| b == *m)) {
         visit(m, &deps, &mut seen, &mut order)?;
     }
     Ok(order)
@@ -136,8 +140,13 @@ fn module_bytes(path: &Path) -> Result<Vec<u8>> {
 }
 
 /// Writes the initramfs (cpio "newc"): busybox, the modules, /modules.list, /init.
-pub(super) fn write_initramfs(moddir: &Path, busybox: &Path, out: &Path) -> Result<usize> {
-    let order = module_order(moddir)?;
+pub(super) fn write_initramfs(
+    moddir: &Path,
+    modules: &[&str],
+    busybox: &Path,
+    out: &Path,
+) -> Result<usize> {
+    let order = module_order(moddir, modules)?;
     let mut cpio = Cpio::default();
     for d in ["bin", "dev", "proc", "sys", "newroot", "modules"] {
         cpio.dir(d);

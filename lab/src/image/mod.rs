@@ -2,9 +2,11 @@
 //!
 //! Debian from the mirror the host's apt already uses (debootstrap), with the
 //! kernel (it ships `rdma_rxe`), rdma-core and the test tools: `bookworm` (Linux
-//! 6.1, rdma-core 44; the default) and `trixie` (Linux 6.12, rdma-core 56, the verbs
-//! rxe gained since). Each is cached in its own directory, `images/<release>/`,
-//! beside the other. What boots:
+//! 6.1, rdma-core 44; the default), `trixie` (Linux 6.12, rdma-core 56, the verbs
+//! rxe gained since) and `trixie-backports` (trixie's user space under the 7.x
+//! kernel of its backports suite, installed by apt in the debootstrapped tree).
+//! Each is cached in its own directory, `images/<release>/`, beside the others.
+//! What boots:
 //!
 //! - `vmlinux`: the kernel, uncompressed from the Debian bzImage and booted through
 //!   its PVH entry. Under TCG this saves the ~5 s the guest spends unpacking an
@@ -22,9 +24,10 @@
 //! manifest records the recipe's hash: a changed recipe means a rebuild.
 //!
 //! This file owns the releases, the recipe and the build (debootstrap, the disk,
-//! the manifest); `host` finds the host's programs and apt mirror, `boot` makes
-//! `vmlinux` and the initramfs. Imports the lock and the paths' owner from
-//! [`state`] and the progress printer from the crate root.
+//! the manifest); `host` finds the host's programs and apt mirror, `apt` installs
+//! a kernel from another suite, `boot` makes `vmlinux` and the initramfs. Imports
+//! the lock and the paths' owner from [`state`] and the progress printer from the
+//! crate root.
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
@@ -37,11 +40,13 @@ use serde::{Deserialize, Serialize};
 use super::state::{self, Flock};
 use super::Progress;
 
+mod apt;
 mod boot;
 mod host;
 #[cfg(test)]
 mod tests;
 
+use apt::install_kernel_from;
 use boot::{extract_vmlinux, write_initramfs};
 use host::BUILD_TOOLS;
 pub use host::{find_program, host_mirror, require_tools, Tool, QEMU};
@@ -60,16 +65,38 @@ pub enum Release {
     Bookworm,
     /// Debian 13: Linux 6.12, rdma-core 56 (rxe with RDMA FLUSH and ATOMIC WRITE).
     Trixie,
+    /// Debian 13's user space (rdma-core 56) under the kernel of trixie-backports
+    /// (Linux 7.x): the same library, the next kernel.
+    #[serde(rename = "trixie-backports")]
+    TrixieBackports,
 }
 
 impl Release {
-    pub const ALL: [Release; 2] = [Release::Bookworm, Release::Trixie];
+    pub const ALL: [Release; 3] = [Release::Bookworm, Release::Trixie, Release::TrixieBackports];
 
-    /// The Debian suite (codename), which is also the image's name.
+    /// The image's name: the Debian suite its kernel comes from.
     pub fn name(self) -> &'static str {
         match self {
             Release::Bookworm => "bookworm",
             Release::Trixie => "trixie",
+            Release::TrixieBackports => "trixie-backports",
+        }
+    }
+
+    /// The Debian release (codename) debootstrap installs: the user space.
+    pub fn suite(self) -> &'static str {
+        match self {
+            Release::Bookworm => "bookworm",
+            Release::Trixie | Release::TrixieBackports => "trixie",
+        }
+    }
+
+    /// The suite the kernel comes from when it is not [`suite`](Release::suite)
+    /// itself: installed with `apt-get install -t SUITE` once debootstrap is done.
+    pub fn kernel_suite(self) -> Option<&'static str> {
+        match self {
+            Release::Bookworm | Release::Trixie => None,
+            Release::TrixieBackports => Some("trixie-backports"),
         }
     }
 
@@ -78,6 +105,9 @@ impl Release {
         match self {
             Release::Bookworm => "Debian 12: Linux 6.1, rdma-core 44",
             Release::Trixie => "Debian 13: Linux 6.12, rdma-core 56",
+            Release::TrixieBackports => {
+                "Debian 13 with the backports kernel: Linux 7.x, rdma-core 56"
+            }
         }
     }
 
@@ -122,6 +152,28 @@ pub const PACKAGES: &[&str] = &[
     "tcpdump",
     "busybox-static",
 ];
+/// What an image whose kernel comes from another suite ([`Release::kernel_suite`])
+/// installs from it with apt once debootstrap is done.
+pub const KERNEL_PACKAGES: &[&str] = &["linux-image-amd64"];
+/// What debootstrap adds for such an image in the kernel's place: the initramfs
+/// generator the kernel package depends on (`dracut | initramfs-tools`), named so
+/// that apt keeps it rather than pulling dracut in.
+const KERNEL_TOOLS: &[&str] = &["initramfs-tools"];
+
+/// What debootstrap installs for `release`: [`PACKAGES`], less the kernel when it
+/// comes from another suite (apt installs it afterwards).
+fn debootstrap_packages(release: Release) -> Vec<&'static str> {
+    match release.kernel_suite() {
+        None => PACKAGES.to_vec(),
+        Some(_) => PACKAGES
+            .iter()
+            .copied()
+            .filter(|p| !KERNEL_PACKAGES.contains(p))
+            .chain(KERNEL_TOOLS.iter().copied())
+            .collect(),
+    }
+}
+
 /// Modules the initramfs loads (their dependencies come along).
 pub const MODULES: &[&str] = &[
     "virtio_pci",
@@ -135,6 +187,20 @@ pub const MODULES: &[&str] = &[
     "rdma_rxe",
     "rdma_ucm",
 ];
+/// [`MODULES`] that a 7.x kernel no longer has: `crc32c_generic` (ext4's
+/// checksums, which Linux 6.1 and 6.12 take from the crypto API) became
+/// `crc32c-cryptoapi`, and ext4 now calls the built-in crc32c library instead.
+const GONE_IN_7X: &[&str] = &["crc32c_generic"];
+
+/// The modules the initramfs of `release` loads.
+pub fn modules(release: Release) -> Vec<&'static str> {
+    match release {
+        Release::Bookworm | Release::Trixie => MODULES.to_vec(),
+        Release::TrixieBackports => {
+            MODULES.iter().copied().filter(|m| !GONE_IN_7X.contains(m)).collect()
+        }
+    }
+}
 const INITRD_INIT: &str = include_str!("../assets/initrd-init.sh");
 
 /// Files that must be in the image, each with the alternatives a Debian layout may
@@ -202,12 +268,23 @@ fn fnv(parts: &[&str]) -> String {
     format!("{h:016x}")
 }
 
+/// The recipe of `release`'s image, hashed. Only an image whose kernel comes from
+/// another suite hashes that step too, so adding it left the other images' hashes
+/// (and their cached images) as they were.
 pub fn recipe_hash(release: Release) -> String {
     let v = RECIPE_VERSION.to_string();
     let mut parts = vec![v.as_str(), release.name(), INITRD_INIT];
     parts.extend(PACKAGES);
     parts.push("--");
     parts.extend(MODULES);
+    if let Some(suite) = release.kernel_suite() {
+        parts.extend(["-- kernel from", suite]);
+        parts.extend(KERNEL_PACKAGES);
+        parts.push("-- debootstrap");
+        parts.extend(debootstrap_packages(release));
+        parts.push("-- modules");
+        parts.extend(modules(release));
+    }
     fnv(&parts)
 }
 
@@ -215,9 +292,11 @@ pub fn image_dir(root: &Path, release: Release) -> PathBuf {
     root.join("images").join(release.name())
 }
 
-/// Where debootstrap keeps a release's packages between builds.
-fn deb_cache(root: &Path, release: Release) -> PathBuf {
-    root.join("debs").join(release.name())
+/// Where the packages of a Debian suite are kept between builds: debootstrap's
+/// cache for the user space (`trixie` and `trixie-backports` share one), apt's for
+/// a kernel from another suite.
+fn deb_cache(root: &Path, suite: &str) -> PathBuf {
+    root.join("debs").join(suite)
 }
 
 /// `roce lab build`, with the options that pick `release`.
@@ -383,10 +462,25 @@ fn build_into(
     start: Instant,
 ) -> Result<Manifest> {
     let rootfs = tmp.join("rootfs");
-    let cache = deb_cache(root, release);
+    let cache = deb_cache(root, release.suite());
     fs::create_dir_all(&cache)?;
-    p.say(&format!("debootstrap {release} from {mirror} (packages cached in {})", cache.display()));
-    debootstrap(release, &rootfs, &cache, mirror, &tmp.join("debootstrap.log"), p)?;
+    let log = tmp.join("debootstrap.log");
+    p.say(&format!(
+        "debootstrap {} from {mirror} (packages cached in {})",
+        release.suite(),
+        cache.display()
+    ));
+    debootstrap(release, &rootfs, &cache, mirror, &log, p)?;
+    if let Some(suite) = release.kernel_suite() {
+        let cache = deb_cache(root, suite);
+        fs::create_dir_all(&cache)?;
+        p.say(&format!(
+            "the kernel from {suite}: apt-get install -t {suite} {} (packages cached in {})",
+            KERNEL_PACKAGES.join(" "),
+            cache.display()
+        ));
+        install_kernel_from(suite, &rootfs, &cache, mirror, &log, p)?;
+    }
 
     p.say("checking the root file system");
     let missing: Vec<&str> = REQUIRED
@@ -431,7 +525,7 @@ fn build_into(
     };
     let busybox =
         REQUIRED[0].1.iter().map(|a| rootfs.join(a)).find(|p| p.exists()).context("busybox")?;
-    let n = write_initramfs(&moddir, &busybox, &tmp.join("initrd.cpio"))?;
+    let n = write_initramfs(&moddir, &modules(release), &busybox, &tmp.join("initrd.cpio"))?;
     p.say(&format!("initramfs: busybox and {n} modules"));
 
     let used = dir_size(&rootfs);
@@ -463,7 +557,7 @@ fn build_into(
         boot_kernel,
         mirror: mirror.into(),
         packages: PACKAGES.iter().map(|s| s.to_string()).collect(),
-        modules: MODULES.iter().map(|s| s.to_string()).collect(),
+        modules: modules(release).iter().map(|s| s.to_string()).collect(),
         built_at_unix: dissector::capture::unix_now().as_secs(),
         build_secs: start.elapsed().as_secs_f64(),
         disk_bytes: size,
@@ -480,19 +574,63 @@ fn debootstrap(
     log: &Path,
     p: &Progress,
 ) -> Result<()> {
-    let mut child = Command::new(find_program("debootstrap").context("debootstrap")?)
-        .arg("--variant=minbase")
+    let mut cmd = Command::new(find_program("debootstrap").context("debootstrap")?);
+    cmd.arg("--variant=minbase")
         .arg(format!("--cache-dir={}", cache.display()))
-        .arg(format!("--include={}", PACKAGES.join(",")))
-        .arg(release.name())
+        .arg(format!("--include={}", debootstrap_packages(release).join(",")))
+        .arg(release.suite())
         .arg(rootfs)
-        .arg(mirror)
+        .arg(mirror);
+    // Print one line per phase (Retrieving, Validating, Unpacking, Configuring …)
+    // with a count, plus every warning and error.
+    let mut phase = String::new();
+    let mut count = 0;
+    let (status, last) = run_logged(cmd, "debootstrap", log, &mut |line| {
+        if let Some(rest) = line.strip_prefix("I: ") {
+            // Each package is retrieved, then validated: one phase.
+            let word = match rest.split_whitespace().next().unwrap_or("") {
+                "Validating" => "Retrieving".to_string(),
+                w => w.to_string(),
+            };
+            if word != phase {
+                if count > 1 {
+                    p.say(&format!("  … {phase}: {count} items"));
+                }
+                phase = word;
+                count = 0;
+                p.say(&format!("  debootstrap: {rest}"));
+            }
+            count += 1;
+            p.live(&format!("debootstrap: {rest}"));
+        } else if line.starts_with("W: ") || line.starts_with("E: ") {
+            p.say(&format!("  debootstrap: {line}"));
+        }
+    })?;
+    if !status.success() {
+        bail!(
+            "debootstrap failed ({status}); its last lines:\n  {}\nhint: check that {mirror} is reachable (the host's apt uses it), or pass --mirror",
+            last.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+/// Runs `cmd` (stdin closed), appending each line it prints, stdout and stderr
+/// alike, to `log` and handing it to `on_line`; kills it after an hour. Returns
+/// how it exited and its last 15 lines, for the error that quotes them.
+fn run_logged(
+    mut cmd: Command,
+    what: &str,
+    log: &Path,
+    on_line: &mut dyn FnMut(&str),
+) -> Result<(std::process::ExitStatus, Vec<String>)> {
+    let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .context("starting debootstrap")?;
-    let mut logf = fs::File::create(log)?;
+        .with_context(|| format!("starting {what}"))?;
+    let mut logf = fs::OpenOptions::new().create(true).append(true).open(log)?;
     let (tx, rx) = std::sync::mpsc::channel::<String>();
     let mut readers = Vec::new();
     for pipe in [
@@ -512,44 +650,22 @@ fn debootstrap(
         }));
     }
     drop(tx);
-    // Print one line per phase (Retrieving, Validating, Unpacking, Configuring …)
-    // with a count, plus every warning and error.
-    let mut phase = String::new();
-    let mut count = 0;
     let deadline = Instant::now() + Duration::from_secs(3600);
     let mut last: Vec<String> = Vec::new();
     loop {
         match rx.recv_timeout(Duration::from_secs(30)) {
             Ok(line) => {
                 let _ = writeln!(logf, "{line}");
-                last.push(line.clone());
+                on_line(&line);
+                last.push(line);
                 if last.len() > 15 {
                     last.remove(0);
-                }
-                if let Some(rest) = line.strip_prefix("I: ") {
-                    // Each package is retrieved, then validated: one phase.
-                    let word = match rest.split_whitespace().next().unwrap_or("") {
-                        "Validating" => "Retrieving".to_string(),
-                        w => w.to_string(),
-                    };
-                    if word != phase {
-                        if count > 1 {
-                            p.say(&format!("  … {phase}: {count} items"));
-                        }
-                        phase = word;
-                        count = 0;
-                        p.say(&format!("  debootstrap: {rest}"));
-                    }
-                    count += 1;
-                    p.live(&format!("debootstrap: {rest}"));
-                } else if line.starts_with("W: ") || line.starts_with("E: ") {
-                    p.say(&format!("  debootstrap: {line}"));
                 }
             }
             Err(std::sync::mpsc::RecvTimeoutError::Timeout) => {
                 if Instant::now() > deadline {
                     let _ = child.kill();
-                    bail!("debootstrap ran for over an hour; killed it");
+                    bail!("{what} ran for over an hour; killed it");
                 }
             }
             Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => break,
@@ -559,13 +675,7 @@ fn debootstrap(
     for r in readers {
         let _ = r.join();
     }
-    if !status.success() {
-        bail!(
-            "debootstrap failed ({status}); its last lines:\n  {}\nhint: check that {mirror} is reachable (the host's apt uses it), or pass --mirror",
-            last.join("\n  ")
-        );
-    }
-    Ok(())
+    Ok((status, last))
 }
 
 fn find_kernel(rootfs: &Path) -> Result<(String, PathBuf)> {
@@ -635,6 +745,7 @@ fn check_versions(
     let (series, rdma_core) = match release {
         Release::Bookworm => ("6.1.", "44."),
         Release::Trixie => ("6.12.", "56."),
+        Release::TrixieBackports => ("7.", "56."),
     };
     let have = versions.get("rdma-core").map(String::as_str).unwrap_or("none");
     if !kernel.starts_with(series) || !have.starts_with(rdma_core) {

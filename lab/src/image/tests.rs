@@ -60,7 +60,7 @@ fn builtin_modules_are_left_out_and_dependencies_come_first() {
                kernel/drivers/infiniband/core/ib_core.ko.xz:\n\
                kernel/drivers/infiniband/core/rdma_ucm.ko.xz: kernel/drivers/infiniband/core/ib_core.ko.xz\n";
     let builtin = "kernel/drivers/virtio/virtio_pci.ko\nkernel/drivers/char/virtio_console.ko\n";
-    let order = module_order_from(dep, builtin).expect("every module found");
+    let order = module_order_from(dep, builtin, MODULES).expect("every module found");
     let pos = |m: &str| {
         order
             .iter()
@@ -78,8 +78,19 @@ fn builtin_modules_are_left_out_and_dependencies_come_first() {
         "{order:?}"
     );
     // Not built in and not in modules.dep: an error that names it.
-    let e = module_order_from(dep, "").unwrap_err().to_string();
+    let e = module_order_from(dep, "", MODULES).unwrap_err().to_string();
     assert!(e.contains("virtio_pci"), "{e}");
+    // Linux 7.x has no crc32c_generic (ext4 uses the built-in crc32c library):
+    // the backports image does without it, the others still load it.
+    let dep7: String =
+        dep.lines().filter(|l| !l.contains("crc32c")).map(|l| l.to_string() + "\n").collect();
+    let e = module_order_from(&dep7, builtin, MODULES).unwrap_err().to_string();
+    assert!(e.contains("crc32c_generic"), "{e}");
+    let order = module_order_from(&dep7, builtin, &modules(Release::TrixieBackports))
+        .expect("every module of the 7.x image found");
+    assert!(order.iter().any(|p| p.ends_with("rdma_rxe.ko.xz")), "{order:?}");
+    assert_eq!(modules(Release::Bookworm), MODULES);
+    assert_eq!(modules(Release::Trixie), MODULES);
 }
 
 #[test]
@@ -101,20 +112,63 @@ fn setup_versions_come_from_dpkg_and_are_checked() {
 #[test]
 fn releases_by_name() {
     assert_eq!("trixie".parse::<Release>(), Ok(Release::Trixie));
+    assert_eq!("trixie-backports".parse::<Release>(), Ok(Release::TrixieBackports));
     assert_eq!(Release::default(), Release::Bookworm);
     let e = "sid".parse::<Release>().unwrap_err();
-    assert!(e.contains("bookworm (Debian 12: Linux 6.1, rdma-core 44), trixie"), "{e}");
-    assert_eq!(Release::Trixie.default_lab(), "trixie");
-    assert_ne!(
-        image_dir(Path::new("/c"), Release::Bookworm),
-        image_dir(Path::new("/c"), Release::Trixie)
+    assert!(
+        e.contains(
+            "bookworm (Debian 12: Linux 6.1, rdma-core 44), trixie (Debian 13: Linux 6.12, rdma-core 56), \
+             trixie-backports (Debian 13 with the backports kernel: Linux 7.x, rdma-core 56)"
+        ),
+        "{e}"
     );
+    assert_eq!(Release::Trixie.default_lab(), "trixie");
+    assert_eq!(Release::TrixieBackports.default_lab(), "trixie-backports");
+    // The lab's state names the image as its name, both ways.
+    for r in Release::ALL {
+        assert_eq!(serde_json::to_value(r).unwrap(), r.name(), "{r:?}");
+        assert_eq!(serde_json::from_value::<Release>(r.name().into()).unwrap(), r);
+        assert_eq!(r.name().parse::<Release>(), Ok(r));
+    }
+    let dirs: std::collections::BTreeSet<PathBuf> =
+        Release::ALL.iter().map(|r| image_dir(Path::new("/c"), *r)).collect();
+    assert_eq!(dirs.len(), Release::ALL.len(), "each image has its own directory");
+}
+
+#[test]
+fn the_backports_image_is_trixie_with_the_kernel_from_backports() {
+    let r = Release::TrixieBackports;
+    assert_eq!((r.suite(), r.kernel_suite()), ("trixie", Some("trixie-backports")));
+    assert_eq!((Release::Trixie.suite(), Release::Trixie.kernel_suite()), ("trixie", None));
+    // debootstrap leaves the kernel to apt, but brings the initramfs generator
+    // its package needs (or apt would pull in dracut).
+    let boot = debootstrap_packages(r);
+    assert!(!boot.contains(&"linux-image-amd64") && boot.contains(&"initramfs-tools"), "{boot:?}");
+    assert_eq!(debootstrap_packages(Release::Trixie), PACKAGES);
+    assert_eq!(
+        apt::sources_line("http://deb.debian.org/debian", "trixie-backports"),
+        "deb http://deb.debian.org/debian trixie-backports main\n"
+    );
+    // trixie's user space and rdma-core under a 7.x kernel, checked.
+    let status = "Package: rdma-core\nStatus: install ok installed\nVersion: 56.1-1\n\n\
+                  Package: linux-image-7.3.4+deb13-amd64\nStatus: install ok installed\nVersion: 7.3.4-1~bpo13+1\n";
+    let v = parse_dpkg_status(status);
+    assert_eq!(v.get("linux-image").map(String::as_str), Some("7.3.4-1~bpo13+1"));
+    assert!(check_versions(r, "7.3.4+deb13-amd64", &v).is_ok());
+    let e = check_versions(r, "6.12.117+deb13-amd64", &v).unwrap_err().to_string();
+    assert!(e.contains("not the Linux 7.x and rdma-core 56.x"), "{e}");
 }
 
 #[test]
 fn recipe_hash_is_stable() {
     assert_eq!(recipe_hash(Release::Trixie), recipe_hash(Release::Trixie));
     assert_ne!(recipe_hash(Release::Bookworm), recipe_hash(Release::Trixie));
+    assert_ne!(recipe_hash(Release::Trixie), recipe_hash(Release::TrixieBackports));
+    // The images built before trixie-backports was added are still current:
+    // these hashes are in their manifests (a changed recipe rebuilds an image,
+    // minutes each; bump them only with a change that must rebuild).
+    assert_eq!(recipe_hash(Release::Bookworm), "eb966e213de4dd54");
+    assert_eq!(recipe_hash(Release::Trixie), "3817577363910159");
     assert_eq!(fnv(&["a", "b"]), fnv(&["a", "b"]));
     assert_ne!(fnv(&["ab"]), fnv(&["a", "b"]));
 }

@@ -482,11 +482,30 @@ impl<'a> Checker<'a> {
                     }
                 }
             }
+            if let Some(n) = &v.qp {
+                match self.qp_file(n) {
+                    Some(q) if q.between.contains(&v.on.value) => {}
+                    Some(q) => self.err(
+                        Some(n.span.clone()),
+                        format!(
+                            "QP `{}` is between {} and {}, not on `{}`",
+                            n.value, q.between[0], q.between[1], v.on.value
+                        ),
+                        None,
+                    ),
+                    None => {
+                        let hint = name_hint(n, f.qps.iter().map(|q| q.name.as_str()));
+                        self.err(Some(n.span.clone()), format!("no QP `{}`", n.value), hint)
+                    }
+                }
+            }
             e.event.push(EventExpect {
                 on: v.on.value.clone(),
                 kind,
                 srq: v.srq.as_ref().map(|n| n.value.clone()),
+                qp: v.qp.as_ref().map(|n| n.value.clone()),
                 count: v.count,
+                record_deviation: v.record_deviation == Some(true),
             });
         }
     }

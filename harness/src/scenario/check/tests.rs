@@ -772,6 +772,26 @@ fn srqs_belong_to_an_end() {
     assert!(e[0].hint.as_deref() == Some("did you mean `IBV_EVENT_SRQ_LIMIT_REACHED`?"), "{e:#?}");
 }
 
+/// An event about a QP names one of the endpoint's QPs; it may be a recorded deviation.
+#[test]
+fn qp_events_name_a_qp_of_their_endpoint() {
+    let text = GOOD.replace(
+        "[[expect.completion]]",
+        "[[expect.event]]\non = \"b\"\nevent = \"qp_access_err\"\nqp = \"q\"\nrecord_deviation = true\n\n[[expect.completion]]",
+    );
+    let sc = parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
+    let ev = &sc.expect.event[0];
+    assert_eq!((ev.kind, ev.qp.as_deref(), ev.record_deviation), (EventType(3), Some("q"), true));
+    let e = errors(&text.replace("qp = \"q\"\nrecord_deviation", "qp = \"r\"\nrecord_deviation"));
+    assert!(
+        e[0].message.contains("no QP `r`") && e[0].hint.as_deref() == Some("did you mean `q`?"),
+        "{e:#?}"
+    );
+    let three = text.replace("[endpoints.b]", "[endpoints.b]\n[endpoints.c]");
+    let e = errors(&three.replace("on = \"b\"\nevent", "on = \"c\"\nevent"));
+    assert!(e[0].message.contains("QP `q` is between a and b, not on `c`"), "{e:#?}");
+}
+
 /// A NAK key, an opcode pattern, a completion status: each name comes from its
 /// one home and a typo gets that home's suggestion.
 #[test]
