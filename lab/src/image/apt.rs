@@ -13,7 +13,7 @@ use std::process::Command;
 
 use anyhow::{bail, Context, Result};
 
-use super::{find_program, run_logged, KERNEL_PACKAGES};
+use super::{find_program, run_logged, Phases, KERNEL_PACKAGES};
 use crate::Progress;
 
 /// The `deb` line that adds `suite` from `mirror` (main only: the kernel needs nothing else).
@@ -67,30 +67,19 @@ pub(super) fn install_kernel_from(
         (install, format!("apt-get install -t {suite}")),
     ] {
         p.say(&format!("  {what}"));
-        let mut phase = String::new();
-        let mut count = 0;
+        let mut phases = Phases::default();
         let (status, last) = run_logged(apt(&args), "apt-get", log, &mut |line| {
             // One line per phase (Get, Unpacking, Setting up …) with a count, and
             // every warning and error.
-            let word = line.split([' ', ':']).next().unwrap_or("").to_string();
-            if ["Get", "Unpacking", "Setting", "Processing"].contains(&word.as_str()) {
-                if word != phase {
-                    if count > 1 {
-                        p.say(&format!("  … {phase}: {count} items"));
-                    }
-                    phase = word;
-                    count = 0;
-                    p.say(&format!("  apt-get: {line}"));
-                }
-                count += 1;
+            let word = line.split([' ', ':']).next().unwrap_or("");
+            if ["Get", "Unpacking", "Setting", "Processing"].contains(&word) {
+                phases.line(p, "apt-get", word, line);
             } else if line.starts_with("W: ") || line.starts_with("E: ") {
                 p.say(&format!("  apt-get: {line}"));
             }
             p.live(&format!("apt-get: {line}"));
         })?;
-        if count > 1 {
-            p.say(&format!("  … {phase}: {count} items"));
-        }
+        phases.finish(p);
         if !status.success() {
             bail!(
                 "{what} in the image tree failed ({status}); its last lines:\n  {}\nhint: check that {mirror} serves {suite} (the kernel comes from there), or pass --mirror",

@@ -51,6 +51,34 @@ use boot::{extract_vmlinux, write_initramfs};
 use host::BUILD_TOOLS;
 pub use host::{find_program, host_mirror, require_tools, Tool, QEMU};
 
+/// A build tool's log folded for the terminal: one line per phase (the first of
+/// it), then how many lines the phase had once the next begins.
+#[derive(Default)]
+pub(super) struct Phases {
+    phase: String,
+    count: usize,
+}
+
+impl Phases {
+    /// `line` of `tool`'s log belongs to phase `word`.
+    pub(super) fn line(&mut self, p: &Progress, tool: &str, word: &str, line: &str) {
+        if word != self.phase {
+            self.finish(p);
+            self.phase = word.to_string();
+            self.count = 0;
+            p.say(&format!("  {tool}: {line}"));
+        }
+        self.count += 1;
+    }
+
+    /// The last phase's count, once the log has ended.
+    pub(super) fn finish(&self, p: &Progress) {
+        if self.count > 1 {
+            p.say(&format!("  … {}: {} items", self.phase, self.count));
+        }
+    }
+}
+
 /// Bump when the build steps change in a way the hash below cannot see.
 const RECIPE_VERSION: u32 = 2;
 
@@ -583,24 +611,15 @@ fn debootstrap(
         .arg(mirror);
     // Print one line per phase (Retrieving, Validating, Unpacking, Configuring …)
     // with a count, plus every warning and error.
-    let mut phase = String::new();
-    let mut count = 0;
+    let mut phases = Phases::default();
     let (status, last) = run_logged(cmd, "debootstrap", log, &mut |line| {
         if let Some(rest) = line.strip_prefix("I: ") {
             // Each package is retrieved, then validated: one phase.
             let word = match rest.split_whitespace().next().unwrap_or("") {
-                "Validating" => "Retrieving".to_string(),
-                w => w.to_string(),
+                "Validating" => "Retrieving",
+                w => w,
             };
-            if word != phase {
-                if count > 1 {
-                    p.say(&format!("  … {phase}: {count} items"));
-                }
-                phase = word;
-                count = 0;
-                p.say(&format!("  debootstrap: {rest}"));
-            }
-            count += 1;
+            phases.line(p, "debootstrap", word, rest);
             p.live(&format!("debootstrap: {rest}"));
         } else if line.starts_with("W: ") || line.starts_with("E: ") {
             p.say(&format!("  debootstrap: {line}"));
