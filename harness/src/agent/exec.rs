@@ -23,11 +23,12 @@ use crate::net::raw::Link;
 use crate::protocol::stream::StreamContent;
 use crate::protocol::{
     self, Action, AgentVerb, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder,
-    ProbeSent, QpInfo, ReadError, RemoteRef, SgeRef, ToAgent, Wc,
+    ProbeSent, QpInfo, ReadError, Refusal, RemoteRef, SgeRef, ToAgent, Wc,
 };
 use crate::verbs::{
-    Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Mr, Mw, MwKind, Pd, Peer, Placement, Qp,
-    QpAttrs, QpKind, Remote, Reset, Rts, Selectivity, SendFlag, SendWr, Sge, Srq, VerbError,
+    Access, Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Given, Mr, Mw, MwKind, Pd, Peer,
+    Placement, Qp, QpAttrs, QpKind, QpStateName, Remote, Reset, Rts, Selectivity, SendFlag, SendWr,
+    Sge, Srq, Steered, VerbError,
 };
 
 mod setup;
@@ -77,10 +78,29 @@ fn err<T>(m: impl Into<String>) -> AgentResult<T> {
     Err(AgentError { message: m.into(), verb: None })
 }
 
-/// A QP as far as it is brought up: created, or connected (RTS).
+/// `$e` with `$q` the QP of `$state` as it takes send WRs (connected, or steered
+/// by `modify_qp` steps); an error out of the enclosing function otherwise.
+macro_rules! on_send_queue {
+    ($state:expr, $q:ident => $e:expr) => {
+        match &$state.qp {
+            Handle::Connected($q) => $e,
+            Handle::Steered($q) => $e,
+            _ => {
+                return err(format!(
+                    "QP `{}` is not connected: Connect comes first",
+                    $state.setup.name
+                ))
+            }
+        }
+    };
+}
+
+/// A QP as far as it is brought up: created, or connected (RTS), or steered
+/// through its states by the scenario's `modify_qp` steps.
 enum Handle {
     Created(Qp<Reset>),
     Connected(Qp<Rts>),
+    Steered(Qp<Steered>),
     /// A connection attempt consumed it and failed.
     Lost,
 }
@@ -126,7 +146,22 @@ impl QpState {
     fn connected(&self) -> AgentResult<&Qp<Rts>> {
         match &self.qp {
             Handle::Connected(q) => Ok(q),
+            Handle::Steered(_) => err(format!(
+                "QP `{}` was moved by a modify_qp step: a stream needs it as connected",
+                self.setup.name
+            )),
             _ => err(format!("QP `{}` is not connected: Connect comes first", self.setup.name)),
+        }
+    }
+
+    /// The attributes its transitions take, as `Connect` gave them.
+    fn attrs(&self, port: u8, sgid_index: u8) -> QpAttrs {
+        QpAttrs {
+            port,
+            sgid_index,
+            sq_psn: self.psn,
+            access: self.setup.access,
+            params: self.setup.params,
         }
     }
 }
@@ -281,7 +316,7 @@ impl Agent {
             ToAgent::Setup(s) => self.setup(s),
             ToAgent::Listen { qp, port } => self.listen(qp, port),
             ToAgent::Connect(c) => self.connect(c),
-            ToAgent::Do { index, action } => self.act(index, action),
+            ToAgent::Do { index, action, judged } => self.act(index, action, judged),
             ToAgent::Completions { min, wait_ms } => {
                 self.completions(min, Duration::from_millis(wait_ms))
             }
@@ -431,7 +466,34 @@ impl Agent {
         Ok(FromAgent::Connected { qp: c.qp, local, remote, peer_mrs_from_cm: from_cm })
     }
 
-    fn act(&mut self, index: usize, a: Action) -> AgentResult<FromAgent> {
+    /// One step; for a `judged` one, a verb's refusal is its outcome (`Done`
+    /// says it), not an error.
+    fn act(&mut self, index: usize, a: Action, judged: bool) -> AgentResult<FromAgent> {
+        match self.act_once(index, a) {
+            Err(AgentError { verb: Some(v), message })
+                if judged && !v.is_unsupported() && v.errno() != 0 =>
+            {
+                let ep = self.ep()?;
+                ep.drain()?;
+                Ok(FromAgent::Done {
+                    index,
+                    probe: None,
+                    mw: None,
+                    stream: None,
+                    refused: Some(Refusal {
+                        verb: v.verb().to_string(),
+                        errno: v.errno(),
+                        message,
+                    }),
+                    qp_state: None,
+                    notified: None,
+                })
+            }
+            r => r,
+        }
+    }
+
+    fn act_once(&mut self, index: usize, a: Action) -> AgentResult<FromAgent> {
         if let Action::Probe(order) = &a {
             self.probes.take(
                 order.copies.max(1) as usize,
@@ -448,6 +510,8 @@ impl Agent {
         let mut probe = None;
         let mut mw = None;
         let mut stream = None;
+        let mut qp_state = None;
+        let mut notified = None;
         match a {
             Action::Sleep { ms } => std::thread::sleep(Duration::from_millis(ms)),
             Action::WaitCompletions { count, within_ms } => {
@@ -461,6 +525,7 @@ impl Agent {
                 let q = ep.qp(&qp)?;
                 match &q.qp {
                     Handle::Connected(x) => x.post_recv(wr_id, &sges)?,
+                    Handle::Steered(x) => x.post_recv(wr_id, &sges)?,
                     _ => return err(format!("QP `{qp}` is not connected: Connect comes first")),
                 }
             }
@@ -474,9 +539,26 @@ impl Agent {
             }
             Action::Stream(order) => stream = Some(Box::new(ep.stream(&order)?)),
             Action::Receive(order) => stream = Some(Box::new(ep.receive(&order)?)),
+            Action::ModifyQp { qp, state, state_only, access } => {
+                let given = if state_only { Given::StateOnly } else { Given::Required };
+                ep.modify_qp(&qp, state, given, access)?
+            }
+            Action::QueryQp { qp } => qp_state = Some(ep.query_qp(&qp)?),
+            Action::DeregMr { mr } => ep.mr_mut(&mr)?.deregister()?,
+            Action::ReregMr { mr, access } => ep.mr_mut(&mr)?.reregister(access)?,
+            Action::ArmCq { solicited_only } => ep.cq.arm(solicited_only)?,
+            Action::AwaitNotify { within_ms } => {
+                notified = Some(ep.cq.await_notification(Duration::from_millis(within_ms))?)
+            }
+            Action::DeallocMw { mw } => {
+                // Its rkey dies with it (ibv_dealloc_mw; the Drop).
+                if ep.mws.remove(&mw).is_none() {
+                    return err(format!("no memory window `{mw}` on this endpoint"));
+                }
+            }
         }
         ep.drain()?;
-        Ok(FromAgent::Done { index, probe, mw, stream })
+        Ok(FromAgent::Done { index, probe, mw, stream, refused: None, qp_state, notified })
     }
 
     fn completions(&mut self, min: usize, wait: Duration) -> AgentResult<FromAgent> {
@@ -510,6 +592,50 @@ impl Agent {
 }
 
 impl Local {
+    /// Moves QP `name` to `to`; from then on it is steered (every verb on it is
+    /// the device's to take or refuse).
+    fn modify_qp(
+        &mut self,
+        name: &str,
+        to: QpStateName,
+        given: Given,
+        access: Option<Access>,
+    ) -> AgentResult<()> {
+        let (port, sgid_index) = (self.port, self.gid_index);
+        let q = self
+            .qps
+            .get_mut(name)
+            .ok_or_else(|| AgentError::from(format!("no QP `{name}` on this endpoint")))?;
+        q.qp = match std::mem::replace(&mut q.qp, Handle::Lost) {
+            Handle::Created(x) => Handle::Steered(x.steer()),
+            Handle::Connected(x) => Handle::Steered(x.steer()),
+            other => other,
+        };
+        let attrs = q.attrs(port, sgid_index);
+        // UD has no peer in RTR; RC and UC take the one Connect gave.
+        let peer = q.peer.filter(|_| q.setup.kind != QpKind::Ud);
+        match &q.qp {
+            Handle::Steered(x) => Ok(x.move_to(to, &attrs, peer, given, access)?),
+            _ => err(format!("QP `{name}` was lost to a failed connection")),
+        }
+    }
+
+    /// The state the device reports for QP `name`.
+    fn query_qp(&self, name: &str) -> AgentResult<QpStateName> {
+        Ok(match &self.qp(name)?.qp {
+            Handle::Created(x) => x.state()?,
+            Handle::Connected(x) => x.state()?,
+            Handle::Steered(x) => x.state()?,
+            Handle::Lost => return err(format!("QP `{name}` was lost to a failed connection")),
+        })
+    }
+
+    fn mr_mut(&mut self, name: &str) -> AgentResult<&mut Mr> {
+        self.mrs
+            .get_mut(name)
+            .ok_or_else(|| AgentError::from(format!("no MR `{name}` on this endpoint")))
+    }
+
     fn qp(&self, name: &str) -> AgentResult<&QpState> {
         self.qps
             .get(name)
@@ -714,7 +840,7 @@ impl Local {
             }
         };
         let wr = SendWr { wr_id, opcode, flags: p.flags, imm_data: imm.unwrap_or(0), remote };
-        p.q.connected()?.post_send(&wr, &sges)?;
+        on_send_queue!(p.q, q => q.post_send(&wr, &sges))?;
         Ok(None)
     }
 }
@@ -745,7 +871,7 @@ impl<'a> Posting<'a> {
         let v: [u8; 8] = value.0.as_slice().try_into().map_err(|_| {
             AgentError::from(format!("an ATOMIC WRITE carries 8 bytes, not {}", value.0.len()))
         })?;
-        self.q.connected()?.post_atomic_write(self.wr_id, self.flags, rkey, addr, v)?;
+        on_send_queue!(self.q, q => q.post_atomic_write(self.wr_id, self.flags, rkey, addr, v))?;
         Ok(())
     }
 
@@ -761,17 +887,16 @@ impl<'a> Posting<'a> {
         let len = usize::try_from(len)
             .map_err(|_| AgentError::from(format!("a FLUSH of {len} bytes is too long here")))?;
         let fl = FlushWr { rkey, addr, len, placement, level };
-        self.q.connected()?.post_flush(self.wr_id, self.flags, fl)?;
+        on_send_queue!(self.q, q => q.post_flush(self.wr_id, self.flags, fl))?;
         Ok(())
     }
 
     /// Binds window `w` to `to`: a type 1 window through `ibv_bind_mw`, a type 2
     /// by a work request under its next rkey. Returns the window's rkey now.
     fn bind(&self, w: &MwState, to: Binding) -> AgentResult<u32> {
-        let qp = self.q.connected()?;
         Ok(match w.mw.kind {
             MwKind::Type1 => {
-                qp.bind_mw_type1(&w.mw, self.wr_id, self.flags, to)?;
+                on_send_queue!(self.q, q => q.bind_mw_type1(&w.mw, self.wr_id, self.flags, to))?;
                 w.mw.rkey()
             }
             MwKind::Type2 => {
@@ -783,7 +908,7 @@ impl<'a> Posting<'a> {
                     imm_data: 0,
                     remote: Remote::Bind { mw: &w.mw, rkey, to },
                 };
-                qp.post_send(&wr, &[])?;
+                on_send_queue!(self.q, q => q.post_send(&wr, &[]))?;
                 rkey
             }
         })

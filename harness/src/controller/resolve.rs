@@ -214,6 +214,18 @@ pub(super) fn action(
             Action::PostSrqRecv { srq: srq.clone(), wr_id: *wr_id, sges: sges(sge) }
         }
         Step::ArmSrq { srq, limit, .. } => Action::ArmSrq { srq: srq.clone(), limit: *limit },
+        Step::ModifyQp { qp, state, state_only, access, .. } => Action::ModifyQp {
+            qp: qp.clone(),
+            state: *state,
+            state_only: *state_only,
+            access: *access,
+        },
+        Step::QueryQp { qp, .. } => Action::QueryQp { qp: qp.clone() },
+        Step::DeregMr { mr, .. } => Action::DeregMr { mr: mr.clone() },
+        Step::ReregMr { mr, access, .. } => Action::ReregMr { mr: mr.clone(), access: *access },
+        Step::DeallocMw { mw, .. } => Action::DeallocMw { mw: mw.clone() },
+        Step::ArmCq { solicited_only, .. } => Action::ArmCq { solicited_only: *solicited_only },
+        Step::AwaitNotify { within_ms, .. } => Action::AwaitNotify { within_ms: *within_ms },
         Step::Stream(st) => Action::Stream(StreamOrder {
             id: st.id.clone(),
             qps: st.qps.clone(),

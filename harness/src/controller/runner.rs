@@ -21,7 +21,9 @@ use super::link::{unexpected, Agent, Deadline, Unsupported};
 use super::resolve;
 use crate::protocol::READ_BACK_MAX;
 use crate::protocol::{self, FromAgent, MrInfo, ToAgent};
-use crate::results::{Connection, EndpointFacts, Evidence, Laps, Phase, StreamRun, Verified};
+use crate::results::{
+    Connection, EndpointFacts, Evidence, Laps, Phase, StepAnswer, StreamRun, Verified,
+};
 use crate::scenario::model::{Memory, Scenario, Step};
 
 /// How long one agent request may take (a `wait_completions` step adds its own).
@@ -510,19 +512,26 @@ fn run_steps(
                 Step::WaitCompletions { within_ms, .. } => Duration::from_millis(*within_ms),
                 Step::Probe { probe, .. } => Duration::from_millis(probe.settle_ms),
                 Step::Stream(st) => Duration::from_millis(st.within_ms),
+                Step::AwaitNotify { within_ms, .. } => Duration::from_millis(*within_ms),
                 _ => Duration::ZERO,
             };
         let what = || format!("step {} ({} on {on})", index + 1, step.op());
         // A SEND stream: the peer keeps its receives posted while it goes.
         let receiver = if let Step::Stream(st) = step { resolve::receives(st) } else { None };
         if let Some((peer, act)) = &receiver {
-            agent(agents, peer)?.send(&ToAgent::Do { index, action: act.clone() })?;
+            let action = act.clone();
+            agent(agents, peer)?.send(&ToAgent::Do { index, action, judged: false })?;
         }
+        let judged = sc.expect.step.iter().any(|e| e.index == index);
         match agent(agents, &on)?
-            .request(&ToAgent::Do { index, action }, within)
+            .request(&ToAgent::Do { index, action, judged }, within)
             .with_context(what)?
         {
-            FromAgent::Done { probe, mw, stream, .. } => {
+            FromAgent::Done { probe, mw, stream, refused, qp_state, notified, .. } => {
+                if judged {
+                    let on = on.clone();
+                    out.answers.push(StepAnswer { index, on, refused, qp_state, notified });
+                }
                 out.probes.extend(probe);
                 out.streams.extend(stream.map(|report| StreamRun {
                     on: on.clone(),

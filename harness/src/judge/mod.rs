@@ -18,7 +18,8 @@ use crate::protocol::stream::StreamVerb;
 use crate::protocol::{Event, Wc};
 use crate::results::{Evidence, Verdict, VerdictKind};
 use crate::scenario::model::{
-    CompletionExpect, EventExpect, Memory, MemoryExpect, Qp, Scenario, StreamExpect, WireExpect,
+    CompletionExpect, Errno, EventExpect, Memory, MemoryExpect, Outcome, Qp, Scenario, Step,
+    StepExpect, StreamExpect, WireExpect,
 };
 use crate::scenario::pattern::{self, Pattern};
 
@@ -110,6 +111,11 @@ pub(crate) fn judge(
             e.record_deviation && o.error.is_none(),
         );
     }
+    for e in &sc.expect.step {
+        // A step the run never reached is not a deviation of the device.
+        let reached = o.answers.iter().any(|a| a.index == e.index);
+        push(step(sc, e, o), e.record_deviation && reached);
+    }
     for e in &sc.expect.stream {
         push(stream(e, o), false);
         if let Some(w) = pace::verdict(e, o) {
@@ -125,6 +131,54 @@ pub(crate) fn judge(
         obs.extend(deviations);
     }
     (v, obs)
+}
+
+/// A judged step: did the device refuse or accept its verb as expected, is the
+/// QP in the state expected?
+fn step(sc: &Scenario, e: &StepExpect, o: &Evidence) -> Verdict {
+    let st = sc.steps.get(e.index);
+    let what = match st {
+        Some(Step::QueryQp { on, qp }) => format!("step {}: state of QP {qp} on {on}", e.index + 1),
+        Some(s) => {
+            format!("step {}: {} on {}", e.index + 1, s.op(), s.on().unwrap_or("the controller"))
+        }
+        None => format!("step {}", e.index + 1),
+    };
+    let expected = match e.outcome {
+        Outcome::Accepted => "accepted".to_string(),
+        Outcome::Refused(None) => "refused".to_string(),
+        Outcome::Refused(Some(n)) => format!("refused with {n}"),
+        Outcome::State(s) => s.to_string(),
+        Outcome::Notified(true) => "a notification".to_string(),
+        Outcome::Notified(false) => "no notification".to_string(),
+    };
+    let Some(a) = o.answers.iter().find(|a| a.index == e.index) else {
+        let actual = "the run stopped before this step".to_string();
+        return Verdict::new(VerdictKind::Verb, what, false, expected, actual);
+    };
+    let refusal = |r: &crate::protocol::Refusal| {
+        format!("{} refused it with {} ({})", r.verb, Errno(r.errno as u32), r.message)
+    };
+    let (passed, actual) = match (e.outcome, &a.refused) {
+        (Outcome::State(want), None) => match a.qp_state {
+            Some(got) => (got == want, got.to_string()),
+            None => (false, "no state was reported".to_string()),
+        },
+        (Outcome::State(_) | Outcome::Notified(_), Some(r)) => (false, refusal(r)),
+        (Outcome::Notified(want), None) => match a.notified {
+            Some(got) => {
+                (got == want, if got { "a notification" } else { "no notification" }.to_string())
+            }
+            None => (false, "no answer about a notification".to_string()),
+        },
+        (Outcome::Accepted, None) => (true, "accepted".to_string()),
+        (Outcome::Accepted, Some(r)) => (false, refusal(r)),
+        (Outcome::Refused(_), None) => (false, "accepted".to_string()),
+        (Outcome::Refused(want), Some(r)) => {
+            (want.is_none_or(|n| n.0 as i32 == r.errno), refusal(r))
+        }
+    };
+    Verdict::new(VerdictKind::Verb, what, passed, expected, actual)
 }
 
 fn describe(w: &Wc) -> String {

@@ -30,8 +30,8 @@ use std::io::{self, Read, Write};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::verbs::{
-    Access, Caps, EventType, Feature, MwKind, Placement, QpKind, Selectivity, SendFlag, WcOpcode,
-    WcStatus,
+    Access, Caps, EventType, Feature, MwKind, Placement, QpKind, QpStateName, Selectivity,
+    SendFlag, WcOpcode, WcStatus,
 };
 pub(crate) mod stream;
 
@@ -45,8 +45,12 @@ use stream::{Percentiles, StreamContent, StreamVerb, Verification};
 /// round a ring and dealt at random (`StreamContent::ring`, `StreamContent::spread`). 6:
 /// atomic streams mix CmpSwap in (`StreamVerb::Atomic`) and report the chain of
 /// old values (`StreamReport::atomics`). 7: a QP's access flags beside its
-/// transport parameters (`QpSetup::access`), not among them.
-pub(crate) const VERSION: u32 = 8;
+/// transport parameters (`QpSetup::access`), not among them. 8: probes set
+/// TVer, SE, PadCnt and the UDP source port (`BthBits`). 9: steps whose refusal
+/// is their outcome (`Do::judged`, `Done::refused`), QP states (`ModifyQp`,
+/// `QueryQp`), deregistering and re-registering MRs, deallocating windows, CQ
+/// notifications (`ArmCq`, `AwaitNotify`).
+pub(crate) const VERSION: u32 = 9;
 /// No message is larger (a memory dump of a 512 KiB MR in hex fits).
 pub(crate) const MAX_MESSAGE: usize = 2 << 20;
 /// The largest MR read back whole (`ReadMemory`); larger ones are checked where
@@ -108,6 +112,11 @@ pub(crate) enum ToAgent {
     Do {
         index: usize,
         action: Action,
+        /// The step expects the device to answer (a scenario's `expect`, a
+        /// `query_qp`): a verb's refusal is then its outcome, said in `Done`
+        /// (`refused`), not an error that ends the run.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        judged: bool,
     },
     /// All completions polled so far, waiting up to `wait_ms` until there are at
     /// least `min`.
@@ -353,6 +362,42 @@ pub(crate) enum Action {
         srq: String,
         limit: u32,
     },
+    /// Move QP `qp` to `state` (`ibv_modify_qp`) with what the transition requires
+    /// (or, `state_only`, the state alone), and its remote `access` if given.
+    ModifyQp {
+        qp: String,
+        state: QpStateName,
+        #[serde(default)]
+        state_only: bool,
+        #[serde(default)]
+        access: Option<Access>,
+    },
+    /// Say the state the device reports for QP `qp` (`ibv_query_qp`).
+    QueryQp {
+        qp: String,
+    },
+    /// Deregister MR `mr` (its buffer stays readable).
+    DeregMr {
+        mr: String,
+    },
+    /// Re-register MR `mr` with `access`.
+    ReregMr {
+        mr: String,
+        access: Access,
+    },
+    /// Deallocate memory window `mw`.
+    DeallocMw {
+        mw: String,
+    },
+    /// Arm the CQ for its next (or next solicited) completion.
+    ArmCq {
+        #[serde(default)]
+        solicited_only: bool,
+    },
+    /// Wait up to `within_ms` for the CQ's notification; say whether it came.
+    AwaitNotify {
+        within_ms: u64,
+    },
     /// Post a stream of work requests and see every one complete.
     Stream(StreamOrder),
     /// Keep receives posted for the peer's SEND stream and check each message as
@@ -437,6 +482,15 @@ pub(crate) struct ProbeSent {
     pub frames: Vec<SentFrame>,
 }
 
+/// A verb's refusal of a judged step: the verb, its errno, the agent's words.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Refusal {
+    pub verb: String,
+    pub errno: i32,
+    pub message: String,
+}
+
 /// agent → controller.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "msg", rename_all = "snake_case", deny_unknown_fields)]
@@ -492,6 +546,15 @@ pub(crate) enum FromAgent {
         /// A stream step: what it did.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         stream: Option<Box<StreamReport>>,
+        /// A judged step the device refused: which verb, and its errno.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        refused: Option<Refusal>,
+        /// A `query_qp` step: the state the device reports.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        qp_state: Option<QpStateName>,
+        /// An `await_notify` step: whether the CQ's notification came.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        notified: Option<bool>,
     },
     Completions {
         wcs: Vec<Wc>,
@@ -847,6 +910,7 @@ mod tests {
                     sges: vec![],
                     flags: vec![],
                 },
+                judged: false,
             },
             ToAgent::Do {
                 index: 2,
@@ -863,8 +927,30 @@ mod tests {
                     sges: vec![],
                     flags: vec![],
                 },
+                judged: false,
             },
-            ToAgent::Do { index: 3, action: Action::ArmSrq { srq: "s".into(), limit: 2 } },
+            ToAgent::Do {
+                index: 3,
+                action: Action::ArmSrq { srq: "s".into(), limit: 2 },
+                judged: false,
+            },
+            ToAgent::Do {
+                index: 4,
+                action: Action::ModifyQp {
+                    qp: "q".into(),
+                    state: QpStateName::SQD,
+                    state_only: true,
+                    access: Some(Access(4)),
+                },
+                judged: true,
+            },
+            ToAgent::Do { index: 5, action: Action::QueryQp { qp: "q".into() }, judged: true },
+            ToAgent::Do {
+                index: 6,
+                action: Action::ReregMr { mr: "m".into(), access: Access(1) },
+                judged: true,
+            },
+            ToAgent::Do { index: 7, action: Action::AwaitNotify { within_ms: 300 }, judged: true },
             ToAgent::Do {
                 index: 3,
                 action: Action::Post {
@@ -878,6 +964,7 @@ mod tests {
                     sges: vec![SgeRef { mr: "m".into(), offset: 0, len: 8 }],
                     flags: vec![SendFlag::Fence],
                 },
+                judged: false,
             },
         ];
         for m in msgs {

@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::stream::{Percentiles, Verification};
 use crate::protocol::StreamReport;
-use crate::protocol::{Event, MrInfo, ProbeSent, QpInfo, Wc};
+use crate::protocol::{Event, MrInfo, ProbeSent, QpInfo, Refusal, Wc};
+use crate::verbs::QpStateName;
 
 pub(crate) mod coverage;
 pub(crate) mod matrix;
@@ -39,6 +40,9 @@ pub(crate) enum VerdictKind {
     Stream,
     /// The decoded wire.
     Wire,
+    /// A verb's answer when it is called (refused or accepted), or the state the
+    /// device reports a QP in.
+    Verb,
 }
 
 impl VerdictKind {
@@ -51,6 +55,7 @@ impl VerdictKind {
             VerdictKind::Profile => "profile",
             VerdictKind::Stream => "stream",
             VerdictKind::Wire => "wire",
+            VerdictKind::Verb => "verb",
         }
     }
 }
@@ -166,6 +171,23 @@ pub(crate) struct Evidence {
     pub streams: Vec<StreamRun>,
     /// Stream messages checked in memory (`[[expect.memory]] stream = …`).
     pub verified: Vec<Verified>,
+    /// What the device answered the steps whose answer is judged, in step order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<StepAnswer>,
+}
+
+/// The device's answer to a judged step's verb: refused (with which verb and
+/// errno) or not, and for a `query_qp` the state it reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct StepAnswer {
+    pub index: usize,
+    pub on: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<Refusal>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub qp_state: Option<QpStateName>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub notified: Option<bool>,
 }
 
 /// A part of a scenario's run, in the order they happen: where its time goes
@@ -517,8 +539,8 @@ mod tests {
     /// always had: the enum writes it and reads it back, and nothing else is read.
     #[test]
     fn verdict_kinds_keep_their_saved_names() {
-        let all = [Completion, Event, Memory, Probe, Profile, Stream, Wire];
-        let names = ["completion", "event", "memory", "probe", "profile", "stream", "wire"];
+        let all = [Completion, Event, Memory, Probe, Profile, Stream, Wire, Verb];
+        let names = ["completion", "event", "memory", "probe", "profile", "stream", "wire", "verb"];
         for (k, n) in all.into_iter().zip(names) {
             assert_eq!(serde_json::to_string(&k).ok(), Some(format!("\"{n}\"")));
             assert_eq!(k.to_string(), n);

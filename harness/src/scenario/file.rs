@@ -642,6 +642,80 @@ pub(crate) enum StepOp {
         qp: String,
         probe: ProbeFile,
     },
+    /// Move QP `qp` of `on` to `state` (`reset`, `init`, `rtr`, `rts`, `sqd`, `err`)
+    /// with `ibv_modify_qp`, giving what the transition from its current state
+    /// requires (from the QP's own setup and its connection), or with
+    /// `state_only = true` the state alone; `access` changes its remote access
+    /// flags (an optional attribute from INIT on: RTS → RTS applies them to what
+    /// arrives next). From this step on, every verb on the QP is the device's to
+    /// take or refuse: say what it should do with `expect`.
+    ModifyQp {
+        on: String,
+        qp: String,
+        state: String,
+        #[serde(default)]
+        state_only: bool,
+        #[serde(default)]
+        access: Option<Vec<String>>,
+    },
+    /// Ask the device which state QP `qp` of `on` is in (`ibv_query_qp`): it must
+    /// be `state` (`err` after an error took it there, say).
+    QueryQp {
+        on: String,
+        qp: String,
+        state: String,
+    },
+    /// Deregister MR `mr` of `on` (`ibv_dereg_mr`): its keys stop working; its
+    /// buffer stays, so `[[expect.memory]]` still reads what it holds.
+    DeregMr {
+        on: String,
+        mr: String,
+    },
+    /// Re-register MR `mr` of `on` with other `access` flags
+    /// (`ibv_rereg_mr`, `IBV_REREG_MR_CHANGE_ACCESS`).
+    ReregMr {
+        on: String,
+        mr: String,
+        access: Vec<String>,
+    },
+    /// Deallocate memory window `mw` of `on` (`ibv_dealloc_mw`): its R_Key dies.
+    DeallocMw {
+        on: String,
+        mw: String,
+    },
+    /// Arm `on`'s CQ (`ibv_req_notify_cq`): its next completion notifies, or with
+    /// `solicited_only = true` its next receive completion of a message with the
+    /// SE bit (or one in error). Once: it is armed again for the next.
+    ArmCq {
+        on: String,
+        #[serde(default)]
+        solicited_only: bool,
+    },
+    /// Wait up to `within_ms` (default 500) for `on`'s CQ to notify: `notified`
+    /// says whether it must (`false` waits the whole time).
+    AwaitNotify {
+        on: String,
+        notified: bool,
+        #[serde(default)]
+        within_ms: Option<u64>,
+    },
+}
+
+/// What any step may add: what the device must answer the verb it calls.
+/// `expect = "refused"` (the verb returns an error, `errno` naming it if given:
+/// `EINVAL`, `ENOMEM`, …) or `"accepted"`; without `expect` a refusal ends the
+/// run as an error. `record_deviation = true` records a device that answers
+/// otherwise in the profile instead of failing.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct StepOutcomeFile {
+    pub(crate) expect: Option<String>,
+    pub(crate) errno: Option<String>,
+    pub(crate) record_deviation: Option<bool>,
+}
+
+impl StepOutcomeFile {
+    /// The keys it takes out of a `[[step]]` table before the op reads the rest.
+    pub(crate) const KEYS: [&'static str; 3] = ["expect", "errno", "record_deviation"];
 }
 
 /// What a SEND with Invalidate invalidates: a memory window of the peer, or a
@@ -665,6 +739,8 @@ pub(crate) struct StepFile {
     /// The step, or serde's message about it (reported by the check, at the key
     /// it names when it names one).
     pub(crate) op: Result<StepOp, String>,
+    /// `expect`, `errno`, `record_deviation`, or what about them does not read.
+    pub(crate) outcome: Result<StepOutcomeFile, String>,
 }
 
 impl StepFile {
@@ -680,19 +756,69 @@ impl<'de> Deserialize<'de> for StepFile {
         let span = t.span();
         let entries = t.into_inner();
         let keys = entries.iter().map(|(k, v)| (k.clone(), v.span())).collect();
-        let table: toml::Table = entries.into_iter().map(|(k, v)| (k, v.into_inner())).collect();
+        let mut table: toml::Table =
+            entries.into_iter().map(|(k, v)| (k, v.into_inner())).collect();
+        let outcome = step_outcome(&mut table);
         let op = StepOp::deserialize(toml::Value::Table(table))
             .map_err(|e| e.message().trim().to_string());
-        Ok(StepFile { span, keys, op })
+        Ok(StepFile { span, keys, op, outcome })
     }
+}
+
+/// Takes `expect`, `errno` and `record_deviation` out of a step's table.
+fn step_outcome(t: &mut toml::Table) -> Result<StepOutcomeFile, String> {
+    let text = |t: &mut toml::Table, k: &str| match t.remove(k) {
+        None => Ok(None),
+        Some(toml::Value::String(s)) => Ok(Some(s)),
+        Some(v) => Err(format!("invalid type: {} `{k}`, expected a string", v.type_str())),
+    };
+    let expect = text(t, "expect")?;
+    let errno = text(t, "errno")?;
+    let record_deviation = match t.remove("record_deviation") {
+        None => None,
+        Some(toml::Value::Boolean(b)) => Some(b),
+        Some(v) => {
+            return Err(format!(
+                "invalid type: {} `record_deviation`, expected a boolean",
+                v.type_str()
+            ))
+        }
+    };
+    Ok(StepOutcomeFile { expect, errno, record_deviation })
 }
 
 impl JsonSchema for StepFile {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Step".into()
     }
+    /// Each op's keys, and on every one the keys any step may add
+    /// ([`StepOutcomeFile`]).
     fn json_schema(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        StepOp::json_schema(g)
+        let mut schema = StepOp::json_schema(g);
+        let added = serde_json::json!({
+            "expect": {
+                "description": "What the device must answer the verb this step calls: `refused` or `accepted` (default: a refusal ends the run as an error).",
+                "type": "string",
+                "enum": ["refused", "accepted"]
+            },
+            "errno": {
+                "description": "With `expect = \"refused\"`: the errno it must refuse with (`EINVAL`, `ENOMEM`, `EBUSY`, …).",
+                "type": "string"
+            },
+            "record_deviation": {
+                "description": "A device that answers otherwise is recorded in the profile, not failed.",
+                "type": "boolean"
+            }
+        });
+        let ops = schema.get_mut("oneOf").and_then(|v| v.as_array_mut());
+        for op in ops.into_iter().flatten() {
+            if let (Some(props), Some(add)) =
+                (op.get_mut("properties").and_then(|p| p.as_object_mut()), added.as_object())
+            {
+                props.extend(add.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+        }
+        schema
     }
 }
 

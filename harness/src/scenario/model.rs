@@ -20,6 +20,7 @@ use crate::verbs::{
     Access, EventType, Feature, MwKind, Placement, QpParams, Selectivity, SendFlag, WcOpcode,
     WcStatus,
 };
+pub(crate) use crate::verbs::{Errno, QpStateName};
 
 /// The deadline of a scenario that sets no `timeout_ms`.
 pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 30_000;
@@ -287,15 +288,78 @@ impl Verb {
 /// One step, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Step {
-    PostRecv { on: String, qp: String, wr_id: u64, sge: Vec<Sge> },
-    Post { on: String, qp: String, wr_id: u64, sge: Vec<Sge>, flags: Vec<SendFlag>, verb: Verb },
+    PostRecv {
+        on: String,
+        qp: String,
+        wr_id: u64,
+        sge: Vec<Sge>,
+    },
+    Post {
+        on: String,
+        qp: String,
+        wr_id: u64,
+        sge: Vec<Sge>,
+        flags: Vec<SendFlag>,
+        verb: Verb,
+    },
     Sync,
-    Sleep { ms: u64 },
-    WaitCompletions { on: String, count: u32, within_ms: u64 },
-    Probe { on: String, qp: String, probe: Probe },
-    PostSrqRecv { on: String, srq: String, wr_id: u64, sge: Vec<Sge> },
-    ArmSrq { on: String, srq: String, limit: u32 },
+    Sleep {
+        ms: u64,
+    },
+    WaitCompletions {
+        on: String,
+        count: u32,
+        within_ms: u64,
+    },
+    Probe {
+        on: String,
+        qp: String,
+        probe: Probe,
+    },
+    PostSrqRecv {
+        on: String,
+        srq: String,
+        wr_id: u64,
+        sge: Vec<Sge>,
+    },
+    ArmSrq {
+        on: String,
+        srq: String,
+        limit: u32,
+    },
     Stream(StreamStep),
+    ModifyQp {
+        on: String,
+        qp: String,
+        state: QpStateName,
+        state_only: bool,
+        access: Option<Access>,
+    },
+    QueryQp {
+        on: String,
+        qp: String,
+    },
+    DeregMr {
+        on: String,
+        mr: String,
+    },
+    ReregMr {
+        on: String,
+        mr: String,
+        access: Access,
+    },
+    DeallocMw {
+        on: String,
+        mw: String,
+    },
+    ArmCq {
+        on: String,
+        solicited_only: bool,
+    },
+    AwaitNotify {
+        on: String,
+        within_ms: u64,
+    },
 }
 
 /// A stream of work requests, checked: its QPs are `on`'s and connect to the same
@@ -341,6 +405,13 @@ impl Step {
             Step::PostSrqRecv { on, .. }
             | Step::ArmSrq { on, .. }
             | Step::Stream(StreamStep { on, .. }) => Some(on),
+            Step::ModifyQp { on, .. }
+            | Step::QueryQp { on, .. }
+            | Step::DeregMr { on, .. }
+            | Step::ReregMr { on, .. }
+            | Step::DeallocMw { on, .. }
+            | Step::ArmCq { on, .. }
+            | Step::AwaitNotify { on, .. } => Some(on),
             Step::Sync | Step::Sleep { .. } => None,
         }
     }
@@ -357,6 +428,13 @@ impl Step {
             Step::PostSrqRecv { .. } => "post_srq_recv",
             Step::ArmSrq { .. } => "arm_srq",
             Step::Stream(_) => "stream",
+            Step::ModifyQp { .. } => "modify_qp",
+            Step::QueryQp { .. } => "query_qp",
+            Step::DeregMr { .. } => "dereg_mr",
+            Step::ReregMr { .. } => "rereg_mr",
+            Step::DeallocMw { .. } => "dealloc_mw",
+            Step::ArmCq { .. } => "arm_cq",
+            Step::AwaitNotify { .. } => "await_notify",
         }
     }
 }
@@ -456,6 +534,28 @@ pub(crate) struct Expectations {
     pub(crate) event: Vec<EventExpect>,
     pub(crate) stream: Vec<StreamExpect>,
     pub(crate) order: Vec<OrderExpect>,
+    /// What the device answers a step's verb (its `expect`, a `query_qp`'s state).
+    pub(crate) step: Vec<StepExpect>,
+}
+
+/// What the device must answer the verb step `index` (of `Scenario::steps`) calls.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct StepExpect {
+    pub(crate) index: usize,
+    pub(crate) outcome: Outcome,
+    pub(crate) record_deviation: bool,
+}
+
+/// A verb's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Accepted,
+    /// Refused, with this errno if one is named.
+    Refused(Option<Errno>),
+    /// A `query_qp`: the QP is in this state.
+    State(QpStateName),
+    /// An `await_notify`: the CQ notified (or did not).
+    Notified(bool),
 }
 
 impl Expectations {
@@ -467,6 +567,7 @@ impl Expectations {
             + self.event.len()
             + self.stream.len()
             + self.order.len()
+            + self.step.len()
     }
 
     /// Every header condition (`{…}`) the expectations put on frames, each once,

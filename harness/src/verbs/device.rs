@@ -231,8 +231,12 @@ impl Drop for Pd {
     }
 }
 
+/// A completion queue with its own completion channel: polled for completions,
+/// and armed (`ibv_req_notify_cq`) for a notification a step may wait for.
 pub(crate) struct Cq {
     pub(super) cq: *mut ibv_cq,
+    /// Non-blocking: a wait for a notification is a `poll(2)` with a deadline.
+    channel: *mut ibv_comp_channel,
     _ctx: Arc<Context>,
 }
 
@@ -243,12 +247,65 @@ unsafe impl Sync for Cq {}
 
 impl Cq {
     pub(crate) fn new(ctx: &Arc<Context>, depth: i32) -> Result<Arc<Cq>> {
-        // SAFETY: ctx is open; no channel, no context pointer.
-        let cq = unsafe { ibv_create_cq(ctx.ctx, depth, ptr::null_mut(), ptr::null_mut(), 0) };
-        if cq.is_null() {
-            return Err(VerbError::last(format!("ibv_create_cq({depth})"), None));
+        // SAFETY: ctx is open.
+        let channel = unsafe { ibv_create_comp_channel(ctx.ctx) };
+        if channel.is_null() {
+            return Err(VerbError::last("ibv_create_comp_channel", None));
         }
-        Ok(Arc::new(Cq { cq, _ctx: ctx.clone() }))
+        // SAFETY: the channel's fd is open; O_NONBLOCK only changes how reads wait.
+        let nonblocking = unsafe {
+            let fd = (*channel).fd;
+            libc::fcntl(fd, libc::F_SETFL, libc::fcntl(fd, libc::F_GETFL) | libc::O_NONBLOCK)
+        };
+        let cq = if nonblocking >= 0 {
+            // SAFETY: ctx is open; the channel is alive; no context pointer.
+            unsafe { ibv_create_cq(ctx.ctx, depth, ptr::null_mut(), channel, 0) }
+        } else {
+            ptr::null_mut()
+        };
+        if cq.is_null() {
+            let e = VerbError::last(format!("ibv_create_cq({depth})"), None);
+            // SAFETY: created above; no CQ uses it.
+            unsafe { ibv_destroy_comp_channel(channel) };
+            return Err(e);
+        }
+        Ok(Arc::new(Cq { cq, channel, _ctx: ctx.clone() }))
+    }
+
+    /// Arms it (`ibv_req_notify_cq`): the next completion (`solicited_only`: the
+    /// next solicited or failed receive completion) notifies, once.
+    pub(crate) fn arm(&self, solicited_only: bool) -> Result<()> {
+        // SAFETY: cq is alive.
+        let rc = unsafe { ibv_req_notify_cq(self.cq, i32::from(solicited_only)) };
+        let verb =
+            if solicited_only { "ibv_req_notify_cq(solicited)" } else { "ibv_req_notify_cq" };
+        VerbError::check(verb, rc, None)
+    }
+
+    /// Waits up to `within` for a notification; takes and acknowledges it.
+    pub(crate) fn await_notification(&self, within: std::time::Duration) -> Result<bool> {
+        // SAFETY: the channel is alive until Drop.
+        let fd = unsafe { (*self.channel).fd };
+        let mut p = libc::pollfd { fd, events: libc::POLLIN, revents: 0 };
+        let ms = i32::try_from(within.as_millis()).unwrap_or(i32::MAX);
+        // SAFETY: p is one valid pollfd.
+        let n = unsafe { libc::poll(&mut p, 1, ms) };
+        if n < 0 {
+            return Err(VerbError::last("poll(completion channel)", None));
+        }
+        if n == 0 {
+            return Ok(false);
+        }
+        let mut cq = ptr::null_mut();
+        let mut user = ptr::null_mut();
+        // SAFETY: the channel is alive and readable; both are out-parameters.
+        let rc = unsafe { ibv_get_cq_event(self.channel, &mut cq, &mut user) };
+        if rc != 0 {
+            return Err(VerbError::last("ibv_get_cq_event", None));
+        }
+        // SAFETY: one event of this CQ was taken above; acknowledged once.
+        unsafe { ibv_ack_cq_events(cq, 1) };
+        Ok(true)
     }
 
     /// Polls up to `max` completions.
@@ -307,15 +364,24 @@ pub(crate) struct Completion {
 
 impl Drop for Cq {
     fn drop(&mut self) {
-        // SAFETY: created by ibv_create_cq; QPs using it hold Arcs to it.
-        unsafe { ibv_destroy_cq(self.cq) };
+        // SAFETY: created by ibv_create_cq; QPs using it hold Arcs to it. Every
+        // event taken was acknowledged, so destroying it does not wait; then the
+        // channel it was made on.
+        unsafe {
+            ibv_destroy_cq(self.cq);
+            ibv_destroy_comp_channel(self.channel);
+        }
     }
 }
 
 /// A registered buffer. The device reads and writes it behind our back, so its
 /// bytes are only ever copied in or out through raw pointers, never borrowed.
 pub(crate) struct Mr {
+    /// Null once deregistered ([`Mr::deregister`]): the buffer stays, for reading.
     mr: *mut ibv_mr,
+    /// Its keys as last registered (kept after deregistration: a scenario may use a
+    /// stale key on purpose).
+    keys: (u32, u32),
     buf: *mut u8,
     len: usize,
     layout: std::alloc::Layout,
@@ -355,7 +421,52 @@ impl Mr {
             unsafe { std::alloc::dealloc(buf, layout) };
             return Err(e);
         }
-        Ok(Mr { mr, buf, len, layout, _pd: pd.clone() })
+        // SAFETY: mr was just registered.
+        let keys = unsafe { ((*mr).lkey, (*mr).rkey) };
+        Ok(Mr { mr, keys, buf, len, layout, _pd: pd.clone() })
+    }
+
+    /// Deregisters it (`ibv_dereg_mr`). Once that returns the device no longer
+    /// touches the buffer, which stays allocated (and readable) until the `Mr`
+    /// drops. A refusal (a window still bound to it) leaves it registered.
+    pub(crate) fn deregister(&mut self) -> Result<()> {
+        if self.mr.is_null() {
+            return Err(VerbError::from_errno(
+                "ibv_dereg_mr",
+                libc::EINVAL,
+                Some("the MR was deregistered already".into()),
+            ));
+        }
+        // SAFETY: registered; on success it is never used again (nulled below).
+        let rc = unsafe { ibv_dereg_mr(self.mr) };
+        VerbError::check("ibv_dereg_mr", rc, None)?;
+        self.mr = ptr::null_mut();
+        Ok(())
+    }
+
+    /// Re-registers it with `access` (`ibv_rereg_mr`, `IBV_REREG_MR_CHANGE_ACCESS`):
+    /// the same buffer, keys as the device gives them now.
+    pub(crate) fn reregister(&mut self, access: Access) -> Result<()> {
+        let verb = format!("ibv_rereg_mr(access {access:?})");
+        if self.mr.is_null() {
+            return Err(VerbError::from_errno(
+                verb,
+                libc::EINVAL,
+                Some("the MR was deregistered".into()),
+            ));
+        }
+        let flags = ibv_rereg_mr_flags::IBV_REREG_MR_CHANGE_ACCESS.0 as i32;
+        // SAFETY: mr is registered; the PD and address arguments are ignored for a
+        // change of access alone (null is what rdma-core's own callers pass).
+        let rc = unsafe {
+            ibv_rereg_mr(self.mr, flags, ptr::null_mut(), ptr::null_mut(), 0, access.0 as i32)
+        };
+        if rc != 0 {
+            return Err(VerbError::last(verb, None));
+        }
+        // SAFETY: still registered.
+        self.keys = unsafe { ((*self.mr).lkey, (*self.mr).rkey) };
+        Ok(())
     }
 
     pub(crate) fn addr(&self) -> u64 {
@@ -368,12 +479,10 @@ impl Mr {
         self.len
     }
     pub(crate) fn lkey(&self) -> u32 {
-        // SAFETY: mr is registered until Drop.
-        unsafe { (*self.mr).lkey }
+        self.keys.0
     }
     pub(crate) fn rkey(&self) -> u32 {
-        // SAFETY: as above.
-        unsafe { (*self.mr).rkey }
+        self.keys.1
     }
 
     /// Copies `bytes` in at `offset` (clipped to the buffer): only while no work
@@ -405,9 +514,12 @@ impl Mr {
 
 impl Drop for Mr {
     fn drop(&mut self) {
-        // SAFETY: registered in new(); deregistered once, then the memory is freed.
+        // SAFETY: registered in new() (null once deregistered); deregistered
+        // once, then the memory is freed.
         unsafe {
-            ibv_dereg_mr(self.mr);
+            if !self.mr.is_null() {
+                ibv_dereg_mr(self.mr);
+            }
             std::alloc::dealloc(self.buf, self.layout);
         }
     }

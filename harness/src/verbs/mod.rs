@@ -25,8 +25,8 @@ pub(crate) use caps::Feature;
 pub(crate) use cm::CmConn;
 pub(crate) use device::{Ah, Completion, Context, Cq, Mr, Mw, MwKind, Pd};
 pub(crate) use error::VerbError;
-pub(crate) use names::{Access, EventType, SendFlag, WcOpcode, WcStatus};
+pub(crate) use names::{Access, Errno, EventType, QpStateName, SendFlag, WcOpcode, WcStatus};
 pub(crate) use qp::{
-    Binding, Caps, FlushWr, Peer, Placement, Qp, QpAttrs, QpExtras, QpKind, QpParams, Remote,
-    Reset, Rts, Selectivity, SendWr, Sge, Srq,
+    Binding, Caps, FlushWr, Given, Peer, Placement, Qp, QpAttrs, QpExtras, QpKind, QpParams,
+    Remote, Reset, Rts, Selectivity, SendWr, Sge, Srq, Steered,
 };

@@ -200,6 +200,73 @@ named_values!(
     ]
 );
 
+/// `IBV_QPS_RTS`, `rts`, `QPS_RTS` → `IBV_QPS_RTS`; `error` is `IBV_QPS_ERR`.
+fn qps_name(s: &str) -> String {
+    let u = s.trim().to_ascii_uppercase();
+    let short = u.strip_prefix("IBV_").unwrap_or(&u);
+    let short = short.strip_prefix("QPS_").unwrap_or(short);
+    match short {
+        "ERROR" => "IBV_QPS_ERR".into(),
+        s => format!("IBV_QPS_{s}"),
+    }
+}
+
+named_values!(
+    /// `ibv_qp_state`: where a QP is in its state machine (IBA 10.3).
+    QpStateName,
+    "QP state",
+    qps_name,
+    [
+        (0, "IBV_QPS_RESET"),
+        (1, "IBV_QPS_INIT"),
+        (2, "IBV_QPS_RTR"),
+        (3, "IBV_QPS_RTS"),
+        (4, "IBV_QPS_SQD"),
+        (5, "IBV_QPS_SQE"),
+        (6, "IBV_QPS_ERR"),
+        (7, "IBV_QPS_UNKNOWN"),
+    ]
+);
+
+impl QpStateName {
+    pub(crate) const RESET: QpStateName = QpStateName(0);
+    pub(crate) const INIT: QpStateName = QpStateName(1);
+    pub(crate) const RTR: QpStateName = QpStateName(2);
+    pub(crate) const RTS: QpStateName = QpStateName(3);
+    pub(crate) const SQD: QpStateName = QpStateName(4);
+}
+
+/// `EINVAL`, `einval` → `EINVAL`.
+fn errno_name(s: &str) -> String {
+    s.trim().to_ascii_uppercase()
+}
+
+named_values!(
+    /// The errno values a verb refuses with (Linux numbering), by name: what a
+    /// step's `errno` names and a refusal reports.
+    Errno,
+    "errno",
+    errno_name,
+    [
+        (1, "EPERM"),
+        (2, "ENOENT"),
+        (5, "EIO"),
+        (11, "EAGAIN"),
+        (12, "ENOMEM"),
+        (13, "EACCES"),
+        (14, "EFAULT"),
+        (16, "EBUSY"),
+        (17, "EEXIST"),
+        (19, "ENODEV"),
+        (22, "EINVAL"),
+        (28, "ENOSPC"),
+        (34, "ERANGE"),
+        (38, "ENOSYS"),
+        (95, "EOPNOTSUPP"),
+        (110, "ETIMEDOUT"),
+    ]
+);
+
 /// `IBV_ACCESS_REMOTE_WRITE` / `remote_write` → `remote_write`.
 fn access_name(s: &str) -> String {
     let l = s.trim().to_ascii_lowercase();
@@ -357,6 +424,45 @@ mod tests {
             "EVENT_QP_LAST_WQE_REACHED".parse::<EventType>().unwrap().0,
             E::IBV_EVENT_QP_LAST_WQE_REACHED as u32
         );
+        use rdma_sys::ibv_qp_state as Q;
+        for (v, name) in QpStateName::ALL {
+            let want = match *name {
+                "IBV_QPS_RESET" => Q::IBV_QPS_RESET,
+                "IBV_QPS_INIT" => Q::IBV_QPS_INIT,
+                "IBV_QPS_RTR" => Q::IBV_QPS_RTR,
+                "IBV_QPS_RTS" => Q::IBV_QPS_RTS,
+                "IBV_QPS_SQD" => Q::IBV_QPS_SQD,
+                "IBV_QPS_SQE" => Q::IBV_QPS_SQE,
+                "IBV_QPS_ERR" => Q::IBV_QPS_ERR,
+                "IBV_QPS_UNKNOWN" => Q::IBV_QPS_UNKNOWN,
+                _ => unreachable!("a state without a header value"),
+            };
+            assert_eq!(*v, want, "{name}");
+        }
+        assert_eq!("error".parse::<QpStateName>(), Ok(QpStateName(6)));
+        assert_eq!("rts".parse::<QpStateName>(), Ok(QpStateName::RTS));
+        for (v, name) in Errno::ALL {
+            let want = match *name {
+                "EPERM" => libc::EPERM,
+                "ENOENT" => libc::ENOENT,
+                "EIO" => libc::EIO,
+                "EAGAIN" => libc::EAGAIN,
+                "ENOMEM" => libc::ENOMEM,
+                "EACCES" => libc::EACCES,
+                "EFAULT" => libc::EFAULT,
+                "EBUSY" => libc::EBUSY,
+                "EEXIST" => libc::EEXIST,
+                "ENODEV" => libc::ENODEV,
+                "EINVAL" => libc::EINVAL,
+                "ENOSPC" => libc::ENOSPC,
+                "ERANGE" => libc::ERANGE,
+                "ENOSYS" => libc::ENOSYS,
+                "EOPNOTSUPP" => libc::EOPNOTSUPP,
+                "ETIMEDOUT" => libc::ETIMEDOUT,
+                _ => unreachable!("an errno without a libc value"),
+            };
+            assert_eq!(*v as i32, want, "{name}");
+        }
         for (bit, name) in Access::FLAGS {
             let want = match *name {
                 "local_write" => A::IBV_ACCESS_LOCAL_WRITE.0,

@@ -2,7 +2,10 @@
 //! `Qp<Rts>`. Each transition consumes the QP and hands back the next state (a
 //! failed one destroys it: a half-brought-up QP is of no use). Receives can be
 //! posted from INIT on; sends only on a QP in RTS — the compiler says so, not a
-//! runtime check.
+//! runtime check. A conformance scenario that moves a QP through its states
+//! itself (to SQD, ERR, RESET and back, or where the state machine does not go)
+//! steers it: `Qp<Steered>` takes every verb, and the device's answer is the
+//! point; the attributes each transition requires are built in one place for both.
 //!
 //! Owns: [`Qp`] and its states, [`QpAttrs`], [`Srq`], send and receive work requests
 //! ([`SendWr`], [`Sge`]). Imports: `super::device`, `super::error`, `super::ext`,
@@ -15,7 +18,7 @@ use rdma_sys::*;
 
 use super::device::{mtu_enum, Ah, Cq, Mr, Mw, MwKind, Pd};
 use super::error::{Result, VerbError};
-use super::names::Access;
+use super::names::{Access, QpStateName};
 
 /// The transport of a QP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -174,12 +177,23 @@ pub(crate) struct Reset;
 pub(crate) struct Init;
 pub(crate) struct Rtr;
 pub(crate) struct Rts;
+/// A QP a scenario moves through its states itself (`modify_qp` steps): this
+/// program no longer knows its state, and every verb on it is the device's to
+/// accept or refuse, which is what such a scenario checks.
+pub(crate) struct Steered;
 
 /// States a receive may be posted in (IBA 10.8.2: from INIT on).
 pub(crate) trait Receiving {}
 impl Receiving for Init {}
 impl Receiving for Rtr {}
 impl Receiving for Rts {}
+impl Receiving for Steered {}
+
+/// The states a QP takes send WRs in: RTS, as brought up, or wherever a scenario
+/// steered it (the device then decides).
+pub(crate) trait Sending {}
+impl Sending for Rts {}
+impl Sending for Steered {}
 
 /// The QP object itself; destroyed once, when the last state holding it drops.
 struct Raw {
@@ -350,20 +364,7 @@ impl Qp<Reset> {
 
     /// RESET → INIT: port, P_Key index, and the access flags (RC/UC) or Q_Key (UD).
     pub(crate) fn init(self, a: &QpAttrs) -> Result<Qp<Init>> {
-        use ibv_qp_attr_mask as M;
-        // SAFETY: zeroed attributes are valid.
-        let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
-        x.qp_state = ibv_qp_state::IBV_QPS_INIT;
-        x.pkey_index = 0;
-        x.port_num = a.port;
-        let mut mask = M::IBV_QP_STATE.0 | M::IBV_QP_PKEY_INDEX.0 | M::IBV_QP_PORT.0;
-        if self.kind() == QpKind::Ud {
-            x.qkey = a.params.qkey;
-            mask |= M::IBV_QP_QKEY.0;
-        } else {
-            x.qp_access_flags = a.access.0;
-            mask |= M::IBV_QP_ACCESS_FLAGS.0;
-        }
+        let (mut x, mask) = init_attrs(self.kind(), a);
         self.modify(&mut x, mask, "ibv_modify_qp(INIT)", None)
     }
 
@@ -377,38 +378,8 @@ impl Qp<Init> {
     /// INIT → RTR: the path to the peer (its QPN, its first PSN, its GID) for RC and
     /// UC; nothing for UD.
     pub(crate) fn ready_to_receive(self, a: &QpAttrs, peer: Option<Peer>) -> Result<Qp<Rtr>> {
-        use ibv_qp_attr_mask as M;
-        let kind = self.kind();
-        // SAFETY: zeroed attributes are valid.
-        let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
-        x.qp_state = ibv_qp_state::IBV_QPS_RTR;
-        let mut mask = M::IBV_QP_STATE.0;
-        if kind != QpKind::Ud {
-            let p = peer.ok_or_else(|| {
-                VerbError::from_errno(
-                    "ibv_modify_qp(RTR)",
-                    libc::EINVAL,
-                    Some("an RC or UC QP needs its peer".into()),
-                )
-            })?;
-            x.path_mtu = mtu_enum(a.params.mtu);
-            x.dest_qp_num = p.qpn;
-            x.rq_psn = p.psn;
-            x.ah_attr.is_global = 1;
-            x.ah_attr.port_num = a.port;
-            x.ah_attr.grh.dgid.raw = p.gid;
-            x.ah_attr.grh.sgid_index = a.sgid_index;
-            x.ah_attr.grh.hop_limit = 64;
-            mask |=
-                M::IBV_QP_AV.0 | M::IBV_QP_PATH_MTU.0 | M::IBV_QP_DEST_QPN.0 | M::IBV_QP_RQ_PSN.0;
-            if kind == QpKind::Rc {
-                x.max_dest_rd_atomic = a.params.max_dest_rd_atomic;
-                x.min_rnr_timer = a.params.min_rnr_timer;
-                mask |= M::IBV_QP_MAX_DEST_RD_ATOMIC.0 | M::IBV_QP_MIN_RNR_TIMER.0;
-            }
-        }
-        let hint = Some(format!("RoCEv2 needs a GID on both sides: sgid index {} must be the IPv4-mapped GID (index 1 on rxe)", a.sgid_index));
-        self.modify(&mut x, mask, "ibv_modify_qp(RTR)", hint)
+        let (mut x, mask) = rtr_attrs(self.kind(), a, peer)?;
+        self.modify(&mut x, mask, "ibv_modify_qp(RTR)", Some(gid_hint(a)))
     }
 }
 
@@ -416,24 +387,182 @@ impl Qp<Rtr> {
     /// RTR → RTS: the first send PSN, and for RC the ACK timeout, retry counts and
     /// outstanding READ/atomic depth.
     pub(crate) fn ready_to_send(self, a: &QpAttrs) -> Result<Qp<Rts>> {
-        use ibv_qp_attr_mask as M;
-        // SAFETY: zeroed attributes are valid.
-        let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
-        x.qp_state = ibv_qp_state::IBV_QPS_RTS;
-        x.sq_psn = a.sq_psn;
-        let mut mask = M::IBV_QP_STATE.0 | M::IBV_QP_SQ_PSN.0;
-        if self.kind() == QpKind::Rc {
-            x.timeout = a.params.timeout;
-            x.retry_cnt = a.params.retry_cnt;
-            x.rnr_retry = a.params.rnr_retry;
-            x.max_rd_atomic = a.params.max_rd_atomic;
-            mask |= M::IBV_QP_TIMEOUT.0
-                | M::IBV_QP_RETRY_CNT.0
-                | M::IBV_QP_RNR_RETRY.0
-                | M::IBV_QP_MAX_QP_RD_ATOMIC.0;
-        }
+        let (mut x, mask) = rts_attrs(self.kind(), a);
         self.modify(&mut x, mask, "ibv_modify_qp(RTS)", None)
     }
+}
+
+fn gid_hint(a: &QpAttrs) -> String {
+    format!("RoCEv2 needs a GID on both sides: sgid index {} must be the IPv4-mapped GID (index 1 on rxe)", a.sgid_index)
+}
+
+/// The attributes RESET → INIT requires: port, P_Key index, and the access flags
+/// (RC/UC) or Q_Key (UD).
+fn init_attrs(kind: QpKind, a: &QpAttrs) -> (ibv_qp_attr, u32) {
+    use ibv_qp_attr_mask as M;
+    // SAFETY: zeroed attributes are valid.
+    let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    x.qp_state = ibv_qp_state::IBV_QPS_INIT;
+    x.pkey_index = 0;
+    x.port_num = a.port;
+    let mut mask = M::IBV_QP_STATE.0 | M::IBV_QP_PKEY_INDEX.0 | M::IBV_QP_PORT.0;
+    if kind == QpKind::Ud {
+        x.qkey = a.params.qkey;
+        mask |= M::IBV_QP_QKEY.0;
+    } else {
+        x.qp_access_flags = a.access.0;
+        mask |= M::IBV_QP_ACCESS_FLAGS.0;
+    }
+    (x, mask)
+}
+
+/// The attributes INIT → RTR requires: for RC and UC the path to `peer` (its QPN,
+/// its first PSN, its GID), and for RC the responder's depth and RNR timer.
+fn rtr_attrs(kind: QpKind, a: &QpAttrs, peer: Option<Peer>) -> Result<(ibv_qp_attr, u32)> {
+    use ibv_qp_attr_mask as M;
+    // SAFETY: zeroed attributes are valid.
+    let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    x.qp_state = ibv_qp_state::IBV_QPS_RTR;
+    let mut mask = M::IBV_QP_STATE.0;
+    if kind != QpKind::Ud {
+        let p = peer.ok_or_else(|| {
+            VerbError::from_errno(
+                "ibv_modify_qp(RTR)",
+                libc::EINVAL,
+                Some("an RC or UC QP needs its peer".into()),
+            )
+        })?;
+        x.path_mtu = mtu_enum(a.params.mtu);
+        x.dest_qp_num = p.qpn;
+        x.rq_psn = p.psn;
+        x.ah_attr.is_global = 1;
+        x.ah_attr.port_num = a.port;
+        x.ah_attr.grh.dgid.raw = p.gid;
+        x.ah_attr.grh.sgid_index = a.sgid_index;
+        x.ah_attr.grh.hop_limit = 64;
+        mask |= M::IBV_QP_AV.0 | M::IBV_QP_PATH_MTU.0 | M::IBV_QP_DEST_QPN.0 | M::IBV_QP_RQ_PSN.0;
+        if kind == QpKind::Rc {
+            x.max_dest_rd_atomic = a.params.max_dest_rd_atomic;
+            x.min_rnr_timer = a.params.min_rnr_timer;
+            mask |= M::IBV_QP_MAX_DEST_RD_ATOMIC.0 | M::IBV_QP_MIN_RNR_TIMER.0;
+        }
+    }
+    Ok((x, mask))
+}
+
+/// The attributes RTR → RTS requires: the first send PSN, and for RC the ACK
+/// timeout, retry counts and outstanding READ/atomic depth.
+fn rts_attrs(kind: QpKind, a: &QpAttrs) -> (ibv_qp_attr, u32) {
+    use ibv_qp_attr_mask as M;
+    // SAFETY: zeroed attributes are valid.
+    let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    x.qp_state = ibv_qp_state::IBV_QPS_RTS;
+    x.sq_psn = a.sq_psn;
+    let mut mask = M::IBV_QP_STATE.0 | M::IBV_QP_SQ_PSN.0;
+    if kind == QpKind::Rc {
+        x.timeout = a.params.timeout;
+        x.retry_cnt = a.params.retry_cnt;
+        x.rnr_retry = a.params.rnr_retry;
+        x.max_rd_atomic = a.params.max_rd_atomic;
+        mask |= M::IBV_QP_TIMEOUT.0
+            | M::IBV_QP_RETRY_CNT.0
+            | M::IBV_QP_RNR_RETRY.0
+            | M::IBV_QP_MAX_QP_RD_ATOMIC.0;
+    }
+    (x, mask)
+}
+
+/// What a `modify_qp` step gives besides the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Given {
+    /// What the transition requires, taken from the QP's setup (IBA 10.3.1's
+    /// table): the path on INIT → RTR, PSN and timers on RTR → RTS, …
+    Required,
+    /// The state alone: a transition that requires more must be refused.
+    StateOnly,
+}
+
+impl<S> Qp<S> {
+    /// The same QP, from now on moved through its states by the scenario.
+    pub(crate) fn steer(self) -> Qp<Steered> {
+        Qp { raw: self.raw, _state: PhantomData }
+    }
+
+    /// The state the device says the QP is in (`ibv_query_qp`).
+    pub(crate) fn state(&self) -> Result<QpStateName> {
+        // SAFETY: zeroed attribute blocks are valid out-parameters.
+        let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: as above.
+        let mut init: ibv_qp_init_attr = unsafe { std::mem::zeroed() };
+        // SAFETY: the QP is alive; both blocks are valid for writing.
+        let rc = unsafe {
+            ibv_query_qp(self.raw.qp, &mut x, ibv_qp_attr_mask::IBV_QP_STATE.0 as i32, &mut init)
+        };
+        VerbError::check("ibv_query_qp", rc, None)?;
+        Ok(QpStateName(x.qp_state))
+    }
+}
+
+impl Qp<Steered> {
+    /// Asks the device to move the QP to `to` (`ibv_modify_qp`), with what the
+    /// transition from the state it is in requires (or, `Given::StateOnly`, the
+    /// state alone), and `access` when given (an optional attribute from INIT on).
+    /// A refusal is the device's answer, returned as the error; the QP stays usable.
+    pub(crate) fn move_to(
+        &self,
+        to: QpStateName,
+        a: &QpAttrs,
+        peer: Option<Peer>,
+        given: Given,
+        access: Option<Access>,
+    ) -> Result<()> {
+        use ibv_qp_attr_mask as M;
+        let kind = self.kind();
+        let from = self.state()?;
+        let verb = format!("ibv_modify_qp({} → {})", short(from), short(to));
+        let (mut x, mut mask) = match (given, to) {
+            (Given::StateOnly, _) => {
+                // SAFETY: zeroed attributes are valid.
+                let x: ibv_qp_attr = unsafe { std::mem::zeroed() };
+                (x, M::IBV_QP_STATE.0)
+            }
+            (Given::Required, QpStateName::INIT) if from == QpStateName::RESET => {
+                init_attrs(kind, a)
+            }
+            (Given::Required, QpStateName::RTR) if from == QpStateName::INIT => {
+                rtr_attrs(kind, a, peer)?
+            }
+            (Given::Required, QpStateName::RTS) if from == QpStateName::RTR => rts_attrs(kind, a),
+            (Given::Required, QpStateName::SQD) => {
+                // SAFETY: zeroed attributes are valid.
+                let mut x: ibv_qp_attr = unsafe { std::mem::zeroed() };
+                x.en_sqd_async_notify = 1;
+                (x, M::IBV_QP_STATE.0 | M::IBV_QP_EN_SQD_ASYNC_NOTIFY.0)
+            }
+            // RTS → RTS, SQD → RTS, INIT → INIT, to ERR or RESET, or a transition
+            // the state machine does not have: the state (and what the step adds).
+            (Given::Required, _) => {
+                // SAFETY: zeroed attributes are valid.
+                let x: ibv_qp_attr = unsafe { std::mem::zeroed() };
+                (x, M::IBV_QP_STATE.0)
+            }
+        };
+        x.qp_state = to.0;
+        if let Some(acc) = access.filter(|_| kind != QpKind::Ud) {
+            x.qp_access_flags = acc.0;
+            mask |= M::IBV_QP_ACCESS_FLAGS.0;
+        }
+        // SAFETY: the QP is alive; x is valid for the bits in mask.
+        let rc = unsafe { ibv_modify_qp(self.raw.qp, &mut x, mask as i32) };
+        let hint = (to == QpStateName::RTR).then(|| gid_hint(a));
+        VerbError::check(verb, rc, hint)
+    }
+}
+
+/// `IBV_QPS_RTS` → `RTS`.
+fn short(s: QpStateName) -> String {
+    let n = s.to_string();
+    n.strip_prefix("IBV_QPS_").map(str::to_string).unwrap_or(n)
 }
 
 /// One scatter/gather element: address, length, lkey.
@@ -602,7 +731,7 @@ pub(crate) struct SendWr<'a> {
     pub remote: Remote<'a>,
 }
 
-impl Qp<Rts> {
+impl<S: Sending> Qp<S> {
     /// Posts one send-queue WR.
     ///
     /// # Safety of the memory
@@ -656,7 +785,7 @@ impl Qp<Rts> {
     }
 }
 
-impl Qp<Rts> {
+impl<S: Sending> Qp<S> {
     fn extended(&self, verb: &str, flag: &str) -> Result<*mut ibv_qp_ex> {
         if self.raw.qpx.is_null() {
             return Err(VerbError::from_errno(

@@ -23,7 +23,7 @@ fn answers_in_order_and_refuses_what_it_cannot_do() {
     let a = talk(&[
         ToAgent::Hello { version: protocol::VERSION },
         ToAgent::Hello { version: 99 },
-        ToAgent::Do { index: 0, action: Action::Sleep { ms: 0 } },
+        ToAgent::Do { index: 0, action: Action::Sleep { ms: 0 }, judged: false },
         ToAgent::ReadMemory { mr: "x".into() },
         ToAgent::Listen { qp: "q".into(), port: 18600 },
         ToAgent::Teardown,

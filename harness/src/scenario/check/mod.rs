@@ -383,9 +383,10 @@ impl<'a> Checker<'a> {
         let srqs = self.srqs();
         let qps = self.qps();
         let mrs = self.mrs();
-        let steps = self.steps(timeout);
+        let (steps, step_answers) = self.steps(timeout);
         let faults = self.faults();
-        let expect = self.expectations(&mrs, &steps);
+        let mut expect = self.expectations(&mrs, &steps);
+        expect.step = step_answers;
         let requires = self.requires();
         let (spec, warnings) = self.spec();
         Scenario {

@@ -35,8 +35,9 @@ impl<'a> Checker<'a> {
 
     /// The `[[step]]`s, each checked against what it names; a step with an error
     /// is left out (the errors are what the check reports).
-    pub(super) fn steps(&mut self, timeout_ms: u64) -> Vec<Step> {
+    pub(super) fn steps(&mut self, timeout_ms: u64) -> (Vec<Step>, Vec<StepExpect>) {
         let mut out = Vec::new();
+        let mut answers = Vec::new();
         let mut seen = Seen { probes: Vec::new(), streams: Vec::new(), waited: 0, timeout_ms };
         for (i, s) in self.f.steps.iter().enumerate() {
             let op = match &s.op {
@@ -78,11 +79,211 @@ impl<'a> Checker<'a> {
                     .srq_step(s, on, srq)
                     .then(|| Step::ArmSrq { on: on.clone(), srq: srq.clone(), limit: *limit }),
                 StepOp::Probe { on, qp, probe } => self.probe_step(i, s, on, qp, probe, &mut seen),
+                StepOp::ModifyQp { .. }
+                | StepOp::QueryQp { .. }
+                | StepOp::DeregMr { .. }
+                | StepOp::ReregMr { .. }
+                | StepOp::DeallocMw { .. } => self.object_step(i, s, op),
+                StepOp::ArmCq { on, solicited_only } => self
+                    .endpoint_ok(s.at("on"), on)
+                    .then(|| Step::ArmCq { on: on.clone(), solicited_only: *solicited_only }),
+                StepOp::AwaitNotify { on, within_ms, .. } => {
+                    let within_ms = within_ms.unwrap_or(500);
+                    seen.waited += within_ms;
+                    self.endpoint_ok(s.at("on"), on)
+                        .then(|| Step::AwaitNotify { on: on.clone(), within_ms })
+                }
                 _ => self.work_request(i, s, op),
             };
-            out.extend(step);
+            let answer = self.step_answer(s, op);
+            if let Some(step) = step {
+                let queried = match op {
+                    StepOp::QueryQp { state, .. } => self.qp_state(s, state).map(Outcome::State),
+                    StepOp::AwaitNotify { notified, .. } => Some(Outcome::Notified(*notified)),
+                    _ => None,
+                };
+                if let Some(outcome) = queried {
+                    let record_deviation = answer.as_ref().is_some_and(|a| a.record_deviation);
+                    answers.push(StepExpect { index: out.len(), outcome, record_deviation });
+                } else if let Some(a) = answer {
+                    answers.push(StepExpect { index: out.len(), ..a });
+                }
+                out.push(step);
+            }
         }
-        out
+        (out, answers)
+    }
+
+    /// What a step's `expect`, `errno` and `record_deviation` say (its index is
+    /// set by the caller).
+    fn step_answer(&mut self, s: &file::StepFile, op: &StepOp) -> Option<StepExpect> {
+        let o = match &s.outcome {
+            Ok(o) => o,
+            Err(m) => {
+                let k = file::StepOutcomeFile::KEYS.into_iter().find(|k| m.contains(k));
+                self.err(Some(k.map_or(s.span.clone(), |k| s.at(k))), m.clone(), None);
+                return None;
+            }
+        };
+        let errno = o.errno.as_ref().and_then(|e| match e.parse::<Errno>() {
+            Ok(x) => Some(x),
+            Err(u) => {
+                self.err(Some(s.at("errno")), format!("unknown errno `{e}`"), u.hint());
+                None
+            }
+        });
+        let outcome = match o.expect.as_deref() {
+            None if errno.is_some() => {
+                let hint = Some("say `expect = \"refused\"` beside it".to_string());
+                self.err(Some(s.at("errno")), "`errno` needs `expect = \"refused\"`", hint);
+                return None;
+            }
+            None if o.record_deviation.is_some()
+                && !matches!(op, StepOp::QueryQp { .. } | StepOp::AwaitNotify { .. }) =>
+            {
+                let hint = Some("`expect` says what the device must answer; `record_deviation` records one that answers otherwise".to_string());
+                self.err(Some(s.at("record_deviation")), "`record_deviation` needs `expect`", hint);
+                return None;
+            }
+            None => Outcome::Accepted,
+            Some("refused") => Outcome::Refused(errno),
+            Some("accepted") if errno.is_some() => {
+                self.err(Some(s.at("errno")), "an accepted verb has no errno", None);
+                return None;
+            }
+            Some("accepted") => Outcome::Accepted,
+            Some(x) => {
+                let hint = name_hint(x, ["refused", "accepted"]);
+                self.err(
+                    Some(s.at("expect")),
+                    format!("unknown `expect` `{x}`: a step's verb is `refused` or `accepted`"),
+                    hint,
+                );
+                return None;
+            }
+        };
+        if let (Some(_), StepOp::Sync {} | StepOp::Sleep { .. } | StepOp::WaitCompletions { .. }) =
+            (&o.expect, op)
+        {
+            self.err(
+                Some(s.at("expect")),
+                format!(
+                    "a `{}` step calls no verb to refuse",
+                    s.keys.get("op").map_or("", |_| op_name(op))
+                ),
+                None,
+            );
+            return None;
+        }
+        if matches!(op, StepOp::Stream { .. } | StepOp::Probe { .. }) && o.expect.is_some() {
+            let hint = Some(
+                "a stream's and a probe's outcomes are judged by their own expectations"
+                    .to_string(),
+            );
+            self.err(
+                Some(s.at("expect")),
+                format!("`expect` is for a step that calls one verb, not a `{}`", op_name(op)),
+                hint,
+            );
+            return None;
+        }
+        if o.expect.is_none() && o.record_deviation.is_none() {
+            return None;
+        }
+        Some(StepExpect {
+            index: 0,
+            outcome,
+            record_deviation: o.record_deviation.unwrap_or(false),
+        })
+    }
+
+    /// A QP state as a step names it.
+    fn qp_state(&mut self, s: &file::StepFile, state: &str) -> Option<QpStateName> {
+        match state.parse::<QpStateName>() {
+            Ok(QpStateName(7)) => {
+                self.err(
+                    Some(s.at("state")),
+                    "`unknown` is no state a QP can be moved to or found in",
+                    None,
+                );
+                None
+            }
+            Ok(st) => Some(st),
+            Err(u) => {
+                let hint = u.hint().or_else(|| {
+                    Some("a QP state: reset, init, rtr, rts, sqd, sqe, err".to_string())
+                });
+                self.err(Some(s.at("state")), format!("unknown QP state `{state}`"), hint);
+                None
+            }
+        }
+    }
+
+    /// A step on a verbs object itself: a QP's state, an MR's registration, a
+    /// window's life.
+    fn object_step(&mut self, i: usize, s: &file::StepFile, op: &StepOp) -> Option<Step> {
+        match op {
+            StepOp::ModifyQp { on, qp, state, state_only, access } => {
+                let q = self.qp_step(i, s, on, qp)?;
+                let state = self.qp_state(s, state)?;
+                let access = access.as_ref().map(|a| self.access(s.at("access"), a));
+                if access.is_some() && q.qp_type == QpType::Ud {
+                    let hint = Some("a UD QP has a Q_Key, no remote access flags".to_string());
+                    self.err(Some(s.at("access")), format!("QP `{qp}` is UD"), hint);
+                    return None;
+                }
+                Some(Step::ModifyQp {
+                    on: on.clone(),
+                    qp: qp.clone(),
+                    state,
+                    state_only: *state_only,
+                    access,
+                })
+            }
+            StepOp::QueryQp { on, qp, .. } => {
+                self.qp_step(i, s, on, qp)?;
+                Some(Step::QueryQp { on: on.clone(), qp: qp.clone() })
+            }
+            StepOp::DeregMr { on, mr } => {
+                self.own_mr(s, on, mr).then(|| Step::DeregMr { on: on.clone(), mr: mr.clone() })
+            }
+            StepOp::ReregMr { on, mr, access } => {
+                let access = self.access(s.at("access"), access);
+                self.own_mr(s, on, mr).then(|| Step::ReregMr {
+                    on: on.clone(),
+                    mr: mr.clone(),
+                    access,
+                })
+            }
+            StepOp::DeallocMw { on, mw } => {
+                if !self.endpoint_ok(s.at("on"), on) {
+                    return None;
+                }
+                if self.mw_file(on, mw).is_none() {
+                    let hint = name_hint(
+                        mw,
+                        self.f.mws.iter().filter(|w| *w.on == *on).map(|w| w.name.as_str()),
+                    );
+                    self.err(Some(s.at("mw")), format!("no memory window `{mw}` on `{on}`"), hint);
+                    return None;
+                }
+                Some(Step::DeallocMw { on: on.clone(), mw: mw.clone() })
+            }
+            _ => None,
+        }
+    }
+
+    /// An MR of the step's own endpoint.
+    fn own_mr(&mut self, s: &file::StepFile, on: &str, mr: &str) -> bool {
+        if !self.endpoint_ok(s.at("on"), on) {
+            return false;
+        }
+        if self.mr_file(on, mr).is_some() {
+            return true;
+        }
+        let hint = name_hint(mr, self.mr_names_on(on));
+        self.err(Some(s.at("mr")), format!("no MR `{mr}` on `{on}`"), hint);
+        false
     }
 
     /// A step that posts a send-queue work request: its verb and what only that
@@ -157,7 +358,14 @@ impl<'a> Checker<'a> {
             | StepOp::Stream { .. }
             | StepOp::PostSrqRecv { .. }
             | StepOp::ArmSrq { .. }
-            | StepOp::Probe { .. } => None,
+            | StepOp::Probe { .. }
+            | StepOp::ModifyQp { .. }
+            | StepOp::QueryQp { .. }
+            | StepOp::DeregMr { .. }
+            | StepOp::ReregMr { .. }
+            | StepOp::DeallocMw { .. }
+            | StepOp::ArmCq { .. }
+            | StepOp::AwaitNotify { .. } => None,
         }
     }
 
@@ -537,17 +745,23 @@ impl<'a> Checker<'a> {
         let rc_only =
             matches!(verb, Verb::AtomicWrite { .. } | Verb::Flush { .. } | Verb::SendInv { .. });
         let op = verb.op();
+        // A step that expects the device to refuse it asks on purpose.
+        let on_purpose = matches!(&s.outcome, Ok(o) if o.expect.as_deref() == Some("refused"));
         if q.qp_type == QpType::Ud
+            && !on_purpose
             && (remote.is_some() || !matches!(verb, Verb::Send | Verb::SendImm { .. }))
         {
             self.err(
                 Some(s.at("op")),
                 format!("{op} on UD QP `{qp}`: UD carries SENDs only"),
-                None,
+                Some("to see the device refuse it, say `expect = \"refused\"`".into()),
             );
         }
-        if q.qp_type == QpType::Uc && (matches!(verb, Verb::Read { .. }) || atomic || rc_only) {
-            self.err(Some(s.at("op")), format!("{op} on UC QP `{qp}`: UC has no READ, atomics, ATOMIC WRITE, FLUSH or SEND with Invalidate"), Some("use an RC QP".into()));
+        if q.qp_type == QpType::Uc
+            && !on_purpose
+            && (matches!(verb, Verb::Read { .. }) || atomic || rc_only)
+        {
+            self.err(Some(s.at("op")), format!("{op} on UC QP `{qp}`: UC has no READ, atomics, ATOMIC WRITE, FLUSH or SEND with Invalidate"), Some("use an RC QP (or, to see the device refuse it, say `expect = \"refused\"`)".into()));
         }
         let kind = q.qp_type;
         let sge = self.sges(s, on, sge, atomic, kind);
@@ -608,5 +822,17 @@ impl<'a> Checker<'a> {
                 Some("wait less, or raise `timeout_ms` at the top of the file".into()),
             );
         }
+    }
+}
+
+/// The `op` a step names.
+fn op_name(op: &StepOp) -> &'static str {
+    match op {
+        StepOp::Sync {} => "sync",
+        StepOp::Sleep { .. } => "sleep",
+        StepOp::WaitCompletions { .. } => "wait_completions",
+        StepOp::Stream { .. } => "stream",
+        StepOp::Probe { .. } => "probe",
+        _ => "step",
     }
 }

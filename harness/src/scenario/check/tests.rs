@@ -870,3 +870,116 @@ fn a_scenario_naming_no_rule_loads_with_a_warning_at_its_name() {
     );
     assert!(w.contains("= hint: add `spec = "), "{w}");
 }
+
+/// `GOOD` with `steps` put before its own steps.
+fn good_with(steps: &str) -> String {
+    GOOD.replacen("[[step]]", &format!("{steps}\n[[step]]"), 1)
+}
+
+#[test]
+fn steps_on_verbs_objects_load_with_what_the_device_must_answer() {
+    let text = good_with(
+        r#"
+[[step]]
+on = "a"
+op = "modify_qp"
+qp = "q"
+state = "reset"
+[[step]]
+on = "a"
+op = "send"
+qp = "q"
+sge = [{ mr = "msg", len = 5 }]
+expect = "refused"
+errno = "einval"
+[[step]]
+on = "a"
+op = "query_qp"
+qp = "q"
+state = "error"
+record_deviation = true
+[[step]]
+on = "b"
+op = "dereg_mr"
+mr = "rbuf"
+expect = "accepted"
+[[step]]
+on = "b"
+op = "arm_cq"
+solicited_only = true
+[[step]]
+on = "b"
+op = "await_notify"
+notified = false
+"#,
+    );
+    let sc = parse_str(Path::new("t.toml"), &text).expect("loads");
+    assert_eq!(
+        sc.steps[0],
+        Step::ModifyQp {
+            on: "a".into(),
+            qp: "q".into(),
+            state: QpStateName::RESET,
+            state_only: false,
+            access: None
+        }
+    );
+    let answers: Vec<_> =
+        sc.expect.step.iter().map(|e| (e.index, e.outcome, e.record_deviation)).collect();
+    assert_eq!(
+        answers,
+        vec![
+            (1, Outcome::Refused(Some(Errno(22))), false),
+            (2, Outcome::State(QpStateName(6)), true),
+            (3, Outcome::Accepted, false),
+            (5, Outcome::Notified(false), false),
+        ]
+    );
+    assert_eq!(sc.steps[5], Step::AwaitNotify { on: "b".into(), within_ms: 500 });
+}
+
+#[test]
+fn what_a_step_expects_of_the_device_is_checked_where_it_is_written() {
+    let cases = [
+        (
+            "op = \"send\"\nqp = \"q\"\nerrno = \"EINVAL\"",
+            "`errno` needs `expect = \"refused\"`",
+            "errno",
+        ),
+        ("op = \"send\"\nqp = \"q\"\nexpect = \"refsued\"", "unknown `expect` `refsued`", "expect"),
+        (
+            "op = \"send\"\nqp = \"q\"\nexpect = \"refused\"\nerrno = \"EINVALL\"",
+            "unknown errno `EINVALL`",
+            "errno",
+        ),
+        ("op = \"send\"\nqp = \"q\"\nexpect = 3", "expected a string", "expect"),
+        ("op = \"modify_qp\"\nqp = \"q\"\nstate = \"rts2\"", "unknown QP state `rts2`", "state"),
+        (
+            "op = \"send\"\nqp = \"q\"\nrecord_deviation = true",
+            "`record_deviation` needs `expect`",
+            "record_deviation",
+        ),
+    ];
+    for (step, message, key) in cases {
+        let text = good_with(&format!(
+            "[[step]]\non = \"a\"\nsge = [{{ mr = \"msg\", len = 5 }}]\n{step}\n"
+        ));
+        let text = text
+            .replace("sge = [{ mr = \"msg\", len = 5 }]\nop = \"modify_qp\"", "op = \"modify_qp\"");
+        let e = errors(&text);
+        assert_eq!(e.len(), 1, "{step}: {e:?}");
+        assert!(e[0].message.contains(message), "{step}: {}", e[0].message);
+        let line = text.lines().nth(e[0].line - 1).unwrap_or("");
+        assert!(line.starts_with(key), "{step}: points at line {line:?}");
+    }
+}
+
+#[test]
+fn an_operation_the_transport_lacks_loads_when_the_device_is_expected_to_refuse_it() {
+    let ud = GOOD.replace("type = \"rc\"", "type = \"ud\"");
+    let step = "[[step]]\non = \"a\"\nop = \"write\"\nqp = \"q\"\nsge = [{ mr = \"msg\", len = 5 }]\nremote = { mr = \"rbuf\" }\n";
+    let refused = ud.replacen("[[step]]", &format!("{step}expect = \"refused\"\n[[step]]"), 1);
+    assert!(parse_str(Path::new("t.toml"), &refused).is_ok());
+    let e = errors(&ud.replacen("[[step]]", &format!("{step}[[step]]"), 1));
+    assert!(e.iter().any(|d| d.message.contains("UD carries SENDs only")), "{e:?}");
+}
