@@ -179,8 +179,8 @@ mod in_lab {
         }
         assert_eq!(
             scenarios.iter().filter(|s| s["status"] == "skipped").count(),
-            5,
-            "the five FLUSH and ATOMIC WRITE scenarios"
+            9,
+            "the nine FLUSH and ATOMIC WRITE scenarios"
         );
         for s in scenarios.iter().filter(|s| s["status"] != "skipped") {
             let name = s["name"].as_str().unwrap_or("?");
