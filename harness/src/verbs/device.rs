@@ -431,11 +431,7 @@ impl Mr {
     /// drops. A refusal (a window still bound to it) leaves it registered.
     pub(crate) fn deregister(&mut self) -> Result<()> {
         if self.mr.is_null() {
-            return Err(VerbError::from_errno(
-                "ibv_dereg_mr",
-                libc::EINVAL,
-                Some("the MR was deregistered already".into()),
-            ));
+            return Err(VerbError::not_called("ibv_dereg_mr", "the MR was deregistered already"));
         }
         // SAFETY: registered; on success it is never used again (nulled below).
         let rc = unsafe { ibv_dereg_mr(self.mr) };
@@ -449,11 +445,7 @@ impl Mr {
     pub(crate) fn reregister(&mut self, access: Access) -> Result<()> {
         let verb = format!("ibv_rereg_mr(access {access:?})");
         if self.mr.is_null() {
-            return Err(VerbError::from_errno(
-                verb,
-                libc::EINVAL,
-                Some("the MR was deregistered".into()),
-            ));
+            return Err(VerbError::not_called(verb, "the MR was deregistered"));
         }
         let flags = ibv_rereg_mr_flags::IBV_REREG_MR_CHANGE_ACCESS.0 as i32;
         // SAFETY: mr is registered; the PD and address arguments are ignored for a

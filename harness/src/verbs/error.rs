@@ -14,6 +14,11 @@ pub(crate) enum VerbError {
     Unsupported { verb: String, hint: Option<String> },
     /// The verb ran and failed, with its errno.
     Failed { verb: String, source: io::Error, hint: Option<String> },
+    /// This layer did not call the verb: its arguments were wrong here (a QP not
+    /// made for the operation, an MR deregistered already), or calling it would
+    /// let the provider read what it must not (a UD send WR without an address
+    /// handle). Not the device's answer: no errno.
+    NotCalled { verb: String, why: String },
 }
 
 pub(crate) type Result<T> = std::result::Result<T, VerbError>;
@@ -49,9 +54,16 @@ impl VerbError {
         }
     }
 
+    /// The verb `verb` refused here, before the device saw it, because `why`.
+    pub(crate) fn not_called(verb: impl Into<String>, why: impl Into<String>) -> VerbError {
+        VerbError::NotCalled { verb: verb.into(), why: why.into() }
+    }
+
     pub(crate) fn verb(&self) -> &str {
         match self {
-            VerbError::Unsupported { verb, .. } | VerbError::Failed { verb, .. } => verb,
+            VerbError::Unsupported { verb, .. }
+            | VerbError::Failed { verb, .. }
+            | VerbError::NotCalled { verb, .. } => verb,
         }
     }
 
@@ -59,12 +71,14 @@ impl VerbError {
         match self {
             VerbError::Unsupported { .. } => libc::EOPNOTSUPP,
             VerbError::Failed { source, .. } => source.raw_os_error().unwrap_or(0),
+            VerbError::NotCalled { .. } => 0,
         }
     }
 
     pub(crate) fn hint(&self) -> Option<&str> {
         match self {
             VerbError::Unsupported { hint, .. } | VerbError::Failed { hint, .. } => hint.as_deref(),
+            VerbError::NotCalled { .. } => None,
         }
     }
 
@@ -79,6 +93,7 @@ impl VerbError {
                 format!("{verb}: not supported by this device or kernel")
             }
             VerbError::Failed { verb, source, .. } => format!("{verb} failed: {source}"),
+            VerbError::NotCalled { verb, why } => format!("{verb} not called: {why}"),
         }
     }
 }
@@ -97,7 +112,7 @@ impl std::error::Error for VerbError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             VerbError::Failed { source, .. } => Some(source),
-            VerbError::Unsupported { .. } => None,
+            VerbError::Unsupported { .. } | VerbError::NotCalled { .. } => None,
         }
     }
 }

@@ -426,11 +426,7 @@ fn rtr_attrs(kind: QpKind, a: &QpAttrs, peer: Option<Peer>) -> Result<(ibv_qp_at
     let mut mask = M::IBV_QP_STATE.0;
     if kind != QpKind::Ud {
         let p = peer.ok_or_else(|| {
-            VerbError::from_errno(
-                "ibv_modify_qp(RTR)",
-                libc::EINVAL,
-                Some("an RC or UC QP needs its peer".into()),
-            )
+            VerbError::not_called("ibv_modify_qp(RTR)", "an RC or UC QP needs its peer")
         })?;
         x.path_mtu = mtu_enum(a.params.mtu);
         x.dest_qp_num = p.qpn;
@@ -739,6 +735,7 @@ impl<S: Sending> Qp<S> {
     /// completes: they must lie inside MRs that live as long as this QP (inline data
     /// is copied at once).
     pub(crate) fn post_send(&self, wr: &SendWr, sges: &[Sge]) -> Result<()> {
+        self.ud_needs_an_address(&wr.remote, "ibv_post_send")?;
         let mut sg = sg_list(sges);
         // SAFETY: zeroed ibv_send_wr is valid; the fields are set below.
         let mut w: ibv_send_wr = unsafe { std::mem::zeroed() };
@@ -786,13 +783,22 @@ impl<S: Sending> Qp<S> {
 }
 
 impl<S: Sending> Qp<S> {
+    /// A UD QP's provider reads every send WR's address handle (`wr.ud.ah`, a
+    /// union with the RDMA fields): a WR without one would have it dereference a
+    /// remote address. Such a WR is not passed on.
+    fn ud_needs_an_address(&self, remote: &Remote, verb: &str) -> Result<()> {
+        if self.kind() == QpKind::Ud && !matches!(remote, Remote::Ud { .. }) {
+            return Err(VerbError::not_called(
+                verb,
+                "a UD QP takes only SENDs with an address handle; its provider would read this WR's other fields as one",
+            ));
+        }
+        Ok(())
+    }
+
     fn extended(&self, verb: &str, flag: &str) -> Result<*mut ibv_qp_ex> {
         if self.raw.qpx.is_null() {
-            return Err(VerbError::from_errno(
-                verb,
-                libc::EINVAL,
-                Some(format!("the QP was not created with {flag}")),
-            ));
+            return Err(VerbError::not_called(verb, format!("the QP was not created with {flag}")));
         }
         Ok(self.raw.qpx)
     }
@@ -830,6 +836,7 @@ impl<S: Sending> Qp<S> {
         addr: u64,
         value: [u8; 8],
     ) -> Result<()> {
+        self.ud_needs_an_address(&Remote::None, "ibv_wr_atomic_write")?;
         // SAFETY: the QP was created with IBV_QP_EX_WITH_ATOMIC_WRITE (extended()
         // checks there is an extended view, Qp::new set it only with that flag
         // among others); the provider copies the 8 bytes before returning.
@@ -843,12 +850,12 @@ impl<S: Sending> Qp<S> {
 
     /// Posts an RDMA FLUSH.
     pub(crate) fn post_flush(&self, wr_id: u64, flags: u32, fl: FlushWr) -> Result<()> {
+        self.ud_needs_an_address(&Remote::None, "ibv_wr_flush")?;
         let FlushWr { rkey, addr, len, placement, level } = fl;
         if !self.raw.flush {
-            return Err(VerbError::from_errno(
+            return Err(VerbError::not_called(
                 "ibv_wr_flush",
-                libc::EINVAL,
-                Some("the QP was not created with IBV_QP_EX_WITH_FLUSH".into()),
+                "the QP was not created with IBV_QP_EX_WITH_FLUSH",
             ));
         }
         let qpx = self.extended("ibv_wr_flush", "IBV_QP_EX_WITH_FLUSH")?;
@@ -872,11 +879,11 @@ impl<S: Sending> Qp<S> {
     /// Binds a type 1 window with `ibv_bind_mw` (a WR on this QP). Its new rkey
     /// is [`Mw::rkey`] once this returns.
     pub(crate) fn bind_mw_type1(&self, mw: &Mw, wr_id: u64, flags: u32, to: Binding) -> Result<()> {
+        self.ud_needs_an_address(&Remote::None, "ibv_bind_mw")?;
         if mw.kind != MwKind::Type1 {
-            return Err(VerbError::from_errno(
+            return Err(VerbError::not_called(
                 "ibv_bind_mw",
-                libc::EINVAL,
-                Some("ibv_bind_mw binds type 1 windows; a type 2 one is bound by a WR".into()),
+                "ibv_bind_mw binds type 1 windows; a type 2 one is bound by a WR",
             ));
         }
         let mut b = ibv_mw_bind {

@@ -747,14 +747,15 @@ impl<'a> Checker<'a> {
         let op = verb.op();
         // A step that expects the device to refuse it asks on purpose.
         let on_purpose = matches!(&s.outcome, Ok(o) if o.expect.as_deref() == Some("refused"));
+        // Not even on purpose on UD: its provider reads every send WR's address
+        // handle, so such a WR is never passed to it (the device cannot answer).
         if q.qp_type == QpType::Ud
-            && !on_purpose
             && (remote.is_some() || !matches!(verb, Verb::Send | Verb::SendImm { .. }))
         {
             self.err(
                 Some(s.at("op")),
                 format!("{op} on UD QP `{qp}`: UD carries SENDs only"),
-                Some("to see the device refuse it, say `expect = \"refused\"`".into()),
+                Some("a UD provider reads every send WR's address handle, so no other operation is handed to it, even to see it refused".into()),
             );
         }
         if q.qp_type == QpType::Uc

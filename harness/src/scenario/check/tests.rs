@@ -975,11 +975,13 @@ fn what_a_step_expects_of_the_device_is_checked_where_it_is_written() {
 }
 
 #[test]
-fn an_operation_the_transport_lacks_loads_when_the_device_is_expected_to_refuse_it() {
-    let ud = GOOD.replace("type = \"rc\"", "type = \"ud\"");
-    let step = "[[step]]\non = \"a\"\nop = \"write\"\nqp = \"q\"\nsge = [{ mr = \"msg\", len = 5 }]\nremote = { mr = \"rbuf\" }\n";
-    let refused = ud.replacen("[[step]]", &format!("{step}expect = \"refused\"\n[[step]]"), 1);
-    assert!(parse_str(Path::new("t.toml"), &refused).is_ok());
-    let e = errors(&ud.replacen("[[step]]", &format!("{step}[[step]]"), 1));
-    assert!(e.iter().any(|d| d.message.contains("UD carries SENDs only")), "{e:?}");
+fn an_operation_uc_lacks_loads_when_the_device_is_expected_to_refuse_it_and_never_on_ud() {
+    let step = "[[step]]\non = \"a\"\nop = \"read\"\nqp = \"q\"\nsge = [{ mr = \"msg\", len = 5 }]\nremote = { mr = \"rbuf\" }\n";
+    for (kind, refused_loads) in [("uc", true), ("ud", false)] {
+        let text = GOOD.replace("type = \"rc\"", &format!("type = \"{kind}\""));
+        let refused = text.replacen("[[step]]", &format!("{step}expect = \"refused\"\n[[step]]"), 1);
+        assert_eq!(parse_str(Path::new("t.toml"), &refused).is_ok(), refused_loads, "{kind}");
+        let e = errors(&text.replacen("[[step]]", &format!("{step}[[step]]"), 1));
+        assert!(e.iter().any(|d| d.message.contains("read on")), "{kind}: {e:?}");
+    }
 }
