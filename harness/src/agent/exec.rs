@@ -781,10 +781,10 @@ impl Local {
         let sges = self.sges(sges)?;
         let p = Posting { q: self.qp(qname)?, wr_id, flags: send_flag_bits(flags) };
         let (opcode, imm, remote) = match verb {
-            AgentVerb::Send { imm } if p.q.setup.kind == QpKind::Ud => {
-                (send_opcode(*imm), *imm, p.ud_peer(qname)?)
+            AgentVerb::Send { imm, qkey } if p.q.setup.kind == QpKind::Ud => {
+                (send_opcode(*imm), *imm, p.ud_peer(qname, *qkey)?)
             }
-            AgentVerb::Send { imm } => (send_opcode(*imm), *imm, Remote::None),
+            AgentVerb::Send { imm, .. } => (send_opcode(*imm), *imm, Remote::None),
             AgentVerb::Write { remote, imm } => {
                 let (addr, rkey) = p.q.remote(remote)?;
                 (write_opcode(*imm), *imm, Remote::Rdma { addr, rkey })
@@ -855,14 +855,14 @@ struct Posting<'a> {
 
 impl<'a> Posting<'a> {
     /// Where a SEND on a UD QP goes: its peer, through its address handle.
-    fn ud_peer(&self, qname: &str) -> AgentResult<Remote<'a>> {
+    fn ud_peer(&self, qname: &str, qkey: Option<u32>) -> AgentResult<Remote<'a>> {
         let q = self.q;
         let ah = q.ah.as_ref().ok_or_else(|| {
             AgentError::from(format!("UD QP `{qname}` has no address handle: Connect first"))
         })?;
         let peer =
             q.peer.ok_or_else(|| AgentError::from(format!("UD QP `{qname}` knows no peer")))?;
-        Ok(Remote::Ud { ah, qpn: peer.qpn, qkey: q.peer_qkey })
+        Ok(Remote::Ud { ah, qpn: peer.qpn, qkey: qkey.unwrap_or(q.peer_qkey) })
     }
 
     /// Posts an ATOMIC WRITE of `value` (8 bytes) to the peer's `remote`.

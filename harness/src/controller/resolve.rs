@@ -165,8 +165,10 @@ pub(super) fn action(
                 .unwrap_or_default();
             let rm = |r: &model::Remote| remote(r, &peer, keys);
             let verb = match verb {
-                model::Verb::Send => AgentVerb::Send { imm: None },
-                model::Verb::SendImm { imm } => AgentVerb::Send { imm: Some(*imm) },
+                model::Verb::Send { qkey } => AgentVerb::Send { imm: None, qkey: *qkey },
+                model::Verb::SendImm { imm, qkey } => {
+                    AgentVerb::Send { imm: Some(*imm), qkey: *qkey }
+                }
                 model::Verb::Write { remote: r } => AgentVerb::Write { remote: rm(r)?, imm: None },
                 model::Verb::WriteImm { remote: r, imm } => {
                     AgentVerb::Write { remote: rm(r)?, imm: Some(*imm) }

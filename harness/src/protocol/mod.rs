@@ -278,8 +278,11 @@ pub(crate) struct RemoteRef {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
 pub(crate) enum AgentVerb {
+    /// On UD, `qkey` overrides the peer's Q_Key in the WR.
     Send {
         imm: Option<u32>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        qkey: Option<u32>,
     },
     Write {
         remote: RemoteRef,

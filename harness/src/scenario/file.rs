@@ -406,6 +406,10 @@ pub(crate) enum StepOp {
         /// UD: the peer endpoint whose QP receives (default: the other end of `qp`).
         #[serde(default)]
         to: Option<String>,
+        /// UD: the WR's remote Q_Key (default: the receiving QP's). One with the
+        /// high bit set makes the sender put its own QP's Q_Key in the DETH.
+        #[serde(default)]
+        qkey: Option<u32>,
     },
     SendImm {
         on: String,
@@ -419,6 +423,8 @@ pub(crate) enum StepOp {
         imm_data: u32,
         #[serde(default)]
         to: Option<String>,
+        #[serde(default)]
+        qkey: Option<u32>,
     },
     /// A stream of `count` work requests of one `verb` (`write`, `read`,
     /// `fetch_add`, `atomics`, `send` with the peer's `receive`, `write_imm`),

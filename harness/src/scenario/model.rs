@@ -197,9 +197,13 @@ pub(crate) enum Invalidate {
 /// A send-queue verb and what only it carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Verb {
-    Send,
+    /// On UD, `qkey` is the WR's remote Q_Key (default: the peer QP's).
+    Send {
+        qkey: Option<u32>,
+    },
     SendImm {
         imm: u32,
+        qkey: Option<u32>,
     },
     Write {
         remote: Remote,
@@ -251,7 +255,7 @@ impl Verb {
     /// The step's `op`, as the file names it.
     pub(crate) fn op(&self) -> &'static str {
         match self {
-            Verb::Send => "send",
+            Verb::Send { .. } => "send",
             Verb::SendImm { .. } => "send_imm",
             Verb::Write { .. } => "write",
             Verb::WriteImm { .. } => "write_imm",
@@ -276,7 +280,7 @@ impl Verb {
             | Verb::FetchAdd { remote, .. }
             | Verb::AtomicWrite { remote, .. }
             | Verb::Flush { remote, .. } => Some(remote),
-            Verb::Send
+            Verb::Send { .. }
             | Verb::SendImm { .. }
             | Verb::SendInv { .. }
             | Verb::LocalInv { .. }

@@ -290,12 +290,19 @@ impl<'a> Checker<'a> {
     /// verb carries, checked, then the post itself ([`Checker::post`]).
     fn work_request(&mut self, i: usize, s: &file::StepFile, op: &StepOp) -> Option<Step> {
         match op {
-            StepOp::Send { on, qp, wr_id, sge, flags, to }
-            | StepOp::SendImm { on, qp, wr_id, sge, flags, to, .. } => {
+            StepOp::Send { on, qp, wr_id, sge, flags, to, qkey }
+            | StepOp::SendImm { on, qp, wr_id, sge, flags, to, qkey, .. } => {
                 let verb = match op {
-                    StepOp::SendImm { imm_data, .. } => Verb::SendImm { imm: *imm_data },
-                    _ => Verb::Send,
+                    StepOp::SendImm { imm_data, .. } => {
+                        Verb::SendImm { imm: *imm_data, qkey: *qkey }
+                    }
+                    _ => Verb::Send { qkey: *qkey },
                 };
+                let ud = self.f.qps.iter().any(|q| *q.name == *qp && q.qp_type == QpType::Ud);
+                if qkey.is_some() && !ud {
+                    let hint = Some("a Q_Key is a UD WR's; RC and UC QPs have none".to_string());
+                    self.err(Some(s.at("qkey")), format!("`qkey` on a SEND of `{qp}`, not a UD QP"), hint);
+                }
                 if let Some(t) = to {
                     self.endpoint_ok(s.at("to"), t);
                 }
@@ -750,7 +757,7 @@ impl<'a> Checker<'a> {
         // Not even on purpose on UD: its provider reads every send WR's address
         // handle, so such a WR is never passed to it (the device cannot answer).
         if q.qp_type == QpType::Ud
-            && (remote.is_some() || !matches!(verb, Verb::Send | Verb::SendImm { .. }))
+            && (remote.is_some() || !matches!(verb, Verb::Send { .. } | Verb::SendImm { .. }))
         {
             self.err(
                 Some(s.at("op")),

@@ -425,7 +425,7 @@ fn a_good_scenario_loads() {
         "defaults filled in"
     );
     assert_eq!(sc.mrs[1].access, Access::LOCAL_WRITE);
-    assert!(matches!(&sc.steps[1], Step::Post { verb: Verb::Send, sge, .. } if sge[0].len == 5));
+    assert!(matches!(&sc.steps[1], Step::Post { verb: Verb::Send { qkey: None }, sge, .. } if sge[0].len == 5));
     assert_eq!(sc.expect.completion[0].opcode, Some(WcOpcode(128)));
 }
 
