@@ -301,7 +301,11 @@ impl<'a> Checker<'a> {
                 let ud = self.f.qps.iter().any(|q| *q.name == *qp && q.qp_type == QpType::Ud);
                 if qkey.is_some() && !ud {
                     let hint = Some("a Q_Key is a UD WR's; RC and UC QPs have none".to_string());
-                    self.err(Some(s.at("qkey")), format!("`qkey` on a SEND of `{qp}`, not a UD QP"), hint);
+                    self.err(
+                        Some(s.at("qkey")),
+                        format!("`qkey` on a SEND of `{qp}`, not a UD QP"),
+                        hint,
+                    );
                 }
                 if let Some(t) = to {
                     self.endpoint_ok(s.at("to"), t);

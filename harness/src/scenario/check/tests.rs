@@ -425,7 +425,9 @@ fn a_good_scenario_loads() {
         "defaults filled in"
     );
     assert_eq!(sc.mrs[1].access, Access::LOCAL_WRITE);
-    assert!(matches!(&sc.steps[1], Step::Post { verb: Verb::Send { qkey: None }, sge, .. } if sge[0].len == 5));
+    assert!(
+        matches!(&sc.steps[1], Step::Post { verb: Verb::Send { qkey: None }, sge, .. } if sge[0].len == 5)
+    );
     assert_eq!(sc.expect.completion[0].opcode, Some(WcOpcode(128)));
 }
 
@@ -979,7 +981,8 @@ fn an_operation_uc_lacks_loads_when_the_device_is_expected_to_refuse_it_and_neve
     let step = "[[step]]\non = \"a\"\nop = \"read\"\nqp = \"q\"\nsge = [{ mr = \"msg\", len = 5 }]\nremote = { mr = \"rbuf\" }\n";
     for (kind, refused_loads) in [("uc", true), ("ud", false)] {
         let text = GOOD.replace("type = \"rc\"", &format!("type = \"{kind}\""));
-        let refused = text.replacen("[[step]]", &format!("{step}expect = \"refused\"\n[[step]]"), 1);
+        let refused =
+            text.replacen("[[step]]", &format!("{step}expect = \"refused\"\n[[step]]"), 1);
         assert_eq!(parse_str(Path::new("t.toml"), &refused).is_ok(), refused_loads, "{kind}");
         let e = errors(&text.replacen("[[step]]", &format!("{step}[[step]]"), 1));
         assert!(e.iter().any(|d| d.message.contains("read on")), "{kind}: {e:?}");
