@@ -313,6 +313,33 @@ fn every_console_example_prints_what_it_shows() {
     assert!(ran >= 5, "only {ran} console examples ran: the transcripts went missing?");
 }
 
+/// Every relative link of the README and the book to a file of the repository
+/// (`[text](path)`, the anchor aside) names a file that is there.
+#[test]
+fn relative_links_name_files_that_exist() {
+    let mut broken = Vec::new();
+    let mut seen = 0;
+    for md in markdown_files() {
+        let text = std::fs::read_to_string(&md).expect("read");
+        let dir = md.parent().expect("a dir");
+        for target in text.split("](").skip(1).filter_map(|s| s.split(')').next()) {
+            let file = target.split('#').next().unwrap_or(target);
+            if file.is_empty() || file.contains("://") || file.contains(' ') {
+                continue;
+            }
+            seen += 1;
+            if !dir.join(file).exists() {
+                broken.push(format!(
+                    "{}: {target}",
+                    md.strip_prefix(root()).unwrap_or(&md).display()
+                ));
+            }
+        }
+    }
+    assert!(broken.is_empty(), "links to nothing: {broken:#?}");
+    assert!(seen >= 30, "only {seen} links followed");
+}
+
 /// `mdbook build docs` succeeds and writes every chapter of SUMMARY.md; no link
 /// between chapters points at a page that is not there.
 #[test]
@@ -348,11 +375,16 @@ fn the_book_builds() {
             if href.contains("://") || href.starts_with('#') || href.starts_with("mailto:") {
                 continue;
             }
-            let file = href.split('#').next().unwrap_or(href);
+            let (file, anchor) = href.split_once('#').unwrap_or((href, ""));
             if file.ends_with(".html") {
                 let p = html_path.parent().expect("a dir").join(file);
-                if !p.is_file() {
-                    broken.push(format!("{}: {href}", rel.display()));
+                match std::fs::read_to_string(&p) {
+                    Err(_) => broken.push(format!("{}: {href}", rel.display())),
+                    Ok(target) => {
+                        if !anchor.is_empty() && !target.contains(&format!("id=\"{anchor}\"")) {
+                            broken.push(format!("{}: {href} (no such heading)", rel.display()));
+                        }
+                    }
                 }
             }
         }
