@@ -3,7 +3,7 @@
 # `roce` on PATH (~/.cargo/bin). Safe to run again: every step is idempotent.
 #
 #   bash scripts/setup.sh            # build deps + roce
-#   bash scripts/setup.sh --test     # also what the test suite needs (tshark, lab)
+#   bash scripts/setup.sh --test     # also what the test suite needs (tshark, mdbook, lab)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -55,6 +55,14 @@ if (( want_test )); then
         python3 -m venv "$py"
         "$py/bin/pip" install --quiet --disable-pip-version-check 'pyarrow==26.0.1'
     fi
+fi
+
+# The book (docs/): `mdbook build docs` is one of the tests (tests/tests/docs.rs,
+# the_book_builds). mdbook from crates.io, pinned, without its server and file
+# watcher (only `build` is used).
+if (( want_test )) && ! mdbook --version 2>/dev/null | grep -qx 'mdbook v0.5.4'; then
+    say "installing mdbook 0.5.4 (the book's build test; a few minutes, once)"
+    cargo install --quiet --locked mdbook --version 0.5.4 --no-default-features --features search --root "$HOME/.cargo"
 fi
 
 say "building and installing roce ($(cargo --version))"

@@ -3,7 +3,7 @@
 # README's test command and exactly what CI (.ci/run) runs.
 #
 # A plain `cargo test --workspace` needs nothing but the build: every test that
-# needs tshark, pyarrow, chromium, root or the lab is #[ignore = "needs …"], and
+# needs tshark, pyarrow, chromium, mdbook, root or the lab is #[ignore = "needs …"], and
 # the summary counts them. This script runs them too, on purpose, in three passes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +29,7 @@ fi
 say "tests that need nothing but the build"
 cargo test --workspace --locked --release
 
-say "tests that need tshark, pyarrow, chromium or root (installed above; CI runs as root)"
+say "tests that need tshark, pyarrow, chromium, mdbook or root (installed above; CI runs as root)"
 cargo test --workspace --locked --release -- --ignored --skip in_lab::
 
 # ---- lab (`roce lab`, lab/) -------------------------------------------------------------

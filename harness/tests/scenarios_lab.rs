@@ -573,7 +573,7 @@ mod in_lab {
     }
 
     /// The real-host mode, for real inside the lab: each VM runs `roce agent --listen
-    /// --key-file` as `nobody` with only CAP_NET_RAW and CAP_IPC_LOCK (as the README's
+    /// --key-file` as `nobody` with only CAP_NET_RAW and CAP_IPC_LOCK (as the book's
     /// systemd unit does), and a controller in VM a drives them over the VMs' network.
     /// After 1,000 connections of garbage, scenarios with verbs and crafted probes
     /// pass through the authenticated agents; a controller killed mid-scenario, and one stopped (silent beyond the heartbeat

@@ -43,7 +43,7 @@ pub struct DecodeArgs {
     /// Print the full header tree of each frame.
     #[arg(short = 'V', long)]
     pub verbose: bool,
-    /// JSON Lines: one object per frame (schema in the README).
+    /// JSON Lines: one object per frame (schema: docs/src/guide/decode.md).
     #[arg(long, conflicts_with_all = ["verbose", "output_format"])]
     pub json: bool,
     /// Output format, as tshark's -T: text (default), fields, json (= --json), or

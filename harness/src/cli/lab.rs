@@ -184,7 +184,10 @@ FAULT RULES (--fault, repeatable; or --faults FILE)
     dir=a>b|b>a   qp=0x11 (destination QP)   op=send-only|ack|write-only|0x11|…
     psn=4 or psn=4-7
   Which matching frames:
-    nth=N         only the N-th matching frame (nth=2 with psn=4: its retransmission)
+    nth=N         only the N-th frame (from 1) that matches every match key given,
+                  counted per rule; a response carries its request's PSN, so
+                  dir=a>b op=write-only psn=4 nth=2 is that WRITE's resend, while
+                  psn=4 nth=2 alone may be the ACK of PSN 4
     prob=P        each matching frame with probability P (seeded: --seed, or seed=S)
     limit=N       at most N times
   Examples:

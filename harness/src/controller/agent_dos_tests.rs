@@ -271,7 +271,7 @@ fn count(lines: &[String], what: &str) -> usize {
 
 /// Issue 31, 1: 100 slow connections from the controller's own address, which
 /// re-take every place freed; the real controller arriving 2 s later is served
-/// within the bound the README states (5 s; measured: well under 1 s).
+/// within the bound the book states (docs/src/guide/real-hosts.md) (5 s; measured: well under 1 s).
 #[test]
 fn slowloris_does_not_lock_out_the_real_controller() {
     let mut a = spawn("slowloris", Rlimits { nofile: Some(64), ..Default::default() });
@@ -493,7 +493,7 @@ fn outside_allow_a_connection_is_refused_before_any_handshake_work() {
 /// Strangers churning as fast as they can from the controller's own address
 /// (two threads opening and closing connections, a third holding 50 open and
 /// sending half a challenge on each): the real controller still gets in, within
-/// the bound the README states (5 s).
+/// the bound the book states (5 s).
 #[test]
 fn a_real_controller_gets_in_while_strangers_churn() {
     let mut a = spawn("churn", Rlimits { nofile: Some(64), ..Default::default() });

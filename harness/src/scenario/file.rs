@@ -231,7 +231,9 @@ pub(crate) struct QpFile {
     pub(crate) max_rd_atomic: Option<u8>,
     #[serde(default)]
     pub(crate) max_dest_rd_atomic: Option<u8>,
-    /// `qp_access_flags` (default: remote_write, remote_read, remote_atomic).
+    /// `qp_access_flags` (default: remote_write, remote_read, remote_atomic;
+    /// given, it replaces the default). FLUSH needs `flush_global` or
+    /// `flush_persistent` here on the responder's end as well as on its MR.
     #[serde(default)]
     pub(crate) access: Option<Spanned<PerEndpoint<Vec<String>>>>,
     /// UD Q_Key (default 0x11111111).
@@ -259,7 +261,9 @@ pub(crate) struct MrFile {
     pub(crate) name: Spanned<String>,
     pub(crate) on: Spanned<String>,
     pub(crate) size: Spanned<u64>,
-    /// `ibv_access_flags` (default: local_write only).
+    /// `ibv_access_flags` (default: local_write only). A peer's WRITE and ATOMIC
+    /// WRITE need remote_write, READ remote_read, CmpSwap and FetchAdd
+    /// remote_atomic, FLUSH flush_global or flush_persistent.
     #[serde(default)]
     pub(crate) access: Option<Spanned<Vec<String>>>,
     /// Initial content (the rest is zero); default all zero.
@@ -275,7 +279,10 @@ pub(crate) enum Content {
     Text(String),
     /// Hex bytes, whitespace allowed: "de ad be ef".
     Bytes(String),
-    /// Hex bytes repeated to the length in question: "ab" or "00 01 02 03".
+    /// Hex bytes repeated, "ab" or "00 01 02 03": over the whole MR in an MR's
+    /// `init`; in a memory `equals`, from its `offset` to the end of the MR (the
+    /// MR's `size` minus `offset`); in a probe's `payload`, to its `len`; in an
+    /// ATOMIC WRITE's `value`, to 8 bytes.
     Pattern(String),
     /// A little-endian u64 (atomics).
     U64(u64),
@@ -1055,7 +1062,10 @@ pub(crate) struct CompletionFile {
     /// invalidated (`IBV_WC_WITH_INV`).
     #[serde(default)]
     pub(crate) invalidated: Option<Spanned<String>>,
-    /// The total number of completions `on` sees.
+    /// Without `wr_id` and `index`: exactly this many completions polled on `on`
+    /// in the whole run. A stream's own successful completions are not kept, so
+    /// are not counted; its first failed one is (`count = 0` on an endpoint
+    /// that only runs a stream: no stream completion failed).
     #[serde(default)]
     pub(crate) count: Option<usize>,
     #[serde(default)]
