@@ -15,6 +15,7 @@ mod agent;
 mod check;
 mod coverage;
 mod craft;
+mod dataset;
 mod decode;
 mod diff;
 mod flows;
