@@ -46,17 +46,18 @@ if ! command -v cargo >/dev/null 2>&1; then
     export PATH="$HOME/.cargo/bin:$PATH"
 fi
 
-# The Parquet test reads `roce`'s files back with pyarrow (not packaged in Debian
-# 12): a virtualenv of its own, pinned.
+# The Parquet tests read `roce`'s files back with pyarrow and query a dataset with
+# DuckDB (neither packaged in Debian 12): a virtualenv of their own, pinned.
 if (( want_test )); then
     py=${ROCE_PYTHON_ENV:-$HOME/.cache/roce/py}
-    if ! "$py/bin/python" -c 'import pyarrow' 2>/dev/null; then
-        say "installing pyarrow into $py (the Parquet test's reader)"
+    if ! "$py/bin/python" -c 'import pyarrow, duckdb' 2>/dev/null; then
+        say "installing pyarrow and duckdb into $py (the Parquet tests' readers)"
         python3 -m venv "$py"
-        "$py/bin/pip" install --quiet --disable-pip-version-check 'pyarrow==26.0.1'
+        "$py/bin/pip" install --quiet --disable-pip-version-check 'pyarrow==26.0.1' 'duckdb==2.0.0'
     fi
 fi
 
 say "building and installing roce ($(cargo --version))"
 cargo install --quiet --locked --path harness --root "$HOME/.cargo" --force --target-dir target
 say "roce is at $HOME/.cargo/bin/roce"
+
