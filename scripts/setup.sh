@@ -61,3 +61,27 @@ say "building and installing roce ($(cargo --version))"
 cargo install --quiet --locked --path harness --root "$HOME/.cargo" --force --target-dir target
 say "roce is at $HOME/.cargo/bin/roce"
 
+# Shell completions and manual pages, made by the binary from its own options: for
+# everyone as root, else under ~/.local/share (bash-completion and man look there).
+roce=$HOME/.cargo/bin/roce
+if [[ $(id -u) -eq 0 ]]; then
+    bash_dir=/usr/share/bash-completion/completions
+    zsh_dir=/usr/local/share/zsh/site-functions
+    fish_dir=/usr/local/share/fish/vendor_completions.d
+    man_dir=/usr/local/share/man/man1
+else
+    data=${XDG_DATA_HOME:-$HOME/.local/share}
+    bash_dir=$data/bash-completion/completions
+    zsh_dir=$data/zsh/site-functions
+    fish_dir=${XDG_CONFIG_HOME:-$HOME/.config}/fish/completions
+    man_dir=$data/man/man1
+fi
+install_completion() { # SHELL FILE
+    mkdir -p "$(dirname "$2")" && "$roce" completions "$1" >"$2.tmp" && mv -f "$2.tmp" "$2"
+}
+if install_completion bash "$bash_dir/roce" && install_completion zsh "$zsh_dir/_roce" \
+    && install_completion fish "$fish_dir/roce.fish" && "$roce" man --dir "$man_dir" >/dev/null; then
+    say "completions in $bash_dir, $zsh_dir and $fish_dir; manual pages in $man_dir (man roce-decode)"
+else
+    echo "note: the completions or manual pages could not be installed (see above); roce works without them" >&2
+fi
