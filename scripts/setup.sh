@@ -16,10 +16,11 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 # (rdma-sys runs bindgen). Lab: qemu, debootstrap, e2fsprogs, xz-utils and zstd (unpack the
 # guest kernel for a faster boot). Tests: tshark; chromium, chromium-driver and
 # python3-selenium (the HTML report's ladder checked in a headless browser);
-# python3-venv, for pyarrow from PyPI (Parquet files read back by another reader).
+# python3-venv, for pyarrow and duckdb from PyPI (Parquet files read back by other
+# readers); man-db, to render `roce man`'s pages.
 pkgs=(build-essential pkg-config libpcap-dev libibverbs-dev librdmacm-dev libclang-dev clang
       qemu-system-x86 debootstrap e2fsprogs xz-utils zstd)
-(( want_test )) && pkgs+=(tshark chromium chromium-driver python3-selenium python3-venv)
+(( want_test )) && pkgs+=(tshark chromium chromium-driver python3-selenium python3-venv man-db)
 
 missing=()
 for p in "${pkgs[@]}"; do
