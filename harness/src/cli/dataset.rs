@@ -12,8 +12,8 @@
 //! Owns: which captures make a dataset and their partition names
 //! ([`captures`], [`hive_escape`]), the temporary directory and its commit
 //! ([`Dataset`]), and running work per capture on a bounded number of threads
-//! ([`each`]). Imports: `super::exit`. What is written into a partition is the
-//! caller's (`decode`, `flows`).
+//! ([`each`]). Imports: `super::exit`; dissector's capture error. What is written
+//! into a partition is the caller's (`decode`, `flows`).
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Mutex;
@@ -98,6 +98,18 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The error that ended the reading of capture `c`, naming the capture (the
+/// reader's errors name it already, with the frame and byte; others get it added).
+pub(super) fn capture_error(c: &Capture, e: &dissector::capture::CaptureError) -> anyhow::Error {
+    let text = e.to_string();
+    let path = c.path.display().to_string();
+    if text.contains(&path) {
+        anyhow!("{text}")
+    } else {
+        anyhow!("{path}: {text}")
+    }
 }
 
 /// `path` without a `.pcap` or `.pcapng` extension.

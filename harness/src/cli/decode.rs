@@ -263,11 +263,7 @@ fn decode_dataset(
         if let Some(e) =
             decode_in_order(&mut src, opts, filter.as_ref(), limit, &mut output, &mut stats)?
         {
-            return Err(Failure::input(anyhow!(
-                "{e} (in {}; {} frames were decoded before it)",
-                c.path.display(),
-                stats.frames
-            )));
+            return Err(Failure::input(dataset::capture_error(c, &e)));
         }
         table
             .finish()

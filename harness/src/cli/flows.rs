@@ -117,11 +117,8 @@ fn flows_dataset(
         let filter =
             filter.lock().map_err(|_| anyhow::anyhow!("an analysing thread failed"))?.clone();
         let mut an = Analyzer::new();
-        if let (frames, Some(e)) = analyse(&mut src, limit, opts, filter.as_ref(), &mut an) {
-            return Err(Failure::input(anyhow::anyhow!(
-                "{e} (in {}; {frames} frames were read before it)",
-                c.path.display()
-            )));
+        if let (_, Some(e)) = analyse(&mut src, limit, opts, filter.as_ref(), &mut an) {
+            return Err(Failure::input(dataset::capture_error(c, &e)));
         }
         let report = an.report();
         if let Some(ds) = &ds {
