@@ -16,10 +16,11 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 # (rdma-sys runs bindgen). Lab: qemu, debootstrap, e2fsprogs, xz-utils and zstd (unpack the
 # guest kernel for a faster boot). Tests: tshark; chromium, chromium-driver and
 # python3-selenium (the HTML report's ladder checked in a headless browser);
-# python3-venv, for pyarrow from PyPI (Parquet files read back by another reader).
+# python3-venv, for pyarrow and duckdb from PyPI (Parquet files read back by other
+# readers); man-db, to render `roce man`'s pages.
 pkgs=(build-essential pkg-config libpcap-dev libibverbs-dev librdmacm-dev libclang-dev clang
       qemu-system-x86 debootstrap e2fsprogs xz-utils zstd)
-(( want_test )) && pkgs+=(tshark chromium chromium-driver python3-selenium python3-venv)
+(( want_test )) && pkgs+=(tshark chromium chromium-driver python3-selenium python3-venv man-db)
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -46,14 +47,14 @@ if ! command -v cargo >/dev/null 2>&1; then
     export PATH="$HOME/.cargo/bin:$PATH"
 fi
 
-# The Parquet test reads `roce`'s files back with pyarrow (not packaged in Debian
-# 12): a virtualenv of its own, pinned.
+# The Parquet tests read `roce`'s files back with pyarrow and query a dataset with
+# DuckDB (neither packaged in Debian 12): a virtualenv of their own, pinned.
 if (( want_test )); then
     py=${ROCE_PYTHON_ENV:-$HOME/.cache/roce/py}
-    if ! "$py/bin/python" -c 'import pyarrow' 2>/dev/null; then
-        say "installing pyarrow into $py (the Parquet test's reader)"
+    if ! "$py/bin/python" -c 'import pyarrow, duckdb' 2>/dev/null; then
+        say "installing pyarrow and duckdb into $py (the Parquet tests' readers)"
         python3 -m venv "$py"
-        "$py/bin/pip" install --quiet --disable-pip-version-check 'pyarrow==26.0.1'
+        "$py/bin/pip" install --quiet --disable-pip-version-check 'pyarrow==26.0.1' 'duckdb==2.0.0'
     fi
 fi
 
@@ -68,3 +69,28 @@ fi
 say "building and installing roce ($(cargo --version))"
 cargo install --quiet --locked --path harness --root "$HOME/.cargo" --force --target-dir target
 say "roce is at $HOME/.cargo/bin/roce"
+
+# Shell completions and manual pages, made by the binary from its own options: for
+# everyone as root, else under ~/.local/share (bash-completion and man look there).
+roce=$HOME/.cargo/bin/roce
+if [[ $(id -u) -eq 0 ]]; then
+    bash_dir=/usr/share/bash-completion/completions
+    zsh_dir=/usr/local/share/zsh/site-functions
+    fish_dir=/usr/local/share/fish/vendor_completions.d
+    man_dir=/usr/local/share/man/man1
+else
+    data=${XDG_DATA_HOME:-$HOME/.local/share}
+    bash_dir=$data/bash-completion/completions
+    zsh_dir=$data/zsh/site-functions
+    fish_dir=${XDG_CONFIG_HOME:-$HOME/.config}/fish/completions
+    man_dir=$data/man/man1
+fi
+install_completion() { # SHELL FILE
+    mkdir -p "$(dirname "$2")" && "$roce" completions "$1" >"$2.tmp" && mv -f "$2.tmp" "$2"
+}
+if install_completion bash "$bash_dir/roce" && install_completion zsh "$zsh_dir/_roce" \
+    && install_completion fish "$fish_dir/roce.fish" && "$roce" man --dir "$man_dir" >/dev/null; then
+    say "completions in $bash_dir, $zsh_dir and $fish_dir; manual pages in $man_dir (man roce-decode)"
+else
+    echo "note: the completions or manual pages could not be installed (see above); roce works without them" >&2
+fi

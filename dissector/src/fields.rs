@@ -210,6 +210,7 @@ fields! {
     CmDrepPrivate = "infiniband.cm.drsp.private": "CM DREP private data (224 bytes)",
     RoceVersion = "roce.version": "RoCE version: 1 or 2",
     RoceOpcodeName = "roce.opcode.name": "Opcode name, e.g. RC RDMA WRITE Only",
+    RoceOpcodeRole = "roce.opcode.role": "request or response, as the opcode table says (what roce flows counts as a request; empty for CNPs and unknown opcodes)",
     RoceTransport = "roce.transport": "Transport: RC UC RD DC UD XRC CNP VENDOR",
     RoceDceth = "roce.dceth": "DC: the 8 bytes after the BTH (tshark skips them unnamed)",
     RoceDcceth = "roce.dcceth": "DC connect: the 16-byte DCCETH, hex",
@@ -451,6 +452,7 @@ impl Field {
             | F::CmDreqPrivate
             | F::CmDrepPrivate => Ty::Bytes,
             F::RoceOpcodeName
+            | F::RoceOpcodeRole
             | F::RoceTransport
             | F::RoceAethType
             | F::RoceAethNak
@@ -878,6 +880,11 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
             fr.roce.into_iter().for_each(|v| f(Dec(if v == RoceVersion::V1 { 1 } else { 2 })))
         }
         F::RoceOpcodeName => ib.into_iter().for_each(|i| f(Value::Text(&OpName(i)))),
+        F::RoceOpcodeRole => match ib.and_then(|i| i.info) {
+            Some(info) if info.is_request() => f(Value::Str("request")),
+            Some(info) if info.is_response() => f(Value::Str("response")),
+            _ => {}
+        },
         F::RoceTransport => ib.into_iter().for_each(|i| {
             let t = i.info.map_or(i.bth.opcode.transport(), |info| info.transport);
             f(Value::Str(t.abbrev()))

@@ -649,6 +649,16 @@ const FLOW_COUNTS: &[FlowCount] = &[
 /// flow), tied to its flow by `flow`.
 pub(crate) fn write_flows(dir: &Path, r: &dissector::flow::Report) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    write_flow_tables(&dir.join("flows.parquet"), &dir.join("events.parquet"), r)
+}
+
+/// The two tables of [`write_flows`], at the paths given: the flow table at `flows`,
+/// its events at `events` (the partitions of a dataset of several captures).
+pub(crate) fn write_flow_tables(
+    flows: &Path,
+    events: &Path,
+    r: &dissector::flow::Report,
+) -> Result<()> {
     let mut specs = vec![
         Spec::new("transport", Kind::Str),
         Spec::new("src", Kind::Str),
@@ -657,7 +667,7 @@ pub(crate) fn write_flows(dir: &Path, r: &dissector::flow::Report) -> Result<()>
         Spec::new("duration", Kind::Seconds),
     ];
     specs.extend(FLOW_COUNTS.iter().map(|(n, _)| Spec::new(n, Kind::U64)));
-    let mut t = Table::create(&dir.join("flows.parquet"), specs)?;
+    let mut t = Table::create(flows, specs)?;
     for f in &r.flows {
         t.push(0, Cell::Str(f.transport));
         t.push(1, Cell::Str(&f.src));
@@ -685,7 +695,7 @@ pub(crate) fn write_flows(dir: &Path, r: &dissector::flow::Report) -> Result<()>
         Spec::new("request_frame", Kind::U64),
         Spec::new("wc_status", Kind::Str),
     ];
-    let mut t = Table::create(&dir.join("events.parquet"), specs)?;
+    let mut t = Table::create(events, specs)?;
     // flow, frame, kind, PSN, syndrome, detail, request frame, WC status.
     type Event<'a> = (u64, u64, &'a str, u32, Option<u8>, String, Option<u64>, Option<&'a str>);
     let mut events: Vec<Event> = Vec::new();

@@ -1219,3 +1219,64 @@ fn a_run_past_its_budget_is_refused_before_it_starts() {
     assert!(!out.exists(), "nothing was made");
     assert!(!r.err.contains("booting"), "no lab was booted: {}", r.err);
 }
+
+/// `roce completions` prints a script for each shell; `roce man` pages render with
+/// `man -l` into text that names the command and its options, without a warning
+/// from groff.
+#[test]
+#[ignore = "needs man (man-db, groff): bash scripts/setup.sh --test installs them"]
+fn man_pages_render_with_man() {
+    let tmp = scratch();
+    let dir = tmp.join("man1");
+    let r = roce(&["man", "--dir", dir.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.lines().count() > 15, "a page per command: {}", r.out);
+    assert_eq!(temporaries(&dir), Vec::<String>::new(), "no temporary left");
+    for (page, words) in [
+        ("roce.1", &["roce", "decode", "flows", "completions"][..]),
+        ("roce-decode.1", &["roce-decode", "--display-filter", "--force", "EXIT STATUS"][..]),
+        ("roce-lab-run.1", &["roce-lab-run"][..]),
+    ] {
+        let out = std::process::Command::new("man")
+            .arg("-l")
+            .arg(dir.join(page))
+            .env("MANWIDTH", "100")
+            .env("MAN_KEEP_FORMATTING", "0")
+            .env("MANPAGER", "cat")
+            .env("PAGER", "cat")
+            .output()
+            .expect("man runs");
+        let text = String::from_utf8_lossy(&out.stdout);
+        let warnings = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{page}: {warnings}");
+        assert!(warnings.trim().is_empty(), "{page}: {warnings}");
+        // man may still embolden with backspaces when not on a terminal.
+        let plain: String = {
+            let mut s = String::new();
+            for c in text.chars() {
+                if c == '\u{8}' {
+                    s.pop();
+                } else {
+                    s.push(c);
+                }
+            }
+            s
+        };
+        for w in words {
+            assert!(plain.contains(w), "{page} lacks {w}:\n{plain}");
+        }
+    }
+}
+
+#[test]
+fn completions_for_every_shell() {
+    for shell in ["bash", "zsh", "fish", "elvish", "powershell"] {
+        let r = roce(&["completions", shell]);
+        assert_eq!(r.code, 0, "{shell}: {}", r.err);
+        // fish writes a long flag as `-l display-filter`.
+        assert!(r.out.contains("decode") && r.out.contains("display-filter"), "{shell}");
+    }
+    let r = roce(&["completions", "tcsh"]);
+    assert_eq!(r.code, 2, "an unknown shell is a usage error");
+    assert!(r.err.contains("bash"), "the shells are listed: {}", r.err);
+}

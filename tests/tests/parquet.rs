@@ -3,6 +3,8 @@
 //! output: every column typed as its field, every value equal, on every capture in
 //! `captures/`, across row groups. pyarrow lives in its own virtualenv
 //! (`scripts/setup.sh --test` makes it; `ROCE_PYTHON` names another Python).
+//! Several captures make a Hive-partitioned dataset, which DuckDB (in the same
+//! virtualenv) queries to the same per-QP counts as `roce flows`.
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -33,14 +35,22 @@ const FIELDS: &[&str] = &[
 ];
 
 fn python() -> PathBuf {
+    python_with("pyarrow")
+}
+
+/// The test virtualenv's Python, which must be able to import `module`.
+fn python_with(module: &str) -> PathBuf {
     let py = std::env::var_os("ROCE_PYTHON").map(PathBuf::from).unwrap_or_else(|| {
         PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
             .join(".cache/roce/py/bin/python")
     });
-    let ok = Command::new(&py).args(["-c", "import pyarrow"]).status().is_ok_and(|s| s.success());
+    let ok = Command::new(&py)
+        .args(["-c", &format!("import {module}")])
+        .status()
+        .is_ok_and(|s| s.success());
     assert!(
         ok,
-        "no pyarrow at {}: `bash scripts/setup.sh --test` installs it (or set ROCE_PYTHON)",
+        "no {module} at {}: `bash scripts/setup.sh --test` installs it (or set ROCE_PYTHON)",
         py.display()
     );
     py
@@ -209,4 +219,184 @@ fn parquet_needs_a_file_and_fields_and_leaves_nothing_half_written() {
     ]);
     assert_eq!(r.code, 3, "{}", r.err);
     assert!(r.err.contains("/nonexistent/dir/x.parquet"), "{}", r.err);
+}
+
+/// What the DuckDB query of the guide needs of every frame (docs/src/guide/parquet.md).
+const QP_FIELDS: &[&str] = &[
+    "frame.number",
+    "roce.flow",
+    "roce.transport",
+    "infiniband.deth.srcqp",
+    "infiniband.bth.psn",
+    "roce.opcode.role",
+    "roce.aeth.type",
+    "infiniband.mad.mgmtclass",
+];
+
+/// The partition name of a capture below `captures/`: its path there, without the
+/// extension (what `roce decode captures/ -T parquet -w DIR` names it).
+fn partition_name(cap: &std::path::Path) -> String {
+    let rel = cap.strip_prefix(root().join("captures")).unwrap();
+    rel.with_extension("").to_str().unwrap().to_string()
+}
+
+/// Every capture in `captures/` decoded into one Hive-partitioned dataset, queried
+/// with DuckDB by the guide's query: per QP, the same retransmissions, NAKs and RNR
+/// NAKs as `roce flows --json` of each capture.
+#[test]
+#[ignore = "needs duckdb: bash scripts/setup.sh --test"]
+fn duckdb_over_a_dataset_counts_what_flows_counts() {
+    let tmp = scratch();
+    let ds = tmp.join("dataset");
+    let mut args: Vec<String> = ["decode", root().join("captures").to_str().unwrap()]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    args.extend(["-T", "parquet", "-w", ds.to_str().unwrap()].map(String::from));
+    args.extend(fields_args(QP_FIELDS));
+    let r = roce(&args);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let mut reports = serde_json::Map::new();
+    for cap in captures() {
+        let j = roce(&["flows", "-r", cap.to_str().unwrap(), "--json"]);
+        assert_eq!(j.code, 0, "{}: {}", cap.display(), j.err);
+        let v: serde_json::Value = serde_json::from_str(&j.out).unwrap();
+        reports.insert(partition_name(&cap), v);
+    }
+    let json = tmp.join("reports.json");
+    std::fs::write(&json, serde_json::Value::Object(reports).to_string()).unwrap();
+    let out = Command::new(python_with("duckdb"))
+        .arg(root().join("tests/parquet/check_duckdb.py"))
+        .args([
+            ds.as_os_str(),
+            root().join("tests/parquet/qp_counts.sql").as_os_str(),
+            json.as_os_str(),
+        ])
+        .output()
+        .expect("python runs");
+    let said =
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("equal to roce flows"), "{said}");
+    // Counts that could differ: the captures hold resends, NAKs and RNR NAKs.
+    let n = |what: &str| -> u64 {
+        let before = said.split(&format!(" {what}")).next().unwrap();
+        before.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(n("retransmissions") > 0 && n("NAKs") > 0 && n("RNR NAKs") > 0, "{said}");
+}
+
+/// The guide shows the query the DuckDB test runs, word for word.
+#[test]
+fn the_guide_shows_the_query_the_test_runs() {
+    let sql = std::fs::read_to_string(root().join("tests/parquet/qp_counts.sql")).unwrap();
+    let guide = std::fs::read_to_string(root().join("docs/src/guide/parquet.md")).unwrap();
+    assert!(
+        guide.contains(sql.trim_end()),
+        "docs/src/guide/parquet.md lacks tests/parquet/qp_counts.sql"
+    );
+    for f in QP_FIELDS {
+        assert!(guide.contains(&format!("-e {f}")), "the guide's decode command lacks -e {f}");
+    }
+}
+
+/// Several captures make a dataset: one partition per capture, names escaped as
+/// Hive does, all or nothing, and an existing dataset replaced only with --force.
+#[test]
+fn several_captures_make_a_partitioned_dataset_whole_or_not_at_all() {
+    let tmp = scratch();
+    let lab = root().join("captures/lab");
+    let (a, b) = (lab.join("rc_pingpong.pcapng"), root().join("captures/rc_naks.pcap"));
+    let odd = tmp.join("odd=name.pcap");
+    std::fs::copy(&b, &odd).unwrap();
+    let ds = tmp.join("ds");
+    let run = |inputs: &[&std::path::Path], extra: &[&str]| {
+        let mut args: Vec<String> = vec!["decode".into()];
+        args.extend(inputs.iter().map(|p| p.to_str().unwrap().to_string()));
+        args.extend(
+            ["-T", "parquet", "-e", "frame.number", "-w", ds.to_str().unwrap()].map(String::from),
+        );
+        args.extend(extra.iter().map(|s| s.to_string()));
+        roce(&args)
+    };
+    let r = run(&[&a, &b, &odd], &["-j", "2"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let mut parts: Vec<String> = std::fs::read_dir(&ds)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    parts.sort();
+    assert_eq!(parts, ["capture=odd%3Dname", "capture=rc_naks", "capture=rc_pingpong"]);
+    for p in &parts {
+        let f = ds.join(p).join("part-0.parquet");
+        let bytes = std::fs::read(&f).unwrap();
+        assert!(bytes.starts_with(b"PAR1") && bytes.ends_with(b"PAR1"), "{}", f.display());
+    }
+    // Again: refused, the dataset untouched.
+    let r = run(&[&a, &b], &[]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(r.err.contains("--force"), "{}", r.err);
+    assert!(ds.join("capture=odd%3Dname").exists());
+    // A damaged capture: the file and frame are named, nothing is written, the old
+    // dataset stays.
+    let bad = tmp.join("cut.pcapng");
+    let whole = std::fs::read(&a).unwrap();
+    std::fs::write(&bad, &whole[..whole.len() - 10]).unwrap();
+    let r = run(&[&a, &bad], &["--force"]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(r.err.contains("cut.pcapng") && r.err.contains("frame "), "{}", r.err);
+    assert!(r.err.contains("nothing was written"), "{}", r.err);
+    assert!(ds.join("capture=odd%3Dname").exists(), "the old dataset is kept");
+    assert_eq!(
+        temporaries(tmp.join("x").parent().unwrap()),
+        Vec::<String>::new(),
+        "no temporary left"
+    );
+    // --force replaces it.
+    let r = run(&[&lab], &["--force"]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(ds.join("capture=rc_drop_retransmit/part-0.parquet").is_file());
+    assert!(!ds.join("capture=odd%3Dname").exists(), "replaced, not merged");
+    assert_eq!(
+        temporaries(tmp.join("x").parent().unwrap()),
+        Vec::<String>::new(),
+        "no temporary left"
+    );
+    // Other outputs take one capture.
+    let r = roce(&["decode", lab.to_str().unwrap()]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("-T parquet"), "{}", r.err);
+}
+
+/// `roce flows --parquet DIR` of several captures: the flow table and the events,
+/// each partitioned by capture; the text report of each capture under its name.
+#[test]
+fn flows_of_several_captures_make_partitioned_tables() {
+    let tmp = scratch();
+    let dir = tmp.join("flows");
+    let (a, b) = (
+        root().join("captures/lab/rc_drop_retransmit.pcapng"),
+        root().join("captures/rc_naks.pcap"),
+    );
+    let r = roce(&[
+        "flows",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "--parquet",
+        dir.to_str().unwrap(),
+    ]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    for t in ["flows", "events"] {
+        for c in ["rc_drop_retransmit", "rc_naks"] {
+            assert!(dir.join(format!("{t}/capture={c}/part-0.parquet")).is_file(), "{t} {c}");
+        }
+    }
+    assert!(
+        r.out.contains("== rc_drop_retransmit (") && r.out.contains("== rc_naks ("),
+        "{}",
+        r.out
+    );
+    let r = roce(&["flows", a.to_str().unwrap(), b.to_str().unwrap(), "--json"]);
+    assert_eq!(r.code, 2);
+    assert!(r.err.contains("--json"), "{}", r.err);
 }

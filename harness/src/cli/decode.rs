@@ -23,6 +23,7 @@ use dissector::filter::Filter;
 use dissector::frame::Frame;
 use dissector::{frame, print};
 
+use super::dataset::{self, Capture, Dataset};
 use super::exit::{help, CommandResult, Exit, Failure};
 use super::input::{InputArgs, Source};
 use super::parallel::{self, Plan};
@@ -30,7 +31,7 @@ use crate::parquet_writer::{self, Extract, Rows, Spec, Table};
 
 const EXIT: &[(Exit, &str)] = &[
     (Exit::Ok, "every frame was read"),
-    (Exit::BadInput, "a bad option, field name or display filter, or a damaged capture (the frames before the damage are printed)"),
+    (Exit::BadInput, "a bad option, field name or display filter, or a damaged capture (the frames before the damage are printed; a dataset of several captures is not written at all), or -w DIR exists and is not empty (without --force)"),
     (Exit::Setup, "the interface could not be opened, or -w could not be written"),
     (Exit::Interrupted, "a second Ctrl-C during live capture"),
 ];
@@ -69,6 +70,10 @@ pub struct DecodeArgs {
     /// while writing grows with it).
     #[arg(long, value_name = "ROWS", default_value_t = parquet_writer::ROW_GROUP)]
     pub row_group: usize,
+    /// With several captures or a directory (a dataset, -w DIR): replace DIR when it
+    /// exists and is not empty (it is refused otherwise).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -150,6 +155,9 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Co
     let fopts = FieldOpts::parse(&a.field_opts).map_err(Failure::input)?;
     let filter = a.input.display_filter()?;
     let opts = a.input.decode_options();
+    if let Some(captures) = a.input.dataset()? {
+        return decode_dataset(&a, format, &captures, &field_ids, filter.as_ref(), &opts, err);
+    }
     let mut src = a.input.open()?;
     let (mut save, mut table) = open_writes(&a, format, &field_ids)?;
     if format == Format::Fields && fopts.header {
@@ -205,6 +213,93 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Co
             Ok(Exit::BadInput)
         }
     }
+}
+
+/// `-T parquet -w DIR` of several captures or a directory: a Hive-partitioned
+/// dataset, `DIR/capture=NAME/part-0.parquet`, the captures decoded side by side
+/// (`-j` at a time, one thread each), all or nothing (see [`super::dataset`]).
+fn decode_dataset(
+    a: &DecodeArgs,
+    format: Format,
+    captures: &[Capture],
+    fields: &[Field],
+    filter: Option<&Filter>,
+    opts: &frame::Options,
+    err: &mut dyn Write,
+) -> CommandResult {
+    let (Format::Parquet, Some(dir)) = (format, a.write.as_deref()) else {
+        return Err(Failure::input(anyhow!(
+            "several captures, or a directory, are decoded into a dataset: give -T parquet -e FIELD… -w DIR"
+        )));
+    };
+    let ds = Dataset::create(dir, a.force)?;
+    let fopts = FieldOpts::parse(&[]).map_err(Failure::input)?;
+    let render = Render::new(fields, &fopts);
+    let limit = a.input.count.unwrap_or(u64::MAX);
+    // A compiled filter keeps scratch state (not `Sync`): each capture takes a copy.
+    let filter = std::sync::Mutex::new(filter.cloned());
+    let results = dataset::each(captures, a.input.jobs(), |c| {
+        let part = ds.part(&c.name)?;
+        let mut src = Source::File(dissector::capture::open(&c.path).map_err(Failure::input)?);
+        let specs = fields.iter().map(|&f| Spec::of_field(f)).collect();
+        let mut table = Table::with_row_groups(&part, specs, a.row_group)
+            .with_context(|| format!("writing the partition of {}", c.path.display()))
+            .map_err(Failure::setup)?;
+        let mut sink = io::sink();
+        let mut output = Output {
+            format,
+            verbose: false,
+            render: &render,
+            extract: Extract::new(fields),
+            out: &mut sink,
+            table: Some(&mut table),
+            save: None,
+            line: Vec::new(),
+            val: Vec::new(),
+            text: String::new(),
+        };
+        let mut stats = Stats::default();
+        let filter = filter.lock().map_err(|_| anyhow!("a decoding thread failed"))?.clone();
+        if let Some(e) =
+            decode_in_order(&mut src, opts, filter.as_ref(), limit, &mut output, &mut stats)?
+        {
+            return Err(Failure::input(dataset::capture_error(c, &e)));
+        }
+        table
+            .finish()
+            .with_context(|| format!("writing the partition of {}", c.path.display()))
+            .map_err(Failure::setup)?;
+        Ok(stats)
+    });
+    let mut total = Stats::default();
+    let mut first_failure = None;
+    let mut not_started = 0;
+    for r in results {
+        match r {
+            Some(Ok(s)) => total.add(&s),
+            Some(Err(f)) => {
+                writeln!(err, "roce: error: {f}")?;
+                first_failure.get_or_insert(f.exit);
+            }
+            None => not_started += 1,
+        }
+    }
+    if let Some(exit) = first_failure {
+        writeln!(
+            err,
+            "roce: nothing was written to {} (the dataset is written whole or not at all{})",
+            dir.display(),
+            if not_started > 0 {
+                format!("; {not_started} capture(s) were not read after the error")
+            } else {
+                String::new()
+            }
+        )?;
+        return Ok(exit);
+    }
+    ds.commit()?;
+    total.warn_if_no_roce(err)?;
+    Ok(Exit::Ok)
 }
 
 /// `-G WHAT`: what can be printed (`fields`: every -e name with its meaning).

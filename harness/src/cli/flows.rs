@@ -18,6 +18,7 @@ use dissector::frame::{self, Frame};
 
 use anyhow::Context;
 
+use super::dataset::{self, Capture, Dataset};
 use super::exit::{help, CommandResult, Exit, Failure};
 use super::input::{InputArgs, Source};
 use super::parallel::{self, Plan};
@@ -25,7 +26,7 @@ use super::parallel::{self, Plan};
 #[derive(Debug, Args)]
 #[command(after_help = help(&[
     (Exit::Ok, "every frame was read"),
-    (Exit::BadInput, "a bad option or display filter, or a damaged capture (the report covers the frames before the damage)"),
+    (Exit::BadInput, "a bad option or display filter, or a damaged capture (the report covers the frames before the damage; of several captures, no --parquet dataset is written), or --parquet DIR of several captures exists and is not empty (without --force)"),
     (Exit::Setup, "the interface could not be opened, or --parquet could not be written"),
     (Exit::Interrupted, "a second Ctrl-C during live capture"),
 ]))]
@@ -36,14 +37,23 @@ pub struct FlowsArgs {
     #[arg(long)]
     pub json: bool,
     /// Also write the flow table and its events as Apache Parquet:
-    /// DIR/flows.parquet and DIR/events.parquet.
+    /// DIR/flows.parquet and DIR/events.parquet; of several captures or a directory,
+    /// a Hive-partitioned dataset: DIR/flows/capture=NAME/part-0.parquet and
+    /// DIR/events/capture=NAME/part-0.parquet.
     #[arg(long, value_name = "DIR")]
     pub parquet: Option<std::path::PathBuf>,
+    /// With several captures or a directory and --parquet DIR: replace DIR when it
+    /// exists and is not empty (it is refused otherwise).
+    #[arg(long, requires = "parquet")]
+    pub force: bool,
 }
 
 pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
     let opts = a.input.decode_options();
     let filter = a.input.display_filter()?;
+    if let Some(captures) = a.input.dataset()? {
+        return flows_dataset(&a, &captures, &opts, filter.as_ref(), out, err);
+    }
     let mut src = a.input.open()?;
     let mut an = Analyzer::new();
     let jobs = a.input.jobs();
@@ -78,6 +88,80 @@ pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Com
             )?;
             Ok(Exit::BadInput)
         }
+    }
+}
+
+/// `roce flows` of several captures or a directory: each capture analysed on its
+/// own (`-j` at a time, one thread each), its report printed under its name, and
+/// with `--parquet DIR` a Hive-partitioned dataset of the flow tables and events,
+/// written whole or not at all (see [`super::dataset`]).
+fn flows_dataset(
+    a: &FlowsArgs,
+    captures: &[Capture],
+    opts: &frame::Options,
+    filter: Option<&Filter>,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> CommandResult {
+    if a.json {
+        return Err(Failure::input(anyhow::anyhow!(
+            "--json prints the report of one capture; for several, run once per capture or write --parquet DIR"
+        )));
+    }
+    let ds = a.parquet.as_deref().map(|dir| Dataset::create(dir, a.force)).transpose()?;
+    let limit = a.input.count.unwrap_or(u64::MAX);
+    // A compiled filter keeps scratch state (not `Sync`): each capture takes a copy.
+    let filter = std::sync::Mutex::new(filter.cloned());
+    let results = dataset::each(captures, a.input.jobs(), |c| {
+        let mut src = Source::File(dissector::capture::open(&c.path).map_err(Failure::input)?);
+        let filter =
+            filter.lock().map_err(|_| anyhow::anyhow!("an analysing thread failed"))?.clone();
+        let mut an = Analyzer::new();
+        if let (_, Some(e)) = analyse(&mut src, limit, opts, filter.as_ref(), &mut an) {
+            return Err(Failure::input(dataset::capture_error(c, &e)));
+        }
+        let report = an.report();
+        if let Some(ds) = &ds {
+            let (flows, events) =
+                (ds.table_part("flows", &c.name)?, ds.table_part("events", &c.name)?);
+            crate::parquet_writer::write_flow_tables(&flows, &events, &report)
+                .with_context(|| {
+                    format!("writing the --parquet partitions of {}", c.path.display())
+                })
+                .map_err(Failure::setup)?;
+        }
+        Ok(report)
+    });
+    let mut out = BufWriter::new(out);
+    let mut failed = None;
+    for (c, r) in captures.iter().zip(results) {
+        match r {
+            Some(Ok(report)) => {
+                writeln!(out, "== {} ({})", c.name, c.path.display())?;
+                write!(out, "{report}")?;
+            }
+            Some(Err(f)) => {
+                writeln!(err, "roce: error: {f}")?;
+                failed.get_or_insert(f.exit);
+            }
+            None => writeln!(err, "roce: {}: not read after the error", c.path.display())?,
+        }
+    }
+    out.flush()?;
+    match (failed, ds) {
+        (Some(exit), ds) => {
+            if let Some(dir) = &a.parquet {
+                writeln!(
+                    err,
+                    "roce: nothing was written to {} (the dataset is written whole or not at all)",
+                    dir.display()
+                )?;
+            }
+            drop(ds);
+            Ok(exit)
+        }
+        (None, Some(ds)) => ds.commit().map(|()| Exit::Ok),
+        (None, None) => Ok(Exit::Ok),
     }
 }
 

@@ -20,11 +20,13 @@ use super::exit::Failure;
 /// Input options shared by `decode` and `flows`.
 #[derive(Debug, Clone, Args)]
 pub struct InputArgs {
-    /// Capture file to read (pcap or pcapng, any byte order, µs or ns).
+    /// Capture file to read (pcap or pcapng, any byte order, µs or ns). Several
+    /// files, or a directory of them, are read as a dataset: one Hive partition per
+    /// capture with `decode -T parquet -w DIR` and `flows --parquet DIR`.
     #[arg(value_name = "FILE", conflicts_with = "interface")]
-    pub file: Option<PathBuf>,
-    /// Read this capture file (tshark's spelling of FILE).
-    #[arg(short = 'r', long = "read-file", value_name = "FILE", conflicts_with_all = ["file", "interface"])]
+    pub files: Vec<PathBuf>,
+    /// Read this capture file (tshark's spelling of FILE), or directory of captures.
+    #[arg(short = 'r', long = "read-file", value_name = "FILE", conflicts_with_all = ["files", "interface"])]
     pub read_file: Option<PathBuf>,
     /// Capture live on this interface (needs root or CAP_NET_RAW).
     #[arg(short = 'i', long, value_name = "IFACE")]
@@ -136,12 +138,35 @@ impl InputArgs {
             .map_err(Failure::setup)?;
             return Ok(Source::Live(live));
         }
-        let Some(path) = self.file.as_ref().or(self.read_file.as_ref()) else {
-            return Err(Failure::input(anyhow::anyhow!(
-                "no input: give a capture FILE (or -r FILE), or -i IFACE to capture live"
-            )));
+        let path = match self.inputs()[..] {
+            [path] if !path.is_dir() => path,
+            [] => {
+                return Err(Failure::input(anyhow::anyhow!(
+                    "no input: give a capture FILE (or -r FILE), or -i IFACE to capture live"
+                )))
+            }
+            _ => {
+                return Err(Failure::input(anyhow::anyhow!(
+                    "several captures, or a directory, are read as a dataset: only `decode -T parquet -w DIR` and `flows` take them"
+                )))
+            }
         };
         Ok(Source::File(capture::open(path).map_err(Failure::input)?))
+    }
+
+    /// The capture files and directories given (FILE… or -r).
+    pub(super) fn inputs(&self) -> Vec<&std::path::Path> {
+        self.files.iter().chain(&self.read_file).map(|p| p.as_path()).collect()
+    }
+
+    /// The captures of a dataset, when the input is one: several captures or a
+    /// directory (see [`super::dataset`]); `None` for one capture or a live interface.
+    pub(super) fn dataset(&self) -> Result<Option<Vec<super::dataset::Capture>>, Failure> {
+        let inputs = self.inputs();
+        if self.interface.is_some() || !super::dataset::is_dataset(&inputs) {
+            return Ok(None);
+        }
+        super::dataset::captures(&inputs).map(Some)
     }
 }
 

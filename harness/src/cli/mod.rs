@@ -7,19 +7,22 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 
 pub(crate) mod exit;
 
 mod agent;
 mod check;
+mod completions;
 mod coverage;
 mod craft;
+mod dataset;
 mod decode;
 mod diff;
 mod flows;
 mod input;
 mod lab;
+mod man;
 mod matrix;
 mod parallel;
 mod probe;
@@ -75,6 +78,10 @@ pub enum Command {
     Report(report::ReportArgs),
     /// Print the JSON Schema of the scenario format (for editors and validators).
     Schema,
+    /// Print the shell completion script for bash, zsh, fish, elvish or PowerShell.
+    Completions(completions::CompletionsArgs),
+    /// Write the manual pages (roce.1, roce-decode.1, …) into a directory.
+    Man(man::ManArgs),
 }
 
 /// Writes a file through `PATH.tmp`, renamed when complete: an output is whole or
@@ -132,6 +139,8 @@ where
         Command::Diff(a) => diff::run(a, out, err),
         Command::Report(a) => report::run(a, out, err),
         Command::Schema => schema::run(out),
+        Command::Completions(a) => completions::run(a, Cli::command(), out),
+        Command::Man(a) => man::run(a, Cli::command(), out),
     };
     match r {
         Ok(e) => e.code(),
