@@ -561,9 +561,17 @@ fn a_keyed_agent_serves_only_a_controller_with_its_key() {
     std::thread::spawn(move || {
         roce(&["agent", "--listen", &format!("0.0.0.0:{open}"), "--insecure"])
     });
-    // The agent protocol's version (`proto::VERSION`): an agent answers another
-    // one with an error, not a hello.
-    let hello = br#"{"msg":"hello","version":8}"#;
+    // The agent protocol's version (`protocol::VERSION`, read from its source so
+    // this test follows each bump): an agent answers another one with an error,
+    // not a hello.
+    let proto = std::fs::read_to_string(root().join("harness/src/protocol/mod.rs")).unwrap();
+    let version: u32 = proto
+        .lines()
+        .find_map(|l| l.strip_prefix("pub(crate) const VERSION: u32 = "))
+        .and_then(|v| v.trim_end_matches(';').parse().ok())
+        .expect("protocol::VERSION in harness/src/protocol/mod.rs");
+    let hello = format!(r#"{{"msg":"hello","version":{version}}}"#);
+    let hello = hello.as_bytes();
     let answer = (0..50)
         .find_map(|_| {
             std::thread::sleep(std::time::Duration::from_millis(100));
