@@ -645,8 +645,7 @@ impl Srq {
     /// As `Qp::post_recv`: the SGEs lie inside MRs the agent keeps until the QPs
     /// and this SRQ are destroyed.
     pub(crate) fn post_recv(&self, wr_id: u64, sges: &[Sge]) -> Result<()> {
-        let mut sg: Vec<ibv_sge> =
-            sges.iter().map(|s| ibv_sge { addr: s.addr, length: s.len, lkey: s.lkey }).collect();
+        let mut sg = sg_list(sges);
         let mut w = ibv_recv_wr {
             wr_id,
             next: ptr::null_mut(),

@@ -167,10 +167,7 @@ impl<'a> Checker<'a> {
         {
             self.err(
                 Some(s.at("expect")),
-                format!(
-                    "a `{}` step calls no verb to refuse",
-                    s.keys.get("op").map_or("", |_| op_name(op))
-                ),
+                format!("a `{}` step calls no verb to refuse", op_name(op)),
                 None,
             );
             return None;
