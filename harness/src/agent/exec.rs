@@ -322,6 +322,9 @@ impl Agent {
             }
             ToAgent::ReadMemory { mr } => self.read_memory(&mr),
             ToAgent::Verify { mr, offset, content } => self.verify(&mr, offset, &content),
+            ToAgent::Guards => self.ep().map(|ep| FromAgent::Guards {
+                mrs: ep.mrs.iter().map(|(name, m)| (name.clone(), m.guards())).collect(),
+            }),
             ToAgent::Teardown => {
                 self.ep = None;
                 Ok(FromAgent::TornDown)

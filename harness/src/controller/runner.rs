@@ -614,6 +614,15 @@ fn collect(
             other => return Err(unexpected(&m.on, "Memory", &other)),
         }
     }
+    // Outside every MR: its guard regions, all of an endpoint's in one answer.
+    for (name, a) in agents.iter_mut() {
+        match a.request(&ToAgent::Guards, ANSWER_WITHIN)? {
+            FromAgent::Guards { mrs } => {
+                out.guards.insert(name.clone(), mrs);
+            }
+            other => return Err(unexpected(name, "Guards", &other)),
+        }
+    }
     for e in &sc.expect.memory {
         let Memory::Stream { id, content } = &e.want else { continue };
         let ask = ToAgent::Verify { mr: e.mr.clone(), offset: e.offset, content: *content };

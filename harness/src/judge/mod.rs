@@ -22,6 +22,7 @@ use crate::scenario::model::{
     StepExpect, StreamExpect, WireExpect,
 };
 use crate::scenario::pattern::{self, Pattern};
+use crate::verbs::{GuardDamage, GUARD};
 
 mod headers;
 pub(crate) mod observe;
@@ -103,6 +104,20 @@ pub(crate) fn judge(
         // Memory never read (the run stopped) is not a deviation either.
         let read = o.memory.get(&e.on).is_some_and(|m| m.contains_key(&e.mr));
         push(memory(sc, e, o), e.record_deviation && read);
+    }
+    for e in &sc.expect.outside {
+        let read = o.guards.get(&e.on).is_some_and(|m| m.contains_key(&e.mr));
+        push(outside(&e.on, &e.mr, o), e.record_deviation && read);
+    }
+    // A device that wrote outside an MR fails the run whether or not an
+    // expectation asked: no setup may do that.
+    for (on, mrs) in &o.guards {
+        for (mr, g) in mrs {
+            let asked = sc.expect.outside.iter().any(|e| e.on == *on && e.mr == *mr);
+            if !g.intact() && !asked {
+                push(outside(on, mr, o), false);
+            }
+        }
     }
     for e in &sc.expect.event {
         // Events of a run that stopped early were never all collected.
@@ -792,7 +807,6 @@ fn stream(e: &StreamExpect, o: &Evidence) -> Verdict {
         let got = &rx.report;
         actual.push_str(&format!("; {} received {} of {}", rx.on, got.completed, got.count));
         let imm = r.verb == StreamVerb::WriteImm;
-        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ");
         match &got.mismatch {
             None if got.completed > 0 && imm => {
                 actual.push_str(", each with its index as its immediate")
@@ -856,7 +870,6 @@ fn stream_memory(e: &MemoryExpect, id: &str, o: &Evidence, what: String) -> Verd
             "never checked (the run stopped before)".into(),
         );
     };
-    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ");
     match &v.mismatch {
         None => Verdict::new(
             VerdictKind::Memory,
@@ -886,6 +899,46 @@ fn stream_memory(e: &MemoryExpect, id: &str, o: &Evidence, what: String) -> Verd
             ),
         ),
     }
+}
+
+/// Bytes as spaced hex: `de ad be ef`.
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(" ")
+}
+
+/// Nothing outside MR `mr` of `on` changed: its guard regions still hold their
+/// canary.
+fn outside(on: &str, mr: &str, o: &Evidence) -> Verdict {
+    let what = format!("memory outside MR {mr} on {on}");
+    let expected = format!("unchanged: the {GUARD} bytes on either side hold their canary");
+    let Some(g) = o.guards.get(on).and_then(|m| m.get(mr)) else {
+        return Verdict::new(
+            VerdictKind::Memory,
+            what,
+            false,
+            expected,
+            "never read (the run stopped before)".into(),
+        );
+    };
+    let side = |name: &str, d: &GuardDamage| {
+        let at = match name {
+            "before" => format!("{} byte(s) before its first", d.first + 1),
+            _ => format!("{} byte(s) past its last", d.first + 1),
+        };
+        format!(
+            "{} byte(s) changed {name} it, the nearest {at}: expected {}, found {}",
+            d.changed,
+            hex(&d.want),
+            hex(&d.got)
+        )
+    };
+    let found: Vec<String> = [("before", &g.before), ("after", &g.after)]
+        .into_iter()
+        .filter_map(|(name, d)| d.as_ref().map(|d| side(name, d)))
+        .collect();
+    let ok = found.is_empty();
+    let found = if ok { "unchanged".to_string() } else { found.join("; ") };
+    Verdict::new(VerdictKind::Memory, what, ok, expected, found)
 }
 
 fn memory(sc: &Scenario, e: &MemoryExpect, o: &Evidence) -> Verdict {

@@ -630,6 +630,58 @@ fn memory_equals_and_unchanged() {
     assert!(!judge(&sc, &o, &Err("none".into())).0[0].pass);
 }
 
+/// `outside = "unchanged"`: the guard regions the agent reports, judged; and a
+/// damaged one fails the run even when no expectation names its MR.
+#[test]
+fn memory_outside_an_mr() {
+    use crate::verbs::{GuardDamage, Guards};
+    let sc = crate::scenario::check::parse_str(
+        Path::new("t.toml"),
+        "name = 'x'\n[endpoints.b]\n[[mr]]\nname = 'm'\non = 'b'\nsize = 8\n[[mr]]\nname = 'other'\non = 'b'\nsize = 8\n[[expect.memory]]\non = 'b'\nmr = 'm'\noutside = 'unchanged'\n",
+    )
+    .unwrap_or_else(|e| panic!("{}", e[0]));
+    assert_eq!(sc.expect.memory.len(), 0, "`outside` alone says nothing of the MR's own bytes");
+    let mut o = Evidence::default();
+    let (v, _) = judge(&sc, &o, &Err("none".into()));
+    assert!(!v[0].pass && v[0].actual.contains("never read"), "{v:#?}");
+    let guards = o.guards.entry("b".into()).or_default();
+    guards.insert("m".into(), Guards::default());
+    guards.insert("other".into(), Guards::default());
+    let (v, _) = judge(&sc, &o, &Err("none".into()));
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert!(v[0].pass, "{v:#?}");
+    assert_eq!(v[0].what, "memory outside MR m on b");
+    let hit = GuardDamage { changed: 2, first: 0, want: vec![0x5b, 0xf8], got: vec![0xee, 0xee] };
+    o.guards
+        .entry("b".into())
+        .or_default()
+        .insert("m".into(), Guards { before: None, after: Some(hit.clone()) });
+    let (v, _) = judge(&sc, &o, &Err("none".into()));
+    assert!(!v[0].pass);
+    assert_eq!(
+        v[0].actual,
+        "2 byte(s) changed after it, the nearest 1 byte(s) past its last: expected 5b f8, found ee ee"
+    );
+    // MR `other` is named by no expectation: intact, it adds no verdict; damaged,
+    // it fails the run all the same.
+    o.guards.entry("b".into()).or_default().insert(
+        "other".into(),
+        Guards { before: Some(GuardDamage { first: 99, ..hit }), after: None },
+    );
+    let (v, _) = judge(&sc, &o, &Err("none".into()));
+    assert_eq!(v.len(), 2, "{v:#?}");
+    assert!(!v[1].pass && v[1].what == "memory outside MR other on b", "{v:#?}");
+    assert!(v[1].actual.contains("before it, the nearest 100 byte(s) before its first"), "{v:#?}");
+    // A value other than `unchanged` is refused where it is written.
+    let e = crate::scenario::check::parse_str(
+        Path::new("t.toml"),
+        "name = 'x'\n[endpoints.b]\n[[mr]]\nname = 'm'\non = 'b'\nsize = 8\n[[expect.memory]]\non = 'b'\nmr = 'm'\noutside = 'same'\n",
+    )
+    .expect_err("refused");
+    assert!(e[0].to_string().contains("unknown `outside` `same`"), "{}", e[0]);
+    assert!(e[0].to_string().contains("t.toml:10:11"), "{}", e[0]);
+}
+
 /// NAK 0x64 (Invalid RD Request), from its one home to every place that names it:
 /// the scenario's response pattern and NAK key, the verdict, the observation.
 #[test]

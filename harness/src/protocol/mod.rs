@@ -16,7 +16,7 @@
 //!
 //! Order of a run, per agent: `Hello` → (`Capabilities`, when the scenario
 //! requires features) → `Setup` → `Connect` (one per QP) → `Do`… → `Completions` /
-//! `ReadMemory` (any number) → `Teardown`. Every request gets exactly one answer,
+//! `ReadMemory` / `Guards` (any number) → `Teardown`. Every request gets exactly one answer,
 //! in order; `Heartbeat`, at any time, gets none.
 //!
 //! Over the network the stream is authenticated (`agent::auth`): the same
@@ -24,13 +24,14 @@
 //!
 //! Owns: the messages, their framing, and the stream vocabulary ([`stream`]).
 //! Imports: the verbs vocabulary (names of access flags, statuses, features).
+use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{self, Read, Write};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::verbs::{
-    Access, Caps, EventType, Feature, MwKind, Placement, QpKind, QpStateName, Selectivity,
+    Access, Caps, EventType, Feature, Guards, MwKind, Placement, QpKind, QpStateName, Selectivity,
     SendFlag, WcOpcode, WcStatus,
 };
 pub(crate) mod stream;
@@ -49,8 +50,9 @@ use stream::{Percentiles, StreamContent, StreamVerb, Verification};
 /// TVer, SE, PadCnt and the UDP source port (`BthBits`). 9: steps whose refusal
 /// is their outcome (`Do::judged`, `Done::refused`), QP states (`ModifyQp`,
 /// `QueryQp`), deregistering and re-registering MRs, deallocating windows, CQ
-/// notifications (`ArmCq`, `AwaitNotify`).
-pub(crate) const VERSION: u32 = 9;
+/// notifications (`ArmCq`, `AwaitNotify`). 10: every MR between guard regions,
+/// reported by `Guards`.
+pub(crate) const VERSION: u32 = 10;
 /// No message is larger (a memory dump of a 512 KiB MR in hex fits).
 pub(crate) const MAX_MESSAGE: usize = 2 << 20;
 /// The largest MR read back whole (`ReadMemory`); larger ones are checked where
@@ -135,6 +137,8 @@ pub(crate) enum ToAgent {
         offset: u64,
         content: StreamContent,
     },
+    /// What changed outside each MR: its guard regions.
+    Guards,
     /// Destroy what `Setup` made (a lab agent keeps the context and PD open for
     /// the next scenario) and end this controller's session.
     Teardown,
@@ -573,6 +577,10 @@ pub(crate) enum FromAgent {
     Verified {
         mr: String,
         result: Verification,
+    },
+    /// Every MR's guard regions, by name.
+    Guards {
+        mrs: BTreeMap<String, Guards>,
     },
     TornDown,
     /// A request failed: which verb, errno, the likely cause; `unsupported` when

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::protocol::stream::{Percentiles, Verification};
 use crate::protocol::StreamReport;
 use crate::protocol::{Event, MrInfo, ProbeSent, QpInfo, Refusal, Wc};
-use crate::verbs::QpStateName;
+use crate::verbs::{Guards, QpStateName};
 
 pub(crate) mod coverage;
 pub(crate) mod matrix;
@@ -154,6 +154,9 @@ pub(crate) struct Evidence {
     pub events: BTreeMap<String, Vec<Event>>,
     /// Final MR contents, by endpoint then MR name.
     pub memory: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+    /// What changed outside each MR (its guard regions), by endpoint then MR
+    /// name: every MR of the scenario, of any size.
+    pub guards: BTreeMap<String, BTreeMap<String, Guards>>,
     pub capture: Option<std::path::PathBuf>,
     pub wire: Option<lab::switch::RunReport>,
     /// Why the run could not be carried out to the end (setup, connect, a post that

@@ -1150,7 +1150,8 @@ pub(crate) struct WireFile {
     /// Every resend the requester's ACK timer set off came no sooner than the QP's
     /// local ACK timeout (4.096 µs × 2^timeout) after the last transmission of its
     /// PSN, and no later than four times that. Times are taken at the lab switch,
-    /// so the lower bound allows 5 % for the VMs' scheduling and timer ticks.
+    /// after each VM's transmit path, and kernel timers run in ticks: both bounds
+    /// allow 5 % and 8 ms.
     #[serde(default)]
     pub(crate) ack_timeout: Option<bool>,
     /// What IBA requires, where a device may deviate: judged as usual, but a
@@ -1180,6 +1181,13 @@ pub(crate) struct MemoryFile {
     /// is named, with its offset and bytes), for MRs of any size.
     #[serde(default)]
     pub(crate) stream: Option<Spanned<String>>,
+    /// `"unchanged"`: nothing outside the MR changed — the guard regions of
+    /// unregistered memory the agent keeps on both sides of every MR (a page each,
+    /// the one after starting right past its last byte) still hold their canary.
+    /// Alone, or beside one of the others. (A damaged guard region fails the run
+    /// even when no expectation names it; this one makes the check a verdict.)
+    #[serde(default)]
+    pub(crate) outside: Option<Spanned<String>>,
     /// What IBA requires, where a device may deviate: judged as usual, but a
     /// device that does otherwise is recorded, not failed — the verdict shows as a
     /// deviation and the observation `deviation: <what>` (`holds` / `deviates`)

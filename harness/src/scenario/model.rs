@@ -540,6 +540,16 @@ pub(crate) struct Expectations {
     pub(crate) order: Vec<OrderExpect>,
     /// What the device answers a step's verb (its `expect`, a `query_qp`'s state).
     pub(crate) step: Vec<StepExpect>,
+    /// MRs whose guard regions must be intact (`outside = "unchanged"`).
+    pub(crate) outside: Vec<OutsideExpect>,
+}
+
+/// Nothing outside MR `mr` of `on` changed: its guard regions hold their canary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct OutsideExpect {
+    pub(crate) on: String,
+    pub(crate) mr: String,
+    pub(crate) record_deviation: bool,
 }
 
 /// What the device must answer the verb step `index` (of `Scenario::steps`) calls.
@@ -572,6 +582,7 @@ impl Expectations {
             + self.stream.len()
             + self.order.len()
             + self.step.len()
+            + self.outside.len()
     }
 
     /// Every header condition (`{…}`) the expectations put on frames, each once,

@@ -374,14 +374,76 @@ impl Drop for Cq {
     }
 }
 
+/// Bytes of unregistered memory on each side of every MR: a page, so the MR
+/// itself stays page-aligned.
+pub(crate) const GUARD: usize = 4096;
+
+/// The canary a guard region holds: a byte that depends on its position (and on
+/// the side), so a device writing zeros, a fill byte or a shifted copy of it is
+/// seen.
+fn canary(after: bool, i: usize) -> u8 {
+    let seed = if after { 0x5b } else { 0xc3 };
+    (i as u8).wrapping_mul(0x9d).wrapping_add(seed) ^ ((i >> 8) as u8)
+}
+
+/// What changed in a guard region, `now` read from the MR's edge outwards.
+fn damage(after: bool, now: &[u8]) -> Option<GuardDamage> {
+    let changed: Vec<usize> =
+        now.iter().enumerate().filter(|&(i, &b)| b != canary(after, i)).map(|(i, _)| i).collect();
+    let &first = changed.first()?;
+    let end = (first + 16).min(now.len());
+    Some(GuardDamage {
+        changed: changed.len() as u32,
+        first: first as u32,
+        want: (first..end).map(|i| canary(after, i)).collect(),
+        got: now[first..end].to_vec(),
+    })
+}
+
+/// What changed in one guard region: how many bytes, and the first of them.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct GuardDamage {
+    /// Bytes of the region that no longer hold the canary.
+    pub(crate) changed: u32,
+    /// The first of them, counted from the MR's edge: 0 is the byte just before
+    /// the MR's first (the region before it) or just past its last (after).
+    pub(crate) first: u32,
+    /// Up to 16 bytes from `first` outwards: the canary, and what is there now.
+    pub(crate) want: Vec<u8>,
+    pub(crate) got: Vec<u8>,
+}
+
+/// The guard regions of one MR, as they are now.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(crate) struct Guards {
+    /// The region before the MR's first byte; `None`: intact.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) before: Option<GuardDamage>,
+    /// The region from just past its last byte.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) after: Option<GuardDamage>,
+}
+
+impl Guards {
+    pub(crate) fn intact(&self) -> bool {
+        self.before.is_none() && self.after.is_none()
+    }
+}
+
 /// A registered buffer. The device reads and writes it behind our back, so its
 /// bytes are only ever copied in or out through raw pointers, never borrowed.
+///
+/// The buffer sits between two guard regions of [`GUARD`] bytes each, registered
+/// nowhere and filled with a canary: the one after starts right past the MR's last
+/// byte (in the same page, where a device's bounds check that is off by a few
+/// bytes would write), so [`Mr::guards`] sees any write outside the MR.
 pub(crate) struct Mr {
     /// Null once deregistered ([`Mr::deregister`]): the buffer stays, for reading.
     mr: *mut ibv_mr,
     /// Its keys as last registered (kept after deregistration: a scenario may use a
     /// stale key on purpose).
     keys: (u32, u32),
+    /// The MR's first byte: `GUARD` bytes into the allocation.
     buf: *mut u8,
     len: usize,
     layout: std::alloc::Layout,
@@ -397,28 +459,40 @@ static_assertions::assert_not_impl_any!(Mr: Sync);
 
 impl Mr {
     /// Registers a zeroed, page-aligned buffer of `len` bytes holding `init` at its
-    /// start.
+    /// start, between two guard regions.
     pub(crate) fn new(pd: &Arc<Pd>, len: usize, access: Access, init: &[u8]) -> Result<Mr> {
-        let layout = std::alloc::Layout::from_size_align(len.max(1), 4096).map_err(|_| {
-            VerbError::from_errno(format!("allocating {len} bytes"), libc::EINVAL, None)
-        })?;
+        let too_large =
+            || VerbError::from_errno(format!("allocating {len} bytes"), libc::EINVAL, None);
+        let total = len.checked_add(2 * GUARD).ok_or_else(too_large)?;
+        let layout = std::alloc::Layout::from_size_align(total, 4096).map_err(|_| too_large())?;
         // SAFETY: the layout has a non-zero size.
-        let buf = unsafe { std::alloc::alloc_zeroed(layout) };
-        if buf.is_null() {
+        let base = unsafe { std::alloc::alloc_zeroed(layout) };
+        if base.is_null() {
             return Err(VerbError::from_errno(
                 format!("allocating {len} bytes"),
                 libc::ENOMEM,
                 None,
             ));
         }
-        // SAFETY: buf has len bytes; init is clipped to them.
-        unsafe { ptr::copy_nonoverlapping(init.as_ptr(), buf, init.len().min(len)) };
+        // SAFETY: base has GUARD + len + GUARD bytes; buf is GUARD bytes in.
+        let buf = unsafe { base.add(GUARD) };
+        let fill = |after: bool| (0..GUARD).map(move |i| canary(after, i)).collect::<Vec<u8>>();
+        // SAFETY: each copy stays inside the allocation: the region before buf
+        // (written from its far end inwards, so byte 0 is buf - 1), init clipped
+        // to len, and the region from buf + len.
+        unsafe {
+            let mut before = fill(false);
+            before.reverse();
+            ptr::copy_nonoverlapping(before.as_ptr(), base, GUARD);
+            ptr::copy_nonoverlapping(init.as_ptr(), buf, init.len().min(len));
+            ptr::copy_nonoverlapping(fill(true).as_ptr(), buf.add(len), GUARD);
+        }
         // SAFETY: pd is alive; buf is valid for len bytes until Drop deregisters it.
         let mr = unsafe { ibv_reg_mr(pd.pd, buf.cast(), len, access.0 as i32) };
         if mr.is_null() {
             let e = VerbError::last(format!("ibv_reg_mr({len} bytes, access {access:?})"), None);
             // SAFETY: allocated above with this layout, not registered.
-            unsafe { std::alloc::dealloc(buf, layout) };
+            unsafe { std::alloc::dealloc(base, layout) };
             return Err(e);
         }
         // SAFETY: mr was just registered.
@@ -495,6 +569,21 @@ impl Mr {
         v
     }
 
+    /// What changed in its guard regions since it was registered.
+    pub(crate) fn guards(&self) -> Guards {
+        let mut before = vec![0u8; GUARD];
+        let mut after = vec![0u8; GUARD];
+        // SAFETY: the GUARD bytes before buf and from buf + len are the
+        // allocation's own (see `new`); the copies create no reference.
+        unsafe {
+            ptr::copy_nonoverlapping(self.buf.sub(GUARD), before.as_mut_ptr(), GUARD);
+            ptr::copy_nonoverlapping(self.buf.add(self.len), after.as_mut_ptr(), GUARD);
+        }
+        // Both counted from the MR's edge outwards.
+        before.reverse();
+        Guards { before: damage(false, &before), after: damage(true, &after) }
+    }
+
     /// A copy of the buffer as it is now.
     pub(crate) fn read(&self) -> Vec<u8> {
         let mut v = vec![0u8; self.len];
@@ -512,7 +601,7 @@ impl Drop for Mr {
             if !self.mr.is_null() {
                 ibv_dereg_mr(self.mr);
             }
-            std::alloc::dealloc(self.buf, self.layout);
+            std::alloc::dealloc(self.buf.sub(GUARD), self.layout);
         }
     }
 }
@@ -640,5 +729,59 @@ impl Drop for Mw {
     fn drop(&mut self) {
         // SAFETY: allocated by ibv_alloc_mw; deallocated once, before its PD.
         unsafe { ibv_dealloc_mw(self.mw) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn region(after: bool) -> Vec<u8> {
+        (0..GUARD).map(|i| canary(after, i)).collect()
+    }
+
+    #[test]
+    fn an_intact_guard_region_shows_no_damage() {
+        assert_eq!(damage(false, &region(false)), None);
+        assert_eq!(damage(true, &region(true)), None);
+    }
+
+    #[test]
+    fn the_canary_is_no_fill_byte_and_differs_by_side() {
+        let r = region(true);
+        // A device writing zeros, 0xff or any one byte over it is seen: no value
+        // covers more than a few of its bytes.
+        for fill in [0u8, 0xff, 0xa5] {
+            let d = damage(true, &vec![fill; GUARD]).expect("a filled region is damage");
+            assert!(d.changed as usize > GUARD - GUARD / 64, "{fill:#x}: {}", d.changed);
+        }
+        assert_ne!(r, region(false), "the sides hold different canaries");
+        // Nor does a copy shifted by a byte pass for it.
+        let mut shifted = r[1..].to_vec();
+        shifted.push(0);
+        assert!(damage(true, &shifted).is_some());
+    }
+
+    #[test]
+    fn damage_names_how_many_bytes_and_the_nearest() {
+        let mut r = region(true);
+        // A write of 4 bytes starting 3 past the MR's end, and one far out.
+        for b in &mut r[3..7] {
+            *b = !*b;
+        }
+        r[4000] ^= 1;
+        let d = damage(true, &r).expect("damage");
+        assert_eq!((d.changed, d.first), (5, 3));
+        assert_eq!(d.want.len(), 16);
+        assert_eq!(
+            d.got[..4],
+            [!canary(true, 3), !canary(true, 4), !canary(true, 5), !canary(true, 6)]
+        );
+        assert_eq!(d.want[4..], region(true)[7..19]);
+        // Near the far end the sample is clipped to the region.
+        let mut r = region(false);
+        r[GUARD - 2] ^= 0x80;
+        let d = damage(false, &r).expect("damage");
+        assert_eq!((d.changed, d.first, d.got.len()), (1, GUARD as u32 - 2, 2));
     }
 }

@@ -23,7 +23,9 @@ pub(crate) mod qp;
 
 pub(crate) use caps::Feature;
 pub(crate) use cm::CmConn;
-pub(crate) use device::{Ah, Completion, Context, Cq, Mr, Mw, MwKind, Pd};
+pub(crate) use device::{
+    Ah, Completion, Context, Cq, GuardDamage, Guards, Mr, Mw, MwKind, Pd, GUARD,
+};
 pub(crate) use error::VerbError;
 pub(crate) use names::{Access, Errno, EventType, QpStateName, SendFlag, WcOpcode, WcStatus};
 pub(crate) use qp::{

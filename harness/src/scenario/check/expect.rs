@@ -546,6 +546,28 @@ impl<'a> Checker<'a> {
                     }
                 }
             }
+            if let Some(o) = &m.outside {
+                if o.value == "unchanged" {
+                    e.outside.push(OutsideExpect {
+                        on: m.on.value.clone(),
+                        mr: m.mr.value.clone(),
+                        record_deviation: m.record_deviation == Some(true),
+                    });
+                } else {
+                    let hint = Some("`outside = \"unchanged\"`: the guard regions on both sides of the MR still hold their canary".to_string());
+                    self.err(
+                        Some(o.span.clone()),
+                        format!(
+                            "unknown `outside` `{}`: what is outside an MR can only be `unchanged`",
+                            o.value
+                        ),
+                        hint,
+                    );
+                }
+                if m.equals.is_none() && m.unchanged.is_none() && m.stream.is_none() {
+                    continue;
+                }
+            }
             let stream = m.stream.as_ref().map(|id| (id, stream_step(steps, id)));
             let mut offset = m.offset;
             let want = match (&m.equals, m.unchanged.unwrap_or(false), stream) {
@@ -584,7 +606,7 @@ impl<'a> Checker<'a> {
                     Memory::Stream { id: id.value.clone(), content: st.content }
                 }
                 _ => {
-                    self.err(Some(m.mr.span.clone()), "say what the memory holds: `equals = …`, `unchanged = true` or `stream = \"…\"` (one of them)", None);
+                    self.err(Some(m.mr.span.clone()), "say what the memory holds: `equals = …`, `unchanged = true` or `stream = \"…\"` (one of them; `outside = \"unchanged\"` may stand beside it or alone)", None);
                     Memory::Unchanged
                 }
             };
