@@ -365,6 +365,54 @@ fn dup_delay_and_reorder() {
     assert_eq!(sent.iter().map(|s| s.1).collect::<Vec<_>>(), [1, 2, 3, 4, 5], "{comments:?}");
 }
 
+/// What the faults guide says of several rules on one frame: copies leave with
+/// their original when a hold releases it, copies are never judged (`nth` counts
+/// arrivals), and a `drop` ends the list.
+#[test]
+fn copies_follow_their_held_original_and_are_never_judged() {
+    let r = rig("dupheld");
+    let rules = [
+        "dup psn=1 copies=2",
+        "delay psn=1 ms=120",
+        // The 2nd frame with PSN 1 to *arrive*: the one sent later, never a copy.
+        "corrupt psn=1 nth=2 at=payload+0 xor=0x01",
+        "drop psn=3",
+        "dup psn=3 copies=1",
+    ];
+    let path = r.begin(&rules, 1, true);
+    let t0 = Instant::now();
+    for (psn, payload) in [(1, b"a"), (2, b"b"), (1, b"c"), (3, b"d")] {
+        r.send(Dir::AtoB, &roce(Dir::AtoB, 0x04, 0x11, psn, payload));
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    std::thread::sleep(Duration::from_millis(200));
+    let got = r.received(Dir::AtoB);
+    assert!(t0.elapsed() >= Duration::from_millis(120));
+    let seen: Vec<(u32, u8)> = got
+        .iter()
+        .map(|f| {
+            let v = parse_roce(f, &frame::Options::default()).unwrap();
+            (v.psn, f[v.payload])
+        })
+        .collect();
+    // PSN 2 first; each held PSN 1 leaves with its two copies right behind it;
+    // only the second arrival was changed ('c' to 'b'), its copies with it; PSN 3
+    // dropped, and with it the copy a later rule asked for.
+    assert_eq!(
+        seen,
+        [(2, b'b'), (1, b'a'), (1, b'a'), (1, b'a'), (1, b'b'), (1, b'b'), (1, b'b')],
+        "{seen:?}"
+    );
+    let rep = r.end().unwrap();
+    assert_eq!((rep.counters.duplicated, rep.counters.dropped), (4, 1), "{:?}", rep.counters);
+    let (_, pkts) = read_capture(&path).unwrap();
+    let comments: Vec<&str> = pkts.iter().map(|p| p.comment.as_deref().unwrap_or("")).collect();
+    assert!(
+        comments.iter().any(|c| c.starts_with("duplicate 2 of 2 (delayed 120 ms by rule 2")),
+        "{comments:?}"
+    );
+}
+
 #[test]
 fn a_run_ending_releases_held_frames() {
     let r = rig("held");
