@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --test
 export PATH="$HOME/.cargo/bin:$PATH"
-say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
+# Each step says how far into the run it starts: where CI's time goes.
+say() { printf '\033[1m==> [%s s] %s\033[0m\n' "$SECONDS" "$*" >&2; }
 
 say "style: cargo fmt --check, cargo clippy -D warnings, layer order (each crate's LAYERS)"
 cargo fmt --all --check
@@ -27,10 +28,10 @@ else
 fi
 
 say "tests that need nothing but the build"
-cargo test --workspace --locked --release
+cargo test --workspace --locked --profile ci
 
 say "tests that need tshark, pyarrow, chromium, mdbook or root (installed above; CI runs as root)"
-cargo test --workspace --locked --release -- --ignored --skip in_lab::
+cargo test --workspace --locked --profile ci -- --ignored --skip in_lab::
 
 # ---- lab (`roce lab`, lab/) -------------------------------------------------------------
 # Builds the VM images, bookworm, trixie and trixie-backports (cached in
@@ -43,13 +44,13 @@ cargo test --workspace --locked --release -- --ignored --skip in_lab::
 # (`roce diff`; ~2 min per image).
 # ROCE_LAB=0 skips this block.
 if [[ "${ROCE_LAB:-1}" != 0 ]]; then
-    cargo build --locked --release -p roce
+    cargo build --locked --profile ci -p roce
     say "lab: VM images (roce lab build, cached): bookworm, trixie, trixie-backports"
-    target/release/roce lab build
-    target/release/roce lab build --release trixie
-    target/release/roce lab build --release trixie-backports
+    target/ci/roce lab build
+    target/ci/roce lab build --release trixie
+    target/ci/roce lab build --release trixie-backports
     say "lab: end-to-end tests (two TCG VMs)"
     # One lab at a time: two TCG pairs on a small host would starve each other.
-    cargo test --locked --release -p roce --test lab --test scenarios_lab -- --ignored --test-threads=1
+    cargo test --locked --profile ci -p roce --test lab --test scenarios_lab -- --ignored --test-threads=1
 fi
 # ---- end of the lab block -----------------------------------------------------------
