@@ -34,6 +34,7 @@ pub mod scenario;
 mod agent;
 mod catalogue;
 mod controller;
+mod fuzz;
 mod judge;
 mod parquet_writer;
 mod protocol;

@@ -303,16 +303,27 @@ impl ConsoleWatch {
     /// eth0 (virtio_net): transmit queue 0 timed out`): nothing leaves the VM
     /// from then on.
     pub fn nic_stuck(&mut self, path: &Path) -> Option<String> {
+        self.new_lines(path)
+            .into_iter()
+            .find(|l| l.contains("NETDEV WATCHDOG") && l.contains("timed out"))
+    }
+
+    /// The whole lines written to `path` since the last call (up to 1 MiB of them),
+    /// control characters taken out; a console shorter than what was read (a
+    /// restarted VM) is read from its start.
+    pub fn new_lines(&mut self, path: &Path) -> Vec<String> {
         use std::io::{Read, Seek, SeekFrom};
-        let mut f = fs::File::open(path).ok()?;
-        let len = f.metadata().ok()?.len();
+        let Ok(mut f) = fs::File::open(path) else { return Vec::new() };
+        let Ok(len) = f.metadata().map(|m| m.len()) else { return Vec::new() };
         if len < self.offset {
-            // A new console (the VM was restarted): from its start.
             *self = ConsoleWatch::default();
         }
-        f.seek(SeekFrom::Start(self.offset)).ok()?;
         let mut new = Vec::new();
-        f.take(1 << 20).read_to_end(&mut new).ok()?;
+        if f.seek(SeekFrom::Start(self.offset)).is_err()
+            || f.take(1 << 20).read_to_end(&mut new).is_err()
+        {
+            return Vec::new();
+        }
         self.offset += new.len() as u64;
         let text = std::mem::take(&mut self.partial) + &String::from_utf8_lossy(&new);
         let (whole, rest) = match text.rfind('\n') {
@@ -323,8 +334,80 @@ impl ConsoleWatch {
             rest.chars().rev().take(4096).collect::<Vec<_>>().into_iter().rev().collect();
         whole
             .lines()
-            .find(|l| l.contains("NETDEV WATCHDOG") && l.contains("timed out"))
             .map(|l| l.chars().filter(|c| !c.is_control()).collect::<String>().trim().to_string())
+            .collect()
+    }
+}
+
+/// What a guest kernel's console line reports about the kernel itself: a crash,
+/// a warning, a sanitizer's finding, a lockup or corruption of its own structures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum KernelReport {
+    Oops,
+    Bug,
+    Warning,
+    Kasan,
+    Ubsan,
+    Lockup,
+    Hung,
+    Refcount,
+    ListCorruption,
+    Panic,
+}
+
+impl KernelReport {
+    /// The report a console line opens, if it opens one. Only the lines the kernel
+    /// prints first for each (`Oops:`, `BUG:`, `WARNING: CPU:`, `BUG: KASAN:`, …):
+    /// not the register dump and call trace that follow.
+    pub fn of_line(line: &str) -> Option<KernelReport> {
+        // The console's timestamp (`[   12.345678] `) first, if any.
+        let l = match line.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+            Some((_, rest)) => rest,
+            None => line,
+        };
+        let has = |s: &str| l.contains(s);
+        Some(if has("KASAN:") {
+            KernelReport::Kasan
+        } else if has("UBSAN:") {
+            KernelReport::Ubsan
+        } else if has("soft lockup")
+            || has("hard LOCKUP")
+            || has("rcu_sched self-detected stall")
+            || has("rcu: INFO: rcu_preempt")
+        {
+            KernelReport::Lockup
+        } else if has("blocked for more than") && has("seconds") {
+            KernelReport::Hung
+        } else if has("refcount_t:") {
+            KernelReport::Refcount
+        } else if has("list_add corruption") || has("list_del corruption") {
+            KernelReport::ListCorruption
+        } else if has("Kernel panic") {
+            KernelReport::Panic
+        } else if l.starts_with("Oops:") || has("general protection fault") {
+            KernelReport::Oops
+        } else if l.starts_with("BUG:") || l.starts_with("kernel BUG at") {
+            KernelReport::Bug
+        } else if l.starts_with("WARNING:") {
+            KernelReport::Warning
+        } else {
+            return None;
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelReport::Oops => "oops",
+            KernelReport::Bug => "BUG",
+            KernelReport::Warning => "WARNING",
+            KernelReport::Kasan => "KASAN",
+            KernelReport::Ubsan => "UBSAN",
+            KernelReport::Lockup => "lockup",
+            KernelReport::Hung => "hung task",
+            KernelReport::Refcount => "refcount",
+            KernelReport::ListCorruption => "list corruption",
+            KernelReport::Panic => "panic",
+        }
     }
 }
 
@@ -374,6 +457,46 @@ mod tests {
         fs::write(&c, "boot\n[    2.0] something else timed out\n").unwrap();
         let mut fresh = ConsoleWatch::default();
         assert_eq!(fresh.nic_stuck(&c), None);
+    }
+
+    #[test]
+    fn kernel_reports_are_told_from_their_first_line() {
+        let cases = [
+            ("[  101.5] BUG: kernel NULL pointer dereference, address: 0000000000000008", Some(KernelReport::Bug)),
+            ("[  101.6] Oops: 0000 [#1] PREEMPT SMP NOPTI", Some(KernelReport::Oops)),
+            ("Oops: general protection fault, probably for non-canonical address", Some(KernelReport::Oops)),
+            ("[   7.1] WARNING: CPU: 1 PID: 77 at drivers/infiniband/sw/rxe/rxe_mw.c:112 rxe_do_bind_mw+0x3c/0x50", Some(KernelReport::Warning)),
+            ("[   9.0] BUG: KASAN: slab-use-after-free in rxe_invalidate_mw+0x2f/0x80", Some(KernelReport::Kasan)),
+            ("[  50.0] watchdog: BUG: soft lockup - CPU#0 stuck for 22s! [kworker/0:1:33]", Some(KernelReport::Lockup)),
+            ("[ 242.0] INFO: task roce:301 blocked for more than 120 seconds.", Some(KernelReport::Hung)),
+            ("[  12.0] refcount_t: underflow; use-after-free.", Some(KernelReport::Refcount)),
+            ("[  12.0] list_del corruption. prev->next should be ffff, but was dead", Some(KernelReport::ListCorruption)),
+            ("[  13.0] Kernel panic - not syncing: Fatal exception in interrupt", Some(KernelReport::Panic)),
+            ("[  13.0] UBSAN: shift-out-of-bounds in drivers/infiniband/sw/rxe/rxe_req.c:88:3", Some(KernelReport::Ubsan)),
+            // The lines around a report, and ordinary chatter, are none.
+            ("[  101.7] RIP: 0010:rxe_invalidate_mw+0x2f/0x80 [rdma_rxe]", None),
+            ("[  101.7] Call Trace:", None),
+            ("roce-lab: wire up: eth0 10.0.0.2", None),
+            ("[   3.0] rdma_rxe: loaded", None),
+            ("[   3.0] a message mentioning the BUG: label mid-line", None),
+        ];
+        for (line, want) in cases {
+            assert_eq!(KernelReport::of_line(line), want, "{line}");
+        }
+    }
+
+    #[test]
+    fn new_lines_are_read_once_each_and_whole() {
+        let dir = temp_root("lines");
+        let c = dir.join("a.console");
+        let mut w = ConsoleWatch::default();
+        assert!(w.new_lines(&c).is_empty(), "no console yet");
+        fs::write(&c, "one\r\ntw").unwrap();
+        assert_eq!(w.new_lines(&c), ["one"]);
+        let mut f = fs::OpenOptions::new().append(true).open(&c).unwrap();
+        std::io::Write::write_all(&mut f, b"o\x1b\nthree\n").unwrap();
+        assert_eq!(w.new_lines(&c), ["two", "three"]);
+        assert!(w.new_lines(&c).is_empty());
     }
 
     #[test]

@@ -20,6 +20,7 @@ mod dataset;
 mod decode;
 mod diff;
 mod flows;
+mod fuzz;
 mod input;
 mod lab;
 mod man;
@@ -70,6 +71,8 @@ pub enum Command {
     Run(run::RunArgs),
     /// Run a directory of scenarios as a regression suite: reports to keep (suite.json, HTML) and what changed since a baseline.
     Suite(suite::SuiteArgs),
+    /// Fuzz the lab's live QPs with crafted requests: memory, kernel, liveness and protocol oracles; each finding minimised to a scenario `roce run` reproduces.
+    Fuzz(fuzz::FuzzArgs),
     /// Compare two suite.json files from `roce suite`: what changed (setup, pass/fail, observed behaviour).
     Diff(diff::DiffArgs),
     /// Send a crafted RoCEv2 request to a QP and show what it answers (raw frames: needs root).
@@ -137,6 +140,7 @@ where
         Command::Probe(a) => probe::run(a, out, err),
         Command::Suite(a) => suite::run(a, out, err),
         Command::Diff(a) => diff::run(a, out, err),
+        Command::Fuzz(a) => fuzz::run(a, out, err),
         Command::Report(a) => report::run(a, out, err),
         Command::Schema => schema::run(out),
         Command::Completions(a) => completions::run(a, Cli::command(), out),

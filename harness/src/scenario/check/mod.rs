@@ -62,7 +62,6 @@ pub(crate) fn load(path: &Path) -> Result<Vec<Scenario>, Vec<Diagnostic>> {
 
 /// Parses and checks the text of a scenario of one case; `path` names it in the
 /// diagnostics.
-#[cfg(test)]
 pub(crate) fn parse_str(path: &Path, text: &str) -> Result<Scenario, Vec<Diagnostic>> {
     let mut all = parse_cases(path, text)?;
     if all.len() == 1 {

@@ -1,0 +1,262 @@
+//! `roce fuzz`: crafted requests into the lab's live QPs until a budget or a
+//! duration is spent, or `--replay DIR`: every saved finding run again.
+//!
+//! Owns: `roce fuzz`'s options, their checking, the progress line and the
+//! summary. Imports: `crate::fuzz` (the fuzzer), `crate::controller` (the lab's
+//! endpoints, and the runs of `--replay`), `super::check`, `super::run`,
+//! `super::exit`.
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::anyhow;
+use clap::Args;
+
+use super::exit::{help, CommandResult, Exit, Failure};
+use crate::controller::{self, RunPlan, WireSource};
+use crate::fuzz::{self, FuzzPlan, FuzzReport};
+use crate::results::Status;
+
+const EXIT: &[(Exit, &str)] = &[
+    (Exit::Ok, "no finding (with --replay: no saved finding reproduces)"),
+    (Exit::Failed, "findings (with --replay: a saved finding still reproduces)"),
+    (Exit::BadInput, "bad options or a --replay directory without findings: nothing run"),
+    (Exit::Setup, "no lab to run in, or an output that cannot be written"),
+];
+
+#[derive(Debug, Args)]
+#[command(after_help = format!(
+    "Each batch is a scenario: MRs `target` (every remote access) and `locked` (none) on\nb, QPs rc, uc, ud and rc_err (moved to ERR) on b probed from a, then a WRITE on a\nfresh QP. Oracles: memory (`locked` unchanged, nothing written outside any MR),\nkernel (oops, BUG, WARNING, KASAN, lockups on either console; a VM that dies),\nliveness (the fresh WRITE lands), protocol (nothing answers what IBA drops).\nEach new finding is run again (confirmed or not), minimised by delta debugging\nand written as OUT/findings/<oracle>-<n>/finding.toml (+ .pcapng): `roce run` it.\n\nOUTPUT (in --out)\n  fuzz.json     the run: executions, coverage cells, findings\n  findings/     each finding's scenario and capture\n  batches/      the last batch run, and its capture\n\n{}",
+    help(EXIT)
+))]
+pub struct FuzzArgs {
+    /// The seed every batch is drawn from: the same seed draws the same batches
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Stop after this long: `90s`, `30m`, `2h` (or seconds) [default: with no
+    /// --budget, 10m]
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+    /// Stop after this many batches
+    #[arg(long, value_name = "N")]
+    pub budget: Option<u64>,
+    /// Crafted requests per batch
+    #[arg(long, value_name = "N", default_value_t = fuzz::DEFAULT_BATCH as u16, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub batch: u16,
+    /// Record each finding as first seen: no second run, no minimisation
+    #[arg(long)]
+    pub no_minimise: bool,
+    /// Run every finding.toml below DIR (a fuzzing run's --out, or
+    /// scenarios/findings) and say which still reproduce
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["duration", "budget", "no_minimise"])]
+    pub replay: Option<PathBuf>,
+    /// Where to write [default: roce-fuzz/<time>]
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// The lab to run in (booted if it is not up) [default: the image's own lab]
+    #[arg(long, value_name = "NAME")]
+    pub lab: Option<String>,
+    /// The lab's VM image: bookworm, trixie or trixie-backports [default: bookworm]
+    #[arg(long, value_name = "bookworm|trixie|trixie-backports")]
+    pub image: Option<lab::image::Release>,
+    /// The lab's cache directory [default: $ROCE_LAB_DIR or ~/.cache/roce/lab]
+    #[arg(long, value_name = "DIR")]
+    pub lab_dir: Option<PathBuf>,
+    /// For the oracles' own tests: plant a fault every batch carries (a switch
+    /// rule), which the oracle named must find
+    #[arg(long, value_name = "protocol|liveness", hide = true, value_parser = parse_plant)]
+    pub(crate) plant: Option<fuzz::gen::Plant>,
+}
+
+fn parse_plant(s: &str) -> Result<fuzz::gen::Plant, String> {
+    match s {
+        "protocol" => Ok(fuzz::gen::Plant::Protocol),
+        "liveness" => Ok(fuzz::gen::Plant::Liveness),
+        _ => Err(format!("`{s}`: plant `protocol` or `liveness`")),
+    }
+}
+
+/// `90s`, `30m`, `2h`, `45` (seconds).
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let (num, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => (&t[..i], &t[i..]),
+        None => (t, "s"),
+    };
+    let n: u64 =
+        num.parse().map_err(|_| format!("`{s}` is not a duration: say `90s`, `30m` or `2h`"))?;
+    let secs = match unit {
+        "s" => n,
+        "m" | "min" => n * 60,
+        "h" => n * 3600,
+        _ => return Err(format!("`{s}`: unknown unit `{unit}` (s, m or h)")),
+    };
+    if secs == 0 {
+        return Err("a duration of 0 runs nothing".into());
+    }
+    Ok(Duration::from_secs(secs))
+}
+
+/// `roce fuzz`.
+pub(super) fn run(a: FuzzArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
+    if let Some(dir) = &a.replay {
+        return replay(&a, dir, out, err);
+    }
+    let dir = a.out.clone().unwrap_or_else(|| super::run::timestamped("roce-fuzz"));
+    let duration = match (a.duration, a.budget) {
+        (None, None) => Some(Duration::from_secs(600)),
+        (d, _) => d,
+    };
+    let endpoints =
+        controller::lab_endpoints(a.lab_dir.clone(), a.lab.clone(), a.image.unwrap_or_default())
+            .map_err(Failure::setup)?;
+    let plan = FuzzPlan {
+        endpoints,
+        seed: a.seed,
+        budget: a.budget,
+        duration,
+        batch: usize::from(a.batch),
+        minimise: !a.no_minimise,
+        plant: a.plant,
+    };
+    let tty = std::io::stderr().is_terminal();
+    let report = fuzz::fuzz(&plan, &dir, |r, new| {
+        let line = progress_line(r);
+        if let Some(f) = new {
+            let _ = writeln!(
+                err,
+                "{}finding {} ({}{}): {}\n  {}",
+                if tty { "\r\x1b[2K" } else { "" },
+                r.findings.len(),
+                f.oracle.name(),
+                if f.confirmed { ", confirmed" } else { "" },
+                f.signature,
+                f.scenario.display()
+            );
+        }
+        if tty {
+            let _ = write!(err, "\r\x1b[2K{line}");
+        } else if r.batches % 10 == 0 {
+            let _ = writeln!(err, "{line}");
+        }
+    })
+    .map_err(Failure::setup)?;
+    if tty {
+        writeln!(err)?;
+    }
+    summary(&report, &dir, out)?;
+    Ok(if report.findings.is_empty() { Exit::Ok } else { Exit::Failed })
+}
+
+fn progress_line(r: &FuzzReport) -> String {
+    format!(
+        "batch {}: {} probes, {:.1} probes/s, {} of {} cells, {} findings",
+        r.batches,
+        r.probes,
+        r.probes_per_s,
+        r.cells_reached,
+        r.cells_total,
+        r.findings.len()
+    )
+}
+
+fn summary(r: &FuzzReport, dir: &Path, out: &mut dyn Write) -> std::io::Result<()> {
+    writeln!(
+        out,
+        "roce fuzz --seed {}: {} batches, {} probes in {:.0} s ({:.0} s of it minimising): {:.2} probes/s",
+        r.seed, r.batches, r.probes, r.elapsed_s, r.minimise_s, r.probes_per_s
+    )?;
+    writeln!(
+        out,
+        "coverage: {} of {} cells (opcode × change × QP) reached; {} never",
+        r.cells_reached,
+        r.cells_total,
+        r.unreached.len()
+    )?;
+    for f in &r.findings {
+        writeln!(
+            out,
+            "finding ({}{}): {}\n  {} probe(s) after {} minimisation runs: {}\n  reproduce: roce run {}",
+            f.oracle.name(),
+            if f.confirmed { ", confirmed" } else { ", seen once" },
+            f.signature,
+            f.probes.len(),
+            f.minimise_runs,
+            f.probes.join("; "),
+            f.scenario.display()
+        )?;
+    }
+    for n in &r.not_run {
+        writeln!(out, "not run: {n}")?;
+    }
+    writeln!(out, "{} findings; report: {}", r.findings.len(), dir.join("fuzz.json").display())
+}
+
+/// Every `finding.toml` below `dir`, run again: which still reproduce.
+fn replay(a: &FuzzArgs, dir: &Path, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
+    let mut files = Vec::new();
+    find_findings(dir, &mut files)
+        .map_err(|e| Failure::input(anyhow!("roce fuzz --replay {}: {e}", dir.display())))?;
+    files.sort();
+    if files.is_empty() {
+        return Err(Failure::input(anyhow!(
+            "roce fuzz --replay {}: no finding.toml below it\nhint: give a fuzzing run's --out directory, or scenarios/findings",
+            dir.display()
+        )));
+    }
+    let loaded = super::check::load(&files, "roce fuzz --replay", err)?;
+    let work = a.out.clone().unwrap_or_else(|| super::run::timestamped("roce-fuzz-replay"));
+    let endpoints =
+        controller::lab_endpoints(a.lab_dir.clone(), a.lab.clone(), a.image.unwrap_or_default())
+            .map_err(Failure::setup)?;
+    let plan =
+        RunPlan { endpoints, wire: WireSource::Switch, out_dir: work, profile: None, jobs: 1 };
+    let ran = controller::run_all(&plan, &loaded, |_, _| Ok(())).map_err(Failure::setup)?;
+    let mut still = 0;
+    for r in &ran.report.scenarios {
+        let reproduces = r.status != Status::Passed;
+        still += usize::from(reproduces);
+        let why = r
+            .verdicts
+            .iter()
+            .find(|v| !v.pass)
+            .map(|v| format!(": {}: {}", v.what, v.actual))
+            .or_else(|| r.error.as_ref().map(|e| format!(": {}", e.lines().next().unwrap_or(e))))
+            .unwrap_or_default();
+        if reproduces {
+            writeln!(out, "still reproduces  {}{why}", r.file)?;
+        } else {
+            writeln!(out, "fixed             {}", r.file)?;
+        }
+    }
+    writeln!(out, "{still} of {} findings still reproduce", ran.report.scenarios.len())?;
+    Ok(if still > 0 { Exit::Failed } else { Exit::Ok })
+}
+
+fn find_findings(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let p = e?.path();
+        if p.is_dir() {
+            find_findings(&p, out)?;
+        } else if p.file_name().is_some_and(|n| n == "finding.toml") {
+            out.push(p);
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_as_people_write_them() {
+        assert_eq!(parse_duration("90s"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("30m"), Ok(Duration::from_secs(1800)));
+        assert_eq!(parse_duration("2h"), Ok(Duration::from_secs(7200)));
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert!(parse_duration("0").is_err());
+        assert!(parse_duration("10 parsecs").unwrap_err().contains("unknown unit"));
+        assert!(parse_duration("soon").unwrap_err().contains("not a duration"));
+    }
+}

@@ -1,0 +1,727 @@
+//! The fuzzer's inputs: batches of crafted requests, each a scenario file.
+//!
+//! A batch is drawn from `(seed, index)` alone, so any batch of any run can be
+//! drawn again. Each probe starts from a well-formed request for the QP it is
+//! aimed at (its transport's opcodes from the dissector's table, a remote
+//! address inside a real MR, a payload the size an MTU allows), then has up to
+//! two fields changed, each change one of the [`Class`]es that mean something
+//! to a responder. The batch is written as a scenario (`roce run` runs it as
+//! it is); where the specification is unambiguous about a changed field's
+//! answer (a bad ICRC, a foreign P_Key, a TVer other than 0, an unknown
+//! destination QP, a QP in the error state: dropped silently), the probe gets
+//! that expectation, and every batch ends with the oracles every batch has
+//! (see [`Batch::toml`]).
+//!
+//! Owns: the generator, the targets and change classes, the coverage cells.
+//! Imports: the dissector's opcode table and the lab's seeded RNG.
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+
+use dissector::wire::opcode::{Headers, Kind, OpInfo};
+use dissector::wire::{Opcode, Transport};
+use lab::fault::Rng;
+
+/// Bytes of the MRs the probes aim at: small, so a change of the address or
+/// length lands near their bounds often.
+pub(crate) const MR_SIZE: u64 = 64;
+
+/// The QPs of VM b a batch aims probes at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Target {
+    Rc,
+    Uc,
+    Ud,
+    /// An RC QP that b moved to the error state before the probes.
+    RcErr,
+}
+
+impl Target {
+    pub(crate) const ALL: [Target; 4] = [Target::Rc, Target::Uc, Target::Ud, Target::RcErr];
+
+    /// The QP's name in the batch's scenario.
+    pub(crate) fn qp(self) -> &'static str {
+        match self {
+            Target::Rc => "rc",
+            Target::Uc => "uc",
+            Target::Ud => "ud",
+            Target::RcErr => "rc_err",
+        }
+    }
+
+    pub(crate) fn transport(self) -> Transport {
+        match self {
+            Target::Rc | Target::RcErr => Transport::Rc,
+            Target::Uc => Transport::Uc,
+            Target::Ud => Transport::Ud,
+        }
+    }
+
+    /// `RC in RTS`, `RC in ERR`: a coverage cell's QP.
+    pub(crate) fn describe(self) -> &'static str {
+        match self {
+            Target::Rc => "RC in RTS",
+            Target::Uc => "UC in RTS",
+            Target::Ud => "UD in RTS",
+            Target::RcErr => "RC in ERR",
+        }
+    }
+}
+
+/// What a probe's change is about: one class per field with a meaning (or
+/// `Plain`: nothing changed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub(crate) enum Class {
+    Plain,
+    /// The PSN against the one the QP expects: a duplicate, ahead, far away.
+    Psn,
+    /// An R_Key that is no MR's.
+    Rkey,
+    /// A remote address at or past an MR's end.
+    Bounds,
+    /// The RETH's DMA length against the payload (0, more, 2^31).
+    DmaLen,
+    /// A payload larger than the path MTU.
+    Length,
+    PadCnt,
+    TVer,
+    PKey,
+    /// A destination QP no QP has.
+    DestQp,
+    Icrc,
+    /// The BTH's AckReq and SE bits.
+    Bits,
+    /// A UD Q_Key other than the QP's (high bit included).
+    QKey,
+    /// An opcode of another transport.
+    Foreign,
+    /// An atomic's address (misaligned) and operands.
+    Atomic,
+}
+
+impl Class {
+    pub(crate) const ALL: [Class; 15] = [
+        Class::Plain,
+        Class::Psn,
+        Class::Rkey,
+        Class::Bounds,
+        Class::DmaLen,
+        Class::Length,
+        Class::PadCnt,
+        Class::TVer,
+        Class::PKey,
+        Class::DestQp,
+        Class::Icrc,
+        Class::Bits,
+        Class::QKey,
+        Class::Foreign,
+        Class::Atomic,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Class::Plain => "plain",
+            Class::Psn => "psn",
+            Class::Rkey => "rkey",
+            Class::Bounds => "bounds",
+            Class::DmaLen => "dma_len",
+            Class::Length => "length",
+            Class::PadCnt => "padcnt",
+            Class::TVer => "tver",
+            Class::PKey => "pkey",
+            Class::DestQp => "dest_qp",
+            Class::Icrc => "icrc",
+            Class::Bits => "bits",
+            Class::QKey => "qkey",
+            Class::Foreign => "foreign_opcode",
+            Class::Atomic => "atomic",
+        }
+    }
+
+    /// The class applies to a request with these headers, on this target.
+    fn applies(self, info: &OpInfo, target: Target) -> bool {
+        let h = info.headers;
+        match self {
+            Class::Rkey | Class::Bounds => {
+                h.contains(Headers::RETH) || h.contains(Headers::ATOMICETH)
+            }
+            Class::DmaLen => h.contains(Headers::RETH),
+            Class::Length | Class::PadCnt => h.contains(Headers::PAYLOAD),
+            Class::Atomic => h.contains(Headers::ATOMICETH),
+            Class::QKey => target == Target::Ud,
+            Class::Psn => target != Target::Ud,
+            _ => true,
+        }
+    }
+}
+
+/// A coverage cell: an opcode, the class of change it carried, the QP it hit.
+pub(crate) type Cell = (Opcode, Class, Target);
+
+/// One crafted request of a batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ProbeGen {
+    pub(crate) id: String,
+    pub(crate) target: Target,
+    pub(crate) opcode: Opcode,
+    /// What was changed: `[Plain]` for a well-formed request.
+    pub(crate) classes: Vec<Class>,
+    /// `key = value` pairs of the probe's inline table, in order.
+    fields: Vec<(&'static str, String)>,
+    /// The answer the specification gives whatever the device: none at all.
+    pub(crate) silent: Option<&'static str>,
+}
+
+impl ProbeGen {
+    /// Its coverage cells: one per class of change; an opcode of another
+    /// transport is one cell whatever else changed.
+    pub(crate) fn cells(&self) -> Vec<Cell> {
+        if self.classes.contains(&Class::Foreign) {
+            return vec![(self.opcode, Class::Foreign, self.target)];
+        }
+        self.classes.iter().map(|&c| (self.opcode, c, self.target)).collect()
+    }
+
+    /// `UC RDMA WRITE Only [rkey, psn] at uc`.
+    pub(crate) fn describe(&self) -> String {
+        let classes: Vec<&str> = self.classes.iter().map(|c| c.name()).collect();
+        format!("{} [{}] at {}", self.opcode, classes.join(", "), self.target.qp())
+    }
+}
+
+/// A fault planted in every batch, for the tests that show an oracle catches
+/// what it is for (`roce fuzz --plant`, hidden): a switch rule, so the finding's
+/// scenario carries it and reproduces it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Plant {
+    /// The switch answers every request to `rc_err` (a QP in ERR) with an ACK.
+    Protocol,
+    /// The switch drops every frame a sends on `fresh`: the liveness WRITE never
+    /// completes.
+    Liveness,
+}
+
+impl Plant {
+    fn fault(self) -> &'static str {
+        match self {
+            Plant::Protocol => "\n# Planted (roce fuzz --plant protocol): the switch answers for the QP in ERR.\n[[fault]]\nrule = \"respond with=ack\"\nfrom = \"a\"\nqp = \"rc_err\"\n",
+            Plant::Liveness => "\n# Planted (roce fuzz --plant liveness): nothing a sends on `fresh` arrives.\n[[fault]]\nrule = \"drop\"\nfrom = \"a\"\nqp = \"fresh\"\n",
+        }
+    }
+}
+
+/// A batch: the probes of one scenario run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Batch {
+    pub(crate) seed: u64,
+    pub(crate) index: u64,
+    pub(crate) probes: Vec<ProbeGen>,
+    pub(crate) plant: Option<Plant>,
+}
+
+/// The request opcodes of `t` that a probe can build (every one the table knows
+/// for it).
+fn requests(t: Transport) -> Vec<&'static OpInfo> {
+    Opcode::all().filter(|i| i.transport == t && i.is_request()).collect()
+}
+
+/// A value of `xs`, drawn.
+fn pick<T: Copy>(rng: &mut Rng, xs: &[T]) -> T {
+    xs[(rng.next_u64() % xs.len() as u64) as usize]
+}
+
+fn chance(rng: &mut Rng, p: f64) -> bool {
+    rng.next_f64() < p
+}
+
+impl Batch {
+    /// Batch `index` of the run seeded `seed`, with `n` probes.
+    pub(crate) fn generate(seed: u64, index: u64, n: usize) -> Batch {
+        // One stream per batch, from both numbers: batch 7 is the same whatever
+        // ran before it.
+        let mut rng = Rng::new(seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
+        let probes = (0..n).map(|i| Self::probe(&mut rng, i)).collect();
+        Batch { seed, index, probes, plant: None }
+    }
+
+    fn probe(rng: &mut Rng, i: usize) -> ProbeGen {
+        let target =
+            pick(rng, &[Target::Rc, Target::Rc, Target::Rc, Target::Uc, Target::Ud, Target::RcErr]);
+        let own = requests(target.transport());
+        let mut info = pick(rng, &own);
+        let mut classes = Vec::new();
+        if chance(rng, 0.08) {
+            // An opcode the QP's transport does not have (RC's on UC, …).
+            info = pick(rng, &foreign(target));
+            classes.push(Class::Foreign);
+        }
+        let h = info.headers;
+        let atomic = h.contains(Headers::ATOMICETH);
+        let mut f: Vec<(&'static str, String)> = Vec::new();
+        let mut len: u32 = if h.contains(Headers::PAYLOAD) {
+            if info.is(Kind::ATOMIC) {
+                8
+            } else {
+                pick(rng, &[0u32, 1, 8, 16, 32, 64])
+            }
+        } else {
+            0
+        };
+        // The request as it should be.
+        let mut offset = if atomic {
+            8 * (rng.next_u64() % (MR_SIZE / 8))
+        } else {
+            rng.next_u64() % (MR_SIZE - u64::from(len.min(MR_SIZE as u32)) + 1)
+        };
+        let mut mr = "target";
+        let (mut rkey, mut dma_len, mut psn, mut p_key, mut q_key, mut dest_qp) =
+            (None, None, None, None, None, None);
+        let (mut pad, mut tver, mut bad_icrc, mut ack_req, mut solicited) =
+            (None, None, false, None, false);
+        let (mut compare, mut swap_add) = (None, None);
+        if h.contains(Headers::RETH) || atomic {
+            // One in five at the MR that allows no remote access at all.
+            if chance(rng, 0.2) {
+                mr = "locked";
+            }
+        }
+        // Then up to two changes.
+        let changes = pick(rng, &[0usize, 1, 1, 1, 2, 2]);
+        let candidates: Vec<Class> = Class::ALL[1..]
+            .iter()
+            .copied()
+            .filter(|c| *c != Class::Foreign && c.applies(info, target))
+            .collect();
+        for _ in 0..changes {
+            let c = pick(rng, &candidates);
+            if classes.contains(&c) {
+                continue;
+            }
+            classes.push(c);
+            match c {
+                Class::Psn => {
+                    psn = Some(match rng.next_u64() % 4 {
+                        0 => format!("\"next-{}\"", 1 + rng.next_u64() % 3),
+                        1 => format!("\"next+{}\"", 1 + rng.next_u64() % 4),
+                        2 => format!("\"next+{}\"", 1000 + rng.next_u64() % 100_000),
+                        _ => format!("{}", rng.next_u64() & 0xff_ffff),
+                    })
+                }
+                Class::Rkey => rkey = Some(format!("{:#x}", rng.next_u64() as u32 | 0x8000_0000)),
+                Class::Bounds => {
+                    offset = match rng.next_u64() % 3 {
+                        0 => MR_SIZE - u64::from(len.max(1)) / 2,
+                        1 => MR_SIZE + rng.next_u64() % 16,
+                        _ => 1 << (12 + rng.next_u64() % 20),
+                    };
+                }
+                Class::DmaLen => {
+                    dma_len = Some(match rng.next_u64() % 3 {
+                        0 => 0,
+                        1 => len + 1 + (rng.next_u64() % 64) as u32,
+                        _ => 0x8000_0000,
+                    })
+                }
+                Class::Length => len = pick(rng, &[1025u32, 2048, 4096]),
+                Class::PadCnt => pad = Some(1 + rng.next_u64() % 3),
+                Class::TVer => tver = Some(1 + rng.next_u64() % 15),
+                Class::PKey => p_key = Some(pick(rng, &[0x8123u16, 0x0000, 0x7fff, 0x1234])),
+                Class::DestQp => dest_qp = Some(0x80_0000 | (rng.next_u64() as u32 & 0x7f_ffff)),
+                Class::Icrc => bad_icrc = true,
+                Class::Bits => {
+                    ack_req = Some(chance(rng, 0.5));
+                    solicited = true;
+                }
+                Class::QKey => {
+                    q_key = Some(pick(rng, &[0x2222_2222u32, 0x8000_0000, 0x9111_1111, 0]))
+                }
+                Class::Atomic => {
+                    if chance(rng, 0.5) {
+                        offset = 4 + 8 * (rng.next_u64() % (MR_SIZE / 8 - 1));
+                    }
+                    // 63 bits: a TOML integer is signed.
+                    compare = Some(rng.next_u64() >> 1);
+                    swap_add = Some(rng.next_u64() >> 1);
+                }
+                Class::Plain | Class::Foreign => {}
+            }
+        }
+        if classes.is_empty() {
+            classes.push(Class::Plain);
+        }
+        let id = format!("p{i}");
+        f.push(("id", format!("\"{id}\"")));
+        f.push(("opcode", format!("\"{}\"", info.opcode)));
+        if let Some(p) = psn {
+            f.push(("psn", p));
+        }
+        if h.contains(Headers::RETH) || atomic {
+            let key = rkey.map(|k| format!(", rkey = {k}")).unwrap_or_default();
+            f.push(("remote", format!("{{ mr = \"{mr}\", offset = {offset}{key} }}")));
+        }
+        if let Some(d) = dma_len {
+            f.push(("dma_len", d.to_string()));
+        }
+        if h.contains(Headers::PAYLOAD) && len > 0 {
+            let byte = (rng.next_u64() as u8) | 1;
+            f.push(("payload", format!("{{ pattern = \"{byte:02x}\" }}")));
+            f.push(("len", len.to_string()));
+        }
+        if let Some(c) = compare {
+            f.push(("compare", c.to_string()));
+        }
+        if let Some(s) = swap_add {
+            let key = if info.name.starts_with("CmpSwap") { "swap" } else { "add" };
+            f.push((key, s.to_string()));
+        }
+        if let Some(p) = pad {
+            f.push(("pad", p.to_string()));
+        }
+        if let Some(t) = tver {
+            f.push(("tver", t.to_string()));
+        }
+        if bad_icrc {
+            f.push(("bad_icrc", "true".into()));
+        }
+        if let Some(a) = ack_req {
+            f.push(("ack_req", a.to_string()));
+        }
+        if solicited {
+            f.push(("solicited", "true".into()));
+        }
+        if let Some(p) = p_key {
+            f.push(("p_key", format!("{p:#06x}")));
+        }
+        if let Some(q) = dest_qp {
+            f.push(("dest_qp", format!("{q:#x}")));
+        }
+        if let Some(q) = q_key {
+            f.push(("q_key", format!("{q:#x}")));
+        }
+        // Long enough for its answers to come before the next probe goes (the
+        // judge gives a probe what answers until the prober's next request).
+        f.push(("settle_ms", "50".into()));
+        // What IBA says of a request whatever the rest: dropped without an answer.
+        let silent = if bad_icrc {
+            Some("a packet with a bad ICRC is dropped silently (IBA 9.8.3.1, C9-41)")
+        } else if tver.is_some() {
+            Some("a packet with a TVer other than 0 is dropped silently (IBA 9.6.1.1)")
+        } else if p_key.is_some_and(|k| k & 0x7fff != 0x7fff) {
+            Some("a packet with a P_Key of another partition is dropped silently (IBA 9.6.1.1, 10.9.3)")
+        } else if dest_qp.is_some() {
+            Some("a packet for a QP that does not exist is dropped silently (IBA 9.6.1.1)")
+        } else if target == Target::RcErr {
+            Some("a QP in the error state answers nothing (IBA 10.3.1)")
+        } else if target == Target::Ud {
+            Some("UD is unacknowledged: nothing answers a datagram (IBA 9.2)")
+        } else if target == Target::Uc {
+            Some("UC is unacknowledged: nothing answers a request (IBA 9.2)")
+        } else {
+            None
+        };
+        ProbeGen { id, target, opcode: info.opcode, classes, fields: f, silent }
+    }
+
+    /// The batch as a scenario file, with only the probes `keep` (indices into
+    /// `probes`, in order). Every batch has the same setup and the same oracles:
+    ///
+    /// - MR `target` on b allows every remote access; MR `locked` allows none, so
+    ///   no request may change it (`unchanged = true`); nothing outside either,
+    ///   nor outside b's receive buffer, may change (`outside = "unchanged"`);
+    /// - a probe whose answer IBA fixes whatever the device gets it as an
+    ///   `[[expect.probe]]`: no answer;
+    /// - after the probes, a WRITE from a on a fresh RC QP lands and completes
+    ///   (`[[expect.completion]]`, `[[expect.memory]]`): the device still works.
+    pub(crate) fn toml(&self, keep: &[usize], title: &str) -> String {
+        let mut s = String::new();
+        let kept: Vec<&ProbeGen> = keep.iter().filter_map(|&i| self.probes.get(i)).collect();
+        let _ = writeln!(s, "# {title}");
+        let _ = writeln!(
+            s,
+            "# Drawn by `roce fuzz --seed {}`: batch {}, probes {}.",
+            self.seed,
+            self.index,
+            kept.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(" ")
+        );
+        for p in &kept {
+            let _ = writeln!(s, "#   {}: {}", p.id, p.describe());
+        }
+        let _ = writeln!(s, "name = \"fuzz: seed {} batch {}\"", self.seed, self.index);
+        s.push_str(SETUP);
+        for p in &kept {
+            let fields: Vec<String> = p.fields.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            let _ = write!(
+                s,
+                "\n[[step]]\non = \"a\"\nop = \"probe\"\nqp = \"{}\"\nprobe = {{ {} }}\n",
+                p.target.qp(),
+                fields.join(", ")
+            );
+        }
+        s.push_str(LIVENESS);
+        if let Some(p) = self.plant {
+            s.push_str(p.fault());
+        }
+        for p in kept.iter().filter(|p| p.silent.is_some()) {
+            let why = p.silent.unwrap_or_default();
+            let _ =
+                write!(s, "\n# {why}\n[[expect.probe]]\nprobe = \"{}\"\nresponses = []\n", p.id);
+        }
+        s
+    }
+
+    /// Its coverage cells.
+    pub(crate) fn cells(&self) -> BTreeSet<Cell> {
+        self.probes.iter().flat_map(|p| p.cells()).collect()
+    }
+}
+
+/// Every cell a run could reach: each target's own request opcodes with each
+/// class that applies to them, plus every other transport's request opcodes
+/// once per target.
+pub(crate) fn all_cells() -> BTreeSet<Cell> {
+    let mut all = BTreeSet::new();
+    for t in Target::ALL {
+        for info in requests(t.transport()) {
+            for c in Class::ALL.iter().filter(|c| **c != Class::Foreign && c.applies(info, t)) {
+                all.insert((info.opcode, *c, t));
+            }
+        }
+        for info in foreign(t) {
+            all.insert((info.opcode, Class::Foreign, t));
+        }
+    }
+    all
+}
+
+/// The request opcodes of the transports other than `t`'s.
+fn foreign(t: Target) -> Vec<&'static OpInfo> {
+    [Transport::Rc, Transport::Uc, Transport::Ud, Transport::Xrc]
+        .into_iter()
+        .filter(|x| *x != t.transport())
+        .flat_map(requests)
+        .collect()
+}
+
+/// The QPs, MRs and receives every batch starts from.
+const SETUP: &str = r#"format = 3
+timeout_ms = 60000
+
+[endpoints.a]
+[endpoints.b]
+
+[[qp]]
+name = "rc"
+type = "rc"
+between = ["b", "a"]
+psn = { a = 100, b = 500 }
+access = { b = ["remote_write", "remote_read", "remote_atomic"] }
+
+[[qp]]
+name = "uc"
+type = "uc"
+between = ["b", "a"]
+psn = { a = 1000, b = 5000 }
+access = { b = ["remote_write"] }
+
+[[qp]]
+name = "ud"
+type = "ud"
+between = ["b", "a"]
+
+[[qp]]
+name = "rc_err"
+type = "rc"
+between = ["b", "a"]
+psn = { a = 2000, b = 6000 }
+
+[[qp]]
+name = "fresh"
+type = "rc"
+between = ["b", "a"]
+
+[[mr]]
+name = "target"
+on = "b"
+size = 64
+access = ["local_write", "remote_write", "remote_read", "remote_atomic"]
+init = { pattern = "00" }
+
+[[mr]]
+name = "locked"
+on = "b"
+size = 64
+access = ["local_write"]
+init = { pattern = "5a" }
+
+[[mr]]
+name = "rbuf"
+on = "b"
+size = 4096
+access = ["local_write"]
+
+[[mr]]
+name = "src"
+on = "a"
+size = 8
+init = { text = "liveness" }
+
+[[mr]]
+name = "dst"
+on = "b"
+size = 8
+access = ["local_write", "remote_write"]
+
+[[step]]
+on = "b"
+op = "post_recv"
+qp = "rc"
+wr_id = 1
+sge = [{ mr = "rbuf", len = 1024 }]
+
+[[step]]
+on = "b"
+op = "post_recv"
+qp = "uc"
+wr_id = 2
+sge = [{ mr = "rbuf", offset = 1024, len = 1024 }]
+
+[[step]]
+on = "b"
+op = "post_recv"
+qp = "ud"
+wr_id = 3
+sge = [{ mr = "rbuf", offset = 2048, len = 2048 }]
+
+[[step]]
+on = "b"
+op = "modify_qp"
+qp = "rc_err"
+state = "err"
+"#;
+
+/// The known-good exchange and the memory oracles every batch ends with.
+const LIVENESS: &str = r#"
+# Liveness: after the probes, a WRITE on a fresh QP still lands and completes.
+[[step]]
+on = "a"
+op = "write"
+qp = "fresh"
+wr_id = 99
+sge = [{ mr = "src" }]
+remote = { mr = "dst" }
+
+[[expect.completion]]
+on = "a"
+wr_id = 99
+status = "IBV_WC_SUCCESS"
+
+[[expect.memory]]
+on = "b"
+mr = "dst"
+equals = { text = "liveness" }
+
+# Memory: no request may change an MR that allows no remote access, and no
+# request may write outside any MR.
+[[expect.memory]]
+on = "b"
+mr = "locked"
+unchanged = true
+outside = "unchanged"
+
+[[expect.memory]]
+on = "b"
+mr = "target"
+outside = "unchanged"
+
+[[expect.memory]]
+on = "b"
+mr = "rbuf"
+outside = "unchanged"
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn a_batch_is_drawn_from_its_seed_and_index_alone() {
+        assert_eq!(Batch::generate(7, 3, 12), Batch::generate(7, 3, 12));
+        assert_ne!(Batch::generate(7, 3, 12), Batch::generate(7, 4, 12));
+        assert_ne!(Batch::generate(7, 3, 12), Batch::generate(8, 3, 12));
+    }
+
+    /// Every batch of many seeds is a scenario `roce check` takes, whatever
+    /// subset of its probes a minimisation keeps.
+    #[test]
+    fn every_batch_loads_and_so_does_every_subset() {
+        for seed in 0..40 {
+            let b = Batch::generate(seed, seed * 3, 16);
+            let all: Vec<usize> = (0..b.probes.len()).collect();
+            for keep in [all.clone(), all.iter().copied().step_by(3).collect(), vec![]] {
+                let text = b.toml(&keep, "test");
+                let sc = crate::scenario::check::parse_str(Path::new("fuzz.toml"), &text)
+                    .unwrap_or_else(|e| panic!("seed {seed}: {}\n{text}", e[0]));
+                let probes = sc
+                    .steps
+                    .iter()
+                    .filter(|s| matches!(s, crate::scenario::model::Step::Probe { .. }))
+                    .count();
+                assert_eq!(probes, keep.len());
+            }
+        }
+        for plant in [Plant::Protocol, Plant::Liveness] {
+            let b = Batch { plant: Some(plant), ..Batch::generate(3, 3, 4) };
+            let sc =
+                crate::scenario::check::parse_str(Path::new("fuzz.toml"), &b.toml(&[0, 1], "t"))
+                    .unwrap_or_else(|e| panic!("{plant:?}: {}", e[0]));
+            assert_eq!(sc.faults.len(), 1);
+        }
+    }
+
+    #[test]
+    fn batches_reach_many_cells_and_only_known_ones() {
+        let all = all_cells();
+        let mut reached = BTreeSet::new();
+        for i in 0..200 {
+            reached.extend(Batch::generate(1, i, 16).cells());
+        }
+        assert!(reached.iter().all(|c| all.contains(c)), "{:?}", reached.difference(&all).next());
+        let own = |s: &BTreeSet<Cell>| s.iter().filter(|c| c.1 != Class::Foreign).count();
+        assert!(own(&reached) > own(&all) / 2, "{} of {}", own(&reached), own(&all));
+        // Each target and each class is drawn.
+        for t in Target::ALL {
+            assert!(reached.iter().any(|c| c.2 == t), "{t:?}");
+        }
+        for c in Class::ALL {
+            assert!(reached.iter().any(|x| x.1 == c), "{c:?}");
+        }
+    }
+
+    #[test]
+    fn what_iba_fixes_becomes_an_expectation() {
+        let b = (0..50)
+            .map(|i| Batch::generate(5, i, 16))
+            .find(|b| {
+                b.probes.iter().any(|p| p.classes.contains(&Class::Icrc) && p.target == Target::Rc)
+            })
+            .expect("a bad ICRC at rc");
+        let p = b
+            .probes
+            .iter()
+            .find(|p| p.classes.contains(&Class::Icrc) && p.target == Target::Rc)
+            .unwrap();
+        assert!(p.silent.is_some_and(|w| w.contains("bad ICRC")));
+        let i = b.probes.iter().position(|x| x == p).unwrap();
+        let text = b.toml(&[i], "t");
+        assert!(
+            text.contains(&format!("[[expect.probe]]\nprobe = \"{}\"\nresponses = []", p.id)),
+            "{text}"
+        );
+        // A plain RC request: the device decides (no expectation).
+        let plain = (0..50)
+            .flat_map(|i| Batch::generate(6, i, 16).probes)
+            .find(|p| p.classes == [Class::Plain] && p.target == Target::Rc)
+            .expect("a plain RC probe");
+        assert_eq!(plain.silent, None);
+    }
+}

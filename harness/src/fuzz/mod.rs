@@ -1,0 +1,517 @@
+//! `roce fuzz`: batches of crafted requests into VM b's live QPs, each run as a
+//! scenario, each judged by oracles; every finding confirmed by a second run,
+//! minimised to the fewest probes that still show it, and written as a scenario
+//! file `roce run` reproduces.
+//!
+//! The oracles, each a [`Oracle`]:
+//! - memory: the MR no remote access is allowed to stays as it was, and the
+//!   guard regions around every MR hold their canary (`outside = "unchanged"`);
+//! - kernel: the VMs' consoles gain no oops, BUG, WARNING, KASAN, lockup,
+//!   refcount or list-corruption report, and no VM dies;
+//! - liveness: after the probes, a WRITE on a fresh QP lands and completes;
+//! - protocol: where IBA fixes a request's answer whatever the device (dropped
+//!   silently: a bad ICRC, a foreign P_Key, TVer ≠ 0, an unknown QP, a QP in
+//!   the error state, unacknowledged transports), nothing answers it.
+//!
+//! Owns: the run loop, findings, their confirmation and minimisation, the
+//! report. Imports: `crate::controller` (running a scenario), the scenario
+//! checker, the results' verdicts, the lab's console reading.
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use crate::controller::{self, Endpoints, RunPlan, WireSource};
+use crate::results::{ScenarioResult, VerdictKind};
+
+pub(crate) mod gen;
+mod minimise;
+
+use gen::Batch;
+
+/// Probes in a batch by default: enough to build up state, few enough that a
+/// batch's minimisation stays short.
+pub(crate) const DEFAULT_BATCH: usize = 16;
+/// Scenario runs a finding's minimisation may take, at most.
+const MINIMISE_RUNS: usize = 14;
+
+/// What found a finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum Oracle {
+    Memory,
+    Kernel,
+    Liveness,
+    Protocol,
+}
+
+impl Oracle {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Oracle::Memory => "memory",
+            Oracle::Kernel => "kernel",
+            Oracle::Liveness => "liveness",
+            Oracle::Protocol => "protocol",
+        }
+    }
+}
+
+/// What one run of a batch showed: by signature, what each oracle saw.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub(crate) struct Sighting {
+    pub(crate) oracle: Oracle,
+    /// What stays the same when the same fault shows again (no frame numbers,
+    /// addresses or probe ids): findings with one signature are one finding.
+    pub(crate) signature: String,
+    /// What was seen, in full.
+    pub(crate) detail: String,
+}
+
+/// A fault found: confirmed (or not) and minimised.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct Finding {
+    pub(crate) oracle: Oracle,
+    pub(crate) signature: String,
+    pub(crate) detail: String,
+    pub(crate) batch: u64,
+    /// The probes it takes, after minimisation (`describe()` of each).
+    pub(crate) probes: Vec<String>,
+    /// Seen again when the batch ran a second time.
+    pub(crate) confirmed: bool,
+    /// Its reproducer and the capture of its last reproducing run.
+    pub(crate) scenario: PathBuf,
+    pub(crate) capture: Option<PathBuf>,
+    /// Scenario runs its minimisation took.
+    pub(crate) minimise_runs: usize,
+}
+
+/// How long and how far to fuzz.
+#[derive(Debug, Clone)]
+pub(crate) struct FuzzPlan {
+    /// The lab (or hosts) the batches run on.
+    pub(crate) endpoints: Endpoints,
+    pub(crate) seed: u64,
+    /// Batches at most.
+    pub(crate) budget: Option<u64>,
+    pub(crate) duration: Option<Duration>,
+    pub(crate) batch: usize,
+    /// Confirm and minimise each new finding (else only record it).
+    pub(crate) minimise: bool,
+    pub(crate) plant: Option<gen::Plant>,
+}
+
+/// A whole fuzzing run, as the report shows it.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct FuzzReport {
+    pub(crate) seed: u64,
+    pub(crate) batches: u64,
+    /// Probes sent (in batches, not minimisation).
+    pub(crate) probes: u64,
+    pub(crate) elapsed_s: f64,
+    /// Of those seconds, spent minimising.
+    pub(crate) minimise_s: f64,
+    pub(crate) probes_per_s: f64,
+    pub(crate) cells_total: usize,
+    pub(crate) cells_reached: usize,
+    /// `opcode / class / QP`, of the cells never reached.
+    pub(crate) unreached: Vec<String>,
+    pub(crate) findings: Vec<Finding>,
+    /// Batches that could not be judged (the lab failed to run them) and why.
+    pub(crate) not_run: Vec<String>,
+}
+
+/// Writes `bytes` to `path` through a temporary file renamed when complete.
+fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let mut f = dissector::capture::AtomicFile::create(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    f.write_all(bytes).with_context(|| format!("writing {}", path.display()))?;
+    f.commit().with_context(|| format!("finishing {}", path.display()))?;
+    Ok(())
+}
+
+/// Where a fuzzing run writes: `batches/` (the last batch's file and capture),
+/// `findings/<oracle>-<n>/` (each finding's scenario and capture).
+fn dirs(out: &Path) -> (PathBuf, PathBuf) {
+    (out.join("batches"), out.join("findings"))
+}
+
+/// Reads what is new on both VMs' consoles.
+struct Consoles {
+    paths: Option<lab::state::LabPaths>,
+    watch: [lab::state::ConsoleWatch; 2],
+}
+
+impl Consoles {
+    fn new(eps: &Endpoints) -> Consoles {
+        let paths = match eps {
+            Endpoints::Lab(l) => Some(l.paths.clone()),
+            Endpoints::Remote(_) => None,
+        };
+        let mut c = Consoles { paths, watch: Default::default() };
+        // What the consoles said before this run is not its finding.
+        let _ = c.reports();
+        c
+    }
+
+    /// Kernel reports since the last call: `(VM, kind, line)`.
+    fn reports(&mut self) -> Vec<(lab::state::Vm, lab::state::KernelReport, String)> {
+        let Some(p) = &self.paths else { return Vec::new() };
+        let mut out = Vec::new();
+        for vm in lab::state::Vm::BOTH {
+            for line in self.watch[vm.index()].new_lines(&p.console(vm)) {
+                if let Some(k) = lab::state::KernelReport::of_line(&line) {
+                    out.push((vm, k, line));
+                }
+            }
+        }
+        out
+    }
+}
+
+/// A console line with what changes from run to run taken out: its timestamp,
+/// addresses and offsets, PIDs and CPU numbers.
+fn stable_line(line: &str) -> String {
+    let l = match line.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+        Some((_, rest)) => rest,
+        None => line,
+    };
+    let mut out = String::new();
+    for word in l.split_whitespace() {
+        let w = word.trim_end_matches([',', ':']);
+        let numeric = w.starts_with("0x")
+            || (w.len() >= 8 && w.chars().all(|c| c.is_ascii_hexdigit()))
+            || w.chars().all(|c| c.is_ascii_digit());
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(if numeric { "N" } else { word });
+    }
+    out
+}
+
+/// What the oracles see in one run of a batch.
+fn sightings(
+    batch: &Batch,
+    keep: &[usize],
+    r: &ScenarioResult,
+    kernel: &[(lab::state::Vm, lab::state::KernelReport, String)],
+) -> Vec<Sighting> {
+    let mut out = Vec::new();
+    for (vm, k, line) in kernel {
+        out.push(Sighting {
+            oracle: Oracle::Kernel,
+            signature: format!("{} on VM {}: {}", k.name(), vm.name(), stable_line(line)),
+            detail: line.clone(),
+        });
+    }
+    if let Some(e) = &r.error {
+        // A run not carried out: a VM that died or stopped answering, an agent
+        // lost. The lab's own words say which.
+        let first = e.lines().next().unwrap_or(e);
+        out.push(Sighting {
+            oracle: if kernel.is_empty() { Oracle::Liveness } else { Oracle::Kernel },
+            signature: format!("the run could not be carried out: {}", stable_line(first)),
+            detail: e.clone(),
+        });
+    }
+    let by_id: BTreeMap<&str, &gen::ProbeGen> =
+        keep.iter().filter_map(|&i| batch.probes.get(i)).map(|p| (p.id.as_str(), p)).collect();
+    for v in r.verdicts.iter().filter(|v| !v.pass) {
+        let sighting = match v.kind {
+            VerdictKind::Probe => {
+                let id = v.what.strip_prefix("probe ").unwrap_or(&v.what);
+                let Some(p) = by_id.get(id) else { continue };
+                Sighting {
+                    oracle: Oracle::Protocol,
+                    signature: format!(
+                        "{} answered where IBA says nothing does: {}",
+                        p.describe().replace(
+                            &format!(" at {}", p.target.qp()),
+                            &format!(" at {}", p.target.describe())
+                        ),
+                        p.silent.unwrap_or_default()
+                    ),
+                    detail: format!("{}: {}; {}", v.what, p.describe(), v.actual),
+                }
+            }
+            VerdictKind::Memory if v.what.contains("MR dst") => Sighting {
+                oracle: Oracle::Liveness,
+                signature: "the WRITE on a fresh QP after the probes did not land".into(),
+                detail: format!("{}: {}", v.what, v.actual),
+            },
+            VerdictKind::Memory => Sighting {
+                oracle: Oracle::Memory,
+                signature: v.what.clone(),
+                detail: format!("{}: expected {}, found {}", v.what, v.expected, v.actual),
+            },
+            VerdictKind::Completion => Sighting {
+                oracle: Oracle::Liveness,
+                signature: "the WRITE on a fresh QP after the probes did not complete".into(),
+                detail: format!("{}: expected {}, found {}", v.what, v.expected, v.actual),
+            },
+            _ => Sighting {
+                oracle: Oracle::Protocol,
+                signature: v.what.clone(),
+                detail: format!("{}: expected {}, found {}", v.what, v.expected, v.actual),
+            },
+        };
+        if !out.iter().any(|s: &Sighting| s.signature == sighting.signature) {
+            out.push(sighting);
+        }
+    }
+    out
+}
+
+/// Runs the probes `keep` of `batch` once: the result, where its file and
+/// capture are, and what the consoles said meanwhile.
+struct Runner<'a> {
+    plan: &'a FuzzPlan,
+    consoles: Consoles,
+    work: PathBuf,
+}
+
+struct Ran {
+    result: ScenarioResult,
+    sightings: Vec<Sighting>,
+}
+
+impl Runner<'_> {
+    fn run(&mut self, batch: &Batch, keep: &[usize], name: &str) -> Result<Ran> {
+        let file = self.work.join(format!("{name}.toml"));
+        let title = format!("roce fuzz: batch {} of seed {}", batch.index, batch.seed);
+        let text = batch.toml(keep, &title);
+        std::fs::write(&file, &text).with_context(|| format!("writing {}", file.display()))?;
+        let sc = crate::scenario::check::parse_str(&file, &text).map_err(|e| {
+            anyhow::anyhow!("the fuzzer drew a batch `roce check` refuses (a fuzzer bug): {}", e[0])
+        })?;
+        let plan = RunPlan {
+            endpoints: self.plan.endpoints.clone(),
+            wire: WireSource::Switch,
+            out_dir: self.work.clone(),
+            profile: None,
+            jobs: 1,
+        };
+        let ran = controller::run_all(&plan, &[(file.clone(), sc)], |_, _| Ok(()))?;
+        let result = ran
+            .report
+            .scenarios
+            .into_iter()
+            .next()
+            .ok_or_else(|| anyhow::anyhow!("the run of {} gave no result", file.display()))?;
+        let kernel = self.consoles.reports();
+        let sightings = sightings(batch, keep, &result, &kernel);
+        Ok(Ran { result, sightings })
+    }
+}
+
+/// Fuzzes as `plan` says, writing under `out`; `progress` hears after each batch.
+pub(crate) fn fuzz(
+    plan: &FuzzPlan,
+    out: &Path,
+    mut progress: impl FnMut(&FuzzReport, Option<&Finding>),
+) -> Result<FuzzReport> {
+    let (work, found_dir) = dirs(out);
+    for d in [&work, &found_dir] {
+        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
+    }
+    let start = Instant::now();
+    let all = gen::all_cells();
+    let mut reached = BTreeSet::new();
+    let mut report = FuzzReport {
+        seed: plan.seed,
+        batches: 0,
+        probes: 0,
+        elapsed_s: 0.0,
+        minimise_s: 0.0,
+        probes_per_s: 0.0,
+        cells_total: all.len(),
+        cells_reached: 0,
+        unreached: Vec::new(),
+        findings: Vec::new(),
+        not_run: Vec::new(),
+    };
+    let mut runner = Runner { plan, consoles: Consoles::new(&plan.endpoints), work };
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    let stop = crate::net::live::ctrl_c_flag();
+    let mut index = 0u64;
+    loop {
+        if plan.budget.is_some_and(|b| index >= b)
+            || plan.duration.is_some_and(|d| start.elapsed() >= d)
+            || stop.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            break;
+        }
+        let batch = Batch { plant: plan.plant, ..Batch::generate(plan.seed, index, plan.batch) };
+        index += 1;
+        let keep: Vec<usize> = (0..batch.probes.len()).collect();
+        let ran = match runner.run(&batch, &keep, "batch") {
+            Ok(r) => r,
+            Err(e) => {
+                report.not_run.push(format!("batch {}: {e:#}", batch.index));
+                continue;
+            }
+        };
+        report.batches += 1;
+        report.probes += batch.probes.len() as u64;
+        reached.extend(batch.cells().into_iter().filter(|c| all.contains(c)));
+        let mut new = None;
+        for s in &ran.sightings {
+            if !seen.insert(s.signature.clone()) {
+                continue;
+            }
+            let t = Instant::now();
+            let f = settle(&mut runner, plan, &batch, s, &found_dir, report.findings.len())?;
+            report.minimise_s += t.elapsed().as_secs_f64();
+            report.findings.push(f);
+            new = report.findings.last().cloned();
+        }
+        report.elapsed_s = start.elapsed().as_secs_f64();
+        let fuzzing = (report.elapsed_s - report.minimise_s).max(1e-3);
+        report.probes_per_s = report.probes as f64 / fuzzing;
+        report.cells_reached = reached.len();
+        progress(&report, new.as_ref());
+    }
+    report.elapsed_s = start.elapsed().as_secs_f64();
+    report.unreached = all
+        .difference(&reached)
+        .map(|(op, class, t)| format!("{op} / {} / {}", class.name(), t.describe()))
+        .collect();
+    report.cells_reached = reached.len();
+    let json = serde_json::to_string_pretty(&report)?;
+    write_whole(&out.join("fuzz.json"), json.as_bytes())?;
+    Ok(report)
+}
+
+/// A new sighting becomes a finding: run again (confirmed or not), then
+/// minimised to the fewest probes that still show it, written as a scenario.
+fn settle(
+    runner: &mut Runner<'_>,
+    plan: &FuzzPlan,
+    batch: &Batch,
+    s: &Sighting,
+    found_dir: &Path,
+    n: usize,
+) -> Result<Finding> {
+    let all: Vec<usize> = (0..batch.probes.len()).collect();
+    let mut runs = 0usize;
+    let mut last_capture: Option<PathBuf> = None;
+    let mut shows = |runner: &mut Runner<'_>, keep: &[usize]| -> bool {
+        runs += 1;
+        match runner.run(batch, keep, "minimise") {
+            Ok(r) if r.sightings.iter().any(|x| x.signature == s.signature) => {
+                last_capture = r.result.capture.as_ref().map(PathBuf::from);
+                true
+            }
+            _ => false,
+        }
+    };
+    let (confirmed, keep) = if plan.minimise {
+        let confirmed = shows(runner, &all);
+        let keep = if confirmed {
+            minimise::ddmin(all.clone(), MINIMISE_RUNS, |k| shows(runner, k))
+        } else {
+            all.clone()
+        };
+        (confirmed, keep)
+    } else {
+        (false, all.clone())
+    };
+    let dir = found_dir.join(format!("{}-{}", s.oracle.name(), n + 1));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+    let title = format!(
+        "Finding {} ({} oracle{}): {}",
+        n + 1,
+        s.oracle.name(),
+        if confirmed { ", confirmed" } else { ", seen once" },
+        s.signature
+    );
+    let scenario = dir.join("finding.toml");
+    write_whole(&scenario, batch.toml(&keep, &title).as_bytes())?;
+    let capture = match &last_capture {
+        Some(c) if c.exists() => {
+            let to = dir.join("finding.pcapng");
+            std::fs::copy(c, &to).with_context(|| format!("copying {}", c.display()))?;
+            Some(to)
+        }
+        _ => None,
+    };
+    Ok(Finding {
+        oracle: s.oracle,
+        signature: s.signature.clone(),
+        detail: s.detail.clone(),
+        batch: batch.index,
+        probes: keep.iter().filter_map(|&i| batch.probes.get(i)).map(|p| p.describe()).collect(),
+        confirmed,
+        scenario,
+        capture,
+        minimise_runs: runs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::results::Verdict;
+
+    /// Each oracle's fault, planted in a run's result, is its finding: with the
+    /// signature that stays the same from run to run.
+    #[test]
+    fn each_oracle_finds_its_fault() {
+        let batch = (0..100)
+            .map(|i| Batch::generate(9, i, 16))
+            .find(|b| b.probes.iter().any(|p| p.silent.is_some() && p.target == gen::Target::RcErr))
+            .expect("a batch with a probe at the QP in ERR");
+        let keep: Vec<usize> = (0..batch.probes.len()).collect();
+        let p = batch.probes.iter().find(|p| p.target == gen::Target::RcErr).unwrap();
+        let mut r = ScenarioResult::not_run("x", Path::new("x.toml"), vec![], "");
+        r.error = None;
+        let v =
+            |kind, what: &str, pass| Verdict::new(kind, what.into(), pass, "e".into(), "a".into());
+        r.verdicts = vec![
+            v(VerdictKind::Memory, "memory outside MR target on b", false),
+            v(VerdictKind::Memory, "memory of MR locked on b at offset 0", true),
+            v(VerdictKind::Probe, &format!("probe {}", p.id), false),
+            v(VerdictKind::Completion, "completion wr_id 99 on a", false),
+        ];
+        let oops = (
+            lab::state::Vm::B,
+            lab::state::KernelReport::Bug,
+            "[ 77.1] BUG: kernel NULL pointer dereference, address: 0000000000000008".to_string(),
+        );
+        let s = sightings(&batch, &keep, &r, &[oops]);
+        let oracles: Vec<Oracle> = s.iter().map(|s| s.oracle).collect();
+        assert_eq!(
+            oracles,
+            [Oracle::Kernel, Oracle::Memory, Oracle::Protocol, Oracle::Liveness],
+            "{s:#?}"
+        );
+        assert_eq!(s[0].signature, "BUG on VM b: BUG: kernel NULL pointer dereference, address: N");
+        assert_eq!(s[1].signature, "memory outside MR target on b");
+        assert!(
+            s[2].signature.contains("at RC in ERR answered where IBA says nothing does"),
+            "{}",
+            s[2].signature
+        );
+        assert!(!s[2].signature.contains(&p.id), "no probe id in a signature: {}", s[2].signature);
+        // Every verdict holding and quiet consoles: nothing.
+        r.verdicts.iter_mut().for_each(|v| v.pass = true);
+        assert!(sightings(&batch, &keep, &r, &[]).is_empty());
+        // A run the lab could not carry out is a liveness finding, or a kernel one
+        // when a console says why.
+        r.error = Some("VM b stopped answering: no word from its agent for 30 s".into());
+        assert_eq!(sightings(&batch, &keep, &r, &[])[0].oracle, Oracle::Liveness);
+    }
+
+    #[test]
+    fn console_lines_are_compared_without_what_changes_per_run() {
+        let a = "[  101.5] BUG: kernel NULL pointer dereference, address: 0000000000000008";
+        let b = "[ 2203.9] BUG: kernel NULL pointer dereference, address: 0000000000000010";
+        assert_eq!(stable_line(a), stable_line(b));
+        assert_eq!(stable_line(a), "BUG: kernel NULL pointer dereference, address: N");
+        let w = "[7.1] WARNING: CPU: 1 PID: 77 at drivers/infiniband/sw/rxe/rxe_mw.c:112 rxe_do_bind_mw+0x3c/0x50";
+        assert_eq!(stable_line(w), "WARNING: CPU: N PID: N at drivers/infiniband/sw/rxe/rxe_mw.c:112 rxe_do_bind_mw+0x3c/0x50");
+    }
+}
