@@ -317,9 +317,10 @@ impl Agent {
             ToAgent::Listen { qp, port } => self.listen(qp, port),
             ToAgent::Connect(c) => self.connect(c),
             ToAgent::Do { index, action, judged } => self.act(index, action, judged),
-            ToAgent::Completions { min, wait_ms } => {
-                self.completions(min, Duration::from_millis(wait_ms))
-            }
+            ToAgent::Completions { min, wait_ms } => match self.limits.may_wait(wait_ms) {
+                Ok(()) => self.completions(min, Duration::from_millis(wait_ms)),
+                Err(e) => Err(e.into()),
+            },
             ToAgent::ReadMemory { mr } => self.read_memory(&mr),
             ToAgent::Verify { mr, offset, content } => self.verify(&mr, offset, &content),
             ToAgent::Guards => self.ep().map(|ep| FromAgent::Guards {
@@ -507,6 +508,10 @@ impl Agent {
         match &a {
             Action::Stream(o) => self.limits.may_stream(o.content.count)?,
             Action::Receive(o) => self.limits.may_stream(o.content.count)?,
+            Action::Sleep { ms } => self.limits.may_wait(*ms)?,
+            Action::WaitCompletions { within_ms, .. } | Action::AwaitNotify { within_ms } => {
+                self.limits.may_wait(*within_ms)?
+            }
             _ => {}
         }
         let ep = self.ep()?;

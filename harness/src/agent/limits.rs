@@ -130,9 +130,23 @@ pub(crate) enum Refused {
     TooMuch { what: &'static str, asked: u64, allowed: u64, flag: &'static str },
     #[error("refused: {frames} crafted frames now would pass this agent's limit of {rate} per second (--max-probe-rate); {recent} sent in the last second")]
     ProbeRate { frames: usize, rate: u32, recent: usize },
+    #[error("refused: a wait of {ms} ms in one request, this agent waits at most {} ms (a scenario's steps each wait far less)", MAX_WAIT_MS)]
+    LongWait { ms: u64 },
 }
 
+/// The longest one request may keep the agent waiting (a `sleep`, a wait for
+/// completions or a CQ notification): a session holds its thread meanwhile.
+pub(crate) const MAX_WAIT_MS: u64 = 15 * 60 * 1000;
+
 impl Limits {
+    /// `Ok` when one request may wait `ms`.
+    pub(crate) fn may_wait(&self, ms: u64) -> Result<(), Refused> {
+        if ms > MAX_WAIT_MS {
+            return Err(Refused::LongWait { ms });
+        }
+        Ok(())
+    }
+
     /// `Ok` when a stream of `count` messages may run.
     pub(crate) fn may_stream(&self, count: u64) -> Result<(), Refused> {
         if count > STREAM_MESSAGES {

@@ -77,6 +77,36 @@ fn a_setup_beyond_the_limits_is_refused_and_the_agent_lives_on() {
     assert!(matches!(&a[2], FromAgent::Hello { .. }), "{a:?}");
 }
 
+/// A request that would hold the agent waiting longer than it allows is refused
+/// at once (before anything else about it is looked at), and the next is served.
+#[test]
+fn waits_beyond_the_limit_are_refused() {
+    let long = crate::agent::limits::MAX_WAIT_MS + 1;
+    let a = talk(&[
+        ToAgent::Do { index: 0, action: Action::Sleep { ms: long }, judged: false },
+        ToAgent::Do {
+            index: 1,
+            action: Action::WaitCompletions { count: 1, within_ms: u64::MAX },
+            judged: false,
+        },
+        ToAgent::Do { index: 2, action: Action::AwaitNotify { within_ms: long }, judged: false },
+        ToAgent::Completions { min: 1, wait_ms: long },
+        ToAgent::Do { index: 3, action: Action::Sleep { ms: 1 }, judged: false },
+    ]);
+    for r in &a[..4] {
+        assert!(
+            matches!(r, FromAgent::Error { message, .. } if message.contains("refused: a wait of") && message.contains("at most 900000 ms")),
+            "{r:?}"
+        );
+    }
+    // Within the limit, the request goes on to what it needs (a Setup, here).
+    assert!(
+        matches!(&a[4], FromAgent::Error { message, .. } if message.contains("Setup comes first")),
+        "{:?}",
+        a[4]
+    );
+}
+
 #[test]
 fn garbage_is_answered_not_fatal_and_oversize_ends_the_stream() {
     let mut input = Vec::new();

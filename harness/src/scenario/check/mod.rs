@@ -156,7 +156,15 @@ fn check_case(src: &Source, case: &cases::Case) -> Result<Scenario, Vec<Diagnost
     }
     let mut out = Vec::new();
     let groups = expand_groups(&mut f, src, &mut out);
-    let mut c = Checker { src, out, f: &f, bound: BTreeMap::new(), uses: Vec::new(), groups };
+    let mut c = Checker {
+        src,
+        out,
+        f: &f,
+        bound: BTreeMap::new(),
+        uses: Vec::new(),
+        groups,
+        warnings: Vec::new(),
+    };
     let mut sc = c.scenario();
     if let Some(label) = &case.label {
         sc.name = format!("{} [{label}]", sc.name);
@@ -180,6 +188,8 @@ struct Checker<'a> {
     uses: Vec<(Feature, Range<usize>)>,
     /// The QPs written with a `count`, by name: how many.
     groups: Groups,
+    /// What loads but deserves a look (`roce check` prints it).
+    warnings: Vec<Diagnostic>,
 }
 
 /// The most QP pairs one `[[qp]]` with a `count` makes.
@@ -387,7 +397,8 @@ impl<'a> Checker<'a> {
         let mut expect = self.expectations(&mrs, &steps);
         expect.step = step_answers;
         let requires = self.requires();
-        let (spec, warnings) = self.spec();
+        let (spec, mut warnings) = self.spec();
+        warnings.append(&mut self.warnings);
         Scenario {
             name: f.name.value.clone(),
             timeout: Duration::from_millis(timeout),

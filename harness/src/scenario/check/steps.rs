@@ -49,14 +49,15 @@ impl<'a> Checker<'a> {
             };
             let step = match op {
                 StepOp::Sync {} => Some(Step::Sync),
-                StepOp::Sleep { ms } => Some(Step::Sleep { ms: *ms }),
+                StepOp::Sleep { ms } => {
+                    self.check_wait(s, "ms", *ms, &mut seen);
+                    Some(Step::Sleep { ms: *ms })
+                }
                 StepOp::WaitCompletions { on, count, within_ms } => {
                     self.endpoint_ok(s.at("on"), on);
-                    Some(Step::WaitCompletions {
-                        on: on.clone(),
-                        count: *count,
-                        within_ms: within_ms.unwrap_or(2000),
-                    })
+                    let within_ms = within_ms.unwrap_or(2000);
+                    self.check_wait(s, "within_ms", within_ms, &mut seen);
+                    Some(Step::WaitCompletions { on: on.clone(), count: *count, within_ms })
                 }
                 StepOp::PostRecv { on, qp, wr_id, sge } => {
                     self.qp_step(i, s, on, qp).map(|q| Step::PostRecv {
@@ -89,7 +90,7 @@ impl<'a> Checker<'a> {
                     .then(|| Step::ArmCq { on: on.clone(), solicited_only: *solicited_only }),
                 StepOp::AwaitNotify { on, within_ms, .. } => {
                     let within_ms = within_ms.unwrap_or(500);
-                    seen.waited += within_ms;
+                    self.check_wait(s, "within_ms", within_ms, &mut seen);
                     self.endpoint_ok(s.at("on"), on)
                         .then(|| Step::AwaitNotify { on: on.clone(), within_ms })
                 }
@@ -809,6 +810,28 @@ impl<'a> Checker<'a> {
             }
         }
         Some(Step::Post { on: on.to_string(), qp: qp.to_string(), wr_id, sge, flags: fl, verb })
+    }
+
+    /// A step that waits (`sleep`, `wait_completions`, `await_notify`): when the
+    /// waits up to it reach the scenario's timeout, the run will stop at its
+    /// deadline there. Said as a warning at the step that crosses it (files that
+    /// loaded before still load); a probe's settle is held harder
+    /// ([`Self::check_settle`]).
+    fn check_wait(&mut self, s: &file::StepFile, key: &str, ms: u64, seen: &mut Seen) {
+        let (before, timeout) = (seen.waited, seen.timeout_ms);
+        seen.waited = before.saturating_add(ms);
+        if before < timeout && seen.waited >= timeout {
+            let mut d = self.src.diag(
+                Some(s.at(key)),
+                format!(
+                    "the waits up to this step add up to {} ms, not less than the scenario's {timeout} ms timeout: the run stops at its deadline here",
+                    seen.waited
+                ),
+                Some("wait less, or raise `timeout_ms` at the top of the file".into()),
+            );
+            d.severity = super::Severity::Warning;
+            self.warnings.push(d);
+        }
     }
 
     /// A probe's wait must be sane on its own, and the probes' waits together must

@@ -988,3 +988,21 @@ fn an_operation_uc_lacks_loads_when_the_device_is_expected_to_refuse_it_and_neve
         assert!(e.iter().any(|d| d.message.contains("read on")), "{kind}: {e:?}");
     }
 }
+
+/// Waits that reach the scenario's timeout load, with a warning at the step that
+/// crosses it; waits that fit say nothing.
+#[test]
+fn waits_past_the_timeout_are_warned_of_where_they_cross_it() {
+    let text = "name = 'w'\nspec = ['roce.udp.dst-port']\ntimeout_ms = 3000\n[endpoints.a]\n[[step]]\nop = 'sleep'\nms = 1000\n[[step]]\nop = 'wait_completions'\non = 'a'\ncount = 0\nwithin_ms = 1500\n[[step]]\nop = 'arm_cq'\non = 'a'\n[[step]]\nop = 'await_notify'\non = 'a'\nnotified = false\nwithin_ms = 600\n[[step]]\nop = 'sleep'\nms = 5000\n";
+    let sc = parse_str(Path::new("t.toml"), text).unwrap_or_else(|e| panic!("{}", e[0]));
+    assert_eq!(sc.warnings.len(), 1, "{:?}", sc.warnings);
+    let w = sc.warnings[0].to_string();
+    assert!(
+        w.starts_with("warning: the waits up to this step add up to 3100 ms, not less than the scenario's 3000 ms timeout"),
+        "{w}"
+    );
+    assert!(w.contains("t.toml:20:13"), "at the await_notify's within_ms: {w}");
+    let fits = text.replace("timeout_ms = 3000", "timeout_ms = 9000");
+    let sc = parse_str(Path::new("t.toml"), &fits).unwrap_or_else(|e| panic!("{}", e[0]));
+    assert!(sc.warnings.is_empty(), "{:?}", sc.warnings);
+}
