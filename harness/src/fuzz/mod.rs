@@ -120,6 +120,9 @@ pub(crate) struct FuzzReport {
     pub(crate) findings: Vec<Finding>,
     /// Batches that could not be judged (the lab failed to run them) and why.
     pub(crate) not_run: Vec<String>,
+    /// Whether the VMs' verbs objects could be counted (`rdma resource`): the
+    /// liveness oracle's leak check.
+    pub(crate) resources_counted: bool,
 }
 
 /// Writes `bytes` to `path` through a temporary file renamed when complete.
@@ -169,6 +172,47 @@ impl Consoles {
         }
         out
     }
+}
+
+/// Counts of verbs objects per kind (`qp`, `mr`, `cq`, …) summed over a VM's
+/// devices, as `rdma resource show` prints them (`0: rxe0: pd 1 cq 2 qp 1 cm_id
+/// 0 mr 0 ctx 1 srq 0`).
+fn resource_counts(text: &str) -> BTreeMap<String, u64> {
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        for w in words.windows(2) {
+            if let (Ok(n), true) =
+                (w[1].parse::<u64>(), w[0].chars().all(|c| c.is_ascii_lowercase() || c == '_'))
+            {
+                *out.entry(w[0].to_string()).or_default() += n;
+            }
+        }
+    }
+    out
+}
+
+/// The kinds that grew from `before` to `after`: `qp 5 (was 4)`.
+fn grown(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> Vec<String> {
+    after
+        .iter()
+        .filter_map(|(k, &n)| {
+            let was = before.get(k).copied().unwrap_or(0);
+            (n > was).then(|| format!("{k} {n} (was {was})"))
+        })
+        .collect()
+}
+
+/// What each VM's devices hold now (`rdma resource show`); `None` where it
+/// cannot be read (no lab, no `rdma` tool in the image).
+fn resources(paths: Option<&lab::state::LabPaths>) -> [Option<BTreeMap<String, u64>>; 2] {
+    let read = |vm| {
+        let p = paths?;
+        let (st, out, _) =
+            lab::client::exec_capture(p, vm, "rdma resource show", Duration::from_secs(20)).ok()?;
+        (st.code == Some(0)).then(|| resource_counts(&out))
+    };
+    [read(lab::state::Vm::A), read(lab::state::Vm::B)]
 }
 
 /// A console line with what changes from run to run taken out: its timestamp,
@@ -271,6 +315,9 @@ struct Runner<'a> {
     plan: &'a FuzzPlan,
     consoles: Consoles,
     work: PathBuf,
+    /// The most of each kind of verbs object the VMs' devices held after a run
+    /// (none before the first).
+    held: [Option<BTreeMap<String, u64>>; 2],
 }
 
 struct Ran {
@@ -302,7 +349,41 @@ impl Runner<'_> {
             .next()
             .ok_or_else(|| anyhow::anyhow!("the run of {} gave no result", file.display()))?;
         let kernel = self.consoles.reports();
-        let sightings = sightings(batch, keep, &result, &kernel);
+        let mut sightings = sightings(batch, keep, &result, &kernel);
+        // Liveness, too: the agents tore down what the scenario made, so the
+        // devices hold no more than before it.
+        let now = resources(self.consoles.paths.as_ref());
+        for vm in lab::state::Vm::BOTH {
+            if let (Some(before), Some(after)) = (&self.held[vm.index()], &now[vm.index()]) {
+                let more = grown(before, after);
+                if !more.is_empty() {
+                    let kinds: Vec<&str> =
+                        more.iter().filter_map(|m| m.split(' ').next()).collect();
+                    sightings.push(Sighting {
+                        oracle: Oracle::Liveness,
+                        signature: format!(
+                            "VM {} holds more verbs objects after the run: {}",
+                            vm.name(),
+                            kinds.join(", ")
+                        ),
+                        detail: format!("rdma resource on VM {}: {}", vm.name(), more.join(", ")),
+                    });
+                }
+            }
+        }
+        // The most each kind has reached: the agents the lab keeps between
+        // scenarios (a context and a PD each) come with the first run, and one
+        // restarted after a crash takes them again.
+        for (held, now) in self.held.iter_mut().zip(now) {
+            match (held.as_mut(), now) {
+                (Some(h), Some(n)) => n.into_iter().for_each(|(k, v)| {
+                    let e = h.entry(k).or_default();
+                    *e = (*e).max(v);
+                }),
+                (None, n) => *held = n,
+                (Some(_), None) => {}
+            }
+        }
         Ok(Ran { result, sightings })
     }
 }
@@ -332,8 +413,10 @@ pub(crate) fn fuzz(
         unreached: Vec::new(),
         findings: Vec::new(),
         not_run: Vec::new(),
+        resources_counted: false,
     };
-    let mut runner = Runner { plan, consoles: Consoles::new(&plan.endpoints), work };
+    let consoles = Consoles::new(&plan.endpoints);
+    let mut runner = Runner { plan, consoles, work, held: [None, None] };
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let stop = crate::net::live::ctrl_c_flag();
     let mut index = 0u64;
@@ -355,6 +438,7 @@ pub(crate) fn fuzz(
             }
         };
         report.batches += 1;
+        report.resources_counted = runner.held.iter().all(Option::is_some);
         report.probes += batch.probes.len() as u64;
         reached.extend(batch.cells().into_iter().filter(|c| all.contains(c)));
         let mut new = None;
@@ -503,6 +587,16 @@ mod tests {
         // when a console says why.
         r.error = Some("VM b stopped answering: no word from its agent for 30 s".into());
         assert_eq!(sightings(&batch, &keep, &r, &[])[0].oracle, Oracle::Liveness);
+    }
+
+    #[test]
+    fn verbs_objects_are_counted_and_growth_named() {
+        let before = resource_counts("0: rxe0: pd 1 cq 2 qp 1 cm_id 0 mr 0 ctx 1 srq 0\n");
+        assert_eq!(before["qp"], 1);
+        assert_eq!(before["ctx"], 1);
+        let after = resource_counts("0: rxe0: pd 1 cq 2 qp 2 cm_id 0 mr 3 ctx 1 srq 0\n1: rxe1: pd 0 cq 0 qp 1 cm_id 0 mr 0 ctx 0 srq 0\n");
+        assert_eq!(grown(&before, &after), ["mr 3 (was 0)", "qp 3 (was 1)"]);
+        assert!(grown(&after, &before).is_empty());
     }
 
     #[test]
