@@ -150,10 +150,10 @@ pub(super) fn run(a: FuzzArgs, out: &mut dyn Write, err: &mut dyn Write) -> Comm
 
 fn progress_line(r: &FuzzReport) -> String {
     format!(
-        "batch {}: {} probes, {:.1} probes/s, {} of {} cells, {} findings",
+        "batch {}: {} executions, {:.2}/s, {} of {} cells, {} findings",
         r.batches,
-        r.probes,
-        r.probes_per_s,
+        r.executions,
+        r.executions_per_s,
         r.cells_reached,
         r.cells_total,
         r.findings.len()
@@ -163,8 +163,8 @@ fn progress_line(r: &FuzzReport) -> String {
 fn summary(r: &FuzzReport, dir: &Path, out: &mut dyn Write) -> std::io::Result<()> {
     writeln!(
         out,
-        "roce fuzz --seed {}: {} batches, {} probes in {:.0} s ({:.0} s of it minimising): {:.2} probes/s",
-        r.seed, r.batches, r.probes, r.elapsed_s, r.minimise_s, r.probes_per_s
+        "roce fuzz --seed {}: {} batches, {} executions in {:.0} s ({:.0} s of it minimising): {:.2} executions/s",
+        r.seed, r.batches, r.executions, r.elapsed_s, r.minimise_s, r.executions_per_s
     )?;
     writeln!(
         out,

@@ -33,9 +33,12 @@ pub(crate) enum Target {
     Ud,
     /// An RC QP that b moved to the error state before the probes.
     RcErr,
+    /// a's RC requester, whose responses the switch changes (requester batches).
+    Requester,
 }
 
 impl Target {
+    /// The QPs probes aim at.
     pub(crate) const ALL: [Target; 4] = [Target::Rc, Target::Uc, Target::Ud, Target::RcErr];
 
     /// The QP's name in the batch's scenario.
@@ -45,12 +48,13 @@ impl Target {
             Target::Uc => "uc",
             Target::Ud => "ud",
             Target::RcErr => "rc_err",
+            Target::Requester => "rc",
         }
     }
 
     pub(crate) fn transport(self) -> Transport {
         match self {
-            Target::Rc | Target::RcErr => Transport::Rc,
+            Target::Rc | Target::RcErr | Target::Requester => Transport::Rc,
             Target::Uc => Transport::Uc,
             Target::Ud => Transport::Ud,
         }
@@ -63,6 +67,7 @@ impl Target {
             Target::Uc => "UC in RTS",
             Target::Ud => "UD in RTS",
             Target::RcErr => "RC in ERR",
+            Target::Requester => "RC requester",
         }
     }
 }
@@ -96,9 +101,21 @@ pub(crate) enum Class {
     Foreign,
     /// An atomic's address (misaligned) and operands.
     Atomic,
+    // What requester batches do to responses:
+    /// A response dropped.
+    Drop,
+    /// A response delivered more than once.
+    Dup,
+    /// A response held back (delayed, or behind the next frame).
+    Delay,
+    /// A response's header changed (its ICRC fixed).
+    Corrupt,
+    /// A response the switch builds in the responder's place.
+    Synth,
 }
 
 impl Class {
+    /// What a probe can carry.
     pub(crate) const ALL: [Class; 15] = [
         Class::Plain,
         Class::Psn,
@@ -134,6 +151,11 @@ impl Class {
             Class::QKey => "qkey",
             Class::Foreign => "foreign_opcode",
             Class::Atomic => "atomic",
+            Class::Drop => "drop",
+            Class::Dup => "dup",
+            Class::Delay => "delay",
+            Class::Corrupt => "corrupt",
+            Class::Synth => "synthesized",
         }
     }
 
@@ -149,6 +171,7 @@ impl Class {
             Class::Atomic => h.contains(Headers::ATOMICETH),
             Class::QKey => target == Target::Ud,
             Class::Psn => target != Target::Ud,
+            Class::Drop | Class::Dup | Class::Delay | Class::Corrupt | Class::Synth => false,
             _ => true,
         }
     }
@@ -214,7 +237,10 @@ impl Plant {
 pub(crate) struct Batch {
     pub(crate) seed: u64,
     pub(crate) index: u64,
+    /// A responder batch's crafted requests (none in a requester batch).
     pub(crate) probes: Vec<ProbeGen>,
+    /// A requester batch: a's operations and the switch's rules.
+    pub(crate) requester: Option<super::requester::RequesterBatch>,
     pub(crate) plant: Option<Plant>,
 }
 
@@ -234,13 +260,34 @@ fn chance(rng: &mut Rng, p: f64) -> bool {
 }
 
 impl Batch {
-    /// Batch `index` of the run seeded `seed`, with `n` probes.
+    /// Batch `index` of the run seeded `seed`: every third a requester batch,
+    /// the others responder batches of `n` probes.
     pub(crate) fn generate(seed: u64, index: u64, n: usize) -> Batch {
         // One stream per batch, from both numbers: batch 7 is the same whatever
         // ran before it.
         let mut rng = Rng::new(seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
+        if index % 3 == 2 {
+            let r = super::requester::RequesterBatch::generate(&mut rng, n / 4);
+            return Batch { seed, index, probes: Vec::new(), requester: Some(r), plant: None };
+        }
         let probes = (0..n).map(|i| Self::probe(&mut rng, i)).collect();
-        Batch { seed, index, probes, plant: None }
+        Batch { seed, index, probes, requester: None, plant: None }
+    }
+
+    /// What a minimisation chooses from: probes, or a requester batch's rules.
+    pub(crate) fn items(&self) -> usize {
+        match &self.requester {
+            Some(r) => r.faults.len(),
+            None => self.probes.len(),
+        }
+    }
+
+    /// Item `i`, in words.
+    pub(crate) fn describe(&self, i: usize) -> String {
+        match &self.requester {
+            Some(r) => r.describe(i),
+            None => self.probes.get(i).map(ProbeGen::describe).unwrap_or_default(),
+        }
     }
 
     fn probe(rng: &mut Rng, i: usize) -> ProbeGen {
@@ -342,7 +389,13 @@ impl Batch {
                     compare = Some(rng.next_u64() >> 1);
                     swap_add = Some(rng.next_u64() >> 1);
                 }
-                Class::Plain | Class::Foreign => {}
+                Class::Plain
+                | Class::Foreign
+                | Class::Drop
+                | Class::Dup
+                | Class::Delay
+                | Class::Corrupt
+                | Class::Synth => {}
             }
         }
         if classes.is_empty() {
@@ -433,6 +486,15 @@ impl Batch {
     ///   (`[[expect.completion]]`, `[[expect.memory]]`): the device still works.
     pub(crate) fn toml(&self, keep: &[usize], title: &str) -> String {
         let mut s = String::new();
+        if let Some(r) = &self.requester {
+            let _ = writeln!(s, "# {title}");
+            let _ = writeln!(
+                s,
+                "# Drawn by `roce fuzz --seed {}`: batch {} (requester), rules kept: {:?}.",
+                self.seed, self.index, keep
+            );
+            return s + &r.toml(keep, &format!("fuzz: seed {} batch {}", self.seed, self.index));
+        }
         let kept: Vec<&ProbeGen> = keep.iter().filter_map(|&i| self.probes.get(i)).collect();
         let _ = writeln!(s, "# {title}");
         let _ = writeln!(
@@ -470,6 +532,9 @@ impl Batch {
 
     /// Its coverage cells.
     pub(crate) fn cells(&self) -> BTreeSet<Cell> {
+        if let Some(r) = &self.requester {
+            return r.cells().into_iter().collect();
+        }
         self.probes.iter().flat_map(|p| p.cells()).collect()
     }
 }
@@ -489,6 +554,7 @@ pub(crate) fn all_cells() -> BTreeSet<Cell> {
             all.insert((info.opcode, Class::Foreign, t));
         }
     }
+    all.extend(super::requester::all_cells());
     all
 }
 
@@ -654,9 +720,10 @@ mod tests {
     /// subset of its probes a minimisation keeps.
     #[test]
     fn every_batch_loads_and_so_does_every_subset() {
-        for seed in 0..40 {
-            let b = Batch::generate(seed, seed * 3, 16);
-            let all: Vec<usize> = (0..b.probes.len()).collect();
+        for seed in 0..60 {
+            // Every third index is a requester batch: its items are rules.
+            let b = Batch::generate(seed, seed, 16);
+            let all: Vec<usize> = (0..b.items()).collect();
             for keep in [all.clone(), all.iter().copied().step_by(3).collect(), vec![]] {
                 let text = b.toml(&keep, "test");
                 let sc = crate::scenario::check::parse_str(Path::new("fuzz.toml"), &text)
@@ -666,7 +733,8 @@ mod tests {
                     .iter()
                     .filter(|s| matches!(s, crate::scenario::model::Step::Probe { .. }))
                     .count();
-                assert_eq!(probes, keep.len());
+                let items = if b.requester.is_some() { sc.faults.len() } else { probes };
+                assert_eq!(items, keep.len());
             }
         }
         for plant in [Plant::Protocol, Plant::Liveness] {

@@ -28,6 +28,7 @@ use crate::results::{ScenarioResult, VerdictKind};
 
 pub(crate) mod gen;
 mod minimise;
+mod requester;
 
 use gen::Batch;
 
@@ -76,7 +77,7 @@ pub(crate) struct Finding {
     pub(crate) signature: String,
     pub(crate) detail: String,
     pub(crate) batch: u64,
-    /// The probes it takes, after minimisation (`describe()` of each).
+    /// The probes (or a requester batch's rules) it takes, after minimisation.
     pub(crate) probes: Vec<String>,
     /// Seen again when the batch ran a second time.
     pub(crate) confirmed: bool,
@@ -107,12 +108,14 @@ pub(crate) struct FuzzPlan {
 pub(crate) struct FuzzReport {
     pub(crate) seed: u64,
     pub(crate) batches: u64,
-    /// Probes sent (in batches, not minimisation).
-    pub(crate) probes: u64,
+    /// Exchanges run (in batches, not minimisation): probes sent, and a
+    /// requester batch's operations.
+    pub(crate) executions: u64,
     pub(crate) elapsed_s: f64,
     /// Of those seconds, spent minimising.
     pub(crate) minimise_s: f64,
-    pub(crate) probes_per_s: f64,
+    /// Executions per second, minimisation left out.
+    pub(crate) executions_per_s: f64,
     pub(crate) cells_total: usize,
     pub(crate) cells_reached: usize,
     /// `opcode / class / QP`, of the cells never reached.
@@ -281,30 +284,36 @@ fn sightings(
                     detail: format!("{}: {}; {}", v.what, p.describe(), v.actual),
                 }
             }
-            VerdictKind::Memory if v.what.contains("MR dst") => Sighting {
+            VerdictKind::Memory if v.what.starts_with("memory of MR dst on b") => Sighting {
                 oracle: Oracle::Liveness,
-                signature: "the WRITE on a fresh QP after the probes did not land".into(),
+                signature: "the WRITE on a fresh QP after the batch did not land".into(),
                 detail: format!("{}: {}", v.what, v.actual),
             },
-            VerdictKind::Memory => Sighting {
-                oracle: Oracle::Memory,
-                signature: v.what.clone(),
-                detail: format!("{}: expected {}, found {}", v.what, v.expected, v.actual),
-            },
-            VerdictKind::Completion => Sighting {
+            VerdictKind::Memory
+                if v.what.starts_with("memory outside ")
+                    || v.what.starts_with("memory of MR locked on b") =>
+            {
+                Sighting {
+                    oracle: Oracle::Memory,
+                    signature: v.what.clone(),
+                    detail: format!("{}: expected {}, found {}", v.what, v.expected, v.actual),
+                }
+            }
+            VerdictKind::Completion if v.what == "completion of wr_id 99 on a" => Sighting {
                 oracle: Oracle::Liveness,
-                signature: "the WRITE on a fresh QP after the probes did not complete".into(),
+                signature: "the WRITE on a fresh QP after the batch did not complete".into(),
                 detail: format!("{}: expected {}, found {}", v.what, v.expected, v.actual),
             },
-            _ => Sighting {
-                oracle: Oracle::Protocol,
-                signature: v.what.clone(),
-                detail: format!("{}: expected {}, found {}", v.what, v.expected, v.actual),
-            },
+            // A requester batch's own operations may fail, as the switch made
+            // them: its oracle reads them below.
+            _ => continue,
         };
         if !out.iter().any(|s: &Sighting| s.signature == sighting.signature) {
             out.push(sighting);
         }
+    }
+    if let Some(req) = &batch.requester {
+        req.sightings(r, &mut out);
     }
     out
 }
@@ -404,10 +413,10 @@ pub(crate) fn fuzz(
     let mut report = FuzzReport {
         seed: plan.seed,
         batches: 0,
-        probes: 0,
+        executions: 0,
         elapsed_s: 0.0,
         minimise_s: 0.0,
-        probes_per_s: 0.0,
+        executions_per_s: 0.0,
         cells_total: all.len(),
         cells_reached: 0,
         unreached: Vec::new(),
@@ -429,7 +438,7 @@ pub(crate) fn fuzz(
         }
         let batch = Batch { plant: plan.plant, ..Batch::generate(plan.seed, index, plan.batch) };
         index += 1;
-        let keep: Vec<usize> = (0..batch.probes.len()).collect();
+        let keep: Vec<usize> = (0..batch.items()).collect();
         let ran = match runner.run(&batch, &keep, "batch") {
             Ok(r) => r,
             Err(e) => {
@@ -439,7 +448,10 @@ pub(crate) fn fuzz(
         };
         report.batches += 1;
         report.resources_counted = runner.held.iter().all(Option::is_some);
-        report.probes += batch.probes.len() as u64;
+        report.executions += match &batch.requester {
+            Some(r) => r.ops.len() as u64,
+            None => batch.probes.len() as u64,
+        };
         reached.extend(batch.cells().into_iter().filter(|c| all.contains(c)));
         let mut new = None;
         for s in &ran.sightings {
@@ -454,7 +466,7 @@ pub(crate) fn fuzz(
         }
         report.elapsed_s = start.elapsed().as_secs_f64();
         let fuzzing = (report.elapsed_s - report.minimise_s).max(1e-3);
-        report.probes_per_s = report.probes as f64 / fuzzing;
+        report.executions_per_s = report.executions as f64 / fuzzing;
         report.cells_reached = reached.len();
         progress(&report, new.as_ref());
     }
@@ -479,7 +491,7 @@ fn settle(
     found_dir: &Path,
     n: usize,
 ) -> Result<Finding> {
-    let all: Vec<usize> = (0..batch.probes.len()).collect();
+    let all: Vec<usize> = (0..batch.items()).collect();
     let mut runs = 0usize;
     let mut last_capture: Option<PathBuf> = None;
     let mut shows = |runner: &mut Runner<'_>, keep: &[usize]| -> bool {
@@ -527,7 +539,7 @@ fn settle(
         signature: s.signature.clone(),
         detail: s.detail.clone(),
         batch: batch.index,
-        probes: keep.iter().filter_map(|&i| batch.probes.get(i)).map(|p| p.describe()).collect(),
+        probes: keep.iter().map(|&i| batch.describe(i)).collect(),
         confirmed,
         scenario,
         capture,
@@ -558,7 +570,7 @@ mod tests {
             v(VerdictKind::Memory, "memory outside MR target on b", false),
             v(VerdictKind::Memory, "memory of MR locked on b at offset 0", true),
             v(VerdictKind::Probe, &format!("probe {}", p.id), false),
-            v(VerdictKind::Completion, "completion wr_id 99 on a", false),
+            v(VerdictKind::Completion, "completion of wr_id 99 on a", false),
         ];
         let oops = (
             lab::state::Vm::B,
@@ -587,6 +599,60 @@ mod tests {
         // when a console says why.
         r.error = Some("VM b stopped answering: no word from its agent for 30 s".into());
         assert_eq!(sightings(&batch, &keep, &r, &[])[0].oracle, Oracle::Liveness);
+    }
+
+    /// A requester batch's oracle: a success whose memory is wrong, and a WR with
+    /// no completion at all, are findings; a failure with its memory unwritten
+    /// is what the switch did, not one.
+    #[test]
+    fn the_requester_oracle_reads_success_against_memory() {
+        let batch = (0..60)
+            .map(|i| Batch::generate(4, i, 16))
+            .find(|b| b.requester.as_ref().is_some_and(|r| r.ops.len() == 3))
+            .expect("a requester batch with all three operations");
+        let keep: Vec<usize> = (0..batch.items()).collect();
+        let mut r = ScenarioResult::not_run("x", Path::new("x.toml"), vec![], "");
+        r.error = None;
+        let v = |kind, what: &str, pass, actual: &str| {
+            Verdict::new(kind, what.into(), pass, "e".into(), actual.into())
+        };
+        r.verdicts = vec![
+            // READ: success, buffer unwritten: the finding.
+            v(VerdictKind::Completion, "completion of wr_id 2 on a", true, "IBV_WC_SUCCESS"),
+            v(VerdictKind::Memory, "memory of MR rdst on a at offset 0", false, "00 00"),
+            // WRITE: failed, memory unwritten: the switch's doing.
+            v(
+                VerdictKind::Completion,
+                "completion of wr_id 1 on a",
+                false,
+                "IBV_WC_REM_ACCESS_ERR",
+            ),
+            v(VerdictKind::Memory, "memory of MR target on b at offset 0", false, "c3 c3"),
+            // FetchAdd: never completed.
+            v(
+                VerdictKind::Completion,
+                "completion of wr_id 3 on a",
+                false,
+                "no such completion (polled: none)",
+            ),
+        ];
+        let s = sightings(&batch, &keep, &r, &[]);
+        let got: Vec<(Oracle, &str)> = s.iter().map(|s| (s.oracle, s.signature.as_str())).collect();
+        assert_eq!(
+            got,
+            [
+                (
+                    Oracle::Protocol,
+                    "the requester completed a READ successfully, but its memory does not show it"
+                ),
+                (Oracle::Liveness, "a FetchAdd never completed, successfully or not"),
+            ]
+        );
+        // The batch loads with every subset of its rules.
+        for k in [keep.clone(), vec![], keep.iter().copied().take(1).collect()] {
+            crate::scenario::check::parse_str(Path::new("r.toml"), &batch.toml(&k, "t"))
+                .unwrap_or_else(|e| panic!("{}\n{}", e[0], batch.toml(&k, "t")));
+        }
     }
 
     #[test]
