@@ -509,6 +509,7 @@ impl Batch {
         }
         let _ = writeln!(s, "name = \"fuzz: seed {} batch {}\"", self.seed, self.index);
         s.push_str(SETUP);
+        s.push_str(LIVENESS_OBJECTS);
         for p in &kept {
             let fields: Vec<String> = p.fields.iter().map(|(k, v)| format!("{k} = {v}")).collect();
             let _ = write!(
@@ -519,6 +520,7 @@ impl Batch {
             );
         }
         s.push_str(LIVENESS);
+        s.push_str(MEMORY);
         if let Some(p) = self.plant {
             s.push_str(p.fault());
         }
@@ -599,11 +601,6 @@ type = "rc"
 between = ["b", "a"]
 psn = { a = 2000, b = 6000 }
 
-[[qp]]
-name = "fresh"
-type = "rc"
-between = ["b", "a"]
-
 [[mr]]
 name = "target"
 on = "b"
@@ -623,18 +620,6 @@ name = "rbuf"
 on = "b"
 size = 4096
 access = ["local_write"]
-
-[[mr]]
-name = "src"
-on = "a"
-size = 8
-init = { text = "liveness" }
-
-[[mr]]
-name = "dst"
-on = "b"
-size = 8
-access = ["local_write", "remote_write"]
 
 [[step]]
 on = "b"
@@ -664,15 +649,35 @@ qp = "rc_err"
 state = "err"
 "#;
 
-/// The known-good exchange and the memory oracles every batch ends with.
-const LIVENESS: &str = r#"
-# Liveness: after the probes, a WRITE on a fresh QP still lands and completes.
+/// The fresh QP and the MRs of the liveness WRITE every batch ends with.
+pub(super) const LIVENESS_OBJECTS: &str = r#"
+[[qp]]
+name = "fresh"
+type = "rc"
+between = ["b", "a"]
+
+[[mr]]
+name = "lsrc"
+on = "a"
+size = 8
+init = { text = "liveness" }
+
+[[mr]]
+name = "dst"
+on = "b"
+size = 8
+access = ["local_write", "remote_write"]
+"#;
+
+/// Liveness: after the batch, a WRITE on the fresh QP lands and completes.
+pub(super) const LIVENESS: &str = r#"
+# Liveness: after the batch, a WRITE on a fresh QP still lands and completes.
 [[step]]
 on = "a"
 op = "write"
 qp = "fresh"
 wr_id = 99
-sge = [{ mr = "src" }]
+sge = [{ mr = "lsrc" }]
 remote = { mr = "dst" }
 
 [[expect.completion]]
@@ -684,7 +689,10 @@ status = "IBV_WC_SUCCESS"
 on = "b"
 mr = "dst"
 equals = { text = "liveness" }
+"#;
 
+/// The memory oracles every responder batch ends with.
+const MEMORY: &str = r#"
 # Memory: no request may change an MR that allows no remote access, and no
 # request may write outside any MR.
 [[expect.memory]]

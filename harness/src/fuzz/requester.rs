@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use dissector::wire::Opcode;
 use lab::fault::Rng;
 
-use super::gen::{Cell, Class, Target};
+use super::gen::{Cell, Class, Target, LIVENESS, LIVENESS_OBJECTS};
 use super::{Oracle, Sighting};
 use crate::results::{ScenarioResult, VerdictKind};
 
@@ -222,6 +222,7 @@ impl RequesterBatch {
         let mut s = String::new();
         let _ = writeln!(s, "name = \"{name}\"");
         s.push_str(SETUP);
+        s.push_str(LIVENESS_OBJECTS);
         for op in &self.ops {
             s.push('\n');
             s.push_str(op.step());
@@ -233,6 +234,7 @@ impl RequesterBatch {
                 f.rule, f.from
             );
         }
+        s.push_str(LIVENESS);
         for op in &self.ops {
             let _ = write!(
                 s,
@@ -296,7 +298,7 @@ pub(crate) fn all_cells() -> Vec<Cell> {
 }
 
 /// A QP whose requester gives up soon (ACK timeout 16.8 ms, 3 retries, 3 RNR
-/// retries), the MRs of the three operations, and the liveness WRITE's.
+/// retries) and the MRs of the three operations.
 const SETUP: &str = r#"format = 3
 timeout_ms = 30000
 
@@ -312,11 +314,6 @@ timeout = 12
 retry_cnt = 3
 rnr_retry = 3
 access = { b = ["remote_write", "remote_read", "remote_atomic"] }
-
-[[qp]]
-name = "fresh"
-type = "rc"
-between = ["b", "a"]
 
 [[mr]]
 name = "src"
@@ -342,35 +339,4 @@ on = "b"
 size = 64
 access = ["local_write", "remote_write", "remote_read", "remote_atomic"]
 init = { pattern = "c3" }
-
-[[mr]]
-name = "lsrc"
-on = "a"
-size = 8
-init = { text = "liveness" }
-
-[[mr]]
-name = "dst"
-on = "b"
-size = 8
-access = ["local_write", "remote_write"]
-
-# Liveness: a WRITE on a fresh QP lands and completes, whatever the switch did to rc.
-[[step]]
-on = "a"
-op = "write"
-qp = "fresh"
-wr_id = 99
-sge = [{ mr = "lsrc" }]
-remote = { mr = "dst" }
-
-[[expect.completion]]
-on = "a"
-wr_id = 99
-status = "IBV_WC_SUCCESS"
-
-[[expect.memory]]
-on = "b"
-mr = "dst"
-equals = { text = "liveness" }
 "#;
