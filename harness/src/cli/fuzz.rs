@@ -122,12 +122,13 @@ pub(super) fn run(a: FuzzArgs, out: &mut dyn Write, err: &mut dyn Write) -> Comm
     let tty = std::io::stderr().is_terminal();
     let report = fuzz::fuzz(&plan, &dir, |r, new| {
         let line = progress_line(r);
-        if let Some(f) = new {
+        let first = r.findings.len() - new.len();
+        for (i, f) in new.iter().enumerate() {
             let _ = writeln!(
                 err,
                 "{}finding {} ({}{}): {}\n  {}",
                 if tty { "\r\x1b[2K" } else { "" },
-                r.findings.len(),
+                first + i + 1,
                 f.oracle.name(),
                 if f.confirmed { ", confirmed" } else { "" },
                 f.signature,

@@ -116,6 +116,19 @@ fn heal_lab(lab: &LabRef, why: &str) -> Result<()> {
     )
 }
 
+/// Brings the lab of `eps` back when it is not ready (a VM died, hung, or its
+/// NIC stopped): `Some(why it was not)` when it had to. Real hosts: nothing to do.
+pub(crate) fn heal_if_broken(eps: &Endpoints) -> Result<Option<String>> {
+    let Endpoints::Lab(lab) = eps else { return Ok(None) };
+    match lab_ready(lab) {
+        Ok(()) => Ok(None),
+        Err(why) => {
+            heal_lab(lab, &why)?;
+            Ok(Some(why))
+        }
+    }
+}
+
 /// The capture file of a scenario: `<out>/<file stem>.pcapng`, unique.
 pub(crate) fn capture_path(out: &Path, file: &Path, taken: &mut BTreeMap<PathBuf, ()>) -> PathBuf {
     let stem = file

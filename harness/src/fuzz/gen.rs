@@ -85,7 +85,7 @@ pub(crate) enum Class {
     Bounds,
     /// The RETH's DMA length against the payload (0, more, 2^31).
     DmaLen,
-    /// A payload larger than the path MTU.
+    /// A payload larger than the path MTU (within the link's).
     Length,
     PadCnt,
     TVer,
@@ -368,7 +368,9 @@ impl Batch {
                         _ => 0x8000_0000,
                     })
                 }
-                Class::Length => len = pick(rng, &[1025u32, 2048, 4096]),
+                // Past the QPs' path MTU (1024), within the lab's link (a
+                // 1500-byte IP MTU leaves a RoCE payload of at most 1428).
+                Class::Length => len = pick(rng, &[1025u32, 1280, 1408]),
                 Class::PadCnt => pad = Some(1 + rng.next_u64() % 3),
                 Class::TVer => tver = Some(1 + rng.next_u64() % 15),
                 Class::PKey => p_key = Some(pick(rng, &[0x8123u16, 0x0000, 0x7fff, 0x1234])),

@@ -37,6 +37,9 @@ use gen::Batch;
 pub(crate) const DEFAULT_BATCH: usize = 16;
 /// Scenario runs a finding's minimisation may take, at most.
 const MINIMISE_RUNS: usize = 14;
+/// Batches in a row that could not be carried out before the fuzzer stops (the
+/// lab is brought back after each lost VM; this is for a harness that cannot go on).
+const MAX_NOT_RUN_IN_A_ROW: u32 = 5;
 
 /// What found a finding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -162,15 +165,32 @@ impl Consoles {
         c
     }
 
-    /// Kernel reports since the last call: `(VM, kind, line)`.
+    /// Kernel reports since the last call: `(VM, kind, line)`, the line followed
+    /// by where it happened (`at rxe_mr_copy+0x49/0x1a0 [rdma_rxe]`, from the
+    /// report's `RIP:` line) when the report has one.
     fn reports(&mut self) -> Vec<(lab::state::Vm, lab::state::KernelReport, String)> {
         let Some(p) = &self.paths else { return Vec::new() };
         let mut out = Vec::new();
         for vm in lab::state::Vm::BOTH {
-            for line in self.watch[vm.index()].new_lines(&p.console(vm)) {
-                if let Some(k) = lab::state::KernelReport::of_line(&line) {
-                    out.push((vm, k, line));
+            let lines = self.watch[vm.index()].new_lines(&p.console(vm));
+            // One report per crash: the Oops and panic after a BUG (or a KASAN
+            // report) say again what it said.
+            let mut crash_until = 0;
+            for (i, line) in lines.iter().enumerate() {
+                let Some(k) = lab::state::KernelReport::of_line(line) else { continue };
+                use lab::state::KernelReport::{Oops, Panic};
+                if matches!(k, Oops | Panic) && i < crash_until {
+                    continue;
                 }
+                crash_until = i + 80;
+                let rip = lines[i + 1..]
+                    .iter()
+                    .take(30)
+                    .find_map(|l| l.split_once("RIP: ").map(|(_, r)| r.trim().to_string()));
+                let rip = rip
+                    .map(|r| format!(" at {}", r.split_once(':').map_or(r.as_str(), |(_, f)| f)))
+                    .unwrap_or_default();
+                out.push((vm, k, format!("{line}{rip}")));
             }
         }
         out
@@ -196,9 +216,14 @@ fn resource_counts(text: &str) -> BTreeMap<String, u64> {
 }
 
 /// The kinds that grew from `before` to `after`: `qp 5 (was 4)`.
+/// The agents' own objects, which come and go with them (a batch's agents are
+/// stopped when it ends): not what a scenario leaks.
+const AGENT_OWN: [&str; 2] = ["ctx", "pd"];
+
 fn grown(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> Vec<String> {
     after
         .iter()
+        .filter(|(k, _)| !AGENT_OWN.contains(&k.as_str()))
         .filter_map(|(k, &n)| {
             let was = before.get(k).copied().unwrap_or(0);
             (n > was).then(|| format!("{k} {n} (was {was})"))
@@ -239,13 +264,24 @@ fn stable_line(line: &str) -> String {
     out
 }
 
-/// What the oracles see in one run of a batch.
+/// How the lab says a VM was lost (it died, hung, or its NIC stopped).
+const VM_LOST: [&str; 5] = [
+    "stopped answering",
+    "qemu exited",
+    "NIC stopped transmitting",
+    "control port closed",
+    "is not usable",
+];
+
+/// What the oracles see in one run of a batch; `Err` (why) for a run the
+/// harness could not carry out, which says nothing of the device.
 fn sightings(
     batch: &Batch,
     keep: &[usize],
     r: &ScenarioResult,
     kernel: &[(lab::state::Vm, lab::state::KernelReport, String)],
-) -> Vec<Sighting> {
+    lost: Option<&str>,
+) -> Result<Vec<Sighting>, String> {
     let mut out = Vec::new();
     for (vm, k, line) in kernel {
         out.push(Sighting {
@@ -255,14 +291,22 @@ fn sightings(
         });
     }
     if let Some(e) = &r.error {
-        // A run not carried out: a VM that died or stopped answering, an agent
-        // lost. The lab's own words say which.
+        // A run not carried out: what was collected is partial, so only a VM
+        // that died or stopped answering says something of the device (the
+        // lab's own words say which, or the console did above); anything else
+        // is the harness's.
         let first = e.lines().next().unwrap_or(e);
-        out.push(Sighting {
-            oracle: if kernel.is_empty() { Oracle::Liveness } else { Oracle::Kernel },
-            signature: format!("the run could not be carried out: {}", stable_line(first)),
-            detail: e.clone(),
-        });
+        let lost_vm = lost.or_else(|| VM_LOST.iter().any(|m| e.contains(m)).then_some(first));
+        match lost_vm {
+            None if kernel.is_empty() => return Err(first.to_string()),
+            Some(why) if kernel.is_empty() => out.push(Sighting {
+                oracle: Oracle::Liveness,
+                signature: format!("a VM was lost: {}", stable_line(why)),
+                detail: format!("{why}\n{e}"),
+            }),
+            _ => {}
+        }
+        return Ok(out);
     }
     let by_id: BTreeMap<&str, &gen::ProbeGen> =
         keep.iter().filter_map(|&i| batch.probes.get(i)).map(|p| (p.id.as_str(), p)).collect();
@@ -313,9 +357,9 @@ fn sightings(
         }
     }
     if let Some(req) = &batch.requester {
-        req.sightings(r, &mut out);
+        req.sightings(keep, r, &mut out);
     }
-    out
+    Ok(out)
 }
 
 /// Runs the probes `keep` of `batch` once: the result, where its file and
@@ -358,7 +402,20 @@ impl Runner<'_> {
             .next()
             .ok_or_else(|| anyhow::anyhow!("the run of {} gave no result", file.display()))?;
         let kernel = self.consoles.reports();
-        let mut sightings = sightings(batch, keep, &result, &kernel);
+        // A VM lost in this run: the lab is brought back for the next one.
+        let lost = controller::heal_if_broken(&self.plan.endpoints)
+            .context("bringing the lab back after a VM was lost")?;
+        if lost.is_some() {
+            // The restarted VMs' consoles start again; their agents are new.
+            self.consoles.watch = Default::default();
+            let _ = self.consoles.reports();
+            self.held = [None, None];
+        }
+        let mut sightings = sightings(batch, keep, &result, &kernel, lost.as_deref())
+            .map_err(|why| anyhow::anyhow!("not carried out: {why}"))?;
+        if lost.is_some() {
+            return Ok(Ran { result, sightings });
+        }
         // Liveness, too: the agents tore down what the scenario made, so the
         // devices hold no more than before it.
         let now = resources(self.consoles.paths.as_ref());
@@ -401,7 +458,7 @@ impl Runner<'_> {
 pub(crate) fn fuzz(
     plan: &FuzzPlan,
     out: &Path,
-    mut progress: impl FnMut(&FuzzReport, Option<&Finding>),
+    mut progress: impl FnMut(&FuzzReport, &[Finding]),
 ) -> Result<FuzzReport> {
     let (work, found_dir) = dirs(out);
     for d in [&work, &found_dir] {
@@ -428,6 +485,7 @@ pub(crate) fn fuzz(
     let mut runner = Runner { plan, consoles, work, held: [None, None] };
     let mut seen: BTreeSet<String> = BTreeSet::new();
     let stop = crate::net::live::ctrl_c_flag();
+    let mut failed_in_a_row = 0;
     let mut index = 0u64;
     loop {
         if plan.budget.is_some_and(|b| index >= b)
@@ -440,9 +498,19 @@ pub(crate) fn fuzz(
         index += 1;
         let keep: Vec<usize> = (0..batch.items()).collect();
         let ran = match runner.run(&batch, &keep, "batch") {
-            Ok(r) => r,
+            Ok(r) => {
+                failed_in_a_row = 0;
+                r
+            }
             Err(e) => {
                 report.not_run.push(format!("batch {}: {e:#}", batch.index));
+                failed_in_a_row += 1;
+                if failed_in_a_row >= MAX_NOT_RUN_IN_A_ROW {
+                    anyhow::bail!(
+                        "{failed_in_a_row} batches in a row could not be carried out (the last: {e:#}); stopped, with what was found so far in {}",
+                        out.display()
+                    );
+                }
                 continue;
             }
         };
@@ -453,7 +521,7 @@ pub(crate) fn fuzz(
             None => batch.probes.len() as u64,
         };
         reached.extend(batch.cells().into_iter().filter(|c| all.contains(c)));
-        let mut new = None;
+        let before = report.findings.len();
         for s in &ran.sightings {
             if !seen.insert(s.signature.clone()) {
                 continue;
@@ -462,13 +530,12 @@ pub(crate) fn fuzz(
             let f = settle(&mut runner, plan, &batch, s, &found_dir, report.findings.len())?;
             report.minimise_s += t.elapsed().as_secs_f64();
             report.findings.push(f);
-            new = report.findings.last().cloned();
         }
         report.elapsed_s = start.elapsed().as_secs_f64();
         let fuzzing = (report.elapsed_s - report.minimise_s).max(1e-3);
         report.executions_per_s = report.executions as f64 / fuzzing;
         report.cells_reached = reached.len();
-        progress(&report, new.as_ref());
+        progress(&report, &report.findings[before..]);
     }
     report.elapsed_s = start.elapsed().as_secs_f64();
     report.unreached = all
@@ -577,7 +644,7 @@ mod tests {
             lab::state::KernelReport::Bug,
             "[ 77.1] BUG: kernel NULL pointer dereference, address: 0000000000000008".to_string(),
         );
-        let s = sightings(&batch, &keep, &r, &[oops]);
+        let s = sightings(&batch, &keep, &r, &[oops], None).expect("judged");
         let oracles: Vec<Oracle> = s.iter().map(|s| s.oracle).collect();
         assert_eq!(
             oracles,
@@ -594,11 +661,16 @@ mod tests {
         assert!(!s[2].signature.contains(&p.id), "no probe id in a signature: {}", s[2].signature);
         // Every verdict holding and quiet consoles: nothing.
         r.verdicts.iter_mut().for_each(|v| v.pass = true);
-        assert!(sightings(&batch, &keep, &r, &[]).is_empty());
-        // A run the lab could not carry out is a liveness finding, or a kernel one
-        // when a console says why.
+        assert!(sightings(&batch, &keep, &r, &[], None).expect("judged").is_empty());
+        // A lost VM is a liveness finding (the verdicts of a run cut short are not
+        // read); any other reason a run stopped is the harness's, not judged.
+        r.verdicts[0].pass = false;
         r.error = Some("VM b stopped answering: no word from its agent for 30 s".into());
-        assert_eq!(sightings(&batch, &keep, &r, &[])[0].oracle, Oracle::Liveness);
+        let s = sightings(&batch, &keep, &r, &[], None).expect("judged");
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].oracle, Oracle::Liveness);
+        r.error = Some("step 3 (probe on a): endpoint a: sending a frame on eth0: Message too long (os error 90)".into());
+        assert!(sightings(&batch, &keep, &r, &[], None).unwrap_err().contains("Message too long"));
     }
 
     /// A requester batch's oracle: a success whose memory is wrong, and a WR with
@@ -636,7 +708,7 @@ mod tests {
                 "no such completion (polled: none)",
             ),
         ];
-        let s = sightings(&batch, &keep, &r, &[]);
+        let s = sightings(&batch, &keep, &r, &[], None).expect("judged");
         let got: Vec<(Oracle, &str)> = s.iter().map(|s| (s.oracle, s.signature.as_str())).collect();
         assert_eq!(
             got,
@@ -662,6 +734,9 @@ mod tests {
         assert_eq!(before["ctx"], 1);
         let after = resource_counts("0: rxe0: pd 1 cq 2 qp 2 cm_id 0 mr 3 ctx 1 srq 0\n1: rxe1: pd 0 cq 0 qp 1 cm_id 0 mr 0 ctx 0 srq 0\n");
         assert_eq!(grown(&before, &after), ["mr 3 (was 0)", "qp 3 (was 1)"]);
+        // A context and a PD more: another agent, not a leak.
+        let agent = resource_counts("0: rxe0: pd 2 cq 2 qp 1 cm_id 0 mr 0 ctx 2 srq 0\n");
+        assert!(grown(&before, &agent).is_empty());
         assert!(grown(&after, &before).is_empty());
     }
 

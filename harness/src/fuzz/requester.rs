@@ -93,6 +93,10 @@ impl Op {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct FaultGen {
     pub(crate) rule: String,
+    /// A response this rule builds carries the data of `op` (a READ response,
+    /// an atomic's original value): the requester rightly writes what it says.
+    /// `short`: fewer bytes than the READ asked for.
+    supplies: Option<(Op, bool)>,
     /// Whose frames it matches.
     from: &'static str,
     pub(crate) class: Class,
@@ -138,8 +142,20 @@ impl RequesterBatch {
             Op::Read => "read-request",
             Op::FetchAdd => "fetchadd",
         };
-        let b = |class, rule: String| FaultGen { rule, from: "b", class, opcode: resp.0 };
-        let a = |class, rule: String| FaultGen { rule, from: "a", class, opcode: op.request() };
+        let b = |class, rule: String| FaultGen {
+            rule,
+            from: "b",
+            class,
+            opcode: resp.0,
+            supplies: None,
+        };
+        let a = |class, rule: String| FaultGen {
+            rule,
+            from: "a",
+            class,
+            opcode: op.request(),
+            supplies: None,
+        };
         match rng.next_u64() % 9 {
             0 => b(Class::Drop, format!("drop op={} nth={nth}", resp.1)),
             1 => b(Class::Dup, format!("dup op={} copies={}", resp.1, 1 + rng.next_u64() % 2)),
@@ -180,20 +196,29 @@ impl RequesterBatch {
                 ),
             ),
             _ => match op {
-                Op::Read => a(
-                    Class::Synth,
-                    format!(
-                        "respond op=read-request nth=1 with=read-response len={} real=withhold",
-                        pick(rng, &[0u32, 8, 16, 31])
-                    ),
-                ),
-                Op::FetchAdd => a(
-                    Class::Synth,
-                    format!(
-                        "respond op=fetchadd nth=1 with=atomic-ack orig={} real=withhold",
-                        rng.next_u64() >> 1
-                    ),
-                ),
+                Op::Read => {
+                    // Shorter than the 16 bytes asked for: the requester must not
+                    // complete the READ successfully on it (IBA chapter 9: a
+                    // READ's responses carry the whole DMA length it asked for).
+                    let len = pick(rng, &[0u32, 8, 15]);
+                    FaultGen {
+                        supplies: Some((Op::Read, true)),
+                        ..a(
+                            Class::Synth,
+                            format!("respond op=read-request nth=1 with=read-response len={len} real=withhold"),
+                        )
+                    }
+                }
+                Op::FetchAdd => FaultGen {
+                    supplies: Some((Op::FetchAdd, false)),
+                    ..a(
+                        Class::Synth,
+                        format!(
+                            "respond op=fetchadd nth=1 with=atomic-ack orig={} real=withhold",
+                            rng.next_u64() >> 1
+                        ),
+                    )
+                },
                 Op::Write => a(
                     Class::Synth,
                     format!(
@@ -246,9 +271,17 @@ impl RequesterBatch {
         s
     }
 
-    /// What the requester oracle sees: an operation that completed successfully
-    /// while its memory does not show it, or one that never completed.
-    pub(crate) fn sightings(&self, r: &ScenarioResult, out: &mut Vec<Sighting>) {
+    /// What the requester oracle sees, with the rules `keep`: an operation that
+    /// completed successfully while its memory does not show it (unless a kept
+    /// rule's response supplied that data: then only a READ completed on a
+    /// response shorter than it asked for), or one that never completed.
+    pub(crate) fn sightings(&self, keep: &[usize], r: &ScenarioResult, out: &mut Vec<Sighting>) {
+        let supplied = |op: Op| {
+            keep.iter().filter_map(|&i| self.faults.get(i)).find_map(|f| match f.supplies {
+                Some((o, short)) if o == op => Some(short),
+                _ => None,
+            })
+        };
         for op in &self.ops {
             let which = format!("completion of wr_id {} on a", op.wr_id());
             let Some(c) =
@@ -261,13 +294,20 @@ impl RequesterBatch {
                 v.kind == VerdictKind::Memory
                     && v.what.starts_with(&format!("memory of MR {mr} on {on}"))
             });
-            if c.pass && mem.is_some_and(|m| !m.pass) {
-                let m = mem.map(|m| m.actual.clone()).unwrap_or_default();
-                out.push(Sighting {
+            let m = mem.map(|m| m.actual.clone()).unwrap_or_default();
+            match supplied(*op) {
+                Some(true) if c.pass => out.push(Sighting {
+                    oracle: Oracle::Protocol,
+                    signature: format!("the requester completed a {} successfully on a response shorter than it asked for", op.name()),
+                    detail: format!("{which}: {}; MR {mr} on {on} holds {m}", c.actual),
+                }),
+                Some(_) => {}
+                None if c.pass && mem.is_some_and(|m| !m.pass) => out.push(Sighting {
                     oracle: Oracle::Protocol,
                     signature: format!("the requester completed a {} successfully, but its memory does not show it", op.name()),
                     detail: format!("{which}: {}; MR {mr} on {on} holds {m}", c.actual),
-                });
+                }),
+                None => {}
             }
             if !c.pass && c.actual.starts_with("no such completion") {
                 out.push(Sighting {
