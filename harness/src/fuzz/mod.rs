@@ -151,6 +151,9 @@ fn dirs(out: &Path) -> (PathBuf, PathBuf) {
 struct Consoles {
     paths: Option<lab::state::LabPaths>,
     watch: [lab::state::ConsoleWatch; 2],
+    /// The VM reported a crash (BUG, Oops, KASAN): the Oops and panic that
+    /// follow it, read now or later, say again what it said.
+    crashed: [bool; 2],
 }
 
 impl Consoles {
@@ -159,7 +162,7 @@ impl Consoles {
             Endpoints::Lab(l) => Some(l.paths.clone()),
             Endpoints::Remote(_) => None,
         };
-        let mut c = Consoles { paths, watch: Default::default() };
+        let mut c = Consoles { paths, watch: Default::default(), crashed: [false; 2] };
         // What the consoles said before this run is not its finding.
         let _ = c.reports();
         c
@@ -173,16 +176,15 @@ impl Consoles {
         let mut out = Vec::new();
         for vm in lab::state::Vm::BOTH {
             let lines = self.watch[vm.index()].new_lines(&p.console(vm));
-            // One report per crash: the Oops and panic after a BUG (or a KASAN
-            // report) say again what it said.
-            let mut crash_until = 0;
             for (i, line) in lines.iter().enumerate() {
                 let Some(k) = lab::state::KernelReport::of_line(line) else { continue };
-                use lab::state::KernelReport::{Oops, Panic};
-                if matches!(k, Oops | Panic) && i < crash_until {
+                use lab::state::KernelReport::{Bug, Kasan, Oops, Panic};
+                if matches!(k, Oops | Panic) && self.crashed[vm.index()] {
                     continue;
                 }
-                crash_until = i + 80;
+                if matches!(k, Bug | Kasan | Oops) {
+                    self.crashed[vm.index()] = true;
+                }
                 let rip = lines[i + 1..]
                     .iter()
                     .take(30)
@@ -408,6 +410,7 @@ impl Runner<'_> {
         if lost.is_some() {
             // The restarted VMs' consoles start again; their agents are new.
             self.consoles.watch = Default::default();
+            self.consoles.crashed = [false; 2];
             let _ = self.consoles.reports();
             self.held = [None, None];
         }
