@@ -310,6 +310,15 @@ fn sightings(
         }
         return Ok(out);
     }
+    // A VM lost after the run was carried out (nothing failed in it): still
+    // the device's.
+    if let (Some(why), true) = (lost, kernel.is_empty()) {
+        out.push(Sighting {
+            oracle: Oracle::Liveness,
+            signature: format!("a VM was lost: {}", stable_line(why)),
+            detail: why.to_string(),
+        });
+    }
     let by_id: BTreeMap<&str, &gen::ProbeGen> =
         keep.iter().filter_map(|&i| batch.probes.get(i)).map(|p| (p.id.as_str(), p)).collect();
     for v in r.verdicts.iter().filter(|v| !v.pass) {
@@ -440,9 +449,8 @@ impl Runner<'_> {
                 }
             }
         }
-        // The most each kind has reached: the agents the lab keeps between
-        // scenarios (a context and a PD each) come with the first run, and one
-        // restarted after a crash takes them again.
+        // The most each kind has reached (none before the first run, nor after
+        // the lab was brought back).
         for (held, now) in self.held.iter_mut().zip(now) {
             match (held.as_mut(), now) {
                 (Some(h), Some(n)) => n.into_iter().for_each(|(k, v)| {
