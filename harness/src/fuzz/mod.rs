@@ -29,6 +29,7 @@ use crate::results::{ScenarioResult, VerdictKind};
 pub(crate) mod gen;
 mod minimise;
 mod requester;
+mod space;
 
 use gen::Batch;
 

@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use dissector::wire::Opcode;
 use lab::fault::Rng;
 
-use super::gen::{Cell, Class, Target, LIVENESS, LIVENESS_OBJECTS};
+use super::space::{Cell, Class, Target, LIVENESS, LIVENESS_OBJECTS};
 use super::{Oracle, Sighting};
 use crate::results::{ScenarioResult, VerdictKind};
 
