@@ -339,6 +339,14 @@ impl ConsoleWatch {
     }
 }
 
+/// A kernel console line without its timestamp (`[   12.345678] `), if it has one.
+pub fn without_timestamp(line: &str) -> &str {
+    match line.strip_prefix('[').and_then(|r| r.split_once("] ")) {
+        Some((_, rest)) => rest,
+        None => line,
+    }
+}
+
 /// What a guest kernel's console line reports about the kernel itself: a crash,
 /// a warning, a sanitizer's finding, a lockup or corruption of its own structures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -360,11 +368,7 @@ impl KernelReport {
     /// prints first for each (`Oops:`, `BUG:`, `WARNING: CPU:`, `BUG: KASAN:`, …):
     /// not the register dump and call trace that follow.
     pub fn of_line(line: &str) -> Option<KernelReport> {
-        // The console's timestamp (`[   12.345678] `) first, if any.
-        let l = match line.strip_prefix('[').and_then(|r| r.split_once("] ")) {
-            Some((_, rest)) => rest,
-            None => line,
-        };
+        let l = without_timestamp(line);
         let has = |s: &str| l.contains(s);
         Some(if has("KASAN:") {
             KernelReport::Kasan

@@ -21,6 +21,7 @@ use dissector::wire::opcode::{Headers, Kind, OpInfo};
 use dissector::wire::{Opcode, Transport};
 use lab::fault::Rng;
 
+use super::space::pick;
 pub(crate) use super::space::{Cell, Class, Target};
 use super::space::{LIVENESS, LIVENESS_OBJECTS};
 
@@ -96,11 +97,6 @@ pub(crate) struct Batch {
 /// for it).
 fn requests(t: Transport) -> Vec<&'static OpInfo> {
     Opcode::all().filter(|i| i.transport == t && i.is_request()).collect()
-}
-
-/// A value of `xs`, drawn.
-fn pick<T: Copy>(rng: &mut Rng, xs: &[T]) -> T {
-    xs[(rng.next_u64() % xs.len() as u64) as usize]
 }
 
 fn chance(rng: &mut Rng, p: f64) -> bool {

@@ -249,10 +249,7 @@ fn resources(paths: Option<&lab::state::LabPaths>) -> [Option<BTreeMap<String, u
 /// A console line with what changes from run to run taken out: its timestamp,
 /// addresses and offsets, PIDs and CPU numbers.
 fn stable_line(line: &str) -> String {
-    let l = match line.strip_prefix('[').and_then(|r| r.split_once("] ")) {
-        Some((_, rest)) => rest,
-        None => line,
-    };
+    let l = lab::state::without_timestamp(line);
     let mut out = String::new();
     for word in l.split_whitespace() {
         let w = word.trim_end_matches([',', ':']);

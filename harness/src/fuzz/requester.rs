@@ -18,7 +18,7 @@ use std::fmt::Write as _;
 use dissector::wire::Opcode;
 use lab::fault::Rng;
 
-use super::space::{Cell, Class, Target, LIVENESS, LIVENESS_OBJECTS};
+use super::space::{pick, Cell, Class, Target, LIVENESS, LIVENESS_OBJECTS};
 use super::{Oracle, Sighting};
 use crate::results::{ScenarioResult, VerdictKind};
 
@@ -114,10 +114,6 @@ pub(crate) struct RequesterBatch {
 const ACK: Opcode = Opcode(0x11);
 const READ_RESPONSE_ONLY: Opcode = Opcode(0x10);
 const ATOMIC_ACK: Opcode = Opcode(0x12);
-
-fn pick<T: Copy>(rng: &mut Rng, xs: &[T]) -> T {
-    xs[(rng.next_u64() % xs.len() as u64) as usize]
-}
 
 impl RequesterBatch {
     pub(crate) fn generate(rng: &mut Rng, n: usize) -> RequesterBatch {

@@ -2,10 +2,16 @@
 //! of change, the coverage cells, and the liveness block every batch ends with.
 //! Both kinds of batch ([`super::gen`], [`super::requester`]) read it.
 //!
-//! Owns: [`Target`], [`Class`], [`Cell`], the liveness block. Imports: the
-//! dissector's opcode table.
+//! Owns: [`Target`], [`Class`], [`Cell`], the liveness block, [`pick`]. Imports:
+//! the dissector's opcode table, the lab's seeded RNG.
 use dissector::wire::opcode::{Headers, OpInfo};
 use dissector::wire::{Opcode, Transport};
+use lab::fault::Rng;
+
+/// A value of `xs`, drawn: how both kinds of batch choose.
+pub(super) fn pick<T: Copy>(rng: &mut Rng, xs: &[T]) -> T {
+    xs[(rng.next_u64() % xs.len() as u64) as usize]
+}
 
 /// The QPs of VM b a batch aims probes at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
