@@ -118,10 +118,11 @@ impl Batch {
         Batch { seed, index, probes, requester: None, plant: None }
     }
 
-    /// What a minimisation chooses from: probes, or a requester batch's rules.
+    /// What a minimisation chooses from: probes, or a requester batch's rules
+    /// and operations.
     pub(crate) fn items(&self) -> usize {
         match &self.requester {
-            Some(r) => r.faults.len(),
+            Some(r) => r.items(),
             None => self.probes.len(),
         }
     }
@@ -241,7 +242,8 @@ impl Batch {
                 | Class::Dup
                 | Class::Delay
                 | Class::Corrupt
-                | Class::Synth => {}
+                | Class::Synth
+                | Class::Ieth => {}
             }
         }
         if classes.is_empty() {
@@ -533,7 +535,8 @@ mod tests {
     #[test]
     fn every_batch_loads_and_so_does_every_subset() {
         for seed in 0..60 {
-            // Every third index is a requester batch: its items are rules.
+            // Every third index is a requester batch: its items are rules,
+            // then operations (each a step of a's).
             let b = Batch::generate(seed, seed, 16);
             let all: Vec<usize> = (0..b.items()).collect();
             for keep in [all.clone(), all.iter().copied().step_by(3).collect(), vec![]] {
@@ -545,7 +548,17 @@ mod tests {
                     .iter()
                     .filter(|s| matches!(s, crate::scenario::model::Step::Probe { .. }))
                     .count();
-                let items = if b.requester.is_some() { sc.faults.len() } else { probes };
+                let a_ops = |sc: &crate::scenario::model::Scenario| {
+                    sc.steps
+                        .iter()
+                        .filter(|s| {
+                            matches!(s, crate::scenario::model::Step::Post { on, .. } if on == "a")
+                        })
+                        .count()
+                };
+                // The liveness WRITE is a's too, in every batch.
+                let items =
+                    if b.requester.is_some() { sc.faults.len() + a_ops(&sc) - 1 } else { probes };
                 assert_eq!(items, keep.len());
             }
         }

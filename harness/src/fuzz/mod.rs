@@ -402,6 +402,7 @@ impl Runner<'_> {
             out_dir: self.work.clone(),
             profile: None,
             jobs: 1,
+            crashes: Default::default(),
         };
         let ran = controller::run_all(&plan, &[(file.clone(), sc)], |_, _| Ok(()))?;
         let result = ran
@@ -687,10 +688,13 @@ mod tests {
     /// is what the switch did, not one.
     #[test]
     fn the_requester_oracle_reads_success_against_memory() {
-        let batch = (0..60)
+        let batch = (0..300)
             .map(|i| Batch::generate(4, i, 16))
-            .find(|b| b.requester.as_ref().is_some_and(|r| r.ops.len() == 3))
-            .expect("a requester batch with all three operations");
+            .find(|b| b.requester.as_ref().is_some_and(|r| r.ops.len() == 4))
+            .expect("a requester batch with all four operations");
+        let req = batch.requester.as_ref().expect("a requester batch");
+        // The operations alone: no rule of the switch's supplies an answer.
+        let ops: Vec<usize> = (req.faults.len()..batch.items()).collect();
         let keep: Vec<usize> = (0..batch.items()).collect();
         let mut r = ScenarioResult::not_run("x", Path::new("x.toml"), vec![], "");
         r.error = None;
@@ -716,20 +720,49 @@ mod tests {
                 false,
                 "no such completion (polled: none)",
             ),
+            // SEND with Invalidate: success at a, b's receive in error.
+            v(VerdictKind::Completion, "completion of wr_id 4 on a", false, "IBV_WC_SUCCESS"),
         ];
-        let s = sightings(&batch, &keep, &r, &[], None).expect("judged");
-        let got: Vec<(Oracle, &str)> = s.iter().map(|s| (s.oracle, s.signature.as_str())).collect();
+        r.observations = [
+            ("completion a wr_id 1", "IBV_WC_REM_ACCESS_ERR"),
+            ("completion a wr_id 2", "IBV_WC_SUCCESS"),
+            ("completion a wr_id 4", "IBV_WC_SUCCESS"),
+            ("completion b wr_id 14", "IBV_WC_REM_INV_REQ_ERR"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let s = sightings(&batch, &ops, &r, &[], None).expect("judged");
+        let got: Vec<(Oracle, String)> =
+            s.iter().map(|s| (s.oracle, s.signature.clone())).collect();
+        let Some(requester::Op::SendInv(k)) = req.ops.last().copied() else {
+            panic!("the SEND with Invalidate comes last: {:?}", req.ops)
+        };
         assert_eq!(
             got,
             [
                 (
                     Oracle::Protocol,
                     "the requester completed a READ successfully, but its memory does not show it"
+                        .to_string()
                 ),
-                (Oracle::Liveness, "a FetchAdd never completed, successfully or not"),
+                (Oracle::Liveness, "a FetchAdd never completed, successfully or not".to_string()),
+                (
+                    Oracle::Protocol,
+                    format!(
+                        "a SEND with Invalidate naming {} completed successfully at a while b's receive completed in error",
+                        k.name()
+                    )
+                ),
             ]
         );
-        // The batch loads with every subset of its rules.
+        // Both ends agreeing is no finding; nor is an operation left out.
+        r.observations.insert("completion b wr_id 14".into(), "IBV_WC_SUCCESS".into());
+        let s = sightings(&batch, &ops, &r, &[], None).expect("judged");
+        assert_eq!(s.len(), 2, "{s:?}");
+        let s = sightings(&batch, &ops[..1], &r, &[], None).expect("judged");
+        assert!(s.is_empty(), "{s:?}");
+        // The batch loads with every subset of its rules and operations.
         for k in [keep.clone(), vec![], keep.iter().copied().take(1).collect()] {
             crate::scenario::check::parse_str(Path::new("r.toml"), &batch.toml(&k, "t"))
                 .unwrap_or_else(|e| panic!("{}\n{}", e[0], batch.toml(&k, "t")));

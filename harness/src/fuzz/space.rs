@@ -100,6 +100,9 @@ pub(crate) enum Class {
     Corrupt,
     /// A response the switch builds in the responder's place.
     Synth,
+    /// The R_Key a's real SEND with Invalidate names (its IETH): a key b may
+    /// invalidate or one it may not.
+    Ieth,
 }
 
 impl Class {
@@ -144,6 +147,7 @@ impl Class {
             Class::Delay => "delay",
             Class::Corrupt => "corrupt",
             Class::Synth => "synthesized",
+            Class::Ieth => "ieth_rkey",
         }
     }
 
@@ -159,7 +163,12 @@ impl Class {
             Class::Atomic => h.contains(Headers::ATOMICETH),
             Class::QKey => target == Target::Ud,
             Class::Psn => target != Target::Ud,
-            Class::Drop | Class::Dup | Class::Delay | Class::Corrupt | Class::Synth => false,
+            Class::Drop
+            | Class::Dup
+            | Class::Delay
+            | Class::Corrupt
+            | Class::Synth
+            | Class::Ieth => false,
             _ => true,
         }
     }

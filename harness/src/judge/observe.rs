@@ -60,13 +60,18 @@ fn stream_endings(o: &Evidence, m: &mut BTreeMap<String, String>) {
     }
 }
 
+/// The observation of the status of `ep`'s completion of `wr_id` (the first).
+pub(crate) fn completion_key(ep: &str, wr_id: u64) -> String {
+    format!("completion {ep} wr_id {wr_id}")
+}
+
 /// Each completion's status (the first of each `wr_id`), and how a receive
 /// said that the peer's SEND with Invalidate invalidated.
 fn completions(sc: &Scenario, o: &Evidence, m: &mut BTreeMap<String, String>) {
     for (ep, wcs) in &o.completions {
         let mut seen = BTreeSet::new();
         for w in wcs.iter().filter(|w| seen.insert(w.wr_id)) {
-            m.insert(format!("completion {ep} wr_id {}", w.wr_id), w.status.to_string());
+            m.insert(completion_key(ep, w.wr_id), w.status.to_string());
         }
         // Where the peer sent a SEND with Invalidate, how the receive said so:
         // the verbs API's IBV_WC_WITH_INV and the rkey, or not.
