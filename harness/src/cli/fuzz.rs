@@ -210,8 +210,14 @@ fn replay(a: &FuzzArgs, dir: &Path, out: &mut dyn Write, err: &mut dyn Write) ->
     let endpoints =
         controller::lab_endpoints(a.lab_dir.clone(), a.lab.clone(), a.image.unwrap_or_default())
             .map_err(Failure::setup)?;
-    let plan =
-        RunPlan { endpoints, wire: WireSource::Switch, out_dir: work, profile: None, jobs: 1 };
+    let plan = RunPlan {
+        endpoints,
+        wire: WireSource::Switch,
+        out_dir: work,
+        profile: None,
+        jobs: 1,
+        crashes: Default::default(),
+    };
     let ran = controller::run_all(&plan, &loaded, |_, _| Ok(())).map_err(Failure::setup)?;
     let mut still = 0;
     for r in &ran.report.scenarios {

@@ -250,8 +250,13 @@ pub(super) fn plan(
         }
     }
     let profile = args.profile.as_deref().map(Profile::load).transpose().map_err(Failure::input)?;
+    // What crashes this setup is not run: the profile's word for it, and the
+    // word of the one about to be recorded again.
+    let mut crashes = profile.as_ref().map(|p| p.crashes.clone()).unwrap_or_default();
     if let Some(path) = &args.record_profile {
-        previous_profile(path)?;
+        if let Some(prev) = previous_profile(path)? {
+            crashes.extend(prev.crashes);
+        }
     }
     // Before the lab boots: a run that does not fit is refused at once.
     let budget = controller::budget::Budget::here(&out_dir, remote.is_none());
@@ -282,7 +287,7 @@ pub(super) fn plan(
             WireSource::Switch,
         ),
     };
-    Ok(RunPlan { endpoints, wire, out_dir, profile, jobs: usize::from(args.jobs) })
+    Ok(RunPlan { endpoints, wire, out_dir, profile, jobs: usize::from(args.jobs), crashes })
 }
 
 /// The profile `--record-profile` is about to replace, for its notes: none if the

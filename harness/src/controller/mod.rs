@@ -52,6 +52,9 @@ pub(crate) struct RunPlan {
     pub profile: Option<Profile>,
     /// How many scenarios run side by side on the lab (1: one after the other).
     pub jobs: usize,
+    /// Scenarios not to run, by name, and why: they crash this setup (the
+    /// profile's `crashes`). Each is reported as skipped with that reason.
+    pub crashes: BTreeMap<String, String>,
 }
 
 /// Lab endpoints: the lab `name` under `root`, booted when it is not up.
@@ -230,6 +233,13 @@ fn carry_out(
     pool: &AgentPool,
     slot: Slot,
 ) -> Result<Executed> {
+    if let Some(why) = plan.crashes.get(&sc.name) {
+        let skipped = format!("it crashes this setup, says the profile: {why} (run it alone, without the profile, to see)");
+        return Ok(Executed {
+            outcome: Evidence { skipped: Some(skipped), ..Default::default() },
+            secs: 0.0,
+        });
+    }
     let rec = match &plan.wire {
         WireSource::Live { iface, filter } => Some(
             Recording::start(iface, filter, cap)
@@ -539,6 +549,7 @@ pub(crate) fn bench_scenarios(
             out_dir: tmp.join(format!("j{jobs}")),
             profile: None,
             jobs,
+            crashes: Default::default(),
         };
         let r = run_all(&plan, &loaded, |res, _| {
             p.say(&format!("scenario (-j {jobs}): {}", res.name));
@@ -643,6 +654,7 @@ mod tests {
             out_dir: out.clone(),
             profile: None,
             jobs: 1,
+            crashes: Default::default(),
         };
         let mut seen = Vec::new();
         let r = run_all(&plan, &[(PathBuf::from("t.toml"), sc)], |res, _| {
@@ -676,6 +688,47 @@ mod tests {
         assert_eq!(j["scenarios"][0]["status"], "skipped");
         let suite = crate::results::suite::Suite::from_report(&r.report);
         assert_eq!(suite.scenarios["needs flush"].skipped.as_deref(), s.skip_reason.as_deref());
+    }
+
+    /// A scenario the profile says crashes the setup is skipped with its
+    /// reason, and nothing of it reaches an agent (none listens here).
+    #[test]
+    fn what_crashes_the_setup_is_never_run() {
+        let sc = crate::scenario::check::parse_str(Path::new("t.toml"), "name = 'oops'\n[endpoints.a]\n[[mr]]\nname = 'm'\non = 'a'\nsize = 8\n[[expect.memory]]\non = 'a'\nmr = 'm'\nunchanged = true\n")
+            .unwrap_or_else(|e| panic!("{}", e[0]));
+        let out = std::env::temp_dir().join(format!("roce-crashes-{}", std::process::id()));
+        let nobody = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = nobody.local_addr().unwrap().to_string();
+        drop(nobody);
+        let mut plan = RunPlan {
+            endpoints: Endpoints::Remote(RemoteAgents {
+                addrs: [("a".to_string(), addr)].into(),
+                key: None,
+            }),
+            wire: WireSource::None,
+            out_dir: out.clone(),
+            profile: None,
+            jobs: 1,
+            crashes: [("oops".to_string(), "BUG: kernel NULL pointer dereference".to_string())]
+                .into(),
+        };
+        let loaded = [(PathBuf::from("t.toml"), sc)];
+        let r = run_all(&plan, &loaded, |_, _| Ok(())).unwrap();
+        let s = &r.report.scenarios[0];
+        assert_eq!(s.status, Status::Skipped, "{s:?}");
+        assert!(s.error.is_none() && s.verdicts.is_empty(), "{s:?}");
+        assert!(
+            s.skip_reason
+                .as_deref()
+                .is_some_and(|w| w.contains("crashes this setup") && w.contains("NULL pointer")),
+            "{:?}",
+            s.skip_reason
+        );
+        // Without the word of a profile it is run: here, to an agent that is not there.
+        plan.crashes.clear();
+        let r = run_all(&plan, &loaded, |_, _| Ok(())).unwrap();
+        std::fs::remove_dir_all(&out).ok();
+        assert_eq!(r.report.scenarios[0].status, Status::Failed);
     }
 
     #[test]

@@ -16,6 +16,12 @@ pub(crate) fn render(p: &Profile) -> String {
     for (k, v) in &p.recorded {
         s += &format!("{} = {}\n", key(k), quote(v));
     }
+    if !p.crashes.is_empty() {
+        s += "\n# Scenarios that crash this setup: skipped under this profile (written by people).\n[crashes]\n";
+        for (name, why) in &p.crashes {
+            s += &format!("{} = {}\n", quote(name), quote(why));
+        }
+    }
     for (name, obs) in &p.scenario {
         s += &format!("\n[scenario.{}]\n", quote(name));
         for (k, v) in obs {
@@ -80,6 +86,7 @@ mod tests {
             "conformance: a \"PSN\" ahead".into(),
             obs(&[("probe ahead", "IBA C9-92: NAK Invalid Request; deviates")]),
         );
+        p.crashes.insert("Finding \"1\"".into(), "BUG: kernel NULL pointer dereference".into());
         let text = render(&p);
         let back: Profile = toml::from_str(&text).unwrap();
         assert_eq!(back, p);

@@ -32,6 +32,13 @@ pub(crate) struct Profile {
     /// still recorded.
     #[serde(default)]
     pub note: BTreeMap<String, BTreeMap<String, String>>,
+    /// Scenarios this setup cannot be asked to run, by name: they crash it (a
+    /// kernel bug a finding of `roce fuzz` reproduces), with what its console
+    /// said. Written by people; a run under the profile, or recording it again,
+    /// skips them with that reason (run the scenario alone, without the
+    /// profile, to see the crash); recording again keeps them.
+    #[serde(default)]
+    pub crashes: BTreeMap<String, String>,
 }
 
 impl Profile {
@@ -65,6 +72,7 @@ impl Profile {
         p.recorded.insert("roce".into(), env!("CARGO_PKG_VERSION").into());
         p.recorded.insert("date".into(), today());
         if let Some(prev) = previous {
+            p.crashes = prev.crashes.clone();
             for (scenario, notes) in &prev.note {
                 let Some(obs) = p.scenario.get(scenario) else { continue };
                 let kept: BTreeMap<String, String> = notes
@@ -119,7 +127,9 @@ mod tests {
             ]),
         );
         prev.note.insert("removed scenario".into(), BTreeMap::from([("k".into(), "v".into())]));
+        prev.crashes.insert("a finding".into(), "BUG: kernel NULL pointer dereference".into());
         let p = Profile::record("rxe", &r, Some(&prev));
+        assert_eq!(p.crashes, prev.crashes, "what crashes the setup is people's word: kept");
         assert_eq!(p.scenario["s"]["probe x"], "ACK (PSN next)");
         assert_eq!(p.note.len(), 1, "{:?}", p.note);
         assert_eq!(
