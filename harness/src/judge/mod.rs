@@ -85,7 +85,8 @@ pub(crate) fn judge(
     }
     let conditions = wire.as_ref().map_or(&[][..], |t| t.conditions.as_slice());
     for e in &sc.expect.probe {
-        push(probes::verdict(e, o, &answers, conditions), false);
+        // No capture is not a deviation of the device.
+        push(probes::verdict(e, o, &answers, conditions), e.record_deviation && answers.is_ok());
     }
     for e in &sc.expect.order {
         let verdict = match wire {

@@ -1216,6 +1216,10 @@ pub(crate) struct ProbeExpectFile {
     /// The first response within this many ms of the probe.
     #[serde(default)]
     pub(crate) within_ms: Option<u64>,
+    /// As for the other expectations: a device that answers otherwise is
+    /// recorded (the probe's answer goes into the profile either way).
+    #[serde(default)]
+    pub(crate) record_deviation: Option<bool>,
 }
 
 /// `icrc_valid = true | false | "any"`.

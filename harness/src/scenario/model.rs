@@ -749,4 +749,5 @@ pub(crate) struct ProbeExpect {
     pub(crate) responses: Option<Vec<Pattern>>,
     pub(crate) psn: Option<PsnAt>,
     pub(crate) within_ms: Option<u64>,
+    pub(crate) record_deviation: bool,
 }

@@ -448,6 +448,7 @@ impl<'a> Checker<'a> {
                 responses,
                 psn,
                 within_ms: p.within_ms,
+                record_deviation: p.record_deviation == Some(true),
             });
         }
     }
