@@ -221,12 +221,19 @@ fn replay(a: &FuzzArgs, dir: &Path, out: &mut dyn Write, err: &mut dyn Write) ->
     let ran = controller::run_all(&plan, &loaded, |_, _| Ok(())).map_err(Failure::setup)?;
     let mut still = 0;
     for r in &ran.report.scenarios {
-        let reproduces = r.status != Status::Passed;
+        if r.status == Status::Skipped {
+            let why = r.skip_reason.as_deref().unwrap_or("the device cannot run it");
+            writeln!(out, "skipped           {}: {why}", r.file)?;
+            continue;
+        }
+        // A finding records where the device differs from IBA: a deviation
+        // shows it as much as a failure does.
+        let reproduces = r.status != Status::Passed || r.verdicts.iter().any(|v| !v.held());
         still += usize::from(reproduces);
         let why = r
             .verdicts
             .iter()
-            .find(|v| !v.pass)
+            .find(|v| !v.held())
             .map(|v| format!(": {}: {}", v.what, v.actual))
             .or_else(|| r.error.as_ref().map(|e| format!(": {}", e.lines().next().unwrap_or(e))))
             .unwrap_or_default();

@@ -319,7 +319,7 @@ fn sightings(
     }
     let by_id: BTreeMap<&str, &gen::ProbeGen> =
         keep.iter().filter_map(|&i| batch.probes.get(i)).map(|p| (p.id.as_str(), p)).collect();
-    for v in r.verdicts.iter().filter(|v| !v.pass) {
+    for v in r.verdicts.iter().filter(|v| !v.held()) {
         let sighting = match v.kind {
             VerdictKind::Probe => {
                 let id = v.what.strip_prefix("probe ").unwrap_or(&v.what);
@@ -558,6 +558,24 @@ pub(crate) fn fuzz(
     Ok(report)
 }
 
+/// A batch's scenario as a finding's: named for what it found (one name per
+/// finding, as a profile keys it), and every expectation, each IBA's answer,
+/// recording where the device differs (`record_deviation`) instead of failing,
+/// so the suite can keep the case and hold each device to its profile.
+fn as_finding(text: &str, name: &str) -> Result<String> {
+    let mut doc: toml_edit::DocumentMut =
+        text.parse().context("the fuzzer wrote a batch that is not TOML (a fuzzer bug)")?;
+    doc["name"] = toml_edit::value(name);
+    if let Some(expect) = doc.get_mut("expect").and_then(|e| e.as_table_mut()) {
+        for (_, kind) in expect.iter_mut() {
+            for t in kind.as_array_of_tables_mut().into_iter().flat_map(|a| a.iter_mut()) {
+                t.insert("record_deviation", toml_edit::value(true));
+            }
+        }
+    }
+    Ok(doc.to_string())
+}
+
 /// A new sighting becomes a finding: run again (confirmed or not), then
 /// minimised to the fewest probes that still show it, written as a scenario.
 fn settle(
@@ -602,7 +620,8 @@ fn settle(
         s.signature
     );
     let scenario = dir.join("finding.toml");
-    write_whole(&scenario, batch.toml(&keep, &title).as_bytes())?;
+    let name = format!("fuzz seed {} batch {}: {}", batch.seed, batch.index, s.signature);
+    write_whole(&scenario, as_finding(&batch.toml(&keep, &title), &name)?.as_bytes())?;
     let capture = match &last_capture {
         Some(c) if c.exists() => {
             let to = dir.join("finding.pcapng");
@@ -766,6 +785,25 @@ mod tests {
         for k in [keep.clone(), vec![], keep.iter().copied().take(1).collect()] {
             crate::scenario::check::parse_str(Path::new("r.toml"), &batch.toml(&k, "t"))
                 .unwrap_or_else(|e| panic!("{}\n{}", e[0], batch.toml(&k, "t")));
+        }
+    }
+
+    /// A finding's scenario loads, carries its own name, and records every
+    /// deviation instead of failing on it: a case the suite can keep.
+    #[test]
+    fn a_finding_is_a_case_the_suite_can_keep() {
+        for index in [0, 2, 5] {
+            let b = Batch::generate(9, index, 8);
+            let keep: Vec<usize> = (0..b.items()).collect();
+            let text =
+                as_finding(&b.toml(&keep, "t"), "fuzz seed 9: a \"quoted\" finding").unwrap();
+            let sc = crate::scenario::check::parse_str(Path::new("finding.toml"), &text)
+                .unwrap_or_else(|e| panic!("{}\n{text}", e[0]));
+            assert_eq!(sc.name, "fuzz seed 9: a \"quoted\" finding");
+            let expectations = text.matches("[[expect.").count();
+            assert!(expectations >= 2, "{text}");
+            assert_eq!(text.matches("record_deviation = true").count(), expectations, "{text}");
+            assert!(text.starts_with("# t\n"), "the comments stay: {text}");
         }
     }
 

@@ -429,7 +429,7 @@ impl RequesterBatch {
                     detail: format!("{which}: {}; MR {mr} on {on} holds {m}", c.actual),
                 }),
                 Some(_) => {}
-                None if succeeded && mem.is_some_and(|m| !m.pass) => out.push(Sighting {
+                None if succeeded && mem.is_some_and(|m| !m.held()) => out.push(Sighting {
                     oracle: Oracle::Protocol,
                     signature: format!("the requester completed a {} successfully, but its memory does not show it", op.name()),
                     detail: format!("{which}: {}; MR {mr} on {on} holds {m}", c.actual),
@@ -454,7 +454,7 @@ impl RequesterBatch {
                     });
                 }
             }
-            if !c.pass && status.is_none() {
+            if status.is_none() {
                 out.push(Sighting {
                     oracle: Oracle::Liveness,
                     signature: format!("a {} never completed, successfully or not", op.name()),

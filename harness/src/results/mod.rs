@@ -109,6 +109,12 @@ impl Verdict {
         }
         (self, Some(obs))
     }
+
+    /// The device did what the expectation says: passed, and not as a
+    /// recorded deviation.
+    pub(crate) fn held(&self) -> bool {
+        self.pass && !self.deviation
+    }
 }
 
 /// What an endpoint's agent reported at setup.
