@@ -90,6 +90,9 @@ pub(crate) struct Finding {
     pub(crate) capture: Option<PathBuf>,
     /// Scenario runs its minimisation took.
     pub(crate) minimise_runs: usize,
+    /// Its last reproducing run, as the findings page draws it.
+    #[serde(skip)]
+    pub(crate) run: ScenarioResult,
 }
 
 /// How long and how far to fuzz.
@@ -532,14 +535,24 @@ pub(crate) fn fuzz(
         };
         reached.extend(batch.cells().into_iter().filter(|c| all.contains(c)));
         let before = report.findings.len();
-        for s in &ran.sightings {
-            if !seen.insert(s.signature.clone()) {
+        // What the batch showed, then what its minimisation's runs showed
+        // besides (a subset of the batch can show another fault: a crash the
+        // whole batch does not reach), each settled from the probes it was seen with.
+        let mut pending: std::collections::VecDeque<Seen> = ran
+            .sightings
+            .iter()
+            .map(|s| Seen { sighting: s.clone(), result: ran.result.clone(), keep: keep.clone() })
+            .collect();
+        while let Some(p) = pending.pop_front() {
+            if !seen.insert(p.sighting.signature.clone()) {
                 continue;
             }
             let t = Instant::now();
-            let f = settle(&mut runner, plan, &batch, s, &found_dir, report.findings.len())?;
+            let n = report.findings.len();
+            let (f, also) = settle(&mut runner, plan, &batch, &p, &found_dir, n)?;
             report.minimise_s += t.elapsed().as_secs_f64();
             report.findings.push(f);
+            pending.extend(also);
         }
         report.elapsed_s = start.elapsed().as_secs_f64();
         let fuzzing = (report.elapsed_s - report.minimise_s).max(1e-3);
@@ -555,6 +568,7 @@ pub(crate) fn fuzz(
     report.cells_reached = reached.len();
     let json = serde_json::to_string_pretty(&report)?;
     write_whole(&out.join("fuzz.json"), json.as_bytes())?;
+    write_whole(&out.join("findings.html"), findings_page(&report).as_bytes())?;
     Ok(report)
 }
 
@@ -576,28 +590,50 @@ fn as_finding(text: &str, name: &str) -> Result<String> {
     Ok(doc.to_string())
 }
 
+/// A sighting to settle: what showed it, and with which of the batch's items.
+struct Seen {
+    sighting: Sighting,
+    result: ScenarioResult,
+    keep: Vec<usize>,
+}
+
 /// A new sighting becomes a finding: run again (confirmed or not), then
 /// minimised to the fewest probes that still show it, written as a scenario.
 fn settle(
     runner: &mut Runner<'_>,
     plan: &FuzzPlan,
     batch: &Batch,
-    s: &Sighting,
+    seen_in: &Seen,
     found_dir: &Path,
     n: usize,
-) -> Result<Finding> {
-    let all: Vec<usize> = (0..batch.items()).collect();
+) -> Result<(Finding, Vec<Seen>)> {
+    let s = &seen_in.sighting;
+    let all = seen_in.keep.clone();
     let mut runs = 0usize;
-    let mut last_capture: Option<PathBuf> = None;
+    let mut last = seen_in.result.clone();
+    let mut also: Vec<Seen> = Vec::new();
     let mut shows = |runner: &mut Runner<'_>, keep: &[usize]| -> bool {
         runs += 1;
-        match runner.run(batch, keep, "minimise") {
-            Ok(r) if r.sightings.iter().any(|x| x.signature == s.signature) => {
-                last_capture = r.result.capture.as_ref().map(PathBuf::from);
-                true
+        let Ok(r) = runner.run(batch, keep, "minimise") else { return false };
+        for x in r.sightings.iter().filter(|x| x.signature != s.signature) {
+            if !also.iter().any(|a| a.sighting.signature == x.signature) {
+                also.push(Seen {
+                    sighting: x.clone(),
+                    result: r.result.clone(),
+                    keep: keep.to_vec(),
+                });
             }
-            _ => false,
         }
+        let shown = r.sightings.iter().any(|x| x.signature == s.signature);
+        if shown {
+            last = r.result;
+            // The next run writes over its capture: keep this one's.
+            if let Some(c) = last.capture.as_ref().map(PathBuf::from) {
+                let kept = runner.work.join("reproduced.pcapng");
+                last.capture = std::fs::copy(&c, &kept).ok().map(|_| kept.display().to_string());
+            }
+        }
+        shown
     };
     let (confirmed, keep) = if plan.minimise {
         let confirmed = shows(runner, &all);
@@ -622,15 +658,18 @@ fn settle(
     let scenario = dir.join("finding.toml");
     let name = format!("fuzz seed {} batch {}: {}", batch.seed, batch.index, s.signature);
     write_whole(&scenario, as_finding(&batch.toml(&keep, &title), &name)?.as_bytes())?;
-    let capture = match &last_capture {
+    let capture = match last.capture.as_ref().map(PathBuf::from) {
         Some(c) if c.exists() => {
             let to = dir.join("finding.pcapng");
-            std::fs::copy(c, &to).with_context(|| format!("copying {}", c.display()))?;
+            std::fs::copy(&c, &to).with_context(|| format!("copying {}", c.display()))?;
             Some(to)
         }
         _ => None,
     };
-    Ok(Finding {
+    last.name = name.clone();
+    last.file = scenario.display().to_string();
+    last.capture = capture.as_ref().map(|c| c.display().to_string());
+    let finding = Finding {
         oracle: s.oracle,
         signature: s.signature.clone(),
         detail: s.detail.clone(),
@@ -640,7 +679,34 @@ fn settle(
         scenario,
         capture,
         minimise_runs: runs,
-    })
+        run: last,
+    };
+    Ok((finding, also))
+}
+
+/// The findings as a page: what the run did, then each finding's reproducing
+/// run with the ladder of its exchange.
+fn findings_page(r: &FuzzReport) -> String {
+    let lines = [
+        format!(
+            "seed {}: {} batches, {} executions in {:.0} s ({:.0} s of it minimising), {:.2} executions/s",
+            r.seed, r.batches, r.executions, r.elapsed_s, r.minimise_s, r.executions_per_s
+        ),
+        format!(
+            "coverage: {} of {} cells (opcode × change × QP) reached",
+            r.cells_reached, r.cells_total
+        ),
+        format!("{} findings; each is reproduced by its finding.toml (`roce run`)", r.findings.len()),
+    ];
+    let runs: Vec<ScenarioResult> = r.findings.iter().map(|f| f.run.clone()).collect();
+    let report = crate::results::Report::new(runs, r.elapsed_s, None);
+    crate::render::html::render_findings(
+        &format!("roce fuzz --seed {}", r.seed),
+        &lines,
+        &report,
+        None,
+    )
+    .0
 }
 
 #[cfg(test)]
@@ -805,6 +871,54 @@ mod tests {
             assert_eq!(text.matches("record_deviation = true").count(), expectations, "{text}");
             assert!(text.starts_with("# t\n"), "the comments stay: {text}");
         }
+    }
+
+    /// The findings page names each finding and shows the verdict that did
+    /// not hold in the run that reproduced it.
+    #[test]
+    fn the_findings_page_shows_each_finding_and_its_verdicts() {
+        let mut run = ScenarioResult::not_run("x", Path::new("f.toml"), vec![], "");
+        run.error = None;
+        run.name = "fuzz seed 3 batch 5: the requester completed a <READ> successfully".into();
+        run.verdicts = vec![Verdict::new(
+            VerdictKind::Memory,
+            "memory of MR rdst on a".into(),
+            false,
+            "c3 c3".into(),
+            "00 00".into(),
+        )];
+        let f = Finding {
+            oracle: Oracle::Protocol,
+            signature: "s".into(),
+            detail: "d".into(),
+            batch: 5,
+            probes: vec![],
+            confirmed: true,
+            scenario: PathBuf::from("f.toml"),
+            capture: None,
+            minimise_runs: 3,
+            run,
+        };
+        let r = FuzzReport {
+            seed: 3,
+            batches: 9,
+            executions: 90,
+            elapsed_s: 12.0,
+            minimise_s: 2.0,
+            executions_per_s: 9.0,
+            cells_total: 10,
+            cells_reached: 4,
+            unreached: vec![],
+            findings: vec![f],
+            not_run: vec![],
+            resources_counted: true,
+        };
+        let page = findings_page(&r);
+        assert!(page.contains("<title>roce fuzz --seed 3</title>"), "{page}");
+        assert!(page.contains("data-findings=\"1\""), "{page}");
+        assert!(page.contains("completed a &lt;READ&gt; successfully"), "escaped: {page}");
+        assert!(page.contains("memory of MR rdst on a") && page.contains("00 00"), "{page}");
+        assert!(page.contains("4 of 10 cells"), "{page}");
     }
 
     #[test]

@@ -1,4 +1,5 @@
-//! `roce run --html FILE` and `roce report`: one self-contained HTML page per run.
+//! `roce run --html FILE` and `roce report`: one self-contained HTML page per run;
+//! `roce fuzz`: one of its findings, each drawn as the run that reproduced it.
 //!
 //! The page holds a summary, then per scenario its expectations, endpoints, fault
 //! rules and a ladder diagram of its capture: a lane per endpoint, an arrow per RoCE
@@ -22,7 +23,7 @@
 //! The markup is maud templates (`html!`): text is escaped by default (`& < > "`),
 //! only the CSS and JS assets go in as they are (`PreEscaped`).
 //!
-//! Owns: the page (`render_page`) and its CSS/JS; its ladder is drawn in [`ladder`], a
+//! Owns: the page (`render_page`, `render_findings`) and its CSS/JS; its ladder is drawn in [`ladder`], a
 //! stream's plots in [`plots`]. Imports: the
 //! results (`crate::results`), the judge's [`Timeline`] and time formats, the
 //! protocol's stream percentiles, dissector's NAK kinds, maud.
@@ -66,6 +67,54 @@ pub(crate) fn render_page(
     base: Option<&Path>,
     wires: Wires<'_>,
 ) -> (String, Vec<String>) {
+    let title = format!(
+        "roce run: {} passed, {} failed, {} skipped",
+        report.passed, report.failed, report.skipped
+    );
+    page(&title, summary(report), report, base, wires)
+}
+
+/// A fuzzing run's findings (`roce fuzz`): `lines` say what the run did, then
+/// each finding's last reproducing run is a section as in [`render_page`],
+/// named for the finding, with the ladder of its minimised exchange.
+pub(crate) fn render_findings(
+    title: &str,
+    lines: &[String],
+    report: &Report,
+    base: Option<&Path>,
+) -> (String, Vec<String>) {
+    let header = html! {
+        header id="summary" data-findings=(report.scenarios.len()) {
+            h1 { (title) }
+            @for l in lines {
+                p class="totals" { (l) }
+            }
+            "\n"
+            ul class="toc" {
+                "\n"
+                @for (i, s) in report.scenarios.iter().enumerate() {
+                    li {
+                        a class=(outcome(s).0) href={ "#s" (i + 1) } { (s.name) }
+                        " "
+                        span class="file" { "(" (s.file) ")" }
+                    }
+                    "\n"
+                }
+            }
+        }
+        "\n"
+    };
+    page(title, header, report, base, &|_| None)
+}
+
+/// The document: `header`, then a section per scenario of `report`.
+fn page(
+    title: &str,
+    header: Markup,
+    report: &Report,
+    base: Option<&Path>,
+    wires: Wires<'_>,
+) -> (String, Vec<String>) {
     let mut notes = Vec::new();
     let page = html! {
         (DOCTYPE) "\n"
@@ -74,17 +123,14 @@ pub(crate) fn render_page(
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
                 "\n"
-                title {
-                    "roce run: " (report.passed) " passed, " (report.failed) " failed, "
-                    (report.skipped) " skipped"
-                }
+                title { (title) }
                 "\n"
                 style { (PreEscaped(CSS)) }
             }
             "\n"
             body {
                 "\n"
-                (summary(report))
+                (header)
                 main {
                     "\n"
                     @for (i, s) in report.scenarios.iter().enumerate() {
