@@ -340,9 +340,12 @@ impl Batch {
             let _ = writeln!(s, "# {title}");
             let _ = writeln!(
                 s,
-                "# Drawn by `roce fuzz --seed {}`: batch {} (requester), rules kept: {:?}.",
+                "# Drawn by `roce fuzz --seed {}`: batch {} (requester), items kept: {:?}.",
                 self.seed, self.index, keep
             );
+            for &i in keep {
+                let _ = writeln!(s, "#   {i}: {}", r.describe(i));
+            }
             return s + &r.toml(keep, &format!("fuzz: seed {} batch {}", self.seed, self.index));
         }
         let kept: Vec<&ProbeGen> = keep.iter().filter_map(|&i| self.probes.get(i)).collect();
