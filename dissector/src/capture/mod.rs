@@ -28,7 +28,7 @@ pub use read::{
     open, Format, Interface, Reader, DEFAULT_BUFFER, MAX_BLOCK_LEN, MAX_INTERFACES, MAX_PCAP_CAPLEN,
 };
 pub use write::{
-    create_atomically, AtomicFile, OutPacket, PcapWriter, PcapngWriter, RecordFile,
+    create_atomically, write_whole, AtomicFile, OutPacket, PcapWriter, PcapngWriter, RecordFile,
     MAX_WRITE_CAPLEN,
 };
 

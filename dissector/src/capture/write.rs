@@ -341,6 +341,24 @@ pub struct AtomicFile {
     path: PathBuf,
 }
 
+/// Writes `path` whole or not at all: `data` writes a buffered temporary file
+/// beside it, renamed over `path` once all of it is written and synced. Every
+/// error names `path`; on one, `path` is as it was.
+pub fn write_whole(
+    path: &Path,
+    data: impl FnOnce(&mut io::BufWriter<AtomicFile>) -> io::Result<()>,
+) -> io::Result<()> {
+    let named = |what: &str, e: io::Error| {
+        io::Error::new(e.kind(), format!("{what} {}: {e}", path.display()))
+    };
+    let mut w = io::BufWriter::with_capacity(
+        1 << 20,
+        AtomicFile::create(path).map_err(|e| named("cannot create", e))?,
+    );
+    data(&mut w).map_err(|e| named("cannot write", e))?;
+    w.into_inner().map_err(|e| named("cannot write", e.into_error()))?.commit()
+}
+
 /// Creates a temporary file beside `PATH` for writing; see [`AtomicFile`].
 pub fn create_atomically(path: impl AsRef<Path>) -> io::Result<AtomicFile> {
     AtomicFile::create(path)

@@ -93,14 +93,7 @@ fn write_file(
     path: &std::path::Path,
     data: impl FnOnce(&mut std::io::BufWriter<dissector::capture::AtomicFile>) -> std::io::Result<()>,
 ) -> anyhow::Result<()> {
-    use anyhow::Context;
-    let mut w =
-        std::io::BufWriter::with_capacity(1 << 20, dissector::capture::AtomicFile::create(path)?);
-    data(&mut w).with_context(|| format!("writing {}", path.display()))?;
-    w.into_inner()
-        .map_err(|e| e.into_error())?
-        .commit()
-        .with_context(|| format!("finishing {}", path.display()))
+    Ok(dissector::capture::write_whole(path, data)?)
 }
 
 pub fn main() -> ExitCode {

@@ -135,14 +135,10 @@ pub(crate) struct FuzzReport {
     pub(crate) resources_counted: bool,
 }
 
-/// Writes `bytes` to `path` through a temporary file renamed when complete.
+/// Writes `bytes` to `path` whole or not at all.
 fn write_whole(path: &Path, bytes: &[u8]) -> Result<()> {
     use std::io::Write;
-    let mut f = dissector::capture::AtomicFile::create(path)
-        .with_context(|| format!("creating {}", path.display()))?;
-    f.write_all(bytes).with_context(|| format!("writing {}", path.display()))?;
-    f.commit().with_context(|| format!("finishing {}", path.display()))?;
-    Ok(())
+    Ok(dissector::capture::write_whole(path, |w| w.write_all(bytes))?)
 }
 
 /// Where a fuzzing run writes: `batches/` (the last batch's file and capture),
