@@ -513,6 +513,27 @@ mod tests {
     }
 
     #[test]
+    fn a_whole_write_that_fails_leaves_the_old_file_and_names_the_path() {
+        let dir = std::env::temp_dir().join(format!("dissector-whole-{}", std::process::id()));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("report.json");
+        write_whole(&path, |w| w.write_all(b"old")).unwrap();
+        let e = write_whole(&path, |w| {
+            w.write_all(b"half of the new")?;
+            Err(io::Error::other("disk full"))
+        })
+        .unwrap_err();
+        assert_eq!(fs::read(&path).unwrap(), b"old");
+        assert!(
+            e.to_string().contains("report.json") && e.to_string().contains("disk full"),
+            "{e}"
+        );
+        let names: Vec<_> = fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(names, ["report.json"], "no temporary left behind");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
     fn atomic_file_commit_and_abandon() {
         let dir = std::env::temp_dir().join(format!("dissector-atomic-{}", std::process::id()));
         fs::create_dir_all(&dir).unwrap();
