@@ -36,8 +36,10 @@ use gen::Batch;
 /// Probes in a batch by default: enough to build up state, few enough that a
 /// batch's minimisation stays short.
 pub(crate) const DEFAULT_BATCH: usize = 16;
-/// Scenario runs a finding's minimisation may take, at most.
-const MINIMISE_RUNS: usize = 14;
+/// Scenario runs a finding's minimisation may take, at most: with 14, the
+/// 30-minute runs left requester findings of 5 or 6 items (8 to choose from),
+/// where ddmin needs about 20 to reach single ones.
+const MINIMISE_RUNS: usize = 24;
 /// Batches in a row that could not be carried out before the fuzzer stops (the
 /// lab is brought back after each lost VM; this is for a harness that cannot go on).
 const MAX_NOT_RUN_IN_A_ROW: u32 = 5;
