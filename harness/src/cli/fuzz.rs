@@ -177,7 +177,7 @@ fn summary(r: &FuzzReport, dir: &Path, out: &mut dyn Write) -> std::io::Result<(
     for f in &r.findings {
         writeln!(
             out,
-            "finding ({}{}): {}\n  {} probe(s) after {} minimisation runs: {}\n  reproduce: roce run {}",
+            "finding ({}{}): {}\n  {} item(s) kept after {} minimisation runs: {}\n  reproduce: roce run {}",
             f.oracle.name(),
             if f.confirmed { ", confirmed" } else { ", seen once" },
             f.signature,
