@@ -187,6 +187,13 @@ fn summary(r: &FuzzReport, dir: &Path, out: &mut dyn Write) -> std::io::Result<(
             f.scenario.display()
         )?;
     }
+    if r.avoided > 0 {
+        writeln!(
+            out,
+            "{} item(s) left out of later batches: each was a confirmed kernel finding's reproducer again",
+            r.avoided
+        )?;
+    }
     for n in &r.not_run {
         writeln!(out, "not run: {n}")?;
     }
