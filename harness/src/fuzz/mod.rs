@@ -582,20 +582,12 @@ pub(crate) fn fuzz(
 }
 
 /// A batch's scenario as a finding's: named for what it found (one name per
-/// finding, as a profile keys it), and every expectation, each IBA's answer,
-/// recording where the device differs (`record_deviation`) instead of failing,
-/// so the suite can keep the case and hold each device to its profile.
+/// finding, as a profile keys it). Its expectations stay IBA's answers, so
+/// `roce run` of it fails while the fault is there.
 fn as_finding(text: &str, name: &str) -> Result<String> {
     let mut doc: toml_edit::DocumentMut =
         text.parse().context("the fuzzer wrote a batch that is not TOML (a fuzzer bug)")?;
     doc["name"] = toml_edit::value(name);
-    if let Some(expect) = doc.get_mut("expect").and_then(|e| e.as_table_mut()) {
-        for (_, kind) in expect.iter_mut() {
-            for t in kind.as_array_of_tables_mut().into_iter().flat_map(|a| a.iter_mut()) {
-                t.insert("record_deviation", toml_edit::value(true));
-            }
-        }
-    }
     Ok(doc.to_string())
 }
 
@@ -881,10 +873,10 @@ mod tests {
         }
     }
 
-    /// A finding's scenario loads, carries its own name, and records every
-    /// deviation instead of failing on it: a case the suite can keep.
+    /// A finding's scenario loads, carries its own name, and keeps IBA's
+    /// answers as plain expectations (it fails while the fault is there).
     #[test]
-    fn a_finding_is_a_case_the_suite_can_keep() {
+    fn a_finding_is_named_for_what_it_found() {
         for index in [0, 2, 5] {
             let b = Batch::generate(9, index, 8);
             let keep: Vec<usize> = (0..b.items()).collect();
@@ -895,7 +887,7 @@ mod tests {
             assert_eq!(sc.name, "fuzz seed 9: a \"quoted\" finding");
             let expectations = text.matches("[[expect.").count();
             assert!(expectations >= 2, "{text}");
-            assert_eq!(text.matches("record_deviation = true").count(), expectations, "{text}");
+            assert!(!text.contains("record_deviation"), "{text}");
             assert!(text.starts_with("# t\n"), "the comments stay: {text}");
         }
     }
