@@ -90,17 +90,7 @@ pub(crate) fn render_findings(
                 p class="totals" { (l) }
             }
             "\n"
-            ul class="toc" {
-                "\n"
-                @for (i, s) in report.scenarios.iter().enumerate() {
-                    li {
-                        a class=(outcome(s).0) href={ "#s" (i + 1) } { (s.name) }
-                        " "
-                        span class="file" { "(" (s.file) ")" }
-                    }
-                    "\n"
-                }
-            }
+            (toc(report, false))
         }
         "\n"
     };
@@ -172,21 +162,29 @@ fn summary(report: &Report) -> Markup {
                 (format!("{:.1}", report.duration_s)) " s)"
             }
             "\n"
-            ul class="toc" {
-                "\n"
-                @for (i, s) in report.scenarios.iter().enumerate() {
-                    li {
-                        a class=(outcome(s).0) href={ "#s" (i + 1) } {
-                            (s.status.mark()) " " (s.name)
-                        }
-                        " "
-                        span class="file" { "(" (s.file) ")" }
-                    }
-                    "\n"
-                }
-            }
+            (toc(report, true))
         }
         "\n"
+    }
+}
+
+/// A line per scenario linking to its section (`marks`: led by its outcome's mark).
+fn toc(report: &Report, marks: bool) -> Markup {
+    html! {
+        ul class="toc" {
+            "\n"
+            @for (i, s) in report.scenarios.iter().enumerate() {
+                li {
+                    a class=(outcome(s).0) href={ "#s" (i + 1) } {
+                        @if marks { (s.status.mark()) " " }
+                        (s.name)
+                    }
+                    " "
+                    span class="file" { "(" (s.file) ")" }
+                }
+                "\n"
+            }
+        }
     }
 }
 
