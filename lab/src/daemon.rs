@@ -336,14 +336,15 @@ pub fn refresh_share(paths: &LabPaths) -> Result<()> {
     if fs::read_to_string(&init).ok().as_deref() != Some(GUEST_INIT) {
         write_atomically(&init, GUEST_INIT.as_bytes(), 0o644)?;
     }
-    let exe = std::env::current_exe().context("finding the roce binary")?;
+    let exe = crate::own_image();
     let dst = share.join("roce");
     let same = match (fs::metadata(&exe), fs::metadata(&dst)) {
         (Ok(a), Ok(b)) => a.len() == b.len() && a.modified().ok() <= b.modified().ok(),
         _ => false,
     };
     if !same {
-        let data = fs::read(&exe).with_context(|| format!("reading {}", exe.display()))?;
+        let data = fs::read(&exe)
+            .with_context(|| format!("reading the running roce binary ({})", exe.display()))?;
         write_atomically(&dst, &data, 0o755)?;
     }
     Ok(())

@@ -293,13 +293,23 @@ pub fn up(paths: &LabPaths, opts: &UpOpts, p: &Progress) -> Result<UpReport> {
     }
 }
 
+/// The running `roce` binary, to copy into the VMs' share or to start the
+/// daemon with. `/proc/self/exe` still opens after the file on disk is replaced
+/// (a rebuild during a long suite or `roce fuzz`), where the path
+/// `current_exe()` returns then reads "… (deleted)" and fails.
+pub(crate) fn own_image() -> PathBuf {
+    PathBuf::from("/proc/self/exe")
+}
+
 /// Starts `roce lab __daemon` in its own session, handing it the lab lock.
 fn spawn_daemon(paths: &LabPaths, opts: &UpOpts, lock: Flock) -> Result<()> {
-    let exe = std::env::current_exe().context("finding the roce binary")?;
+    let exe = own_image();
     let log = std::fs::File::create(paths.daemon_log())
         .with_context(|| format!("creating {}", paths.daemon_log().display()))?;
     let fd = lock.file().as_raw_fd();
     let mut c = Command::new(exe);
+    // `ps` shows `roce lab … __daemon`, not `/proc/self/exe lab …`.
+    c.arg0("roce");
     c.arg("lab")
         .arg("--dir")
         .arg(&paths.root)
