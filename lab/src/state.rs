@@ -288,7 +288,6 @@ pub fn recover_stale(paths: &LabPaths) -> Vec<String> {
     done
 }
 
-/// The end of a log file, for error messages.
 /// A VM's console, read as it grows: what it says its NIC did wrong.
 #[derive(Debug, Default)]
 pub struct ConsoleWatch {
@@ -298,6 +297,11 @@ pub struct ConsoleWatch {
 }
 
 impl ConsoleWatch {
+    /// A watch from the console's present end: what it said before is not new.
+    pub fn from_end(path: &Path) -> ConsoleWatch {
+        ConsoleWatch { offset: fs::metadata(path).map_or(0, |m| m.len()), partial: String::new() }
+    }
+
     /// The first line new in `path` since the last call in which the guest's
     /// kernel says its NIC's transmit queue stopped for good (`NETDEV WATCHDOG:
     /// eth0 (virtio_net): transmit queue 0 timed out`): nothing leaves the VM
@@ -415,6 +419,25 @@ impl KernelReport {
     }
 }
 
+/// The kernel reports opened among console `lines`, in order, each line
+/// followed by where it happened (` at rxe_mr_copy+0x49/0x1a0 [rdma_rxe]`, from
+/// the report's `RIP:` line within the next 30) when the report says.
+pub fn kernel_reports(lines: &[String]) -> Vec<(KernelReport, String)> {
+    let mut out = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        let Some(k) = KernelReport::of_line(line) else { continue };
+        let rip = lines[i + 1..]
+            .iter()
+            .take(30)
+            .find_map(|l| l.split_once("RIP: ").map(|(_, r)| r.trim()))
+            .map(|r| format!(" at {}", r.split_once(':').map_or(r, |(_, f)| f)))
+            .unwrap_or_default();
+        out.push((k, format!("{line}{rip}")));
+    }
+    out
+}
+
+/// The end of a log file, for error messages.
 pub fn tail(path: &Path, lines: usize) -> String {
     let Ok(bytes) = fs::read(path) else { return format!("({} unreadable)", path.display()) };
     let text = String::from_utf8_lossy(&bytes);
@@ -487,6 +510,40 @@ mod tests {
         for (line, want) in cases {
             assert_eq!(KernelReport::of_line(line), want, "{line}");
         }
+    }
+
+    #[test]
+    fn a_report_says_where_it_happened_from_its_rip_line() {
+        let lines: Vec<String> = [
+            "[  101.5] BUG: kernel NULL pointer dereference, address: 0000000000000008",
+            "[  101.6] Oops: 0000 [#1] PREEMPT SMP NOPTI",
+            "[  101.7] RIP: 0010:__rxe_put+0xf/0x50 [rdma_rxe]",
+            "[  101.8] Kernel panic - not syncing: Fatal exception in interrupt",
+        ]
+        .map(String::from)
+        .into();
+        let r = kernel_reports(&lines);
+        assert_eq!(
+            r.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            [KernelReport::Bug, KernelReport::Oops, KernelReport::Panic]
+        );
+        assert!(
+            r[0].1.ends_with("address: 0000000000000008 at __rxe_put+0xf/0x50 [rdma_rxe]"),
+            "{r:?}"
+        );
+        assert!(!r[2].1.contains(" at "), "no RIP line follows the panic: {r:?}");
+    }
+
+    #[test]
+    fn a_watch_from_the_end_reads_only_what_comes_after() {
+        let dir = temp_root("from-end");
+        let c = dir.join("b.console");
+        fs::write(&c, "booted\n").unwrap();
+        let mut w = ConsoleWatch::from_end(&c);
+        assert!(w.new_lines(&c).is_empty(), "what was there before is not new");
+        let mut f = fs::OpenOptions::new().append(true).open(&c).unwrap();
+        std::io::Write::write_all(&mut f, b"BUG: x\n").unwrap();
+        assert_eq!(w.new_lines(&c), ["BUG: x"]);
     }
 
     #[test]

@@ -237,12 +237,15 @@ fn replay(a: &FuzzArgs, dir: &Path, out: &mut dyn Write, err: &mut dyn Write) ->
         // shows it as much as a failure does.
         let reproduces = r.status != Status::Passed || r.verdicts.iter().any(|v| !v.held());
         still += usize::from(reproduces);
-        let why = r
-            .verdicts
-            .iter()
-            .find(|v| !v.held())
-            .map(|v| format!(": {}: {}", v.what, v.actual))
-            .or_else(|| r.error.as_ref().map(|e| format!(": {}", e.lines().next().unwrap_or(e))))
+        // A run that stopped says why first: what a VM's kernel said, if it did.
+        let stopped = r.error.as_ref().map(|e| {
+            let kernel = e.lines().find(|l| l.starts_with("VM ") && l.contains("'s kernel: "));
+            format!(": {}", kernel.or(e.lines().next()).unwrap_or(e))
+        });
+        let why = stopped
+            .or_else(|| {
+                r.verdicts.iter().find(|v| !v.held()).map(|v| format!(": {}: {}", v.what, v.actual))
+            })
             .unwrap_or_default();
         if reproduces {
             writeln!(out, "still reproduces  {}{why}", r.file)?;

@@ -247,7 +247,11 @@ fn carry_out(
         ),
         _ => None,
     };
+    let consoles = KernelSays::watch(&plan.endpoints);
     let (mut o, secs) = run_one(sc, &plan.endpoints, cap, pool, slot);
+    if let Some(e) = &mut o.error {
+        consoles.add_to(e);
+    }
     if let WireSource::File(p) = &plan.wire {
         o.capture = Some(p.clone());
     }
@@ -260,6 +264,37 @@ fn carry_out(
         }
     }
     Ok(Executed { outcome: o, secs })
+}
+
+/// The lab VMs' consoles, read from where they were when a scenario began: a
+/// scenario stopped by a VM that went away says what its kernel said (the BUG
+/// line, where it happened), not only that the VM is gone.
+struct KernelSays(Option<(lab::state::LabPaths, [lab::state::ConsoleWatch; 2])>);
+
+impl KernelSays {
+    fn watch(eps: &Endpoints) -> KernelSays {
+        KernelSays(match eps {
+            Endpoints::Lab(l) => Some((
+                l.paths.clone(),
+                lab::state::Vm::BOTH
+                    .map(|vm| lab::state::ConsoleWatch::from_end(&l.paths.console(vm))),
+            )),
+            Endpoints::Remote(_) => None,
+        })
+    }
+
+    /// Adds to a run's error the first kernel report on each VM's console since
+    /// the watch began: `VM b's kernel: BUG: … at __rxe_put+0xf/0x50 [rdma_rxe]`.
+    fn add_to(mut self, error: &mut String) {
+        let Some((paths, watch)) = &mut self.0 else { return };
+        for vm in lab::state::Vm::BOTH {
+            let lines = watch[vm.index()].new_lines(&paths.console(vm));
+            if let Some((_, line)) = lab::state::kernel_reports(&lines).into_iter().next() {
+                let line = lab::state::without_timestamp(&line);
+                error.push_str(&format!("\nVM {}'s kernel: {line}", vm.name()));
+            }
+        }
+    }
 }
 
 /// Judges what a scenario did: its result and its decoded wire.
@@ -743,5 +778,33 @@ mod tests {
             capture_path(out, Path::new("y/rc_send.toml"), &mut taken),
             Path::new("/r/rc_send-2.pcapng")
         );
+    }
+
+    /// A run stopped by a VM that went away says what that VM's kernel said
+    /// since the scenario began, and nothing from before it.
+    #[test]
+    fn a_stopped_run_quotes_the_kernel_of_the_vm_that_went_away() {
+        let root = std::env::temp_dir().join(format!("roce-kernel-says-{}", std::process::id()));
+        let paths = lab::state::LabPaths::new(&root, "t").unwrap();
+        std::fs::create_dir_all(&paths.dir).unwrap();
+        let b = paths.console(lab::state::Vm::B);
+        std::fs::write(&b, "[    1.0] BUG: an old one, from before\n").unwrap();
+        let eps = Endpoints::Lab(LabRef { paths: paths.clone(), image: Release::Bookworm });
+        let says = KernelSays::watch(&eps);
+        let mut f = std::fs::OpenOptions::new().append(true).open(&b).unwrap();
+        std::io::Write::write_all(
+            &mut f,
+            b"[   99.1] BUG: kernel NULL pointer dereference, address: 0000000000000160\n\
+              [   99.2] RIP: 0010:__rxe_put+0xf/0x50 [rdma_rxe]\n",
+        )
+        .unwrap();
+        let mut e = "endpoint b's agent: VM b: the VM went away".to_string();
+        says.add_to(&mut e);
+        assert_eq!(
+            e,
+            "endpoint b's agent: VM b: the VM went away\nVM b's kernel: BUG: kernel NULL pointer \
+             dereference, address: 0000000000000160 at __rxe_put+0xf/0x50 [rdma_rxe]"
+        );
+        let _ = std::fs::remove_dir_all(&root);
     }
 }

@@ -182,8 +182,7 @@ impl Consoles {
         let mut out = Vec::new();
         for vm in lab::state::Vm::BOTH {
             let lines = self.watch[vm.index()].new_lines(&p.console(vm));
-            for (i, line) in lines.iter().enumerate() {
-                let Some(k) = lab::state::KernelReport::of_line(line) else { continue };
+            for (k, line) in lab::state::kernel_reports(&lines) {
                 use lab::state::KernelReport::{Bug, Kasan, Oops, Panic};
                 if matches!(k, Oops | Panic) && self.crashed[vm.index()] {
                     continue;
@@ -191,14 +190,7 @@ impl Consoles {
                 if matches!(k, Bug | Kasan | Oops) {
                     self.crashed[vm.index()] = true;
                 }
-                let rip = lines[i + 1..]
-                    .iter()
-                    .take(30)
-                    .find_map(|l| l.split_once("RIP: ").map(|(_, r)| r.trim().to_string()));
-                let rip = rip
-                    .map(|r| format!(" at {}", r.split_once(':').map_or(r.as_str(), |(_, f)| f)))
-                    .unwrap_or_default();
-                out.push((vm, k, format!("{line}{rip}")));
+                out.push((vm, k, line));
             }
         }
         out
