@@ -75,6 +75,22 @@ pub fn lab_paths(
     LabPaths::new(&root, &name)
 }
 
+/// Where the lab's progress lines go instead of stderr while a caller draws its
+/// own live line there (`roce fuzz`'s bar): that caller prints them above it.
+type Sink = Box<dyn Fn(&str) + Send + Sync>;
+static SINK: std::sync::RwLock<Option<Sink>> = std::sync::RwLock::new(None);
+
+/// Sends the lab's progress lines to `sink` (and draws no live line) until
+/// [`progress_to_stderr`].
+pub fn progress_to(sink: impl Fn(&str) + Send + Sync + 'static) {
+    *SINK.write().unwrap_or_else(|e| e.into_inner()) = Some(Box::new(sink));
+}
+
+/// The lab's progress goes to stderr again.
+pub fn progress_to_stderr() {
+    *SINK.write().unwrap_or_else(|e| e.into_inner()) = None;
+}
+
 /// Progress on stderr: timestamped lines, and on a terminal a live status line.
 pub struct Progress {
     start: Instant,
@@ -90,6 +106,10 @@ impl Progress {
         if self.quiet {
             return;
         }
+        if let Some(sink) = SINK.read().unwrap_or_else(|e| e.into_inner()).as_ref() {
+            sink(&format!("[{:6.1}s] {msg}", self.start.elapsed().as_secs_f64()));
+            return;
+        }
         let mut e = std::io::stderr().lock();
         if self.tty {
             let _ = write!(e, "\r\x1b[K");
@@ -98,7 +118,7 @@ impl Progress {
     }
     /// A transient line (terminal only).
     pub fn live(&self, msg: &str) {
-        if self.tty && !self.quiet {
+        if self.tty && !self.quiet && SINK.read().map_or(true, |s| s.is_none()) {
             let msg: String = msg.chars().take(100).collect();
             let _ = write!(
                 std::io::stderr().lock(),

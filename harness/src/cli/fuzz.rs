@@ -119,34 +119,66 @@ pub(super) fn run(a: FuzzArgs, out: &mut dyn Write, err: &mut dyn Write) -> Comm
         minimise: !a.no_minimise,
         plant: a.plant,
     };
-    let tty = std::io::stderr().is_terminal();
+    // On a terminal, a live bar; otherwise (a CI log) a line every 10 batches.
+    let bar = std::io::stderr().is_terminal().then(|| progress_bar(plan.budget, plan.duration));
+    if let Some(b) = &bar {
+        // A lab restart (after a crash) says so above the bar, not through it.
+        let b = b.clone();
+        lab::progress_to(move |line| b.println(line));
+    }
     let report = fuzz::fuzz(&plan, &dir, |r, new| {
         let line = progress_line(r);
         let first = r.findings.len() - new.len();
         for (i, f) in new.iter().enumerate() {
-            let _ = writeln!(
-                err,
-                "{}finding {} ({}{}): {}\n  {}",
-                if tty { "\r\x1b[2K" } else { "" },
+            let said = format!(
+                "finding {} ({}{}): {}\n  {}",
                 first + i + 1,
                 f.oracle.name(),
                 if f.confirmed { ", confirmed" } else { "" },
                 f.signature,
                 f.scenario.display()
             );
+            match &bar {
+                Some(b) => b.println(said),
+                None => drop(writeln!(err, "{said}")),
+            }
         }
-        if tty {
-            let _ = write!(err, "\r\x1b[2K{line}");
-        } else if r.batches % 10 == 0 {
-            let _ = writeln!(err, "{line}");
+        match &bar {
+            Some(b) => {
+                // Along the budget in batches, else along the duration in seconds.
+                b.set_position(if plan.budget.is_some() { r.batches } else { r.elapsed_s as u64 });
+                b.set_message(line);
+            }
+            None if r.batches % 10 == 0 => drop(writeln!(err, "{line}")),
+            None => {}
         }
     })
-    .map_err(Failure::setup)?;
-    if tty {
-        writeln!(err)?;
+    .map_err(Failure::setup);
+    if let Some(b) = bar {
+        lab::progress_to_stderr();
+        b.finish_and_clear();
     }
+    let report = report?;
     summary(&report, &dir, out)?;
     Ok(if report.findings.is_empty() { Exit::Ok } else { Exit::Failed })
+}
+
+/// The terminal's live bar: along `--budget` batches when there is one, else
+/// along the duration; the time ticks on while a finding is minimised.
+fn progress_bar(budget: Option<u64>, duration: Option<Duration>) -> indicatif::ProgressBar {
+    let (len, template) = match budget {
+        Some(n) => (n, "{spinner} {elapsed_precise} [{bar:24}] {pos}/{len} batches  {msg}"),
+        None => (
+            duration.map_or(0, |d| d.as_secs()),
+            "{spinner} {elapsed_precise} [{bar:24}] {percent:>3}% of the time  {msg}",
+        ),
+    };
+    let bar = indicatif::ProgressBar::new(len);
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar.enable_steady_tick(Duration::from_millis(250));
+    bar
 }
 
 fn progress_line(r: &FuzzReport) -> String {
