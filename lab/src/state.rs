@@ -288,7 +288,8 @@ pub fn recover_stale(paths: &LabPaths) -> Vec<String> {
     done
 }
 
-/// A VM's console, read as it grows: what it says its NIC did wrong.
+/// A VM's console, read as it grows: its new lines, what it says its NIC did
+/// wrong, and (with [`kernel_reports`]) what its kernel reported.
 #[derive(Debug, Default)]
 pub struct ConsoleWatch {
     offset: u64,
