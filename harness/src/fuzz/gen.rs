@@ -35,15 +35,206 @@ pub(crate) struct ProbeGen {
     pub(crate) id: String,
     pub(crate) target: Target,
     pub(crate) opcode: Opcode,
-    /// What was changed: `[Plain]` for a well-formed request.
+    /// What was changed, in the order it was: `[Plain]` for a well-formed request.
     pub(crate) classes: Vec<Class>,
-    /// `key = value` pairs of the probe's inline table, in order.
-    fields: Vec<(&'static str, String)>,
+    /// The request: what it is when well formed, and each change.
+    req: Request,
     /// The answer the specification gives whatever the device: none at all.
     pub(crate) silent: Option<&'static str>,
 }
 
+/// A probe's request: the well-formed values, and each class's change kept
+/// apart from them, so that a change can be undone ([`ProbeGen::without`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Request {
+    /// It has a RETH or an AtomicETH: a remote MR, an offset.
+    remote: bool,
+    cmp_swap: bool,
+    mr: &'static str,
+    offset: u64,
+    len: u32,
+    /// The payload's byte, drawn when the request has a payload.
+    byte: Option<u8>,
+    psn: Option<String>,
+    rkey: Option<String>,
+    bounds: Option<u64>,
+    dma_len: Option<u32>,
+    length: Option<u32>,
+    pad: Option<u64>,
+    tver: Option<u64>,
+    bad_icrc: bool,
+    /// `Bits`: AckReq set or clear, and SE set.
+    bits: Option<bool>,
+    p_key: Option<u16>,
+    dest_qp: Option<u32>,
+    q_key: Option<u32>,
+    /// `Atomic`: an offset (misaligned, or not) and the operands.
+    atomic: Option<(Option<u64>, u64, u64)>,
+}
+
+impl Request {
+    /// The payload's length, changed or not.
+    fn payload_len(&self) -> u32 {
+        self.length.unwrap_or(self.len)
+    }
+}
+
 impl ProbeGen {
+    /// `key = value` pairs of the probe's inline table, in order.
+    fn fields(&self) -> Vec<(&'static str, String)> {
+        let r = &self.req;
+        let mut f: Vec<(&'static str, String)> = Vec::new();
+        f.push(("id", format!("\"{}\"", self.id)));
+        f.push(("opcode", format!("\"{}\"", self.opcode)));
+        if let Some(p) = &r.psn {
+            f.push(("psn", p.clone()));
+        }
+        if r.remote {
+            // The offset the later of two changes that move it says.
+            let mut offset = r.offset;
+            for c in &self.classes {
+                match (c, r.bounds, r.atomic) {
+                    (Class::Bounds, Some(o), _) | (Class::Atomic, _, Some((Some(o), _, _))) => {
+                        offset = o
+                    }
+                    _ => {}
+                }
+            }
+            let key = r.rkey.as_ref().map(|k| format!(", rkey = {k}")).unwrap_or_default();
+            f.push(("remote", format!("{{ mr = \"{}\", offset = {offset}{key} }}", r.mr)));
+        }
+        if let Some(d) = r.dma_len {
+            f.push(("dma_len", d.to_string()));
+        }
+        if let (Some(byte), len @ 1..) = (r.byte, r.payload_len()) {
+            f.push(("payload", format!("{{ pattern = \"{byte:02x}\" }}")));
+            f.push(("len", len.to_string()));
+        }
+        if let Some((_, compare, swap_add)) = r.atomic {
+            f.push(("compare", compare.to_string()));
+            f.push((if r.cmp_swap { "swap" } else { "add" }, swap_add.to_string()));
+        }
+        if let Some(p) = r.pad {
+            f.push(("pad", p.to_string()));
+        }
+        if let Some(t) = r.tver {
+            f.push(("tver", t.to_string()));
+        }
+        if r.bad_icrc {
+            f.push(("bad_icrc", "true".into()));
+        }
+        if let Some(a) = r.bits {
+            f.push(("ack_req", a.to_string()));
+            f.push(("solicited", "true".into()));
+        }
+        if let Some(p) = r.p_key {
+            f.push(("p_key", format!("{p:#06x}")));
+        }
+        if let Some(q) = r.dest_qp {
+            f.push(("dest_qp", format!("{q:#x}")));
+        }
+        if let Some(q) = r.q_key {
+            f.push(("q_key", format!("{q:#x}")));
+        }
+        // Long enough for its answers to come before the next probe goes (the
+        // judge gives a probe what answers until the prober's next request).
+        f.push(("settle_ms", "50".into()));
+        f
+    }
+
+    /// What IBA says of the request whatever the rest: dropped without an answer.
+    fn silent_answer(&self) -> Option<&'static str> {
+        let r = &self.req;
+        if r.bad_icrc {
+            Some("a packet with a bad ICRC is dropped silently (IBA 9.8.3.1, C9-41)")
+        } else if r.tver.is_some() {
+            Some("a packet with a TVer other than 0 is dropped silently (IBA 9.6.1.1)")
+        } else if r.p_key.is_some_and(|k| k & 0x7fff != 0x7fff) {
+            Some("a packet with a P_Key of another partition is dropped silently (IBA 9.6.1.1, 10.9.3)")
+        } else if r.dest_qp.is_some() {
+            Some("a packet for a QP that does not exist is dropped silently (IBA 9.6.1.1)")
+        } else if self.target == Target::RcErr {
+            Some("a QP in the error state answers nothing (IBA 10.3.1)")
+        } else if self.target == Target::Ud {
+            Some("UD is unacknowledged: nothing answers a datagram (IBA 9.2)")
+        } else if self.target == Target::Uc {
+            Some("UC is unacknowledged: nothing answers a request (IBA 9.2)")
+        } else {
+            None
+        }
+    }
+
+    /// What the change of class `c` made the request: equal for equal changes.
+    fn change(&self, c: Class) -> String {
+        let r = &self.req;
+        match c {
+            Class::Psn => format!("{:?}", r.psn),
+            Class::Rkey => format!("{:?}", r.rkey),
+            Class::Bounds => format!("{:?}", r.bounds),
+            Class::DmaLen => format!("{:?}", r.dma_len),
+            Class::Length => format!("{:?}", r.length),
+            Class::PadCnt => format!("{:?}", r.pad),
+            Class::TVer => format!("{:?}", r.tver),
+            Class::PKey => format!("{:?}", r.p_key),
+            Class::DestQp => format!("{:?}", r.dest_qp),
+            Class::Icrc => format!("{:?}", r.bad_icrc),
+            Class::Bits => format!("{:?}", r.bits),
+            Class::QKey => format!("{:?}", r.q_key),
+            Class::Atomic => format!("{:?}", r.atomic),
+            _ => String::new(),
+        }
+    }
+
+    /// This probe makes every change `other` makes, alike, to the same request
+    /// (opcode, QP, MR): whatever `other` sets off, this one does too.
+    pub(crate) fn repeats(&self, other: &ProbeGen) -> bool {
+        self.opcode == other.opcode
+            && self.target == other.target
+            && self.req.mr == other.req.mr
+            && other.classes.iter().all(|&c| {
+                c == Class::Plain
+                    || (self.classes.contains(&c) && self.change(c) == other.change(c))
+            })
+    }
+
+    /// The changes that can be undone one at a time: every one but an opcode
+    /// of another transport (the rest of the request was built for it).
+    pub(crate) fn undoable(&self) -> Vec<Class> {
+        if self.classes.contains(&Class::Foreign) {
+            return Vec::new();
+        }
+        self.classes.iter().copied().filter(|c| *c != Class::Plain).collect()
+    }
+
+    /// The probe with the change of class `c` undone: that field as a
+    /// well-formed request has it (the second stage of minimisation).
+    pub(crate) fn without(&self, c: Class) -> ProbeGen {
+        let mut p = self.clone();
+        let r = &mut p.req;
+        match c {
+            Class::Psn => r.psn = None,
+            Class::Rkey => r.rkey = None,
+            Class::Bounds => r.bounds = None,
+            Class::DmaLen => r.dma_len = None,
+            Class::Length => r.length = None,
+            Class::PadCnt => r.pad = None,
+            Class::TVer => r.tver = None,
+            Class::PKey => r.p_key = None,
+            Class::DestQp => r.dest_qp = None,
+            Class::Icrc => r.bad_icrc = false,
+            Class::Bits => r.bits = None,
+            Class::QKey => r.q_key = None,
+            Class::Atomic => r.atomic = None,
+            _ => return p,
+        }
+        p.classes.retain(|x| *x != c);
+        if p.classes.is_empty() {
+            p.classes.push(Class::Plain);
+        }
+        p.silent = p.silent_answer();
+        p
+    }
+
     /// Its coverage cells: one per class of change; an opcode of another
     /// transport is one cell whatever else changed.
     pub(crate) fn cells(&self) -> Vec<Cell> {
@@ -127,6 +318,16 @@ impl Batch {
         }
     }
 
+    /// Item `i` repeats item `j` of `other`: the same operation or switch
+    /// rule, or a probe with the same request and at least the same changes.
+    pub(crate) fn repeats(&self, i: usize, other: &Batch, j: usize) -> bool {
+        match (self.probes.get(i), other.probes.get(j)) {
+            (Some(p), Some(q)) => p.repeats(q),
+            (None, None) => self.describe(i) == other.describe(j),
+            _ => false,
+        }
+    }
+
     /// Item `i`, in words.
     pub(crate) fn describe(&self, i: usize) -> String {
         match &self.requester {
@@ -148,8 +349,7 @@ impl Batch {
         }
         let h = info.headers;
         let atomic = h.contains(Headers::ATOMICETH);
-        let mut f: Vec<(&'static str, String)> = Vec::new();
-        let mut len: u32 = if h.contains(Headers::PAYLOAD) {
+        let len: u32 = if h.contains(Headers::PAYLOAD) {
             if info.is(Kind::ATOMIC) {
                 8
             } else {
@@ -159,21 +359,36 @@ impl Batch {
             0
         };
         // The request as it should be.
-        let mut offset = if atomic {
+        let offset = if atomic {
             8 * (rng.next_u64() % (MR_SIZE / 8))
         } else {
             rng.next_u64() % (MR_SIZE - u64::from(len.min(MR_SIZE as u32)) + 1)
         };
-        let mut mr = "target";
-        let (mut rkey, mut dma_len, mut psn, mut p_key, mut q_key, mut dest_qp) =
-            (None, None, None, None, None, None);
-        let (mut pad, mut tver, mut bad_icrc, mut ack_req, mut solicited) =
-            (None, None, false, None, false);
-        let (mut compare, mut swap_add) = (None, None);
-        if h.contains(Headers::RETH) || atomic {
+        let mut r = Request {
+            remote: h.contains(Headers::RETH) || atomic,
+            cmp_swap: info.name.starts_with("CmpSwap"),
+            mr: "target",
+            offset,
+            len,
+            byte: None,
+            psn: None,
+            rkey: None,
+            bounds: None,
+            dma_len: None,
+            length: None,
+            pad: None,
+            tver: None,
+            bad_icrc: false,
+            bits: None,
+            p_key: None,
+            dest_qp: None,
+            q_key: None,
+            atomic: None,
+        };
+        if r.remote {
             // One in five at the MR that allows no remote access at all.
             if chance(rng, 0.2) {
-                mr = "locked";
+                r.mr = "locked";
             }
         }
         // Then up to two changes.
@@ -191,52 +406,48 @@ impl Batch {
             classes.push(c);
             match c {
                 Class::Psn => {
-                    psn = Some(match rng.next_u64() % 4 {
+                    r.psn = Some(match rng.next_u64() % 4 {
                         0 => format!("\"next-{}\"", 1 + rng.next_u64() % 3),
                         1 => format!("\"next+{}\"", 1 + rng.next_u64() % 4),
                         2 => format!("\"next+{}\"", 1000 + rng.next_u64() % 100_000),
                         _ => format!("{}", rng.next_u64() & 0xff_ffff),
                     })
                 }
-                Class::Rkey => rkey = Some(format!("{:#x}", rng.next_u64() as u32 | 0x8000_0000)),
+                Class::Rkey => r.rkey = Some(format!("{:#x}", rng.next_u64() as u32 | 0x8000_0000)),
                 Class::Bounds => {
-                    offset = match rng.next_u64() % 3 {
+                    r.bounds = Some(match rng.next_u64() % 3 {
                         // Straddling the end (from 0 when the payload is
                         // over twice the MR).
-                        0 => MR_SIZE.saturating_sub(u64::from(len.max(1)) / 2),
+                        0 => MR_SIZE.saturating_sub(u64::from(r.payload_len().max(1)) / 2),
                         1 => MR_SIZE + rng.next_u64() % 16,
                         _ => 1 << (12 + rng.next_u64() % 20),
-                    };
+                    });
                 }
                 Class::DmaLen => {
-                    dma_len = Some(match rng.next_u64() % 3 {
+                    r.dma_len = Some(match rng.next_u64() % 3 {
                         0 => 0,
-                        1 => len + 1 + (rng.next_u64() % 64) as u32,
+                        1 => r.payload_len() + 1 + (rng.next_u64() % 64) as u32,
                         _ => 0x8000_0000,
                     })
                 }
                 // Past the QPs' path MTU (1024), within the lab's link (a
                 // 1500-byte IP MTU leaves a RoCE payload of at most 1428).
-                Class::Length => len = pick(rng, &[1025u32, 1280, 1408]),
-                Class::PadCnt => pad = Some(1 + rng.next_u64() % 3),
-                Class::TVer => tver = Some(1 + rng.next_u64() % 15),
-                Class::PKey => p_key = Some(pick(rng, &[0x8123u16, 0x0000, 0x7fff, 0x1234])),
-                Class::DestQp => dest_qp = Some(0x80_0000 | (rng.next_u64() as u32 & 0x7f_ffff)),
-                Class::Icrc => bad_icrc = true,
-                Class::Bits => {
-                    ack_req = Some(chance(rng, 0.5));
-                    solicited = true;
-                }
+                Class::Length => r.length = Some(pick(rng, &[1025u32, 1280, 1408])),
+                Class::PadCnt => r.pad = Some(1 + rng.next_u64() % 3),
+                Class::TVer => r.tver = Some(1 + rng.next_u64() % 15),
+                Class::PKey => r.p_key = Some(pick(rng, &[0x8123u16, 0x0000, 0x7fff, 0x1234])),
+                Class::DestQp => r.dest_qp = Some(0x80_0000 | (rng.next_u64() as u32 & 0x7f_ffff)),
+                Class::Icrc => r.bad_icrc = true,
+                Class::Bits => r.bits = Some(chance(rng, 0.5)),
                 Class::QKey => {
-                    q_key = Some(pick(rng, &[0x2222_2222u32, 0x8000_0000, 0x9111_1111, 0]))
+                    r.q_key = Some(pick(rng, &[0x2222_2222u32, 0x8000_0000, 0x9111_1111, 0]))
                 }
                 Class::Atomic => {
-                    if chance(rng, 0.5) {
-                        offset = 4 + 8 * (rng.next_u64() % (MR_SIZE / 8 - 1));
-                    }
+                    let misaligned =
+                        chance(rng, 0.5).then(|| 4 + 8 * (rng.next_u64() % (MR_SIZE / 8 - 1)));
                     // 63 bits: a TOML integer is signed.
-                    compare = Some(rng.next_u64() >> 1);
-                    swap_add = Some(rng.next_u64() >> 1);
+                    let compare = rng.next_u64() >> 1;
+                    r.atomic = Some((misaligned, compare, rng.next_u64() >> 1));
                 }
                 Class::Plain
                 | Class::Foreign
@@ -251,77 +462,19 @@ impl Batch {
         if classes.is_empty() {
             classes.push(Class::Plain);
         }
-        let id = format!("p{i}");
-        f.push(("id", format!("\"{id}\"")));
-        f.push(("opcode", format!("\"{}\"", info.opcode)));
-        if let Some(p) = psn {
-            f.push(("psn", p));
+        if h.contains(Headers::PAYLOAD) && r.payload_len() > 0 {
+            r.byte = Some((rng.next_u64() as u8) | 1);
         }
-        if h.contains(Headers::RETH) || atomic {
-            let key = rkey.map(|k| format!(", rkey = {k}")).unwrap_or_default();
-            f.push(("remote", format!("{{ mr = \"{mr}\", offset = {offset}{key} }}")));
-        }
-        if let Some(d) = dma_len {
-            f.push(("dma_len", d.to_string()));
-        }
-        if h.contains(Headers::PAYLOAD) && len > 0 {
-            let byte = (rng.next_u64() as u8) | 1;
-            f.push(("payload", format!("{{ pattern = \"{byte:02x}\" }}")));
-            f.push(("len", len.to_string()));
-        }
-        if let Some(c) = compare {
-            f.push(("compare", c.to_string()));
-        }
-        if let Some(s) = swap_add {
-            let key = if info.name.starts_with("CmpSwap") { "swap" } else { "add" };
-            f.push((key, s.to_string()));
-        }
-        if let Some(p) = pad {
-            f.push(("pad", p.to_string()));
-        }
-        if let Some(t) = tver {
-            f.push(("tver", t.to_string()));
-        }
-        if bad_icrc {
-            f.push(("bad_icrc", "true".into()));
-        }
-        if let Some(a) = ack_req {
-            f.push(("ack_req", a.to_string()));
-        }
-        if solicited {
-            f.push(("solicited", "true".into()));
-        }
-        if let Some(p) = p_key {
-            f.push(("p_key", format!("{p:#06x}")));
-        }
-        if let Some(q) = dest_qp {
-            f.push(("dest_qp", format!("{q:#x}")));
-        }
-        if let Some(q) = q_key {
-            f.push(("q_key", format!("{q:#x}")));
-        }
-        // Long enough for its answers to come before the next probe goes (the
-        // judge gives a probe what answers until the prober's next request).
-        f.push(("settle_ms", "50".into()));
-        // What IBA says of a request whatever the rest: dropped without an answer.
-        let silent = if bad_icrc {
-            Some("a packet with a bad ICRC is dropped silently (IBA 9.8.3.1, C9-41)")
-        } else if tver.is_some() {
-            Some("a packet with a TVer other than 0 is dropped silently (IBA 9.6.1.1)")
-        } else if p_key.is_some_and(|k| k & 0x7fff != 0x7fff) {
-            Some("a packet with a P_Key of another partition is dropped silently (IBA 9.6.1.1, 10.9.3)")
-        } else if dest_qp.is_some() {
-            Some("a packet for a QP that does not exist is dropped silently (IBA 9.6.1.1)")
-        } else if target == Target::RcErr {
-            Some("a QP in the error state answers nothing (IBA 10.3.1)")
-        } else if target == Target::Ud {
-            Some("UD is unacknowledged: nothing answers a datagram (IBA 9.2)")
-        } else if target == Target::Uc {
-            Some("UC is unacknowledged: nothing answers a request (IBA 9.2)")
-        } else {
-            None
+        let mut p = ProbeGen {
+            id: format!("p{i}"),
+            target,
+            opcode: info.opcode,
+            classes,
+            req: r,
+            silent: None,
         };
-        ProbeGen { id, target, opcode: info.opcode, classes, fields: f, silent }
+        p.silent = p.silent_answer();
+        p
     }
 
     /// The batch as a scenario file, with only the probes `keep` (indices into
@@ -364,7 +517,8 @@ impl Batch {
         s.push_str(SETUP);
         s.push_str(LIVENESS_OBJECTS);
         for p in &kept {
-            let fields: Vec<String> = p.fields.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            let fields: Vec<String> =
+                p.fields().iter().map(|(k, v)| format!("{k} = {v}")).collect();
             let _ = write!(
                 s,
                 "\n[[step]]\non = \"a\"\nop = \"probe\"\nqp = \"{}\"\nprobe = {{ {} }}\n",

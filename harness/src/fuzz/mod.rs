@@ -40,6 +40,10 @@ pub(crate) const DEFAULT_BATCH: usize = 16;
 /// 30-minute runs left requester findings of 5 or 6 items (8 to choose from),
 /// where ddmin needs about 20 to reach single ones.
 const MINIMISE_RUNS: usize = 24;
+
+/// Runs, at most, of minimisation's second stage: undoing the kept probes'
+/// changes one at a time (a probe changes at most two fields).
+const FIELD_RUNS: usize = 8;
 /// Batches in a row that could not be carried out before the fuzzer stops (the
 /// lab is brought back after each lost VM; this is for a harness that cannot go on).
 const MAX_NOT_RUN_IN_A_ROW: u32 = 5;
@@ -270,6 +274,17 @@ const VM_LOST: [&str; 5] = [
     "is not usable",
 ];
 
+/// The signature of a probe answered where IBA says nothing answers it: what
+/// was sent, with its changes, and IBA's reason.
+fn answered_signature(p: &gen::ProbeGen) -> String {
+    format!(
+        "{} answered where IBA says nothing does: {}",
+        p.describe()
+            .replace(&format!(" at {}", p.target.qp()), &format!(" at {}", p.target.describe())),
+        p.silent.unwrap_or_default()
+    )
+}
+
 /// What the oracles see in one run of a batch; `Err` (why) for a run the
 /// harness could not carry out, which says nothing of the device.
 fn sightings(
@@ -323,14 +338,7 @@ fn sightings(
                 let Some(p) = by_id.get(id) else { continue };
                 Sighting {
                     oracle: Oracle::Protocol,
-                    signature: format!(
-                        "{} answered where IBA says nothing does: {}",
-                        p.describe().replace(
-                            &format!(" at {}", p.target.qp()),
-                            &format!(" at {}", p.target.describe())
-                        ),
-                        p.silent.unwrap_or_default()
-                    ),
+                    signature: answered_signature(p),
                     detail: format!("{}: {}; {}", v.what, p.describe(), v.actual),
                 }
             }
@@ -493,7 +501,8 @@ pub(crate) fn fuzz(
     let mut runner = Runner { plan, consoles, work, held: [None, None] };
     let mut seen: BTreeSet<String> = BTreeSet::new();
     // Each confirmed kernel finding's items, described.
-    let mut crashes: Vec<Vec<String>> = Vec::new();
+    // Each known crash's reproducer.
+    let mut crashes: Vec<Reproducer> = Vec::new();
     let stop = crate::net::live::ctrl_c_flag();
     let mut failed_in_a_row = 0;
     let mut index = 0u64;
@@ -539,7 +548,12 @@ pub(crate) fn fuzz(
         let mut pending: std::collections::VecDeque<Seen> = ran
             .sightings
             .iter()
-            .map(|s| Seen { sighting: s.clone(), result: ran.result.clone(), keep: keep.clone() })
+            .map(|s| Seen {
+                sighting: s.clone(),
+                result: ran.result.clone(),
+                batch: batch.clone(),
+                keep: keep.clone(),
+            })
             .collect();
         while let Some(p) = pending.pop_front() {
             if !seen.insert(p.sighting.signature.clone()) {
@@ -547,11 +561,13 @@ pub(crate) fn fuzz(
             }
             let t = Instant::now();
             let n = report.findings.len();
-            let (f, also) = settle(&mut runner, plan, &batch, &p, &found_dir, n)?;
+            let (f, also, minimised) = settle(&mut runner, plan, &p, &found_dir, n)?;
             report.minimise_s += t.elapsed().as_secs_f64();
             if f.oracle == Oracle::Kernel && f.confirmed && !f.probes.is_empty() {
-                crashes.push(f.probes.clone());
+                crashes.push(minimised);
             }
+            // Minimised to fewer changes, it is known by that signature too.
+            seen.insert(f.signature.clone());
             report.findings.push(f);
             pending.extend(also);
         }
@@ -584,15 +600,14 @@ fn as_finding(text: &str, name: &str) -> Result<String> {
 }
 
 /// The items of `batch` to run: all of them but, for each known crash (its
-/// minimised items, described) the batch holds every item of, the first of
-/// those, so the crash is not run again.
-fn avoiding(batch: &Batch, crashes: &[Vec<String>]) -> Vec<usize> {
-    let described: Vec<String> = (0..batch.items()).map(|i| batch.describe(i)).collect();
+/// minimised items in the batch it was minimised in) the batch repeats every
+/// item of, the first of those, so the crash is not run again.
+fn avoiding(batch: &Batch, crashes: &[Reproducer]) -> Vec<usize> {
     let mut out: Vec<usize> = (0..batch.items()).collect();
-    for crash in crashes {
-        let at: Vec<Option<usize>> = crash
+    for (crashed, items) in crashes {
+        let at: Vec<Option<usize>> = items
             .iter()
-            .map(|d| out.iter().copied().find(|&i| described.get(i) == Some(d)))
+            .map(|&j| out.iter().copied().find(|&i| batch.repeats(i, crashed, j)))
             .collect();
         if let Some(Some(first)) = at.first().copied().filter(|_| at.iter().all(Option::is_some)) {
             out.retain(|&i| i != first);
@@ -601,10 +616,16 @@ fn avoiding(batch: &Batch, crashes: &[Vec<String>]) -> Vec<usize> {
     out
 }
 
-/// A sighting to settle: what showed it, and with which of the batch's items.
+/// A minimised finding's items: the batch it was minimised in (its probes'
+/// changes as minimisation left them) and the items kept of it.
+type Reproducer = (Batch, Vec<usize>);
+
+/// A sighting to settle: what showed it, in which batch (its probes as that
+/// run had them), with which of its items.
 struct Seen {
     sighting: Sighting,
     result: ScenarioResult,
+    batch: Batch,
     keep: Vec<usize>,
 }
 
@@ -613,30 +634,33 @@ struct Seen {
 fn settle(
     runner: &mut Runner<'_>,
     plan: &FuzzPlan,
-    batch: &Batch,
     seen_in: &Seen,
     found_dir: &Path,
     n: usize,
-) -> Result<(Finding, Vec<Seen>)> {
+) -> Result<(Finding, Vec<Seen>, Reproducer)> {
     let s = &seen_in.sighting;
     let all = seen_in.keep.clone();
     let mut runs = 0usize;
     let mut last = seen_in.result.clone();
     let mut also: Vec<Seen> = Vec::new();
-    let mut shows = |runner: &mut Runner<'_>, keep: &[usize]| -> bool {
+    // The signature as the last run that showed it said it.
+    let mut signature = s.signature.clone();
+    let mut shows = |runner: &mut Runner<'_>, batch: &Batch, keep: &[usize], sig: &str| -> bool {
         runs += 1;
         let Ok(r) = runner.run(batch, keep, "minimise") else { return false };
-        for x in r.sightings.iter().filter(|x| x.signature != s.signature) {
+        for x in r.sightings.iter().filter(|x| x.signature != sig) {
             if !also.iter().any(|a| a.sighting.signature == x.signature) {
                 also.push(Seen {
                     sighting: x.clone(),
                     result: r.result.clone(),
+                    batch: batch.clone(),
                     keep: keep.to_vec(),
                 });
             }
         }
-        let shown = r.sightings.iter().any(|x| x.signature == s.signature);
+        let shown = r.sightings.iter().any(|x| x.signature == sig);
         if shown {
+            signature = sig.to_string();
             last = r.result;
             // The next run writes over its capture: keep this one's.
             if let Some(c) = last.capture.as_ref().map(PathBuf::from) {
@@ -646,10 +670,11 @@ fn settle(
         }
         shown
     };
+    let mut batch = seen_in.batch.clone();
     let (confirmed, keep) = if plan.minimise {
-        let confirmed = shows(runner, &all);
+        let confirmed = shows(runner, &batch, &all, &s.signature);
         let keep = if confirmed {
-            minimise::ddmin(all.clone(), MINIMISE_RUNS, |k| shows(runner, k))
+            minimise::ddmin(all.clone(), MINIMISE_RUNS, |k| shows(runner, &batch, k, &s.signature))
         } else {
             all.clone()
         };
@@ -657,6 +682,32 @@ fn settle(
     } else {
         (false, all.clone())
     };
+    // Then the fields: each kept probe's changes undone one at a time; a change
+    // the finding shows without stays undone. A probe answered where nothing
+    // may answer it is still that finding with fewer changes, under the
+    // signature that names them.
+    if confirmed {
+        let mut tries = 0;
+        let mut sig = s.signature.clone();
+        for &i in &keep {
+            let undoable = batch.probes.get(i).map(gen::ProbeGen::undoable).unwrap_or_default();
+            for c in undoable {
+                if tries == FIELD_RUNS {
+                    break;
+                }
+                tries += 1;
+                let mut tried = batch.clone();
+                tried.probes[i] = batch.probes[i].without(c);
+                let about_it = sig == answered_signature(&batch.probes[i]);
+                let want =
+                    if about_it { answered_signature(&tried.probes[i]) } else { sig.clone() };
+                if shows(runner, &tried, &keep, &want) {
+                    batch = tried;
+                    sig = want;
+                }
+            }
+        }
+    }
     let dir = found_dir.join(format!("{}-{}", s.oracle.name(), n + 1));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let title = format!(
@@ -664,10 +715,10 @@ fn settle(
         n + 1,
         s.oracle.name(),
         if confirmed { ", confirmed" } else { ", seen once" },
-        s.signature
+        signature
     );
     let scenario = dir.join("finding.toml");
-    let name = format!("fuzz seed {} batch {}: {}", batch.seed, batch.index, s.signature);
+    let name = format!("fuzz seed {} batch {}: {}", batch.seed, batch.index, signature);
     write_whole(&scenario, as_finding(&batch.toml(&keep, &title), &name)?.as_bytes())?;
     let capture = match last.capture.as_ref().map(PathBuf::from) {
         Some(c) if c.exists() => {
@@ -682,7 +733,7 @@ fn settle(
     last.capture = capture.as_ref().map(|c| c.display().to_string());
     let finding = Finding {
         oracle: s.oracle,
-        signature: s.signature.clone(),
+        signature,
         detail: s.detail.clone(),
         batch: batch.index,
         probes: keep.iter().map(|&i| batch.describe(i)).collect(),
@@ -692,7 +743,7 @@ fn settle(
         minimise_runs: runs,
         run: last,
     };
-    Ok((finding, also))
+    Ok((finding, also, (batch, keep)))
 }
 
 /// The findings as a page: what the run did, then each finding's reproducing
@@ -896,15 +947,38 @@ mod tests {
         let last = b.items() - 1;
         let send = b.describe(last);
         assert!(send.starts_with("a's SEND with Invalidate"), "{send}");
-        assert_eq!(avoiding(&b, &[vec![send.clone()]]), all[..last]);
-        assert_eq!(avoiding(&b, &[vec![send.clone(), "never drawn".into()]]), all);
+        assert_eq!(avoiding(&b, &[(b.clone(), vec![last])]), all[..last]);
+        // A crash whose item this batch does not hold leaves it whole.
+        let other = (0..300)
+            .map(|i| Batch::generate(5, i, 16))
+            .find(|o| o.requester.is_some() && (0..b.items()).all(|i| !b.repeats(i, o, 0)))
+            .expect("a requester batch with a rule this one has not");
+        assert_eq!(avoiding(&b, &[(other.clone(), vec![0])]), all);
+        assert_eq!(avoiding(&b, &[(other, vec![0]), (b.clone(), vec![last])]), all[..last]);
         assert_eq!(avoiding(&b, &[]), all);
         let probes = Batch::generate(4, 0, 16);
-        let one = probes.describe(3);
-        let kept = avoiding(&probes, &[vec![one.clone()]]);
+        let kept = avoiding(&probes, &[(probes.clone(), vec![3])]);
         let gone: Vec<usize> = (0..probes.items()).filter(|i| !kept.contains(i)).collect();
         assert_eq!(gone.len(), 1, "{kept:?}");
-        assert_eq!(probes.describe(gone[0]), one);
+        assert!(probes.repeats(gone[0], &probes, 3));
+    }
+
+    /// A probe minimised to fewer changes is still recognised in a batch that
+    /// makes those changes and more; not in one that makes them otherwise.
+    #[test]
+    fn a_probe_repeats_a_crash_that_makes_fewer_changes() {
+        let p = (0..400)
+            .flat_map(|i| Batch::generate(8, i, 16).probes)
+            .find(|p| p.undoable().len() == 2)
+            .expect("a probe with two changes");
+        let [first, second] = [p.undoable()[0], p.undoable()[1]];
+        let fewer = p.without(first);
+        assert_eq!(fewer.classes, [second]);
+        assert!(p.repeats(&fewer), "{} repeats {}", p.describe(), fewer.describe());
+        assert!(!fewer.repeats(&p), "one change is not two");
+        let plain = fewer.without(second);
+        assert_eq!(plain.classes, [gen::Class::Plain]);
+        assert!(p.repeats(&plain) && fewer.repeats(&plain));
     }
 
     /// The findings page names each finding and shows the verdict that did
