@@ -77,6 +77,30 @@ impl Request {
     fn payload_len(&self) -> u32 {
         self.length.unwrap_or(self.len)
     }
+
+    /// Undoes the change of class `c`: what it was (`None` for a class that
+    /// changes no field of the request).
+    fn undo(&mut self, c: Class) -> Option<String> {
+        fn take<T: std::fmt::Debug>(v: &mut Option<T>) -> String {
+            format!("{:?}", v.take())
+        }
+        Some(match c {
+            Class::Psn => take(&mut self.psn),
+            Class::Rkey => take(&mut self.rkey),
+            Class::Bounds => take(&mut self.bounds),
+            Class::DmaLen => take(&mut self.dma_len),
+            Class::Length => take(&mut self.length),
+            Class::PadCnt => take(&mut self.pad),
+            Class::TVer => take(&mut self.tver),
+            Class::PKey => take(&mut self.p_key),
+            Class::DestQp => take(&mut self.dest_qp),
+            Class::Icrc => std::mem::take(&mut self.bad_icrc).to_string(),
+            Class::Bits => take(&mut self.bits),
+            Class::QKey => take(&mut self.q_key),
+            Class::Atomic => take(&mut self.atomic),
+            _ => return None,
+        })
+    }
 }
 
 impl ProbeGen {
@@ -165,24 +189,8 @@ impl ProbeGen {
     }
 
     /// What the change of class `c` made the request: equal for equal changes.
-    fn change(&self, c: Class) -> String {
-        let r = &self.req;
-        match c {
-            Class::Psn => format!("{:?}", r.psn),
-            Class::Rkey => format!("{:?}", r.rkey),
-            Class::Bounds => format!("{:?}", r.bounds),
-            Class::DmaLen => format!("{:?}", r.dma_len),
-            Class::Length => format!("{:?}", r.length),
-            Class::PadCnt => format!("{:?}", r.pad),
-            Class::TVer => format!("{:?}", r.tver),
-            Class::PKey => format!("{:?}", r.p_key),
-            Class::DestQp => format!("{:?}", r.dest_qp),
-            Class::Icrc => format!("{:?}", r.bad_icrc),
-            Class::Bits => format!("{:?}", r.bits),
-            Class::QKey => format!("{:?}", r.q_key),
-            Class::Atomic => format!("{:?}", r.atomic),
-            _ => String::new(),
-        }
+    fn change(&self, c: Class) -> Option<String> {
+        self.req.clone().undo(c)
     }
 
     /// This probe makes every change `other` makes, alike, to the same request
@@ -210,22 +218,8 @@ impl ProbeGen {
     /// well-formed request has it (the second stage of minimisation).
     pub(crate) fn without(&self, c: Class) -> ProbeGen {
         let mut p = self.clone();
-        let r = &mut p.req;
-        match c {
-            Class::Psn => r.psn = None,
-            Class::Rkey => r.rkey = None,
-            Class::Bounds => r.bounds = None,
-            Class::DmaLen => r.dma_len = None,
-            Class::Length => r.length = None,
-            Class::PadCnt => r.pad = None,
-            Class::TVer => r.tver = None,
-            Class::PKey => r.p_key = None,
-            Class::DestQp => r.dest_qp = None,
-            Class::Icrc => r.bad_icrc = false,
-            Class::Bits => r.bits = None,
-            Class::QKey => r.q_key = None,
-            Class::Atomic => r.atomic = None,
-            _ => return p,
+        if p.req.undo(c).is_none() {
+            return p;
         }
         p.classes.retain(|x| *x != c);
         if p.classes.is_empty() {
