@@ -14,6 +14,7 @@ use clap::Args;
 
 use super::exit::{help, CommandResult, Exit, Failure};
 use crate::controller::{self, RunPlan, WireSource};
+use crate::fuzz::corpus::Corpus;
 use crate::fuzz::{self, FuzzPlan, FuzzReport};
 use crate::results::Status;
 
@@ -26,7 +27,8 @@ const EXIT: &[(Exit, &str)] = &[
 
 #[derive(Debug, Args)]
 #[command(after_help = format!(
-    "Each batch is a scenario: MRs `target` (every remote access) and `locked` (none) on\nb, QPs rc, uc, ud and rc_err (moved to ERR) on b probed from a, then a WRITE on a\nfresh QP. Oracles: memory (`locked` unchanged, nothing written outside any MR),\nkernel (oops, BUG, WARNING, KASAN, lockups on either console; a VM that dies),\nliveness (the fresh WRITE lands), protocol (nothing answers what IBA drops).\nEach new finding is run again (confirmed or not), minimised by delta debugging\nand written as OUT/findings/<oracle>-<n>/finding.toml (+ .pcapng): `roce run` it.\n\nOUTPUT (in --out)\n  fuzz.json     the run: executions, coverage cells, findings\n  findings/     each finding's scenario and capture\n  batches/      the last batch run, and its capture\n\n{}",
+    "Each batch is a scenario: MRs `target` (every remote access) and `locked` (none) on\nb, QPs rc, uc, ud and rc_err (moved to ERR) on b probed from a, then a WRITE on a\nfresh QP. One probe draw in four sends a request message of a capture below
+--corpus (default ./captures), one packet changed. Oracles: memory (`locked` unchanged, nothing written outside any MR),\nkernel (oops, BUG, WARNING, KASAN, lockups on either console; a VM that dies),\nliveness (the fresh WRITE lands), protocol (nothing answers what IBA drops).\nEach new finding is run again (confirmed or not), minimised by delta debugging\n(probes, then each probe's changes) and written as OUT/findings/<oracle>-<n>/finding.toml (+ .pcapng): `roce run` it.\n\nOUTPUT (in --out)\n  fuzz.json     the run: executions, coverage cells, findings\n  findings/     each finding's scenario and capture\n  batches/      the last batch run, and its capture\n\n{}",
     help(EXIT)
 ))]
 pub struct FuzzArgs {
@@ -46,6 +48,13 @@ pub struct FuzzArgs {
     /// Record each finding as first seen: no second run, no minimisation
     #[arg(long)]
     pub no_minimise: bool,
+    /// Seed responder batches with the request messages of the captures below
+    /// DIR (.pcap, .pcapng) [default: ./captures when there is one]
+    #[arg(long, value_name = "DIR", conflicts_with = "no_corpus")]
+    pub corpus: Option<PathBuf>,
+    /// Draw every probe from the catalogue of opcodes, no captured message
+    #[arg(long)]
+    pub no_corpus: bool,
     /// Run every finding.toml below DIR (a fuzzing run's --out, or
     /// scenarios/findings) and say which still reproduce
     #[arg(long, value_name = "DIR", conflicts_with_all = ["duration", "budget", "no_minimise"])]
@@ -103,6 +112,20 @@ pub(super) fn run(a: FuzzArgs, out: &mut dyn Write, err: &mut dyn Write) -> Comm
         return replay(&a, dir, out, err);
     }
     let dir = a.out.clone().unwrap_or_else(|| super::run::timestamped("roce-fuzz"));
+    let corpus = match (&a.corpus, a.no_corpus) {
+        (_, true) => Corpus::default(),
+        (Some(dir), false) => Corpus::load(dir).map_err(Failure::input)?,
+        (None, false) if Path::new("captures").is_dir() => {
+            Corpus::load(Path::new("captures")).map_err(Failure::input)?
+        }
+        (None, false) => Corpus::default(),
+    };
+    if a.corpus.is_some() && corpus.is_empty() {
+        return Err(Failure::input(anyhow!(
+            "roce fuzz --corpus {}: no RC, UC or UD request message in its captures\nhint: give a directory of .pcap/.pcapng files with RoCE traffic, or --no-corpus",
+            a.corpus.as_deref().unwrap_or(Path::new("")).display()
+        )));
+    }
     let duration = match (a.duration, a.budget) {
         (None, None) => Some(Duration::from_secs(600)),
         (d, _) => d,
@@ -118,6 +141,7 @@ pub(super) fn run(a: FuzzArgs, out: &mut dyn Write, err: &mut dyn Write) -> Comm
         batch: usize::from(a.batch),
         minimise: !a.no_minimise,
         plant: a.plant,
+        corpus,
     };
     // On a terminal, a live bar; otherwise (a CI log) a line every 10 batches.
     let bar = std::io::stderr().is_terminal().then(|| progress_bar(plan.budget, plan.duration));
@@ -199,6 +223,14 @@ fn summary(r: &FuzzReport, dir: &Path, out: &mut dyn Write) -> std::io::Result<(
         "roce fuzz --seed {}: {} batches, {} executions in {:.0} s ({:.0} s of it minimising): {:.2} executions/s",
         r.seed, r.batches, r.executions, r.elapsed_s, r.minimise_s, r.executions_per_s
     )?;
+    if r.corpus_messages > 0 {
+        writeln!(
+            out,
+            "seeds: {} request messages from {} captures",
+            r.corpus_messages,
+            r.corpus_files.len()
+        )?;
+    }
     writeln!(
         out,
         "coverage: {} of {} cells (opcode × change × QP) reached; {} never",

@@ -21,6 +21,7 @@ use dissector::wire::opcode::{Headers, Kind, OpInfo};
 use dissector::wire::{Opcode, Transport};
 use lab::fault::Rng;
 
+use super::corpus::{self, Corpus, Message};
 use super::space::pick;
 pub(crate) use super::space::{Cell, Class, Target};
 use super::space::{LIVENESS, LIVENESS_OBJECTS};
@@ -28,6 +29,13 @@ use super::space::{LIVENESS, LIVENESS_OBJECTS};
 /// Bytes of the MRs the probes aim at: small, so a change of the address or
 /// length lands near their bounds often.
 pub(crate) const MR_SIZE: u64 = 64;
+
+/// The lab QPs' path MTU: a seed's payloads are cut to it.
+const PMTU: u32 = 1024;
+
+/// Bytes of MR `big`, which the messages seeded from captures write and read:
+/// four path MTUs, a whole seed message (see [`corpus::MAX_PACKETS`]).
+const BIG_SIZE: u32 = 4096;
 
 /// One crafted request of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +63,14 @@ struct Request {
     len: u32,
     /// The payload's byte, drawn when the request has a payload.
     byte: Option<u8>,
+    /// The RETH DMA length a well-formed request has when it is not the
+    /// payload's length: a message's First, a READ (seeds from captures).
+    dma: Option<u32>,
+    /// BTH AckReq and SE as captured (a drawn request: set, clear).
+    ack_req: bool,
+    solicited: bool,
+    /// Where the message it is part of came from: `captures/…` (seeds only).
+    seed: Option<u32>,
     psn: Option<String>,
     rkey: Option<String>,
     bounds: Option<u64>,
@@ -73,6 +89,42 @@ struct Request {
 }
 
 impl Request {
+    /// A well-formed request of opcode `info`, nothing changed: a remote
+    /// address (RETH or AtomicETH) at `offset` into `mr` when `remote`.
+    fn well_formed(
+        info: &OpInfo,
+        remote: bool,
+        mr: &'static str,
+        offset: u64,
+        len: u32,
+    ) -> Request {
+        Request {
+            remote,
+            cmp_swap: info.name.starts_with("CmpSwap"),
+            mr,
+            offset,
+            len,
+            byte: None,
+            dma: None,
+            ack_req: true,
+            solicited: false,
+            seed: None,
+            psn: None,
+            rkey: None,
+            bounds: None,
+            dma_len: None,
+            length: None,
+            pad: None,
+            tver: None,
+            bad_icrc: false,
+            bits: None,
+            p_key: None,
+            dest_qp: None,
+            q_key: None,
+            atomic: None,
+        }
+    }
+
     /// The payload's length, changed or not.
     fn payload_len(&self) -> u32 {
         self.length.unwrap_or(self.len)
@@ -127,7 +179,7 @@ impl ProbeGen {
             let key = r.rkey.as_ref().map(|k| format!(", rkey = {k}")).unwrap_or_default();
             f.push(("remote", format!("{{ mr = \"{}\", offset = {offset}{key} }}", r.mr)));
         }
-        if let Some(d) = r.dma_len {
+        if let Some(d) = r.dma_len.or(r.dma) {
             f.push(("dma_len", d.to_string()));
         }
         if let (Some(byte), len @ 1..) = (r.byte, r.payload_len()) {
@@ -147,9 +199,19 @@ impl ProbeGen {
         if r.bad_icrc {
             f.push(("bad_icrc", "true".into()));
         }
-        if let Some(a) = r.bits {
-            f.push(("ack_req", a.to_string()));
-            f.push(("solicited", "true".into()));
+        match r.bits {
+            Some(a) => {
+                f.push(("ack_req", a.to_string()));
+                f.push(("solicited", "true".into()));
+            }
+            None => {
+                if !r.ack_req {
+                    f.push(("ack_req", "false".into()));
+                }
+                if r.solicited {
+                    f.push(("solicited", "true".into()));
+                }
+            }
         }
         if let Some(p) = r.p_key {
             f.push(("p_key", format!("{p:#06x}")));
@@ -238,10 +300,12 @@ impl ProbeGen {
         self.classes.iter().map(|&c| (self.opcode, c, self.target)).collect()
     }
 
-    /// `UC RDMA WRITE Only [rkey, psn] at uc`.
+    /// `UC RDMA WRITE Only [rkey, psn] at uc`; a packet of a message seeded
+    /// from a capture says which: `… at rc (captured message 12)`.
     pub(crate) fn describe(&self) -> String {
         let classes: Vec<&str> = self.classes.iter().map(|c| c.name()).collect();
-        format!("{} [{}] at {}", self.opcode, classes.join(", "), self.target.qp())
+        let seed = self.req.seed.map(|m| format!(" (captured message {m})")).unwrap_or_default();
+        format!("{} [{}] at {}{seed}", self.opcode, classes.join(", "), self.target.qp())
     }
 }
 
@@ -291,7 +355,16 @@ fn chance(rng: &mut Rng, p: f64) -> bool {
 impl Batch {
     /// Batch `index` of the run seeded `seed`: every third a requester batch,
     /// the others responder batches of `n` probes.
+    #[cfg(test)]
     pub(crate) fn generate(seed: u64, index: u64, n: usize) -> Batch {
+        Self::generate_from(seed, index, n, &Corpus::default())
+    }
+
+    /// The same, a responder batch's probes drawn from the catalogue of
+    /// opcodes or, one draw in four, a message of `corpus` (its packets in
+    /// order, at most one of them changed). An empty corpus draws exactly what
+    /// [`Batch::generate`] does.
+    pub(crate) fn generate_from(seed: u64, index: u64, n: usize, corpus: &Corpus) -> Batch {
         // One stream per batch, from both numbers: batch 7 is the same whatever
         // ran before it.
         let mut rng = Rng::new(seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
@@ -299,8 +372,66 @@ impl Batch {
             let r = super::requester::RequesterBatch::generate(&mut rng, n / 4);
             return Batch { seed, index, probes: Vec::new(), requester: Some(r), plant: None };
         }
-        let probes = (0..n).map(|i| Self::probe(&mut rng, i)).collect();
+        let mut probes = Vec::with_capacity(n);
+        while probes.len() < n {
+            if !corpus.is_empty() && chance(&mut rng, 0.25) {
+                let at = (rng.next_u64() % corpus.messages.len() as u64) as usize;
+                let room = n - probes.len();
+                let first = probes.len();
+                probes.extend(Self::message(&mut rng, &corpus.messages[at], at, first, room));
+            } else {
+                probes.push(Self::probe(&mut rng, probes.len()));
+            }
+        }
         Batch { seed, index, probes, requester: None, plant: None }
+    }
+
+    /// The packets of captured message `m` (number `at` of the corpus), as
+    /// probes `p{first}`… (at most `room` of them) to a QP of its transport:
+    /// the lengths and header bits as captured (payloads within the lab's path
+    /// MTU), a RETH at MR `big`; one packet in two gets a change.
+    fn message(rng: &mut Rng, m: &Message, at: usize, first: usize, room: usize) -> Vec<ProbeGen> {
+        let target = match m.transport() {
+            Some(Transport::Uc) => Target::Uc,
+            Some(Transport::Ud) => Target::Ud,
+            _ => pick(rng, &[Target::Rc, Target::Rc, Target::Rc, Target::RcErr]),
+        };
+        let packets: Vec<&corpus::Packet> = m.packets.iter().take(room).collect();
+        let lens: Vec<u32> = packets.iter().map(|p| p.len.min(PMTU)).collect();
+        let total: u32 = lens.iter().sum();
+        let changed = chance(rng, 0.5).then(|| (rng.next_u64() % packets.len() as u64) as usize);
+        let mut out = Vec::new();
+        for (k, (p, &len)) in packets.iter().zip(&lens).enumerate() {
+            let Some(info) = p.opcode.info() else { continue };
+            let h = info.headers;
+            let read = info.is(Kind::READ);
+            let atomic = h.contains(Headers::ATOMICETH);
+            // An atomic at `target`, the MR that allows them (offset 0: aligned).
+            let mr = if atomic { "target" } else { "big" };
+            let len = if h.contains(Headers::PAYLOAD) { len } else { 0 };
+            let mut r = Request::well_formed(info, h.contains(Headers::RETH) || atomic, mr, 0, len);
+            r.dma = match (h.contains(Headers::RETH), read) {
+                (false, _) => None,
+                (true, true) => Some(p.reth.unwrap_or(0).min(BIG_SIZE)),
+                (true, false) => Some(total),
+            };
+            (r.ack_req, r.solicited, r.seed) = (p.ack_req, p.solicited, Some(at as u32));
+            let mut classes = Vec::new();
+            if changed == Some(k) {
+                Self::draw_changes(rng, &mut r, &mut classes, info, target, 1);
+            }
+            if classes.is_empty() {
+                classes.push(Class::Plain);
+            }
+            if h.contains(Headers::PAYLOAD) && r.payload_len() > 0 {
+                r.byte = Some((rng.next_u64() as u8) | 1);
+            }
+            let id = format!("p{}", first + out.len());
+            let mut g = ProbeGen { id, target, opcode: p.opcode, classes, req: r, silent: None };
+            g.silent = g.silent_answer();
+            out.push(g);
+        }
+        out
     }
 
     /// What a minimisation chooses from: probes, or a requester batch's rules
@@ -358,27 +489,8 @@ impl Batch {
         } else {
             rng.next_u64() % (MR_SIZE - u64::from(len.min(MR_SIZE as u32)) + 1)
         };
-        let mut r = Request {
-            remote: h.contains(Headers::RETH) || atomic,
-            cmp_swap: info.name.starts_with("CmpSwap"),
-            mr: "target",
-            offset,
-            len,
-            byte: None,
-            psn: None,
-            rkey: None,
-            bounds: None,
-            dma_len: None,
-            length: None,
-            pad: None,
-            tver: None,
-            bad_icrc: false,
-            bits: None,
-            p_key: None,
-            dest_qp: None,
-            q_key: None,
-            atomic: None,
-        };
+        let mut r =
+            Request::well_formed(info, h.contains(Headers::RETH) || atomic, "target", offset, len);
         if r.remote {
             // One in five at the MR that allows no remote access at all.
             if chance(rng, 0.2) {
@@ -387,6 +499,35 @@ impl Batch {
         }
         // Then up to two changes.
         let changes = pick(rng, &[0usize, 1, 1, 1, 2, 2]);
+        Self::draw_changes(rng, &mut r, &mut classes, info, target, changes);
+        if classes.is_empty() {
+            classes.push(Class::Plain);
+        }
+        if h.contains(Headers::PAYLOAD) && r.payload_len() > 0 {
+            r.byte = Some((rng.next_u64() as u8) | 1);
+        }
+        let mut p = ProbeGen {
+            id: format!("p{i}"),
+            target,
+            opcode: info.opcode,
+            classes,
+            req: r,
+            silent: None,
+        };
+        p.silent = p.silent_answer();
+        p
+    }
+
+    /// Makes up to `changes` changes to `r`, each of a class that applies to the
+    /// opcode at the target, none twice.
+    fn draw_changes(
+        rng: &mut Rng,
+        r: &mut Request,
+        classes: &mut Vec<Class>,
+        info: &OpInfo,
+        target: Target,
+        changes: usize,
+    ) {
         let candidates: Vec<Class> = Class::ALL[1..]
             .iter()
             .copied()
@@ -453,22 +594,6 @@ impl Batch {
                 | Class::Ieth => {}
             }
         }
-        if classes.is_empty() {
-            classes.push(Class::Plain);
-        }
-        if h.contains(Headers::PAYLOAD) && r.payload_len() > 0 {
-            r.byte = Some((rng.next_u64() as u8) | 1);
-        }
-        let mut p = ProbeGen {
-            id: format!("p{i}"),
-            target,
-            opcode: info.opcode,
-            classes,
-            req: r,
-            silent: None,
-        };
-        p.silent = p.silent_answer();
-        p
     }
 
     /// The batch as a scenario file, with only the probes `keep` (indices into
@@ -509,6 +634,10 @@ impl Batch {
         }
         let _ = writeln!(s, "name = \"fuzz: seed {} batch {}\"", self.seed, self.index);
         s.push_str(SETUP);
+        let big = kept.iter().any(|p| p.req.mr == "big");
+        if big {
+            s.push_str(BIG);
+        }
         s.push_str(LIVENESS_OBJECTS);
         for p in &kept {
             let fields: Vec<String> =
@@ -522,6 +651,9 @@ impl Batch {
         }
         s.push_str(LIVENESS);
         s.push_str(MEMORY);
+        if big {
+            s.push_str(BIG_MEMORY);
+        }
         if let Some(p) = self.plant {
             s.push_str(p.fault());
         }
@@ -651,6 +783,23 @@ state = "err"
 "#;
 
 /// The memory oracles every responder batch ends with.
+/// MR `big` on b, for the messages seeded from captures ([`BIG_SIZE`] bytes).
+const BIG: &str = r#"
+[[mr]]
+name = "big"
+on = "b"
+size = 4096
+access = ["local_write", "remote_write", "remote_read"]
+init = { pattern = "00" }
+"#;
+
+const BIG_MEMORY: &str = r#"
+[[expect.memory]]
+on = "b"
+mr = "big"
+outside = "unchanged"
+"#;
+
 const MEMORY: &str = r#"
 # Memory: no request may change an MR that allows no remote access, and no
 # request may write outside any MR.
@@ -681,6 +830,36 @@ mod tests {
         assert_eq!(Batch::generate(7, 3, 12), Batch::generate(7, 3, 12));
         assert_ne!(Batch::generate(7, 3, 12), Batch::generate(7, 4, 12));
         assert_ne!(Batch::generate(7, 3, 12), Batch::generate(8, 3, 12));
+    }
+
+    /// Batches seeded from the project's captures send captured messages
+    /// whole and in order, to a QP of their transport, with a RETH at `big`
+    /// (which the file then has), and load as scenarios.
+    #[test]
+    fn batches_seeded_from_captures_send_whole_messages_and_load() {
+        let corpus = Corpus::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../captures"))
+            .expect("captures/");
+        let mut seeded = 0;
+        for i in 0..120 {
+            let b = Batch::generate_from(21, i, 16, &corpus);
+            let all: Vec<usize> = (0..b.items()).collect();
+            let text = b.toml(&all, "test");
+            crate::scenario::check::parse_str(Path::new("fuzz.toml"), &text)
+                .unwrap_or_else(|e| panic!("batch {i}: {}", e[0]));
+            assert_eq!(b.probes.len(), if b.requester.is_some() { 0 } else { 16 });
+            for p in b.probes.iter().filter(|p| p.req.seed.is_some()) {
+                seeded += 1;
+                let m = &corpus.messages[p.req.seed.unwrap_or_default() as usize];
+                assert!(m.packets.iter().any(|c| c.opcode == p.opcode), "{}", p.describe());
+                assert!(p.describe().contains("(captured message"), "{}", p.describe());
+                if p.req.mr == "big" {
+                    assert!(text.contains("name = \"big\""), "{text}");
+                }
+            }
+        }
+        assert!(seeded > 100, "about one draw in four is a captured message: {seeded}");
+        // No corpus: what the catalogue alone draws.
+        assert_eq!(Batch::generate_from(21, 4, 16, &Corpus::default()), Batch::generate(21, 4, 16));
     }
 
     /// Every batch of many seeds is a scenario `roce check` takes, whatever

@@ -26,6 +26,7 @@ use serde::Serialize;
 use crate::controller::{self, Endpoints, RunPlan, WireSource};
 use crate::results::{ScenarioResult, VerdictKind};
 
+pub(crate) mod corpus;
 pub(crate) mod gen;
 mod minimise;
 mod requester;
@@ -114,12 +115,17 @@ pub(crate) struct FuzzPlan {
     /// Confirm and minimise each new finding (else only record it).
     pub(crate) minimise: bool,
     pub(crate) plant: Option<gen::Plant>,
+    /// The request messages of captures that seed responder batches.
+    pub(crate) corpus: corpus::Corpus,
 }
 
 /// A whole fuzzing run, as the report shows it.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct FuzzReport {
     pub(crate) seed: u64,
+    /// The seeds from captures: messages, and the captures they came from.
+    pub(crate) corpus_messages: usize,
+    pub(crate) corpus_files: Vec<String>,
     pub(crate) batches: u64,
     /// Exchanges run (in batches, not minimisation): probes sent, and a
     /// requester batch's operations.
@@ -484,6 +490,8 @@ pub(crate) fn fuzz(
     let mut reached = BTreeSet::new();
     let mut report = FuzzReport {
         seed: plan.seed,
+        corpus_messages: plan.corpus.messages.len(),
+        corpus_files: plan.corpus.files.iter().map(|f| f.display().to_string()).collect(),
         batches: 0,
         executions: 0,
         elapsed_s: 0.0,
@@ -513,7 +521,10 @@ pub(crate) fn fuzz(
         {
             break;
         }
-        let batch = Batch { plant: plan.plant, ..Batch::generate(plan.seed, index, plan.batch) };
+        let batch = Batch {
+            plant: plan.plant,
+            ..Batch::generate_from(plan.seed, index, plan.batch, &plan.corpus)
+        };
         index += 1;
         let keep = avoiding(&batch, &crashes);
         report.avoided += (batch.items() - keep.len()) as u64;
@@ -1009,6 +1020,8 @@ mod tests {
         };
         let r = FuzzReport {
             seed: 3,
+            corpus_messages: 0,
+            corpus_files: Vec::new(),
             batches: 9,
             executions: 90,
             elapsed_s: 12.0,
