@@ -125,6 +125,15 @@ impl Request {
         }
     }
 
+    /// Bytes of the MR the request names: a bounds change is past its end.
+    fn mr_size(&self) -> u64 {
+        if self.mr == "big" {
+            u64::from(BIG_SIZE)
+        } else {
+            MR_SIZE
+        }
+    }
+
     /// The payload's length, changed or not.
     fn payload_len(&self) -> u32 {
         self.length.unwrap_or(self.len)
@@ -156,6 +165,35 @@ impl Request {
 }
 
 impl ProbeGen {
+    /// Probe `p{i}`: request `r` of opcode `info` at `target` with the changes
+    /// `classes` (none: `[Plain]`), its payload's byte drawn, IBA's silence
+    /// stated where IBA fixes it.
+    fn finish(
+        rng: &mut Rng,
+        i: usize,
+        target: Target,
+        info: &OpInfo,
+        mut classes: Vec<Class>,
+        mut req: Request,
+    ) -> ProbeGen {
+        if classes.is_empty() {
+            classes.push(Class::Plain);
+        }
+        if info.headers.contains(Headers::PAYLOAD) && req.payload_len() > 0 {
+            req.byte = Some((rng.next_u64() as u8) | 1);
+        }
+        let mut p = ProbeGen {
+            id: format!("p{i}"),
+            target,
+            opcode: info.opcode,
+            classes,
+            req,
+            silent: None,
+        };
+        p.silent = p.silent_answer();
+        p
+    }
+
     /// `key = value` pairs of the probe's inline table, in order.
     fn fields(&self) -> Vec<(&'static str, String)> {
         let r = &self.req;
@@ -420,16 +458,7 @@ impl Batch {
             if changed == Some(k) {
                 Self::draw_changes(rng, &mut r, &mut classes, info, target, 1);
             }
-            if classes.is_empty() {
-                classes.push(Class::Plain);
-            }
-            if h.contains(Headers::PAYLOAD) && r.payload_len() > 0 {
-                r.byte = Some((rng.next_u64() as u8) | 1);
-            }
-            let id = format!("p{}", first + out.len());
-            let mut g = ProbeGen { id, target, opcode: p.opcode, classes, req: r, silent: None };
-            g.silent = g.silent_answer();
-            out.push(g);
+            out.push(ProbeGen::finish(rng, first + out.len(), target, info, classes, r));
         }
         out
     }
@@ -500,22 +529,7 @@ impl Batch {
         // Then up to two changes.
         let changes = pick(rng, &[0usize, 1, 1, 1, 2, 2]);
         Self::draw_changes(rng, &mut r, &mut classes, info, target, changes);
-        if classes.is_empty() {
-            classes.push(Class::Plain);
-        }
-        if h.contains(Headers::PAYLOAD) && r.payload_len() > 0 {
-            r.byte = Some((rng.next_u64() as u8) | 1);
-        }
-        let mut p = ProbeGen {
-            id: format!("p{i}"),
-            target,
-            opcode: info.opcode,
-            classes,
-            req: r,
-            silent: None,
-        };
-        p.silent = p.silent_answer();
-        p
+        ProbeGen::finish(rng, i, target, info, classes, r)
     }
 
     /// Makes up to `changes` changes to `r`, each of a class that applies to the
@@ -553,8 +567,8 @@ impl Batch {
                     r.bounds = Some(match rng.next_u64() % 3 {
                         // Straddling the end (from 0 when the payload is
                         // over twice the MR).
-                        0 => MR_SIZE.saturating_sub(u64::from(r.payload_len().max(1)) / 2),
-                        1 => MR_SIZE + rng.next_u64() % 16,
+                        0 => r.mr_size().saturating_sub(u64::from(r.payload_len().max(1)) / 2),
+                        1 => r.mr_size() + rng.next_u64() % 16,
                         _ => 1 << (12 + rng.next_u64() % 20),
                     });
                 }
@@ -839,7 +853,7 @@ mod tests {
     fn batches_seeded_from_captures_send_whole_messages_and_load() {
         let corpus = Corpus::load(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../captures"))
             .expect("captures/");
-        let mut seeded = 0;
+        let (mut seeded, mut bounds) = (0, 0);
         for i in 0..120 {
             let b = Batch::generate_from(21, i, 16, &corpus);
             let all: Vec<usize> = (0..b.items()).collect();
@@ -854,10 +868,16 @@ mod tests {
                 assert!(p.describe().contains("(captured message"), "{}", p.describe());
                 if p.req.mr == "big" {
                     assert!(text.contains("name = \"big\""), "{text}");
+                    // A bounds change is at or past the end of `big` itself.
+                    if let Some(o) = p.req.bounds {
+                        assert!(o >= u64::from(BIG_SIZE - PMTU / 2), "{}: {o}", p.describe());
+                        bounds += 1;
+                    }
                 }
             }
         }
         assert!(seeded > 100, "about one draw in four is a captured message: {seeded}");
+        assert!(bounds > 0, "a seeded probe at `big` with a bounds change");
         // No corpus: what the catalogue alone draws.
         assert_eq!(Batch::generate_from(21, 4, 16, &Corpus::default()), Batch::generate(21, 4, 16));
     }
