@@ -27,8 +27,7 @@ const EXIT: &[(Exit, &str)] = &[
 
 #[derive(Debug, Args)]
 #[command(after_help = format!(
-    "Each batch is a scenario: MRs `target` (every remote access) and `locked` (none) on\nb, QPs rc, uc, ud and rc_err (moved to ERR) on b probed from a, then a WRITE on a\nfresh QP. One probe draw in four sends a request message of a capture below
---corpus (default ./captures), one packet changed. Oracles: memory (`locked` unchanged, nothing written outside any MR),\nkernel (oops, BUG, WARNING, KASAN, lockups on either console; a VM that dies),\nliveness (the fresh WRITE lands), protocol (nothing answers what IBA drops).\nEach new finding is run again (confirmed or not), minimised by delta debugging\n(probes, then each probe's changes) and written as OUT/findings/<oracle>-<n>/finding.toml (+ .pcapng): `roce run` it.\n\nOUTPUT (in --out)\n  fuzz.json     the run: executions, coverage cells, findings\n  findings/     each finding's scenario and capture\n  batches/      the last batch run, and its capture\n\n{}",
+    "Each batch is a scenario: MRs `target` (every remote access) and `locked` (none) on\nb, QPs rc, uc, ud and rc_err (moved to ERR) on b probed from a, then a WRITE on a\nfresh QP. One probe draw in four sends a request message of a capture below\n--corpus (default ./captures), one packet changed. Oracles: memory (`locked`\nunchanged, nothing written outside any MR), kernel (oops, BUG, WARNING, KASAN,\nlockups on either console; a VM that dies), liveness (the fresh WRITE lands),\nprotocol (nothing answers what IBA drops). Each new finding is run again\n(confirmed or not), minimised by delta debugging (probes, then each probe's\nchanges) and written as OUT/findings/<oracle>-<n>/finding.toml (+ .pcapng):\n`roce run` it.\n\nOUTPUT (in --out)\n  fuzz.json     the run: executions, coverage cells, findings\n  findings/     each finding's scenario and capture\n  batches/      the last batch run, and its capture\n\n{}",
     help(EXIT)
 ))]
 pub struct FuzzArgs {
@@ -114,18 +113,21 @@ pub(super) fn run(a: FuzzArgs, out: &mut dyn Write, err: &mut dyn Write) -> Comm
     let dir = a.out.clone().unwrap_or_else(|| super::run::timestamped("roce-fuzz"));
     let corpus = match (&a.corpus, a.no_corpus) {
         (_, true) => Corpus::default(),
-        (Some(dir), false) => Corpus::load(dir).map_err(Failure::input)?,
+        (Some(dir), false) => {
+            let c = Corpus::load(dir).map_err(Failure::input)?;
+            if c.is_empty() {
+                return Err(Failure::input(anyhow!(
+                    "roce fuzz --corpus {}: no RC, UC or UD request message in its captures\nhint: give a directory of .pcap/.pcapng files with RoCE traffic, or --no-corpus",
+                    dir.display()
+                )));
+            }
+            c
+        }
         (None, false) if Path::new("captures").is_dir() => {
             Corpus::load(Path::new("captures")).map_err(Failure::input)?
         }
         (None, false) => Corpus::default(),
     };
-    if a.corpus.is_some() && corpus.is_empty() {
-        return Err(Failure::input(anyhow!(
-            "roce fuzz --corpus {}: no RC, UC or UD request message in its captures\nhint: give a directory of .pcap/.pcapng files with RoCE traffic, or --no-corpus",
-            a.corpus.as_deref().unwrap_or(Path::new("")).display()
-        )));
-    }
     let duration = match (a.duration, a.budget) {
         (None, None) => Some(Duration::from_secs(600)),
         (d, _) => d,

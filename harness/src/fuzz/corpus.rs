@@ -6,6 +6,7 @@
 //! Owns: [`Corpus`], what a message keeps of a capture. Imports: the
 //! dissector's capture reader, frame decoder and opcode table.
 use std::collections::BTreeSet;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -91,7 +92,7 @@ fn read(path: &Path, out: &mut BTreeSet<Message>) -> Result<()> {
     let opts = Options::default();
     let mut fr = frame::decode(dissector::LinkType::ETHERNET, &[], &opts);
     // Messages under way, per flow.
-    let mut open: std::collections::BTreeMap<(String, u32), Vec<Packet>> = Default::default();
+    let mut open: std::collections::BTreeMap<Flow, Vec<Packet>> = Default::default();
     loop {
         let rec = match r.next_packet() {
             Ok(Some(rec)) => rec,
@@ -102,7 +103,7 @@ fn read(path: &Path, out: &mut BTreeSet<Message>) -> Result<()> {
         frame::decode_into(&mut fr, rec.link, rec.data, &opts);
         let (Some(ib), None) = (&fr.ib, &fr.stop) else { continue };
         let Some(info) = ib.info.filter(|i| i.is_request()) else { continue };
-        let flow = (format!("{:?}", fr.addrs()), ib.bth.dest_qp);
+        let flow = (fr.addrs(), ib.bth.dest_qp);
         let packet = Packet {
             opcode: ib.bth.opcode,
             len: ib.payload_len() as u32,
@@ -144,6 +145,9 @@ fn read(path: &Path, out: &mut BTreeSet<Message>) -> Result<()> {
     }
     Ok(())
 }
+
+/// A flow of requests: its addresses (source, destination) and destination QP.
+type Flow = (Option<(IpAddr, IpAddr)>, u32);
 
 enum Pos {
     Only,

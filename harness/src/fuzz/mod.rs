@@ -508,7 +508,6 @@ pub(crate) fn fuzz(
     let consoles = Consoles::new(&plan.endpoints);
     let mut runner = Runner { plan, consoles, work, held: [None, None] };
     let mut seen: BTreeSet<String> = BTreeSet::new();
-    // Each confirmed kernel finding's items, described.
     // Each known crash's reproducer.
     let mut crashes: Vec<Reproducer> = Vec::new();
     let stop = crate::net::live::ctrl_c_flag();
@@ -654,8 +653,6 @@ fn settle(
     let mut runs = 0usize;
     let mut last = seen_in.result.clone();
     let mut also: Vec<Seen> = Vec::new();
-    // The signature as the last run that showed it said it.
-    let mut signature = s.signature.clone();
     let mut shows = |runner: &mut Runner<'_>, batch: &Batch, keep: &[usize], sig: &str| -> bool {
         runs += 1;
         let Ok(r) = runner.run(batch, keep, "minimise") else { return false };
@@ -671,7 +668,6 @@ fn settle(
         }
         let shown = r.sightings.iter().any(|x| x.signature == sig);
         if shown {
-            signature = sig.to_string();
             last = r.result;
             // The next run writes over its capture: keep this one's.
             if let Some(c) = last.capture.as_ref().map(PathBuf::from) {
@@ -697,9 +693,10 @@ fn settle(
     // the finding shows without stays undone. A probe answered where nothing
     // may answer it is still that finding with fewer changes, under the
     // signature that names them.
+    // The signature as the last run that showed it said it.
+    let mut sig = s.signature.clone();
     if confirmed {
         let mut tries = 0;
-        let mut sig = s.signature.clone();
         for &i in &keep {
             let undoable = batch.probes.get(i).map(gen::ProbeGen::undoable).unwrap_or_default();
             for c in undoable {
@@ -726,10 +723,10 @@ fn settle(
         n + 1,
         s.oracle.name(),
         if confirmed { ", confirmed" } else { ", seen once" },
-        signature
+        sig
     );
     let scenario = dir.join("finding.toml");
-    let name = format!("fuzz seed {} batch {}: {}", batch.seed, batch.index, signature);
+    let name = format!("fuzz seed {} batch {}: {}", batch.seed, batch.index, sig);
     write_whole(&scenario, as_finding(&batch.toml(&keep, &title), &name)?.as_bytes())?;
     let capture = match last.capture.as_ref().map(PathBuf::from) {
         Some(c) if c.exists() => {
@@ -744,7 +741,7 @@ fn settle(
     last.capture = capture.as_ref().map(|c| c.display().to_string());
     let finding = Finding {
         oracle: s.oracle,
-        signature,
+        signature: sig,
         detail: s.detail.clone(),
         batch: batch.index,
         probes: keep.iter().map(|&i| batch.describe(i)).collect(),
@@ -841,15 +838,20 @@ mod tests {
         assert!(sightings(&batch, &keep, &r, &[], None).unwrap_err().contains("Message too long"));
     }
 
+    /// A requester batch with all four operations (seed 4).
+    fn full_requester_batch() -> Batch {
+        (0..300)
+            .map(|i| Batch::generate(4, i, 16))
+            .find(|b| b.requester.as_ref().is_some_and(|r| r.ops.len() == 4))
+            .expect("a requester batch with all four operations")
+    }
+
     /// A requester batch's oracle: a success whose memory is wrong, and a WR with
     /// no completion at all, are findings; a failure with its memory unwritten
     /// is what the switch did, not one.
     #[test]
     fn the_requester_oracle_reads_success_against_memory() {
-        let batch = (0..300)
-            .map(|i| Batch::generate(4, i, 16))
-            .find(|b| b.requester.as_ref().is_some_and(|r| r.ops.len() == 4))
-            .expect("a requester batch with all four operations");
+        let batch = full_requester_batch();
         let req = batch.requester.as_ref().expect("a requester batch");
         // The operations alone: no rule of the switch's supplies an answer.
         let ops: Vec<usize> = (req.faults.len()..batch.items()).collect();
@@ -950,10 +952,7 @@ mod tests {
     /// holding only some of them runs whole.
     #[test]
     fn a_known_crash_is_left_out_of_later_batches() {
-        let b = (0..300)
-            .map(|i| Batch::generate(4, i, 16))
-            .find(|b| b.requester.as_ref().is_some_and(|r| r.ops.len() == 4))
-            .expect("a requester batch with all four operations");
+        let b = full_requester_batch();
         let all: Vec<usize> = (0..b.items()).collect();
         let last = b.items() - 1;
         let send = b.describe(last);
