@@ -97,8 +97,10 @@ fn read(path: &Path, out: &mut BTreeSet<Message>) -> Result<()> {
         let rec = match r.next_packet() {
             Ok(Some(rec)) => rec,
             Ok(None) => break,
-            // What was read before the damage still seeds.
-            Err(_) => break,
+            // The reader's error names the file, the byte and the frame.
+            Err(e) => anyhow::bail!(
+                "{e}\nhint: a corpus capture must read to its end; mend or remove it, or give --no-corpus"
+            ),
         };
         frame::decode_into(&mut fr, rec.link, rec.data, &opts);
         let (Some(ib), None) = (&fr.ib, &fr.stop) else { continue };
@@ -208,6 +210,14 @@ mod tests {
         std::fs::write(dir.join("bad.pcap"), b"not a capture").unwrap();
         let e = format!("{:#}", Corpus::load(&dir).unwrap_err());
         assert!(e.contains("bad.pcap"), "{e}");
+        // A capture cut off inside a record: named, with the frame.
+        let whole =
+            std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../captures/rc_rdma.pcap"))
+                .unwrap();
+        std::fs::remove_file(dir.join("bad.pcap")).unwrap();
+        std::fs::write(dir.join("cut.pcap"), &whole[..whole.len() - 7]).unwrap();
+        let e = format!("{:#}", Corpus::load(&dir).unwrap_err());
+        assert!(e.contains("cut.pcap") && e.contains("(frame "), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }
