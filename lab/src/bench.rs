@@ -1,7 +1,8 @@
 //! `roce lab bench`: the lab's own numbers, measured on a lab booted for it.
 //!
 //! Owns: the measurements and the bench lab's life (booted for it, taken down by
-//! [`DownOnDrop`]). Imports: `up` and `Progress` from the crate root, [`image`] (the
+//! [`DownOnDrop`]). Imports: [`lifecycle`](super::lifecycle) (`up`, `stop`),
+//! [`progress`](super::progress), [`image`] (the
 //! build), [`run`](super::run) (recorded runs), [`record`](super::record) (reading
 //! the capture back), [`switch`](super::switch) (`parse_roce`), `state` and `vm`.
 use std::time::{Duration, Instant};
@@ -10,12 +11,14 @@ use std::path::Path;
 
 use anyhow::{bail, Result};
 
+use super::image;
+use super::lifecycle::{stop, up, UpOpts};
+use super::progress::Progress;
 use super::record::read_capture;
 use super::run::{execute, RunPlan};
 use super::state::LabPaths;
 use super::switch::parse_roce;
 use super::vm::Accel;
-use super::{image, up, Progress, UpOpts};
 
 /// What `roce lab bench` measures.
 pub struct BenchPlan {
@@ -45,7 +48,7 @@ pub fn measure(
     let mut rows = image_rows(paths, args, p)?;
 
     let bench = LabPaths::new(&paths.root, &format!("{}-bench", paths.name))?;
-    super::stop(&bench)?;
+    stop(&bench)?;
     let _guard = DownOnDrop(bench.clone());
     rows.push(boot(&bench, args, p)?);
 
@@ -213,6 +216,6 @@ pub struct DownOnDrop(pub LabPaths);
 
 impl Drop for DownOnDrop {
     fn drop(&mut self) {
-        let _ = super::stop(&self.0);
+        let _ = stop(&self.0);
     }
 }

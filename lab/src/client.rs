@@ -3,7 +3,8 @@
 //! Owns: connecting, the requests a client makes and reading their answers (command
 //! output, run reports, the live wire). Imports: [`control`] (the
 //! framing), [`claim`](super::claim), [`state`](super::state) (where the socket is)
-//! and [`switch`](super::switch)'s `RunReport`.
+//! [`switch`](super::switch)'s `RunReport`, and [`progress`](super::progress) to write
+//! a command's output.
 use std::io;
 use std::os::unix::net::UnixStream;
 use std::sync::mpsc;
@@ -487,5 +488,9 @@ impl Drop for RunSession {
 
 /// Writes output to our stdout/stderr as it comes; a closed pipe is not an error.
 pub fn print_output(kind: Kind, data: &[u8]) {
-    super::write_fd(if kind == Kind::Stdout { 1 } else { 2 }, data);
+    if kind == Kind::Stdout {
+        crate::progress::to_stdout(data)
+    } else {
+        crate::progress::to_stderr(data)
+    }
 }

@@ -8,7 +8,7 @@
 //! commands to the clients that asked for them, and the runs on the switch.
 //! Imports: [`image`](super::image), [`vm`], [`switch`](super::switch),
 //! [`control`], [`claim`](super::claim), [`fault`](super::fault),
-//! [`record`](super::record) and [`state`].
+//! [`record`](super::record), [`state`] and [`progress`](super::progress) (its log).
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
 use std::io::{self, Write};
@@ -31,7 +31,7 @@ use super::fault::Rule;
 use super::image::{Image, Release};
 use super::record::PcapngRecorder;
 use super::state::{self, Flock, LabPaths, Vm};
-use super::switch::{RunId, RunReport, RunSpec, Switch, Wire};
+use super::switch::{RunId, RunReport, RunSpec, Standing, Switch, Wire};
 use super::vm::{self, Accel, VmSpec};
 
 const GUEST_INIT: &str = include_str!("assets/guest-init.sh");
@@ -123,7 +123,7 @@ struct Shared {
 
 fn log(msg: &str) {
     let t = dissector::capture::unix_now().as_secs_f64();
-    super::write_fd(2, format!("[{t:.3}] {msg}\n").as_bytes());
+    crate::progress::to_stderr(format!("[{t:.3}] {msg}\n").as_bytes());
 }
 
 impl Shared {
@@ -261,9 +261,15 @@ impl Shared {
             capture: None,
             live: None,
             claim: None,
+            standing: self.standing_spec(),
         })?;
         *self.background.lock().unwrap_or_else(|e| e.into_inner()) = Some(id);
         Ok(())
+    }
+
+    /// The standing rules at the front of every run's rules.
+    fn standing_spec(&self) -> Standing {
+        Standing { count: self.standing.0.len(), seed: self.standing.1 }
     }
 
     fn status(&self) -> serde_json::Value {
@@ -295,6 +301,8 @@ impl Shared {
             "boot_ms": if boot_ms > 0 { Some(boot_ms) } else { None },
             "idle_timeout_s": self.idle_timeout.map(|d| d.as_secs()),
             "standing_rules": self.standing.0.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
+            "standing_seed": self.standing.1,
+            "standing_counts": self.switch.standing().unwrap_or_default(),
             "vms": vms,
             "ports": self.switch.ports(),
             "counters": total,
@@ -336,7 +344,7 @@ pub fn refresh_share(paths: &LabPaths) -> Result<()> {
     if fs::read_to_string(&init).ok().as_deref() != Some(GUEST_INIT) {
         write_atomically(&init, GUEST_INIT.as_bytes(), 0o644)?;
     }
-    let exe = crate::own_image();
+    let exe = crate::state::own_image();
     let dst = share.join("roce");
     let same = match (fs::metadata(&exe), fs::metadata(&dst)) {
         (Ok(a), Ok(b)) => a.len() == b.len() && a.modified().ok() <= b.modified().ok(),
@@ -818,7 +826,8 @@ fn begin_run(sh: &Shared, conn: u64, req: RunRequest) -> std::result::Result<(),
         // The background run that applied the standing rules gives way.
         let _ = sh.switch.end(id);
     }
-    match sh.switch.begin(RunSpec { rules, seed, recorder, capture, live: tx, claim }) {
+    let standing = sh.standing_spec();
+    match sh.switch.begin(RunSpec { rules, seed, recorder, capture, live: tx, claim, standing }) {
         Ok(id) => {
             runs.insert(conn, (id, streamer));
             Ok(())

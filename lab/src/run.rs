@@ -4,7 +4,7 @@
 //! Owns: a run from plan to outcome (both sides' output and status, the switch's
 //! report). Imports: [`client`] (the session with the daemon),
 //! [`control`](super::control), [`fault`](super::fault), [`state`](super::state) and
-//! [`switch`](super::switch)'s `RunReport`.
+//! [`switch`](super::switch)'s `RunReport`; [`progress`](super::progress) to echo output.
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::mpsc;
@@ -104,7 +104,7 @@ impl Prefixer {
         } else {
             format!("[{}!] ", self.vm.name())
         };
-        super::write_fd(1, format!("{tag}{text}\n").as_bytes());
+        crate::progress::to_stdout(format!("{tag}{text}\n").as_bytes());
     }
     fn finish(mut self) -> (String, String) {
         for i in 0..2 {
@@ -156,7 +156,7 @@ pub fn execute(paths: &LabPaths, args: RunPlan) -> Result<RunOutput> {
     super::daemon::refresh_share(paths)?;
     let pcap = match &args.write {
         Some(p) => {
-            let abs = super::absolute(p)?;
+            let abs = super::state::absolute(p)?;
             if let Some(d) = abs.parent() {
                 std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
             }
@@ -268,4 +268,24 @@ pub fn warnings(o: &RunOutput) -> Vec<String> {
         }
     }
     w
+}
+
+/// One word per argument, quoted for sh where needed; a single argument is taken
+/// as a shell command line as it is.
+pub fn shell_join(args: &[String]) -> String {
+    if args.len() == 1 {
+        return args[0].clone();
+    }
+    args.iter()
+        .map(|a| {
+            if !a.is_empty()
+                && a.chars().all(|c| c.is_ascii_alphanumeric() || "-_./=:,+@%".contains(c))
+            {
+                a.clone()
+            } else {
+                format!("'{}'", a.replace('\'', "'\\''"))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" ")
 }

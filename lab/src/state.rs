@@ -14,7 +14,8 @@
 //!   `share/`: the 9p share (guest init, the `roce` binary).
 //!
 //! Owns: [`LabPaths`] (every file of a lab), the lock, the pid files, recovering a
-//! crashed lab, and reading the VMs' consoles. Imports: nothing from the crate.
+//! crashed lab, reading the VMs' consoles, and where labs live ([`default_root`]).
+//! Imports: nothing from the crate.
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::fd::AsRawFd;
@@ -135,6 +136,11 @@ impl LabPaths {
     }
     pub fn daemon_pidfile(&self) -> PathBuf {
         self.dir.join("daemon.pid")
+    }
+    /// What the lab is (image, standing fault rules, their seed, idle timeout):
+    /// written when it boots, read by every restart, removed by `roce lab down`.
+    pub fn definition(&self) -> PathBuf {
+        self.dir.join("definition.json")
     }
     pub fn daemon_log(&self) -> PathBuf {
         self.dir.join("daemon.log")
@@ -448,6 +454,32 @@ pub fn tail(path: &Path, lines: usize) -> String {
         .filter(|l| !l.trim().is_empty())
         .collect();
     clean[clean.len().saturating_sub(lines)..].join("\n")
+}
+
+/// The default cache directory.
+pub fn default_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("ROCE_LAB_DIR").filter(|d| !d.is_empty()) {
+        return PathBuf::from(d);
+    }
+    let cache = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+        .unwrap_or_else(|| PathBuf::from("/tmp"));
+    cache.join("roce").join("lab")
+}
+
+/// The running `roce` binary, to copy into the VMs' share or to start the
+/// daemon with. `/proc/self/exe` still opens after the file on disk is replaced
+/// (a rebuild during a long suite or `roce fuzz`), where the path
+/// `current_exe()` returns then reads "… (deleted)" and fails.
+pub(crate) fn own_image() -> PathBuf {
+    PathBuf::from("/proc/self/exe")
+}
+
+/// An absolute path for a file the daemon writes (it may run in another cwd).
+pub fn absolute(p: &Path) -> Result<PathBuf> {
+    Ok(if p.is_absolute() { p.to_path_buf() } else { std::env::current_dir()?.join(p) })
 }
 
 #[cfg(test)]

@@ -64,7 +64,7 @@ const CHUNK: usize = 2048;
 
 /// A line of the agent's log on stderr (one write, so lines never interleave).
 fn say(line: &str) {
-    lab::write_fd(2, format!("roce agent: {line}\n").as_bytes());
+    lab::progress::to_stderr(format!("roce agent: {line}\n").as_bytes());
 }
 
 /// How the front door serves.

@@ -18,7 +18,7 @@
 //! limits ([`limits`]), its executor ([`exec`]), the MR table it puts in rdma_cm's
 //! private data ([`cm_private`]) and the crafted frames it sends ([`probe`]).
 //! Imports: the protocol it speaks (`crate::protocol`), verbs, net, dissector (and
-//! `lab::write_fd`, for its log lines).
+//! `lab::progress::to_stderr`, for its log lines).
 //! Never the scenario model: the controller resolves a scenario into this
 //! protocol's own messages.
 pub(crate) mod auth;
@@ -57,11 +57,11 @@ pub(crate) fn serve_stdio() -> Result<()> {
 }
 
 /// A line of the listening agent's log on stderr, from any thread: one write of
-/// the whole line through [`lab::write_fd`], so lines of connections served side
+/// the whole line through [`lab::progress::to_stderr`], so lines of connections served side
 /// by side never interleave.
 macro_rules! say {
     ($($t:tt)*) => {
-        lab::write_fd(2, format!("{}\n", format_args!($($t)*)).as_bytes())
+        lab::progress::to_stderr(format!("{}\n", format_args!($($t)*)).as_bytes())
     };
 }
 

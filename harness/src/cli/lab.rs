@@ -323,14 +323,11 @@ pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> CommandResult {
                 accel,
                 boot_timeout: Duration::from_secs(boot_timeout),
                 idle_timeout_min: idle_timeout,
-                rules: rules.clone(),
+                rules,
                 seed,
             };
             let up = lab::up(&paths, &opts, &Progress::new(false))?;
             writeln!(out, "{}", up.describe(&paths))?;
-            for r in &rules {
-                writeln!(out, "  standing fault rule: {r}")?;
-            }
             Ok(Exit::Ok)
         }
         LabCommand::Down => {
@@ -459,7 +456,7 @@ fn print_status(
 ) -> std::io::Result<()> {
     let Some(st) = st else {
         let stale = l.daemon_pidfile().exists() || l.control_socket().exists();
-        return writeln!(
+        writeln!(
             out,
             "lab `{}`: down{}",
             l.name,
@@ -468,7 +465,16 @@ fn print_status(
             } else {
                 ""
             }
-        );
+        )?;
+        if let Some(def) = lab::Definition::remembered(l).filter(|d| !d.rules.is_empty()) {
+            writeln!(
+                out,
+                "  the next boot brings back its {} standing fault rule(s) (seed {}); `roce lab down` forgets them",
+                def.rules.len(),
+                def.seed
+            )?;
+        }
+        return Ok(());
     };
     let phase = st["phase"].as_str().unwrap_or("?");
     let up = st["uptime_s"].as_u64().unwrap_or(0);
@@ -512,6 +518,23 @@ fn print_status(
     }
     if let Ok(r) = serde_json::from_value::<lab::switch::RunReport>(st["last_run"].clone()) {
         writeln!(out, "  last run: {}", r.counters.summary())?;
+    }
+    let counts: Vec<lab::switch::RuleReport> =
+        serde_json::from_value(st["standing_counts"].clone()).unwrap_or_default();
+    for (i, rule) in st["standing_rules"].as_array().into_iter().flatten().enumerate() {
+        let rule = rule.as_str().unwrap_or("?");
+        write!(out, "  standing fault rule (seed {}): {rule}", st["standing_seed"])?;
+        match counts.get(i).filter(|c| c.rule == rule) {
+            Some(c) if c.matched > 0 => writeln!(
+                out,
+                " — matched {}, fired {} ({:.0} %) since boot",
+                c.matched,
+                c.applied,
+                100.0 * c.applied as f64 / c.matched as f64
+            )?,
+            Some(_) => writeln!(out, " — matched nothing since boot")?,
+            None => writeln!(out)?,
+        }
     }
     match st["runs"].as_u64().unwrap_or(u64::from(st["run"].is_object())) {
         0 => {}
@@ -574,7 +597,8 @@ fn lab_run(paths: &LabPaths, a: RunArgs, out: &mut dyn Write) -> CommandResult {
     let filter = super::input::display_filter(a.display_filter.as_deref())?;
     let on_wire = a.wire.then(|| {
         let mut p = WirePrinter { filter, ..WirePrinter::default() };
-        Box::new(move |w: WireFrame| lab::write_fd(1, p.line(&w).as_bytes())) as client::OnWire
+        Box::new(move |w: WireFrame| lab::progress::to_stdout(p.line(&w).as_bytes()))
+            as client::OnWire
     });
     let plan = lab::run::RunPlan {
         a: a.a,

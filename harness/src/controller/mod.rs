@@ -77,53 +77,27 @@ pub(crate) fn lab_endpoints(
 fn boot_lab(lab: &LabRef, why: &str) -> Result<()> {
     let p = lab::Progress::new(why.is_empty());
     p.say(why);
-    let paths = &lab.paths;
-    let opts = lab::UpOpts {
-        image: lab.image,
-        accel: lab::Accel::Auto,
-        boot_timeout: std::time::Duration::from_secs(300),
-        idle_timeout_min: 120,
-        rules: vec![],
-        seed: 1,
-    };
-    let up = lab::up(paths, &opts, &p)?;
-    p.say(&up.describe(paths));
+    let up = lab::up(&lab.paths, &lab::UpOpts::for_runs(lab.image), &p)?;
+    p.say(&up.describe(&lab.paths));
     Ok(())
 }
 
-/// Whether the lab can take the next scenario; `Err` says why not.
-fn lab_ready(lab: &LabRef) -> std::result::Result<(), String> {
-    let paths = &lab.paths;
-    if !paths.is_running() {
-        return Err("it is down".to_string());
-    }
-    match lab::client::request(paths, &lab::control::Request::Status) {
-        Ok(st) if st["phase"] == "ready" => Ok(()),
-        Ok(st) => Err(st["error"]
-            .as_str()
-            .map(|e| e.lines().next().unwrap_or(e).to_string())
-            .unwrap_or_else(|| format!("it is {}", st["phase"]))),
-        Err(e) => Err(format!("its daemon does not answer ({e:#})")),
-    }
-}
-
 /// Brings back a lab whose VM died or hung (or that went down), so one broken
-/// VM fails one scenario, not the rest. Every agent kept from earlier scenarios
-/// dies with it.
+/// VM fails one scenario, not the rest, and with the standing rules it was
+/// given. Every agent kept from earlier scenarios dies with it.
 fn heal_lab(lab: &LabRef, why: &str) -> Result<()> {
-    let paths = &lab.paths;
-    lab::stop(paths).with_context(|| format!("stopping the broken lab `{}`", paths.name))?;
-    boot_lab(
-        lab,
-        &format!("lab `{}` is not usable ({why}): restarting it for the next scenario", paths.name),
-    )
+    let p = lab::Progress::new(false);
+    let up = lab::heal(&lab.paths, &lab::UpOpts::for_runs(lab.image), why, &p)
+        .with_context(|| format!("bringing the broken lab `{}` back", lab.paths.name))?;
+    p.say(&up.describe(&lab.paths));
+    Ok(())
 }
 
 /// Brings the lab of `eps` back when it is not ready (a VM died, hung, or its
 /// NIC stopped): `Some(why it was not)` when it had to. Real hosts: nothing to do.
 pub(crate) fn heal_if_broken(eps: &Endpoints) -> Result<Option<String>> {
     let Endpoints::Lab(lab) = eps else { return Ok(None) };
-    match lab_ready(lab) {
+    match lab::usable(&lab.paths) {
         Ok(()) => Ok(None),
         Err(why) => {
             heal_lab(lab, &why)?;
@@ -420,12 +394,12 @@ fn worker(
         let alone = !slot.shared;
         let mut guard = WireGuard::take(&shared.wire, alone);
         if let (Endpoints::Lab(lab), true) = (&plan.endpoints, i > 0) {
-            if let Err(why) = lab_ready(lab) {
+            if let Err(why) = lab::usable(&lab.paths) {
                 // Bringing the lab back stops everything on it: wait for the
                 // others to end their scenarios, and hold the next ones back.
                 drop(guard);
                 let w = shared.wire.write().unwrap_or_else(|e| e.into_inner());
-                if lab_ready(lab).is_err() {
+                if lab::usable(&lab.paths).is_err() {
                     // No scenario runs now: every kept agent is in the pool.
                     shared.pool.clear();
                     if let Err(e) = heal_lab(lab, &why) {

@@ -14,7 +14,7 @@ use std::process::Command;
 use anyhow::{bail, Context, Result};
 
 use super::{find_program, run_logged, Phases, KERNEL_PACKAGES};
-use crate::Progress;
+use crate::progress::Progress;
 
 /// The `deb` line that adds `suite` from `mirror` (main only: the kernel needs nothing else).
 pub(super) fn sources_line(mirror: &str, suite: &str) -> String {

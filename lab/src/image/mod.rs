@@ -38,7 +38,7 @@ use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::state::{self, Flock};
-use super::Progress;
+use crate::progress::Progress;
 
 mod apt;
 mod boot;

@@ -88,6 +88,22 @@ pub struct RunSpec {
     /// Share the switch with other runs, owning only what this claims; `None`:
     /// have it to itself.
     pub claim: Option<Claim>,
+    /// How many of `rules`, from the first, are the lab's standing rules.
+    pub standing: Standing,
+}
+
+/// The lab's standing rules at the front of a run's rules. Their random draws
+/// (`prob`) go on from run to run, seeded once from `seed` (rule `i` from
+/// `seed + i` unless it names its own), so that over the lab's life a
+/// `prob=0.5` rule fires on half the frames it matches. Were they seeded again
+/// for every run, every run would replay the same first draws: a rule whose
+/// first draw says no would never fire on a run's first frame. Their counts go on
+/// too: a standing `nth` or `limit` counts over the lab's life, as the fault-rule
+/// reference says; each run's report gives what matched within it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Standing {
+    pub count: usize,
+    pub seed: u64,
 }
 
 /// Names a run in progress, to end it.
@@ -97,6 +113,7 @@ enum Cmd {
     Begin(RunSpec, mpsc::Sender<Result<RunId, String>>),
     End(RunId, mpsc::Sender<Result<RunReport, String>>),
     Stats(mpsc::Sender<(Counters, Vec<Counters>)>),
+    Standing(mpsc::Sender<Vec<RuleReport>>),
     Inject(Dir, Vec<u8>, mpsc::Sender<()>),
     Stop,
 }
@@ -158,6 +175,12 @@ impl Switch {
         self.ask(Cmd::Stats)
     }
 
+    /// How often each standing rule matched and fired over the lab's life (the
+    /// runs that ended and those in progress), in the order they were given.
+    pub fn standing(&self) -> Result<Vec<RuleReport>> {
+        self.ask(Cmd::Standing)
+    }
+
     /// Puts a frame on the wire as if `dir`'s sender had sent it (no rules applied).
     pub fn inject(&self, dir: Dir, frame: Vec<u8>) -> Result<()> {
         self.ask(|tx| Cmd::Inject(dir, frame, tx))
@@ -189,6 +212,8 @@ struct Engine {
     runs: Vec<Run>,
     next_id: RunId,
     held: VecDeque<Held>,
+    /// The standing rules' draws and lifetime counts, kept between runs.
+    standing: Vec<runs::StandingState>,
 }
 
 impl Engine {
@@ -201,6 +226,7 @@ impl Engine {
             runs: Vec::new(),
             next_id: 1,
             held: VecDeque::new(),
+            standing: Vec::new(),
         }
     }
 
@@ -264,6 +290,9 @@ impl Engine {
             }
             Cmd::Stats(reply) => {
                 let _ = reply.send((self.total, self.runs.iter().map(|r| r.counters).collect()));
+            }
+            Cmd::Standing(reply) => {
+                let _ = reply.send(self.standing_report());
             }
             Cmd::Inject(dir, frame, reply) => {
                 let f = frame::decode(LinkType::ETHERNET, &frame, &self.opts);

@@ -22,6 +22,19 @@ pub(super) struct RuleState {
     pub(super) matched: u64,
     pub(super) applied: u64,
     pub(super) rng: Rng,
+    /// `matched` and `applied` when the run began: 0 for a run's own rules, the
+    /// lab's counts so far for a standing rule (whose `nth` and `limit` count over
+    /// the lab's life).
+    pub(super) from: (u64, u64),
+}
+
+/// A standing rule between runs: its random stream where the last run left it,
+/// and how often it matched and fired over the lab's life.
+pub(super) struct StandingState {
+    rule: String,
+    rng: Rng,
+    matched: u64,
+    applied: u64,
 }
 
 /// A run in progress.
@@ -31,6 +44,8 @@ pub(super) struct Run {
     /// itself, and every frame is its.
     pub(super) owner: Option<Owner>,
     pub(super) rules: Vec<RuleState>,
+    /// How many of `rules`, from the first, are the lab's standing rules.
+    pub(super) standing: usize,
     pub(super) recorder: Option<Box<dyn Recorder>>,
     pub(super) capture: Option<PathBuf>,
     pub(super) live: Option<mpsc::SyncSender<WireFrame>>,
@@ -103,13 +118,17 @@ impl Engine {
             .iter()
             .any(|r| matches!(r.action, Action::Respond(_)))
             .then(Responder::default);
+        let standing = spec.standing.count.min(spec.rules.len());
         let rules = spec
             .rules
             .into_iter()
             .enumerate()
             .map(|(i, rule)| {
-                let seed = rule.seed.unwrap_or(spec.seed.wrapping_add(i as u64));
-                RuleState { rule, matched: 0, applied: 0, rng: Rng::new(seed) }
+                if i < standing {
+                    return self.standing_state(i, rule, spec.standing.seed);
+                }
+                let rng = Rng::new(rule.seed.unwrap_or(spec.seed.wrapping_add(i as u64)));
+                RuleState { rule, matched: 0, applied: 0, rng, from: (0, 0) }
             })
             .collect();
         let id = self.next_id;
@@ -118,6 +137,7 @@ impl Engine {
             id,
             owner: spec.claim.map(Owner::new),
             rules,
+            standing,
             recorder: spec.recorder,
             capture: spec.capture,
             live: spec.live,
@@ -138,6 +158,11 @@ impl Engine {
         let Some(mut run) = self.index_of(id).map(|i| self.runs.remove(i)) else {
             return Err("no such run in progress".to_string());
         };
+        for (kept, st) in self.standing.iter_mut().zip(&run.rules[..run.standing]) {
+            kept.rng = st.rng.clone();
+            kept.matched = st.matched;
+            kept.applied = st.applied;
+        }
         if let Some(rec) = run.recorder.take() {
             if let Err(e) = rec.finish() {
                 run.capture_error.get_or_insert(format!("finishing the capture: {e}"));
@@ -150,8 +175,8 @@ impl Engine {
                 .iter()
                 .map(|s| RuleReport {
                     rule: s.rule.to_string(),
-                    matched: s.matched,
-                    applied: s.applied,
+                    matched: s.matched - s.from.0,
+                    applied: s.applied - s.from.1,
                 })
                 .collect(),
             socket_drops: socket_drops(&self.ports).saturating_sub(run.drops_at_start),
@@ -160,5 +185,45 @@ impl Engine {
             duration_ms: run.started.elapsed().as_millis() as u64,
             live_skipped: run.live_skipped,
         })
+    }
+}
+
+impl Engine {
+    /// Standing rule `i` as the last run left it (its random stream and its
+    /// counts); new, its stream seeded from `seed + i` or the rule's own seed, the
+    /// first time or when the standing rules are not the ones kept.
+    fn standing_state(&mut self, i: usize, rule: Rule, seed: u64) -> RuleState {
+        let text = rule.to_string();
+        if self.standing.get(i).is_none_or(|s| s.rule != text) {
+            self.standing.truncate(i);
+            let rng = Rng::new(rule.seed.unwrap_or(seed.wrapping_add(i as u64)));
+            self.standing.push(StandingState { rule: text, rng, matched: 0, applied: 0 });
+        }
+        let kept = &self.standing[i];
+        RuleState {
+            rule,
+            matched: kept.matched,
+            applied: kept.applied,
+            rng: kept.rng.clone(),
+            from: (kept.matched, kept.applied),
+        }
+    }
+
+    /// Each standing rule's matches and firings over the lab's life: the runs
+    /// that ended, and the one in progress.
+    pub(super) fn standing_report(&self) -> Vec<RuleReport> {
+        let current = self.runs.iter().find(|r| r.standing > 0);
+        self.standing
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let now = current.and_then(|r| r.rules[..r.standing].get(i));
+                RuleReport {
+                    rule: s.rule.clone(),
+                    matched: now.map_or(s.matched, |n| n.matched),
+                    applied: now.map_or(s.applied, |n| n.applied),
+                }
+            })
+            .collect()
     }
 }

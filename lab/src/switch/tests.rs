@@ -103,6 +103,7 @@ impl Rig {
                     capture: capture.then(|| path.clone()),
                     live: None,
                     claim: None,
+                    standing: Default::default(),
                 })
                 .unwrap(),
         );
@@ -172,7 +173,8 @@ fn records_each_sender_on_its_interface_and_proves_completeness() {
             recorder: None,
             capture: None,
             live: None,
-            claim: None
+            claim: None,
+            standing: Default::default(),
         })
         .is_err());
 }
@@ -195,6 +197,7 @@ fn live_stream_carries_what_the_capture_holds_and_never_blocks_the_wire() {
                 capture: Some(path.clone()),
                 live: Some(tx),
                 claim: None,
+                standing: Default::default(),
             })
             .unwrap(),
     );
@@ -448,6 +451,104 @@ fn seeded_probability_is_reproducible() {
     assert!((60..140).contains(&a.len()), "{} of 200 dropped at p=0.5", a.len());
 }
 
+/// The symptom, as the daemon drives the switch: a standing `prob=0.5`
+/// rule, one run per scenario (or fuzz batch), each seeing one matching frame.
+/// Seeded again in every run, the rule drew the same first number each time and
+/// fired in none or all of them; its draws now go on from run to run.
+#[test]
+fn a_standing_probability_fires_at_its_rate_across_short_runs() {
+    let r = rig("standing-prob");
+    let rule = parse_rule("corrupt op=rc-send-only at=payload+0 xor=0x01 prob=0.5").unwrap();
+    let mut fired = 0;
+    for run in 0..80u32 {
+        let id = r
+            .switch
+            .begin(RunSpec {
+                // The run's own seed is the same every time, as a scenario's is.
+                rules: vec![rule.clone()],
+                seed: 1,
+                recorder: None,
+                capture: None,
+                live: None,
+                claim: None,
+                standing: Standing { count: 1, seed: 3 },
+            })
+            .unwrap();
+        r.send(Dir::AtoB, &roce(Dir::AtoB, 0x04, 0x11, run, b"data"));
+        assert_eq!(r.received(Dir::AtoB).len(), 1);
+        let rep = r.switch.end(id).unwrap();
+        assert_eq!(rep.rules[0].matched, 1, "run {run}: {rep:?}");
+        fired += rep.rules[0].applied;
+    }
+    assert!((24..=56).contains(&fired), "fired in {fired} of 80 runs at prob=0.5");
+    // The lab's counts over its life: every match and firing, for `roce lab status`.
+    let life = r.switch.standing().unwrap();
+    assert_eq!((life[0].matched, life[0].applied), (80, fired));
+    assert_eq!(life[0].rule, rule.to_string());
+}
+
+/// A standing `nth` counts over the lab's life, as the reference says: the third
+/// matching frame since the lab came up, whichever run it falls in.
+#[test]
+fn a_standing_nth_counts_over_the_labs_life() {
+    let r = rig("standing-nth");
+    let rule = parse_rule("drop nth=3").unwrap();
+    let dropped: Vec<u64> = (0..5u32)
+        .map(|psn| {
+            let id = r
+                .switch
+                .begin(RunSpec {
+                    rules: vec![rule.clone()],
+                    seed: 1,
+                    recorder: None,
+                    capture: None,
+                    live: None,
+                    claim: None,
+                    standing: Standing { count: 1, seed: 1 },
+                })
+                .unwrap();
+            r.send(Dir::AtoB, &roce(Dir::AtoB, 0x04, 0x11, psn, b"x"));
+            let _ = r.received(Dir::AtoB);
+            let rep = r.switch.end(id).unwrap();
+            assert_eq!(rep.rules[0].matched, 1, "a run's report counts its own frames");
+            rep.counters.dropped
+        })
+        .collect();
+    assert_eq!(dropped, [0, 0, 1, 0, 0]);
+}
+
+/// The draws of a lab brought back with the same definition are the same again:
+/// a heal replays the lab as it was defined.
+#[test]
+fn standing_draws_start_again_from_the_lab_seed_on_a_new_switch() {
+    let draws = |name: &str| -> Vec<u64> {
+        let r = rig(name);
+        let rule = parse_rule("drop prob=0.5").unwrap();
+        (0..24u32)
+            .map(|psn| {
+                let id = r
+                    .switch
+                    .begin(RunSpec {
+                        rules: vec![rule.clone()],
+                        seed: 9,
+                        recorder: None,
+                        capture: None,
+                        live: None,
+                        claim: None,
+                        standing: Standing { count: 1, seed: 5 },
+                    })
+                    .unwrap();
+                r.send(Dir::AtoB, &roce(Dir::AtoB, 0x04, 0x11, psn, b"x"));
+                let _ = r.received(Dir::AtoB);
+                r.switch.end(id).unwrap().rules[0].applied
+            })
+            .collect()
+    };
+    let first = draws("standing-a");
+    assert_eq!(first, draws("standing-b"));
+    assert!(first.contains(&0) && first.contains(&1), "{first:?}");
+}
+
 #[test]
 fn rules_leave_other_traffic_alone_and_limit_counts() {
     let r = rig("limit");
@@ -590,6 +691,7 @@ fn shared_runs_each_record_only_their_own_frames() {
                 capture: Some(path.clone()),
                 live: None,
                 claim: Some(claim),
+                standing: Default::default(),
             })
             .unwrap();
         (id, path)
@@ -605,10 +707,18 @@ fn shared_runs_each_record_only_their_own_frames() {
         capture: None,
         live: None,
         claim: Some(Claim { qps_b: vec![0x12], ..Default::default() }),
+        standing: Default::default(),
     };
     assert!(r.switch.begin(overlapping).unwrap_err().to_string().contains("QPN 0x12 on VM b"));
-    let alone =
-        RunSpec { rules: vec![], seed: 1, recorder: None, capture: None, live: None, claim: None };
+    let alone = RunSpec {
+        rules: vec![],
+        seed: 1,
+        recorder: None,
+        capture: None,
+        live: None,
+        claim: None,
+        standing: Default::default(),
+    };
     assert!(r.switch.begin(alone).unwrap_err().to_string().contains("2 runs share the switch"));
     let with_rules = RunSpec {
         rules: vec![parse_rule("drop").unwrap()],
@@ -617,6 +727,7 @@ fn shared_runs_each_record_only_their_own_frames() {
         capture: None,
         live: None,
         claim: Some(Claim { qps_b: vec![0x99], ..Default::default() }),
+        standing: Default::default(),
     };
     assert!(r.switch.begin(with_rules).unwrap_err().to_string().contains("fault rules"));
 
