@@ -591,6 +591,171 @@ mod in_lab {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// `roce run --lab NAME --json FILE ARGS…`: the exit code, the report, stdout, stderr.
+    fn run_json(
+        lab: &Lab,
+        dir: &Path,
+        tag: &str,
+        args: &[&str],
+    ) -> (Option<i32>, Value, String, String) {
+        let json = dir.join(format!("{tag}.json"));
+        let out = Command::new(env!("CARGO_BIN_EXE_roce"))
+            .args(["run", "--lab", &lab.0, "--out"])
+            .arg(dir.join(tag))
+            .arg("--json")
+            .arg(&json)
+            .args(args)
+            .output()
+            .expect("roce run");
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        );
+        eprintln!("{stdout}\n{stderr}");
+        let report = std::fs::read(&json)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or(Value::Null);
+        (out.status.code(), report, stdout, stderr)
+    }
+
+    /// Whether the report's only scenario failed its memory expectation and nothing else.
+    fn memory_alone_failed(report: &Value) -> bool {
+        let s = &report["scenarios"][0];
+        let failed: Vec<&str> = s["verdicts"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|v| v["pass"] == false)
+            .filter_map(|v| v["kind"].as_str())
+            .collect();
+        s["pass"] == false && failed == ["memory"]
+    }
+
+    /// A lab that heals keeps what it was told (issue: a healed lab forgot its
+    /// standing rules). A standing rule corrupts every READ response's payload with
+    /// the ICRC fixed, so the device accepts it: `rc_read.toml` completes and its
+    /// memory check fails. VM b is killed; the next run finds the lab broken,
+    /// restarts it on the first try, says it brings the rule back, and the same
+    /// scenario fails the same way.
+    #[test]
+    #[ignore = "needs the lab: bash scripts/test.sh builds the VM images, then runs it"]
+    fn a_healed_lab_keeps_its_standing_rules_and_heals_on_the_first_run() {
+        let lab = Lab(format!("plant-{}", std::process::id()));
+        let paths = lab::state::LabPaths::new(&lab::default_root(), &lab.0).expect("lab paths");
+        let dir = std::env::temp_dir().join(format!("roce-plant-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let rule = "corrupt op=read-response-only at=payload+1 icrc=fix";
+        let up = Command::new(env!("CARGO_BIN_EXE_roce"))
+            .args(["lab", "--name", &lab.0, "up", "--fault", rule, "--seed", "3"])
+            .output()
+            .expect("roce lab up");
+        let said = String::from_utf8_lossy(&up.stdout);
+        assert!(up.status.success(), "{said}{}", String::from_utf8_lossy(&up.stderr));
+        assert!(said.contains("standing fault rule (seed 3): corrupt"), "{said}");
+        let read = repo().join("scenarios/rc_read.toml");
+        let read = read.to_str().expect("utf-8 path");
+
+        let (code, report, stdout, _) = run_json(&lab, &dir, "before", &["--no-profile", read]);
+        assert_eq!(code, Some(1), "{report:#}");
+        assert!(memory_alone_failed(&report), "the rule corrupts the READ: {report:#}");
+        assert!(
+            stdout.starts_with("held to IBA alone (--no-profile)"),
+            "the first line says what it is held to: {stdout}"
+        );
+
+        // VM b dies while the lab is idle; the daemon marks the lab broken.
+        let st = lab::status(&paths).expect("the lab is up");
+        let qemu_b = st["vms"][1]["qemu_pid"].as_i64().expect("qemu pid");
+        assert!(Command::new("kill")
+            .args(["-KILL", &qemu_b.to_string()])
+            .status()
+            .expect("kill")
+            .success());
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while lab::usable(&paths).is_ok() {
+            assert!(std::time::Instant::now() < until, "the daemon never noticed VM b die");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+        }
+
+        // The first run after it heals the lab (no error, no second try) with the rule.
+        let (code, report, _, stderr) = run_json(&lab, &dir, "after", &["--no-profile", read]);
+        assert!(
+            stderr.contains("is not usable")
+                && stderr.contains("with its standing fault rule (seed 3)"),
+            "the restart is said, and that it brings the rule back: {stderr}"
+        );
+        assert_eq!(code, Some(1), "{report:#}");
+        assert!(
+            memory_alone_failed(&report),
+            "the rule is still in force after the heal: {report:#}"
+        );
+        let st = lab::status(&paths).expect("the lab is up again");
+        assert_ne!(st["vms"][1]["qemu_pid"].as_i64(), Some(qemu_b), "VM b is a new one");
+        assert_eq!(
+            st["standing_rules"][0].as_str().map(|r| r.starts_with("corrupt")),
+            Some(true),
+            "{st:#}"
+        );
+        let counts = &st["standing_counts"][0];
+        assert!(counts["applied"].as_u64().is_some_and(|n| n >= 1), "{st:#}");
+
+        // `down` forgets the definition: the next boot is plain.
+        let down = Command::new(env!("CARGO_BIN_EXE_roce"))
+            .args(["lab", "--name", &lab.0, "down"])
+            .status()
+            .expect("roce lab down");
+        assert!(down.success());
+        assert!(
+            lab::Definition::remembered(&paths).is_none(),
+            "down forgets what the lab was told"
+        );
+        let (code, report, _, _) = run_json(&lab, &dir, "plain", &["--no-profile", read]);
+        assert_eq!(code, Some(0), "a plain lab passes the READ: {report:#}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// README command 1's promise: in the lab, without `--profile`, a run is held to
+    /// the lab kernel's profile, says so first, and skips what that profile knows
+    /// crashes the kernel, with its reason, rather than panicking VM b.
+    #[test]
+    #[ignore = "needs the lab: bash scripts/test.sh builds the VM images, then runs it"]
+    fn without_a_profile_the_lab_kernels_profile_holds_and_its_crashes_are_skipped() {
+        let lab = Lab(format!("kprof-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("roce-kprof-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let panics = repo().join("scenarios/findings/send_inv_unbound_type2_window_panics");
+        let read = repo().join("scenarios/rc_read.toml");
+        let (code, report, stdout, _) = run_json(
+            &lab,
+            &dir,
+            "default",
+            &[panics.to_str().expect("utf-8"), read.to_str().expect("utf-8")],
+        );
+        let first = stdout.lines().next().unwrap_or("");
+        assert!(
+            first.starts_with("held to ")
+                && first
+                    .contains("profiles/rxe-linux-6.1.toml, the lab kernel's profile (Linux 6.1.")
+                && first.ends_with("; --no-profile judges against IBA alone"),
+            "{stdout}"
+        );
+        assert_eq!(code, Some(0), "green: the crash is skipped, the READ passes: {report:#}");
+        let s = report["scenarios"].as_array().expect("scenarios");
+        let skipped =
+            s.iter().find(|s| s["name"].as_str().is_some_and(|n| n.contains("never bound panics")));
+        let skipped = skipped.expect("the crash reproducer is reported");
+        assert_eq!(skipped["status"], "skipped", "{skipped:#}");
+        assert!(
+            skipped["skip_reason"]
+                .as_str()
+                .is_some_and(|e| e.contains("crashes this setup, says the profile")
+                    && e.contains("__rxe_put")),
+            "skipped with the profile's reason: {skipped:#}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// The real-host mode, for real inside the lab: each VM runs `roce agent --listen
     /// --key-file` as `nobody` with only CAP_NET_RAW and CAP_IPC_LOCK (as the book's
     /// systemd unit does), and a controller in VM a drives them over the VMs' network.

@@ -273,7 +273,12 @@ impl Shared {
     }
 
     fn status(&self) -> serde_json::Value {
-        let (total, runs) = self.switch.stats().unwrap_or_default();
+        let (total, mut runs) = self.switch.stats().unwrap_or_default();
+        // The background run that applies the standing rules while nobody runs
+        // anything is no run of anybody's: it is there only when no other is.
+        if self.background.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
+            runs.clear();
+        }
         let phase = self.phase();
         let vms: Vec<serde_json::Value> = Vm::BOTH
             .iter()

@@ -295,11 +295,10 @@ fn up_or_heal(
         definition.remember(paths)?;
         spawn_daemon(paths, opts, &definition, lock)?;
         p.say(&format!(
-            "lab `{}` booting {} (kernel {}): {} VMs, 512 MiB each{}",
+            "lab `{}` booting {} (kernel {}){}: 2 VMs, 512 MiB each",
             paths.name,
             opts.image,
             img.manifest.kernel_release,
-            2,
             definition.with_rules()
         ));
     }

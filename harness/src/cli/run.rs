@@ -18,7 +18,7 @@ use super::exit::{help, CommandResult, Exit, Failure};
 use super::write_file;
 use crate::controller::{self, Endpoints, RunPlan, WireSource};
 use crate::render;
-use crate::results::profile::Profile;
+use crate::results::profile::{self, HeldTo, Profile};
 use crate::results::Report;
 use crate::scenario::model::Scenario;
 
@@ -85,8 +85,16 @@ pub struct RunArgs {
     pub html: Option<PathBuf>,
     /// Compare with a device profile (profiles/*.toml): where this setup does other
     /// than the profile recorded (another NAK, a CNP or none, …), the scenario fails
+    ///
+    /// In the lab, without it, results are held to the profile of the lab image's
+    /// kernel (profiles/rxe-linux-<major.minor>.toml, found at or above the
+    /// scenarios), when there is one; the first line says which
     #[arg(long, value_name = "FILE")]
     pub profile: Option<PathBuf>,
+    /// Judge against IBA alone: no profile, not even the lab kernel's (a
+    /// scenario that crashes the setup then runs, and crashes it)
+    #[arg(long, conflicts_with = "profile")]
+    pub no_profile: bool,
     /// Write what this setup did as a device profile (from every scenario carried
     /// out to the end), to compare later runs with --profile
     #[arg(long, value_name = "FILE")]
@@ -224,7 +232,7 @@ pub(super) fn plan(
     args: &RunArgs,
     loaded: &[(PathBuf, Scenario)],
     out_dir: PathBuf,
-) -> Result<RunPlan, Failure> {
+) -> Result<(RunPlan, HeldTo), Failure> {
     if args.pcap.is_some() && loaded.len() != 1 {
         return Err(Failure::input(anyhow!(
             "roce run: --pcap holds the wire of one scenario, but {} were given\nhint: run them one at a time, or capture with -i IFACE",
@@ -249,19 +257,15 @@ pub(super) fn plan(
             )));
         }
     }
-    let profile = args.profile.as_deref().map(Profile::load).transpose().map_err(Failure::input)?;
-    // What crashes this setup is not run: the profile's word for it, and the
-    // word of the one about to be recorded again.
-    let mut crashes = profile.as_ref().map(|p| p.crashes.clone()).unwrap_or_default();
+    let named = args.profile.as_deref().map(Profile::load).transpose().map_err(Failure::input)?;
     if let Some(path) = &args.record_profile {
-        if let Some(prev) = previous_profile(path)? {
-            crashes.extend(prev.crashes);
-        }
+        previous_profile(path)?;
     }
     // Before the lab boots: a run that does not fit is refused at once.
     let budget = controller::budget::Budget::here(&out_dir, remote.is_none());
     controller::budget::check(loaded, &out_dir, budget)
         .map_err(|e| Failure::input(anyhow!("roce run: {e}")))?;
+    let remote_hosts = remote.is_some();
     let (endpoints, wire) = match remote {
         Some(m) => {
             let wire = match (&args.iface, &args.pcap) {
@@ -287,7 +291,43 @@ pub(super) fn plan(
             WireSource::Switch,
         ),
     };
-    Ok(RunPlan { endpoints, wire, out_dir, profile, jobs: usize::from(args.jobs), crashes })
+    let (profile, held_to) = match (named, &endpoints) {
+        (Some(p), _) => (Some(p), HeldTo::Named(args.profile.clone().unwrap_or_default())),
+        (None, _) if args.no_profile => (None, HeldTo::Iba("--no-profile")),
+        (None, _) if args.record_profile.is_some() => (None, HeldTo::Iba("recording a profile")),
+        (None, _) if remote_hosts => (None, HeldTo::Iba("real hosts: --profile FILE names theirs")),
+        (None, Endpoints::Lab(lab)) => lab_kernel_profile(lab, loaded)?,
+        (None, _) => (None, HeldTo::Iba("no --profile")),
+    };
+    // What crashes this setup is not run: the profile's word for it, and the
+    // word of the one about to be recorded again.
+    let mut crashes = profile.as_ref().map(|p| p.crashes.clone()).unwrap_or_default();
+    if let Some(path) = &args.record_profile {
+        if let Some(prev) = previous_profile(path)? {
+            crashes.extend(prev.crashes);
+        }
+    }
+    let plan = RunPlan { endpoints, wire, out_dir, profile, jobs: usize::from(args.jobs), crashes };
+    Ok((plan, held_to))
+}
+
+/// The profile of the lab image's kernel, found at or above the scenarios (or the
+/// working directory), when there is one.
+fn lab_kernel_profile(
+    lab: &controller::LabRef,
+    loaded: &[(PathBuf, Scenario)],
+) -> Result<(Option<Profile>, HeldTo), Failure> {
+    let img = lab::image::Image::open(&lab.paths.root, lab.image).map_err(Failure::setup)?;
+    let kernel = img.manifest.kernel_release.clone();
+    let mut near: Vec<PathBuf> = loaded.iter().map(|(f, _)| f.clone()).collect();
+    near.extend(std::env::current_dir().ok());
+    match profile::for_kernel(&kernel, &near) {
+        Ok(path) => {
+            let p = Profile::load(&path).map_err(Failure::input)?;
+            Ok((Some(p), HeldTo::LabKernel { path, kernel }))
+        }
+        Err(looked_for) => Ok((None, HeldTo::NoProfileFor { kernel, looked_for })),
+    }
 }
 
 /// The profile `--record-profile` is about to replace, for its notes: none if the
@@ -305,10 +345,11 @@ fn previous_profile(path: &Path) -> Result<Option<Profile>, Failure> {
 /// Runs what is loaded under `plan` and writes the reports `args` asks for.
 pub(super) fn execute(
     args: &RunArgs,
-    plan: &RunPlan,
+    (plan, held_to): &(RunPlan, HeldTo),
     loaded: &[(PathBuf, Scenario)],
     out: &mut dyn Write,
 ) -> Result<Report, Failure> {
+    writeln!(out, "{held_to}")?;
     let r = controller::run_all(plan, loaded, |res, wire| {
         render::text::scenario(out, res, args.quiet, wire)?;
         if args.timings {

@@ -74,11 +74,18 @@ pub(crate) fn lab_endpoints(
     Ok(Endpoints::Lab(lab))
 }
 
+/// Boots the lab (saying `why` first, when there is something to say) or finds it
+/// up; one that is up but broken is restarted as it was defined, and that is said
+/// whatever `why` is.
 fn boot_lab(lab: &LabRef, why: &str) -> Result<()> {
-    let p = lab::Progress::new(why.is_empty());
-    p.say(why);
+    let p = lab::Progress::new(false);
+    if !why.is_empty() {
+        p.say(why);
+    }
     let up = lab::up(&lab.paths, &lab::UpOpts::for_runs(lab.image), &p)?;
-    p.say(&up.describe(&lab.paths));
+    if !up.already_up {
+        p.say(&up.describe(&lab.paths));
+    }
     Ok(())
 }
 

@@ -8,13 +8,73 @@
 //! a failed expectation. The scenarios stay spec-level; the profile pins down the
 //! device. Profiles are kept in `profiles/` (e.g. `profiles/rxe-linux-6.1.toml`).
 //!
-//! Owns: [`Profile`], reading it ([`Profile::load`]) and recording it from a report.
+//! Owns: [`Profile`], reading it ([`Profile::load`]) and recording it from a report;
+//! which profile is a lab kernel's ([`for_kernel`]), and what a run is held to
+//! ([`HeldTo`]).
 //! Imports: `super::Report`, dissector's clock and UTC date; `toml`.
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
+
+/// What a run's results are held to, said in its first line: a device profile
+/// (the setup's recorded behaviour, IBA where it records none) or IBA alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum HeldTo {
+    /// The profile `--profile` names.
+    Named(PathBuf),
+    /// The profile of the lab image's kernel, taken without being asked.
+    LabKernel { path: PathBuf, kernel: String },
+    /// IBA alone: the lab's kernel has no profile (`looked_for`: its file name).
+    NoProfileFor { kernel: String, looked_for: String },
+    /// IBA alone, for the reason given (`--no-profile`, real hosts, recording).
+    Iba(&'static str),
+}
+
+impl std::fmt::Display for HeldTo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HeldTo::Named(p) => write!(f, "held to {} (--profile)", p.display()),
+            HeldTo::LabKernel { path, kernel } => write!(
+                f,
+                "held to {}, the lab kernel's profile (Linux {kernel}); --no-profile judges against IBA alone",
+                path.display()
+            ),
+            HeldTo::NoProfileFor { kernel, looked_for } => write!(
+                f,
+                "held to IBA alone: the lab kernel (Linux {kernel}) has no profile (no profiles/{looked_for}); --profile FILE names one"
+            ),
+            HeldTo::Iba(why) => write!(f, "held to IBA alone ({why})"),
+        }
+    }
+}
+
+/// A kernel's profile file name: `rxe-linux-<major>.<minor>.toml`
+/// (`6.1.0-50-amd64` → `rxe-linux-6.1.toml`).
+pub(crate) fn file_for_kernel(kernel: &str) -> String {
+    let series: Vec<&str> = kernel
+        .split(['.', '-', '+'])
+        .take(2)
+        .take_while(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+        .collect();
+    format!("rxe-linux-{}.toml", series.join("."))
+}
+
+/// The profile of the lab kernel `kernel`, when there is one: `profiles/<file>`
+/// in the nearest directory at or above one of `near` (the scenarios given, the
+/// working directory) that has it, else in the source tree this `roce` was built
+/// from. `Err` names the file looked for.
+pub(crate) fn for_kernel(kernel: &str, near: &[PathBuf]) -> Result<PathBuf, String> {
+    let file = file_for_kernel(kernel);
+    let built_from = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    near.iter()
+        .flat_map(|p| p.ancestors())
+        .chain(std::iter::once(built_from.as_path()))
+        .map(|dir| dir.join("profiles").join(&file))
+        .find(|p| p.is_file())
+        .ok_or(file)
+}
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -98,6 +158,55 @@ fn today() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kernel_release_names_its_series_profile() {
+        assert_eq!(file_for_kernel("6.1.0-50-amd64"), "rxe-linux-6.1.toml");
+        assert_eq!(file_for_kernel("6.12.117+deb13-amd64"), "rxe-linux-6.12.toml");
+        assert_eq!(file_for_kernel("7.3.4"), "rxe-linux-7.3.toml");
+    }
+
+    #[test]
+    fn the_kernel_profile_is_the_nearest_above_the_scenarios() {
+        let root = std::env::temp_dir().join(format!("roce-kprof-{}", std::process::id()));
+        let suite = root.join("suite");
+        std::fs::create_dir_all(suite.join("deep/er")).unwrap();
+        std::fs::create_dir_all(root.join("profiles")).unwrap();
+        std::fs::write(root.join("profiles/rxe-linux-9.9.toml"), "name = \"x\"\n").unwrap();
+        let found = for_kernel("9.9.1-1-amd64", &[suite.join("deep/er/a.toml")]);
+        assert_eq!(found, Ok(root.join("profiles/rxe-linux-9.9.toml")));
+        // A nearer one wins; a kernel with none says which file it looked for.
+        std::fs::create_dir_all(suite.join("profiles")).unwrap();
+        std::fs::write(suite.join("profiles/rxe-linux-9.9.toml"), "name = \"y\"\n").unwrap();
+        assert_eq!(
+            for_kernel("9.9.1", &[suite.join("deep/er/a.toml")]),
+            Ok(suite.join("profiles/rxe-linux-9.9.toml"))
+        );
+        assert_eq!(
+            for_kernel("9.8.0", std::slice::from_ref(&suite)),
+            Err("rxe-linux-9.8.toml".to_string())
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_first_line_says_what_a_run_is_held_to() {
+        let k = HeldTo::LabKernel {
+            path: "profiles/rxe-linux-6.1.toml".into(),
+            kernel: "6.1.0-50-amd64".into(),
+        };
+        assert_eq!(
+            k.to_string(),
+            "held to profiles/rxe-linux-6.1.toml, the lab kernel's profile (Linux 6.1.0-50-amd64); --no-profile judges against IBA alone"
+        );
+        let none = HeldTo::NoProfileFor {
+            kernel: "6.2.0".into(),
+            looked_for: "rxe-linux-6.2.toml".into(),
+        };
+        assert!(none
+            .to_string()
+            .starts_with("held to IBA alone: the lab kernel (Linux 6.2.0) has no profile"));
+    }
 
     #[test]
     fn a_bad_profile_says_where() {

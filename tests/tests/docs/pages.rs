@@ -320,7 +320,12 @@ pub(crate) fn fault_rules() -> String {
          so `drop psn=101 nth=2` without `dir` or `op` may well drop the ACK of PSN 101 rather \
          than the request's resend; `drop dir=a>b op=write-only psn=101 nth=2` names the second \
          transmission of that WRITE. A frame an earlier rule dropped is not counted by the rules \
-         after it. `nth` and `prob` exclude each other; `limit` caps how often a rule acts.\n\n",
+         after it. `nth` and `prob` exclude each other; `limit` caps how often a rule acts. \
+         A rule's `prob` draws come from its own stream, seeded from the run's seed plus the \
+         rule's place (or its own `seed=`); a standing rule's stream goes on across every run \
+         of the lab's life, so its rate holds over many short scenarios. Each run's report \
+         gives every rule's matches and firings (`roce lab status`: a standing rule's, since \
+         boot).\n\n",
     );
     // The help's own section on fault rules, as a terminal shows it without colour.
     let plain = strip_ansi(&help);
