@@ -27,7 +27,7 @@ const EXIT: &[(Exit, &str)] = &[
 
 #[derive(Debug, Args)]
 #[command(after_help = format!(
-    "Each batch is a scenario: MRs `target` (every remote access) and `locked` (none) on\nb, QPs rc, uc, ud and rc_err (moved to ERR) on b probed from a, then a WRITE on a\nfresh QP. One probe draw in four sends a request message of a capture below\n--corpus (default ./captures), one packet changed. Oracles: memory (`locked`\nunchanged, nothing written outside any MR), kernel (oops, BUG, WARNING, KASAN,\nlockups on either console; a VM that dies), liveness (the fresh WRITE lands),\nprotocol (nothing answers what IBA drops). Each new finding is run again\n(confirmed or not), minimised by delta debugging (probes, then each probe's\nchanges) and written as OUT/findings/<oracle>-<n>/finding.toml (+ .pcapng):\n`roce run` it.\n\nOUTPUT (in --out)\n  fuzz.json     the run: executions, coverage cells, findings\n  findings/     each finding's scenario and capture\n  batches/      the last batch run, and its capture\n\n{}",
+    "Each batch is a scenario: MRs `target` (every remote access) and `locked` (none) on\nb, QPs rc, uc, ud and rc_err (moved to ERR) on b probed from a, then a WRITE on a\nfresh QP. One probe draw in four sends a request message of a capture below\n--corpus (default ./captures), one packet changed. Oracles: memory (`locked`\nunchanged, nothing written outside any MR), kernel (oops, BUG, WARNING, KASAN,\nlockups on either console; a VM that dies), liveness (the fresh WRITE lands),\nprotocol (nothing answers what IBA drops). Each new finding is run 3 times\nmore (confirmed, or intermittent: seen 2 of 4 runs), minimised by delta debugging (probes, then each probe's\nchanges) and written as OUT/findings/<oracle>-<n>/finding.toml (+ .pcapng):\n`roce run` it.\n\nOUTPUT (in --out)\n  fuzz.json     the run: executions, coverage cells, findings\n  findings/     each finding's scenario and capture\n  batches/      the last batch run, and its capture\n\n{}",
     help(EXIT)
 ))]
 pub struct FuzzArgs {
@@ -160,7 +160,7 @@ pub(super) fn run(a: FuzzArgs, out: &mut dyn Write, err: &mut dyn Write) -> Comm
                 "finding {} ({}{}): {}\n  {}",
                 first + i + 1,
                 f.oracle.name(),
-                if f.confirmed { ", confirmed" } else { "" },
+                format!(", {}", f.shown.describe()),
                 f.signature,
                 f.scenario.display()
             );
@@ -245,7 +245,7 @@ fn summary(r: &FuzzReport, dir: &Path, out: &mut dyn Write) -> std::io::Result<(
             out,
             "finding ({}{}): {}\n  {} item(s) kept after {} minimisation runs: {}\n  reproduce: roce run {}",
             f.oracle.name(),
-            if f.confirmed { ", confirmed" } else { ", seen once" },
+            format!(", {}", f.shown.describe()),
             f.signature,
             f.probes.len(),
             f.minimise_runs,
@@ -292,7 +292,7 @@ fn replay(a: &FuzzArgs, dir: &Path, out: &mut dyn Write, err: &mut dyn Write) ->
         crashes: Default::default(),
     };
     let ran = controller::run_all(&plan, &loaded, |_, _| Ok(())).map_err(Failure::setup)?;
-    let mut still = 0;
+    let (mut still, mut unseen) = (0, 0);
     for r in &ran.report.scenarios {
         if r.status == Status::Skipped {
             let why = r.skip_reason.as_deref().unwrap_or("the device cannot run it");
@@ -313,14 +313,40 @@ fn replay(a: &FuzzArgs, dir: &Path, out: &mut dyn Write, err: &mut dyn Write) ->
                 r.verdicts.iter().find(|v| !v.held()).map(|v| format!(": {}: {}", v.what, v.actual))
             })
             .unwrap_or_default();
-        if reproduces {
-            writeln!(out, "still reproduces  {}{why}", r.file)?;
-        } else {
-            writeln!(out, "fixed             {}", r.file)?;
+        let flaky = intermittent(Path::new(&r.file));
+        match (reproduces, &flaky) {
+            (true, None) => writeln!(out, "still reproduces  {}{why}", r.file)?,
+            (true, Some(when)) => writeln!(
+                out,
+                "still reproduces  {} (intermittent, {when} when found){why}",
+                r.file
+            )?,
+            (false, None) => writeln!(out, "fixed             {}", r.file)?,
+            (false, Some(when)) => {
+                unseen += 1;
+                writeln!(
+                    out,
+                    "not seen this run {}: intermittent ({when} when found); run it several times before calling it fixed",
+                    r.file
+                )?
+            }
         }
     }
-    writeln!(out, "{still} of {} findings still reproduce", ran.report.scenarios.len())?;
+    write!(out, "{still} of {} findings still reproduce", ran.report.scenarios.len())?;
+    if unseen > 0 {
+        write!(out, "; {unseen} intermittent one(s) not seen this run")?;
+    }
+    writeln!(out)?;
     Ok(if still > 0 { Exit::Failed } else { Exit::Ok })
+}
+
+/// `seen 2 of 4 runs` when the finding file says it was intermittent (its title
+/// line, written by `roce fuzz`: `# Finding 3 (memory oracle, intermittent: seen 2 of 4 runs): …`).
+fn intermittent(file: &Path) -> Option<String> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let title = text.lines().find(|l| l.starts_with("# Finding "))?;
+    let (_, rest) = title.split_once("intermittent: ")?;
+    rest.split_once(')').map(|(when, _)| when.to_string())
 }
 
 fn find_findings(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
@@ -338,6 +364,23 @@ fn find_findings(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_finding_file_says_whether_it_was_intermittent() {
+        let dir = std::env::temp_dir().join(format!("roce-flaky-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = dir.join("finding.toml");
+        std::fs::write(
+            &f,
+            "# Finding 2 (memory oracle, intermittent: seen 2 of 4 runs): a WRITE\nname = \"x\"\n",
+        )
+        .unwrap();
+        assert_eq!(intermittent(&f).as_deref(), Some("seen 2 of 4 runs"));
+        std::fs::write(&f, "# Finding 1 (kernel oracle, confirmed): a panic\nname = \"x\"\n")
+            .unwrap();
+        assert_eq!(intermittent(&f), None);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn durations_read_as_people_write_them() {

@@ -1,5 +1,6 @@
 //! `roce fuzz`: batches of crafted requests into VM b's live QPs, each run as a
-//! scenario, each judged by oracles; every finding confirmed by a second run,
+//! scenario, each judged by oracles; every finding run again to confirm it (steady,
+//! or intermittent: seen in some runs only),
 //! minimised to the fewest probes that still show it, and written as a scenario
 //! file `roce run` reproduces.
 //!
@@ -45,6 +46,11 @@ const MINIMISE_RUNS: usize = 24;
 /// Runs, at most, of minimisation's second stage: undoing the kept probes'
 /// changes one at a time (a probe changes at most two fields).
 const FIELD_RUNS: usize = 8;
+/// Runs of a sighting's batch after the one that saw it. A finding that shows in
+/// all of them is steady; one that shows in some is intermittent (a flaky NIC,
+/// a `prob` fault), and its minimisation asks each smaller batch up to this many
+/// times before calling it gone.
+const CONFIRM_RUNS: u32 = 3;
 /// Batches in a row that could not be carried out before the fuzzer stops (the
 /// lab is brought back after each lost VM; this is for a harness that cannot go on).
 const MAX_NOT_RUN_IN_A_ROW: u32 = 5;
@@ -81,6 +87,33 @@ pub(crate) struct Sighting {
     pub(crate) detail: String,
 }
 
+/// How often a finding showed: the run that saw it and its confirmation runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub(crate) struct Shown {
+    pub(crate) runs: u32,
+    pub(crate) of: u32,
+}
+
+impl Shown {
+    /// Seen in every run of the batch, the first one included.
+    pub(crate) fn steady(self) -> bool {
+        self.runs == self.of
+    }
+    /// Seen in some of the runs only (once is some).
+    pub(crate) fn intermittent(self) -> bool {
+        !self.steady()
+    }
+    /// `confirmed`, `intermittent: seen 2 of 4 runs`, or `seen once` (when no
+    /// confirmation ran, `--no-minimise`).
+    pub(crate) fn describe(self) -> String {
+        match (self.runs, self.of) {
+            (r, o) if r == o && o > 1 => "confirmed".into(),
+            (_, 1) => "seen once, not run again".into(),
+            (r, o) => format!("intermittent: seen {r} of {o} runs"),
+        }
+    }
+}
+
 /// A fault found: confirmed (or not) and minimised.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct Finding {
@@ -90,8 +123,12 @@ pub(crate) struct Finding {
     pub(crate) batch: u64,
     /// The probes (or a requester batch's rules) it takes, after minimisation.
     pub(crate) probes: Vec<String>,
-    /// Seen again when the batch ran a second time.
+    /// Seen again when the batch ran again.
     pub(crate) confirmed: bool,
+    /// In how many of the batch's runs it showed.
+    pub(crate) shown: Shown,
+    /// It showed in some runs of the batch and not in others.
+    pub(crate) intermittent: bool,
     /// Its reproducer and the capture of its last reproducing run.
     pub(crate) scenario: PathBuf,
     pub(crate) capture: Option<PathBuf>,
@@ -678,16 +715,24 @@ fn settle(
         shown
     };
     let mut batch = seen_in.batch.clone();
-    let (confirmed, keep) = if plan.minimise {
-        let confirmed = shows(runner, &batch, &all, &s.signature);
-        let keep = if confirmed {
-            minimise::ddmin(all.clone(), MINIMISE_RUNS, |k| shows(runner, &batch, k, &s.signature))
-        } else {
-            all.clone()
-        };
-        (confirmed, keep)
+    let mut shown = Shown { runs: 1, of: 1 };
+    if plan.minimise {
+        for _ in 0..CONFIRM_RUNS {
+            shown.of += 1;
+            shown.runs += u32::from(shows(runner, &batch, &all, &s.signature));
+        }
+    }
+    let confirmed = shown.runs > 1;
+    // An intermittent finding is asked several times before a smaller batch is
+    // said not to show it; a steady one, once.
+    let repeats = if shown.steady() { 1 } else { CONFIRM_RUNS };
+    let mut again = |runner: &mut Runner<'_>, batch: &Batch, keep: &[usize], sig: &str| {
+        (0..repeats).any(|_| shows(runner, batch, keep, sig))
+    };
+    let keep = if confirmed {
+        minimise::ddmin(all.clone(), MINIMISE_RUNS, |k| again(runner, &batch, k, &s.signature))
     } else {
-        (false, all.clone())
+        all.clone()
     };
     // Then the fields: each kept probe's changes undone one at a time; a change
     // the finding shows without stays undone. A probe answered where nothing
@@ -709,7 +754,7 @@ fn settle(
                 let about_it = sig == answered_signature(&batch.probes[i]);
                 let want =
                     if about_it { answered_signature(&tried.probes[i]) } else { sig.clone() };
-                if shows(runner, &tried, &keep, &want) {
+                if again(runner, &tried, &keep, &want) {
                     batch = tried;
                     sig = want;
                 }
@@ -722,7 +767,7 @@ fn settle(
         "Finding {} ({} oracle{}): {}",
         n + 1,
         s.oracle.name(),
-        if confirmed { ", confirmed" } else { ", seen once" },
+        format!(", {}", shown.describe()),
         sig
     );
     let scenario = dir.join("finding.toml");
@@ -746,6 +791,8 @@ fn settle(
         batch: batch.index,
         probes: keep.iter().map(|&i| batch.describe(i)).collect(),
         confirmed,
+        shown,
+        intermittent: shown.intermittent(),
         scenario,
         capture,
         minimise_runs: runs,
@@ -991,6 +1038,16 @@ mod tests {
         assert!(p.repeats(&plain) && fewer.repeats(&plain));
     }
 
+    #[test]
+    fn a_finding_says_how_often_it_showed() {
+        assert_eq!(Shown { runs: 4, of: 4 }.describe(), "confirmed");
+        let flaky = Shown { runs: 2, of: 4 };
+        assert!(flaky.intermittent() && !flaky.steady());
+        assert_eq!(flaky.describe(), "intermittent: seen 2 of 4 runs");
+        assert_eq!(Shown { runs: 1, of: 4 }.describe(), "intermittent: seen 1 of 4 runs");
+        assert_eq!(Shown { runs: 1, of: 1 }.describe(), "seen once, not run again");
+    }
+
     /// The findings page names each finding and shows the verdict that did
     /// not hold in the run that reproduced it.
     #[test]
@@ -1012,6 +1069,8 @@ mod tests {
             batch: 5,
             probes: vec![],
             confirmed: true,
+            shown: Shown { runs: 4, of: 4 },
+            intermittent: false,
             scenario: PathBuf::from("f.toml"),
             capture: None,
             minimise_runs: 3,
