@@ -4,6 +4,9 @@
 //! writes the order down, and `rust-layers.py` checks it in CI):
 //! - `cli` — the binary layer: one module per command, options into a plan,
 //!   exit codes.
+//! - `fuzz` — `roce fuzz`: batches of crafted requests into a lab VM's live QPs, each
+//!   run as a scenario and judged by oracles; findings confirmed, minimised, saved as
+//!   scenario files.
 //! - `controller` — runs scenarios: agents, the wire's recording, the judge.
 //! - `render` — results as text, JSON, JUnit, HTML, profiles, suite diffs.
 //! - `judge` — one decoded wire timeline per scenario → verdicts, observations.

@@ -5,11 +5,6 @@
 //! so a message injected, altered or replayed on the TCP stream is refused. The
 //! lab's stdio agents (a trusted channel) do not use it.
 //!
-//! Owns: the key file, the handshake (both sides, the agent's as I/O-free steps), the
-//! per-message MAC and sequence ([`AuthReader`], [`AuthWriter`]). Imports: the agent
-//! protocol's framing and messages (`crate::protocol`), dissector's hex text and Unix
-//! clock; `hmac`, `sha2` and `zeroize` for the cryptography.
-//!
 //! The handshake, each step one framed message of the agent protocol's framing
 //! (4-byte big-endian length, then JSON, at most [`HANDSHAKE_MESSAGE_MAX`] bytes),
 //! with `N_c`, `N_a` 32 random bytes each:
@@ -45,9 +40,11 @@
 //! many handshakes from one poll loop without a thread each. Keys are zeroed when
 //! dropped.
 //!
-//! Owns: the key file, the handshake, the per-message MAC, and [`HandshakeError`]
-//! (what went wrong, as the side that saw it says it). Imports: the protocol's
-//! framing. The primitives are RustCrypto's `hmac` and `sha2`.
+//! Owns: the key file ([`Key`]), the handshake (both sides, the agent's as I/O-free
+//! steps) and [`HandshakeError`] (what went wrong, as the side that saw it says it),
+//! the per-message MAC and sequence ([`AuthReader`], [`AuthWriter`]). Imports: the
+//! agent protocol's framing and messages (`crate::protocol`), dissector's hex text and
+//! Unix clock; RustCrypto's `hmac` and `sha2`, and `zeroize`, for the cryptography.
 use std::fs;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};

@@ -531,15 +531,28 @@ impl Agent {
             Action::PostRecv { qp, wr_id, sges } => {
                 let sges = ep.sges(&sges)?;
                 let q = ep.qp(&qp)?;
-                match &q.qp {
-                    Handle::Connected(x) => x.post_recv(wr_id, &sges)?,
-                    Handle::Steered(x) => x.post_recv(wr_id, &sges)?,
-                    _ => return err(format!("QP `{qp}` is not connected: Connect comes first")),
+                // SAFETY: `Local::sges` made each SGE inside an `Mr` of `ep.mrs`, under
+                // its lkey (stale after a `DeregMr` step, on purpose). Every MR in this
+                // PD is an `Mr`: its buffer is never borrowed (raw copies only) and is
+                // freed only by its `Drop`, after `ibv_dereg_mr` (not refused: `Local`
+                // drops its windows first). `Local` drops its QPs before its MRs.
+                unsafe {
+                    match &q.qp {
+                        Handle::Connected(x) => x.post_recv(wr_id, &sges)?,
+                        Handle::Steered(x) => x.post_recv(wr_id, &sges)?,
+                        _ => {
+                            return err(format!("QP `{qp}` is not connected: Connect comes first"))
+                        }
+                    }
                 }
             }
             Action::PostSrqRecv { srq, wr_id, sges } => {
                 let sges = ep.sges(&sges)?;
-                ep.srq(&srq)?.post_recv(wr_id, &sges)?;
+                // SAFETY: as for `PostRecv`: SGEs inside `Mr`s of `ep.mrs`, whose buffers
+                // are never borrowed and freed only after deregistration. `Local` drops
+                // its SRQs after its MRs, but its QPs (the only consumers of the SRQ's
+                // WRs) before them, and a deregistered MR is out of the device's reach.
+                unsafe { ep.srq(&srq)?.post_recv(wr_id, &sges)? };
             }
             Action::ArmSrq { srq, limit } => ep.srq(&srq)?.arm_limit(limit)?,
             Action::Post { qp, wr_id, verb, sges, flags } => {
@@ -848,7 +861,13 @@ impl Local {
             }
         };
         let wr = SendWr { wr_id, opcode, flags: p.flags, imm_data: imm.unwrap_or(0), remote };
-        on_send_queue!(p.q, q => q.post_send(&wr, &sges))?;
+        // SAFETY: `Local::sges` made each SGE inside an `Mr` of `self.mrs`, under its
+        // lkey (stale after a `DeregMr` step, on purpose). Every MR in this PD is an
+        // `Mr`: its buffer is never borrowed (raw copies only) and is freed only by its
+        // `Drop`, after `ibv_dereg_mr` (not refused: `Local` drops its windows first);
+        // `Local` drops its QPs before its MRs. Sent inline, the SGEs' bytes lie in an
+        // allocated, zero-initialised `Mr` buffer that outlives this call.
+        on_send_queue!(p.q, q => unsafe { q.post_send(&wr, &sges) })?;
         Ok(None)
     }
 }
@@ -916,7 +935,9 @@ impl<'a> Posting<'a> {
                     imm_data: 0,
                     remote: Remote::Bind { mw: &w.mw, rkey, to },
                 };
-                on_send_queue!(self.q, q => q.post_send(&wr, &[]))?;
+                // SAFETY: no SGE: the bind names its MR and window by reference, and
+                // the WR leaves no memory of ours in the device's hands.
+                on_send_queue!(self.q, q => unsafe { q.post_send(&wr, &[]) })?;
                 rkey
             }
         })

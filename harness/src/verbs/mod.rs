@@ -1,11 +1,13 @@
 //! A safe layer over libibverbs and librdmacm (through `rdma-sys`): device, port
 //! and GID, PD, CQ, MR, address handles ([`device`]); queue pairs whose bring-up
-//! is a chain of types, posting only on a QP in RTS ([`qp`]); rdma_cm connections
-//! ([`cm`]); the verbs vocabulary by name ([`names`]); what a device can do, as
-//! features scenarios require ([`caps`]); memory windows and SRQs ([`device`]);
-//! the extended verbs rdma-sys gets wrong, done as verbs.h does them (`ext`);
-//! and errors that say which
-//! verb failed and whether the device simply lacks it ([`error`]).
+//! is a chain of types, sends posted only on a QP in RTS or on one a scenario steers
+//! through its states itself (`Steered`: the device then decides), receives from
+//! INIT on ([`qp`]; posting SGEs is `unsafe`: the device uses their raw addresses
+//! after the call returns); rdma_cm connections ([`cm`]); the verbs vocabulary by
+//! name ([`names`]); what a device can do, as features scenarios require
+//! ([`caps`]); memory windows and SRQs ([`device`]); the extended verbs rdma-sys
+//! gets wrong, done as verbs.h does them (`ext`); and errors that say which verb
+//! failed and whether the device simply lacks it ([`error`]).
 //!
 //! Ownership mirrors the verbs object graph: a QP holds its PD and CQ, an MR its
 //! PD, a PD its context (all `Arc`s), so nothing is destroyed while something built

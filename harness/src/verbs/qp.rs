@@ -562,6 +562,13 @@ fn short(s: QpStateName) -> String {
 }
 
 /// One scatter/gather element: address, length, lkey.
+///
+/// Raw numbers, not a borrow: the device reads or writes the bytes after the verb
+/// that posts it has returned, so posting one is `unsafe` (see [`Qp::post_send`]).
+/// The device reaches `addr..addr + len` only through the registration `lkey` names
+/// and only inside it: a range past that MR, or a key that names none, it refuses
+/// (the WR completes in error) without touching memory. Inline data is the
+/// exception: the provider copies it with the CPU as it is posted, checking no key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Sge {
     pub addr: u64,
@@ -576,11 +583,20 @@ fn sg_list(sges: &[Sge]) -> Vec<ibv_sge> {
 impl<S: Receiving> Qp<S> {
     /// Posts one receive WR.
     ///
-    /// # Safety of the memory
-    /// The device writes into the SGEs until the WR completes (or the QP is
-    /// destroyed): they must lie inside MRs that live as long as this QP. The agent
-    /// keeps every MR until after its QPs are destroyed.
-    pub(crate) fn post_recv(&self, wr_id: u64, sges: &[Sge]) -> Result<()> {
+    /// # Safety
+    ///
+    /// The device writes a message that arrives into the SGEs after this returns,
+    /// until the WR is done (its completion, a flush in error included, has been
+    /// generated) or the QP is destroyed. For that whole time, for each SGE:
+    ///
+    /// - whatever memory is registered under `lkey` (the key may be stale, or wrong
+    ///   on purpose) stays allocated as long as it is registered: it may be
+    ///   deregistered early (once `ibv_dereg_mr` returns the device no longer
+    ///   reaches it) but not freed first;
+    /// - no Rust reference (`&`, `&mut`) to the bytes of `addr..addr + len` in it
+    ///   is alive: they are touched only through raw copies, as [`Mr`]'s are, which
+    ///   may see the device's write in part.
+    pub(crate) unsafe fn post_recv(&self, wr_id: u64, sges: &[Sge]) -> Result<()> {
         let mut sg = sg_list(sges);
         let mut w = ibv_recv_wr {
             wr_id,
@@ -589,8 +605,9 @@ impl<S: Receiving> Qp<S> {
             num_sge: sg.len() as i32,
         };
         let mut bad = ptr::null_mut();
-        // SAFETY: the QP is alive; w and sg live until the call returns (the device
-        // copies the WR); the buffers are in registered MRs the caller keeps.
+        // SAFETY: the QP is alive; w and sg live until the call returns (the
+        // provider copies the WR); the memory the SGEs name is the caller's to keep
+        // (this fn's contract).
         let rc = unsafe { ibv_post_recv(self.raw.qp, &mut w, &mut bad) };
         VerbError::check("ibv_post_recv", rc, None)
     }
@@ -641,10 +658,12 @@ impl Srq {
 
     /// Posts one receive WR on the shared queue.
     ///
-    /// # Safety of the memory
-    /// As `Qp::post_recv`: the SGEs lie inside MRs the agent keeps until the QPs
-    /// and this SRQ are destroyed.
-    pub(crate) fn post_recv(&self, wr_id: u64, sges: &[Sge]) -> Result<()> {
+    /// # Safety
+    ///
+    /// As [`Qp::post_recv`]'s, for as long as the device may use the WR: until a
+    /// QP on this SRQ has consumed it and its completion has been generated, or
+    /// the SRQ (or every QP on it) is destroyed.
+    pub(crate) unsafe fn post_recv(&self, wr_id: u64, sges: &[Sge]) -> Result<()> {
         let mut sg = sg_list(sges);
         let mut w = ibv_recv_wr {
             wr_id,
@@ -653,7 +672,9 @@ impl Srq {
             num_sge: sg.len() as i32,
         };
         let mut bad = ptr::null_mut();
-        // SAFETY: the SRQ is alive; w and sg live until the call returns.
+        // SAFETY: the SRQ is alive; w and sg live until the call returns (the
+        // provider copies the WR); the memory the SGEs name is the caller's to keep
+        // (this fn's contract).
         let rc = unsafe { ibv_post_srq_recv(self.srq, &mut w, &mut bad) };
         VerbError::check("ibv_post_srq_recv", rc, None)
     }
@@ -729,11 +750,27 @@ pub(crate) struct SendWr<'a> {
 impl<S: Sending> Qp<S> {
     /// Posts one send-queue WR.
     ///
-    /// # Safety of the memory
-    /// The device reads (or, for READ and atomics, writes) the SGEs until the WR
-    /// completes: they must lie inside MRs that live as long as this QP (inline data
-    /// is copied at once).
-    pub(crate) fn post_send(&self, wr: &SendWr, sges: &[Sge]) -> Result<()> {
+    /// # Safety
+    ///
+    /// The device reads the SGEs (a SEND, a WRITE) or writes them (an RDMA READ's
+    /// data, an atomic's original value) after this returns, until the WR is done
+    /// (its completion, or for an unsignalled WR that of a later WR on this send
+    /// queue, has been generated, a flush in error included) or the QP is
+    /// destroyed. For that whole time, for each SGE:
+    ///
+    /// - whatever memory is registered under `lkey` (the key may be stale, or wrong
+    ///   on purpose) stays allocated as long as it is registered: it may be
+    ///   deregistered early (once `ibv_dereg_mr` returns the device no longer
+    ///   reaches it) but not freed first;
+    /// - no Rust reference (`&`, `&mut`) to the bytes of `addr..addr + len` in it
+    ///   is alive: they are touched only through raw copies, as [`Mr`]'s are, which
+    ///   may see the device's write in part, or send a write of ours in part.
+    ///
+    /// With `IBV_SEND_INLINE` in `wr.flags` the provider copies each
+    /// `addr..addr + len` with the CPU during this call, checking no key: those
+    /// bytes must then be allocated, initialised and valid for reads (and nothing
+    /// else is needed of them afterwards).
+    pub(crate) unsafe fn post_send(&self, wr: &SendWr, sges: &[Sge]) -> Result<()> {
         self.ud_needs_an_address(&wr.remote, "ibv_post_send")?;
         let mut sg = sg_list(sges);
         // SAFETY: zeroed ibv_send_wr is valid; the fields are set below.
@@ -770,8 +807,9 @@ impl<S: Sending> Qp<S> {
             }
         }
         let mut bad = ptr::null_mut();
-        // SAFETY: the QP is alive; w and sg live until the call returns (the device
-        // copies the WR); the data stays in registered MRs the caller keeps.
+        // SAFETY: the QP is alive; w and sg live until the call returns (the
+        // provider copies the WR, and inline data); the memory the SGEs name is
+        // the caller's to keep (this fn's contract).
         let rc = unsafe { ibv_post_send(self.raw.qp, &mut w, &mut bad) };
         VerbError::check(
             "ibv_post_send",

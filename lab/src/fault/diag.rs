@@ -1,7 +1,9 @@
-//! A fault rule that does not parse ([`RuleError`]): the message, where the rule
-//! came from, the rule with a caret under the offending word, and a hint, drawn by
-//! `dissector::diag` as every mistake in text a user gave is. Imports nothing from
-//! the crate; [`parse`](super::parse) makes these errors.
+//! A fault rule that does not parse: the message, where the rule came from, the
+//! rule with a caret under the offending word, and a hint, drawn by
+//! `dissector::diag` as every mistake in text a user gave is.
+//!
+//! Owns: [`RuleError`] and how it is shown. Imports: nothing from the crate
+//! ([`parse`](super::parse) makes these errors).
 use std::fmt;
 use std::ops::Range;
 

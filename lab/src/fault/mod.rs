@@ -26,11 +26,11 @@
 //! A rule file is TOML, one `[[rule]]` table per rule with the same keys and the
 //! action under `action`; see [`parse_rules_toml`].
 //!
-//! This file owns the rule types, their canonical text form (`Display`, which
-//! parses back to the same rule) and the seeded [`Rng`]; `parse` reads rules from
-//! text and TOML, `diag` shows a [`RuleError`]. Imports opcode and NAK names from
-//! `dissector` and nothing from the rest of the crate: the switch, the daemon and
-//! the client take rules from here as data.
+//! Owns: the rule types ([`Rule`], [`Action`], [`Respond`], …), their canonical text
+//! form (`Display`, which parses back to the same rule) and the seeded [`Rng`]; its
+//! rooms: `parse` (rules from text and TOML), `diag` ([`RuleError`]). Imports: nothing
+//! from the crate (opcode and NAK names come from `dissector`): the switch, the daemon
+//! and the client take rules from here as data.
 use std::fmt;
 use std::ops::RangeInclusive;
 

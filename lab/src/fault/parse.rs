@@ -1,7 +1,10 @@
-//! Fault rules from text: one rule in the `--fault` syntax ([`parse_rule`]), the
-//! `--fault` list and a `--faults` TOML file ([`rules_from`]). Every failure is a
-//! [`RuleError`] that points at the offending word. Imports the rule types from
-//! [`fault`](super) and opcode and NAK names from `dissector`.
+//! Fault rules from text: one rule in the `--fault` syntax, the `--fault` list and
+//! a `--faults` TOML file. Every failure is a [`RuleError`] that points at the
+//! offending word.
+//!
+//! Owns: [`parse_rule`], [`parse_rules`], [`parse_rules_toml`], [`rules_from`] and the
+//! words and hints of their errors. Imports: the rule types, their limits and
+//! [`RuleError`] from [`fault`](super); opcode and NAK names from `dissector`.
 use std::ops::Range;
 use std::path::Path;
 

@@ -4,8 +4,11 @@
 //! /proc: apt, dpkg and the kernel's maintainer scripts run under `chroot` as in
 //! debootstrap's second stage, and a `policy-rc.d` keeps any service from starting.
 //! The `.deb`s are kept between builds in a cache of their own, as debootstrap
-//! keeps its. Imports the logged runner, the kernel's package names and
-//! `find_program` from [`image`](super).
+//! keeps its.
+//!
+//! Owns: installing the kernel from another suite and that `.deb` cache. Imports:
+//! the logged runner, `Phases`, the kernel's package names and `find_program` from
+//! [`image`](super); [`Progress`] from [`progress`](crate::progress).
 use std::ffi::OsString;
 use std::fs;
 use std::path::Path;

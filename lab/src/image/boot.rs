@@ -1,7 +1,10 @@
 //! What boots besides the disk: `vmlinux` uncompressed from the Debian bzImage
 //! (for qemu's PVH entry) and our own initramfs (busybox, the lab's modules in
-//! load order, `/init`), written as a cpio "newc" archive. Imports the module list,
-//! `/init` and the host's decompressors (`find_program`) from [`image`](super).
+//! load order, `/init`), written as a cpio "newc" archive.
+//!
+//! Owns: unpacking the kernel and its modules, their load order, the cpio writer.
+//! Imports: `/init` and `find_program` (to find the host's decompressors) from
+//! [`image`](super).
 use std::fs;
 use std::io::{Read, Write};
 use std::path::Path;

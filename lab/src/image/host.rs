@@ -1,6 +1,8 @@
-//! What the lab needs from the host: its programs ([`Tool`], [`require_tools`],
-//! named with the Debian package that installs each) and the Debian mirror its apt
-//! already uses ([`host_mirror`]). Imports nothing from the crate.
+//! What the lab needs from the host: its programs, named with the Debian package
+//! that installs each, and the Debian mirror its apt already uses.
+//!
+//! Owns: [`Tool`] (and the tools the build needs), [`find_program`],
+//! [`require_tools`], [`host_mirror`]. Imports: nothing from the crate.
 use std::fs;
 use std::path::PathBuf;
 

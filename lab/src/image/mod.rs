@@ -23,11 +23,11 @@
 //! been checked, so a half-written image is never taken for a good one. The
 //! manifest records the recipe's hash: a changed recipe means a rebuild.
 //!
-//! This file owns the releases, the recipe and the build (debootstrap, the disk,
-//! the manifest); `host` finds the host's programs and apt mirror, `apt` installs
-//! a kernel from another suite, `boot` makes `vmlinux` and the initramfs. Imports
-//! the lock and the paths' owner from [`state`] and the progress printer from the
-//! crate root.
+//! Owns: the releases, the recipe and the build (debootstrap, the disk, the
+//! manifest); its rooms: `host` (the host's programs and apt mirror), `apt` (a
+//! kernel from another suite), `boot` (`vmlinux` and the initramfs). Imports: the
+//! lock ([`Flock`]) and `pid_alive` from [`state`], and [`Progress`] from
+//! [`progress`](crate::progress).
 use std::fs;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};

@@ -1,7 +1,11 @@
 //! Frames leaving the switch: sent to the receiving VM, recorded in the owning
 //! run's capture and live view, duplicated, or held back (`delay`, `reorder`) and
-//! released when due. Imports the frame's [`Marks`] from [`mark`](crate::mark) and
-//! the live view's [`WireFrame`] from [`control`](crate::control).
+//! released when due.
+//!
+//! Owns: [`Held`] frames and the engine's sending, recording and releasing. Imports:
+//! the engine from [`switch`](super), [`Dir`] from [`fault`](crate::fault), the frame's
+//! [`Marks`] from [`mark`](crate::mark) and the live view's [`WireFrame`] from
+//! [`control`](crate::control).
 use std::io;
 use std::thread;
 use std::time::{Duration, Instant};

@@ -21,7 +21,7 @@
 //! switch hands it on (a delayed or reordered frame at its delivery time, after the
 //! frames that overtook it), a dropped frame when it arrived, with a comment.
 //!
-//! The switch owns its sockets, its thread and the runs on it; the rooms:
+//! Owns: the switch's sockets, its thread and the runs on it. The rooms:
 //! - this file: the [`Switch`] handle (the public API) and the thread's loop, which
 //!   polls the sockets and takes commands;
 //! - `wire`: the four UDP sockets ([`Wire`], [`Ports`], [`socket_drops`]);
@@ -33,11 +33,11 @@
 //! - `deliver`: sending, recording and holding back frames;
 //! - `report`: what is counted ([`Counters`]) and a run's end ([`RunReport`]).
 //!
-//! It imports the vocabulary below it: [`fault`](super::fault) (the rules),
+//! Imports: the vocabulary below it: [`fault`](super::fault) (the rules),
 //! [`claim`](super::claim), [`mark`](super::mark) (what a frame's capture comment
-//! says), [`record`](super::record) (the capture), `respond`
-//! (the crafted answers) and [`control`](super::control)'s `WireFrame` (the live
-//! view); the frames are decoded by `dissector`.
+//! says), [`record`](super::record) (the capture), [`control`](super::control)'s
+//! `WireFrame` (the live view) and, in `rules` and `runs`, `respond` (the crafted
+//! answers); the frames are decoded by `dissector`.
 use std::collections::VecDeque;
 use std::io;
 use std::net::UdpSocket;

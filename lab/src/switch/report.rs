@@ -1,7 +1,8 @@
-//! What the switch counts, over its life and per run ([`Counters`], with the two
-//! checks a run's capture is proved complete by), and what a run's end reports
-//! ([`RunReport`]). Imports nothing from the crate: these are plain data the
-//! daemon, the client and the harness read.
+//! What the switch counts, over its life and per run, and what a run's end reports.
+//!
+//! Owns: [`Counters`] (with the two checks a run's capture is proved complete by),
+//! [`RuleReport`] and [`RunReport`]. Imports: nothing from the crate: these are plain
+//! data the daemon, the client and the harness read.
 use serde::{Deserialize, Serialize};
 
 /// What the switch counted (over its life, or over one run).

@@ -1,7 +1,9 @@
 //! The fields of a RoCE frame the switch matches rules on, and the byte changes
 //! its faults make (with the IPv4 checksum and the ICRC kept or made right).
-//! Imports the decoder and the checksums from `dissector`, the actions from
-//! [`fault`](crate::fault).
+//!
+//! Owns: [`RoceView`] ([`parse_roce`]) and [`apply_modification`]. Imports: [`Action`]
+//! and [`Offset`] from [`fault`](crate::fault); the decoder and the checksums come
+//! from `dissector`.
 use dissector::frame::{self, Frame, Net};
 use dissector::wire::{icrc, ipv4};
 use dissector::LinkType;

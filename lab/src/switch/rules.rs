@@ -1,6 +1,9 @@
 //! A received frame through its run's rules: counted, classified as RoCE or not,
 //! then dropped, changed, duplicated, held back or answered in the responder's
-//! place as the run's fault rules say. Imports the rules from
+//! place as the run's fault rules say.
+//!
+//! Owns: the engine's ingress and a frame's verdict. Imports: the engine and its
+//! rooms `deliver`, `roce` and `runs` from [`switch`](super); the rules from
 //! [`fault`](crate::fault), the marks it leaves from [`mark`](crate::mark) and the
 //! crafted answers from [`respond`](crate::respond).
 use std::time::{Duration, Instant};

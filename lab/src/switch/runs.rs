@@ -1,8 +1,12 @@
 //! The runs on the switch: which run a frame belongs to (the one that has the
 //! switch to itself, or the one whose [`Claim`](crate::claim::Claim) owns it), and
-//! beginning and ending runs. Imports the rules and run state from
-//! [`fault`](crate::fault), [`claim`](crate::claim), [`record`](crate::record) and
-//! [`respond`](crate::respond).
+//! beginning and ending runs.
+//!
+//! Owns: [`Run`], its rules' counts and random streams, the standing rules' state
+//! between runs. Imports: the engine and the report types from [`switch`](super); the
+//! rules from [`fault`](crate::fault), [`Owner`] from [`claim`](crate::claim), the
+//! capture from [`record`](crate::record), the live view's `WireFrame` from
+//! [`control`](crate::control) and the responder from [`respond`](crate::respond).
 use std::path::PathBuf;
 use std::sync::mpsc;
 use std::time::Instant;

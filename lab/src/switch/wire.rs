@@ -1,7 +1,9 @@
 //! The wire's sockets: four UDP sockets on 127.0.0.1, a connected pair per VM
 //! (the switch's end and the one qemu takes as the VM's NIC backend), with buffers
-//! big enough for a burst, and the kernel's drop count on them. Imports nothing
-//! from the crate.
+//! big enough for a burst.
+//!
+//! Owns: [`Wire`], [`Ports`] and [`socket_drops`] (the kernel's drop count on them).
+//! Imports: nothing from the crate.
 use std::io;
 use std::net::UdpSocket;
 use std::os::fd::AsRawFd;

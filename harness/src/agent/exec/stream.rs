@@ -288,7 +288,13 @@ impl<'a> Sending<'a> {
         let imm_data = if o.verb == StreamVerb::WriteImm { i as u32 } else { 0 };
         let wr = SendWr { wr_id: stream_wr_id(q, seq), opcode, flags, imm_data, remote };
         let t = Instant::now();
-        lane.qp.post_send(&wr, &[sge])?;
+        // SAFETY: the SGE names `self.local`'s lkey: an `Mr` of the endpoint's `mrs`.
+        // Every MR in this PD is an `Mr`, whose buffer is never borrowed (raw copies
+        // only) and is freed only by its `Drop`, after `ibv_dereg_mr`; `Local` drops
+        // its QPs before its MRs, so a WR still in flight when the stream ends is
+        // covered too. No inline flag: the device, not the CPU, reaches the bytes, and
+        // only inside that MR.
+        unsafe { lane.qp.post_send(&wr, &[sge])? };
         self.post_ns += t.elapsed().as_nanos() as u64;
         self.posted[q] += 1;
         self.outstanding += 1;
@@ -491,10 +497,13 @@ impl<'a> Receiving<'a> {
                 len: self.slot as u32,
                 lkey: self.lkey,
             };
-            self.qps[q].post_recv(
-                receive_wr_id(q, k),
-                if self.mr.is_some() { std::slice::from_ref(&sge) } else { &[] },
-            )?;
+            let sges = if self.mr.is_some() { std::slice::from_ref(&sge) } else { &[] };
+            // SAFETY: the SGE (none without an MR) is a slot of `self.mr`, an `Mr` of
+            // the endpoint's `mrs` (`receive_region` checked every slot fits), under its
+            // lkey. Its buffer is never borrowed (raw copies only) and is freed only by
+            // its `Drop`, after `ibv_dereg_mr`; `Local` drops its QPs before its MRs,
+            // so receives still posted when the stream ends are covered too.
+            unsafe { self.qps[q].post_recv(receive_wr_id(q, k), sges)? };
             self.posted[q] += 1;
         }
         Ok(())
