@@ -157,10 +157,10 @@ pub(super) fn run(a: FuzzArgs, out: &mut dyn Write, err: &mut dyn Write) -> Comm
         let first = r.findings.len() - new.len();
         for (i, f) in new.iter().enumerate() {
             let said = format!(
-                "finding {} ({}{}): {}\n  {}",
+                "finding {} ({}, {}): {}\n  {}",
                 first + i + 1,
                 f.oracle.name(),
-                format!(", {}", f.shown.describe()),
+                f.shown.describe(),
                 f.signature,
                 f.scenario.display()
             );
@@ -243,9 +243,9 @@ fn summary(r: &FuzzReport, dir: &Path, out: &mut dyn Write) -> std::io::Result<(
     for f in &r.findings {
         writeln!(
             out,
-            "finding ({}{}): {}\n  {} item(s) kept after {} minimisation runs: {}\n  reproduce: roce run {}",
+            "finding ({}, {}): {}\n  {} item(s) kept after {} minimisation runs: {}\n  reproduce: roce run {}",
             f.oracle.name(),
-            format!(", {}", f.shown.describe()),
+            f.shown.describe(),
             f.signature,
             f.probes.len(),
             f.minimise_runs,

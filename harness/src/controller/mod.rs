@@ -215,7 +215,7 @@ fn carry_out(
     slot: Slot,
 ) -> Result<Executed> {
     if let Some(why) = plan.crashes.get(&sc.name) {
-        let skipped = format!("it crashes this setup, says the profile: {why} (run it alone, without the profile, to see)");
+        let skipped = format!("it crashes this setup, says the profile: {why} (run it alone with --no-profile to see)");
         return Ok(Executed {
             outcome: Evidence { skipped: Some(skipped), ..Default::default() },
             secs: 0.0,

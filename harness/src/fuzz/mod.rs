@@ -764,10 +764,10 @@ fn settle(
     let dir = found_dir.join(format!("{}-{}", s.oracle.name(), n + 1));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let title = format!(
-        "Finding {} ({} oracle{}): {}",
+        "Finding {} ({} oracle, {}): {}",
         n + 1,
         s.oracle.name(),
-        format!(", {}", shown.describe()),
+        shown.describe(),
         sig
     );
     let scenario = dir.join("finding.toml");
