@@ -16,13 +16,15 @@
 //! Owns: [`LabPaths`] (every file of a lab), the lock, the pid files, recovering a
 //! crashed lab, reading the VMs' consoles, and where labs live ([`default_root`]).
 //! Imports: nothing from the crate.
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File, OpenOptions, TryLockError};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use nix::errno::Errno;
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
 
 /// The two VMs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -171,15 +173,12 @@ impl Flock {
     /// `Ok(None)` if someone else holds it.
     pub fn try_lock(path: &Path) -> io::Result<Option<Flock>> {
         let file = Self::open(path)?;
-        // SAFETY: a valid open fd.
-        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return Ok(Some(Flock { file }));
-        }
-        let e = io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            Ok(None)
-        } else {
-            Err(e)
+        // std's lock is flock(2) (LOCK_EX | LOCK_NB) on Linux: the lock an older roce and
+        // the lab daemon, which inherits the fd, take too.
+        match file.try_lock() {
+            Ok(()) => Ok(Some(Flock { file })),
+            Err(TryLockError::WouldBlock) => Ok(None),
+            Err(TryLockError::Error(e)) => Err(e),
         }
     }
 
@@ -216,15 +215,15 @@ pub fn pid_alive(pid: i32) -> bool {
     if pid <= 0 {
         return false;
     }
-    // SAFETY: signal 0 only checks for existence.
-    let r = unsafe { libc::kill(pid, 0) };
-    if r == 0 {
+    // No signal: only checks that the process exists.
+    match kill(Pid::from_raw(pid), None) {
         // A zombie is as good as dead.
-        return !fs::read_to_string(format!("/proc/{pid}/stat"))
+        Ok(()) => !fs::read_to_string(format!("/proc/{pid}/stat"))
             .map(|s| s.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')))
-            .unwrap_or(false);
+            .unwrap_or(false),
+        // Someone else's process, but alive.
+        Err(e) => e == Errno::EPERM,
     }
-    io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
 }
 
 pub fn read_pid(path: &Path) -> Option<i32> {
@@ -240,15 +239,13 @@ fn cmdline_mentions(pid: i32, needle: &str) -> bool {
 
 /// SIGTERM, then SIGKILL after `grace`; waits until the process is gone.
 pub fn kill_and_wait(pid: i32, grace: Duration) -> bool {
-    // SAFETY: plain kill(2).
-    unsafe { libc::kill(pid, libc::SIGTERM) };
+    let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
     let deadline = Instant::now() + grace;
     while pid_alive(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(50));
     }
     if pid_alive(pid) {
-        // SAFETY: plain kill(2).
-        unsafe { libc::kill(pid, libc::SIGKILL) };
+        let _ = kill(Pid::from_raw(pid), Signal::SIGKILL);
         let deadline = Instant::now() + Duration::from_secs(5);
         while pid_alive(pid) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(20));

@@ -32,6 +32,7 @@ use std::os::fd::AsFd;
 use std::time::{Duration, Instant};
 
 use nix::poll::{poll, PollFd, PollFlags};
+use nix::sys::resource::{getrlimit, Resource, RLIM_INFINITY};
 
 use super::auth::{self, HandshakeError, Key, Mark, ServerHandshake, Session};
 use super::limits::Cidr;
@@ -89,10 +90,8 @@ pub(crate) fn places(nofile: Option<u64>) -> usize {
 
 /// The process's descriptor limit (`ulimit -n`), unless unlimited.
 pub(crate) fn nofile_limit() -> Option<u64> {
-    let mut r = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
-    // SAFETY: getrlimit writes one `rlimit` into the struct we own and pass.
-    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) } == 0;
-    (ok && r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur)
+    let (soft, _hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    (soft != RLIM_INFINITY).then_some(soft)
 }
 
 /// A connection that finished its handshake, for the session.

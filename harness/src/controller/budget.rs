@@ -5,7 +5,7 @@
 //!
 //! Owns: the estimates ([`Estimate`]), what this host has ([`Budget`]) and the check.
 //! Imports: the scenario model, the judge's [`Packet`] (its size per frame), the lab's
-//! VM memory (`lab::vm`), `statvfs` through libc.
+//! VM memory (`lab::vm`), `statvfs` through nix.
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
@@ -94,14 +94,8 @@ fn free_disk(dir: &Path) -> Option<u64> {
             .filter(|p| !p.as_os_str().is_empty())
             .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
     }
-    let c = std::ffi::CString::new(at.as_os_str().as_encoded_bytes()).ok()?;
-    // SAFETY: `statvfs` is a struct of integers, for which all-zero bytes are a valid value.
-    let mut s: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a statvfs struct to fill.
-    if unsafe { libc::statvfs(c.as_ptr(), &mut s) } != 0 {
-        return None;
-    }
-    Some(s.f_bavail as u64 * s.f_frsize as u64)
+    let s = nix::sys::statvfs::statvfs(&at).ok()?;
+    Some(s.blocks_available() as u64 * s.fragment_size() as u64)
 }
 
 /// `MemAvailable` of /proc/meminfo.

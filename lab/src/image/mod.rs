@@ -381,8 +381,7 @@ pub fn build(opts: &BuildOpts, p: &Progress) -> Result<(Image, bool)> {
         }
     }
     require_tools(BUILD_TOOLS)?;
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !nix::unistd::geteuid().is_root() {
         bail!(
             "building the lab image needs root (debootstrap chroots and creates device nodes)\n\
              hint: run `sudo {} --dir {}` once; booting the lab afterwards does not need root",

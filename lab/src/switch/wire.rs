@@ -6,8 +6,8 @@
 //! Imports: nothing from the crate.
 use std::io;
 use std::net::UdpSocket;
-use std::os::fd::AsRawFd;
 
+use nix::sys::socket::{setsockopt, sockopt};
 use serde::{Deserialize, Serialize};
 
 /// Socket buffers: a burst of ib_write_bw must fit while the switch thread is busy.
@@ -25,24 +25,12 @@ pub struct Wire {
 }
 
 fn set_buffers(s: &UdpSocket) -> io::Result<()> {
-    for opt in [libc::SO_RCVBUF, libc::SO_SNDBUF, libc::SO_RCVBUFFORCE, libc::SO_SNDBUFFORCE] {
-        let v = SOCKET_BUFFER as libc::c_int;
-        // SAFETY: a valid fd and a pointer to a c_int of the stated size.
-        let r = unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::SOL_SOCKET,
-                opt,
-                &v as *const _ as *const libc::c_void,
-                size_of::<libc::c_int>() as u32,
-            )
-        };
-        // The *FORCE variants need CAP_NET_ADMIN; without it the plain ones (capped
-        // by net.core.[rw]mem_max) are what we get.
-        if r != 0 && matches!(opt, libc::SO_RCVBUF | libc::SO_SNDBUF) {
-            return Err(io::Error::last_os_error());
-        }
-    }
+    setsockopt(s, sockopt::RcvBuf, &SOCKET_BUFFER)?;
+    setsockopt(s, sockopt::SndBuf, &SOCKET_BUFFER)?;
+    // The *FORCE variants need CAP_NET_ADMIN; without it the plain ones (capped
+    // by net.core.[rw]mem_max) are what we get.
+    let _ = setsockopt(s, sockopt::RcvBufForce, &SOCKET_BUFFER);
+    let _ = setsockopt(s, sockopt::SndBufForce, &SOCKET_BUFFER);
     Ok(())
 }
 
