@@ -707,7 +707,7 @@ mod in_lab {
             .expect("roce lab down");
         assert!(down.success());
         assert!(
-            lab::Definition::remembered(&paths).is_none(),
+            lab::Definition::remembered(&paths).is_ok_and(|d| d.is_none()),
             "down forgets what the lab was told"
         );
         let (code, report, _, _) = run_json(&lab, &dir, "plain", &["--no-profile", read]);

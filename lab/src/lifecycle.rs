@@ -71,10 +71,25 @@ impl Definition {
     }
 
     /// The definition the lab `paths` was last booted with, unless it was taken
-    /// down since (or never booted).
-    pub fn remembered(paths: &LabPaths) -> Option<Definition> {
-        let text = std::fs::read(paths.definition()).ok()?;
-        serde_json::from_slice(&text).ok()
+    /// down since (or never booted). One that cannot be read is an error, not a
+    /// plain lab: a restart must not quietly drop the rules it was given.
+    pub fn remembered(paths: &LabPaths) -> Result<Option<Definition>> {
+        let path = paths.definition();
+        let text = match std::fs::read(&path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("reading the lab's definition {}", path.display()))
+            }
+        };
+        serde_json::from_slice(&text).map(Some).map_err(|e| {
+            anyhow::anyhow!(
+                "the lab's definition {} is unreadable: {e}\nhint: `roce lab --name {} down` forgets it (and its standing rules); then `roce lab up --fault …` defines the lab again",
+                path.display(),
+                paths.name
+            )
+        })
     }
 
     fn remember(&self, paths: &LabPaths) -> Result<()> {
@@ -120,7 +135,7 @@ impl UpOpts {
     /// The definition a boot with these options gives `paths`: the options' own
     /// when they set rules, else the one the lab was last booted with (for this
     /// image).
-    fn definition(&self, paths: &LabPaths) -> Definition {
+    fn definition(&self, paths: &LabPaths) -> Result<Definition> {
         let asked = Definition {
             image: self.image,
             rules: self.rules.clone(),
@@ -128,9 +143,9 @@ impl UpOpts {
             idle_timeout_min: self.idle_timeout_min,
         };
         if !asked.rules.is_empty() {
-            return asked;
+            return Ok(asked);
         }
-        Definition::remembered(paths).filter(|d| d.image == self.image).unwrap_or(asked)
+        Ok(Definition::remembered(paths)?.filter(|d| d.image == self.image).unwrap_or(asked))
     }
 }
 
@@ -261,7 +276,7 @@ fn up_or_heal(
             paths.name
         );
     }
-    let definition = opts.definition(paths);
+    let definition = opts.definition(paths)?;
     if already_up {
         // Another caller may have healed it while this one waited for the lock.
         let why = match heal {
@@ -512,7 +527,7 @@ pub fn all_labs(root: &Path) -> Vec<LabPaths> {
 /// What a lab that is up was booted with: its kept definition, when the rules
 /// its daemon applies are those (they are, unless the file was changed by hand).
 fn running_definition(paths: &LabPaths, st: &serde_json::Value) -> Option<Definition> {
-    let kept = Definition::remembered(paths)?;
+    let kept = Definition::remembered(paths).ok().flatten()?;
     let applied: Vec<&str> =
         st["standing_rules"].as_array()?.iter().filter_map(|r| r.as_str()).collect();
     let said: Vec<String> = kept.rules.iter().map(|r| r.to_string()).collect();

@@ -466,13 +466,15 @@ fn print_status(
                 ""
             }
         )?;
-        if let Some(def) = lab::Definition::remembered(l).filter(|d| !d.rules.is_empty()) {
-            writeln!(
+        match lab::Definition::remembered(l) {
+            Ok(Some(def)) if !def.rules.is_empty() => writeln!(
                 out,
                 "  the next boot brings back its {} standing fault rule(s) (seed {}); `roce lab down` forgets them",
                 def.rules.len(),
                 def.seed
-            )?;
+            )?,
+            Ok(_) => {}
+            Err(e) => writeln!(out, "  {e:#}")?,
         }
         return Ok(());
     };

@@ -893,6 +893,18 @@ mod tests {
             .expect("a requester batch with all four operations")
     }
 
+    /// A requester batch's scenario names itself in TOML's own quoting: a name
+    /// with quotes or a backslash still loads as that name.
+    #[test]
+    fn a_requester_batch_quotes_its_name() {
+        let b = full_requester_batch();
+        let r = b.requester.as_ref().expect("a requester batch");
+        let keep: Vec<usize> = (0..b.items()).collect();
+        let name = r#"fuzz: "quoted" \ name"#;
+        let doc: toml_edit::DocumentMut = r.toml(&keep, name).parse().expect("valid TOML");
+        assert_eq!(doc["name"].as_str(), Some(name));
+    }
+
     /// A requester batch's oracle: a success whose memory is wrong, and a WR with
     /// no completion at all, are findings; a failure with its memory unwritten
     /// is what the switch did, not one.

@@ -366,7 +366,7 @@ impl RequesterBatch {
         let ops = self.kept_ops(keep);
         let inv = ops.iter().any(|op| matches!(op, Op::SendInv(_)));
         let mut s = String::new();
-        let _ = writeln!(s, "name = \"{name}\"");
+        let _ = writeln!(s, "name = {}", toml_edit::Value::from(name));
         if inv {
             s.push_str("requires = [\"mw_type1\", \"mw_type2\"]\n");
         }
