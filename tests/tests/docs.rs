@@ -124,6 +124,60 @@ fn generated_pages_name_what_newcomers_looked_for() {
     }
 }
 
+/// The fault-rule page's `op=` names are the ones the rule parser takes (through
+/// `roce check`, which parses a scenario's `[[fault]]` rules with it), and the
+/// forms it says are refused are refused.
+#[test]
+fn fault_rule_op_names_are_what_the_parser_takes() {
+    at_root();
+    let dir = scratch();
+    let scenario = |ops: &[String]| {
+        let mut text = String::from("name = \"op names\"\n\n[endpoints.a]\n[endpoints.b]\n");
+        for op in ops {
+            text.push_str(&format!("\n[[fault]]\nrule = \"drop op={op}\"\n"));
+        }
+        text
+    };
+    let names: Vec<String> = pages::fault_ops()
+        .into_iter()
+        .flat_map(|r| r.any.into_iter().chain(r.one.into_iter().map(|(n, _)| n)))
+        .chain(["0x11", "17", "SEND_ONLY", "UD-Send-Only"].map(String::from))
+        .collect();
+    assert!(names.len() > 100, "{names:?}");
+    let file = dir.join("op_names.toml");
+    std::fs::write(&file, scenario(&names)).expect("write");
+    let r = roce(&["check", file.to_str().expect("utf-8 path")]);
+    assert_eq!(r.code, 0, "{}{}", r.out, r.err);
+    for refused in ["rc-write-only", "rc-ack", "rc-atomic-ack"] {
+        std::fs::write(&file, scenario(&[refused.to_string()])).expect("write");
+        let r = roce(&["check", file.to_str().expect("utf-8 path")]);
+        let said = format!("{}{}", r.out, r.err);
+        assert!(r.code != 0 && said.contains("unknown opcode"), "{refused}: {said}");
+    }
+}
+
+/// The first scenario of the guide starts with the current `format`, as
+/// `roce schema` says it.
+#[test]
+fn the_first_example_says_the_current_format() {
+    let schema = pages::scenario_format();
+    let current = schema
+        .split("the current one is ")
+        .nth(1)
+        .and_then(|t| t.split(|c: char| !c.is_ascii_digit()).next())
+        .expect("the schema names the current format");
+    let text = std::fs::read_to_string(root().join("docs/src/guide/first-scenario.md"))
+        .expect("first-scenario.md");
+    let first = blocks(&text).into_iter().find(|b| b.info == "toml").expect("a toml block");
+    let line = first.body.lines().next().unwrap_or_default();
+    assert_eq!(
+        line.split('#').next().map(str::trim),
+        Some(format!("format = {current}").as_str()),
+        "the first example starts with `format = {current}`:\n{}",
+        first.body
+    );
+}
+
 #[test]
 fn block_parser_reads_info_lines_and_bodies() {
     let b = blocks("text\n```toml,fragment\na = 1\n```\n\n```console\n$ roce x\nout\n```\n");

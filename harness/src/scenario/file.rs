@@ -60,9 +60,13 @@ impl<T: JsonSchema> JsonSchema for Spanned<T> {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ScenarioFile {
     /// The version of the scenario format the file is written in (default 1, the
-    /// first; the current one is 3). A file of an older format is read as it
-    /// meant it; `roce check --fix` writes it in the current one
-    /// (docs/format-changes.md lists the formats).
+    /// first; the current one is 3): a new file says `format = 3` at its top. A
+    /// file without `format` is format 1 and is read as format 1 meant it;
+    /// `roce check` says so only where that differs from the current format: a
+    /// key of another op on a step is left out with a warning (refused since
+    /// format 2), and `${` in a string is plain text, with a warning (a
+    /// placeholder since format 3). `roce check --fix` writes a file of an older
+    /// format in the current one (docs/format-changes.md lists the formats).
     #[serde(default)]
     #[allow(dead_code)] // read by `super::legacy`, before this model
     #[schemars(range(min = 1, max = super::legacy::CURRENT))]
@@ -232,8 +236,9 @@ pub(crate) struct QpFile {
     #[serde(default)]
     pub(crate) max_dest_rd_atomic: Option<u8>,
     /// `qp_access_flags` (default: remote_write, remote_read, remote_atomic;
-    /// given, it replaces the default). FLUSH needs `flush_global` or
-    /// `flush_persistent` here on the responder's end as well as on its MR.
+    /// given, it replaces the default), named as in an MR's `access`. FLUSH needs
+    /// `flush_global` or `flush_persistent` here on the responder's end as well as
+    /// on its MR.
     #[serde(default)]
     pub(crate) access: Option<Spanned<PerEndpoint<Vec<String>>>>,
     /// UD Q_Key (default 0x11111111).
@@ -261,9 +266,14 @@ pub(crate) struct MrFile {
     pub(crate) name: Spanned<String>,
     pub(crate) on: Spanned<String>,
     pub(crate) size: Spanned<u64>,
-    /// `ibv_access_flags` (default: local_write only). A peer's WRITE and ATOMIC
-    /// WRITE need remote_write, READ remote_read, CmpSwap and FetchAdd
-    /// remote_atomic, FLUSH flush_global or flush_persistent.
+    /// `ibv_access_flags` (default: local_write only), from `local_write`,
+    /// `remote_write`, `remote_read`, `remote_atomic`, `mw_bind`, `zero_based`,
+    /// `on_demand`, `flush_global`, `flush_persistent`, `relaxed_ordering` (case
+    /// ignored, `IBV_ACCESS_REMOTE_WRITE` reads too): the names every `access` of a
+    /// scenario takes (a QP's, `bind_mw`'s, `rereg_mr`'s, `modify_qp`'s). A peer's
+    /// WRITE and ATOMIC WRITE need remote_write, READ remote_read, CmpSwap and
+    /// FetchAdd remote_atomic, FLUSH flush_global or flush_persistent; binding a
+    /// memory window to the MR needs mw_bind.
     #[serde(default)]
     pub(crate) access: Option<Spanned<Vec<String>>>,
     /// Initial content (the rest is zero); default all zero.
@@ -593,6 +603,7 @@ pub(crate) enum StepOp {
         offset: u64,
         #[serde(default)]
         len: Option<u64>,
+        /// Named as in an MR's `access`.
         #[serde(default)]
         access: Option<Vec<String>>,
     },
@@ -655,19 +666,27 @@ pub(crate) enum StepOp {
         qp: String,
         probe: ProbeFile,
     },
-    /// Move QP `qp` of `on` to `state` (`reset`, `init`, `rtr`, `rts`, `sqd`, `err`)
-    /// with `ibv_modify_qp`, giving what the transition from its current state
-    /// requires (from the QP's own setup and its connection), or with
-    /// `state_only = true` the state alone; `access` changes its remote access
-    /// flags (an optional attribute from INIT on: RTS → RTS applies them to what
-    /// arrives next). From this step on, every verb on the QP is the device's to
-    /// take or refuse: say what it should do with `expect`.
+    /// Move QP `qp` of `on` to `state` (`reset`, `init`, `rtr`, `rts`, `sqd`,
+    /// `sqe`, `err`) with `ibv_modify_qp`, giving what the transition from its
+    /// current state requires (from the QP's own setup and its connection), or
+    /// with `state_only = true` the state alone; `access` changes its remote
+    /// access flags (an optional attribute from INIT on: RTS → RTS applies them to
+    /// what arrives next). The PSNs are always the ones the connection started
+    /// with: INIT → RTR gives the peer's starting send PSN as the PSN to expect,
+    /// RTR → RTS the QP's own starting send PSN (its `psn`, or the random or
+    /// rdma_cm one the report shows), also when the QP is brought up again after
+    /// RESET; where the pair had traffic before, the peer has moved on from
+    /// them. From this step on, every verb on the QP is the device's to take or
+    /// refuse: say what it should do with `expect`.
     ModifyQp {
         on: String,
         qp: String,
+        /// `reset`, `init`, `rtr`, `rts`, `sqd`, `sqe`, `err` (or `error`); case
+        /// and an `IBV_QPS_` prefix are ignored.
         state: String,
         #[serde(default)]
         state_only: bool,
+        /// The QP's new `qp_access_flags`, named as in an MR's `access`.
         #[serde(default)]
         access: Option<Vec<String>>,
     },
@@ -676,6 +695,8 @@ pub(crate) enum StepOp {
     QueryQp {
         on: String,
         qp: String,
+        /// `reset`, `init`, `rtr`, `rts`, `sqd`, `sqe`, `err` (or `error`); case
+        /// and an `IBV_QPS_` prefix are ignored.
         state: String,
     },
     /// Deregister MR `mr` of `on` (`ibv_dereg_mr`): its keys stop working; its
@@ -689,6 +710,7 @@ pub(crate) enum StepOp {
     ReregMr {
         on: String,
         mr: String,
+        /// Named as in an MR's `access`.
         access: Vec<String>,
     },
     /// Deallocate memory window `mw` of `on` (`ibv_dealloc_mw`): its R_Key dies.
@@ -698,7 +720,10 @@ pub(crate) enum StepOp {
     },
     /// Arm `on`'s CQ (`ibv_req_notify_cq`): its next completion notifies, or with
     /// `solicited_only = true` its next receive completion of a message with the
-    /// SE bit (or one in error). Once: it is armed again for the next.
+    /// SE bit (or one in error). Once: it is armed again for the next. An
+    /// endpoint has one CQ, the send and the receive CQ of every QP it has
+    /// (streams' and SRQs' too): armed without `solicited_only`, a send's
+    /// completion notifies as well as a receive's, on any of its QPs.
     ArmCq {
         on: String,
         #[serde(default)]
@@ -846,7 +871,12 @@ pub(crate) enum OpcodeRef {
 
 /// A PSN: `"next"` (the PSN the target expects, as far as the prober knows),
 /// `"next+N"` / `"next-N"` (ahead of it, or already used: a duplicate), or an
-/// absolute 24-bit PSN.
+/// absolute 24-bit PSN. `next` starts at the prober's QP's starting send PSN and
+/// moves on by one after each probe that `moves_next`; work requests posted on
+/// that QP do not move it. On a UD QP it is the same number, put in the BTH:
+/// UD checks no PSN, so it names no expected PSN there. (In a wire
+/// expectation's `psns` and `response_psns`, `"first"` takes the place of
+/// `"next"`.)
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(untagged)]
 pub(crate) enum PsnRef {
@@ -864,7 +894,8 @@ pub(crate) struct ProbeFile {
     /// Names the probe for `[[expect.probe]]`, the report and the profile.
     pub(crate) id: String,
     pub(crate) opcode: OpcodeRef,
-    /// Default `"next"`.
+    /// Default `"next"`: the prober's QP's starting send PSN, one on for each
+    /// earlier probe on that QP that moved it (see `PsnRef`; on UD too).
     #[serde(default)]
     pub(crate) psn: Option<PsnRef>,
     /// Whether `next` moves on by one after this probe (default: when it was sent
@@ -1020,7 +1051,15 @@ pub(crate) struct StreamExpectFile {
 #[serde(deny_unknown_fields)]
 pub(crate) struct EventExpectFile {
     pub(crate) on: Spanned<String>,
-    /// `IBV_EVENT_SRQ_LIMIT_REACHED`, … (prefix optional).
+    /// One of `IBV_EVENT_CQ_ERR`, `IBV_EVENT_QP_FATAL`, `IBV_EVENT_QP_REQ_ERR`,
+    /// `IBV_EVENT_QP_ACCESS_ERR`, `IBV_EVENT_COMM_EST`, `IBV_EVENT_SQ_DRAINED`,
+    /// `IBV_EVENT_PATH_MIG`, `IBV_EVENT_PATH_MIG_ERR`, `IBV_EVENT_DEVICE_FATAL`,
+    /// `IBV_EVENT_PORT_ACTIVE`, `IBV_EVENT_PORT_ERR`, `IBV_EVENT_LID_CHANGE`,
+    /// `IBV_EVENT_PKEY_CHANGE`, `IBV_EVENT_SM_CHANGE`, `IBV_EVENT_SRQ_ERR`,
+    /// `IBV_EVENT_SRQ_LIMIT_REACHED`, `IBV_EVENT_QP_LAST_WQE_REACHED`,
+    /// `IBV_EVENT_CLIENT_REREGISTER`, `IBV_EVENT_GID_CHANGE`,
+    /// `IBV_EVENT_WQ_FATAL` (case ignored; the `IBV_EVENT_` prefix optional:
+    /// `srq_limit_reached`).
     pub(crate) event: Spanned<String>,
     /// The SRQ it is about.
     #[serde(default)]
@@ -1044,8 +1083,12 @@ pub(crate) struct EventExpectFile {
 #[serde(deny_unknown_fields)]
 pub(crate) struct CompletionFile {
     pub(crate) on: Spanned<String>,
+    /// The first completion polled on `on` with this `wr_id` (a step that sets
+    /// none posts `wr_id` 0). Beside `wr_id`, `index` is not read.
     #[serde(default)]
     pub(crate) wr_id: Option<u64>,
+    /// The `index`-th completion polled on `on`, from 0, whatever its `wr_id`:
+    /// the one CQ of the endpoint, every QP's sends and receives in one order.
     #[serde(default)]
     pub(crate) index: Option<usize>,
     /// `IBV_WC_SUCCESS`, `IBV_WC_REM_ACCESS_ERR`, … (prefix optional).
@@ -1065,7 +1108,8 @@ pub(crate) struct CompletionFile {
     /// Without `wr_id` and `index`: exactly this many completions polled on `on`
     /// in the whole run. A stream's own successful completions are not kept, so
     /// are not counted; its first failed one is (`count = 0` on an endpoint
-    /// that only runs a stream: no stream completion failed).
+    /// that only runs a stream: no stream completion failed). Beside `wr_id` or
+    /// `index`, the total must be this too.
     #[serde(default)]
     pub(crate) count: Option<usize>,
     #[serde(default)]
@@ -1073,12 +1117,22 @@ pub(crate) struct CompletionFile {
     /// What IBA requires, where a device may deviate: judged as usual, but a
     /// device that does otherwise is recorded, not failed — the verdict shows as a
     /// deviation and the observation `deviation: <what>` (`holds` / `deviates`)
-    /// goes to the device profile, which `--profile` then holds the device to.
+    /// goes to the device profile, which `--profile` then holds the device to. It
+    /// covers the whole table, every key in it: one key that fails makes the
+    /// whole expectation the recorded deviation. To record one part alone, give it
+    /// an expectation of its own.
     #[serde(default)]
     pub(crate) record_deviation: Option<bool>,
 }
 
-/// What the wire shows for one QP pair, in one direction of requests.
+/// What the wire shows for one QP pair, in one direction of requests: the
+/// requests `from`'s QP sent to the peer's QP, and the responses the peer's QP
+/// sent back. Every key is judged on the same frames, in capture order: every
+/// transmission (a resend is a frame of its own), the frames the lab switch
+/// dropped (they were sent), the real answer a `respond` rule withheld and the
+/// response it built in the responder's place; not the copies a `dup` rule made,
+/// nor frames the lab injected. Probes `from` sent in the QP's name are among
+/// the requests. A key left out is not judged.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(rename = "WireExpect")]
 #[serde(deny_unknown_fields)]
@@ -1087,17 +1141,24 @@ pub(crate) struct WireFile {
     /// The endpoint whose QP sends the requests.
     pub(crate) from: Spanned<String>,
     /// Request opcodes in order, by name without the transport ("SEND Only",
-    /// "RDMA WRITE First"); a `*` suffix means any number (0+), `+` one or more;
-    /// `|` separates alternatives.
+    /// "RDMA WRITE First"), every transmission (resends and dropped frames
+    /// included); `[]`: no request at all. An item is a name, or names separated
+    /// by `|` (alternatives); then, if wanted, a condition on the frame in braces
+    /// (a display filter); then, last of all, a `*` (any number, 0+) or `+` (one or
+    /// more) for the whole item: "RDMA WRITE Middle*", "SEND Only
+    /// {infiniband.bth.se == 1}+" (not "SEND Only+ {…}").
     #[serde(default)]
     pub(crate) sequence: Option<Vec<Spanned<String>>>,
     /// The responses (from the other side) in order: "ACK", "NAK Remote Access
     /// Error", "RNR NAK", "NAK" (any NAK, RNR included), "RDMA READ Response Only",
-    /// "ATOMIC Acknowledge", … with the same `*`/`+`/`|`.
+    /// "ATOMIC Acknowledge", … with the same `|`, `{…}` and `*`/`+` ("ACK
+    /// {infiniband.aeth.msn == 2}*"). Every response frame: the answers to
+    /// resends, the ones the switch dropped and a `respond` rule's included; CNPs
+    /// are not responses (`cnp`). `[]`: no response at all.
     #[serde(default)]
     pub(crate) responses: Option<Vec<Spanned<String>>>,
     /// The PSNs of the requests, each once, in the order first sent (resends left
-    /// out): `"consecutive"` (on from the QP's starting send PSN, one by one,
+    /// out, a transmission the switch dropped counted as sent): `"consecutive"` (on from the QP's starting send PSN, one by one,
     /// across the 2^24 wrap), or the list, each absolute (`16777215`) or relative
     /// to the QP's starting send PSN (`"first"`, `"first+3"`).
     #[serde(default)]
@@ -1106,18 +1167,25 @@ pub(crate) struct WireFile {
     /// space: an ACK or a READ response carries the PSN of what it answers).
     #[serde(default)]
     pub(crate) response_psns: Option<Spanned<PsnsFile>>,
-    /// NAK codes that must appear (`remote_access_error`, `invalid_request`,
-    /// `psn_sequence_error`, `remote_operational_error`, `invalid_rd_request`, `rnr`).
+    /// NAK codes that must appear among the responses, dropped ones included
+    /// (`remote_access_error`, `invalid_request`, `psn_sequence_error`,
+    /// `remote_operational_error`, `invalid_rd_request`, `rnr`).
     #[serde(default)]
     pub(crate) naks: Option<Vec<Spanned<String>>>,
+    /// At least this many RNR NAKs among the responses.
     #[serde(default)]
     pub(crate) min_rnr_naks: Option<u64>,
-    /// RNR NAKs within a range, both ends included: `"0..10"`, `"5.."`, `"..3"`, `"2"`.
+    /// RNR NAKs within a range, both ends included: `"0..10"`, `"5.."`, `"..3"`,
+    /// `"2"` (counted among the responses, dropped ones included).
     #[serde(default)]
     pub(crate) rnr_naks: Option<Spanned<String>>,
+    /// Exactly this many requests sent again: request frames whose PSN an earlier
+    /// request frame carried (a transmission the switch dropped counts, a copy a
+    /// `dup` rule made does not).
     #[serde(default)]
     pub(crate) retransmissions: Option<u64>,
-    /// At most this many requests sent again (loss at scale: a bound, not a count).
+    /// At most this many requests sent again, counted as for `retransmissions`
+    /// (loss at scale: a bound, not a count).
     #[serde(default)]
     pub(crate) max_retransmissions: Option<u64>,
     /// Every ICRC on this QP pair valid (`true`, the default), a bad one there
@@ -1125,7 +1193,11 @@ pub(crate) struct WireFile {
     /// frames carried a bad one (a device known to compute some ICRCs its own way).
     #[serde(default)]
     pub(crate) icrc_valid: Option<IcrcValid>,
-    /// Nothing on the wire for this QP pair at all (loopback, or a refused post).
+    /// Nothing on the wire in this expectation's direction: no request from
+    /// `from`'s QP to the peer's and no response back (loopback, or a refused
+    /// post). The requests the peer sent on the pair, and their responses, are
+    /// the other direction's: for nothing at all on the pair, say it from both
+    /// ends. With `empty = true` the expectation's other keys are not judged.
     #[serde(default)]
     pub(crate) empty: Option<bool>,
     /// Go-back-N recovery done right (IBA 9.7.5): what the responder acknowledges
@@ -1157,7 +1229,10 @@ pub(crate) struct WireFile {
     /// What IBA requires, where a device may deviate: judged as usual, but a
     /// device that does otherwise is recorded, not failed — the verdict shows as a
     /// deviation and the observation `deviation: <what>` (`holds` / `deviates`)
-    /// goes to the device profile, which `--profile` then holds the device to.
+    /// goes to the device profile, which `--profile` then holds the device to. It
+    /// covers the whole table, every key in it: one key that fails makes the
+    /// whole expectation the recorded deviation. To record one part alone, give it
+    /// an expectation of its own.
     #[serde(default)]
     pub(crate) record_deviation: Option<bool>,
 }
@@ -1191,7 +1266,10 @@ pub(crate) struct MemoryFile {
     /// What IBA requires, where a device may deviate: judged as usual, but a
     /// device that does otherwise is recorded, not failed — the verdict shows as a
     /// deviation and the observation `deviation: <what>` (`holds` / `deviates`)
-    /// goes to the device profile, which `--profile` then holds the device to.
+    /// goes to the device profile, which `--profile` then holds the device to. It
+    /// covers the whole table, every key in it: one key that fails makes the
+    /// whole expectation the recorded deviation. To record one part alone, give it
+    /// an expectation of its own.
     #[serde(default)]
     pub(crate) record_deviation: Option<bool>,
 }

@@ -201,7 +201,9 @@ pub(crate) fn names() -> String {
          a response class (`ACK`, `RNR NAK`, `NAK Remote Access Error`) or a bare `NAK` \
          (any negative acknowledgement, RNR NAKs included); `|` separates alternatives, \
          `{…}` adds a display-filter condition, and `*` (any number) or `+` (one or more) is \
-         a **suffix** of an item, never an item of its own: `\"RDMA WRITE Middle*\"`. A \
+         a **suffix** of an item, never an item of its own: `\"RDMA WRITE Middle*\"`; it ends \
+         the whole item, after a condition and every alternative: \
+         `\"ACK {infiniband.aeth.msn == 2}+\"`. A \
          probe's `opcode` takes the name with its transport (`\"UD SEND Only\"`) or without \
          (then the QP's transport).\n\n",
     );
@@ -327,6 +329,28 @@ pub(crate) fn fault_rules() -> String {
          gives every rule's matches and firings (`roce lab status`: a standing rule's, since \
          boot).\n\n",
     );
+    out.push_str("## `op=` names\n\n");
+    out.push_str(
+        "`op=` takes a number (`op=0x11`, `op=17`: that opcode exactly) or a name, built from \
+         the dissector's opcode table ([names](names.md)): the operation's name in lower case, \
+         `-` for each space (`_` reads as `-` too, and case is ignored). A name alone matches \
+         the operation on every transport that has the 32 operations, RC, UC, RD, UD and XRC \
+         (the opcode's low five bits: `send-only` is 0x04, 0x24, 0x44, 0x64 and 0xa4); with a \
+         transport's prefix (`rc-`, `uc-`, `rd-`, `ud-`, `xrc-`) it matches that one opcode. \
+         Some names have a short form: `ack` and `atomic-ack` for `acknowledge` and \
+         `atomic-acknowledge`, and the RDMA operations without `rdma-` (`write-only`, \
+         `read-request`, `read-response-only`). A short form takes no prefix: `rc-write-only` \
+         and `rc-ack` are refused, `rc-rdma-write-only` and `rc-acknowledge` are the ones. \
+         `cnp` is the CNP, 0x81 only. Every name the parser takes:\n\n",
+    );
+    out.push_str("| operation | `op=`, any transport | `op=`, one opcode |\n|---|---|---|\n");
+    for row in fault_ops() {
+        let any: Vec<String> = row.any.iter().map(|n| format!("`{n}`")).collect();
+        let one: Vec<String> =
+            row.one.iter().map(|(n, code)| format!("`{n}` ({code:#04x})")).collect();
+        let _ = writeln!(out, "| {} | {} | {} |", row.name, any.join(", "), one.join(", "));
+    }
+    out.push('\n');
     // The help's own section on fault rules, as a terminal shows it without colour.
     let plain = strip_ansi(&help);
     let start = plain.find("FAULT RULES").expect("`roce lab run --help` has a FAULT RULES section");
@@ -335,6 +359,45 @@ pub(crate) fn fault_rules() -> String {
     out.push_str(plain[start..end].trim_end());
     out.push_str("\n```\n");
     out
+}
+
+/// One operation of the opcode table, as a fault rule's `op=` names it.
+pub(crate) struct FaultOp {
+    /// Its name in the table (`SEND Only`).
+    pub(crate) name: &'static str,
+    /// What matches it on every transport (`send-only`).
+    pub(crate) any: Vec<String>,
+    /// What matches one opcode of it (`rc-send-only`, 0x04).
+    pub(crate) one: Vec<(String, u8)>,
+}
+
+/// `op=` names from the dissector's opcode table, as the lab's rule parser reads
+/// them (lower case, `-` for spaces, a transport's prefix for one opcode, and the
+/// short forms it knows); `fault_rule_op_names_are_what_the_parser_takes` holds the
+/// parser to every one of them.
+pub(crate) fn fault_ops() -> Vec<FaultOp> {
+    let slug = |n: &str| n.to_lowercase().replace(' ', "-");
+    let mut rows: Vec<FaultOp> = Vec::new();
+    for i in Opcode::all() {
+        let s = slug(i.name);
+        if i.transport == Transport::Cnp {
+            rows.push(FaultOp { name: i.name, any: vec![s], one: Vec::new() });
+            continue;
+        }
+        let exact = (format!("{}-{s}", i.transport.abbrev().to_lowercase()), i.opcode.0);
+        if let Some(row) = rows.iter_mut().find(|r| r.name == i.name) {
+            row.one.push(exact);
+            continue;
+        }
+        let mut any = vec![s.clone()];
+        match s.as_str() {
+            "acknowledge" => any.push("ack".into()),
+            "atomic-acknowledge" => any.push("atomic-ack".into()),
+            _ => any.extend(s.strip_prefix("rdma-").map(str::to_string)),
+        }
+        rows.push(FaultOp { name: i.name, any, one: vec![exact] });
+    }
+    rows
 }
 
 /// `text` without the terminal's colour and style sequences (`ESC [ … m`).

@@ -159,6 +159,12 @@ impl<'a> Checker<'a> {
                     e.what = "response";
                 }
                 let m = format!("unknown {} `{}`", e.what, e.name);
+                if let Some(fixed) =
+                    repeat_at_the_end(&p.value, &e.name).filter(|_| what != "order")
+                {
+                    let hint = format!("`*` and `+` go at the very end of an item and repeat the whole of it (every `|` alternative, the `{{…}}` condition): `{fixed}`");
+                    return self.err(Some(p.span.clone()), m, Some(hint));
+                }
                 match e.hint() {
                     Some(hint) => self.err(Some(p.span.clone()), m, Some(hint)),
                     None => self.err(Some(p.span.clone()), format!("{m}: {ATOMS}"), None),
@@ -680,6 +686,22 @@ impl<'a> Checker<'a> {
             }
         }
     }
+}
+
+/// `item` with the `*` or `+` that ends its unknown name `name` moved to the end
+/// of the item, where a repetition goes (`SEND Only* {c}` → `SEND Only {c}*`),
+/// when that makes the name one that is known.
+fn repeat_at_the_end(item: &str, name: &str) -> Option<String> {
+    let name = name.trim();
+    let mark = name.chars().last().filter(|c| matches!(c, '*' | '+'))?;
+    name[..name.len() - 1].trim_end().parse::<Atom>().ok()?;
+    let at = item.find(name)? + name.len() - 1;
+    let rest = format!("{}{}", &item[..at], &item[at + 1..]);
+    let rest = rest.trim_end();
+    if rest.ends_with(['*', '+']) {
+        return None;
+    }
+    Some(format!("{rest}{mark}"))
 }
 
 /// One PSN of a wire expectation's list: `16777215`, `"first"`, `"first+N"`.

@@ -25,7 +25,7 @@ use super::file::{
 };
 use super::legacy;
 use super::model::*;
-use super::pattern::{Pattern, PatternError, Repeat, ATOMS, MAX_CONDITIONS};
+use super::pattern::{Atom, Pattern, PatternError, Repeat, ATOMS, MAX_CONDITIONS};
 use crate::protocol::stream::STREAM_MESSAGES;
 use crate::protocol::READ_BACK_MAX;
 use crate::verbs::{

@@ -520,6 +520,38 @@ fn header_conditions_psns_and_order_are_checked_where_they_are() {
     assert_eq!(sc.expect.conditions(), ["infiniband.bth.se == 0 && infiniband.bth.tver == 0"]);
 }
 
+/// A `*` or `+` before a condition, or before a `|`, is not read as a repetition:
+/// the hint moves it to the end of the item, where it goes, rather than drop it.
+#[test]
+fn a_repetition_written_too_early_is_shown_at_the_end_of_the_item() {
+    for (written, fixed) in [
+        ("ACK* {infiniband.aeth.msn == 2}", "ACK {infiniband.aeth.msn == 2}*"),
+        ("ACK+{infiniband.aeth.msn == 2}", "ACK{infiniband.aeth.msn == 2}+"),
+        ("RDMA WRITE Middle* | RDMA WRITE Last", "RDMA WRITE Middle | RDMA WRITE Last*"),
+    ] {
+        let text =
+            GOOD.replace("responses = [\"Acknowledge+\"]", &format!("responses = [\"{written}\"]"));
+        let text = text.replace(
+            "sequence = [\"SEND Only\"]",
+            &format!("sequence = [\"{}\"]", written.replace("ACK", "SEND Only")),
+        );
+        let e = errors(&text);
+        assert_eq!(e.len(), 2, "{e:#?}");
+        for (d, want) in e.iter().zip([fixed.replace("ACK", "SEND Only"), fixed.to_string()]) {
+            let hint = d.hint.as_deref().unwrap_or_default();
+            assert!(hint.contains(&format!("`{want}`")) && hint.contains("very end"), "{d}");
+            assert!(want.parse::<Pattern>().is_ok(), "{want}");
+        }
+    }
+    // An order names one frame: no repetition is suggested there.
+    let text = format!("{GOOD}\n[[expect.order]]\nqp = \"q\"\nfirst = \"SEND Only* {{infiniband.bth.se == 1}}\"\nthen = \"ACK\"\n");
+    let e = errors(&text);
+    assert!(
+        e.iter().all(|d| !d.hint.as_deref().unwrap_or_default().contains("very end")),
+        "{e:#?}"
+    );
+}
+
 #[test]
 fn verbs_that_the_qp_type_cannot_carry_are_refused() {
     let text = GOOD.replace("type = \"rc\"", "type = \"uc\"").replace(
@@ -1005,4 +1037,29 @@ fn waits_past_the_timeout_are_warned_of_where_they_cross_it() {
     let fits = text.replace("timeout_ms = 3000", "timeout_ms = 9000");
     let sc = parse_str(Path::new("t.toml"), &fits).unwrap_or_else(|e| panic!("{}", e[0]));
     assert!(sc.warnings.is_empty(), "{:?}", sc.warnings);
+}
+
+/// The schema (and so the generated reference) names every value a scenario may
+/// write where one is named in a list: each event, access flag and QP state the
+/// check reads.
+#[test]
+fn the_schema_lists_every_event_access_flag_and_qp_state() {
+    let schema = serde_json::to_string(&schemars::schema_for!(crate::scenario::file::ScenarioFile))
+        .unwrap()
+        .replace("\\n", " ");
+    for (_, name) in EventType::ALL {
+        assert!(schema.contains(&format!("`{name}`")), "the schema lacks {name}");
+    }
+    for name in Access::names() {
+        assert!(
+            schema.contains(&format!("`{name}`, ")) || schema.contains(&format!("`{name}` (")),
+            "the schema lacks {name}"
+        );
+    }
+    let states = "`reset`, `init`, `rtr`, `rts`, `sqd`, `sqe`, `err`";
+    assert!(schema.contains(states), "{schema}");
+    for (v, name) in QpStateName::ALL {
+        let short = name.trim_start_matches("IBV_QPS_").to_ascii_lowercase();
+        assert_eq!(states.contains(&format!("`{short}`")), *v != 7, "{name}");
+    }
 }
