@@ -763,13 +763,8 @@ fn settle(
     }
     let dir = found_dir.join(format!("{}-{}", s.oracle.name(), n + 1));
     std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-    let title = format!(
-        "Finding {} ({} oracle, {}): {}",
-        n + 1,
-        s.oracle.name(),
-        shown.describe(),
-        sig
-    );
+    let title =
+        format!("Finding {} ({} oracle, {}): {}", n + 1, s.oracle.name(), shown.describe(), sig);
     let scenario = dir.join("finding.toml");
     let name = format!("fuzz seed {} batch {}: {}", batch.seed, batch.index, sig);
     write_whole(&scenario, as_finding(&batch.toml(&keep, &title), &name)?.as_bytes())?;
