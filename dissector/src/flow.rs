@@ -205,6 +205,50 @@ struct Slot {
 
 const SLOT_USED: u32 = 1 << 31;
 
+/// The counters of one flow (and its request PSN range): what the analysis adds up
+/// per packet, and what [`FlowReport`] shows as they are (its JSON keys, flattened, in
+/// this order). The rest of [`Flow`] is state, or figures the report transforms.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct FlowCounters {
+    pub packets: u64,
+    pub bytes: u64,
+    pub payload_bytes: u64,
+    // Requests carried by this flow.
+    pub requests: u64,
+    pub psn_first: Option<u32>,
+    /// Highest request PSN seen (end of any READ range not included).
+    pub psn_last: Option<u32>,
+    pub gaps: u64,
+    pub missing_psns: u64,
+    pub out_of_order: u64,
+    pub retransmissions: u64,
+    // Messages reassembled, from the responder's point of view.
+    pub sends: MsgCount,
+    pub writes: MsgCount,
+    pub reads: MsgCount,
+    pub atomics: MsgCount,
+    pub largest_message: u64,
+    /// Middle/Last without a First, or a First while a message was open.
+    pub broken_messages: u64,
+    pub ack_req: u64,
+    // Responses *to* this flow's requests (carried in the paired flow).
+    pub acks: u64,
+    /// ACKs that acknowledged more than one request packet.
+    pub coalesced_acks: u64,
+    pub acked_packets: u64,
+    pub naks: u64,
+    pub rnr_naks: u64,
+    /// ACKs whose PSN moved backwards (go-back-N violation) — not counting NAK'd resends.
+    pub ack_regressions: u64,
+    // Congestion and integrity.
+    pub ecn_ce: u64,
+    pub fecn: u64,
+    pub becn: u64,
+    pub cnps: u64,
+    pub icrc_checked: u64,
+    pub icrc_bad: u64,
+}
+
 /// The state and counters of one flow.
 #[derive(Debug, Clone)]
 pub struct Flow {
@@ -213,58 +257,26 @@ pub struct Flow {
     pub first_frame: u64,
     pub first_ts: u64,
     pub last_ts: u64,
-    pub packets: u64,
-    pub bytes: u64,
-    pub payload_bytes: u64,
+    /// The counters the report shows as they are, and the request PSN range.
+    pub counters: FlowCounters,
     opcodes: Box<[u32; 256]>,
-    // Requests carried by this flow.
-    pub requests: u64,
-    pub ack_req: u64,
-    pub psn_first: Option<u32>,
-    /// Highest request PSN seen (end of any READ range not included).
-    pub psn_last: Option<u32>,
+    // Request sequence.
     next_psn: Option<Psn>,
     /// A READ request lets the next request PSN jump ahead by up to this much.
     read_slack: u32,
     seen: Box<[u64; WINDOW / 64]>,
     sent: Box<[Slot; SENT]>,
-    pub gaps: u64,
-    pub missing_psns: u64,
-    pub out_of_order: u64,
-    pub retransmissions: u64,
     pub gap_events: Vec<GapEvent>,
     // Message reassembly, from the responder's point of view.
     msg_open: Option<(Kind, u64)>,
     epsn: Option<Psn>,
     epsn_slack: u32,
-    pub sends: MsgCount,
-    pub writes: MsgCount,
-    pub reads: MsgCount,
-    pub atomics: MsgCount,
-    pub largest_message: u64,
-    /// Middle/Last without a First, or a First while a message was open.
-    pub broken_messages: u64,
     // Responses *to* this flow's requests (carried in the paired flow).
-    pub acks: u64,
-    /// ACKs that acknowledged more than one request packet.
-    pub coalesced_acks: u64,
-    pub acked_packets: u64,
-    pub naks: u64,
-    pub rnr_naks: u64,
     pub nak_events: Vec<NakEvent>,
     pub ghost_acks: Vec<GhostAck>,
     last_acked: Option<Psn>,
-    /// ACKs whose PSN moved backwards (go-back-N violation) — not counting NAK'd resends.
-    pub ack_regressions: u64,
     pub ack_latency: Histogram,
     pub read_latency: Histogram,
-    // Congestion and integrity.
-    pub ecn_ce: u64,
-    pub fecn: u64,
-    pub becn: u64,
-    pub cnps: u64,
-    pub icrc_checked: u64,
-    pub icrc_bad: u64,
     pub snapped: u64,
     pub paired: Option<usize>,
     pub paired_by: Option<&'static str>,
@@ -301,49 +313,21 @@ impl Flow {
             first_frame: frame,
             first_ts: ts,
             last_ts: ts,
-            packets: 0,
-            bytes: 0,
-            payload_bytes: 0,
+            counters: FlowCounters::default(),
             opcodes: boxed(0),
-            requests: 0,
-            ack_req: 0,
-            psn_first: None,
-            psn_last: None,
             next_psn: None,
             read_slack: 0,
             seen: boxed(0),
             sent: boxed(Slot::default()),
-            gaps: 0,
-            missing_psns: 0,
-            out_of_order: 0,
-            retransmissions: 0,
             gap_events: Vec::new(),
             msg_open: None,
             epsn: None,
             epsn_slack: 0,
-            sends: MsgCount::default(),
-            writes: MsgCount::default(),
-            reads: MsgCount::default(),
-            atomics: MsgCount::default(),
-            largest_message: 0,
-            broken_messages: 0,
-            acks: 0,
-            coalesced_acks: 0,
-            acked_packets: 0,
-            naks: 0,
-            rnr_naks: 0,
             nak_events: Vec::new(),
             ghost_acks: Vec::new(),
             last_acked: None,
-            ack_regressions: 0,
             ack_latency: Histogram::default(),
             read_latency: Histogram::default(),
-            ecn_ce: 0,
-            fecn: 0,
-            becn: 0,
-            cnps: 0,
-            icrc_checked: 0,
-            icrc_bad: 0,
             snapped: 0,
             paired: None,
             paired_by: None,
@@ -365,7 +349,7 @@ impl Flow {
     }
 
     fn seen(&self, p: Psn) -> Option<bool> {
-        let last = Psn::new(self.psn_last?);
+        let last = Psn::new(self.counters.psn_last?);
         let back = last.diff(p);
         if back < 0 || back as usize >= WINDOW {
             return None;
@@ -381,7 +365,7 @@ impl Flow {
 
     /// Advances the highest PSN to `p`, clearing the window slots it passes.
     fn advance(&mut self, p: Psn) {
-        match self.psn_last {
+        match self.counters.psn_last {
             None => self.seen.iter_mut().for_each(|w| *w = 0),
             Some(last) => {
                 let d = p.diff(Psn::new(last));
@@ -395,7 +379,7 @@ impl Flow {
                 }
             }
         }
-        self.psn_last = Some(p.value());
+        self.counters.psn_last = Some(p.value());
     }
 
     fn slot(&self, p: Psn) -> Option<Slot> {
@@ -414,7 +398,7 @@ impl Flow {
         payload: u64,
         dma_len: Option<u32>,
     ) {
-        self.requests += 1;
+        self.counters.requests += 1;
         self.sequence(number, ts, psn);
         let slack = read_slack(op, dma_len);
         if slack > 0 {
@@ -433,7 +417,7 @@ impl Flow {
     fn sequence(&mut self, number: u64, ts: u64, psn: Psn) {
         let retransmit = match self.next_psn {
             None => {
-                self.psn_first = Some(psn.value());
+                self.counters.psn_first = Some(psn.value());
                 self.advance(psn);
                 false
             }
@@ -442,8 +426,8 @@ impl Flow {
                 if d >= 0 {
                     // Ahead: a gap, unless a READ just consumed those PSNs.
                     if d as u32 > self.read_slack {
-                        self.gaps += 1;
-                        self.missing_psns += d as u64;
+                        self.counters.gaps += 1;
+                        self.counters.missing_psns += d as u64;
                         if self.gap_events.len() < MAX_EVENTS {
                             self.gap_events.push(GapEvent {
                                 frame: number,
@@ -457,7 +441,7 @@ impl Flow {
                     self.advance(psn);
                     false
                 } else if self.seen(psn) == Some(false) {
-                    self.out_of_order += 1;
+                    self.counters.out_of_order += 1;
                     false
                 } else {
                     // Seen before, or too old to know: a resend.
@@ -466,12 +450,12 @@ impl Flow {
             }
         };
         if retransmit {
-            self.retransmissions += 1;
+            self.counters.retransmissions += 1;
         }
         self.mark(psn);
         self.sent[psn.value() as usize % SENT] =
             Slot { psn: psn.value() | SLOT_USED, ts, frame: number };
-        if psn.diff(Psn::new(self.psn_last.unwrap_or(psn.value()))) >= 0 {
+        if psn.diff(Psn::new(self.counters.psn_last.unwrap_or(psn.value()))) >= 0 {
             self.next_psn = Some(psn.add(1));
         }
     }
@@ -484,7 +468,7 @@ impl Flow {
             (Transport::Ud, _) | (_, None) => true,
             (Transport::Uc, Some(e)) => {
                 if psn.diff(e) > 0 && self.msg_open.take().is_some() {
-                    self.broken_messages += 1;
+                    self.counters.broken_messages += 1;
                 }
                 psn.diff(e) >= 0
             }
@@ -500,14 +484,14 @@ impl Flow {
     fn reassemble(&mut self, op: Kind, payload: u64, dma_len: Option<u32>) {
         if op.contains(Kind::READ) {
             let len = dma_len.unwrap_or(0) as u64;
-            self.reads.messages += 1;
-            self.reads.bytes += len;
-            self.largest_message = self.largest_message.max(len);
+            self.counters.reads.messages += 1;
+            self.counters.reads.bytes += len;
+            self.counters.largest_message = self.counters.largest_message.max(len);
             return;
         }
         if op.contains(Kind::ATOMIC) || op.contains(Kind::ATOMIC_WRITE) {
-            self.atomics.messages += 1;
-            self.atomics.bytes += 8;
+            self.counters.atomics.messages += 1;
+            self.counters.atomics.bytes += 8;
             return;
         }
         let class = if op.contains(Kind::SEND) {
@@ -521,22 +505,26 @@ impl Flow {
         let last = op.contains(Kind::LAST);
         let total = match (self.msg_open.take(), first) {
             (Some(_), true) => {
-                self.broken_messages += 1;
+                self.counters.broken_messages += 1;
                 Some(payload)
             }
             (Some((k, n)), false) if k == class => Some(n + payload),
             (_, false) => {
-                self.broken_messages += 1;
+                self.counters.broken_messages += 1;
                 None
             }
             (None, true) => Some(payload),
         };
         if let Some(n) = total {
             if last {
-                let c = if class == Kind::SEND { &mut self.sends } else { &mut self.writes };
+                let c = if class == Kind::SEND {
+                    &mut self.counters.sends
+                } else {
+                    &mut self.counters.writes
+                };
                 c.messages += 1;
                 c.bytes += n;
-                self.largest_message = self.largest_message.max(n);
+                self.counters.largest_message = self.counters.largest_message.max(n);
             } else {
                 self.msg_open = Some((class, n));
             }
@@ -565,7 +553,7 @@ impl Flow {
         let Some(syn) = syndrome else { return };
         match syn.kind() {
             AckKind::Ack { .. } => {
-                self.acks += 1;
+                self.counters.acks += 1;
                 // Past what was sent, and past what a READ's responses use.
                 if let Some(next) = self.next_psn {
                     let d = psn.diff(next);
@@ -580,13 +568,13 @@ impl Flow {
                 if let Some(prev) = self.last_acked {
                     let d = psn.diff(prev);
                     if d < 0 {
-                        self.ack_regressions += 1;
+                        self.counters.ack_regressions += 1;
                     } else if d > 1 {
-                        self.coalesced_acks += 1;
+                        self.counters.coalesced_acks += 1;
                     }
-                    self.acked_packets += d.max(0) as u64;
+                    self.counters.acked_packets += d.max(0) as u64;
                 } else {
-                    self.acked_packets += 1;
+                    self.counters.acked_packets += 1;
                 }
                 if self.last_acked.is_none_or(|p| psn.diff(p) > 0) {
                     self.last_acked = Some(psn);
@@ -600,11 +588,11 @@ impl Flow {
             kind @ (AckKind::Nak(_) | AckKind::RnrNak { .. } | AckKind::Reserved) => {
                 let wc_status = match kind {
                     AckKind::Nak(n) => {
-                        self.naks += 1;
+                        self.counters.naks += 1;
                         n.wc_status()
                     }
                     AckKind::RnrNak { .. } => {
-                        self.rnr_naks += 1;
+                        self.counters.rnr_naks += 1;
                         None
                     }
                     _ => None,
@@ -801,25 +789,25 @@ impl Analyzer {
         let i = self.flow(key, t, number, ts);
         {
             let f = &mut self.flows[i];
-            f.packets += 1;
-            f.bytes += orig_len as u64;
-            f.payload_bytes += p.payload_len;
+            f.counters.packets += 1;
+            f.counters.bytes += orig_len as u64;
+            f.counters.payload_bytes += p.payload_len;
             f.last_ts = ts;
             f.opcodes[p.opcode.0 as usize] += 1;
-            f.ecn_ce += (p.ecn == 3) as u64;
-            f.fecn += p.fecn as u64;
-            f.becn += p.becn as u64;
+            f.counters.ecn_ce += (p.ecn == 3) as u64;
+            f.counters.fecn += p.fecn as u64;
+            f.counters.becn += p.becn as u64;
             match p.icrc {
                 Some(c) => {
-                    f.icrc_checked += 1;
-                    f.icrc_bad += !c.ok() as u64;
+                    f.counters.icrc_checked += 1;
+                    f.counters.icrc_bad += !c.ok() as u64;
                 }
                 None => f.snapped += 1,
             }
         }
         if t == Transport::Cnp {
             self.totals.cnps += 1;
-            self.flows[i].cnps += 1;
+            self.flows[i].counters.cnps += 1;
             return;
         }
         if let Some(m) = p.mad {
@@ -831,7 +819,7 @@ impl Analyzer {
         // A frame cut inside its extension headers still has a BTH: its PSN counts;
         // what the missing headers would have said (AETH, RETH) is simply absent.
         if p.ack_req {
-            self.flows[i].ack_req += 1;
+            self.flows[i].counters.ack_req += 1;
         }
         if info.is_request() {
             self.flows[i].on_request(number, ts, info.kind, p.psn, p.payload_len, p.dma_len);

@@ -25,14 +25,17 @@ fn send_and_ack_one_message_with_latency() {
     let r = analyze(&c);
     assert_eq!(r.flows.len(), 2);
     let a = &r.flows[0];
-    assert_eq!((a.sends.messages, a.sends.bytes), (1, 64));
-    assert_eq!((a.acks, a.naks, a.retransmissions, a.gaps), (1, 0, 0, 0));
+    assert_eq!((a.counters.sends.messages, a.counters.sends.bytes), (1, 64));
+    assert_eq!(
+        (a.counters.acks, a.counters.naks, a.counters.retransmissions, a.counters.gaps),
+        (1, 0, 0, 0)
+    );
     assert_eq!(a.paired_with, Some(2));
     assert_eq!(a.paired_by, Some("address"));
     let l = a.ack_latency.unwrap();
     assert_eq!((l.samples, l.min_ns, l.max_ns), (1, 12_000, 12_000));
-    assert_eq!(a.icrc_bad, 0);
-    assert_eq!(a.icrc_checked, 1);
+    assert_eq!(a.counters.icrc_bad, 0);
+    assert_eq!(a.counters.icrc_checked, 1);
 }
 
 #[test]
@@ -44,14 +47,17 @@ fn multi_packet_write_is_one_message_and_ack_coalesces() {
     c.ack(Dir::BtoA, p2, Syndrome::ACK, 1);
     let r = analyze(&c);
     let a = &r.flows[0];
-    assert_eq!(a.requests, 4);
-    assert_eq!((a.writes.messages, a.writes.bytes, a.largest_message), (2, 3100, 3000));
-    assert_eq!(a.psn_first, Some(100));
-    assert_eq!(a.psn_last, Some(103));
-    assert_eq!(a.acks, 2);
-    assert_eq!(a.coalesced_acks, 0, "first ACK covers 3 packets but is the first seen");
-    assert_eq!(a.acked_packets, 2);
-    assert_eq!(a.broken_messages, 0);
+    assert_eq!(a.counters.requests, 4);
+    assert_eq!(
+        (a.counters.writes.messages, a.counters.writes.bytes, a.counters.largest_message),
+        (2, 3100, 3000)
+    );
+    assert_eq!(a.counters.psn_first, Some(100));
+    assert_eq!(a.counters.psn_last, Some(103));
+    assert_eq!(a.counters.acks, 2);
+    assert_eq!(a.counters.coalesced_acks, 0, "first ACK covers 3 packets but is the first seen");
+    assert_eq!(a.counters.acked_packets, 2);
+    assert_eq!(a.counters.broken_messages, 0);
 }
 
 #[test]
@@ -61,7 +67,7 @@ fn nak_is_tied_to_the_request_it_answers() {
     c.ack(Dir::BtoA, p, Syndrome::nak(2), 0);
     let r = analyze(&c);
     let a = &r.flows[0];
-    assert_eq!(a.naks, 1);
+    assert_eq!(a.counters.naks, 1);
     let e = &a.nak_events[0];
     assert_eq!((e.frame, e.psn, e.request_frame), (2, 100, Some(1)));
     assert_eq!(e.syndrome, "NAK Remote Access Error");
@@ -89,15 +95,15 @@ fn lost_packet_gap_nak_and_go_back_n() {
     c.ack(Dir::BtoA, Psn::new(103), Syndrome::ACK, 1);
     let r = analyze(&c);
     let a = &r.flows[0];
-    assert_eq!((a.gaps, a.missing_psns), (1, 1));
+    assert_eq!((a.counters.gaps, a.counters.missing_psns), (1, 1));
     assert_eq!((a.gap_events[0].expected, a.gap_events[0].got), (101, 102));
-    assert_eq!(a.out_of_order, 1, "101 arrives late, never seen before");
-    assert_eq!(a.retransmissions, 2, "102 and 103 are seen twice");
-    assert_eq!(a.naks, 1);
+    assert_eq!(a.counters.out_of_order, 1, "101 arrives late, never seen before");
+    assert_eq!(a.counters.retransmissions, 2, "102 and 103 are seen twice");
+    assert_eq!(a.counters.naks, 1);
     assert_eq!(a.nak_events[0].syndrome, "NAK PSN Sequence Error");
     assert_eq!(a.nak_events[0].request_frame, None, "PSN 101 was never captured before the NAK");
-    assert_eq!(a.ack_regressions, 0);
-    assert_eq!((a.writes.messages, a.writes.bytes), (1, 1024), "{r}");
+    assert_eq!(a.counters.ack_regressions, 0);
+    assert_eq!((a.counters.writes.messages, a.counters.writes.bytes), (1, 1024), "{r}");
 }
 
 #[test]
@@ -111,8 +117,11 @@ fn retransmissions_are_counted_once_per_resent_packet() {
     c.ack(Dir::BtoA, p2, Syndrome::ACK, 1);
     let r = analyze(&c);
     let a = &r.flows[0];
-    assert_eq!((a.requests, a.retransmissions, a.rnr_naks, a.acks), (2, 1, 1, 1));
-    assert_eq!(a.sends.messages, 1, "a resent message is not a new message");
+    assert_eq!(
+        (a.counters.requests, a.counters.retransmissions, a.counters.rnr_naks, a.counters.acks),
+        (2, 1, 1, 1)
+    );
+    assert_eq!(a.counters.sends.messages, 1, "a resent message is not a new message");
     assert_eq!(a.nak_events[0].syndrome, "RNR NAK timer=12 (0.64 ms)");
     assert_eq!(a.nak_events[0].request_frame, Some(1));
 }
@@ -128,10 +137,10 @@ fn read_consumes_psns_without_a_gap_and_latency_is_measured() {
     c.ack(Dir::BtoA, s, Syndrome::ACK, 1);
     let r = analyze(&c);
     let a = &r.flows[0];
-    assert_eq!(a.gaps, 0, "{r}");
-    assert_eq!((a.reads.messages, a.reads.bytes), (1, 2500));
+    assert_eq!(a.counters.gaps, 0, "{r}");
+    assert_eq!((a.counters.reads.messages, a.counters.reads.bytes), (1, 2500));
     assert_eq!(a.read_latency.unwrap().min_ns, 7_000);
-    assert_eq!(a.acks, 2, "READ Response Last carries an ACK, and the SEND's ACK");
+    assert_eq!(a.counters.acks, 2, "READ Response Last carries an ACK, and the SEND's ACK");
 }
 
 #[test]
@@ -144,9 +153,17 @@ fn psn_wraps_at_24_bits() {
     }
     let r = analyze(&c);
     let a = &r.flows[0];
-    assert_eq!((a.psn_first, a.psn_last), (Some(0xFF_FFFE), Some(1)));
-    assert_eq!((a.gaps, a.out_of_order, a.retransmissions, a.ack_regressions), (0, 0, 0, 0));
-    assert_eq!(a.acks, 4);
+    assert_eq!((a.counters.psn_first, a.counters.psn_last), (Some(0xFF_FFFE), Some(1)));
+    assert_eq!(
+        (
+            a.counters.gaps,
+            a.counters.out_of_order,
+            a.counters.retransmissions,
+            a.counters.ack_regressions
+        ),
+        (0, 0, 0, 0)
+    );
+    assert_eq!(a.counters.acks, 4);
 }
 
 #[test]
@@ -160,8 +177,8 @@ fn out_of_order_and_ack_regression() {
     c.ack(Dir::BtoA, Psn::new(101), Syndrome::ACK, 0);
     let r = analyze(&c);
     let a = &r.flows[0];
-    assert_eq!((a.gaps, a.out_of_order, a.retransmissions), (1, 1, 0));
-    assert_eq!(a.ack_regressions, 1);
+    assert_eq!((a.counters.gaps, a.counters.out_of_order, a.counters.retransmissions), (1, 1, 0));
+    assert_eq!(a.counters.ack_regressions, 1);
 }
 
 #[test]
@@ -173,9 +190,9 @@ fn ecn_marks_and_cnps() {
     c.cnp(Dir::BtoA);
     c.ack(Dir::BtoA, p, Syndrome::ACK, 1);
     let r = analyze(&c);
-    assert_eq!(r.flows[0].ecn_ce, 1);
-    assert_eq!(r.flows[1].cnps, 1);
-    assert_eq!(r.flows[1].becn, 1);
+    assert_eq!(r.flows[0].counters.ecn_ce, 1);
+    assert_eq!(r.flows[1].counters.cnps, 1);
+    assert_eq!(r.flows[1].counters.becn, 1);
     assert_eq!(r.totals.cnps, 1);
 }
 
@@ -248,7 +265,7 @@ fn cm_pairs_flows_even_with_several_qps() {
     let _ = p;
     let r = analyze(&c);
     let conn = r.flows.iter().find(|f| f.dest_qp == 0x12 && f.src_qp.is_none()).unwrap();
-    assert_eq!(conn.acks, 1);
+    assert_eq!(conn.counters.acks, 1);
     assert_eq!(conn.paired_by, Some("CM"));
     assert_eq!(r.totals.cm_messages, 2);
     let cm = conn.cm.expect("CM facts on the flow");

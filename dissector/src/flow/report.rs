@@ -11,7 +11,7 @@ use core::fmt;
 use serde::Serialize;
 
 use super::{
-    Analyzer, CmInfo, Flow, GapEvent, GhostAck, LatencySummary, MsgCount, NakEvent, Totals,
+    Analyzer, CmInfo, Flow, FlowCounters, GapEvent, GhostAck, LatencySummary, NakEvent, Totals,
 };
 
 impl Analyzer {
@@ -40,6 +40,9 @@ pub struct Report {
     pub flows: Vec<FlowReport>,
 }
 
+/// One flow in the report. Its JSON keys: the flow's identity, then its
+/// [`FlowCounters`] (flattened: one key per counter, in their order), then what is
+/// summarised or listed (opcodes, latencies, events).
 #[derive(Debug, Clone, Serialize)]
 pub struct FlowReport {
     pub id: usize,
@@ -56,38 +59,12 @@ pub struct FlowReport {
     pub cm: Option<CmInfo>,
     pub first_frame: u64,
     pub duration_ns: u64,
-    pub packets: u64,
-    pub bytes: u64,
-    pub payload_bytes: u64,
+    /// The flow's counters, as [`Flow`] has them.
+    #[serde(flatten)]
+    pub counters: FlowCounters,
     pub opcodes: Vec<(String, u32)>,
-    pub requests: u64,
-    pub psn_first: Option<u32>,
-    pub psn_last: Option<u32>,
-    pub gaps: u64,
-    pub missing_psns: u64,
-    pub out_of_order: u64,
-    pub retransmissions: u64,
-    pub sends: MsgCount,
-    pub writes: MsgCount,
-    pub reads: MsgCount,
-    pub atomics: MsgCount,
-    pub largest_message: u64,
-    pub broken_messages: u64,
-    pub ack_req: u64,
-    pub acks: u64,
-    pub coalesced_acks: u64,
-    pub acked_packets: u64,
-    pub naks: u64,
-    pub rnr_naks: u64,
-    pub ack_regressions: u64,
     pub ack_latency: Option<LatencySummary>,
     pub read_latency: Option<LatencySummary>,
-    pub ecn_ce: u64,
-    pub fecn: u64,
-    pub becn: u64,
-    pub cnps: u64,
-    pub icrc_checked: u64,
-    pub icrc_bad: u64,
     pub nak_events: Vec<NakEvent>,
     pub gap_events: Vec<GapEvent>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -108,46 +85,19 @@ impl FlowReport {
             cm: None,
             first_frame: f.first_frame,
             duration_ns: f.last_ts.saturating_sub(f.first_ts),
-            packets: f.packets,
-            bytes: f.bytes,
-            payload_bytes: f.payload_bytes,
+            counters: f.counters,
             opcodes: f.opcode_counts().map(|(o, n)| (f.opcode_name(o), n)).collect(),
-            requests: f.requests,
-            psn_first: f.psn_first,
-            psn_last: f.psn_last,
-            gaps: f.gaps,
-            missing_psns: f.missing_psns,
-            out_of_order: f.out_of_order,
-            retransmissions: f.retransmissions,
-            sends: f.sends,
-            writes: f.writes,
-            reads: f.reads,
-            atomics: f.atomics,
-            largest_message: f.largest_message,
-            broken_messages: f.broken_messages,
-            ack_req: f.ack_req,
-            acks: f.acks,
-            coalesced_acks: f.coalesced_acks,
-            acked_packets: f.acked_packets,
-            naks: f.naks,
-            rnr_naks: f.rnr_naks,
-            ack_regressions: f.ack_regressions,
             ack_latency: f.ack_latency.summary(),
             read_latency: f.read_latency.summary(),
-            ecn_ce: f.ecn_ce,
-            fecn: f.fecn,
-            becn: f.becn,
-            cnps: f.cnps,
-            icrc_checked: f.icrc_checked,
-            icrc_bad: f.icrc_bad,
             nak_events: f.nak_events.clone(),
-            ghost_acks: f.ghost_acks.clone(),
             gap_events: f.gap_events.clone(),
+            ghost_acks: f.ghost_acks.clone(),
         }
     }
 
     pub fn messages(&self) -> u64 {
-        self.sends.messages + self.writes.messages + self.reads.messages + self.atomics.messages
+        let c = &self.counters;
+        c.sends.messages + c.writes.messages + c.reads.messages + c.atomics.messages
     }
 }
 
@@ -195,11 +145,12 @@ impl Report {
             "id", "tr", "flow (src → dst QP)", "pair", "packets", "bytes", "msgs", "PSN range", "gap", "ooo", "retx", "acks", "nak", "rnr", "ce", "cnp", "icrc"
         )?;
         for r in &self.flows {
+            let c = &r.counters;
             let flow = match r.src_qp {
                 Some(s) => format!("{}:{:#x} → {} {:#08x}", r.src, s, r.dst, r.dest_qp),
                 None => format!("{} → {} {:#08x}", r.src, r.dst, r.dest_qp),
             };
-            let psn = match (r.psn_first, r.psn_last) {
+            let psn = match (c.psn_first, c.psn_last) {
                 (Some(a), Some(b)) => format!("{a}..{b}"),
                 _ => "-".into(),
             };
@@ -210,19 +161,19 @@ impl Report {
                 r.transport,
                 flow,
                 r.paired_with.map_or("-".into(), |p| p.to_string()),
-                r.packets,
-                r.bytes,
+                c.packets,
+                c.bytes,
                 r.messages(),
                 psn,
-                r.gaps,
-                r.out_of_order,
-                r.retransmissions,
-                r.acks,
-                r.naks,
-                r.rnr_naks,
-                r.ecn_ce,
-                r.cnps,
-                r.icrc_bad
+                c.gaps,
+                c.out_of_order,
+                c.retransmissions,
+                c.acks,
+                c.naks,
+                c.rnr_naks,
+                c.ecn_ce,
+                c.cnps,
+                c.icrc_bad
             )?;
         }
         Ok(())
@@ -242,41 +193,41 @@ impl FlowReport {
 
     /// Messages by kind, the CM connection, opcodes, and how the pair answered.
     fn traffic_notes(&self, lines: &mut Vec<String>) {
-        let r = self;
+        let (r, c) = (self, &self.counters);
         let kinds: Vec<String> =
-            [("SEND", r.sends), ("WRITE", r.writes), ("READ", r.reads), ("ATOMIC", r.atomics)]
+            [("SEND", c.sends), ("WRITE", c.writes), ("READ", c.reads), ("ATOMIC", c.atomics)]
                 .iter()
                 .filter(|(_, c)| c.messages > 0)
                 .map(|(n, c)| format!("{n} {} ({} B)", c.messages, c.bytes))
                 .collect();
         if !kinds.is_empty() {
-            lines.push(format!("messages: {}; largest {} B", kinds.join(", "), r.largest_message));
+            lines.push(format!("messages: {}; largest {} B", kinds.join(", "), c.largest_message));
         }
-        if r.broken_messages > 0 {
+        if c.broken_messages > 0 {
             lines.push(format!(
                 "{} broken messages (Middle/Last without First, or First while a message was open)",
-                r.broken_messages
+                c.broken_messages
             ));
         }
-        if let Some(c) = r.cm {
-            let check = match r.psn_first {
-                Some(p) if p == c.start_psn => "the first request uses it".to_string(),
+        if let Some(cm) = r.cm {
+            let check = match c.psn_first {
+                Some(p) if p == cm.start_psn => "the first request uses it".to_string(),
                 Some(p) => format!("but the first request used PSN {p}"),
                 None => "no requests followed".to_string(),
             };
             lines.push(format!(
                 "CM connection {:#010x} (REQ frame {}, REP frame {}): requests from QP {:#08x}, starting PSN {} announced in the {}; {check}",
-                c.comm_id, c.req_frame, c.rep_frame, c.sender_qpn, c.start_psn, c.announced_in
+                cm.comm_id, cm.req_frame, cm.rep_frame, cm.sender_qpn, cm.start_psn, cm.announced_in
             ));
         }
         let ops: Vec<String> = r.opcodes.iter().map(|(o, n)| format!("{o} ×{n}")).collect();
         lines.push(format!("opcodes: {}", ops.join(", ")));
-        if let (Some(p), true) = (r.paired_with, r.requests > 0) {
-            let acked = if r.acks > 0 {
+        if let (Some(p), true) = (r.paired_with, c.requests > 0) {
+            let acked = if c.acks > 0 {
                 format!(
                     "; {:.2} request packets per ACK, {} coalesced ACKs",
-                    r.acked_packets as f64 / r.acks as f64,
-                    r.coalesced_acks
+                    c.acked_packets as f64 / c.acks as f64,
+                    c.coalesced_acks
                 )
             } else {
                 String::new()
@@ -284,20 +235,20 @@ impl FlowReport {
             lines.push(format!(
                 "answered in flow {p} (paired by {}): {} ACKs, {} NAKs, {} RNR NAKs{acked}",
                 r.paired_by.unwrap_or("?"),
-                r.acks,
-                r.naks,
-                r.rnr_naks
+                c.acks,
+                c.naks,
+                c.rnr_naks
             ));
         }
     }
 
     /// ACK regressions, then each gap, NAK and ghost ACK with its frame.
     fn event_notes(&self, lines: &mut Vec<String>) {
-        let r = self;
-        if r.ack_regressions > 0 {
+        let (r, c) = (self, &self.counters);
+        if c.ack_regressions > 0 {
             lines.push(format!(
                 "{} ACKs moved the acknowledged PSN backwards (go-back-N violation)",
-                r.ack_regressions
+                c.ack_regressions
             ));
         }
         for g in &r.gap_events {
@@ -324,7 +275,7 @@ impl FlowReport {
 
     /// ACK and READ latency, congestion marks, bad ICRCs.
     fn health_notes(&self, lines: &mut Vec<String>) {
-        let r = self;
+        let (r, c) = (self, &self.counters);
         if let Some(l) = r.ack_latency {
             lines.push(format!(
                 "ACK latency: min {} median {} max {} ({} samples)",
@@ -343,14 +294,14 @@ impl FlowReport {
                 l.samples
             ));
         }
-        if r.ecn_ce > 0 || r.cnps > 0 || r.fecn > 0 || r.becn > 0 {
+        if c.ecn_ce > 0 || c.cnps > 0 || c.fecn > 0 || c.becn > 0 {
             lines.push(format!(
                 "congestion: {} ECN CE marks, {} CNPs, FECN {}, BECN {}",
-                r.ecn_ce, r.cnps, r.fecn, r.becn
+                c.ecn_ce, c.cnps, c.fecn, c.becn
             ));
         }
-        if r.icrc_bad > 0 {
-            lines.push(format!("{} of {} ICRCs bad", r.icrc_bad, r.icrc_checked));
+        if c.icrc_bad > 0 {
+            lines.push(format!("{} of {} ICRCs bad", c.icrc_bad, c.icrc_checked));
         }
     }
 }
