@@ -227,6 +227,11 @@ fn broken(paths: &LabPaths) -> Option<String> {
     }
 }
 
+/// Whether the lab's daemon says it is still booting its VMs.
+fn booting(paths: &LabPaths) -> bool {
+    client::request(paths, &Request::Status).is_ok_and(|st| st["phase"] == "booting")
+}
+
 /// Boots the lab (or finds it up) and waits until it is ready. A lab that is up
 /// but broken (a VM died) is restarted, and one that is down is booted, as it
 /// was last defined unless `opts` gives rules of its own.
@@ -278,9 +283,10 @@ fn up_or_heal(
     }
     let definition = opts.definition(paths)?;
     if already_up {
-        // Another caller may have healed it while this one waited for the lock.
+        // Another caller may have healed it while this one waited for the lock:
+        // one usable again, or booting again, is waited for, not restarted.
         let why = match heal {
-            Some(why) => usable(paths).err().map(|_| why.to_string()),
+            Some(why) => (usable(paths).is_err() && !booting(paths)).then(|| why.to_string()),
             None => broken(paths),
         };
         if let Some(why) = why {
