@@ -451,6 +451,29 @@ fn seeded_probability_is_reproducible() {
     assert!((60..140).contains(&a.len()), "{} of 200 dropped at p=0.5", a.len());
 }
 
+/// One run as the daemon begins it for a scenario on a lab with the standing
+/// rule `rule` (seeded from `lab_seed`): the run's own seed is the same every
+/// time, as a scenario's is. One RoCE frame (PSN `psn`) goes a→b; the run's report.
+fn one_frame_run(r: &Rig, rule: &Rule, lab_seed: u64, psn: u32) -> RunReport {
+    let id = r
+        .switch
+        .begin(RunSpec {
+            rules: vec![rule.clone()],
+            seed: 1,
+            recorder: None,
+            capture: None,
+            live: None,
+            claim: None,
+            standing: Standing { count: 1, seed: lab_seed },
+        })
+        .unwrap();
+    r.send(Dir::AtoB, &roce(Dir::AtoB, 0x04, 0x11, psn, b"data"));
+    let _ = r.received(Dir::AtoB);
+    let rep = r.switch.end(id).unwrap();
+    assert_eq!(rep.rules[0].matched, 1, "a run's report counts its own frames: {rep:?}");
+    rep
+}
+
 /// The symptom, as the daemon drives the switch: a standing `prob=0.5`
 /// rule, one run per scenario (or fuzz batch), each seeing one matching frame.
 /// Seeded again in every run, the rule drew the same first number each time and
@@ -459,27 +482,7 @@ fn seeded_probability_is_reproducible() {
 fn a_standing_probability_fires_at_its_rate_across_short_runs() {
     let r = rig("standing-prob");
     let rule = parse_rule("corrupt op=rc-send-only at=payload+0 xor=0x01 prob=0.5").unwrap();
-    let mut fired = 0;
-    for run in 0..80u32 {
-        let id = r
-            .switch
-            .begin(RunSpec {
-                // The run's own seed is the same every time, as a scenario's is.
-                rules: vec![rule.clone()],
-                seed: 1,
-                recorder: None,
-                capture: None,
-                live: None,
-                claim: None,
-                standing: Standing { count: 1, seed: 3 },
-            })
-            .unwrap();
-        r.send(Dir::AtoB, &roce(Dir::AtoB, 0x04, 0x11, run, b"data"));
-        assert_eq!(r.received(Dir::AtoB).len(), 1);
-        let rep = r.switch.end(id).unwrap();
-        assert_eq!(rep.rules[0].matched, 1, "run {run}: {rep:?}");
-        fired += rep.rules[0].applied;
-    }
+    let fired: u64 = (0..80u32).map(|psn| one_frame_run(&r, &rule, 3, psn).rules[0].applied).sum();
     assert!((24..=56).contains(&fired), "fired in {fired} of 80 runs at prob=0.5");
     // The lab's counts over its life: every match and firing, for `roce lab status`.
     let life = r.switch.standing().unwrap();
@@ -493,27 +496,8 @@ fn a_standing_probability_fires_at_its_rate_across_short_runs() {
 fn a_standing_nth_counts_over_the_labs_life() {
     let r = rig("standing-nth");
     let rule = parse_rule("drop nth=3").unwrap();
-    let dropped: Vec<u64> = (0..5u32)
-        .map(|psn| {
-            let id = r
-                .switch
-                .begin(RunSpec {
-                    rules: vec![rule.clone()],
-                    seed: 1,
-                    recorder: None,
-                    capture: None,
-                    live: None,
-                    claim: None,
-                    standing: Standing { count: 1, seed: 1 },
-                })
-                .unwrap();
-            r.send(Dir::AtoB, &roce(Dir::AtoB, 0x04, 0x11, psn, b"x"));
-            let _ = r.received(Dir::AtoB);
-            let rep = r.switch.end(id).unwrap();
-            assert_eq!(rep.rules[0].matched, 1, "a run's report counts its own frames");
-            rep.counters.dropped
-        })
-        .collect();
+    let dropped: Vec<u64> =
+        (0..5u32).map(|psn| one_frame_run(&r, &rule, 1, psn).counters.dropped).collect();
     assert_eq!(dropped, [0, 0, 1, 0, 0]);
 }
 
@@ -521,28 +505,10 @@ fn a_standing_nth_counts_over_the_labs_life() {
 /// a heal replays the lab as it was defined.
 #[test]
 fn standing_draws_start_again_from_the_lab_seed_on_a_new_switch() {
+    let rule = parse_rule("drop prob=0.5").unwrap();
     let draws = |name: &str| -> Vec<u64> {
         let r = rig(name);
-        let rule = parse_rule("drop prob=0.5").unwrap();
-        (0..24u32)
-            .map(|psn| {
-                let id = r
-                    .switch
-                    .begin(RunSpec {
-                        rules: vec![rule.clone()],
-                        seed: 9,
-                        recorder: None,
-                        capture: None,
-                        live: None,
-                        claim: None,
-                        standing: Standing { count: 1, seed: 5 },
-                    })
-                    .unwrap();
-                r.send(Dir::AtoB, &roce(Dir::AtoB, 0x04, 0x11, psn, b"x"));
-                let _ = r.received(Dir::AtoB);
-                r.switch.end(id).unwrap().rules[0].applied
-            })
-            .collect()
+        (0..24u32).map(|psn| one_frame_run(&r, &rule, 5, psn).rules[0].applied).collect()
     };
     let first = draws("standing-a");
     assert_eq!(first, draws("standing-b"));
