@@ -22,8 +22,8 @@ use super::probe::{self, Aim};
 use crate::net::raw::Link;
 use crate::protocol::stream::StreamContent;
 use crate::protocol::{
-    self, Action, AgentVerb, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder,
-    ProbeSent, QpInfo, ReadError, Refusal, RemoteRef, SgeRef, ToAgent, Wc,
+    self, Action, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder, ProbeSent,
+    QpInfo, ReadError, Refusal, RemoteRef, SgeRef, ToAgent, Verb, Wc,
 };
 use crate::verbs::{
     Access, Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Given, Mr, Mw, MwKind, Pd, Peer,
@@ -140,7 +140,7 @@ impl QpState {
         let m = self.peer_mrs.iter().find(|m| m.name == r.mr).ok_or_else(|| {
             AgentError::from(format!("the peer of `{}` has no MR `{}`", self.setup.name, r.mr))
         })?;
-        Ok((m.addr.wrapping_add(r.offset), r.rkey.unwrap_or(m.rkey)))
+        Ok((m.addr.wrapping_add(r.offset), r.rkey_or(m.rkey)?))
     }
 
     fn connected(&self) -> AgentResult<&Qp<Rts>> {
@@ -795,26 +795,26 @@ impl Local {
         &mut self,
         qname: &str,
         wr_id: u64,
-        verb: &AgentVerb,
+        verb: &Verb,
         sges: &[SgeRef],
         flags: &[SendFlag],
     ) -> AgentResult<Option<MwInfo>> {
         let sges = self.sges(sges)?;
         let p = Posting { q: self.qp(qname)?, wr_id, flags: send_flag_bits(flags) };
         let (opcode, imm, remote) = match verb {
-            AgentVerb::Send { imm, qkey } if p.q.setup.kind == QpKind::Ud => {
+            Verb::Send { imm, qkey } if p.q.setup.kind == QpKind::Ud => {
                 (send_opcode(*imm), *imm, p.ud_peer(qname, *qkey)?)
             }
-            AgentVerb::Send { imm, .. } => (send_opcode(*imm), *imm, Remote::None),
-            AgentVerb::Write { remote, imm } => {
+            Verb::Send { imm, .. } => (send_opcode(*imm), *imm, Remote::None),
+            Verb::Write { remote, imm } => {
                 let (addr, rkey) = p.q.remote(remote)?;
                 (write_opcode(*imm), *imm, Remote::Rdma { addr, rkey })
             }
-            AgentVerb::Read { remote } => {
+            Verb::Read { remote } => {
                 let (addr, rkey) = p.q.remote(remote)?;
                 (ibv_wr_opcode::IBV_WR_RDMA_READ, None, Remote::Rdma { addr, rkey })
             }
-            AgentVerb::CmpSwap { remote, compare, swap } => {
+            Verb::CmpSwap { remote, compare, swap } => {
                 let (addr, rkey) = p.q.remote(remote)?;
                 (
                     ibv_wr_opcode::IBV_WR_ATOMIC_CMP_AND_SWP,
@@ -822,7 +822,7 @@ impl Local {
                     Remote::Atomic { addr, rkey, compare_add: *compare, swap: *swap },
                 )
             }
-            AgentVerb::FetchAdd { remote, add } => {
+            Verb::FetchAdd { remote, add } => {
                 let (addr, rkey) = p.q.remote(remote)?;
                 (
                     ibv_wr_opcode::IBV_WR_ATOMIC_FETCH_AND_ADD,
@@ -830,23 +830,25 @@ impl Local {
                     Remote::Atomic { addr, rkey, compare_add: *add, swap: 0 },
                 )
             }
-            AgentVerb::AtomicWrite { remote, value } => {
+            Verb::AtomicWrite { remote, value } => {
                 p.atomic_write(remote, value)?;
                 return Ok(None);
             }
-            AgentVerb::Flush { remote, len, placement, level } => {
+            Verb::Flush { remote, len, placement, level } => {
                 p.flush(remote, *len, *placement, *level)?;
                 return Ok(None);
             }
-            AgentVerb::SendInv { rkey } => {
-                (ibv_wr_opcode::IBV_WR_SEND_WITH_INV, None, Remote::Invalidate { rkey: *rkey })
-            }
-            AgentVerb::LocalInv { mw } => (
+            Verb::SendInv { invalidate } => (
+                ibv_wr_opcode::IBV_WR_SEND_WITH_INV,
+                None,
+                Remote::Invalidate { rkey: invalidate.rkey()? },
+            ),
+            Verb::LocalInv { mw } => (
                 ibv_wr_opcode::IBV_WR_LOCAL_INV,
                 None,
                 Remote::Invalidate { rkey: self.mw(mw)?.rkey },
             ),
-            AgentVerb::BindMw { mw, mr, offset, len, access } => {
+            Verb::BindMw { mw, mr, offset, len, access } => {
                 let w = self.mw(mw)?;
                 let m = self
                     .mrs

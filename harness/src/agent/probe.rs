@@ -16,7 +16,7 @@ use dissector::craft::{self, Encap, Host, IcrcMode};
 use dissector::wire::ext::{AtomicEthRepr, DethRepr, RethRepr};
 use dissector::wire::{BthRepr, Headers, Opcode, Psn};
 
-use crate::protocol::{ProbeOrder, ProbePsn, SentFrame};
+use crate::protocol::{ProbeOrder, SentFrame};
 
 /// What a probe is sent to, resolved: the target QP and where its memory is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,10 +33,7 @@ pub(crate) struct Aim {
 
 /// The probe's PSN, given what `next` is (24-bit wrap).
 pub(crate) fn psn(order: &ProbeOrder, next: Psn) -> Psn {
-    match order.psn {
-        ProbePsn::Next(off) => next.add(off as u32),
-        ProbePsn::Absolute(p) => Psn::new(p),
-    }
+    order.psn.resolve(next)
 }
 
 /// The transport part of the probe (BTH … payload, ICRC mode), and what it is.
@@ -117,7 +114,7 @@ pub(crate) fn advance(order: &ProbeOrder, next: Psn) -> Psn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{BthBits, Hex};
+    use crate::protocol::{BthBits, Hex, PsnAt};
     use dissector::frame::{decode, Options};
     use dissector::wire::ethernet::Mac;
     use std::net::{IpAddr, Ipv4Addr};
@@ -127,7 +124,7 @@ mod tests {
             id: "p".into(),
             qp: "q".into(),
             opcode,
-            psn: ProbePsn::Next(0),
+            psn: PsnAt::Next(0),
             moves_next: true,
             remote: None,
             dma_len: None,
@@ -169,7 +166,7 @@ mod tests {
         let (a, b) = hosts();
         let s = ProbeOrder {
             payload: Hex(vec![0xab; 10]),
-            psn: ProbePsn::Next(3),
+            psn: PsnAt::Next(3),
             moves_next: false,
             copies: 2,
             ..order(0x0a)
@@ -223,7 +220,7 @@ mod tests {
             bad_icrc: true,
             p_key: 0x7fff,
             dest_qp: Some(0xabcdef),
-            psn: ProbePsn::Next(-1),
+            psn: PsnAt::Next(-1),
             payload: Hex(vec![0; 4]),
             ..order(0x04)
         };
@@ -235,7 +232,7 @@ mod tests {
             (0x7fff, 0xabcdef, 0xff_ffff)
         );
         assert_eq!(d.icrc_check(&f[0].0).map(|c| c.ok()), Some(false));
-        let abs = ProbeOrder { psn: ProbePsn::Absolute(7), ..order(0x04) };
+        let abs = ProbeOrder { psn: PsnAt::Absolute(7), ..order(0x04) };
         assert_eq!(psn(&abs, Psn::new(100)), Psn::new(7));
     }
 

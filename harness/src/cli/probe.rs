@@ -18,7 +18,7 @@ use dissector::wire::{Opcode, Psn, Transport};
 use super::exit::{help, CommandResult, Exit, Failure};
 use crate::agent::probe::{frames, transport, Aim};
 use crate::net::raw::{Link, OpenError};
-use crate::protocol::{Hex, ProbeOrder, ProbePsn};
+use crate::protocol::{Hex, ProbeOrder, PsnAt};
 use crate::scenario::check::probe_payload;
 use crate::scenario::model::Content;
 
@@ -188,7 +188,7 @@ pub(super) fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Com
         id: "probe".into(),
         qp: String::new(),
         opcode: opcode.0,
-        psn: ProbePsn::Absolute(a.psn),
+        psn: PsnAt::Absolute(a.psn),
         moves_next: false,
         remote: None,
         dma_len: a.dma_len,

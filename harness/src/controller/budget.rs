@@ -47,7 +47,7 @@ pub(crate) struct Estimate {
 fn stream(st: &StreamStep, mtu: u32) -> Estimate {
     let mtu = u64::from(mtu.max(256));
     let (mut frames, mut bytes) = (0u64, 0u64);
-    for (_, _, len) in st.content.layout() {
+    for (_, _, len) in st.order.content.layout() {
         let len = u64::from(len);
         // A READ's data comes back in the responses, its request being the
         // one frame more; every other verb's in its requests, with an ACK.
@@ -64,6 +64,7 @@ pub(crate) fn estimate(sc: &Scenario) -> Estimate {
     for s in &sc.steps {
         if let Step::Stream(st) = s {
             let mtu = st
+                .order
                 .qps
                 .first()
                 .and_then(|q| sc.qps.iter().find(|x| &x.name == q))

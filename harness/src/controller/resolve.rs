@@ -1,9 +1,10 @@
 //! A checked scenario, resolved into what each agent is told: its own setup, its
-//! steps as actions, and the fault rules the lab's switch applies. Names of QPs and
-//! MRs stay names (each agent knows its own); everything else becomes concrete.
+//! steps (the checked actions themselves, each window's rkey filled in as the run
+//! learns it), and the fault rules the lab's switch applies. Names of QPs and MRs
+//! stay names (each agent knows its own).
 //!
-//! Owns: the translation from [`Scenario`] to the protocol's `Setup` and `Action`s, and
-//! to the lab's fault [`Rule`]s. Imports: the scenario model, the agent protocol
+//! Owns: the translation from [`Scenario`] to the protocol's `Setup`, the windows'
+//! rkeys in the actions sent, and the lab's fault [`Rule`]s. Imports: the scenario model, the agent protocol
 //! (`crate::protocol`), the results' endpoint facts, the verbs' QP kinds and caps, the
 //! lab's fault rules and VMs.
 use std::collections::BTreeMap;
@@ -12,12 +13,11 @@ use lab::fault::{self, Dir, Rule};
 use lab::state::Vm;
 
 use crate::protocol::{
-    self, Action, AgentVerb, BthBits, ConnectBy, Fill, Hex, MrSetup, MwSetup, ProbeOrder, ProbePsn,
-    QpSetup, RemoteRef, SgeRef, SrqSetup,
+    self, Action, ConnectBy, Fill, Hex, Invalidate, MrSetup, MwSetup, QpSetup, RemoteRef, SrqSetup,
+    Verb,
 };
-use crate::protocol::{ReceiveOrder, StreamOrder};
 use crate::results::EndpointFacts;
-use crate::scenario::model::{self, ConnectMethod, Content, PsnAt, QpType, Scenario, Step};
+use crate::scenario::model::{ConnectMethod, Content, QpType, Scenario, Step};
 use crate::verbs::{Caps, QpKind};
 
 /// The lab VM an endpoint runs in: `vm`, else its name.
@@ -55,8 +55,8 @@ fn fill(c: &Option<Content>) -> Fill {
 pub(super) type MwKeys = BTreeMap<(String, String), u32>;
 
 /// Whether `endpoint` posts a verb that `pick` selects on QP `qp`.
-fn posts(sc: &Scenario, endpoint: &str, qp: &str, pick: impl Fn(&model::Verb) -> bool) -> bool {
-    sc.steps.iter().any(|s| matches!(s, Step::Post { on, qp: q, verb, .. } if on == endpoint && q == qp && pick(verb)))
+fn posts(sc: &Scenario, endpoint: &str, qp: &str, pick: impl Fn(&Verb) -> bool) -> bool {
+    sc.steps.iter().any(|s| matches!(s, Step::Act { on, action: Action::Post { qp: q, verb, .. } } if on == endpoint && q == qp && pick(verb)))
 }
 
 /// What endpoint `name` sets up: its QPs (those it is an end of; made with the
@@ -83,10 +83,8 @@ pub(super) fn setup(sc: &Scenario, name: &str) -> protocol::Setup {
                 ConnectMethod::Tcp => ConnectBy::Tcp,
                 ConnectMethod::RdmaCm => ConnectBy::RdmaCm,
             },
-            atomic_write: posts(sc, name, &q.name, |v| {
-                matches!(v, model::Verb::AtomicWrite { .. })
-            }),
-            flush: posts(sc, name, &q.name, |v| matches!(v, model::Verb::Flush { .. })),
+            atomic_write: posts(sc, name, &q.name, |v| matches!(v, Verb::AtomicWrite { .. })),
+            flush: posts(sc, name, &q.name, |v| matches!(v, Verb::Flush { .. })),
             srq: q.srq.clone().filter(|n| sc.srqs.iter().any(|x| &x.name == n && x.on == name)),
         })
         .collect();
@@ -124,175 +122,53 @@ pub(super) fn setup(sc: &Scenario, name: &str) -> protocol::Setup {
     }
 }
 
-fn sges(v: &[model::Sge]) -> Vec<SgeRef> {
-    v.iter().map(|g| SgeRef { mr: g.mr.clone(), offset: g.offset, len: g.len }).collect()
-}
-
 /// The rkey of `peer`'s window `mw` as last learned.
 fn mw_rkey(keys: &MwKeys, peer: &str, mw: &str) -> Result<u32, String> {
     keys.get(&(peer.to_string(), mw.to_string())).copied().ok_or_else(|| format!("the rkey of memory window `{mw}` on {peer} is not known (its endpoint did not report it)"))
 }
 
-/// A remote end on `peer`: through a window, the window's current rkey (unless
-/// the scenario overrides it).
-fn remote(r: &model::Remote, peer: &str, keys: &MwKeys) -> Result<RemoteRef, String> {
-    let rkey = match (&r.mw, r.rkey) {
-        (Some(w), None) => Some(mw_rkey(keys, peer, w)?),
-        (_, k) => k,
-    };
-    Ok(RemoteRef { mr: r.mr.clone(), offset: r.offset, rkey })
+/// A remote end through `peer`'s window: the window's rkey as last learned
+/// (unless the scenario overrides it).
+fn learn_remote(r: &mut RemoteRef, peer: &str, keys: &MwKeys) -> Result<(), String> {
+    if let (Some(w), None) = (&r.mw, r.rkey) {
+        r.rkey = Some(mw_rkey(keys, peer, w)?);
+    }
+    Ok(())
 }
 
-/// A step as an action of its endpoint's agent: `None` for what the controller
-/// does itself (`sync`, `sleep`). Windows' rkeys come from `keys`.
-pub(super) fn action(
+/// A step as its endpoint's agent receives it: the checked action itself, with
+/// the one thing only the run knows filled in, the rkey of each window of the
+/// peer it names (from `keys`). `None` for what the controller does itself
+/// (`sync`, `sleep`).
+pub(super) fn sent(
     sc: &Scenario,
     step: &Step,
     keys: &MwKeys,
 ) -> Result<Option<(String, Action)>, String> {
-    let Some(on) = step.on() else { return Ok(None) };
-    let on = on.to_string();
-    let a = match step {
-        Step::PostRecv { qp, wr_id, sge, .. } => {
-            Action::PostRecv { qp: qp.clone(), wr_id: *wr_id, sges: sges(sge) }
-        }
-        Step::Post { qp, wr_id, sge, flags, verb, .. } => {
-            let peer = sc
-                .qps
-                .iter()
-                .find(|q| &q.name == qp)
-                .map(|q| q.peer_of(&on).to_string())
-                .unwrap_or_default();
-            let rm = |r: &model::Remote| remote(r, &peer, keys);
-            let verb = match verb {
-                model::Verb::Send { qkey } => AgentVerb::Send { imm: None, qkey: *qkey },
-                model::Verb::SendImm { imm, qkey } => {
-                    AgentVerb::Send { imm: Some(*imm), qkey: *qkey }
-                }
-                model::Verb::Write { remote: r } => AgentVerb::Write { remote: rm(r)?, imm: None },
-                model::Verb::WriteImm { remote: r, imm } => {
-                    AgentVerb::Write { remote: rm(r)?, imm: Some(*imm) }
-                }
-                model::Verb::Read { remote: r } => AgentVerb::Read { remote: rm(r)? },
-                model::Verb::CmpSwap { remote: r, compare, swap } => {
-                    AgentVerb::CmpSwap { remote: rm(r)?, compare: *compare, swap: *swap }
-                }
-                model::Verb::FetchAdd { remote: r, add } => {
-                    AgentVerb::FetchAdd { remote: rm(r)?, add: *add }
-                }
-                model::Verb::AtomicWrite { remote: r, value } => {
-                    AgentVerb::AtomicWrite { remote: rm(r)?, value: Hex(value.to_vec()) }
-                }
-                model::Verb::Flush { remote: r, len, placement, level } => AgentVerb::Flush {
-                    remote: rm(r)?,
-                    len: *len,
-                    placement: *placement,
-                    level: *level,
-                },
-                model::Verb::SendInv { invalidate } => AgentVerb::SendInv {
-                    rkey: match invalidate {
-                        model::Invalidate::Mw(w) => mw_rkey(keys, &peer, w)?,
-                        model::Invalidate::Rkey(k) => *k,
-                    },
-                },
-                model::Verb::LocalInv { mw } => AgentVerb::LocalInv { mw: mw.clone() },
-                model::Verb::BindMw { mw, mr, offset, len, access } => AgentVerb::BindMw {
-                    mw: mw.clone(),
-                    mr: mr.clone(),
-                    offset: *offset,
-                    len: *len,
-                    access: *access,
-                },
-            };
-            Action::Post {
-                qp: qp.clone(),
-                wr_id: *wr_id,
-                verb,
-                sges: sges(sge),
-                flags: flags.clone(),
+    match step {
+        Step::Sync | Step::Sleep { .. } => Ok(None),
+        Step::Stream(st) => {
+            let mut order = st.order.clone();
+            if let Some(r) = &mut order.remote {
+                learn_remote(r, &st.peer, keys)?;
             }
+            Ok(Some((st.on.clone(), Action::Stream(order))))
         }
-        Step::PostSrqRecv { srq, wr_id, sge, .. } => {
-            Action::PostSrqRecv { srq: srq.clone(), wr_id: *wr_id, sges: sges(sge) }
+        Step::Act { on, action } => {
+            let mut action = action.clone();
+            if let Action::Post { qp, verb, .. } = &mut action {
+                let peer = sc.qps.iter().find(|q| &q.name == qp).map_or("", |q| q.peer_of(on));
+                if let Some(r) = verb.remote_mut() {
+                    learn_remote(r, peer, keys)?;
+                }
+                if let Verb::SendInv { invalidate: Invalidate::Mw { mw, rkey: rkey @ None } } = verb
+                {
+                    *rkey = Some(mw_rkey(keys, peer, mw)?);
+                }
+            }
+            Ok(Some((on.clone(), action)))
         }
-        Step::ArmSrq { srq, limit, .. } => Action::ArmSrq { srq: srq.clone(), limit: *limit },
-        Step::ModifyQp { qp, state, state_only, access, .. } => Action::ModifyQp {
-            qp: qp.clone(),
-            state: *state,
-            state_only: *state_only,
-            access: *access,
-        },
-        Step::QueryQp { qp, .. } => Action::QueryQp { qp: qp.clone() },
-        Step::DeregMr { mr, .. } => Action::DeregMr { mr: mr.clone() },
-        Step::ReregMr { mr, access, .. } => Action::ReregMr { mr: mr.clone(), access: *access },
-        Step::DeallocMw { mw, .. } => Action::DeallocMw { mw: mw.clone() },
-        Step::ArmCq { solicited_only, .. } => Action::ArmCq { solicited_only: *solicited_only },
-        Step::AwaitNotify { within_ms, .. } => Action::AwaitNotify { within_ms: *within_ms },
-        Step::Stream(st) => Action::Stream(StreamOrder {
-            id: st.id.clone(),
-            qps: st.qps.clone(),
-            verb: st.verb,
-            content: st.content,
-            window: st.window,
-            signal_every: st.signal_every,
-            local_mr: st.local_mr.clone(),
-            local_offset: st.local_offset,
-            remote: st.remote.as_ref().map(|r| remote(r, &st.peer, keys)).transpose()?,
-            within_ms: st.within_ms,
-        }),
-        Step::WaitCompletions { count, within_ms, .. } => {
-            Action::WaitCompletions { count: *count, within_ms: *within_ms }
-        }
-        Step::Probe { qp, probe: p, .. } => Action::Probe(ProbeOrder {
-            id: p.id.clone(),
-            qp: qp.clone(),
-            opcode: p.opcode.0,
-            psn: match p.psn {
-                PsnAt::Next(o) => ProbePsn::Next(o),
-                PsnAt::Absolute(x) => ProbePsn::Absolute(x.value()),
-            },
-            moves_next: p.moves_next,
-            remote: p.remote.as_ref().map(|r| RemoteRef {
-                mr: r.mr.clone(),
-                offset: r.offset,
-                rkey: r.rkey,
-            }),
-            dma_len: p.dma_len,
-            payload: Hex(p.payload.clone()),
-            imm_data: p.imm_data,
-            compare: p.compare,
-            swap_add: p.swap_add,
-            ack_req: p.ack_req,
-            bad_icrc: p.bad_icrc,
-            bth: BthBits { tver: p.tver, solicited: p.solicited, pad: p.pad },
-            udp_src_port: p.udp_src_port,
-            p_key: p.p_key,
-            dest_qp: p.dest_qp,
-            q_key: p.q_key,
-            copies: p.copies,
-            settle_ms: p.settle_ms,
-        }),
-        Step::Sync | Step::Sleep { .. } => return Ok(None),
-    };
-    Ok(Some((on, a)))
-}
-
-/// The peer's side of a SEND stream: its receives, for its agent.
-pub(super) fn receives(st: &model::StreamStep) -> Option<(String, Action)> {
-    let r = st.receive.as_ref()?;
-    Some((
-        st.peer.clone(),
-        Action::Receive(ReceiveOrder {
-            id: st.id.clone(),
-            qps: st.qps.clone(),
-            content: st.content,
-            depth: r.depth,
-            low_water: r.low_water,
-            mr: r.mr.clone(),
-            offset: r.offset,
-            within_ms: st.within_ms,
-        }),
-    ))
+    }
 }
 
 /// The scenario's faults as lab switch rules: `from` becomes the direction
@@ -342,7 +218,7 @@ pub(super) fn fault_rules(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::QpInfo;
+    use crate::protocol::{QpInfo, SgeRef};
     use std::path::Path;
 
     const SC: &str = r#"
@@ -414,25 +290,62 @@ qp = "q"
             "the default where the scenario names no access for this end"
         );
         assert_eq!(s.mrs[0].fill, Fill::Bytes(Hex(b"hi".to_vec())));
-        let (on, act) = action(&sc, &sc.steps[0], &MwKeys::new()).unwrap().unwrap();
+        let (on, act) = sent(&sc, &sc.steps[0], &MwKeys::new()).unwrap().unwrap();
         assert_eq!(on, "a");
         assert_eq!(
             act,
             Action::Post {
                 qp: "q".into(),
                 wr_id: 3,
-                verb: AgentVerb::Write {
-                    remote: RemoteRef { mr: "t".into(), offset: 0, rkey: Some(5) },
+                verb: Verb::Write {
+                    remote: RemoteRef { mr: "t".into(), offset: 0, rkey: Some(5), mw: None },
                     imm: Some(7)
                 },
                 sges: vec![SgeRef { mr: "m".into(), offset: 0, len: 8 }],
                 flags: vec![],
             }
         );
+        assert_eq!(Step::Act { on, action: act }, sc.steps[0], "the checked step is what is sent");
         assert!(
-            action(&sc, &sc.steps[1], &MwKeys::new()).unwrap().is_none(),
+            sent(&sc, &sc.steps[1], &MwKeys::new()).unwrap().is_none(),
             "the controller sleeps itself"
         );
+    }
+
+    #[test]
+    fn a_window_named_by_a_step_goes_out_with_its_rkey_as_last_learned() {
+        let sc = sc();
+        let through_w = |verb| Step::Act {
+            on: "a".into(),
+            action: Action::Post { qp: "q".into(), wr_id: 1, verb, sges: vec![], flags: vec![] },
+        };
+        let w = RemoteRef { mr: "t".into(), offset: 4, rkey: None, mw: Some("w".into()) };
+        let write = through_w(Verb::Write { remote: w.clone(), imm: None });
+        let inv =
+            through_w(Verb::SendInv { invalidate: Invalidate::Mw { mw: "w".into(), rkey: None } });
+        let e = sent(&sc, &write, &MwKeys::new()).unwrap_err();
+        assert!(e.contains("memory window `w` on server is not known"), "{e}");
+        // The window is the peer's (server's): a's own window of that name is not it.
+        let keys: MwKeys =
+            [(("server".into(), "w".into()), 0x77), (("a".into(), "w".into()), 0x11)].into();
+        let Some((_, Action::Post { verb: Verb::Write { remote, .. }, .. })) =
+            sent(&sc, &write, &keys).unwrap()
+        else {
+            panic!("a write")
+        };
+        assert_eq!(remote, RemoteRef { rkey: Some(0x77), ..w.clone() });
+        let Some((_, Action::Post { verb: Verb::SendInv { invalidate }, .. })) =
+            sent(&sc, &inv, &keys).unwrap()
+        else {
+            panic!("a send with invalidate")
+        };
+        assert_eq!(invalidate.rkey(), Ok(0x77));
+        // An rkey the scenario gives overrides the window's.
+        let forced = through_w(Verb::Read { remote: RemoteRef { rkey: Some(5), ..w } });
+        let Some((_, Action::Post { verb, .. })) = sent(&sc, &forced, &keys).unwrap() else {
+            panic!("a read")
+        };
+        assert_eq!(verb.remote().and_then(|r| r.rkey), Some(5));
     }
 
     #[test]

@@ -20,7 +20,7 @@ use lab::state::{LabPaths, Vm};
 use super::link::{unexpected, Agent, Deadline, Unsupported};
 use super::resolve;
 use crate::protocol::READ_BACK_MAX;
-use crate::protocol::{self, FromAgent, MrInfo, ToAgent};
+use crate::protocol::{self, Action, FromAgent, MrInfo, ToAgent};
 use crate::results::{
     Connection, EndpointFacts, Evidence, Laps, Phase, StepAnswer, StreamRun, Verified,
 };
@@ -503,23 +503,18 @@ fn run_steps(
         if let Step::Sleep { ms } = step {
             thread::sleep(Duration::from_millis(*ms).min(deadline.left()));
         }
-        let Some((on, action)) = resolve::action(sc, step, keys).map_err(anyhow::Error::msg)?
-        else {
+        let Some((on, action)) = resolve::sent(sc, step, keys).map_err(anyhow::Error::msg)? else {
             continue;
         };
-        let within = ANSWER_WITHIN
-            + match step {
-                Step::WaitCompletions { within_ms, .. } => Duration::from_millis(*within_ms),
-                Step::Probe { probe, .. } => Duration::from_millis(probe.settle_ms),
-                Step::Stream(st) => Duration::from_millis(st.within_ms),
-                Step::AwaitNotify { within_ms, .. } => Duration::from_millis(*within_ms),
-                _ => Duration::ZERO,
-            };
+        let within = ANSWER_WITHIN + Duration::from_millis(action.waits_ms());
         let what = || format!("step {} ({} on {on})", index + 1, step.op());
         // A SEND stream: the peer keeps its receives posted while it goes.
-        let receiver = if let Step::Stream(st) = step { resolve::receives(st) } else { None };
-        if let Some((peer, act)) = &receiver {
-            let action = act.clone();
+        let receiver = match step {
+            Step::Stream(st) => st.receive.as_ref().map(|r| (&st.peer, r)),
+            _ => None,
+        };
+        if let Some((peer, r)) = receiver {
+            let action = Action::Receive(r.clone());
             agent(agents, peer)?.send(&ToAgent::Do { index, action, judged: false })?;
         }
         let judged = sc.expect.step.iter().any(|e| e.index == index);
@@ -545,7 +540,7 @@ fn run_steps(
             other => return Err(unexpected(&on, "Done", &other)),
         }
         if let Some((peer, _)) = receiver {
-            match agent(agents, &peer)?.recv(within).with_context(what)? {
+            match agent(agents, peer)?.recv(within).with_context(what)? {
                 FromAgent::Done { stream, .. } => {
                     out.streams.extend(stream.map(|report| StreamRun {
                         on: peer.clone(),
@@ -553,7 +548,7 @@ fn run_steps(
                         wire: None,
                     }))
                 }
-                other => return Err(unexpected(&peer, "Done", &other)),
+                other => return Err(unexpected(peer, "Done", &other)),
             }
         }
     }

@@ -906,13 +906,13 @@ mod tests {
                 let probes = sc
                     .steps
                     .iter()
-                    .filter(|s| matches!(s, crate::scenario::model::Step::Probe { .. }))
+                    .filter(|s| matches!(s.action(), Some(crate::protocol::Action::Probe(_))))
                     .count();
                 let a_ops = |sc: &crate::scenario::model::Scenario| {
                     sc.steps
                         .iter()
                         .filter(|s| {
-                            matches!(s, crate::scenario::model::Step::Post { on, .. } if on == "a")
+                            matches!(s, crate::scenario::model::Step::Act { on, action: crate::protocol::Action::Post { .. } } if on == "a")
                         })
                         .count()
                 };

@@ -15,7 +15,7 @@ use dissector::flow::recovery;
 use dissector::wire::NakKind;
 
 use crate::protocol::stream::StreamVerb;
-use crate::protocol::{Event, Wc};
+use crate::protocol::{Action, Event, Wc};
 use crate::results::{Evidence, Verdict, VerdictKind};
 use crate::scenario::model::{
     CompletionExpect, Errno, EventExpect, Memory, MemoryExpect, Outcome, Qp, Scenario, Step,
@@ -154,7 +154,9 @@ pub(crate) fn judge(
 fn step(sc: &Scenario, e: &StepExpect, o: &Evidence) -> Verdict {
     let st = sc.steps.get(e.index);
     let what = match st {
-        Some(Step::QueryQp { on, qp }) => format!("step {}: state of QP {qp} on {on}", e.index + 1),
+        Some(Step::Act { on, action: Action::QueryQp { qp } }) => {
+            format!("step {}: state of QP {qp} on {on}", e.index + 1)
+        }
         Some(s) => {
             format!("step {}: {} on {}", e.index + 1, s.op(), s.on().unwrap_or("the controller"))
         }

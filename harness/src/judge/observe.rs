@@ -16,7 +16,7 @@ use super::probes::ProbeAnswer;
 use super::timeline::Timeline;
 use super::Pair;
 use crate::results::Evidence;
-use crate::scenario::model::{PsnAt, Qp, Scenario, Step, Verb};
+use crate::scenario::model::{Action, PsnAt, Qp, Scenario, Step, Verb};
 use crate::verbs::{WcOpcode, WcStatus};
 
 /// The observations of one run; the wire's only when there is a readable capture.
@@ -78,7 +78,7 @@ fn completions(sc: &Scenario, o: &Evidence, m: &mut BTreeMap<String, String>) {
         let peer_sends_inv = sc
             .steps
             .iter()
-            .any(|s| matches!(s, Step::Post { on, verb: Verb::SendInv { .. }, .. } if on != ep));
+            .any(|s| matches!(s, Step::Act { on, action: Action::Post { verb: Verb::SendInv { .. }, .. } } if on != ep));
         for w in wcs.iter().filter(|w| {
             peer_sends_inv && w.opcode == WcOpcode::RECV && w.status == WcStatus::SUCCESS
         }) {
@@ -119,7 +119,7 @@ fn paced_by_the_run(sc: &Scenario, q: &Qp) -> bool {
         .iter()
         .any(|f| f.rule.prob.is_some() && f.qp.as_ref().is_none_or(|n| *n == q.name));
     let streamed =
-        sc.steps.iter().any(|s| matches!(s, Step::Stream(st) if st.qps.contains(&q.name)));
+        sc.steps.iter().any(|s| matches!(s, Step::Stream(st) if st.order.qps.contains(&q.name)));
     random || streamed
 }
 

@@ -32,8 +32,8 @@ pub(crate) fn stream_wires(
             Step::Stream(st) => Some(st),
             _ => None,
         })
-        .filter(|st| o.streams.iter().any(|r| r.report.id == st.id && r.on == st.on))
-        .map(|st| (st.id.clone(), st.on.clone(), of(sc, st, o, t)))
+        .filter(|st| o.streams.iter().any(|r| r.report.id == st.order.id && r.on == st.on))
+        .map(|st| (st.order.id.clone(), st.on.clone(), of(sc, st, o, t)))
         .collect()
 }
 
@@ -44,7 +44,7 @@ fn of(sc: &Scenario, st: &StreamStep, o: &Evidence, t: &Timeline) -> StreamWire 
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     let (mut resends_total, mut naks_total, mut rnr_total) = (0, 0, 0);
     let mut first_ns: Option<u64> = None;
-    for name in &st.qps {
+    for name in &st.order.qps {
         let Some(p) = pair(o, name, &st.on, &st.peer, t) else { continue };
         // Go-back-N is RC's recovery: a UC QP resends nothing, and what it loses
         // stays lost.
@@ -98,7 +98,7 @@ fn of(sc: &Scenario, st: &StreamStep, o: &Evidence, t: &Timeline) -> StreamWire 
         messages: paces.iter().map(|p| p.messages).sum(),
         acked: acked.len() as u64,
         peak_outstanding: pace::peak_of(&paces),
-        window: st.window,
+        window: st.order.window,
         ack_latency_ns: Percentiles::of(&mut lat),
         resends: resends_total,
         resend_latency_ns: Percentiles::of(&mut resend_after),

@@ -842,14 +842,14 @@ fn an_atomic_streams_old_values_must_chain() {
         panic!("a stream step: {:?}", sc.steps)
     };
     assert_eq!(
-        st.verb,
+        st.order.verb,
         StreamVerb::Atomic { add: 3, cmp_swap_every: 2, from: 1000 },
         "from the word's init"
     );
     let verdict = |old: &[u64]| {
         let report = StreamReport {
             atomics: Some(AtomicChain::check(old, 1000, 3, true)),
-            ..stream_report("x", st.verb, 10, 80, 900)
+            ..stream_report("x", st.order.verb, 10, 80, 900)
         };
         let mut o = outcome();
         o.streams = vec![StreamRun { on: "a".into(), report, wire: None }];

@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{self, Read, Write};
 
+use dissector::wire::Psn;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::verbs::{
@@ -51,8 +52,10 @@ use stream::{Percentiles, StreamContent, StreamVerb, Verification};
 /// is their outcome (`Do::judged`, `Done::refused`), QP states (`ModifyQp`,
 /// `QueryQp`), deregistering and re-registering MRs, deallocating windows, CQ
 /// notifications (`ArmCq`, `AwaitNotify`). 10: every MR between guard regions,
-/// reported by `Guards`.
-pub(crate) const VERSION: u32 = 10;
+/// reported by `Guards`. 11: a scenario's checked steps are the actions sent: a
+/// remote end may name the peer's window (`RemoteRef::mw`), a SEND with
+/// Invalidate names what it invalidates (`Invalidate`).
+pub(crate) const VERSION: u32 = 11;
 /// No message is larger (a memory dump of a 512 KiB MR in hex fits).
 pub(crate) const MAX_MESSAGE: usize = 2 << 20;
 /// The largest MR read back whole (`ReadMemory`); larger ones are checked where
@@ -269,19 +272,60 @@ pub(crate) struct SgeRef {
 }
 
 /// An MR of the peer, by name (its address and rkey as exchanged), at an offset;
-/// `rkey` overrides.
+/// `rkey` overrides. Through a memory window `mw` of the peer, `mr` and `offset`
+/// are where the window was last bound, and the controller fills `rkey` in with
+/// the window's rkey as the run learned it before it sends the action (an agent
+/// refuses a window whose rkey is not filled in).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RemoteRef {
     pub mr: String,
     pub offset: u64,
     pub rkey: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mw: Option<String>,
+}
+
+impl RemoteRef {
+    /// The rkey to put in the WR: the one given (or filled in for a window), else
+    /// `exchanged`, the MR's own.
+    pub(crate) fn rkey_or(&self, exchanged: u32) -> Result<u32, String> {
+        match (self.rkey, &self.mw) {
+            (Some(k), _) => Ok(k),
+            (None, None) => Ok(exchanged),
+            (None, Some(w)) => Err(format!(
+                "the rkey of the peer's memory window `{w}` was not filled in by the controller"
+            )),
+        }
+    }
+}
+
+/// What a SEND with Invalidate invalidates: a memory window of the peer (its rkey
+/// as last bound, filled in by the controller before it sends the action), or a
+/// raw rkey.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", deny_unknown_fields)]
+pub(crate) enum Invalidate {
+    Mw { mw: String, rkey: Option<u32> },
+    Rkey(u32),
+}
+
+impl Invalidate {
+    /// The rkey the IETH carries.
+    pub(crate) fn rkey(&self) -> Result<u32, String> {
+        match self {
+            Invalidate::Rkey(k) | Invalidate::Mw { rkey: Some(k), .. } => Ok(*k),
+            Invalidate::Mw { mw, rkey: None } => Err(format!(
+                "the rkey of the peer's memory window `{mw}` was not filled in by the controller"
+            )),
+        }
+    }
 }
 
 /// A send-queue verb and what only it carries.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
-pub(crate) enum AgentVerb {
+pub(crate) enum Verb {
     /// On UD, `qkey` overrides the peer's Q_Key in the WR.
     Send {
         imm: Option<u32>,
@@ -315,9 +359,9 @@ pub(crate) enum AgentVerb {
         placement: Placement,
         level: Selectivity,
     },
-    /// SEND with Invalidate of the peer's `rkey`.
+    /// SEND with Invalidate of one of the peer's rkeys.
     SendInv {
-        rkey: u32,
+        invalidate: Invalidate,
     },
     /// Invalidate this endpoint's window `mw` (its current rkey).
     LocalInv {
@@ -334,6 +378,58 @@ pub(crate) enum AgentVerb {
     },
 }
 
+impl Verb {
+    /// The step's `op`, as a scenario file names it.
+    pub(crate) fn op(&self) -> &'static str {
+        match self {
+            Verb::Send { imm: None, .. } => "send",
+            Verb::Send { imm: Some(_), .. } => "send_imm",
+            Verb::Write { imm: None, .. } => "write",
+            Verb::Write { imm: Some(_), .. } => "write_imm",
+            Verb::Read { .. } => "read",
+            Verb::CmpSwap { .. } => "cmp_swap",
+            Verb::FetchAdd { .. } => "fetch_add",
+            Verb::AtomicWrite { .. } => "atomic_write",
+            Verb::Flush { .. } => "flush",
+            Verb::SendInv { .. } => "send_inv",
+            Verb::LocalInv { .. } => "local_inv",
+            Verb::BindMw { .. } => "bind_mw",
+        }
+    }
+
+    /// The peer's memory it addresses, if any.
+    pub(crate) fn remote(&self) -> Option<&RemoteRef> {
+        match self {
+            Verb::Write { remote, .. }
+            | Verb::Read { remote }
+            | Verb::CmpSwap { remote, .. }
+            | Verb::FetchAdd { remote, .. }
+            | Verb::AtomicWrite { remote, .. }
+            | Verb::Flush { remote, .. } => Some(remote),
+            Verb::Send { .. }
+            | Verb::SendInv { .. }
+            | Verb::LocalInv { .. }
+            | Verb::BindMw { .. } => None,
+        }
+    }
+
+    /// The same, to fill a window's rkey in.
+    pub(crate) fn remote_mut(&mut self) -> Option<&mut RemoteRef> {
+        match self {
+            Verb::Write { remote, .. }
+            | Verb::Read { remote }
+            | Verb::CmpSwap { remote, .. }
+            | Verb::FetchAdd { remote, .. }
+            | Verb::AtomicWrite { remote, .. }
+            | Verb::Flush { remote, .. } => Some(remote),
+            Verb::Send { .. }
+            | Verb::SendInv { .. }
+            | Verb::LocalInv { .. }
+            | Verb::BindMw { .. } => None,
+        }
+    }
+}
+
 /// One step an agent carries out.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", deny_unknown_fields)]
@@ -346,7 +442,7 @@ pub(crate) enum Action {
     Post {
         qp: String,
         wr_id: u64,
-        verb: AgentVerb,
+        verb: Verb,
         sges: Vec<SgeRef>,
         flags: Vec<SendFlag>,
     },
@@ -412,12 +508,83 @@ pub(crate) enum Action {
     Receive(ReceiveOrder),
 }
 
-/// The PSN of a probe: relative to the PSN its target expects, or absolute.
+impl Action {
+    /// The `op` of the scenario step it carries out, as the file names it (the
+    /// receiving side of a stream: `stream`).
+    pub(crate) fn op(&self) -> &'static str {
+        match self {
+            Action::PostRecv { .. } => "post_recv",
+            Action::Post { verb, .. } => verb.op(),
+            Action::WaitCompletions { .. } => "wait_completions",
+            Action::Sleep { .. } => "sleep",
+            Action::Probe(_) => "probe",
+            Action::PostSrqRecv { .. } => "post_srq_recv",
+            Action::ArmSrq { .. } => "arm_srq",
+            Action::ModifyQp { .. } => "modify_qp",
+            Action::QueryQp { .. } => "query_qp",
+            Action::DeregMr { .. } => "dereg_mr",
+            Action::ReregMr { .. } => "rereg_mr",
+            Action::DeallocMw { .. } => "dealloc_mw",
+            Action::ArmCq { .. } => "arm_cq",
+            Action::AwaitNotify { .. } => "await_notify",
+            Action::Stream(_) | Action::Receive(_) => "stream",
+        }
+    }
+
+    /// How long, at most, the agent may take over it before it answers, beyond
+    /// the time any answer may take: the wait it was told to make.
+    pub(crate) fn waits_ms(&self) -> u64 {
+        match self {
+            Action::WaitCompletions { within_ms, .. } | Action::AwaitNotify { within_ms } => {
+                *within_ms
+            }
+            Action::Probe(p) => p.settle_ms,
+            Action::Stream(StreamOrder { within_ms, .. })
+            | Action::Receive(ReceiveOrder { within_ms, .. }) => *within_ms,
+            Action::Sleep { ms } => *ms,
+            Action::PostRecv { .. }
+            | Action::Post { .. }
+            | Action::PostSrqRecv { .. }
+            | Action::ArmSrq { .. }
+            | Action::ModifyQp { .. }
+            | Action::QueryQp { .. }
+            | Action::DeregMr { .. }
+            | Action::ReregMr { .. }
+            | Action::DeallocMw { .. }
+            | Action::ArmCq { .. } => 0,
+        }
+    }
+}
+
+/// A PSN as a probe (or a probe's expectation) names it: relative to the PSN its
+/// target expects, or absolute (24 bits, checked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
-pub(crate) enum ProbePsn {
+pub(crate) enum PsnAt {
     Next(i32),
     Absolute(u32),
+}
+
+impl PsnAt {
+    /// The PSN, given what `next` is (24-bit wrap).
+    pub(crate) fn resolve(self, next: Psn) -> Psn {
+        match self {
+            PsnAt::Next(off) => next.add(off as u32),
+            PsnAt::Absolute(p) => Psn::new(p),
+        }
+    }
+}
+
+/// `next`, `next+3`, `next-1`, `100`.
+impl std::fmt::Display for PsnAt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            PsnAt::Next(0) => f.write_str("next"),
+            PsnAt::Next(o) if o > 0 => write!(f, "next+{o}"),
+            PsnAt::Next(o) => write!(f, "next{o}"),
+            PsnAt::Absolute(p) => write!(f, "{p}"),
+        }
+    }
 }
 
 /// A crafted packet to send in the name of QP `qp`, to the QP at its other end.
@@ -427,7 +594,7 @@ pub(crate) struct ProbeOrder {
     pub id: String,
     pub qp: String,
     pub opcode: u8,
-    pub psn: ProbePsn,
+    pub psn: PsnAt,
     /// `next` moves on by one after it.
     pub moves_next: bool,
     /// For RETH / AtomicETH.
@@ -912,8 +1079,8 @@ mod tests {
                 action: Action::Post {
                     qp: "q".into(),
                     wr_id: 1,
-                    verb: AgentVerb::Flush {
-                        remote: RemoteRef { mr: "t".into(), offset: 0, rkey: None },
+                    verb: Verb::Flush {
+                        remote: RemoteRef { mr: "t".into(), offset: 0, rkey: None, mw: None },
                         len: 64,
                         placement: Placement::Global,
                         level: Selectivity::Range,
@@ -928,7 +1095,7 @@ mod tests {
                 action: Action::Post {
                     qp: "q".into(),
                     wr_id: 2,
-                    verb: AgentVerb::BindMw {
+                    verb: Verb::BindMw {
                         mw: "w".into(),
                         mr: "m".into(),
                         offset: 8,
@@ -967,8 +1134,8 @@ mod tests {
                 action: Action::Post {
                     qp: "q".into(),
                     wr_id: 7,
-                    verb: AgentVerb::CmpSwap {
-                        remote: RemoteRef { mr: "t".into(), offset: 8, rkey: Some(0xbad) },
+                    verb: Verb::CmpSwap {
+                        remote: RemoteRef { mr: "t".into(), offset: 8, rkey: Some(0xbad), mw: None },
                         compare: 1,
                         swap: 2,
                     },

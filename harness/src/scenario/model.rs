@@ -5,21 +5,22 @@
 //!
 //! Owns: [`Scenario`] and every checked shape in it (QPs, MRs, steps, expectations,
 //! faults), and the defaults. Imports: the file's QP types and contents
-//! (`super::file`), `super::pattern`, the protocol's stream vocabulary, the verbs'
-//! names, dissector's opcode, PSN and NAK types, the lab's fault
-//! [`Rule`](lab::fault::Rule).
+//! (`super::file`), `super::pattern`, the protocol's actions (a checked step is
+//! the action its agent receives) and stream vocabulary, the verbs' names,
+//! dissector's PSN and NAK types, the lab's fault [`Rule`](lab::fault::Rule).
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use dissector::wire::{NakKind, Opcode, Psn};
+use dissector::wire::{NakKind, Psn};
 
 pub(crate) use super::file::{ConnectMethod, Content, QpType};
 use super::pattern::Pattern;
 pub(crate) use crate::protocol::stream::{Sizes, Spread, StreamContent, StreamVerb};
-use crate::verbs::{
-    Access, EventType, Feature, MwKind, Placement, QpParams, Selectivity, SendFlag, WcOpcode,
-    WcStatus,
+pub(crate) use crate::protocol::{
+    Action, BthBits, Invalidate, ProbeOrder, PsnAt, ReceiveOrder, RemoteRef, SgeRef, StreamOrder,
+    Verb,
 };
+use crate::verbs::{Access, EventType, Feature, MwKind, QpParams, WcOpcode, WcStatus};
 pub(crate) use crate::verbs::{Errno, QpStateName};
 
 /// The deadline of a scenario that sets no `timeout_ms`.
@@ -69,7 +70,7 @@ impl Scenario {
         if !self.faults.is_empty() {
             return Some("it has [[fault]] rules");
         }
-        if self.steps.iter().any(|s| matches!(s, Step::Probe { .. })) {
+        if self.steps.iter().any(|s| matches!(s.action(), Some(Action::Probe(_)))) {
             return Some("it sends probes");
         }
         let timed = |w: &WireExpect| {
@@ -167,338 +168,63 @@ impl Mr {
     }
 }
 
-/// A slice of an MR of the endpoint that posts (default: all of it).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Sge {
-    pub(crate) mr: String,
-    pub(crate) offset: u64,
-    pub(crate) len: u32,
-}
-
-/// An MR of the peer, by name, at an offset; `rkey` overrides the exchanged one.
-/// Through a memory window (`mw`), `mr` and `offset` are where the window was
-/// last bound (checked), and its rkey is learned as the run goes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Remote {
-    pub(crate) mr: String,
-    pub(crate) offset: u64,
-    pub(crate) rkey: Option<u32>,
-    pub(crate) mw: Option<String>,
-}
-
-/// The rkey a SEND with Invalidate names.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Invalidate {
-    /// A memory window of the peer (its rkey as last bound).
-    Mw(String),
-    Rkey(u32),
-}
-
-/// A send-queue verb and what only it carries.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Verb {
-    /// On UD, `qkey` is the WR's remote Q_Key (default: the peer QP's).
-    Send {
-        qkey: Option<u32>,
-    },
-    SendImm {
-        imm: u32,
-        qkey: Option<u32>,
-    },
-    Write {
-        remote: Remote,
-    },
-    WriteImm {
-        remote: Remote,
-        imm: u32,
-    },
-    Read {
-        remote: Remote,
-    },
-    CmpSwap {
-        remote: Remote,
-        compare: u64,
-        swap: u64,
-    },
-    FetchAdd {
-        remote: Remote,
-        add: u64,
-    },
-    AtomicWrite {
-        remote: Remote,
-        value: [u8; 8],
-    },
-    Flush {
-        remote: Remote,
-        len: u64,
-        placement: Placement,
-        level: Selectivity,
-    },
-    SendInv {
-        invalidate: Invalidate,
-    },
-    /// A window of the poster.
-    LocalInv {
-        mw: String,
-    },
-    /// A window and an MR of the poster.
-    BindMw {
-        mw: String,
-        mr: String,
-        offset: u64,
-        len: u64,
-        access: Access,
-    },
-}
-
-impl Verb {
-    /// The step's `op`, as the file names it.
-    pub(crate) fn op(&self) -> &'static str {
-        match self {
-            Verb::Send { .. } => "send",
-            Verb::SendImm { .. } => "send_imm",
-            Verb::Write { .. } => "write",
-            Verb::WriteImm { .. } => "write_imm",
-            Verb::Read { .. } => "read",
-            Verb::CmpSwap { .. } => "cmp_swap",
-            Verb::FetchAdd { .. } => "fetch_add",
-            Verb::AtomicWrite { .. } => "atomic_write",
-            Verb::Flush { .. } => "flush",
-            Verb::SendInv { .. } => "send_inv",
-            Verb::LocalInv { .. } => "local_inv",
-            Verb::BindMw { .. } => "bind_mw",
-        }
-    }
-
-    /// The remote end it addresses, if any.
-    pub(crate) fn remote(&self) -> Option<&Remote> {
-        match self {
-            Verb::Write { remote } | Verb::WriteImm { remote, .. } | Verb::Read { remote } => {
-                Some(remote)
-            }
-            Verb::CmpSwap { remote, .. }
-            | Verb::FetchAdd { remote, .. }
-            | Verb::AtomicWrite { remote, .. }
-            | Verb::Flush { remote, .. } => Some(remote),
-            Verb::Send { .. }
-            | Verb::SendImm { .. }
-            | Verb::SendInv { .. }
-            | Verb::LocalInv { .. }
-            | Verb::BindMw { .. } => None,
-        }
-    }
-}
-
-/// One step, in order.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One step, in order: what the controller does itself, or an action of one
+/// endpoint's agent exactly as the agent receives it (a window's rkey, learned as
+/// the run goes, is the one thing the controller fills in before it sends it).
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Step {
-    PostRecv {
-        on: String,
-        qp: String,
-        wr_id: u64,
-        sge: Vec<Sge>,
-    },
-    Post {
-        on: String,
-        qp: String,
-        wr_id: u64,
-        sge: Vec<Sge>,
-        flags: Vec<SendFlag>,
-        verb: Verb,
-    },
+    /// Both endpoints reach this point (the controller orders the steps).
     Sync,
     Sleep {
         ms: u64,
     },
-    WaitCompletions {
+    /// Endpoint `on`'s agent carries out `action` (never a stream's: those are
+    /// [`Step::Stream`]).
+    Act {
         on: String,
-        count: u32,
-        within_ms: u64,
-    },
-    Probe {
-        on: String,
-        qp: String,
-        probe: Probe,
-    },
-    PostSrqRecv {
-        on: String,
-        srq: String,
-        wr_id: u64,
-        sge: Vec<Sge>,
-    },
-    ArmSrq {
-        on: String,
-        srq: String,
-        limit: u32,
+        action: Action,
     },
     Stream(StreamStep),
-    ModifyQp {
-        on: String,
-        qp: String,
-        state: QpStateName,
-        state_only: bool,
-        access: Option<Access>,
-    },
-    QueryQp {
-        on: String,
-        qp: String,
-    },
-    DeregMr {
-        on: String,
-        mr: String,
-    },
-    ReregMr {
-        on: String,
-        mr: String,
-        access: Access,
-    },
-    DeallocMw {
-        on: String,
-        mw: String,
-    },
-    ArmCq {
-        on: String,
-        solicited_only: bool,
-    },
-    AwaitNotify {
-        on: String,
-        within_ms: u64,
-    },
 }
 
 /// A stream of work requests, checked: its QPs are `on`'s and connect to the same
-/// peer, its regions fit their MRs.
+/// peer, its regions fit their MRs. `order` is what `on`'s agent receives,
+/// `receive` what the peer's does for a SEND or WRITE-with-immediate stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct StreamStep {
-    pub(crate) id: String,
     pub(crate) on: String,
     /// The endpoint at the other end of its QPs.
     pub(crate) peer: String,
-    pub(crate) qps: Vec<String>,
-    pub(crate) verb: StreamVerb,
-    pub(crate) content: StreamContent,
-    pub(crate) window: u32,
-    pub(crate) signal_every: u32,
-    pub(crate) local_mr: String,
-    pub(crate) local_offset: u64,
-    /// The peer's MR (not for a SEND stream).
-    pub(crate) remote: Option<Remote>,
-    /// A SEND stream: the peer's receives.
-    pub(crate) receive: Option<ReceiveSpec>,
-    pub(crate) within_ms: u64,
-}
-
-/// The peer's receives for a SEND stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ReceiveSpec {
-    /// Where the SENDs land; none for a `write_imm` stream's receives.
-    pub(crate) mr: Option<String>,
-    pub(crate) offset: u64,
-    pub(crate) depth: u32,
-    pub(crate) low_water: u32,
+    pub(crate) order: StreamOrder,
+    pub(crate) receive: Option<ReceiveOrder>,
 }
 
 impl Step {
     /// The endpoint that carries it out (`None` for `sync` and `sleep`).
     pub(crate) fn on(&self) -> Option<&str> {
         match self {
-            Step::PostRecv { on, .. }
-            | Step::Post { on, .. }
-            | Step::WaitCompletions { on, .. }
-            | Step::Probe { on, .. } => Some(on),
-            Step::PostSrqRecv { on, .. }
-            | Step::ArmSrq { on, .. }
-            | Step::Stream(StreamStep { on, .. }) => Some(on),
-            Step::ModifyQp { on, .. }
-            | Step::QueryQp { on, .. }
-            | Step::DeregMr { on, .. }
-            | Step::ReregMr { on, .. }
-            | Step::DeallocMw { on, .. }
-            | Step::ArmCq { on, .. }
-            | Step::AwaitNotify { on, .. } => Some(on),
+            Step::Act { on, .. } | Step::Stream(StreamStep { on, .. }) => Some(on),
             Step::Sync | Step::Sleep { .. } => None,
+        }
+    }
+
+    /// The agent's action, if it is one (a stream's is its poster's).
+    pub(crate) fn action(&self) -> Option<&Action> {
+        match self {
+            Step::Act { action, .. } => Some(action),
+            Step::Stream(_) | Step::Sync | Step::Sleep { .. } => None,
         }
     }
 
     /// The step's `op`, as the file names it.
     pub(crate) fn op(&self) -> &'static str {
         match self {
-            Step::PostRecv { .. } => "post_recv",
-            Step::Post { verb, .. } => verb.op(),
             Step::Sync => "sync",
             Step::Sleep { .. } => "sleep",
-            Step::WaitCompletions { .. } => "wait_completions",
-            Step::Probe { .. } => "probe",
-            Step::PostSrqRecv { .. } => "post_srq_recv",
-            Step::ArmSrq { .. } => "arm_srq",
             Step::Stream(_) => "stream",
-            Step::ModifyQp { .. } => "modify_qp",
-            Step::QueryQp { .. } => "query_qp",
-            Step::DeregMr { .. } => "dereg_mr",
-            Step::ReregMr { .. } => "rereg_mr",
-            Step::DeallocMw { .. } => "dealloc_mw",
-            Step::ArmCq { .. } => "arm_cq",
-            Step::AwaitNotify { .. } => "await_notify",
+            Step::Act { action, .. } => action.op(),
         }
     }
-}
-
-/// A PSN as a probe names it: relative to the PSN the target expects, or absolute.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PsnAt {
-    Next(i32),
-    Absolute(Psn),
-}
-
-impl PsnAt {
-    /// The PSN, given what `next` is (24-bit wrap).
-    pub(crate) fn resolve(self, next: Psn) -> Psn {
-        match self {
-            PsnAt::Next(off) => next.add(off as u32),
-            PsnAt::Absolute(p) => p,
-        }
-    }
-}
-
-/// `next`, `next+3`, `next-1`, `100`.
-impl std::fmt::Display for PsnAt {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match *self {
-            PsnAt::Next(0) => f.write_str("next"),
-            PsnAt::Next(o) if o > 0 => write!(f, "next+{o}"),
-            PsnAt::Next(o) => write!(f, "next{o}"),
-            PsnAt::Absolute(p) => write!(f, "{p}"),
-        }
-    }
-}
-
-/// A crafted packet, resolved: its opcode from the table, its payload in bytes.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Probe {
-    pub(crate) id: String,
-    pub(crate) opcode: Opcode,
-    pub(crate) psn: PsnAt,
-    /// `next` moves on by one after it.
-    pub(crate) moves_next: bool,
-    /// For RETH / AtomicETH: an MR of the target.
-    pub(crate) remote: Option<Remote>,
-    pub(crate) dma_len: Option<u32>,
-    pub(crate) payload: Vec<u8>,
-    pub(crate) imm_data: u32,
-    pub(crate) compare: u64,
-    /// Swap (CmpSwap) or add (FetchAdd).
-    pub(crate) swap_add: u64,
-    pub(crate) ack_req: bool,
-    pub(crate) bad_icrc: bool,
-    pub(crate) tver: u8,
-    pub(crate) solicited: bool,
-    pub(crate) pad: Option<u8>,
-    pub(crate) udp_src_port: Option<u16>,
-    pub(crate) p_key: u16,
-    pub(crate) dest_qp: Option<u32>,
-    pub(crate) q_key: u32,
-    pub(crate) copies: u32,
-    pub(crate) settle_ms: u64,
 }
 
 /// A fault rule for the lab switch, parsed; `from` and `qp` are filled in as the

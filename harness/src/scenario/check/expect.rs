@@ -591,15 +591,17 @@ impl<'a> Checker<'a> {
                 (None, false, Some((id, Some(st)))) => {
                     // Where the stream's messages land: the peer's MR for a WRITE, the
                     // poster's for a READ.
-                    let at = match st.verb {
+                    let at = match st.order.verb {
                         StreamVerb::Write | StreamVerb::WriteImm => {
-                            st.remote.as_ref().map(|r| (&st.peer, &r.mr, r.offset))
+                            st.order.remote.as_ref().map(|r| (&st.peer, &r.mr, r.offset))
                         }
-                        StreamVerb::Read => Some((&st.on, &st.local_mr, st.local_offset)),
+                        StreamVerb::Read => {
+                            Some((&st.on, &st.order.local_mr, st.order.local_offset))
+                        }
                         StreamVerb::Atomic { .. } | StreamVerb::Send | StreamVerb::Receive => None,
                     };
                     match at {
-                        None if st.verb == StreamVerb::Send => {
+                        None if st.order.verb == StreamVerb::Send => {
                             self.err(Some(id.span.clone()), format!("stream `{}` sends: the peer checks each message as it arrives (its receives reuse their slots)", id.value), Some("leave this out: the stream's own verdict says whether every message arrived as seeded".into()))
                         }
                         None => self.err(Some(id.span.clone()), format!("stream `{}` adds to one word: say what it must hold, `equals = {{ u64 = … }}`", id.value), None),
@@ -610,7 +612,7 @@ impl<'a> Checker<'a> {
                         ),
                         Some((_, _, off)) => offset = off,
                     }
-                    Memory::Stream { id: id.value.clone(), content: st.content }
+                    Memory::Stream { id: id.value.clone(), content: st.order.content }
                 }
                 _ => {
                     self.err(Some(m.mr.span.clone()), "say what the memory holds: `equals = …`, `unchanged = true` or `stream = \"…\"` (one of them; `outside = \"unchanged\"` may stand beside it or alone)", None);
@@ -647,7 +649,7 @@ impl<'a> Checker<'a> {
         for x in &f.expect.stream {
             match stream_step(steps, &x.id) {
                 None => {
-                    let ids = streams(steps).map(|st| st.id.as_str());
+                    let ids = streams(steps).map(|st| st.order.id.as_str());
                     let hint = name_hint(&x.id, ids);
                     self.err(
                         Some(x.id.span.clone()),
@@ -656,16 +658,19 @@ impl<'a> Checker<'a> {
                     );
                 }
                 Some(st) => {
-                    let completed = x.completed.unwrap_or(st.content.count);
-                    if completed > st.content.count {
+                    let completed = x.completed.unwrap_or(st.order.content.count);
+                    if completed > st.order.content.count {
                         self.err(
                             Some(x.id.span.clone()),
-                            format!("{completed} completed of a stream of {}", st.content.count),
+                            format!(
+                                "{completed} completed of a stream of {}",
+                                st.order.content.count
+                            ),
                             None,
                         );
                     }
                     e.stream.push(StreamExpect {
-                        id: st.id.clone(),
+                        id: st.order.id.clone(),
                         on: st.on.clone(),
                         completed,
                         max_ack_latency_ms: x.max_ack_latency_ms,
@@ -676,11 +681,11 @@ impl<'a> Checker<'a> {
         // A stream nothing is said of must complete, all of it: a message on the
         // wire is not a message done.
         for st in streams(steps) {
-            if !e.stream.iter().any(|x| x.id == st.id) {
+            if !e.stream.iter().any(|x| x.id == st.order.id) {
                 e.stream.push(StreamExpect {
-                    id: st.id.clone(),
+                    id: st.order.id.clone(),
                     on: st.on.clone(),
-                    completed: st.content.count,
+                    completed: st.order.content.count,
                     max_ack_latency_ms: None,
                 });
             }

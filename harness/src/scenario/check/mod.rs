@@ -27,7 +27,7 @@ use super::legacy;
 use super::model::*;
 use super::pattern::{Atom, Pattern, PatternError, Repeat, ATOMS, MAX_CONDITIONS};
 use crate::protocol::stream::STREAM_MESSAGES;
-use crate::protocol::READ_BACK_MAX;
+use crate::protocol::{Hex, READ_BACK_MAX};
 use crate::verbs::{
     Access, EventType, Feature, MwKind, Placement, QpParams, Selectivity, SendFlag, WcOpcode,
     WcStatus,
@@ -274,7 +274,7 @@ fn streams(steps: &[Step]) -> impl Iterator<Item = &StreamStep> + Clone {
 
 /// The stream step named `id`.
 fn stream_step<'s>(steps: &'s [Step], id: &str) -> Option<&'s StreamStep> {
-    streams(steps).find(|st| st.id == id)
+    streams(steps).find(|st| st.order.id == id)
 }
 
 fn name_hint<'b>(word: &str, names: impl IntoIterator<Item = &'b str> + Clone) -> Option<String> {

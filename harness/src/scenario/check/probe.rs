@@ -35,7 +35,7 @@ pub(crate) fn probe_payload(
 /// `"next"`, `"next+3"`, `"next-1"` or an absolute 24-bit PSN.
 pub(crate) fn psn_at(r: &PsnRef) -> Result<PsnAt, String> {
     match r {
-        PsnRef::Absolute(p) if *p <= Psn::MASK => Ok(PsnAt::Absolute(Psn::new(*p))),
+        PsnRef::Absolute(p) if *p <= Psn::MASK => Ok(PsnAt::Absolute(*p)),
         PsnRef::Absolute(p) => Err(format!("PSN {p} is more than 24 bits")),
         PsnRef::Relative(s) => {
             let bad =
@@ -67,7 +67,8 @@ impl<'a> Checker<'a> {
         p: &ProbeFile,
         q: &file::QpFile,
         on: &str,
-    ) -> Option<Probe> {
+        qp: &str,
+    ) -> Option<ProbeOrder> {
         let at = Some(s.at("probe"));
         let peer = if q.between[0] == on { q.between[1].clone() } else { q.between[0].clone() };
         let transport = match q.qp_type {
@@ -138,27 +139,30 @@ impl<'a> Checker<'a> {
         if let Some(n) = p.pad.filter(|n| *n > 3) {
             self.err(at, format!("`pad = {n}`: PadCnt is 2 bits (0 to 3)"), None);
         }
-        Some(Probe {
+        Some(ProbeOrder {
             id: p.id.clone(),
-            opcode,
+            qp: qp.to_string(),
+            opcode: opcode.0,
             psn,
             moves_next: p.moves_next.unwrap_or(psn == PsnAt::Next(0)),
-            remote: p.remote.as_ref().map(|r| Remote {
+            remote: p.remote.as_ref().map(|r| RemoteRef {
                 mr: r.mr.clone().unwrap_or_default(),
                 offset: r.offset,
                 rkey: r.rkey,
                 mw: None,
             }),
             dma_len: p.dma_len,
-            payload,
+            payload: Hex(payload),
             imm_data: p.imm_data.unwrap_or(0),
             compare: p.compare.unwrap_or(0),
             swap_add: p.swap.or(p.add).unwrap_or(0),
             ack_req: p.ack_req.unwrap_or(true),
             bad_icrc: p.bad_icrc.unwrap_or(false),
-            tver: p.tver.unwrap_or(0),
-            solicited: p.solicited.unwrap_or(false),
-            pad: p.pad,
+            bth: BthBits {
+                tver: p.tver.unwrap_or(0),
+                solicited: p.solicited.unwrap_or(false),
+                pad: p.pad,
+            },
             udp_src_port: p.udp_src_port,
             p_key: p.p_key.unwrap_or(DEFAULT_PKEY),
             dest_qp: p.dest_qp,

@@ -57,28 +57,22 @@ impl<'a> Checker<'a> {
                     self.endpoint_ok(s.at("on"), on);
                     let within_ms = within_ms.unwrap_or(2000);
                     self.check_wait(s, "within_ms", within_ms, &mut seen);
-                    Some(Step::WaitCompletions { on: on.clone(), count: *count, within_ms })
+                    Some(act(on, Action::WaitCompletions { count: *count, within_ms }))
                 }
-                StepOp::PostRecv { on, qp, wr_id, sge } => {
-                    self.qp_step(i, s, on, qp).map(|q| Step::PostRecv {
-                        on: on.clone(),
-                        qp: qp.clone(),
-                        wr_id: *wr_id,
-                        sge: self.sges(s, on, sge, false, q.qp_type),
-                    })
-                }
+                StepOp::PostRecv { on, qp, wr_id, sge } => self.qp_step(i, s, on, qp).map(|q| {
+                    let sges = self.sges(s, on, sge, false, q.qp_type);
+                    act(on, Action::PostRecv { qp: qp.clone(), wr_id: *wr_id, sges })
+                }),
                 StepOp::Stream { .. } => self.stream(s, op, &mut seen.streams),
                 StepOp::PostSrqRecv { on, srq, wr_id, sge } => {
-                    self.srq_step(s, on, srq).then(|| Step::PostSrqRecv {
-                        on: on.clone(),
-                        srq: srq.clone(),
-                        wr_id: *wr_id,
-                        sge: self.sges(s, on, sge, false, QpType::Rc),
+                    self.srq_step(s, on, srq).then(|| {
+                        let sges = self.sges(s, on, sge, false, QpType::Rc);
+                        act(on, Action::PostSrqRecv { srq: srq.clone(), wr_id: *wr_id, sges })
                     })
                 }
                 StepOp::ArmSrq { on, srq, limit } => self
                     .srq_step(s, on, srq)
-                    .then(|| Step::ArmSrq { on: on.clone(), srq: srq.clone(), limit: *limit }),
+                    .then(|| act(on, Action::ArmSrq { srq: srq.clone(), limit: *limit })),
                 StepOp::Probe { on, qp, probe } => self.probe_step(i, s, on, qp, probe, &mut seen),
                 StepOp::ModifyQp { .. }
                 | StepOp::QueryQp { .. }
@@ -87,12 +81,12 @@ impl<'a> Checker<'a> {
                 | StepOp::DeallocMw { .. } => self.object_step(i, s, op),
                 StepOp::ArmCq { on, solicited_only } => self
                     .endpoint_ok(s.at("on"), on)
-                    .then(|| Step::ArmCq { on: on.clone(), solicited_only: *solicited_only }),
+                    .then(|| act(on, Action::ArmCq { solicited_only: *solicited_only })),
                 StepOp::AwaitNotify { on, within_ms, .. } => {
                     let within_ms = within_ms.unwrap_or(500);
                     self.check_wait(s, "within_ms", within_ms, &mut seen);
                     self.endpoint_ok(s.at("on"), on)
-                        .then(|| Step::AwaitNotify { on: on.clone(), within_ms })
+                        .then(|| act(on, Action::AwaitNotify { within_ms }))
                 }
                 _ => self.work_request(i, s, op),
             };
@@ -230,28 +224,21 @@ impl<'a> Checker<'a> {
                     self.err(Some(s.at("access")), format!("QP `{qp}` is UD"), hint);
                     return None;
                 }
-                Some(Step::ModifyQp {
-                    on: on.clone(),
-                    qp: qp.clone(),
-                    state,
-                    state_only: *state_only,
-                    access,
-                })
+                Some(act(
+                    on,
+                    Action::ModifyQp { qp: qp.clone(), state, state_only: *state_only, access },
+                ))
             }
             StepOp::QueryQp { on, qp, .. } => {
                 self.qp_step(i, s, on, qp)?;
-                Some(Step::QueryQp { on: on.clone(), qp: qp.clone() })
+                Some(act(on, Action::QueryQp { qp: qp.clone() }))
             }
             StepOp::DeregMr { on, mr } => {
-                self.own_mr(s, on, mr).then(|| Step::DeregMr { on: on.clone(), mr: mr.clone() })
+                self.own_mr(s, on, mr).then(|| act(on, Action::DeregMr { mr: mr.clone() }))
             }
             StepOp::ReregMr { on, mr, access } => {
                 let access = self.access(s.at("access"), access);
-                self.own_mr(s, on, mr).then(|| Step::ReregMr {
-                    on: on.clone(),
-                    mr: mr.clone(),
-                    access,
-                })
+                self.own_mr(s, on, mr).then(|| act(on, Action::ReregMr { mr: mr.clone(), access }))
             }
             StepOp::DeallocMw { on, mw } => {
                 if !self.endpoint_ok(s.at("on"), on) {
@@ -265,7 +252,7 @@ impl<'a> Checker<'a> {
                     self.err(Some(s.at("mw")), format!("no memory window `{mw}` on `{on}`"), hint);
                     return None;
                 }
-                Some(Step::DeallocMw { on: on.clone(), mw: mw.clone() })
+                Some(act(on, Action::DeallocMw { mw: mw.clone() }))
             }
             _ => None,
         }
@@ -290,12 +277,11 @@ impl<'a> Checker<'a> {
         match op {
             StepOp::Send { on, qp, wr_id, sge, flags, to, qkey }
             | StepOp::SendImm { on, qp, wr_id, sge, flags, to, qkey, .. } => {
-                let verb = match op {
-                    StepOp::SendImm { imm_data, .. } => {
-                        Verb::SendImm { imm: *imm_data, qkey: *qkey }
-                    }
-                    _ => Verb::Send { qkey: *qkey },
+                let imm = match op {
+                    StepOp::SendImm { imm_data, .. } => Some(*imm_data),
+                    _ => None,
                 };
+                let verb = Verb::Send { imm, qkey: *qkey };
                 let ud = self.f.qps.iter().any(|q| *q.name == *qp && q.qp_type == QpType::Ud);
                 if qkey.is_some() && !ud {
                     let hint = Some("a Q_Key is a UD WR's; RC and UC QPs have none".to_string());
@@ -312,11 +298,11 @@ impl<'a> Checker<'a> {
             }
             StepOp::Write { on, qp, wr_id, sge, flags, remote } => {
                 let remote = self.remote(s, on, qp, remote);
-                self.post(i, s, on, qp, *wr_id, sge, flags, Verb::Write { remote })
+                self.post(i, s, on, qp, *wr_id, sge, flags, Verb::Write { remote, imm: None })
             }
             StepOp::WriteImm { on, qp, wr_id, sge, flags, remote, imm_data } => {
                 let verb =
-                    Verb::WriteImm { remote: self.remote(s, on, qp, remote), imm: *imm_data };
+                    Verb::Write { remote: self.remote(s, on, qp, remote), imm: Some(*imm_data) };
                 self.post(i, s, on, qp, *wr_id, sge, flags, verb)
             }
             StepOp::Read { on, qp, wr_id, sge, flags, remote } => {
@@ -336,6 +322,7 @@ impl<'a> Checker<'a> {
                 self.uses(Feature::AtomicWrite, s.at("op"));
                 let value = self.atomic_write_value(s, value);
                 let remote = self.remote(s, on, qp, remote);
+                let value = Hex(value.to_vec());
                 self.post(i, s, on, qp, *wr_id, &[], flags, Verb::AtomicWrite { remote, value })
             }
             StepOp::Flush { on, qp, wr_id, flags, remote, len, placement, level } => {
@@ -517,7 +504,7 @@ impl<'a> Checker<'a> {
                         hint,
                     );
                 }
-                Invalidate::Mw(w.to_string())
+                Invalidate::Mw { mw: w.to_string(), rkey: None }
             }
             (None, Some(k)) => Invalidate::Rkey(k),
             _ => {
@@ -546,11 +533,7 @@ impl<'a> Checker<'a> {
         let settle = probe.settle_ms.unwrap_or(DEFAULT_SETTLE_MS);
         self.check_settle(s, settle, seen.waited, seen.timeout_ms);
         seen.waited += settle.min(MAX_SETTLE_MS);
-        q.and_then(|q| self.probe(s, probe, q, on)).map(|p| Step::Probe {
-            on: on.to_string(),
-            qp: qp.to_string(),
-            probe: p,
-        })
+        q.and_then(|q| self.probe(s, probe, q, on, qp)).map(|p| act(on, Action::Probe(p)))
     }
 
     /// A step's remote end: an MR of the peer as written, or where the peer's
@@ -561,13 +544,15 @@ impl<'a> Checker<'a> {
         on: &str,
         qp: &str,
         r: &file::Remote,
-    ) -> Remote {
+    ) -> RemoteRef {
         let at = Some(s.at("remote"));
         match (&r.mr, &r.mw) {
-            (Some(mr), None) => Remote { mr: mr.clone(), offset: r.offset, rkey: r.rkey, mw: None },
+            (Some(mr), None) => {
+                RemoteRef { mr: mr.clone(), offset: r.offset, rkey: r.rkey, mw: None }
+            }
             (None, Some(w)) => {
                 let Some(peer) = self.peer_of(on, qp) else {
-                    return Remote {
+                    return RemoteRef {
                         mr: String::new(),
                         offset: r.offset,
                         rkey: r.rkey,
@@ -579,7 +564,7 @@ impl<'a> Checker<'a> {
                         if r.offset >= len && r.rkey.is_none() {
                             self.err(at, format!("offset {} is past the end of memory window `{w}` ({len} bytes bound)", r.offset), Some("to provoke a NAK on purpose, set `rkey` too".into()));
                         }
-                        Remote { mr, offset: off + r.offset, rkey: r.rkey, mw: Some(w.clone()) }
+                        RemoteRef { mr, offset: off + r.offset, rkey: r.rkey, mw: Some(w.clone()) }
                     }
                     None if self.mw_file(&peer, w).is_none() => {
                         let hint = name_hint(
@@ -591,7 +576,7 @@ impl<'a> Checker<'a> {
                             format!("no memory window `{w}` on `{peer}`, the other end of `{qp}`"),
                             hint,
                         );
-                        Remote {
+                        RemoteRef {
                             mr: String::new(),
                             offset: r.offset,
                             rkey: r.rkey,
@@ -606,7 +591,7 @@ impl<'a> Checker<'a> {
                             ),
                             Some("bind it first: a step `op = \"bind_mw\"` on its endpoint".into()),
                         );
-                        Remote {
+                        RemoteRef {
                             mr: String::new(),
                             offset: r.offset,
                             rkey: r.rkey,
@@ -617,13 +602,13 @@ impl<'a> Checker<'a> {
             }
             _ => {
                 self.err(at, "say which remote memory: `mr = \"…\"` (an MR of the peer) or `mw = \"…\"` (a memory window of the peer), one of them", None);
-                Remote { mr: String::new(), offset: r.offset, rkey: r.rkey, mw: None }
+                RemoteRef { mr: String::new(), offset: r.offset, rkey: r.rkey, mw: None }
             }
         }
     }
 
     /// The size of the MR a remote end lies in (0 when there is none).
-    pub(super) fn remote_size(&self, on: &str, qp: &str, r: &Remote) -> u64 {
+    pub(super) fn remote_size(&self, on: &str, qp: &str, r: &RemoteRef) -> u64 {
         self.peer_of(on, qp).and_then(|p| self.mr_file(&p, &r.mr)).map_or(0, |m| m.size.value)
     }
 
@@ -693,7 +678,7 @@ impl<'a> Checker<'a> {
         sge: &[file::Sge],
         atomic: bool,
         _kind: QpType,
-    ) -> Vec<Sge> {
+    ) -> Vec<SgeRef> {
         let mut out = Vec::new();
         for (j, g) in sge.iter().enumerate() {
             let Some(m) = self.mr_file(on, &g.mr) else {
@@ -726,7 +711,7 @@ impl<'a> Checker<'a> {
                     Some("len = 8".into()),
                 );
             }
-            out.push(Sge {
+            out.push(SgeRef {
                 mr: g.mr.clone(),
                 offset: g.offset,
                 len: len.min(u32::MAX as u64) as u32,
@@ -758,9 +743,7 @@ impl<'a> Checker<'a> {
         let on_purpose = matches!(&s.outcome, Ok(o) if o.expect.as_deref() == Some("refused"));
         // Not even on purpose on UD: its provider reads every send WR's address
         // handle, so such a WR is never passed to it (the device cannot answer).
-        if q.qp_type == QpType::Ud
-            && (remote.is_some() || !matches!(verb, Verb::Send { .. } | Verb::SendImm { .. }))
-        {
+        if q.qp_type == QpType::Ud && (remote.is_some() || !matches!(verb, Verb::Send { .. })) {
             self.err(
                 Some(s.at("op")),
                 format!("{op} on UD QP `{qp}`: UD carries SENDs only"),
@@ -774,7 +757,7 @@ impl<'a> Checker<'a> {
             self.err(Some(s.at("op")), format!("{op} on UC QP `{qp}`: UC has no READ, atomics, ATOMIC WRITE, FLUSH or SEND with Invalidate"), Some("use an RC QP (or, to see the device refuse it, say `expect = \"refused\"`)".into()));
         }
         let kind = q.qp_type;
-        let sge = self.sges(s, on, sge, atomic, kind);
+        let sges = self.sges(s, on, sge, atomic, kind);
         if let Some(r) = remote.filter(|r| r.mw.is_none()) {
             match self.mr_file(&peer, &r.mr).map(|m| m.size.value) {
                 None => {
@@ -809,7 +792,7 @@ impl<'a> Checker<'a> {
                 Err(e) => self.err(Some(s.at("flags")), format!("unknown flag `{f}`"), e.hint()),
             }
         }
-        Some(Step::Post { on: on.to_string(), qp: qp.to_string(), wr_id, sge, flags: fl, verb })
+        Some(act(on, Action::Post { qp: qp.to_string(), wr_id, verb, sges, flags: fl }))
     }
 
     /// A step that waits (`sleep`, `wait_completions`, `await_notify`): when the
@@ -855,6 +838,11 @@ impl<'a> Checker<'a> {
             );
         }
     }
+}
+
+/// Endpoint `on`'s agent carries `action` out.
+fn act(on: &str, action: Action) -> Step {
+    Step::Act { on: on.to_string(), action }
 }
 
 /// The `op` a step names.

@@ -21,6 +21,16 @@ pub(super) struct StreamQps<'a> {
     recv_wr: u32,
 }
 
+/// The peer's receives for a SEND stream, checked (the stream's own id, QPs,
+/// content and deadline complete them into a [`ReceiveOrder`]).
+struct ReceiveSpec {
+    /// Where the SENDs land; none for a `write_imm` stream's receives.
+    mr: Option<String>,
+    offset: u64,
+    depth: u32,
+    low_water: u32,
+}
+
 impl<'a> Checker<'a> {
     /// A stream step: its QPs (one peer), verb, sizes and regions, every bound.
     pub(super) fn stream(
@@ -109,10 +119,8 @@ impl<'a> Checker<'a> {
         if let Some(remote) = &remote {
             self.stream_remote(s, &peer, verb, remote, remote_span);
         }
-        Some(Step::Stream(StreamStep {
+        let order = StreamOrder {
             id: id.clone(),
-            on: on.clone(),
-            peer,
             qps: names,
             verb,
             content,
@@ -121,9 +129,19 @@ impl<'a> Checker<'a> {
             local_mr: local.mr.clone(),
             local_offset: local.offset,
             remote,
-            receive,
             within_ms,
-        }))
+        };
+        let receive = receive.map(|r| ReceiveOrder {
+            id: id.clone(),
+            qps: order.qps.clone(),
+            content,
+            depth: r.depth,
+            low_water: r.low_water,
+            mr: r.mr,
+            offset: r.offset,
+            within_ms,
+        });
+        Some(Step::Stream(StreamStep { on: on.clone(), peer, order, receive }))
     }
 
     /// How a stream's messages are dealt to its QPs.
@@ -417,7 +435,7 @@ impl<'a> Checker<'a> {
 
     /// The peer's receives of a SEND stream: a ring of `depth` slots of the
     /// longest message per QP in its MR. A `write_imm` stream's hold no bytes.
-    pub(super) fn stream_receives(
+    fn stream_receives(
         &mut self,
         s: &file::StepFile,
         verb: StreamVerb,
@@ -481,7 +499,7 @@ impl<'a> Checker<'a> {
         s: &file::StepFile,
         peer: &str,
         verb: StreamVerb,
-        remote: &Remote,
+        remote: &RemoteRef,
         remote_span: u64,
     ) {
         if remote.mw.is_some() {

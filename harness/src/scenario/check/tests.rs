@@ -175,11 +175,11 @@ fn a_stream_loads_with_its_defaults_and_its_checks() {
     let sc = parse_str(Path::new("t.toml"), STREAM).unwrap_or_else(|e| panic!("{}", e[0]));
     let Step::Stream(st) = &sc.steps[0] else { panic!("{:?}", sc.steps[0]) };
     assert_eq!(
-        (st.peer.as_str(), st.qps.clone(), st.window, st.signal_every),
+        (st.peer.as_str(), st.order.qps.clone(), st.order.window, st.order.signal_every),
         ("b", vec!["q".to_string()], 32, 8)
     );
     assert_eq!(
-        st.content,
+        st.order.content,
         StreamContent {
             seed: 1,
             count: 10000,
@@ -210,12 +210,12 @@ fn a_ring_lets_a_long_stream_go_round_a_small_region() {
         STREAM.replace("window = 32", "window = 32\nring = 65536\nsize = { min = 64, max = 1024 }");
     let sc = parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
     let Step::Stream(st) = &sc.steps[0] else { panic!() };
-    assert_eq!(st.content.ring, Some(65536));
+    assert_eq!(st.order.content.ring, Some(65536));
     assert!(
-        st.content.total() > 640_000 && st.content.span() <= 65536,
+        st.order.content.total() > 640_000 && st.order.content.span() <= 65536,
         "{} bytes round {}",
-        st.content.total(),
-        st.content.span()
+        st.order.content.total(),
+        st.order.content.span()
     );
     assert!(
         matches!(&sc.expect.memory[0].want, Memory::Stream { content, .. } if content.ring == Some(65536))
@@ -288,7 +288,11 @@ fn a_qp_count_makes_that_many_and_what_names_it_applies_to_each() {
     let names: Vec<&str> = sc.qps.iter().map(|q| q.name.as_str()).collect();
     assert_eq!(names, ["q[0]", "q[1]", "q[2]"]);
     let Step::Stream(st) = &sc.steps[0] else { panic!() };
-    assert_eq!(st.qps, ["q[0]", "q[1]", "q[2]"], "a stream on the group goes over all of them");
+    assert_eq!(
+        st.order.qps,
+        ["q[0]", "q[1]", "q[2]"],
+        "a stream on the group goes over all of them"
+    );
     let wire: Vec<&str> = sc.expect.wire.iter().map(|w| w.qp.as_str()).collect();
     assert_eq!(wire, ["q[0]", "q[1]", "q[2]"]);
     assert!(sc
@@ -332,8 +336,11 @@ fn a_write_imm_stream_writes_the_peers_mr_and_consumes_its_receives() {
         );
     let sc = parse_str(Path::new("t.toml"), &imm).unwrap_or_else(|e| panic!("{}", e[0]));
     let Step::Stream(st) = &sc.steps[0] else { panic!() };
-    assert_eq!((st.verb, st.content.spread), (StreamVerb::WriteImm, Spread::Random));
-    assert_eq!(st.receive, Some(ReceiveSpec { mr: None, offset: 0, depth: 16, low_water: 15 }));
+    assert_eq!((st.order.verb, st.order.content.spread), (StreamVerb::WriteImm, Spread::Random));
+    let r = st.receive.as_ref().map(|r| (r.mr.clone(), r.offset, r.depth, r.low_water));
+    assert_eq!(r, Some((None, 0, 16, 15)));
+    let r = st.receive.as_ref().map(|r| (&r.id, &r.qps, r.content, r.within_ms));
+    assert_eq!(r, Some((&st.order.id, &st.order.qps, st.order.content, st.order.within_ms)));
     assert!(
         matches!(&sc.expect.memory[0].want, Memory::Stream { id, .. } if id == "w"),
         "its memory is checked as a WRITE's"
@@ -377,11 +384,9 @@ fn a_send_stream_names_the_peers_receives_and_they_must_fit() {
         .replace("[[expect.memory]]\non = \"b\"\nmr = \"dst\"\nstream = \"w\"\n", "");
     let sc = parse_str(Path::new("t.toml"), &send).unwrap_or_else(|e| panic!("{}", e[0]));
     let Step::Stream(st) = &sc.steps[0] else { panic!() };
-    assert_eq!((st.verb, st.remote.clone()), (StreamVerb::Send, None));
-    assert_eq!(
-        st.receive,
-        Some(ReceiveSpec { mr: Some("dst".into()), offset: 0, depth: 8, low_water: 2 })
-    );
+    assert_eq!((st.order.verb, st.order.remote.clone()), (StreamVerb::Send, None));
+    let r = st.receive.as_ref().map(|r| (r.mr.as_deref(), r.offset, r.depth, r.low_water));
+    assert_eq!(r, Some((Some("dst"), 0, 8, 2)));
     let cases = [
         (
             send.replace(
@@ -426,7 +431,7 @@ fn a_good_scenario_loads() {
     );
     assert_eq!(sc.mrs[1].access, Access::LOCAL_WRITE);
     assert!(
-        matches!(&sc.steps[1], Step::Post { verb: Verb::Send { qkey: None }, sge, .. } if sge[0].len == 5)
+        matches!(&sc.steps[1], Step::Act { action: Action::Post { verb: Verb::Send { imm: None, qkey: None }, sges, .. }, .. } if sges[0].len == 5)
     );
     assert_eq!(sc.expect.completion[0].opcode, Some(WcOpcode(128)));
 }
@@ -602,7 +607,7 @@ fn content_payloads_and_psns() {
         .contains("`len` is 2"));
     assert_eq!(psn_at(&PsnRef::Relative("next + 3".into())), Ok(PsnAt::Next(3)));
     assert_eq!(psn_at(&PsnRef::Relative("next-1".into())), Ok(PsnAt::Next(-1)));
-    assert_eq!(psn_at(&PsnRef::Absolute(5)), Ok(PsnAt::Absolute(Psn::new(5))));
+    assert_eq!(psn_at(&PsnRef::Absolute(5)), Ok(PsnAt::Absolute(5)));
     assert!(psn_at(&PsnRef::Absolute(1 << 24)).unwrap_err().contains("24 bits"));
     assert!(psn_at(&PsnRef::Relative("nxt".into())).unwrap_err().contains("is not a PSN"));
     assert!(psn_at(&PsnRef::Relative("next+8388608".into())).unwrap_err().contains("half"));
@@ -667,19 +672,21 @@ fn a_window_is_addressed_where_it_was_bound() {
     let sc = parse_str(Path::new("t.toml"), MW).unwrap_or_else(|e| panic!("{}", e[0]));
     assert_eq!(sc.mws, vec![MwSpec { name: "w".into(), on: "b".into(), kind: MwKind::Type2 }]);
     match &sc.steps[1] {
-        Step::Post { verb: Verb::Write { remote }, .. } => assert_eq!(
+        Step::Act {
+            action: Action::Post { verb: Verb::Write { remote, imm: None }, .. }, ..
+        } => assert_eq!(
             remote,
-            &Remote { mr: "target".into(), offset: 12, rkey: None, mw: Some("w".into()) }
+            &RemoteRef { mr: "target".into(), offset: 12, rkey: None, mw: Some("w".into()) }
         ),
         other => panic!("{other:?}"),
     }
     assert!(
-        matches!(&sc.steps[0], Step::Post { verb: Verb::BindMw { len: 16, access, .. }, .. } if *access == Access(2)),
+        matches!(&sc.steps[0], Step::Act { action: Action::Post { verb: Verb::BindMw { len: 16, access, .. }, .. }, .. } if *access == Access(2)),
         "remote_write by default: {:?}",
         sc.steps[0]
     );
     assert!(
-        matches!(&sc.steps[2], Step::Post { verb: Verb::SendInv { invalidate: Invalidate::Mw(w) }, .. } if w == "w")
+        matches!(&sc.steps[2], Step::Act { action: Action::Post { verb: Verb::SendInv { invalidate: Invalidate::Mw { mw, rkey: None } }, .. }, .. } if mw == "w")
     );
     // Without the bind: not bound, said at the WRITE's `remote`.
     let unbound = MW.replace("[[step]]\non = \"b\"\nop = \"bind_mw\"\nqp = \"q\"\nmw = \"w\"\nmr = \"target\"\noffset = 8\nlen = 16\n", "");
@@ -742,11 +749,14 @@ fn features_used_must_be_required() {
     assert!(
         matches!(
             &sc.steps[2],
-            Step::Post {
-                verb: Verb::Flush {
-                    len: 48,
-                    placement: Placement::Global,
-                    level: Selectivity::Mr,
+            Step::Act {
+                action: Action::Post {
+                    verb: Verb::Flush {
+                        len: 48,
+                        placement: Placement::Global,
+                        level: Selectivity::Mr,
+                        ..
+                    },
                     ..
                 },
                 ..
@@ -757,7 +767,8 @@ fn features_used_must_be_required() {
     );
     assert!(matches!(
         &sc.steps[3],
-        Step::Post { verb: Verb::AtomicWrite { value: [1, 0, 0, 0, 0, 0, 0, 0], .. }, .. }
+        Step::Act { action: Action::Post { verb: Verb::AtomicWrite { value, .. }, .. }, .. }
+            if value.0 == [1, 0, 0, 0, 0, 0, 0, 0]
     ));
     let e = errors(
         &flush.replace("requires = [\"flush\", \"atomic_write\"]", "requires = [\"flush\"]"),
@@ -788,7 +799,9 @@ fn srqs_belong_to_an_end() {
             .replace("[[expect.wire]]", "[[expect.event]]\non = \"b\"\nevent = \"srq_limit_reached\"\nsrq = \"s\"\n\n[[expect.wire]]");
     let sc = parse_str(Path::new("t.toml"), &text).unwrap_or_else(|e| panic!("{}", e[0]));
     assert_eq!(sc.qps[0].srq.as_deref(), Some("s"));
-    assert!(matches!(&sc.steps[0], Step::PostSrqRecv { srq, wr_id: 1, .. } if srq == "s"));
+    assert!(
+        matches!(&sc.steps[0], Step::Act { action: Action::PostSrqRecv { srq, wr_id: 1, .. }, .. } if srq == "s")
+    );
     assert_eq!(sc.expect.event[0].kind, EventType(15));
     let e =
         errors(&text.replace("srq = \"s\"\n\n[[expect.wire]]", "srq = \"t\"\n\n[[expect.wire]]"));
@@ -950,12 +963,14 @@ notified = false
     let sc = parse_str(Path::new("t.toml"), &text).expect("loads");
     assert_eq!(
         sc.steps[0],
-        Step::ModifyQp {
+        Step::Act {
             on: "a".into(),
-            qp: "q".into(),
-            state: QpStateName::RESET,
-            state_only: false,
-            access: None
+            action: Action::ModifyQp {
+                qp: "q".into(),
+                state: QpStateName::RESET,
+                state_only: false,
+                access: None
+            }
         }
     );
     let answers: Vec<_> =
@@ -969,7 +984,10 @@ notified = false
             (5, Outcome::Notified(false), false),
         ]
     );
-    assert_eq!(sc.steps[5], Step::AwaitNotify { on: "b".into(), within_ms: 500 });
+    assert_eq!(
+        sc.steps[5],
+        Step::Act { on: "b".into(), action: Action::AwaitNotify { within_ms: 500 } }
+    );
 }
 
 #[test]
