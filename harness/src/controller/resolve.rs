@@ -21,13 +21,49 @@ use crate::scenario::model::{ConnectMethod, Content, QpType, Scenario, Step};
 use crate::verbs::{Caps, QpKind};
 
 /// The lab VM an endpoint runs in: `vm`, else its name.
-pub(super) fn endpoint_vm(sc: &Scenario, endpoint: &str) -> Result<Vm, String> {
+fn endpoint_vm(sc: &Scenario, endpoint: &str) -> Result<Vm, String> {
     let vm = sc
         .endpoints
         .get(endpoint)
         .and_then(|e| e.vm.clone())
         .unwrap_or_else(|| endpoint.to_string());
     Vm::parse(&vm).ok_or_else(|| format!("endpoint `{endpoint}` runs on `{vm}`, which is not a lab VM (a or b)\nhint: set `vm = \"a\"` or `vm = \"b\"` in [endpoints.{endpoint}]"))
+}
+
+/// A scenario resolved once, before anything runs: each endpoint's lab VM (in the
+/// lab) and everything it sets up. What only the run learns (QPNs, windows'
+/// rkeys) completes the fault rules ([`fault_rules`]) and the actions
+/// ([`sent`]) as it comes.
+#[derive(Debug, Clone)]
+pub(super) struct Plan {
+    pub(super) endpoints: BTreeMap<String, Planned>,
+}
+
+/// One endpoint of a [`Plan`].
+#[derive(Debug, Clone)]
+pub(super) struct Planned {
+    /// Its lab VM; none on real hosts.
+    pub(super) vm: Option<Vm>,
+    pub(super) setup: protocol::Setup,
+}
+
+impl Plan {
+    /// `sc`'s plan; `in_lab`: each endpoint must name a lab VM.
+    pub(super) fn new(sc: &Scenario, in_lab: bool) -> Result<Plan, String> {
+        let mut endpoints = BTreeMap::new();
+        for name in sc.endpoints.keys() {
+            let vm = if in_lab { Some(endpoint_vm(sc, name)?) } else { None };
+            endpoints.insert(name.clone(), Planned { vm, setup: setup(sc, name) });
+        }
+        Ok(Plan { endpoints })
+    }
+
+    /// The lab VM endpoint `name` runs in.
+    pub(super) fn vm(&self, name: &str) -> Result<Vm, String> {
+        self.endpoints.get(name).and_then(|p| p.vm).ok_or_else(|| {
+            format!("endpoint `{name}` runs in no lab VM: the scenario runs on real hosts")
+        })
+    }
 }
 
 fn qp_kind(t: QpType) -> QpKind {
@@ -61,7 +97,7 @@ fn posts(sc: &Scenario, endpoint: &str, qp: &str, pick: impl Fn(&Verb) -> bool) 
 
 /// What endpoint `name` sets up: its QPs (those it is an end of; made with the
 /// extended send operations it posts on them), MRs, SRQs and memory windows.
-pub(super) fn setup(sc: &Scenario, name: &str) -> protocol::Setup {
+fn setup(sc: &Scenario, name: &str) -> protocol::Setup {
     let ep = sc.endpoints.get(name).cloned().unwrap_or_default();
     let qps = sc
         .qps
@@ -176,13 +212,14 @@ pub(super) fn sent(
 /// the fault has no `from`).
 pub(super) fn fault_rules(
     sc: &Scenario,
+    plan: &Plan,
     endpoints: &BTreeMap<String, EndpointFacts>,
 ) -> Result<Vec<Rule>, String> {
     let mut rules = Vec::new();
     for (i, f) in sc.faults.iter().enumerate() {
         let mut r = f.rule.clone();
         if let Some(from) = &f.from {
-            r.dir = Some(match endpoint_vm(sc, from)? {
+            r.dir = Some(match plan.vm(from)? {
                 Vm::A => Dir::AtoB,
                 Vm::B => Dir::BtoA,
             });
@@ -364,19 +401,20 @@ qp = "q"
         };
         let eps: BTreeMap<String, EndpointFacts> =
             [("a".to_string(), facts(0x11)), ("server".to_string(), facts(0x12))].into();
-        let r = fault_rules(&sc, &eps).unwrap();
+        let plan = Plan::new(&sc, true).unwrap();
+        let r = fault_rules(&sc, &plan, &eps).unwrap();
         assert_eq!(r.len(), 3, "one rule from server to a; `ce` to either end");
         assert_eq!((r[0].dir, r[0].qp), (Some(Dir::BtoA), Some(0x11)));
         assert_eq!(r[0].to_string(), "drop dir=b>a qp=0x11 psn=201 nth=1");
         assert_eq!((r[1].dir, r[1].qp, r[2].qp), (None, Some(0x12), Some(0x11)));
-        let e = fault_rules(&sc, &BTreeMap::new()).unwrap_err();
+        let e = fault_rules(&sc, &plan, &BTreeMap::new()).unwrap_err();
         assert!(e.contains("was not set up on a"), "{e}");
         // A crafted answer goes back to the QP of the requester (`from`).
         let mut sc = sc;
         sc.faults.truncate(1);
         sc.faults[0].rule = lab::fault::parse_rule("respond op=write-only with=ack").unwrap();
         sc.faults[0].from = Some("a".into());
-        let r = fault_rules(&sc, &eps).unwrap();
+        let r = fault_rules(&sc, &plan, &eps).unwrap();
         assert_eq!(r.len(), 1);
         assert_eq!(
             r[0].to_string(),
@@ -391,5 +429,17 @@ qp = "q"
         assert_eq!(endpoint_vm(&sc, "server").unwrap(), Vm::B);
         let e = endpoint_vm(&sc, "c").unwrap_err();
         assert!(e.contains("`c`") && e.contains("not a lab VM"), "{e}");
+        let plan = Plan::new(&sc, true).unwrap();
+        assert_eq!((plan.vm("a"), plan.vm("server")), (Ok(Vm::A), Ok(Vm::B)));
+        assert_eq!(plan.endpoints["server"].setup.mrs[0].name, "t", "its own setup");
+        let remote = Plan::new(&sc, false).unwrap();
+        let e = remote.vm("a").unwrap_err();
+        assert!(e.contains("real hosts"), "{e}");
+        // In the lab, an endpoint that names no lab VM is refused before anything runs.
+        let mut odd = sc.clone();
+        odd.endpoints.get_mut("server").unwrap().vm = Some("c".into());
+        let e = Plan::new(&odd, true).unwrap_err();
+        assert!(e.contains("`server` runs on `c`"), "{e}");
+        assert!(Plan::new(&odd, false).is_ok(), "real hosts name no VM");
     }
 }

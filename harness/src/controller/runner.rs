@@ -18,7 +18,7 @@ use lab::client::RunSession;
 use lab::state::{LabPaths, Vm};
 
 use super::link::{unexpected, Agent, Deadline, Unsupported};
-use super::resolve;
+use super::resolve::{self, Plan};
 use crate::protocol::READ_BACK_MAX;
 use crate::protocol::{self, Action, FromAgent, MrInfo, ToAgent};
 use crate::results::{
@@ -79,13 +79,18 @@ impl Slot {
 
 /// What the scenario's run claims on a shared switch: its QPs on each VM, its
 /// connection ports.
-fn claim(sc: &Scenario, endpoints: &BTreeMap<String, EndpointFacts>, slot: Slot) -> Result<Claim> {
+fn claim(
+    sc: &Scenario,
+    plan: &Plan,
+    endpoints: &BTreeMap<String, EndpointFacts>,
+    slot: Slot,
+) -> Result<Claim> {
     let mut c = Claim {
         ports: (0..sc.qps.len()).map(|i| slot.connect_port(i)).collect(),
         ..Claim::default()
     };
     for (name, facts) in endpoints {
-        let on = match resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)? {
+        let on = match plan.vm(name).map_err(anyhow::Error::msg)? {
             Vm::A => &mut c.qps_a,
             Vm::B => &mut c.qps_b,
         };
@@ -264,9 +269,10 @@ fn drive(
             sc.qps.len()
         );
     }
-    let kernels = start_agents(sc, endpoints, pool, deadline, agents)?;
+    let plan = Plan::new(sc, matches!(endpoints, Endpoints::Lab(_))).map_err(anyhow::Error::msg)?;
+    let kernels = start_agents(sc, &plan, endpoints, pool, deadline, agents)?;
     laps.lap(&mut out.timings, Phase::AgentStart);
-    let (mut keys, open_ms) = set_up(sc, endpoints, &kernels, agents, out)?;
+    let (mut keys, open_ms) = set_up(&plan, &kernels, agents, out)?;
     laps.lap(&mut out.timings, Phase::Setup);
     // Of Setup, the agents' own measure of opening the device.
     if let Some(setup) = out.timings.get_mut(&Phase::Setup) {
@@ -274,7 +280,7 @@ fn drive(
         *setup -= open;
         out.timings.insert(Phase::DeviceOpen, open);
     }
-    *session = start_recording(sc, endpoints, capture, slot, out)?;
+    *session = start_recording(sc, &plan, endpoints, capture, slot, out)?;
     if session.is_some() {
         laps.lap(&mut out.timings, Phase::RecordingStart);
     }
@@ -290,6 +296,7 @@ fn drive(
 /// what the scenario requires. Returns each endpoint's kernel, as its agent said.
 fn start_agents(
     sc: &Scenario,
+    plan: &Plan,
     endpoints: &Endpoints,
     pool: &AgentPool,
     deadline: Deadline,
@@ -299,7 +306,7 @@ fn start_agents(
     for name in sc.endpoints.keys() {
         let mut a = match endpoints {
             Endpoints::Lab(lab) => {
-                let vm = resolve::endpoint_vm(sc, name).map_err(anyhow::Error::msg)?;
+                let vm = plan.vm(name).map_err(anyhow::Error::msg)?;
                 match pool.take(vm, name) {
                     Some(a) => a,
                     None => Agent::in_lab(&lab.paths, vm, name, LAB_AGENT_LIFE)?,
@@ -360,8 +367,7 @@ fn start_agents(
 /// endpoint; what each set up goes into `out.endpoints`. Returns the memory
 /// windows' keys and the slowest endpoint's time to open its device.
 fn set_up(
-    sc: &Scenario,
-    endpoints: &Endpoints,
+    plan: &Plan,
     kernels: &BTreeMap<String, Option<String>>,
     agents: &mut BTreeMap<String, Agent>,
     out: &mut Evidence,
@@ -369,10 +375,10 @@ fn set_up(
     let mut keys = resolve::MwKeys::new();
     // Setup: device, PD, CQ, MRs, SRQs, windows, QPs on each endpoint.
     let mut open_ms: f64 = 0.0;
-    for name in sc.endpoints.keys() {
-        agent(agents, name)?.send(&ToAgent::Setup(resolve::setup(sc, name)))?;
+    for (name, planned) in &plan.endpoints {
+        agent(agents, name)?.send(&ToAgent::Setup(planned.setup.clone()))?;
     }
-    for name in sc.endpoints.keys() {
+    for (name, planned) in &plan.endpoints {
         match agent(agents, name)?.recv(ANSWER_WITHIN)? {
             FromAgent::SetupDone {
                 device,
@@ -388,15 +394,7 @@ fn set_up(
                 // Side by side: the slowest endpoint's device open is the phase's.
                 open_ms = open_ms.max(opened);
                 keys.extend(mws.into_iter().map(|w| ((name.clone(), w.name), w.rkey)));
-                let vm = match endpoints {
-                    Endpoints::Lab(_) => Some(
-                        resolve::endpoint_vm(sc, name)
-                            .map_err(anyhow::Error::msg)?
-                            .name()
-                            .to_string(),
-                    ),
-                    Endpoints::Remote(_) => None,
-                };
+                let vm = planned.vm.map(|v| v.name().to_string());
                 let kernel = kernels.get(name).cloned().flatten();
                 out.endpoints.insert(
                     name.clone(),
@@ -413,6 +411,7 @@ fn set_up(
 /// applying the scenario's faults) for this run.
 fn start_recording(
     sc: &Scenario,
+    plan: &Plan,
     endpoints: &Endpoints,
     capture: Option<PathBuf>,
     slot: Slot,
@@ -425,8 +424,8 @@ fn start_recording(
             Some(p) => Some(lab::absolute(p)?.display().to_string()),
             None => None,
         };
-        let rules = resolve::fault_rules(sc, &out.endpoints).map_err(anyhow::Error::msg)?;
-        let claim = if slot.shared { Some(claim(sc, &out.endpoints, slot)?) } else { None };
+        let rules = resolve::fault_rules(sc, plan, &out.endpoints).map_err(anyhow::Error::msg)?;
+        let claim = if slot.shared { Some(claim(sc, plan, &out.endpoints, slot)?) } else { None };
         return Ok(Some(RunSession::begin(paths, pcap, rules, 1, None, claim)?));
     } else if !sc.faults.is_empty() {
         bail!("this scenario has [[fault]] rules, which need the lab's switch\nhint: run it in the lab (no --endpoints)");
