@@ -1,7 +1,8 @@
 //! Bringing a lab up and down: `up` starts the daemon (`roce lab __daemon`, see
 //! [`daemon`](crate::daemon)) in its own session and waits until both VMs are ready;
 //! `stop`/`down` ask it to go and clean up after one that crashed; `status` asks it how
-//! it is.
+//! it is. `usable` and `heal` judge a lab from one answer of its daemon (a private
+//! `Health`), never from two that could disagree.
 //!
 //! Owns: a lab's [`Definition`] (what every restart brings back), [`UpOpts`], [`up`],
 //! [`heal`], [`usable`], [`down`], [`stop`], [`status`], [`all_labs`], [`lab_paths`].
@@ -196,40 +197,69 @@ impl UpReport {
     }
 }
 
+/// How a lab is, judged from one answer of its daemon (see [`classify`]), so that
+/// one decision never sees it in two states.
+#[derive(Debug, PartialEq)]
+enum Health {
+    /// Its daemon is not running.
+    Down,
+    /// Both VMs are ready: it takes work.
+    Usable,
+    /// Its daemon is still booting the VMs: to be waited for, not restarted.
+    Booting,
+    /// Stopping (or in a phase this build does not know): not usable, yet not
+    /// broken either. Says how it is.
+    Stopping(String),
+    /// A VM died or hung after boot, or its daemon does not answer: beyond waiting
+    /// for. Says what is wrong.
+    Broken(String),
+}
+
+impl Health {
+    /// `Err` says why a lab so is not usable.
+    fn usable(self) -> std::result::Result<(), String> {
+        match self {
+            Health::Usable => Ok(()),
+            Health::Down => Err("it is down".to_string()),
+            Health::Booting => Err("it is booting".to_string()),
+            Health::Stopping(why) | Health::Broken(why) => Err(why),
+        }
+    }
+}
+
+/// What the daemon of the lab `paths` answers when asked for its status: `None`
+/// when it is down (no daemon running), `Err` when it does not answer.
+fn ask(paths: &LabPaths) -> Option<Result<serde_json::Value>> {
+    paths.is_running().then(|| client::request(paths, &Request::Status))
+}
+
+/// The lab's health from its daemon's answer to one status request ([`ask`]).
+fn classify(answer: Option<std::result::Result<&serde_json::Value, &anyhow::Error>>) -> Health {
+    let st = match answer {
+        None => return Health::Down,
+        Some(Err(e)) => return Health::Broken(format!("its daemon does not answer ({e:#})")),
+        Some(Ok(st)) => st,
+    };
+    let error = st["error"].as_str().map(|e| e.lines().next().unwrap_or(e).to_string());
+    match st["phase"].as_str() {
+        Some("ready") => Health::Usable,
+        Some("booting") => Health::Booting,
+        Some("failed") => Health::Broken(error.unwrap_or_else(|| "it failed".into())),
+        phase => {
+            Health::Stopping(error.unwrap_or_else(|| format!("it is {}", phase.unwrap_or("?"))))
+        }
+    }
+}
+
+/// The lab's health now, from one status request.
+fn health(paths: &LabPaths) -> Health {
+    classify(ask(paths).as_ref().map(Result::as_ref))
+}
+
 /// Whether a lab that is up can take work (both VMs ready): `Err` says why not.
 /// A lab still booting is not, either.
 pub fn usable(paths: &LabPaths) -> std::result::Result<(), String> {
-    if !paths.is_running() {
-        return Err("it is down".to_string());
-    }
-    match client::request(paths, &Request::Status) {
-        Ok(st) if st["phase"] == "ready" => Ok(()),
-        Ok(st) => Err(st["error"]
-            .as_str()
-            .map(|e| e.lines().next().unwrap_or(e).to_string())
-            .unwrap_or_else(|| format!("it is {}", st["phase"].as_str().unwrap_or("?")))),
-        Err(e) => Err(format!("its daemon does not answer ({e:#})")),
-    }
-}
-
-/// Whether a lab that is up is broken beyond waiting for: a VM died or hung after
-/// boot, or its daemon does not answer. One still booting is not broken.
-fn broken(paths: &LabPaths) -> Option<String> {
-    match client::request(paths, &Request::Status) {
-        Ok(st) if st["phase"] == "failed" => Some(
-            st["error"]
-                .as_str()
-                .map(|e| e.lines().next().unwrap_or(e).to_string())
-                .unwrap_or_else(|| "it failed".into()),
-        ),
-        Ok(_) => None,
-        Err(e) => Some(format!("its daemon does not answer ({e:#})")),
-    }
-}
-
-/// Whether the lab's daemon says it is still booting its VMs.
-fn booting(paths: &LabPaths) -> bool {
-    client::request(paths, &Request::Status).is_ok_and(|st| st["phase"] == "booting")
+    health(paths).usable()
 }
 
 /// Boots the lab (or finds it up) and waits until it is ready. A lab that is up
@@ -260,10 +290,12 @@ fn up_or_heal(
     let start = Instant::now();
     let admin = Flock::lock_within(&paths.admin_lock(), Duration::from_secs(120))?;
     let mut recovered = Vec::new();
-    let mut already_up = paths.is_running();
-    if already_up {
-        let running = status(paths)
-            .and_then(|st| serde_json::from_value::<image::Release>(st["image"].clone()).ok());
+    // One answer of its daemon for every decision below: asked again, it could
+    // say the lab is in another state.
+    let answer = ask(paths);
+    let mut already_up = answer.is_some();
+    if let Some(Ok(st)) = &answer {
+        let running = serde_json::from_value::<image::Release>(st["image"].clone()).ok();
         if let Some(running) = running.filter(|r| *r != opts.image) {
             bail!(
                 "lab `{}` is up with the {running} image, not {}\nhint: `roce lab --name {} down` first, or give the {} lab its own name (the default for it is `{}`)",
@@ -285,9 +317,13 @@ fn up_or_heal(
     if already_up {
         // Another caller may have healed it while this one waited for the lock:
         // one usable again, or booting again, is waited for, not restarted.
-        let why = match heal {
-            Some(why) => (usable(paths).is_err() && !booting(paths)).then(|| why.to_string()),
-            None => broken(paths),
+        // (`answer` is some answer here: the lab is not down.)
+        let why = match (classify(answer.as_ref().map(Result::as_ref)), heal) {
+            (Health::Usable | Health::Booting | Health::Down, _) => None,
+            (Health::Broken(why), None) => Some(why),
+            // `up` waits for one stopping; a heal restarts it.
+            (Health::Stopping(_), None) => None,
+            (Health::Stopping(_) | Health::Broken(_), Some(why)) => Some(why.to_string()),
         };
         if let Some(why) = why {
             p.say(&format!(
@@ -542,9 +578,49 @@ fn running_definition(paths: &LabPaths, st: &serde_json::Value) -> Option<Defini
 
 /// The daemon's status document of a lab that is up (`None` when it is down).
 pub fn status(paths: &LabPaths) -> Option<serde_json::Value> {
-    if paths.is_running() {
-        client::request(paths, &Request::Status).ok()
-    } else {
-        None
+    ask(paths).and_then(Result::ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn of(st: serde_json::Value) -> Health {
+        classify(Some(Ok(&st)))
+    }
+
+    #[test]
+    fn classifies_status_documents() {
+        assert_eq!(classify(None), Health::Down);
+        let e = anyhow::anyhow!("connection refused").context("connecting");
+        assert_eq!(
+            classify(Some(Err(&e))),
+            Health::Broken("its daemon does not answer (connecting: connection refused)".into())
+        );
+        assert_eq!(of(json!({"phase": "ready", "error": null})), Health::Usable);
+        assert_eq!(of(json!({"phase": "booting", "error": null})), Health::Booting);
+        assert_eq!(
+            of(json!({"phase": "failed", "error": "VM a died\nits console: …"})),
+            Health::Broken("VM a died".into())
+        );
+        assert_eq!(of(json!({"phase": "failed"})), Health::Broken("it failed".into()));
+        assert_eq!(
+            of(json!({"phase": "stopping", "error": null})),
+            Health::Stopping("it is stopping".into())
+        );
+        assert_eq!(of(json!({})), Health::Stopping("it is ?".into()));
+    }
+
+    #[test]
+    fn says_why_a_lab_is_not_usable() {
+        assert_eq!(Health::Usable.usable(), Ok(()));
+        assert_eq!(Health::Down.usable(), Err("it is down".into()));
+        assert_eq!(Health::Booting.usable(), Err("it is booting".into()));
+        assert_eq!(
+            Health::Stopping("it is stopping".into()).usable(),
+            Err("it is stopping".into())
+        );
+        assert_eq!(Health::Broken("VM a died".into()).usable(), Err("VM a died".into()));
     }
 }
