@@ -232,7 +232,7 @@ pub(super) fn plan(
     args: &RunArgs,
     loaded: &[(PathBuf, Scenario)],
     out_dir: PathBuf,
-) -> Result<(RunPlan, HeldTo), Failure> {
+) -> Result<Planned, Failure> {
     if args.pcap.is_some() && loaded.len() != 1 {
         return Err(Failure::input(anyhow!(
             "roce run: --pcap holds the wire of one scenario, but {} were given\nhint: run them one at a time, or capture with -i IFACE",
@@ -258,9 +258,9 @@ pub(super) fn plan(
         }
     }
     let named = args.profile.as_deref().map(Profile::load).transpose().map_err(Failure::input)?;
-    if let Some(path) = &args.record_profile {
-        previous_profile(path)?;
-    }
+    // Read once, before anything runs: its crashes are left out of the run, and
+    // the profile recorded after it keeps its notes.
+    let previous = args.record_profile.as_deref().map(previous_profile).transpose()?.flatten();
     // Before the lab boots: a run that does not fit is refused at once.
     let budget = controller::budget::Budget::here(&out_dir, remote.is_none());
     controller::budget::check(loaded, &out_dir, budget)
@@ -302,13 +302,21 @@ pub(super) fn plan(
     // What crashes this setup is not run: the profile's word for it, and the
     // word of the one about to be recorded again.
     let mut crashes = profile.as_ref().map(|p| p.crashes.clone()).unwrap_or_default();
-    if let Some(path) = &args.record_profile {
-        if let Some(prev) = previous_profile(path)? {
-            crashes.extend(prev.crashes);
-        }
+    if let Some(prev) = &previous {
+        crashes.extend(prev.crashes.clone());
     }
-    let plan = RunPlan { endpoints, wire, out_dir, profile, jobs: usize::from(args.jobs), crashes };
-    Ok((plan, held_to))
+    let run = RunPlan { endpoints, wire, out_dir, profile, jobs: usize::from(args.jobs), crashes };
+    Ok(Planned { run, held_to, previous })
+}
+
+/// What [`plan`] settles, for [`execute`].
+pub(super) struct Planned {
+    run: RunPlan,
+    /// What the results are held to (the first line printed).
+    held_to: HeldTo,
+    /// The profile `--record-profile` replaces, as it was read before the run
+    /// (none without that option, or when its file is new).
+    previous: Option<Profile>,
 }
 
 /// The profile of the lab image's kernel, found at or above the scenarios (or the
@@ -345,7 +353,7 @@ fn previous_profile(path: &Path) -> Result<Option<Profile>, Failure> {
 /// Runs what is loaded under `plan` and writes the reports `args` asks for.
 pub(super) fn execute(
     args: &RunArgs,
-    (plan, held_to): &(RunPlan, HeldTo),
+    Planned { run: plan, held_to, previous }: &Planned,
     loaded: &[(PathBuf, Scenario)],
     out: &mut dyn Write,
 ) -> Result<Report, Failure> {
@@ -382,7 +390,7 @@ pub(super) fn execute(
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())
             .unwrap_or_else(|| "profile".into());
-        let p = Profile::record(&name, &report, previous_profile(path)?.as_ref());
+        let p = Profile::record(&name, &report, previous.as_ref());
         write_file(path, |w| w.write_all(render::profile::render(&p).as_bytes()))?;
         writeln!(
             out,
