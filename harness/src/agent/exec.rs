@@ -22,8 +22,8 @@ use super::probe::{self, Aim};
 use crate::net::raw::Link;
 use crate::protocol::stream::StreamContent;
 use crate::protocol::{
-    self, Action, Connect, ConnectBy, Event, FromAgent, Hex, MrInfo, MwInfo, ProbeOrder, ProbeSent,
-    QpInfo, ReadError, Refusal, RemoteRef, SgeRef, ToAgent, Verb, Wc,
+    self, Action, Connect, ConnectBy, CounterDeltas, Event, FromAgent, Hex, MrInfo, MwInfo,
+    ProbeOrder, ProbeSent, QpInfo, ReadError, Refusal, RemoteRef, SgeRef, ToAgent, Verb, Wc,
 };
 use crate::verbs::{
     Access, Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Given, Mr, Mw, MwKind, Pd, Peer,
@@ -201,6 +201,8 @@ struct Local {
     events: Vec<Event>,
     /// The interface crafted packets go out on, opened at the first probe.
     probe_link: Option<Link>,
+    /// The device port's counters when its setup was done.
+    counters_before: BTreeMap<String, u64>,
 }
 
 /// What the two ends of a TCP exchange tell each other.
@@ -326,12 +328,19 @@ impl Agent {
             ToAgent::Guards => self.ep().map(|ep| FromAgent::Guards {
                 mrs: ep.mrs.iter().map(|(name, m)| (name.clone(), m.guards())).collect(),
             }),
-            ToAgent::Teardown => {
-                self.ep = None;
-                Ok(FromAgent::TornDown)
-            }
+            ToAgent::Teardown => Ok(FromAgent::TornDown { counters: self.tear_down() }),
         };
         r.unwrap_or_else(AgentError::into_msg)
+    }
+
+    /// Frees everything the scenario set up (its QPs first: the device sends
+    /// nothing more for it), then reads what its port's counters moved by.
+    fn tear_down(&mut self) -> Option<CounterDeltas> {
+        let ep = self.ep.take()?;
+        let (device, port, before) = (ep.ctx.name.clone(), ep.port, ep.counters_before.clone());
+        drop(ep);
+        let after = super::counters::read(&device, port);
+        (!before.is_empty()).then(|| super::counters::deltas(&device, port, &before, &after))
     }
 
     fn ep(&mut self) -> AgentResult<&mut Local> {

@@ -16,13 +16,15 @@
 //! Owns: the agent's side of the protocol ([`crate::protocol`]): its
 //! authentication ([`auth`]), the listening agent's front door ([`listen`]), its
 //! limits ([`limits`]), its executor ([`exec`]), the MR table it puts in rdma_cm's
-//! private data ([`cm_private`]) and the crafted frames it sends ([`probe`]).
+//! private data ([`cm_private`]), the crafted frames it sends ([`probe`]) and the
+//! device counters it reads around each scenario ([`counters`]).
 //! Imports: the protocol it speaks (`crate::protocol`), verbs, net, dissector (and
 //! `lab::progress::to_stderr`, for its log lines).
 //! Never the scenario model: the controller resolves a scenario into this
 //! protocol's own messages.
 pub(crate) mod auth;
 pub(crate) mod cm_private;
+pub(crate) mod counters;
 pub(crate) mod exec;
 pub(crate) mod limits;
 pub(crate) mod listen;

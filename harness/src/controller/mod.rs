@@ -316,6 +316,7 @@ fn judge_one(
         observations: Default::default(),
         timings: o.timings.clone(),
         streams: o.streams.clone(),
+        counters: judge::counters::reports(&o, wire.as_ref().ok()),
     };
     if let Some(why) = &o.skipped {
         return (
@@ -396,8 +397,8 @@ fn worker(
             }
             continue;
         }
-        let slot =
-            Slot { index, shared: !shared.standing_rules && sc.needs_the_wire_alone().is_none() };
+        let share = !shared.standing_rules && sc.needs_the_wire_alone().is_none();
+        let slot = Slot { index, shared: share, side_by_side: share && plan.jobs > 1 };
         let alone = !slot.shared;
         let mut guard = WireGuard::take(&shared.wire, alone);
         if let (Endpoints::Lab(lab), true) = (&plan.endpoints, i > 0) {
@@ -639,7 +640,7 @@ mod tests {
                         host: "h".into(),
                         kernel: Some("6.1".into()),
                     },
-                    ToAgent::Teardown => FromAgent::TornDown,
+                    ToAgent::Teardown => FromAgent::TornDown { counters: None },
                     _ => FromAgent::Error {
                         message: "ibv_wr_flush: not supported by this device or kernel".into(),
                         verb: Some("ibv_wr_flush".into()),

@@ -68,6 +68,10 @@ pub(crate) struct Slot {
     /// Whether it shares the switch, owning only its own QPs' and ports' frames,
     /// or has it to itself (fault rules, probes, timed checks).
     pub(crate) shared: bool,
+    /// Whether other scenarios may run on the same devices while it does (it
+    /// shares the switch, and the run has more than one worker): their frames
+    /// are in its devices' counters too.
+    pub(crate) side_by_side: bool,
 }
 
 impl Slot {
@@ -191,7 +195,17 @@ pub(super) fn execute(
         // An agent that cannot tear down is stopped: its VM command is killed when
         // its link drops (the kernel frees what it held), and a remote agent's
         // connection closes.
-        let clean = sent && matches!(a.recv(ANSWER_WITHIN), Ok(FromAgent::TornDown));
+        let clean = match sent.then(|| a.recv(ANSWER_WITHIN)) {
+            Some(Ok(FromAgent::TornDown { counters })) => {
+                // Side by side on one lab, a device counts every scenario's
+                // frames: its counters are not this one's alone.
+                if let Some(c) = counters.filter(|_| !slot.side_by_side) {
+                    out.counters.insert(name.clone(), c);
+                }
+                true
+            }
+            _ => false,
+        };
         let log = a.log_text();
         if !log.trim().is_empty() {
             out.agent_logs.insert(name.clone(), log);

@@ -24,6 +24,7 @@ use crate::scenario::model::{
 use crate::scenario::pattern::{self, Pattern};
 use crate::verbs::{GuardDamage, GUARD};
 
+pub(crate) mod counters;
 mod headers;
 pub(crate) mod observe;
 pub(crate) mod pace;
@@ -119,6 +120,10 @@ pub(crate) fn judge(
                 push(outside(on, mr, o), false);
             }
         }
+    }
+    for e in &sc.expect.counters {
+        // Counters never read (the run stopped) are not a deviation.
+        push(counters::verdict(e, o), e.record_deviation && o.counters.contains_key(&e.on));
     }
     for e in &sc.expect.event {
         // Events of a run that stopped early were never all collected.

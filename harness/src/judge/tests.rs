@@ -157,6 +157,7 @@ fn pkt(number: u64, ms: u64, psn: u32, what: &str) -> Packet {
         ce: false,
         cnp: false,
         mad: None,
+        q_key: None,
         marks: Marks::default(),
         held: 0,
         line: None,
@@ -908,4 +909,185 @@ fn a_uc_streams_wire_is_not_held_to_go_back_n() {
         v.pass && !v.expected.contains("go-back-N") && !v.actual.contains("go-back-N"),
         "{v:#?}"
     );
+}
+
+/// Counters set against the wire: what a device sent (not the switch's copies,
+/// not the agent's probes), what reached it (not what the switch dropped), the
+/// RNR NAKs it sent; a counter that disagrees says both numbers.
+#[test]
+fn counters_are_set_against_the_complete_wire() {
+    use crate::protocol::CounterDeltas;
+    let copy = Marks(vec![Mark::Duplicate { k: 1, of: 1, original: vec![] }]);
+    let t = Timeline {
+        packets: vec![
+            pkt(1, 0, 100, "SEND Only"),
+            pkt(2, 0, 100, "rnr"),
+            pkt(3, 1, 100, "SEND Only"),
+            Packet { marks: copy, ..pkt(4, 1, 100, "SEND Only") },
+            Packet { marks: dropped(), ..pkt(5, 1, 101, "SEND Only") },
+            pkt(6, 1, 100, "ack"),
+        ],
+        ..Default::default()
+    };
+    let counted = |device: &str, v: &[(&str, u64)]| CounterDeltas {
+        device: device.into(),
+        driver: None,
+        port: 1,
+        deltas: v.iter().map(|(k, n)| (k.to_string(), *n)).collect(),
+        reset: vec![],
+    };
+    let mut o = outcome();
+    o.wire = Some(lab::switch::RunReport {
+        counters: Default::default(),
+        rules: vec![],
+        socket_drops: 0,
+        capture: None,
+        capture_error: None,
+        duration_ms: 0,
+        live_skipped: 0,
+    });
+    // a sent 1, 3 and 5 (4 is the switch's copy); b took in 1, 3 and the copy.
+    o.counters.insert("a".into(), counted("rxe0", &[("sent_pkts", 3), ("rcvd_pkts", 2)]));
+    o.counters.insert(
+        "b".into(),
+        counted(
+            "rxe0",
+            &[("sent_pkts", 2), ("rcvd_pkts", 2), ("send_rnr_err", 1), ("ack_deferred", 4)],
+        ),
+    );
+    let r = counters::reports(&o, Some(&t));
+    let got = |ep: &str| -> Vec<(String, u64, u64)> {
+        r[ep].reconciled.iter().map(|x| (x.counter.clone(), x.device, x.wire)).collect()
+    };
+    assert_eq!(got("a"), vec![("rcvd_pkts".into(), 2, 2), ("sent_pkts".into(), 3, 3)]);
+    assert_eq!(
+        got("b"),
+        vec![("rcvd_pkts".into(), 2, 3), ("send_rnr_err".into(), 1, 1), ("sent_pkts".into(), 2, 2)],
+        "ack_deferred has no count on the wire; b's device missed one it was handed"
+    );
+    assert_eq!(r["b"].driver.as_deref(), Some("rxe"));
+    assert_eq!(r["b"].deltas["ack_deferred"], 4, "every counter is shown");
+    // An incomplete recording, or a driver the table does not know: shown, not read.
+    let mut short = o.clone();
+    if let Some(w) = &mut short.wire {
+        w.counters.record_errors = 1;
+    }
+    assert!(counters::reports(&short, Some(&t))["a"].reconciled.is_empty());
+    o.counters.insert("a".into(), counted("renamed", &[("sent_pkts", 3)]));
+    let r = counters::reports(&o, Some(&t));
+    assert!(r["a"].reconciled.is_empty() && r["a"].driver.is_none());
+    assert_eq!(r["a"].deltas["sent_pkts"], 3);
+}
+
+/// rxe counts nothing that reaches a QP in the error state: after b answered a
+/// WRITE with NAK Remote Access Error, the WRITEs behind it reach b's wire but
+/// not its count, and the reconciliation says so.
+#[test]
+fn rxe_does_not_count_what_reaches_a_qp_in_error() {
+    use crate::protocol::CounterDeltas;
+    let fatal = Packet { ack: Some(Syndrome(0x62).kind()), ..pkt(2, 0, 100, "nak") };
+    let t = Timeline {
+        packets: vec![
+            pkt(1, 0, 100, "RDMA WRITE Only"),
+            fatal,
+            pkt(3, 1, 101, "RDMA WRITE Only"),
+            pkt(4, 1, 102, "RDMA WRITE Only"),
+        ],
+        ..Default::default()
+    };
+    let mut o = outcome();
+    o.wire = Some(lab::switch::RunReport {
+        counters: Default::default(),
+        rules: vec![],
+        socket_drops: 0,
+        capture: None,
+        capture_error: None,
+        duration_ms: 0,
+        live_skipped: 0,
+    });
+    let counted_as = |n: u64| CounterDeltas {
+        device: "rxe0".into(),
+        driver: Some("rdma_rxe".into()),
+        port: 1,
+        deltas: [("rcvd_pkts".to_string(), n)].into(),
+        reset: vec![],
+    };
+    o.counters.insert("b".into(), counted_as(1));
+    let r = counters::reports(&o, Some(&t));
+    let x = &r["b"].reconciled[0];
+    assert_eq!((x.device, x.wire), (1, 1), "{x:?}");
+    assert!(
+        x.note.as_deref().is_some_and(|n| n.starts_with("2 reached a QP of it in the error state")),
+        "{x:?}"
+    );
+    // Crafted probes to b: the device may drop them uncounted, so any count from
+    // the wire's less them to the wire's agrees.
+    let probe = |n: u32| SentFrame { opcode: 0x0a, dest_qp: 0x11, psn: n, len: 0 };
+    o.probes.push(ProbeSent {
+        id: "p".into(),
+        qp: "q".into(),
+        src: A.into(),
+        dst: B.into(),
+        src_qp: 0x22,
+        next: 100,
+        frames: vec![probe(1), probe(2)],
+    });
+    for (counted, agrees) in [(1, true), (0, true), (2, false)] {
+        o.counters.insert(
+            "b".into(),
+            CounterDeltas { deltas: [("rcvd_pkts".to_string(), counted)].into(), ..counted_as(1) },
+        );
+        let x = &counters::reports(&o, Some(&t))["b"].reconciled[0];
+        assert_eq!((x.wire_min, x.wire, x.agrees()), (Some(0), 1, agrees), "{counted}: {x:?}");
+    }
+    assert_eq!(counters::reports(&o, Some(&t))["b"].reconciled[0].wire_text(), "0 to 1");
+    o.probes.clear();
+    // Another driver is not assumed to do the same.
+    o.counters.insert(
+        "b".into(),
+        CounterDeltas {
+            device: "mlx5_0".into(),
+            driver: None,
+            deltas: [("port_rcv_packets".to_string(), 1)].into(),
+            ..counted_as(1)
+        },
+    );
+    let x = &counters::reports(&o, Some(&t))["b"].reconciled[0];
+    assert_eq!((x.device, x.wire, x.agrees()), (1, 3, false), "{x:?}");
+}
+
+#[test]
+fn counter_expectations_exact_ranged_and_unknown() {
+    use crate::protocol::CounterDeltas;
+    let mut o = outcome();
+    o.counters.insert(
+        "b".into(),
+        CounterDeltas {
+            device: "rxe0".into(),
+            driver: Some("rdma_rxe".into()),
+            port: 1,
+            deltas: [("send_rnr_err".to_string(), 2)].into(),
+            reset: vec!["rcvd_pkts".into()],
+        },
+    );
+    let verdicts = |expect: &str| judge(&scenario(expect), &o, &Err("no capture".into())).0;
+    let v = verdicts("[[expect.counters]]\non = 'b'\ncounter = 'send_rnr_err'\nvalue = 2\n");
+    assert!(v[0].pass && v[0].actual == "+2" && v[0].expected == "+2", "{:?}", v[0]);
+    let v = verdicts("[[expect.counters]]\non = 'b'\ncounter = 'send_rnr_err'\nmin = 3\n");
+    assert!(!v[0].pass && v[0].expected == "at least +3", "{:?}", v[0]);
+    let v = verdicts("[[expect.counters]]\non = 'b'\ncounter = 'send_rnr_er'\nmax = 3\n");
+    assert!(!v[0].pass && v[0].actual.contains("did you mean `send_rnr_err`"), "{:?}", v[0]);
+    let v = verdicts("[[expect.counters]]\non = 'b'\ncounter = 'rcvd_pkts'\nmax = 3\n");
+    assert!(!v[0].pass && v[0].actual.contains("reset"), "{:?}", v[0]);
+    // By meaning: the same file reads each driver's own name for it.
+    let v = verdicts("[[expect.counters]]\non = 'b'\ncounter = 'rnr_naks_sent'\nvalue = 2\n");
+    assert!(v[0].pass && v[0].what == "counter rnr_naks_sent (send_rnr_err) on b", "{:?}", v[0]);
+    let v = verdicts("[[expect.counters]]\non = 'b'\ncounter = 'cnps_sent'\nmin = 0\n");
+    assert!(
+        !v[0].pass && v[0].actual.contains("no counter the table knows for CNPs sent (driver rxe)"),
+        "{:?}",
+        v[0]
+    );
+    let v = verdicts("[[expect.counters]]\non = 'a'\ncounter = 'sent_pkts'\nmin = 1\n");
+    assert!(!v[0].pass && v[0].actual.contains("read no counters"), "{:?}", v[0]);
 }

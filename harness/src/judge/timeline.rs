@@ -45,6 +45,8 @@ pub(crate) struct Packet {
     pub cnp: bool,
     /// A MAD on QP1 (CM): how the ladder labels it.
     pub mad: Option<String>,
+    /// A datagram's Q_Key (its DETH).
+    pub q_key: Option<u32>,
     /// What the lab switch did to it.
     pub marks: Marks,
     /// Which of the timeline's [`conditions`](Timeline::conditions) the frame
@@ -220,6 +222,7 @@ pub(crate) fn read_with(path: &Path, conditions: &[String]) -> Result<Timeline, 
             ce: fr.ecn() == Some(3),
             cnp: info.is_some_and(|i| i.transport == Transport::Cnp),
             mad: mad_label(&fr),
+            q_key: ib.deth.map(|d| d.q_key),
             marks: rec.comment.map(Marks::parse).unwrap_or_default(),
             held,
             line: keep_line.then(|| line(prev).trim().to_string()),

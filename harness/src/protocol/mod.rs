@@ -54,8 +54,9 @@ use stream::{Percentiles, StreamContent, StreamVerb, Verification};
 /// notifications (`ArmCq`, `AwaitNotify`). 10: every MR between guard regions,
 /// reported by `Guards`. 11: a scenario's checked steps are the actions sent: a
 /// remote end may name the peer's window (`RemoteRef::mw`), a SEND with
-/// Invalidate names what it invalidates (`Invalidate`).
-pub(crate) const VERSION: u32 = 11;
+/// Invalidate names what it invalidates (`Invalidate`). 12: a teardown says what
+/// the device's counters moved by (`TornDown::counters`).
+pub(crate) const VERSION: u32 = 12;
 /// No message is larger (a memory dump of a 512 KiB MR in hex fits).
 pub(crate) const MAX_MESSAGE: usize = 2 << 20;
 /// The largest MR read back whole (`ReadMemory`); larger ones are checked where
@@ -632,6 +633,25 @@ pub(crate) struct BthBits {
     pub pad: Option<u8>,
 }
 
+/// What a device port's counters moved by over one scenario, from the end of its
+/// `Setup` to the end of its `Teardown` (its QPs destroyed: the device sends
+/// nothing more for it), by the driver's own names: every counter of the
+/// port's `hw_counters` and `counters` directories, zeros included.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CounterDeltas {
+    pub device: String,
+    /// What drives it, as sysfs says: the PCI device's driver (`mlx5_core`), or
+    /// `rdma_rxe` for Soft-RoCE.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    pub port: u8,
+    pub deltas: BTreeMap<String, u64>,
+    /// Counters that went backwards (the device was reset): not in `deltas`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reset: Vec<String>,
+}
+
 /// One frame of a probe, as the judge finds it on the wire.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub(crate) struct SentFrame {
@@ -749,7 +769,12 @@ pub(crate) enum FromAgent {
     Guards {
         mrs: BTreeMap<String, Guards>,
     },
-    TornDown,
+    /// Everything the scenario set up is freed; what the device's counters moved
+    /// by since its `Setup` (none when the device has no counters to read).
+    TornDown {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        counters: Option<CounterDeltas>,
+    },
     /// A request failed: which verb, errno, the likely cause; `unsupported` when
     /// the device lacks the verb (the scenario is then skipped, not failed).
     Error {
@@ -1135,7 +1160,12 @@ mod tests {
                     qp: "q".into(),
                     wr_id: 7,
                     verb: Verb::CmpSwap {
-                        remote: RemoteRef { mr: "t".into(), offset: 8, rkey: Some(0xbad), mw: None },
+                        remote: RemoteRef {
+                            mr: "t".into(),
+                            offset: 8,
+                            rkey: Some(0xbad),
+                            mw: None,
+                        },
                         compare: 1,
                         swap: 2,
                     },

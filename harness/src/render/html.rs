@@ -221,6 +221,7 @@ fn scenario(
             (expectations(s))
             (streams(s))
             (endpoints(s))
+            (counters(s))
             (observations(s))
             (wire_of(s, base, wire, notes))
             (connections(s))
@@ -310,6 +311,48 @@ fn streams(s: &ScenarioResult) -> Markup {
         @for st in &s.streams {
             (stream_wire(st))
         }
+    }
+}
+
+/// What each endpoint's device counters moved by (the ones that moved), and
+/// each the wire also counts, with both numbers.
+fn counters(s: &ScenarioResult) -> Markup {
+    if s.counters.is_empty() {
+        return html! {};
+    }
+    html! {
+        h3 { "Device counters" }
+        "\n"
+        table class="counters" {
+            thead { tr {
+                th { "endpoint" } th { "device" } th { "counter" } th { "moved by" }
+                th { "the wire" } th { "notes" }
+            } }
+            tbody {
+                "\n"
+                @for (ep, c) in &s.counters {
+                    @for (name, d) in c.deltas.iter().filter(|(_, d)| **d > 0) {
+                        @let wire = c.reconciled.iter().find(|x| &x.counter == name);
+                        tr class=[wire.filter(|x| !x.agrees()).map(|_| "disagrees")] {
+                            td { (ep) } td { (c.device) " port " (c.port) } td { (name) }
+                            td { "+" (d) }
+                            td { @if let Some(x) = wire { (x.wire_text()) " " (if x.agrees() { "✓" } else { "≠" }) } }
+                            td class="text" { (wire.and_then(|x| x.note.as_deref()).unwrap_or_default()) }
+                        }
+                        "\n"
+                    }
+                    @for x in c.reconciled.iter().filter(|x| x.device == 0 && !x.agrees()) {
+                        tr class="disagrees" {
+                            td { (ep) } td { (c.device) " port " (c.port) } td { (x.counter) }
+                            td { "+0" } td { (x.wire_text()) " ≠" }
+                            td class="text" { (x.note.as_deref().unwrap_or_default()) }
+                        }
+                        "\n"
+                    }
+                }
+            }
+        }
+        "\n"
     }
 }
 

@@ -7,7 +7,7 @@
 use std::io::{self, Write};
 
 use crate::judge::{us_or_ms, Timeline};
-use crate::results::{ScenarioResult, Status, StreamRun};
+use crate::results::{CounterReport, ScenarioResult, Status, StreamRun};
 
 /// Writes one scenario's result; `quiet` keeps a passing scenario to its line.
 /// `wire` is its decoded capture, when there is one.
@@ -56,6 +56,11 @@ pub(crate) fn scenario(
     }
     for st in &r.streams {
         writeln!(out, "    {}", stream_line(st))?;
+    }
+    for (ep, c) in &r.counters {
+        for line in counter_lines(ep, c) {
+            writeln!(out, "    {line}")?;
+        }
     }
     if r.status == Status::Failed {
         if let (Some(c), Some(w)) = (&r.capture, wire.filter(|w| !w.lines.is_empty())) {
@@ -106,6 +111,30 @@ pub(crate) fn stream_line(st: &StreamRun) -> String {
         s.push_str(&format!("; out of time after {} posted", r.posted));
     }
     s
+}
+
+/// `counters a (rxe0 port 1): rcvd_pkts +12, sent_pkts +14`: the counters that
+/// moved; then `≠ counter sent_pkts on a (RoCE packets sent): the device +13, the
+/// wire 14` for each that disagrees with the wire.
+pub(crate) fn counter_lines(ep: &str, c: &CounterReport) -> Vec<String> {
+    let moved: Vec<String> =
+        c.deltas.iter().filter(|(_, d)| **d > 0).map(|(n, d)| format!("{n} +{d}")).collect();
+    let moved = if moved.is_empty() { "none moved".to_string() } else { moved.join(", ") };
+    let mut lines = vec![format!("counters {ep} ({} port {}): {moved}", c.device, c.port)];
+    if !c.reset.is_empty() {
+        lines.push(format!("  went backwards (reset): {}", c.reset.join(", ")));
+    }
+    for x in c.reconciled.iter().filter(|x| !x.agrees()) {
+        let note = x.note.as_ref().map(|n| format!(" ({n})")).unwrap_or_default();
+        lines.push(format!(
+            "≠ counter {} on {ep} ({}): the device +{}, the wire {}{note}",
+            x.counter,
+            x.meaning,
+            x.device,
+            x.wire_text()
+        ));
+    }
+    lines
 }
 
 /// `812`, `12.3 k`, `1.20 M`.
@@ -193,6 +222,29 @@ mod tests {
         let mut out = Vec::new();
         scenario(&mut out, r, quiet, None).unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn counters_say_what_moved_and_where_the_wire_disagrees() {
+        let mut r = result("passed", true);
+        r.counters.insert(
+            "a".into(),
+            serde_json::from_value(serde_json::json!({
+                "device": "rxe0", "port": 1, "driver": "rxe",
+                "deltas": {"sent_pkts": 14, "rcvd_pkts": 12, "send_rnr_err": 0},
+                "reconciled": [
+                    {"counter": "sent_pkts", "meaning": "RoCE packets sent", "device": 14, "wire": 14},
+                    {"counter": "rcvd_pkts", "meaning": "RoCE packets received", "device": 12, "wire": 13,
+                     "note": "1 of them were crafted probes"}
+                ]
+            }))
+            .unwrap(),
+        );
+        let t = text(&r, false);
+        assert!(t.contains("    counters a (rxe0 port 1): rcvd_pkts +12, sent_pkts +14\n"), "{t}");
+        assert!(t.contains("    ≠ counter rcvd_pkts on a (RoCE packets received): the device +12, the wire 13 (1 of them were crafted probes)\n"), "{t}");
+        assert!(!t.contains("counter sent_pkts on a"), "what agrees is not repeated: {t}");
+        assert!(!text(&r, true).contains("counters"), "quiet: a passing scenario's line only");
     }
 
     #[test]

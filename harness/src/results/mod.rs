@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::stream::{Percentiles, Verification};
 use crate::protocol::StreamReport;
-use crate::protocol::{Event, MrInfo, ProbeSent, QpInfo, Refusal, Wc};
+use crate::protocol::{CounterDeltas, Event, MrInfo, ProbeSent, QpInfo, Refusal, Wc};
 use crate::verbs::{Guards, QpStateName};
 
 pub(crate) mod coverage;
@@ -43,6 +43,8 @@ pub(crate) enum VerdictKind {
     /// A verb's answer when it is called (refused or accepted), or the state the
     /// device reports a QP in.
     Verb,
+    /// What a device counter moved by over the scenario.
+    Counter,
 }
 
 impl VerdictKind {
@@ -56,6 +58,7 @@ impl VerdictKind {
             VerdictKind::Stream => "stream",
             VerdictKind::Wire => "wire",
             VerdictKind::Verb => "verb",
+            VerdictKind::Counter => "counter",
         }
     }
 }
@@ -183,6 +186,10 @@ pub(crate) struct Evidence {
     /// What the device answered the steps whose answer is judged, in step order.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub answers: Vec<StepAnswer>,
+    /// What each endpoint's device counters moved by over the scenario (none for
+    /// a scenario run side by side with others, whose frames they count too).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters: BTreeMap<String, CounterDeltas>,
 }
 
 /// The device's answer to a judged step's verb: refused (with which verb and
@@ -348,6 +355,61 @@ pub(crate) struct ScenarioResult {
     /// The numbers of each stream step.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub streams: Vec<StreamRun>,
+    /// What each endpoint's device counters moved by, set against the wire.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counters: BTreeMap<String, CounterReport>,
+}
+
+/// An endpoint's device counters over one scenario: every one its port has, by
+/// the driver's own names, and those the wire also counts with both numbers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct CounterReport {
+    pub device: String,
+    pub port: u8,
+    /// The driver whose names the judge read them by; none: shown, not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    pub deltas: BTreeMap<String, u64>,
+    /// Counters that went backwards (the device was reset).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reset: Vec<String>,
+    /// The counters the wire also counts (the lab switch's complete recording).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reconciled: Vec<Reconciled>,
+}
+
+/// A counter and the wire's count of the same thing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Reconciled {
+    pub counter: String,
+    /// What it counts, in the judge's words.
+    pub meaning: String,
+    /// What the device's counter moved by.
+    pub device: u64,
+    /// What the wire shows.
+    pub wire: u64,
+    /// Where the wire cannot tell (frames a device may drop before it counts
+    /// them, such as crafted probes), the least it shows: any count from here to
+    /// `wire` agrees.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_min: Option<u64>,
+    /// What the comparison cannot see.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl Reconciled {
+    pub(crate) fn agrees(&self) -> bool {
+        (self.wire_min.unwrap_or(self.wire)..=self.wire).contains(&self.device)
+    }
+
+    /// `14`, or `12 to 14` where the wire cannot tell.
+    pub(crate) fn wire_text(&self) -> String {
+        match self.wire_min.filter(|m| *m != self.wire) {
+            Some(m) => format!("{m} to {}", self.wire),
+            None => self.wire.to_string(),
+        }
+    }
 }
 
 /// A stream step as its endpoint carried it out, and as the wire shows it.
@@ -490,6 +552,7 @@ impl ScenarioResult {
             observations: BTreeMap::new(),
             timings: BTreeMap::new(),
             streams: Vec::new(),
+            counters: BTreeMap::new(),
         }
     }
 }

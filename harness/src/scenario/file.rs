@@ -999,6 +999,36 @@ pub(crate) struct ExpectFile {
     pub(crate) stream: Vec<StreamExpectFile>,
     #[serde(default)]
     pub(crate) order: Vec<OrderFile>,
+    #[serde(default)]
+    pub(crate) counters: Vec<CounterExpectFile>,
+}
+
+/// What a counter of `on`'s device moves by over the scenario, from the end of
+/// its setup to the end of its teardown: `value` exactly, or within `min` and
+/// `max`. `counter` is the driver's own name (`roce run` prints each endpoint's
+/// counters that moved: rxe's `sent_pkts`, `send_rnr_err`, `duplicate_request`,
+/// …; mlx5's `out_of_sequence`, …), or what it counts, which each driver's
+/// name is then looked up for: `packets_sent`, `packets_received`,
+/// `rnr_naks_sent`, `rnr_naks_received`, `seq_naks_received`,
+/// `duplicate_requests`, `out_of_sequence_requests`, `retry_exceeded`,
+/// `rnr_retry_exceeded`, `ack_timeouts`, `cnps_sent`, `cnps_handled`. Read only
+/// where the scenario has the device to itself (not side by side with others,
+/// `-j`).
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[schemars(rename = "CounterExpect")]
+#[serde(deny_unknown_fields)]
+pub(crate) struct CounterExpectFile {
+    pub(crate) on: Spanned<String>,
+    pub(crate) counter: Spanned<String>,
+    #[serde(default)]
+    pub(crate) value: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub(crate) min: Option<Spanned<u64>>,
+    #[serde(default)]
+    pub(crate) max: Option<Spanned<u64>>,
+    /// As for the other expectations: a device that does otherwise is recorded.
+    #[serde(default)]
+    pub(crate) record_deviation: Option<bool>,
 }
 
 /// The order of frames across both directions of one QP pair: every frame

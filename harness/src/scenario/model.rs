@@ -79,6 +79,9 @@ impl Scenario {
         if self.expect.wire.iter().any(timed) {
             return Some("its wire checks measure the device's timers");
         }
+        if !self.expect.counters.is_empty() {
+            return Some("its counter expectations count every frame of the device");
+        }
         if self.steps.iter().any(|s| matches!(s, Step::Stream(_))) {
             return Some("its streams' numbers would measure the other scenarios' traffic too");
         }
@@ -268,6 +271,18 @@ pub(crate) struct Expectations {
     pub(crate) step: Vec<StepExpect>,
     /// MRs whose guard regions must be intact (`outside = "unchanged"`).
     pub(crate) outside: Vec<OutsideExpect>,
+    pub(crate) counters: Vec<CounterExpect>,
+}
+
+/// What counter `counter` of `on`'s device moves by over the scenario: within
+/// `min` and `max` (both given for an exact value).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct CounterExpect {
+    pub(crate) on: String,
+    pub(crate) counter: String,
+    pub(crate) min: Option<u64>,
+    pub(crate) max: Option<u64>,
+    pub(crate) record_deviation: bool,
 }
 
 /// Nothing outside MR `mr` of `on` changed: its guard regions hold their canary.

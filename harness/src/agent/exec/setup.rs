@@ -66,6 +66,9 @@ impl Agent {
             waited: 0,
             events: Vec::new(),
             probe_link: None,
+            // Setup sends nothing: from here on, what the counters count is the
+            // scenario's.
+            counters_before: crate::agent::counters::read(&device, port),
         });
         Ok(FromAgent::SetupDone {
             device,

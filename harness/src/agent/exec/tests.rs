@@ -38,7 +38,7 @@ fn answers_in_order_and_refuses_what_it_cannot_do() {
     assert!(
         matches!(&a[4], FromAgent::Error { message, .. } if message.contains("Setup comes first"))
     );
-    assert_eq!(a[5], FromAgent::TornDown);
+    assert_eq!(a[5], FromAgent::TornDown { counters: None }, "nothing set up, nothing counted");
 }
 
 /// Limits are checked before the device is touched (so this runs on a host
@@ -121,7 +121,10 @@ fn garbage_is_answered_not_fatal_and_oversize_ends_the_stream() {
         protocol::read_msg::<_, FromAgent>(&mut r).unwrap(),
         Some(FromAgent::Error { .. })
     ));
-    assert_eq!(protocol::read_msg::<_, FromAgent>(&mut r).unwrap(), Some(FromAgent::TornDown));
+    assert_eq!(
+        protocol::read_msg::<_, FromAgent>(&mut r).unwrap(),
+        Some(FromAgent::TornDown { counters: None })
+    );
     let huge = (u32::MAX).to_be_bytes();
     let mut out = Vec::new();
     assert!(serve(

@@ -205,6 +205,7 @@ impl<'a> Checker<'a> {
         self.expect_memory(&mut e, mrs, steps);
         self.expect_streams(&mut e, steps);
         self.expect_order(&mut e);
+        self.expect_counters(&mut e);
         let n = e.conditions().len();
         if n > MAX_CONDITIONS {
             self.err(
@@ -455,6 +456,60 @@ impl<'a> Checker<'a> {
                 psn,
                 within_ms: p.within_ms,
                 record_deviation: p.record_deviation == Some(true),
+            });
+        }
+    }
+
+    /// `[[expect.counters]]`: what a device counter moves by.
+    fn expect_counters(&mut self, e: &mut Expectations) {
+        let f = self.f;
+        for v in &f.expect.counters {
+            self.endpoint_ok(v.on.span.clone(), &v.on);
+            let name = v.counter.value.trim();
+            if name.is_empty() || name.contains(['/', '\0']) || name.starts_with('.') {
+                self.err(
+                    Some(v.counter.span.clone()),
+                    format!("`{}` is not a counter's name", v.counter.value),
+                    Some("the name of a file in the port's `hw_counters` (or `counters`) directory, as `roce run` prints them: `sent_pkts`".into()),
+                );
+            }
+            let (min, max) = match (&v.value, &v.min, &v.max) {
+                (Some(x), None, None) => (Some(x.value), Some(x.value)),
+                (None, None, None) => {
+                    self.err(
+                        Some(v.counter.span.clone()),
+                        format!("say what counter `{}` should move by", v.counter.value),
+                        Some("`value = 1`, or `min = …` and/or `max = …`".into()),
+                    );
+                    (None, None)
+                }
+                (Some(x), _, _) => {
+                    self.err(
+                        Some(x.span.clone()),
+                        "`value` is exact: give it alone, or `min`/`max` instead",
+                        None,
+                    );
+                    (None, None)
+                }
+                (None, a, b) => {
+                    if let (Some(a), Some(b)) = (a, b) {
+                        if a.value > b.value {
+                            self.err(
+                                Some(b.span.clone()),
+                                format!("`max = {}` is below `min = {}`", b.value, a.value),
+                                None,
+                            );
+                        }
+                    }
+                    (a.as_ref().map(|x| x.value), b.as_ref().map(|x| x.value))
+                }
+            };
+            e.counters.push(CounterExpect {
+                on: v.on.value.clone(),
+                counter: name.to_string(),
+                min,
+                max,
+                record_deviation: v.record_deviation == Some(true),
             });
         }
     }

@@ -1081,3 +1081,33 @@ fn the_schema_lists_every_event_access_flag_and_qp_state() {
         assert_eq!(states.contains(&format!("`{short}`")), *v != 7, "{name}");
     }
 }
+
+#[test]
+fn counter_expectations_say_exactly_or_a_range() {
+    let base = "name = 'x'\n[endpoints.a]\n[endpoints.b]\n";
+    let sc = parse_str(
+        Path::new("t.toml"),
+        &format!("{base}[[expect.counters]]\non = 'b'\ncounter = 'send_rnr_err'\nvalue = 1\n[[expect.counters]]\non = 'a'\ncounter = 'sent_pkts'\nmin = 4\n"),
+    )
+    .unwrap_or_else(|e| panic!("{}", e[0]));
+    let got: Vec<_> = sc
+        .expect
+        .counters
+        .iter()
+        .map(|c| (c.on.as_str(), c.counter.as_str(), c.min, c.max))
+        .collect();
+    assert_eq!(
+        got,
+        vec![("b", "send_rnr_err", Some(1), Some(1)), ("a", "sent_pkts", Some(4), None)]
+    );
+    for (bad, says) in [
+        ("on = 'b'\ncounter = 'x'\n", "say what counter `x` should move by"),
+        ("on = 'b'\ncounter = 'x'\nvalue = 1\nmin = 0\n", "`value` is exact"),
+        ("on = 'b'\ncounter = 'x'\nmin = 3\nmax = 2\n", "`max = 2` is below `min = 3`"),
+        ("on = 'b'\ncounter = '../x'\nvalue = 1\n", "is not a counter's name"),
+        ("on = 'c'\ncounter = 'x'\nvalue = 1\n", "`c`"),
+    ] {
+        let e = errors(&format!("{base}[[expect.counters]]\n{bad}"));
+        assert!(e.iter().any(|d| d.message.contains(says)), "{bad}: {e:#?}");
+    }
+}
