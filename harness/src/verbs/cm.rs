@@ -353,12 +353,37 @@ fn check_private(verb: &str, private: &[u8], room: usize) -> Result<()> {
     Ok(())
 }
 
+/// How long a connection that goes waits for its disconnect to be answered.
+const DISCONNECT_WITHIN: std::time::Duration = std::time::Duration::from_millis(500);
+
+impl CmConn {
+    /// Waits (up to `within`) for the disconnect to be done: the peer's DREP to
+    /// our DREQ, or its own DREQ. Until then the CM may still send for this
+    /// connection, after whatever runs next has begun counting.
+    fn await_disconnected(&self, within: std::time::Duration) {
+        let until = std::time::Instant::now() + within;
+        loop {
+            let left = until.saturating_duration_since(std::time::Instant::now());
+            if left.is_zero() {
+                return;
+            }
+            // Another event first (one left from the connection): read on.
+            if self.expect(rdma_cm_event_type::RDMA_CM_EVENT_DISCONNECTED, left).is_ok() {
+                return;
+            }
+        }
+    }
+}
+
 impl Drop for CmConn {
     fn drop(&mut self) {
         // SAFETY: ids and channel were created here and are released once.
         unsafe {
             if !self.id.is_null() {
-                rdma_disconnect(self.id);
+                // Refused (not connected): nothing to wait for.
+                if rdma_disconnect(self.id) == 0 {
+                    self.await_disconnected(DISCONNECT_WITHIN);
+                }
                 rdma_destroy_id(self.id);
             }
             if !self.listen.is_null() {
