@@ -163,6 +163,30 @@ mod in_lab {
                 s["name"]
             );
         }
+        // Each device's counters, set against the switch's recording: every
+        // scenario run reads both ends', and what rxe counts sent and received
+        // is what the wire carried (or within what the wire cannot tell).
+        let mut read = 0;
+        let mut disagree = Vec::new();
+        for s in scenarios.iter().filter(|s| s["status"] != "skipped") {
+            let Some(counters) = s["counters"].as_object() else { continue };
+            if counters.len() == 2 {
+                read += 1;
+            }
+            for (ep, c) in counters {
+                assert_eq!(c["driver"], "rxe", "{:#}: {c:#}", s["name"]);
+                for x in c["reconciled"].as_array().into_iter().flatten() {
+                    let (device, wire) = (x["device"].as_u64(), x["wire"].as_u64());
+                    let least = x["wire_min"].as_u64().or(wire);
+                    if !(least <= device && device <= wire) {
+                        disagree.push(format!("{} on {ep}: {x}", s["name"]));
+                    }
+                }
+            }
+        }
+        assert!(read >= 250, "only {read} scenarios read both ends' counters");
+        assert!(disagree.is_empty(), "counters against the wire:\n{}", disagree.join("\n"));
+
         // One result per scenario, a parameterised file's cases each one.
         let listed = Command::new(env!("CARGO_BIN_EXE_roce"))
             .args(["run", "--list"])
