@@ -911,6 +911,19 @@ fn a_uc_streams_wire_is_not_held_to_go_back_n() {
     );
 }
 
+/// What the lab switch says of a recording that holds every frame it carried.
+fn complete_recording() -> lab::switch::RunReport {
+    lab::switch::RunReport {
+        counters: Default::default(),
+        rules: vec![],
+        socket_drops: 0,
+        capture: None,
+        capture_error: None,
+        duration_ms: 0,
+        live_skipped: 0,
+    }
+}
+
 /// Counters set against the wire: what a device sent (not the switch's copies,
 /// not the agent's probes), what reached it (not what the switch dropped), the
 /// RNR NAKs it sent; a counter that disagrees says both numbers.
@@ -937,15 +950,7 @@ fn counters_are_set_against_the_complete_wire() {
         reset: vec![],
     };
     let mut o = outcome();
-    o.wire = Some(lab::switch::RunReport {
-        counters: Default::default(),
-        rules: vec![],
-        socket_drops: 0,
-        capture: None,
-        capture_error: None,
-        duration_ms: 0,
-        live_skipped: 0,
-    });
+    o.wire = Some(complete_recording());
     // a sent 1, 3 and 5 (4 is the switch's copy); b took in 1, 3 and the copy.
     o.counters.insert("a".into(), counted("rxe0", &[("sent_pkts", 3), ("rcvd_pkts", 2)]));
     o.counters.insert(
@@ -997,15 +1002,7 @@ fn what_reaches_a_qp_in_error_or_a_probe_may_go_uncounted() {
         ..Default::default()
     };
     let mut o = outcome();
-    o.wire = Some(lab::switch::RunReport {
-        counters: Default::default(),
-        rules: vec![],
-        socket_drops: 0,
-        capture: None,
-        capture_error: None,
-        duration_ms: 0,
-        live_skipped: 0,
-    });
+    o.wire = Some(complete_recording());
     let counted_as = |n: u64| CounterDeltas {
         device: "rxe0".into(),
         driver: Some("rdma_rxe".into()),

@@ -379,6 +379,24 @@ pub(crate) enum Verb {
     },
 }
 
+/// A verb's remote end, borrowed as the verb is (`&` or `&mut`).
+macro_rules! remote_of {
+    ($verb:expr) => {
+        match $verb {
+            Verb::Write { remote, .. }
+            | Verb::Read { remote }
+            | Verb::CmpSwap { remote, .. }
+            | Verb::FetchAdd { remote, .. }
+            | Verb::AtomicWrite { remote, .. }
+            | Verb::Flush { remote, .. } => Some(remote),
+            Verb::Send { .. }
+            | Verb::SendInv { .. }
+            | Verb::LocalInv { .. }
+            | Verb::BindMw { .. } => None,
+        }
+    };
+}
+
 impl Verb {
     /// The step's `op`, as a scenario file names it.
     pub(crate) fn op(&self) -> &'static str {
@@ -400,34 +418,12 @@ impl Verb {
 
     /// The peer's memory it addresses, if any.
     pub(crate) fn remote(&self) -> Option<&RemoteRef> {
-        match self {
-            Verb::Write { remote, .. }
-            | Verb::Read { remote }
-            | Verb::CmpSwap { remote, .. }
-            | Verb::FetchAdd { remote, .. }
-            | Verb::AtomicWrite { remote, .. }
-            | Verb::Flush { remote, .. } => Some(remote),
-            Verb::Send { .. }
-            | Verb::SendInv { .. }
-            | Verb::LocalInv { .. }
-            | Verb::BindMw { .. } => None,
-        }
+        remote_of!(self)
     }
 
     /// The same, to fill a window's rkey in.
     pub(crate) fn remote_mut(&mut self) -> Option<&mut RemoteRef> {
-        match self {
-            Verb::Write { remote, .. }
-            | Verb::Read { remote }
-            | Verb::CmpSwap { remote, .. }
-            | Verb::FetchAdd { remote, .. }
-            | Verb::AtomicWrite { remote, .. }
-            | Verb::Flush { remote, .. } => Some(remote),
-            Verb::Send { .. }
-            | Verb::SendInv { .. }
-            | Verb::LocalInv { .. }
-            | Verb::BindMw { .. } => None,
-        }
+        remote_of!(self)
     }
 }
 
