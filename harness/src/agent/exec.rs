@@ -577,6 +577,10 @@ impl Agent {
             Action::DeregMr { mr } => ep.mr_mut(&mr)?.deregister()?,
             Action::ReregMr { mr, access } => ep.mr_mut(&mr)?.reregister(access)?,
             Action::ArmCq { solicited_only } => ep.cq.arm(solicited_only)?,
+            Action::ResizeCq { cqe } => {
+                super::limits::cq_depth_ok(cqe)?;
+                ep.cq.resize(cqe)?
+            }
             Action::AwaitNotify { within_ms } => {
                 notified = Some(ep.cq.await_notification(Duration::from_millis(within_ms))?)
             }

@@ -12,6 +12,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use crate::protocol::stream::STREAM_MESSAGES;
+use crate::protocol::MAX_CQ_DEPTH;
 
 /// The limits, with the defaults `roce agent` starts with.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -132,6 +133,17 @@ pub(crate) enum Refused {
     ProbeRate { frames: usize, rate: u32, recent: usize },
     #[error("refused: a wait of {ms} ms in one request, this agent waits at most {} ms (a scenario's steps each wait far less)", MAX_WAIT_MS)]
     LongWait { ms: u64 },
+    #[error("refused: a CQ of {cqe} completions, this agent makes them of 1 to {} (the kernel pins what a CQ holds)", MAX_CQ_DEPTH)]
+    CqDepth { cqe: u32 },
+}
+
+/// A CQ depth within [`MAX_CQ_DEPTH`] (and not 0).
+pub(crate) fn cq_depth_ok(cqe: u32) -> Result<(), Refused> {
+    if (1..=MAX_CQ_DEPTH).contains(&cqe) {
+        Ok(())
+    } else {
+        Err(Refused::CqDepth { cqe })
+    }
 }
 
 /// The longest one request may keep the agent waiting (a `sleep`, a wait for
@@ -294,5 +306,14 @@ mod tests {
             r.take(3, 4, t + Duration::from_millis(1000)).is_ok(),
             "the first three have left the window"
         );
+    }
+
+    #[test]
+    fn a_cq_is_made_of_1_to_the_most_completions() {
+        assert!(cq_depth_ok(1).is_ok() && cq_depth_ok(MAX_CQ_DEPTH).is_ok());
+        for bad in [0, MAX_CQ_DEPTH + 1, u32::MAX] {
+            let e = cq_depth_ok(bad).unwrap_err().to_string();
+            assert!(e.contains(&format!("a CQ of {bad} completions")), "{e}");
+        }
     }
 }

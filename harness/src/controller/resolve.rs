@@ -151,6 +151,7 @@ fn setup(sc: &Scenario, name: &str) -> protocol::Setup {
         device: ep.device,
         port: ep.port.unwrap_or(1),
         gid_index: ep.gid_index,
+        cq_depth: ep.cq_depth,
         qps,
         mrs,
         srqs,

@@ -39,6 +39,10 @@ pub(crate) mod stream;
 
 use stream::{Percentiles, StreamContent, StreamVerb, Verification};
 
+/// The most completions a CQ an agent makes or resizes may hold (each takes
+/// pinned kernel memory); scenarios are checked against it too.
+pub(crate) const MAX_CQ_DEPTH: u32 = 65_536;
+
 /// Bumped on any incompatible change; both sides say theirs in `Hello`. 3: device
 /// capabilities, memory windows, SRQs, ATOMIC WRITE, FLUSH, invalidation. 4: the
 /// passive side listens (`Listen`) before the active side is asked to connect;
@@ -55,8 +59,9 @@ use stream::{Percentiles, StreamContent, StreamVerb, Verification};
 /// reported by `Guards`. 11: a scenario's checked steps are the actions sent: a
 /// remote end may name the peer's window (`RemoteRef::mw`), a SEND with
 /// Invalidate names what it invalidates (`Invalidate`). 12: a teardown says what
-/// the device's counters moved by (`TornDown::counters`).
-pub(crate) const VERSION: u32 = 12;
+/// the device's counters moved by (`TornDown::counters`). 13: a CQ's depth
+/// (`Setup::cq_depth`), resized by a step (`ResizeCq`).
+pub(crate) const VERSION: u32 = 13;
 /// No message is larger (a memory dump of a 512 KiB MR in hex fits).
 pub(crate) const MAX_MESSAGE: usize = 2 << 20;
 /// The largest MR read back whole (`ReadMemory`); larger ones are checked where
@@ -157,6 +162,9 @@ pub(crate) struct Setup {
     pub port: u8,
     /// The GID index (default: the port's IPv4-mapped RoCEv2 GID).
     pub gid_index: Option<u8>,
+    /// How many completions its CQ holds (default 256).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cq_depth: Option<u32>,
     pub qps: Vec<QpSetup>,
     pub mrs: Vec<MrSetup>,
     /// Created after the MRs, before the QPs (which may use them).
@@ -498,6 +506,10 @@ pub(crate) enum Action {
     AwaitNotify {
         within_ms: u64,
     },
+    /// Resize the CQ to hold at least `cqe` completions (`ibv_resize_cq`).
+    ResizeCq {
+        cqe: u32,
+    },
     /// Post a stream of work requests and see every one complete.
     Stream(StreamOrder),
     /// Keep receives posted for the peer's SEND stream and check each message as
@@ -524,6 +536,7 @@ impl Action {
             Action::DeallocMw { .. } => "dealloc_mw",
             Action::ArmCq { .. } => "arm_cq",
             Action::AwaitNotify { .. } => "await_notify",
+            Action::ResizeCq { .. } => "resize_cq",
             Action::Stream(_) | Action::Receive(_) => "stream",
         }
     }
@@ -548,7 +561,8 @@ impl Action {
             | Action::DeregMr { .. }
             | Action::ReregMr { .. }
             | Action::DeallocMw { .. }
-            | Action::ArmCq { .. } => 0,
+            | Action::ArmCq { .. }
+            | Action::ResizeCq { .. } => 0,
         }
     }
 }
@@ -1064,6 +1078,7 @@ mod tests {
                 device: None,
                 port: 1,
                 gid_index: Some(1),
+                cq_depth: Some(8),
                 qps: vec![QpSetup {
                     name: "q".into(),
                     kind: QpKind::Rc,

@@ -165,6 +165,11 @@ pub(crate) struct EndpointFile {
     /// GID index (default: the port's IPv4-mapped RoCEv2 GID).
     #[serde(default)]
     pub(crate) gid_index: Option<u8>,
+    /// How many completions the endpoint's one CQ holds (default 256; the device
+    /// may give more): a small one overflows when completions come faster than
+    /// the endpoint polls, which it does only while it carries out a step.
+    #[serde(default)]
+    pub(crate) cq_depth: Option<Spanned<u32>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
@@ -728,6 +733,15 @@ pub(crate) enum StepOp {
         on: String,
         #[serde(default)]
         solicited_only: bool,
+    },
+    /// Resize `on`'s CQ to hold at least `cqe` completions (`ibv_resize_cq`). The
+    /// endpoint polls its CQ only while it carries out a step, after it: what
+    /// completed while it was idle (the peer's SENDs into its receives) is still
+    /// held when this step resizes, so a `cqe` below that count must be refused
+    /// (`expect = "refused"`).
+    ResizeCq {
+        on: String,
+        cqe: u32,
     },
     /// Wait up to `within_ms` (default 500) for `on`'s CQ to notify: `notified`
     /// says whether it must (`false` waits the whole time).

@@ -114,6 +114,8 @@ pub(crate) struct Endpoint {
     pub(crate) device: Option<String>,
     pub(crate) port: Option<u8>,
     pub(crate) gid_index: Option<u8>,
+    /// How many completions its CQ holds (none: the agent's default).
+    pub(crate) cq_depth: Option<u32>,
 }
 
 /// A QP pair: one QP on each endpoint of `between`, connected to each other.

@@ -272,6 +272,15 @@ impl Cq {
         Ok(Arc::new(Cq { cq, channel, _ctx: ctx.clone() }))
     }
 
+    /// Resizes it to hold at least `cqe` completions (`ibv_resize_cq`): refused
+    /// below the completions it holds, or past what the device allows.
+    pub(crate) fn resize(&self, cqe: u32) -> Result<()> {
+        let cqe = i32::try_from(cqe).unwrap_or(i32::MAX);
+        // SAFETY: cq is alive; resizing keeps its completions and its pointer.
+        let rc = unsafe { ibv_resize_cq(self.cq, cqe) };
+        VerbError::check(format!("ibv_resize_cq({cqe})"), rc, None)
+    }
+
     /// Arms it (`ibv_req_notify_cq`): the next completion (`solicited_only`: the
     /// next solicited or failed receive completion) notifies, once.
     pub(crate) fn arm(&self, solicited_only: bool) -> Result<()> {

@@ -18,6 +18,9 @@ use super::{
 use crate::protocol::{FromAgent, MrInfo, MrSetup, MwInfo, MwSetup, QpInfo, QpSetup, Setup};
 use crate::verbs::{Context, Cq, Mr, Mw, Pd, Qp, QpExtras, QpKind, Srq};
 
+/// How many completions an endpoint's CQ holds when its scenario does not say.
+const DEFAULT_CQ_DEPTH: u32 = 256;
+
 impl Agent {
     /// Makes the endpoint's verbs objects from the controller's order, within the
     /// agent's limits, and answers with what the controller needs to know of them.
@@ -33,7 +36,9 @@ impl Agent {
         let port = s.port;
         let (ctx, pd, open_ms) = self.open_port(s.device.as_deref(), port)?;
         let (gid_index, gid) = port_gid(&ctx, port, s.gid_index)?;
-        let cq = Cq::new(&ctx, 256)?;
+        let depth = s.cq_depth.unwrap_or(DEFAULT_CQ_DEPTH);
+        crate::agent::limits::cq_depth_ok(depth)?;
+        let cq = Cq::new(&ctx, depth as i32)?;
         let (mr_map, mr_infos) = create_mrs(&pd, &s.mrs)?;
         let mut srqs = BTreeMap::new();
         for q in &s.srqs {

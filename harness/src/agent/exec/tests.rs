@@ -59,6 +59,7 @@ fn a_setup_beyond_the_limits_is_refused_and_the_agent_lives_on() {
             device: None,
             port: 1,
             gid_index: None,
+            cq_depth: None,
             qps: vec![],
             mrs,
             srqs: vec![],

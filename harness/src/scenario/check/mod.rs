@@ -373,6 +373,16 @@ impl<'a> Checker<'a> {
             Some(t) => t.value,
             None => DEFAULT_TIMEOUT_MS,
         };
+        for (n, d) in f.endpoints.iter().filter_map(|(n, e)| Some((n, e.cq_depth.as_ref()?))) {
+            let max = crate::protocol::MAX_CQ_DEPTH;
+            if !(1..=max).contains(&d.value) {
+                self.err(
+                    Some(d.span.clone()),
+                    format!("endpoint `{n}`: a CQ of {} completions", d.value),
+                    Some(format!("give 1 to {max}")),
+                );
+            }
+        }
         let endpoints = f
             .endpoints
             .iter()
@@ -384,6 +394,7 @@ impl<'a> Checker<'a> {
                         device: e.device.clone(),
                         port: e.port,
                         gid_index: e.gid_index,
+                        cq_depth: e.cq_depth.as_ref().map(|d| d.value),
                     },
                 )
             })

@@ -79,6 +79,9 @@ impl<'a> Checker<'a> {
                 | StepOp::DeregMr { .. }
                 | StepOp::ReregMr { .. }
                 | StepOp::DeallocMw { .. } => self.object_step(i, s, op),
+                StepOp::ResizeCq { on, cqe } => self
+                    .endpoint_ok(s.at("on"), on)
+                    .then(|| act(on, Action::ResizeCq { cqe: *cqe })),
                 StepOp::ArmCq { on, solicited_only } => self
                     .endpoint_ok(s.at("on"), on)
                     .then(|| act(on, Action::ArmCq { solicited_only: *solicited_only })),
@@ -361,6 +364,7 @@ impl<'a> Checker<'a> {
             | StepOp::ReregMr { .. }
             | StepOp::DeallocMw { .. }
             | StepOp::ArmCq { .. }
+            | StepOp::ResizeCq { .. }
             | StepOp::AwaitNotify { .. } => None,
         }
     }

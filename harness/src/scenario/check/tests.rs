@@ -1111,3 +1111,28 @@ fn counter_expectations_say_exactly_or_a_range() {
         assert!(e.iter().any(|d| d.message.contains(says)), "{bad}: {e:#?}");
     }
 }
+
+#[test]
+fn a_cq_is_sized_and_resized() {
+    let base = "name = 'x'\n[endpoints.a]\n[endpoints.b]\ncq_depth = 8\n";
+    let sc = parse_str(
+        Path::new("t.toml"),
+        &format!("{base}[[step]]\non = 'b'\nop = 'resize_cq'\ncqe = 1\nexpect = 'refused'\n"),
+    )
+    .unwrap_or_else(|e| panic!("{}", e[0]));
+    assert_eq!((sc.endpoints["a"].cq_depth, sc.endpoints["b"].cq_depth), (None, Some(8)));
+    assert_eq!(
+        sc.steps[0],
+        Step::Act { on: "b".into(), action: Action::ResizeCq { cqe: 1 } },
+        "the checked step is the action sent"
+    );
+    assert_eq!(sc.expect.step[0].outcome, Outcome::Refused(None));
+    let e = errors("name = 'x'\n[endpoints.a]\ncq_depth = 0\n");
+    assert!(
+        e.iter().any(|d| d.message.contains("endpoint `a`: a CQ of 0 completions")
+            && d.hint.as_deref() == Some("give 1 to 65536")),
+        "{e:#?}"
+    );
+    let e = errors(&format!("{base}[[step]]\non = 'c'\nop = 'resize_cq'\ncqe = 4\n"));
+    assert!(e.iter().any(|d| d.message.contains("`c`")), "{e:#?}");
+}
