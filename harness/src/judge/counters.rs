@@ -325,7 +325,7 @@ fn reconcile(
                     .filter(|p| p.dst == Some(ip) && !p.marks.dropped() && p.icrc_ok == Some(false))
                     .count() as u64;
                 if bad > 0 && device > wire {
-                    notes.push(format!("{bad} with a bad ICRC (as IBA computes it) reached it: one it counted, it took in"));
+                    notes.push(format!("{bad} with a bad ICRC (as roce computes it) reached it: one it counted, it took in"));
                 }
                 (wire, (!notes.is_empty()).then(|| notes.join("; ")))
             }
