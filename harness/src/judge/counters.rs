@@ -17,7 +17,7 @@ use dissector::wire::AckClass;
 
 use super::timeline::{Packet, Timeline};
 use crate::protocol::CounterDeltas;
-use crate::results::{CounterReport, Evidence, Reconciled, Verdict, VerdictKind};
+use crate::results::{CounterReport, EndpointFacts, Evidence, Reconciled, Verdict, VerdictKind};
 use crate::scenario::model::CounterExpect;
 
 /// What a counter counts, in the judge's words.
@@ -209,17 +209,17 @@ pub(crate) fn reports(o: &Evidence, wire: Option<&Timeline>) -> BTreeMap<String,
     let mut out = BTreeMap::new();
     for (ep, c) in &o.counters {
         let driver = driver(c);
-        let ip = o.endpoints.get(ep).and_then(|f| f.ip.parse::<IpAddr>().ok());
-        let mut reconciled = match (driver, ip, wire.filter(|_| complete)) {
-            (Some(d), Some(ip), Some(t)) => reconcile(ep, d, c, ip, o, t),
+        let mine = o.endpoints.get(ep);
+        let ip = mine.and_then(|f| f.ip.parse::<IpAddr>().ok());
+        let mut reconciled = match (driver, mine.zip(ip), wire.filter(|_| complete)) {
+            (Some(d), Some((mine, ip)), Some(t)) => {
+                reconcile(Endpoint { name: ep, facts: mine, ip }, d, c, o, t)
+            }
             _ => Vec::new(),
         };
         // Two endpoints on one device: what they send each other never reaches
         // the wire (the device loops it back), so the wire cannot count it.
-        let looped = o
-            .endpoints
-            .iter()
-            .any(|(e, f)| e != ep && Some(&f.ip) == o.endpoints.get(ep).map(|x| &x.ip));
+        let looped = o.endpoints.iter().any(|(e, f)| e != ep && Some(&f.ip) == mine.map(|x| &x.ip));
         if looped {
             for x in &mut reconciled {
                 x.wire_min = Some(0);
@@ -248,17 +248,29 @@ fn switch_made(p: &Packet) -> bool {
     p.marks.injected() || p.marks.synthesized()
 }
 
+/// The endpoint whose counters are read: its name, what it set up, its address.
+#[derive(Clone, Copy)]
+struct Endpoint<'a> {
+    name: &'a str,
+    facts: &'a EndpointFacts,
+    ip: IpAddr,
+}
+
 /// The counters of `c` whose meaning the wire shows, each with the wire's count.
 fn reconcile(
-    ep: &str,
+    ep: Endpoint<'_>,
     driver: &str,
     c: &CounterDeltas,
-    ip: IpAddr,
     o: &Evidence,
     t: &Timeline,
 ) -> Vec<Reconciled> {
-    let from = |p: &&Packet| p.src == Some(ip) && !switch_made(p);
-    let to = |p: &&Packet| p.dst == Some(ip) && p.delivered();
+    let ip = ep.ip;
+    // What its device sent, and what reached it, as the wire saw them.
+    let sent: Vec<&Packet> =
+        t.packets.iter().filter(|p| p.src == Some(ip) && !switch_made(p)).collect();
+    let delivered: Vec<&Packet> =
+        t.packets.iter().filter(|p| p.dst == Some(ip) && p.delivered()).collect();
+    let count = |of: &[&Packet], f: fn(&Packet) -> bool| of.iter().filter(|p| f(p)).count() as u64;
     let src = ip.to_string();
     // Probes are crafted by the agent and sent past the device.
     let probed: u64 = o.probes.iter().filter(|p| p.src == src).map(|p| p.frames.len() as u64).sum();
@@ -270,8 +282,8 @@ fn reconcile(
         let mut wire_min = None;
         let (wire, note) = match m {
             Meaning::Sent => {
-                let n = t.packets.iter().filter(from).count() as u64;
-                let bye = t.packets.iter().filter(from).filter(|p| disconnect(p)).count() as u64;
+                let n = sent.len() as u64;
+                let bye = count(&sent, disconnect);
                 if bye > 0 {
                     wire_min = Some(n.saturating_sub(probed + bye));
                 }
@@ -280,12 +292,12 @@ fn reconcile(
                 (n.saturating_sub(probed), note)
             }
             Meaning::Received => {
-                let n = t.packets.iter().filter(to).count() as u64;
+                let n = delivered.len() as u64;
                 // What reaches a QP in the error state: rxe up to Linux 6.12
                 // drops it before it counts it (rxe_rcv's check_type_state),
                 // 7.x counts it; the wire cannot tell which.
                 let dead = after_error(ep, o, t);
-                let late = released_at_the_end(ip, t);
+                let late = count(&delivered, released_at_the_end);
                 let mut notes = Vec::new();
                 if dead > 0 {
                     notes.push(format!("{dead} reached a QP of it in the error state (after a NAK that ends the connection), which a device may not count"));
@@ -295,14 +307,14 @@ fn reconcile(
                 }
                 // A datagram whose Q_Key is not its QP's is dropped uncounted
                 // (IBA 10.2.4, rxe's header check).
-                let qkey = wrong_qkey(ep, ip, o, t);
+                let qkey = wrong_qkey(ep.facts, &delivered);
                 if qkey > 0 {
                     notes.push(format!(
                         "{qkey} datagrams with another Q_Key than their QP's, which it drops"
                     ));
                 }
                 // A disconnect on QP1 may come after its counters were read.
-                let bye = t.packets.iter().filter(to).filter(|p| disconnect(p)).count() as u64;
+                let bye = count(&delivered, disconnect);
                 let wire = n.saturating_sub(late + qkey);
                 if dead > 0 {
                     wire_min = Some(wire.saturating_sub(dead));
@@ -330,8 +342,7 @@ fn reconcile(
                 (wire, (!notes.is_empty()).then(|| notes.join("; ")))
             }
             Meaning::RnrNakSent => {
-                let rnr = |p: &&Packet| p.ack_class() == Some(AckClass::RnrNak);
-                (t.packets.iter().filter(from).filter(rnr).count() as u64, None)
+                (count(&sent, |p| p.ack_class() == Some(AckClass::RnrNak)), None)
             }
             _ => continue,
         };
@@ -352,12 +363,12 @@ fn reconcile(
 /// requester completes in error): as a responder, from the request the NAK
 /// answers on (the NAK leaves after the state changed, so requests right behind
 /// that one are already refused); as a requester, from the NAK it took in.
-fn after_error(ep: &str, o: &Evidence, t: &Timeline) -> u64 {
-    let Some(mine) = o.endpoints.get(ep) else { return 0 };
-    let Ok(ip) = mine.ip.parse::<IpAddr>() else { return 0 };
-    let peer = o.endpoints.iter().find(|(e, _)| *e != ep).map(|(_, f)| f);
+fn after_error(ep: Endpoint<'_>, o: &Evidence, t: &Timeline) -> u64 {
+    let ip = ep.ip;
+    let peer = o.endpoints.iter().find(|(e, _)| *e != ep.name).map(|(_, f)| f);
     // Each of ep's QPs by its QPN, with its peer's QPN (where ep's answers go).
-    let pairs: Vec<(u32, u32)> = mine
+    let pairs: Vec<(u32, u32)> = ep
+        .facts
         .qps
         .iter()
         .filter_map(|q| {
@@ -402,27 +413,20 @@ fn disconnect(p: &Packet) -> bool {
     p.mad.as_deref().is_some_and(|m| m.contains("DREQ") || m.contains("DREP"))
 }
 
-/// How many datagrams delivered to `ep` carry another Q_Key than the QP they
-/// are for: every device drops them.
-fn wrong_qkey(ep: &str, ip: IpAddr, o: &Evidence, t: &Timeline) -> u64 {
-    let Some(mine) = o.endpoints.get(ep) else { return 0 };
+/// How many of the datagrams `delivered` to an endpoint that set up `mine`
+/// carry another Q_Key than the QP they are for: every device drops them.
+fn wrong_qkey(mine: &EndpointFacts, delivered: &[&Packet]) -> u64 {
     let qkey_of = |qpn: u32| mine.qps.iter().find(|q| q.qpn == qpn).and_then(|q| q.qkey);
-    t.packets
-        .iter()
-        .filter(|p| p.dst == Some(ip) && p.delivered())
-        .filter(|p| matches!((p.q_key, qkey_of(p.dest_qp)), (Some(k), Some(mine)) if k != mine))
-        .count() as u64
+    let wrong =
+        |p: &&&Packet| matches!((p.q_key, qkey_of(p.dest_qp)), (Some(k), Some(q)) if k != q);
+    delivered.iter().filter(wrong).count() as u64
 }
 
-/// How many frames delivered to `ep` the switch held until the run was over
-/// (released before the delay their rule asked for, as every held frame is at
-/// the end of a run): they reached the device after its QPs were gone.
-fn released_at_the_end(ip: IpAddr, t: &Timeline) -> u64 {
-    t.packets
-        .iter()
-        .filter(|p| p.dst == Some(ip) && p.delivered() && p.marks.held())
-        .filter(|p| p.marks.arrived_ns_before().is_some_and(|ns| ns < p.marks.least_held_ns()))
-        .count() as u64
+/// A frame the switch held until the run was over (released before the delay
+/// its rule asked for, as every held frame is at the end of a run): it reached
+/// its device after the device's QPs were gone.
+fn released_at_the_end(p: &Packet) -> bool {
+    p.marks.held() && p.marks.arrived_ns_before().is_some_and(|ns| ns < p.marks.least_held_ns())
 }
 
 /// `[[expect.counters]]`: what a counter of `on`'s device moved by over the
@@ -436,30 +440,30 @@ pub(crate) fn verdict(e: &CounterExpect, o: &Evidence) -> Verdict {
         (None, Some(b)) => format!("at most +{b}"),
         (None, None) => "any".to_string(),
     };
+    let read = o.counters.get(&e.on);
     let by_meaning = Meaning::ALL.into_iter().find(|m| m.name() == e.counter);
-    let got = match o.counters.get(&e.on) {
+    // A meaning is read by the driver's own name for it.
+    let table_name = by_meaning.zip(read).and_then(|(m, c)| counter_for(driver(c)?, m));
+    let what = match table_name {
+        Some(name) => format!("counter {} ({name}) on {}", e.counter, e.on),
+        None => what,
+    };
+    let got = match read {
         None if o.error.is_some() => Err("not read: the run stopped before its teardown".into()),
         None => Err(format!(
             "not read: {}'s agent read no counters (a device without them, or a scenario run side by side with others)",
             e.on
         )),
-        Some(c) => match by_meaning.map(|m| (m, driver(c).and_then(|d| counter_for(d, m)))) {
-            Some((m, None)) => Err(format!(
+        Some(c) => match (by_meaning, table_name) {
+            (_, Some(name)) => named(c, name),
+            (Some(m), None) => Err(format!(
                 "{} has no counter the table knows for {} ({})",
                 c.device,
                 m.describe(),
                 driver(c).map_or("a driver the table does not know".to_string(), |d| format!("driver {d}"))
             )),
-            Some((_, Some(name))) => named(c, name),
-            None => named(c, &e.counter),
+            (None, None) => named(c, &e.counter),
         },
-    };
-    let what = match by_meaning
-        .zip(o.counters.get(&e.on))
-        .and_then(|(m, c)| driver(c).and_then(|d| counter_for(d, m)))
-    {
-        Some(name) => format!("counter {} ({name}) on {}", e.counter, e.on),
-        None => what,
     };
     match got {
         Ok(d) => {
