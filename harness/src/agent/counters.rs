@@ -25,9 +25,14 @@ pub(super) fn read(device: &str, port: u8) -> BTreeMap<String, u64> {
     read_under(Path::new(SYSFS), device, port)
 }
 
+/// A name sysfs could hold for a device: one path component, not `.` or `..`.
+fn device_name(device: &str) -> bool {
+    !device.is_empty() && !device.contains(['/', '\0']) && !device.starts_with('.')
+}
+
 fn read_under(root: &Path, device: &str, port: u8) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
-    if device.is_empty() || device.contains(['/', '\0']) || device.starts_with('.') {
+    if !device_name(device) {
         return out;
     }
     let port_dir = root.join(device).join("ports").join(port.to_string());
@@ -59,7 +64,7 @@ pub(super) fn driver(device: &str) -> Option<String> {
 }
 
 fn driver_under(root: &Path, device: &str) -> Option<String> {
-    if device.is_empty() || device.contains(['/', '\0']) || device.starts_with('.') {
+    if !device_name(device) {
         return None;
     }
     let dev = root.join(device);
@@ -70,18 +75,17 @@ fn driver_under(root: &Path, device: &str) -> Option<String> {
     soft.then(|| "rdma_rxe".to_string())
 }
 
-/// What each counter moved by from `before` to `after`; one that went backwards
-/// (the device was reset) is said to have, not given a delta. A counter in only
-/// one of them is left out.
+/// What each counter of `device` (driven by `driver`) moved by from `before`
+/// to `after`; one that went backwards (the device was reset) is said to have,
+/// not given a delta. A counter in only one of them is left out.
 pub(super) fn deltas(
-    device: &str,
-    port: u8,
+    (device, driver, port): (&str, Option<String>, u8),
     before: &BTreeMap<String, u64>,
     after: &BTreeMap<String, u64>,
 ) -> CounterDeltas {
     let mut d = CounterDeltas {
         device: device.to_string(),
-        driver: driver(device),
+        driver,
         port,
         deltas: BTreeMap::new(),
         reset: Vec::new(),
@@ -150,13 +154,12 @@ mod tests {
             v.iter().map(|(k, n)| (k.to_string(), *n)).collect()
         };
         let d = deltas(
-            "rxe0",
-            1,
+            ("rxe0", Some("rdma_rxe".into()), 1),
             &m(&[("sent_pkts", 10), ("rcvd_pkts", 5), ("send_rnr_err", 3), ("gone", 1)]),
             &m(&[("sent_pkts", 17), ("rcvd_pkts", 5), ("send_rnr_err", 0), ("new", 4)]),
         );
         assert_eq!(d.deltas, m(&[("rcvd_pkts", 0), ("sent_pkts", 7)]));
         assert_eq!(d.reset, vec!["send_rnr_err".to_string()]);
-        assert_eq!((d.device.as_str(), d.port), ("rxe0", 1));
+        assert_eq!((d.device.as_str(), d.driver.as_deref(), d.port), ("rxe0", Some("rdma_rxe"), 1));
     }
 }

@@ -339,8 +339,12 @@ impl Agent {
         let ep = self.ep.take()?;
         let (device, port, before) = (ep.ctx.name.clone(), ep.port, ep.counters_before.clone());
         drop(ep);
+        if before.is_empty() {
+            return None;
+        }
         let after = super::counters::read(&device, port);
-        (!before.is_empty()).then(|| super::counters::deltas(&device, port, &before, &after))
+        let driver = super::counters::driver(&device);
+        Some(super::counters::deltas((&device, driver, port), &before, &after))
     }
 
     fn ep(&mut self) -> AgentResult<&mut Local> {

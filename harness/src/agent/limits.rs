@@ -139,7 +139,7 @@ pub(crate) enum Refused {
 
 /// A CQ depth within [`MAX_CQ_DEPTH`] (and not 0).
 pub(crate) fn cq_depth_ok(cqe: u32) -> Result<(), Refused> {
-    if (1..=MAX_CQ_DEPTH).contains(&cqe) {
+    if crate::protocol::cq_depth_fits(cqe) {
         Ok(())
     } else {
         Err(Refused::CqDepth { cqe })

@@ -43,6 +43,11 @@ use stream::{Percentiles, StreamContent, StreamVerb, Verification};
 /// pinned kernel memory); scenarios are checked against it too.
 pub(crate) const MAX_CQ_DEPTH: u32 = 65_536;
 
+/// A CQ depth an agent takes: 1 to [`MAX_CQ_DEPTH`].
+pub(crate) fn cq_depth_fits(cqe: u32) -> bool {
+    (1..=MAX_CQ_DEPTH).contains(&cqe)
+}
+
 /// Bumped on any incompatible change; both sides say theirs in `Hello`. 3: device
 /// capabilities, memory windows, SRQs, ATOMIC WRITE, FLUSH, invalidation. 4: the
 /// passive side listens (`Listen`) before the active side is asked to connect;

@@ -374,8 +374,8 @@ impl<'a> Checker<'a> {
             None => DEFAULT_TIMEOUT_MS,
         };
         for (n, d) in f.endpoints.iter().filter_map(|(n, e)| Some((n, e.cq_depth.as_ref()?))) {
-            let max = crate::protocol::MAX_CQ_DEPTH;
-            if !(1..=max).contains(&d.value) {
+            if !crate::protocol::cq_depth_fits(d.value) {
+                let max = crate::protocol::MAX_CQ_DEPTH;
                 self.err(
                     Some(d.span.clone()),
                     format!("endpoint `{n}`: a CQ of {} completions", d.value),
