@@ -323,6 +323,17 @@ fn reconcile(
                     wire_min = Some(wire_min.unwrap_or(wire).saturating_sub(bye));
                     notes.push(format!("{bye} rdma_cm disconnect messages, which may come after its counters were read"));
                 }
+                // Traffic the scenario left running (retries that never end,
+                // a late answer) reaches it as it tears down: a frame that
+                // finds its QP gone is dropped before it is counted.
+                let trailing = match o.settled_ns {
+                    Some(at) => count_after(&delivered, at),
+                    None => 0,
+                };
+                if trailing > 0 {
+                    wire_min = Some(wire_min.unwrap_or(wire).saturating_sub(trailing));
+                    notes.push(format!("{trailing} reached it after the run stopped waiting for traffic, as its QPs were being destroyed: one that found its QP gone is not counted"));
+                }
                 if probes_in > 0 {
                     // A probe the device drops (a bad header, another P_Key or
                     // Q_Key, no such QP) is dropped before it is counted.
@@ -404,6 +415,16 @@ fn after_error(ep: Endpoint<'_>, o: &Evidence, t: &Timeline) -> u64 {
         .filter(|(i, p)| {
             to_me(p) && error_from.iter().any(|(q, from)| *q == p.dest_qp && i >= from)
         })
+        .count() as u64
+}
+
+/// How many of `delivered` reached their device at or after `at_ns` (the
+/// switch's clock), not counting frames held to the end of the run (counted
+/// apart) or disconnects (whose own note covers them).
+fn count_after(delivered: &[&Packet], at_ns: u64) -> u64 {
+    delivered
+        .iter()
+        .filter(|p| p.ts_ns >= at_ns && !released_at_the_end(p) && !disconnect(p))
         .count() as u64
 }
 

@@ -1083,3 +1083,52 @@ fn counter_expectations_exact_ranged_and_unknown() {
     let v = verdicts("[[expect.counters]]\non = 'a'\ncounter = 'sent_pkts'\nmin = 1\n");
     assert!(!v[0].pass && v[0].actual.contains("read no counters"), "{:?}", v[0]);
 }
+
+/// Traffic a scenario leaves running (a SEND that draws RNR NAKs for good)
+/// still reaches each device as the run tears down: a frame that comes after
+/// the run stopped waiting may find its QP destroyed, and go uncounted. The
+/// wire's count is then a range; before that moment, every frame counts.
+#[test]
+fn what_comes_after_the_run_stopped_waiting_may_go_uncounted() {
+    use crate::protocol::CounterDeltas;
+    let t = Timeline {
+        packets: vec![
+            pkt(1, 0, 100, "SEND Only"),
+            pkt(2, 1, 100, "rnr"),
+            pkt(3, 5, 100, "SEND Only"),
+            pkt(4, 6, 100, "rnr"),
+            pkt(5, 9, 100, "SEND Only"),
+            pkt(6, 10, 100, "rnr"),
+        ],
+        ..Default::default()
+    };
+    let mut o = outcome();
+    o.wire = Some(complete_recording());
+    let counted_as = |n: u64| CounterDeltas {
+        device: "rxe0".into(),
+        driver: Some("rdma_rxe".into()),
+        port: 1,
+        deltas: [("rcvd_pkts".to_string(), n)].into(),
+        reset: vec![],
+    };
+    // a took in three RNR NAKs; it stopped waiting at 4 ms: the last two may
+    // have found its QP gone.
+    o.settled_ns = Some(4_000_000);
+    let got = |o: &Evidence| counters::reports(o, Some(&t))["a"].reconciled[0].clone();
+    for (counted, agrees) in [(1, true), (2, true), (3, true), (0, false), (4, false)] {
+        o.counters.insert("a".into(), counted_as(counted));
+        let x = got(&o);
+        assert_eq!((x.wire_min, x.wire, x.agrees()), (Some(1), 3, agrees), "{counted}: {x:?}");
+        assert!(
+            x.note
+                .as_deref()
+                .is_some_and(|n| n.starts_with("2 reached it after the run stopped waiting")),
+            "{x:?}"
+        );
+    }
+    // Settled after the last frame: the count is exact.
+    o.settled_ns = Some(11_000_000);
+    o.counters.insert("a".into(), counted_as(2));
+    let x = got(&o);
+    assert_eq!((x.wire_min, x.wire, x.agrees(), x.note), (None, 3, false, None));
+}

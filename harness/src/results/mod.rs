@@ -190,6 +190,12 @@ pub(crate) struct Evidence {
     /// a scenario run side by side with others, whose frames they count too).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: BTreeMap<String, CounterDeltas>,
+    /// When the run stopped waiting for traffic (its completions gathered, or
+    /// the failure that ended it), on the clock the lab switch stamps frames
+    /// with (ns since the Unix epoch). What reaches a device after it may find
+    /// the device's QPs already gone, as the run tears down.
+    #[serde(skip)]
+    pub settled_ns: Option<u64>,
 }
 
 /// The device's answer to a judged step's verb: refused (with which verb and
