@@ -105,7 +105,13 @@ pub(crate) fn judge(
     for e in &sc.expect.memory {
         // Memory never read (the run stopped) is not a deviation either.
         let read = o.memory.get(&e.on).is_some_and(|m| m.contains_key(&e.mr));
-        push(memory(sc, e, o), e.record_deviation && read);
+        let verdict = match e.want {
+            Memory::ProbeWritesLanded => probes::writes_landed(sc, e, o, &answers),
+            _ => memory(sc, e, o),
+        };
+        // Nor is a wire not read.
+        let judged = read && (e.want != Memory::ProbeWritesLanded || answers.is_ok());
+        push(verdict, e.record_deviation && judged);
     }
     for e in &sc.expect.outside {
         let read = o.guards.get(&e.on).is_some_and(|m| m.contains_key(&e.mr));
@@ -1018,6 +1024,13 @@ fn memory(sc: &Scenario, e: &MemoryExpect, o: &Evidence) -> Verdict {
             )
         }
         Memory::Stream { id, .. } => stream_memory(e, id, o, what),
+        Memory::ProbeWritesLanded => Verdict::new(
+            VerdictKind::Memory,
+            what,
+            false,
+            "judged from the wire".into(),
+            "judged without it".into(),
+        ),
     }
 }
 

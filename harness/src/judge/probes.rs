@@ -2,16 +2,18 @@
 //! and every response from the target to the prober after it, up to the prober's
 //! next request.
 //!
-//! Owns: [`ProbeAnswer`], [`answers`] and the probes' [`verdict`]. Imports:
+//! Owns: [`ProbeAnswer`], [`answers`], the probes' [`verdict`], and
+//! [`writes_landed`] (the memory acknowledged probe WRITEs must hold). Imports:
 //! `super::timeline`, the results' outcome and verdicts, the scenario model and
-//! patterns, dissector's PSN and ACK class.
+//! patterns, the agent protocol's actions, dissector's PSN, opcodes and ACK class.
 use std::net::IpAddr;
 
-use dissector::wire::{AckClass, Psn};
+use dissector::wire::{AckClass, Opcode, Psn, Transport};
 
 use super::timeline::{Packet, Timeline};
+use crate::protocol::Action;
 use crate::results::{Evidence, Verdict, VerdictKind};
-use crate::scenario::model::{ProbeExpect, PsnAt};
+use crate::scenario::model::{MemoryExpect, ProbeExpect, PsnAt, Scenario, Step};
 use crate::scenario::pattern;
 
 /// What the target did with one probe, read from the wire.
@@ -193,4 +195,189 @@ pub(crate) fn verdict(
             Some(format!("only {} of the {} frames sent are on the wire", a.on_wire, a.sent));
     }
     v
+}
+
+/// `probe_writes = "landed"`: every crafted RDMA WRITE into MR `e.mr` of `e.on`
+/// that the target acknowledged placed exactly the payload the prober sent,
+/// where its RETH aimed it, as far as nothing later wrote there. A byte is only
+/// judged where the wire settles what it must hold: an RC WRITE Only (with or
+/// without immediate) sent in sequence to the MR's own rkey, answered first by
+/// an ACK of its own PSN. A WRITE the target NAKed leaves the bytes as they
+/// were; one it left unanswered, sent out of sequence, or to another rkey, an
+/// atomic, and anything else that may write there (a WRITE Middle or Last after
+/// a First into it, a SEND into a receive of it, a verb or stream of the run)
+/// makes what it may have covered unknown.
+pub(crate) fn writes_landed(
+    sc: &Scenario,
+    e: &MemoryExpect,
+    o: &Evidence,
+    answers: &Result<Vec<ProbeAnswer>, String>,
+) -> Verdict {
+    let what = format!("memory of MR {} on {}: the probe WRITEs it acknowledged", e.mr, e.on);
+    let expected = "each acknowledged WRITE's payload where it was aimed".to_string();
+    let fail = |actual: String| {
+        Verdict::new(VerdictKind::Memory, what.clone(), false, expected.clone(), actual)
+    };
+    let answers = match answers {
+        Ok(a) => a,
+        Err(m) => return fail(m.clone()),
+    };
+    let Some(mr) = sc.mrs.iter().find(|m| m.on == e.on && m.name == e.mr) else {
+        return fail("no such MR".into());
+    };
+    let Some(now) = o.memory.get(&e.on).and_then(|m| m.get(&e.mr)) else {
+        return fail("never read (the run stopped before)".into());
+    };
+    let mut model = Placed::new(mr.size as usize);
+    let mut first_into_it = false;
+    let receives_into_it = sc.steps.iter().any(|s| match s {
+        Step::Act {
+            on,
+            action: Action::PostRecv { sges, .. } | Action::PostSrqRecv { sges, .. },
+        } => *on == e.on && sges.iter().any(|g| g.mr == e.mr),
+        _ => false,
+    });
+    let mut sent = o.probes.iter();
+    for step in &sc.steps {
+        let p = match step {
+            Step::Act { on, action: Action::Probe(p) } if *on != e.on => p,
+            Step::Act { on, action: Action::Post { verb, sges, .. } } => {
+                let theirs = *on != e.on && verb.remote().is_some_and(|r| r.mr == e.mr);
+                let mine = *on == e.on && sges.iter().any(|g| g.mr == e.mr);
+                if theirs || mine {
+                    model.forget_all();
+                }
+                continue;
+            }
+            Step::Stream(s) if s.peer == e.on || s.on == e.on => {
+                model.forget_all();
+                continue;
+            }
+            _ => continue,
+        };
+        // A probe the run never sent (it stopped) placed nothing.
+        let Some(ps) = sent.next() else { break };
+        if !sc.qps.iter().any(|q| q.name == p.qp && q.between.contains(&e.on)) {
+            continue;
+        }
+        let answer = answers.iter().find(|a| a.id == ps.id);
+        let first = answer.and_then(|a| a.seen.first());
+        let nak = matches!(first, Some((_, Some(AckClass::Nak(_) | AckClass::RnrNak), _)));
+        let info = Opcode(p.opcode).info();
+        let name = info.map_or("", |i| i.name);
+        let Some(remote) = p.remote.as_ref().filter(|r| r.mr == e.mr) else {
+            // Without a RETH it writes where an earlier First aimed, or into a receive.
+            let continues =
+                name.starts_with("RDMA WRITE Middle") || name.starts_with("RDMA WRITE Last");
+            let sends = name.starts_with("SEND");
+            if !nak && ((continues && first_into_it) || (sends && receives_into_it)) {
+                model.forget_all();
+            }
+            continue;
+        };
+        if name.starts_with("RDMA READ") {
+            continue;
+        }
+        first_into_it |= name.starts_with("RDMA WRITE First");
+        let off = remote.offset as usize;
+        let len = p.payload.0.len().max(p.dma_len.unwrap_or(0) as usize).max(8);
+        let only = name == "RDMA WRITE Only" || name == "RDMA WRITE Only with Immediate";
+        let settled = only
+            && info.is_some_and(|i| i.transport == Transport::Rc)
+            && remote.rkey.is_none()
+            && remote.mw.is_none()
+            && p.dma_len.is_none_or(|d| d as usize == p.payload.0.len())
+            && ps.frames.first().is_some_and(|f| f.psn == ps.next)
+            && answer.is_some_and(|a| a.on_wire > 0 && a.psn_offset == Some(0))
+            && matches!(first, Some((_, Some(AckClass::Ack), _)));
+        if settled {
+            model.place(off, &p.payload.0, &ps.id);
+        } else if !nak {
+            model.forget(off, len);
+        }
+    }
+    let judged = model.judged();
+    match model.first_wrong(now) {
+        None => Verdict::new(
+            VerdictKind::Memory,
+            what,
+            true,
+            expected,
+            if judged == 0 {
+                "no acknowledged probe WRITE settles a byte of it".into()
+            } else {
+                format!("{judged} bytes as the acknowledged WRITEs placed them")
+            },
+        ),
+        Some(w) => fail(format!(
+            "{} of {judged} bytes differ; the first at offset {}: probe {}'s acknowledged WRITE put {:02x} there, the MR holds {}",
+            w.count,
+            w.offset,
+            w.probe,
+            w.want,
+            w.got.map_or("nothing (it is shorter)".into(), |g| format!("{g:02x}"))
+        )),
+    }
+}
+
+/// What acknowledged WRITEs placed in an MR, byte by byte: the byte and the probe
+/// that put it there, or `None` where nothing settles it.
+struct Placed {
+    bytes: Vec<Option<(u8, String)>>,
+}
+
+/// The first byte that is not what was placed, and how many are not.
+struct Wrong {
+    offset: usize,
+    want: u8,
+    got: Option<u8>,
+    probe: String,
+    count: usize,
+}
+
+impl Placed {
+    fn new(size: usize) -> Placed {
+        Placed { bytes: vec![None; size] }
+    }
+
+    fn place(&mut self, off: usize, payload: &[u8], probe: &str) {
+        for (i, b) in payload.iter().enumerate() {
+            if let Some(x) = self.bytes.get_mut(off + i) {
+                *x = Some((*b, probe.to_string()));
+            }
+        }
+    }
+
+    fn forget(&mut self, off: usize, len: usize) {
+        for x in self.bytes.iter_mut().skip(off).take(len) {
+            *x = None;
+        }
+    }
+
+    fn forget_all(&mut self) {
+        self.bytes.iter_mut().for_each(|x| *x = None);
+    }
+
+    fn judged(&self) -> usize {
+        self.bytes.iter().filter(|x| x.is_some()).count()
+    }
+
+    fn first_wrong(&self, now: &[u8]) -> Option<Wrong> {
+        let mut out: Option<Wrong> = None;
+        for (i, x) in self.bytes.iter().enumerate() {
+            let Some((want, probe)) = x else { continue };
+            let got = now.get(i).copied();
+            if got == Some(*want) {
+                continue;
+            }
+            match &mut out {
+                Some(w) => w.count += 1,
+                None => {
+                    out =
+                        Some(Wrong { offset: i, want: *want, got, probe: probe.clone(), count: 1 })
+                }
+            }
+        }
+        out
+    }
 }

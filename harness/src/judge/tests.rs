@@ -1132,3 +1132,99 @@ fn what_comes_after_the_run_stopped_waiting_may_go_uncounted() {
     let x = got(&o);
     assert_eq!((x.wire_min, x.wire, x.agrees(), x.note), (None, 3, false, None));
 }
+
+/// `probe_writes = "landed"`: a WRITE the target acknowledged must hold its
+/// payload where it was aimed; a NAKed one changed nothing, an unanswered one
+/// settles nothing; a later acknowledged WRITE over the same bytes wins.
+#[test]
+fn acknowledged_probe_writes_must_hold_their_payload() {
+    let probe = |id: &str, off: u32, byte: &str, len: u32| {
+        format!("[[step]]\non = 'a'\nop = 'probe'\nqp = 'q'\nprobe = {{ id = '{id}', opcode = 'RDMA WRITE Only', remote = {{ mr = 't', offset = {off} }}, payload = {{ pattern = '{byte}' }}, len = {len} }}\n")
+    };
+    let text = [
+        "[[mr]]\nname = 't'\non = 'b'\nsize = 16\naccess = ['local_write', 'remote_write']\n"
+            .to_string(),
+        probe("acked", 0, "11", 4),
+        probe("naked", 8, "22", 4),
+        probe("unanswered", 4, "33", 4),
+        probe("over", 0, "44", 2),
+        "[[expect.memory]]\non = 'b'\nmr = 't'\nprobe_writes = 'landed'\n".to_string(),
+    ]
+    .concat();
+    let sc = scenario(&text);
+    let e = sc.expect.memory[0].clone();
+    assert_eq!(e.want, Memory::ProbeWritesLanded);
+    let sent = |id: &str, psn: u32| ProbeSent {
+        id: id.into(),
+        qp: "q".into(),
+        src: A.into(),
+        dst: B.into(),
+        src_qp: 0x22,
+        next: psn,
+        frames: vec![SentFrame { opcode: 0x0a, dest_qp: 0x11, psn, len: 4 }],
+    };
+    let t = Timeline {
+        packets: vec![
+            pkt(1, 0, 100, "RDMA WRITE Only"),
+            pkt(2, 1, 100, "ack"),
+            pkt(3, 10, 101, "RDMA WRITE Only"),
+            Packet { ack: Some(Syndrome(0x62).kind()), ..pkt(4, 11, 101, "nak") },
+            pkt(5, 20, 101, "RDMA WRITE Only"),
+            pkt(6, 30, 102, "RDMA WRITE Only"),
+            pkt(7, 31, 102, "ack"),
+        ],
+        ..Default::default()
+    };
+    let mut o = outcome();
+    o.probes =
+        vec![sent("acked", 100), sent("naked", 101), sent("unanswered", 101), sent("over", 102)];
+    let answers = Ok(probes::answers(&o, &t));
+    let judged = |mem: [u8; 16], o: &mut Evidence| {
+        o.memory.insert("b".into(), [("t".to_string(), mem.to_vec())].into());
+        probes::writes_landed(&sc, &e, o, &answers)
+    };
+    let mut good = [0u8; 16];
+    good[..4].copy_from_slice(&[0x44, 0x44, 0x11, 0x11]);
+    good[4..8].copy_from_slice(&[0x33; 4]);
+    let v = judged(good, &mut o);
+    assert!(v.pass && v.actual == "4 bytes as the acknowledged WRITEs placed them", "{v:?}");
+    // The unanswered WRITE's bytes are not judged either way.
+    good[4..8].copy_from_slice(&[0; 4]);
+    assert!(judged(good, &mut o).pass);
+    // A byte the acknowledged WRITE placed, changed: the silent corruption a
+    // switch with a fixed ICRC makes.
+    let mut bad = good;
+    bad[3] = 0x10;
+    let v = judged(bad, &mut o);
+    assert!(!v.pass, "{v:?}");
+    assert_eq!(
+        v.actual,
+        "1 of 4 bytes differ; the first at offset 3: probe acked's acknowledged WRITE put 11 there, the MR holds 10"
+    );
+    // The NAKed WRITE placed nothing: its bytes are not judged (the MR's own
+    // `unchanged` says whether it wrote anyway).
+    let mut naked = good;
+    naked[8..12].copy_from_slice(&[0x22; 4]);
+    assert!(judged(naked, &mut o).pass);
+    // Without a wire, nothing is settled: the verdict fails and says why.
+    let v = probes::writes_landed(&sc, &e, &o, &Err("no capture".into()));
+    assert!(!v.pass && v.actual == "no capture");
+}
+
+/// `probe_writes` takes one value, and stands apart from what else memory may say.
+#[test]
+fn probe_writes_is_checked_at_load() {
+    let bad = |extra: &str| {
+        let text = format!("[[mr]]\nname = 't'\non = 'b'\nsize = 16\n[[expect.memory]]\non = 'b'\nmr = 't'\n{extra}");
+        crate::scenario::check::parse_str(Path::new("t.toml"), &format!("{QP}{text}"))
+            .err()
+            .map(|e| e[0].to_string())
+            .unwrap_or_default()
+    };
+    assert!(bad("probe_writes = 'landed'\n").is_empty());
+    assert!(bad("probe_writes = 'landed'\noutside = 'unchanged'\n").is_empty());
+    assert!(bad("probe_writes = 'yes'\n").contains("unknown `probe_writes` `yes`"));
+    assert!(
+        bad("probe_writes = 'landed'\nunchanged = true\n").contains("`probe_writes` stands alone")
+    );
+}

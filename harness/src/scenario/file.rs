@@ -1300,6 +1300,16 @@ pub(crate) struct MemoryFile {
     /// is named, with its offset and bytes), for MRs of any size.
     #[serde(default)]
     pub(crate) stream: Option<Spanned<String>>,
+    /// `"landed"`: every crafted RDMA WRITE (`op = "probe"`) into this MR that
+    /// the target acknowledged placed exactly the payload sent, where its RETH
+    /// aimed it. Only bytes the wire settles are judged: those of an RC WRITE
+    /// Only sent in sequence to the MR's own rkey and answered by an ACK of its
+    /// PSN (a NAKed WRITE leaves them as they were; an unanswered one, or
+    /// anything else that may write there, leaves them unknown). What `roce
+    /// fuzz` holds every batch to: a device or path that corrupts data it
+    /// acknowledges (a payload byte changed with the ICRC fixed) fails it.
+    #[serde(default)]
+    pub(crate) probe_writes: Option<Spanned<String>>,
     /// `"unchanged"`: nothing outside the MR changed — the guard regions of
     /// unregistered memory the agent keeps on both sides of every MR (a page each,
     /// the one after starting right past its last byte) still hold their canary.

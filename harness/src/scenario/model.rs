@@ -483,6 +483,9 @@ pub(crate) enum Memory {
         id: String,
         content: StreamContent,
     },
+    /// Every crafted WRITE into it that the target acknowledged placed its
+    /// payload (`probe_writes = "landed"`).
+    ProbeWritesLanded,
 }
 
 /// What the target sent back to a probe.

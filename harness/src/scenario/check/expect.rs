@@ -626,13 +626,38 @@ impl<'a> Checker<'a> {
                         hint,
                     );
                 }
-                if m.equals.is_none() && m.unchanged.is_none() && m.stream.is_none() {
+                if m.equals.is_none()
+                    && m.unchanged.is_none()
+                    && m.stream.is_none()
+                    && m.probe_writes.is_none()
+                {
                     continue;
                 }
+            }
+            let landed = match &m.probe_writes {
+                Some(w) if w.value == "landed" => true,
+                Some(w) => {
+                    self.err(
+                        Some(w.span.clone()),
+                        format!("unknown `probe_writes` `{}`: what acknowledged probe WRITEs did can only be `landed`", w.value),
+                        Some("`probe_writes = \"landed\"`: each crafted WRITE the target acknowledged placed its payload".into()),
+                    );
+                    false
+                }
+                None => false,
+            };
+            if landed && (m.equals.is_some() || m.unchanged.is_some() || m.stream.is_some()) {
+                self.err(
+                    Some(m.mr.span.clone()),
+                    "`probe_writes` stands alone (or beside `outside`): give `equals`, `unchanged` or `stream` an expectation of their own",
+                    None,
+                );
+                continue;
             }
             let stream = m.stream.as_ref().map(|id| (id, stream_step(steps, id)));
             let mut offset = m.offset;
             let want = match (&m.equals, m.unchanged.unwrap_or(false), stream) {
+                _ if landed => Memory::ProbeWritesLanded,
                 (Some(c), false, None) => Memory::Equals(c.value.clone()),
                 (None, true, None) => Memory::Unchanged,
                 (None, false, Some((id, None))) => {
@@ -670,7 +695,7 @@ impl<'a> Checker<'a> {
                     Memory::Stream { id: id.value.clone(), content: st.order.content }
                 }
                 _ => {
-                    self.err(Some(m.mr.span.clone()), "say what the memory holds: `equals = …`, `unchanged = true` or `stream = \"…\"` (one of them; `outside = \"unchanged\"` may stand beside it or alone)", None);
+                    self.err(Some(m.mr.span.clone()), "say what the memory holds: `equals = …`, `unchanged = true`, `stream = \"…\"` or `probe_writes = \"landed\"` (one of them; `outside = \"unchanged\"` may stand beside it or alone)", None);
                     Memory::Unchanged
                 }
             };
