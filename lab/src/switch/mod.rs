@@ -25,6 +25,8 @@
 //! - this file: the [`Switch`] handle (the public API) and the thread's loop, which
 //!   polls the sockets and takes commands;
 //! - `wire`: the four UDP sockets ([`Wire`], [`Ports`], [`socket_drops`]);
+//! - `port`: a side of the switch ([`Port`]): the switch's end of the UDP wire,
+//!   or a network interface through `AF_PACKET` ([`LinkPort`]);
 //! - `runs`: the runs in progress, which run a frame belongs to (by [`Claim`]),
 //!   beginning and ending them;
 //! - `rules`: a received frame through the run's fault rules and `respond` rules;
@@ -40,7 +42,6 @@
 //! answers); the frames are decoded by `dissector`.
 use std::collections::VecDeque;
 use std::io;
-use std::net::UdpSocket;
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
@@ -60,6 +61,7 @@ use super::mark::{Mark, Marks};
 use super::record::Recorder;
 
 mod deliver;
+mod port;
 mod report;
 mod roce;
 mod rules;
@@ -69,6 +71,7 @@ mod tests;
 mod wire;
 
 use deliver::Held;
+pub use port::{interfaces, LinkPort, Port, PortError, MIN_MTU};
 pub use report::{Counters, RuleReport, RunReport};
 pub use roce::{apply_modification, parse_roce, RoceView};
 use runs::Run;
@@ -137,13 +140,20 @@ impl Switch {
         let ports = wire.ports();
         let a = wire.switch_a.try_clone().context("cloning the switch socket")?;
         let b = wire.switch_b.try_clone().context("cloning the switch socket")?;
+        Switch::spawn_on([Port::Udp(a), Port::Udp(b)], ports)
+    }
+
+    /// Starts forwarding between two ports: frames `a` takes in go out of `b`
+    /// (direction a>b) and back. `ports` names the lab wire's UDP sockets, whose
+    /// drops the kernel counts in /proc/net/udp (none for interfaces).
+    pub fn spawn_on(socks: [Port; 2], ports: Ports) -> Result<Switch> {
         let (tx, rx) = mpsc::channel();
         let (wake, woken) = UnixDatagram::pair().context("creating the switch's wake-up socket")?;
         wake.set_nonblocking(true).context("the switch's wake-up socket")?;
         woken.set_nonblocking(true).context("the switch's wake-up socket")?;
         let thread = thread::Builder::new()
             .name("lab-switch".into())
-            .spawn(move || Engine::new([a, b], ports).run(rx, woken))
+            .spawn(move || Engine::new(socks, ports).run(rx, woken))
             .context("starting the switch thread")?;
         Ok(Switch { tx, wake, thread: Some(thread), ports })
     }
@@ -203,7 +213,7 @@ fn now_ns() -> u64 {
 
 /// The switch thread's state.
 struct Engine {
-    socks: [UdpSocket; 2],
+    socks: [Port; 2],
     ports: Ports,
     opts: frame::Options,
     total: Counters,
@@ -217,7 +227,7 @@ struct Engine {
 }
 
 impl Engine {
-    fn new(socks: [UdpSocket; 2], ports: Ports) -> Engine {
+    fn new(socks: [Port; 2], ports: Ports) -> Engine {
         Engine {
             socks,
             ports,
@@ -278,6 +288,13 @@ impl Engine {
                 }
             }
         }
+    }
+
+    /// Frames the kernel dropped before the switch read them: on the lab wire's
+    /// UDP sockets (both ends), or on the interfaces it is a port of.
+    fn drops(&self) -> u64 {
+        let udp = if self.ports == Ports::default() { 0 } else { socket_drops(&self.ports) };
+        udp + self.socks.iter().map(Port::drops).sum::<u64>()
     }
 
     fn command(&mut self, cmd: Cmd) {

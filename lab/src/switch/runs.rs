@@ -13,7 +13,7 @@ use std::time::Instant;
 
 use dissector::frame::Frame;
 
-use super::{socket_drops, Counters, Engine, RuleReport, RunId, RunReport, RunSpec};
+use super::{Counters, Engine, RuleReport, RunId, RunReport, RunSpec};
 use crate::claim::Owner;
 use crate::control::WireFrame;
 use crate::fault::{Action, Dir, Rng, Rule};
@@ -149,7 +149,7 @@ impl Engine {
             capture_error: None,
             counters: Counters::default(),
             started: Instant::now(),
-            drops_at_start: socket_drops(&self.ports),
+            drops_at_start: self.drops(),
             responder,
         });
         Ok(id)
@@ -183,7 +183,7 @@ impl Engine {
                     applied: s.applied - s.from.1,
                 })
                 .collect(),
-            socket_drops: socket_drops(&self.ports).saturating_sub(run.drops_at_start),
+            socket_drops: self.drops().saturating_sub(run.drops_at_start),
             capture: run.capture.map(|p| p.display().to_string()),
             capture_error: run.capture_error,
             duration_ms: run.started.elapsed().as_millis() as u64,

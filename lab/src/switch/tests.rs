@@ -1,5 +1,7 @@
 //! The switch over real 127.0.0.1 UDP sockets, with synthetic RoCE frames
 //! standing in for the VMs.
+use std::net::UdpSocket;
+
 use super::*;
 use crate::fault::parse_rule;
 use crate::record::{read_capture, PcapngRecorder};
@@ -726,4 +728,164 @@ fn shared_runs_each_record_only_their_own_frames() {
     let (total, runs) = r.switch.stats().unwrap();
     assert!(runs.is_empty());
     assert_eq!((total.received(), total.recorded), (5, 4), "the ARP frame went through unrecorded");
+}
+
+/// A network namespace of its own with two veth pairs, `a0`–`a1` and `b0`–`b1`,
+/// up, without IPv6 (whose own chatter would cross the bridge) and without
+/// addresses: removed, with its interfaces, when dropped.
+struct Netns {
+    name: String,
+}
+
+impl Netns {
+    fn new(tag: &str) -> Netns {
+        let name = format!("roce-{tag}-{}", std::process::id());
+        let ip = |args: &[&str]| {
+            let out = std::process::Command::new("ip").args(args).output().expect("running ip");
+            assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        };
+        let _ = std::process::Command::new("ip").args(["netns", "del", &name]).output();
+        ip(&["netns", "add", &name]);
+        let ns = Netns { name };
+        let n = ns.name.as_str();
+        for key in ["all", "default"] {
+            ip(&[
+                "netns",
+                "exec",
+                n,
+                "sysctl",
+                "-qw",
+                &format!("net.ipv6.conf.{key}.disable_ipv6=1"),
+            ]);
+        }
+        for (x, y) in [("a0", "a1"), ("b0", "b1")] {
+            ip(&["-n", n, "link", "add", x, "type", "veth", "peer", "name", y]);
+        }
+        for i in ["a0", "a1", "b0", "b1"] {
+            ip(&["-n", n, "link", "set", i, "up"]);
+        }
+        ns
+    }
+
+    /// Each interface named, opened as a port inside the namespace (a socket
+    /// stays in the namespace it was made in, whichever thread uses it).
+    fn open(&self, names: &[&'static str]) -> Vec<Result<LinkPort, PortError>> {
+        let path = format!("/run/netns/{}", self.name);
+        let names = names.to_vec();
+        std::thread::spawn(move || {
+            let f = std::fs::File::open(&path).expect("the namespace's file");
+            nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).expect("entering it");
+            names.iter().map(|n| LinkPort::open(n)).collect()
+        })
+        .join()
+        .expect("the thread that opens the ports")
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("ip").args(["netns", "del", &self.name]).output();
+    }
+}
+
+/// Every frame `p` takes in until 300 ms of quiet.
+fn drain(p: &Port) -> Vec<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let mut fds = [PollFd::new(p.as_fd(), PollFlags::POLLIN)];
+        if poll(&mut fds, 300u16).unwrap_or(0) == 0 {
+            return out;
+        }
+        while let Ok(n) = p.recv(&mut buf) {
+            out.push(buf[..n].to_vec());
+        }
+    }
+}
+
+/// The switch between two network interfaces, as it would stand between two
+/// NIC ports cabled to hosts under test: here the two ends of two veth pairs in
+/// a namespace of their own, the other two ends standing in for the hosts. Frames
+/// cross both ways as sent, a fault rule applies, and the recording holds every
+/// frame with its sender, balancing the counts as on the lab's UDP wire.
+#[test]
+#[ignore = "needs root (a network namespace, raw sockets): bash scripts/test.sh runs it as root"]
+fn between_two_interfaces_it_forwards_applies_rules_and_records() {
+    let ns = Netns::new("bridge");
+    let mut ports = ns.open(&["a1", "b1", "a0", "b0"]).into_iter().map(|p| p.unwrap());
+    let mut next = || Port::Link(ports.next().unwrap());
+    let (a1, b1, host_a, host_b) = (next(), next(), next(), next());
+    let switch = Switch::spawn_on([a1, b1], Ports::default()).unwrap();
+    let dir = std::env::temp_dir().join(format!("roce-bridge-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("cap.pcapng");
+    let run = switch
+        .begin(RunSpec {
+            rules: vec![parse_rule("drop op=send-only nth=2").unwrap()],
+            seed: 1,
+            recorder: Some(Box::new(PcapngRecorder::create(&path).unwrap())),
+            capture: Some(path.clone()),
+            live: None,
+            claim: None,
+            standing: Default::default(),
+        })
+        .unwrap();
+    let sends: Vec<Vec<u8>> =
+        (0..4).map(|i| roce(Dir::AtoB, 0x04, 0x11, i, &[i as u8; 32])).collect();
+    let ack = roce(Dir::BtoA, 0x11, 0x12, 3, b"");
+    for f in &sends {
+        host_a.send(f).unwrap();
+    }
+    let at_b = drain(&host_b);
+    host_b.send(&ack).unwrap();
+    let at_a = drain(&host_a);
+    let rep = switch.end(run).unwrap();
+    assert_eq!(
+        at_b,
+        vec![sends[0].clone(), sends[2].clone(), sends[3].clone()],
+        "the second SEND is dropped, the rest arrive as sent"
+    );
+    assert_eq!(at_a, vec![ack.clone()]);
+    let c = rep.counters;
+    assert_eq!((c.from_a, c.from_b, c.forwarded, c.dropped, c.send_errors), (4, 1, 4, 1, 0));
+    assert!(c.capture_complete(), "{c:?}");
+    let (ifaces, frames) = read_capture(&path).unwrap();
+    assert_eq!(ifaces, ["a", "b"]);
+    let senders: Vec<u32> = frames.iter().map(|f| f.interface).collect();
+    assert_eq!(
+        senders,
+        [0, 0, 0, 0, 1],
+        "four frames a sent (one dropped, recorded as such), one b sent"
+    );
+    assert_eq!(frames[4].data, ack);
+    assert_eq!(rep.socket_drops, 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// An interface that is down cannot be a port, nor one whose MTU cannot carry
+/// a RoCE packet; each error says how to fix it.
+#[test]
+#[ignore = "needs root (a network namespace, raw sockets): bash scripts/test.sh runs it as root"]
+fn a_down_or_small_interface_is_refused() {
+    let ns = Netns::new("badport");
+    let ip = |args: &[&str]| {
+        let out =
+            std::process::Command::new("ip").args(["-n", &ns.name]).args(args).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    ip(&["link", "set", "a1", "down"]);
+    ip(&["link", "set", "b1", "mtu", "1000"]);
+    let got = ns.open(&["a1", "b1", "nosuch0", "a0"]);
+    let err = |i: usize| got[i].as_ref().err().cloned();
+    assert_eq!(err(0), Some(PortError::Down("a1".into())));
+    assert_eq!(err(1), Some(PortError::MtuTooSmall { name: "b1".into(), mtu: 1000 }));
+    match err(2) {
+        Some(PortError::NoSuchInterface { present, .. }) => {
+            assert_eq!(present, ["a0", "a1", "b0", "b1", "lo"], "the namespace's own interfaces")
+        }
+        other => panic!("{other:?}"),
+    }
+    // Up, with its peer down: it opens, and says it has no link.
+    let a0 = got[3].as_ref().expect("a0 is up with MTU 1500");
+    assert_eq!((a0.name(), a0.mtu(), a0.carrier()), ("a0", 1500, false));
 }

@@ -1,0 +1,392 @@
+//! A port of the switch: where frames come in and go out. Either one end of the
+//! lab's UDP wire (a VM's NIC backend is on the other end), or a real Ethernet
+//! interface, read and written whole frames at a time through an `AF_PACKET`
+//! socket: a NIC port cabled to a host under test, a VM's tap, one end of a veth
+//! pair. On an interface the switch is a bump in the wire: it takes in every
+//! frame the interface receives (promiscuous, whatever the destination MAC) and
+//! puts every frame it forwards out of the other port as it came.
+//!
+//! Opening an interface checks what would otherwise fail silently later: that it
+//! exists, is up, may be opened (`CAP_NET_RAW`), and can carry a RoCE packet of
+//! the smallest path MTU.
+//!
+//! Owns: [`Port`], [`LinkPort`], [`PortError`]. Imports: nothing from the crate.
+//! The `AF_PACKET` calls nix does not wrap (binding to an interface, joining
+//! promiscuous mode, ignoring our own sends, the drop statistics) are `libc`
+//! calls here, each with its safety argument.
+use std::cell::Cell;
+use std::fmt;
+use std::io;
+use std::mem;
+use std::net::UdpSocket;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
+
+use nix::sys::socket::{setsockopt, sockopt};
+
+/// Receive and send buffers: a burst must fit while the switch thread is busy.
+const BUFFER: usize = 8 << 20;
+
+/// The smallest Ethernet MTU that carries a RoCEv2 packet of IB MTU 1024, the
+/// smallest path MTU in common use: IPv4 (20) + UDP (8) + BTH (12) + RETH (16) +
+/// 1024 bytes + ICRC (4).
+pub const MIN_MTU: u32 = 1084;
+
+/// One side of the switch.
+#[derive(Debug)]
+pub enum Port {
+    /// The switch's end of a connected UDP socket pair: one datagram, one frame.
+    Udp(UdpSocket),
+    /// A network interface.
+    Link(LinkPort),
+}
+
+impl Port {
+    /// One frame, if one is waiting (the socket does not block).
+    pub(super) fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Port::Udp(s) => s.recv(buf),
+            Port::Link(l) => l.recv(buf),
+        }
+    }
+
+    pub(super) fn send(&self, frame: &[u8]) -> io::Result<usize> {
+        match self {
+            Port::Udp(s) => s.send(frame),
+            Port::Link(l) => l.send(frame),
+        }
+    }
+
+    pub(super) fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Port::Udp(s) => s.as_fd(),
+            Port::Link(l) => l.fd.as_fd(),
+        }
+    }
+
+    /// Frames the kernel dropped on this port because the switch did not read
+    /// them in time, since it was opened (UDP ports: counted for the whole wire
+    /// by [`socket_drops`](super::socket_drops) instead, so 0 here).
+    pub(super) fn drops(&self) -> u64 {
+        match self {
+            Port::Udp(_) => 0,
+            Port::Link(l) => l.drops(),
+        }
+    }
+}
+
+/// A network interface opened as a switch port.
+#[derive(Debug)]
+pub struct LinkPort {
+    fd: OwnedFd,
+    name: String,
+    ifindex: u32,
+    mtu: u32,
+    /// What PACKET_STATISTICS said so far (it resets when read).
+    dropped: Cell<u64>,
+}
+
+/// Why an interface cannot be a port: each says what and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PortError {
+    /// Not a name an interface can have.
+    BadName(String),
+    /// No interface of that name; the ones there are.
+    NoSuchInterface { name: String, present: Vec<String> },
+    /// Administratively down.
+    Down(String),
+    /// Its MTU cannot carry a RoCE packet of the smallest path MTU.
+    MtuTooSmall { name: String, mtu: u32 },
+    /// Opening a raw socket on it was refused.
+    NotPermitted(String),
+    /// Any other failure of the system, with what was being done.
+    Io { name: String, doing: &'static str, error: String },
+}
+
+impl fmt::Display for PortError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PortError::BadName(n) => write!(
+                f,
+                "`{n}` is not an interface name (1 to 15 characters, no `/`, `:` or spaces)"
+            ),
+            PortError::NoSuchInterface { name, present } => write!(
+                f,
+                "no network interface `{name}` here\nhint: the interfaces are: {}",
+                present.join(", ")
+            ),
+            PortError::Down(n) => {
+                write!(f, "interface `{n}` is down\nhint: `ip link set {n} up`")
+            }
+            PortError::MtuTooSmall { name, mtu } => write!(
+                f,
+                "interface `{name}` has MTU {mtu}: it cannot carry a RoCE packet of path MTU 1024 (an Ethernet MTU of {MIN_MTU} at least)\nhint: `ip link set {name} mtu 1500` (and the same on the hosts' RoCE interfaces)"
+            ),
+            PortError::NotPermitted(n) => write!(
+                f,
+                "opening interface `{n}` for raw frames was refused: it needs CAP_NET_RAW\nhint: run as root, or `setcap cap_net_raw,cap_net_admin+ep` on the roce binary"
+            ),
+            PortError::Io { name, doing, error } => {
+                write!(f, "interface `{name}`: {doing}: {error}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for PortError {}
+
+/// Interface `name`'s flags (`SIOCGIFFLAGS`) or MTU (`SIOCGIFMTU`), asked through
+/// `fd`: of the network namespace the socket was made in (sysfs shows the one
+/// it was mounted in, which need not be the same).
+fn ifreq_get(fd: &OwnedFd, name: &str, request: libc::Ioctl) -> io::Result<libc::c_int> {
+    // SAFETY: ifreq is plain data; zero is valid for every field.
+    let mut req: libc::ifreq = unsafe { mem::zeroed() };
+    // The name fits with its NUL: `open` checked it is shorter than IFNAMSIZ.
+    for (d, s) in req.ifr_name.iter_mut().zip(name.bytes()) {
+        *d = s as libc::c_char;
+    }
+    // SAFETY: `req` is a valid ifreq the kernel reads the name from and writes
+    // the answer into, during the call only.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), request, &mut req as *mut libc::ifreq) };
+    if r < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both requests answer in the union's int-sized member (ifru_flags
+    // is a short at the same place, read as such below).
+    Ok(unsafe {
+        if request == libc::SIOCGIFFLAGS {
+            libc::c_int::from(req.ifr_ifru.ifru_flags)
+        } else {
+            req.ifr_ifru.ifru_mtu
+        }
+    })
+}
+
+/// The interfaces of this network namespace, by name.
+pub fn interfaces() -> Vec<String> {
+    let mut names: Vec<String> = nix::net::if_::if_nameindex()
+        .map(|l| l.iter().map(|i| i.name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+impl LinkPort {
+    /// Opens interface `name` as a port: promiscuous, not seeing its own sends,
+    /// without blocking.
+    pub fn open(name: &str) -> Result<LinkPort, PortError> {
+        let valid = !name.is_empty()
+            && name.len() < libc::IFNAMSIZ
+            && !name.contains(['/', ':'])
+            && !name.chars().any(char::is_whitespace)
+            && name != "."
+            && name != "..";
+        if !valid {
+            return Err(PortError::BadName(name.to_string()));
+        }
+        let ifindex = nix::net::if_::if_nametoindex(name).map_err(|_| {
+            PortError::NoSuchInterface { name: name.to_string(), present: interfaces() }
+        })?;
+        let io_err = |doing: &'static str| {
+            let e = io::Error::last_os_error();
+            PortError::Io { name: name.to_string(), doing, error: e.to_string() }
+        };
+        let all = (libc::ETH_P_ALL as u16).to_be() as libc::c_int;
+        // SAFETY: socket(2) takes no pointers; a descriptor it returns is ours.
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                all,
+            )
+        };
+        if raw < 0 {
+            let e = io::Error::last_os_error();
+            return Err(match e.raw_os_error() {
+                Some(libc::EPERM) | Some(libc::EACCES) => PortError::NotPermitted(name.to_string()),
+                _ => PortError::Io {
+                    name: name.to_string(),
+                    doing: "opening a packet socket",
+                    error: e.to_string(),
+                },
+            });
+        }
+        // SAFETY: `raw` is a descriptor socket(2) just returned, owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let flags =
+            ifreq_get(&fd, name, libc::SIOCGIFFLAGS).map_err(|_| io_err("reading its flags"))?;
+        if flags & libc::IFF_UP == 0 {
+            return Err(PortError::Down(name.to_string()));
+        }
+        let mtu = ifreq_get(&fd, name, libc::SIOCGIFMTU).map_err(|_| io_err("reading its MTU"))?;
+        let mtu = u32::try_from(mtu).unwrap_or(0);
+        if mtu < MIN_MTU {
+            return Err(PortError::MtuTooSmall { name: name.to_string(), mtu });
+        }
+        // SAFETY: sockaddr_ll is plain data, zero is a valid value of every field.
+        let mut addr: libc::sockaddr_ll = unsafe { mem::zeroed() };
+        addr.sll_family = libc::AF_PACKET as u16;
+        addr.sll_protocol = (libc::ETH_P_ALL as u16).to_be();
+        addr.sll_ifindex = ifindex as i32;
+        // SAFETY: `addr` is a valid sockaddr_ll for the length given, read only
+        // during the call.
+        let bound = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                (&addr as *const libc::sockaddr_ll).cast(),
+                mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if bound < 0 {
+            return Err(io_err("binding a packet socket to it"));
+        }
+        // SAFETY: packet_mreq is plain data; zero is valid for every field.
+        let mut mreq: libc::packet_mreq = unsafe { mem::zeroed() };
+        mreq.mr_ifindex = ifindex as i32;
+        mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
+        // Promiscuous while the socket is open: the kernel undoes it when it closes.
+        setsockopt_raw(&fd, libc::PACKET_ADD_MEMBERSHIP, &mreq)
+            .map_err(|_| io_err("making it promiscuous"))?;
+        // Our own sends out of this port must not come back in as received
+        // (Linux 4.20 and later; before, `recv` skips them by their type).
+        let _ = setsockopt_raw(&fd, libc::PACKET_IGNORE_OUTGOING, &1 as &libc::c_int);
+        setsockopt(&fd, sockopt::RcvBuf, &BUFFER).map_err(|_| io_err("sizing its buffers"))?;
+        setsockopt(&fd, sockopt::SndBuf, &BUFFER).map_err(|_| io_err("sizing its buffers"))?;
+        let _ = setsockopt(&fd, sockopt::RcvBufForce, &BUFFER);
+        let _ = setsockopt(&fd, sockopt::SndBufForce, &BUFFER);
+        Ok(LinkPort { fd, name: name.to_string(), ifindex, mtu, dropped: Cell::new(0) })
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn ifindex(&self) -> u32 {
+        self.ifindex
+    }
+
+    pub fn mtu(&self) -> u32 {
+        self.mtu
+    }
+
+    /// Is its link up (carrier: the kernel's `IFF_RUNNING`), now?
+    pub fn carrier(&self) -> bool {
+        ifreq_get(&self.fd, &self.name, libc::SIOCGIFFLAGS)
+            .is_ok_and(|f| f & libc::IFF_RUNNING != 0)
+    }
+
+    fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+        loop {
+            // SAFETY: sockaddr_ll is plain data; zero is valid for every field.
+            let mut from: libc::sockaddr_ll = unsafe { mem::zeroed() };
+            let mut len = mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            // SAFETY: `buf` and `from` are valid for writes of the lengths given
+            // for the duration of the call.
+            let n = unsafe {
+                libc::recvfrom(
+                    self.fd.as_raw_fd(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                    libc::MSG_TRUNC,
+                    (&mut from as *mut libc::sockaddr_ll).cast(),
+                    &mut len,
+                )
+            };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if from.sll_pkttype == libc::PACKET_OUTGOING {
+                continue; // our own send, seen on the way out
+            }
+            // MSG_TRUNC: the frame's real length; a frame longer than the buffer
+            // would be cut, so it is refused, never forwarded short.
+            let n = n as usize;
+            if n > buf.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "frame longer than the buffer",
+                ));
+            }
+            return Ok(n);
+        }
+    }
+
+    fn send(&self, frame: &[u8]) -> io::Result<usize> {
+        // SAFETY: `frame` is valid for reads of its length during the call.
+        let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Frames the kernel dropped on this socket since it was opened.
+    fn drops(&self) -> u64 {
+        // SAFETY: tpacket_stats is plain data; zero is valid for every field.
+        let mut st: libc::tpacket_stats = unsafe { mem::zeroed() };
+        let mut len = mem::size_of::<libc::tpacket_stats>() as libc::socklen_t;
+        // SAFETY: `st` is valid for writes of `len` bytes during the call.
+        let r = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats).cast(),
+                &mut len,
+            )
+        };
+        if r == 0 {
+            self.dropped.set(self.dropped.get() + u64::from(st.tp_drops));
+        }
+        self.dropped.get()
+    }
+}
+
+/// setsockopt(2) at SOL_PACKET with a plain-data value.
+fn setsockopt_raw<T>(fd: &OwnedFd, opt: libc::c_int, value: &T) -> io::Result<()> {
+    // SAFETY: `value` is valid for reads of size_of::<T>() bytes during the call,
+    // and the kernel reads only that many.
+    let r = unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            opt,
+            (value as *const T).cast(),
+            mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each bad interface is refused before any socket is opened, with what to do.
+    #[test]
+    fn bad_interfaces_are_refused_with_a_hint() {
+        for bad in ["", "a/b", "has space", "sixteen-chars-xx", ".."] {
+            assert_eq!(LinkPort::open(bad).err(), Some(PortError::BadName(bad.into())), "{bad}");
+        }
+        match LinkPort::open("roce-nosuch0") {
+            Err(e @ PortError::NoSuchInterface { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains("no network interface `roce-nosuch0`"), "{text}");
+                assert!(
+                    text.contains("hint: the interfaces are: ") && text.contains("lo"),
+                    "{text}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let small = PortError::MtuTooSmall { name: "eth9".into(), mtu: 576 }.to_string();
+        assert!(
+            small.contains("MTU 576") && small.contains("ip link set eth9 mtu 1500"),
+            "{small}"
+        );
+    }
+}
