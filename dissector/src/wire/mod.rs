@@ -21,6 +21,7 @@ pub mod ext;
 pub mod icrc;
 pub mod ipv4;
 pub mod ipv6;
+pub mod l4sum;
 pub mod mad;
 pub mod opcode;
 pub mod psn;

@@ -6,11 +6,16 @@
 //! frame the interface receives (promiscuous, whatever the destination MAC) and
 //! puts every frame it forwards out of the other port as it came.
 //!
+//! A frame whose TCP or UDP checksum its sender left to the hardware (a local
+//! sender on a veth or tap: the kernel says so) has it completed on the way,
+//! as a NIC would have: forwarded unfinished, the receiver would drop it.
+//!
 //! Opening an interface checks what would otherwise fail silently later: that it
 //! exists, is up, may be opened (`CAP_NET_RAW`), and can carry a RoCE packet of
 //! the smallest path MTU.
 //!
-//! Owns: [`Port`], [`LinkPort`], [`PortError`]. Imports: nothing from the crate.
+//! Owns: [`Port`], [`LinkPort`], [`PortError`]. Imports: nothing from the crate;
+//! dissector's checksum completion.
 //! The `AF_PACKET` calls nix does not wrap (binding to an interface, joining
 //! promiscuous mode, ignoring our own sends, the drop statistics) are `libc`
 //! calls here, each with its safety argument.
@@ -246,6 +251,9 @@ impl LinkPort {
         // Promiscuous while the socket is open: the kernel undoes it when it closes.
         setsockopt_raw(&fd, libc::PACKET_ADD_MEMBERSHIP, &mreq)
             .map_err(|_| io_err("making it promiscuous"))?;
+        // The kernel says which frames carry a checksum left to the hardware.
+        setsockopt_raw(&fd, libc::PACKET_AUXDATA, &1 as &libc::c_int)
+            .map_err(|_| io_err("asking for its frames' checksum state"))?;
         // Our own sends out of this port must not come back in as received
         // (Linux 4.20 and later; before, `recv` skips them by their type).
         let _ = setsockopt_raw(&fd, libc::PACKET_IGNORE_OUTGOING, &1 as &libc::c_int);
@@ -278,19 +286,20 @@ impl LinkPort {
         loop {
             // SAFETY: sockaddr_ll is plain data; zero is valid for every field.
             let mut from: libc::sockaddr_ll = unsafe { mem::zeroed() };
-            let mut len = mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            // SAFETY: `buf` and `from` are valid for writes of the lengths given
-            // for the duration of the call.
-            let n = unsafe {
-                libc::recvfrom(
-                    self.fd.as_raw_fd(),
-                    buf.as_mut_ptr().cast(),
-                    buf.len(),
-                    libc::MSG_TRUNC,
-                    (&mut from as *mut libc::sockaddr_ll).cast(),
-                    &mut len,
-                )
-            };
+            // Room for one PACKET_AUXDATA message, aligned as cmsghdr wants.
+            let mut control = [0u64; 8];
+            let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
+            // SAFETY: msghdr is plain data; zero is valid for every field.
+            let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+            msg.msg_name = (&mut from as *mut libc::sockaddr_ll).cast();
+            msg.msg_namelen = mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+            msg.msg_iov = &mut iov;
+            msg.msg_iovlen = 1;
+            msg.msg_control = control.as_mut_ptr().cast();
+            msg.msg_controllen = mem::size_of_val(&control);
+            // SAFETY: every pointer in `msg` is to memory valid for writes of the
+            // lengths given, for the duration of the call.
+            let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_TRUNC) };
             if n < 0 {
                 return Err(io::Error::last_os_error());
             }
@@ -305,6 +314,9 @@ impl LinkPort {
                     io::ErrorKind::InvalidData,
                     "frame longer than the buffer",
                 ));
+            }
+            if partial_checksum(&msg) {
+                dissector::wire::l4sum::complete_l4_checksum(&mut buf[..n]);
             }
             return Ok(n);
         }
@@ -340,6 +352,27 @@ impl LinkPort {
         }
         self.dropped.get()
     }
+}
+
+/// Did the kernel say (PACKET_AUXDATA) that the frame's TCP or UDP checksum is
+/// not done yet: a local sender on a virtual interface left it to hardware
+/// that is not there. A NIC would have completed it; so does the switch.
+fn partial_checksum(msg: &libc::msghdr) -> bool {
+    // SAFETY: `msg` was filled by recvmsg(2): its control buffer holds
+    // `msg_controllen` bytes of well-formed cmsghdrs, which the CMSG_* functions
+    // walk without reading past it.
+    unsafe {
+        let mut c = libc::CMSG_FIRSTHDR(msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == libc::PACKET_AUXDATA {
+                let aux: libc::tpacket_auxdata =
+                    std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                return aux.tp_status & libc::TP_STATUS_CSUMNOTREADY != 0;
+            }
+            c = libc::CMSG_NXTHDR(msg, c);
+        }
+    }
+    false
 }
 
 /// setsockopt(2) at SOL_PACKET with a plain-data value.
