@@ -12,6 +12,7 @@ use clap::{CommandFactory, Parser, Subcommand};
 pub(crate) mod exit;
 
 mod agent;
+mod bridge;
 mod check;
 mod completions;
 mod coverage;
@@ -59,6 +60,8 @@ pub enum Command {
     Craft(craft::CraftArgs),
     /// Two Soft-RoCE VMs joined by a recording, fault-injecting switch (RDMA without RDMA NICs).
     Lab(lab::LabArgs),
+    /// The lab's switch between two network interfaces: a recording, fault-injecting bump in the wire between two hosts under test.
+    Bridge(bridge::BridgeArgs),
     /// Validate scenario files without running them (every problem, at file:line:col).
     Check(check::CheckArgs),
     /// How much of the conformance catalogue the scenarios check, per chapter and section; per setup with suite.json files.
@@ -125,6 +128,7 @@ where
         Command::Flows(a) => flows::run(a, out, err),
         Command::Craft(a) => craft::run(a, out),
         Command::Lab(a) => lab::run(a, out),
+        Command::Bridge(a) => bridge::run(a, out, err),
         Command::Check(a) => check::run(a, out, err),
         Command::Coverage(a) => coverage::run(a, out, err),
         Command::Matrix(a) => matrix::run(a, out, err),

@@ -1,0 +1,199 @@
+//! `roce bridge`: the lab's switch between two network interfaces — a bump in
+//! the wire between two hosts under test (or a host and a switch port). Every
+//! frame one port takes in goes out of the other, through the fault rules given,
+//! recorded with its sender; at the end, what was carried and what the rules did.
+//!
+//! Owns: `roce bridge`'s options, opening its ports, and printing what it carried.
+//! Imports: the `lab` crate's switch (ports, runs, rules, recording) and the Ctrl-C
+//! flag of `crate::net::live`.
+use std::io::Write;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use anyhow::anyhow;
+use lab::record::{PcapngRecorder, Recorder};
+use lab::switch::{LinkPort, Port, PortError, Ports, RunSpec, Switch};
+
+use super::exit::{help, CommandResult, Exit, Failure};
+
+/// The switch between two interfaces.
+#[derive(Debug, clap::Args)]
+#[command(after_help = help(&[
+    (Exit::Ok, "the bridge ran and stopped (Ctrl-C, SIGTERM or --duration), its capture complete"),
+    (Exit::Failed, "it stopped, but its capture is incomplete (the report says what is missing)"),
+    (Exit::BadInput, "bad options or fault rules"),
+    (Exit::Setup, "an interface cannot be a port (missing, down, MTU too small, no CAP_NET_RAW), or the capture cannot be written"),
+]))]
+pub struct BridgeArgs {
+    /// An interface: the first is side `a`, the second side `b` (as fault rules
+    /// name them: `dir=a>b` is what the first port takes in). Exactly two.
+    #[arg(long = "port", value_name = "IFACE", required = true, num_args = 1)]
+    ports: Vec<String>,
+    /// Record every frame to this pcapng file (interface `a` or `b`: who sent it;
+    /// what a rule did, as a comment). Written whole when the bridge stops.
+    #[arg(long, value_name = "FILE")]
+    pcap: Option<PathBuf>,
+    /// A fault rule, as in scenarios' `[[fault]]` and `roce lab up --fault`
+    /// (repeatable; see `roce lab up --help` and the fault-rule reference).
+    #[arg(long = "fault", value_name = "RULE")]
+    fault: Vec<String>,
+    /// Seed of the rules' random draws (`prob=`).
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Stop after this many seconds (default: at Ctrl-C or SIGTERM).
+    #[arg(long, value_name = "S")]
+    duration: Option<f64>,
+    /// Print the counters every this many seconds while it runs.
+    #[arg(long, value_name = "S")]
+    every: Option<f64>,
+}
+
+/// What `roce bridge` was asked to do, checked.
+struct Plan {
+    ports: [String; 2],
+    rules: Vec<lab::fault::Rule>,
+    duration: Option<Duration>,
+    every: Option<Duration>,
+}
+
+fn seconds(what: &str, s: Option<f64>) -> Result<Option<Duration>, Failure> {
+    match s {
+        None => Ok(None),
+        Some(v) if v.is_finite() && v > 0.0 && v < 1e9 => Ok(Some(Duration::from_secs_f64(v))),
+        Some(v) => Err(Failure::input(anyhow!("--{what} {v}: give a number of seconds above 0"))),
+    }
+}
+
+impl Plan {
+    fn new(a: &BridgeArgs) -> Result<Plan, Failure> {
+        let ports: [String; 2] = match a.ports.as_slice() {
+            [x, y] if x == y => {
+                return Err(Failure::input(anyhow!(
+                    "--port {x} twice: a bridge joins two different interfaces"
+                )))
+            }
+            [x, y] => [x.clone(), y.clone()],
+            other => {
+                return Err(Failure::input(anyhow!(
+                    "{} --port given: a bridge has exactly two (`--port eth2 --port eth3`)",
+                    other.len()
+                )))
+            }
+        };
+        let rules = lab::fault::parse_rules(&a.fault).map_err(Failure::input)?;
+        if let Some(p) = &a.pcap {
+            if p.is_dir() {
+                return Err(Failure::input(anyhow!(
+                    "--pcap {}: that is a directory; give a file name",
+                    p.display()
+                )));
+            }
+        }
+        Ok(Plan {
+            ports,
+            rules,
+            duration: seconds("duration", a.duration)?,
+            every: seconds("every", a.every)?,
+        })
+    }
+}
+
+fn open(name: &str) -> Result<LinkPort, Failure> {
+    LinkPort::open(name).map_err(|e| match e {
+        PortError::BadName(_) => Failure::input(e),
+        _ => Failure::setup(e),
+    })
+}
+
+pub(super) fn run(a: BridgeArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
+    let plan = Plan::new(&a)?;
+    let pa = open(&plan.ports[0])?;
+    let pb = open(&plan.ports[1])?;
+    let describe = |side: &str, p: &LinkPort| {
+        let link = if p.carrier() { "link up" } else { "NO LINK (no carrier)" };
+        format!("{side} = {} (MTU {}, {link})", p.name(), p.mtu())
+    };
+    writeln!(err, "roce bridge: {} ⇄ {}", describe("a", &pa), describe("b", &pb))?;
+    if pa.mtu() != pb.mtu() {
+        writeln!(
+            err,
+            "warning: the ports' MTUs differ ({} and {}): a frame larger than the smaller is not carried (counted as a send error)",
+            pa.mtu(),
+            pb.mtu()
+        )?;
+    }
+    let recorder: Option<Box<dyn Recorder>> = match &a.pcap {
+        Some(p) => Some(Box::new(PcapngRecorder::create(p).map_err(|e| {
+            Failure::setup(anyhow!("cannot create the capture {}: {e}", p.display()))
+        })?)),
+        None => None,
+    };
+    for r in &plan.rules {
+        writeln!(err, "  fault rule: {r}")?;
+    }
+    let switch = Switch::spawn_on([Port::Link(pa), Port::Link(pb)], Ports::default())?;
+    let run = switch
+        .begin(RunSpec {
+            rules: plan.rules,
+            seed: a.seed,
+            recorder,
+            capture: a.pcap.clone(),
+            live: None,
+            claim: None,
+            standing: Default::default(),
+        })
+        .map_err(Failure::setup)?;
+    let stop = crate::net::live::ctrl_c_flag();
+    let until = |t: Instant| plan.duration.is_some_and(|d| t.elapsed() >= d);
+    let start = Instant::now();
+    let how = match plan.duration {
+        Some(d) => format!("for {:.1} s (or until Ctrl-C)", d.as_secs_f64()),
+        None => "until Ctrl-C or SIGTERM".into(),
+    };
+    writeln!(err, "bridging {how}")?;
+    let mut shown = Instant::now();
+    while !stop.load(Ordering::SeqCst) && !until(start) {
+        std::thread::sleep(Duration::from_millis(100));
+        if plan.every.is_some_and(|e| shown.elapsed() >= e) {
+            shown = Instant::now();
+            if let Ok((_, runs)) = switch.stats() {
+                if let Some(c) = runs.first() {
+                    writeln!(err, "[{:>7.1}s] {}", start.elapsed().as_secs_f64(), c.summary())?;
+                }
+            }
+        }
+    }
+    let rep = switch.end(run).map_err(Failure::setup)?;
+    let c = rep.counters;
+    writeln!(out, "carried for {:.1} s: {}", rep.duration_ms as f64 / 1000.0, c.summary())?;
+    for r in &rep.rules {
+        writeln!(out, "  rule `{}`: matched {}, applied {}", r.rule, r.matched, r.applied)?;
+    }
+    if rep.socket_drops > 0 {
+        writeln!(
+            out,
+            "the kernel dropped {} frames before the bridge read them",
+            rep.socket_drops
+        )?;
+    }
+    // Lost is lost: a frame the kernel dropped never crossed, and is in no capture.
+    let mut whole = rep.socket_drops == 0;
+    match (&rep.capture, &rep.capture_error) {
+        (_, Some(e)) => {
+            whole = false;
+            writeln!(out, "the capture is incomplete: {e}")?
+        }
+        (Some(p), None) if !c.capture_complete() => {
+            whole = false;
+            writeln!(
+                out,
+                "the capture {p} is incomplete: it holds {} frames of those above",
+                c.recorded
+            )?
+        }
+        (Some(p), None) => writeln!(out, "capture: {p} ({} frames)", c.recorded)?,
+        (None, None) => {}
+    }
+    Ok(if whole { Exit::Ok } else { Exit::Failed })
+}
