@@ -10,18 +10,22 @@
 //! answer (a bad ICRC, a foreign P_Key, a TVer other than 0, an unknown
 //! destination QP, a QP in the error state: dropped silently), the probe gets
 //! that expectation, and every batch ends with the oracles every batch has
-//! (see [`Batch::toml`]).
+//! (see [`Batch::toml`]). What every responder batch has is fixtures
+//! (`fixtures/responder-*.toml`, `fixtures/plant-*.toml`); the probes and their
+//! expectations are built as `toml_edit` tables ([`super::doc`]).
 //!
-//! Owns: the responder batch, its probes, the whole coverage space ([`all_cells`]).
-//! Imports: `super::space`, `super::requester`, the dissector's opcode table, the lab's seeded RNG.
+//! Owns: the responder batch, its probes, its fixtures, the whole coverage space
+//! ([`all_cells`]). Imports: `super::space`, `super::requester`, `super::doc`, the
+//! dissector's opcode table, the lab's seeded RNG, `toml_edit`'s values.
 use std::collections::BTreeSet;
-use std::fmt::Write as _;
 
 use dissector::wire::opcode::{Headers, Kind, OpInfo};
 use dissector::wire::{Opcode, Transport};
 use lab::fault::Rng;
+use toml_edit::{Array, InlineTable, Table, Value};
 
 use super::corpus::{self, Corpus, Message};
+use super::doc::{hex, int, Doc};
 use super::space::pick;
 pub(crate) use super::space::{Cell, Class, Target};
 use super::space::{LIVENESS, LIVENESS_OBJECTS};
@@ -71,8 +75,8 @@ struct Request {
     solicited: bool,
     /// Where the message it is part of came from: `captures/…` (seeds only).
     seed: Option<u32>,
-    psn: Option<String>,
-    rkey: Option<String>,
+    psn: Option<Psn>,
+    rkey: Option<u32>,
     bounds: Option<u64>,
     dma_len: Option<u32>,
     length: Option<u32>,
@@ -86,6 +90,25 @@ struct Request {
     q_key: Option<u32>,
     /// `Atomic`: an offset (misaligned, or not) and the operands.
     atomic: Option<(Option<u64>, u64, u64)>,
+}
+
+/// A probe's PSN when it is not the one the QP expects next.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Psn {
+    /// That many after the next (before it, when negative): `"next+3"`.
+    Next(i64),
+    /// This one.
+    At(u32),
+}
+
+impl Psn {
+    /// As a probe's `psn` says it: `"next-2"`, or the PSN.
+    fn value(self) -> Value {
+        match self {
+            Psn::Next(n) => Value::from(format!("next{n:+}")),
+            Psn::At(psn) => int(psn),
+        }
+    }
 }
 
 impl Request {
@@ -194,14 +217,15 @@ impl ProbeGen {
         p
     }
 
-    /// `key = value` pairs of the probe's inline table, in order.
-    fn fields(&self) -> Vec<(&'static str, String)> {
+    /// The probe's inline table (`probe = { id = …, opcode = …, … }`), its
+    /// keys in order.
+    fn fields(&self) -> InlineTable {
         let r = &self.req;
-        let mut f: Vec<(&'static str, String)> = Vec::new();
-        f.push(("id", format!("\"{}\"", self.id)));
-        f.push(("opcode", format!("\"{}\"", self.opcode)));
-        if let Some(p) = &r.psn {
-            f.push(("psn", p.clone()));
+        let mut f = InlineTable::new();
+        f.insert("id", Value::from(self.id.as_str()));
+        f.insert("opcode", Value::from(self.opcode.to_string()));
+        if let Some(p) = r.psn {
+            f.insert("psn", p.value());
         }
         if r.remote {
             // The offset the later of two changes that move it says.
@@ -214,56 +238,73 @@ impl ProbeGen {
                     _ => {}
                 }
             }
-            let key = r.rkey.as_ref().map(|k| format!(", rkey = {k}")).unwrap_or_default();
-            f.push(("remote", format!("{{ mr = \"{}\", offset = {offset}{key} }}", r.mr)));
+            let mut remote = InlineTable::new();
+            remote.insert("mr", Value::from(r.mr));
+            remote.insert("offset", int(offset));
+            if let Some(k) = r.rkey {
+                remote.insert("rkey", hex(k, 1));
+            }
+            f.insert("remote", Value::from(remote));
         }
         if let Some(d) = r.dma_len.or(r.dma) {
-            f.push(("dma_len", d.to_string()));
+            f.insert("dma_len", int(d));
         }
         if let (Some(byte), len @ 1..) = (r.byte, r.payload_len()) {
-            f.push(("payload", format!("{{ pattern = \"{byte:02x}\" }}")));
-            f.push(("len", len.to_string()));
+            let mut payload = InlineTable::new();
+            payload.insert("pattern", Value::from(format!("{byte:02x}")));
+            f.insert("payload", Value::from(payload));
+            f.insert("len", int(len));
         }
         if let Some((_, compare, swap_add)) = r.atomic {
-            f.push(("compare", compare.to_string()));
-            f.push((if r.cmp_swap { "swap" } else { "add" }, swap_add.to_string()));
+            f.insert("compare", int(compare));
+            f.insert(if r.cmp_swap { "swap" } else { "add" }, int(swap_add));
         }
         if let Some(p) = r.pad {
-            f.push(("pad", p.to_string()));
+            f.insert("pad", int(p));
         }
         if let Some(t) = r.tver {
-            f.push(("tver", t.to_string()));
+            f.insert("tver", int(t));
         }
         if r.bad_icrc {
-            f.push(("bad_icrc", "true".into()));
+            f.insert("bad_icrc", Value::from(true));
         }
         match r.bits {
             Some(a) => {
-                f.push(("ack_req", a.to_string()));
-                f.push(("solicited", "true".into()));
+                f.insert("ack_req", Value::from(a));
+                f.insert("solicited", Value::from(true));
             }
             None => {
                 if !r.ack_req {
-                    f.push(("ack_req", "false".into()));
+                    f.insert("ack_req", Value::from(false));
                 }
                 if r.solicited {
-                    f.push(("solicited", "true".into()));
+                    f.insert("solicited", Value::from(true));
                 }
             }
         }
         if let Some(p) = r.p_key {
-            f.push(("p_key", format!("{p:#06x}")));
+            f.insert("p_key", hex(p, 4));
         }
         if let Some(q) = r.dest_qp {
-            f.push(("dest_qp", format!("{q:#x}")));
+            f.insert("dest_qp", hex(q, 1));
         }
         if let Some(q) = r.q_key {
-            f.push(("q_key", format!("{q:#x}")));
+            f.insert("q_key", hex(q, 1));
         }
         // Long enough for its answers to come before the next probe goes (the
         // judge gives a probe what answers until the prober's next request).
-        f.push(("settle_ms", "50".into()));
+        f.insert("settle_ms", int(50u32));
         f
+    }
+
+    /// Its step: a sends the request to its QP.
+    fn step(&self) -> Table {
+        let mut t = Table::new();
+        t.insert("on", toml_edit::value("a"));
+        t.insert("op", toml_edit::value("probe"));
+        t.insert("qp", toml_edit::value(self.target.qp()));
+        t.insert("probe", toml_edit::value(self.fields()));
+        t
     }
 
     /// What IBA says of the request whatever the rest: dropped without an answer.
@@ -360,10 +401,11 @@ pub(crate) enum Plant {
 }
 
 impl Plant {
+    /// Its `[[fault]]` rule: a fixture.
     fn fault(self) -> &'static str {
         match self {
-            Plant::Protocol => "\n# Planted (roce fuzz --plant protocol): the switch answers for the QP in ERR.\n[[fault]]\nrule = \"respond with=ack\"\nfrom = \"a\"\nqp = \"rc_err\"\n",
-            Plant::Liveness => "\n# Planted (roce fuzz --plant liveness): nothing a sends on `fresh` arrives.\n[[fault]]\nrule = \"drop\"\nfrom = \"a\"\nqp = \"fresh\"\n",
+            Plant::Protocol => include_str!("fixtures/plant-protocol.toml"),
+            Plant::Liveness => include_str!("fixtures/plant-liveness.toml"),
         }
     }
 }
@@ -556,13 +598,13 @@ impl Batch {
             match c {
                 Class::Psn => {
                     r.psn = Some(match rng.next_u64() % 4 {
-                        0 => format!("\"next-{}\"", 1 + rng.next_u64() % 3),
-                        1 => format!("\"next+{}\"", 1 + rng.next_u64() % 4),
-                        2 => format!("\"next+{}\"", 1000 + rng.next_u64() % 100_000),
-                        _ => format!("{}", rng.next_u64() & 0xff_ffff),
+                        0 => Psn::Next(-1 - (rng.next_u64() % 3) as i64),
+                        1 => Psn::Next(1 + (rng.next_u64() % 4) as i64),
+                        2 => Psn::Next(1000 + (rng.next_u64() % 100_000) as i64),
+                        _ => Psn::At(rng.next_u64() as u32 & 0xff_ffff),
                     })
                 }
-                Class::Rkey => r.rkey = Some(format!("{:#x}", rng.next_u64() as u32 | 0x8000_0000)),
+                Class::Rkey => r.rkey = Some(rng.next_u64() as u32 | 0x8000_0000),
                 Class::Bounds => {
                     r.bounds = Some(match rng.next_u64() % 3 {
                         // Straddling the end (from 0 when the payload is
@@ -611,7 +653,9 @@ impl Batch {
     }
 
     /// The batch as a scenario file, with only the probes `keep` (indices into
-    /// `probes`, in order). Every batch has the same setup and the same oracles:
+    /// `probes`, in order), under a header of comments: `title`, the seed and
+    /// batch, each item kept. Every batch has the same setup and the same
+    /// oracles (fixtures; the probes' steps and expectations are built):
     ///
     /// - MR `target` on b allows every remote access; MR `locked` allows none, so
     ///   no request may change it (`unchanged = true`); nothing outside either,
@@ -621,62 +665,60 @@ impl Batch {
     /// - after the probes, a WRITE from a on a fresh RC QP lands and completes
     ///   (`[[expect.completion]]`, `[[expect.memory]]`): the device still works.
     pub(crate) fn toml(&self, keep: &[usize], title: &str) -> String {
-        let mut s = String::new();
+        let name = format!("fuzz: seed {} batch {}", self.seed, self.index);
         if let Some(r) = &self.requester {
-            let _ = writeln!(s, "# {title}");
-            let _ = writeln!(
-                s,
-                "# Drawn by `roce fuzz --seed {}`: batch {} (requester), items kept: {:?}.",
-                self.seed, self.index, keep
-            );
-            for &i in keep {
-                let _ = writeln!(s, "#   {i}: {}", r.describe(i));
-            }
-            return s + &r.toml(keep, &format!("fuzz: seed {} batch {}", self.seed, self.index));
+            let mut header = vec![
+                title.to_string(),
+                format!(
+                    "Drawn by `roce fuzz --seed {}`: batch {} (requester), items kept: {:?}.",
+                    self.seed, self.index, keep
+                ),
+            ];
+            header.extend(keep.iter().map(|&i| format!("  {i}: {}", r.describe(i))));
+            let mut doc = Doc::new(header);
+            doc.set("name", name);
+            r.write(keep, &mut doc);
+            return doc.to_string();
         }
         let kept: Vec<&ProbeGen> = keep.iter().filter_map(|&i| self.probes.get(i)).collect();
-        let _ = writeln!(s, "# {title}");
-        let _ = writeln!(
-            s,
-            "# Drawn by `roce fuzz --seed {}`: batch {}, probes {}.",
-            self.seed,
-            self.index,
-            kept.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(" ")
-        );
-        for p in &kept {
-            let _ = writeln!(s, "#   {}: {}", p.id, p.describe());
-        }
-        let _ = writeln!(s, "name = \"fuzz: seed {} batch {}\"", self.seed, self.index);
-        s.push_str(SETUP);
+        let mut header = vec![
+            title.to_string(),
+            format!(
+                "Drawn by `roce fuzz --seed {}`: batch {}, probes {}.",
+                self.seed,
+                self.index,
+                kept.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(" ")
+            ),
+        ];
+        header.extend(kept.iter().map(|p| format!("  {}: {}", p.id, p.describe())));
+        let mut doc = Doc::new(header);
+        doc.set("name", name);
+        doc.fixture(SETUP);
         let big = kept.iter().any(|p| p.req.mr == "big");
         if big {
-            s.push_str(BIG);
+            doc.fixture(BIG);
         }
-        s.push_str(LIVENESS_OBJECTS);
+        doc.fixture(LIVENESS_OBJECTS);
         for p in &kept {
-            let fields: Vec<String> =
-                p.fields().iter().map(|(k, v)| format!("{k} = {v}")).collect();
-            let _ = write!(
-                s,
-                "\n[[step]]\non = \"a\"\nop = \"probe\"\nqp = \"{}\"\nprobe = {{ {} }}\n",
-                p.target.qp(),
-                fields.join(", ")
-            );
+            doc.push(&["step"], p.step(), None);
         }
-        s.push_str(LIVENESS);
-        s.push_str(MEMORY);
+        doc.fixture(LIVENESS);
+        doc.fixture(MEMORY);
         if big {
-            s.push_str(BIG_MEMORY);
+            doc.fixture(BIG_MEMORY);
         }
         if let Some(p) = self.plant {
-            s.push_str(p.fault());
+            doc.fixture(p.fault());
         }
-        for p in kept.iter().filter(|p| p.silent.is_some()) {
-            let why = p.silent.unwrap_or_default();
-            let _ =
-                write!(s, "\n# {why}\n[[expect.probe]]\nprobe = \"{}\"\nresponses = []\n", p.id);
+        for p in &kept {
+            if let Some(why) = p.silent {
+                let mut t = Table::new();
+                t.insert("probe", toml_edit::value(p.id.as_str()));
+                t.insert("responses", toml_edit::value(Array::new()));
+                doc.push(&["expect", "probe"], t, Some(why));
+            }
         }
-        s
+        doc.to_string()
     }
 
     /// Its coverage cells.
@@ -716,123 +758,17 @@ fn foreign(t: Target) -> Vec<&'static OpInfo> {
         .collect()
 }
 
-/// The QPs, MRs and receives every batch starts from.
-const SETUP: &str = r#"format = 3
-timeout_ms = 60000
+/// The QPs, MRs and receives every responder batch starts from.
+const SETUP: &str = include_str!("fixtures/responder-setup.toml");
 
-[endpoints.a]
-[endpoints.b]
+/// MR `big` on b, for the messages seeded from captures ([`BIG_SIZE`] bytes).
+const BIG: &str = include_str!("fixtures/responder-big.toml");
 
-[[qp]]
-name = "rc"
-type = "rc"
-between = ["b", "a"]
-psn = { a = 100, b = 500 }
-access = { b = ["remote_write", "remote_read", "remote_atomic"] }
-
-[[qp]]
-name = "uc"
-type = "uc"
-between = ["b", "a"]
-psn = { a = 1000, b = 5000 }
-access = { b = ["remote_write"] }
-
-[[qp]]
-name = "ud"
-type = "ud"
-between = ["b", "a"]
-
-[[qp]]
-name = "rc_err"
-type = "rc"
-between = ["b", "a"]
-psn = { a = 2000, b = 6000 }
-
-[[mr]]
-name = "target"
-on = "b"
-size = 64
-access = ["local_write", "remote_write", "remote_read", "remote_atomic"]
-init = { pattern = "00" }
-
-[[mr]]
-name = "locked"
-on = "b"
-size = 64
-access = ["local_write"]
-init = { pattern = "5a" }
-
-[[mr]]
-name = "rbuf"
-on = "b"
-size = 4096
-access = ["local_write"]
-
-[[step]]
-on = "b"
-op = "post_recv"
-qp = "rc"
-wr_id = 1
-sge = [{ mr = "rbuf", len = 1024 }]
-
-[[step]]
-on = "b"
-op = "post_recv"
-qp = "uc"
-wr_id = 2
-sge = [{ mr = "rbuf", offset = 1024, len = 1024 }]
-
-[[step]]
-on = "b"
-op = "post_recv"
-qp = "ud"
-wr_id = 3
-sge = [{ mr = "rbuf", offset = 2048, len = 2048 }]
-
-[[step]]
-on = "b"
-op = "modify_qp"
-qp = "rc_err"
-state = "err"
-"#;
+/// The memory oracle of MR `big`.
+const BIG_MEMORY: &str = include_str!("fixtures/responder-big-memory.toml");
 
 /// The memory oracles every responder batch ends with.
-/// MR `big` on b, for the messages seeded from captures ([`BIG_SIZE`] bytes).
-const BIG: &str = r#"
-[[mr]]
-name = "big"
-on = "b"
-size = 4096
-access = ["local_write", "remote_write", "remote_read"]
-init = { pattern = "00" }
-"#;
-
-const BIG_MEMORY: &str = r#"
-[[expect.memory]]
-on = "b"
-mr = "big"
-outside = "unchanged"
-"#;
-
-const MEMORY: &str = r#"
-# Memory: no request may change an MR that allows no remote access, and no
-# request may write outside any MR.
-[[expect.memory]]
-on = "b"
-mr = "locked"
-unchanged = true
-outside = "unchanged"
-
-[[expect.memory]]
-on = "b"
-mr = "target"
-outside = "unchanged"
-
-[[expect.memory]]
-on = "b"
-mr = "rbuf"
-outside = "unchanged"
-"#;
+const MEMORY: &str = include_str!("fixtures/responder-memory.toml");
 
 #[cfg(test)]
 mod tests {
@@ -844,6 +780,75 @@ mod tests {
         assert_eq!(Batch::generate(7, 3, 12), Batch::generate(7, 3, 12));
         assert_ne!(Batch::generate(7, 3, 12), Batch::generate(7, 4, 12));
         assert_ne!(Batch::generate(7, 3, 12), Batch::generate(8, 3, 12));
+        // And so is its file, byte for byte, of either kind.
+        for index in 0..6 {
+            let text = |b: Batch| b.toml(&(0..b.items()).collect::<Vec<_>>(), "t");
+            assert_eq!(text(Batch::generate(7, index, 12)), text(Batch::generate(7, index, 12)));
+        }
+    }
+
+    /// The warning every batch loads with: it names no rule of the conformance
+    /// catalogue (a batch checks what IBA fixes of whatever it drew).
+    const NO_SPEC: &str = "the scenario names no rule of the conformance catalogue";
+
+    /// Loads `text` as a scenario: no error, no warning but [`NO_SPEC`].
+    pub(crate) fn load(text: &str) -> crate::scenario::model::Scenario {
+        let sc = crate::scenario::check::parse_str(Path::new("fuzz.toml"), text)
+            .unwrap_or_else(|e| panic!("{}\n{text}", e[0]));
+        let warnings: Vec<&str> =
+            sc.warnings.iter().map(|w| w.message.as_str()).filter(|m| *m != NO_SPEC).collect();
+        assert!(warnings.is_empty(), "{warnings:?}\n{text}");
+        sc
+    }
+
+    /// For several seeds, every batch of either kind loads, with every item and
+    /// with a few, its fixtures and drawn tables in their places.
+    #[test]
+    fn every_batch_of_either_kind_loads_without_warnings() {
+        let (mut responders, mut requesters) = (0, 0);
+        for seed in [0, 1, 7, 42, 1234] {
+            for index in 0..9 {
+                let b = Batch::generate(seed, index, 16);
+                let all: Vec<usize> = (0..b.items()).collect();
+                for keep in [all.clone(), all.iter().copied().step_by(2).collect()] {
+                    let sc = load(&b.toml(&keep, "t"));
+                    assert_eq!(sc.name, format!("fuzz: seed {seed} batch {index}"));
+                    // The liveness WRITE comes last, on its fresh QP.
+                    let last = sc.steps.last().and_then(|s| s.action());
+                    assert!(matches!(last, Some(crate::protocol::Action::Post { .. })), "{last:?}");
+                    assert!(sc.qps.iter().any(|q| q.name == "fresh"));
+                    assert!(sc.expect.completion.iter().any(|c| c.wr_id == Some(99)));
+                }
+                match b.requester {
+                    Some(_) => requesters += 1,
+                    None => responders += 1,
+                }
+            }
+        }
+        assert!(responders > 0 && requesters > 0, "{responders} {requesters}");
+    }
+
+    /// What the fixtures hold agrees with what the generator assumes of them:
+    /// the MRs' sizes, the QPs it aims at.
+    #[test]
+    fn the_fixtures_are_what_the_generator_aims_at() {
+        let setup: toml::Table = toml::from_str(SETUP).expect("TOML");
+        let size = |t: &toml::Table, name: &str| {
+            t["mr"].as_array().and_then(|mrs| {
+                mrs.iter().find(|m| m["name"].as_str() == Some(name))?["size"].as_integer()
+            })
+        };
+        assert_eq!(size(&setup, "target"), Some(MR_SIZE as i64));
+        assert_eq!(size(&setup, "locked"), Some(MR_SIZE as i64));
+        let big: toml::Table = toml::from_str(BIG).expect("TOML");
+        assert_eq!(size(&big, "big"), Some(i64::from(BIG_SIZE)));
+        let qps: Vec<&str> = setup["qp"]
+            .as_array()
+            .map(|q| q.iter().filter_map(|q| q["name"].as_str()).collect())
+            .unwrap_or_default();
+        for t in Target::ALL {
+            assert!(qps.contains(&t.qp()), "{t:?}");
+        }
     }
 
     /// Batches seeded from the project's captures send captured messages
@@ -858,8 +863,7 @@ mod tests {
             let b = Batch::generate_from(21, i, 16, &corpus);
             let all: Vec<usize> = (0..b.items()).collect();
             let text = b.toml(&all, "test");
-            crate::scenario::check::parse_str(Path::new("fuzz.toml"), &text)
-                .unwrap_or_else(|e| panic!("batch {i}: {}", e[0]));
+            let sc = load(&text);
             assert_eq!(b.probes.len(), if b.requester.is_some() { 0 } else { 16 });
             for p in b.probes.iter().filter(|p| p.req.seed.is_some()) {
                 seeded += 1;
@@ -867,7 +871,7 @@ mod tests {
                 assert!(m.packets.iter().any(|c| c.opcode == p.opcode), "{}", p.describe());
                 assert!(p.describe().contains("(captured message"), "{}", p.describe());
                 if p.req.mr == "big" {
-                    assert!(text.contains("name = \"big\""), "{text}");
+                    assert!(sc.mrs.iter().any(|m| m.name == "big"), "{text}");
                     // A bounds change is at or past the end of `big` itself.
                     if let Some(o) = p.req.bounds {
                         assert!(o >= u64::from(BIG_SIZE - PMTU / 2), "{}: {o}", p.describe());
@@ -891,8 +895,7 @@ mod tests {
         for seed in 60..900 {
             let b = Batch::generate(seed, seed / 7, 16);
             let all: Vec<usize> = (0..b.items()).collect();
-            crate::scenario::check::parse_str(Path::new("fuzz.toml"), &b.toml(&all, "test"))
-                .unwrap_or_else(|e| panic!("seed {seed}: {}", e[0]));
+            load(&b.toml(&all, "test"));
         }
         for seed in 0..60 {
             // Every third index is a requester batch: its items are rules,
@@ -901,8 +904,7 @@ mod tests {
             let all: Vec<usize> = (0..b.items()).collect();
             for keep in [all.clone(), all.iter().copied().step_by(3).collect(), vec![]] {
                 let text = b.toml(&keep, "test");
-                let sc = crate::scenario::check::parse_str(Path::new("fuzz.toml"), &text)
-                    .unwrap_or_else(|e| panic!("seed {seed}: {}\n{text}", e[0]));
+                let sc = load(&text);
                 let probes = sc
                     .steps
                     .iter()
@@ -924,10 +926,8 @@ mod tests {
         }
         for plant in [Plant::Protocol, Plant::Liveness] {
             let b = Batch { plant: Some(plant), ..Batch::generate(3, 3, 4) };
-            let sc =
-                crate::scenario::check::parse_str(Path::new("fuzz.toml"), &b.toml(&[0, 1], "t"))
-                    .unwrap_or_else(|e| panic!("{plant:?}: {}", e[0]));
-            assert_eq!(sc.faults.len(), 1);
+            let sc = load(&b.toml(&[0, 1], "t"));
+            assert_eq!(sc.faults.len(), 1, "{plant:?}");
         }
     }
 
@@ -966,10 +966,17 @@ mod tests {
         assert!(p.silent.is_some_and(|w| w.contains("bad ICRC")));
         let i = b.probes.iter().position(|x| x == p).unwrap();
         let text = b.toml(&[i], "t");
-        assert!(
-            text.contains(&format!("[[expect.probe]]\nprobe = \"{}\"\nresponses = []", p.id)),
-            "{text}"
-        );
+        let sc = load(&text);
+        let expected: Vec<(&str, Option<usize>)> = sc
+            .expect
+            .probe
+            .iter()
+            .map(|e| (e.probe.as_str(), e.responses.as_ref().map(Vec::len)))
+            .collect();
+        assert_eq!(expected, [(p.id.as_str(), Some(0))], "{text}");
+        // With IBA's reason above it, one comment line.
+        let why = format!("# {}\n[[expect.probe]]\n", p.silent.unwrap_or_default());
+        assert!(text.contains(&why), "{text}");
         // A plain RC request: the device decides (no expectation).
         let plain = (0..50)
             .flat_map(|i| Batch::generate(6, i, 16).probes)

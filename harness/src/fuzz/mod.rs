@@ -28,6 +28,7 @@ use crate::controller::{self, Endpoints, RunPlan, WireSource};
 use crate::results::{ScenarioResult, VerdictKind};
 
 pub(crate) mod corpus;
+mod doc;
 pub(crate) mod gen;
 mod minimise;
 mod requester;
@@ -889,15 +890,27 @@ mod tests {
     }
 
     /// A requester batch's scenario names itself in TOML's own quoting: a name
-    /// with quotes or a backslash still loads as that name.
+    /// with quotes, a backslash or a line break still loads as that name, and
+    /// a header line with one stays a comment.
     #[test]
     fn a_requester_batch_quotes_its_name() {
         let b = full_requester_batch();
         let r = b.requester.as_ref().expect("a requester batch");
         let keep: Vec<usize> = (0..b.items()).collect();
-        let name = r#"fuzz: "quoted" \ name"#;
-        let doc: toml_edit::DocumentMut = r.toml(&keep, name).parse().expect("valid TOML");
-        assert_eq!(doc["name"].as_str(), Some(name));
+        let name = "fuzz: \"quoted\" \\ name\non two lines";
+        let mut doc = doc::Doc::new(["a \"title\"\nname = \"not a key\""]);
+        doc.set("name", name);
+        r.write(&keep, &mut doc);
+        let text = doc.to_string();
+        assert!(text.starts_with("# a \"title\" name = \"not a key\"\n"), "{text}");
+        let sc = crate::scenario::check::parse_str(Path::new("r.toml"), &text)
+            .unwrap_or_else(|e| panic!("{}\n{text}", e[0]));
+        assert_eq!(sc.name, name);
+        // So does a batch's title.
+        let text = b.toml(&keep, "a title\n[[step]]");
+        let sc = crate::scenario::check::parse_str(Path::new("r.toml"), &text)
+            .unwrap_or_else(|e| panic!("{}\n{text}", e[0]));
+        assert_eq!(sc.name, format!("fuzz: seed {} batch {}", b.seed, b.index));
     }
 
     /// A requester batch's oracle: a success whose memory is wrong, and a WR with

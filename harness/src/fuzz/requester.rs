@@ -16,14 +16,18 @@
 //! [`RequesterBatch::sightings`] reads the pairs (a success whose memory is
 //! wrong is the finding, a failure with its memory unwritten is not).
 //!
-//! Owns: the requester batch, its fault menu, its oracle. Imports: the seeded
-//! RNG, the results' verdicts and observations, `super::space`'s coverage cell
-//! types.
-use std::fmt::Write as _;
-
+//! The batch's setup and each operation's step with its expectations are
+//! fixtures (`fixtures/requester-*.toml`); the switch's rules are built as
+//! `toml_edit` tables ([`super::doc`]).
+//!
+//! Owns: the requester batch, its fault menu, its fixtures, its oracle. Imports:
+//! the seeded RNG, the results' verdicts and observations, `super::space`'s
+//! coverage cell types, `super::doc`.
 use dissector::wire::Opcode;
 use lab::fault::Rng;
+use toml_edit::Table;
 
+use super::doc::Doc;
 use super::space::{pick, Cell, Class, Target, LIVENESS, LIVENESS_OBJECTS};
 use super::{Oracle, Sighting};
 use crate::judge::observe::completion_key;
@@ -46,31 +50,12 @@ pub(crate) enum Inv {
 impl Inv {
     const ALL: [Inv; 4] = [Inv::Bound, Inv::Type1, Inv::Unbound, Inv::Nothing];
 
-    fn toml(self) -> &'static str {
-        match self {
-            Inv::Bound => "{ mw = \"w2\" }",
-            Inv::Type1 => "{ mw = \"w1\" }",
-            Inv::Unbound => "{ mw = \"w2u\" }",
-            Inv::Nothing => "{ rkey = 0x5eed0000 }",
-        }
-    }
-
     pub(super) fn name(self) -> &'static str {
         match self {
             Inv::Bound => "a bound type 2 window",
             Inv::Type1 => "a type 1 window",
             Inv::Unbound => "a type 2 window never bound",
             Inv::Nothing => "an rkey of nothing",
-        }
-    }
-
-    /// IBA's answer, at both ends: the SEND's completion at a and the
-    /// receive's at b (10.6.7.2: an R_Key that cannot be invalidated is an
-    /// invalid request, NAKed; the receive completes in error).
-    fn status(self) -> WcStatus {
-        match self {
-            Inv::Bound => WcStatus::SUCCESS,
-            _ => WcStatus::REM_INV_REQ_ERR,
         }
     }
 }
@@ -131,35 +116,18 @@ impl Op {
         }
     }
 
-    fn step(self) -> String {
+    /// Its fixture: its step, then its expectations (IBA's answer and the
+    /// memory that shows it). A receive completed in error leaves its buffer
+    /// undefined (IBA 10.7.2.2): only a successful one's bytes are stated.
+    fn fixture(self) -> &'static str {
         match self {
-            Op::Write => "[[step]]\non = \"a\"\nop = \"write\"\nqp = \"rc\"\nwr_id = 1\nsge = [{ mr = \"src\" }]\nremote = { mr = \"target\" }\n".into(),
-            Op::Read => "[[step]]\non = \"a\"\nop = \"read\"\nqp = \"rc\"\nwr_id = 2\nsge = [{ mr = \"rdst\" }]\nremote = { mr = \"target\", offset = 32 }\n".into(),
-            Op::FetchAdd => "[[step]]\non = \"a\"\nop = \"fetch_add\"\nqp = \"rc\"\nwr_id = 3\nsge = [{ mr = \"adst\" }]\nremote = { mr = \"target\", offset = 56 }\nadd = 1\n".into(),
-            Op::SendInv(k) => format!("[[step]]\non = \"a\"\nop = \"send_inv\"\nqp = \"rc\"\nwr_id = 4\nsge = [{{ mr = \"msg\" }}]\ninvalidate = {}\n", k.toml()),
-        }
-    }
-
-    /// Its expectations: IBA's answer and the memory that shows it.
-    fn expect(self) -> String {
-        let done = |on: &str, wr_id: u64, status: WcStatus| {
-            format!(
-                "\n[[expect.completion]]\non = \"{on}\"\nwr_id = {wr_id}\nstatus = \"{status}\"\n"
-            )
-        };
-        match self {
-            Op::Write => done("a", 1, WcStatus::SUCCESS) + "\n[[expect.memory]]\non = \"b\"\nmr = \"target\"\nequals = { bytes = \"a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1 a1\" }\noutside = \"unchanged\"\n",
-            Op::Read => done("a", 2, WcStatus::SUCCESS) + "\n[[expect.memory]]\non = \"a\"\nmr = \"rdst\"\nequals = { pattern = \"c3\" }\noutside = \"unchanged\"\n",
-            Op::FetchAdd => done("a", 3, WcStatus::SUCCESS) + "\n[[expect.memory]]\non = \"a\"\nmr = \"adst\"\nequals = { pattern = \"c3\" }\noutside = \"unchanged\"\n",
-            // A receive completed in error leaves its buffer undefined (IBA
-            // 10.7.2.2): only a successful one's bytes are stated.
-            Op::SendInv(k) => {
-                let mut s = done("a", 4, k.status()) + &done("b", RECV, k.status());
-                if k == Inv::Bound {
-                    s.push_str("\n[[expect.memory]]\non = \"b\"\nmr = \"rbuf\"\nequals = { text = \"inv-send\" }\noutside = \"unchanged\"\n");
-                }
-                s
-            }
+            Op::Write => WRITE,
+            Op::Read => READ,
+            Op::FetchAdd => FETCH_ADD,
+            Op::SendInv(Inv::Bound) => SEND_INV_BOUND,
+            Op::SendInv(Inv::Type1) => SEND_INV_TYPE1,
+            Op::SendInv(Inv::Unbound) => SEND_INV_UNBOUND,
+            Op::SendInv(Inv::Nothing) => SEND_INV_NOTHING,
         }
     }
 
@@ -361,36 +329,29 @@ impl RequesterBatch {
         }
     }
 
-    /// The batch as a scenario, with only the rules and operations `keep`.
-    pub(crate) fn toml(&self, keep: &[usize], name: &str) -> String {
+    /// The batch as a scenario (after its header and name in `doc`), with only
+    /// the rules and operations `keep`.
+    pub(super) fn write(&self, keep: &[usize], doc: &mut Doc) {
         let ops = self.kept_ops(keep);
-        let inv = ops.iter().any(|op| matches!(op, Op::SendInv(_)));
-        let mut s = String::new();
-        let _ = writeln!(s, "name = {}", toml_edit::Value::from(name));
-        if inv {
-            s.push_str("requires = [\"mw_type1\", \"mw_type2\"]\n");
+        doc.fixture(SETUP);
+        if ops.iter().any(|op| matches!(op, Op::SendInv(_))) {
+            doc.fixture(INVALIDATE_SETUP);
         }
-        s.push_str(SETUP);
-        if inv {
-            s.push_str(INVALIDATE_SETUP);
-        }
-        s.push_str(LIVENESS_OBJECTS);
+        doc.fixture(LIVENESS_OBJECTS);
         for op in &ops {
-            s.push('\n');
-            s.push_str(&op.step());
+            doc.fixture_part(op.fixture(), "step");
         }
         for f in keep.iter().filter_map(|&i| self.faults.get(i)) {
-            let _ = write!(
-                s,
-                "\n[[fault]]\nrule = \"{}\"\nfrom = \"{}\"\nqp = \"rc\"\n",
-                f.rule, f.from
-            );
+            let mut t = Table::new();
+            t.insert("rule", toml_edit::value(f.rule.as_str()));
+            t.insert("from", toml_edit::value(f.from));
+            t.insert("qp", toml_edit::value("rc"));
+            doc.push(&["fault"], t, None);
         }
-        s.push_str(LIVENESS);
+        doc.fixture(LIVENESS);
         for op in &ops {
-            s.push_str(&op.expect());
+            doc.fixture_part(op.fixture(), "expect");
         }
-        s
     }
 
     /// What the requester oracle sees, with the rules and operations `keep`:
@@ -481,114 +442,80 @@ pub(crate) fn all_cells() -> Vec<Cell> {
 }
 
 /// b's windows and the receive a SEND with Invalidate consumes: `w1` (type 1)
-/// and `w2` (type 2) bound over `wtarget`, `w2u` (type 2) never bound.
-const INVALIDATE_SETUP: &str = r#"
-[[mr]]
-name = "msg"
-on = "a"
-size = 8
-init = { text = "inv-send" }
-
-[[mr]]
-name = "wtarget"
-on = "b"
-size = 16
-access = ["local_write", "mw_bind"]
-
-[[mr]]
-name = "rbuf"
-on = "b"
-size = 8
-access = ["local_write"]
-
-[[mw]]
-name = "w1"
-on = "b"
-type = 1
-
-[[mw]]
-name = "w2"
-on = "b"
-type = 2
-
-[[mw]]
-name = "w2u"
-on = "b"
-type = 2
-
-[[step]]
-on = "b"
-op = "bind_mw"
-qp = "rc"
-wr_id = 10
-mw = "w1"
-mr = "wtarget"
-offset = 0
-len = 16
-access = ["remote_write"]
-
-[[step]]
-on = "b"
-op = "bind_mw"
-qp = "rc"
-wr_id = 11
-mw = "w2"
-mr = "wtarget"
-access = ["remote_write"]
-
-[[step]]
-on = "b"
-op = "wait_completions"
-count = 2
-
-[[step]]
-on = "b"
-op = "post_recv"
-qp = "rc"
-wr_id = 14
-sge = [{ mr = "rbuf" }]
-"#;
+/// and `w2` (type 2) bound over `wtarget`, `w2u` (type 2) never bound; and the
+/// features they take (`requires`).
+const INVALIDATE_SETUP: &str = include_str!("fixtures/requester-invalidate-setup.toml");
 
 /// A QP whose requester gives up soon (ACK timeout 16.8 ms, 3 retries, 3 RNR
 /// retries) and the MRs of the three operations.
-const SETUP: &str = r#"format = 3
-timeout_ms = 30000
+const SETUP: &str = include_str!("fixtures/requester-setup.toml");
 
-[endpoints.a]
-[endpoints.b]
+/// Each operation's step and expectations ([`Op::fixture`]).
+const WRITE: &str = include_str!("fixtures/requester-write.toml");
+const READ: &str = include_str!("fixtures/requester-read.toml");
+const FETCH_ADD: &str = include_str!("fixtures/requester-fetch-add.toml");
+const SEND_INV_BOUND: &str = include_str!("fixtures/requester-send-inv-bound.toml");
+const SEND_INV_TYPE1: &str = include_str!("fixtures/requester-send-inv-type1.toml");
+const SEND_INV_UNBOUND: &str = include_str!("fixtures/requester-send-inv-unbound.toml");
+const SEND_INV_NOTHING: &str = include_str!("fixtures/requester-send-inv-nothing.toml");
 
-[[qp]]
-name = "rc"
-type = "rc"
-between = ["b", "a"]
-psn = { a = 100, b = 500 }
-timeout = 12
-retry_cnt = 3
-rnr_retry = 3
-access = { b = ["remote_write", "remote_read", "remote_atomic"] }
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-[[mr]]
-name = "src"
-on = "a"
-size = 32
-init = { pattern = "a1" }
-
-[[mr]]
-name = "rdst"
-on = "a"
-size = 16
-access = ["local_write"]
-
-[[mr]]
-name = "adst"
-on = "a"
-size = 8
-access = ["local_write"]
-
-[[mr]]
-name = "target"
-on = "b"
-size = 64
-access = ["local_write", "remote_write", "remote_read", "remote_atomic"]
-init = { pattern = "c3" }
-"#;
+    /// Each operation's fixture is what the rest of this module takes it for:
+    /// a's step with the operation's wr_id, IBA's answer at a (and at b's
+    /// receive [`RECV`] for a SEND), the memory [`Op::memory`] names when the
+    /// operation succeeds, the key a SEND with Invalidate names.
+    #[test]
+    fn each_operation_fixture_is_that_operation() {
+        for op in Op::BASIC.into_iter().chain(Inv::ALL.map(Op::SendInv)) {
+            let t: toml::Table = toml::from_str(op.fixture()).expect("TOML");
+            let list = |v: &toml::Value| v.as_array().cloned().unwrap_or_default();
+            let steps = list(&t["step"]);
+            assert_eq!(steps.len(), 1, "{op:?}");
+            assert_eq!(steps[0]["on"].as_str(), Some("a"), "{op:?}");
+            assert_eq!(steps[0]["wr_id"].as_integer(), Some(op.wr_id() as i64), "{op:?}");
+            // IBA 10.6.7.2: an R_Key b may not invalidate is an invalid
+            // request, NAKed; the receive it consumed completes in error.
+            let status = match op {
+                Op::SendInv(k) if k != Inv::Bound => "IBV_WC_REM_INV_REQ_ERR",
+                _ => "IBV_WC_SUCCESS",
+            };
+            let done: Vec<(String, i64, String)> = list(&t["expect"]["completion"])
+                .iter()
+                .map(|c| {
+                    let s = |k: &str| c[k].as_str().unwrap_or_default().to_string();
+                    (s("on"), c["wr_id"].as_integer().unwrap_or(-1), s("status"))
+                })
+                .collect();
+            let mut want = vec![("a".to_string(), op.wr_id() as i64, status.to_string())];
+            if let Op::SendInv(k) = op {
+                want.push(("b".to_string(), RECV as i64, status.to_string()));
+                let key = &steps[0]["invalidate"];
+                let (name, rkey) = (key.get("mw").and_then(|m| m.as_str()), key.get("rkey"));
+                match k {
+                    Inv::Bound => assert_eq!(name, Some("w2")),
+                    Inv::Type1 => assert_eq!(name, Some("w1")),
+                    Inv::Unbound => assert_eq!(name, Some("w2u")),
+                    Inv::Nothing => assert!(rkey.is_some(), "{key:?}"),
+                }
+            }
+            assert_eq!(done, want, "{op:?}");
+            let memory: Vec<(String, String)> = t["expect"]
+                .get("memory")
+                .map(list)
+                .unwrap_or_default()
+                .iter()
+                .map(|m| {
+                    let s = |k: &str| m[k].as_str().unwrap_or_default().to_string();
+                    (s("on"), s("mr"))
+                })
+                .collect();
+            let (on, mr) = op.memory();
+            let want =
+                if status == "IBV_WC_SUCCESS" { vec![(on.into(), mr.into())] } else { vec![] };
+            assert_eq!(memory, want, "{op:?}");
+        }
+    }
+}

@@ -2,8 +2,9 @@
 //! of change, the coverage cells, and the liveness block every batch ends with.
 //! Both kinds of batch ([`super::gen`], [`super::requester`]) read it.
 //!
-//! Owns: [`Target`], [`Class`], [`Cell`], the liveness block, [`pick`]. Imports:
-//! the dissector's opcode table, the lab's seeded RNG.
+//! Owns: [`Target`], [`Class`], [`Cell`], the liveness block (its fixtures,
+//! `fixtures/liveness-objects.toml` and `fixtures/liveness.toml`), [`pick`].
+//! Imports: the dissector's opcode table, the lab's seeded RNG.
 use dissector::wire::opcode::{Headers, OpInfo};
 use dissector::wire::{Opcode, Transport};
 use lab::fault::Rng;
@@ -178,43 +179,7 @@ impl Class {
 pub(crate) type Cell = (Opcode, Class, Target);
 
 /// The fresh QP and the MRs of the liveness WRITE every batch ends with.
-pub(crate) const LIVENESS_OBJECTS: &str = r#"
-[[qp]]
-name = "fresh"
-type = "rc"
-between = ["b", "a"]
-
-[[mr]]
-name = "lsrc"
-on = "a"
-size = 8
-init = { text = "liveness" }
-
-[[mr]]
-name = "dst"
-on = "b"
-size = 8
-access = ["local_write", "remote_write"]
-"#;
+pub(crate) const LIVENESS_OBJECTS: &str = include_str!("fixtures/liveness-objects.toml");
 
 /// Liveness: after the batch, a WRITE on the fresh QP lands and completes.
-pub(crate) const LIVENESS: &str = r#"
-# Liveness: after the batch, a WRITE on a fresh QP still lands and completes.
-[[step]]
-on = "a"
-op = "write"
-qp = "fresh"
-wr_id = 99
-sge = [{ mr = "lsrc" }]
-remote = { mr = "dst" }
-
-[[expect.completion]]
-on = "a"
-wr_id = 99
-status = "IBV_WC_SUCCESS"
-
-[[expect.memory]]
-on = "b"
-mr = "dst"
-equals = { text = "liveness" }
-"#;
+pub(crate) const LIVENESS: &str = include_str!("fixtures/liveness.toml");

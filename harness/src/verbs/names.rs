@@ -153,7 +153,6 @@ named_values!(
 
 impl WcStatus {
     pub(crate) const SUCCESS: WcStatus = WcStatus(0);
-    pub(crate) const REM_INV_REQ_ERR: WcStatus = WcStatus(9);
 }
 
 impl WcOpcode {
