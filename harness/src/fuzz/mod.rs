@@ -5,8 +5,10 @@
 //! file `roce run` reproduces.
 //!
 //! The oracles, each a [`Oracle`]:
-//! - memory: the MR no remote access is allowed to stays as it was, and the
-//!   guard regions around every MR hold their canary (`outside = "unchanged"`);
+//! - memory: the MR no remote access is allowed to stays as it was, the
+//!   guard regions around every MR hold their canary (`outside = "unchanged"`),
+//!   and every WRITE b acknowledged placed exactly its payload where it aimed
+//!   (`probe_writes = "landed"`);
 //! - kernel: the VMs' consoles gain no oops, BUG, WARNING, KASAN, lockup,
 //!   refcount or list-corruption report, and no VM dies;
 //! - liveness: after the probes, a WRITE on a fresh QP lands and completes;
@@ -393,7 +395,8 @@ fn sightings(
             },
             VerdictKind::Memory
                 if v.what.starts_with("memory outside ")
-                    || v.what.starts_with("memory of MR locked on b") =>
+                    || v.what.starts_with("memory of MR locked on b")
+                    || v.what.ends_with(crate::judge::probes::ACKNOWLEDGED_WRITES) =>
             {
                 Sighting {
                     oracle: Oracle::Memory,
@@ -846,6 +849,11 @@ mod tests {
             v(VerdictKind::Memory, "memory of MR locked on b at offset 0", true),
             v(VerdictKind::Probe, &format!("probe {}", p.id), false),
             v(VerdictKind::Completion, "completion of wr_id 99 on a", false),
+            v(
+                VerdictKind::Memory,
+                "memory of MR target on b: the probe WRITEs it acknowledged",
+                false,
+            ),
         ];
         let oops = (
             lab::state::Vm::B,
@@ -856,9 +864,12 @@ mod tests {
         let oracles: Vec<Oracle> = s.iter().map(|s| s.oracle).collect();
         assert_eq!(
             oracles,
-            [Oracle::Kernel, Oracle::Memory, Oracle::Protocol, Oracle::Liveness],
+            [Oracle::Kernel, Oracle::Memory, Oracle::Protocol, Oracle::Liveness, Oracle::Memory],
             "{s:#?}"
         );
+        // An acknowledged WRITE whose payload is not where it aimed: the memory
+        // oracle's, known by the verdict (no offsets or bytes in the signature).
+        assert_eq!(s[4].signature, "memory of MR target on b: the probe WRITEs it acknowledged");
         assert_eq!(s[0].signature, "BUG on VM b: BUG: kernel NULL pointer dereference, address: N");
         assert_eq!(s[1].signature, "memory outside MR target on b");
         assert!(

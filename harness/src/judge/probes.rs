@@ -197,6 +197,10 @@ pub(crate) fn verdict(
     v
 }
 
+/// How a [`writes_landed`] verdict ends its name: `memory of MR X on E: the
+/// probe WRITEs it acknowledged` (the fuzzer's memory oracle reads it).
+pub(crate) const ACKNOWLEDGED_WRITES: &str = ": the probe WRITEs it acknowledged";
+
 /// `probe_writes = "landed"`: every crafted RDMA WRITE into MR `e.mr` of `e.on`
 /// that the target acknowledged placed exactly the payload the prober sent,
 /// where its RETH aimed it, as far as nothing later wrote there. A byte is only
@@ -213,7 +217,7 @@ pub(crate) fn writes_landed(
     o: &Evidence,
     answers: &Result<Vec<ProbeAnswer>, String>,
 ) -> Verdict {
-    let what = format!("memory of MR {} on {}: the probe WRITEs it acknowledged", e.mr, e.on);
+    let what = format!("memory of MR {} on {}{ACKNOWLEDGED_WRITES}", e.mr, e.on);
     let expected = "each acknowledged WRITE's payload where it was aimed".to_string();
     let fail = |actual: String| {
         Verdict::new(VerdictKind::Memory, what.clone(), false, expected.clone(), actual)
