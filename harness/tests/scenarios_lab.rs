@@ -529,6 +529,99 @@ mod in_lab {
         }
     }
 
+    /// The lab as a bench of real wires: each VM's test NIC a host tap, the switch
+    /// between the two taps through AF_PACKET, as `roce bridge` stands between two
+    /// NIC ports. The whole suite, held to the same profile as on the UDP wire,
+    /// passes (so every verdict is the UDP lab's), each device's counters agree
+    /// with the switch's recording, and the taps go with the lab.
+    #[test]
+    #[ignore = "needs the lab: bash scripts/test.sh builds the VM images, then runs it"]
+    fn the_suite_through_host_taps_gives_the_udp_wires_verdicts() {
+        let roce = |args: &[&str]| {
+            let out = Command::new(env!("CARGO_BIN_EXE_roce")).args(args).output().expect("roce");
+            let text = format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            (out.status.code(), text)
+        };
+        let lab = Lab(format!("tap-{}", std::process::id()));
+        let (code, said) = roce(&["lab", "--name", &lab.0, "up", "--wire", "tap"]);
+        assert_eq!(code, Some(0), "{said}");
+        assert!(said.contains("wire: a host tap per VM"), "{said}");
+        let status = Command::new(env!("CARGO_BIN_EXE_roce"))
+            .args(["lab", "--name", &lab.0, "status", "--json"])
+            .output()
+            .expect("roce lab status");
+        let st: Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+        let taps: Vec<String> = st["taps"]
+            .as_array()
+            .expect("the lab names its taps")
+            .iter()
+            .filter_map(|t| t.as_str().map(str::to_string))
+            .collect();
+        assert_eq!(taps.len(), 2, "{st:#}");
+        let exists = |name: &str| {
+            Command::new("ip")
+                .args(["link", "show", name])
+                .output()
+                .is_ok_and(|o| o.status.success())
+        };
+        for t in &taps {
+            assert!(exists(t), "tap {t} is there while the lab is up");
+            // Lab frames only: the host has no address on it, IPv6 included.
+            let addr = Command::new("ip").args(["-o", "addr", "show", "dev", t]).output().unwrap();
+            assert!(addr.stdout.is_empty(), "{}", String::from_utf8_lossy(&addr.stdout));
+        }
+        let out_dir = std::env::temp_dir().join(format!("roce-taps-{}", std::process::id()));
+        let json = out_dir.join("report.json");
+        let profile = repo().join("profiles").join("rxe-linux-6.1.toml");
+        let (code, said) = roce(&[
+            "run",
+            "--lab",
+            &lab.0,
+            "-q",
+            "--profile",
+            profile.to_str().unwrap(),
+            "--out",
+            out_dir.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+            repo().join("scenarios").to_str().unwrap(),
+        ]);
+        assert_eq!(
+            code,
+            Some(0),
+            "every scenario as the profile recorded it on the UDP wire:\n{said}"
+        );
+        let report: Value =
+            serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("JSON");
+        let scenarios = report["scenarios"].as_array().expect("scenarios");
+        let mut read = 0;
+        let mut disagree = Vec::new();
+        for s in scenarios.iter().filter(|s| s["status"] != "skipped") {
+            let Some(counters) = s["counters"].as_object() else { continue };
+            read += usize::from(counters.len() == 2);
+            for (ep, c) in counters {
+                for x in c["reconciled"].as_array().into_iter().flatten() {
+                    let (device, wire) = (x["device"].as_u64(), x["wire"].as_u64());
+                    let least = x["wire_min"].as_u64().or(wire);
+                    if !(least <= device && device <= wire) {
+                        disagree.push(format!("{} on {ep}: {x}", s["name"]));
+                    }
+                }
+            }
+        }
+        assert!(read >= 250, "only {read} scenarios read both ends' counters");
+        assert!(disagree.is_empty(), "counters against the wire:\n{}", disagree.join("\n"));
+        drop(lab);
+        for t in &taps {
+            assert!(!exists(t), "tap {t} went with the lab");
+        }
+        let _ = std::fs::remove_dir_all(&out_dir);
+    }
+
     #[test]
     #[ignore = "needs the lab: bash scripts/test.sh builds the VM images, then runs it"]
     fn a_vm_that_dies_or_hangs_fails_its_scenario_and_the_run_goes_on() {

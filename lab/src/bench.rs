@@ -107,6 +107,7 @@ fn boot(bench: &LabPaths, args: &BenchPlan, p: &Progress) -> Result<(String, Str
             idle_timeout_min: 10,
             rules: vec![],
             seed: 1,
+            wire: None,
         },
         p,
     )?;

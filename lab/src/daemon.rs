@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
 use std::io::{self, Write};
-use std::os::fd::{AsFd, AsRawFd, FromRawFd};
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::Path;
 use std::process::Child;
@@ -31,8 +31,9 @@ use super::fault::Rule;
 use super::image::{Image, Release};
 use super::record::PcapngRecorder;
 use super::state::{self, Flock, LabPaths, Vm};
-use super::switch::{RunId, RunReport, RunSpec, Standing, Switch, Wire};
-use super::vm::{self, Accel, VmSpec};
+use super::switch::{LinkPort, Port, Ports, RunId, RunReport, RunSpec, Standing, Switch, Wire};
+use super::tap::{Tap, WireKind};
+use super::vm::{self, Accel, NetFd, VmSpec};
 
 const GUEST_INIT: &str = include_str!("assets/guest-init.sh");
 /// How often the VMs' consoles are read for a stuck NIC.
@@ -50,6 +51,8 @@ pub struct DaemonOpts {
     /// Fault rules applied to all traffic while the lab is up, and first in every run.
     pub standing_rules: Vec<Rule>,
     pub standing_seed: u64,
+    /// What joins the VMs' test NICs to the switch.
+    pub wire: WireKind,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -119,6 +122,8 @@ struct Shared {
     /// Standing fault rules and seed; while no run is in progress they apply
     /// through an unrecorded background run.
     standing: (Vec<Rule>, u64),
+    /// The host taps that are the VMs' NICs (VM a's, VM b's), when the wire is taps.
+    taps: Option<[String; 2]>,
 }
 
 fn log(msg: &str) {
@@ -310,6 +315,7 @@ impl Shared {
             "standing_counts": self.switch.standing().unwrap_or_default(),
             "vms": vms,
             "ports": self.switch.ports(),
+            "taps": self.taps,
             "counters": total,
             "run": runs.first(),
             "runs": runs.len(),
@@ -432,13 +438,32 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
     let (accel, accel_note) = vm::resolve_accel(opts.accel, &img, paths, &|m| log(m))?;
     log(&format!("accelerator: {accel_note}"));
 
-    let wire = Wire::new().context("creating the wire's UDP sockets on 127.0.0.1")?;
-    let switch = Switch::spawn(&wire)?;
-    log(&format!("switch: {:?}", wire.ports()));
+    let (switch, backends, taps) = match opts.wire {
+        WireKind::Udp => {
+            let wire = Wire::new().context("creating the wire's UDP sockets on 127.0.0.1")?;
+            log(&format!("switch: {:?}", wire.ports()));
+            let switch = Switch::spawn(&wire)?;
+            // qemu takes the VM sockets; the switch has its clones.
+            (switch, [Backend::Dgram(wire.vm_a.into()), Backend::Dgram(wire.vm_b.into())], None)
+        }
+        WireKind::Tap => {
+            let tap = |vm: Vm| {
+                Tap::create(&format!("roce{}%d", vm.name()))
+                    .with_context(|| format!("creating VM {}'s tap interface", vm.name()))
+            };
+            let (ta, tb) = (tap(Vm::A)?, tap(Vm::B)?);
+            let port =
+                |t: &Tap| LinkPort::open(&t.name).map(Port::Link).map_err(anyhow::Error::msg);
+            let switch = Switch::spawn_on([port(&ta)?, port(&tb)?], Ports::default())?;
+            log(&format!("switch: on taps {} (VM a) and {} (VM b)", ta.name, tb.name));
+            let names = [ta.name.clone(), tb.name.clone()];
+            (switch, [Backend::Tap(ta.fd), Backend::Tap(tb.fd)], Some(names))
+        }
+    };
     let boot_start = Instant::now();
-    let mut qemus = start_vms(&img, paths, accel, &wire)?;
+    let mut qemus = start_vms(&img, paths, accel, &backends)?;
     let pids = [0, 1].map(|i| qemus.0[i].as_ref().map(|c| c.id()).unwrap_or(0));
-    drop(wire); // qemu holds the VM sockets now; the switch its clones
+    drop(backends); // qemu holds them now
 
     let shared = Arc::new(Shared {
         paths: paths.clone(),
@@ -462,6 +487,7 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
         clients: AtomicU32::new(0),
         idle_timeout: opts.idle_timeout,
         standing: (opts.standing_rules.clone(), opts.standing_seed),
+        taps,
     });
     shared.begin_background_run()?;
     for vm in Vm::BOTH {
@@ -481,18 +507,27 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
 }
 
 /// Starts qemu for both VMs, each with its end of the wire as its NIC.
-fn start_vms(img: &Image, paths: &LabPaths, accel: Accel, wire: &Wire) -> Result<Qemus> {
+fn start_vms(img: &Image, paths: &LabPaths, accel: Accel, wire: &[Backend; 2]) -> Result<Qemus> {
     let mut qemus = Qemus([None, None], [paths.qemu_pidfile(Vm::A), paths.qemu_pidfile(Vm::B)]);
     for vm in Vm::BOTH {
-        let sock = if vm == Vm::A { &wire.vm_a } else { &wire.vm_b };
-        let fd = sock.as_raw_fd();
-        let spec = VmSpec { vm, accel, net_fd: Some(fd), paths, probe: false };
+        let net = match &wire[vm.index()] {
+            Backend::Dgram(s) => NetFd::Dgram(s.as_raw_fd()),
+            Backend::Tap(t) => NetFd::Tap(t.as_raw_fd()),
+        };
+        let fd = net.fd();
+        let spec = VmSpec { vm, accel, net: Some(net), paths, probe: false };
         let cmd = vm::command(img, &spec)?;
         log(&format!("starting VM {}: {:?}", vm.name(), cmd));
         let child = vm::spawn(cmd, Some(fd), &paths.dir.join(format!("{}.qemu.log", vm.name())))?;
         qemus.0[vm.index()] = Some(child);
     }
     Ok(qemus)
+}
+
+/// A VM's NIC backend, held until qemu has it: its end of the UDP wire, or its tap.
+enum Backend {
+    Dgram(OwnedFd),
+    Tap(OwnedFd),
 }
 
 /// The daemon's main loop: serves each client on its own thread and watches the

@@ -38,6 +38,7 @@ mod respond;
 pub mod run;
 pub mod state;
 pub mod switch;
+pub mod tap;
 pub mod vm;
 
 pub use lifecycle::{

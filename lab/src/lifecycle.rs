@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use crate::control::Request;
 use crate::progress::Progress;
 use crate::state::{self, default_root, own_image, Flock, LabPaths, Vm};
+use crate::tap::WireKind;
 use crate::vm::Accel;
 use crate::{client, fault, image};
 
@@ -53,13 +54,17 @@ pub struct Definition {
     /// The seed of the rules' draws (`prob`, `jitter`).
     pub seed: u64,
     pub idle_timeout_min: u64,
+    /// What joins the VMs to the switch (a definition from before there was a
+    /// choice: the UDP wire).
+    #[serde(default)]
+    pub wire: WireKind,
 }
 
 impl Definition {
     /// A lab with no standing rules, idle for at most two hours: what `roce run`
     /// boots when it finds no lab.
     pub fn plain(image: image::Release) -> Definition {
-        Definition { image, rules: Vec::new(), seed: 1, idle_timeout_min: 120 }
+        Definition { image, rules: Vec::new(), seed: 1, idle_timeout_min: 120, wire: WireKind::Udp }
     }
 
     /// "with its 2 standing fault rules (seed 3)", or "" for a lab without any.
@@ -116,6 +121,8 @@ pub struct UpOpts {
     /// out comes back with the rules it was given.
     pub rules: Vec<fault::Rule>,
     pub seed: u64,
+    /// The wire asked for; `None`: as the lab was last defined (else UDP).
+    pub wire: Option<WireKind>,
 }
 
 impl UpOpts {
@@ -130,6 +137,7 @@ impl UpOpts {
             idle_timeout_min: plain.idle_timeout_min,
             rules: plain.rules,
             seed: plain.seed,
+            wire: None,
         }
     }
 
@@ -142,11 +150,19 @@ impl UpOpts {
             rules: self.rules.clone(),
             seed: self.seed,
             idle_timeout_min: self.idle_timeout_min,
+            wire: self.wire.unwrap_or_default(),
+        };
+        let Some(mut was) = Definition::remembered(paths)?.filter(|d| d.image == self.image) else {
+            return Ok(asked);
         };
         if !asked.rules.is_empty() {
-            return Ok(asked);
+            (was.rules, was.seed, was.idle_timeout_min) =
+                (asked.rules, asked.seed, asked.idle_timeout_min);
         }
-        Ok(Definition::remembered(paths)?.filter(|d| d.image == self.image).unwrap_or(asked))
+        if let Some(w) = self.wire {
+            was.wire = w;
+        }
+        Ok(was)
     }
 }
 
@@ -185,8 +201,12 @@ impl UpReport {
                 paths.name, self.image, self.kernel, self.accel
             ));
         }
+        let wire = match self.definition.wire {
+            WireKind::Udp => "wire recorded by the switch",
+            WireKind::Tap => "wire: a host tap per VM, recorded by the switch between them",
+        };
         s.push_str(&format!(
-            "\n  a: {}  b: {}  — rxe0 ACTIVE, GID index 1 = ::ffff:<ip> on both; wire recorded by the switch",
+            "\n  a: {}  b: {}  — rxe0 ACTIVE, GID index 1 = ::ffff:<ip> on both; {wire}",
             Vm::A.ip(),
             Vm::B.ip()
         ));
@@ -460,6 +480,8 @@ fn spawn_daemon(paths: &LabPaths, opts: &UpOpts, def: &Definition, lock: Flock) 
         .arg(def.seed.to_string())
         .arg("--rules-json")
         .arg(serde_json::to_string(&def.rules).context("the standing fault rules")?)
+        .arg("--wire")
+        .arg(def.wire.name())
         .arg("--lab-dir")
         .arg(&paths.dir)
         .stdin(Stdio::null())

@@ -51,12 +51,28 @@ impl std::str::FromStr for Accel {
 
 pub const MEMORY_MB: u32 = 512;
 
+/// A VM's NIC backend, as a descriptor qemu inherits: a UDP socket connected to
+/// the switch's, or a tap the switch is a port of.
+#[derive(Debug, Clone, Copy)]
+pub enum NetFd {
+    Dgram(RawFd),
+    Tap(RawFd),
+}
+
+impl NetFd {
+    pub fn fd(self) -> RawFd {
+        match self {
+            NetFd::Dgram(fd) | NetFd::Tap(fd) => fd,
+        }
+    }
+}
+
 /// What a VM needs besides the image and its lab's paths.
 pub struct VmSpec<'a> {
     pub vm: Vm,
     pub accel: Accel,
-    /// The UDP socket (connected to the switch) qemu uses as the NIC backend.
-    pub net_fd: Option<RawFd>,
+    /// The descriptor qemu uses as the NIC backend.
+    pub net: Option<NetFd>,
     pub paths: &'a LabPaths,
     pub probe: bool,
 }
@@ -94,8 +110,15 @@ pub fn command(img: &Image, spec: &VmSpec) -> Result<Command> {
     c.arg("-chardev")
         .arg(format!("socket,id=ctl,path={},server=on,wait=off", p.agent_socket(vm).display()));
     c.args(["-device", &format!("virtserialport,chardev=ctl,name={}", super::guest::PORT_NAME)]);
-    if let Some(fd) = spec.net_fd {
-        c.arg("-netdev").arg(format!("dgram,id=wire,local.type=fd,local.str={fd}"));
+    if let Some(net) = spec.net {
+        match net {
+            NetFd::Dgram(fd) => {
+                c.arg("-netdev").arg(format!("dgram,id=wire,local.type=fd,local.str={fd}"))
+            }
+            // No vnet header: the guest computes its own checksums, so what the
+            // tap carries is what a NIC would put on a wire.
+            NetFd::Tap(fd) => c.arg("-netdev").arg(format!("tap,id=wire,fd={fd},vhost=off")),
+        };
         c.arg("-device").arg(format!("virtio-net-pci,netdev=wire,mac={},romfile=", vm.mac()));
     }
     if !spec.probe {
@@ -205,7 +228,7 @@ pub fn resolve_accel(
 /// once) and waits for the guest's "probe ok" on the console.
 fn probe_kvm(img: &Image, paths: &LabPaths, deadline: Duration) -> Result<(bool, String)> {
     fs::create_dir_all(paths.share())?;
-    let spec = VmSpec { vm: Vm::A, accel: Accel::Kvm, net_fd: None, paths, probe: true };
+    let spec = VmSpec { vm: Vm::A, accel: Accel::Kvm, net: None, paths, probe: true };
     let c = command(img, &spec)?;
     let log = paths.dir.join("kvm-probe.log");
     let mut child = spawn(c, None, &log)?;

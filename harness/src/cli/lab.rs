@@ -81,6 +81,12 @@ pub enum LabCommand {
         /// Seed for probabilistic standing rules
         #[arg(long)]
         seed: Option<u64>,
+        /// What joins the VMs' test NICs to the switch: `udp` (sockets on
+        /// 127.0.0.1, no privileges) or `tap` (a host tap interface per VM, the
+        /// switch on each through AF_PACKET, as `roce bridge` on two NIC ports;
+        /// needs root) [default: as the lab was last defined, else udp]
+        #[arg(long, value_parser = parse_wire, value_name = "udp|tap")]
+        wire: Option<lab::tap::WireKind>,
     },
     /// Stop the VMs
     Down,
@@ -136,10 +142,16 @@ pub enum LabCommand {
         rules_json: Option<String>,
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        #[arg(long, value_parser = parse_wire, default_value = "udp")]
+        wire: lab::tap::WireKind,
         /// The lab directory (so stale-process checks can recognise us)
         #[arg(long)]
         lab_dir: Option<PathBuf>,
     },
+}
+
+fn parse_wire(s: &str) -> Result<lab::tap::WireKind, String> {
+    lab::tap::WireKind::parse(s).ok_or_else(|| format!("`{s}`: the wire is `udp` or `tap`"))
 }
 
 fn parse_vm(s: &str) -> Result<Vm, String> {
@@ -315,7 +327,7 @@ pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> CommandResult {
             }
             Ok(Exit::Ok)
         }
-        LabCommand::Up { accel, boot_timeout, idle_timeout, fault, faults, seed } => {
+        LabCommand::Up { accel, boot_timeout, idle_timeout, fault, faults, seed, wire } => {
             let (rules, seed) =
                 fault::rules_from(&fault, faults.as_deref(), seed).map_err(Failure::input)?;
             let opts = UpOpts {
@@ -325,6 +337,7 @@ pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> CommandResult {
                 idle_timeout_min: idle_timeout,
                 rules,
                 seed,
+                wire,
             };
             let up = lab::up(&paths, &opts, &Progress::new(false))?;
             writeln!(out, "{}", up.describe(&paths))?;
@@ -377,6 +390,7 @@ pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> CommandResult {
             boot_timeout,
             rules_json,
             seed,
+            wire,
             lab_dir: _,
         } => {
             let standing_rules = match rules_json {
@@ -392,6 +406,7 @@ pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> CommandResult {
                 boot_timeout: Duration::from_secs(boot_timeout),
                 standing_rules,
                 standing_seed: seed,
+                wire,
             })?;
             Ok(Exit::Ok)
         }
@@ -510,11 +525,18 @@ fn print_status(
         }
     }
     let ports = &st["ports"];
-    writeln!(
-        out,
-        "  switch: 127.0.0.1 ports a={} b={} (VM sockets {} {})",
-        ports["switch_a"], ports["switch_b"], ports["vm_a"], ports["vm_b"]
-    )?;
+    match st["taps"].as_array().map(|t| t.iter().filter_map(|n| n.as_str()).collect::<Vec<_>>()) {
+        Some(t) if t.len() == 2 => writeln!(
+            out,
+            "  switch: between host taps {} (VM a) and {} (VM b), through AF_PACKET",
+            t[0], t[1]
+        )?,
+        _ => writeln!(
+            out,
+            "  switch: 127.0.0.1 ports a={} b={} (VM sockets {} {})",
+            ports["switch_a"], ports["switch_b"], ports["vm_a"], ports["vm_b"]
+        )?,
+    }
     if let Ok(c) = serde_json::from_value::<lab::switch::Counters>(st["counters"].clone()) {
         writeln!(out, "  counters since boot: {}", c.summary())?;
     }
