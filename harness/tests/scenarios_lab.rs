@@ -24,6 +24,31 @@ mod in_lab {
         }
     }
 
+    /// Each device's counters, set against the switch's recording in a run's JSON
+    /// report: every scenario run reads both ends' (rxe's), and what they count
+    /// sent and received is what the wire carried (or within what the wire cannot
+    /// tell).
+    fn counters_agree_with_the_wire(scenarios: &[Value]) {
+        let mut read = 0;
+        let mut disagree = Vec::new();
+        for s in scenarios.iter().filter(|s| s["status"] != "skipped") {
+            let Some(counters) = s["counters"].as_object() else { continue };
+            read += usize::from(counters.len() == 2);
+            for (ep, c) in counters {
+                assert_eq!(c["driver"], "rxe", "{:#}: {c:#}", s["name"]);
+                for x in c["reconciled"].as_array().into_iter().flatten() {
+                    let (device, wire) = (x["device"].as_u64(), x["wire"].as_u64());
+                    let least = x["wire_min"].as_u64().or(wire);
+                    if !(least <= device && device <= wire) {
+                        disagree.push(format!("{} on {ep}: {x}", s["name"]));
+                    }
+                }
+            }
+        }
+        assert!(read >= 250, "only {read} scenarios read both ends' counters");
+        assert!(disagree.is_empty(), "counters against the wire:\n{}", disagree.join("\n"));
+    }
+
     /// `roce suite scenarios/` on `image` in `lab`, held to `profile`.
     fn suite_on(lab: &Lab, image: &str, profile: &str, out_dir: &Path) -> std::process::Output {
         suite_with(lab, image, profile, out_dir, &[])
@@ -163,29 +188,7 @@ mod in_lab {
                 s["name"]
             );
         }
-        // Each device's counters, set against the switch's recording: every
-        // scenario run reads both ends', and what rxe counts sent and received
-        // is what the wire carried (or within what the wire cannot tell).
-        let mut read = 0;
-        let mut disagree = Vec::new();
-        for s in scenarios.iter().filter(|s| s["status"] != "skipped") {
-            let Some(counters) = s["counters"].as_object() else { continue };
-            if counters.len() == 2 {
-                read += 1;
-            }
-            for (ep, c) in counters {
-                assert_eq!(c["driver"], "rxe", "{:#}: {c:#}", s["name"]);
-                for x in c["reconciled"].as_array().into_iter().flatten() {
-                    let (device, wire) = (x["device"].as_u64(), x["wire"].as_u64());
-                    let least = x["wire_min"].as_u64().or(wire);
-                    if !(least <= device && device <= wire) {
-                        disagree.push(format!("{} on {ep}: {x}", s["name"]));
-                    }
-                }
-            }
-        }
-        assert!(read >= 250, "only {read} scenarios read both ends' counters");
-        assert!(disagree.is_empty(), "counters against the wire:\n{}", disagree.join("\n"));
+        counters_agree_with_the_wire(scenarios);
 
         // One result per scenario, a parameterised file's cases each one.
         let listed = Command::new(env!("CARGO_BIN_EXE_roce"))
@@ -597,24 +600,7 @@ mod in_lab {
         );
         let report: Value =
             serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("JSON");
-        let scenarios = report["scenarios"].as_array().expect("scenarios");
-        let mut read = 0;
-        let mut disagree = Vec::new();
-        for s in scenarios.iter().filter(|s| s["status"] != "skipped") {
-            let Some(counters) = s["counters"].as_object() else { continue };
-            read += usize::from(counters.len() == 2);
-            for (ep, c) in counters {
-                for x in c["reconciled"].as_array().into_iter().flatten() {
-                    let (device, wire) = (x["device"].as_u64(), x["wire"].as_u64());
-                    let least = x["wire_min"].as_u64().or(wire);
-                    if !(least <= device && device <= wire) {
-                        disagree.push(format!("{} on {ep}: {x}", s["name"]));
-                    }
-                }
-            }
-        }
-        assert!(read >= 250, "only {read} scenarios read both ends' counters");
-        assert!(disagree.is_empty(), "counters against the wire:\n{}", disagree.join("\n"));
+        counters_agree_with_the_wire(report["scenarios"].as_array().expect("scenarios"));
         drop(lab);
         for t in &taps {
             assert!(!exists(t), "tap {t} went with the lab");

@@ -6,7 +6,7 @@ use lab::mark::{Mark, Marks, RuleRef};
 
 use super::*;
 use crate::protocol::QpInfo;
-use crate::protocol::{ProbeSent, SentFrame};
+use crate::protocol::{CounterDeltas, ProbeSent, SentFrame};
 use crate::results::EndpointFacts;
 use crate::verbs::{WcOpcode, WcStatus};
 
@@ -929,7 +929,6 @@ fn complete_recording() -> lab::switch::RunReport {
 /// RNR NAKs it sent; a counter that disagrees says both numbers.
 #[test]
 fn counters_are_set_against_the_complete_wire() {
-    use crate::protocol::CounterDeltas;
     let copy = Marks(vec![Mark::Duplicate { k: 1, of: 1, original: vec![] }]);
     let t = Timeline {
         packets: vec![
@@ -990,7 +989,6 @@ fn counters_are_set_against_the_complete_wire() {
 /// and the reconciliation says why. Probes widen it the same way.
 #[test]
 fn what_reaches_a_qp_in_error_or_a_probe_may_go_uncounted() {
-    use crate::protocol::CounterDeltas;
     let fatal = Packet { ack: Some(Syndrome(0x62).kind()), ..pkt(2, 0, 100, "nak") };
     let t = Timeline {
         packets: vec![
@@ -1003,16 +1001,10 @@ fn what_reaches_a_qp_in_error_or_a_probe_may_go_uncounted() {
     };
     let mut o = outcome();
     o.wire = Some(complete_recording());
-    let counted_as = |n: u64| CounterDeltas {
-        device: "rxe0".into(),
-        driver: Some("rdma_rxe".into()),
-        port: 1,
-        deltas: [("rcvd_pkts".to_string(), n)].into(),
-        reset: vec![],
-    };
+
     let got = |o: &Evidence| counters::reports(o, Some(&t))["b"].reconciled[0].clone();
     for (counted, agrees) in [(1, true), (3, true), (0, false), (4, false)] {
-        o.counters.insert("b".into(), counted_as(counted));
+        o.counters.insert("b".into(), rxe_received(counted));
         let x = got(&o);
         assert_eq!((x.wire_min, x.wire, x.agrees()), (Some(1), 3, agrees), "{counted}: {x:?}");
         assert!(
@@ -1034,7 +1026,7 @@ fn what_reaches_a_qp_in_error_or_a_probe_may_go_uncounted() {
         next: 100,
         frames: vec![probe(1), probe(2)],
     });
-    o.counters.insert("b".into(), counted_as(0));
+    o.counters.insert("b".into(), rxe_received(0));
     let x = got(&o);
     assert_eq!((x.wire_min, x.wire, x.agrees()), (Some(0), 3, true), "{x:?}");
     assert!(x.note.as_deref().is_some_and(|n| n.contains("2 crafted probes")), "{x:?}");
@@ -1042,7 +1034,7 @@ fn what_reaches_a_qp_in_error_or_a_probe_may_go_uncounted() {
     o.probes.clear();
     let mut bad = t.clone();
     bad.packets[3].icrc_ok = Some(false);
-    o.counters.insert("b".into(), counted_as(3));
+    o.counters.insert("b".into(), rxe_received(3));
     let x = counters::reports(&o, Some(&bad))["b"].reconciled[0].clone();
     assert_eq!((x.wire, x.agrees()), (2, false), "{x:?}");
     assert!(x.note.as_deref().is_some_and(|n| n.contains("1 with a bad ICRC")), "{x:?}");
@@ -1050,7 +1042,6 @@ fn what_reaches_a_qp_in_error_or_a_probe_may_go_uncounted() {
 
 #[test]
 fn counter_expectations_exact_ranged_and_unknown() {
-    use crate::protocol::CounterDeltas;
     let mut o = outcome();
     o.counters.insert(
         "b".into(),
@@ -1090,7 +1081,6 @@ fn counter_expectations_exact_ranged_and_unknown() {
 /// wire's count is then a range; before that moment, every frame counts.
 #[test]
 fn what_comes_after_the_run_stopped_waiting_may_go_uncounted() {
-    use crate::protocol::CounterDeltas;
     let t = Timeline {
         packets: vec![
             pkt(1, 0, 100, "SEND Only"),
@@ -1104,19 +1094,13 @@ fn what_comes_after_the_run_stopped_waiting_may_go_uncounted() {
     };
     let mut o = outcome();
     o.wire = Some(complete_recording());
-    let counted_as = |n: u64| CounterDeltas {
-        device: "rxe0".into(),
-        driver: Some("rdma_rxe".into()),
-        port: 1,
-        deltas: [("rcvd_pkts".to_string(), n)].into(),
-        reset: vec![],
-    };
+
     // a took in three RNR NAKs; it stopped waiting at 4 ms: the last two may
     // have found its QP gone.
     o.settled_ns = Some(4_000_000);
     let got = |o: &Evidence| counters::reports(o, Some(&t))["a"].reconciled[0].clone();
     for (counted, agrees) in [(1, true), (2, true), (3, true), (0, false), (4, false)] {
-        o.counters.insert("a".into(), counted_as(counted));
+        o.counters.insert("a".into(), rxe_received(counted));
         let x = got(&o);
         assert_eq!((x.wire_min, x.wire, x.agrees()), (Some(1), 3, agrees), "{counted}: {x:?}");
         assert!(
@@ -1128,7 +1112,7 @@ fn what_comes_after_the_run_stopped_waiting_may_go_uncounted() {
     }
     // Settled after the last frame: the count is exact.
     o.settled_ns = Some(11_000_000);
-    o.counters.insert("a".into(), counted_as(2));
+    o.counters.insert("a".into(), rxe_received(2));
     let x = got(&o);
     assert_eq!((x.wire_min, x.wire, x.agrees(), x.note), (None, 3, false, None));
 }
@@ -1227,4 +1211,15 @@ fn probe_writes_is_checked_at_load() {
     assert!(
         bad("probe_writes = 'landed'\nunchanged = true\n").contains("`probe_writes` stands alone")
     );
+}
+
+/// An rxe port whose `rcvd_pkts` moved by `n`, nothing else read.
+fn rxe_received(n: u64) -> CounterDeltas {
+    CounterDeltas {
+        device: "rxe0".into(),
+        driver: Some("rdma_rxe".into()),
+        port: 1,
+        deltas: [("rcvd_pkts".to_string(), n)].into(),
+        reset: vec![],
+    }
 }
