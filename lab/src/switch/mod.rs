@@ -27,6 +27,7 @@
 //! - `wire`: the four UDP sockets ([`Wire`], [`Ports`], [`socket_drops`]);
 //! - `port`: a side of the switch ([`Port`]): the switch's end of the UDP wire,
 //!   or a network interface through `AF_PACKET` ([`LinkPort`]);
+//! - `veth`: a namespace of veth pairs to try interface ports on without NICs;
 //! - `runs`: the runs in progress, which run a frame belongs to (by [`Claim`]),
 //!   beginning and ending them;
 //! - `rules`: a received frame through the run's fault rules and `respond` rules;
@@ -68,6 +69,7 @@ mod rules;
 mod runs;
 #[cfg(test)]
 mod tests;
+pub mod veth;
 mod wire;
 
 use deliver::Held;

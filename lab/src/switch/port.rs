@@ -90,6 +90,12 @@ pub struct LinkPort {
     dropped: Cell<u64>,
 }
 
+impl AsFd for LinkPort {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        self.fd.as_fd()
+    }
+}
+
 /// Why an interface cannot be a port: each says what and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum PortError {
@@ -282,7 +288,8 @@ impl LinkPort {
             .is_ok_and(|f| f & libc::IFF_RUNNING != 0)
     }
 
-    fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+    /// One frame, if one is waiting (the socket does not block): its length.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
             // SAFETY: sockaddr_ll is plain data; zero is valid for every field.
             let mut from: libc::sockaddr_ll = unsafe { mem::zeroed() };
@@ -322,7 +329,8 @@ impl LinkPort {
         }
     }
 
-    fn send(&self, frame: &[u8]) -> io::Result<usize> {
+    /// Puts `frame` on the interface as it is.
+    pub fn send(&self, frame: &[u8]) -> io::Result<usize> {
         // SAFETY: `frame` is valid for reads of its length during the call.
         let n = unsafe { libc::send(self.fd.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
         if n < 0 {

@@ -5,6 +5,7 @@ use std::net::UdpSocket;
 use super::*;
 use crate::fault::parse_rule;
 use crate::record::{read_capture, PcapngRecorder};
+use crate::switch::veth::Netns;
 use dissector::craft::{build, Encap, Host, Transport};
 use dissector::wire::ethernet::Mac;
 use dissector::wire::{ipv4, BthRepr, Opcode, Psn};
@@ -730,64 +731,6 @@ fn shared_runs_each_record_only_their_own_frames() {
     assert_eq!((total.received(), total.recorded), (5, 4), "the ARP frame went through unrecorded");
 }
 
-/// A network namespace of its own with two veth pairs, `a0`–`a1` and `b0`–`b1`,
-/// up, without IPv6 (whose own chatter would cross the bridge) and without
-/// addresses: removed, with its interfaces, when dropped.
-struct Netns {
-    name: String,
-}
-
-impl Netns {
-    fn new(tag: &str) -> Netns {
-        let name = format!("roce-{tag}-{}", std::process::id());
-        let ip = |args: &[&str]| {
-            let out = std::process::Command::new("ip").args(args).output().expect("running ip");
-            assert!(out.status.success(), "ip {args:?}: {}", String::from_utf8_lossy(&out.stderr));
-        };
-        let _ = std::process::Command::new("ip").args(["netns", "del", &name]).output();
-        ip(&["netns", "add", &name]);
-        let ns = Netns { name };
-        let n = ns.name.as_str();
-        for key in ["all", "default"] {
-            ip(&[
-                "netns",
-                "exec",
-                n,
-                "sysctl",
-                "-qw",
-                &format!("net.ipv6.conf.{key}.disable_ipv6=1"),
-            ]);
-        }
-        for (x, y) in [("a0", "a1"), ("b0", "b1")] {
-            ip(&["-n", n, "link", "add", x, "type", "veth", "peer", "name", y]);
-        }
-        for i in ["a0", "a1", "b0", "b1"] {
-            ip(&["-n", n, "link", "set", i, "up"]);
-        }
-        ns
-    }
-
-    /// Each interface named, opened as a port inside the namespace (a socket
-    /// stays in the namespace it was made in, whichever thread uses it).
-    fn open(&self, names: &[&'static str]) -> Vec<Result<LinkPort, PortError>> {
-        let path = format!("/run/netns/{}", self.name);
-        let names = names.to_vec();
-        std::thread::spawn(move || {
-            let f = std::fs::File::open(&path).expect("the namespace's file");
-            nix::sched::setns(f, nix::sched::CloneFlags::CLONE_NEWNET).expect("entering it");
-            names.iter().map(|n| LinkPort::open(n)).collect()
-        })
-        .join()
-        .expect("the thread that opens the ports")
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("ip").args(["netns", "del", &self.name]).output();
-    }
-}
-
 /// Every frame `p` takes in until 300 ms of quiet.
 fn drain(p: &Port) -> Vec<Vec<u8>> {
     let mut out = Vec::new();
@@ -811,8 +754,8 @@ fn drain(p: &Port) -> Vec<Vec<u8>> {
 #[test]
 #[ignore = "needs root (a network namespace, raw sockets): bash scripts/test.sh runs it as root"]
 fn between_two_interfaces_it_forwards_applies_rules_and_records() {
-    let ns = Netns::new("bridge");
-    let mut ports = ns.open(&["a1", "b1", "a0", "b0"]).into_iter().map(|p| p.unwrap());
+    let ns = Netns::new("bridge").unwrap();
+    let mut ports = ns.open(&["a1", "b1", "a0", "b0"]).unwrap().into_iter().map(|p| p.unwrap());
     let mut next = || Port::Link(ports.next().unwrap());
     let (a1, b1, host_a, host_b) = (next(), next(), next(), next());
     let switch = Switch::spawn_on([a1, b1], Ports::default()).unwrap();
@@ -867,15 +810,15 @@ fn between_two_interfaces_it_forwards_applies_rules_and_records() {
 #[test]
 #[ignore = "needs root (a network namespace, raw sockets): bash scripts/test.sh runs it as root"]
 fn a_down_or_small_interface_is_refused() {
-    let ns = Netns::new("badport");
+    let ns = Netns::new("badport").unwrap();
     let ip = |args: &[&str]| {
         let out =
-            std::process::Command::new("ip").args(["-n", &ns.name]).args(args).output().unwrap();
+            std::process::Command::new("ip").args(["-n", ns.name()]).args(args).output().unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     };
     ip(&["link", "set", "a1", "down"]);
     ip(&["link", "set", "b1", "mtu", "1000"]);
-    let got = ns.open(&["a1", "b1", "nosuch0", "a0"]);
+    let got = ns.open(&["a1", "b1", "nosuch0", "a0"]).unwrap();
     let err = |i: usize| got[i].as_ref().err().cloned();
     assert_eq!(err(0), Some(PortError::Down("a1".into())));
     assert_eq!(err(1), Some(PortError::MtuTooSmall { name: "b1".into(), mtu: 1000 }));
