@@ -8,6 +8,7 @@
 //! patterns, the agent protocol's actions, dissector's PSN, opcodes and ACK class.
 use std::net::IpAddr;
 
+use dissector::wire::opcode::Kind;
 use dissector::wire::{AckClass, Opcode, Psn, Transport};
 
 use super::timeline::{Packet, Timeline};
@@ -268,25 +269,23 @@ pub(crate) fn writes_landed(
         let first = answer.and_then(|a| a.seen.first());
         let nak = matches!(first, Some((_, Some(AckClass::Nak(_) | AckClass::RnrNak), _)));
         let info = Opcode(p.opcode).info();
-        let name = info.map_or("", |i| i.name);
+        let is = |k: Kind| info.is_some_and(|i| i.is(k));
         let Some(remote) = p.remote.as_ref().filter(|r| r.mr == e.mr) else {
             // Without a RETH it writes where an earlier First aimed, or into a receive.
-            let continues =
-                name.starts_with("RDMA WRITE Middle") || name.starts_with("RDMA WRITE Last");
-            let sends = name.starts_with("SEND");
-            if !nak && ((continues && first_into_it) || (sends && receives_into_it)) {
+            let continues = is(Kind::WRITE) && !is(Kind::FIRST);
+            if !nak && ((continues && first_into_it) || (is(Kind::SEND) && receives_into_it)) {
                 model.forget_all();
             }
             continue;
         };
-        if name.starts_with("RDMA READ") {
+        if is(Kind::READ) {
             continue;
         }
-        first_into_it |= name.starts_with("RDMA WRITE First");
+        first_into_it |= is(Kind::WRITE) && is(Kind::FIRST) && !is(Kind::LAST);
         let off = remote.offset as usize;
         let len = p.payload.0.len().max(p.dma_len.unwrap_or(0) as usize).max(8);
-        let only = name == "RDMA WRITE Only" || name == "RDMA WRITE Only with Immediate";
-        let settled = only
+        let settled = is(Kind::WRITE)
+            && is(Kind::ONLY)
             && info.is_some_and(|i| i.transport == Transport::Rc)
             && remote.rkey.is_none()
             && remote.mw.is_none()

@@ -1223,3 +1223,55 @@ fn rxe_received(n: u64) -> CounterDeltas {
         reset: vec![],
     }
 }
+
+/// A WRITE Last after a First into the MR writes where the First aimed, which
+/// the wire does not settle once it goes unanswered: everything before it is
+/// unknown; an acknowledged WRITE Only after it is judged again.
+#[test]
+fn a_write_that_continues_another_unsettles_the_mr() {
+    let text = "[[mr]]\nname = 't'\non = 'b'\nsize = 16\naccess = ['local_write', 'remote_write']\n\
+        [[step]]\non = 'a'\nop = 'probe'\nqp = 'q'\nprobe = { id = 'only', opcode = 'RDMA WRITE Only', remote = { mr = 't' }, payload = { pattern = '11' }, len = 4 }\n\
+        [[step]]\non = 'a'\nop = 'probe'\nqp = 'q'\nprobe = { id = 'first', opcode = 'RDMA WRITE First', remote = { mr = 't', offset = 4 }, dma_len = 8, payload = { pattern = '22' }, len = 4 }\n\
+        [[step]]\non = 'a'\nop = 'probe'\nqp = 'q'\nprobe = { id = 'last', opcode = 'RDMA WRITE Last', payload = { pattern = '33' }, len = 4 }\n\
+        [[step]]\non = 'a'\nop = 'probe'\nqp = 'q'\nprobe = { id = 'again', opcode = 'RDMA WRITE Only', remote = { mr = 't', offset = 12 }, payload = { pattern = '44' }, len = 4 }\n\
+        [[expect.memory]]\non = 'b'\nmr = 't'\nprobe_writes = 'landed'\n";
+    let sc = scenario(text);
+    let e = sc.expect.memory[0].clone();
+    let sent = |id: &str, op: u8, psn: u32| ProbeSent {
+        id: id.into(),
+        qp: "q".into(),
+        src: A.into(),
+        dst: B.into(),
+        src_qp: 0x22,
+        next: psn,
+        frames: vec![SentFrame { opcode: op, dest_qp: 0x11, psn, len: 4 }],
+    };
+    let t = Timeline {
+        packets: vec![
+            pkt(1, 0, 100, "RDMA WRITE Only"),
+            pkt(2, 1, 100, "ack"),
+            pkt(3, 10, 101, "RDMA WRITE First"),
+            pkt(4, 20, 102, "RDMA WRITE Last"),
+            pkt(5, 30, 103, "RDMA WRITE Only"),
+            pkt(6, 31, 103, "ack"),
+        ],
+        ..Default::default()
+    };
+    let mut o = outcome();
+    o.probes = vec![
+        sent("only", 0x0a, 100),
+        sent("first", 0x06, 101),
+        sent("last", 0x08, 102),
+        sent("again", 0x0a, 103),
+    ];
+    let answers = Ok(probes::answers(&o, &t));
+    // Bytes 0..4 (the first WRITE Only's) are not judged: the Last may have gone anywhere.
+    let mut mem = vec![0u8; 16];
+    mem[12..16].copy_from_slice(&[0x44; 4]);
+    o.memory.insert("b".into(), [("t".to_string(), mem.clone())].into());
+    let v = probes::writes_landed(&sc, &e, &o, &answers);
+    assert!(v.pass && v.actual == "4 bytes as the acknowledged WRITEs placed them", "{v:?}");
+    mem[13] = 0;
+    o.memory.insert("b".into(), [("t".to_string(), mem)].into());
+    assert!(!probes::writes_landed(&sc, &e, &o, &answers).pass, "the WRITE after is judged");
+}
