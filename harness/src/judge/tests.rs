@@ -520,13 +520,9 @@ fn deviations_are_recorded_not_failed() {
 #[test]
 fn probe_answers_are_the_responses_up_to_the_next_request() {
     let sent = |id: &str, next, psn, copies| ProbeSent {
-        id: id.into(),
-        qp: "q".into(),
-        src: A.into(),
-        dst: B.into(),
-        src_qp: 0x22,
         next,
         frames: vec![SentFrame { opcode: 0x0a, dest_qp: 0x11, psn, len: 8 }; copies],
+        ..probe_sent(id, 0x0a, psn)
     };
     let o = Evidence {
         probes: vec![
@@ -1138,15 +1134,7 @@ fn acknowledged_probe_writes_must_hold_their_payload() {
     let sc = scenario(&text);
     let e = sc.expect.memory[0].clone();
     assert_eq!(e.want, Memory::ProbeWritesLanded);
-    let sent = |id: &str, psn: u32| ProbeSent {
-        id: id.into(),
-        qp: "q".into(),
-        src: A.into(),
-        dst: B.into(),
-        src_qp: 0x22,
-        next: psn,
-        frames: vec![SentFrame { opcode: 0x0a, dest_qp: 0x11, psn, len: 4 }],
-    };
+    let sent = |id: &str, psn: u32| probe_sent(id, 0x0a, psn);
     let t = Timeline {
         packets: vec![
             pkt(1, 0, 100, "RDMA WRITE Only"),
@@ -1237,15 +1225,7 @@ fn a_write_that_continues_another_unsettles_the_mr() {
         [[expect.memory]]\non = 'b'\nmr = 't'\nprobe_writes = 'landed'\n";
     let sc = scenario(text);
     let e = sc.expect.memory[0].clone();
-    let sent = |id: &str, op: u8, psn: u32| ProbeSent {
-        id: id.into(),
-        qp: "q".into(),
-        src: A.into(),
-        dst: B.into(),
-        src_qp: 0x22,
-        next: psn,
-        frames: vec![SentFrame { opcode: op, dest_qp: 0x11, psn, len: 4 }],
-    };
+    let sent = probe_sent;
     let t = Timeline {
         packets: vec![
             pkt(1, 0, 100, "RDMA WRITE Only"),
@@ -1274,4 +1254,18 @@ fn a_write_that_continues_another_unsettles_the_mr() {
     mem[13] = 0;
     o.memory.insert("b".into(), [("t".to_string(), mem)].into());
     assert!(!probes::writes_landed(&sc, &e, &o, &answers).pass, "the WRITE after is judged");
+}
+
+/// A probe `id` a (QPN 0x22) sent to b's QP 0x11: one frame of opcode `op`,
+/// 4 bytes, at `psn`, which is the PSN b expected.
+fn probe_sent(id: &str, op: u8, psn: u32) -> ProbeSent {
+    ProbeSent {
+        id: id.into(),
+        qp: "q".into(),
+        src: A.into(),
+        dst: B.into(),
+        src_qp: 0x22,
+        next: psn,
+        frames: vec![SentFrame { opcode: op, dest_qp: 0x11, psn, len: 4 }],
+    }
 }
