@@ -242,7 +242,6 @@ pub(crate) fn writes_landed(
         } => *on == e.on && sges.iter().any(|g| g.mr == e.mr),
         _ => false,
     });
-    let mut sent = o.probes.iter();
     for step in &sc.steps {
         let p = match step {
             Step::Act { on, action: Action::Probe(p) } if *on != e.on => p,
@@ -260,8 +259,10 @@ pub(crate) fn writes_landed(
             }
             _ => continue,
         };
-        // A probe the run never sent (it stopped) placed nothing.
-        let Some(ps) = sent.next() else { break };
+        // By its id, as every probe verdict finds it (probes `e.on` sends itself
+        // are in `o.probes` too). One the run never sent (it stopped) placed
+        // nothing, nor did any after it.
+        let Some(ps) = o.probes.iter().find(|x| x.id == p.id) else { break };
         if !sc.qps.iter().any(|q| q.name == p.qp && q.between.contains(&e.on)) {
             continue;
         }

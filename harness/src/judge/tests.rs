@@ -1269,3 +1269,27 @@ fn probe_sent(id: &str, op: u8, psn: u32) -> ProbeSent {
         frames: vec![SentFrame { opcode: op, dest_qp: 0x11, psn, len: 4 }],
     }
 }
+
+/// A probe the MR's own endpoint sends is among the run's probes too: each
+/// probe step is matched to what was sent by its id, never by position.
+#[test]
+fn probe_writes_finds_each_probe_by_its_id() {
+    let text = "[[mr]]\nname = 't'\non = 'b'\nsize = 8\naccess = ['local_write', 'remote_write']\n\
+        [[step]]\non = 'b'\nop = 'probe'\nqp = 'q'\nprobe = { id = 'from_b', opcode = 'SEND Only', payload = { pattern = '77' }, len = 4 }\n\
+        [[step]]\non = 'a'\nop = 'probe'\nqp = 'q'\nprobe = { id = 'acked', opcode = 'RDMA WRITE Only', remote = { mr = 't' }, payload = { pattern = '11' }, len = 4 }\n\
+        [[expect.memory]]\non = 'b'\nmr = 't'\nprobe_writes = 'landed'\n";
+    let sc = scenario(text);
+    let e = sc.expect.memory[0].clone();
+    let from_b = ProbeSent { src: B.into(), dst: A.into(), ..probe_sent("from_b", 0x04, 500) };
+    let t = Timeline {
+        packets: vec![pkt(1, 0, 100, "RDMA WRITE Only"), pkt(2, 1, 100, "ack")],
+        ..Default::default()
+    };
+    let mut o = outcome();
+    o.probes = vec![from_b, probe_sent("acked", 0x0a, 100)];
+    let answers = Ok(probes::answers(&o, &t));
+    o.memory
+        .insert("b".into(), [("t".to_string(), vec![0x11, 0x11, 0x11, 0x11, 0, 0, 0, 0])].into());
+    let v = probes::writes_landed(&sc, &e, &o, &answers);
+    assert!(v.pass && v.actual == "4 bytes as the acknowledged WRITEs placed them", "{v:?}");
+}
