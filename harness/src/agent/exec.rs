@@ -201,7 +201,8 @@ struct Local {
     events: Vec<Event>,
     /// The interface crafted packets go out on, opened at the first probe.
     probe_link: Option<Link>,
-    /// The device port's counters when its setup was done.
+    /// The device port's counters when the controller asked for a baseline
+    /// (`Baseline`), or else when its setup was done.
     counters_before: BTreeMap<String, u64>,
 }
 
@@ -316,6 +317,10 @@ impl Agent {
             }),
             ToAgent::Capabilities { device } => self.capabilities(device.as_deref()),
             ToAgent::Setup(s) => self.setup(s),
+            ToAgent::Baseline => self.ep().map(|ep| {
+                ep.counters_before = super::counters::read(&ep.ctx.name, ep.port);
+                FromAgent::Baseline { counters: ep.counters_before.len() }
+            }),
             ToAgent::Listen { qp, port } => self.listen(qp, port),
             ToAgent::Connect(c) => self.connect(c),
             ToAgent::Do { index, action, judged } => self.act(index, action, judged),

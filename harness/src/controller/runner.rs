@@ -305,6 +305,7 @@ fn drive(
     if session.is_some() {
         laps.lap(&mut out.timings, Phase::RecordingStart);
     }
+    baseline(agents, out)?;
     connect(sc, slot, agents, out)?;
     laps.lap(&mut out.timings, Phase::Connect);
     run_steps(sc, &mut keys, deadline, agents, out)?;
@@ -452,6 +453,24 @@ fn start_recording(
         bail!("this scenario has [[fault]] rules, which need the lab's switch\nhint: run it in the lab (no --endpoints)");
     }
     Ok(None)
+}
+
+/// Each endpoint reads its counters' baseline, now that the wire is being
+/// recorded (nothing of the scenario's is on it yet). Frames recorded before
+/// every endpoint answered may or may not be in a baseline: the judge makes
+/// their count a range (`Evidence::baseline_ns`).
+fn baseline(agents: &mut BTreeMap<String, Agent>, out: &mut Evidence) -> Result<()> {
+    for a in agents.values_mut() {
+        a.send(&ToAgent::Baseline)?;
+    }
+    for (name, a) in agents.iter_mut() {
+        match a.recv(ANSWER_WITHIN)? {
+            FromAgent::Baseline { .. } => {}
+            other => return Err(unexpected(name, "Baseline", &other)),
+        }
+    }
+    out.baseline_ns = Some(now_ns());
+    Ok(())
 }
 
 /// Phase [`Phase::Connect`]: each QP connected, passive side first.

@@ -284,12 +284,20 @@ fn reconcile(
             Meaning::Sent => {
                 let n = sent.len() as u64;
                 let bye = count(&sent, disconnect);
-                if bye > 0 {
-                    wire_min = Some(n.saturating_sub(probed + bye));
+                let early = before_baseline(&sent, o);
+                if bye + early > 0 {
+                    wire_min = Some(n.saturating_sub(probed + bye + early));
                 }
-                let note = (probed > 0)
-                    .then(|| format!("{probed} crafted probe frames it sent are not the device's"));
-                (n.saturating_sub(probed), note)
+                let mut notes = Vec::new();
+                if probed > 0 {
+                    notes.push(format!(
+                        "{probed} crafted probe frames it sent are not the device's"
+                    ));
+                }
+                if early > 0 {
+                    notes.push(early_note(early));
+                }
+                (n.saturating_sub(probed), (!notes.is_empty()).then(|| notes.join("; ")))
             }
             Meaning::Received => {
                 let n = delivered.len() as u64;
@@ -333,6 +341,11 @@ fn reconcile(
                 if trailing > 0 {
                     wire_min = Some(wire_min.unwrap_or(wire).saturating_sub(trailing));
                     notes.push(format!("{trailing} reached it after the run stopped waiting for traffic, as its QPs were being destroyed: one that found its QP gone is not counted"));
+                }
+                let early = before_baseline(&delivered, o);
+                if early > 0 {
+                    wire_min = Some(wire_min.unwrap_or(wire).saturating_sub(early));
+                    notes.push(early_note(early));
                 }
                 if probes_in > 0 {
                     // A probe the device drops (a bad header, another P_Key or
@@ -426,6 +439,18 @@ fn count_after(delivered: &[&Packet], at_ns: u64) -> u64 {
         .iter()
         .filter(|p| p.ts_ns >= at_ns && !released_at_the_end(p) && !disconnect(p))
         .count() as u64
+}
+
+/// How many of `frames` the switch carried before every endpoint had read its
+/// counters' baseline (the recording starts first): each may already be in a
+/// baseline, or not. Disconnects are left to their own note.
+fn before_baseline(frames: &[&Packet], o: &Evidence) -> u64 {
+    let Some(at) = o.baseline_ns else { return 0 };
+    frames.iter().filter(|p| p.ts_ns < at && !disconnect(p)).count() as u64
+}
+
+fn early_note(early: u64) -> String {
+    format!("{early} crossed the wire before its counters' baseline was read, which may already count them")
 }
 
 /// A CM disconnect (DREQ, DREP) on QP1: sent as its QPs go away, it may cross

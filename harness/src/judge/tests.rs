@@ -1113,6 +1113,44 @@ fn what_comes_after_the_run_stopped_waiting_may_go_uncounted() {
     assert_eq!((x.wire_min, x.wire, x.agrees(), x.note), (None, 3, false, None));
 }
 
+/// The recording starts before each device's counters are read: a frame the
+/// switch carried in between (a previous scenario's late answer) may be in the
+/// baseline, or not. The wire's count is then a range; after the baseline,
+/// every frame counts.
+#[test]
+fn what_crossed_before_the_counters_baseline_may_be_in_it() {
+    let t = Timeline {
+        packets: vec![
+            pkt(1, 0, 100, "SEND Only"),
+            pkt(2, 1, 100, "rnr"),
+            pkt(3, 5, 100, "SEND Only"),
+            pkt(4, 6, 100, "ack"),
+        ],
+        ..Default::default()
+    };
+    let mut o = outcome();
+    o.wire = Some(complete_recording());
+    // a took in an RNR NAK before every baseline was read, and an ACK after.
+    o.baseline_ns = Some(3_000_000);
+    let got = |o: &Evidence| counters::reports(o, Some(&t))["a"].reconciled[0].clone();
+    for (counted, agrees) in [(1, true), (2, true), (0, false), (3, false)] {
+        o.counters.insert("a".into(), rxe_received(counted));
+        let x = got(&o);
+        assert_eq!((x.wire_min, x.wire, x.agrees()), (Some(1), 2, agrees), "{counted}: {x:?}");
+        assert!(
+            x.note
+                .as_deref()
+                .is_some_and(|n| n.starts_with("1 crossed the wire before its counters' baseline")),
+            "{x:?}"
+        );
+    }
+    // Every baseline read before the first frame: the count is exact.
+    o.baseline_ns = Some(0);
+    o.counters.insert("a".into(), rxe_received(1));
+    let x = got(&o);
+    assert_eq!((x.wire_min, x.wire, x.agrees(), x.note), (None, 2, false, None));
+}
+
 /// `probe_writes = "landed"`: a WRITE the target acknowledged must hold its
 /// payload where it was aimed; a NAKed one changed nothing, an unanswered one
 /// settles nothing; a later acknowledged WRITE over the same bytes wins.

@@ -15,7 +15,7 @@
 //! never a crash.
 //!
 //! Order of a run, per agent: `Hello` → (`Capabilities`, when the scenario
-//! requires features) → `Setup` → `Connect` (one per QP) → `Do`… → `Completions` /
+//! requires features) → `Setup` → `Baseline` → `Connect` (one per QP) → `Do`… → `Completions` /
 //! `ReadMemory` / `Guards` (any number) → `Teardown`. Every request gets exactly one answer,
 //! in order; `Heartbeat`, at any time, gets none.
 //!
@@ -65,8 +65,10 @@ pub(crate) fn cq_depth_fits(cqe: u32) -> bool {
 /// remote end may name the peer's window (`RemoteRef::mw`), a SEND with
 /// Invalidate names what it invalidates (`Invalidate`). 12: a teardown says what
 /// the device's counters moved by (`TornDown::counters`). 13: a CQ's depth
-/// (`Setup::cq_depth`), resized by a step (`ResizeCq`).
-pub(crate) const VERSION: u32 = 13;
+/// (`Setup::cq_depth`), resized by a step (`ResizeCq`). 14: the counters'
+/// baseline is read when the controller asks (`Baseline`), once the wire is
+/// being recorded, not at the end of `Setup`.
+pub(crate) const VERSION: u32 = 14;
 /// No message is larger (a memory dump of a 512 KiB MR in hex fits).
 pub(crate) const MAX_MESSAGE: usize = 2 << 20;
 /// The largest MR read back whole (`ReadMemory`); larger ones are checked where
@@ -114,6 +116,12 @@ pub(crate) enum ToAgent {
     /// Open the device and create this endpoint's PD, CQ, MRs and QPs (QPs stay in
     /// RESET until `Connect`).
     Setup(Setup),
+    /// Read the device port's counters now: what `Teardown` reports is how far
+    /// they moved from here. Sent once the wire is being recorded, so that what
+    /// the counters count and what the recording holds start together (a frame
+    /// between the two, say a previous scenario's late disconnect, would be
+    /// counted and never seen). Without it, the baseline is the end of `Setup`.
+    Baseline,
     /// The passive side of QP `qp`'s connection starts listening on `port` (TCP
     /// or rdma_cm, as the QP connects), so the active side's first attempt finds
     /// it: no refused SYN or rejected REQ on the wire. Its `Connect` accepts.
@@ -731,6 +739,10 @@ pub(crate) enum FromAgent {
         /// How long opening the device took, of the whole Setup (ms).
         #[serde(default)]
         open_ms: f64,
+    },
+    /// The counters' baseline is read: how many counters the port has.
+    Baseline {
+        counters: usize,
     },
     Listening {
         qp: String,

@@ -196,6 +196,10 @@ pub(crate) struct Evidence {
     /// the device's QPs already gone, as the run tears down.
     #[serde(skip)]
     pub settled_ns: Option<u64>,
+    /// When every endpoint had read its counters' baseline, on the same clock:
+    /// a frame recorded before it may already be in a baseline.
+    #[serde(skip)]
+    pub baseline_ns: Option<u64>,
 }
 
 /// The device's answer to a judged step's verb: refused (with which verb and
