@@ -226,6 +226,10 @@ impl ProbeGen {
         f.insert("opcode", Value::from(self.opcode.to_string()));
         if let Some(p) = r.psn {
             f.insert("psn", p.value());
+        } else if self.dropped_unread().is_some() {
+            // Sent at `next`, which would move on past a PSN the target
+            // never took: every later probe would be out of sequence.
+            f.insert("moves_next", Value::from(false));
         }
         if r.remote {
             // The offset the later of two changes that move it says.
@@ -309,6 +313,23 @@ impl ProbeGen {
 
     /// What IBA says of the request whatever the rest: dropped without an answer.
     fn silent_answer(&self) -> Option<&'static str> {
+        if let Some(why) = self.dropped_unread() {
+            Some(why)
+        } else if self.target == Target::RcErr {
+            Some("a QP in the error state answers nothing (IBA 10.3.1)")
+        } else if self.target == Target::Ud {
+            Some("UD is unacknowledged: nothing answers a datagram (IBA 9.2)")
+        } else if self.target == Target::Uc {
+            Some("UC is unacknowledged: nothing answers a request (IBA 9.2)")
+        } else {
+            None
+        }
+    }
+
+    /// Why the target's packet checks drop the probe before its QP reads it
+    /// (IBA's packet header validation), if they do: the QP's expected PSN
+    /// then stays where it was, so the prober's `next` must not move either.
+    fn dropped_unread(&self) -> Option<&'static str> {
         let r = &self.req;
         if r.bad_icrc {
             Some("a packet with a bad ICRC is dropped silently (IBA 9.8.3.1, C9-41)")
@@ -318,12 +339,6 @@ impl ProbeGen {
             Some("a packet with a P_Key of another partition is dropped silently (IBA 9.6.1.1, 10.9.3)")
         } else if r.dest_qp.is_some() {
             Some("a packet for a QP that does not exist is dropped silently (IBA 9.6.1.1)")
-        } else if self.target == Target::RcErr {
-            Some("a QP in the error state answers nothing (IBA 10.3.1)")
-        } else if self.target == Target::Ud {
-            Some("UD is unacknowledged: nothing answers a datagram (IBA 9.2)")
-        } else if self.target == Target::Uc {
-            Some("UC is unacknowledged: nothing answers a request (IBA 9.2)")
         } else {
             None
         }
@@ -948,6 +963,37 @@ mod tests {
         for c in Class::ALL {
             assert!(reached.iter().any(|x| x.1 == c), "{c:?}");
         }
+    }
+
+    /// A probe the target's header checks drop (bad ICRC, TVer, another
+    /// partition, another QP) leaves the QP's expected PSN where it was: the
+    /// prober's `next` stays too, so the probes after it are still in
+    /// sequence (they drifted one ahead per such probe, and every later
+    /// request drew a PSN sequence error NAK, then silence).
+    #[test]
+    fn a_probe_dropped_unread_does_not_move_next() {
+        let mut dropped = 0;
+        for seed in 0..40 {
+            let b = Batch::generate(seed, 1 + seed * 3, 16);
+            let all: Vec<usize> = (0..b.items()).collect();
+            let sc = load(&b.toml(&all, "t"));
+            let orders: Vec<&crate::protocol::ProbeOrder> = sc
+                .steps
+                .iter()
+                .filter_map(|s| match s.action() {
+                    Some(crate::protocol::Action::Probe(o)) => Some(o),
+                    _ => None,
+                })
+                .collect();
+            for (p, o) in b.probes.iter().zip(&orders) {
+                assert_eq!(p.id, o.id);
+                let unread = p.dropped_unread().is_some();
+                let at_next = o.psn == crate::protocol::PsnAt::Next(0);
+                assert_eq!(o.moves_next, at_next && !unread, "{}: {p:?}", o.id);
+                dropped += usize::from(unread && at_next);
+            }
+        }
+        assert!(dropped > 10, "only {dropped} probes dropped unread at next");
     }
 
     #[test]
