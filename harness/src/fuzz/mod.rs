@@ -404,6 +404,11 @@ fn sightings(
                     detail: format!("{}: expected {}, found {}", v.what, v.expected, v.actual),
                 }
             }
+            VerdictKind::Wire if v.what == "wire of QP fresh from a" => Sighting {
+                oracle: Oracle::Protocol,
+                signature: "the WRITE on a fresh QP after the batch, or its ACK, was out of sequence on the wire".into(),
+                detail: format!("{}: expected {}, found {}", v.what, v.expected, v.actual),
+            },
             VerdictKind::Completion if v.what == "completion of wr_id 99 on a" => Sighting {
                 oracle: Oracle::Liveness,
                 signature: "the WRITE on a fresh QP after the batch did not complete".into(),
@@ -854,6 +859,7 @@ mod tests {
                 "memory of MR target on b: the probe WRITEs it acknowledged",
                 false,
             ),
+            v(VerdictKind::Wire, "wire of QP fresh from a", false),
         ];
         let oops = (
             lab::state::Vm::B,
@@ -864,9 +870,18 @@ mod tests {
         let oracles: Vec<Oracle> = s.iter().map(|s| s.oracle).collect();
         assert_eq!(
             oracles,
-            [Oracle::Kernel, Oracle::Memory, Oracle::Protocol, Oracle::Liveness, Oracle::Memory],
+            [
+                Oracle::Kernel,
+                Oracle::Memory,
+                Oracle::Protocol,
+                Oracle::Liveness,
+                Oracle::Memory,
+                Oracle::Protocol
+            ],
             "{s:#?}"
         );
+        // A PSN changed on the wire of the liveness WRITE, either way.
+        assert!(s[5].signature.contains("out of sequence on the wire"), "{}", s[5].signature);
         // An acknowledged WRITE whose payload is not where it aimed: the memory
         // oracle's, known by the verdict (no offsets or bytes in the signature).
         assert_eq!(s[4].signature, "memory of MR target on b: the probe WRITEs it acknowledged");
