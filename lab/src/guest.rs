@@ -67,7 +67,7 @@ pub fn run(port: Option<PathBuf>) -> Result<u8> {
     let mut reader = file;
 
     let hello = Hello {
-        instance: std::process::id() as u64 ^ (now_nanos() << 16),
+        instance: std::process::id() as u64 ^ (dissector::capture::unix_now_ns() << 16),
         vm: cmdline_param("lab.vm").unwrap_or_else(|| "?".into()),
         kernel: std::fs::read_to_string("/proc/sys/kernel/osrelease")
             .unwrap_or_default()
@@ -156,10 +156,6 @@ pub fn run(port: Option<PathBuf>) -> Result<u8> {
 struct Running {
     pgid: i32,
     killed: Arc<AtomicBool>,
-}
-
-fn now_nanos() -> u64 {
-    dissector::capture::unix_now().as_nanos() as u64
 }
 
 fn kill_group(pgid: i32) {

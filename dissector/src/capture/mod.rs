@@ -94,5 +94,11 @@ pub fn unix_now() -> std::time::Duration {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default()
 }
 
+/// [`unix_now`] in nanoseconds, as frames are stamped (the lab switch's clock,
+/// which the controller's notes of when things happened are set against).
+pub fn unix_now_ns() -> u64 {
+    u64::try_from(unix_now().as_nanos()).unwrap_or(u64::MAX)
+}
+
 #[cfg(test)]
 mod tests;

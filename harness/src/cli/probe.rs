@@ -158,10 +158,6 @@ fn line(number: u64, ts_ns: u64, first_ns: u64, data: &[u8]) -> String {
     s
 }
 
-fn unix_ns() -> u64 {
-    dissector::capture::unix_now().as_nanos() as u64
-}
-
 /// `roce probe`.
 pub(super) fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
     let qp_transport = match a.transport.as_str() {
@@ -233,13 +229,13 @@ pub(super) fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Com
     };
     let frames = frames(&order, &aim, &src, &dst).map_err(bad)?;
     let t0 = Instant::now();
-    let first_ns = unix_ns();
+    let first_ns = dissector::capture::unix_now_ns();
     let mut record: Vec<(u64, Vec<u8>)> = Vec::new();
     for (f, _) in &frames {
         if let Some(l) = link.as_mut() {
             l.send(f).map_err(|e| Failure::setup(anyhow!("roce probe: {e}")))?;
         }
-        record.push((unix_ns(), f.to_vec()));
+        record.push((dissector::capture::unix_now_ns(), f.to_vec()));
     }
     let how = match &link {
         Some(l) => {

@@ -153,9 +153,6 @@ impl AgentPool {
 }
 
 /// Now, on the clock the lab switch stamps the frames it records with.
-fn now_ns() -> u64 {
-    u64::try_from(dissector::capture::unix_now().as_nanos()).unwrap_or(u64::MAX)
-}
 
 /// How long a lab agent may live: the run's, not a scenario's; each request has
 /// its own deadline, and a scenario that misses one stops its agents.
@@ -188,7 +185,7 @@ pub(super) fn execute(
     }
     let Live { mut agents, mut session, mut laps, .. } = live;
     // A run that stopped early stopped waiting for its traffic here.
-    out.settled_ns.get_or_insert_with(now_ns);
+    out.settled_ns.get_or_insert_with(dissector::capture::unix_now_ns);
     // Both endpoints tear down side by side; an agent still busy past the
     // deadline is not waited for.
     let sent: Vec<bool> = agents
@@ -469,7 +466,7 @@ fn baseline(agents: &mut BTreeMap<String, Agent>, out: &mut Evidence) -> Result<
             other => return Err(unexpected(name, "Baseline", &other)),
         }
     }
-    out.baseline_ns = Some(now_ns());
+    out.baseline_ns = Some(dissector::capture::unix_now_ns());
     Ok(())
 }
 
@@ -631,7 +628,7 @@ fn collect(
         }
     }
     laps.lap(&mut out.timings, Phase::Completions);
-    out.settled_ns = Some(now_ns());
+    out.settled_ns = Some(dissector::capture::unix_now_ns());
     // Reading memory back is the controller's, not the scenario's: its own
     // deadline per MR.
     for a in agents.values_mut() {

@@ -10,10 +10,11 @@ use std::io;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{now_ns, Engine, RunId};
+use super::{Engine, RunId};
 use crate::control::WireFrame;
 use crate::fault::Dir;
 use crate::mark::{Mark, Marks};
+use dissector::capture::unix_now_ns;
 
 /// A frame the switch holds back (delay, reorder).
 pub(super) struct Held {
@@ -109,7 +110,7 @@ impl Engine {
         for k in 1..=dups {
             self.count(run, |c| c.duplicated += 1);
             let copy = Marks(vec![Mark::Duplicate { k, of: dups, original: marks.0.clone() }]);
-            self.egress(run, dir, frame, &copy, now_ns());
+            self.egress(run, dir, frame, &copy, unix_now_ns());
         }
     }
 
@@ -117,7 +118,7 @@ impl Engine {
     /// its sender's order, which the go-back-N judge goes by.
     fn release(&mut self, h: Held) {
         let run = self.index_of(h.run);
-        let now = now_ns();
+        let now = unix_now_ns();
         let mut marks = h.marks;
         marks.0.push(Mark::Arrived { ns_before: now.saturating_sub(h.arrived_ns) });
         self.deliver(run, h.dir, &h.frame, &marks, h.dups, now);

@@ -209,10 +209,6 @@ impl Drop for Switch {
     }
 }
 
-fn now_ns() -> u64 {
-    dissector::capture::unix_now().as_nanos() as u64
-}
-
 /// The switch thread's state.
 struct Engine {
     socks: [Port; 2],
@@ -317,7 +313,13 @@ impl Engine {
                 let f = frame::decode(LinkType::ETHERNET, &frame, &self.opts);
                 let run = self.owner_of(dir, &f);
                 self.count(run, |c| c.injected += 1);
-                self.egress(run, dir, &frame, &Marks(vec![Mark::Injected]), now_ns());
+                self.egress(
+                    run,
+                    dir,
+                    &frame,
+                    &Marks(vec![Mark::Injected]),
+                    dissector::capture::unix_now_ns(),
+                );
                 let _ = reply.send(());
             }
             Cmd::Stop => {}

@@ -15,10 +15,11 @@ use dissector::LinkType;
 use super::deliver::Held;
 use super::roce::{apply_modification, roce_view, RoceView};
 use super::runs::Run;
-use super::{now_ns, Engine, RunId};
+use super::{Engine, RunId};
 use crate::fault::{Action, Dir, Real};
 use crate::mark::{Mark, Marks, RuleRef};
 use crate::respond::Request;
+use dissector::capture::unix_now_ns;
 
 /// What a run's rules made of one frame.
 struct Verdict {
@@ -37,7 +38,7 @@ struct Verdict {
 impl Engine {
     /// A frame received from `dir`'s sender: counted, then through its run's rules.
     pub(super) fn ingress(&mut self, dir: Dir, data: &[u8]) {
-        let ts = now_ns();
+        let ts = unix_now_ns();
         let len = data.len() as u64;
         let f = frame::decode(LinkType::ETHERNET, data, &self.opts);
         let at = self.owner_of(dir, &f);
@@ -113,7 +114,13 @@ impl Engine {
         }
         if let Some((answer, by)) = synthesized {
             self.count(at, |c| c.synthesized += 1);
-            self.egress(at, dir.reverse(), &answer, &Marks(vec![Mark::Synthesized(by)]), now_ns());
+            self.egress(
+                at,
+                dir.reverse(),
+                &answer,
+                &Marks(vec![Mark::Synthesized(by)]),
+                unix_now_ns(),
+            );
         }
     }
 }
