@@ -155,3 +155,90 @@ fn between_two_hosts_it_carries_and_records_every_frame() {
     assert!(t.contains(&format!("capture: {} ({frames} frames)", pcap.display())), "{t}\n{lines}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `roce bridge` in the bench's namespace, for `secs`, recording to `pcap`.
+fn bridge_in(bench: &Bench, secs: &str, pcap: &std::path::Path) -> std::process::Child {
+    Command::new("ip")
+        .args(["netns", "exec", &bench.ns[0], env!("CARGO_BIN_EXE_roce"), "bridge"])
+        .args(["--port", "a1", "--port", "b1", "--duration", secs, "--pcap"])
+        .arg(pcap)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("starting roce bridge")
+}
+
+fn send(bench: &Bench, from: usize, text: &str) {
+    let (ns, to) = if from == 1 { (&bench.ns[1], "10.9.0.2") } else { (&bench.ns[2], "10.9.0.1") };
+    ip(&["netns", "exec", ns, "bash", "-c", &format!("echo {text} > /dev/udp/{to}/9999")]);
+}
+
+/// A port whose link goes down mid-run: said when it goes and when it comes
+/// back (with how long it was away), a frame for it meanwhile is in the
+/// capture marked as not delivered, and bridging goes on after it.
+#[test]
+#[ignore = "needs root (network namespaces, raw sockets): bash scripts/test.sh runs it as root"]
+fn a_link_that_flaps_is_said_and_bridging_goes_on() {
+    let bench = Bench::new();
+    let br = &bench.ns[0];
+    let dir = std::env::temp_dir().join(format!("roce-bridge-flap-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("wire.pcapng");
+    let bridge = bridge_in(&bench, "5", &pcap);
+    let pause = |ms| std::thread::sleep(std::time::Duration::from_millis(ms));
+    pause(800);
+    send(&bench, 1, "before");
+    send(&bench, 2, "answer");
+    pause(300);
+    ip(&["-n", br, "link", "set", "a1", "down"]);
+    pause(700);
+    // b's frame for a: a1 cannot send it.
+    send(&bench, 2, "while-down");
+    pause(800);
+    ip(&["-n", br, "link", "set", "a1", "up"]);
+    pause(700);
+    send(&bench, 1, "after");
+    let out = bridge.wait_with_output().unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("port a (a1): set down: frames for it cannot be sent until it comes back"),
+        "{t}"
+    );
+    assert!(t.contains("port a (a1): link up again, after "), "{t}");
+    assert!(t.contains("port a (a1): without its link 1 time(s), "), "{t}");
+    assert!(t.contains("1 frames could not be sent"), "{t}");
+    let decoded =
+        Command::new(env!("CARGO_BIN_EXE_roce")).arg("decode").arg(&pcap).output().unwrap();
+    let lines = String::from_utf8_lossy(&decoded.stdout).to_string();
+    let unsent: Vec<&str> =
+        lines.lines().filter(|l| l.contains("not delivered: the port could not send it")).collect();
+    assert_eq!(unsent.len(), 1, "{lines}");
+    assert!(unsent[0].contains("10.9.0.2 → 10.9.0.1  UDP"), "{lines}");
+    let after = lines.lines().filter(|l| l.contains("10.9.0.1 → 10.9.0.2  UDP")).count();
+    assert_eq!(after, 2, "the frames before and after the flap crossed: {lines}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A port's interface removed mid-run: said at once, and the bridge ends
+/// non-zero, its capture written.
+#[test]
+#[ignore = "needs root (network namespaces, raw sockets): bash scripts/test.sh runs it as root"]
+fn a_port_removed_mid_run_is_said_and_fails_the_run() {
+    let bench = Bench::new();
+    let dir = std::env::temp_dir().join(format!("roce-bridge-gone-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pcap = dir.join("wire.pcapng");
+    let bridge = bridge_in(&bench, "3", &pcap);
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    send(&bench, 1, "before");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    ip(&["-n", &bench.ns[0], "link", "del", "a1"]);
+    let out = bridge.wait_with_output().unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("port a (a1): gone (the interface was removed): frames for it are not carried from now on"), "{t}");
+    assert!(t.contains("at the end: gone (the interface was removed)"), "{t}");
+    assert!(t.contains(&format!("capture: {}", pcap.display())), "{t}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

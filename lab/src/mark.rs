@@ -56,6 +56,9 @@ pub enum Mark {
     /// The responder's own answer, held back by a `respond` rule that answered in
     /// its place: sent, not delivered.
     Withheld(RuleRef),
+    /// Handed on, but the port it was for could not send it (its link was
+    /// down, its interface gone): `why` as the kernel said it. Not delivered.
+    Unsent { why: String },
     /// A comment this module did not write (another tool's), kept as it is.
     Other(String),
 }
@@ -68,6 +71,7 @@ const DUPLICATE: &str = "duplicate ";
 const ARRIVED: &str = "arrived ";
 const ARRIVED_END: &str = " ms before it was recorded";
 const INJECTED: &str = "injected by the lab";
+const UNSENT: &str = "not delivered: the port could not send it: ";
 const SEPARATOR: &str = "; ";
 
 impl fmt::Display for Mark {
@@ -98,6 +102,7 @@ impl fmt::Display for Mark {
             Mark::Withheld(r) => {
                 write!(f, "withheld by {r}: not delivered, the switch answered instead")
             }
+            Mark::Unsent { why } => write!(f, "{UNSENT}{why}"),
             Mark::Other(text) => f.write_str(text),
         }
     }
@@ -139,6 +144,9 @@ fn parse_one(s: &str) -> Mark {
     let other = || Mark::Other(s.to_string());
     if s == INJECTED {
         return Mark::Injected;
+    }
+    if let Some(why) = s.strip_prefix(UNSENT) {
+        return Mark::Unsent { why: why.to_string() };
     }
     if let Some(ms) = s.strip_prefix(ARRIVED).and_then(|r| r.strip_suffix(ARRIVED_END)) {
         return parse_ms_ns(ms).map_or_else(other, |ns_before| Mark::Arrived { ns_before });
@@ -208,10 +216,20 @@ impl Marks {
         })
     }
 
-    /// Never handed on: sent, but not delivered (dropped, or withheld for a
-    /// synthesized answer).
+    /// Never handed on: sent, but not delivered (dropped, withheld for a
+    /// synthesized answer, or the port it was for could not send it).
     pub fn dropped(&self) -> bool {
-        self.0.iter().any(|m| matches!(m, Mark::Dropped(_) | Mark::Withheld(_)))
+        self.0
+            .iter()
+            .any(|m| matches!(m, Mark::Dropped(_) | Mark::Withheld(_) | Mark::Unsent { .. }))
+    }
+
+    /// What the switch did, and that the port it was for could not send it.
+    pub fn unsent(&self, why: &str) -> Marks {
+        let mut all = self.0.clone();
+        // The separator of marks never appears inside one.
+        all.push(Mark::Unsent { why: why.replace(SEPARATOR, ", ") });
+        Marks(all)
     }
 
     /// Built by a `respond` rule: a response in the responder's place. Unlike
@@ -316,6 +334,7 @@ mod tests {
                 7,
                 "respond op=write-only with=nak code=invalid_request real=withhold reply-qp=0x11",
             )),
+            Mark::Unsent { why: "Network is down (os error 100)".into() },
         ];
         for m in &all {
             let one = Marks(vec![m.clone()]);
@@ -351,6 +370,16 @@ mod tests {
             "withheld by rule 2 `respond with=ack`: not delivered, the switch answered instead",
         );
         assert!(w.withheld() && w.dropped() && !w.synthesized());
+        // What a rule did stays beside the port's failure to send it.
+        let u = m.unsent("Network is down (os error 100)");
+        assert!(u.dropped() && u.modified() && !u.withheld());
+        assert_eq!(Marks::parse(&u.to_string()), u);
+        assert!(
+            u.to_string().ends_with(
+                "; not delivered: the port could not send it: Network is down (os error 100)"
+            ),
+            "{u}"
+        );
     }
 
     /// A held frame says since when the switch had it; a capture from before that

@@ -2,6 +2,8 @@
 //! the wire between two hosts under test (or a host and a switch port). Every
 //! frame one port takes in goes out of the other, through the fault rules given,
 //! recorded with its sender; at the end, what was carried and what the rules did.
+//! A port whose link goes down while it runs is said at once (and when it comes
+//! back, and how long it was away): frames for it cannot be sent meanwhile.
 //!
 //! Owns: `roce bridge`'s options, opening its ports, and printing what it carried.
 //! Imports: the `lab` crate's switch (ports, runs, rules, recording) and the Ctrl-C
@@ -13,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
 use lab::record::{PcapngRecorder, Recorder};
-use lab::switch::{LinkPort, Port, PortError, Ports, RunSpec, Switch};
+use lab::switch::{LinkPort, LinkState, LinkWatch, Port, PortError, Ports, RunSpec, Switch};
 
 use super::exit::{help, CommandResult, Exit, Failure};
 
@@ -21,7 +23,7 @@ use super::exit::{help, CommandResult, Exit, Failure};
 #[derive(Debug, clap::Args)]
 #[command(after_help = help(&[
     (Exit::Ok, "the bridge ran and stopped (Ctrl-C, SIGTERM or --duration), its capture complete"),
-    (Exit::Failed, "it stopped, but its capture is incomplete (the report says what is missing)"),
+    (Exit::Failed, "it stopped, but its capture is incomplete (the report says what is missing), or a port's interface was removed while it ran"),
     (Exit::BadInput, "bad options or fault rules"),
     (Exit::Setup, "an interface cannot be a port (missing, down, MTU too small, no CAP_NET_RAW), or the capture cannot be written"),
 ]))]
@@ -132,6 +134,9 @@ pub(super) fn run(a: BridgeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Co
     for r in &plan.rules {
         writeln!(err, "  fault rule: {r}")?;
     }
+    let watch = LinkWatch::new(&[&pa, &pb])
+        .map_err(|e| Failure::setup(anyhow!("cannot watch the ports' links: {e}")))?;
+    let mut links = Links::new(&plan.ports, watch.states());
     let switch = Switch::spawn_on([Port::Link(pa), Port::Link(pb)], Ports::default())?;
     let run = switch
         .begin(RunSpec {
@@ -155,6 +160,9 @@ pub(super) fn run(a: BridgeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Co
     let mut shown = Instant::now();
     while !stop.load(Ordering::SeqCst) && !until(start) {
         std::thread::sleep(Duration::from_millis(100));
+        for line in links.look(watch.states(), start.elapsed()) {
+            writeln!(err, "[{:>7.1}s] {line}", start.elapsed().as_secs_f64())?;
+        }
         if plan.every.is_some_and(|e| shown.elapsed() >= e) {
             shown = Instant::now();
             if let Ok((_, runs)) = switch.stats() {
@@ -177,8 +185,18 @@ pub(super) fn run(a: BridgeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Co
             rep.socket_drops
         )?;
     }
+    for line in links.summary(start.elapsed()) {
+        writeln!(out, "{line}")?;
+    }
+    if c.send_errors > 0 && links.ever_down() {
+        writeln!(
+            out,
+            "{} frames could not be sent (a port's link was down when they came; they are in the capture, marked)",
+            c.send_errors
+        )?;
+    }
     // Lost is lost: a frame the kernel dropped never crossed, and is in no capture.
-    let mut whole = rep.socket_drops == 0;
+    let mut whole = rep.socket_drops == 0 && !links.any_gone();
     match (&rep.capture, &rep.capture_error) {
         (_, Some(e)) => {
             whole = false;
@@ -196,4 +214,122 @@ pub(super) fn run(a: BridgeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Co
         (None, None) => {}
     }
     Ok(if whole { Exit::Ok } else { Exit::Failed })
+}
+
+/// The ports' links as the bridge saw them: each change said when it is seen,
+/// and how long each port was without its link.
+struct Links {
+    names: [String; 2],
+    now: Vec<LinkState>,
+    /// Since when each port has been without its link (while it is).
+    lost_at: [Option<Duration>; 2],
+    /// How many times each lost its link, and for how long in all (the
+    /// current absence not included).
+    lost: [(u32, Duration); 2],
+}
+
+impl Links {
+    fn new(names: &[String; 2], now: Vec<LinkState>) -> Links {
+        Links { names: names.clone(), now, lost_at: [None; 2], lost: [(0, Duration::ZERO); 2] }
+    }
+
+    fn label(&self, i: usize) -> String {
+        format!("port {} ({})", ["a", "b"][i], self.names[i])
+    }
+
+    /// Takes the states seen at `at`: a line for each change.
+    fn look(&mut self, seen: Vec<LinkState>, at: Duration) -> Vec<String> {
+        let mut lines = Vec::new();
+        for (i, (&was, &is)) in self.now.iter().zip(&seen).enumerate() {
+            if was == is {
+                continue;
+            }
+            let label = self.label(i);
+            match (is, self.lost_at[i]) {
+                (LinkState::Up, Some(since)) => {
+                    let away = at.saturating_sub(since);
+                    self.lost[i].0 += 1;
+                    self.lost[i].1 += away;
+                    self.lost_at[i] = None;
+                    lines.push(format!(
+                        "{label}: link up again, after {:.1} s without it",
+                        away.as_secs_f64()
+                    ));
+                }
+                (LinkState::Up, None) => lines.push(format!("{label}: link up")),
+                (LinkState::Gone, _) => {
+                    self.lost_at[i].get_or_insert(at);
+                    lines.push(format!("{label}: {is}: frames for it are not carried from now on; restart roce bridge once it is back"));
+                }
+                (_, _) => {
+                    self.lost_at[i].get_or_insert(at);
+                    lines.push(format!(
+                        "{label}: {is}: frames for it cannot be sent until it comes back"
+                    ));
+                }
+            }
+        }
+        self.now = seen;
+        lines
+    }
+
+    fn ever_down(&self) -> bool {
+        self.lost.iter().any(|(n, _)| *n > 0) || self.lost_at.iter().any(Option::is_some)
+    }
+
+    fn any_gone(&self) -> bool {
+        self.now.contains(&LinkState::Gone)
+    }
+
+    /// A line per port that was ever without its link, at `end`.
+    fn summary(&self, end: Duration) -> Vec<String> {
+        (0..2)
+            .filter_map(|i| {
+                let (mut n, mut away) = self.lost[i];
+                if let Some(since) = self.lost_at[i] {
+                    n += 1;
+                    away += end.saturating_sub(since);
+                }
+                let still = match self.now[i] {
+                    LinkState::Up => String::new(),
+                    s => format!("; at the end: {s}"),
+                };
+                (n > 0).then(|| {
+                    format!(
+                        "{}: without its link {n} time(s), {:.1} s in all{still}",
+                        self.label(i),
+                        away.as_secs_f64()
+                    )
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_that_goes_and_comes_back_is_said_and_timed() {
+        let names = ["a1".to_string(), "b1".to_string()];
+        let s = Duration::from_secs;
+        let mut l = Links::new(&names, vec![LinkState::Up, LinkState::Up]);
+        assert!(l.look(vec![LinkState::Up, LinkState::Up], s(1)).is_empty());
+        let down = l.look(vec![LinkState::NoCarrier, LinkState::Up], s(2));
+        assert_eq!(down, ["port a (a1): no carrier (link down): frames for it cannot be sent until it comes back"]);
+        assert!(l.look(vec![LinkState::Down, LinkState::Up], s(3))[0].contains("set down"));
+        let up = l.look(vec![LinkState::Up, LinkState::Up], s(5));
+        assert_eq!(up, ["port a (a1): link up again, after 3.0 s without it"]);
+        assert!(l.ever_down() && !l.any_gone());
+        assert_eq!(l.summary(s(9)), ["port a (a1): without its link 1 time(s), 3.0 s in all"]);
+        // Removed for good: counted to the end, and said so.
+        let gone = l.look(vec![LinkState::Up, LinkState::Gone], s(6));
+        assert!(gone[0].starts_with("port b (b1): gone (the interface was removed)"), "{gone:?}");
+        assert!(l.any_gone());
+        assert_eq!(
+            l.summary(s(10))[1],
+            "port b (b1): without its link 1 time(s), 4.0 s in all; at the end: gone (the interface was removed)"
+        );
+    }
 }

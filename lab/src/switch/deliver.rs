@@ -85,10 +85,15 @@ impl Engine {
             sent = out.send(frame);
         }
         match sent {
-            Ok(_) => self.count(run, |c| c.forwarded += 1),
-            Err(_) => self.count(run, |c| c.send_errors += 1),
+            Ok(_) => {
+                self.count(run, |c| c.forwarded += 1);
+                self.record(run, dir, ts, frame, marks);
+            }
+            Err(e) => {
+                self.count(run, |c| c.send_errors += 1);
+                self.record(run, dir, ts, frame, &marks.unsent(&e.to_string()));
+            }
         }
-        self.record(run, dir, ts, frame, marks);
     }
 
     /// Forwards an untouched frame and lets a reordered one follow it.

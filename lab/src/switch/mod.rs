@@ -73,7 +73,7 @@ pub mod veth;
 mod wire;
 
 use deliver::Held;
-pub use port::{interfaces, LinkPort, Port, PortError, MIN_MTU};
+pub use port::{interfaces, LinkPort, LinkState, LinkWatch, Port, PortError, MIN_MTU};
 pub use report::{Counters, RuleReport, RunReport};
 pub use roce::{apply_modification, parse_roce, RoceView};
 use runs::Run;

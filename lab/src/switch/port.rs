@@ -14,7 +14,7 @@
 //! exists, is up, may be opened (`CAP_NET_RAW`), and can carry a RoCE packet of
 //! the smallest path MTU.
 //!
-//! Owns: [`Port`], [`LinkPort`], [`PortError`]. Imports: nothing from the crate;
+//! Owns: [`Port`], [`LinkPort`], [`PortError`], [`LinkWatch`] and [`LinkState`]. Imports: nothing from the crate;
 //! dissector's checksum completion.
 //! The `AF_PACKET` calls nix does not wrap (binding to an interface, joining
 //! promiscuous mode, ignoring our own sends, the drop statistics) are `libc`
@@ -170,6 +170,71 @@ fn ifreq_get(fd: &OwnedFd, name: &str, request: libc::Ioctl) -> io::Result<libc:
             req.ifr_ifru.ifru_mtu
         }
     })
+}
+
+/// What an interface's link is, as a bridge watching it sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LinkState {
+    /// Up, with carrier: frames cross.
+    Up,
+    /// Administratively up, but no carrier (a cable pulled, the peer down).
+    NoCarrier,
+    /// Set down (`ip link set … down`).
+    Down,
+    /// The interface is gone (removed), or another took its name: the port's
+    /// socket is bound to the old one, which never comes back.
+    Gone,
+}
+
+impl fmt::Display for LinkState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LinkState::Up => "link up",
+            LinkState::NoCarrier => "no carrier (link down)",
+            LinkState::Down => "set down",
+            LinkState::Gone => "gone (the interface was removed)",
+        })
+    }
+}
+
+/// Watches the links of interfaces that are ports, by name and index, through
+/// a socket of its own (the ports' sockets belong to the switch thread).
+#[derive(Debug)]
+pub struct LinkWatch {
+    fd: OwnedFd,
+    links: Vec<(String, u32)>,
+}
+
+impl LinkWatch {
+    /// Watches `ports`' links (in this network namespace).
+    pub fn new(ports: &[&LinkPort]) -> io::Result<LinkWatch> {
+        // SAFETY: socket(2) takes no pointers; a descriptor it returns is ours.
+        let raw = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+        if raw < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: `raw` is a descriptor socket(2) just returned, owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        Ok(LinkWatch { fd, links: ports.iter().map(|p| (p.name.clone(), p.ifindex)).collect() })
+    }
+
+    /// Each watched link's state now, in the order given.
+    pub fn states(&self) -> Vec<LinkState> {
+        self.links
+            .iter()
+            .map(|(name, index)| {
+                if nix::net::if_::if_nametoindex(name.as_str()).ok() != Some(*index) {
+                    return LinkState::Gone;
+                }
+                match ifreq_get(&self.fd, name, libc::SIOCGIFFLAGS) {
+                    Err(_) => LinkState::Gone,
+                    Ok(f) if f & libc::IFF_UP == 0 => LinkState::Down,
+                    Ok(f) if f & libc::IFF_RUNNING == 0 => LinkState::NoCarrier,
+                    Ok(_) => LinkState::Up,
+                }
+            })
+            .collect()
+    }
 }
 
 /// The interfaces of this network namespace, by name.
