@@ -152,8 +152,6 @@ impl AgentPool {
     }
 }
 
-/// Now, on the clock the lab switch stamps the frames it records with.
-
 /// How long a lab agent may live: the run's, not a scenario's; each request has
 /// its own deadline, and a scenario that misses one stops its agents.
 const LAB_AGENT_LIFE: Duration = Duration::from_secs(24 * 3600);
