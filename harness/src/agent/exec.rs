@@ -740,6 +740,7 @@ impl Local {
             qp: q.map(|(n, _)| n.clone()).unwrap_or_default(),
             qp_num: c.qp_num,
             src_qp: ud.then_some(c.src_qp),
+            pkey_index: Some(c.pkey_index),
             vendor_err: c.vendor_err,
             t_ms,
         }

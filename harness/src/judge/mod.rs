@@ -22,7 +22,7 @@ use crate::scenario::model::{
     StepExpect, StreamExpect, WireExpect,
 };
 use crate::scenario::pattern::{self, Pattern};
-use crate::verbs::{GuardDamage, GUARD};
+use crate::verbs::{GuardDamage, WcFlags, GUARD};
 
 pub(crate) mod counters;
 mod headers;
@@ -63,7 +63,7 @@ pub(crate) fn judge(
     };
     for e in &sc.expect.completion {
         push(
-            completion(e, o.completions.get(&e.on).map(Vec::as_slice).unwrap_or(&[])),
+            completion(e, o.completions.get(&e.on).map(Vec::as_slice).unwrap_or(&[]), o),
             e.record_deviation,
         );
     }
@@ -219,6 +219,9 @@ fn describe(w: &Wc) -> String {
     if let Some(i) = w.imm_data {
         s.push_str(&format!(" imm_data {i:#x}"));
     }
+    if let Some(q) = w.src_qp {
+        s.push_str(&format!(" src_qp {q:#x}"));
+    }
     if let Some(k) = w.invalidated_rkey {
         s.push_str(&format!(" invalidated rkey {k:#x}"));
         if let Some(m) = &w.invalidated_mw {
@@ -273,18 +276,31 @@ pub(crate) fn event(e: &EventExpect, events: &[Event]) -> Verdict {
     )
 }
 
-pub(crate) fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
+/// A completion on `e.on`, among the `wcs` it polled, held to `e`; `o` gives the
+/// QPNs the run set up (what `src_qp` names).
+pub(crate) fn completion(e: &CompletionExpect, wcs: &[Wc], o: &Evidence) -> Verdict {
     let which = match (e.wr_id, e.index) {
         (Some(id), _) => format!("completion of wr_id {id} on {}", e.on),
         (None, Some(i)) => format!("completion #{i} on {}", e.on),
         (None, None) => format!("completions on {}", e.on),
     };
+    // A QPN is the run's: an end never set up has none, and no completion can match.
+    let src_qpn = e.src_qp.as_ref().map(|q| {
+        let qpn = o.endpoints.get(&q.on).and_then(|f| f.qps.iter().find(|x| x.name == q.qp));
+        (q, qpn.map(|x| x.qpn))
+    });
     let mut want = Vec::new();
     want.extend(e.status.map(|s| s.to_string()));
     want.extend(e.opcode.map(|o| o.to_string()));
     want.extend(e.byte_len.map(|b| format!("byte_len {b}")));
     want.extend(e.imm_data.map(|i| format!("imm_data {i:#x}")));
     want.extend(e.invalidated.as_ref().map(|m| format!("invalidated the rkey of MW {m}")));
+    want.extend(src_qpn.map(|(q, n)| match n {
+        Some(n) => format!("src_qp {n:#x} ({q})"),
+        None => format!("src_qp of {q} (never set up)"),
+    }));
+    want.extend(e.grh.map(|g| format!("grh {g}")));
+    want.extend(e.pkey_index.map(|p| format!("pkey_index {p}")));
     want.extend(e.within_ms.map(|ms| format!("within {ms} ms")));
     if let (Some(c), None, None) = (e.count, e.wr_id, e.index) {
         let all: Vec<String> = wcs.iter().map(describe).collect();
@@ -326,6 +342,9 @@ pub(crate) fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
         && e.invalidated
             .as_ref()
             .is_none_or(|m| w.invalidated_rkey.is_some() && w.invalidated_mw.as_ref() == Some(m))
+        && src_qpn.is_none_or(|(_, n)| n.is_some() && w.src_qp == n)
+        && e.grh.is_none_or(|g| g == (w.flags & WcFlags::GRH != 0))
+        && e.pkey_index.is_none_or(|p| w.pkey_index == Some(p))
         && e.within_ms.is_none_or(|ms| w.t_ms <= ms as f64)
         && e.count.is_none_or(|c| wcs.len() == c);
     Verdict::new(
@@ -333,8 +352,34 @@ pub(crate) fn completion(e: &CompletionExpect, wcs: &[Wc]) -> Verdict {
         which,
         ok,
         want.join(", "),
-        format!("{} at {:.1} ms", describe(w), w.t_ms),
+        format!("{}{} at {:.1} ms", describe(w), judged_too(e, w), w.t_ms),
     )
+}
+
+/// What `describe` leaves out of `w` that `e` judges: the flag and the P_Key
+/// index, and a source QP it did not show (none reported, or a failed completion).
+fn judged_too(e: &CompletionExpect, w: &Wc) -> String {
+    let mut s = String::new();
+    if e.src_qp.is_some() {
+        match w.src_qp {
+            None => s.push_str(" src_qp not reported (not a UD QP's completion)"),
+            Some(q) if w.status != crate::verbs::WcStatus::SUCCESS => {
+                s.push_str(&format!(" src_qp {q:#x}"))
+            }
+            Some(_) => {}
+        }
+    }
+    if e.grh.is_some() {
+        let g = w.flags & WcFlags::GRH != 0;
+        s.push_str(&format!(" grh {g} (wc_flags {:#x})", w.flags));
+    }
+    if e.pkey_index.is_some() {
+        match w.pkey_index {
+            Some(p) => s.push_str(&format!(" pkey_index {p}")),
+            None => s.push_str(" pkey_index not reported (an older agent)"),
+        }
+    }
+    s
 }
 
 /// One direction of a QP pair on the wire: the requests `from` sent to its peer,

@@ -8,7 +8,7 @@ use super::*;
 use crate::protocol::QpInfo;
 use crate::protocol::{CounterDeltas, ProbeSent, SentFrame};
 use crate::results::EndpointFacts;
-use crate::verbs::{WcOpcode, WcStatus};
+use crate::verbs::{WcFlags, WcOpcode, WcStatus};
 
 fn wc(id: u64, status: WcStatus, t: f64) -> Wc {
     Wc {
@@ -23,6 +23,7 @@ fn wc(id: u64, status: WcStatus, t: f64) -> Wc {
         qp: "q".into(),
         qp_num: 17,
         src_qp: None,
+        pkey_index: None,
         vendor_err: 0,
         t_ms: t,
     }
@@ -38,17 +39,21 @@ fn completion_expect(more: &str) -> CompletionExpect {
 #[test]
 fn completions_pass_and_fail_with_what_happened() {
     let wcs = [wc(1, WcStatus::SUCCESS, 3.0), wc(2, WcStatus(10), 4.0)];
-    assert!(completion(&completion_expect("wr_id = 2\nstatus = 'rem_access_err'"), &wcs).pass);
-    let v = completion(&completion_expect("wr_id = 1\nstatus = 'IBV_WC_REM_ACCESS_ERR'"), &wcs);
+    let none = Evidence::default();
+    assert!(
+        completion(&completion_expect("wr_id = 2\nstatus = 'rem_access_err'"), &wcs, &none).pass
+    );
+    let v =
+        completion(&completion_expect("wr_id = 1\nstatus = 'IBV_WC_REM_ACCESS_ERR'"), &wcs, &none);
     assert!(!v.pass && v.actual.contains("IBV_WC_SUCCESS"), "{v:?}");
     assert_eq!(v.expected, "IBV_WC_REM_ACCESS_ERR");
-    assert!(completion(&completion_expect("wr_id = 9"), &wcs)
+    assert!(completion(&completion_expect("wr_id = 9"), &wcs, &none)
         .actual
         .contains("no such completion"));
-    assert!(completion(&completion_expect("count = 2"), &wcs).pass);
-    assert!(!completion(&completion_expect("count = 3"), &wcs).pass);
+    assert!(completion(&completion_expect("count = 2"), &wcs, &none).pass);
+    assert!(!completion(&completion_expect("count = 3"), &wcs, &none).pass);
     assert!(
-        !completion(&completion_expect("wr_id = 2\nwithin_ms = 3"), &wcs).pass,
+        !completion(&completion_expect("wr_id = 2\nwithin_ms = 3"), &wcs, &none).pass,
         "4 ms is later than 3 ms"
     );
 }
@@ -61,18 +66,112 @@ fn an_invalidating_send_names_the_window() {
     let sc = crate::scenario::check::parse_str(Path::new("t.toml"), text)
         .unwrap_or_else(|e| panic!("{}", e[0]));
     let e = &sc.expect.completion[0];
+    let none = Evidence::default();
     let hit = Wc {
         invalidated_rkey: Some(0x1203),
         invalidated_mw: Some("w".into()),
         opcode: WcOpcode(128),
         ..wc(1, WcStatus::SUCCESS, 2.0)
     };
-    let v = completion(e, std::slice::from_ref(&hit));
+    let v = completion(e, std::slice::from_ref(&hit), &none);
     assert!(v.pass, "{v:?}");
     assert!(v.actual.contains("invalidated rkey 0x1203 (MW w)"), "{v:?}");
-    assert!(!completion(e, &[wc(1, WcStatus::SUCCESS, 2.0)]).pass, "nothing invalidated");
+    assert!(!completion(e, &[wc(1, WcStatus::SUCCESS, 2.0)], &none).pass, "nothing invalidated");
     let other = Wc { invalidated_mw: Some("v".into()), ..hit };
-    assert!(!completion(e, &[other]).pass, "another window");
+    assert!(!completion(e, &[other], &none).pass, "another window");
+}
+
+/// A UD receive: its source QP is the sending QP's QPN, which only the run knows
+/// (the endpoints' facts); its GRH flag and P_Key index are the completion's own.
+/// Each key passes and fails on its own, and says itself in the verdict.
+#[test]
+fn a_ud_receive_names_its_source_qp_grh_flag_and_pkey_index() {
+    let text = |more: &str| {
+        format!("name = 'x'\n[endpoints.a]\n[endpoints.b]\n[[qp]]\nname = 'u'\ntype = 'ud'\nbetween = ['b', 'a']\n[[expect.completion]]\non = 'b'\nwr_id = 1\n{more}\n")
+    };
+    let expect = |more: &str| {
+        let sc = crate::scenario::check::parse_str(Path::new("t.toml"), &text(more))
+            .unwrap_or_else(|e| panic!("{}", e[0]));
+        sc.expect.completion[0].clone()
+    };
+    let ud = |ip: &str, qpn: u32| {
+        let mut f = endpoint(ip, qpn);
+        f.qps[0].name = "u".into();
+        f
+    };
+    let o = Evidence {
+        endpoints: [("a".to_string(), ud(A, 0x22)), ("b".to_string(), ud(B, 0x11))].into(),
+        ..Default::default()
+    };
+    let recv = Wc {
+        opcode: WcOpcode::RECV,
+        byte_len: 48,
+        flags: WcFlags::GRH,
+        qp: "u".into(),
+        qp_num: 0x11,
+        src_qp: Some(0x22),
+        pkey_index: Some(0),
+        ..wc(1, WcStatus::SUCCESS, 2.0)
+    };
+
+    // src_qp: a's QPN of `u`, not b's own, and not a completion without one.
+    let e = expect("src_qp = 'u'");
+    assert_eq!(e.src_qp.as_ref().map(|q| (q.qp.as_str(), q.on.as_str())), Some(("u", "a")));
+    let v = completion(&e, std::slice::from_ref(&recv), &o);
+    assert!(v.pass, "{v:?}");
+    assert_eq!(v.expected, "src_qp 0x22 (QP u of a)");
+    assert!(v.actual.contains("src_qp 0x22"), "{v:?}");
+    let own = Wc { src_qp: Some(0x11), ..recv.clone() };
+    let v = completion(&e, &[own], &o);
+    assert!(!v.pass && v.actual.contains("src_qp 0x11"), "{v:?}");
+    let v = completion(&e, &[Wc { src_qp: None, ..recv.clone() }], &o);
+    assert!(!v.pass && v.actual.contains("src_qp not reported"), "{v:?}");
+    // A sender never set up has no QPN: nothing matches it.
+    let v = completion(&e, std::slice::from_ref(&recv), &Evidence::default());
+    assert!(!v.pass && v.expected == "src_qp of QP u of a (never set up)", "{v:?}");
+
+    // grh: IBV_WC_GRH in wc_flags, whatever else is set.
+    let v = completion(&expect("grh = true"), std::slice::from_ref(&recv), &o);
+    assert!(v.pass && v.expected == "grh true", "{v:?}");
+    assert!(v.actual.contains("grh true (wc_flags 0x1)"), "{v:?}");
+    let bare = Wc { flags: 0x4, ..recv.clone() };
+    let v = completion(&expect("grh = true"), std::slice::from_ref(&bare), &o);
+    assert!(!v.pass && v.actual.contains("grh false (wc_flags 0x4)"), "{v:?}");
+    assert!(completion(&expect("grh = false"), &[bare], &o).pass);
+    assert!(!completion(&expect("grh = false"), std::slice::from_ref(&recv), &o).pass);
+
+    // pkey_index: the provider's number; an agent that predates it reported none.
+    let v = completion(&expect("pkey_index = 0"), std::slice::from_ref(&recv), &o);
+    assert!(v.pass && v.expected == "pkey_index 0" && v.actual.contains("pkey_index 0"), "{v:?}");
+    let v = completion(&expect("pkey_index = 1"), std::slice::from_ref(&recv), &o);
+    assert!(!v.pass && v.expected == "pkey_index 1", "{v:?}");
+    let old = Wc { pkey_index: None, ..recv.clone() };
+    let v = completion(&expect("pkey_index = 0"), &[old], &o);
+    assert!(!v.pass && v.actual.contains("pkey_index not reported"), "{v:?}");
+
+    // All three at once, and under record_deviation a device without the flag is
+    // recorded, not failed.
+    let all = "src_qp = 'u'\ngrh = true\npkey_index = 0\nbyte_len = 48";
+    let v = completion(&expect(all), std::slice::from_ref(&recv), &o);
+    assert!(v.pass, "{v:?}");
+    assert_eq!(v.expected, "byte_len 48, src_qp 0x22 (QP u of a), grh true, pkey_index 0");
+    let sc = crate::scenario::check::parse_str(
+        Path::new("t.toml"),
+        &text(&format!("{all}\nrecord_deviation = true")),
+    )
+    .unwrap_or_else(|e| panic!("{}", e[0]));
+    let mut o = o;
+    o.completions.insert("b".into(), vec![Wc { flags: 0, ..recv.clone() }]);
+    let (v, obs) = judge(&sc, &o, &Err("none".into()));
+    assert!(v[0].pass && v[0].deviation, "{:#?}", v[0]);
+    assert_eq!(
+        obs.get("deviation: completion of wr_id 1 on b").map(String::as_str),
+        Some("deviates")
+    );
+    o.completions.insert("b".into(), vec![recv]);
+    let (v, obs) = judge(&sc, &o, &Err("none".into()));
+    assert!(v[0].pass && !v[0].deviation, "{:#?}", v[0]);
+    assert_eq!(obs.get("deviation: completion of wr_id 1 on b").map(String::as_str), Some("holds"));
 }
 
 /// The SRQ limit event: at least one unless a count is given, on the SRQ named.
@@ -1094,23 +1193,24 @@ fn what_comes_after_the_run_stopped_waiting_may_go_uncounted() {
     // a took in three RNR NAKs; it stopped waiting at 4 ms: the last two may
     // have found its QP gone.
     o.settled_ns = Some(4_000_000);
-    let got = |o: &Evidence| counters::reports(o, Some(&t))["a"].reconciled[0].clone();
-    for (counted, agrees) in [(1, true), (2, true), (3, true), (0, false), (4, false)] {
-        o.counters.insert("a".into(), rxe_received(counted));
-        let x = got(&o);
-        assert_eq!((x.wire_min, x.wire, x.agrees()), (Some(1), 3, agrees), "{counted}: {x:?}");
-        assert!(
-            x.note
-                .as_deref()
-                .is_some_and(|n| n.starts_with("2 reached it after the run stopped waiting")),
-            "{x:?}"
-        );
-    }
+    received_is_a_range(&mut o, &t, (1, 3), "2 reached it after the run stopped waiting");
     // Settled after the last frame: the count is exact.
     o.settled_ns = Some(11_000_000);
     o.counters.insert("a".into(), rxe_received(2));
-    let x = got(&o);
+    let x = counters::reports(&o, Some(&t))["a"].reconciled[0].clone();
     assert_eq!((x.wire_min, x.wire, x.agrees(), x.note), (None, 3, false, None));
+}
+
+/// a's `rcvd_pkts` against the wire `t` is the range `min..=max`, with a note
+/// that starts `note`: a device count agrees inside it and nowhere else.
+fn received_is_a_range(o: &mut Evidence, t: &Timeline, (min, max): (u64, u64), note: &str) {
+    for counted in min.saturating_sub(1)..=max + 1 {
+        o.counters.insert("a".into(), rxe_received(counted));
+        let x = counters::reports(o, Some(t))["a"].reconciled[0].clone();
+        let agrees = (min..=max).contains(&counted);
+        assert_eq!((x.wire_min, x.wire, x.agrees()), (Some(min), max, agrees), "{counted}: {x:?}");
+        assert!(x.note.as_deref().is_some_and(|n| n.starts_with(note)), "{x:?}");
+    }
 }
 
 /// The recording starts before each device's counters are read: a frame the
@@ -1132,22 +1232,11 @@ fn what_crossed_before_the_counters_baseline_may_be_in_it() {
     o.wire = Some(complete_recording());
     // a took in an RNR NAK before every baseline was read, and an ACK after.
     o.baseline_ns = Some(3_000_000);
-    let got = |o: &Evidence| counters::reports(o, Some(&t))["a"].reconciled[0].clone();
-    for (counted, agrees) in [(1, true), (2, true), (0, false), (3, false)] {
-        o.counters.insert("a".into(), rxe_received(counted));
-        let x = got(&o);
-        assert_eq!((x.wire_min, x.wire, x.agrees()), (Some(1), 2, agrees), "{counted}: {x:?}");
-        assert!(
-            x.note
-                .as_deref()
-                .is_some_and(|n| n.starts_with("1 crossed the wire before its counters' baseline")),
-            "{x:?}"
-        );
-    }
+    received_is_a_range(&mut o, &t, (1, 2), "1 crossed the wire before its counters' baseline");
     // Every baseline read before the first frame: the count is exact.
     o.baseline_ns = Some(0);
     o.counters.insert("a".into(), rxe_received(1));
-    let x = got(&o);
+    let x = counters::reports(&o, Some(&t))["a"].reconciled[0].clone();
     assert_eq!((x.wire_min, x.wire, x.agrees(), x.note), (None, 2, false, None));
 }
 

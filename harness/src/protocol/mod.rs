@@ -891,8 +891,15 @@ pub(crate) struct Wc {
     /// The QP (by scenario name) the completion is for.
     pub qp: String,
     pub qp_num: u32,
+    /// A UD QP's completion: `ibv_wc.src_qp`, on a receive the sender's QPN (the
+    /// DETH's SrcQP). `None` on the other transports, where it means nothing.
     #[serde(default)]
     pub src_qp: Option<u32>,
+    /// `ibv_wc.pkey_index` as the provider wrote it, whatever the QP: ibv_poll_cq(3)
+    /// defines it for GSI QPs only, so what a device says elsewhere is for a
+    /// scenario to find out. `None` from an agent that predates it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pkey_index: Option<u16>,
     pub vendor_err: u32,
     /// Milliseconds since `Setup`.
     pub t_ms: f64,
@@ -1248,6 +1255,7 @@ mod tests {
             qp: "q".into(),
             qp_num: 17,
             src_qp: None,
+            pkey_index: None,
             vendor_err: 0,
             t_ms: 1.0,
         };

@@ -442,6 +442,9 @@ pub(crate) enum StepOp {
         sge: Vec<Sge>,
         #[serde(default)]
         flags: Vec<String>,
+        /// The immediate data, a 32-bit number whose bytes go on the wire (the
+        /// ImmDt) most significant first: `0x12345678` is `12 34 56 78`. The
+        /// receiver's completion gives back the same number.
         imm_data: u32,
         #[serde(default)]
         to: Option<String>,
@@ -525,6 +528,9 @@ pub(crate) enum StepOp {
         #[serde(default)]
         flags: Vec<String>,
         remote: Remote,
+        /// The immediate data, a 32-bit number whose bytes go on the wire (the
+        /// ImmDt) most significant first: `0x12345678` is `12 34 56 78`. The
+        /// receiver's completion gives back the same number.
         imm_data: u32,
     },
     Read {
@@ -930,6 +936,8 @@ pub(crate) struct ProbeFile {
     /// Payload length (a `pattern` payload is repeated to it).
     #[serde(default)]
     pub(crate) len: Option<u32>,
+    /// ImmDt (default 0): the number's bytes, most significant first
+    /// (`0x12345678` is `12 34 56 78` on the wire).
     #[serde(default)]
     pub(crate) imm_data: Option<u32>,
     /// Atomics: compare (CmpSwap), swap or add.
@@ -1141,14 +1149,36 @@ pub(crate) struct CompletionFile {
     /// `IBV_WC_SEND`, `IBV_WC_RECV`, `IBV_WC_RDMA_WRITE`, `IBV_WC_RECV_RDMA_WITH_IMM`, …
     #[serde(default)]
     pub(crate) opcode: Option<Spanned<String>>,
+    /// `ibv_wc.byte_len`: on a receive, the bytes placed; a UD receive counts
+    /// the 40-byte GRH area before the payload too (a SEND of 8 bytes: 48).
     #[serde(default)]
     pub(crate) byte_len: Option<u32>,
+    /// The immediate data (`IBV_WC_WITH_IMM` set), as the number the sender's
+    /// `imm_data` was: `0x12345678` is the bytes `12 34 56 78` of the ImmDt on
+    /// the wire, in that order (`roce decode` shows `Imm=0x12345678`, the filter
+    /// field `infiniband.immdt == 12:34:56:78`). The verbs carry it in network
+    /// byte order (ibv_post_send(3)); the agent converts it both ways.
     #[serde(default)]
     pub(crate) imm_data: Option<u32>,
     /// A SEND with Invalidate's receive: the memory window of `on` whose rkey it
     /// invalidated (`IBV_WC_WITH_INV`).
     #[serde(default)]
     pub(crate) invalidated: Option<Spanned<String>>,
+    /// A UD receive's source QP (`ibv_wc.src_qp`, the DETH's SrcQP), by the name
+    /// of a UD QP of `on`'s: the QPN of its other end, the sender's, as the run
+    /// set it up (QPNs are known only then).
+    #[serde(default)]
+    pub(crate) src_qp: Option<Spanned<String>>,
+    /// `IBV_WC_GRH` set (`true`) or not in the completion's `wc_flags`: the
+    /// receive buffer's first 40 bytes hold a GRH (on RoCEv2, the packet's IP
+    /// header). Every UD receive on RoCE has one.
+    #[serde(default)]
+    pub(crate) grh: Option<bool>,
+    /// `ibv_wc.pkey_index`: the index of the P_Key in the port's table. The
+    /// verbs define it for GSI QPs only (ibv_poll_cq(3)); elsewhere it is what the
+    /// device says.
+    #[serde(default)]
+    pub(crate) pkey_index: Option<u16>,
     /// Without `wr_id` and `index`: exactly this many completions polled on `on`
     /// in the whole run. A stream's own successful completions are not kept, so
     /// are not counted; its first failed one is (`count = 0` on an endpoint

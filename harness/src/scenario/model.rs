@@ -425,9 +425,28 @@ pub(crate) struct CompletionExpect {
     pub(crate) imm_data: Option<u32>,
     /// The memory window of `on` a SEND with Invalidate invalidated.
     pub(crate) invalidated: Option<String>,
+    /// The QP whose QPN the completion's `src_qp` is: on the other end from `on`.
+    pub(crate) src_qp: Option<QpOn>,
+    /// `IBV_WC_GRH` set in `wc_flags`, or not.
+    pub(crate) grh: Option<bool>,
+    pub(crate) pkey_index: Option<u16>,
     pub(crate) count: Option<usize>,
     pub(crate) within_ms: Option<u64>,
     pub(crate) record_deviation: bool,
+}
+
+/// QP `qp` on endpoint `on`: its QPN is known only once the run has set it up
+/// (the endpoint's `EndpointFacts::qps`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct QpOn {
+    pub(crate) qp: String,
+    pub(crate) on: String,
+}
+
+impl std::fmt::Display for QpOn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "QP {} of {}", self.qp, self.on)
+    }
 }
 
 /// What the wire shows for one QP pair, in one direction of requests.

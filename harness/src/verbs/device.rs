@@ -14,7 +14,7 @@ use rdma_sys::*;
 
 use super::caps::DeviceCaps;
 use super::error::{Result, VerbError};
-use super::names::{Access, EventType, WcOpcode, WcStatus};
+use super::names::{Access, EventType, WcFlags, WcOpcode, WcStatus};
 
 /// An open RDMA device.
 pub(crate) struct Context {
@@ -335,24 +335,21 @@ impl Cq {
                 byte_len: w.byte_len,
                 // SAFETY: the union holds imm_data when IBV_WC_WITH_IMM is set; both
                 // members are plain u32 anyway.
-                imm_data: (w.wc_flags & IBV_WC_WITH_IMM != 0)
+                imm_data: (w.wc_flags & WcFlags::WITH_IMM != 0)
                     .then(|| u32::from_be(unsafe { w.imm_data_invalidated_rkey_union.imm_data })),
                 // SAFETY: as above; with IBV_WC_WITH_INV the union holds the rkey
                 // the SEND with Invalidate named, in host order.
-                invalidated_rkey: (w.wc_flags & IBV_WC_WITH_INV != 0)
+                invalidated_rkey: (w.wc_flags & WcFlags::WITH_INV != 0)
                     .then_some(unsafe { w.imm_data_invalidated_rkey_union.invalidated_rkey }),
                 flags: w.wc_flags,
                 qp_num: w.qp_num,
                 src_qp: w.src_qp,
+                pkey_index: w.pkey_index,
                 vendor_err: w.vendor_err,
             })
             .collect())
     }
 }
-
-/// `ibv_wc_flags::IBV_WC_WITH_IMM`, `IBV_WC_WITH_INV`.
-const IBV_WC_WITH_IMM: u32 = 1 << 1;
-const IBV_WC_WITH_INV: u32 = 1 << 3;
 
 /// A work completion, copied out of the CQ.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -368,6 +365,7 @@ pub(crate) struct Completion {
     pub(crate) flags: u32,
     pub(crate) qp_num: u32,
     pub(crate) src_qp: u32,
+    pub(crate) pkey_index: u16,
     pub(crate) vendor_err: u32,
 }
 

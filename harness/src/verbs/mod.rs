@@ -29,7 +29,9 @@ pub(crate) use device::{
     Ah, Completion, Context, Cq, GuardDamage, Guards, Mr, Mw, MwKind, Pd, GUARD,
 };
 pub(crate) use error::VerbError;
-pub(crate) use names::{Access, Errno, EventType, QpStateName, SendFlag, WcOpcode, WcStatus};
+pub(crate) use names::{
+    Access, Errno, EventType, QpStateName, SendFlag, WcFlags, WcOpcode, WcStatus,
+};
 pub(crate) use qp::{
     Binding, Caps, FlushWr, Given, Peer, Placement, Qp, QpAttrs, QpExtras, QpKind, QpParams,
     Remote, Reset, Rts, Selectivity, SendWr, Sge, Srq, Steered,

@@ -7,7 +7,8 @@
 //! `rem_access_err`, `WC_REM_ACCESS_ERR`; `IBV_ACCESS_REMOTE_WRITE`,
 //! `remote_write`.
 //!
-//! Owns: `WcStatus`, `WcOpcode`, `EventType`, [`Access`], [`SendFlag`] and `by_name`.
+//! Owns: `WcStatus`, `WcOpcode`, [`WcFlags`], `EventType`, [`Access`], [`SendFlag`] and
+//! `by_name`.
 //! Imports: dissector's `UnknownName` (re-exported); `serde`.
 use std::fmt;
 use std::str::FromStr;
@@ -157,6 +158,23 @@ impl WcStatus {
 
 impl WcOpcode {
     pub(crate) const RECV: WcOpcode = WcOpcode(128);
+}
+
+/// `enum ibv_wc_flags` (verbs.h): the bits of a work completion's `wc_flags` the
+/// harness reads; providers set others too (`IBV_WC_IP_CSUM_OK`, …), which
+/// completions keep as they come. The kernel's own `IB_WC_*` agree on the first two
+/// bits only: rxe passes its `IB_WC_WITH_INVALIDATE` (bit 2) through, which
+/// libibverbs reads as `IBV_WC_IP_CSUM_OK` (docs/src/guide/lab.md).
+pub(crate) struct WcFlags;
+
+impl WcFlags {
+    /// The receive buffer starts with a 40-byte GRH area holding the packet's GRH
+    /// (on RoCEv2 its IP header): every UD receive on RoCE has one.
+    pub(crate) const GRH: u32 = 1 << 0;
+    /// `imm_data` holds the immediate data.
+    pub(crate) const WITH_IMM: u32 = 1 << 1;
+    /// `invalidated_rkey` holds the rkey a SEND with Invalidate invalidated.
+    pub(crate) const WITH_INV: u32 = 1 << 3;
 }
 
 /// `IBV_EVENT_SRQ_LIMIT_REACHED`, `srq_limit_reached` → `IBV_EVENT_SRQ_LIMIT_REACHED`.
@@ -463,6 +481,10 @@ mod tests {
             };
             assert_eq!(*v as i32, want, "{name}");
         }
+        use rdma_sys::ibv_wc_flags as F;
+        assert_eq!(WcFlags::GRH, F::IBV_WC_GRH.0);
+        assert_eq!(WcFlags::WITH_IMM, F::IBV_WC_WITH_IMM.0);
+        assert_eq!(WcFlags::WITH_INV, F::IBV_WC_WITH_INV.0);
         for (bit, name) in Access::FLAGS {
             let want = match *name {
                 "local_write" => A::IBV_ACCESS_LOCAL_WRITE.0,

@@ -323,6 +323,7 @@ impl<'a> Checker<'a> {
                     );
                 }
             }
+            let src_qp = c.src_qp.as_ref().and_then(|n| self.src_qp(&c.on, n));
             e.completion.push(CompletionExpect {
                 on: c.on.value.clone(),
                 wr_id: c.wr_id,
@@ -332,11 +333,58 @@ impl<'a> Checker<'a> {
                 byte_len: c.byte_len,
                 imm_data: c.imm_data,
                 invalidated: c.invalidated.as_ref().map(|w| w.value.clone()),
+                src_qp,
+                grh: c.grh,
+                pkey_index: c.pkey_index,
                 count: c.count,
                 within_ms: c.within_ms,
                 record_deviation: c.record_deviation == Some(true),
             });
         }
+    }
+
+    /// A completion's `src_qp = "u"` on `on`: the QP named, at its end other than
+    /// `on` (the sender). Its QPN is known only at run time, so the judge looks it
+    /// up there; here the name must be a UD QP of `on`'s.
+    fn src_qp(&mut self, on: &Spanned<String>, n: &Spanned<String>) -> Option<QpOn> {
+        let f = self.f;
+        let Some(q) = self.qp_file(n) else {
+            let hint = match self.groups.get(&n.value) {
+                Some(k) => Some(format!(
+                    "`{0}` is a group of {k} QPs: name one of them, `{0}[0]` to `{0}[{1}]`",
+                    n.value,
+                    k.saturating_sub(1)
+                )),
+                None => name_hint(n, f.qps.iter().map(|q| q.name.as_str())),
+            };
+            self.err(Some(n.span.clone()), format!("no QP `{}`", n.value), hint);
+            return None;
+        };
+        if !q.between.contains(&on.value) {
+            self.err(
+                Some(n.span.clone()),
+                format!(
+                    "QP `{}` is between {} and {}, not on `{}`",
+                    n.value, q.between[0], q.between[1], on.value
+                ),
+                Some(format!(
+                    "`src_qp` names a QP of `{}`, whose completion it is: the sender is its other end",
+                    on.value
+                )),
+            );
+            return None;
+        }
+        if q.qp_type != QpType::Ud {
+            let kind = if q.qp_type == QpType::Rc { "RC" } else { "UC" };
+            self.err(
+                Some(n.span.clone()),
+                format!("`src_qp` on QP `{}`, which is {kind}: only a UD completion reports its source QP (ibv_wc.src_qp)", n.value),
+                None,
+            );
+            return None;
+        }
+        let other = if q.between[0] == on.value { &q.between[1] } else { &q.between[0] };
+        Some(QpOn { qp: n.value.clone(), on: other.clone() })
     }
 
     /// `[[expect.wire]]`: what the capture shows of a QP in one direction.

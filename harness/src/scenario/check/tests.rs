@@ -1136,3 +1136,46 @@ fn a_cq_is_sized_and_resized() {
     let e = errors(&format!("{base}[[step]]\non = 'c'\nop = 'resize_cq'\ncqe = 4\n"));
     assert!(e.iter().any(|d| d.message.contains("`c`")), "{e:#?}");
 }
+
+/// `src_qp` names a UD QP of the completion's endpoint, resolved to its other end
+/// (the sender); an unknown name is refused where it is, with the closest; a QP
+/// `on` is not an end of, an RC QP and a group are refused too.
+#[test]
+fn a_completions_src_qp_names_a_ud_qp_of_its_endpoint() {
+    let base = "name = 'x'\n[endpoints.a]\n[endpoints.b]\n[endpoints.c]\n[[qp]]\nname = 'u'\ntype = 'ud'\nbetween = ['b', 'a']\n[[qp]]\nname = 'r'\ntype = 'rc'\nbetween = ['b', 'a']\n[[qp]]\nname = 'g'\ntype = 'ud'\nbetween = ['b', 'a']\ncount = 2\n[[expect.completion]]\non = 'b'\nwr_id = 1\ngrh = true\npkey_index = 0\n";
+    let sc = parse_str(Path::new("t.toml"), &format!("{base}src_qp = 'u'\n"))
+        .unwrap_or_else(|e| panic!("{}", e[0]));
+    let c = &sc.expect.completion[0];
+    assert_eq!(c.src_qp, Some(QpOn { qp: "u".into(), on: "a".into() }));
+    assert_eq!((c.grh, c.pkey_index), (Some(true), Some(0)));
+    let sc = parse_str(Path::new("t.toml"), &format!("{base}src_qp = 'g[1]'\n"))
+        .unwrap_or_else(|e| panic!("{}", e[0]));
+    assert_eq!(sc.expect.completion[0].src_qp, Some(QpOn { qp: "g[1]".into(), on: "a".into() }));
+
+    let e = errors(&format!("{base}src_qp = 'v'\n"));
+    assert_eq!(e.len(), 1, "{e:#?}");
+    let line = base.lines().count() + 1;
+    assert_eq!(
+        e[0].to_string(),
+        format!("error: no QP `v`\n  --> t.toml:{line}:10\n   |\n{line} | src_qp = 'v'\n   |          ^^^\n   |\n   = hint: did you mean `u`?")
+    );
+    let e = errors(&format!("{base}src_qp = 'u'\n").replace("on = 'b'\nwr_id", "on = 'c'\nwr_id"));
+    assert!(
+        e.iter().any(|d| d.message == "QP `u` is between b and a, not on `c`"
+            && d.line == line
+            && d.hint.as_deref().is_some_and(|h| h.contains("the sender is its other end"))),
+        "{e:#?}"
+    );
+    let e = errors(&format!("{base}src_qp = 'r'\n"));
+    assert!(
+        e[0].message.contains("`src_qp` on QP `r`, which is RC") && e[0].line == line,
+        "{e:#?}"
+    );
+    let e = errors(&format!("{base}src_qp = 'g'\n"));
+    assert!(
+        e[0].message == "no QP `g`"
+            && e[0].hint.as_deref()
+                == Some("`g` is a group of 2 QPs: name one of them, `g[0]` to `g[1]`"),
+        "{e:#?}"
+    );
+}
