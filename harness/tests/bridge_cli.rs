@@ -46,7 +46,10 @@ struct Bench {
 
 impl Bench {
     fn new() -> Bench {
-        let p = format!("roce-br{}", std::process::id());
+        // Tests run side by side in one process: each bench its own names.
+        static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let p = format!("roce-br{}-{n}", std::process::id());
         let ns = [format!("{p}-br"), format!("{p}-ha"), format!("{p}-hb")];
         let b = Bench { ns };
         let [br, ha, hb] = &b.ns;
