@@ -145,10 +145,10 @@ fn serve_on(l: TcpListener, opts: ListenOpts) -> Result<()> {
             None => String::new(),
         }
     );
-    match (&opts.key, opts.insecure, local.ip().is_loopback()) {
-        (Some(_), _, _) => say!("roce agent: listening on {local}; a controller must prove it has the key (one at a time); {bounds}"),
-        (None, true, _) => say!("roce agent: WARNING: listening on {local} WITHOUT authentication (--insecure): anyone who reaches it can drive this agent; {bounds}"),
-        (None, false, true) => say!("roce agent: listening on {local} without authentication: no --key-file, which only loopback allows; {bounds}"),
+    let announce = match (&opts.key, opts.insecure, local.ip().is_loopback()) {
+        (Some(_), _, _) => format!("roce agent: listening on {local}; a controller must prove it has the key (one at a time); {bounds}"),
+        (None, true, _) => format!("roce agent: WARNING: listening on {local} WITHOUT authentication (--insecure): anyone who reaches it can drive this agent; {bounds}"),
+        (None, false, true) => format!("roce agent: listening on {local} without authentication: no --key-file, which only loopback allows; {bounds}"),
         (None, false, false) => {
             return Err(NoKey(format!(
                 "refusing to listen on {local} without a key (no --key-file): anyone who reaches it could drive a root process\n\
@@ -157,7 +157,7 @@ fn serve_on(l: TcpListener, opts: ListenOpts) -> Result<()> {
             ))
             .into())
         }
-    }
+    };
     let shared = Arc::new(Listener { opts, serving: Mutex::new(None), next_id: AtomicU64::new(1) });
     // The one thread that serves controllers, started now: no connection ever
     // needs a thread started for it (a thread limit cannot fail one later).
@@ -179,6 +179,9 @@ fn serve_on(l: TcpListener, opts: ListenOpts) -> Result<()> {
             }
         })
         .context("starting the agent's session thread (is the thread limit, ulimit -u, reached?)")?;
+    // Said once the session thread is running: whoever waits for this line
+    // (a test counting threads, a wrapper script) sees the agent as it stays.
+    say!("{announce}");
     let front = listen::Front {
         key: shared.opts.key.as_ref(),
         handshake_within: shared.opts.handshake_within,
