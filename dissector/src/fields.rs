@@ -11,8 +11,11 @@
 //! ([`crate::filter`]) compare them. [`Field::lookup`] resolves a name once;
 //! [`Field::ty`] says what a filter may compare a field with.
 //!
-//! Owns: the field names, their types and value formats; its child `protocols` owns
-//! the protocol and header names (`frame.protocols`, presence tests). Imports: the per-frame context ([`crate::ctx`]), the decoded frame, the wire
+//! Owns: the field names, their types (and, for numbers, the largest value tshark's
+//! type for them holds: [`Field::max`]) and value formats; its child `protocols` owns
+//! the protocol and header names (`frame.protocols`, presence tests) and the bytes
+//! each protocol covers ([`ProtoBytes`]: `data.data`, `udp.payload`, `eth contains …`).
+//! Imports: the per-frame context ([`crate::ctx`]), the decoded frame, the wire
 //! vocabulary, the summary ([`crate::print::Info`], for `_ws.col.Info`) and did-you-mean
 //! ([`crate::text`]).
 
@@ -30,7 +33,7 @@ use crate::wire::{icrc, RNR_TIMER_US};
 mod mad;
 /// `frame.protocols`, the Protocol column and header presence.
 mod protocols;
-pub use protocols::{col_protocol, Header, Protocols};
+pub use protocols::{col_protocol, Covered, Header, ProtoBytes, Protocols};
 
 macro_rules! fields {
     ($( $id:ident = $name:literal : $desc:literal ),* $(,)?) => {
@@ -106,6 +109,7 @@ fields! {
     UdpDstport = "udp.dstport": "UDP destination port",
     UdpPort = "udp.port": "UDP source and destination ports (two values)",
     UdpLength = "udp.length": "UDP length",
+    UdpPayload = "udp.payload": "The bytes after the UDP header, to the end of the IP payload (a RoCE packet's BTH to ICRC)",
     TcpSrcport = "tcp.srcport": "TCP source port",
     TcpDstport = "tcp.dstport": "TCP destination port",
     TcpPort = "tcp.port": "TCP source and destination ports (two values)",
@@ -136,6 +140,12 @@ fields! {
     AtomicethSwapdt = "infiniband.atomiceth.swapdt": "AtomicETH swap (or add) data",
     AtomicethCmpdt = "infiniband.atomiceth.cmpdt": "AtomicETH compare data",
     AethSyndrome = "infiniband.aeth.syndrome": "AETH syndrome",
+    AethSyndromeReserved = "infiniband.aeth.syndrome.reserved": "AETH syndrome bit 7 (reserved)",
+    AethSyndromeOpcode = "infiniband.aeth.syndrome.opcode": "AETH syndrome bits 6-5: 0 ACK, 1 RNR NAK, 2 reserved, 3 NAK",
+    AethSyndromeCreditCount = "infiniband.aeth.syndrome.credit_count": "AETH syndrome bits 4-0 of an ACK: the credit count",
+    AethSyndromeTimer = "infiniband.aeth.syndrome.timer": "AETH syndrome bits 4-0 of an RNR NAK: the timer code",
+    AethSyndromeReservedValue = "infiniband.aeth.syndrome.reserved_value": "AETH syndrome bits 4-0 under the reserved opcode 2",
+    AethSyndromeErrorCode = "infiniband.aeth.syndrome.error_code": "AETH syndrome bits 4-0 of a NAK: the NAK code",
     AethMsn = "infiniband.aeth.msn": "AETH message sequence number",
     AtomicackethOrigremdt = "infiniband.atomicacketh.origremdt": "Original remote data",
     Immdt = "infiniband.immdt": "Immediate data (4 bytes, hex)",
@@ -208,6 +218,8 @@ fields! {
     CmDrepLocalcommid = "infiniband.cm.drsp.localcommid": "CM DREP local communication ID",
     CmDrepRemotecommid = "infiniband.cm.drsp.remotecommid": "CM DREP remote communication ID",
     CmDrepPrivate = "infiniband.cm.drsp.private": "CM DREP private data (224 bytes)",
+    DataData = "data.data": "Bytes no dissector claims, as tshark's data: a RoCE payload and its pad (ICRC excluded), a TCP payload, …",
+    DataLen = "data.len": "Length of data.data (a RoCE payload's pad included, unlike roce.payload.len)",
     RoceVersion = "roce.version": "RoCE version: 1 or 2",
     RoceOpcodeName = "roce.opcode.name": "Opcode name, e.g. RC RDMA WRITE Only",
     RoceOpcodeRole = "roce.opcode.role": "request or response, as the opcode table says (what roce flows counts as a request; empty for CNPs and unknown opcodes)",
@@ -225,7 +237,7 @@ fields! {
     RoceAtomicRKey = "roce.atomiceth.r_key": "AtomicETH remote key",
     RoceXrcSrq = "roce.xrceth.srq": "XRCETH XRC SRQ number",
     RoceFeth = "roce.feth": "FETH (FLUSH selectivity and placement)",
-    RocePayloadLen = "roce.payload.len": "Payload bytes on the wire (pad and ICRC excluded)",
+    RocePayloadLen = "roce.payload.len": "Payload bytes on the wire (pad and ICRC excluded; data.len counts the pad)",
     RoceIcrcStatus = "roce.icrc.status": "ok or bad (empty when not captured)",
     RoceIcrcComputed = "roce.icrc.computed": "ICRC we computed, in the format of infiniband.invariant.crc",
     RoceCmType = "roce.cm.type": "CM message: REQ REP RTU REJ MRA DREQ DREP",
@@ -439,6 +451,8 @@ impl Field {
             F::BthSe | F::BthM | F::BthA | F::RoceFecn | F::RoceBecn | F::RoceEcnCe => Ty::Bool,
             F::Immdt
             | F::Ieth
+            | F::UdpPayload
+            | F::DataData
             | F::RoceDcceth
             | F::MadData
             | F::CmReqServiceidPrefix
@@ -461,6 +475,119 @@ impl Field {
             | F::RoceFlow
             | F::RoceStop => Ty::Str,
             _ => Ty::Uint,
+        }
+    }
+}
+
+impl Field {
+    /// The largest value of a number field, as tshark 4.0 types it (FT_UINT8 to
+    /// FT_UINT64; `data.len` is FT_INT32), whatever bits of it the field uses: a
+    /// display filter's `&` mask, and a number a masked field is compared with, may
+    /// be no larger (tshark: "too big for this field"). Our `roce.*` numbers, and
+    /// fields of other types, take any `u64`.
+    pub const fn max(self) -> u64 {
+        use Field as F;
+        match self {
+            F::IpProto
+            | F::IpTtl
+            | F::IpDscp
+            | F::IpEcn
+            | F::Ipv6Nxt
+            | F::Ipv6Hlim
+            | F::GrhIpver
+            | F::GrhNxthdr
+            | F::GrhHoplmt
+            | F::BthOpcode
+            | F::BthPadcnt
+            | F::BthTver
+            | F::BthReserved7
+            | F::AethSyndrome
+            | F::AethSyndromeReserved
+            | F::AethSyndromeOpcode
+            | F::AethSyndromeCreditCount
+            | F::AethSyndromeTimer
+            | F::AethSyndromeReservedValue
+            | F::AethSyndromeErrorCode
+            | F::MadBaseversion
+            | F::MadMgmtclass
+            | F::MadClassversion
+            | F::MadMethod
+            | F::CmReqServiceidProtocol
+            | F::CmReqResponderres
+            | F::CmReqInitdepth
+            | F::CmReqTranspsvctype
+            | F::CmReqRetrcount
+            | F::CmReqPppmtu
+            | F::CmReqRnrretrcount
+            | F::CmReqSrq
+            | F::CmReqIpCmMajv
+            | F::CmReqIpCmMinv
+            | F::CmReqIpCmIpv
+            | F::CmRepRespres
+            | F::CmRepInitdepth
+            | F::CmRepRnrretrcount
+            | F::CmRepSrq
+            | F::CmRejMsgrej => u8::MAX as u64,
+            F::EthType
+            | F::VlanId
+            | F::VlanPriority
+            | F::VlanEtype
+            | F::QinqId
+            | F::QinqPriority
+            | F::QinqDei
+            | F::IpLen
+            | F::Ipv6Plen
+            | F::UdpSrcport
+            | F::UdpDstport
+            | F::UdpPort
+            | F::UdpLength
+            | F::TcpSrcport
+            | F::TcpDstport
+            | F::TcpPort
+            | F::GrhTclass
+            | F::GrhPaylen
+            | F::BthPKey
+            | F::MadStatus
+            | F::MadClassspecific
+            | F::MadAttributeid
+            | F::CmReqServiceidDport
+            | F::CmReqPkey
+            | F::CmReqIpCmSport
+            | F::CmRejReason => u16::MAX as u64,
+            F::BthDestqp
+            | F::BthPsn
+            | F::RdethEecnxt
+            | F::AethMsn
+            | F::CmReqLocalqpn
+            | F::CmReqStartpsn
+            | F::CmRepLocalqpn
+            | F::CmRepStartpsn
+            | F::CmDreqRemoteqpn => 0xFF_FFFF,
+            F::FrameNumber
+            | F::FrameLen
+            | F::FrameCapLen
+            | F::FrameInterfaceId
+            | F::GrhFlowlabel
+            | F::DethSrcqp
+            | F::RethRKey
+            | F::RethDmalen
+            | F::InvariantCrc
+            | F::MadAttributemodifier
+            | F::CmReqLocalCommId
+            | F::CmReqLocalqkey
+            | F::CmRepLocalCommId
+            | F::CmRepRemotecommid
+            | F::CmRepLocalqkey
+            | F::CmRtuLocalcommid
+            | F::CmRtuRemotecommid
+            | F::CmRejLocalcommid
+            | F::CmRejRemotecommid
+            | F::CmDreqLocalcommid
+            | F::CmDreqRemotecommid
+            | F::CmDrepLocalcommid
+            | F::CmDrepRemotecommid => u32::MAX as u64,
+            F::DataLen => i32::MAX as u64,
+            _ => u64::MAX,
         }
     }
 }
@@ -745,6 +872,7 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
             }
         }
         F::UdpLength => fr.udp.into_iter().for_each(|u| f(Dec(u.length.into()))),
+        F::UdpPayload => protocols::udp_payload(c).into_iter().for_each(|b| f(Value::Bytes(b))),
         F::TcpSrcport => fr.tcp.into_iter().for_each(|t| f(Dec(t.src_port.into()))),
         F::TcpDstport => fr.tcp.into_iter().for_each(|t| f(Dec(t.dst_port.into()))),
         F::TcpPort => {
@@ -794,6 +922,28 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
         }
         F::AethSyndrome => {
             ib.and_then(|i| i.aeth).into_iter().for_each(|a| f(Dec(a.syndrome.0.into())))
+        }
+        F::AethSyndromeReserved
+        | F::AethSyndromeOpcode
+        | F::AethSyndromeCreditCount
+        | F::AethSyndromeTimer
+        | F::AethSyndromeReservedValue
+        | F::AethSyndromeErrorCode => {
+            // tshark's bit fields of the syndrome: bit 7, bits 6-5 (the kind), and
+            // bits 4-0 under the name the kind gives them.
+            if let Some(a) = ib.and_then(|i| i.aeth) {
+                let s = a.syndrome.0;
+                let low = match (field, s >> 5 & 3) {
+                    (F::AethSyndromeReserved, _) => return f(Dec((s >> 7).into())),
+                    (F::AethSyndromeOpcode, op) => return f(Dec(op.into())),
+                    (F::AethSyndromeCreditCount, 0)
+                    | (F::AethSyndromeTimer, 1)
+                    | (F::AethSyndromeReservedValue, 2)
+                    | (F::AethSyndromeErrorCode, 3) => s & 0x1F,
+                    _ => return,
+                };
+                f(Dec(low.into()))
+            }
         }
         F::AethMsn => ib.and_then(|i| i.aeth).into_iter().for_each(|a| f(Dec(a.msn.into()))),
         F::AtomicackethOrigremdt => {
@@ -876,6 +1026,8 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
         | F::CmDrepLocalcommid
         | F::CmDrepRemotecommid
         | F::CmDrepPrivate => mad::visit(field, fr, c.data, &mut f),
+        F::DataData => protocols::data_bytes(c).into_iter().for_each(|b| f(Value::Bytes(b))),
+        F::DataLen => protocols::data_bytes(c).into_iter().for_each(|b| f(Dec(b.len() as u64))),
         F::RoceVersion => {
             fr.roce.into_iter().for_each(|v| f(Dec(if v == RoceVersion::V1 { 1 } else { 2 })))
         }

@@ -235,6 +235,9 @@ pub struct Offsets {
     pub net: usize,
     /// Start of what follows the fixed IP header (IPv6 extension headers, UDP).
     pub l4: usize,
+    /// Start of the UDP or TCP header (after any IPv6 extension headers); 0 when the
+    /// frame has neither.
+    pub transport: usize,
     pub bth: usize,
     /// Where the ICRC starts (= end of the transport packet before the ICRC).
     pub icrc: usize,
@@ -653,6 +656,7 @@ impl Decoder<'_> {
     /// the ports of a header with a bad data offset, as tshark shows them) and does
     /// not stop the frame.
     fn tcp(&mut self, off: usize) {
+        self.fr.offsets.transport = off;
         match tcp::Packet::new_checked(self.at(off)) {
             Ok(p) => self.fr.tcp = Some(tcp::Repr::parse(&p)),
             Err(Error::Malformed(_)) => {
@@ -663,6 +667,7 @@ impl Decoder<'_> {
     }
 
     fn udp(&mut self, l4_start: usize, off: usize, ip_end: usize) {
+        self.fr.offsets.transport = off;
         let p = match udp::Packet::new_checked(self.at(off)) {
             Ok(p) => p,
             Err(e @ Error::Malformed(_)) => {

@@ -34,6 +34,13 @@
 //! encapsulation and CM message (and compares the MAD and CM fields value for
 //! value); `ieee_802_3_lengths_are_not_ethertypes` checks `eth.type` and
 //! `vlan.etype` on IEEE 802.3 frames, which no capture holds.
+//!
+//! `protocol_bytes_equal_tshark` checks the protocols a filter reads as bytes
+//! (`eth contains …`, `ip == …`) byte for byte on every frame: where each starts,
+//! where what it covers ends, what its own bytes are. `filters_tshark_refuses_are_refused`
+//! checks that what tshark 4.0 refuses ([`REFUSED`]: `bitand`, a mask too big for
+//! its field, …) we refuse too; `number_fields_hold_what_tsharks_types_hold` that a
+//! mask's limit is the one of tshark's type for the field.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -105,6 +112,91 @@ const FILTERS: &[(&str, Skip)] = &[
     ("frame.comment", Skip::None),
     ("infiniband.bth.m == 0 && infiniband.bth.padcnt > 0", Skip::None),
     ("ip.ttl < 64 or ip.flags.df == 1 and ip.ttl == 64", Skip::Unsupported),
+    // Protocols read as byte strings: `contains` and `matches` search all a protocol
+    // covers (eth: the frame; ip: to its total length; udp: to the end of the IP
+    // payload; infiniband: BTH to ICRC; data: a payload and its pad), the comparisons
+    // read its own bytes (eth 14, ip its header, udp 8), the shorter value first.
+    ("frame contains \"rdma-ping\"", Skip::None),
+    ("eth contains \"rdma-ping\"", Skip::None),
+    ("ip contains \"rdma-ping\"", Skip::None),
+    ("udp contains \"rdma-ping\"", Skip::None),
+    ("infiniband contains \"rdma-ping\"", Skip::None),
+    ("data contains \"rdma-ping\"", Skip::UndecodedAndPorts),
+    ("ipv6 contains \"ABC\"", Skip::None),
+    ("frame matches \"rdma-ping\"", Skip::None),
+    ("ip matches \"rdma-PING\"", Skip::None),
+    ("infiniband matches \"^\\\\x04\"", Skip::None),
+    ("data matches \"^\\\\x00\\\\x00\"", Skip::UndecodedAndPorts),
+    ("ip > 46", Skip::None),
+    ("ip < 46", Skip::None),
+    ("udp < 00:00:00:00:00:00:00:00:00", Skip::None),
+    ("eth == 52:54:00:00:00:0b:52:54:00:00:00:0a:08:00", Skip::None),
+    ("eth != 52:54:00:00:00:0b:52:54:00:00:00:0a:08:00", Skip::None),
+    ("ip ~= 45:00", Skip::None),
+    ("ip in {45:00:00:30:00:04:40:00:40:11:26:b7:0a:00:00:02:0a:00:00:01, 00}", Skip::None),
+    ("infiniband == 11:00:ff:ff:00:00:00:11:00:00:00:64:1f:00:00:01:fd:11:b9:5b", Skip::None),
+    ("infiniband.immdt < 00:00:12:34:00", Skip::Undecoded),
+    // `udp.payload`, and `data` as tshark has it (a RoCE payload with its pad).
+    ("udp.payload contains \"rdma-ping\"", Skip::None),
+    ("udp.payload matches \"^\\\\x11\"", Skip::None),
+    ("udp.payload contains 0xff", Skip::None),
+    ("data.data contains \"landed\"", Skip::UndecodedAndPorts),
+    ("data.data matches \"real\\\\x00$\"", Skip::UndecodedAndPorts),
+    ("data.len == 16", Skip::UndecodedAndPorts),
+    ("data.len == 12 or data.len > 1000", Skip::UndecodedAndPorts),
+    // `matches` on a MAC reads its six bytes (PCRE: `$` also before a final newline,
+    // 0x0a; `.` no newline); `contains` looks for bytes.
+    ("eth.src matches \"^\\\\x52\\\\x54\"", Skip::None),
+    ("eth.src matches \"\\\\x00\\\\x00$\"", Skip::None),
+    ("eth.addr matches \"\\\\x0b$\"", Skip::None),
+    ("eth.dst matches \"^rt\"", Skip::None),
+    ("eth.dst matches \"^.{6}$\"", Skip::None),
+    ("eth.src contains 00:0a", Skip::None),
+    // The AETH syndrome's bit fields.
+    ("infiniband.aeth.syndrome.opcode == 3", Skip::Undecoded),
+    ("infiniband.aeth.syndrome.credit_count == 31", Skip::Undecoded),
+    ("infiniband.aeth.syndrome.timer == 12", Skip::Undecoded),
+    ("infiniband.aeth.syndrome.error_code in {0, 1, 2, 3}", Skip::Undecoded),
+    ("!infiniband.aeth.syndrome.credit_count && infiniband.aeth", Skip::Undecoded),
+    // Bitwise and.
+    ("infiniband.aeth.syndrome & 0x60", Skip::Undecoded),
+    ("infiniband.aeth.syndrome bitwise_and 0x60", Skip::Undecoded),
+    ("infiniband.aeth.syndrome & 0x60 == 0x60", Skip::Undecoded),
+    ("infiniband.aeth.syndrome & 0x60 == 0x20", Skip::Undecoded),
+    ("infiniband.aeth.syndrome & 0x60 != 0x60", Skip::Undecoded),
+    ("infiniband.aeth.syndrome & 0xe0 >= 0x60", Skip::Undecoded),
+    ("infiniband.aeth.syndrome & 0x60 & 0x40", Skip::Undecoded),
+    ("!infiniband.aeth.syndrome & 0x60", Skip::Undecoded),
+    ("infiniband.aeth.syndrome & 0x60 == infiniband.aeth.syndrome", Skip::Undecoded),
+    ("udp.port & 0xff00 == 0x1200", Skip::None),
+    ("udp.port & 0xff00 != 0x1200", Skip::None),
+    ("frame.number & 1 and ip.dsfield.ecn & 2", Skip::None),
+    ("infiniband.bth.opcode & 0xe0 == 0x40", Skip::None),
+];
+
+/// Filters tshark 4.0 refuses, which we must refuse too (each with its reason).
+const REFUSED: &[&str] = &[
+    // tshark 4.0's word is `bitwise_and`.
+    "infiniband.aeth.syndrome bitand 0x60",
+    // A mask binds to the field: no parentheses, no `in`, `contains` or `matches`.
+    "(infiniband.aeth.syndrome & 0x60) == 0x60",
+    "infiniband.aeth.syndrome & 0x60 in {0x20, 0x60}",
+    "infiniband.aeth.syndrome & 0x60 contains 1",
+    "infiniband.aeth.syndrome & 0x60 matches \"1\"",
+    // Too big for the field's type (FT_UINT8, FT_UINT16).
+    "infiniband.aeth.syndrome & 0x1ff",
+    "infiniband.aeth.syndrome & 0x60 == 0x1ff",
+    "udp.port & 0x10000",
+    // Not a number; not a field that takes `&`.
+    "infiniband.aeth.syndrome & \"x\"",
+    "infiniband.aeth.syndrome & 1a",
+    "infiniband.bth.a & 1",
+    "frame.time_delta & 1",
+    "ip & 1",
+    "frame.protocols & 1",
+    "0x60 & infiniband.aeth.syndrome",
+    // `matches` on an address, not a MAC.
+    "ip.src matches \"10\"",
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -349,6 +441,15 @@ fn new_fields_equal_tshark() {
         "frame.time_epoch",
         "frame.protocols",
         "_ws.col.Protocol",
+        "udp.payload",
+        "data.data",
+        "data.len",
+        "infiniband.aeth.syndrome.reserved",
+        "infiniband.aeth.syndrome.opcode",
+        "infiniband.aeth.syndrome.credit_count",
+        "infiniband.aeth.syndrome.timer",
+        "infiniband.aeth.syndrome.reserved_value",
+        "infiniband.aeth.syndrome.error_code",
     ];
     let m = merged("fields");
     let d = decode_all(&m.path);
@@ -369,8 +470,11 @@ fn new_fields_equal_tshark() {
         for (k, t) in line.split('\t').enumerate() {
             let name = NEW[k];
             let skip = match name {
-                "frame.protocols" => !tshark_decodes(fr) || port_dissected(fr),
+                "frame.protocols" | "data.data" | "data.len" => {
+                    !tshark_decodes(fr) || port_dissected(fr)
+                }
                 "_ws.col.Protocol" => port_dissected(fr),
+                n if n.starts_with("infiniband.") => !tshark_decodes(fr),
                 _ => false,
             };
             if skip {
@@ -527,7 +631,7 @@ fn theirs(path: &Path, text: &str) -> Vec<u64> {
 /// decode as we do (see the module's `UNDECODED`); `data` also `PORT_DISSECTOR`.
 fn skip_for(name: &str) -> Skip {
     let whole = |h: &str| name == h || name.starts_with(&format!("{h}."));
-    if name == "data" || name == "frame.protocols" {
+    if whole("data") || name == "frame.protocols" {
         Skip::UndecodedAndPorts
     } else if name == "infiniband.invariant.crc" {
         Skip::UndecodedAndMadBodies
@@ -1337,4 +1441,177 @@ fn presence_filters_on_crafted_frames_keep_what_tshark_keeps() {
     }
     assert!(mismatches.is_empty(), "{}", mismatches.join("\n"));
     assert!(values >= 300, "only {values} MAD and CM values compared");
+}
+
+/// What tshark 4.0 refuses we refuse: every filter of [`REFUSED`] fails to compile
+/// in tshark and in ours, and ours says where (a caret inside the filter).
+#[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
+fn filters_tshark_refuses_are_refused() {
+    let capture = roce_tests::root().join("captures/rc_naks.pcap");
+    for text in REFUSED {
+        let out = Command::new("tshark")
+            .args(["-n", "-r"])
+            .arg(&capture)
+            .args(["-c", "1", "-Y", text])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run tshark ({e})"));
+        assert!(!out.status.success(), "tshark 4.0 takes `{text}`");
+        match Filter::compile(text) {
+            Ok(_) => panic!("we take `{text}`, which tshark 4.0 refuses"),
+            Err(e) => {
+                assert!(e.span.end <= text.len() && !e.span.is_empty(), "`{text}`: {e}");
+                assert!(!e.to_string().is_empty());
+            }
+        }
+    }
+}
+
+/// `&` masks, and the numbers a masked field is compared with, are limited to what
+/// the field's type holds: tshark's type for it (`tshark -G fields`: FT_UINT8 …
+/// FT_UINT64, FT_INT32), for every number field of ours tshark has.
+#[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
+fn number_fields_hold_what_tsharks_types_hold() {
+    let out = Command::new("tshark")
+        .args(["-G", "fields"])
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run tshark ({e})"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let types: BTreeMap<&str, &str> = text
+        .lines()
+        .filter_map(|l| {
+            let c: Vec<&str> = l.split('\t').collect();
+            (c.first() == Some(&"F") && c.len() > 3).then(|| (c[2], c[3]))
+        })
+        .collect();
+    let mut checked = 0;
+    for (f, name, _) in Field::ALL {
+        if f.ty() != fields::Ty::Uint {
+            continue;
+        }
+        let Some(ty) = types.get(name) else { continue };
+        let want = match *ty {
+            "FT_UINT8" => u8::MAX.into(),
+            "FT_UINT16" => u16::MAX.into(),
+            "FT_UINT24" => 0xFF_FFFF,
+            "FT_UINT32" => u32::MAX.into(),
+            "FT_UINT64" => u64::MAX,
+            "FT_INT32" => i32::MAX as u64,
+            other => panic!("{name}: tshark's type {other} is no number of ours"),
+        };
+        assert_eq!(f.max(), want, "{name} ({ty})");
+        checked += 1;
+    }
+    assert!(checked > 100, "{checked}");
+}
+
+/// Protocols read as byte strings, byte for byte, on every frame of every capture:
+/// for each protocol we read as bytes, filters built from our own view of its bytes
+/// in each frame — its own bytes (`ip == 45:00:…`, what the comparisons read), the
+/// last bytes it covers (`ip contains …`, what `contains` and `matches` search),
+/// and those with the byte before its start or after its end added (which it must
+/// not contain) — keep the same frames in tshark as in ours, and tshark keeps every
+/// frame the first two kinds were built for. Frames whose transport tshark decodes
+/// otherwise are left out for `data`, as everywhere (`UNDECODED`, `PORT_DISSECTOR`).
+#[test]
+#[ignore = "needs tshark: bash scripts/setup.sh --test"]
+fn protocol_bytes_equal_tshark() {
+    use dissector::fields::ProtoBytes;
+    let m = merged("protobytes");
+    let d = decode_all(&m.path);
+    let colons = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(":");
+    // (clause, frame, whether tshark must keep the frame for it)
+    let mut clauses: Vec<(String, u64, bool)> = Vec::new();
+    for &(name, p) in ProtoBytes::ALL {
+        let skip = skip_for(name);
+        for i in 0..d.frames.len() {
+            let c = d.ctx(i);
+            if skips(skip, c.frame) {
+                continue;
+            }
+            let Some(b) = p.bytes(&c) else { continue };
+            let n = i as u64 + 1;
+            let at = b.covered.as_ptr() as usize - c.data.as_ptr() as usize;
+            let end = at + b.covered.len();
+            let clause = |rel: &str, bytes: &[u8]| {
+                format!("frame.number == {n} && {name} {rel} {}", colons(bytes))
+            };
+            if !b.cut() && !b.own().is_empty() && b.own().len() <= 64 {
+                clauses.push((clause("==", b.own()), n, true));
+            }
+            if b.covered.is_empty() {
+                continue;
+            }
+            let tail = &c.data[end.saturating_sub(8).max(at)..end];
+            clauses.push((clause("contains", tail), n, true));
+            if let Some(&after) = c.data.get(end) {
+                let mut t = tail.to_vec();
+                t.push(after);
+                clauses.push((clause("contains", &t), n, false));
+            }
+            if at > 0 {
+                let head = &c.data[at - 1..(at + 8).min(end)];
+                clauses.push((clause("contains", head), n, false));
+            }
+        }
+    }
+    // Batches of clauses joined by `||`, each short enough for one argument.
+    let mut batches: Vec<Vec<&(String, u64, bool)>> = vec![Vec::new()];
+    let mut size = 0;
+    for cl in &clauses {
+        if size + cl.0.len() > 60_000 {
+            batches.push(Vec::new());
+            size = 0;
+        }
+        size += cl.0.len() + 4;
+        batches.last_mut().expect("a batch").push(cl);
+    }
+    let problems: Vec<String> = std::thread::scope(|s| {
+        let handles: Vec<_> = batches
+            .iter()
+            .map(|batch| {
+                let (d, path, origin) = (&d, &m.path, &m.origin);
+                // A filter of a thousand `||` is a tree as deep: room for it.
+                let thread = std::thread::Builder::new().stack_size(256 << 20);
+                thread
+                    .spawn_scoped(s, move || {
+                        let text =
+                            batch.iter().map(|c| c.0.as_str()).collect::<Vec<_>>().join(" || ");
+                        let (ours, theirs) = (ours(d, &text), theirs(path, &text));
+                        let label = |n: &u64| {
+                            let (f, k) = &origin[*n as usize - 1];
+                            format!("{f}#{k}")
+                        };
+                        let mut out = Vec::new();
+                        if ours != theirs {
+                            let only = |a: &[u64], b: &[u64]| -> Vec<String> {
+                                a.iter().filter(|n| !b.contains(n)).take(5).map(label).collect()
+                            };
+                            out.push(format!(
+                                "only we keep {:?}, only tshark keeps {:?}",
+                                only(&ours, &theirs),
+                                only(&theirs, &ours)
+                            ));
+                        }
+                        for (cl, n, _) in batch.iter().filter(|c| c.2) {
+                            if !theirs.contains(n) {
+                                out.push(format!("tshark does not keep {} for `{cl}`", label(n)));
+                            }
+                        }
+                        out
+                    })
+                    .expect("a batch's thread")
+            })
+            .collect();
+        handles.into_iter().flat_map(|h| h.join().expect("a batch's thread")).collect()
+    });
+    eprintln!("{} clauses in {} filters", clauses.len(), batches.len());
+    assert!(clauses.len() > 8_000, "{}", clauses.len());
+    assert!(
+        problems.is_empty(),
+        "{} problems:\n{}",
+        problems.len(),
+        problems.iter().take(20).cloned().collect::<Vec<_>>().join("\n")
+    );
 }

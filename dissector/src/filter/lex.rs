@@ -23,6 +23,8 @@ pub(super) enum Tok {
     Not,
     /// A comparison: `==`, `eq`, `!=`, `contains`, `in`, ….
     Rel(Rel),
+    /// `&` or `bitwise_and`: a field's value ANDed with a mask.
+    BitAnd,
     /// A field or protocol name, or a value written without quotes: anything made
     /// of letters, digits and `_ . : / - +`.
     Word(String),
@@ -80,6 +82,7 @@ impl Tok {
             Tok::And => "`and`".into(),
             Tok::Or => "`or`".into(),
             Tok::Not => "`not`".into(),
+            Tok::BitAnd => "`&`".into(),
             Tok::Rel(r) => format!("`{}`", r.symbol()),
             Tok::Word(w) => format!("`{w}`"),
             Tok::Str(s) => format!("the string {s:?}"),
@@ -107,6 +110,7 @@ fn keyword(w: &str) -> Option<Tok> {
         "contains" => Tok::Rel(Rel::Contains),
         "matches" | "~" => Tok::Rel(Rel::Matches),
         "in" => Tok::Rel(Rel::In),
+        "bitwise_and" => Tok::BitAnd,
         _ => return None,
     })
 }
@@ -147,6 +151,8 @@ pub(super) fn lex(text: &str) -> Result<Vec<(Tok, Span)>, FilterError> {
             '>' => (Tok::Rel(Rel::Gt), 1),
             '!' => (Tok::Not, 1),
             '~' => (Tok::Rel(Rel::Matches), 1),
+            // After `&&`: a single `&` is tshark's bitwise and.
+            '&' => (Tok::BitAnd, 1),
             '"' => {
                 let (s, len) = string(text, i)?;
                 (Tok::Str(s), len)
@@ -157,7 +163,7 @@ pub(super) fn lex(text: &str) -> Result<Vec<(Tok, Span)>, FilterError> {
                 (keyword(w).unwrap_or_else(|| Tok::Word(w.to_string())), len)
             }
             '=' => return err(ErrorKind::SingleEquals, i..i + 1),
-            '&' | '|' => return err(ErrorKind::SingleAmpersandOrBar { c }, i..i + 1),
+            '|' => return err(ErrorKind::SingleAmpersandOrBar { c }, i..i + 1),
             c => return err(ErrorKind::BadCharacter { c }, i..i + c.len_utf8()),
         };
         i += len;
@@ -247,9 +253,22 @@ mod tests {
         let e = lex("ip.ttl = 5").unwrap_err();
         assert_eq!((e.kind.clone(), e.span.clone()), (ErrorKind::SingleEquals, 7..8));
         assert!(matches!(
-            lex("a & b").unwrap_err().kind,
-            ErrorKind::SingleAmpersandOrBar { c: '&' }
+            lex("a | b").unwrap_err().kind,
+            ErrorKind::SingleAmpersandOrBar { c: '|' }
         ));
+        assert_eq!(
+            toks("a & 0x60 bitwise_and 1 && b"),
+            [
+                Tok::Word("a".into()),
+                Tok::BitAnd,
+                Tok::Word("0x60".into()),
+                Tok::BitAnd,
+                Tok::Word("1".into()),
+                Tok::And,
+                Tok::Word("b".into()),
+            ]
+        );
+        assert_eq!(toks("a bitand 1")[1], Tok::Word("bitand".into()), "not tshark 4.0's");
         let e = lex("frame.len > 5 ; x").unwrap_err();
         assert_eq!(e.kind, ErrorKind::BadCharacter { c: ';' });
         let e = lex("é").unwrap_err();

@@ -1,14 +1,18 @@
 //! Display filters in Wireshark's syntax: `infiniband.aeth.syndrome >= 0x60 &&
 //! ip.addr == 10.0.0.0/24`, `not udp.port in {4791, 4792}`, `frame.protocols
-//! contains "data"`.
+//! contains "data"`, `infiniband.aeth.syndrome & 0x60 == 0x60`, `frame contains
+//! "rdma-ping"`.
 //!
 //! A filter is compiled once ([`Filter::compile`]): field names become [`Field`]s,
 //! values become typed constants (numbers, addresses, subnets, MACs, times, bytes,
 //! text, regular expressions), and every mistake — an unknown field, a value of the
 //! wrong type, a relation the field's type has no meaning for — is an error then,
 //! naming the column, with the filter shown and a caret under the culprit
-//! ([`FilterError`], drawn by [`diag`](crate::diag) as every such mistake is). Evaluating it on a frame ([`Filter::matches`]) reads only the
-//! fields it names, through [`fields::visit`]; nothing is allocated per frame.
+//! ([`FilterError`], drawn by [`diag`](crate::diag) as every such mistake is).
+//! Evaluating it on a frame ([`Filter::matches`]) reads only the fields it names,
+//! through [`fields::visit`] (and the protocols it reads as bytes, through
+//! [`ProtoBytes::bytes`]); nothing is allocated per frame
+//! (`dissector/tests/filter_alloc.rs`).
 //!
 //! What the syntax means follows tshark 4.0 (checked against `tshark -Y` on the
 //! project's captures, `tests/tests/filter_diff.rs`):
@@ -20,7 +24,38 @@
 //!   `matches` and `in` hold if any occurrence satisfies them. A field the frame does
 //!   not have satisfies no relation. `matches` (a regular expression) ignores case,
 //!   `contains` does not.
-//! - `and`/`&&` binds tighter than `or`/`||`; `not`/`!` tighter than both.
+//! - `contains` applies to text, bytes and MACs (`eth.src contains 00:0a`), `matches`
+//!   to text, bytes and MACs. On bytes and MACs `matches` reads bytes, as tshark's
+//!   PCRE does: `\xff` is the byte 0xff, a MAC is its six bytes (`eth.src matches
+//!   "^\\x52\\x54"`, not its text). Everywhere `$` (and `\Z`) also holds before a
+//!   newline that ends the value, as in PCRE (`\z` is the very end); `.` is any byte
+//!   but a newline.
+//! - Byte strings (bytes fields, protocols) order as tshark orders them: the shorter
+//!   first, then byte by byte (`infiniband.immdt < 00:00:12:34:00` holds for any
+//!   ImmDt). A byte string is written `00:00:12:34` (or `-`, `.`, no separators), or
+//!   one byte as `1` or `0xff`; text in quotes is its bytes.
+//! - Seven protocols can be read as byte strings ([`ProtoBytes`]): `frame`, `eth`,
+//!   `ip`, `ipv6`, `udp`, `infiniband` and `data`. `contains` and `matches` search
+//!   from the protocol's first byte to the end of what it covers; `==`, `!=`, `<`, …
+//!   and `in` read its own bytes, tshark's tree item. `eth`: the header (14 bytes);
+//!   it covers the whole frame, Ethernet padding included. `ip`: the header (options
+//!   included) to the end of its total length (not the padding). `ipv6`: the header
+//!   and extension headers, to the end of its payload length. `udp`: the 8-byte
+//!   header, to the end of the IP payload (past a shorter UDP length).
+//!   `infiniband`: BTH to ICRC (RoCEv1: the GRH to the end of the frame). `data`:
+//!   the bytes no dissector claims — a RoCE payload **with its pad**, without the
+//!   ICRC; a TCP payload. `frame`: every captured byte. Other protocols (`tcp`,
+//!   `vlan`, …) and headers (`infiniband.reth`) are present or not.
+//! - `FIELD & MASK` (or `bitwise_and`) holds when the field ANDed with the mask is
+//!   not zero; `FIELD & MASK REL VALUE` compares the AND (`infiniband.aeth.syndrome &
+//!   0x60 == 0x60`: a NAK). Masks may follow one another (`& 0x60 & 0x20`). As in
+//!   tshark 4.0: only number fields take a mask; a mask, and a number a masked field
+//!   is compared with, fit the field's type (FT_UINT8: at most 255, [`Field::max`]);
+//!   no `in`, `contains` or `matches` after a mask, no parentheses around
+//!   `FIELD & MASK` before a comparison, and no `bitand` (tshark's word is
+//!   `bitwise_and`).
+//! - `and`/`&&` binds tighter than `or`/`||`; `not`/`!` tighter than both, and `!`
+//!   takes a whole masked test (`!infiniband.aeth.syndrome & 0x60`).
 //! - A bare field, protocol or header name (`infiniband`, `ip`, `udp`, `tcp`,
 //!   `vlan`, `data`, `infiniband.reth`, `infiniband.aeth.syndrome`, …) means
 //!   "present". Protocol names are those of `frame.protocols`, plus our own `roce`
@@ -39,8 +74,16 @@
 //! tshark wants commas), and text fields of ours (`roce.opcode.name`,
 //! `_ws.col.Info`) can be filtered on.
 //!
+//! Short of tshark 4.0, refused with an error: a field or an address as a mask
+//! (`udp.port & udp.length`, `ip.src & 255.0.0.0`), masks on MACs and bytes, a mask
+//! on the value's side (`== 0x60 & 0x60`), the bytes of other protocols and of
+//! headers (`tcp contains …`, `infiniband.reth == …`), negative numbers (`data.len >
+//! -1`), slices (`[i:j]`) and functions (`len()`), which our language has nowhere.
+//! Numbers compared with a field without a mask are not checked against the field's
+//! type (tshark refuses `udp.port == 70000`; we keep no frame).
+//!
 //! Owns: what a filter means, its compilation and its errors. Imports: the fields
-//! ([`crate::fields`]: names, types, values, `visit`), the per-frame context, the text
+//! ([`crate::fields`]: names, types, values, `visit`, protocols and their bytes), the per-frame context, the text
 //! parsers ([`crate::text`]), MACs ([`crate::wire`]) and the report an error renders
 //! through ([`crate::diag`]).
 
@@ -59,7 +102,7 @@ use parse::{Expr, Operand, Rhs as PRhs, SetElem};
 
 use crate::ctx::{Ctx, Shown};
 use crate::diag;
-use crate::fields::{self, Field, Header, Protocols, Ty, Value};
+use crate::fields::{self, Field, Header, ProtoBytes, Protocols, Ty, Value};
 use crate::text::{did_you_mean, hex_bytes, parse_u64};
 
 /// Names a bare test can use besides fields: the protocols `frame.protocols` lists,
@@ -80,7 +123,7 @@ pub const PROTOCOLS: &[(&str, &str)] = &[
     ("arp", "ARP"),
     ("lldp", "LLDP"),
     ("infiniband", "InfiniBand transport (RoCEv2 or RoCEv1)"),
-    ("data", "payload bytes no dissector claims (after infiniband: a RoCE payload)"),
+    ("data", "payload bytes no dissector claims (after infiniband: a RoCE payload and its pad)"),
     ("roce", "a RoCE packet whose BTH decoded"),
     ("roce.icrc", "a RoCE packet whose ICRC was captured (and checked: see roce.icrc.status)"),
     ("roce.dc", "a packet read as mlx5 Dynamically Connected transport"),
@@ -150,6 +193,24 @@ pub enum ErrorKind {
     FieldPairNotSupported {
         ty: Ty,
     },
+    /// `infiniband.bth.a & 1`, `ip & 1`: `&` takes integer fields.
+    MaskNotForType {
+        name: String,
+        what: &'static str,
+    },
+    /// `& "x"`, `& udp.port`: a mask is a number.
+    BadMask {
+        text: String,
+        why: &'static str,
+    },
+    /// `infiniband.aeth.syndrome & 0x1ff`: more than the field's type holds.
+    TooBig {
+        text: String,
+        field: &'static str,
+        max: u64,
+    },
+    /// `… == 0x60 & 0x60`: a mask on the value's side.
+    MaskOnValue,
 }
 
 impl fmt::Display for ErrorKind {
@@ -184,7 +245,9 @@ impl fmt::Display for ErrorKind {
             ErrorKind::ProtocolCompared { name } => {
                 write!(
                     f,
-                    "`{name}` is a protocol: it is present or not, it has no value to compare"
+                    "`{name}` is a protocol we cannot read as bytes: it is present or not \
+                     (of the protocols, {} can be compared as bytes)",
+                    byte_protocols()
                 )
             }
             ErrorKind::BadValue { field, ty, text, why } => {
@@ -206,6 +269,16 @@ impl fmt::Display for ErrorKind {
             ErrorKind::FieldPairNotSupported { ty } => {
                 write!(f, "comparing two {ty} fields with each other is not supported")
             }
+            ErrorKind::MaskNotForType { name, what } => {
+                write!(f, "`&` (bitwise and) does not apply to {name}, a {what}")
+            }
+            ErrorKind::BadMask { text, why } => write!(f, "`{text}` is not a mask: {why}"),
+            ErrorKind::TooBig { text, field, max } => {
+                write!(f, "`{text}` is too big for {field}: its largest value is {max}")
+            }
+            ErrorKind::MaskOnValue => {
+                f.write_str("`&` applies to the field on the left, not to the value compared with")
+            }
         }
     }
 }
@@ -215,9 +288,9 @@ impl ErrorKind {
     pub fn hint(&self) -> Option<String> {
         Some(match self {
             ErrorKind::SingleEquals => "write `==` (or `eq`)".into(),
-            ErrorKind::SingleAmpersandOrBar { c } => format!("write `{c}{c}`, or `and` / `or`"),
+            ErrorKind::SingleAmpersandOrBar { c } => format!("write `{c}{c}`, or `or`"),
             ErrorKind::BadCharacter { .. } => {
-                "fields, values, `== != < > <= >= contains matches in`, `and or not`, `( )` and `{ }` make a filter".into()
+                "fields, values, `== != < > <= >= contains matches in`, `&`, `and or not`, `( )` and `{ }` make a filter".into()
             }
             ErrorKind::UnknownField { suggestion: Some(s), .. } => {
                 format!("did you mean `{s}`? (`roce decode -G fields` lists the fields)")
@@ -229,13 +302,35 @@ impl ErrorKind {
             ErrorKind::BadValue { ty, .. } => example(*ty).into(),
             ErrorKind::QuotedValue { ty, .. } => format!("{} (no quotes)", example(*ty)),
             ErrorKind::RelNotForType { rel: Rel::Contains | Rel::Matches, .. } => {
-                "`contains` and `matches` apply to text fields (`contains` also to bytes)".into()
+                format!(
+                    "`contains` and `matches` apply to text, bytes and MAC fields, and to the protocols {}",
+                    byte_protocols()
+                )
             }
             ErrorKind::RelNotForType { .. } => "compare it with `==` or `!=`".into(),
             ErrorKind::EmptySet => "put at least one value between the braces".into(),
             ErrorKind::FieldTypesDiffer { .. } => "a field can be compared with a field of its own type".into(),
+            ErrorKind::MaskNotForType { .. } => {
+                "`&` applies to integer fields: `infiniband.aeth.syndrome & 0x60`".into()
+            }
+            ErrorKind::BadMask { .. } => {
+                "a mask is a number in decimal, 0x hex or octal: `infiniband.aeth.syndrome & 0x60`".into()
+            }
+            ErrorKind::TooBig { .. } => "the field's type (as tshark types it) holds no larger value".into(),
+            ErrorKind::MaskOnValue => {
+                "compare with the value itself: `infiniband.aeth.syndrome & 0x60 == 0x60`".into()
+            }
             _ => return None,
         })
+    }
+}
+
+/// `frame, eth, ip, ipv6, udp, infiniband and data`.
+fn byte_protocols() -> String {
+    let names: Vec<&str> = ProtoBytes::ALL.iter().map(|(n, _)| *n).collect();
+    match names.split_last() {
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
+        None => String::new(),
     }
 }
 
@@ -317,13 +412,21 @@ impl std::error::Error for FilterError {}
 #[derive(Debug, Clone)]
 enum Const {
     U(u64),
-    V4 { addr: u32, mask: u32 },
-    V6 { addr: u128, mask: u128 },
+    V4 {
+        addr: u32,
+        mask: u32,
+    },
+    V6 {
+        addr: u128,
+        mask: u128,
+    },
     Mac(u64),
     Time(i64),
     Bytes(Vec<u8>),
     Str(String),
     Re(regex::Regex),
+    /// A regular expression over bytes (a MAC, a byte field, a protocol's bytes).
+    ReBytes(regex::bytes::Regex),
 }
 
 /// One value of a field during evaluation.
@@ -335,6 +438,9 @@ enum Scalar<'a> {
     Mac(u64),
     Time(i64),
     Bytes(&'a [u8]),
+    /// Bytes of this length, not all captured (a protocol's header cut short): only
+    /// a value of another length compares with it.
+    Cut(usize),
     Str(&'a str),
 }
 
@@ -345,7 +451,11 @@ impl Scalar<'_> {
             (Scalar::Time(a), Scalar::Time(b)) => a.cmp(b),
             (Scalar::V4(a), Scalar::V4(b)) => a.cmp(b),
             (Scalar::V6(a), Scalar::V6(b)) => a.cmp(b),
-            (Scalar::Bytes(a), Scalar::Bytes(b)) => a.cmp(b),
+            // As tshark 4.0 orders byte strings: the shorter first, then byte by byte
+            // (`infiniband.immdt < 00:00:12:34:00` holds for any ImmDt).
+            (Scalar::Bytes(a), Scalar::Bytes(b)) => a.len().cmp(&b.len()).then_with(|| a.cmp(b)),
+            (Scalar::Cut(n), Scalar::Bytes(b)) if *n != b.len() => n.cmp(&b.len()),
+            (Scalar::Bytes(b), Scalar::Cut(n)) if *n != b.len() => b.len().cmp(n),
             (Scalar::Str(a), Scalar::Str(b)) => a.cmp(b),
             _ => return None,
         })
@@ -356,12 +466,18 @@ fn mac_u64(m: crate::wire::ethernet::Mac) -> u64 {
     m.0.iter().fold(0u64, |a, &b| a << 8 | u64::from(b))
 }
 
+/// The six bytes of a MAC held as a number.
+fn mac_bytes(m: u64) -> [u8; 6] {
+    let b = m.to_be_bytes();
+    [b[2], b[3], b[4], b[5], b[6], b[7]]
+}
+
 impl Const {
     fn eq(&self, s: &Scalar<'_>) -> bool {
         match (self, s) {
             (Const::V4 { addr, mask }, Scalar::V4(v)) => v & mask == addr & mask,
             (Const::V6 { addr, mask }, Scalar::V6(v)) => v & mask == addr & mask,
-            (Const::Re(_), _) => false,
+            (Const::Re(_) | Const::ReBytes(_), _) => false,
             _ => self.cmp(s) == Some(Ordering::Equal),
         }
     }
@@ -376,20 +492,29 @@ impl Const {
             Const::Time(v) => Scalar::Time(*v),
             Const::Bytes(b) => Scalar::Bytes(b),
             Const::Str(t) => Scalar::Str(t),
-            Const::Re(_) => return None,
+            Const::Re(_) | Const::ReBytes(_) => return None,
         };
         s.cmp_same(&c)
     }
 
     fn contains(&self, s: &Scalar<'_>) -> bool {
+        let within = |c: &[u8], v: &[u8]| c.is_empty() || v.windows(c.len()).any(|w| w == c);
         match (self, s) {
             (Const::Str(c), Scalar::Str(v)) => v.contains(c.as_str()),
-            (Const::Bytes(c), Scalar::Bytes(v)) => {
-                c.is_empty() || v.windows(c.len()).any(|w| w == &c[..])
-            }
+            (Const::Bytes(c), Scalar::Bytes(v)) => within(c, v),
+            (Const::Bytes(c), Scalar::Mac(m)) => within(c, &mac_bytes(*m)),
             (Const::Str(c), Scalar::Bytes(v)) => {
                 v.windows(c.len().max(1)).any(|w| w == c.as_bytes())
             }
+            _ => false,
+        }
+    }
+
+    fn matches(&self, s: &Scalar<'_>) -> bool {
+        match (self, s) {
+            (Const::Re(re), Scalar::Str(v)) => re.is_match(v),
+            (Const::ReBytes(re), Scalar::Bytes(v)) => re.is_match(v),
+            (Const::ReBytes(re), Scalar::Mac(m)) => re.is_match(&mac_bytes(*m)),
             _ => false,
         }
     }
@@ -411,6 +536,29 @@ enum Rhs {
     One(Const),
     Set(Vec<Item>),
     Field(Field),
+}
+
+/// What a comparison reads: a field's values, or a protocol's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Target {
+    Field(Field),
+    Proto(ProtoBytes),
+}
+
+impl Target {
+    fn name(self) -> &'static str {
+        match self {
+            Target::Field(f) => f.name(),
+            Target::Proto(p) => p.name(),
+        }
+    }
+
+    fn ty(self) -> Ty {
+        match self {
+            Target::Field(f) => f.ty(),
+            Target::Proto(_) => Ty::Bytes,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -436,7 +584,18 @@ enum Node {
     Not(Box<Node>),
     Proto(Proto),
     Present(Field),
-    Cmp { field: Field, rel: Rel, rhs: Rhs },
+    /// `field & mask`: some value ANDed with the mask is not zero.
+    BitTest {
+        field: Field,
+        mask: u64,
+    },
+    /// `target REL rhs`; a field's (number) values ANDed with `mask` first.
+    Cmp {
+        target: Target,
+        mask: Option<u64>,
+        rel: Rel,
+        rhs: Rhs,
+    },
 }
 
 /// A compiled display filter. Cheap to evaluate; not shared between threads (it
@@ -475,9 +634,9 @@ impl Filter {
                 Node::True | Node::Proto(_) => false,
                 Node::Or(a, b) | Node::And(a, b) => walk(a, field) || walk(b, field),
                 Node::Not(a) => walk(a, field),
-                Node::Present(f) => *f == field,
-                Node::Cmp { field: f, rhs, .. } => {
-                    *f == field || matches!(rhs, Rhs::Field(g) if *g == field)
+                Node::Present(f) | Node::BitTest { field: f, .. } => *f == field,
+                Node::Cmp { target, rhs, .. } => {
+                    *target == Target::Field(field) || matches!(rhs, Rhs::Field(g) if *g == field)
                 }
             }
         }
@@ -515,15 +674,40 @@ impl Filter {
                 fields::visit(*f, c, shown, |_| any = true);
                 any
             }
-            Node::Cmp { field, rel, rhs: Rhs::Field(g) } => self.pair(*field, *rel, *g, c, shown),
-            Node::Cmp { field, rel, rhs } => {
+            Node::BitTest { field, mask } => {
+                let mut any = false;
+                self.each(*field, c, shown, |s| any |= matches!(s, Scalar::U(v) if v & mask != 0));
+                any
+            }
+            Node::Cmp { target: Target::Field(field), mask, rel, rhs: Rhs::Field(g) } => {
+                self.pair(*field, *mask, *rel, *g, c, shown)
+            }
+            Node::Cmp { target, mask, rel, rhs } => {
                 let (mut present, mut any, mut all) = (false, false, true);
-                self.each(*field, c, shown, |s| {
+                let mut one = |s: Scalar<'_>| {
+                    let s = match (s, mask) {
+                        (Scalar::U(v), Some(m)) => Scalar::U(v & m),
+                        _ => s,
+                    };
                     let p = test(*rel, rhs, &s);
                     present = true;
                     any |= p;
                     all &= p;
-                });
+                };
+                match target {
+                    Target::Field(f) => self.each(*f, c, shown, one),
+                    Target::Proto(p) => {
+                        if let Some(b) = p.bytes(c) {
+                            // `contains` and `matches` search all the protocol
+                            // covers; the comparisons read its own bytes.
+                            one(match rel {
+                                Rel::Contains | Rel::Matches => Scalar::Bytes(b.covered),
+                                _ if b.cut() => Scalar::Cut(b.own),
+                                _ => Scalar::Bytes(b.own()),
+                            })
+                        }
+                    }
+                }
                 match rel {
                     Rel::AllNe | Rel::AllEq => present && all,
                     _ => any,
@@ -553,9 +737,17 @@ impl Filter {
         })
     }
 
-    /// `field REL other`: every pair of their values (both are plain scalars:
-    /// the compiler allows no text or bytes here).
-    fn pair(&self, field: Field, rel: Rel, other: Field, c: &Ctx<'_>, shown: Shown) -> bool {
+    /// `field [& mask] REL other`: every pair of their values (both are plain
+    /// scalars: the compiler allows no text or bytes here).
+    fn pair(
+        &self,
+        field: Field,
+        mask: Option<u64>,
+        rel: Rel,
+        other: Field,
+        c: &Ctx<'_>,
+        shown: Shown,
+    ) -> bool {
         let mut rhs: [Option<Scalar<'static>>; 4] = [None; 4];
         let mut n = 0;
         self.each(other, c, shown, |s| {
@@ -565,7 +757,7 @@ impl Filter {
                 Scalar::V6(v) => Scalar::V6(v),
                 Scalar::Mac(v) => Scalar::Mac(v),
                 Scalar::Time(v) => Scalar::Time(v),
-                Scalar::Bytes(_) | Scalar::Str(_) => return,
+                Scalar::Bytes(_) | Scalar::Cut(_) | Scalar::Str(_) => return,
             };
             if let Some(slot) = rhs.get_mut(n) {
                 *slot = Some(owned);
@@ -574,6 +766,10 @@ impl Filter {
         });
         let (mut present, mut any, mut all) = (false, false, true);
         self.each(field, c, shown, |a| {
+            let a = match (a, mask) {
+                (Scalar::U(v), Some(m)) => Scalar::U(v & m),
+                _ => a,
+            };
             for b in rhs[..n].iter().flatten() {
                 let o = a.cmp_same(b);
                 let p = match rel {
@@ -603,16 +799,15 @@ fn test(rel: Rel, rhs: &Rhs, s: &Scalar<'_>) -> bool {
     match rhs {
         Rhs::One(c) => match rel {
             Rel::AnyEq | Rel::AllEq => c.eq(s),
-            Rel::AllNe | Rel::AnyNe => !c.eq(s),
+            // Values that do not compare (bytes cut short, of the constant's length)
+            // are neither equal nor not.
+            Rel::AllNe | Rel::AnyNe => c.cmp(s).is_some() && !c.eq(s),
             Rel::Lt => c.cmp(s) == Some(Ordering::Less),
             Rel::Gt => c.cmp(s) == Some(Ordering::Greater),
             Rel::Le => c.cmp(s).is_some_and(|o| o != Ordering::Greater),
             Rel::Ge => c.cmp(s).is_some_and(|o| o != Ordering::Less),
             Rel::Contains => c.contains(s),
-            Rel::Matches => match (c, s) {
-                (Const::Re(re), Scalar::Str(v)) => re.is_match(v),
-                _ => false,
-            },
+            Rel::Matches => c.matches(s),
             Rel::In => false,
         },
         Rhs::Set(items) => items.iter().any(|i| match i {
@@ -624,6 +819,62 @@ fn test(rel: Rel, rhs: &Rhs, s: &Scalar<'_>) -> bool {
         }),
         Rhs::Field(_) => false,
     }
+}
+
+/// A regular expression as tshark 4.0 (PCRE2) reads it, for Rust's engine: `$` and
+/// `\Z` also hold before a newline that ends the text (PCRE's default), so they
+/// become `(?:\n?\z)`; a pattern that turns on multi-line mode (`(?m)`) keeps its
+/// `$`, which then means the same in both.
+fn pcre_anchors(p: &str) -> std::borrow::Cow<'_, str> {
+    if !p.contains('$') && !p.contains("\\Z") {
+        return p.into();
+    }
+    let multiline = p.match_indices("(?").any(|(i, _)| {
+        let flags = &p[i + 2..];
+        let end = flags.find([')', ':']).unwrap_or(flags.len());
+        flags[..end].split('-').next().is_some_and(|on| on.contains('m'))
+    });
+    const END: &str = "(?:\\n?\\z)";
+    let mut out = String::with_capacity(p.len() + 16);
+    let mut chars = p.chars().peekable();
+    // Inside `[…]`, and whether the class has had its first member yet (a `]`
+    // first in a class is a member, not its end).
+    let (mut class, mut first) = (false, false);
+    while let Some(ch) = chars.next() {
+        match ch {
+            '\\' => match chars.next() {
+                Some('Z') if !class => out.push_str(END),
+                Some(n) => {
+                    out.push('\\');
+                    out.push(n);
+                }
+                None => out.push('\\'),
+            },
+            '[' if !class => {
+                class = true;
+                first = true;
+                out.push('[');
+                if chars.peek() == Some(&'^') {
+                    out.push('^');
+                    chars.next();
+                }
+                continue;
+            }
+            ']' if class && !first => {
+                class = false;
+                out.push(']');
+            }
+            '$' if !class && !multiline => out.push_str(END),
+            c => out.push(c),
+        }
+        first = false;
+    }
+    out.into()
+}
+
+/// The last line of a regex error: what is wrong, without the pattern repeated.
+fn regex_error(e: &dyn fmt::Display) -> String {
+    e.to_string().lines().last().unwrap_or("").trim().to_string()
 }
 
 struct Compiler<'a> {
@@ -648,18 +899,36 @@ impl Compiler<'_> {
                 let name = lhs.text.as_str();
                 let field = Field::lookup(name).ok();
                 let proto = protocol(name);
-                match (&t.rel, field, proto) {
-                    (None, Some(f), _) => Node::Present(f),
-                    (None, None, Some(p)) => Node::Proto(p),
-                    (Some(_), None, Some(_)) => {
+                let mask = match (t.masks.is_empty(), field, proto) {
+                    (true, _, _) | (false, None, None) => None,
+                    (false, Some(f), _) => Some(self.mask(f, lhs.span.clone(), &t.masks)?),
+                    (false, None, Some(_)) => {
+                        let what =
+                            if Header::lookup(name).is_some() { "header" } else { "protocol" };
                         return self.err(
                             lhs.span.clone(),
-                            ErrorKind::ProtocolCompared { name: name.to_string() },
-                        )
+                            ErrorKind::MaskNotForType { name: name.to_string(), what },
+                        );
                     }
+                };
+                match (&t.rel, field, proto) {
+                    (None, Some(f), _) => match mask {
+                        Some(mask) => Node::BitTest { field: f, mask },
+                        None => Node::Present(f),
+                    },
+                    (None, None, Some(p)) => Node::Proto(p),
                     (Some((rel, rel_span, rhs)), Some(f), _) => {
-                        self.cmp(f, *rel, rel_span.clone(), rhs)?
+                        self.cmp(Target::Field(f), mask, *rel, rel_span.clone(), rhs)?
                     }
+                    (Some((rel, rel_span, rhs)), None, Some(_)) => match ProtoBytes::lookup(name) {
+                        Some(p) => self.cmp(Target::Proto(p), None, *rel, rel_span.clone(), rhs)?,
+                        None => {
+                            return self.err(
+                                lhs.span.clone(),
+                                ErrorKind::ProtocolCompared { name: name.to_string() },
+                            )
+                        }
+                    },
                     (_, None, None) => {
                         let names = Field::ALL
                             .iter()
@@ -677,56 +946,124 @@ impl Compiler<'_> {
         })
     }
 
+    /// The masks after `f` (`f & 0x60 & 0x20`), ANDed together: numbers no larger
+    /// than the field's type holds, on a number field.
+    fn mask(&self, f: Field, lhs: Range<usize>, masks: &[Operand]) -> Result<u64, FilterError> {
+        if f.ty() != Ty::Uint {
+            let what = f.ty().name();
+            return self.err(lhs, ErrorKind::MaskNotForType { name: f.name().to_string(), what });
+        }
+        let mut all = u64::MAX;
+        for m in masks {
+            let bad = |why| ErrorKind::BadMask { text: m.text.clone(), why };
+            if m.quoted {
+                return self.err(m.span.clone(), bad("a mask is a number, not text"));
+            }
+            let Some(v) = number(&m.text) else {
+                let why = if Field::lookup(&m.text).is_ok() {
+                    "a field as a mask (tshark takes it) is not supported; write the number"
+                } else {
+                    "not a number"
+                };
+                return self.err(m.span.clone(), bad(why));
+            };
+            self.fits(f, v, m)?;
+            all &= v;
+        }
+        Ok(all)
+    }
+
+    /// `v`, written as `op`, fits field `f`'s type.
+    fn fits(&self, f: Field, v: u64, op: &Operand) -> Result<(), FilterError> {
+        if v > f.max() {
+            let kind = ErrorKind::TooBig { text: op.text.clone(), field: f.name(), max: f.max() };
+            return self.err(op.span.clone(), kind);
+        }
+        Ok(())
+    }
+
     fn cmp(
         &self,
-        f: Field,
+        target: Target,
+        mask: Option<u64>,
         rel: Rel,
         rel_span: Range<usize>,
         rhs: &PRhs,
     ) -> Result<Node, FilterError> {
-        let ty = f.ty();
-        let not_for = |rel| ErrorKind::RelNotForType { rel, field: f.name(), ty };
+        let ty = target.ty();
+        let not_for = |rel| ErrorKind::RelNotForType { rel, field: target.name(), ty };
         match rel {
-            Rel::Contains if !matches!(ty, Ty::Str | Ty::Bytes) => {
+            Rel::Contains if !matches!(ty, Ty::Str | Ty::Bytes | Ty::Mac) => {
                 return self.err(rel_span, not_for(rel))
             }
-            Rel::Matches if ty != Ty::Str => return self.err(rel_span, not_for(rel)),
+            Rel::Matches if !matches!(ty, Ty::Str | Ty::Bytes | Ty::Mac) => {
+                return self.err(rel_span, not_for(rel))
+            }
             _ => {}
         }
         let ordered = matches!(rel, Rel::Lt | Rel::Gt | Rel::Le | Rel::Ge);
+        // The numbers a masked field is compared with must fit its type, as the mask.
+        let check = |c: &Const, v: &Operand| match (c, target, mask) {
+            (Const::U(n), Target::Field(f), Some(_)) => self.fits(f, *n, v),
+            _ => Ok(()),
+        };
         let rhs = match rhs {
             PRhs::One(v) => {
                 if rel == Rel::Matches {
-                    // tshark 4.0's `matches` ignores case; `contains` does not.
-                    match regex::RegexBuilder::new(&v.text).case_insensitive(true).build() {
-                        Ok(re) => Rhs::One(Const::Re(re)),
-                        Err(e) => {
-                            let error =
-                                e.to_string().lines().last().unwrap_or("").trim().to_string();
-                            return self.err(v.span.clone(), ErrorKind::BadRegex { error });
+                    let pattern = pcre_anchors(&v.text);
+                    // tshark 4.0's `matches` ignores case; `contains` does not. On
+                    // bytes it reads bytes, not UTF-8 (`\xff` is the byte 0xff).
+                    let re = if ty == Ty::Str {
+                        regex::RegexBuilder::new(&pattern)
+                            .case_insensitive(true)
+                            .build()
+                            .map(Const::Re)
+                            .map_err(|e| regex_error(&e))
+                    } else {
+                        regex::bytes::RegexBuilder::new(&pattern)
+                            .case_insensitive(true)
+                            .unicode(false)
+                            .build()
+                            .map(Const::ReBytes)
+                            .map_err(|e| regex_error(&e))
+                    };
+                    match re {
+                        Ok(re) => Rhs::One(re),
+                        Err(error) => {
+                            return self.err(v.span.clone(), ErrorKind::BadRegex { error })
                         }
                     }
                 } else {
                     // A value that names a field compares the two fields (for text
                     // fields, an unquoted field name is taken as the field).
-                    let other =
-                        Field::lookup(&v.text).ok().filter(|_| !v.quoted && rel != Rel::Contains);
+                    let other = Field::lookup(&v.text)
+                        .ok()
+                        .filter(|_| !v.quoted && rel != Rel::Contains)
+                        .filter(|_| matches!(target, Target::Field(_)));
+                    // `contains` on a MAC looks for bytes (`eth.src contains 02:00`),
+                    // not text.
+                    let vty = if rel == Rel::Contains && ty == Ty::Mac { Ty::Bytes } else { ty };
+                    if vty != ty && v.quoted {
+                        let kind = ErrorKind::QuotedValue { field: target.name(), ty };
+                        return self.err(v.span.clone(), kind);
+                    }
                     let value = match other {
                         Some(_) if ty == Ty::Str => Err(None),
-                        _ => self.value(f, v).map_err(Some),
+                        _ => self.value(target.name(), vty, v).map_err(Some),
                     };
                     match value {
                         Ok(c) => {
                             if ordered && c.is_subnet() {
                                 return self.err(v.span.clone(), ErrorKind::SubnetOrdered);
                             }
+                            check(&c, v)?;
                             Rhs::One(c)
                         }
                         Err(e) => match other {
                             Some(g) => {
                                 if g.ty() != ty {
                                     let kind = ErrorKind::FieldTypesDiffer {
-                                        left: f.name(),
+                                        left: target.name(),
                                         left_ty: ty,
                                         right: g.name(),
                                         right_ty: g.ty(),
@@ -758,9 +1095,10 @@ impl Compiler<'_> {
                 let mut items = Vec::with_capacity(elems.len());
                 for e in elems {
                     items.push(match e {
-                        SetElem::One(v) => Item::One(self.value(f, v)?),
+                        SetElem::One(v) => Item::One(self.value(target.name(), ty, v)?),
                         SetElem::Range(lo, hi) => {
-                            let (a, b) = (self.value(f, lo)?, self.value(f, hi)?);
+                            let a = self.value(target.name(), ty, lo)?;
+                            let b = self.value(target.name(), ty, hi)?;
                             if a.is_subnet() || b.is_subnet() {
                                 return self
                                     .err(lo.span.start..hi.span.end, ErrorKind::SubnetOrdered);
@@ -772,20 +1110,16 @@ impl Compiler<'_> {
                 Rhs::Set(items)
             }
         };
-        Ok(Node::Cmp { field: f, rel, rhs })
+        Ok(Node::Cmp { target, mask, rel, rhs })
     }
 
-    /// The constant `v` means for field `f`.
-    fn value(&self, f: Field, v: &Operand) -> Result<Const, FilterError> {
-        let ty = f.ty();
+    /// The constant `v` means for `field`, whose values are of type `ty`.
+    fn value(&self, field: &'static str, ty: Ty, v: &Operand) -> Result<Const, FilterError> {
         let bad = |why: &'static str| {
-            self.err(
-                v.span.clone(),
-                ErrorKind::BadValue { field: f.name(), ty, text: v.text.clone(), why },
-            )
+            self.err(v.span.clone(), ErrorKind::BadValue { field, ty, text: v.text.clone(), why })
         };
         if v.quoted && !matches!(ty, Ty::Str | Ty::Bytes) {
-            return self.err(v.span.clone(), ErrorKind::QuotedValue { field: f.name(), ty });
+            return self.err(v.span.clone(), ErrorKind::QuotedValue { field, ty });
         }
         let t = v.text.as_str();
         Ok(match ty {
@@ -825,6 +1159,15 @@ impl Compiler<'_> {
             },
             Ty::Bytes if v.quoted => Const::Bytes(t.as_bytes().to_vec()),
             Ty::Bytes => {
+                // One byte as tshark also takes it: `1` (0x01), `0xff`.
+                let one = match t.strip_prefix("0x") {
+                    Some(h) if h.len() == 2 => u8::from_str_radix(h, 16).ok(),
+                    None if t.len() == 1 => u8::from_str_radix(t, 16).ok(),
+                    _ => None,
+                };
+                if let Some(b) = one {
+                    return Ok(Const::Bytes(vec![b]));
+                }
                 let digits: String = t.chars().filter(|c| !matches!(c, ':' | '-' | '.')).collect();
                 match hex_bytes(&digits) {
                     Ok(b) if !b.is_empty() => Const::Bytes(b),

@@ -2,7 +2,9 @@
 //! compiler can put a caret under a bad field name or value.
 //!
 //! Precedence, loosest first (tshark 4.0's): `or`, `and`, `not`, a test. A test is a
-//! field or protocol name alone (present), or `NAME REL VALUE`, or `NAME in {…}`.
+//! field or protocol name alone (present), or `NAME REL VALUE`, or `NAME in {…}`; a
+//! field may be ANDed with masks first (`NAME & MASK`, alone or before a comparison:
+//! `NAME & MASK == VALUE`; tshark 4.0 takes no `in`, `contains` or `matches` there).
 //!
 //! Owns: the syntax tree. Imports: the tokens (its sibling) and the filter error (its
 //! parent).
@@ -41,7 +43,10 @@ pub(super) enum Rhs {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Test {
     pub lhs: Operand,
-    /// The relation, its span, and what it compares with; `None`: "present".
+    /// `& MASK` after the name, each mask as written (`a & 0x60 & 0x20`).
+    pub masks: Vec<Operand>,
+    /// The relation, its span, and what it compares with; `None`: "present" (with a
+    /// mask: "the AND is not zero").
     pub rel: Option<(Rel, Span, Rhs)>,
 }
 
@@ -60,10 +65,14 @@ pub(super) fn parse(text: &str, toks: Vec<(Tok, Span)>) -> Result<Expr, FilterEr
         Some((Tok::RParen, s)) => Err(p.error(s, ErrorKind::UnbalancedParen)),
         Some((t, s)) => {
             let found = t.describe();
-            Err(p.error(
-                s,
-                ErrorKind::Unexpected { found, expected: "`and`, `or` or the end of the filter" },
-            ))
+            let expected = match t {
+                // Not tshark 4.0's word for it.
+                Tok::Word(w) if w == "bitand" => {
+                    "`&` or `bitwise_and` (tshark 4.0 has no `bitand`), `and`, `or` or the end of the filter"
+                }
+                _ => "`and`, `or` or the end of the filter",
+            };
+            Err(p.error(s, ErrorKind::Unexpected { found, expected }))
         }
     }
 }
@@ -143,13 +152,27 @@ impl Parser<'_> {
 
     fn test(&mut self) -> Result<Expr, FilterError> {
         let lhs = self.operand("a field or protocol name")?;
+        let mut masks = Vec::new();
+        while let Some((Tok::BitAnd, _)) = self.peek() {
+            self.bump();
+            masks.push(self.operand("a mask (a number) after `&`")?);
+        }
         let Some((Tok::Rel(rel), rel_span)) = self.peek() else {
-            return Ok(Expr::Test(Test { lhs, rel: None }));
+            return Ok(Expr::Test(Test { lhs, masks, rel: None }));
         };
+        if !masks.is_empty() && matches!(rel, Rel::In | Rel::Contains | Rel::Matches) {
+            let found = Tok::Rel(rel).describe();
+            let expected = "a comparison (`==`, `!=`, `<`, …) after a mask, `and`, `or` or the end of the filter";
+            return Err(self.error(rel_span, ErrorKind::Unexpected { found, expected }));
+        }
         self.bump();
         let rhs =
             if rel == Rel::In { Rhs::Set(self.set()?) } else { Rhs::One(self.operand("a value")?) };
-        Ok(Expr::Test(Test { lhs, rel: Some((rel, rel_span, rhs)) }))
+        // `== 0x60 & 0x60`: arithmetic on the value's side.
+        if let Some((Tok::BitAnd, s)) = self.peek() {
+            return Err(self.error(s, ErrorKind::MaskOnValue));
+        }
+        Ok(Expr::Test(Test { lhs, masks, rel: Some((rel, rel_span, rhs)) }))
     }
 
     /// `{a b, c..d e .. f}`: elements apart by commas or white space (tshark 4.0
@@ -263,6 +286,29 @@ mod tests {
         assert_eq!((lo.text.as_str(), hi.text.as_str()), ("0x11", "0x13"));
         assert_eq!((lo.span.clone(), hi.span.clone()), (12..16, 18..22));
         assert!(matches!(&s[3], SetElem::Range(a, b) if a.text == "20" && b.text == "30"));
+    }
+
+    #[test]
+    fn masks_bind_to_the_field_before_the_comparison() {
+        let e = p("a & 0x60 & 0x20 == 0x20 && b").unwrap();
+        let Expr::And(t, _) = e else { panic!("{e:?}") };
+        let Expr::Test(Test { masks, rel: Some((Rel::AnyEq, _, Rhs::One(v))), .. }) = *t else {
+            panic!("{t:?}")
+        };
+        let m: Vec<_> = masks.iter().map(|m| (m.text.as_str(), m.span.clone())).collect();
+        assert_eq!(m, [("0x60", 4..8), ("0x20", 11..15)]);
+        assert_eq!(v.text, "0x20");
+        assert!(matches!(p("!a & 1").unwrap(), Expr::Not(_)), "`!` takes the masked test");
+        let e = p("a & 1 in {1}").unwrap_err();
+        assert_eq!((e.span.clone(), matches!(e.kind, ErrorKind::Unexpected { .. })), (6..8, true));
+        assert!(matches!(p("a & 1 contains 1").unwrap_err().kind, ErrorKind::Unexpected { .. }));
+        let e = p("a & 1 == 1 & 1").unwrap_err();
+        assert_eq!((e.kind, e.span), (ErrorKind::MaskOnValue, 11..12));
+        assert_eq!(p("(a & 1) == 1").unwrap_err().span, 8..10, "tshark 4.0 refuses it too");
+        let e = p("a bitand 1").unwrap_err();
+        assert_eq!(e.span, 2..8);
+        assert!(e.to_string().contains("`bitwise_and`"), "{e}");
+        assert!(matches!(p("a &").unwrap_err().kind, ErrorKind::EndTooSoon { .. }));
     }
 
     #[test]

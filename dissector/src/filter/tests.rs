@@ -361,6 +361,206 @@ fn cm_names_follow_tshark() {
     );
 }
 
+/// `aa:bb:…` for bytes, as a filter writes them.
+fn colons(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect::<Vec<_>>().join(":")
+}
+
+/// The frames of `frames()` and four more: a SEND of 5 bytes (pad count 3), a SEND
+/// whose pad fills the bytes before the ICRC (no payload), a SEND whose payload ends
+/// in two newlines, and the ACK (frame 2) with six bytes of Ethernet padding after it.
+fn frames_with_pads() -> Vec<(u64, Vec<u8>)> {
+    let mut f = frames();
+    let mut c = Conversation::new();
+    c.send(Dir::AtoB, 5, None);
+    c.push(
+        Dir::AtoB,
+        Transport {
+            bth: BthRepr { opcode: Opcode(0x04), psn: Psn::new(7), ..Default::default() },
+            pad: Some(3),
+            ..Default::default()
+        },
+    );
+    c.push(
+        Dir::AtoB,
+        Transport {
+            bth: BthRepr { opcode: Opcode(0x04), psn: Psn::new(8), ..Default::default() },
+            payload: b"abc ok\n\n".to_vec(),
+            ..Default::default()
+        },
+    );
+    f.extend(c.frames.into_iter().map(|t| (t.ts_ns + 100, t.data)));
+    let mut padded = f[1].1.clone();
+    padded.extend_from_slice(&[0xee; 6]);
+    f.push((f[7].0 + 2, padded));
+    f
+}
+
+/// A protocol's name as a byte string, as tshark 4.0 reads it: `contains` and
+/// `matches` search from the protocol's first byte to the end of what it covers
+/// (`eth` and `frame` the whole frame, `ip` to its total length, `udp` to the end of
+/// the IP payload, `infiniband` BTH to ICRC, `data` the payload and its pad), and
+/// `==`, `<`, … read its own bytes (`eth` 14, `ip` its header, `udp` 8), the shorter
+/// value ordered first.
+#[test]
+fn protocols_read_as_bytes() {
+    let f = frames_with_pads();
+    let decoded: Vec<Frame> =
+        f.iter().map(|(_, d)| frame::decode(LinkType::ETHERNET, d, &Options::default())).collect();
+    // Frames 1 and 3 carry "ABCDEFGH" (the WRITE's payload counts up from 0x30).
+    for p in ["frame", "eth", "ip", "udp", "infiniband", "data", "udp.payload", "data.data"] {
+        assert_eq!(kept(&format!(r#"{p} contains "ABCDEFGH""#), &f), [1, 3], "{p}");
+    }
+    assert_eq!(kept(r#"ipv6 contains "ABCDEFGH""#, &f), NONE);
+    // The ICRC is the end of `infiniband` (and `udp`, `ip`), not of `data`.
+    let icrc =
+        |n: usize| colons(&decoded[n - 1].ib.as_ref().and_then(|i| i.icrc).unwrap_or_default());
+    assert_eq!(kept(&format!("infiniband contains {}", icrc(2)), &f), [2, 9]);
+    assert_eq!(kept(&format!("udp.payload contains {}", icrc(3)), &f), [3]);
+    assert_eq!(kept(&format!("data contains {}", icrc(3)), &f), NONE);
+    // Ethernet padding is the frame's and `eth`'s, not `ip`'s, `udp`'s or `infiniband`'s.
+    assert_eq!(kept("eth contains ee:ee:ee:ee:ee:ee", &f), [9]);
+    assert_eq!(kept("frame contains ee:ee", &f), [9]);
+    for p in ["ip", "udp", "infiniband", "udp.payload"] {
+        assert_eq!(kept(&format!("{p} contains ee:ee"), &f), NONE, "{p}");
+    }
+    // `data` is the payload and its pad: 5 bytes and 3 of pad; 3 of pad alone.
+    assert_eq!(kept("data.len == 8", &f), [3, 6, 8]);
+    assert_eq!(kept("data.len == 3", &f), [7], "a pad alone is data");
+    assert_eq!(kept("roce.payload.len == 5", &f), [6]);
+    assert_eq!(kept("data.data == 41:42:43:44:45:00:00:00", &f), [6]);
+    assert_eq!(kept("data == 41:42:43:44:45:00:00:00", &f), [6]);
+    assert_eq!(kept("data && !data.data", &f), NONE);
+    assert_eq!(kept("data", &f), [1, 3, 5, 6, 7, 8]);
+    // The comparisons read the protocol's own bytes; the shorter orders first.
+    let eth = colons(&f[0].1[..14]);
+    assert_eq!(kept(&format!("eth == {eth}"), &f), [1, 3, 5, 6, 7, 8]);
+    assert_eq!(kept(&format!("eth != {eth}"), &f), [2, 4, 9]);
+    let ip = colons(&f[0].1[14..34]);
+    assert_eq!(kept(&format!("ip == {ip}"), &f), [1]);
+    assert_eq!(kept(&format!("ip in {{00, {ip}}}"), &f), [1]);
+    assert_eq!(kept("ip < 46", &f), NONE, "20 bytes are more than one");
+    assert_eq!(kept("udp > ff:ff:ff:ff:ff:ff:ff", &f), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert_eq!(kept(&format!("frame == {}", colons(&f[1].1)), &f), [2]);
+    assert_eq!(kept(&format!("infiniband == {}", colons(&f[1].1[42..])), &f), [2, 9]);
+    assert_eq!(kept("infiniband.immdt < 00:00:12:34:00", &f), [3], "bytes: shorter first");
+    assert_eq!(kept("infiniband.immdt > ff:ff:ff", &f), [3]);
+    // `matches` on bytes: bytes (not UTF-8), case ignored, `$` also before a final
+    // newline (PCRE's), `.` not a newline.
+    assert_eq!(kept(r#"infiniband matches "^\\x11""#, &f), [2, 4, 9]);
+    assert_eq!(kept(r#"frame matches "abcdefgh""#, &f), [1, 3]);
+    assert_eq!(kept(r#"data matches "ok\\n$""#, &f), [8], "before the final newline");
+    assert_eq!(kept(r#"data matches "ok\\n\\n$""#, &f), [8]);
+    assert_eq!(kept(r#"data.data matches "ok\\n\\n\\z""#, &f), [8]);
+    assert_eq!(kept(r#"data.data matches "ok$""#, &f), NONE);
+    assert_eq!(kept(r#"data.data matches "ok\\n\\Z""#, &f), [8]);
+    assert_eq!(kept(r#"data.data matches "ok.\\n""#, &f), NONE, "`.` is no newline");
+    assert_eq!(kept(r#"udp.payload matches "\\xff\\xff""#, &f), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    // `udp.payload`: BTH to ICRC here.
+    assert_eq!(kept(&format!("udp.payload == {}", colons(&f[1].1[42..62])), &f), [2, 9]);
+}
+
+/// tshark 4.0's `matches` on a MAC reads its six bytes; `contains` looks for bytes.
+#[test]
+fn macs_match_as_bytes() {
+    let f = frames();
+    assert_eq!(kept(r#"eth.src matches "\\x01$""#, &f), [1, 3, 5]);
+    assert_eq!(kept(r#"eth.addr matches "^\\x02\\x00""#, &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept(r#"eth.dst matches "02:00""#, &f), NONE, "not its text");
+    assert_eq!(kept("eth.src contains 00:01", &f), [1, 3, 5]);
+    assert_eq!(kept("eth.addr contains 00:00:02", &f), [1, 2, 3, 4, 5]);
+    assert!(matches!(err(r#"eth.src contains "02""#).kind, ErrorKind::QuotedValue { .. }));
+}
+
+/// The syndrome's bit fields under tshark's names: bit 7, the kind (bits 6-5) and
+/// bits 4-0 under the kind's name.
+#[test]
+fn aeth_syndrome_bit_fields() {
+    let mut c = Conversation::new();
+    let p = c.send(Dir::AtoB, 8, None);
+    for s in [0x1F, 0x2C, 0x45, 0x62, 0xE1] {
+        c.ack(Dir::BtoA, p, Syndrome(s), 1);
+    }
+    let f: Vec<_> = c.frames.into_iter().map(|t| (t.ts_ns, t.data)).collect();
+    assert_eq!(kept("infiniband.aeth.syndrome.reserved == 0", &f), [2, 3, 4, 5]);
+    assert_eq!(kept("infiniband.aeth.syndrome.reserved == 1", &f), [6]);
+    assert_eq!(kept("infiniband.aeth.syndrome.opcode == 3", &f), [5, 6]);
+    assert_eq!(kept("infiniband.aeth.syndrome.credit_count == 31", &f), [2]);
+    assert_eq!(kept("infiniband.aeth.syndrome.timer == 12", &f), [3]);
+    assert_eq!(kept("infiniband.aeth.syndrome.reserved_value == 5", &f), [4]);
+    assert_eq!(kept("infiniband.aeth.syndrome.error_code", &f), [5, 6]);
+    assert_eq!(kept("infiniband.aeth.syndrome.error_code == 1", &f), [6]);
+    assert_eq!(
+        kept("infiniband.aeth.syndrome.credit_count or infiniband.aeth.syndrome.timer", &f),
+        [2, 3]
+    );
+}
+
+/// tshark 4.0's bitwise and: `field & mask` holds when the AND is not zero;
+/// `field & mask REL value` compares the AND. Masks and the values compared with a
+/// masked field must fit the field's type; no `in`, `contains` or `matches` after a
+/// mask, no mask on the value's side.
+#[test]
+fn bitwise_and() {
+    let f = frames();
+    // The ACK's syndrome is 0x1F, the NAK's 0x62.
+    assert_eq!(kept("infiniband.aeth.syndrome & 0x60", &f), [4]);
+    assert_eq!(kept("infiniband.aeth.syndrome bitwise_and 0x60", &f), [4]);
+    assert_eq!(kept("infiniband.aeth.syndrome&0x60==0x60", &f), [4]);
+    assert_eq!(kept("infiniband.aeth.syndrome & 0x60 == 0", &f), [2]);
+    assert_eq!(kept("infiniband.aeth.syndrome & 0x60 != 0x60", &f), [2], "absent: no frame");
+    assert_eq!(kept("!infiniband.aeth.syndrome & 0x60", &f), [1, 2, 3, 5]);
+    assert_eq!(kept("infiniband.aeth.syndrome & 0x60 & 0x20", &f), [4]);
+    assert_eq!(kept("infiniband.aeth.syndrome & 0x60 & 0x1f", &f), NONE);
+    assert_eq!(kept("infiniband.aeth.syndrome & 0xe0 >= 0x60 and udp", &f), [4]);
+    assert_eq!(kept("infiniband.aeth.syndrome & 96 == 0140", &f), [4], "decimal and octal");
+    assert_eq!(kept("infiniband.aeth.syndrome & 0xff == infiniband.aeth.syndrome", &f), [2, 4]);
+    assert_eq!(kept("infiniband.aeth.syndrome & 0x60 == infiniband.aeth.syndrome", &f), NONE);
+    // udp.port is 0xC003 and 4791 (0x12B7): `==` any, `!=` all.
+    assert_eq!(kept("udp.port & 0xff00 == 0x1200", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("udp.port & 0xff00 != 0x1200", &f), NONE);
+    assert_eq!(kept("udp.port & 0xff00 ~= 0x1200", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("udp.dstport & 0x8000", &f), NONE);
+    assert_eq!(kept("frame.number & 1", &f), [1, 3, 5]);
+
+    let e = err(r#"infiniband.aeth.syndrome & "x""#);
+    assert_eq!(
+        e.to_string(),
+        "error: `x` is not a mask: a mask is a number, not text\n --> display filter:1:28\n  |\n1 | infiniband.aeth.syndrome & \"x\"\n  |                            ^^^\n  |\n  = hint: a mask is a number in decimal, 0x hex or octal: `infiniband.aeth.syndrome & 0x60`"
+    );
+    let e = err("infiniband.aeth.syndrome & 0x1ff");
+    assert_eq!(
+        (e.kind.clone(), e.span.clone()),
+        (
+            ErrorKind::TooBig { text: "0x1ff".into(), field: "infiniband.aeth.syndrome", max: 255 },
+            27..32
+        )
+    );
+    let e = err("infiniband.aeth.syndrome & 0x60 == 0x100");
+    assert!(matches!(e.kind, ErrorKind::TooBig { max: 255, .. }), "{e}");
+    assert!(matches!(err("udp.port & 0x10000").kind, ErrorKind::TooBig { max: 65535, .. }));
+    assert!(Filter::compile("udp.port & 0xffff").is_ok());
+    let e = err("infiniband.bth.a & 1");
+    assert_eq!(e.span, 0..16);
+    assert!(matches!(e.kind, ErrorKind::MaskNotForType { what: "boolean", .. }), "{e}");
+    assert!(matches!(err("ip & 1").kind, ErrorKind::MaskNotForType { what: "protocol", .. }));
+    assert!(matches!(err("ip.src & 1").kind, ErrorKind::MaskNotForType { .. }));
+    assert!(matches!(err("infiniband.aeth.syndrome & 1a").kind, ErrorKind::BadMask { .. }));
+    let e = err("infiniband.aeth.syndrome & infiniband.aeth.msn");
+    assert!(matches!(e.kind, ErrorKind::BadMask { .. }), "{e}");
+    let e = err("infiniband.aeth.syndrome & 0x60 == 0x60 & 0x60");
+    assert_eq!((e.kind.clone(), e.span.clone()), (ErrorKind::MaskOnValue, 40..41));
+    let e = err("infiniband.aeth.syndrome & 0x60 in {0x20, 0x60}");
+    assert_eq!(e.span, 32..34);
+    assert!(e.to_string().contains("a comparison (`==`, `!=`, `<`, …) after a mask"), "{e}");
+    // Not tshark 4.0's word: refused, as tshark refuses it, with the caret under it.
+    let e = err("infiniband.aeth.syndrome bitand 0x60");
+    assert_eq!(e.span, 25..31);
+    assert!(e.to_string().contains("`&` or `bitwise_and` (tshark 4.0 has no `bitand`)"), "{e}");
+    let e = err("(infiniband.aeth.syndrome & 0x60) == 0x60");
+    assert_eq!(e.span, 34..36, "tshark 4.0 refuses it too");
+}
+
 #[test]
 fn errors_name_the_column_and_show_a_caret() {
     let e = err("infiniband.bth.destqpn == 5");
@@ -389,7 +589,9 @@ fn errors_name_the_column_and_show_a_caret() {
         err("infiniband.bth.psn matches 1").kind,
         ErrorKind::RelNotForType { rel: Rel::Matches, .. }
     ));
-    assert!(matches!(err("ip == 1").kind, ErrorKind::ProtocolCompared { .. }));
+    let e = err("tcp == 00");
+    assert!(matches!(e.kind, ErrorKind::ProtocolCompared { .. }), "{e}");
+    assert!(e.to_string().contains("frame, eth, ip, ipv6, udp, infiniband and data can"), "{e}");
     assert!(matches!(err("ip.addr > 10.0.0.0/8").kind, ErrorKind::SubnetOrdered));
     assert!(matches!(err("ip.addr in {10.0.0.0/8..10.0.0.9}").kind, ErrorKind::SubnetOrdered));
     assert!(matches!(err("frame.number == x1").kind, ErrorKind::BadValue { ty: Ty::Uint, .. }));
@@ -476,6 +678,26 @@ fn compiled_filters_keep_their_text() {
             Ty::Str => "\"x\"",
         };
         Filter::compile(&format!("{name} == {value} || {name}")).unwrap_or_else(|e| panic!("{e}"));
+        // A number field takes a mask as large as its type holds, and no larger.
+        if field.ty() == Ty::Uint {
+            let max = field.max();
+            Filter::compile(&format!("{name} & {max:#x} == 1 || {name} & 1"))
+                .unwrap_or_else(|e| panic!("{e}"));
+            if let Some(more) = max.checked_add(1) {
+                let e = err(&format!("{name} & {more}"));
+                assert!(matches!(e.kind, ErrorKind::TooBig { .. }), "{e}");
+            }
+        } else {
+            assert!(matches!(err(&format!("{name} & 1")).kind, ErrorKind::MaskNotForType { .. }));
+        }
+    }
+    // Each protocol read as bytes compiles with each relation.
+    for (name, _) in ProtoBytes::ALL {
+        for rel in ["==", "!=", "~=", "===", "<", ">", "<=", ">=", "contains"] {
+            Filter::compile(&format!("{name} {rel} 00:01")).unwrap_or_else(|e| panic!("{e}"));
+        }
+        Filter::compile(&format!(r#"{name} matches "^\\x00" || {name} in {{00, 01:02}}"#))
+            .unwrap_or_else(|e| panic!("{e}"));
     }
 }
 
@@ -539,6 +761,7 @@ proptest! {
         "ip.addr", "udp.port", "infiniband.bth.opcode", "eth.src", "frame.protocols", "infiniband.immdt", "frame.time_delta",
         "==", "!=", "~=", "===", "<", ">=", "contains", "matches", "in", "{", "}", "..", ",", "(", ")", "!", "&&", "||",
         "and", "not", "4", "0x11", "010", "10.0.0.0/24", "02:00:00:00:00:01", "\"data\"", "\"(\"", "0.5", "ip", "tcp", "zz",
+        "&", "bitwise_and", "0x1ff", "frame", "eth", "infiniband", "data.data", "udp.payload", "\"$\\\\Z\"",
     ]), 0..12)) {
         let s = parts.join(" ");
         if let Err(e) = Filter::compile(&s) {
