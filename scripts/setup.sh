@@ -16,11 +16,13 @@ say() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 # (rdma-sys runs bindgen). Lab: qemu, debootstrap, e2fsprogs, xz-utils and zstd (unpack the
 # guest kernel for a faster boot). Tests: tshark; chromium, chromium-driver and
 # python3-selenium (the HTML report's ladder checked in a headless browser);
-# python3-venv, for pyarrow and duckdb from PyPI (Parquet files read back by other
-# readers); man-db, to render `roce man`'s pages.
+# python3-venv, for pyarrow, duckdb and pyspark from PyPI (Parquet files read back by
+# other readers); openjdk-17-jre-headless, the JVM pyspark runs Spark in (Spark 4 needs
+# Java 17 or later); man-db, to render `roce man`'s pages.
 pkgs=(build-essential pkg-config libpcap-dev libibverbs-dev librdmacm-dev libclang-dev clang
       qemu-system-x86 debootstrap e2fsprogs xz-utils zstd)
-(( want_test )) && pkgs+=(tshark chromium chromium-driver python3-selenium python3-venv man-db)
+(( want_test )) && pkgs+=(tshark chromium chromium-driver python3-selenium python3-venv
+                          openjdk-17-jre-headless man-db)
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -48,13 +50,16 @@ if ! command -v cargo >/dev/null 2>&1; then
 fi
 
 # The Parquet tests read `roce`'s files back with pyarrow and query a dataset with
-# DuckDB (neither packaged in Debian 12): a virtualenv of their own, pinned.
+# DuckDB and with Spark in local mode (none packaged in Debian 12): a virtualenv of
+# their own, pinned. pip adds what is missing and leaves the pinned packages already
+# there alone, so an older venv (without pyspark) is completed, not rebuilt.
 if (( want_test )); then
     py=${ROCE_PYTHON_ENV:-$HOME/.cache/roce/py}
-    if ! "$py/bin/python" -c 'import pyarrow, duckdb' 2>/dev/null; then
-        say "installing pyarrow and duckdb into $py (the Parquet tests' readers)"
-        python3 -m venv "$py"
-        "$py/bin/pip" install --quiet --disable-pip-version-check 'pyarrow==26.0.1' 'duckdb==2.0.0'
+    if ! "$py/bin/python" -c 'import pyarrow, duckdb, pyspark' 2>/dev/null; then
+        say "installing pyarrow, duckdb and pyspark into $py (the Parquet tests' readers)"
+        [[ -x "$py/bin/python" ]] || python3 -m venv "$py"
+        "$py/bin/pip" install --quiet --disable-pip-version-check 'pyarrow==26.0.1' 'duckdb==2.0.0' \
+            'pyspark==4.3.0'
     fi
 fi
 

@@ -3,8 +3,9 @@
 //! output: every column typed as its field, every value equal, on every capture in
 //! `captures/`, across row groups. pyarrow lives in its own virtualenv
 //! (`scripts/setup.sh --test` makes it; `ROCE_PYTHON` names another Python).
-//! Several captures make a Hive-partitioned dataset, which DuckDB (in the same
-//! virtualenv) queries to the same per-QP counts as `roce flows`.
+//! Several captures make a Hive-partitioned dataset, which DuckDB and Spark (local
+//! mode, Java 17), in the same virtualenv, query to the same per-QP counts as
+//! `roce flows`.
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -221,7 +222,7 @@ fn parquet_needs_a_file_and_fields_and_leaves_nothing_half_written() {
     assert!(r.err.contains("/nonexistent/dir/x.parquet"), "{}", r.err);
 }
 
-/// What the DuckDB query of the guide needs of every frame (docs/src/guide/parquet.md).
+/// What the guide's DuckDB and Spark query needs of every frame (docs/src/guide/parquet.md).
 const QP_FIELDS: &[&str] = &[
     "frame.number",
     "roce.flow",
@@ -240,13 +241,10 @@ fn partition_name(cap: &std::path::Path) -> String {
     rel.with_extension("").to_str().unwrap().to_string()
 }
 
-/// Every capture in `captures/` decoded into one Hive-partitioned dataset, queried
-/// with DuckDB by the guide's query: per QP, the same retransmissions, NAKs and RNR
-/// NAKs as `roce flows --json` of each capture.
-#[test]
-#[ignore = "needs duckdb: bash scripts/setup.sh --test"]
-fn duckdb_over_a_dataset_counts_what_flows_counts() {
-    let tmp = scratch();
+/// Every capture in `captures/` decoded into one Hive-partitioned dataset (as the
+/// guide's `roce decode captures/ -T parquet -w frames/`), and `roce flows --json` of
+/// each capture under its partition name: the dataset and the reports' file.
+fn qp_dataset(tmp: &roce_tests::Scratch) -> (PathBuf, PathBuf) {
     let ds = tmp.join("dataset");
     let mut args: Vec<String> = ["decode", root().join("captures").to_str().unwrap()]
         .iter()
@@ -265,36 +263,87 @@ fn duckdb_over_a_dataset_counts_what_flows_counts() {
     }
     let json = tmp.join("reports.json");
     std::fs::write(&json, serde_json::Value::Object(reports).to_string()).unwrap();
-    let out = Command::new(python_with("duckdb"))
-        .arg(root().join("tests/parquet/check_duckdb.py"))
+    (ds, json)
+}
+
+/// Runs `tests/parquet/SCRIPT DATASET QUERY REPORTS` with the Python that imports
+/// `module`, in a scratch directory (where Spark may leave files), and checks what
+/// it says: the counts equal, and counts that could differ — the captures hold
+/// resends, NAKs and RNR NAKs.
+fn query_counts_what_flows_counts(module: &str, script: &str, query: &str, engine: &str) {
+    let tmp = scratch();
+    let (ds, json) = qp_dataset(&tmp);
+    let cwd = tmp.join("cwd");
+    std::fs::create_dir(&cwd).unwrap();
+    let out = Command::new(python_with(module))
+        .arg(root().join("tests/parquet").join(script))
         .args([
             ds.as_os_str(),
-            root().join("tests/parquet/qp_counts.sql").as_os_str(),
+            root().join("tests/parquet").join(query).as_os_str(),
             json.as_os_str(),
         ])
+        .current_dir(&cwd)
+        // Importing qp_compare.py would leave a __pycache__ in the source tree.
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .output()
         .expect("python runs");
     let said =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{said}");
-    assert!(said.contains("equal to roce flows"), "{said}");
-    // Counts that could differ: the captures hold resends, NAKs and RNR NAKs.
+    assert!(said.contains(&format!("{engine} equal to roce flows")), "{said}");
     let n = |what: &str| -> u64 {
         let before = said.split(&format!(" {what}")).next().unwrap();
         before.rsplit(' ').next().unwrap().parse().unwrap()
     };
     assert!(n("retransmissions") > 0 && n("NAKs") > 0 && n("RNR NAKs") > 0, "{said}");
+    // Seen with --nocapture: how long the engine took.
+    print!("{said}");
 }
 
-/// The guide shows the query the DuckDB test runs, word for word.
+/// Every capture in `captures/` in one dataset, queried with DuckDB by the guide's
+/// query: per QP, the same retransmissions, NAKs and RNR NAKs as `roce flows --json`
+/// of each capture.
+#[test]
+#[ignore = "needs duckdb: bash scripts/setup.sh --test"]
+fn duckdb_over_a_dataset_counts_what_flows_counts() {
+    query_counts_what_flows_counts("duckdb", "check_duckdb.py", "qp_counts.sql", "DuckDB");
+}
+
+/// The same dataset, queried by the guide's Spark SQL in Spark's local mode: the
+/// same counts.
+#[test]
+#[ignore = "needs pyspark and Java 17: bash scripts/setup.sh --test"]
+fn spark_over_a_dataset_counts_what_flows_counts() {
+    query_counts_what_flows_counts("pyspark", "check_spark.py", "qp_counts_spark.sql", "Spark");
+}
+
+/// The guide shows the queries the DuckDB and Spark tests run, word for word, and
+/// they are one query: Spark SQL quotes the dotted names with backticks where DuckDB
+/// has double quotes.
 #[test]
 fn the_guide_shows_the_query_the_test_runs() {
-    let sql = std::fs::read_to_string(root().join("tests/parquet/qp_counts.sql")).unwrap();
-    let guide = std::fs::read_to_string(root().join("docs/src/guide/parquet.md")).unwrap();
-    assert!(
-        guide.contains(sql.trim_end()),
-        "docs/src/guide/parquet.md lacks tests/parquet/qp_counts.sql"
-    );
+    let read = |p: &str| std::fs::read_to_string(root().join(p)).unwrap();
+    let guide = read("docs/src/guide/parquet.md");
+    let (duckdb, spark) =
+        (read("tests/parquet/qp_counts.sql"), read("tests/parquet/qp_counts_spark.sql"));
+    for (file, sql) in [("qp_counts.sql", &duckdb), ("qp_counts_spark.sql", &spark)] {
+        assert!(
+            guide.contains(sql.trim_end()),
+            "docs/src/guide/parquet.md lacks tests/parquet/{file}"
+        );
+    }
+    assert_eq!(duckdb.replace('"', "`"), spark, "the DuckDB and Spark queries differ");
+    // The guide's PySpark lines, as check_spark.py runs them.
+    let script = read("tests/parquet/check_spark.py");
+    for line in [
+        r#"spark.conf.set("spark.sql.sources.partitionColumnTypeInference.enabled", "false")"#,
+        r#".createOrReplaceTempView("frames")"#,
+    ] {
+        assert!(
+            guide.contains(line) && script.contains(line),
+            "{line}: in the guide and check_spark.py"
+        );
+    }
     for f in QP_FIELDS {
         assert!(guide.contains(&format!("-e {f}")), "the guide's decode command lacks -e {f}");
     }
