@@ -30,6 +30,9 @@ fi
 say "tests that need nothing but the build"
 cargo test --workspace --locked --profile ci
 
+say "the analyzer without an RDMA stack: roce --no-default-features (what it links, clippy, its tests, captures/ decoded as the full build does)"
+bash scripts/no-default-features.sh
+
 say "tests that need tshark, pyarrow, chromium, mdbook or root (installed above; CI runs as root)"
 cargo test --workspace --locked --profile ci -- --ignored --skip in_lab::
 

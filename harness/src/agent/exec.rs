@@ -26,9 +26,11 @@ use crate::protocol::{
     ProbeOrder, ProbeSent, QpInfo, ReadError, Refusal, RemoteRef, SgeRef, ToAgent, Verb, Wc,
 };
 use crate::verbs::{
-    Access, Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Given, Mr, Mw, MwKind, Pd, Peer,
-    Placement, Qp, QpAttrs, QpKind, QpStateName, Remote, Reset, Rts, Selectivity, SendFlag, SendWr,
-    Sge, Srq, Steered, VerbError,
+    Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Given, Mr, Mw, Pd, Qp, Remote, Reset,
+    Rts, SendWr, Sge, Srq, Steered, VerbError,
+};
+use crate::vocab::{
+    Access, MwKind, Peer, Placement, QpAttrs, QpKind, QpStateName, Selectivity, SendFlag,
 };
 
 mod setup;

@@ -13,6 +13,7 @@ use dissector::capture::{self, CaptureError, PacketSource, Reader, Record};
 use dissector::filter::{Filter, FilterError};
 use dissector::frame::TransportHint;
 
+#[cfg(feature = "live")]
 use crate::net::live::{LiveCapture, LiveOptions};
 
 use super::exit::Failure;
@@ -127,6 +128,14 @@ impl InputArgs {
     /// the reader's explanation (bad input); an interface that cannot be opened is
     /// the environment's.
     pub fn open(&self) -> Result<Source, Failure> {
+        #[cfg(not(feature = "live"))]
+        if self.interface.is_some() {
+            return Err(super::feature::missing(
+                "live capture (-i)",
+                super::feature::Feature::Live,
+            ));
+        }
+        #[cfg(feature = "live")]
         if let Some(iface) = &self.interface {
             let live = LiveCapture::open(&LiveOptions {
                 iface: iface.clone(),
@@ -183,6 +192,7 @@ pub(super) fn display_filter(text: Option<&str>) -> Result<Option<Filter>, Failu
 /// their per-packet cost).
 pub enum Source {
     File(Reader<BufReader<File>>),
+    #[cfg(feature = "live")]
     Live(LiveCapture),
 }
 
@@ -191,6 +201,7 @@ impl PacketSource for Source {
     fn next_packet(&mut self) -> Result<Option<Record<'_>>, CaptureError> {
         match self {
             Source::File(r) => r.next_packet(),
+            #[cfg(feature = "live")]
             Source::Live(l) => l.next_packet(),
         }
     }

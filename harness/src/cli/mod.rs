@@ -11,7 +11,9 @@ use clap::{CommandFactory, Parser, Subcommand};
 
 pub(crate) mod exit;
 
+#[cfg(feature = "verbs")]
 mod agent;
+#[cfg(feature = "lab")]
 mod bridge;
 mod check;
 mod completions;
@@ -20,18 +22,67 @@ mod craft;
 mod dataset;
 mod decode;
 mod diff;
+#[cfg(not(all(feature = "verbs", feature = "live", feature = "lab")))]
+mod feature;
 mod flows;
+#[cfg(feature = "lab")]
 mod fuzz;
 mod input;
+#[cfg(feature = "lab")]
 mod lab;
 mod man;
 mod matrix;
 mod parallel;
+#[cfg(feature = "lab")]
 mod probe;
 mod report;
+#[cfg(feature = "lab")]
 mod run;
 mod schema;
+#[cfg(feature = "lab")]
 mod suite;
+
+// A command a build leaves out keeps its name and takes any arguments, to say
+// which feature it needs ([`feature`]).
+#[cfg(feature = "verbs")]
+type AgentArgs = agent::AgentArgs;
+#[cfg(not(feature = "verbs"))]
+type AgentArgs = feature::Missing;
+#[cfg(feature = "lab")]
+type LabArgs = lab::LabArgs;
+#[cfg(not(feature = "lab"))]
+type LabArgs = feature::Missing;
+#[cfg(feature = "lab")]
+type BridgeArgs = bridge::BridgeArgs;
+#[cfg(not(feature = "lab"))]
+type BridgeArgs = feature::Missing;
+#[cfg(feature = "lab")]
+type RunArgs = run::RunArgs;
+#[cfg(not(feature = "lab"))]
+type RunArgs = feature::Missing;
+#[cfg(feature = "lab")]
+type SuiteArgs = suite::SuiteArgs;
+#[cfg(not(feature = "lab"))]
+type SuiteArgs = feature::Missing;
+#[cfg(feature = "lab")]
+type FuzzArgs = fuzz::FuzzArgs;
+#[cfg(not(feature = "lab"))]
+type FuzzArgs = feature::Missing;
+#[cfg(feature = "lab")]
+type ProbeArgs = probe::ProbeArgs;
+#[cfg(not(feature = "lab"))]
+type ProbeArgs = feature::Missing;
+
+/// Runs a command that needs `$feature`, or says this build lacks it.
+macro_rules! needs {
+    ($feature:literal, $variant:ident, $name:literal, $call:expr) => {{
+        #[cfg(feature = $feature)]
+        let r = $call;
+        #[cfg(not(feature = $feature))]
+        let r = feature::run($name, feature::Feature::$variant);
+        r
+    }};
+}
 
 pub use craft::bench_file;
 pub(crate) use exit::Exit;
@@ -59,9 +110,9 @@ pub enum Command {
     /// Write the project's synthetic captures (RC/UC/UD conversations, NAKs, CNPs, …).
     Craft(craft::CraftArgs),
     /// Two Soft-RoCE VMs joined by a recording, fault-injecting switch (RDMA without RDMA NICs).
-    Lab(lab::LabArgs),
+    Lab(LabArgs),
     /// The lab's switch between two network interfaces: a recording, fault-injecting bump in the wire between two hosts under test.
-    Bridge(bridge::BridgeArgs),
+    Bridge(BridgeArgs),
     /// Validate scenario files without running them (every problem, at file:line:col).
     Check(check::CheckArgs),
     /// How much of the conformance catalogue the scenarios check, per chapter and section; per setup with suite.json files.
@@ -69,17 +120,17 @@ pub enum Command {
     /// One grid of case × setup from suite.json files, grouped by catalogue section; verdicts that change between setups marked.
     Matrix(matrix::MatrixArgs),
     /// The endpoint agent that `roce run` drives (real verbs on this host)
-    Agent(agent::AgentArgs),
+    Agent(AgentArgs),
     /// Run scenarios with real verbs between two endpoints (the lab by default) and judge completions, wire and memory.
-    Run(run::RunArgs),
+    Run(RunArgs),
     /// Run a directory of scenarios as a regression suite: reports to keep (suite.json, HTML) and what changed since a baseline.
-    Suite(suite::SuiteArgs),
+    Suite(SuiteArgs),
     /// Fuzz the lab's live QPs with crafted requests: memory, kernel, liveness and protocol oracles; each finding minimised to a scenario `roce run` reproduces.
-    Fuzz(fuzz::FuzzArgs),
+    Fuzz(FuzzArgs),
     /// Compare two suite.json files from `roce suite`: what changed (setup, pass/fail, observed behaviour).
     Diff(diff::DiffArgs),
     /// Send a crafted RoCEv2 request to a QP and show what it answers (raw frames: needs root).
-    Probe(probe::ProbeArgs),
+    Probe(ProbeArgs),
     /// Render a saved `roce run --json` report as one HTML page (expectations, ladder diagram of each capture).
     Report(report::ReportArgs),
     /// Print the JSON Schema of the scenario format (for editors and validators).
@@ -127,17 +178,17 @@ where
         Command::Decode(a) => decode::run(a, out, err),
         Command::Flows(a) => flows::run(a, out, err),
         Command::Craft(a) => craft::run(a, out),
-        Command::Lab(a) => lab::run(a, out),
-        Command::Bridge(a) => bridge::run(a, out, err),
+        Command::Lab(_a) => needs!("lab", Lab, "lab", lab::run(_a, out)),
+        Command::Bridge(_a) => needs!("lab", Lab, "bridge", bridge::run(_a, out, err)),
         Command::Check(a) => check::run(a, out, err),
         Command::Coverage(a) => coverage::run(a, out, err),
         Command::Matrix(a) => matrix::run(a, out, err),
-        Command::Agent(a) => agent::run(a),
-        Command::Run(a) => run::run(a, out, err),
-        Command::Probe(a) => probe::run(a, out, err),
-        Command::Suite(a) => suite::run(a, out, err),
+        Command::Agent(_a) => needs!("verbs", Verbs, "agent", agent::run(_a)),
+        Command::Run(_a) => needs!("lab", Lab, "run", run::run(_a, out, err)),
+        Command::Probe(_a) => needs!("lab", Lab, "probe", probe::run(_a, out, err)),
+        Command::Suite(_a) => needs!("lab", Lab, "suite", suite::run(_a, out, err)),
         Command::Diff(a) => diff::run(a, out, err),
-        Command::Fuzz(a) => fuzz::run(a, out, err),
+        Command::Fuzz(_a) => needs!("lab", Lab, "fuzz", fuzz::run(_a, out, err)),
         Command::Report(a) => report::run(a, out, err),
         Command::Schema => schema::run(out),
         Command::Completions(a) => completions::run(a, Cli::command(), out),

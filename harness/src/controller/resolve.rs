@@ -18,7 +18,7 @@ use crate::protocol::{
 };
 use crate::results::EndpointFacts;
 use crate::scenario::model::{ConnectMethod, Content, QpType, Scenario, Step};
-use crate::verbs::{Caps, QpKind};
+use crate::vocab::{Caps, QpKind};
 
 /// The lab VM an endpoint runs in: `vm`, else its name.
 fn endpoint_vm(sc: &Scenario, endpoint: &str) -> Result<Vm, String> {
@@ -114,7 +114,7 @@ fn setup(sc: &Scenario, name: &str) -> protocol::Setup {
             },
             psn: q.psn.get(name).map(|p| p.value()),
             params: q.params,
-            access: q.access.get(name).copied().unwrap_or(crate::verbs::Access::REMOTE_ALL),
+            access: q.access.get(name).copied().unwrap_or(crate::vocab::Access::REMOTE_ALL),
             connect: match q.connect {
                 ConnectMethod::Tcp => ConnectBy::Tcp,
                 ConnectMethod::RdmaCm => ConnectBy::RdmaCm,
@@ -311,20 +311,20 @@ qp = "q"
         let sc = sc();
         let a = setup(&sc, "a");
         assert_eq!(a.qps.len(), 1);
-        assert_eq!((a.qps[0].psn, a.qps[0].access), (Some(100), crate::verbs::Access(2)));
+        assert_eq!((a.qps[0].psn, a.qps[0].access), (Some(100), crate::vocab::Access(2)));
         assert_eq!(
             a.mrs,
             vec![MrSetup {
                 name: "m".into(),
                 size: 16,
-                access: crate::verbs::Access::LOCAL_WRITE,
+                access: crate::vocab::Access::LOCAL_WRITE,
                 fill: Fill::Repeat(Hex(vec![0xab, 1]))
             }]
         );
         let s = setup(&sc, "server");
         assert_eq!(
             s.qps[0].access,
-            crate::verbs::Access::REMOTE_ALL,
+            crate::vocab::Access::REMOTE_ALL,
             "the default where the scenario names no access for this end"
         );
         assert_eq!(s.mrs[0].fill, Fill::Bytes(Hex(b"hi".to_vec())));

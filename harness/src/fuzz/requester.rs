@@ -32,7 +32,7 @@ use super::space::{pick, Cell, Class, Target, LIVENESS, LIVENESS_OBJECTS};
 use super::{Oracle, Sighting};
 use crate::judge::observe::completion_key;
 use crate::results::{ScenarioResult, VerdictKind};
-use crate::verbs::WcStatus;
+use crate::vocab::WcStatus;
 
 /// The key a SEND with Invalidate names, of b's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -22,7 +22,7 @@ use crate::scenario::model::{
     StepExpect, StreamExpect, WireExpect,
 };
 use crate::scenario::pattern::{self, Pattern};
-use crate::verbs::{GuardDamage, WcFlags, GUARD};
+use crate::vocab::{GuardDamage, WcFlags, GUARD};
 
 pub(crate) mod counters;
 mod headers;
@@ -212,7 +212,7 @@ fn step(sc: &Scenario, e: &StepExpect, o: &Evidence) -> Verdict {
 
 fn describe(w: &Wc) -> String {
     // The opcode and length of a failed completion are undefined (ibv_poll_cq(3)).
-    if w.status != crate::verbs::WcStatus::SUCCESS {
+    if w.status != crate::vocab::WcStatus::SUCCESS {
         return format!("wr_id {} {}", w.wr_id, w.status);
     }
     let mut s = format!("wr_id {} {} {} byte_len {}", w.wr_id, w.status, w.opcode, w.byte_len);
@@ -363,7 +363,7 @@ fn judged_too(e: &CompletionExpect, w: &Wc) -> String {
     if e.src_qp.is_some() {
         match w.src_qp {
             None => s.push_str(" src_qp not reported (not a UD QP's completion)"),
-            Some(q) if w.status != crate::verbs::WcStatus::SUCCESS => {
+            Some(q) if w.status != crate::vocab::WcStatus::SUCCESS => {
                 s.push_str(&format!(" src_qp {q:#x}"))
             }
             Some(_) => {}

@@ -17,7 +17,7 @@ use super::timeline::Timeline;
 use super::Pair;
 use crate::results::Evidence;
 use crate::scenario::model::{Action, PsnAt, Qp, Scenario, Step, Verb};
-use crate::verbs::{WcOpcode, WcStatus};
+use crate::vocab::{WcOpcode, WcStatus};
 
 /// The observations of one run; the wire's only when there is a readable capture.
 pub(crate) fn observations(

@@ -8,7 +8,7 @@ use super::*;
 use crate::protocol::QpInfo;
 use crate::protocol::{CounterDeltas, ProbeSent, SentFrame};
 use crate::results::EndpointFacts;
-use crate::verbs::{WcFlags, WcOpcode, WcStatus};
+use crate::vocab::{WcFlags, WcOpcode, WcStatus};
 
 fn wc(id: u64, status: WcStatus, t: f64) -> Wc {
     Wc {
@@ -184,7 +184,7 @@ fn async_events_are_counted_per_srq() {
             .unwrap_or_else(|e| panic!("{}", e[0]));
         sc.expect.event[0].clone()
     };
-    let limit = crate::verbs::EventType(15);
+    let limit = crate::vocab::EventType(15);
     let on = |srq: &str| Event { kind: limit, srq: Some(srq.into()), qp: None, t_ms: 9.5 };
     let v = event(&expect("srq = 's'"), &[on("s")]);
     assert!(v.pass && v.actual == "IBV_EVENT_SRQ_LIMIT_REACHED on SRQ s at 9.5 ms", "{v:?}");
@@ -206,7 +206,7 @@ fn async_events_on_a_qp_and_their_recorded_deviation() {
             .unwrap_or_else(|e| panic!("{}", e[0]));
         sc.expect.event[0].clone()
     };
-    let access = crate::verbs::EventType(3);
+    let access = crate::vocab::EventType(3);
     let on = |qp: &str| Event { kind: access, srq: None, qp: Some(qp.into()), t_ms: 4.0 };
     let v = event(&expect(""), &[on("q")]);
     assert!(v.pass && v.expected == "1 × IBV_EVENT_QP_ACCESS_ERR on QP q", "{v:?}");
@@ -732,7 +732,7 @@ fn memory_equals_and_unchanged() {
 /// damaged one fails the run even when no expectation names its MR.
 #[test]
 fn memory_outside_an_mr() {
-    use crate::verbs::{GuardDamage, Guards};
+    use crate::vocab::{GuardDamage, Guards};
     let sc = crate::scenario::check::parse_str(
         Path::new("t.toml"),
         "name = 'x'\n[endpoints.b]\n[[mr]]\nname = 'm'\non = 'b'\nsize = 8\n[[mr]]\nname = 'other'\non = 'b'\nsize = 8\n[[expect.memory]]\non = 'b'\nmr = 'm'\noutside = 'unchanged'\n",

@@ -2,5 +2,6 @@
 //! [`live`] capture in (libpcap), [`raw`] frames out (pnet).
 //!
 //! Owns: the libpcap and pnet handles. Imports: dissector only.
+#[cfg(feature = "live")]
 pub mod live;
 pub(crate) mod raw;

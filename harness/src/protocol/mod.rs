@@ -31,7 +31,7 @@ use std::io::{self, Read, Write};
 use dissector::wire::Psn;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::verbs::{
+use crate::vocab::{
     Access, Caps, EventType, Feature, Guards, MwKind, Placement, QpKind, QpStateName, Selectivity,
     SendFlag, WcOpcode, WcStatus,
 };
@@ -214,8 +214,8 @@ pub(crate) enum ConnectBy {
     RdmaCm,
 }
 
-/// How a QP runs its transport (one home: [`crate::verbs::QpParams`]).
-pub(crate) use crate::verbs::QpParams;
+/// How a QP runs its transport (one home: [`crate::vocab::QpParams`]).
+pub(crate) use crate::vocab::QpParams;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::protocol::stream::{Percentiles, Verification};
 use crate::protocol::StreamReport;
 use crate::protocol::{CounterDeltas, Event, MrInfo, ProbeSent, QpInfo, Refusal, Wc};
-use crate::verbs::{Guards, QpStateName};
+use crate::vocab::{Guards, QpStateName};
 
 pub(crate) mod coverage;
 pub(crate) mod matrix;

@@ -651,7 +651,7 @@ mod tests {
             ]
         );
         // Whole values keep their type: an array of flags, a number.
-        assert_eq!(v[0].mrs[1].access, crate::verbs::Access::LOCAL_WRITE);
+        assert_eq!(v[0].mrs[1].access, crate::vocab::Access::LOCAL_WRITE);
         assert_eq!(v[1].mrs[1].access.0 & 2, 2);
         assert_eq!(v[0].mrs[1].size, 16);
         assert_eq!(v[2].case.as_deref(), Some("op=read, access=local_write, size=16"));

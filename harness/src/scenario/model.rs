@@ -20,8 +20,8 @@ pub(crate) use crate::protocol::{
     Action, BthBits, Invalidate, ProbeOrder, PsnAt, ReceiveOrder, RemoteRef, SgeRef, StreamOrder,
     Verb,
 };
-use crate::verbs::{Access, EventType, Feature, MwKind, QpParams, WcOpcode, WcStatus};
-pub(crate) use crate::verbs::{Errno, QpStateName};
+use crate::vocab::{Access, EventType, Feature, MwKind, QpParams, WcOpcode, WcStatus};
+pub(crate) use crate::vocab::{Errno, QpStateName};
 
 /// The deadline of a scenario that sets no `timeout_ms`.
 pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 30_000;

@@ -11,7 +11,8 @@ use nix::poll::{poll, PollFd, PollFlags};
 use rdma_sys::*;
 
 use super::error::{Result, VerbError};
-use super::qp::{Qp, QpAttrs, Reset, Rts};
+use super::qp::{Qp, Reset, Rts};
+use crate::vocab::QpAttrs;
 
 /// An rdma_cm connection for a QP we created ourselves. Dropping it disconnects
 /// (DREQ/DREP on the wire) and releases the ids and the channel.

@@ -3,9 +3,8 @@
 //! is a chain of types, sends posted only on a QP in RTS or on one a scenario steers
 //! through its states itself (`Steered`: the device then decides), receives from
 //! INIT on ([`qp`]; posting SGEs is `unsafe`: the device uses their raw addresses
-//! after the call returns); rdma_cm connections ([`cm`]); the verbs vocabulary by
-//! name ([`names`]); what a device can do, as features scenarios require
-//! ([`caps`]); memory windows and SRQs ([`device`]); the extended verbs rdma-sys
+//! after the call returns); rdma_cm connections ([`cm`]); memory windows and SRQs
+//! ([`device`]); the extended verbs rdma-sys
 //! gets wrong, done as verbs.h does them (`ext`); and errors that say which verb
 //! failed and whether the device simply lacks it ([`error`]).
 //!
@@ -14,25 +13,17 @@
 //! on it lives, and `Drop` releases each object once, children first.
 //!
 //! Owns: every `unsafe` call into rdma-sys in the harness; each block says why it
-//! is sound. Imports: nothing of the harness.
-pub(crate) mod caps;
+//! is sound. Imports: the plain data it takes and gives (`crate::vocab`:
+//! names, features, QP parameters, guard regions), re-exported here.
 pub(crate) mod cm;
 pub(crate) mod device;
 pub(crate) mod error;
 mod ext;
-pub(crate) mod names;
 pub(crate) mod qp;
 
-pub(crate) use caps::Feature;
 pub(crate) use cm::CmConn;
-pub(crate) use device::{
-    Ah, Completion, Context, Cq, GuardDamage, Guards, Mr, Mw, MwKind, Pd, GUARD,
-};
+pub(crate) use device::{Ah, Completion, Context, Cq, Mr, Mw, Pd};
 pub(crate) use error::VerbError;
-pub(crate) use names::{
-    Access, Errno, EventType, QpStateName, SendFlag, WcFlags, WcOpcode, WcStatus,
-};
 pub(crate) use qp::{
-    Binding, Caps, FlushWr, Given, Peer, Placement, Qp, QpAttrs, QpExtras, QpKind, QpParams,
-    Remote, Reset, Rts, Selectivity, SendWr, Sge, Srq, Steered,
+    Binding, FlushWr, Given, Qp, QpExtras, Remote, Reset, Rts, SendWr, Sge, Srq, Steered,
 };

@@ -9,43 +9,25 @@
 //!
 //! Owns: [`Qp`] and its states, [`QpAttrs`], [`Srq`], send and receive work requests
 //! ([`SendWr`], [`Sge`]). Imports: `super::device`, `super::error`, `super::ext`,
-//! `super::names`; `rdma_sys`, libc.
+//! `crate::vocab`; `rdma_sys`, libc.
 use std::marker::PhantomData;
 use std::ptr;
 use std::sync::Arc;
 
 use rdma_sys::*;
 
-use super::device::{mtu_enum, Ah, Cq, Mr, Mw, MwKind, Pd};
+use super::device::{mtu_enum, Ah, Cq, Mr, Mw, Pd};
 use super::error::{Result, VerbError};
-use super::names::{Access, QpStateName};
+use crate::vocab::QpStateName;
+use crate::vocab::{Access, Caps, MwKind, Peer, Placement, QpAttrs, QpKind, Selectivity};
 
-/// The transport of a QP.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum QpKind {
-    Rc,
-    Uc,
-    Ud,
-}
-
-impl QpKind {
-    fn raw(self) -> u32 {
-        match self {
-            QpKind::Rc => ibv_qp_type::IBV_QPT_RC,
-            QpKind::Uc => ibv_qp_type::IBV_QPT_UC,
-            QpKind::Ud => ibv_qp_type::IBV_QPT_UD,
-        }
+/// `ibv_qp_type` of a transport.
+fn qp_type(k: QpKind) -> u32 {
+    match k {
+        QpKind::Rc => ibv_qp_type::IBV_QPT_RC,
+        QpKind::Uc => ibv_qp_type::IBV_QPT_UC,
+        QpKind::Ud => ibv_qp_type::IBV_QPT_UD,
     }
-}
-
-/// Queue depths and SGE limits asked for at creation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct Caps {
-    pub max_send_wr: u32,
-    pub max_recv_wr: u32,
-    pub max_sge: u32,
-    pub max_inline: u32,
 }
 
 /// What a QP is created with beyond its queues: the extended send operations
@@ -89,88 +71,6 @@ struct QpExWithFlush {
 // between (every member of ibv_qp_ex is 8-aligned at its end).
 const _: () =
     assert!(std::mem::offset_of!(QpExWithFlush, wr_flush) == std::mem::size_of::<ibv_qp_ex>());
-
-/// RDMA FLUSH: what must be made durable or visible (IBA A19 placement type).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Placement {
-    /// `IBV_FLUSH_GLOBAL`.
-    Global,
-    /// `IBV_FLUSH_PERSISTENT`.
-    Persistent,
-}
-
-/// RDMA FLUSH: how much of the MR (selectivity level).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub(crate) enum Selectivity {
-    /// `IBV_FLUSH_RANGE`: the range given.
-    Range,
-    /// `IBV_FLUSH_MR`: the whole MR the rkey names.
-    Mr,
-}
-
-impl Placement {
-    /// `enum ibv_placement_type` (rdma-core 56 verbs.h).
-    fn raw(self) -> u8 {
-        match self {
-            Placement::Global => 1 << 0,
-            Placement::Persistent => 1 << 1,
-        }
-    }
-}
-
-impl Selectivity {
-    /// `enum ibv_selectivity_level` (rdma-core 56 verbs.h).
-    fn raw(self) -> u8 {
-        match self {
-            Selectivity::Range => 0,
-            Selectivity::Mr => 1,
-        }
-    }
-}
-
-/// What RTR needs to know about the peer.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Peer {
-    pub qpn: u32,
-    pub psn: u32,
-    pub gid: [u8; 16],
-}
-
-/// The attributes of INIT → RTR → RTS, as the scenario set them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub(crate) struct QpAttrs {
-    pub port: u8,
-    pub sgid_index: u8,
-    pub sq_psn: u32,
-    /// `qp_access_flags`: what the peer may do to this side's memory.
-    pub access: Access,
-    pub params: QpParams,
-}
-
-/// How a QP runs its transport, the same on both of its ends: the one home of
-/// these attributes, which the scenario model, the agent protocol and the
-/// bring-up above ([`QpAttrs`]) all hold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct QpParams {
-    /// Path MTU in bytes (256–4096).
-    pub mtu: u32,
-    /// Local ACK timeout exponent: 4.096 µs × 2^timeout; 0 never fires.
-    pub timeout: u8,
-    /// Resends after the ACK timer fires (0–7).
-    pub retry_cnt: u8,
-    /// Resends after RNR NAKs (0–7; 7 means forever).
-    pub rnr_retry: u8,
-    /// The RNR timer code (0–31) this side's RNR NAKs ask for.
-    pub min_rnr_timer: u8,
-    /// READs and atomics this side may have outstanding, and accept.
-    pub max_rd_atomic: u8,
-    pub max_dest_rd_atomic: u8,
-    /// UD Q_Key.
-    pub qkey: u32,
-}
 
 /// QP states, as type parameters.
 pub(crate) struct Reset;
@@ -301,7 +201,7 @@ impl Qp<Reset> {
         init.recv_cq = cq.cq;
         init.srq = srq;
         init.cap = cap;
-        init.qp_type = kind.raw();
+        init.qp_type = qp_type(kind);
         init.pd = pd.pd;
         init.comp_mask = ibv_qp_init_attr_mask::IBV_QP_INIT_ATTR_PD.0;
         if extended {

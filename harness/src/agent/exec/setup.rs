@@ -16,7 +16,8 @@ use super::{
     err, gid_ip, random_psn, Agent, AgentError, AgentResult, Handle, Local, MwState, QpState,
 };
 use crate::protocol::{FromAgent, MrInfo, MrSetup, MwInfo, MwSetup, QpInfo, QpSetup, Setup};
-use crate::verbs::{Context, Cq, Mr, Mw, Pd, Qp, QpExtras, QpKind, Srq};
+use crate::verbs::{Context, Cq, Mr, Mw, Pd, Qp, QpExtras, Srq};
+use crate::vocab::QpKind;
 
 /// How many completions an endpoint's CQ holds when its scenario does not say.
 const DEFAULT_CQ_DEPTH: u32 = 256;

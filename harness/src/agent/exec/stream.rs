@@ -16,7 +16,8 @@ use rdma_sys::{ibv_send_flags, ibv_wr_opcode};
 use super::{err, AgentError, AgentResult, Local};
 use crate::protocol::stream::{AtomicChain, AtomicOp, Mismatch, Percentiles, StreamVerb};
 use crate::protocol::{ReceiveOrder, StreamOrder, StreamReport, Wc};
-use crate::verbs::{Completion, Mr, Qp, Remote, Rts, SendWr, Sge, WcStatus};
+use crate::verbs::{Completion, Mr, Qp, Remote, Rts, SendWr, Sge};
+use crate::vocab::WcStatus;
 
 impl Local {
     /// Posts a stream's messages round robin over its QPs, never more than its

@@ -51,7 +51,7 @@ fn a_setup_beyond_the_limits_is_refused_and_the_agent_lives_on() {
             .map(|i| protocol::MrSetup {
                 name: format!("m{i}"),
                 size,
-                access: crate::verbs::Access(1),
+                access: crate::vocab::Access(1),
                 fill: protocol::Fill::Zero,
             })
             .collect();

@@ -28,7 +28,7 @@ use super::model::*;
 use super::pattern::{Atom, Pattern, PatternError, Repeat, ATOMS, MAX_CONDITIONS};
 use crate::protocol::stream::STREAM_MESSAGES;
 use crate::protocol::{Hex, READ_BACK_MAX};
-use crate::verbs::{
+use crate::vocab::{
     Access, EventType, Feature, MwKind, Placement, QpParams, Selectivity, SendFlag, WcOpcode,
     WcStatus,
 };

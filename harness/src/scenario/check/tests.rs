@@ -1,7 +1,7 @@
 //! The checker on scenario texts: what loads, with which defaults, and every problem reported once, where it is.
 use super::expect::count_range;
 use super::*;
-use crate::verbs::WcOpcode;
+use crate::vocab::WcOpcode;
 
 const GOOD: &str = r#"
 name = "RC SEND"
