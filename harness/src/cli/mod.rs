@@ -42,36 +42,26 @@ mod schema;
 #[cfg(feature = "lab")]
 mod suite;
 
-// A command a build leaves out keeps its name and takes any arguments, to say
-// which feature it needs ([`feature`]).
-#[cfg(feature = "verbs")]
-type AgentArgs = agent::AgentArgs;
-#[cfg(not(feature = "verbs"))]
-type AgentArgs = feature::Missing;
-#[cfg(feature = "lab")]
-type LabArgs = lab::LabArgs;
-#[cfg(not(feature = "lab"))]
-type LabArgs = feature::Missing;
-#[cfg(feature = "lab")]
-type BridgeArgs = bridge::BridgeArgs;
-#[cfg(not(feature = "lab"))]
-type BridgeArgs = feature::Missing;
-#[cfg(feature = "lab")]
-type RunArgs = run::RunArgs;
-#[cfg(not(feature = "lab"))]
-type RunArgs = feature::Missing;
-#[cfg(feature = "lab")]
-type SuiteArgs = suite::SuiteArgs;
-#[cfg(not(feature = "lab"))]
-type SuiteArgs = feature::Missing;
-#[cfg(feature = "lab")]
-type FuzzArgs = fuzz::FuzzArgs;
-#[cfg(not(feature = "lab"))]
-type FuzzArgs = feature::Missing;
-#[cfg(feature = "lab")]
-type ProbeArgs = probe::ProbeArgs;
-#[cfg(not(feature = "lab"))]
-type ProbeArgs = feature::Missing;
+/// Each command's arguments, or [`feature::Missing`] when the build lacks
+/// `$feature`: a command a build leaves out keeps its name and takes any
+/// arguments, to say which feature it needs.
+macro_rules! args_of {
+    ($feature:literal: $($alias:ident = $args:path),+ $(,)?) => {$(
+        #[cfg(feature = $feature)]
+        type $alias = $args;
+        #[cfg(not(feature = $feature))]
+        type $alias = feature::Missing;
+    )+};
+}
+args_of!("verbs": AgentArgs = agent::AgentArgs);
+args_of!("lab":
+    LabArgs = lab::LabArgs,
+    BridgeArgs = bridge::BridgeArgs,
+    RunArgs = run::RunArgs,
+    SuiteArgs = suite::SuiteArgs,
+    FuzzArgs = fuzz::FuzzArgs,
+    ProbeArgs = probe::ProbeArgs,
+);
 
 /// Runs a command that needs `$feature`, or says this build lacks it.
 macro_rules! needs {
