@@ -266,6 +266,9 @@ fn qp_dataset(tmp: &roce_tests::Scratch) -> (PathBuf, PathBuf) {
     (ds, json)
 }
 
+/// How long a query engine may take over the dataset (Spark here: about 20 s).
+const ENGINE_WITHIN_SECS: u64 = 300;
+
 /// Runs `tests/parquet/SCRIPT DATASET QUERY REPORTS` with the Python that imports
 /// `module`, in a scratch directory (where Spark may leave files), and checks what
 /// it says: the counts equal, and counts that could differ — the captures hold
@@ -275,7 +278,10 @@ fn query_counts_what_flows_counts(module: &str, script: &str, query: &str, engin
     let (ds, json) = qp_dataset(&tmp);
     let cwd = tmp.join("cwd");
     std::fs::create_dir(&cwd).unwrap();
-    let out = Command::new(python_with(module))
+    // A deadline: a JVM that cannot start or bind hangs rather than fails.
+    let out = Command::new("timeout")
+        .args(["--kill-after=10", &ENGINE_WITHIN_SECS.to_string()])
+        .arg(python_with(module))
         .arg(root().join("tests/parquet").join(script))
         .args([
             ds.as_os_str(),
@@ -289,6 +295,10 @@ fn query_counts_what_flows_counts(module: &str, script: &str, query: &str, engin
         .expect("python runs");
     let said =
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.code() != Some(124),
+        "{engine} did not finish within {ENGINE_WITHIN_SECS} s: {said}"
+    );
     assert!(out.status.success(), "{said}");
     assert!(said.contains(&format!("{engine} equal to roce flows")), "{said}");
     let n = |what: &str| -> u64 {
