@@ -19,6 +19,9 @@ use core::fmt;
 use crate::wire::aeth::{AckKind, NakCode};
 use crate::wire::Psn;
 
+mod early;
+pub use early::{early_timer_resends, EarlyTimerResend};
+
 /// One packet of the pair, as recovery analysis needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Packet {

@@ -84,7 +84,7 @@ pub(super) fn order(sc: &Scenario, e: &OrderExpect, o: &Evidence, t: &Timeline) 
         return verdict(false, format!("no QP {}", e.qp));
     };
     let [a, b] = &q.between;
-    let (Some(ab), Some(ba)) = (pair(o, &e.qp, a, b, t), pair(o, &e.qp, b, a, t)) else {
+    let (Some(ab), Some(ba)) = (pair(o, q, a, b, t), pair(o, q, b, a, t)) else {
         return verdict(false, "an end of the QP was never set up".into());
     };
     // Requests and responses of both directions: each frame is in two of them.

@@ -35,7 +35,7 @@ pub(crate) fn observations(
             continue;
         }
         for (from, to) in [(&q.between[0], &q.between[1]), (&q.between[1], &q.between[0])] {
-            let Some(p) = super::pair(o, &q.name, from, to, t) else { continue };
+            let Some(p) = super::pair(o, q, from, to, t) else { continue };
             if p.reqs.is_empty() {
                 continue;
             }

@@ -45,10 +45,11 @@ fn of(sc: &Scenario, st: &StreamStep, o: &Evidence, t: &Timeline) -> StreamWire 
     let (mut resends_total, mut naks_total, mut rnr_total) = (0, 0, 0);
     let mut first_ns: Option<u64> = None;
     for name in &st.order.qps {
-        let Some(p) = pair(o, name, &st.on, &st.peer, t) else { continue };
+        let Some(q) = sc.qps.iter().find(|q| q.name == *name) else { continue };
+        let Some(p) = pair(o, q, &st.on, &st.peer, t) else { continue };
         // Go-back-N is RC's recovery: a UC QP resends nothing, and what it loses
         // stays lost.
-        let reliable = sc.qps.iter().find(|q| q.name == *name).is_none_or(|q| q.kind == QpType::Rc);
+        let reliable = q.kind == QpType::Rc;
         let reqs: Vec<pace::Packet> = p.reqs.iter().map(|f| f.pace()).collect();
         let resps: Vec<pace::Packet> = p.resps.iter().map(|f| f.pace()).collect();
         let pc = pace::pace(&reqs, &resps);

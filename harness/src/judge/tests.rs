@@ -546,6 +546,45 @@ fn rnr_timer_honoured_and_the_ack_timer() {
     );
 }
 
+/// An ACK timer left running from an acknowledged WRITE fires just after the next
+/// WRITE went out (what rxe did in one CI run under `-j 4`): the resend, and the
+/// second ACK it drew, are set aside from the sequences, the retransmission count
+/// and the observations, so the verdict does not depend on how long the steps
+/// between took; `ack_timeout` still fails it as a timer resend that came early.
+#[test]
+fn an_early_timer_resend_is_set_aside_and_only_ack_timeout_judges_it() {
+    let at = |p: Packet, us: u64| Packet { ts_ns: us * 1000, ..p };
+    let wire = |resent_after_us: u64| Timeline {
+        packets: vec![
+            at(pkt(11, 0, 156, "RDMA WRITE Only"), 67_375),
+            at(pkt(12, 0, 156, "ack"), 71_188),
+            at(pkt(13, 0, 157, "RDMA WRITE Only"), 135_453),
+            at(pkt(14, 0, 157, "RDMA WRITE Only"), 135_453 + resent_after_us),
+            at(pkt(15, 0, 157, "ack"), 135_453 + resent_after_us + 880),
+            at(pkt(16, 0, 157, "ack"), 135_453 + resent_after_us + 940),
+        ],
+        ..Default::default()
+    };
+    let sc = |extra: &str| {
+        scenario(&format!("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nsequence = ['RDMA WRITE Only', 'RDMA WRITE Only']\nresponses = ['ACK', 'ACK']\nretransmissions = 0\n{extra}"))
+    };
+    let (v, obs) = judge(&sc(""), &outcome(), &Ok(wire(360)));
+    assert!(v[0].pass, "{:#?}", v[0]);
+    assert!(
+        v[0].actual.contains("1 early ACK-timer resends set aside (a timer left running from an acknowledged exchange; first: frame 14 resent PSN 157 0.36 ms after it went out, at the end of an ACK timer frame 11 started 68.44 ms before, with the 1 answers it drew)"),
+        "{}",
+        v[0].actual
+    );
+    assert!(!obs.contains_key("wire q from a: resent after"), "{obs:#?}");
+    let (v, _) = judge(&sc("ack_timeout = true"), &outcome(), &Ok(wire(360)));
+    assert!(!v[0].pass, "{:#?}", v[0]);
+    // A resend a whole timeout after the WRITE went out is the timer doing its
+    // job: the wire's, and the expectation that said there was none fails.
+    let (v, obs) = judge(&sc(""), &outcome(), &Ok(wire(68_000)));
+    assert!(!v[0].pass && v[0].actual.contains("1 retransmissions"), "{:#?}", v[0]);
+    assert_eq!(obs.get("wire q from a: resent after").map(String::as_str), Some("timeout"));
+}
+
 /// After an ACK with credit count 0: new requests sent before credit came back
 /// are counted (resends are not); none means the requester held them.
 #[test]

@@ -1206,7 +1206,14 @@ pub(crate) struct CompletionFile {
 /// dropped (they were sent), the real answer a `respond` rule withheld and the
 /// response it built in the responder's place; not the copies a `dup` rule made,
 /// nor frames the lab injected. Probes `from` sent in the QP's name are among
-/// the requests. A key left out is not judged.
+/// the requests. Set aside, and said in the verdict: an early ACK-timer resend
+/// and the answers only it drew. That is a request resent sooner than its local
+/// ACK timeout allows (less 5 % and 8 ms), when everything sent before it had
+/// been acknowledged and nothing had answered it: the end of a timer an earlier,
+/// finished exchange started (rxe keeps one timer per QP, arms it only when none
+/// is pending and lets it run on once everything is acknowledged). Whether a run
+/// has one depends on how long the steps between its exchanges took, so only
+/// `ack_timeout` judges it. A key left out is not judged.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(rename = "WireExpect")]
 #[serde(deny_unknown_fields)]
@@ -1297,7 +1304,8 @@ pub(crate) struct WireFile {
     /// local ACK timeout (4.096 µs × 2^timeout) after the last transmission of its
     /// PSN, and no later than four times that. Times are taken at the lab switch,
     /// after each VM's transmit path, and kernel timers run in ticks: both bounds
-    /// allow 5 % and 8 ms.
+    /// allow 5 % and 8 ms. An early ACK-timer resend (set aside from the other
+    /// keys) fails it.
     #[serde(default)]
     pub(crate) ack_timeout: Option<bool>,
     /// What IBA requires, where a device may deviate: judged as usual, but a
