@@ -396,6 +396,15 @@ impl Frame {
         }
     }
 
+    /// The IP DSCP (the traffic class's upper six bits).
+    pub fn dscp(&self) -> Option<u8> {
+        match self.net {
+            Net::Ipv4(r) => Some(r.dscp),
+            Net::Ipv6(r) | Net::Grh(r) => Some(r.traffic_class >> 2),
+            _ => None,
+        }
+    }
+
     /// The IP ECN bits (3 = Congestion Experienced).
     pub fn ecn(&self) -> Option<u8> {
         match self.net {

@@ -290,6 +290,7 @@ fn replay(a: &FuzzArgs, dir: &Path, out: &mut dyn Write, err: &mut dyn Write) ->
         profile: None,
         jobs: 1,
         crashes: Default::default(),
+        snapshots: None,
     };
     let ran = controller::run_all(&plan, &loaded, |_, _| Ok(())).map_err(Failure::setup)?;
     let (mut still, mut unseen) = (0, 0);

@@ -19,6 +19,7 @@ use super::write_file;
 use crate::controller::{self, Endpoints, RunPlan, WireSource};
 use crate::render;
 use crate::results::profile::{self, HeldTo, Profile};
+use crate::results::snapshots::Store;
 use crate::results::Report;
 use crate::scenario::model::Scenario;
 
@@ -125,6 +126,15 @@ pub struct RunArgs {
     /// one a line, and run nothing
     #[arg(long)]
     pub list: bool,
+    /// Keep each scenario's wire, in a normal form, in DIR (its path below the
+    /// directory given, `.wire`) and compare every run with it: a change no
+    /// expectation names fails as `wire changed`, with the diff, and the new wire
+    /// is left beside as `.wire.new`. A scenario without one gets it
+    #[arg(long, value_name = "DIR")]
+    pub snapshots: Option<PathBuf>,
+    /// With --snapshots: take this run's wire as the snapshot where it changed
+    #[arg(long, requires = "snapshots")]
+    pub accept: bool,
 }
 
 /// Whether a scenario's (or case's) `name` matches a `--case` pattern: a glob
@@ -305,7 +315,20 @@ pub(super) fn plan(
     if let Some(prev) = &previous {
         crashes.extend(prev.crashes.clone());
     }
-    let run = RunPlan { endpoints, wire, out_dir, profile, jobs: usize::from(args.jobs), crashes };
+    let snapshots = args.snapshots.clone().map(|dir| {
+        let named: Vec<(PathBuf, String)> =
+            loaded.iter().map(|(f, sc)| (f.clone(), sc.name.clone())).collect();
+        Store::new(dir, args.accept, &args.paths, &named)
+    });
+    let run = RunPlan {
+        endpoints,
+        wire,
+        out_dir,
+        profile,
+        jobs: usize::from(args.jobs),
+        crashes,
+        snapshots,
+    };
     Ok(Planned { run, held_to, previous })
 }
 

@@ -55,6 +55,8 @@ pub(crate) struct RunPlan {
     /// Scenarios not to run, by name, and why: they crash this setup (the
     /// profile's `crashes`). Each is reported as skipped with that reason.
     pub crashes: BTreeMap<String, String>,
+    /// Where each scenario's wire snapshot is kept and compared (`--snapshots`).
+    pub snapshots: Option<crate::results::snapshots::Store>,
 }
 
 /// Lab endpoints: the lab `name` under `root`, booted when it is not up.
@@ -317,6 +319,7 @@ fn judge_one(
         timings: o.timings.clone(),
         streams: o.streams.clone(),
         counters: judge::counters::reports(&o, wire.as_ref().ok()),
+        wire_snapshot: None,
     };
     if let Some(why) = &o.skipped {
         return (
@@ -333,9 +336,13 @@ fn judge_one(
             None => unknown = true,
         }
     }
+    let wire_snapshot = wire.as_ref().ok().map(|t| judge::snapshot::normal(sc, &o, t));
+    if let (Some(store), Some(now)) = (&plan.snapshots, &wire_snapshot) {
+        verdicts.push(store.check(file, &sc.name, now));
+    }
     let pass = o.error.is_none() && verdicts.iter().all(|v| v.pass);
     let status = if pass { Status::Passed } else { Status::Failed };
-    let mut r = ScenarioResult { pass, status, verdicts, observations, ..base };
+    let mut r = ScenarioResult { pass, status, verdicts, observations, wire_snapshot, ..base };
     laps.lap(&mut r.timings, Phase::Judge);
     (r, wire.ok(), unknown)
 }
@@ -567,6 +574,7 @@ pub(crate) fn bench_scenarios(
             profile: None,
             jobs,
             crashes: Default::default(),
+            snapshots: None,
         };
         let r = run_all(&plan, &loaded, |res, _| {
             p.say(&format!("scenario (-j {jobs}): {}", res.name));
@@ -672,6 +680,7 @@ mod tests {
             profile: None,
             jobs: 1,
             crashes: Default::default(),
+            snapshots: None,
         };
         let mut seen = Vec::new();
         let r = run_all(&plan, &[(PathBuf::from("t.toml"), sc)], |res, _| {
@@ -728,6 +737,7 @@ mod tests {
             jobs: 1,
             crashes: [("oops".to_string(), "BUG: kernel NULL pointer dereference".to_string())]
                 .into(),
+            snapshots: None,
         };
         let loaded = [(PathBuf::from("t.toml"), sc)];
         let r = run_all(&plan, &loaded, |_, _| Ok(())).unwrap();

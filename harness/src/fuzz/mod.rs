@@ -460,6 +460,7 @@ impl Runner<'_> {
             profile: None,
             jobs: 1,
             crashes: Default::default(),
+            snapshots: None,
         };
         let ran = controller::run_all(&plan, &[(file.clone(), sc)], |_, _| Ok(()))?;
         let result = ran

@@ -30,6 +30,7 @@ pub(crate) mod observe;
 pub(crate) mod pace;
 pub(crate) mod probes;
 pub(crate) mod profile;
+pub(crate) mod snapshot;
 pub(crate) mod timeline;
 
 pub(crate) use timeline::{Packet, Timeline};

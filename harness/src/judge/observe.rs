@@ -113,7 +113,7 @@ fn probe_answers(answers: &[ProbeAnswer], m: &mut BTreeMap<String, String>) {
 /// run to run; a stream's wire (RNR NAKs as receives run out, resends when the
 /// host stalls) depends on the pace of the run. The judge holds what followed
 /// to its bounds, and the profile records how the streams ended.
-fn paced_by_the_run(sc: &Scenario, q: &Qp) -> bool {
+pub(super) fn paced_by_the_run(sc: &Scenario, q: &Qp) -> bool {
     let random = sc
         .faults
         .iter()

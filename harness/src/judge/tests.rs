@@ -260,6 +260,7 @@ fn pkt(number: u64, ms: u64, psn: u32, what: &str) -> Packet {
         marks: Marks::default(),
         held: 0,
         line: None,
+        hdr: Default::default(),
     }
 }
 
@@ -1458,4 +1459,79 @@ fn probe_writes_finds_each_probe_by_its_id() {
         .insert("b".into(), [("t".to_string(), vec![0x11, 0x11, 0x11, 0x11, 0, 0, 0, 0])].into());
     let v = probes::writes_landed(&sc, &e, &o, &answers);
     assert!(v.pass && v.actual == "4 bytes as the acknowledged WRITEs placed them", "{v:?}");
+}
+
+/// The wire's normal form names what a run draws anew (PSNs from the QP's first,
+/// VAs from their MR, R_Keys by MR) and keeps what the device decides: two runs
+/// that differ only in drawn numbers and times read the same, byte for byte; an
+/// AckReq bit the device stops setting, or a frame the switch dropped, shows.
+#[test]
+fn the_wire_snapshot_names_drawn_numbers_and_keeps_the_devices_choices() {
+    use super::timeline::Headers;
+    let run = |psn: u32, va: u64, rkey: u32, ms: u64, ack_req: bool| {
+        let mut o = outcome();
+        for f in o.endpoints.values_mut() {
+            f.qps[0].psn = psn;
+        }
+        let mr =
+            crate::protocol::MrInfo { name: "target".into(), addr: va, len: 16, rkey, lkey: 1 };
+        o.endpoints.get_mut("b").unwrap().mrs.push(mr);
+        let write = Packet {
+            hdr: Headers {
+                ack_req,
+                len: Some(8),
+                reth: Some((va + 8, rkey, 8)),
+                ..Headers::default()
+            },
+            ..pkt(1, ms, psn, "RDMA WRITE Only")
+        };
+        let ack = Packet {
+            hdr: Headers { msn: Some(1), len: Some(0), ..Headers::default() },
+            ..pkt(2, ms + 1, psn, "ack")
+        };
+        let dropped = Packet {
+            marks: Marks(vec![
+                Mark::Dropped(RuleRef {
+                    index: 1,
+                    rule: "drop dir=a>b qp=0x11 op=send-only".into(),
+                }),
+                Mark::Arrived { ns_before: ms },
+            ]),
+            hdr: Headers { len: Some(4), ..Headers::default() },
+            ..pkt(3, ms + 2, psn + 1, "SEND Only")
+        };
+        let t = Timeline { packets: vec![write, ack, dropped], ..Default::default() };
+        snapshot::normal(&scenario(""), &o, &t)
+    };
+    let first = run(100, 0x5000, 0x77, 0, true);
+    assert_eq!(first, run(9_000_000, 0x7f00_0000_1000, 0x1234, 50, true));
+    assert!(first.starts_with(snapshot::HEADER), "{first}");
+    let lines: Vec<&str> = first.lines().map(str::trim_end).collect();
+    assert!(lines.contains(&"qp q a → b"), "{first}");
+    assert!(
+        lines.contains(&"    RDMA WRITE Only                psn +0 A len 8 → target+8 dma 8"),
+        "{first}"
+    );
+    assert!(lines.contains(&"    ACK                            psn +0 msn 1"), "{first}");
+    assert!(
+        lines.contains(&"    SEND Only                      psn +1 len 4 [dropped by rule 1 `drop dir=a>b qp=q op=send-only`: not delivered]"),
+        "{first}"
+    );
+    let changed = run(100, 0x5000, 0x77, 0, false);
+    assert_ne!(first, changed);
+    assert!(changed.contains("psn +0 len 8 → target+8"), "{changed}");
+}
+
+/// A rule's QPs by name, each looked up on the end the rule's direction says:
+/// `qp=` on the receiver, `reply-qp=` on the sender; a number no QP there has is
+/// `?`.
+#[test]
+fn a_rules_qps_are_named_on_their_own_end() {
+    let o = outcome(); // q is 0x22 on a, 0x11 on b
+    assert_eq!(
+        snapshot::named_qps("respond dir=a>b qp=0x11 op=x reply-qp=0x22", &o),
+        "respond dir=a>b qp=q op=x reply-qp=q"
+    );
+    assert_eq!(snapshot::named_qps("drop dir=a>b qp=0x22", &o), "drop dir=a>b qp=?");
+    assert_eq!(snapshot::named_qps("drop qp=0x22 nth=1", &o), "drop qp=q nth=1");
 }

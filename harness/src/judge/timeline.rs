@@ -55,6 +55,30 @@ pub(crate) struct Packet {
     /// The frame as `roce decode` prints it, with its comment (the first
     /// [`MAX_ROWS`] RoCE frames).
     pub line: Option<String>,
+    /// The rest of its headers, as a wire snapshot writes them.
+    pub hdr: Headers,
+}
+
+/// The header fields of a RoCE frame that only the wire snapshot reads.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Headers {
+    pub solicited: bool,
+    pub mig_req: bool,
+    pub ack_req: bool,
+    pub pad: u8,
+    /// Payload bytes on the wire (`None`: cut short before it).
+    pub len: Option<usize>,
+    pub msn: Option<u32>,
+    /// RETH: VA, R_Key, DMA length.
+    pub reth: Option<(u64, u32, u32)>,
+    /// AtomicETH: VA and R_Key.
+    pub atomic: Option<(u64, u32)>,
+    /// An ImmDt is carried; an IETH's R_Key to invalidate.
+    pub immediate: bool,
+    pub invalidate: Option<u32>,
+    /// IP DSCP and the UDP source port (RoCEv2).
+    pub dscp: Option<u8>,
+    pub udp_src: Option<u16>,
 }
 
 impl Packet {
@@ -226,6 +250,20 @@ pub(crate) fn read_with(path: &Path, conditions: &[String]) -> Result<Timeline, 
             marks: rec.comment.map(Marks::parse).unwrap_or_default(),
             held,
             line: keep_line.then(|| line(prev).trim().to_string()),
+            hdr: Headers {
+                solicited: ib.bth.solicited_event,
+                mig_req: ib.bth.mig_req,
+                ack_req: ib.bth.ack_req,
+                pad: ib.bth.pad_count,
+                len: fr.payload_len_on_wire(),
+                msn: ib.aeth.map(|a| a.msn),
+                reth: ib.reth.map(|r| (r.va, r.r_key, r.dma_len)),
+                atomic: ib.atomiceth.map(|a| (a.va, a.r_key)),
+                immediate: ib.immdt.is_some(),
+                invalidate: ib.ieth,
+                dscp: fr.dscp(),
+                udp_src: fr.udp.map(|u| u.src_port),
+            },
         });
     }
     Ok(t)

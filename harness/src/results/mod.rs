@@ -19,6 +19,7 @@ use crate::vocab::{Guards, QpStateName};
 pub(crate) mod coverage;
 pub(crate) mod matrix;
 pub(crate) mod profile;
+pub(crate) mod snapshots;
 pub(crate) mod suite;
 
 /// Which of a run's three views (and the probes, streams and profile built on
@@ -45,6 +46,9 @@ pub(crate) enum VerdictKind {
     Verb,
     /// What a device counter moved by over the scenario.
     Counter,
+    /// The wire in its normal form against the snapshot kept of it: a change no
+    /// expectation names (`roce suite --snapshots`).
+    Snapshot,
 }
 
 impl VerdictKind {
@@ -59,6 +63,7 @@ impl VerdictKind {
             VerdictKind::Wire => "wire",
             VerdictKind::Verb => "verb",
             VerdictKind::Counter => "counter",
+            VerdictKind::Snapshot => "snapshot",
         }
     }
 }
@@ -368,6 +373,10 @@ pub(crate) struct ScenarioResult {
     /// What each endpoint's device counters moved by, set against the wire.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: BTreeMap<String, CounterReport>,
+    /// The wire in its normal form ([`crate::judge::snapshot`]): what `roce suite
+    /// --snapshots` keeps and compares. None without a capture.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_snapshot: Option<String>,
 }
 
 /// An endpoint's device counters over one scenario: every one its port has, by
@@ -563,6 +572,7 @@ impl ScenarioResult {
             timings: BTreeMap::new(),
             streams: Vec::new(),
             counters: BTreeMap::new(),
+            wire_snapshot: None,
         }
     }
 }

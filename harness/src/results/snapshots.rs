@@ -1,0 +1,202 @@
+//! Wire snapshots kept with a suite: one file per scenario in a directory the
+//! user keeps (`roce suite --snapshots DIR`), compared with each run's wire in its
+//! normal form, as `cargo insta` compares its snapshots.
+//!
+//! A scenario without a snapshot gets one (said as new); one whose wire is the
+//! same passes; one whose wire changed fails with a verdict of its own kind
+//! ([`VerdictKind::Snapshot`]) whose detail is the unified diff, and the new wire
+//! is written beside the old as `NAME.wire.new` for review. `--accept` takes the
+//! new wire instead. A snapshot that cannot be read or written is said in the
+//! verdict, never passed over.
+//!
+//! Owns: [`Store`]. Imports: the verdict shape.
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::{Verdict, VerdictKind};
+
+/// Where each scenario's snapshot is kept, and whether a changed wire is taken.
+#[derive(Debug, Clone)]
+pub(crate) struct Store {
+    pub dir: PathBuf,
+    pub accept: bool,
+    /// Scenario (file, name) → its snapshot's path under `dir`.
+    keys: BTreeMap<(PathBuf, String), PathBuf>,
+}
+
+const WHAT: &str = "wire snapshot";
+
+impl Store {
+    /// The store in `dir` for the `scenarios` (file, name), each file found under
+    /// one of `roots` (the files and directories the run was given): a
+    /// scenario's snapshot is its file's path below the directory it was found
+    /// in, `.toml` made `.wire` (`conformance/mw/dealloc_and_dereg.wire`); a file
+    /// given by itself is kept by its name. The cases of one file are told apart
+    /// by what their name has in brackets (`ack_req.ack_req=true.wire`).
+    pub(crate) fn new(
+        dir: PathBuf,
+        accept: bool,
+        roots: &[PathBuf],
+        scenarios: &[(PathBuf, String)],
+    ) -> Store {
+        let mut per_file: BTreeMap<&Path, usize> = BTreeMap::new();
+        for (f, _) in scenarios {
+            *per_file.entry(f).or_default() += 1;
+        }
+        let keys = scenarios
+            .iter()
+            .map(|(f, name)| {
+                let below = roots
+                    .iter()
+                    .filter(|r| r.is_dir())
+                    .find_map(|r| f.strip_prefix(r).ok())
+                    .filter(|p| !p.as_os_str().is_empty())
+                    .map(Path::to_path_buf)
+                    .unwrap_or_else(|| f.file_name().map(PathBuf::from).unwrap_or_default());
+                let key = if per_file.get(f.as_path()).copied().unwrap_or(0) > 1 {
+                    below.with_extension(format!("{}.wire", case_of(name)))
+                } else {
+                    below.with_extension("wire")
+                };
+                ((f.clone(), name.clone()), key)
+            })
+            .collect();
+        Store { dir, accept, keys }
+    }
+
+    /// Where scenario `name` of `file` keeps its snapshot.
+    pub(crate) fn path_of(&self, file: &Path, name: &str) -> PathBuf {
+        let key = self.keys.get(&(file.to_path_buf(), name.to_string())).cloned();
+        self.dir.join(key.unwrap_or_else(|| {
+            file.file_name().map(PathBuf::from).unwrap_or_default().with_extension("wire")
+        }))
+    }
+
+    /// Scenario `name` of `file`, its wire `now` against its snapshot: the
+    /// verdict, after writing what the verdict says was written.
+    pub(crate) fn check(&self, file: &Path, name: &str, now: &str) -> Verdict {
+        let path = self.path_of(file, name);
+        let new = path.with_extension("wire.new");
+        let shown = path.display().to_string();
+        let verdict = |pass: bool, actual: String| {
+            Verdict::new(
+                VerdictKind::Snapshot,
+                WHAT.into(),
+                pass,
+                format!("the wire kept in {shown}"),
+                actual,
+            )
+        };
+        let old = match std::fs::read_to_string(&path) {
+            Ok(old) => Some(old),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(e) => return verdict(false, format!("cannot read it: {e}")),
+        };
+        match old {
+            Some(old) if old == now => {
+                let _ = std::fs::remove_file(&new);
+                verdict(true, "unchanged".into())
+            }
+            None => match write(&path, now) {
+                Ok(()) => verdict(true, "none kept before: written".into()),
+                Err(e) => verdict(false, format!("none kept, and it cannot be written: {e}")),
+            },
+            Some(old) => {
+                let diff = similar::TextDiff::from_lines(old.as_str(), now);
+                let changed = diff
+                    .iter_all_changes()
+                    .filter(|c| c.tag() != similar::ChangeTag::Equal)
+                    .count();
+                let text = diff.unified_diff().header(&shown, "this run").to_string();
+                let mut v = if self.accept {
+                    match write(&path, now) {
+                        Ok(()) => {
+                            let _ = std::fs::remove_file(&new);
+                            verdict(true, format!("changed ({changed} lines), accepted"))
+                        }
+                        Err(e) => verdict(false, format!("changed, and cannot be accepted: {e}")),
+                    }
+                } else {
+                    let kept = match write(&new, now) {
+                        Ok(()) => format!("this run's is in {}", new.display()),
+                        Err(e) => format!("this run's could not be written: {e}"),
+                    };
+                    verdict(
+                        false,
+                        format!("wire changed: {changed} lines differ ({kept}; --accept takes it)"),
+                    )
+                };
+                v.detail = Some(text);
+                v
+            }
+        }
+    }
+}
+
+/// A case's part of a file name: what its scenario name has in its last
+/// brackets (the whole name without them), each character a file name should
+/// not hold made `_`.
+fn case_of(name: &str) -> String {
+    let inner = name.rsplit_once('[').and_then(|(_, r)| r.strip_suffix(']')).unwrap_or(name);
+    inner
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || "=+-,".contains(c) { c } else { '_' })
+        .collect()
+}
+
+/// `text` into `path`, whole or not at all, its directory made.
+fn write(path: &Path, text: &str) -> std::io::Result<()> {
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    dissector::capture::write_whole(path, |w| std::io::Write::write_all(w, text.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// New, unchanged, changed (kept beside, failing), accepted: each said, and the
+    /// files as the verdict says.
+    #[test]
+    fn a_snapshot_is_written_compared_and_accepted() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("scenarios");
+        std::fs::create_dir_all(root.join("conformance")).unwrap();
+        let file = root.join("conformance/x.toml");
+        let one = [(file.clone(), "x".to_string())];
+        let store =
+            |accept| Store::new(dir.path().join("snap"), accept, std::slice::from_ref(&root), &one);
+        let kept = dir.path().join("snap/conformance/x.wire");
+        assert_eq!(store(false).path_of(&file, "x"), kept);
+        let check = |accept, now| store(accept).check(&file, "x", now);
+        let v = check(false, "a\nb\n");
+        assert!(v.pass && v.actual.contains("written"), "{v:?}");
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "a\nb\n");
+        let v = check(false, "a\nb\n");
+        assert!(v.pass && v.actual == "unchanged", "{v:?}");
+        let v = check(false, "a\nc\n");
+        assert!(!v.pass && v.kind == VerdictKind::Snapshot, "{v:?}");
+        assert!(v.actual.starts_with("wire changed: 2 lines differ"), "{}", v.actual);
+        let diff = v.detail.unwrap();
+        assert!(diff.contains("-b\n") && diff.contains("+c\n"), "{diff}");
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "a\nb\n", "the kept one stays");
+        let new = dir.path().join("snap/conformance/x.wire.new");
+        assert_eq!(std::fs::read_to_string(&new).unwrap(), "a\nc\n");
+        let v = check(true, "a\nc\n");
+        assert!(v.pass && v.actual.contains("accepted"), "{v:?}");
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "a\nc\n");
+        assert!(!new.exists());
+        // A file given by itself is kept by its name; cases by their brackets.
+        let alone = Store::new(dir.path().join("snap"), false, std::slice::from_ref(&file), &one);
+        assert_eq!(alone.path_of(&file, "x"), dir.path().join("snap/x.wire"));
+        let cases =
+            [(file.clone(), "x [op=read]".into()), (file.clone(), "x [op=write len=8]".into())];
+        let two = Store::new(dir.path().join("snap"), false, std::slice::from_ref(&root), &cases);
+        assert_eq!(
+            two.path_of(&file, "x [op=write len=8]"),
+            dir.path().join("snap/conformance/x.op=write_len=8.wire")
+        );
+        assert_ne!(two.path_of(&file, "x [op=read]"), two.path_of(&file, "x [op=write len=8]"));
+    }
+}
