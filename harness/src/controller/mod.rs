@@ -336,10 +336,15 @@ fn judge_one(
             None => unknown = true,
         }
     }
-    let wire_snapshot = wire.as_ref().ok().map(|t| judge::snapshot::normal(sc, &o, t));
-    if let (Some(store), Some(now)) = (&plan.snapshots, &wire_snapshot) {
-        verdicts.push(store.check(file, &sc.name, now));
-    }
+    // Written only for a store to keep: a run without one does not pay for it.
+    let wire_snapshot = match (&plan.snapshots, &wire) {
+        (Some(store), Ok(t)) => {
+            let now = judge::snapshot::normal(sc, &o, t);
+            verdicts.push(store.check(file, &sc.name, &now));
+            Some(now)
+        }
+        _ => None,
+    };
     let pass = o.error.is_none() && verdicts.iter().all(|v| v.pass);
     let status = if pass { Status::Passed } else { Status::Failed };
     let mut r = ScenarioResult { pass, status, verdicts, observations, wire_snapshot, ..base };

@@ -418,8 +418,89 @@ impl Pair<'_> {
     }
 }
 
-/// QP `q`'s traffic from endpoint `from` to `to`: `None` when an end was never
-/// set up. Early ACK-timer resends are set aside ([`Pair::early`]).
+/// Every frame of QP `q`'s traffic from endpoint `from` to `to`, in capture
+/// order, as the switch saw it: what [`Pair`] and the wire snapshot are both
+/// read from. `None` when an end was never set up.
+pub(crate) struct Direction<'a> {
+    /// What `from`'s QP sent to the peer's, the switch's copies and injections
+    /// included. A frame whose opcode the table does not know goes with the
+    /// requests of its direction (a crafted undefined opcode is a request, and a
+    /// response must be one we know).
+    pub reqs: Vec<&'a Packet>,
+    /// Everything the peer's QP sent back to `from`'s: its responses, CNPs, and
+    /// its own requests (the other direction's).
+    pub back: Vec<&'a Packet>,
+    pub a_ip: IpAddr,
+    pub b_ip: IpAddr,
+    /// `from`'s QP's starting send PSN, as its agent reported it.
+    pub first_psn: Option<dissector::wire::Psn>,
+}
+
+pub(crate) fn direction<'a>(
+    o: &Evidence,
+    q: &Qp,
+    from: &str,
+    to: &str,
+    t: &'a Timeline,
+) -> Option<Direction<'a>> {
+    let ident = |ep: &str| -> Option<(IpAddr, &crate::protocol::QpInfo)> {
+        let f = o.endpoints.get(ep)?;
+        Some((f.ip.parse().ok()?, f.qps.iter().find(|x| x.name == q.name)?))
+    };
+    let ((a_ip, a), (b_ip, b)) = (ident(from)?, ident(to)?);
+    let reqs = t
+        .packets
+        .iter()
+        .filter(|f| {
+            f.src == Some(a_ip)
+                && f.dst == Some(b_ip)
+                && f.dest_qp == b.qpn
+                && (f.is_request || f.op.is_empty())
+        })
+        .collect();
+    let back = t
+        .packets
+        .iter()
+        .filter(|f| f.src == Some(b_ip) && f.dst == Some(a_ip) && f.dest_qp == a.qpn)
+        .collect();
+    let first_psn = Some(dissector::wire::Psn::new(a.psn));
+    Some(Direction { reqs, back, a_ip, b_ip, first_psn })
+}
+
+impl<'a> Direction<'a> {
+    /// The responses back, CNPs left out.
+    pub(crate) fn responses(&self) -> impl Iterator<Item = &'a Packet> + '_ {
+        self.back.iter().copied().filter(|f| !f.is_request && !f.op.is_empty() && !f.cnp)
+    }
+
+    /// The pair as the judge reads it, of QP `q`: copies the switch made are left
+    /// out (they are nobody's retransmissions), frames it dropped stay in (they
+    /// were sent), and early ACK-timer resends are set aside ([`Pair::early`]).
+    pub(crate) fn pair(&self, q: &Qp) -> Pair<'a> {
+        let own = |f: &&Packet| !f.marks.injected();
+        let mut reqs: Vec<&Packet> = self.reqs.iter().copied().filter(own).collect();
+        let mut resps: Vec<&Packet> = self.responses().filter(own).collect();
+        let cnps = self.back.iter().filter(|f| f.cnp).count();
+        let early = match q.ack_timeout_ns() {
+            Some(tto) => recovery::early_timer_resends(
+                &reqs.iter().map(|p| p.recovery()).collect::<Vec<_>>(),
+                &resps.iter().map(|p| p.recovery()).collect::<Vec<_>>(),
+                one_timer_interval(tto),
+            ),
+            None => Vec::new(),
+        };
+        if !early.is_empty() {
+            let aside: std::collections::HashSet<u64> =
+                early.iter().flat_map(|e| e.frames.iter().chain(&e.answers)).copied().collect();
+            reqs.retain(|f| !aside.contains(&f.number));
+            resps.retain(|f| !aside.contains(&f.number));
+        }
+        Pair { reqs, resps, cnps, a_ip: self.a_ip, b_ip: self.b_ip, early }
+    }
+}
+
+/// QP `q`'s traffic from endpoint `from` to `to` as the judge reads it
+/// ([`Direction::pair`]): `None` when an end was never set up.
 pub(crate) fn pair<'a>(
     o: &Evidence,
     q: &Qp,
@@ -427,48 +508,7 @@ pub(crate) fn pair<'a>(
     to: &str,
     t: &'a Timeline,
 ) -> Option<Pair<'a>> {
-    let ident = |ep: &str| -> Option<(IpAddr, u32)> {
-        let f = o.endpoints.get(ep)?;
-        Some((f.ip.parse().ok()?, f.qps.iter().find(|x| x.name == q.name)?.qpn))
-    };
-    let ((a_ip, a_qpn), (b_ip, b_qpn)) = (ident(from)?, ident(to)?);
-    // What each side sent: copies the switch made are left out (they are nobody's
-    // retransmissions); frames it dropped stay in (they were sent). A frame whose
-    // opcode the table does not know goes with the requests of its direction (a
-    // crafted undefined opcode is a request, and a response must be one we know).
-    let mut reqs: Vec<&Packet> = t
-        .packets
-        .iter()
-        .filter(|f| {
-            f.src == Some(a_ip)
-                && f.dst == Some(b_ip)
-                && f.dest_qp == b_qpn
-                && (f.is_request || f.op.is_empty())
-                && !f.marks.injected()
-        })
-        .collect();
-    let back = |f: &&Packet| f.src == Some(b_ip) && f.dst == Some(a_ip) && f.dest_qp == a_qpn;
-    let mut resps: Vec<&Packet> = t
-        .packets
-        .iter()
-        .filter(|f| back(f) && !f.is_request && !f.op.is_empty() && !f.cnp && !f.marks.injected())
-        .collect();
-    let cnps = t.packets.iter().filter(|f| back(f) && f.cnp).count();
-    let early = match q.ack_timeout_ns() {
-        Some(tto) => recovery::early_timer_resends(
-            &reqs.iter().map(|p| p.recovery()).collect::<Vec<_>>(),
-            &resps.iter().map(|p| p.recovery()).collect::<Vec<_>>(),
-            one_timer_interval(tto),
-        ),
-        None => Vec::new(),
-    };
-    if !early.is_empty() {
-        let aside: std::collections::HashSet<u64> =
-            early.iter().flat_map(|e| e.frames.iter().chain(&e.answers)).copied().collect();
-        reqs.retain(|f| !aside.contains(&f.number));
-        resps.retain(|f| !aside.contains(&f.number));
-    }
-    Some(Pair { reqs, resps, cnps, a_ip, b_ip, early })
+    Some(direction(o, q, from, to, t)?.pair(q))
 }
 
 /// The times one interval of an ACK timer of `tto` ns can take, as the lab's
@@ -511,7 +551,7 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Evidence, t: &Timeline) -> Verdict {
             format!("no QP {}", e.qp),
         );
     };
-    let Some(p) = pair(o, q, &e.from, q.peer_of(&e.from), t) else {
+    let Some(d) = direction(o, q, &e.from, q.peer_of(&e.from), t) else {
         return Verdict::new(
             VerdictKind::Wire,
             what,
@@ -520,15 +560,11 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Evidence, t: &Timeline) -> Verdict {
             "an end of the QP was never set up".into(),
         );
     };
+    let p = d.pair(q);
     if e.empty {
         return empty_wire(what, &p);
     }
-    let first = o
-        .endpoints
-        .get(&e.from)
-        .and_then(|f| f.qps.iter().find(|x| x.name == e.qp))
-        .map(|x| dissector::wire::Psn::new(x.psn));
-    let s = WireSeen::of(p, q, &t.conditions, first);
+    let s = WireSeen::of(p, q, &t.conditions, d.first_psn);
     let checks = [
         pattern_checks(e, &s),
         psn_checks(e, &s),

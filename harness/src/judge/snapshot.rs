@@ -35,55 +35,31 @@ pub(crate) const HEADER: &str = "# roce wire snapshot, form 1: PSNs from the req
 /// The normal form of the wire `t` of scenario `sc` run as `o` says.
 pub(crate) fn normal(sc: &Scenario, o: &Evidence, t: &Timeline) -> String {
     let mut out = format!("{HEADER}\n# {}\n", sc.name);
-    let ip = |ep: &str| o.endpoints.get(ep).and_then(|f| f.ip.parse::<IpAddr>().ok());
     let mut shown: HashSet<u64> = HashSet::new();
     // A rule's QPs in a switch mark (`qp=0x1b4`, `reply-qp=0x1b6`), by name.
-    let marks = |m: &Marks| named_qps(&marks(m), o);
+    let named_marks = |m: &Marks| named_qps(&marks(m), o);
     for q in &sc.qps {
         for (from, to) in [(&q.between[0], &q.between[1]), (&q.between[1], &q.between[0])] {
-            let Some(p) = super::pair(o, q, from, to, t) else { continue };
-            let aside: HashSet<u64> =
-                p.early.iter().flat_map(|e| e.frames.iter().chain(&e.answers)).copied().collect();
-            let (Some(a_ip), Some(b_ip)) = (ip(from), ip(to)) else { continue };
-            let qpn = |ep: &str| {
-                o.endpoints.get(ep)?.qps.iter().find(|x| x.name == q.name).map(|x| x.qpn)
-            };
-            let (Some(a_qpn), Some(b_qpn)) = (qpn(from), qpn(to)) else { continue };
+            let Some(d) = super::direction(o, q, from, to, t) else { continue };
+            let aside: HashSet<u64> = d
+                .pair(q)
+                .early
+                .iter()
+                .flat_map(|e| e.frames.iter().chain(&e.answers))
+                .copied()
+                .collect();
             // Every frame of the direction, the switch's copies and injections
             // included (their marks say what they are).
-            let reqs: Vec<&Packet> = t
-                .packets
-                .iter()
-                .filter(|f| {
-                    f.src == Some(a_ip)
-                        && f.dst == Some(b_ip)
-                        && f.dest_qp == b_qpn
-                        && (f.is_request || f.op.is_empty())
-                })
-                .collect();
-            let resps: Vec<&Packet> = t
-                .packets
-                .iter()
-                .filter(|f| {
-                    f.src == Some(b_ip)
-                        && f.dst == Some(a_ip)
-                        && f.dest_qp == a_qpn
-                        && !f.is_request
-                        && !f.op.is_empty()
-                })
-                .collect();
+            let reqs = &d.reqs;
+            let resps: Vec<&Packet> =
+                d.back.iter().copied().filter(|f| !f.is_request && !f.op.is_empty()).collect();
             shown.extend(reqs.iter().chain(&resps).map(|f| f.number));
             if reqs.is_empty() && resps.is_empty() {
                 continue;
             }
             // The QP's starting PSN as its agent set it, unless no request
             // carries it (rdma_cm picks its own): then the first request's.
-            let told = o
-                .endpoints
-                .get(from)
-                .and_then(|f| f.qps.iter().find(|x| x.name == q.name))
-                .map(|x| dissector::wire::Psn::new(x.psn));
-            let base = match (told, reqs.first()) {
+            let base = match (d.first_psn, reqs.first()) {
                 (Some(b), Some(first)) if !reqs.iter().any(|f| f.psn == b) => Some(first.psn),
                 (b, _) => b,
             };
@@ -93,10 +69,11 @@ pub(crate) fn normal(sc: &Scenario, o: &Evidence, t: &Timeline) -> String {
                 let _ = writeln!(out, "  paced by the run: its frames are not listed");
                 continue;
             }
-            for (what, frames) in [("requests", &reqs), ("responses", &resps)] {
+            for (what, frames) in [("requests", reqs), ("responses", &resps)] {
                 let _ = writeln!(out, "  {what}");
                 for f in frames.iter().filter(|f| !aside.contains(&f.number)) {
-                    let _ = writeln!(out, "    {}{}", line(f, base, &regions), marks(&f.marks));
+                    let line = line(f, base, &regions);
+                    let _ = writeln!(out, "    {line}{}", named_marks(&f.marks));
                 }
             }
         }
@@ -114,8 +91,13 @@ pub(crate) fn normal(sc: &Scenario, o: &Evidence, t: &Timeline) -> String {
         let _ = writeln!(out, "\nother");
         for f in others {
             let what = f.mad.clone().unwrap_or_else(|| f.response_name());
-            let _ =
-                writeln!(out, "    {} → {} {what}{}", host(f.src), host(f.dst), marks(&f.marks));
+            let _ = writeln!(
+                out,
+                "    {} → {} {what}{}",
+                host(f.src),
+                host(f.dst),
+                named_marks(&f.marks)
+            );
         }
     }
     out

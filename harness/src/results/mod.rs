@@ -374,7 +374,7 @@ pub(crate) struct ScenarioResult {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: BTreeMap<String, CounterReport>,
     /// The wire in its normal form ([`crate::judge::snapshot`]): what `roce suite
-    /// --snapshots` keeps and compares. None without a capture.
+    /// --snapshots` keeps and compares. None without `--snapshots` or a capture.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire_snapshot: Option<String>,
 }
