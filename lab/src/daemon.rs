@@ -426,7 +426,9 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
     refresh_share(paths)?;
     let img = Image::open(&paths.root, opts.image)?;
     for vm in Vm::BOTH {
-        let _ = fs::remove_file(paths.console(vm));
+        // The last boot's console is kept one restart longer: a lab restarted
+        // because its VM crashed would otherwise lose the crash's whole trace.
+        let _ = fs::rename(paths.console(vm), paths.previous_console(vm));
         let _ = fs::remove_file(paths.agent_socket(vm));
     }
     let sock = paths.control_socket();

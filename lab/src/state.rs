@@ -133,6 +133,10 @@ impl LabPaths {
     pub fn console(&self, vm: Vm) -> PathBuf {
         self.dir.join(format!("{}.console", vm.name()))
     }
+    /// The console of the boot before the current one (`a.console.prev`).
+    pub fn previous_console(&self, vm: Vm) -> PathBuf {
+        self.dir.join(format!("{}.console.prev", vm.name()))
+    }
     pub fn qemu_pidfile(&self, vm: Vm) -> PathBuf {
         self.dir.join(format!("{}.pid", vm.name()))
     }
