@@ -1211,9 +1211,12 @@ pub(crate) struct CompletionFile {
 /// ACK timeout allows (less 5 % and 8 ms), when everything sent before it had
 /// been acknowledged and nothing had answered it: the end of a timer an earlier,
 /// finished exchange started (rxe keeps one timer per QP, arms it only when none
-/// is pending and lets it run on once everything is acknowledged). Whether a run
-/// has one depends on how long the steps between its exchanges took, so only
-/// `ack_timeout` judges it. A key left out is not judged.
+/// is pending and lets it run on once everything is acknowledged), or a timer
+/// counted from when a starved VM posted the request rather than from when it
+/// reached the wire (the QP's first requests resent microseconds after they
+/// went out). Whether a run has one depends on how long the steps between its
+/// exchanges took, and on the host's load, so only `ack_timeout` judges it. A
+/// key left out is not judged.
 #[derive(Debug, Clone, Deserialize, JsonSchema)]
 #[schemars(rename = "WireExpect")]
 #[serde(deny_unknown_fields)]

@@ -79,7 +79,9 @@ impl fmt::Display for EarlyTimerResend {
 /// - it came sooner than `timer` allows after its PSN's last transmission, and
 ///   every transmission of the PSN before it was delivered as it came;
 /// - when that PSN first went out, responses recorded before it had acknowledged
-///   every PSN before it: the QP had nothing outstanding;
+///   every PSN sent before it: the QP had nothing outstanding (a QP's first
+///   request has nothing before it: a VM that posts it and reaches the wire late
+///   has counted its timer from the post);
 /// - nothing answered that PSN, or a later one, between its first transmission and
 ///   the resend.
 ///
@@ -103,14 +105,19 @@ pub fn early_timer_resends(
         if reqs[..i].iter().filter(|f| f.psn == r.psn).any(|f| !f.delivered || f.held_ns > 0) {
             continue;
         }
-        // What the requester had heard acknowledged when it first sent the PSN.
+        // What the requester had heard acknowledged when it first sent the PSN:
+        // every request before it (none, for the QP's first), or it had
+        // something outstanding.
         let acked = resps
             .iter()
             .filter(|a| a.number < first.number && a.delivered)
             .filter_map(acknowledges)
             .reduce(|hi, p| if p.after(hi) { p } else { hi });
-        let before = r.psn.add(Psn::MASK);
-        if acked.is_none_or(|hi| before.after(hi)) {
+        let outstanding = reqs
+            .iter()
+            .take_while(|f| f.number < first.number)
+            .any(|f| acked.is_none_or(|hi| f.psn.after(hi)));
+        if outstanding {
             continue;
         }
         let answered_meanwhile = resps
@@ -153,23 +160,23 @@ pub fn early_timer_resends(
             psn: r.psn,
             after_ns: r.after_ns,
             started_by: started.map(|f| (f.number, at.saturating_sub(f.ts_ns))),
+            answers: repeated_answers(resps, r.frame, r.psn, frames.len()),
             frames,
-            answers: repeated_answers(resps, r.frame, r.psn),
         });
     }
     out
 }
 
 /// The responses recorded after frame `after` that repeat, for PSN `from` or a
-/// later one, an answer given before them: each (PSN, AETH) once.
-fn repeated_answers(resps: &[Packet], after: u64, from: Psn) -> Vec<u64> {
+/// later one, an answer given before them: at most `most` (a resend run of n
+/// frames draws at most n answers: a responder answers every duplicate it is
+/// asked to, rxe with the ACK of the last PSN it took).
+fn repeated_answers(resps: &[Packet], after: u64, from: Psn, most: usize) -> Vec<u64> {
     let mut given = HashSet::new();
-    let mut taken = HashSet::new();
     let mut out = Vec::new();
     for a in resps {
-        let key = (a.psn, a.ack);
-        let repeat = !given.insert(key);
-        if repeat && a.number > after && !from.after(a.psn) && taken.insert(key) {
+        let repeat = !given.insert((a.psn, a.ack));
+        if repeat && a.number > after && !from.after(a.psn) && out.len() < most {
             out.push(a.number);
         }
     }
@@ -282,5 +289,39 @@ mod tests {
         assert_eq!(early.len(), 1, "{early:?}");
         assert_eq!((early[0].frame, early[0].started_by, early[0].after_ns), (14, None, 18_000));
         assert_eq!(early[0].to_string(), "frame 14 resent PSN 348 0.02 ms after it went out");
+    }
+
+    /// What a run under host load recorded (conformance/op/se_bit under `-j 4`):
+    /// the QP's first five requests, then all five again 10 µs later, long before
+    /// any answer: the VM had armed its timer when it posted them, and they
+    /// reached the switch a whole timeout late. Nothing came before them to be
+    /// acknowledged. The five duplicates drew five ACKs of the last PSN: the
+    /// resend's, set aside with it; the three first ACKs stay.
+    #[test]
+    fn the_qps_first_requests_sent_late_and_resent_at_once_are_early() {
+        let reqs: Vec<Packet> =
+            (0..10).map(|i| req(9 + i, 155_959 + i, 100 + (i as u32 % 5))).collect();
+        let mut resps = vec![ack(21, 161_267, 101), ack(22, 161_273, 102), ack(23, 161_277, 104)];
+        resps.extend((24..29).map(|n| ack(n, 161_281 + n, 104)));
+        let early = early_timer_resends(&reqs, &resps, timer());
+        assert_eq!(early.len(), 1, "{early:?}");
+        assert_eq!(early[0].frames, vec![14, 15, 16, 17, 18]);
+        assert_eq!(early[0].answers, vec![24, 25, 26, 27, 28]);
+        // A READ the responder answered late: resent 49.4 ms after it reached
+        // the switch (its timer ran from when the VM posted it), both answered.
+        let read = |n, us| Packet { ..req(n, us, 14_008_671) };
+        let resp =
+            |n, us| Packet { ack: Some(AckKind::Ack { credits: 31 }), ..req(n, us, 14_008_671) };
+        let early = early_timer_resends(
+            &[read(11, 125_332), read(12, 174_766)],
+            &[resp(13, 174_814), resp(14, 182_841)],
+            timer(),
+        );
+        assert_eq!(early.len(), 1, "{early:?}");
+        assert_eq!((early[0].frames.clone(), early[0].answers.clone()), (vec![12], vec![14]));
+        // The QP's first request lost: its resend is recovery.
+        let lost = Packet { delivered: false, ..read(11, 125_332) };
+        assert!(early_timer_resends(&[lost, read(12, 174_766)], &[resp(13, 174_814)], timer())
+            .is_empty());
     }
 }
