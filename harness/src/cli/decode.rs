@@ -74,6 +74,55 @@ pub struct DecodeArgs {
     /// exists and is not empty (it is refused otherwise).
     #[arg(long)]
     pub force: bool,
+    /// Print the capture in the wire snapshot's normal form, the text `roce suite
+    /// --snapshots` keeps: per QP and direction, requests then responses, PSNs
+    /// and VAs relative, hosts, QPs and MRs named in order of appearance, times
+    /// left out, what timing shapes folded. Keep it to see what a re-capture
+    /// changed
+    #[arg(
+        long,
+        visible_alias = "normalized",
+        conflicts_with_all = ["verbose", "json", "output_format", "fields", "write", "interface", "display_filter", "count"]
+    )]
+    pub normalised: bool,
+    /// With --normalised: fields also shown, comma-separated: `ip.dsfield` (DSCP
+    /// and ECN), `udp.srcport` (by class: p1, p2, … as first seen)
+    #[arg(long, value_name = "FIELDS", requires = "normalised", value_delimiter = ',')]
+    pub snapshot_fields: Vec<String>,
+}
+
+/// `--normalised`: one capture in the wire snapshot's normal form. A damaged
+/// capture prints what came before the damage, and says where.
+fn normalised(a: &DecodeArgs, out: &mut dyn Write) -> CommandResult {
+    let fields = crate::results::snapshots::Fields::parse(&a.snapshot_fields).map_err(|e| {
+        Failure::input(anyhow!(
+            "roce decode: --snapshot-fields: {e}\nhint: --snapshot-fields ip.dsfield,udp.srcport"
+        ))
+    })?;
+    let path = match a.input.inputs()[..] {
+        [p] if p.is_file() => p,
+        [p] if !p.exists() => {
+            return Err(Failure::input(anyhow!("roce decode: {}: no such file", p.display())))
+        }
+        _ => {
+            return Err(Failure::input(anyhow!(
+                "roce decode --normalised reads one capture file\nhint: normalise each capture by itself (a directory or several files are a dataset)"
+            )))
+        }
+    };
+    let (t, flows) = crate::judge::timeline::read_with_flows(path)
+        .map_err(|e| Failure::input(anyhow!("roce decode: {e}")))?;
+    let title = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let text = crate::judge::snapshot::capture(&title, &t, &flows, fields);
+    out.write_all(text.as_bytes()).context("writing the normal form")?;
+    out.flush().context("writing the normal form")?;
+    match &t.damaged {
+        Some(e) => Err(Failure::input(anyhow!(
+            "roce decode: {}: {e} (the normal form above holds the frames before it)",
+            path.display()
+        ))),
+        None => Ok(Exit::Ok),
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -144,6 +193,9 @@ pub(super) fn run(a: DecodeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Co
     let mut out = BufWriter::with_capacity(1 << 16, out);
     if let Some(what) = a.list.as_deref() {
         return list(what, &mut out);
+    }
+    if a.normalised {
+        return normalised(&a, &mut out);
     }
     let format = output_format(&a)?;
     let field_ids = a

@@ -19,7 +19,7 @@ use super::write_file;
 use crate::controller::{self, Endpoints, RunPlan, WireSource};
 use crate::render;
 use crate::results::profile::{self, HeldTo, Profile};
-use crate::results::snapshots::Store;
+use crate::results::snapshots::{Fields, Store};
 use crate::results::Report;
 use crate::scenario::model::Scenario;
 
@@ -132,9 +132,15 @@ pub struct RunArgs {
     /// is left beside as `.wire.new`. A scenario without one gets it
     #[arg(long, value_name = "DIR")]
     pub snapshots: Option<PathBuf>,
-    /// With --snapshots: take this run's wire as the snapshot where it changed
-    #[arg(long, requires = "snapshots")]
+    /// With --snapshots (or a profile that names them): take this run's wire as
+    /// the snapshot where it changed
+    #[arg(long)]
     pub accept: bool,
+    /// With --snapshots: fields the snapshots also show, comma-separated:
+    /// `ip.dsfield` (DSCP and ECN), `udp.srcport` (by class: p1, p2, … as first
+    /// seen). Snapshots kept with other fields are another form
+    #[arg(long, value_name = "FIELDS", value_delimiter = ',')]
+    pub snapshot_fields: Vec<String>,
 }
 
 /// Whether a scenario's (or case's) `name` matches a `--case` pattern: a glob
@@ -267,6 +273,11 @@ pub(super) fn plan(
             )));
         }
     }
+    let snapshot_fields = Fields::parse(&args.snapshot_fields).map_err(|e| {
+        Failure::input(anyhow!(
+            "roce run: --snapshot-fields: {e}\nhint: --snapshot-fields ip.dsfield,udp.srcport"
+        ))
+    })?;
     let named = args.profile.as_deref().map(Profile::load).transpose().map_err(Failure::input)?;
     // Read once, before anything runs: its crashes are left out of the run, and
     // the profile recorded after it keeps its notes.
@@ -315,10 +326,22 @@ pub(super) fn plan(
     if let Some(prev) = &previous {
         crashes.extend(prev.crashes.clone());
     }
-    let snapshots = args.snapshots.clone().map(|dir| {
+    // --snapshots, else the directory the profile names.
+    let snapshots = args.snapshots.clone().or_else(|| profile.as_ref()?.snapshots_dir());
+    if snapshots.is_none() && (args.accept || !args.snapshot_fields.is_empty()) {
+        return Err(Failure::input(anyhow!(
+            "roce run: {} keeps wire snapshots, but no directory was given for them\nhint: add --snapshots DIR (or name `snapshots = \"DIR\"` in the profile)",
+            if args.accept { "--accept" } else { "--snapshot-fields" }
+        )));
+    }
+    let snapshots = snapshots.map(|dir| {
         let named: Vec<(PathBuf, String)> =
             loaded.iter().map(|(f, sc)| (f.clone(), sc.name.clone())).collect();
         Store::new(dir, args.accept, &args.paths, &named)
+    });
+    let snapshots = snapshots.map(|mut s| {
+        s.fields = snapshot_fields;
+        s
     });
     let run = RunPlan {
         endpoints,

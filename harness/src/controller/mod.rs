@@ -339,7 +339,7 @@ fn judge_one(
     // Written only for a store to keep: a run without one does not pay for it.
     let wire_snapshot = match (&plan.snapshots, &wire) {
         (Some(store), Ok(t)) => {
-            let now = judge::snapshot::normal(sc, &o, t);
+            let now = judge::snapshot::normal(sc, &o, t, store.fields);
             verdicts.push(store.check(file, &sc.name, &now));
             Some(now)
         }

@@ -1501,7 +1501,7 @@ fn the_wire_snapshot_names_drawn_numbers_and_keeps_the_devices_choices() {
             ..pkt(3, ms + 2, psn + 1, "SEND Only")
         };
         let t = Timeline { packets: vec![write, ack, dropped], ..Default::default() };
-        snapshot::normal(&scenario(""), &o, &t)
+        snapshot::normal(&scenario(""), &o, &t, Default::default())
     };
     let first = run(100, 0x5000, 0x77, 0, true);
     assert_eq!(first, run(9_000_000, 0x7f00_0000_1000, 0x1234, 50, true));
@@ -1534,4 +1534,73 @@ fn a_rules_qps_are_named_on_their_own_end() {
     );
     assert_eq!(snapshot::named_qps("drop dir=a>b qp=0x22", &o), "drop dir=a>b qp=?");
     assert_eq!(snapshot::named_qps("drop qp=0x22 nth=1", &o), "drop qp=q nth=1");
+}
+
+/// What the run's timing shapes is folded the same way however it fell: how far
+/// the requester got past a dropped WRITE Middle before the NAK turned it back
+/// (lab runs sent one or two frames past it), and how many times an RNR NAK and
+/// the resends it drew went round before the run ended. The dropped frame, the
+/// NAK and the final pass stay as they are.
+#[test]
+fn the_wire_snapshot_folds_what_timing_shapes() {
+    use super::timeline::Headers;
+    use lab::mark::{Mark, Marks, RuleRef};
+    let o = outcome();
+    let req = |n: u64, psn: u32, op: &str| Packet {
+        hdr: Headers { len: Some(1024), ..Headers::default() },
+        ..pkt(n, n, psn, op)
+    };
+    let dropped = |n: u64, psn: u32| Packet {
+        marks: Marks(vec![Mark::Dropped(RuleRef { index: 1, rule: "drop nth=1".into() })]),
+        ..req(n, psn, "RDMA WRITE Middle")
+    };
+    let resp = |n: u64, psn: u32, what: &str| Packet {
+        hdr: Headers { msn: Some(0), ..Headers::default() },
+        ..pkt(n, n, psn, what)
+    };
+    // Go-back-N: sent on past the gap by `past` frames before the NAK.
+    let gbn = |past: u32| {
+        let mut p = vec![req(1, 0, "RDMA WRITE First"), dropped(2, 1)];
+        let mut n = 3;
+        for psn in 2..2 + past {
+            p.push(req(n, psn, "RDMA WRITE Middle"));
+            n += 1;
+        }
+        p.push(resp(n, 1, "nak"));
+        for psn in 1..4 {
+            n += 1;
+            p.push(req(n, psn, if psn == 3 { "RDMA WRITE Last" } else { "RDMA WRITE Middle" }));
+        }
+        p.push(resp(n + 1, 3, "ack"));
+        let t = Timeline { packets: p, ..Default::default() };
+        snapshot::normal(&scenario(""), &o, &t, Default::default())
+    };
+    let one = gbn(1);
+    assert_eq!(one, gbn(2), "how far past the gap is timing");
+    assert!(one.contains("⋯ sent on past psn +1 before going back to it"), "{one}");
+    assert!(one.contains("[dropped by rule 1"), "{one}");
+    assert_eq!(one.matches("RDMA WRITE Middle              psn +2").count(), 1, "{one}");
+    // Nothing dropped, nothing resent: nothing folded.
+    let clean = Timeline {
+        packets: vec![req(1, 0, "RDMA WRITE First"), req(2, 1, "RDMA WRITE Last")],
+        ..Default::default()
+    };
+    assert!(!snapshot::normal(&scenario(""), &o, &clean, Default::default()).contains('⋯'));
+    // An RNR loop that ran `k` times before the run ended.
+    let rnr = |k: u64| {
+        let mut p = Vec::new();
+        for i in 0..k {
+            p.push(req(3 * i + 1, 0, "SEND Only"));
+            p.push(req(3 * i + 2, 1, "SEND Only"));
+            p.push(resp(3 * i + 3, 0, "rnr"));
+        }
+        let t = Timeline { packets: p, ..Default::default() };
+        snapshot::normal(&scenario(""), &o, &t, Default::default())
+    };
+    assert_eq!(rnr(3), rnr(8), "how many RNR rounds is timing");
+    let three = rnr(3);
+    assert!(three.contains("RNR NAK                        psn +0 timer 12"), "{three}");
+    assert!(three.contains("⟳ the line above, repeated"), "{three}");
+    // Once is not a loop: said as it was.
+    assert!(!rnr(1).contains('⟳'), "{}", rnr(1));
 }

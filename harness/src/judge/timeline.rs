@@ -4,12 +4,13 @@
 //! back with the lab's own parser). None of them opens the capture again.
 //!
 //! Owns: [`Timeline`], [`Packet`] and [`read`], the one place the judge opens a
-//! capture. Imports: dissector's capture, frame, ctx, print, wire and flow packet
+//! capture (and [`read_with_flows`], for a capture no scenario drew). Imports: dissector's capture, frame, ctx, print, wire and flow packet
 //! shapes, the lab's marks (`lab::mark`).
 use std::net::IpAddr;
 use std::path::Path;
 
 use dissector::filter::Filter;
+use dissector::flow::Analyzer;
 use dissector::frame::{self, Frame, Options};
 use dissector::wire::{AckClass, AckKind, Opcode, Psn, Transport};
 use lab::mark::Marks;
@@ -76,8 +77,9 @@ pub(crate) struct Headers {
     /// An ImmDt is carried; an IETH's R_Key to invalidate.
     pub immediate: bool,
     pub invalidate: Option<u32>,
-    /// IP DSCP and the UDP source port (RoCEv2).
+    /// IP DSCP and ECN, and the UDP source port (RoCEv2).
     pub dscp: Option<u8>,
+    pub ecn: Option<u8>,
     pub udp_src: Option<u16>,
 }
 
@@ -183,6 +185,22 @@ pub(crate) fn read(path: &Path) -> Result<Timeline, String> {
 /// [`read`], each RoCE frame also tested against `conditions` (display filters;
 /// at most [`MAX_CONDITIONS`]).
 pub(crate) fn read_with(path: &Path, conditions: &[String]) -> Result<Timeline, String> {
+    read_into(path, conditions, None)
+}
+
+/// [`read`], and the capture's flows with their pairs as the analyzer finds
+/// them (from CM, else from the PSNs), for what knows no scenario's QPs.
+pub(crate) fn read_with_flows(path: &Path) -> Result<(Timeline, Analyzer), String> {
+    let mut flows = Analyzer::new();
+    let t = read_into(path, &[], Some(&mut flows))?;
+    Ok((t, flows))
+}
+
+fn read_into(
+    path: &Path,
+    conditions: &[String],
+    mut flows: Option<&mut Analyzer>,
+) -> Result<Timeline, String> {
     if conditions.len() > MAX_CONDITIONS {
         return Err(format!(
             "{} header conditions; a scenario may use at most {MAX_CONDITIONS}",
@@ -220,6 +238,9 @@ pub(crate) fn read_with(path: &Path, conditions: &[String]) -> Result<Timeline, 
             t.lines.push(line(first));
         } else if t.lines.len() == MAX_LINES {
             t.lines.push("…".into());
+        }
+        if let Some(a) = flows.as_deref_mut() {
+            a.add(rec.number, rec.ts_ns, rec.orig_len, &fr, rec.data);
         }
         let Some(ib) = &fr.ib else { continue };
         let info = ib.info;
@@ -262,6 +283,7 @@ pub(crate) fn read_with(path: &Path, conditions: &[String]) -> Result<Timeline, 
                 immediate: ib.immdt.is_some(),
                 invalidate: ib.ieth,
                 dscp: fr.dscp(),
+                ecn: fr.ecn(),
                 udp_src: fr.udp.map(|u| u.src_port),
             },
         });

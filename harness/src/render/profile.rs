@@ -29,6 +29,12 @@ pub(crate) fn render(p: &Profile) -> String {
     for (k, v) in &p.recorded {
         recorded.insert_formatted(&Key::new(k.as_str()), Item::Value(string(v)));
     }
+    if let Some(dir) = &p.snapshots {
+        let mut v = string(&dir.to_string_lossy());
+        v.decor_mut()
+            .set_suffix(" # the wire snapshots runs under it are held to (written by people)");
+        doc.insert("snapshots", Item::Value(v));
+    }
     doc.insert("recorded", Item::Table(recorded));
     if !p.crashes.is_empty() {
         let crashes = pairs(table(2, Some(CRASHES)), &p.crashes);
@@ -283,7 +289,9 @@ roce = "0.1.0"
         assert_eq!(back, p);
         let file = tempfile::NamedTempFile::new().unwrap();
         std::fs::write(file.path(), &text).unwrap();
-        assert_eq!(Profile::load(file.path()).unwrap(), p);
+        let loaded = Profile::load(file.path()).unwrap();
+        assert_eq!(loaded.file.as_deref(), Some(file.path()), "where it was read from");
+        assert_eq!(Profile { file: None, ..loaded }, p);
         // One line per key: 3 of header comment, `name`; a blank line and a header
         // for `[recorded]`, `[crashes]` (and its comment) and each scenario, a
         // header alone for each note.

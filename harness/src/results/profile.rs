@@ -99,15 +99,31 @@ pub(crate) struct Profile {
     /// profile, to see the crash); recording again keeps them.
     #[serde(default)]
     pub crashes: BTreeMap<String, String>,
+    /// The directory of wire snapshots a run under this profile is held to
+    /// (`roce suite --snapshots`), relative to the profile's file: the wire this
+    /// setup drew, kept. Written by people; recording again keeps it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snapshots: Option<PathBuf>,
+    /// The file it was read from (to find `snapshots` from).
+    #[serde(skip)]
+    pub file: Option<PathBuf>,
 }
 
 impl Profile {
     pub(crate) fn load(path: &Path) -> Result<Profile> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the profile {}", path.display()))?;
-        toml::from_str(&text).map_err(|e| {
+        let p: Profile = toml::from_str(&text).map_err(|e| {
             anyhow::anyhow!("{}: not a roce profile: {e}\nhint: record one with `roce run --record-profile FILE`", path.display())
-        })
+        })?;
+        Ok(Profile { file: Some(path.to_path_buf()), ..p })
+    }
+
+    /// Where the wire snapshots it names are: `snapshots` from the profile's
+    /// directory.
+    pub(crate) fn snapshots_dir(&self) -> Option<PathBuf> {
+        let dir = self.file.as_deref().and_then(Path::parent).unwrap_or(Path::new("."));
+        self.snapshots.as_ref().map(|s| dir.join(s))
     }
 
     /// A profile from a run: every scenario carried out to the end (one whose own
@@ -133,6 +149,7 @@ impl Profile {
         p.recorded.insert("date".into(), today());
         if let Some(prev) = previous {
             p.crashes = prev.crashes.clone();
+            p.snapshots = prev.snapshots.clone();
             for (scenario, notes) in &prev.note {
                 let Some(obs) = p.scenario.get(scenario) else { continue };
                 let kept: BTreeMap<String, String> = notes
@@ -237,8 +254,10 @@ mod tests {
         );
         prev.note.insert("removed scenario".into(), BTreeMap::from([("k".into(), "v".into())]));
         prev.crashes.insert("a finding".into(), "BUG: kernel NULL pointer dereference".into());
+        prev.snapshots = Some("snapshots/rxe".into());
         let p = Profile::record("rxe", &r, Some(&prev));
         assert_eq!(p.crashes, prev.crashes, "what crashes the setup is people's word: kept");
+        assert_eq!(p.snapshots, prev.snapshots, "the snapshots it names too");
         assert_eq!(p.scenario["s"]["probe x"], "ACK (PSN next)");
         assert_eq!(p.note.len(), 1, "{:?}", p.note);
         assert_eq!(
@@ -246,5 +265,25 @@ mod tests {
             ["probe x"],
             "a note on an observation no longer recorded goes"
         );
+    }
+
+    /// A profile names its setup's snapshots relative to its own file, and
+    /// written out again it still names them.
+    #[test]
+    fn a_profile_names_its_snapshots_from_where_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("profiles/rxe.toml");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, "name = \"rxe\"\nsnapshots = \"../snapshots/rxe\"\n").unwrap();
+        let p = Profile::load(&path).unwrap();
+        assert_eq!(p.snapshots_dir(), Some(dir.path().join("profiles/../snapshots/rxe")));
+        let again: Profile = toml::from_str(&crate::render::profile::render(&p)).unwrap();
+        assert_eq!(again.snapshots, p.snapshots);
+        let bare = Profile::load(&{
+            std::fs::write(&path, "name = \"rxe\"\n").unwrap();
+            path.clone()
+        })
+        .unwrap();
+        assert_eq!(bare.snapshots_dir(), None);
     }
 }

@@ -15,11 +15,62 @@ use std::path::{Path, PathBuf};
 
 use super::{Verdict, VerdictKind};
 
+/// The fields of a frame a snapshot shows only when asked
+/// (`--snapshot-fields`): what a setup may vary on purpose, or what only some
+/// users keep an eye on. Named as display filters name them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Fields {
+    /// `ip.dsfield`: the DSCP and ECN bits (`dscp 26 ecn 2`).
+    pub dsfield: bool,
+    /// `udp.srcport`: the UDP source port by class, `p1`, `p2`, … in the order
+    /// first seen (4791 as itself): whether it varies per QP, not its value.
+    pub udp_srcport: bool,
+}
+
+impl Fields {
+    pub(crate) const NAMES: [&'static str; 2] = ["ip.dsfield", "udp.srcport"];
+
+    /// The fields named in `names` (each may be a comma-separated list).
+    pub(crate) fn parse(names: &[String]) -> Result<Fields, String> {
+        let mut f = Fields::default();
+        for n in names.iter().flat_map(|n| n.split(',')).map(str::trim).filter(|n| !n.is_empty()) {
+            match n {
+                "ip.dsfield" => f.dsfield = true,
+                "udp.srcport" => f.udp_srcport = true,
+                _ => {
+                    return Err(format!(
+                        "`{n}` is not a field a snapshot can show; it shows {}",
+                        Fields::NAMES.join(" and ")
+                    ))
+                }
+            }
+        }
+        Ok(f)
+    }
+
+    /// What the snapshot's header adds: `; with ip.dsfield` (a snapshot kept
+    /// with other fields is another form).
+    pub(crate) fn header(&self) -> String {
+        let on: Vec<&str> = [self.dsfield, self.udp_srcport]
+            .iter()
+            .zip(Fields::NAMES)
+            .filter_map(|(on, n)| on.then_some(n))
+            .collect();
+        if on.is_empty() {
+            String::new()
+        } else {
+            format!("; with {}", on.join(", "))
+        }
+    }
+}
+
 /// Where each scenario's snapshot is kept, and whether a changed wire is taken.
 #[derive(Debug, Clone)]
 pub(crate) struct Store {
     pub dir: PathBuf,
     pub accept: bool,
+    /// The opt-in fields the snapshots show.
+    pub fields: Fields,
     /// Scenario (file, name) → its snapshot's path under `dir`.
     keys: BTreeMap<(PathBuf, String), PathBuf>,
 }
@@ -61,7 +112,7 @@ impl Store {
                 ((f.clone(), name.clone()), key)
             })
             .collect();
-        Store { dir, accept, keys }
+        Store { dir, accept, fields: Fields::default(), keys }
     }
 
     /// Where scenario `name` of `file` keeps its snapshot.
@@ -101,6 +152,35 @@ impl Store {
                 Ok(()) => verdict(true, "none kept before: written".into()),
                 Err(e) => verdict(false, format!("none kept, and it cannot be written: {e}")),
             },
+            // Kept in another form, or with other fields: not compared line by
+            // line (every line would differ for a reason of the tool's).
+            Some(old) if old.lines().next() != now.lines().next() => {
+                let kept = old.lines().next().unwrap_or("");
+                let mut v = if self.accept {
+                    match write(&path, now) {
+                        Ok(()) => {
+                            let _ = std::fs::remove_file(&new);
+                            verdict(true, "kept in another form: rewritten in this one".into())
+                        }
+                        Err(e) => verdict(
+                            false,
+                            format!("kept in another form, and cannot be rewritten: {e}"),
+                        ),
+                    }
+                } else {
+                    let _ = write(&new, now);
+                    verdict(
+                        false,
+                        "kept in another form, not compared (--accept rewrites it in this one)"
+                            .into(),
+                    )
+                };
+                v.detail = Some(format!(
+                    "kept:      {kept}\nthis run:  {}",
+                    now.lines().next().unwrap_or("")
+                ));
+                v
+            }
             Some(old) => {
                 let diff = similar::TextDiff::from_lines(old.as_str(), now);
                 let changed = diff
@@ -187,6 +267,13 @@ mod tests {
         assert!(v.pass && v.actual.contains("accepted"), "{v:?}");
         assert_eq!(std::fs::read_to_string(&kept).unwrap(), "a\nc\n");
         assert!(!new.exists());
+        // Another form (first line) is said as such, not as a wire change.
+        let v = check(false, "z\nc\n");
+        assert!(!v.pass && v.actual.starts_with("kept in another form"), "{v:?}");
+        assert!(v.detail.unwrap().contains("kept:      a"));
+        let v = check(true, "z\nc\n");
+        assert!(v.pass && v.actual.contains("rewritten"), "{v:?}");
+        check(true, "a\nc\n");
         // A file given by itself is kept by its name; cases by their brackets.
         let alone = Store::new(dir.path().join("snap"), false, std::slice::from_ref(&file), &one);
         assert_eq!(alone.path_of(&file, "x"), dir.path().join("snap/x.wire"));
@@ -198,5 +285,20 @@ mod tests {
             dir.path().join("snap/conformance/x.op=write_len=8.wire")
         );
         assert_ne!(two.path_of(&file, "x [op=read]"), two.path_of(&file, "x [op=write len=8]"));
+    }
+}
+
+#[cfg(test)]
+mod fields_tests {
+    use super::Fields;
+
+    #[test]
+    fn fields_are_named_as_display_filters_name_them() {
+        let f = Fields::parse(&["udp.srcport, ip.dsfield".into()]).unwrap();
+        assert!(f.dsfield && f.udp_srcport);
+        assert_eq!(f.header(), "; with ip.dsfield, udp.srcport");
+        assert_eq!(Fields::parse(&[]).unwrap().header(), "");
+        let e = Fields::parse(&["ip.ttl".into()]).unwrap_err();
+        assert!(e.contains("`ip.ttl`") && e.contains("ip.dsfield"), "{e}");
     }
 }
