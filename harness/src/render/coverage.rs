@@ -193,6 +193,7 @@ mod tests {
             error: None,
             failed: vec![],
             observations: BTreeMap::new(),
+            wire: None,
         };
         suite.scenarios.insert("s".into(), e);
         let t = tally(c, &naming, 1, &[(PathBuf::from("x/suite.json"), suite)]);

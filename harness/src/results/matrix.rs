@@ -216,6 +216,7 @@ mod tests {
             error: None,
             failed: if pass { vec![] } else { vec!["wire: expected x; actual y".into()] },
             observations: BTreeMap::new(),
+            wire: None,
         }
     }
 

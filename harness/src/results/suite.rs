@@ -36,6 +36,10 @@ pub(crate) struct Entry {
     pub failed: Vec<String>,
     #[serde(default)]
     pub observations: BTreeMap<String, String>,
+    /// The wire in its normal form, when the run kept snapshots: two runs on
+    /// two setups are compared frame by frame by `roce diff`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire: Option<String>,
 }
 
 /// `suite.json`.
@@ -86,6 +90,7 @@ impl Suite {
                     error: s.error.clone(),
                     failed,
                     observations: s.observations.clone(),
+                    wire: s.wire_snapshot.clone(),
                 };
                 (s.name.clone(), entry)
             })
@@ -172,6 +177,9 @@ pub(crate) fn diff(old: &Suite, new: &Suite) -> Vec<String> {
                 for f in n.failed.iter().filter(|f| !o.failed.contains(f)) {
                     lines.push(format!("    now fails: {f}"));
                 }
+                if let (Some(a), Some(b)) = (&o.wire, &n.wire) {
+                    lines.extend(wire_diff(a, b));
+                }
                 if o.error != n.error {
                     if let Some(e) = &n.error {
                         lines.push(format!("    run stopped: {}", e.lines().next().unwrap_or(e)));
@@ -196,6 +204,72 @@ pub(crate) fn diff(old: &Suite, new: &Suite) -> Vec<String> {
     out
 }
 
+/// At most this many changed lines of one scenario's wire are listed.
+const WIRE_LINES: usize = 40;
+
+/// How one scenario's wire in its normal form differs from `old` to `new`:
+/// nothing when the same; else the changed lines, prefixed `-`/`+`, each group
+/// under the QP, direction and list it is in; or, for two forms, that they are
+/// not compared.
+fn wire_diff(old: &str, new: &str) -> Vec<String> {
+    if old == new {
+        return Vec::new();
+    }
+    if old.lines().next() != new.lines().next() {
+        return vec!["    wire: kept in two forms (two versions of roce?), not compared".into()];
+    }
+    let diff = similar::TextDiff::from_lines(old, new);
+    let mut out = vec!["    wire:".to_string()];
+    // Where each line of either text is: the last `qp …`/`other` line above it
+    // and the last `requests`/`responses` line.
+    let place = |text: &str| -> Vec<String> {
+        let (mut head, mut list) = (String::new(), String::new());
+        text.lines()
+            .map(|l| {
+                if l.starts_with("qp ") || l == "other" {
+                    head = l.to_string();
+                    list.clear();
+                } else if l == "  requests" || l == "  responses" {
+                    list = l.trim().to_string();
+                }
+                format!("{head} {list}").trim().to_string()
+            })
+            .collect()
+    };
+    let (old_at, new_at) = (place(old), place(new));
+    let mut shown = 0;
+    let mut more = 0;
+    let mut last_place = String::new();
+    for op in diff.ops() {
+        for c in diff.iter_changes(op) {
+            let sign = match c.tag() {
+                similar::ChangeTag::Delete => '-',
+                similar::ChangeTag::Insert => '+',
+                similar::ChangeTag::Equal => continue,
+            };
+            let at = match (c.new_index(), c.old_index()) {
+                (Some(i), _) => new_at.get(i),
+                (None, Some(i)) => old_at.get(i),
+                (None, None) => None,
+            };
+            if shown >= WIRE_LINES {
+                more += 1;
+                continue;
+            }
+            if let Some(at) = at.filter(|a| **a != last_place) {
+                out.push(format!("      {at}"));
+                last_place = at.clone();
+            }
+            out.push(format!("        {sign} {}", c.value().trim()));
+            shown += 1;
+        }
+    }
+    if more > 0 {
+        out.push(format!("      … and {more} more changed lines"));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -213,6 +287,7 @@ mod tests {
                 vec!["wire of QP q from a: expected x; actual y".into()]
             },
             observations: obs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            wire: None,
         }
     }
 
@@ -273,6 +348,34 @@ mod tests {
             text.contains("+ new: new only (passes)") && text.contains("- gone: old only"),
             "{text}"
         );
+    }
+
+    /// Two setups' wires for one scenario, compared by the lines that differ,
+    /// each under its QP, direction and list: a responder that now answers the
+    /// resend with a second ACK, an RNR NAK with another timer. The same wire is
+    /// no change; two forms are said as such.
+    #[test]
+    fn the_wire_of_two_setups_is_compared_line_by_line() {
+        let h = "# roce wire snapshot, form 2\n# s\n";
+        let one = format!("{h}\nqp q a → b\n  requests\n    SEND Only psn +0\n    SEND Only psn +0\n  responses\n    RNR NAK psn +0 timer 12\n    ACK psn +0\n\nqp q b → a\n  requests\n  responses\n");
+        let two = one
+            .replace("timer 12", "timer 14")
+            .replace("    ACK psn +0\n", "    ACK psn +0\n    ACK psn +0\n");
+        let with = |w: &str| Entry { wire: Some(w.to_string()), ..entry(true, &[]) };
+        let d = diff(&suite("6.1", &[("s", with(&one))]), &suite("6.12", &[("s", with(&two))]));
+        let text = d.join("\n");
+        assert!(
+            text.contains("~ changed: s\n    wire:\n      qp q a → b responses\n        - RNR NAK psn +0 timer 12\n        + RNR NAK psn +0 timer 14\n        + ACK psn +0"),
+            "{text}"
+        );
+        assert!(!text.contains("b → a"), "{text}");
+        let same = diff(&suite("6.1", &[("s", with(&one))]), &suite("6.1", &[("s", with(&one))]));
+        assert!(same.is_empty(), "{same:?}");
+        let form = diff(
+            &suite("6.1", &[("s", with(&one))]),
+            &suite("6.1", &[("s", with(&one.replace("form 2", "form 3")))]),
+        );
+        assert!(form.join("\n").contains("kept in two forms"), "{form:?}");
     }
 
     /// A scenario the new setup cannot run is said as skipped, not failed; a later
