@@ -9,7 +9,9 @@
 //! draws anew replaced: PSNs from the requester's starting PSN, VAs from the start
 //! of the MR their R_Key (or, for a window's, their address) falls in, R_Keys, QPNs
 //! and addresses by the scenario's names. The switch's marks are kept, less when a
-//! held frame arrived, their rules' QPs by name.
+//! held frame arrived, their rules' QPs by name; what the switch answered or
+//! injected in a QP's place is listed after the QP's own frames (which it answers
+//! first is the run's timing).
 //!
 //! What the run's timing shapes is shown as such, folded ([`fold`]): the requests
 //! sent on past a PSN the requester then went back to (how far it got before the
@@ -261,19 +263,32 @@ impl Writer {
     }
 
     /// One direction of one QP: its requests, then its responses, each folded.
-    fn direction(
+    fn direction<'a>(
         &mut self,
         title: &str,
-        reqs: &[&Packet],
-        resps: &[&Packet],
+        reqs: &[&'a Packet],
+        resps: &[&'a Packet],
         base: Option<Psn>,
         names: &Names,
     ) {
         let _ = writeln!(self.out, "\n{title}");
-        for (what, frames) in [("requests", reqs), ("responses", resps)] {
+        // Each sender's frames in the order it sent them: the QP's own (what
+        // the switch dropped, withheld or copied included), then what the switch
+        // answered or injected in its place. How the two interleave is the run's
+        // timing: the switch answers a request at once, the responder later.
+        let by_sender = |frames: &[&'a Packet]| -> Vec<&'a Packet> {
+            let switch = |f: &&Packet| {
+                f.marks.synthesized() || f.marks.0.iter().any(|m| matches!(m, Mark::Injected))
+            };
+            let (theirs, own): (Vec<&Packet>, Vec<&Packet>) =
+                frames.iter().copied().partition(switch);
+            own.into_iter().chain(theirs).collect()
+        };
+        let (reqs, resps) = (by_sender(reqs), by_sender(resps));
+        for (what, frames) in [("requests", &reqs[..]), ("responses", &resps[..])] {
             let _ = writeln!(self.out, "  {what}");
             let back_to = if what == "requests" {
-                fold::sent_past_a_go_back(frames, resps)
+                fold::sent_past_a_go_back(frames, &resps)
             } else {
                 vec![None; frames.len()]
             };

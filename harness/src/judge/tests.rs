@@ -1604,3 +1604,42 @@ fn the_wire_snapshot_folds_what_timing_shapes() {
     // Once is not a loop: said as it was.
     assert!(!rnr(1).contains('⟳'), "{}", rnr(1));
 }
+
+/// A `respond` rule's answer and the responder's own, withheld, are listed each
+/// with its sender: which the switch recorded first is the run's timing (a lab
+/// run recorded the switch's ACK of PSN +2 before the responder's ACK of +1, the
+/// next run after it).
+#[test]
+fn the_switchs_answers_are_listed_after_the_responders() {
+    use super::timeline::Headers;
+    use lab::mark::{Mark, Marks, RuleRef};
+    let o = outcome();
+    let rule = || RuleRef { index: 1, rule: "respond with=ack credits=0 real=withhold".into() };
+    let ours = |n, psn| Packet {
+        marks: Marks(vec![Mark::Synthesized(rule())]),
+        hdr: Headers { msn: Some(psn + 1), ..Headers::default() },
+        ..pkt(n, n, psn, "ack")
+    };
+    let theirs = |n, psn| Packet {
+        marks: Marks(vec![Mark::Withheld(rule())]),
+        hdr: Headers { msn: Some(psn + 1), ..Headers::default() },
+        ..pkt(n, n, psn, "ack")
+    };
+    let sends = || (1..3).map(|i| pkt(i, i, i as u32, "SEND Only")).collect::<Vec<_>>();
+    let wire = |answers: Vec<Packet>| {
+        let mut p = sends();
+        p.extend(answers);
+        snapshot::normal(
+            &scenario(""),
+            &o,
+            &Timeline { packets: p, ..Default::default() },
+            Default::default(),
+        )
+    };
+    let one = wire(vec![ours(10, 1), theirs(11, 1), ours(12, 2), theirs(13, 2)]);
+    let two = wire(vec![ours(10, 1), ours(11, 2), theirs(12, 1), theirs(13, 2)]);
+    assert_eq!(one, two);
+    let responses: Vec<&str> =
+        one.lines().skip_while(|l| l.trim() != "responses").skip(1).collect();
+    assert!(responses[0].contains("[withheld") && responses[2].contains("[synthesized"), "{one}");
+}
