@@ -127,7 +127,18 @@ pub(crate) fn capture(
     let mut order: Vec<usize> = (0..all.len()).filter(|&i| all[i].counters.requests > 0).collect();
     order.sort_by_key(|&i| all[i].first_frame);
     let mut pair_names: HashMap<(IpAddr, u32, IpAddr, u32), String> = HashMap::new();
-    let mut qpns: HashMap<(IpAddr, u32), Vec<String>> = HashMap::new();
+    // Each QPN's pair names (a mark names a QP by number alone: the same number
+    // on two hosts is both).
+    let mut qpns: HashMap<u32, Vec<String>> = HashMap::new();
+    // The capture's RoCE frames by (source, destination, destination QP), each
+    // list in capture order: one pass, not one per flow.
+    let mut by_key: HashMap<FrameKey, Vec<&Packet>> = HashMap::new();
+    for f in &t.packets {
+        by_key.entry((f.src, f.dst, f.dest_qp)).or_default().push(f);
+    }
+    let to = |src: IpAddr, dst: IpAddr, qp: u32| {
+        by_key.get(&(Some(src), Some(dst), qp)).map_or(&[][..], Vec::as_slice)
+    };
     let mut shown: HashSet<u64> = HashSet::new();
     let mut directions = Vec::new();
     for i in order {
@@ -148,36 +159,24 @@ pub(crate) fn capture(
         let n = pair_names.len();
         let name = pair_names.entry(ends).or_insert_with(|| format!("q{}", n + 1)).clone();
         for qpn in [Some(k.dest_qp), back].into_iter().flatten() {
-            let end = if Some(qpn) == back { k.src } else { k.dst };
-            let names = qpns.entry((end, qpn)).or_default();
+            let names = qpns.entry(qpn).or_default();
             if !names.contains(&name) {
                 names.push(name.clone());
             }
         }
         let ud = k.src_qp != u32::MAX;
-        let reqs: Vec<&Packet> = t
-            .packets
+        let reqs: Vec<&Packet> = to(k.src, k.dst, k.dest_qp)
             .iter()
+            .copied()
             .filter(|f| {
-                f.src == Some(k.src)
-                    && f.dst == Some(k.dst)
-                    && f.dest_qp == k.dest_qp
-                    && f.mad.is_none()
-                    && (f.is_request || f.op.is_empty())
-                    && (!ud || f.q_key.is_some())
+                f.mad.is_none() && (f.is_request || f.op.is_empty()) && (!ud || f.q_key.is_some())
             })
             .collect();
         let resps: Vec<&Packet> = match back {
-            Some(m) => t
-                .packets
+            Some(m) => to(k.dst, k.src, m)
                 .iter()
-                .filter(|f| {
-                    f.src == Some(k.dst)
-                        && f.dst == Some(k.src)
-                        && f.dest_qp == m
-                        && !f.is_request
-                        && !f.op.is_empty()
-                })
+                .copied()
+                .filter(|f| !f.is_request && !f.op.is_empty())
                 .collect(),
             None => Vec::new(),
         };
@@ -202,13 +201,9 @@ pub(crate) fn capture(
     let named_marks = |m: &Marks| {
         let text = marks(m);
         replace_qpns(&text, |n| {
-            let mut names: Vec<&str> = qpns
-                .iter()
-                .filter(|((_, q), _)| *q == n)
-                .flat_map(|(_, v)| v.iter().map(String::as_str))
-                .collect();
+            let mut names: Vec<&str> =
+                qpns.get(&n).map(|v| v.iter().map(String::as_str).collect()).unwrap_or_default();
             names.sort_unstable();
-            names.dedup();
             names.join("|")
         })
     };
@@ -229,6 +224,9 @@ pub(crate) fn capture(
     }
     w.out
 }
+
+/// A RoCE frame's source, destination and destination QP.
+type FrameKey = (Option<IpAddr>, Option<IpAddr>, u32);
 
 /// `A`, `B`, …, `Z`, then `H27`, … : the `n`th host (from 0).
 fn letter(n: usize) -> String {
@@ -262,7 +260,8 @@ impl Writer {
         Writer { out, fields, ports: HashMap::new() }
     }
 
-    /// One direction of one QP: its requests, then its responses, each folded.
+    /// One direction of one QP: its requests, then its responses (each in capture
+    /// order), each folded.
     fn direction<'a>(
         &mut self,
         title: &str,
@@ -284,11 +283,11 @@ impl Writer {
                 frames.iter().copied().partition(switch);
             own.into_iter().chain(theirs).collect()
         };
-        let (reqs, resps) = (by_sender(reqs), by_sender(resps));
-        for (what, frames) in [("requests", &reqs[..]), ("responses", &resps[..])] {
+        let (sent, answered) = (by_sender(reqs), by_sender(resps));
+        for (what, frames) in [("requests", &sent[..]), ("responses", &answered[..])] {
             let _ = writeln!(self.out, "  {what}");
             let back_to = if what == "requests" {
-                fold::sent_past_a_go_back(frames, &resps)
+                fold::sent_past_a_go_back(frames, resps)
             } else {
                 vec![None; frames.len()]
             };
@@ -391,14 +390,15 @@ mod fold {
     /// `s`, no switch mark on it (a marked frame is what a rule did: shown). How
     /// many such there are is the race between the requester's sending and the
     /// NAK that turned it back. (Behind a timer's go-back the requester had sent
-    /// what it had: not folded.)
+    /// what it had: not folded.) `resps` in capture order: the NAK is looked
+    /// for between two frame numbers, not in every response.
     pub(super) fn sent_past_a_go_back(reqs: &[&Packet], resps: &[&Packet]) -> Vec<Option<Psn>> {
         let naked = |s: Psn, after: u64, before: u64| {
-            resps.iter().any(|r| {
-                r.psn == s
-                    && (after..before).contains(&r.number)
-                    && r.ack.is_some_and(|a| a.nak().is_some())
-            })
+            let from = resps.partition_point(|r| r.number <= after);
+            resps[from..]
+                .iter()
+                .take_while(|r| r.number < before)
+                .any(|r| r.psn == s && r.ack.is_some_and(|a| a.nak().is_some()))
         };
         let mut out = vec![None; reqs.len()];
         let mut highest: Option<Psn> = None;
