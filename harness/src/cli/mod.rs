@@ -39,6 +39,7 @@ mod report;
 #[cfg(feature = "lab")]
 mod run;
 mod schema;
+mod snapshots;
 #[cfg(feature = "lab")]
 mod suite;
 
@@ -119,6 +120,8 @@ pub enum Command {
     Fuzz(FuzzArgs),
     /// Compare two suite.json files from `roce suite`: what changed (setup, pass/fail, observed behaviour).
     Diff(diff::DiffArgs),
+    /// The changed wires a run left beside its snapshots: list them, review them one by one, accept or reject them.
+    Snapshots(snapshots::SnapshotsArgs),
     /// Send a crafted RoCEv2 request to a QP and show what it answers (raw frames: needs root).
     Probe(ProbeArgs),
     /// Render a saved `roce run --json` report as one HTML page (expectations, ladder diagram of each capture).
@@ -178,6 +181,7 @@ where
         Command::Probe(_a) => needs!("lab", Lab, "probe", probe::run(_a, out, err)),
         Command::Suite(_a) => needs!("lab", Lab, "suite", suite::run(_a, out, err)),
         Command::Diff(a) => diff::run(a, out, err),
+        Command::Snapshots(a) => snapshots::run(a, out, err),
         Command::Fuzz(_a) => needs!("lab", Lab, "fuzz", fuzz::run(_a, out, err)),
         Command::Report(a) => report::run(a, out, err),
         Command::Schema => schema::run(out),

@@ -320,6 +320,7 @@ fn judge_one(
         streams: o.streams.clone(),
         counters: judge::counters::reports(&o, wire.as_ref().ok()),
         wire_snapshot: None,
+        wire_kept: None,
     };
     if let Some(why) = &o.skipped {
         return (
@@ -337,17 +338,19 @@ fn judge_one(
         }
     }
     // Written only for a store to keep: a run without one does not pay for it.
-    let wire_snapshot = match (&plan.snapshots, &wire) {
+    let (wire_snapshot, wire_kept) = match (&plan.snapshots, &wire) {
         (Some(store), Ok(t)) => {
             let now = judge::snapshot::normal(sc, &o, t, store.fields);
-            verdicts.push(store.check(file, &sc.name, &now));
-            Some(now)
+            let (v, kept) = store.check(file, &sc.name, &now);
+            verdicts.push(v);
+            (Some(now), kept)
         }
-        _ => None,
+        _ => (None, None),
     };
     let pass = o.error.is_none() && verdicts.iter().all(|v| v.pass);
     let status = if pass { Status::Passed } else { Status::Failed };
-    let mut r = ScenarioResult { pass, status, verdicts, observations, wire_snapshot, ..base };
+    let mut r =
+        ScenarioResult { pass, status, verdicts, observations, wire_snapshot, wire_kept, ..base };
     laps.lap(&mut r.timings, Phase::Judge);
     (r, wire.ok(), unknown)
 }

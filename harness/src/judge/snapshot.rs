@@ -31,7 +31,7 @@
 //! PSNs count from its first request's; requests and responses are paired as
 //! `roce flows` pairs them (from CM, else from the PSNs).
 //!
-//! Owns: [`normal`], [`capture`] and the fold. Imports: the judge's pairs and
+//! Owns: [`normal`], [`capture`], the fold and the form read back ([`read`]). Imports: the judge's pairs and
 //! timeline, the scenario model, the run's evidence, the opt-in fields' names.
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write;
@@ -44,6 +44,8 @@ use super::timeline::{Packet, Timeline};
 use crate::results::snapshots::Fields;
 use crate::results::Evidence;
 use crate::scenario::Scenario;
+
+pub(crate) mod read;
 
 /// The first line of every snapshot: what it is and which form (a later form is
 /// a change of its own, said as such: [`crate::results::snapshots::Store`]).

@@ -24,7 +24,7 @@
 //! only the CSS and JS assets go in as they are (`PreEscaped`).
 //!
 //! Owns: the page (`render_page`, `render_findings`) and its CSS/JS; its ladder is drawn in [`ladder`], a
-//! stream's plots in [`plots`]. Imports: the
+//! stream's plots in [`plots`], a changed wire's ladders before and after in [`wire_diff`]. Imports: the
 //! results (`crate::results`), the judge's [`Timeline`] and time formats, the
 //! protocol's stream percentiles, dissector's NAK kinds, maud.
 use std::borrow::Cow;
@@ -219,6 +219,9 @@ fn scenario(
                 "\n"
             }
             (expectations(s))
+            @if let (Some(kept), Some(now)) = (&s.wire_kept, &s.wire_snapshot) {
+                (wire_diff::before_after(kept, now))
+            }
             (streams(s))
             (endpoints(s))
             (counters(s))
@@ -530,6 +533,7 @@ fn agent_logs(s: &ScenarioResult) -> Markup {
 
 mod ladder;
 mod plots;
+mod wire_diff;
 
 #[cfg(test)]
 mod golden;

@@ -377,6 +377,10 @@ pub(crate) struct ScenarioResult {
     /// --snapshots` keeps and compares. None without `--snapshots` or a capture.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wire_snapshot: Option<String>,
+    /// The snapshot that wire was compared with, when the two differ: what the
+    /// HTML report draws as the ladder before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_kept: Option<String>,
 }
 
 /// An endpoint's device counters over one scenario: every one its port has, by
@@ -573,6 +577,7 @@ impl ScenarioResult {
             streams: Vec::new(),
             counters: BTreeMap::new(),
             wire_snapshot: None,
+            wire_kept: None,
         }
     }
 }

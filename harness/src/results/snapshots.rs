@@ -124,8 +124,9 @@ impl Store {
     }
 
     /// Scenario `name` of `file`, its wire `now` against its snapshot: the
-    /// verdict, after writing what the verdict says was written.
-    pub(crate) fn check(&self, file: &Path, name: &str, now: &str) -> Verdict {
+    /// verdict, after writing what the verdict says was written, and the kept
+    /// wire when this one differs from it (what a report draws as "before").
+    pub(crate) fn check(&self, file: &Path, name: &str, now: &str) -> (Verdict, Option<String>) {
         let path = self.path_of(file, name);
         let new = path.with_extension("wire.new");
         let shown = path.display().to_string();
@@ -139,77 +140,153 @@ impl Store {
             )
         };
         let old = match std::fs::read_to_string(&path) {
-            Ok(old) => Some(old),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(e) => return verdict(false, format!("cannot read it: {e}")),
+            Ok(old) => old,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return match write(&path, now) {
+                    Ok(()) => (verdict(true, "none kept before: written".into()), None),
+                    Err(e) => {
+                        (verdict(false, format!("none kept, and it cannot be written: {e}")), None)
+                    }
+                }
+            }
+            Err(e) => return (verdict(false, format!("cannot read it: {e}")), None),
         };
-        match old {
-            Some(old) if old == now => {
+        let change = match compare(&old, now, &shown, "this run") {
+            None => {
                 let _ = std::fs::remove_file(&new);
-                verdict(true, "unchanged".into())
+                return (verdict(true, "unchanged".into()), None);
             }
-            None => match write(&path, now) {
-                Ok(()) => verdict(true, "none kept before: written".into()),
-                Err(e) => verdict(false, format!("none kept, and it cannot be written: {e}")),
-            },
-            // Kept in another form, or with other fields: not compared line by
-            // line (every line would differ for a reason of the tool's).
-            Some(old) if old.lines().next() != now.lines().next() => {
-                let kept = old.lines().next().unwrap_or("");
-                let mut v = if self.accept {
-                    match write(&path, now) {
-                        Ok(()) => {
-                            let _ = std::fs::remove_file(&new);
-                            verdict(true, "kept in another form: rewritten in this one".into())
-                        }
-                        Err(e) => verdict(
-                            false,
-                            format!("kept in another form, and cannot be rewritten: {e}"),
-                        ),
-                    }
-                } else {
-                    let _ = write(&new, now);
-                    verdict(
-                        false,
-                        "kept in another form, not compared (--accept rewrites it in this one)"
-                            .into(),
-                    )
-                };
-                v.detail = Some(format!(
-                    "kept:      {kept}\nthis run:  {}",
-                    now.lines().next().unwrap_or("")
-                ));
-                v
-            }
-            Some(old) => {
-                let diff = similar::TextDiff::from_lines(old.as_str(), now);
-                let changed = diff
-                    .iter_all_changes()
-                    .filter(|c| c.tag() != similar::ChangeTag::Equal)
-                    .count();
-                let text = diff.unified_diff().header(&shown, "this run").to_string();
-                let mut v = if self.accept {
-                    match write(&path, now) {
-                        Ok(()) => {
-                            let _ = std::fs::remove_file(&new);
-                            verdict(true, format!("changed ({changed} lines), accepted"))
-                        }
-                        Err(e) => verdict(false, format!("changed, and cannot be accepted: {e}")),
-                    }
-                } else {
-                    let kept = match write(&new, now) {
-                        Ok(()) => format!("this run's is in {}", new.display()),
-                        Err(e) => format!("this run's could not be written: {e}"),
+            Some(c) => c,
+        };
+        let mut v = if self.accept {
+            match write(&path, now) {
+                Ok(()) => {
+                    let _ = std::fs::remove_file(&new);
+                    let taken = match change.form {
+                        Some(_) => "kept in another form: rewritten in this one".into(),
+                        None => format!("changed ({} lines), accepted", change.lines),
                     };
-                    verdict(
-                        false,
-                        format!("wire changed: {changed} lines differ ({kept}; --accept takes it)"),
-                    )
-                };
-                v.detail = Some(text);
-                v
+                    verdict(true, taken)
+                }
+                Err(e) => verdict(false, format!("{}, and cannot be taken: {e}", change.what())),
             }
+        } else {
+            let kept = match write(&new, now) {
+                Ok(()) => format!("this run's is in {}", new.display()),
+                Err(e) => format!("this run's could not be written: {e}"),
+            };
+            verdict(
+                false,
+                format!("{} ({kept}; `roce snapshots review` or --accept takes it)", change.what()),
+            )
+        };
+        let before = change.form.is_none().then_some(old);
+        v.detail = Some(change.text);
+        (v, before)
+    }
+}
+
+/// How a wire differs from the one kept: in form (the first line, which names
+/// the form and its fields: every line would differ for a reason of the
+/// tool's, so it is not compared line by line), or in `lines` lines.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Change {
+    /// The kept form's first line and this one's, when they differ.
+    pub form: Option<(String, String)>,
+    /// How many lines were taken out or put in.
+    pub lines: usize,
+    /// The unified diff, or the two forms' first lines.
+    pub text: String,
+}
+
+impl Change {
+    /// What the verdict says: `wire changed: 4 lines differ`.
+    pub(crate) fn what(&self) -> String {
+        match self.form {
+            Some(_) => "kept in another form, not compared".into(),
+            None => format!("wire changed: {} lines differ", self.lines),
         }
+    }
+}
+
+/// Wire `now` against the wire `old` kept (named `old_name` and `new_name` in
+/// the diff; none kept is empty): None when they are the same.
+pub(crate) fn compare(old: &str, now: &str, old_name: &str, new_name: &str) -> Option<Change> {
+    if old == now {
+        return None;
+    }
+    let (kept, this) = (old.lines().next().unwrap_or(""), now.lines().next().unwrap_or(""));
+    if !old.is_empty() && kept != this {
+        return Some(Change {
+            form: Some((kept.into(), this.into())),
+            lines: 0,
+            text: format!("kept:      {kept}\nthis run:  {this}"),
+        });
+    }
+    let diff = similar::TextDiff::from_lines(old, now);
+    let lines = diff.iter_all_changes().filter(|c| c.tag() != similar::ChangeTag::Equal).count();
+    let text = diff.unified_diff().header(old_name, new_name).to_string();
+    Some(Change { form: None, lines, text })
+}
+
+/// A changed wire waiting for review: a run's `NAME.wire.new` beside the kept
+/// `NAME.wire` (`roce snapshots review`, as `cargo insta review`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Pending {
+    /// The snapshot's name below its directory, without `.wire`
+    /// (`conformance/mw/dealloc_and_dereg`).
+    pub name: String,
+    pub kept: PathBuf,
+    pub new: PathBuf,
+}
+
+impl Pending {
+    /// Every change waiting under `dir`, in name order.
+    pub(crate) fn under(dir: &Path) -> std::io::Result<Vec<Pending>> {
+        fn walk(root: &Path, dir: &Path, out: &mut Vec<Pending>) -> std::io::Result<()> {
+            for e in std::fs::read_dir(dir)? {
+                let p = e?.path();
+                if p.is_dir() {
+                    walk(root, &p, out)?;
+                } else if let Some(stem) =
+                    p.to_str().and_then(|s| s.strip_suffix(".wire.new")).map(String::from)
+                {
+                    let name = Path::new(&stem).strip_prefix(root).unwrap_or(Path::new(&stem));
+                    out.push(Pending {
+                        name: name.to_string_lossy().into_owned(),
+                        kept: PathBuf::from(format!("{stem}.wire")),
+                        new: p,
+                    });
+                }
+            }
+            Ok(())
+        }
+        let mut out = Vec::new();
+        walk(dir, dir, &mut out)?;
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// How this run's wire differs from the kept one (None: the same after all;
+    /// a missing kept one reads as empty).
+    pub(crate) fn change(&self) -> std::io::Result<Option<Change>> {
+        let old = match std::fs::read_to_string(&self.kept) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(e),
+        };
+        let now = std::fs::read_to_string(&self.new)?;
+        Ok(compare(&old, &now, &self.kept.display().to_string(), &self.new.display().to_string()))
+    }
+
+    /// The new wire becomes the snapshot (one rename: whole or not at all).
+    pub(crate) fn accept(&self) -> std::io::Result<()> {
+        std::fs::rename(&self.new, &self.kept)
+    }
+
+    /// The new wire is thrown away; the snapshot stays as it is.
+    pub(crate) fn reject(&self) -> std::io::Result<()> {
+        std::fs::remove_file(&self.new)
     }
 }
 
@@ -249,7 +326,7 @@ mod tests {
             |accept| Store::new(dir.path().join("snap"), accept, std::slice::from_ref(&root), &one);
         let kept = dir.path().join("snap/conformance/x.wire");
         assert_eq!(store(false).path_of(&file, "x"), kept);
-        let check = |accept, now| store(accept).check(&file, "x", now);
+        let check = |accept, now| store(accept).check(&file, "x", now).0;
         let v = check(false, "a\nb\n");
         assert!(v.pass && v.actual.contains("written"), "{v:?}");
         assert_eq!(std::fs::read_to_string(&kept).unwrap(), "a\nb\n");
@@ -285,6 +362,52 @@ mod tests {
             dir.path().join("snap/conformance/x.op=write_len=8.wire")
         );
         assert_ne!(two.path_of(&file, "x [op=read]"), two.path_of(&file, "x [op=write len=8]"));
+    }
+}
+
+#[cfg(test)]
+mod review_tests {
+    use super::*;
+
+    /// A changed wire gives the kept one back (a report's "before") and waits
+    /// beside it; review finds it by name, shows its diff, and accepting or
+    /// rejecting leaves exactly one wire.
+    #[test]
+    fn changed_wires_wait_for_review_and_are_taken_or_thrown_away() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("scenarios");
+        std::fs::create_dir_all(root.join("faults")).unwrap();
+        let (x, y) = (root.join("faults/x.toml"), root.join("y.toml"));
+        let all = [(x.clone(), "x".to_string()), (y.clone(), "y".to_string())];
+        let snap = dir.path().join("snap");
+        let store = Store::new(snap.clone(), false, std::slice::from_ref(&root), &all);
+        assert_eq!(store.check(&x, "x", "h\na\n").1, None, "nothing kept: no before");
+        store.check(&y, "y", "h\nq\n");
+        assert_eq!(store.check(&x, "x", "h\na\n").1, None, "unchanged: no before");
+        let (v, before) = store.check(&x, "x", "h\nb\n");
+        assert!(!v.pass && v.actual.contains("roce snapshots review"), "{}", v.actual);
+        assert_eq!(before.as_deref(), Some("h\na\n"));
+        let (_, before) = store.check(&y, "y", "other form\nq\n");
+        assert_eq!(before, None, "another form draws no before");
+
+        let pending = Pending::under(&snap).unwrap();
+        let names: Vec<&str> = pending.iter().map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["faults/x", "y"]);
+        let c = pending[0].change().unwrap().unwrap();
+        assert_eq!((c.form.clone(), c.lines), (None, 2));
+        assert!(c.text.contains("-a\n+b\n"), "{}", c.text);
+        let c = pending[1].change().unwrap().unwrap();
+        assert_eq!(c.form, Some(("h".into(), "other form".into())));
+        assert_eq!(c.what(), "kept in another form, not compared");
+
+        pending[0].accept().unwrap();
+        pending[1].reject().unwrap();
+        assert!(Pending::under(&snap).unwrap().is_empty());
+        assert_eq!(std::fs::read_to_string(snap.join("faults/x.wire")).unwrap(), "h\nb\n");
+        assert_eq!(std::fs::read_to_string(snap.join("y.wire")).unwrap(), "h\nq\n");
+        // None kept: every line is new, not "another form".
+        let c = compare("", "h\nb\n", "kept", "new").unwrap();
+        assert_eq!((c.form, c.lines), (None, 2));
     }
 }
 

@@ -281,3 +281,46 @@ fn frames_of_no_endpoint_are_a_note() {
     assert!(!page.contains("class=\"arrow"));
     assert!(page.contains("class=\"failing-wire\""));
 }
+
+/// A changed wire is drawn as two ladders, kept and this run's, row against
+/// row: the frame taken out red on the left, the one put in green on the
+/// right, each arrow from its sender to its receiver, headed by its QP and list.
+#[test]
+fn a_changed_wire_is_drawn_before_and_after() {
+    let kept = "# form\n# t\n\nqp q a → b\n  requests\n    SEND Only                      psn +0 A len 4\n  responses\n    ACK                            psn +0 msn 1\n";
+    let now = "# form\n# t\n\nqp q a → b\n  requests\n    SEND Only                      psn +0 A len 4\n  responses\n    RNR NAK                        psn +0 timer 14 msn 0\n    ⟳ the line above, repeated\n";
+    let mut r = result(None);
+    r.wire_kept = Some(kept.into());
+    r.wire_snapshot = Some(now.into());
+    let page = render(&Report::new(vec![r.clone()], 1.0, None));
+    let table = &page[page.find("<table class=\"wire-diff\">").expect("drawn")..];
+    let table = &table[..table.find("</table>").unwrap()];
+    // Headed by where its first row is; the list it moves into is a row.
+    assert!(table.contains("<td colspan=\"2\">qp q a → b · requests</td>"), "{table}");
+    assert!(table.contains("<div class=\"part\">responses</div>"), "{table}");
+    let replaced = &table[table.find("<tr class=\"replace\">").expect("a replaced row")..];
+    let replaced = &replaced[..replaced.find("</tr>").unwrap()];
+    assert!(
+        replaced.contains(r#"<td class="kept"><div class="rung rtl" data-from="b" data-to="a""#)
+            && replaced.contains(">ACK psn +0 msn 1<")
+            && replaced.contains(">RNR NAK psn +0 timer 14 msn 0<"),
+        "{replaced}"
+    );
+    let inserted = &table[table.find("<tr class=\"insert\">").expect("an inserted row")..];
+    assert!(
+        inserted.starts_with(
+            r#"<tr class="insert"><td class="kept"></td><td class="now"><div class="fold">⟳"#
+        ),
+        "{inserted}"
+    );
+    // The unchanged request is context, drawn left to right on both sides.
+    assert!(
+        table.contains(
+            r#"<tr class="equal"><td class="kept"><div class="rung ltr" data-from="a" data-to="b""#
+        ),
+        "{table}"
+    );
+    // No change, or nothing kept: no drawing.
+    r.wire_kept = None;
+    assert!(!render(&Report::new(vec![r], 1.0, None)).contains("wire-diff\""));
+}
