@@ -156,7 +156,9 @@ pub(crate) fn capture(
                     (y.0, y.1, x.0, x.1)
                 }
             }
-            None => (k.src, u32::MAX, k.dst, k.dest_qp),
+            // A datagram flow's source QP is its DETH's (u32::MAX for one
+            // that has none).
+            None => (k.src, k.src_qp, k.dst, k.dest_qp),
         };
         let n = pair_names.len();
         let name = pair_names.entry(ends).or_insert_with(|| format!("q{}", n + 1)).clone();
@@ -171,7 +173,9 @@ pub(crate) fn capture(
             .iter()
             .copied()
             .filter(|f| {
-                f.mad.is_none() && (f.is_request || f.op.is_empty()) && (!ud || f.q_key.is_some())
+                f.mad.is_none()
+                    && (f.is_request || f.op.is_empty())
+                    && (!ud || f.src_qp == Some(k.src_qp))
             })
             .collect();
         let resps: Vec<&Packet> = match back {
@@ -695,6 +699,43 @@ mod tests {
         assert!(
             cm[1].starts_with("⟳ the line above") && cm[2] == "REP" && cm[4] == "REQ",
             "{cm:?}"
+        );
+    }
+}
+
+#[cfg(test)]
+mod capture_tests {
+    use dissector::capture::PcapWriter;
+    use dissector::craft::{Conversation, Dir};
+    use dissector::linktype::LinkType;
+
+    /// Two UD senders on one host, to one QP, told apart only by their DETH's
+    /// source QP: two pairs, each with its own datagram.
+    #[test]
+    fn datagrams_from_two_qps_of_one_host_are_two_pairs() {
+        let mut c = Conversation::new();
+        c.transport = dissector::wire::Transport::Ud;
+        c.ud_send(Dir::AtoB, 16, None, 0x1111_1111);
+        c.a.qpn = 0x99;
+        c.ud_send(Dir::AtoB, 32, None, 0x1111_1111);
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ud.pcap");
+        let mut w =
+            PcapWriter::new(std::fs::File::create(&path).unwrap(), LinkType::ETHERNET, 65535)
+                .unwrap();
+        for f in &c.frames {
+            w.write_packet(f.ts_ns, &f.data, f.data.len() as u32).unwrap();
+        }
+        w.flush().unwrap();
+        drop(w);
+        let (t, flows) = super::super::timeline::read_with_flows(&path).unwrap();
+        let text = super::capture("ud", &t, &flows, Default::default());
+        let body = text.split_once("\n\n").map_or("", |x| x.1);
+        assert_eq!(
+            body,
+            "qp q1 A → B\n  requests\n    SEND Only                      psn +0 len 16\n  responses\n\n\
+             qp q2 A → B\n  requests\n    SEND Only                      psn +0 len 32\n  responses\n",
+            "{text}"
         );
     }
 }

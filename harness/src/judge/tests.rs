@@ -257,6 +257,7 @@ fn pkt(number: u64, ms: u64, psn: u32, what: &str) -> Packet {
         cnp: false,
         mad: None,
         q_key: None,
+        src_qp: None,
         marks: Marks::default(),
         held: 0,
         line: None,

@@ -48,6 +48,8 @@ pub(crate) struct Packet {
     pub mad: Option<String>,
     /// A datagram's Q_Key (its DETH).
     pub q_key: Option<u32>,
+    /// A datagram's source QP (its DETH).
+    pub src_qp: Option<u32>,
     /// What the lab switch did to it.
     pub marks: Marks,
     /// Which of the timeline's [`conditions`](Timeline::conditions) the frame
@@ -268,6 +270,7 @@ fn read_into(
             cnp: info.is_some_and(|i| i.transport == Transport::Cnp),
             mad: mad_label(&fr),
             q_key: ib.deth.map(|d| d.q_key),
+            src_qp: ib.deth.map(|d| d.src_qp),
             marks: rec.comment.map(Marks::parse).unwrap_or_default(),
             held,
             line: keep_line.then(|| line(prev).trim().to_string()),
