@@ -17,6 +17,9 @@
 //!   rules scenarios name in `spec` and `roce coverage` counts.
 //! - `protocol` — the controller ↔ agent messages and the stream vocabulary,
 //!   which the scenario model, the judge, results and renderers read too.
+//! - `analyze` — the analyzer's pipelines (`roce decode`, `roce flows`): a capture
+//!   file, a live interface or a dataset of captures decoded frame by frame or
+//!   analysed per QP flow, on one thread or several, from a plain plan.
 //! - `net`, `verbs`, `parquet_writer` — this host's network I/O, verbs over `rdma-sys`,
 //!   and the Parquet writer.
 //! - `vocab` — the verbs vocabulary as plain data (names, features, QP parameters,
@@ -47,6 +50,7 @@ pub mod net;
 pub mod scenario;
 
 mod agent;
+mod analyze;
 mod catalogue;
 #[cfg(feature = "lab")]
 mod controller;

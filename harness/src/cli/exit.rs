@@ -9,7 +9,7 @@ use std::fmt;
 
 /// How `roce` ends. The same meaning, and the same number, for every command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
+pub(crate) enum Exit {
     /// 0 — it worked: every expectation held, every file is valid, nothing changed.
     Ok,
     /// 1 — the answer is "no": an expectation failed or a scenario could not be
@@ -35,7 +35,7 @@ pub enum Exit {
 }
 
 impl Exit {
-    pub fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         match self {
             Exit::Ok => 0,
             Exit::Failed => 1,
@@ -60,28 +60,28 @@ pub(crate) fn help(lines: &[(Exit, &str)]) -> String {
 
 /// A command's error: the message, and the exit code that classifies it.
 #[derive(Debug)]
-pub struct Failure {
+pub(crate) struct Failure {
     pub exit: Exit,
     pub error: anyhow::Error,
 }
 
 impl Failure {
     /// Bad input (exit 2).
-    pub fn input(e: impl Into<anyhow::Error>) -> Failure {
+    pub(crate) fn input(e: impl Into<anyhow::Error>) -> Failure {
         Failure { exit: Exit::BadInput, error: e.into() }
     }
     /// The environment (exit 3).
-    pub fn setup(e: impl Into<anyhow::Error>) -> Failure {
+    pub(crate) fn setup(e: impl Into<anyhow::Error>) -> Failure {
         Failure { exit: Exit::Setup, error: e.into() }
     }
     /// The error is a report of bad input text (a display filter, a fault rule)
     /// drawn by `dissector::diag`, whose first line already says `error: …`.
-    pub fn is_report(&self) -> bool {
+    pub(crate) fn is_report(&self) -> bool {
         self.error.downcast_ref::<dissector::filter::FilterError>().is_some()
             || self.error.downcast_ref::<lab::fault::RuleError>().is_some()
     }
     /// `roce … | head` closed the pipe: not an error.
-    pub fn is_broken_pipe(&self) -> bool {
+    pub(crate) fn is_broken_pipe(&self) -> bool {
         self.error.chain().any(|c| {
             c.downcast_ref::<std::io::Error>()
                 .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)

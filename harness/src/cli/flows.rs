@@ -1,27 +1,17 @@
 //! `roce flows`: per-QP flow analysis of a capture (with `-Y`, of the frames a
-//! display filter keeps).
+//! display filter keeps). The analysis is the library's (`crate::analyze::flows`).
 //!
-//! Owns: `roce flows`'s options and the analysis loop, on one thread or several.
-//! Imports: dissector's capture, frame, ctx, filter and flow; the Parquet writer
-//! (`crate::columns`); `super::input`, `super::par`, `super::exit`.
+//! Owns: `roce flows`'s options, printing the report (text or JSON), and the
+//! closing errors on stderr. Imports: `crate::analyze` (the flows plan and pipeline,
+//! datasets); `super::input`, `super::exit`.
 use std::io::{BufWriter, Write};
 
-use std::fs::File;
-use std::io::BufReader;
-
 use clap::Args;
-use dissector::capture::{CaptureError, Chunk, PacketSource, Reader, Record};
-use dissector::ctx::Ctx;
-use dissector::filter::Filter;
-use dissector::flow::{Analyzer, Seen};
-use dissector::frame::{self, Frame};
 
-use anyhow::Context;
-
-use super::dataset::{self, Capture, Dataset};
 use super::exit::{help, CommandResult, Exit, Failure};
-use super::input::{InputArgs, Source};
-use super::parallel::{self, Plan};
+use super::input::InputArgs;
+use crate::analyze::dataset::Capture;
+use crate::analyze::flows::{self as pipeline, Analysed, Flows};
 
 #[derive(Debug, Args)]
 #[command(after_help = help(&[
@@ -49,26 +39,11 @@ pub struct FlowsArgs {
 }
 
 pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
-    let opts = a.input.decode_options();
-    let filter = a.input.display_filter()?;
-    if let Some(captures) = a.input.dataset()? {
-        return flows_dataset(&a, &captures, &opts, filter.as_ref(), out, err);
+    let plan = Flows { input: a.input.plan()?, parquet: a.parquet.clone(), force: a.force };
+    if let Some(captures) = plan.input.dataset()? {
+        return flows_dataset(&a, &plan, &captures, out, err);
     }
-    let mut src = a.input.open()?;
-    let mut an = Analyzer::new();
-    let jobs = a.input.jobs();
-    let (frames, result) = match &mut src {
-        Source::File(r) if jobs > 1 => {
-            analyse_par(r, a.input.plan(), jobs, &opts, filter.as_ref(), &mut an)?
-        }
-        _ => analyse(&mut src, a.input.count.unwrap_or(u64::MAX), &opts, filter.as_ref(), &mut an),
-    };
-    let report = an.report();
-    if let Some(dir) = &a.parquet {
-        crate::parquet_writer::write_flows(dir, &report)
-            .context("writing --parquet")
-            .map_err(Failure::setup)?;
-    }
+    let Analysed { report, frames, end } = pipeline::run(&plan)?;
     let mut out = BufWriter::new(out);
     if a.json {
         serde_json::to_writer_pretty(&mut out, &report)?;
@@ -77,7 +52,7 @@ pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Com
         write!(out, "{report}")?;
     }
     out.flush()?;
-    match result {
+    match end {
         None => Ok(Exit::Ok),
         Some(e) => {
             writeln!(err, "roce: error: {e}")?;
@@ -94,12 +69,11 @@ pub(super) fn run(a: FlowsArgs, out: &mut dyn Write, err: &mut dyn Write) -> Com
 /// `roce flows` of several captures or a directory: each capture analysed on its
 /// own (`-j` at a time, one thread each), its report printed under its name, and
 /// with `--parquet DIR` a Hive-partitioned dataset of the flow tables and events,
-/// written whole or not at all (see [`super::dataset`]).
+/// written whole or not at all (see [`crate::analyze::dataset`]).
 fn flows_dataset(
     a: &FlowsArgs,
+    plan: &Flows,
     captures: &[Capture],
-    opts: &frame::Options,
-    filter: Option<&Filter>,
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> CommandResult {
@@ -108,30 +82,7 @@ fn flows_dataset(
             "--json prints the report of one capture; for several, run once per capture or write --parquet DIR"
         )));
     }
-    let ds = a.parquet.as_deref().map(|dir| Dataset::create(dir, a.force)).transpose()?;
-    let limit = a.input.count.unwrap_or(u64::MAX);
-    // A compiled filter keeps scratch state (not `Sync`): each capture takes a copy.
-    let filter = std::sync::Mutex::new(filter.cloned());
-    let results = dataset::each(captures, a.input.jobs(), |c| {
-        let mut src = Source::File(dissector::capture::open(&c.path).map_err(Failure::input)?);
-        let filter =
-            filter.lock().map_err(|_| anyhow::anyhow!("an analysing thread failed"))?.clone();
-        let mut an = Analyzer::new();
-        if let (_, Some(e)) = analyse(&mut src, limit, opts, filter.as_ref(), &mut an) {
-            return Err(Failure::input(dataset::capture_error(c, &e)));
-        }
-        let report = an.report();
-        if let Some(ds) = &ds {
-            let (flows, events) =
-                (ds.table_part("flows", &c.name)?, ds.table_part("events", &c.name)?);
-            crate::parquet_writer::write_flow_tables(&flows, &events, &report)
-                .with_context(|| {
-                    format!("writing the --parquet partitions of {}", c.path.display())
-                })
-                .map_err(Failure::setup)?;
-        }
-        Ok(report)
-    });
+    let (results, ds) = pipeline::dataset(plan, captures)?;
     let mut out = BufWriter::new(out);
     let mut failed = None;
     for (c, r) in captures.iter().zip(results) {
@@ -140,7 +91,8 @@ fn flows_dataset(
                 writeln!(out, "== {} ({})", c.name, c.path.display())?;
                 write!(out, "{report}")?;
             }
-            Some(Err(f)) => {
+            Some(Err(e)) => {
+                let f = Failure::from(e);
                 writeln!(err, "roce: error: {f}")?;
                 failed.get_or_insert(f.exit);
             }
@@ -160,111 +112,7 @@ fn flows_dataset(
             drop(ds);
             Ok(exit)
         }
-        (None, Some(ds)) => ds.commit().map(|()| Exit::Ok),
+        (None, Some(ds)) => ds.commit().map(|()| Exit::Ok).map_err(Failure::from),
         (None, None) => Ok(Exit::Ok),
     }
-}
-
-/// Feeds the analyzer frame by frame: the frames read, and the error that ended the
-/// capture early.
-fn analyse(
-    src: &mut Source,
-    limit: u64,
-    opts: &frame::Options,
-    filter: Option<&Filter>,
-    an: &mut Analyzer,
-) -> (u64, Option<CaptureError>) {
-    let mut frames = 0u64;
-    // For the filter's frame.time_*: the first frame's timestamp, and the previous
-    // one's (the first frame is its own previous: a delta of 0, as tshark shows).
-    let (mut first_ts, mut prev_ts) = (None, None);
-    let mut f = frame::decode(dissector::LinkType::ETHERNET, &[], opts);
-    loop {
-        if frames >= limit {
-            return (frames, None);
-        }
-        match src.next_packet() {
-            // By reference: moving the record out copies it with wide loads that
-            // stall on the narrower stores that built it.
-            Ok(Some(ref r)) => {
-                frames += 1;
-                match filter {
-                    None => {
-                        an.add_captured(r.number, r.ts_ns, r.orig_len, r.link, r.data, opts, &mut f)
-                    }
-                    // A filter needs the decoded frame, so no fast path.
-                    Some(flt) => {
-                        let (first, prev) =
-                            (*first_ts.get_or_insert(r.ts_ns), prev_ts.unwrap_or(r.ts_ns));
-                        an.add_seen(
-                            r.number,
-                            r.ts_ns,
-                            r.orig_len,
-                            &seen_through(flt, &mut f, r, first, prev, opts),
-                        );
-                        prev_ts = Some(r.ts_ns);
-                    }
-                }
-            }
-            Ok(None) => return (frames, None),
-            Err(e) => return (frames, Some(e)),
-        }
-    }
-}
-
-/// What a frame gives the analysis when a display filter chooses the frames: the
-/// filter needs the decoded frame (so no fast path), and a frame it does not keep
-/// is skipped. `first_ts` and `prev_ts` are the first and previous frames'
-/// timestamps, for the filter's `frame.time_*`.
-fn seen_through(
-    flt: &Filter,
-    f: &mut Frame,
-    r: &Record<'_>,
-    first_ts: u64,
-    prev_ts: u64,
-    opts: &frame::Options,
-) -> Seen {
-    frame::decode_into(f, r.link, r.data, opts);
-    if flt.matches(&Ctx::of(r, f, first_ts, prev_ts)) {
-        Seen::of(f, r.data)
-    } else {
-        Seen::Skipped
-    }
-}
-
-/// [`analyse`] on `jobs` threads: they find what each frame gives the analysis
-/// ([`Seen`]: the fast path, the ICRC, a full decode, the filter), this thread
-/// feeds the analyzer in frame order, so per-QP state is the same as in one pass.
-fn analyse_par(
-    src: &mut Reader<BufReader<File>>,
-    plan: Plan,
-    jobs: usize,
-    opts: &frame::Options,
-    filter: Option<&Filter>,
-    an: &mut Analyzer,
-) -> Result<(u64, Option<CaptureError>), Failure> {
-    let workers = (0..jobs)
-        .map(|_| {
-            let mut f = frame::decode(dissector::LinkType::ETHERNET, &[], opts);
-            let flt = filter.cloned();
-            move |c: &Chunk, seen: &mut Vec<Seen>| {
-                seen.clear();
-                for (r, prev) in c.records() {
-                    seen.push(match &flt {
-                        None => Seen::of_captured(r.link, r.data, opts, &mut f),
-                        Some(flt) => seen_through(flt, &mut f, &r, c.first_ts_ns, prev, opts),
-                    });
-                }
-            }
-        })
-        .collect();
-    let mut frames = 0u64;
-    let end = parallel::run(src, plan, workers, |c, seen: &mut Vec<Seen>| {
-        for ((r, _), s) in c.records().zip(seen.iter()) {
-            an.add_seen(r.number, r.ts_ns, r.orig_len, s);
-        }
-        frames += c.len() as u64;
-        Ok(())
-    })?;
-    Ok((frames, end))
 }

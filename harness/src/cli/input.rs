@@ -1,22 +1,19 @@
-//! Where `decode` and `flows` read packets from: a capture file or a live
-//! interface, behind one trait.
+//! The input options `decode` and `flows` share, turned into the library's input
+//! plan ([`Input`]); and how the library's errors end a command.
 //!
-//! Owns: the input options ([`InputArgs`]) shared by `decode` and `flows`, and
-//! [`Source`]. Imports: dissector's capture, frame and filter; live capture
-//! (`crate::net::live`); `super::exit`, `super::par`.
-use std::fs::File;
-use std::io::BufReader;
-use std::path::PathBuf;
+//! Owns: [`InputArgs`], [`Hint`], and the exit code of each [`analyze::Error`].
+//! Imports: `crate::analyze` (the input plan, the display filter, the error);
+//! `super::exit`, `super::feature`.
+use std::path::{Path, PathBuf};
 
 use clap::{Args, ValueEnum};
-use dissector::capture::{self, CaptureError, PacketSource, Reader, Record};
-use dissector::filter::{Filter, FilterError};
+use dissector::filter::Filter;
 use dissector::frame::TransportHint;
 
-#[cfg(feature = "live")]
-use crate::net::live::{LiveCapture, LiveOptions};
+use crate::analyze::input::{Input, Live};
+use crate::analyze::{self, ErrorKind};
 
-use super::exit::Failure;
+use super::exit::{Exit, Failure};
 
 /// Input options shared by `decode` and `flows`.
 #[derive(Debug, Clone, Args)]
@@ -87,7 +84,8 @@ pub enum Hint {
 }
 
 impl InputArgs {
-    pub fn decode_options(&self) -> dissector::frame::Options {
+    /// How frames are decoded: `--transport-hint`, and `--roce-port` (each port once).
+    fn decode_options(&self) -> dissector::frame::Options {
         let transport_hint = match self.transport_hint {
             Hint::Auto => TransportHint::Auto,
             Hint::Rd => TransportHint::Rd,
@@ -102,107 +100,50 @@ impl InputArgs {
         o
     }
 
-    /// How many threads to use with `-j` (every core by default).
-    pub fn jobs(&self) -> usize {
-        self.jobs.map_or_else(
-            || std::thread::available_parallelism().map_or(1, |n| n.get()),
-            usize::from,
-        )
-    }
-
-    /// How a file is shared out between `jobs` threads (see [`super::par`]).
-    pub(super) fn plan(&self) -> super::parallel::Plan {
-        super::parallel::Plan {
-            chunk_frames: self.chunk_frames as usize,
-            limit: self.count.unwrap_or(u64::MAX),
-        }
-    }
-
-    /// The display filter, compiled before anything is read: a bad one is bad input,
-    /// with the column and a caret.
-    pub fn display_filter(&self) -> Result<Option<Filter>, Failure> {
-        display_filter(self.display_filter.as_deref())
-    }
-
-    /// Opens the file or interface. A file that is not a capture fails here with
-    /// the reader's explanation (bad input); an interface that cannot be opened is
-    /// the environment's.
-    pub fn open(&self) -> Result<Source, Failure> {
-        #[cfg(not(feature = "live"))]
-        if self.interface.is_some() {
-            return Err(super::feature::missing(
-                "live capture (-i)",
-                super::feature::Feature::Live,
-            ));
-        }
-        #[cfg(feature = "live")]
-        if let Some(iface) = &self.interface {
-            let live = LiveCapture::open(&LiveOptions {
+    /// The input plan. The display filter is compiled first, before anything is
+    /// read: a bad one is bad input, with the column and a caret.
+    pub(super) fn plan(&self) -> Result<Input, Failure> {
+        let display_filter = display_filter(self.display_filter.as_deref())?;
+        Ok(Input {
+            files: self.inputs().into_iter().map(Path::to_path_buf).collect(),
+            live: self.interface.as_ref().map(|iface| Live {
                 iface: iface.clone(),
                 filter: self.filter.clone(),
                 snaplen: self.snaplen,
-                promisc: true,
-                count: self.count,
-            })
-            .map_err(Failure::setup)?;
-            return Ok(Source::Live(live));
-        }
-        let path = match self.inputs()[..] {
-            [path] if !path.is_dir() => path,
-            [] => {
-                return Err(Failure::input(anyhow::anyhow!(
-                    "no input: give a capture FILE (or -r FILE), or -i IFACE to capture live"
-                )))
-            }
-            _ => {
-                return Err(Failure::input(anyhow::anyhow!(
-                    "several captures, or a directory, are read as a dataset: only `decode -T parquet -w DIR` and `flows` take them"
-                )))
-            }
-        };
-        Ok(Source::File(capture::open(path).map_err(Failure::input)?))
+            }),
+            count: self.count,
+            options: self.decode_options(),
+            display_filter,
+            jobs: self.jobs.map(usize::from),
+            chunk_frames: self.chunk_frames as usize,
+        })
     }
 
     /// The capture files and directories given (FILE… or -r).
-    pub(super) fn inputs(&self) -> Vec<&std::path::Path> {
+    pub(super) fn inputs(&self) -> Vec<&Path> {
         self.files.iter().chain(&self.read_file).map(|p| p.as_path()).collect()
-    }
-
-    /// The captures of a dataset, when the input is one: several captures or a
-    /// directory (see [`super::dataset`]); `None` for one capture or a live interface.
-    pub(super) fn dataset(&self) -> Result<Option<Vec<super::dataset::Capture>>, Failure> {
-        let inputs = self.inputs();
-        if self.interface.is_some() || !super::dataset::is_dataset(&inputs) {
-            return Ok(None);
-        }
-        super::dataset::captures(&inputs).map(Some)
     }
 }
 
 /// A `-Y` display filter, compiled: a bad one is bad input, with the column and a
 /// caret.
 pub(super) fn display_filter(text: Option<&str>) -> Result<Option<Filter>, Failure> {
-    text.map(Filter::compile)
-        .transpose()
-        .map_err(|e| Failure::input(FilterError { origin: Some("-Y"), ..e }))
+    analyze::input::display_filter(text).map_err(Failure::from)
 }
 
-/// An opened input. An enum rather than a `Box<dyn PacketSource>`: the file reader's
-/// `next_packet` is then inlined into the decode and flows loops (a measurable part of
-/// their per-packet cost).
-pub enum Source {
-    File(Reader<BufReader<File>>),
-    #[cfg(feature = "live")]
-    Live(LiveCapture),
-}
-
-impl PacketSource for Source {
-    #[inline]
-    fn next_packet(&mut self) -> Result<Option<Record<'_>>, CaptureError> {
-        match self {
-            Source::File(r) => r.next_packet(),
-            #[cfg(feature = "live")]
-            Source::Live(l) => l.next_packet(),
-        }
+/// Each kind of the library's errors ends a command with its exit code; the message
+/// goes as it is (a display filter's report, the I/O error of a closed pipe, which
+/// [`super::run`] ends quietly, among what it keeps).
+impl From<analyze::Error> for Failure {
+    fn from(e: analyze::Error) -> Failure {
+        let exit = match e.kind() {
+            ErrorKind::BadInput => Exit::BadInput,
+            ErrorKind::Environment | ErrorKind::BrokenPipe => Exit::Setup,
+            #[cfg(not(feature = "live"))]
+            ErrorKind::NoLiveCapture => {
+                return super::feature::missing("live capture (-i)", super::feature::Feature::Live)
+            }
+        };
+        Failure { exit, error: e.into_inner() }
     }
 }

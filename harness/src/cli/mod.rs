@@ -19,7 +19,6 @@ mod check;
 mod completions;
 mod coverage;
 mod craft;
-mod dataset;
 mod decode;
 mod diff;
 #[cfg(not(all(feature = "verbs", feature = "live", feature = "lab")))]
@@ -32,7 +31,6 @@ mod input;
 mod lab;
 mod man;
 mod matrix;
-mod parallel;
 #[cfg(feature = "lab")]
 mod probe;
 mod report;

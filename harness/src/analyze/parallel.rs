@@ -19,7 +19,7 @@
 //! panics ends the run with an error; a consumer that fails (a closed pipe) stops
 //! the workers.
 //!
-//! Owns: the pipeline. Imports: the capture chunk and the command's failure type.
+//! Owns: the pipeline. Imports: the capture chunk, and `super::Error`.
 use std::collections::BTreeMap;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::mpsc::{self, Receiver, Sender};
@@ -28,7 +28,7 @@ use std::sync::Mutex;
 use anyhow::anyhow;
 use dissector::capture::{CaptureError, Carry, Chunk, Filled, PacketSource};
 
-use super::exit::Failure;
+use super::Error;
 
 /// How to cut and share out the work.
 #[derive(Debug, Clone, Copy)]
@@ -89,8 +89,8 @@ pub(super) fn run<S, R, W>(
     src: &mut S,
     plan: Plan,
     workers: Vec<W>,
-    mut consume: impl FnMut(&Chunk, &mut R) -> Result<(), Failure>,
-) -> Result<Option<CaptureError>, Failure>
+    mut consume: impl FnMut(&Chunk, &mut R) -> Result<(), Error>,
+) -> Result<Option<CaptureError>, Error>
 where
     S: PacketSource + Send,
     R: Default + Send,
@@ -98,7 +98,7 @@ where
 {
     let jobs = workers.len();
     if jobs == 0 {
-        return Err(anyhow!("no worker threads").into());
+        return Err(Error::environment(anyhow!("no worker threads")));
     }
     let (free_tx, free_rx) = mpsc::channel::<(Chunk, R)>();
     let (done_tx, done_rx) = mpsc::channel::<Done<R>>();
@@ -147,8 +147,8 @@ where
 fn in_order<R>(
     done: Receiver<Done<R>>,
     free: Sender<(Chunk, R)>,
-    consume: &mut impl FnMut(&Chunk, &mut R) -> Result<(), Failure>,
-) -> Result<Option<CaptureError>, Failure> {
+    consume: &mut impl FnMut(&Chunk, &mut R) -> Result<(), Error>,
+) -> Result<Option<CaptureError>, Error> {
     let mut waiting: BTreeMap<u64, Job<R>> = BTreeMap::new();
     let mut next = 0u64;
     loop {
@@ -167,11 +167,11 @@ fn in_order<R>(
             Ok(Ok(job)) => {
                 waiting.insert(job.chunk.seq, job);
             }
-            Ok(Err(msg)) => return Err(anyhow!("{msg}").into()),
+            Ok(Err(msg)) => return Err(Error::environment(anyhow!("{msg}"))),
             Err(_) => {
-                return Err(
-                    anyhow!("the worker threads stopped before the end of the capture").into()
-                )
+                return Err(Error::environment(anyhow!(
+                    "the worker threads stopped before the end of the capture"
+                )))
             }
         }
     }
@@ -310,7 +310,7 @@ mod tests {
         let e = run(&mut src, plan, vec![worker; 2], |_, _| {
             n += 1;
             if n == 3 {
-                return Err(anyhow!("closed").into());
+                return Err(Error::environment(anyhow!("closed")));
             }
             Ok(())
         })

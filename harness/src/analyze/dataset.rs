@@ -12,7 +12,7 @@
 //! Owns: which captures make a dataset and their partition names
 //! ([`captures`], [`hive_escape`]), the temporary directory and its commit
 //! ([`Dataset`]), and running work per capture on a bounded number of threads
-//! ([`each`]). Imports: `super::exit`; dissector's capture error. What is written
+//! ([`each`], [`Results`]). Imports: `super::Error`; dissector's capture error. What is written
 //! into a partition is the caller's (`decode`, `flows`).
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -20,14 +20,14 @@ use std::sync::Mutex;
 
 use anyhow::anyhow;
 
-use super::exit::Failure;
+use super::Error;
 
 /// The column a dataset is partitioned by: `capture=NAME`.
 pub(super) const PARTITION: &str = "capture";
 
 /// One capture of a dataset: where it is, and its partition's name.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(super) struct Capture {
+pub(crate) struct Capture {
     pub path: PathBuf,
     /// A file given by itself: its name without `.pcap`/`.pcapng`; a capture found
     /// in a directory: its path below that directory, without the extension
@@ -44,14 +44,14 @@ pub(super) fn is_dataset(inputs: &[&Path]) -> bool {
 /// The captures of `inputs`, in order: each file as itself, each directory's
 /// `.pcap` and `.pcapng` files (subdirectories too), sorted by name. Two captures
 /// with the same partition name, or a directory with no capture, are bad input.
-pub(super) fn captures(inputs: &[&Path]) -> Result<Vec<Capture>, Failure> {
+pub(super) fn captures(inputs: &[&Path]) -> Result<Vec<Capture>, Error> {
     let mut out: Vec<Capture> = Vec::new();
     for &input in inputs {
         if input.is_dir() {
             let mut found = Vec::new();
-            walk(input, &mut found).map_err(Failure::input)?;
+            walk(input, &mut found).map_err(Error::bad_input)?;
             if found.is_empty() {
-                return Err(Failure::input(anyhow!(
+                return Err(Error::bad_input(anyhow!(
                     "{}: no .pcap or .pcapng file in this directory (or below it)",
                     input.display()
                 )));
@@ -69,13 +69,13 @@ pub(super) fn captures(inputs: &[&Path]) -> Result<Vec<Capture>, Failure> {
     }
     for (i, c) in out.iter().enumerate() {
         if c.name.is_empty() {
-            return Err(Failure::input(anyhow!(
+            return Err(Error::bad_input(anyhow!(
                 "{}: a capture needs a file name to name its partition",
                 c.path.display()
             )));
         }
         if let Some(d) = out[..i].iter().find(|d| d.name == c.name) {
-            return Err(Failure::input(anyhow!(
+            return Err(Error::bad_input(anyhow!(
                 "{} and {} would both be the partition {PARTITION}={}; hint: rename one, or give them in two runs",
                 d.path.display(),
                 c.path.display(),
@@ -159,7 +159,7 @@ pub(super) fn hive_escape(value: &str) -> String {
 /// into place by [`Dataset::commit`]; dropped uncommitted, it is removed with
 /// everything in it.
 #[derive(Debug)]
-pub(super) struct Dataset {
+pub(crate) struct Dataset {
     tmp: tempfile::TempDir,
     dest: PathBuf,
 }
@@ -168,27 +168,27 @@ impl Dataset {
     /// Starts the dataset `dest`. A `dest` that exists and is not an empty
     /// directory is refused (bad input) unless `force`; a `dest` whose parent
     /// cannot be written is the environment's error.
-    pub(super) fn create(dest: &Path, force: bool) -> Result<Dataset, Failure> {
+    pub(super) fn create(dest: &Path, force: bool) -> Result<Dataset, Error> {
         if let Ok(meta) = std::fs::symlink_metadata(dest) {
             if !meta.is_dir() {
-                return Err(Failure::input(anyhow!(
+                return Err(Error::bad_input(anyhow!(
                     "{}: exists and is not a directory; a dataset of several captures is a directory (give another -w)",
                     dest.display()
                 )));
             }
             let empty = std::fs::read_dir(dest)
-                .map_err(|e| Failure::setup(anyhow!("{}: {e}", dest.display())))?
+                .map_err(|e| Error::environment(anyhow!("{}: {e}", dest.display())))?
                 .next()
                 .is_none();
             if !empty && !force {
-                return Err(Failure::input(anyhow!(
+                return Err(Error::bad_input(anyhow!(
                     "{}: the directory exists and is not empty; hint: give --force to replace it, or name a new directory",
                     dest.display()
                 )));
             }
         }
         let name = dest.file_name().ok_or_else(|| {
-            Failure::input(anyhow!("{}: names no directory to create", dest.display()))
+            Error::bad_input(anyhow!("{}: names no directory to create", dest.display()))
         })?;
         let parent = match dest.parent() {
             Some(p) if !p.as_os_str().is_empty() => p,
@@ -204,37 +204,37 @@ impl Dataset {
         b.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o777));
         let tmp = b
             .tempdir_in(parent)
-            .map_err(|e| Failure::setup(anyhow!("cannot create {}: {e}", dest.display())))?;
+            .map_err(|e| Error::environment(anyhow!("cannot create {}: {e}", dest.display())))?;
         Ok(Dataset { tmp, dest: dest.to_path_buf() })
     }
 
     /// The directory of the table `table` (`""`: the dataset's top) inside the
     /// temporary, created.
-    fn partition_dir(&self, table: &str, name: &str) -> Result<PathBuf, Failure> {
+    fn partition_dir(&self, table: &str, name: &str) -> Result<PathBuf, Error> {
         let dir = self.tmp.path().join(table).join(format!("{PARTITION}={}", hive_escape(name)));
         std::fs::create_dir_all(&dir)
-            .map_err(|e| Failure::setup(anyhow!("cannot create {}: {e}", dir.display())))?;
+            .map_err(|e| Error::environment(anyhow!("cannot create {}: {e}", dir.display())))?;
         Ok(dir)
     }
 
     /// Where the partition of capture `name` goes: `capture=NAME/part-0.parquet`
     /// (its directory created).
-    pub(super) fn part(&self, name: &str) -> Result<PathBuf, Failure> {
+    pub(super) fn part(&self, name: &str) -> Result<PathBuf, Error> {
         Ok(self.partition_dir("", name)?.join("part-0.parquet"))
     }
 
     /// [`Dataset::part`] of one of several tables: `TABLE/capture=NAME/part-0.parquet`.
-    pub(super) fn table_part(&self, table: &str, name: &str) -> Result<PathBuf, Failure> {
+    pub(super) fn table_part(&self, table: &str, name: &str) -> Result<PathBuf, Error> {
         Ok(self.partition_dir(table, name)?.join("part-0.parquet"))
     }
 
     /// Renames the dataset into place. What was at the destination (an empty
     /// directory, or with `--force` any directory) is moved aside first and removed
     /// once the new dataset is there.
-    pub(super) fn commit(self) -> Result<(), Failure> {
+    pub(crate) fn commit(self) -> Result<(), Error> {
         let Dataset { tmp, dest } = self;
         let fail = |e: std::io::Error| {
-            Failure::setup(anyhow!("cannot rename the dataset into {}: {e}", dest.display()))
+            Error::environment(anyhow!("cannot rename the dataset into {}: {e}", dest.display()))
         };
         let aside = if dest.exists() {
             let old = PathBuf::from(format!("{}.old.tmp", tmp.path().display()));
@@ -254,7 +254,7 @@ impl Dataset {
         }
         if let Some(old) = aside {
             std::fs::remove_dir_all(&old).map_err(|e| {
-                Failure::setup(anyhow!(
+                Error::environment(anyhow!(
                     "the dataset is in {}, but the one it replaced could not be removed from {}: {e}",
                     dest.display(),
                     old.display()
@@ -265,18 +265,21 @@ impl Dataset {
     }
 }
 
+/// What work on each capture of a dataset came to, in the captures' order: `None`
+/// for a capture not started (after another failed).
+pub(crate) type Results<T> = Vec<Option<Result<T, Error>>>;
+
 /// `work` on every capture, `jobs` at a time, each on a thread of its own. Once a
 /// capture has failed no other is started (those already started run to their end):
 /// `None` for a capture not started.
 pub(super) fn each<T: Send>(
     captures: &[Capture],
     jobs: usize,
-    work: impl Fn(&Capture) -> Result<T, Failure> + Sync,
-) -> Vec<Option<Result<T, Failure>>> {
+    work: impl Fn(&Capture) -> Result<T, Error> + Sync,
+) -> Results<T> {
     let next = AtomicUsize::new(0);
     let failed = AtomicBool::new(false);
-    let results: Mutex<Vec<Option<Result<T, Failure>>>> =
-        Mutex::new(captures.iter().map(|_| None).collect());
+    let results: Mutex<Results<T>> = Mutex::new(captures.iter().map(|_| None).collect());
     std::thread::scope(|s| {
         for _ in 0..jobs.clamp(1, captures.len().max(1)) {
             s.spawn(|| loop {
@@ -345,7 +348,7 @@ mod tests {
         ds.commit().unwrap();
         assert!(dest.join("capture=lab%2Fx/part-0.parquet").is_file());
         let e = Dataset::create(&dest, false).unwrap_err();
-        assert_eq!(e.exit, super::super::Exit::BadInput);
+        assert_eq!(e.kind(), super::super::ErrorKind::BadInput);
         assert!(e.to_string().contains("--force"), "{e}");
         let ds = Dataset::create(&dest, true).unwrap();
         std::fs::write(ds.table_part("flows", "y").unwrap(), b"2").unwrap();
@@ -362,7 +365,7 @@ mod tests {
             .collect();
         let got = each(&caps, 1, |c| {
             if c.name == "2" {
-                Err(Failure::input(anyhow!("bad")))
+                Err(Error::bad_input(anyhow!("bad")))
             } else {
                 Ok(c.name.clone())
             }
@@ -370,7 +373,7 @@ mod tests {
         assert!(matches!(&got[1], Some(Ok(n)) if n == "1"));
         assert!(matches!(got[2], Some(Err(_))));
         assert!(got[3..].iter().all(|r| r.is_none()), "none started after the failure");
-        let all = each(&caps, 4, |c| Ok::<_, Failure>(c.name.len()));
+        let all = each(&caps, 4, |c| Ok::<_, Error>(c.name.len()));
         assert!(all.iter().all(|r| matches!(r, Some(Ok(1)))));
     }
 }
