@@ -64,7 +64,8 @@ pub struct FuzzArgs {
     /// The lab to run in (booted if it is not up) [default: the image's own lab]
     #[arg(long, value_name = "NAME")]
     pub lab: Option<String>,
-    /// The lab's VM image: bookworm, trixie or trixie-backports [default: bookworm]
+    /// The lab's VM image: bookworm, trixie or trixie-backports [default: the image
+    /// the lab named by --lab is up with, else bookworm]
     #[arg(long, value_name = "bookworm|trixie|trixie-backports")]
     pub image: Option<lab::image::Release>,
     /// The lab's cache directory [default: $ROCE_LAB_DIR or ~/.cache/roce/lab]
@@ -132,9 +133,8 @@ pub(super) fn run(a: FuzzArgs, out: &mut dyn Write, err: &mut dyn Write) -> Comm
         (None, None) => Some(Duration::from_secs(600)),
         (d, _) => d,
     };
-    let endpoints =
-        controller::lab_endpoints(a.lab_dir.clone(), a.lab.clone(), a.image.unwrap_or_default())
-            .map_err(Failure::setup)?;
+    let endpoints = controller::lab_endpoints(a.lab_dir.clone(), a.lab.clone(), a.image)
+        .map_err(Failure::setup)?;
     let plan = FuzzPlan {
         endpoints,
         seed: a.seed,
@@ -280,9 +280,8 @@ fn replay(a: &FuzzArgs, dir: &Path, out: &mut dyn Write, err: &mut dyn Write) ->
     }
     let loaded = super::check::load(&files, "roce fuzz --replay", err)?;
     let work = a.out.clone().unwrap_or_else(|| super::run::timestamped("roce-fuzz-replay"));
-    let endpoints =
-        controller::lab_endpoints(a.lab_dir.clone(), a.lab.clone(), a.image.unwrap_or_default())
-            .map_err(Failure::setup)?;
+    let endpoints = controller::lab_endpoints(a.lab_dir.clone(), a.lab.clone(), a.image)
+        .map_err(Failure::setup)?;
     let plan = RunPlan {
         endpoints,
         wire: WireSource::Switch,

@@ -47,7 +47,7 @@ pub struct RunArgs {
     pub lab: Option<String>,
     /// The lab's VM image: bookworm (Linux 6.1, rdma-core 44), trixie (Linux 6.12,
     /// rdma-core 56) or trixie-backports (Linux 7.x, trixie's rdma-core 56)
-    /// [default: bookworm]
+    /// [default: the image the lab named by --lab is up with, else bookworm]
     #[arg(long, value_name = "bookworm|trixie|trixie-backports", conflicts_with = "endpoints")]
     pub image: Option<lab::image::Release>,
     /// The lab's cache directory [default: $ROCE_LAB_DIR or ~/.cache/roce/lab]
@@ -303,12 +303,8 @@ pub(super) fn plan(
             (Endpoints::Remote(controller::RemoteAgents { addrs: m, key }), wire)
         }
         None => (
-            controller::lab_endpoints(
-                args.lab_dir.clone(),
-                args.lab.clone(),
-                args.image.unwrap_or_default(),
-            )
-            .map_err(Failure::setup)?,
+            controller::lab_endpoints(args.lab_dir.clone(), args.lab.clone(), args.image)
+                .map_err(Failure::setup)?,
             WireSource::Switch,
         ),
     };

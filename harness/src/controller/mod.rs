@@ -63,9 +63,15 @@ pub(crate) struct RunPlan {
 pub(crate) fn lab_endpoints(
     root: Option<PathBuf>,
     name: Option<String>,
-    image: Release,
+    image: Option<Release>,
 ) -> Result<Endpoints> {
-    let paths = lab::lab_paths(root, name, image)?;
+    let paths = lab::lab_paths(root, name, image.unwrap_or_default())?;
+    // Without --image, a lab that is up (or defined) is run in as it is: its
+    // name says which lab, its definition which image.
+    let image = match image {
+        Some(i) => i,
+        None => lab::Definition::remembered(&paths)?.map(|d| d.image).unwrap_or_default(),
+    };
     let lab = LabRef { paths, image };
     if !lab.paths.is_running() {
         boot_lab(&lab, &format!("lab `{}` is not up: booting it (it stays up for later runs; `roce lab down` stops it)", lab.paths.name))?;
