@@ -17,10 +17,24 @@ mod in_lab {
     struct Lab(String);
 
     impl Drop for Lab {
+        /// Down, and its state (logs, consoles, the copy of `roce` the VMs run:
+        /// 84 MB a lab) gone with it, unless the test failed: then it is kept
+        /// for reading.
         fn drop(&mut self) {
-            let _ = Command::new(env!("CARGO_BIN_EXE_roce"))
-                .args(["lab", "--name", &self.0, "down"])
-                .status();
+            let roce = |args: &[&str]| {
+                Command::new(env!("CARGO_BIN_EXE_roce"))
+                    .args(["lab", "--name", &self.0])
+                    .args(args)
+                    .output()
+            };
+            let dir = roce(&["status", "--json"])
+                .ok()
+                .and_then(|o| serde_json::from_slice::<Value>(&o.stdout).ok())
+                .and_then(|v| v["dir"].as_str().map(std::path::PathBuf::from));
+            let _ = roce(&["down"]);
+            if let Some(dir) = dir.filter(|_| !std::thread::panicking()) {
+                let _ = std::fs::remove_dir_all(dir);
+            }
         }
     }
 

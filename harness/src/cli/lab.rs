@@ -449,7 +449,10 @@ fn status(paths: &LabPaths, json: bool, all: bool, out: &mut dyn Write) -> Comma
         let st = lab::status(l);
         any_up |= st.is_some();
         if json {
-            docs.push(st.unwrap_or_else(|| serde_json::json!({"name": l.name, "phase": "down"})));
+            // A lab that is down still has its state (logs, the last consoles).
+            docs.push(st.unwrap_or_else(|| {
+                serde_json::json!({"name": l.name, "phase": "down", "dir": l.dir.display().to_string()})
+            }));
         } else {
             print_status(l, st.as_ref(), out)?;
         }
