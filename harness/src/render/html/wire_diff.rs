@@ -42,7 +42,11 @@ pub(super) fn before_after(kept: &str, now: &str) -> Markup {
     for group in TextDiff::from_lines(kept, now).grouped_ops(3) {
         let (o, n) = first_of(&group);
         let at = new_at.get(n).or_else(|| old_at.get(o)).copied().unwrap_or_default();
-        drawn.push(Row::Where(at));
+        // A group that starts at its section's own line needs no heading.
+        let at_section = matches!(new.get(n).or_else(|| old.get(o)), Some(Line::Section(_)));
+        if drawn.len() < MAX_ROWS && !at_section {
+            drawn.push(Row::Where(at));
+        }
         for row in group.iter().flat_map(rows_of) {
             if drawn.len() < MAX_ROWS {
                 drawn.push(row);
