@@ -2,17 +2,18 @@
 //! and every response from the target to the prober after it, up to the prober's
 //! next request.
 //!
-//! Owns: [`ProbeAnswer`], [`answers`], the probes' [`verdict`], and
+//! Owns: [`ProbeAnswer`], [`answers`], the probes' own [`frame_numbers`], their [`verdict`], and
 //! [`writes_landed`] (the memory acknowledged probe WRITEs must hold). Imports:
 //! `super::timeline`, the results' outcome and verdicts, the scenario model and
 //! patterns, the agent protocol's actions, dissector's PSN, opcodes and ACK class.
+use std::collections::HashSet;
 use std::net::IpAddr;
 
 use dissector::wire::opcode::Kind;
 use dissector::wire::{AckClass, Opcode, Psn, Transport};
 
 use super::timeline::{Packet, Timeline};
-use crate::protocol::Action;
+use crate::protocol::{Action, ProbeSent};
 use crate::results::{Evidence, Verdict, VerdictKind};
 use crate::scenario::model::{MemoryExpect, ProbeExpect, PsnAt, Scenario, Step};
 use crate::scenario::pattern;
@@ -63,13 +64,12 @@ pub(crate) fn answers(o: &Evidence, t: &Timeline) -> Vec<ProbeAnswer> {
     let mut cursor = 0;
     let mut out = Vec::new();
     for p in &o.probes {
-        let (Ok(src), Ok(dst)) = (p.src.parse::<IpAddr>(), p.dst.parse::<IpAddr>()) else {
+        let Some((src, dst, own)) = own_frames(p, frames, &mut cursor) else {
             continue;
         };
-        let (src, dst) = (Some(src), Some(dst));
         let mut a = ProbeAnswer {
             id: p.id.clone(),
-            on_wire: 0,
+            on_wire: own.len(),
             sent: p.frames.len(),
             seen: vec![],
             responses: vec![],
@@ -77,25 +77,6 @@ pub(crate) fn answers(o: &Evidence, t: &Timeline) -> Vec<ProbeAnswer> {
             latency_ms: None,
             frames: vec![],
         };
-        // The probe's frames, in order, from where the last probe's ended.
-        let mut want = p.frames.iter().peekable();
-        let mut own = Vec::new();
-        let mut i = cursor;
-        while let (Some(w), Some(f)) = (want.peek(), frames.get(i)) {
-            if f.src == src
-                && f.dst == dst
-                && f.dest_qp == w.dest_qp
-                && f.psn.value() == w.psn
-                && f.opcode.0 == w.opcode
-                && !f.marks.injected()
-            {
-                own.push(i);
-                want.next();
-                cursor = i + 1;
-            }
-            i += 1;
-        }
-        a.on_wire = own.len();
         if let Some(&first) = own.first() {
             let t0 = frames[first].ts_ns;
             a.frames.push(frames[first].number);
@@ -120,6 +101,50 @@ pub(crate) fn answers(o: &Evidence, t: &Timeline) -> Vec<ProbeAnswer> {
         out.push(a);
     }
     out
+}
+
+/// The frame numbers of every probe's own frames, its copies included: what the
+/// prober sent, never a QP's requester (so never one of its timer resends).
+pub(crate) fn frame_numbers(o: &Evidence, t: &Timeline) -> HashSet<u64> {
+    let mut cursor = 0;
+    o.probes
+        .iter()
+        .filter_map(|p| own_frames(p, &t.packets, &mut cursor))
+        .flat_map(|(_, _, own)| own.into_iter().map(|i| t.packets[i].number))
+        .collect()
+}
+
+/// Probe `p`'s frames on the wire, in order, looked for from `cursor` on
+/// (where the last probe's ended, which it moves past them): the prober's and
+/// the target's addresses, and the frames' indices. None when the agent's
+/// addresses do not read.
+fn own_frames(
+    p: &ProbeSent,
+    frames: &[Packet],
+    cursor: &mut usize,
+) -> Option<(Option<IpAddr>, Option<IpAddr>, Vec<usize>)> {
+    let (Ok(src), Ok(dst)) = (p.src.parse::<IpAddr>(), p.dst.parse::<IpAddr>()) else {
+        return None;
+    };
+    let (src, dst) = (Some(src), Some(dst));
+    let mut want = p.frames.iter().peekable();
+    let mut own = Vec::new();
+    let mut i = *cursor;
+    while let (Some(w), Some(f)) = (want.peek(), frames.get(i)) {
+        if f.src == src
+            && f.dst == dst
+            && f.dest_qp == w.dest_qp
+            && f.psn.value() == w.psn
+            && f.opcode.0 == w.opcode
+            && !f.marks.injected()
+        {
+            own.push(i);
+            want.next();
+            *cursor = i + 1;
+        }
+        i += 1;
+    }
+    Some((src, dst, own))
 }
 
 pub(crate) fn verdict(

@@ -19,7 +19,8 @@
 //! over and over (an RNR NAK and the resend it draws, until a receive is posted or
 //! the run ends) once, with a line that says it repeats. Left out, each for its
 //! reason: times; early ACK-timer resends and what only they drew (the judge sets
-//! them aside, [`super::Pair::early`]); the frames of a QP paced by the run (a
+//! them aside, [`super::Pair::early`]; a probe's copies are the prober's, never
+//! set aside); the frames of a QP paced by the run (a
 //! stream, a fault drawn by `prob`: how many resends and RNR NAKs depends on the
 //! run's pace); and rdma_cm's DREQ and DREP, which race the end of the recording.
 //! PSNs count from the starting PSN the agent set, or, where rdma_cm chose it, from
@@ -56,15 +57,19 @@ pub(crate) const HEADER: &str = "# roce wire snapshot, form 2: PSNs from the req
 pub(crate) fn normal(sc: &Scenario, o: &Evidence, t: &Timeline, fields: Fields) -> String {
     let mut w = Writer::new(&sc.name, fields);
     let mut shown: HashSet<u64> = HashSet::new();
+    let probes = super::probes::frame_numbers(o, t);
     // A rule's QPs in a switch mark (`qp=0x1b4`, `reply-qp=0x1b6`), by name.
     let named_marks = |m: &Marks| named_qps(&marks(m), o);
     for q in &sc.qps {
         for (from, to) in [(&q.between[0], &q.between[1]), (&q.between[1], &q.between[0])] {
             let Some(d) = super::direction(o, q, from, to, t) else { continue };
+            // A probe's copies are the prober's, never a timer resend: listed
+            // whether or not the target answered between them (that is timing).
             let aside: HashSet<u64> = d
                 .pair(q)
                 .early
                 .iter()
+                .filter(|e| !e.frames.iter().any(|n| probes.contains(n)))
                 .flat_map(|e| e.frames.iter().chain(&e.answers))
                 .copied()
                 .collect();

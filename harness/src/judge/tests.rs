@@ -1542,6 +1542,27 @@ fn a_rules_qps_are_named_on_their_own_end() {
 /// (lab runs sent one or two frames past it), and how many times an RNR NAK and
 /// the resends it drew went round before the run ended. The dropped frame, the
 /// NAK and the final pass stay as they are.
+/// A probe sent in two copies is listed with both, whether the target's NAK
+/// came after the second copy or between the two (the run's timing): early
+/// ACK-timer resends are set aside, a probe's copies never are.
+#[test]
+fn a_probes_copies_are_listed_whatever_came_between_them() {
+    let mut o = outcome();
+    let mut ahead = probe_sent("ahead", 0x0a, 103);
+    ahead.next = 100;
+    ahead.frames.push(ahead.frames[0].clone());
+    o.probes = vec![ahead];
+    let w = |n| pkt(n, 0, 103, "RDMA WRITE Only");
+    let nak = |n| pkt(n, 0, 100, "nak");
+    let text = |packets| {
+        let t = Timeline { packets, ..Default::default() };
+        snapshot::normal(&scenario("timeout = 14\n"), &o, &t, Default::default())
+    };
+    let adjacent = text(vec![w(1), w(2), nak(3)]);
+    assert_eq!(adjacent, text(vec![w(1), nak(2), w(3)]));
+    assert!(adjacent.contains("psn +0\n    ⟳ the line above, repeated"), "{adjacent}");
+}
+
 #[test]
 fn the_wire_snapshot_folds_what_timing_shapes() {
     use super::timeline::Headers;
