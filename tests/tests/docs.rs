@@ -206,6 +206,14 @@ fn every_toml_example_checks() {
                 continue;
             }
             let attrs: Vec<&str> = words.collect();
+            // A fixture the examples after it `use`: written where they find it,
+            // checked through them.
+            if let Some(path) = attrs.iter().find_map(|a| a.strip_prefix("file=")) {
+                let file = dir.join(path);
+                std::fs::create_dir_all(file.parent().expect("a parent")).expect("mkdir");
+                std::fs::write(&file, &b.body).expect("write");
+                continue;
+            }
             if attrs.contains(&"fragment") {
                 fragments += 1;
                 if let Err(e) = b.body.parse::<toml::Table>() {

@@ -50,6 +50,21 @@ pub(crate) struct Expanded {
     pub(crate) warnings: Vec<Diagnostic>,
 }
 
+impl Expanded {
+    /// A file without placeholders (format 1 and 2): one case, its text as it is.
+    pub(crate) fn plain(text: &str) -> Expanded {
+        Expanded {
+            cases: vec![Case {
+                label: None,
+                text: text.to_string(),
+                map: SpanMap::default(),
+                spec: Vec::new(),
+            }],
+            warnings: Vec::new(),
+        }
+    }
+}
+
 /// A table of the file, with the place of each value.
 type Table = BTreeMap<String, Spanned<Value>>;
 

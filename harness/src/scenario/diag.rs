@@ -3,7 +3,9 @@
 //! the line with a caret under the span, and a hint.
 //!
 //! Owns: [`Diagnostic`], its [`Source`], the [`SpanMap`] from a case's text back to
-//! its file (which [`super::cases`] makes) and the hints for serde's messages.
+//! its file (which [`super::cases`] makes), the [`Parts`] of a scenario composed
+//! with its fixtures (which [`super::fixtures`] makes) and the hints for serde's
+//! messages.
 //! Imports: dissector's `did_you_mean` and `diag` (with its [`Severity`]); nothing
 //! else of the project.
 use std::fmt;
@@ -87,6 +89,35 @@ impl SpanMap {
     }
 }
 
+/// A scenario's text composed with the fixtures it uses: which file each byte
+/// of the composed text came from, to show a problem where it was written.
+#[derive(Debug, Clone)]
+pub(crate) struct Parts {
+    /// The scenario that uses the fixtures.
+    pub(crate) user: PathBuf,
+    /// Each file as written: the scenario first, then its fixtures.
+    pub(crate) files: Vec<(PathBuf, String)>,
+    /// In the composed text's order: where a piece starts in it, the file it is
+    /// from, and its range in that file.
+    pub(crate) pieces: Vec<(usize, usize, Range<usize>)>,
+}
+
+impl Parts {
+    /// The file, its text and the span in it for a span of the composed text;
+    /// whether that file is a fixture.
+    fn locate(&self, span: Range<usize>) -> (&Path, &str, Range<usize>, bool) {
+        let i = self.pieces.partition_point(|(at, _, _)| *at <= span.start).saturating_sub(1);
+        let Some((at, file, range)) = self.pieces.get(i) else {
+            let (path, text) = &self.files[0];
+            return (path, text, 0..0, false);
+        };
+        let start = (range.start + span.start.saturating_sub(*at)).min(range.end);
+        let end = (range.start + span.end.saturating_sub(*at)).clamp(start, range.end);
+        let (path, text) = &self.files[*file];
+        (path, text, start..end, *file != 0)
+    }
+}
+
 /// A file's text, to turn byte spans into positions and excerpts.
 pub(crate) struct Source<'a> {
     pub(crate) file: &'a Path,
@@ -94,12 +125,15 @@ pub(crate) struct Source<'a> {
     /// For a case of a parameterised file: spans are of the case's text, mapped
     /// back to the file's (`text`) before they are shown.
     pub(crate) map: Option<&'a SpanMap>,
+    /// For a scenario that uses fixtures: `text` is composed of several files,
+    /// and a span is shown in the one it falls in.
+    pub(crate) parts: Option<&'a Parts>,
 }
 
 impl<'a> Source<'a> {
     /// The file's own text, its spans as they are.
     pub(crate) fn new(file: &'a Path, text: &'a str) -> Source<'a> {
-        Source { file, text, map: None }
+        Source { file, text, map: None, parts: None }
     }
 
     /// A diagnostic at `span` (the file's start when there is none). A span over
@@ -115,12 +149,20 @@ impl<'a> Source<'a> {
             Some(m) => m.to_file(span),
             None => span,
         };
-        let (line, col) = line_col(self.text, span.start);
-        let excerpt = self.text.lines().nth(line - 1).map(|l| {
+        let (file, text, span, fixture) = match self.parts {
+            Some(p) => p.locate(span),
+            None => (self.file, self.text, span, false),
+        };
+        let mut message = message.into();
+        if let Some(p) = self.parts.filter(|_| fixture) {
+            message = format!("{message} (in a fixture {} uses)", p.user.display());
+        }
+        let (line, col) = line_col(text, span.start);
+        let excerpt = text.lines().nth(line - 1).map(|l| {
             // The line's first byte.
             let start = match line {
                 1 => 0,
-                n => self.text.match_indices('\n').nth(n - 2).map_or(0, |(i, _)| i + 1),
+                n => text.match_indices('\n').nth(n - 2).map_or(0, |(i, _)| i + 1),
             };
             let from = l.char_indices().nth(col - 1).map_or(l.len(), |(i, _)| i);
             let to = span.end.saturating_sub(start).clamp(from, l.len());
@@ -128,10 +170,10 @@ impl<'a> Source<'a> {
         });
         Diagnostic {
             severity: Severity::Error,
-            file: self.file.to_path_buf(),
+            file: file.to_path_buf(),
             line,
             col,
-            message: message.into(),
+            message,
             excerpt,
             hint,
         }

@@ -72,6 +72,17 @@ pub(crate) struct ScenarioFile {
     #[schemars(range(min = 1, max = super::legacy::CURRENT))]
     pub(crate) format: Option<u32>,
     pub(crate) name: Spanned<String>,
+    /// Fixtures: files of setup several scenarios share, each path relative to
+    /// this file (`use = ["fixtures/rc_pair.toml"]`). What a fixture says is read
+    /// as if written here: arrays of tables (`[[qp]]`, `[[mr]]`, `[[step]]`, …)
+    /// add up, the fixtures' first (their steps run before this file's), as do
+    /// `requires` and `spec`; any other key said both in a fixture and here is
+    /// refused. A fixture holds no `name` and no cases, may `use` others, and is
+    /// left out of directory discovery when it sits in a directory named
+    /// `fixtures`.
+    #[serde(default, rename = "use")]
+    #[allow(dead_code)] // read by `super::fixtures`, before this model
+    pub(crate) uses: Vec<String>,
     /// The rules of the conformance catalogue (`conformance/catalogue.toml`) the
     /// scenario checks, by id: `spec = ["resp.dup.atomic-replays-saved-result"]`.
     /// `roce coverage` counts them; `roce check` warns about a scenario naming none.

@@ -31,7 +31,7 @@ use std::ops::Range;
 use toml_edit::{ImDocument, Item, Key, Value};
 
 use super::cases;
-use super::diag::{Diagnostic, Severity, Source, SpanMap};
+use super::diag::{Diagnostic, Severity, Source};
 
 /// The format this `roce` writes, and the newest it reads.
 pub(crate) const CURRENT: u32 = 3;
@@ -170,32 +170,25 @@ impl Legacy<'_> {
     pub(crate) fn is_current(&self) -> bool {
         self.format == CURRENT && self.edits.is_empty()
     }
-
-    /// The file as one plain case (format 1 and 2: no placeholders).
-    pub(crate) fn plain(&self) -> cases::Expanded {
-        cases::Expanded {
-            cases: vec![cases::Case {
-                label: None,
-                text: self.text.to_string(),
-                map: SpanMap::default(),
-                spec: Vec::new(),
-            }],
-            warnings: Vec::new(),
-        }
-    }
 }
 
 /// Reads the file's format and what in it that format reads otherwise than the
 /// current one; an error for a `format` that is none this `roce` knows. `src` is
 /// TOML (its syntax was checked).
 pub(crate) fn read<'t>(src: &Source<'t>) -> Result<Legacy<'t>, Vec<Diagnostic>> {
+    read_in(src, 1)
+}
+
+/// [`read`], for a file that says no `format` read in format `default`: a
+/// fixture, which is in the format of the scenario that uses it unless it says.
+pub(crate) fn read_in<'t>(src: &Source<'t>, default: u32) -> Result<Legacy<'t>, Vec<Diagnostic>> {
     let text = src.text;
     let doc = ImDocument::parse(text).map_err(|e| {
         vec![src.diag(e.span(), format!("TOML syntax: {}", e.message().trim()), None)]
     })?;
     let root = doc.as_table();
     let (format, format_at) = match root.get_key_value("format") {
-        None => (1, Err(first_line(text, root))),
+        None => (default, Err(first_line(text, root))),
         Some((_, item)) => {
             let span = item.span();
             match item.as_integer() {

@@ -1,6 +1,7 @@
 //! Scenarios: the TOML format as written ([`file`](mod@file)), checked into a typed
 //! scenario ([`model`]) with every problem reported at `file:line:col`
-//! ([`check`], [`diag`]); a parameterised file expanded into its cases first
+//! ([`check`], [`diag`]); a scenario composed with the fixtures it `use`s
+//! ([`fixtures`]) and a parameterised file expanded into its cases first
 //! ([`cases`]); a file of an older format read as it meant it, or written in the
 //! current one ([`legacy`]); the wire expectations' patterns ([`pattern`]).
 //!
@@ -19,6 +20,7 @@ pub(crate) mod cases;
 pub(crate) mod check;
 pub(crate) mod diag;
 pub(crate) mod file;
+pub(crate) mod fixtures;
 pub(crate) mod legacy;
 pub(crate) mod model;
 pub(crate) mod pattern;
@@ -39,6 +41,10 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
         entries.sort();
         for p in entries {
             if p.is_dir() {
+                // A fixture is setup scenarios `use`, no scenario of its own.
+                if p.file_name().is_some_and(|n| n == "fixtures") {
+                    continue;
+                }
                 walk(&p, out)?;
             } else if p.extension().is_some_and(|x| x == "toml") {
                 out.push(p);

@@ -23,6 +23,7 @@ use super::diag::{serde_hint, Diagnostic, Severity, Source};
 use super::file::{
     self, Content, PerEndpoint, ProbeFile, PsnRef, PsnsFile, QpType, ScenarioFile, Spanned, StepOp,
 };
+use super::fixtures;
 use super::legacy;
 use super::model::*;
 use super::pattern::{Atom, Pattern, PatternError, Repeat, ATOMS, MAX_CONDITIONS};
@@ -87,17 +88,33 @@ pub(crate) fn parse_cases(path: &Path, text: &str) -> Result<Vec<Scenario>, Vec<
     // A file of an older format is read as that format meant it: `old.text` is
     // the file with what it dropped blanked out, every span still the file's.
     let old = legacy::read(&src)?;
-    let read = Source::new(path, &old.text);
-    let expanded = if old.placeholders { cases::expand(&read)? } else { old.plain() };
+    // A scenario that uses fixtures is checked as one text with theirs, each
+    // span shown in the file it was written in.
+    let composed = fixtures::compose(&src, &old.text, old.format)?;
+    let (checked, parts) = match &composed {
+        Some(c) => (c.text.as_str(), Some(&c.parts)),
+        None => (&*old.text, None),
+    };
+    let read = Source { file: path, text: checked, map: None, parts };
+    let expanded =
+        if old.placeholders { cases::expand(&read)? } else { cases::Expanded::plain(checked) };
     let total = expanded.cases.len();
     let mut problems: Vec<(Diagnostic, Vec<Option<String>>)> =
         old.errors.into_iter().map(|d| (d, Vec::new())).collect();
-    let mut warnings: Vec<(Diagnostic, Vec<Option<String>>)> =
-        old.warnings.into_iter().chain(expanded.warnings).map(|d| (d, Vec::new())).collect();
+    let fixture_warnings = composed.as_ref().map(|c| c.warnings.clone()).unwrap_or_default();
+    let mut warnings: Vec<(Diagnostic, Vec<Option<String>>)> = old
+        .warnings
+        .into_iter()
+        .chain(fixture_warnings)
+        .chain(expanded.warnings)
+        .map(|d| (d, Vec::new()))
+        .collect();
+    let shown = if parts.is_some() { checked } else { text };
+    let lists = composed.as_ref().map_or(&[][..], |c| &c.lists[..]);
     let mut scenarios = Vec::new();
     for case in &expanded.cases {
-        let csrc = Source { file: path, text, map: Some(&case.map) };
-        match check_case(&csrc, case) {
+        let csrc = Source { file: path, text: shown, map: Some(&case.map), parts };
+        match check_case(&csrc, case, lists) {
             Ok(mut sc) => {
                 for w in std::mem::take(&mut sc.warnings) {
                     note(&mut warnings, w, &case.label);
@@ -142,7 +159,13 @@ fn in_cases(mut d: Diagnostic, cases: &[Option<String>], total: usize) -> Diagno
 }
 
 /// One case's text, read and checked (its spans mapped to the file by `src`).
-fn check_case(src: &Source, case: &cases::Case) -> Result<Scenario, Vec<Diagnostic>> {
+/// `lists` are the `requires` and `spec` names of the fixtures the scenario uses,
+/// with their spans in the composed text.
+fn check_case(
+    src: &Source,
+    case: &cases::Case,
+    lists: &[(&'static str, String, Range<usize>)],
+) -> Result<Scenario, Vec<Diagnostic>> {
     let mut f: ScenarioFile = toml::from_str(&case.text).map_err(|e| {
         let msg = e.message().trim().to_string();
         let hint =
@@ -152,6 +175,13 @@ fn check_case(src: &Source, case: &cases::Case) -> Result<Scenario, Vec<Diagnost
     for (id, span) in &case.spec {
         if !f.spec.iter().any(|s| s.value == *id) {
             f.spec.push(Spanned { value: id.clone(), span: span.clone() });
+        }
+    }
+    for (key, name, span) in lists {
+        let list = if *key == "requires" { &mut f.requires } else { &mut f.spec };
+        if !list.iter().any(|s| s.value == *name) {
+            let span = case.map.to_text(span.start)..case.map.to_text(span.end);
+            list.push(Spanned { value: name.clone(), span });
         }
     }
     let mut out = Vec::new();
