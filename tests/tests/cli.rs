@@ -355,18 +355,25 @@ fn line_of_in(text: &str, needle: &str) -> usize {
 
 /// The scenario files of the seed suite, subdirectories included.
 fn scenario_files() -> Vec<PathBuf> {
-    fn walk(d: &std::path::Path, out: &mut Vec<PathBuf>) {
+    toml_files(false)
+}
+
+/// Every TOML file below `scenarios/`, the fixtures' directories' too or not.
+fn toml_files(fixtures: bool) -> Vec<PathBuf> {
+    fn walk(d: &std::path::Path, fixtures: bool, out: &mut Vec<PathBuf>) {
         for e in std::fs::read_dir(d).unwrap().flatten() {
             let p = e.path();
             if p.is_dir() {
-                walk(&p, out);
+                if fixtures || p.file_name().is_none_or(|n| n != "fixtures") {
+                    walk(&p, fixtures, out);
+                }
             } else if p.extension().is_some_and(|x| x == "toml") {
                 out.push(p);
             }
         }
     }
     let mut v = Vec::new();
-    walk(&root().join("scenarios"), &mut v);
+    walk(&root().join("scenarios"), fixtures, &mut v);
     v
 }
 
@@ -399,12 +406,14 @@ fn schema_covers_the_seed_scenarios() {
         }
     };
     let mut files = 0;
-    for path in scenario_files() {
+    // Fixtures too: a fixture holds any part of a scenario, `endpoints` included.
+    for path in toml_files(true) {
         files += 1;
         let f = path.display().to_string();
         let v: toml::Value = toml::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
         check(&v, None, &f);
-        for ep in v["endpoints"].as_table().unwrap().values() {
+        for ep in v.get("endpoints").and_then(|e| e.as_table()).into_iter().flat_map(|t| t.values())
+        {
             check(ep, Some("Endpoint"), &f);
         }
         for (key, def) in [("qp", "QpSpec"), ("mr", "MrSpec"), ("fault", "FaultSpec")] {

@@ -31,6 +31,7 @@ mod input;
 mod lab;
 mod man;
 mod matrix;
+mod new;
 #[cfg(feature = "lab")]
 mod probe;
 mod report;
@@ -104,6 +105,8 @@ pub enum Command {
     Bridge(BridgeArgs),
     /// Validate scenario files without running them (every problem, at file:line:col).
     Check(check::CheckArgs),
+    /// Write a new scenario file in the current format, from a commented template or an existing scenario.
+    New(new::NewArgs),
     /// How much of the conformance catalogue the scenarios check, per chapter and section; per setup with suite.json files.
     Coverage(coverage::CoverageArgs),
     /// One grid of case × setup from suite.json files, grouped by catalogue section; verdicts that change between setups marked.
@@ -172,6 +175,7 @@ where
         Command::Lab(_a) => needs!("lab", Lab, "lab", lab::run(_a, out)),
         Command::Bridge(_a) => needs!("lab", Lab, "bridge", bridge::run(_a, out, err)),
         Command::Check(a) => check::run(a, out, err),
+        Command::New(a) => new::run(a, out, err),
         Command::Coverage(a) => coverage::run(a, out, err),
         Command::Matrix(a) => matrix::run(a, out, err),
         Command::Agent(_a) => needs!("verbs", Verbs, "agent", agent::run(_a)),

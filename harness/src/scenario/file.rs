@@ -92,7 +92,9 @@ pub(crate) struct ScenarioFile {
     #[serde(default)]
     #[allow(dead_code)] // the format admits it; nothing reads it but people
     pub(crate) description: Option<String>,
-    /// By name (`a`, `b`, or any name with `vm` set).
+    /// By name (`a`, `b`, or any name with `vm` set); in the scenario or in a
+    /// fixture it uses.
+    #[serde(default)]
     pub(crate) endpoints: BTreeMap<String, EndpointFile>,
     #[serde(default, rename = "qp")]
     pub(crate) qps: Vec<QpFile>,

@@ -383,7 +383,11 @@ impl<'a> Checker<'a> {
     fn scenario(&mut self) -> Scenario {
         let f = self.f;
         if f.endpoints.is_empty() {
-            self.err(None, "no endpoints", Some("add `[endpoints.a]` and `[endpoints.b]`".into()));
+            self.err(
+                None,
+                "no endpoints",
+                Some("add `[endpoints.a]` and `[endpoints.b]`, here or in a fixture the scenario `use`s".into()),
+            );
         }
         let timeout = match &f.timeout_ms {
             Some(t) if !TIMEOUT_MS.contains(&t.value) => {
