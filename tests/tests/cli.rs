@@ -270,7 +270,7 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     // Fault rules are checked with the rest: their own syntax, and what a scenario
     // must say instead (`from`/`qp`, known PSNs).
     let text = std::fs::read_to_string(dir.join("faults/write_drop_middle.toml")).unwrap();
-    let p = tmp.join("badfault.toml");
+    let p = beside_fixtures(&tmp.join(""), "faults").join("badfault.toml");
     std::fs::write(&p, text.replace("rule = \"drop psn=101 nth=1\"", "rule = \"drpo psn=101\""))
         .unwrap();
     let r = roce(&["check", p.to_str().unwrap()]);
@@ -284,9 +284,14 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
         "{}",
         r.err
     );
+    // Its QP's fixed PSNs come from a fixture: without them, PSNs are random.
+    let qp = tmp.join("fixtures/rc_q_mtu1024_fixed_psn.toml");
+    let fixture = std::fs::read_to_string(&qp).unwrap();
+    assert!(fixture.contains("\npsn = "), "{fixture}");
     let random_psns: String =
-        text.lines().filter(|l| !l.starts_with("psn =")).map(|l| format!("{l}\n")).collect();
-    std::fs::write(&p, random_psns.replace("nth=1\"", "nth=1 dir=a>b\"")).unwrap();
+        fixture.lines().filter(|l| !l.starts_with("psn =")).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&qp, random_psns).unwrap();
+    std::fs::write(&p, text.replace("nth=1\"", "nth=1 dir=a>b\"")).unwrap();
     let r = roce(&["check", p.to_str().unwrap()]);
     assert_eq!(r.code, 2);
     assert!(
@@ -347,6 +352,29 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
         r.err
     );
     assert!(!out.exists(), "nothing was run, nothing written");
+}
+
+/// `scenarios/fixtures` copied into `tmp`, so that a scenario's copy written at
+/// `tmp/SUB/x.toml` finds the fixtures it `use`s (`../fixtures/…`) as the
+/// original does; returns `tmp/SUB`.
+fn beside_fixtures(tmp: &std::path::Path, sub: &str) -> PathBuf {
+    fn copy(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                copy(&p, &to.join(e.file_name()));
+            } else {
+                std::fs::copy(&p, to.join(e.file_name())).unwrap();
+            }
+        }
+    }
+    if !tmp.join("fixtures").exists() {
+        copy(&root().join("scenarios/fixtures"), &tmp.join("fixtures"));
+    }
+    let d = tmp.join(sub);
+    std::fs::create_dir_all(&d).unwrap();
+    d
 }
 
 fn line_of_in(text: &str, needle: &str) -> usize {
@@ -962,7 +990,7 @@ fn check_refuses_probes_it_could_not_build() {
     let dir = root().join("scenarios/conformance");
     let text = std::fs::read_to_string(dir.join("psn_ahead.toml")).unwrap();
     let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).unwrap() + 1;
-    let p = tmp.join("badprobe.toml");
+    let p = beside_fixtures(&tmp.join(""), "conformance").join("badprobe.toml");
     let broken = text
         .replace("opcode = \"RDMA WRITE Only\", psn = \"next+3\"", "opcode = \"RDMA WRTE Only\", psn = \"next+3\"")
         .replace("id = \"in_order\", opcode = \"RDMA WRITE Only\", remote = { mr = \"target\", offset = 8 }", "id = \"in_order\", opcode = \"SEND Only\", psn = \"nxt\", remote = { mr = \"target\", offset = 8 }")
