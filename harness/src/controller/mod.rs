@@ -16,7 +16,7 @@ use lab::image::Release;
 
 use crate::judge::{self, Timeline};
 use crate::results::profile::Profile;
-use crate::results::{Laps, Phase, Report, ScenarioResult, Status};
+use crate::results::{Iba, Laps, Phase, Report, ScenarioResult, Status};
 use crate::scenario::model::Scenario;
 
 #[cfg(test)]
@@ -312,6 +312,7 @@ fn judge_one(
         spec: sc.spec.clone(),
         pass: false,
         status: Status::Failed,
+        iba_said: None,
         skip_reason: None,
         error: o.error.clone(),
         verdicts: Vec::new(),
@@ -355,8 +356,17 @@ fn judge_one(
     };
     let pass = o.error.is_none() && verdicts.iter().all(|v| v.pass);
     let status = if pass { Status::Passed } else { Status::Failed };
-    let mut r =
-        ScenarioResult { pass, status, verdicts, observations, wire_snapshot, wire_kept, ..base };
+    let iba_said = Iba::of(status, &verdicts);
+    let mut r = ScenarioResult {
+        pass,
+        status,
+        iba_said,
+        verdicts,
+        observations,
+        wire_snapshot,
+        wire_kept,
+        ..base
+    };
     laps.lap(&mut r.timings, Phase::Judge);
     (r, wire.ok(), unknown)
 }

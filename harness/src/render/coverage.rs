@@ -193,6 +193,7 @@ mod tests {
             error: None,
             failed: vec![],
             observations: BTreeMap::new(),
+            deviations: Vec::new(),
             wire: None,
         };
         suite.scenarios.insert("s".into(), e);

@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 
 use crate::judge::timeline::{self, Timeline};
-use crate::results::{Report, ScenarioResult, Status, VerdictKind};
+use crate::results::{Iba, Report, ScenarioResult, Status, VerdictKind};
 use ladder::ladder;
 use plots::stream_wire;
 /// Where a report's capture is: as written, or relative to `base` (the saved
@@ -155,7 +155,12 @@ fn summary(report: &Report) -> Markup {
             data-skipped=(report.skipped) {
             h1 { "roce run" }
             p class="totals" {
-                span class="pass" { (report.passed) " passed" } ", "
+                span class="pass" { (report.passed) " passed" }
+                @let deviating = report.scenarios.iter().filter(|s| s.iba() == Some(Iba::Deviates)).count();
+                @if deviating > 0 {
+                    " " span class="deviates" { "(" (deviating) " of them as profiled: deviating from IBA)" }
+                }
+                ", "
                 span class="fail" { (report.failed) " failed" } ", "
                 span class="skip" { (report.skipped) " skipped" }
                 " (" (report.scenarios.len()) " scenarios in "
@@ -178,6 +183,9 @@ fn toc(report: &Report, marks: bool) -> Markup {
                     a class=(outcome(s).0) href={ "#s" (i + 1) } {
                         @if marks { (s.status.mark()) " " }
                         (s.name)
+                    }
+                    @if s.iba() == Some(Iba::Deviates) {
+                        " " span class="deviates" title="passed as profiled: the device deviates from IBA here" { "≠ as profiled" }
                     }
                     " "
                     span class="file" { "(" (s.file) ")" }
@@ -205,6 +213,15 @@ fn scenario(
             "\n"
             h2 { span class={ "badge " (c) } { (c.to_uppercase()) } " " (s.name) }
             "\n"
+            @if s.iba() == Some(Iba::Deviates) {
+                p class="note deviates" {
+                    "Passed as profiled: the device deviates from IBA here, and the profile the run was held to records it. "
+                    @for d in s.deviations() {
+                        br; (d.said())
+                    }
+                }
+                "\n"
+            }
             p class="file" {
                 (s.file) " · " (format!("{:.1}", s.duration_s)) " s · capture: "
                 (s.capture.as_deref().unwrap_or("none"))

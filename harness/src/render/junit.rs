@@ -6,9 +6,9 @@
 //! results' report, scenario result and status; quick-junit.
 use std::time::Duration;
 
-use quick_junit::{NonSuccessKind, Report as Junit, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{NonSuccessKind, Property, Report as Junit, TestCase, TestCaseStatus, TestSuite};
 
-use crate::results::{Report, ScenarioResult, Status};
+use crate::results::{Iba, Report, ScenarioResult, Status};
 
 /// JUnit XML: one testsuite, one testcase per scenario; a failed one carries a
 /// `<failure>` (its first line as the message, every failed expectation in the
@@ -57,6 +57,18 @@ fn case(s: &ScenarioResult) -> TestCase {
     let mut c = TestCase::new(s.name.as_str(), status);
     c.set_classname(s.file.as_str());
     c.set_time(seconds(s.duration_s));
+    // A pass that holds only as profiled is not a pass that follows IBA: CI
+    // dashboards can tell them apart by this property.
+    if let Some(iba) = s.iba() {
+        let word = match iba {
+            Iba::Follows => "follows",
+            Iba::Deviates => "deviates",
+        };
+        c.properties.push(Property::new("iba", word));
+        for d in s.deviations() {
+            c.properties.push(Property::new("deviation", d.said()));
+        }
+    }
     c
 }
 
@@ -90,7 +102,16 @@ mod tests {
         );
         assert!(x.contains("<testcase name=\"flush\" classname=\"c.toml\" time=\"0.200\">\n            <skipped message=\"endpoint b: the device lacks ibv_wr_flush\"/>"), "{x}");
         assert_eq!(x.matches("<failure").count(), 1, "a skip is no failure: {x}");
-        assert!(x.contains("<testcase name=\"ok\" classname=\"a.toml\" time=\"0.500\"/>"), "{x}");
+        assert!(x.contains("<testcase name=\"ok\" classname=\"a.toml\" time=\"0.500\">\n            <properties>\n                <property name=\"iba\" value=\"follows\"/>"), "{x}");
+        // A pass that holds only as profiled says so, and where.
+        let mut dev = r.clone();
+        dev.scenarios[0].verdicts = serde_json::from_value(serde_json::json!([
+            {"kind": "wire", "what": "wire of QP q from a", "pass": true, "deviation": true,
+             "expected": "NAK Invalid Request", "actual": "no response"}
+        ]))
+        .unwrap();
+        let x = render(&dev);
+        assert!(x.contains("<property name=\"iba\" value=\"deviates\"/>\n                <property name=\"deviation\" value=\"wire of QP q from a: IBA: NAK Invalid Request; this device: no response\"/>"), "{x}");
         assert!(
             x.contains("name=\"bad &lt;1&gt;\"")
                 && x.contains("<failure message=\"run: VM b went away\">"),

@@ -7,7 +7,7 @@
 use std::io::{self, Write};
 
 use crate::judge::{us_or_ms, Timeline};
-use crate::results::{CounterReport, ScenarioResult, Status, StreamRun};
+use crate::results::{CounterReport, Iba, ScenarioResult, Status, StreamRun};
 
 /// Writes one scenario's result; `quiet` keeps a passing scenario to its line.
 /// `wire` is its decoded capture, when there is one.
@@ -17,7 +17,11 @@ pub(crate) fn scenario(
     quiet: bool,
     wire: Option<&Timeline>,
 ) -> io::Result<()> {
-    writeln!(out, "{} {}  ({}, {:.1} s)", r.status.mark(), r.name, r.file, r.duration_s)?;
+    let iba = match r.iba() {
+        Some(Iba::Deviates) => format!("  {}", Iba::Deviates.said()),
+        _ => String::new(),
+    };
+    writeln!(out, "{} {}  ({}, {:.1} s){iba}", r.status.mark(), r.name, r.file, r.duration_s)?;
     if let Some(why) = &r.skip_reason {
         writeln!(out, "    skipped: {}", why.replace('\n', "\n    "))?;
     }
@@ -38,7 +42,7 @@ pub(crate) fn scenario(
         if v.deviation {
             writeln!(
                 out,
-                "    {m} {} (a deviation, recorded)\n        expected: {}\n        actual:   {}",
+                "    {m} {} (a deviation, recorded)\n        IBA:         {}\n        this device: {}",
                 v.what, v.expected, v.actual
             )?;
         } else if v.pass {
@@ -193,6 +197,14 @@ pub(crate) fn summary(
     captures: &std::path::Path,
 ) -> io::Result<()> {
     let skipped = if r.skipped > 0 { format!(", {} skipped", r.skipped) } else { String::new() };
+    let deviating = r.scenarios.iter().filter(|s| s.iba() == Some(Iba::Deviates)).count();
+    if deviating > 0 {
+        writeln!(
+            out,
+            "{deviating} of the {} passes hold only as profiled: the device deviates from IBA there (each marked above)",
+            r.passed
+        )?;
+    }
     writeln!(
         out,
         "{} passed, {} failed{skipped} ({} scenarios in {:.1} s); captures in {}",
@@ -274,6 +286,31 @@ mod tests {
                 && t.contains("total                     250.0 ms"),
             "{t}"
         );
+    }
+
+    /// A pass that holds only as profiled is marked as such, with what IBA says
+    /// and what the device did, and counted at the end.
+    #[test]
+    fn a_pass_as_profiled_says_it_deviates_from_iba() {
+        let mut r = result("passed", true);
+        r.verdicts[0].deviation = true;
+        let t = text(&r, false);
+        assert!(t.starts_with("✓ n  (f.toml, 0.5 s)  as profiled: deviates from IBA\n"), "{t}");
+        assert!(
+            t.contains(
+                "    ≠ w (a deviation, recorded)\n        IBA:         e\n        this device: a\n"
+            ),
+            "{t}"
+        );
+        assert!(
+            !text(&result("passed", true), false).contains("IBA"),
+            "a pass that follows IBA says nothing of it"
+        );
+        let report = crate::results::Report::new(vec![r, result("passed", true)], 1.0, None);
+        let mut out = Vec::new();
+        summary(&mut out, &report, std::path::Path::new("c")).unwrap();
+        let out = String::from_utf8(out).unwrap();
+        assert!(out.starts_with("1 of the 2 passes hold only as profiled: the device deviates from IBA there (each marked above)\n2 passed, 0 failed"), "{out}");
     }
 
     #[test]

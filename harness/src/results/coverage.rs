@@ -266,6 +266,7 @@ mod tests {
             error: None,
             failed: Vec::new(),
             observations,
+            deviations: Vec::new(),
             wire: None,
         }
     }

@@ -17,6 +17,7 @@ use serde::Serialize;
 
 use super::coverage::Verdict;
 use super::suite::{Entry, Suite};
+use super::Deviation;
 use crate::catalogue::Catalogue;
 
 /// The group of cases that name no rule of the catalogue.
@@ -79,6 +80,14 @@ impl CellOf {
                 }
                 CellOf { verdict: Cell::Fails, reason: Some(why.join("; ")) }
             }
+            // What IBA says and what the device did, where the run kept it;
+            // a suite.json from before names only where it deviated.
+            Verdict::Deviates if !e.deviations.is_empty() => CellOf {
+                verdict: Cell::Deviates,
+                reason: Some(
+                    e.deviations.iter().map(Deviation::said).collect::<Vec<_>>().join("; "),
+                ),
+            },
             Verdict::Deviates => CellOf {
                 verdict: Cell::Deviates,
                 reason: Some(format!("deviation recorded: {}", deviations().join("; "))),
@@ -216,6 +225,7 @@ mod tests {
             error: None,
             failed: if pass { vec![] } else { vec!["wire: expected x; actual y".into()] },
             observations: BTreeMap::new(),
+            deviations: Vec::new(),
             wire: None,
         }
     }
@@ -277,7 +287,14 @@ mod tests {
         dev.observations.insert("deviation: wire of QP q from a".into(), "deviates".into());
         dev.observations.insert("deviation: memory".into(), "holds".into());
         let a = suite("6.1", &[("x", skipped), ("d", dev.clone())]);
-        let b = suite("6.12", &[("d", dev)]);
+        // A suite.json that kept what IBA says and what the device did says both.
+        let mut said = dev.clone();
+        said.deviations.push(Deviation {
+            what: "wire of QP q from a".into(),
+            iba: "NAK Invalid Request".into(),
+            device: "no response".into(),
+        });
+        let b = suite("6.12", &[("d", said)]);
         let m = build(catalogue(), &[("a".into(), a), ("b".into(), b)], &no_spec);
         let x = row(&m, "psn", "x");
         assert_eq!(x.cells[0].verdict, Cell::Skipped);
@@ -287,6 +304,10 @@ mod tests {
         let d = row(&m, "psn", "d");
         assert_eq!(d.cells[0].verdict, Cell::Deviates);
         assert_eq!(d.cells[0].reason.as_deref(), Some("deviation recorded: wire of QP q from a"));
+        assert_eq!(
+            d.cells[1].reason.as_deref(),
+            Some("wire of QP q from a: IBA: NAK Invalid Request; this device: no response")
+        );
         assert!(!d.changed);
     }
 

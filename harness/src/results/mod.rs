@@ -330,6 +330,53 @@ impl Status {
     }
 }
 
+/// How a passed scenario stands to IBA: the device did what the expectations
+/// say, or it passed only because the profile it was held to records where it
+/// departs from them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub(crate) enum Iba {
+    Follows,
+    Deviates,
+}
+
+impl Iba {
+    /// For a passed scenario with these verdicts; none for one that did not pass.
+    pub(crate) fn of(status: Status, verdicts: &[Verdict]) -> Option<Iba> {
+        (status == Status::Passed).then(|| {
+            if verdicts.iter().any(|v| v.deviation) {
+                Iba::Deviates
+            } else {
+                Iba::Follows
+            }
+        })
+    }
+
+    /// What the reports say of it.
+    pub(crate) fn said(self) -> &'static str {
+        match self {
+            Iba::Follows => "follows IBA",
+            Iba::Deviates => "as profiled: deviates from IBA",
+        }
+    }
+}
+
+/// Where a device departs from IBA, as a run that held it to a profile saw it:
+/// what the expectation (IBA) says, and what the device did instead.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct Deviation {
+    pub what: String,
+    pub iba: String,
+    pub device: String,
+}
+
+impl Deviation {
+    /// `wire of QP q from a: IBA: …; this device: …`.
+    pub(crate) fn said(&self) -> String {
+        format!("{}: IBA: {}; this device: {}", self.what, self.iba, self.device)
+    }
+}
+
 /// One scenario's result, as the reports show it (`roce report` reads it back).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct ScenarioResult {
@@ -344,6 +391,11 @@ pub(crate) struct ScenarioResult {
     /// Reports written before skipping existed say only `pass`.
     #[serde(default = "Status::from_nothing")]
     pub status: Status,
+    /// For a passed scenario: whether the device followed IBA, or passed only
+    /// under deviations its profile records (reports from before say none, and
+    /// [`ScenarioResult::iba`] works it out from the verdicts).
+    #[serde(default, rename = "iba", skip_serializing_if = "Option::is_none")]
+    pub iba_said: Option<Iba>,
     /// Why it was skipped.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skip_reason: Option<String>,
@@ -550,6 +602,25 @@ impl Status {
 }
 
 impl ScenarioResult {
+    /// For a passed scenario: whether the device followed IBA or deviated as
+    /// profiled.
+    pub(crate) fn iba(&self) -> Option<Iba> {
+        Iba::of(self.status, &self.verdicts)
+    }
+
+    /// The deviations from IBA it passed under.
+    pub(crate) fn deviations(&self) -> Vec<Deviation> {
+        self.verdicts
+            .iter()
+            .filter(|v| v.deviation)
+            .map(|v| Deviation {
+                what: v.what.clone(),
+                iba: v.expected.clone(),
+                device: v.actual.clone(),
+            })
+            .collect()
+    }
+
     /// A scenario that was not run, and why.
     pub(crate) fn not_run(
         name: &str,
@@ -563,6 +634,7 @@ impl ScenarioResult {
             spec: Vec::new(),
             pass: false,
             status: Status::Failed,
+            iba_said: None,
             skip_reason: None,
             error: Some(why.to_string()),
             verdicts: Vec::new(),

@@ -14,7 +14,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde::{Deserialize, Serialize};
 
-use super::Report;
+use super::{Deviation, Report};
 
 /// One scenario in `suite.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,6 +36,10 @@ pub(crate) struct Entry {
     pub failed: Vec<String>,
     #[serde(default)]
     pub observations: BTreeMap<String, String>,
+    /// Where the device departed from IBA and passed as profiled: what IBA
+    /// says and what the device did (suite.json files from before say none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deviations: Vec<Deviation>,
     /// The wire in its normal form, when the run kept snapshots: two runs on
     /// two setups are compared frame by frame by `roce diff`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -90,6 +94,7 @@ impl Suite {
                     error: s.error.clone(),
                     failed,
                     observations: s.observations.clone(),
+                    deviations: s.deviations(),
                     wire: s.wire_snapshot.clone(),
                 };
                 (s.name.clone(), entry)
@@ -172,6 +177,19 @@ pub(crate) fn diff(old: &Suite, new: &Suite) -> Vec<String> {
                             a.map_or("(not seen)", |s| s),
                             b.map_or("(not seen)", |s| s)
                         ));
+                        // Where it deviates (on either side): what IBA says
+                        // and what the device did, when that run kept it.
+                        let what = k.strip_prefix("deviation: ");
+                        let kept = [(n, b), (o, a)].into_iter().find_map(|(e, v)| {
+                            (v.map(String::as_str) == Some("deviates"))
+                                .then(|| {
+                                    e.deviations.iter().find(|d| Some(d.what.as_str()) == what)
+                                })
+                                .flatten()
+                        });
+                        if let Some(d) = kept {
+                            lines.push(format!("      IBA: {}; this device: {}", d.iba, d.device));
+                        }
                     }
                 }
                 for f in n.failed.iter().filter(|f| !o.failed.contains(f)) {
@@ -287,6 +305,7 @@ mod tests {
                 vec!["wire of QP q from a: expected x; actual y".into()]
             },
             observations: obs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            deviations: Vec::new(),
             wire: None,
         }
     }
@@ -348,6 +367,54 @@ mod tests {
             text.contains("+ new: new only (passes)") && text.contains("- gone: old only"),
             "{text}"
         );
+    }
+
+    /// suite.json keeps, for a pass as profiled, what IBA says and what the
+    /// device did: from the run's deviation verdicts, and only those.
+    #[test]
+    fn a_suite_keeps_each_deviation_of_its_run() {
+        let r: Report = serde_json::from_value(serde_json::json!({
+            "scenarios": [{"name": "big", "file": "b.toml", "pass": true, "status": "passed", "error": null,
+                "verdicts": [
+                    {"kind": "wire", "what": "wire of QP q from a", "pass": true, "deviation": true,
+                     "expected": "NAK Remote Access Error", "actual": "NAK Invalid Request"},
+                    {"kind": "memory", "what": "memory b/t", "pass": true, "expected": "x", "actual": "x"}
+                ], "capture": null, "duration_s": 0.1, "endpoints": {}, "connections": []}],
+            "passed": 1, "failed": 0, "duration_s": 0.1
+        }))
+        .unwrap();
+        let s = Suite::from_report(&r);
+        assert_eq!(
+            s.scenarios["big"].deviations,
+            [Deviation {
+                what: "wire of QP q from a".into(),
+                iba: "NAK Remote Access Error".into(),
+                device: "NAK Invalid Request".into()
+            }]
+        );
+    }
+
+    /// A case that starts (or stops) deviating says what IBA requires and what
+    /// the device did, from the run where it deviated.
+    #[test]
+    fn a_new_deviation_says_what_iba_requires_and_what_the_device_did() {
+        let key = "deviation: wire of QP q from a";
+        let old = suite("6.1", &[("big", entry(true, &[(key, "holds")]))]);
+        let mut dev = entry(true, &[(key, "deviates")]);
+        dev.deviations.push(Deviation {
+            what: "wire of QP q from a".into(),
+            iba: "NAK Remote Access Error".into(),
+            device: "NAK Invalid Request".into(),
+        });
+        let new = suite("6.12", &[("big", dev)]);
+        let text = diff(&old, &new).join("\n");
+        assert!(
+            text.contains("~ changed: big\n    deviation: wire of QP q from a: holds → deviates\n      IBA: NAK Remote Access Error; this device: NAK Invalid Request"),
+            "{text}"
+        );
+        // Back the other way: the old run kept it.
+        let text = diff(&new, &old).join("\n");
+        assert!(text.contains("deviates → holds\n      IBA: NAK Remote Access Error; this device: NAK Invalid Request"), "{text}");
     }
 
     /// Two setups' wires for one scenario, compared by the lines that differ,

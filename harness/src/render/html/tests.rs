@@ -324,3 +324,32 @@ fn a_changed_wire_is_drawn_before_and_after() {
     r.wire_kept = None;
     assert!(!render(&Report::new(vec![r], 1.0, None)).contains("wire-diff\""));
 }
+
+/// A pass that holds only as profiled is marked in the list and in its section,
+/// with what IBA says and what the device did; one that follows IBA is not.
+#[test]
+fn a_pass_as_profiled_is_marked_apart_from_one_that_follows_iba() {
+    let passed = |name: &str| ScenarioResult {
+        name: name.into(),
+        pass: true,
+        status: crate::results::Status::Passed,
+        ..result(None)
+    };
+    let mut dev = passed("dev");
+    dev.verdicts = vec![Verdict {
+        kind: VerdictKind::Wire,
+        what: "wire of QP q from a".into(),
+        pass: true,
+        expected: "NAK Invalid Request".into(),
+        actual: "no response".into(),
+        detail: None,
+        deviation: true,
+    }];
+    let follows = passed("follows");
+    let page = render(&Report::new(vec![dev, follows], 1.0, None));
+    assert!(page.contains("(1 of them as profiled: deviating from IBA)"), "{page:.2000}");
+    assert_eq!(page.matches("≠ as profiled").count(), 1, "one mark in the list");
+    assert!(
+        page.contains("wire of QP q from a: IBA: NAK Invalid Request; this device: no response")
+    );
+}
