@@ -873,6 +873,34 @@ mod in_lab {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// What `roce new` writes is a scenario that passes as written: every
+    /// built-in template, run in the lab as a newcomer would first run it, passes
+    /// and follows IBA (its expectations are the spec's, not a profile's).
+    #[test]
+    #[ignore = "needs the lab: bash scripts/test.sh builds the VM images, then runs it"]
+    fn every_template_of_roce_new_passes_in_the_lab() {
+        let lab = Lab(format!("tpl-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("roce-tpl-{}", std::process::id()));
+        let scen = dir.join("mine");
+        let templates = ["write", "send", "read", "atomic", "ud", "fault"];
+        for t in templates {
+            let out = Command::new(env!("CARGO_BIN_EXE_roce"))
+                .args(["new", "--from", t])
+                .arg(scen.join(format!("first_{t}")))
+                .output()
+                .expect("roce new");
+            assert!(out.status.success(), "{t}: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let (code, report, _, _) = run_json(&lab, &dir, "tpl", &[scen.to_str().expect("utf-8")]);
+        assert_eq!(code, Some(0), "{report:#}");
+        let s = report["scenarios"].as_array().expect("scenarios");
+        assert_eq!(s.len(), templates.len(), "{report:#}");
+        for sc in s {
+            assert_eq!(sc["iba"], "follows", "{sc:#}");
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
     /// The real-host mode, for real inside the lab: each VM runs `roce agent --listen
     /// --key-file` as `nobody` with only CAP_NET_RAW and CAP_IPC_LOCK (as the book's
     /// systemd unit does), and a controller in VM a drives them over the VMs' network.
