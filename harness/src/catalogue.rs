@@ -376,7 +376,6 @@ impl Catalogue {
     }
 
     /// The section with this id.
-    #[cfg(test)]
     pub(crate) fn section(&self, id: &str) -> Option<&Section> {
         self.sections.iter().find(|s| s.id == id)
     }

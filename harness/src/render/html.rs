@@ -167,13 +167,15 @@ fn summary(report: &Report) -> Markup {
                 (format!("{:.1}", report.duration_s)) " s)"
             }
             "\n"
-            (toc(report, true))
+            (chapters::toc(report))
         }
         "\n"
     }
 }
 
-/// A line per scenario linking to its section (`marks`: led by its outcome's mark).
+/// A line per scenario linking to its section (`marks`: led by its outcome's
+/// mark): a fuzzing run's findings. A run's report groups its cases instead
+/// ([`chapters::toc`]).
 fn toc(report: &Report, marks: bool) -> Markup {
     html! {
         ul class="toc" {
@@ -209,7 +211,7 @@ fn scenario(
     let (c, outcome) = outcome(s);
     html! {
         section class={ "scenario " (outcome) } id={ "s" (id) } data-name=(s.name)
-            data-pass=(s.pass) {
+            data-pass=(s.pass) data-outcome=(chapters::outcome_key(s)) {
             "\n"
             h2 { span class={ "badge " (c) } { (c.to_uppercase()) } " " (s.name) }
             "\n"
@@ -227,6 +229,7 @@ fn scenario(
                 (s.capture.as_deref().unwrap_or("none"))
             }
             "\n"
+            (chapters::rules(s))
             @if let Some(e) = &s.error {
                 pre class="error" { "run stopped: " (e) }
                 "\n"
@@ -548,6 +551,7 @@ fn agent_logs(s: &ScenarioResult) -> Markup {
     }
 }
 
+mod chapters;
 mod ladder;
 mod plots;
 mod wire_diff;

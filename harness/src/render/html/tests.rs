@@ -353,3 +353,59 @@ fn a_pass_as_profiled_is_marked_apart_from_one_that_follows_iba() {
         page.contains("wire of QP q from a: IBA: NAK Invalid Request; this device: no response")
     );
 }
+
+/// The list groups the cases by catalogue chapter and section, in the
+/// catalogue's order with the unclassified last, each group with its counts; a
+/// section with a failure is open, one without closed; each case's section
+/// gives the text of the rules it checks.
+#[test]
+fn cases_are_grouped_by_chapter_and_section_with_counts() {
+    let cat = crate::catalogue::Catalogue::shipped().unwrap();
+    let case = |name: &str, spec: &[&str], status: crate::results::Status| ScenarioResult {
+        name: name.into(),
+        spec: spec.iter().map(|s| s.to_string()).collect(),
+        pass: status == crate::results::Status::Passed,
+        status,
+        ..result(None)
+    };
+    use crate::results::Status::{Failed, Passed};
+    let r = Report::new(
+        vec![
+            case("none", &[], Passed),
+            case("psn ok", &["psn.ahead-one-nak"], Passed),
+            case("write ok", &["op.write.places-at-va"], Passed),
+            case("psn bad", &["psn.ahead-one-nak", "op.write.places-at-va"], Failed),
+        ],
+        1.0,
+        None,
+    );
+    let page = render(&r);
+    let psn = cat.section(&cat.rule("psn.ahead-one-nak").unwrap().section).unwrap();
+    let write = cat.section(&cat.rule("op.write.places-at-va").unwrap().section).unwrap();
+    let at = |needle: &str| page.find(needle).unwrap_or_else(|| panic!("{needle} not in the page"));
+    let psn_head = format!(
+        "<details class=\"section\" open><summary>{} — {} ({}) — 1 passed · 1 failed</summary>",
+        psn.id, psn.title, psn.iba
+    );
+    let write_head = format!(
+        "<details class=\"section\"><summary>{} — {} ({}) — 1 passed</summary>",
+        write.id, write.title, write.iba
+    );
+    let unclassified = at("<strong>Unclassified</strong> — 1 passed</summary>");
+    // In the catalogue's order, the unclassified last.
+    let (p, w) = (at(&psn_head), at(&write_head));
+    let psn_first = cat.sections.iter().position(|s| s.id == psn.id)
+        < cat.sections.iter().position(|s| s.id == write.id);
+    assert_eq!(p < w, psn_first);
+    assert!(p < unclassified && w < unclassified);
+    // A case with two rules' sections is under its first's.
+    let bad = at("✗ psn bad");
+    assert!(bad > p && (bad < w || w < p), "under psn");
+    // The rules' own text, in the case's section.
+    let rule = cat.rule("op.write.places-at-va").unwrap();
+    assert!(page.contains(&format!(
+        "<code>op.write.places-at-va</code> — {} ",
+        maud::html! { (rule.rule) }.into_string()
+    )));
+    assert_eq!(page.matches("<li data-outcome=\"fail\">").count(), 1);
+}
