@@ -579,10 +579,30 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Evidence, t: &Timeline) -> Verdict {
     let ok = checks.iter().all(|(_, ok)| *ok);
     let want: Vec<&str> = checks.iter().map(|(w, _)| w.as_str()).collect();
     let mut v = Verdict::new(VerdictKind::Wire, what, ok, want.join("; "), s.actual(e));
+    // An expectation of several items says which of them failed: the rest held.
+    let failed = failed_items(&checks);
     if s.p.reqs.is_empty() && s.p.resps.is_empty() && s.p.a_ip == s.p.b_ip {
-        v.detail = Some(LOOPBACK.into());
+        v.detail = Some(failed.map_or(LOOPBACK.into(), |f| format!("{f}; {LOOPBACK}")));
+    } else {
+        v.detail = failed;
     }
     v
+}
+
+/// Of an expectation's items, the ones that failed, when some did and some
+/// held: `failed: NAKs psn_sequence_error (the other 2 items held)`.
+pub(crate) fn failed_items(checks: &[(String, bool)]) -> Option<String> {
+    let failed: Vec<&str> = checks.iter().filter(|(_, ok)| !ok).map(|(w, _)| w.as_str()).collect();
+    let held = checks.len() - failed.len();
+    if failed.is_empty() || held == 0 {
+        return None;
+    }
+    let others = if held == 1 {
+        "the other item held".to_string()
+    } else {
+        format!("the other {held} items held")
+    };
+    Some(format!("failed: {} ({others})", failed.join("; ")))
 }
 
 /// `empty = true`: nothing on the wire of the QP direction `p`.

@@ -478,7 +478,16 @@ fn rnr_naks_and_their_timer() {
         "after RNR NAKs the RNR timer says how"
     );
     let sc = scenario("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nmin_rnr_naks = 3\n");
-    assert!(!judge(&sc, &outcome(), &Ok(t)).0[0].pass);
+    assert!(!judge(&sc, &outcome(), &Ok(t.clone())).0[0].pass);
+    // Of several items, the verdict names the one that failed.
+    let sc = scenario("[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nresponses = ['RNR NAK+']\nnaks = ['psn_sequence_error']\nmin_rnr_naks = 2\n");
+    let v = &judge(&sc, &outcome(), &Ok(t)).0[0];
+    assert!(!v.pass);
+    assert_eq!(
+        v.detail.as_deref(),
+        Some("failed: NAKs psn_sequence_error (the other 3 items held)"),
+        "{v:#?}"
+    );
 }
 
 /// Each RNR NAK's timer waited out (a synthesized one counts: the requester acted

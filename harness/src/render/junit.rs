@@ -47,6 +47,9 @@ fn case(s: &ScenarioResult) -> TestCase {
                     "{}: expected {}; actual {}\n",
                     v.what, v.expected, v.actual
                 ));
+                if let Some(d) = &v.detail {
+                    text.push_str(&format!("  {d}\n"));
+                }
             }
             let mut st = TestCaseStatus::non_success(NonSuccessKind::Failure);
             st.set_message(text.lines().next().unwrap_or("failed").to_string());
