@@ -29,6 +29,7 @@ use crate::verbs::{
     Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Given, Mr, Mw, Pd, Qp, Remote, Reset,
     Rts, SendWr, Sge, Srq, Steered, VerbError,
 };
+use crate::vocab::memory::GUARD;
 use crate::vocab::{
     Access, MwKind, Peer, Placement, QpAttrs, QpKind, QpStateName, Selectivity, SendFlag,
 };
@@ -766,7 +767,11 @@ impl Local {
                 let m = self.mrs.get(&g.mr).ok_or_else(|| {
                     AgentError::from(format!("no MR `{}` on this endpoint", g.mr))
                 })?;
-                if g.offset.saturating_add(u64::from(g.len)) > m.len() as u64 {
+                // Outside the MR only where asked, and never past the guard
+                // region after it: what a device that fails to refuse the SGE
+                // touches is the agent's own padding, never other memory.
+                let guard = if g.outside_mr { GUARD as u64 } else { 0 };
+                if g.offset.saturating_add(u64::from(g.len)) > m.len() as u64 + guard {
                     return err(format!(
                         "SGE {}+{} past the end of MR `{}`",
                         g.offset, g.len, g.mr

@@ -339,7 +339,7 @@ qp = "q"
                     remote: RemoteRef { mr: "t".into(), offset: 0, rkey: Some(5), mw: None },
                     imm: Some(7)
                 },
-                sges: vec![SgeRef { mr: "m".into(), offset: 0, len: 8 }],
+                sges: vec![SgeRef { mr: "m".into(), offset: 0, len: 8, outside_mr: false }],
                 flags: vec![],
             }
         );

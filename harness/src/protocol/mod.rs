@@ -291,6 +291,11 @@ pub(crate) struct SgeRef {
     pub mr: String,
     pub offset: u64,
     pub len: u32,
+    /// It may reach past the MR's end, into the guard region after it (at most
+    /// [`crate::vocab::memory::GUARD`] bytes): the device must refuse it. Not
+    /// sent when false, so an agent of before reads every other SGE.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub outside_mr: bool,
 }
 
 /// An MR of the peer, by name (its address and rkey as exchanged), at an offset;
@@ -1204,7 +1209,7 @@ mod tests {
                         compare: 1,
                         swap: 2,
                     },
-                    sges: vec![SgeRef { mr: "m".into(), offset: 0, len: 8 }],
+                    sges: vec![SgeRef { mr: "m".into(), offset: 0, len: 8, outside_mr: false }],
                     flags: vec![SendFlag::Fence],
                 },
                 judged: false,

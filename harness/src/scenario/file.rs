@@ -349,6 +349,13 @@ pub(crate) struct Sge {
     pub(crate) offset: u64,
     #[serde(default)]
     pub(crate) len: Option<u32>,
+    /// The SGE may reach past the end of its MR, by at most 4096 bytes (the
+    /// guard region the agent keeps after every MR): to see the device refuse
+    /// it (`mr.bounds.local-sge`: the work request completes with a local
+    /// protection error and sends nothing). Without it, `roce check` refuses an
+    /// SGE outside its MR.
+    #[serde(default)]
+    pub(crate) outside_mr: bool,
 }
 
 /// The remote end of an RDMA or atomic operation: an MR of the peer endpoint, by

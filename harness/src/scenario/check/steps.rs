@@ -696,7 +696,9 @@ impl<'a> Checker<'a> {
             };
             let size = m.size.value;
             let len = g.len.map(u64::from).unwrap_or(size.saturating_sub(g.offset));
-            if g.offset + len > size {
+            let end = g.offset.saturating_add(len);
+            let guard = crate::vocab::memory::GUARD as u64;
+            if end > size && !g.outside_mr {
                 self.err(
                     Some(s.at("sge")),
                     format!(
@@ -705,7 +707,19 @@ impl<'a> Checker<'a> {
                         g.offset,
                         g.mr
                     ),
-                    None,
+                    Some("to see the device refuse an SGE outside its MR (mr.bounds.local-sge), say `outside_mr = true` on it".into()),
+                );
+            } else if end > size + guard {
+                self.err(
+                    Some(s.at("sge")),
+                    format!(
+                        "SGE {}: {}+{len} runs {} bytes past the end of MR `{}`; `outside_mr` reaches at most {guard} past it",
+                        j + 1,
+                        g.offset,
+                        end - size,
+                        g.mr
+                    ),
+                    Some("the agent keeps a guard region of that size after each MR, so a device that fails to refuse the SGE touches nothing of its own".into()),
                 );
             }
             if atomic && len != 8 {
@@ -719,6 +733,7 @@ impl<'a> Checker<'a> {
                 mr: g.mr.clone(),
                 offset: g.offset,
                 len: len.min(u32::MAX as u64) as u32,
+                outside_mr: g.outside_mr,
             });
         }
         out

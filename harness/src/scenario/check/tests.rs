@@ -1179,3 +1179,37 @@ fn a_completions_src_qp_names_a_ud_qp_of_its_endpoint() {
         "{e:#?}"
     );
 }
+
+/// An SGE outside its MR is refused, with the key that lets it through;
+/// `outside_mr = true` lets it reach into the agent's guard region after the
+/// MR, and no further.
+#[test]
+fn an_sge_outside_its_mr_only_when_said_and_within_the_guard() {
+    let past = GOOD.replace(
+        "sge = [{ mr = \"msg\", len = 5 }]",
+        "sge = [{ mr = \"msg\", offset = 60, len = 8 }]",
+    );
+    let e = errors(&past);
+    assert!(
+        e[0].message.contains("SGE 1: 60+8 runs past the end of MR `msg` (64 bytes)"),
+        "{e:#?}"
+    );
+    assert!(e[0].hint.as_deref().is_some_and(|h| h.contains("outside_mr = true")), "{e:#?}");
+    let said = past.replace("len = 8 }]", "len = 8, outside_mr = true }]");
+    let sc = parse_str(Path::new("t.toml"), &said).unwrap_or_else(|d| panic!("{}", d[0]));
+    assert!(
+        sc.steps.iter().any(|s| format!("{s:?}").contains("outside_mr: true")),
+        "{:?}",
+        sc.steps
+    );
+    let far = said.replace("offset = 60, len = 8", "offset = 60, len = 4101");
+    let e = errors(&far);
+    assert!(
+        e[0].message.contains(
+            "runs 4097 bytes past the end of MR `msg`; `outside_mr` reaches at most 4096"
+        ),
+        "{e:#?}"
+    );
+    let ok = far.replace("len = 4101", "len = 4100");
+    assert!(parse_str(Path::new("t.toml"), &ok).is_ok());
+}
