@@ -486,6 +486,7 @@ impl<'a> Direction<'a> {
                 &reqs.iter().map(|p| p.recovery()).collect::<Vec<_>>(),
                 &resps.iter().map(|p| p.recovery()).collect::<Vec<_>>(),
                 one_timer_interval(tto),
+                ACK_TIMER_MARGIN_NS,
             ),
             None => Vec::new(),
         };
@@ -529,7 +530,9 @@ const ACK_TIMER_SLACK: u64 = 20;
 /// up to one tick (4 ms at Debian's HZ=250) before the interval it was set for
 /// (rxe sets `jiffies + usecs_to_jiffies(timeout)`). With 5 % alone, timeout 12
 /// (16.78 ms) failed 2 runs in 10 of the whole suite while the host compiled; the
-/// margin covers one tick and as much again of path latency.
+/// margin covers one tick and as much again of path latency. It is also how
+/// long before an early timer resend an ACK of its PSN may be recorded and still
+/// not have reached the requester ([`recovery::early_timer_resends`]).
 const ACK_TIMER_MARGIN_NS: u64 = 8_000_000;
 
 const LOOPBACK: &str = "both QPs are on the same rxe device: their traffic is looped back inside the driver and never reaches the wire";

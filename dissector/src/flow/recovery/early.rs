@@ -23,6 +23,7 @@ use core::ops::RangeInclusive;
 use std::collections::HashSet;
 
 use super::{acknowledges, go_back_n, Packet, Trigger};
+use crate::wire::aeth::AckKind;
 use crate::wire::Psn;
 
 /// A resend run set off by an ACK timer sooner than the timer's interval after
@@ -83,7 +84,12 @@ impl fmt::Display for EarlyTimerResend {
 ///   request has nothing before it: a VM that posts it and reaches the wire late
 ///   has counted its timer from the post);
 /// - nothing answered that PSN, or a later one, between its first transmission and
-///   the resend.
+///   the resend; an ACK of that very PSN recorded less than `unheard_ns` before
+///   the resend aside (unless the switch dropped or held an answer meanwhile):
+///   the capture point sees an answer before the requester's transport
+///   does (the receiving VM's path, which host load delays by milliseconds), so
+///   the timer may well have run out before the requester heard that ACK. Such a
+///   resend is redundant as well as early.
 ///
 /// Where the timer was started is looked for ([`EarlyTimerResend::started_by`]),
 /// not required.
@@ -91,6 +97,7 @@ pub fn early_timer_resends(
     reqs: &[Packet],
     resps: &[Packet],
     timer: RangeInclusive<u64>,
+    unheard_ns: u64,
 ) -> Vec<EarlyTimerResend> {
     let g = go_back_n(reqs, resps);
     let early =
@@ -120,9 +127,18 @@ pub fn early_timer_resends(
         if outstanding {
             continue;
         }
-        let answered_meanwhile = resps
-            .iter()
-            .any(|a| a.number > first.number && a.number < r.frame && !r.psn.after(a.psn));
+        // An ACK of this very PSN the requester may not have heard yet; never
+        // when the switch dropped or held an answer meanwhile (then the resend
+        // may be recovery), nor an answer of a later PSN (it asks for one).
+        let meanwhile = || resps.iter().filter(|a| a.number > first.number && a.number < r.frame);
+        let faulted = meanwhile().any(|a| !a.delivered || a.held_ns > 0);
+        let unheard = |a: &Packet| {
+            !faulted
+                && a.psn == r.psn
+                && matches!(a.ack, Some(AckKind::Ack { .. }))
+                && a.ts_ns.saturating_add(unheard_ns) > at
+        };
+        let answered_meanwhile = meanwhile().any(|a| !r.psn.after(a.psn) && !unheard(a));
         if answered_meanwhile {
             continue;
         }
@@ -186,7 +202,6 @@ fn repeated_answers(resps: &[Packet], after: u64, from: Psn, most: usize) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::wire::aeth::AckKind;
 
     const MS: u64 = 1_000_000;
 
@@ -223,7 +238,7 @@ mod tests {
         let reqs = [req(11, 67_375, 156), req(13, 135_453, 157), req(14, 135_813, 157)];
         let remote_access = AckKind::Nak(crate::wire::aeth::NakCode::RemoteAccessError);
         let resps = [ack(12, 71_188, 156), nak(15, 136_693, 157, remote_access)];
-        let early = early_timer_resends(&reqs, &resps, timer());
+        let early = early_timer_resends(&reqs, &resps, timer(), 0);
         assert_eq!(
             early,
             vec![EarlyTimerResend {
@@ -243,9 +258,36 @@ mod tests {
     fn the_answer_only_the_resend_drew_goes_with_it() {
         let reqs = [req(1, 0, 5), req(3, 66_000, 6), req(4, 66_500, 6)];
         let resps = [ack(2, 2_000, 5), ack(5, 67_000, 6), ack(6, 67_400, 6)];
-        let early = early_timer_resends(&reqs, &resps, timer());
+        let early = early_timer_resends(&reqs, &resps, timer(), 0);
         assert_eq!(early.len(), 1, "{early:?}");
         assert_eq!((early[0].frames.clone(), early[0].answers.clone()), (vec![4], vec![6]));
+    }
+
+    /// What a run under `-j 4` recorded (conformance/srq/ack_credits on 6.1): the
+    /// QP's first SEND, its ACK 12.3 ms later, and the SEND again 4.07 ms after
+    /// that ACK, 16.4 ms after the SEND went out: the timer armed at the post had
+    /// run out before the requester heard the ACK. Early, and the repeated ACK
+    /// goes with it; an ACK recorded longer before the resend was heard.
+    #[test]
+    fn an_ack_the_requester_had_not_heard_yet_leaves_the_resend_early() {
+        let reqs = [req(11, 125_061, 500), req(13, 141_469, 500)];
+        let resps = [ack(12, 137_400, 500), ack(14, 144_616, 500)];
+        let early = early_timer_resends(&reqs, &resps, timer(), 8 * MS);
+        assert_eq!(early.len(), 1, "{early:?}");
+        assert_eq!((early[0].frames.clone(), early[0].answers.clone()), (vec![13], vec![14]));
+        assert!(
+            early_timer_resends(&reqs, &resps, timer(), 4 * MS).is_empty(),
+            "heard 4.07 ms before"
+        );
+        assert!(early_timer_resends(&reqs, &resps, timer(), 0).is_empty());
+        // conformance/req/ack_past_read: the READ's response dropped, the WRITE's
+        // ACK (a later PSN) asks for the READ again at once: recovery, dropped
+        // answer or not.
+        let reqs = [req(11, 100_000, 100), req(12, 100_300, 101), req(15, 102_940, 100)];
+        let dropped = Packet { delivered: false, ..ack(13, 100_800, 100) };
+        assert!(early_timer_resends(&reqs, &[dropped, ack(14, 101_000, 101)], timer(), 8 * MS)
+            .is_empty());
+        assert!(early_timer_resends(&reqs, &[ack(14, 101_000, 101)], timer(), 8 * MS).is_empty());
     }
 
     /// A resend that comes a whole timeout after its own PSN went out is the timer
@@ -257,23 +299,25 @@ mod tests {
         // Lost, resent at the timeout.
         let reqs = [req(1, 0, 5), req(3, 1_000, 6), req(4, 68_200, 6)];
         let resps = [ack(2, 500, 5), ack(5, 68_600, 6)];
-        assert!(early_timer_resends(&reqs, &resps, timer()).is_empty());
+        assert!(early_timer_resends(&reqs, &resps, timer(), 0).is_empty());
         // Early, but PSN 5 was still unacknowledged when 6 went out.
         let reqs = [req(1, 0, 5), req(2, 67_000, 6), req(4, 67_400, 5)];
         let resps = [ack(5, 68_000, 6)];
-        assert!(early_timer_resends(&reqs, &resps, timer()).is_empty());
+        assert!(early_timer_resends(&reqs, &resps, timer(), 0).is_empty());
         // Early, but a response to it came before the resend (a READ's gap).
         let reqs = [req(1, 0, 5), req(3, 67_000, 6), req(5, 67_600, 6)];
         let resps = [ack(2, 500, 5), Packet { ack: None, ..req(4, 67_300, 7) }];
-        assert!(early_timer_resends(&reqs, &resps, timer()).is_empty());
+        assert!(early_timer_resends(&reqs, &resps, timer(), 0).is_empty());
+        // Only an ACK can go unheard: a READ response past a gap asks for it.
+        assert!(early_timer_resends(&reqs, &resps, timer(), 8 * MS).is_empty());
         // Early, but the switch dropped the first transmission, or held it.
         let dropped = Packet { delivered: false, ..req(3, 67_000, 6) };
         let reqs = [req(1, 0, 5), dropped, req(4, 67_400, 6)];
         let resps = [ack(2, 500, 5), ack(5, 68_000, 6)];
-        assert!(early_timer_resends(&reqs, &resps, timer()).is_empty());
+        assert!(early_timer_resends(&reqs, &resps, timer(), 0).is_empty());
         let held = Packet { held_ns: MS, ..req(3, 67_000, 6) };
         let reqs = [req(1, 0, 5), held, req(4, 67_400, 6)];
-        assert!(early_timer_resends(&reqs, &resps, timer()).is_empty());
+        assert!(early_timer_resends(&reqs, &resps, timer(), 0).is_empty());
     }
 
     /// What a run under host load recorded (verbs/flush under `-j 4` while the host
@@ -285,7 +329,7 @@ mod tests {
     fn a_resend_whose_timer_the_capture_cannot_place_is_early_all_the_same() {
         let reqs = [req(11, 82_096, 347), req(13, 183_966, 348), req(14, 183_984, 348)];
         let resps = [ack(12, 89_812, 347), ack(16, 190_031, 348)];
-        let early = early_timer_resends(&reqs, &resps, timer());
+        let early = early_timer_resends(&reqs, &resps, timer(), 0);
         assert_eq!(early.len(), 1, "{early:?}");
         assert_eq!((early[0].frame, early[0].started_by, early[0].after_ns), (14, None, 18_000));
         assert_eq!(early[0].to_string(), "frame 14 resent PSN 348 0.02 ms after it went out");
@@ -303,7 +347,7 @@ mod tests {
             (0..10).map(|i| req(9 + i, 155_959 + i, 100 + (i as u32 % 5))).collect();
         let mut resps = vec![ack(21, 161_267, 101), ack(22, 161_273, 102), ack(23, 161_277, 104)];
         resps.extend((24..29).map(|n| ack(n, 161_281 + n, 104)));
-        let early = early_timer_resends(&reqs, &resps, timer());
+        let early = early_timer_resends(&reqs, &resps, timer(), 0);
         assert_eq!(early.len(), 1, "{early:?}");
         assert_eq!(early[0].frames, vec![14, 15, 16, 17, 18]);
         assert_eq!(early[0].answers, vec![24, 25, 26, 27, 28]);
@@ -316,12 +360,13 @@ mod tests {
             &[read(11, 125_332), read(12, 174_766)],
             &[resp(13, 174_814), resp(14, 182_841)],
             timer(),
+            0,
         );
         assert_eq!(early.len(), 1, "{early:?}");
         assert_eq!((early[0].frames.clone(), early[0].answers.clone()), (vec![12], vec![14]));
         // The QP's first request lost: its resend is recovery.
         let lost = Packet { delivered: false, ..read(11, 125_332) };
-        assert!(early_timer_resends(&[lost, read(12, 174_766)], &[resp(13, 174_814)], timer())
+        assert!(early_timer_resends(&[lost, read(12, 174_766)], &[resp(13, 174_814)], timer(), 0)
             .is_empty());
     }
 }
