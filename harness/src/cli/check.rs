@@ -67,20 +67,17 @@ pub(super) fn run(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Com
         }
     }
     let plural = |k: usize, w: &str| format!("{k} {w}{}", if k == 1 { "" } else { "s" });
-    let shape = |sc: &scenario::model::Scenario| {
-        format!("{}, {}", plural(sc.steps.len(), "step"), plural(sc.expect.len(), "expectation"))
-    };
     let mut i = 0;
     while i < loaded.len() {
         let (f, sc) = &loaded[i];
         let n = loaded[i..].iter().take_while(|(g, _)| g == f).count();
         if sc.case.is_none() {
-            writeln!(out, "ok  {}  {} ({})", f.display(), sc.name, shape(sc))?;
+            writeln!(out, "ok  {}  {} ({})", f.display(), sc.name, sc.shape())?;
         } else {
             // A parameterised file: how many cases, then each by its name.
             writeln!(out, "ok  {}  {}", f.display(), plural(n, "case"))?;
             for (_, c) in &loaded[i..i + n] {
-                writeln!(out, "      {} ({})", c.name, shape(c))?;
+                writeln!(out, "      {} ({})", c.name, c.shape())?;
             }
         }
         i += n;

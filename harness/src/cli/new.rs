@@ -92,10 +92,7 @@ pub(super) fn run(a: NewArgs, out: &mut dyn Write, err: &mut dyn Write) -> Comma
     }
     super::write_file(&path, |w| w.write_all(text.as_bytes()))
         .map_err(|e| Failure::setup(e.context(format!("roce new: writing {}", path.display()))))?;
-    let plural = |k: usize, w: &str| format!("{k} {w}{}", if k == 1 { "" } else { "s" });
-    let shape = all.first().map_or(String::new(), |sc| {
-        format!(" ({}, {})", plural(sc.steps.len(), "step"), plural(sc.expect.len(), "expectation"))
-    });
+    let shape = all.first().map_or(String::new(), |sc| format!(" ({})", sc.shape()));
     writeln!(out, "wrote {} from {from}: \"{name}\"{shape}", path.display())?;
     writeln!(
         out,

@@ -90,7 +90,7 @@ pub(crate) fn render_findings(
                 p class="totals" { (l) }
             }
             "\n"
-            (toc(report, false))
+            (toc(report))
         }
         "\n"
     };
@@ -173,25 +173,14 @@ fn summary(report: &Report) -> Markup {
     }
 }
 
-/// A line per scenario linking to its section (`marks`: led by its outcome's
-/// mark): a fuzzing run's findings. A run's report groups its cases instead
-/// ([`chapters::toc`]).
-fn toc(report: &Report, marks: bool) -> Markup {
+/// A fuzzing run's findings, a line each linking to its section. A run's report
+/// groups its cases instead ([`chapters::toc`]).
+fn toc(report: &Report) -> Markup {
     html! {
         ul class="toc" {
             "\n"
             @for (i, s) in report.scenarios.iter().enumerate() {
-                li {
-                    a class=(outcome(s).0) href={ "#s" (i + 1) } {
-                        @if marks { (s.status.mark()) " " }
-                        (s.name)
-                    }
-                    @if s.iba() == Some(Iba::Deviates) {
-                        " " span class="deviates" title="passed as profiled: the device deviates from IBA here" { "≠ as profiled" }
-                    }
-                    " "
-                    span class="file" { "(" (s.file) ")" }
-                }
+                li { (chapters::entry(i, s, false)) }
                 "\n"
             }
         }

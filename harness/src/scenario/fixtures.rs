@@ -55,8 +55,8 @@ pub(crate) struct Composed {
     pub(crate) warnings: Vec<Diagnostic>,
 }
 
-/// One file read: its path, its text as written, the text to compose (what its
-/// format dropped blanked out), and its document.
+/// One file read: its path, its text as written, and the text to compose (what
+/// its format dropped, and what composing takes out of it, blanked out).
 struct File {
     path: PathBuf,
     written: String,
@@ -320,7 +320,7 @@ impl Collect {
             }
             blank.extend(key_value(root, key));
         }
-        self.files[i].text = blanked(&text, &blank);
+        self.files[i].text = legacy::blanked(&text, &blank);
         (!failed).then_some(own)
     }
 
@@ -347,7 +347,7 @@ impl Collect {
         }
         for (i, b) in blank.iter().enumerate() {
             if !b.is_empty() {
-                self.files[i].text = blanked(&self.files[i].text, b);
+                self.files[i].text = legacy::blanked(&self.files[i].text, b);
             }
         }
         // Each file's top-level keys, then the tables: the fixtures', the scenario's.
@@ -527,20 +527,6 @@ fn key_value(root: &Table, key: &str) -> Option<Range<usize>> {
     let k = root.key(key)?.span()?;
     let v = root.get(key)?.span()?;
     Some(k.start..v.end)
-}
-
-/// `text` with the bytes of `ranges` made spaces (its line breaks kept).
-fn blanked(text: &str, ranges: &[Range<usize>]) -> String {
-    let mut t = text.as_bytes().to_vec();
-    for r in ranges {
-        for b in t.get_mut(r.clone()).into_iter().flatten() {
-            if *b != b'\n' {
-                *b = b' ';
-            }
-        }
-    }
-    // Whole keys, values and headers were blanked, so the text is still UTF-8.
-    String::from_utf8(t).unwrap_or_else(|_| text.to_string())
 }
 
 /// A path made absolute and its links resolved, when it exists; as given else.

@@ -261,22 +261,25 @@ pub(crate) fn read_in<'t>(src: &Source<'t>, default: u32) -> Result<Legacy<'t>, 
         }
     }
     if !blank.is_empty() {
-        let mut t = text.as_bytes().to_vec();
-        for r in &blank {
-            for b in &mut t[r.clone()] {
-                if *b != b'\n' {
-                    *b = b' ';
-                }
-            }
-        }
-        // Only whole characters were blanked (a key and its value, commas and
-        // spaces), so the bytes are still UTF-8; should they not be, the text
-        // is left as it was and serde says what it finds.
-        if let Ok(s) = String::from_utf8(t) {
-            l.text = Cow::Owned(s);
-        }
+        l.text = Cow::Owned(blanked(text, &blank));
     }
     Ok(l)
+}
+
+/// `text` with the bytes of `ranges` made spaces, its line breaks kept: every
+/// span after them stays where it was. Only whole characters are blanked (keys,
+/// values, headers, commas), so the bytes stay UTF-8; should they not, the text
+/// is returned as it was and serde says what it finds.
+pub(crate) fn blanked(text: &str, ranges: &[Range<usize>]) -> String {
+    let mut t = text.as_bytes().to_vec();
+    for r in ranges {
+        for b in t.get_mut(r.clone()).into_iter().flatten() {
+            if *b != b'\n' {
+                *b = b' ';
+            }
+        }
+    }
+    String::from_utf8(t).unwrap_or_else(|_| text.to_string())
 }
 
 /// Where a `format = N` line goes in a file without one: the start of the line

@@ -62,6 +62,16 @@ pub(crate) struct Scenario {
 }
 
 impl Scenario {
+    /// `2 steps, 4 expectations`: what `roce check` and `roce new` say of it.
+    pub(crate) fn shape(&self) -> String {
+        let plural = |k: usize, w: &str| format!("{k} {w}{}", if k == 1 { "" } else { "s" });
+        format!(
+            "{}, {}",
+            plural(self.steps.len(), "step"),
+            plural(self.expect.len(), "expectation")
+        )
+    }
+
     /// Why the scenario must have the lab's switch to itself, if it must: its
     /// fault rules would act on other scenarios' frames, its probes and its timed
     /// wire checks on frames that other scenarios' traffic could hold up. The

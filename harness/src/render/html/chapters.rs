@@ -119,16 +119,7 @@ pub(super) fn toc(report: &Report) -> Markup {
                             "\n"
                             @for &i in &g.cases {
                                 @let s = &report.scenarios[i];
-                                li data-outcome=(outcome_key(s)) {
-                                    a class=(super::outcome(s).0) href={ "#s" (i + 1) } {
-                                        (s.status.mark()) " " (s.name)
-                                    }
-                                    @if s.iba() == Some(Iba::Deviates) {
-                                        " " span class="deviates" title="passed as profiled: the device deviates from IBA here" { "≠ as profiled" }
-                                    }
-                                    " "
-                                    span class="file" { "(" (s.file) ")" }
-                                }
+                                li data-outcome=(outcome_key(s)) { (entry(i, s, true)) }
                                 "\n"
                             }
                         }
@@ -138,6 +129,23 @@ pub(super) fn toc(report: &Report) -> Markup {
             }
             "\n"
         }
+    }
+}
+
+/// One case in a list, linking to its section (the `i`-th of the report): its
+/// name (led by its outcome's mark when `mark`), a pass as profiled marked so,
+/// its file.
+pub(super) fn entry(i: usize, s: &ScenarioResult, mark: bool) -> Markup {
+    html! {
+        a class=(super::outcome(s).0) href={ "#s" (i + 1) } {
+            @if mark { (s.status.mark()) " " }
+            (s.name)
+        }
+        @if s.iba() == Some(Iba::Deviates) {
+            " " span class="deviates" title="passed as profiled: the device deviates from IBA here" { "≠ as profiled" }
+        }
+        " "
+        span class="file" { "(" (s.file) ")" }
     }
 }
 
