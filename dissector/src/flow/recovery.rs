@@ -19,7 +19,9 @@ use core::fmt;
 use crate::wire::aeth::{AckKind, NakCode};
 use crate::wire::Psn;
 
+mod crossed;
 mod early;
+pub use crossed::{crossed_resends, CrossedResend};
 pub use early::{early_timer_resends, EarlyTimerResend};
 
 /// One packet of the pair, as recovery analysis needs it.

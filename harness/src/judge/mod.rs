@@ -9,6 +9,7 @@
 //! vocabulary, go-back-N rules), lab's marks. Go-back-N and RNR-timer
 //! facts come from `dissector::flow::recovery`; the judge adds only what the
 //! capture cannot know: which QPs and probes belong to the scenario.
+use std::collections::HashSet;
 use std::net::IpAddr;
 
 use dissector::flow::recovery;
@@ -396,6 +397,28 @@ pub(crate) struct Pair<'a> {
     /// `resps` (whether a run has one depends on how long its steps took), and
     /// only `ack_timeout` judges them.
     pub early: Vec<recovery::EarlyTimerResend>,
+    /// Resends the ACK timer sent while the answer to the transmission before
+    /// was on its way (the responder answered later than the timeout; in the
+    /// lab, a VM the host stalled): they, and the answers only they drew, are
+    /// not in `reqs` and `resps` either.
+    pub crossed: Vec<recovery::CrossedResend>,
+}
+
+impl Pair<'_> {
+    /// The frames set aside as the timer's story rather than the wire's: every
+    /// early or crossed resend and the answers only it drew, with whether the
+    /// resend run holds one of `keep`'s frames (a probe's copies are the
+    /// prober's, never a timer's).
+    pub(crate) fn set_aside(&self, keep: &HashSet<u64>) -> HashSet<u64> {
+        let early = self.early.iter().map(|e| (&e.frames, &e.answers));
+        let crossed = self.crossed.iter().map(|c| (&c.frames, &c.answers));
+        early
+            .chain(crossed)
+            .filter(|(frames, _)| !frames.iter().any(|n| keep.contains(n)))
+            .flat_map(|(frames, answers)| frames.iter().chain(answers))
+            .copied()
+            .collect()
+    }
 }
 
 impl Pair<'_> {
@@ -407,7 +430,7 @@ impl Pair<'_> {
 
     /// Requests whose PSN went out before: retransmissions.
     pub(crate) fn retransmissions(&self) -> u64 {
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = HashSet::new();
         self.reqs.iter().filter(|f| !seen.insert(f.psn.value())).count() as u64
     }
 
@@ -475,28 +498,32 @@ impl<'a> Direction<'a> {
 
     /// The pair as the judge reads it, of QP `q`: copies the switch made are left
     /// out (they are nobody's retransmissions), frames it dropped stay in (they
-    /// were sent), and early ACK-timer resends are set aside ([`Pair::early`]).
+    /// were sent), and early and crossed ACK-timer resends are set aside
+    /// ([`Pair::early`], [`Pair::crossed`]).
     pub(crate) fn pair(&self, q: &Qp) -> Pair<'a> {
         let own = |f: &&Packet| !f.marks.injected();
-        let mut reqs: Vec<&Packet> = self.reqs.iter().copied().filter(own).collect();
-        let mut resps: Vec<&Packet> = self.responses().filter(own).collect();
+        let reqs: Vec<&Packet> = self.reqs.iter().copied().filter(own).collect();
+        let resps: Vec<&Packet> = self.responses().filter(own).collect();
         let cnps = self.back.iter().filter(|f| f.cnp).count();
-        let early = match q.ack_timeout_ns() {
-            Some(tto) => recovery::early_timer_resends(
-                &reqs.iter().map(|p| p.recovery()).collect::<Vec<_>>(),
-                &resps.iter().map(|p| p.recovery()).collect::<Vec<_>>(),
-                one_timer_interval(tto),
-                ACK_TIMER_MARGIN_NS,
-            ),
-            None => Vec::new(),
+        let (early, crossed) = match q.ack_timeout_ns() {
+            Some(tto) => {
+                let r: Vec<recovery::Packet> = reqs.iter().map(|p| p.recovery()).collect();
+                let s: Vec<recovery::Packet> = resps.iter().map(|p| p.recovery()).collect();
+                let timer = one_timer_interval(tto);
+                (
+                    recovery::early_timer_resends(&r, &s, timer.clone(), ACK_TIMER_MARGIN_NS),
+                    recovery::crossed_resends(&r, &s, timer),
+                )
+            }
+            None => (Vec::new(), Vec::new()),
         };
-        if !early.is_empty() {
-            let aside: std::collections::HashSet<u64> =
-                early.iter().flat_map(|e| e.frames.iter().chain(&e.answers)).copied().collect();
-            reqs.retain(|f| !aside.contains(&f.number));
-            resps.retain(|f| !aside.contains(&f.number));
+        let mut p = Pair { reqs, resps, cnps, a_ip: self.a_ip, b_ip: self.b_ip, early, crossed };
+        let aside = p.set_aside(&HashSet::new());
+        if !aside.is_empty() {
+            p.reqs.retain(|f| !aside.contains(&f.number));
+            p.resps.retain(|f| !aside.contains(&f.number));
         }
-        Pair { reqs, resps, cnps, a_ip: self.a_ip, b_ip: self.b_ip, early }
+        p
     }
 }
 
@@ -745,6 +772,13 @@ impl<'a> WireSeen<'a> {
                     0 => String::new(),
                     n => format!(", with the {n} answers it drew"),
                 }
+            );
+        }
+        if let Some(first) = p.crossed.first() {
+            extra += &format!(
+                "; {} ACK-timer resends that crossed a late answer set aside (the responder answered after the timeout; first: {first}, with the {} answers it drew)",
+                p.crossed.len(),
+                first.answers.len()
             );
         }
         if let Some(first) = gbn.redundant.first() {

@@ -65,14 +65,7 @@ pub(crate) fn normal(sc: &Scenario, o: &Evidence, t: &Timeline, fields: Fields) 
             let Some(d) = super::direction(o, q, from, to, t) else { continue };
             // A probe's copies are the prober's, never a timer resend: listed
             // whether or not the target answered between them (that is timing).
-            let aside: HashSet<u64> = d
-                .pair(q)
-                .early
-                .iter()
-                .filter(|e| !e.frames.iter().any(|n| probes.contains(n)))
-                .flat_map(|e| e.frames.iter().chain(&e.answers))
-                .copied()
-                .collect();
+            let aside = d.pair(q).set_aside(&probes);
             // Every frame of the direction, the switch's copies and injections
             // included (their marks say what they are).
             let resps: Vec<&Packet> =
