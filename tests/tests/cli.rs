@@ -354,6 +354,47 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     assert!(!out.exists(), "nothing was run, nothing written");
 }
 
+/// A fixture given to `roce check` is checked through the scenarios beside it
+/// that use it, and a problem it causes is shown at its line; `run` refuses it
+/// as no scenario; `--fix` leaves it alone.
+#[test]
+fn a_fixture_is_checked_through_its_users() {
+    let tmp = scratch();
+    let srq = root().join("scenarios/conformance/srq");
+    let sub = beside_fixtures(&tmp.join(""), "conformance/srq");
+    for f in ["empty_rnr.toml", "ack_credits.toml"] {
+        std::fs::copy(srq.join(f), sub.join(f)).unwrap();
+    }
+    let fixture = tmp.join("fixtures/transport/srq_s.toml");
+    let r = roce(&["check", fixture.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.out.contains("used by 2 scenario files, checked with them"), "{}", r.out);
+    assert!(r.out.contains("srq/empty_rnr.toml  3 cases"), "{}", r.out);
+    // A bad key in the fixture: shown in it, for the scenarios that use it.
+    let text = std::fs::read_to_string(&fixture).unwrap();
+    std::fs::write(&fixture, text.replace("max_wr = 8", "max_wrs = 8")).unwrap();
+    let r = roce(&["check", fixture.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.out);
+    let line = line_of_in(&text, "max_wr = 8");
+    assert!(r.err.contains(&format!("{}:{line}:", fixture.display())), "{}", r.err);
+    assert!(r.err.contains("(in a fixture") && r.err.contains("empty_rnr.toml uses)"), "{}", r.err);
+    std::fs::write(&fixture, &text).unwrap();
+    // Run: not a scenario; nothing run.
+    let r = roce(&["run", "--endpoints", "a=127.0.0.1:1,b=127.0.0.1:2", fixture.to_str().unwrap()]);
+    assert_eq!(r.code, 2, "{}", r.err);
+    assert!(r.err.contains("this is a fixture") && r.err.contains("roce check"), "{}", r.err);
+    // --fix: left as it is, said so, no failure.
+    let r = roce(&["check", "--fix", fixture.to_str().unwrap()]);
+    assert_eq!((r.code, std::fs::read_to_string(&fixture).unwrap()), (0, text), "{}", r.err);
+    assert!(r.err.contains("skipped") && r.err.contains("a fixture"), "{}", r.err);
+    // A fixture nobody uses: its TOML alone, said as a warning.
+    let lone = tmp.join("fixtures/lone.toml");
+    std::fs::write(&lone, "[endpoints.a]\n").unwrap();
+    let r = roce(&["check", lone.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(r.err.contains("no scenario beside it uses"), "{}", r.err);
+}
+
 /// `scenarios/fixtures` copied into `tmp`, so that a scenario's copy written at
 /// `tmp/SUB/x.toml` finds the fixtures it `use`s (`../fixtures/…`) as the
 /// original does; returns `tmp/SUB`.

@@ -37,7 +37,29 @@ pub(super) fn load(
     err: &mut dyn Write,
 ) -> Result<Vec<(PathBuf, scenario::model::Scenario)>, Failure> {
     let files = scenario::discover(paths).map_err(Failure::input)?;
-    match scenario::load_all(&files) {
+    load_files(&files, who, err)
+}
+
+/// The scenario files under the directory that holds `fixture`'s outermost
+/// `fixtures` directory that use it.
+fn fixture_users(fixture: &std::path::Path) -> Vec<PathBuf> {
+    let Some(root) = scenario::fixtures::users_root(fixture) else { return Vec::new() };
+    // A directory with no scenario in it has none that uses the fixture.
+    let all = scenario::discover(&[root]).unwrap_or_default();
+    // Named as the user would name them: from here, when they are below here.
+    let here = std::env::current_dir().unwrap_or_default();
+    all.into_iter()
+        .filter(|f| scenario::fixtures::uses_fixture(f, fixture))
+        .map(|f| f.strip_prefix(&here).map(PathBuf::from).unwrap_or(f))
+        .collect()
+}
+
+fn load_files(
+    files: &[PathBuf],
+    who: &str,
+    err: &mut dyn Write,
+) -> Result<Vec<(PathBuf, scenario::model::Scenario)>, Failure> {
+    match scenario::load_all(files) {
         Ok(loaded) => Ok(loaded),
         Err(problems) => {
             // Each a report of several lines; a blank line between them, as rustc.
@@ -59,7 +81,36 @@ pub(super) fn run(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Com
     if a.fix {
         return fix::run(&a.paths, a.dry_run, out, err);
     }
-    let loaded = load(&a.paths, "roce check", err)?;
+    let files = scenario::discover(&a.paths).map_err(Failure::input)?;
+    let (fixtures, mut files): (Vec<PathBuf>, Vec<PathBuf>) = files.into_iter().partition(|f| {
+        std::fs::read_to_string(f).is_ok_and(|t| scenario::fixtures::is_fixture(f, &t))
+    });
+    // A fixture is checked through the scenarios that use it: alone, its names
+    // and placeholders mean nothing.
+    for f in &fixtures {
+        let users = fixture_users(f);
+        match users.len() {
+            0 => writeln!(
+                err,
+                "warning: {} is a fixture that no scenario beside it uses: only its TOML was checked",
+                f.display()
+            )?,
+            n => writeln!(
+                out,
+                "fixture  {}  used by {n} scenario file{}, checked with {}",
+                f.display(),
+                if n == 1 { "" } else { "s" },
+                if n == 1 { "it" } else { "them" }
+            )?,
+        }
+        files.extend(users);
+    }
+    files.sort();
+    files.dedup();
+    if files.is_empty() {
+        return Ok(Exit::Ok);
+    }
+    let loaded = load_files(&files, "roce check", err)?;
     // Warnings are `roce check`'s alone: a run would repeat them for every file.
     for (_, sc) in &loaded {
         for w in &sc.warnings {

@@ -163,7 +163,7 @@ impl Collect {
     fn fixtures(&mut self, from: usize, uses: &[(String, Range<usize>)], stack: &mut Vec<PathBuf>) {
         let base = self.files[from].path.parent().map(Path::to_path_buf).unwrap_or_default();
         for (name, span) in uses {
-            let path = base.join(name);
+            let path = tidy(&base.join(name));
             let here = canonical(&path);
             if let Some(at) = stack.iter().position(|p| *p == here) {
                 let mut chain: Vec<String> =
@@ -208,13 +208,23 @@ impl Collect {
     fn read(&mut self, from: usize, span: &Range<usize>, path: &Path) -> Option<String> {
         let hint = Some("a fixture's path is relative to the file that names it in `use`".into());
         let r = std::fs::metadata(path).and_then(|m| {
-            if m.len() > MAX_FIXTURE_BYTES {
+            if !m.is_file() {
+                // A device, a FIFO or a directory: /dev/zero would never end,
+                // /dev/stdin would wait for input.
+                Err(std::io::Error::other("not a file"))
+            } else if m.len() > MAX_FIXTURE_BYTES {
                 Err(std::io::Error::other(format!(
                     "{} bytes, more than a fixture may be ({MAX_FIXTURE_BYTES})",
                     m.len()
                 )))
             } else {
-                std::fs::read_to_string(path)
+                // At most the limit, whatever the file grew to since.
+                let mut text = String::new();
+                std::io::Read::read_to_string(
+                    &mut std::io::Read::take(std::fs::File::open(path)?, MAX_FIXTURE_BYTES),
+                    &mut text,
+                )?;
+                Ok(text)
             }
         });
         match r {
@@ -530,6 +540,75 @@ fn key_value(root: &Table, key: &str) -> Option<Range<usize>> {
 }
 
 /// A path made absolute and its links resolved, when it exists; as given else.
+/// Whether `path` (with its text) is a fixture rather than a scenario: it lies
+/// under a directory named `fixtures`, and holds none of the keys only a
+/// scenario holds (`name`, cases). A file that is not TOML is no fixture: it is
+/// checked as a scenario, which says why it is not one.
+pub(crate) fn is_fixture(path: &Path, text: &str) -> bool {
+    let under = canonical(path)
+        .parent()
+        .is_some_and(|d| d.ancestors().any(|a| a.file_name().is_some_and(|n| n == "fixtures")));
+    under
+        && text
+            .parse::<toml::Table>()
+            .is_ok_and(|t| SCENARIO_ONLY.iter().all(|k| !t.contains_key(*k)))
+}
+
+/// Where the scenarios that may use `fixture` are: the directory holding its
+/// outermost `fixtures` directory.
+pub(crate) fn users_root(fixture: &Path) -> Option<PathBuf> {
+    let path = canonical(fixture);
+    let outermost =
+        path.ancestors().filter(|a| a.file_name().is_some_and(|n| n == "fixtures")).last()?;
+    outermost.parent().map(Path::to_path_buf)
+}
+
+/// Whether scenario `file` uses `fixture`, directly or through
+/// other fixtures. Only the `use` lists are read; a file that cannot be read
+/// or parsed uses nothing (checking it says why).
+pub(crate) fn uses_fixture(file: &Path, fixture: &Path) -> bool {
+    let fixture = canonical(fixture);
+    let mut seen = vec![canonical(file)];
+    let mut todo = vec![canonical(file)];
+    while let Some(f) = todo.pop() {
+        let Ok(text) = std::fs::read_to_string(&f) else { continue };
+        let Ok(t) = text.parse::<toml::Table>() else { continue };
+        let Some(list) = t.get("use").and_then(toml::Value::as_array) else { continue };
+        let dir = f.parent().unwrap_or(Path::new("."));
+        for u in list.iter().filter_map(toml::Value::as_str) {
+            let c = canonical(&dir.join(u));
+            if c == fixture {
+                return true;
+            }
+            if seen.len() < MAX_FIXTURES && !seen.contains(&c) {
+                seen.push(c.clone());
+                todo.push(c);
+            }
+        }
+    }
+    false
+}
+
+/// `p` with each `dir/..` taken out, as a reader names the file
+/// (`scenarios/x/../fixtures/a.toml` is `scenarios/fixtures/a.toml`); a `..`
+/// with no directory before it to take out stays.
+fn tidy(p: &Path) -> PathBuf {
+    use std::path::Component;
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::ParentDir
+                if matches!(out.components().next_back(), Some(Component::Normal(_))) =>
+            {
+                out.pop();
+            }
+            Component::CurDir => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn canonical(p: &Path) -> PathBuf {
     std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf())
 }

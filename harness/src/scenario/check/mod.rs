@@ -58,6 +58,14 @@ pub(crate) fn load(path: &Path) -> Result<Vec<Scenario>, Vec<Diagnostic>> {
             hint: None,
         }]
     })?;
+    if fixtures::is_fixture(path, &text) {
+        let src = Source::new(path, &text);
+        return Err(vec![src.diag(
+            None,
+            "this is a fixture (under a `fixtures` directory, with no `name`): setup scenarios `use`, not a scenario of its own".to_string(),
+            Some(format!("run the scenarios that use it; `roce check {}` checks it through them", path.display())),
+        )]);
+    }
     parse_cases(path, &text)
 }
 
