@@ -143,7 +143,7 @@ impl QpState {
         let m = self.peer_mrs.iter().find(|m| m.name == r.mr).ok_or_else(|| {
             AgentError::from(format!("the peer of `{}` has no MR `{}`", self.setup.name, r.mr))
         })?;
-        Ok((m.addr.wrapping_add(r.offset), r.rkey_or(m.rkey)?))
+        Ok((m.addr.wrapping_add_signed(r.offset), r.rkey_or(m.rkey)?))
     }
 
     fn connected(&self) -> AgentResult<&Qp<Rts>> {

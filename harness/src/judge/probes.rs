@@ -308,7 +308,9 @@ pub(crate) fn writes_landed(
             continue;
         }
         first_into_it |= is(Kind::WRITE) && is(Kind::FIRST) && !is(Kind::LAST);
-        let off = remote.offset as usize;
+        // One that starts before the MR lands in none of it, if anywhere: the
+        // guard regions' check (`outside`) judges that, not this model.
+        let Ok(off) = usize::try_from(remote.offset) else { continue };
         let len = p.payload.0.len().max(p.dma_len.unwrap_or(0) as usize).max(8);
         let settled = is(Kind::WRITE)
             && is(Kind::ONLY)

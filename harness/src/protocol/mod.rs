@@ -307,7 +307,9 @@ pub(crate) struct SgeRef {
 #[serde(deny_unknown_fields)]
 pub(crate) struct RemoteRef {
     pub mr: String,
-    pub offset: u64,
+    /// From the MR's start; negative before it (a request the responder must
+    /// refuse).
+    pub offset: i64,
     pub rkey: Option<u32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mw: Option<String>,

@@ -370,8 +370,11 @@ pub(crate) struct Remote {
     pub(crate) mr: Option<String>,
     #[serde(default)]
     pub(crate) mw: Option<String>,
+    /// Bytes from the start of the MR (or window); negative: that many bytes
+    /// before its first byte, which a responder must refuse
+    /// (mr.bounds.before-start).
     #[serde(default)]
-    pub(crate) offset: u64,
+    pub(crate) offset: i64,
     /// Override the exchanged rkey (an unknown rkey → NAK Remote Access Error).
     #[serde(default)]
     pub(crate) rkey: Option<u32>,

@@ -720,9 +720,11 @@ impl<'a> Checker<'a> {
                     // Where the stream's messages land: the peer's MR for a WRITE, the
                     // poster's for a READ.
                     let at = match st.order.verb {
-                        StreamVerb::Write | StreamVerb::WriteImm => {
-                            st.order.remote.as_ref().map(|r| (&st.peer, &r.mr, r.offset))
-                        }
+                        StreamVerb::Write | StreamVerb::WriteImm => st
+                            .order
+                            .remote
+                            .as_ref()
+                            .map(|r| (&st.peer, &r.mr, r.offset.unsigned_abs())),
                         StreamVerb::Read => {
                             Some((&st.on, &st.order.local_mr, st.order.local_offset))
                         }

@@ -434,8 +434,9 @@ impl<'a> Checker<'a> {
             s.at("op"),
         );
         let remote = self.remote(s, on, qp, remote);
-        let len =
-            len.unwrap_or_else(|| self.remote_size(on, qp, &remote).saturating_sub(remote.offset));
+        let len = len.unwrap_or_else(|| {
+            self.remote_size(on, qp, &remote).saturating_sub(remote.offset.max(0).unsigned_abs())
+        });
         Verb::Flush { remote, len, placement, level }
     }
 
@@ -565,10 +566,16 @@ impl<'a> Checker<'a> {
                 };
                 match self.bound.get(&(peer.clone(), w.clone())).cloned() {
                     Some((mr, off, len)) => {
-                        if r.offset >= len && r.rkey.is_none() {
+                        if r.offset >= len as i64 && r.rkey.is_none() {
                             self.err(at, format!("offset {} is past the end of memory window `{w}` ({len} bytes bound)", r.offset), Some("to provoke a NAK on purpose, set `rkey` too".into()));
                         }
-                        RemoteRef { mr, offset: off + r.offset, rkey: r.rkey, mw: Some(w.clone()) }
+                        // Bound within an MR of at most MAX_MR bytes: no wrap.
+                        RemoteRef {
+                            mr,
+                            offset: off as i64 + r.offset,
+                            rkey: r.rkey,
+                            mw: Some(w.clone()),
+                        }
                     }
                     None if self.mw_file(&peer, w).is_none() => {
                         let hint = name_hint(
@@ -787,7 +794,7 @@ impl<'a> Checker<'a> {
                         hint,
                     )
                 }
-                Some(size) if r.offset >= size && r.rkey.is_none() => self.err(
+                Some(size) if r.offset >= size as i64 && r.rkey.is_none() => self.err(
                     Some(s.at("remote")),
                     format!("offset {} is past the end of MR `{}` ({size} bytes)", r.offset, r.mr),
                     Some("to provoke a NAK on purpose, set `rkey` too".into()),

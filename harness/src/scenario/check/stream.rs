@@ -71,7 +71,7 @@ impl<'a> Checker<'a> {
         // The word the atomics work on holds the peer MR's initial content.
         let from = remote
             .as_ref()
-            .and_then(|r| Some(self.initial_word(&peer, r.mr.as_deref()?, r.offset)))
+            .and_then(|r| Some(self.initial_word(&peer, r.mr.as_deref()?, r.offset.unsigned_abs())))
             .unwrap_or(0);
         let verb = self.stream_verb(s, verb, *add, *cmp_swap_every, from)?;
         if let StreamVerb::Atomic { cmp_swap_every: k, .. } = verb {
@@ -502,7 +502,14 @@ impl<'a> Checker<'a> {
         remote: &RemoteRef,
         remote_span: u64,
     ) {
-        if remote.mw.is_some() {
+        let offset = remote.offset.unsigned_abs();
+        if remote.offset < 0 {
+            self.err(
+                Some(s.at("remote")),
+                format!("offset {}: a stream's messages land from the MR's first byte on", remote.offset),
+                Some("a single `write` or `read` step may start before an MR (mr.bounds.before-start)".into()),
+            );
+        } else if remote.mw.is_some() {
             self.err(
                 Some(s.at("remote")),
                 "a stream addresses an MR of the peer (`mr = …`), not a window",
@@ -514,12 +521,12 @@ impl<'a> Checker<'a> {
                     let hint = name_hint(&remote.mr, self.mr_names_on(peer));
                     self.err(Some(s.at("remote")), format!("no MR `{}` on `{peer}`", remote.mr), hint);
                 }
-                Some(m) if remote.offset.saturating_add(remote_span) > m.size.value => self.err(
+                Some(m) if offset.saturating_add(remote_span) > m.size.value => self.err(
                     Some(s.at("remote")),
                     format!("the stream needs {remote_span} bytes from offset {} of MR `{}` on `{peer}`, which has {}", remote.offset, remote.mr, m.size.value),
                     Some("to provoke NAKs on purpose, set `rkey` too".into()),
                 ),
-                Some(_) if matches!(verb, StreamVerb::Atomic { .. }) && !remote.offset.is_multiple_of(8) => {
+                Some(_) if matches!(verb, StreamVerb::Atomic { .. }) && !offset.is_multiple_of(8) => {
                     self.err(Some(s.at("remote")), format!("an atomic's target is 8-byte aligned; offset {} is not", remote.offset), None)
                 }
                 Some(_) => {}

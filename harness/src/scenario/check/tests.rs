@@ -1213,3 +1213,45 @@ fn an_sge_outside_its_mr_only_when_said_and_within_the_guard() {
     let ok = far.replace("len = 4101", "len = 4100");
     assert!(parse_str(Path::new("t.toml"), &ok).is_ok());
 }
+
+/// A WRITE may start before its remote MR (a negative `offset`, as the wire's
+/// VA will): what mr.bounds.before-start needs; a stream may not.
+#[test]
+fn a_remote_offset_before_the_mr_is_sayable_for_one_operation_only() {
+    let one = r#"
+name = "before"
+[endpoints.a]
+[endpoints.b]
+[[qp]]
+name = "q"
+type = "rc"
+between = ["b", "a"]
+[[mr]]
+name = "src"
+on = "a"
+size = 8
+[[mr]]
+name = "dst"
+on = "b"
+size = 64
+access = ["local_write", "remote_write"]
+[[step]]
+on = "a"
+op = "write"
+qp = "q"
+sge = [{ mr = "src" }]
+remote = { mr = "dst", offset = -1 }
+"#;
+    let sc = parse_str(Path::new("t.toml"), one).unwrap_or_else(|d| panic!("{}", d[0]));
+    let steps = format!("{:?}", sc.steps);
+    assert!(steps.contains("mr: \"dst\", offset: -1"), "{steps}");
+    let stream =
+        STREAM.replace("remote = { mr = \"dst\" }", "remote = { mr = \"dst\", offset = -8 }");
+    let e = errors(&stream);
+    assert!(
+        e.iter().any(|d| d
+            .message
+            .contains("offset -8: a stream's messages land from the MR's first byte on")),
+        "{e:#?}"
+    );
+}
