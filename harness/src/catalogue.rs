@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 
 use dissector::diag::line_col;
 use dissector::text::UnknownName;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 /// Where the shipped catalogue lives in the repository (its diagnostics name it).
@@ -54,6 +54,39 @@ pub(crate) enum Observation {
     AsyncEvent,
 }
 
+/// What an observable rule no scenario covers yet waits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub(crate) enum WaitsOn {
+    /// The scenario format cannot say it yet.
+    Format,
+    /// The format can say it, but the lab's device (Soft-RoCE) or its link
+    /// cannot show it; hardware may.
+    Device,
+    /// The format can say it and the lab can show it: no one has written the
+    /// scenario yet.
+    Scenario,
+}
+
+impl WaitsOn {
+    /// As `roce coverage` heads its list.
+    pub(crate) fn heading(self) -> &'static str {
+        match self {
+            WaitsOn::Format => "the format (it cannot say them yet)",
+            WaitsOn::Device => "the device or the lab (Soft-RoCE cannot show them)",
+            WaitsOn::Scenario => "a scenario (sayable and observable here, not written yet)",
+        }
+    }
+}
+
+/// Why an observable rule is not covered yet.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Waits {
+    pub(crate) on: WaitsOn,
+    pub(crate) why: String,
+}
+
 /// An area of rules: its id is the prefix of its rules' ids.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Section {
@@ -81,6 +114,8 @@ pub(crate) struct Rule {
     pub(crate) observable: bool,
     /// Why it is not observable.
     pub(crate) reason: Option<String>,
+    /// For an observable rule no scenario covers yet: what it waits on.
+    pub(crate) waits: Option<Waits>,
 }
 
 /// The catalogue, checked.
@@ -155,6 +190,8 @@ struct RuleShape {
     observable: bool,
     #[serde(default)]
     reason: Option<Spanned<String>>,
+    #[serde(default)]
+    waits: Option<Spanned<Waits>>,
 }
 
 fn yes() -> bool {
@@ -324,6 +361,13 @@ impl Catalogue {
             ),
             _ => {}
         }
+        if let Some(w) = &r.waits {
+            if !r.observable {
+                p.at(w.span(), format!("rule `{id}` is not observable: `waits` is for observable rules no scenario covers yet"));
+            } else if w.get_ref().why.trim().is_empty() {
+                p.at(w.span(), format!("rule `{id}`: `waits` says what it waits on but not why"));
+            }
+        }
         Rule {
             id,
             section,
@@ -335,6 +379,7 @@ impl Catalogue {
             observed_by: r.observed_by.into_inner(),
             observable: r.observable,
             reason: r.reason.map(Spanned::into_inner),
+            waits: r.waits.map(Spanned::into_inner),
         }
     }
 
@@ -529,6 +574,24 @@ mod tests {
             &ONE.replace("observed_by = [\"wire\"]", "observed_by = [\"wire\"]\nreason = \"x\"")
         )
         .contains("a `reason` is for `observable = false`"));
+        let waits = "observed_by = [\"wire\"]\nwaits = { on = \"format\", why = \"no key\" }";
+        let c = Catalogue::parse("t.toml", &ONE.replace("observed_by = [\"wire\"]", waits))
+            .unwrap_or_else(|p| panic!("{p}"));
+        assert_eq!(
+            c.rules[0].waits.as_ref().map(|w| (w.on, w.why.as_str())),
+            Some((WaitsOn::Format, "no key"))
+        );
+        assert!(problems(&ONE.replace(
+            "observed_by = [\"wire\"]",
+            &format!("{waits}\nobservable = false\nreason = \"x\"")
+        ))
+        .contains("`waits` is for observable rules"));
+        assert!(problems(&ONE.replace("observed_by = [\"wire\"]", &waits.replace("no key", " ")))
+            .contains("`waits` says what it waits on but not why"));
+        assert!(problems(
+            &ONE.replace("observed_by = [\"wire\"]", &waits.replace("format", "weather"))
+        )
+        .contains("unknown variant `weather`"));
         assert!(problems(
             &ONE.replace("iba = \"9.7.1\"\nrule", "iba = \"9.7.1\"\ncompliance = \"C9\"\nrule")
         )

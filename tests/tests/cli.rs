@@ -1366,3 +1366,34 @@ fn completions_for_every_shell() {
     assert_eq!(r.code, 2, "an unknown shell is a usage error");
     assert!(r.err.contains("bash"), "the shells are listed: {}", r.err);
 }
+
+/// `roce coverage` says what each observable rule no shipped scenario covers
+/// waits on (the format, the device, or a scenario), as the catalogue says:
+/// every such rule says it, so a new gap cannot go unexplained, and none that a
+/// scenario covers still claims to wait.
+#[test]
+fn every_uncovered_rule_says_what_it_waits_on() {
+    let scenarios = root().join("scenarios");
+    let r = roce(&["coverage", "--json", "--scenarios", scenarios.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let v: serde_json::Value = serde_json::from_str(&r.out).unwrap();
+    let waiting = v["waiting"].as_array().unwrap();
+    let unsaid: Vec<&str> =
+        waiting.iter().filter(|w| w["on"].is_null()).filter_map(|w| w["id"].as_str()).collect();
+    assert!(unsaid.is_empty(), "uncovered rules with no `waits` in the catalogue: {unsaid:?}");
+    let uncovered: std::collections::BTreeSet<&str> =
+        waiting.iter().filter_map(|w| w["id"].as_str()).collect();
+    let catalogue = std::fs::read_to_string(root().join("conformance/catalogue.toml")).unwrap();
+    let t: toml::Table = catalogue.parse().unwrap();
+    let stale: Vec<&str> = t["rule"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r.get("waits").is_some())
+        .filter_map(|r| r["id"].as_str())
+        .filter(|id| !uncovered.contains(id))
+        .collect();
+    assert!(stale.is_empty(), "covered rules whose `waits` is stale: {stale:?}");
+    let text = roce(&["coverage", "--scenarios", scenarios.to_str().unwrap()]).out;
+    assert!(text.contains("not covered, waiting on the format (it cannot say them yet)"), "{text}");
+}

@@ -7,7 +7,7 @@ use std::io::Write;
 
 use maud::{html, PreEscaped, DOCTYPE};
 
-use crate::catalogue::Catalogue;
+use crate::catalogue::{Catalogue, WaitsOn};
 use crate::results::coverage::{percent, Coverage, Verdict};
 
 pub(crate) fn text(out: &mut dyn Write, c: &Coverage, from: &str) -> std::io::Result<()> {
@@ -47,6 +47,22 @@ pub(crate) fn text(out: &mut dyn Write, c: &Coverage, from: &str) -> std::io::Re
     writeln!(out, "not observable ({}, not counted):", c.not_observable.len())?;
     for n in &c.not_observable {
         writeln!(out, "  {}: {}", n.id, n.reason)?;
+    }
+    // What each rule not covered yet waits on, as the catalogue says.
+    let groups = [Some(WaitsOn::Format), Some(WaitsOn::Device), Some(WaitsOn::Scenario), None];
+    for on in groups {
+        let these: Vec<_> = c.waiting.iter().filter(|w| w.on == on).collect();
+        if these.is_empty() {
+            continue;
+        }
+        let heading = on.map_or("nothing the catalogue says", WaitsOn::heading);
+        writeln!(out, "not covered, waiting on {heading} ({}):", these.len())?;
+        for w in these {
+            match w.why {
+                Some(why) => writeln!(out, "  {}: {why}", w.id)?,
+                None => writeln!(out, "  {}", w.id)?,
+            }
+        }
     }
     for s in &c.setups {
         let count = |v: Verdict| s.counts.get(&v).copied().unwrap_or(0);

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::suite::{Entry, Suite};
-use crate::catalogue::{Catalogue, Rule};
+use crate::catalogue::{Catalogue, Rule, WaitsOn};
 
 /// What one setup did for one rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -91,6 +91,16 @@ pub(crate) struct NotObservable<'a> {
     pub(crate) reason: &'a str,
 }
 
+/// An observable rule no scenario covers, with what it waits on (`None`: the
+/// catalogue does not say).
+#[derive(Debug, Serialize)]
+pub(crate) struct Waiting<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) on: Option<WaitsOn>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) why: Option<&'a str>,
+}
+
 #[derive(Debug, Serialize)]
 pub(crate) struct RuleVerdict {
     pub(crate) verdict: Verdict,
@@ -125,6 +135,8 @@ pub(crate) struct Coverage<'a> {
     pub(crate) total: Total,
     pub(crate) chapters: Vec<ChapterCoverage<'a>>,
     pub(crate) not_observable: Vec<NotObservable<'a>>,
+    /// The observable rules no scenario covers, in catalogue order.
+    pub(crate) waiting: Vec<Waiting<'a>>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub(crate) setups: Vec<SetupCoverage>,
 }
@@ -203,6 +215,16 @@ pub(crate) fn tally<'a>(
         .filter(|r| !r.observable)
         .map(|r| NotObservable { id: &r.id, reason: r.reason.as_deref().unwrap_or("") })
         .collect();
+    let waiting = catalogue
+        .rules
+        .iter()
+        .filter(|r| r.observable && naming.get(r.id.as_str()).is_none_or(Vec::is_empty))
+        .map(|r| Waiting {
+            id: &r.id,
+            on: r.waits.as_ref().map(|w| w.on),
+            why: r.waits.as_ref().map(|w| w.why.as_str()),
+        })
+        .collect();
     let setups = suites
         .iter()
         .map(|(path, suite)| {
@@ -244,6 +266,7 @@ pub(crate) fn tally<'a>(
         total: Total { observable: obs, covered: cov, percent: percent(cov, obs) },
         chapters,
         not_observable,
+        waiting,
         setups,
     }
 }
