@@ -71,6 +71,14 @@ if (( want_test )) && ! mdbook --version 2>/dev/null | grep -qx 'mdbook v0.5.4';
     cargo install --quiet --locked mdbook --version 0.5.4 --no-default-features --features search --root "$HOME/.cargo"
 fi
 
+# The parsers' fuzz targets (fuzz/, scripts/fuzz.sh): cargo-fuzz, pinned, for the
+# nightly toolchain libFuzzer needs (without nightly, scripts/test.sh skips them).
+if (( want_test )) && cargo +nightly --version >/dev/null 2>&1 \
+    && ! cargo fuzz --version 2>/dev/null | grep -q '0\.13\.2'; then
+    say "installing cargo-fuzz 0.13.2 (the fuzz targets' runner; a minute, once)"
+    cargo install --quiet --locked cargo-fuzz --version 0.13.2 --root "$HOME/.cargo"
+fi
+
 say "building and installing roce ($(cargo --version))"
 cargo install --quiet --locked --path harness --root "$HOME/.cargo" --force --target-dir target
 say "roce is at $HOME/.cargo/bin/roce"

@@ -30,6 +30,13 @@ fi
 say "tests that need nothing but the build"
 cargo test --workspace --locked --profile ci
 
+say "fuzz targets, briefly: scripts/fuzz.sh 10 (libFuzzer under cargo +nightly fuzz)"
+if cargo +nightly --version >/dev/null 2>&1; then
+    bash scripts/fuzz.sh 10
+else
+    echo "note: no nightly toolchain (rustup toolchain install nightly): the fuzz targets (fuzz/) are not run" >&2
+fi
+
 say "the analyzer without an RDMA stack: roce --no-default-features (what it links, clippy, its tests, captures/ decoded as the full build does)"
 bash scripts/no-default-features.sh
 

@@ -4,6 +4,8 @@
 //! writes the order down, and `rust-layers.py` checks it in CI):
 //! - `cli` — the binary layer: one module per command, options into a plan,
 //!   exit codes.
+//! - `inputs` — the parsers of outside input, one `pub` door each, for the
+//!   libFuzzer targets (`fuzz/`) and their regression test.
 //! - `fuzz` — `roce fuzz`: batches of crafted requests into a lab VM's live QPs, each
 //!   run as a scenario and judged by oracles; findings confirmed, minimised, saved as
 //!   scenario files.
@@ -46,6 +48,8 @@
 // What other crates (the binary, the tests, the benches) use is `pub`; the rest
 // is the crate's own.
 pub mod cli;
+#[doc(hidden)]
+pub mod inputs;
 pub mod net;
 pub mod scenario;
 

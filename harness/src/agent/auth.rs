@@ -143,6 +143,12 @@ impl Key {
         })
     }
 
+    /// A key of these bytes: the fixed key the fuzz targets' door
+    /// (`crate::inputs`) speaks the handshake with.
+    pub(crate) fn from_bytes(bytes: [u8; LEN]) -> Key {
+        Key(bytes)
+    }
+
     fn parse(text: &str) -> Result<Key> {
         if text.len() != 2 * LEN || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
             bail!("expected {} hex digits, found {} characters", 2 * LEN, text.chars().count());
@@ -368,6 +374,13 @@ impl Side {
 }
 
 impl Session {
+    /// A session whose key is given rather than derived by a handshake: `agent`
+    /// says which end. What the fuzz targets' door (`crate::inputs`) reads and
+    /// seals authenticated frames with.
+    pub(crate) fn known(key: [u8; LEN], agent: bool) -> Session {
+        Session { key, side: if agent { Side::Agent } else { Side::Controller } }
+    }
+
     /// Our end's writer and reader over `w` and `r`.
     pub(crate) fn wrap<R: Read, W: Write>(self, r: R, w: W) -> (AuthReader<R>, AuthWriter<W>) {
         (
@@ -451,16 +464,27 @@ pub(crate) fn client(key: &Key, r: &mut dyn Read, w: &mut dyn Write) -> Result<S
     Ok(client_steps(key, r, w)?)
 }
 
-fn client_steps(key: &Key, r: &mut dyn Read, w: &mut dyn Write) -> Result<Session, HandshakeError> {
-    let n_c = random::<LEN>()?;
-    let at = unix_now();
-    let mark = key.mac(&[b"challenge", &n_c, &at.to_be_bytes()]);
-    w.write_all(&frame(&MarkedChallenge {
+/// Step 1, the controller's challenge with nonce `n_c`, marked at `at` (Unix
+/// seconds), as one frame.
+pub(crate) fn challenge(key: &Key, n_c: &[u8; LEN], at: u64) -> Vec<u8> {
+    let mark = key.mac(&[b"challenge", n_c, &at.to_be_bytes()]);
+    frame(&MarkedChallenge {
         auth: SCHEME.into(),
         nonce: Hex(n_c.to_vec()),
         at: Some(at),
         mark: Some(Hex(mark.to_vec())),
-    }))?;
+    })
+}
+
+/// Step 3, the controller's proof over the agent's nonce `n_a` and its own
+/// `n_c`, as one frame.
+pub(crate) fn response(key: &Key, n_a: &[u8], n_c: &[u8; LEN]) -> Vec<u8> {
+    frame(&Response { proof: Hex(key.mac(&[b"controller", n_a, n_c]).to_vec()) })
+}
+
+fn client_steps(key: &Key, r: &mut dyn Read, w: &mut dyn Write) -> Result<Session, HandshakeError> {
+    let n_c = random::<LEN>()?;
+    w.write_all(&challenge(key, &n_c, unix_now()))?;
     w.flush()?;
     let first = read_frame(r, Step::AgentProof, MAX_MESSAGE)?;
     let answer = serde_json::from_slice::<FirstAnswer>(&first)
@@ -484,7 +508,7 @@ fn client_steps(key: &Key, r: &mut dyn Read, w: &mut dyn Write) -> Result<Sessio
         }));
         return Err(HandshakeError::AgentKeyWrong);
     }
-    w.write_all(&frame(&Response { proof: Hex(key.mac(&[b"controller", &n_a, &n_c]).to_vec()) }))?;
+    w.write_all(&response(key, &n_a, &n_c))?;
     w.flush()?;
     let verdict = read_frame(r, Step::AgentVerdict, MAX_MESSAGE)?;
     match serde_json::from_slice::<Verdict>(&verdict) {

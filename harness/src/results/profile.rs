@@ -113,7 +113,13 @@ impl Profile {
     pub(crate) fn load(path: &Path) -> Result<Profile> {
         let text = std::fs::read_to_string(path)
             .with_context(|| format!("reading the profile {}", path.display()))?;
-        let p: Profile = toml::from_str(&text).map_err(|e| {
+        Profile::parse(&text, path)
+    }
+
+    /// A profile's text, as read from `path` (which names it in the error and
+    /// is where its `snapshots` are found from).
+    pub(crate) fn parse(text: &str, path: &Path) -> Result<Profile> {
+        let p: Profile = toml::from_str(text).map_err(|e| {
             anyhow::anyhow!("{}: not a roce profile: {e}\nhint: record one with `roce run --record-profile FILE`", path.display())
         })?;
         Ok(Profile { file: Some(path.to_path_buf()), ..p })

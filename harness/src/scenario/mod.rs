@@ -3,7 +3,8 @@
 //! ([`check`], [`diag`]); a scenario composed with the fixtures it `use`s
 //! ([`fixtures`]) and a parameterised file expanded into its cases first
 //! ([`cases`]); a file of an older format read as it meant it, or written in the
-//! current one ([`legacy`]); the wire expectations' patterns ([`pattern`]).
+//! current one ([`legacy`]; [`fix`](mod@fix), the rewrite `roce check --fix`
+//! writes); the wire expectations' patterns ([`pattern`]).
 //!
 //! Owns: the scenario format and its rules, and finding and loading scenario files
 //! ([`discover`], `load_all`). Imports: the protocol's stream vocabulary and limits
@@ -20,6 +21,7 @@ pub(crate) mod cases;
 pub(crate) mod check;
 pub(crate) mod diag;
 pub(crate) mod file;
+pub(crate) mod fix;
 pub(crate) mod fixtures;
 pub(crate) mod legacy;
 pub(crate) mod model;
