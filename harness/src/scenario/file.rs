@@ -640,6 +640,11 @@ pub(crate) enum StepOp {
         /// Named as in an MR's `access`.
         #[serde(default)]
         access: Option<Vec<String>>,
+        /// Let the range run past the MR's end, at most 4096 bytes (into the
+        /// guard region the agent keeps there), to see the device refuse a bind
+        /// outside its region (mw.bind.within-region).
+        #[serde(default)]
+        outside_mr: bool,
     },
     /// SEND with Invalidate: a SEND whose IETH names an rkey of the peer to
     /// invalidate: `invalidate = { mw = "w" }` (its rkey as last bound) or

@@ -332,8 +332,9 @@ impl<'a> Checker<'a> {
                 let verb = self.flush(s, on, qp, remote, *len, placement, level);
                 self.post(i, s, on, qp, *wr_id, &[], flags, verb)
             }
-            StepOp::BindMw { on, qp, wr_id, flags, mw, mr, offset, len, access } => {
-                let verb = self.bind_mw(s, on, mw, mr, *offset, *len, access.as_ref());
+            StepOp::BindMw { on, qp, wr_id, flags, mw, mr, offset, len, access, outside_mr } => {
+                let verb =
+                    self.bind_mw(s, on, mw, mr, (*offset, *len, *outside_mr), access.as_ref());
                 self.post(i, s, on, qp, *wr_id, &[], flags, verb)
             }
             StepOp::SendInv { on, qp, wr_id, sge, flags, invalidate } => {
@@ -440,17 +441,17 @@ impl<'a> Checker<'a> {
         Verb::Flush { remote, len, placement, level }
     }
 
-    /// A memory-window bind: the window and MR exist on `on`, the range lies
-    /// within the MR; noted as where the window is bound from here on.
-    #[allow(clippy::too_many_arguments)]
+    /// A memory-window bind: the window and MR exist on `on`, the range
+    /// (`offset`, `len`, and whether it may run past the MR) lies within the MR
+    /// or, when said, within the guard region after it; noted as where the
+    /// window is bound from here on.
     fn bind_mw(
         &mut self,
         s: &file::StepFile,
         on: &str,
         mw: &str,
         mr: &str,
-        offset: u64,
-        len: Option<u64>,
+        (offset, len, outside_mr): (u64, Option<u64>, bool),
         access: Option<&Vec<String>>,
     ) -> Verb {
         let access = match access {
@@ -475,10 +476,18 @@ impl<'a> Checker<'a> {
         };
         let len = len.unwrap_or_else(|| size.unwrap_or(0).saturating_sub(offset));
         if let Some(size) = size {
-            if offset.saturating_add(len) > size {
+            let end = offset.saturating_add(len);
+            let guard = crate::vocab::memory::GUARD as u64;
+            if end > size && !outside_mr {
                 self.err(
                     Some(s.at("len")),
                     format!("{offset}+{len} runs past the end of MR `{mr}` ({size} bytes)"),
+                    Some("to see the device refuse a bind outside its MR (mw.bind.within-region), say `outside_mr = true` on the step".into()),
+                );
+            } else if end > size + guard {
+                self.err(
+                    Some(s.at("len")),
+                    format!("{offset}+{len} runs {} bytes past the end of MR `{mr}`; `outside_mr` reaches at most {guard} past it", end - size),
                     None,
                 );
             }

@@ -1255,3 +1255,46 @@ remote = { mr = "dst", offset = -1 }
         "{e:#?}"
     );
 }
+
+/// A bind past its MR's end is refused with the key that lets it through;
+/// `outside_mr = true` lets it reach into the guard region, and no further.
+#[test]
+fn a_bind_outside_its_mr_only_when_said_and_within_the_guard() {
+    let base = r#"
+name = "bind"
+requires = ["mw_type2"]
+[endpoints.a]
+[endpoints.b]
+[[qp]]
+name = "q"
+type = "rc"
+between = ["b", "a"]
+[[mr]]
+name = "target"
+on = "b"
+size = 16
+access = ["local_write", "mw_bind"]
+[[mw]]
+name = "w"
+on = "b"
+type = 2
+[[step]]
+on = "b"
+op = "bind_mw"
+qp = "q"
+mw = "w"
+mr = "target"
+offset = 8
+len = 16
+"#;
+    let e = errors(base);
+    assert!(e[0].message.contains("8+16 runs past the end of MR `target` (16 bytes)"), "{e:#?}");
+    assert!(e[0].hint.as_deref().is_some_and(|h| h.contains("outside_mr = true")), "{e:#?}");
+    let said = format!("{base}outside_mr = true\n");
+    if let Err(e) = parse_str(Path::new("t.toml"), &said) {
+        panic!("{e:#?}");
+    }
+    let far = said.replace("len = 16", "len = 4105");
+    let e = errors(&far);
+    assert!(e[0].message.contains("runs 4097 bytes past the end of MR `target`"), "{e:#?}");
+}
