@@ -25,6 +25,20 @@ pub fn captures() -> Vec<PathBuf> {
     v
 }
 
+/// `from` copied into `to`, directories and all (a test's own copy of part of
+/// the tree, such as `scenarios/fixtures`).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create the copy's directory");
+    for e in std::fs::read_dir(from).expect("read the tree to copy").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            copy_tree(&p, &to.join(e.file_name()));
+        } else {
+            std::fs::copy(&p, to.join(e.file_name())).expect("copy a file of the tree");
+        }
+    }
+}
+
 /// A directory of one test's own, removed with everything in it when the value is
 /// dropped: when the test ends, passed or failed (a panic unwinds through it).
 /// Tests in one binary run side by side, so each takes its own.

@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use roce_tests::{roce, root, scratch, temporaries};
+use roce_tests::{copy_tree, roce, root, scratch, temporaries};
 
 fn capture(name: &str) -> String {
     root().join("captures").join(name).to_str().expect("utf-8").to_string()
@@ -399,19 +399,8 @@ fn a_fixture_is_checked_through_its_users() {
 /// `tmp/SUB/x.toml` finds the fixtures it `use`s (`../fixtures/…`) as the
 /// original does; returns `tmp/SUB`.
 fn beside_fixtures(tmp: &std::path::Path, sub: &str) -> PathBuf {
-    fn copy(from: &std::path::Path, to: &std::path::Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                copy(&p, &to.join(e.file_name()));
-            } else {
-                std::fs::copy(&p, to.join(e.file_name())).unwrap();
-            }
-        }
-    }
     if !tmp.join("fixtures").exists() {
-        copy(&root().join("scenarios/fixtures"), &tmp.join("fixtures"));
+        copy_tree(&root().join("scenarios/fixtures"), &tmp.join("fixtures"));
     }
     let d = tmp.join(sub);
     std::fs::create_dir_all(&d).unwrap();

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use dissector::flow::Facts;
 use dissector::frame::{self, Options};
 use roce::inputs;
-use roce_tests::{root, scratch, Scratch};
+use roce_tests::{copy_tree, root, scratch, Scratch};
 
 /// The capture the filter target runs every filter over.
 const FILTER_CAPTURE: &str = "captures/malformed.pcap";
@@ -40,20 +40,9 @@ struct Tree {
 }
 
 fn tree() -> Tree {
-    fn copy(from: &Path, to: &Path) {
-        std::fs::create_dir_all(to).unwrap();
-        for e in std::fs::read_dir(from).unwrap().flatten() {
-            let p = e.path();
-            if p.is_dir() {
-                copy(&p, &to.join(e.file_name()));
-            } else {
-                std::fs::copy(&p, to.join(e.file_name())).unwrap();
-            }
-        }
-    }
     let dir = scratch();
     let fixtures = dir.join("fixtures");
-    copy(&root().join("scenarios/fixtures"), &fixtures);
+    copy_tree(&root().join("scenarios/fixtures"), &fixtures);
     let deep = dir.join("a/b");
     std::fs::create_dir_all(&deep).unwrap();
     for link in [dir.join("a/fixtures"), deep.join("fixtures")] {

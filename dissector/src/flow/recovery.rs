@@ -21,6 +21,59 @@ use crate::wire::Psn;
 
 mod crossed;
 mod early;
+
+/// The request frames of a resend run that starts at `reqs[i]`: consecutive
+/// PSNs from its own, none past the highest PSN sent before it (beyond that
+/// they are new requests). None when nothing was sent before it.
+fn resend_run(reqs: &[Packet], i: usize) -> Option<Vec<u64>> {
+    let highest =
+        reqs[..i].iter().map(|f| f.psn).reduce(|hi, p| if p.after(hi) { p } else { hi })?;
+    let mut frames = Vec::new();
+    let mut next = reqs.get(i)?.psn;
+    for f in &reqs[i..] {
+        if f.psn != next || next.after(highest) {
+            break;
+        }
+        frames.push(f.number);
+        next = next.add(1);
+    }
+    Some(frames)
+}
+
+/// What the recovery analyses' tests build packets and timers from.
+#[cfg(test)]
+mod support {
+    use core::ops::RangeInclusive;
+
+    use super::Packet;
+    use crate::wire::aeth::AckKind;
+    use crate::wire::Psn;
+
+    pub(super) const MS: u64 = 1_000_000;
+
+    /// A request recorded as it came, at `us` microseconds.
+    pub(super) fn req(number: u64, us: u64, psn: u32) -> Packet {
+        Packet {
+            number,
+            ts_ns: us * 1000,
+            psn: Psn::new(psn),
+            delivered: true,
+            held_ns: 0,
+            ack: None,
+        }
+    }
+
+    /// A response of PSN `psn` saying `ack`.
+    pub(super) fn answer(number: u64, us: u64, psn: u32, ack: AckKind) -> Packet {
+        Packet { ack: Some(ack), ..req(number, us, psn) }
+    }
+
+    /// Timeout 14 (67.11 ms), widened as the lab's judge widens it.
+    pub(super) fn timer() -> RangeInclusive<u64> {
+        let t = 67_108_864u64;
+        t - t / 20 - 8 * MS..=t + t / 20 + 8 * MS
+    }
+}
 pub use crossed::{crossed_resends, CrossedResend};
 pub use early::{early_timer_resends, EarlyTimerResend};
 

@@ -94,22 +94,8 @@ pub fn crossed_resends(
         {
             continue;
         }
-        // The run: consecutive PSNs from the resent one, up to the highest sent
-        // before it.
-        let highest =
-            reqs[..i].iter().map(|f| f.psn).reduce(|hi, p| if p.after(hi) { p } else { hi });
-        let Some(highest) = highest else { continue };
-        let mut frames = Vec::new();
-        let mut next = r.psn;
-        let mut end = i;
-        for f in &reqs[i..] {
-            if f.psn != next || next.after(highest) {
-                break;
-            }
-            frames.push(f.number);
-            next = next.add(1);
-            end += 1;
-        }
+        let Some(frames) = super::resend_run(reqs, i) else { continue };
+        let end = i + frames.len();
         // Answers after the run, up to the PSN's next transmission.
         let until = reqs[end..].iter().find(|f| f.psn == r.psn).map_or(u64::MAX, |f| f.number);
         let after: Vec<&Packet> = resps
@@ -148,28 +134,7 @@ mod tests {
     use super::*;
     use crate::wire::aeth::AckKind;
 
-    const MS: u64 = 1_000_000;
-
-    fn req(number: u64, us: u64, psn: u32) -> Packet {
-        Packet {
-            number,
-            ts_ns: us * 1000,
-            psn: Psn::new(psn),
-            delivered: true,
-            held_ns: 0,
-            ack: None,
-        }
-    }
-
-    fn answer(number: u64, us: u64, psn: u32, ack: AckKind) -> Packet {
-        Packet { ack: Some(ack), ..req(number, us, psn) }
-    }
-
-    /// Timeout 14 (67.11 ms), widened as the lab's judge widens it.
-    fn timer() -> RangeInclusive<u64> {
-        let t = 67_108_864u64;
-        t - t / 20 - 8 * MS..=t + t / 20 + 8 * MS
-    }
+    use super::super::support::{answer, req, timer, MS};
 
     const RNR: AckKind = AckKind::RnrNak { timer: 12 };
 

@@ -159,18 +159,7 @@ pub fn early_timer_resends(
             .filter(|(f, response)| !response || leaves_outstanding(f))
             .map(|(f, _)| f)
             .max_by_key(|f| f.number);
-        let highest =
-            reqs[..i].iter().map(|f| f.psn).reduce(|hi, p| if p.after(hi) { p } else { hi });
-        let Some(highest) = highest else { continue };
-        let mut frames = Vec::new();
-        let mut next = r.psn;
-        for f in &reqs[i..] {
-            if f.psn != next || next.after(highest) {
-                break;
-            }
-            frames.push(f.number);
-            next = next.add(1);
-        }
+        let Some(frames) = super::resend_run(reqs, i) else { continue };
         out.push(EarlyTimerResend {
             frame: r.frame,
             psn: r.psn,
@@ -203,31 +192,10 @@ fn repeated_answers(resps: &[Packet], after: u64, from: Psn, most: usize) -> Vec
 mod tests {
     use super::*;
 
-    const MS: u64 = 1_000_000;
-
-    fn req(number: u64, us: u64, psn: u32) -> Packet {
-        Packet {
-            number,
-            ts_ns: us * 1000,
-            psn: Psn::new(psn),
-            delivered: true,
-            held_ns: 0,
-            ack: None,
-        }
-    }
+    use super::super::support::{answer as nak, req, timer, MS};
 
     fn ack(number: u64, us: u64, psn: u32) -> Packet {
-        Packet { ack: Some(AckKind::Ack { credits: 31 }), ..req(number, us, psn) }
-    }
-
-    fn nak(number: u64, us: u64, psn: u32, ack: AckKind) -> Packet {
-        Packet { ack: Some(ack), ..req(number, us, psn) }
-    }
-
-    /// Timeout 14 (67.11 ms), widened as the lab's judge widens it.
-    fn timer() -> RangeInclusive<u64> {
-        let t = 67_108_864u64;
-        t - t / 20 - 8 * MS..=t + t / 20 + 8 * MS
+        nak(number, us, psn, AckKind::Ack { credits: 31 })
     }
 
     /// What a CI run recorded (conformance/mw/dealloc_and_dereg under `-j 4`): a
