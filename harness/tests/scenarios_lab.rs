@@ -951,7 +951,9 @@ mod in_lab {
             &format!(
                 "chown nobody /tmp/r /tmp/r/k && setsid setpriv --reuid=65534 --regid=65534 --clear-groups --inh-caps=+net_raw,+ipc_lock \
                  --ambient-caps=+net_raw,+ipc_lock /host/roce agent --listen {ip}:7000 --key-file /tmp/r/k --heartbeat-deadline 5 \
-                 > /tmp/r/agent.log 2>&1 < /dev/null & sleep 1; cat /tmp/r/agent.log; ps -o user= -C roce"
+                 > /tmp/r/agent.log 2>&1 < /dev/null & \
+                 for i in $(seq 100); do grep -q 'must prove' /tmp/r/agent.log && break; sleep 0.1; done; \
+                 cat /tmp/r/agent.log; ps -o user= -C roce"
             ),
             None,
         );
