@@ -15,6 +15,7 @@
 //! syndromes, NAK codes).
 
 use core::fmt;
+use core::ops::RangeInclusive;
 
 use crate::wire::aeth::{AckKind, NakCode};
 use crate::wire::Psn;
@@ -76,6 +77,22 @@ mod support {
 }
 pub use crossed::{crossed_resends, CrossedResend};
 pub use early::{early_timer_resends, EarlyTimerResend};
+
+/// The resends on one pair that tell an ACK timer's story rather than the wire's:
+/// the early ones ([`early_timer_resends`]) and the crossed ones
+/// ([`crossed_resends`]), from one go-back-N analysis of the pair.
+pub fn timer_resends(
+    reqs: &[Packet],
+    resps: &[Packet],
+    timer: RangeInclusive<u64>,
+    unheard_ns: u64,
+) -> (Vec<EarlyTimerResend>, Vec<CrossedResend>) {
+    let g = go_back_n(reqs, resps);
+    (
+        early::early_among(&g.resends, reqs, resps, timer.clone(), unheard_ns),
+        crossed::crossed_among(&g.resends, reqs, resps, timer),
+    )
+}
 
 /// One packet of the pair, as recovery analysis needs it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -509,11 +509,7 @@ impl<'a> Direction<'a> {
             Some(tto) => {
                 let r: Vec<recovery::Packet> = reqs.iter().map(|p| p.recovery()).collect();
                 let s: Vec<recovery::Packet> = resps.iter().map(|p| p.recovery()).collect();
-                let timer = one_timer_interval(tto);
-                (
-                    recovery::early_timer_resends(&r, &s, timer.clone(), ACK_TIMER_MARGIN_NS),
-                    recovery::crossed_resends(&r, &s, timer),
-                )
+                recovery::timer_resends(&r, &s, one_timer_interval(tto), ACK_TIMER_MARGIN_NS)
             }
             None => (Vec::new(), Vec::new()),
         };

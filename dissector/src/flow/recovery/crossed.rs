@@ -21,7 +21,7 @@
 use core::fmt;
 use core::ops::RangeInclusive;
 
-use super::{go_back_n, Packet, Trigger};
+use super::{go_back_n, Packet, Resend, Trigger};
 use crate::wire::Psn;
 
 /// A resend run the ACK timer sent no sooner than its interval allows, whose PSN's
@@ -78,9 +78,18 @@ pub fn crossed_resends(
     resps: &[Packet],
     timer: RangeInclusive<u64>,
 ) -> Vec<CrossedResend> {
-    let g = go_back_n(reqs, resps);
+    crossed_among(&go_back_n(reqs, resps).resends, reqs, resps, timer)
+}
+
+/// [`crossed_resends`], with the pair's go-back-N resends already found.
+pub(super) fn crossed_among(
+    resends: &[Resend],
+    reqs: &[Packet],
+    resps: &[Packet],
+    timer: RangeInclusive<u64>,
+) -> Vec<CrossedResend> {
     let timed =
-        g.resends.iter().filter(|r| r.trigger == Trigger::Timeout && r.after_ns >= *timer.start());
+        resends.iter().filter(|r| r.trigger == Trigger::Timeout && r.after_ns >= *timer.start());
     let mut out = Vec::new();
     for r in timed {
         let Some(i) = reqs.iter().position(|f| f.number == r.frame) else { continue };
