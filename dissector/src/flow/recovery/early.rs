@@ -22,7 +22,7 @@ use core::fmt;
 use core::ops::RangeInclusive;
 use std::collections::HashSet;
 
-use super::{acknowledges, go_back_n, Packet, Trigger};
+use super::{acknowledges, go_back_n, Packet, Resend, Trigger};
 use crate::wire::aeth::AckKind;
 use crate::wire::Psn;
 
@@ -99,10 +99,22 @@ pub fn early_timer_resends(
     timer: RangeInclusive<u64>,
     unheard_ns: u64,
 ) -> Vec<EarlyTimerResend> {
-    let g = go_back_n(reqs, resps);
+    early_among(&go_back_n(reqs, resps).resends, reqs, resps, timer, unheard_ns)
+}
+
+/// [`early_timer_resends`], with the pair's go-back-N resends already found.
+pub(super) fn early_among(
+    resends: &[Resend],
+    reqs: &[Packet],
+    resps: &[Packet],
+    timer: RangeInclusive<u64>,
+    unheard_ns: u64,
+) -> Vec<EarlyTimerResend> {
     let early =
-        g.resends.iter().filter(|r| r.trigger == Trigger::Timeout && r.after_ns < *timer.start());
+        resends.iter().filter(|r| r.trigger == Trigger::Timeout && r.after_ns < *timer.start());
     let mut out = Vec::new();
+    // Answers an earlier early resend drew: each answer is one resend's.
+    let mut claimed = HashSet::new();
     for r in early {
         let Some(i) = reqs.iter().position(|f| f.number == r.frame) else { continue };
         let at = reqs[i].ts_ns;
@@ -160,12 +172,14 @@ pub fn early_timer_resends(
             .map(|(f, _)| f)
             .max_by_key(|f| f.number);
         let Some(frames) = super::resend_run(reqs, i) else { continue };
+        let answers = repeated_answers(resps, r.frame, r.psn, frames.len(), &claimed);
+        claimed.extend(answers.iter().copied());
         out.push(EarlyTimerResend {
             frame: r.frame,
             psn: r.psn,
             after_ns: r.after_ns,
             started_by: started.map(|f| (f.number, at.saturating_sub(f.ts_ns))),
-            answers: repeated_answers(resps, r.frame, r.psn, frames.len()),
+            answers,
             frames,
         });
     }
@@ -175,13 +189,21 @@ pub fn early_timer_resends(
 /// The responses recorded after frame `after` that repeat, for PSN `from` or a
 /// later one, an answer given before them: at most `most` (a resend run of n
 /// frames draws at most n answers: a responder answers every duplicate it is
-/// asked to, rxe with the ACK of the last PSN it took).
-fn repeated_answers(resps: &[Packet], after: u64, from: Psn, most: usize) -> Vec<u64> {
+/// asked to, rxe with the ACK of the last PSN it took), none of the `claimed`
+/// (another resend's).
+fn repeated_answers(
+    resps: &[Packet],
+    after: u64,
+    from: Psn,
+    most: usize,
+    claimed: &HashSet<u64>,
+) -> Vec<u64> {
     let mut given = HashSet::new();
     let mut out = Vec::new();
     for a in resps {
         let repeat = !given.insert((a.psn, a.ack));
-        if repeat && a.number > after && !from.after(a.psn) && out.len() < most {
+        let free = !claimed.contains(&a.number);
+        if repeat && free && a.number > after && !from.after(a.psn) && out.len() < most {
             out.push(a.number);
         }
     }
@@ -229,6 +251,21 @@ mod tests {
         let early = early_timer_resends(&reqs, &resps, timer(), 0);
         assert_eq!(early.len(), 1, "{early:?}");
         assert_eq!((early[0].frames.clone(), early[0].answers.clone()), (vec![4], vec![6]));
+    }
+
+    /// What a run under `-j 4` recorded (conformance/srq/empty_rnr on 6.1): the
+    /// requester's path held its SEND and two timer resends of it for ~160 ms and
+    /// let them out 11 µs apart; each drew its own RNR NAK. Each resend takes an
+    /// answer of its own, not both the first repeat.
+    #[test]
+    fn two_early_resends_take_two_answers() {
+        let rnr = AckKind::RnrNak { timer: 12 };
+        let reqs = [req(11, 176_993, 7), req(12, 177_000, 7), req(13, 177_004, 7)];
+        let resps = [nak(14, 179_189, 7, rnr), nak(15, 179_202, 7, rnr), nak(16, 179_206, 7, rnr)];
+        let early = early_timer_resends(&reqs, &resps, timer(), 0);
+        let taken: Vec<(Vec<u64>, Vec<u64>)> =
+            early.iter().map(|e| (e.frames.clone(), e.answers.clone())).collect();
+        assert_eq!(taken, vec![(vec![12], vec![15]), (vec![13], vec![16])]);
     }
 
     /// What a run under `-j 4` recorded (conformance/srq/ack_credits on 6.1): the
