@@ -248,6 +248,11 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     let files = scenario_files().len();
     assert!(files >= 21, "the seed suite, faults included");
     assert_eq!(r.out.lines().filter(|l| l.starts_with("ok  ")).count(), files, "{}", r.out);
+    // Every shipped fixture is used: one no scenario uses is setup nobody checks.
+    let r = roce(&["check", dir.join("fixtures").to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    assert!(!r.err.contains("no scenario beside it uses"), "{}", r.err);
+    assert!(r.out.contains("fixture  "), "{}", r.out);
 
     let text = std::fs::read_to_string(dir.join("rc_send_tcp.toml"))
         .unwrap()

@@ -40,18 +40,30 @@ pub(super) fn load(
     load_files(&files, who, err)
 }
 
-/// The scenario files under the directory that holds `fixture`'s outermost
-/// `fixtures` directory that use it.
-fn fixture_users(fixture: &std::path::Path) -> Vec<PathBuf> {
-    let Some(root) = scenario::fixtures::users_root(fixture) else { return Vec::new() };
-    // A directory with no scenario in it has none that uses the fixture.
-    let all = scenario::discover(&[root]).unwrap_or_default();
-    // Named as the user would name them: from here, when they are below here.
-    let here = std::env::current_dir().unwrap_or_default();
-    all.into_iter()
-        .filter(|f| scenario::fixtures::uses_fixture(f, fixture))
-        .map(|f| f.strip_prefix(&here).map(PathBuf::from).unwrap_or(f))
-        .collect()
+/// Who uses which fixture: the scenario files under the directory that holds a
+/// fixture's outermost `fixtures` directory, each tree listed and each file's
+/// `use` read once for all the fixtures asked about.
+#[derive(Default)]
+struct FixtureUsers {
+    trees: std::collections::HashMap<PathBuf, Vec<PathBuf>>,
+    uses: scenario::fixtures::UseGraph,
+}
+
+impl FixtureUsers {
+    /// The scenario files that use `fixture`.
+    fn of(&mut self, fixture: &std::path::Path) -> Vec<PathBuf> {
+        let Some(root) = scenario::fixtures::users_root(fixture) else { return Vec::new() };
+        // A directory with no scenario in it has none that uses the fixture.
+        let all = self.trees.entry(root).or_insert_with_key(|root| {
+            scenario::discover(std::slice::from_ref(root)).unwrap_or_default()
+        });
+        // Named as the user would name them: from here, when they are below here.
+        let here = std::env::current_dir().unwrap_or_default();
+        all.iter()
+            .filter(|f| self.uses.uses(f, fixture))
+            .map(|f| f.strip_prefix(&here).map_or_else(|_| f.clone(), PathBuf::from))
+            .collect()
+    }
 }
 
 fn load_files(
@@ -87,8 +99,9 @@ pub(super) fn run(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Com
     });
     // A fixture is checked through the scenarios that use it: alone, its names
     // and placeholders mean nothing.
+    let mut users_of = FixtureUsers::default();
     for f in &fixtures {
-        let users = fixture_users(f);
+        let users = users_of.of(f);
         match users.len() {
             0 => writeln!(
                 err,

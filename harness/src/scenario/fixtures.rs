@@ -563,30 +563,49 @@ pub(crate) fn users_root(fixture: &Path) -> Option<PathBuf> {
     outermost.parent().map(Path::to_path_buf)
 }
 
-/// Whether scenario `file` uses `fixture`, directly or through
-/// other fixtures. Only the `use` lists are read; a file that cannot be read
-/// or parsed uses nothing (checking it says why).
-pub(crate) fn uses_fixture(file: &Path, fixture: &Path) -> bool {
-    let fixture = canonical(fixture);
-    let mut seen = vec![canonical(file)];
-    let mut todo = vec![canonical(file)];
-    while let Some(f) = todo.pop() {
-        let Ok(text) = std::fs::read_to_string(&f) else { continue };
-        let Ok(t) = text.parse::<toml::Table>() else { continue };
-        let Some(list) = t.get("use").and_then(toml::Value::as_array) else { continue };
-        let dir = f.parent().unwrap_or(Path::new("."));
-        for u in list.iter().filter_map(toml::Value::as_str) {
-            let c = canonical(&dir.join(u));
-            if c == fixture {
-                return true;
-            }
-            if seen.len() < MAX_FIXTURES && !seen.contains(&c) {
-                seen.push(c.clone());
-                todo.push(c);
+/// The `use` lists of scenario files and the fixtures they name, each file read
+/// once however many questions name it: asking which of a tree's scenarios use
+/// each of its fixtures reads every file once, not once per fixture.
+#[derive(Debug, Default)]
+pub(crate) struct UseGraph {
+    /// Each file read, canonical, with the canonical paths its `use` names.
+    lists: std::collections::HashMap<PathBuf, Vec<PathBuf>>,
+}
+
+impl UseGraph {
+    /// Whether scenario `file` uses `fixture`, directly or through other
+    /// fixtures. A file that cannot be read or parsed uses nothing (checking it
+    /// says why).
+    pub(crate) fn uses(&mut self, file: &Path, fixture: &Path) -> bool {
+        let fixture = canonical(fixture);
+        let mut seen = vec![canonical(file)];
+        let mut todo = seen.clone();
+        while let Some(f) = todo.pop() {
+            for c in self.list(&f).to_vec() {
+                if c == fixture {
+                    return true;
+                }
+                if seen.len() < MAX_FIXTURES && !seen.contains(&c) {
+                    seen.push(c.clone());
+                    todo.push(c);
+                }
             }
         }
+        false
     }
-    false
+
+    /// What canonical file `f`'s `use` names, read the first time it is asked.
+    fn list(&mut self, f: &Path) -> &[PathBuf] {
+        self.lists.entry(f.to_path_buf()).or_insert_with(|| {
+            let Ok(text) = std::fs::read_to_string(f) else { return Vec::new() };
+            let Ok(t) = text.parse::<toml::Table>() else { return Vec::new() };
+            let Some(list) = t.get("use").and_then(toml::Value::as_array) else {
+                return Vec::new();
+            };
+            let dir = f.parent().unwrap_or(Path::new("."));
+            list.iter().filter_map(toml::Value::as_str).map(|u| canonical(&dir.join(u))).collect()
+        })
+    }
 }
 
 /// `p` with each `dir/..` taken out, as a reader names the file
