@@ -134,6 +134,17 @@ fn expected_cell(e: Option<&Value>) -> (String, Option<String>) {
             e["failed"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
         return ("fails".into(), Some(failed.join("; ")));
     }
+    // A suite.json that kept what IBA says and what the device did says both.
+    if let Some(said) = e.get("deviations").and_then(Value::as_array).filter(|d| !d.is_empty()) {
+        let said: Vec<String> = said
+            .iter()
+            .map(|d| {
+                let f = |k: &str| d[k].as_str().unwrap().to_string();
+                format!("{}: IBA: {}; this device: {}", f("what"), f("iba"), f("device"))
+            })
+            .collect();
+        return ("deviates".into(), Some(said.join("; ")));
+    }
     let devs: Vec<String> = e["observations"]
         .as_object()
         .unwrap()
@@ -158,6 +169,14 @@ fn matrix_page_checked_in_a_real_browser() {
     let deviates = |spec: &[&str]| {
         json!({"file": "x.toml", "spec": spec, "pass": true,
                "observations": {"deviation: wire of QP q from a": "deviates", "deviation: memory": "holds"}})
+    };
+    let said = |spec: &[&str]| {
+        let mut e = deviates(spec);
+        e["deviations"] = json!([
+            {"what": "wire of QP q from a", "iba": "NAK Invalid Request", "device": "no response"},
+            {"what": "completion of wr_id 10 on a", "iba": "IBV_WC_REM_INV_REQ_ERR <&>", "device": "none"}
+        ]);
+        e
     };
     let (w, p) = (&["psn.wrap-write"][..], &["resp.hdr.pkey-mismatch-dropped"][..]);
     let both = &["psn.wrap-write", "resp.hdr.tver-nonzero-dropped"][..];
@@ -188,6 +207,11 @@ fn matrix_page_checked_in_a_real_browser() {
                 Some(fails(both, "memory: expected 1; actual 2")),
                 Some(fails(both, "memory: expected 1; actual 2")),
             ],
+        },
+        Case {
+            name: "deviates, IBA and the device said",
+            groups: &["resp.hdr"],
+            entries: [Some(deviates(p)), Some(said(p))],
         },
         Case { name: "only on the new one", groups: &["psn"], entries: [None, Some(ok(w))] },
         Case {
