@@ -75,14 +75,7 @@ pub fn capture(bytes: &[u8]) -> Result<u64, String> {
         let first = *first.get_or_insert(rec.ts_ns);
         let ctx = Ctx::of(&rec, &fr, first, prev.unwrap_or(rec.ts_ns));
         prev = Some(rec.ts_ns);
-        text.clear();
-        out.clear();
-        print::line(&ctx, &mut text);
-        print::verbose(&ctx, &mut text);
-        out.extend_from_slice(print::json(&ctx).to_string().as_bytes());
-        for (f, _, _) in Field::ALL {
-            fields::write_shown(*f, &ctx, Shown::every(&ctx), &mut out);
-        }
+        print_every_way(&ctx, &mut text, &mut out);
         an.add_captured(
             rec.number,
             rec.ts_ns,
@@ -99,6 +92,20 @@ pub fn capture(bytes: &[u8]) -> Result<u64, String> {
     match end {
         Some(e) => Err(e),
         None => Ok(frames),
+    }
+}
+
+/// A decoded frame printed as `roce decode` prints it, every way: its summary
+/// line and `-V` tree into `text`, its JSON and every field into `out` (both
+/// emptied first).
+fn print_every_way(ctx: &Ctx<'_>, text: &mut String, out: &mut Vec<u8>) {
+    text.clear();
+    out.clear();
+    print::line(ctx, text);
+    print::verbose(ctx, text);
+    out.extend_from_slice(print::json(ctx).to_string().as_bytes());
+    for (f, _, _) in Field::ALL {
+        fields::write(*f, ctx, out);
     }
 }
 
@@ -123,14 +130,7 @@ pub fn frame(bytes: &[u8]) {
                 frame: &fr,
                 comment: None,
             };
-            text.clear();
-            out.clear();
-            print::line(&ctx, &mut text);
-            print::verbose(&ctx, &mut text);
-            out.extend_from_slice(print::json(&ctx).to_string().as_bytes());
-            for (f, _, _) in Field::ALL {
-                fields::write(*f, &ctx, &mut out);
-            }
+            print_every_way(&ctx, &mut text, &mut out);
             let _ = (fr.is_roce(), fr.addrs(), fr.dscp(), fr.ecn(), fr.payload_len_on_wire());
             let _ = (fr.icrc_check(bytes).map(|c| c.ok()), fr.cm_private_data(bytes));
             let _ = fr.rdma_cm_header(bytes);
@@ -336,42 +336,8 @@ pub fn handshake_seeds() -> Vec<Vec<u8>> {
 /// framed, and a whole session's worth in one stream.
 pub fn message_seeds() -> Vec<Vec<u8>> {
     use crate::protocol::*;
-    use crate::vocab::{Access, Caps, MwKind, QpKind, QpParams, QpStateName, SendFlag};
-    let setup = Setup {
-        device: None,
-        port: 1,
-        gid_index: Some(1),
-        cq_depth: Some(8),
-        qps: vec![QpSetup {
-            name: "q".into(),
-            kind: QpKind::Rc,
-            caps: Caps { max_send_wr: 16, max_recv_wr: 16, max_sge: 4, max_inline: 0 },
-            psn: Some(100),
-            params: QpParams {
-                mtu: 1024,
-                timeout: 14,
-                retry_cnt: 7,
-                rnr_retry: 7,
-                min_rnr_timer: 12,
-                max_rd_atomic: 1,
-                max_dest_rd_atomic: 1,
-                qkey: 0x1111_1111,
-            },
-            access: Access(0xe),
-            connect: ConnectBy::RdmaCm,
-            atomic_write: true,
-            flush: true,
-            srq: Some("s".into()),
-        }],
-        mrs: vec![MrSetup {
-            name: "m".into(),
-            size: 64,
-            access: Access(1 | 1 << 8),
-            fill: Fill::Repeat(Hex(vec![0xab, 0])),
-        }],
-        srqs: vec![SrqSetup { name: "s".into(), max_wr: 8, max_sge: 1 }],
-        mws: vec![MwSetup { name: "w".into(), kind: MwKind::Type2 }],
-    };
+    use crate::vocab::{Access, QpStateName, SendFlag};
+    let setup = Setup::example();
     let post = |wr_id, verb| ToAgent::Do {
         index: 1,
         action: Action::Post {

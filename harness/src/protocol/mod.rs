@@ -187,6 +187,49 @@ pub(crate) struct Setup {
     pub mws: Vec<MwSetup>,
 }
 
+impl Setup {
+    /// A setup with one of every kind of object (an RC QP on an SRQ, an MR, a
+    /// type 2 window): what the round-trip test and the agent protocol's fuzz
+    /// seeds ([`crate::inputs::message_seeds`]) start from.
+    pub(crate) fn example() -> Setup {
+        Setup {
+            device: None,
+            port: 1,
+            gid_index: Some(1),
+            cq_depth: Some(8),
+            qps: vec![QpSetup {
+                name: "q".into(),
+                kind: QpKind::Rc,
+                caps: Caps { max_send_wr: 16, max_recv_wr: 16, max_sge: 4, max_inline: 0 },
+                psn: Some(100),
+                params: QpParams {
+                    mtu: 1024,
+                    timeout: 14,
+                    retry_cnt: 7,
+                    rnr_retry: 7,
+                    min_rnr_timer: 12,
+                    max_rd_atomic: 1,
+                    max_dest_rd_atomic: 1,
+                    qkey: 0x1111_1111,
+                },
+                access: Access(0xe),
+                connect: ConnectBy::RdmaCm,
+                atomic_write: true,
+                flush: true,
+                srq: Some("s".into()),
+            }],
+            mrs: vec![MrSetup {
+                name: "m".into(),
+                size: 64,
+                access: Access(1 | 1 << 8),
+                fill: Fill::Repeat(Hex(vec![0xab, 0])),
+            }],
+            srqs: vec![SrqSetup { name: "s".into(), max_wr: 8, max_sge: 1 }],
+            mws: vec![MwSetup { name: "w".into(), kind: MwKind::Type2 }],
+        }
+    }
+}
+
 /// A shared receive queue.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -1105,41 +1148,7 @@ mod tests {
     #[test]
     fn messages_survive_the_wire() {
         let msgs = vec![
-            ToAgent::Setup(Setup {
-                device: None,
-                port: 1,
-                gid_index: Some(1),
-                cq_depth: Some(8),
-                qps: vec![QpSetup {
-                    name: "q".into(),
-                    kind: QpKind::Rc,
-                    caps: Caps { max_send_wr: 16, max_recv_wr: 16, max_sge: 4, max_inline: 0 },
-                    psn: Some(100),
-                    params: QpParams {
-                        mtu: 1024,
-                        timeout: 14,
-                        retry_cnt: 7,
-                        rnr_retry: 7,
-                        min_rnr_timer: 12,
-                        max_rd_atomic: 1,
-                        max_dest_rd_atomic: 1,
-                        qkey: 0x1111_1111,
-                    },
-                    access: Access(0xe),
-                    connect: ConnectBy::RdmaCm,
-                    atomic_write: true,
-                    flush: true,
-                    srq: Some("s".into()),
-                }],
-                mrs: vec![MrSetup {
-                    name: "m".into(),
-                    size: 64,
-                    access: Access(1 | 1 << 8),
-                    fill: Fill::Repeat(Hex(vec![0xab, 0])),
-                }],
-                srqs: vec![SrqSetup { name: "s".into(), max_wr: 8, max_sge: 1 }],
-                mws: vec![MwSetup { name: "w".into(), kind: MwKind::Type2 }],
-            }),
+            ToAgent::Setup(Setup::example()),
             ToAgent::Capabilities { device: Some("rxe0".into()) },
             ToAgent::Do {
                 index: 1,
