@@ -314,6 +314,7 @@ impl Access {
         (1 << 20, "relaxed_ordering"),
     ];
     pub(crate) const LOCAL_WRITE: Access = Access(1);
+    pub(crate) const ZERO_BASED: Access = Access(1 << 5);
     pub(crate) const FLUSH_GLOBAL: Access = Access(1 << 8);
     pub(crate) const FLUSH_PERSISTENT: Access = Access(1 << 9);
     /// A QP's access when the scenario does not say: every remote operation.
