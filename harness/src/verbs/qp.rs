@@ -835,7 +835,7 @@ impl<S: Sending> Qp<S> {
         };
         // SAFETY: the QP, window and MR are alive; b is a valid bind description.
         let rc = unsafe { ibv_bind_mw(self.raw.qp, mw.mw, &mut b) };
-        let hint = if to.access.0 & Access::ZERO_BASED.0 != 0 {
+        let hint = if to.access.contains(Access::ZERO_BASED) {
             "a type 1 window cannot be bound zero-based (IBA o10-36.2.2); a type 2 window can"
         } else {
             "the MR needs mw_bind access (and local_write for a window with remote write)"

@@ -335,6 +335,13 @@ impl Access {
     }
 }
 
+impl Access {
+    /// Whether every flag of `flags` is in this set.
+    pub(crate) fn contains(self, flags: Access) -> bool {
+        self.0 & flags.0 == flags.0
+    }
+}
+
 impl std::ops::BitOr for Access {
     type Output = Access;
     fn bitor(self, o: Access) -> Access {

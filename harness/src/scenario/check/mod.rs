@@ -556,10 +556,10 @@ impl<'a> Checker<'a> {
     /// The features an access set needs (the flush flags: a kernel without FLUSH
     /// refuses them in `ibv_reg_mr` and `ibv_modify_qp`).
     fn access_uses(&mut self, a: Access, span: Range<usize>) {
-        if a.0 & Access::FLUSH_GLOBAL.0 != 0 {
+        if a.contains(Access::FLUSH_GLOBAL) {
             self.uses(Feature::Flush, span.clone());
         }
-        if a.0 & Access::FLUSH_PERSISTENT.0 != 0 {
+        if a.contains(Access::FLUSH_PERSISTENT) {
             self.uses(Feature::FlushPersistent, span);
         }
     }
