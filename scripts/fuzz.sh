@@ -16,6 +16,11 @@
 # tests/tests/fuzz_inputs.rs runs on every `cargo test`.
 #
 # FUZZ_PARALLEL=N runs N targets at a time (default 1).
+# FUZZ_SANITIZER=none builds without AddressSanitizer (into fuzz/target/none/):
+# five times the executions for long runs, at a cost: -malloc_limit_mb needs a
+# sanitizer's allocator, so only -rss_limit_mb still stops an unbounded
+# allocation. The parsers have no `unsafe` of their own; ASan (the default)
+# watches their dependencies'.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -30,11 +35,17 @@ done
 
 # Debug assertions on (overflow checks: a wrapped length is a bug too), ASan on
 # (what makes -malloc_limit_mb work).
-build=(-O -a)
+san=${FUZZ_SANITIZER:-address}
+case $san in
+    address) build=(-O -a) ;;
+    none) build=(-O -a -s none --target-dir fuzz/target/none) ;;
+    *) echo "fuzz.sh: FUZZ_SANITIZER is address or none, not $san" >&2; exit 2 ;;
+esac
 say() { printf '==> %s\n' "$*" >&2; }
 say "building the fuzz targets (cargo +nightly fuzz build ${build[*]})"
 cargo +nightly fuzz build "${build[@]}"
 bin=fuzz/target/x86_64-unknown-linux-gnu/release
+[[ $san == none ]] && bin=fuzz/target/none/x86_64-unknown-linux-gnu/release
 
 rm -rf fuzz/seeds
 "$bin/seeds" fuzz/seeds >&2
@@ -56,7 +67,7 @@ run() {
 
 jobs_max=${FUZZ_PARALLEL:-1}
 for t in "${targets[@]}"; do
-    say "fuzzing $t for ${secs}s"
+    say "fuzzing $t for ${secs}s ($san)"
     run "$t" &
     while (( $(jobs -rp | wc -l) >= jobs_max )); do wait -n || true; done
 done

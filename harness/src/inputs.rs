@@ -22,7 +22,7 @@ use dissector::capture::Reader;
 use dissector::ctx::{Ctx, Shown};
 use dissector::fields::{self, Field};
 use dissector::filter::Filter;
-use dissector::flow::Analyzer;
+use dissector::flow::{Analyzer, Facts};
 use dissector::frame::{self, Options, TransportHint};
 use dissector::{print, LinkType};
 
@@ -109,34 +109,62 @@ fn print_every_way(ctx: &Ctx<'_>, text: &mut String, out: &mut Vec<u8>) {
     }
 }
 
-/// One frame's bytes decoded under every link type the dissector knows and every
-/// transport hint, printed every way, every field written, its derived values
-/// read, and fed to the flow analyzer.
-pub fn frame(bytes: &[u8]) {
+/// The transport hints a frame is decoded under.
+const HINTS: [TransportHint; 3] = [TransportHint::Auto, TransportHint::Rd, TransportHint::Dc];
+
+/// The frame door's input: its first byte chooses the link type and transport
+/// hint (so the fuzzer steers them as it steers the bytes, rather than every
+/// input paying for all 21), the rest is the frame. `None` for an empty input.
+pub fn frame_choice(input: &[u8]) -> Option<(LinkType, TransportHint, &[u8])> {
+    let (&choice, bytes) = input.split_first()?;
+    let link = LINK_TYPES[usize::from(choice) % LINK_TYPES.len()];
+    let hint = HINTS[usize::from(choice) / LINK_TYPES.len() % HINTS.len()];
+    Some((link, hint, bytes))
+}
+
+/// The frame door's input for `bytes` captured under `link`, decoded with the
+/// default hint: what [`frame_choice`] reads back. `None` for a link type the
+/// dissector does not decode.
+pub fn frame_seed(link: LinkType, bytes: &[u8]) -> Option<Vec<u8>> {
+    let choice = LINK_TYPES.iter().position(|l| *l == link)?;
+    let mut input = Vec::with_capacity(bytes.len() + 1);
+    input.push(u8::try_from(choice).ok()?);
+    input.extend_from_slice(bytes);
+    Some(input)
+}
+
+/// One frame (see [`frame_choice`]) decoded, printed every way, every field
+/// written, its derived values read, and fed to the flow analyzer; and, where the
+/// flow analyzer's fast path answers for it, that answer held to the decoder's.
+///
+/// # Panics
+///
+/// When the fast path and the decoder disagree: a bug in one of them.
+pub fn frame(input: &[u8]) {
+    let Some((link, hint, bytes)) = frame_choice(input) else { return };
     let (mut text, mut out) = (String::new(), Vec::new());
-    for link in LINK_TYPES {
-        let mut an = Analyzer::new();
-        for hint in [TransportHint::Auto, TransportHint::Rd, TransportHint::Dc] {
-            let opts = Options { transport_hint: hint, ..Options::default() };
-            let fr = frame::decode(link, bytes, &opts);
-            let ctx = Ctx {
-                number: 1,
-                ts_ns: 5,
-                first_ts_ns: 1,
-                prev_ts_ns: 2,
-                orig_len: u32::try_from(bytes.len()).unwrap_or(u32::MAX),
-                interface: 0,
-                data: bytes,
-                frame: &fr,
-                comment: None,
-            };
-            print_every_way(&ctx, &mut text, &mut out);
-            let _ = (fr.is_roce(), fr.addrs(), fr.dscp(), fr.ecn(), fr.payload_len_on_wire());
-            let _ = (fr.icrc_check(bytes).map(|c| c.ok()), fr.cm_private_data(bytes));
-            let _ = fr.rdma_cm_header(bytes);
-            an.add(1, 5, ctx.orig_len, &fr, bytes);
-        }
-        let _ = an.report().to_string();
+    let opts = Options { transport_hint: hint, ..Options::default() };
+    let fr = frame::decode(link, bytes, &opts);
+    let ctx = Ctx {
+        number: 1,
+        ts_ns: 5,
+        first_ts_ns: 1,
+        prev_ts_ns: 2,
+        orig_len: u32::try_from(bytes.len()).unwrap_or(u32::MAX),
+        interface: 0,
+        data: bytes,
+        frame: &fr,
+        comment: None,
+    };
+    print_every_way(&ctx, &mut text, &mut out);
+    let _ = (fr.is_roce(), fr.addrs(), fr.dscp(), fr.ecn(), fr.payload_len_on_wire());
+    let _ = (fr.icrc_check(bytes).map(|c| c.ok()), fr.cm_private_data(bytes));
+    let _ = fr.rdma_cm_header(bytes);
+    let mut an = Analyzer::new();
+    an.add(1, 5, ctx.orig_len, &fr, bytes);
+    let _ = an.report().to_string();
+    if let Some(fast) = Facts::parse(link, bytes, &opts) {
+        assert_eq!(Some(fast), Facts::of(&fr, bytes), "fast path and decoder disagree");
     }
 }
 
@@ -402,4 +430,31 @@ pub fn message_seeds() -> Vec<Vec<u8>> {
     }
     seeds.push(all);
     seeds
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_frame_seed_reads_back_as_its_link_type_under_the_default_hint() {
+        let bytes = [1u8, 2, 3];
+        for link in LINK_TYPES {
+            let seed = frame_seed(link, &bytes).expect("a link type the dissector decodes");
+            let (l, hint, rest) = frame_choice(&seed).expect("a non-empty input");
+            assert_eq!((l, hint, rest), (link, TransportHint::Auto, &bytes[..]));
+        }
+        assert_eq!(frame_seed(LinkType(147), &bytes), None, "a user link type is not decoded");
+        assert_eq!(frame_choice(&[]), None);
+    }
+
+    #[test]
+    fn the_choice_byte_reaches_every_link_type_under_every_hint() {
+        let mut seen = std::collections::BTreeSet::new();
+        for choice in 0..=u8::MAX {
+            let (link, hint, _) = frame_choice(&[choice]).expect("one byte");
+            seen.insert((link.0, hint as u8));
+        }
+        assert_eq!(seen.len(), LINK_TYPES.len() * HINTS.len());
+    }
 }

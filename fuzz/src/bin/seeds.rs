@@ -3,7 +3,7 @@
 //! seed from two places is one file).
 //!
 //! - capture: every capture under `captures/` and `scenarios/` (pcap, pcapng);
-//! - frame: each frame of those captures;
+//! - frame: each frame of those captures, under its own link type;
 //! - filter: the display filters of the tests (`FILTERS`, `REFUSED` in
 //!   `tests/tests/*.rs`), `-Y` filters of the docs, and every field name;
 //! - scenario: every `*.toml` under `scenarios/` and `docs/`, and the ```` ```toml ````
@@ -16,6 +16,9 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use dissector::capture::Reader;
+// libFuzzer's runtime answers the coverage hooks the fuzz build instruments this
+// binary with too; without a sanitizer's runtime nothing else would.
+use libfuzzer_sys as _;
 
 fn main() {
     let out = PathBuf::from(std::env::args().nth(1).expect("usage: seeds OUT_DIR"));
@@ -29,7 +32,9 @@ fn main() {
         seeds.add("capture", &bytes);
         let Ok(mut r) = Reader::new(&bytes[..]) else { continue };
         while let Ok(Some(rec)) = r.next_packet() {
-            seeds.add("frame", rec.data);
+            if let Some(input) = roce::inputs::frame_seed(rec.link, rec.data) {
+                seeds.add("frame", &input);
+            }
         }
     }
 
