@@ -42,14 +42,24 @@ pub(super) fn load(
 
 /// Who uses which fixture: the scenario files under the directory that holds a
 /// fixture's outermost `fixtures` directory, each tree listed and each file's
-/// `use` read once for all the fixtures asked about.
-#[derive(Default)]
+/// `use` read once for all the fixtures asked about, named from `here`.
 struct FixtureUsers {
     trees: std::collections::HashMap<PathBuf, Vec<PathBuf>>,
     uses: scenario::fixtures::UseGraph,
+    /// The working directory: users below it are named from it, as the user
+    /// would name them.
+    here: PathBuf,
 }
 
 impl FixtureUsers {
+    fn new() -> FixtureUsers {
+        FixtureUsers {
+            trees: Default::default(),
+            uses: Default::default(),
+            here: std::env::current_dir().unwrap_or_default(),
+        }
+    }
+
     /// The scenario files that use `fixture`.
     fn of(&mut self, fixture: &std::path::Path) -> Vec<PathBuf> {
         let Some(root) = scenario::fixtures::users_root(fixture) else { return Vec::new() };
@@ -57,11 +67,9 @@ impl FixtureUsers {
         let all = self.trees.entry(root).or_insert_with_key(|root| {
             scenario::discover(std::slice::from_ref(root)).unwrap_or_default()
         });
-        // Named as the user would name them: from here, when they are below here.
-        let here = std::env::current_dir().unwrap_or_default();
         all.iter()
             .filter(|f| self.uses.uses(f, fixture))
-            .map(|f| f.strip_prefix(&here).map_or_else(|_| f.clone(), PathBuf::from))
+            .map(|f| f.strip_prefix(&self.here).map_or_else(|_| f.clone(), PathBuf::from))
             .collect()
     }
 }
@@ -99,7 +107,7 @@ pub(super) fn run(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Com
     });
     // A fixture is checked through the scenarios that use it: alone, its names
     // and placeholders mean nothing.
-    let mut users_of = FixtureUsers::default();
+    let mut users_of = FixtureUsers::new();
     for f in &fixtures {
         let users = users_of.of(f);
         match users.len() {
