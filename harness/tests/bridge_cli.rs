@@ -103,46 +103,16 @@ fn between_two_hosts_it_carries_and_records_every_frame() {
     let dir = std::env::temp_dir().join(format!("roce-bridge-cli-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pcap: PathBuf = dir.join("wire.pcapng");
-    let udp_in = || -> u64 {
-        let o = Command::new("ip")
-            .args(["netns", "exec", hb, "cat", "/proc/net/snmp"])
-            .output()
-            .unwrap();
-        let s = String::from_utf8_lossy(&o.stdout).to_string();
-        let mut udp = s.lines().filter(|l| l.starts_with("Udp:"));
-        let (names, values) = (udp.next().unwrap_or(""), udp.next().unwrap_or(""));
-        let at = names.split_whitespace().position(|n| n == "NoPorts").unwrap_or(0);
-        values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).unwrap_or(0)
-    };
+    let udp_in = || no_ports(hb);
     let before = udp_in();
-    let bridge = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            br,
-            env!("CARGO_BIN_EXE_roce"),
-            "bridge",
-            "--port",
-            "a1",
-            "--port",
-            "b1",
-            "--duration",
-            "3",
-        ])
-        .arg("--pcap")
-        .arg(&pcap)
-        .args(["--fault", "drop op=send-only"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(800));
+    let mut bridge = Bridge::start(br, &pcap, &["--fault", "drop op=send-only"]);
     for i in 0..5 {
         ip(&["netns", "exec", ha, "bash", "-c", &format!("echo msg{i} > /dev/udp/10.9.0.2/9999")]);
     }
-    let out = bridge.wait_with_output().unwrap();
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{t}");
+    bridge.until("b's kernel took in the five datagrams", || udp_in() >= before + 5);
+    let out = bridge.stop();
+    let t = out.said;
+    assert_eq!(out.code, Some(0), "{t}");
     assert!(t.contains("a = a1 (MTU 1500, link up) ⇄ b = b1 (MTU 1500, link up)"), "{t}");
     assert!(t.contains("rule `drop op=send-only`: matched 0, applied 0"), "{t}");
     let got = udp_in() - before;
@@ -159,16 +129,101 @@ fn between_two_hosts_it_carries_and_records_every_frame() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// `roce bridge` in the bench's namespace, for `secs`, recording to `pcap`.
-fn bridge_in(bench: &Bench, secs: &str, pcap: &std::path::Path) -> std::process::Child {
-    Command::new("ip")
-        .args(["netns", "exec", &bench.ns[0], env!("CARGO_BIN_EXE_roce"), "bridge"])
-        .args(["--port", "a1", "--port", "b1", "--duration", secs, "--pcap"])
-        .arg(pcap)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("starting roce bridge")
+/// UDP datagrams `ns`'s kernel took in for a port nobody listens on (its
+/// `NoPorts` counter): each one sent there that arrived.
+fn no_ports(ns: &str) -> u64 {
+    let o =
+        Command::new("ip").args(["netns", "exec", ns, "cat", "/proc/net/snmp"]).output().unwrap();
+    let s = String::from_utf8_lossy(&o.stdout).to_string();
+    let mut udp = s.lines().filter(|l| l.starts_with("Udp:"));
+    let (names, values) = (udp.next().unwrap_or(""), udp.next().unwrap_or(""));
+    let at = names.split_whitespace().position(|n| n == "NoPorts").unwrap_or(0);
+    values.split_whitespace().nth(at).and_then(|v| v.parse().ok()).unwrap_or(0)
+}
+
+/// `roce bridge` running in the namespace `ns` between `a1` and `b1`, recording
+/// to `pcap`, its counters printed every 0.1 s. Each step of a test waits for
+/// what shows the step before it happened (a line the bridge says, a host's
+/// counter), never for a fixed time: a loaded machine starts and forwards late.
+struct Bridge {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    said: String,
+}
+
+/// What a stopped bridge said, stdout and stderr, and how it ended.
+struct Said {
+    code: Option<i32>,
+    said: String,
+}
+
+impl Bridge {
+    /// Started, once it says it is bridging.
+    fn start(ns: &str, pcap: &std::path::Path, extra: &[&str]) -> Bridge {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_roce"), "bridge"])
+            .args(["--port", "a1", "--port", "b1", "--every", "0.1", "--pcap"])
+            .arg(pcap)
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("starting roce bridge");
+        let err = child.stderr.take().expect("its stderr");
+        let (tx, lines) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut b = Bridge { child, lines, said: String::new() };
+        b.said_line("bridging ");
+        b
+    }
+
+    /// Waits until the bridge says a line holding `what` (from the start).
+    fn said_line(&mut self, what: &str) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !self.said.lines().any(|l| l.contains(what)) {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.said.push_str(&line);
+                    self.said.push('\n');
+                }
+                Err(_) => panic!("the bridge never said `{what}`:\n{}", self.said),
+            }
+        }
+    }
+
+    /// Waits until `done` holds (`what` names it), the bridge running.
+    fn until(&mut self, what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while !done() {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "not seen in 60 s: {what}\n{}",
+                self.said
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Stops it as Ctrl-C or SIGTERM does, and takes all it said.
+    fn stop(mut self) -> Said {
+        let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
+        // SAFETY: kill(2) on the bridge's own pid (`ip netns exec` execs it).
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let out = self.child.wait_with_output().expect("waiting for roce bridge");
+        self.said.extend(self.lines.iter().map(|l| l + "\n"));
+        Said {
+            code: out.status.code(),
+            said: format!("{}{}", String::from_utf8_lossy(&out.stdout), self.said),
+        }
+    }
 }
 
 fn send(bench: &Bench, from: usize, text: &str) {
@@ -183,27 +238,28 @@ fn send(bench: &Bench, from: usize, text: &str) {
 #[ignore = "needs root (network namespaces, raw sockets): bash scripts/test.sh runs it as root"]
 fn a_link_that_flaps_is_said_and_bridging_goes_on() {
     let bench = Bench::new();
-    let br = &bench.ns[0];
     let dir = std::env::temp_dir().join(format!("roce-bridge-flap-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("wire.pcapng");
-    let bridge = bridge_in(&bench, "5", &pcap);
-    let pause = |ms| std::thread::sleep(std::time::Duration::from_millis(ms));
-    pause(800);
+    let [br, ha, hb] = &bench.ns;
+    let (at_a, at_b) = (no_ports(ha), no_ports(hb));
+    let mut bridge = Bridge::start(br, &pcap, &[]);
     send(&bench, 1, "before");
     send(&bench, 2, "answer");
-    pause(300);
+    bridge.until("both datagrams crossed", || no_ports(hb) > at_b && no_ports(ha) > at_a);
     ip(&["-n", br, "link", "set", "a1", "down"]);
-    pause(700);
+    bridge.said_line("port a (a1): set down");
     // b's frame for a: a1 cannot send it.
     send(&bench, 2, "while-down");
-    pause(800);
+    bridge.said_line("send errors 1");
     ip(&["-n", br, "link", "set", "a1", "up"]);
-    pause(700);
+    bridge.said_line("port a (a1): link up again");
+    let at_b = no_ports(hb);
     send(&bench, 1, "after");
-    let out = bridge.wait_with_output().unwrap();
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{t}");
+    bridge.until("the datagram after the flap crossed", || no_ports(hb) > at_b);
+    let out = bridge.stop();
+    let t = out.said;
+    assert_eq!(out.code, Some(0), "{t}");
     assert!(
         t.contains("port a (a1): set down: frames for it cannot be sent until it comes back"),
         "{t}"
@@ -232,14 +288,16 @@ fn a_port_removed_mid_run_is_said_and_fails_the_run() {
     let dir = std::env::temp_dir().join(format!("roce-bridge-gone-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("wire.pcapng");
-    let bridge = bridge_in(&bench, "3", &pcap);
-    std::thread::sleep(std::time::Duration::from_millis(800));
+    let [br, hb] = [&bench.ns[0], &bench.ns[2]];
+    let mut bridge = Bridge::start(br, &pcap, &[]);
+    let at_b = no_ports(hb);
     send(&bench, 1, "before");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    ip(&["-n", &bench.ns[0], "link", "del", "a1"]);
-    let out = bridge.wait_with_output().unwrap();
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{t}");
+    bridge.until("the datagram crossed", || no_ports(hb) > at_b);
+    ip(&["-n", br, "link", "del", "a1"]);
+    bridge.said_line("port a (a1): gone");
+    let out = bridge.stop();
+    let t = out.said;
+    assert_eq!(out.code, Some(1), "{t}");
     assert!(t.contains("port a (a1): gone (the interface was removed): frames for it are not carried from now on"), "{t}");
     assert!(t.contains("at the end: gone (the interface was removed)"), "{t}");
     assert!(t.contains(&format!("capture: {}", pcap.display())), "{t}");
