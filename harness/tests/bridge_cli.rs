@@ -3,6 +3,7 @@
 //! with one end of a veth pair (addresses 10.9.0.x exist only inside them); the
 //! bridge runs in a third, on the other ends. Nothing touches the host's own
 //! interfaces. Bad options and interfaces need no root and run everywhere.
+use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -160,15 +161,24 @@ struct Said {
 impl Bridge {
     /// Started, once it says it is bridging.
     fn start(ns: &str, pcap: &std::path::Path, extra: &[&str]) -> Bridge {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", ns, env!("CARGO_BIN_EXE_roce"), "bridge"])
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_roce"), "bridge"])
             .args(["--port", "a1", "--port", "b1", "--every", "0.1", "--pcap"])
             .arg(pcap)
             .args(extra)
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
-            .spawn()
-            .expect("starting roce bridge");
+            .stderr(std::process::Stdio::piped());
+        // A test run from a background job (CI's) hands SIGINT down ignored, and
+        // the bridge rightly leaves an ignored SIGINT alone: start it as a
+        // terminal would, so that `stop` is its Ctrl-C.
+        // SAFETY: signal(2) is async-signal-safe; only the child's disposition.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                Ok(())
+            });
+        }
+        let mut child = cmd.spawn().expect("starting roce bridge");
         let err = child.stderr.take().expect("its stderr");
         let (tx, lines) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
@@ -212,11 +222,11 @@ impl Bridge {
         }
     }
 
-    /// Stops it as Ctrl-C or SIGTERM does, and takes all it said.
+    /// Stops it as Ctrl-C does, and takes all it said.
     fn stop(mut self) -> Said {
         let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
         // SAFETY: kill(2) on the bridge's own pid (`ip netns exec` execs it).
-        unsafe { libc::kill(pid, libc::SIGTERM) };
+        unsafe { libc::kill(pid, libc::SIGINT) };
         let out = self.child.wait_with_output().expect("waiting for roce bridge");
         self.said.extend(self.lines.iter().map(|l| l + "\n"));
         Said {
