@@ -336,8 +336,7 @@ fn judge_one(
             false,
         );
     }
-    let (mut verdicts, mut observations) = judge::judge(sc, &o, &wire);
-    observations.extend(judge::counters::observations(&base.counters));
+    let (mut verdicts, observations) = judge::judge(sc, &o, &wire);
     let mut unknown = false;
     if let Some(p) = &plan.profile {
         match judge::profile::verdicts(p, &sc.name, &observations) {

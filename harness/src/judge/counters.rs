@@ -7,8 +7,7 @@
 //! `rxe_counter_inc` is called) or its kernel documentation; a driver or a
 //! counter the table does not know is shown, never dropped, and never read.
 //!
-//! Owns: [`Meaning`], the driver table, [`reports`], the observations a
-//! disagreement makes ([`observations`]), [`verdict`]. Imports:
+//! Owns: [`Meaning`], the driver table, [`reports`], [`verdict`]. Imports:
 //! `super::timeline`, the results' counter shapes and verdicts, the scenario's
 //! counter expectation, dissector's ACK classes.
 use std::collections::BTreeMap;
@@ -241,23 +240,6 @@ pub(crate) fn reports(o: &Evidence, wire: Option<&Timeline>) -> BTreeMap<String,
         );
     }
     out
-}
-
-/// Each counter that disagrees with the wire, as an observation (`counter a
-/// rcvd_pkts` = `device 0, wire 1`): what a device profile records, so a
-/// setup's known miscount is held to as profiled (and one that stops, or
-/// changes, is a difference), while a counter that agrees records nothing.
-pub(crate) fn observations(
-    reports: &BTreeMap<String, CounterReport>,
-) -> impl Iterator<Item = (String, String)> + '_ {
-    reports.iter().flat_map(|(ep, c)| {
-        c.reconciled.iter().filter(|x| !x.agrees()).map(move |x| {
-            (
-                format!("counter {ep} {}", x.counter),
-                format!("device {}, wire {}", x.device, x.wire_text()),
-            )
-        })
-    })
 }
 
 /// Made by the switch, not sent by any device: a copy, an injected frame, a
