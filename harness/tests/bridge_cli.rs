@@ -163,7 +163,8 @@ impl Bridge {
     fn start(ns: &str, pcap: &std::path::Path, extra: &[&str]) -> Bridge {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_roce"), "bridge"])
-            .args(["--port", "a1", "--port", "b1", "--every", "0.1", "--pcap"])
+            // A backstop: a test that fails midway leaves no bridge running.
+            .args(["--port", "a1", "--port", "b1", "--every", "0.1", "--duration", "120", "--pcap"])
             .arg(pcap)
             .args(extra)
             .stdout(std::process::Stdio::piped())
@@ -224,15 +225,29 @@ impl Bridge {
 
     /// Stops it as Ctrl-C does, and takes all it said.
     fn stop(mut self) -> Said {
+        use std::io::Read;
         let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
         // SAFETY: kill(2) on the bridge's own pid (`ip netns exec` execs it).
         unsafe { libc::kill(pid, libc::SIGINT) };
-        let out = self.child.wait_with_output().expect("waiting for roce bridge");
-        self.said.extend(self.lines.iter().map(|l| l + "\n"));
-        Said {
-            code: out.status.code(),
-            said: format!("{}{}", String::from_utf8_lossy(&out.stdout), self.said),
+        let mut stdout = String::new();
+        if let Some(mut o) = self.child.stdout.take() {
+            o.read_to_string(&mut stdout).expect("reading roce bridge's stdout");
         }
+        let status = self.child.wait().expect("waiting for roce bridge");
+        let rest: Vec<String> = self.lines.iter().collect();
+        for l in rest {
+            self.said.push_str(&l);
+            self.said.push('\n');
+        }
+        Said { code: status.code(), said: format!("{stdout}{}", self.said) }
+    }
+}
+
+impl Drop for Bridge {
+    /// A test that panicked before `stop`: the bridge goes with it.
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
