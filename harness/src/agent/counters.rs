@@ -4,9 +4,11 @@
 //! `…/counters` (the port counters some drivers have), by file name. Nothing is
 //! interpreted here; the judge's table gives the names meanings.
 //!
-//! Owns: [`read`], [`driver`], [`deltas`]. Imports: the protocol's [`CounterDeltas`].
+//! Owns: [`read`], [`read_settled`], [`driver`], [`deltas`]. Imports: the
+//! protocol's [`CounterDeltas`].
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use crate::protocol::CounterDeltas;
 
@@ -23,6 +25,67 @@ const NOT_COUNTERS: [&str; 1] = ["lifespan"];
 /// or the device name is not one sysfs could hold).
 pub(super) fn read(device: &str, port: u8) -> BTreeMap<String, u64> {
     read_under(Path::new(SYSFS), device, port)
+}
+
+/// The least time a device's counters must hold still before a baseline is
+/// taken from them.
+const QUIET: Duration = Duration::from_millis(30);
+
+/// The longest a baseline waits for the counters to hold still (a busy shared
+/// device may never): then it is taken as they are.
+const SETTLE_WITHIN: Duration = Duration::from_millis(600);
+
+/// The longest cache lifespan believed: the file says milliseconds, and a wait
+/// longer than this is not one a baseline makes.
+const MAX_LIFESPAN_MS: u64 = 200;
+
+/// The counters of `device`'s port `port` once they hold still: read, then read
+/// again after a quiet gap until two reads agree. Two things make a single read
+/// the wrong baseline. A frame the wire carried to the device before the
+/// scenario began (the last scenario's rdma_cm DREP, say) may be counted a few
+/// milliseconds later, under this scenario's count and in no recording of it;
+/// and the kernel serves `hw_counters` from a cache `lifespan` milliseconds old
+/// (rxe: 10), so a read right after another's (the last scenario's teardown) is
+/// that read again. The gap is longer than the cache's lifespan, so the second
+/// read is the device's own.
+pub(super) fn read_settled(device: &str, port: u8) -> BTreeMap<String, u64> {
+    let lifespan = lifespan_under(Path::new(SYSFS), device, port);
+    let gap = QUIET.max(lifespan * 2);
+    settle(|| read(device, port), gap, SETTLE_WITHIN, std::thread::sleep)
+}
+
+/// Reads (with `read`) until two reads `gap` apart agree, or `within` has gone
+/// by: the last read.
+fn settle<R, S>(mut read: R, gap: Duration, within: Duration, mut sleep: S) -> BTreeMap<String, u64>
+where
+    R: FnMut() -> BTreeMap<String, u64>,
+    S: FnMut(Duration),
+{
+    let until = Instant::now() + within;
+    let mut last = read();
+    // A device without counters has nothing to settle.
+    if last.is_empty() {
+        return last;
+    }
+    loop {
+        sleep(gap);
+        let now = read();
+        if now == last || Instant::now() >= until {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// How long the kernel caches `device`'s port counters (`hw_counters/lifespan`,
+/// milliseconds; none said: none).
+fn lifespan_under(root: &Path, device: &str, port: u8) -> Duration {
+    if !device_name(device) {
+        return Duration::ZERO;
+    }
+    let file = root.join(device).join("ports").join(port.to_string()).join("hw_counters/lifespan");
+    let ms = std::fs::read_to_string(file).ok().and_then(|t| t.trim().parse::<u64>().ok());
+    Duration::from_millis(ms.unwrap_or(0).min(MAX_LIFESPAN_MS))
 }
 
 /// A name sysfs could hold for a device: one path component, not `.` or `..`.
@@ -145,6 +208,59 @@ mod tests {
         .unwrap();
         assert_eq!(driver_under(&root, "mlx5_0").as_deref(), Some("mlx5_core"));
         assert_eq!(driver_under(&root, "../mlx5_0"), None);
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_baseline_waits_for_two_reads_a_gap_apart_that_agree() {
+        let m = |n: u64| -> BTreeMap<String, u64> { [("rcvd_pkts".to_string(), n)].into() };
+        // A late frame counted between the first and second read: a third read
+        // settles it.
+        let mut reads = vec![m(5), m(6), m(6), m(7)].into_iter();
+        let mut slept = Vec::new();
+        let gap = Duration::from_millis(30);
+        let got = settle(|| reads.next().unwrap(), gap, Duration::from_secs(60), |d| slept.push(d));
+        assert_eq!(got, m(6));
+        assert_eq!(slept, vec![gap, gap], "read three times, a gap apart");
+        // Still moving when the time is up: the last read, not a wait forever.
+        let mut n = 0;
+        let got = settle(
+            || {
+                n += 1;
+                m(n)
+            },
+            Duration::ZERO,
+            Duration::ZERO,
+            |_| {},
+        );
+        assert_eq!(got, m(2));
+        // No counters: nothing to wait for.
+        let mut calls = 0;
+        let got = settle(
+            || {
+                calls += 1;
+                BTreeMap::new()
+            },
+            gap,
+            Duration::from_secs(60),
+            |_| panic!("slept for a device without counters"),
+        );
+        assert!(got.is_empty());
+        assert_eq!(calls, 1);
+    }
+
+    #[test]
+    fn the_cache_lifespan_is_read_and_bounded() {
+        let root = std::env::temp_dir().join(format!("roce-lifespan-{}", std::process::id()));
+        let hw = root.join("rxe0/ports/1/hw_counters");
+        write(&hw.join("lifespan"), "10\n");
+        assert_eq!(lifespan_under(&root, "rxe0", 1), Duration::from_millis(10));
+        write(&hw.join("lifespan"), "99999999\n");
+        assert_eq!(lifespan_under(&root, "rxe0", 1), Duration::from_millis(MAX_LIFESPAN_MS));
+        write(&hw.join("lifespan"), "soon\n");
+        assert_eq!(lifespan_under(&root, "rxe0", 1), Duration::ZERO);
+        assert_eq!(lifespan_under(&root, "rxe0", 2), Duration::ZERO, "no such port");
+        assert_eq!(lifespan_under(&root, "../rxe0", 1), Duration::ZERO);
         std::fs::remove_dir_all(&root).unwrap();
     }
 

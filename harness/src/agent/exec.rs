@@ -321,7 +321,7 @@ impl Agent {
             ToAgent::Capabilities { device } => self.capabilities(device.as_deref()),
             ToAgent::Setup(s) => self.setup(s),
             ToAgent::Baseline => self.ep().map(|ep| {
-                ep.counters_before = super::counters::read(&ep.ctx.name, ep.port);
+                ep.counters_before = super::counters::read_settled(&ep.ctx.name, ep.port);
                 FromAgent::Baseline { counters: ep.counters_before.len() }
             }),
             ToAgent::Listen { qp, port } => self.listen(qp, port),

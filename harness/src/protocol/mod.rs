@@ -120,7 +120,10 @@ pub(crate) enum ToAgent {
     /// they moved from here. Sent once the wire is being recorded, so that what
     /// the counters count and what the recording holds start together (a frame
     /// between the two, say a previous scenario's late disconnect, would be
-    /// counted and never seen). Without it, the baseline is the end of `Setup`.
+    /// counted and never seen). The agent takes it once the counters hold still
+    /// (a frame already carried may still be on its way into the device, and the
+    /// kernel caches counters for a few milliseconds). Without it, the baseline
+    /// is the end of `Setup`.
     Baseline,
     /// The passive side of QP `qp`'s connection starts listening on `port` (TCP
     /// or rdma_cm, as the QP connects), so the active side's first attempt finds
