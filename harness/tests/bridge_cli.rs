@@ -169,13 +169,16 @@ impl Bridge {
             .args(extra)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
-        // A test run from a background job (CI's) hands SIGINT down ignored, and
-        // the bridge rightly leaves an ignored SIGINT alone: start it as a
-        // terminal would, so that `stop` is its Ctrl-C.
+        // A test run from a background job (CI's, under nohup) hands SIGINT and
+        // SIGHUP down ignored, and the bridge rightly leaves an ignored signal
+        // alone: start it as a terminal would, so that `stop` is its Ctrl-C, its
+        // `kill` or its closed terminal.
         // SAFETY: signal(2) is async-signal-safe; only the child's disposition.
         unsafe {
             cmd.pre_exec(|| {
-                libc::signal(libc::SIGINT, libc::SIG_DFL);
+                for sig in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
+                    libc::signal(sig, libc::SIG_DFL);
+                }
                 Ok(())
             });
         }
@@ -224,11 +227,18 @@ impl Bridge {
     }
 
     /// Stops it as Ctrl-C does, and takes all it said.
-    fn stop(mut self) -> Said {
+    fn stop(self) -> Said {
+        self.stop_with(libc::SIGINT)
+    }
+
+    /// Stops it with `sig` (each of SIGINT, SIGTERM and SIGHUP ends a bridge
+    /// the same way: its capture written, its report said), and takes all it
+    /// said.
+    fn stop_with(mut self, sig: libc::c_int) -> Said {
         use std::io::Read;
         let pid = libc::pid_t::try_from(self.child.id()).expect("a pid");
         // SAFETY: kill(2) on the bridge's own pid (`ip netns exec` execs it).
-        unsafe { libc::kill(pid, libc::SIGINT) };
+        unsafe { libc::kill(pid, sig) };
         let mut stdout = String::new();
         if let Some(mut o) = self.child.stdout.take() {
             o.read_to_string(&mut stdout).expect("reading roce bridge's stdout");
@@ -282,7 +292,8 @@ fn a_link_that_flaps_is_said_and_bridging_goes_on() {
     let at_b = no_ports(hb);
     send(&bench, 1, "after");
     bridge.until("the datagram after the flap crossed", || no_ports(hb) > at_b);
-    let out = bridge.stop();
+    // `kill`, as a service manager stops it: the same end as Ctrl-C's.
+    let out = bridge.stop_with(libc::SIGTERM);
     let t = out.said;
     assert_eq!(out.code, Some(0), "{t}");
     assert!(
@@ -320,7 +331,8 @@ fn a_port_removed_mid_run_is_said_and_fails_the_run() {
     bridge.until("the datagram crossed", || no_ports(hb) > at_b);
     ip(&["-n", br, "link", "del", "a1"]);
     bridge.said_line("port a (a1): gone");
-    let out = bridge.stop();
+    // A closed terminal: the same end as Ctrl-C's.
+    let out = bridge.stop_with(libc::SIGHUP);
     let t = out.said;
     assert_eq!(out.code, Some(1), "{t}");
     assert!(t.contains("port a (a1): gone (the interface was removed): frames for it are not carried from now on"), "{t}");

@@ -14,7 +14,10 @@
 //! The capture ends (`next_packet` returns `Ok(None)`) after `count` packets, on
 //! Ctrl-C, or when [`LiveCapture::stop_handle`] is set. Ctrl-C is caught by a `ctrlc`
 //! handler installed by the first [`LiveCapture::open`] (or [`ctrl_c_flag`]); a
-//! second Ctrl-C exits the process at once (exit status 130). Other code that should
+//! second Ctrl-C exits the process at once (exit status 130). SIGTERM (a service
+//! manager's or `kill`'s stop) and SIGHUP (a closed terminal) stop it the same way,
+//! unless the program started with them ignored (`nohup`); a second one exits at
+//! once (128 + the signal's number). Other code that should
 //! stop on Ctrl-C can share [`ctrl_c_flag`]; a program that installed its own `ctrlc`
 //! handler first should call [`request_stop`] from it.
 //!
@@ -23,7 +26,7 @@
 //! `nix`'s poll.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Once, OnceLock};
 
 use dissector::capture::{CaptureError, Interface, PacketSource, Record};
 use dissector::LinkType;
@@ -72,7 +75,7 @@ static CTRL_C: OnceLock<CtrlC> = OnceLock::new();
 
 /// The process-wide Ctrl-C state, with the handler installed on first use.
 fn ctrl_c() -> &'static CtrlC {
-    CTRL_C.get_or_init(|| {
+    let c = CTRL_C.get_or_init(|| {
         // If the program already has a handler, keep it; it can call `request_stop`.
         let _ = ctrlc::try_set_handler(|| {
             if let Some(c) = CTRL_C.get() {
@@ -84,7 +87,50 @@ fn ctrl_c() -> &'static CtrlC {
             }
         });
         CtrlC { pressed: Arc::new(AtomicBool::new(false)), count: AtomicU64::new(0) }
-    })
+    });
+    // Once the state is there for them to set: a signal before would be lost.
+    static TERMINATION: Once = Once::new();
+    TERMINATION.call_once(|| {
+        for sig in [libc::SIGTERM, libc::SIGHUP] {
+            on_termination(sig);
+        }
+    });
+    c
+}
+
+/// `sig` stops as Ctrl-C does, unless it is ignored (a program started under
+/// `nohup` keeps SIGHUP ignored, as every tool does) or already has a handler.
+fn on_termination(sig: libc::c_int) {
+    // SAFETY: an all-zero sigaction is a valid value of the C struct.
+    let mut old: libc::sigaction = unsafe { std::mem::zeroed() };
+    // SAFETY: sigaction(2) with a null new action only reads the disposition
+    // into `old`, which it may write.
+    let read = unsafe { libc::sigaction(sig, std::ptr::null(), &mut old) };
+    if read != 0 || old.sa_sigaction != libc::SIG_DFL {
+        return;
+    }
+    // SAFETY: as above, with an action whose handler only touches atomics and
+    // calls _exit(2), both async-signal-safe; SA_RESTART keeps blocking calls
+    // elsewhere from failing with EINTR.
+    unsafe {
+        let mut act: libc::sigaction = std::mem::zeroed();
+        act.sa_sigaction = terminated as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        act.sa_flags = libc::SA_RESTART;
+        libc::sigemptyset(&mut act.sa_mask);
+        libc::sigaction(sig, &act, std::ptr::null_mut());
+    }
+}
+
+/// SIGTERM's or SIGHUP's handler: the first stops every capture, as Ctrl-C
+/// does; a second exits at once.
+extern "C" fn terminated(sig: libc::c_int) {
+    if let Some(c) = CTRL_C.get() {
+        if c.count.fetch_add(1, Ordering::SeqCst) > 0 {
+            // SAFETY: _exit(2) is async-signal-safe.
+            unsafe { libc::_exit(128 + sig) };
+        }
+        c.pressed.store(true, Ordering::SeqCst);
+    }
 }
 
 /// The shared flag the Ctrl-C handler sets (installing the handler if not done yet),
