@@ -336,10 +336,12 @@ fn judge_one(
             false,
         );
     }
-    let (mut verdicts, observations) = judge::judge(sc, &o, &wire);
+    let (mut verdicts, mut observations) = judge::judge(sc, &o, &wire);
+    observations.extend(judge::counters::observations(&base.counters));
     let mut unknown = false;
     if let Some(p) = &plan.profile {
-        match judge::profile::verdicts(p, &sc.name, &observations) {
+        let judged = |k: &str| judge::counters::judged(k, &base.counters);
+        match judge::profile::verdicts(p, &sc.name, &observations, judged) {
             Some(v) => verdicts.extend(v),
             None => unknown = true,
         }

@@ -7,7 +7,8 @@
 //! `rxe_counter_inc` is called) or its kernel documentation; a driver or a
 //! counter the table does not know is shown, never dropped, and never read.
 //!
-//! Owns: [`Meaning`], the driver table, [`reports`], [`verdict`]. Imports:
+//! Owns: [`Meaning`], the driver table, [`reports`], the observations a
+//! disagreement makes ([`observations`]), [`verdict`]. Imports:
 //! `super::timeline`, the results' counter shapes and verdicts, the scenario's
 //! counter expectation, dissector's ACK classes.
 use std::collections::BTreeMap;
@@ -17,7 +18,10 @@ use dissector::wire::AckClass;
 
 use super::timeline::{Packet, Timeline};
 use crate::protocol::CounterDeltas;
-use crate::results::{CounterReport, EndpointFacts, Evidence, Reconciled, Verdict, VerdictKind};
+use crate::results::{
+    counter_key, counter_key_endpoint, CounterReport, EndpointFacts, Evidence, Reconciled, Verdict,
+    VerdictKind,
+};
 use crate::scenario::model::CounterExpect;
 
 /// What a counter counts, in the judge's words.
@@ -240,6 +244,28 @@ pub(crate) fn reports(o: &Evidence, wire: Option<&Timeline>) -> BTreeMap<String,
         );
     }
     out
+}
+
+/// Each counter that disagrees with the wire, as an observation (`counter a
+/// rcvd_pkts` = `device 0, wire 1`): what a device profile records, so a
+/// setup's known miscount is held to as profiled (and one that stops, or
+/// changes, is a difference), while a counter that agrees records nothing.
+pub(crate) fn observations(
+    reports: &BTreeMap<String, CounterReport>,
+) -> impl Iterator<Item = (String, String)> + '_ {
+    reports.iter().flat_map(|(ep, c)| {
+        c.reconciled.iter().filter(|x| !x.agrees()).map(move |x| {
+            (counter_key(ep, &x.counter), format!("device {}, wire {}", x.device, x.wire_text()))
+        })
+    })
+}
+
+/// Whether a profile's observation `key` is judged in a run whose counters are
+/// `reports`: every key is, but a counter's on an endpoint whose counters were
+/// not set against the wire (scenarios run side by side read none; a run
+/// without the switch's recording cannot weigh them).
+pub(crate) fn judged(key: &str, reports: &BTreeMap<String, CounterReport>) -> bool {
+    counter_key_endpoint(key).is_none_or(|ep| reports.get(ep).is_some_and(CounterReport::weighed))
 }
 
 /// Made by the switch, not sent by any device: a copy, an injected frame, a

@@ -1,5 +1,7 @@
 //! Holding a run to a device profile: one verdict per observation the profile
-//! recorded for the scenario, failed where this run differs.
+//! recorded for the scenario, failed where this run differs; an observation
+//! the run could not make (`judged` says which: a counter not read) is not
+//! judged.
 //!
 //! Owns: [`verdicts`]. Imports: the results' [`Profile`] and verdicts; nothing else.
 use std::collections::BTreeMap;
@@ -13,10 +15,12 @@ pub(crate) fn verdicts(
     p: &Profile,
     scenario: &str,
     seen: &BTreeMap<String, String>,
+    judged: impl Fn(&str) -> bool,
 ) -> Option<Vec<Verdict>> {
     let want = p.scenario.get(scenario)?;
     Some(
         want.iter()
+            .filter(|(k, _)| judged(k))
             .map(|(k, v)| {
                 let actual = seen.get(k).cloned().unwrap_or_else(|| "not seen in this run".into());
                 Verdict::new(
@@ -46,18 +50,24 @@ mod tests {
             "s".into(),
             obs(&[("wire q from a: CNP after CE", "no"), ("probe x", "no answer")]),
         );
+        let all = |_: &str| true;
         let v = verdicts(
             &p,
             "s",
             &obs(&[("wire q from a: CNP after CE", "yes"), ("probe x", "no answer"), ("new", "1")]),
+            all,
         )
         .unwrap();
         assert_eq!(v.len(), 2, "one verdict per recorded observation");
         let cnp = v.iter().find(|v| v.what.contains("CNP")).unwrap();
         assert!(!cnp.pass && cnp.expected == "no" && cnp.actual == "yes");
         assert!(v.iter().find(|v| v.what.contains("probe x")).unwrap().pass);
-        let missing = verdicts(&p, "s", &obs(&[])).unwrap();
+        let missing = verdicts(&p, "s", &obs(&[]), all).unwrap();
         assert!(missing.iter().all(|v| !v.pass && v.actual == "not seen in this run"));
-        assert!(verdicts(&p, "other", &obs(&[])).is_none());
+        assert!(verdicts(&p, "other", &obs(&[]), all).is_none());
+        // What the run could not observe is not judged, either way.
+        let v = verdicts(&p, "s", &obs(&[]), |k| k != "probe x").unwrap();
+        assert_eq!(v.len(), 1);
+        assert!(v[0].what.contains("CNP"));
     }
 }

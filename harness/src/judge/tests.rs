@@ -1155,6 +1155,11 @@ fn counters_are_set_against_the_complete_wire() {
         vec![("rcvd_pkts".into(), 2, 3), ("send_rnr_err".into(), 1, 1), ("sent_pkts".into(), 2, 2)],
         "ack_deferred has no count on the wire; b's device missed one it was handed"
     );
+    assert_eq!(
+        counters::observations(&r).collect::<Vec<_>>(),
+        [("counter b rcvd_pkts".to_string(), "device 2, wire 3".to_string())],
+        "the one that disagrees is an observation a profile can hold; those that agree are not"
+    );
     assert_eq!(r["b"].driver.as_deref(), Some("rxe"));
     assert_eq!(r["b"].deltas["ack_deferred"], 4, "every counter is shown");
     // An incomplete recording, or a driver the table does not know: shown, not read.
@@ -1167,6 +1172,14 @@ fn counters_are_set_against_the_complete_wire() {
     let r = counters::reports(&o, Some(&t));
     assert!(r["a"].reconciled.is_empty() && r["a"].driver.is_none());
     assert_eq!(r["a"].deltas["sent_pkts"], 3);
+    // A profile's counter observation is judged only where that endpoint's
+    // counters were weighed: b's were, a's (a driver the table does not know)
+    // were not, c read none (scenarios side by side); other keys always are.
+    assert!(counters::judged("counter b rcvd_pkts", &r));
+    assert!(!counters::judged("counter a sent_pkts", &r));
+    assert!(!counters::judged("counter c rcvd_pkts", &r));
+    assert!(counters::judged("completion a wr_id 1", &r));
+    assert!(counters::judged("wire q from a: NAKs", &std::collections::BTreeMap::new()));
 }
 
 /// What reaches a QP in the error state: after b answered a WRITE with NAK
@@ -1193,6 +1206,9 @@ fn what_reaches_a_qp_in_error_or_a_probe_may_go_uncounted() {
         o.counters.insert("b".into(), rxe_received(counted));
         let x = got(&o);
         assert_eq!((x.wire_min, x.wire, x.agrees()), (Some(1), 3, agrees), "{counted}: {x:?}");
+        let seen: Vec<_> = counters::observations(&counters::reports(&o, Some(&t))).collect();
+        let want = format!("device {counted}, wire 1 to 3");
+        assert_eq!(seen.iter().any(|(_, v)| *v == want), !agrees, "{seen:?}");
         assert!(
             x.note
                 .as_deref()

@@ -209,6 +209,7 @@ mod tests {
             error: None,
             failed: vec![],
             observations: BTreeMap::new(),
+            counted: Vec::new(),
             deviations: Vec::new(),
             wire: None,
         };

@@ -289,6 +289,7 @@ mod tests {
             error: None,
             failed: Vec::new(),
             observations,
+            counted: Vec::new(),
             deviations: Vec::new(),
             wire: None,
         }

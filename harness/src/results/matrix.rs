@@ -225,6 +225,7 @@ mod tests {
             error: None,
             failed: if pass { vec![] } else { vec!["wire: expected x; actual y".into()] },
             observations: BTreeMap::new(),
+            counted: Vec::new(),
             deviations: Vec::new(),
             wire: None,
         }

@@ -473,6 +473,28 @@ pub(crate) struct Reconciled {
     pub note: Option<String>,
 }
 
+/// The observation a counter that disagrees with the wire makes: `counter a
+/// rcvd_pkts` (its value `device 0, wire 1`). A profile records it like any
+/// other; it is only judged, and only compared between two runs, where the
+/// endpoint's counters were set against the wire in both.
+pub(crate) fn counter_key(ep: &str, counter: &str) -> String {
+    format!("counter {ep} {counter}")
+}
+
+/// The endpoint an observation key of [`counter_key`]'s is about; none for
+/// every other key.
+pub(crate) fn counter_key_endpoint(key: &str) -> Option<&str> {
+    key.strip_prefix("counter ")?.split_once(' ').map(|(ep, _)| ep)
+}
+
+impl CounterReport {
+    /// Set against the wire (read, by a driver the table knows, with the
+    /// switch's complete recording): its counters' observations mean something.
+    pub(crate) fn weighed(&self) -> bool {
+        !self.reconciled.is_empty()
+    }
+}
+
 impl Reconciled {
     pub(crate) fn agrees(&self) -> bool {
         (self.wire_min.unwrap_or(self.wire)..=self.wire).contains(&self.device)

@@ -36,6 +36,11 @@ pub(crate) struct Entry {
     pub failed: Vec<String>,
     #[serde(default)]
     pub observations: BTreeMap<String, String>,
+    /// The endpoints whose counters were set against the wire: a counter's
+    /// observation (`counter a rcvd_pkts`) is compared only where both runs
+    /// weighed that endpoint's (a run of scenarios side by side reads none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub counted: Vec<String>,
     /// Where the device departed from IBA and passed as profiled: what IBA
     /// says and what the device did (suite.json files from before say none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -94,6 +99,12 @@ impl Suite {
                     error: s.error.clone(),
                     failed,
                     observations: s.observations.clone(),
+                    counted: s
+                        .counters
+                        .iter()
+                        .filter(|(_, c)| c.weighed())
+                        .map(|(ep, _)| ep.clone())
+                        .collect(),
                     deviations: s.deviations(),
                     wire: s.wire_snapshot.clone(),
                 };
@@ -169,7 +180,12 @@ pub(crate) fn diff(old: &Suite, new: &Suite) -> Vec<String> {
                 let mut lines = Vec::new();
                 let keys: std::collections::BTreeSet<&String> =
                     o.observations.keys().chain(n.observations.keys()).collect();
-                for k in keys {
+                // A counter one of the runs did not weigh is no change.
+                let weighed = |k: &str| {
+                    super::counter_key_endpoint(k)
+                        .is_none_or(|ep| [o, n].iter().all(|e| e.counted.iter().any(|c| c == ep)))
+                };
+                for k in keys.into_iter().filter(|k| weighed(k)) {
                     let (a, b) = (o.observations.get(k.as_str()), n.observations.get(k.as_str()));
                     if a != b {
                         lines.push(format!(
@@ -305,6 +321,7 @@ mod tests {
                 vec!["wire of QP q from a: expected x; actual y".into()]
             },
             observations: obs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            counted: Vec::new(),
             deviations: Vec::new(),
             wire: None,
         }
@@ -332,6 +349,30 @@ mod tests {
         assert!(diff(&a, &a).is_empty());
         let back: Suite = serde_json::from_slice(&serde_json::to_vec_pretty(&a).unwrap()).unwrap();
         assert_eq!(back, a);
+    }
+
+    #[test]
+    fn a_counter_is_compared_only_where_both_runs_weighed_it() {
+        let miscount = [("counter a rcvd_pkts", "device 0, wire 1"), ("probe x", "no answer")];
+        let counted = |on: &[&str], obs: &[(&str, &str)]| Entry {
+            counted: on.iter().map(|e| e.to_string()).collect(),
+            ..entry(true, obs)
+        };
+        let one = suite("6.1", &[("s", counted(&["a", "b"], &miscount))]);
+        // Side by side (-j 4): no counters read, so no counter observation.
+        let side = suite("6.1", &[("s", counted(&[], &miscount[1..]))]);
+        assert!(diff(&one, &side).is_empty(), "{:?}", diff(&one, &side));
+        assert!(diff(&side, &one).is_empty());
+        // b's counters read, a's not: a's counter is still not compared.
+        let b_only = suite("6.1", &[("s", counted(&["b"], &miscount[1..]))]);
+        assert!(diff(&one, &b_only).is_empty());
+        // Both weighed a's: the miscount that went away is a change.
+        let fixed = suite("6.1", &[("s", counted(&["a", "b"], &miscount[1..]))]);
+        let text = diff(&one, &fixed).join("\n");
+        assert!(text.contains("counter a rcvd_pkts: device 0, wire 1 → (not seen)"), "{text}");
+        // An observation that is not a counter's is compared as ever.
+        let probe = suite("6.1", &[("s", counted(&[], &[("probe x", "ACK")]))]);
+        assert!(diff(&side, &probe).join("\n").contains("probe x: no answer → ACK"));
     }
 
     #[test]
