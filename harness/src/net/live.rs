@@ -71,6 +71,17 @@ struct CtrlC {
     count: AtomicU64,
 }
 
+impl CtrlC {
+    /// One more stop (Ctrl-C, SIGTERM, SIGHUP, [`request_stop`]): every capture
+    /// and the shared flag see it. Returns how many came before it. Only
+    /// atomics: a signal handler calls it.
+    fn press(&self) -> u64 {
+        let before = self.count.fetch_add(1, Ordering::SeqCst);
+        self.pressed.store(true, Ordering::SeqCst);
+        before
+    }
+}
+
 static CTRL_C: OnceLock<CtrlC> = OnceLock::new();
 
 /// The process-wide Ctrl-C state, with the handler installed on first use.
@@ -78,12 +89,9 @@ fn ctrl_c() -> &'static CtrlC {
     let c = CTRL_C.get_or_init(|| {
         // If the program already has a handler, keep it; it can call `request_stop`.
         let _ = ctrlc::try_set_handler(|| {
-            if let Some(c) = CTRL_C.get() {
-                if c.count.fetch_add(1, Ordering::SeqCst) > 0 {
-                    // Second Ctrl-C: the user means it.
-                    std::process::exit(130);
-                }
-                c.pressed.store(true, Ordering::SeqCst);
+            // Second Ctrl-C: the user means it.
+            if CTRL_C.get().is_some_and(|c| c.press() > 0) {
+                std::process::exit(130);
             }
         });
         CtrlC { pressed: Arc::new(AtomicBool::new(false)), count: AtomicU64::new(0) }
@@ -124,12 +132,9 @@ fn on_termination(sig: libc::c_int) {
 /// SIGTERM's or SIGHUP's handler: the first stops every capture, as Ctrl-C
 /// does; a second exits at once.
 extern "C" fn terminated(sig: libc::c_int) {
-    if let Some(c) = CTRL_C.get() {
-        if c.count.fetch_add(1, Ordering::SeqCst) > 0 {
-            // SAFETY: _exit(2) is async-signal-safe.
-            unsafe { libc::_exit(128 + sig) };
-        }
-        c.pressed.store(true, Ordering::SeqCst);
+    if CTRL_C.get().is_some_and(|c| c.press() > 0) {
+        // SAFETY: _exit(2) is async-signal-safe.
+        unsafe { libc::_exit(128 + sig) };
     }
 }
 
@@ -144,9 +149,7 @@ pub fn ctrl_c_flag() -> Arc<AtomicBool> {
 /// Stops every open live capture and sets [`ctrl_c_flag`], as Ctrl-C does (without
 /// the exit on a second press).
 pub fn request_stop() {
-    let c = ctrl_c();
-    c.count.fetch_add(1, Ordering::SeqCst);
-    c.pressed.store(true, Ordering::SeqCst);
+    ctrl_c().press();
 }
 
 /// Maps a libpcap `DLT_*` value to the `LINKTYPE_*` value files use (they differ for
