@@ -55,6 +55,8 @@ pub mod scenario;
 
 mod agent;
 mod analyze;
+#[cfg(feature = "lab")]
+mod bridge;
 mod catalogue;
 #[cfg(feature = "lab")]
 mod controller;

@@ -16,6 +16,38 @@ fn text(o: &Output) -> String {
 }
 
 #[test]
+fn listen_takes_a_key_and_leaves_rules_and_recording_to_its_controllers() {
+    let no_key = roce(&["bridge", "--port", "a", "--port", "b", "--listen", "127.0.0.1:0"]);
+    assert_eq!(no_key.status.code(), Some(2), "{}", text(&no_key));
+    assert!(text(&no_key).contains("--key-file"), "{}", text(&no_key));
+    for extra in [["--pcap", "w.pcapng"], ["--fault", "drop op=ack"]] {
+        let mut args = vec!["bridge", "--port", "a", "--port", "b", "--listen", "127.0.0.1:0"];
+        args.extend(["--key-file", "k"]);
+        args.extend(extra);
+        let o = roce(&args);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(text(&o).contains("cannot be used with"), "{}", text(&o));
+    }
+    let dir = std::env::temp_dir().join(format!("roce-bridge-key-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let k = dir.join("k");
+    std::fs::write(&k, "not a key").unwrap();
+    let o = roce(
+        &["bridge", "--port", "a", "--port", "b", "--listen", "127.0.0.1:0", "--key-file"]
+            .into_iter()
+            .chain([k.to_str().unwrap()])
+            .collect::<Vec<_>>(),
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        text(&o).contains("readable by") || text(&o).contains("not a roce key"),
+        "{}",
+        text(&o)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn bad_ports_are_refused_before_anything_is_opened() {
     let one = roce(&["bridge", "--port", "eth0"]);
     assert_eq!(one.status.code(), Some(2), "{}", text(&one));
@@ -106,7 +138,7 @@ fn between_two_hosts_it_carries_and_records_every_frame() {
     let pcap: PathBuf = dir.join("wire.pcapng");
     let udp_in = || no_ports(hb);
     let before = udp_in();
-    let mut bridge = Bridge::start(br, &pcap, &["--fault", "drop op=send-only"]);
+    let mut bridge = Bridge::start(br, Some(&pcap), &["--fault", "drop op=send-only"]);
     for i in 0..5 {
         ip(&["netns", "exec", ha, "bash", "-c", &format!("echo msg{i} > /dev/udp/10.9.0.2/9999")]);
     }
@@ -127,6 +159,35 @@ fn between_two_hosts_it_carries_and_records_every_frame() {
     assert_eq!(got, 5, "b's kernel took in the five datagrams");
     let frames = lines.lines().filter(|l| !l.trim().is_empty()).count();
     assert!(t.contains(&format!("capture: {} ({frames} frames)", pcap.display())), "{t}\n{lines}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Listening for controllers, with none connected, the bridge is a plain cable:
+/// it says where it serves, carries every frame, and at its end says it served
+/// no runs. (A controller's runs through it: `bridge::tests` in the library, on
+/// the lab's UDP wire; and the lab's suite through host taps.)
+#[test]
+#[ignore = "needs root (network namespaces, raw sockets): bash scripts/test.sh runs it as root"]
+fn listening_with_no_controller_it_forwards_without_rules() {
+    let bench = Bench::new();
+    let [br, ha, hb] = &bench.ns;
+    let dir = std::env::temp_dir().join(format!("roce-bridge-listen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let key = dir.join("bridge.key");
+    let _ = std::fs::remove_file(&key);
+    assert!(roce(&["agent", "--gen-key", key.to_str().unwrap()]).status.success());
+    let before = no_ports(hb);
+    let k = key.to_str().unwrap();
+    let mut bridge = Bridge::start(br, None, &["--listen", "127.0.0.1:0", "--key-file", k]);
+    assert!(bridge.said.contains("serving controllers on 127.0.0.1:"), "{}", bridge.said);
+    for i in 0..3 {
+        ip(&["netns", "exec", ha, "bash", "-c", &format!("echo msg{i} > /dev/udp/10.9.0.2/9999")]);
+    }
+    bridge.until("b's kernel took in the three datagrams", || no_ports(hb) >= before + 3);
+    let out = bridge.stop();
+    assert_eq!(out.code, Some(0), "{}", out.said);
+    assert!(out.said.contains("served 0 run(s)"), "{}", out.said);
+    assert!(!out.said.contains("capture:"), "no recording of its own: {}", out.said);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -160,12 +221,15 @@ struct Said {
 
 impl Bridge {
     /// Started, once it says it is bridging.
-    fn start(ns: &str, pcap: &std::path::Path, extra: &[&str]) -> Bridge {
+    fn start(ns: &str, pcap: Option<&std::path::Path>, extra: &[&str]) -> Bridge {
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", ns, env!("CARGO_BIN_EXE_roce"), "bridge"])
             // A backstop: a test that fails midway leaves no bridge running.
-            .args(["--port", "a1", "--port", "b1", "--every", "0.1", "--duration", "120", "--pcap"])
-            .arg(pcap)
+            .args(["--port", "a1", "--port", "b1", "--every", "0.1", "--duration", "120"])
+            .args(
+                pcap.map(|p| vec![std::ffi::OsStr::new("--pcap"), p.as_os_str()])
+                    .unwrap_or_default(),
+            )
             .args(extra)
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
@@ -278,7 +342,7 @@ fn a_link_that_flaps_is_said_and_bridging_goes_on() {
     let pcap = dir.join("wire.pcapng");
     let [br, ha, hb] = &bench.ns;
     let (at_a, at_b) = (no_ports(ha), no_ports(hb));
-    let mut bridge = Bridge::start(br, &pcap, &[]);
+    let mut bridge = Bridge::start(br, Some(&pcap), &[]);
     send(&bench, 1, "before");
     send(&bench, 2, "answer");
     bridge.until("both datagrams crossed", || no_ports(hb) > at_b && no_ports(ha) > at_a);
@@ -325,7 +389,7 @@ fn a_port_removed_mid_run_is_said_and_fails_the_run() {
     std::fs::create_dir_all(&dir).unwrap();
     let pcap = dir.join("wire.pcapng");
     let [br, hb] = [&bench.ns[0], &bench.ns[2]];
-    let mut bridge = Bridge::start(br, &pcap, &[]);
+    let mut bridge = Bridge::start(br, Some(&pcap), &[]);
     let at_b = no_ports(hb);
     send(&bench, 1, "before");
     bridge.until("the datagram crossed", || no_ports(hb) > at_b);

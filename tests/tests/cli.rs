@@ -339,7 +339,8 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     let r = roce(&["check", p.to_str().unwrap()]);
     assert!(r.code == 2 && r.err.contains("`reply-qp=` in a scenario's fault rule"), "{}", r.err);
 
-    // Faults need the lab's switch: on real hosts that is a setup error, nothing run.
+    // Faults need a switch in the wire: on real hosts without a bridge that is
+    // bad input, nothing run, and the hint names the bridge.
     let out = tmp.join("faults-remote-out");
     let fault = dir.join("faults/write_drop_ack.toml");
     let r = roce(&[
@@ -352,11 +353,39 @@ fn check_validates_the_seed_scenarios_and_locates_problems() {
     ]);
     assert_eq!(r.code, 2, "{}", r.err);
     assert!(
-        r.err.contains("need the lab's switch") && r.err.contains("write_drop_ack.toml"),
+        r.err.contains("need a switch in the wire")
+            && r.err.contains("write_drop_ack.toml")
+            && r.err.contains("--bridge HOST:PORT"),
         "{}",
         r.err
     );
     assert!(!out.exists(), "nothing was run, nothing written");
+
+    // --bridge: with the agents' key, of the shape HOST:PORT, and the wire's
+    // only source (it records, so -i and --pcap have nothing to add).
+    let key = tmp.join("bridge.key");
+    let _ = std::fs::remove_file(&key);
+    let r = roce(&["agent", "--gen-key", key.to_str().unwrap()]);
+    assert_eq!(r.code, 0, "{}", r.err);
+    let eps = "a=127.0.0.1:1,b=127.0.0.1:2";
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "--endpoints", eps, "--out", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        args.push(fault.to_str().unwrap());
+        roce(&args)
+    };
+    let r = run(&["--bridge", "127.0.0.1:3"]);
+    assert!(r.code == 2 && r.err.contains("--key-file"), "{}", r.err);
+    let k = key.to_str().unwrap();
+    let r = run(&["--bridge", "nowhere", "--key-file", k]);
+    assert!(r.code == 2 && r.err.contains("--bridge nowhere: not HOST:PORT"), "{}", r.err);
+    let r = run(&["--bridge", "127.0.0.1:3", "--key-file", k, "-i", "lo"]);
+    assert!(r.code == 2 && r.err.contains("cannot be used with"), "{}", r.err);
+    assert!(!out.exists(), "nothing was run, nothing written");
+    // Given a bridge, a fault scenario is run: here it stops at its agents.
+    let r = run(&["--bridge", "127.0.0.1:3", "--key-file", k]);
+    assert_eq!(r.code, 1, "{}{}", r.out, r.err);
+    assert!(r.out.contains("connecting to endpoint a's agent at 127.0.0.1:1"), "{}", r.out);
 }
 
 /// A fixture given to `roce check` is checked through the scenarios beside it
@@ -1244,7 +1273,7 @@ fn suite_on_real_hosts_leaves_out_fault_scenarios() {
         &sc("faults"),
     ]);
     assert_eq!(r.code, 2);
-    assert!(r.err.contains("every scenario given needs the lab's switch"), "{}", r.err);
+    assert!(r.err.contains("every scenario given needs a switch in the wire"), "{}", r.err);
 
     // A bad file among them: said where, nothing run, no suite.json.
     let bad = tmp.join("bad.toml");

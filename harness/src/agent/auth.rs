@@ -460,8 +460,65 @@ fn unix_now() -> u64 {
 /// The controller's side of the handshake. Errors are [`HandshakeError`]s: whether
 /// the agent refused us (and why, and whether to retry) or failed to prove it has
 /// the key (then the agent is told so before we close).
+#[cfg(test)]
 pub(crate) fn client(key: &Key, r: &mut dyn Read, w: &mut dyn Write) -> Result<Session> {
     Ok(client_steps(key, r, w)?)
+}
+
+/// How long a controller keeps trying to get through a keyed server's handshake
+/// while it says it is busy with others' handshakes.
+pub(crate) const CONNECT_WITHIN: std::time::Duration = std::time::Duration::from_secs(30);
+/// The first wait before trying again, doubled each time up to [`RETRY_MOST`].
+const RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(50);
+const RETRY_MOST: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Connects to a keyed server at `addr` (a listening agent, a bridge) and proves
+/// the key: the connection (blocking, no read timeout) and its session. A server
+/// busy with others' handshakes, or one that drops the connection before its
+/// first answer, is tried again with back-off ([`RETRY_FIRST`] doubling to
+/// [`RETRY_MOST`]) until `within`; a wrong key is an error at once. Errors name
+/// `what` was reached (`endpoint a's agent at HOST:PORT`), and a connection that
+/// fails says `hint`.
+pub(crate) fn dial(
+    addr: &str,
+    key: &Key,
+    (within, handshake_within): (std::time::Duration, std::time::Duration),
+    what: &str,
+    hint: &str,
+) -> Result<(std::net::TcpStream, Session)> {
+    let until = std::time::Instant::now() + within;
+    let mut wait = RETRY_FIRST;
+    let mut tries = 1u32;
+    loop {
+        let s = std::net::TcpStream::connect(addr)
+            .with_context(|| format!("connecting to {what}\nhint: {hint}"))?;
+        let _ = s.set_nodelay(true);
+        let _ = s.set_read_timeout(Some(handshake_within));
+        let (mut r, mut w) = (s.try_clone()?, s.try_clone()?);
+        match client_steps(key, &mut r, &mut w) {
+            Ok(session) => {
+                let _ = s.set_read_timeout(None);
+                return Ok((s, session));
+            }
+            Err(e) => {
+                let _ = s.shutdown(std::net::Shutdown::Both);
+                if e.is_retryable() && std::time::Instant::now() + wait < until {
+                    std::thread::sleep(wait);
+                    wait = (wait * 2).min(RETRY_MOST);
+                    tries += 1;
+                    continue;
+                }
+                let after = if tries > 1 {
+                    format!(" (after {tries} tries in {within:?})")
+                } else {
+                    String::new()
+                };
+                return Err(
+                    anyhow::Error::new(e).context(format!("authenticating with {what}{after}"))
+                );
+            }
+        }
+    }
 }
 
 /// Step 1, the controller's challenge with nonce `n_c`, marked at `at` (Unix

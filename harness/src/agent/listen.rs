@@ -63,13 +63,16 @@ const SEEN_NONCES: usize = 4096;
 /// Bytes read from a connection in one go.
 const CHUNK: usize = 2048;
 
-/// A line of the agent's log on stderr (one write, so lines never interleave).
-fn say(line: &str) {
-    lab::progress::to_stderr(format!("roce agent: {line}\n").as_bytes());
+/// A line of the server's log on stderr (one write, so lines never interleave),
+/// after its name (`roce agent`, `roce bridge`).
+fn say(who: &str, line: &str) {
+    lab::progress::to_stderr(format!("{who}: {line}\n").as_bytes());
 }
 
 /// How the front door serves.
 pub(crate) struct Front<'a> {
+    /// Who serves, as its log lines begin: `roce agent`, `roce bridge`.
+    pub(crate) who: &'static str,
     /// `None`: no handshake, the first byte starts the session.
     pub(crate) key: Option<&'a Key>,
     pub(crate) handshake_within: Duration,
@@ -152,6 +155,7 @@ fn source(ip: IpAddr) -> IpAddr {
 
 /// At most [`LINES_PER_WINDOW`] lines per [`LINE_WINDOW`]; the rest counted.
 struct Lines {
+    who: &'static str,
     since: Instant,
     shown: u32,
     hidden: u32,
@@ -161,21 +165,21 @@ impl Lines {
     fn roll(&mut self, now: Instant) {
         if now.duration_since(self.since) >= LINE_WINDOW {
             if self.hidden > 0 {
-                say(&format!(
+                say(self.who, &format!(
                     "{} more connections refused or dropped in the last {} s, not logged one by one (at most {LINES_PER_WINDOW} lines per {} s)",
                     self.hidden,
                     now.duration_since(self.since).as_secs(),
                     LINE_WINDOW.as_secs()
                 ));
             }
-            *self = Lines { since: now, shown: 0, hidden: 0 };
+            *self = Lines { who: self.who, since: now, shown: 0, hidden: 0 };
         }
     }
     fn say(&mut self, line: String) {
         self.roll(Instant::now());
         if self.shown < LINES_PER_WINDOW {
             self.shown += 1;
-            say(&line);
+            say(self.who, &line);
         } else {
             self.hidden += 1;
         }
@@ -184,6 +188,7 @@ impl Lines {
 
 /// Accept failures: one line per [`LINE_WINDOW`], naming the limit; back-off.
 struct AcceptTrouble {
+    who: &'static str,
     last_said: Option<Instant>,
     unsaid: u64,
     backoff: Duration,
@@ -210,7 +215,7 @@ impl AcceptTrouble {
             } else {
                 String::new()
             };
-            say(&format!(
+            say(self.who, &format!(
                 "{what}: {e}: {limit}; backing off (up to {} s) and serving on; the next failures are counted, not logged, for {} s{more}",
                 BACKOFF_MOST.as_secs(),
                 LINE_WINDOW.as_secs()
@@ -269,8 +274,9 @@ pub(crate) fn serve(l: &TcpListener, front: &Front<'_>, back: &mut dyn Back) -> 
         conns: Vec::new(),
         seen: HashSet::new(),
         seen_order: VecDeque::new(),
-        lines: Lines { since: now, shown: 0, hidden: 0 },
+        lines: Lines { who: front.who, since: now, shown: 0, hidden: 0 },
         trouble: AcceptTrouble {
+            who: front.who,
             last_said: None,
             unsaid: 0,
             backoff: BACKOFF_FIRST,

@@ -154,6 +154,7 @@ fn serve_on(l: TcpListener, opts: ListenOpts) -> Result<()> {
     // (a test counting threads, a wrapper script) sees the agent as it stays.
     say!("{announce}");
     let front = listen::Front {
+        who: "roce agent",
         key: shared.opts.key.as_ref(),
         handshake_within: shared.opts.handshake_within,
         allow: allow.as_deref(),

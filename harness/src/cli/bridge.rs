@@ -9,8 +9,10 @@
 //! Imports: the `lab` crate's switch (ports, runs, rules, recording) and the Ctrl-C
 //! flag of `crate::net::live`.
 use std::io::Write;
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::anyhow;
@@ -18,6 +20,9 @@ use lab::record::{PcapngRecorder, Recorder};
 use lab::switch::{LinkPort, LinkState, LinkWatch, Port, PortError, Ports, RunSpec, Switch};
 
 use super::exit::{help, CommandResult, Exit, Failure};
+use crate::agent::auth::Key;
+use crate::bridge;
+use crate::protocol::bridge::BridgePort;
 
 /// The switch between two interfaces.
 #[derive(Debug, clap::Args)]
@@ -49,6 +54,15 @@ pub struct BridgeArgs {
     /// Print the counters every this many seconds while it runs.
     #[arg(long, value_name = "S")]
     every: Option<f64>,
+    /// Serve controllers here (`roce run --endpoints … --bridge ADDR`), one at a
+    /// time, each scenario's fault rules applied and its wire recorded and sent
+    /// back; between runs the bridge forwards without rules.
+    #[arg(long, value_name = "ADDR:PORT", requires = "key_file", conflicts_with_all = ["pcap", "fault"])]
+    listen: Option<String>,
+    /// The key controllers must prove they hold (`roce agent --gen-key FILE`
+    /// makes one; the agents' key may be the same).
+    #[arg(long, value_name = "FILE", requires = "listen")]
+    key_file: Option<PathBuf>,
 }
 
 /// What `roce bridge` was asked to do, checked.
@@ -57,6 +71,8 @@ struct Plan {
     rules: Vec<lab::fault::Rule>,
     duration: Option<Duration>,
     every: Option<Duration>,
+    /// `--listen` and the key controllers prove.
+    listen: Option<(String, Key)>,
 }
 
 fn seconds(what: &str, s: Option<f64>) -> Result<Option<Duration>, Failure> {
@@ -92,11 +108,16 @@ impl Plan {
                 )));
             }
         }
+        let listen = match (&a.listen, &a.key_file) {
+            (Some(addr), Some(f)) => Some((addr.clone(), Key::load(f).map_err(Failure::input)?)),
+            _ => None,
+        };
         Ok(Plan {
             ports,
             rules,
             duration: seconds("duration", a.duration)?,
             every: seconds("every", a.every)?,
+            listen,
         })
     }
 }
@@ -125,30 +146,54 @@ pub(super) fn run(a: BridgeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Co
             pb.mtu()
         )?;
     }
-    let recorder: Option<Box<dyn Recorder>> = match &a.pcap {
-        Some(p) => Some(Box::new(PcapngRecorder::create(p).map_err(|e| {
-            Failure::setup(anyhow!("cannot create the capture {}: {e}", p.display()))
-        })?)),
-        None => None,
-    };
-    for r in &plan.rules {
-        writeln!(err, "  fault rule: {r}")?;
-    }
     let watch = LinkWatch::new(&[&pa, &pb])
         .map_err(|e| Failure::setup(anyhow!("cannot watch the ports' links: {e}")))?;
     let mut links = Links::new(&plan.ports, watch.states());
-    let switch = Switch::spawn_on([Port::Link(pa), Port::Link(pb)], Ports::default())?;
-    let run = switch
-        .begin(RunSpec {
-            rules: plan.rules,
-            seed: a.seed,
-            recorder,
-            capture: a.pcap.clone(),
-            live: None,
-            claim: None,
-            standing: Default::default(),
-        })
-        .map_err(Failure::setup)?;
+    let said = |p: &LinkPort| BridgePort { name: p.name().into(), mtu: p.mtu(), link: p.carrier() };
+    let ports = vec![said(&pa), said(&pb)];
+    let switch = Arc::new(Switch::spawn_on([Port::Link(pa), Port::Link(pb)], Ports::default())?);
+    // Served controllers bring their rules and take their recordings; without
+    // --listen, the bridge's own rules and recording last as long as it does.
+    let (server, run) = match plan.listen {
+        Some((addr, key)) => {
+            let l = TcpListener::bind(&addr).map_err(|e| {
+                let e = anyhow!("cannot listen on {addr}: {e}");
+                match e.downcast_ref::<std::io::Error>().map(std::io::Error::kind) {
+                    Some(std::io::ErrorKind::InvalidInput) => Failure::input(e),
+                    _ => Failure::setup(e),
+                }
+            })?;
+            let here = l.local_addr().map_or(addr, |a| a.to_string());
+            let server = bridge::Server::new(switch.clone(), ports, bridge::MESSAGE_WITHIN)
+                .map_err(Failure::setup)?;
+            server.spawn(l, key).map_err(Failure::setup)?;
+            writeln!(err, "serving controllers on {here}, one at a time (roce run --endpoints … --bridge {here} --key-file FILE); between their runs, forwarding without rules")?;
+            (Some(server), None)
+        }
+        None => {
+            let recorder: Option<Box<dyn Recorder>> = match &a.pcap {
+                Some(p) => Some(Box::new(PcapngRecorder::create(p).map_err(|e| {
+                    Failure::setup(anyhow!("cannot create the capture {}: {e}", p.display()))
+                })?)),
+                None => None,
+            };
+            for r in &plan.rules {
+                writeln!(err, "  fault rule: {r}")?;
+            }
+            let run = switch
+                .begin(RunSpec {
+                    rules: plan.rules,
+                    seed: a.seed,
+                    recorder,
+                    capture: a.pcap.clone(),
+                    live: None,
+                    claim: None,
+                    standing: Default::default(),
+                })
+                .map_err(Failure::setup)?;
+            (None, Some(run))
+        }
+    };
     let stop = crate::net::live::ctrl_c_flag();
     let until = |t: Instant| plan.duration.is_some_and(|d| t.elapsed() >= d);
     let start = Instant::now();
@@ -165,13 +210,19 @@ pub(super) fn run(a: BridgeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Co
         }
         if plan.every.is_some_and(|e| shown.elapsed() >= e) {
             shown = Instant::now();
-            if let Ok((_, runs)) = switch.stats() {
-                if let Some(c) = runs.first() {
+            if let Ok((total, runs)) = switch.stats() {
+                // The bridge's own run, or all it carried for the runs it served.
+                let c = if server.is_some() { Some(total) } else { runs.first().copied() };
+                if let Some(c) = c {
                     writeln!(err, "[{:>7.1}s] {}", start.elapsed().as_secs_f64(), c.summary())?;
                 }
             }
         }
     }
+    let Some(run) = run else {
+        let server = server.ok_or_else(|| Failure::setup(anyhow!("the bridge has no run")))?;
+        return served(&server, &switch, &links, start.elapsed(), out);
+    };
     let rep = switch.end(run).map_err(Failure::setup)?;
     let c = rep.counters;
     writeln!(out, "carried for {:.1} s: {}", rep.duration_ms as f64 / 1000.0, c.summary())?;
@@ -214,6 +265,33 @@ pub(super) fn run(a: BridgeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Co
         (None, None) => {}
     }
     Ok(if whole { Exit::Ok } else { Exit::Failed })
+}
+
+/// The end of a bridge that served controllers: what it carried in all, and
+/// what became of their runs.
+fn served(
+    server: &bridge::Server,
+    switch: &Switch,
+    links: &Links,
+    took: Duration,
+    out: &mut dyn Write,
+) -> CommandResult {
+    if server.stop() {
+        writeln!(out, "a controller's run was in progress: ended, its recording not kept")?;
+    }
+    let (total, _) = switch.stats().map_err(Failure::setup)?;
+    writeln!(out, "carried for {:.1} s: {}", took.as_secs_f64(), total.summary())?;
+    let ended = server.ended.load(Ordering::SeqCst);
+    let abandoned = server.abandoned.load(Ordering::SeqCst);
+    writeln!(
+        out,
+        "served {} run(s): {ended} ended by their controller (recording sent back), {abandoned} ended by the bridge (controller gone or silent, or the bridge stopping)",
+        ended + abandoned
+    )?;
+    for line in links.summary(took) {
+        writeln!(out, "{line}")?;
+    }
+    Ok(if links.any_gone() { Exit::Failed } else { Exit::Ok })
 }
 
 /// The ports' links as the bridge saw them: each change said when it is seen,

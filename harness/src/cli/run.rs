@@ -16,6 +16,7 @@ use clap::Args;
 
 use super::exit::{help, CommandResult, Exit, Failure};
 use super::write_file;
+use crate::bridge::client::Bridge;
 use crate::controller::{self, Endpoints, RunPlan, WireSource};
 use crate::render;
 use crate::results::profile::{self, HeldTo, Profile};
@@ -57,10 +58,15 @@ pub struct RunArgs {
     /// running `roce agent --listen HOST:PORT`
     #[arg(long, value_name = "EP=HOST:PORT,…")]
     pub endpoints: Option<String>,
-    /// With --endpoints: the key the agents were started with (`roce agent
-    /// --key-file`); without it the agents must listen unauthenticated
+    /// With --endpoints: the key the agents (and the bridge) were started with
+    /// (`roce agent --key-file`); without it the agents must listen unauthenticated
     #[arg(long, value_name = "FILE", requires = "endpoints")]
     pub key_file: Option<PathBuf>,
+    /// With --endpoints: a `roce bridge --listen HOST:PORT` stands in the wire
+    /// between the hosts. It applies scenarios' [[fault]] rules and records
+    /// each scenario's wire (no -i needed); it takes the same --key-file
+    #[arg(long, value_name = "HOST:PORT", requires_all = ["endpoints", "key_file"], conflicts_with_all = ["iface", "pcap"])]
+    pub bridge: Option<String>,
     /// With --endpoints: capture each scenario's wire on this interface (libpcap)
     #[arg(short = 'i', long = "interface", value_name = "IFACE", requires = "endpoints")]
     pub iface: Option<String>,
@@ -234,6 +240,17 @@ pub(super) fn timestamped(dir: &str) -> PathBuf {
 }
 
 /// The scenarios with `[[fault]]` rules, which need the lab's switch.
+/// `--bridge HOST:PORT`, checked for its shape (whether it answers is the
+/// first scenario's to find out).
+fn bridge_at(addr: &str, key: &crate::agent::auth::Key) -> anyhow::Result<Bridge> {
+    match addr.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0) => {
+            Ok(Bridge::new(addr, key.clone()))
+        }
+        _ => bail!("--bridge {addr}: not HOST:PORT\nhint: where `roce bridge --listen HOST:PORT` serves, e.g. --bridge 192.0.2.9:7100"),
+    }
+}
+
 pub(super) fn with_faults(loaded: &[(PathBuf, Scenario)]) -> Vec<String> {
     loaded
         .iter()
@@ -263,11 +280,11 @@ pub(super) fn plan(
             args.jobs
         )));
     }
-    if remote.is_some() {
+    if remote.is_some() && args.bridge.is_none() {
         let faults = with_faults(loaded);
         if !faults.is_empty() {
             return Err(Failure::input(anyhow!(
-                "roce run: {} [[fault]] rules, which need the lab's switch: {}; nothing was run\nhint: run them in the lab (no --endpoints), or leave them out",
+                "roce run: {} [[fault]] rules, which need a switch in the wire: {}; nothing was run\nhint: run them in the lab (no --endpoints), through a bridge between the hosts (--bridge HOST:PORT), or leave them out",
                 if faults.len() == 1 { "a scenario has" } else { "scenarios have" },
                 faults.join(", ")
             )));
@@ -289,10 +306,13 @@ pub(super) fn plan(
     let remote_hosts = remote.is_some();
     let (endpoints, wire) = match remote {
         Some(m) => {
-            let wire = match (&args.iface, &args.pcap) {
-                (Some(i), _) => WireSource::Live { iface: i.clone(), filter: args.filter.clone() },
-                (None, Some(p)) => WireSource::File(p.clone()),
-                (None, None) => WireSource::None,
+            let wire = match (&args.iface, &args.pcap, &args.bridge) {
+                (_, _, Some(_)) => WireSource::Switch,
+                (Some(i), _, _) => {
+                    WireSource::Live { iface: i.clone(), filter: args.filter.clone() }
+                }
+                (None, Some(p), _) => WireSource::File(p.clone()),
+                (None, None, None) => WireSource::None,
             };
             let key = args
                 .key_file
@@ -300,7 +320,11 @@ pub(super) fn plan(
                 .map(crate::agent::auth::Key::load)
                 .transpose()
                 .map_err(Failure::input)?;
-            (Endpoints::Remote(controller::RemoteAgents { addrs: m, key }), wire)
+            let bridge = match (&args.bridge, &key) {
+                (Some(addr), Some(k)) => Some(bridge_at(addr, k).map_err(Failure::input)?),
+                _ => None,
+            };
+            (Endpoints::Remote(controller::RemoteAgents { addrs: m, key, bridge }), wire)
         }
         None => (
             controller::lab_endpoints(args.lab_dir.clone(), args.lab.clone(), args.image)

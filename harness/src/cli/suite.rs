@@ -41,21 +41,21 @@ pub(super) fn run(mut a: SuiteArgs, out: &mut dyn Write, err: &mut dyn Write) ->
         run::list(&loaded, out)?;
         return Ok(super::exit::Exit::Ok);
     }
-    // On real hosts there is no switch to apply faults: those scenarios are left
-    // out of the suite (said, not silently), the rest runs.
-    if a.run.endpoints.is_some() {
+    // On real hosts without a bridge there is no switch to apply faults: those
+    // scenarios are left out of the suite (said, not silently), the rest runs.
+    if a.run.endpoints.is_some() && a.run.bridge.is_none() {
         let lab_only = run::with_faults(&loaded);
         if !lab_only.is_empty() {
             writeln!(
                 out,
-                "note: left out {} scenarios with [[fault]] rules, which need the lab's switch: {}",
+                "note: left out {} scenarios with [[fault]] rules, which need a switch in the wire (the lab's, or a bridge's: --bridge HOST:PORT): {}",
                 lab_only.len(),
                 lab_only.join(", ")
             )?;
         }
         loaded.retain(|(_, sc)| sc.faults.is_empty());
         if loaded.is_empty() {
-            return Err(Failure::input(anyhow!("roce suite: every scenario given needs the lab's switch; nothing to run on real hosts")));
+            return Err(Failure::input(anyhow!("roce suite: every scenario given needs a switch in the wire; nothing to run on real hosts without one\nhint: stand `roce bridge --listen` between the hosts and add --bridge HOST:PORT")));
         }
     }
     let dir = a.run.out.clone().unwrap_or_else(|| run::timestamped("roce-suite"));

@@ -23,13 +23,6 @@ use crate::protocol::{self, FromAgent, ToAgent};
 /// The agent in a VM is the host's own `roce`, shared over 9p.
 const LAB_AGENT: &str = "/host/roce agent --stdio";
 
-/// How long a controller keeps trying to get through a listening agent's
-/// handshake while the agent says it is busy with others' handshakes.
-pub(crate) const CONNECT_WITHIN: Duration = Duration::from_secs(30);
-/// Its first wait before trying again, doubled each time up to [`RETRY_MOST`].
-const RETRY_FIRST: Duration = Duration::from_millis(50);
-const RETRY_MOST: Duration = Duration::from_secs(1);
-
 /// An agent said the device lacks a verb: the scenario is skipped, not failed.
 #[derive(Debug)]
 pub(super) struct Unsupported(pub String);
@@ -188,52 +181,24 @@ impl Agent {
     /// side to the other and every message after it is authenticated. An agent
     /// busy with other handshakes (`busy: N handshakes in progress, retry`), or
     /// one that drops the connection before its first answer, is tried again
-    /// with back-off ([`RETRY_FIRST`] doubling to [`RETRY_MOST`]) until
-    /// [`CONNECT_WITHIN`]; an agent serving another controller, or a wrong key,
+    /// with back-off until [`auth::CONNECT_WITHIN`] ([`auth::dial`]); an agent serving another controller, or a wrong key,
     /// is an error at once.
     pub(super) fn remote(addr: &str, endpoint: &str, key: Option<&Key>) -> Result<Agent> {
-        let hint = |what: &str| {
-            format!("{what} endpoint {endpoint}'s agent at {addr}\nhint: start it there with `roce agent --listen {addr} --key-file FILE`")
-        };
-        let until = Instant::now() + CONNECT_WITHIN;
-        let mut wait = RETRY_FIRST;
-        let mut tries = 1u32;
-        let (s, r, w) = loop {
-            let s = TcpStream::connect(addr).with_context(|| hint("connecting to"))?;
-            let _ = s.set_nodelay(true);
-            let Some(key) = key else {
-                let (r, w): (Box<dyn Read + Send>, Box<dyn Write + Send>) =
-                    (Box::new(s.try_clone()?), Box::new(s.try_clone()?));
-                break (s, r, w);
-            };
-            let _ = s.set_read_timeout(Some(agent::HANDSHAKE_WITHIN));
-            let (mut r, mut w) = (s.try_clone()?, s.try_clone()?);
-            match auth::client(key, &mut r, &mut w) {
-                Ok(session) => {
-                    let _ = s.set_read_timeout(None);
-                    let (ar, aw) = session.wrap(r, w);
-                    break (s, Box::new(ar), Box::new(aw));
-                }
-                Err(e) => {
-                    let _ = s.shutdown(std::net::Shutdown::Both);
-                    let retry = e
-                        .downcast_ref::<auth::HandshakeError>()
-                        .is_some_and(auth::HandshakeError::is_retryable);
-                    if retry && Instant::now() + wait < until {
-                        thread::sleep(wait);
-                        wait = (wait * 2).min(RETRY_MOST);
-                        tries += 1;
-                        continue;
-                    }
-                    let after = if tries > 1 {
-                        format!(" (after {tries} tries in {:?})", CONNECT_WITHIN)
-                    } else {
-                        String::new()
-                    };
-                    return Err(e.context(format!(
-                        "authenticating with endpoint {endpoint}'s agent at {addr}{after}"
-                    )));
-                }
+        let what = format!("endpoint {endpoint}'s agent at {addr}");
+        let hint = format!("start it there with `roce agent --listen {addr} --key-file FILE`");
+        let (s, r, w): (TcpStream, Box<dyn Read + Send>, Box<dyn Write + Send>) = match key {
+            None => {
+                let s = TcpStream::connect(addr)
+                    .with_context(|| format!("connecting to {what}\nhint: {hint}"))?;
+                let _ = s.set_nodelay(true);
+                let (r, w) = (s.try_clone()?, s.try_clone()?);
+                (s, Box::new(r), Box::new(w))
+            }
+            Some(key) => {
+                let within = (auth::CONNECT_WITHIN, agent::HANDSHAKE_WITHIN);
+                let (s, session) = auth::dial(addr, key, within, &what, &hint)?;
+                let (ar, aw) = session.wrap(s.try_clone()?, s.try_clone()?);
+                (s, Box::new(ar), Box::new(aw))
             }
         };
         let keep = ShutdownOnDrop(s);

@@ -146,7 +146,7 @@ pub(crate) fn run_one(
     slot: Slot,
 ) -> (Evidence, f64) {
     let t = Instant::now();
-    let cap = matches!(eps, Endpoints::Lab(_)).then(|| capture.to_path_buf());
+    let cap = eps.switched().then(|| capture.to_path_buf());
     let o = runner::execute(sc, eps, cap, pool, slot);
     (o, t.elapsed().as_secs_f64())
 }
@@ -700,6 +700,7 @@ mod tests {
             endpoints: Endpoints::Remote(RemoteAgents {
                 addrs: [("a".to_string(), agent_lacking_a_verb())].into(),
                 key: None,
+                bridge: None,
             }),
             wire: WireSource::None,
             out_dir: out.clone(),
@@ -756,6 +757,7 @@ mod tests {
             endpoints: Endpoints::Remote(RemoteAgents {
                 addrs: [("a".to_string(), addr)].into(),
                 key: None,
+                bridge: None,
             }),
             wire: WireSource::None,
             out_dir: out.clone(),

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context, Result};
 use lab::claim::Claim;
 use lab::client::RunSession;
+
+use crate::bridge::client::{Bridge, BridgeRun};
 use lab::state::{LabPaths, Vm};
 
 use super::link::{unexpected, Agent, Deadline, Unsupported};
@@ -39,6 +41,9 @@ const COMPLETIONS_WITHIN: Duration = Duration::from_secs(3);
 pub(crate) struct RemoteAgents {
     pub(crate) addrs: BTreeMap<String, String>,
     pub(crate) key: Option<crate::agent::auth::Key>,
+    /// `--bridge`: the switch between the hosts, which applies scenarios' fault
+    /// rules and records their wire.
+    pub(crate) bridge: Option<Bridge>,
 }
 
 /// A lab, and the image it boots (to bring it back the same after a crash).
@@ -55,6 +60,33 @@ pub(crate) enum Endpoints {
     Lab(LabRef),
     /// Agents already listening on real hosts (`roce agent --listen`), by endpoint.
     Remote(RemoteAgents),
+}
+
+impl Endpoints {
+    /// Whether a switch records each scenario's wire (and applies its fault
+    /// rules): the lab's, or a bridge between real hosts.
+    pub(crate) fn switched(&self) -> bool {
+        match self {
+            Endpoints::Lab(_) => true,
+            Endpoints::Remote(r) => r.bridge.is_some(),
+        }
+    }
+}
+
+/// A scenario's wire being recorded, by the lab's switch or a bridge's.
+enum Recording {
+    Lab(RunSession),
+    /// The run on the bridge, and where its recording goes.
+    Bridge(BridgeRun, PathBuf),
+}
+
+impl Recording {
+    fn end(self) -> Result<lab::switch::RunReport> {
+        match self {
+            Recording::Lab(s) => s.end(),
+            Recording::Bridge(run, capture) => run.end(&capture),
+        }
+    }
 }
 
 /// Connection ports each slot has for its QPs.
@@ -175,7 +207,7 @@ pub(super) fn execute(
             None => out.error = Some(format!("{e:#}")),
         }
         // The time up to the failure is the failed phase's: the first not done.
-        let recorded = matches!(endpoints, Endpoints::Lab(_));
+        let recorded = endpoints.switched();
         let failed = DRIVE
             .iter()
             .find(|p| !out.timings.contains_key(p) && (**p != Phase::RecordingStart || recorded));
@@ -218,7 +250,7 @@ pub(super) fn execute(
     }
     laps.lap(&mut out.timings, Phase::Teardown);
     if let Some(s) = session.take() {
-        match RunSession::end(s) {
+        match s.end() {
             Ok(rep) => {
                 // The switch counted what it carried for this scenario: a capture
                 // that lacks some of it would be judged as if those frames never were.
@@ -263,7 +295,7 @@ const DRIVE: [Phase; 7] = [
 /// stopwatch, and when it must be over.
 struct Live {
     agents: BTreeMap<String, Agent>,
-    session: Option<RunSession>,
+    session: Option<Recording>,
     laps: Laps,
     deadline: Deadline,
 }
@@ -296,7 +328,7 @@ fn drive(
         *setup -= open;
         out.timings.insert(Phase::DeviceOpen, open);
     }
-    *session = start_recording(sc, &plan, endpoints, capture, slot, out)?;
+    *session = start_recording(sc, &plan, endpoints, capture, slot, deadline, out)?;
     if session.is_some() {
         laps.lap(&mut out.timings, Phase::RecordingStart);
     }
@@ -432,8 +464,9 @@ fn start_recording(
     endpoints: &Endpoints,
     capture: Option<PathBuf>,
     slot: Slot,
+    deadline: Deadline,
     out: &Evidence,
-) -> Result<Option<RunSession>> {
+) -> Result<Option<Recording>> {
     // The recording (and the faults, which name QPNs known only now) starts before
     // anything goes on the wire: setup is local to each endpoint.
     if let Endpoints::Lab(LabRef { paths, .. }) = endpoints {
@@ -443,9 +476,19 @@ fn start_recording(
         };
         let rules = resolve::fault_rules(sc, plan, &out.endpoints).map_err(anyhow::Error::msg)?;
         let claim = if slot.shared { Some(claim(sc, plan, &out.endpoints, slot)?) } else { None };
-        return Ok(Some(RunSession::begin(paths, pcap, rules, 1, None, claim)?));
-    } else if !sc.faults.is_empty() {
-        bail!("this scenario has [[fault]] rules, which need the lab's switch\nhint: run it in the lab (no --endpoints)");
+        return Ok(Some(Recording::Lab(RunSession::begin(paths, pcap, rules, 1, None, claim)?)));
+    }
+    if let (Endpoints::Remote(RemoteAgents { bridge: Some(b), .. }), Some(capture)) =
+        (endpoints, capture)
+    {
+        let rules = resolve::fault_rules(sc, plan, &out.endpoints).map_err(anyhow::Error::msg)?;
+        // The bridge ends a run its controller left behind, once the scenario
+        // could no longer be going on.
+        let within = deadline.left() + 2 * ANSWER_WITHIN;
+        return Ok(Some(Recording::Bridge(b.begin(&rules, 1, within)?, capture)));
+    }
+    if !sc.faults.is_empty() {
+        bail!("this scenario has [[fault]] rules, which need a switch in the wire\nhint: run it in the lab (no --endpoints), or through a bridge between the hosts (--bridge HOST:PORT)");
     }
     Ok(None)
 }

@@ -35,6 +35,8 @@ use crate::vocab::{
     Access, Caps, EventType, Feature, Guards, MwKind, Placement, QpKind, QpStateName, Selectivity,
     SendFlag, WcOpcode, WcStatus,
 };
+#[cfg(feature = "lab")]
+pub(crate) mod bridge;
 pub(crate) mod stream;
 
 use stream::{Percentiles, StreamContent, StreamVerb, Verification};
