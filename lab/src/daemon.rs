@@ -102,7 +102,9 @@ struct Shared {
     agents: [Agent; 2],
     routes: Mutex<HashMap<u32, Route>>,
     next_id: AtomicU32,
-    switch: Switch,
+    /// `None` on a bench (`--wire bench`): an outside `roce bridge` stands
+    /// between the taps.
+    switch: Option<Switch>,
     shutdown: AtomicBool,
     started: Instant,
     started_unix: u64,
@@ -124,7 +126,13 @@ struct Shared {
     standing: (Vec<Rule>, u64),
     /// The host taps that are the VMs' NICs (VM a's, VM b's), when the wire is taps.
     taps: Option<[String; 2]>,
+    /// On a bench: where each VM's listening agent is reached (127.0.0.1:PORT,
+    /// forwarded over its management link).
+    agents_at: Option<[String; 2]>,
 }
+
+/// What a run on a bench is told.
+const NO_SWITCH: &str = "this lab is a bench (`--wire bench`): nothing stands between its taps but the `roce bridge` you start there\nhint: run scenarios through it: roce run --endpoints a=…,b=… --bridge HOST:PORT (see roce lab status for the agents' addresses)";
 
 fn log(msg: &str) {
     let t = dissector::capture::unix_now().as_secs_f64();
@@ -256,10 +264,11 @@ impl Shared {
 
     /// Applies the standing rules between runs (nothing is recorded).
     fn begin_background_run(&self) -> Result<()> {
+        let Some(switch) = &self.switch else { return Ok(()) };
         if self.standing.0.is_empty() {
             return Ok(());
         }
-        let id = self.switch.begin(RunSpec {
+        let id = switch.begin(RunSpec {
             rules: self.standing.0.clone(),
             seed: self.standing.1,
             recorder: None,
@@ -278,7 +287,8 @@ impl Shared {
     }
 
     fn status(&self) -> serde_json::Value {
-        let (total, mut runs) = self.switch.stats().unwrap_or_default();
+        let sw = self.switch.as_ref();
+        let (total, mut runs) = sw.and_then(|s| s.stats().ok()).unwrap_or_default();
         // The background run that applies the standing rules while nobody runs
         // anything is no run of anybody's: it is there only when no other is.
         if self.background.lock().unwrap_or_else(|e| e.into_inner()).is_some() {
@@ -312,11 +322,14 @@ impl Shared {
             "idle_timeout_s": self.idle_timeout.map(|d| d.as_secs()),
             "standing_rules": self.standing.0.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
             "standing_seed": self.standing.1,
-            "standing_counts": self.switch.standing().unwrap_or_default(),
+            "standing_counts": sw.and_then(|s| s.standing().ok()).unwrap_or_default(),
             "vms": vms,
-            "ports": self.switch.ports(),
+            "ports": sw.map(Switch::ports),
             "taps": self.taps,
-            "counters": total,
+            "agents_at": self.agents_at,
+            "agents_key": self.agents_at.as_ref()
+                .map(|_| self.paths.share().join(super::guest::BENCH_KEY).display().to_string()),
+            "counters": sw.map(|_| total),
             "run": runs.first(),
             "runs": runs.len(),
             "last_run": *self.last_run.lock().unwrap_or_else(|e| e.into_inner()),
@@ -440,30 +453,53 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
     let (accel, accel_note) = vm::resolve_accel(opts.accel, &img, paths, &|m| log(m))?;
     log(&format!("accelerator: {accel_note}"));
 
+    let taps = || -> Result<(Tap, Tap)> {
+        let tap = |vm: Vm| {
+            Tap::create(&format!("roce{}%d", vm.name()))
+                .with_context(|| format!("creating VM {}'s tap interface", vm.name()))
+        };
+        Ok((tap(Vm::A)?, tap(Vm::B)?))
+    };
     let (switch, backends, taps) = match opts.wire {
         WireKind::Udp => {
             let wire = Wire::new().context("creating the wire's UDP sockets on 127.0.0.1")?;
             log(&format!("switch: {:?}", wire.ports()));
             let switch = Switch::spawn(&wire)?;
             // qemu takes the VM sockets; the switch has its clones.
-            (switch, [Backend::Dgram(wire.vm_a.into()), Backend::Dgram(wire.vm_b.into())], None)
+            let vms = [Backend::Dgram(wire.vm_a.into()), Backend::Dgram(wire.vm_b.into())];
+            (Some(switch), vms, None)
         }
         WireKind::Tap => {
-            let tap = |vm: Vm| {
-                Tap::create(&format!("roce{}%d", vm.name()))
-                    .with_context(|| format!("creating VM {}'s tap interface", vm.name()))
-            };
-            let (ta, tb) = (tap(Vm::A)?, tap(Vm::B)?);
+            let (ta, tb) = taps()?;
             let port =
                 |t: &Tap| LinkPort::open(&t.name).map(Port::Link).map_err(anyhow::Error::msg);
             let switch = Switch::spawn_on([port(&ta)?, port(&tb)?], Ports::default())?;
             log(&format!("switch: on taps {} (VM a) and {} (VM b)", ta.name, tb.name));
             let names = [ta.name.clone(), tb.name.clone()];
-            (switch, [Backend::Tap(ta.fd), Backend::Tap(tb.fd)], Some(names))
+            (Some(switch), [Backend::Tap(ta.fd), Backend::Tap(tb.fd)], Some(names))
+        }
+        WireKind::Bench => {
+            if !opts.standing_rules.is_empty() {
+                bail!("a bench has no switch of the lab's to apply standing fault rules: give them to the `roce bridge` between its taps");
+            }
+            let (ta, tb) = taps()?;
+            log(&format!(
+                "bench: taps {} (VM a) and {} (VM b), nothing between them",
+                ta.name, tb.name
+            ));
+            let names = [ta.name.clone(), tb.name.clone()];
+            (None, [Backend::Tap(ta.fd), Backend::Tap(tb.fd)], Some(names))
         }
     };
+    // On a bench, each VM's agent listens on its management link, reached from
+    // a port of 127.0.0.1 forwarded by qemu.
+    let mgmt = match opts.wire {
+        WireKind::Bench => Some([free_port()?, free_port()?]),
+        _ => None,
+    };
+    let agents_at = mgmt.map(|ports| ports.map(|p| format!("127.0.0.1:{p}")));
     let boot_start = Instant::now();
-    let mut qemus = start_vms(&img, paths, accel, &backends)?;
+    let mut qemus = start_vms(&img, paths, accel, &backends, mgmt)?;
     let pids = [0, 1].map(|i| qemus.0[i].as_ref().map(|c| c.id()).unwrap_or(0));
     drop(backends); // qemu holds them now
 
@@ -490,6 +526,7 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
         idle_timeout: opts.idle_timeout,
         standing: (opts.standing_rules.clone(), opts.standing_seed),
         taps,
+        agents_at,
     });
     shared.begin_background_run()?;
     for vm in Vm::BOTH {
@@ -509,7 +546,13 @@ fn serve(opts: &DaemonOpts, paths: &LabPaths) -> Result<()> {
 }
 
 /// Starts qemu for both VMs, each with its end of the wire as its NIC.
-fn start_vms(img: &Image, paths: &LabPaths, accel: Accel, wire: &[Backend; 2]) -> Result<Qemus> {
+fn start_vms(
+    img: &Image,
+    paths: &LabPaths,
+    accel: Accel,
+    wire: &[Backend; 2],
+    mgmt: Option<[u16; 2]>,
+) -> Result<Qemus> {
     let mut qemus = Qemus([None, None], [paths.qemu_pidfile(Vm::A), paths.qemu_pidfile(Vm::B)]);
     for vm in Vm::BOTH {
         let net = match &wire[vm.index()] {
@@ -517,13 +560,21 @@ fn start_vms(img: &Image, paths: &LabPaths, accel: Accel, wire: &[Backend; 2]) -
             Backend::Tap(t) => NetFd::Tap(t.as_raw_fd()),
         };
         let fd = net.fd();
-        let spec = VmSpec { vm, accel, net: Some(net), paths, probe: false };
+        let mgmt = mgmt.map(|p| p[vm.index()]);
+        let spec = VmSpec { vm, accel, net: Some(net), mgmt, paths, probe: false };
         let cmd = vm::command(img, &spec)?;
         log(&format!("starting VM {}: {:?}", vm.name(), cmd));
         let child = vm::spawn(cmd, Some(fd), &paths.dir.join(format!("{}.qemu.log", vm.name())))?;
         qemus.0[vm.index()] = Some(child);
     }
     Ok(qemus)
+}
+
+/// A free TCP port of 127.0.0.1, for qemu to forward to a VM.
+fn free_port() -> Result<u16> {
+    let l =
+        std::net::TcpListener::bind("127.0.0.1:0").context("finding a free port on 127.0.0.1")?;
+    Ok(l.local_addr()?.port())
 }
 
 /// A VM's NIC backend, held until qemu has it: its end of the UDP wire, or its tap.
@@ -829,6 +880,7 @@ fn stream_wire(rx: mpsc::Receiver<control::WireFrame>, client: Arc<Mutex<UnixStr
 
 fn begin_run(sh: &Shared, conn: u64, req: RunRequest) -> std::result::Result<(), String> {
     let RunRequest { pcap, rules, seed, live, claim } = req;
+    let Some(switch) = &sh.switch else { return Err(NO_SWITCH.into()) };
     if sh.phase() != Phase::Ready {
         return Err(format!("the lab is {}, not ready", sh.phase().name()));
     }
@@ -866,10 +918,10 @@ fn begin_run(sh: &Shared, conn: u64, req: RunRequest) -> std::result::Result<(),
     // If the switch refuses, `tx` is dropped with the spec and the streamer ends.
     if let Some(id) = sh.background.lock().unwrap_or_else(|e| e.into_inner()).take() {
         // The background run that applied the standing rules gives way.
-        let _ = sh.switch.end(id);
+        let _ = switch.end(id);
     }
     let standing = sh.standing_spec();
-    match sh.switch.begin(RunSpec { rules, seed, recorder, capture, live: tx, claim, standing }) {
+    match switch.begin(RunSpec { rules, seed, recorder, capture, live: tx, claim, standing }) {
         Ok(id) => {
             runs.insert(conn, (id, streamer));
             Ok(())
@@ -894,7 +946,8 @@ fn end_run(sh: &Shared, conn: u64) -> std::result::Result<RunReport, String> {
         let Some((id, streamer)) = runs.remove(&conn) else {
             return Err("this connection has no run in progress".into());
         };
-        (streamer, sh.switch.end(id), runs.is_empty())
+        let Some(switch) = &sh.switch else { return Err(NO_SWITCH.into()) };
+        (streamer, switch.end(id), runs.is_empty())
     };
     // The switch dropped the run's sender: the streamer sends what is queued and
     // ends, so every Wire frame precedes the answer to RunEnd.

@@ -22,6 +22,12 @@ use super::control::{self, ExecRequest, ExitStatus, Frame, Hello, Kind};
 
 /// The virtio-serial port name the host side is attached to.
 pub const PORT_NAME: &str = "roce.ctl";
+/// On a bench (`--wire bench`), the port each VM's listening agent takes on its
+/// management link (`lab.mgmt=PORT`), with the key the bench was brought up with
+/// ([`BENCH_KEY`] in the share).
+pub const MGMT_AGENT_PORT: u16 = 7000;
+/// The agents' key on a bench, in the host share (`/host/agent.key` in the VMs).
+pub const BENCH_KEY: &str = "agent.key";
 
 type Writer = Arc<Mutex<File>>;
 

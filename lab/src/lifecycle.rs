@@ -204,6 +204,7 @@ impl UpReport {
         let wire = match self.definition.wire {
             WireKind::Udp => "wire recorded by the switch",
             WireKind::Tap => "wire: a host tap per VM, recorded by the switch between them",
+            WireKind::Bench => "wire: a host tap per VM and nothing between them (a bench: stand `roce bridge` on the taps); agents listen on 127.0.0.1, see `roce lab status`",
         };
         s.push_str(&format!(
             "\n  a: {}  b: {}  — rxe0 ACTIVE, GID index 1 = ::ffff:<ip> on both; {wire}",

@@ -53,6 +53,13 @@ impl Vm {
             Vm::B => "10.0.0.2",
         }
     }
+    /// The MAC of its management link on a bench.
+    pub fn mgmt_mac(self) -> &'static str {
+        match self {
+            Vm::A => "52:54:00:00:01:0a",
+            Vm::B => "52:54:00:00:01:0b",
+        }
+    }
     pub fn mac(self) -> &'static str {
         match self {
             Vm::A => "52:54:00:00:00:0a",

@@ -28,6 +28,10 @@ pub enum WireKind {
     Udp,
     /// Two host tap interfaces, the switch on each through `AF_PACKET` (root).
     Tap,
+    /// Two host tap interfaces with nothing between them: a bench of two real
+    /// hosts, for `roce bridge` to stand between (root). Each VM's agent
+    /// listens on a management link of its own, reached from 127.0.0.1.
+    Bench,
 }
 
 impl WireKind {
@@ -35,6 +39,7 @@ impl WireKind {
         match self {
             WireKind::Udp => "udp",
             WireKind::Tap => "tap",
+            WireKind::Bench => "bench",
         }
     }
 
@@ -42,6 +47,7 @@ impl WireKind {
         match s {
             "udp" => Some(WireKind::Udp),
             "tap" => Some(WireKind::Tap),
+            "bench" => Some(WireKind::Bench),
             _ => None,
         }
     }

@@ -73,6 +73,9 @@ pub struct VmSpec<'a> {
     pub accel: Accel,
     /// The descriptor qemu uses as the NIC backend.
     pub net: Option<NetFd>,
+    /// A management link (qemu's user networking, isolated from the host's
+    /// networks) whose agent port is forwarded from this port of 127.0.0.1.
+    pub mgmt: Option<u16>,
     pub paths: &'a LabPaths,
     pub probe: bool,
 }
@@ -121,6 +124,17 @@ pub fn command(img: &Image, spec: &VmSpec) -> Result<Command> {
         };
         c.arg("-device").arg(format!("virtio-net-pci,netdev=wire,mac={},romfile=", vm.mac()));
     }
+    if let Some(port) = spec.mgmt {
+        // `restrict=on`: the guest reaches nothing of the host's or beyond; only
+        // the forwarded port reaches it. A PCI slot after the wire's, so the
+        // wire stays eth0 and this is eth1.
+        c.arg("-netdev").arg(format!(
+            "user,id=mgmt,restrict=on,ipv6=off,hostfwd=tcp:127.0.0.1:{port}-:{}",
+            super::guest::MGMT_AGENT_PORT
+        ));
+        c.arg("-device")
+            .arg(format!("virtio-net-pci,netdev=mgmt,addr=0x10,romfile=,mac={}", vm.mgmt_mac()));
+    }
     if !spec.probe {
         c.arg("-pidfile").arg(p.qemu_pidfile(vm));
     }
@@ -134,6 +148,9 @@ pub fn command(img: &Image, spec: &VmSpec) -> Result<Command> {
     );
     if spec.probe {
         append.push_str(" lab.probe=1");
+    }
+    if spec.mgmt.is_some() {
+        append.push_str(&format!(" lab.mgmt={}", super::guest::MGMT_AGENT_PORT));
     }
     c.arg("-append").arg(append);
     Ok(c)
@@ -228,7 +245,7 @@ pub fn resolve_accel(
 /// once) and waits for the guest's "probe ok" on the console.
 fn probe_kvm(img: &Image, paths: &LabPaths, deadline: Duration) -> Result<(bool, String)> {
     fs::create_dir_all(paths.share())?;
-    let spec = VmSpec { vm: Vm::A, accel: Accel::Kvm, net: None, paths, probe: true };
+    let spec = VmSpec { vm: Vm::A, accel: Accel::Kvm, net: None, mgmt: None, paths, probe: true };
     let c = command(img, &spec)?;
     let log = paths.dir.join("kvm-probe.log");
     let mut child = spawn(c, None, &log)?;

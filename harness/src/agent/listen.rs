@@ -108,6 +108,21 @@ pub(crate) struct Arrived {
     pub(crate) early: Vec<u8>,
 }
 
+impl Arrived {
+    /// Tells a connection that finished its handshake why it is not served
+    /// (`msg`, sealed as the session's messages are), and closes it.
+    pub(crate) fn refuse<T: serde::Serialize>(self, msg: &T) {
+        let _ = self.stream.set_write_timeout(Some(Duration::from_secs(1)));
+        let s = &self.stream;
+        let mut w: Box<dyn Write + '_> = match self.session {
+            Some(session) => Box::new(session.wrap(io::empty(), s).1),
+            None => Box::new(s),
+        };
+        let _ = crate::protocol::write_msg(&mut w, msg);
+        let _ = s.shutdown(std::net::Shutdown::Both);
+    }
+}
+
 /// Where a handshake is.
 enum Stage {
     /// Waiting for the controller's challenge.

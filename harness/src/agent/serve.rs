@@ -209,15 +209,7 @@ impl listen::Back for Back<'_> {
         let id = match self.l.claim(&peer) {
             Ok(id) => id,
             Err(why) => {
-                // Past its handshake: told in the authenticated protocol.
-                let _ = a.stream.set_write_timeout(Some(Duration::from_secs(1)));
-                let s = &a.stream;
-                let mut w: Box<dyn Write> = match a.session {
-                    Some(session) => Box::new(session.wrap(std::io::empty(), s).1),
-                    None => Box::new(s),
-                };
-                let _ = protocol::write_msg(&mut w, &protocol::FromAgent::error(why.clone(), None));
-                let _ = a.stream.shutdown(std::net::Shutdown::Both);
+                a.refuse(&protocol::FromAgent::error(why.clone(), None));
                 say!("roce agent: {peer}: refused after its handshake, {why}");
                 return;
             }

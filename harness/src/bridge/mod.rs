@@ -213,7 +213,13 @@ impl Server {
     }
 
     /// The run of session `id`, begun.
-    fn begin(&self, id: u64, rules: &[String], seed: u64) -> Result<(), FromBridge> {
+    fn begin(
+        &self,
+        id: u64,
+        peer: SocketAddr,
+        rules: &[String],
+        seed: u64,
+    ) -> Result<(), FromBridge> {
         let rules = lab::fault::parse_rules(rules).map_err(|e| {
             FromBridge::error(
                 format!("the run's fault rules: {e}"),
@@ -242,7 +248,7 @@ impl Server {
             })
             .map_err(|e| FromBridge::error(format!("the bridge's switch: {e:#}"), None))?;
         *cur = Some(Active { session: id, run, capture });
-        say(&format!("run {id} began: recording, {n} fault rule(s)"));
+        say(&format!("run {id} began for {peer}: recording, {n} fault rule(s)"));
         Ok(())
     }
 
@@ -278,7 +284,6 @@ impl Server {
         let _ = s.set_write_timeout(Some(MESSAGE_WITHIN));
         let session = a.session.ok_or_else(|| anyhow!("no authenticated session"))?;
         let (mut r, mut w) = session.wrap(io::Cursor::new(a.early).chain(s), s);
-        say(&format!("{peer}: serving (authenticated) as run {id}"));
         let within = self.within;
         let mut until = Instant::now() + within;
         loop {
@@ -333,7 +338,7 @@ impl Server {
                         )?;
                         continue;
                     }
-                    match self.begin(id, &rules, seed) {
+                    match self.begin(id, peer, &rules, seed) {
                         Ok(()) => {
                             until = Instant::now() + Duration::from_millis(within_ms) + within;
                             if let Err(e) = reply(&mut w, &FromBridge::Begun) {
@@ -430,12 +435,7 @@ impl listen::Back for Back<'_> {
         let id = match self.s.claim(peer) {
             Ok(id) => id,
             Err(why) => {
-                let _ = a.stream.set_write_timeout(Some(Duration::from_secs(1)));
-                if let Some(session) = a.session {
-                    let mut w = session.wrap(io::empty(), &a.stream).1;
-                    let _ = protocol::write_msg(&mut w, &FromBridge::error(why.clone(), None));
-                }
-                let _ = a.stream.shutdown(std::net::Shutdown::Both);
+                a.refuse(&FromBridge::error(why.clone(), None));
                 say(&format!("{peer}: refused after its handshake, {why}"));
                 return;
             }

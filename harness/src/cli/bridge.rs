@@ -4,10 +4,12 @@
 //! recorded with its sender; at the end, what was carried and what the rules did.
 //! A port whose link goes down while it runs is said at once (and when it comes
 //! back, and how long it was away): frames for it cannot be sent meanwhile.
+//! With `--listen`, the bridge serves controllers instead (`crate::bridge`):
+//! each of their runs brings its rules and takes its recording back.
 //!
 //! Owns: `roce bridge`'s options, opening its ports, and printing what it carried.
-//! Imports: the `lab` crate's switch (ports, runs, rules, recording) and the Ctrl-C
-//! flag of `crate::net::live`.
+//! Imports: the `lab` crate's switch (ports, runs, rules, recording), the Ctrl-C
+//! flag of `crate::net::live`, the serving bridge (`crate::bridge`) and the key.
 use std::io::Write;
 use std::net::TcpListener;
 use std::path::PathBuf;

@@ -81,12 +81,19 @@ pub enum LabCommand {
         /// Seed for probabilistic standing rules
         #[arg(long)]
         seed: Option<u64>,
-        /// What joins the VMs' test NICs to the switch: `udp` (sockets on
-        /// 127.0.0.1, no privileges) or `tap` (a host tap interface per VM, the
+        /// What joins the VMs' test NICs: `udp` (sockets on 127.0.0.1 and the
+        /// lab's switch, no privileges), `tap` (a host tap interface per VM, the
         /// switch on each through AF_PACKET, as `roce bridge` on two NIC ports;
-        /// needs root) [default: as the lab was last defined, else udp]
-        #[arg(long, value_parser = parse_wire, value_name = "udp|tap")]
+        /// needs root) or `bench` (two taps with nothing between them, for a
+        /// `roce bridge` of yours, and each VM's agent listening on a management
+        /// link of its own, as on two real hosts; needs root and --key-file)
+        /// [default: as the lab was last defined, else udp]
+        #[arg(long, value_parser = parse_wire, value_name = "udp|tap|bench")]
         wire: Option<lab::tap::WireKind>,
+        /// With --wire bench: the key the VMs' agents are started with (`roce
+        /// agent --gen-key FILE`); controllers and the bridge take the same
+        #[arg(long, value_name = "FILE")]
+        key_file: Option<PathBuf>,
     },
     /// Stop the VMs
     Down,
@@ -151,7 +158,8 @@ pub enum LabCommand {
 }
 
 fn parse_wire(s: &str) -> Result<lab::tap::WireKind, String> {
-    lab::tap::WireKind::parse(s).ok_or_else(|| format!("`{s}`: the wire is `udp` or `tap`"))
+    lab::tap::WireKind::parse(s)
+        .ok_or_else(|| format!("`{s}`: the wire is `udp`, `tap` or `bench`"))
 }
 
 fn parse_vm(s: &str) -> Result<Vm, String> {
@@ -327,9 +335,19 @@ pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> CommandResult {
             }
             Ok(Exit::Ok)
         }
-        LabCommand::Up { accel, boot_timeout, idle_timeout, fault, faults, seed, wire } => {
+        LabCommand::Up {
+            accel,
+            boot_timeout,
+            idle_timeout,
+            fault,
+            faults,
+            seed,
+            wire,
+            key_file,
+        } => {
             let (rules, seed) =
                 fault::rules_from(&fault, faults.as_deref(), seed).map_err(Failure::input)?;
+            bench_key(&paths, wire, key_file.as_deref())?;
             let opts = UpOpts {
                 image,
                 accel,
@@ -411,6 +429,44 @@ pub(super) fn run(args: LabArgs, out: &mut dyn Write) -> CommandResult {
             Ok(Exit::Ok)
         }
     }
+}
+
+/// A bench's agents' key, checked and put in the share for the VMs (before they
+/// boot: their agents read it when they start).
+fn bench_key(
+    paths: &LabPaths,
+    wire: Option<lab::tap::WireKind>,
+    key_file: Option<&std::path::Path>,
+) -> Result<(), Failure> {
+    let bench = wire == Some(lab::tap::WireKind::Bench);
+    let dst = paths.share().join(lab::guest::BENCH_KEY);
+    let Some(f) = key_file else {
+        if bench && !dst.exists() {
+            return Err(Failure::input(anyhow::anyhow!("roce lab up --wire bench: the VMs' agents need a key\nhint: roce agent --gen-key bench.key, then add --key-file bench.key")));
+        }
+        return Ok(());
+    };
+    if !bench {
+        return Err(Failure::input(anyhow::anyhow!(
+            "roce lab up: --key-file is for a bench's agents (--wire bench)"
+        )));
+    }
+    crate::agent::auth::Key::load(f).map_err(Failure::input)?;
+    let key =
+        std::fs::read(f).map_err(|e| Failure::input(anyhow::anyhow!("{}: {e}", f.display())))?;
+    if paths.is_running() {
+        if std::fs::read(&dst).ok().as_deref() == Some(&key[..]) {
+            return Ok(());
+        }
+        return Err(Failure::input(anyhow::anyhow!("lab `{}` is up with another key: its agents keep the one they started with\nhint: roce lab --name {} down, then up again", paths.name, paths.name)));
+    }
+    std::fs::create_dir_all(paths.share()).map_err(Failure::setup)?;
+    let mut w = dissector::capture::create_atomically(&dst).map_err(Failure::setup)?;
+    std::fs::set_permissions(w.temp_path(), std::os::unix::fs::PermissionsExt::from_mode(0o600))
+        .map_err(Failure::setup)?;
+    w.write_all(&key).map_err(Failure::setup)?;
+    w.commit().map_err(Failure::setup)?;
+    Ok(())
 }
 
 /// `roce lab exec -i`: our stdin to the command, its stdout to ours.
@@ -528,8 +584,21 @@ fn print_status(
         }
     }
     let ports = &st["ports"];
-    match st["taps"].as_array().map(|t| t.iter().filter_map(|n| n.as_str()).collect::<Vec<_>>()) {
-        Some(t) if t.len() == 2 => writeln!(
+    fn pair(v: &serde_json::Value) -> Option<Vec<&str>> {
+        v.as_array().map(|t| t.iter().filter_map(|n| n.as_str()).collect())
+    }
+    match (pair(&st["taps"]), pair(&st["agents_at"])) {
+        (Some(t), Some(at)) if t.len() == 2 && at.len() == 2 => {
+            writeln!(
+                out,
+                "  bench: host taps {} (VM a) and {} (VM b), nothing between them",
+                t[0], t[1]
+            )?;
+            let key = st["agents_key"].as_str().unwrap_or("?");
+            writeln!(out, "  agents (key {key}): --endpoints a={},b={}", at[0], at[1])?;
+            writeln!(out, "  stand a bridge there: roce bridge --port {} --port {} --listen 127.0.0.1:PORT --key-file KEY", t[0], t[1])?;
+        }
+        (Some(t), _) if t.len() == 2 => writeln!(
             out,
             "  switch: between host taps {} (VM a) and {} (VM b), through AF_PACKET",
             t[0], t[1]

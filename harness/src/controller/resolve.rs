@@ -42,13 +42,15 @@ pub(super) struct Plan {
 /// One endpoint of a [`Plan`].
 #[derive(Debug, Clone)]
 pub(super) struct Planned {
-    /// Its lab VM; none on real hosts.
+    /// Its lab VM, or on real hosts through a bridge the side of the bridge its
+    /// host is cabled to; none on real hosts without one.
     pub(super) vm: Option<Vm>,
     pub(super) setup: protocol::Setup,
 }
 
 impl Plan {
-    /// `sc`'s plan; `in_lab`: each endpoint must name a lab VM.
+    /// `sc`'s plan; `in_lab`: each endpoint must name a side of the switch (a
+    /// lab VM, or a bridge's port).
     pub(super) fn new(sc: &Scenario, in_lab: bool) -> Result<Plan, String> {
         let mut endpoints = BTreeMap::new();
         for name in sc.endpoints.keys() {

@@ -317,7 +317,9 @@ fn drive(
             sc.qps.len()
         );
     }
-    let plan = Plan::new(sc, matches!(endpoints, Endpoints::Lab(_))).map_err(anyhow::Error::msg)?;
+    // Through a switch, each endpoint is on a side of it: its lab VM, or the
+    // bridge port that faces its host (side a: the bridge's first --port).
+    let plan = Plan::new(sc, endpoints.switched()).map_err(anyhow::Error::msg)?;
     let kernels = start_agents(sc, &plan, endpoints, pool, deadline, agents)?;
     laps.lap(&mut out.timings, Phase::AgentStart);
     let (mut keys, open_ms) = set_up(&plan, &kernels, agents, out)?;
@@ -338,6 +340,30 @@ fn drive(
     run_steps(sc, &mut keys, deadline, agents, out)?;
     laps.lap(&mut out.timings, Phase::Steps);
     collect(sc, out, agents, laps, deadline)
+}
+
+/// Where endpoint `name`'s agent listens: named in --endpoints, or else the
+/// host of its side (its `vm`, as in the lab: `a` or `b`). Two endpoints on one
+/// host need an agent each (one serves one controller connection at a time):
+/// without one named for each, the scenario is skipped, saying how to run it.
+fn remote_addr<'a>(sc: &Scenario, r: &'a RemoteAgents, name: &str) -> Result<&'a str> {
+    if let Some(a) = r.addrs.get(name) {
+        return Ok(a);
+    }
+    let side =
+        |e: &str| sc.endpoints.get(e).and_then(|x| x.vm.clone()).unwrap_or_else(|| e.to_string());
+    let host = side(name);
+    let Some(addr) = r.addrs.get(&host) else {
+        bail!("no address for endpoint `{name}` (nor for `{host}`, the host it runs on) in --endpoints\nhint: --endpoints {host}=HOST:PORT")
+    };
+    let unnamed = |e: &&String| e.as_str() != name && !r.addrs.contains_key(e.as_str());
+    if let Some(other) = sc.endpoints.keys().filter(unnamed).find(|e| side(e) == host) {
+        return Err(Unsupported(format!(
+            "endpoints `{name}` and `{other}` both run on host {host} ({addr}), and one agent serves one endpoint\nhint: start a second agent there and name each: --endpoints {name}=HOST:PORT,{other}=HOST:PORT2"
+        ))
+        .into());
+    }
+    Ok(addr)
 }
 
 /// Phase [`Phase::AgentStart`]: an agent per endpoint (from the pool, started in
@@ -361,13 +387,7 @@ fn start_agents(
                     None => Agent::in_lab(&lab.paths, vm, name, LAB_AGENT_LIFE)?,
                 }
             }
-            Endpoints::Remote(r) => {
-                let addr = r
-                    .addrs
-                    .get(name)
-                    .ok_or_else(|| anyhow!("no address for endpoint `{name}` in --endpoints"))?;
-                Agent::remote(addr, name, r.key.as_ref())?
-            }
+            Endpoints::Remote(r) => Agent::remote(remote_addr(sc, r, name)?, name, r.key.as_ref())?,
         };
         a.set_deadline(Some(deadline));
         agents.insert(name.clone(), a);

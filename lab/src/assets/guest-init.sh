@@ -12,7 +12,7 @@ mount -t tmpfs -o mode=1777 tmp /tmp
 mount -t tmpfs -o mode=755 run /run
 mkdir -p /dev/pts /dev/shm && mount -t devpts devpts /dev/pts && mount -t tmpfs shm /dev/shm
 
-VM= IP= PEER= PEER_MAC= PROBE=
+VM= IP= PEER= PEER_MAC= PROBE= MGMT=
 for w in $(cat /proc/cmdline); do
     case "$w" in
         lab.vm=*) VM=${w#*=} ;;
@@ -20,6 +20,7 @@ for w in $(cat /proc/cmdline); do
         lab.peer=*) PEER=${w#*=} ;;
         lab.peer_mac=*) PEER_MAC=${w#*=} ;;
         lab.probe=1) PROBE=1 ;;
+        lab.mgmt=*) MGMT=${w#*=} ;;
     esac
 done
 [ -n "$PROBE" ] && halt "probe ok"
@@ -54,6 +55,26 @@ ip addr add "$IP/24" dev eth0 || halt "FATAL: cannot set $IP on eth0"
 ip neigh replace "$PEER" lladdr "$PEER_MAC" dev eth0 nud permanent
 rdma link add rxe0 type rxe netdev eth0 || say "ERROR: rdma link add rxe0 failed"
 say "wire up: eth0 $IP, peer $PEER at $PEER_MAC, rxe0 on eth0"
+
+# A bench (`roce lab up --wire bench`): the agent also listens on the management
+# link (eth1, qemu's user networking: the host reaches it only through the port
+# it forwards), keyed, as on a real host; the controller never uses the wire.
+if [ -n "$MGMT" ]; then
+    echo 1 > /proc/sys/net/ipv6/conf/eth1/disable_ipv6
+    if ip link set eth1 up && ip addr add 10.0.2.15/24 dev eth1; then
+        say "management link up: eth1 10.0.2.15, agent on port $MGMT"
+        (
+            while :; do
+                cp /host/roce /run/roce-listen \
+                    && /run/roce-listen agent --listen "10.0.2.15:$MGMT" --key-file /host/agent.key
+                say "listening agent exited (status $?); restarting in 1 s"
+                sleep 1
+            done
+        ) > /dev/console 2>&1 &
+    else
+        say "ERROR: no management link (eth1): the bench's agents cannot be reached"
+    fi
+fi
 
 while :; do
     cp /host/roce /run/roce-agent && /run/roce-agent lab agent
