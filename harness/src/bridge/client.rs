@@ -5,8 +5,9 @@
 //!
 //! Owns: [`Bridge`] (where it is, its key) and [`BridgeRun`]. Imports: the
 //! handshake (`crate::agent::auth`), the bridge messages.
+use std::collections::BTreeMap;
 use std::io::Write;
-use std::net::TcpStream;
+use std::net::{IpAddr, TcpStream};
 use std::path::Path;
 use std::time::Duration;
 
@@ -149,4 +150,33 @@ impl BridgeRun {
             }
         }
     }
+}
+
+/// Where each endpoint is: its RoCE address, its name and its side of the
+/// bridge (0: `a`, the first `--port`; 1: `b`).
+pub(crate) type Sides = BTreeMap<IpAddr, (String, usize)>;
+
+/// Whether the bridge's recording shows its ports the other way round from the
+/// run's sides: the first RoCE frame from an endpoint's address says which port
+/// faces that endpoint's host. Fault rules name directions by side, so a bench
+/// cabled the other way would apply them to the other direction: said, not
+/// judged.
+pub(crate) fn wrong_way(capture: &Path, sides: &Sides) -> Option<String> {
+    let mut r = dissector::capture::open(capture).ok()?;
+    let opts = dissector::frame::Options::default();
+    while let Ok(Some(rec)) = r.next_packet() {
+        let f = dissector::frame::decode(rec.link, rec.data, &opts);
+        let Some((src, _)) = f.roce.and(f.addrs()) else { continue };
+        let Some((name, side)) = sides.get(&src) else { continue };
+        if rec.interface as usize == *side {
+            return None;
+        }
+        let port = ["a (the first --port)", "b (the second --port)"];
+        return Some(format!(
+            "the bridge's ports face the other way: frame {} from endpoint {name} ({src}) came in on its side {}, and fault rules name directions by side\nhint: the bridge's first --port faces the host of side a; swap its --port order (or the cables)",
+            rec.number,
+            port.get(rec.interface as usize).unwrap_or(&"?")
+        ));
+    }
+    None
 }

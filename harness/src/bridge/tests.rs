@@ -209,3 +209,22 @@ fn fault_rules_cross_as_text_unchanged() {
         assert_eq!(parse_rule(&r.to_string()).unwrap(), r, "{text}");
     }
 }
+
+#[test]
+fn a_bench_cabled_the_other_way_round_is_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("w.pcapng");
+    let mut rec: Box<dyn lab::record::Recorder> = Box::new(PcapngRecorder::create(&cap).unwrap());
+    // a's SEND (from 10.0.0.1) as a bridge whose first port faces b records it.
+    rec.record(lab::fault::Dir::BtoA, 1, &send_only(0), None).unwrap();
+    rec.finish().unwrap();
+    let ip = |s: &str| s.parse::<std::net::IpAddr>().unwrap();
+    let mut sides = client::Sides::new();
+    sides.insert(ip("10.0.0.1"), ("a".into(), 0));
+    sides.insert(ip("10.0.0.2"), ("b".into(), 1));
+    let said = client::wrong_way(&cap, &sides).expect("the other way round");
+    assert!(said.contains("frame 1 from endpoint a (10.0.0.1) came in on its side b"), "{said}");
+    // Cabled as the sides say: nothing to say.
+    sides.insert(ip("10.0.0.1"), ("a".into(), 1));
+    assert_eq!(client::wrong_way(&cap, &sides), None);
+}

@@ -16,7 +16,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use lab::claim::Claim;
 use lab::client::RunSession;
 
-use crate::bridge::client::{Bridge, BridgeRun};
+use crate::bridge::client::{wrong_way, Bridge, BridgeRun, Sides};
 use lab::state::{LabPaths, Vm};
 
 use super::link::{unexpected, Agent, Deadline, Unsupported};
@@ -76,15 +76,20 @@ impl Endpoints {
 /// A scenario's wire being recorded, by the lab's switch or a bridge's.
 enum Recording {
     Lab(RunSession),
-    /// The run on the bridge, and where its recording goes.
-    Bridge(BridgeRun, PathBuf),
+    /// The run on the bridge, where its recording goes, and each endpoint's side.
+    Bridge(Box<BridgeRun>, PathBuf, Sides),
 }
 
 impl Recording {
-    fn end(self) -> Result<lab::switch::RunReport> {
+    /// The switch's report, and what is wrong with the sides its recording
+    /// shows (a bridge cabled the other way round).
+    fn end(self) -> Result<(lab::switch::RunReport, Option<String>)> {
         match self {
-            Recording::Lab(s) => s.end(),
-            Recording::Bridge(run, capture) => run.end(&capture),
+            Recording::Lab(s) => Ok((s.end()?, None)),
+            Recording::Bridge(run, capture, sides) => {
+                let rep = run.end(&capture)?;
+                Ok((rep, wrong_way(&capture, &sides)))
+            }
         }
     }
 }
@@ -251,7 +256,10 @@ pub(super) fn execute(
     laps.lap(&mut out.timings, Phase::Teardown);
     if let Some(s) = session.take() {
         match s.end() {
-            Ok(rep) => {
+            Ok((rep, wrong_way)) => {
+                if let Some(w) = wrong_way {
+                    out.error.get_or_insert(w);
+                }
                 // The switch counted what it carried for this scenario: a capture
                 // that lacks some of it would be judged as if those frames never were.
                 if let Some(e) = &rep.capture_error {
@@ -505,7 +513,14 @@ fn start_recording(
         // The bridge ends a run its controller left behind, once the scenario
         // could no longer be going on.
         let within = deadline.left() + 2 * ANSWER_WITHIN;
-        return Ok(Some(Recording::Bridge(b.begin(&rules, 1, within)?, capture)));
+        let mut sides = Sides::new();
+        for (name, facts) in &out.endpoints {
+            if let (Ok(ip), Ok(vm)) = (facts.ip.parse(), plan.vm(name)) {
+                sides.insert(ip, (name.clone(), vm.index()));
+            }
+        }
+        let run = Box::new(b.begin(&rules, 1, within)?);
+        return Ok(Some(Recording::Bridge(run, capture, sides)));
     }
     if !sc.faults.is_empty() {
         bail!("this scenario has [[fault]] rules, which need a switch in the wire\nhint: run it in the lab (no --endpoints), or through a bridge between the hosts (--bridge HOST:PORT)");
