@@ -203,12 +203,15 @@ impl Server {
     }
 
     /// At the bridge's own end: the run in progress, if any, ended (its
-    /// controller's connection is closed when the process ends).
+    /// controller's connection is closed when the process ends), and the runs'
+    /// directory removed (the threads that share this server never end, so it
+    /// is never dropped). Whether a run was in progress.
     pub(crate) fn stop(&self) -> bool {
         let id = lock(&self.active).as_ref().map(|a| a.session);
         if let Some(id) = id {
             self.abandon(id, "the bridge is stopping");
         }
+        let _ = std::fs::remove_dir_all(self.dir.path());
         id.is_some()
     }
 

@@ -131,6 +131,9 @@ fn a_controller_that_goes_away_mid_run_leaves_a_plain_cable() {
     assert_eq!(b.server.abandoned.load(Ordering::SeqCst), 1);
     assert_eq!(std::fs::read_dir(b.server.dir.path()).unwrap().count(), 0, "its recording is gone");
     assert_eq!(b.carry(3), 3, "forwarding goes on without the rule");
+    // At the bridge's end, nothing of its runs is left behind.
+    assert!(!b.server.stop(), "no run in progress");
+    assert!(!b.server.dir.path().exists());
 }
 
 #[test]
