@@ -344,6 +344,14 @@ fn now_unix() -> u64 {
     dissector::capture::unix_now().as_secs()
 }
 
+/// Puts a bench's agents' key into the share (mode 0600, whole or not at all),
+/// where the VMs' init reads it (`/host/agent.key`). The caller has checked it is
+/// a key.
+pub fn put_bench_key(paths: &LabPaths, key: &[u8]) -> Result<()> {
+    fs::create_dir_all(paths.share())?;
+    write_atomically(&paths.share().join(super::guest::BENCH_KEY), key, 0o600)
+}
+
 /// Writes `data` to `path` through `dissector::capture::AtomicFile` (a temporary
 /// file and a rename), so the guest never sees a half-written file.
 fn write_atomically(path: &Path, data: &[u8], mode: u32) -> Result<()> {

@@ -396,30 +396,17 @@ fn send_capture<W: Write>(w: &mut AuthWriter<W>, capture: &Path, mut rep: RunRep
     if rep.capture.is_some() && rep.capture_error.is_none() {
         let mut f = std::fs::File::open(capture)
             .with_context(|| format!("reading the run's capture {}", capture.display()))?;
-        let mut buf = vec![0u8; CAPTURE_PART];
         loop {
-            let n = read_full(&mut f, &mut buf)?;
-            if n == 0 {
+            let mut part = Vec::with_capacity(CAPTURE_PART);
+            (&mut f).take(CAPTURE_PART as u64).read_to_end(&mut part)?;
+            if part.is_empty() {
                 break;
             }
-            reply(w, &FromBridge::Capture { part: Hex(buf[..n].to_vec()) })?;
+            reply(w, &FromBridge::Capture { part: Hex(part) })?;
         }
     }
     rep.capture = None;
     reply(w, &FromBridge::Ended { report: Box::new(rep) })
-}
-
-fn read_full(f: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut got = 0;
-    while got < buf.len() {
-        match f.read(&mut buf[got..]) {
-            Ok(0) => break,
-            Ok(n) => got += n,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(got)
 }
 
 /// The front door's way to the session thread.

@@ -61,6 +61,14 @@ fn send_only(psn: u32) -> Vec<u8> {
     build(&Encap::default(), &host(1), &host(2), &t)
 }
 
+/// As `roce bridge` ends: the server's directory goes (its threads never end,
+/// so nothing else would remove it).
+impl Drop for Bench {
+    fn drop(&mut self) {
+        self.server.stop();
+    }
+}
+
 impl Bench {
     fn bridge(&self, k: u8) -> Bridge {
         Bridge::new(&self.addr, key(k))

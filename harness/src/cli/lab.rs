@@ -460,13 +460,7 @@ fn bench_key(
         }
         return Err(Failure::input(anyhow::anyhow!("lab `{}` is up with another key: its agents keep the one they started with\nhint: roce lab --name {} down, then up again", paths.name, paths.name)));
     }
-    std::fs::create_dir_all(paths.share()).map_err(Failure::setup)?;
-    let mut w = dissector::capture::create_atomically(&dst).map_err(Failure::setup)?;
-    std::fs::set_permissions(w.temp_path(), std::os::unix::fs::PermissionsExt::from_mode(0o600))
-        .map_err(Failure::setup)?;
-    w.write_all(&key).map_err(Failure::setup)?;
-    w.commit().map_err(Failure::setup)?;
-    Ok(())
+    lab::daemon::put_bench_key(paths, &key).map_err(Failure::setup)
 }
 
 /// `roce lab exec -i`: our stdin to the command, its stdout to ours.
