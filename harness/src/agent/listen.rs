@@ -108,6 +108,67 @@ pub(crate) struct Arrived {
     pub(crate) early: Vec<u8>,
 }
 
+/// The one controller a listening server (the agent, the bridge) serves at a
+/// time: whom, since when, and which session holds it, so that only that
+/// session's end frees it.
+pub(crate) struct Holder {
+    /// How the busy answer names the one served, before its address: `""`
+    /// (`busy: serving 192.0.2.9:51234 since …`), `"the controller at "`.
+    noun: &'static str,
+    /// The session's id, the controller's address, since when.
+    cur: std::sync::Mutex<Option<(u64, String, std::time::SystemTime)>>,
+    next: std::sync::atomic::AtomicU64,
+}
+
+/// `2026-11-23T20:31:07Z`.
+pub(crate) fn utc(t: std::time::SystemTime) -> String {
+    let since = t.duration_since(std::time::SystemTime::UNIX_EPOCH).unwrap_or_default();
+    dissector::text::utc(since.as_secs())
+}
+
+impl Holder {
+    pub(crate) fn new(noun: &'static str) -> Holder {
+        Holder {
+            noun,
+            cur: std::sync::Mutex::new(None),
+            next: std::sync::atomic::AtomicU64::new(1),
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Option<(u64, String, std::time::SystemTime)>> {
+        self.cur.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn says(&self, peer: &str, since: std::time::SystemTime) -> String {
+        format!("busy: serving {}{peer} since {}", self.noun, utc(since))
+    }
+
+    /// "busy: serving HOST:PORT since TIME" while a controller is served.
+    pub(crate) fn busy(&self) -> Option<String> {
+        self.held().as_ref().map(|(_, peer, since)| self.says(peer, *since))
+    }
+
+    /// Takes the server for `peer`, unless another controller was quicker: the
+    /// session's id, or what the busy answer says.
+    pub(crate) fn claim(&self, peer: &str) -> Result<u64, String> {
+        let mut cur = self.held();
+        if let Some((_, who, since)) = cur.as_ref() {
+            return Err(self.says(who, *since));
+        }
+        let id = self.next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        *cur = Some((id, peer.to_string(), std::time::SystemTime::now()));
+        Ok(id)
+    }
+
+    /// Frees the server, if session `id` still holds it (only ever its own claim).
+    pub(crate) fn release(&self, id: u64) {
+        let mut cur = self.held();
+        if cur.as_ref().is_some_and(|(held, _, _)| *held == id) {
+            *cur = None;
+        }
+    }
+}
+
 impl Arrived {
     /// Tells a connection that finished its handshake why it is not served
     /// (`msg`, sealed as the session's messages are), and closes it.

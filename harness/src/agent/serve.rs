@@ -9,9 +9,8 @@ use std::cell::Cell;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::rc::Rc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
@@ -57,19 +56,6 @@ pub(crate) struct ListenOpts {
     /// ([`HANDSHAKE_WITHIN`]).
     pub(crate) handshake_within: Duration,
     pub(crate) limits: limits::Limits,
-}
-
-/// Who is being served, for the "busy" answer.
-struct Serving {
-    /// Which connection (so only its own session frees the agent).
-    id: u64,
-    peer: String,
-    since: SystemTime,
-}
-
-/// `2026-11-23T20:31:07Z`.
-fn utc(t: SystemTime) -> String {
-    dissector::text::utc(t.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default().as_secs())
 }
 
 /// Serves controllers on `opts.addr`, one at a time. A connection holds the agent
@@ -129,7 +115,7 @@ fn serve_on(l: TcpListener, opts: ListenOpts) -> Result<()> {
             .into())
         }
     };
-    let shared = Arc::new(Listener { opts, serving: Mutex::new(None), next_id: AtomicU64::new(1) });
+    let shared = Arc::new(Listener { opts, holder: listen::Holder::new("") });
     // The one thread that serves controllers, started now: no connection ever
     // needs a thread started for it (a thread limit cannot fail one later).
     let (tx, rx) = mpsc::channel::<(listen::Arrived, u64)>();
@@ -168,29 +154,7 @@ fn serve_on(l: TcpListener, opts: ListenOpts) -> Result<()> {
 struct Listener {
     opts: ListenOpts,
     /// The controller being served.
-    serving: Mutex<Option<Serving>>,
-    next_id: AtomicU64,
-}
-
-impl Listener {
-    /// "busy: serving HOST:PORT since TIME" while a controller is served.
-    fn busy(&self) -> Option<String> {
-        let cur = self.serving.lock().unwrap_or_else(|e| e.into_inner());
-        cur.as_ref().map(|c| format!("busy: serving {} since {}", c.peer, utc(c.since)))
-    }
-
-    /// Takes the agent for `peer`, unless another controller was quicker.
-    fn claim(&self, peer: &str) -> std::result::Result<u64, String> {
-        let mut cur = self.serving.lock().unwrap_or_else(|e| e.into_inner());
-        match cur.as_ref() {
-            Some(c) => Err(format!("busy: serving {} since {}", c.peer, utc(c.since))),
-            None => {
-                let id = self.next_id.fetch_add(1, Ordering::SeqCst);
-                *cur = Some(Serving { id, peer: peer.to_string(), since: SystemTime::now() });
-                Ok(id)
-            }
-        }
-    }
+    holder: listen::Holder,
 }
 
 /// The front door's way to the session thread.
@@ -201,12 +165,12 @@ struct Back<'a> {
 
 impl listen::Back for Back<'_> {
     fn busy(&self) -> Option<String> {
-        self.l.busy()
+        self.l.holder.busy()
     }
 
     fn arrived(&mut self, a: listen::Arrived) {
         let peer = a.peer.to_string();
-        let id = match self.l.claim(&peer) {
+        let id = match self.l.holder.claim(&peer) {
             Ok(id) => id,
             Err(why) => {
                 a.refuse(&protocol::FromAgent::error(why.clone(), None));
@@ -233,10 +197,7 @@ struct Release<'a> {
 
 impl Release<'_> {
     fn now(&self) {
-        let mut cur = self.l.serving.lock().unwrap_or_else(|e| e.into_inner());
-        if cur.as_ref().is_some_and(|c| c.id == self.id) {
-            *cur = None;
-        }
+        self.l.holder.release(self.id);
     }
 }
 
@@ -370,7 +331,7 @@ mod tests {
     #[test]
     fn busy_answers_say_since_when_in_utc() {
         let t = std::time::SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(1_795_465_867);
-        assert_eq!(super::utc(t), "2026-11-23T20:31:07Z");
+        assert_eq!(crate::agent::listen::utc(t), "2026-11-23T20:31:07Z");
     }
 
     fn test_key() -> Key {

@@ -17,7 +17,7 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 use lab::record::PcapngRecorder;
@@ -50,24 +50,6 @@ struct Active {
     capture: PathBuf,
 }
 
-/// The controller being served.
-struct Serving {
-    id: u64,
-    peer: SocketAddr,
-    since: SystemTime,
-}
-
-impl Serving {
-    fn busy(&self) -> String {
-        let since = self.since.duration_since(SystemTime::UNIX_EPOCH).unwrap_or_default();
-        format!(
-            "busy: serving the controller at {} since {}",
-            self.peer,
-            dissector::text::utc(since.as_secs())
-        )
-    }
-}
-
 /// What the front door, the session thread and `roce bridge`'s own loop share.
 pub(crate) struct Server {
     switch: Arc<Switch>,
@@ -77,9 +59,9 @@ pub(crate) struct Server {
     dir: tempfile::TempDir,
     /// How long a controller has for each message ([`MESSAGE_WITHIN`]).
     within: Duration,
-    serving: Mutex<Option<Serving>>,
+    /// The controller being served.
+    holder: listen::Holder,
     active: Mutex<Option<Active>>,
-    next: AtomicU64,
     /// Runs ended by their controller, and runs the bridge ended itself.
     pub(crate) ended: AtomicU64,
     pub(crate) abandoned: AtomicU64,
@@ -104,9 +86,8 @@ impl Server {
             ports,
             dir,
             within,
-            serving: Mutex::new(None),
+            holder: listen::Holder::new("the controller at "),
             active: Mutex::new(None),
-            next: AtomicU64::new(1),
             ended: AtomicU64::new(0),
             abandoned: AtomicU64::new(0),
         }))
@@ -134,7 +115,7 @@ impl Server {
                         say(&line);
                     }
                     me.abandon(id, "its session ended");
-                    me.release(id);
+                    me.holder.release(id);
                 }
             })
             .context("starting the bridge's session thread")?;
@@ -156,29 +137,6 @@ impl Server {
             })
             .context("starting the bridge's listening thread")?;
         Ok(())
-    }
-
-    /// "busy: serving the controller at HOST:PORT since TIME" while one is served.
-    fn busy(&self) -> Option<String> {
-        lock(&self.serving).as_ref().map(Serving::busy)
-    }
-
-    /// Takes the bridge for `peer`, unless another controller was quicker.
-    fn claim(&self, peer: SocketAddr) -> Result<u64, String> {
-        let mut cur = lock(&self.serving);
-        if let Some(c) = cur.as_ref() {
-            return Err(c.busy());
-        }
-        let id = self.next.fetch_add(1, Ordering::SeqCst);
-        *cur = Some(Serving { id, peer, since: SystemTime::now() });
-        Ok(id)
-    }
-
-    fn release(&self, id: u64) {
-        let mut cur = lock(&self.serving);
-        if cur.as_ref().is_some_and(|c| c.id == id) {
-            *cur = None;
-        }
     }
 
     /// Ends session `id`'s run, if it still has one, throwing its recording away
@@ -362,7 +320,7 @@ impl Server {
                     };
                     // The controller's next run may connect as soon as it reads
                     // the report: the bridge is free before it is sent.
-                    self.release(id);
+                    self.holder.release(id);
                     let sent = send_capture(&mut w, &capture, rep);
                     let _ = std::fs::remove_file(&capture);
                     return sent;
@@ -417,12 +375,12 @@ struct Back<'a> {
 
 impl listen::Back for Back<'_> {
     fn busy(&self) -> Option<String> {
-        self.s.busy()
+        self.s.holder.busy()
     }
 
     fn arrived(&mut self, a: listen::Arrived) {
         let peer = a.peer;
-        let id = match self.s.claim(peer) {
+        let id = match self.s.holder.claim(&peer.to_string()) {
             Ok(id) => id,
             Err(why) => {
                 a.refuse(&FromBridge::error(why.clone(), None));
@@ -431,7 +389,7 @@ impl listen::Back for Back<'_> {
             }
         };
         if let Err(mpsc::SendError((a, id))) = self.tx.send((a, id)) {
-            self.s.release(id);
+            self.s.holder.release(id);
             let _ = a.stream.shutdown(std::net::Shutdown::Both);
             say(&format!("{peer}: closed: the session thread is gone"));
         }

@@ -88,7 +88,7 @@ impl Bench {
     }
 
     fn no_run(&self) -> bool {
-        lock(&self.server.active).is_none() && lock(&self.server.serving).is_none()
+        lock(&self.server.active).is_none() && self.server.holder.busy().is_none()
     }
 
     /// Waits for the session thread to let go of its controller.
