@@ -165,7 +165,7 @@ fn between_two_hosts_it_carries_and_records_every_frame() {
 /// Listening for controllers, with none connected, the bridge is a plain cable:
 /// it says where it serves, carries every frame, and at its end says it served
 /// no runs. (A controller's runs through it: `bridge::tests` in the library, on
-/// the lab's UDP wire; and the lab's suite through host taps.)
+/// the lab's UDP wire; and the whole suite on a lab bench, `--wire bench`.)
 #[test]
 #[ignore = "needs root (network namespaces, raw sockets): bash scripts/test.sh runs it as root"]
 fn listening_with_no_controller_it_forwards_without_rules() {
