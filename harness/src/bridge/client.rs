@@ -42,6 +42,10 @@ pub(crate) struct BridgeRun {
     what: String,
     /// The bridge's ports, as it said them.
     pub(crate) ports: Vec<BridgePort>,
+    /// How far the bridge's clock is ahead of this host's, at least: the
+    /// clock it said at `Begun`, less this host's when the answer came (the
+    /// bridge read its clock before then). Negative when it is behind.
+    pub(crate) clock_ahead_ns: i64,
 }
 
 impl std::fmt::Debug for BridgeRun {
@@ -73,7 +77,7 @@ impl Bridge {
         let (stream, session) = auth::dial(&self.addr, &self.key, timing, &what, &hint)?;
         stream.set_read_timeout(Some(MESSAGE_WITHIN)).context("the bridge's connection")?;
         let (r, w) = session.wrap(stream.try_clone()?, stream.try_clone()?);
-        let mut run = BridgeRun { stream, r, w, what, ports: Vec::new() };
+        let mut run = BridgeRun { stream, r, w, what, ports: Vec::new(), clock_ahead_ns: 0 };
         match run.ask(&ToBridge::Hello { version: BRIDGE_VERSION })? {
             FromBridge::Hello { version, ports } if version == BRIDGE_VERSION => run.ports = ports,
             FromBridge::Hello { version, .. } => bail!(
@@ -88,7 +92,13 @@ impl Bridge {
             within_ms: within.as_millis().clamp(1, u64::MAX as u128) as u64,
         };
         match run.ask(&begin)? {
-            FromBridge::Begun => Ok(run),
+            FromBridge::Begun { clock_ns } => {
+                let here = dissector::capture::unix_now_ns();
+                run.clock_ahead_ns = (i128::from(clock_ns) - i128::from(here))
+                    .clamp(i128::from(i64::MIN), i128::from(i64::MAX))
+                    as i64;
+                Ok(run)
+            }
             other => Err(run.unexpected("Begun", other)),
         }
     }

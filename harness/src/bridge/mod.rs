@@ -302,7 +302,10 @@ impl Server {
                     match self.begin(id, peer, &rules, seed) {
                         Ok(()) => {
                             until = Instant::now() + Duration::from_millis(within_ms) + within;
-                            if let Err(e) = reply(&mut w, &FromBridge::Begun) {
+                            if let Err(e) = reply(
+                                &mut w,
+                                &FromBridge::Begun { clock_ns: dissector::capture::unix_now_ns() },
+                            ) {
                                 self.abandon(id, "its controller could not be told");
                                 return Err(e);
                             }

@@ -106,6 +106,9 @@ fn a_run_applies_the_controllers_rules_and_brings_back_its_recording() {
     let rule = parse_rule("drop dir=a>b op=send-only nth=2").unwrap();
     let run = b.bridge(7).begin(&[rule], 1, Duration::from_secs(60)).unwrap();
     assert_eq!(run.ports.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["eth2", "eth3"]);
+    // The bridge's clock is this host's, read before its answer came: a bound
+    // at or below zero, within the answer's round trip.
+    assert!((-5_000_000_000..=0).contains(&run.clock_ahead_ns), "{}", run.clock_ahead_ns);
     assert_eq!(b.carry(4), 3, "the second SEND is dropped by the run's rule");
     let cap = b.dir.path().join("wire.pcapng");
     let rep = run.end(&cap).unwrap();

@@ -81,6 +81,15 @@ enum Recording {
 }
 
 impl Recording {
+    /// How far the recording's clock is ahead of this host's, at least (the
+    /// lab's switch runs on this host: not at all).
+    fn clock_ahead_ns(&self) -> i64 {
+        match self {
+            Recording::Lab(_) => 0,
+            Recording::Bridge(run, ..) => run.clock_ahead_ns,
+        }
+    }
+
     /// The switch's report, and what is wrong with the sides its recording
     /// shows (a bridge cabled the other way round).
     fn end(self) -> Result<(lab::switch::RunReport, Option<String>)> {
@@ -345,7 +354,8 @@ fn drive(
     baseline(agents, out)?;
     connect(sc, slot, agents, out)?;
     laps.lap(&mut out.timings, Phase::Connect);
-    run_steps(sc, &mut keys, deadline, agents, out)?;
+    let clock = session.as_ref().map(Recording::clock_ahead_ns);
+    run_steps(sc, &mut keys, deadline, (agents, clock), out)?;
     laps.lap(&mut out.timings, Phase::Steps);
     collect(sc, out, agents, laps, deadline)
 }
@@ -592,14 +602,23 @@ fn connect(
     Ok(())
 }
 
-/// Phase [`Phase::Steps`]: the steps, in order.
+/// Phase [`Phase::Steps`]: the steps, in order. With a recording whose clock
+/// is `clock` ns ahead of this host's, when each endpoint was first asked for a
+/// step goes into [`Evidence::asked_ns`].
 fn run_steps(
     sc: &Scenario,
     keys: &mut resolve::MwKeys,
     deadline: Deadline,
-    agents: &mut BTreeMap<String, Agent>,
+    (agents, clock): (&mut BTreeMap<String, Agent>, Option<i64>),
     out: &mut Evidence,
 ) -> Result<()> {
+    let mut asked = |on: &str| {
+        if let Some(ahead) = clock {
+            let now = i128::from(dissector::capture::unix_now_ns()) + i128::from(ahead);
+            let at = now.clamp(0, i128::from(u64::MAX)) as u64;
+            out.asked_ns.entry(on.to_string()).or_insert(at);
+        }
+    };
     // Steps, in order. The controller waits for each to be done (posted) before the
     // next, which is what orders the two endpoints; `sync` is that, made explicit.
     // The scenario's own deadline (timeout_ms) bounds each wait for an agent, and
@@ -627,9 +646,11 @@ fn run_steps(
         };
         if let Some((peer, r)) = receiver {
             let action = Action::Receive(r.clone());
+            asked(peer);
             agent(agents, peer)?.send(&ToAgent::Do { index, action, judged: false })?;
         }
         let judged = sc.expect.step.iter().any(|e| e.index == index);
+        asked(&on);
         match agent(agents, &on)?
             .request(&ToAgent::Do { index, action, judged }, within)
             .with_context(what)?

@@ -590,7 +590,7 @@ fn wire(sc: &Scenario, e: &WireExpect, o: &Evidence, t: &Timeline) -> Verdict {
     if e.empty {
         return empty_wire(what, &p);
     }
-    let s = WireSeen::of(p, q, &t.conditions, d.first_psn);
+    let s = WireSeen::of(p, q, &t.conditions, (d.first_psn, o.asked_ns.get(&e.from).copied()));
     let checks = [
         pattern_checks(e, &s),
         psn_checks(e, &s),
@@ -664,6 +664,9 @@ struct WireSeen<'a> {
     conditions: &'a [String],
     /// The requester QP's starting PSN, as its agent reported it.
     first_psn: Option<dissector::wire::Psn>,
+    /// When the requester's endpoint was first asked for a step, on the
+    /// capture's clock ([`Evidence::asked_ns`]): its QPs armed no timer before.
+    asked_ns: Option<u64>,
 }
 
 impl<'a> WireSeen<'a> {
@@ -672,7 +675,7 @@ impl<'a> WireSeen<'a> {
         p: Pair<'a>,
         q: &Qp,
         conditions: &'a [String],
-        first_psn: Option<dissector::wire::Psn>,
+        (first_psn, asked_ns): (Option<dissector::wire::Psn>, Option<u64>),
     ) -> Self {
         let naks: Vec<NakKind> =
             p.resps.iter().filter_map(|f| f.ack.and_then(|a| a.nak())).collect();
@@ -687,6 +690,7 @@ impl<'a> WireSeen<'a> {
             tto: q.ack_timeout_ns(),
             conditions,
             first_psn,
+            asked_ns,
             p,
         }
     }
@@ -694,6 +698,26 @@ impl<'a> WireSeen<'a> {
     /// The resends the requester's ACK timer triggered.
     fn timeouts(&self) -> Vec<&recovery::Resend> {
         self.gbn.resends.iter().filter(|r| r.trigger == recovery::Trigger::Timeout).collect()
+    }
+
+    /// For `r`, the `n`-th ACK-timer resend (from 0), how long after the
+    /// requester was first asked for a step it reached the switch, when that is
+    /// long enough for `n + 1` firings of the timer ([`firing_gap`]) and no
+    /// resend before it was set off by anything else: then, however soon after
+    /// its PSN's last transmission the switch saw it, the timer did not fire
+    /// early; that transmission was held on its way (the sending VM's path,
+    /// which host load delays by milliseconds). The timer cannot have been armed
+    /// before the ask, and each firing is a full interval after the one before.
+    fn held_transmission(&self, n: usize, r: &recovery::Resend) -> Option<u64> {
+        let (tto, asked) = (self.tto?, self.asked_ns?);
+        let leading =
+            self.gbn.resends.iter().take_while(|x| x.trigger == recovery::Trigger::Timeout);
+        if !leading.take(n + 1).any(|x| x.frame == r.frame) {
+            return None;
+        }
+        let f = self.p.reqs.iter().find(|f| f.number == r.frame)?.recovery();
+        let since = (f.ts_ns - f.held_ns).checked_sub(asked)?;
+        (since >= (n as u64 + 1) * firing_gap(tto)).then_some(since)
     }
 
     /// What the wire showed, for the verdict: the frames, NAKs, retransmissions,
@@ -759,6 +783,22 @@ impl<'a> WireSeen<'a> {
                 first_of(&r),
                 ms(t)
             );
+            let low = *one_timer_interval(t).start();
+            let held: Vec<String> = timeouts
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.after_ns < low)
+                .filter_map(|(n, r)| Some((r, self.held_transmission(n, r)?)))
+                .map(|(r, since)| {
+                    format!("frame {} {:.2} ms after it was asked", r.frame, ms(since))
+                })
+                .collect();
+            if !held.is_empty() {
+                extra += &format!(
+                    " (sooner than the timer after the last transmission, not after the post: that transmission was held on its way; {})",
+                    first_of(&held)
+                );
+            }
         }
         if let Some(first) = p.early.first() {
             extra += &format!(
@@ -900,14 +940,30 @@ fn ack_timer_checks(e: &WireExpect, q: &Qp, s: &WireSeen) -> Vec<(String, bool)>
     let low = *one_timer_interval(t).start();
     let high = 4 * t + 4 * t / ACK_TIMER_SLACK + ACK_TIMER_MARGIN_NS;
     let timeouts = s.timeouts();
+    let mut want = format!("each resend after the ACK timer {:.2}–{:.2} ms after the last transmission (timeout {}: 1 to 4 times {:.2} ms, ± 5 % and {} ms that the switch cannot resolve)", ms(low), ms(high), q.params.timeout, ms(t), ACK_TIMER_MARGIN_NS / 1_000_000);
+    if s.asked_ns.is_some() {
+        want += &format!(", or sooner only after a transmission held on its way: the n-th at least n × {:.2} ms after {} was first asked for a step", ms(firing_gap(t)), e.from);
+    }
     // An early resend is a timer resend that came too soon.
-    vec![(
-        format!("each resend after the ACK timer {:.2}–{:.2} ms after the last transmission (timeout {}: 1 to 4 times {:.2} ms, ± 5 % and {} ms that the switch cannot resolve)", ms(low), ms(high), q.params.timeout, ms(t), ACK_TIMER_MARGIN_NS / 1_000_000),
-        !timeouts.is_empty()
-            && timeouts.iter().all(|r| (low..=high).contains(&r.after_ns))
-            && s.p.early.is_empty(),
-    )]
+    let ok = !timeouts.is_empty()
+        && timeouts.iter().enumerate().all(|(n, r)| {
+            r.after_ns <= high && (r.after_ns >= low || s.held_transmission(n, r).is_some())
+        })
+        && s.p.early.is_empty();
+    vec![(want, ok)]
 }
+
+/// The least time between two firings of an ACK timer of `tto` ns, or from the
+/// moment it was armed to its first: the timeout, less 5 % for clocks and one
+/// kernel tick ([`TIMER_TICK_NS`]). Unlike [`one_timer_interval`], nothing of
+/// the path to the switch: a resend reaches the switch after its timer fired.
+fn firing_gap(tto: u64) -> u64 {
+    tto.saturating_sub(tto / ACK_TIMER_SLACK + TIMER_TICK_NS)
+}
+
+/// How early a kernel timer may fire: one tick at Debian's HZ=250 (rxe sets
+/// `jiffies + usecs_to_jiffies(timeout)`, counted from within a tick).
+const TIMER_TICK_NS: u64 = 4_000_000;
 
 /// A CNP after CE-marked requests, or none at all.
 fn cnp_checks(e: &WireExpect, s: &WireSeen) -> Vec<(String, bool)> {

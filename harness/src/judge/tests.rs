@@ -557,6 +557,61 @@ fn rnr_timer_honoured_and_the_ack_timer() {
     );
 }
 
+/// A first transmission held in its sender's path (a TCG VM under host load,
+/// 11 ms in one CI run on trixie) shortens the interval the switch sees before
+/// the timer's resend; the timer cannot have started before the controller
+/// asked for the post, so the n-th timer resend is held to n firings after
+/// that ask instead, and only a resend too soon for that too fails.
+#[test]
+fn a_held_first_transmission_does_not_make_a_timer_resend_early() {
+    // timeout 14: an interval of 55.75 ms at least as the switch sees it; a
+    // firing 67.11 ms less 3.36 ms (5 %) and a 4 ms tick: 59.75 ms.
+    let sc = crate::scenario::check::parse_str(
+        Path::new("t.toml"),
+        &format!("{QP}timeout = 14\n[[expect.wire]]\nqp = 'q'\nfrom = 'a'\nack_timeout = true\n"),
+    )
+    .unwrap();
+    // The WRITE sent at each time, each answered 1 ms later; every ACK but the
+    // last dropped by the switch, as the scenarios' rules do.
+    let sent = |ms: &[u64]| {
+        let mut packets = Vec::new();
+        for (i, &at) in ms.iter().enumerate() {
+            let n = 2 * i as u64;
+            packets.push(pkt(n + 1, at, 100, "RDMA WRITE Only"));
+            let mut ack = pkt(n + 2, at + 1, 100, "ack");
+            if i + 1 < ms.len() {
+                ack.marks = dropped();
+            }
+            packets.push(ack);
+        }
+        Timeline { packets, ..Default::default() }
+    };
+    let asked = |ms: Option<u64>| Evidence {
+        asked_ns: ms.map(|m| ("a".to_string(), m * 1_000_000)).into_iter().collect(),
+        ..outcome()
+    };
+    let verdict = |o: &Evidence, t: Timeline| judge(&sc, o, &Ok(t)).0.remove(0);
+    // Sent 20 ms after the ask, resent 50 ms later: 70 ms after the ask.
+    let v = verdict(&asked(Some(0)), sent(&[20, 70]));
+    assert!(v.pass, "{v:#?}");
+    assert!(v.actual.contains("not after the post: that transmission was held on its way; frame 3 70.00 ms after it was asked"), "{}", v.actual);
+    assert!(
+        v.expected.contains("the n-th at least n × 59.75 ms after a was first asked for a step"),
+        "{}",
+        v.expected
+    );
+    // Without the ask's time (a capture made elsewhere), or asked too late for a
+    // whole firing before it, the resend came early.
+    assert!(!verdict(&asked(None), sent(&[20, 70])).pass);
+    assert!(!verdict(&asked(Some(15)), sent(&[20, 70])).pass);
+    // The second timer resend needs two firings after the ask.
+    assert!(!verdict(&asked(Some(0)), sent(&[20, 70, 115])).pass);
+    assert!(verdict(&asked(Some(0)), sent(&[20, 70, 125])).pass);
+    // A resend on time needs no excuse, and is not said to have one.
+    let v = verdict(&asked(Some(0)), sent(&[1, 60]));
+    assert!(v.pass && !v.actual.contains("held on its way"), "{v:#?}");
+}
+
 /// An ACK timer left running from an acknowledged WRITE fires just after the next
 /// WRITE went out (what rxe did in one CI run under `-j 4`): the resend, and the
 /// second ACK it drew, are set aside from the sequences, the retransmission count

@@ -13,8 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use super::Hex;
 
-/// Bumped on any incompatible change; both sides say theirs in `Hello`.
-pub(crate) const BRIDGE_VERSION: u32 = 1;
+/// Bumped on any incompatible change; both sides say theirs in `Hello`. 2:
+/// `Begun` says the bridge's clock.
+pub(crate) const BRIDGE_VERSION: u32 = 2;
 
 /// The most bytes of a run's capture in one [`FromBridge::Capture`] message (hex
 /// doubles them, well under the framing's limit).
@@ -61,16 +62,15 @@ pub(crate) enum FromBridge {
         /// Side `a`, then side `b`.
         ports: Vec<BridgePort>,
     },
-    Begun,
+    /// The run's recording has begun; `clock_ns` is the bridge's clock as it
+    /// said so (ns since the Unix epoch), which its capture stamps frames with:
+    /// what lets the controller place its own moments on that clock.
+    Begun { clock_ns: u64 },
     /// The next part of the run's pcapng capture, in order.
-    Capture {
-        part: Hex,
-    },
+    Capture { part: Hex },
     /// The run's report: its counters and what each rule did (`capture` is the
     /// bridge's own path, gone by now).
-    Ended {
-        report: Box<lab::switch::RunReport>,
-    },
+    Ended { report: Box<lab::switch::RunReport> },
     /// The request was refused, or failed: what and, where it helps, a hint.
     Error {
         message: String,

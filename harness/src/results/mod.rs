@@ -205,6 +205,12 @@ pub(crate) struct Evidence {
     /// a frame recorded before it may already be in a baseline.
     #[serde(skip)]
     pub baseline_ns: Option<u64>,
+    /// When the controller first asked each endpoint for a step, on the
+    /// recording's clock and never later than it was (none without a
+    /// recording): nothing the endpoint's QPs did to the wire, no timer they
+    /// armed, can be earlier.
+    #[serde(skip)]
+    pub asked_ns: BTreeMap<String, u64>,
 }
 
 /// The device's answer to a judged step's verb: refused (with which verb and

@@ -1335,8 +1335,12 @@ pub(crate) struct WireFile {
     /// local ACK timeout (4.096 µs × 2^timeout) after the last transmission of its
     /// PSN, and no later than four times that. Times are taken at the lab switch,
     /// after each VM's transmit path, and kernel timers run in ticks: both bounds
-    /// allow 5 % and 8 ms. An early ACK-timer resend (set aside from the other
-    /// keys) fails it.
+    /// allow 5 % and 8 ms. A transmission held longer than that on its way
+    /// (host load) makes the next resend look early: the first resends are then
+    /// held to the moment the controller asked the requester's endpoint for its
+    /// first step instead, which no timer can start before (the n-th at least n
+    /// times the timeout, less 5 % and one tick, after it). An early ACK-timer
+    /// resend (set aside from the other keys) fails it.
     #[serde(default)]
     pub(crate) ack_timeout: Option<bool>,
     /// What IBA requires, where a device may deviate: judged as usual, but a
