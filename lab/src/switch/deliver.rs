@@ -1,8 +1,10 @@
-//! Frames leaving the switch: sent to the receiving VM, recorded in the owning
+//! Frames leaving the switch: sent to the receiving side, recorded in the owning
 //! run's capture and live view, duplicated, or held back (`delay`, `reorder`) and
-//! released when due.
+//! released when due. What a burst decided goes out in batches and is recorded
+//! in the order it was decided ([`Outbox`]).
 //!
-//! Owns: [`Held`] frames and the engine's sending, recording and releasing. Imports:
+//! Owns: [`Held`] frames, the [`Outbox`] and the engine's sending, recording and
+//! releasing. Imports:
 //! the engine from [`switch`](super), [`Dir`] from [`fault`](crate::fault), the frame's
 //! [`Marks`] from [`mark`](crate::mark) and the live view's [`WireFrame`] from
 //! [`control`](crate::control).
@@ -32,7 +34,35 @@ pub(super) struct Held {
     pub(super) run: RunId,
 }
 
+/// What the switch has decided to send and record, in the order it decided it
+/// ([`Engine::flush`] carries it out): a burst's frames go out of each port in
+/// one system call, and are recorded in the order they were decided, sent or
+/// not, so the capture keeps the switch's order whatever the batching.
+#[derive(Default)]
+pub(super) struct Outbox {
+    /// The frames' bytes, one after another.
+    bytes: Vec<u8>,
+    items: Vec<Out>,
+}
+
+/// One frame in the [`Outbox`].
+struct Out {
+    run: Option<RunId>,
+    dir: Dir,
+    at: std::ops::Range<usize>,
+    marks: Marks,
+    ts: u64,
+    /// Sent to the other side of `dir`, then recorded; or only recorded (one a
+    /// rule dropped or withheld).
+    send: bool,
+}
+
+/// Frames handed to one `sendmmsg`.
+const SEND_BATCH: usize = 64;
+
 impl Engine {
+    /// Records `frame` for run `at` (index into `runs`), in order with the
+    /// frames being sent ([`Outbox`]).
     pub(super) fn record(
         &mut self,
         at: Option<usize>,
@@ -41,6 +71,85 @@ impl Engine {
         frame: &[u8],
         marks: &Marks,
     ) {
+        self.queue(at, dir, frame, marks, ts, false);
+    }
+
+    /// Sends `frame` to the side opposite `dir`, then records it.
+    pub(super) fn egress(
+        &mut self,
+        run: Option<usize>,
+        dir: Dir,
+        frame: &[u8],
+        marks: &Marks,
+        ts: u64,
+    ) {
+        self.queue(run, dir, frame, marks, ts, true);
+    }
+
+    fn queue(
+        &mut self,
+        at: Option<usize>,
+        dir: Dir,
+        frame: &[u8],
+        marks: &Marks,
+        ts: u64,
+        send: bool,
+    ) {
+        let run = at.and_then(|i| self.runs.get(i)).map(|r| r.id);
+        let o = &mut self.outbox;
+        let from = o.bytes.len();
+        o.bytes.extend_from_slice(frame);
+        let at = from..o.bytes.len();
+        o.items.push(Out { run, dir, at, marks: marks.clone(), ts, send });
+    }
+
+    /// Sends what the outbox holds, each port's frames in batches, then counts
+    /// and records every frame in the order it was decided.
+    pub(super) fn flush(&mut self) {
+        if self.outbox.items.is_empty() {
+            return;
+        }
+        let mut o = std::mem::take(&mut self.outbox);
+        let mut failed: Vec<(usize, io::Error)> = Vec::new();
+        for port in 0..2 {
+            let sends: Vec<usize> = (0..o.items.len())
+                .filter(|&i| o.items[i].send && 1 - o.items[i].dir.index() == port)
+                .collect();
+            let frames: Vec<&[u8]> =
+                sends.iter().map(|&i| &o.bytes[o.items[i].at.clone()]).collect();
+            failed.extend(
+                send_all(&self.socks[port], &frames).into_iter().map(|(k, e)| (sends[k], e)),
+            );
+        }
+        failed.sort_by_key(|(i, _)| *i);
+        let mut failed = failed.into_iter().peekable();
+        for (i, out) in o.items.iter().enumerate() {
+            let at = out.run.and_then(|id| self.index_of(id));
+            let frame = &o.bytes[out.at.clone()];
+            match failed.next_if(|(k, _)| *k == i) {
+                Some((_, e)) => {
+                    self.count(at, |c| c.send_errors += 1);
+                    self.write_record(
+                        at,
+                        out.dir,
+                        out.ts,
+                        frame,
+                        &out.marks.unsent(&e.to_string()),
+                    );
+                }
+                None if out.send => {
+                    self.count(at, |c| c.forwarded += 1);
+                    self.write_record(at, out.dir, out.ts, frame, &out.marks);
+                }
+                None => self.write_record(at, out.dir, out.ts, frame, &out.marks),
+            }
+        }
+        o.bytes.clear();
+        o.items.clear();
+        self.outbox = o;
+    }
+
+    fn write_record(&mut self, at: Option<usize>, dir: Dir, ts: u64, frame: &[u8], marks: &Marks) {
         let Some(run) = at.and_then(|i| self.runs.get_mut(i)) else { return };
         let comment = marks.comment();
         let comment = comment.as_deref();
@@ -61,37 +170,6 @@ impl Engine {
             Err(e) => {
                 run.capture_error.get_or_insert(format!("writing the capture: {e}"));
                 self.count(at, |c| c.record_errors += 1);
-            }
-        }
-    }
-
-    /// Sends `frame` to the VM on the other side of `dir` and records it.
-    pub(super) fn egress(
-        &mut self,
-        run: Option<usize>,
-        dir: Dir,
-        frame: &[u8],
-        marks: &Marks,
-        ts: u64,
-    ) {
-        let out = &self.socks[1 - dir.index()];
-        let mut sent = out.send(frame);
-        // A full send buffer clears as the kernel delivers; give it a moment.
-        let until = Instant::now() + Duration::from_millis(5);
-        while matches!(&sent, Err(e) if e.kind() == io::ErrorKind::WouldBlock)
-            && Instant::now() < until
-        {
-            thread::yield_now();
-            sent = out.send(frame);
-        }
-        match sent {
-            Ok(_) => {
-                self.count(run, |c| c.forwarded += 1);
-                self.record(run, dir, ts, frame, marks);
-            }
-            Err(e) => {
-                self.count(run, |c| c.send_errors += 1);
-                self.record(run, dir, ts, frame, &marks.unsent(&e.to_string()));
             }
         }
     }
@@ -163,5 +241,33 @@ impl Engine {
                 i += 1;
             }
         }
+        self.flush();
     }
+}
+
+/// Sends `frames` out of `port` in order, a batch a system call: which of them
+/// could not be sent, and why. A full send buffer clears as the kernel
+/// delivers: a frame is given 5 ms of retrying before it counts as not sent.
+fn send_all(port: &super::Port, frames: &[&[u8]]) -> Vec<(usize, io::Error)> {
+    let mut failed = Vec::new();
+    let (mut i, mut until) = (0, Instant::now() + Duration::from_millis(5));
+    while i < frames.len() {
+        let batch = &frames[i..frames.len().min(i + SEND_BATCH)];
+        match port.send_batch(batch) {
+            Ok(n) => {
+                i += n;
+                until = Instant::now() + Duration::from_millis(5);
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < until => {
+                thread::yield_now();
+            }
+            Err(e) => {
+                failed.push((i, e));
+                i += 1;
+                until = Instant::now() + Duration::from_millis(5);
+            }
+        }
+    }
+    failed
 }

@@ -72,8 +72,8 @@ mod tests;
 pub mod veth;
 mod wire;
 
-use deliver::Held;
-pub use port::{interfaces, LinkPort, LinkState, LinkWatch, Port, PortError, MIN_MTU};
+use deliver::{Held, Outbox};
+pub use port::{interfaces, Burst, LinkPort, LinkState, LinkWatch, Port, PortError, MIN_MTU};
 pub use report::{Counters, RuleReport, RunReport};
 pub use roce::{apply_modification, parse_roce, RoceView};
 use runs::Run;
@@ -222,6 +222,9 @@ struct Engine {
     held: VecDeque<Held>,
     /// The standing rules' draws and lifetime counts, kept between runs.
     standing: Vec<runs::StandingState>,
+    /// Frames decided on, not yet sent and recorded: flushed after every burst
+    /// read, every release of held frames and around every command.
+    outbox: Outbox,
 }
 
 impl Engine {
@@ -235,11 +238,13 @@ impl Engine {
             next_id: 1,
             held: VecDeque::new(),
             standing: Vec::new(),
+            outbox: Outbox::default(),
         }
     }
 
     fn run(mut self, rx: mpsc::Receiver<Cmd>, woken: UnixDatagram) {
-        let mut buf = vec![0u8; 65536];
+        let mut buf = [0u8; 64];
+        let mut burst = Burst::new();
         loop {
             let wait = self
                 .held
@@ -266,9 +271,14 @@ impl Engine {
                     if !ready[i] {
                         continue;
                     }
-                    for _ in 0..BURST {
-                        match self.socks[i].recv(&mut buf) {
-                            Ok(len) => self.ingress(dir, &buf[..len]),
+                    for _ in 0..BURST / Burst::SLOTS {
+                        match self.socks[i].recv_burst(&mut burst) {
+                            Ok(_) => {
+                                for frame in burst.frames() {
+                                    self.ingress(dir, frame);
+                                }
+                                self.flush();
+                            }
                             // ECONNREFUSED: an ICMP error from an earlier send to a
                             // VM socket that was gone; nothing to read.
                             Err(e) if e.kind() == io::ErrorKind::ConnectionRefused => {}
@@ -278,6 +288,7 @@ impl Engine {
                 }
             }
             self.release_due(false);
+            self.flush();
             loop {
                 match rx.try_recv() {
                     Ok(Cmd::Stop) | Err(mpsc::TryRecvError::Disconnected) => return,
@@ -296,6 +307,15 @@ impl Engine {
     }
 
     fn command(&mut self, cmd: Cmd) {
+        // A command sees every frame decided before it sent and recorded (an
+        // `end` the whole of its run), and what it decides goes out before the
+        // caller hears back.
+        self.flush();
+        self.obey(cmd);
+        self.flush();
+    }
+
+    fn obey(&mut self, cmd: Cmd) {
         match cmd {
             Cmd::Begin(spec, reply) => {
                 let _ = reply.send(self.begin(spec));
@@ -320,6 +340,7 @@ impl Engine {
                     &Marks(vec![Mark::Injected]),
                     dissector::capture::unix_now_ns(),
                 );
+                self.flush();
                 let _ = reply.send(());
             }
             Cmd::Stop => {}

@@ -14,7 +14,7 @@
 //! exists, is up, may be opened (`CAP_NET_RAW`), and can carry a RoCE packet of
 //! the smallest path MTU.
 //!
-//! Owns: [`Port`], [`LinkPort`], [`PortError`], [`LinkWatch`] and [`LinkState`]. Imports: nothing from the crate;
+//! Owns: [`Port`], [`LinkPort`], [`Burst`], [`PortError`], [`LinkWatch`] and [`LinkState`]. Imports: nothing from the crate;
 //! dissector's checksum completion.
 //! The `AF_PACKET` calls nix does not wrap (binding to an interface, joining
 //! promiscuous mode, ignoring our own sends, the drop statistics) are `libc`
@@ -46,26 +46,42 @@ pub enum Port {
 }
 
 impl Port {
-    /// One frame, if one is waiting (the socket does not block).
-    pub(super) fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
+    /// The frames waiting, up to a burst's worth, in one system call
+    /// (`recvmmsg`): how many `burst` now holds, or `WouldBlock` when none was.
+    pub fn recv_burst(&self, burst: &mut Burst) -> io::Result<usize> {
         match self {
-            Port::Udp(s) => s.recv(buf),
-            Port::Link(l) => l.recv(buf),
+            Port::Udp(s) => burst.fill(s.as_fd(), |_, _| Some(())),
+            Port::Link(l) => burst.fill(l.fd.as_fd(), LinkPort::accept),
         }
     }
 
-    pub(super) fn send(&self, frame: &[u8]) -> io::Result<usize> {
-        match self {
-            Port::Udp(s) => s.send(frame),
-            Port::Link(l) => l.send(frame),
+    /// Sends the first of `frames` and as many after it as the socket takes,
+    /// in one system call (`sendmmsg`): how many went, at least one, or why the
+    /// first could not.
+    pub fn send_batch(&self, frames: &[&[u8]]) -> io::Result<usize> {
+        let mut iovs: Vec<libc::iovec> = frames
+            .iter()
+            .map(|f| libc::iovec { iov_base: f.as_ptr().cast_mut().cast(), iov_len: f.len() })
+            .collect();
+        let mut msgs: Vec<libc::mmsghdr> = iovs
+            .iter_mut()
+            .map(|iov| {
+                // SAFETY: msghdr is plain data; zero is valid for every field.
+                let mut h: libc::msghdr = unsafe { mem::zeroed() };
+                h.msg_iov = iov;
+                h.msg_iovlen = 1;
+                libc::mmsghdr { msg_hdr: h, msg_len: 0 }
+            })
+            .collect();
+        let count = libc::c_uint::try_from(msgs.len()).unwrap_or(libc::c_uint::MAX);
+        // SAFETY: each header points to one iovec over a frame valid for reads
+        // of its length (the kernel only reads through it), all alive for the
+        // duration of the call; no address: the socket is connected or bound.
+        let n = unsafe { libc::sendmmsg(self.as_fd().as_raw_fd(), msgs.as_mut_ptr(), count, 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
         }
-    }
-
-    pub(super) fn as_fd(&self) -> BorrowedFd<'_> {
-        match self {
-            Port::Udp(s) => s.as_fd(),
-            Port::Link(l) => l.fd.as_fd(),
-        }
+        Ok(n as usize)
     }
 
     /// Frames the kernel dropped on this port because the switch did not read
@@ -75,6 +91,15 @@ impl Port {
         match self {
             Port::Udp(_) => 0,
             Port::Link(l) => l.drops(),
+        }
+    }
+}
+
+impl AsFd for Port {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            Port::Udp(s) => s.as_fd(),
+            Port::Link(l) => l.fd.as_fd(),
         }
     }
 }
@@ -328,6 +353,10 @@ impl LinkPort {
         // Our own sends out of this port must not come back in as received
         // (Linux 4.20 and later; before, `recv` skips them by their type).
         let _ = setsockopt_raw(&fd, libc::PACKET_IGNORE_OUTGOING, &1 as &libc::c_int);
+        // What the switch forwards goes straight to the driver, as a cable
+        // would carry it: no queueing discipline of this host's in between
+        // (Linux 3.14 and later; without it, the interface's qdisc).
+        let _ = setsockopt_raw(&fd, libc::PACKET_QDISC_BYPASS, &1 as &libc::c_int);
         setsockopt(&fd, sockopt::RcvBuf, &BUFFER).map_err(|_| io_err("sizing its buffers"))?;
         setsockopt(&fd, sockopt::SndBuf, &BUFFER).map_err(|_| io_err("sizing its buffers"))?;
         let _ = setsockopt(&fd, sockopt::RcvBufForce, &BUFFER);
@@ -359,27 +388,15 @@ impl LinkPort {
             // SAFETY: sockaddr_ll is plain data; zero is valid for every field.
             let mut from: libc::sockaddr_ll = unsafe { mem::zeroed() };
             // Room for one PACKET_AUXDATA message, aligned as cmsghdr wants.
-            let mut control = [0u64; 8];
+            let mut control = [0u64; CONTROL_WORDS];
             let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-            // SAFETY: msghdr is plain data; zero is valid for every field.
-            let mut msg: libc::msghdr = unsafe { mem::zeroed() };
-            msg.msg_name = (&mut from as *mut libc::sockaddr_ll).cast();
-            msg.msg_namelen = mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-            msg.msg_iov = &mut iov;
-            msg.msg_iovlen = 1;
-            msg.msg_control = control.as_mut_ptr().cast();
-            msg.msg_controllen = mem::size_of_val(&control);
+            let mut msg = header(&mut from, &mut iov, &mut control);
             // SAFETY: every pointer in `msg` is to memory valid for writes of the
             // lengths given, for the duration of the call.
             let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_TRUNC) };
             if n < 0 {
                 return Err(io::Error::last_os_error());
             }
-            if from.sll_pkttype == libc::PACKET_OUTGOING {
-                continue; // our own send, seen on the way out
-            }
-            // MSG_TRUNC: the frame's real length; a frame longer than the buffer
-            // would be cut, so it is refused, never forwarded short.
             let n = n as usize;
             if n > buf.len() {
                 return Err(io::Error::new(
@@ -387,11 +404,26 @@ impl LinkPort {
                     "frame longer than the buffer",
                 ));
             }
-            if partial_checksum(&msg) {
-                dissector::wire::l4sum::complete_l4_checksum(&mut buf[..n]);
+            if LinkPort::accept(&msg, &mut buf[..n]).is_some() {
+                return Ok(n);
             }
-            return Ok(n);
         }
+    }
+
+    /// Whether a frame read whole into `frame` is one to forward (not our own
+    /// send, seen on the way out), its checksum completed where the kernel
+    /// says it was left to hardware.
+    fn accept(msg: &libc::msghdr, frame: &mut [u8]) -> Option<()> {
+        // SAFETY: `msg_name` points to the sockaddr_ll the call filled (every
+        // header built by [`header`] names one).
+        let from: &libc::sockaddr_ll = unsafe { &*msg.msg_name.cast::<libc::sockaddr_ll>() };
+        if from.sll_pkttype == libc::PACKET_OUTGOING {
+            return None;
+        }
+        if partial_checksum(msg) {
+            dissector::wire::l4sum::complete_l4_checksum(frame);
+        }
+        Some(())
     }
 
     /// Puts `frame` on the interface as it is.
@@ -424,6 +456,123 @@ impl LinkPort {
             self.dropped.set(self.dropped.get() + u64::from(st.tp_drops));
         }
         self.dropped.get()
+    }
+}
+
+/// Room for one PACKET_AUXDATA control message, in u64s (aligned as cmsghdr
+/// wants).
+const CONTROL_WORDS: usize = 8;
+
+/// A `recvmsg` header reading into `iov`, the sender's address into `from` and
+/// control messages into `control`.
+fn header(
+    from: &mut libc::sockaddr_ll,
+    iov: &mut libc::iovec,
+    control: &mut [u64; CONTROL_WORDS],
+) -> libc::msghdr {
+    // SAFETY: msghdr is plain data; zero is valid for every field.
+    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
+    msg.msg_name = (from as *mut libc::sockaddr_ll).cast();
+    msg.msg_namelen = mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.as_mut_ptr().cast();
+    msg.msg_controllen = mem::size_of_val(control);
+    msg
+}
+
+/// Frames read from a port in one system call (`recvmmsg`), each whole in a
+/// slot of its own: what a switch thread reads a burst into. A frame longer
+/// than its slot is never forwarded short: it is left out, as one that did not
+/// fit a single read's buffer always was.
+pub struct Burst {
+    data: Vec<u8>,
+    /// Each slot's sender and control messages, filled by the kernel.
+    from: Vec<libc::sockaddr_ll>,
+    control: Vec<[u64; CONTROL_WORDS]>,
+    /// Where each kept frame is in `data`, and how long it is.
+    kept: Vec<(usize, usize)>,
+}
+
+impl Burst {
+    /// Frames a burst reads at most.
+    pub const SLOTS: usize = 32;
+    /// The largest frame a slot takes: as large as a UDP datagram of the lab's
+    /// wire can be, and beyond any interface's MTU.
+    const SLOT: usize = 65_536;
+
+    pub fn new() -> Burst {
+        Burst {
+            data: vec![0; Self::SLOTS * Self::SLOT],
+            // SAFETY: sockaddr_ll is plain data; zero is valid for every field.
+            from: vec![unsafe { mem::zeroed() }; Self::SLOTS],
+            control: vec![[0; CONTROL_WORDS]; Self::SLOTS],
+            kept: Vec::with_capacity(Self::SLOTS),
+        }
+    }
+
+    /// The frames of the last read, in the order they came.
+    pub fn frames(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.kept.iter().map(|&(at, len)| &self.data[at..at + len])
+    }
+
+    /// Reads what is waiting on `fd` (which does not block), keeping each
+    /// whole frame `keep` accepts (it may complete the frame in place): how
+    /// many it kept, or the error when nothing was read.
+    fn fill(
+        &mut self,
+        fd: BorrowedFd<'_>,
+        keep: impl Fn(&libc::msghdr, &mut [u8]) -> Option<()>,
+    ) -> io::Result<usize> {
+        self.kept.clear();
+        let base = self.data.as_mut_ptr();
+        let mut iovs: [libc::iovec; Self::SLOTS] = std::array::from_fn(|i| libc::iovec {
+            // SAFETY: slot `i` lies within `data`, which holds SLOTS slots.
+            iov_base: unsafe { base.add(i * Self::SLOT) }.cast(),
+            iov_len: Self::SLOT,
+        });
+        let mut msgs: [libc::mmsghdr; Self::SLOTS] = std::array::from_fn(|_| libc::mmsghdr {
+            // SAFETY: msghdr is plain data; zero is valid for every field.
+            msg_hdr: unsafe { mem::zeroed() },
+            msg_len: 0,
+        });
+        let slots = iovs.iter_mut().zip(self.from.iter_mut().zip(self.control.iter_mut()));
+        for (m, (iov, (from, control))) in msgs.iter_mut().zip(slots) {
+            m.msg_hdr = header(from, iov, control);
+        }
+        // SAFETY: every header points to memory valid for writes of the lengths
+        // given (a slot of `data`, a sockaddr_ll, a control buffer), all alive
+        // and not otherwise borrowed for the duration of the call.
+        let n = unsafe {
+            libc::recvmmsg(
+                fd.as_raw_fd(),
+                msgs.as_mut_ptr(),
+                Self::SLOTS as libc::c_uint,
+                libc::MSG_TRUNC,
+                std::ptr::null_mut(),
+            )
+        };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        for (i, m) in msgs.iter().enumerate().take(n as usize) {
+            // MSG_TRUNC: the frame's real length, longer than the slot when cut.
+            let len = m.msg_len as usize;
+            if len > Self::SLOT {
+                continue;
+            }
+            let at = i * Self::SLOT;
+            if keep(&m.msg_hdr, &mut self.data[at..at + len]).is_some() {
+                self.kept.push((at, len));
+            }
+        }
+        Ok(self.kept.len())
+    }
+}
+
+impl Default for Burst {
+    fn default() -> Self {
+        Burst::new()
     }
 }
 
