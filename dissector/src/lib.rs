@@ -14,6 +14,8 @@
 //! - [`craft`]: building frames from values (the emit side), and [`flow`]: per-QP flow
 //!   analysis, go-back-N / RNR-timer rules ([`flow::recovery`]), a requester's pace
 //!   ([`flow::pace`]) and the flow report.
+//! - [`merge`]: two hosts' captures made one timeline, each frame matched across
+//!   them by what it is (its tests craft frames).
 //! - [`ctx`]: one frame in its capture, what every output below reads.
 //! - [`print`](mod@print): the one printer (summary line, `-V` tree, JSON).
 //! - [`fields`]: tshark's field names over a decoded frame, and [`filter`]: display
@@ -45,6 +47,7 @@ pub mod filter;
 pub mod flow;
 pub mod frame;
 pub mod linktype;
+pub mod merge;
 pub mod print;
 pub mod text;
 pub mod wire;

@@ -1,7 +1,7 @@
 //! The analyzer's pipelines: a capture file, a live interface or a dataset of
 //! several captures, decoded frame by frame ([`decode`]: text, header trees, JSON,
 //! fields, Parquet, a pcapng copy) or analysed per QP flow ([`flows`]), on one thread
-//! or several ([`parallel`]). The binary hands them a plain plan ([`decode::Decode`],
+//! or several ([`parallel`]); two hosts' captures merged into one ([`merge`]). The binary hands them a plain plan ([`decode::Decode`],
 //! [`flows::Flows`], their [`input::Input`]) and prints what they return; how a
 //! pipeline failed is an [`Error`] of one [`ErrorKind`], which the binary turns into
 //! its exit codes.
@@ -17,6 +17,7 @@ pub(crate) mod dataset;
 pub(crate) mod decode;
 pub(crate) mod flows;
 pub(crate) mod input;
+pub(crate) mod merge;
 mod parallel;
 
 /// How a pipeline failed: its [`ErrorKind`], and the message (an `anyhow` chain

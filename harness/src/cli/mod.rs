@@ -31,6 +31,7 @@ mod input;
 mod lab;
 mod man;
 mod matrix;
+mod merge;
 mod new;
 #[cfg(feature = "lab")]
 mod probe;
@@ -97,6 +98,8 @@ pub enum Command {
     Decode(decode::DecodeArgs),
     /// Per-QP flow analysis: messages, PSNs, retransmissions, NAKs, latency, ECN.
     Flows(flows::FlowsArgs),
+    /// Merge two captures of one exchange, one taken on each host, into one timeline (frames matched by identity, not by clocks).
+    Merge(merge::MergeArgs),
     /// Write the project's synthetic captures (RC/UC/UD conversations, NAKs, CNPs, …).
     Craft(craft::CraftArgs),
     /// Two Soft-RoCE VMs joined by a recording, fault-injecting switch (RDMA without RDMA NICs).
@@ -171,6 +174,7 @@ where
     let r = match cli.command {
         Command::Decode(a) => decode::run(a, out, err),
         Command::Flows(a) => flows::run(a, out, err),
+        Command::Merge(a) => merge::run(a, out, err),
         Command::Craft(a) => craft::run(a, out),
         Command::Lab(_a) => needs!("lab", Lab, "lab", lab::run(_a, out)),
         Command::Bridge(_a) => needs!("lab", Lab, "bridge", bridge::run(_a, out, err)),
