@@ -716,7 +716,7 @@ impl<'a> WireSeen<'a> {
             return None;
         }
         let f = self.p.reqs.iter().find(|f| f.number == r.frame)?.recovery();
-        let since = (f.ts_ns - f.held_ns).checked_sub(asked)?;
+        let since = f.ts_ns.saturating_sub(f.held_ns).checked_sub(asked)?;
         (since >= (n as u64 + 1) * firing_gap(tto)).then_some(since)
     }
 
