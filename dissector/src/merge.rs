@@ -312,11 +312,12 @@ pub fn merge(a: &Taken<'_>, b: &Taken<'_>) -> Merge {
     Merge { frames: interleave(lists), b_ahead_ns, least_delay_ns }
 }
 
-/// The hosts two captures were taken at, when nobody says: the two addresses
-/// most IP frames of both go between, in the order that gives the frames a
-/// delay, not a negative one (the other order turns sending into receiving).
-/// None when no pair of addresses has frames matched both ways.
-pub fn hosts(a: &[Frame<'_>], b: &[Frame<'_>]) -> Option<(IpAddr, IpAddr)> {
+/// Merges two captures when nobody says which hosts took them: the hosts are
+/// the two addresses most IP frames of both go between, in the order that gives
+/// the frames a delay, not a negative one (the other order turns sending into
+/// receiving). None when no pair of addresses has frames matched both ways.
+/// One merge when the first guess of the order is right, two when not.
+pub fn merge_found(a: &[Frame<'_>], b: &[Frame<'_>]) -> Option<((IpAddr, IpAddr), Merge)> {
     let mut pairs: HashMap<(IpAddr, IpAddr), usize> = HashMap::new();
     for f in a.iter().chain(b) {
         if let Some(ip) = ip_of(f) {
@@ -327,12 +328,11 @@ pub fn hosts(a: &[Frame<'_>], b: &[Frame<'_>]) -> Option<(IpAddr, IpAddr)> {
     // The most frames; the lower addresses on a tie, so that the answer never
     // depends on the map's order.
     let ((x, y), _) = pairs.into_iter().max_by(|(p, n), (q, m)| n.cmp(m).then(q.cmp(p)))?;
-    let delay = |ha, hb| {
-        merge(&Taken { host: ha, frames: a }, &Taken { host: hb, frames: b }).least_delay_ns
-    };
-    match delay(x, y)? {
-        d if d > 0 => Some((x, y)),
-        d if d < 0 => Some((y, x)),
+    let merged = |ha, hb| merge(&Taken { host: ha, frames: a }, &Taken { host: hb, frames: b });
+    let m = merged(x, y);
+    match m.least_delay_ns? {
+        d if d > 0 => Some(((x, y), m)),
+        d if d < 0 => Some(((y, x), merged(y, x))),
         _ => None,
     }
 }

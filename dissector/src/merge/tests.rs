@@ -14,6 +14,11 @@ fn host(last: u8) -> Host {
 /// A RoCE frame from host `from` to host `to`: `op` of `psn`, IP identification
 /// `ident`.
 fn roce(from: u8, to: u8, op: u8, psn: u32, ident: u16) -> Vec<u8> {
+    roce_as(&Encap { ip_ident: ident, ..Encap::default() }, from, to, op, psn)
+}
+
+/// [`roce`], with the IP and UDP header fields of `encap`.
+fn roce_as(encap: &Encap, from: u8, to: u8, op: u8, psn: u32) -> Vec<u8> {
     let t = Transport {
         bth: BthRepr {
             opcode: Opcode(op),
@@ -25,7 +30,7 @@ fn roce(from: u8, to: u8, op: u8, psn: u32, ident: u16) -> Vec<u8> {
         payload: if op == 0x11 { Vec::new() } else { b"payload!".to_vec() },
         ..Default::default()
     };
-    build(&Encap { ip_ident: ident, ..Encap::default() }, &host(from), &host(to), &t)
+    build(encap, &host(from), &host(to), &t)
 }
 
 const A: u8 = 1;
@@ -62,10 +67,13 @@ fn a_clean_exchange_is_matched_and_the_clocks_are_set_against_each_other() {
     assert_eq!(m.least_delay_ns, Some(MS as i64));
     // Unsaid, the hosts are found, each at its own capture (the other way round
     // the frames would arrive before they were sent)…
-    assert_eq!(hosts(&a, &b), Some((host(A).ip, host(B).ip)));
-    assert_eq!(hosts(&b, &a), Some((host(B).ip, host(A).ip)));
+    let found = |a: &[Frame<'_>], b: &[Frame<'_>]| merge_found(a, b).map(|(h, m)| (h, m.frames));
+    assert_eq!(found(&a, &b), Some(((host(A).ip, host(B).ip), m.frames.clone())));
+    let swapped =
+        merge(&Taken { host: host(B).ip, frames: &b }, &Taken { host: host(A).ip, frames: &a });
+    assert_eq!(found(&b, &a), Some(((host(B).ip, host(A).ip), swapped.frames)));
     // …but not from frames matched one way only.
-    assert_eq!(hosts(&a[..1], &b[..1]), None);
+    assert_eq!(found(&a[..1], &b[..1]), None);
 }
 
 /// The first SEND lost on the way, its resend (another IP identification)
@@ -108,22 +116,8 @@ fn identical_copies_are_matched_in_order_and_once() {
 #[test]
 fn what_the_path_changes_is_not_the_frames_identity() {
     let sent = roce(A, B, SEND, 7, 3);
-    let mut arrived = build(
-        &Encap { ip_ident: 3, ttl: 63, ecn: 3, ..Encap::default() },
-        &host(A),
-        &host(B),
-        &Transport {
-            bth: BthRepr {
-                opcode: Opcode(SEND),
-                p_key: 0xffff,
-                dest_qp: 0x11,
-                psn: Psn::new(7),
-                ..Default::default()
-            },
-            payload: b"payload!".to_vec(),
-            ..Default::default()
-        },
-    );
+    let mut arrived =
+        roce_as(&Encap { ip_ident: 3, ttl: 63, ecn: 3, ..Encap::default() }, A, B, SEND, 7);
     // The UDP checksum (after Ethernet 14 and IPv4 20 bytes, at 6 in UDP), and
     // trailing padding.
     arrived[14 + 20 + 6] ^= 0xff;

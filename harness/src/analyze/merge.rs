@@ -83,29 +83,31 @@ pub(crate) fn run(plan: &Merge) -> Result<Summary, Error> {
     });
     let (a, b) = (a?, b?);
     let (va, vb) = (a.view(), b.view());
-    let (hosts, found) = match plan.hosts {
-        Some(h) => (h, false),
+    let (hosts, found, m) = match plan.hosts {
+        Some(hosts) => {
+            if hosts[0] == hosts[1] {
+                return Err(Error::bad_input(anyhow!(
+                    "both captures are said to be taken at {}\nhint: --hosts names two hosts, the first capture's first",
+                    hosts[0]
+                )));
+            }
+            let m = merge::merge(
+                &Taken { host: hosts[0], frames: &va },
+                &Taken { host: hosts[1], frames: &vb },
+            );
+            (hosts, false, m)
+        }
         None => {
-            let (ha, hb) = merge::hosts(&va, &vb).ok_or_else(|| {
+            let ((ha, hb), m) = merge::merge_found(&va, &vb).ok_or_else(|| {
                 Error::bad_input(anyhow!(
                     "cannot tell which hosts took {} and {}: no two addresses have frames seen at both ends both ways\nhint: say them: --hosts ADDRESS_A,ADDRESS_B (the host that took the first capture first)",
                     plan.captures[0].display(),
                     plan.captures[1].display()
                 ))
             })?;
-            ([ha, hb], true)
+            ([ha, hb], true, m)
         }
     };
-    if hosts[0] == hosts[1] {
-        return Err(Error::bad_input(anyhow!(
-            "both captures are said to be taken at {}\nhint: --hosts names two hosts, the first capture's first",
-            hosts[0]
-        )));
-    }
-    let m = merge::merge(
-        &Taken { host: hosts[0], frames: &va },
-        &Taken { host: hosts[1], frames: &vb },
-    );
     write(&plan.out, hosts, &m, [&va, &vb])?;
     let seen = |s: Side| [Seen::Both, Seen::SenderOnly, Seen::ReceiverOnly].map(|x| m.count(s, x));
     Ok(Summary {

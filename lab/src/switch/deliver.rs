@@ -12,6 +12,7 @@ use std::io;
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::port::SEND_BATCH;
 use super::{Engine, RunId};
 use crate::control::WireFrame;
 use crate::fault::Dir;
@@ -43,6 +44,9 @@ pub(super) struct Outbox {
     /// The frames' bytes, one after another.
     bytes: Vec<u8>,
     items: Vec<Out>,
+    /// Scratch for [`Engine::flush`]: the items going out of one port, kept to
+    /// spare an allocation a burst.
+    sends: Vec<usize>,
 }
 
 /// One frame in the [`Outbox`].
@@ -56,9 +60,6 @@ struct Out {
     /// rule dropped or withheld).
     send: bool,
 }
-
-/// Frames handed to one `sendmmsg`.
-const SEND_BATCH: usize = 64;
 
 impl Engine {
     /// Records `frame` for run `at` (index into `runs`), in order with the
@@ -112,14 +113,19 @@ impl Engine {
         let mut o = std::mem::take(&mut self.outbox);
         let mut failed: Vec<(usize, io::Error)> = Vec::new();
         for port in 0..2 {
-            let sends: Vec<usize> = (0..o.items.len())
-                .filter(|&i| o.items[i].send && 1 - o.items[i].dir.index() == port)
-                .collect();
-            let frames: Vec<&[u8]> =
-                sends.iter().map(|&i| &o.bytes[o.items[i].at.clone()]).collect();
-            failed.extend(
-                send_all(&self.socks[port], &frames).into_iter().map(|(k, e)| (sends[k], e)),
+            let mut sends = std::mem::take(&mut o.sends);
+            sends.clear();
+            sends.extend(
+                (0..o.items.len())
+                    .filter(|&i| o.items[i].send && 1 - o.items[i].dir.index() == port),
             );
+            let frame = |k: usize| &o.bytes[o.items[sends[k]].at.clone()];
+            failed.extend(
+                send_all(&self.socks[port], sends.len(), frame)
+                    .into_iter()
+                    .map(|(k, e)| (sends[k], e)),
+            );
+            o.sends = sends;
         }
         failed.sort_by_key(|(i, _)| *i);
         let mut failed = failed.into_iter().peekable();
@@ -245,27 +251,39 @@ impl Engine {
     }
 }
 
-/// Sends `frames` out of `port` in order, a batch a system call: which of them
-/// could not be sent, and why. A full send buffer clears as the kernel
-/// delivers: a frame is given 5 ms of retrying before it counts as not sent.
-fn send_all(port: &super::Port, frames: &[&[u8]]) -> Vec<(usize, io::Error)> {
+/// Sends `n` frames (`frame(k)` the k-th) out of `port` in order, a batch a
+/// system call: which of them could not be sent, and why. A full send buffer
+/// clears as the kernel delivers: a frame is given 5 ms of retrying (an
+/// interrupted call included) before it counts as not sent.
+fn send_all<'f>(
+    port: &super::Port,
+    n: usize,
+    frame: impl Fn(usize) -> &'f [u8],
+) -> Vec<(usize, io::Error)> {
+    const GRACE: Duration = Duration::from_millis(5);
     let mut failed = Vec::new();
-    let (mut i, mut until) = (0, Instant::now() + Duration::from_millis(5));
-    while i < frames.len() {
-        let batch = &frames[i..frames.len().min(i + SEND_BATCH)];
-        match port.send_batch(batch) {
-            Ok(n) => {
-                i += n;
-                until = Instant::now() + Duration::from_millis(5);
+    let mut batch: [&[u8]; SEND_BATCH] = [&[]; SEND_BATCH];
+    let (mut i, mut until) = (0, Instant::now() + GRACE);
+    while i < n {
+        let len = (n - i).min(SEND_BATCH);
+        for (k, slot) in batch[..len].iter_mut().enumerate() {
+            *slot = frame(i + k);
+        }
+        match port.send_batch(&batch[..len]) {
+            Ok(sent) => {
+                i += sent;
+                until = Instant::now() + GRACE;
             }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock && Instant::now() < until => {
+            Err(e)
+                if matches!(e.kind(), io::ErrorKind::Interrupted | io::ErrorKind::WouldBlock)
+                    && Instant::now() < until =>
+            {
                 thread::yield_now();
             }
             Err(e) => {
                 failed.push((i, e));
                 i += 1;
-                until = Instant::now() + Duration::from_millis(5);
+                until = Instant::now() + GRACE;
             }
         }
     }

@@ -73,7 +73,9 @@ pub mod veth;
 mod wire;
 
 use deliver::{Held, Outbox};
-pub use port::{interfaces, Burst, LinkPort, LinkState, LinkWatch, Port, PortError, MIN_MTU};
+pub use port::{
+    interfaces, Burst, LinkPort, LinkState, LinkWatch, Port, PortError, MIN_MTU, SEND_BATCH,
+};
 pub use report::{Counters, RuleReport, RunReport};
 pub use roce::{apply_modification, parse_roce, RoceView};
 use runs::Run;

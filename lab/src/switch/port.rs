@@ -36,6 +36,9 @@ const BUFFER: usize = 8 << 20;
 /// 1024 bytes + ICRC (4).
 pub const MIN_MTU: u32 = 1084;
 
+/// The most frames [`Port::send_batch`] hands the kernel in one call.
+pub const SEND_BATCH: usize = 64;
+
 /// One side of the switch.
 #[derive(Debug)]
 pub enum Port {
@@ -56,27 +59,27 @@ impl Port {
     }
 
     /// Sends the first of `frames` and as many after it as the socket takes,
-    /// in one system call (`sendmmsg`): how many went, at least one, or why the
-    /// first could not.
+    /// up to [`SEND_BATCH`], in one system call (`sendmmsg`): how many went, at
+    /// least one, or why the first could not. Nothing is allocated.
     pub fn send_batch(&self, frames: &[&[u8]]) -> io::Result<usize> {
-        let mut iovs: Vec<libc::iovec> = frames
-            .iter()
-            .map(|f| libc::iovec { iov_base: f.as_ptr().cast_mut().cast(), iov_len: f.len() })
-            .collect();
-        let mut msgs: Vec<libc::mmsghdr> = iovs
-            .iter_mut()
-            .map(|iov| {
-                // SAFETY: msghdr is plain data; zero is valid for every field.
-                let mut h: libc::msghdr = unsafe { mem::zeroed() };
-                h.msg_iov = iov;
-                h.msg_iovlen = 1;
-                libc::mmsghdr { msg_hdr: h, msg_len: 0 }
-            })
-            .collect();
-        let count = libc::c_uint::try_from(msgs.len()).unwrap_or(libc::c_uint::MAX);
-        // SAFETY: each header points to one iovec over a frame valid for reads
-        // of its length (the kernel only reads through it), all alive for the
-        // duration of the call; no address: the socket is connected or bound.
+        let frames = &frames[..frames.len().min(SEND_BATCH)];
+        let none = libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 };
+        let mut iovs = [none; SEND_BATCH];
+        for (iov, f) in iovs.iter_mut().zip(frames) {
+            *iov = libc::iovec { iov_base: f.as_ptr().cast_mut().cast(), iov_len: f.len() };
+        }
+        // SAFETY: mmsghdr is plain data; zero is valid for every field.
+        let mut msgs: [libc::mmsghdr; SEND_BATCH] = unsafe { mem::zeroed() };
+        for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()).take(frames.len()) {
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
+        }
+        // At most SEND_BATCH (64): the conversion cannot fail.
+        let count = libc::c_uint::try_from(frames.len()).unwrap_or(0);
+        // SAFETY: each of the first `count` headers points to one iovec over a
+        // frame valid for reads of its length (the kernel only reads through
+        // it), all alive for the duration of the call; no address: the socket is
+        // connected or bound.
         let n = unsafe { libc::sendmmsg(self.as_fd().as_raw_fd(), msgs.as_mut_ptr(), count, 0) };
         if n < 0 {
             return Err(io::Error::last_os_error());
