@@ -59,6 +59,13 @@ pub enum Mark {
     /// Handed on, but the port it was for could not send it (its link was
     /// down, its interface gone): `why` as the kernel said it. Not delivered.
     Unsent { why: String },
+    /// Of two hosts' captures merged ([`dissector::merge`]): sent by host `from`
+    /// to host `to`, in `from`'s capture only. Not delivered (lost on the way,
+    /// or `to`'s capture missed it).
+    SenderOnly { from: String, to: String },
+    /// Of two hosts' captures merged: received by `to`, in its capture only;
+    /// `from` never sent it (made or changed on the way).
+    ReceiverOnly { from: String, to: String },
     /// A comment this module did not write (another tool's), kept as it is.
     Other(String),
 }
@@ -73,6 +80,8 @@ const ARRIVED_END: &str = " ms before it was recorded";
 const INJECTED: &str = "injected by the lab";
 const UNSENT: &str = "not delivered: the port could not send it: ";
 const SEPARATOR: &str = "; ";
+const SEEN_AT: &str = "seen at ";
+const ONLY: &str = " only: ";
 
 impl fmt::Display for Mark {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -103,6 +112,13 @@ impl fmt::Display for Mark {
                 write!(f, "withheld by {r}: not delivered, the switch answered instead")
             }
             Mark::Unsent { why } => write!(f, "{UNSENT}{why}"),
+            Mark::SenderOnly { from, to } => write!(
+                f,
+                "{SEEN_AT}{from}{ONLY}never reached {to} (lost on the way, or {to}'s capture missed it)"
+            ),
+            Mark::ReceiverOnly { from, to } => {
+                write!(f, "{SEEN_AT}{to}{ONLY}{from} never sent it (made or changed on the way)")
+            }
             Mark::Other(text) => f.write_str(text),
         }
     }
@@ -140,6 +156,18 @@ fn parse_ms_ns(s: &str) -> Option<u64> {
     ms.parse::<u64>().ok()?.checked_mul(1_000_000)?.checked_add(frac.parse().ok()?)
 }
 
+/// `seen at AT only: REST`, as [`Mark::SenderOnly`] and [`Mark::ReceiverOnly`]
+/// write it.
+fn parse_seen(at: &str, rest: &str) -> Option<Mark> {
+    if let Some(to) = rest.strip_prefix("never reached ").and_then(|r| r.split_once(" (lost ")) {
+        let to = to.0;
+        let whole = format!("never reached {to} (lost on the way, or {to}'s capture missed it)");
+        return (rest == whole).then(|| Mark::SenderOnly { from: at.to_string(), to: to.to_string() });
+    }
+    let from = rest.strip_suffix(" never sent it (made or changed on the way)")?;
+    Some(Mark::ReceiverOnly { from: from.to_string(), to: at.to_string() })
+}
+
 fn parse_one(s: &str) -> Mark {
     let other = || Mark::Other(s.to_string());
     if s == INJECTED {
@@ -147,6 +175,9 @@ fn parse_one(s: &str) -> Mark {
     }
     if let Some(why) = s.strip_prefix(UNSENT) {
         return Mark::Unsent { why: why.to_string() };
+    }
+    if let Some((at, rest)) = s.strip_prefix(SEEN_AT).and_then(|r| r.split_once(ONLY)) {
+        return parse_seen(at, rest).unwrap_or_else(other);
     }
     if let Some(ms) = s.strip_prefix(ARRIVED).and_then(|r| r.strip_suffix(ARRIVED_END)) {
         return parse_ms_ns(ms).map_or_else(other, |ns_before| Mark::Arrived { ns_before });
@@ -217,11 +248,15 @@ impl Marks {
     }
 
     /// Never handed on: sent, but not delivered (dropped, withheld for a
-    /// synthesized answer, or the port it was for could not send it).
+    /// synthesized answer, the port it was for could not send it, or, of two
+    /// hosts' captures merged, never seen at its receiver).
     pub fn dropped(&self) -> bool {
-        self.0
-            .iter()
-            .any(|m| matches!(m, Mark::Dropped(_) | Mark::Withheld(_) | Mark::Unsent { .. }))
+        self.0.iter().any(|m| {
+            matches!(
+                m,
+                Mark::Dropped(_) | Mark::Withheld(_) | Mark::Unsent { .. } | Mark::SenderOnly { .. }
+            )
+        })
     }
 
     /// What the switch did, and that the port it was for could not send it.
@@ -335,6 +370,8 @@ mod tests {
                 "respond op=write-only with=nak code=invalid_request real=withhold reply-qp=0x11",
             )),
             Mark::Unsent { why: "Network is down (os error 100)".into() },
+            Mark::SenderOnly { from: "a".into(), to: "b".into() },
+            Mark::ReceiverOnly { from: "requester".into(), to: "responder".into() },
         ];
         for m in &all {
             let one = Marks(vec![m.clone()]);
@@ -363,6 +400,17 @@ mod tests {
         assert_eq!(o, Marks(vec![Mark::Other("captured on port 3".into())]));
         assert!(!o.dropped() && !o.held() && !o.injected() && !o.modified());
         assert!(Marks::parse("duplicate x of y").0[0] == Mark::Other("duplicate x of y".into()));
+        // Of two hosts' captures merged: a frame its receiver never saw was not
+        // delivered; one its sender never sent was.
+        let lost = Marks::parse(
+            "seen at a only: never reached b (lost on the way, or b's capture missed it)",
+        );
+        assert!(lost.dropped() && !lost.injected());
+        let made = Marks::parse("seen at b only: a never sent it (made or changed on the way)");
+        assert_eq!(made.0, [Mark::ReceiverOnly { from: "a".into(), to: "b".into() }]);
+        assert!(!made.dropped() && !made.injected());
+        let odd = "seen at a only: never reached b (lost on the way, or c's capture missed it)";
+        assert_eq!(Marks::parse(odd).0, [Mark::Other(odd.into())]);
         assert!(Marks::parse("").is_empty());
         let s = Marks::parse("synthesized by rule 2 `respond op=send-only with=rnr timer=1-31 real=withhold reply-qp=0x11`: sent by the switch, not by the responder");
         assert!(s.synthesized() && !s.injected() && !s.dropped() && !s.withheld());

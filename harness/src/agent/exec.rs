@@ -1,11 +1,12 @@
 //! The agent's executor: one endpoint's verbs objects, driven by [`ToAgent`]
 //! messages. Transport-free: [`serve`] speaks the protocol over any byte stream.
 //!
-//! Owns: the agent's state per scenario (device, QPs, MRs, memory windows, SRQs), the
-//! handling of every request, and [`serve`]. Imports: the agent protocol and its stream
-//! vocabulary (`crate::protocol`), the verbs wrappers (`crate::verbs`), the raw link
-//! for probes (`crate::net::raw`), its siblings `cm_private`, `limits` and `probe`,
-//! dissector's PSN, hex text and clock; `rdma_sys`'s opcode and flag values.
+//! Owns: the agent's state per scenario (device, QPs, MRs, memory windows, SRQs, the
+//! capture of its wire), the handling of every request, and [`serve`]. Imports: the
+//! agent protocol and its stream vocabulary (`crate::protocol`), the verbs wrappers
+//! (`crate::verbs`), the raw link for probes (`crate::net::raw`), its siblings
+//! `capture`, `cm_private`, `limits` and `probe`, dissector's PSN, hex text and clock;
+//! `rdma_sys`'s opcode and flag values.
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
@@ -16,6 +17,7 @@ use dissector::wire::Psn;
 use rdma_sys::{ibv_send_flags, ibv_wr_opcode};
 use serde::{Deserialize, Serialize};
 
+use super::capture::{Capture, Captured};
 use super::cm_private;
 use super::limits::{Limits, ProbeRate, Refused};
 use super::probe::{self, Aim};
@@ -299,6 +301,11 @@ pub(crate) struct Agent {
     device: Device,
     limits: Limits,
     probes: ProbeRate,
+    /// The wire being captured, from `CaptureStart` to `CaptureStop`.
+    capture: Option<Capture>,
+    /// The capture `CaptureStop` stopped, read by `CaptureRead` until the
+    /// scenario's Teardown (or the next `CaptureStart`).
+    captured: Option<Captured>,
 }
 
 impl Agent {
@@ -336,6 +343,9 @@ impl Agent {
             ToAgent::Guards => self.ep().map(|ep| FromAgent::Guards {
                 mrs: ep.mrs.iter().map(|(name, m)| (name.clone(), m.guards())).collect(),
             }),
+            ToAgent::CaptureStart => self.capture_start(),
+            ToAgent::CaptureStop => self.capture_stop(),
+            ToAgent::CaptureRead { offset } => self.capture_read(offset),
             ToAgent::Teardown => Ok(FromAgent::TornDown { counters: self.tear_down() }),
         };
         r.unwrap_or_else(AgentError::into_msg)
@@ -344,6 +354,8 @@ impl Agent {
     /// Frees everything the scenario set up (its QPs first: the device sends
     /// nothing more for it), then reads what its port's counters moved by.
     fn tear_down(&mut self) -> Option<CounterDeltas> {
+        self.capture = None;
+        self.captured = None;
         let ep = self.ep.take()?;
         let (device, port, before) = (ep.ctx.name.clone(), ep.port, ep.counters_before.clone());
         drop(ep);
@@ -353,6 +365,42 @@ impl Agent {
         let after = super::counters::read(&device, port);
         let driver = super::counters::driver(&device);
         Some(super::counters::deltas((&device, driver, port), &before, &after))
+    }
+
+    /// Starts capturing this endpoint's wire on this host (the agent's own
+    /// `--capture-command`, or libpcap), in place of any capture before.
+    fn capture_start(&mut self) -> AgentResult<FromAgent> {
+        let ep = self.ep()?;
+        let (device, port, gid_index) = (ep.ctx.name.clone(), ep.port, ep.gid_index);
+        // The last one goes first (its command ended, its file removed).
+        self.capture = None;
+        self.captured = None;
+        let c = Capture::start(&device, port, gid_index, self.limits.capture_command.as_deref())?;
+        let how = c.how().to_string();
+        self.capture = Some(c);
+        Ok(FromAgent::Capturing { how })
+    }
+
+    fn capture_stop(&mut self) -> AgentResult<FromAgent> {
+        let c = self.capture.take().ok_or_else(|| {
+            AgentError::from("no capture runs: CaptureStart comes first".to_string())
+        })?;
+        let got = c.stop()?;
+        let answer = FromAgent::Captured {
+            bytes: got.bytes,
+            frames: got.frames,
+            dropped: got.dropped,
+            cut_short: got.cut_short,
+        };
+        self.captured = Some(got);
+        Ok(answer)
+    }
+
+    fn capture_read(&mut self, offset: u64) -> AgentResult<FromAgent> {
+        let c = self.captured.as_ref().ok_or_else(|| {
+            AgentError::from("no stopped capture to read: CaptureStop comes first".to_string())
+        })?;
+        Ok(FromAgent::CaptureChunk { offset, bytes: Hex(c.read(offset)?) })
     }
 
     fn ep(&mut self) -> AgentResult<&mut Local> {
@@ -1098,8 +1146,10 @@ pub(crate) fn serve(
     let mut agent =
         Agent { limits: limits.clone(), device: std::mem::take(device), ..Agent::default() };
     let served = serve_with(&mut agent, r, w, torn_down);
-    // The scenario's objects go first (they hold the device's Arcs), then the
-    // device goes back to the caller, kept or closed.
+    // The scenario's capture and objects go first (they hold the device's
+    // Arcs), then the device goes back to the caller, kept or closed.
+    agent.capture = None;
+    agent.captured = None;
     agent.ep = None;
     *device = std::mem::take(&mut agent.device);
     served

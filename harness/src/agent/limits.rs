@@ -1,8 +1,10 @@
 //! What one controller may make an agent do: how much memory it may register, how
-//! many MRs and QPs, how fast it may send crafted frames, and which addresses its
+//! many MRs and QPs, how fast it may send crafted frames, which addresses its
 //! QPs may connect to (and so its probes reach: a probe goes only to the peer of
-//! one of the scenario's connected QPs). A request beyond a limit is refused with
-//! an error that names the limit and the option that sets it; the agent lives on.
+//! one of the scenario's connected QPs), and what it runs to capture its wire
+//! (its own `--capture-command`, never the controller's). A request beyond a
+//! limit is refused with an error that names the limit and the option that sets
+//! it; the agent lives on.
 //!
 //! Owns: the limits and their checks. Imports: nothing of the agent; the stream
 //! vocabulary's bound on a stream's messages ([`STREAM_MESSAGES`]), and `pnet`'s
@@ -24,6 +26,11 @@ pub(crate) struct Limits {
     /// Crafted frames per second.
     pub(crate) probe_rate: u32,
     pub(crate) allow: Allow,
+    /// How this host captures its wire when a controller asks (`CaptureStart`):
+    /// the words of `--capture-command`, `{iface}` and `{file}` among them to be
+    /// replaced; `None`: through libpcap. Only the agent's own command line sets
+    /// it, never a controller.
+    pub(crate) capture_command: Option<Vec<String>>,
 }
 
 impl Default for Limits {
@@ -34,6 +41,7 @@ impl Default for Limits {
             qps: 256,
             probe_rate: 1000,
             allow: Allow::LocalSubnet,
+            capture_command: None,
         }
     }
 }

@@ -17,13 +17,16 @@
 //! authentication ([`auth`]), the listening agent's front door ([`listen`]), its
 //! limits ([`limits`]), its executor ([`exec`]) and how it serves ([`serve`]; these
 //! two need libibverbs: the `verbs` feature), the MR table it puts in rdma_cm's
-//! private data ([`cm_private`]), the crafted frames it sends ([`probe`]) and the
-//! device counters it reads around each scenario ([`counters`]).
+//! private data ([`cm_private`]), the crafted frames it sends ([`probe`]), the
+//! device counters it reads around each scenario ([`counters`]) and the capture
+//! of its own host's wire ([`capture`]: libpcap, or its `--capture-command`).
 //! Imports: the protocol it speaks (`crate::protocol`), verbs, net, dissector (and
 //! `lab::progress::to_stderr`, for its log lines).
 //! Never the scenario model: the controller resolves a scenario into this
 //! protocol's own messages.
 pub(crate) mod auth;
+#[cfg(feature = "verbs")]
+pub(crate) mod capture;
 pub(crate) mod cm_private;
 pub(crate) mod counters;
 #[cfg(feature = "verbs")]

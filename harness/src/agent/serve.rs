@@ -21,13 +21,14 @@ use crate::protocol;
 /// scenario after another, each from a fresh state (everything of the last one
 /// freed at its Teardown, but the device context and a PD, kept open), until the
 /// controller closes stdin. A lab's agents stay up for a whole run instead of
-/// starting once per scenario.
-pub(crate) fn serve_stdio() -> Result<()> {
+/// starting once per scenario. `limits`: the agent's (a lab's are the defaults,
+/// but for `--capture-command`).
+pub(crate) fn serve_stdio(limits: &limits::Limits) -> Result<()> {
     let stdin = std::io::stdin();
     let stdout = std::io::stdout();
     let (mut r, mut w) = (stdin.lock(), stdout.lock());
     let mut device = exec::Device::kept();
-    while exec::serve(&mut r, &mut w, &limits::Limits::default(), &mut device, &mut || {})
+    while exec::serve(&mut r, &mut w, limits, &mut device, &mut || {})
         .context("the controller connection")?
     {}
     Ok(())

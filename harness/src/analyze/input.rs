@@ -85,6 +85,7 @@ impl Input {
                 snaplen: live.snaplen,
                 promisc: true,
                 count: self.count,
+                buffer: None,
             })
             .map_err(Error::environment)?;
             return Ok(Source::Live(capture));

@@ -5,7 +5,7 @@
 //!
 //! Owns: reading the two captures, finding the hosts when not given, the
 //! merged capture's interfaces and comments, the [`Summary`]. Imports:
-//! dissector (captures, the merge).
+//! dissector (captures, the merge), the lab's marks (what a comment says).
 use std::fmt;
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -14,6 +14,7 @@ use anyhow::anyhow;
 use dissector::capture::{self, OutPacket, PcapngWriter};
 use dissector::merge::{self, Frame, Seen, Side, Taken};
 use dissector::LinkType;
+use lab::mark::{Mark, Marks};
 
 use super::Error;
 
@@ -28,12 +29,12 @@ pub(crate) struct Merge {
 }
 
 /// A capture read whole: each frame's time, link type and bytes.
-struct Whole {
+pub(crate) struct Whole {
     frames: Vec<(u64, LinkType, Vec<u8>)>,
 }
 
 impl Whole {
-    fn read(path: &Path) -> Result<Whole, Error> {
+    pub(crate) fn read(path: &Path) -> Result<Whole, Error> {
         let mut r = capture::open(path).map_err(|e| {
             Error::bad_input(anyhow!(
                 "{e}\nhint: give two pcap or pcapng captures, one taken on each host"
@@ -49,7 +50,7 @@ impl Whole {
         }
     }
 
-    fn view(&self) -> Vec<Frame<'_>> {
+    pub(crate) fn view(&self) -> Vec<Frame<'_>> {
         self.frames
             .iter()
             .map(|(ts_ns, link, data)| Frame { ts_ns: *ts_ns, link: *link, data })
@@ -108,7 +109,7 @@ pub(crate) fn run(plan: &Merge) -> Result<Summary, Error> {
             ([ha, hb], true, m)
         }
     };
-    write(&plan.out, hosts, &m, [&va, &vb])?;
+    write(&plan.out, (["a", "b"], hosts), &m, [&va, &vb])?;
     let seen = |s: Side| [Seen::Both, Seen::SenderOnly, Seen::ReceiverOnly].map(|x| m.count(s, x));
     Ok(Summary {
         hosts,
@@ -123,17 +124,18 @@ pub(crate) fn run(plan: &Merge) -> Result<Summary, Error> {
 }
 
 /// The merged capture: one interface per host and link type, named for the
-/// host (`a 10.0.0.1`), carrying what it sent, or for a frame not between the
-/// two, what its capture saw; a comment on each frame not seen at both ends.
-fn write(
+/// host (`a 10.0.0.1`, with `names` [a, b]), carrying what it sent, or for a
+/// frame not between the two, what its capture saw; on each frame not seen at
+/// both ends, its [`Marks`] as a comment.
+pub(crate) fn write(
     out: &Path,
-    hosts: [IpAddr; 2],
+    (names, hosts): ([&str; 2], [IpAddr; 2]),
     m: &merge::Merge,
     frames: [&[Frame<'_>]; 2],
 ) -> Result<(), Error> {
     let name = |s: Side| match s {
-        Side::A => "a",
-        Side::B => "b",
+        Side::A => names[0],
+        Side::B => names[1],
     };
     let index = |s: Side| usize::from(s == Side::B);
     capture::write_whole(out, |w| {
@@ -160,12 +162,9 @@ fn write(
                     id
                 }
             };
-            let comment =
-                Said { seen: f.seen, from: name(f.from), to: name(f.from.other()) }.to_string();
-            let p = OutPacket {
-                comment: (!comment.is_empty()).then_some(comment.as_str()),
-                ..OutPacket::new(id, f.ts_ns, copy.data)
-            };
+            let comment = seen_marks(f.seen, name(f.from), name(f.from.other())).comment();
+            let p =
+                OutPacket { comment: comment.as_deref(), ..OutPacket::new(id, f.ts_ns, copy.data) };
             pc.write_packet(&p)?;
         }
         pc.flush()
@@ -174,22 +173,15 @@ fn write(
 }
 
 /// What a merged frame's comment says of where it was seen (nothing for a
-/// frame seen at both ends, or not between the two hosts).
-struct Said<'a> {
-    seen: Seen,
-    from: &'a str,
-    to: &'a str,
-}
-
-impl fmt::Display for Said<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let Said { seen, from, to } = self;
-        match seen {
-            Seen::Both | Seen::Elsewhere => Ok(()),
-            Seen::SenderOnly => write!(f, "seen at {from} only: never reached {to} (lost on the way, or {to}'s capture missed it)"),
-            Seen::ReceiverOnly => write!(f, "seen at {to} only: {from} never sent it (made or changed on the way)"),
-        }
-    }
+/// frame seen at both ends, or not between the two hosts): the marks the judge
+/// reads back.
+fn seen_marks(seen: Seen, from: &str, to: &str) -> Marks {
+    let (from, to) = (from.to_string(), to.to_string());
+    Marks(match seen {
+        Seen::Both | Seen::Elsewhere => vec![],
+        Seen::SenderOnly => vec![Mark::SenderOnly { from, to }],
+        Seen::ReceiverOnly => vec![Mark::ReceiverOnly { from, to }],
+    })
 }
 
 impl fmt::Display for Summary {

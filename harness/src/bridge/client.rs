@@ -105,6 +105,11 @@ impl Bridge {
 }
 
 impl BridgeRun {
+    /// Which bridge: `the bridge at HOST:PORT`.
+    pub(crate) fn what(&self) -> &str {
+        &self.what
+    }
+
     fn ask(&mut self, m: &ToBridge) -> Result<FromBridge> {
         protocol::write_msg(&mut self.w, m).with_context(|| format!("sending to {}", self.what))?;
         self.answer()

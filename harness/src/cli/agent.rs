@@ -59,6 +59,14 @@ pub struct AgentArgs {
     /// Most crafted frames (probes) per second
     #[arg(long, default_value_t = Limits::default().probe_rate, value_name = "N", requires = "listen")]
     pub max_probe_rate: u32,
+    /// Capture this host's wire (`roce run --capture-at-agents`) with this command
+    /// instead of libpcap: its words, run without a shell, `{iface}` replaced by
+    /// the interface of the device's GID and `{file}` (required) by the file to
+    /// write (pcap or pcapng); stopped with SIGINT. E.g. 'tcpdump -i {iface} -w
+    /// {file} udp port 4791', or 'ibdump -d mlx5_0 -w {file}' for a device
+    /// without an interface
+    #[arg(long, value_name = "COMMAND", conflicts_with = "gen_key")]
+    pub capture_command: Option<String>,
 }
 
 pub(super) fn run(a: AgentArgs) -> CommandResult {
@@ -72,6 +80,12 @@ pub(super) fn run(a: AgentArgs) -> CommandResult {
         eprintln!("roce agent: wrote a new key to {} (mode 0600); give the same file to the controller (--key-file)", path.display());
         return Ok(Exit::Ok);
     }
+    let capture_command = a
+        .capture_command
+        .as_deref()
+        .map(agent::capture::parse_command)
+        .transpose()
+        .map_err(|e| Failure::input(anyhow!("roce agent --capture-command: {e}")))?;
     match a.listen {
         Some(addr) => {
             let key = a.key_file.as_deref().map(Key::load).transpose().map_err(Failure::input)?;
@@ -91,6 +105,7 @@ pub(super) fn run(a: AgentArgs) -> CommandResult {
                     } else {
                         Allow::Cidrs(a.allow)
                     },
+                    capture_command,
                 },
             })
             .map_err(|e| {
@@ -101,7 +116,7 @@ pub(super) fn run(a: AgentArgs) -> CommandResult {
                 }
             })?
         }
-        None => agent::serve_stdio()?,
+        None => agent::serve_stdio(&Limits { capture_command, ..Limits::default() })?,
     }
     Ok(Exit::Ok)
 }

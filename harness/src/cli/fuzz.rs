@@ -285,6 +285,7 @@ fn replay(a: &FuzzArgs, dir: &Path, out: &mut dyn Write, err: &mut dyn Write) ->
     let plan = RunPlan {
         endpoints,
         wire: WireSource::Switch,
+        at_agents: false,
         out_dir: work,
         profile: None,
         jobs: 1,

@@ -77,6 +77,14 @@ pub struct RunArgs {
     /// pcapng, e.g. from ibdump or tcpdump on a host), recorded while it ran
     #[arg(long, value_name = "FILE", requires = "endpoints", conflicts_with = "iface")]
     pub pcap: Option<PathBuf>,
+    /// Each endpoint's agent captures its own host's RoCE traffic (libpcap on
+    /// the device's interface, or the agent's --capture-command), and the two
+    /// captures are merged by frame identity: the wire judged with --endpoints
+    /// and no switch. Through a switch (the lab, --bridge) the merged capture is
+    /// kept beside its recording (<scenario>.agents.pcapng). Each host's own
+    /// capture is kept too (<scenario>.<endpoint>.pcapng)
+    #[arg(long, conflicts_with_all = ["iface", "pcap"])]
+    pub capture_at_agents: bool,
     /// Where to keep each scenario's capture (default: roce-runs/<time>)
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -308,6 +316,7 @@ pub(super) fn plan(
         Some(m) => {
             let wire = match (&args.iface, &args.pcap, &args.bridge) {
                 (_, _, Some(_)) => WireSource::Switch,
+                _ if args.capture_at_agents => WireSource::Agents,
                 (Some(i), _, _) => {
                     WireSource::Live { iface: i.clone(), filter: args.filter.clone() }
                 }
@@ -366,6 +375,7 @@ pub(super) fn plan(
     let run = RunPlan {
         endpoints,
         wire,
+        at_agents: args.capture_at_agents,
         out_dir,
         profile,
         jobs: usize::from(args.jobs),

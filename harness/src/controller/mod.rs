@@ -21,6 +21,7 @@ use crate::scenario::model::Scenario;
 
 #[cfg(test)]
 mod agent_dos_tests;
+mod at_agents;
 pub(crate) mod budget;
 mod link;
 mod resolve;
@@ -38,6 +39,9 @@ pub(crate) enum WireSource {
     Live { iface: String, filter: String },
     /// A capture the user made while the (single) scenario ran.
     File(PathBuf),
+    /// Each endpoint's agent captures its own host's, and the two captures are
+    /// merged by frame identity (`--capture-at-agents` with no switch).
+    Agents,
     /// Nothing records it: wire expectations fail, saying so.
     None,
 }
@@ -47,6 +51,10 @@ pub(crate) enum WireSource {
 pub(crate) struct RunPlan {
     pub endpoints: Endpoints,
     pub wire: WireSource,
+    /// The agents capture their hosts' wire too (`--capture-at-agents`): the
+    /// wire judged without a switch ([`WireSource::Agents`]), kept beside the
+    /// switch's recording with one.
+    pub at_agents: bool,
     /// Each scenario's capture is kept here.
     pub out_dir: PathBuf,
     pub profile: Option<Profile>,
@@ -137,17 +145,25 @@ pub(crate) fn capture_path(out: &Path, file: &Path, taken: &mut BTreeMap<PathBuf
     p
 }
 
-/// Runs one loaded scenario in `slot`: the outcome and how long it took.
+/// Runs one loaded scenario in `slot`, its wire recorded to `capture` by the
+/// switch when there is one, and captured at the agents when `at_agents` (to
+/// `capture` without a switch, beside it as `<stem>.agents.pcapng` with one):
+/// the outcome and how long it took.
 pub(crate) fn run_one(
     sc: &Scenario,
     eps: &Endpoints,
-    capture: &Path,
+    (capture, at_agents): (&Path, bool),
     pool: &AgentPool,
     slot: Slot,
 ) -> (Evidence, f64) {
     let t = Instant::now();
-    let cap = eps.switched().then(|| capture.to_path_buf());
-    let o = runner::execute(sc, eps, cap, pool, slot);
+    let switched = eps.switched();
+    let agents = at_agents.then(|| match switched {
+        true => capture.with_extension("agents.pcapng"),
+        false => capture.to_path_buf(),
+    });
+    let wires = runner::Wires { switch: switched.then(|| capture.to_path_buf()), agents };
+    let o = runner::execute(sc, eps, wires, pool, slot);
     (o, t.elapsed().as_secs_f64())
 }
 
@@ -237,16 +253,20 @@ fn carry_out(
         _ => None,
     };
     let consoles = KernelSays::watch(&plan.endpoints);
-    let (mut o, secs) = run_one(sc, &plan.endpoints, cap, pool, slot);
+    let (mut o, secs) = run_one(sc, &plan.endpoints, (cap, plan.at_agents), pool, slot);
     if let Some(e) = &mut o.error {
         consoles.add_to(e);
     }
     if let WireSource::File(p) = &plan.wire {
         o.capture = Some(p.clone());
+        o.wire_from = Some(format!("the capture given ({})", p.display()));
     }
     if let (Some(r), WireSource::Live { iface, .. }) = (rec, &plan.wire) {
         match r.finish() {
-            Ok(_) => o.capture = Some(cap.to_path_buf()),
+            Ok(_) => {
+                o.capture = Some(cap.to_path_buf());
+                o.wire_from = Some(format!("a live capture on {iface}, on this host"));
+            }
             Err(e) => {
                 o.error.get_or_insert(format!("the capture on {iface}: {e:#}"));
             }
@@ -317,6 +337,8 @@ fn judge_one(
         error: o.error.clone(),
         verdicts: Vec::new(),
         capture: o.capture.as_ref().map(|p| p.display().to_string()),
+        wire_from: o.wire_from.clone(),
+        agents_capture: o.agents_capture.clone(),
         duration_s: secs,
         agent_logs: o.agent_logs.clone(),
         endpoints: o.endpoints.clone(),
@@ -596,6 +618,7 @@ pub(crate) fn bench_scenarios(
         let plan = RunPlan {
             endpoints: Endpoints::Lab(LabRef { paths: lab.clone(), image }),
             wire: WireSource::Switch,
+            at_agents: false,
             out_dir: tmp.join(format!("j{jobs}")),
             profile: None,
             jobs,
@@ -703,6 +726,7 @@ mod tests {
                 bridge: None,
             }),
             wire: WireSource::None,
+            at_agents: false,
             out_dir: out.clone(),
             profile: None,
             jobs: 1,
@@ -760,6 +784,7 @@ mod tests {
                 bridge: None,
             }),
             wire: WireSource::None,
+            at_agents: false,
             out_dir: out.clone(),
             profile: None,
             jobs: 1,

@@ -19,12 +19,14 @@ use lab::client::RunSession;
 use crate::bridge::client::{wrong_way, Bridge, BridgeRun, Sides};
 use lab::state::{LabPaths, Vm};
 
+use super::at_agents;
 use super::link::{unexpected, Agent, Deadline, Unsupported};
 use super::resolve::{self, Plan};
 use crate::protocol::READ_BACK_MAX;
 use crate::protocol::{self, Action, FromAgent, MrInfo, ToAgent};
 use crate::results::{
-    Connection, EndpointFacts, Evidence, Laps, Phase, StepAnswer, StreamRun, Verified,
+    AgentsCapture, Connection, EndpointFacts, Evidence, Laps, Phase, StepAnswer, StreamRun,
+    Verified,
 };
 use crate::scenario::model::{Memory, Scenario, Step};
 
@@ -73,6 +75,15 @@ impl Endpoints {
     }
 }
 
+/// Where a scenario's wire is recorded: the switch's recording (the lab's, or a
+/// bridge's), the agents' captures merged (`--capture-at-agents`), either,
+/// both or neither.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Wires {
+    pub(crate) switch: Option<PathBuf>,
+    pub(crate) agents: Option<PathBuf>,
+}
+
 /// A scenario's wire being recorded, by the lab's switch or a bridge's.
 enum Recording {
     Lab(RunSession),
@@ -87,6 +98,14 @@ impl Recording {
         match self {
             Recording::Lab(_) => 0,
             Recording::Bridge(run, ..) => run.clock_ahead_ns,
+        }
+    }
+
+    /// Where its recording comes from, for the report.
+    fn from(&self) -> String {
+        match self {
+            Recording::Lab(_) => "the lab's switch".into(),
+            Recording::Bridge(run, ..) => run.what().to_string(),
         }
     }
 
@@ -202,20 +221,29 @@ impl AgentPool {
 /// its own deadline, and a scenario that misses one stops its agents.
 const LAB_AGENT_LIFE: Duration = Duration::from_secs(24 * 3600);
 
-/// Runs `sc` in `slot`; the wire is recorded to `capture` when the endpoints are
-/// in the lab, whose agents come from and go back to `pool`.
+/// Runs `sc` in `slot`; the wire is recorded where `wires` says, by the switch
+/// (the lab's or a bridge's) and at the agents. Lab agents come from and go back
+/// to `pool`.
 pub(super) fn execute(
     sc: &Scenario,
     endpoints: &Endpoints,
-    capture: Option<PathBuf>,
+    wires: Wires,
     pool: &AgentPool,
     slot: Slot,
 ) -> Evidence {
     let start = Instant::now();
     let mut out = Evidence::default();
     let deadline = Deadline::new(start, sc.timeout);
-    let mut live = Live { agents: BTreeMap::new(), session: None, laps: Laps::start(), deadline };
-    if let Err(e) = drive(sc, endpoints, capture, &mut out, &mut live, pool, slot) {
+    let mut live = Live {
+        agents: BTreeMap::new(),
+        session: None,
+        capturing: None,
+        laps: Laps::start(),
+        deadline,
+    };
+    let at_agents = wires.agents.clone();
+    let recorded = (wires.switch, wires.agents.is_some());
+    if let Err(e) = drive(sc, endpoints, recorded, &mut out, &mut live, pool, slot) {
         match e.downcast_ref::<Unsupported>() {
             Some(u) => out.skipped = Some(u.0.clone()),
             None => out.error = Some(format!("{e:#}")),
@@ -227,9 +255,15 @@ pub(super) fn execute(
             .find(|p| !out.timings.contains_key(p) && (**p != Phase::RecordingStart || recorded));
         live.laps.lap(&mut out.timings, *failed.unwrap_or(&Phase::Memory));
     }
-    let Live { mut agents, mut session, mut laps, .. } = live;
+    let Live { mut agents, mut session, mut laps, capturing, .. } = live;
     // A run that stopped early stopped waiting for its traffic here.
     out.settled_ns.get_or_insert_with(dissector::capture::unix_now_ns);
+    // The agents' captures end before the teardown, whose frames are no
+    // scenario's (the switch's recording ends after it, and sets them aside).
+    if let (Some(running), Some(path)) = (capturing, at_agents) {
+        agents.values_mut().for_each(|a| a.set_deadline(None));
+        finish_agents_capture(&mut agents, &running, &path, session.is_some(), &mut out);
+    }
     // Both endpoints tear down side by side; an agent still busy past the
     // deadline is not waited for.
     let sent: Vec<bool> = agents
@@ -264,6 +298,7 @@ pub(super) fn execute(
     }
     laps.lap(&mut out.timings, Phase::Teardown);
     if let Some(s) = session.take() {
+        let from = s.from();
         match s.end() {
             Ok((rep, wrong_way)) => {
                 if let Some(w) = wrong_way {
@@ -281,6 +316,7 @@ pub(super) fn execute(
                     ));
                 }
                 out.capture = rep.capture.as_ref().map(PathBuf::from);
+                out.wire_from = out.capture.is_some().then_some(from);
                 out.wire = Some(rep);
             }
             Err(e) => {
@@ -291,6 +327,46 @@ pub(super) fn execute(
     }
     out.duration_ms = start.elapsed().as_millis() as u64;
     out
+}
+
+/// Stops the agents' captures and merges them: the wire judged when no switch
+/// recorded one (`switched`: kept beside the switch's otherwise). A capture that
+/// could not be had, or is incomplete, is the run's error: judged on it, the
+/// frames it lacks would look never sent.
+fn finish_agents_capture(
+    agents: &mut BTreeMap<String, Agent>,
+    running: &at_agents::Capturing,
+    path: &std::path::Path,
+    switched: bool,
+    out: &mut Evidence,
+) {
+    // An agent still at a request it was given cannot be asked for its capture.
+    if let Some((name, _)) = agents.iter().find(|(_, a)| a.is_behind()) {
+        out.error.get_or_insert(format!(
+            "the agents' captures: endpoint {name}'s agent never answered, so its capture could not be had"
+        ));
+        return;
+    }
+    match at_agents::finish(agents, running, path, &out.endpoints) {
+        Ok(m) => {
+            if let Some(why) = m.incomplete.first().filter(|_| !switched) {
+                out.error.get_or_insert(format!("the wire's capture is incomplete: {why}"));
+            }
+            if switched {
+                out.agents_capture = Some(AgentsCapture {
+                    path: m.path.display().to_string(),
+                    from: m.said,
+                    incomplete: m.incomplete,
+                });
+            } else {
+                out.capture = Some(m.path);
+                out.wire_from = Some(m.said);
+            }
+        }
+        Err(e) => {
+            out.error.get_or_insert(format!("the agents' captures: {e:#}"));
+        }
+    }
 }
 
 fn agent<'a>(agents: &'a mut BTreeMap<String, Agent>, name: &str) -> Result<&'a mut Agent> {
@@ -308,11 +384,12 @@ const DRIVE: [Phase; 7] = [
     Phase::Memory,
 ];
 
-/// What a scenario's run holds while it goes: its agents, the recording, the
-/// stopwatch, and when it must be over.
+/// What a scenario's run holds while it goes: its agents, the recording (the
+/// switch's, the agents' captures), the stopwatch, and when it must be over.
 struct Live {
     agents: BTreeMap<String, Agent>,
     session: Option<Recording>,
+    capturing: Option<at_agents::Capturing>,
     laps: Laps,
     deadline: Deadline,
 }
@@ -320,13 +397,13 @@ struct Live {
 fn drive(
     sc: &Scenario,
     endpoints: &Endpoints,
-    capture: Option<PathBuf>,
+    (capture, at_agents): (Option<PathBuf>, bool),
     out: &mut Evidence,
     live: &mut Live,
     pool: &AgentPool,
     slot: Slot,
 ) -> Result<()> {
-    let Live { agents, session, laps, deadline } = live;
+    let Live { agents, session, capturing, laps, deadline } = live;
     let deadline = *deadline;
     if sc.qps.len() > PORTS_PER_SLOT {
         bail!(
@@ -348,7 +425,10 @@ fn drive(
         out.timings.insert(Phase::DeviceOpen, open);
     }
     *session = start_recording(sc, &plan, endpoints, capture, slot, deadline, out)?;
-    if session.is_some() {
+    if at_agents {
+        *capturing = Some(at_agents::start(agents)?);
+    }
+    if session.is_some() || at_agents {
         laps.lap(&mut out.timings, Phase::RecordingStart);
     }
     baseline(agents, out)?;

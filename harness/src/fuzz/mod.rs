@@ -456,6 +456,7 @@ impl Runner<'_> {
         let plan = RunPlan {
             endpoints: self.plan.endpoints.clone(),
             wire: WireSource::Switch,
+            at_agents: false,
             out_dir: self.work.clone(),
             profile: None,
             jobs: 1,

@@ -49,6 +49,9 @@ pub struct LiveOptions {
     pub promisc: bool,
     /// Stop after this many packets.
     pub count: Option<u64>,
+    /// The kernel's buffer for the capture, in bytes (libpcap's default, 2 MiB,
+    /// when none): what a burst may fill while the reader is busy elsewhere.
+    pub buffer: Option<u32>,
 }
 
 impl Default for LiveOptions {
@@ -59,6 +62,7 @@ impl Default for LiveOptions {
             snaplen: 262_144,
             promisc: false,
             count: None,
+            buffer: None,
         }
     }
 }
@@ -225,6 +229,8 @@ pub struct LiveCapture {
     count: Option<u64>,
     seen: u64,
     stop: Arc<AtomicBool>,
+    /// Ends the capture once what the kernel captured before it was set is read.
+    drain: Arc<AtomicBool>,
     /// `CTRL_C.count` when opened: captures opened after a Ctrl-C still run.
     ctrl_c_seen: u64,
     done: bool,
@@ -265,6 +271,10 @@ impl LiveCapture {
             .timeout(i32::from(READ_TIMEOUT_MS))
             .immediate_mode(true)
             .precision(pcap::Precision::Nano);
+        let cap = match opts.buffer {
+            Some(bytes) => cap.buffer_size(i32::try_from(bytes).unwrap_or(i32::MAX)),
+            None => cap,
+        };
         let mut cap =
             cap.open().and_then(|c| c.setnonblock()).map_err(|e| open_error(iface, &e))?;
         if !opts.filter.trim().is_empty() {
@@ -286,6 +296,7 @@ impl LiveCapture {
             count: opts.count,
             seen: 0,
             stop: Arc::new(AtomicBool::new(false)),
+            drain: Arc::new(AtomicBool::new(false)),
             ctrl_c_seen,
             done: false,
             buf: Vec::with_capacity(usize::try_from(snaplen).unwrap_or(65_536).min(1 << 20)),
@@ -328,6 +339,15 @@ impl LiveCapture {
         Arc::clone(&self.stop)
     }
 
+    /// Setting this flag ends this capture once every packet the kernel
+    /// captured before it was set has been returned: nothing already on its
+    /// way to this capture is lost, as it can be with [`stop_handle`].
+    ///
+    /// [`stop_handle`]: LiveCapture::stop_handle
+    pub fn drain_handle(&self) -> Arc<AtomicBool> {
+        Arc::clone(&self.drain)
+    }
+
     /// libpcap's counters (received, dropped by the kernel, dropped by the interface).
     pub fn stats(&mut self) -> Result<pcap::Stat, CaptureError> {
         self.cap.stats().map_err(|e| {
@@ -366,8 +386,14 @@ impl LiveCapture {
                     break (sec.saturating_mul(1_000_000_000).saturating_add(frac), h.len);
                 }
                 Err(pcap::Error::TimeoutExpired) => {
-                    // Nothing ready (non-blocking mode): wait for the fd, at most one
-                    // read timeout, then look at the stop flags again.
+                    // Nothing ready (non-blocking, immediate mode): all that was
+                    // captured before a drain was asked for has been read.
+                    if self.drain.load(Ordering::SeqCst) {
+                        self.done = true;
+                        return Ok(None);
+                    }
+                    // Else wait for the fd, at most one read timeout, then look
+                    // at the stop flags again.
                     if let Err(e) = wait_readable(&self.cap, READ_TIMEOUT_MS) {
                         self.done = true;
                         return Err(CaptureError::other(

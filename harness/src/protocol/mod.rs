@@ -16,7 +16,9 @@
 //!
 //! Order of a run, per agent: `Hello` → (`Capabilities`, when the scenario
 //! requires features) → `Setup` → `Baseline` → `Connect` (one per QP) → `Do`… → `Completions` /
-//! `ReadMemory` / `Guards` (any number) → `Teardown`. Every request gets exactly one answer,
+//! `ReadMemory` / `Guards` (any number) → `Teardown`; with the wire captured at
+//! the agents, `CaptureStart` between `Setup` and `Baseline`, and `CaptureStop`,
+//! `CaptureRead`… before `Teardown`. Every request gets exactly one answer,
 //! in order; `Heartbeat`, at any time, gets none.
 //!
 //! Over the network the stream is authenticated (`agent::auth`): the same
@@ -76,6 +78,13 @@ pub(crate) const MAX_MESSAGE: usize = 2 << 20;
 /// The largest MR read back whole (`ReadMemory`); larger ones are checked where
 /// they are (`Verify`).
 pub(crate) const READ_BACK_MAX: u64 = 512 << 10;
+
+/// The most bytes of a capture one `CaptureRead` answer carries (hex: twice
+/// that, inside [`MAX_MESSAGE`]).
+pub(crate) const CAPTURE_CHUNK: u64 = 512 << 10;
+/// The most bytes an agent's capture of one scenario keeps: past it the agent
+/// stops capturing and says the capture is cut short.
+pub(crate) const CAPTURE_MAX: u64 = 256 << 20;
 
 /// Bytes, carried as lower-case hex.
 #[derive(Clone, PartialEq, Eq, Default)]
@@ -166,6 +175,20 @@ pub(crate) enum ToAgent {
     },
     /// What changed outside each MR: its guard regions.
     Guards,
+    /// Start capturing this endpoint's wire on its own host (`--wire agents`):
+    /// RoCEv2 (UDP 4791) on the network interface of the device port's GID,
+    /// through libpcap, or with the capture command the agent was started with
+    /// (`roce agent --capture-command`). Sent after `Setup` (the interface is
+    /// known then) and before `Baseline`. The controller never names what to
+    /// run: only the agent's own host does.
+    CaptureStart,
+    /// Stop the capture: what it holds ([`FromAgent::Captured`]).
+    CaptureStop,
+    /// Up to [`CAPTURE_CHUNK`] bytes of the stopped capture (a pcapng file) from
+    /// `offset`.
+    CaptureRead {
+        offset: u64,
+    },
     /// Destroy what `Setup` made (a lab agent keeps the context and PD open for
     /// the next scenario) and end this controller's session.
     Teardown,
@@ -850,6 +873,24 @@ pub(crate) enum FromAgent {
     /// Every MR's guard regions, by name.
     Guards {
         mrs: BTreeMap<String, Guards>,
+    },
+    /// The capture runs: how (`libpcap on eth1`, or the command).
+    Capturing {
+        how: String,
+    },
+    /// The capture stopped: its size, the frames it holds and those the
+    /// capturing host says it dropped, and whether it hit [`CAPTURE_MAX`].
+    Captured {
+        bytes: u64,
+        frames: u64,
+        dropped: u64,
+        #[serde(default)]
+        cut_short: bool,
+    },
+    /// Bytes of the stopped capture from `offset`: empty past its end.
+    CaptureChunk {
+        offset: u64,
+        bytes: Hex,
     },
     /// Everything the scenario set up is freed; what the device's counters moved
     /// by since its `Setup` (none when the device has no counters to read).

@@ -68,7 +68,10 @@ pub(crate) fn scenario(
     }
     if r.status == Status::Failed {
         if let (Some(c), Some(w)) = (&r.capture, wire.filter(|w| !w.lines.is_empty())) {
-            writeln!(out, "    the wire ({c}):")?;
+            match &r.wire_from {
+                Some(from) => writeln!(out, "    the wire ({c}, from {from}):")?,
+                None => writeln!(out, "    the wire ({c}):")?,
+            }
             for l in &w.lines {
                 writeln!(out, "      {l}")?;
             }

@@ -154,6 +154,19 @@ pub(crate) struct Connection {
     pub peer_mrs_from_cm: Option<usize>,
 }
 
+/// The agents' own captures of a scenario merged, kept beside a switch's
+/// recording of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct AgentsCapture {
+    pub path: String,
+    /// How each host captured, and what the merge found.
+    pub from: String,
+    /// What makes it incomplete (a host's capture that dropped frames, or was
+    /// cut short): nothing when it holds every frame its hosts saw.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub incomplete: Vec<String>,
+}
+
 /// Everything a scenario run produced (completions, events, memory, the wire): the
 /// evidence the judge weighs against the expectations, and the report shows.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -172,6 +185,13 @@ pub(crate) struct Evidence {
     /// name: every MR of the scenario, of any size.
     pub guards: BTreeMap<String, BTreeMap<String, Guards>>,
     pub capture: Option<std::path::PathBuf>,
+    /// Where that capture came from (the lab's switch, a bridge, the agents'
+    /// captures merged, a live capture, the user's file).
+    pub wire_from: Option<String>,
+    /// The agents' own captures merged, kept beside a switch's recording
+    /// (`--capture-at-agents` through a switch): the same frames, seen from the
+    /// hosts.
+    pub agents_capture: Option<AgentsCapture>,
     pub wire: Option<lab::switch::RunReport>,
     /// Why the run could not be carried out to the end (setup, connect, a post that
     /// failed, a lost agent); expectations are still judged on what was collected.
@@ -409,6 +429,15 @@ pub(crate) struct ScenarioResult {
     pub error: Option<String>,
     pub verdicts: Vec<Verdict>,
     pub capture: Option<String>,
+    /// Where the capture came from: `the lab's switch`, `the bridge at HOST:PORT`,
+    /// `the agents' captures, merged (…)`, `a live capture on IFACE`, `the
+    /// capture the user gave`. Reports from before say nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wire_from: Option<String>,
+    /// With `--capture-at-agents` through a switch: the agents' captures merged,
+    /// beside the switch's recording (`capture`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents_capture: Option<AgentsCapture>,
     pub duration_s: f64,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub agent_logs: BTreeMap<String, String>,
@@ -667,6 +696,8 @@ impl ScenarioResult {
             error: Some(why.to_string()),
             verdicts: Vec::new(),
             capture: None,
+            wire_from: None,
+            agents_capture: None,
             duration_s: 0.0,
             agent_logs: BTreeMap::new(),
             endpoints: BTreeMap::new(),

@@ -171,3 +171,63 @@ fn gid_text() {
     assert!(unhex16("zz").is_err());
     assert!(unhex16("00").is_err());
 }
+
+#[test]
+fn capture_requests_out_of_order_are_refused() {
+    let a = talk(&[
+        ToAgent::CaptureStart,
+        ToAgent::CaptureStop,
+        ToAgent::CaptureRead { offset: 0 },
+        ToAgent::Teardown,
+    ]);
+    let said = |m: &FromAgent| match m {
+        FromAgent::Error { message, .. } => message.clone(),
+        other => panic!("not an error: {other:?}"),
+    };
+    assert!(said(&a[0]).contains("Setup comes first"), "{:?}", a[0]);
+    assert_eq!(said(&a[1]), "no capture runs: CaptureStart comes first");
+    assert_eq!(said(&a[2]), "no stopped capture to read: CaptureStop comes first");
+    assert_eq!(a[3], FromAgent::TornDown { counters: None });
+}
+
+/// A capture (made by a command that copies a capture file) is stopped, read
+/// in order, and gone at Teardown.
+#[test]
+fn a_capture_is_stopped_read_and_torn_down() {
+    let fx = tempfile::tempdir().unwrap();
+    let fixture = fx.path().join("f.pcap");
+    let mut w = dissector::capture::PcapWriter::new(
+        std::fs::File::create(&fixture).unwrap(),
+        dissector::LinkType::ETHERNET,
+        0,
+    )
+    .unwrap();
+    for i in 0..4u8 {
+        w.write_packet(u64::from(i), &[i; 64], 64).unwrap();
+    }
+    w.into_inner().unwrap();
+    let bytes = std::fs::read(&fixture).unwrap();
+    let argv = ["cp", fixture.to_str().unwrap(), "{file}"].map(String::from);
+    let running = super::super::capture::Capture::run_command(&argv, None, protocol::CAPTURE_MAX);
+    let mut agent = Agent { capture: Some(running.unwrap()), ..Agent::default() };
+    let n = bytes.len() as u64;
+    assert_eq!(
+        agent.handle(ToAgent::CaptureStop),
+        FromAgent::Captured { bytes: n, frames: 4, dropped: 0, cut_short: false }
+    );
+    assert!(matches!(agent.handle(ToAgent::CaptureStop), FromAgent::Error { .. }));
+    assert_eq!(
+        agent.handle(ToAgent::CaptureRead { offset: 0 }),
+        FromAgent::CaptureChunk { offset: 0, bytes: Hex(bytes.clone()) }
+    );
+    assert_eq!(
+        agent.handle(ToAgent::CaptureRead { offset: 7 }),
+        FromAgent::CaptureChunk { offset: 7, bytes: Hex(bytes[7..].to_vec()) }
+    );
+    assert_eq!(
+        agent.handle(ToAgent::CaptureRead { offset: n }),
+        FromAgent::CaptureChunk { offset: n, bytes: Hex(Vec::new()) }
+    );
+    assert_eq!(agent.handle(ToAgent::Teardown), FromAgent::TornDown { counters: None });
+    assert!(matches!(agent.handle(ToAgent::CaptureRead { offset: 0 }), FromAgent::Error { .. }));
+}
