@@ -54,6 +54,8 @@ fn captures_exactly_five_udp_datagrams_on_lo() {
         snaplen: 65_535,
         promisc: false,
         count: Some(5),
+        // A kernel buffer of its own size (the agent's captures ask for one).
+        buffer: Some(4 << 20),
     })
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(cap.link(), LinkType::ETHERNET, "lo is DLT_EN10MB");

@@ -162,7 +162,8 @@ fn parse_seen(at: &str, rest: &str) -> Option<Mark> {
     if let Some(to) = rest.strip_prefix("never reached ").and_then(|r| r.split_once(" (lost ")) {
         let to = to.0;
         let whole = format!("never reached {to} (lost on the way, or {to}'s capture missed it)");
-        return (rest == whole).then(|| Mark::SenderOnly { from: at.to_string(), to: to.to_string() });
+        return (rest == whole)
+            .then(|| Mark::SenderOnly { from: at.to_string(), to: to.to_string() });
     }
     let from = rest.strip_suffix(" never sent it (made or changed on the way)")?;
     Some(Mark::ReceiverOnly { from: from.to_string(), to: at.to_string() })
@@ -254,7 +255,10 @@ impl Marks {
         self.0.iter().any(|m| {
             matches!(
                 m,
-                Mark::Dropped(_) | Mark::Withheld(_) | Mark::Unsent { .. } | Mark::SenderOnly { .. }
+                Mark::Dropped(_)
+                    | Mark::Withheld(_)
+                    | Mark::Unsent { .. }
+                    | Mark::SenderOnly { .. }
             )
         })
     }

@@ -69,6 +69,103 @@ pub(super) struct Merged {
     pub(super) incomplete: Vec<String>,
 }
 
+/// One direction's RoCE frames in a capture: those its sender sent, in the
+/// order it sent them, and those delivered (sorted: a multiset); and whether a
+/// frame's bytes were changed on the way (the switch records the changed copy,
+/// the sender's capture the original).
+#[derive(Debug, Default)]
+struct Direction {
+    sent: Vec<Vec<u8>>,
+    delivered: Vec<Vec<u8>>,
+    changed: bool,
+}
+
+/// Each direction (by source address) of the RoCEv2 frames in `path`, as its
+/// marks say: a held frame stands where it arrived, a copy or a synthesized
+/// answer was sent by nobody, a dropped or withheld frame or one seen at its
+/// sender only was not delivered. A frame is its BTH through its ICRC.
+fn directions(path: &Path) -> Result<BTreeMap<IpAddr, Direction>> {
+    use dissector::frame::{self, Net};
+    use lab::mark::{Mark, Marks};
+    let mut r = dissector::capture::open(path)
+        .map_err(|e| anyhow!("{e}"))
+        .with_context(|| format!("reading {}", path.display()))?;
+    let mut sent: Vec<(IpAddr, u64, usize, Vec<u8>)> = Vec::new();
+    let mut out: BTreeMap<IpAddr, Direction> = BTreeMap::new();
+    while let Some(p) = r.next_packet().map_err(|e| anyhow!("{e}"))? {
+        let d = frame::decode(p.link, p.data, &frame::Options::default());
+        let src = match d.net {
+            Net::Ipv4(h) => IpAddr::V4(h.src),
+            Net::Ipv6(h) => IpAddr::V6(h.src),
+            _ => continue,
+        };
+        let Some(bytes) = d.roce.and(p.data.get(d.offsets.bth..d.offsets.icrc + 4)) else {
+            continue;
+        };
+        let marks = p.comment.map(Marks::parse).unwrap_or_default();
+        let dir = out.entry(src).or_default();
+        dir.changed |= marks.modified();
+        if !marks.dropped() {
+            dir.delivered.push(bytes.to_vec());
+        }
+        let by_sender = !marks.injected()
+            && !marks.synthesized()
+            && !marks.0.iter().any(|m| matches!(m, Mark::ReceiverOnly { .. }));
+        if by_sender {
+            let at = p.ts_ns.saturating_sub(marks.arrived_ns_before().unwrap_or(0));
+            sent.push((src, at, sent.len(), bytes.to_vec()));
+        }
+    }
+    sent.sort_by_key(|&(_, at, i, _)| (at, i));
+    for (src, _, _, bytes) in sent {
+        out.entry(src).or_default().sent.push(bytes);
+    }
+    for dir in out.values_mut() {
+        dir.delivered.sort();
+    }
+    Ok(out)
+}
+
+/// The agents' merged capture against the switch's recording of the same run:
+/// in each direction, the frames sent the same and in the same order (where the
+/// switch changed none), and those delivered the same. The agents stop capturing
+/// before the teardown and the switch after it, so the switch's may hold more
+/// after the agents' last frame (a late retransmission, a disconnect). What
+/// differs, in words: nothing when the two agree.
+pub(super) fn against_switch(switch: &Path, merged: &Path) -> Result<Vec<String>> {
+    let (sw, ag) = (directions(switch)?, directions(merged)?);
+    let mut differs = Vec::new();
+    for (src, s) in &sw {
+        let none = Direction::default();
+        let a = ag.get(src).unwrap_or(&none);
+        let n = a.sent.len();
+        if !s.changed && (n > s.sent.len() || s.sent[..n] != a.sent[..]) {
+            let at =
+                s.sent.iter().zip(&a.sent).position(|(x, y)| x != y).unwrap_or(n.min(s.sent.len()));
+            differs.push(format!(
+                "from {src}: the switch saw {} frames sent, the hosts {n}, differing from sent frame {} on",
+                s.sent.len(),
+                at + 1
+            ));
+        } else if s.sent.is_empty() != a.sent.is_empty() {
+            differs.push(format!(
+                "from {src}: the switch saw {} frames sent, the hosts {n}",
+                s.sent.len()
+            ));
+        }
+        let extra = a.delivered.iter().filter(|f| s.delivered.binary_search(f).is_err()).count();
+        if extra > 0 {
+            differs.push(format!(
+                "to {src}'s peer: {extra} frames the hosts saw delivered the switch never delivered"
+            ));
+        }
+    }
+    for src in ag.keys().filter(|src| !sw.contains_key(src)) {
+        differs.push(format!("from {src}: frames the hosts saw, the switch none"));
+    }
+    Ok(differs)
+}
+
 /// Stops every endpoint's capture, keeps each beside `out` and merges them into
 /// `out`; `facts` says each endpoint's address.
 pub(super) fn finish(
@@ -220,6 +317,101 @@ fn merge_into(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dissector::capture::{OutPacket, PcapngWriter};
+    use dissector::craft::{build, Encap, Host, Transport};
+    use dissector::wire::ethernet::Mac;
+    use dissector::wire::{BthRepr, Opcode, Psn};
+    use dissector::LinkType;
+    use std::net::Ipv4Addr;
+
+    fn host(last: u8) -> Host {
+        Host { mac: Mac([2, 0, 0, 0, 0, last]), ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)) }
+    }
+
+    /// A frame from host `from` to `to`: `op` of `psn`, IP identification `ident`.
+    fn roce(from: u8, to: u8, op: u8, psn: u32, ident: u16) -> Vec<u8> {
+        let bth = BthRepr {
+            opcode: Opcode(op),
+            p_key: 0xffff,
+            dest_qp: 0x11,
+            psn: Psn::new(psn),
+            ..Default::default()
+        };
+        let t = Transport { bth, payload: vec![7; 8], ..Default::default() };
+        build(&Encap { ip_ident: ident, ..Encap::default() }, &host(from), &host(to), &t)
+    }
+
+    /// A pcapng of `frames`, each with its comment (marks), in order.
+    fn capture(dir: &Path, name: &str, frames: &[(&[u8], Option<String>)]) -> PathBuf {
+        let path = dir.join(name);
+        let mut f = Vec::new();
+        let mut w = PcapngWriter::new(&mut f, "test").expect("writer");
+        let id = w.add_interface(LinkType::ETHERNET, 0, None).expect("interface");
+        for (i, (data, comment)) in frames.iter().enumerate() {
+            let p = OutPacket { comment: comment.as_deref(), ..OutPacket::new(id, i as u64, data) };
+            w.write_packet(&p).expect("packet");
+        }
+        w.flush().expect("flush");
+        drop(w);
+        std::fs::write(&path, f).expect("write");
+        path
+    }
+
+    /// What the switch dropped and the hosts saw at its sender only agrees, as
+    /// does a disconnect after the agents stopped; a frame a host's capture
+    /// missed, or one sent in another order, does not.
+    #[test]
+    fn the_hosts_merged_capture_is_held_to_the_switchs_recording() {
+        use lab::mark::{Mark, Marks, RuleRef};
+        let dir = tempfile::tempdir().expect("dir");
+        let (w1, w2, w2again, ack, late) = (
+            roce(1, 2, 0x0a, 1, 1),
+            roce(1, 2, 0x0a, 2, 2),
+            roce(1, 2, 0x0a, 2, 3),
+            roce(2, 1, 0x11, 2, 9),
+            roce(1, 2, 0x11, 5, 4),
+        );
+        let dropped = Marks(vec![Mark::Dropped(RuleRef { index: 1, rule: "drop".into() })]);
+        let switch = capture(
+            dir.path(),
+            "switch.pcapng",
+            &[(&w1, None), (&w2, dropped.comment()), (&w2again, None), (&ack, None), (&late, None)],
+        );
+        let lost = Marks(vec![Mark::SenderOnly { from: "a".into(), to: "b".into() }]);
+        let agrees = capture(
+            dir.path(),
+            "agrees.pcapng",
+            &[(&w1, None), (&w2, lost.comment()), (&w2again, None), (&ack, None)],
+        );
+        assert_eq!(against_switch(&switch, &agrees).expect("compared"), Vec::<String>::new());
+        let missed = capture(
+            dir.path(),
+            "missed.pcapng",
+            &[(&w2, lost.comment()), (&w2again, None), (&ack, None)],
+        );
+        let d = against_switch(&switch, &missed).expect("compared");
+        assert_eq!(
+            d,
+            ["from 10.0.0.1: the switch saw 4 frames sent, the hosts 2, differing from sent frame 1 on"]
+        );
+        let reordered = capture(
+            dir.path(),
+            "reordered.pcapng",
+            &[(&w1, None), (&w2again, None), (&w2, lost.comment()), (&ack, None)],
+        );
+        assert_eq!(against_switch(&switch, &reordered).expect("compared").len(), 1);
+        // Delivered at the hosts, dropped at the switch: not the same wire.
+        let delivered = capture(
+            dir.path(),
+            "delivered.pcapng",
+            &[(&w1, None), (&w2, None), (&w2again, None), (&ack, None)],
+        );
+        let d = against_switch(&switch, &delivered).expect("compared");
+        assert_eq!(
+            d,
+            ["to 10.0.0.1's peer: 1 frames the hosts saw delivered the switch never delivered"]
+        );
+    }
 
     /// A host's own capture is named for its endpoint, as its format says, and
     /// an endpoint name never leads out of the run's directory.

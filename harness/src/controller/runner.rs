@@ -8,7 +8,7 @@
 //! results' outcome shapes, the scenario model, the agent's key, the lab's claims,
 //! client, state and images.
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -317,6 +317,10 @@ pub(super) fn execute(
                 }
                 out.capture = rep.capture.as_ref().map(PathBuf::from);
                 out.wire_from = out.capture.is_some().then_some(from);
+                if let (Some(switch), Some(agents)) = (&out.capture, &mut out.agents_capture) {
+                    agents.differs = at_agents::against_switch(switch, Path::new(&agents.path))
+                        .unwrap_or_else(|e| vec![format!("cannot compare: {e:#}")]);
+                }
                 out.wire = Some(rep);
             }
             Err(e) => {
@@ -353,10 +357,13 @@ fn finish_agents_capture(
                 out.error.get_or_insert(format!("the wire's capture is incomplete: {why}"));
             }
             if switched {
+                // Set against the switch's recording once that is whole, after
+                // the teardown.
                 out.agents_capture = Some(AgentsCapture {
                     path: m.path.display().to_string(),
                     from: m.said,
                     incomplete: m.incomplete,
+                    differs: Vec::new(),
                 });
             } else {
                 out.capture = Some(m.path);

@@ -165,6 +165,11 @@ pub(crate) struct AgentsCapture {
     /// cut short): nothing when it holds every frame its hosts saw.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub incomplete: Vec<String>,
+    /// Where it disagrees with the switch's recording, direction by direction
+    /// (the frames sent, their order, those delivered): nothing when the hosts
+    /// saw what the switch did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub differs: Vec<String>,
 }
 
 /// Everything a scenario run produced (completions, events, memory, the wire): the
