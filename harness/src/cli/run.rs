@@ -276,7 +276,7 @@ pub(super) fn plan(
 ) -> Result<Planned, Failure> {
     if args.pcap.is_some() && loaded.len() != 1 {
         return Err(Failure::input(anyhow!(
-            "roce run: --pcap holds the wire of one scenario, but {} were given\nhint: run them one at a time, or capture with -i IFACE",
+            "roce run: --pcap holds the wire of one scenario, but {} were given\nhint: run them one at a time, or capture with -i IFACE or --capture-at-agents",
             loaded.len()
         )));
     }

@@ -206,7 +206,8 @@ pub(super) fn finish(
     }
     let said_one = |(name, path, frames): &(String, PathBuf, u64)| {
         let how = running.how.get(name).map(String::as_str).unwrap_or("?");
-        format!("{name}: {how}, {frames} frames in {}", path.display())
+        let noun = if *frames == 1 { "frame" } else { "frames" };
+        format!("{name}: {how}, {frames} {noun} in {}", path.display())
     };
     let from: Vec<String> = kept.iter().map(said_one).collect();
     let said = merge_into(out, &kept, facts)?;

@@ -242,14 +242,14 @@ pub(super) fn execute(
         deadline,
     };
     let at_agents = wires.agents.clone();
-    let recorded = (wires.switch, wires.agents.is_some());
-    if let Err(e) = drive(sc, endpoints, recorded, &mut out, &mut live, pool, slot) {
+    let wired = (wires.switch, at_agents.is_some());
+    if let Err(e) = drive(sc, endpoints, wired, &mut out, &mut live, pool, slot) {
         match e.downcast_ref::<Unsupported>() {
             Some(u) => out.skipped = Some(u.0.clone()),
             None => out.error = Some(format!("{e:#}")),
         }
         // The time up to the failure is the failed phase's: the first not done.
-        let recorded = endpoints.switched();
+        let recorded = endpoints.switched() || at_agents.is_some();
         let failed = DRIVE
             .iter()
             .find(|p| !out.timings.contains_key(p) && (**p != Phase::RecordingStart || recorded));
@@ -340,7 +340,7 @@ pub(super) fn execute(
 fn finish_agents_capture(
     agents: &mut BTreeMap<String, Agent>,
     running: &at_agents::Capturing,
-    path: &std::path::Path,
+    path: &Path,
     switched: bool,
     out: &mut Evidence,
 ) {

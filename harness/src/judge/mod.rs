@@ -41,7 +41,7 @@ pub(crate) use timeline::{Packet, Timeline};
 pub(crate) fn wire_of(sc: &Scenario, o: &Evidence) -> Result<Timeline, String> {
     match &o.capture {
         Some(p) => timeline::read_with(p, &sc.expect.conditions()),
-        None => Err("no capture was recorded (the lab's switch records the wire; with --endpoints, give -i IFACE to capture on a host)".into()),
+        None => Err("no capture was recorded (the lab's switch records the wire; with --endpoints, give -i IFACE to capture on a host, --capture-at-agents to capture at each agent, or --bridge HOST:PORT)".into()),
     }
 }
 
