@@ -287,8 +287,21 @@ fn merge_into(
         Whole::read(p).map_err(|e| e.into_inner().context(format!("reading {}", p.display())))
     };
     match hosts.as_slice() {
-        [(_, _, path)] => {
-            std::fs::copy(path, out).with_context(|| format!("writing {}", out.display()))?;
+        [(h, name, path)] => {
+            let one = read(path)?;
+            let frames = one.view();
+            // Everything the one capture holds, as it holds it, as a pcapng:
+            // against an address no frame has, no frame is between two hosts.
+            let nobody = match h {
+                IpAddr::V4(_) => IpAddr::V4(std::net::Ipv4Addr::UNSPECIFIED),
+                IpAddr::V6(_) => IpAddr::V6(std::net::Ipv6Addr::UNSPECIFIED),
+            };
+            let m = merge::merge(
+                &Taken { host: *h, frames: &frames },
+                &Taken { host: nobody, frames: &[] },
+            );
+            write(out, ([name.as_str(), "-"], [*h, nobody]), &m, [&frames, &[]])
+                .map_err(|e| e.into_inner().context(format!("writing {}", out.display())))?;
             Ok(": one host, nothing crossed a wire".into())
         }
         [(ha, na, pa), (hb, nb, pb)] => {
@@ -412,6 +425,51 @@ mod tests {
             d,
             ["to 10.0.0.1's peer: 1 frames the hosts saw delivered the switch never delivered"]
         );
+    }
+
+    /// Every endpoint on one address (two agents on one host): nothing crosses a
+    /// wire, and the one capture, a pcap from a capture command, is kept whole
+    /// as a pcapng, no frame marked lost.
+    #[test]
+    fn one_hosts_capture_is_the_wire_as_it_is() {
+        use dissector::capture::PcapWriter;
+        let dir = tempfile::tempdir().expect("dir");
+        let (send, ack) = (roce(1, 1, 0x04, 1, 1), roce(1, 1, 0x11, 1, 2));
+        let pcap = dir.path().join("x.a.pcap");
+        let mut f = Vec::new();
+        let mut w = PcapWriter::new(&mut f, LinkType::ETHERNET, 0).expect("writer");
+        for (i, data) in [&send, &ack].into_iter().enumerate() {
+            w.write_packet(i as u64, data, data.len() as u32).expect("packet");
+        }
+        w.flush().expect("flush");
+        drop(w);
+        std::fs::write(&pcap, f).expect("write");
+        let facts = |ip: &str| EndpointFacts {
+            vm: None,
+            device: "rxe0".into(),
+            port: 1,
+            gid_index: 1,
+            gid: String::new(),
+            ip: ip.into(),
+            qps: vec![],
+            mrs: vec![],
+            kernel: None,
+        };
+        let eps =
+            BTreeMap::from([("a".to_string(), facts("10.0.0.1")), ("b".into(), facts("10.0.0.1"))]);
+        let kept = [("a".to_string(), pcap.clone(), 2), ("b".to_string(), pcap, 2)];
+        let out = dir.path().join("x.pcapng");
+        assert_eq!(
+            merge_into(&out, &kept, &eps).expect("merged"),
+            ": one host, nothing crossed a wire"
+        );
+        let mut r = dissector::capture::open(&out).expect("a capture");
+        let mut got = Vec::new();
+        while let Some(p) = r.next_packet().expect("readable") {
+            got.push((p.data.to_vec(), p.comment.map(str::to_string)));
+        }
+        assert_eq!(got, [(send, None), (ack, None)]);
+        assert!(std::fs::read(&out).expect("bytes").starts_with(&[0x0a, 0x0d, 0x0d, 0x0a]));
     }
 
     /// A host's own capture is named for its endpoint, as its format says, and
