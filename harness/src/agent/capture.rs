@@ -19,13 +19,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::exec::AgentError;
 use crate::protocol::{CAPTURE_CHUNK, CAPTURE_MAX};
 
-type Result<T> = std::result::Result<T, AgentError>;
+/// What went wrong, in words (the executor makes it the agent's error).
+type Result<T> = std::result::Result<T, String>;
 
 fn fail<T>(m: impl Into<String>) -> Result<T> {
-    Err(AgentError::from(m.into()))
+    Err(m.into())
 }
 
 /// What a capture keeps: RoCEv2.
@@ -141,10 +141,10 @@ fn netdev_in(root: &Path, device: &str, port: u8, gid_index: u8) -> Result<Strin
         }
     };
     check_iface(&name).map_err(|why| {
-        AgentError::from(format!(
+        format!(
             "the interface of {device} port {port} GID index {gid_index} ({}): {why}\nhint: {NO_NETDEV_HINT}",
             p.display()
-        ))
+        )
     })?;
     Ok(name)
 }
@@ -215,10 +215,10 @@ pub(crate) struct Captured {
 
 fn private_dir() -> Result<tempfile::TempDir> {
     tempfile::Builder::new().prefix("roce-capture-").tempdir().map_err(|e| {
-        AgentError::from(format!(
+        format!(
             "cannot make a directory for the capture in {}: {e}\nhint: set TMPDIR to a writable directory with room",
             std::env::temp_dir().display()
-        ))
+        )
     })
 }
 
@@ -269,11 +269,9 @@ impl Capture {
         let Some((program, rest)) = args.split_first() else {
             return fail(format!("the capture command is empty\nhint: e.g. {COMMAND_EXAMPLE}"));
         };
-        let out = File::create(&log)
-            .map_err(|e| AgentError::from(format!("cannot create {}: {e}", log.display())))?;
-        let err = out
-            .try_clone()
-            .map_err(|e| AgentError::from(format!("cannot create {}: {e}", log.display())))?;
+        let out =
+            File::create(&log).map_err(|e| format!("cannot create {}: {e}", log.display()))?;
+        let err = out.try_clone().map_err(|e| format!("cannot create {}: {e}", log.display()))?;
         let child = Command::new(program)
             .args(rest)
             .stdin(Stdio::null())
@@ -281,10 +279,10 @@ impl Capture {
             .stderr(err)
             .spawn()
             .map_err(|e| {
-                AgentError::from(format!(
+                format!(
                     "cannot run the capture command `{how}`: {e}\nhint: install {}, or give its full path in --capture-command",
                     program.to_string_lossy()
-                ))
+                )
             })?;
         let mut run = Run { child, log, signalled: false };
         let until = Instant::now() + STARTS_WITHIN;
@@ -339,9 +337,9 @@ impl Capture {
                 (frames, dropped_said(&run.log), false)
             }
         };
-        let bytes = std::fs::metadata(&file).map(|m| m.len()).map_err(|e| {
-            AgentError::from(format!("the capture `{how}` left no file ({}): {e}", file.display()))
-        })?;
+        let bytes = std::fs::metadata(&file)
+            .map(|m| m.len())
+            .map_err(|e| format!("the capture `{how}` left no file ({}): {e}", file.display()))?;
         Ok(Captured { bytes, frames, dropped, cut_short, file, _dir: dir })
     }
 }
@@ -350,10 +348,7 @@ impl Capture {
 /// record (a command killed mid-write) counts the whole frames before it.
 fn count_frames(file: &Path, how: &str, log: &Path) -> Result<u64> {
     let mut r = dissector::capture::open(file).map_err(|e| {
-        AgentError::from(format!(
-            "the capture command `{how}` did not write a capture: {e}{}",
-            tail(log)
-        ))
+        format!("the capture command `{how}` did not write a capture: {e}{}", tail(log))
     })?;
     let mut n = 0u64;
     loop {
@@ -374,9 +369,7 @@ fn count_frames(file: &Path, how: &str, log: &Path) -> Result<u64> {
 impl Captured {
     /// Up to [`CAPTURE_CHUNK`] bytes of the file from `offset`: empty past its end.
     pub(crate) fn read(&self, offset: u64) -> Result<Vec<u8>> {
-        let io = |e: std::io::Error| {
-            AgentError::from(format!("reading the capture {}: {e}", self.file.display()))
-        };
+        let io = |e: std::io::Error| format!("reading the capture {}: {e}", self.file.display());
         let mut f = File::open(&self.file).map_err(io)?;
         if offset >= self.bytes {
             return Ok(Vec::new());
@@ -400,9 +393,7 @@ struct Run {
 impl Run {
     /// Its status once it has ended.
     fn ended(&mut self) -> Result<Option<ExitStatus>> {
-        self.child
-            .try_wait()
-            .map_err(|e| AgentError::from(format!("waiting for the capture command: {e}")))
+        self.child.try_wait().map_err(|e| format!("waiting for the capture command: {e}"))
     }
 
     /// Ends it (SIGINT, which a capture tool takes as "finish the file"; SIGKILL
@@ -429,9 +420,7 @@ impl Run {
             self.child.id()
         ));
         let _ = self.child.kill();
-        self.child
-            .wait()
-            .map_err(|e| AgentError::from(format!("waiting for the capture command: {e}")))
+        self.child.wait().map_err(|e| format!("waiting for the capture command: {e}"))
     }
 }
 
@@ -449,7 +438,7 @@ mod live {
     use std::thread::JoinHandle;
     use std::time::Duration;
 
-    use super::{fail, say, AgentError, Capture, Result, Way, FILTER};
+    use super::{fail, say, Capture, Result, Way, FILTER};
     use crate::net::live::{LiveCapture, LiveOptions};
 
     /// Room for the file's section and interface headers, before any packet.
@@ -530,7 +519,7 @@ mod live {
         /// fresh private directory, at most `max` bytes; returns once the
         /// capture is open.
         pub(super) fn live(iface: &str, max: u64) -> Result<Capture> {
-            super::check_iface(iface).map_err(AgentError::from)?;
+            super::check_iface(iface)?;
             let dir = super::private_dir()?;
             let file = dir.path().join("capture.pcapng");
             let opts = LiveOptions {
@@ -571,7 +560,7 @@ mod live {
                         None => Ok(end),
                     }
                 })
-                .map_err(|e| AgentError::from(format!("cannot start the capture thread: {e}")))?;
+                .map_err(|e| format!("cannot start the capture thread: {e}"))?;
             let (stop, drain) = match rx.recv() {
                 Ok(Ok(handles)) => handles,
                 Ok(Err(e)) => {
@@ -681,7 +670,7 @@ mod tests {
             ["tcpdump", "-i", "eth1", "-w", "/tmp/d/capture", "--x={file}", "udp", "port", "4791"]
                 .map(OsString::from);
         assert_eq!(got, want);
-        let e = substitute(&argv, None, Path::new("/f")).unwrap_err().message;
+        let e = substitute(&argv, None, Path::new("/f")).unwrap_err();
         assert!(
             e.contains("names `{iface}`, but the device's GID has no network interface")
                 && e.contains("start the agent with --capture-command, e.g. ibdump"),
@@ -719,16 +708,16 @@ mod tests {
         fs::write(ndevs.join("2"), "eth1/../x\n").unwrap();
         fs::write(ndevs.join("4"), "\n").unwrap();
         assert_eq!(netdev_in(root.path(), "rxe0", 1, 1).unwrap(), "eth1");
-        let e = netdev_in(root.path(), "rxe0", 1, 3).unwrap_err().message;
+        let e = netdev_in(root.path(), "rxe0", 1, 3).unwrap_err();
         assert!(
             e.contains("rxe0 port 1 GID index 3 has no network interface to capture")
                 && e.contains("ndevs/3")
                 && e.contains("hint: a device without a network interface (hardware offload)"),
             "{e}"
         );
-        let e = netdev_in(root.path(), "rxe0", 1, 2).unwrap_err().message;
+        let e = netdev_in(root.path(), "rxe0", 1, 2).unwrap_err();
         assert!(e.contains("holds a `/`") && e.contains("--capture-command"), "{e}");
-        let e = netdev_in(root.path(), "rxe0", 1, 4).unwrap_err().message;
+        let e = netdev_in(root.path(), "rxe0", 1, 4).unwrap_err();
         assert!(e.contains("it is empty"), "{e}");
     }
 
@@ -781,7 +770,7 @@ mod tests {
     #[test]
     fn a_command_that_fails_before_making_the_file_says_what_it_said() {
         let argv = words("ls /nonexistent-roce-capture-test {file}");
-        let e = Capture::run_command(&argv, None, CAPTURE_MAX).unwrap_err().message;
+        let e = Capture::run_command(&argv, None, CAPTURE_MAX).unwrap_err();
         assert!(
             e.contains("the capture command `ls /nonexistent-roce-capture-test /")
                 && e.contains("ended at once (exit status: 2) without writing its file")
@@ -790,8 +779,7 @@ mod tests {
             "{e}"
         );
         let e = Capture::run_command(&words("roce-no-such-tool -w {file}"), None, CAPTURE_MAX)
-            .unwrap_err()
-            .message;
+            .unwrap_err();
         assert!(
             e.contains("cannot run the capture command `roce-no-such-tool -w /")
                 && e.contains("hint: install roce-no-such-tool"),
@@ -838,7 +826,7 @@ mod tests {
         let fx = tempfile::tempdir().unwrap();
         let (path, bytes) = fixture(fx.path(), 3, 60);
         let argv = vec!["cp".to_string(), path.to_string_lossy().into_owned(), FILE_ARG.into()];
-        let e = Capture::run_command(&argv, None, 100).unwrap().stop().unwrap_err().message;
+        let e = Capture::run_command(&argv, None, 100).unwrap().stop().unwrap_err();
         assert!(
             e.contains(&format!(
                 "wrote {} bytes, more than the 100 a capture may hold",
@@ -849,7 +837,7 @@ mod tests {
         let text = fx.path().join("text");
         fs::write(&text, "not a capture at all\n").unwrap();
         let argv = vec!["cp".to_string(), text.to_string_lossy().into_owned(), FILE_ARG.into()];
-        let e = Capture::run_command(&argv, None, CAPTURE_MAX).unwrap().stop().unwrap_err().message;
+        let e = Capture::run_command(&argv, None, CAPTURE_MAX).unwrap().stop().unwrap_err();
         assert!(
             e.contains("did not write a capture") && e.contains("not a pcap or pcapng file"),
             "{e}"
@@ -859,7 +847,7 @@ mod tests {
     #[cfg(not(feature = "live"))]
     #[test]
     fn without_libpcap_only_a_capture_command_captures() {
-        let e = Capture::start("rxe0", 1, 1, None).unwrap_err().message;
+        let e = Capture::start("rxe0", 1, 1, None).unwrap_err();
         assert!(e.contains("built without live capture") && e.contains("--features live"), "{e}");
     }
 
@@ -869,11 +857,11 @@ mod tests {
     fn on_loopback(max: u64) -> Option<Capture> {
         match Capture::live("lo", max) {
             Ok(c) => Some(c),
-            Err(e) if e.message.contains("ermission") || e.message.contains("not permitted") => {
-                eprintln!("skipped: cannot capture here: {}", e.message);
+            Err(e) if e.contains("ermission") || e.contains("not permitted") => {
+                eprintln!("skipped: cannot capture here: {}", e);
                 None
             }
-            Err(e) => panic!("{}", e.message),
+            Err(e) => panic!("{}", e),
         }
     }
 
