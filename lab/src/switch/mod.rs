@@ -27,6 +27,7 @@
 //! - `wire`: the four UDP sockets ([`Wire`], [`Ports`], [`socket_drops`]);
 //! - `port`: a side of the switch ([`Port`]): the switch's end of the UDP wire,
 //!   or a network interface through `AF_PACKET` ([`LinkPort`]);
+//! - `ring`: an interface port's receive ring, shared with the kernel;
 //! - `veth`: a namespace of veth pairs to try interface ports on without NICs;
 //! - `runs`: the runs in progress, which run a frame belongs to (by [`Claim`]),
 //!   beginning and ending them;
@@ -64,6 +65,7 @@ use super::record::Recorder;
 mod deliver;
 mod port;
 mod report;
+mod ring;
 mod roce;
 mod rules;
 mod runs;

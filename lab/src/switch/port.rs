@@ -14,8 +14,9 @@
 //! exists, is up, may be opened (`CAP_NET_RAW`), and can carry a RoCE packet of
 //! the smallest path MTU.
 //!
-//! Owns: [`Port`], [`LinkPort`], [`Burst`], [`PortError`], [`LinkWatch`] and [`LinkState`]. Imports: nothing from the crate;
+//! Owns: [`Port`], [`LinkPort`], [`Burst`], [`PortError`], [`LinkWatch`] and [`LinkState`]. Imports: `ring`;
 //! dissector's checksum completion.
+//! An interface's frames are read out of its receive ring ([`ring`](super::ring)).
 //! The `AF_PACKET` calls nix does not wrap (binding to an interface, joining
 //! promiscuous mode, ignoring our own sends, the drop statistics) are `libc`
 //! calls here, each with its safety argument.
@@ -27,6 +28,8 @@ use std::net::UdpSocket;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use nix::sys::socket::{setsockopt, sockopt};
+
+use super::ring::{self, RxRing};
 
 /// Receive and send buffers: a burst must fit while the switch thread is busy.
 const BUFFER: usize = 8 << 20;
@@ -53,8 +56,11 @@ impl Port {
     /// (`recvmmsg`): how many `burst` now holds, or `WouldBlock` when none was.
     pub fn recv_burst(&self, burst: &mut Burst) -> io::Result<usize> {
         match self {
-            Port::Udp(s) => burst.fill(s.as_fd(), |_, _| Some(())),
-            Port::Link(l) => burst.fill(l.fd.as_fd(), LinkPort::accept),
+            Port::Udp(s) => burst.fill(s.as_fd()),
+            Port::Link(l) => match burst.fill_with(|slot| l.take(slot)) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(l.pending_error()),
+                r => r,
+            },
         }
     }
 
@@ -114,7 +120,10 @@ pub struct LinkPort {
     name: String,
     ifindex: u32,
     mtu: u32,
-    /// What PACKET_STATISTICS said so far (it resets when read).
+    /// Where the kernel puts what the interface receives.
+    rx: RxRing,
+    /// What PACKET_STATISTICS said so far (it resets when read), and the
+    /// frames that came too long for a slot.
     dropped: Cell<u64>,
 }
 
@@ -348,23 +357,23 @@ impl LinkPort {
         mreq.mr_ifindex = ifindex as i32;
         mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
         // Promiscuous while the socket is open: the kernel undoes it when it closes.
-        setsockopt_raw(&fd, libc::PACKET_ADD_MEMBERSHIP, &mreq)
+        ring::set(&fd, libc::PACKET_ADD_MEMBERSHIP, &mreq)
             .map_err(|_| io_err("making it promiscuous"))?;
-        // The kernel says which frames carry a checksum left to the hardware.
-        setsockopt_raw(&fd, libc::PACKET_AUXDATA, &1 as &libc::c_int)
-            .map_err(|_| io_err("asking for its frames' checksum state"))?;
         // Our own sends out of this port must not come back in as received
         // (Linux 4.20 and later; before, `recv` skips them by their type).
-        let _ = setsockopt_raw(&fd, libc::PACKET_IGNORE_OUTGOING, &1 as &libc::c_int);
+        let _ = ring::set(&fd, libc::PACKET_IGNORE_OUTGOING, &1 as &libc::c_int);
         // What the switch forwards goes straight to the driver, as a cable
         // would carry it: no queueing discipline of this host's in between
         // (Linux 3.14 and later; without it, the interface's qdisc).
-        let _ = setsockopt_raw(&fd, libc::PACKET_QDISC_BYPASS, &1 as &libc::c_int);
+        let _ = ring::set(&fd, libc::PACKET_QDISC_BYPASS, &1 as &libc::c_int);
         setsockopt(&fd, sockopt::RcvBuf, &BUFFER).map_err(|_| io_err("sizing its buffers"))?;
         setsockopt(&fd, sockopt::SndBuf, &BUFFER).map_err(|_| io_err("sizing its buffers"))?;
         let _ = setsockopt(&fd, sockopt::RcvBufForce, &BUFFER);
         let _ = setsockopt(&fd, sockopt::SndBufForce, &BUFFER);
-        Ok(LinkPort { fd, name: name.to_string(), ifindex, mtu, dropped: Cell::new(0) })
+        // Last: frames arriving before the ring is there wait in the socket's
+        // queue, which is never read once it is.
+        let rx = RxRing::attach(&fd, mtu).map_err(|_| io_err("mapping its receive ring"))?;
+        Ok(LinkPort { fd, name: name.to_string(), ifindex, mtu, rx, dropped: Cell::new(0) })
     }
 
     pub fn name(&self) -> &str {
@@ -388,45 +397,55 @@ impl LinkPort {
     /// One frame, if one is waiting (the socket does not block): its length.
     pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
         loop {
-            // SAFETY: sockaddr_ll is plain data; zero is valid for every field.
-            let mut from: libc::sockaddr_ll = unsafe { mem::zeroed() };
-            // Room for one PACKET_AUXDATA message, aligned as cmsghdr wants.
-            let mut control = [0u64; CONTROL_WORDS];
-            let mut iov = libc::iovec { iov_base: buf.as_mut_ptr().cast(), iov_len: buf.len() };
-            let mut msg = header(&mut from, &mut iov, &mut control);
-            // SAFETY: every pointer in `msg` is to memory valid for writes of the
-            // lengths given, for the duration of the call.
-            let n = unsafe { libc::recvmsg(self.fd.as_raw_fd(), &mut msg, libc::MSG_TRUNC) };
-            if n < 0 {
-                return Err(io::Error::last_os_error());
-            }
-            let n = n as usize;
-            if n > buf.len() {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    "frame longer than the buffer",
-                ));
-            }
-            if LinkPort::accept(&msg, &mut buf[..n]).is_some() {
-                return Ok(n);
+            match self.take(buf) {
+                None => return Err(self.pending_error()),
+                Some(Some(n)) => return Ok(n),
+                Some(None) => {}
             }
         }
     }
 
-    /// Whether a frame read whole into `frame` is one to forward (not our own
-    /// send, seen on the way out), its checksum completed where the kernel
-    /// says it was left to hardware.
-    fn accept(msg: &libc::msghdr, frame: &mut [u8]) -> Option<()> {
-        // SAFETY: `msg_name` points to the sockaddr_ll the call filled (every
-        // header built by [`header`] names one).
-        let from: &libc::sockaddr_ll = unsafe { &*msg.msg_name.cast::<libc::sockaddr_ll>() };
-        if from.sll_pkttype == libc::PACKET_OUTGOING {
-            return None;
+    /// Why nothing was read, when the ring is empty: the error the socket holds
+    /// (`ENETDOWN` when the interface went down), taken so that it is said
+    /// once, as a read would have, and neither keeps `poll` waking nor fails
+    /// the first send after the link is back; else `WouldBlock`.
+    fn pending_error(&self) -> io::Error {
+        match nix::sys::socket::getsockopt(&self.fd, sockopt::SocketError) {
+            Ok(e) if e != 0 => io::Error::from_raw_os_error(e),
+            _ => io::ErrorKind::WouldBlock.into(),
         }
-        if partial_checksum(msg) {
-            dissector::wire::l4sum::complete_l4_checksum(frame);
-        }
-        Some(())
+    }
+
+    /// The next frame from the receive ring, into `buf` as it was on the wire
+    /// (its VLAN tag put back, its checksum completed where the kernel says it
+    /// was left to hardware): its length; `Some(None)` for one not to forward
+    /// (our own send seen on the way out, or one too long to take whole,
+    /// counted as dropped); `None` when none is waiting.
+    fn take(&self, buf: &mut [u8]) -> Option<Option<usize>> {
+        self.rx.next(|f| {
+            if f.outgoing {
+                return None;
+            }
+            let tag = if f.vlan.is_some() { 4 } else { 0 };
+            if f.data.len() < f.len || f.len < 12 || f.len + tag > buf.len() {
+                self.dropped.set(self.dropped.get() + 1);
+                return None;
+            }
+            let n = f.len + tag;
+            match f.vlan {
+                None => buf[..n].copy_from_slice(f.data),
+                Some((tpid, tci)) => {
+                    buf[..12].copy_from_slice(&f.data[..12]);
+                    buf[12..14].copy_from_slice(&tpid.to_be_bytes());
+                    buf[14..16].copy_from_slice(&tci.to_be_bytes());
+                    buf[16..n].copy_from_slice(&f.data[12..]);
+                }
+            }
+            if f.checksum_partial {
+                dissector::wire::l4sum::complete_l4_checksum(&mut buf[..n]);
+            }
+            Some(n)
+        })
     }
 
     /// Puts `frame` on the interface as it is.
@@ -462,37 +481,13 @@ impl LinkPort {
     }
 }
 
-/// Room for one PACKET_AUXDATA control message, in u64s (aligned as cmsghdr
-/// wants).
-const CONTROL_WORDS: usize = 8;
-
-/// A `recvmsg` header reading into `iov`, the sender's address into `from` and
-/// control messages into `control`.
-fn header(
-    from: &mut libc::sockaddr_ll,
-    iov: &mut libc::iovec,
-    control: &mut [u64; CONTROL_WORDS],
-) -> libc::msghdr {
-    // SAFETY: msghdr is plain data; zero is valid for every field.
-    let mut msg: libc::msghdr = unsafe { mem::zeroed() };
-    msg.msg_name = (from as *mut libc::sockaddr_ll).cast();
-    msg.msg_namelen = mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
-    msg.msg_iov = iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = mem::size_of_val(control);
-    msg
-}
-
-/// Frames read from a port in one system call (`recvmmsg`), each whole in a
-/// slot of its own: what a switch thread reads a burst into. A frame longer
+/// Frames read from a port in a burst, each whole in a slot of its own: what a
+/// switch thread reads a burst into. From a UDP port in one system call
+/// (`recvmmsg`); from an interface, out of its receive ring. A frame longer
 /// than its slot is never forwarded short: it is left out, as one that did not
 /// fit a single read's buffer always was.
 pub struct Burst {
     data: Vec<u8>,
-    /// Each slot's sender and control messages, filled by the kernel.
-    from: Vec<libc::sockaddr_ll>,
-    control: Vec<[u64; CONTROL_WORDS]>,
     /// Where each kept frame is in `data`, and how long it is.
     kept: Vec<(usize, usize)>,
 }
@@ -505,13 +500,7 @@ impl Burst {
     const SLOT: usize = 65_536;
 
     pub fn new() -> Burst {
-        Burst {
-            data: vec![0; Self::SLOTS * Self::SLOT],
-            // SAFETY: sockaddr_ll is plain data; zero is valid for every field.
-            from: vec![unsafe { mem::zeroed() }; Self::SLOTS],
-            control: vec![[0; CONTROL_WORDS]; Self::SLOTS],
-            kept: Vec::with_capacity(Self::SLOTS),
-        }
+        Burst { data: vec![0; Self::SLOTS * Self::SLOT], kept: Vec::with_capacity(Self::SLOTS) }
     }
 
     /// The frames of the last read, in the order they came.
@@ -519,14 +508,9 @@ impl Burst {
         self.kept.iter().map(|&(at, len)| &self.data[at..at + len])
     }
 
-    /// Reads what is waiting on `fd` (which does not block), keeping each
-    /// whole frame `keep` accepts (it may complete the frame in place): how
-    /// many it kept, or the error when nothing was read.
-    fn fill(
-        &mut self,
-        fd: BorrowedFd<'_>,
-        keep: impl Fn(&libc::msghdr, &mut [u8]) -> Option<()>,
-    ) -> io::Result<usize> {
+    /// Reads the datagrams waiting on `fd` (which does not block): how many
+    /// it kept, or the error when nothing was read.
+    fn fill(&mut self, fd: BorrowedFd<'_>) -> io::Result<usize> {
         self.kept.clear();
         let base = self.data.as_mut_ptr();
         let mut iovs: [libc::iovec; Self::SLOTS] = std::array::from_fn(|i| libc::iovec {
@@ -534,18 +518,15 @@ impl Burst {
             iov_base: unsafe { base.add(i * Self::SLOT) }.cast(),
             iov_len: Self::SLOT,
         });
-        let mut msgs: [libc::mmsghdr; Self::SLOTS] = std::array::from_fn(|_| libc::mmsghdr {
-            // SAFETY: msghdr is plain data; zero is valid for every field.
-            msg_hdr: unsafe { mem::zeroed() },
-            msg_len: 0,
-        });
-        let slots = iovs.iter_mut().zip(self.from.iter_mut().zip(self.control.iter_mut()));
-        for (m, (iov, (from, control))) in msgs.iter_mut().zip(slots) {
-            m.msg_hdr = header(from, iov, control);
+        // SAFETY: mmsghdr is plain data; zero is valid for every field.
+        let mut msgs: [libc::mmsghdr; Self::SLOTS] = unsafe { mem::zeroed() };
+        for (m, iov) in msgs.iter_mut().zip(iovs.iter_mut()) {
+            m.msg_hdr.msg_iov = iov;
+            m.msg_hdr.msg_iovlen = 1;
         }
-        // SAFETY: every header points to memory valid for writes of the lengths
-        // given (a slot of `data`, a sockaddr_ll, a control buffer), all alive
-        // and not otherwise borrowed for the duration of the call.
+        // SAFETY: every header points to one iovec over a slot of `data`,
+        // valid for writes of its length, alive and not otherwise borrowed for
+        // the duration of the call; no address or control buffer is asked for.
         let n = unsafe {
             libc::recvmmsg(
                 fd.as_raw_fd(),
@@ -561,12 +542,29 @@ impl Burst {
         for (i, m) in msgs.iter().enumerate().take(n as usize) {
             // MSG_TRUNC: the frame's real length, longer than the slot when cut.
             let len = m.msg_len as usize;
-            if len > Self::SLOT {
-                continue;
+            if len <= Self::SLOT {
+                self.kept.push((i * Self::SLOT, len));
             }
+        }
+        Ok(self.kept.len())
+    }
+
+    /// Takes up to a burst's worth of frames through `take`, which copies the
+    /// next one into the slot it is given and says its length (`Some(None)`
+    /// for one not kept, `None` when none is waiting): how many it kept, or
+    /// `WouldBlock` when none was waiting.
+    fn fill_with(
+        &mut self,
+        mut take: impl FnMut(&mut [u8]) -> Option<Option<usize>>,
+    ) -> io::Result<usize> {
+        self.kept.clear();
+        for i in 0..Self::SLOTS {
             let at = i * Self::SLOT;
-            if keep(&m.msg_hdr, &mut self.data[at..at + len]).is_some() {
-                self.kept.push((at, len));
+            match take(&mut self.data[at..at + Self::SLOT]) {
+                None if i == 0 => return Err(io::ErrorKind::WouldBlock.into()),
+                None => break,
+                Some(None) => {}
+                Some(Some(len)) => self.kept.push((at, len)),
             }
         }
         Ok(self.kept.len())
@@ -576,47 +574,6 @@ impl Burst {
 impl Default for Burst {
     fn default() -> Self {
         Burst::new()
-    }
-}
-
-/// Did the kernel say (PACKET_AUXDATA) that the frame's TCP or UDP checksum is
-/// not done yet: a local sender on a virtual interface left it to hardware
-/// that is not there. A NIC would have completed it; so does the switch.
-fn partial_checksum(msg: &libc::msghdr) -> bool {
-    // SAFETY: `msg` was filled by recvmsg(2): its control buffer holds
-    // `msg_controllen` bytes of well-formed cmsghdrs, which the CMSG_* functions
-    // walk without reading past it.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_PACKET && (*c).cmsg_type == libc::PACKET_AUXDATA {
-                let aux: libc::tpacket_auxdata =
-                    std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                return aux.tp_status & libc::TP_STATUS_CSUMNOTREADY != 0;
-            }
-            c = libc::CMSG_NXTHDR(msg, c);
-        }
-    }
-    false
-}
-
-/// setsockopt(2) at SOL_PACKET with a plain-data value.
-fn setsockopt_raw<T>(fd: &OwnedFd, opt: libc::c_int, value: &T) -> io::Result<()> {
-    // SAFETY: `value` is valid for reads of size_of::<T>() bytes during the call,
-    // and the kernel reads only that many.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            opt,
-            (value as *const T).cast(),
-            mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
     }
 }
 

@@ -1,6 +1,7 @@
 //! The switch over real 127.0.0.1 UDP sockets, with synthetic RoCE frames
 //! standing in for the VMs.
 use std::net::UdpSocket;
+use std::path::Path;
 
 use super::*;
 use crate::fault::parse_rule;
@@ -93,28 +94,40 @@ impl Rig {
         out
     }
     fn begin(&self, rules: &[&str], seed: u64, capture: bool) -> PathBuf {
-        let path = self.dir.join("cap.pcapng");
-        let recorder: Option<Box<dyn Recorder>> =
-            capture.then(|| Box::new(PcapngRecorder::create(&path).unwrap()) as Box<dyn Recorder>);
-        let rules = rules.iter().map(|r| parse_rule(r).unwrap()).collect();
-        self.run.set(
-            self.switch
-                .begin(RunSpec {
-                    rules,
-                    seed,
-                    recorder,
-                    capture: capture.then(|| path.clone()),
-                    live: None,
-                    claim: None,
-                    standing: Default::default(),
-                })
-                .unwrap(),
-        );
+        let (run, path) = begin_run(&self.switch, &self.dir, rules, seed, capture);
+        self.run.set(run);
         path
     }
     fn end(&self) -> Result<RunReport> {
         self.switch.end(self.run.get())
     }
+}
+
+/// Begins a run of `switch` with `rules`, recording (with `capture`) to
+/// `dir/cap.pcapng`: the run and where it records.
+fn begin_run(
+    switch: &Switch,
+    dir: &Path,
+    rules: &[&str],
+    seed: u64,
+    capture: bool,
+) -> (RunId, PathBuf) {
+    let path = dir.join("cap.pcapng");
+    let recorder: Option<Box<dyn Recorder>> =
+        capture.then(|| Box::new(PcapngRecorder::create(&path).unwrap()) as Box<dyn Recorder>);
+    let rules = rules.iter().map(|r| parse_rule(r).unwrap()).collect();
+    let run = switch
+        .begin(RunSpec {
+            rules,
+            seed,
+            recorder,
+            capture: capture.then(|| path.clone()),
+            live: None,
+            claim: None,
+            standing: Default::default(),
+        })
+        .unwrap();
+    (run, path)
 }
 
 #[test]
@@ -766,18 +779,7 @@ fn between_two_interfaces_it_forwards_applies_rules_and_records() {
     let switch = Switch::spawn_on([a1, b1], Ports::default()).unwrap();
     let dir = std::env::temp_dir().join(format!("roce-bridge-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("cap.pcapng");
-    let run = switch
-        .begin(RunSpec {
-            rules: vec![parse_rule("drop op=send-only nth=2").unwrap()],
-            seed: 1,
-            recorder: Some(Box::new(PcapngRecorder::create(&path).unwrap())),
-            capture: Some(path.clone()),
-            live: None,
-            claim: None,
-            standing: Default::default(),
-        })
-        .unwrap();
+    let (run, path) = begin_run(&switch, &dir, &["drop op=send-only nth=2"], 1, true);
     let sends: Vec<Vec<u8>> =
         (0..4).map(|i| roce(Dir::AtoB, 0x04, 0x11, i, &[i as u8; 32])).collect();
     let ack = roce(Dir::BtoA, 0x11, 0x12, 3, b"");
@@ -836,4 +838,49 @@ fn a_down_or_small_interface_is_refused() {
     // Up, with its peer down: it opens, and says it has no link.
     let a0 = got[3].as_ref().expect("a0 is up with MTU 1500");
     assert_eq!((a0.name(), a0.mtu(), a0.carrier()), ("a0", 1500, false));
+}
+
+/// `frame` with the tags (TPID, TCI) put after its MAC addresses, outer first.
+fn tagged(frame: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
+    let mut out = frame[..12].to_vec();
+    for (tpid, tci) in tags {
+        out.extend_from_slice(&tpid.to_be_bytes());
+        out.extend_from_slice(&tci.to_be_bytes());
+    }
+    out.extend_from_slice(&frame[12..]);
+    out
+}
+
+/// RoCE deployments run on VLANs, their priority (PCP) choosing the lossless
+/// class PFC pauses. The kernel takes a frame's outer tag off before a packet
+/// socket sees it; the switch puts it back, so a tagged frame crosses as it
+/// was sent (802.1Q with its priority, and QinQ with the 802.1ad outer tag),
+/// and is recorded so.
+#[test]
+#[ignore = "needs root (a network namespace, raw sockets): bash scripts/test.sh runs it as root"]
+fn vlan_tags_cross_the_bridge_as_sent() {
+    let ns = Netns::new("vlan").unwrap();
+    let mut ports = ns.open(&["a1", "b1", "a0", "b0"]).unwrap().into_iter().map(|p| p.unwrap());
+    let mut next = || Port::Link(ports.next().unwrap());
+    let (a1, b1, host_a, host_b) = (next(), next(), next(), next());
+    let switch = Switch::spawn_on([a1, b1], Ports::default()).unwrap();
+    let dir = std::env::temp_dir().join(format!("roce-bridge-vlan-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (run, path) = begin_run(&switch, &dir, &[], 1, true);
+    // Priority 3, VLAN 100; and QinQ: service VLAN 200 outside VLAN 100.
+    let dot1q = tagged(&roce(Dir::AtoB, 0x04, 0x11, 1, &[7; 32]), &[(0x8100, 3 << 13 | 100)]);
+    let qinq = tagged(&roce(Dir::BtoA, 0x11, 0x12, 1, b""), &[(0x88a8, 200), (0x8100, 100)]);
+    host_a.send_batch(&[&dot1q]).unwrap();
+    let at_b = drain(&host_b);
+    host_b.send_batch(&[&qinq]).unwrap();
+    let at_a = drain(&host_a);
+    let rep = switch.end(run).unwrap();
+    assert_eq!(at_b, vec![dot1q.clone()], "the 802.1Q frame arrives tagged, its priority kept");
+    assert_eq!(at_a, vec![qinq.clone()], "the QinQ frame keeps both tags");
+    let (_, frames) = read_capture(&path).unwrap();
+    let recorded: Vec<&[u8]> = frames.iter().map(|f| f.data.as_slice()).collect();
+    assert_eq!(recorded, [dot1q.as_slice(), qinq.as_slice()], "recorded as on the wire");
+    assert!(icrc_ok(&dot1q) && icrc_ok(&qinq), "a tag is outside what the ICRC covers");
+    assert_eq!(rep.counters.forwarded, 2);
+    let _ = std::fs::remove_dir_all(&dir);
 }
