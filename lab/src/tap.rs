@@ -92,7 +92,14 @@ impl Tap {
     }
 }
 
-/// Sets interface `name` up (`SIOCSIFFLAGS`, through a socket of this network
+/// Frames a tap's queue toward its reader holds (`txqueuelen`): as many as a
+/// NIC's transmit ring, where the kernel's default for a tap (1000) drops
+/// frames the switch forwards whenever the reader (qemu under TCG) is a few
+/// milliseconds late.
+const QUEUE: libc::c_int = 4096;
+
+/// Sets interface `name`'s queue to [`QUEUE`] frames and the interface up
+/// (`SIOCSIFTXQLEN`, `SIOCSIFFLAGS`, through a socket of this network
 /// namespace).
 fn set_up(name: &str) -> io::Result<()> {
     let sock = std::net::UdpSocket::bind("127.0.0.1:0")?;
@@ -101,9 +108,14 @@ fn set_up(name: &str) -> io::Result<()> {
     for (d, s) in req.ifr_name.iter_mut().zip(name.bytes().take(libc::IFNAMSIZ - 1)) {
         *d = s as libc::c_char;
     }
-    // SAFETY: `req` is a valid ifreq for both calls; the kernel reads the name
-    // and reads or writes the flags, during each call only.
+    // SAFETY: `req` is a valid ifreq for every call; the kernel reads the name
+    // and reads or writes the queue length or the flags, during each call only.
+    // The queue length is the union's int (`ifr_qlen`), where `ifru_mtu` is.
     unsafe {
+        req.ifr_ifru.ifru_mtu = QUEUE;
+        if libc::ioctl(sock.as_raw_fd(), libc::SIOCSIFTXQLEN, &mut req as *mut libc::ifreq) < 0 {
+            return Err(io::Error::last_os_error());
+        }
         if libc::ioctl(sock.as_raw_fd(), libc::SIOCGIFFLAGS, &mut req as *mut libc::ifreq) < 0 {
             return Err(io::Error::last_os_error());
         }
