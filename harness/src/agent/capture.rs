@@ -197,7 +197,7 @@ impl std::fmt::Debug for Capture {
 
 enum Way {
     #[cfg(feature = "live")]
-    Live(live::Thread),
+    Live(crate::net::live::FileCapture),
     Command(Run),
 }
 
@@ -311,7 +311,10 @@ impl Capture {
         let Capture { how, way, file, max, dir } = self;
         let (frames, dropped, cut_short) = match way {
             #[cfg(feature = "live")]
-            Way::Live(t) => t.finish(&how)?,
+            Way::Live(cap) => match cap.finish() {
+                Ok(w) => (w.frames, w.dropped, w.cut_short),
+                Err(e) => return fail(format!("the capture `{how}` failed: {e}")),
+            },
             Way::Command(mut run) => {
                 let status = run.finish()?;
                 if !run.signalled && !status.success() {
@@ -432,41 +435,12 @@ impl Drop for Run {
 
 #[cfg(feature = "live")]
 mod live {
-    use std::path::PathBuf;
-    use std::sync::atomic::{AtomicBool, Ordering};
-    use std::sync::{mpsc, Arc, Once};
-    use std::thread::JoinHandle;
+    use std::sync::atomic::Ordering;
+    use std::sync::Once;
     use std::time::Duration;
 
     use super::{fail, say, Capture, Result, Way, FILTER};
-    use crate::net::live::{LiveCapture, LiveOptions};
-
-    /// Room for the file's section and interface headers, before any packet.
-    pub(super) const HEADERS: u64 = 256;
-
-    /// What a capture thread ends with.
-    #[derive(Debug, Default)]
-    struct End {
-        frames: u64,
-        dropped: u64,
-        cut_short: bool,
-    }
-
-    /// The thread that writes what libpcap reads. Dropping it stops it.
-    pub(super) struct Thread {
-        /// Ends the capture at once (dropped unfinished).
-        stop: Arc<AtomicBool>,
-        /// Ends it once what the kernel captured is read ([`Thread::finish`]).
-        drain: Arc<AtomicBool>,
-        done: Option<JoinHandle<std::result::Result<End, String>>>,
-    }
-
-    /// The most an Enhanced Packet Block of `r` takes in the file (its data
-    /// padded to 4 bytes, and a direction option).
-    fn record_size(r: &dissector::capture::Record<'_>) -> u64 {
-        let caplen = r.data.len().min(dissector::capture::MAX_WRITE_CAPLEN) as u64;
-        32 + caplen.div_ceil(4) * 4 + 12
-    }
+    use crate::net::live::{FileCapture, LiveOptions};
 
     /// libpcap's first capture installs the process's Ctrl-C/SIGTERM/SIGHUP
     /// handler (`net::live`), which takes the first signal as "stop capturing":
@@ -485,35 +459,6 @@ mod live {
         });
     }
 
-    fn run(
-        cap: &mut LiveCapture,
-        out: &mut dissector::capture::RecordFile,
-        max: u64,
-    ) -> (End, Option<String>) {
-        let mut end = End::default();
-        let mut size = HEADERS;
-        let failed = loop {
-            match cap.next_packet() {
-                Ok(None) => break None,
-                Ok(Some(r)) => {
-                    let more = record_size(&r);
-                    if size.saturating_add(more) > max {
-                        end.cut_short = true;
-                        break None;
-                    }
-                    if let Err(e) = out.write(&r) {
-                        break Some(format!("writing the capture: {e}"));
-                    }
-                    size += more;
-                    end.frames += 1;
-                }
-                Err(e) => break Some(e.to_string()),
-            }
-        };
-        end.dropped = cap.stats().map_or(0, |s| u64::from(s.dropped) + u64::from(s.if_dropped));
-        (end, failed)
-    }
-
     impl Capture {
         /// Captures RoCEv2 on `iface` through libpcap into a pcapng file of a
         /// fresh private directory, at most `max` bytes; returns once the
@@ -528,85 +473,19 @@ mod live {
                 buffer: Some(super::BUFFER),
                 ..Default::default()
             };
-            let path: PathBuf = file.clone();
-            let (tx, rx) = mpsc::channel();
-            let done = std::thread::Builder::new()
-                .name("roce-agent-capture".into())
-                .spawn(move || -> std::result::Result<End, String> {
-                    let mut cap = match LiveCapture::open(&opts) {
-                        Ok(c) => c,
-                        Err(e) => {
-                            let m = e.to_string();
-                            let _ = tx.send(Err(m.clone()));
-                            return Err(m);
-                        }
-                    };
-                    let mut out = match dissector::capture::RecordFile::create(
-                        &path,
-                        concat!("roce agent ", env!("CARGO_PKG_VERSION")),
-                    ) {
-                        Ok(o) => o,
-                        Err(e) => {
-                            let m = format!("cannot write {}: {e}", path.display());
-                            let _ = tx.send(Err(m.clone()));
-                            return Err(m);
-                        }
-                    };
-                    let _ = tx.send(Ok((cap.stop_handle(), cap.drain_handle())));
-                    let (end, failed) = run(&mut cap, &mut out, max);
-                    out.commit().map_err(|e| format!("cannot finish {}: {e}", path.display()))?;
-                    match failed {
-                        Some(e) => Err(format!("{e} (after {} frames)", end.frames)),
-                        None => Ok(end),
-                    }
-                })
-                .map_err(|e| format!("cannot start the capture thread: {e}"))?;
-            let (stop, drain) = match rx.recv() {
-                Ok(Ok(handles)) => handles,
-                Ok(Err(e)) => {
-                    let _ = done.join();
-                    return fail(format!("cannot capture on {iface}: {e}"));
-                }
-                Err(_) => {
-                    let _ = done.join();
-                    return fail(format!("cannot capture on {iface}: the capture thread ended"));
-                }
+            let writer = concat!("roce agent ", env!("CARGO_PKG_VERSION"));
+            let cap = match FileCapture::start(opts, &file, writer, max) {
+                Ok(c) => c,
+                Err(e) => return fail(format!("cannot capture on {iface}: {e}")),
             };
             end_on_signal();
             Ok(Capture {
                 how: format!("libpcap on {iface} ({FILTER})"),
-                way: Way::Live(Thread { stop, drain, done: Some(done) }),
+                way: Way::Live(cap),
                 file,
                 max,
                 dir,
             })
-        }
-    }
-
-    impl Thread {
-        /// Stops the capture and waits for its file: its frames, the drops
-        /// libpcap counted, whether it reached the most a capture holds.
-        pub(super) fn finish(mut self, how: &str) -> Result<(u64, u64, bool)> {
-            // The scenario's last frames, still in the kernel's buffer, are read
-            // before the capture ends.
-            self.drain.store(true, Ordering::SeqCst);
-            let Some(done) = self.done.take() else {
-                return fail(format!("the capture `{how}` was stopped already"));
-            };
-            match done.join() {
-                Ok(Ok(e)) => Ok((e.frames, e.dropped, e.cut_short)),
-                Ok(Err(e)) => fail(format!("the capture `{how}` failed: {e}")),
-                Err(_) => fail(format!("the capture `{how}`: its thread panicked")),
-            }
-        }
-    }
-
-    impl Drop for Thread {
-        fn drop(&mut self) {
-            self.stop.store(true, Ordering::SeqCst);
-            if let Some(done) = self.done.take() {
-                let _ = done.join();
-            }
         }
     }
 }
@@ -907,7 +786,7 @@ mod tests {
     #[test]
     fn libpcap_stops_at_the_most_a_capture_holds() {
         // Headers, then three records of 82 bytes (14 + 20 + 8 + 40) as counted.
-        let max = live::HEADERS + 3 * (32 + 84 + 12);
+        let max = crate::net::live::FILE_HEADERS + 3 * (32 + 84 + 12);
         let Some(c) = on_loopback(max) else { return };
         send(10, 4791);
         std::thread::sleep(Duration::from_millis(200));

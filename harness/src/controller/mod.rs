@@ -167,54 +167,6 @@ pub(crate) fn run_one(
     (o, t.elapsed().as_secs_f64())
 }
 
-/// A live capture to a pcapng file while a scenario runs on real hosts.
-pub(crate) struct Recording {
-    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    done: std::thread::JoinHandle<Result<u64>>,
-}
-
-impl Recording {
-    /// Starts capturing on `iface`; returns once the capture is open.
-    pub(crate) fn start(iface: &str, filter: &str, path: &Path) -> Result<Recording> {
-        let opts = crate::net::live::LiveOptions {
-            iface: iface.to_string(),
-            filter: filter.to_string(),
-            ..Default::default()
-        };
-        let path = path.to_path_buf();
-        let (tx, rx) = std::sync::mpsc::channel();
-        let done = std::thread::spawn(move || -> Result<u64> {
-            let mut cap = match crate::net::live::LiveCapture::open(&opts) {
-                Ok(c) => c,
-                Err(e) => {
-                    let _ = tx.send(Err(anyhow!("{e}")));
-                    return Ok(0);
-                }
-            };
-            let _ = tx.send(Ok(cap.stop_handle()));
-            let mut out = dissector::capture::RecordFile::create(
-                &path,
-                concat!("roce ", env!("CARGO_PKG_VERSION")),
-            )?;
-            let mut n = 0;
-            while let Some(r) = cap.next_packet().map_err(|e| anyhow!("{e}"))? {
-                out.write(&r)?;
-                n += 1;
-            }
-            out.commit()?;
-            Ok(n)
-        });
-        let stop = rx.recv().map_err(|_| anyhow!("the capture thread ended"))??;
-        Ok(Recording { stop, done })
-    }
-
-    /// Stops the capture and publishes the file; the number of frames.
-    pub(crate) fn finish(self) -> Result<u64> {
-        self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
-        self.done.join().map_err(|_| anyhow!("the capture thread panicked"))?
-    }
-}
-
 /// What a run of several scenarios produced.
 pub(crate) struct RunResults {
     pub report: Report,
@@ -246,10 +198,18 @@ fn carry_out(
         });
     }
     let rec = match &plan.wire {
-        WireSource::Live { iface, filter } => Some(
-            Recording::start(iface, filter, cap)
-                .with_context(|| format!("capturing on {iface}"))?,
-        ),
+        WireSource::Live { iface, filter } => {
+            let opts = crate::net::live::LiveOptions {
+                iface: iface.clone(),
+                filter: filter.clone(),
+                ..Default::default()
+            };
+            let writer = concat!("roce ", env!("CARGO_PKG_VERSION"));
+            Some(
+                crate::net::live::FileCapture::start(opts, cap, writer, u64::MAX)
+                    .map_err(|e| anyhow!("capturing on {iface}: {e}"))?,
+            )
+        }
         _ => None,
     };
     let consoles = KernelSays::watch(&plan.endpoints);
@@ -263,12 +223,18 @@ fn carry_out(
     }
     if let (Some(r), WireSource::Live { iface, .. }) = (rec, &plan.wire) {
         match r.finish() {
-            Ok(_) => {
+            Ok(w) => {
                 o.capture = Some(cap.to_path_buf());
                 o.wire_from = Some(format!("a live capture on {iface}, on this host"));
+                if w.dropped > 0 {
+                    o.error.get_or_insert(format!(
+                        "the wire's capture is incomplete: the capture on {iface} dropped {} frames",
+                        w.dropped
+                    ));
+                }
             }
             Err(e) => {
-                o.error.get_or_insert(format!("the capture on {iface}: {e:#}"));
+                o.error.get_or_insert(format!("the capture on {iface}: {e}"));
             }
         }
     }

@@ -21,14 +21,19 @@
 //! stop on Ctrl-C can share [`ctrl_c_flag`]; a program that installed its own `ctrlc`
 //! handler first should call [`request_stop`] from it.
 //!
-//! Owns: [`LiveCapture`], [`LiveOptions`] and the process's Ctrl-C flag. Imports:
+//! [`FileCapture`] writes a live capture to a pcapng file from a thread of its
+//! own, while the caller goes on.
+//!
+//! Owns: [`LiveCapture`], [`LiveOptions`], [`FileCapture`] and the process's Ctrl-C flag. Imports:
 //! dissector's [`PacketSource`], records, interfaces and link types; `pcap`, `ctrlc`,
 //! `nix`'s poll.
 
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Once, OnceLock};
+use std::sync::{mpsc, Arc, Once, OnceLock};
+use std::thread::JoinHandle;
 
-use dissector::capture::{CaptureError, Interface, PacketSource, Record};
+use dissector::capture::{CaptureError, Interface, PacketSource, Record, RecordFile};
 use dissector::LinkType;
 
 /// RoCEv2 (UDP 4791) or RoCEv1 (ethertype 0x8915).
@@ -437,6 +442,135 @@ impl PacketSource for LiveCapture {
     fn next_packet(&mut self) -> Result<Option<Record<'_>>, CaptureError> {
         LiveCapture::next_packet(self)
     }
+}
+
+/// A live capture written to a pcapng file by a thread of its own while the
+/// caller goes on: what an agent records of its host's wire
+/// (`--capture-at-agents`) and the controller of its `-i` interface. Dropping
+/// it stops the capture, its file left unfinished.
+pub struct FileCapture {
+    /// Ends the capture at once.
+    stop: Arc<AtomicBool>,
+    /// Ends it once what the kernel captured is read ([`FileCapture::finish`]).
+    drain: Arc<AtomicBool>,
+    done: Option<JoinHandle<Result<Written, String>>>,
+}
+
+/// What a finished [`FileCapture`] wrote.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Written {
+    pub frames: u64,
+    /// Frames the kernel or the interface dropped before libpcap read them.
+    pub dropped: u64,
+    /// It stopped at the most bytes it was allowed.
+    pub cut_short: bool,
+}
+
+/// Room for a pcapng file's section and interface headers, before any packet.
+pub const FILE_HEADERS: u64 = 256;
+
+/// The most an Enhanced Packet Block of `r` takes in a pcapng file (its data
+/// padded to 4 bytes, and a direction option).
+fn block_size(r: &Record<'_>) -> u64 {
+    let caplen = r.data.len().min(dissector::capture::MAX_WRITE_CAPLEN) as u64;
+    32 + caplen.div_ceil(4) * 4 + 12
+}
+
+impl FileCapture {
+    /// Opens the capture `opts` asks for and writes what it captures to
+    /// `path` (a pcapng file naming `writer` as what wrote it), at most `max`
+    /// bytes; returns once the capture is open, or why it could not be.
+    pub fn start(
+        opts: LiveOptions,
+        path: &Path,
+        writer: &str,
+        max: u64,
+    ) -> Result<FileCapture, String> {
+        let (path, writer) = (path.to_path_buf(), writer.to_string());
+        let (tx, rx) = mpsc::channel();
+        let done = std::thread::Builder::new()
+            .name("roce-capture".into())
+            .spawn(move || -> Result<Written, String> {
+                let opened = LiveCapture::open(&opts).map_err(|e| e.to_string()).and_then(|c| {
+                    let out = RecordFile::create(&path, &writer)
+                        .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+                    Ok((c, out))
+                });
+                let (mut cap, mut out) = match opened {
+                    Ok(o) => o,
+                    Err(e) => {
+                        let _ = tx.send(Err(e.clone()));
+                        return Err(e);
+                    }
+                };
+                let _ = tx.send(Ok((cap.stop_handle(), cap.drain_handle())));
+                let (written, failed) = write_all(&mut cap, &mut out, max);
+                out.commit().map_err(|e| format!("cannot finish {}: {e}", path.display()))?;
+                match failed {
+                    Some(e) => Err(format!("{e} (after {} frames)", written.frames)),
+                    None => Ok(written),
+                }
+            })
+            .map_err(|e| format!("cannot start the capture thread: {e}"))?;
+        match rx.recv() {
+            Ok(Ok((stop, drain))) => Ok(FileCapture { stop, drain, done: Some(done) }),
+            Ok(Err(e)) => {
+                let _ = done.join();
+                Err(e)
+            }
+            Err(_) => {
+                let _ = done.join();
+                Err("the capture thread ended".to_string())
+            }
+        }
+    }
+
+    /// Ends the capture once every frame the kernel captured so far is
+    /// written, and finishes the file: what it wrote.
+    pub fn finish(mut self) -> Result<Written, String> {
+        self.drain.store(true, Ordering::SeqCst);
+        match self.done.take().map(JoinHandle::join) {
+            Some(Ok(r)) => r,
+            Some(Err(_)) => Err("its thread panicked".to_string()),
+            None => Err("it was stopped already".to_string()),
+        }
+    }
+}
+
+impl Drop for FileCapture {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(done) = self.done.take() {
+            let _ = done.join();
+        }
+    }
+}
+
+/// Writes what `cap` captures to `out` until it ends or `max` bytes would be
+/// passed: what was written, and why it stopped when it failed.
+fn write_all(cap: &mut LiveCapture, out: &mut RecordFile, max: u64) -> (Written, Option<String>) {
+    let mut w = Written::default();
+    let mut size = FILE_HEADERS;
+    let failed = loop {
+        match cap.next_packet() {
+            Ok(None) => break None,
+            Ok(Some(r)) => {
+                let more = block_size(&r);
+                if size.saturating_add(more) > max {
+                    w.cut_short = true;
+                    break None;
+                }
+                if let Err(e) = out.write(&r) {
+                    break Some(format!("writing the capture: {e}"));
+                }
+                size += more;
+                w.frames += 1;
+            }
+            Err(e) => break Some(e.to_string()),
+        }
+    };
+    w.dropped = cap.stats().map_or(0, |s| u64::from(s.dropped) + u64::from(s.if_dropped));
+    (w, failed)
 }
 
 #[cfg(test)]
