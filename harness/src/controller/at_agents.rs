@@ -444,17 +444,7 @@ mod tests {
         w.flush().expect("flush");
         drop(w);
         std::fs::write(&pcap, f).expect("write");
-        let facts = |ip: &str| EndpointFacts {
-            vm: None,
-            device: "rxe0".into(),
-            port: 1,
-            gid_index: 1,
-            gid: String::new(),
-            ip: ip.into(),
-            qps: vec![],
-            mrs: vec![],
-            kernel: None,
-        };
+        let facts = |ip: &str| EndpointFacts::rxe0(ip, None);
         let eps =
             BTreeMap::from([("a".to_string(), facts("10.0.0.1")), ("b".into(), facts("10.0.0.1"))]);
         let kept = [("a".to_string(), pcap.clone(), 2), ("b".to_string(), pcap, 2)];

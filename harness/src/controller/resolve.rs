@@ -258,7 +258,7 @@ pub(super) fn fault_rules(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::protocol::{QpInfo, SgeRef};
+    use crate::protocol::SgeRef;
     use std::path::Path;
 
     const SC: &str = r#"
@@ -391,17 +391,7 @@ qp = "q"
     #[test]
     fn faults_become_typed_rules_with_direction_and_qpn() {
         let sc = sc();
-        let facts = |qpn| EndpointFacts {
-            vm: None,
-            device: "rxe0".into(),
-            port: 1,
-            gid_index: 1,
-            gid: String::new(),
-            ip: String::new(),
-            qps: vec![QpInfo { name: "q".into(), qpn, psn: 0, gid: String::new(), qkey: None }],
-            mrs: vec![],
-            kernel: None,
-        };
+        let facts = |qpn| EndpointFacts::rxe0("", Some((qpn, 0)));
         let eps: BTreeMap<String, EndpointFacts> =
             [("a".to_string(), facts(0x11)), ("server".to_string(), facts(0x12))].into();
         let plan = Plan::new(&sc, true).unwrap();

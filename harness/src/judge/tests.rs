@@ -5,7 +5,6 @@ use dissector::wire::{Opcode, Psn, Syndrome};
 use lab::mark::{Mark, Marks, RuleRef};
 
 use super::*;
-use crate::protocol::QpInfo;
 use crate::protocol::{CounterDeltas, ProbeSent, SentFrame};
 use crate::results::EndpointFacts;
 use crate::vocab::{WcFlags, WcOpcode, WcStatus};
@@ -270,17 +269,7 @@ fn dropped() -> Marks {
 }
 
 fn endpoint(ip: &str, qpn: u32) -> EndpointFacts {
-    EndpointFacts {
-        vm: None,
-        device: "rxe0".into(),
-        port: 1,
-        gid_index: 1,
-        gid: String::new(),
-        ip: ip.into(),
-        qps: vec![QpInfo { name: "q".into(), qpn, psn: 100, gid: String::new(), qkey: None }],
-        mrs: vec![],
-        kernel: None,
-    }
+    EndpointFacts::rxe0(ip, Some((qpn, 100)))
 }
 
 fn outcome() -> Evidence {

@@ -141,6 +141,34 @@ pub(crate) struct EndpointFacts {
     pub kernel: Option<String>,
 }
 
+#[cfg(test)]
+impl EndpointFacts {
+    /// What a test's endpoint reports: rxe0 port 1 (GID index 1) at `ip`, with
+    /// one QP `q` numbered `qpn` (starting at `psn`) when given, nothing else.
+    pub(crate) fn rxe0(ip: &str, qp: Option<(u32, u32)>) -> EndpointFacts {
+        EndpointFacts {
+            vm: None,
+            device: "rxe0".into(),
+            port: 1,
+            gid_index: 1,
+            gid: String::new(),
+            ip: ip.into(),
+            qps: qp
+                .map(|(qpn, psn)| QpInfo {
+                    name: "q".into(),
+                    qpn,
+                    psn,
+                    gid: String::new(),
+                    qkey: None,
+                })
+                .into_iter()
+                .collect(),
+            mrs: vec![],
+            kernel: None,
+        }
+    }
+}
+
 /// One side of a connected QP, as its agent reported it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct Connection {
