@@ -23,13 +23,16 @@ pub(crate) fn verdicts(
             .filter(|(k, _)| judged(k))
             .map(|(k, v)| {
                 let actual = seen.get(k).cloned().unwrap_or_else(|| "not seen in this run".into());
-                Verdict::new(
-                    VerdictKind::Profile,
-                    format!("{} profile: {k}", p.name),
-                    &actual == v,
-                    v.clone(),
-                    actual,
-                )
+                Verdict {
+                    observation: Some(k.clone()),
+                    ..Verdict::new(
+                        VerdictKind::Profile,
+                        format!("{} profile: {k}", p.name),
+                        &actual == v,
+                        v.clone(),
+                        actual,
+                    )
+                }
             })
             .collect(),
     )
@@ -61,6 +64,7 @@ mod tests {
         assert_eq!(v.len(), 2, "one verdict per recorded observation");
         let cnp = v.iter().find(|v| v.what.contains("CNP")).unwrap();
         assert!(!cnp.pass && cnp.expected == "no" && cnp.actual == "yes");
+        assert_eq!(cnp.observation.as_deref(), Some("wire q from a: CNP after CE"));
         assert!(v.iter().find(|v| v.what.contains("probe x")).unwrap().pass);
         let missing = verdicts(&p, "s", &obs(&[]), all).unwrap();
         assert!(missing.iter().all(|v| !v.pass && v.actual == "not seen in this run"));

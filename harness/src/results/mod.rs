@@ -88,6 +88,11 @@ pub(crate) struct Verdict {
     /// that (`record_deviation`) instead of failing: `pass` is then true.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deviation: bool,
+    /// A profile's verdict: the key of the observation it holds the run to
+    /// (`counter a rcvd_pkts`, `wire q from a: CNP after CE`), as the profile
+    /// file spells it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observation: Option<String>,
 }
 
 impl Verdict {
@@ -98,7 +103,16 @@ impl Verdict {
         expected: String,
         actual: String,
     ) -> Verdict {
-        Verdict { kind, what, pass, expected, actual, detail: None, deviation: false }
+        Verdict {
+            kind,
+            what,
+            pass,
+            expected,
+            actual,
+            detail: None,
+            deviation: false,
+            observation: None,
+        }
     }
 
     /// Under `record_deviation`: a failed verdict becomes a recorded deviation,

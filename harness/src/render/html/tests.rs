@@ -269,6 +269,7 @@ fn frames_of_no_endpoint_are_a_note() {
         actual: "y".into(),
         detail: None,
         deviation: false,
+        observation: None,
     });
     s.endpoints = serde_json::from_value(serde_json::json!({
         "a": {"vm": "a", "device": "rxe0", "port": 1, "gid_index": 1, "gid": "::ffff:10.0.0.1", "ip": "10.0.0.1",
@@ -344,6 +345,7 @@ fn a_pass_as_profiled_is_marked_apart_from_one_that_follows_iba() {
         actual: "no response".into(),
         detail: None,
         deviation: true,
+        observation: None,
     }];
     let follows = passed("follows");
     let page = render(&Report::new(vec![dev, follows], 1.0, None));
