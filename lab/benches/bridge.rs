@@ -29,7 +29,7 @@ use dissector::wire::ethernet::Mac;
 use dissector::wire::{BthRepr, Opcode, Psn};
 use lab::record::{PcapngRecorder, Recorder};
 use lab::switch::veth::Netns;
-use lab::switch::{Burst, LinkPort, Port, Ports, RunId, RunSpec, Switch};
+use lab::switch::{Burst, LinkPort, Port, Ports, RunId, RunSpec, Switch, Wire};
 use lab::tap::Tap;
 
 const FRAMES: u64 = 400_000;
@@ -284,9 +284,8 @@ fn trial(
 /// The switch on `ports`, between host ends `a` (sending) and `b`: its
 /// figures printed under `what`, with `bare`, the latencies of the hops the
 /// path through the switch takes without it.
-fn measure(what: &str, ports: [LinkPort; 2], a: End, b: End, bare: &[Vec<f64>]) {
-    let [pa, pb] = ports;
-    let switch = Switch::spawn_on([Port::Link(pa), Port::Link(pb)], Ports::default()).unwrap();
+fn measure(what: &str, (ports, wire): ([Port; 2], Ports), a: End, b: End, bare: &[Vec<f64>]) {
+    let switch = Switch::spawn_on(ports, wire).unwrap();
     let cap = std::env::temp_dir().join(format!("roce-bridge-bench-{}.pcapng", std::process::id()));
     let begin = |switch: &Switch| {
         switch
@@ -412,7 +411,7 @@ fn main() {
     let bare = [latencies(&a0, &a1), latencies(&b1, &b0)];
     drop((a1, b1));
     let [a1, b1]: [LinkPort; 2] = open(&["a1", "b1"]).try_into().expect("two ports");
-    measure("two veth pairs", [a1, b1], a0, b0, &bare);
+    measure("two veth pairs", ([Port::Link(a1), Port::Link(b1)], Ports::default()), a0, b0, &bare);
     drop(ns);
 
     // Two taps: the bench holds their descriptors, as qemu does in the lab.
@@ -423,8 +422,24 @@ fn main() {
     let (a, b) = (End::tap(ta), End::tap(tb));
     let (pa, pb) = (link(pa), link(pb));
     let bare = [latencies(&a, &pa), latencies(&pb, &b)];
-    let (End::Link(Port::Link(pa)), End::Link(Port::Link(pb))) = (pa, pb) else {
-        unreachable!("opened as links just above")
+    let (End::Link(pa), End::Link(pb)) = (pa, pb) else { unreachable!("opened as links above") };
+    measure("two taps", ([pa, pb], Ports::default()), a, b, &bare);
+
+    // The lab's own wire, for comparison: UDP sockets on 127.0.0.1, a VM's
+    // qemu at each far end (here the bench). The bare hops: the same sockets
+    // of a second wire, straight to each other.
+    let udp = |s: std::net::UdpSocket| {
+        s.set_nonblocking(true).expect("a non-blocking socket");
+        End::Link(Port::Udp(s))
     };
-    measure("two taps", [pa, pb], a, b, &bare);
+    let spare = Wire::new().expect("a UDP wire");
+    let bare = [
+        latencies(&udp(spare.vm_a), &udp(spare.switch_a)),
+        latencies(&udp(spare.switch_b), &udp(spare.vm_b)),
+    ];
+    let w = Wire::new().expect("a UDP wire");
+    let ports = w.ports();
+    let (a, b) = (udp(w.vm_a), udp(w.vm_b));
+    let sw = [Port::Udp(w.switch_a), Port::Udp(w.switch_b)];
+    measure("the lab's UDP wire (two socket pairs on 127.0.0.1)", (sw, ports), a, b, &bare);
 }
