@@ -14,9 +14,10 @@
 //! exists, is up, may be opened (`CAP_NET_RAW`), and can carry a RoCE packet of
 //! the smallest path MTU.
 //!
-//! Owns: [`Port`], [`LinkPort`], [`Burst`], [`PortError`], [`LinkWatch`] and [`LinkState`]. Imports: `ring`;
-//! dissector's checksum completion.
 //! An interface's frames are read out of its receive ring ([`ring`](super::ring)).
+//!
+//! Owns: [`Port`], [`LinkPort`], [`Burst`], [`PortError`], [`LinkWatch`] and [`LinkState`]. Imports: `ring`
+//! (the ring, and the `SOL_PACKET` option call); dissector's checksum completion.
 //! The `AF_PACKET` calls nix does not wrap (binding to an interface, joining
 //! promiscuous mode, ignoring our own sends, the drop statistics) are `libc`
 //! calls here, each with its safety argument.
@@ -31,7 +32,8 @@ use nix::sys::socket::{setsockopt, sockopt};
 
 use super::ring::{self, RxRing};
 
-/// Receive and send buffers: a burst must fit while the switch thread is busy.
+/// An interface's send buffer: a burst must fit while the driver is busy
+/// (what it receives goes to its ring instead).
 const BUFFER: usize = 8 << 20;
 
 /// The smallest Ethernet MTU that carries a RoCEv2 packet of IB MTU 1024, the
@@ -52,8 +54,10 @@ pub enum Port {
 }
 
 impl Port {
-    /// The frames waiting, up to a burst's worth, in one system call
-    /// (`recvmmsg`): how many `burst` now holds, or `WouldBlock` when none was.
+    /// The frames waiting, up to a burst's worth: from a UDP port in one system
+    /// call (`recvmmsg`), from an interface out of its receive ring. How many
+    /// `burst` now holds, or `WouldBlock` when none was (an interface's
+    /// pending error, such as `ENETDOWN`, instead when it has one).
     pub fn recv_burst(&self, burst: &mut Burst) -> io::Result<usize> {
         match self {
             Port::Udp(s) => burst.fill(s.as_fd()),
@@ -366,9 +370,7 @@ impl LinkPort {
         // would carry it: no queueing discipline of this host's in between
         // (Linux 3.14 and later; without it, the interface's qdisc).
         let _ = ring::set(&fd, libc::PACKET_QDISC_BYPASS, &1 as &libc::c_int);
-        setsockopt(&fd, sockopt::RcvBuf, &BUFFER).map_err(|_| io_err("sizing its buffers"))?;
         setsockopt(&fd, sockopt::SndBuf, &BUFFER).map_err(|_| io_err("sizing its buffers"))?;
-        let _ = setsockopt(&fd, sockopt::RcvBufForce, &BUFFER);
         let _ = setsockopt(&fd, sockopt::SndBufForce, &BUFFER);
         // Last: frames arriving before the ring is there wait in the socket's
         // queue, which is never read once it is.

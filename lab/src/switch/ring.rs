@@ -10,7 +10,8 @@
 //! to hardware. [`RxRing::next`] gives both with the frame, so a port can put
 //! the frame back as it was on the wire.
 //!
-//! Owns: [`RxRing`], [`RingFrame`]. Imports: nothing from the crate.
+//! Owns: [`RxRing`], [`RingFrame`], and [`set`], a packet socket option (the
+//! ports' other options go through it too). Imports: nothing from the crate.
 use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd, OwnedFd};
