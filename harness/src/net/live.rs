@@ -447,7 +447,7 @@ impl PacketSource for LiveCapture {
 /// A live capture written to a pcapng file by a thread of its own while the
 /// caller goes on: what an agent records of its host's wire
 /// (`--capture-at-agents`) and the controller of its `-i` interface. Dropping
-/// it stops the capture, its file left unfinished.
+/// it stops the capture at once, without reading what the kernel still holds.
 pub struct FileCapture {
     /// Ends the capture at once.
     stop: Arc<AtomicBool>,
