@@ -685,8 +685,8 @@ mod in_lab {
     /// suite, run as against hardware (`--endpoints … --bridge …`) and held to
     /// the same profile as in the lab, passes: every verdict is the lab's, fault
     /// and requester-side scenarios included. Each device's counters agree with
-    /// the bridge's recording, and the bridge served every scenario's run to its
-    /// end.
+    /// the bridge's recording, so do the hosts' own captures (`--capture-at-agents`),
+    /// and the bridge served every scenario's run to its end.
     #[test]
     #[ignore = "needs the lab: bash scripts/test.sh builds the VM images, then runs it"]
     fn the_suite_on_a_bench_through_roce_bridge_gives_the_labs_verdicts() {
@@ -755,6 +755,7 @@ mod in_lab {
             k,
             "--bridge",
             &at,
+            "--capture-at-agents",
             "-q",
             "--profile",
             profile.to_str().unwrap(),
@@ -777,6 +778,20 @@ mod in_lab {
             serde_json::from_slice(&std::fs::read(&json).expect("report")).expect("JSON");
         let scenarios = rep["scenarios"].as_array().expect("scenarios");
         counters_agree_with_the_wire(scenarios);
+        // Each host's own capture (libpcap in each VM), merged by frame
+        // identity, against the bridge's recording on the taps: the bridge's
+        // stays the judged wire.
+        let (compared, disagree) = agents_against_the_switch(scenarios);
+        assert!(compared >= 250, "only {compared} scenarios captured at their agents");
+        assert!(
+            disagree.is_empty(),
+            "the agents' captures against the bridge's:\n{}",
+            disagree.join("\n")
+        );
+        for s in scenarios.iter().filter(|s| s["status"] != "skipped") {
+            let from = s["wire_from"].as_str().unwrap_or_default();
+            assert!(from.starts_with("the bridge at "), "{:#}: {from}", s["name"]);
+        }
         let faulted = scenarios
             .iter()
             .filter(|s| {
