@@ -70,14 +70,17 @@ mod in_lab {
         assert!(disagree.is_empty(), "counters against the wire:\n{}", disagree.join("\n"));
     }
 
-    /// Where the agents' captures of each scenario, merged, disagree with the
-    /// switch's recording of it, as the run's report says (`agents_capture`:
-    /// incomplete, or differing in the frames sent, their order or those
-    /// delivered). How many scenarios were compared, and what disagreed.
-    fn agents_against_the_switch(scenarios: &[Value]) -> (usize, Vec<String>) {
+    /// The agents' captures of each scenario, merged, hold the same frames as
+    /// the switch's recording of it, as the run's report says (`agents_capture`:
+    /// never incomplete, never differing in the frames sent, their order or
+    /// those delivered), for 250 scenarios at least; and every wire judged is
+    /// the switch's, which `wire_from` names as `switch` says.
+    fn agents_agree_with_the_switch(scenarios: &[Value], switch: impl Fn(&str) -> bool) {
         let mut compared = 0;
         let mut disagree = Vec::new();
         for s in scenarios.iter().filter(|s| s["status"] != "skipped") {
+            let from = s["wire_from"].as_str().unwrap_or_default();
+            assert!(switch(from), "{:#}: the wire came from {from}", s["name"]);
             let a = &s["agents_capture"];
             if a["path"].as_str().is_none() {
                 continue;
@@ -89,7 +92,12 @@ mod in_lab {
                 }
             }
         }
-        (compared, disagree)
+        assert!(compared >= 250, "only {compared} scenarios captured at their agents");
+        assert!(
+            disagree.is_empty(),
+            "the agents' captures against the switch's:\n{}",
+            disagree.join("\n")
+        );
     }
 
     /// `roce ARGS`: its exit code and all it said (stdout, then stderr).
@@ -249,16 +257,7 @@ mod in_lab {
         // Libpcap on each VM's rxe interface, merged by frame identity, against
         // the switch's recording: drops, copies, held and changed frames,
         // synthesized answers, lossy 8-QP streams. The wire judged is the switch's.
-        let (compared, disagree) = agents_against_the_switch(scenarios);
-        assert!(compared >= 250, "only {compared} scenarios captured at their agents");
-        assert!(
-            disagree.is_empty(),
-            "the agents' captures against the switch's:\n{}",
-            disagree.join("\n")
-        );
-        for s in scenarios.iter().filter(|s| s["status"] != "skipped") {
-            assert_eq!(s["wire_from"], "the lab's switch", "{:#}", s["name"]);
-        }
+        agents_agree_with_the_switch(scenarios, |from| from == "the lab's switch");
 
         // One result per scenario, a parameterised file's cases each one.
         let listed = Command::new(env!("CARGO_BIN_EXE_roce"))
@@ -781,17 +780,7 @@ mod in_lab {
         // Each host's own capture (libpcap in each VM), merged by frame
         // identity, against the bridge's recording on the taps: the bridge's
         // stays the judged wire.
-        let (compared, disagree) = agents_against_the_switch(scenarios);
-        assert!(compared >= 250, "only {compared} scenarios captured at their agents");
-        assert!(
-            disagree.is_empty(),
-            "the agents' captures against the bridge's:\n{}",
-            disagree.join("\n")
-        );
-        for s in scenarios.iter().filter(|s| s["status"] != "skipped") {
-            let from = s["wire_from"].as_str().unwrap_or_default();
-            assert!(from.starts_with("the bridge at "), "{:#}: {from}", s["name"]);
-        }
+        agents_agree_with_the_switch(scenarios, |from| from.starts_with("the bridge at "));
         let faulted = scenarios
             .iter()
             .filter(|s| {
