@@ -68,7 +68,8 @@ fn seq_of(f: &[u8]) -> Option<u64> {
 
 /// A host end: where the bench sends from or counts at.
 enum End {
-    /// A veth end, through a packet socket as the switch's own ports.
+    /// One of the switch's own kinds of port: a veth end (a packet socket),
+    /// or a UDP socket of the lab's wire.
     Link(Port),
     /// A tap's descriptor, as qemu holds it: a write is a frame the interface
     /// receives, a read one it sent.
