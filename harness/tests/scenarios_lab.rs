@@ -72,11 +72,14 @@ mod in_lab {
 
     /// The agents' captures of each scenario, merged, hold the same frames as
     /// the switch's recording of it, as the run's report says (`agents_capture`:
-    /// never incomplete, never differing in the frames sent, their order or
-    /// those delivered), for 250 scenarios at least; and every wire judged is
-    /// the switch's, which `wire_from` names as `switch` says.
+    /// never differing in the frames sent, their order or those delivered),
+    /// for 250 scenarios at least; and every wire judged is the switch's,
+    /// which `wire_from` names as `switch` says. A host capture that says it
+    /// is incomplete (libpcap in a TCG VM can fall behind a 64-QP stream and
+    /// count what it dropped) is not held to the switch's: that it says so is
+    /// what the report promises.
     fn agents_agree_with_the_switch(scenarios: &[Value], switch: impl Fn(&str) -> bool) {
-        let mut compared = 0;
+        let (mut compared, mut incomplete) = (0, 0);
         let mut disagree = Vec::new();
         for s in scenarios.iter().filter(|s| s["status"] != "skipped") {
             let from = s["wire_from"].as_str().unwrap_or_default();
@@ -85,17 +88,22 @@ mod in_lab {
             if a["path"].as_str().is_none() {
                 continue;
             }
+            if a["incomplete"].as_array().is_some_and(|x| !x.is_empty()) {
+                incomplete += 1;
+                continue;
+            }
             compared += 1;
-            for what in ["incomplete", "differs"] {
-                if a[what].as_array().is_some_and(|x| !x.is_empty()) {
-                    disagree.push(format!("{:#}: {what}: {}", s["name"], a[what]));
-                }
+            if a["differs"].as_array().is_some_and(|x| !x.is_empty()) {
+                disagree.push(format!("{:#}: differs: {}", s["name"], a["differs"]));
             }
         }
-        assert!(compared >= 250, "only {compared} scenarios captured at their agents");
+        assert!(
+            compared >= 250,
+            "only {compared} scenarios captured whole at their agents ({incomplete} incomplete)"
+        );
         assert!(
             disagree.is_empty(),
-            "the agents' captures against the switch's:\n{}",
+            "the agents' whole captures against the switch's:\n{}",
             disagree.join("\n")
         );
     }
