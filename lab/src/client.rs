@@ -83,7 +83,15 @@ fn response_data(r: Response) -> Result<serde_json::Value> {
 }
 
 fn send_request(s: &mut UnixStream, req: &Request) -> Result<()> {
-    Frame::json(Kind::Request, 0, req).write_to(s).context("sending a request to the lab daemon")
+    Frame::json(Kind::Request, 0, req).write_to(s).map_err(|e| match e.kind() {
+        // Not the `roce … | head` kind of closed pipe, which ends a command
+        // quietly: the daemon went away, and the command must say so.
+        io::ErrorKind::BrokenPipe | io::ErrorKind::ConnectionReset => anyhow!(
+            "the lab daemon closed the connection: the lab failed or went down while this \
+             command ran (`roce lab status` says why)"
+        ),
+        _ => anyhow!(e).context("sending a request to the lab daemon"),
+    })
 }
 
 /// One request, one answer.
