@@ -310,6 +310,8 @@ impl Shared {
         json!({
             "name": self.paths.name,
             "dir": self.paths.dir.display().to_string(),
+            // Files put here are the VMs' /host (9p): programs for `roce lab run`.
+            "share": self.paths.share().display().to_string(),
             "phase": phase.name(),
             "image": self.image,
             "image_kernel": self.kernel_release,

@@ -67,6 +67,18 @@ pub struct RunOutput {
     pub wall: Duration,
     pub waited_for_listen: Option<Duration>,
     pub notes: Vec<String>,
+    /// What each VM's kernel reported during the run (oops, BUG, WARNING, KASAN,
+    /// lockups, panic), in order, without the console's timestamps.
+    pub kernel: Vec<KernelSaid>,
+}
+
+/// One kernel report on a VM's console: `BUG: kernel NULL pointer dereference,
+/// address: 0000000000000008 at __rxe_put+0xb/0x50 [rdma_rxe]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelSaid {
+    pub vm: Vm,
+    pub kind: super::state::KernelReport,
+    pub line: String,
 }
 
 impl RunOutput {
@@ -175,6 +187,8 @@ pub fn execute(paths: &LabPaths, args: RunPlan) -> Result<RunOutput> {
         _ => None,
     };
     let session = RunSession::begin(paths, pcap, args.rules, args.seed, args.on_wire, None)?;
+    // What the consoles said before the run is not the run's.
+    let mut consoles = Vm::BOTH.map(|vm| super::state::ConsoleWatch::from_end(&paths.console(vm)));
     let mut waits = Vec::new();
     let mut waited_for_listen = None;
     let mut a_rx = None;
@@ -226,10 +240,22 @@ pub fn execute(paths: &LabPaths, args: RunPlan) -> Result<RunOutput> {
             waits.push(rx.recv().map_err(|_| anyhow::anyhow!("lost VM a's command"))?);
         }
     }
-    let report = session.end()?;
-    let mut sides: Vec<Side> = waits.into_iter().collect::<Result<_>>()?;
+    let mut kernel = Vec::new();
+    for vm in Vm::BOTH {
+        let lines = consoles[vm.index()].new_lines(&paths.console(vm));
+        for (kind, line) in super::state::kernel_reports(&lines) {
+            let line = super::state::without_timestamp(&line).to_string();
+            kernel.push(KernelSaid { vm, kind, line });
+        }
+    }
+    // A run the lab did not live through still says what the kernels said.
+    let said = |e: anyhow::Error| {
+        kernel.iter().fold(e, |e, k| e.context(format!("VM {}'s kernel: {}", k.vm.name(), k.line)))
+    };
+    let report = session.end().map_err(said)?;
+    let mut sides: Vec<Side> = waits.into_iter().collect::<Result<_>>().map_err(said)?;
     sides.sort_by_key(|s| s.vm.index());
-    Ok(RunOutput { sides, report, wall: start.elapsed(), waited_for_listen, notes })
+    Ok(RunOutput { sides, report, wall: start.elapsed(), waited_for_listen, notes, kernel })
 }
 
 /// What a careful reader of the run must be told.

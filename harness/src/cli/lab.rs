@@ -631,7 +631,12 @@ fn print_status(
         1 => writeln!(out, "  a run is in progress")?,
         n => writeln!(out, "  {n} runs are in progress, sharing the switch")?,
     }
-    writeln!(out, "  state: {}", l.dir.display())
+    writeln!(out, "  state: {}", l.dir.display())?;
+    writeln!(
+        out,
+        "  share: {} (the VMs' /host: put programs for `roce lab run` here)",
+        l.share().display()
+    )
 }
 
 /// Decodes the live wire into `roce decode`'s lines, numbered from the run's start;
@@ -731,6 +736,9 @@ fn run_json(o: &lab::run::RunOutput) -> serde_json::Value {
         "report": o.report,
         "capture_complete": o.report.counters.capture_complete() && o.report.socket_drops == 0 && o.report.capture_error.is_none(),
         "notes": o.notes,
+        "kernel": o.kernel.iter().map(|k| serde_json::json!({
+            "vm": k.vm.name(), "kind": k.kind.name(), "line": k.line,
+        })).collect::<Vec<_>>(),
         "warnings": lab::run::warnings(o),
     })
 }
@@ -764,6 +772,9 @@ fn print_run(o: &lab::run::RunOutput, out: &mut dyn Write) -> std::io::Result<()
     }
     for n in &o.notes {
         writeln!(out, "   note: {n}")?;
+    }
+    for k in &o.kernel {
+        writeln!(out, "   VM {}'s kernel: {}", k.vm.name(), k.line)?;
     }
     out.flush()?;
     for w in lab::run::warnings(o) {
