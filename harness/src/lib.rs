@@ -66,6 +66,7 @@ mod judge;
 mod parquet_writer;
 mod protocol;
 mod render;
+mod repro;
 mod results;
 #[cfg(feature = "verbs")]
 mod verbs;

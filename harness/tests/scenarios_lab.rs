@@ -1496,6 +1496,104 @@ mod in_lab {
         out
     }
 
+    /// The C reproducers of the kernel findings (`roce repro`), built on the host
+    /// with nothing but cc and libibverbs, run in the lab's VMs by `roce lab run`:
+    /// each takes VM b down with the BUG line its finding records, and `roce lab
+    /// run` says so. The lab is brought back between them by `roce lab up`.
+    #[test]
+    #[ignore = "needs the lab: bash scripts/test.sh builds the VM images, then runs it"]
+    fn c_reproducers_of_the_kernel_findings_panic_vm_b_as_their_scenarios_do() {
+        let lab = Lab(format!("repro-{}", std::process::id()));
+        let tmp = std::env::temp_dir().join(format!("roce-repro-{}", std::process::id()));
+        std::fs::create_dir_all(&tmp).expect("temp dir");
+        for finding in
+            ["write_dma_len_zero_with_payload_panics", "send_inv_unbound_type2_window_panics"]
+        {
+            let dir = repo().join("scenarios/findings").join(finding);
+            // What the scenario's kernel oracle saw, as the finding records it.
+            let toml = std::fs::read_to_string(dir.join("finding.toml")).expect("finding");
+            let want = toml
+                .lines()
+                .find_map(|l| l.split_once("BUG on VM b: ").map(|(_, s)| s.trim().to_string()))
+                .expect("the finding records its BUG line");
+            // The committed reproducer is what `roce repro` writes (a unit test
+            // holds it to that); build it as a kernel developer would.
+            let c = tmp.join(format!("{finding}.c"));
+            let made = roce(&[
+                "repro",
+                &dir.join("finding.toml").to_string_lossy(),
+                "-o",
+                &c.to_string_lossy(),
+            ]);
+            assert!(made.status.success());
+            let bin = tmp.join(finding);
+            let cc = Command::new("cc")
+                .args(["-O2", "-o"])
+                .arg(&bin)
+                .arg(&c)
+                .arg("-libverbs")
+                .output()
+                .expect("cc");
+            assert!(cc.status.success(), "{}", String::from_utf8_lossy(&cc.stderr));
+            let up = roce(&["lab", "--name", &lab.0, "up", "--image", "bookworm"]);
+            assert!(up.status.success(), "the lab is up (again)");
+            let status: Value = serde_json::from_slice(
+                &roce(&["lab", "--name", &lab.0, "status", "--json"]).stdout,
+            )
+            .expect("status JSON");
+            let share = PathBuf::from(status["share"].as_str().expect("the share"));
+            std::fs::copy(&bin, share.join("repro")).expect("into the share");
+            let out = roce(&[
+                "lab",
+                "--name",
+                &lab.0,
+                "run",
+                "--json",
+                "--timeout",
+                "120",
+                "--a",
+                "/host/repro a",
+                "--b",
+                "/host/repro b 10.0.0.1",
+            ]);
+            let run: Value = serde_json::from_slice(&out.stdout).expect("run JSON");
+            let said: Vec<(String, String)> = run["kernel"]
+                .as_array()
+                .expect("kernel reports")
+                .iter()
+                .map(|k| {
+                    (
+                        k["vm"].as_str().unwrap_or("").to_string(),
+                        k["line"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect();
+            let bug = said
+                .iter()
+                .find(|(vm, l)| vm == "b" && l.starts_with("BUG:"))
+                .unwrap_or_else(|| panic!("{finding}: no BUG on VM b: {said:?}"));
+            // `address: 0000000000000104` as the fuzzer keeps it: `address: N`.
+            let line = match bug.1.split_once("address: ") {
+                Some((head, rest)) => {
+                    let tail = rest.trim_start_matches(|c: char| c.is_ascii_hexdigit());
+                    format!("{head}address: N{tail}")
+                }
+                None => bug.1.clone(),
+            };
+            assert_eq!(line, want, "{finding}: the reproducer's BUG is the scenario's");
+            assert!(said.iter().all(|(vm, _)| vm == "b"), "VM a's kernel said nothing: {said:?}");
+            // a tells that b stopped answering; it does not hang.
+            assert!(
+                run["sides"][0]["stdout"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("the other end stopped answering"),
+                "{run:#}"
+            );
+        }
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+
     /// `roce fuzz` with a fault planted in every batch (a switch rule): the oracle
     /// it is for finds it, the finding is confirmed and minimised to what it
     /// takes, and its scenario reproduces it with `roce run` and `--replay`.

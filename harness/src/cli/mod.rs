@@ -36,6 +36,7 @@ mod new;
 #[cfg(feature = "lab")]
 mod probe;
 mod report;
+mod repro;
 #[cfg(feature = "lab")]
 mod run;
 mod schema;
@@ -128,6 +129,8 @@ pub enum Command {
     Snapshots(snapshots::SnapshotsArgs),
     /// Send a crafted RoCEv2 request to a QP and show what it answers (raw frames: needs root).
     Probe(ProbeArgs),
+    /// Write a finding (or any two-endpoint scenario) as a standalone C program: libibverbs and a raw socket, no `roce` needed.
+    Repro(repro::ReproArgs),
     /// Render a saved `roce run --json` report as one HTML page (expectations, ladder diagram of each capture).
     Report(report::ReportArgs),
     /// Print the JSON Schema of the scenario format (for editors and validators).
@@ -190,6 +193,7 @@ where
         Command::Snapshots(a) => snapshots::run(a, out, err),
         Command::Fuzz(_a) => needs!("lab", Lab, "fuzz", fuzz::run(_a, out, err)),
         Command::Report(a) => report::run(a, out, err),
+        Command::Repro(a) => repro::run(a, out, err),
         Command::Schema => schema::run(out),
         Command::Completions(a) => completions::run(a, Cli::command(), out),
         Command::Man(a) => man::run(a, Cli::command(), out),

@@ -135,6 +135,10 @@ pub(crate) struct Finding {
     /// Its reproducer and the capture of its last reproducing run.
     pub(crate) scenario: PathBuf,
     pub(crate) capture: Option<PathBuf>,
+    /// A kernel finding's C reproducer (`repro.c`, as `roce repro` writes it), or
+    /// why it has none (in the JSON: its path, or null).
+    #[serde(serialize_with = "path_or_null")]
+    pub(crate) reproducer: Result<PathBuf, String>,
     /// Scenario runs its minimisation took.
     pub(crate) minimise_runs: usize,
     /// Its last reproducing run, as the findings page draws it.
@@ -799,12 +803,40 @@ fn settle(
         confirmed,
         shown,
         intermittent: shown.intermittent(),
+        reproducer: if s.oracle == Oracle::Kernel {
+            c_reproducer(&scenario)?
+        } else {
+            Err("not a kernel finding".into())
+        },
         scenario,
         capture,
         minimise_runs: runs,
         run: last,
     };
     Ok((finding, also, (batch, keep)))
+}
+
+fn path_or_null<S: serde::Serializer>(
+    r: &Result<PathBuf, String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    r.as_ref().ok().serialize(s)
+}
+
+/// A kernel finding's C reproducer, written beside its scenario: for upstream, who
+/// run no `roce`. A finding whose steps have no C form yet has none, and says why.
+fn c_reproducer(scenario: &Path) -> Result<Result<PathBuf, String>> {
+    let loaded = crate::scenario::load_all(&[scenario.to_path_buf()])
+        .map_err(|d| anyhow::anyhow!("{}: the finding does not load: {d:?}", scenario.display()))?;
+    let Some((_, sc)) = loaded.first() else { return Ok(Err("no scenario".into())) };
+    match crate::repro::c_program(sc, &scenario.display().to_string()) {
+        Ok(c) => {
+            let to = scenario.with_file_name("repro.c");
+            write_whole(&to, c.as_bytes())?;
+            Ok(Ok(to))
+        }
+        Err(e) => Ok(Err(e)),
+    }
 }
 
 /// The findings as a page: what the run did, then each finding's reproducing
@@ -1121,6 +1153,7 @@ mod tests {
             intermittent: false,
             scenario: PathBuf::from("f.toml"),
             capture: None,
+            reproducer: Err("not a kernel finding".into()),
             minimise_runs: 3,
             run,
         };

@@ -1,0 +1,625 @@
+//! A finding as a standalone C program: what an upstream kernel developer runs
+//! without `roce` (syzkaller attaches a C reproducer to every report for the same
+//! reason). The program uses only libibverbs and, for crafted requests, a raw IPv4
+//! socket. One source serves both ends: `./repro a` waits for the other end on TCP
+//! 18515, `./repro b HOST` connects to it; they exchange QPNs, GIDs, MR addresses
+//! and rkeys, connect the QPs, then carry out the scenario's steps in order, each
+//! end its own, meeting after every step (and learning the other's windows' rkeys
+//! there, as the controller fills them in for the agents).
+//!
+//! A crafted request is the finding's own bytes: the transport packet (BTH to the
+//! end of the payload) is built here exactly as the agent builds it
+//! ([`crate::agent::probe::transport`]) at the PSN the agent would use; the program
+//! writes in what only the run knows (the target's QPN, the VA and R_Key, the
+//! prober's QPN in a DETH), puts IPv4 and UDP headers before it and the ICRC after.
+//!
+//! Owns: the C text ([`c_program`]) and the runtime it carries (`runtime.c`).
+//! Imports: the checked scenario (`crate::scenario::model`), the protocol's actions,
+//! the agent's probe builder, dissector's opcode table and craft.
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use dissector::craft::{self, Encap, Host};
+use dissector::wire::ethernet::Mac;
+use dissector::wire::{Headers, Opcode, Psn};
+
+use crate::agent::probe::{self, Aim};
+use crate::protocol::{Action, Invalidate, ProbeOrder, RemoteRef, SgeRef, Verb};
+use crate::scenario::model::{QpType, Scenario, Step};
+use crate::vocab::{Access, MwKind, SendFlag};
+
+/// The runtime every reproducer carries; `@TABLES@` is where the finding's own
+/// objects go (after the types, before the code that uses them).
+const RUNTIME: &str = include_str!("runtime.c");
+
+/// The C reproducer of `sc` (read from `source`, named in its header), or what in
+/// it has no C form yet.
+pub(crate) fn c_program(sc: &Scenario, source: &str) -> Result<String, String> {
+    let g = Gen::new(sc)?;
+    let mut steps = String::new();
+    let mut next: BTreeMap<(usize, usize), Psn> = BTreeMap::new();
+    for (n, step) in sc.steps.iter().enumerate() {
+        g.step(n + 1, step, &mut next, &mut steps)?;
+    }
+    let (tables_head, tables) = g.tables();
+    let (types, code) = RUNTIME
+        .split_once("@TABLES@\n")
+        .ok_or_else(|| "the runtime has no @TABLES@ line".to_string())?;
+    let mut out = String::new();
+    let _ = write!(out, "{}", g.header(source));
+    out.push_str(&tables_head);
+    out.push_str(types);
+    out.push_str(&tables);
+    out.push_str(code);
+    let _ = write!(
+        out,
+        "\n/* ---- the finding's steps ---------------------------------------------------- */\n\nstatic void run_steps(void)\n{{\n{steps}}}\n"
+    );
+    Ok(out)
+}
+
+/// The scenario's objects by index, as the C tables list them.
+struct Gen<'a> {
+    sc: &'a Scenario,
+    /// The two endpoints' names: the first waits for the second.
+    ends: [&'a str; 2],
+}
+
+impl<'a> Gen<'a> {
+    fn new(sc: &'a Scenario) -> Result<Gen<'a>, String> {
+        let names: Vec<&str> = sc.endpoints.keys().map(String::as_str).collect();
+        let [a, b] = names[..] else {
+            return Err(format!(
+                "it has {} endpoints: a reproducer is two processes, one per endpoint",
+                names.len()
+            ));
+        };
+        if let Some(q) = sc.qps.iter().find(|q| q.between[0] == q.between[1]) {
+            return Err(format!("QP `{}` has both ends on `{}`", q.name, q.between[0]));
+        }
+        if !sc.srqs.is_empty() {
+            return Err("it uses shared receive queues, which have no C form yet".into());
+        }
+        Ok(Gen { sc, ends: [a, b] })
+    }
+
+    fn end(&self, name: &str) -> usize {
+        usize::from(self.ends[1] == name)
+    }
+
+    fn qp(&self, name: &str) -> Result<usize, String> {
+        self.sc.qps.iter().position(|q| q.name == name).ok_or_else(|| format!("no QP `{name}`"))
+    }
+
+    fn mr(&self, name: &str) -> Result<usize, String> {
+        self.sc.mrs.iter().position(|m| m.name == name).ok_or_else(|| format!("no MR `{name}`"))
+    }
+
+    fn mw(&self, name: &str) -> Result<usize, String> {
+        self.sc.mws.iter().position(|m| m.name == name).ok_or_else(|| format!("no MW `{name}`"))
+    }
+
+    /// The first send PSN of `qp`'s end `end`: the scenario's, or a fixed one (the
+    /// agent draws one at random; a reproducer is the same on every run).
+    fn first_psn(&self, qp: usize, end: usize) -> Psn {
+        let q = &self.sc.qps[qp];
+        q.psn
+            .get(self.ends[end])
+            .copied()
+            .unwrap_or(Psn::new(0x10_0000 * (end as u32 + 1) + qp as u32 * 0x100))
+    }
+
+    fn header(&self, source: &str) -> String {
+        let mut h = String::new();
+        let _ = writeln!(h, "/*");
+        let _ = writeln!(h, " * Reproducer of: {}", self.sc.name);
+        let _ =
+            writeln!(h, " * Written by `roce repro {source}`: edit the scenario, not this file.");
+        let _ = writeln!(h, " *");
+        let _ = writeln!(h, " * Build:  cc -O2 -o repro repro.c -libverbs");
+        let _ = writeln!(
+            h,
+            " * Run:    ./repro {} on one host (as root: crafted packets need a raw socket),",
+            self.ends[0]
+        );
+        let _ = writeln!(
+            h,
+            " *         then ./repro {} HOST on the other, HOST being the first's address.",
+            self.ends[1]
+        );
+        let _ = writeln!(h, " * Each host needs an RDMA device with a RoCE v2 GID (rxe: `rdma link add rxe0 type rxe netdev IF`).");
+        let what = self.expected();
+        if !what.is_empty() {
+            let _ = writeln!(h, " *\n * What IBA says should happen (the finding's expectations):");
+            for w in what {
+                let _ = writeln!(h, " *   {w}");
+            }
+        }
+        let _ = writeln!(h, " */\n");
+        h
+    }
+
+    /// The completions the scenario expects, as lines for the header.
+    fn expected(&self) -> Vec<String> {
+        self.sc
+            .expect
+            .completion
+            .iter()
+            .filter_map(|c| {
+                let status = c.status?;
+                let wr =
+                    c.wr_id.map(|w| format!("wr_id {w}")).unwrap_or_else(|| "a completion".into());
+                Some(format!("{}: {wr} completes with {status}", c.on))
+            })
+            .collect()
+    }
+
+    /// The defines (before the runtime's types) and the tables (after them).
+    fn tables(&self) -> (String, String) {
+        let sc = self.sc;
+        let mut head = String::new();
+        let _ = writeln!(
+            head,
+            "#define NQP {}\n#define NMR {}\n#define NMW {}",
+            sc.qps.len(),
+            sc.mrs.len(),
+            sc.mws.len()
+        );
+        // How long one end waits for the other at a step's end: the longest a
+        // step waits, and ten seconds more. An end that takes longer is gone.
+        let longest_ms = sc
+            .steps
+            .iter()
+            .map(|s| match s {
+                Step::Sleep { ms } => *ms,
+                Step::Act { action: Action::WaitCompletions { within_ms: ms, .. }, .. }
+                | Step::Act { action: Action::Sleep { ms }, .. } => *ms,
+                Step::Act { action: Action::Probe(p), .. } => p.settle_ms,
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0);
+        let _ = writeln!(head, "#define BARRIER_S {}", longest_ms.div_ceil(1000) + 10);
+        let _ = writeln!(
+            head,
+            "static const char *const END[2] = {{ \"{}\", \"{}\" }};\n",
+            c_str(self.ends[0]),
+            c_str(self.ends[1])
+        );
+        let mut t = String::new();
+        let _ = writeln!(t, "\n/* ---- the finding's objects --------------------------------------------------- */\n");
+        for (i, q) in sc.qps.iter().enumerate() {
+            let _ = writeln!(t, "#define QP_{} {i}", ident(&q.name));
+        }
+        for (i, m) in sc.mrs.iter().enumerate() {
+            let _ = writeln!(t, "#define MR_{} {i}", ident(&m.name));
+        }
+        for (i, w) in sc.mws.iter().enumerate() {
+            let _ = writeln!(t, "#define MW_{} {i}", ident(&w.name));
+        }
+        for m in &sc.mrs {
+            let bytes = m.initial_bytes();
+            if bytes.iter().any(|&b| b != 0) {
+                let _ = writeln!(
+                    t,
+                    "static const uint8_t INIT_{}[{}] = {{{}}};",
+                    ident(&m.name),
+                    bytes.len(),
+                    c_bytes(&bytes)
+                );
+            }
+        }
+        let _ = writeln!(t, "static const struct qp_spec QPS[] = {{");
+        for (i, q) in sc.qps.iter().enumerate() {
+            let kind = match q.kind {
+                QpType::Rc => "IBV_QPT_RC",
+                QpType::Uc => "IBV_QPT_UC",
+                QpType::Ud => "IBV_QPT_UD",
+            };
+            let access =
+                |e: usize| q.access.get(self.ends[e]).map_or("0".to_string(), |a| access_c(*a));
+            let p = &q.params;
+            let _ = writeln!(
+                t,
+                "\t{{ .name = \"{}\", .type = {kind}, .psn = {{ {}, {} }}, .access = {{ {}, {} }},\n\t  .mtu = {}, .timeout = {}, .retry_cnt = {}, .rnr_retry = {}, .min_rnr_timer = {},\n\t  .max_rd_atomic = {}, .max_dest_rd_atomic = {}, .qkey = {:#x}, .max_send_wr = {}, .max_recv_wr = {},\n\t  .max_sge = {}, .max_inline = {} }},",
+                c_str(&q.name),
+                self.first_psn(i, 0).value(),
+                self.first_psn(i, 1).value(),
+                access(0),
+                access(1),
+                mtu_c(p.mtu),
+                p.timeout,
+                p.retry_cnt,
+                p.rnr_retry,
+                p.min_rnr_timer,
+                p.max_rd_atomic,
+                p.max_dest_rd_atomic,
+                p.qkey,
+                q.max_send_wr,
+                q.max_recv_wr,
+                q.max_sge,
+                q.max_inline
+            );
+        }
+        let _ = writeln!(t, "}};\nstatic const struct mr_spec MRS[] = {{");
+        for m in &sc.mrs {
+            let init = if m.initial_bytes().iter().any(|&b| b != 0) {
+                format!("INIT_{}", ident(&m.name))
+            } else {
+                "NULL".into()
+            };
+            let _ = writeln!(
+                t,
+                "\t{{ \"{}\", {}, {}, {}, {init} }},",
+                c_str(&m.name),
+                self.end(&m.on),
+                m.size,
+                access_c(m.access)
+            );
+        }
+        let _ = writeln!(t, "}};\nstatic const struct mw_spec MWS[] = {{");
+        for w in &sc.mws {
+            let kind = match w.kind {
+                MwKind::Type1 => "IBV_MW_TYPE_1",
+                MwKind::Type2 => "IBV_MW_TYPE_2",
+            };
+            let _ = writeln!(t, "\t{{ \"{}\", {}, {kind} }},", c_str(&w.name), self.end(&w.on));
+        }
+        if sc.mws.is_empty() {
+            let _ = writeln!(t, "\t{{ 0 }},");
+        }
+        let _ = writeln!(t, "}};\n");
+        (head, t)
+    }
+
+    /// One step's C, appended to `out`; `next` is each (end, QP)'s probe PSN.
+    fn step(
+        &self,
+        n: usize,
+        step: &Step,
+        next: &mut BTreeMap<(usize, usize), Psn>,
+        out: &mut String,
+    ) -> Result<(), String> {
+        let at = |e: String| format!("step {n}: {e}");
+        match step {
+            Step::Sync => {}
+            Step::Sleep { ms } => {
+                let _ = writeln!(out, "\t/* step {n}: both ends wait */\n\tusleep({ms} * 1000);");
+            }
+            Step::Stream(_) => return Err(at("a stream has no C form yet".into())),
+            Step::Act { on, action } => {
+                let end = self.end(on);
+                let body = self.action(action, end, next).map_err(at)?;
+                let _ = writeln!(out, "\t/* step {n}: {on}: {} */", action.op());
+                let _ = writeln!(out, "\tif (me == {end}) {{");
+                for l in body.lines() {
+                    let _ = writeln!(out, "\t\t{l}");
+                }
+                let _ = writeln!(out, "\t}}");
+            }
+        }
+        let _ = writeln!(out, "\tbarrier({n});\n");
+        Ok(())
+    }
+
+    fn action(
+        &self,
+        action: &Action,
+        end: usize,
+        next: &mut BTreeMap<(usize, usize), Psn>,
+    ) -> Result<String, String> {
+        let mut c = String::new();
+        match action {
+            Action::PostRecv { qp, wr_id, sges } => {
+                let q = self.qp(qp)?;
+                let _ = writeln!(c, "struct ibv_sge sge[] = {{ {} }};", self.sges(sges)?);
+                let _ = writeln!(
+                    c,
+                    "post_recv(QP_{}, {wr_id}, sge, {});",
+                    ident(&self.sc.qps[q].name),
+                    sges.len()
+                );
+            }
+            Action::Post { qp, wr_id, verb, sges, flags } => {
+                self.qp(qp)?;
+                c.push_str(&self.post(qp, *wr_id, verb, sges, flags)?);
+            }
+            Action::WaitCompletions { count, within_ms } => {
+                let _ = writeln!(c, "wait_completions({count}, {within_ms});");
+            }
+            Action::Sleep { ms } => {
+                let _ = writeln!(c, "usleep({ms} * 1000);");
+            }
+            Action::Probe(order) => c.push_str(&self.probe(order, end, next)?),
+            Action::ModifyQp { qp, state, access: None, .. } => {
+                self.qp(qp)?;
+                let _ = writeln!(c, "modify_state(QP_{}, {state});", ident(qp));
+            }
+            Action::DeregMr { mr } => {
+                self.mr(mr)?;
+                let _ = writeln!(
+                    c,
+                    "if (ibv_dereg_mr(mr[MR_{0}]))\n\tsay(\"ibv_dereg_mr of {0} refused\");",
+                    ident(mr)
+                );
+            }
+            Action::DeallocMw { mw } => {
+                self.mw(mw)?;
+                let _ = writeln!(
+                    c,
+                    "if (ibv_dealloc_mw(mw[MW_{0}]))\n\tsay(\"ibv_dealloc_mw of {0} refused\");",
+                    ident(mw)
+                );
+            }
+            other => return Err(format!("`{}` has no C form yet", other.op())),
+        }
+        Ok(c)
+    }
+
+    fn sges(&self, sges: &[SgeRef]) -> Result<String, String> {
+        let mut v = Vec::new();
+        for s in sges {
+            self.mr(&s.mr)?;
+            v.push(format!("sge_of(MR_{}, {}, {})", ident(&s.mr), s.offset, s.len));
+        }
+        Ok(v.join(", "))
+    }
+
+    /// The peer MR's VA and the rkey for a remote reference, as C expressions.
+    fn remote(&self, r: &RemoteRef) -> Result<(String, String), String> {
+        self.mr(&r.mr)?;
+        let va = format!("remote_va(MR_{}, {})", ident(&r.mr), r.offset);
+        let rkey = match (&r.rkey, &r.mw) {
+            (Some(k), _) => format!("{k:#x}"),
+            (None, Some(w)) => {
+                self.mw(w)?;
+                format!("mw_rkey[MW_{}]", ident(w))
+            }
+            (None, None) => format!("theirs.mr_rkey[MR_{}]", ident(&r.mr)),
+        };
+        Ok((va, rkey))
+    }
+
+    fn post(
+        &self,
+        qp: &str,
+        wr_id: u64,
+        verb: &Verb,
+        sges: &[SgeRef],
+        flags: &[SendFlag],
+    ) -> Result<String, String> {
+        let mut c = String::new();
+        if let Verb::BindMw { mw, mr, offset, len, access } = verb {
+            let w = self.mw(mw)?;
+            self.mr(mr)?;
+            let f = if self.sc.mws[w].kind == MwKind::Type1 { "bind_type1" } else { "bind_type2" };
+            let _ = writeln!(
+                c,
+                "{f}(QP_{}, MW_{}, MR_{}, {offset}, {len}, {}, {wr_id});",
+                ident(qp),
+                ident(mw),
+                ident(mr),
+                access_c(*access)
+            );
+            return Ok(c);
+        }
+        let mut fields = vec![format!(".wr_id = {wr_id}")];
+        if !sges.is_empty() {
+            let _ = writeln!(c, "struct ibv_sge sge[] = {{ {} }};", self.sges(sges)?);
+            fields.push(format!(".sg_list = sge, .num_sge = {}", sges.len()));
+        }
+        let mut send_flags: Vec<&str> = Vec::new();
+        if !flags.contains(&SendFlag::Unsignaled) {
+            send_flags.push("IBV_SEND_SIGNALED");
+        }
+        for f in flags {
+            match f {
+                SendFlag::Inline => send_flags.push("IBV_SEND_INLINE"),
+                SendFlag::Solicited => send_flags.push("IBV_SEND_SOLICITED"),
+                SendFlag::Fence => send_flags.push("IBV_SEND_FENCE"),
+                SendFlag::Signaled | SendFlag::Unsignaled => {}
+            }
+        }
+        if !send_flags.is_empty() {
+            fields.push(format!(".send_flags = {}", send_flags.join(" | ")));
+        }
+        let q = &self.sc.qps[self.qp(qp)?];
+        let opcode = match verb {
+            Verb::Send { imm, .. } => {
+                if q.kind == QpType::Ud {
+                    return Err(format!("a SEND on UD QP `{qp}` has no C form yet"));
+                }
+                if let Some(i) = imm {
+                    fields.push(format!(".imm_data = htonl({i:#x})"));
+                    "IBV_WR_SEND_WITH_IMM"
+                } else {
+                    "IBV_WR_SEND"
+                }
+            }
+            Verb::Write { remote, imm } => {
+                let (va, rkey) = self.remote(remote)?;
+                fields.push(format!(".wr.rdma = {{ .remote_addr = {va}, .rkey = {rkey} }}"));
+                if let Some(i) = imm {
+                    fields.push(format!(".imm_data = htonl({i:#x})"));
+                    "IBV_WR_RDMA_WRITE_WITH_IMM"
+                } else {
+                    "IBV_WR_RDMA_WRITE"
+                }
+            }
+            Verb::Read { remote } => {
+                let (va, rkey) = self.remote(remote)?;
+                fields.push(format!(".wr.rdma = {{ .remote_addr = {va}, .rkey = {rkey} }}"));
+                "IBV_WR_RDMA_READ"
+            }
+            Verb::CmpSwap { remote, compare, swap } => {
+                let (va, rkey) = self.remote(remote)?;
+                fields.push(format!(".wr.atomic = {{ .remote_addr = {va}, .rkey = {rkey}, .compare_add = {compare:#x}, .swap = {swap:#x} }}"));
+                "IBV_WR_ATOMIC_CMP_AND_SWP"
+            }
+            Verb::FetchAdd { remote, add } => {
+                let (va, rkey) = self.remote(remote)?;
+                fields.push(format!(".wr.atomic = {{ .remote_addr = {va}, .rkey = {rkey}, .compare_add = {add:#x} }}"));
+                "IBV_WR_ATOMIC_FETCH_AND_ADD"
+            }
+            Verb::SendInv { invalidate } => {
+                let rkey = match invalidate {
+                    Invalidate::Rkey(k) => format!("{k:#x}"),
+                    Invalidate::Mw { mw, .. } => {
+                        self.mw(mw)?;
+                        format!("mw_rkey[MW_{}]", ident(mw))
+                    }
+                };
+                fields.push(format!(".invalidate_rkey = {rkey}"));
+                "IBV_WR_SEND_WITH_INV"
+            }
+            Verb::LocalInv { mw } => {
+                self.mw(mw)?;
+                fields.push(format!(".invalidate_rkey = mw_rkey[MW_{}]", ident(mw)));
+                "IBV_WR_LOCAL_INV"
+            }
+            Verb::AtomicWrite { .. } | Verb::Flush { .. } => {
+                return Err(
+                    "ATOMIC WRITE and FLUSH have no C form yet (rdma-core 44 has neither)".into()
+                )
+            }
+            Verb::BindMw { .. } => unreachable!("handled above"),
+        };
+        fields.insert(1, format!(".opcode = {opcode}"));
+        let _ = writeln!(c, "struct ibv_send_wr wr = {{ {} }};", fields.join(",\n\t"));
+        let _ = writeln!(c, "post_send(QP_{}, &wr);", ident(qp));
+        Ok(c)
+    }
+
+    /// A crafted request: the agent's own bytes, with what only the run knows
+    /// written in by the program.
+    fn probe(
+        &self,
+        order: &ProbeOrder,
+        end: usize,
+        next: &mut BTreeMap<(usize, usize), Psn>,
+    ) -> Result<String, String> {
+        let q = self.qp(&order.qp)?;
+        let at = *next.entry((end, q)).or_insert_with(|| self.first_psn(q, end));
+        let aim =
+            Aim { dest_qp: 0, src_qp: 0, next: at, remote: order.remote.as_ref().map(|_| (0, 0)) };
+        let (t, _) = probe::transport(order, &aim)?;
+        next.insert((end, q), probe::advance(order, at));
+        // The transport packet as the agent sends it: the frame less Ethernet,
+        // IPv4 and UDP before it and the ICRC after.
+        let host = |last| Host {
+            mac: Mac([2, 0, 0, 0, 0, last]),
+            ip: std::net::Ipv4Addr::new(10, 0, 0, last).into(),
+        };
+        let frame = craft::build(&Encap::default(), &host(1), &host(2), &t);
+        const BEFORE: usize = 14 + 20 + 8;
+        let ib = frame
+            .get(BEFORE..frame.len().saturating_sub(4))
+            .ok_or("the probe's frame is too short")?;
+        let op = Opcode(order.opcode);
+        let headers = op.info().map_or(Headers::PAYLOAD, |i| i.headers);
+        let mut off = 12usize;
+        let mut place = BTreeMap::new();
+        for (h, size) in Headers::ORDER {
+            if headers.contains(h) {
+                place.insert(h.name(), off);
+                off += size;
+            }
+        }
+        let at_of = |h: Headers| place.get(h.name()).map_or(-1, |&o| o as i64);
+        let (va_at, rkey_at) = match (at_of(Headers::RETH), at_of(Headers::ATOMICETH)) {
+            (r, _) if r >= 0 => (r, r + 8),
+            (_, a) if a >= 0 => (a, a + 8),
+            _ => (-1, -1),
+        };
+        let (remote_mr, remote_mw, remote_offset, rkey) = match &order.remote {
+            Some(r) => {
+                let m = self.mr(&r.mr)?;
+                let w = r.mw.as_deref().map(|w| self.mw(w)).transpose()?;
+                (m as i64, w.map_or(-1, |w| w as i64), r.offset, r.rkey.map_or(-1, i64::from))
+            }
+            None => (-1, -1, 0, -1),
+        };
+        let mut c = String::new();
+        let _ = writeln!(
+            c,
+            "/* probe {}: {op}, PSN {} ({} from {}) */",
+            order.id,
+            t.bth.psn.value(),
+            order.psn,
+            at.value()
+        );
+        let _ = writeln!(c, "static const uint8_t pkt[{}] = {{{}}};", ib.len(), c_bytes(ib));
+        let _ = writeln!(
+            c,
+            "const struct probe p = {{ .qp = QP_{}, .bytes = pkt, .len = sizeof pkt, .patch_dest_qp = {},\n\t.deth_at = {}, .va_at = {va_at}, .rkey_at = {rkey_at}, .ieth_at = {},\n\t.remote_mr = {remote_mr}, .remote_mw = {remote_mw}, .remote_offset = {remote_offset}, .rkey = {rkey},\n\t.udp_src_port = {}, .copies = {}, .bad_icrc = {}, .settle_ms = {} }};",
+            ident(&order.qp),
+            u8::from(order.dest_qp.is_none()),
+            at_of(Headers::DETH),
+            at_of(Headers::IETH),
+            order.udp_src_port.map_or(-1, i32::from),
+            order.copies.max(1),
+            u8::from(order.bad_icrc),
+            order.settle_ms
+        );
+        let _ = writeln!(c, "send_probe(&p);");
+        Ok(c)
+    }
+}
+
+/// A scenario name as a C identifier part (names are `[A-Za-z0-9_-]`).
+fn ident(name: &str) -> String {
+    name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+}
+
+/// A name inside a C string literal.
+fn c_str(s: &str) -> String {
+    s.chars().filter(|c| c.is_ascii_graphic() && *c != '"' && *c != '\\' || *c == ' ').collect()
+}
+
+/// Bytes as a C initialiser, 12 to a line.
+fn c_bytes(b: &[u8]) -> String {
+    let mut s = String::new();
+    for (i, x) in b.iter().enumerate() {
+        if i % 12 == 0 {
+            s.push_str("\n\t");
+        } else {
+            s.push(' ');
+        }
+        let _ = write!(s, "{x:#04x},");
+    }
+    s.push('\n');
+    s
+}
+
+/// Access flags as libibverbs' names (a flag its headers may lack, by value).
+fn access_c(a: Access) -> String {
+    let mut v = Vec::new();
+    for &(bit, name) in Access::FLAGS {
+        if a.0 & bit != 0 {
+            if bit < 1 << 8 {
+                v.push(format!("IBV_ACCESS_{}", name.to_ascii_uppercase()));
+            } else {
+                v.push(format!("{bit:#x} /* {name} */"));
+            }
+        }
+    }
+    if v.is_empty() {
+        "0".into()
+    } else {
+        v.join(" | ")
+    }
+}
+
+/// A path MTU in bytes as `enum ibv_mtu`.
+fn mtu_c(bytes: u32) -> &'static str {
+    match bytes {
+        256 => "IBV_MTU_256",
+        512 => "IBV_MTU_512",
+        2048 => "IBV_MTU_2048",
+        4096 => "IBV_MTU_4096",
+        _ => "IBV_MTU_1024",
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,259 @@
+use std::path::{Path, PathBuf};
+
+use super::*;
+use crate::scenario::check::parse_str;
+
+/// QPs `uc` (UC) and `ud` (UD) and `rc` (RC) between b and a, a's send PSNs 1000,
+/// -, 100; MR `target` on b; then `steps`.
+fn scenario(steps: &str) -> Scenario {
+    let text = format!(
+        r#"
+name = "repro unit"
+format = 3
+[endpoints.a]
+[endpoints.b]
+[[qp]]
+name = "uc"
+type = "uc"
+between = ["b", "a"]
+psn = {{ a = 1000, b = 5000 }}
+[[qp]]
+name = "ud"
+type = "ud"
+between = ["b", "a"]
+[[qp]]
+name = "rc"
+type = "rc"
+between = ["b", "a"]
+psn = {{ a = 100, b = 500 }}
+[[mr]]
+name = "target"
+on = "b"
+size = 64
+access = ["local_write", "remote_write"]
+[[mr]]
+name = "src"
+on = "a"
+size = 8
+init = {{ text = "liveness" }}
+{steps}
+"#
+    );
+    match parse_str(Path::new("unit.toml"), &text) {
+        Ok(sc) => sc,
+        Err(d) => panic!("{d:?}"),
+    }
+}
+
+/// The `pkt` bytes and the `struct probe` line of the program's only probe.
+fn probe_of(c: &str) -> (Vec<u8>, String) {
+    let start = c.find("static const uint8_t pkt[").expect("a probe");
+    let body = &c[start..];
+    let open = body.find('{').expect("bytes");
+    let close = body.find("};").expect("end of bytes");
+    let bytes = body[open + 1..close]
+        .split(',')
+        .filter_map(|b| u8::from_str_radix(b.trim().trim_start_matches("0x"), 16).ok())
+        .collect();
+    let p = body.find("const struct probe p").expect("the probe's fields");
+    let line = &body[p..body[p..].find("};").map_or(body.len(), |e| p + e)];
+    (bytes, line.split_whitespace().collect::<Vec<_>>().join(" "))
+}
+
+#[test]
+fn a_write_probe_is_the_findings_bytes_with_va_and_rkey_written_in_by_the_run() {
+    let sc = scenario(
+        r#"
+[[step]]
+on = "a"
+op = "probe"
+qp = "uc"
+probe = { id = "p13", opcode = "UC RDMA WRITE Only", remote = { mr = "target", offset = 6 }, dma_len = 0, payload = { pattern = "47" }, len = 16, settle_ms = 50 }
+"#,
+    );
+    let c = c_program(&sc, "unit.toml").unwrap();
+    let (ib, p) = probe_of(&c);
+    // BTH (IBA 9.2): UC RDMA WRITE Only is 0x2a; PSN is a's first, 1000; the
+    // RETH's DMA length 0, then 16 bytes of 0x47 and no pad.
+    assert_eq!(ib[0], 0x2a);
+    assert_eq!(&ib[9..12], &[0x00, 0x03, 0xe8]);
+    assert_eq!(&ib[24..28], &[0, 0, 0, 0]);
+    assert_eq!(&ib[28..], &[0x47; 16]);
+    assert_eq!(ib.len(), 12 + 16 + 16);
+    // The RETH follows the BTH: VA at 12, R_Key at 20, both the run's.
+    for field in [
+        ".qp = QP_uc",
+        ".patch_dest_qp = 1",
+        ".deth_at = -1",
+        ".va_at = 12",
+        ".rkey_at = 20",
+        ".ieth_at = -1",
+        ".remote_mr = 0",
+        ".remote_offset = 6",
+        ".rkey = -1",
+        ".settle_ms = 50",
+    ] {
+        assert!(p.contains(field), "{field} in {p}");
+    }
+    assert!(c.contains("#define BARRIER_S 11"), "the longest step (50 ms) and 10 s");
+    assert!(c.contains("if (me == 0) {"), "a sends it");
+}
+
+#[test]
+fn each_qps_probes_go_on_from_the_psn_the_last_one_left() {
+    let sc = scenario(
+        r#"
+[[step]]
+on = "a"
+op = "probe"
+qp = "rc"
+probe = { id = "one", opcode = "RDMA WRITE Only", remote = { mr = "target" }, payload = { pattern = "01" }, len = 4 }
+[[step]]
+on = "a"
+op = "probe"
+qp = "rc"
+probe = { id = "dropped", opcode = "RDMA WRITE Only", remote = { mr = "target" }, payload = { pattern = "02" }, len = 4, p_key = 0x8123, moves_next = false }
+[[step]]
+on = "a"
+op = "probe"
+qp = "rc"
+probe = { id = "three", opcode = "RDMA WRITE Only", remote = { mr = "target" }, payload = { pattern = "03" }, len = 4 }
+"#,
+    );
+    let c = c_program(&sc, "unit.toml").unwrap();
+    let psns: Vec<&str> = c.lines().filter(|l| l.contains("/* probe ")).map(|l| l.trim()).collect();
+    assert_eq!(
+        psns,
+        [
+            "/* probe one: RC RDMA WRITE Only, PSN 100 (next from 100) */",
+            "/* probe dropped: RC RDMA WRITE Only, PSN 101 (next from 101) */",
+            "/* probe three: RC RDMA WRITE Only, PSN 101 (next from 101) */",
+        ]
+    );
+}
+
+#[test]
+fn a_ud_probe_gets_its_source_qp_written_into_the_deth() {
+    let sc = scenario(
+        r#"
+[[step]]
+on = "a"
+op = "probe"
+qp = "ud"
+probe = { id = "ud", opcode = "UD SEND Only", len = 8, moves_next = false }
+"#,
+    );
+    let c = c_program(&sc, "unit.toml").unwrap();
+    let (ib, p) = probe_of(&c);
+    assert_eq!(ib[0], 0x64);
+    assert_eq!(ib.len(), 12 + 8 + 8, "BTH, DETH, payload");
+    // The DETH's Q_Key: the scenario's default.
+    assert_eq!(&ib[12..16], &DEFAULT_QKEY_BYTES);
+    assert!(p.contains(".deth_at = 12") && p.contains(".va_at = -1"), "{p}");
+}
+
+const DEFAULT_QKEY_BYTES: [u8; 4] = crate::scenario::model::DEFAULT_QKEY.to_be_bytes();
+
+#[test]
+fn verbs_steps_are_work_requests_with_the_peers_keys_learned_at_run_time() {
+    let sc = scenario(
+        r#"
+[[step]]
+on = "a"
+op = "write"
+qp = "rc"
+wr_id = 99
+sge = [{ mr = "src" }]
+remote = { mr = "target", offset = 8 }
+[[step]]
+on = "b"
+op = "wait_completions"
+count = 1
+within_ms = 2500
+"#,
+    );
+    let c = c_program(&sc, "unit.toml").unwrap();
+    assert!(c.contains("struct ibv_sge sge[] = { sge_of(MR_src, 0, 8) };"), "{c}");
+    assert!(c.contains(".opcode = IBV_WR_RDMA_WRITE"));
+    assert!(c.contains(
+        ".wr.rdma = { .remote_addr = remote_va(MR_target, 8), .rkey = theirs.mr_rkey[MR_target] }"
+    ));
+    assert!(c.contains("post_send(QP_rc, &wr);"));
+    assert!(c.contains("wait_completions(1, 2500);"));
+    assert!(c.contains("#define BARRIER_S 13"), "2.5 s rounds up to 3, and 10 s");
+    // The QPs' first PSNs as the scenario gives them, each end's.
+    assert!(c.contains(r#"{ .name = "rc", .type = IBV_QPT_RC, .psn = { 100, 500 }"#), "{c}");
+    // a's MR holds its text; b's starts as zeros.
+    assert!(c.contains("static const uint8_t INIT_src[8] = {\n\t0x6c, 0x69, 0x76"));
+    assert!(c.contains(
+        r#"{ "target", 1, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, NULL },"#
+    ));
+}
+
+#[test]
+fn what_has_no_c_form_is_named_with_its_step() {
+    let sc = scenario(
+        r#"
+[[step]]
+on = "a"
+op = "query_qp"
+qp = "rc"
+state = "rts"
+"#,
+    );
+    let e = c_program(&sc, "unit.toml").unwrap_err();
+    assert_eq!(e, "step 1: `query_qp` has no C form yet");
+}
+
+/// The committed findings' reproducers are what `roce repro` writes of them now
+/// (`ROCE_BLESS=1` rewrites them), and each builds without a warning where
+/// libibverbs' headers are (always in CI).
+#[test]
+fn committed_reproducers_are_current_and_build() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../scenarios/findings");
+    let mut seen = 0;
+    for dir in std::fs::read_dir(&root).unwrap() {
+        let dir = dir.unwrap().path();
+        let file = dir.join("repro.c");
+        if !file.exists() {
+            continue;
+        }
+        seen += 1;
+        let finding = dir.join("finding.toml");
+        let loaded = crate::scenario::load_all(&[finding]).unwrap();
+        let name = format!(
+            "scenarios/findings/{}/finding.toml",
+            dir.file_name().unwrap().to_string_lossy()
+        );
+        let c = c_program(&loaded[0].1, &name).unwrap();
+        if std::env::var_os("ROCE_BLESS").is_some() {
+            std::fs::write(&file, &c).unwrap();
+        }
+        assert_eq!(
+            std::fs::read_to_string(&file).unwrap(),
+            c,
+            "{} is stale: ROCE_BLESS=1 cargo test -p roce repro",
+            file.display()
+        );
+        compiles(&file);
+    }
+    assert!(seen >= 2, "the two kernel findings have reproducers; found {seen}");
+}
+
+/// `cc -Wall -Wextra -Werror -fsyntax-only`; skipped (said) where there is no
+/// compiler or no libibverbs headers, except in CI.
+fn compiles(file: &Path) {
+    let headers = Path::new("/usr/include/infiniband/verbs.h").exists();
+    let cc = std::process::Command::new("cc").arg("--version").output().is_ok();
+    if !(headers && cc) {
+        assert!(std::env::var_os("CI").is_none(), "CI has cc and libibverbs-dev");
+        eprintln!("skipped building {}: no cc or no libibverbs headers", file.display());
+        return;
+    }
+    let out = std::process::Command::new("cc")
+        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-fsyntax-only"])
+        .arg(file)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}: {}", file.display(), String::from_utf8_lossy(&out.stderr));
+}
