@@ -1,10 +1,13 @@
 //! `roce check`: validate scenario files without running them; with `--fix`,
 //! rewrite them in the current scenario format ([`fix`]).
 //!
-//! Owns: `roce check`'s options and its output. Imports: `crate::scenario` (discovery
+//! Owns: `roce check`'s options and its output; which scenarios `--case` picks
+//! (for `run`, `suite` and `repro`). Imports: `crate::scenario` (discovery
 //! and loading), `super::exit`.
 use std::io::Write;
 use std::path::PathBuf;
+
+use anyhow::anyhow;
 
 use super::exit::{help, CommandResult, Exit, Failure};
 use crate::scenario;
@@ -38,6 +41,75 @@ pub(super) fn load(
 ) -> Result<Vec<(PathBuf, scenario::model::Scenario)>, Failure> {
     let files = scenario::discover(paths).map_err(Failure::input)?;
     load_files(&files, who, err)
+}
+
+/// Whether a scenario's (or case's) `name` matches a `--case` pattern: a glob
+/// over the whole name when the pattern has `*` or `?`, else a substring; letter
+/// case ignored.
+pub(super) fn name_matches(pattern: &str, name: &str) -> bool {
+    let p: Vec<char> = pattern.to_lowercase().chars().collect();
+    let n: Vec<char> = name.to_lowercase().chars().collect();
+    if !p.iter().any(|c| *c == '*' || *c == '?') {
+        return name.to_lowercase().contains(&pattern.to_lowercase());
+    }
+    // Glob, backtracking to the last `*`.
+    let (mut i, mut j) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while j < n.len() {
+        match p.get(i) {
+            Some('*') => {
+                star = Some((i, j));
+                i += 1;
+            }
+            Some(c) if *c == '?' || *c == n[j] => {
+                i += 1;
+                j += 1;
+            }
+            _ => match star {
+                Some((si, sj)) => {
+                    i = si + 1;
+                    j = sj + 1;
+                    star = Some((si, sj + 1));
+                }
+                None => return false,
+            },
+        }
+    }
+    p[i..].iter().all(|c| *c == '*')
+}
+
+/// The scenarios `--case` selects (all without it); an error when none is.
+pub(super) fn select(
+    loaded: Vec<(PathBuf, scenario::model::Scenario)>,
+    patterns: &[String],
+    who: &str,
+) -> Result<Vec<(PathBuf, scenario::model::Scenario)>, Failure> {
+    if patterns.is_empty() {
+        return Ok(loaded);
+    }
+    let all = loaded.len();
+    let kept: Vec<_> = loaded
+        .into_iter()
+        .filter(|(_, sc)| patterns.iter().any(|p| name_matches(p, &sc.name)))
+        .collect();
+    if kept.is_empty() {
+        return Err(Failure::input(anyhow!(
+            "{who}: --case {} matches none of the {all} scenarios and cases; nothing was run\nhint: `{who} --list` with the same files prints their names",
+            patterns.join(" --case ")
+        )));
+    }
+    Ok(kept)
+}
+
+/// `--list`: every name that would run, one a line.
+pub(super) fn list(
+    loaded: &[(PathBuf, scenario::model::Scenario)],
+    out: &mut dyn Write,
+) -> std::io::Result<()> {
+    for (_, sc) in loaded {
+        writeln!(out, "{}", sc.name)?;
+    }
+    Ok(())
 }
 
 /// Who uses which fixture: the scenario files under the directory that holds a
@@ -155,4 +227,22 @@ pub(super) fn run(a: CheckArgs, out: &mut dyn Write, err: &mut dyn Write) -> Com
         i += n;
     }
     Ok(Exit::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn case_patterns_are_substrings_or_globs() {
+        let n = "MR access: WRITE [no remote_write]";
+        assert!(name_matches("no remote", n));
+        assert!(name_matches("NO REMOTE", n), "letter case is ignored");
+        assert!(!name_matches("remote_read", n));
+        assert!(name_matches("MR access*[no *]", n));
+        assert!(name_matches("*WRITE ?no*", n));
+        assert!(!name_matches("*read*", n));
+        assert!(name_matches("*", n));
+        assert!(!name_matches("MR*", "x MR"), "a glob matches the whole name");
+    }
 }

@@ -16,13 +16,17 @@ use crate::repro;
 #[derive(Debug, clap::Args)]
 #[command(after_help = help(&[
     (Exit::Ok, "the C program was written"),
-    (Exit::BadInput, "the file is not a valid scenario, holds more than one case, or uses what has no C form yet (said which)"),
+    (Exit::BadInput, "the file is not a valid scenario, holds more than one case and --case picks none or several, or uses what has no C form yet (said which)"),
     (Exit::Setup, "the output could not be written (nothing is left half-written)"),
 ]))]
 pub struct ReproArgs {
     /// A scenario: a finding `roce fuzz` wrote, or any scenario of two endpoints
     #[arg(value_name = "FINDING.toml")]
     pub scenario: PathBuf,
+    /// Of a parameterised file, the case (as `roce run --case`: a substring of its
+    /// name, or a glob with `*`)
+    #[arg(long = "case", value_name = "PATTERN")]
+    pub case: Option<String>,
     /// Write the C program here (default: standard output)
     #[arg(short = 'o', long = "output", value_name = "FILE.c")]
     pub output: Option<PathBuf>,
@@ -31,11 +35,14 @@ pub struct ReproArgs {
 /// `roce repro`.
 pub(super) fn run(a: ReproArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
     let loaded = super::check::load(std::slice::from_ref(&a.scenario), "roce repro", err)?;
+    let loaded = super::check::select(loaded, a.case.as_slice(), "roce repro")?;
     let [(file, sc)] = &loaded[..] else {
+        let names: Vec<&str> = loaded.iter().map(|(_, sc)| sc.name.as_str()).collect();
         return Err(Failure::input(anyhow!(
-            "{}: {} cases: a reproducer is of one scenario (write the case you want as its own file)",
+            "{}: {} cases: a reproducer is of one\n  {}\nhint: pick one with --case PATTERN",
             a.scenario.display(),
-            loaded.len()
+            loaded.len(),
+            names.join("\n  ")
         )));
     };
     let c = repro::c_program(sc, &file.display().to_string()).map_err(|e| {

@@ -157,72 +157,6 @@ pub struct RunArgs {
     pub snapshot_fields: Vec<String>,
 }
 
-/// Whether a scenario's (or case's) `name` matches a `--case` pattern: a glob
-/// over the whole name when the pattern has `*` or `?`, else a substring; letter
-/// case ignored.
-pub(super) fn name_matches(pattern: &str, name: &str) -> bool {
-    let p: Vec<char> = pattern.to_lowercase().chars().collect();
-    let n: Vec<char> = name.to_lowercase().chars().collect();
-    if !p.iter().any(|c| *c == '*' || *c == '?') {
-        return name.to_lowercase().contains(&pattern.to_lowercase());
-    }
-    // Glob, backtracking to the last `*`.
-    let (mut i, mut j) = (0, 0);
-    let mut star: Option<(usize, usize)> = None;
-    while j < n.len() {
-        match p.get(i) {
-            Some('*') => {
-                star = Some((i, j));
-                i += 1;
-            }
-            Some(c) if *c == '?' || *c == n[j] => {
-                i += 1;
-                j += 1;
-            }
-            _ => match star {
-                Some((si, sj)) => {
-                    i = si + 1;
-                    j = sj + 1;
-                    star = Some((si, sj + 1));
-                }
-                None => return false,
-            },
-        }
-    }
-    p[i..].iter().all(|c| *c == '*')
-}
-
-/// The scenarios `--case` selects (all without it); an error when none is.
-pub(super) fn select(
-    loaded: Vec<(PathBuf, Scenario)>,
-    patterns: &[String],
-    who: &str,
-) -> Result<Vec<(PathBuf, Scenario)>, Failure> {
-    if patterns.is_empty() {
-        return Ok(loaded);
-    }
-    let all = loaded.len();
-    let kept: Vec<_> = loaded
-        .into_iter()
-        .filter(|(_, sc)| patterns.iter().any(|p| name_matches(p, &sc.name)))
-        .collect();
-    if kept.is_empty() {
-        return Err(Failure::input(anyhow!(
-            "{who}: --case {} matches none of the {all} scenarios and cases; nothing was run\nhint: `{who} --list` with the same files prints their names",
-            patterns.join(" --case ")
-        )));
-    }
-    Ok(kept)
-}
-
-/// `--list`: every name that would run, one a line.
-pub(super) fn list(loaded: &[(PathBuf, Scenario)], out: &mut dyn Write) -> std::io::Result<()> {
-    for (_, sc) in loaded {
-        writeln!(out, "{}", sc.name)?;
-    }
-    Ok(())
-}
-
 /// `a=host:port,b=host:port`.
 fn parse_endpoints(s: &str) -> anyhow::Result<BTreeMap<String, String>> {
     let mut m = BTreeMap::new();
@@ -499,9 +433,9 @@ pub(super) fn exit_of(r: &Report, fail_on_skip: bool) -> Exit {
 /// `roce run`.
 pub(super) fn run(args: RunArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
     let loaded = super::check::load(&args.paths, "roce run", err)?;
-    let loaded = select(loaded, &args.cases, "roce run")?;
+    let loaded = super::check::select(loaded, &args.cases, "roce run")?;
     if args.list {
-        list(&loaded, out)?;
+        super::check::list(&loaded, out)?;
         return Ok(Exit::Ok);
     }
     let plan = plan(&args, &loaded, args.out.clone().unwrap_or_else(|| timestamped("roce-runs")))?;
@@ -538,19 +472,6 @@ mod tests {
         assert_eq!(exit_of(&r(0, 2), false), Exit::Ok);
         assert_eq!(exit_of(&r(0, 2), true), Exit::Skipped);
         assert_eq!(exit_of(&r(1, 2), true), Exit::Failed, "a failure says more than a skip");
-    }
-
-    #[test]
-    fn case_patterns_are_substrings_or_globs() {
-        let n = "MR access: WRITE [no remote_write]";
-        assert!(name_matches("no remote", n));
-        assert!(name_matches("NO REMOTE", n), "letter case is ignored");
-        assert!(!name_matches("remote_read", n));
-        assert!(name_matches("MR access*[no *]", n));
-        assert!(name_matches("*WRITE ?no*", n));
-        assert!(!name_matches("*read*", n));
-        assert!(name_matches("*", n));
-        assert!(!name_matches("MR*", "x MR"), "a glob matches the whole name");
     }
 
     #[test]

@@ -36,9 +36,9 @@ pub(super) fn run(mut a: SuiteArgs, out: &mut dyn Write, err: &mut dyn Write) ->
     // The baseline is read first: a wrong path is said before an hour of running.
     let baseline = a.baseline.as_deref().map(Suite::load).transpose().map_err(Failure::input)?;
     let loaded = super::check::load(&a.run.paths, "roce suite", err)?;
-    let mut loaded = run::select(loaded, &a.run.cases, "roce suite")?;
+    let mut loaded = super::check::select(loaded, &a.run.cases, "roce suite")?;
     if a.run.list {
-        run::list(&loaded, out)?;
+        super::check::list(&loaded, out)?;
         return Ok(super::exit::Exit::Ok);
     }
     // On real hosts without a bridge there is no switch to apply faults: those

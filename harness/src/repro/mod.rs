@@ -26,7 +26,7 @@ use dissector::wire::{Headers, Opcode, Psn};
 use crate::agent::probe::{self, Aim};
 use crate::protocol::{Action, Invalidate, ProbeOrder, RemoteRef, SgeRef, Verb};
 use crate::scenario::model::{QpType, Scenario, Step};
-use crate::vocab::{Access, MwKind, SendFlag};
+use crate::vocab::{Access, MwKind, QpStateName, SendFlag};
 
 /// The runtime every reproducer carries; `@TABLES@` is where the finding's own
 /// objects go (after the types, before the code that uses them).
@@ -91,12 +91,29 @@ impl<'a> Gen<'a> {
         self.sc.qps.iter().position(|q| q.name == name).ok_or_else(|| format!("no QP `{name}`"))
     }
 
-    fn mr(&self, name: &str) -> Result<usize, String> {
-        self.sc.mrs.iter().position(|m| m.name == name).ok_or_else(|| format!("no MR `{name}`"))
+    /// End `end`'s MR `name`: its index and its C name (`MR_b_target`: names are
+    /// an endpoint's own, and both ends may have an MR of one name).
+    fn mr(&self, end: usize, name: &str) -> Result<(usize, String), String> {
+        let on = self.ends[end];
+        let i = self
+            .sc
+            .mrs
+            .iter()
+            .position(|m| m.name == name && m.on == on)
+            .ok_or_else(|| format!("no MR `{name}` on `{on}`"))?;
+        Ok((i, format!("MR_{}_{}", ident(on), ident(name))))
     }
 
-    fn mw(&self, name: &str) -> Result<usize, String> {
-        self.sc.mws.iter().position(|m| m.name == name).ok_or_else(|| format!("no MW `{name}`"))
+    /// End `end`'s memory window `name`, as [`Gen::mr`].
+    fn mw(&self, end: usize, name: &str) -> Result<(usize, String), String> {
+        let on = self.ends[end];
+        let i = self
+            .sc
+            .mws
+            .iter()
+            .position(|m| m.name == name && m.on == on)
+            .ok_or_else(|| format!("no memory window `{name}` on `{on}`"))?;
+        Ok((i, format!("MW_{}_{}", ident(on), ident(name))))
     }
 
     /// The first send PSN of `qp`'s end `end`: the scenario's, or a fixed one (the
@@ -192,17 +209,18 @@ impl<'a> Gen<'a> {
             let _ = writeln!(t, "#define QP_{} {i}", ident(&q.name));
         }
         for (i, m) in sc.mrs.iter().enumerate() {
-            let _ = writeln!(t, "#define MR_{} {i}", ident(&m.name));
+            let _ = writeln!(t, "#define MR_{}_{} {i}", ident(&m.on), ident(&m.name));
         }
         for (i, w) in sc.mws.iter().enumerate() {
-            let _ = writeln!(t, "#define MW_{} {i}", ident(&w.name));
+            let _ = writeln!(t, "#define MW_{}_{} {i}", ident(&w.on), ident(&w.name));
         }
         for m in &sc.mrs {
             let bytes = m.initial_bytes();
             if bytes.iter().any(|&b| b != 0) {
                 let _ = writeln!(
                     t,
-                    "static const uint8_t INIT_{}[{}] = {{{}}};",
+                    "static const uint8_t INIT_{}_{}[{}] = {{{}}};",
+                    ident(&m.on),
                     ident(&m.name),
                     bytes.len(),
                     c_bytes(&bytes)
@@ -244,7 +262,7 @@ impl<'a> Gen<'a> {
         let _ = writeln!(t, "}};\nstatic const struct mr_spec MRS[] = {{");
         for m in &sc.mrs {
             let init = if m.initial_bytes().iter().any(|&b| b != 0) {
-                format!("INIT_{}", ident(&m.name))
+                format!("INIT_{}_{}", ident(&m.on), ident(&m.name))
             } else {
                 "NULL".into()
             };
@@ -312,7 +330,7 @@ impl<'a> Gen<'a> {
         match action {
             Action::PostRecv { qp, wr_id, sges } => {
                 let q = self.qp(qp)?;
-                let _ = writeln!(c, "struct ibv_sge sge[] = {{ {} }};", self.sges(sges)?);
+                let _ = writeln!(c, "struct ibv_sge sge[] = {{ {} }};", self.sges(end, sges)?);
                 let _ = writeln!(
                     c,
                     "post_recv(QP_{}, {wr_id}, sge, {});",
@@ -322,7 +340,7 @@ impl<'a> Gen<'a> {
             }
             Action::Post { qp, wr_id, verb, sges, flags } => {
                 self.qp(qp)?;
-                c.push_str(&self.post(qp, *wr_id, verb, sges, flags)?);
+                c.push_str(&self.post(end, qp, *wr_id, verb, sges, flags)?);
             }
             Action::WaitCompletions { count, within_ms } => {
                 let _ = writeln!(c, "wait_completions({count}, {within_ms});");
@@ -331,24 +349,52 @@ impl<'a> Gen<'a> {
                 let _ = writeln!(c, "usleep({ms} * 1000);");
             }
             Action::Probe(order) => c.push_str(&self.probe(order, end, next)?),
-            Action::ModifyQp { qp, state, access: None, .. } => {
+            Action::ModifyQp { qp, state, state_only, access } => {
                 self.qp(qp)?;
-                let _ = writeln!(c, "modify_state(QP_{}, {state});", ident(qp));
+                // A state whose transition needs no attribute but the state.
+                let bare = [QpStateName::RESET, QpStateName::SQD, QpStateName(5), QpStateName(6)];
+                if !state_only && !bare.contains(state) {
+                    if access.is_some() {
+                        return Err(format!(
+                            "`modify_qp` to {state} with new access flags has no C form yet"
+                        ));
+                    }
+                    let _ = writeln!(c, "modify_to(QP_{}, {state});", ident(qp));
+                } else {
+                    let access = access.map_or("-1".to_string(), access_c);
+                    let _ = writeln!(c, "modify_state(QP_{}, {state}, {access});", ident(qp));
+                }
             }
-            Action::DeregMr { mr } => {
-                self.mr(mr)?;
+            Action::QueryQp { qp } => {
+                self.qp(qp)?;
+                let _ = writeln!(c, "query_state(QP_{});", ident(qp));
+            }
+            Action::ResizeCq { cqe } => {
                 let _ = writeln!(
                     c,
-                    "if (ibv_dereg_mr(mr[MR_{0}]))\n\tsay(\"ibv_dereg_mr of {0} refused\");",
-                    ident(mr)
+                    "if (ibv_resize_cq(cq, {cqe}))\n\tsay(\"ibv_resize_cq to {cqe} refused\");"
+                );
+            }
+            Action::ReregMr { mr, access } => {
+                let (_, m) = self.mr(end, mr)?;
+                let _ = writeln!(
+                    c,
+                    "if (ibv_rereg_mr(mr[{m}], IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, {}))\n\tsay(\"ibv_rereg_mr of {mr} refused\");",
+                    access_c(*access)
+                );
+            }
+            Action::DeregMr { mr } => {
+                let (_, m) = self.mr(end, mr)?;
+                let _ = writeln!(
+                    c,
+                    "if (ibv_dereg_mr(mr[{m}]))\n\tsay(\"ibv_dereg_mr of {mr} refused\");"
                 );
             }
             Action::DeallocMw { mw } => {
-                self.mw(mw)?;
+                let (_, w) = self.mw(end, mw)?;
                 let _ = writeln!(
                     c,
-                    "if (ibv_dealloc_mw(mw[MW_{0}]))\n\tsay(\"ibv_dealloc_mw of {0} refused\");",
-                    ident(mw)
+                    "if (ibv_dealloc_mw(mw[{w}]))\n\tsay(\"ibv_dealloc_mw of {mw} refused\");"
                 );
             }
             other => return Err(format!("`{}` has no C form yet", other.op())),
@@ -356,32 +402,32 @@ impl<'a> Gen<'a> {
         Ok(c)
     }
 
-    fn sges(&self, sges: &[SgeRef]) -> Result<String, String> {
+    /// End `end`'s SGEs as C expressions.
+    fn sges(&self, end: usize, sges: &[SgeRef]) -> Result<String, String> {
         let mut v = Vec::new();
         for s in sges {
-            self.mr(&s.mr)?;
-            v.push(format!("sge_of(MR_{}, {}, {})", ident(&s.mr), s.offset, s.len));
+            let (_, m) = self.mr(end, &s.mr)?;
+            v.push(format!("sge_of({m}, {}, {})", s.offset, s.len));
         }
         Ok(v.join(", "))
     }
 
-    /// The peer MR's VA and the rkey for a remote reference, as C expressions.
-    fn remote(&self, r: &RemoteRef) -> Result<(String, String), String> {
-        self.mr(&r.mr)?;
-        let va = format!("remote_va(MR_{}, {})", ident(&r.mr), r.offset);
+    /// The VA and rkey of a remote reference of end `end` (to its peer's MR or
+    /// window), as C expressions.
+    fn remote(&self, end: usize, r: &RemoteRef) -> Result<(String, String), String> {
+        let (_, m) = self.mr(1 - end, &r.mr)?;
+        let va = format!("remote_va({m}, {})", r.offset);
         let rkey = match (&r.rkey, &r.mw) {
             (Some(k), _) => format!("{k:#x}"),
-            (None, Some(w)) => {
-                self.mw(w)?;
-                format!("mw_rkey[MW_{}]", ident(w))
-            }
-            (None, None) => format!("theirs.mr_rkey[MR_{}]", ident(&r.mr)),
+            (None, Some(w)) => format!("mw_rkey[{}]", self.mw(1 - end, w)?.1),
+            (None, None) => format!("theirs.mr_rkey[{m}]"),
         };
         Ok((va, rkey))
     }
 
     fn post(
         &self,
+        end: usize,
         qp: &str,
         wr_id: u64,
         verb: &Verb,
@@ -390,22 +436,20 @@ impl<'a> Gen<'a> {
     ) -> Result<String, String> {
         let mut c = String::new();
         if let Verb::BindMw { mw, mr, offset, len, access } = verb {
-            let w = self.mw(mw)?;
-            self.mr(mr)?;
+            let (w, wname) = self.mw(end, mw)?;
+            let (_, m) = self.mr(end, mr)?;
             let f = if self.sc.mws[w].kind == MwKind::Type1 { "bind_type1" } else { "bind_type2" };
             let _ = writeln!(
                 c,
-                "{f}(QP_{}, MW_{}, MR_{}, {offset}, {len}, {}, {wr_id});",
+                "{f}(QP_{}, {wname}, {m}, {offset}, {len}, {}, {wr_id});",
                 ident(qp),
-                ident(mw),
-                ident(mr),
                 access_c(*access)
             );
             return Ok(c);
         }
         let mut fields = vec![format!(".wr_id = {wr_id}")];
         if !sges.is_empty() {
-            let _ = writeln!(c, "struct ibv_sge sge[] = {{ {} }};", self.sges(sges)?);
+            let _ = writeln!(c, "struct ibv_sge sge[] = {{ {} }};", self.sges(end, sges)?);
             fields.push(format!(".sg_list = sge, .num_sge = {}", sges.len()));
         }
         let mut send_flags: Vec<&str> = Vec::new();
@@ -425,9 +469,14 @@ impl<'a> Gen<'a> {
         }
         let q = &self.sc.qps[self.qp(qp)?];
         let opcode = match verb {
-            Verb::Send { imm, .. } => {
+            Verb::Send { imm, qkey } => {
                 if q.kind == QpType::Ud {
-                    return Err(format!("a SEND on UD QP `{qp}` has no C form yet"));
+                    let qkey =
+                        qkey.map_or(format!("QPS[QP_{}].qkey", ident(qp)), |k| format!("{k:#x}"));
+                    fields.push(format!(
+                        ".wr.ud = {{ .ah = ud_ah(QP_{0}), .remote_qpn = theirs.qpn[QP_{0}], .remote_qkey = {qkey} }}",
+                        ident(qp)
+                    ));
                 }
                 if let Some(i) = imm {
                     fields.push(format!(".imm_data = htonl({i:#x})"));
@@ -437,7 +486,7 @@ impl<'a> Gen<'a> {
                 }
             }
             Verb::Write { remote, imm } => {
-                let (va, rkey) = self.remote(remote)?;
+                let (va, rkey) = self.remote(end, remote)?;
                 fields.push(format!(".wr.rdma = {{ .remote_addr = {va}, .rkey = {rkey} }}"));
                 if let Some(i) = imm {
                     fields.push(format!(".imm_data = htonl({i:#x})"));
@@ -447,34 +496,30 @@ impl<'a> Gen<'a> {
                 }
             }
             Verb::Read { remote } => {
-                let (va, rkey) = self.remote(remote)?;
+                let (va, rkey) = self.remote(end, remote)?;
                 fields.push(format!(".wr.rdma = {{ .remote_addr = {va}, .rkey = {rkey} }}"));
                 "IBV_WR_RDMA_READ"
             }
             Verb::CmpSwap { remote, compare, swap } => {
-                let (va, rkey) = self.remote(remote)?;
+                let (va, rkey) = self.remote(end, remote)?;
                 fields.push(format!(".wr.atomic = {{ .remote_addr = {va}, .rkey = {rkey}, .compare_add = {compare:#x}, .swap = {swap:#x} }}"));
                 "IBV_WR_ATOMIC_CMP_AND_SWP"
             }
             Verb::FetchAdd { remote, add } => {
-                let (va, rkey) = self.remote(remote)?;
+                let (va, rkey) = self.remote(end, remote)?;
                 fields.push(format!(".wr.atomic = {{ .remote_addr = {va}, .rkey = {rkey}, .compare_add = {add:#x} }}"));
                 "IBV_WR_ATOMIC_FETCH_AND_ADD"
             }
             Verb::SendInv { invalidate } => {
                 let rkey = match invalidate {
                     Invalidate::Rkey(k) => format!("{k:#x}"),
-                    Invalidate::Mw { mw, .. } => {
-                        self.mw(mw)?;
-                        format!("mw_rkey[MW_{}]", ident(mw))
-                    }
+                    Invalidate::Mw { mw, .. } => format!("mw_rkey[{}]", self.mw(1 - end, mw)?.1),
                 };
                 fields.push(format!(".invalidate_rkey = {rkey}"));
                 "IBV_WR_SEND_WITH_INV"
             }
             Verb::LocalInv { mw } => {
-                self.mw(mw)?;
-                fields.push(format!(".invalidate_rkey = mw_rkey[MW_{}]", ident(mw)));
+                fields.push(format!(".invalidate_rkey = mw_rkey[{}]", self.mw(end, mw)?.1));
                 "IBV_WR_LOCAL_INV"
             }
             Verb::AtomicWrite { .. } | Verb::Flush { .. } => {
@@ -533,11 +578,11 @@ impl<'a> Gen<'a> {
         };
         let (remote_mr, remote_mw, remote_offset, rkey) = match &order.remote {
             Some(r) => {
-                let m = self.mr(&r.mr)?;
-                let w = r.mw.as_deref().map(|w| self.mw(w)).transpose()?;
-                (m as i64, w.map_or(-1, |w| w as i64), r.offset, r.rkey.map_or(-1, i64::from))
+                let (_, m) = self.mr(1 - end, &r.mr)?;
+                let w = r.mw.as_deref().map(|w| self.mw(1 - end, w)).transpose()?;
+                (m, w.map_or("-1".to_string(), |w| w.1), r.offset, r.rkey.map_or(-1, i64::from))
             }
-            None => (-1, -1, 0, -1),
+            None => ("-1".to_string(), "-1".to_string(), 0, -1),
         };
         let mut c = String::new();
         let _ = writeln!(

@@ -222,6 +222,61 @@ static void open_device(void)
 		die("ibv_alloc_pd / ibv_create_cq", errno);
 }
 
+/* INIT, RTR and RTS of QP i with the scenario's attributes, as the agent sets them. */
+static int to_init(int i)
+{
+	const struct qp_spec *s = &QPS[i];
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = port };
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+	if (s->type == IBV_QPT_UD) {
+		a.qkey = s->qkey;
+		mask |= IBV_QP_QKEY;
+	} else {
+		a.qp_access_flags = s->access[me];
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	return ibv_modify_qp(qp[i], &a, mask);
+}
+
+static int to_rtr(int i)
+{
+	const struct qp_spec *s = &QPS[i];
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR };
+	int mask = IBV_QP_STATE;
+	if (s->type != IBV_QPT_UD) {
+		a.path_mtu = s->mtu;
+		a.dest_qp_num = theirs.qpn[i];
+		a.rq_psn = s->psn[!me];
+		a.ah_attr.is_global = 1;
+		a.ah_attr.port_num = port;
+		a.ah_attr.grh.sgid_index = gid_index;
+		a.ah_attr.grh.hop_limit = 64;
+		memcpy(a.ah_attr.grh.dgid.raw, theirs.gid, 16);
+		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+		if (s->type == IBV_QPT_RC) {
+			a.max_dest_rd_atomic = s->max_dest_rd_atomic;
+			a.min_rnr_timer = s->min_rnr_timer;
+			mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		}
+	}
+	return ibv_modify_qp(qp[i], &a, mask);
+}
+
+static int to_rts(int i)
+{
+	const struct qp_spec *s = &QPS[i];
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .sq_psn = s->psn[me] };
+	int mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (s->type == IBV_QPT_RC) {
+		a.timeout = s->timeout;
+		a.retry_cnt = s->retry_cnt;
+		a.rnr_retry = s->rnr_retry;
+		a.max_rd_atomic = s->max_rd_atomic;
+		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+	}
+	return ibv_modify_qp(qp[i], &a, mask);
+}
+
 static void create_objects(void)
 {
 	for (int i = 0; i < NMR; i++) {
@@ -255,16 +310,7 @@ static void create_objects(void)
 		qp[i] = ibv_create_qp(pd, &ia);
 		if (!qp[i])
 			die(s->name, errno);
-		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = port };
-		int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
-		if (s->type == IBV_QPT_UD) {
-			a.qkey = s->qkey;
-			mask |= IBV_QP_QKEY;
-		} else {
-			a.qp_access_flags = s->access[me];
-			mask |= IBV_QP_ACCESS_FLAGS;
-		}
-		if (ibv_modify_qp(qp[i], &a, mask))
+		if (to_init(i))
 			die("INIT", errno);
 		mine.qpn[i] = qp[i]->qp_num;
 	}
@@ -274,39 +320,9 @@ static void create_objects(void)
 static void connect_qps(void)
 {
 	for (int i = 0; i < NQP; i++) {
-		const struct qp_spec *s = &QPS[i];
-		struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR };
-		int mask = IBV_QP_STATE;
-		if (s->type != IBV_QPT_UD) {
-			a.path_mtu = s->mtu;
-			a.dest_qp_num = theirs.qpn[i];
-			a.rq_psn = s->psn[!me];
-			a.ah_attr.is_global = 1;
-			a.ah_attr.port_num = port;
-			a.ah_attr.grh.sgid_index = gid_index;
-			a.ah_attr.grh.hop_limit = 64;
-			memcpy(a.ah_attr.grh.dgid.raw, theirs.gid, 16);
-			mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-			if (s->type == IBV_QPT_RC) {
-				a.max_dest_rd_atomic = s->max_dest_rd_atomic;
-				a.min_rnr_timer = s->min_rnr_timer;
-				mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-			}
-		}
-		if (ibv_modify_qp(qp[i], &a, mask))
+		if (to_rtr(i))
 			die("RTR", errno);
-		memset(&a, 0, sizeof a);
-		a.qp_state = IBV_QPS_RTS;
-		a.sq_psn = s->psn[me];
-		mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-		if (s->type == IBV_QPT_RC) {
-			a.timeout = s->timeout;
-			a.retry_cnt = s->retry_cnt;
-			a.rnr_retry = s->rnr_retry;
-			a.max_rd_atomic = s->max_rd_atomic;
-			mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-		}
-		if (ibv_modify_qp(qp[i], &a, mask))
+		if (to_rts(i))
 			die("RTS", errno);
 	}
 }
@@ -363,12 +379,54 @@ HELPER void bind_type2(int q, int w, int m, uint64_t offset, uint64_t len, unsig
 	mw_rkey[w] = rkey;
 }
 
-HELPER void modify_state(int q, enum ibv_qp_state state)
+/* Moves QP q to `state`, with new qp_access_flags unless `access` is -1. */
+HELPER void modify_state(int q, enum ibv_qp_state state, int access)
 {
 	struct ibv_qp_attr a = { .qp_state = state };
-	int rc = ibv_modify_qp(qp[q], &a, IBV_QP_STATE);
+	int mask = IBV_QP_STATE;
+	if (access >= 0) {
+		a.qp_access_flags = access;
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	int rc = ibv_modify_qp(qp[q], &a, mask);
 	if (rc)
 		say("ibv_modify_qp of %s refused: %s", QPS[q].name, strerror(rc));
+}
+
+/* Moves QP q to INIT, RTR or RTS with what the transition requires. */
+HELPER void modify_to(int q, enum ibv_qp_state state)
+{
+	int rc = state == IBV_QPS_INIT ? to_init(q) : state == IBV_QPS_RTR ? to_rtr(q) : to_rts(q);
+	if (rc)
+		say("ibv_modify_qp of %s to state %d refused: %s", QPS[q].name, state, strerror(rc));
+}
+
+/* Says the state the device reports for QP q. */
+HELPER void query_state(int q)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	int rc = ibv_query_qp(qp[q], &a, IBV_QP_STATE, &ia);
+	if (rc)
+		say("ibv_query_qp of %s refused: %s", QPS[q].name, strerror(rc));
+	else
+		say("QP %s is in state %d (0 RESET, 1 INIT, 2 RTR, 3 RTS, 4 SQD, 5 SQE, 6 ERR)",
+		    QPS[q].name, a.qp_state);
+}
+
+/* The address handle of UD QP q's peer, made once. */
+HELPER struct ibv_ah *ud_ah(int q)
+{
+	static struct ibv_ah *ah[NQP > 0 ? NQP : 1];
+	if (!ah[q]) {
+		struct ibv_ah_attr a = { .is_global = 1, .port_num = port,
+			.grh = { .sgid_index = gid_index, .hop_limit = 64 } };
+		memcpy(a.grh.dgid.raw, theirs.gid, 16);
+		ah[q] = ibv_create_ah(pd, &a);
+		if (!ah[q])
+			die("ibv_create_ah", errno);
+	}
+	return ah[q];
 }
 
 /* Polls until `count` completions came or `ms` passed; prints each. */

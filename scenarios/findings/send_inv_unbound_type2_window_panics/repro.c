@@ -67,24 +67,24 @@ struct mw_spec {
 
 #define QP_rc 0
 #define QP_fresh 1
-#define MR_src 0
-#define MR_rdst 1
-#define MR_adst 2
-#define MR_target 3
-#define MR_msg 4
-#define MR_wtarget 5
-#define MR_rbuf 6
-#define MR_lsrc 7
-#define MR_dst 8
-#define MW_w1 0
-#define MW_w2 1
-#define MW_w2u 2
-static const uint8_t INIT_src[32] = {
+#define MR_a_src 0
+#define MR_a_rdst 1
+#define MR_a_adst 2
+#define MR_b_target 3
+#define MR_a_msg 4
+#define MR_b_wtarget 5
+#define MR_b_rbuf 6
+#define MR_a_lsrc 7
+#define MR_b_dst 8
+#define MW_b_w1 0
+#define MW_b_w2 1
+#define MW_b_w2u 2
+static const uint8_t INIT_a_src[32] = {
 	0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1,
 	0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1,
 	0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1,
 };
-static const uint8_t INIT_target[64] = {
+static const uint8_t INIT_b_target[64] = {
 	0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3,
 	0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3,
 	0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3,
@@ -92,10 +92,10 @@ static const uint8_t INIT_target[64] = {
 	0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3,
 	0xc3, 0xc3, 0xc3, 0xc3,
 };
-static const uint8_t INIT_msg[8] = {
+static const uint8_t INIT_a_msg[8] = {
 	0x69, 0x6e, 0x76, 0x2d, 0x73, 0x65, 0x6e, 0x64,
 };
-static const uint8_t INIT_lsrc[8] = {
+static const uint8_t INIT_a_lsrc[8] = {
 	0x6c, 0x69, 0x76, 0x65, 0x6e, 0x65, 0x73, 0x73,
 };
 static const struct qp_spec QPS[] = {
@@ -109,14 +109,14 @@ static const struct qp_spec QPS[] = {
 	  .max_sge = 4, .max_inline = 0 },
 };
 static const struct mr_spec MRS[] = {
-	{ "src", 0, 32, IBV_ACCESS_LOCAL_WRITE, INIT_src },
+	{ "src", 0, 32, IBV_ACCESS_LOCAL_WRITE, INIT_a_src },
 	{ "rdst", 0, 16, IBV_ACCESS_LOCAL_WRITE, NULL },
 	{ "adst", 0, 8, IBV_ACCESS_LOCAL_WRITE, NULL },
-	{ "target", 1, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, INIT_target },
-	{ "msg", 0, 8, IBV_ACCESS_LOCAL_WRITE, INIT_msg },
+	{ "target", 1, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, INIT_b_target },
+	{ "msg", 0, 8, IBV_ACCESS_LOCAL_WRITE, INIT_a_msg },
 	{ "wtarget", 1, 16, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, NULL },
 	{ "rbuf", 1, 8, IBV_ACCESS_LOCAL_WRITE, NULL },
-	{ "lsrc", 0, 8, IBV_ACCESS_LOCAL_WRITE, INIT_lsrc },
+	{ "lsrc", 0, 8, IBV_ACCESS_LOCAL_WRITE, INIT_a_lsrc },
 	{ "dst", 1, 8, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, NULL },
 };
 static const struct mw_spec MWS[] = {
@@ -305,6 +305,61 @@ static void open_device(void)
 		die("ibv_alloc_pd / ibv_create_cq", errno);
 }
 
+/* INIT, RTR and RTS of QP i with the scenario's attributes, as the agent sets them. */
+static int to_init(int i)
+{
+	const struct qp_spec *s = &QPS[i];
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = port };
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+	if (s->type == IBV_QPT_UD) {
+		a.qkey = s->qkey;
+		mask |= IBV_QP_QKEY;
+	} else {
+		a.qp_access_flags = s->access[me];
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	return ibv_modify_qp(qp[i], &a, mask);
+}
+
+static int to_rtr(int i)
+{
+	const struct qp_spec *s = &QPS[i];
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR };
+	int mask = IBV_QP_STATE;
+	if (s->type != IBV_QPT_UD) {
+		a.path_mtu = s->mtu;
+		a.dest_qp_num = theirs.qpn[i];
+		a.rq_psn = s->psn[!me];
+		a.ah_attr.is_global = 1;
+		a.ah_attr.port_num = port;
+		a.ah_attr.grh.sgid_index = gid_index;
+		a.ah_attr.grh.hop_limit = 64;
+		memcpy(a.ah_attr.grh.dgid.raw, theirs.gid, 16);
+		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+		if (s->type == IBV_QPT_RC) {
+			a.max_dest_rd_atomic = s->max_dest_rd_atomic;
+			a.min_rnr_timer = s->min_rnr_timer;
+			mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		}
+	}
+	return ibv_modify_qp(qp[i], &a, mask);
+}
+
+static int to_rts(int i)
+{
+	const struct qp_spec *s = &QPS[i];
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .sq_psn = s->psn[me] };
+	int mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (s->type == IBV_QPT_RC) {
+		a.timeout = s->timeout;
+		a.retry_cnt = s->retry_cnt;
+		a.rnr_retry = s->rnr_retry;
+		a.max_rd_atomic = s->max_rd_atomic;
+		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+	}
+	return ibv_modify_qp(qp[i], &a, mask);
+}
+
 static void create_objects(void)
 {
 	for (int i = 0; i < NMR; i++) {
@@ -338,16 +393,7 @@ static void create_objects(void)
 		qp[i] = ibv_create_qp(pd, &ia);
 		if (!qp[i])
 			die(s->name, errno);
-		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = port };
-		int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
-		if (s->type == IBV_QPT_UD) {
-			a.qkey = s->qkey;
-			mask |= IBV_QP_QKEY;
-		} else {
-			a.qp_access_flags = s->access[me];
-			mask |= IBV_QP_ACCESS_FLAGS;
-		}
-		if (ibv_modify_qp(qp[i], &a, mask))
+		if (to_init(i))
 			die("INIT", errno);
 		mine.qpn[i] = qp[i]->qp_num;
 	}
@@ -357,39 +403,9 @@ static void create_objects(void)
 static void connect_qps(void)
 {
 	for (int i = 0; i < NQP; i++) {
-		const struct qp_spec *s = &QPS[i];
-		struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR };
-		int mask = IBV_QP_STATE;
-		if (s->type != IBV_QPT_UD) {
-			a.path_mtu = s->mtu;
-			a.dest_qp_num = theirs.qpn[i];
-			a.rq_psn = s->psn[!me];
-			a.ah_attr.is_global = 1;
-			a.ah_attr.port_num = port;
-			a.ah_attr.grh.sgid_index = gid_index;
-			a.ah_attr.grh.hop_limit = 64;
-			memcpy(a.ah_attr.grh.dgid.raw, theirs.gid, 16);
-			mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-			if (s->type == IBV_QPT_RC) {
-				a.max_dest_rd_atomic = s->max_dest_rd_atomic;
-				a.min_rnr_timer = s->min_rnr_timer;
-				mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-			}
-		}
-		if (ibv_modify_qp(qp[i], &a, mask))
+		if (to_rtr(i))
 			die("RTR", errno);
-		memset(&a, 0, sizeof a);
-		a.qp_state = IBV_QPS_RTS;
-		a.sq_psn = s->psn[me];
-		mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-		if (s->type == IBV_QPT_RC) {
-			a.timeout = s->timeout;
-			a.retry_cnt = s->retry_cnt;
-			a.rnr_retry = s->rnr_retry;
-			a.max_rd_atomic = s->max_rd_atomic;
-			mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-		}
-		if (ibv_modify_qp(qp[i], &a, mask))
+		if (to_rts(i))
 			die("RTS", errno);
 	}
 }
@@ -446,12 +462,54 @@ HELPER void bind_type2(int q, int w, int m, uint64_t offset, uint64_t len, unsig
 	mw_rkey[w] = rkey;
 }
 
-HELPER void modify_state(int q, enum ibv_qp_state state)
+/* Moves QP q to `state`, with new qp_access_flags unless `access` is -1. */
+HELPER void modify_state(int q, enum ibv_qp_state state, int access)
 {
 	struct ibv_qp_attr a = { .qp_state = state };
-	int rc = ibv_modify_qp(qp[q], &a, IBV_QP_STATE);
+	int mask = IBV_QP_STATE;
+	if (access >= 0) {
+		a.qp_access_flags = access;
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	int rc = ibv_modify_qp(qp[q], &a, mask);
 	if (rc)
 		say("ibv_modify_qp of %s refused: %s", QPS[q].name, strerror(rc));
+}
+
+/* Moves QP q to INIT, RTR or RTS with what the transition requires. */
+HELPER void modify_to(int q, enum ibv_qp_state state)
+{
+	int rc = state == IBV_QPS_INIT ? to_init(q) : state == IBV_QPS_RTR ? to_rtr(q) : to_rts(q);
+	if (rc)
+		say("ibv_modify_qp of %s to state %d refused: %s", QPS[q].name, state, strerror(rc));
+}
+
+/* Says the state the device reports for QP q. */
+HELPER void query_state(int q)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	int rc = ibv_query_qp(qp[q], &a, IBV_QP_STATE, &ia);
+	if (rc)
+		say("ibv_query_qp of %s refused: %s", QPS[q].name, strerror(rc));
+	else
+		say("QP %s is in state %d (0 RESET, 1 INIT, 2 RTR, 3 RTS, 4 SQD, 5 SQE, 6 ERR)",
+		    QPS[q].name, a.qp_state);
+}
+
+/* The address handle of UD QP q's peer, made once. */
+HELPER struct ibv_ah *ud_ah(int q)
+{
+	static struct ibv_ah *ah[NQP > 0 ? NQP : 1];
+	if (!ah[q]) {
+		struct ibv_ah_attr a = { .is_global = 1, .port_num = port,
+			.grh = { .sgid_index = gid_index, .hop_limit = 64 } };
+		memcpy(a.grh.dgid.raw, theirs.gid, 16);
+		ah[q] = ibv_create_ah(pd, &a);
+		if (!ah[q])
+			die("ibv_create_ah", errno);
+	}
+	return ah[q];
 }
 
 /* Polls until `count` completions came or `ms` passed; prints each. */
@@ -620,13 +678,13 @@ static void run_steps(void)
 {
 	/* step 1: b: bind_mw */
 	if (me == 1) {
-		bind_type1(QP_rc, MW_w1, MR_wtarget, 0, 16, IBV_ACCESS_REMOTE_WRITE, 10);
+		bind_type1(QP_rc, MW_b_w1, MR_b_wtarget, 0, 16, IBV_ACCESS_REMOTE_WRITE, 10);
 	}
 	barrier(1);
 
 	/* step 2: b: bind_mw */
 	if (me == 1) {
-		bind_type2(QP_rc, MW_w2, MR_wtarget, 0, 16, IBV_ACCESS_REMOTE_WRITE, 11);
+		bind_type2(QP_rc, MW_b_w2, MR_b_wtarget, 0, 16, IBV_ACCESS_REMOTE_WRITE, 11);
 	}
 	barrier(2);
 
@@ -638,31 +696,31 @@ static void run_steps(void)
 
 	/* step 4: b: post_recv */
 	if (me == 1) {
-		struct ibv_sge sge[] = { sge_of(MR_rbuf, 0, 8) };
+		struct ibv_sge sge[] = { sge_of(MR_b_rbuf, 0, 8) };
 		post_recv(QP_rc, 14, sge, 1);
 	}
 	barrier(4);
 
 	/* step 5: a: send_inv */
 	if (me == 0) {
-		struct ibv_sge sge[] = { sge_of(MR_msg, 0, 8) };
+		struct ibv_sge sge[] = { sge_of(MR_a_msg, 0, 8) };
 		struct ibv_send_wr wr = { .wr_id = 4,
 			.opcode = IBV_WR_SEND_WITH_INV,
 			.sg_list = sge, .num_sge = 1,
 			.send_flags = IBV_SEND_SIGNALED,
-			.invalidate_rkey = mw_rkey[MW_w2u] };
+			.invalidate_rkey = mw_rkey[MW_b_w2u] };
 		post_send(QP_rc, &wr);
 	}
 	barrier(5);
 
 	/* step 6: a: write */
 	if (me == 0) {
-		struct ibv_sge sge[] = { sge_of(MR_lsrc, 0, 8) };
+		struct ibv_sge sge[] = { sge_of(MR_a_lsrc, 0, 8) };
 		struct ibv_send_wr wr = { .wr_id = 99,
 			.opcode = IBV_WR_RDMA_WRITE,
 			.sg_list = sge, .num_sge = 1,
 			.send_flags = IBV_SEND_SIGNALED,
-			.wr.rdma = { .remote_addr = remote_va(MR_dst, 0), .rkey = theirs.mr_rkey[MR_dst] } };
+			.wr.rdma = { .remote_addr = remote_va(MR_b_dst, 0), .rkey = theirs.mr_rkey[MR_b_dst] } };
 		post_send(QP_fresh, &wr);
 	}
 	barrier(6);

@@ -68,12 +68,12 @@ struct mw_spec {
 #define QP_ud 2
 #define QP_rc_err 3
 #define QP_fresh 4
-#define MR_target 0
-#define MR_locked 1
-#define MR_rbuf 2
-#define MR_lsrc 3
-#define MR_dst 4
-static const uint8_t INIT_locked[64] = {
+#define MR_b_target 0
+#define MR_b_locked 1
+#define MR_b_rbuf 2
+#define MR_a_lsrc 3
+#define MR_b_dst 4
+static const uint8_t INIT_b_locked[64] = {
 	0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a,
 	0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a,
 	0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a,
@@ -81,7 +81,7 @@ static const uint8_t INIT_locked[64] = {
 	0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a,
 	0x5a, 0x5a, 0x5a, 0x5a,
 };
-static const uint8_t INIT_lsrc[8] = {
+static const uint8_t INIT_a_lsrc[8] = {
 	0x6c, 0x69, 0x76, 0x65, 0x6e, 0x65, 0x73, 0x73,
 };
 static const struct qp_spec QPS[] = {
@@ -108,9 +108,9 @@ static const struct qp_spec QPS[] = {
 };
 static const struct mr_spec MRS[] = {
 	{ "target", 1, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, NULL },
-	{ "locked", 1, 64, IBV_ACCESS_LOCAL_WRITE, INIT_locked },
+	{ "locked", 1, 64, IBV_ACCESS_LOCAL_WRITE, INIT_b_locked },
 	{ "rbuf", 1, 4096, IBV_ACCESS_LOCAL_WRITE, NULL },
-	{ "lsrc", 0, 8, IBV_ACCESS_LOCAL_WRITE, INIT_lsrc },
+	{ "lsrc", 0, 8, IBV_ACCESS_LOCAL_WRITE, INIT_a_lsrc },
 	{ "dst", 1, 8, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, NULL },
 };
 static const struct mw_spec MWS[] = {
@@ -297,6 +297,61 @@ static void open_device(void)
 		die("ibv_alloc_pd / ibv_create_cq", errno);
 }
 
+/* INIT, RTR and RTS of QP i with the scenario's attributes, as the agent sets them. */
+static int to_init(int i)
+{
+	const struct qp_spec *s = &QPS[i];
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = port };
+	int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+	if (s->type == IBV_QPT_UD) {
+		a.qkey = s->qkey;
+		mask |= IBV_QP_QKEY;
+	} else {
+		a.qp_access_flags = s->access[me];
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	return ibv_modify_qp(qp[i], &a, mask);
+}
+
+static int to_rtr(int i)
+{
+	const struct qp_spec *s = &QPS[i];
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR };
+	int mask = IBV_QP_STATE;
+	if (s->type != IBV_QPT_UD) {
+		a.path_mtu = s->mtu;
+		a.dest_qp_num = theirs.qpn[i];
+		a.rq_psn = s->psn[!me];
+		a.ah_attr.is_global = 1;
+		a.ah_attr.port_num = port;
+		a.ah_attr.grh.sgid_index = gid_index;
+		a.ah_attr.grh.hop_limit = 64;
+		memcpy(a.ah_attr.grh.dgid.raw, theirs.gid, 16);
+		mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+		if (s->type == IBV_QPT_RC) {
+			a.max_dest_rd_atomic = s->max_dest_rd_atomic;
+			a.min_rnr_timer = s->min_rnr_timer;
+			mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+		}
+	}
+	return ibv_modify_qp(qp[i], &a, mask);
+}
+
+static int to_rts(int i)
+{
+	const struct qp_spec *s = &QPS[i];
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .sq_psn = s->psn[me] };
+	int mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+	if (s->type == IBV_QPT_RC) {
+		a.timeout = s->timeout;
+		a.retry_cnt = s->retry_cnt;
+		a.rnr_retry = s->rnr_retry;
+		a.max_rd_atomic = s->max_rd_atomic;
+		mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+	}
+	return ibv_modify_qp(qp[i], &a, mask);
+}
+
 static void create_objects(void)
 {
 	for (int i = 0; i < NMR; i++) {
@@ -330,16 +385,7 @@ static void create_objects(void)
 		qp[i] = ibv_create_qp(pd, &ia);
 		if (!qp[i])
 			die(s->name, errno);
-		struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = port };
-		int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
-		if (s->type == IBV_QPT_UD) {
-			a.qkey = s->qkey;
-			mask |= IBV_QP_QKEY;
-		} else {
-			a.qp_access_flags = s->access[me];
-			mask |= IBV_QP_ACCESS_FLAGS;
-		}
-		if (ibv_modify_qp(qp[i], &a, mask))
+		if (to_init(i))
 			die("INIT", errno);
 		mine.qpn[i] = qp[i]->qp_num;
 	}
@@ -349,39 +395,9 @@ static void create_objects(void)
 static void connect_qps(void)
 {
 	for (int i = 0; i < NQP; i++) {
-		const struct qp_spec *s = &QPS[i];
-		struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTR };
-		int mask = IBV_QP_STATE;
-		if (s->type != IBV_QPT_UD) {
-			a.path_mtu = s->mtu;
-			a.dest_qp_num = theirs.qpn[i];
-			a.rq_psn = s->psn[!me];
-			a.ah_attr.is_global = 1;
-			a.ah_attr.port_num = port;
-			a.ah_attr.grh.sgid_index = gid_index;
-			a.ah_attr.grh.hop_limit = 64;
-			memcpy(a.ah_attr.grh.dgid.raw, theirs.gid, 16);
-			mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-			if (s->type == IBV_QPT_RC) {
-				a.max_dest_rd_atomic = s->max_dest_rd_atomic;
-				a.min_rnr_timer = s->min_rnr_timer;
-				mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
-			}
-		}
-		if (ibv_modify_qp(qp[i], &a, mask))
+		if (to_rtr(i))
 			die("RTR", errno);
-		memset(&a, 0, sizeof a);
-		a.qp_state = IBV_QPS_RTS;
-		a.sq_psn = s->psn[me];
-		mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
-		if (s->type == IBV_QPT_RC) {
-			a.timeout = s->timeout;
-			a.retry_cnt = s->retry_cnt;
-			a.rnr_retry = s->rnr_retry;
-			a.max_rd_atomic = s->max_rd_atomic;
-			mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
-		}
-		if (ibv_modify_qp(qp[i], &a, mask))
+		if (to_rts(i))
 			die("RTS", errno);
 	}
 }
@@ -438,12 +454,54 @@ HELPER void bind_type2(int q, int w, int m, uint64_t offset, uint64_t len, unsig
 	mw_rkey[w] = rkey;
 }
 
-HELPER void modify_state(int q, enum ibv_qp_state state)
+/* Moves QP q to `state`, with new qp_access_flags unless `access` is -1. */
+HELPER void modify_state(int q, enum ibv_qp_state state, int access)
 {
 	struct ibv_qp_attr a = { .qp_state = state };
-	int rc = ibv_modify_qp(qp[q], &a, IBV_QP_STATE);
+	int mask = IBV_QP_STATE;
+	if (access >= 0) {
+		a.qp_access_flags = access;
+		mask |= IBV_QP_ACCESS_FLAGS;
+	}
+	int rc = ibv_modify_qp(qp[q], &a, mask);
 	if (rc)
 		say("ibv_modify_qp of %s refused: %s", QPS[q].name, strerror(rc));
+}
+
+/* Moves QP q to INIT, RTR or RTS with what the transition requires. */
+HELPER void modify_to(int q, enum ibv_qp_state state)
+{
+	int rc = state == IBV_QPS_INIT ? to_init(q) : state == IBV_QPS_RTR ? to_rtr(q) : to_rts(q);
+	if (rc)
+		say("ibv_modify_qp of %s to state %d refused: %s", QPS[q].name, state, strerror(rc));
+}
+
+/* Says the state the device reports for QP q. */
+HELPER void query_state(int q)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr ia;
+	int rc = ibv_query_qp(qp[q], &a, IBV_QP_STATE, &ia);
+	if (rc)
+		say("ibv_query_qp of %s refused: %s", QPS[q].name, strerror(rc));
+	else
+		say("QP %s is in state %d (0 RESET, 1 INIT, 2 RTR, 3 RTS, 4 SQD, 5 SQE, 6 ERR)",
+		    QPS[q].name, a.qp_state);
+}
+
+/* The address handle of UD QP q's peer, made once. */
+HELPER struct ibv_ah *ud_ah(int q)
+{
+	static struct ibv_ah *ah[NQP > 0 ? NQP : 1];
+	if (!ah[q]) {
+		struct ibv_ah_attr a = { .is_global = 1, .port_num = port,
+			.grh = { .sgid_index = gid_index, .hop_limit = 64 } };
+		memcpy(a.grh.dgid.raw, theirs.gid, 16);
+		ah[q] = ibv_create_ah(pd, &a);
+		if (!ah[q])
+			die("ibv_create_ah", errno);
+	}
+	return ah[q];
 }
 
 /* Polls until `count` completions came or `ms` passed; prints each. */
@@ -612,28 +670,28 @@ static void run_steps(void)
 {
 	/* step 1: b: post_recv */
 	if (me == 1) {
-		struct ibv_sge sge[] = { sge_of(MR_rbuf, 0, 1024) };
+		struct ibv_sge sge[] = { sge_of(MR_b_rbuf, 0, 1024) };
 		post_recv(QP_rc, 1, sge, 1);
 	}
 	barrier(1);
 
 	/* step 2: b: post_recv */
 	if (me == 1) {
-		struct ibv_sge sge[] = { sge_of(MR_rbuf, 1024, 1024) };
+		struct ibv_sge sge[] = { sge_of(MR_b_rbuf, 1024, 1024) };
 		post_recv(QP_uc, 2, sge, 1);
 	}
 	barrier(2);
 
 	/* step 3: b: post_recv */
 	if (me == 1) {
-		struct ibv_sge sge[] = { sge_of(MR_rbuf, 2048, 2048) };
+		struct ibv_sge sge[] = { sge_of(MR_b_rbuf, 2048, 2048) };
 		post_recv(QP_ud, 3, sge, 1);
 	}
 	barrier(3);
 
 	/* step 4: b: modify_qp */
 	if (me == 1) {
-		modify_state(QP_rc_err, IBV_QPS_ERR);
+		modify_state(QP_rc_err, IBV_QPS_ERR, -1);
 	}
 	barrier(4);
 
@@ -648,7 +706,7 @@ static void run_steps(void)
 		};
 		const struct probe p = { .qp = QP_uc, .bytes = pkt, .len = sizeof pkt, .patch_dest_qp = 1,
 			.deth_at = -1, .va_at = 12, .rkey_at = 20, .ieth_at = -1,
-			.remote_mr = 0, .remote_mw = -1, .remote_offset = 6, .rkey = -1,
+			.remote_mr = MR_b_target, .remote_mw = -1, .remote_offset = 6, .rkey = -1,
 			.udp_src_port = -1, .copies = 1, .bad_icrc = 0, .settle_ms = 50 };
 		send_probe(&p);
 	}
@@ -656,12 +714,12 @@ static void run_steps(void)
 
 	/* step 6: a: write */
 	if (me == 0) {
-		struct ibv_sge sge[] = { sge_of(MR_lsrc, 0, 8) };
+		struct ibv_sge sge[] = { sge_of(MR_a_lsrc, 0, 8) };
 		struct ibv_send_wr wr = { .wr_id = 99,
 			.opcode = IBV_WR_RDMA_WRITE,
 			.sg_list = sge, .num_sge = 1,
 			.send_flags = IBV_SEND_SIGNALED,
-			.wr.rdma = { .remote_addr = remote_va(MR_dst, 0), .rkey = theirs.mr_rkey[MR_dst] } };
+			.wr.rdma = { .remote_addr = remote_va(MR_b_dst, 0), .rkey = theirs.mr_rkey[MR_b_dst] } };
 		post_send(QP_fresh, &wr);
 	}
 	barrier(6);
