@@ -70,7 +70,7 @@ fn seq_of(f: &[u8]) -> Option<u64> {
 enum End {
     /// One of the switch's own kinds of port: a veth end (a packet socket),
     /// or a UDP socket of the lab's wire.
-    Link(Port),
+    Port(Port),
     /// A tap's descriptor, as qemu holds it: a write is a frame the interface
     /// receives, a read one it sent.
     Tap(File),
@@ -86,7 +86,7 @@ impl End {
     /// Sends as many of `frames` as go at once: how many went.
     fn send(&self, frames: &[&[u8]]) -> usize {
         match self {
-            End::Link(p) => p.send_batch(frames).unwrap_or(0),
+            End::Port(p) => p.send_batch(frames).unwrap_or(0),
             End::Tap(f) => frames.iter().take_while(|x| (&*f).write(x).is_ok()).count(),
         }
     }
@@ -95,7 +95,7 @@ impl End {
     fn drain(&self, burst: &mut Burst, buf: &mut [u8], mut seen: impl FnMut(&[u8])) -> u64 {
         let mut n = 0;
         match self {
-            End::Link(p) => {
+            End::Port(p) => {
                 while p.recv_burst(burst).is_ok() {
                     for f in burst.frames() {
                         seen(f);
@@ -117,7 +117,7 @@ impl End {
 impl AsFd for End {
     fn as_fd(&self) -> BorrowedFd<'_> {
         match self {
-            End::Link(p) => p.as_fd(),
+            End::Port(p) => p.as_fd(),
             End::Tap(f) => f.as_fd(),
         }
     }
@@ -399,7 +399,7 @@ fn main() {
         );
         std::process::exit(2);
     }
-    let link = |p: LinkPort| End::Link(Port::Link(p));
+    let link = |p: LinkPort| End::Port(Port::Link(p));
 
     // Two veth pairs in a namespace: hosts on a0 and b0, the switch on a1 and b1.
     let ns = Netns::new("bench").expect("the bench's namespace");
@@ -423,7 +423,7 @@ fn main() {
     let (a, b) = (End::tap(ta), End::tap(tb));
     let (pa, pb) = (link(pa), link(pb));
     let bare = [latencies(&a, &pa), latencies(&pb, &b)];
-    let (End::Link(pa), End::Link(pb)) = (pa, pb) else { unreachable!("opened as links above") };
+    let (End::Port(pa), End::Port(pb)) = (pa, pb) else { unreachable!("opened as links above") };
     measure("two taps", ([pa, pb], Ports::default()), a, b, &bare);
 
     // The lab's own wire, for comparison: UDP sockets on 127.0.0.1, a VM's
@@ -431,7 +431,7 @@ fn main() {
     // of a second wire, straight to each other.
     let udp = |s: std::net::UdpSocket| {
         s.set_nonblocking(true).expect("a non-blocking socket");
-        End::Link(Port::Udp(s))
+        End::Port(Port::Udp(s))
     };
     let spare = Wire::new().expect("a UDP wire");
     let bare = [

@@ -69,6 +69,7 @@ mod ring;
 mod roce;
 mod rules;
 mod runs;
+mod sockopt;
 #[cfg(test)]
 mod tests;
 pub mod veth;

@@ -17,7 +17,7 @@
 //! An interface's frames are read out of its receive ring ([`ring`](super::ring)).
 //!
 //! Owns: [`Port`], [`LinkPort`], [`Burst`], [`PortError`], [`LinkWatch`] and [`LinkState`]. Imports: `ring`
-//! (the ring, and the `SOL_PACKET` option call); dissector's checksum completion.
+//! (the receive ring), `sockopt` (the `SOL_PACKET` option call); dissector's checksum completion.
 //! The `AF_PACKET` calls nix does not wrap (binding to an interface, joining
 //! promiscuous mode, ignoring our own sends, the drop statistics) are `libc`
 //! calls here, each with its safety argument.
@@ -30,7 +30,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 
 use nix::sys::socket::{setsockopt, sockopt};
 
-use super::ring::{self, RxRing};
+use super::ring::RxRing;
 
 /// An interface's send buffer: a burst must fit while the driver is busy
 /// (what it receives goes to its ring instead).
@@ -361,15 +361,15 @@ impl LinkPort {
         mreq.mr_ifindex = ifindex as i32;
         mreq.mr_type = libc::PACKET_MR_PROMISC as u16;
         // Promiscuous while the socket is open: the kernel undoes it when it closes.
-        ring::set(&fd, libc::PACKET_ADD_MEMBERSHIP, &mreq)
+        super::sockopt::set(&fd, libc::PACKET_ADD_MEMBERSHIP, &mreq)
             .map_err(|_| io_err("making it promiscuous"))?;
         // Our own sends out of this port must not come back in as received
         // (Linux 4.20 and later; before, `recv` skips them by their type).
-        let _ = ring::set(&fd, libc::PACKET_IGNORE_OUTGOING, &1 as &libc::c_int);
+        let _ = super::sockopt::set(&fd, libc::PACKET_IGNORE_OUTGOING, &1 as &libc::c_int);
         // What the switch forwards goes straight to the driver, as a cable
         // would carry it: no queueing discipline of this host's in between
         // (Linux 3.14 and later; without it, the interface's qdisc).
-        let _ = ring::set(&fd, libc::PACKET_QDISC_BYPASS, &1 as &libc::c_int);
+        let _ = super::sockopt::set(&fd, libc::PACKET_QDISC_BYPASS, &1 as &libc::c_int);
         setsockopt(&fd, sockopt::SndBuf, &BUFFER).map_err(|_| io_err("sizing its buffers"))?;
         let _ = setsockopt(&fd, sockopt::SndBufForce, &BUFFER);
         // Last: frames arriving before the ring is there wait in the socket's

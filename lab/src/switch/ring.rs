@@ -10,8 +10,8 @@
 //! to hardware. [`RxRing::next`] gives both with the frame, so a port can put
 //! the frame back as it was on the wire.
 //!
-//! Owns: [`RxRing`], [`RingFrame`], and [`set`], a packet socket option (the
-//! ports' other options go through it too). Imports: nothing from the crate.
+//! Owns: [`RxRing`], [`RingFrame`]. Imports: `super::sockopt` (the ring's
+//! version and size are packet socket options).
 use std::io;
 use std::mem;
 use std::os::fd::{AsRawFd, OwnedFd};
@@ -19,6 +19,8 @@ use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use std::cell::Cell;
+
+use super::sockopt::set;
 
 /// What the ring holds at least, in bytes: 8192 slots for an interface of MTU
 /// 1500, or 27 ms of the switch thread waiting for a core at 300,000 frames a
@@ -163,24 +165,4 @@ impl Drop for RxRing {
 /// `x` rounded up to the ring's alignment (TPACKET_ALIGN).
 fn align(x: usize) -> usize {
     (x + libc::TPACKET_ALIGNMENT - 1) & !(libc::TPACKET_ALIGNMENT - 1)
-}
-
-/// setsockopt(2) at SOL_PACKET with a plain-data value.
-pub(super) fn set<T>(fd: &OwnedFd, opt: libc::c_int, value: &T) -> io::Result<()> {
-    // SAFETY: `value` is valid for reads of size_of::<T>() bytes during the call,
-    // and the kernel reads only that many.
-    let r = unsafe {
-        libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            opt,
-            (value as *const T).cast(),
-            mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
-    }
 }

@@ -764,6 +764,30 @@ fn drain(p: &Port) -> Vec<Vec<u8>> {
     }
 }
 
+/// Two veth pairs in a namespace of their own (`name`), the switch on one end of
+/// each (`a1`, `b1`), the other ends (`a0`, `b0`) standing in for the hosts; and
+/// a directory for the recording.
+struct VethBridge {
+    _ns: Netns,
+    switch: Switch,
+    host_a: Port,
+    host_b: Port,
+    dir: std::path::PathBuf,
+}
+
+impl VethBridge {
+    fn new(name: &str) -> VethBridge {
+        let ns = Netns::new(name).unwrap();
+        let mut ports = ns.open(&["a1", "b1", "a0", "b0"]).unwrap().into_iter().map(|p| p.unwrap());
+        let mut next = || Port::Link(ports.next().unwrap());
+        let (a1, b1, host_a, host_b) = (next(), next(), next(), next());
+        let switch = Switch::spawn_on([a1, b1], Ports::default()).unwrap();
+        let dir = std::env::temp_dir().join(format!("roce-bridge-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        VethBridge { _ns: ns, switch, host_a, host_b, dir }
+    }
+}
+
 /// The switch between two network interfaces, as it would stand between two
 /// NIC ports cabled to hosts under test: here the two ends of two veth pairs in
 /// a namespace of their own, the other two ends standing in for the hosts. Frames
@@ -772,13 +796,7 @@ fn drain(p: &Port) -> Vec<Vec<u8>> {
 #[test]
 #[ignore = "needs root (a network namespace, raw sockets): bash scripts/test.sh runs it as root"]
 fn between_two_interfaces_it_forwards_applies_rules_and_records() {
-    let ns = Netns::new("bridge").unwrap();
-    let mut ports = ns.open(&["a1", "b1", "a0", "b0"]).unwrap().into_iter().map(|p| p.unwrap());
-    let mut next = || Port::Link(ports.next().unwrap());
-    let (a1, b1, host_a, host_b) = (next(), next(), next(), next());
-    let switch = Switch::spawn_on([a1, b1], Ports::default()).unwrap();
-    let dir = std::env::temp_dir().join(format!("roce-bridge-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let VethBridge { _ns, switch, host_a, host_b, dir } = VethBridge::new("bridge");
     let (run, path) = begin_run(&switch, &dir, &["drop op=send-only nth=2"], 1, true);
     let sends: Vec<Vec<u8>> =
         (0..4).map(|i| roce(Dir::AtoB, 0x04, 0x11, i, &[i as u8; 32])).collect();
@@ -859,13 +877,7 @@ fn tagged(frame: &[u8], tags: &[(u16, u16)]) -> Vec<u8> {
 #[test]
 #[ignore = "needs root (a network namespace, raw sockets): bash scripts/test.sh runs it as root"]
 fn vlan_tags_cross_the_bridge_as_sent() {
-    let ns = Netns::new("vlan").unwrap();
-    let mut ports = ns.open(&["a1", "b1", "a0", "b0"]).unwrap().into_iter().map(|p| p.unwrap());
-    let mut next = || Port::Link(ports.next().unwrap());
-    let (a1, b1, host_a, host_b) = (next(), next(), next(), next());
-    let switch = Switch::spawn_on([a1, b1], Ports::default()).unwrap();
-    let dir = std::env::temp_dir().join(format!("roce-bridge-vlan-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let VethBridge { _ns, switch, host_a, host_b, dir } = VethBridge::new("vlan");
     let (run, path) = begin_run(&switch, &dir, &[], 1, true);
     // Priority 3, VLAN 100; and QinQ: service VLAN 200 outside VLAN 100.
     let dot1q = tagged(&roce(Dir::AtoB, 0x04, 0x11, 1, &[7; 32]), &[(0x8100, 3 << 13 | 100)]);
