@@ -35,6 +35,18 @@ pub(crate) const FILTER: &str = "udp port 4791";
 /// CPU (libpcap's default, 2 MiB, dropped a fifth of an 8-QP stream's frames in
 /// a TCG lab VM).
 const BUFFER: u32 = 64 << 20;
+/// What a capture says of its receive ring: the size the kernel gave it, and the
+/// size asked where it got less (libpcap takes a smaller ring without a word
+/// when the kernel refuses the memory, and a burst then overflows it sooner).
+fn ring_said(got: Option<u64>, asked: u64) -> String {
+    let mib = |b: u64| format!("{:.0} MiB", b as f64 / f64::from(1u32 << 20));
+    match got {
+        None => String::new(),
+        Some(g) if g >= asked => format!(", a {} ring", mib(g)),
+        Some(g) => format!(", a {} ring of the {} asked", mib(g), mib(asked)),
+    }
+}
+
 /// The argument the capture file's path replaces (it must be there).
 pub(crate) const FILE_ARG: &str = "{file}";
 /// The argument the interface's name replaces.
@@ -471,6 +483,7 @@ mod live {
                 iface: iface.to_string(),
                 filter: FILTER.to_string(),
                 buffer: Some(super::BUFFER),
+                snaplen: crate::net::live::whole_frames(iface),
                 ..Default::default()
             };
             let writer = concat!("roce agent ", env!("CARGO_PKG_VERSION"));
@@ -479,8 +492,9 @@ mod live {
                 Err(e) => return fail(format!("cannot capture on {iface}: {e}")),
             };
             end_on_signal();
+            let ring = super::ring_said(cap.ring_bytes(), u64::from(super::BUFFER));
             Ok(Capture {
-                how: format!("libpcap on {iface} ({FILTER})"),
+                how: format!("libpcap on {iface} ({FILTER}){ring}"),
                 way: Way::Live(cap),
                 file,
                 max,
@@ -756,7 +770,11 @@ mod tests {
     #[test]
     fn libpcap_captures_roce_on_the_interface_into_a_pcapng_file() {
         let Some(c) = on_loopback(CAPTURE_MAX) else { return };
-        assert_eq!(c.how(), "libpcap on lo (udp port 4791)");
+        // The ring the kernel gave (libpcap rounds the 64 MiB asked up to whole
+        // blocks of frames: 128 MiB here), never less on a host with memory.
+        let how = c.how();
+        assert!(how.starts_with("libpcap on lo (udp port 4791), a "), "{how}");
+        assert!(how.ends_with(" MiB ring") && !how.contains("asked"), "{how}");
         send(10, 4791);
         send(5, 4792);
         std::thread::sleep(Duration::from_millis(200));
@@ -780,6 +798,14 @@ mod tests {
             n += 1;
         }
         assert_eq!(n, got.frames);
+    }
+
+    #[test]
+    fn a_ring_smaller_than_asked_is_said() {
+        let asked = u64::from(BUFFER);
+        assert_eq!(ring_said(None, asked), "");
+        assert_eq!(ring_said(Some(asked), asked), ", a 64 MiB ring");
+        assert_eq!(ring_said(Some(16 << 20), asked), ", a 16 MiB ring of the 64 MiB asked");
     }
 
     #[cfg(feature = "live")]

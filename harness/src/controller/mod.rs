@@ -202,6 +202,7 @@ fn carry_out(
             let opts = crate::net::live::LiveOptions {
                 iface: iface.clone(),
                 filter: filter.clone(),
+                snaplen: crate::net::live::whole_frames(iface),
                 ..Default::default()
             };
             let writer = concat!("roce ", env!("CARGO_PKG_VERSION"));
