@@ -77,6 +77,18 @@ impl<'a> Gen<'a> {
         if let Some(q) = sc.qps.iter().find(|q| q.between[0] == q.between[1]) {
             return Err(format!("QP `{}` has both ends on `{}`", q.name, q.between[0]));
         }
+        // Two names that are one C identifier (`w-1`, `w_1`) would be defined twice.
+        let mut seen = std::collections::BTreeSet::new();
+        let names = sc.qps.iter().map(|q| format!("QP_{}", ident(&q.name)));
+        let names =
+            names.chain(sc.mrs.iter().map(|m| format!("MR_{}_{}", ident(&m.on), ident(&m.name))));
+        let names =
+            names.chain(sc.mws.iter().map(|w| format!("MW_{}_{}", ident(&w.on), ident(&w.name))));
+        for n in names {
+            if !seen.insert(n.clone()) {
+                return Err(format!("two of its names are both `{n}` in C: rename one"));
+            }
+        }
         if !sc.srqs.is_empty() {
             return Err("it uses shared receive queues, which have no C form yet".into());
         }
@@ -129,9 +141,12 @@ impl<'a> Gen<'a> {
     fn header(&self, source: &str) -> String {
         let mut h = String::new();
         let _ = writeln!(h, "/*");
-        let _ = writeln!(h, " * Reproducer of: {}", self.sc.name);
-        let _ =
-            writeln!(h, " * Written by `roce repro {source}`: edit the scenario, not this file.");
+        let _ = writeln!(h, " * Reproducer of: {}", comment(&self.sc.name));
+        let _ = writeln!(
+            h,
+            " * Written by `roce repro {}`: edit the scenario, not this file.",
+            comment(source)
+        );
         let _ = writeln!(h, " *");
         let _ = writeln!(h, " * Build:  cc -O2 -o repro repro.c -libverbs");
         let _ = writeln!(
@@ -149,7 +164,7 @@ impl<'a> Gen<'a> {
         if !what.is_empty() {
             let _ = writeln!(h, " *\n * What IBA says should happen (the finding's expectations):");
             for w in what {
-                let _ = writeln!(h, " *   {w}");
+                let _ = writeln!(h, " *   {}", comment(&w));
             }
         }
         let _ = writeln!(h, " */\n");
@@ -308,7 +323,7 @@ impl<'a> Gen<'a> {
             Step::Act { on, action } => {
                 let end = self.end(on);
                 let body = self.action(action, end, next).map_err(at)?;
-                let _ = writeln!(out, "\t/* step {n}: {on}: {} */", action.op());
+                let _ = writeln!(out, "\t/* step {n}: {}: {} */", comment(on), action.op());
                 let _ = writeln!(out, "\tif (me == {end}) {{");
                 for l in body.lines() {
                     let _ = writeln!(out, "\t\t{l}");
@@ -588,7 +603,7 @@ impl<'a> Gen<'a> {
         let _ = writeln!(
             c,
             "/* probe {}: {op}, PSN {} ({} from {}) */",
-            order.id,
+            comment(&order.id),
             t.bth.psn.value(),
             order.psn,
             at.value()
@@ -614,6 +629,12 @@ impl<'a> Gen<'a> {
 /// A scenario name as a C identifier part (names are `[A-Za-z0-9_-]`).
 fn ident(name: &str) -> String {
     name.chars().map(|c| if c.is_ascii_alphanumeric() { c } else { '_' }).collect()
+}
+
+/// Text of the scenario inside a C comment: nothing in it ends the comment or
+/// opens another (which `-Wcomment` warns of).
+fn comment(s: &str) -> String {
+    s.replace("*/", "* /").replace("/*", "/ *")
 }
 
 /// A name inside a C string literal.

@@ -290,3 +290,16 @@ fn the_corpus_has_c_forms_that_build_or_says_what_has_none() {
     compiles(&written);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn nothing_of_the_scenario_ends_a_c_comment_early() {
+    let mut sc = scenario("");
+    sc.name = "a WRITE */ int evil; /* that panics".into();
+    let c = c_program(&sc, "dir*/x.toml").unwrap();
+    assert!(c.contains(" * Reproducer of: a WRITE * / int evil; / * that panics"), "{c}");
+    assert!(c.contains("`roce repro dir* /x.toml`"));
+    let file = std::env::temp_dir().join(format!("roce-repro-comment-{}.c", std::process::id()));
+    std::fs::write(&file, &c).unwrap();
+    compiles(std::slice::from_ref(&file));
+    let _ = std::fs::remove_file(&file);
+}
