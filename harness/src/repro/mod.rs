@@ -214,10 +214,29 @@ impl<'a> Gen<'a> {
         let _ = writeln!(head, "#define BARRIER_S {}", longest_ms.div_ceil(1000) + 10);
         let _ = writeln!(
             head,
-            "static const char *const END[2] = {{ \"{}\", \"{}\" }};\n",
+            "static const char *const END[2] = {{ \"{}\", \"{}\" }};",
             c_str(self.ends[0]),
             c_str(self.ends[1])
         );
+        // Each end's device, port and GID index as the scenario gives them
+        // (ROCE_DEVICE and ROCE_GID_INDEX override).
+        let ep = |e: usize| sc.endpoints.get(self.ends[e]);
+        let device = |e: usize| {
+            ep(e)
+                .and_then(|p| p.device.as_deref())
+                .map_or("0".into(), |d| format!("\"{}\"", c_str(d)))
+        };
+        let port = |e: usize| ep(e).and_then(|p| p.port).unwrap_or(1);
+        let gid = |e: usize| ep(e).and_then(|p| p.gid_index).map_or(-1, i32::from);
+        let _ = writeln!(
+            head,
+            "static const char *const DEVICE[2] = {{ {}, {} }};",
+            device(0),
+            device(1)
+        );
+        let _ =
+            writeln!(head, "static const unsigned char PORT[2] = {{ {}, {} }};", port(0), port(1));
+        let _ = writeln!(head, "static const int GID_INDEX[2] = {{ {}, {} }};\n", gid(0), gid(1));
         let mut t = String::new();
         let _ = writeln!(t, "\n/* ---- the finding's objects --------------------------------------------------- */\n");
         for (i, q) in sc.qps.iter().enumerate() {

@@ -93,8 +93,8 @@ static void usage(const char *argv0)
 	fprintf(stderr,
 		"usage: %s %s                (first: waits for the other end on TCP %s)\n"
 		"       %s %s HOST           (then: HOST is where the first runs)\n"
-		"environment: ROCE_DEVICE (default: the first RDMA device), ROCE_GID_INDEX\n"
-		"(default: the port's RoCE v2 IPv4-mapped GID)\n",
+		"environment: ROCE_DEVICE (default: the scenario's, else the first RDMA device),\n"
+		"ROCE_GID_INDEX (default: the scenario's, else the port's RoCE v2 IPv4-mapped GID)\n",
 		argv0, END[0], EXCHANGE_PORT, argv0, END[1]);
 	exit(64);
 }
@@ -187,7 +187,8 @@ static void open_device(void)
 	int n;
 	struct ibv_device **list = ibv_get_device_list(&n);
 	struct ibv_device *dev = NULL;
-	const char *want = getenv("ROCE_DEVICE");
+	const char *want = getenv("ROCE_DEVICE") ? getenv("ROCE_DEVICE") : DEVICE[me];
+	port = PORT[me];
 	for (int i = 0; list && i < n; i++)
 		if (!want || !strcmp(want, ibv_get_device_name(list[i]))) {
 			dev = list[i];
@@ -199,8 +200,8 @@ static void open_device(void)
 	if (!ctx)
 		die("ibv_open_device", errno);
 	const char *gi = getenv("ROCE_GID_INDEX");
-	if (gi) {
-		gid_index = atoi(gi);
+	if (gi || GID_INDEX[me] >= 0) {
+		gid_index = gi ? atoi(gi) : GID_INDEX[me];
 		if (ibv_query_gid(ctx, port, gid_index, &my_gid))
 			die("ibv_query_gid (ROCE_GID_INDEX)", errno);
 	} else {
@@ -211,7 +212,7 @@ static void open_device(void)
 			if (is_roce_v2_ipv4(dev, i, &my_gid))
 				gid_index = i;
 		if (gid_index < 0)
-			die("no RoCE v2 IPv4-mapped GID on port 1: give the netdev an IPv4 address, or set ROCE_GID_INDEX", 0);
+			die("no RoCE v2 IPv4-mapped GID on the port: give the netdev an IPv4 address, or set ROCE_GID_INDEX", 0);
 	}
 	say("device %s, GID index %d (%s)", ibv_get_device_name(dev), gid_index,
 	    inet_ntoa((struct in_addr){ .s_addr = *(uint32_t *)&my_gid.raw[12] }));

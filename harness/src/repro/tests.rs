@@ -303,3 +303,16 @@ fn nothing_of_the_scenario_ends_a_c_comment_early() {
     compiles(std::slice::from_ref(&file));
     let _ = std::fs::remove_file(&file);
 }
+
+#[test]
+fn each_end_opens_the_device_and_gid_its_endpoint_names() {
+    let mut sc = scenario("");
+    let a = sc.endpoints.get_mut("a").unwrap();
+    a.device = Some("mlx5_0".into());
+    a.gid_index = Some(3);
+    a.port = Some(2);
+    let c = c_program(&sc, "unit.toml").unwrap();
+    assert!(c.contains(r#"static const char *const DEVICE[2] = { "mlx5_0", 0 };"#), "{c}");
+    assert!(c.contains("static const unsigned char PORT[2] = { 2, 1 };"));
+    assert!(c.contains("static const int GID_INDEX[2] = { 3, -1 };"));
+}
