@@ -249,15 +249,14 @@ impl<'a> Gen<'a> {
             let _ = writeln!(t, "#define MW_{}_{} {i}", ident(&w.on), ident(&w.name));
         }
         for m in &sc.mrs {
-            let bytes = m.initial_bytes();
-            if bytes.iter().any(|&b| b != 0) {
+            if let Some((bytes, _)) = init_of(&m.initial_bytes()) {
                 let _ = writeln!(
                     t,
                     "static const uint8_t INIT_{}_{}[{}] = {{{}}};",
                     ident(&m.on),
                     ident(&m.name),
                     bytes.len(),
-                    c_bytes(&bytes)
+                    c_bytes(bytes)
                 );
             }
         }
@@ -295,10 +294,15 @@ impl<'a> Gen<'a> {
         }
         let _ = writeln!(t, "}};\nstatic const struct mr_spec MRS[] = {{");
         for m in &sc.mrs {
-            let init = if m.initial_bytes().iter().any(|&b| b != 0) {
-                format!("INIT_{}_{}", ident(&m.on), ident(&m.name))
-            } else {
-                "NULL".into()
+            let init = match init_of(&m.initial_bytes()) {
+                Some((b, repeat)) => format!(
+                    "INIT_{}_{}, {}, {}",
+                    ident(&m.on),
+                    ident(&m.name),
+                    b.len(),
+                    u8::from(repeat)
+                ),
+                None => "NULL, 0, 0".into(),
             };
             let _ = writeln!(
                 t,
@@ -643,6 +647,20 @@ impl<'a> Gen<'a> {
         let _ = writeln!(c, "send_probe(&p);");
         Ok(c)
     }
+}
+
+/// An MR's first content as the program writes it: the bytes to copy, and
+/// whether they repeat over the whole MR (a pattern: its period, at most 64
+/// bytes) or stand once at its start (the zeros after them left to calloc).
+/// `None`: all zeros.
+fn init_of(bytes: &[u8]) -> Option<(&[u8], bool)> {
+    let end = bytes.iter().rposition(|&b| b != 0)? + 1;
+    let period = (1..=64.min(bytes.len()))
+        .find(|&p| bytes.iter().enumerate().all(|(i, &b)| b == bytes[i % p]));
+    Some(match period {
+        Some(p) if p < end => (&bytes[..p], true),
+        _ => (&bytes[..end], false),
+    })
 }
 
 /// A scenario name as a C identifier part (names are `[A-Za-z0-9_-]`).

@@ -35,6 +35,8 @@ struct mr_spec {
 	size_t size;
 	unsigned access;
 	const uint8_t *init;    /* NULL: zeros */
+	size_t init_len;        /* bytes at init */
+	int repeat;             /* 1: init repeats over the whole MR; 0: it stands once */
 };
 struct mw_spec {
 	const char *name;
@@ -284,8 +286,9 @@ static void create_objects(void)
 		if (MRS[i].on != me)
 			continue;
 		buf[i] = calloc(1, MRS[i].size ? MRS[i].size : 1);
-		if (MRS[i].init)
-			memcpy(buf[i], MRS[i].init, MRS[i].size);
+		size_t fill = MRS[i].repeat ? MRS[i].size : MRS[i].init_len;
+		for (size_t k = 0; MRS[i].init && k < fill; k++)
+			buf[i][k] = MRS[i].init[k % MRS[i].init_len];
 		mr[i] = ibv_reg_mr(pd, buf[i], MRS[i].size, MRS[i].access);
 		if (!mr[i])
 			die(MRS[i].name, errno);

@@ -186,7 +186,7 @@ within_ms = 2500
     // a's MR holds its text; b's starts as zeros.
     assert!(c.contains("static const uint8_t INIT_a_src[8] = {\n\t0x6c, 0x69, 0x76"));
     assert!(c.contains(
-        r#"{ "target", 1, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, NULL },"#
+        r#"{ "target", 1, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, NULL, 0, 0 },"#
     ));
 }
 
@@ -315,4 +315,19 @@ fn each_end_opens_the_device_and_gid_its_endpoint_names() {
     assert!(c.contains(r#"static const char *const DEVICE[2] = { "mlx5_0", 0 };"#), "{c}");
     assert!(c.contains("static const unsigned char PORT[2] = { 2, 1 };"));
     assert!(c.contains("static const int GID_INDEX[2] = { 3, -1 };"));
+}
+
+#[test]
+fn a_pattern_is_written_as_its_period_and_text_as_itself() {
+    let mut bytes = vec![0u8; 1 << 20];
+    for (i, b) in bytes.iter_mut().enumerate() {
+        *b = [0xde, 0xad, 0xbe, 0xef][i % 4];
+    }
+    assert_eq!(init_of(&bytes), Some((&[0xde, 0xad, 0xbe, 0xef][..], true)), "1 MiB, 4 bytes");
+    let mut text = b"liveness".to_vec();
+    text.resize(64, 0);
+    assert_eq!(init_of(&text), Some((&b"liveness"[..], false)), "the zeros after it are calloc's");
+    assert_eq!(init_of(&[0x5a; 8]), Some((&[0x5a][..], true)));
+    assert_eq!(init_of(&[0; 16]), None);
+    assert_eq!(init_of(b"ab"), Some((&b"ab"[..], false)), "a period as long as the MR stands once");
 }

@@ -59,6 +59,8 @@ struct mr_spec {
 	size_t size;
 	unsigned access;
 	const uint8_t *init;    /* NULL: zeros */
+	size_t init_len;        /* bytes at init */
+	int repeat;             /* 1: init repeats over the whole MR; 0: it stands once */
 };
 struct mw_spec {
 	const char *name;
@@ -82,18 +84,11 @@ struct mw_spec {
 #define MW_b_w1 0
 #define MW_b_w2 1
 #define MW_b_w2u 2
-static const uint8_t INIT_a_src[32] = {
-	0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1,
-	0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1,
-	0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1, 0xa1,
+static const uint8_t INIT_a_src[1] = {
+	0xa1,
 };
-static const uint8_t INIT_b_target[64] = {
-	0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3,
-	0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3,
-	0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3,
-	0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3,
-	0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3, 0xc3,
-	0xc3, 0xc3, 0xc3, 0xc3,
+static const uint8_t INIT_b_target[1] = {
+	0xc3,
 };
 static const uint8_t INIT_a_msg[8] = {
 	0x69, 0x6e, 0x76, 0x2d, 0x73, 0x65, 0x6e, 0x64,
@@ -112,15 +107,15 @@ static const struct qp_spec QPS[] = {
 	  .max_sge = 4, .max_inline = 0 },
 };
 static const struct mr_spec MRS[] = {
-	{ "src", 0, 32, IBV_ACCESS_LOCAL_WRITE, INIT_a_src },
-	{ "rdst", 0, 16, IBV_ACCESS_LOCAL_WRITE, NULL },
-	{ "adst", 0, 8, IBV_ACCESS_LOCAL_WRITE, NULL },
-	{ "target", 1, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, INIT_b_target },
-	{ "msg", 0, 8, IBV_ACCESS_LOCAL_WRITE, INIT_a_msg },
-	{ "wtarget", 1, 16, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, NULL },
-	{ "rbuf", 1, 8, IBV_ACCESS_LOCAL_WRITE, NULL },
-	{ "lsrc", 0, 8, IBV_ACCESS_LOCAL_WRITE, INIT_a_lsrc },
-	{ "dst", 1, 8, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, NULL },
+	{ "src", 0, 32, IBV_ACCESS_LOCAL_WRITE, INIT_a_src, 1, 1 },
+	{ "rdst", 0, 16, IBV_ACCESS_LOCAL_WRITE, NULL, 0, 0 },
+	{ "adst", 0, 8, IBV_ACCESS_LOCAL_WRITE, NULL, 0, 0 },
+	{ "target", 1, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, INIT_b_target, 1, 1 },
+	{ "msg", 0, 8, IBV_ACCESS_LOCAL_WRITE, INIT_a_msg, 8, 0 },
+	{ "wtarget", 1, 16, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND, NULL, 0, 0 },
+	{ "rbuf", 1, 8, IBV_ACCESS_LOCAL_WRITE, NULL, 0, 0 },
+	{ "lsrc", 0, 8, IBV_ACCESS_LOCAL_WRITE, INIT_a_lsrc, 8, 0 },
+	{ "dst", 1, 8, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, NULL, 0, 0 },
 };
 static const struct mw_spec MWS[] = {
 	{ "w1", 1, IBV_MW_TYPE_1 },
@@ -370,8 +365,9 @@ static void create_objects(void)
 		if (MRS[i].on != me)
 			continue;
 		buf[i] = calloc(1, MRS[i].size ? MRS[i].size : 1);
-		if (MRS[i].init)
-			memcpy(buf[i], MRS[i].init, MRS[i].size);
+		size_t fill = MRS[i].repeat ? MRS[i].size : MRS[i].init_len;
+		for (size_t k = 0; MRS[i].init && k < fill; k++)
+			buf[i][k] = MRS[i].init[k % MRS[i].init_len];
 		mr[i] = ibv_reg_mr(pd, buf[i], MRS[i].size, MRS[i].access);
 		if (!mr[i])
 			die(MRS[i].name, errno);

@@ -57,6 +57,8 @@ struct mr_spec {
 	size_t size;
 	unsigned access;
 	const uint8_t *init;    /* NULL: zeros */
+	size_t init_len;        /* bytes at init */
+	int repeat;             /* 1: init repeats over the whole MR; 0: it stands once */
 };
 struct mw_spec {
 	const char *name;
@@ -76,13 +78,8 @@ struct mw_spec {
 #define MR_b_rbuf 2
 #define MR_a_lsrc 3
 #define MR_b_dst 4
-static const uint8_t INIT_b_locked[64] = {
-	0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a,
-	0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a,
-	0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a,
-	0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a,
-	0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a, 0x5a,
-	0x5a, 0x5a, 0x5a, 0x5a,
+static const uint8_t INIT_b_locked[1] = {
+	0x5a,
 };
 static const uint8_t INIT_a_lsrc[8] = {
 	0x6c, 0x69, 0x76, 0x65, 0x6e, 0x65, 0x73, 0x73,
@@ -110,11 +107,11 @@ static const struct qp_spec QPS[] = {
 	  .max_sge = 4, .max_inline = 0 },
 };
 static const struct mr_spec MRS[] = {
-	{ "target", 1, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, NULL },
-	{ "locked", 1, 64, IBV_ACCESS_LOCAL_WRITE, INIT_b_locked },
-	{ "rbuf", 1, 4096, IBV_ACCESS_LOCAL_WRITE, NULL },
-	{ "lsrc", 0, 8, IBV_ACCESS_LOCAL_WRITE, INIT_a_lsrc },
-	{ "dst", 1, 8, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, NULL },
+	{ "target", 1, 64, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC, NULL, 0, 0 },
+	{ "locked", 1, 64, IBV_ACCESS_LOCAL_WRITE, INIT_b_locked, 1, 1 },
+	{ "rbuf", 1, 4096, IBV_ACCESS_LOCAL_WRITE, NULL, 0, 0 },
+	{ "lsrc", 0, 8, IBV_ACCESS_LOCAL_WRITE, INIT_a_lsrc, 8, 0 },
+	{ "dst", 1, 8, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE, NULL, 0, 0 },
 };
 static const struct mw_spec MWS[] = {
 	{ 0 },
@@ -362,8 +359,9 @@ static void create_objects(void)
 		if (MRS[i].on != me)
 			continue;
 		buf[i] = calloc(1, MRS[i].size ? MRS[i].size : 1);
-		if (MRS[i].init)
-			memcpy(buf[i], MRS[i].init, MRS[i].size);
+		size_t fill = MRS[i].repeat ? MRS[i].size : MRS[i].init_len;
+		for (size_t k = 0; MRS[i].init && k < fill; k++)
+			buf[i][k] = MRS[i].init[k % MRS[i].init_len];
 		mr[i] = ibv_reg_mr(pd, buf[i], MRS[i].size, MRS[i].access);
 		if (!mr[i])
 			die(MRS[i].name, errno);
