@@ -84,13 +84,12 @@ impl<'a> Gen<'a> {
             names.chain(sc.mrs.iter().map(|m| format!("MR_{}_{}", ident(&m.on), ident(&m.name))));
         let names =
             names.chain(sc.mws.iter().map(|w| format!("MW_{}_{}", ident(&w.on), ident(&w.name))));
+        let names =
+            names.chain(sc.srqs.iter().map(|q| format!("SRQ_{}_{}", ident(&q.on), ident(&q.name))));
         for n in names {
             if !seen.insert(n.clone()) {
                 return Err(format!("two of its names are both `{n}` in C: rename one"));
             }
-        }
-        if !sc.srqs.is_empty() {
-            return Err("it uses shared receive queues, which have no C form yet".into());
         }
         Ok(Gen { sc, ends: [a, b] })
     }
@@ -114,6 +113,18 @@ impl<'a> Gen<'a> {
             .position(|m| m.name == name && m.on == on)
             .ok_or_else(|| format!("no MR `{name}` on `{on}`"))?;
         Ok((i, format!("MR_{}_{}", ident(on), ident(name))))
+    }
+
+    /// End `end`'s shared receive queue `name`, as [`Gen::mr`].
+    fn srq(&self, end: usize, name: &str) -> Result<(usize, String), String> {
+        let on = self.ends[end];
+        let i = self
+            .sc
+            .srqs
+            .iter()
+            .position(|q| q.name == name && q.on == on)
+            .ok_or_else(|| format!("no SRQ `{name}` on `{on}`"))?;
+        Ok((i, format!("SRQ_{}_{}", ident(on), ident(name))))
     }
 
     /// End `end`'s memory window `name`, as [`Gen::mr`].
@@ -162,7 +173,8 @@ impl<'a> Gen<'a> {
         let _ = writeln!(h, " * Each host needs an RDMA device with a RoCE v2 GID (rxe: `rdma link add rxe0 type rxe netdev IF`).");
         let what = self.expected();
         if !what.is_empty() {
-            let _ = writeln!(h, " *\n * What IBA says should happen (the finding's expectations):");
+            let _ =
+                writeln!(h, " *\n * What IBA says should happen (the scenario's expectations):");
             for w in what {
                 let _ = writeln!(h, " *   {}", comment(&w));
             }
@@ -171,19 +183,26 @@ impl<'a> Gen<'a> {
         h
     }
 
-    /// The completions the scenario expects, as lines for the header.
+    /// The completions and async events the scenario expects, as lines for the
+    /// header (a deviation the device is known for says so).
     fn expected(&self) -> Vec<String> {
-        self.sc
-            .expect
-            .completion
-            .iter()
-            .filter_map(|c| {
-                let status = c.status?;
-                let wr =
-                    c.wr_id.map(|w| format!("wr_id {w}")).unwrap_or_else(|| "a completion".into());
-                Some(format!("{}: {wr} completes with {status}", c.on))
-            })
-            .collect()
+        let e = &self.sc.expect;
+        let completions = e.completion.iter().filter_map(|c| {
+            let status = c.status?;
+            let wr = c.wr_id.map_or_else(|| "a completion".to_string(), |w| format!("wr_id {w}"));
+            Some(format!("{}: {wr} completes with {status}", c.on))
+        });
+        let events = e.event.iter().map(|v| {
+            let of = match (&v.qp, &v.srq) {
+                (Some(q), _) => format!(" of QP {q}"),
+                (None, Some(q)) => format!(" of SRQ {q}"),
+                (None, None) => String::new(),
+            };
+            let known =
+                if v.record_deviation { " (a deviation devices are known for)" } else { "" };
+            format!("{}: the async event {}{of}{known}", v.on, v.kind)
+        });
+        completions.chain(events).collect()
     }
 
     /// The defines (before the runtime's types) and the tables (after them).
@@ -192,10 +211,11 @@ impl<'a> Gen<'a> {
         let mut head = String::new();
         let _ = writeln!(
             head,
-            "#define NQP {}\n#define NMR {}\n#define NMW {}",
+            "#define NQP {}\n#define NMR {}\n#define NMW {}\n#define NSRQ {}",
             sc.qps.len(),
             sc.mrs.len(),
-            sc.mws.len()
+            sc.mws.len(),
+            sc.srqs.len()
         );
         // How long one end waits for the other at a step's end: the longest a
         // step waits, and ten seconds more. An end that takes longer is gone.
@@ -248,6 +268,9 @@ impl<'a> Gen<'a> {
         for (i, w) in sc.mws.iter().enumerate() {
             let _ = writeln!(t, "#define MW_{}_{} {i}", ident(&w.on), ident(&w.name));
         }
+        for (i, q) in sc.srqs.iter().enumerate() {
+            let _ = writeln!(t, "#define SRQ_{}_{} {i}", ident(&q.on), ident(&q.name));
+        }
         for m in &sc.mrs {
             if let Some((bytes, _)) = init_of(&m.initial_bytes()) {
                 let _ = writeln!(
@@ -270,9 +293,16 @@ impl<'a> Gen<'a> {
             let access =
                 |e: usize| q.access.get(self.ends[e]).map_or("0".to_string(), |a| access_c(*a));
             let p = &q.params;
+            // The SRQ of one end, where the QP takes its receives from it.
+            let srq_of = |e: usize| {
+                q.srq
+                    .as_deref()
+                    .and_then(|n| self.srq(e, n).ok())
+                    .map_or("-1".to_string(), |(_, c)| c)
+            };
             let _ = writeln!(
                 t,
-                "\t{{ .name = \"{}\", .type = {kind}, .psn = {{ {}, {} }}, .access = {{ {}, {} }},\n\t  .mtu = {}, .timeout = {}, .retry_cnt = {}, .rnr_retry = {}, .min_rnr_timer = {},\n\t  .max_rd_atomic = {}, .max_dest_rd_atomic = {}, .qkey = {:#x}, .max_send_wr = {}, .max_recv_wr = {},\n\t  .max_sge = {}, .max_inline = {} }},",
+                "\t{{ .name = \"{}\", .type = {kind}, .psn = {{ {}, {} }}, .access = {{ {}, {} }},\n\t  .mtu = {}, .timeout = {}, .retry_cnt = {}, .rnr_retry = {}, .min_rnr_timer = {},\n\t  .max_rd_atomic = {}, .max_dest_rd_atomic = {}, .qkey = {:#x}, .max_send_wr = {}, .max_recv_wr = {},\n\t  .max_sge = {}, .max_inline = {}, .srq = {{ {}, {} }} }},",
                 c_str(&q.name),
                 self.first_psn(i, 0).value(),
                 self.first_psn(i, 1).value(),
@@ -289,7 +319,9 @@ impl<'a> Gen<'a> {
                 q.max_send_wr,
                 q.max_recv_wr,
                 q.max_sge,
-                q.max_inline
+                q.max_inline,
+                srq_of(0),
+                srq_of(1)
             );
         }
         let _ = writeln!(t, "}};\nstatic const struct mr_spec MRS[] = {{");
@@ -312,6 +344,20 @@ impl<'a> Gen<'a> {
                 m.size,
                 access_c(m.access)
             );
+        }
+        let _ = writeln!(t, "}};\nstatic const struct srq_spec SRQS[] = {{");
+        for q in &sc.srqs {
+            let _ = writeln!(
+                t,
+                "\t{{ \"{}\", {}, {}, {} }},",
+                c_str(&q.name),
+                self.end(&q.on),
+                q.max_wr,
+                q.max_sge
+            );
+        }
+        if sc.srqs.is_empty() {
+            let _ = writeln!(t, "\t{{ 0 }},");
         }
         let _ = writeln!(t, "}};\nstatic const struct mw_spec MWS[] = {{");
         for w in &sc.mws {
@@ -402,6 +448,15 @@ impl<'a> Gen<'a> {
                     let access = access.map_or("-1".to_string(), access_c);
                     let _ = writeln!(c, "modify_state(QP_{}, {state}, {access});", ident(qp));
                 }
+            }
+            Action::PostSrqRecv { srq, wr_id, sges } => {
+                let (_, q) = self.srq(end, srq)?;
+                let _ = writeln!(c, "struct ibv_sge sge[] = {{ {} }};", self.sges(end, sges)?);
+                let _ = writeln!(c, "post_srq_recv({q}, {wr_id}, sge, {});", sges.len());
+            }
+            Action::ArmSrq { srq, limit } => {
+                let (_, q) = self.srq(end, srq)?;
+                let _ = writeln!(c, "arm_srq({q}, {limit});");
             }
             Action::QueryQp { qp } => {
                 self.qp(qp)?;

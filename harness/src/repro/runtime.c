@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 #include <netdb.h>
 #include <netinet/in.h>
@@ -28,6 +29,12 @@ struct qp_spec {
 	enum ibv_mtu mtu;
 	uint8_t timeout, retry_cnt, rnr_retry, min_rnr_timer, max_rd_atomic, max_dest_rd_atomic;
 	uint32_t qkey, max_send_wr, max_recv_wr, max_sge, max_inline;
+	int srq[2];             /* the SRQ each end's QP takes its receives from, or -1 */
+};
+struct srq_spec {
+	const char *name;
+	int on;
+	uint32_t max_wr, max_sge;
 };
 struct mr_spec {
 	const char *name;
@@ -72,6 +79,7 @@ static struct ibv_qp *qp[NQP > 0 ? NQP : 1];
 static struct ibv_mr *mr[NMR > 0 ? NMR : 1];
 static uint8_t *buf[NMR > 0 ? NMR : 1];
 static struct ibv_mw *mw[NMW > 0 ? NMW : 1];
+static struct ibv_srq *srq[NSRQ > 0 ? NSRQ : 1];
 static uint32_t mw_rkey[NMW > 0 ? NMW : 1];
 
 static void say(const char *fmt, ...)
@@ -221,6 +229,10 @@ static void open_device(void)
 	ibv_free_device_list(list);
 	pd = ibv_alloc_pd(ctx);
 	cq = pd ? ibv_create_cq(ctx, 1024, NULL, NULL, 0) : NULL;
+	/* Async events (a QP in error, an SRQ's limit) are read as completions are. */
+	int fl = fcntl(ctx->async_fd, F_GETFL);
+	if (fl < 0 || fcntl(ctx->async_fd, F_SETFL, fl | O_NONBLOCK) < 0)
+		die("fcntl (async events)", errno);
 	if (!cq)
 		die("ibv_alloc_pd / ibv_create_cq", errno);
 }
@@ -303,6 +315,14 @@ static void create_objects(void)
 			die(MWS[i].name, errno);
 		mw_rkey[i] = mw[i]->rkey;
 	}
+	for (int i = 0; i < NSRQ; i++) {
+		if (SRQS[i].on != me)
+			continue;
+		struct ibv_srq_init_attr sa = { .attr = { .max_wr = SRQS[i].max_wr, .max_sge = SRQS[i].max_sge } };
+		srq[i] = ibv_create_srq(pd, &sa);
+		if (!srq[i])
+			die(SRQS[i].name, errno);
+	}
 	for (int i = 0; i < NQP; i++) {
 		const struct qp_spec *s = &QPS[i];
 		struct ibv_qp_init_attr ia = {
@@ -311,6 +331,8 @@ static void create_objects(void)
 				 .max_send_sge = s->max_sge, .max_recv_sge = s->max_sge,
 				 .max_inline_data = s->max_inline },
 		};
+		if (s->srq[me] >= 0)
+			ia.srq = srq[s->srq[me]];
 		qp[i] = ibv_create_qp(pd, &ia);
 		if (!qp[i])
 			die(s->name, errno);
@@ -433,7 +455,35 @@ HELPER struct ibv_ah *ud_ah(int q)
 	return ah[q];
 }
 
-/* Polls until `count` completions came or `ms` passed; prints each. */
+/* Says each async event the device has raised since the last look. */
+static void drain_events(void)
+{
+	struct ibv_async_event ev;
+	while (ibv_get_async_event(ctx, &ev) == 0) {
+		say("async event: %s (%d)", ibv_event_type_str(ev.event_type), ev.event_type);
+		ibv_ack_async_event(&ev);
+	}
+}
+
+HELPER void post_srq_recv(int q, uint64_t wr_id, struct ibv_sge *sge, int n)
+{
+	struct ibv_recv_wr wr = { .wr_id = wr_id, .sg_list = sge, .num_sge = n }, *bad;
+	int rc = ibv_post_srq_recv(srq[q], &wr, &bad);
+	if (rc)
+		say("ibv_post_srq_recv on %s (wr_id %llu) refused: %s", SRQS[q].name,
+		    (unsigned long long)wr_id, strerror(rc));
+}
+
+HELPER void arm_srq(int q, uint32_t limit)
+{
+	struct ibv_srq_attr a = { .srq_limit = limit };
+	int rc = ibv_modify_srq(srq[q], &a, IBV_SRQ_LIMIT);
+	if (rc)
+		say("ibv_modify_srq of %s (limit %u) refused: %s", SRQS[q].name, limit, strerror(rc));
+}
+
+/* Polls until `count` completions came or `ms` passed; prints each, and each
+ * async event. */
 HELPER int wait_completions(int count, int ms)
 {
 	struct timespec t0, t;
@@ -441,6 +491,7 @@ HELPER int wait_completions(int count, int ms)
 	int got = 0;
 	for (;;) {
 		struct ibv_wc wc;
+		drain_events();
 		int n = ibv_poll_cq(cq, 1, &wc);
 		if (n < 0)
 			die("ibv_poll_cq", 0);
