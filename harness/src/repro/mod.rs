@@ -80,12 +80,9 @@ impl<'a> Gen<'a> {
         // Two names that are one C identifier (`w-1`, `w_1`) would be defined twice.
         let mut seen = std::collections::BTreeSet::new();
         let names = sc.qps.iter().map(|q| format!("QP_{}", ident(&q.name)));
-        let names =
-            names.chain(sc.mrs.iter().map(|m| format!("MR_{}_{}", ident(&m.on), ident(&m.name))));
-        let names =
-            names.chain(sc.mws.iter().map(|w| format!("MW_{}_{}", ident(&w.on), ident(&w.name))));
-        let names =
-            names.chain(sc.srqs.iter().map(|q| format!("SRQ_{}_{}", ident(&q.on), ident(&q.name))));
+        let names = names.chain(sc.mrs.iter().map(|m| c_name("MR", &m.on, &m.name)));
+        let names = names.chain(sc.mws.iter().map(|w| c_name("MW", &w.on, &w.name)));
+        let names = names.chain(sc.srqs.iter().map(|q| c_name("SRQ", &q.on, &q.name)));
         for n in names {
             if !seen.insert(n.clone()) {
                 return Err(format!("two of its names are both `{n}` in C: rename one"));
@@ -112,7 +109,7 @@ impl<'a> Gen<'a> {
             .iter()
             .position(|m| m.name == name && m.on == on)
             .ok_or_else(|| format!("no MR `{name}` on `{on}`"))?;
-        Ok((i, format!("MR_{}_{}", ident(on), ident(name))))
+        Ok((i, c_name("MR", on, name)))
     }
 
     /// End `end`'s shared receive queue `name`, as [`Gen::mr`].
@@ -124,7 +121,7 @@ impl<'a> Gen<'a> {
             .iter()
             .position(|q| q.name == name && q.on == on)
             .ok_or_else(|| format!("no SRQ `{name}` on `{on}`"))?;
-        Ok((i, format!("SRQ_{}_{}", ident(on), ident(name))))
+        Ok((i, c_name("SRQ", on, name)))
     }
 
     /// End `end`'s memory window `name`, as [`Gen::mr`].
@@ -136,7 +133,7 @@ impl<'a> Gen<'a> {
             .iter()
             .position(|m| m.name == name && m.on == on)
             .ok_or_else(|| format!("no memory window `{name}` on `{on}`"))?;
-        Ok((i, format!("MW_{}_{}", ident(on), ident(name))))
+        Ok((i, c_name("MW", on, name)))
     }
 
     /// The first send PSN of `qp`'s end `end`: the scenario's, or a fixed one (the
@@ -263,21 +260,20 @@ impl<'a> Gen<'a> {
             let _ = writeln!(t, "#define QP_{} {i}", ident(&q.name));
         }
         for (i, m) in sc.mrs.iter().enumerate() {
-            let _ = writeln!(t, "#define MR_{}_{} {i}", ident(&m.on), ident(&m.name));
+            let _ = writeln!(t, "#define {} {i}", c_name("MR", &m.on, &m.name));
         }
         for (i, w) in sc.mws.iter().enumerate() {
-            let _ = writeln!(t, "#define MW_{}_{} {i}", ident(&w.on), ident(&w.name));
+            let _ = writeln!(t, "#define {} {i}", c_name("MW", &w.on, &w.name));
         }
         for (i, q) in sc.srqs.iter().enumerate() {
-            let _ = writeln!(t, "#define SRQ_{}_{} {i}", ident(&q.on), ident(&q.name));
+            let _ = writeln!(t, "#define {} {i}", c_name("SRQ", &q.on, &q.name));
         }
         for m in &sc.mrs {
             if let Some((bytes, _)) = init_of(&m.initial_bytes()) {
                 let _ = writeln!(
                     t,
-                    "static const uint8_t INIT_{}_{}[{}] = {{{}}};",
-                    ident(&m.on),
-                    ident(&m.name),
+                    "static const uint8_t {}[{}] = {{{}}};",
+                    c_name("INIT", &m.on, &m.name),
                     bytes.len(),
                     c_bytes(bytes)
                 );
@@ -327,13 +323,9 @@ impl<'a> Gen<'a> {
         let _ = writeln!(t, "}};\nstatic const struct mr_spec MRS[] = {{");
         for m in &sc.mrs {
             let init = match init_of(&m.initial_bytes()) {
-                Some((b, repeat)) => format!(
-                    "INIT_{}_{}, {}, {}",
-                    ident(&m.on),
-                    ident(&m.name),
-                    b.len(),
-                    u8::from(repeat)
-                ),
+                Some((b, repeat)) => {
+                    format!("{}, {}, {}", c_name("INIT", &m.on, &m.name), b.len(), u8::from(repeat))
+                }
                 None => "NULL, 0, 0".into(),
             };
             let _ = writeln!(
@@ -716,6 +708,12 @@ fn init_of(bytes: &[u8]) -> Option<(&[u8], bool)> {
         Some(p) if p < end => (&bytes[..p], true),
         _ => (&bytes[..end], false),
     })
+}
+
+/// The C name of endpoint `on`'s object `name` of a kind (`MR_b_target`):
+/// names are an endpoint's own, and both ends may have one of a name.
+fn c_name(kind: &str, on: &str, name: &str) -> String {
+    format!("{kind}_{}_{}", ident(on), ident(name))
 }
 
 /// A scenario name as a C identifier part (names are `[A-Za-z0-9_-]`).
