@@ -20,6 +20,9 @@
 /* Helpers a finding may not use. */
 #define HELPER static __attribute__((unused))
 #define EXCHANGE_PORT "18515"
+/* How long the first end waits for the other to connect. */
+#define ACCEPT_S 300
+#define ACCEPT_S_TEXT "300"
 
 struct qp_spec {
 	const char *name;
@@ -126,7 +129,12 @@ static void tcp_connect(const char *host)
 		if (bind(l, ai->ai_addr, ai->ai_addrlen) || listen(l, 1))
 			die("listen on TCP " EXCHANGE_PORT, errno);
 		say("waiting for %s on TCP %s", END[1], EXCHANGE_PORT);
+		/* Not forever: an other end that never comes is said. */
+		struct timeval wait = { .tv_sec = ACCEPT_S };
+		setsockopt(l, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
 		sock = accept(l, NULL, NULL);
+		if (sock < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			die("the other end did not connect within " ACCEPT_S_TEXT " s (run it with this host's address)", 0);
 		close(l);
 	} else {
 		for (int i = 0; i < 100; i++) {
