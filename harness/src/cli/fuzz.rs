@@ -27,7 +27,7 @@ const EXIT: &[(Exit, &str)] = &[
 
 #[derive(Debug, Args)]
 #[command(after_help = format!(
-    "Each batch is a scenario: MRs `target` (every remote access) and `locked` (none) on\nb, QPs rc, uc, ud and rc_err (moved to ERR) on b probed from a, then a WRITE on a\nfresh QP. One probe draw in four sends a request message of a capture below\n--corpus (default ./captures), one packet changed. Oracles: memory (`locked`\nunchanged, nothing written outside any MR), kernel (oops, BUG, WARNING, KASAN,\nlockups on either console; a VM that dies), liveness (the fresh WRITE lands),\nprotocol (nothing answers what IBA drops). Each new finding is run 3 times\nmore (confirmed, or intermittent: seen 2 of 4 runs), minimised by delta debugging (probes, then each probe's\nchanges) and written as OUT/findings/<oracle>-<n>/finding.toml (+ .pcapng):\n`roce run` it; a kernel finding also as repro.c, a standalone C program (`roce repro`).\n\nOUTPUT (in --out)\n  fuzz.json     the run: executions, coverage cells, findings\n  findings/     each finding's scenario and capture\n  batches/      the last batch run, and its capture\n\n{}",
+    "Each batch is a scenario: MRs `target` (every remote access) and `locked` (none) on\nb, QPs rc, uc, ud and rc_err (moved to ERR) on b probed from a, then a WRITE on a\nfresh QP. One probe draw in four sends a request message of a capture below\n--corpus (default ./captures), one packet changed. Oracles: memory (`locked`\nunchanged, nothing written outside any MR), kernel (oops, BUG, WARNING, KASAN,\nlockups on either console; a VM that dies), liveness (the fresh WRITE lands),\nprotocol (nothing answers what IBA drops). Each new finding is run 3 times\nmore (confirmed, or intermittent: seen 2 of 4 runs), minimised by delta\ndebugging (probes, then each probe's changes, then the QPs, MRs, windows, steps\nand expectations it shows without) and written as\nOUT/findings/<oracle>-<n>/finding.toml (+ .pcapng): `roce run` it; a kernel finding also as repro.c, a standalone C program (`roce repro`).\n\nOUTPUT (in --out)\n  fuzz.json     the run: executions, coverage cells, findings\n  findings/     each finding's scenario and capture\n  batches/      the last batch run, and its capture\n\n{}",
     help(EXIT)
 ))]
 pub struct FuzzArgs {
@@ -252,6 +252,9 @@ fn summary(r: &FuzzReport, dir: &Path, out: &mut dyn Write) -> std::io::Result<(
             f.probes.join("; "),
             f.scenario.display()
         )?;
+        if let Some(l) = &f.setup_left_out {
+            writeln!(out, "  left out of the batch's setup, not needed: {l}")?;
+        }
         match &f.reproducer {
             Ok(c) => writeln!(
                 out,

@@ -539,6 +539,21 @@ impl Batch {
         }
     }
 
+    /// Table `t` of the batch's scenario with the items `keep` (at `path`:
+    /// `step`, `expect.probe`) is one the items are: a probe's step and what IBA
+    /// answers it, a switch rule, a requester operation's step and expectations.
+    /// Setup minimisation never leaves those out.
+    pub(crate) fn about(&self, keep: &[usize], path: &str, t: &Table) -> bool {
+        match &self.requester {
+            Some(r) => r.about(keep, path, t),
+            None => match path {
+                "fault" | "expect.probe" => true,
+                "step" => t.get("op").and_then(|o| o.as_str()) == Some("probe"),
+                _ => false,
+            },
+        }
+    }
+
     /// Item `i`, in words.
     pub(crate) fn describe(&self, i: usize) -> String {
         match &self.requester {
@@ -943,6 +958,50 @@ mod tests {
             let b = Batch { plant: Some(plant), ..Batch::generate(3, 3, 4) };
             let sc = load(&b.toml(&[0, 1], "t"));
             assert_eq!(sc.faults.len(), 1, "{plant:?}");
+        }
+    }
+
+    /// The least setup of a batch's items (what setup minimisation tries
+    /// first) is a scenario that checks, with every item in it: each probe and
+    /// what IBA answers it, each rule, each of a's operations and its
+    /// expectations; a QP a probe aims at stays in the state the batch gave it.
+    #[test]
+    fn the_least_setup_of_every_batch_checks_and_keeps_its_items() {
+        use crate::fuzz::setup::Setup;
+        for seed in 0..90 {
+            let b = Batch::generate(seed, seed, 16);
+            let all: Vec<usize> = (0..b.items()).collect();
+            for keep in [all.clone(), all.iter().copied().step_by(4).collect()] {
+                let whole = load(&b.toml(&keep, "t"));
+                let tables =
+                    Setup::new(&b.toml(&keep, "t"), |p, t| b.about(&keep, p, t)).expect("TOML");
+                let least = load(&tables.text(&[]));
+                assert_eq!(least.faults.len(), whole.faults.len());
+                let ops = |sc: &crate::scenario::model::Scenario| -> Vec<String> {
+                    sc.steps
+                        .iter()
+                        .filter_map(|s| match s {
+                            crate::scenario::model::Step::Act { on, action } if on == "a" => {
+                                Some(format!("{action:?}"))
+                            }
+                            _ => None,
+                        })
+                        .filter(|a| !a.contains("wr_id: 99"))
+                        .collect()
+                };
+                assert_eq!(ops(&least), ops(&whole), "seed {seed}");
+                assert_eq!(least.expect.probe.len(), whole.expect.probe.len());
+                let at_err = |sc: &crate::scenario::model::Scenario| {
+                    sc.steps.iter().any(|s| format!("{s:?}").contains("ModifyQp"))
+                };
+                let aims_at_err = keep
+                    .iter()
+                    .any(|&i| b.probes.get(i).is_some_and(|p| p.target == Target::RcErr));
+                assert_eq!(at_err(&least), aims_at_err, "seed {seed}");
+                assert!(least.qps.len() <= whole.qps.len() && least.mrs.len() < whole.mrs.len());
+                // All of it is the batch again.
+                assert_eq!(load(&tables.text(&tables.candidates())).steps.len(), whole.steps.len());
+            }
         }
     }
 

@@ -34,6 +34,7 @@ mod doc;
 pub(crate) mod gen;
 mod minimise;
 mod requester;
+mod setup;
 mod space;
 
 use gen::Batch;
@@ -45,6 +46,11 @@ pub(crate) const DEFAULT_BATCH: usize = 16;
 /// 30-minute runs left requester findings of 5 or 6 items (8 to choose from),
 /// where ddmin needs about 20 to reach single ones.
 const MINIMISE_RUNS: usize = 24;
+
+/// Runs, at most, of minimisation's last stage: leaving out the setup the
+/// finding shows without (a batch has about 25 tables; most findings need a
+/// handful, which ddmin's first try, the least setup, often finds at once).
+const SETUP_RUNS: usize = 16;
 
 /// Runs, at most, of minimisation's second stage: undoing the kept probes'
 /// changes one at a time (a probe changes at most two fields).
@@ -139,6 +145,9 @@ pub(crate) struct Finding {
     /// why it has none (in the JSON: its path, or null).
     #[serde(serialize_with = "path_or_null")]
     pub(crate) reproducer: Result<PathBuf, String>,
+    /// What setup minimisation left out of its batch's scenario (`QPs ud,
+    /// rc_err; MR locked; step post_recv ×3`); none when it was not minimised.
+    pub(crate) setup_left_out: Option<String>,
     /// Scenario runs its minimisation took.
     pub(crate) minimise_runs: usize,
     /// Its last reproducing run, as the findings page draws it.
@@ -449,12 +458,12 @@ struct Ran {
 }
 
 impl Runner<'_> {
-    fn run(&mut self, batch: &Batch, keep: &[usize], name: &str) -> Result<Ran> {
+    /// Runs `text`, the scenario of the items `keep` of `batch` (as
+    /// [`batch_text`] writes it, or with less setup), as file `name`.toml.
+    fn run(&mut self, batch: &Batch, keep: &[usize], text: &str, name: &str) -> Result<Ran> {
         let file = self.work.join(format!("{name}.toml"));
-        let title = format!("roce fuzz: batch {} of seed {}", batch.index, batch.seed);
-        let text = batch.toml(keep, &title);
-        std::fs::write(&file, &text).with_context(|| format!("writing {}", file.display()))?;
-        let sc = crate::scenario::check::parse_str(&file, &text).map_err(|e| {
+        std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
+        let sc = crate::scenario::check::parse_str(&file, text).map_err(|e| {
             anyhow::anyhow!("the fuzzer drew a batch `roce check` refuses (a fuzzer bug): {}", e[0])
         })?;
         let plan = RunPlan {
@@ -527,6 +536,11 @@ impl Runner<'_> {
     }
 }
 
+/// The scenario of the items `keep` of `batch`, as a batch run has it.
+fn batch_text(batch: &Batch, keep: &[usize]) -> String {
+    batch.toml(keep, &format!("roce fuzz: batch {} of seed {}", batch.index, batch.seed))
+}
+
 /// Fuzzes as `plan` says, writing under `out`; `progress` hears after each batch.
 pub(crate) fn fuzz(
     plan: &FuzzPlan,
@@ -579,7 +593,7 @@ pub(crate) fn fuzz(
         index += 1;
         let keep = avoiding(&batch, &crashes);
         report.avoided += (batch.items() - keep.len()) as u64;
-        let ran = match runner.run(&batch, &keep, "batch") {
+        let ran = match runner.run(&batch, &keep, &batch_text(&batch, &keep), "batch") {
             Ok(r) => {
                 failed_in_a_row = 0;
                 r
@@ -654,10 +668,15 @@ pub(crate) fn fuzz(
 /// A batch's scenario as a finding's: named for what it found (one name per
 /// finding, as a profile keys it). Its expectations stay IBA's answers, so
 /// `roce run` of it fails while the fault is there.
-fn as_finding(text: &str, name: &str) -> Result<String> {
+fn as_finding(text: &str, name: &str, note: Option<&str>) -> Result<String> {
     let mut doc: toml_edit::DocumentMut =
         text.parse().context("the fuzzer wrote a batch that is not TOML (a fuzzer bug)")?;
     doc["name"] = toml_edit::value(name);
+    if let Some(note) = note {
+        let decor = doc.decor_mut();
+        let before = decor.prefix().and_then(|p| p.as_str()).unwrap_or_default().to_string();
+        decor.set_prefix(format!("{before}# {}\n", note.replace('\n', " ")));
+    }
     Ok(doc.to_string())
 }
 
@@ -705,47 +724,53 @@ fn settle(
     let mut runs = 0usize;
     let mut last = seen_in.result.clone();
     let mut also: Vec<Seen> = Vec::new();
-    let mut shows = |runner: &mut Runner<'_>, batch: &Batch, keep: &[usize], sig: &str| -> bool {
-        runs += 1;
-        let Ok(r) = runner.run(batch, keep, "minimise") else { return false };
-        for x in r.sightings.iter().filter(|x| x.signature != sig) {
-            if !also.iter().any(|a| a.sighting.signature == x.signature) {
-                also.push(Seen {
-                    sighting: x.clone(),
-                    result: r.result.clone(),
-                    batch: batch.clone(),
-                    keep: keep.to_vec(),
-                });
+    let mut shows =
+        |runner: &mut Runner<'_>, batch: &Batch, keep: &[usize], text: &str, sig: &str| -> bool {
+            runs += 1;
+            let Ok(r) = runner.run(batch, keep, text, "minimise") else { return false };
+            for x in r.sightings.iter().filter(|x| x.signature != sig) {
+                if !also.iter().any(|a| a.sighting.signature == x.signature) {
+                    also.push(Seen {
+                        sighting: x.clone(),
+                        result: r.result.clone(),
+                        batch: batch.clone(),
+                        keep: keep.to_vec(),
+                    });
+                }
             }
-        }
-        let shown = r.sightings.iter().any(|x| x.signature == sig);
-        if shown {
-            last = r.result;
-            // The next run writes over its capture: keep this one's.
-            if let Some(c) = last.capture.as_ref().map(PathBuf::from) {
-                let kept = runner.work.join("reproduced.pcapng");
-                last.capture = std::fs::copy(&c, &kept).ok().map(|_| kept.display().to_string());
+            let shown = r.sightings.iter().any(|x| x.signature == sig);
+            if shown {
+                last = r.result;
+                // The next run writes over its capture: keep this one's.
+                if let Some(c) = last.capture.as_ref().map(PathBuf::from) {
+                    let kept = runner.work.join("reproduced.pcapng");
+                    last.capture =
+                        std::fs::copy(&c, &kept).ok().map(|_| kept.display().to_string());
+                }
             }
-        }
-        shown
-    };
+            shown
+        };
     let mut batch = seen_in.batch.clone();
     let mut shown = Shown { runs: 1, of: 1 };
     if plan.minimise {
         for _ in 0..CONFIRM_RUNS {
             shown.of += 1;
-            shown.runs += u32::from(shows(runner, &batch, &all, &s.signature));
+            let text = batch_text(&batch, &all);
+            shown.runs += u32::from(shows(runner, &batch, &all, &text, &s.signature));
         }
     }
     let confirmed = shown.runs > 1;
     // An intermittent finding is asked several times before a smaller batch is
     // said not to show it; a steady one, once.
     let repeats = if shown.steady() { 1 } else { CONFIRM_RUNS };
-    let mut again = |runner: &mut Runner<'_>, batch: &Batch, keep: &[usize], sig: &str| {
-        (0..repeats).any(|_| shows(runner, batch, keep, sig))
-    };
+    let mut again =
+        |runner: &mut Runner<'_>, batch: &Batch, keep: &[usize], text: &str, sig: &str| {
+            (0..repeats).any(|_| shows(runner, batch, keep, text, sig))
+        };
     let keep = if confirmed {
-        minimise::ddmin(all.clone(), MINIMISE_RUNS, |k| again(runner, &batch, k, &s.signature))
+        minimise::ddmin(all.clone(), MINIMISE_RUNS, |k| {
+            again(runner, &batch, k, &batch_text(&batch, k), &s.signature)
+        })
     } else {
         all.clone()
     };
@@ -769,20 +794,38 @@ fn settle(
                 let about_it = sig == answered_signature(&batch.probes[i]);
                 let want =
                     if about_it { answered_signature(&tried.probes[i]) } else { sig.clone() };
-                if again(runner, &tried, &keep, &want) {
+                if again(runner, &tried, &keep, &batch_text(&tried, &keep), &want) {
                     batch = tried;
                     sig = want;
                 }
             }
         }
     }
-    let dir = found_dir.join(format!("{}-{}", s.oracle.name(), n + 1));
-    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let title =
         format!("Finding {} ({} oracle, {}): {}", n + 1, s.oracle.name(), shown.describe(), sig);
+    let whole = batch.toml(&keep, &title);
+    // Then the setup: the batch's tables the finding shows without (its
+    // objects, steps and expectations), each set tried once the checker takes it.
+    let (text, setup_left_out) = if confirmed {
+        let tables = setup::Setup::new(&whole, |path, t| batch.about(&keep, path, t))?;
+        let file = runner.work.join("setup.toml");
+        let checks = |t: &str| crate::scenario::check::parse_str(&file, t).is_ok();
+        let kept = minimise::ddmin(tables.candidates(), SETUP_RUNS, |k| {
+            let t = tables.text(k);
+            checks(&t) && again(runner, &batch, &keep, &t, &sig)
+        });
+        let text = setup::without_needless_requires(&file, &tables.text(&kept));
+        (text, Some(tables.left_out(&kept)))
+    } else {
+        (whole, None)
+    };
+    let dir = found_dir.join(format!("{}-{}", s.oracle.name(), n + 1));
+    std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
     let scenario = dir.join("finding.toml");
     let name = format!("fuzz seed {} batch {}: {}", batch.seed, batch.index, sig);
-    write_whole(&scenario, as_finding(&batch.toml(&keep, &title), &name)?.as_bytes())?;
+    let note =
+        setup_left_out.as_ref().map(|l| format!("Left out of the batch's setup, not needed: {l}."));
+    write_whole(&scenario, as_finding(&text, &name, note.as_deref())?.as_bytes())?;
     let capture = match last.capture.as_ref().map(PathBuf::from) {
         Some(c) if c.exists() => {
             let to = dir.join("finding.pcapng");
@@ -810,6 +853,7 @@ fn settle(
         },
         scenario,
         capture,
+        setup_left_out,
         minimise_runs: runs,
         run: last,
     };
@@ -1064,7 +1108,7 @@ mod tests {
             let b = Batch::generate(9, index, 8);
             let keep: Vec<usize> = (0..b.items()).collect();
             let text =
-                as_finding(&b.toml(&keep, "t"), "fuzz seed 9: a \"quoted\" finding").unwrap();
+                as_finding(&b.toml(&keep, "t"), "fuzz seed 9: a \"quoted\" finding", None).unwrap();
             let sc = crate::scenario::check::parse_str(Path::new("finding.toml"), &text)
                 .unwrap_or_else(|e| panic!("{}\n{text}", e[0]));
             assert_eq!(sc.name, "fuzz seed 9: a \"quoted\" finding");
@@ -1154,6 +1198,7 @@ mod tests {
             scenario: PathBuf::from("f.toml"),
             capture: None,
             reproducer: Err("not a kernel finding".into()),
+            setup_left_out: None,
             minimise_runs: 3,
             run,
         };

@@ -329,6 +329,34 @@ impl RequesterBatch {
         }
     }
 
+    /// Table `t` (at `path`) is one of the items `keep`: a switch rule, a kept
+    /// operation's step on a, or the completions and memory its fixture expects.
+    pub(super) fn about(&self, keep: &[usize], path: &str, t: &Table) -> bool {
+        let ops = self.kept_ops(keep);
+        let s = |k: &str| t.get(k).and_then(|v| v.as_str());
+        let wr_id = t.get("wr_id").and_then(|v| v.as_integer());
+        let done_by = |op: &Op| -> Vec<(&str, u64)> {
+            let mut v = vec![("a", op.wr_id())];
+            if matches!(op, Op::SendInv(_)) {
+                v.push(("b", RECV));
+            }
+            v
+        };
+        match path {
+            "fault" => true,
+            "step" => s("on") == Some("a") && ops.iter().any(|op| wr_id == Some(op.wr_id() as i64)),
+            "expect.completion" => ops
+                .iter()
+                .flat_map(done_by)
+                .any(|(on, id)| s("on") == Some(on) && wr_id == Some(id as i64)),
+            "expect.memory" => ops.iter().any(|op| {
+                let (on, mr) = op.memory();
+                s("on") == Some(on) && s("mr") == Some(mr)
+            }),
+            _ => false,
+        }
+    }
+
     /// The batch as a scenario (after its header and name in `doc`), with only
     /// the rules and operations `keep`.
     pub(super) fn write(&self, keep: &[usize], doc: &mut Doc) {
