@@ -66,6 +66,18 @@ impl Doc {
         let root = fixture.as_table();
         if top.is_none() {
             for (k, item) in root.iter().filter(|(_, item)| is_value(item)) {
+                // An array two fixtures both set (`requires`) holds what either
+                // says, once.
+                if let (Some(had), Some(more)) =
+                    (self.doc.get_mut(k).and_then(Item::as_array_mut), item.as_array())
+                {
+                    for v in more.iter() {
+                        if !had.iter().any(|h| h.to_string().trim() == v.to_string().trim()) {
+                            had.push(v.clone());
+                        }
+                    }
+                    continue;
+                }
                 // The key as the fixture has it: with the comment above it.
                 let key = root.key(k).cloned().unwrap_or_else(|| Key::new(k));
                 self.doc.insert_formatted(&key, item.clone());

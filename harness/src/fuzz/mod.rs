@@ -989,7 +989,11 @@ mod tests {
     fn full_requester_batch() -> Batch {
         (0..300)
             .map(|i| Batch::generate(4, i, 16))
-            .find(|b| b.requester.as_ref().is_some_and(|r| r.ops.len() == 4))
+            .find(|b| {
+                b.requester.as_ref().is_some_and(|r| {
+                    r.ops.iter().filter(|o| o.on_wire()).count() == 4 && r.ops.len() == 4
+                })
+            })
             .expect("a requester batch with all four operations")
     }
 
@@ -1085,12 +1089,19 @@ mod tests {
                         k.name()
                     )
                 ),
+                // And the READ's success came behind the WRITE's error, where
+                // the send queue should have flushed it.
+                (
+                    Oracle::Protocol,
+                    "a's READ completed successfully behind a's WRITE, which completed in error"
+                        .to_string()
+                ),
             ]
         );
         // Both ends agreeing is no finding; nor is an operation left out.
         r.observations.insert("completion b wr_id 14".into(), "IBV_WC_SUCCESS".into());
         let s = sightings(&batch, &ops, &r, &[], None).expect("judged");
-        assert_eq!(s.len(), 2, "{s:?}");
+        assert_eq!(s.len(), 3, "{s:?}");
         let s = sightings(&batch, &ops[..1], &r, &[], None).expect("judged");
         assert!(s.is_empty(), "{s:?}");
         // The batch loads with every subset of its rules and operations.

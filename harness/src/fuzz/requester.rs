@@ -73,6 +73,11 @@ pub(crate) enum Op {
     FetchAdd,
     /// SEND with Invalidate of `msg` into b's receive [`RECV`] in `rbuf`.
     SendInv(Inv),
+    /// a binds its own type 2 window `aw` over `abuf` on `rc`: a work request
+    /// of the send queue that never reaches the wire.
+    Bind,
+    /// a invalidates `aw` (IBV_WR_LOCAL_INV), after the bind.
+    LocalInv,
 }
 
 /// The wr_id of b's receive a SEND with Invalidate consumes.
@@ -87,7 +92,14 @@ impl Op {
             Op::Read => 2,
             Op::FetchAdd => 3,
             Op::SendInv(_) => 4,
+            Op::Bind => 5,
+            Op::LocalInv => 6,
         }
+    }
+
+    /// It is a request on the wire (a rule can answer it, drop its response).
+    pub(super) fn on_wire(self) -> bool {
+        !matches!(self, Op::Bind | Op::LocalInv)
     }
 
     fn name(self) -> &'static str {
@@ -96,6 +108,8 @@ impl Op {
             Op::Read => "READ",
             Op::FetchAdd => "FetchAdd",
             Op::SendInv(_) => "SEND with Invalidate",
+            Op::Bind => "bind of a type 2 window",
+            Op::LocalInv => "local invalidate of a window",
         }
     }
 
@@ -106,13 +120,15 @@ impl Op {
         }
     }
 
-    /// The memory verdict that shows it landed: `memory of MR X on E …`.
-    fn memory(self) -> (&'static str, &'static str) {
+    /// The memory verdict that shows it landed: `memory of MR X on E …`; a
+    /// window operation changes no memory.
+    fn memory(self) -> Option<(&'static str, &'static str)> {
         match self {
-            Op::Write => ("b", "target"),
-            Op::Read => ("a", "rdst"),
-            Op::FetchAdd => ("a", "adst"),
-            Op::SendInv(_) => ("b", "rbuf"),
+            Op::Write => Some(("b", "target")),
+            Op::Read => Some(("a", "rdst")),
+            Op::FetchAdd => Some(("a", "adst")),
+            Op::SendInv(_) => Some(("b", "rbuf")),
+            Op::Bind | Op::LocalInv => None,
         }
     }
 
@@ -128,35 +144,41 @@ impl Op {
             Op::SendInv(Inv::Type1) => SEND_INV_TYPE1,
             Op::SendInv(Inv::Unbound) => SEND_INV_UNBOUND,
             Op::SendInv(Inv::Nothing) => SEND_INV_NOTHING,
+            Op::Bind => BIND,
+            Op::LocalInv => LOCAL_INV,
         }
     }
 
-    /// The opcode of its request.
+    /// The opcode of its request (of an operation [`Op::on_wire`]).
     fn request(self) -> Opcode {
         Opcode(match self {
             Op::Write => 0x0a,
             Op::Read => 0x0c,
             Op::FetchAdd => 0x14,
             Op::SendInv(_) => 0x17,
+            Op::Bind | Op::LocalInv => unreachable!("a window operation sends no request"),
         })
     }
 
-    /// The opcode of its response.
+    /// The opcode of its response (of an operation [`Op::on_wire`]).
     fn response(self) -> (Opcode, &'static str) {
         match self {
             Op::Write | Op::SendInv(_) => (ACK, "ack"),
+            Op::Bind | Op::LocalInv => unreachable!("a window operation draws no response"),
             Op::Read => (READ_RESPONSE_ONLY, "read-response-only"),
             Op::FetchAdd => (ATOMIC_ACK, "atomic-ack"),
         }
     }
 
-    /// Its request as the switch's rules name it.
+    /// Its request as the switch's rules name it (of an operation
+    /// [`Op::on_wire`]).
     fn rule_name(self) -> &'static str {
         match self {
             Op::Write => "write-only",
             Op::Read => "read-request",
             Op::FetchAdd => "fetchadd",
             Op::SendInv(_) => "rc-send-only-with-invalidate",
+            Op::Bind | Op::LocalInv => unreachable!("no rule matches a window operation"),
         }
     }
 }
@@ -197,11 +219,24 @@ impl RequesterBatch {
             ops.push(pick(rng, &Op::BASIC));
         }
         let faults = (0..n.clamp(1, 4)).map(|_| Self::fault(rng, &ops)).collect();
+        // Then, drawn after the rest (a batch drawn before they were is drawn
+        // the same), a's own window operations, somewhere among its requests:
+        // a bind, then maybe its invalidation.
+        if rng.next_f64() < 0.4 {
+            let at = (rng.next_u64() % (ops.len() as u64 + 1)) as usize;
+            ops.insert(at, Op::Bind);
+            if rng.next_f64() < 0.5 {
+                let after = at + 1 + (rng.next_u64() % (ops.len() - at) as u64) as usize;
+                ops.insert(after, Op::LocalInv);
+            }
+        }
         RequesterBatch { ops, faults }
     }
 
+    /// A rule on one of `ops` (each [`Op::on_wire`]).
     fn fault(rng: &mut Rng, ops: &[Op]) -> FaultGen {
-        let op = pick(rng, ops);
+        let wire: Vec<Op> = ops.iter().copied().filter(|op| op.on_wire()).collect();
+        let op = pick(rng, &wire);
         let nth = 1 + rng.next_u64() % 2;
         let resp = op.response();
         let req = op.rule_name();
@@ -286,7 +321,7 @@ impl RequesterBatch {
                         ),
                     )
                 },
-                Op::Write | Op::SendInv(_) => a(
+                Op::Write | Op::SendInv(_) | Op::Bind | Op::LocalInv => a(
                     Class::Synth,
                     format!(
                         "respond op={req} nth=1 with=rnr timer={} real=withhold",
@@ -349,10 +384,10 @@ impl RequesterBatch {
                 .iter()
                 .flat_map(done_by)
                 .any(|(on, id)| s("on") == Some(on) && wr_id == Some(id as i64)),
-            "expect.memory" => ops.iter().any(|op| {
-                let (on, mr) = op.memory();
-                s("on") == Some(on) && s("mr") == Some(mr)
-            }),
+            "expect.memory" => ops
+                .iter()
+                .filter_map(|op| op.memory())
+                .any(|(on, mr)| s("on") == Some(on) && s("mr") == Some(mr)),
             _ => false,
         }
     }
@@ -364,6 +399,9 @@ impl RequesterBatch {
         doc.fixture(SETUP);
         if ops.iter().any(|op| matches!(op, Op::SendInv(_))) {
             doc.fixture(INVALIDATE_SETUP);
+        }
+        if ops.iter().any(|op| matches!(op, Op::Bind | Op::LocalInv)) {
+            doc.fixture(WINDOW_SETUP);
         }
         doc.fixture(LIVENESS_OBJECTS);
         for op in &ops {
@@ -386,8 +424,9 @@ impl RequesterBatch {
     /// an operation that completed successfully while its memory does not show
     /// it (unless a kept rule's response supplied that data: then only a READ
     /// completed on a response shorter than it asked for), a SEND that
-    /// completed successfully at a while b's receive did not, or an operation
-    /// that never completed.
+    /// completed successfully at a while b's receive did not, an operation
+    /// that never completed, or one that completed successfully behind one that
+    /// completed in error.
     pub(crate) fn sightings(&self, keep: &[usize], r: &ScenarioResult, out: &mut Vec<Sighting>) {
         let supplied = |op: Op| {
             keep.iter().filter_map(|&i| self.faults.get(i)).find_map(|f| match f.supplies {
@@ -405,10 +444,12 @@ impl RequesterBatch {
                 continue;
             };
             let succeeded = status == Some(&success);
-            let (on, mr) = op.memory();
-            let mem = r.verdicts.iter().find(|v| {
-                v.kind == VerdictKind::Memory
-                    && v.what.starts_with(&format!("memory of MR {mr} on {on}"))
+            let (on, mr) = op.memory().unwrap_or_default();
+            let mem = op.memory().and_then(|_| {
+                r.verdicts.iter().find(|v| {
+                    v.kind == VerdictKind::Memory
+                        && v.what.starts_with(&format!("memory of MR {mr} on {on}"))
+                })
             });
             let m = mem.map(|m| m.actual.clone()).unwrap_or_default();
             match supplied(op) {
@@ -451,6 +492,32 @@ impl RequesterBatch {
                 });
             }
         }
+        // A send queue completes in the order it was posted, and a WR completed
+        // in error leaves the QP in the error state: every WR behind it
+        // completes flushed (IBV_WC_WR_FLUSH_ERR), none successfully (IBA
+        // 10.3.1, the Error state). A window operation, which never reaches
+        // the wire, is where a device may carry one out regardless.
+        let status = |op: Op| r.observations.get(&completion_key("a", op.wr_id()));
+        let ops = self.kept_ops(keep);
+        let failed = ops.iter().position(|&op| status(op).is_some_and(|s| *s != success));
+        if let Some(f) = failed {
+            let (first, s_first) = (ops[f], status(ops[f]).cloned().unwrap_or_default());
+            if let Some(&later) = ops[f + 1..].iter().find(|&&op| status(op) == Some(&success)) {
+                out.push(Sighting {
+                    oracle: Oracle::Protocol,
+                    signature: format!(
+                        "a's {} completed successfully behind a's {}, which completed in error",
+                        later.name(),
+                        first.name()
+                    ),
+                    detail: format!(
+                        "completion of wr_id {} on a: {s_first}; then wr_id {}: {success}",
+                        first.wr_id(),
+                        later.wr_id()
+                    ),
+                });
+            }
+        }
     }
 }
 
@@ -486,6 +553,11 @@ const SEND_INV_BOUND: &str = include_str!("fixtures/requester-send-inv-bound.tom
 const SEND_INV_TYPE1: &str = include_str!("fixtures/requester-send-inv-type1.toml");
 const SEND_INV_UNBOUND: &str = include_str!("fixtures/requester-send-inv-unbound.toml");
 const SEND_INV_NOTHING: &str = include_str!("fixtures/requester-send-inv-nothing.toml");
+const BIND: &str = include_str!("fixtures/requester-bind.toml");
+const LOCAL_INV: &str = include_str!("fixtures/requester-local-inv.toml");
+
+/// a's MR `abuf` and type 2 window `aw`, for its bind and local invalidate.
+const WINDOW_SETUP: &str = include_str!("fixtures/requester-window-setup.toml");
 
 #[cfg(test)]
 mod tests {
@@ -494,10 +566,12 @@ mod tests {
     /// Each operation's fixture is what the rest of this module takes it for:
     /// a's step with the operation's wr_id, IBA's answer at a (and at b's
     /// receive [`RECV`] for a SEND), the memory [`Op::memory`] names when the
-    /// operation succeeds, the key a SEND with Invalidate names.
+    /// operation succeeds, the key a SEND with Invalidate names, the window a's
+    /// own window operations act on.
     #[test]
     fn each_operation_fixture_is_that_operation() {
-        for op in Op::BASIC.into_iter().chain(Inv::ALL.map(Op::SendInv)) {
+        let windows = [Op::Bind, Op::LocalInv];
+        for op in Op::BASIC.into_iter().chain(Inv::ALL.map(Op::SendInv)).chain(windows) {
             let t: toml::Table = toml::from_str(op.fixture()).expect("TOML");
             let list = |v: &toml::Value| v.as_array().cloned().unwrap_or_default();
             let steps = list(&t["step"]);
@@ -529,6 +603,9 @@ mod tests {
                     Inv::Nothing => assert!(rkey.is_some(), "{key:?}"),
                 }
             }
+            if windows.contains(&op) {
+                assert_eq!(steps[0]["mw"].as_str(), Some("aw"), "{op:?}");
+            }
             assert_eq!(done, want, "{op:?}");
             let memory: Vec<(String, String)> = t["expect"]
                 .get("memory")
@@ -540,10 +617,98 @@ mod tests {
                     (s("on"), s("mr"))
                 })
                 .collect();
-            let (on, mr) = op.memory();
-            let want =
-                if status == "IBV_WC_SUCCESS" { vec![(on.into(), mr.into())] } else { vec![] };
+            let want: Vec<(String, String)> = match op.memory() {
+                Some((on, mr)) if status == "IBV_WC_SUCCESS" => vec![(on.into(), mr.into())],
+                _ => vec![],
+            };
             assert_eq!(memory, want, "{op:?}");
         }
+    }
+}
+
+#[cfg(test)]
+mod drawn {
+    use std::path::Path;
+
+    use super::*;
+    use crate::results::Verdict;
+
+    /// a's window operations are drawn among its requests, the invalidation
+    /// always after the bind; no rule is ever drawn on them; and drawing them
+    /// changed nothing else of a batch (its requests and rules are the ones the
+    /// same seed drew before they existed: those draws come first).
+    #[test]
+    fn window_operations_come_among_the_requests_and_after_the_rest() {
+        let (mut binds, mut invs) = (0, 0);
+        for seed in 0..400 {
+            let b = RequesterBatch::generate(&mut Rng::new(seed), 4);
+            let bind = b.ops.iter().position(|&o| o == Op::Bind);
+            let inv = b.ops.iter().position(|&o| o == Op::LocalInv);
+            binds += usize::from(bind.is_some());
+            invs += usize::from(inv.is_some());
+            if let Some(i) = inv {
+                assert!(bind.is_some_and(|b| b < i), "{:?}", b.ops);
+            }
+            assert!(b.ops.iter().any(|o| o.on_wire()), "{:?}", b.ops);
+            // What came before the window operations' draws: the same stream,
+            // stopped there, draws the same requests and rules.
+            let mut rng = Rng::new(seed);
+            let mut ops: Vec<Op> = Op::BASIC.into_iter().filter(|_| rng.next_f64() < 0.7).collect();
+            if rng.next_f64() < 0.5 {
+                ops.push(Op::SendInv(pick(&mut rng, &Inv::ALL)));
+            }
+            if ops.is_empty() {
+                ops.push(pick(&mut rng, &Op::BASIC));
+            }
+            let wire: Vec<Op> = b.ops.iter().copied().filter(|o| o.on_wire()).collect();
+            assert_eq!(wire, ops, "seed {seed}");
+        }
+        assert!((100..220).contains(&binds), "{binds} of 400");
+        assert!((30..binds).contains(&invs), "{invs} of {binds}");
+    }
+
+    /// The queue's order: a WR that completed successfully behind one that
+    /// completed in error is a finding; flushed WRs behind it are not.
+    #[test]
+    fn a_success_behind_an_error_on_the_send_queue_is_seen() {
+        let b = RequesterBatch {
+            ops: vec![Op::Write, Op::Bind, Op::Read],
+            faults: vec![FaultGen {
+                rule: "respond op=write-only nth=1 with=nak code=remote_access_error real=withhold"
+                    .into(),
+                supplies: None,
+                from: "a",
+                class: Class::Synth,
+                opcode: Opcode(0x0a),
+            }],
+        };
+        let keep: Vec<usize> = (0..b.items()).collect();
+        let run = |statuses: [&str; 3]| {
+            let mut r = ScenarioResult::not_run("x", Path::new("x.toml"), vec![], "");
+            for (op, st) in b.ops.iter().zip(statuses) {
+                r.observations.insert(completion_key("a", op.wr_id()), st.to_string());
+                let what = format!("completion of wr_id {} on a", op.wr_id());
+                let pass = st == "IBV_WC_SUCCESS";
+                r.verdicts.push(Verdict::new(
+                    VerdictKind::Completion,
+                    what,
+                    pass,
+                    "IBV_WC_SUCCESS".into(),
+                    st.into(),
+                ));
+            }
+            let mut out = Vec::new();
+            b.sightings(&keep, &r, &mut out);
+            out.into_iter().map(|s| s.signature).collect::<Vec<_>>()
+        };
+        let flushed = run(["IBV_WC_REM_ACCESS_ERR", "IBV_WC_WR_FLUSH_ERR", "IBV_WC_WR_FLUSH_ERR"]);
+        assert!(flushed.is_empty(), "{flushed:?}");
+        let bound = run(["IBV_WC_REM_ACCESS_ERR", "IBV_WC_SUCCESS", "IBV_WC_WR_FLUSH_ERR"]);
+        assert_eq!(
+            bound,
+            ["a's bind of a type 2 window completed successfully behind a's WRITE, which completed in error"]
+        );
+        let fine = run(["IBV_WC_SUCCESS", "IBV_WC_SUCCESS", "IBV_WC_SUCCESS"]);
+        assert!(fine.iter().all(|s| !s.contains("behind")), "{fine:?}");
     }
 }
