@@ -72,14 +72,7 @@ pub struct RunOutput {
     pub kernel: Vec<KernelSaid>,
 }
 
-/// One kernel report on a VM's console: `BUG: kernel NULL pointer dereference,
-/// address: 0000000000000008 at __rxe_put+0xb/0x50 [rdma_rxe]`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KernelSaid {
-    pub vm: Vm,
-    pub kind: super::state::KernelReport,
-    pub line: String,
-}
+pub use super::state::KernelSaid;
 
 impl RunOutput {
     pub fn success(&self) -> bool {
@@ -188,7 +181,7 @@ pub fn execute(paths: &LabPaths, args: RunPlan) -> Result<RunOutput> {
     };
     let session = RunSession::begin(paths, pcap, args.rules, args.seed, args.on_wire, None)?;
     // What the consoles said before the run is not the run's.
-    let mut consoles = Vm::BOTH.map(|vm| super::state::ConsoleWatch::from_end(&paths.console(vm)));
+    let mut consoles = super::state::KernelWatch::from_end(paths);
     let mut waits = Vec::new();
     let mut waited_for_listen = None;
     let mut a_rx = None;
@@ -240,14 +233,7 @@ pub fn execute(paths: &LabPaths, args: RunPlan) -> Result<RunOutput> {
             waits.push(rx.recv().map_err(|_| anyhow::anyhow!("lost VM a's command"))?);
         }
     }
-    let mut kernel = Vec::new();
-    for vm in Vm::BOTH {
-        let lines = consoles[vm.index()].new_lines(&paths.console(vm));
-        for (kind, line) in super::state::kernel_reports(&lines) {
-            let line = super::state::without_timestamp(&line).to_string();
-            kernel.push(KernelSaid { vm, kind, line });
-        }
-    }
+    let kernel = consoles.reports();
     // A run the lab did not live through still says what the kernels said.
     let said = |e: anyhow::Error| {
         kernel.iter().fold(e, |e, k| e.context(format!("VM {}'s kernel: {}", k.vm.name(), k.line)))

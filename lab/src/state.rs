@@ -358,6 +358,56 @@ impl ConsoleWatch {
     }
 }
 
+/// One kernel report on a VM's console, without the console's timestamp:
+/// `BUG: kernel NULL pointer dereference, address: 0000000000000008 at
+/// __rxe_put+0xb/0x50 [rdma_rxe]` (where it happened, from the report's `RIP:`
+/// line, when it has one).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KernelSaid {
+    pub vm: Vm,
+    pub kind: KernelReport,
+    pub line: String,
+}
+
+/// Both VMs' consoles, watched for what their kernels report from where they
+/// stood when the watch began: what `roce lab run`, a scenario's run and the
+/// fuzzer's kernel oracle each read.
+#[derive(Debug)]
+pub struct KernelWatch {
+    consoles: [PathBuf; 2],
+    watch: [ConsoleWatch; 2],
+}
+
+impl KernelWatch {
+    /// A watch from both consoles' present ends: what they said before is not new.
+    pub fn from_end(paths: &LabPaths) -> KernelWatch {
+        let consoles = Vm::BOTH.map(|vm| paths.console(vm));
+        let watch = [0, 1].map(|i| ConsoleWatch::from_end(&consoles[i]));
+        KernelWatch { consoles, watch }
+    }
+
+    /// The reports new on both consoles since the last call, VM a's first.
+    pub fn reports(&mut self) -> Vec<KernelSaid> {
+        let mut out = Vec::new();
+        for vm in Vm::BOTH {
+            let lines = self.watch[vm.index()].new_lines(&self.consoles[vm.index()]);
+            out.extend(kernel_reports(&lines).into_iter().map(|(kind, line)| KernelSaid {
+                vm,
+                kind,
+                line: without_timestamp(&line).to_string(),
+            }));
+        }
+        out
+    }
+
+    /// The VMs were brought back: their consoles start again, and what they
+    /// said booting is not new.
+    pub fn restarted(&mut self) {
+        self.watch = Default::default();
+        let _ = self.reports();
+    }
+}
+
 /// A kernel console line without its timestamp (`[   12.345678] `), if it has one.
 pub fn without_timestamp(line: &str) -> &str {
     match line.strip_prefix('[').and_then(|r| r.split_once("] ")) {
@@ -585,6 +635,49 @@ mod tests {
         let mut f = fs::OpenOptions::new().append(true).open(&c).unwrap();
         std::io::Write::write_all(&mut f, b"BUG: x\n").unwrap();
         assert_eq!(w.new_lines(&c), ["BUG: x"]);
+    }
+
+    /// Both consoles, from where they stood: each report once, VM a's first,
+    /// without its timestamp and with where it happened; a lab brought back
+    /// starts its consoles again, and what they said booting is not new.
+    #[test]
+    fn a_kernel_watch_reads_both_consoles_and_starts_again_with_the_vms() {
+        let root = temp_root("kernel-watch");
+        let paths = LabPaths::new(&root, "k").unwrap();
+        fs::create_dir_all(&paths.dir).unwrap();
+        let append = |vm: Vm, text: &str| {
+            let mut f =
+                fs::OpenOptions::new().create(true).append(true).open(paths.console(vm)).unwrap();
+            std::io::Write::write_all(&mut f, text.as_bytes()).unwrap();
+        };
+        append(Vm::A, "[    1.0] WARNING: CPU: 0 PID: 1 at boot\n");
+        let mut w = KernelWatch::from_end(&paths);
+        assert!(w.reports().is_empty(), "what was there before is not new");
+        append(Vm::B, "[  101.5] BUG: kernel NULL pointer dereference, address: 0000000000000008\n[  101.7] RIP: 0010:__rxe_put+0xf/0x50 [rdma_rxe]\n");
+        append(Vm::A, "[   50.0] WARNING: CPU: 1 PID: 9 at drivers/x.c:1\n");
+        let got = w.reports();
+        assert_eq!(
+            got,
+            [
+                KernelSaid {
+                    vm: Vm::A,
+                    kind: KernelReport::Warning,
+                    line: "WARNING: CPU: 1 PID: 9 at drivers/x.c:1".into()
+                },
+                KernelSaid {
+                    vm: Vm::B,
+                    kind: KernelReport::Bug,
+                    line: "BUG: kernel NULL pointer dereference, address: 0000000000000008 at __rxe_put+0xf/0x50 [rdma_rxe]".into()
+                },
+            ]
+        );
+        assert!(w.reports().is_empty(), "each once");
+        // VM b brought back: a new console, longer by now than the old one was.
+        fs::write(paths.console(Vm::B), "[ 0.1] WARNING: at boot\n".repeat(20)).unwrap();
+        w.restarted();
+        assert!(w.reports().is_empty(), "booting is not new");
+        append(Vm::B, "[ 9.0] Kernel panic - not syncing: x\n");
+        assert_eq!(w.reports().iter().map(|k| k.kind).collect::<Vec<_>>(), [KernelReport::Panic]);
     }
 
     #[test]

@@ -245,16 +245,12 @@ fn carry_out(
 /// The lab VMs' consoles, read from where they were when a scenario began: a
 /// scenario stopped by a VM that went away says what its kernel said (the BUG
 /// line, where it happened), not only that the VM is gone.
-struct KernelSays(Option<(lab::state::LabPaths, [lab::state::ConsoleWatch; 2])>);
+struct KernelSays(Option<lab::state::KernelWatch>);
 
 impl KernelSays {
     fn watch(eps: &Endpoints) -> KernelSays {
         KernelSays(match eps {
-            Endpoints::Lab(l) => Some((
-                l.paths.clone(),
-                lab::state::Vm::BOTH
-                    .map(|vm| lab::state::ConsoleWatch::from_end(&l.paths.console(vm))),
-            )),
+            Endpoints::Lab(l) => Some(lab::state::KernelWatch::from_end(&l.paths)),
             Endpoints::Remote(_) => None,
         })
     }
@@ -262,12 +258,11 @@ impl KernelSays {
     /// Adds to a run's error the first kernel report on each VM's console since
     /// the watch began: `VM b's kernel: BUG: … at __rxe_put+0xf/0x50 [rdma_rxe]`.
     fn add_to(mut self, error: &mut String) {
-        let Some((paths, watch)) = &mut self.0 else { return };
-        for vm in lab::state::Vm::BOTH {
-            let lines = watch[vm.index()].new_lines(&paths.console(vm));
-            if let Some((_, line)) = lab::state::kernel_reports(&lines).into_iter().next() {
-                let line = lab::state::without_timestamp(&line);
-                error.push_str(&format!("\nVM {}'s kernel: {line}", vm.name()));
+        let Some(watch) = &mut self.0 else { return };
+        let mut said = [false; 2];
+        for k in watch.reports() {
+            if !std::mem::replace(&mut said[k.vm.index()], true) {
+                error.push_str(&format!("\nVM {}'s kernel: {}", k.vm.name(), k.line));
             }
         }
     }

@@ -219,7 +219,7 @@ fn dirs(out: &Path) -> (PathBuf, PathBuf) {
 /// Reads what is new on both VMs' consoles.
 struct Consoles {
     paths: Option<lab::state::LabPaths>,
-    watch: [lab::state::ConsoleWatch; 2],
+    watch: Option<lab::state::KernelWatch>,
     /// The VM reported a crash (BUG, Oops, KASAN): the Oops and panic that
     /// follow it, read now or later, say again what it said.
     crashed: [bool; 2],
@@ -231,38 +231,36 @@ impl Consoles {
             Endpoints::Lab(l) => Some(l.paths.clone()),
             Endpoints::Remote(_) => None,
         };
-        let mut c = Consoles { paths, watch: Default::default(), crashed: [false; 2] };
         // What the consoles said before this run is not its finding.
-        let _ = c.reports();
-        c
+        let watch = paths.as_ref().map(lab::state::KernelWatch::from_end);
+        Consoles { paths, watch, crashed: [false; 2] }
     }
 
-    /// Kernel reports since the last call: `(VM, kind, line)`, the line followed
-    /// by where it happened (`at rxe_mr_copy+0x49/0x1a0 [rdma_rxe]`, from the
-    /// report's `RIP:` line) when the report has one.
-    fn reports(&mut self) -> Vec<(lab::state::Vm, lab::state::KernelReport, String)> {
-        let Some(p) = &self.paths else { return Vec::new() };
-        let mut out = Vec::new();
-        for vm in lab::state::Vm::BOTH {
-            let lines = self.watch[vm.index()].new_lines(&p.console(vm));
-            for (k, line) in lab::state::kernel_reports(&lines) {
-                use lab::state::KernelReport::{Bug, Kasan, Oops, Panic};
-                if matches!(k, Oops | Panic) && self.crashed[vm.index()] {
-                    continue;
-                }
-                if matches!(k, Bug | Kasan | Oops) {
-                    self.crashed[vm.index()] = true;
-                }
-                out.push((vm, k, line));
-            }
-        }
+    /// Kernel reports since the last call (each with where it happened, `at
+    /// rxe_mr_copy+0x49/0x1a0 [rdma_rxe]`, when the report says), less the
+    /// Oops and panic that follow a crash already reported.
+    fn reports(&mut self) -> Vec<lab::state::KernelSaid> {
+        use lab::state::KernelReport::{Bug, Kasan, Oops, Panic};
+        let Some(watch) = &mut self.watch else { return Vec::new() };
+        let mut out = watch.reports();
+        out.retain(|k| {
+            let crashed = &mut self.crashed[k.vm.index()];
+            let again = matches!(k.kind, Oops | Panic) && *crashed;
+            *crashed |= matches!(k.kind, Bug | Kasan | Oops);
+            !again
+        });
         out
+    }
+
+    /// The VMs were brought back: new consoles, new kernels.
+    fn restarted(&mut self) {
+        if let Some(w) = &mut self.watch {
+            w.restarted();
+        }
+        self.crashed = [false; 2];
     }
 }
 
-/// Counts of verbs objects per kind (`qp`, `mr`, `cq`, …) summed over a VM's
-/// devices, as `rdma resource show` prints them (`0: rxe0: pd 1 cq 2 qp 1 cm_id
-/// 0 mr 0 ctx 1 srq 0`).
 fn resource_counts(text: &str) -> BTreeMap<String, u64> {
     let mut out = BTreeMap::new();
     for line in text.lines() {
@@ -350,15 +348,15 @@ fn sightings(
     batch: &Batch,
     keep: &[usize],
     r: &ScenarioResult,
-    kernel: &[(lab::state::Vm, lab::state::KernelReport, String)],
+    kernel: &[lab::state::KernelSaid],
     lost: Option<&str>,
 ) -> Result<Vec<Sighting>, String> {
     let mut out = Vec::new();
-    for (vm, k, line) in kernel {
+    for k in kernel {
         out.push(Sighting {
             oracle: Oracle::Kernel,
-            signature: format!("{} on VM {}: {}", k.name(), vm.name(), stable_line(line)),
-            detail: line.clone(),
+            signature: format!("{} on VM {}: {}", k.kind.name(), k.vm.name(), stable_line(&k.line)),
+            detail: k.line.clone(),
         });
     }
     if let Some(e) = &r.error {
@@ -489,9 +487,7 @@ impl Runner<'_> {
             .context("bringing the lab back after a VM was lost")?;
         if lost.is_some() {
             // The restarted VMs' consoles start again; their agents are new.
-            self.consoles.watch = Default::default();
-            self.consoles.crashed = [false; 2];
-            let _ = self.consoles.reports();
+            self.consoles.restarted();
             self.held = [None, None];
         }
         let mut sightings = sightings(batch, keep, &result, &kernel, lost.as_deref())
@@ -939,11 +935,11 @@ mod tests {
             ),
             v(VerdictKind::Wire, "wire of QP fresh from a", false),
         ];
-        let oops = (
-            lab::state::Vm::B,
-            lab::state::KernelReport::Bug,
-            "[ 77.1] BUG: kernel NULL pointer dereference, address: 0000000000000008".to_string(),
-        );
+        let oops = lab::state::KernelSaid {
+            vm: lab::state::Vm::B,
+            kind: lab::state::KernelReport::Bug,
+            line: "BUG: kernel NULL pointer dereference, address: 0000000000000008".to_string(),
+        };
         let s = sightings(&batch, &keep, &r, &[oops], None).expect("judged");
         let oracles: Vec<Oracle> = s.iter().map(|s| s.oracle).collect();
         assert_eq!(
