@@ -1656,9 +1656,27 @@ mod in_lab {
                 && r["cells_reached"].as_u64().is_some_and(|n| n > 0),
             "{r:#}"
         );
+        // The kernel's function tracer saw rxe's receive path: coverage from
+        // the target, some of what the module has.
+        let rxe = &r["rxe"];
+        assert!(rxe["off"].is_null(), "{rxe:#}");
+        let reached = |f: &str| rxe["reached"].as_array().is_some_and(|a| a.iter().any(|x| x == f));
+        assert!(reached("rxe_rcv") && reached("rxe_responder"), "{rxe:#}");
+        let (n, of) =
+            (rxe["functions"].as_u64().unwrap_or(0), rxe["traceable"].as_u64().unwrap_or(0));
+        assert!(n > 20 && n < of, "{n} of {of}: {rxe:#}");
         let scenario = f["scenario"].as_str().expect("its scenario").to_string();
         let text = std::fs::read_to_string(&scenario).expect("finding.toml");
         assert!(text.contains("respond with=ack") && text.contains("responses = []"), "{text}");
+        // And the setup: of the batch's QPs only rc_err, still moved to ERR;
+        // no receives, no liveness WRITE; the file says what went.
+        assert!(text.contains("name = \"rc_err\"") && text.contains("state = \"err\""), "{text}");
+        for gone in ["name = \"uc\"", "name = \"fresh\"", "op = \"post_recv\""] {
+            assert!(!text.contains(gone), "{gone} left out: {text}");
+        }
+        let left_out = f["setup_left_out"].as_str().unwrap_or_default();
+        assert!(left_out.contains("uc") && left_out.contains("fresh"), "{f:#}");
+        assert!(text.contains(left_out), "the header says what was left out: {text}");
         assert!(Path::new(&scenario).with_file_name("finding.pcapng").exists());
         // Reproduced by roce run, and by --replay.
         let run = roce(&[
@@ -1710,6 +1728,12 @@ mod in_lab {
             .unwrap_or_else(|| panic!("a liveness finding: {r:#}"));
         assert_eq!(f["confirmed"], true, "{f:#}");
         assert_eq!(f["probes"].as_array().map(Vec::len), Some(0), "no probe needed: {f:#}");
+        // Its setup is the fresh QP's WRITE and what it needs: none of the
+        // QPs the probes aim at.
+        let text = std::fs::read_to_string(f["scenario"].as_str().expect("its scenario"))
+            .expect("finding.toml");
+        assert!(text.contains("name = \"fresh\"") && text.contains("wr_id = 99"), "{text}");
+        assert!(!text.contains("name = \"rc_err\"") && !text.contains("name = \"uc\""), "{text}");
         let _ = std::fs::remove_dir_all(&base);
     }
 

@@ -54,6 +54,10 @@ pub struct FuzzArgs {
     /// Draw every probe from the catalogue of opcodes, no captured message
     #[arg(long)]
     pub no_corpus: bool,
+    /// Draw every batch afresh: no batch drawn from one that reached new rxe
+    /// functions (the coverage is read and reported all the same)
+    #[arg(long)]
+    pub unguided: bool,
     /// Run every finding.toml below DIR (a fuzzing run's --out, or
     /// scenarios/findings) and say which still reproduce
     #[arg(long, value_name = "DIR", conflicts_with_all = ["duration", "budget", "no_minimise"])]
@@ -144,6 +148,7 @@ pub(super) fn run(a: FuzzArgs, out: &mut dyn Write, err: &mut dyn Write) -> Comm
         minimise: !a.no_minimise,
         plant: a.plant,
         corpus,
+        guided: !a.unguided,
     };
     // On a terminal, a live bar; otherwise (a CI log) a line every 10 batches.
     let bar = std::io::stderr().is_terminal().then(|| progress_bar(plan.budget, plan.duration));
@@ -240,6 +245,21 @@ fn summary(r: &FuzzReport, dir: &Path, out: &mut dyn Write) -> std::io::Result<(
         r.cells_total,
         r.unreached.len()
     )?;
+    match &r.rxe.off {
+        None => writeln!(
+            out,
+            "rxe coverage (function tracer): {} of {} rdma_rxe functions reached, {} caller → callee pairs; {}",
+            r.rxe.functions,
+            r.rxe.traceable,
+            r.rxe.edges,
+            if r.rxe.guided {
+                format!("{} batches kept for new ones, {} drawn from them", r.rxe.kept, r.rxe.drawn_from_kept)
+            } else {
+                "unguided".to_string()
+            }
+        )?,
+        Some(why) => writeln!(out, "rxe coverage: none ({why})")?,
+    }
     for f in &r.findings {
         writeln!(
             out,

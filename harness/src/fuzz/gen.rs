@@ -435,6 +435,9 @@ pub(crate) struct Batch {
     /// A requester batch: a's operations and the switch's rules.
     pub(crate) requester: Option<super::requester::RequesterBatch>,
     pub(crate) plant: Option<Plant>,
+    /// Drawn from an earlier batch that reached new rxe code (guidance): that
+    /// batch's index.
+    pub(crate) parent: Option<u64>,
 }
 
 /// The request opcodes of `t` that a probe can build (every one the table knows
@@ -465,7 +468,14 @@ impl Batch {
         let mut rng = Rng::new(seed ^ index.wrapping_mul(0xA24B_AED4_963E_E407));
         if index % 3 == 2 {
             let r = super::requester::RequesterBatch::generate(&mut rng, n / 4);
-            return Batch { seed, index, probes: Vec::new(), requester: Some(r), plant: None };
+            return Batch {
+                seed,
+                index,
+                probes: Vec::new(),
+                requester: Some(r),
+                plant: None,
+                parent: None,
+            };
         }
         let mut probes = Vec::with_capacity(n);
         while probes.len() < n {
@@ -478,7 +488,43 @@ impl Batch {
                 probes.push(Self::probe(&mut rng, probes.len()));
             }
         }
-        Batch { seed, index, probes, requester: None, plant: None }
+        Batch { seed, index, probes, requester: None, plant: None, parent: None }
+    }
+
+    /// Batch `index`, drawn from this one (which reached rxe code no batch
+    /// before it had) by `rng`: one to three of its probes drawn again or given
+    /// one more change, the rest as they were; of a requester batch, one rule
+    /// drawn again or one more rule.
+    pub(crate) fn mutate(&self, rng: &mut Rng, index: u64) -> Batch {
+        let mut child = Batch { index, parent: Some(self.index), ..self.clone() };
+        if let Some(r) = &mut child.requester {
+            r.mutate(rng);
+            return child;
+        }
+        if child.probes.is_empty() {
+            return child;
+        }
+        for _ in 0..1 + rng.next_u64() % 3 {
+            let i = (rng.next_u64() % child.probes.len() as u64) as usize;
+            let p = &child.probes[i];
+            let info = p.opcode.info().filter(|_| chance(rng, 0.5));
+            child.probes[i] = match info {
+                // One more change, of a class it does not have yet.
+                Some(info) => {
+                    let (target, mut req) = (p.target, p.req.clone());
+                    let mut classes: Vec<Class> =
+                        p.classes.iter().copied().filter(|c| *c != Class::Plain).collect();
+                    let had = classes.len();
+                    Self::draw_changes(rng, &mut req, &mut classes, info, target, 1);
+                    if classes.len() == had {
+                        continue;
+                    }
+                    ProbeGen::finish(rng, i, target, info, classes, req)
+                }
+                None => Self::probe(rng, i),
+            };
+        }
+        child
     }
 
     /// The packets of captured message `m` (number `at` of the corpus), as
@@ -562,7 +608,7 @@ impl Batch {
         }
     }
 
-    fn probe(rng: &mut Rng, i: usize) -> ProbeGen {
+    pub(super) fn probe(rng: &mut Rng, i: usize) -> ProbeGen {
         let target =
             pick(rng, &[Target::Rc, Target::Rc, Target::Rc, Target::Uc, Target::Ud, Target::RcErr]);
         let own = requests(target.transport());
@@ -682,6 +728,19 @@ impl Batch {
         }
     }
 
+    /// `Drawn by roce fuzz --seed 7: batch 12`, and from which batch when it
+    /// was drawn from one (guided runs draw on what the kernel reached, so
+    /// only the file reproduces it).
+    fn drawn(&self) -> String {
+        let by = format!("Drawn by `roce fuzz --seed {}`", self.seed);
+        match self.parent {
+            Some(p) => {
+                format!("{by}, guided by rxe coverage: batch {}, from batch {p}", self.index)
+            }
+            None => format!("{by}: batch {}", self.index),
+        }
+    }
+
     /// The batch as a scenario file, with only the probes `keep` (indices into
     /// `probes`, in order), under a header of comments: `title`, the seed and
     /// batch, each item kept. Every batch has the same setup and the same
@@ -699,10 +758,7 @@ impl Batch {
         if let Some(r) = &self.requester {
             let mut header = vec![
                 title.to_string(),
-                format!(
-                    "Drawn by `roce fuzz --seed {}`: batch {} (requester), items kept: {:?}.",
-                    self.seed, self.index, keep
-                ),
+                format!("{} (requester), items kept: {:?}.", self.drawn(), keep),
             ];
             header.extend(keep.iter().map(|&i| format!("  {i}: {}", r.describe(i))));
             let mut doc = Doc::new(header);
@@ -714,9 +770,8 @@ impl Batch {
         let mut header = vec![
             title.to_string(),
             format!(
-                "Drawn by `roce fuzz --seed {}`: batch {}, probes {}.",
-                self.seed,
-                self.index,
+                "{}, probes {}.",
+                self.drawn(),
                 kept.iter().map(|p| p.id.as_str()).collect::<Vec<_>>().join(" ")
             ),
         ];
@@ -1003,6 +1058,44 @@ mod tests {
                 assert_eq!(load(&tables.text(&tables.candidates())).steps.len(), whole.steps.len());
             }
         }
+    }
+
+    /// A batch drawn from a kept one (guidance) is that batch with one to
+    /// three probes drawn again or changed once more (a requester batch: one
+    /// rule drawn again or one more), says whose it is, and loads.
+    #[test]
+    fn a_batch_drawn_from_a_kept_one_is_it_changed_a_little() {
+        let mut changed = 0;
+        for seed in 0..60 {
+            let parent = Batch::generate(seed, seed, 16);
+            let mut rng = Rng::new(seed);
+            let child = parent.mutate(&mut rng, 1000 + seed);
+            assert_eq!((child.index, child.parent), (1000 + seed, Some(parent.index)));
+            let all: Vec<usize> = (0..child.items()).collect();
+            let text = child.toml(&all, "t");
+            load(&text);
+            assert!(text.contains(&format!("from batch {}", parent.index)), "{text}");
+            match (&parent.requester, &child.requester) {
+                (Some(p), Some(c)) => {
+                    assert_eq!(p.ops, c.ops);
+                    assert!(
+                        c.faults.len() == p.faults.len() || c.faults.len() == p.faults.len() + 1
+                    );
+                    assert!(c.faults.len() <= 4);
+                }
+                (None, None) => {
+                    assert_eq!(child.probes.len(), parent.probes.len());
+                    let ids = |b: &Batch| b.probes.iter().map(|p| p.id.clone()).collect::<Vec<_>>();
+                    assert_eq!(ids(&child), ids(&parent));
+                    let differ =
+                        child.probes.iter().zip(&parent.probes).filter(|(c, p)| c != p).count();
+                    assert!(differ <= 3, "{differ} probes changed");
+                    changed += usize::from(differ > 0);
+                }
+                _ => panic!("a batch keeps its kind"),
+            }
+        }
+        assert!(changed > 30, "most children differ from their parents: {changed}");
     }
 
     #[test]

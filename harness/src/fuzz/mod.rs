@@ -36,6 +36,7 @@ mod minimise;
 mod requester;
 mod setup;
 mod space;
+mod trace;
 
 use gen::Batch;
 
@@ -51,6 +52,10 @@ const MINIMISE_RUNS: usize = 24;
 /// finding shows without (a batch has about 25 tables; most findings need a
 /// handful, which ddmin's first try, the least setup, often finds at once).
 const SETUP_RUNS: usize = 16;
+
+/// Mixes a batch's index into the stream that picks, in a guided run, whether
+/// and from which kept batch it is drawn (apart from the batch's own stream).
+const GUIDE_MIX: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Runs, at most, of minimisation's second stage: undoing the kept probes'
 /// changes one at a time (a probe changes at most two fields).
@@ -170,6 +175,32 @@ pub(crate) struct FuzzPlan {
     pub(crate) plant: Option<gen::Plant>,
     /// The request messages of captures that seed responder batches.
     pub(crate) corpus: corpus::Corpus,
+    /// Draw batches from those that reached new rxe code (else every batch
+    /// afresh; the coverage is read and reported either way).
+    pub(crate) guided: bool,
+}
+
+/// What the kernel's function tracer saw of rdma_rxe over a run, and how it
+/// steered the batches.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct RxeCoverage {
+    /// Why none was read: not a lab, or the tracer could not be set up.
+    pub(crate) off: Option<String>,
+    pub(crate) guided: bool,
+    /// The rxe functions the tracer follows.
+    pub(crate) traceable: usize,
+    /// Distinct rxe functions reached, on either VM; caller → callee pairs.
+    pub(crate) functions: usize,
+    pub(crate) edges: usize,
+    /// `[seconds into the run, functions reached by then]`, after each batch.
+    pub(crate) over_time: Vec<(f64, usize)>,
+    /// Batches kept for reaching new rxe code, and batches drawn from them.
+    pub(crate) kept: usize,
+    pub(crate) drawn_from_kept: u64,
+    /// Trace events lost to a full ring (the reach is then a lower bound).
+    pub(crate) overrun: u64,
+    /// Every rxe function reached, by name.
+    pub(crate) reached: Vec<String>,
 }
 
 /// A whole fuzzing run, as the report shows it.
@@ -202,6 +233,8 @@ pub(crate) struct FuzzReport {
     /// Whether the VMs' verbs objects could be counted (`rdma resource`): the
     /// liveness oracle's leak check.
     pub(crate) resources_counted: bool,
+    /// Coverage from the target: rdma_rxe's functions reached.
+    pub(crate) rxe: RxeCoverage,
 }
 
 /// Writes `bytes` to `path` whole or not at all.
@@ -290,18 +323,6 @@ fn grown(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> Vec<S
             (n > was).then(|| format!("{k} {n} (was {was})"))
         })
         .collect()
-}
-
-/// What each VM's devices hold now (`rdma resource show`); `None` where it
-/// cannot be read (no lab, no `rdma` tool in the image).
-fn resources(paths: Option<&lab::state::LabPaths>) -> [Option<BTreeMap<String, u64>>; 2] {
-    let read = |vm| {
-        let p = paths?;
-        let (st, out, _) =
-            lab::client::exec_capture(p, vm, "rdma resource show", Duration::from_secs(20)).ok()?;
-        (st.code == Some(0)).then(|| resource_counts(&out))
-    };
-    [read(lab::state::Vm::A), read(lab::state::Vm::B)]
 }
 
 /// A console line with what changes from run to run taken out: its timestamp,
@@ -448,11 +469,15 @@ struct Runner<'a> {
     /// The most of each kind of verbs object the VMs' devices held after a run
     /// (none before the first).
     held: [Option<BTreeMap<String, u64>>; 2],
+    /// What the VMs' kernels traced of rdma_rxe.
+    coverage: trace::Coverage,
 }
 
 struct Ran {
     result: ScenarioResult,
     sightings: Vec<Sighting>,
+    /// The rxe code it reached that no run before it had.
+    gain: trace::Gain,
 }
 
 impl Runner<'_> {
@@ -486,18 +511,23 @@ impl Runner<'_> {
         let lost = controller::heal_if_broken(&self.plan.endpoints)
             .context("bringing the lab back after a VM was lost")?;
         if lost.is_some() {
-            // The restarted VMs' consoles start again; their agents are new.
+            // The restarted VMs' consoles start again; their agents are new,
+            // their kernels trace nothing yet.
             self.consoles.restarted();
             self.held = [None, None];
+            self.coverage.restart();
         }
         let mut sightings = sightings(batch, keep, &result, &kernel, lost.as_deref())
             .map_err(|why| anyhow::anyhow!("not carried out: {why}"))?;
         if lost.is_some() {
-            return Ok(Ran { result, sightings });
+            return Ok(Ran { result, sightings, gain: trace::Gain::default() });
         }
         // Liveness, too: the agents tore down what the scenario made, so the
-        // devices hold no more than before it.
-        let now = resources(self.consoles.paths.as_ref());
+        // devices hold no more than before it. Asked of both VMs at once, with
+        // what their kernels traced of rxe.
+        let (said, gain) =
+            self.coverage.read_with(self.consoles.paths.as_ref(), "rdma resource show");
+        let now = said.map(|out| out.map(|o| resource_counts(&o)));
         for vm in lab::state::Vm::BOTH {
             if let (Some(before), Some(after)) = (&self.held[vm.index()], &now[vm.index()]) {
                 let more = grown(before, after);
@@ -528,7 +558,7 @@ impl Runner<'_> {
                 (Some(_), None) => {}
             }
         }
-        Ok(Ran { result, sightings })
+        Ok(Ran { result, sightings, gain })
     }
 }
 
@@ -566,9 +596,15 @@ pub(crate) fn fuzz(
         not_run: Vec::new(),
         resources_counted: false,
         avoided: 0,
+        rxe: RxeCoverage { guided: plan.guided, ..RxeCoverage::default() },
     };
     let consoles = Consoles::new(&plan.endpoints);
-    let mut runner = Runner { plan, consoles, work, held: [None, None] };
+    let coverage = trace::Coverage::start(consoles.paths.as_ref());
+    report.rxe.off = coverage.off.clone();
+    report.rxe.traceable = coverage.traceable;
+    let mut runner = Runner { plan, consoles, work, held: [None, None], coverage };
+    // The batches that reached rxe code no batch before them had.
+    let mut kept: Vec<Batch> = Vec::new();
     let mut seen: BTreeSet<String> = BTreeSet::new();
     // Each known crash's reproducer.
     let mut crashes: Vec<Reproducer> = Vec::new();
@@ -582,10 +618,19 @@ pub(crate) fn fuzz(
         {
             break;
         }
-        let batch = Batch {
-            plant: plan.plant,
-            ..Batch::generate_from(plan.seed, index, plan.batch, &plan.corpus)
+        // Guided, one batch in two is drawn from a kept one (its own stream,
+        // from the seed and the index).
+        let mut guide = lab::fault::Rng::new(plan.seed ^ index.wrapping_mul(GUIDE_MIX));
+        let parent = (plan.guided && !kept.is_empty() && guide.next_f64() < 0.5)
+            .then(|| &kept[(guide.next_u64() % kept.len() as u64) as usize]);
+        let drawn = match parent {
+            Some(p) => {
+                report.rxe.drawn_from_kept += 1;
+                p.mutate(&mut guide, index)
+            }
+            None => Batch::generate_from(plan.seed, index, plan.batch, &plan.corpus),
         };
+        let batch = Batch { plant: plan.plant, ..drawn };
         index += 1;
         let keep = avoiding(&batch, &crashes);
         report.avoided += (batch.items() - keep.len()) as u64;
@@ -613,6 +658,18 @@ pub(crate) fn fuzz(
             None => keep.len() as u64,
         };
         reached.extend(batch.cells().into_iter().filter(|c| all.contains(c)));
+        if ran.gain.any() {
+            kept.push(batch.clone());
+        }
+        let cov = &runner.coverage;
+        report.rxe.kept = kept.len();
+        report.rxe.functions = cov.functions.len();
+        report.rxe.edges = cov.edges.len();
+        report.rxe.overrun = cov.overrun;
+        report.rxe.off = cov.off.clone();
+        if cov.off.is_none() {
+            report.rxe.over_time.push((start.elapsed().as_secs_f64(), cov.functions.len()));
+        }
         let before = report.findings.len();
         // What the batch showed, then what its minimisation's runs showed
         // besides (a subset of the batch can show another fault: a crash the
@@ -655,6 +712,7 @@ pub(crate) fn fuzz(
         .map(|(op, class, t)| format!("{op} / {} / {}", class.name(), t.describe()))
         .collect();
     report.cells_reached = reached.len();
+    report.rxe.reached = runner.coverage.functions.iter().cloned().collect();
     let json = serde_json::to_string_pretty(&report)?;
     write_whole(&out.join("fuzz.json"), json.as_bytes())?;
     write_whole(&out.join("findings.html"), findings_page(&report).as_bytes())?;
@@ -668,12 +726,12 @@ fn as_finding(text: &str, name: &str, note: Option<&str>) -> Result<String> {
     let mut doc: toml_edit::DocumentMut =
         text.parse().context("the fuzzer wrote a batch that is not TOML (a fuzzer bug)")?;
     doc["name"] = toml_edit::value(name);
-    if let Some(note) = note {
-        let decor = doc.decor_mut();
-        let before = decor.prefix().and_then(|p| p.as_str()).unwrap_or_default().to_string();
-        decor.set_prefix(format!("{before}# {}\n", note.replace('\n', " ")));
-    }
-    Ok(doc.to_string())
+    let text = doc.to_string();
+    let Some(note) = note else { return Ok(text) };
+    // The note goes last in the header: after its comment lines, before the first key.
+    let header: usize = text.lines().take_while(|l| l.starts_with('#')).map(|l| l.len() + 1).sum();
+    let (head, rest) = text.split_at(header.min(text.len()));
+    Ok(format!("{head}# {}\n{rest}", note.replace('\n', " ")))
 }
 
 /// The items of `batch` to run: all of them but, for each known crash (its
@@ -1123,6 +1181,11 @@ mod tests {
             assert!(expectations >= 2, "{text}");
             assert!(!text.contains("record_deviation"), "{text}");
             assert!(text.starts_with("# t\n"), "the comments stay: {text}");
+            // What setup minimisation left out ends the header.
+            let noted = as_finding(&b.toml(&keep, "t"), "n", Some("QP uc")).unwrap();
+            let header: Vec<&str> = noted.lines().take_while(|l| l.starts_with('#')).collect();
+            assert_eq!(header.first(), Some(&"# t"), "{noted}");
+            assert_eq!(header.last(), Some(&"# QP uc"), "{noted}");
         }
     }
 
@@ -1225,6 +1288,7 @@ mod tests {
             not_run: vec![],
             resources_counted: true,
             avoided: 0,
+            rxe: RxeCoverage::default(),
         };
         let page = findings_page(&r);
         assert!(page.contains("<title>roce fuzz --seed 3</title>"), "{page}");

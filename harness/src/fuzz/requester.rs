@@ -233,6 +233,17 @@ impl RequesterBatch {
         RequesterBatch { ops, faults }
     }
 
+    /// One rule drawn again, or (with fewer than 4) one more.
+    pub(super) fn mutate(&mut self, rng: &mut Rng) {
+        let f = Self::fault(rng, &self.ops);
+        if self.faults.len() < 4 && rng.next_f64() < 0.5 {
+            self.faults.push(f);
+        } else if !self.faults.is_empty() {
+            let i = (rng.next_u64() % self.faults.len() as u64) as usize;
+            self.faults[i] = f;
+        }
+    }
+
     /// A rule on one of `ops` (each [`Op::on_wire`]).
     fn fault(rng: &mut Rng, ops: &[Op]) -> FaultGen {
         let wire: Vec<Op> = ops.iter().copied().filter(|op| op.on_wire()).collect();

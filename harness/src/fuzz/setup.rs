@@ -176,6 +176,23 @@ impl Setup {
                 at.remove(last);
             }
         }
+        // A comment above a top-level key (`format`) describes the batch's whole
+        // setup; with some of it left out, it would describe what is not there.
+        // (Not the first key's: the file's header is above it.)
+        if kept.len() < self.units.len() {
+            let keys: Vec<String> = doc
+                .as_table()
+                .iter()
+                .skip(1)
+                .filter(|(_, item)| item.is_value())
+                .map(|(k, _)| k.to_string())
+                .collect();
+            for k in keys {
+                if let Some(mut key) = doc.as_table_mut().key_mut(&k) {
+                    key.leaf_decor_mut().set_prefix("");
+                }
+            }
+        }
         if doc.get("expect").and_then(Item::as_table).is_some_and(Table::is_empty) {
             doc.remove("expect");
         }
@@ -303,6 +320,7 @@ mod tests {
 
     const SCENARIO: &str = r#"# A batch.
 name = "b"
+# Every batch's QPs uc and rc, MRs target and rbuf.
 format = 3
 requires = ["mw_type2"]
 
@@ -398,6 +416,9 @@ unchanged = true
         assert_eq!(sc.steps.len(), 1);
         assert_eq!(sc.expect.len(), 0);
         assert!(text.contains("# The one that matters."), "{text}");
+        assert!(text.starts_with("# A batch.\n"), "the header stays: {text}");
+        assert!(!text.contains("Every batch's"), "what describes the whole goes: {text}");
+        assert!(s.text(&s.candidates()).contains("Every batch's"), "all of it: it stays");
         assert_eq!(
             s.left_out(&[]),
             "QP uc; MR rbuf; window w2; step post_recv; step modify_qp; completion expectation; memory expectation"
