@@ -144,8 +144,8 @@ impl Setup {
         }
     }
 
-    /// The scenario with the tables `keep` (of [`Setup::candidates`]), the ones
-    /// the finding is about, and the objects they name.
+    /// The scenario with the tables `keep` (of [`Setup::candidates`]) and their
+    /// [`Setup::closure`].
     pub(crate) fn text(&self, keep: &[usize]) -> String {
         let kept = self.closure(keep);
         let mut doc = self.doc.clone();

@@ -123,6 +123,10 @@ impl Coverage {
             }
         }
         if self.off.is_some() {
+            // No coverage, then, and no tracer left on in the VM that took it.
+            for vm in Vm::BOTH {
+                let _ = lab::client::exec_capture(p, vm, STOP, WITHIN);
+            }
             self.paths = None;
         }
     }
