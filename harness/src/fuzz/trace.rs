@@ -124,9 +124,7 @@ impl Coverage {
         }
         if self.off.is_some() {
             // No coverage, then, and no tracer left on in the VM that took it.
-            for vm in Vm::BOTH {
-                let _ = lab::client::exec_capture(p, vm, STOP, WITHIN);
-            }
+            self.stop();
             self.paths = None;
         }
     }
@@ -186,14 +184,22 @@ impl Coverage {
     }
 }
 
-impl Drop for Coverage {
-    /// Leaves the lab's kernels as it found them: not tracing.
-    fn drop(&mut self) {
+impl Coverage {
+    /// Turns the tracer off in both VMs (best effort: a VM that does not
+    /// answer has no tracer worth stopping).
+    fn stop(&self) {
         if let Some(p) = &self.paths {
             for vm in Vm::BOTH {
                 let _ = lab::client::exec_capture(p, vm, STOP, WITHIN);
             }
         }
+    }
+}
+
+impl Drop for Coverage {
+    /// Leaves the lab's kernels as it found them: not tracing.
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
