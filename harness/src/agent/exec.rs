@@ -853,7 +853,11 @@ impl Local {
         for (f, _) in &frames {
             link.send(f)?;
         }
-        std::thread::sleep(Duration::from_millis(order.settle_ms));
+        let most = Duration::from_millis(order.settle_ms);
+        match order.quiet_ms {
+            Some(gap) => link.until_quiet(most, Duration::from_millis(gap)),
+            None => std::thread::sleep(most),
+        }
         if let Some(q) = self.qps.get_mut(&order.qp) {
             q.probe_next = Some(probe::advance(order, next));
         }

@@ -141,6 +141,7 @@ mod tests {
             q_key: 0x1111_1111,
             copies: 1,
             settle_ms: 20,
+            quiet_ms: None,
         }
     }
 

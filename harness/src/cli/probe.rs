@@ -201,6 +201,7 @@ pub(super) fn run(a: ProbeArgs, out: &mut dyn Write, err: &mut dyn Write) -> Com
         q_key: a.q_key,
         copies: a.copies,
         settle_ms: 0,
+        quiet_ms: None,
     };
     let aim = Aim {
         dest_qp: a.qpn,

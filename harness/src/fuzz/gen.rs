@@ -40,6 +40,11 @@ const PMTU: u32 = 1024;
 /// Bytes of MR `big`, which the messages seeded from captures write and read:
 /// four path MTUs, a whole seed message (see [`corpus::MAX_PACKETS`]).
 const BIG_SIZE: u32 = 4096;
+/// The longest a probe waits for its answers, and the quiet gap after which it
+/// has had them: rxe under TCG answers a probe within 1–7 ms (measured in the
+/// lab with a busy host), so b quiet for 15 ms has answered.
+const SETTLE_MS: u32 = 50;
+const QUIET_MS: u32 = 15;
 
 /// One crafted request of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -295,9 +300,10 @@ impl ProbeGen {
         if let Some(q) = r.q_key {
             f.insert("q_key", hex(q, 1));
         }
-        // Long enough for its answers to come before the next probe goes (the
-        // judge gives a probe what answers until the prober's next request).
-        f.insert("settle_ms", int(50u32));
+        // Its answers come before the next probe goes (the judge gives a probe
+        // what answers until the prober's next request).
+        f.insert("settle_ms", int(SETTLE_MS));
+        f.insert("quiet_ms", int(QUIET_MS));
         f
     }
 

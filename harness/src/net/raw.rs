@@ -128,7 +128,8 @@ impl Link {
             ))
         })?;
         let cfg = datalink::Config {
-            read_timeout: Some(Duration::from_millis(10)),
+            // Short: a probe's quiet gap is a few milliseconds.
+            read_timeout: Some(Duration::from_millis(2)),
             ..Default::default()
         };
         let (tx, rx) = match datalink::channel(&ni, cfg) {
@@ -219,6 +220,25 @@ impl Link {
             match self.rx.next() {
                 Ok(frame) if f(frame) => return,
                 _ => {}
+            }
+        }
+    }
+
+    /// Waits for the target to fall quiet: until `gap` passes with no frame from
+    /// it (since the call, or since its last frame), or `most` in all.
+    pub(crate) fn until_quiet(&mut self, most: Duration, gap: Duration) {
+        let them = self.dst.mac;
+        let start = Instant::now();
+        let mut last = start;
+        while let Some(left) = (start + most).min(last + gap).checked_duration_since(Instant::now())
+        {
+            if left.is_zero() {
+                break;
+            }
+            if let Ok(f) = self.rx.next() {
+                if f.get(6..12) == Some(&them.0[..]) {
+                    last = Instant::now();
+                }
             }
         }
     }

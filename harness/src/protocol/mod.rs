@@ -720,6 +720,10 @@ pub(crate) struct ProbeOrder {
     pub copies: u32,
     /// How long to wait after sending, for the answer to be on the wire.
     pub settle_ms: u64,
+    /// Waits less than `settle_ms` once this long has passed with no frame from
+    /// the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quiet_ms: Option<u64>,
 }
 
 /// A probe's BTH bits other than its opcode, PSN, AckReq and P_Key.

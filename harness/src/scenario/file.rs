@@ -1010,6 +1010,13 @@ pub(crate) struct ProbeFile {
     /// next step (default 20 ms).
     #[serde(default)]
     pub(crate) settle_ms: Option<u64>,
+    /// Ends the wait early: once this long passes with no frame from the target
+    /// (since the probe went out, or since its last answer), the next step goes;
+    /// `settle_ms` stays the longest it waits. Unset: the whole `settle_ms`. A
+    /// gap shorter than the target takes to answer moves its late answer to the
+    /// next probe.
+    #[serde(default)]
+    pub(crate) quiet_ms: Option<u64>,
 }
 
 /// A fault on the wire, applied by the lab switch while the scenario runs.

@@ -169,6 +169,7 @@ impl<'a> Checker<'a> {
             q_key: p.q_key.unwrap_or(DEFAULT_QKEY),
             copies: p.copies.unwrap_or(1).clamp(1, 64),
             settle_ms: p.settle_ms.unwrap_or(DEFAULT_SETTLE_MS).min(MAX_SETTLE_MS),
+            quiet_ms: p.quiet_ms,
         })
     }
 }

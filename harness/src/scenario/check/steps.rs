@@ -546,6 +546,18 @@ impl<'a> Checker<'a> {
         seen.probes.push(probe.id.clone());
         let settle = probe.settle_ms.unwrap_or(DEFAULT_SETTLE_MS);
         self.check_settle(s, settle, seen.waited, seen.timeout_ms);
+        if let Some(q) = probe.quiet_ms.filter(|&q| q == 0 || q >= settle) {
+            let what = if q == 0 {
+                "a probe's `quiet_ms` of 0 would not wait for any answer".to_string()
+            } else {
+                format!("`quiet_ms = {q}` ends no wait shorter than the probe's `settle_ms` of {settle}")
+            };
+            self.err(
+                Some(s.at("probe")),
+                what,
+                Some("`quiet_ms` is the quiet gap that ends the wait early (a few times the target's answer time); `settle_ms` the longest wait".into()),
+            );
+        }
         seen.waited += settle.min(MAX_SETTLE_MS);
         q.and_then(|q| self.probe(s, probe, q, on, qp)).map(|p| act(on, Action::Probe(p)))
     }

@@ -109,6 +109,31 @@ fn probe_waits_are_bounded_and_fit_the_timeout() {
 }
 
 #[test]
+fn a_probes_quiet_gap_is_shorter_than_its_wait() {
+    let quiet =
+        |q: &str| PROBE.replacen("settle_ms = 600", &format!("settle_ms = 600, quiet_ms = {q}"), 1);
+    let sc = parse_str(Path::new("t.toml"), &quiet("15")).unwrap_or_else(|e| panic!("{}", e[0]));
+    let gaps: Vec<Option<u64>> = sc
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::Act { action: Action::Probe(p), .. } => Some(p.quiet_ms),
+            _ => None,
+        })
+        .collect();
+    // The agent is told the gap of the probe that set one, and no other.
+    assert_eq!(gaps, [Some(15), None]);
+    for (bad, says) in
+        [("600", "ends no wait shorter"), ("900", "ends no wait shorter"), ("0", "would not wait")]
+    {
+        let e = errors(&quiet(bad));
+        assert_eq!(e.len(), 1, "{e:#?}");
+        let m = e[0].to_string();
+        assert!(m.contains("t.toml:21:") && m.contains(says) && m.contains("hint:"), "{bad}: {m}");
+    }
+}
+
+#[test]
 fn scenario_timeout_is_bounded() {
     for bad in ["0", "999", "3600001", "9223372036854775807"] {
         let e = errors(&format!("timeout_ms = {bad}\n{GOOD}"));
