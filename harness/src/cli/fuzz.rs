@@ -230,6 +230,17 @@ fn summary(r: &FuzzReport, dir: &Path, out: &mut dyn Write) -> std::io::Result<(
         "roce fuzz --seed {}: {} batches, {} executions in {:.0} s ({:.0} s of it minimising): {:.2} executions/s",
         r.seed, r.batches, r.executions, r.elapsed_s, r.minimise_s, r.executions_per_s
     )?;
+    if !r.batch_ms.is_empty() {
+        let mut parts = r.batch_ms.clone();
+        parts.sort_by(|a, b| b.ms.total_cmp(&a.ms));
+        let total: f64 = parts.iter().map(|p| p.ms).sum();
+        let each: Vec<String> = parts
+            .iter()
+            .filter(|p| p.ms >= 1.0)
+            .map(|p| format!("{} {:.0}", p.part, p.ms))
+            .collect();
+        writeln!(out, "a batch's {total:.0} ms (mean): {}", each.join(", "))?;
+    }
     if r.corpus_messages > 0 {
         writeln!(
             out,

@@ -117,12 +117,15 @@ fn heal_lab(lab: &LabRef, why: &str) -> Result<()> {
 }
 
 /// Brings the lab of `eps` back when it is not ready (a VM died, hung, or its
-/// NIC stopped): `Some(why it was not)` when it had to. Real hosts: nothing to do.
-pub(crate) fn heal_if_broken(eps: &Endpoints) -> Result<Option<String>> {
+/// NIC stopped): `Some(why it was not)` when it had to. The agents idle in
+/// `pool` are stopped first (each holds a command open in its VM, which the
+/// stopping lab would wait for). Real hosts: nothing to do.
+pub(crate) fn heal_if_broken(eps: &Endpoints, pool: &AgentPool) -> Result<Option<String>> {
     let Endpoints::Lab(lab) = eps else { return Ok(None) };
     match lab::usable(&lab.paths) {
         Ok(()) => Ok(None),
         Err(why) => {
+            pool.clear();
             heal_lab(lab, &why)?;
             Ok(Some(why))
         }
@@ -363,7 +366,7 @@ fn judge_one(
 /// that needs it alone (see [`Scenario::needs_the_wire_alone`]), or a worker
 /// bringing back a broken lab, holds it for writing, so it waits for the running
 /// ones to end and holds the next ones back.
-struct Shared {
+struct Shared<'p> {
     /// The scenarios' indices in the order they are taken, and how many are.
     order: Vec<usize>,
     next: Mutex<usize>,
@@ -371,14 +374,15 @@ struct Shared {
     /// every frame, so each scenario has the switch to itself, with them.
     standing_rules: bool,
     wire: RwLock<()>,
-    /// The lab's agents between scenarios.
-    pool: AgentPool,
+    /// The lab's agents between scenarios (and between runs, when the caller
+    /// keeps them: [`run_all_in`]).
+    pool: &'p AgentPool,
     /// Why the rest cannot run (the lab could not be brought back, or the run
     /// was stopped).
     stopped: Mutex<Option<String>>,
 }
 
-impl Shared {
+impl Shared<'_> {
     fn take(&self) -> Option<usize> {
         let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
         let i = self.order.get(*next).copied()?;
@@ -437,7 +441,7 @@ fn worker(
         }
         let ex = match shared.stopped() {
             Some(why) => Err(why),
-            None => carry_out(plan, sc, &caps[i], &shared.pool, slot).map_err(|e| format!("{e:#}")),
+            None => carry_out(plan, sc, &caps[i], shared.pool, slot).map_err(|e| format!("{e:#}")),
         };
         drop(guard);
         if tx.send((i, ex)).is_err() {
@@ -472,6 +476,19 @@ impl<'a> WireGuard<'a> {
 pub(crate) fn run_all(
     plan: &RunPlan,
     scenarios: &[(PathBuf, Scenario)],
+    done: impl FnMut(&ScenarioResult, Option<&Timeline>) -> std::io::Result<()>,
+) -> Result<RunResults> {
+    run_all_in(plan, &AgentPool::default(), scenarios, done)
+}
+
+/// [`run_all`], its lab agents taken from and left in `pool`: a caller that runs
+/// one scenario after another (the fuzzer) starts the agents once, not per run.
+/// A lab the caller brings back itself must be brought back with
+/// [`heal_if_broken`] and the same pool.
+pub(crate) fn run_all_in(
+    plan: &RunPlan,
+    pool: &AgentPool,
+    scenarios: &[(PathBuf, Scenario)],
     mut done: impl FnMut(&ScenarioResult, Option<&Timeline>) -> std::io::Result<()>,
 ) -> Result<RunResults> {
     std::fs::create_dir_all(&plan.out_dir)
@@ -496,7 +513,7 @@ pub(crate) fn run_all(
         next: Mutex::new(0),
         standing_rules,
         wire: RwLock::new(()),
-        pool: AgentPool::default(),
+        pool,
         stopped: Mutex::new(None),
     };
     let mut judged: Vec<Option<(ScenarioResult, Option<Timeline>, bool)>> =

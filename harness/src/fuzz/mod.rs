@@ -19,7 +19,7 @@
 //! Owns: the run loop, findings, their confirmation and minimisation, the
 //! report. Imports: `crate::controller` (running a scenario), the scenario
 //! checker, the results' verdicts, the lab's console reading.
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -235,6 +235,55 @@ pub(crate) struct FuzzReport {
     pub(crate) resources_counted: bool,
     /// Coverage from the target: rdma_rxe's functions reached.
     pub(crate) rxe: RxeCoverage,
+    /// Where a batch's time goes, mean ms per batch (minimisation left out):
+    /// the scenario run's phases, then the oracles' read-out of the VMs and the
+    /// fuzzer's own work.
+    pub(crate) batch_ms: Vec<PartMs>,
+}
+
+/// A part of a batch's time ([`FuzzReport::batch_ms`]).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct PartMs {
+    pub(crate) part: &'static str,
+    pub(crate) ms: f64,
+}
+
+/// Sums where the batches' time went, for [`FuzzReport::batch_ms`].
+#[derive(Default)]
+struct BatchTime {
+    phases: crate::results::Timings,
+    readout_ms: f64,
+    fuzzer_ms: f64,
+    batches: u64,
+}
+
+impl BatchTime {
+    /// Adds a batch that took `wall` in all.
+    fn add(&mut self, ran: &Ran, wall: Duration) {
+        let phases: f64 = ran.result.timings.values().sum();
+        for (p, ms) in &ran.result.timings {
+            *self.phases.entry(*p).or_default() += ms;
+        }
+        let readout = ran.read.as_ref().map_or(0.0, |r| r.ms);
+        self.readout_ms += readout;
+        self.fuzzer_ms += (wall.as_secs_f64() * 1000.0 - phases - readout).max(0.0);
+        self.batches += 1;
+    }
+
+    fn means(&self) -> Vec<PartMs> {
+        let n = self.batches.max(1) as f64;
+        let mut out: Vec<PartMs> =
+            self.phases.iter().map(|(p, ms)| PartMs { part: p.label(), ms: ms / n }).collect();
+        out.push(PartMs {
+            part: "oracles' read-out (rdma resource, rxe trace)",
+            ms: self.readout_ms / n,
+        });
+        out.push(PartMs {
+            part: "fuzzer (batch file, check, consoles, lab check)",
+            ms: self.fuzzer_ms / n,
+        });
+        out
+    }
 }
 
 /// Writes `bytes` to `path` whole or not at all.
@@ -460,6 +509,20 @@ fn sightings(
     Ok(out)
 }
 
+/// At most this many batch runs go between two read-outs of the VMs (their
+/// verbs objects for the leak check, rxe's trace for coverage): a read-out is a
+/// command in each VM, 100–300 ms under TCG, longer than a batch's probes. A run
+/// minimisation asks about is read at once, and the runs before a new sighting
+/// is settled.
+const READ_EVERY: usize = 8;
+
+/// Whether the VMs are read out right after a run, or with later runs'.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Read {
+    Now,
+    Later,
+}
+
 /// Runs the probes `keep` of `batch` once: the result, where its file and
 /// capture are, and what the consoles said meanwhile.
 struct Runner<'a> {
@@ -471,19 +534,91 @@ struct Runner<'a> {
     held: [Option<BTreeMap<String, u64>>; 2],
     /// What the VMs' kernels traced of rdma_rxe.
     coverage: trace::Coverage,
+    /// The agents, kept from one batch to the next: started once a run (and
+    /// again after the lab was brought back), not per batch.
+    agents: controller::AgentPool,
+    /// The runs since the VMs were last read out, in order.
+    unread: Vec<Unread>,
+}
+
+/// A run the VMs have not been read out after yet.
+struct Unread {
+    batch: Batch,
+    keep: Vec<usize>,
+    text: String,
+    result: ScenarioResult,
 }
 
 struct Ran {
     result: ScenarioResult,
     sightings: Vec<Sighting>,
-    /// The rxe code it reached that no run before it had.
+    /// The read-out of the VMs after it, when there was one.
+    read: Option<ReadOut>,
+}
+
+/// What the VMs said when read out after a run.
+#[derive(Default)]
+struct ReadOut {
+    /// The rxe code the runs since the last read-out reached that none before
+    /// them had.
     gain: trace::Gain,
+    ms: f64,
+    /// Those runs' batches, in order.
+    batches: Vec<Batch>,
+    /// Verbs objects one of them left behind, with the run that leaves them
+    /// behind again on its own (found by running each again), or the last.
+    leaks: Vec<Seen>,
+    /// Whether that run is the last (the one just run).
+    leak_in_last: bool,
 }
 
 impl Runner<'_> {
     /// Runs `text`, the scenario of the items `keep` of `batch` (as
-    /// [`batch_text`] writes it, or with less setup), as file `name`.toml.
-    fn run(&mut self, batch: &Batch, keep: &[usize], text: &str, name: &str) -> Result<Ran> {
+    /// [`batch_text`] writes it, or with less setup), as file `name`.toml; the
+    /// VMs are read out after it as `read` says.
+    fn run(
+        &mut self,
+        batch: &Batch,
+        keep: &[usize],
+        text: &str,
+        name: &str,
+        read: Read,
+    ) -> Result<Ran> {
+        let (result, mut sightings, lost) = self.execute(batch, keep, text, name)?;
+        if lost {
+            return Ok(Ran { result, sightings, read: None });
+        }
+        self.unread.push(Unread {
+            batch: batch.clone(),
+            keep: keep.to_vec(),
+            text: text.to_string(),
+            result: result.clone(),
+        });
+        if read == Read::Later && self.unread.len() < READ_EVERY {
+            return Ok(Ran { result, sightings, read: None });
+        }
+        let mut out = self.read_out();
+        // A leak of this run is among its own sightings.
+        if out.leak_in_last {
+            sightings.extend(std::mem::take(&mut out.leaks).into_iter().map(|l| l.sighting));
+        }
+        Ok(Ran { result, sightings, read: Some(out) })
+    }
+
+    /// Reads the VMs out after the runs not read yet (at the end of fuzzing).
+    fn flush(&mut self) -> Option<ReadOut> {
+        (!self.unread.is_empty()).then(|| self.read_out())
+    }
+
+    /// Runs the scenario and reads what the run did not say itself: the
+    /// kernel's reports, and whether a VM was lost (the lab is brought back).
+    fn execute(
+        &mut self,
+        batch: &Batch,
+        keep: &[usize],
+        text: &str,
+        name: &str,
+    ) -> Result<(ScenarioResult, Vec<Sighting>, bool)> {
         let file = self.work.join(format!("{name}.toml"));
         std::fs::write(&file, text).with_context(|| format!("writing {}", file.display()))?;
         let sc = crate::scenario::check::parse_str(&file, text).map_err(|e| {
@@ -499,7 +634,8 @@ impl Runner<'_> {
             crashes: Default::default(),
             snapshots: None,
         };
-        let ran = controller::run_all(&plan, &[(file.clone(), sc)], |_, _| Ok(()))?;
+        let ran =
+            controller::run_all_in(&plan, &self.agents, &[(file.clone(), sc)], |_, _| Ok(()))?;
         let result = ran
             .report
             .scenarios
@@ -508,26 +644,81 @@ impl Runner<'_> {
             .ok_or_else(|| anyhow::anyhow!("the run of {} gave no result", file.display()))?;
         let kernel = self.consoles.reports();
         // A VM lost in this run: the lab is brought back for the next one.
-        let lost = controller::heal_if_broken(&self.plan.endpoints)
+        let lost = controller::heal_if_broken(&self.plan.endpoints, &self.agents)
             .context("bringing the lab back after a VM was lost")?;
         if lost.is_some() {
             // The restarted VMs' consoles start again; their agents are new,
-            // their kernels trace nothing yet.
+            // their kernels trace nothing yet, and what the runs before this
+            // one left in them is gone unread.
             self.consoles.restarted();
             self.held = [None, None];
             self.coverage.restart();
+            self.unread.clear();
         }
-        let mut sightings = sightings(batch, keep, &result, &kernel, lost.as_deref())
+        let sightings = sightings(batch, keep, &result, &kernel, lost.as_deref())
             .map_err(|why| anyhow::anyhow!("not carried out: {why}"))?;
-        if lost.is_some() {
-            return Ok(Ran { result, sightings, gain: trace::Gain::default() });
+        Ok((result, sightings, lost.is_some()))
+    }
+
+    /// Reads the VMs out after the runs not read yet: what rxe code they
+    /// reached, and whether they left verbs objects behind. A leak after
+    /// several runs is bisected: each is run again alone, read after, and the
+    /// first to leak again is the leak's run.
+    fn read_out(&mut self) -> ReadOut {
+        let runs = std::mem::take(&mut self.unread);
+        let t = Instant::now();
+        let (grown, gain) = self.resources_and_trace();
+        let mut out = ReadOut {
+            gain,
+            ms: t.elapsed().as_secs_f64() * 1000.0,
+            batches: runs.iter().map(|u| u.batch.clone()).collect(),
+            leaks: Vec::new(),
+            leak_in_last: false,
+        };
+        let Some(last) = runs.last().filter(|_| !grown.is_empty()) else { return out };
+        let mut found = None;
+        if runs.len() > 1 {
+            for (i, u) in runs.iter().enumerate() {
+                let Ok((result, _, lost)) = self.execute(&u.batch, &u.keep, &u.text, "bisect")
+                else {
+                    continue;
+                };
+                if lost {
+                    break;
+                }
+                let (again, _) = self.resources_and_trace();
+                if !again.is_empty() {
+                    found = Some((i, result, again));
+                    break;
+                }
+            }
         }
-        // Liveness, too: the agents tore down what the scenario made, so the
-        // devices hold no more than before it. Asked of both VMs at once, with
-        // what their kernels traced of rxe.
+        let (at, result, sightings) = match found {
+            Some(f) => f,
+            None => (runs.len() - 1, last.result.clone(), grown),
+        };
+        out.leak_in_last = at + 1 == runs.len();
+        let u = &runs[at];
+        out.leaks = sightings
+            .into_iter()
+            .map(|s| Seen {
+                sighting: s,
+                result: result.clone(),
+                batch: u.batch.clone(),
+                keep: u.keep.clone(),
+            })
+            .collect();
+        out
+    }
+
+    /// Liveness: the agents tore down what the scenarios made, so the devices
+    /// hold no more than before them. Asked of both VMs at once, with what their
+    /// kernels traced of rxe: the kinds that grew, and the coverage gained.
+    fn resources_and_trace(&mut self) -> (Vec<Sighting>, trace::Gain) {
         let (said, gain) =
             self.coverage.read_with(self.consoles.paths.as_ref(), "rdma resource show");
         let now = said.map(|out| out.map(|o| resource_counts(&o)));
+        let mut sightings = Vec::new();
         for vm in lab::state::Vm::BOTH {
             if let (Some(before), Some(after)) = (&self.held[vm.index()], &now[vm.index()]) {
                 let more = grown(before, after);
@@ -558,7 +749,7 @@ impl Runner<'_> {
                 (Some(_), None) => {}
             }
         }
-        Ok(Ran { result, sightings, gain })
+        (sightings, gain)
     }
 }
 
@@ -597,17 +788,26 @@ pub(crate) fn fuzz(
         resources_counted: false,
         avoided: 0,
         rxe: RxeCoverage { guided: plan.guided, ..RxeCoverage::default() },
+        batch_ms: Vec::new(),
     };
+    let mut time = BatchTime::default();
     let consoles = Consoles::new(&plan.endpoints);
     let coverage = trace::Coverage::start(consoles.paths.as_ref());
     report.rxe.off = coverage.off.clone();
     report.rxe.traceable = coverage.traceable;
-    let mut runner = Runner { plan, consoles, work, held: [None, None], coverage };
+    let mut runner = Runner {
+        plan,
+        consoles,
+        work,
+        held: [None, None],
+        coverage,
+        agents: controller::AgentPool::default(),
+        unread: Vec::new(),
+    };
     // The batches that reached rxe code no batch before them had.
     let mut kept: Vec<Batch> = Vec::new();
-    let mut seen: BTreeSet<String> = BTreeSet::new();
-    // Each known crash's reproducer.
-    let mut crashes: Vec<Reproducer> = Vec::new();
+    let mut found =
+        Found { plan, found_dir: &found_dir, seen: BTreeSet::new(), crashes: Vec::new() };
     let stop = crate::net::live::ctrl_c_flag();
     let mut failed_in_a_row = 0;
     let mut index = 0u64;
@@ -632,11 +832,14 @@ pub(crate) fn fuzz(
         };
         let batch = Batch { plant: plan.plant, ..drawn };
         index += 1;
-        let keep = avoiding(&batch, &crashes);
+        let keep = avoiding(&batch, &found.crashes);
         report.avoided += (batch.items() - keep.len()) as u64;
-        let ran = match runner.run(&batch, &keep, &batch_text(&batch, &keep), "batch") {
+        let t = Instant::now();
+        let text = batch_text(&batch, &keep);
+        let ran = match runner.run(&batch, &keep, &text, "batch", Read::Later) {
             Ok(r) => {
                 failed_in_a_row = 0;
+                time.add(&r, t.elapsed());
                 r
             }
             Err(e) => {
@@ -658,23 +861,9 @@ pub(crate) fn fuzz(
             None => keep.len() as u64,
         };
         reached.extend(batch.cells().into_iter().filter(|c| all.contains(c)));
-        if ran.gain.any() {
-            kept.push(batch.clone());
-        }
-        let cov = &runner.coverage;
-        report.rxe.kept = kept.len();
-        report.rxe.functions = cov.functions.len();
-        report.rxe.edges = cov.edges.len();
-        report.rxe.overrun = cov.overrun;
-        report.rxe.off = cov.off.clone();
-        if cov.off.is_none() {
-            report.rxe.over_time.push((start.elapsed().as_secs_f64(), cov.functions.len()));
-        }
         let before = report.findings.len();
-        // What the batch showed, then what its minimisation's runs showed
-        // besides (a subset of the batch can show another fault: a crash the
-        // whole batch does not reach), each settled from the probes it was seen with.
-        let mut pending: std::collections::VecDeque<Seen> = ran
+        // What the batch showed, and a leak of the runs read out with it.
+        let mut pending: VecDeque<Seen> = ran
             .sightings
             .iter()
             .map(|s| Seen {
@@ -684,27 +873,24 @@ pub(crate) fn fuzz(
                 keep: keep.clone(),
             })
             .collect();
-        while let Some(p) = pending.pop_front() {
-            if !seen.insert(p.sighting.signature.clone()) {
-                continue;
-            }
-            let t = Instant::now();
-            let n = report.findings.len();
-            let (f, also, minimised) = settle(&mut runner, plan, &p, &found_dir, n)?;
-            report.minimise_s += t.elapsed().as_secs_f64();
-            if f.oracle == Oracle::Kernel && f.confirmed && !f.probes.is_empty() {
-                crashes.push(minimised);
-            }
-            // Minimised to fewer changes, it is known by that signature too.
-            seen.insert(f.signature.clone());
-            report.findings.push(f);
-            pending.extend(also);
+        // Settling a new sighting runs the lab again: the runs so far are
+        // read out first, so none of theirs is taken for the settling runs'.
+        let new = pending.iter().any(|p| !found.seen.contains(&p.sighting.signature));
+        if let Some(read) = ran.read.or_else(|| new.then(|| runner.flush()).flatten()) {
+            pending.extend(took_in(&mut report, &mut kept, &runner.coverage, read, start));
         }
+        found.settle_all(&mut runner, &mut report, pending)?;
         report.elapsed_s = start.elapsed().as_secs_f64();
         let fuzzing = (report.elapsed_s - report.minimise_s).max(1e-3);
         report.executions_per_s = report.executions as f64 / fuzzing;
         report.cells_reached = reached.len();
+        report.batch_ms = time.means();
         progress(&report, &report.findings[before..]);
+    }
+    // The last runs, not read out yet.
+    if let Some(read) = runner.flush() {
+        let leaks = took_in(&mut report, &mut kept, &runner.coverage, read, start);
+        found.settle_all(&mut runner, &mut report, leaks.into())?;
     }
     report.elapsed_s = start.elapsed().as_secs_f64();
     report.unreached = all
@@ -717,6 +903,70 @@ pub(crate) fn fuzz(
     write_whole(&out.join("fuzz.json"), json.as_bytes())?;
     write_whole(&out.join("findings.html"), findings_page(&report).as_bytes())?;
     Ok(report)
+}
+
+/// Takes in a read-out of the VMs: the batches that reached new rxe code are
+/// kept, the coverage is reported; returns the leak it saw, to settle.
+fn took_in(
+    report: &mut FuzzReport,
+    kept: &mut Vec<Batch>,
+    cov: &trace::Coverage,
+    read: ReadOut,
+    start: Instant,
+) -> Vec<Seen> {
+    // Which of the runs read out together reached it is not known: each is kept.
+    if read.gain.any() {
+        kept.extend(read.batches);
+    }
+    report.rxe.kept = kept.len();
+    report.rxe.functions = cov.functions.len();
+    report.rxe.edges = cov.edges.len();
+    report.rxe.overrun = cov.overrun;
+    report.rxe.off = cov.off.clone();
+    if cov.off.is_none() {
+        report.rxe.over_time.push((start.elapsed().as_secs_f64(), cov.functions.len()));
+    }
+    read.leaks
+}
+
+/// What a fuzzing run has found so far, and how to settle what it sees next.
+struct Found<'a> {
+    plan: &'a FuzzPlan,
+    found_dir: &'a Path,
+    /// Every signature seen (settled or being settled).
+    seen: BTreeSet<String>,
+    /// Each known crash's reproducer.
+    crashes: Vec<Reproducer>,
+}
+
+impl Found<'_> {
+    /// Settles each new sighting into a finding, then what its minimisation's
+    /// runs showed besides (a subset of the batch can show another fault: a
+    /// crash the whole batch does not reach), each from the probes it was seen with.
+    fn settle_all(
+        &mut self,
+        runner: &mut Runner<'_>,
+        report: &mut FuzzReport,
+        mut pending: VecDeque<Seen>,
+    ) -> Result<()> {
+        while let Some(p) = pending.pop_front() {
+            if !self.seen.insert(p.sighting.signature.clone()) {
+                continue;
+            }
+            let t = Instant::now();
+            let n = report.findings.len();
+            let (f, also, minimised) = settle(runner, self.plan, &p, self.found_dir, n)?;
+            report.minimise_s += t.elapsed().as_secs_f64();
+            if f.oracle == Oracle::Kernel && f.confirmed && !f.probes.is_empty() {
+                self.crashes.push(minimised);
+            }
+            // Minimised to fewer changes, it is known by that signature too.
+            self.seen.insert(f.signature.clone());
+            report.findings.push(f);
+            pending.extend(also);
+        }
+        Ok(())
+    }
 }
 
 /// A batch's scenario as a finding's: named for what it found (one name per
@@ -781,7 +1031,7 @@ fn settle(
     let mut shows =
         |runner: &mut Runner<'_>, batch: &Batch, keep: &[usize], text: &str, sig: &str| -> bool {
             runs += 1;
-            let Ok(r) = runner.run(batch, keep, text, "minimise") else { return false };
+            let Ok(r) = runner.run(batch, keep, text, "minimise", Read::Now) else { return false };
             for x in r.sightings.iter().filter(|x| x.signature != sig) {
                 if !also.iter().any(|a| a.sighting.signature == x.signature) {
                     also.push(Seen {
@@ -1289,6 +1539,7 @@ mod tests {
             resources_counted: true,
             avoided: 0,
             rxe: RxeCoverage::default(),
+            batch_ms: vec![],
         };
         let page = findings_page(&r);
         assert!(page.contains("<title>roce fuzz --seed 3</title>"), "{page}");
