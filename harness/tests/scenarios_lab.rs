@@ -685,6 +685,103 @@ mod in_lab {
         let _ = std::fs::remove_dir_all(&out_dir);
     }
 
+    /// A bench: the lab as two real hosts (`--wire bench`: each VM's NIC a host
+    /// tap, its agent reached over TCP, keyed), `roce bridge` between the two
+    /// taps, and a scratch directory holding the key.
+    struct Bench {
+        dir: PathBuf,
+        key: String,
+        /// `a=HOST:PORT,b=HOST:PORT`: where the agents listen.
+        eps: String,
+        bridge: BridgeProc,
+        lab: Lab,
+    }
+
+    fn bench(what: &str) -> Bench {
+        let dir = std::env::temp_dir().join(format!("roce-{what}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        let key = dir.join("bench.key").to_str().expect("utf-8").to_string();
+        assert_eq!(said(&["agent", "--gen-key", &key]).0, Some(0));
+        let lab = Lab(format!("{what}-{}", std::process::id()));
+        let (code, text) =
+            said(&["lab", "--name", &lab.0, "up", "--wire", "bench", "--key-file", &key]);
+        assert_eq!(code, Some(0), "{text}");
+        let status = Command::new(env!("CARGO_BIN_EXE_roce"))
+            .args(["lab", "--name", &lab.0, "status", "--json"])
+            .output()
+            .expect("roce lab status");
+        let st: Value = serde_json::from_slice(&status.stdout).expect("status JSON");
+        let two = |v: &Value| -> Vec<String> {
+            let all = v.as_array().map(|a| a.iter().filter_map(|t| t.as_str()).map(String::from));
+            all.map(Iterator::collect).unwrap_or_default()
+        };
+        let (taps, agents) = (two(&st["taps"]), two(&st["agents_at"]));
+        assert!(taps.len() == 2 && agents.len() == 2, "{st:#}");
+        assert!(st["counters"].is_null(), "no switch of the lab's on a bench: {st:#}");
+        let bridge = BridgeProc::start(&taps, &key);
+        let eps = format!("a={},b={}", agents[0], agents[1]);
+        Bench { dir, key, eps, bridge, lab }
+    }
+
+    /// `roce bridge` between two taps, keyed with `key`, as on two NIC ports of
+    /// a box in the middle: where it serves controllers, its stderr read on.
+    struct BridgeProc {
+        child: std::process::Child,
+        at: String,
+        log: std::thread::JoinHandle<String>,
+    }
+
+    impl BridgeProc {
+        fn start(taps: &[String], key: &str) -> BridgeProc {
+            let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
+            cmd.args(["bridge", "--port", &taps[0], "--port", &taps[1]])
+                .args(["--listen", "127.0.0.1:0", "--key-file", key])
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped());
+            // A test run from a background job (CI's) hands SIGTERM's siblings
+            // down ignored, and the bridge leaves an ignored signal alone: start
+            // it as a service manager would, so that SIGTERM ends it.
+            // SAFETY: signal(2) is async-signal-safe; only the child's disposition.
+            unsafe {
+                std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+                    libc::signal(libc::SIGTERM, libc::SIG_DFL);
+                    Ok(())
+                });
+            }
+            let mut child = cmd.spawn().expect("roce bridge");
+            let mut err = std::io::BufReader::new(child.stderr.take().expect("its stderr"));
+            let at = loop {
+                let mut line = String::new();
+                let n =
+                    std::io::BufRead::read_line(&mut err, &mut line).expect("the bridge's stderr");
+                assert!(n > 0, "the bridge ended before it listened");
+                if let Some(rest) = line.strip_prefix("serving controllers on ") {
+                    break rest.split(',').next().expect("an address").to_string();
+                }
+            };
+            // Its log goes on while it serves: read, or the pipe fills.
+            let log = std::thread::spawn(move || {
+                let mut rest = String::new();
+                let _ = std::io::Read::read_to_string(&mut err, &mut rest);
+                rest
+            });
+            BridgeProc { child, at, log }
+        }
+
+        /// Ends it as at Ctrl-C: how it exited, its report and its log.
+        fn stop(mut self) -> (std::process::ExitStatus, String, String) {
+            // SAFETY: kill(2) on the bridge we started.
+            unsafe { libc::kill(self.child.id() as libc::pid_t, libc::SIGTERM) };
+            let mut report = String::new();
+            if let Some(mut o) = self.child.stdout.take() {
+                let _ = std::io::Read::read_to_string(&mut o, &mut report);
+            }
+            let ended = self.child.wait().expect("the bridge ends");
+            (ended, report, self.log.join().unwrap_or_default())
+        }
+    }
+
     /// The lab as two real hosts on a bench: each VM's NIC a host tap with
     /// nothing between the two, `roce bridge` standing there as on two NIC ports
     /// of a box in the middle, each VM's agent reached over TCP on a management
@@ -698,61 +795,9 @@ mod in_lab {
     #[ignore = "needs the lab: bash scripts/test.sh builds the VM images, then runs it"]
     fn the_suite_on_a_bench_through_roce_bridge_gives_the_labs_verdicts() {
         let roce = said;
-        let dir = std::env::temp_dir().join(format!("roce-bench-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("scratch dir");
-        let key = dir.join("bench.key");
-        let k = key.to_str().expect("utf-8");
-        assert_eq!(roce(&["agent", "--gen-key", k]).0, Some(0));
-        let lab = Lab(format!("bench-{}", std::process::id()));
-        let (code, said) =
-            roce(&["lab", "--name", &lab.0, "up", "--wire", "bench", "--key-file", k]);
-        assert_eq!(code, Some(0), "{said}");
-        let status = Command::new(env!("CARGO_BIN_EXE_roce"))
-            .args(["lab", "--name", &lab.0, "status", "--json"])
-            .output()
-            .expect("roce lab status");
-        let st: Value = serde_json::from_slice(&status.stdout).expect("status JSON");
-        let two = |v: &Value| -> Vec<String> {
-            let all = v.as_array().map(|a| a.iter().filter_map(|t| t.as_str()).map(String::from));
-            all.map(Iterator::collect).unwrap_or_default()
-        };
-        let (taps, agents) = (two(&st["taps"]), two(&st["agents_at"]));
-        assert!(taps.len() == 2 && agents.len() == 2, "{st:#}");
-        assert!(st["counters"].is_null(), "no switch of the lab's on a bench: {st:#}");
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_roce"));
-        cmd.args(["bridge", "--port", &taps[0], "--port", &taps[1]])
-            .args(["--listen", "127.0.0.1:0", "--key-file", k])
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped());
-        // A test run from a background job (CI's) hands SIGTERM's siblings down
-        // ignored, and the bridge leaves an ignored signal alone: start it as a
-        // service manager would, so that SIGTERM ends it.
-        // SAFETY: signal(2) is async-signal-safe; only the child's disposition.
-        unsafe {
-            std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
-                libc::signal(libc::SIGTERM, libc::SIG_DFL);
-                Ok(())
-            });
-        }
-        let mut bridge = cmd.spawn().expect("roce bridge");
-        let mut err = std::io::BufReader::new(bridge.stderr.take().expect("its stderr"));
-        let at = loop {
-            let mut line = String::new();
-            let n = std::io::BufRead::read_line(&mut err, &mut line).expect("the bridge's stderr");
-            assert!(n > 0, "the bridge ended before it listened");
-            if let Some(rest) = line.strip_prefix("serving controllers on ") {
-                break rest.split(',').next().expect("an address").to_string();
-            }
-        };
-        // Its log goes on while the suite runs: read, or the pipe fills.
-        let log = std::thread::spawn(move || {
-            let mut rest = String::new();
-            let _ = std::io::Read::read_to_string(&mut err, &mut rest);
-            rest
-        });
+        let Bench { dir, key, eps, bridge, lab: _lab } = bench("bench");
+        let (k, at) = (key.as_str(), bridge.at.clone());
         let out_dir = dir.join("out");
-        let eps = format!("a={},b={}", agents[0], agents[1]);
         let profile = repo().join("profiles").join("rxe-linux-6.1.toml");
         let (code, said) = roce(&[
             "suite",
@@ -770,14 +815,7 @@ mod in_lab {
             out_dir.to_str().unwrap(),
             repo().join("scenarios").to_str().unwrap(),
         ]);
-        // SAFETY: kill(2) on the bridge we started; it ends as at Ctrl-C.
-        unsafe { libc::kill(bridge.id() as libc::pid_t, libc::SIGTERM) };
-        let mut report = String::new();
-        if let Some(mut o) = bridge.stdout.take() {
-            let _ = std::io::Read::read_to_string(&mut o, &mut report);
-        }
-        let ended = bridge.wait().expect("the bridge ends");
-        let log = log.join().unwrap_or_default();
+        let (ended, report, log) = bridge.stop();
         assert_eq!(code, Some(0), "every verdict as the profile recorded it in the lab:\n{said}");
         assert!(!said.contains("left out"), "no scenario left out: {said}");
         let json = out_dir.join("report.json");
@@ -809,6 +847,46 @@ mod in_lab {
                 "served {recorded} run(s): {recorded} ended by their controller"
             )),
             "one bridge run per recorded scenario, each ended by the controller:\n{report}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// `roce fuzz` against two real hosts through `roce bridge` (the lab as a
+    /// bench, as above): a fault planted in the bridge's rules is found,
+    /// confirmed and minimised as in the lab, its wire is the bridge's
+    /// recording, and no kernel is read (the device's events and counters and
+    /// the agents' liveness stand in for it, and the report says so).
+    #[test]
+    #[ignore = "needs the lab: bash scripts/test.sh builds the VM images, then runs it"]
+    fn fuzz_through_roce_bridge_finds_a_planted_fault_on_real_hosts() {
+        let Bench { dir, key, eps, bridge, lab: _lab } = bench("fuzzbench");
+        let k = key.as_str();
+        let out_dir = dir.join("out");
+        let hosts = ["fuzz", "--endpoints", &eps, "--key-file", k, "--bridge", &bridge.at];
+        let out = ["protocol", "--out", out_dir.to_str().unwrap()];
+        let (code, text) = said(&[&hosts[..], &ONE_PLANTED_BATCH, &out].concat());
+        let (ended, report, log) = bridge.stop();
+        assert_eq!(code, Some(1), "findings: exit 1\n{text}");
+        let r: Value =
+            serde_json::from_slice(&std::fs::read(out_dir.join("fuzz.json")).expect("fuzz.json"))
+                .expect("fuzz.json parses");
+        let findings = r["findings"].as_array().expect("findings");
+        let f = finding(&r, "protocol", "at RC in ERR");
+        assert_eq!(f["confirmed"], true, "{f:#}");
+        assert_eq!(f["probes"].as_array().map(Vec::len), Some(1), "minimised to one probe: {f:#}");
+        assert!(Path::new(f["capture"].as_str().expect("its capture")).exists(), "{f:#}");
+        assert!(findings.iter().all(|f| f["oracle"] != "kernel"), "no kernel is read: {r:#}");
+        assert!(
+            r["rxe"]["off"].as_str().is_some_and(|w| !w.is_empty()),
+            "the report says why no rxe coverage: {r:#}"
+        );
+        // Every run went through the bridge, which recorded it: the batch,
+        // and each run confirming and minimising its finding.
+        assert_eq!(ended.code(), Some(0), "{report}{log}");
+        let runs = 1 + f["minimise_runs"].as_u64().expect("minimise_runs");
+        assert!(
+            report.contains(&format!("served {runs} run(s): {runs} ended by their controller")),
+            "{runs} runs on the bridge:\n{report}"
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -1605,23 +1683,8 @@ mod in_lab {
         let _ = std::fs::remove_dir_all(&base);
         let dir = |p: &str| base.join(p).to_string_lossy().into_owned();
         let fuzz = |plant: &str, out: &str| {
-            roce(&[
-                "fuzz",
-                "--image",
-                "bookworm",
-                "--lab",
-                &lab.0,
-                "--seed",
-                FUZZ_SEED,
-                "--budget",
-                "1",
-                "--batch",
-                FUZZ_BATCH,
-                "--plant",
-                plant,
-                "--out",
-                &dir(out),
-            ])
+            let lab = ["fuzz", "--image", "bookworm", "--lab", &lab.0];
+            roce(&[&lab[..], &ONE_PLANTED_BATCH, &[plant, "--out", &dir(out)]].concat())
         };
         let report = |out: &str| -> Value {
             serde_json::from_slice(
@@ -1717,15 +1780,7 @@ mod in_lab {
         let out = fuzz("liveness", "liveness");
         assert_eq!(out.status.code(), Some(1));
         let r = report("liveness");
-        let f = r["findings"]
-            .as_array()
-            .expect("findings")
-            .iter()
-            .find(|f| {
-                f["oracle"] == "liveness"
-                    && f["signature"].as_str().is_some_and(|s| s.contains("fresh QP"))
-            })
-            .unwrap_or_else(|| panic!("a liveness finding: {r:#}"));
+        let f = finding(&r, "liveness", "fresh QP");
         assert_eq!(f["confirmed"], true, "{f:#}");
         assert_eq!(f["probes"].as_array().map(Vec::len), Some(0), "no probe needed: {f:#}");
         // Its setup is the fresh QP's WRITE and what it needs: none of the
@@ -1737,7 +1792,21 @@ mod in_lab {
         let _ = std::fs::remove_dir_all(&base);
     }
 
-    /// Batch 0 of this seed has a probe at rc_err (see the test above).
-    const FUZZ_SEED: &str = "11";
-    const FUZZ_BATCH: &str = "8";
+    /// The finding of `fuzz.json` `r` that oracle `oracle` found, whose
+    /// signature says `says`.
+    fn finding<'a>(r: &'a Value, oracle: &str, says: &str) -> &'a Value {
+        r["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .find(|f| {
+                f["oracle"] == oracle && f["signature"].as_str().is_some_and(|s| s.contains(says))
+            })
+            .unwrap_or_else(|| panic!("a {oracle} finding saying `{says}`: {r:#}"))
+    }
+
+    /// One batch of 8 with a fault planted, which `--plant` names next: batch 0
+    /// of seed 11 has a probe at rc_err (see the test above).
+    const ONE_PLANTED_BATCH: [&str; 7] =
+        ["--seed", "11", "--budget", "1", "--batch", "8", "--plant"];
 }

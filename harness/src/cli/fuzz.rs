@@ -66,12 +66,26 @@ pub struct FuzzArgs {
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// The lab to run in (booted if it is not up) [default: the image's own lab]
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", conflicts_with = "endpoints")]
     pub lab: Option<String>,
     /// The lab's VM image: bookworm, trixie or trixie-backports [default: the image
     /// the lab named by --lab is up with, else bookworm]
-    #[arg(long, value_name = "bookworm|trixie|trixie-backports")]
+    #[arg(long, value_name = "bookworm|trixie|trixie-backports", conflicts_with = "endpoints")]
     pub image: Option<lab::image::Release>,
+    /// Fuzz real hosts instead of the lab: `a=HOST:PORT,b=HOST:PORT`, each running
+    /// `roce agent --listen HOST:PORT --key-file FILE`. No kernel is read there:
+    /// the device's async events, its counters and the agents' own liveness
+    /// stand in for the kernel oracle
+    #[arg(long, value_name = "EP=HOST:PORT,…", requires = "bridge")]
+    pub endpoints: Option<String>,
+    /// With --endpoints: the key the agents and the bridge were started with
+    #[arg(long, value_name = "FILE", requires = "endpoints")]
+    pub key_file: Option<PathBuf>,
+    /// With --endpoints: the `roce bridge --listen HOST:PORT` standing in the
+    /// wire between the hosts, which records each batch's wire (the probes'
+    /// answers are judged from it) and applies requester batches' rules
+    #[arg(long, value_name = "HOST:PORT", requires_all = ["endpoints", "key_file"])]
+    pub bridge: Option<String>,
     /// The lab's cache directory [default: $ROCE_LAB_DIR or ~/.cache/roce/lab]
     #[arg(long, value_name = "DIR")]
     pub lab_dir: Option<PathBuf>,
@@ -110,6 +124,18 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs(secs))
 }
 
+/// The real hosts of `--endpoints`, through `--bridge`, else the lab.
+fn endpoints(a: &FuzzArgs) -> Result<controller::Endpoints, Failure> {
+    match &a.endpoints {
+        Some(e) => {
+            let r = super::run::remote_agents(e, a.key_file.as_deref(), a.bridge.as_deref())?;
+            Ok(controller::Endpoints::Remote(r))
+        }
+        None => controller::lab_endpoints(a.lab_dir.clone(), a.lab.clone(), a.image)
+            .map_err(Failure::setup),
+    }
+}
+
 /// `roce fuzz`.
 pub(super) fn run(a: FuzzArgs, out: &mut dyn Write, err: &mut dyn Write) -> CommandResult {
     if let Some(dir) = &a.replay {
@@ -137,8 +163,7 @@ pub(super) fn run(a: FuzzArgs, out: &mut dyn Write, err: &mut dyn Write) -> Comm
         (None, None) => Some(Duration::from_secs(600)),
         (d, _) => d,
     };
-    let endpoints = controller::lab_endpoints(a.lab_dir.clone(), a.lab.clone(), a.image)
-        .map_err(Failure::setup)?;
+    let endpoints = endpoints(&a)?;
     let plan = FuzzPlan {
         endpoints,
         seed: a.seed,
@@ -326,8 +351,7 @@ fn replay(a: &FuzzArgs, dir: &Path, out: &mut dyn Write, err: &mut dyn Write) ->
     }
     let loaded = super::check::load(&files, "roce fuzz --replay", err)?;
     let work = a.out.clone().unwrap_or_else(|| super::run::timestamped("roce-fuzz-replay"));
-    let endpoints = controller::lab_endpoints(a.lab_dir.clone(), a.lab.clone(), a.image)
-        .map_err(Failure::setup)?;
+    let endpoints = endpoints(a)?;
     let plan = RunPlan {
         endpoints,
         wire: WireSource::Switch,

@@ -181,7 +181,23 @@ pub(super) fn timestamped(dir: &str) -> PathBuf {
     PathBuf::from(dir).join(secs.to_string())
 }
 
-/// The scenarios with `[[fault]]` rules, which need the lab's switch.
+/// `--endpoints`, `--key-file` and `--bridge`: the real hosts' agents, the key
+/// they were started with, and the bridge between them, each checked for its
+/// shape (and the key read) before anything runs.
+pub(super) fn remote_agents(
+    endpoints: &str,
+    key_file: Option<&Path>,
+    bridge: Option<&str>,
+) -> Result<controller::RemoteAgents, Failure> {
+    let addrs = parse_endpoints(endpoints).map_err(Failure::input)?;
+    let key = key_file.map(crate::agent::auth::Key::load).transpose().map_err(Failure::input)?;
+    let bridge = match (bridge, &key) {
+        (Some(addr), Some(k)) => Some(bridge_at(addr, k).map_err(Failure::input)?),
+        _ => None,
+    };
+    Ok(controller::RemoteAgents { addrs, key, bridge })
+}
+
 /// `--bridge HOST:PORT`, checked for its shape (whether it answers is the
 /// first scenario's to find out).
 fn bridge_at(addr: &str, key: &crate::agent::auth::Key) -> anyhow::Result<Bridge> {
@@ -193,6 +209,7 @@ fn bridge_at(addr: &str, key: &crate::agent::auth::Key) -> anyhow::Result<Bridge
     }
 }
 
+/// The scenarios with `[[fault]]` rules, which need the lab's switch.
 pub(super) fn with_faults(loaded: &[(PathBuf, Scenario)]) -> Vec<String> {
     loaded
         .iter()
@@ -214,8 +231,11 @@ pub(super) fn plan(
             loaded.len()
         )));
     }
-    let remote =
-        args.endpoints.as_deref().map(parse_endpoints).transpose().map_err(Failure::input)?;
+    let remote = args
+        .endpoints
+        .as_deref()
+        .map(|e| remote_agents(e, args.key_file.as_deref(), args.bridge.as_deref()))
+        .transpose()?;
     if remote.is_some() && args.jobs > 1 {
         return Err(Failure::input(anyhow!(
             "roce run: -j {} runs scenarios side by side on the lab, whose switch tells their frames apart; an agent on a real host serves one controller at a time\nhint: leave out -j with --endpoints",
@@ -247,7 +267,7 @@ pub(super) fn plan(
         .map_err(|e| Failure::input(anyhow!("roce run: {e}")))?;
     let remote_hosts = remote.is_some();
     let (endpoints, wire) = match remote {
-        Some(m) => {
+        Some(r) => {
             let wire = match (&args.iface, &args.pcap, &args.bridge) {
                 (_, _, Some(_)) => WireSource::Switch,
                 _ if args.capture_at_agents => WireSource::Agents,
@@ -257,17 +277,7 @@ pub(super) fn plan(
                 (None, Some(p), _) => WireSource::File(p.clone()),
                 (None, None, None) => WireSource::None,
             };
-            let key = args
-                .key_file
-                .as_deref()
-                .map(crate::agent::auth::Key::load)
-                .transpose()
-                .map_err(Failure::input)?;
-            let bridge = match (&args.bridge, &key) {
-                (Some(addr), Some(k)) => Some(bridge_at(addr, k).map_err(Failure::input)?),
-                _ => None,
-            };
-            (Endpoints::Remote(controller::RemoteAgents { addrs: m, key, bridge }), wire)
+            (Endpoints::Remote(r), wire)
         }
         None => (
             controller::lab_endpoints(args.lab_dir.clone(), args.lab.clone(), args.image)

@@ -313,6 +313,12 @@ fn judge_one(
         timings: o.timings.clone(),
         streams: o.streams.clone(),
         counters: judge::counters::reports(&o, wire.as_ref().ok()),
+        events: o
+            .events
+            .iter()
+            .filter(|(_, e)| !e.is_empty())
+            .map(|(k, e)| (k.clone(), e.clone()))
+            .collect(),
         wire_snapshot: None,
         wire_kept: None,
     };

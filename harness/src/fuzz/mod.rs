@@ -28,6 +28,7 @@ use serde::Serialize;
 
 use crate::controller::{self, Endpoints, RunPlan, WireSource};
 use crate::results::{ScenarioResult, VerdictKind};
+use crate::vocab::EventType;
 
 pub(crate) mod corpus;
 mod doc;
@@ -253,20 +254,23 @@ pub(crate) struct PartMs {
 struct BatchTime {
     phases: crate::results::Timings,
     readout_ms: f64,
+    healing_ms: f64,
     fuzzer_ms: f64,
     batches: u64,
 }
 
 impl BatchTime {
-    /// Adds a batch that took `wall` in all.
-    fn add(&mut self, ran: &Ran, wall: Duration) {
+    /// Adds a batch that took `wall` in all, `healing_ms` of it bringing the
+    /// lab back.
+    fn add(&mut self, ran: &Ran, wall: Duration, healing_ms: f64) {
         let phases: f64 = ran.result.timings.values().sum();
         for (p, ms) in &ran.result.timings {
             *self.phases.entry(*p).or_default() += ms;
         }
         let readout = ran.read.as_ref().map_or(0.0, |r| r.ms);
         self.readout_ms += readout;
-        self.fuzzer_ms += (wall.as_secs_f64() * 1000.0 - phases - readout).max(0.0);
+        self.healing_ms += healing_ms;
+        self.fuzzer_ms += (wall.as_secs_f64() * 1000.0 - phases - readout - healing_ms).max(0.0);
         self.batches += 1;
     }
 
@@ -278,8 +282,9 @@ impl BatchTime {
             part: "oracles' read-out (rdma resource, rxe trace)",
             ms: self.readout_ms / n,
         });
+        out.push(PartMs { part: "lab restarts after a VM was lost", ms: self.healing_ms / n });
         out.push(PartMs {
-            part: "fuzzer (batch file, check, consoles, lab check)",
+            part: "fuzzer (batch file, check, consoles, leak bisection)",
             ms: self.fuzzer_ms / n,
         });
         out
@@ -506,7 +511,44 @@ fn sightings(
     if let Some(req) = &batch.requester {
         req.sightings(keep, r, &mut out);
     }
+    out.extend(device_said(r));
     Ok(out)
+}
+
+/// What the devices said of themselves over a run (all a real host, whose
+/// kernel is not read, has in place of the kernel oracle): an async event of
+/// the device or port rather than of a QP (a QP's errors are a probe's
+/// legitimate doing), and counters that went back (the device was reset).
+fn device_said(r: &ScenarioResult) -> Vec<Sighting> {
+    let mut out = Vec::new();
+    for (ep, events) in &r.events {
+        let mut kinds: Vec<EventType> = Vec::new();
+        for k in events.iter().map(|e| e.kind).filter(|k| EventType::OF_THE_DEVICE.contains(k)) {
+            if !kinds.contains(&k) {
+                kinds.push(k);
+            }
+        }
+        for k in kinds {
+            out.push(Sighting {
+                oracle: Oracle::Liveness,
+                signature: format!("the device at {ep} reported {k}"),
+                detail: format!("endpoint {ep}'s async events: {k}"),
+            });
+        }
+    }
+    for (ep, c) in r.counters.iter().filter(|(_, c)| !c.reset.is_empty()) {
+        out.push(Sighting {
+            oracle: Oracle::Liveness,
+            signature: format!("the device at {ep} was reset: its counters went back"),
+            detail: format!(
+                "{} port {} at {ep}: {} went back",
+                c.device,
+                c.port,
+                c.reset.join(", ")
+            ),
+        });
+    }
+    out
 }
 
 /// At most this many batch runs go between two read-outs of the VMs (their
@@ -539,6 +581,8 @@ struct Runner<'a> {
     agents: controller::AgentPool,
     /// The runs since the VMs were last read out, in order.
     unread: Vec<Unread>,
+    /// How long bringing the lab back (after a VM was lost) has taken in all.
+    healing_ms: f64,
 }
 
 /// A run the VMs have not been read out after yet.
@@ -643,6 +687,7 @@ impl Runner<'_> {
             .next()
             .ok_or_else(|| anyhow::anyhow!("the run of {} gave no result", file.display()))?;
         let kernel = self.consoles.reports();
+        let t = Instant::now();
         // A VM lost in this run: the lab is brought back for the next one.
         let lost = controller::heal_if_broken(&self.plan.endpoints, &self.agents)
             .context("bringing the lab back after a VM was lost")?;
@@ -654,6 +699,7 @@ impl Runner<'_> {
             self.held = [None, None];
             self.coverage.restart();
             self.unread.clear();
+            self.healing_ms += t.elapsed().as_secs_f64() * 1000.0;
         }
         let sightings = sightings(batch, keep, &result, &kernel, lost.as_deref())
             .map_err(|why| anyhow::anyhow!("not carried out: {why}"))?;
@@ -803,6 +849,7 @@ pub(crate) fn fuzz(
         coverage,
         agents: controller::AgentPool::default(),
         unread: Vec::new(),
+        healing_ms: 0.0,
     };
     // The batches that reached rxe code no batch before them had.
     let mut kept: Vec<Batch> = Vec::new();
@@ -835,11 +882,12 @@ pub(crate) fn fuzz(
         let keep = avoiding(&batch, &found.crashes);
         report.avoided += (batch.items() - keep.len()) as u64;
         let t = Instant::now();
+        let healed = runner.healing_ms;
         let text = batch_text(&batch, &keep);
         let ran = match runner.run(&batch, &keep, &text, "batch", Read::Later) {
             Ok(r) => {
                 failed_in_a_row = 0;
-                time.add(&r, t.elapsed());
+                time.add(&r, t.elapsed(), runner.healing_ms - healed);
                 r
             }
             Err(e) => {
@@ -887,7 +935,9 @@ pub(crate) fn fuzz(
         report.batch_ms = time.means();
         progress(&report, &report.findings[before..]);
     }
-    // The last runs, not read out yet.
+    // The last runs, not read out yet: with the agents stopped first, so that
+    // their devices' closing is traced too.
+    runner.agents.clear();
     if let Some(read) = runner.flush() {
         let leaks = took_in(&mut report, &mut kept, &runner.coverage, read, start);
         found.settle_all(&mut runner, &mut report, leaks.into())?;
@@ -1547,6 +1597,43 @@ mod tests {
         assert!(page.contains("completed a &lt;READ&gt; successfully"), "escaped: {page}");
         assert!(page.contains("memory of MR rdst on a") && page.contains("00 00"), "{page}");
         assert!(page.contains("4 of 10 cells"), "{page}");
+    }
+
+    #[test]
+    fn a_device_event_or_a_reset_is_a_liveness_finding_and_a_qps_error_is_not() {
+        use crate::protocol::Event;
+        use crate::results::CounterReport;
+        let mut r = ScenarioResult::not_run("t", Path::new("t.toml"), vec![], "x");
+        assert!(device_said(&r).is_empty());
+        let ev = |k: EventType| Event { kind: k, srq: None, qp: Some("rc".into()), t_ms: 1.0 };
+        // A probe that moves b's QP to the error state draws a QP event: the
+        // device doing its job.
+        r.events.insert("b".into(), vec![ev(EventType(1)), ev(EventType(3))]);
+        assert!(device_said(&r).is_empty());
+        r.events.insert(
+            "b".into(),
+            vec![ev(EventType(1)), ev(EventType::PORT_ERR), ev(EventType::PORT_ERR)],
+        );
+        r.counters.insert(
+            "a".into(),
+            CounterReport {
+                device: "mlx5_0".into(),
+                port: 1,
+                driver: None,
+                deltas: BTreeMap::new(),
+                reset: vec!["rx_write_requests".into()],
+                reconciled: vec![],
+            },
+        );
+        let said: Vec<(Oracle, String)> =
+            device_said(&r).into_iter().map(|s| (s.oracle, s.signature)).collect();
+        assert_eq!(
+            said,
+            [
+                (Oracle::Liveness, "the device at b reported IBV_EVENT_PORT_ERR".to_string()),
+                (Oracle::Liveness, "the device at a was reset: its counters went back".to_string()),
+            ]
+        );
     }
 
     #[test]

@@ -507,6 +507,9 @@ pub(crate) struct ScenarioResult {
     /// What each endpoint's device counters moved by, set against the wire.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counters: BTreeMap<String, CounterReport>,
+    /// Each endpoint's asynchronous events, in order (endpoints with none left out).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub events: BTreeMap<String, Vec<Event>>,
     /// The wire in its normal form ([`crate::judge::snapshot`]): what `roce suite
     /// --snapshots` keeps and compares. None without `--snapshots` or a capture.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -754,6 +757,7 @@ impl ScenarioResult {
             timings: BTreeMap::new(),
             streams: Vec::new(),
             counters: BTreeMap::new(),
+            events: BTreeMap::new(),
             wire_snapshot: None,
             wire_kept: None,
         }

@@ -160,6 +160,16 @@ impl WcOpcode {
     pub(crate) const RECV: WcOpcode = WcOpcode(128);
 }
 
+impl EventType {
+    pub(crate) const CQ_ERR: EventType = EventType(0);
+    pub(crate) const DEVICE_FATAL: EventType = EventType(8);
+    pub(crate) const PORT_ERR: EventType = EventType(10);
+    /// The events about the device (or a port, or a CQ overrun) rather than
+    /// one QP's errors.
+    pub(crate) const OF_THE_DEVICE: [EventType; 3] =
+        [EventType::CQ_ERR, EventType::DEVICE_FATAL, EventType::PORT_ERR];
+}
+
 /// `enum ibv_wc_flags` (verbs.h): the bits of a work completion's `wc_flags` the
 /// harness reads; providers set others too (`IBV_WC_IP_CSUM_OK`, …), which
 /// completions keep as they come. The kernel's own `IB_WC_*` agree on the first two
