@@ -614,6 +614,9 @@ struct ReadOut {
     leaks: Vec<Seen>,
     /// Whether that run is the last (the one just run).
     leak_in_last: bool,
+    /// What the bisection's runs showed besides (a crash, say), each with its
+    /// run: not lost for having been seen there.
+    besides: Vec<Seen>,
 }
 
 impl Runner<'_> {
@@ -720,15 +723,23 @@ impl Runner<'_> {
             batches: runs.iter().map(|u| u.batch.clone()).collect(),
             leaks: Vec::new(),
             leak_in_last: false,
+            besides: Vec::new(),
         };
         let Some(last) = runs.last().filter(|_| !grown.is_empty()) else { return out };
         let mut found = None;
         if runs.len() > 1 {
             for (i, u) in runs.iter().enumerate() {
-                let Ok((result, _, lost)) = self.execute(&u.batch, &u.keep, &u.text, "bisect")
+                let Ok((result, besides, lost)) =
+                    self.execute(&u.batch, &u.keep, &u.text, "bisect")
                 else {
                     continue;
                 };
+                out.besides.extend(besides.into_iter().map(|s| Seen {
+                    sighting: s,
+                    result: result.clone(),
+                    batch: u.batch.clone(),
+                    keep: u.keep.clone(),
+                }));
                 if lost {
                     break;
                 }
@@ -956,7 +967,8 @@ pub(crate) fn fuzz(
 }
 
 /// Takes in a read-out of the VMs: the batches that reached new rxe code are
-/// kept, the coverage is reported; returns the leak it saw, to settle.
+/// kept, the coverage is reported; returns what it saw (a leak, and what its
+/// bisection's runs showed besides), to settle.
 fn took_in(
     report: &mut FuzzReport,
     kept: &mut Vec<Batch>,
@@ -976,7 +988,7 @@ fn took_in(
     if cov.off.is_none() {
         report.rxe.over_time.push((start.elapsed().as_secs_f64(), cov.functions.len()));
     }
-    read.leaks
+    read.leaks.into_iter().chain(read.besides).collect()
 }
 
 /// What a fuzzing run has found so far, and how to settle what it sees next.
