@@ -946,9 +946,7 @@ pub(crate) fn fuzz(
         report.batch_ms = time.means();
         progress(&report, &report.findings[before..]);
     }
-    // The last runs, not read out yet: with the agents stopped first, so that
-    // their devices' closing is traced too.
-    runner.agents.clear();
+    // The last runs, not read out yet.
     if let Some(read) = runner.flush() {
         let leaks = took_in(&mut report, &mut kept, &runner.coverage, read, start);
         found.settle_all(&mut runner, &mut report, leaks.into())?;
