@@ -182,9 +182,7 @@ impl Coverage {
         }
         gain
     }
-}
 
-impl Coverage {
     /// Turns the tracer off in both VMs (best effort: a VM that does not
     /// answer has no tracer worth stopping).
     fn stop(&self) {

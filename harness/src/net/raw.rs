@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::time::{Duration, Instant};
 
 use dissector::craft::Host;
-use dissector::wire::ethernet::Mac;
+use dissector::wire::ethernet::{self, Mac};
 use pnet::datalink::{self, Channel, DataLinkReceiver, DataLinkSender, NetworkInterface};
 use pnet::packet::arp::{ArpHardwareTypes, ArpOperations, ArpPacket, MutableArpPacket};
 use pnet::packet::ethernet::{EtherTypes, EthernetPacket, MutableEthernetPacket};
@@ -236,7 +236,7 @@ impl Link {
                 break;
             }
             if let Ok(f) = self.rx.next() {
-                if f.get(6..12) == Some(&them.0[..]) {
+                if ethernet::Frame::new_checked(f).is_ok_and(|e| e.src() == them) {
                     last = Instant::now();
                 }
             }
