@@ -637,10 +637,19 @@ mod tests {
         let (path, bytes) = fixture(fx.path(), 600, 1000);
         assert!(bytes.len() as u64 > CAPTURE_CHUNK, "the fixture spans two chunks");
         let argv = vec!["cp".to_string(), path.to_string_lossy().into_owned(), FILE_ARG.into()];
-        let c = Capture::run_command(&argv, None, CAPTURE_MAX).unwrap();
+        let mut c = Capture::run_command(&argv, None, CAPTURE_MAX).unwrap();
         assert!(c.how().starts_with(&format!("cp {} /", path.display())), "{}", c.how());
         assert!(c.how().ends_with("/capture"), "{}", c.how());
         let dir = c.dir.path().to_path_buf();
+        // `run_command` returns once the file has its first bytes; `stop` ends a
+        // command still running (SIGINT), which cuts a copy short. This command
+        // ends by itself: wait for that (a loaded host may still be copying).
+        let Way::Command(run) = &mut c.way else { panic!("a command capture") };
+        let until = Instant::now() + Duration::from_secs(20);
+        while run.ended().unwrap().is_none() {
+            assert!(Instant::now() < until, "cp did not end");
+            std::thread::sleep(Duration::from_millis(5));
+        }
         let got = c.stop().unwrap();
         assert_eq!(
             (got.bytes, got.frames, got.dropped, got.cut_short),
