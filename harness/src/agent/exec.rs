@@ -26,6 +26,7 @@ use crate::protocol::stream::StreamContent;
 use crate::protocol::{
     self, Action, Connect, ConnectBy, CounterDeltas, Event, FromAgent, Hex, MrInfo, MwInfo,
     ProbeOrder, ProbeSent, QpInfo, ReadError, Refusal, RemoteRef, SgeRef, ToAgent, Verb, Wc,
+    COMPLETION_GRACE_MS,
 };
 use crate::verbs::{
     Ah, Binding, CmConn, Completion, Context, Cq, FlushWr, Given, Mr, Mw, Pd, Qp, Remote, Reset,
@@ -334,10 +335,17 @@ impl Agent {
             ToAgent::Listen { qp, port } => self.listen(qp, port),
             ToAgent::Connect(c) => self.connect(c),
             ToAgent::Do { index, action, judged } => self.act(index, action, judged),
-            ToAgent::Completions { min, wait_ms } => match self.limits.may_wait(wait_ms) {
-                Ok(()) => self.completions(min, Duration::from_millis(wait_ms)),
-                Err(e) => Err(e.into()),
-            },
+            ToAgent::Completions { min, wait_ms, grace_ms } => {
+                let grace_ms = grace_ms.unwrap_or(COMPLETION_GRACE_MS);
+                match self.limits.may_wait(wait_ms.saturating_add(grace_ms)) {
+                    Ok(()) => self.completions(
+                        min,
+                        Duration::from_millis(wait_ms),
+                        Duration::from_millis(grace_ms),
+                    ),
+                    Err(e) => Err(e.into()),
+                }
+            }
             ToAgent::ReadMemory { mr } => self.read_memory(&mr),
             ToAgent::Verify { mr, offset, content } => self.verify(&mr, offset, &content),
             ToAgent::Guards => self.ep().map(|ep| FromAgent::Guards {
@@ -427,10 +435,12 @@ impl Agent {
         if !matches!(q.qp, Handle::Created(_)) || q.listening.is_some() {
             return err(format!("QP `{qp}` is listening or connected already"));
         }
-        let l = if q.setup.connect == ConnectBy::RdmaCm {
-            Listening::Cm(CmConn::listen(cm_ipv4(&q.setup, my_ip)?, port)?)
-        } else {
-            Listening::Tcp(exchange_listen(my_ip, port)?)
+        let l = match q.setup.connect {
+            ConnectBy::RdmaCm => Listening::Cm(CmConn::listen(cm_ipv4(&q.setup, my_ip)?, port)?),
+            ConnectBy::Tcp => Listening::Tcp(exchange_listen(my_ip, port)?),
+            ConnectBy::Controller => {
+                return err(format!("QP `{qp}` is connected by the controller: nothing listens"))
+            }
         };
         q.listening = Some((port, l));
         Ok(FromAgent::Listening { qp })
@@ -474,7 +484,7 @@ impl Agent {
                 return err(format!("QP `{}` listens on port {port}: its Connect must be the passive side's, on that port", c.qp));
             }
             Some((_, l)) => Some(l),
-            None if !c.passive => None,
+            None if !c.passive || q.setup.connect == ConnectBy::Controller => None,
             None if q.setup.connect == ConnectBy::RdmaCm => {
                 Some(Listening::Cm(CmConn::listen(cm_ipv4(&q.setup, my_ip)?, c.port)?))
             }
@@ -484,7 +494,24 @@ impl Agent {
             return err(format!("QP `{}` was connected already", c.qp));
         };
         let mut from_cm = None;
-        let (peer, peer_qkey) = if q.setup.connect == ConnectBy::RdmaCm {
+        let (peer, peer_qkey) = if q.setup.connect == ConnectBy::Controller {
+            // What the peer's Setup answered, as the controller passed it on; its
+            // GID is where this QP's packets go, so it is held to the limits too.
+            let given = c.peer.as_ref().ok_or_else(|| {
+                AgentError::from(format!(
+                    "QP `{}` is connected by the controller, whose Connect names no peer",
+                    c.qp
+                ))
+            })?;
+            let gid: Ipv6Addr = given.gid.parse().map_err(|_| {
+                AgentError::from(format!("peer GID `{}` is not an IPv6 address", given.gid))
+            })?;
+            limits.may_connect(my_ip, gid_ip(&gid.octets()))?;
+            let peer = Peer { qpn: given.qpn, psn: given.psn, gid: gid.octets() };
+            let peer_for_rtr = (q.setup.kind != QpKind::Ud).then_some(peer);
+            q.qp = Handle::Connected(created.connect(&attrs, peer_for_rtr)?);
+            (peer, given.qkey.unwrap_or(0))
+        } else if q.setup.connect == ConnectBy::RdmaCm {
             cm_ipv4(&q.setup, my_ip)?;
             let IpAddr::V4(peer4) = peer_ip else {
                 return err("rdma_cm here connects over IPv4 addresses");
@@ -655,11 +682,16 @@ impl Agent {
         Ok(FromAgent::Done { index, probe, mw, stream, refused: None, qp_state, notified })
     }
 
-    fn completions(&mut self, min: usize, wait: Duration) -> AgentResult<FromAgent> {
+    fn completions(
+        &mut self,
+        min: usize,
+        wait: Duration,
+        grace: Duration,
+    ) -> AgentResult<FromAgent> {
         let ep = self.ep()?;
         ep.poll_until(min, wait)?;
         // A moment more for anything unexpected (an error after the expected ones).
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(grace);
         ep.drain()?;
         Ok(FromAgent::Completions { wcs: ep.wcs.clone(), events: ep.events.clone() })
     }

@@ -120,6 +120,7 @@ fn setup(sc: &Scenario, name: &str) -> protocol::Setup {
             connect: match q.connect {
                 ConnectMethod::Tcp => ConnectBy::Tcp,
                 ConnectMethod::RdmaCm => ConnectBy::RdmaCm,
+                ConnectMethod::Controller => ConnectBy::Controller,
             },
             atomic_write: posts(sc, name, &q.name, |v| matches!(v, Verb::AtomicWrite { .. })),
             flush: posts(sc, name, &q.name, |v| matches!(v, Verb::Flush { .. })),

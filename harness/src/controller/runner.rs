@@ -23,12 +23,12 @@ use super::at_agents;
 use super::link::{unexpected, Agent, Deadline, Unsupported};
 use super::resolve::{self, Plan};
 use crate::protocol::READ_BACK_MAX;
-use crate::protocol::{self, Action, FromAgent, MrInfo, ToAgent};
+use crate::protocol::{self, Action, FromAgent, QpInfo, ToAgent};
 use crate::results::{
     AgentsCapture, Connection, EndpointFacts, Evidence, Laps, Phase, StepAnswer, StreamRun,
     Verified,
 };
-use crate::scenario::model::{Memory, Scenario, Step};
+use crate::scenario::model::{ConnectMethod, Memory, Qp, Scenario, Step};
 
 /// How long one agent request may take (a `wait_completions` step adds its own).
 const ANSWER_WITHIN: Duration = Duration::from_secs(20);
@@ -168,18 +168,38 @@ fn claim(
     Ok(c)
 }
 
-/// How many completions the expectations wait for on `endpoint`.
+/// How many completions the expectations wait for on `endpoint`, and for how
+/// long: [`COMPLETIONS_WITHIN`], or longer where an expectation's `within_ms`
+/// says so; when every expectation waited for names its completion (`wr_id`,
+/// `index`, no `count`) with a `within_ms`, the longest of them. Such a
+/// completion polled later than its `within_ms` after setup fails anyway, and
+/// the wait starts after the steps: waiting no longer changes no verdict, only
+/// how soon a run whose operations never complete ends (`roce fuzz`'s batches
+/// are such runs).
 fn completions_wanted(sc: &Scenario, endpoint: &str) -> (usize, Duration) {
     let mut min = 0;
     let mut within = COMPLETIONS_WITHIN;
+    let mut bounded: Option<Duration> = None;
+    let mut unbounded = false;
     for e in sc.expect.completion.iter().filter(|e| e.on == endpoint) {
-        min = min
-            .max(e.count.unwrap_or(0))
-            .max(e.index.map(|i| i + 1).unwrap_or(0))
-            .max(usize::from(e.wr_id.is_some()));
+        let wants = e.count.unwrap_or(0).max(e.index.map(|i| i + 1).unwrap_or(0));
+        let wants = wants.max(usize::from(e.wr_id.is_some()));
+        min = min.max(wants);
         if let Some(ms) = e.within_ms {
             within = within.max(Duration::from_millis(ms));
         }
+        // The judge holds a completion named by `wr_id` or `index` to its
+        // `within_ms`, but not a `count` (of the whole run, whenever polled).
+        match e.within_ms.filter(|_| e.count.is_none()) {
+            Some(ms) if wants > 0 => {
+                bounded = Some(bounded.unwrap_or_default().max(Duration::from_millis(ms)))
+            }
+            _ if wants > 0 => unbounded = true,
+            _ => {}
+        }
+    }
+    if let Some(b) = bounded.filter(|_| !unbounded) {
+        within = b;
     }
     // Waiting for every wr_id named is the agent's `min` in total, at least.
     let named =
@@ -650,43 +670,79 @@ fn connect(
     agents: &mut BTreeMap<String, Agent>,
     out: &mut Evidence,
 ) -> Result<()> {
-    // Connect each QP: the passive side listens, then both are asked to connect;
-    // both answer once connected.
-    for (i, q) in sc.qps.iter().enumerate() {
-        let [p, act] = &q.between;
-        let facts =
-            |e: &str| out.endpoints.get(e).ok_or_else(|| anyhow!("endpoint {e} was not set up"));
-        let (p_ip, p_mrs): (String, Vec<MrInfo>) = (facts(p)?.ip.clone(), facts(p)?.mrs.clone());
-        let (a_ip, a_mrs): (String, Vec<MrInfo>) =
-            (facts(act)?.ip.clone(), facts(act)?.mrs.clone());
-        let msg = |passive: bool, peer_ip: &str, peer_mrs: Vec<MrInfo>| {
-            ToAgent::Connect(protocol::Connect {
-                qp: q.name.clone(),
-                passive,
-                peer_ip: peer_ip.to_string(),
-                port: slot.connect_port(i),
-                peer_mrs,
-            })
-        };
+    // The QPs the controller connects first: every Connect is sent before any
+    // answer is read (there is no exchange between the endpoints to wait for),
+    // so both agents bring their QPs up at once. Then the others, one at a time:
+    // the passive side listens, then both are asked to connect; both answer once
+    // connected.
+    let by_controller = |q: &&Qp| q.connect == ConnectMethod::Controller;
+    let mut asked = Vec::new();
+    for (i, q) in sc.qps.iter().enumerate().filter(|(_, q)| by_controller(q)) {
+        asked.extend(ask_connect(q, slot.connect_port(i), agents, out)?);
+    }
+    for e in &asked {
+        connected(e, agents, out)?;
+    }
+    for (i, q) in sc.qps.iter().enumerate().filter(|(_, q)| !by_controller(q)) {
         // The passive side listens before the active side is asked: its first
         // SYN or REQ finds a listener (no refused attempt on the wire, no retry).
         let listen = ToAgent::Listen { qp: q.name.clone(), port: slot.connect_port(i) };
+        let p = &q.between[0];
         match agent(agents, p)?.request(&listen, ANSWER_WITHIN)? {
             FromAgent::Listening { .. } => {}
             other => return Err(unexpected(p, "Listening", &other)),
         }
-        agent(agents, p)?.send(&msg(true, &a_ip, a_mrs))?;
-        agent(agents, act)?.send(&msg(false, &p_ip, p_mrs))?;
-        for e in [act, p] {
-            match agent(agents, e)?.recv(CONNECT_WITHIN)? {
-                FromAgent::Connected { qp, local, remote, peer_mrs_from_cm } => out
-                    .connections
-                    .push(Connection { qp, endpoint: e.clone(), local, remote, peer_mrs_from_cm }),
-                other => return Err(unexpected(e, "Connected", &other)),
-            }
+        for e in ask_connect(q, slot.connect_port(i), agents, out)? {
+            connected(&e, agents, out)?;
         }
     }
     Ok(())
+}
+
+/// Asks both ends of `q` to connect it (the passive side first), each told the
+/// other's address and MRs, and, connected by the controller, the other's QP as
+/// its setup answered; the endpoints whose answer is to be read, in order.
+fn ask_connect(
+    q: &Qp,
+    port: u16,
+    agents: &mut BTreeMap<String, Agent>,
+    out: &Evidence,
+) -> Result<[String; 2]> {
+    let [p, act] = &q.between;
+    let facts =
+        |e: &str| out.endpoints.get(e).ok_or_else(|| anyhow!("endpoint {e} was not set up"));
+    let peer_qp = |e: &str| -> Result<Option<QpInfo>> {
+        if q.connect != ConnectMethod::Controller {
+            return Ok(None);
+        }
+        let info = facts(e)?.qps.iter().find(|x| x.name == q.name).cloned();
+        info.map(Some).ok_or_else(|| anyhow!("endpoint {e} did not set QP `{}` up", q.name))
+    };
+    let msg = |passive: bool, peer: &str| -> Result<ToAgent> {
+        Ok(ToAgent::Connect(protocol::Connect {
+            qp: q.name.clone(),
+            passive,
+            peer_ip: facts(peer)?.ip.clone(),
+            port,
+            peer_mrs: facts(peer)?.mrs.clone(),
+            peer: peer_qp(peer)?,
+        }))
+    };
+    agent(agents, p)?.send(&msg(true, act)?)?;
+    agent(agents, act)?.send(&msg(false, p)?)?;
+    Ok([act.clone(), p.clone()])
+}
+
+/// Reads endpoint `e`'s answer to a Connect.
+fn connected(e: &str, agents: &mut BTreeMap<String, Agent>, out: &mut Evidence) -> Result<()> {
+    match agent(agents, e)?.recv(CONNECT_WITHIN)? {
+        FromAgent::Connected { qp, local, remote, peer_mrs_from_cm } => {
+            let endpoint = e.to_string();
+            out.connections.push(Connection { qp, endpoint, local, remote, peer_mrs_from_cm });
+            Ok(())
+        }
+        other => Err(unexpected(e, "Connected", &other)),
+    }
 }
 
 /// Phase [`Phase::Steps`]: the steps, in order. With a recording whose clock
@@ -796,7 +852,8 @@ fn collect(
         if wait < within {
             cut.insert(name.clone(), min);
         }
-        a.send(&ToAgent::Completions { min, wait_ms: wait.as_millis() as u64 })?;
+        let grace_ms = sc.completion_grace_ms;
+        a.send(&ToAgent::Completions { min, wait_ms: wait.as_millis() as u64, grace_ms })?;
     }
     for (name, a) in agents.iter_mut() {
         let (_, within) = completions_wanted(sc, name);
@@ -851,4 +908,69 @@ fn collect(
     }
     laps.lap(&mut out.timings, Phase::Memory);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// One QP between a and b, and the completion expectations `expect` (TOML).
+    fn scenario(expect: &str) -> Scenario {
+        let text = format!(
+            r#"
+name = "x"
+[endpoints.a]
+[endpoints.b]
+[[qp]]
+name = "q"
+type = "rc"
+between = ["b", "a"]
+[[mr]]
+name = "m"
+on = "a"
+size = 8
+[[step]]
+on = "a"
+op = "send"
+qp = "q"
+wr_id = 1
+sge = [{{ mr = "m" }}]
+[[step]]
+on = "a"
+op = "send"
+qp = "q"
+wr_id = 2
+sge = [{{ mr = "m" }}]
+{expect}
+"#
+        );
+        crate::scenario::check::parse_str(Path::new("t.toml"), &text)
+            .unwrap_or_else(|e| panic!("{}", e[0]))
+    }
+
+    fn wanted(expect: &str) -> (usize, u64) {
+        let (min, within) = completions_wanted(&scenario(expect), "a");
+        (min, within.as_millis() as u64)
+    }
+
+    #[test]
+    fn the_wait_is_the_longest_within_ms_only_when_every_awaited_completion_has_one() {
+        let one = |wr, ms: &str| format!("[[expect.completion]]\non = \"a\"\nwr_id = {wr}\n{ms}\n");
+        assert_eq!(wanted(&one(1, "")), (1, 3000), "no within_ms: the usual 3 s");
+        assert_eq!(wanted(&one(1, "within_ms = 800")), (1, 800));
+        let both = one(1, "within_ms = 800") + &one(2, "within_ms = 400");
+        assert_eq!(wanted(&both), (2, 800), "the longest of them");
+        let mixed = one(1, "within_ms = 800") + &one(2, "");
+        assert_eq!(wanted(&mixed), (2, 3000), "one without: as before");
+        assert_eq!(wanted(&one(1, "within_ms = 5000")), (1, 5000), "longer than 3 s, as before");
+        // A count is of the whole run, whenever polled: its within_ms bounds nothing.
+        let count = "[[expect.completion]]\non = \"a\"\ncount = 2\nwithin_ms = 100\n";
+        assert_eq!(wanted(count), (2, 3000));
+        let beside = "[[expect.completion]]\non = \"a\"\nwr_id = 1\ncount = 2\nwithin_ms = 100\n";
+        assert_eq!(wanted(beside), (2, 3000));
+        // b waits for nothing: its wait is not shortened by a's bounds.
+        let sc = scenario(&one(1, "within_ms = 800"));
+        assert_eq!(completions_wanted(&sc, "b"), (0, COMPLETIONS_WITHIN));
+    }
 }

@@ -157,10 +157,14 @@ pub(crate) enum ToAgent {
         judged: bool,
     },
     /// All completions polled so far, waiting up to `wait_ms` until there are at
-    /// least `min`.
+    /// least `min`, then polling `grace_ms` more (default
+    /// [`COMPLETION_GRACE_MS`]; not sent when it is, so an agent of before reads
+    /// the request).
     Completions {
         min: usize,
         wait_ms: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        grace_ms: Option<u64>,
     },
     /// An MR's current content.
     ReadMemory {
@@ -193,6 +197,11 @@ pub(crate) enum ToAgent {
     /// the next scenario) and end this controller's session.
     Teardown,
 }
+
+/// How long an agent goes on polling once the completions a run waits for have
+/// come, for anything unexpected after them (an error behind the expected ones),
+/// unless the scenario says otherwise (`completion_grace_ms`).
+pub(crate) const COMPLETION_GRACE_MS: u64 = 50;
 
 /// One endpoint's verbs objects.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -283,6 +292,10 @@ pub(crate) enum ConnectBy {
     Tcp,
     /// librdmacm; the MR table rides in the private data.
     RdmaCm,
+    /// Each side is told the other's QPN, PSN and GID by the controller, from
+    /// what the other's `Setup` answered ([`Connect::peer`]): nothing passes
+    /// between the endpoints but the scenario's own traffic.
+    Controller,
 }
 
 /// How a QP runs its transport (one home: [`crate::vocab::QpParams`]).
@@ -353,6 +366,11 @@ pub(crate) struct Connect {
     pub peer_ip: String,
     pub port: u16,
     pub peer_mrs: Vec<MrInfo>,
+    /// The peer's QP as its `Setup` answered, for a QP connected by the
+    /// controller ([`ConnectBy::Controller`]); not sent otherwise, so an agent of
+    /// before reads every other `Connect`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<QpInfo>,
 }
 
 /// A slice of an MR of this endpoint.
@@ -1169,7 +1187,8 @@ mod tests {
     fn round_trip_and_refusals() {
         let mut buf = Vec::new();
         write_msg(&mut buf, &ToAgent::Hello { version: VERSION }).unwrap();
-        write_msg(&mut buf, &ToAgent::Completions { min: 2, wait_ms: 100 }).unwrap();
+        write_msg(&mut buf, &ToAgent::Completions { min: 2, wait_ms: 100, grace_ms: None })
+            .unwrap();
         let mut r = &buf[..];
         assert_eq!(
             read_msg::<_, ToAgent>(&mut r).unwrap(),
@@ -1177,7 +1196,7 @@ mod tests {
         );
         assert_eq!(
             read_msg::<_, ToAgent>(&mut r).unwrap(),
-            Some(ToAgent::Completions { min: 2, wait_ms: 100 })
+            Some(ToAgent::Completions { min: 2, wait_ms: 100, grace_ms: None })
         );
         assert!(read_msg::<_, ToAgent>(&mut r).unwrap().is_none());
 

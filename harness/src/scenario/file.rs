@@ -110,6 +110,11 @@ pub(crate) struct ScenarioFile {
     /// Whole-scenario deadline in milliseconds, setup included (default 30 000).
     #[serde(default)]
     pub(crate) timeout_ms: Option<Spanned<u64>>,
+    /// How long each endpoint goes on polling once the completions the
+    /// expectations wait for have come, for anything after them (an error behind
+    /// the expected ones), in milliseconds: 0 to 1 000 (default 50).
+    #[serde(default)]
+    pub(crate) completion_grace_ms: Option<Spanned<u64>>,
     /// What every endpoint's device must have (`atomic_write`, `flush`,
     /// `flush_persistent`, `mw_type1`, `mw_type2`, `srq`); on a device without
     /// it the scenario is skipped, with the reason, before anything is set up.
@@ -203,6 +208,11 @@ pub(crate) enum ConnectMethod {
     /// librdmacm: listen / resolve / connect / accept; the MR table rides in the
     /// private data.
     RdmaCm,
+    /// The controller tells each endpoint the other's QPN, PSN and GID (and MRs)
+    /// from what their setups reported: no connection between the endpoints, so
+    /// the wire holds nothing before the scenario's own traffic, and the QPs are
+    /// up sooner (what `roce fuzz` uses). An application cannot connect this way.
+    Controller,
 }
 
 /// A value that may differ per endpoint: `x` or `{ a = x, b = y }`.
@@ -1221,6 +1231,10 @@ pub(crate) struct CompletionFile {
     /// `index`, the total must be this too.
     #[serde(default)]
     pub(crate) count: Option<usize>,
+    /// The completion was polled at most this many ms after the endpoint's setup
+    /// ended. When every completion an endpoint waits for (by `wr_id` or `index`,
+    /// without `count`) has one, the run waits for them only as long as the
+    /// longest, not the usual 3 s after the steps.
     #[serde(default)]
     pub(crate) within_ms: Option<u64>,
     /// What IBA requires, where a device may deviate: judged as usual, but a

@@ -27,6 +27,10 @@ pub(crate) use crate::vocab::{Errno, QpStateName};
 pub(crate) const DEFAULT_TIMEOUT_MS: u64 = 30_000;
 /// How long a probe step waits for the answer when it sets no `settle_ms`.
 pub(crate) const DEFAULT_SETTLE_MS: u64 = 20;
+/// How long a `wait_completions` step waits when it sets no `within_ms`.
+pub(crate) const DEFAULT_WAIT_COMPLETIONS_MS: u64 = 2000;
+/// How long an `await_notify` step waits when it sets no `within_ms`.
+pub(crate) const DEFAULT_NOTIFY_MS: u64 = 500;
 /// The longest a probe step may wait: answers come within milliseconds and a
 /// requester's retry timer within seconds; minutes are a typo.
 pub(crate) const MAX_SETTLE_MS: u64 = 10_000;
@@ -41,6 +45,9 @@ pub(crate) struct Scenario {
     pub(crate) name: String,
     /// The whole scenario's deadline, setup included.
     pub(crate) timeout: Duration,
+    /// `completion_grace_ms` (`None`: the agent's default,
+    /// [`crate::protocol::COMPLETION_GRACE_MS`]).
+    pub(crate) completion_grace_ms: Option<u64>,
     pub(crate) endpoints: BTreeMap<String, Endpoint>,
     pub(crate) qps: Vec<Qp>,
     pub(crate) mrs: Vec<Mr>,

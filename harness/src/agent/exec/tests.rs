@@ -91,7 +91,7 @@ fn waits_beyond_the_limit_are_refused() {
             judged: false,
         },
         ToAgent::Do { index: 2, action: Action::AwaitNotify { within_ms: long }, judged: false },
-        ToAgent::Completions { min: 1, wait_ms: long },
+        ToAgent::Completions { min: 1, wait_ms: long, grace_ms: None },
         ToAgent::Do { index: 3, action: Action::Sleep { ms: 1 }, judged: false },
     ]);
     for r in &a[..4] {

@@ -41,6 +41,8 @@ const MAX_RING: u64 = 16 << 20;
 
 /// The `timeout_ms` a scenario may set.
 const TIMEOUT_MS: std::ops::RangeInclusive<u64> = 1_000..=3_600_000;
+/// The `completion_grace_ms` a scenario may set.
+const GRACE_MS: std::ops::RangeInclusive<u64> = 0..=1_000;
 /// The largest MR a scenario may ask for.
 const MAX_MR: u64 = 64 << 20;
 
@@ -415,6 +417,14 @@ impl<'a> Checker<'a> {
             Some(t) => t.value,
             None => DEFAULT_TIMEOUT_MS,
         };
+        let grace = f.completion_grace_ms.as_ref().map(|g| g.value);
+        if let Some(g) = f.completion_grace_ms.as_ref().filter(|g| !GRACE_MS.contains(&g.value)) {
+            self.err(
+                Some(g.span.clone()),
+                format!("a completion grace of {} ms: give {} to {}", g.value, GRACE_MS.start(), GRACE_MS.end()),
+                Some("how long the run polls on once the completions it waits for have come (default 50)".into()),
+            );
+        }
         for (n, d) in f.endpoints.iter().filter_map(|(n, e)| Some((n, e.cq_depth.as_ref()?))) {
             if !crate::protocol::cq_depth_fits(d.value) {
                 let max = crate::protocol::MAX_CQ_DEPTH;
@@ -455,6 +465,7 @@ impl<'a> Checker<'a> {
         Scenario {
             name: f.name.value.clone(),
             timeout: Duration::from_millis(timeout),
+            completion_grace_ms: grace.filter(|g| GRACE_MS.contains(g)),
             endpoints,
             qps,
             mrs,

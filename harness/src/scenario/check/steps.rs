@@ -55,7 +55,7 @@ impl<'a> Checker<'a> {
                 }
                 StepOp::WaitCompletions { on, count, within_ms } => {
                     self.endpoint_ok(s.at("on"), on);
-                    let within_ms = within_ms.unwrap_or(2000);
+                    let within_ms = within_ms.unwrap_or(DEFAULT_WAIT_COMPLETIONS_MS);
                     self.check_wait(s, "within_ms", within_ms, &mut seen);
                     Some(act(on, Action::WaitCompletions { count: *count, within_ms }))
                 }
@@ -86,7 +86,7 @@ impl<'a> Checker<'a> {
                     .endpoint_ok(s.at("on"), on)
                     .then(|| act(on, Action::ArmCq { solicited_only: *solicited_only })),
                 StepOp::AwaitNotify { on, within_ms, .. } => {
-                    let within_ms = within_ms.unwrap_or(500);
+                    let within_ms = within_ms.unwrap_or(DEFAULT_NOTIFY_MS);
                     self.check_wait(s, "within_ms", within_ms, &mut seen);
                     self.endpoint_ok(s.at("on"), on)
                         .then(|| act(on, Action::AwaitNotify { within_ms }))

@@ -134,6 +134,28 @@ fn a_probes_quiet_gap_is_shorter_than_its_wait() {
 }
 
 #[test]
+fn completion_grace_is_bounded_and_reaches_the_model() {
+    let sc = parse_str(Path::new("t.toml"), GOOD).unwrap_or_else(|e| panic!("{}", e[0]));
+    assert_eq!(sc.completion_grace_ms, None, "unset: the agent's own default");
+    for ok in [0, 10, 1000] {
+        let sc = parse_str(Path::new("t.toml"), &format!("completion_grace_ms = {ok}\n{GOOD}"))
+            .unwrap_or_else(|e| panic!("{}", e[0]));
+        assert_eq!(sc.completion_grace_ms, Some(ok));
+    }
+    for bad in ["1001", "9223372036854775807"] {
+        let e = errors(&format!("completion_grace_ms = {bad}\n{GOOD}"));
+        assert_eq!(e.len(), 1, "{e:#?}");
+        let m = e[0].to_string();
+        assert!(
+            m.contains(&format!("a completion grace of {bad} ms: give 0 to 1000"))
+                && m.contains("--> t.toml:1:23\n")
+                && m.contains("hint:"),
+            "{m}"
+        );
+    }
+}
+
+#[test]
 fn scenario_timeout_is_bounded() {
     for bad in ["0", "999", "3600001", "9223372036854775807"] {
         let e = errors(&format!("timeout_ms = {bad}\n{GOOD}"));
