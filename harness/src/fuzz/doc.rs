@@ -17,6 +17,13 @@ pub(super) struct Doc {
     next: usize,
 }
 
+/// How long after its steps may have ended a batch's operation may complete:
+/// every QP a batch posts on gives up within 70 ms (ACK timeout 16.8 ms, 3
+/// retries; `fixtures/requester-setup.toml`, `fixtures/liveness-objects.toml`),
+/// and a probe's `settle_ms`, counted in full, is itself tens of ms more than
+/// its quiet gap takes.
+const COMPLETION_MARGIN_MS: u64 = 500;
+
 /// A table of a fixture, as its header says: `[a.b]` or `[[a.b]]`.
 enum Header {
     Table(Table),
@@ -57,6 +64,28 @@ impl Doc {
         }
         let path: Vec<Key> = path.iter().map(|k| Key::new(*k)).collect();
         self.place(&path, Header::Array(t));
+    }
+
+    /// Gives every completion the batch waits for by name (`wr_id`, `index`) a
+    /// `within_ms`: the longest its steps may take ([`step_ms`]) and
+    /// [`COMPLETION_MARGIN_MS`] more. The run stops waiting for an operation that
+    /// never completes then, not 3 s after the steps: the sighting is the same,
+    /// sooner (`completions_wanted` in the controller).
+    pub(super) fn bound_completions(&mut self) {
+        let steps = self.doc.get("step").and_then(Item::as_array_of_tables);
+        let ms = COMPLETION_MARGIN_MS + steps.map_or(0, |s| s.iter().map(step_ms).sum::<u64>());
+        let Some(expect) = self.doc.get_mut("expect").and_then(Item::as_table_mut) else {
+            return;
+        };
+        let Some(wcs) = expect.get_mut("completion").and_then(Item::as_array_of_tables_mut) else {
+            return;
+        };
+        for t in wcs.iter_mut() {
+            let named = t.contains_key("wr_id") || t.contains_key("index");
+            if named && !t.contains_key("count") && !t.contains_key("within_ms") {
+                t.insert("within_ms", toml_edit::value(int(ms)));
+            }
+        }
     }
 
     fn merge(&mut self, text: &str, top: Option<&str>) {
@@ -148,6 +177,29 @@ impl std::fmt::Display for Doc {
 
 /// A key's item that is a value of its table (`a.b = 1` included), not a table
 /// with a header of its own.
+/// The longest step `t` may take: a probe its `settle_ms`, a wait its
+/// `within_ms` (or the default), a sleep its `ms`, any other step 50 ms (a
+/// round trip to an agent under TCG is a few).
+fn step_ms(t: &Table) -> u64 {
+    use crate::scenario::model::{
+        DEFAULT_NOTIFY_MS, DEFAULT_SETTLE_MS, DEFAULT_WAIT_COMPLETIONS_MS,
+    };
+    let num = |v: Option<&Item>| v.and_then(Item::as_integer).map(|n| n.max(0) as u64);
+    let settle = t
+        .get("probe")
+        .and_then(Item::as_inline_table)
+        .and_then(|p| p.get("settle_ms"))
+        .and_then(Value::as_integer)
+        .map(|n| n.max(0) as u64);
+    match t.get("op").and_then(Item::as_str).unwrap_or("") {
+        "probe" => settle.unwrap_or(DEFAULT_SETTLE_MS),
+        "sleep" => num(t.get("ms")).unwrap_or(0),
+        "wait_completions" => num(t.get("within_ms")).unwrap_or(DEFAULT_WAIT_COMPLETIONS_MS),
+        "await_notify" => num(t.get("within_ms")).unwrap_or(DEFAULT_NOTIFY_MS),
+        _ => 50,
+    }
+}
+
 fn is_value(item: &Item) -> bool {
     item.is_value() || item.as_table().is_some_and(Table::is_dotted)
 }
@@ -231,6 +283,7 @@ mod tests {
                 let known = [
                     "format",
                     "timeout_ms",
+                    "completion_grace_ms",
                     "requires",
                     "endpoints",
                     "qp",
@@ -281,6 +334,52 @@ mod tests {
         assert!(at("[endpoints.a]") < at("\"one\"") && at("\"one\"") < at("two \"2\""));
         assert!(at("two \"2\"") < at("\"three\"") && at("\"three\"") < at("[[expect.memory]]"));
         assert!(at("[[expect.probe]]") < at("\"four\""));
+    }
+
+    /// Every completion waited for by name gets the steps' longest time and the
+    /// margin; one with a `count`, or its own `within_ms`, keeps what it says.
+    #[test]
+    fn awaited_completions_are_bounded_by_the_steps() {
+        let mut d = Doc::new(["t"]);
+        d.fixture(
+            r#"
+[[step]]
+op = "probe"
+probe = { id = "p0", settle_ms = 50, quiet_ms = 10 }
+[[step]]
+op = "probe"
+probe = { id = "p1" }
+[[step]]
+op = "wait_completions"
+count = 1
+[[step]]
+op = "sleep"
+ms = 7
+[[step]]
+op = "write"
+[[expect.completion]]
+wr_id = 1
+[[expect.completion]]
+index = 0
+[[expect.completion]]
+count = 2
+[[expect.completion]]
+wr_id = 3
+within_ms = 9
+"#,
+        );
+        d.bound_completions();
+        let back: toml::Table = toml::from_str(&d.to_string()).expect("TOML");
+        let within: Vec<Option<i64>> = back["expect"]["completion"]
+            .as_array()
+            .expect("completions")
+            .iter()
+            .map(|c| c.get("within_ms").and_then(toml::Value::as_integer))
+            .collect();
+        use crate::scenario::model::{DEFAULT_SETTLE_MS, DEFAULT_WAIT_COMPLETIONS_MS};
+        let steps = 50 + DEFAULT_SETTLE_MS + DEFAULT_WAIT_COMPLETIONS_MS + 7 + 50;
+        let ms = (COMPLETION_MARGIN_MS + steps) as i64;
+        assert_eq!(within, [Some(ms), Some(ms), None, Some(9)]);
     }
 
     #[test]

@@ -42,9 +42,11 @@ const PMTU: u32 = 1024;
 const BIG_SIZE: u32 = 4096;
 /// The longest a probe waits for its answers, and the quiet gap after which it
 /// has had them: rxe under TCG answers a probe within 1–7 ms (measured in the
-/// lab with a busy host), so b quiet for 15 ms has answered.
+/// lab with a busy host: 0.65–6.33 ms; in the switch's recordings of 212 fuzz
+/// batches, 635 of 643 answers to requests within 2 ms and none of a responder
+/// batch's later than 2.5 ms), so b quiet for 10 ms has answered.
 const SETTLE_MS: u32 = 50;
-const QUIET_MS: u32 = 15;
+const QUIET_MS: u32 = 10;
 
 /// One crafted request of a batch.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -770,6 +772,7 @@ impl Batch {
             let mut doc = Doc::new(header);
             doc.set("name", name);
             r.write(keep, &mut doc);
+            doc.bound_completions();
             return doc.to_string();
         }
         let kept: Vec<&ProbeGen> = keep.iter().filter_map(|&i| self.probes.get(i)).collect();
@@ -809,6 +812,7 @@ impl Batch {
                 doc.push(&["expect", "probe"], t, Some(why));
             }
         }
+        doc.bound_completions();
         doc.to_string()
     }
 
