@@ -48,28 +48,41 @@ const MAX_LIFESPAN_MS: u64 = 200;
 /// (10 ms, which a 250 Hz kernel such as the lab's shows as 12), so a read right
 /// after another's (the last scenario's teardown) is
 /// that read again. The gap is longer than the cache's lifespan, so the second
-/// read is the device's own.
-pub(super) fn read_settled(device: &str, port: u8) -> BTreeMap<String, u64> {
+/// read is the device's own. `earlier`: a read already made, and when (the
+/// setup's): the first of the two, so the gap may have gone by already.
+pub(super) fn read_settled(
+    device: &str,
+    port: u8,
+    earlier: Option<(BTreeMap<String, u64>, Instant)>,
+) -> BTreeMap<String, u64> {
     let lifespan = lifespan_under(Path::new(SYSFS), device, port);
     let gap = QUIET.max(lifespan * 2);
-    settle(|| read(device, port), gap, SETTLE_WITHIN, std::thread::sleep)
+    let earlier = earlier.map(|(read, at)| (read, at.elapsed()));
+    settle(earlier, || read(device, port), gap, SETTLE_WITHIN, std::thread::sleep)
 }
 
 /// Reads (with `read`) until two reads `gap` apart agree, or `within` has gone
-/// by: the last read.
-fn settle<R, S>(mut read: R, gap: Duration, within: Duration, mut sleep: S) -> BTreeMap<String, u64>
+/// by: the last read. The first is `earlier`'s (a read, and how long ago it
+/// was made) when given.
+fn settle<R, S>(
+    earlier: Option<(BTreeMap<String, u64>, Duration)>,
+    mut read: R,
+    gap: Duration,
+    within: Duration,
+    mut sleep: S,
+) -> BTreeMap<String, u64>
 where
     R: FnMut() -> BTreeMap<String, u64>,
     S: FnMut(Duration),
 {
     let until = Instant::now() + within;
-    let mut last = read();
+    let (mut last, mut ago) = earlier.unwrap_or_else(|| (read(), Duration::ZERO));
     // A device without counters has nothing to settle.
     if last.is_empty() {
         return last;
     }
     loop {
-        sleep(gap);
+        sleep(gap.saturating_sub(std::mem::take(&mut ago)));
         let now = read();
         if now == last || Instant::now() >= until {
             return now;
@@ -220,12 +233,14 @@ mod tests {
         let mut reads = vec![m(5), m(6), m(6), m(7)].into_iter();
         let mut slept = Vec::new();
         let gap = Duration::from_millis(30);
-        let got = settle(|| reads.next().unwrap(), gap, Duration::from_secs(60), |d| slept.push(d));
+        let got =
+            settle(None, || reads.next().unwrap(), gap, Duration::from_secs(60), |d| slept.push(d));
         assert_eq!(got, m(6));
         assert_eq!(slept, vec![gap, gap], "read three times, a gap apart");
         // Still moving when the time is up: the last read, not a wait forever.
         let mut n = 0;
         let got = settle(
+            None,
             || {
                 n += 1;
                 m(n)
@@ -238,6 +253,7 @@ mod tests {
         // No counters: nothing to wait for.
         let mut calls = 0;
         let got = settle(
+            None,
             || {
                 calls += 1;
                 BTreeMap::new()
@@ -248,6 +264,35 @@ mod tests {
         );
         assert!(got.is_empty());
         assert_eq!(calls, 1);
+        // An earlier read counts as the first: only what is left of the gap is
+        // waited, and none once it has gone by.
+        for (ago, left) in
+            [(Duration::from_millis(12), Duration::from_millis(18)), (gap * 2, Duration::ZERO)]
+        {
+            let mut reads = vec![m(6)].into_iter();
+            let mut slept = Vec::new();
+            let earlier = Some((m(6), ago));
+            let got = settle(
+                earlier,
+                || reads.next().unwrap(),
+                gap,
+                Duration::from_secs(60),
+                |d| slept.push(d),
+            );
+            assert_eq!((got, slept), (m(6), vec![left]), "{ago:?} ago");
+        }
+        // Moved since: a gap more, as without one.
+        let mut reads = vec![m(7), m(7)].into_iter();
+        let mut slept = Vec::new();
+        let earlier = Some((m(6), gap * 2));
+        let got = settle(
+            earlier,
+            || reads.next().unwrap(),
+            gap,
+            Duration::from_secs(60),
+            |d| slept.push(d),
+        );
+        assert_eq!((got, slept), (m(7), vec![Duration::ZERO, gap]));
     }
 
     #[test]

@@ -210,6 +210,8 @@ struct Local {
     /// The device port's counters when the controller asked for a baseline
     /// (`Baseline`), or else when its setup was done.
     counters_before: BTreeMap<String, u64>,
+    /// When `counters_before` was read.
+    counters_read: Instant,
 }
 
 /// What the two ends of a TCP exchange tell each other.
@@ -329,7 +331,8 @@ impl Agent {
             ToAgent::Capabilities { device } => self.capabilities(device.as_deref()),
             ToAgent::Setup(s) => self.setup(s),
             ToAgent::Baseline => self.ep().map(|ep| {
-                ep.counters_before = super::counters::read_settled(&ep.ctx.name, ep.port);
+                let earlier = Some((std::mem::take(&mut ep.counters_before), ep.counters_read));
+                ep.counters_before = super::counters::read_settled(&ep.ctx.name, ep.port, earlier);
                 FromAgent::Baseline { counters: ep.counters_before.len() }
             }),
             ToAgent::Listen { qp, port } => self.listen(qp, port),

@@ -75,6 +75,7 @@ impl Agent {
             // Setup sends nothing: from here on, what the counters count is the
             // scenario's.
             counters_before: crate::agent::counters::read(&device, port),
+            counters_read: Instant::now(),
         });
         Ok(FromAgent::SetupDone {
             device,
