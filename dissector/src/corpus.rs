@@ -11,12 +11,10 @@
 //! the capture writers, the wire vocabulary (opcodes, PSNs, syndromes, CM messages) and
 //! the RoCE version of [`crate::frame`].
 use std::io::{self, Write};
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use crate::capture::{OutPacket, PcapWriter, PcapngWriter};
 use crate::craft::{self, Conversation, Dir, Encap, Host, IcrcMode, Timed};
 use crate::frame::RoceVersion;
-use crate::wire::ethernet::Mac;
 use crate::wire::ext::{DethRepr, RethRepr};
 use crate::wire::mad::{CmMessage, CmRep, CmReq};
 use crate::wire::{BthRepr, Opcode, Psn, Syndrome, Transport as Tr};
@@ -30,17 +28,6 @@ pub struct Capture {
     pub link: LinkType,
     pub snaplen: u32,
     pub frames: Vec<Timed>,
-}
-
-fn host(last: u8) -> Host {
-    Host { mac: Mac([0x02, 0, 0, 0, 0, last]), ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)) }
-}
-
-fn host6(last: u8) -> Host {
-    Host {
-        mac: Mac([0x02, 0, 0, 0, 0, last]),
-        ip: IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, last as u16)),
-    }
 }
 
 fn cm_setup(c: &mut Conversation) {
@@ -200,7 +187,7 @@ fn uc_ud() -> Vec<Timed> {
     c.write(Dir::AtoB, 0x3000, 0x77, 1500, None);
     c.send(Dir::AtoB, 100, None);
     c.send(Dir::BtoA, 100, Some(9));
-    let mut u = Conversation::between(host(1), 0x0000_00c1, host(2), 0x0000_00c2);
+    let mut u = Conversation::between(Host::v4(1), 0x0000_00c1, Host::v4(2), 0x0000_00c2);
     u.transport = Tr::Ud;
     u.now_ns = c.now_ns;
     u.ud_send(Dir::AtoB, 256, None, 0x1111_1111);
@@ -365,38 +352,38 @@ pub fn all() -> Vec<Capture> {
             "vlan.pcap",
             "802.1Q VLAN 100",
             eth,
-            with_encap(Encap { vlans: vec![100], ..Default::default() }, host(1), host(2)),
+            with_encap(Encap { vlans: vec![100], ..Default::default() }, Host::v4(1), Host::v4(2)),
         ),
         cap(
             "qinq.pcap",
             "QinQ: 802.1ad 10 over 802.1Q 20",
             eth,
-            with_encap(Encap { vlans: vec![10, 20], ..Default::default() }, host(1), host(2)),
+            with_encap(Encap { vlans: vec![10, 20], ..Default::default() }, Host::v4(1), Host::v4(2)),
         ),
-        cap("ipv6.pcap", "RoCEv2 over IPv6", eth, with_encap(Encap::default(), host6(1), host6(2))),
+        cap("ipv6.pcap", "RoCEv2 over IPv6", eth, with_encap(Encap::default(), Host::v6(1), Host::v6(2))),
         cap(
             "rocev1.pcap",
             "RoCEv1: GRH over ethertype 0x8915",
             eth,
-            with_encap(Encap { version: RoceVersion::V1, ..Default::default() }, host6(1), host6(2)),
+            with_encap(Encap { version: RoceVersion::V1, ..Default::default() }, Host::v6(1), Host::v6(2)),
         ),
         cap(
             "sll.pcap",
             "Linux cooked capture v1 (tcpdump -i any)",
             LinkType::LINUX_SLL,
-            with_encap(Encap { link: LinkType::LINUX_SLL, ..Default::default() }, host(1), host(2)),
+            with_encap(Encap { link: LinkType::LINUX_SLL, ..Default::default() }, Host::v4(1), Host::v4(2)),
         ),
         cap(
             "sll2.pcap",
             "Linux cooked capture v2",
             LinkType::LINUX_SLL2,
-            with_encap(Encap { link: LinkType::LINUX_SLL2, ..Default::default() }, host(1), host(2)),
+            with_encap(Encap { link: LinkType::LINUX_SLL2, ..Default::default() }, Host::v4(1), Host::v4(2)),
         ),
         cap(
             "raw_ip.pcap",
             "Raw IP link type",
             LinkType::RAW,
-            with_encap(Encap { link: LinkType::RAW, ..Default::default() }, host(1), host(2)),
+            with_encap(Encap { link: LinkType::RAW, ..Default::default() }, Host::v4(1), Host::v4(2)),
         ),
         Capture {
             name: "snaplen64.pcap",
@@ -443,8 +430,9 @@ impl Capture {
 /// pairs over 8 QP pairs, `packets` frames in all.
 pub fn write_bench(w: impl Write, packets: u64) -> io::Result<()> {
     let mut w = PcapWriter::new(w, LinkType::ETHERNET, 65535)?;
-    let mut convs: Vec<Conversation> =
-        (0..8u32).map(|i| Conversation::between(host(1), 0x100 + i, host(2), 0x200 + i)).collect();
+    let mut convs: Vec<Conversation> = (0..8u32)
+        .map(|i| Conversation::between(Host::v4(1), 0x100 + i, Host::v4(2), 0x200 + i))
+        .collect();
     let mut n = 0u64;
     let mut ts = 1_700_000_000_000_000_000u64;
     'outer: loop {

@@ -63,6 +63,20 @@ pub struct Host {
 }
 
 impl Host {
+    /// Synthetic host number `last`: 10.0.0.`last`, MAC 02:00:00:00:00:`last`
+    /// (locally administered), as the project's crafted captures have them.
+    pub fn v4(last: u8) -> Host {
+        Host { mac: mac(last), ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)) }
+    }
+
+    /// [`Host::v4`] over IPv6: fd00::`last`.
+    pub fn v6(last: u8) -> Host {
+        Host {
+            mac: mac(last),
+            ip: IpAddr::V6(Ipv6Addr::new(0xfd00, 0, 0, 0, 0, 0, 0, last.into())),
+        }
+    }
+
     /// The host's GID: its IPv6 address, or the IPv4-mapped form (`::ffff:a.b.c.d`).
     pub fn gid(&self) -> Ipv6Addr {
         match self.ip {
@@ -105,6 +119,27 @@ pub struct Transport {
     /// `None`: pad to a multiple of 4 and set PadCnt accordingly.
     pub pad: Option<u8>,
     pub icrc: IcrcMode,
+}
+
+/// One RC packet from `src` to `dst`'s QP 0x11 (P_Key 0xffff): opcode `op`
+/// at `psn`, with `payload` and what `enc` says of the headers below it: the
+/// frame tests build most.
+pub fn rc_packet(
+    enc: &Encap,
+    src: &Host,
+    dst: &Host,
+    op: Opcode,
+    psn: u32,
+    payload: &[u8],
+) -> Vec<u8> {
+    let bth = BthRepr {
+        opcode: op,
+        p_key: 0xffff,
+        dest_qp: 0x11,
+        psn: Psn::new(psn),
+        ..Default::default()
+    };
+    build(enc, src, dst, &Transport { bth, payload: payload.to_vec(), ..Default::default() })
 }
 
 /// Builds one frame.
@@ -340,12 +375,7 @@ fn mac(last: u8) -> Mac {
 impl Conversation {
     /// Two hosts 10.0.0.1 (QP 0x11) and 10.0.0.2 (QP 0x12) over RoCEv2/IPv4, RC, MTU 1024.
     pub fn new() -> Conversation {
-        Conversation::between(
-            Host { mac: mac(1), ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)) },
-            0x11,
-            Host { mac: mac(2), ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, 2)) },
-            0x12,
-        )
+        Conversation::between(Host::v4(1), 0x11, Host::v4(2), 0x12)
     }
 
     pub fn between(a: Host, a_qpn: u32, b: Host, b_qpn: u32) -> Conversation {

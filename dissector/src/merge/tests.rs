@@ -1,15 +1,8 @@
-use std::net::{IpAddr, Ipv4Addr};
-
 use super::*;
-use crate::craft::{build, Encap, Host, Transport};
-use crate::wire::ethernet::Mac;
-use crate::wire::{BthRepr, Opcode, Psn};
+use crate::craft::{rc_packet, Encap, Host};
+use crate::wire::Opcode;
 
 const MS: u64 = 1_000_000;
-
-fn host(last: u8) -> Host {
-    Host { mac: Mac([0x52, 0x54, 0, 0, 0, last]), ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)) }
-}
 
 /// A RoCE frame from host `from` to host `to`: `op` of `psn`, IP identification
 /// `ident`.
@@ -19,18 +12,12 @@ fn roce(from: u8, to: u8, op: u8, psn: u32, ident: u16) -> Vec<u8> {
 
 /// [`roce`], with the IP and UDP header fields of `encap`.
 fn roce_as(encap: &Encap, from: u8, to: u8, op: u8, psn: u32) -> Vec<u8> {
-    let t = Transport {
-        bth: BthRepr {
-            opcode: Opcode(op),
-            p_key: 0xffff,
-            dest_qp: 0x11,
-            psn: Psn::new(psn),
-            ..Default::default()
-        },
-        payload: if op == 0x11 { Vec::new() } else { b"payload!".to_vec() },
-        ..Default::default()
-    };
-    build(encap, &host(from), &host(to), &t)
+    let payload: &[u8] = if op == ACK { b"" } else { b"payload!" };
+    rc_packet(encap, &host(from), &host(to), Opcode(op), psn, payload)
+}
+
+fn host(last: u8) -> Host {
+    Host::v4(last)
 }
 
 const A: u8 = 1;

@@ -332,27 +332,14 @@ fn merge_into(
 mod tests {
     use super::*;
     use dissector::capture::{OutPacket, PcapngWriter};
-    use dissector::craft::{build, Encap, Host, Transport};
-    use dissector::wire::ethernet::Mac;
-    use dissector::wire::{BthRepr, Opcode, Psn};
+    use dissector::craft::{rc_packet, Encap, Host};
+    use dissector::wire::Opcode;
     use dissector::LinkType;
-    use std::net::Ipv4Addr;
-
-    fn host(last: u8) -> Host {
-        Host { mac: Mac([2, 0, 0, 0, 0, last]), ip: IpAddr::V4(Ipv4Addr::new(10, 0, 0, last)) }
-    }
 
     /// A frame from host `from` to `to`: `op` of `psn`, IP identification `ident`.
     fn roce(from: u8, to: u8, op: u8, psn: u32, ident: u16) -> Vec<u8> {
-        let bth = BthRepr {
-            opcode: Opcode(op),
-            p_key: 0xffff,
-            dest_qp: 0x11,
-            psn: Psn::new(psn),
-            ..Default::default()
-        };
-        let t = Transport { bth, payload: vec![7; 8], ..Default::default() };
-        build(&Encap { ip_ident: ident, ..Encap::default() }, &host(from), &host(to), &t)
+        let enc = Encap { ip_ident: ident, ..Encap::default() };
+        rc_packet(&enc, &Host::v4(from), &Host::v4(to), Opcode(op), psn, &[7; 8])
     }
 
     /// A pcapng of `frames`, each with its comment (marks), in order.
