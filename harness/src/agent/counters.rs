@@ -265,33 +265,18 @@ mod tests {
         assert!(got.is_empty());
         assert_eq!(calls, 1);
         // An earlier read counts as the first: only what is left of the gap is
-        // waited, and none once it has gone by.
-        for (ago, left) in
-            [(Duration::from_millis(12), Duration::from_millis(18)), (gap * 2, Duration::ZERO)]
-        {
-            let mut reads = vec![m(6)].into_iter();
+        // waited, and none once it has gone by; one that moved since, a gap more.
+        let ms = Duration::from_millis;
+        let from = |earlier, reads: Vec<BTreeMap<String, u64>>| {
+            let mut reads = reads.into_iter();
             let mut slept = Vec::new();
-            let earlier = Some((m(6), ago));
-            let got = settle(
-                earlier,
-                || reads.next().unwrap(),
-                gap,
-                Duration::from_secs(60),
-                |d| slept.push(d),
-            );
-            assert_eq!((got, slept), (m(6), vec![left]), "{ago:?} ago");
-        }
-        // Moved since: a gap more, as without one.
-        let mut reads = vec![m(7), m(7)].into_iter();
-        let mut slept = Vec::new();
-        let earlier = Some((m(6), gap * 2));
-        let got = settle(
-            earlier,
-            || reads.next().unwrap(),
-            gap,
-            Duration::from_secs(60),
-            |d| slept.push(d),
-        );
+            let got =
+                settle(Some(earlier), || reads.next().unwrap(), gap, ms(60_000), |d| slept.push(d));
+            (got, slept)
+        };
+        assert_eq!(from((m(6), ms(12)), vec![m(6)]), (m(6), vec![ms(18)]));
+        assert_eq!(from((m(6), gap * 2), vec![m(6)]), (m(6), vec![Duration::ZERO]));
+        let (got, slept) = from((m(6), gap * 2), vec![m(7), m(7)]);
         assert_eq!((got, slept), (m(7), vec![Duration::ZERO, gap]));
     }
 

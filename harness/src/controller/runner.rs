@@ -943,12 +943,6 @@ op = "send"
 qp = "q"
 wr_id = 1
 sge = [{{ mr = "m" }}]
-[[step]]
-on = "a"
-op = "send"
-qp = "q"
-wr_id = 2
-sge = [{{ mr = "m" }}]
 {expect}
 "#
         );
