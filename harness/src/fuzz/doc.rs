@@ -175,8 +175,6 @@ impl std::fmt::Display for Doc {
     }
 }
 
-/// A key's item that is a value of its table (`a.b = 1` included), not a table
-/// with a header of its own.
 /// The longest step `t` may take: a probe its `settle_ms`, a wait its
 /// `within_ms` (or the default), a sleep its `ms`, any other step 50 ms (a
 /// round trip to an agent under TCG is a few).
@@ -200,6 +198,8 @@ fn step_ms(t: &Table) -> u64 {
     }
 }
 
+/// A key's item that is a value of its table (`a.b = 1` included), not a table
+/// with a header of its own.
 fn is_value(item: &Item) -> bool {
     item.is_value() || item.as_table().is_some_and(Table::is_dotted)
 }

@@ -417,14 +417,17 @@ impl<'a> Checker<'a> {
             Some(t) => t.value,
             None => DEFAULT_TIMEOUT_MS,
         };
-        let grace = f.completion_grace_ms.as_ref().map(|g| g.value);
-        if let Some(g) = f.completion_grace_ms.as_ref().filter(|g| !GRACE_MS.contains(&g.value)) {
-            self.err(
-                Some(g.span.clone()),
-                format!("a completion grace of {} ms: give {} to {}", g.value, GRACE_MS.start(), GRACE_MS.end()),
-                Some("how long the run polls on once the completions it waits for have come (default 50)".into()),
-            );
-        }
+        let grace = match &f.completion_grace_ms {
+            Some(g) if !GRACE_MS.contains(&g.value) => {
+                self.err(
+                    Some(g.span.clone()),
+                    format!("a completion grace of {} ms: give {} to {}", g.value, GRACE_MS.start(), GRACE_MS.end()),
+                    Some("how long the run polls on once the completions it waits for have come (default 50)".into()),
+                );
+                None
+            }
+            g => g.as_ref().map(|g| g.value),
+        };
         for (n, d) in f.endpoints.iter().filter_map(|(n, e)| Some((n, e.cq_depth.as_ref()?))) {
             if !crate::protocol::cq_depth_fits(d.value) {
                 let max = crate::protocol::MAX_CQ_DEPTH;
@@ -465,7 +468,7 @@ impl<'a> Checker<'a> {
         Scenario {
             name: f.name.value.clone(),
             timeout: Duration::from_millis(timeout),
-            completion_grace_ms: grace.filter(|g| GRACE_MS.contains(g)),
+            completion_grace_ms: grace,
             endpoints,
             qps,
             mrs,
