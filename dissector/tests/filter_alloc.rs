@@ -62,6 +62,8 @@ fn evaluating_allocates_nothing_per_frame() {
         "udp.port & 0xff00 != 0x1200 || infiniband.aeth.syndrome & 0xff == infiniband.aeth.syndrome",
         "infiniband.aeth.syndrome.opcode == 3 || infiniband.aeth.syndrome.credit_count",
         r#"frame.protocols contains "data" && _ws.col.Info matches "ack""#,
+        "frame[0:1,12-13] == 02:08:00 || eth.src[-3:] & 00:00:01 || ip.addr[3] == 2",
+        r#"infiniband[0:4,8:] contains 11 || frame.protocols[0:3] == "eth" || data[0] & 1"#,
     ]
     .iter()
     .map(|t| Filter::compile(t).unwrap_or_else(|e| panic!("{e}")))

@@ -30,6 +30,8 @@ pub(super) enum Tok {
     Word(String),
     /// A value in double quotes, escapes resolved.
     Str(String),
+    /// `[…]` after a name: what is between the brackets, as written (a slice).
+    Slice(String),
 }
 
 /// The relations a test can use. tshark 4.0's meanings for fields that occur more
@@ -86,6 +88,7 @@ impl Tok {
             Tok::Rel(r) => format!("`{}`", r.symbol()),
             Tok::Word(w) => format!("`{w}`"),
             Tok::Str(s) => format!("the string {s:?}"),
+            Tok::Slice(s) => format!("`[{s}]`"),
         }
     }
 }
@@ -157,6 +160,10 @@ pub(super) fn lex(text: &str) -> Result<Vec<(Tok, Span)>, FilterError> {
                 let (s, len) = string(text, i)?;
                 (Tok::Str(s), len)
             }
+            '[' => match text[i..].find(']') {
+                Some(end) => (Tok::Slice(text[i + 1..i + end].to_string()), end + 1),
+                None => return err(ErrorKind::UnclosedBracket, i..i + 1),
+            },
             c if word_char(c) => {
                 let len = text[i..].find(|c: char| !word_char(c)).unwrap_or(text.len() - i);
                 let w = &text[i..i + len];

@@ -46,10 +46,19 @@
 //!   the bytes no dissector claims — a RoCE payload **with its pad**, without the
 //!   ICRC; a TCP payload. `frame`: every captured byte. Other protocols (`tcp`,
 //!   `vlan`, …) and headers (`infiniband.reth`) are present or not.
+//! - A slice `NAME[…]` reads some of a value's bytes ([`slice`]: `[i:len]`,
+//!   `[i-j]` with `j` included, `[i]`, `[i:]`, `[:len]`, negative offsets from the
+//!   end, parts joined with `,`): of a byte, text, MAC, IPv4 or IPv6 field, or of a
+//!   protocol's own bytes (`eth[0:2]`, `udp[2:2]`, `frame[-4:]`). A slice is a byte
+//!   string: compared, `contains`, `matches`, masked; alone it holds when not
+//!   empty. A part past the value's end ends the slice (`eth.src[7:1]` is empty),
+//!   as in tshark; no `in` after a slice, no slice on the value's side.
 //! - `FIELD & MASK` (or `bitwise_and`) holds when the field ANDed with the mask is
 //!   not zero; `FIELD & MASK REL VALUE` compares the AND (`infiniband.aeth.syndrome &
-//!   0x60 == 0x60`: a NAK). Masks may follow one another (`& 0x60 & 0x20`). As in
-//!   tshark 4.0: only number fields take a mask; a mask, and a number a masked field
+//!   0x60 == 0x60`: a NAK). Masks may follow one another (`& 0x60 & 0x20`). Byte
+//!   strings (byte fields, slices) and MACs take a byte mask and are ANDed byte by
+//!   byte, as long as the shorter (`eth.dst[0] & 1`: multicast; a whole MAC's mask
+//!   is a MAC). As in tshark 4.0: a mask, and a number a masked field
 //!   is compared with, fit the field's type (FT_UINT8: at most 255, [`Field::max`]);
 //!   no `in`, `contains` or `matches` after a mask, no parentheses around
 //!   `FIELD & MASK` before a comparison, and no `bitand` (tshark's word is
@@ -75,10 +84,11 @@
 //! `_ws.col.Info`) can be filtered on.
 //!
 //! Short of tshark 4.0, refused with an error: a field or an address as a mask
-//! (`udp.port & udp.length`, `ip.src & 255.0.0.0`), masks on MACs and bytes, a mask
+//! (`udp.port & udp.length`, `ip.src & 255.0.0.0`), a mask
 //! on the value's side (`== 0x60 & 0x60`), the bytes of other protocols and of
-//! headers (`tcp contains …`, `infiniband.reth == …`), negative numbers (`data.len >
-//! -1`), slices (`[i:j]`) and functions (`len()`), which our language has nowhere.
+//! headers (`tcp contains …`, `infiniband.reth == …`, `infiniband.reth[0]`), negative
+//! numbers (`data.len > -1`), a field or slice compared with a slice
+//! (`frame[0:6] == eth.dst`) and functions (`len()`), which our language has nowhere.
 //! Numbers compared with a field without a mask are not checked against the field's
 //! type (tshark refuses `udp.port == 70000`; we keep no frame).
 //!
@@ -89,6 +99,7 @@
 
 mod lex;
 mod parse;
+mod slice;
 
 use core::cmp::Ordering;
 use core::fmt;
@@ -99,6 +110,7 @@ use std::net::{Ipv4Addr, Ipv6Addr};
 
 pub use lex::Rel;
 use parse::{Expr, Operand, Rhs as PRhs, SetElem};
+use slice::Slice;
 
 use crate::ctx::{Ctx, Shown};
 use crate::diag;
@@ -211,6 +223,22 @@ pub enum ErrorKind {
     },
     /// `… == 0x60 & 0x60`: a mask on the value's side.
     MaskOnValue,
+    /// `eth.src[0:3`: no `]`.
+    UnclosedBracket,
+    /// `eth.src[2-1]`, `eth.src[0:0]`, `eth.src[a:2]`.
+    BadSlice {
+        text: String,
+        why: String,
+    },
+    /// `udp.port[0]`: only bytes, text, addresses and protocols can be sliced.
+    SliceNotForType {
+        name: String,
+        what: &'static str,
+    },
+    /// `frame[0:2] == eth.src[0:2]`: a slice on the value's side.
+    SliceOnValue,
+    /// `eth.src[0:1] in {…}`: tshark 4.0 tests only a field for membership.
+    SliceInSet,
 }
 
 impl fmt::Display for ErrorKind {
@@ -279,6 +307,17 @@ impl fmt::Display for ErrorKind {
             ErrorKind::MaskOnValue => {
                 f.write_str("`&` applies to the field on the left, not to the value compared with")
             }
+            ErrorKind::UnclosedBracket => f.write_str("this `[` is never closed"),
+            ErrorKind::BadSlice { text, why } => write!(f, "`{text}` is not a slice: {why}"),
+            ErrorKind::SliceNotForType { name, what } => {
+                write!(f, "{name} ({what}) cannot be sliced into bytes")
+            }
+            ErrorKind::SliceOnValue => {
+                f.write_str("bytes read this way compare with bytes written out: a field or a slice on the value's side is not supported")
+            }
+            ErrorKind::SliceInSet => {
+                f.write_str("a slice cannot be tested for membership in a set (tshark 4.0 tests only a field)")
+            }
         }
     }
 }
@@ -290,7 +329,7 @@ impl ErrorKind {
             ErrorKind::SingleEquals => "write `==` (or `eq`)".into(),
             ErrorKind::SingleAmpersandOrBar { c } => format!("write `{c}{c}`, or `or`"),
             ErrorKind::BadCharacter { .. } => {
-                "fields, values, `== != < > <= >= contains matches in`, `&`, `and or not`, `( )` and `{ }` make a filter".into()
+                "fields, values, `== != < > <= >= contains matches in`, `&`, `and or not`, `( )`, `{ }` and slices `[i:j]` make a filter".into()
             }
             ErrorKind::UnknownField { suggestion: Some(s), .. } => {
                 format!("did you mean `{s}`? (`roce decode -G fields` lists the fields)")
@@ -320,10 +359,21 @@ impl ErrorKind {
             ErrorKind::MaskOnValue => {
                 "compare with the value itself: `infiniband.aeth.syndrome & 0x60 == 0x60`".into()
             }
+            ErrorKind::UnclosedBracket | ErrorKind::BadSlice { .. } => SLICE_FORMS.into(),
+            ErrorKind::SliceNotForType { .. } => format!(
+                "slices apply to byte, text, MAC and address fields, and to the protocols {}",
+                byte_protocols()
+            ),
+            ErrorKind::SliceOnValue => "compare the slice with bytes: `eth.src[0:3] == 52:54:00`".into(),
+            ErrorKind::SliceInSet => {
+                "compare the slice with each value: `eth.src[0] == 52 or eth.src[0] == 02`".into()
+            }
             _ => return None,
         })
     }
 }
+
+const SLICE_FORMS: &str = "a slice is `[start:length]`, `[start-end]` (end included), `[start]`, `[start:]` or `[:length]`; a negative offset counts from the end; parts join with `,`";
 
 /// `frame, eth, ip, ipv6, udp, infiniband and data`.
 fn byte_protocols() -> String {
@@ -589,13 +639,30 @@ enum Node {
         field: Field,
         mask: u64,
     },
-    /// `target REL rhs`; a field's (number) values ANDed with `mask` first.
+    /// `target REL rhs`; a field's (number) values ANDed with `mask` first, or
+    /// each value's bytes as `view` makes them (then compared as bytes).
     Cmp {
         target: Target,
         mask: Option<u64>,
+        view: Option<View>,
         rel: Rel,
         rhs: Rhs,
     },
+    /// `target[…]` alone: some value's slice is not empty; `target[…] & MASK`,
+    /// `target & MASK` (bytes): some value ANDed with the mask is not all zero.
+    Bytewise {
+        target: Target,
+        view: View,
+    },
+}
+
+/// The bytes a test reads of a value: a slice of them, then ANDed byte by byte
+/// with a mask (as tshark 4.0 ANDs byte strings: as long as the shorter of the
+/// two).
+#[derive(Debug, Clone)]
+struct View {
+    slice: Option<Slice>,
+    mask: Option<Box<[u8]>>,
 }
 
 /// A compiled display filter. Cheap to evaluate; not shared between threads (it
@@ -605,6 +672,10 @@ pub struct Filter {
     text: String,
     root: Node,
     scratch: RefCell<String>,
+    /// The joined parts of a slice of more than one part.
+    sliced: RefCell<Vec<u8>>,
+    /// A value's bytes ANDed with a mask.
+    masked: RefCell<Vec<u8>>,
 }
 
 impl Filter {
@@ -618,7 +689,13 @@ impl Filter {
             let expr = parse::parse(text, toks)?;
             Compiler { text }.expr(&expr)?
         };
-        Ok(Filter { text: text.to_string(), root, scratch: RefCell::new(String::new()) })
+        Ok(Filter {
+            text: text.to_string(),
+            root,
+            scratch: RefCell::new(String::new()),
+            sliced: RefCell::new(Vec::new()),
+            masked: RefCell::new(Vec::new()),
+        })
     }
 
     /// The filter as written.
@@ -638,6 +715,7 @@ impl Filter {
                 Node::Cmp { target, rhs, .. } => {
                     *target == Target::Field(field) || matches!(rhs, Rhs::Field(g) if *g == field)
                 }
+                Node::Bytewise { target, .. } => *target == Target::Field(field),
             }
         }
         walk(&self.root, field)
@@ -679,10 +757,36 @@ impl Filter {
                 self.each(*field, c, shown, |s| any |= matches!(s, Scalar::U(v) if v & mask != 0));
                 any
             }
-            Node::Cmp { target: Target::Field(field), mask, rel, rhs: Rhs::Field(g) } => {
-                self.pair(*field, *mask, *rel, *g, c, shown)
+            Node::Cmp {
+                target: Target::Field(field),
+                mask,
+                view: None,
+                rel,
+                rhs: Rhs::Field(g),
+            } => self.pair(*field, *mask, *rel, *g, c, shown),
+            Node::Bytewise { target, view } => {
+                let mut any = false;
+                let masked = view.mask.is_some();
+                self.view(*target, view, c, shown, |b| {
+                    any |= if masked { b.iter().any(|&x| x != 0) } else { !b.is_empty() }
+                });
+                any
             }
-            Node::Cmp { target, mask, rel, rhs } => {
+            Node::Cmp { target, mask, view: Some(view), rel, rhs } => {
+                debug_assert!(mask.is_none(), "a view takes the place of a number mask");
+                let (mut present, mut any, mut all) = (false, false, true);
+                self.view(*target, view, c, shown, |b| {
+                    let p = test(*rel, rhs, &Scalar::Bytes(b));
+                    present = true;
+                    any |= p;
+                    all &= p;
+                });
+                match rel {
+                    Rel::AllNe | Rel::AllEq => present && all,
+                    _ => any,
+                }
+            }
+            Node::Cmp { target, mask, view: None, rel, rhs } => {
                 let (mut present, mut any, mut all) = (false, false, true);
                 let mut one = |s: Scalar<'_>| {
                     let s = match (s, mask) {
@@ -735,6 +839,50 @@ impl Filter {
                 f(Scalar::Str(&buf))
             }
         })
+    }
+
+    /// Calls `f` with the bytes `view` makes of each value of `target` (a
+    /// protocol: of its own bytes, as far as captured).
+    fn view(
+        &self,
+        target: Target,
+        view: &View,
+        c: &Ctx<'_>,
+        shown: Shown,
+        mut f: impl FnMut(&[u8]),
+    ) {
+        let mut cut = |v: &[u8]| {
+            let mut sliced = self.sliced.borrow_mut();
+            let v = match &view.slice {
+                Some(s) => s.apply(v, &mut sliced),
+                None => v,
+            };
+            match &view.mask {
+                Some(m) => {
+                    let mut and = self.masked.borrow_mut();
+                    and.clear();
+                    and.extend(v.iter().zip(m.iter()).map(|(a, b)| a & b));
+                    f(&and)
+                }
+                None => f(v),
+            }
+        };
+        match target {
+            Target::Field(field) => self.each(field, c, shown, |s| match s {
+                Scalar::Bytes(b) => cut(b),
+                Scalar::Str(t) => cut(t.as_bytes()),
+                Scalar::Mac(m) => cut(&mac_bytes(m)),
+                Scalar::V4(a) => cut(&a.to_be_bytes()),
+                Scalar::V6(a) => cut(&a.to_be_bytes()),
+                // The compiler slices no other type.
+                Scalar::U(_) | Scalar::Time(_) | Scalar::Cut(_) => {}
+            }),
+            Target::Proto(p) => {
+                if let Some(b) = p.bytes(c) {
+                    cut(b.own())
+                }
+            }
+        }
     }
 
     /// `field [& mask] REL other`: every pair of their values (both are plain
@@ -898,6 +1046,12 @@ impl Compiler<'_> {
                 }
                 let name = lhs.text.as_str();
                 let field = Field::lookup(name).ok();
+                // Bytes read a slice at a time, or ANDed with a byte mask.
+                let byte_mask = !t.masks.is_empty()
+                    && field.is_some_and(|f| matches!(f.ty(), Ty::Bytes | Ty::Mac));
+                if t.slice.is_some() || byte_mask {
+                    return self.bytewise(t, field);
+                }
                 let proto = protocol(name);
                 let mask = match (t.masks.is_empty(), field, proto) {
                     (true, _, _) | (false, None, None) => None,
@@ -918,10 +1072,12 @@ impl Compiler<'_> {
                     },
                     (None, None, Some(p)) => Node::Proto(p),
                     (Some((rel, rel_span, rhs)), Some(f), _) => {
-                        self.cmp(Target::Field(f), mask, *rel, rel_span.clone(), rhs)?
+                        self.cmp(Target::Field(f), mask, None, *rel, rel_span.clone(), rhs)?
                     }
                     (Some((rel, rel_span, rhs)), None, Some(_)) => match ProtoBytes::lookup(name) {
-                        Some(p) => self.cmp(Target::Proto(p), None, *rel, rel_span.clone(), rhs)?,
+                        Some(p) => {
+                            self.cmp(Target::Proto(p), None, None, *rel, rel_span.clone(), rhs)?
+                        }
                         None => {
                             return self.err(
                                 lhs.span.clone(),
@@ -929,21 +1085,90 @@ impl Compiler<'_> {
                             )
                         }
                     },
-                    (_, None, None) => {
-                        let names = Field::ALL
-                            .iter()
-                            .map(|(_, n, _)| *n)
-                            .chain(PROTOCOLS.iter().map(|(n, _)| *n))
-                            .chain(Header::ALL.iter().map(|(n, _, _)| *n));
-                        let suggestion = did_you_mean(name, names);
-                        return self.err(
-                            lhs.span.clone(),
-                            ErrorKind::UnknownField { name: name.to_string(), suggestion },
-                        );
-                    }
+                    (_, None, None) => return Err(self.unknown(lhs)),
                 }
             }
         })
+    }
+
+    /// `name` is no field, protocol or header.
+    fn unknown(&self, name: &Operand) -> FilterError {
+        let names = Field::ALL
+            .iter()
+            .map(|(_, n, _)| *n)
+            .chain(PROTOCOLS.iter().map(|(n, _)| *n))
+            .chain(Header::ALL.iter().map(|(n, _, _)| *n));
+        let suggestion = did_you_mean(&name.text, names);
+        FilterError::new(
+            self.text,
+            name.span.clone(),
+            ErrorKind::UnknownField { name: name.text.clone(), suggestion },
+        )
+    }
+
+    /// A test of `NAME[…]`, `NAME[…] & MASK` or (a byte or MAC field) `NAME &
+    /// MASK`; `field` is the field `NAME` names, if any. Present (not empty, or
+    /// not all zero after a mask), or compared as a byte string.
+    fn bytewise(&self, t: &parse::Test, field: Option<Field>) -> Result<Node, FilterError> {
+        let lhs = &t.lhs;
+        let name = lhs.text.as_str();
+        let not_for = |what| ErrorKind::SliceNotForType { name: name.to_string(), what };
+        let target = match (field, ProtoBytes::lookup(name)) {
+            // tshark 4.0: "Range is not supported for entity _ws.col.Info".
+            (Some(f), _) if f.name().starts_with("_ws.col.") => {
+                return self.err(lhs.span.clone(), not_for("a column"))
+            }
+            (Some(f), _) => match f.ty() {
+                Ty::Bytes | Ty::Mac | Ty::Ipv4 | Ty::Ipv6 | Ty::Str => Target::Field(f),
+                ty => return self.err(lhs.span.clone(), not_for(ty.name())),
+            },
+            (None, Some(p)) => Target::Proto(p),
+            (None, None) if Header::lookup(name).is_some() => {
+                return self.err(lhs.span.clone(), not_for("a header, present or not"))
+            }
+            (None, None) if protocol(name).is_some() => {
+                return self.err(lhs.span.clone(), not_for("a protocol, present or not"))
+            }
+            (None, None) => return Err(self.unknown(lhs)),
+        };
+        let slice = match &t.slice {
+            // The text between the brackets starts one byte after `[`.
+            Some((inner, span)) => Some(Slice::parse(inner, span.start + 1).map_err(|e| {
+                let kind = ErrorKind::BadSlice { text: e.text, why: e.why };
+                FilterError::new(self.text, e.span, kind)
+            })?),
+            None => None,
+        };
+        // A whole MAC takes a MAC as its mask (tshark: "`1` contains too few
+        // bytes to be a valid Ethernet address"); a slice or byte field, bytes.
+        let mask_ty = if slice.is_none() { target.ty() } else { Ty::Bytes };
+        let mut mask: Option<Vec<u8>> = None;
+        for m in &t.masks {
+            if m.quoted {
+                let bad =
+                    ErrorKind::BadMask { text: m.text.clone(), why: "a mask is bytes, not text" };
+                return self.err(m.span.clone(), bad);
+            }
+            let bytes = match self.value(target.name(), mask_ty, m)? {
+                Const::Mac(v) => mac_bytes(v).to_vec(),
+                Const::Bytes(b) => b,
+                _ => {
+                    let bad = ErrorKind::BadMask { text: m.text.clone(), why: "not bytes" };
+                    return self.err(m.span.clone(), bad);
+                }
+            };
+            mask = Some(match mask {
+                Some(before) => before.iter().zip(&bytes).map(|(a, b)| a & b).collect(),
+                None => bytes,
+            });
+        }
+        let view = View { slice, mask: mask.map(Vec::into_boxed_slice) };
+        match &t.rel {
+            None => Ok(Node::Bytewise { target, view }),
+            Some((rel, rel_span, rhs)) => {
+                self.cmp(target, None, Some(view), *rel, rel_span.clone(), rhs)
+            }
+        }
     }
 
     /// The masks after `f` (`f & 0x60 & 0x20`), ANDed together: numbers no larger
@@ -986,11 +1211,13 @@ impl Compiler<'_> {
         &self,
         target: Target,
         mask: Option<u64>,
+        view: Option<View>,
         rel: Rel,
         rel_span: Range<usize>,
         rhs: &PRhs,
     ) -> Result<Node, FilterError> {
-        let ty = target.ty();
+        // A slice or a masked MAC is bytes, whatever it was made from.
+        let ty = if view.is_some() { Ty::Bytes } else { target.ty() };
         let not_for = |rel| ErrorKind::RelNotForType { rel, field: target.name(), ty };
         match rel {
             Rel::Contains if !matches!(ty, Ty::Str | Ty::Bytes | Ty::Mac) => {
@@ -1039,13 +1266,16 @@ impl Compiler<'_> {
                     let other = Field::lookup(&v.text)
                         .ok()
                         .filter(|_| !v.quoted && rel != Rel::Contains)
-                        .filter(|_| matches!(target, Target::Field(_)));
+                        .filter(|_| matches!(target, Target::Field(_)) && view.is_none());
                     // `contains` on a MAC looks for bytes (`eth.src contains 02:00`),
                     // not text.
                     let vty = if rel == Rel::Contains && ty == Ty::Mac { Ty::Bytes } else { ty };
                     if vty != ty && v.quoted {
                         let kind = ErrorKind::QuotedValue { field: target.name(), ty };
                         return self.err(v.span.clone(), kind);
+                    }
+                    if view.is_some() && !v.quoted && Field::lookup(&v.text).is_ok() {
+                        return self.err(v.span.clone(), ErrorKind::SliceOnValue);
                     }
                     let value = match other {
                         Some(_) if ty == Ty::Str => Err(None),
@@ -1110,7 +1340,7 @@ impl Compiler<'_> {
                 Rhs::Set(items)
             }
         };
-        Ok(Node::Cmp { target, mask, rel, rhs })
+        Ok(Node::Cmp { target, mask, view, rel, rhs })
     }
 
     /// The constant `v` means for `field`, whose values are of type `ty`.

@@ -43,6 +43,8 @@ pub(super) enum Rhs {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Test {
     pub lhs: Operand,
+    /// `[…]` after the name: the slice as written, and its span.
+    pub slice: Option<(String, Span)>,
     /// `& MASK` after the name, each mask as written (`a & 0x60 & 0x20`).
     pub masks: Vec<Operand>,
     /// The relation, its span, and what it compares with; `None`: "present" (with a
@@ -152,14 +154,25 @@ impl Parser<'_> {
 
     fn test(&mut self) -> Result<Expr, FilterError> {
         let lhs = self.operand("a field or protocol name")?;
+        let slice = match self.peek() {
+            Some((Tok::Slice(s), span)) => {
+                self.bump();
+                Some((s, span))
+            }
+            _ => None,
+        };
         let mut masks = Vec::new();
         while let Some((Tok::BitAnd, _)) = self.peek() {
             self.bump();
             masks.push(self.operand("a mask (a number) after `&`")?);
         }
         let Some((Tok::Rel(rel), rel_span)) = self.peek() else {
-            return Ok(Expr::Test(Test { lhs, masks, rel: None }));
+            return Ok(Expr::Test(Test { lhs, slice, masks, rel: None }));
         };
+        // tshark 4.0: "Only a field may be tested for membership in a set."
+        if rel == Rel::In && slice.is_some() {
+            return Err(self.error(rel_span, ErrorKind::SliceInSet));
+        }
         if !masks.is_empty() && matches!(rel, Rel::In | Rel::Contains | Rel::Matches) {
             let found = Tok::Rel(rel).describe();
             let expected = "a comparison (`==`, `!=`, `<`, …) after a mask, `and`, `or` or the end of the filter";
@@ -169,10 +182,12 @@ impl Parser<'_> {
         let rhs =
             if rel == Rel::In { Rhs::Set(self.set()?) } else { Rhs::One(self.operand("a value")?) };
         // `== 0x60 & 0x60`: arithmetic on the value's side.
-        if let Some((Tok::BitAnd, s)) = self.peek() {
-            return Err(self.error(s, ErrorKind::MaskOnValue));
+        match self.peek() {
+            Some((Tok::BitAnd, s)) => return Err(self.error(s, ErrorKind::MaskOnValue)),
+            Some((Tok::Slice(_), s)) => return Err(self.error(s, ErrorKind::SliceOnValue)),
+            _ => {}
         }
-        Ok(Expr::Test(Test { lhs, masks, rel: Some((rel, rel_span, rhs)) }))
+        Ok(Expr::Test(Test { lhs, slice, masks, rel: Some((rel, rel_span, rhs)) }))
     }
 
     /// `{a b, c..d e .. f}`: elements apart by commas or white space (tshark 4.0

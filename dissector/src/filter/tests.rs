@@ -561,6 +561,70 @@ fn bitwise_and() {
     assert_eq!(e.span, 34..36, "tshark 4.0 refuses it too");
 }
 
+/// Slices and byte masks, on the frames of [`frames`]: 10.0.0.1 → 10.0.0.2 are 1,
+/// 3 and 5; the BTH's first byte is the opcode (WRITE Only 0x0A, ACK 0x11, SEND
+/// Only with Immediate 0x05).
+#[test]
+fn slices_and_byte_masks() {
+    let f = frames();
+    assert_eq!(kept("ip.src[3] == 1", &f), [1, 3, 5]);
+    assert_eq!(kept("ip.src[-1:] == 02 and ip.dst[0:2] == 0a:00", &f), [2, 4]);
+    assert_eq!(kept("ip.addr[3] != 1", &f), NONE, "`!=`: every occurrence");
+    assert_eq!(kept("infiniband[0] == 0x0a", &f), [1, 5]);
+    assert_eq!(kept("frame[12:2] == 08:00 && frame[14] == 45", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("frame[0:1,12-13] == 02:08:00", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(
+        kept("frame[0:1,9999:1] == 02", &f),
+        [1, 2, 3, 4, 5],
+        "stops at the part past the end"
+    );
+    assert_eq!(kept("frame[9999:1,0:1] == \"\"", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("infiniband.immdt[-2:] == 12:34 && infiniband.immdt[0-1] == 00:00", &f), [3]);
+    assert_eq!(kept("udp[8]", &f), NONE, "udp's own bytes are its 8-byte header");
+    assert_eq!(kept("udp[7]", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("roce.opcode.name[3:4] == \"RDMA\"", &f), [1, 5]);
+    // Masks on bytes: ANDed byte by byte, as long as the shorter.
+    assert_eq!(kept("infiniband[0] & 0xf0 == 0x10", &f), [2, 4]);
+    assert_eq!(kept("infiniband[0:2] & 0f", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("infiniband[0] & 0xe0", &f), NONE);
+    assert_eq!(kept("eth.dst & 01:00:00:00:00:00", &f), NONE, "no multicast");
+    assert_eq!(kept("!eth.dst[0] & 1", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("infiniband.immdt & 00:00:00:04", &f), [3]);
+
+    let e = err("infiniband[0] in {0x0a}");
+    assert_eq!((e.kind.clone(), e.span.clone()), (ErrorKind::SliceInSet, 14..16));
+    let e = err("udp.port[0:1] == 12");
+    assert_eq!(e.span, 0..8);
+    assert_eq!(
+        e.to_string().lines().next(),
+        Some("error: udp.port (unsigned integer) cannot be sliced into bytes")
+    );
+    let e = err("eth.src[0:1, 2-1]");
+    assert_eq!(e.span, 13..16, "the caret is under the part");
+    assert!(
+        e.to_string().contains("`2-1` is not a slice: the end (1) must come after the start (2)"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("hint: a slice is `[start:length]`"), "{e}");
+    assert_eq!(err("eth.src[0:3 == 1").kind, ErrorKind::UnclosedBracket);
+    assert_eq!(err("eth.src[0:3 == 1").span, 7..8);
+    assert_eq!(err("frame[0:2] == eth.src[0:2]").kind, ErrorKind::SliceOnValue);
+    assert_eq!(err("frame[0:6] == eth.dst").kind, ErrorKind::SliceOnValue);
+    assert!(matches!(
+        err("_ws.col.Info[0:2] == \"RC\"").kind,
+        ErrorKind::SliceNotForType { what: "a column", .. }
+    ));
+    assert!(matches!(err("infiniband.reth[0]").kind, ErrorKind::SliceNotForType { .. }));
+    assert!(matches!(err("tcp[0]").kind, ErrorKind::SliceNotForType { .. }));
+    assert!(matches!(err("nosuch[0]").kind, ErrorKind::UnknownField { .. }));
+    assert!(
+        matches!(err("eth.dst & 1").kind, ErrorKind::BadValue { .. }),
+        "a whole MAC's mask is a MAC"
+    );
+    assert!(matches!(err("eth.dst[0] & \"x\"").kind, ErrorKind::BadMask { .. }));
+    assert!(matches!(err("frame.protocols & 1").kind, ErrorKind::MaskNotForType { .. }));
+}
+
 #[test]
 fn errors_name_the_column_and_show_a_caret() {
     let e = err("infiniband.bth.destqpn == 5");
@@ -687,6 +751,13 @@ fn compiled_filters_keep_their_text() {
                 let e = err(&format!("{name} & {more}"));
                 assert!(matches!(e.kind, ErrorKind::TooBig { .. }), "{e}");
             }
+        } else if field.ty() == Ty::Bytes {
+            // Bytes ANDed byte by byte, as tshark 4.0 does.
+            Filter::compile(&format!("{name} & 1 || {name} & 00:ff == 00"))
+                .unwrap_or_else(|e| panic!("{e}"));
+        } else if field.ty() == Ty::Mac {
+            Filter::compile(&format!("{name} & 01:00:00:00:00:00"))
+                .unwrap_or_else(|e| panic!("{e}"));
         } else {
             assert!(matches!(err(&format!("{name} & 1")).kind, ErrorKind::MaskNotForType { .. }));
         }
@@ -762,6 +833,7 @@ proptest! {
         "==", "!=", "~=", "===", "<", ">=", "contains", "matches", "in", "{", "}", "..", ",", "(", ")", "!", "&&", "||",
         "and", "not", "4", "0x11", "010", "10.0.0.0/24", "02:00:00:00:00:01", "\"data\"", "\"(\"", "0.5", "ip", "tcp", "zz",
         "&", "bitwise_and", "0x1ff", "frame", "eth", "infiniband", "data.data", "udp.payload", "\"$\\\\Z\"",
+        "[0:3]", "[-1]", "[1-2]", "[:]", "[0:1,9:2]", "[2-1]", "[",
     ]), 0..12)) {
         let s = parts.join(" ");
         if let Err(e) = Filter::compile(&s) {
