@@ -63,6 +63,12 @@
 //!   no `in`, `contains` or `matches` after a mask, no parentheses around
 //!   `FIELD & MASK` before a comparison, and no `bitand` (tshark's word is
 //!   `bitwise_and`).
+//! - Functions ([`func`]): `len(data.data) > 1000`, `count(ip.addr) == 2`,
+//!   `upper(…)`, `lower(…)`, `string(infiniband.bth.destqp) == "17"`, `max(…)`,
+//!   `min(…)`, `abs(…)`, of fields (and, for `len` and `count`, the protocols read
+//!   as bytes), on either side of a comparison (`data.len == len(data.data)`); a
+//!   number function takes a mask. Not alone (a function's value is compared), not
+//!   before `in`.
 //! - `and`/`&&` binds tighter than `or`/`||`; `not`/`!` tighter than both, and `!`
 //!   takes a whole masked test (`!infiniband.aeth.syndrome & 0x60`).
 //! - A bare field, protocol or header name (`infiniband`, `ip`, `udp`, `tcp`,
@@ -88,7 +94,9 @@
 //! on the value's side (`== 0x60 & 0x60`), the bytes of other protocols and of
 //! headers (`tcp contains …`, `infiniband.reth == …`, `infiniband.reth[0]`), negative
 //! numbers (`data.len > -1`), a field or slice compared with a slice
-//! (`frame[0:6] == eth.dst`) and functions (`len()`), which our language has nowhere.
+//! (`frame[0:6] == eth.dst`), arithmetic (`len(ip.src) - 2`), and the length of
+//! protocols not read as bytes (`len(vlan)`). `(` and `not` nest at most 256 deep
+//! (tshark 4.0 stops sooner); `and` and `or` chains are lists, of any length.
 //! Numbers compared with a field without a mask are not checked against the field's
 //! type (tshark refuses `udp.port == 70000`; we keep no frame).
 //!
@@ -97,6 +105,7 @@
 //! parsers ([`crate::text`]), MACs ([`crate::wire`]) and the report an error renders
 //! through ([`crate::diag`]).
 
+mod func;
 mod lex;
 mod parse;
 mod slice;
@@ -108,6 +117,7 @@ use std::cell::RefCell;
 use std::fmt::Write as _;
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use func::Func;
 pub use lex::Rel;
 use parse::{Expr, Operand, Rhs as PRhs, SetElem};
 use slice::Slice;
@@ -237,8 +247,26 @@ pub enum ErrorKind {
     },
     /// `frame[0:2] == eth.src[0:2]`: a slice on the value's side.
     SliceOnValue,
-    /// `eth.src[0:1] in {…}`: tshark 4.0 tests only a field for membership.
-    SliceInSet,
+    /// `eth.src[0:1] in {…}`, `len(x) in {…}`: tshark 4.0 tests only a field for
+    /// membership.
+    InNeedsField,
+    /// `foo(ip.addr)`.
+    UnknownFunction {
+        name: String,
+        suggestion: Option<&'static str>,
+    },
+    /// `upper(udp.port)`, `len(1)`, `len(a, b)`.
+    BadArgument {
+        func: &'static str,
+        text: String,
+        why: &'static str,
+    },
+    /// `len(data.data)` alone: a function's value is compared, not tested.
+    FunctionAlone,
+    /// More than [`parse::MAX_DEPTH`] `(` and `not` nested.
+    TooDeep {
+        max: usize,
+    },
 }
 
 impl fmt::Display for ErrorKind {
@@ -315,8 +343,18 @@ impl fmt::Display for ErrorKind {
             ErrorKind::SliceOnValue => {
                 f.write_str("bytes read this way compare with bytes written out: a field or a slice on the value's side is not supported")
             }
-            ErrorKind::SliceInSet => {
-                f.write_str("a slice cannot be tested for membership in a set (tshark 4.0 tests only a field)")
+            ErrorKind::InNeedsField => {
+                f.write_str("only a field can be tested for membership in a set (tshark 4.0), not a slice or a function's value")
+            }
+            ErrorKind::UnknownFunction { name, .. } => write!(f, "unknown function `{name}`"),
+            ErrorKind::BadArgument { func, text, why } => {
+                write!(f, "`{text}` is not an argument {func} takes: {why}")
+            }
+            ErrorKind::FunctionAlone => {
+                f.write_str("a function's value is compared, not tested alone")
+            }
+            ErrorKind::TooDeep { max } => {
+                write!(f, "`(` and `not` nest more than {max} deep here")
             }
         }
     }
@@ -365,13 +403,20 @@ impl ErrorKind {
                 byte_protocols()
             ),
             ErrorKind::SliceOnValue => "compare the slice with bytes: `eth.src[0:3] == 52:54:00`".into(),
-            ErrorKind::SliceInSet => {
-                "compare the slice with each value: `eth.src[0] == 52 or eth.src[0] == 02`".into()
+            ErrorKind::InNeedsField => {
+                "compare with each value: `eth.src[0] == 52 or eth.src[0] == 02`".into()
             }
+            ErrorKind::UnknownFunction { suggestion: Some(s), .. } => format!("did you mean `{s}`? {FUNCTIONS}"),
+            ErrorKind::UnknownFunction { suggestion: None, .. } | ErrorKind::BadArgument { .. } => {
+                FUNCTIONS.into()
+            }
+            ErrorKind::FunctionAlone => "compare it: `len(data.data) > 0`, `count(ip.addr) == 2`".into(),
             _ => return None,
         })
     }
 }
+
+const FUNCTIONS: &str = "the functions are len(), count(), upper(), lower(), string(), max(), min() and abs(); their arguments are fields (len and count: also frame, eth, ip, ipv6, udp, infiniband and data)";
 
 const SLICE_FORMS: &str = "a slice is `[start:length]`, `[start-end]` (end included), `[start]`, `[start:]` or `[:length]`; a negative offset counts from the end; parts join with `,`";
 
@@ -495,6 +540,18 @@ enum Scalar<'a> {
 }
 
 impl Scalar<'_> {
+    /// A copy that borrows nothing; `None` for text and bytes.
+    fn owned(self) -> Option<Scalar<'static>> {
+        Some(match self {
+            Scalar::U(v) => Scalar::U(v),
+            Scalar::V4(v) => Scalar::V4(v),
+            Scalar::V6(v) => Scalar::V6(v),
+            Scalar::Mac(v) => Scalar::Mac(v),
+            Scalar::Time(v) => Scalar::Time(v),
+            Scalar::Bytes(_) | Scalar::Cut(_) | Scalar::Str(_) => return None,
+        })
+    }
+
     fn cmp_same(&self, o: &Scalar<'_>) -> Option<Ordering> {
         Some(match (self, o) {
             (Scalar::U(a), Scalar::U(b)) | (Scalar::Mac(a), Scalar::Mac(b)) => a.cmp(b),
@@ -585,14 +642,17 @@ enum Item {
 enum Rhs {
     One(Const),
     Set(Vec<Item>),
-    Field(Field),
+    /// The values of a field or function: each pair of values is compared.
+    Values(Target),
 }
 
-/// What a comparison reads: a field's values, or a protocol's bytes.
+/// What a comparison reads: a field's values, a protocol's bytes, or the values
+/// of a function (`index` into [`Filter::calls`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Target {
     Field(Field),
     Proto(ProtoBytes),
+    Call { index: usize, func: Func, ty: Ty },
 }
 
 impl Target {
@@ -600,6 +660,7 @@ impl Target {
         match self {
             Target::Field(f) => f.name(),
             Target::Proto(p) => p.name(),
+            Target::Call { func, .. } => func.name(),
         }
     }
 
@@ -607,7 +668,25 @@ impl Target {
         match self {
             Target::Field(f) => f.ty(),
             Target::Proto(_) => Ty::Bytes,
+            Target::Call { ty, .. } => ty,
         }
+    }
+}
+
+/// A function and its arguments (fields, or protocols read as bytes).
+#[derive(Debug, Clone)]
+struct Call {
+    func: Func,
+    args: Box<[Target]>,
+}
+
+impl Call {
+    /// The arguments that are fields (those of all but `len` and `count`).
+    fn fields(&self) -> impl Iterator<Item = Field> + '_ {
+        self.args.iter().filter_map(|a| match a {
+            Target::Field(f) => Some(*f),
+            _ => None,
+        })
     }
 }
 
@@ -629,8 +708,9 @@ enum Proto {
 #[derive(Debug, Clone)]
 enum Node {
     True,
-    Or(Box<Node>, Box<Node>),
-    And(Box<Node>, Box<Node>),
+    /// Two or more, as the parser listed them.
+    Or(Vec<Node>),
+    And(Vec<Node>),
     Not(Box<Node>),
     Proto(Proto),
     Present(Field),
@@ -676,18 +756,23 @@ pub struct Filter {
     sliced: RefCell<Vec<u8>>,
     /// A value's bytes ANDed with a mask.
     masked: RefCell<Vec<u8>>,
+    /// The function calls the filter makes, in the order compiled.
+    calls: Box<[Call]>,
+    /// The text a function makes of a value (`upper`, `string`).
+    made: RefCell<String>,
 }
 
 impl Filter {
     /// Compiles `text`. An empty (or all white space) filter keeps every frame, as
     /// tshark's `-Y ""` does.
     pub fn compile(text: &str) -> Result<Filter, FilterError> {
+        let compiler = Compiler { text, calls: RefCell::new(Vec::new()) };
         let root = if text.trim().is_empty() {
             Node::True
         } else {
             let toks = lex::lex(text)?;
             let expr = parse::parse(text, toks)?;
-            Compiler { text }.expr(&expr)?
+            compiler.expr(&expr)?
         };
         Ok(Filter {
             text: text.to_string(),
@@ -695,6 +780,8 @@ impl Filter {
             scratch: RefCell::new(String::new()),
             sliced: RefCell::new(Vec::new()),
             masked: RefCell::new(Vec::new()),
+            calls: compiler.calls.into_inner().into_boxed_slice(),
+            made: RefCell::new(String::new()),
         })
     }
 
@@ -706,19 +793,29 @@ impl Filter {
     /// Whether the filter reads `field` anywhere (e.g. `frame.time_delta_displayed`,
     /// whose value depends on what the filter kept before).
     pub fn uses(&self, field: Field) -> bool {
-        fn walk(n: &Node, field: Field) -> bool {
-            match n {
-                Node::True | Node::Proto(_) => false,
-                Node::Or(a, b) | Node::And(a, b) => walk(a, field) || walk(b, field),
-                Node::Not(a) => walk(a, field),
-                Node::Present(f) | Node::BitTest { field: f, .. } => *f == field,
-                Node::Cmp { target, rhs, .. } => {
-                    *target == Target::Field(field) || matches!(rhs, Rhs::Field(g) if *g == field)
-                }
-                Node::Bytewise { target, .. } => *target == Target::Field(field),
+        self.node_uses(&self.root, field)
+    }
+
+    fn node_uses(&self, n: &Node, field: Field) -> bool {
+        match n {
+            Node::True | Node::Proto(_) => false,
+            Node::Or(all) | Node::And(all) => all.iter().any(|n| self.node_uses(n, field)),
+            Node::Not(a) => self.node_uses(a, field),
+            Node::Present(f) | Node::BitTest { field: f, .. } => *f == field,
+            Node::Cmp { target, rhs, .. } => {
+                self.reads(*target, field) || matches!(rhs, Rhs::Values(t) if self.reads(*t, field))
             }
+            Node::Bytewise { target, .. } => self.reads(*target, field),
         }
-        walk(&self.root, field)
+    }
+
+    /// `target` is `field`, or a function of it.
+    fn reads(&self, target: Target, field: Field) -> bool {
+        match target {
+            Target::Field(f) => f == field,
+            Target::Proto(_) => false,
+            Target::Call { index, .. } => self.calls[index].args.contains(&Target::Field(field)),
+        }
     }
 
     /// Whether the frame of `c` passes, every frame taken as displayed (see
@@ -735,8 +832,8 @@ impl Filter {
     fn eval(&self, n: &Node, c: &Ctx<'_>, shown: Shown) -> bool {
         match n {
             Node::True => true,
-            Node::Or(a, b) => self.eval(a, c, shown) || self.eval(b, c, shown),
-            Node::And(a, b) => self.eval(a, c, shown) && self.eval(b, c, shown),
+            Node::Or(all) => all.iter().any(|n| self.eval(n, c, shown)),
+            Node::And(all) => all.iter().all(|n| self.eval(n, c, shown)),
             Node::Not(a) => !self.eval(a, c, shown),
             Node::Proto(p) => match p {
                 Proto::Named(name) => Protocols(c).has(name),
@@ -757,13 +854,9 @@ impl Filter {
                 self.each(*field, c, shown, |s| any |= matches!(s, Scalar::U(v) if v & mask != 0));
                 any
             }
-            Node::Cmp {
-                target: Target::Field(field),
-                mask,
-                view: None,
-                rel,
-                rhs: Rhs::Field(g),
-            } => self.pair(*field, *mask, *rel, *g, c, shown),
+            Node::Cmp { target, mask, view: None, rel, rhs: Rhs::Values(other) } => {
+                self.pair(*target, *mask, *rel, *other, c, shown)
+            }
             Node::Bytewise { target, view } => {
                 let mut any = false;
                 let masked = view.mask.is_some();
@@ -774,32 +867,25 @@ impl Filter {
             }
             Node::Cmp { target, mask, view: Some(view), rel, rhs } => {
                 debug_assert!(mask.is_none(), "a view takes the place of a number mask");
-                let (mut present, mut any, mut all) = (false, false, true);
+                let mut seen = Seen::default();
                 self.view(*target, view, c, shown, |b| {
                     let p = test(*rel, rhs, &Scalar::Bytes(b));
-                    present = true;
-                    any |= p;
-                    all &= p;
+                    seen.add(p);
                 });
-                match rel {
-                    Rel::AllNe | Rel::AllEq => present && all,
-                    _ => any,
-                }
+                seen.holds(*rel)
             }
             Node::Cmp { target, mask, view: None, rel, rhs } => {
-                let (mut present, mut any, mut all) = (false, false, true);
+                let mut seen = Seen::default();
                 let mut one = |s: Scalar<'_>| {
                     let s = match (s, mask) {
                         (Scalar::U(v), Some(m)) => Scalar::U(v & m),
                         _ => s,
                     };
                     let p = test(*rel, rhs, &s);
-                    present = true;
-                    any |= p;
-                    all &= p;
+                    seen.add(p);
                 };
                 match target {
-                    Target::Field(f) => self.each(*f, c, shown, one),
+                    Target::Field(_) | Target::Call { .. } => self.values(*target, c, shown, one),
                     Target::Proto(p) => {
                         if let Some(b) = p.bytes(c) {
                             // `contains` and `matches` search all the protocol
@@ -812,10 +898,7 @@ impl Filter {
                         }
                     }
                 }
-                match rel {
-                    Rel::AllNe | Rel::AllEq => present && all,
-                    _ => any,
-                }
+                seen.holds(*rel)
             }
         }
     }
@@ -882,38 +965,137 @@ impl Filter {
                     cut(b.own())
                 }
             }
+            // The compiler slices no function.
+            Target::Call { .. } => {}
         }
     }
 
-    /// `field [& mask] REL other`: every pair of their values (both are plain
+    /// Calls `f` with each value of a field or function (`target` is not a
+    /// protocol).
+    fn values(&self, target: Target, c: &Ctx<'_>, shown: Shown, f: impl FnMut(Scalar<'_>)) {
+        match target {
+            Target::Field(field) => self.each(field, c, shown, f),
+            Target::Call { index, .. } => self.call(&self.calls[index], c, shown, f),
+            Target::Proto(_) => {}
+        }
+    }
+
+    /// Calls `f` with each value of the function `call` (see [`func`]).
+    fn call(&self, call: &Call, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Scalar<'_>)) {
+        match call.func {
+            Func::Len => {
+                for &arg in call.args.iter() {
+                    match arg {
+                        Target::Field(field) => self.each(field, c, shown, |s| {
+                            let n = match s {
+                                Scalar::Bytes(b) => b.len() as u64,
+                                Scalar::Str(t) => t.len() as u64,
+                                Scalar::Mac(_) => 6,
+                                Scalar::V4(_) => 4,
+                                Scalar::V6(_) => 16,
+                                Scalar::U(_) | Scalar::Time(_) | Scalar::Cut(_) => {
+                                    func::number_len(field)
+                                }
+                            };
+                            f(Scalar::U(n))
+                        }),
+                        Target::Proto(p) => {
+                            if let Some(b) = p.bytes(c) {
+                                f(Scalar::U(b.own as u64))
+                            }
+                        }
+                        Target::Call { .. } => {}
+                    }
+                }
+            }
+            Func::Count => {
+                let mut n = 0u64;
+                for &arg in call.args.iter() {
+                    match arg {
+                        Target::Field(field) => fields::visit(field, c, shown, |_| n += 1),
+                        Target::Proto(p) => n += u64::from(p.bytes(c).is_some()),
+                        Target::Call { .. } => {}
+                    }
+                }
+                if n > 0 {
+                    f(Scalar::U(n))
+                }
+            }
+            Func::Upper | Func::Lower | Func::String => {
+                for field in call.fields() {
+                    self.each(field, c, shown, |s| {
+                        let mut made = self.made.borrow_mut();
+                        made.clear();
+                        let _ = match s {
+                            Scalar::Str(t) => write!(made, "{t}"),
+                            Scalar::U(v) => write!(made, "{v}"),
+                            Scalar::V4(a) => write!(made, "{}", Ipv4Addr::from(a)),
+                            Scalar::V6(a) => write!(made, "{}", Ipv6Addr::from(a)),
+                            Scalar::Mac(m) => {
+                                write!(made, "{}", crate::wire::ethernet::Mac(mac_bytes(m)))
+                            }
+                            // The compiler takes no other type.
+                            Scalar::Bytes(_) | Scalar::Cut(_) | Scalar::Time(_) => return,
+                        };
+                        match call.func {
+                            Func::Upper => made.make_ascii_uppercase(),
+                            Func::Lower => made.make_ascii_lowercase(),
+                            _ => {}
+                        }
+                        f(Scalar::Str(&made))
+                    });
+                }
+            }
+            Func::Max | Func::Min => {
+                let mut best: Option<Scalar<'static>> = None;
+                for field in call.fields() {
+                    self.each(field, c, shown, |s| {
+                        let Some(s) = s.owned() else { return };
+                        let keep = Some(if call.func == Func::Max {
+                            Ordering::Greater
+                        } else {
+                            Ordering::Less
+                        });
+                        if best.is_none_or(|b| s.cmp_same(&b) == keep) {
+                            best = Some(s);
+                        }
+                    });
+                }
+                if let Some(b) = best {
+                    f(b)
+                }
+            }
+            // Every number field of ours is unsigned.
+            Func::Abs => {
+                for field in call.fields() {
+                    self.each(field, c, shown, &mut f)
+                }
+            }
+        }
+    }
+
+    /// `target [& mask] REL other`: every pair of their values (both are plain
     /// scalars: the compiler allows no text or bytes here).
     fn pair(
         &self,
-        field: Field,
+        target: Target,
         mask: Option<u64>,
         rel: Rel,
-        other: Field,
+        other: Target,
         c: &Ctx<'_>,
         shown: Shown,
     ) -> bool {
         let mut rhs: [Option<Scalar<'static>>; 4] = [None; 4];
         let mut n = 0;
-        self.each(other, c, shown, |s| {
-            let owned = match s {
-                Scalar::U(v) => Scalar::U(v),
-                Scalar::V4(v) => Scalar::V4(v),
-                Scalar::V6(v) => Scalar::V6(v),
-                Scalar::Mac(v) => Scalar::Mac(v),
-                Scalar::Time(v) => Scalar::Time(v),
-                Scalar::Bytes(_) | Scalar::Cut(_) | Scalar::Str(_) => return,
-            };
+        self.values(other, c, shown, |s| {
+            let Some(owned) = s.owned() else { return };
             if let Some(slot) = rhs.get_mut(n) {
                 *slot = Some(owned);
                 n += 1;
             }
         });
-        let (mut present, mut any, mut all) = (false, false, true);
-        self.each(field, c, shown, |a| {
+        let mut seen = Seen::default();
+        self.values(target, c, shown, |a| {
             let a = match (a, mask) {
                 (Scalar::U(v), Some(m)) => Scalar::U(v & m),
                 _ => a,
@@ -929,14 +1111,40 @@ impl Filter {
                     Rel::Ge => o.is_some_and(|o| o != Ordering::Less),
                     Rel::Contains | Rel::Matches | Rel::In => false,
                 };
-                present = true;
-                any |= p;
-                all &= p;
+                seen.add(p);
             }
         });
+        seen.holds(rel)
+    }
+}
+
+/// What a test made of each value it compared.
+#[derive(Debug, Clone, Copy)]
+struct Seen {
+    present: bool,
+    any: bool,
+    all: bool,
+}
+
+impl Default for Seen {
+    fn default() -> Seen {
+        Seen { present: false, any: false, all: true }
+    }
+}
+
+impl Seen {
+    fn add(&mut self, holds: bool) {
+        self.present = true;
+        self.any |= holds;
+        self.all &= holds;
+    }
+
+    /// `===` and `!=` hold when every value does (and there is one); the others
+    /// when any does.
+    fn holds(self, rel: Rel) -> bool {
         match rel {
-            Rel::AllNe | Rel::AllEq => present && all,
-            _ => any,
+            Rel::AllNe | Rel::AllEq => self.present && self.all,
+            _ => self.any,
         }
     }
 }
@@ -965,7 +1173,7 @@ fn test(rel: Rel, rhs: &Rhs, s: &Scalar<'_>) -> bool {
                     && hi.cmp(s).is_some_and(|o| o != Ordering::Greater)
             }
         }),
-        Rhs::Field(_) => false,
+        Rhs::Values(_) => false,
     }
 }
 
@@ -1027,6 +1235,8 @@ fn regex_error(e: &dyn fmt::Display) -> String {
 
 struct Compiler<'a> {
     text: &'a str,
+    /// The function calls compiled so far ([`Target::Call`]'s `index`).
+    calls: RefCell<Vec<Call>>,
 }
 
 impl Compiler<'_> {
@@ -1036,13 +1246,18 @@ impl Compiler<'_> {
 
     fn expr(&self, e: &Expr) -> Result<Node, FilterError> {
         Ok(match e {
-            Expr::Or(a, b) => Node::Or(Box::new(self.expr(a)?), Box::new(self.expr(b)?)),
-            Expr::And(a, b) => Node::And(Box::new(self.expr(a)?), Box::new(self.expr(b)?)),
+            Expr::Or(all) => Node::Or(all.iter().map(|e| self.expr(e)).collect::<Result<_, _>>()?),
+            Expr::And(all) => {
+                Node::And(all.iter().map(|e| self.expr(e)).collect::<Result<_, _>>()?)
+            }
             Expr::Not(a) => Node::Not(Box::new(self.expr(a)?)),
             Expr::Test(t) => {
                 let lhs = &t.lhs;
                 if lhs.quoted {
                     return self.err(lhs.span.clone(), ErrorKind::QuotedName);
+                }
+                if let Some(call) = &t.call {
+                    return self.called(t, call);
                 }
                 let name = lhs.text.as_str();
                 let field = Field::lookup(name).ok();
@@ -1055,7 +1270,9 @@ impl Compiler<'_> {
                 let proto = protocol(name);
                 let mask = match (t.masks.is_empty(), field, proto) {
                     (true, _, _) | (false, None, None) => None,
-                    (false, Some(f), _) => Some(self.mask(f, lhs.span.clone(), &t.masks)?),
+                    (false, Some(f), _) => {
+                        Some(self.mask(Target::Field(f), lhs.span.clone(), &t.masks)?)
+                    }
                     (false, None, Some(_)) => {
                         let what =
                             if Header::lookup(name).is_some() { "header" } else { "protocol" };
@@ -1089,6 +1306,78 @@ impl Compiler<'_> {
                 }
             }
         })
+    }
+
+    /// A test of a function's values: `len(data.data) > 1000`.
+    fn called(&self, t: &parse::Test, call: &parse::Call) -> Result<Node, FilterError> {
+        let target = self.function(call)?;
+        if let Some((_, span)) = &t.slice {
+            let kind = ErrorKind::SliceNotForType {
+                name: call.name.text.clone(),
+                what: "a function's value",
+            };
+            return self.err(span.clone(), kind);
+        }
+        let mask = match t.masks.is_empty() {
+            true => None,
+            false => Some(self.mask(target, call.span.clone(), &t.masks)?),
+        };
+        match (&t.rel, mask) {
+            // `len(x) & 2`: some value ANDed with the mask is not zero.
+            (None, Some(_)) => {
+                let rhs = Rhs::One(Const::U(0));
+                Ok(Node::Cmp { target, mask, view: None, rel: Rel::AnyNe, rhs })
+            }
+            // tshark 4.0: "You cannot test whether a function is present."
+            (None, None) => self.err(call.span.clone(), ErrorKind::FunctionAlone),
+            (Some((rel, rel_span, rhs)), _) => {
+                self.cmp(target, mask, None, *rel, rel_span.clone(), rhs)
+            }
+        }
+    }
+
+    /// A function and its arguments, checked and kept in [`Compiler::calls`].
+    fn function(&self, call: &parse::Call) -> Result<Target, FilterError> {
+        let name = &call.name;
+        let Some(func) = Func::lookup(&name.text) else {
+            let suggestion = did_you_mean(&name.text, Func::names());
+            let kind = ErrorKind::UnknownFunction { name: name.text.clone(), suggestion };
+            return self.err(name.span.clone(), kind);
+        };
+        let mut args = Vec::with_capacity(call.args.len());
+        let mut ty = None;
+        for (i, a) in call.args.iter().enumerate() {
+            let bad = |why: &'static str| {
+                let kind = ErrorKind::BadArgument { func: func.name(), text: a.text.clone(), why };
+                Err(FilterError::new(self.text, a.span.clone(), kind))
+            };
+            if i > 0 && !func.takes_many() {
+                return bad("it takes one argument");
+            }
+            if a.quoted || a.text.starts_with(|c: char| c.is_ascii_digit()) {
+                return bad("an argument is a field name, not a value");
+            }
+            let (target, field) = match (Field::lookup(&a.text).ok(), ProtoBytes::lookup(&a.text)) {
+                (Some(f), _) => (Target::Field(f), Some(f)),
+                (None, Some(p)) => (Target::Proto(p), None),
+                (None, None) if protocol(&a.text).is_some() => {
+                    return bad("of the protocols, only those read as bytes can be arguments")
+                }
+                (None, None) => return Err(self.unknown(a)),
+            };
+            let t = match func.ty(field) {
+                Ok(t) => t,
+                Err(why) => return bad(why),
+            };
+            if ty.is_some_and(|before| before != t) {
+                return bad("the arguments must all be of one type");
+            }
+            ty = Some(t);
+            args.push(target);
+        }
+        let mut calls = self.calls.borrow_mut();
+        calls.push(Call { func, args: args.into_boxed_slice() });
+        Ok(Target::Call { index: calls.len() - 1, func, ty: ty.unwrap_or(Ty::Uint) })
     }
 
     /// `name` is no field, protocol or header.
@@ -1173,10 +1462,10 @@ impl Compiler<'_> {
 
     /// The masks after `f` (`f & 0x60 & 0x20`), ANDed together: numbers no larger
     /// than the field's type holds, on a number field.
-    fn mask(&self, f: Field, lhs: Range<usize>, masks: &[Operand]) -> Result<u64, FilterError> {
-        if f.ty() != Ty::Uint {
-            let what = f.ty().name();
-            return self.err(lhs, ErrorKind::MaskNotForType { name: f.name().to_string(), what });
+    fn mask(&self, t: Target, lhs: Range<usize>, masks: &[Operand]) -> Result<u64, FilterError> {
+        if t.ty() != Ty::Uint {
+            let what = t.ty().name();
+            return self.err(lhs, ErrorKind::MaskNotForType { name: t.name().to_string(), what });
         }
         let mut all = u64::MAX;
         for m in masks {
@@ -1192,7 +1481,9 @@ impl Compiler<'_> {
                 };
                 return self.err(m.span.clone(), bad(why));
             };
-            self.fits(f, v, m)?;
+            if let Target::Field(f) = t {
+                self.fits(f, v, m)?;
+            }
             all &= v;
         }
         Ok(all)
@@ -1266,7 +1557,7 @@ impl Compiler<'_> {
                     let other = Field::lookup(&v.text)
                         .ok()
                         .filter(|_| !v.quoted && rel != Rel::Contains)
-                        .filter(|_| matches!(target, Target::Field(_)) && view.is_none());
+                        .filter(|_| !matches!(target, Target::Proto(_)) && view.is_none());
                     // `contains` on a MAC looks for bytes (`eth.src contains 02:00`),
                     // not text.
                     let vty = if rel == Rel::Contains && ty == Ty::Mac { Ty::Bytes } else { ty };
@@ -1290,24 +1581,7 @@ impl Compiler<'_> {
                             Rhs::One(c)
                         }
                         Err(e) => match other {
-                            Some(g) => {
-                                if g.ty() != ty {
-                                    let kind = ErrorKind::FieldTypesDiffer {
-                                        left: target.name(),
-                                        left_ty: ty,
-                                        right: g.name(),
-                                        right_ty: g.ty(),
-                                    };
-                                    return self.err(v.span.clone(), kind);
-                                }
-                                if matches!(ty, Ty::Str | Ty::Bytes) {
-                                    return self.err(
-                                        v.span.clone(),
-                                        ErrorKind::FieldPairNotSupported { ty },
-                                    );
-                                }
-                                Rhs::Field(g)
-                            }
+                            Some(g) => self.pair(target, Target::Field(g), v.span.clone())?,
                             None => {
                                 return Err(e.unwrap_or_else(|| {
                                     FilterError::new(
@@ -1320,6 +1594,13 @@ impl Compiler<'_> {
                         },
                     }
                 }
+            }
+            PRhs::Call(call) => {
+                let other = self.function(call)?;
+                if matches!(rel, Rel::Contains | Rel::Matches) {
+                    return self.err(rel_span, not_for(rel));
+                }
+                self.pair(target, other, call.span.clone())?
             }
             PRhs::Set(elems) => {
                 let mut items = Vec::with_capacity(elems.len());
@@ -1341,6 +1622,28 @@ impl Compiler<'_> {
             }
         };
         Ok(Node::Cmp { target, mask, view, rel, rhs })
+    }
+
+    /// `target REL other`, each a field or a function: of one type, and not
+    /// text or bytes.
+    fn pair(&self, target: Target, other: Target, span: Range<usize>) -> Result<Rhs, FilterError> {
+        let ty = target.ty();
+        if matches!(target, Target::Proto(_)) {
+            return self.err(span, ErrorKind::SliceOnValue);
+        }
+        if other.ty() != ty {
+            let kind = ErrorKind::FieldTypesDiffer {
+                left: target.name(),
+                left_ty: ty,
+                right: other.name(),
+                right_ty: other.ty(),
+            };
+            return self.err(span, kind);
+        }
+        if matches!(ty, Ty::Str | Ty::Bytes) {
+            return self.err(span, ErrorKind::FieldPairNotSupported { ty });
+        }
+        Ok(Rhs::Values(other))
     }
 
     /// The constant `v` means for `field`, whose values are of type `ty`.

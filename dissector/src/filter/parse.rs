@@ -14,10 +14,14 @@ use super::{ErrorKind, FilterError};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Expr {
-    Or(Box<Expr>, Box<Expr>),
-    And(Box<Expr>, Box<Expr>),
+    /// Two or more, in order: a chain is a list, not a tree as deep as it is
+    /// long (a filter of thousands of `or`s must not exhaust the stack).
+    Or(Vec<Expr>),
+    And(Vec<Expr>),
     Not(Box<Expr>),
-    Test(Test),
+    /// Boxed: a test is large, and the parser recurses through `(` with an
+    /// `Expr` in every frame (200 levels must fit a test thread's stack).
+    Test(Box<Test>),
 }
 
 /// A word or quoted string as written.
@@ -38,11 +42,24 @@ pub(super) enum SetElem {
 pub(super) enum Rhs {
     One(Operand),
     Set(Vec<SetElem>),
+    /// A function of fields: `data.len == len(data.data)`.
+    Call(Call),
+}
+
+/// `NAME(ARG, …)`: a display filter function (`len(data.data)`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Call {
+    pub name: Operand,
+    pub args: Vec<Operand>,
+    /// From the name to the closing `)`.
+    pub span: Span,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct Test {
     pub lhs: Operand,
+    /// `lhs(…)`: the test is of a function's values, `lhs` its name.
+    pub call: Option<Call>,
     /// `[…]` after the name: the slice as written, and its span.
     pub slice: Option<(String, Span)>,
     /// `& MASK` after the name, each mask as written (`a & 0x60 & 0x20`).
@@ -56,11 +73,18 @@ struct Parser<'a> {
     text: &'a str,
     toks: Vec<(Tok, Span)>,
     at: usize,
+    /// `(` and `not` open, around the token at `at`.
+    depth: usize,
 }
+
+/// How deep `(` and `not` may nest. tshark 4.0 takes fewer (its parser stops
+/// before 300 parentheses); the parser, compiler and evaluator recurse once a
+/// level, so a hostile filter must not go deeper than a thread's stack holds.
+pub(super) const MAX_DEPTH: usize = 256;
 
 /// Parses `toks` (from `text`) into one expression.
 pub(super) fn parse(text: &str, toks: Vec<(Tok, Span)>) -> Result<Expr, FilterError> {
-    let mut p = Parser { text, toks, at: 0 };
+    let mut p = Parser { text, toks, at: 0, depth: 0 };
     let e = p.or()?;
     match p.peek() {
         None => Ok(e),
@@ -101,24 +125,44 @@ impl Parser<'_> {
     }
 
     fn or(&mut self) -> Result<Expr, FilterError> {
-        let mut e = self.and()?;
+        let mut all = vec![self.and()?];
         while let Some((Tok::Or, _)) = self.peek() {
             self.bump();
-            e = Expr::Or(Box::new(e), Box::new(self.and()?));
+            all.push(self.and()?);
         }
-        Ok(e)
+        Ok(match all.len() {
+            1 => all.remove(0),
+            _ => Expr::Or(all),
+        })
     }
 
     fn and(&mut self) -> Result<Expr, FilterError> {
-        let mut e = self.unary()?;
+        let mut all = vec![self.unary()?];
         while let Some((Tok::And, _)) = self.peek() {
             self.bump();
-            e = Expr::And(Box::new(e), Box::new(self.unary()?));
+            all.push(self.unary()?);
         }
-        Ok(e)
+        Ok(match all.len() {
+            1 => all.remove(0),
+            _ => Expr::And(all),
+        })
     }
 
     fn unary(&mut self) -> Result<Expr, FilterError> {
+        if let Some((Tok::Not | Tok::LParen, s)) = self.peek() {
+            if self.depth >= MAX_DEPTH {
+                return Err(self.error(s, ErrorKind::TooDeep { max: MAX_DEPTH }));
+            }
+            self.depth += 1;
+            let e = self.nested();
+            self.depth -= 1;
+            return e;
+        }
+        self.test()
+    }
+
+    /// `not …` or `( … )`: one level deeper.
+    fn nested(&mut self) -> Result<Expr, FilterError> {
         match self.peek() {
             Some((Tok::Not, _)) => {
                 self.bump();
@@ -152,8 +196,42 @@ impl Parser<'_> {
         }
     }
 
+    /// `NAME(` seen, `name` taken: the arguments, apart by commas, and `)`.
+    fn call(&mut self, name: Operand) -> Result<Call, FilterError> {
+        self.bump();
+        let mut args = Vec::new();
+        loop {
+            args.push(self.operand("a field name (a function's argument)")?);
+            match self.bump() {
+                Some((Tok::Comma, _)) => continue,
+                Some((Tok::RParen, close)) => {
+                    let span = name.span.start..close.end;
+                    return Ok(Call { name, args, span });
+                }
+                Some((t, s)) => {
+                    let found = t.describe();
+                    let expected = "`,` or `)` after a function's argument";
+                    return Err(self.error(s, ErrorKind::Unexpected { found, expected }));
+                }
+                None => {
+                    let expected = "`)` closing the function's arguments";
+                    return Err(self.error(self.end(), ErrorKind::EndTooSoon { expected }));
+                }
+            }
+        }
+    }
+
+    /// A function call if `(` follows the unquoted word `name`.
+    fn maybe_call(&mut self, name: &Operand) -> Result<Option<Call>, FilterError> {
+        match self.peek() {
+            Some((Tok::LParen, _)) if !name.quoted => self.call(name.clone()).map(Some),
+            _ => Ok(None),
+        }
+    }
+
     fn test(&mut self) -> Result<Expr, FilterError> {
         let lhs = self.operand("a field or protocol name")?;
+        let call = self.maybe_call(&lhs)?;
         let slice = match self.peek() {
             Some((Tok::Slice(s), span)) => {
                 self.bump();
@@ -167,11 +245,11 @@ impl Parser<'_> {
             masks.push(self.operand("a mask (a number) after `&`")?);
         }
         let Some((Tok::Rel(rel), rel_span)) = self.peek() else {
-            return Ok(Expr::Test(Test { lhs, slice, masks, rel: None }));
+            return Ok(Expr::Test(Box::new(Test { lhs, call, slice, masks, rel: None })));
         };
         // tshark 4.0: "Only a field may be tested for membership in a set."
-        if rel == Rel::In && slice.is_some() {
-            return Err(self.error(rel_span, ErrorKind::SliceInSet));
+        if rel == Rel::In && (slice.is_some() || call.is_some()) {
+            return Err(self.error(rel_span, ErrorKind::InNeedsField));
         }
         if !masks.is_empty() && matches!(rel, Rel::In | Rel::Contains | Rel::Matches) {
             let found = Tok::Rel(rel).describe();
@@ -179,15 +257,22 @@ impl Parser<'_> {
             return Err(self.error(rel_span, ErrorKind::Unexpected { found, expected }));
         }
         self.bump();
-        let rhs =
-            if rel == Rel::In { Rhs::Set(self.set()?) } else { Rhs::One(self.operand("a value")?) };
+        let rhs = if rel == Rel::In {
+            Rhs::Set(self.set()?)
+        } else {
+            let v = self.operand("a value")?;
+            match self.maybe_call(&v)? {
+                Some(c) => Rhs::Call(c),
+                None => Rhs::One(v),
+            }
+        };
         // `== 0x60 & 0x60`: arithmetic on the value's side.
         match self.peek() {
             Some((Tok::BitAnd, s)) => return Err(self.error(s, ErrorKind::MaskOnValue)),
             Some((Tok::Slice(_), s)) => return Err(self.error(s, ErrorKind::SliceOnValue)),
             _ => {}
         }
-        Ok(Expr::Test(Test { lhs, slice, masks, rel: Some((rel, rel_span, rhs)) }))
+        Ok(Expr::Test(Box::new(Test { lhs, call, slice, masks, rel: Some((rel, rel_span, rhs)) })))
     }
 
     /// `{a b, c..d e .. f}`: elements apart by commas or white space (tshark 4.0
@@ -270,13 +355,20 @@ mod tests {
 
     fn shape(e: &Expr) -> String {
         match e {
-            Expr::Or(a, b) => format!("({} or {})", shape(a), shape(b)),
-            Expr::And(a, b) => format!("({} and {})", shape(a), shape(b)),
+            Expr::Or(all) => {
+                format!("({})", all.iter().map(shape).collect::<Vec<_>>().join(" or "))
+            }
+            Expr::And(all) => {
+                format!("({})", all.iter().map(shape).collect::<Vec<_>>().join(" and "))
+            }
             Expr::Not(a) => format!("!{}", shape(a)),
             Expr::Test(t) => match &t.rel {
                 None => t.lhs.text.clone(),
                 Some((r, _, Rhs::One(v))) => format!("{}{}{}", t.lhs.text, r.symbol(), v.text),
                 Some((r, _, Rhs::Set(s))) => format!("{}{}[{}]", t.lhs.text, r.symbol(), s.len()),
+                Some((r, _, Rhs::Call(c))) => {
+                    format!("{}{}{}()", t.lhs.text, r.symbol(), c.name.text)
+                }
             },
         }
     }
@@ -287,15 +379,15 @@ mod tests {
         assert_eq!(shape(&p("a or b and c").unwrap()), "(a or (b and c))");
         assert_eq!(shape(&p("not a and b").unwrap()), "(!a and b)");
         assert_eq!(shape(&p("!(a || b) && c==1").unwrap()), "(!(a or b) and c==1)");
-        assert_eq!(shape(&p("a or b or c").unwrap()), "((a or b) or c)");
+        assert_eq!(shape(&p("a or b or c").unwrap()), "(a or b or c)");
+        assert_eq!(shape(&p("a and b and c or d").unwrap()), "((a and b and c) or d)");
     }
 
     #[test]
     fn sets_with_commas_spaces_and_ranges() {
         let e = p("x in {4 10, 0x11..0x13 20 .. 30}").unwrap();
-        let Expr::Test(Test { rel: Some((Rel::In, _, Rhs::Set(s))), .. }) = e else {
-            panic!("{e:?}")
-        };
+        let Expr::Test(t) = e else { panic!("{e:?}") };
+        let Test { rel: Some((Rel::In, _, Rhs::Set(s))), .. } = *t else { panic!("not a set") };
         assert_eq!(s.len(), 4);
         let SetElem::Range(lo, hi) = &s[2] else { panic!() };
         assert_eq!((lo.text.as_str(), hi.text.as_str()), ("0x11", "0x13"));
@@ -306,8 +398,10 @@ mod tests {
     #[test]
     fn masks_bind_to_the_field_before_the_comparison() {
         let e = p("a & 0x60 & 0x20 == 0x20 && b").unwrap();
-        let Expr::And(t, _) = e else { panic!("{e:?}") };
-        let Expr::Test(Test { masks, rel: Some((Rel::AnyEq, _, Rhs::One(v))), .. }) = *t else {
+        let Expr::And(mut all) = e else { panic!("{e:?}") };
+        let t = Box::new(all.remove(0));
+        let Expr::Test(t) = *t else { panic!("{t:?}") };
+        let Test { masks, rel: Some((Rel::AnyEq, _, Rhs::One(v))), .. } = *t else {
             panic!("{t:?}")
         };
         let m: Vec<_> = masks.iter().map(|m| (m.text.as_str(), m.span.clone())).collect();

@@ -592,7 +592,7 @@ fn slices_and_byte_masks() {
     assert_eq!(kept("infiniband.immdt & 00:00:00:04", &f), [3]);
 
     let e = err("infiniband[0] in {0x0a}");
-    assert_eq!((e.kind.clone(), e.span.clone()), (ErrorKind::SliceInSet, 14..16));
+    assert_eq!((e.kind.clone(), e.span.clone()), (ErrorKind::InNeedsField, 14..16));
     let e = err("udp.port[0:1] == 12");
     assert_eq!(e.span, 0..8);
     assert_eq!(
@@ -623,6 +623,67 @@ fn slices_and_byte_masks() {
     );
     assert!(matches!(err("eth.dst[0] & \"x\"").kind, ErrorKind::BadMask { .. }));
     assert!(matches!(err("frame.protocols & 1").kind, ErrorKind::MaskNotForType { .. }));
+}
+
+/// Functions on the frames of [`frames`]: 1 a WRITE of 64 bytes, 3 a SEND of 8
+/// with immediate data, 2 and 4 ACKs (4 a NAK).
+#[test]
+fn functions() {
+    let f = frames();
+    assert_eq!(kept("len(data.data) == 64", &f), [1]);
+    assert_eq!(kept("len(infiniband.immdt) == 4 && len(infiniband.bth.psn) == 3", &f), [3]);
+    assert_eq!(
+        kept("len(udp) == 8 and len(eth.src) == 6 and len(ip.src) == 4", &f),
+        [1, 2, 3, 4, 5]
+    );
+    assert_eq!(kept("len(infiniband.bth.a) == 0 && len(udp.port) == 2", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(kept("len(frame) > 100", &f), [1]);
+    assert_eq!(kept("count(ip.addr) == 2 && count(udp) == 1", &f), [1, 2, 3, 4, 5]);
+    assert_eq!(
+        kept("count(infiniband.aeth.syndrome) == 0", &f),
+        NONE,
+        "nothing to count: no value"
+    );
+    assert_eq!(kept("count(infiniband.reth.va) ~= count(infiniband.bth.opcode)", &f), NONE);
+    assert_eq!(kept("string(infiniband.bth.destqp) == \"18\"", &f), [1, 3, 5]);
+    assert_eq!(kept("string(ip.src) == \"10.0.0.2\"", &f), [2, 4]);
+    assert_eq!(kept("upper(roce.opcode.name) contains \"ACKNOWLEDGE\"", &f), [2, 4]);
+    assert_eq!(kept("lower(roce.opcode.name) matches \"^rc send\"", &f), [3]);
+    assert_eq!(kept("max(udp.srcport, udp.dstport) == 4791", &f), NONE);
+    assert_eq!(
+        kept("min(udp.port) == 4791 and max(ip.src, ip.dst) == 10.0.0.2", &f),
+        [1, 2, 3, 4, 5]
+    );
+    assert_eq!(kept("abs(infiniband.aeth.syndrome) > 0x60", &f), [4]);
+    assert_eq!(kept("data.len == len(data.data) && len(data.data) > data.len", &f), NONE);
+    assert_eq!(kept("len(data.data) == data.len", &f), [1, 3, 5]);
+    assert_eq!(kept("len(data.data) & 0x40", &f), [1]);
+    assert_eq!(kept("len(data.data) & 0x40 == 0", &f), [3, 5]);
+
+    let e = err("len(data.data)");
+    assert_eq!((e.kind.clone(), e.span.clone()), (ErrorKind::FunctionAlone, 0..14));
+    let e = err("lenn(data.data) > 1");
+    assert_eq!(e.kind, ErrorKind::UnknownFunction { name: "lenn".into(), suggestion: Some("len") });
+    assert_eq!(e.span, 0..4);
+    let e = err("len(ip.addr, ip.src) == 4");
+    assert_eq!(e.span, 13..19);
+    assert!(e.to_string().contains("it takes one argument"), "{e}");
+    assert!(matches!(err("len(1) == 1").kind, ErrorKind::BadArgument { .. }));
+    assert!(matches!(err("upper(eth.src) == \"x\"").kind, ErrorKind::BadArgument { .. }));
+    assert!(matches!(err("lower(_ws.col.Info) == \"x\"").kind, ErrorKind::BadArgument { .. }));
+    assert!(matches!(err("max(udp.port, ip.src) > 0").kind, ErrorKind::BadArgument { .. }));
+    assert!(matches!(err("len(tcp) > 0").kind, ErrorKind::BadArgument { .. }));
+    assert!(matches!(err("len(nosuch) > 0").kind, ErrorKind::UnknownField { .. }));
+    assert_eq!(err("len(data.data) in {1, 2}").kind, ErrorKind::InNeedsField);
+    assert!(matches!(err("len(data.data) contains 1").kind, ErrorKind::RelNotForType { .. }));
+    assert!(matches!(
+        err("upper(frame.protocols) == len(data.data)").kind,
+        ErrorKind::FieldTypesDiffer { .. }
+    ));
+    assert!(matches!(err("len(data.data").kind, ErrorKind::EndTooSoon { .. }));
+    // A filter that reads a field through a function uses it.
+    let f = Filter::compile("len(data.data) > 0 || count(frame.time_delta_displayed) > 0").unwrap();
+    assert!(f.uses(Field::FrameTimeDeltaDisplayed));
 }
 
 #[test]
@@ -834,6 +895,7 @@ proptest! {
         "and", "not", "4", "0x11", "010", "10.0.0.0/24", "02:00:00:00:00:01", "\"data\"", "\"(\"", "0.5", "ip", "tcp", "zz",
         "&", "bitwise_and", "0x1ff", "frame", "eth", "infiniband", "data.data", "udp.payload", "\"$\\\\Z\"",
         "[0:3]", "[-1]", "[1-2]", "[:]", "[0:1,9:2]", "[2-1]", "[",
+        "len(", "count(", "max(", "upper(", "foo(",
     ]), 0..12)) {
         let s = parts.join(" ");
         if let Err(e) = Filter::compile(&s) {
@@ -850,6 +912,18 @@ fn not_a_panic_on_deep_nesting() {
     assert!(Filter::compile(&deep).is_ok());
     let nots = format!("{}frame", "! ".repeat(200));
     assert!(Filter::compile(&nots).is_ok());
+    // Past the limit: an error under the first `(` too many, not a stack overflow.
+    let max = parse::MAX_DEPTH;
+    let e = err(&format!("{}frame{}", "(".repeat(100_000), ")".repeat(100_000)));
+    assert_eq!((e.kind.clone(), e.span.clone()), (ErrorKind::TooDeep { max }, max..max + 1));
+    assert!(matches!(err(&"!".repeat(100_000)).kind, ErrorKind::TooDeep { .. }));
+    assert!(Filter::compile(&format!("{}frame{}", "(".repeat(max), ")".repeat(max))).is_ok());
+    // A chain of any length is a list: compiled, evaluated and dropped flat.
+    let f = frames();
+    let chain = vec!["frame.number == 99"; 20_000].join(" or ") + " or frame.number == 2";
+    assert_eq!(kept(&chain, &f), [2]);
+    let chain = vec!["frame"; 20_000].join(" && ") + " && !(frame.number == 2)";
+    assert_eq!(kept(&chain, &f), [1, 3, 4, 5]);
 }
 
 #[test]
