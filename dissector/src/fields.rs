@@ -85,6 +85,15 @@ fields! {
     EthDst = "eth.dst": "Ethernet destination MAC",
     EthAddrs = "eth.addr": "Ethernet destination and source MACs (two values, in header order)",
     EthType = "eth.type": "Ethertype in the Ethernet header",
+    EthDstIg = "eth.dst.ig": "Destination MAC's I/G bit (1 = group: multicast or broadcast)",
+    EthDstLg = "eth.dst.lg": "Destination MAC's L/G bit (1 = locally administered)",
+    EthSrcIg = "eth.src.ig": "Source MAC's I/G bit",
+    EthSrcLg = "eth.src.lg": "Source MAC's L/G bit (1 = locally administered)",
+    EthIg = "eth.ig": "I/G bits of the destination and source MACs (two values, in header order)",
+    EthLg = "eth.lg": "L/G bits of the destination and source MACs (two values, in header order)",
+    EthDstOui = "eth.dst.oui": "Destination MAC's first three bytes (OUI), as a number",
+    EthSrcOui = "eth.src.oui": "Source MAC's first three bytes (OUI), as a number",
+    EthAddrOui = "eth.addr.oui": "OUIs of the destination and source MACs (two values, in header order)",
     VlanId = "vlan.id": "802.1Q VLAN ID (one per 0x8100 tag)",
     VlanPriority = "vlan.priority": "802.1Q PCP (one per 0x8100 tag)",
     VlanEtype = "vlan.etype": "Type after each 0x8100 tag",
@@ -94,6 +103,15 @@ fields! {
     IpSrc = "ip.src": "IPv4 source",
     IpDst = "ip.dst": "IPv4 destination",
     IpAddrs = "ip.addr": "IPv4 source and destination (two values)",
+    IpVersion = "ip.version": "IP header's version nibble: 4, 6 for IPv6 (as tshark), or what a bogus header says",
+    IpHdrLen = "ip.hdr_len": "IPv4 header length in bytes (20 without options)",
+    IpDsfield = "ip.dsfield": "IPv4 DS field: DSCP and ECN as one byte",
+    IpId = "ip.id": "IPv4 identification",
+    IpFlags = "ip.flags": "IPv4 flags, the 3 bits (0x2 = don't fragment)",
+    IpFlagsRb = "ip.flags.rb": "IPv4 reserved flag bit",
+    IpFlagsDf = "ip.flags.df": "IPv4 don't-fragment bit (RoCEv2 NICs set it)",
+    IpFlagsMf = "ip.flags.mf": "IPv4 more-fragments bit",
+    IpChecksum = "ip.checksum": "IPv4 header checksum, as carried",
     IpProto = "ip.proto": "IPv4 protocol",
     IpTtl = "ip.ttl": "IPv4 TTL",
     IpLen = "ip.len": "IPv4 total length",
@@ -102,6 +120,11 @@ fields! {
     Ipv6Src = "ipv6.src": "IPv6 source",
     Ipv6Dst = "ipv6.dst": "IPv6 destination",
     Ipv6Addrs = "ipv6.addr": "IPv6 source and destination (two values)",
+    Ipv6Version = "ipv6.version": "IPv6 header's version (6)",
+    Ipv6Tclass = "ipv6.tclass": "IPv6 traffic class: DSCP and ECN as one byte",
+    Ipv6TclassDscp = "ipv6.tclass.dscp": "IPv6 DSCP",
+    Ipv6TclassEcn = "ipv6.tclass.ecn": "IPv6 ECN (3 = CE)",
+    Ipv6Flow = "ipv6.flow": "IPv6 flow label",
     Ipv6Plen = "ipv6.plen": "IPv6 payload length",
     Ipv6Nxt = "ipv6.nxt": "IPv6 next header",
     Ipv6Hlim = "ipv6.hlim": "IPv6 hop limit",
@@ -109,6 +132,7 @@ fields! {
     UdpDstport = "udp.dstport": "UDP destination port",
     UdpPort = "udp.port": "UDP source and destination ports (two values)",
     UdpLength = "udp.length": "UDP length",
+    UdpChecksum = "udp.checksum": "UDP checksum, as carried (RoCEv2 senders leave it 0)",
     UdpPayload = "udp.payload": "The bytes after the UDP header, to the end of the IP payload (a RoCE packet's BTH to ICRC)",
     TcpSrcport = "tcp.srcport": "TCP source port",
     TcpDstport = "tcp.dstport": "TCP destination port",
@@ -409,6 +433,9 @@ impl Field {
         matches!(
             self,
             F::EthAddrs
+                | F::EthIg
+                | F::EthLg
+                | F::EthAddrOui
                 | F::IpAddrs
                 | F::Ipv6Addrs
                 | F::UdpPort
@@ -448,7 +475,21 @@ impl Field {
             | F::CmReqPrimRemotegid
             | F::CmReqIpCmSip6
             | F::CmReqIpCmDip6 => Ty::Ipv6,
-            F::BthSe | F::BthM | F::BthA | F::RoceFecn | F::RoceBecn | F::RoceEcnCe => Ty::Bool,
+            F::BthSe
+            | F::BthM
+            | F::BthA
+            | F::RoceFecn
+            | F::RoceBecn
+            | F::RoceEcnCe
+            | F::EthDstIg
+            | F::EthDstLg
+            | F::EthSrcIg
+            | F::EthSrcLg
+            | F::EthIg
+            | F::EthLg
+            | F::IpFlagsRb
+            | F::IpFlagsDf
+            | F::IpFlagsMf => Ty::Bool,
             F::Immdt
             | F::Ieth
             | F::UdpPayload
@@ -488,7 +529,12 @@ impl Field {
     pub const fn max(self) -> u64 {
         use Field as F;
         match self {
-            F::IpProto
+            F::IpVersion
+            | F::IpHdrLen
+            | F::IpDsfield
+            | F::IpFlags
+            | F::Ipv6Version
+            | F::IpProto
             | F::IpTtl
             | F::IpDscp
             | F::IpEcn
@@ -536,6 +582,9 @@ impl Field {
             | F::QinqPriority
             | F::QinqDei
             | F::IpLen
+            | F::IpId
+            | F::IpChecksum
+            | F::UdpChecksum
             | F::Ipv6Plen
             | F::UdpSrcport
             | F::UdpDstport
@@ -562,8 +611,15 @@ impl Field {
             | F::CmReqStartpsn
             | F::CmRepLocalqpn
             | F::CmRepStartpsn
-            | F::CmDreqRemoteqpn => 0xFF_FFFF,
-            F::FrameNumber
+            | F::CmDreqRemoteqpn
+            | F::EthDstOui
+            | F::EthSrcOui
+            | F::EthAddrOui
+            | F::Ipv6Flow => 0xFF_FFFF,
+            F::Ipv6Tclass
+            | F::Ipv6TclassDscp
+            | F::Ipv6TclassEcn
+            | F::FrameNumber
             | F::FrameLen
             | F::FrameCapLen
             | F::FrameInterfaceId
@@ -817,6 +873,25 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
                 f(Value::Mac(s));
             }
         }
+        F::EthDstIg => eth().into_iter().for_each(|(_, d)| f(Value::Bool(d.0[0] & 1 != 0))),
+        F::EthDstLg => eth().into_iter().for_each(|(_, d)| f(Value::Bool(d.0[0] & 2 != 0))),
+        F::EthSrcIg => eth().into_iter().for_each(|(s, _)| f(Value::Bool(s.0[0] & 1 != 0))),
+        F::EthSrcLg => eth().into_iter().for_each(|(s, _)| f(Value::Bool(s.0[0] & 2 != 0))),
+        F::EthIg | F::EthLg => {
+            let bit = if field == F::EthIg { 1 } else { 2 };
+            if let Some((s, d)) = eth() {
+                f(Value::Bool(d.0[0] & bit != 0));
+                f(Value::Bool(s.0[0] & bit != 0));
+            }
+        }
+        F::EthDstOui => eth().into_iter().for_each(|(_, d)| f(Dec(oui(d)))),
+        F::EthSrcOui => eth().into_iter().for_each(|(s, _)| f(Dec(oui(s)))),
+        F::EthAddrOui => {
+            if let Some((s, d)) = eth() {
+                f(Dec(oui(d)));
+                f(Dec(oui(s)));
+            }
+        }
         F::EthType => {
             if eth().is_some() {
                 // A length (IEEE 802.3) is not an ethertype: tshark prints nothing.
@@ -847,6 +922,19 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
                 f(Value::Ipv4(r.dst));
             }
         }
+        F::IpVersion => ip_version(c).into_iter().for_each(|v| f(Dec(v))),
+        F::IpHdrLen => v4().into_iter().for_each(|r| f(Dec(r.header_len.into()))),
+        F::IpDsfield => v4().into_iter().for_each(|r| f(Hex((r.dscp << 2 | r.ecn).into(), 2))),
+        F::IpId => v4().into_iter().for_each(|r| f(Hex(r.ident.into(), 4))),
+        F::IpFlags => v4().into_iter().for_each(|r| {
+            let flags = u64::from(r.dont_frag) << 1 | u64::from(r.more_frags);
+            // The reserved bit is not kept apart: it is read from the header.
+            f(Hex(flags | u64::from(ip_reserved_flag(c)) << 2, 2))
+        }),
+        F::IpFlagsRb => v4().into_iter().for_each(|_| f(Value::Bool(ip_reserved_flag(c)))),
+        F::IpFlagsDf => v4().into_iter().for_each(|r| f(Value::Bool(r.dont_frag))),
+        F::IpFlagsMf => v4().into_iter().for_each(|r| f(Value::Bool(r.more_frags))),
+        F::IpChecksum => v4().into_iter().for_each(|r| f(Hex(r.checksum.into(), 4))),
         F::IpProto => v4().into_iter().for_each(|r| f(Dec(r.protocol.into()))),
         F::IpTtl => v4().into_iter().for_each(|r| f(Dec(r.ttl.into()))),
         F::IpLen => v4().into_iter().for_each(|r| f(Dec(r.total_len.into()))),
@@ -860,6 +948,12 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
                 f(Value::Ipv6(r.dst));
             }
         }
+        F::Ipv6Version => v6().into_iter().for_each(|_| f(Dec(6))),
+        // tshark's mask keeps the field in place: 0x0ff00000, 8 hex digits.
+        F::Ipv6Tclass => v6().into_iter().for_each(|r| f(Hex(u64::from(r.traffic_class) << 20, 8))),
+        F::Ipv6TclassDscp => v6().into_iter().for_each(|r| f(Dec((r.traffic_class >> 2).into()))),
+        F::Ipv6TclassEcn => v6().into_iter().for_each(|r| f(Dec((r.traffic_class & 3).into()))),
+        F::Ipv6Flow => v6().into_iter().for_each(|r| f(Hex(r.flow_label.into(), 6))),
         F::Ipv6Plen => v6().into_iter().for_each(|r| f(Dec(r.payload_len.into()))),
         F::Ipv6Nxt => v6().into_iter().for_each(|r| f(Dec(r.next_header.into()))),
         F::Ipv6Hlim => v6().into_iter().for_each(|r| f(Dec(r.hop_limit.into()))),
@@ -872,6 +966,12 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
             }
         }
         F::UdpLength => fr.udp.into_iter().for_each(|u| f(Dec(u.length.into()))),
+        // tshark stops before the checksum when the length is too short for a header.
+        F::UdpChecksum => fr
+            .udp
+            .into_iter()
+            .filter(|u| usize::from(u.length) >= crate::wire::udp::HEADER_LEN)
+            .for_each(|u| f(Hex(u.checksum.into(), 4))),
         F::UdpPayload => protocols::udp_payload(c).into_iter().for_each(|b| f(Value::Bytes(b))),
         F::TcpSrcport => fr.tcp.into_iter().for_each(|t| f(Dec(t.src_port.into()))),
         F::TcpDstport => fr.tcp.into_iter().for_each(|t| f(Dec(t.dst_port.into()))),
@@ -1100,6 +1200,33 @@ pub fn visit(field: Field, c: &Ctx<'_>, shown: Shown, mut f: impl FnMut(Value<'_
 #[inline]
 pub fn delta_displayed(ts_ns: u64, shown: Shown) -> Value<'static> {
     Value::Secs(shown.prev_ts_ns.map_or(0, |p| since(ts_ns, p)))
+}
+
+/// A MAC's first three bytes as a number (tshark's `eth.*.oui`).
+fn oui(m: Mac) -> u64 {
+    u64::from(m.0[0]) << 16 | u64::from(m.0[1]) << 8 | u64::from(m.0[2])
+}
+
+/// `ip.version`: tshark's IPv4 and IPv6 dissectors both give it, and an IPv4
+/// header of another version still has one (decoding stopped there).
+fn ip_version(c: &Ctx<'_>) -> Option<u64> {
+    let fr = c.frame;
+    match (fr.net, fr.stop) {
+        (Net::Ipv4(_), _) => Some(4),
+        (Net::Ipv6(_), _) => Some(6),
+        (_, Some(s))
+            if matches!(s.layer, crate::frame::Layer::Ipv4 | crate::frame::Layer::Ipv6) =>
+        {
+            c.data.get(s.offset).map(|b| u64::from(b >> 4))
+        }
+        _ => None,
+    }
+}
+
+/// The IPv4 header's reserved flag bit (0x80 of byte 6), which the decoded
+/// header does not keep.
+fn ip_reserved_flag(c: &Ctx<'_>) -> bool {
+    c.data.get(c.frame.offsets.net + 6).is_some_and(|b| b & 0x80 != 0)
 }
 
 fn since(ts: u64, earlier: u64) -> i64 {
